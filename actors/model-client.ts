@@ -1,0 +1,65 @@
+/**
+ * The seam between the engine and a model provider. The engine builds every request in the
+ * OpenAI chat-completions shape (that is what the transcript is rebuilt into); a client sends
+ * it and answers with a {@link ModelResponse}. A client never throws for provider trouble: it
+ * classifies it, so the engine can record it as a `model.interrupted` fact.
+ */
+import type { ModelOutput } from '../facts/types.js'
+
+/** A JSON value as sent to a provider. */
+export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue }
+
+/** One chat message in the OpenAI chat-completions shape. */
+export type ChatMessage =
+  | { role: 'system'; content: string }
+  | { role: 'user'; content: string }
+  | {
+      role: 'assistant'
+      content: string | null
+      tool_calls?: { id: string; type: 'function'; function: { name: string; arguments: string } }[]
+    }
+  | { role: 'tool'; tool_call_id: string; content: string }
+
+/** The request body: `model`, `messages`, `tools`, the output limit, and the run's provider options merged in. */
+export interface ChatRequestBody {
+  model: string
+  messages: ChatMessage[]
+  [key: string]: unknown
+}
+
+/** Everything a client needs for one attempt. `bodyText` is the exact bytes to send. */
+export interface ModelRequest {
+  body: ChatRequestBody
+  /** `JSON.stringify(body)`: the digest in `model.requested` is over these bytes, and a retry sends them unchanged. */
+  bodyText: string
+  signal: AbortSignal
+  timeoutMs: number
+}
+
+/** How one attempt ended. */
+export type ModelResponse =
+  | { kind: 'completed'; output: ModelOutput }
+  | {
+      kind: 'interrupted'
+      /** `retryable_failure` for 429, 5xx and connection failures; `failed` for anything retrying cannot fix. */
+      status: 'retryable_failure' | 'failed' | 'timed_out' | 'cancelled'
+      message: string
+      /** True when the provider answered but the answer could not be understood. */
+      malformed?: boolean
+      /** From a `retry-after` header, when the provider sent one. */
+      retryAfterMs?: number
+    }
+
+/** A provider. Implement this to plug in anything that is not OpenAI-compatible. */
+export interface ModelClient {
+  complete(request: ModelRequest): Promise<ModelResponse>
+}
+
+/** Provider settings of a run. Secrets (`apiKey`, `headers`) stay in memory only. */
+export interface ProviderConfig {
+  kind: 'openai-chat'
+  baseUrl: string
+  model: string
+  apiKey?: string
+  headers?: Record<string, string>
+}

@@ -1,0 +1,136 @@
+import { z } from 'zod'
+import type { Fact, HandoffIntent, HandoffPause, Invocation, RunBoundary, RuntimeEvent } from './types.js'
+
+/** Ids are non-empty strings of at most 128 characters from `[A-Za-z0-9._:-]`. */
+export const ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/
+export const id = z.string().regex(ID_PATTERN, 'an id is 1–128 characters from [A-Za-z0-9._:-]')
+const text = z.string()
+const digest = z.string().regex(/^sha256:[0-9a-f]{64}$/, 'a digest is "sha256:" and 64 lowercase hex digits')
+const count = z.number().int().nonnegative()
+
+/** Any plain JSON value: what tool inputs, outputs and provider options may hold. */
+export const jsonValue: z.ZodType<unknown> = z.lazy(() =>
+  z.union([z.null(), z.boolean(), z.number().finite(), z.string(), z.array(jsonValue), z.record(z.string(), jsonValue)]),
+)
+const jsonObject = z.record(z.string(), jsonValue)
+
+export const invocationSchema = z.strictObject({ sessionId: id, turnId: id, runId: id, invocationId: id }) satisfies z.ZodType<Invocation>
+
+export const runBoundarySchema = z.strictObject({
+  invocation: invocationSchema,
+  highWater: count.min(1),
+  digest,
+}) satisfies z.ZodType<RunBoundary>
+
+export const handoffIntentSchema = z.strictObject({
+  handoffId: id,
+  hostEpoch: id,
+  rootRunId: id,
+  successorRunId: id,
+  successorInvocationId: id,
+  claimId: id,
+}) satisfies z.ZodType<HandoffIntent>
+
+export const executionSchema = z.strictObject({
+  model: text.min(1),
+  providerOptions: jsonObject,
+  mainOutputLimit: count.min(1).optional(),
+  cwd: text.min(1),
+  tools: z.strictObject({ catalogDigest: digest, names: z.array(text) }),
+  replayBase: runBoundarySchema.optional(),
+})
+
+export const handoffPauseSchema = z.strictObject({
+  intent: handoffIntentSchema,
+  remainingSteps: count,
+  execution: executionSchema,
+}) satisfies z.ZodType<HandoffPause>
+
+const uncertainOperation = z.strictObject({ invocationId: id, operationId: text.min(1), callId: text, name: text })
+
+const invocationInput = z.discriminatedUnion('kind', [
+  z.strictObject({
+    kind: z.literal('message'),
+    content: text,
+    requestFingerprint: text.optional(),
+    priorUnknown: z.array(uncertainOperation).optional(),
+  }),
+  z.strictObject({
+    kind: z.literal('continuation'),
+    source: runBoundarySchema,
+    requestFingerprint: text.optional(),
+    priorUnknown: z.array(uncertainOperation).optional(),
+  }),
+  z.strictObject({ kind: z.literal('handoff'), source: runBoundarySchema, pause: handoffPauseSchema }),
+])
+
+const toolCall = z.strictObject({ callId: text, name: text, arguments: text })
+const modelOutput = z.strictObject({
+  text: text.optional(),
+  toolCalls: z.array(toolCall),
+  finishReason: text,
+  usage: z.strictObject({ inputTokens: count.optional(), outputTokens: count.optional() }).optional(),
+})
+
+const toolOutcome = z.discriminatedUnion('status', [
+  z.strictObject({ status: z.literal('succeeded'), output: jsonValue }),
+  z.strictObject({ status: z.literal('failed'), message: text }),
+  z.strictObject({ status: z.literal('unknown'), message: text }),
+])
+
+const invocationOutcome = z.discriminatedUnion('status', [
+  z.strictObject({ status: z.literal('completed') }),
+  z.strictObject({ status: z.literal('handoff_paused'), pause: handoffPauseSchema }),
+  z.strictObject({ status: z.literal('failed'), class: text.min(1), message: text.optional() }),
+  z.strictObject({ status: z.literal('cancelled'), source: text.min(1) }),
+])
+
+const stepId = text.min(1).max(256)
+const operationId = text.min(1).max(512)
+
+export const factSchema = z.discriminatedUnion('type', [
+  z.strictObject({
+    type: z.literal('invocation.opened'),
+    input: invocationInput,
+    configuration: z.strictObject({ cwd: text.min(1), workspaceIdentity: text.optional() }),
+    execution: executionSchema,
+  }),
+  z.strictObject({ type: z.literal('model.requested'), stepId, model: text.min(1), requestDigest: digest }),
+  z.strictObject({ type: z.literal('model.completed'), stepId, output: modelOutput }),
+  z.strictObject({
+    type: z.literal('model.interrupted'),
+    stepId,
+    status: z.enum(['cancelled', 'timed_out', 'failed', 'retryable_failure']),
+    message: text.optional(),
+  }),
+  z.strictObject({ type: z.literal('tool.dispatched'), operationId, callId: text, name: text.min(1), input: jsonValue }),
+  z.strictObject({ type: z.literal('tool.settled'), operationId, outcome: toolOutcome }),
+  z.strictObject({
+    type: z.literal('tool.rejected'),
+    operationId,
+    callId: text,
+    name: text,
+    input: jsonValue,
+    reason: z.enum(['unknown_tool', 'invalid_input', 'cancelled']),
+  }),
+  z.strictObject({ type: z.literal('hold.entered'), handoffId: id }),
+  z.strictObject({ type: z.literal('hold.released'), handoffId: id }),
+  z.strictObject({ type: z.literal('invocation.ended'), outcome: invocationOutcome }),
+]) satisfies z.ZodType<Fact>
+
+/** Event ids: 1–512 printable ASCII characters without spaces. */
+export const eventIdSchema = z.string().regex(/^[\x21-\x7e]{1,512}$/, 'an event id is 1–512 printable ASCII characters without spaces')
+
+export const runtimeEventSchema = z.strictObject({
+  id: eventIdSchema,
+  recordedAt: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER),
+  invocation: invocationSchema,
+  fact: factSchema,
+}) satisfies z.ZodType<RuntimeEvent>
+
+/** Renders zod issues as `path: message` lines, naming every bad field. */
+export function describeIssues(error: z.ZodError): string {
+  return error.issues
+    .map((issue) => `${issue.path.length ? issue.path.join('.') : '(root)'}: ${issue.message}`)
+    .join('; ')
+}

@@ -1,0 +1,195 @@
+/**
+ * The vocabulary of factstate: invocations, facts, and the handoff records that travel inside
+ * them. Everything here is plain data: it survives encode → decode → replay unchanged.
+ */
+
+/** Identifies one invocation: Session ⊃ Turn ⊃ Run ⊃ Invocation (one invocation per run). */
+export interface Invocation {
+  sessionId: string
+  turnId: string
+  runId: string
+  invocationId: string
+}
+
+/** Where a run stands in the log: its invocation, the seq of its last fact and its lineage digest. */
+export interface RunBoundary {
+  invocation: Invocation
+  highWater: number
+  digest: string
+}
+
+/** What a handoff reserves: who may succeed the held run, under which claim. */
+export interface HandoffIntent {
+  handoffId: string
+  hostEpoch: string
+  rootRunId: string
+  successorRunId: string
+  successorInvocationId: string
+  claimId: string
+}
+
+/** The tool catalog as the model sees it: digest over names, descriptions and input schemas. */
+export interface ToolCatalogSummary {
+  catalogDigest: string
+  names: string[]
+}
+
+/** The execution settings a successor must match exactly. No secrets. */
+export interface ExecutionSettings {
+  model: string
+  providerOptions: Record<string, unknown>
+  mainOutputLimit?: number
+  cwd: string
+  tools: ToolCatalogSummary
+  /** Present exactly when the paused run was a continuation: the boundary it continued from. */
+  replayBase?: RunBoundary
+}
+
+/** What a committed hold seals: the intent, the steps left, the settings to match. */
+export interface HandoffPause {
+  intent: HandoffIntent
+  remainingSteps: number
+  execution: ExecutionSettings
+}
+
+/** The invocation's configuration as recorded (never secrets). */
+export interface InvocationConfiguration {
+  cwd: string
+  workspaceIdentity?: string
+}
+
+/** What started an invocation. */
+export type InvocationInput =
+  | {
+      kind: 'message'
+      content: string
+      requestFingerprint?: string
+      /** Operations of earlier runs in this session whose outcome is unknown, acknowledged by `allowPriorUnknown`. */
+      priorUnknown?: UncertainOperation[]
+    }
+  | { kind: 'continuation'; source: RunBoundary; requestFingerprint?: string; priorUnknown?: UncertainOperation[] }
+  | { kind: 'handoff'; source: RunBoundary; pause: HandoffPause }
+
+/** An operation whose effect may or may not have happened. */
+export interface UncertainOperation {
+  invocationId: string
+  operationId: string
+  callId: string
+  name: string
+}
+
+/** A tool call as the model asked for it. `arguments` is the raw JSON text the model sent. */
+export interface ToolCall {
+  callId: string
+  name: string
+  arguments: string
+}
+
+/** Token usage as reported by the provider. */
+export interface ModelUsage {
+  inputTokens?: number
+  outputTokens?: number
+}
+
+/** What the model answered for one step. */
+export interface ModelOutput {
+  text?: string
+  toolCalls: ToolCall[]
+  finishReason: string
+  usage?: ModelUsage
+}
+
+export type ModelInterruptStatus = 'cancelled' | 'timed_out' | 'failed' | 'retryable_failure'
+
+export type ToolOutcome =
+  | { status: 'succeeded'; output: unknown }
+  | { status: 'failed'; message: string }
+  | { status: 'unknown'; message: string }
+
+export type ToolRejectReason = 'unknown_tool' | 'invalid_input' | 'cancelled'
+
+/** Why a failed invocation failed. */
+export type FailureClass =
+  | 'host_interrupted'
+  | 'outcome_unknown'
+  | 'model_failed'
+  | 'model_timeout'
+  | 'model_malformed'
+  | 'max_steps'
+  | (string & {})
+
+export type InvocationOutcome =
+  | { status: 'completed' }
+  | { status: 'handoff_paused'; pause: HandoffPause }
+  | { status: 'failed'; class: FailureClass; message?: string }
+  | { status: 'cancelled'; source: string }
+
+/**
+ * One durable record of something that happened. A discriminated union on `type`; the facts
+ * are also the invocation machine's events.
+ */
+export type Fact =
+  | { type: 'invocation.opened'; input: InvocationInput; configuration: InvocationConfiguration; execution: ExecutionSettings }
+  | { type: 'model.requested'; stepId: string; model: string; requestDigest: string }
+  | { type: 'model.completed'; stepId: string; output: ModelOutput }
+  | { type: 'model.interrupted'; stepId: string; status: ModelInterruptStatus; message?: string }
+  | { type: 'tool.dispatched'; operationId: string; callId: string; name: string; input: unknown }
+  | { type: 'tool.settled'; operationId: string; outcome: ToolOutcome }
+  | { type: 'tool.rejected'; operationId: string; callId: string; name: string; input: unknown; reason: ToolRejectReason }
+  | { type: 'hold.entered'; handoffId: string }
+  | { type: 'hold.released'; handoffId: string }
+  | { type: 'invocation.ended'; outcome: InvocationOutcome }
+
+export type FactType = Fact['type']
+
+/** The fact of a given type. */
+export type FactOf<T extends FactType> = Extract<Fact, { type: T }>
+
+/** Every fact type, in the order an invocation usually meets them. */
+export const FACT_TYPES: readonly FactType[] = [
+  'invocation.opened',
+  'model.requested',
+  'model.completed',
+  'model.interrupted',
+  'tool.dispatched',
+  'tool.settled',
+  'tool.rejected',
+  'hold.entered',
+  'hold.released',
+  'invocation.ended',
+]
+
+/** A fact with its identity and its place in time. Written once, never rewritten. */
+export interface RuntimeEvent {
+  id: string
+  recordedAt: number
+  invocation: Invocation
+  fact: Fact
+}
+
+/** An event as stored: `seq` is gapless from 1 and is the only order. */
+export interface StoredEvent {
+  seq: number
+  event: RuntimeEvent
+}
+
+/** How an invocation ended, as the log reports it. `handoff_paused` reads as `paused`. */
+export type TerminalStatus = 'completed' | 'failed' | 'cancelled' | 'paused'
+
+/** The terminal status an outcome maps to. */
+export function terminalStatusOf(outcome: InvocationOutcome): TerminalStatus {
+  switch (outcome.status) {
+    case 'completed':
+      return 'completed'
+    case 'handoff_paused':
+      return 'paused'
+    case 'failed':
+      return 'failed'
+    case 'cancelled':
+      return 'cancelled'
+    default: {
+      const never: never = outcome
+      throw new TypeError(`unknown outcome ${JSON.stringify(never)}`)
+    }
+  }
+}

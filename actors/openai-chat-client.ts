@@ -1,0 +1,350 @@
+/**
+ * A {@link ModelClient} for any OpenAI-compatible chat-completions endpoint, built on the official
+ * `openai` SDK. It sends the engine's exact request bytes, reads plain JSON or SSE answers, and
+ * classifies every kind of provider trouble into a {@link ModelResponse} instead of throwing.
+ */
+import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai'
+import { Stream } from 'openai/core/streaming'
+import { z } from 'zod'
+import type { ModelOutput, ModelUsage, ToolCall } from '../facts/types.js'
+import type { ModelClient, ModelRequest, ModelResponse, ProviderConfig } from './model-client.js'
+
+/** Sent as the API key when the provider needs none (the SDK insists on one). */
+const PLACEHOLDER_API_KEY = 'not-set'
+/** The largest delay `setTimeout` accepts. */
+const MAX_TIMER_MS = 2_147_483_647
+/** How much provider text a message may quote. */
+const QUOTE_LIMIT = 300
+
+const UsageSchema = z
+  .object({
+    prompt_tokens: z.number().nullish(),
+    completion_tokens: z.number().nullish(),
+  })
+  .nullish()
+
+const CompletionSchema = z.object({
+  choices: z
+    .array(
+      z.object({
+        message: z.object({
+          content: z.string().nullish(),
+          tool_calls: z
+            .array(
+              z.object({
+                id: z.string().min(1),
+                type: z.string().nullish(),
+                function: z.object({ name: z.string().min(1), arguments: z.string() }),
+              }),
+            )
+            .nullish(),
+        }),
+        finish_reason: z.string().nullish(),
+      }),
+    )
+    .min(1),
+  usage: UsageSchema,
+})
+
+const ChunkSchema = z.object({
+  choices: z
+    .array(
+      z.object({
+        index: z.number().int().nullish(),
+        delta: z
+          .object({
+            content: z.string().nullish(),
+            tool_calls: z
+              .array(
+                z.object({
+                  index: z.number().int().nonnegative(),
+                  id: z.string().nullish(),
+                  type: z.string().nullish(),
+                  function: z.object({ name: z.string().nullish(), arguments: z.string().nullish() }).nullish(),
+                }),
+              )
+              .nullish(),
+          })
+          .nullish(),
+        finish_reason: z.string().nullish(),
+      }),
+    )
+    .nullish(),
+  usage: UsageSchema,
+})
+
+/** Why the client stopped an attempt itself. */
+type StopReason = 'timeout' | 'cancel'
+
+/** A provider answer that could not be understood. */
+class MalformedAnswer extends Error {}
+
+/** The transport failed while the answer's body was being read. */
+class BodyReadFailure extends Error {}
+
+function interrupted(
+  status: 'retryable_failure' | 'failed' | 'timed_out' | 'cancelled',
+  message: string,
+  extra: { malformed?: boolean; retryAfterMs?: number } = {},
+): ModelResponse {
+  return { kind: 'interrupted', status, message, ...extra }
+}
+
+function zodProblem(error: z.ZodError): string {
+  const issue = error.issues[0]
+  if (!issue) return 'unexpected shape'
+  const path = issue.path.length > 0 ? issue.path.map(String).join('.') : '(root)'
+  return `${path}: ${issue.message}`
+}
+
+function usageOf(usage: z.infer<typeof UsageSchema>): ModelUsage | undefined {
+  if (!usage) return undefined
+  const out: ModelUsage = {}
+  if (typeof usage.prompt_tokens === 'number') out.inputTokens = usage.prompt_tokens
+  if (typeof usage.completion_tokens === 'number') out.outputTokens = usage.completion_tokens
+  return Object.keys(out).length > 0 ? out : undefined
+}
+
+function outputOf(text: string | undefined, toolCalls: ToolCall[], finishReason: string, usage: ModelUsage | undefined): ModelOutput {
+  return {
+    ...(text !== undefined && text.length > 0 ? { text } : {}),
+    toolCalls,
+    finishReason,
+    ...(usage ? { usage } : {}),
+  }
+}
+
+/** Parses `retry-after-ms`, else `retry-after` (seconds or an HTTP date), into milliseconds. */
+export function retryAfterMsOf(headers: Headers | undefined, now: number = Date.now()): number | undefined {
+  if (!headers) return undefined
+  const ms = headers.get('retry-after-ms')
+  if (ms !== null && /^\s*\d+(\.\d+)?\s*$/.test(ms)) return Math.ceil(Number(ms))
+  const after = headers.get('retry-after')
+  if (after === null) return undefined
+  if (/^\s*\d+(\.\d+)?\s*$/.test(after)) return Math.ceil(Number(after) * 1000)
+  const date = Date.parse(after)
+  if (Number.isNaN(date)) return undefined
+  return Math.max(0, date - now)
+}
+
+/**
+ * Talks to an OpenAI-compatible `POST {baseUrl}/chat/completions` endpoint.
+ *
+ * - The body sent is exactly `request.bodyText`, so a retry is byte-identical to the attempt
+ *   the engine digested.
+ * - The answer may be plain JSON or an SSE stream (`text/event-stream`), whatever the body asked
+ *   for; streamed deltas are merged (text concatenated, tool calls merged by `index`).
+ * - The SDK never retries (`maxRetries: 0`): retrying is the engine's decision, made from the
+ *   returned `retryable_failure` and its `retryAfterMs`.
+ * - It never throws for provider trouble: HTTP 408/429/5xx and lost connections are
+ *   `retryable_failure`, other 4xx `failed`, an answer that cannot be understood `failed` with
+ *   `malformed: true`, the `timeoutMs` deadline (which also covers reading the body) `timed_out`,
+ *   and the caller's signal `cancelled`. Returned messages never contain the API key or the
+ *   configured header values.
+ *
+ * @example
+ * ```ts
+ * const client = new OpenAIChatClient({ kind: 'openai-chat', baseUrl: 'http://127.0.0.1:8080/v1', model: 'local', apiKey: process.env.KEY })
+ * const body = { model: 'local', messages: [{ role: 'user' as const, content: 'hi' }] }
+ * const response = await client.complete({
+ *   body,
+ *   bodyText: JSON.stringify(body),
+ *   signal: new AbortController().signal,
+ *   timeoutMs: 60_000,
+ * })
+ * if (response.kind === 'completed') console.log(response.output.text, response.output.toolCalls)
+ * else console.log(response.status, response.message)
+ * ```
+ */
+export class OpenAIChatClient implements ModelClient {
+  readonly #client: OpenAI
+  readonly #secrets: string[]
+
+  constructor(provider: ProviderConfig) {
+    this.#client = new OpenAI({
+      baseURL: provider.baseUrl,
+      apiKey: provider.apiKey ?? PLACEHOLDER_API_KEY,
+      // Keep the process environment out of requests to a configured provider.
+      organization: null,
+      project: null,
+      adminAPIKey: null,
+      webhookSecret: null,
+      ...(provider.headers ? { defaultHeaders: provider.headers } : {}),
+      maxRetries: 0,
+      logLevel: 'off',
+    })
+    this.#secrets = [provider.apiKey, ...Object.values(provider.headers ?? {})]
+      .filter((s): s is string => typeof s === 'string' && s.length >= 4)
+      .sort((a, b) => b.length - a.length)
+  }
+
+  async complete(request: ModelRequest): Promise<ModelResponse> {
+    const { signal: callerSignal } = request
+    if (callerSignal.aborted) return interrupted('cancelled', 'the request was cancelled before it was sent')
+    if (!(request.timeoutMs > 0)) return interrupted('timed_out', `the request timed out (timeoutMs ${request.timeoutMs})`)
+
+    const controller = new AbortController()
+    let stop: StopReason | undefined
+    const halt = (reason: StopReason) => {
+      if (stop) return
+      stop = reason
+      controller.abort()
+    }
+    const onAbort = () => halt('cancel')
+    callerSignal.addEventListener('abort', onAbort, { once: true })
+    const timeoutMs = Math.min(Math.ceil(request.timeoutMs), MAX_TIMER_MS)
+    const timer = setTimeout(() => halt('timeout'), timeoutMs)
+    const stopped = new Promise<never>((_, reject) => {
+      controller.signal.addEventListener('abort', () => reject(new BodyReadFailure('aborted')), { once: true })
+    })
+    stopped.catch(() => undefined)
+
+    try {
+      const response = await this.#client
+        .post('/chat/completions', {
+          // A string body with an explicit content-type is sent verbatim by the SDK.
+          body: request.bodyText,
+          headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+          signal: controller.signal,
+          timeout: timeoutMs,
+          maxRetries: 0,
+        })
+        .asResponse()
+      const contentType = response.headers.get('content-type') ?? ''
+      const output = /^\s*text\/event-stream/i.test(contentType)
+        ? await this.#readStream(response, controller)
+        : await this.#readJson(response, stopped)
+      // The SDK ends an SSE iteration quietly when the request is aborted: check before trusting it.
+      if (stop) return this.#stopped(stop, request.timeoutMs)
+      return { kind: 'completed', output }
+    } catch (error) {
+      return this.#classify(error, stop, request.timeoutMs)
+    } finally {
+      clearTimeout(timer)
+      callerSignal.removeEventListener('abort', onAbort)
+      if (!controller.signal.aborted) controller.abort()
+    }
+  }
+
+  async #readJson(response: Response, stopped: Promise<never>): Promise<ModelOutput> {
+    let text: string
+    try {
+      text = await Promise.race([response.text(), stopped])
+    } catch (error) {
+      throw error instanceof BodyReadFailure ? error : new BodyReadFailure(`the connection failed while reading the answer: ${describe(error)}`)
+    }
+    let json: unknown
+    try {
+      json = JSON.parse(text)
+    } catch {
+      throw new MalformedAnswer(`the provider answered with a body that is not JSON: ${quote(text)}`)
+    }
+    const parsed = CompletionSchema.safeParse(json)
+    if (!parsed.success) throw new MalformedAnswer(`the provider answered with JSON that is not a chat completion (${zodProblem(parsed.error)})`)
+    const choice = parsed.data.choices[0]
+    if (!choice) throw new MalformedAnswer('the provider answered without choices')
+    const toolCalls: ToolCall[] = (choice.message.tool_calls ?? []).map((call) => ({
+      callId: call.id,
+      name: call.function.name,
+      arguments: call.function.arguments,
+    }))
+    const finishReason = choice.finish_reason ?? (toolCalls.length > 0 ? 'tool_calls' : 'stop')
+    return outputOf(choice.message.content ?? undefined, toolCalls, finishReason, usageOf(parsed.data.usage))
+  }
+
+  async #readStream(response: Response, controller: AbortController): Promise<ModelOutput> {
+    const stream = Stream.fromSSEResponse<unknown>(response, controller, this.#client)
+    let text = ''
+    let finishReason: string | undefined
+    let usage: ModelUsage | undefined
+    const calls = new Map<number, { id: string; name: string; arguments: string }>()
+    try {
+      for await (const item of stream) {
+        const parsed = ChunkSchema.safeParse(item)
+        if (!parsed.success) throw new MalformedAnswer(`the provider streamed a chunk that is not a chat completion chunk (${zodProblem(parsed.error)})`)
+        const chunk = parsed.data
+        usage = usageOf(chunk.usage) ?? usage
+        for (const choice of chunk.choices ?? []) {
+          if ((choice.index ?? 0) !== 0) continue
+          const delta = choice.delta
+          if (delta?.content) text += delta.content
+          for (const part of delta?.tool_calls ?? []) {
+            const call = calls.get(part.index) ?? { id: '', name: '', arguments: '' }
+            if (part.id) call.id = part.id
+            if (part.function?.name) call.name += part.function.name
+            if (part.function?.arguments) call.arguments += part.function.arguments
+            calls.set(part.index, call)
+          }
+          if (choice.finish_reason) finishReason = choice.finish_reason
+        }
+      }
+    } catch (error) {
+      if (error instanceof MalformedAnswer) throw error
+      if (error instanceof SyntaxError) throw new MalformedAnswer('the provider streamed an event that is not JSON (the stream was cut mid-event?)')
+      if (error instanceof APIError) throw error
+      throw new BodyReadFailure(`the connection failed while reading the stream: ${describe(error)}`)
+    }
+    if (controller.signal.aborted) throw new BodyReadFailure('aborted')
+    if (finishReason === undefined) throw new MalformedAnswer('the provider stream ended without a finish_reason')
+    const toolCalls: ToolCall[] = []
+    for (const [index, call] of [...calls.entries()].sort(([a], [b]) => a - b)) {
+      if (!call.id || !call.name) throw new MalformedAnswer(`the provider streamed tool call ${index} without an id or a name`)
+      toolCalls.push({ callId: call.id, name: call.name, arguments: call.arguments })
+    }
+    return outputOf(text, toolCalls, finishReason, usage)
+  }
+
+  #stopped(stop: StopReason, timeoutMs: number): ModelResponse {
+    return stop === 'cancel'
+      ? interrupted('cancelled', 'the request was cancelled')
+      : interrupted('timed_out', `the request timed out after ${timeoutMs}ms`)
+  }
+
+  #classify(error: unknown, stop: StopReason | undefined, timeoutMs: number): ModelResponse {
+    if (stop) return this.#stopped(stop, timeoutMs)
+    if (error instanceof MalformedAnswer) return interrupted('failed', this.#redact(error.message), { malformed: true })
+    if (error instanceof BodyReadFailure) return interrupted('retryable_failure', this.#redact(error.message))
+    if (error instanceof APIConnectionTimeoutError) return interrupted('timed_out', `the request timed out after ${timeoutMs}ms`)
+    if (error instanceof APIUserAbortError) return interrupted('cancelled', 'the request was cancelled')
+    if (error instanceof APIConnectionError) {
+      return interrupted('retryable_failure', this.#redact(`could not reach the provider: ${describe(error.cause ?? error)}`))
+    }
+    if (error instanceof APIError) {
+      const status = error.status
+      const detail = quote(providerMessage(error))
+      if (status === undefined) return interrupted('failed', this.#redact(`the provider reported an error: ${detail}`))
+      const retryAfterMs = retryAfterMsOf(error.headers)
+      const extra = retryAfterMs === undefined ? {} : { retryAfterMs }
+      const retryable = status === 408 || status === 429 || status >= 500
+      return interrupted(retryable ? 'retryable_failure' : 'failed', this.#redact(`the provider answered HTTP ${status}: ${detail}`), extra)
+    }
+    return interrupted('failed', this.#redact(`the request failed: ${describe(error)}`))
+  }
+
+  /** Removes every configured secret from a message. */
+  #redact(message: string): string {
+    let out = message
+    for (const secret of this.#secrets) out = out.split(secret).join('[redacted]')
+    return out
+  }
+}
+
+function describe(error: unknown): string {
+  if (error instanceof Error) {
+    const code = (error as { code?: unknown }).code
+    const cause = error.cause instanceof Error ? `: ${describe(error.cause)}` : ''
+    return `${error.message}${typeof code === 'string' && !error.message.includes(code) ? ` (${code})` : ''}${cause}`
+  }
+  return String(error)
+}
+
+function providerMessage(error: APIError): string {
+  const body = error.error as { message?: unknown } | undefined
+  if (body && typeof body === 'object' && typeof body.message === 'string') return body.message
+  return error.message
+}
+
+function quote(text: string): string {
+  const flat = text.replace(/\s+/g, ' ').trim()
+  return flat.length > QUOTE_LIMIT ? `${flat.slice(0, QUOTE_LIMIT)}…` : flat
+}

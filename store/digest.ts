@@ -1,0 +1,41 @@
+import { createHash } from 'node:crypto'
+
+/** The chain value before the first event. */
+export const EMPTY_CHAIN: Uint8Array = new Uint8Array(32)
+
+function u64(value: number): Buffer {
+  const out = Buffer.alloc(8)
+  out.writeBigUInt64BE(BigInt(value))
+  return out
+}
+
+/** One step of a rolling chain: binds the previous value, the seq and the exact stored bytes. */
+export function chainStep(previous: Uint8Array, seq: number, stored: Uint8Array): Uint8Array {
+  return createHash('sha256').update(previous).update(u64(seq)).update(stored).digest()
+}
+
+/** The log digest: binds the scope `log`, the high-water and the chain. */
+export function logDigest(highWater: number, chain: Uint8Array): string {
+  return `sha256:${createHash('sha256').update('factstate/v1\0log\0').update(u64(highWater)).update(chain).digest('hex')}`
+}
+
+/** The first chain value of a run: binds its scope and, for continuations and successors, its source. */
+export function runChainStart(sessionId: string, runId: string, sourceDigest: string | undefined): Uint8Array {
+  return createHash('sha256')
+    .update(`factstate/v1\0run-start\0${sessionId}\0${runId}\0${sourceDigest ?? ''}`)
+    .digest()
+}
+
+/** A run boundary's digest: binds the run's scope, its high-water and its lineage chain. */
+export function runDigest(sessionId: string, runId: string, highWater: number, chain: Uint8Array): string {
+  return `sha256:${createHash('sha256')
+    .update(`factstate/v1\0run\0${sessionId}\0${runId}\0`)
+    .update(u64(highWater))
+    .update(chain)
+    .digest('hex')}`
+}
+
+/** sha256 of a string or bytes, as `sha256:<hex>`. */
+export function contentDigest(content: string | Uint8Array): string {
+  return `sha256:${createHash('sha256').update(content).digest('hex')}`
+}

@@ -1,0 +1,27 @@
+/**
+ * The key spaces of the LevelDB directory. Events are `e!<seq>`; everything else is an index
+ * written in the same atomic batch as the event it indexes.
+ */
+const SEQ_WIDTH = 13 // base-16, enough for 2^52
+
+export const seqPart = (seq: number): string => seq.toString(16).padStart(SEQ_WIDTH, '0')
+
+export const keys = {
+  head: 'h!head',
+  event: (seq: number) => `e!${seqPart(seq)}`,
+  eventLow: 'e!',
+  eventHigh: 'e~',
+  eventId: (id: string) => `i!${id}`,
+  byInvocation: (invocationId: string, seq: number) => `v!${invocationId}!${seqPart(seq)}`,
+  byInvocationLow: (invocationId: string) => `v!${invocationId}!`,
+  byInvocationHigh: (invocationId: string) => `v!${invocationId}!~`,
+  invocation: (invocationId: string) => `n!${invocationId}`,
+  run: (sessionId: string, runId: string) => `r!${sessionId}!${runId}`,
+  session: (sessionId: string) => `s!${sessionId}`,
+  claim: (claimId: string) => `c!${claimId}`,
+  open: (invocationId: string) => `o!${invocationId}`,
+  openLow: 'o!',
+  openHigh: 'o~',
+}
+
+export const seqOfEventKey = (key: string): number => Number.parseInt(key.slice(2), 16)

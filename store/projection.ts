@@ -1,0 +1,204 @@
+/**
+ * What the log knows about each invocation, session and run, kept as index records and
+ * maintained fact by fact. The reducers here are also the log's integrity rules: a fact that
+ * contradicts them is refused before anything is written.
+ */
+import { FactstateError } from '../errors.js'
+import type {
+  HandoffIntent,
+  Invocation,
+  InvocationInput,
+  InvocationOutcome,
+  RuntimeEvent,
+  StoredEvent,
+  TerminalStatus,
+  UncertainOperation,
+} from '../facts/types.js'
+import { terminalStatusOf } from '../facts/types.js'
+
+/** The per-invocation index record. */
+export interface InvocationRecord {
+  invocation: Invocation
+  inputKind: InvocationInput['kind']
+  openedSeq: number
+  lastSeq: number
+  facts: number
+  terminal: TerminalStatus | null
+  outcome?: InvocationOutcome
+  /** Model steps requested and neither completed nor interrupted. */
+  openSteps: string[]
+  /** Tool operations dispatched and never settled; they stay listed after the end. */
+  uncertain: UncertainOperation[]
+  /** Every operation id used by a dispatch or a rejection. */
+  operations: string[]
+  held: string | null
+}
+
+/** What a caller of `projectInvocation` sees. */
+export interface InvocationProjection {
+  terminal: TerminalStatus | null
+  uncertainOperations: string[]
+  unfinishedModelSteps: string[]
+}
+
+/** The per-session index record: what admission needs to know. */
+export interface SessionRecord {
+  /** Invocations opened and not ended. */
+  active: { invocationId: string; turnId: string; runId: string }[]
+  /** Turns sealed by a handoff whose successor has not finished. */
+  paused: { turnId: string; runId: string; invocationId: string; intent: HandoffIntent }[]
+  /** Operations of ended invocations whose outcome is unknown and not yet acknowledged. */
+  unknown: UncertainOperation[]
+}
+
+/** The per-run index record: its invocation, its last seq and its lineage chain. */
+export interface RunRecord {
+  invocationId: string
+  lastSeq: number
+  chain: Uint8Array
+  source?: { runId: string; highWater: number; digest: string }
+}
+
+export const emptySession = (): SessionRecord => ({ active: [], paused: [], unknown: [] })
+
+const sameInvocation = (a: Invocation, b: Invocation) =>
+  a.sessionId === b.sessionId && a.turnId === b.turnId && a.runId === b.runId && a.invocationId === b.invocationId
+
+function refuse(event: RuntimeEvent, reason: string): never {
+  throw new FactstateError('LOG_REJECTED_FACT', `${event.fact.type} for ${event.invocation.invocationId} refused: ${reason}`, {
+    details: { eventId: event.id, invocationId: event.invocation.invocationId, type: event.fact.type },
+  })
+}
+
+/**
+ * Applies one event to its invocation's record and returns the new record (the old one is not
+ * touched). Throws `LOG_SEALED` or `LOG_REJECTED_FACT` for a fact the log must not accept.
+ */
+export function applyToInvocation(record: InvocationRecord | undefined, event: RuntimeEvent, seq: number): InvocationRecord {
+  const { fact } = event
+  if (record === undefined) {
+    if (fact.type !== 'invocation.opened') refuse(event, 'the invocation was never opened')
+    return {
+      invocation: event.invocation,
+      inputKind: fact.input.kind,
+      openedSeq: seq,
+      lastSeq: seq,
+      facts: 1,
+      terminal: null,
+      openSteps: [],
+      uncertain: [],
+      operations: [],
+      held: null,
+    }
+  }
+  if (record.terminal !== null) {
+    throw new FactstateError('LOG_SEALED', `invocation ${record.invocation.invocationId} has ended (${record.terminal}); no new fact is accepted`, {
+      details: { invocationId: record.invocation.invocationId, eventId: event.id },
+    })
+  }
+  if (!sameInvocation(record.invocation, event.invocation)) refuse(event, 'its session, turn or run differ from the opened invocation')
+  const next: InvocationRecord = { ...record, lastSeq: seq, facts: record.facts + 1 }
+  switch (fact.type) {
+    case 'invocation.opened':
+      return refuse(event, 'the invocation is already open')
+    case 'model.requested':
+      if (record.openSteps.length > 0) refuse(event, `step ${record.openSteps[0]} is still in flight`)
+      next.openSteps = [fact.stepId]
+      return next
+    case 'model.completed':
+    case 'model.interrupted':
+      if (!record.openSteps.includes(fact.stepId)) refuse(event, `step ${fact.stepId} is not in flight`)
+      next.openSteps = record.openSteps.filter((step) => step !== fact.stepId)
+      return next
+    case 'tool.dispatched':
+    case 'tool.rejected':
+      if (record.operations.includes(fact.operationId)) refuse(event, `operation ${fact.operationId} was already used`)
+      next.operations = [...record.operations, fact.operationId]
+      if (fact.type === 'tool.dispatched') {
+        next.uncertain = [
+          ...record.uncertain,
+          { invocationId: record.invocation.invocationId, operationId: fact.operationId, callId: fact.callId, name: fact.name },
+        ]
+      }
+      return next
+    case 'tool.settled':
+      if (!record.uncertain.some((op) => op.operationId === fact.operationId)) {
+        refuse(event, `operation ${fact.operationId} is not dispatched and unsettled`)
+      }
+      next.uncertain = record.uncertain.filter((op) => op.operationId !== fact.operationId)
+      return next
+    case 'hold.entered':
+      if (record.held !== null) refuse(event, `hold ${record.held} is already entered`)
+      if (record.openSteps.length > 0 || record.uncertain.length > 0) refuse(event, 'a hold is only entered at a safe point')
+      next.held = fact.handoffId
+      return next
+    case 'hold.released':
+      if (record.held !== fact.handoffId) refuse(event, `hold ${fact.handoffId} is not the one entered`)
+      next.held = null
+      return next
+    case 'invocation.ended': {
+      const { outcome } = fact
+      if (outcome.status === 'completed' && record.uncertain.length > 0) {
+        refuse(event, 'a dispatched tool is unsettled, so the invocation cannot complete')
+      }
+      if (outcome.status === 'handoff_paused' && record.held !== outcome.pause.intent.handoffId) {
+        refuse(event, `a handoff pause needs hold ${outcome.pause.intent.handoffId} entered`)
+      }
+      next.terminal = terminalStatusOf(outcome)
+      next.outcome = outcome
+      next.held = null
+      return next
+    }
+    default: {
+      const never: never = fact
+      return refuse(event, `unknown fact ${JSON.stringify(never)}`)
+    }
+  }
+}
+
+/** Applies an event (already applied to `record`) to its session's record; returns a new record. */
+export function applyToSession(session: SessionRecord, record: InvocationRecord, event: RuntimeEvent): SessionRecord {
+  const { fact, invocation } = event
+  if (fact.type === 'invocation.opened') {
+    const next: SessionRecord = {
+      ...session,
+      active: [...session.active, { invocationId: invocation.invocationId, turnId: invocation.turnId, runId: invocation.runId }],
+    }
+    if (fact.input.kind === 'handoff') {
+      const source = fact.input.source.invocation.invocationId
+      next.paused = session.paused.filter((turn) => turn.invocationId !== source)
+    } else if (fact.input.priorUnknown?.length) {
+      const acknowledged = new Set(fact.input.priorUnknown.map((op) => op.operationId))
+      next.unknown = session.unknown.filter((op) => !acknowledged.has(op.operationId))
+    }
+    return next
+  }
+  if (fact.type !== 'invocation.ended') return session
+  const next: SessionRecord = { ...session, active: session.active.filter((a) => a.invocationId !== invocation.invocationId) }
+  if (fact.outcome.status === 'handoff_paused') {
+    next.paused = [
+      ...session.paused,
+      { turnId: invocation.turnId, runId: invocation.runId, invocationId: invocation.invocationId, intent: fact.outcome.pause.intent },
+    ]
+  }
+  if (record.uncertain.length > 0) next.unknown = [...session.unknown, ...record.uncertain]
+  return next
+}
+
+/** Projects one invocation from a sequence of stored events (all of the log, or any superset of its events). */
+export function projectInvocation(events: Iterable<StoredEvent>, invocationId: string): InvocationProjection {
+  let record: InvocationRecord | undefined
+  for (const { seq, event } of events) {
+    if (event.invocation.invocationId === invocationId) record = applyToInvocation(record, event, seq)
+  }
+  return projectionOf(record)
+}
+
+/** The public projection of a record (or of an invocation the log never saw). */
+export function projectionOf(record: InvocationRecord | undefined): InvocationProjection {
+  return {
+    terminal: record?.terminal ?? null,
+    uncertainOperations: record?.uncertain.map((op) => op.operationId) ?? [],
+    unfinishedModelSteps: record?.openSteps ?? [],
+  }
+}

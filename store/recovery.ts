@@ -1,0 +1,56 @@
+import { isFactstateError } from '../errors.js'
+import type { Fact, RuntimeEvent } from '../facts/types.js'
+import { type EventLog, logInternals } from './event-log.js'
+import type { InvocationRecord } from './projection.js'
+
+/** The facts that close an invocation a crash left open (DESIGN §7). No settlement is invented. */
+export function closingFacts(record: InvocationRecord): Fact[] {
+  const facts: Fact[] = []
+  for (const stepId of record.openSteps) {
+    facts.push({ type: 'model.interrupted', stepId, status: 'failed', message: 'the host stopped while the model request was in flight' })
+  }
+  if (record.uncertain.length > 0) {
+    const names = record.uncertain.map((op) => `${op.name} (${op.operationId})`).join(', ')
+    facts.push({
+      type: 'invocation.ended',
+      outcome: { status: 'failed', class: 'outcome_unknown', message: `the host stopped while these tools ran: ${names}` },
+    })
+  } else {
+    facts.push({ type: 'invocation.ended', outcome: { status: 'failed', class: 'host_interrupted', message: 'the host stopped' } })
+  }
+  return facts
+}
+
+/**
+ * Closes every invocation a crash left open and returns how many it closed. Invocations driven
+ * by a live actor of this process are left alone. A second call returns 0 and writes nothing.
+ *
+ * @example
+ * ```ts
+ * const log = await EventLog.open(dir)
+ * const closed = await recoverInvocations(log) // 0 after a clean shutdown
+ * ```
+ */
+export async function recoverInvocations(log: EventLog, options: { now?: () => number } = {}): Promise<number> {
+  const internals = logInternals(log)
+  const now = options.now ?? Date.now
+  let closed = 0
+  for (const record of internals.openInvocations()) {
+    if (internals.live.has(record.invocation.invocationId)) continue
+    const events: RuntimeEvent[] = closingFacts(record).map((fact, index) => ({
+      id: `${record.invocation.invocationId}/recovered/${record.facts + index + 1}`,
+      recordedAt: now(),
+      invocation: record.invocation,
+      fact,
+    }))
+    try {
+      await internals.appendAll(events)
+    } catch (error) {
+      // Another call (or a live actor) closed it first: nothing left to do for this one.
+      if (isFactstateError(error, 'LOG_SEALED') || isFactstateError(error, 'LOG_CONFLICT')) continue
+      throw error
+    }
+    closed += 1
+  }
+  return closed
+}

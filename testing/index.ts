@@ -1,0 +1,1 @@
+export * from './scripted-model-server.js'

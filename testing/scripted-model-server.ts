@@ -1,0 +1,476 @@
+/**
+ * A real HTTP server that speaks the OpenAI chat-completions protocol from a script, for tests.
+ * It listens on 127.0.0.1 (a free port), records every request byte for byte, and answers each
+ * one with the next {@link ScriptedAnswer}: text, tool calls, an HTTP error, a broken body, a
+ * stream cut mid-event, a reset connection or silence. Answers can be held back until the test
+ * releases them, so a test can act while a request is in flight.
+ */
+import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http'
+import type { Socket } from 'node:net'
+
+/** One request as the server received it. */
+export interface RecordedRequest {
+  /** 0-based position among the chat-completions requests this server received. */
+  index: number
+  method: string
+  /** The request path, e.g. `/v1/chat/completions`. */
+  path: string
+  /** The body parsed as JSON, or `undefined` when it was not JSON. Typed loosely for test convenience. */
+  body: any
+  /** The exact body text received. */
+  bodyText: string
+  /** The request headers, names lower-cased (as Node reports them). */
+  headers: IncomingHttpHeaders
+}
+
+/** Options most answers accept. */
+export interface AnswerOptions {
+  /** Keep the answer back until {@link ScriptedModelServer.release} is called for this request. */
+  hold?: boolean
+  /** Serve this answer as an SSE stream (`true`) or plain JSON (`false`); default: server option, else the request's `stream`. */
+  stream?: boolean
+}
+
+/** Token usage the server reports; defaults to 10 prompt / 5 completion tokens. */
+export interface ScriptedUsage {
+  prompt_tokens: number
+  completion_tokens: number
+}
+
+/** One tool call in a scripted answer. `arguments` as an object is JSON-encoded; as a string it is sent raw. */
+export interface ScriptedToolCall {
+  name: string
+  arguments: unknown
+  /** Overrides the deterministic id `call_<requestIndex>_<i>`. */
+  id?: string
+}
+
+/** What the server does with one request. Build these with {@link answer}. */
+export type ScriptedAnswer =
+  | ({ kind: 'text'; text: string; finishReason?: string; usage?: ScriptedUsage | null } & AnswerOptions)
+  | ({ kind: 'toolCalls'; calls: ScriptedToolCall[]; text?: string; finishReason?: string; usage?: ScriptedUsage | null } & AnswerOptions)
+  | {
+      kind: 'status'
+      status: number
+      /** Sent as `retry-after` (seconds). */
+      retryAfter?: number
+      /** Sent as `retry-after-ms`. */
+      retryAfterMs?: number
+      /** The body: a string is sent raw, anything else as JSON. Default: an OpenAI-style error object. */
+      body?: unknown
+      hold?: boolean
+    }
+  | { kind: 'malformed'; body: string; hold?: boolean }
+  | { kind: 'cutStream'; text: string; hold?: boolean }
+  | { kind: 'reset'; hold?: boolean; stream?: boolean }
+  | { kind: 'hang' }
+
+/** Small constructors for {@link ScriptedAnswer}s. */
+export const answer = {
+  /** A plain text answer, `finish_reason: "stop"`. */
+  text(text: string, options: AnswerOptions & { finishReason?: string; usage?: ScriptedUsage | null } = {}): ScriptedAnswer {
+    return { kind: 'text', text, ...options }
+  },
+  /** An answer asking for tool calls, `finish_reason: "tool_calls"`. */
+  toolCalls(
+    calls: ScriptedToolCall[],
+    options: AnswerOptions & { text?: string; finishReason?: string; usage?: ScriptedUsage | null } = {},
+  ): ScriptedAnswer {
+    return { kind: 'toolCalls', calls, ...options }
+  },
+  /** An HTTP error status, e.g. `answer.status(429, { retryAfter: 2 })`. */
+  status(
+    status: number,
+    options: { retryAfter?: number; retryAfterMs?: number; body?: unknown; hold?: boolean } = {},
+  ): ScriptedAnswer {
+    return { kind: 'status', status, ...options }
+  },
+  /** HTTP 200 with a body that is not a chat completion (default: not JSON at all). */
+  malformed(options: { body?: string; hold?: boolean } = {}): ScriptedAnswer {
+    return { kind: 'malformed', body: options.body ?? 'this is not json {', ...(options.hold === undefined ? {} : { hold: options.hold }) }
+  },
+  /** An SSE stream that sends some text, then ends in the middle of an event (no finish, no `[DONE]`). */
+  cutStream(options: { text?: string; hold?: boolean } = {}): ScriptedAnswer {
+    return { kind: 'cutStream', text: options.text ?? 'partial', ...(options.hold === undefined ? {} : { hold: options.hold }) }
+  },
+  /** Destroys the connection without an answer; with `stream: true`, after the SSE headers and a first chunk. */
+  reset(options: AnswerOptions = {}): ScriptedAnswer {
+    return { kind: 'reset', ...options }
+  },
+  /** Never answers; the connection is destroyed when the server closes. */
+  hang(): ScriptedAnswer {
+    return { kind: 'hang' }
+  },
+}
+
+/** A running scripted server. */
+export interface ScriptedModelServer {
+  /** `http://127.0.0.1:PORT/v1` */
+  baseUrl: string
+  /** Every chat-completions request received, in arrival order. */
+  requests: RecordedRequest[]
+  /** Indexes of requests that arrived after the script ran out (each was answered 500). */
+  unscripted: number[]
+  /** Resolves when request `n` (0-based) has arrived. */
+  seen(n: number): Promise<RecordedRequest>
+  /** Lets the held answer to request `n` go out (may be called before the request arrives). */
+  release(n: number): void
+  /** Closes the server and every connection; pending holds are resolved so nothing hangs. */
+  close(): Promise<void>
+}
+
+export type Script =
+  | ScriptedAnswer[]
+  | ((request: RecordedRequest, index: number) => ScriptedAnswer | Promise<ScriptedAnswer>)
+
+interface Deferred<T> {
+  promise: Promise<T>
+  resolve: (value: T) => void
+}
+
+function deferred<T>(): Deferred<T> {
+  let resolve!: (value: T) => void
+  const promise = new Promise<T>((r) => {
+    resolve = r
+  })
+  return { promise, resolve }
+}
+
+const DEFAULT_USAGE: ScriptedUsage = { prompt_tokens: 10, completion_tokens: 5 }
+const CREATED = 1_700_000_000
+
+/** Splits `text` into up to `parts` non-empty pieces (at least one piece, possibly empty). */
+function pieces(text: string, parts: number): string[] {
+  if (text.length === 0) return ['']
+  const size = Math.max(1, Math.ceil(text.length / parts))
+  const out: string[] = []
+  for (let i = 0; i < text.length; i += size) out.push(text.slice(i, i + size))
+  return out
+}
+
+function encodeArguments(args: unknown): string {
+  return typeof args === 'string' ? args : JSON.stringify(args ?? {})
+}
+
+/**
+ * Starts a scripted OpenAI-compatible chat-completions server on 127.0.0.1.
+ *
+ * @param script the answers in order, or a function choosing the answer for each request
+ * @param options `stream: true` serves every answer as SSE unless the answer says otherwise
+ *
+ * @example
+ * ```ts
+ * const server = await scriptedModelServer([
+ *   answer.toolCalls([{ name: 'echo', arguments: { value: 42 } }]),
+ *   answer.text('done', { hold: true }),
+ * ])
+ * try {
+ *   // point a client at server.baseUrl ...
+ *   await server.seen(1)
+ *   server.release(1)
+ * } finally {
+ *   await server.close()
+ * }
+ * ```
+ */
+export async function scriptedModelServer(script: Script, options: { stream?: boolean } = {}): Promise<ScriptedModelServer> {
+  const requests: RecordedRequest[] = []
+  const unscripted: number[] = []
+  const seenWaiters = new Map<number, Deferred<RecordedRequest>>()
+  const holds = new Map<number, Deferred<void>>()
+  const sockets = new Set<Socket>()
+  let closed = false
+
+  const seenDeferred = (n: number): Deferred<RecordedRequest> => {
+    let d = seenWaiters.get(n)
+    if (!d) {
+      d = deferred<RecordedRequest>()
+      seenWaiters.set(n, d)
+    }
+    return d
+  }
+  const holdDeferred = (n: number): Deferred<void> => {
+    let d = holds.get(n)
+    if (!d) {
+      d = deferred<void>()
+      holds.set(n, d)
+    }
+    return d
+  }
+
+  async function choose(recorded: RecordedRequest): Promise<ScriptedAnswer> {
+    const n = recorded.index
+    if (typeof script === 'function') {
+      try {
+        return await script(recorded, n)
+      } catch (error) {
+        return answer.status(500, {
+          body: { error: { message: `scripted model server: script threw for request ${n}: ${String(error)}`, type: 'server_error' } },
+        })
+      }
+    }
+    const scripted = script[n]
+    if (scripted) return scripted
+    unscripted.push(n)
+    return answer.status(500, {
+      body: {
+        error: {
+          message: `scripted model server: no answer scripted for request ${n} (the script has ${script.length} answers)`,
+          type: 'server_error',
+        },
+      },
+    })
+  }
+
+  function wantsStream(answerStream: boolean | undefined, recorded: RecordedRequest): boolean {
+    if (answerStream !== undefined) return answerStream
+    if (options.stream !== undefined) return options.stream
+    return typeof recorded.body === 'object' && recorded.body !== null && recorded.body.stream === true
+  }
+
+  function modelOf(recorded: RecordedRequest): string {
+    const model = typeof recorded.body === 'object' && recorded.body !== null ? recorded.body.model : undefined
+    return typeof model === 'string' ? model : 'scripted-model'
+  }
+
+  function writeJson(res: ServerResponse, status: number, value: unknown, headers: Record<string, string> = {}): void {
+    const text = JSON.stringify(value)
+    res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers })
+    res.end(text)
+  }
+
+  function startSse(res: ServerResponse): (value: unknown) => void {
+    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' })
+    return (value) => {
+      res.write(`data: ${typeof value === 'string' ? value : JSON.stringify(value)}\n\n`)
+    }
+  }
+
+  function serveCompletion(
+    res: ServerResponse,
+    recorded: RecordedRequest,
+    text: string | undefined,
+    calls: ScriptedToolCall[],
+    finishReason: string,
+    usage: ScriptedUsage | null,
+    stream: boolean,
+  ): void {
+    const n = recorded.index
+    const id = `chatcmpl-${n}`
+    const model = modelOf(recorded)
+    const toolCalls = calls.map((call, i) => ({
+      id: call.id ?? `call_${n}_${i}`,
+      type: 'function' as const,
+      function: { name: call.name, arguments: encodeArguments(call.arguments) },
+    }))
+    if (!stream) {
+      writeJson(res, 200, {
+        id,
+        object: 'chat.completion',
+        created: CREATED,
+        model,
+        choices: [
+          {
+            index: 0,
+            message: {
+              role: 'assistant',
+              content: text ?? null,
+              ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}),
+            },
+            finish_reason: finishReason,
+          },
+        ],
+        ...(usage ? { usage: { ...usage, total_tokens: usage.prompt_tokens + usage.completion_tokens } } : {}),
+      })
+      return
+    }
+    const send = startSse(res)
+    const chunk = (delta: unknown, finish: string | null = null) => ({
+      id,
+      object: 'chat.completion.chunk',
+      created: CREATED,
+      model,
+      choices: [{ index: 0, delta, finish_reason: finish }],
+    })
+    send(chunk({ role: 'assistant', content: '' }))
+    if (text !== undefined && text.length > 0) {
+      for (const piece of pieces(text, 3)) send(chunk({ content: piece }))
+    }
+    toolCalls.forEach((call, i) => {
+      send(chunk({ tool_calls: [{ index: i, id: call.id, type: 'function', function: { name: call.function.name, arguments: '' } }] }))
+      for (const piece of pieces(call.function.arguments, 3)) {
+        if (piece.length > 0) send(chunk({ tool_calls: [{ index: i, function: { arguments: piece } }] }))
+      }
+    })
+    send(chunk({}, finishReason))
+    if (usage) {
+      send({
+        id,
+        object: 'chat.completion.chunk',
+        created: CREATED,
+        model,
+        choices: [],
+        usage: { ...usage, total_tokens: usage.prompt_tokens + usage.completion_tokens },
+      })
+    }
+    send('[DONE]')
+    res.end()
+  }
+
+  function destroy(res: ServerResponse): void {
+    const socket = res.socket
+    if (!socket) return
+    if (typeof socket.resetAndDestroy === 'function') socket.resetAndDestroy()
+    else socket.destroy()
+  }
+
+  async function respond(res: ServerResponse, recorded: RecordedRequest, scripted: ScriptedAnswer): Promise<void> {
+    if (scripted.kind === 'hang') return // sockets are destroyed on close
+    if (scripted.hold) {
+      await holdDeferred(recorded.index).promise
+      if (closed) return
+    }
+    switch (scripted.kind) {
+      case 'text':
+        serveCompletion(
+          res,
+          recorded,
+          scripted.text,
+          [],
+          scripted.finishReason ?? 'stop',
+          scripted.usage === undefined ? DEFAULT_USAGE : scripted.usage,
+          wantsStream(scripted.stream, recorded),
+        )
+        return
+      case 'toolCalls':
+        serveCompletion(
+          res,
+          recorded,
+          scripted.text,
+          scripted.calls,
+          scripted.finishReason ?? 'tool_calls',
+          scripted.usage === undefined ? DEFAULT_USAGE : scripted.usage,
+          wantsStream(scripted.stream, recorded),
+        )
+        return
+      case 'status': {
+        const headers: Record<string, string> = {}
+        if (scripted.retryAfter !== undefined) headers['retry-after'] = String(scripted.retryAfter)
+        if (scripted.retryAfterMs !== undefined) headers['retry-after-ms'] = String(scripted.retryAfterMs)
+        const body =
+          scripted.body ?? { error: { message: `scripted status ${scripted.status}`, type: scripted.status >= 500 ? 'server_error' : 'invalid_request_error' } }
+        if (typeof body === 'string') {
+          res.writeHead(scripted.status, { 'content-type': 'text/plain', 'content-length': Buffer.byteLength(body), ...headers })
+          res.end(body)
+        } else {
+          writeJson(res, scripted.status, body, headers)
+        }
+        return
+      }
+      case 'malformed':
+        res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(scripted.body) })
+        res.end(scripted.body)
+        return
+      case 'cutStream': {
+        const send = startSse(res)
+        const base = { id: `chatcmpl-${recorded.index}`, object: 'chat.completion.chunk', created: CREATED, model: modelOf(recorded) }
+        send({ ...base, choices: [{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }] })
+        if (scripted.text.length > 0) send({ ...base, choices: [{ index: 0, delta: { content: scripted.text }, finish_reason: null }] })
+        // Half an event, then a clean end of the body: no blank line, no finish, no [DONE].
+        res.end(`data: {"id":"chatcmpl-${recorded.index}","object":"chat.completion.chunk","choi`)
+        return
+      }
+      case 'reset':
+        if (wantsStream(scripted.stream, recorded)) {
+          const send = startSse(res)
+          send({
+            id: `chatcmpl-${recorded.index}`,
+            object: 'chat.completion.chunk',
+            created: CREATED,
+            model: modelOf(recorded),
+            choices: [{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }],
+          })
+          // Let the first chunk reach the client before the connection goes.
+          setTimeout(() => destroy(res), 20)
+        } else {
+          destroy(res)
+        }
+        return
+      default: {
+        const never: never = scripted
+        throw new TypeError(`unknown scripted answer ${JSON.stringify(never)}`)
+      }
+    }
+  }
+
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const chunks: Buffer[] = []
+    for await (const chunk of req) chunks.push(chunk as Buffer)
+    const bodyText = Buffer.concat(chunks).toString('utf8')
+    const path = (req.url ?? '/').split('?')[0] ?? '/'
+    if (req.method !== 'POST' || path !== '/v1/chat/completions') {
+      writeJson(res, 404, { error: { message: `scripted model server: no route ${req.method} ${path}`, type: 'not_found' } })
+      return
+    }
+    let body: unknown
+    try {
+      body = JSON.parse(bodyText)
+    } catch {
+      body = undefined
+    }
+    const recorded: RecordedRequest = { index: requests.length, method: req.method, path, body, bodyText, headers: req.headers }
+    requests.push(recorded)
+    seenDeferred(recorded.index).resolve(recorded)
+    const scripted = await choose(recorded)
+    if (closed) return
+    await respond(res, recorded, scripted)
+  }
+
+  const server = createServer((req, res) => {
+    handle(req, res).catch((error: unknown) => {
+      if (!res.headersSent && !res.destroyed) {
+        writeJson(res, 500, { error: { message: `scripted model server failed: ${String(error)}`, type: 'server_error' } })
+      } else {
+        res.destroy()
+      }
+    })
+  })
+  server.on('connection', (socket) => {
+    sockets.add(socket)
+    socket.on('close', () => sockets.delete(socket))
+  })
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject)
+    server.listen(0, '127.0.0.1', () => {
+      server.off('error', reject)
+      resolve()
+    })
+  })
+  const address = server.address()
+  if (address === null || typeof address === 'string') throw new Error('scripted model server: no TCP address')
+  const baseUrl = `http://127.0.0.1:${address.port}/v1`
+
+  let closing: Promise<void> | undefined
+  return {
+    baseUrl,
+    requests,
+    unscripted,
+    seen(n) {
+      return seenDeferred(n).promise
+    },
+    release(n) {
+      holdDeferred(n).resolve()
+    },
+    close() {
+      closing ??= new Promise<void>((resolve) => {
+        closed = true
+        for (const d of holds.values()) d.resolve()
+        server.close(() => resolve())
+        for (const socket of sockets) socket.destroy()
+        sockets.clear()
+      })
+      return closing
+    },
+  }
+}

@@ -341,7 +341,8 @@ function describe(error: unknown): string {
 function providerMessage(error: APIError): string {
   const body = error.error as { message?: unknown } | undefined
   if (body && typeof body === 'object' && typeof body.message === 'string') return body.message
-  return error.message
+  // The SDK prefixes the status ("503 upstream down"); the caller's message already names it.
+  return error.status === undefined ? error.message : error.message.replace(new RegExp(`^${error.status}\\s+`), '')
 }
 
 function quote(text: string): string {

@@ -12,14 +12,15 @@ export async function withTempDir<T>(body: (dir: string) => Promise<T>): Promise
   }
 }
 
-/** uvu has no per-test timeout: every async test bounds itself with this. */
-export async function withTimeout<T>(promise: Promise<T>, ms: number, what = 'test'): Promise<T> {
+/** uvu has no per-test timeout: every async test bounds itself with this (a promise, or a function returning one). */
+export async function withTimeout<T>(promise: Promise<T> | (() => Promise<T>), ms: number, what = 'test'): Promise<T> {
   let timer: NodeJS.Timeout | undefined
+  const running = typeof promise === 'function' ? promise() : promise
   const timeout = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(new Error(`${what} did not finish within ${ms} ms`)), ms)
   })
   try {
-    return await Promise.race([promise, timeout])
+    return await Promise.race([running, timeout])
   } finally {
     clearTimeout(timer)
   }

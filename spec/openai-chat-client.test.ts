@@ -1,0 +1,435 @@
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { test } from 'uvu'
+import * as assert from 'uvu/assert'
+import type { ChatRequestBody, ModelRequest, ModelResponse, ProviderConfig } from '../actors/model-client.js'
+import { OpenAIChatClient, retryAfterMsOf } from '../actors/openai-chat-client.js'
+import { answer, scriptedModelServer, type Script, type ScriptedAnswer, type ScriptedModelServer } from '../testing/scripted-model-server.js'
+import { withTimeout } from './support/temp.js'
+
+const TEST_MS = 5_000
+
+function bodyOf(extra: Record<string, unknown> = {}): ChatRequestBody {
+  return { model: 'test-model', messages: [{ role: 'user', content: 'hello ✓ “quotes” \u2028' }], ...extra }
+}
+
+function requestFor(body: ChatRequestBody, options: { signal?: AbortSignal; timeoutMs?: number; bodyText?: string } = {}): ModelRequest {
+  return {
+    body,
+    bodyText: options.bodyText ?? JSON.stringify(body),
+    signal: options.signal ?? new AbortController().signal,
+    timeoutMs: options.timeoutMs ?? 3_000,
+  }
+}
+
+function provider(server: { baseUrl: string }, extra: Partial<ProviderConfig> = {}): ProviderConfig {
+  return { kind: 'openai-chat', baseUrl: server.baseUrl, model: 'test-model', ...extra }
+}
+
+/** Runs `body` against a fresh scripted server, bounded by a timeout, always closing the server. */
+function withServer(
+  script: Script,
+  body: (server: ScriptedModelServer) => Promise<void>,
+  options: { stream?: boolean } = {},
+): () => Promise<void> {
+  return () =>
+    withTimeout(async () => {
+      const server = await scriptedModelServer(script, options)
+      try {
+        await body(server)
+      } finally {
+        await server.close()
+      }
+    }, TEST_MS)
+}
+
+function interrupted(response: ModelResponse): Extract<ModelResponse, { kind: 'interrupted' }> {
+  if (response.kind !== 'interrupted') assert.unreachable(`expected interrupted, got ${JSON.stringify(response)}`)
+  return response as Extract<ModelResponse, { kind: 'interrupted' }>
+}
+
+test(
+  'plain JSON text answer maps to a completed output without tool calls',
+  withServer([answer.text('done')], async (server) => {
+    const response = await new OpenAIChatClient(provider(server)).complete(requestFor(bodyOf()))
+    assert.equal(response, {
+      kind: 'completed',
+      output: { text: 'done', toolCalls: [], finishReason: 'stop', usage: { inputTokens: 10, outputTokens: 5 } },
+    })
+    assert.is(server.requests.length, 1)
+    assert.is(server.requests[0]?.path, '/v1/chat/completions')
+  }),
+)
+
+test(
+  'a JSON tool-call answer has no text key and keeps arguments as raw JSON text',
+  withServer([answer.toolCalls([{ name: 'echo', arguments: { value: 42 } }])], async (server) => {
+    const response = await new OpenAIChatClient(provider(server)).complete(requestFor(bodyOf()))
+    if (response.kind !== 'completed') return assert.unreachable(JSON.stringify(response))
+    assert.equal(response.output, {
+      toolCalls: [{ callId: 'call_0_0', name: 'echo', arguments: '{"value":42}' }],
+      finishReason: 'tool_calls',
+      usage: { inputTokens: 10, outputTokens: 5 },
+    })
+    assert.not.ok('text' in response.output)
+  }),
+)
+
+test(
+  'several tool calls in one JSON answer, invalid JSON arguments passed through untouched',
+  withServer(
+    [
+      answer.toolCalls(
+        [
+          { name: 'echo', arguments: { value: 1 } },
+          { name: 'broken', arguments: '{"raw":' },
+          { name: 'echo', arguments: { value: 3 } },
+        ],
+        { usage: null },
+      ),
+    ],
+    async (server) => {
+      const response = await new OpenAIChatClient(provider(server)).complete(requestFor(bodyOf()))
+      assert.equal(response, {
+        kind: 'completed',
+        output: {
+          toolCalls: [
+            { callId: 'call_0_0', name: 'echo', arguments: '{"value":1}' },
+            { callId: 'call_0_1', name: 'broken', arguments: '{"raw":' },
+            { callId: 'call_0_2', name: 'echo', arguments: '{"value":3}' },
+          ],
+          finishReason: 'tool_calls',
+        },
+      })
+    },
+  ),
+)
+
+test(
+  'SSE tool-call answer: deltas merged by index, text concatenated, usage from the final chunk',
+  withServer(
+    [
+      answer.toolCalls(
+        [
+          { name: 'echo', arguments: { value: 42, nested: { list: [1, 2, 3] } } },
+          { name: 'search', arguments: '{"q":"a longer query string"}' },
+          { name: 'broken', arguments: '{"raw":' },
+        ],
+        { text: 'let me check that for you' },
+      ),
+    ],
+    async (server) => {
+      const body = bodyOf({ stream: true })
+      const response = await new OpenAIChatClient(provider(server)).complete(requestFor(body))
+      assert.equal(response, {
+        kind: 'completed',
+        output: {
+          text: 'let me check that for you',
+          toolCalls: [
+            { callId: 'call_0_0', name: 'echo', arguments: '{"value":42,"nested":{"list":[1,2,3]}}' },
+            { callId: 'call_0_1', name: 'search', arguments: '{"q":"a longer query string"}' },
+            { callId: 'call_0_2', name: 'broken', arguments: '{"raw":' },
+          ],
+          finishReason: 'tool_calls',
+          usage: { inputTokens: 10, outputTokens: 5 },
+        },
+      })
+    },
+  ),
+)
+
+test(
+  'SSE is understood even when the body did not ask for a stream; JSON when it did',
+  withServer([answer.text('streamed anyway', { stream: true }), answer.text('plain anyway', { stream: false })], async (server) => {
+    const client = new OpenAIChatClient(provider(server))
+    const first = await client.complete(requestFor(bodyOf()))
+    const second = await client.complete(requestFor(bodyOf({ stream: true })))
+    assert.equal(first, {
+      kind: 'completed',
+      output: { text: 'streamed anyway', toolCalls: [], finishReason: 'stop', usage: { inputTokens: 10, outputTokens: 5 } },
+    })
+    assert.equal(second, {
+      kind: 'completed',
+      output: { text: 'plain anyway', toolCalls: [], finishReason: 'stop', usage: { inputTokens: 10, outputTokens: 5 } },
+    })
+  }),
+)
+
+test(
+  'the server receives exactly bodyText, even when it is not what the SDK would serialize',
+  withServer([answer.text('a'), answer.text('b')], async (server) => {
+    const body = bodyOf({ temperature: 0.5 })
+    const canonical = JSON.stringify(body)
+    // Same JSON value, different bytes: spacing and key order the SDK would never produce.
+    const odd = `{ "messages" : ${JSON.stringify(body.messages)},\n "temperature": 0.50, "model":"test-model" }`
+    const client = new OpenAIChatClient(provider(server))
+    const r1 = await client.complete(requestFor(body))
+    const r2 = await client.complete(requestFor(body, { bodyText: odd }))
+    assert.is(r1.kind, 'completed')
+    assert.is(r2.kind, 'completed')
+    assert.is(server.requests[0]?.bodyText, canonical)
+    assert.is(server.requests[1]?.bodyText, odd)
+    assert.equal(server.requests[0]?.body, body)
+    assert.is(server.requests[0]?.headers['content-type'], 'application/json')
+  }),
+)
+
+test(
+  'HTTP 500 is a retryable failure without retryAfterMs, and the SDK does not retry on its own',
+  withServer([answer.status(500), answer.text('should not be reached')], async (server) => {
+    const response = interrupted(await new OpenAIChatClient(provider(server)).complete(requestFor(bodyOf())))
+    assert.is(response.status, 'retryable_failure')
+    assert.is(response.retryAfterMs, undefined)
+    assert.not.ok('retryAfterMs' in response)
+    assert.not.ok(response.malformed)
+    assert.match(response.message, /HTTP 500/)
+    assert.match(response.message, /scripted status 500/)
+    assert.is(server.requests.length, 1)
+  }),
+)
+
+test(
+  'HTTP 502/503 are retryable too',
+  withServer([answer.status(502), answer.status(503, { body: 'upstream down' })], async (server) => {
+    const client = new OpenAIChatClient(provider(server))
+    const a = interrupted(await client.complete(requestFor(bodyOf())))
+    const b = interrupted(await client.complete(requestFor(bodyOf())))
+    assert.is(a.status, 'retryable_failure')
+    assert.is(b.status, 'retryable_failure')
+    assert.match(b.message, /HTTP 503: upstream down/)
+  }),
+)
+
+test(
+  'HTTP 429 with retry-after (seconds) gives retryAfterMs; retry-after-ms wins when present',
+  withServer([answer.status(429, { retryAfter: 2 }), answer.status(429, { retryAfter: 9, retryAfterMs: 1500 })], async (server) => {
+    const client = new OpenAIChatClient(provider(server))
+    const a = interrupted(await client.complete(requestFor(bodyOf())))
+    const b = interrupted(await client.complete(requestFor(bodyOf())))
+    assert.is(a.status, 'retryable_failure')
+    assert.is(a.retryAfterMs, 2000)
+    assert.is(b.status, 'retryable_failure')
+    assert.is(b.retryAfterMs, 1500)
+    assert.is(server.requests.length, 2)
+  }),
+)
+
+test('retry-after as an HTTP date', () => {
+  const now = Date.parse('2025-01-01T00:00:00Z')
+  assert.is(retryAfterMsOf(new Headers({ 'retry-after': 'Wed, 01 Jan 2025 00:00:30 GMT' }), now), 30_000)
+  assert.is(retryAfterMsOf(new Headers({ 'retry-after': 'Tue, 31 Dec 2024 23:59:00 GMT' }), now), 0)
+  assert.is(retryAfterMsOf(new Headers({ 'retry-after': 'soon' }), now), undefined)
+  assert.is(retryAfterMsOf(new Headers({}), now), undefined)
+})
+
+test(
+  'HTTP 400 and 401 are failed, not malformed, not retryable',
+  withServer([answer.status(400, { body: { error: { message: 'bad tools' } } }), answer.status(401)], async (server) => {
+    const client = new OpenAIChatClient(provider(server))
+    const a = interrupted(await client.complete(requestFor(bodyOf())))
+    const b = interrupted(await client.complete(requestFor(bodyOf())))
+    assert.is(a.status, 'failed')
+    assert.not.ok(a.malformed)
+    assert.match(a.message, /HTTP 400: bad tools/)
+    assert.is(b.status, 'failed')
+    assert.match(b.message, /HTTP 401/)
+  }),
+)
+
+test(
+  'a 200 body that is not JSON, or JSON without choices[0].message, is failed + malformed',
+  withServer(
+    [answer.malformed(), answer.malformed({ body: '{"ok":true}' }), answer.malformed({ body: '{"choices":[{"finish_reason":"stop"}]}' })],
+    async (server) => {
+      const client = new OpenAIChatClient(provider(server))
+      for (let i = 0; i < 3; i++) {
+        const r = interrupted(await client.complete(requestFor(bodyOf())))
+        assert.is(r.status, 'failed', `answer ${i}`)
+        assert.is(r.malformed, true, `answer ${i}`)
+      }
+    },
+  ),
+)
+
+test(
+  'an SSE stream cut mid-event is failed + malformed',
+  withServer([answer.cutStream({ text: 'half an ans' })], async (server) => {
+    const r = interrupted(await new OpenAIChatClient(provider(server)).complete(requestFor(bodyOf({ stream: true }))))
+    assert.is(r.status, 'failed')
+    assert.is(r.malformed, true)
+  }),
+)
+
+test('an SSE stream that ends cleanly without a finish_reason is failed + malformed', () =>
+  withTimeout(async () => {
+    const server = createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' })
+      res.write(`data: ${JSON.stringify({ choices: [{ index: 0, delta: { content: 'hi' }, finish_reason: null }] })}\n\n`)
+      res.end('data: [DONE]\n\n')
+    })
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    try {
+      const baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`
+      const r = interrupted(await new OpenAIChatClient(provider({ baseUrl })).complete(requestFor(bodyOf())))
+      assert.is(r.status, 'failed')
+      assert.is(r.malformed, true)
+      assert.match(r.message, /finish_reason/)
+    } finally {
+      server.closeAllConnections()
+      await new Promise((resolve) => server.close(resolve))
+    }
+  }, TEST_MS))
+
+test(
+  'a reset connection is a retryable failure, before the answer and mid-stream',
+  withServer([answer.reset(), answer.reset({ stream: true })], async (server) => {
+    const client = new OpenAIChatClient(provider(server))
+    const a = interrupted(await client.complete(requestFor(bodyOf())))
+    const b = interrupted(await client.complete(requestFor(bodyOf())))
+    assert.is(a.status, 'retryable_failure')
+    assert.not.ok(a.malformed)
+    assert.is(b.status, 'retryable_failure')
+    assert.not.ok(b.malformed)
+  }),
+)
+
+test('connection refused is a retryable failure', () =>
+  withTimeout(async () => {
+    const server = await scriptedModelServer([])
+    const baseUrl = server.baseUrl
+    await server.close()
+    const r = interrupted(await new OpenAIChatClient(provider({ baseUrl })).complete(requestFor(bodyOf())))
+    assert.is(r.status, 'retryable_failure')
+    assert.match(r.message, /ECONNREFUSED/)
+  }, TEST_MS))
+
+test(
+  'a hanging provider with timeoutMs 200 is timed_out, promptly',
+  withServer([answer.hang()], async (server) => {
+    const started = Date.now()
+    const r = interrupted(await new OpenAIChatClient(provider(server)).complete(requestFor(bodyOf(), { timeoutMs: 200 })))
+    const elapsed = Date.now() - started
+    assert.is(r.status, 'timed_out')
+    assert.ok(elapsed >= 150 && elapsed < 2_000, `took ${elapsed}ms`)
+    assert.is(server.requests.length, 1)
+  }),
+)
+
+test('the deadline also covers a stream that stalls after its headers', () =>
+  withTimeout(async () => {
+    const server = createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' })
+      res.write(`data: ${JSON.stringify({ choices: [{ index: 0, delta: { content: 'hi' }, finish_reason: null }] })}\n\n`)
+      // ...and nothing more.
+    })
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    try {
+      const baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`
+      const started = Date.now()
+      const r = interrupted(await new OpenAIChatClient(provider({ baseUrl })).complete(requestFor(bodyOf(), { timeoutMs: 250 })))
+      assert.is(r.status, 'timed_out')
+      assert.ok(Date.now() - started < 2_000)
+    } finally {
+      server.closeAllConnections()
+      await new Promise((resolve) => server.close(resolve))
+    }
+  }, TEST_MS))
+
+test(
+  "the caller's signal aborting an in-flight request is cancelled",
+  withServer([answer.hang(), answer.text('held', { hold: true, stream: true })], async (server) => {
+    const client = new OpenAIChatClient(provider(server))
+    const first = new AbortController()
+    const pending = client.complete(requestFor(bodyOf(), { signal: first.signal, timeoutMs: 4_000 }))
+    await server.seen(0)
+    first.abort()
+    const a = interrupted(await pending)
+    assert.is(a.status, 'cancelled')
+
+    const second = new AbortController()
+    const pending2 = client.complete(requestFor(bodyOf(), { signal: second.signal, timeoutMs: 4_000 }))
+    await server.seen(1)
+    second.abort()
+    server.release(1)
+    const b = interrupted(await pending2)
+    assert.is(b.status, 'cancelled')
+  }),
+)
+
+test(
+  'an already-aborted signal is cancelled without sending anything',
+  withServer([answer.text('never')], async (server) => {
+    const controller = new AbortController()
+    controller.abort()
+    const r = interrupted(await new OpenAIChatClient(provider(server)).complete(requestFor(bodyOf(), { signal: controller.signal })))
+    assert.is(r.status, 'cancelled')
+    assert.is(server.requests.length, 0)
+  }),
+)
+
+test(
+  'a held answer goes out on release',
+  withServer([answer.text('after release', { hold: true })], async (server) => {
+    const pending = new OpenAIChatClient(provider(server)).complete(requestFor(bodyOf()))
+    await server.seen(0)
+    let settled = false
+    void pending.then(() => (settled = true))
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    assert.is(settled, false)
+    server.release(0)
+    const r = await pending
+    assert.is(r.kind === 'completed' ? r.output.text : r.message, 'after release')
+  }),
+)
+
+test(
+  'the API key is sent as Authorization and extra headers are merged, but no secret appears in any message',
+  withServer(
+    (request, index) => {
+      const echo = `you sent ${String(request.headers['authorization'])} and ${String(request.headers['x-team-secret'])}`
+      const answers: ScriptedAnswer[] = [
+        answer.status(401, { body: { error: { message: echo } } }),
+        answer.status(500, { body: echo }),
+        answer.malformed({ body: echo }),
+        answer.status(429, { retryAfter: 1, body: { error: { message: echo } } }),
+        answer.reset(),
+        answer.hang(),
+      ]
+      return answers[index] ?? answer.text('ok')
+    },
+    async (server) => {
+      const client = new OpenAIChatClient(provider(server, { apiKey: 'sk-canary-123', headers: { 'x-team-secret': 'hdr-canary-456' } }))
+      const messages: string[] = []
+      for (let i = 0; i < 6; i++) {
+        const r = interrupted(await client.complete(requestFor(bodyOf(), { timeoutMs: i === 5 ? 200 : 3_000 })))
+        messages.push(r.message)
+      }
+      assert.equal(
+        server.requests.map((r) => r.headers['authorization']),
+        Array.from({ length: 6 }, () => 'Bearer sk-canary-123'),
+      )
+      assert.is(server.requests[0]?.headers['x-team-secret'], 'hdr-canary-456')
+      // The provider echoed them back: the messages quote the provider but redact the secrets.
+      assert.match(messages[0] ?? '', /you sent Bearer \[redacted\]/)
+      for (const message of messages) {
+        assert.not.match(message, /sk-canary-123/)
+        assert.not.match(message, /hdr-canary-456/)
+      }
+    },
+  ),
+)
+
+test(
+  'without an apiKey a placeholder is sent; the script running out answers 500 and is recorded',
+  withServer([answer.text('one')], async (server) => {
+    const client = new OpenAIChatClient(provider(server))
+    assert.is((await client.complete(requestFor(bodyOf()))).kind, 'completed')
+    const r = interrupted(await client.complete(requestFor(bodyOf())))
+    assert.is(r.status, 'retryable_failure')
+    assert.match(r.message, /no answer scripted for request 1/)
+    assert.equal(server.unscripted, [1])
+    assert.is(server.requests[0]?.headers['authorization'], 'Bearer not-set')
+  }),
+)
+
+test.run()

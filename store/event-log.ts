@@ -46,7 +46,7 @@ export interface AppendView {
   claim(claimId: string): Promise<string | undefined>
 }
 
-/** A check run inside the group commit, just before its events are applied; throwing refuses them. */
+/** A check run inside the group commit, before its events are staged (it sees the log as it stands); throwing refuses them. */
 export type Precondition = (view: AppendView) => Promise<void> | void
 
 /** The engine-facing surface of a log: not part of the public API. */
@@ -454,11 +454,11 @@ export class EventLog {
     for (const entry of group) {
       const local = new Staging(staging, this.#state)
       try {
+        if (entry.precondition) await entry.precondition(local)
         const seqs: number[] = []
         for (const event of entry.events) {
           seqs.push(await this.#stageEvent(local, event, known))
         }
-        if (entry.precondition) await entry.precondition(local)
         local.mergeInto(staging)
         accepted.push({ entry, seqs })
       } catch (error) {

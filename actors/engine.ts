@@ -1,0 +1,259 @@
+import { isDeepStrictEqual } from 'node:util'
+import { FactstateError } from '../errors.js'
+import type { ExecutionSettings, Invocation, InvocationInput, InvocationOutcome, RuntimeEvent, UncertainOperation } from '../facts/types.js'
+import { type InvocationSnapshot, type InvocationState, applyFact, initialInvocationSnapshot, stateOf } from '../machines/invocation.js'
+import { canonical } from '../store/encoding.js'
+import { type AppendView, type EventLog, type LogInternals, logInternals } from '../store/event-log.js'
+import { type HandoffGate, successorOf } from './handoff.js'
+import { InvocationActor } from './invocation-actor.js'
+import { ModelExecutor } from './model-executor.js'
+import { DEFAULT_MAX_STEPS, type RunInput, validateRunInput } from './run-input.js'
+import { catalogOf } from './tool-catalog.js'
+
+/** Options of {@link Engine}. */
+export interface EngineOptions {
+  log: EventLog
+  model?: ModelExecutor
+  /** The clock for `recordedAt` (default `Date.now`): inject it for deterministic tests. */
+  now?: () => number
+  /** Event ids (default `<invocationId>/<ordinal>`, stable across replays). */
+  eventId?: (invocation: Invocation, ordinal: number) => string
+}
+
+/** Options of {@link Engine.start} and {@link Engine.run}. */
+export interface StartOptions {
+  /** Aborting cancels the run at its next step boundary (a running tool gets the signal too). */
+  signal?: AbortSignal
+}
+
+/** An admitted invocation, running as an actor. */
+export interface RunningInvocation {
+  invocation: Invocation
+  /** The gate for handoff holds on this invocation. */
+  handoff(): HandoffGate
+  /** Resolves with the outcome once `invocation.ended` is durable. */
+  wait(): Promise<InvocationOutcome>
+  /** The machine state now (equal to folding the invocation's facts from the log). */
+  state(): InvocationState
+  /** The full machine snapshot now. */
+  snapshot(): InvocationSnapshot
+}
+
+const defaultEventId = (invocation: Invocation, ordinal: number) => `${invocation.invocationId}/${ordinal}`
+
+/** The five settings a successor must match, compared one by one so the refusal can name the first that differs. */
+function executionDifference(candidate: ExecutionSettings, sealed: ExecutionSettings): string | undefined {
+  if (candidate.model !== sealed.model) return 'model'
+  if (!isDeepStrictEqual(canonical(candidate.providerOptions), canonical(sealed.providerOptions))) return 'providerOptions'
+  if (candidate.mainOutputLimit !== sealed.mainOutputLimit) return 'mainOutputLimit'
+  if (candidate.cwd !== sealed.cwd) return 'cwd'
+  if (!isDeepStrictEqual(candidate.tools, sealed.tools)) return 'tools'
+  return undefined
+}
+
+const sameInvocation = (a: Invocation, b: Invocation) =>
+  a.sessionId === b.sessionId && a.turnId === b.turnId && a.runId === b.runId && a.invocationId === b.invocationId
+
+/**
+ * Admits runs and drives each admitted invocation as an actor over the fact log.
+ *
+ * @example
+ * ```ts
+ * const log = await EventLog.open('./.factstate/app')
+ * const engine = new Engine({ log, model: new ModelExecutor({ timeoutMs: 30_000 }) })
+ * const outcome = await engine.run({
+ *   invocation: { sessionId: 's1', turnId: 't1', runId: 'r1', invocationId: 'i1' },
+ *   provider: { kind: 'openai-chat', baseUrl: 'http://127.0.0.1:8080/v1', model: 'local' },
+ *   configuration: { cwd: process.cwd() },
+ *   tools: [],
+ *   work: { kind: 'message', content: 'hello' },
+ * })
+ * ```
+ */
+export class Engine {
+  readonly #log: LogInternals
+  readonly #model: ModelExecutor
+  readonly #now: () => number
+  readonly #eventId: (invocation: Invocation, ordinal: number) => string
+  readonly #running = new Map<string, InvocationActor>()
+
+  constructor(options: EngineOptions) {
+    this.#log = logInternals(options.log)
+    this.#model = options.model ?? new ModelExecutor()
+    this.#now = options.now ?? Date.now
+    this.#eventId = options.eventId ?? defaultEventId
+  }
+
+  /**
+   * Admits a run and starts its actor, or refuses without writing anything:
+   * `RUN_INVALID_INPUT`, `RUN_BUSY`, `RUN_RECONCILIATION_REQUIRED`, `RUN_SOURCE_MISMATCH`,
+   * `HANDOFF_MISMATCH`, `HANDOFF_CLAIMED`.
+   */
+  async start(input: RunInput, options: StartOptions = {}): Promise<RunningInvocation> {
+    const run = validateRunInput(input)
+    const { invocation, work } = run
+    const settings: ExecutionSettings = canonical({
+      model: run.provider.model,
+      providerOptions: run.providerOptions ?? {},
+      mainOutputLimit: run.mainOutputLimit,
+      cwd: run.configuration.cwd,
+      tools: catalogOf(run.tools),
+    })
+    let execution = settings
+    let budget = run.maxSteps ?? DEFAULT_MAX_STEPS
+    let opened: InvocationInput
+    if (work.kind === 'handoff') {
+      const expected = successorOf(work.pause.intent, work.source.invocation)
+      if (!sameInvocation(invocation, expected)) {
+        throw new FactstateError('HANDOFF_MISMATCH', 'the successor must run as successorOf(pause.intent, source.invocation)', {
+          details: { expected },
+        })
+      }
+      const difference = executionDifference(settings, work.pause.execution)
+      if (difference) {
+        throw new FactstateError('HANDOFF_MISMATCH', `the successor's ${difference} differs from the sealed pause`, { details: { field: difference } })
+      }
+      execution = canonical(work.pause.execution)
+      budget = work.pause.remainingSteps
+      opened = { kind: 'handoff', source: work.source, pause: canonical(work.pause) }
+    } else {
+      const priorUnknown = await this.#priorUnknown(run)
+      const fingerprint = run.requestFingerprint === undefined ? {} : { requestFingerprint: run.requestFingerprint }
+      const acknowledged = priorUnknown.length > 0 ? { priorUnknown } : {}
+      if (work.kind === 'continuation') {
+        execution = { ...settings, replayBase: work.source }
+        opened = { kind: 'continuation', source: work.source, ...fingerprint, ...acknowledged }
+      } else {
+        opened = { kind: 'message', content: work.content, ...fingerprint, ...acknowledged }
+      }
+    }
+    if (await this.#log.invocationRecord(invocation.invocationId)) {
+      throw new FactstateError('RUN_INVALID_INPUT', `invocation.invocationId: ${invocation.invocationId} is already used`, {
+        details: { fields: ['invocation.invocationId'] },
+      })
+    }
+    let lineage: RuntimeEvent[] = []
+    if (work.kind !== 'message') {
+      try {
+        lineage = (await this.#log.lineage(work.source)).map((stored) => stored.event)
+      } catch (error) {
+        if (work.kind === 'handoff' && error instanceof FactstateError && error.code === 'RUN_SOURCE_MISMATCH') {
+          throw new FactstateError('HANDOFF_MISMATCH', `the handoff source does not match the log: ${error.message}`, { cause: error })
+        }
+        throw error
+      }
+    }
+    const event: RuntimeEvent = canonical({
+      id: this.#eventId(invocation, 1),
+      recordedAt: this.#now(),
+      invocation,
+      fact: { type: 'invocation.opened', input: opened, configuration: run.configuration, execution },
+    })
+    const snapshot = applyFact(initialInvocationSnapshot(), event.fact)
+    this.#log.live.add(invocation.invocationId)
+    try {
+      await this.#log.appendAll([event], (view) => this.#admit(run, event, view))
+    } catch (error) {
+      this.#log.live.delete(invocation.invocationId)
+      throw error
+    }
+    const actor = new InvocationActor({
+      log: this.#log,
+      invocation,
+      lineage,
+      opened: event,
+      snapshot,
+      execution,
+      budget,
+      tools: run.tools,
+      providerOptions: run.providerOptions ?? {},
+      client: this.#model.clientFor(run.provider),
+      executor: this.#model,
+      signal: options.signal,
+      now: this.#now,
+      eventId: this.#eventId,
+    })
+    this.#running.set(invocation.invocationId, actor)
+    const done = actor.done.finally(() => this.#running.delete(invocation.invocationId))
+    done.catch(() => undefined)
+    return {
+      invocation: structuredClone(invocation),
+      handoff: () => actor.gate,
+      wait: () => done,
+      state: () => stateOf(actor.snapshot),
+      snapshot: () => actor.snapshot,
+    }
+  }
+
+  /** Starts a run and waits for its outcome. */
+  async run(input: RunInput, options: StartOptions = {}): Promise<InvocationOutcome> {
+    return (await this.start(input, options)).wait()
+  }
+
+  /** Waits until every invocation this engine runs (including ones started meanwhile) has ended. */
+  async drain(): Promise<void> {
+    while (this.#running.size > 0) {
+      await Promise.allSettled([...this.#running.values()].map((actor) => actor.done))
+    }
+  }
+
+  /** The unknown outcomes a new message must acknowledge; `RUN_RECONCILIATION_REQUIRED` without `allowPriorUnknown`. */
+  async #priorUnknown(run: RunInput): Promise<UncertainOperation[]> {
+    const session = await this.#log.sessionRecord(run.invocation.sessionId)
+    if (session.unknown.length === 0) return []
+    const work = run.work as { allowPriorUnknown?: boolean }
+    if (session.active.length === 0 && session.paused.length === 0 && !work.allowPriorUnknown) {
+      throw this.#reconciliation(session.unknown)
+    }
+    return session.unknown
+  }
+
+  #reconciliation(unknown: UncertainOperation[]): FactstateError {
+    return new FactstateError(
+      'RUN_RECONCILIATION_REQUIRED',
+      `an earlier run of this session left ${unknown.length} tool outcome(s) unknown; pass work.allowPriorUnknown: true to go on`,
+      { details: { unknown } },
+    )
+  }
+
+  /** The admission rules, checked atomically with the append of `invocation.opened`. */
+  async #admit(run: RunInput, event: RuntimeEvent, view: AppendView): Promise<void> {
+    const { invocation, work } = run
+    const session = await view.session(invocation.sessionId)
+    const busy = (why: string) => new FactstateError('RUN_BUSY', `session ${invocation.sessionId} ${why}`)
+    if (work.kind === 'handoff') {
+      const sourceId = work.source.invocation.invocationId
+      const source = await view.invocation(sourceId)
+      if (source?.outcome?.status !== 'handoff_paused') {
+        throw new FactstateError('HANDOFF_MISMATCH', `invocation ${sourceId} was not sealed by a handoff`)
+      }
+      if (!isDeepStrictEqual(canonical(source.outcome.pause), canonical(work.pause))) {
+        throw new FactstateError('HANDOFF_MISMATCH', 'the pause differs from the one sealed in the log')
+      }
+      if (source.lastSeq !== work.source.highWater) {
+        throw new FactstateError('HANDOFF_MISMATCH', 'the source boundary is not the sealed one')
+      }
+      const user = await view.claim(work.pause.intent.claimId)
+      if (user !== undefined || !session.paused.some((turn) => turn.invocationId === sourceId)) {
+        throw new FactstateError('HANDOFF_CLAIMED', `claim ${work.pause.intent.claimId} was already used${user ? ` by ${user}` : ''}`)
+      }
+      if (session.active.length > 0) throw busy(`has an active run (${session.active[0]?.runId})`)
+      return
+    }
+    if (session.active.length > 0) throw busy(`has an active run (${session.active[0]?.runId})`)
+    if (session.paused.length > 0) {
+      throw busy(`has turn ${session.paused[0]?.turnId} paused by a handoff; its successor has not finished`)
+    }
+    if (work.kind === 'continuation') {
+      const source = await view.invocation(work.source.invocation.invocationId)
+      if (source?.terminal === null || source === undefined) throw busy('is still running the source run')
+    }
+    if (session.unknown.length > 0) {
+      const fact = event.fact
+      const acknowledged = fact.type === 'invocation.opened' && fact.input.kind !== 'handoff' ? (fact.input.priorUnknown ?? []) : []
+      const ids = new Set(acknowledged.map((op) => op.operationId))
+      const allowed = (work as { allowPriorUnknown?: boolean }).allowPriorUnknown === true
+      if (!allowed || session.unknown.some((op) => !ids.has(op.operationId))) throw this.#reconciliation(session.unknown)
+    }
+  }
+}

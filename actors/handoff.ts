@@ -1,0 +1,142 @@
+/**
+ * The handoff hold: a reservation waits for the next safe point, where the run is parked; the
+ * holder then rolls back (`release`) or seals (`commit`). An in-memory reservation has no
+ * authority of its own: only the sealed `invocation.ended{handoff_paused}` fact admits a successor.
+ */
+import { FactstateError } from '../errors.js'
+import { describeIssues, handoffIntentSchema } from '../facts/schema.js'
+import type { HandoffIntent, HandoffPause, Invocation } from '../facts/types.js'
+
+/** Takes holds on one running invocation; one reservation at a time. */
+export interface HandoffGate {
+  /** Reserves a hold for the next safe point. `HANDOFF_BUSY` while another reservation is pending or held. */
+  reserve(intent: HandoffIntent): HandoffReservation
+}
+
+/** A pending hold. */
+export interface HandoffReservation {
+  /** Resolves at the next safe point with the run held (`hold.entered` is durable). */
+  ready(): Promise<HeldInvocation>
+  /** Gives the reservation up before the safe point; the run goes on. After `ready()` resolved it has no effect. */
+  cancel(): void
+}
+
+/** A run parked at a safe point. */
+export interface HeldInvocation {
+  /** The pause `commit()` will seal. */
+  preview(): HandoffPause
+  /** Rolls back: `hold.released`, and the run continues with its next model request. No effect repeats. */
+  release(): Promise<void>
+  /** Seals: `invocation.ended{handoff_paused}`; resolves with exactly `preview()` once durable. No further model request. */
+  commit(): Promise<HandoffPause>
+}
+
+/** The invocation a successor must run as: same session and turn, the reserved run and invocation ids. */
+export function successorOf(intent: HandoffIntent, source: Invocation): Invocation {
+  return { sessionId: source.sessionId, turnId: source.turnId, runId: intent.successorRunId, invocationId: intent.successorInvocationId }
+}
+
+/** What the holder decided. */
+export type HoldDecision = { kind: 'release'; done: Deferred<void> } | { kind: 'commit'; done: Deferred<HandoffPause> }
+
+/** A promise with its settle functions. */
+export class Deferred<T> {
+  readonly promise: Promise<T>
+  resolve!: (value: T) => void
+  reject!: (error: unknown) => void
+  constructor() {
+    this.promise = new Promise<T>((resolve, reject) => {
+      this.resolve = resolve
+      this.reject = reject
+    })
+    // A caller may never await it (a cancelled reservation): that is not an unhandled rejection.
+    this.promise.catch(() => undefined)
+  }
+}
+
+type ReservationState = 'pending' | 'held' | 'deciding' | 'done' | 'cancelled'
+
+/** One reservation and its hold, as the actor sees it. */
+export class Reservation implements HandoffReservation {
+  state: ReservationState = 'pending'
+  readonly held = new Deferred<HeldInvocation>()
+  readonly decision = new Deferred<HoldDecision>()
+  pause: HandoffPause | undefined
+
+  constructor(
+    readonly intent: HandoffIntent,
+    private readonly onCancel: (reservation: Reservation) => void,
+  ) {}
+
+  ready(): Promise<HeldInvocation> {
+    return this.held.promise
+  }
+
+  cancel(): void {
+    if (this.state !== 'pending') return
+    this.state = 'cancelled'
+    this.held.reject(new FactstateError('HANDOFF_CANCELLED', `reservation ${this.intent.handoffId} was cancelled`))
+    this.onCancel(this)
+  }
+
+  /** Called by the actor once `hold.entered` is durable. */
+  enter(pause: HandoffPause): void {
+    this.state = 'held'
+    this.pause = pause
+    const decide = <T>(make: (done: Deferred<T>) => HoldDecision, done: Deferred<T>): Promise<T> => {
+      if (this.state !== 'held') {
+        return Promise.reject(new FactstateError('HANDOFF_NOT_HELD', `hold ${this.intent.handoffId} is no longer held`))
+      }
+      this.state = 'deciding'
+      this.decision.resolve(make(done))
+      return done.promise
+    }
+    this.held.resolve({
+      preview: () => structuredClone(pause),
+      release: () => decide((done) => ({ kind: 'release', done }), new Deferred<void>()),
+      commit: () => decide((done) => ({ kind: 'commit', done }), new Deferred<HandoffPause>()),
+    })
+  }
+
+  /** Called by the actor when the run ends or fails before or while the hold is taken. */
+  abandon(error: FactstateError): void {
+    if (this.state === 'pending') this.held.reject(error)
+    this.state = 'done'
+  }
+}
+
+/** The gate of one running invocation. */
+export class Gate implements HandoffGate {
+  current: Reservation | undefined
+  closed: FactstateError | undefined
+
+  constructor(private readonly invocation: Invocation) {}
+
+  reserve(intent: HandoffIntent): HandoffReservation {
+    const parsed = handoffIntentSchema.safeParse(intent)
+    if (!parsed.success) throw new FactstateError('HANDOFF_MISMATCH', `the handoff intent is not valid: ${describeIssues(parsed.error)}`)
+    if (intent.successorRunId === this.invocation.runId || intent.successorInvocationId === this.invocation.invocationId) {
+      throw new FactstateError('HANDOFF_MISMATCH', 'the successor must have its own run and invocation ids')
+    }
+    if (this.closed) throw this.closed
+    if (this.current && this.current.state !== 'done' && this.current.state !== 'cancelled') {
+      throw new FactstateError('HANDOFF_BUSY', `hold ${this.current.intent.handoffId} is still ${this.current.state}`)
+    }
+    const reservation = new Reservation(structuredClone(intent), (cancelled) => {
+      if (this.current === cancelled) this.current = undefined
+    })
+    this.current = reservation
+    return reservation
+  }
+
+  /** The reservation waiting for a safe point, if any. */
+  pending(): Reservation | undefined {
+    return this.current?.state === 'pending' ? this.current : undefined
+  }
+
+  /** No more reservations: the invocation has ended. */
+  close(error: FactstateError): void {
+    this.closed = error
+    this.current?.abandon(error)
+  }
+}

@@ -1,0 +1,285 @@
+/**
+ * One admitted invocation as an actor. The machine decides (every fact is checked against it
+ * before it is appended); the actor acts: it sends model requests, dispatches tools, parks at
+ * safe points for handoff holds, and appends each fact, durable before the next act.
+ */
+import { FactstateError } from '../errors.js'
+import type { ExecutionSettings, Fact, HandoffPause, Invocation, InvocationOutcome, RuntimeEvent, ToolCall } from '../facts/types.js'
+import { type InvocationSnapshot, applyFact, stateOf } from '../machines/invocation.js'
+import { contentDigest } from '../store/digest.js'
+import { canonical } from '../store/encoding.js'
+import type { LogInternals } from '../store/event-log.js'
+import { Gate, type HoldDecision, type Reservation } from './handoff.js'
+import type { ChatRequestBody, ModelClient } from './model-client.js'
+import type { ModelExecutor } from './model-executor.js'
+import { functionTools, type ToolDefinition } from './tool-catalog.js'
+import { transcriptOf } from './transcript.js'
+
+/** Everything an actor needs, prepared and admitted by the engine. */
+export interface ActorSetup {
+  log: LogInternals
+  invocation: Invocation
+  /** The lineage before this invocation (empty for a message run). */
+  lineage: RuntimeEvent[]
+  /** The `invocation.opened` event, already durable. */
+  opened: RuntimeEvent
+  snapshot: InvocationSnapshot
+  execution: ExecutionSettings
+  budget: number
+  tools: ToolDefinition[]
+  providerOptions: Record<string, unknown>
+  client: ModelClient
+  executor: ModelExecutor
+  signal: AbortSignal | undefined
+  now: () => number
+  eventId: (invocation: Invocation, ordinal: number) => string
+  onFact?: (event: RuntimeEvent, snapshot: InvocationSnapshot) => void
+}
+
+class Ended {
+  constructor(readonly outcome: InvocationOutcome) {}
+}
+
+/** Sleeps `ms`, or less if `signal` aborts. */
+function pause(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve()
+    const timer = setTimeout(done, ms)
+    function done() {
+      clearTimeout(timer)
+      signal.removeEventListener('abort', done)
+      resolve()
+    }
+    signal.addEventListener('abort', done, { once: true })
+  })
+}
+
+/** Makes a tool's output plain JSON (what a fact can hold), or explains why it cannot be. */
+function jsonOutput(output: unknown): { ok: true; value: unknown } | { ok: false; message: string } {
+  try {
+    const text = JSON.stringify(output ?? null)
+    return { ok: true, value: JSON.parse(text ?? 'null') }
+  } catch (error) {
+    return { ok: false, message: `the tool returned a value that is not JSON: ${(error as Error).message}` }
+  }
+}
+
+export class InvocationActor {
+  readonly gate: Gate
+  readonly done: Promise<InvocationOutcome>
+  #snapshot: InvocationSnapshot
+  #ordinal = 1
+  readonly #own: RuntimeEvent[]
+  readonly #catalog: Map<string, ToolDefinition>
+  readonly #signal: AbortSignal
+
+  constructor(private readonly setup: ActorSetup) {
+    this.gate = new Gate(setup.invocation)
+    this.#snapshot = setup.snapshot
+    this.#own = [setup.opened]
+    this.#catalog = new Map(setup.tools.map((tool) => [tool.name, tool]))
+    this.#signal = setup.signal ?? new AbortController().signal
+    this.done = new Promise<InvocationOutcome>((resolve, reject) => {
+      // Let the caller of `start` take a reservation before the first safe point is checked.
+      setImmediate(() => this.#run().then(resolve, reject))
+    })
+  }
+
+  /** The machine state as the actor has it (equal to folding its facts from the log). */
+  get snapshot(): InvocationSnapshot {
+    return this.#snapshot
+  }
+
+  /** Checks `fact` against the machine, appends it, and only then moves the machine. */
+  async #record(fact: Fact): Promise<number> {
+    const next = applyFact(this.#snapshot, fact)
+    const event: RuntimeEvent = canonical({
+      id: this.setup.eventId(this.setup.invocation, this.#ordinal + 1),
+      recordedAt: this.setup.now(),
+      invocation: this.setup.invocation,
+      fact,
+    })
+    const [seq] = await this.setup.log.appendAll([event])
+    this.#ordinal += 1
+    this.#snapshot = next
+    this.#own.push(event)
+    this.setup.onFact?.(event, next)
+    return seq as number
+  }
+
+  async #end(outcome: InvocationOutcome): Promise<never> {
+    await this.#record({ type: 'invocation.ended', outcome })
+    throw new Ended(outcome)
+  }
+
+  #cancelled(): Promise<never> {
+    const reason = this.#signal.reason
+    const source = typeof reason === 'string' && reason.length > 0 ? reason : 'signal'
+    return this.#end({ status: 'cancelled', source })
+  }
+
+  async #run(): Promise<InvocationOutcome> {
+    const unavailable = (why: string) => new FactstateError('HANDOFF_UNAVAILABLE', why)
+    try {
+      for (;;) {
+        // A safe point: nothing in flight, every call of the last step settled or rejected.
+        if (this.#signal.aborted) await this.#cancelled()
+        const context = this.#snapshot.context
+        if (context.answered) await this.#end({ status: 'completed' })
+        const reservation = this.gate.pending()
+        if (reservation) await this.#hold(reservation)
+        else if (context.stepsUsed >= this.setup.budget) {
+          await this.#end({ status: 'failed', class: 'max_steps', message: `all ${this.setup.budget} model steps are spent` })
+        } else await this.#step()
+      }
+    } catch (error) {
+      if (error instanceof Ended) {
+        this.gate.close(unavailable(`invocation ${this.setup.invocation.invocationId} has ended (${error.outcome.status})`))
+        return error.outcome
+      }
+      this.gate.close(unavailable(`invocation ${this.setup.invocation.invocationId} stopped: ${(error as Error).message}`))
+      // The log refused a fact or failed: try to close the invocation so nothing dangles.
+      const outcome: InvocationOutcome = { status: 'failed', class: 'engine_error', message: (error as Error).message }
+      try {
+        await this.#record({ type: 'invocation.ended', outcome })
+      } catch {
+        // The log is unusable (closed or failed); recovery will close it on the next open.
+      }
+      throw error
+    } finally {
+      this.setup.log.live.delete(this.setup.invocation.invocationId)
+    }
+  }
+
+  /** The pause a commit would seal now. */
+  #pauseFor(reservation: Reservation): HandoffPause {
+    return canonical({
+      intent: reservation.intent,
+      remainingSteps: Math.max(0, this.setup.budget - this.#snapshot.context.stepsUsed),
+      execution: this.setup.execution,
+    })
+  }
+
+  async #hold(reservation: Reservation): Promise<void> {
+    const { handoffId } = reservation.intent
+    await this.#record({ type: 'hold.entered', handoffId })
+    reservation.enter(this.#pauseFor(reservation))
+    const decision = await Promise.race([
+      reservation.decision.promise,
+      new Promise<'aborted'>((resolve) => {
+        if (this.#signal.aborted) resolve('aborted')
+        this.#signal.addEventListener('abort', () => resolve('aborted'), { once: true })
+      }),
+    ])
+    if (decision === 'aborted') {
+      reservation.abandon(new FactstateError('HANDOFF_NOT_HELD', `hold ${handoffId} ended: the run was cancelled`))
+      await this.#cancelled()
+      return
+    }
+    await this.#decide(reservation, decision)
+  }
+
+  async #decide(reservation: Reservation, decision: HoldDecision): Promise<void> {
+    const { handoffId } = reservation.intent
+    if (decision.kind === 'release') {
+      try {
+        await this.#record({ type: 'hold.released', handoffId })
+      } catch (error) {
+        decision.done.reject(error)
+        throw error
+      }
+      reservation.state = 'done'
+      decision.done.resolve()
+      return
+    }
+    const pause = reservation.pause as HandoffPause
+    try {
+      await this.#record({ type: 'invocation.ended', outcome: { status: 'handoff_paused', pause } })
+    } catch (error) {
+      decision.done.reject(error)
+      throw error
+    }
+    reservation.state = 'done'
+    decision.done.resolve(structuredClone(pause))
+    throw new Ended({ status: 'handoff_paused', pause })
+  }
+
+  #requestBody(): ChatRequestBody {
+    const { execution } = this.setup
+    const tools = functionTools(this.setup.tools)
+    return {
+      model: execution.model,
+      messages: transcriptOf([...this.setup.lineage, ...this.#own]),
+      ...(tools.length > 0 ? { tools } : {}),
+      ...(execution.mainOutputLimit === undefined ? {} : { max_tokens: execution.mainOutputLimit }),
+      ...this.setup.providerOptions,
+    }
+  }
+
+  /** One step: the model request (with retries), then every tool call it returned. */
+  async #step(): Promise<void> {
+    const { executor, client, execution } = this.setup
+    const stepId = `step-${this.#snapshot.context.stepsUsed + 1}`
+    const body = this.#requestBody()
+    const bodyText = JSON.stringify(body)
+    const requestDigest = contentDigest(bodyText)
+    for (let attempt = 1; ; attempt += 1) {
+      await this.#record({ type: 'model.requested', stepId, model: execution.model, requestDigest })
+      const response = await executor.attempt(client, { body, bodyText, signal: this.#signal })
+      if (response.kind === 'completed') {
+        await this.#record({ type: 'model.completed', stepId, output: response.output })
+        break
+      }
+      const retry = response.status === 'retryable_failure' && attempt <= executor.retries && !this.#signal.aborted
+      const status = response.status === 'retryable_failure' && !retry ? 'failed' : response.status
+      await this.#record({ type: 'model.interrupted', stepId, status, message: response.message })
+      if (this.#signal.aborted || status === 'cancelled') await this.#cancelled()
+      if (retry) {
+        await pause(executor.backoff(attempt, response.retryAfterMs), this.#signal)
+        if (this.#signal.aborted) await this.#cancelled()
+        continue
+      }
+      const failureClass = status === 'timed_out' ? 'model_timeout' : response.malformed ? 'model_malformed' : 'model_failed'
+      await this.#end({ status: 'failed', class: failureClass, message: response.message })
+    }
+    const completed = this.#own.at(-1)?.fact
+    if (completed?.type !== 'model.completed') return
+    const calls = completed.output.toolCalls
+    for (const [index, call] of calls.entries()) {
+      await this.#settleCall(stepId, index, call)
+    }
+  }
+
+  async #settleCall(stepId: string, index: number, call: ToolCall): Promise<void> {
+    const operationId = `${this.setup.invocation.invocationId}/${stepId}/${index}`
+    let input: unknown
+    let parsed = true
+    try {
+      input = call.arguments.trim() === '' ? {} : JSON.parse(call.arguments)
+    } catch {
+      parsed = false
+      input = call.arguments
+    }
+    const tool = this.#catalog.get(call.name)
+    const rejection = this.#signal.aborted ? 'cancelled' : !tool ? 'unknown_tool' : !parsed ? 'invalid_input' : undefined
+    if (rejection || !tool) {
+      await this.#record({ type: 'tool.rejected', operationId, callId: call.callId, name: call.name, input, reason: rejection ?? 'unknown_tool' })
+      return
+    }
+    // At most once: the dispatch is durable before the effect starts.
+    await this.#record({ type: 'tool.dispatched', operationId, callId: call.callId, name: call.name, input })
+    let outcome: Extract<Fact, { type: 'tool.settled' }>['outcome']
+    try {
+      const result = jsonOutput(await tool.execute(structuredClone(input), { signal: this.#signal, operationId }))
+      outcome = result.ok ? { status: 'succeeded', output: result.value } : { status: 'failed', message: result.message }
+    } catch (error) {
+      outcome = { status: 'failed', message: error instanceof Error ? error.message : String(error) }
+    }
+    await this.#record({ type: 'tool.settled', operationId, outcome })
+  }
+
+  /** The current state name. */
+  state(): string {
+    return stateOf(this.#snapshot)
+  }
+}

@@ -1,0 +1,71 @@
+import type { ModelClient, ModelRequest, ModelResponse, ProviderConfig } from './model-client.js'
+import { OpenAIChatClient } from './openai-chat-client.js'
+
+/** Options of {@link ModelExecutor}. */
+export interface ModelExecutorOptions {
+  /** How long one model request may take (default 60 s); past it the step is `timed_out`. */
+  timeoutMs?: number
+  /** Retries after a retryable failure (429, 5xx, connection trouble); default 3. Each failure is a fact. */
+  retries?: number
+  /** First backoff before a retry (default 250 ms), doubled each time, capped by `maxBackoffMs`. */
+  backoffMs?: number
+  /** The longest wait before a retry, also for a provider's `retry-after` (default 10 s). */
+  maxBackoffMs?: number
+  /** Builds the client for a run's provider; the default speaks OpenAI chat completions. */
+  createClient?: (provider: ProviderConfig) => ModelClient
+}
+
+/**
+ * Sends model requests for the engine: timeouts, retry policy and the provider client. The
+ * client (and with it the API key) lives in memory only.
+ *
+ * @example
+ * ```ts
+ * const model = new ModelExecutor({ timeoutMs: 30_000, retries: 2 })
+ * const engine = new Engine({ log, model })
+ * ```
+ */
+export class ModelExecutor {
+  readonly timeoutMs: number
+  readonly retries: number
+  readonly backoffMs: number
+  readonly maxBackoffMs: number
+  readonly #createClient: (provider: ProviderConfig) => ModelClient
+
+  constructor(options: ModelExecutorOptions = {}) {
+    this.timeoutMs = positive(options.timeoutMs, 60_000, 'timeoutMs')
+    this.retries = Math.floor(positive(options.retries, 3, 'retries', true))
+    this.backoffMs = positive(options.backoffMs, 250, 'backoffMs', true)
+    this.maxBackoffMs = positive(options.maxBackoffMs, 10_000, 'maxBackoffMs', true)
+    this.#createClient = options.createClient ?? ((provider) => new OpenAIChatClient(provider))
+  }
+
+  /** A client for one run's provider. */
+  clientFor(provider: ProviderConfig): ModelClient {
+    return this.#createClient(provider)
+  }
+
+  /** Sends one attempt; a client that throws is treated as a failed attempt. */
+  async attempt(client: ModelClient, request: Omit<ModelRequest, 'timeoutMs'>): Promise<ModelResponse> {
+    try {
+      return await client.complete({ ...request, timeoutMs: this.timeoutMs })
+    } catch (error) {
+      if (request.signal.aborted) return { kind: 'interrupted', status: 'cancelled', message: 'the run was cancelled' }
+      return { kind: 'interrupted', status: 'failed', message: `the model client failed: ${(error as Error).message}` }
+    }
+  }
+
+  /** The wait before retry number `attempt` (1-based). */
+  backoff(attempt: number, retryAfterMs: number | undefined): number {
+    const planned = retryAfterMs ?? this.backoffMs * 2 ** (attempt - 1)
+    return Math.min(Math.max(0, planned), this.maxBackoffMs)
+  }
+}
+
+function positive(value: number | undefined, fallback: number, name: string, allowZero = false): number {
+  if (value === undefined) return fallback
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0 || (!allowZero && value === 0)) {
+    throw new TypeError(`ModelExecutor: ${name} must be a ${allowZero ? 'non-negative' : 'positive'} number`)
+  }
+  return value
+}

@@ -1,0 +1,95 @@
+import { isAbsolute } from 'node:path'
+import { z } from 'zod'
+import { FactstateError } from '../errors.js'
+import { describeIssues, handoffPauseSchema, id, invocationSchema, jsonValue, runBoundarySchema } from '../facts/schema.js'
+import type { HandoffPause, Invocation, RunBoundary } from '../facts/types.js'
+import type { ProviderConfig } from './model-client.js'
+import type { ToolDefinition } from './tool-catalog.js'
+
+/** What a run is asked to do. */
+export type RunWork =
+  | { kind: 'message'; content: string; allowPriorUnknown?: boolean }
+  | { kind: 'continuation'; source: RunBoundary; allowPriorUnknown?: boolean }
+  | { kind: 'handoff'; source: RunBoundary; pause: HandoffPause }
+
+/** Everything needed to admit and run one invocation. */
+export interface RunInput {
+  invocation: Invocation
+  provider: ProviderConfig
+  providerOptions?: Record<string, unknown>
+  configuration: { cwd: string; workspaceIdentity?: string }
+  mainOutputLimit?: number
+  /** Model steps allowed (default 8, at most 256). A successor gets the steps its pause left. */
+  maxSteps?: number
+  requestFingerprint?: string
+  tools: ToolDefinition[]
+  work: RunWork
+}
+
+export const DEFAULT_MAX_STEPS = 8
+export const MAX_STEPS_LIMIT = 256
+
+const toolName = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'a tool name is 1–64 characters from [A-Za-z0-9_-]')
+const tool = z.object({
+  name: toolName,
+  description: z.string().optional(),
+  inputSchema: z.record(z.string(), jsonValue).optional(),
+  execute: z.custom<ToolDefinition['execute']>((value) => typeof value === 'function', 'execute must be a function'),
+})
+
+const cwd = z
+  .string()
+  .min(1)
+  .refine((value) => !value.includes('\0'), 'cwd must not contain NUL')
+  .refine((value) => isAbsolute(value), 'cwd must be an absolute path')
+
+const url = z.string().refine((value) => {
+  try {
+    const parsed = new URL(value)
+    return parsed.protocol === 'http:' || parsed.protocol === 'https:'
+  } catch {
+    return false
+  }
+}, 'baseUrl must be an http(s) URL')
+
+const runInputSchema = z.strictObject({
+  invocation: invocationSchema,
+  provider: z.strictObject({
+    kind: z.literal('openai-chat'),
+    baseUrl: url,
+    model: z.string().min(1).max(256),
+    apiKey: z.string().optional(),
+    headers: z.record(z.string(), z.string()).optional(),
+  }),
+  providerOptions: z.record(z.string(), jsonValue).optional(),
+  configuration: z.strictObject({ cwd, workspaceIdentity: z.string().min(1).max(256).optional() }),
+  mainOutputLimit: z.number().int().min(1).max(1_000_000).optional(),
+  maxSteps: z.number().int().min(1).max(MAX_STEPS_LIMIT).optional(),
+  requestFingerprint: z.string().min(1).max(256).optional(),
+  tools: z.array(tool).refine((tools) => new Set(tools.map((t) => t.name)).size === tools.length, 'tool names must be unique'),
+  work: z.discriminatedUnion('kind', [
+    z.strictObject({ kind: z.literal('message'), content: z.string().min(1), allowPriorUnknown: z.boolean().optional() }),
+    z.strictObject({ kind: z.literal('continuation'), source: runBoundarySchema, allowPriorUnknown: z.boolean().optional() }),
+    z.strictObject({ kind: z.literal('handoff'), source: runBoundarySchema, pause: handoffPauseSchema }),
+  ]),
+})
+
+/** Checks a run input; anything wrong is `RUN_INVALID_INPUT` naming every bad field. Nothing is written. */
+export function validateRunInput(input: unknown): RunInput {
+  const parsed = runInputSchema.safeParse(input)
+  if (!parsed.success) {
+    throw new FactstateError('RUN_INVALID_INPUT', describeIssues(parsed.error), {
+      details: { fields: parsed.error.issues.map((issue) => issue.path.join('.')) },
+    })
+  }
+  const value = input as RunInput
+  const { work } = value
+  if (work.kind !== 'message' && work.source.invocation.sessionId !== value.invocation.sessionId) {
+    throw new FactstateError('RUN_INVALID_INPUT', 'work.source: the source run belongs to another session', {
+      details: { fields: ['work.source.invocation.sessionId'] },
+    })
+  }
+  return value
+}
+
+export { id as idSchema }

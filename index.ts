@@ -1,0 +1,28 @@
+/**
+ * factstate: durable LLM-agent invocations as XState actors over an embedded LevelDB fact log.
+ * See README.md for the concepts and the guarantees.
+ */
+export { FactstateError, isFactstateError, type FactstateErrorCode } from './errors.js'
+export * from './facts/types.js'
+export { EventLog, type EventLogOptions, type Durability, type LogPrefix, type RunSource } from './store/event-log.js'
+export type { InvocationProjection } from './store/projection.js'
+export { recoverInvocations } from './store/recovery.js'
+export {
+  invocationMachine,
+  foldFacts,
+  applyFact,
+  accepts,
+  initialInvocationSnapshot,
+  stateOf,
+  type InvocationContext,
+  type InvocationSnapshot,
+  type InvocationState,
+} from './machines/invocation.js'
+export { Engine, type EngineOptions, type StartOptions, type RunningInvocation } from './actors/engine.js'
+export { ModelExecutor, type ModelExecutorOptions } from './actors/model-executor.js'
+export { OpenAIChatClient } from './actors/openai-chat-client.js'
+export type { ModelClient, ModelRequest, ModelResponse, ProviderConfig, ChatMessage, ChatRequestBody, JsonValue } from './actors/model-client.js'
+export { successorOf, type HandoffGate, type HandoffReservation, type HeldInvocation } from './actors/handoff.js'
+export type { RunInput, RunWork } from './actors/run-input.js'
+export { catalogOf, type ToolDefinition, type ToolContext } from './actors/tool-catalog.js'
+export { transcriptOf } from './actors/transcript.js'

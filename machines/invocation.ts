@@ -1,0 +1,214 @@
+/**
+ * The invocation machine: what an invocation may do next, decided purely from the facts so far.
+ * No I/O, no clock, no randomness, no invoked promises. The same definition drives live actors
+ * (each fact is checked here before it is appended), rebuilds any invocation's state from its
+ * facts, feeds the visualizer, and is walked by `xstate/graph` to generate test paths.
+ */
+import { assign, initialTransition, setup, transition, type SnapshotFrom } from 'xstate'
+import { FactstateError } from '../errors.js'
+import type { Fact, FactType, InvocationOutcome } from '../facts/types.js'
+
+/** What the machine remembers between facts. */
+export interface InvocationContext {
+  /** Model steps begun (a retried request of the same step counts once). */
+  stepsUsed: number
+  /** The step whose request is in flight, or the last one requested. */
+  stepId: string | null
+  /** The last model answer had no tool calls: the invocation may complete. */
+  answered: boolean
+  /** Tool calls of the last answer neither dispatched nor rejected yet. */
+  pendingCalls: string[]
+  /** Operations dispatched and not settled yet. */
+  inflight: { operationId: string; callId: string }[]
+  /** Operations dispatched and never settled, kept after the end. */
+  uncertain: string[]
+  /** The hold entered, while held. */
+  holdId: string | null
+  outcome: InvocationOutcome | null
+  facts: number
+}
+
+const initialContext: InvocationContext = {
+  stepsUsed: 0,
+  stepId: null,
+  answered: false,
+  pendingCalls: [],
+  inflight: [],
+  uncertain: [],
+  holdId: null,
+  outcome: null,
+  facts: 0,
+}
+
+type E<T extends FactType> = Extract<Fact, { type: T }>
+
+const endsAbnormally = (fact: E<'invocation.ended'>) => fact.outcome.status === 'failed' || fact.outcome.status === 'cancelled'
+
+/**
+ * The invocation statechart. Its events are the facts (`Fact`), its states:
+ * `opening` → `safePoint` ⇄ `awaitingModel` → `settlingTool` → `safePoint` … ⇄ `held` →
+ * `committed` (sealed by a handoff) | `ended`.
+ *
+ * @example
+ * ```ts
+ * import { foldFacts } from 'factstate'
+ * const snapshot = foldFacts(events.map((e) => e.event.fact))
+ * snapshot.value // 'held'
+ * ```
+ */
+export const invocationMachine = setup({
+  types: { context: {} as InvocationContext, events: {} as Fact },
+  guards: {
+    isCurrentStep: ({ context, event }) => 'stepId' in event && event.stepId === context.stepId,
+    answeredWithTools: ({ context, event }) =>
+      event.type === 'model.completed' && event.stepId === context.stepId && event.output.toolCalls.length > 0,
+    answeredWithoutTools: ({ context, event }) =>
+      event.type === 'model.completed' && event.stepId === context.stepId && event.output.toolCalls.length === 0,
+    mayRequest: ({ context }) => !context.answered,
+    isPendingCall: ({ context, event }) =>
+      (event.type === 'tool.dispatched' || event.type === 'tool.rejected') && context.pendingCalls.includes(event.callId),
+    isInflight: ({ context, event }) =>
+      event.type === 'tool.settled' && context.inflight.some((op) => op.operationId === event.operationId),
+    allResolved: ({ context }) => context.pendingCalls.length === 0 && context.inflight.length === 0,
+    isHeldId: ({ context, event }) => event.type === 'hold.released' && event.handoffId === context.holdId,
+    completes: ({ context, event }) => event.type === 'invocation.ended' && event.outcome.status === 'completed' && context.answered,
+    pausesHeld: ({ context, event }) =>
+      event.type === 'invocation.ended' &&
+      event.outcome.status === 'handoff_paused' &&
+      event.outcome.pause.intent.handoffId === context.holdId,
+    endsAbnormally: ({ event }) => event.type === 'invocation.ended' && endsAbnormally(event),
+  },
+  actions: {
+    count: assign({ facts: ({ context }) => context.facts + 1 }),
+    request: assign(({ context, event }) => {
+      const { stepId } = event as E<'model.requested'>
+      return { stepId, stepsUsed: stepId === context.stepId ? context.stepsUsed : context.stepsUsed + 1 }
+    }),
+    takeCalls: assign({ pendingCalls: ({ event }) => (event as E<'model.completed'>).output.toolCalls.map((call) => call.callId) }),
+    markAnswered: assign({ answered: true }),
+    dispatch: assign(({ context, event }) => {
+      const { callId, operationId } = event as E<'tool.dispatched'>
+      return {
+        pendingCalls: without(context.pendingCalls, callId),
+        inflight: [...context.inflight, { operationId, callId }],
+        uncertain: [...context.uncertain, operationId],
+      }
+    }),
+    reject: assign({ pendingCalls: ({ context, event }) => without(context.pendingCalls, (event as E<'tool.rejected'>).callId) }),
+    settle: assign(({ context, event }) => {
+      const { operationId } = event as E<'tool.settled'>
+      return {
+        inflight: context.inflight.filter((op) => op.operationId !== operationId),
+        uncertain: context.uncertain.filter((op) => op !== operationId),
+      }
+    }),
+    enterHold: assign({ holdId: ({ event }) => (event as E<'hold.entered'>).handoffId }),
+    leaveHold: assign({ holdId: null }),
+    end: assign({ outcome: ({ event }) => (event as E<'invocation.ended'>).outcome }),
+  },
+}).createMachine({
+  id: 'invocation',
+  initial: 'opening',
+  context: initialContext,
+  states: {
+    opening: {
+      on: { 'invocation.opened': { target: 'safePoint', actions: 'count' } },
+    },
+    safePoint: {
+      on: {
+        'model.requested': { guard: 'mayRequest', target: 'awaitingModel', actions: ['count', 'request'] },
+        'hold.entered': { target: 'held', actions: ['count', 'enterHold'] },
+        'invocation.ended': [
+          { guard: 'completes', target: 'ended', actions: ['count', 'end'] },
+          { guard: 'endsAbnormally', target: 'ended', actions: ['count', 'end'] },
+        ],
+      },
+    },
+    awaitingModel: {
+      on: {
+        'model.completed': [
+          { guard: 'answeredWithTools', target: 'settlingTool', actions: ['count', 'takeCalls'] },
+          { guard: 'answeredWithoutTools', target: 'safePoint', actions: ['count', 'markAnswered'] },
+        ],
+        'model.interrupted': { guard: 'isCurrentStep', target: 'safePoint', actions: 'count' },
+        'invocation.ended': { guard: 'endsAbnormally', target: 'ended', actions: ['count', 'end'] },
+      },
+    },
+    settlingTool: {
+      always: { guard: 'allResolved', target: 'safePoint' },
+      on: {
+        'tool.dispatched': { guard: 'isPendingCall', actions: ['count', 'dispatch'] },
+        'tool.rejected': { guard: 'isPendingCall', actions: ['count', 'reject'] },
+        'tool.settled': { guard: 'isInflight', actions: ['count', 'settle'] },
+        'invocation.ended': { guard: 'endsAbnormally', target: 'ended', actions: ['count', 'end'] },
+      },
+    },
+    held: {
+      on: {
+        'hold.released': { guard: 'isHeldId', target: 'safePoint', actions: ['count', 'leaveHold'] },
+        'invocation.ended': [
+          { guard: 'pausesHeld', target: 'committed', actions: ['count', 'end'] },
+          { guard: 'endsAbnormally', target: 'ended', actions: ['count', 'end', 'leaveHold'] },
+        ],
+      },
+    },
+    committed: { type: 'final' },
+    ended: { type: 'final' },
+  },
+})
+
+function without(list: string[], item: string): string[] {
+  const index = list.indexOf(item)
+  return index === -1 ? list : [...list.slice(0, index), ...list.slice(index + 1)]
+}
+
+/** A state of the invocation machine. */
+export type InvocationSnapshot = SnapshotFrom<typeof invocationMachine>
+
+/** The names of the machine's states. */
+export type InvocationState = 'opening' | 'safePoint' | 'awaitingModel' | 'settlingTool' | 'held' | 'committed' | 'ended'
+
+/** The state before any fact. */
+export function initialInvocationSnapshot(): InvocationSnapshot {
+  return initialTransition(invocationMachine)[0]
+}
+
+/** True when the machine accepts `fact` in `snapshot`. */
+export function accepts(snapshot: InvocationSnapshot, fact: Fact): boolean {
+  return snapshot.status === 'active' && snapshot.can(fact)
+}
+
+/** The next state after `fact`; `MACHINE_REJECTED` (and nothing applied) if the machine does not accept it. */
+export function applyFact(snapshot: InvocationSnapshot, fact: Fact): InvocationSnapshot {
+  if (!accepts(snapshot, fact)) {
+    throw new FactstateError('MACHINE_REJECTED', `in state ${String(snapshot.value)} the invocation machine does not accept ${fact.type}`, {
+      details: { state: snapshot.value, type: fact.type },
+    })
+  }
+  return transition(invocationMachine, snapshot, fact)[0]
+}
+
+/** Rebuilds an invocation's state from its facts, in order. `MACHINE_REJECTED` names the first fact the machine refuses. */
+export function foldFacts(facts: Iterable<Fact>, from: InvocationSnapshot = initialInvocationSnapshot()): InvocationSnapshot {
+  let snapshot = from
+  let index = 0
+  for (const fact of facts) {
+    try {
+      snapshot = applyFact(snapshot, fact)
+    } catch (error) {
+      if (error instanceof FactstateError) {
+        throw new FactstateError('MACHINE_REJECTED', `fact ${index} (${fact.type}) contradicts the machine: ${error.message}`, {
+          details: { index, ...error.details },
+        })
+      }
+      throw error
+    }
+    index += 1
+  }
+  return snapshot
+}
+
+/** The state name of a snapshot. */
+export function stateOf(snapshot: InvocationSnapshot): InvocationState {
+  return snapshot.value as InvocationState
+}

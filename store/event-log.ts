@@ -260,6 +260,7 @@ export class EventLog {
   #pending: PendingEntry[] = []
   #flushing: Promise<void> | undefined
   #closed = false
+  #closing: Promise<void> | undefined
   #failed: FactstateError | undefined
 
   private constructor(db: Db, durability: Durability, release: () => void, location: string) {
@@ -713,8 +714,13 @@ export class EventLog {
   }
 
   /** Waits for pending appends, then closes. Later calls fail with `LOG_CLOSED`. Closing twice is harmless. */
-  async close(): Promise<void> {
-    if (this.#closed) return
+  close(): Promise<void> {
+    // Every call shares one shutdown: a second close resolves only once the directory is free.
+    this.#closing ??= this.#shutdown()
+    return this.#closing
+  }
+
+  async #shutdown(): Promise<void> {
     this.#closed = true
     while (this.#flushing) await this.#flushing
     this.#listeners.clear()

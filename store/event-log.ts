@@ -706,6 +706,31 @@ export class EventLog {
     return { events: head.highWater, digest: logDigest(head.highWater, chain) }
   }
 
+  /**
+   * Streams stored events in seq order, from `from` (default 1) up to `to` (default: the
+   * high-water when the call started). Memory stays flat whatever the size of the log.
+   *
+   * @example
+   * ```ts
+   * for await (const { seq, event } of log.events({ from: 100 })) console.log(seq, event.fact.type)
+   * ```
+   */
+  async *events(options: { from?: number; to?: number } = {}): AsyncGenerator<StoredEvent> {
+    this.#assertOpen()
+    const to = Math.min(options.to ?? Number.MAX_SAFE_INTEGER, this.#state.head.highWater)
+    const from = options.from ?? 1
+    if (!Number.isSafeInteger(from) || from < 1 || !Number.isSafeInteger(to)) {
+      throw new FactstateError('LOG_INVALID_ARGUMENT', 'events() takes positive integer bounds')
+    }
+    if (to < from) return
+    let seq = from
+    for await (const bytes of this.#db.values({ gte: keys.event(from), lte: keys.event(to) })) {
+      yield { seq, event: decodeEvent(bytes, seq) }
+      seq += 1
+    }
+    if (seq !== to + 1) throw new FactstateError('LOG_CORRUPT', `event ${seq} is missing`, { details: { seq } })
+  }
+
   /** The current high-water and digest, without reading events. */
   head(): { highWater: number; digest: string } {
     this.#assertOpen()

@@ -479,7 +479,13 @@ export class EventLog {
     for (const { entry, seqs } of accepted) entry.resolve(seqs)
     if (staging.events.length > 0 && this.#listeners.size > 0) {
       const stored = staging.events.map(({ seq, event }) => ({ seq, event }))
-      for (const listener of this.#listeners) listener(stored)
+      for (const listener of this.#listeners) {
+        try {
+          listener(stored)
+        } catch {
+          // A listener's failure is its own: it must never fail an append that is already durable.
+        }
+      }
     }
   }
 

@@ -1,0 +1,192 @@
+import { type ChildProcess, spawn } from 'node:child_process'
+import { existsSync } from 'node:fs'
+import { mkdir, readdir, rm } from 'node:fs/promises'
+import { fileURLToPath } from 'node:url'
+import { parseArgs } from 'node:util'
+import { EventLog } from '../../store/event-log.js'
+import { paths, readLedger } from '../demo/agent.js'
+import { type CommandIo, EXIT, reportError, usage } from '../io.js'
+
+export const demoHelp = `usage: factstate demo [--dir DIRECTORY]
+
+Runs the whole promise of factstate on this machine, with no network and no API key: a small
+shop agent whose tools write to a ledger file, against a built-in OpenAI-compatible server on
+127.0.0.1 (or a real endpoint when OPENAI_BASE_URL, OPENAI_API_KEY and OPENAI_MODEL are set).
+  1. a tool runs; a hold reserved mid-request becomes ready at the safe point and is rolled back
+  2. a second hold is committed: the run is sealed, and that process exits
+  3. a second process reopens the log, recovers, and runs the successor — no tool re-runs
+  4. a process is killed with SIGKILL while a tool runs; recovery marks the outcome unknown and
+     the next message needs reconciliation
+  5. a summary: facts, digest, verify, how often each tool really ran
+DIRECTORY defaults to ./.factstate/demo (replaced on each run). Exit 0 only if every step
+behaved as described; 1 with the reason otherwise.`
+
+const SPINNER = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏']
+
+/** How to run a phase in a fresh Node process, from source (through tsx) or from the built package. */
+function phaseCommand(phase: string, dir: string): { command: string; args: string[] } {
+  const here = import.meta.url
+  if (here.endsWith('.ts')) {
+    return { command: process.execPath, args: ['--import', import.meta.resolve('tsx'), fileURLToPath(new URL('../demo/phase.ts', here)), phase, dir] }
+  }
+  return { command: process.execPath, args: [fileURLToPath(new URL('../demo/phase.js', here)), phase, dir] }
+}
+
+interface PhaseRun {
+  code: number | null
+  signal: NodeJS.Signals | null
+  result: Record<string, unknown> | undefined
+}
+
+/**
+ * Runs one phase in its own process, relaying its lines with a process label. `killOn` names
+ * a line at which the orchestrator kills the process with SIGKILL.
+ */
+function runPhase(phase: string, dir: string, label: string, io: CommandIo, killOn?: string): Promise<PhaseRun> {
+  const { command, args } = phaseCommand(phase, dir)
+  return new Promise((resolve, reject) => {
+    const child: ChildProcess = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] })
+    let result: Record<string, unknown> | undefined
+    let buffered = ''
+    let errors = ''
+    let spin = 0
+    let idle = 0
+    const interactive = process.stderr.isTTY === true
+    const ticker = interactive
+      ? setInterval(() => {
+          idle += 1
+          if (idle > 2) process.stderr.write(`\r${SPINNER[spin++ % SPINNER.length]} ${label} working…`)
+        }, 120)
+      : undefined
+    const clear = () => {
+      if (interactive && idle > 2) process.stderr.write('\r\x1b[2K')
+      idle = 0
+    }
+    child.stdout?.setEncoding('utf8').on('data', (chunk: string) => {
+      buffered += chunk
+      let newline = buffered.indexOf('\n')
+      while (newline !== -1) {
+        const line = buffered.slice(0, newline)
+        buffered = buffered.slice(newline + 1)
+        clear()
+        if (line.startsWith('RESULT ')) result = JSON.parse(line.slice(7)) as Record<string, unknown>
+        else if (killOn !== undefined && line === killOn) {
+          io.stdout(`[${label} pid ${child.pid}] the refund tool is running — kill -9 now`)
+          child.kill('SIGKILL')
+        } else io.stdout(`[${label}] ${line}`)
+        newline = buffered.indexOf('\n')
+      }
+    })
+    child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
+      errors += chunk
+    })
+    child.on('error', reject)
+    child.on('close', (code, signal) => {
+      if (ticker) clearInterval(ticker)
+      clear()
+      if (errors.trim() !== '' && code !== 0 && signal === null) io.stderr(`[${label}] ${errors.trim()}`)
+      resolve({ code, signal, result })
+    })
+  })
+}
+
+/** Empties the demo directory, refusing to touch one that holds anything but an earlier demo. */
+async function prepare(dir: string): Promise<void> {
+  if (existsSync(dir)) {
+    const entries = await readdir(dir)
+    const foreign = entries.filter((name) => name !== 'log' && name !== 'ledger.jsonl')
+    if (foreign.length > 0) throw new Error(`${dir} holds other files (${foreign.slice(0, 3).join(', ')}); choose another --dir`)
+    await rm(dir, { recursive: true, force: true })
+  }
+  await mkdir(dir, { recursive: true })
+}
+
+/**
+ * `factstate demo`: the whole promise, end to end, in separate processes.
+ *
+ * @example
+ * ```sh
+ * npm install && npm run demo
+ * ```
+ */
+export async function demoCommand(args: string[], io: CommandIo): Promise<number> {
+  let parsed
+  try {
+    parsed = parseArgs({
+      args,
+      allowPositionals: false,
+      options: { dir: { type: 'string', default: '.factstate/demo' }, help: { type: 'boolean', short: 'h', default: false } },
+    })
+  } catch (error) {
+    return usage(io, (error as Error).message, demoHelp)
+  }
+  if (parsed.values.help) {
+    io.stdout(demoHelp)
+    return EXIT.ok
+  }
+  const dir = parsed.values.dir
+  const failures: string[] = []
+  const expect = (ok: boolean, what: string) => {
+    io.stdout(`  ${ok ? '✔' : '✘'} ${what}`)
+    if (!ok) failures.push(what)
+  }
+  try {
+    await prepare(dir)
+    const { log: location, ledger } = paths(dir)
+    io.stdout(`factstate demo — log in ${location}, tool effects in ${ledger}`)
+    io.stdout(process.env.OPENAI_BASE_URL ? `model: ${process.env.OPENAI_BASE_URL}` : 'model: the built-in scripted OpenAI-compatible server on 127.0.0.1 (no network, no key)')
+
+    io.stdout('\n1–2. A run with a tool, a hold rolled back, then a hold committed (process 1)')
+    const sealed = await runPhase('seal', dir, 'process 1', io)
+    expect(sealed.code === 0, 'process 1 sealed the run and exited')
+    expect(sealed.result?.outcome === 'handoff_paused', 'the invocation ended handoff_paused')
+    expect(sealed.result?.pauseMatchesPreview === true, 'commit() resolved with exactly the preview')
+    expect(sealed.result?.ledger === 2, 'each tool call ran exactly once (2 ledger entries)')
+    if (sealed.result?.requests !== null) expect(sealed.result?.requests === 2, 'no model request after the seal')
+
+    io.stdout('\n3. Another process resumes the sealed turn (process 2)')
+    const resumed = await runPhase('successor', dir, 'process 2', io)
+    expect(resumed.code === 0, 'process 2 ran the successor')
+    expect(resumed.result?.recovered === 0, 'recovery found nothing open after a clean seal')
+    expect(resumed.result?.outcome === 'completed', 'the successor completed')
+    expect(resumed.result?.ledger === 2, 'the successor re-ran no tool (still 2 ledger entries)')
+
+    io.stdout('\n4. A crash while a tool runs (process 3 is killed with SIGKILL), then reconciliation (process 4)')
+    const crashed = await runPhase('crash', dir, 'process 3', io, 'TOOL_RUNNING')
+    expect(crashed.signal === 'SIGKILL', 'process 3 was killed while the refund ran')
+    const reconciled = await runPhase('reconcile', dir, 'process 4', io)
+    expect(reconciled.code === 0, 'process 4 reopened the log')
+    expect(reconciled.result?.recovered === 1 && reconciled.result?.uncertain === 1, 'recovery closed the crashed run with its refund outcome unknown')
+    expect(reconciled.result?.refusal === 'RUN_RECONCILIATION_REQUIRED', 'the next message was refused until the unknown outcome was acknowledged')
+    expect(reconciled.result?.modelTold === true, 'the model was told the refund may or may not have happened')
+    expect(reconciled.result?.outcome === 'completed', 'the acknowledged message completed')
+
+    io.stdout('\n5. Summary')
+    const log = await EventLog.open(location)
+    try {
+      const { events, digest } = await log.verify()
+      const runs = await readLedger(ledger)
+      const byTool = new Map<string, number>()
+      for (const entry of runs) byTool.set(entry.tool, (byTool.get(entry.tool) ?? 0) + 1)
+      const operations = new Set(runs.map((entry) => entry.operationId))
+      io.stdout(`  facts written: ${events}`)
+      io.stdout(`  digest:        ${digest}`)
+      io.stdout(`  verify:        ok (seq continuity, decoding, digest chain over the stored bytes)`)
+      io.stdout(`  tools really ran: ${[...byTool].map(([tool, count]) => `${tool} ×${count}`).join(', ')}`)
+      expect(operations.size === runs.length, 'no operation ran twice')
+      expect(byTool.get('append_ledger') === 2 && byTool.get('refund') === 1, 'append_ledger ran twice and refund once, across four processes')
+    } finally {
+      await log.close()
+    }
+    io.stdout(`\n  open the visualizer on this log:  npx factstate inspect ${location}`)
+    io.stdout(`  print its facts:                   npx factstate log ${location}`)
+  } catch (error) {
+    return reportError(error, io)
+  }
+  if (failures.length > 0) {
+    io.stderr(`demo failed: ${failures.length} step(s) did not behave as described: ${failures.join('; ')}`)
+    return EXIT.failed
+  }
+  io.stdout('\ndemo passed: every step behaved as described.')
+  return EXIT.ok
+}

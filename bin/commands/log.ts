@@ -1,0 +1,79 @@
+import { parseArgs } from 'node:util'
+import { FACT_TYPES, type FactType, type StoredEvent } from '../../facts/types.js'
+import { EventLog } from '../../store/event-log.js'
+import { summarizeFact } from '../../store/fact-summary.js'
+import { type CommandIo, EXIT, reportError, usage } from '../io.js'
+
+export const logHelp = `usage: factstate log <log-directory> [--session ID] [--run ID] [--invocation ID] [--type TYPE] [--json]
+
+Prints the facts of a log in seq order, one line each (or one JSON object per line with --json).
+Filters combine. TYPE is a fact type such as tool.dispatched; a trailing * matches a family (tool.*).
+Exit codes: 0 printed, 2 usage, 3 the log is open in another process, 1/4 the log refused.`
+
+/**
+ * `factstate log <dir>`: prints facts, filtered by session, run, invocation and type.
+ *
+ * @example
+ * ```sh
+ * npx factstate log .factstate/demo/log --type 'tool.*' --json
+ * ```
+ */
+export async function logCommand(args: string[], io: CommandIo): Promise<number> {
+  let parsed
+  try {
+    parsed = parseArgs({
+      args,
+      allowPositionals: true,
+      options: {
+        session: { type: 'string' },
+        run: { type: 'string' },
+        invocation: { type: 'string' },
+        type: { type: 'string' },
+        json: { type: 'boolean', default: false },
+        help: { type: 'boolean', short: 'h', default: false },
+      },
+    })
+  } catch (error) {
+    return usage(io, (error as Error).message, logHelp)
+  }
+  const { values, positionals } = parsed
+  if (values.help) {
+    io.stdout(logHelp)
+    return EXIT.ok
+  }
+  if (positionals.length !== 1) return usage(io, 'expected exactly one log directory', logHelp)
+  const type = values.type
+  if (type !== undefined) {
+    const family = type.endsWith('*') ? type.slice(0, -1) : undefined
+    const known = family !== undefined ? FACT_TYPES.some((t) => t.startsWith(family)) : FACT_TYPES.includes(type as FactType)
+    if (!known) return usage(io, `unknown fact type ${type}; known: ${FACT_TYPES.join(', ')}`, logHelp)
+  }
+  const matches = ({ event }: StoredEvent) =>
+    (values.session === undefined || event.invocation.sessionId === values.session) &&
+    (values.run === undefined || event.invocation.runId === values.run) &&
+    (values.invocation === undefined || event.invocation.invocationId === values.invocation) &&
+    (type === undefined || (type.endsWith('*') ? event.fact.type.startsWith(type.slice(0, -1)) : event.fact.type === type))
+  let log: EventLog | undefined
+  try {
+    log = await EventLog.open(positionals[0] as string)
+    let shown = 0
+    for await (const stored of log.events()) {
+      if (!matches(stored)) continue
+      shown += 1
+      io.stdout(values.json ? JSON.stringify({ seq: stored.seq, ...stored.event }) : formatEvent(stored))
+    }
+    if (!values.json) io.stderr(`${shown} fact(s) shown; log high-water ${log.head().highWater}, digest ${log.head().digest}`)
+    return EXIT.ok
+  } catch (error) {
+    return reportError(error, io)
+  } finally {
+    await log?.close()
+  }
+}
+
+/** One human-readable line for a stored event. */
+export function formatEvent({ seq, event }: StoredEvent): string {
+  const at = new Date(event.recordedAt).toISOString()
+  const who = `${event.invocation.sessionId}/${event.invocation.turnId}/${event.invocation.runId}/${event.invocation.invocationId}`
+  return `#${String(seq).padStart(6)}  ${at}  ${who}  ${event.fact.type.padEnd(18)} ${summarizeFact(event.fact)}`
+}

@@ -1,0 +1,58 @@
+#!/usr/bin/env node
+/**
+ * The `factstate` command line: demo, inspect, log, verify, recover. Each command lives in
+ * bin/commands/ and returns its exit code.
+ */
+import { type CommandIo, EXIT } from './io.js'
+
+const help = `usage: factstate <command> [options]
+
+commands:
+  demo                 run the whole promise end to end (no network, no API key)
+  inspect <log-dir>    open the statechart visualizer on a log (127.0.0.1 only)
+  log <log-dir>        print facts (--session, --run, --invocation, --type, --json)
+  verify <log-dir>     re-read every fact and check the digest chain
+  recover <log-dir>    close invocations a crash left open
+
+Run 'factstate <command> --help' for a command's options.
+exit codes: 0 ok, 1 a check failed, 2 usage, 3 the log is open in another process, 4 refused`
+
+type Command = (args: string[], io: CommandIo) => Promise<number>
+
+const commands: Record<string, () => Promise<Command>> = {
+  demo: async () => (await import('./commands/demo.js')).demoCommand,
+  inspect: async () => (await import('./commands/inspect.js')).inspectCommand,
+  log: async () => (await import('./commands/log.js')).logCommand,
+  verify: async () => (await import('./commands/verify.js')).verifyCommand,
+  recover: async () => (await import('./commands/recover.js')).recoverCommand,
+}
+
+const io: CommandIo = {
+  stdout: (line) => process.stdout.write(`${line}\n`),
+  stderr: (line) => process.stderr.write(`${line}\n`),
+}
+
+async function main(argv: string[]): Promise<number> {
+  const [name, ...rest] = argv
+  if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
+    io.stdout(help)
+    return name === undefined ? EXIT.usage : EXIT.ok
+  }
+  const load = commands[name]
+  if (!load) {
+    io.stderr(`error: unknown command ${name}`)
+    io.stderr(help)
+    return EXIT.usage
+  }
+  return (await load())(rest, io)
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code
+  },
+  (error: unknown) => {
+    process.stderr.write(`error: ${(error as Error)?.stack ?? String(error)}\n`)
+    process.exitCode = EXIT.failed
+  },
+)

@@ -1,0 +1,51 @@
+/**
+ * What every CLI command shares: its output channels, exit codes, and how a FactstateError is
+ * shown (its code and a one-line remedy).
+ */
+import { FactstateError, type FactstateErrorCode } from '../errors.js'
+
+/** Where a command writes. Tests pass collectors; the CLI passes the process streams. */
+export interface CommandIo {
+  stdout: (line: string) => void
+  stderr: (line: string) => void
+}
+
+/** Exit codes of the `factstate` CLI (documented in the README). */
+export const EXIT = {
+  ok: 0,
+  /** The check failed: `verify` found corruption, or a demo step did not behave. */
+  failed: 1,
+  usage: 2,
+  /** Another process holds the log. */
+  busy: 3,
+  /** Any other refusal; the code is printed. */
+  refused: 4,
+} as const
+
+const remedies: Partial<Record<FactstateErrorCode, string>> = {
+  LOG_WRITER_BUSY: 'another process has this log open; stop it, or inspect it live from inside that process (serveInspector)',
+  LOG_CORRUPT: 'the stored facts are damaged; restore the directory from a backup — nothing was changed',
+  LOG_IO: 'LevelDB could not read or write the directory; check permissions and free disk space',
+  LOG_INVALID_ARGUMENT: 'check the command line: the log directory and filters',
+  RUN_BUSY: 'wait for the session\u2019s active run (or its paused turn\u2019s successor) to finish',
+  RUN_RECONCILIATION_REQUIRED: 'check the unknown tool outcomes, then start the message with allowPriorUnknown: true',
+}
+
+/** Prints `error` as `CODE: message` plus a remedy line; returns the exit code for it. */
+export function reportError(error: unknown, io: CommandIo): number {
+  if (error instanceof FactstateError) {
+    io.stderr(`error ${error.message}`)
+    const remedy = remedies[error.code]
+    if (remedy) io.stderr(`remedy: ${remedy}`)
+    return error.code === 'LOG_WRITER_BUSY' ? EXIT.busy : error.code === 'LOG_CORRUPT' ? EXIT.failed : EXIT.refused
+  }
+  io.stderr(`error: ${(error as Error)?.message ?? String(error)}`)
+  return EXIT.failed
+}
+
+/** A usage error: prints it with the command's help and returns the usage exit code. */
+export function usage(io: CommandIo, message: string, help: string): number {
+  io.stderr(`error: ${message}`)
+  io.stderr(help)
+  return EXIT.usage
+}

@@ -1,0 +1,80 @@
+/**
+ * A custom ModelClient for a provider that does not speak OpenAI chat completions. The engine
+ * always builds requests in the OpenAI chat shape (that is what the transcript is rebuilt
+ * into); a client translates them for its provider and classifies the provider's failures.
+ * Here the "provider" is a tiny local HTTP service with its own protocol:
+ *   POST /generate { prompt, tools } → { say } or { call: { tool, args } }
+ *
+ *   npx tsx examples/custom-model-client.ts
+ */
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { Engine, EventLog, type ModelClient, ModelExecutor, type ModelRequest, type ModelResponse } from 'factstate'
+
+/** The client: OpenAI-shaped request in, the provider's protocol on the wire, a ModelResponse out. */
+class GenerateApiClient implements ModelClient {
+  constructor(private readonly url: string) {}
+
+  async complete(request: ModelRequest): Promise<ModelResponse> {
+    const prompt = request.body.messages.map((m) => `${m.role}: ${'content' in m ? (m.content ?? '') : ''}`).join('\n')
+    const tools = ((request.body.tools as { function: { name: string } }[] | undefined) ?? []).map((t) => t.function.name)
+    let response: Response
+    try {
+      response = await fetch(this.url, {
+        method: 'POST',
+        body: JSON.stringify({ prompt, tools }),
+        signal: AbortSignal.any([request.signal, AbortSignal.timeout(request.timeoutMs)]),
+      })
+    } catch (error) {
+      if (request.signal.aborted) return { kind: 'interrupted', status: 'cancelled', message: 'cancelled' }
+      return { kind: 'interrupted', status: 'retryable_failure', message: (error as Error).message }
+    }
+    if (response.status >= 500) return { kind: 'interrupted', status: 'retryable_failure', message: `HTTP ${response.status}` }
+    const answer = (await response.json().catch(() => undefined)) as { say?: string; call?: { tool: string; args: unknown } } | undefined
+    if (answer?.call) {
+      return {
+        kind: 'completed',
+        output: { toolCalls: [{ callId: `gen-${Date.now()}`, name: answer.call.tool, arguments: JSON.stringify(answer.call.args) }], finishReason: 'tool_calls' },
+      }
+    }
+    if (typeof answer?.say === 'string') return { kind: 'completed', output: { text: answer.say, toolCalls: [], finishReason: 'stop' } }
+    return { kind: 'interrupted', status: 'failed', message: 'the provider answered something else', malformed: true }
+  }
+}
+
+// The provider: calls `clock` once, then reports the time it got back.
+const provider = createServer((req, res) => {
+  let body = ''
+  req.on('data', (chunk) => (body += chunk))
+  req.on('end', () => {
+    const { prompt } = JSON.parse(body) as { prompt: string }
+    const reply = prompt.includes('tool:') ? { say: `The clock said ${prompt.split('tool: ')[1]?.split('\n')[0]}` } : { call: { tool: 'clock', args: {} } }
+    res.setHeader('content-type', 'application/json').end(JSON.stringify(reply))
+  })
+})
+await new Promise<void>((resolve) => provider.listen(0, '127.0.0.1', resolve))
+const url = `http://127.0.0.1:${(provider.address() as AddressInfo).port}/generate`
+const dir = await mkdtemp(join(tmpdir(), 'factstate-custom-'))
+const log = await EventLog.open(join(dir, 'log'))
+try {
+  const engine = new Engine({ log, model: new ModelExecutor({ createClient: () => new GenerateApiClient(url) }) })
+  const outcome = await engine.run({
+    invocation: { sessionId: 's', turnId: 't', runId: 'r', invocationId: 'i' },
+    // The provider config still names a model and a base URL: they are recorded (no secrets) and sealed into pauses.
+    provider: { kind: 'openai-chat', baseUrl: url, model: 'generate-v1' },
+    configuration: { cwd: process.cwd() },
+    tools: [{ name: 'clock', description: 'The time', async execute() { return '12:00' } }],
+    work: { kind: 'message', content: 'What time is it?' },
+  })
+  const facts = (await log.prefix(100, 1 << 20)).events.map((e) => e.event.fact)
+  const said = facts.flatMap((f) => (f.type === 'model.completed' && f.output.text ? [f.output.text] : []))
+  console.log(`outcome: ${outcome.status}; the model said: ${said.join(' ')}`)
+  process.exitCode = outcome.status === 'completed' && said[0] === 'The clock said 12:00' ? 0 : 1
+} finally {
+  await log.close()
+  await new Promise((resolve) => provider.close(resolve))
+  await rm(dir, { recursive: true, force: true })
+}

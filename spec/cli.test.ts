@@ -1,0 +1,95 @@
+/**
+ * The `factstate` CLI as a user runs it: the demo end to end, then log, verify and recover on the
+ * demo's log, usage errors and the busy-log exit code.
+ */
+import { spawn } from 'node:child_process'
+import { readdir, readFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import { test } from 'uvu'
+import * as assert from 'uvu/assert'
+import { EventLog } from '../index.js'
+import { withTempDir, withTimeout } from './support/temp.js'
+
+function cli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'bin/factstate.ts', ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.on('data', (chunk) => (stdout += chunk))
+    child.stderr.on('data', (chunk) => (stderr += chunk))
+    child.on('error', reject)
+    child.on('close', (code) => resolve({ code, stdout, stderr }))
+  })
+}
+
+test('demo passes every step, then log, verify and recover read its log', () =>
+  withTimeout(
+    withTempDir(async (dir) => {
+      const demoDir = join(dir, 'demo')
+      const demo = await cli(['demo', '--dir', demoDir])
+      assert.is(demo.code, 0, demo.stdout + demo.stderr)
+      assert.match(demo.stdout, /demo passed: every step behaved as described/)
+      assert.not.match(demo.stdout, /✘/)
+      const location = join(demoDir, 'log')
+
+      const verify = await cli(['verify', location])
+      assert.is(verify.code, 0, verify.stderr)
+      const [, events, digest] = /^ok: (\d+) events, digest (sha256:[0-9a-f]{64})$/m.exec(verify.stdout) ?? []
+      assert.ok(Number(events) > 20)
+
+      const json = await cli(['log', location, '--json', '--type', 'tool.*'])
+      assert.is(json.code, 0, json.stderr)
+      const facts = json.stdout.trim().split('\n').map((line) => JSON.parse(line) as { seq: number; fact: { type: string } })
+      assert.ok(facts.length >= 5)
+      assert.ok(facts.every((f) => f.fact.type.startsWith('tool.')))
+      assert.equal(facts.map((f) => f.seq), [...facts.map((f) => f.seq)].sort((a, b) => a - b))
+      assert.is(facts.filter((f) => f.fact.type === 'tool.dispatched').length, 3)
+
+      const one = await cli(['log', location, '--invocation', 'inv-crash-run-1'])
+      assert.is(one.code, 0)
+      assert.match(one.stdout, /outcome_unknown/)
+      assert.not.match(one.stdout, /inv-run-1 /)
+
+      const recover = await cli(['recover', location])
+      assert.is(recover.code, 0)
+      assert.match(recover.stdout, new RegExp(`^closed 0 invocation\\(s\\); log high-water ${events}, digest ${digest}$`, 'm'))
+
+      // The demo's (fake) API key reached no file of the log directory and no output.
+      for (const file of await readdir(location)) {
+        assert.is((await readFile(join(location, file))).indexOf('sk-demo-never-persisted'), -1, file)
+      }
+      assert.not.ok((demo.stdout + json.stdout + one.stdout).includes('sk-demo-never-persisted'))
+
+      // A log held by another handle: exit 3 with the code and a remedy.
+      const held = await EventLog.open(location)
+      try {
+        const busy = await cli(['verify', location])
+        assert.is(busy.code, 3)
+        assert.match(busy.stderr, /LOG_WRITER_BUSY/)
+        assert.match(busy.stderr, /remedy:/)
+      } finally {
+        await held.close()
+      }
+    }),
+    90_000,
+  ))
+
+test('usage errors exit 2 and say what is wrong', () =>
+  withTimeout(
+    (async () => {
+      const unknown = await cli(['frobnicate'])
+      assert.is(unknown.code, 2)
+      assert.match(unknown.stderr, /unknown command frobnicate/)
+      const missing = await cli(['verify'])
+      assert.is(missing.code, 2)
+      const badType = await cli(['log', 'somewhere', '--type', 'no.such'])
+      assert.is(badType.code, 2)
+      assert.match(badType.stderr, /unknown fact type/)
+      const help = await cli(['log', '--help'])
+      assert.is(help.code, 0)
+      assert.match(help.stdout, /usage: factstate log/)
+    })(),
+    30_000,
+  ))
+
+test.run()

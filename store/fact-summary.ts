@@ -1,0 +1,44 @@
+import type { Fact } from '../facts/types.js'
+
+const clip = (text: string, max = 80) => (text.length > max ? `${text.slice(0, max - 1)}…` : text)
+const json = (value: unknown) => clip(JSON.stringify(value) ?? 'null')
+
+/** The key fields of a fact in one short line (for the CLI, logs and the inspector's timeline). */
+export function summarizeFact(fact: Fact): string {
+  switch (fact.type) {
+    case 'invocation.opened':
+      return fact.input.kind === 'message'
+        ? `message ${json(fact.input.content)}${fact.input.priorUnknown?.length ? ` (acknowledges ${fact.input.priorUnknown.length} unknown outcome(s))` : ''}`
+        : `${fact.input.kind} from ${fact.input.source.invocation.runId}@${fact.input.source.highWater}`
+    case 'model.requested':
+      return `${fact.stepId} model=${fact.model}`
+    case 'model.completed':
+      return fact.output.toolCalls.length > 0
+        ? `${fact.stepId} calls ${fact.output.toolCalls.map((call) => `${call.name}(${clip(call.arguments, 40)})`).join(', ')}`
+        : `${fact.stepId} text ${json(fact.output.text ?? '')}`
+    case 'model.interrupted':
+      return `${fact.stepId} ${fact.status}${fact.message ? `: ${clip(fact.message)}` : ''}`
+    case 'tool.dispatched':
+      return `${fact.name} ${fact.operationId} input=${json(fact.input)}`
+    case 'tool.settled':
+      return `${fact.operationId} ${fact.outcome.status}${fact.outcome.status === 'succeeded' ? ` ${json(fact.outcome.output)}` : `: ${clip(fact.outcome.message)}`}`
+    case 'tool.rejected':
+      return `${fact.name} ${fact.operationId} ${fact.reason}`
+    case 'hold.entered':
+    case 'hold.released':
+      return fact.handoffId
+    case 'invocation.ended': {
+      const { outcome } = fact
+      switch (outcome.status) {
+        case 'completed':
+          return 'completed'
+        case 'handoff_paused':
+          return `handoff_paused → ${outcome.pause.intent.successorRunId}/${outcome.pause.intent.successorInvocationId} (${outcome.pause.remainingSteps} step(s) left)`
+        case 'failed':
+          return `failed ${outcome.class}${outcome.message ? `: ${clip(outcome.message)}` : ''}`
+        case 'cancelled':
+          return `cancelled by ${outcome.source}`
+      }
+    }
+  }
+}

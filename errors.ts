@@ -36,8 +36,7 @@ export type FactstateErrorCode =
   | 'HANDOFF_UNAVAILABLE'
   // the machine
   | 'MACHINE_REJECTED'
-  // the engine
-  | 'ENGINE_CLOSED'
+  | 'INSPECTOR_INVALID_OPTIONS'
 
 /** An error with a stable {@link FactstateErrorCode}; the underlying error, if any, is `cause`. */
 export class FactstateError extends Error {

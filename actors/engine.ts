@@ -51,6 +51,11 @@ function executionDifference(candidate: ExecutionSettings, sealed: ExecutionSett
   return undefined
 }
 
+const usedId = (invocation: Invocation) =>
+  new FactstateError('RUN_INVALID_INPUT', `invocation.invocationId: ${invocation.invocationId} is already used`, {
+    details: { fields: ['invocation.invocationId'] },
+  })
+
 const sameInvocation = (a: Invocation, b: Invocation) =>
   a.sessionId === b.sessionId && a.turnId === b.turnId && a.runId === b.runId && a.invocationId === b.invocationId
 
@@ -127,11 +132,8 @@ export class Engine {
         opened = { kind: 'message', content: work.content, ...fingerprint, ...acknowledged }
       }
     }
-    if (await this.#log.invocationRecord(invocation.invocationId)) {
-      throw new FactstateError('RUN_INVALID_INPUT', `invocation.invocationId: ${invocation.invocationId} is already used`, {
-        details: { fields: ['invocation.invocationId'] },
-      })
-    }
+    // A successor's id is checked after its claim (in #admit): a second successor is HANDOFF_CLAIMED.
+    if (work.kind !== 'handoff' && (await this.#log.invocationRecord(invocation.invocationId))) throw usedId(invocation)
     let lineage: RuntimeEvent[] = []
     if (work.kind !== 'message') {
       try {
@@ -150,11 +152,18 @@ export class Engine {
       fact: { type: 'invocation.opened', input: opened, configuration: run.configuration, execution },
     })
     const snapshot = applyFact(initialInvocationSnapshot(), event.fact)
-    this.#log.live.add(invocation.invocationId)
+    // Marked live inside the admission, so a refused concurrent start of the same id never unmarks the admitted one.
+    let marked = false
     try {
-      await this.#log.appendAll([event], (view) => this.#admit(run, event, view))
+      await this.#log.appendAll([event], async (view) => {
+        await this.#admit(run, event, view)
+        if (!this.#log.live.has(invocation.invocationId)) {
+          this.#log.live.add(invocation.invocationId)
+          marked = true
+        }
+      })
     } catch (error) {
-      this.#log.live.delete(invocation.invocationId)
+      if (marked) this.#log.live.delete(invocation.invocationId)
       throw error
     }
     const actor = new InvocationActor({
@@ -238,6 +247,7 @@ export class Engine {
         throw new FactstateError('HANDOFF_CLAIMED', `claim ${work.pause.intent.claimId} was already used${user ? ` by ${user}` : ''}`)
       }
       if (session.active.length > 0) throw busy(`has an active run (${session.active[0]?.runId})`)
+      if (await view.invocation(invocation.invocationId)) throw usedId(invocation)
       return
     }
     if (session.active.length > 0) throw busy(`has an active run (${session.active[0]?.runId})`)
@@ -255,5 +265,6 @@ export class Engine {
       const allowed = (work as { allowPriorUnknown?: boolean }).allowPriorUnknown === true
       if (!allowed || session.unknown.some((op) => !ids.has(op.operationId))) throw this.#reconciliation(session.unknown)
     }
+    if (await view.invocation(invocation.invocationId)) throw usedId(invocation)
   }
 }

@@ -164,13 +164,15 @@ export class InvocationActor {
     const { handoffId } = reservation.intent
     await this.#record({ type: 'hold.entered', handoffId })
     reservation.enter(this.#pauseFor(reservation))
+    let onAbort: () => void = () => undefined
     const decision = await Promise.race([
       reservation.decision.promise,
       new Promise<'aborted'>((resolve) => {
+        onAbort = () => resolve('aborted')
         if (this.#signal.aborted) resolve('aborted')
-        this.#signal.addEventListener('abort', () => resolve('aborted'), { once: true })
+        this.#signal.addEventListener('abort', onAbort, { once: true })
       }),
-    ])
+    ]).finally(() => this.#signal.removeEventListener('abort', onAbort))
     if (decision === 'aborted') {
       reservation.abandon(new FactstateError('HANDOFF_NOT_HELD', `hold ${handoffId} ended: the run was cancelled`))
       await this.#cancelled()

@@ -1,0 +1,162 @@
+/**
+ * Admission (DESIGN §5): every refusal of `engine.start` carries its code and leaves the log
+ * exactly as it was (high-water and digest); an admitted run frees its session when it ends.
+ */
+import { test } from 'uvu'
+import * as assert from 'uvu/assert'
+import type { RunInput } from '../index.js'
+import { answer } from '../testing/scripted-model-server.js'
+import { countingTool, engineTest, factsOf, markOf, only, refusedWithoutWriting, sealAtFirstSafePoint, successorInput } from './support/engine-fixtures.js'
+
+type Mutation = (input: RunInput) => RunInput
+
+const invalid: { what: string; field: string; change: Mutation }[] = [
+  { what: 'a session id with a space', field: 'invocation.sessionId', change: (i) => ({ ...i, invocation: { ...i.invocation, sessionId: 'has space' } }) },
+  { what: 'an empty invocation id', field: 'invocation.invocationId', change: (i) => ({ ...i, invocation: { ...i.invocation, invocationId: '' } }) },
+  { what: 'a run id of 129 characters', field: 'invocation.runId', change: (i) => ({ ...i, invocation: { ...i.invocation, runId: 'r'.repeat(129) } }) },
+  { what: 'a turn id with a slash', field: 'invocation.turnId', change: (i) => ({ ...i, invocation: { ...i.invocation, turnId: 'turn/1' } }) },
+  { what: 'a relative cwd', field: 'configuration.cwd', change: (i) => ({ ...i, configuration: { cwd: 'workspace/project' } }) },
+  { what: 'a cwd with NUL', field: 'configuration.cwd', change: (i) => ({ ...i, configuration: { cwd: '/workspace\0/project' } }) },
+  {
+    what: 'an unknown work kind',
+    field: 'work.kind',
+    change: (i) => ({ ...i, work: { kind: 'poem', content: 'roses' } as unknown as RunInput['work'] }),
+  },
+  { what: 'duplicate tool names', field: 'tools', change: (i) => ({ ...i, tools: [countingTool('echo'), countingTool('echo')] }) },
+  { what: 'maxSteps 0', field: 'maxSteps', change: (i) => ({ ...i, maxSteps: 0 }) },
+  { what: 'maxSteps 257', field: 'maxSteps', change: (i) => ({ ...i, maxSteps: 257 }) },
+  { what: 'a fractional maxSteps', field: 'maxSteps', change: (i) => ({ ...i, maxSteps: 1.5 }) },
+  { what: 'a baseUrl that is not a URL', field: 'provider.baseUrl', change: (i) => ({ ...i, provider: { ...i.provider, baseUrl: 'not a url' } }) },
+  { what: 'an ftp baseUrl', field: 'provider.baseUrl', change: (i) => ({ ...i, provider: { ...i.provider, baseUrl: 'ftp://127.0.0.1/v1' } }) },
+  {
+    what: 'a tool without execute',
+    field: 'tools.0.execute',
+    change: (i) => ({ ...i, tools: [{ name: 'echo', description: 'no code' } as unknown as RunInput['tools'][number]] }),
+  },
+  { what: 'an empty message', field: 'work.content', change: (i) => ({ ...i, work: { kind: 'message', content: '' } }) },
+  {
+    what: 'an unknown provider kind',
+    field: 'provider.kind',
+    change: (i) => ({ ...i, provider: { ...i.provider, kind: 'other' } as unknown as RunInput['provider'] }),
+  },
+  {
+    what: 'a continuation from another session',
+    field: 'work.source.invocation.sessionId',
+    change: (i) => ({
+      ...i,
+      work: {
+        kind: 'continuation',
+        source: {
+          invocation: { sessionId: 'session-elsewhere', turnId: 't', runId: 'r', invocationId: 'i' },
+          highWater: 1,
+          digest: `sha256:${'0'.repeat(64)}`,
+        },
+      },
+    }),
+  },
+]
+
+test(
+  'RUN_INVALID_INPUT names the bad field and writes nothing',
+  engineTest([answer.text('done')], {}, async (h) => {
+    // A log that is not empty, so an unchanged digest means something.
+    assert.equal(await h.run(h.input('first')), { status: 'completed' })
+    for (const { what, field, change } of invalid) {
+      const error = await refusedWithoutWriting(h.log, () => h.engine.start(change(h.input('bad'))), 'RUN_INVALID_INPUT', what)
+      const fields = error.details?.fields as string[] | undefined
+      assert.ok(fields?.includes(field), `${what}: details.fields ${JSON.stringify(fields)} names ${field}`)
+    }
+    const twice = h.input('bad')
+    twice.maxSteps = 0
+    twice.configuration = { cwd: 'relative' }
+    const error = await refusedWithoutWriting(h.log, () => h.engine.start(twice), 'RUN_INVALID_INPUT', 'two bad fields')
+    assert.equal([...(error.details?.fields as string[])].sort(), ['configuration.cwd', 'maxSteps'], 'every bad field is named')
+    const reused = h.input('first')
+    reused.invocation.turnId = 'turn-again'
+    reused.invocation.runId = 'run-again'
+    const used = await refusedWithoutWriting(h.log, () => h.engine.start(reused), 'RUN_INVALID_INPUT', 'an invocation id already in the log')
+    assert.equal(used.details?.fields, ['invocation.invocationId'])
+    assert.is(h.server.requests.length, 1, 'no refused run reached the model')
+  }),
+)
+
+test(
+  'RUN_BUSY while the session has an active run; the session is free once it ends',
+  engineTest([answer.text('first', { hold: true }), answer.text('other'), answer.text('second')], {}, async (h) => {
+    const first = await h.start(h.input('first', { session: 'shared' }))
+    await h.server.seen(0)
+    await refusedWithoutWriting(h.log, () => h.engine.start(h.input('second', { session: 'shared' })), 'RUN_BUSY', 'a second message')
+    const running = (await h.log.runSource('shared', 'run-first'))?.boundary
+    assert.ok(running)
+    const continuation = h.input('continued', { session: 'shared' })
+    continuation.work = { kind: 'continuation', source: running }
+    await refusedWithoutWriting(h.log, () => h.engine.start(continuation), 'RUN_BUSY', 'a continuation of the running run')
+    // Another session is not affected.
+    const other = await h.start(h.input('other', { session: 'elsewhere' }))
+    h.server.release(0)
+    assert.equal(await first.wait(), { status: 'completed' })
+    assert.equal(await other.wait(), { status: 'completed' })
+    const second = await h.start(h.input('second', { session: 'shared' }))
+    assert.equal(await second.wait(), { status: 'completed' })
+    assert.is(h.server.requests.length, 3)
+  }),
+)
+
+test(
+  'RUN_BUSY while a turn is paused by a handoff, until its successor ends',
+  engineTest([answer.text('successor done'), answer.text('next done')], {}, async (h) => {
+    const sealed = await sealAtFirstSafePoint(h, h.input('paused', { session: 'shared' }), 'successor')
+    await refusedWithoutWriting(h.log, () => h.engine.start(h.input('next', { session: 'shared' })), 'RUN_BUSY', 'a new message in the paused turn')
+    const sameTurn = h.input('next', { session: 'shared' })
+    sameTurn.invocation.turnId = sealed.input.invocation.turnId
+    await refusedWithoutWriting(h.log, () => h.engine.start(sameTurn), 'RUN_BUSY', 'a new run in the paused turn itself')
+    const continuation = h.input('next', { session: 'shared' })
+    continuation.work = { kind: 'continuation', source: sealed.source }
+    await refusedWithoutWriting(h.log, () => h.engine.start(continuation), 'RUN_BUSY', 'a continuation of the sealed run')
+    const successor = await h.start(successorInput(sealed))
+    assert.equal(await successor.wait(), { status: 'completed' })
+    const next = await h.start(h.input('next', { session: 'shared' }))
+    assert.equal(await next.wait(), { status: 'completed' })
+    assert.is(h.server.requests.length, 2)
+  }),
+)
+
+test(
+  'RUN_SOURCE_MISMATCH for a continuation whose boundary the log does not hold',
+  engineTest([answer.text('source answer'), answer.text('continued')], {}, async (h) => {
+    assert.equal(await h.run(h.input('source', { session: 'shared' })), { status: 'completed' })
+    const source = (await h.log.runSource('shared', 'run-source'))?.boundary
+    assert.ok(source)
+    const last = source.digest.at(-1) === '0' ? '1' : '0'
+    const forgeries = [
+      { what: 'a forged digest', boundary: { ...source, digest: `${source.digest.slice(0, -1)}${last}` } },
+      { what: 'an earlier high-water', boundary: { ...source, highWater: source.highWater - 1 } },
+      { what: 'a later high-water', boundary: { ...source, highWater: source.highWater + 1 } },
+      { what: 'a run the log never saw', boundary: { ...source, invocation: { ...source.invocation, runId: 'run-ghost' } } },
+      { what: 'another invocation of the run', boundary: { ...source, invocation: { ...source.invocation, invocationId: 'invocation-ghost' } } },
+    ]
+    for (const { what, boundary } of forgeries) {
+      const continuation = h.input('continued', { session: 'shared' })
+      continuation.work = { kind: 'continuation', source: boundary }
+      await refusedWithoutWriting(h.log, () => h.engine.start(continuation), 'RUN_SOURCE_MISMATCH', what)
+    }
+    const continuation = h.input('continued', { session: 'shared' })
+    continuation.work = { kind: 'continuation', source }
+    const before = await markOf(h.log)
+    assert.equal(await h.run(continuation), { status: 'completed' })
+    assert.ok((await markOf(h.log)).highWater > before.highWater)
+    const messages = h.server.requests[1]?.body.messages as { role: string; content: string }[]
+    assert.equal(
+      messages.map((m) => [m.role, m.content]),
+      [
+        ['user', 'question source'],
+        ['assistant', 'source answer'],
+      ],
+      'the continuation replays its source from facts',
+    )
+    const opened = only(await factsOf(h.log, 'invocation-continued'), 'invocation.opened')[0]
+    assert.equal(opened?.execution.replayBase, source)
+  }),
+)
+
+test.run()

@@ -1,0 +1,127 @@
+/**
+ * Many invocations in one engine (DESIGN §5): sessions run concurrently with correct facts each,
+ * concurrent admissions in one session admit exactly one run, and with an injected clock two
+ * identical runs in two fresh logs give identical digests.
+ */
+import { join } from 'node:path'
+import { test } from 'uvu'
+import * as assert from 'uvu/assert'
+import { Engine, EventLog, ModelExecutor, type RunningInvocation, recoverInvocations } from '../index.js'
+import { answer, scriptedModelServer } from '../testing/scripted-model-server.js'
+import { assertConsistent, countingTool, engineTest, factsOf, markOf, only, runInput, typesOf } from './support/engine-fixtures.js'
+import { withTempDir, withTimeout } from './support/temp.js'
+
+type Message = { role: string; content: string }
+
+const SESSIONS = 50
+
+test(
+  `${SESSIONS} sessions run concurrently in one engine, each with its own correct facts`,
+  engineTest(
+    (request) => {
+      const messages = (request.body as { messages: Message[] }).messages
+      const n = Number(messages[0]?.content.split(' ')[1])
+      return messages.at(-1)?.role === 'tool' ? answer.text(`done ${n}`) : answer.toolCalls([{ id: `call-${n}`, name: 'echo', arguments: { value: n } }])
+    },
+    { ms: 30_000 },
+    async (h) => {
+      const echo = countingTool()
+      const runs = await Promise.all(
+        Array.from({ length: SESSIONS }, (_, n) => h.start(h.input(`s${n}`, { tools: [echo], content: `question ${n}` }))),
+      )
+      const outcomes = await Promise.all(runs.map((run) => run.wait()))
+      assert.equal(outcomes, Array.from({ length: SESSIONS }, () => ({ status: 'completed' })))
+      await h.engine.drain()
+      assert.is(echo.calls.length, SESSIONS, 'each call executed exactly once')
+      assert.is(h.server.requests.length, SESSIONS * 2)
+      for (let n = 0; n < SESSIONS; n += 1) {
+        const facts = await factsOf(h.log, `invocation-s${n}`)
+        assert.equal(
+          facts.map((f) => f.type),
+          ['invocation.opened', 'model.requested', 'model.completed', 'tool.dispatched', 'tool.settled', 'model.requested', 'model.completed', 'invocation.ended'],
+          `session ${n}`,
+        )
+        assert.equal(only(facts, 'tool.dispatched')[0]?.input, { value: n })
+        assert.equal(only(facts, 'tool.settled')[0]?.outcome, { status: 'succeeded', output: { value: n } })
+        assert.is(only(facts, 'model.completed')[1]?.output.text, `done ${n}`)
+      }
+    },
+  ),
+)
+
+test(
+  'two starts at once in one session: exactly one is admitted, the other is RUN_BUSY and writes nothing',
+  engineTest([answer.text('one', { hold: true }), answer.text('two', { hold: true })], {}, async (h) => {
+    const before = await markOf(h.log)
+    const attempts = await Promise.allSettled([h.start(h.input('left', { session: 'shared' })), h.start(h.input('right', { session: 'shared' }))])
+    const admitted = attempts.filter((a): a is PromiseFulfilledResult<RunningInvocation> => a.status === 'fulfilled')
+    const refused = attempts.filter((a): a is PromiseRejectedResult => a.status === 'rejected')
+    assert.is(admitted.length, 1)
+    assert.equal(
+      refused.map((a) => (a.reason as { code?: string }).code),
+      ['RUN_BUSY'],
+    )
+    await h.server.seen(0)
+    const winner = admitted[0]?.value.invocation.invocationId
+    const loser = winner === 'invocation-left' ? 'invocation-right' : 'invocation-left'
+    assert.equal(await factsOf(h.log, loser), [], 'the refused start wrote nothing')
+    assert.equal(await typesOf(h.log, winner ?? ''), ['invocation.opened', 'model.requested'])
+    assert.is((await markOf(h.log)).highWater, before.highWater + 2)
+    h.server.release(0)
+    assert.equal(await admitted[0]?.value.wait(), { status: 'completed' })
+  }),
+)
+
+test(
+  'the same input started twice at once: one run, and the refused start does not expose the admitted one to recovery',
+  engineTest([answer.text('once', { hold: true })], {}, async (h) => {
+    const input = h.input('twice')
+    const attempts = await Promise.allSettled([h.start(input), h.start(input)])
+    const admitted = attempts.filter((a): a is PromiseFulfilledResult<RunningInvocation> => a.status === 'fulfilled')
+    assert.is(admitted.length, 1)
+    assert.equal(
+      attempts.filter((a) => a.status === 'rejected').map((a) => (a.reason as { code?: string }).code),
+      ['RUN_BUSY'],
+    )
+    await h.server.seen(0)
+    assert.is(await recoverInvocations(h.log), 0, 'a live invocation is left alone by recovery')
+    h.server.release(0)
+    assert.equal(await admitted[0]?.value.wait(), { status: 'completed' })
+    assert.equal(
+      (await factsOf(h.log, 'invocation-twice')).map((f) => f.type),
+      ['invocation.opened', 'model.requested', 'model.completed', 'invocation.ended'],
+    )
+  }),
+)
+
+test('deterministic ids and clock: two identical runs in two fresh logs give identical digests', () =>
+  withTimeout(
+    withTempDir(async (dir) => {
+      const digests: { highWater: number; digest: string }[] = []
+      for (const name of ['one', 'two']) {
+        const server = await scriptedModelServer([
+          answer.toolCalls([{ id: 'call-1', name: 'echo', arguments: { value: 1 } }]),
+          answer.toolCalls([{ id: 'call-2', name: 'missing', arguments: {} }]),
+          answer.status(503),
+          answer.text('done'),
+        ])
+        const log = await EventLog.open(join(dir, name))
+        try {
+          let tick = 0
+          const engine = new Engine({ log, model: new ModelExecutor({ backoffMs: 1, maxBackoffMs: 2 }), now: () => 1_700_000_000_000 + tick++ })
+          const running = await engine.start(runInput(server.baseUrl, 'same'))
+          assert.equal(await running.wait(), { status: 'completed' })
+          await assertConsistent(log, [running])
+          digests.push(await markOf(log))
+        } finally {
+          await log.close()
+          await server.close()
+        }
+      }
+      assert.ok(digests[0] && digests[0].highWater > 10)
+      assert.equal(digests[1], digests[0])
+    }),
+    10_000,
+  ))
+
+test.run()

@@ -1,0 +1,259 @@
+/**
+ * The handoff (DESIGN §6): reservations and holds on a running invocation, and successor
+ * admission — every refusal with its code, nothing written.
+ */
+import { getEventListeners } from 'node:events'
+import { test } from 'uvu'
+import * as assert from 'uvu/assert'
+import { type RunInput, successorOf } from '../index.js'
+import { answer } from '../testing/scripted-model-server.js'
+import { rejectsWithCode } from './support/codes.js'
+import {
+  assertFoldMatches,
+  countingTool,
+  engineTest,
+  factsOf,
+  intentOf,
+  lastFactOf,
+  only,
+  refusedWithoutWriting,
+  sealAtFirstSafePoint,
+  stillPending,
+  successorInput,
+  typesOf,
+} from './support/engine-fixtures.js'
+
+test(
+  'HANDOFF_MISMATCH for each setting, another successor, or a pause that is not the sealed one; HANDOFF_CLAIMED for a second successor',
+  engineTest([answer.text('successor done', { hold: true })], {}, async (h) => {
+    const paused = h.input('paused', { session: 'shared' })
+    paused.mainOutputLimit = 120
+    paused.providerOptions = { temperature: 0, metadata: { tier: 'a' } }
+    const sealed = await sealAtFirstSafePoint(h, paused, 'successor')
+    assert.is(sealed.pause.remainingSteps, paused.maxSteps)
+    assert.equal(sealed.pause.execution.mainOutputLimit, 120)
+    assert.equal(successorInput(sealed).invocation, successorOf(sealed.pause.intent, sealed.source.invocation))
+    const differ: { what: string; change: (input: RunInput) => void }[] = [
+      { what: 'no output limit', change: (i) => delete i.mainOutputLimit },
+      { what: 'another output limit', change: (i) => (i.mainOutputLimit = 121) },
+      { what: 'other provider options', change: (i) => (i.providerOptions = { temperature: 0, metadata: { tier: 'b' } }) },
+      { what: 'no provider options', change: (i) => delete i.providerOptions },
+      { what: 'another model', change: (i) => (i.provider = { ...i.provider, model: 'other-model' }) },
+      { what: 'another cwd', change: (i) => (i.configuration = { cwd: '/workspace/other' }) },
+      { what: 'no tools', change: (i) => (i.tools = []) },
+      { what: 'a tool with another description (same names)', change: (i) => (i.tools = [{ ...countingTool('echo'), description: 'changed' }]) },
+      { what: 'another successor invocation id', change: (i) => (i.invocation = { ...i.invocation, invocationId: 'invocation-other' }) },
+      { what: 'another successor run id', change: (i) => (i.invocation = { ...i.invocation, runId: 'run-other' }) },
+      { what: 'another turn', change: (i) => (i.invocation = { ...i.invocation, turnId: 'turn-other' }) },
+      {
+        what: 'a pause with other remaining steps',
+        change: (i) => {
+          if (i.work.kind === 'handoff') i.work.pause.remainingSteps += 1
+        },
+      },
+      {
+        what: 'a pause with another claim',
+        change: (i) => {
+          if (i.work.kind === 'handoff') i.work.pause.intent.claimId = 'claim-forged'
+        },
+      },
+      {
+        what: 'a pause whose execution was rewritten to match',
+        change: (i) => {
+          i.mainOutputLimit = 500
+          if (i.work.kind === 'handoff') i.work.pause.execution.mainOutputLimit = 500
+        },
+      },
+      {
+        what: 'a forged source digest',
+        change: (i) => {
+          if (i.work.kind === 'handoff') i.work.source.digest = `sha256:${'f'.repeat(64)}`
+        },
+      },
+      {
+        what: 'an earlier source high-water',
+        change: (i) => {
+          if (i.work.kind === 'handoff') i.work.source.highWater -= 1
+        },
+      },
+    ]
+    for (const { what, change } of differ) {
+      const candidate = successorInput(sealed)
+      change(candidate)
+      await refusedWithoutWriting(h.log, () => h.engine.start(candidate), 'HANDOFF_MISMATCH', what)
+    }
+    assert.is(h.server.requests.length, 0, 'no refused successor reached the model')
+
+    const successor = await h.start(successorInput(sealed))
+    await h.server.seen(0)
+    await refusedWithoutWriting(h.log, () => h.engine.start(successorInput(sealed)), 'HANDOFF_CLAIMED', 'a second successor while the first runs')
+    h.server.release(0)
+    assert.equal(await successor.wait(), { status: 'completed' })
+    await refusedWithoutWriting(h.log, () => h.engine.start(successorInput(sealed)), 'HANDOFF_CLAIMED', 'a second successor')
+    assert.is(h.server.requests.length, 1)
+  }),
+)
+
+test(
+  'a held pause that was released, or a run that ended otherwise, authorizes no successor',
+  engineTest([answer.text('done')], {}, async (h) => {
+    const input = h.input('released')
+    const running = await h.start(input)
+    const held = await running.handoff().reserve(intentOf('successor', 'run-released')).ready()
+    const preview = held.preview()
+    await held.release()
+    assert.equal(await running.wait(), { status: 'completed' })
+    const source = (await h.log.runSource(input.invocation.sessionId, input.invocation.runId))?.boundary
+    assert.ok(source)
+    const candidate = successorInput({ running, pause: preview, source, input })
+    await refusedWithoutWriting(h.log, () => h.engine.start(candidate), 'HANDOFF_MISMATCH', 'a successor of a released hold')
+  }),
+)
+
+test(
+  'HANDOFF_BUSY, HANDOFF_CANCELLED, HANDOFF_NOT_HELD: one reservation at a time, a cancelled one lets the run pass',
+  engineTest([answer.text('first', { hold: true })], {}, async (h) => {
+    const running = await h.start(h.input('run'))
+    await h.server.seen(0)
+    const gate = running.handoff()
+    const first = gate.reserve(intentOf('first', 'run-run'))
+    assert.throws(() => gate.reserve(intentOf('second', 'run-run')), (error: { code?: string }) => error.code === 'HANDOFF_BUSY')
+    first.cancel()
+    await rejectsWithCode(() => first.ready(), 'HANDOFF_CANCELLED', 'ready() after cancel()')
+    const second = gate.reserve(intentOf('second', 'run-run'))
+    second.cancel()
+    second.cancel()
+    await rejectsWithCode(() => second.ready(), 'HANDOFF_CANCELLED', 'ready() after two cancels')
+    h.server.release(0)
+    assert.equal(await running.wait(), { status: 'completed' })
+    assert.equal(await typesOf(h.log, 'invocation-run'), ['invocation.opened', 'model.requested', 'model.completed', 'invocation.ended'], 'no hold fact')
+    assert.throws(() => gate.reserve(intentOf('late', 'run-run')), (error: { code?: string }) => error.code === 'HANDOFF_UNAVAILABLE')
+  }),
+)
+
+test(
+  'a hold reserved before the first request is entered at the first safe point; release() twice is HANDOFF_NOT_HELD',
+  engineTest([answer.toolCalls([{ name: 'echo', arguments: { value: 1 } }]), answer.text('done')], {}, async (h) => {
+    const echo = countingTool()
+    const running = await h.start(h.input('early', { tools: [echo] }))
+    const gate = running.handoff()
+    const held = await gate.reserve(intentOf('early-successor', 'run-early')).ready()
+    assert.equal(await typesOf(h.log, 'invocation-early'), ['invocation.opened', 'hold.entered'])
+    assert.is(running.state(), 'held')
+    await assertFoldMatches(h.log, running, 'while held')
+    assert.is(h.server.requests.length, 0, 'no request while held')
+    assert.is(held.preview().remainingSteps, 4)
+    assert.throws(() => gate.reserve(intentOf('other', 'run-early')), (error: { code?: string }) => error.code === 'HANDOFF_BUSY')
+    const releasing = held.release()
+    await rejectsWithCode(() => held.release(), 'HANDOFF_NOT_HELD', 'a release while the first is in progress')
+    await releasing
+    await rejectsWithCode(() => held.release(), 'HANDOFF_NOT_HELD', 'a second release')
+    await rejectsWithCode(() => held.commit(), 'HANDOFF_NOT_HELD', 'a commit after release')
+    assert.equal(await running.wait(), { status: 'completed' })
+    assert.is(echo.calls.length, 1)
+    assert.equal(await typesOf(h.log, 'invocation-early'), [
+      'invocation.opened',
+      'hold.entered',
+      'hold.released',
+      'model.requested',
+      'model.completed',
+      'tool.dispatched',
+      'tool.settled',
+      'model.requested',
+      'model.completed',
+      'invocation.ended',
+    ])
+  }),
+)
+
+test(
+  'a hold waits for the tools of the step to settle; ready() is refused when the run completes instead',
+  engineTest([answer.toolCalls([{ name: 'echo', arguments: { value: 7 } }], { hold: true }), answer.text('done', { hold: true })], {}, async (h) => {
+    const echo = countingTool()
+    const running = await h.start(h.input('waits', { tools: [echo] }))
+    await h.server.seen(0)
+    const ready = running.handoff().reserve(intentOf('mid', 'run-waits')).ready()
+    assert.ok(await stillPending(ready, 30), 'not while the model request is in flight')
+    h.server.release(0)
+    const held = await ready
+    assert.is(echo.calls.length, 1)
+    assert.equal((await typesOf(h.log, 'invocation-waits')).slice(-2), ['tool.settled', 'hold.entered'])
+    await assertFoldMatches(h.log, running, 'held after the tool settled')
+    await held.release()
+    await h.server.seen(1)
+    const late = running.handoff().reserve(intentOf('late', 'run-waits')).ready()
+    h.server.release(1)
+    await rejectsWithCode(() => late, 'HANDOFF_UNAVAILABLE', 'a reservation when the run completes')
+    assert.equal(await running.wait(), { status: 'completed' })
+    assert.is(echo.calls.length, 1, 'rollback repeats no effect')
+  }),
+)
+
+test(
+  'cancelling while held ends the run cancelled; the hold can no longer be released or committed',
+  engineTest([], {}, async (h) => {
+    const controller = new AbortController()
+    const running = await h.start(h.input('held'), { signal: controller.signal })
+    const held = await running.handoff().reserve(intentOf('held-successor', 'run-held')).ready()
+    controller.abort('operator')
+    assert.equal(await running.wait(), { status: 'cancelled', source: 'operator' })
+    await rejectsWithCode(() => held.release(), 'HANDOFF_NOT_HELD', 'release after cancel')
+    await rejectsWithCode(() => held.commit(), 'HANDOFF_NOT_HELD', 'commit after cancel')
+    assert.equal(await typesOf(h.log, 'invocation-held'), ['invocation.opened', 'hold.entered', 'invocation.ended'])
+    assert.equal(await lastFactOf(h.log, 'invocation-held'), { type: 'invocation.ended', outcome: { status: 'cancelled', source: 'operator' } })
+    assert.is(h.server.requests.length, 0)
+  }),
+)
+
+test(
+  'commit seals exactly the preview; the successor gets the remaining steps and replays the transcript without executing',
+  engineTest(
+    [answer.toolCalls([{ name: 'echo', arguments: { value: 3 } }], { hold: true }), answer.toolCalls([{ name: 'echo', arguments: { value: 4 } }]), answer.text('done')],
+    {},
+    async (h) => {
+      const echo = countingTool()
+      const input = h.input('source', { tools: [echo] })
+      input.maxSteps = 3
+      const running = await h.start(input)
+      await h.server.seen(0)
+      const ready = running.handoff().reserve(intentOf('successor', 'run-source')).ready()
+      h.server.release(0)
+      const held = await ready
+      const preview = held.preview()
+      assert.is(preview.remainingSteps, 2)
+      assert.equal(await held.commit(), preview)
+      assert.equal(await running.wait(), { status: 'handoff_paused', pause: preview })
+      assert.equal(await lastFactOf(h.log, 'invocation-source'), { type: 'invocation.ended', outcome: { status: 'handoff_paused', pause: preview } })
+      const source = (await h.log.runSource(input.invocation.sessionId, 'run-source'))?.boundary
+      assert.ok(source)
+      const successor = successorInput({ running, pause: preview, source, input })
+      successor.maxSteps = 1 // ignored: the pause decides the budget
+      assert.equal(await h.run(successor), { status: 'completed' })
+      assert.is(echo.calls.length, 2)
+      const messages = h.server.requests[2]?.body.messages as { role: string }[]
+      assert.equal(
+        messages.map((m) => m.role),
+        ['user', 'assistant', 'tool', 'assistant', 'tool'],
+      )
+      const facts = await factsOf(h.log, 'invocation-successor')
+      assert.is(facts.filter((f) => f.type === 'model.requested').length, 2, 'the successor used the two remaining steps')
+    },
+  ),
+)
+
+test(
+  'holds taken and released many times leave no listener on the run\'s signal',
+  engineTest([answer.text('done')], {}, async (h) => {
+    const controller = new AbortController()
+    const running = await h.start(h.input('cycles'), { signal: controller.signal })
+    for (let cycle = 0; cycle < 12; cycle += 1) {
+      const held = await running.handoff().reserve(intentOf(`cycle-${cycle}`, 'run-cycles')).ready()
+      await held.release()
+    }
+    assert.equal(await running.wait(), { status: 'completed' })
+    assert.is(only(await factsOf(h.log, 'invocation-cycles'), 'hold.released').length, 12)
+    assert.is(getEventListeners(controller.signal, 'abort').length, 0, 'every listener was removed')
+  }),
+)
+
+test.run()

@@ -1,0 +1,251 @@
+/**
+ * The invocation loop (DESIGN §5): tools run at most once, in order, durable before they start;
+ * failures and rejections are reported to the model; maxSteps and cancellation end the run.
+ */
+import { getEventListeners } from 'node:events'
+import { test } from 'uvu'
+import * as assert from 'uvu/assert'
+import type { ToolCall } from '../index.js'
+import { answer } from '../testing/scripted-model-server.js'
+import { assertFoldMatches, countingTool, engineTest, factsOf, lastFactOf, only, typesOf } from './support/engine-fixtures.js'
+
+type Message = { role: string; content: string | null; tool_call_id?: string; tool_calls?: { id: string }[] }
+const messagesOf = (body: unknown) => (body as { messages: Message[] }).messages
+
+test(
+  'several tool calls in one answer are dispatched and settled in order, each executed once; an unknown tool is rejected',
+  engineTest(
+    [
+      answer.toolCalls([
+        { id: 'call-a', name: 'echo', arguments: { value: 1 } },
+        { id: 'call-b', name: 'echo', arguments: { value: 2 } },
+        { id: 'call-c', name: 'missing', arguments: {} },
+        { id: 'call-d', name: 'echo', arguments: { value: 3 } },
+      ]),
+      answer.text('done'),
+    ],
+    {},
+    async (h) => {
+      const echo = countingTool()
+      assert.equal(await h.run(h.input('calls', { tools: [echo] })), { status: 'completed' })
+      assert.equal(
+        echo.calls.map((call) => call.input),
+        [{ value: 1 }, { value: 2 }, { value: 3 }],
+      )
+      const facts = await factsOf(h.log, 'invocation-calls')
+      const tools = facts.filter((f) => f.type.startsWith('tool.'))
+      assert.equal(
+        tools.map((f) => [f.type, 'callId' in f ? f.callId : undefined]),
+        [
+          ['tool.dispatched', 'call-a'],
+          ['tool.settled', undefined],
+          ['tool.dispatched', 'call-b'],
+          ['tool.settled', undefined],
+          ['tool.rejected', 'call-c'],
+          ['tool.dispatched', 'call-d'],
+          ['tool.settled', undefined],
+        ],
+      )
+      const dispatched = only(facts, 'tool.dispatched')
+      const settled = only(facts, 'tool.settled')
+      assert.equal(
+        settled.map((f) => f.operationId),
+        dispatched.map((f) => f.operationId),
+        'each settlement follows its own dispatch',
+      )
+      assert.equal(
+        echo.calls.map((call) => call.operationId),
+        dispatched.map((f) => f.operationId),
+        'the tool got the dispatched operation id',
+      )
+      assert.is(new Set([...dispatched.map((f) => f.operationId), only(facts, 'tool.rejected')[0]?.operationId]).size, 4, 'operation ids are distinct')
+      assert.equal(
+        settled.map((f) => f.outcome),
+        [1, 2, 3].map((value) => ({ status: 'succeeded', output: { value } })),
+      )
+      assert.equal(only(facts, 'tool.rejected')[0]?.reason, 'unknown_tool')
+      const replies = messagesOf(h.server.requests[1]?.body).filter((m) => m.role === 'tool')
+      assert.equal(
+        replies.map((m) => m.tool_call_id),
+        ['call-a', 'call-b', 'call-c', 'call-d'],
+        'every call is answered to the model, in order',
+      )
+      assert.equal(
+        replies.map((m) => (m.tool_call_id === 'call-c' ? null : JSON.parse(m.content ?? 'null'))),
+        [{ value: 1 }, { value: 2 }, null, { value: 3 }],
+      )
+    },
+  ),
+)
+
+test(
+  'a tool that throws settles failed and the run goes on to completion',
+  engineTest([answer.toolCalls([{ id: 'call-boom', name: 'boom', arguments: {} }]), answer.text('recovered')], {}, async (h) => {
+    const boom = countingTool('boom', async () => {
+      throw new Error('the disk is full')
+    })
+    const running = await h.start(h.input('boom', { tools: [boom] }))
+    assert.equal(await running.wait(), { status: 'completed' })
+    assert.is(boom.calls.length, 1)
+    const settled = only(await factsOf(h.log, 'invocation-boom'), 'tool.settled')
+    assert.is(settled.length, 1)
+    assert.is(settled[0]?.outcome.status, 'failed')
+    const reply = messagesOf(h.server.requests[1]?.body).find((m) => m.role === 'tool')
+    assert.is(reply?.tool_call_id, 'call-boom', 'the failure is reported to the model')
+    assert.is(h.server.requests.length, 2)
+  }),
+)
+
+test(
+  'a tool returning something that is not JSON settles failed; the run goes on',
+  engineTest([answer.toolCalls([{ name: 'odd', arguments: {} }]), answer.text('done')], {}, async (h) => {
+    const odd = countingTool('odd', async () => 10n)
+    assert.equal(await h.run(h.input('odd', { tools: [odd] })), { status: 'completed' })
+    assert.is(only(await factsOf(h.log, 'invocation-odd'), 'tool.settled')[0]?.outcome.status, 'failed')
+  }),
+)
+
+test(
+  'a tool call with arguments that are not JSON is rejected invalid_input and never executed',
+  engineTest([answer.toolCalls([{ id: 'call-bad', name: 'echo', arguments: '{"value": 4' }]), answer.text('done')], {}, async (h) => {
+    const echo = countingTool()
+    assert.equal(await h.run(h.input('bad-json', { tools: [echo] })), { status: 'completed' })
+    assert.is(echo.calls.length, 0)
+    const facts = await factsOf(h.log, 'invocation-bad-json')
+    assert.is(only(facts, 'tool.dispatched').length, 0)
+    const rejected = only(facts, 'tool.rejected')
+    assert.equal(
+      rejected.map((f) => [f.callId, f.name, f.reason, f.input]),
+      [['call-bad', 'echo', 'invalid_input', '{"value": 4']],
+    )
+    const reply = messagesOf(h.server.requests[1]?.body).find((m) => m.role === 'tool')
+    assert.is(reply?.tool_call_id, 'call-bad')
+  }),
+)
+
+test(
+  'maxSteps spent ends the run failed max_steps, without a further request',
+  engineTest(() => answer.toolCalls([{ name: 'echo', arguments: { value: 9 } }]), {}, async (h) => {
+    const echo = countingTool()
+    const input = h.input('steps', { tools: [echo] })
+    input.maxSteps = 2
+    const controller = new AbortController()
+    const outcome = await h.run(input, { signal: controller.signal })
+    assert.is(getEventListeners(controller.signal, 'abort').length, 0, 'no listener left on the signal')
+    assert.is(outcome.status, 'failed')
+    assert.is(outcome.status === 'failed' && outcome.class, 'max_steps')
+    assert.is(h.server.requests.length, 2)
+    assert.is(echo.calls.length, 2)
+    const facts = await factsOf(h.log, 'invocation-steps')
+    assert.equal(
+      only(facts, 'model.requested').map((f) => f.stepId),
+      ['step-1', 'step-2'],
+    )
+    assert.equal(facts.at(-2)?.type, 'tool.settled', 'the run ends at a safe point')
+  }),
+)
+
+test(
+  'cancelling while the model request is awaited: model.interrupted{cancelled}, then invocation.ended{cancelled}',
+  engineTest([answer.text('never sent', { hold: true })], {}, async (h) => {
+    const controller = new AbortController()
+    const running = await h.start(h.input('cancel-model'), { signal: controller.signal })
+    await h.server.seen(0)
+    assert.is(running.state(), 'awaitingModel')
+    await assertFoldMatches(h.log, running, 'while the model is awaited')
+    controller.abort('user-stop')
+    assert.equal(await running.wait(), { status: 'cancelled', source: 'user-stop' })
+    const facts = await factsOf(h.log, 'invocation-cancel-model')
+    assert.equal(
+      facts.map((f) => f.type),
+      ['invocation.opened', 'model.requested', 'model.interrupted', 'invocation.ended'],
+    )
+    assert.is(only(facts, 'model.interrupted')[0]?.status, 'cancelled')
+    assert.equal(facts.at(-1), { type: 'invocation.ended', outcome: { status: 'cancelled', source: 'user-stop' } })
+    assert.is(h.server.requests.length, 1, 'no retry after a cancel')
+  }),
+)
+
+test(
+  'cancelling while a tool runs: the tool gets the signal and settles, later calls are rejected cancelled, the run ends cancelled',
+  engineTest(
+    [
+      answer.toolCalls([
+        { id: 'call-slow', name: 'slow', arguments: {} },
+        { id: 'call-echo', name: 'echo', arguments: { value: 1 } },
+      ]),
+    ],
+    {},
+    async (h) => {
+      let started!: () => void
+      const running = new Promise<void>((resolve) => (started = resolve))
+      const slow = countingTool('slow', (_input, { signal }) => {
+        started()
+        return new Promise((resolve) => signal.addEventListener('abort', () => resolve({ stopped: true }), { once: true }))
+      })
+      const echo = countingTool()
+      const controller = new AbortController()
+      const run = await h.start(h.input('cancel-tool', { tools: [slow, echo] }), { signal: controller.signal })
+      await running
+      assert.is(run.state(), 'settlingTool')
+      await assertFoldMatches(h.log, run, 'while the tool runs')
+      controller.abort()
+      const outcome = await run.wait()
+      assert.is(outcome.status, 'cancelled')
+      assert.ok(slow.calls[0]?.signal.aborted, 'the tool saw the signal')
+      assert.is(echo.calls.length, 0)
+      const facts = await factsOf(h.log, 'invocation-cancel-tool')
+      assert.equal(
+        facts.map((f) => f.type),
+        ['invocation.opened', 'model.requested', 'model.completed', 'tool.dispatched', 'tool.settled', 'tool.rejected', 'invocation.ended'],
+      )
+      assert.equal(only(facts, 'tool.settled')[0]?.outcome, { status: 'succeeded', output: { stopped: true } })
+      assert.equal(
+        only(facts, 'tool.rejected').map((f) => [f.callId, f.reason]),
+        [['call-echo', 'cancelled']],
+      )
+      assert.is(h.server.requests.length, 1)
+    },
+  ),
+)
+
+test(
+  'a run started with an aborted signal ends cancelled before any request',
+  engineTest([], {}, async (h) => {
+    const running = await h.start(h.input('aborted'), { signal: AbortSignal.abort('early') })
+    assert.equal(await running.wait(), { status: 'cancelled', source: 'early' })
+    assert.equal(await typesOf(h.log, 'invocation-aborted'), ['invocation.opened', 'invocation.ended'])
+    assert.is(h.server.requests.length, 0)
+  }),
+)
+
+test(
+  'the request carries the catalog as function tools, the output limit and the provider options; the transcript is rebuilt from facts',
+  engineTest([answer.toolCalls([{ id: 'call-1', name: 'echo', arguments: { value: 5 } }], { text: 'calling' }), answer.text('done')], {}, async (h) => {
+    const input = h.input('body')
+    input.mainOutputLimit = 64
+    input.providerOptions = { temperature: 0.5, seed: 7 }
+    assert.equal(await h.run(input), { status: 'completed' })
+    const [first, second] = h.server.requests.map((r) => r.body as Record<string, unknown>)
+    assert.is(first?.max_tokens, 64)
+    assert.is(first?.temperature, 0.5)
+    assert.is(first?.seed, 7)
+    assert.equal(
+      (first?.tools as { type: string; function: { name: string } }[]).map((t) => [t.type, t.function.name]),
+      [['function', 'echo']],
+    )
+    const calls: ToolCall[] = only(await factsOf(h.log, 'invocation-body'), 'model.completed')[0]?.output.toolCalls ?? []
+    assert.equal(calls, [{ callId: 'call-1', name: 'echo', arguments: '{"value":5}' }])
+    assert.equal(
+      messagesOf(second).map((m) => [m.role, m.content]),
+      [
+        ['user', 'question body'],
+        ['assistant', 'calling'],
+        ['tool', '{"value":5}'],
+      ],
+    )
+    assert.equal(await lastFactOf(h.log, 'invocation-body'), { type: 'invocation.ended', outcome: { status: 'completed' } })
+  }),
+)
+
+test.run()

@@ -1,0 +1,202 @@
+/**
+ * Model trouble (DESIGN §5): 429/5xx are retried with the identical body, each failure a
+ * `model.interrupted` fact; a timeout, a malformed answer or exhausted retries end the run failed.
+ * Secrets (`apiKey`, `headers`) never reach the log directory, whatever happened.
+ */
+import { createHash } from 'node:crypto'
+import { getEventListeners } from 'node:events'
+import { test } from 'uvu'
+import * as assert from 'uvu/assert'
+import { EventLog, recoverInvocations } from '../index.js'
+import { answer } from '../testing/scripted-model-server.js'
+import { engineTest, factsOf, filesHolding, only, storedEvents } from './support/engine-fixtures.js'
+
+const sha256 = (text: string) => `sha256:${createHash('sha256').update(text).digest('hex')}`
+
+test(
+  '429 with retry-after, then success: the retried body is byte-identical and carries the same digest',
+  engineTest([answer.status(429, { retryAfter: 1 }), answer.text('done')], { model: { backoffMs: 1, maxBackoffMs: 20 } }, async (h) => {
+    assert.equal(await h.run(h.input('retry')), { status: 'completed' })
+    assert.is(h.server.requests.length, 2)
+    const [first, second] = h.server.requests
+    assert.ok(first && second)
+    assert.is(second.bodyText, first.bodyText, 'the retry sends the same bytes')
+    const facts = await factsOf(h.log, 'invocation-retry')
+    assert.equal(
+      facts.map((f) => f.type),
+      ['invocation.opened', 'model.requested', 'model.interrupted', 'model.requested', 'model.completed', 'invocation.ended'],
+    )
+    const requested = only(facts, 'model.requested')
+    assert.equal(
+      requested.map((f) => [f.stepId, f.requestDigest]),
+      [
+        ['step-1', sha256(first.bodyText)],
+        ['step-1', sha256(first.bodyText)],
+      ],
+      'both attempts are the same step with the digest of the exact bytes sent',
+    )
+    assert.is(only(facts, 'model.interrupted')[0]?.status, 'retryable_failure')
+  }),
+)
+
+test(
+  '500 forever: retries exhausted, the run ends failed model_failed and nothing is left open',
+  engineTest(() => answer.status(500), { model: { retries: 3, backoffMs: 1, maxBackoffMs: 5 } }, async (h) => {
+    const outcome = await h.run(h.input('down'))
+    assert.is(outcome.status === 'failed' && outcome.class, 'model_failed')
+    assert.is(h.server.requests.length, 4, 'one attempt and three retries')
+    assert.is(new Set(h.server.requests.map((r) => r.bodyText)).size, 1, 'every retry sends the same bytes')
+    const facts = await factsOf(h.log, 'invocation-down')
+    assert.equal(
+      only(facts, 'model.interrupted').map((f) => f.status),
+      ['retryable_failure', 'retryable_failure', 'retryable_failure', 'failed'],
+    )
+    assert.is(new Set(only(facts, 'model.requested').map((f) => `${f.stepId} ${f.requestDigest}`)).size, 1)
+    const prefix = await h.log.prefix(1_000, 1 << 20)
+    assert.equal(prefix.projectInvocation('invocation-down'), { terminal: 'failed', uncertainOperations: [], unfinishedModelSteps: [] })
+    assert.is(await recoverInvocations(h.log), 0, 'no invocation left open')
+  }),
+)
+
+test(
+  'cancelling during the backoff before a retry ends the run cancelled without another attempt',
+  engineTest([answer.status(503, { retryAfter: 30 }), answer.text('never')], { model: { maxBackoffMs: 60_000 } }, async (h) => {
+    const controller = new AbortController()
+    const running = await h.start(h.input('backoff'), { signal: controller.signal })
+    await h.server.seen(0)
+    let interrupted = false
+    while (!interrupted) {
+      interrupted = (await factsOf(h.log, 'invocation-backoff')).some((f) => f.type === 'model.interrupted')
+      if (!interrupted) await new Promise((resolve) => setTimeout(resolve, 5))
+    }
+    controller.abort('shutdown')
+    assert.equal(await running.wait(), { status: 'cancelled', source: 'shutdown' })
+    assert.is(h.server.requests.length, 1)
+    assert.equal(
+      (await factsOf(h.log, 'invocation-backoff')).map((f) => f.type),
+      ['invocation.opened', 'model.requested', 'model.interrupted', 'invocation.ended'],
+    )
+    assert.is(getEventListeners(controller.signal, 'abort').length, 0)
+  }),
+)
+
+test(
+  'a connection reset is retried like a 5xx',
+  engineTest([answer.reset(), answer.text('done')], {}, async (h) => {
+    assert.equal(await h.run(h.input('reset')), { status: 'completed' })
+    assert.equal(
+      only(await factsOf(h.log, 'invocation-reset'), 'model.interrupted').map((f) => f.status),
+      ['retryable_failure'],
+    )
+  }),
+)
+
+test(
+  'a 400 is not retried: failed model_failed after one attempt',
+  engineTest([answer.status(400), answer.text('never')], {}, async (h) => {
+    const outcome = await h.run(h.input('bad-request'))
+    assert.is(outcome.status === 'failed' && outcome.class, 'model_failed')
+    assert.is(h.server.requests.length, 1)
+  }),
+)
+
+test(
+  'a malformed SSE stream ends the run failed model_malformed, without retry',
+  engineTest([answer.cutStream(), answer.text('never')], { stream: true }, async (h) => {
+    const outcome = await h.run(h.input('cut'))
+    assert.is(outcome.status === 'failed' && outcome.class, 'model_malformed')
+    assert.is(h.server.requests.length, 1)
+    const facts = await factsOf(h.log, 'invocation-cut')
+    assert.equal(
+      facts.map((f) => f.type),
+      ['invocation.opened', 'model.requested', 'model.interrupted', 'invocation.ended'],
+    )
+    assert.is(only(facts, 'model.interrupted')[0]?.status, 'failed')
+  }),
+)
+
+test(
+  'an answer that is not JSON ends the run failed model_malformed',
+  engineTest([answer.malformed()], {}, async (h) => {
+    const outcome = await h.run(h.input('garbled'))
+    assert.is(outcome.status === 'failed' && outcome.class, 'model_malformed')
+  }),
+)
+
+test(
+  'streamed answers (SSE) are accepted: tool calls merged from deltas',
+  engineTest([answer.toolCalls([{ id: 'call-s', name: 'echo', arguments: { value: 12345 } }], { text: 'let me see' }), answer.text('streamed done')], { stream: true }, async (h) => {
+    assert.equal(await h.run(h.input('sse')), { status: 'completed' })
+    const completed = only(await factsOf(h.log, 'invocation-sse'), 'model.completed')
+    assert.equal(completed[0]?.output.toolCalls, [{ callId: 'call-s', name: 'echo', arguments: '{"value":12345}' }])
+    assert.is(completed[0]?.output.text, 'let me see')
+    assert.is(completed[1]?.output.text, 'streamed done')
+  }),
+)
+
+test(
+  'a model that never answers: model.interrupted{timed_out}, failed model_timeout',
+  engineTest([answer.hang(), answer.text('never')], { model: { timeoutMs: 300 } }, async (h) => {
+    const outcome = await h.run(h.input('hang'))
+    assert.is(outcome.status === 'failed' && outcome.class, 'model_timeout')
+    const facts = await factsOf(h.log, 'invocation-hang')
+    assert.equal(
+      facts.map((f) => f.type),
+      ['invocation.opened', 'model.requested', 'model.interrupted', 'invocation.ended'],
+    )
+    assert.is(only(facts, 'model.interrupted')[0]?.status, 'timed_out')
+    assert.is(h.server.requests.length, 1)
+  }),
+)
+
+const API_KEY = 'sk-factstate-never-on-disk-5f1c0d'
+const HEADER_VALUE = 'hv-factstate-never-on-disk-9a7e21'
+const attemptsOf = new Map<string, number>()
+
+test(
+  'secrets: the API key and header values reach the provider but no file of the log directory, through retries and failures',
+  engineTest(
+    (request) => {
+      const messages = (request.body as { messages: { role: string; content: string }[] }).messages
+      const question = messages.find((m) => m.role === 'user')?.content ?? ''
+      const attempts = (attemptsOf.get(question) ?? 0) + 1
+      attemptsOf.set(question, attempts)
+      if (question === 'retry') {
+        if (attempts === 1) return answer.status(429, { retryAfterMs: 1 })
+        return messages.at(-1)?.role === 'tool' ? answer.text('done') : answer.toolCalls([{ name: 'echo', arguments: { value: 1 } }])
+      }
+      if (question === 'down') return answer.status(503)
+      if (question === 'cut') return answer.cutStream({ text: 'half' })
+      if (question === 'echoed') return answer.status(401, { body: { error: { message: `bad key ${API_KEY} with header ${HEADER_VALUE}` } } })
+      return answer.text('done')
+    },
+    {},
+    async (h) => {
+      const provider = { kind: 'openai-chat' as const, baseUrl: h.server.baseUrl, model: 'scripted', apiKey: API_KEY, headers: { 'x-tenant-token': HEADER_VALUE } }
+      const outcomes = []
+      for (const [name, question] of [
+        ['a', 'retry'],
+        ['b', 'down'],
+        ['c', 'cut'],
+        ['d', 'echoed'],
+      ] as const) {
+        const input = h.input(name, { content: question })
+        input.provider = provider
+        outcomes.push((await h.run(input)).status)
+      }
+      assert.equal(outcomes, ['completed', 'failed', 'failed', 'failed'])
+      assert.is(h.server.requests.length, 9)
+      for (const request of h.server.requests) {
+        assert.is(request.headers.authorization, `Bearer ${API_KEY}`, 'the key was sent')
+        assert.is(request.headers['x-tenant-token'], HEADER_VALUE, 'the header was sent')
+      }
+      const events = JSON.stringify(await storedEvents(h.log))
+      assert.not.ok(events.includes(API_KEY) || events.includes(HEADER_VALUE), 'no secret in any fact')
+      await h.log.close()
+      assert.equal(await filesHolding(h.logPath, [API_KEY, HEADER_VALUE, API_KEY.slice(3, 20)]), [], 'no secret in any file')
+      h.log = await EventLog.open(h.logPath)
+    },
+  ),
+)
+
+test.run()

@@ -1,0 +1,101 @@
+/**
+ * RUN_RECONCILIATION_REQUIRED (DESIGN §5, §7), produced for real: a child process runs an engine
+ * whose tool never returns and is killed with SIGKILL while the tool executes. On reopen,
+ * recovery closes the invocation `outcome_unknown`; the session then refuses new work until a
+ * run acknowledges the unknown outcome, and the model is told — the tool is never replayed.
+ */
+import { test } from 'uvu'
+import * as assert from 'uvu/assert'
+import { EventLog, type UncertainOperation, recoverInvocations } from '../index.js'
+import { answer } from '../testing/scripted-model-server.js'
+import { countingTool, engineTest, factsOf, lastFactOf, only, refusedWithoutWriting } from './support/engine-fixtures.js'
+import { startChild } from './support/log-fixtures.js'
+
+type Message = { role: string; content: string | null; tool_call_id?: string }
+const messagesOf = (body: unknown) => (body as { messages: Message[] }).messages
+
+let operationId = ''
+
+async function crashWhileToolRuns(logPath: string): Promise<void> {
+  const child = startChild('child-engine-tool.ts', [logPath])
+  try {
+    const line = await child.waitForLine((l) => l.startsWith('executing '), 20_000)
+    operationId = line.slice('executing '.length)
+  } finally {
+    await child.stop('SIGKILL')
+  }
+  const status = await child.exited
+  assert.is(status.signal, 'SIGKILL', `the child was killed, not finished (${child.stderr()})`)
+  // Recovery happens on the reopened log, before any engine runs on it.
+  const log = await EventLog.open(logPath)
+  try {
+    const before = await log.prefix(100, 1 << 20)
+    assert.equal(before.projectInvocation('invocation-crash'), { terminal: null, uncertainOperations: [operationId], unfinishedModelSteps: [] })
+    assert.is(await recoverInvocations(log), 1)
+    assert.is(await recoverInvocations(log), 0, 'a second recovery writes nothing')
+  } finally {
+    await log.close()
+  }
+}
+
+test(
+  'a tool dispatched when the host died: outcome_unknown, reconciliation required, acknowledged runs are told and nothing is replayed',
+  engineTest([answer.text('I will check the deployment'), answer.text('checked'), answer.text('fine')], { ms: 30_000, before: crashWhileToolRuns }, async (h) => {
+    const facts = await factsOf(h.log, 'invocation-crash')
+    assert.equal(
+      facts.map((f) => f.type),
+      ['invocation.opened', 'model.requested', 'model.completed', 'tool.dispatched', 'invocation.ended'],
+      'no settlement is invented',
+    )
+    const ended = facts.at(-1)
+    assert.is(ended?.type === 'invocation.ended' && ended.outcome.status === 'failed' && ended.outcome.class, 'outcome_unknown')
+    assert.is(only(facts, 'tool.dispatched')[0]?.operationId, operationId)
+
+    const deploy = countingTool('deploy')
+    const input = (name: string) => h.input(name, { session: 'session-crash', tools: [deploy] })
+    const refused = await refusedWithoutWriting(h.log, () => h.engine.start(input('next')), 'RUN_RECONCILIATION_REQUIRED', 'a new message')
+    const unknown = refused.details?.unknown as UncertainOperation[]
+    assert.equal(
+      unknown.map((op) => [op.invocationId, op.operationId, op.callId, op.name]),
+      [['invocation-crash', operationId, 'call-deploy', 'deploy']],
+    )
+    const crashed = (await h.log.runSource('session-crash', 'run-crash'))?.boundary
+    assert.ok(crashed)
+    const continuation = input('continued')
+    continuation.work = { kind: 'continuation', source: crashed }
+    await refusedWithoutWriting(h.log, () => h.engine.start(continuation), 'RUN_RECONCILIATION_REQUIRED', 'a continuation')
+    const declined = input('next')
+    declined.work = { kind: 'message', content: 'question next', allowPriorUnknown: false }
+    await refusedWithoutWriting(h.log, () => h.engine.start(declined), 'RUN_RECONCILIATION_REQUIRED', 'allowPriorUnknown: false')
+
+    const acknowledged = input('next')
+    acknowledged.work = { kind: 'message', content: 'question next', allowPriorUnknown: true }
+    const next = await h.start(acknowledged)
+    assert.equal(await next.wait(), { status: 'completed' })
+    const opened = only(await factsOf(h.log, 'invocation-next'), 'invocation.opened')[0]
+    assert.equal(opened?.input.kind !== 'handoff' && opened?.input.priorUnknown?.map((op) => op.operationId), [operationId])
+    const told = messagesOf(h.server.requests[0]?.body)
+    assert.equal(
+      told.map((m) => m.role),
+      ['system', 'user'],
+    )
+    assert.ok(told[0]?.content?.includes(operationId), 'the model is told which operation may or may not have happened')
+
+    // Acknowledged once, the session is free again: a continuation of the crashed run replays it from facts.
+    const resumed = await h.start(continuation)
+    assert.equal(await resumed.wait(), { status: 'completed' })
+    const replayed = messagesOf(h.server.requests[1]?.body)
+    assert.equal(
+      replayed.map((m) => m.role),
+      ['user', 'assistant', 'tool'],
+    )
+    assert.is(replayed[2]?.tool_call_id, 'call-deploy', 'the unknown call is answered from facts, not executed')
+    assert.equal(await lastFactOf(h.log, 'invocation-continued'), { type: 'invocation.ended', outcome: { status: 'completed' } })
+    const plain = await h.start(input('plain'))
+    assert.equal(await plain.wait(), { status: 'completed' })
+    assert.is(deploy.calls.length, 0, 'the tool is never replayed')
+    assert.is(h.server.requests.length, 3)
+  }),
+)
+
+test.run()

@@ -1,0 +1,32 @@
+/**
+ * Child process for the reconciliation test: opens the log in `argv[2]`, starts a scripted model
+ * server that asks for one call to `deploy`, and runs an engine whose `deploy` never returns.
+ * Prints `executing <operationId>` once the tool has started (its dispatch is durable by then);
+ * the parent kills it with SIGKILL.
+ */
+import { Engine, EventLog, ModelExecutor, type ToolDefinition } from '../../index.js'
+import { answer, scriptedModelServer } from '../../testing/scripted-model-server.js'
+
+const dir = process.argv[2]
+if (!dir) throw new Error('usage: child-engine-tool.ts <dir>')
+
+const log = await EventLog.open(dir)
+const server = await scriptedModelServer([answer.toolCalls([{ id: 'call-deploy', name: 'deploy', arguments: { target: 'production' } }])])
+const deploy: ToolDefinition = {
+  name: 'deploy',
+  description: 'deploys the project',
+  inputSchema: { type: 'object', properties: { target: { type: 'string' } } },
+  execute(_input, { operationId }) {
+    process.stdout.write(`executing ${operationId}\n`)
+    return new Promise(() => undefined)
+  },
+}
+const engine = new Engine({ log, model: new ModelExecutor({ timeoutMs: 10_000 }) })
+await engine.start({
+  invocation: { sessionId: 'session-crash', turnId: 'turn-crash', runId: 'run-crash', invocationId: 'invocation-crash' },
+  provider: { kind: 'openai-chat', baseUrl: server.baseUrl, model: 'scripted' },
+  configuration: { cwd: '/workspace/project' },
+  tools: [deploy],
+  work: { kind: 'message', content: 'deploy it' },
+})
+process.stdout.write('started\n')

@@ -95,7 +95,8 @@ export class Engine {
    * `HANDOFF_MISMATCH`, `HANDOFF_CLAIMED`.
    */
   async start(input: RunInput, options: StartOptions = {}): Promise<RunningInvocation> {
-    const run = validateRunInput(input)
+    // The caller keeps its objects: later changes to them must not alter a running invocation.
+    const run: RunInput = { ...validateRunInput(input), providerOptions: structuredClone(input.providerOptions ?? {}), tools: [...input.tools] }
     const { invocation, work } = run
     const settings: ExecutionSettings = canonical({
       model: run.provider.model,

@@ -126,11 +126,13 @@ export class InvocationActor {
         if (this.#signal.aborted) await this.#cancelled()
         const context = this.#snapshot.context
         if (context.answered) await this.#end({ status: 'completed' })
+        // A spent budget ends the run before any hold: a successor with no step left could do nothing.
+        if (context.stepsUsed >= this.setup.budget) {
+          await this.#end({ status: 'failed', class: 'max_steps', message: `all ${this.setup.budget} model steps are spent` })
+        }
         const reservation = this.gate.pending()
         if (reservation) await this.#hold(reservation)
-        else if (context.stepsUsed >= this.setup.budget) {
-          await this.#end({ status: 'failed', class: 'max_steps', message: `all ${this.setup.budget} model steps are spent` })
-        } else await this.#step()
+        else await this.#step()
       }
     } catch (error) {
       if (error instanceof Ended) {

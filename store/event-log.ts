@@ -1,3 +1,5 @@
+import { open as openFile, readFile, rename } from 'node:fs/promises'
+import { join } from 'node:path'
 import { ClassicLevel } from 'classic-level'
 import { FactstateError } from '../errors.js'
 import { id as idSchema } from '../facts/schema.js'
@@ -89,6 +91,13 @@ const TAIL_KEYS_CHECKED = 65_536
 /** The last facts whose chain is recomputed on every open. */
 const TAIL_CHAIN_CHECKED = 1_024
 const MAX_GROUP = 2_048
+/**
+ * The head as the last clean close left it, beside LevelDB's files. LevelDB drops a damaged or
+ * cut tail of its write-ahead log on open without an error; an open that finds fewer events than
+ * a clean close recorded knows acknowledged facts were lost.
+ */
+const ANCHOR_FILE = 'FACTSTATE-HEAD'
+const ANCHOR_PATTERN = /^factstate-head v1 (\d+) ([0-9a-f]{64})\n$/
 const CACHE_LIMIT = 50_000
 
 type Db = ClassicLevel<string, Uint8Array>
@@ -256,6 +265,7 @@ export class EventLog {
   readonly #durability: Durability
   readonly #state: CommittedState
   readonly #release: () => void
+  readonly #location: string
   readonly #listeners = new Set<(events: StoredEvent[]) => void>()
   #pending: PendingEntry[] = []
   #flushing: Promise<void> | undefined
@@ -267,6 +277,7 @@ export class EventLog {
     this.#db = db
     this.#durability = durability
     this.#release = release
+    this.#location = location
     this.#state = new CommittedState(db)
     const self = this
     internalsOf.set(this, {
@@ -365,11 +376,60 @@ export class EventLog {
         })
       }
     }
+    await this.#checkAnchor(head)
     this.#state.head = head
     for await (const key of this.#db.keys({ gte: keys.openLow, lt: keys.openHigh })) {
       const invocationId = key.slice(2)
       const record = await this.#state.invocation(invocationId)
       if (record === undefined) throw new FactstateError('LOG_CORRUPT', `open invocation ${invocationId} has no record`)
+    }
+  }
+
+  /** The log must still hold, byte for byte, the head its last clean close recorded (an older anchor is a lower bound). */
+  async #checkAnchor(head: Head): Promise<void> {
+    let text: string
+    try {
+      text = await readFile(join(this.#location, ANCHOR_FILE), 'utf8')
+    } catch (error) {
+      if ((error as { code?: string }).code === 'ENOENT') return
+      throw new FactstateError('LOG_IO', `the head anchor cannot be read: ${(error as Error).message}`, { cause: error })
+    }
+    const match = ANCHOR_PATTERN.exec(text)
+    if (!match) throw new FactstateError('LOG_CORRUPT', 'the head anchor of the last clean close is unreadable')
+    const anchored = Number(match[1])
+    if (anchored > head.highWater) {
+      throw new FactstateError('LOG_CORRUPT', `the log held ${anchored} events when it was last closed, now ${head.highWater}`, {
+        details: { seq: head.highWater + 1 },
+      })
+    }
+    if (anchored === 0) return
+    let chain = head.chain
+    if (anchored < head.highWater) {
+      const stored = await this.#db.get(keys.event(anchored))
+      if (stored === undefined) throw new FactstateError('LOG_CORRUPT', `event ${anchored} is missing`, { details: { seq: anchored } })
+      chain = await this.#storedChain(decodeEvent(stored, anchored).id, anchored)
+    }
+    if (Buffer.from(chain).toString('hex') !== match[2]) {
+      throw new FactstateError('LOG_CORRUPT', `the digest chain at event ${anchored} differs from the one recorded at the last close`, {
+        details: { seq: anchored },
+      })
+    }
+  }
+
+  async #writeAnchor(): Promise<void> {
+    const path = join(this.#location, ANCHOR_FILE)
+    const { highWater, chain } = this.#state.head
+    try {
+      const file = await openFile(`${path}.tmp`, 'w')
+      try {
+        await file.writeFile(`factstate-head v1 ${highWater} ${Buffer.from(chain).toString('hex')}\n`)
+        await file.sync()
+      } finally {
+        await file.close()
+      }
+      await rename(`${path}.tmp`, path)
+    } catch {
+      // Without a fresh anchor a later open checks less, never wrongly: an older anchor is a lower bound.
     }
   }
 
@@ -756,6 +816,7 @@ export class EventLog {
     while (this.#flushing) await this.#flushing
     this.#listeners.clear()
     try {
+      if (!this.#failed) await this.#writeAnchor()
       await this.#db.close()
     } finally {
       this.#release()

@@ -21,9 +21,25 @@ export async function withTimeout<T>(promise: Promise<T> | (() => Promise<T>), m
   })
   try {
     return await Promise.race([running, timeout])
+  } catch (error) {
+    throw reportable(error)
   } finally {
     clearTimeout(timer)
   }
+}
+
+/**
+ * uvu's reporter reads `error.details` as a string; a FactstateError's structured `details`
+ * would make it abort the suite without reporting the failure. Such errors are re-thrown as
+ * plain errors carrying the code, the details as JSON, and the original as `cause`.
+ */
+export function reportable(error: unknown): unknown {
+  const details = (error as { details?: unknown } | null)?.details
+  if (!(error instanceof Error) || details === undefined || typeof details === 'string') return error
+  const code = (error as { code?: unknown }).code
+  const plain = new Error(`${code === undefined ? '' : `[${String(code)}] `}${error.message} ${JSON.stringify(details)}`, { cause: error })
+  plain.stack = `${plain.message}\n${error.stack?.split('\n').slice(1).join('\n') ?? ''}`
+  return plain
 }
 
 /** A test body bounded by `ms`, in a fresh temporary directory. */

@@ -1,0 +1,200 @@
+/**
+ * The log across processes: the writer lock against a child process, and kill -9 of a child in
+ * the middle of a stream of acknowledged appends.
+ */
+import { suite } from 'uvu'
+import * as assert from 'uvu/assert'
+import type { StoredEvent } from '../facts/types.js'
+import { EventLog } from '../store/event-log.js'
+import { recoverInvocations } from '../store/recovery.js'
+import { EventMaker, type Child, boundedTest, facts, invocationOf, refusal, startChild } from './support/log-fixtures.js'
+
+const ALL = Number.MAX_SAFE_INTEGER
+const test = suite('store: processes')
+
+/** Runs `body` with children that are always stopped afterwards. */
+async function withChildren(body: (start: (script: string, args: string[]) => Child) => Promise<void>): Promise<void> {
+  const children: Child[] = []
+  try {
+    await body((script, args) => {
+      const child = startChild(script, args)
+      children.push(child)
+      return child
+    })
+  } finally {
+    await Promise.all(children.map((child) => child.stop()))
+  }
+}
+
+test(
+  'writer lock: a log held by a child process is LOG_WRITER_BUSY here, the child keeps appending, and after kill -9 the open succeeds',
+  boundedTest(60_000, (dir) =>
+    withChildren(async (start) => {
+      const child = start('child-hold-log.ts', [dir])
+      await child.waitForLine((line) => line === 'ready')
+      child.send('append first')
+      await child.waitForLine((line) => line === 'ack 1')
+
+      const busy = await refusal(EventLog.open(dir))
+      assert.is(busy.code, 'LOG_WRITER_BUSY')
+      const again = await refusal(EventLog.open(dir))
+      assert.is(again.code, 'LOG_WRITER_BUSY', 'a refused open leaves nothing behind that changes the answer')
+
+      child.send('append second')
+      await child.waitForLine((line) => line === 'ack 2')
+      assert.not.ok(child.lines.some((line) => line.startsWith('error')), 'the child handle was not disturbed')
+
+      await child.stop('SIGKILL')
+      assert.is(child.process.signalCode, 'SIGKILL')
+      const log = await EventLog.open(dir)
+      try {
+        assert.is((await log.verify()).events, 2, 'both acknowledged appends of the child are there')
+        assert.is(await log.append(new EventMaker(invocationOf('third')).next(facts.opened())), 3)
+      } finally {
+        await log.close()
+      }
+    }),
+  ),
+)
+
+test(
+  'writer lock: a log held here is LOG_WRITER_BUSY in a child, also after a refused second open in this process',
+  boundedTest(60_000, (dir) =>
+    withChildren(async (start) => {
+      const log = await EventLog.open(dir)
+      try {
+        await log.append(new EventMaker(invocationOf('a')).next(facts.opened()))
+        // A same-process second open must not release this handle's LevelDB lock.
+        assert.is((await refusal(EventLog.open(dir))).code, 'LOG_WRITER_BUSY')
+        const child = start('child-hold-log.ts', [dir])
+        await child.waitForLine((line) => line.startsWith('error') || line === 'ready')
+        assert.equal(child.lines, ['error LOG_WRITER_BUSY'])
+        assert.is((await child.exited).code, 3)
+        assert.is(await log.append(new EventMaker(invocationOf('b')).next(facts.opened())), 2, 'this handle still appends')
+        const verified = await log.verify()
+        assert.is(verified.events, 2)
+      } finally {
+        await log.close()
+      }
+      // Once closed here, a child may open it.
+      const child = start('child-hold-log.ts', [dir])
+      await child.waitForLine((line) => line === 'ready' || line.startsWith('error'))
+      assert.is(child.lines[0], 'ready')
+      child.send('close')
+      await child.waitForLine((line) => line === 'closed')
+      assert.is((await child.exited).code, 0)
+    }),
+  ),
+)
+
+interface Ack {
+  seq: number
+  id: string
+}
+
+const ACKS_BEFORE_KILL = 1_000
+
+test(
+  'kill -9 during a stream of acknowledged appends: every acknowledged seq survives, verify passes, recovery closes the open invocations once',
+  boundedTest(90_000, (dir) =>
+    withChildren(async (start) => {
+      const child = start('child-append-stream.ts', [dir, '32'])
+      await child.waitForLine((line) => line === 'parked', 40_000)
+      await child.waitForLine(() => child.lines.length > ACKS_BEFORE_KILL, 40_000)
+      child.process.kill('SIGKILL')
+      const status = await child.exited
+      assert.is(status.signal, 'SIGKILL', `the child was killed (stderr: ${child.stderr()})`)
+
+      // Every line printed is an acknowledgement made after the append was durable.
+      const acks: Ack[] = child.lines
+        .filter((line) => line.startsWith('ack '))
+        .map((line) => {
+          const [, seq, id] = line.split(' ')
+          return { seq: Number(seq), id: id as string }
+        })
+      assert.ok(acks.length >= ACKS_BEFORE_KILL, `${acks.length} acknowledgements`)
+
+      const log = await EventLog.open(dir)
+      try {
+        const before = await log.prefix(ALL, ALL)
+        const maxAck = Math.max(...acks.map((ack) => ack.seq))
+        assert.ok(before.highWater >= maxAck, `high-water ${before.highWater} covers the last acknowledged seq ${maxAck}`)
+        for (const ack of acks) {
+          assert.is(before.events[ack.seq - 1]?.event.id, ack.id, `acknowledged seq ${ack.seq} holds ${ack.id}`)
+        }
+        assert.equal(
+          before.events.map((item) => item.seq),
+          Array.from({ length: before.highWater }, (_, index) => index + 1),
+          'seqs are gapless',
+        )
+        const verified = await log.verify()
+        assert.is(verified.events, before.highWater)
+        assert.is(verified.digest, before.digest)
+
+        // What recovery must do, decided from the facts before it runs.
+        const ids = [...new Set(before.events.map((item) => item.event.invocation.invocationId))]
+        const open = ids.filter((id) => before.projectInvocation(id).terminal === null)
+        for (const state of ['model', 'tool', 'between', 'rejected', 'held']) {
+          assert.ok(open.includes(`inv-park-${state}`), `parked ${state} is open`)
+        }
+        assert.ok(open.length > 5, 'the crash left streaming invocations open too')
+
+        const closed = await recoverInvocations(log)
+        assert.is(closed, open.length)
+
+        const after = await log.prefix(ALL, ALL)
+        const added = after.events.slice(before.highWater)
+        const addedFor = (id: string): StoredEvent['event']['fact'][] =>
+          added.filter((item) => item.event.invocation.invocationId === id).map((item) => item.event.fact)
+        for (const id of open) {
+          const projection = before.projectInvocation(id)
+          const expected: unknown[] = projection.unfinishedModelSteps.map((stepId) => ({ type: 'model.interrupted', stepId, status: 'failed' }))
+          const recoveryClass = projection.uncertainOperations.length > 0 ? 'outcome_unknown' : 'host_interrupted'
+          expected.push({ type: 'invocation.ended', outcome: { status: 'failed', class: recoveryClass } })
+          const got = addedFor(id).map((fact) => {
+            const { message: _message, ...rest } = fact as { message?: string }
+            if (fact.type === 'invocation.ended' && fact.outcome.status === 'failed') {
+              return { ...rest, outcome: { status: fact.outcome.status, class: fact.outcome.class } }
+            }
+            return rest
+          })
+          assert.equal(got, expected, `recovery of ${id}`)
+          const projected = after.projectInvocation(id)
+          assert.is(projected.terminal, 'failed')
+          assert.equal(projected.unfinishedModelSteps, [])
+          assert.equal(projected.uncertainOperations, projection.uncertainOperations, 'no settlement is invented')
+        }
+        const classOf = (id: string) => {
+          const end = addedFor(id).at(-1)
+          return end?.type === 'invocation.ended' && end.outcome.status === 'failed' ? end.outcome.class : undefined
+        }
+        assert.is(addedFor('inv-park-model')[0]?.type, 'model.interrupted')
+        assert.is(classOf('inv-park-model'), 'host_interrupted')
+        assert.is(classOf('inv-park-tool'), 'outcome_unknown')
+        assert.equal(after.projectInvocation('inv-park-tool').uncertainOperations, ['op1'])
+        assert.is(classOf('inv-park-between'), 'host_interrupted')
+        assert.is(classOf('inv-park-rejected'), 'host_interrupted')
+        assert.is(classOf('inv-park-held'), 'host_interrupted')
+        assert.is(added.length, open.length + open.filter((id) => before.projectInvocation(id).unfinishedModelSteps.length > 0).length)
+        for (const id of ids) assert.ok(after.projectInvocation(id).terminal !== null, `${id} is closed`)
+
+        const recovered = await log.verify()
+        assert.is(await recoverInvocations(log), 0, 'a second recovery closes nothing')
+        assert.equal(await log.verify(), recovered, 'and writes nothing')
+      } finally {
+        await log.close()
+      }
+
+      const reopened = await EventLog.open(dir)
+      try {
+        const verified = await reopened.verify()
+        assert.is(await recoverInvocations(reopened), 0, 'nothing is left open after a reopen')
+        assert.equal(await reopened.verify(), verified)
+      } finally {
+        await reopened.close()
+      }
+    }),
+  ),
+)
+
+test.run()

@@ -1,0 +1,633 @@
+/**
+ * The EventLog beyond the conformance suite: the in-process writer lock, the integrity rules of
+ * `store/projection.ts`, recovery, tamper and corruption detection, and group commit under 256
+ * concurrent appenders.
+ */
+import { cp, mkdir, symlink } from 'node:fs/promises'
+import { join } from 'node:path'
+import { ClassicLevel } from 'classic-level'
+import { suite } from 'uvu'
+import * as assert from 'uvu/assert'
+import type { FactstateError } from '../errors.js'
+import type { Fact, RuntimeEvent, StoredEvent } from '../facts/types.js'
+import { EMPTY_CHAIN, chainStep } from '../store/digest.js'
+import { canonical, encodeEvent, encodeRecord } from '../store/encoding.js'
+import { EventLog, logInternals } from '../store/event-log.js'
+import { keys } from '../store/keys.js'
+import { recoverInvocations } from '../store/recovery.js'
+import { EventMaker, boundedTest, completeInvocation, facts, filesContaining, flipByte, invocationOf, refusal } from './support/log-fixtures.js'
+
+const ALL = Number.MAX_SAFE_INTEGER
+const call = (operationId: string) => ({ callId: `call-${operationId}`, name: 'echo', arguments: '{"value":42}' })
+
+async function withLog<T>(dir: string, body: (log: EventLog) => Promise<T>): Promise<T> {
+  const log = await EventLog.open(dir)
+  try {
+    return await body(log)
+  } finally {
+    await log.close()
+  }
+}
+
+async function digestOf(log: EventLog): Promise<{ events: number; digest: string }> {
+  return log.verify()
+}
+
+// =============================================================================================
+const lock = suite('store: writer lock in one process')
+
+lock(
+  'a second open of the same directory is LOG_WRITER_BUSY, by any path, and the first handle keeps appending and verifying',
+  boundedTest(15_000, async (dir) => {
+    const logDir = join(dir, 'log')
+    await mkdir(logDir)
+    await symlink(logDir, join(dir, 'alias'))
+    const first = await EventLog.open(logDir)
+    try {
+      const a = new EventMaker(invocationOf('a'))
+      assert.is(await first.append(a.next(facts.opened())), 1)
+      for (const path of [logDir, join(dir, 'alias'), `${logDir}/.`, join(dir, 'alias', '..', 'log')]) {
+        assert.is((await refusal(EventLog.open(path))).code, 'LOG_WRITER_BUSY', path)
+      }
+      assert.is(await first.append(a.next(facts.requested('s1'))), 2, 'the first handle still appends')
+      const verified = await first.verify()
+      assert.is(verified.events, 2)
+      assert.is((await first.prefix(ALL, ALL)).events.length, 2)
+    } finally {
+      await first.close()
+    }
+    await withLog(join(dir, 'alias'), async (second) => {
+      assert.is((await second.verify()).events, 2, 'once closed, the directory opens again and holds what was written')
+    })
+  }),
+)
+
+lock(
+  'open refuses bad arguments with LOG_INVALID_ARGUMENT and leaves no claim behind',
+  boundedTest(15_000, async (dir) => {
+    assert.is((await refusal(EventLog.open(''))).code, 'LOG_INVALID_ARGUMENT')
+    assert.is((await refusal(EventLog.open(`${dir}\0x`))).code, 'LOG_INVALID_ARGUMENT')
+    assert.is((await refusal(EventLog.open(dir, { durability: 'fast' as 'sync' }))).code, 'LOG_INVALID_ARGUMENT')
+    await withLog(dir, async (log) => {
+      assert.is((await log.verify()).events, 0)
+    })
+  }),
+)
+
+lock.run()
+
+// =============================================================================================
+const prefixBytes = suite('store: prefix budget')
+
+prefixBytes(
+  'the byte budget of prefix is the exact stored size: enough at the size, LOG_PREFIX_TOO_LARGE one byte below',
+  boundedTest(15_000, (dir) =>
+    withLog(dir, async (log) => {
+      const events = completeInvocation('a')
+      await log.appendAll(events)
+      const size = events.reduce((sum, event) => sum + encodeEvent(canonical(event)).length, 0)
+      assert.is((await log.prefix(8, size)).events.length, 8)
+      assert.is((await refusal(log.prefix(8, size - 1))).code, 'LOG_PREFIX_TOO_LARGE')
+      assert.is((await refusal(log.prefix(7, size))).code, 'LOG_PREFIX_TOO_LARGE')
+    }),
+  ),
+)
+
+prefixBytes.run()
+
+// =============================================================================================
+const rules = suite('store: integrity rules')
+
+rules(
+  'facts that contradict the invocation are LOG_REJECTED_FACT and write nothing; the same shapes pass once legal',
+  boundedTest(15_000, (dir) =>
+    withLog(dir, async (log) => {
+      const a = new EventMaker(invocationOf('a'))
+      await log.appendAll(a.many([facts.opened(), facts.requested('s1')]))
+      let before = await digestOf(log)
+      const rejected = async (fact: Fact | RuntimeEvent, what: string) => {
+        const event = 'fact' in fact ? fact : a.next(fact)
+        assert.is((await refusal(log.append(event))).code, 'LOG_REJECTED_FACT', what)
+        assert.equal(await digestOf(log), before, `${what}: nothing written`)
+      }
+      const accepted = async (fact: Fact) => {
+        await log.append(a.next(fact))
+        before = await digestOf(log)
+      }
+      await rejected(facts.requested('s2'), 'a request while another is in flight')
+      await rejected(facts.completed('s9'), 'completing a step not in flight')
+      await rejected(facts.interrupted('s9'), 'interrupting a step not in flight')
+      await rejected(facts.holdEntered('h1'), 'a hold while a request is in flight')
+      await accepted(facts.completed('s1', [call('op1'), call('op2')]))
+      await rejected(facts.completed('s1'), 'completing a step twice')
+      await accepted(facts.dispatched('op1'))
+      await rejected(facts.dispatched('op1'), 'dispatching an operation twice')
+      await rejected(facts.rejected('op1'), 'rejecting a dispatched operation')
+      await rejected(facts.holdEntered('h1'), 'a hold while a tool is unsettled')
+      await accepted(facts.settled('op1'))
+      await accepted(facts.rejected('op2'))
+      await rejected(facts.dispatched('op2'), 'dispatching a rejected operation')
+      await rejected({ ...a.next(facts.requested('s2')), invocation: { ...a.invocation, runId: 'run-other' } }, 'a fact naming another run')
+      await rejected({ ...a.next(facts.requested('s2')), invocation: { ...a.invocation, turnId: 'turn-other' } }, 'a fact naming another turn')
+      await rejected(facts.holdReleased('h1'), 'releasing a hold never entered')
+      await rejected(facts.ended({ status: 'handoff_paused', pause: pauseFor('h1') }), 'a handoff pause without a hold')
+      await accepted(facts.holdEntered('h1'))
+      await rejected(facts.holdEntered('h2'), 'a second hold')
+      await rejected(facts.holdReleased('h2'), 'releasing another hold')
+      await rejected(facts.ended({ status: 'handoff_paused', pause: pauseFor('h2') }), 'a pause for another hold')
+      await accepted(facts.holdReleased('h1'))
+      await accepted(facts.holdEntered('h3'))
+      await accepted(facts.ended({ status: 'handoff_paused', pause: pauseFor('h3') }))
+      assert.is((await log.prefix(ALL, ALL)).projectInvocation('inv-a').terminal, 'paused')
+
+      const intruder = { ...invocationOf('intruder'), sessionId: 'session-a', runId: 'run-a' }
+      await rejected(new EventMaker(intruder).next(facts.opened()), 'opening a second invocation on a run')
+    }),
+  ),
+)
+
+rules(
+  'a handoff claim is used once: a second successor with the same claim is HANDOFF_CLAIMED',
+  boundedTest(15_000, (dir) =>
+    withLog(dir, async (log) => {
+      const source = new EventMaker(invocationOf('source'))
+      await log.appendAll(source.many([facts.opened(), facts.requested('s1'), facts.completed('s1'), facts.holdEntered('h1')]))
+      const pause = pauseFor('h1')
+      await log.append(source.next(facts.ended({ status: 'handoff_paused', pause })))
+      const boundary = (await log.runSource('session-source', 'run-source'))?.boundary
+      assert.ok(boundary)
+      const successor = (name: string): RuntimeEvent =>
+        new EventMaker({ ...invocationOf(name), sessionId: 'session-source' }).next({
+          ...(facts.opened() as Extract<Fact, { type: 'invocation.opened' }>),
+          input: { kind: 'handoff', source: boundary, pause },
+        })
+      assert.is(await log.append(successor('next')), 6)
+      const before = await digestOf(log)
+      assert.is((await refusal(log.append(successor('second')))).code, 'HANDOFF_CLAIMED')
+      assert.equal(await digestOf(log), before)
+    }),
+  ),
+)
+
+function pauseFor(handoffId: string) {
+  return {
+    intent: { handoffId, hostEpoch: 'epoch', rootRunId: 'run-a', successorRunId: 'run-next', successorInvocationId: 'inv-next', claimId: `claim-${handoffId}` },
+    remainingSteps: 1,
+    execution: { model: 'test-model', providerOptions: {}, cwd: '/work', tools: { catalogDigest: `sha256:${'a'.repeat(64)}`, names: ['echo'] } },
+  }
+}
+
+rules.run()
+
+// =============================================================================================
+const recovery = suite('store: recovery')
+
+/** Invocations parked in each state recovery distinguishes, with the closing facts it must write. */
+const parkedStates: { name: string; facts: Fact[]; closing: unknown[] }[] = [
+  {
+    name: 'model',
+    facts: [facts.opened(), facts.requested('s1')],
+    closing: [
+      { type: 'model.interrupted', stepId: 's1', status: 'failed' },
+      { type: 'invocation.ended', outcome: { status: 'failed', class: 'host_interrupted' } },
+    ],
+  },
+  {
+    name: 'tool',
+    facts: [facts.opened(), facts.requested('s1'), facts.completed('s1', [call('op1')]), facts.dispatched('op1')],
+    closing: [{ type: 'invocation.ended', outcome: { status: 'failed', class: 'outcome_unknown' } }],
+  },
+  {
+    name: 'between',
+    facts: [facts.opened(), facts.requested('s1'), facts.completed('s1', [call('op1')]), facts.dispatched('op1'), facts.settled('op1')],
+    closing: [{ type: 'invocation.ended', outcome: { status: 'failed', class: 'host_interrupted' } }],
+  },
+  {
+    name: 'opened',
+    facts: [facts.opened()],
+    closing: [{ type: 'invocation.ended', outcome: { status: 'failed', class: 'host_interrupted' } }],
+  },
+  {
+    name: 'held',
+    facts: [facts.opened(), facts.requested('s1'), facts.completed('s1'), facts.holdEntered('h1')],
+    closing: [{ type: 'invocation.ended', outcome: { status: 'failed', class: 'host_interrupted' } }],
+  },
+]
+
+/** A fact without its free-text `message`s, to compare recovery facts by their meaning. */
+function withoutMessages(fact: Fact): unknown {
+  const { message: _message, ...rest } = fact as Fact & { message?: string }
+  if (rest.type === 'invocation.ended' && rest.outcome.status === 'failed') {
+    const { message: _outcomeMessage, ...outcome } = rest.outcome
+    return { ...rest, outcome }
+  }
+  return rest
+}
+
+function factsAfter(events: StoredEvent[], afterSeq: number, invocationId: string): Fact[] {
+  return events.filter((item) => item.seq > afterSeq && item.event.invocation.invocationId === invocationId).map((item) => item.event.fact)
+}
+
+recovery(
+  'after a reopen, recoverInvocations closes each open invocation with the right facts, once',
+  boundedTest(15_000, async (dir) => {
+    await withLog(dir, async (log) => {
+      for (const state of parkedStates) await log.appendAll(new EventMaker(invocationOf(state.name)).many(state.facts))
+      await log.appendAll(completeInvocation('done'))
+      const failed = new EventMaker(invocationOf('failed'))
+      await log.appendAll(failed.many([facts.opened(), facts.requested('s1'), facts.interrupted('s1'), facts.ended({ status: 'failed', class: 'model_failed' })]))
+    })
+    let afterRecovery: { events: number; digest: string } | undefined
+    await withLog(dir, async (log) => {
+      const before = await log.prefix(ALL, ALL)
+      assert.is(await recoverInvocations(log), parkedStates.length)
+      const after = await log.prefix(ALL, ALL)
+      for (const state of parkedStates) {
+        const id = `inv-${state.name}`
+        assert.equal(factsAfter(after.events, before.highWater, id).map(withoutMessages), state.closing, state.name)
+        assert.is(after.projectInvocation(id).terminal, 'failed', state.name)
+        assert.equal(after.projectInvocation(id).unfinishedModelSteps, [], state.name)
+      }
+      assert.equal(after.projectInvocation('inv-tool').uncertainOperations, ['op1'], 'no settlement is invented')
+      assert.equal(factsAfter(after.events, before.highWater, 'inv-done'), [], 'a completed invocation is left alone')
+      assert.equal(factsAfter(after.events, before.highWater, 'inv-failed'), [], 'a failed invocation is left alone')
+      assert.is(after.highWater, before.highWater + parkedStates.length + 1)
+      afterRecovery = await log.verify()
+      assert.is(await recoverInvocations(log), 0, 'a second call closes nothing')
+      assert.equal(await log.verify(), afterRecovery, 'and writes nothing')
+    })
+    await withLog(dir, async (log) => {
+      assert.equal(await log.verify(), afterRecovery)
+      assert.is(await recoverInvocations(log), 0, 'nothing is open after a reopen')
+      assert.equal(await log.verify(), afterRecovery)
+    })
+  }),
+)
+
+recovery(
+  'an empty log and a log without open invocations recover nothing and keep their digest',
+  boundedTest(15_000, (dir) =>
+    withLog(dir, async (log) => {
+      const empty = await log.verify()
+      assert.is(await recoverInvocations(log), 0)
+      assert.equal(await log.verify(), empty)
+      await log.appendAll(completeInvocation('x'))
+      const full = await log.verify()
+      assert.is(await recoverInvocations(log), 0)
+      assert.equal(await log.verify(), full)
+    }),
+  ),
+)
+
+recovery(
+  'invocations marked live are left alone; once unmarked, recovery closes them',
+  boundedTest(15_000, (dir) =>
+    withLog(dir, async (log) => {
+      await log.appendAll(new EventMaker(invocationOf('live')).many([facts.opened(), facts.requested('s1')]))
+      await log.appendAll(new EventMaker(invocationOf('orphan')).many([facts.opened()]))
+      const internals = logInternals(log)
+      internals.live.add('inv-live')
+      const before = await log.prefix(ALL, ALL)
+      assert.is(await recoverInvocations(log), 1)
+      const after = await log.prefix(ALL, ALL)
+      assert.equal(factsAfter(after.events, before.highWater, 'inv-live'), [], 'the live invocation got no fact')
+      assert.equal(after.projectInvocation('inv-live'), { terminal: null, uncertainOperations: [], unfinishedModelSteps: ['s1'] })
+      assert.is(after.projectInvocation('inv-orphan').terminal, 'failed')
+      const kept = await log.verify()
+      assert.is(await recoverInvocations(log), 0)
+      assert.equal(await log.verify(), kept)
+      internals.live.delete('inv-live')
+      assert.is(await recoverInvocations(log), 1)
+      assert.is((await log.prefix(ALL, ALL)).projectInvocation('inv-live').terminal, 'failed')
+    }),
+  ),
+)
+
+recovery.run()
+
+// =============================================================================================
+const corruption = suite('store: corruption and tampering')
+
+/** Opens the log and verifies it; the LOG_CORRUPT refusal and where it came from. */
+async function corruptionOf(dir: string): Promise<{ at: 'open' | 'verify'; error: FactstateError }> {
+  let log: EventLog
+  try {
+    log = await EventLog.open(dir)
+  } catch (error) {
+    assert.is((error as FactstateError).code, 'LOG_CORRUPT', `open: ${String(error)}`)
+    return { at: 'open', error: error as FactstateError }
+  }
+  try {
+    const error = await refusal(log.verify())
+    assert.is(error.code, 'LOG_CORRUPT', 'verify')
+    return { at: 'verify', error }
+  } finally {
+    await log.close()
+  }
+}
+
+/** Fills `log` with `count` events (multiples of 100) in batches of 100. */
+async function fill(log: EventLog, count: number, prefix: string): Promise<void> {
+  for (let n = 0; n < count / 100; n += 1) {
+    const make = new EventMaker(invocationOf(`${prefix}${n}`))
+    await log.appendAll(make.many([facts.opened(), ...Array.from({ length: 98 }, (_, k) => facts.rejected(`op${k}`)), facts.ended({ status: 'cancelled', source: 'test' })]))
+  }
+}
+
+/** Writes a log whose event `canarySeq` settles with output `CANARY-xyz`, followed by `after` events. */
+async function canaryLog(dir: string, after: number): Promise<number> {
+  return withLog(dir, async (log) => {
+    const a = new EventMaker(invocationOf('canary'))
+    await log.appendAll(a.many([facts.opened(), facts.requested('s1'), facts.completed('s1', [call('op1')]), facts.dispatched('op1')]))
+    const seq = await log.append(a.next(facts.settled('op1', 'CANARY-xyz')))
+    await fill(log, after, 'after')
+    return seq
+  })
+}
+
+/** Flips one letter of the canary in every file of `dir` that stores it; the files touched. */
+async function flipCanary(dir: string): Promise<string[]> {
+  const found = await filesContaining(dir, 'CANARY-xyz')
+  assert.ok(found.length > 0, 'the canary is stored in plain bytes')
+  for (const { file, offsets } of found) await flipByte(file, (offsets[0] as number) + 'CANARY-'.length)
+  return found.map((item) => item.file)
+}
+
+corruption(
+  'a flipped byte in a stored value of a table file is LOG_CORRUPT from verify, naming the seq',
+  boundedTest(20_000, async (dir) => {
+    const canarySeq = await canaryLog(dir, 1_100)
+    // Reopening converts LevelDB's write log into a sorted table (.ldb).
+    await withLog(dir, async (log) => assert.is((await log.verify()).events, canarySeq + 1_100))
+    const files = await flipCanary(dir)
+    assert.ok(files.every((file) => file.endsWith('.ldb')), `the canary is in a table file: ${files.join(', ')}`)
+    const { at, error } = await corruptionOf(dir)
+    assert.is(at, 'verify', 'the event is older than the tail that open checks')
+    assert.is(error.details?.seq, canarySeq)
+  }),
+)
+
+corruption(
+  'a flipped byte in the newest event of a table file is LOG_CORRUPT already on open',
+  boundedTest(20_000, async (dir) => {
+    const canarySeq = await canaryLog(dir, 0)
+    await withLog(dir, async (log) => assert.is((await log.verify()).events, canarySeq))
+    await flipCanary(dir)
+    const { at } = await corruptionOf(dir)
+    assert.is(at, 'open', 'open recomputes the chain of the newest events')
+  }),
+)
+
+corruption(
+  "a flipped byte in a batch in the middle of LevelDB's write log is LOG_CORRUPT (LevelDB drops the batch; continuity catches it)",
+  boundedTest(20_000, async (dir) => {
+    const canarySeq = await canaryLog(dir, 2_000)
+    const files = await flipCanary(dir)
+    assert.ok(files.every((file) => file.endsWith('.log')), `the canary is in the write log: ${files.join(', ')}`)
+    const { at, error } = await corruptionOf(dir)
+    assert.is(at, 'open', 'open finds the gap left by the dropped batch')
+    // LevelDB drops the rest of the damaged 32 KiB block: the canary's batch and its neighbours.
+    // Open scans backwards from the head, so it names the newest missing seq of that gap.
+    const seq = error.details?.seq as number
+    assert.ok(seq >= canarySeq && seq < canarySeq + 2_000, `missing seq ${seq} lies in the gap after ${canarySeq}`)
+  }),
+)
+
+// LevelDB drops a corrupted *last* batch of its write log on open without an error (and deletes
+// the log file), so only a record kept outside LevelDB can tell that acknowledged facts vanished.
+corruption(
+  "a flipped byte in the last batch of LevelDB's write log, after a clean close, is LOG_CORRUPT on open",
+  boundedTest(20_000, async (dir) => {
+    const canarySeq = await canaryLog(dir, 0)
+    const files = await flipCanary(dir)
+    assert.ok(files.every((file) => file.endsWith('.log')), `the canary is in the write log: ${files.join(', ')}`)
+    const { at, error } = await corruptionOf(dir)
+    assert.is(at, 'open')
+    assert.ok((error.details?.seq as number) <= canarySeq, `the first lost seq is at most ${canarySeq}`)
+    // A refused open leaves the evidence in place: the next open refuses too.
+    assert.is((await corruptionOf(dir)).at, 'open')
+  }),
+)
+
+/** Edits the raw LevelDB of a closed log. */
+async function tamper(dir: string, edit: (db: ClassicLevel<string, Uint8Array>) => Promise<void>): Promise<void> {
+  const db = new ClassicLevel<string, Uint8Array>(dir, { keyEncoding: 'utf8', valueEncoding: 'view' })
+  await db.open()
+  try {
+    await edit(db)
+  } finally {
+    await db.close()
+  }
+}
+
+corruption(
+  'tampered events are LOG_CORRUPT with their seq: another version byte, undecodable bytes, a re-encoded different event, a missing event',
+  boundedTest(30_000, async (dir) => {
+    const pristine = join(dir, 'pristine')
+    const a = new EventMaker(invocationOf('a'))
+    const early = a.many([facts.opened(), facts.requested('s1'), facts.completed('s1', [call('op1')]), facts.dispatched('op1'), facts.settled('op1', 'original')])
+    await withLog(pristine, async (log) => {
+      await log.appendAll(early)
+      await fill(log, 1_100, 'later')
+    })
+    const target = 5
+    const original = encodeEvent(canonical(early[target - 1] as RuntimeEvent))
+    const variants: [string, (db: ClassicLevel<string, Uint8Array>) => Promise<void>][] = [
+      ['version byte', (db) => db.put(keys.event(target), Uint8Array.from([2, ...original.subarray(1)]))],
+      ['undecodable bytes', (db) => db.put(keys.event(target), Uint8Array.from([1, 0xc1, 0xc1]))],
+      ['a valid event with one field changed', (db) => db.put(keys.event(target), encodeEvent(canonical({ ...(early[target - 1] as RuntimeEvent), fact: facts.settled('op1', 'forged') })))],
+      ['a valid event that is not an event', (db) => db.put(keys.event(target), Uint8Array.from([1, 0x81, 0xa1, 0x61, 0x01]))],
+      ['a missing event', (db) => db.del(keys.event(target))],
+    ]
+    for (const [what, edit] of variants) {
+      const copy = join(dir, what.replace(/\W+/g, '-'))
+      await cp(pristine, copy, { recursive: true })
+      await tamper(copy, edit)
+      const { error } = await corruptionOf(copy)
+      assert.is(error.details?.seq, target, what)
+    }
+    // The untouched copy verifies: the refusals above come from the edits.
+    await withLog(pristine, async (log) => assert.is((await log.verify()).events, 1_105))
+  }),
+)
+
+corruption(
+  'a record whose chain is consistent but which is not an event is LOG_CORRUPT on open (decoding validates)',
+  boundedTest(15_000, async (dir) => {
+    const bytes = Uint8Array.from([1, ...encodeRecord({ id: 'x', note: 'not an event' })])
+    const db = new ClassicLevel<string, Uint8Array>(dir, { keyEncoding: 'utf8', valueEncoding: 'view' })
+    await db.open()
+    try {
+      await db.batch([
+        { type: 'put', key: keys.event(1), value: bytes },
+        { type: 'put', key: keys.eventId('x'), value: encodeRecord([1, chainStep(EMPTY_CHAIN, 1, bytes)]) },
+        { type: 'put', key: keys.head, value: encodeRecord({ highWater: 1, chain: chainStep(EMPTY_CHAIN, 1, bytes) }) },
+      ])
+    } finally {
+      await db.close()
+    }
+    const { at, error } = await corruptionOf(dir)
+    assert.is(at, 'open')
+    assert.is(error.details?.seq, 1)
+  }),
+)
+
+corruption(
+  'a tampered newest event or head is LOG_CORRUPT on open',
+  boundedTest(20_000, async (dir) => {
+    const pristine = join(dir, 'pristine')
+    const a = new EventMaker(invocationOf('a'))
+    const events = a.many([facts.opened(), facts.requested('s1'), facts.completed('s1')])
+    await withLog(pristine, (log) => log.appendAll(events))
+    const cases: [string, (db: ClassicLevel<string, Uint8Array>) => Promise<void>][] = [
+      ['newest event changed', (db) => db.put(keys.event(3), encodeEvent(canonical({ ...(events[2] as RuntimeEvent), recordedAt: 1 })))],
+      ['an event beyond the head', (db) => db.put(keys.event(4), encodeEvent(canonical(a.next(facts.ended()))))],
+      ['head removed', (db) => db.del(keys.head)],
+    ]
+    for (const [what, edit] of cases) {
+      const copy = join(dir, what.replace(/\W+/g, '-'))
+      await cp(pristine, copy, { recursive: true })
+      await tamper(copy, edit)
+      const { at } = await corruptionOf(copy)
+      assert.is(at, 'open', what)
+    }
+  }),
+)
+
+corruption.run()
+
+// =============================================================================================
+const concurrency = suite('store: concurrency and group commit')
+
+concurrency(
+  '256 concurrent appenders on 256 invocations: each keeps its order, seqs are gapless, and group commit groups',
+  boundedTest(30_000, (dir) =>
+    withLog(dir, async (log) => {
+      const batches: number[] = []
+      const unsubscribe = logInternals(log).subscribe((events) => batches.push(events.length))
+      const appended = new Map<string, { seqs: number[]; events: RuntimeEvent[] }>()
+      await Promise.all(
+        Array.from({ length: 256 }, async (_, worker) => {
+          const events = completeInvocation(`w${worker}`, `session-${worker % 16}`)
+          const seqs: number[] = []
+          for (const event of events) seqs.push(await log.append(event))
+          appended.set(`inv-w${worker}`, { seqs, events })
+        }),
+      )
+      unsubscribe()
+      const total = 256 * 8
+      const all = [...appended.values()].flatMap((item) => item.seqs).sort((x, y) => x - y)
+      assert.equal(all, Array.from({ length: total }, (_, index) => index + 1), 'seqs are gapless and unique')
+      const prefix = await log.prefix(ALL, ALL)
+      for (const [id, { seqs, events }] of appended) {
+        assert.ok(
+          seqs.every((seq, index) => index === 0 || seq > (seqs[index - 1] as number)),
+          `${id} seqs increase`,
+        )
+        const stored = prefix.events.filter((item) => item.event.invocation.invocationId === id)
+        assert.equal(stored, seqs.map((seq, index) => ({ seq, event: canonical(events[index]) })), `${id} events in order`)
+        assert.is(prefix.projectInvocation(id).terminal, 'completed')
+      }
+      assert.is(
+        batches.reduce((sum, size) => sum + size, 0),
+        total,
+        'every fact was reported by exactly one durable batch',
+      )
+      assert.ok(batches.length < total / 8, `${batches.length} durable batches for ${total} facts`)
+      assert.ok(Math.max(...batches) >= 64, `the largest batch held ${Math.max(...batches)} facts`)
+      assert.is((await log.verify()).events, total)
+    }),
+  ),
+)
+
+concurrency(
+  'appends to one invocation issued in one tick without awaiting are applied in call order',
+  boundedTest(15_000, (dir) =>
+    withLog(dir, async (log) => {
+      const pending: { id: string; seqs: Promise<number>[] }[] = []
+      for (let n = 0; n < 64; n += 1) {
+        const events = completeInvocation(`n${n}`)
+        pending.push({ id: `inv-n${n}`, seqs: events.map((event) => log.append(event)) })
+      }
+      for (const { id, seqs } of pending) {
+        const resolved = await Promise.all(seqs)
+        assert.ok(
+          resolved.every((seq, index) => index === 0 || seq > (resolved[index - 1] as number)),
+          `${id}: ${resolved.join(',')}`,
+        )
+      }
+      const prefix = await log.prefix(ALL, ALL)
+      assert.is(prefix.highWater, 64 * 8)
+      for (const { id } of pending) assert.is(prefix.projectInvocation(id).terminal, 'completed')
+    }),
+  ),
+)
+
+concurrency.run()
+
+// =============================================================================================
+const encoding = suite('store: encoding edge cases')
+
+// Known gap (see the report of this suite): a string with a lone surrogate is accepted but stored
+// as U+FFFD, so the event read back differs from the one acknowledged. Enable once the schema
+// refuses ill-formed strings (or the encoding keeps them).
+encoding.skip(
+  'a string that cannot round-trip is refused or round-trips exactly',
+  boundedTest(15_000, (dir) =>
+    withLog(dir, async (log) => {
+      const a = new EventMaker(invocationOf('a'))
+      const event = a.next(facts.opened('\ud800 lone'))
+      try {
+        await log.append(event)
+      } catch (error) {
+        assert.is((error as FactstateError).code, 'LOG_INVALID_EVENT')
+        return
+      }
+      assert.equal((await log.prefix(ALL, ALL)).events[0]?.event, canonical(event))
+    }),
+  ),
+)
+
+// Known gap (see the report of this suite): an own `__proto__` key (JSON.parse makes one from
+// model-written tool arguments) is accepted and silently dropped from the stored event.
+encoding.skip(
+  'an object with an own __proto__ key is refused or round-trips exactly',
+  boundedTest(15_000, (dir) =>
+    withLog(dir, async (log) => {
+      const a = new EventMaker(invocationOf('a'))
+      await log.appendAll(a.many([facts.opened(), facts.requested('s1'), facts.completed('s1', [call('op1')])]))
+      const event = a.next(facts.dispatched('op1', JSON.parse('{"__proto__":{"x":1},"b":2}')))
+      let seq: number
+      try {
+        seq = await log.append(event)
+      } catch (error) {
+        assert.is((error as FactstateError).code, 'LOG_INVALID_EVENT')
+        return
+      }
+      const stored = (await log.prefix(ALL, ALL)).events[seq - 1]?.event.fact as { input: object }
+      assert.equal(Object.keys(stored.input), ['__proto__', 'b'])
+    }),
+  ),
+)
+
+encoding(
+  'unicode, nested JSON and large numbers round-trip exactly through a reopen',
+  boundedTest(15_000, async (dir) => {
+    const a = new EventMaker(invocationOf('a'))
+    const output = { text: 'grüße 👋🏽 日本語 \u0000 "quoted"', nested: [{ deep: [1.5, -2, 2 ** 53 - 1, -(2 ** 40), 1e-300] }, null, true, ''], empty: {} }
+    const events = a.many([facts.opened('héllo 🌍'), facts.requested('s1'), facts.completed('s1', [call('op1')]), facts.dispatched('op1', output), facts.settled('op1', output)])
+    const before = await withLog(dir, async (log) => {
+      await log.appendAll(events)
+      return log.verify()
+    })
+    await withLog(dir, async (log) => {
+      assert.equal(await log.verify(), before)
+      assert.equal(
+        (await log.prefix(ALL, ALL)).events.map((item) => item.event),
+        events.map((event) => canonical(event)),
+      )
+    })
+  }),
+)
+
+encoding.run()

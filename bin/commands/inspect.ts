@@ -1,0 +1,97 @@
+import { stat } from 'node:fs/promises'
+import { join } from 'node:path'
+import { parseArgs } from 'node:util'
+import { serveInspector } from '../../inspector/server.js'
+import { EventLog } from '../../store/event-log.js'
+import { type CommandIo, EXIT, reportError, usage } from '../io.js'
+
+/** The text `factstate inspect --help` prints. */
+export const inspectHelp = `usage: factstate inspect <log-directory> [--port N]
+
+Serves the statechart visualizer for a log that no other process has open, on 127.0.0.1 only,
+and prints its URL. Read-only: nothing is appended, not even recovery. Stops on Ctrl-C (SIGINT)
+or SIGTERM.
+
+options:
+  -p, --port N   listen on port N (default: a free port)
+  -h, --help     show this help
+
+Exit 3: the log is open in another process (LevelDB allows one per directory). Stop that
+process, or inspect it live from inside it with serveInspector from 'factstate/inspector'.`
+
+async function isLogDirectory(path: string): Promise<boolean> {
+  try {
+    // An existing LevelDB directory has a CURRENT file; opening anything else would create a log.
+    return (await stat(path)).isDirectory() && (await stat(join(path, 'CURRENT'))).isFile()
+  } catch {
+    return false
+  }
+}
+
+function untilStopped(signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve) => {
+    const stop = () => {
+      process.off('SIGINT', stop)
+      process.off('SIGTERM', stop)
+      signal?.removeEventListener('abort', stop)
+      resolve()
+    }
+    process.on('SIGINT', stop)
+    process.on('SIGTERM', stop)
+    if (signal?.aborted) stop()
+    else signal?.addEventListener('abort', stop)
+  })
+}
+
+/**
+ * `factstate inspect <dir> [--port N]`: serves the inspector on a log until SIGINT or SIGTERM
+ * (or `options.signal` aborts), then closes the server and the log and returns 0.
+ *
+ * @example
+ * ```sh
+ * npx factstate inspect .factstate/app --port 4319
+ * # factstate inspector: http://127.0.0.1:4319/
+ * ```
+ */
+export async function inspectCommand(args: string[], io: CommandIo, options: { signal?: AbortSignal } = {}): Promise<number> {
+  let parsed
+  try {
+    parsed = parseArgs({
+      args,
+      allowPositionals: true,
+      options: { port: { type: 'string', short: 'p' }, help: { type: 'boolean', short: 'h', default: false } },
+    })
+  } catch (error) {
+    return usage(io, (error as Error).message, inspectHelp)
+  }
+  if (parsed.values.help) {
+    io.stdout(inspectHelp)
+    return EXIT.ok
+  }
+  if (parsed.positionals.length !== 1) return usage(io, 'expected exactly one log directory', inspectHelp)
+  const directory = parsed.positionals[0] as string
+  let port = 0
+  if (parsed.values.port !== undefined) {
+    port = /^\d{1,5}$/.test(parsed.values.port) ? Number(parsed.values.port) : Number.NaN
+    if (!(port >= 0 && port <= 65_535)) return usage(io, `--port must be a number from 0 to 65535, not ${parsed.values.port}`, inspectHelp)
+  }
+  if (!(await isLogDirectory(directory))) return usage(io, `no factstate log at ${directory}`, inspectHelp)
+  let log: EventLog | undefined
+  try {
+    log = await EventLog.open(directory)
+    const inspector = await serveInspector({ log, port })
+    try {
+      const { highWater } = log.head()
+      io.stdout(`factstate inspector: ${inspector.url}`)
+      io.stdout(`read-only view of ${directory} (${highWater} facts); press Ctrl-C to stop`)
+      await untilStopped(options.signal)
+    } finally {
+      await inspector.close()
+    }
+    return EXIT.ok
+  } catch (error) {
+    return reportError(error, io)
+  } finally {
+    await log?.close()
+  }
+}

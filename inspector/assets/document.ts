@@ -1,0 +1,56 @@
+/**
+ * The page's static HTML. It is kept as a module (not an .html file) because the package build
+ * is plain `tsc`, which copies nothing: this way the document ships inside dist/ with the server.
+ * It holds no data: everything from the log is fetched by the page script and set as text.
+ */
+export const INDEX_HTML = `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="referrer" content="no-referrer">
+<title>factstate inspector</title>
+<link rel="icon" href="/favicon.svg" type="image/svg+xml">
+<link rel="stylesheet" href="/style.css">
+<script type="module" src="/page/app.js"></script>
+</head>
+<body>
+<header class="topbar">
+  <div class="brand"><span class="logo" aria-hidden="true"></span><span class="brand-name">factstate</span><span class="brand-product">inspector</span></div>
+  <dl class="log-meta">
+    <div class="meta-item meta-location"><dt>log</dt><dd id="log-location" class="mono">–</dd></div>
+    <div class="meta-item"><dt>high-water</dt><dd id="log-highwater" class="mono">–</dd></div>
+    <div class="meta-item"><dt>digest</dt><dd id="log-digest" class="mono">–</dd></div>
+    <div class="meta-item meta-verify"><dt>verify</dt><dd><span id="verify-status" class="badge badge-neutral">not checked</span><button id="verify-button" type="button" class="ghost-button">Verify</button></dd></div>
+  </dl>
+  <div id="live-status" class="live live-off" role="status"><span class="live-dot" aria-hidden="true"></span><span id="live-label">connecting</span></div>
+</header>
+<div class="layout">
+  <aside class="sidebar" aria-label="Sessions">
+    <div class="sidebar-head"><h2>Sessions</h2><span id="session-count" class="count"></span></div>
+    <input id="filter" class="filter" type="search" placeholder="Filter runs by id" aria-label="Filter runs" autocomplete="off" spellcheck="false">
+    <nav id="sessions" class="sessions"></nav>
+  </aside>
+  <main class="main">
+    <section id="invocation" class="panel invocation" aria-live="polite"></section>
+    <div class="workspace">
+      <section class="panel chart-panel" aria-label="Statechart">
+        <div class="panel-head"><h2>Statechart</h2><span id="chart-caption" class="caption"></span></div>
+        <div id="chart" class="chart"></div>
+        <div id="state-context" class="state-context"></div>
+      </section>
+      <section class="panel timeline-panel" aria-label="Timeline">
+        <div class="panel-head"><h2>Timeline</h2><span id="timeline-caption" class="caption"></span></div>
+        <ol id="timeline" class="timeline"></ol>
+      </section>
+    </div>
+  </main>
+</div>
+<div id="boot" class="boot">Loading… If this message stays, the page script was not found: build the package (<code>npm run build</code>) and reload.</div>
+</body>
+</html>
+`
+
+/** A small mark for the browser tab. */
+export const FAVICON_SVG = `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32"><rect x="2" y="2" width="28" height="28" rx="7" fill="#1f6feb"/><circle cx="11" cy="11" r="4" fill="#fff"/><circle cx="21" cy="21" r="4" fill="#fff"/><path d="M14 14 L18 18" stroke="#fff" stroke-width="2.5" stroke-linecap="round"/></svg>
+`

@@ -1,0 +1,177 @@
+/**
+ * What the overview needs, kept in memory and maintained fact by fact: one small entry per
+ * invocation (never its facts), grouped by session and turn. Built once from the log and then
+ * fed by the log's subscription, so a page refresh costs nothing proportional to the log.
+ */
+import type { Invocation, InvocationOutcome, StoredEvent } from '../facts/types.js'
+import { terminalStatusOf } from '../facts/types.js'
+import { type InvocationSnapshot, applyFact, initialInvocationSnapshot, stateOf } from '../machines/invocation.js'
+import type { InvocationStatus, InvocationSummary, RunLink } from './protocol.js'
+
+interface Entry {
+  invocation: Invocation
+  inputKind: InvocationSummary['inputKind']
+  snapshot: InvocationSnapshot | null
+  state: string
+  machineError: string | null
+  outcome: InvocationOutcome | null
+  stepIds: Set<string>
+  facts: number
+  firstSeq: number
+  lastSeq: number
+  openedAt: number
+  lastAt: number
+  unsettled: string[]
+  source: Omit<RunLink, 'exists'> | null
+}
+
+interface SessionEntry {
+  sessionId: string
+  firstSeq: number
+  lastSeq: number
+  /** turnId → invocation ids in the order they opened. */
+  turns: Map<string, string[]>
+}
+
+/** The in-memory index behind `/api/overview`. */
+export class Catalog {
+  readonly #invocations = new Map<string, Entry>()
+  readonly #sessions = new Map<string, SessionEntry>()
+  readonly #continuations = new Map<string, Omit<RunLink, 'exists'>[]>()
+  #highWater = 0
+
+  get highWater(): number {
+    return this.#highWater
+  }
+
+  get sessionCount(): number {
+    return this.#sessions.size
+  }
+
+  /** Applies stored events in seq order; events at or below the high-water are ignored (already seen). */
+  apply(events: readonly StoredEvent[]): void {
+    for (const stored of events) {
+      if (stored.seq <= this.#highWater) continue
+      this.#applyOne(stored)
+      this.#highWater = stored.seq
+    }
+  }
+
+  #applyOne({ seq, event }: StoredEvent): void {
+    const { invocation, fact } = event
+    let entry = this.#invocations.get(invocation.invocationId)
+    if (!entry) {
+      const input = fact.type === 'invocation.opened' ? fact.input : null
+      const source =
+        input && input.kind !== 'message'
+          ? { kind: input.kind, runId: input.source.invocation.runId, invocationId: input.source.invocation.invocationId }
+          : null
+      entry = {
+        invocation,
+        inputKind: input?.kind ?? 'message',
+        snapshot: initialInvocationSnapshot(),
+        state: 'opening',
+        machineError: null,
+        outcome: null,
+        stepIds: new Set(),
+        facts: 0,
+        firstSeq: seq,
+        lastSeq: seq,
+        openedAt: event.recordedAt,
+        lastAt: event.recordedAt,
+        unsettled: [],
+        source,
+      }
+      this.#invocations.set(invocation.invocationId, entry)
+      if (source?.kind === 'continuation') {
+        const list = this.#continuations.get(source.invocationId) ?? []
+        list.push({ kind: 'continuation', runId: invocation.runId, invocationId: invocation.invocationId })
+        this.#continuations.set(source.invocationId, list)
+      }
+      let session = this.#sessions.get(invocation.sessionId)
+      if (!session) {
+        session = { sessionId: invocation.sessionId, firstSeq: seq, lastSeq: seq, turns: new Map() }
+        this.#sessions.set(invocation.sessionId, session)
+      }
+      const turn = session.turns.get(invocation.turnId) ?? []
+      turn.push(invocation.invocationId)
+      session.turns.set(invocation.turnId, turn)
+    }
+    entry.facts += 1
+    entry.lastSeq = seq
+    entry.lastAt = event.recordedAt
+    const session = this.#sessions.get(invocation.sessionId)
+    if (session) session.lastSeq = seq
+    switch (fact.type) {
+      case 'model.requested':
+        entry.stepIds.add(fact.stepId)
+        break
+      case 'tool.dispatched':
+        entry.unsettled.push(fact.operationId)
+        break
+      case 'tool.settled':
+        entry.unsettled = entry.unsettled.filter((op) => op !== fact.operationId)
+        break
+      case 'invocation.ended':
+        entry.outcome = fact.outcome
+        break
+      default:
+        break
+    }
+    if (entry.snapshot) {
+      try {
+        entry.snapshot = applyFact(entry.snapshot, fact)
+        entry.state = stateOf(entry.snapshot)
+        if (entry.snapshot.status !== 'active') entry.snapshot = null
+      } catch (error) {
+        entry.snapshot = null
+        entry.state = 'rejected'
+        entry.machineError = `seq ${seq}: ${(error as Error).message}`
+      }
+    }
+  }
+
+  /** The summary of one invocation; `live` holds the invocations a live actor of this process drives. */
+  summary(invocationId: string, live: ReadonlySet<string>): InvocationSummary | undefined {
+    const entry = this.#invocations.get(invocationId)
+    if (!entry) return undefined
+    const status: InvocationStatus = entry.outcome
+      ? terminalStatusOf(entry.outcome)
+      : live.has(invocationId)
+        ? 'running'
+        : 'interrupted'
+    const link = (l: Omit<RunLink, 'exists'>): RunLink => ({ ...l, exists: this.#invocations.has(l.invocationId) })
+    const sealed = entry.outcome?.status === 'handoff_paused' ? entry.outcome.pause.intent : null
+    return {
+      invocation: entry.invocation,
+      inputKind: entry.inputKind,
+      status,
+      state: entry.state,
+      outcome: entry.outcome,
+      steps: entry.snapshot?.context.stepsUsed ?? entry.stepIds.size,
+      facts: entry.facts,
+      firstSeq: entry.firstSeq,
+      lastSeq: entry.lastSeq,
+      openedAt: entry.openedAt,
+      lastAt: entry.lastAt,
+      uncertain: [...entry.unsettled],
+      source: entry.source ? link(entry.source) : null,
+      successor: sealed ? link({ kind: 'handoff', runId: sealed.successorRunId, invocationId: sealed.successorInvocationId }) : null,
+      continuedBy: (this.#continuations.get(invocationId) ?? []).map(link),
+      machineError: entry.machineError,
+    }
+  }
+
+  /** Sessions, most recently active first, at most `limit` of them. */
+  sessions(limit: number): { sessionId: string; firstSeq: number; lastSeq: number; turns: { turnId: string; invocationIds: string[] }[] }[] {
+    return [...this.#sessions.values()]
+      .sort((a, b) => b.lastSeq - a.lastSeq)
+      .slice(0, limit)
+      .map((session) => ({
+        sessionId: session.sessionId,
+        firstSeq: session.firstSeq,
+        lastSeq: session.lastSeq,
+        turns: [...session.turns].map(([turnId, invocationIds]) => ({ turnId, invocationIds: [...invocationIds] })),
+      }))
+  }
+}

@@ -1,0 +1,17 @@
+/**
+ * `factstate/inspector`: a local, offline, read-only visualizer for a factstate log. It draws the
+ * invocation machine as a statechart, lists sessions → turns → runs → invocations, and replays
+ * any invocation's facts through the machine (time travel). Live pages follow new facts.
+ *
+ * @example
+ * ```ts
+ * import { EventLog, Engine } from 'factstate'
+ * import { serveInspector } from 'factstate/inspector'
+ *
+ * const log = await EventLog.open('./.factstate/app')
+ * const engine = new Engine({ log })
+ * const inspector = await serveInspector({ log, engine })
+ * console.log(`open ${inspector.url}`) // http://127.0.0.1:<port>/
+ * ```
+ */
+export { serveInspector, type InspectorOptions, type InspectorServer } from './server.js'

@@ -1,0 +1,264 @@
+/**
+ * The inspector page: loads the overview and the laid-out statechart, shows one invocation at a
+ * time, replays a selected fact on the chart (time travel) and follows new facts live.
+ */
+import type { FactsLanded, InvocationDetail, Overview, VerifyReport } from '../protocol.js'
+import { api } from './api.js'
+import { type ChartMoment, type ChartView, renderChart } from './chart-view.js'
+import { byId, el, replaceChildren } from './dom.js'
+import { renderInvocation } from './invocation-view.js'
+import { follow } from './live.js'
+import { showLive, showLog, showVerify } from './log-status-view.js'
+import { renderSessions } from './sessions-view.js'
+import { markSelection, renderTimeline } from './timeline-view.js'
+
+interface PageState {
+  overview: Overview | null
+  chart: ChartView | null
+  selectedId: string | null
+  detail: InvocationDetail | null
+  /** The fact being looked at, or null to follow the latest. */
+  selectedSeq: number | null
+  filter: string
+  verify: VerifyReport | null
+  highWater: number
+  open: Set<string>
+  fresh: Set<number>
+}
+
+const state: PageState = {
+  overview: null,
+  chart: null,
+  selectedId: null,
+  detail: null,
+  selectedSeq: null,
+  filter: '',
+  verify: null,
+  highWater: 0,
+  open: new Set(),
+  fresh: new Set(),
+}
+
+function readHash(): { id: string | null; seq: number | null } {
+  const params = new URLSearchParams(location.hash.slice(1))
+  const seq = Number(params.get('seq'))
+  return { id: params.get('invocation'), seq: Number.isSafeInteger(seq) && seq > 0 ? seq : null }
+}
+
+function writeHash(): void {
+  const params = new URLSearchParams()
+  if (state.selectedId) params.set('invocation', state.selectedId)
+  if (state.selectedSeq !== null) params.set('seq', String(state.selectedSeq))
+  history.replaceState(null, '', `#${params.toString()}`)
+}
+
+/** The chart highlight for the selected fact (or the latest one). */
+function momentOf(detail: InvocationDetail, selectedSeq: number | null): ChartMoment & { index: number } {
+  const { entries, initialState } = detail
+  const index = selectedSeq === null ? entries.length - 1 : entries.findIndex((entry) => entry.seq === selectedSeq)
+  const visitedStates = new Set<string>([initialState])
+  const visitedEdges = new Set<string>([`->${initialState}`])
+  for (const entry of entries.slice(0, Math.max(0, index))) {
+    for (const t of entry.transitions) {
+      visitedEdges.add(`${t.source}->${t.target}`)
+      visitedStates.add(t.source)
+      visitedStates.add(t.target)
+    }
+  }
+  const entry = entries[index]
+  if (!entry) return { index, current: initialState, previous: null, taken: [], visitedStates, visitedEdges }
+  return {
+    index,
+    current: entry.rejected === null ? entry.stateAfter : null,
+    previous: entry.transitions[0]?.source ?? null,
+    taken: entry.transitions.map((t) => ({ edge: `${t.source}->${t.target}`, event: t.event })),
+    visitedStates,
+    visitedEdges,
+  }
+}
+
+function renderMoment(): void {
+  const caption = byId('chart-caption')
+  const context = byId('state-context')
+  const detail = state.detail
+  if (!detail) {
+    state.chart?.highlight({ current: null, previous: null, taken: [], visitedStates: new Set(), visitedEdges: new Set() })
+    caption.textContent = ''
+    replaceChildren(context)
+    return
+  }
+  const moment = momentOf(detail, state.selectedSeq)
+  state.chart?.highlight(moment)
+  const entry = detail.entries[moment.index]
+  if (!entry) {
+    caption.textContent = `before any fact · ${detail.initialState}`
+    replaceChildren(context)
+    return
+  }
+  const following = state.selectedSeq === null
+  replaceChildren(
+    caption,
+    following ? 'now · ' : 'time travel · ',
+    'after seq ',
+    el('strong', {}, String(entry.seq)),
+    ` ${entry.fact.type} → `,
+    el('strong', { data: { 'current-state': entry.stateAfter } }, entry.stateAfter),
+  )
+  const item = (label: string, value: string) => el('span', {}, `${label} `, el('strong', {}, value))
+  replaceChildren(
+    context,
+    item('steps used', String(entry.context.stepsUsed)),
+    item('pending calls', entry.context.pendingCalls.length === 0 ? 'none' : entry.context.pendingCalls.join(', ')),
+    item('in flight', entry.context.inflight.length === 0 ? 'none' : entry.context.inflight.join(', ')),
+    item('hold', entry.context.holdId ?? 'none'),
+    entry.rejected ? el('span', { class: 'pill s-failed', title: entry.rejected }, 'refused by the machine') : null,
+    following
+      ? null
+      : el('button', { class: 'note-link', attrs: { type: 'button' }, data: { action: 'follow' }, onClick: () => selectSeq(null) }, 'follow latest (Esc)'),
+  )
+}
+
+function renderSidebar(): void {
+  if (!state.overview) return
+  const shown = renderSessions(byId('sessions'), state.overview, { selected: state.selectedId, filter: state.filter, onSelect: (id) => void selectInvocation(id) })
+  const total = state.overview.sessions.reduce((n, s) => n + s.turns.reduce((m, t) => m + t.runs.length, 0), 0)
+  byId('session-count').textContent = `${state.overview.sessionsTotal} session${state.overview.sessionsTotal === 1 ? '' : 's'} · ${shown === total ? `${total} runs` : `${shown} of ${total} runs`}`
+}
+
+function renderSelection(): void {
+  const summary = state.detail?.summary ?? null
+  renderInvocation(byId('invocation'), summary, { onNavigate: (id) => void selectInvocation(id) })
+  renderTimeline(byId('timeline'), state.detail, {
+    selectedSeq: state.selectedSeq,
+    fresh: state.fresh,
+    open: state.open,
+    onSelect: (seq) => selectSeq(seq),
+  })
+  const count = state.detail?.entries.length ?? 0
+  byId('timeline-caption').textContent = state.detail ? `${count} fact${count === 1 ? '' : 's'} · click one to travel` : ''
+  document.title = summary ? `${summary.invocation.runId} · factstate inspector` : 'factstate inspector'
+  renderMoment()
+}
+
+function selectSeq(seq: number | null): void {
+  state.selectedSeq = seq
+  markSelection(byId('timeline'), seq)
+  renderMoment()
+  writeHash()
+}
+
+async function selectInvocation(id: string, seq: number | null = null): Promise<void> {
+  state.selectedId = id
+  state.selectedSeq = seq
+  state.open.clear()
+  state.fresh.clear()
+  renderSidebar()
+  try {
+    state.detail = await api.invocation(id)
+  } catch {
+    state.detail = null
+  }
+  if (state.selectedId !== id) return
+  if (seq !== null && !state.detail?.entries.some((entry) => entry.seq === seq)) state.selectedSeq = null
+  renderSelection()
+  writeHash()
+}
+
+async function refreshOverview(): Promise<void> {
+  state.overview = await api.overview()
+  state.highWater = Math.max(state.highWater, state.overview.highWater)
+  showLog(state.overview.location, state.overview.highWater, state.overview.digest)
+  if (state.verify) showVerify(state.verify, state.highWater)
+  renderSidebar()
+}
+
+async function runVerify(force: boolean): Promise<void> {
+  const button = byId<HTMLButtonElement>('verify-button')
+  button.disabled = true
+  showVerify('checking', state.highWater)
+  try {
+    state.verify = await api.verify(force)
+    showVerify(state.verify, state.highWater)
+  } finally {
+    button.disabled = false
+  }
+}
+
+let pendingIds = new Set<string>()
+let pendingSeqs: number[] = []
+let refreshTimer: number | undefined
+
+async function applyLanded(): Promise<void> {
+  const ids = pendingIds
+  const seqs = pendingSeqs
+  pendingIds = new Set()
+  pendingSeqs = []
+  await refreshOverview()
+  if (state.selectedId && ids.has(state.selectedId)) {
+    const id = state.selectedId
+    const detail = await api.invocation(id)
+    if (state.selectedId !== id) return
+    state.detail = detail
+    state.fresh = new Set(seqs)
+    renderSelection()
+  }
+}
+
+function onFacts(landed: FactsLanded): void {
+  state.highWater = Math.max(state.highWater, landed.highWater)
+  for (const event of landed.events) {
+    pendingIds.add(event.invocationId)
+    pendingSeqs.push(event.seq)
+  }
+  clearTimeout(refreshTimer)
+  refreshTimer = window.setTimeout(() => {
+    applyLanded().catch(() => undefined)
+  }, 120)
+}
+
+function onKey(event: KeyboardEvent): void {
+  const target = event.target as HTMLElement | null
+  if (target && (target.tagName === 'INPUT' || target.tagName === 'TEXTAREA')) return
+  const entries = state.detail?.entries ?? []
+  if (event.key === 'Escape') {
+    selectSeq(null)
+    return
+  }
+  if ((event.key !== 'ArrowDown' && event.key !== 'ArrowUp') || entries.length === 0) return
+  event.preventDefault()
+  const current = state.selectedSeq === null ? entries.length - 1 : entries.findIndex((entry) => entry.seq === state.selectedSeq)
+  const next = Math.min(entries.length - 1, Math.max(0, current + (event.key === 'ArrowDown' ? 1 : -1)))
+  const entry = entries[next]
+  if (!entry) return
+  selectSeq(entry.seq)
+  document.querySelector(`li.entry[data-seq="${entry.seq}"]`)?.scrollIntoView({ block: 'nearest' })
+}
+
+async function start(): Promise<void> {
+  const [overview, chart] = await Promise.all([api.overview(), api.machine()])
+  state.chart = renderChart(byId('chart'), chart)
+  state.overview = overview
+  state.highWater = overview.highWater
+  showLog(overview.location, overview.highWater, overview.digest)
+  showLive(false, overview.mode)
+  byId('boot').hidden = true
+  byId<HTMLInputElement>('filter').addEventListener('input', (event) => {
+    state.filter = (event.target as HTMLInputElement).value
+    renderSidebar()
+  })
+  byId('verify-button').addEventListener('click', () => void runVerify(true))
+  document.addEventListener('keydown', onKey)
+  follow({ onFacts, onConnection: (connected) => showLive(connected, state.overview?.mode ?? null) })
+  renderSidebar()
+  const wanted = readHash()
+  const first = overview.sessions[0]?.turns.at(-1)?.runs.at(-1)?.invocation.invocationId ?? null
+  if (wanted.id || first) await selectInvocation((wanted.id ?? first) as string, wanted.id ? wanted.seq : null)
+  else renderSelection()
+  await runVerify(false)
+}
+
+start().catch((error: unknown) => {
+  const boot = byId('boot')
+  boot.hidden = false
+  boot.textContent = `The inspector could not load: ${(error as Error)?.message ?? String(error)}`
+})

@@ -1,0 +1,168 @@
+/** How values from the log read on the page: times, statuses, and the key fields of each fact. */
+import type { Fact } from '../../facts/types.js'
+import type { InvocationStatus, InvocationSummary } from '../protocol.js'
+
+const pad = (n: number, width = 2) => String(n).padStart(width, '0')
+
+/** `HH:MM:SS.mmm` in local time. */
+export function clock(ms: number): string {
+  const d = new Date(ms)
+  return `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}.${pad(d.getMilliseconds(), 3)}`
+}
+
+/** `YYYY-MM-DD HH:MM:SS` in local time. */
+export function dateTime(ms: number): string {
+  const d = new Date(ms)
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`
+}
+
+/** A short human duration. */
+export function duration(ms: number): string {
+  if (ms < 1000) return `${Math.max(0, Math.round(ms))} ms`
+  if (ms < 60_000) return `${(ms / 1000).toFixed(ms < 10_000 ? 2 : 1)} s`
+  const minutes = Math.floor(ms / 60_000)
+  if (minutes < 60) return `${minutes} min ${Math.round((ms % 60_000) / 1000)} s`
+  return `${Math.floor(minutes / 60)} h ${minutes % 60} min`
+}
+
+/** `sha256:abcd…wxyz` */
+export function shortDigest(digest: string): string {
+  const [scheme, hex] = digest.includes(':') ? (digest.split(':', 2) as [string, string]) : ['', digest]
+  return hex.length > 16 ? `${scheme ? `${scheme}:` : ''}${hex.slice(0, 8)}…${hex.slice(-6)}` : digest
+}
+
+/** One line of at most `max` characters. */
+export function preview(value: unknown, max = 90): string {
+  const text = (typeof value === 'string' ? value : JSON.stringify(value) ?? String(value)).replace(/\s+/g, ' ').trim()
+  return text.length > max ? `${text.slice(0, max - 1)}…` : text
+}
+
+/** Pretty JSON, or the string itself. */
+export function pretty(value: unknown): string {
+  return typeof value === 'string' ? value : (JSON.stringify(value, null, 2) ?? String(value))
+}
+
+export const STATUS_LABEL: Record<InvocationStatus, string> = {
+  completed: 'completed',
+  paused: 'paused',
+  failed: 'failed',
+  cancelled: 'cancelled',
+  running: 'running',
+  interrupted: 'interrupted',
+}
+
+/** The status of a summary with its outcome detail, e.g. `failed · outcome_unknown`. */
+export function statusDetail(summary: InvocationSummary): string {
+  const outcome = summary.outcome
+  if (!outcome) return summary.status === 'interrupted' ? 'open, no live actor — recovery will close it' : `in ${summary.state}`
+  switch (outcome.status) {
+    case 'completed':
+      return 'answered without tool calls'
+    case 'handoff_paused':
+      return `sealed by handoff ${outcome.pause.intent.handoffId}`
+    case 'failed':
+      return `failed · ${outcome.class}${outcome.message ? ` — ${outcome.message}` : ''}`
+    case 'cancelled':
+      return `cancelled by ${outcome.source}`
+  }
+}
+
+/** The colour family of a fact type. */
+export function family(type: Fact['type']): 'invocation' | 'model' | 'tool' | 'hold' {
+  return type.slice(0, type.indexOf('.')) as 'invocation' | 'model' | 'tool' | 'hold'
+}
+
+/** A key field shown in a timeline row. */
+export interface Field {
+  k?: string
+  v: string
+  mono?: boolean
+}
+
+/** The key fields of a fact, in the order they read best. */
+export function keyFields(fact: Fact): Field[] {
+  switch (fact.type) {
+    case 'invocation.opened': {
+      const { input, execution } = fact
+      const first: Field =
+        input.kind === 'message'
+          ? { k: 'message', v: preview(input.content, 60) }
+          : input.kind === 'continuation'
+            ? { k: 'continues', v: `${input.source.invocation.runId} @${input.source.highWater}`, mono: true }
+            : { k: 'succeeds', v: `${input.source.invocation.runId} (${input.pause.intent.handoffId})`, mono: true }
+      return [first, { k: 'model', v: execution.model, mono: true }, { k: 'tools', v: execution.tools.names.join(', ') || 'none', mono: true }]
+    }
+    case 'model.requested':
+      return [{ v: fact.stepId, mono: true }, { k: 'model', v: fact.model, mono: true }, { k: 'body', v: shortDigest(fact.requestDigest), mono: true }]
+    case 'model.completed': {
+      const { output } = fact
+      const fields: Field[] = [{ v: fact.stepId, mono: true }, { k: 'finish', v: output.finishReason, mono: true }]
+      if (output.toolCalls.length > 0) fields.push({ k: 'calls', v: output.toolCalls.map((call) => call.name).join(', '), mono: true })
+      if (output.text) fields.push({ k: 'text', v: preview(output.text, 60) })
+      return fields
+    }
+    case 'model.interrupted':
+      return [{ v: fact.stepId, mono: true }, { k: 'status', v: fact.status, mono: true }, ...(fact.message ? [{ v: preview(fact.message, 60) }] : [])]
+    case 'tool.dispatched':
+      return [{ v: fact.name, mono: true }, { k: 'op', v: fact.operationId, mono: true }, { k: 'input', v: preview(fact.input, 48), mono: true }]
+    case 'tool.settled': {
+      const { outcome } = fact
+      const fields: Field[] = [{ k: 'op', v: fact.operationId, mono: true }, { v: outcome.status, mono: true }]
+      fields.push(outcome.status === 'succeeded' ? { k: 'output', v: preview(outcome.output, 48), mono: true } : { v: preview(outcome.message, 60) })
+      return fields
+    }
+    case 'tool.rejected':
+      return [{ v: fact.name, mono: true }, { k: 'reason', v: fact.reason, mono: true }, { k: 'op', v: fact.operationId, mono: true }]
+    case 'hold.entered':
+    case 'hold.released':
+      return [{ k: 'handoff', v: fact.handoffId, mono: true }]
+    case 'invocation.ended': {
+      const { outcome } = fact
+      switch (outcome.status) {
+        case 'completed':
+          return [{ v: 'completed', mono: true }]
+        case 'handoff_paused':
+          return [
+            { v: 'handoff_paused', mono: true },
+            { k: 'successor', v: outcome.pause.intent.successorRunId, mono: true },
+            { k: 'steps left', v: String(outcome.pause.remainingSteps), mono: true },
+          ]
+        case 'failed':
+          return [{ v: 'failed', mono: true }, { k: 'class', v: outcome.class, mono: true }, ...(outcome.message ? [{ v: preview(outcome.message, 60) }] : [])]
+        case 'cancelled':
+          return [{ v: 'cancelled', mono: true }, { k: 'by', v: outcome.source, mono: true }]
+      }
+    }
+  }
+}
+
+/** The expandable payloads of a fact: model text, tool input and output, the whole fact. */
+export function payloads(fact: Fact): { label: string; text: string; kind: string }[] {
+  const list: { label: string; text: string; kind: string }[] = []
+  switch (fact.type) {
+    case 'invocation.opened':
+      if (fact.input.kind === 'message') list.push({ label: 'message', text: fact.input.content, kind: 'message' })
+      break
+    case 'model.completed':
+      if (fact.output.text) list.push({ label: `model text (${fact.output.text.length} chars)`, text: fact.output.text, kind: 'model-text' })
+      for (const call of fact.output.toolCalls) list.push({ label: `${call.name} arguments`, text: call.arguments, kind: 'tool-call' })
+      break
+    case 'tool.dispatched':
+      list.push({ label: 'tool input', text: pretty(fact.input), kind: 'tool-input' })
+      break
+    case 'tool.rejected':
+      list.push({ label: 'tool input', text: pretty(fact.input), kind: 'tool-input' })
+      break
+    case 'tool.settled':
+      list.push(
+        fact.outcome.status === 'succeeded'
+          ? { label: 'tool output', text: pretty(fact.outcome.output), kind: 'tool-output' }
+          : { label: `tool ${fact.outcome.status}`, text: fact.outcome.message, kind: 'tool-output' },
+      )
+      break
+    default:
+      break
+  }
+  list.push({ label: 'raw fact', text: JSON.stringify(fact, null, 2), kind: 'raw' })
+  return list
+}

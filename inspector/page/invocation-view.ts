@@ -1,0 +1,111 @@
+/** The header of the selected invocation: ids, status, counts, run links and warnings. */
+import type { InvocationSummary, RunLink } from '../protocol.js'
+import { el, replaceChildren } from './dom.js'
+import { STATUS_LABEL, dateTime, duration, statusDetail } from './format.js'
+
+export interface InvocationOptions {
+  onNavigate: (invocationId: string) => void
+}
+
+function linkButton(link: RunLink, role: string, options: InvocationOptions): HTMLButtonElement {
+  return el(
+    'button',
+    {
+      class: 'note-link',
+      title: link.exists ? `open ${link.invocationId}` : `${link.invocationId} is not in the log yet`,
+      attrs: { type: 'button', ...(link.exists ? {} : { disabled: '' }) },
+      data: { link: role, target: link.invocationId },
+      onClick: () => options.onNavigate(link.invocationId),
+    },
+    `${role === 'source' || role === 'continues' ? '←' : '→'} ${link.runId}`,
+  )
+}
+
+function stat(label: string, value: string): HTMLElement {
+  return el('div', { class: 'stat' }, el('dt', {}, label), el('dd', {}, value))
+}
+
+/** Renders `summary` (or a hint when nothing is selected) into `section`. */
+export function renderInvocation(section: HTMLElement, summary: InvocationSummary | null, options: InvocationOptions): void {
+  if (!summary) {
+    replaceChildren(section, el('div', { class: 'empty' }, 'Select a run on the left to see its statechart and its facts.'))
+    return
+  }
+  const { invocation } = summary
+  const notes: HTMLElement[] = []
+  if (summary.source) {
+    const handoff = summary.source.kind === 'handoff'
+    notes.push(
+      el(
+        'div',
+        { class: 'note' },
+        el('span', { class: 'note-label' }, handoff ? 'Successor of' : 'Continues'),
+        linkButton(summary.source, handoff ? 'source' : 'continues', options),
+        el('span', {}, handoff ? 'resumed from its sealed pause' : 'replays its facts as history'),
+      ),
+    )
+  }
+  if (summary.successor) {
+    notes.push(
+      el(
+        'div',
+        { class: 'note' },
+        el('span', { class: 'note-label' }, 'Sealed by a handoff; successor'),
+        linkButton(summary.successor, 'successor', options),
+        el('span', {}, summary.successor.exists ? '' : 'has not started yet (the turn waits for it)'),
+      ),
+    )
+  }
+  for (const link of summary.continuedBy) {
+    notes.push(el('div', { class: 'note' }, el('span', { class: 'note-label' }, 'Continued by'), linkButton(link, 'continued-by', options)))
+  }
+  if (summary.uncertain.length > 0) {
+    notes.push(
+      el(
+        'div',
+        { class: 'note note-warn', data: { flag: 'uncertain' } },
+        el('span', { class: 'note-label' }, summary.status === 'running' ? '⚠ Tool in flight:' : '⚠ Outcome unknown:'),
+        el('span', { class: 'mono' }, summary.uncertain.join(', ')),
+        el('span', {}, summary.status === 'running' ? '' : '— dispatched, never settled; it may or may not have taken effect and is never replayed'),
+      ),
+    )
+  }
+  if (summary.status === 'interrupted') {
+    notes.push(
+      el('div', { class: 'note note-warn' }, el('span', { class: 'note-label' }, '⚠ Open with no live actor:'), el('span', {}, 'a crash left it; recoverInvocations will close it')),
+    )
+  }
+  if (summary.machineError) {
+    notes.push(el('div', { class: 'note note-bad' }, el('span', { class: 'note-label' }, 'The log contradicts the machine:'), el('span', {}, summary.machineError)))
+  }
+  replaceChildren(
+    section,
+    el(
+      'div',
+      { class: 'invocation-title' },
+      el('h1', { data: { 'invocation-title': invocation.invocationId } }, invocation.runId),
+      el('span', { class: `pill s-${summary.status}`, data: { status: summary.status } }, STATUS_LABEL[summary.status]),
+      el('span', { class: 'state-name' }, statusDetail(summary)),
+    ),
+    el(
+      'dl',
+      { class: 'ids' },
+      el('div', {}, el('dt', {}, 'session'), el('dd', { title: invocation.sessionId }, invocation.sessionId)),
+      el('div', {}, el('dt', {}, 'turn'), el('dd', { title: invocation.turnId }, invocation.turnId)),
+      el('div', {}, el('dt', {}, 'run'), el('dd', { title: invocation.runId }, invocation.runId)),
+      el('div', {}, el('dt', {}, 'invocation'), el('dd', { title: invocation.invocationId }, invocation.invocationId)),
+    ),
+    el(
+      'dl',
+      { class: 'stats' },
+      stat('started as', summary.inputKind),
+      stat('state', summary.state),
+      stat('steps', String(summary.steps)),
+      stat('facts', String(summary.facts)),
+      stat('seq', `${summary.firstSeq}–${summary.lastSeq}`),
+      stat('opened', dateTime(summary.openedAt)),
+      stat('span', duration(summary.lastAt - summary.openedAt)),
+    ),
+    notes.length > 0 ? el('div', { class: 'notes' }, ...notes) : null,
+  )
+}

@@ -1,0 +1,22 @@
+/** Follows new facts over server-sent events; the browser reconnects on its own after a drop. */
+import type { FactsLanded } from '../protocol.js'
+
+export interface LiveHandlers {
+  onFacts: (landed: FactsLanded) => void
+  onConnection: (connected: boolean) => void
+}
+
+/** Opens `/api/events`; returns a function that closes it. */
+export function follow(handlers: LiveHandlers): () => void {
+  const source = new EventSource('/api/events')
+  source.addEventListener('open', () => handlers.onConnection(true))
+  source.addEventListener('error', () => handlers.onConnection(false))
+  source.addEventListener('facts', (event) => {
+    try {
+      handlers.onFacts(JSON.parse((event as MessageEvent<string>).data) as FactsLanded)
+    } catch {
+      // A malformed frame is dropped; the next one (or a refresh) brings the page up to date.
+    }
+  })
+  return () => source.close()
+}

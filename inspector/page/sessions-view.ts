@@ -1,0 +1,100 @@
+/** The sidebar: sessions → turns → runs (one invocation each), with status, steps and run links. */
+import type { InvocationSummary, Overview, SessionView } from '../protocol.js'
+import { el, replaceChildren } from './dom.js'
+import { STATUS_LABEL } from './format.js'
+
+export interface SessionsOptions {
+  selected: string | null
+  filter: string
+  onSelect: (invocationId: string) => void
+}
+
+function matches(filter: string, session: SessionView, run: InvocationSummary): boolean {
+  if (filter === '') return true
+  const { sessionId, turnId, runId, invocationId } = run.invocation
+  return [sessionId, turnId, runId, invocationId, session.sessionId].some((id) => id.toLowerCase().includes(filter))
+}
+
+function runButton(run: InvocationSummary, options: SessionsOptions): HTMLButtonElement {
+  const meta = el(
+    'span',
+    { class: 'run-meta' },
+    el('span', {}, `${run.steps} step${run.steps === 1 ? '' : 's'}`),
+    el('span', {}, `${run.facts} facts`),
+    run.source ? el('span', { class: 'run-link', title: `${run.source.kind} of ${run.source.invocationId}` }, `← ${run.source.runId}`) : null,
+    run.successor ? el('span', { class: 'run-link', title: `successor ${run.successor.invocationId}` }, `→ ${run.successor.runId}`) : null,
+    ...run.continuedBy.map((link) => el('span', { class: 'run-link', title: `continued by ${link.invocationId}` }, `⇢ ${link.runId}`)),
+    run.uncertain.length > 0 ? el('span', { class: 'flag', title: 'operations dispatched and never settled' }, `⚠ ${run.uncertain.length} uncertain`) : null,
+    run.machineError ? el('span', { class: 'flag', title: run.machineError }, '⚠ contradicts machine') : null,
+  )
+  const button = el(
+    'button',
+    {
+      class: 'run',
+      title: `${run.invocation.invocationId} — ${STATUS_LABEL[run.status]}`,
+      attrs: { type: 'button', 'aria-current': String(run.invocation.invocationId === options.selected) },
+      data: { invocation: run.invocation.invocationId, status: run.status },
+      onClick: () => options.onSelect(run.invocation.invocationId),
+    },
+    el('span', { class: `status-dot s-${run.status}`, attrs: { 'aria-hidden': 'true' } }),
+    el('span', { class: 'run-id' }, run.invocation.runId),
+    el('span', { class: `pill s-${run.status}` }, STATUS_LABEL[run.status]),
+    meta,
+  )
+  return button
+}
+
+/** Renders the session tree into `nav`; returns how many runs are shown. */
+export function renderSessions(nav: HTMLElement, overview: Overview, options: SessionsOptions): number {
+  const filter = options.filter.trim().toLowerCase()
+  let shown = 0
+  const blocks: HTMLElement[] = []
+  for (const session of overview.sessions) {
+    const turns: HTMLElement[] = []
+    let runs = 0
+    for (const turn of session.turns) {
+      const buttons = turn.runs.filter((run) => matches(filter, session, run)).map((run) => runButton(run, options))
+      if (buttons.length === 0) continue
+      runs += buttons.length
+      turns.push(el('div', { class: 'turn', data: { turn: turn.turnId } }, el('div', { class: 'turn-head', title: turn.turnId }, turn.turnId), ...buttons))
+    }
+    if (turns.length === 0) continue
+    shown += runs
+    const reconcile =
+      session.reconciliation.length > 0
+        ? el(
+            'span',
+            {
+              class: 'pill pill-warn',
+              title: `A new message must acknowledge these unknown outcomes (allowPriorUnknown):\n${session.reconciliation.map((op) => `${op.name} ${op.operationId}`).join('\n')}`,
+              data: { flag: 'reconciliation' },
+            },
+            `⚠ needs reconciliation · ${session.reconciliation.length} unknown`,
+          )
+        : null
+    blocks.push(
+      el(
+        'section',
+        { class: 'session', data: { session: session.sessionId } },
+        el(
+          'div',
+          { class: 'session-head' },
+          el('span', { class: 'session-id', title: session.sessionId }, session.sessionId),
+          el('span', { class: 'session-meta' }, `seq ${session.firstSeq}–${session.lastSeq}`),
+        ),
+        reconcile ? el('div', { class: 'session-flags' }, reconcile) : null,
+        ...turns,
+      ),
+    )
+  }
+  if (blocks.length === 0) {
+    replaceChildren(nav, el('div', { class: 'empty' }, overview.sessions.length === 0 ? 'The log holds no invocations yet.' : 'No run matches the filter.'))
+  } else {
+    const more =
+      overview.sessionsTotal > overview.sessions.length
+        ? el('div', { class: 'more' }, `showing the ${overview.sessions.length} most recent of ${overview.sessionsTotal} sessions`)
+        : null
+    replaceChildren(nav, ...blocks, more)
+  }
+  return shown
+}

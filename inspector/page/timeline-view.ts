@@ -1,0 +1,78 @@
+/** The fact timeline of one invocation: one row per fact, its payloads expandable, rows selectable. */
+import type { InvocationDetail, TimelineEntry } from '../protocol.js'
+import { el, replaceChildren } from './dom.js'
+import { clock, family, keyFields, payloads } from './format.js'
+
+export interface TimelineOptions {
+  /** The selected fact, or null when following the latest. */
+  selectedSeq: number | null
+  /** Seqs that just arrived (briefly highlighted). */
+  fresh: ReadonlySet<number>
+  /** Payloads the reader has opened, kept open across re-renders (`<seq>:<kind>:<index>`). */
+  open: Set<string>
+  onSelect: (seq: number) => void
+}
+
+function row(entry: TimelineEntry, options: TimelineOptions): HTMLLIElement {
+  const { fact } = entry
+  const fields = keyFields(fact)
+  const summary = el(
+    'span',
+    { class: 'summary' },
+    ...fields.flatMap((field) => [field.k ? el('span', { class: 'k' }, field.k) : null, el('span', { class: field.mono ? 'v mono' : 'v' }, field.v)]),
+  )
+  const after =
+    entry.rejected !== null
+      ? el('span', { class: 'after', title: entry.rejected }, el('span', { class: 'pill s-failed' }, 'refused'))
+      : el('span', { class: 'after', title: entry.transitions.map((t) => `${t.source} —${t.event}→ ${t.target}`).join('\n') }, el('span', { class: 'arrow' }, '→'), entry.stateAfter)
+  const button = el(
+    'button',
+    { class: 'entry-row', attrs: { type: 'button' }, onClick: () => options.onSelect(entry.seq) },
+    el('span', { class: 'seq' }, String(entry.seq)),
+    el('span', { class: `type fam-${family(fact.type)}` }, fact.type),
+    after,
+    el('span', { class: 'info' }, el('span', { class: 'time', title: new Date(entry.recordedAt).toISOString() }, clock(entry.recordedAt)), summary),
+  )
+  const flags: HTMLElement[] = []
+  if (entry.uncertain) flags.push(el('span', { class: 'pill pill-warn', data: { flag: 'uncertain' } }, '⚠ never settled — outcome unknown'))
+  if (fact.type === 'tool.rejected') flags.push(el('span', { class: 'pill s-cancelled' }, 'never dispatched'))
+  const details = payloads(fact).map((payload, index) => {
+    const key = `${entry.seq}:${payload.kind}:${index}`
+    const node = el('details', { class: `payload payload-${payload.kind}`, data: { payload: payload.kind } }, el('summary', {}, payload.label), el('pre', {}, payload.text))
+    node.open = options.open.has(key)
+    node.addEventListener('toggle', () => {
+      if (node.open) options.open.add(key)
+      else options.open.delete(key)
+    })
+    return node
+  })
+  return el(
+    'li',
+    { class: 'entry', data: { seq: String(entry.seq), type: fact.type, state: entry.stateAfter } },
+    button,
+    flags.length > 0 ? el('div', { class: 'entry-flags' }, ...flags) : null,
+    el('div', { class: 'payloads' }, ...details),
+  )
+}
+
+/** Renders the timeline of `detail` into `list`. */
+export function renderTimeline(list: HTMLElement, detail: InvocationDetail | null, options: TimelineOptions): void {
+  if (!detail) {
+    replaceChildren(list, el('li', { class: 'empty' }, 'No invocation selected.'))
+    return
+  }
+  const rows = detail.entries.map((entry) => row(entry, options))
+  replaceChildren(list, ...rows)
+  markSelection(list, options.selectedSeq, options.fresh)
+}
+
+/** Updates which row is selected without rebuilding the list. */
+export function markSelection(list: HTMLElement, selectedSeq: number | null, fresh: ReadonlySet<number> = new Set()): void {
+  for (const item of list.querySelectorAll<HTMLLIElement>('li.entry')) {
+    const seq = Number(item.dataset.seq)
+    item.classList.toggle('selected', seq === selectedSeq)
+    item.classList.toggle('after-selected', selectedSeq !== null && seq > selectedSeq)
+    item.classList.toggle('fresh', fresh.has(seq))
+    item.querySelector('.entry-row')?.setAttribute('aria-pressed', String(seq === selectedSeq))
+  }
+}

@@ -1,0 +1,163 @@
+/**
+ * The JSON the inspector server sends its page. Types only: the page imports them with
+ * `import type`, so nothing here ends up in the browser bundle.
+ */
+import type { Fact, Invocation, InvocationOutcome, TerminalStatus, UncertainOperation } from '../facts/types.js'
+
+/**
+ * Where an invocation stands: its terminal status, `running` (open and driven by a live actor of
+ * the serving process) or `interrupted` (open with no actor: a crash left it, recovery will close it).
+ */
+export type InvocationStatus = TerminalStatus | 'running' | 'interrupted'
+
+/** A link between two runs of one session. */
+export interface RunLink {
+  kind: 'handoff' | 'continuation'
+  runId: string
+  invocationId: string
+  /** False while the log holds no invocation with that id (a sealed run still awaiting its successor). */
+  exists: boolean
+}
+
+/** One invocation (one run) as the overview lists it. */
+export interface InvocationSummary {
+  invocation: Invocation
+  inputKind: 'message' | 'continuation' | 'handoff'
+  status: InvocationStatus
+  /** The machine state after the invocation's last fact, or `rejected` when the log contradicts the machine. */
+  state: string
+  outcome: InvocationOutcome | null
+  /** Model steps begun. */
+  steps: number
+  facts: number
+  firstSeq: number
+  lastSeq: number
+  openedAt: number
+  lastAt: number
+  /** Operations dispatched and never settled. */
+  uncertain: string[]
+  /** The run this one succeeds (handoff) or continues (continuation). */
+  source: RunLink | null
+  /** The successor a handoff seal names. */
+  successor: RunLink | null
+  /** Runs started as continuations of this one. */
+  continuedBy: RunLink[]
+  /** Set when folding the facts through the machine failed: the first refusal. */
+  machineError: string | null
+}
+
+export interface TurnView {
+  turnId: string
+  runs: InvocationSummary[]
+}
+
+export interface SessionView {
+  sessionId: string
+  firstSeq: number
+  lastSeq: number
+  /** Operations of ended runs whose outcome is unknown and not yet acknowledged by a new message. */
+  reconciliation: UncertainOperation[]
+  turns: TurnView[]
+}
+
+export interface Overview {
+  location: string
+  /** `engine` when the server was given the running engine, else `log`. */
+  mode: 'engine' | 'log'
+  highWater: number
+  digest: string
+  /** Most recently active first, at most a few hundred. */
+  sessions: SessionView[]
+  /** How many sessions the log holds. */
+  sessionsTotal: number
+}
+
+export interface Point {
+  x: number
+  y: number
+}
+
+export interface ChartState {
+  /** The state's key, e.g. `held`. */
+  id: string
+  x: number
+  y: number
+  width: number
+  height: number
+  final: boolean
+  initial: boolean
+}
+
+/** One transition of the machine, as drawn: all transitions between the same two states share an edge. */
+export interface ChartEdge {
+  /** `<source>-><target>`; the initial arrow is `->opening`. */
+  id: string
+  source: string | null
+  target: string
+  /** What the edge is labelled with: a fact type (or `always` for an eventless transition) and its guards. */
+  events: { event: string; guards: string[] }[]
+  points: Point[]
+  label: { x: number; y: number; width: number; height: number } | null
+}
+
+export interface Chart {
+  width: number
+  height: number
+  states: ChartState[]
+  edges: ChartEdge[]
+}
+
+/** A transition the machine took on one fact. */
+export interface TakenTransition {
+  source: string
+  target: string
+  /** The fact type, or `always` for an eventless transition that followed it. */
+  event: string
+}
+
+/** One fact of an invocation's timeline, with the machine state after it. */
+export interface TimelineEntry {
+  seq: number
+  id: string
+  recordedAt: number
+  fact: Fact
+  stateAfter: string
+  transitions: TakenTransition[]
+  /** The machine's memory after this fact. */
+  context: { stepsUsed: number; pendingCalls: string[]; inflight: string[]; holdId: string | null }
+  /** Set (and the state left unchanged) when the machine refused this fact. */
+  rejected: string | null
+  /** For a `tool.dispatched`: the operation never settled. */
+  uncertain: boolean
+}
+
+export interface InvocationDetail {
+  summary: InvocationSummary
+  initialState: string
+  entries: TimelineEntry[]
+}
+
+export interface VerifyReport {
+  status: 'ok' | 'corrupt' | 'error'
+  /** The high-water when the check ran. */
+  highWater: number
+  events: number
+  digest: string | null
+  code: string | null
+  seq: number | null
+  message: string | null
+  checkedAt: number
+}
+
+/** Sent on `/api/events` (event name `facts`) whenever facts land. */
+export interface FactsLanded {
+  highWater: number
+  digest: string
+  events: { seq: number; sessionId: string; invocationId: string; type: Fact['type'] }[]
+}
+
+/** The JSON body of every error answer. */
+export interface ApiError {
+  code: string
+  message: string
+}

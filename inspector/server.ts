@@ -1,0 +1,309 @@
+import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { Engine } from '../actors/engine.js'
+import { FactstateError, isFactstateError } from '../errors.js'
+import type { StoredEvent } from '../facts/types.js'
+import { EventLog, logInternals } from '../store/event-log.js'
+import { FAVICON_SVG, INDEX_HTML } from './assets/document.js'
+import { readPageScript } from './assets/page-files.js'
+import { STYLESHEET } from './assets/stylesheet.js'
+import { Catalog } from './catalog.js'
+import { invocationChart } from './chart.js'
+import type { ApiError, FactsLanded, Overview, VerifyReport } from './protocol.js'
+import { timelineOf } from './timeline.js'
+
+/**
+ * Options of {@link serveInspector}.
+ *
+ * @example
+ * ```ts
+ * const options: InspectorOptions = { log, engine, port: 4319 }
+ * ```
+ */
+export interface InspectorOptions {
+  /** The log to show. The inspector only reads it; it stays open (and yours to close) after `close()`. */
+  log: EventLog
+  /** The engine driving `log` in this process, if any: the page then reports live mode. */
+  engine?: Engine
+  /** The TCP port; 0 or absent picks a free one. */
+  port?: number
+  /** Only `127.0.0.1` is accepted: the inspector never listens on other interfaces. */
+  host?: '127.0.0.1'
+  /** The most events the initial index may read (default 250 000); more is `LOG_PREFIX_TOO_LARGE`. */
+  maxEvents?: number
+  /** The most stored bytes the initial index may read (default 256 MiB); more is `LOG_PREFIX_TOO_LARGE`. */
+  maxBytes?: number
+}
+
+/**
+ * A running inspector.
+ *
+ * @example
+ * ```ts
+ * const inspector: InspectorServer = await serveInspector({ log })
+ * console.log(inspector.url)
+ * await inspector.close()
+ * ```
+ */
+export interface InspectorServer {
+  /** `http://127.0.0.1:<port>/` */
+  url: string
+  /** Stops serving and ends every open page stream. Leaves the log and the engine alone. */
+  close(): Promise<void>
+}
+
+const HOST = '127.0.0.1'
+const SESSION_LIMIT = 300
+const HEARTBEAT_MS = 15_000
+
+// Everything the page shows is set as text, and the policy forbids any script but our own files
+// and any request elsewhere: a payload that slipped through would still have nothing to run.
+const SECURITY_HEADERS: Record<string, string> = {
+  'content-security-policy':
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+  'x-content-type-options': 'nosniff',
+  'x-frame-options': 'DENY',
+  'referrer-policy': 'no-referrer',
+  'cross-origin-opener-policy': 'same-origin',
+  'cross-origin-resource-policy': 'same-origin',
+  'cache-control': 'no-store',
+}
+
+function invalid(message: string, details?: Record<string, unknown>): FactstateError {
+  return new FactstateError('INSPECTOR_INVALID_OPTIONS', message, details ? { details } : undefined)
+}
+
+function validated(options: InspectorOptions): Required<Pick<InspectorOptions, 'port' | 'maxEvents' | 'maxBytes'>> {
+  if (typeof options !== 'object' || options === null) throw invalid('serveInspector takes an options object')
+  if (!(options.log instanceof EventLog)) throw invalid('options.log must be an EventLog')
+  if (options.engine !== undefined && !(options.engine instanceof Engine)) throw invalid('options.engine must be an Engine')
+  if (options.host !== undefined && options.host !== HOST) {
+    throw invalid(`the inspector only binds ${HOST}, not ${String(options.host)}`, { host: options.host })
+  }
+  const port = options.port ?? 0
+  if (!Number.isInteger(port) || port < 0 || port > 65_535) throw invalid('options.port must be an integer from 0 to 65535', { port })
+  const limit = (name: 'maxEvents' | 'maxBytes', fallback: number) => {
+    const value = options[name] ?? fallback
+    if (!Number.isSafeInteger(value) || value < 0) throw invalid(`options.${name} must be a non-negative integer`, { [name]: value })
+    return value
+  }
+  return { port, maxEvents: limit('maxEvents', 250_000), maxBytes: limit('maxBytes', 256 * 1024 * 1024) }
+}
+
+function send(res: ServerResponse, status: number, type: string, body: string, head: boolean, extra: Record<string, string> = {}): void {
+  res.writeHead(status, { ...SECURITY_HEADERS, 'content-type': type, 'content-length': String(Buffer.byteLength(body)), ...extra })
+  res.end(head ? undefined : body)
+}
+
+function sendJson(res: ServerResponse, status: number, value: unknown, head: boolean): void {
+  send(res, status, 'application/json; charset=utf-8', JSON.stringify(value), head)
+}
+
+function sendError(res: ServerResponse, status: number, code: string, message: string, head = false): void {
+  const body: ApiError = { code, message }
+  sendJson(res, status, body, head)
+}
+
+/**
+ * Serves the inspector for `options.log` on 127.0.0.1. Read-only: it indexes the log once, then
+ * follows new facts through the log's subscription and pushes them to open pages (server-sent
+ * events). Refuses bad options with `INSPECTOR_INVALID_OPTIONS` (including a port in use).
+ *
+ * @example
+ * ```ts
+ * import { serveInspector } from 'factstate/inspector'
+ * const inspector = await serveInspector({ log, engine, port: 4319 })
+ * console.log(`inspector at ${inspector.url}`)
+ * // ... later
+ * await inspector.close()
+ * ```
+ */
+export async function serveInspector(options: InspectorOptions): Promise<InspectorServer> {
+  const { port, maxEvents, maxBytes } = validated(options)
+  const { log } = options
+  const internals = logInternals(log)
+  const mode: Overview['mode'] = options.engine ? 'engine' : 'log'
+  const catalog = new Catalog()
+  const streams = new Set<ServerResponse>()
+  let pending: StoredEvent[][] | undefined = []
+
+  const broadcast = (events: readonly StoredEvent[]) => {
+    if (streams.size === 0) return
+    const head = log.head()
+    const landed: FactsLanded = {
+      highWater: head.highWater,
+      digest: head.digest,
+      events: events.map(({ seq, event }) => ({
+        seq,
+        sessionId: event.invocation.sessionId,
+        invocationId: event.invocation.invocationId,
+        type: event.fact.type,
+      })),
+    }
+    const frame = `event: facts\ndata: ${JSON.stringify(landed)}\n\n`
+    for (const stream of streams) stream.write(frame)
+  }
+  // Subscribe before reading, so nothing lands unseen between the read and the subscription.
+  const unsubscribe = internals.subscribe((events) => {
+    // This runs inside the log's commit: it must never throw back into it.
+    try {
+      if (pending) {
+        pending.push(events)
+        return
+      }
+      catalog.apply(events)
+      broadcast(events)
+    } catch {
+      // A page that misses a notification catches up on its next request.
+    }
+  })
+  try {
+    const prefix = await log.prefix(maxEvents, maxBytes)
+    catalog.apply(prefix.events)
+    for (const events of pending) catalog.apply(events)
+    pending = undefined
+  } catch (error) {
+    unsubscribe()
+    throw error
+  }
+
+  let verified: VerifyReport | undefined
+  let verifying: Promise<VerifyReport> | undefined
+  const verify = (force: boolean): Promise<VerifyReport> => {
+    if (!force && verified && verified.highWater === log.head().highWater) return Promise.resolve(verified)
+    verifying ??= (async () => {
+      const highWater = log.head().highWater
+      let report: VerifyReport
+      try {
+        const result = await log.verify()
+        report = { status: 'ok', highWater: result.events, events: result.events, digest: result.digest, code: null, seq: null, message: null, checkedAt: Date.now() }
+      } catch (error) {
+        const seq = isFactstateError(error) && typeof error.details?.seq === 'number' ? error.details.seq : null
+        report = {
+          status: isFactstateError(error, 'LOG_CORRUPT') ? 'corrupt' : 'error',
+          highWater,
+          events: 0,
+          digest: null,
+          code: isFactstateError(error) ? error.code : 'ERROR',
+          seq,
+          message: (error as Error).message,
+          checkedAt: Date.now(),
+        }
+      }
+      verified = report
+      return report
+    })().finally(() => {
+      verifying = undefined
+    })
+    return verifying
+  }
+
+  const overview = async (): Promise<Overview> => {
+    const head = log.head()
+    const sessions = await Promise.all(
+      catalog.sessions(SESSION_LIMIT).map(async (session) => ({
+        sessionId: session.sessionId,
+        firstSeq: session.firstSeq,
+        lastSeq: session.lastSeq,
+        reconciliation: (await internals.sessionRecord(session.sessionId)).unknown,
+        turns: session.turns.map(({ turnId, invocationIds }) => ({
+          turnId,
+          runs: invocationIds.flatMap((id) => catalog.summary(id, internals.live) ?? []),
+        })),
+      })),
+    )
+    return { location: internals.location, mode, highWater: head.highWater, digest: head.digest, sessions, sessionsTotal: catalog.sessionCount }
+  }
+
+  const openStream = (req: IncomingMessage, res: ServerResponse) => {
+    res.writeHead(200, { ...SECURITY_HEADERS, 'content-type': 'text/event-stream; charset=utf-8', connection: 'keep-alive' })
+    const head = log.head()
+    res.write(`retry: 2000\n\nevent: hello\ndata: ${JSON.stringify({ highWater: head.highWater, digest: head.digest })}\n\n`)
+    streams.add(res)
+    req.on('close', () => streams.delete(res))
+  }
+
+  const route = async (req: IncomingMessage, res: ServerResponse, path: string, query: URLSearchParams): Promise<void> => {
+    const head = req.method === 'HEAD'
+    if (path === '/' || path === '/index.html') return send(res, 200, 'text/html; charset=utf-8', INDEX_HTML, head)
+    if (path === '/style.css') return send(res, 200, 'text/css; charset=utf-8', STYLESHEET, head)
+    if (path === '/favicon.svg') return send(res, 200, 'image/svg+xml', FAVICON_SVG, head)
+    if (path.startsWith('/page/')) {
+      const script = await readPageScript(path.slice('/page/'.length))
+      if (script === undefined) return sendError(res, 404, 'NOT_FOUND', 'no such page script (is the package built? npm run build)', head)
+      return send(res, 200, 'text/javascript; charset=utf-8', script, head)
+    }
+    if (path === '/api/overview') return sendJson(res, 200, await overview(), head)
+    if (path === '/api/machine') return sendJson(res, 200, invocationChart(), head)
+    if (path === '/api/verify') return sendJson(res, 200, await verify(query.get('force') === '1'), head)
+    if (path === '/api/events') return head ? send(res, 200, 'text/event-stream; charset=utf-8', '', true) : openStream(req, res)
+    if (path.startsWith('/api/invocations/')) {
+      let id: string
+      try {
+        id = decodeURIComponent(path.slice('/api/invocations/'.length))
+      } catch {
+        return sendError(res, 400, 'BAD_REQUEST', 'the invocation id is not valid URL encoding', head)
+      }
+      const events = await internals.invocationEvents(id)
+      const summary = catalog.summary(id, internals.live)
+      if (summary === undefined || events.length === 0) return sendError(res, 404, 'NOT_FOUND', 'the log has no such invocation', head)
+      return sendJson(res, 200, timelineOf(summary, events), head)
+    }
+    return sendError(res, 404, 'NOT_FOUND', 'no such resource', head)
+  }
+
+  let allowedHosts: Set<string> = new Set()
+  const server: Server = createServer((req, res) => {
+    // A page on another origin that rebinds its name to 127.0.0.1 still sends its own Host.
+    if (!allowedHosts.has(req.headers.host ?? '')) return sendError(res, 403, 'FORBIDDEN_HOST', 'the inspector answers only to 127.0.0.1 and localhost')
+    if (req.method !== 'GET' && req.method !== 'HEAD') {
+      res.setHeader('allow', 'GET, HEAD')
+      return sendError(res, 405, 'METHOD_NOT_ALLOWED', 'the inspector is read-only')
+    }
+    const url = new URL(req.url ?? '/', 'http://inspector.invalid')
+    route(req, res, url.pathname, url.searchParams).catch((error: unknown) => {
+      if (res.headersSent) {
+        res.destroy()
+        return
+      }
+      const code = isFactstateError(error) ? error.code : 'INTERNAL'
+      sendError(res, code === 'LOG_CLOSED' ? 503 : 500, code, (error as Error)?.message ?? String(error))
+    })
+  })
+
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject)
+      server.listen(port, HOST, () => {
+        server.off('error', reject)
+        resolve()
+      })
+    })
+  } catch (error) {
+    unsubscribe()
+    const code = (error as NodeJS.ErrnoException).code
+    throw new FactstateError('INSPECTOR_INVALID_OPTIONS', `cannot listen on ${HOST}:${port} (${code ?? 'error'})`, { cause: error, details: { port } })
+  }
+  const bound = (server.address() as AddressInfo).port
+  allowedHosts = new Set([`${HOST}:${bound}`, `localhost:${bound}`])
+  const heartbeat = setInterval(() => {
+    for (const stream of streams) stream.write(': keep-alive\n\n')
+  }, HEARTBEAT_MS)
+  heartbeat.unref()
+
+  let closing: Promise<void> | undefined
+  return {
+    url: `http://${HOST}:${bound}/`,
+    close() {
+      closing ??= new Promise<void>((resolve) => {
+        unsubscribe()
+        clearInterval(heartbeat)
+        for (const stream of streams) stream.end()
+        streams.clear()
+        server.close(() => resolve())
+        server.closeAllConnections()
+      })
+      return closing
+    },
+  }
+}

@@ -1,0 +1,146 @@
+/**
+ * `factstate inspect <dir> [--port N]`: usage errors, a log held by another process (exit 3 with
+ * the code and a remedy), and a real child process that serves until SIGTERM, exits 0 and leaves
+ * the log exactly as it found it.
+ */
+import { existsSync } from 'node:fs'
+import { type AddressInfo, createServer } from 'node:net'
+import { join } from 'node:path'
+import { test } from 'uvu'
+import * as assert from 'uvu/assert'
+import { inspectCommand } from '../bin/commands/inspect.js'
+import { EventLog } from '../index.js'
+import type { Overview } from '../inspector/protocol.js'
+import { completeInvocation, startChild } from './support/log-fixtures.js'
+import { bounded, withTimeout } from './support/temp.js'
+
+function collector() {
+  const out: string[] = []
+  const err: string[] = []
+  return { io: { stdout: (line: string) => out.push(line), stderr: (line: string) => err.push(line) }, out, err }
+}
+
+async function writeLog(path: string): Promise<string> {
+  const log = await EventLog.open(path)
+  try {
+    for (const event of completeInvocation('inspected')) await log.append(event)
+    return (await log.verify()).digest
+  } finally {
+    await log.close()
+  }
+}
+
+test(
+  'usage errors exit 2; --help exits 0; a missing directory is not created',
+  bounded(10_000, async (dir) => {
+    const help = collector()
+    assert.is(await inspectCommand(['--help'], help.io), 0)
+    assert.ok(help.out.join('\n').includes('factstate inspect <log-directory>'))
+    const missing = join(dir, 'missing')
+    for (const args of [[], [dir, dir], [dir, '--port', 'abc'], [dir, '--port', '70000'], [dir, '--bogus'], [missing]]) {
+      const { io } = collector()
+      assert.is(await inspectCommand(args, io), 2, `args ${JSON.stringify(args)}`)
+    }
+    assert.not.ok(existsSync(missing), 'inspect never creates a log')
+  }),
+)
+
+test(
+  'a port already in use is a refusal (exit 4) with the code printed',
+  bounded(10_000, async (dir) => {
+    const path = join(dir, 'log')
+    await writeLog(path)
+    const blocker = createServer()
+    await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve))
+    try {
+      const { io, err } = collector()
+      assert.is(await inspectCommand([path, '--port', String((blocker.address() as AddressInfo).port)], io), 4)
+      assert.ok(err.some((line) => line.includes('INSPECTOR_INVALID_OPTIONS')), err.join('\n'))
+    } finally {
+      await new Promise<void>((resolve) => blocker.close(() => resolve()))
+    }
+  }),
+)
+
+test(
+  'a log held by another process: exit 3, the code and a remedy',
+  bounded(30_000, async (dir) => {
+    const path = join(dir, 'log')
+    await writeLog(path)
+    const holder = startChild('child-hold-log.ts', [path])
+    try {
+      await holder.waitForLine((line) => line === 'ready')
+      const { io, err } = collector()
+      assert.is(await inspectCommand([path], io), 3)
+      assert.ok(err.some((line) => line.includes('LOG_WRITER_BUSY')), err.join('\n'))
+      assert.ok(err.some((line) => line.startsWith('remedy:')), 'one line says what to do')
+      holder.send('close')
+      await holder.waitForLine((line) => line === 'closed')
+    } finally {
+      await holder.stop()
+    }
+  }),
+)
+
+test(
+  'in process: serves until its signal aborts, then closes the log and returns 0',
+  bounded(15_000, async (dir) => {
+    const path = join(dir, 'log')
+    const digest = await writeLog(path)
+    const { io, out } = collector()
+    const stop = new AbortController()
+    const running = inspectCommand([path], io, { signal: stop.signal })
+    const url = await withTimeout(
+      async () => {
+        for (;;) {
+          const line = out.find((l) => l.startsWith('factstate inspector: '))
+          if (line) return line.slice('factstate inspector: '.length)
+          await new Promise((resolve) => setTimeout(resolve, 20))
+        }
+      },
+      10_000,
+      'the URL line',
+    )
+    assert.match(url, /^http:\/\/127\.0\.0\.1:\d+\/$/)
+    const overview = (await (await fetch(`${url}api/overview`)).json()) as Overview
+    assert.is(overview.highWater, 8)
+    stop.abort()
+    assert.is(await running, 0)
+    const log = await EventLog.open(path)
+    try {
+      assert.is((await log.verify()).digest, digest, 'read-only: the log is unchanged')
+    } finally {
+      await log.close()
+    }
+  }),
+)
+
+test(
+  'a real child process prints the URL, serves, and exits 0 on SIGTERM',
+  bounded(40_000, async (dir) => {
+    const path = join(dir, 'log')
+    const digest = await writeLog(path)
+    const child = startChild('inspector-cli-child.ts', [path, '--port', '0'])
+    try {
+      const line = await child.waitForLine((l) => l.startsWith('factstate inspector: '), 30_000)
+      const url = line.slice('factstate inspector: '.length)
+      assert.match(url, /^http:\/\/127\.0\.0\.1:\d+\/$/)
+      const response = await fetch(`${url}api/overview`)
+      assert.is(response.status, 200)
+      assert.is(((await response.json()) as Overview).digest, digest)
+      child.process.kill('SIGTERM')
+      const status = await child.exited
+      assert.equal(status, { code: 0, signal: null }, child.stderr())
+    } finally {
+      await child.stop()
+    }
+    const log = await EventLog.open(path)
+    try {
+      assert.is((await log.verify()).digest, digest)
+    } finally {
+      await log.close()
+    }
+  }),
+)
+
+test.run()

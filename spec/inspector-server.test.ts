@@ -1,0 +1,213 @@
+/**
+ * The inspector's server without a browser: option checks, the read-only and local-only rules,
+ * the statechart read from the machine, time travel computed by the machine, and the flags for
+ * runs a crash left behind. Real LevelDB logs, real HTTP on 127.0.0.1.
+ */
+import { request } from 'node:http'
+import { createServer } from 'node:net'
+import { join } from 'node:path'
+import { test } from 'uvu'
+import * as assert from 'uvu/assert'
+import { EventLog, type Fact, foldFacts, invocationMachine, recoverInvocations, stateOf } from '../index.js'
+import type { Chart, InvocationDetail, Overview } from '../inspector/protocol.js'
+import { serveInspector } from '../inspector/index.js'
+import { rejectsWithCode } from './support/codes.js'
+import { SCENARIO, writeScenarioLog } from './support/inspector-fixtures.js'
+import { EventMaker, facts, invocationOf } from './support/log-fixtures.js'
+import { ensurePageBuilt } from './support/inspector-build.js'
+import { bounded } from './support/temp.js'
+
+async function getJson<T>(url: string): Promise<{ status: number; body: T }> {
+  const response = await fetch(url)
+  return { status: response.status, body: (await response.json()) as T }
+}
+
+/** A raw request, so the test controls the Host header and the method. */
+function raw(url: string, options: { method?: string; host?: string }): Promise<{ status: number; body: string }> {
+  const target = new URL(url)
+  return new Promise((resolve, reject) => {
+    const req = request(
+      { host: target.hostname, port: target.port, path: target.pathname, method: options.method ?? 'GET', headers: options.host ? { host: options.host } : {} },
+      (res) => {
+        let body = ''
+        res.setEncoding('utf8')
+        res.on('data', (chunk: string) => {
+          body += chunk
+        })
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }))
+      },
+    )
+    req.on('error', reject)
+    req.end()
+  })
+}
+
+test(
+  'refuses bad options with INSPECTOR_INVALID_OPTIONS, and a port in use',
+  bounded(10_000, async (dir) => {
+    const log = await EventLog.open(join(dir, 'log'))
+    const blocker = createServer()
+    try {
+      await rejectsWithCode(() => serveInspector({ log, host: '0.0.0.0' as '127.0.0.1' }), 'INSPECTOR_INVALID_OPTIONS', 'another host')
+      for (const port of [-1, 65_536, 1.5, Number.NaN]) {
+        await rejectsWithCode(() => serveInspector({ log, port }), 'INSPECTOR_INVALID_OPTIONS', `port ${port}`)
+      }
+      await rejectsWithCode(() => serveInspector({ log: {} as EventLog }), 'INSPECTOR_INVALID_OPTIONS', 'not a log')
+      await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve))
+      const taken = (blocker.address() as { port: number }).port
+      await rejectsWithCode(() => serveInspector({ log, port: taken }), 'INSPECTOR_INVALID_OPTIONS', 'a port in use')
+    } finally {
+      await new Promise<void>((resolve) => blocker.close(() => resolve()))
+      await log.close()
+    }
+  }),
+)
+
+test(
+  'read-only and local-only: other methods, other Host headers are refused; closing leaves the log open',
+  bounded(10_000, async (dir) => {
+    const log = await EventLog.open(join(dir, 'log'))
+    const inspector = await serveInspector({ log })
+    try {
+      assert.match(inspector.url, /^http:\/\/127\.0\.0\.1:\d+\/$/)
+      const before = log.head()
+      for (const method of ['POST', 'PUT', 'DELETE', 'PATCH']) {
+        assert.is((await raw(`${inspector.url}api/overview`, { method })).status, 405, method)
+      }
+      assert.is((await raw(`${inspector.url}api/overview`, { host: 'attacker.example:80' })).status, 403)
+      assert.is((await raw(`${inspector.url}api/overview`, { host: `localhost:${new URL(inspector.url).port}` })).status, 200)
+      assert.equal(log.head(), before, 'nothing was written')
+      const page = await fetch(inspector.url)
+      assert.is(page.status, 200)
+      const policy = page.headers.get('content-security-policy') ?? ''
+      assert.ok(policy.includes("script-src 'self'") && policy.includes("default-src 'none'"), policy)
+      assert.is(page.headers.get('x-content-type-options'), 'nosniff')
+      ensurePageBuilt()
+      assert.is((await fetch(`${inspector.url}page/app.js`)).status, 200, 'the compiled page script is found')
+      assert.is((await fetch(`${inspector.url}page/..%2Fserver.js`)).status, 404)
+      assert.is((await fetch(`${inspector.url}api/invocations/nope`)).status, 404)
+    } finally {
+      await inspector.close()
+    }
+    assert.is(log.head().highWater, 0, 'the log is still open after the inspector closed')
+    await log.close()
+  }),
+)
+
+test(
+  'the statechart is read from the machine: every state and every transition, laid out',
+  bounded(10_000, async (dir) => {
+    const log = await EventLog.open(join(dir, 'log'))
+    const inspector = await serveInspector({ log })
+    try {
+      const { body: chart } = await getJson<Chart>(`${inspector.url}api/machine`)
+      assert.equal(chart.states.map((s) => s.id).sort(), Object.keys(invocationMachine.root.states).sort())
+      const expected = new Set<string>()
+      for (const node of Object.values(invocationMachine.root.states)) {
+        for (const [event, transitions] of node.transitions) {
+          for (const t of transitions) expected.add(`${node.key}->${t.target?.[0]?.key ?? node.key}:${event}`)
+        }
+        for (const t of node.always ?? []) expected.add(`${node.key}->${t.target?.[0]?.key ?? node.key}:always`)
+      }
+      const drawn = new Set(chart.edges.flatMap((edge) => edge.events.map(({ event }) => `${edge.id}:${event}`)))
+      assert.equal([...drawn].sort(), [...expected].sort())
+      assert.ok(drawn.has('settlingTool->safePoint:always'), 'the eventless transition is drawn')
+      for (const edge of chart.edges) assert.ok(edge.points.length >= 2, `${edge.id} has a route`)
+      const places = new Set(chart.states.map((s) => `${Math.round(s.x)},${Math.round(s.y)}`))
+      assert.is(places.size, chart.states.length, 'no two states share a place')
+      for (const s of chart.states) assert.ok(s.x >= 0 && s.y >= 0 && s.x <= chart.width && s.y <= chart.height)
+    } finally {
+      await inspector.close()
+      await log.close()
+    }
+  }),
+)
+
+test(
+  'time travel: the state after each fact equals folding the facts up to it; links both ways',
+  bounded(20_000, async (dir) => {
+    const path = await writeScenarioLog(dir)
+    const log = await EventLog.open(path)
+    const inspector = await serveInspector({ log })
+    try {
+      const prefix = await log.prefix(1_000, 1 << 24)
+      const own = prefix.events.filter((e) => e.event.invocation.invocationId === SCENARIO.first.invocationId)
+      const { status, body: detail } = await getJson<InvocationDetail>(`${inspector.url}api/invocations/${SCENARIO.first.invocationId}`)
+      assert.is(status, 200)
+      assert.equal(
+        detail.entries.map((e) => e.seq),
+        own.map((e) => e.seq),
+      )
+      detail.entries.forEach((entry, index) => {
+        const folded = stateOf(foldFacts(own.slice(0, index + 1).map((e) => e.event.fact)))
+        assert.is(entry.stateAfter, folded, `state after seq ${entry.seq}`)
+        assert.is(entry.rejected, null)
+      })
+      const holds = detail.entries.filter((e) => e.fact.type === 'hold.entered')
+      assert.is(holds.length, 2)
+      for (const hold of holds) assert.equal(hold.transitions, [{ source: 'safePoint', target: 'held', event: 'hold.entered' }])
+      const lastSettle = detail.entries.filter((e) => e.fact.type === 'tool.settled').at(-1)
+      assert.equal(lastSettle?.transitions, [
+        { source: 'settlingTool', target: 'settlingTool', event: 'tool.settled' },
+        { source: 'settlingTool', target: 'safePoint', event: 'always' },
+      ])
+      assert.equal(detail.summary.successor, { kind: 'handoff', runId: SCENARIO.successor.runId, invocationId: SCENARIO.successor.invocationId, exists: true })
+      assert.is(detail.summary.status, 'paused')
+      assert.is(detail.summary.steps, 2)
+      const { body: overview } = await getJson<Overview>(`${inspector.url}api/overview`)
+      assert.is(overview.highWater, prefix.highWater)
+      assert.is(overview.digest, prefix.digest)
+      const runs = overview.sessions.flatMap((s) => s.turns.flatMap((t) => t.runs))
+      const successor = runs.find((r) => r.invocation.invocationId === SCENARIO.successor.invocationId)
+      assert.equal(successor?.source, { kind: 'handoff', runId: SCENARIO.first.runId, invocationId: SCENARIO.first.invocationId, exists: true })
+      assert.is(successor?.status, 'completed')
+      assert.is(overview.mode, 'log')
+    } finally {
+      await inspector.close()
+      await log.close()
+    }
+  }),
+)
+
+test(
+  'a run a crash left open is flagged interrupted with its uncertain operation; recovery shows live',
+  bounded(15_000, async (dir) => {
+    const log = await EventLog.open(join(dir, 'log'))
+    const inspector = await serveInspector({ log })
+    try {
+      const make = new EventMaker(invocationOf('crashed', 'session-crash'))
+      const list: Fact[] = [
+        facts.opened(),
+        facts.requested('s1'),
+        facts.completed('s1', [{ callId: 'call-op1', name: 'echo', arguments: '{"value":1}' }]),
+        facts.dispatched('op1'),
+      ]
+      for (const event of make.many(list)) await log.append(event)
+      const summaryOf = async () => {
+        const { body } = await getJson<Overview>(`${inspector.url}api/overview`)
+        return { session: body.sessions[0], run: body.sessions[0]?.turns[0]?.runs[0] }
+      }
+      let { run } = await summaryOf()
+      assert.is(run?.status, 'interrupted')
+      assert.equal(run?.uncertain, ['op1'])
+      assert.is(run?.state, 'settlingTool')
+      assert.is(await recoverInvocations(log), 1)
+      const after = await summaryOf()
+      run = after.run
+      assert.is(run?.status, 'failed')
+      assert.equal(run?.outcome?.status === 'failed' ? run.outcome.class : null, 'outcome_unknown')
+      assert.equal(run?.uncertain, ['op1'], 'still flagged after the end')
+      assert.equal(after.session?.reconciliation.map((op) => op.operationId), ['op1'])
+      const { body: detail } = await getJson<InvocationDetail>(`${inspector.url}api/invocations/${run?.invocation.invocationId}`)
+      assert.equal(
+        detail.entries.filter((e) => e.uncertain).map((e) => e.fact.type),
+        ['tool.dispatched'],
+      )
+    } finally {
+      await inspector.close()
+      await log.close()
+    }
+  }),
+)
+
+test.run()

@@ -1,0 +1,269 @@
+/**
+ * The inspector page in headless Chromium (Debian's, driven by playwright-core) over a log written
+ * by the acceptance scenario's flow, then live over a running engine. The page script is the one
+ * the package build compiles (rebuilt first when missing or stale: spec/support/inspector-build.ts).
+ * Screenshots are kept under spec/artifacts/ (ignored by git, collected by CI).
+ */
+import { mkdir, mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { type Browser, type Page, chromium } from 'playwright-core'
+import { suite } from 'uvu'
+import * as assert from 'uvu/assert'
+import { Engine, EventLog, ModelExecutor, invocationMachine, recoverInvocations } from '../index.js'
+import { type InspectorServer, serveInspector } from '../inspector/index.js'
+import { answer, scriptedModelServer } from '../testing/scripted-model-server.js'
+import { ensurePageBuilt } from './support/inspector-build.js'
+import { SCENARIO, XSS_PAYLOAD, scenarioInput, writeScenarioLog } from './support/inspector-fixtures.js'
+import { EventMaker, facts, invocationOf } from './support/log-fixtures.js'
+import { withTempDir, withTimeout } from './support/temp.js'
+
+const ARTIFACTS = fileURLToPath(new URL('./artifacts/', import.meta.url))
+const WAIT = { timeout: 10_000 }
+
+function launch(): Promise<Browser> {
+  return chromium.launch({
+    executablePath: '/usr/bin/chromium',
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    timeout: 30_000,
+  })
+}
+
+interface Watched {
+  page: Page
+  /** Messages of every dialog the page opened (each dismissed). */
+  dialogs: string[]
+  /** Every uncaught script error. */
+  errors: string[]
+}
+
+/** A page that records every dialog (and dismisses it) and every script error. */
+async function watchedPage(browser: Browser): Promise<Watched> {
+  const page = await browser.newPage({ viewport: { width: 1480, height: 960 } })
+  page.setDefaultTimeout(10_000)
+  const watched: Watched = { page, dialogs: [], errors: [] }
+  page.on('dialog', (dialog) => {
+    watched.dialogs.push(dialog.message())
+    void dialog.dismiss()
+  })
+  page.on('pageerror', (error) => watched.errors.push(error.message))
+  return watched
+}
+
+/** Loads the inspector afresh in `watched` and waits for its script to start. */
+async function load(watched: Watched, url: string): Promise<Page> {
+  watched.dialogs.length = 0
+  watched.errors.length = 0
+  await watched.page.goto(url)
+  await watched.page.waitForSelector('#boot[hidden]', { state: 'attached', ...WAIT })
+  return watched.page
+}
+
+const selectRun = async (page: Page, invocationId: string) => {
+  await page.click(`button.run[data-invocation="${invocationId}"]`)
+  await page.waitForSelector(`h1[data-invocation-title="${invocationId}"]`, WAIT)
+  await page.waitForSelector('li.entry', WAIT)
+}
+
+const currentStates = (page: Page) => page.$$eval('g.state.current', (nodes) => nodes.map((n) => n.getAttribute('data-state')))
+
+interface Offline {
+  dir: string
+  log: EventLog
+  inspector: InspectorServer
+  browser: Browser
+  watched: Watched
+}
+
+const offline = suite<Partial<Offline> & { setupError?: unknown }>('inspector page')
+
+// uvu drops an error thrown by a `before` hook, so it is kept and rethrown by every test.
+offline.before(async (context) => {
+  try {
+    ensurePageBuilt()
+    await mkdir(ARTIFACTS, { recursive: true })
+    await withTimeout(
+      async () => {
+        context.dir = await mkdtemp(join(tmpdir(), 'factstate-'))
+        const path = await writeScenarioLog(context.dir)
+        context.log = await EventLog.open(path)
+        // A run a crash left with a tool dispatched and never settled, closed by recovery.
+        const crashed = new EventMaker(invocationOf('crashed', 'session-crashed'))
+        const list = [facts.opened(), facts.requested('s1'), facts.completed('s1', [{ callId: 'call-op1', name: 'echo', arguments: '{}' }]), facts.dispatched('op1')]
+        for (const event of crashed.many(list)) await context.log.append(event)
+        await recoverInvocations(context.log)
+        context.inspector = await serveInspector({ log: context.log })
+        context.browser = await launch()
+        context.watched = await watchedPage(context.browser)
+      },
+      45_000,
+      'setting up the recorded log, the inspector and Chromium',
+    )
+  } catch (error) {
+    context.setupError = error
+  }
+})
+
+offline.after(async (context) => {
+  await context.browser?.close()
+  await context.inspector?.close()
+  await context.log?.close()
+  if (context.dir) await rm(context.dir, { recursive: true, force: true })
+})
+
+/** A test on a freshly loaded inspector page, bounded, failing on any script error. */
+function pageTest(name: string, body: (page: Page, context: Offline) => Promise<void>): void {
+  offline(name, (context) =>
+    withTimeout(async () => {
+      if (context.setupError !== undefined) throw context.setupError
+      const ready = context as Offline
+      const page = await load(ready.watched, ready.inspector.url)
+      await body(page, ready)
+      assert.equal(ready.watched.errors, [], 'no script error')
+    }, 20_000),
+  )
+}
+
+pageTest('the statechart has every state of the machine, and every fact type on its transitions', async (page) => {
+  const drawn = await page.$$eval('svg.statechart g.state', (nodes) => nodes.map((n) => n.getAttribute('data-state')))
+  assert.equal(drawn.sort(), Object.keys(invocationMachine.root.states).sort())
+  const labelled = new Set(await page.$$eval('svg.statechart tspan.ev', (nodes) => nodes.map((n) => n.textContent)))
+  const handled = new Set(Object.values(invocationMachine.root.states).flatMap((node) => [...node.transitions.keys()]))
+  for (const type of handled) assert.ok(labelled.has(type), `a transition is labelled ${type}`)
+})
+
+pageTest('the log digest and its verify status are shown', async (page, { log }) => {
+  const { digest } = await log.verify()
+  assert.is(await page.getAttribute('#log-digest', 'title'), digest)
+  assert.is(await page.textContent('#log-highwater'), String(log.head().highWater))
+  await page.waitForSelector('#verify-status[data-status="ok"]', WAIT)
+  await page.click('#verify-button')
+  await page.waitForSelector('#verify-status[data-status="ok"]', WAIT)
+})
+
+pageTest('an operation dispatched and never settled is flagged on the run, its session and its fact', async (page) => {
+  const run = 'button.run[data-invocation="inv-crashed"]'
+  assert.is(await page.getAttribute(run, 'data-status'), 'failed')
+  assert.ok(await page.$(`${run} .flag`), 'the run is flagged in the sidebar')
+  assert.ok(await page.$('section.session[data-session="session-crashed"] [data-flag="reconciliation"]'))
+  await selectRun(page, 'inv-crashed')
+  assert.ok(await page.$('#invocation [data-flag="uncertain"]'))
+  const flagged = await page.$$eval('li.entry:has([data-flag="uncertain"])', (items) => items.map((li) => li.getAttribute('data-type')))
+  assert.equal(flagged, ['tool.dispatched'])
+})
+
+pageTest('the timeline lists the facts in seq order; clicking hold.entered highlights held', async (page, { log }) => {
+  await selectRun(page, SCENARIO.first.invocationId)
+  const prefix = await log.prefix(1_000, 1 << 24)
+  const own = prefix.events.filter((e) => e.event.invocation.invocationId === SCENARIO.first.invocationId)
+  const rows = await page.$$eval('#timeline li.entry', (items) => items.map((li) => ({ seq: Number(li.getAttribute('data-seq')), type: li.getAttribute('data-type') })))
+  assert.equal(
+    rows,
+    own.map((e) => ({ seq: e.seq, type: e.event.fact.type })),
+  )
+  assert.ok(rows.every((row, i) => i === 0 || row.seq > (rows[i - 1]?.seq ?? 0)), 'ascending seq')
+  assert.equal(await currentStates(page), ['committed'], 'following the latest fact: the sealed state')
+
+  const hold = page.locator('#timeline li.entry[data-type="hold.entered"]').first()
+  await hold.locator('.entry-row').click()
+  await page.waitForSelector('g.state.current[data-state="held"]', WAIT)
+  assert.equal(await currentStates(page), ['held'])
+  assert.ok(await page.$('g.edge.taken[data-edge="safePoint->held"]'), 'the transition taken is highlighted')
+  assert.ok(await page.$('g.edge-label[data-edge="safePoint->held"] tspan.ev.taken[data-event="hold.entered"]'))
+  assert.is(await page.textContent('[data-current-state]'), 'held')
+
+  await page.locator('#timeline li.entry[data-type="hold.released"] .entry-row').click()
+  await page.waitForSelector('g.state.current[data-state="safePoint"]', WAIT)
+  assert.ok(await page.$('g.edge.taken[data-edge="held->safePoint"]'))
+  await page.keyboard.press('Escape')
+  await page.waitForSelector('g.state.current[data-state="committed"]', WAIT)
+
+  await hold.locator('.entry-row').click()
+  await page.waitForSelector('g.state.current[data-state="held"]', WAIT)
+  await page.locator('li.entry[data-type="tool.settled"] details[data-payload="tool-output"] summary').last().click()
+  await page.screenshot({ path: join(ARTIFACTS, 'inspector-time-travel.png') })
+})
+
+pageTest('the sealed run links to its successor, and the successor back', async (page) => {
+  assert.is(await page.getAttribute(`button.run[data-invocation="${SCENARIO.first.invocationId}"]`, 'data-status'), 'paused')
+  assert.is(await page.getAttribute(`button.run[data-invocation="${SCENARIO.successor.invocationId}"]`, 'data-status'), 'completed')
+  await selectRun(page, SCENARIO.first.invocationId)
+  await page.click(`[data-link="successor"][data-target="${SCENARIO.successor.invocationId}"]`)
+  await page.waitForSelector(`h1[data-invocation-title="${SCENARIO.successor.invocationId}"]`, WAIT)
+  assert.is(await page.getAttribute('.invocation-title [data-status]', 'data-status'), 'completed')
+  await page.click(`[data-link="source"][data-target="${SCENARIO.first.invocationId}"]`)
+  await page.waitForSelector(`h1[data-invocation-title="${SCENARIO.first.invocationId}"]`, WAIT)
+  assert.is(await page.getAttribute('.invocation-title [data-status]', 'data-status'), 'paused')
+})
+
+pageTest('tool output and model text from the log render as text: the XSS payload runs nothing', async (page, { watched }) => {
+  await selectRun(page, SCENARIO.first.invocationId)
+  const output = page.locator('li.entry[data-type="tool.settled"] details[data-payload="tool-output"] pre', { hasText: XSS_PAYLOAD })
+  assert.is(await output.count(), 1)
+  assert.is(await output.textContent(), XSS_PAYLOAD)
+  await page.locator('li.entry[data-type="tool.settled"] details[data-payload="tool-output"] summary').last().click()
+  assert.ok(await output.isVisible())
+  await selectRun(page, SCENARIO.successor.invocationId)
+  const text = page.locator('details[data-payload="model-text"] pre')
+  assert.is(await text.textContent(), `done ${XSS_PAYLOAD}`)
+  await page.locator('details[data-payload="model-text"] summary').click()
+  assert.ok(await text.isVisible())
+  // The page draws no images at all: one would only come from the payload.
+  assert.is(await page.locator('img').count(), 0)
+  assert.equal(watched.dialogs, [])
+})
+
+offline('live: over a running engine, a new fact appears without a reload', (context) =>
+  withTimeout(
+    withTempDir(async (dir) => {
+      if (context.setupError !== undefined) throw context.setupError
+      const { watched } = context as Offline
+      const server = await scriptedModelServer([answer.toolCalls([{ name: 'echo', arguments: { value: 7 } }], { hold: true }), answer.text('all done', { hold: true })])
+      const log = await EventLog.open(join(dir, 'log'))
+      const engine = new Engine({ log, model: new ModelExecutor({ timeoutMs: 5_000 }) })
+      let inspector: InspectorServer | undefined
+      try {
+        inspector = await serveInspector({ log, engine })
+        const page = await load(watched, inspector.url)
+        await page.waitForSelector('#live-status.live-on', WAIT)
+        await page.evaluate(() => {
+          ;(window as unknown as { stillHere: boolean }).stillHere = true
+        })
+        assert.is(await page.locator('button.run').count(), 0)
+
+        const running = await engine.start(scenarioInput(server.baseUrl, 'live', 'session-live'))
+        await server.seen(0)
+        await page.waitForSelector('button.run[data-invocation="invocation-live"][data-status="running"]', WAIT)
+        await selectRun(page, 'invocation-live')
+        await page.waitForSelector('li.entry[data-type="model.requested"]', WAIT)
+        assert.equal(await currentStates(page), ['awaitingModel'])
+
+        server.release(0)
+        await page.waitForSelector('li.entry[data-type="tool.settled"]', WAIT)
+        await server.seen(1)
+        server.release(1)
+        assert.equal(await running.wait(), { status: 'completed' })
+        await page.waitForSelector('li.entry[data-type="invocation.ended"]', WAIT)
+        await page.waitForSelector('button.run[data-invocation="invocation-live"][data-status="completed"]', WAIT)
+        await page.waitForSelector('g.state.current[data-state="ended"]', WAIT)
+        const seqs = await page.$$eval('#timeline li.entry', (items) => items.map((li) => Number(li.getAttribute('data-seq'))))
+        assert.equal(seqs, Array.from({ length: log.head().highWater }, (_, i) => i + 1))
+        assert.ok(await page.evaluate(() => (window as unknown as { stillHere?: boolean }).stillHere === true), 'the page was not reloaded')
+        assert.is(await page.textContent('#log-highwater'), String(log.head().highWater))
+        await page.screenshot({ path: join(ARTIFACTS, 'inspector-live.png') })
+        assert.equal(watched.errors, [])
+      } finally {
+        await inspector?.close()
+        // Closing the model server first ends a request still held by a failed test, so drain returns.
+        await server.close()
+        await engine.drain()
+        await log.close()
+      }
+    }),
+    30_000,
+    'the live inspector test',
+  ),
+)
+
+offline.run()

@@ -1,0 +1,46 @@
+/**
+ * The inspector's page is TypeScript compiled by the package build; the server (run from source
+ * in tests) serves the compiled files from dist/inspector/page/. Before a browser suite runs,
+ * this rebuilds the package once (`tsc -p tsconfig.build.json`, what `npm run build` runs) when
+ * a compiled page file is missing or older than its source. A clean CI checkout is built by
+ * `npm ci` (the `prepare` script) already, so this only costs time after page edits.
+ */
+import { spawnSync } from 'node:child_process'
+import { existsSync, readdirSync, statSync } from 'node:fs'
+import { createRequire } from 'node:module'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
+const sourceDir = join(root, 'inspector', 'page')
+const builtDir = join(root, 'dist', 'inspector', 'page')
+
+/** Page sources whose compiled file is missing or older than the source (or a shared input). */
+export function stalePageFiles(): string[] {
+  const shared = [join(root, 'inspector', 'protocol.ts')].filter(existsSync).map((file) => statSync(file).mtimeMs)
+  const newestShared = Math.max(0, ...shared)
+  return readdirSync(sourceDir)
+    .filter((name) => name.endsWith('.ts') && !name.endsWith('.d.ts'))
+    .filter((name) => {
+      const built = join(builtDir, name.replace(/\.ts$/, '.js'))
+      if (!existsSync(built)) return true
+      const builtAt = statSync(built).mtimeMs
+      return builtAt < statSync(join(sourceDir, name)).mtimeMs || builtAt < newestShared
+    })
+}
+
+let ensured = false
+
+/** Builds the package if the compiled page is missing or stale; throws when it still is afterwards. */
+export function ensurePageBuilt(): void {
+  if (ensured) return
+  if (stalePageFiles().length > 0) {
+    const tsc = join(dirname(createRequire(import.meta.url).resolve('typescript/package.json')), 'bin', 'tsc')
+    const result = spawnSync(process.execPath, [tsc, '-p', 'tsconfig.build.json'], { cwd: root, encoding: 'utf8', timeout: 120_000 })
+    const stale = stalePageFiles()
+    if (stale.length > 0) {
+      throw new Error(`the inspector page is not built (${stale.join(', ')}): tsc exited ${result.status}\n${result.stdout}${result.stderr}`)
+    }
+  }
+  ensured = true
+}

@@ -321,12 +321,39 @@ export class OpenAIChatClient implements ModelClient {
     return interrupted('failed', this.#redact(`the request failed: ${describe(error)}`))
   }
 
-  /** Removes every configured secret from a message. */
+  /** Removes every configured secret from a message, and every piece of one long enough to matter. */
   #redact(message: string): string {
     let out = message
     for (const secret of this.#secrets) out = out.split(secret).join('[redacted]')
+    // Providers echo keys masked ("sk-proj-ab****wxyz"): the visible pieces must not reach a fact either.
+    for (const secret of this.#secrets) out = redactPieces(out, secret)
     return out
   }
+}
+
+/** The shortest piece of a secret that is redacted on its own. */
+const SECRET_PIECE = 8
+
+/** Replaces every run of at least {@link SECRET_PIECE} characters of `text` that also occurs in `secret`. */
+function redactPieces(text: string, secret: string): string {
+  if (secret.length < SECRET_PIECE) return text
+  let out = ''
+  for (let i = 0; i < text.length; ) {
+    let longest = 0
+    for (let j = 0; j + SECRET_PIECE <= secret.length; j += 1) {
+      let k = 0
+      while (i + k < text.length && j + k < secret.length && text[i + k] === secret[j + k]) k += 1
+      if (k > longest) longest = k
+    }
+    if (longest >= SECRET_PIECE) {
+      out += '[redacted]'
+      i += longest
+    } else {
+      out += text[i]
+      i += 1
+    }
+  }
+  return out
 }
 
 function describe(error: unknown): string {

@@ -1,0 +1,402 @@
+/**
+ * Bad input, table-driven: invalid run inputs, handoff intents, handoff pauses, ids, tool
+ * definitions, `prefix` / `runSource` / `EventLog.open` arguments and appended events. Each is
+ * refused with its documented code, and the log digest is unchanged after each. At the end the
+ * unmutated inputs the cases were made from are admitted, so every refusal was the mutation's.
+ */
+import { join } from 'node:path'
+import { test } from 'uvu'
+import * as assert from 'uvu/assert'
+import {
+  Engine,
+  EventLog,
+  type Fact,
+  type HandoffIntent,
+  type HandoffPause,
+  ModelExecutor,
+  type RunBoundary,
+  type RunInput,
+  type RunningInvocation,
+  type RuntimeEvent,
+  successorOf,
+} from '../index.js'
+import { type RecordedRequest, answer, scriptedModelServer } from '../testing/scripted-model-server.js'
+import { rejectsWithCode } from './support/codes.js'
+import { ALL, effectTool, intentFor, messageRun } from './support/faults-engine.js'
+import { bounded } from './support/temp.js'
+
+/** A deep, loosely typed copy to break on purpose. */
+type Loose = Record<string, any>
+
+interface Context {
+  dir: string
+  log: EventLog
+  engine: Engine
+  /** A valid message run for a fresh session. */
+  message(): Loose
+  /** A valid continuation from the completed run `run-done`. */
+  continuation(): Loose
+  /** The valid successor of the sealed run `run-sealed`. */
+  successor(): Loose
+  /** The invocation held in a model request (its gate takes intents). */
+  blocked: RunningInvocation
+  /** A valid intent for the blocked invocation. */
+  intent(): Loose
+  /** A valid event for a fresh invocation. */
+  event(fact?: Loose): Loose
+  /** The facts of the completed invocation `invocation-done`. */
+  done: RuntimeEvent[]
+}
+
+interface Case {
+  area: string
+  name: string
+  code: string | string[]
+  act(context: Context): unknown
+}
+
+const start = (change: (input: Loose) => void, base: (c: Context) => Loose = (c) => c.message()) => (c: Context) => {
+  const input = base(c)
+  change(input)
+  return c.engine.start(input as RunInput)
+}
+const startContinuation = (change: (input: Loose) => void) => start(change, (c) => c.continuation())
+const startSuccessor = (change: (input: Loose) => void) => start(change, (c) => c.successor())
+const reserve = (change: (intent: Loose) => void) => (c: Context) => {
+  const intent = c.intent()
+  change(intent)
+  return c.blocked.handoff().reserve(intent as HandoffIntent)
+}
+const append = (change: (event: Loose) => void) => (c: Context) => {
+  const event = c.event()
+  change(event)
+  return c.log.append(event as RuntimeEvent)
+}
+const appendFact = (fact: Loose) => (c: Context) => c.log.append(c.event(fact) as RuntimeEvent)
+
+const LONG_ID = 'x'.repeat(129)
+
+const cases: Case[] = [
+  // RunInput: the invocation and its ids
+  { area: 'RunInput', name: 'no invocation', code: 'RUN_INVALID_INPUT', act: start((i) => delete i.invocation) },
+  { area: 'ids', name: 'empty sessionId', code: 'RUN_INVALID_INPUT', act: start((i) => (i.invocation.sessionId = '')) },
+  { area: 'ids', name: 'sessionId with a space', code: 'RUN_INVALID_INPUT', act: start((i) => (i.invocation.sessionId = 'a b')) },
+  { area: 'ids', name: 'sessionId of 129 characters', code: 'RUN_INVALID_INPUT', act: start((i) => (i.invocation.sessionId = LONG_ID)) },
+  { area: 'ids', name: 'turnId with a slash', code: 'RUN_INVALID_INPUT', act: start((i) => (i.invocation.turnId = 'turn/1')) },
+  { area: 'ids', name: 'runId that is a number', code: 'RUN_INVALID_INPUT', act: start((i) => (i.invocation.runId = 7)) },
+  { area: 'ids', name: 'invocationId with a non-ASCII letter', code: 'RUN_INVALID_INPUT', act: start((i) => (i.invocation.invocationId = 'invocación')) },
+  { area: 'ids', name: 'invocationId with NUL', code: 'RUN_INVALID_INPUT', act: start((i) => (i.invocation.invocationId = 'a\0b')) },
+  { area: 'ids', name: 'invocationId already used', code: 'RUN_INVALID_INPUT', act: start((i) => (i.invocation.invocationId = 'invocation-done')) },
+  { area: 'RunInput', name: 'an unknown field in the invocation', code: 'RUN_INVALID_INPUT', act: start((i) => (i.invocation.parent = 'x')) },
+  // RunInput: the provider
+  { area: 'RunInput', name: 'no provider', code: 'RUN_INVALID_INPUT', act: start((i) => delete i.provider) },
+  { area: 'RunInput', name: 'provider kind anthropic', code: 'RUN_INVALID_INPUT', act: start((i) => (i.provider.kind = 'anthropic')) },
+  { area: 'RunInput', name: 'baseUrl that is not a URL', code: 'RUN_INVALID_INPUT', act: start((i) => (i.provider.baseUrl = 'not a url')) },
+  { area: 'RunInput', name: 'baseUrl with ftp:', code: 'RUN_INVALID_INPUT', act: start((i) => (i.provider.baseUrl = 'ftp://127.0.0.1/v1')) },
+  { area: 'RunInput', name: 'empty model', code: 'RUN_INVALID_INPUT', act: start((i) => (i.provider.model = '')) },
+  { area: 'RunInput', name: 'apiKey that is a number', code: 'RUN_INVALID_INPUT', act: start((i) => (i.provider.apiKey = 12345)) },
+  { area: 'RunInput', name: 'header value that is a number', code: 'RUN_INVALID_INPUT', act: start((i) => (i.provider.headers = { 'x-a': 1 })) },
+  { area: 'RunInput', name: 'an unknown provider field', code: 'RUN_INVALID_INPUT', act: start((i) => (i.provider.organization = 'org')) },
+  { area: 'RunInput', name: 'providerOptions that is an array', code: 'RUN_INVALID_INPUT', act: start((i) => (i.providerOptions = [1, 2])) },
+  { area: 'RunInput', name: 'providerOptions with Infinity', code: 'RUN_INVALID_INPUT', act: start((i) => (i.providerOptions = { temperature: Number.POSITIVE_INFINITY })) },
+  { area: 'RunInput', name: 'providerOptions with a function', code: 'RUN_INVALID_INPUT', act: start((i) => (i.providerOptions = { hook: () => 1 })) },
+  // RunInput: configuration and limits
+  { area: 'RunInput', name: 'relative cwd', code: 'RUN_INVALID_INPUT', act: start((i) => (i.configuration.cwd = 'relative/path')) },
+  { area: 'RunInput', name: 'cwd with NUL', code: 'RUN_INVALID_INPUT', act: start((i) => (i.configuration.cwd = '/workspace\0faults')) },
+  { area: 'RunInput', name: 'empty cwd', code: 'RUN_INVALID_INPUT', act: start((i) => (i.configuration.cwd = '')) },
+  { area: 'RunInput', name: 'no configuration', code: 'RUN_INVALID_INPUT', act: start((i) => delete i.configuration) },
+  { area: 'RunInput', name: 'empty workspaceIdentity', code: 'RUN_INVALID_INPUT', act: start((i) => (i.configuration.workspaceIdentity = '')) },
+  { area: 'RunInput', name: 'an unknown configuration field', code: 'RUN_INVALID_INPUT', act: start((i) => (i.configuration.env = {})) },
+  { area: 'RunInput', name: 'mainOutputLimit 0', code: 'RUN_INVALID_INPUT', act: start((i) => (i.mainOutputLimit = 0)) },
+  { area: 'RunInput', name: 'mainOutputLimit 1.5', code: 'RUN_INVALID_INPUT', act: start((i) => (i.mainOutputLimit = 1.5)) },
+  { area: 'RunInput', name: 'mainOutputLimit as a string', code: 'RUN_INVALID_INPUT', act: start((i) => (i.mainOutputLimit = '120')) },
+  { area: 'RunInput', name: 'maxSteps 0', code: 'RUN_INVALID_INPUT', act: start((i) => (i.maxSteps = 0)) },
+  { area: 'RunInput', name: 'maxSteps 257', code: 'RUN_INVALID_INPUT', act: start((i) => (i.maxSteps = 257)) },
+  { area: 'RunInput', name: 'maxSteps NaN', code: 'RUN_INVALID_INPUT', act: start((i) => (i.maxSteps = Number.NaN)) },
+  { area: 'RunInput', name: 'empty requestFingerprint', code: 'RUN_INVALID_INPUT', act: start((i) => (i.requestFingerprint = '')) },
+  { area: 'RunInput', name: 'an unknown top-level field', code: 'RUN_INVALID_INPUT', act: start((i) => (i.priority = 1)) },
+  { area: 'RunInput', name: 'null input', code: 'RUN_INVALID_INPUT', act: (c) => c.engine.start(null as unknown as RunInput) },
+  // tool definitions
+  { area: 'tools', name: 'tools that is not an array', code: 'RUN_INVALID_INPUT', act: start((i) => (i.tools = { echo: {} })) },
+  { area: 'tools', name: 'a tool name with a space', code: 'RUN_INVALID_INPUT', act: start((i) => (i.tools[0].name = 'echo it')) },
+  { area: 'tools', name: 'a tool name of 65 characters', code: 'RUN_INVALID_INPUT', act: start((i) => (i.tools[0].name = 'e'.repeat(65))) },
+  { area: 'tools', name: 'an empty tool name', code: 'RUN_INVALID_INPUT', act: start((i) => (i.tools[0].name = '')) },
+  { area: 'tools', name: 'a tool without execute', code: 'RUN_INVALID_INPUT', act: start((i) => delete i.tools[0].execute) },
+  { area: 'tools', name: 'execute that is not a function', code: 'RUN_INVALID_INPUT', act: start((i) => (i.tools[0].execute = 'run')) },
+  { area: 'tools', name: 'two tools with one name', code: 'RUN_INVALID_INPUT', act: start((i) => i.tools.push({ ...i.tools[0] })) },
+  { area: 'tools', name: 'inputSchema that is a string', code: 'RUN_INVALID_INPUT', act: start((i) => (i.tools[0].inputSchema = 'object')) },
+  { area: 'tools', name: 'a description that is a number', code: 'RUN_INVALID_INPUT', act: start((i) => (i.tools[0].description = 42)) },
+  { area: 'tools', name: 'a tool that is null', code: 'RUN_INVALID_INPUT', act: start((i) => (i.tools = [null])) },
+  // RunInput: work
+  { area: 'RunInput', name: 'no work', code: 'RUN_INVALID_INPUT', act: start((i) => delete i.work) },
+  { area: 'RunInput', name: 'an unknown work kind', code: 'RUN_INVALID_INPUT', act: start((i) => (i.work = { kind: 'resume', content: 'x' })) },
+  { area: 'RunInput', name: 'an empty message', code: 'RUN_INVALID_INPUT', act: start((i) => (i.work.content = '')) },
+  { area: 'RunInput', name: 'a message that is a number', code: 'RUN_INVALID_INPUT', act: start((i) => (i.work.content = 3)) },
+  { area: 'RunInput', name: 'allowPriorUnknown "yes"', code: 'RUN_INVALID_INPUT', act: start((i) => (i.work.allowPriorUnknown = 'yes')) },
+  { area: 'RunInput', name: 'a continuation without a source', code: 'RUN_INVALID_INPUT', act: startContinuation((i) => delete i.work.source) },
+  { area: 'RunInput', name: 'a continuation source with highWater 0', code: 'RUN_INVALID_INPUT', act: startContinuation((i) => (i.work.source.highWater = 0)) },
+  { area: 'RunInput', name: 'a continuation source with a malformed digest', code: 'RUN_INVALID_INPUT', act: startContinuation((i) => (i.work.source.digest = 'sha256:xyz')) },
+  {
+    area: 'RunInput',
+    name: 'a continuation from another session',
+    code: 'RUN_INVALID_INPUT',
+    act: startContinuation((i) => (i.invocation.sessionId = 'session-elsewhere')),
+  },
+  {
+    area: 'RunInput',
+    name: 'a continuation whose boundary digest is not the log’s',
+    code: 'RUN_SOURCE_MISMATCH',
+    act: startContinuation((i) => (i.work.source.digest = `sha256:${'1'.repeat(64)}`)),
+  },
+  { area: 'RunInput', name: 'a continuation from a run the log never saw', code: 'RUN_SOURCE_MISMATCH', act: startContinuation((i) => (i.work.source.invocation.runId = 'run-nowhere')) },
+  // HandoffIntent (gate.reserve)
+  { area: 'HandoffIntent', name: 'empty handoffId', code: 'HANDOFF_MISMATCH', act: reserve((i) => (i.handoffId = '')) },
+  { area: 'HandoffIntent', name: 'hostEpoch with a space', code: 'HANDOFF_MISMATCH', act: reserve((i) => (i.hostEpoch = 'epoch 1')) },
+  { area: 'HandoffIntent', name: 'no claimId', code: 'HANDOFF_MISMATCH', act: reserve((i) => delete i.claimId) },
+  { area: 'HandoffIntent', name: 'rootRunId of 129 characters', code: 'HANDOFF_MISMATCH', act: reserve((i) => (i.rootRunId = LONG_ID)) },
+  { area: 'HandoffIntent', name: 'successorRunId that is a number', code: 'HANDOFF_MISMATCH', act: reserve((i) => (i.successorRunId = 2)) },
+  { area: 'HandoffIntent', name: 'an unknown field', code: 'HANDOFF_MISMATCH', act: reserve((i) => (i.priority = 'high')) },
+  { area: 'HandoffIntent', name: 'the successor reuses the held run id', code: 'HANDOFF_MISMATCH', act: reserve((i) => (i.successorRunId = 'run-blocked')) },
+  {
+    area: 'HandoffIntent',
+    name: 'the successor reuses the held invocation id',
+    code: 'HANDOFF_MISMATCH',
+    act: reserve((i) => (i.successorInvocationId = 'invocation-blocked')),
+  },
+  { area: 'HandoffIntent', name: 'null intent', code: 'HANDOFF_MISMATCH', act: (c) => c.blocked.handoff().reserve(null as unknown as HandoffIntent) },
+  // HandoffPause (handoff work)
+  { area: 'HandoffPause', name: 'remainingSteps differs from the sealed pause', code: 'HANDOFF_MISMATCH', act: startSuccessor((i) => (i.work.pause.remainingSteps -= 1)) },
+  { area: 'HandoffPause', name: 'the claim differs from the sealed pause', code: 'HANDOFF_MISMATCH', act: startSuccessor((i) => (i.work.pause.intent.claimId = 'claim-other')) },
+  {
+    area: 'HandoffPause',
+    name: 'the sealed model changed in pause and provider alike',
+    code: 'HANDOFF_MISMATCH',
+    act: startSuccessor((i) => {
+      i.work.pause.execution.model = 'other'
+      i.provider.model = 'other'
+    }),
+  },
+  { area: 'HandoffPause', name: 'the successor’s output limit differs', code: 'HANDOFF_MISMATCH', act: startSuccessor((i) => (i.mainOutputLimit = 99)) },
+  { area: 'HandoffPause', name: 'the successor’s provider options differ', code: 'HANDOFF_MISMATCH', act: startSuccessor((i) => (i.providerOptions = { seed: 1 })) },
+  { area: 'HandoffPause', name: 'the successor’s cwd differs', code: 'HANDOFF_MISMATCH', act: startSuccessor((i) => (i.configuration.cwd = '/elsewhere')) },
+  { area: 'HandoffPause', name: 'the successor’s tool catalog differs', code: 'HANDOFF_MISMATCH', act: startSuccessor((i) => (i.tools[0].description = 'changed')) },
+  { area: 'HandoffPause', name: 'the successor is not successorOf(intent, source)', code: 'HANDOFF_MISMATCH', act: startSuccessor((i) => (i.invocation.runId = 'run-any')) },
+  { area: 'HandoffPause', name: 'the source boundary is one fact short', code: 'HANDOFF_MISMATCH', act: startSuccessor((i) => (i.work.source.highWater -= 1)) },
+  { area: 'HandoffPause', name: 'the source digest is wrong', code: 'HANDOFF_MISMATCH', act: startSuccessor((i) => (i.work.source.digest = `sha256:${'2'.repeat(64)}`)) },
+  { area: 'HandoffPause', name: 'remainingSteps -1', code: 'RUN_INVALID_INPUT', act: startSuccessor((i) => (i.work.pause.remainingSteps = -1)) },
+  { area: 'HandoffPause', name: 'a malformed catalog digest', code: 'RUN_INVALID_INPUT', act: startSuccessor((i) => (i.work.pause.execution.tools.catalogDigest = 'md5:1')) },
+  { area: 'HandoffPause', name: 'no execution settings', code: 'RUN_INVALID_INPUT', act: startSuccessor((i) => delete i.work.pause.execution) },
+  { area: 'HandoffPause', name: 'no pause', code: 'RUN_INVALID_INPUT', act: startSuccessor((i) => delete i.work.pause) },
+  // prefix arguments
+  { area: 'prefix', name: 'maxEvents -1', code: 'LOG_INVALID_ARGUMENT', act: (c) => c.log.prefix(-1, 1_000) },
+  { area: 'prefix', name: 'maxBytes -1', code: 'LOG_INVALID_ARGUMENT', act: (c) => c.log.prefix(1_000, -1) },
+  { area: 'prefix', name: 'maxEvents 1.5', code: 'LOG_INVALID_ARGUMENT', act: (c) => c.log.prefix(1.5, 1_000) },
+  { area: 'prefix', name: 'maxEvents NaN', code: 'LOG_INVALID_ARGUMENT', act: (c) => c.log.prefix(Number.NaN, 1_000) },
+  { area: 'prefix', name: 'maxBytes Infinity', code: 'LOG_INVALID_ARGUMENT', act: (c) => c.log.prefix(1_000, Number.POSITIVE_INFINITY) },
+  { area: 'prefix', name: 'maxEvents as a string', code: 'LOG_INVALID_ARGUMENT', act: (c) => c.log.prefix('10' as unknown as number, 1_000) },
+  { area: 'prefix', name: 'no arguments', code: 'LOG_INVALID_ARGUMENT', act: (c) => (c.log.prefix as unknown as () => Promise<unknown>)() },
+  { area: 'prefix', name: 'fewer events allowed than the log holds', code: 'LOG_PREFIX_TOO_LARGE', act: (c) => c.log.prefix(1, ALL.bytes) },
+  { area: 'prefix', name: 'fewer bytes allowed than the log holds', code: 'LOG_PREFIX_TOO_LARGE', act: (c) => c.log.prefix(ALL.events, 16) },
+  // runSource arguments
+  { area: 'runSource', name: 'empty sessionId', code: 'LOG_INVALID_ARGUMENT', act: (c) => c.log.runSource('', 'run-done') },
+  { area: 'runSource', name: 'empty runId', code: 'LOG_INVALID_ARGUMENT', act: (c) => c.log.runSource('session-done', '') },
+  { area: 'runSource', name: 'sessionId with a slash', code: 'LOG_INVALID_ARGUMENT', act: (c) => c.log.runSource('session/done', 'run-done') },
+  { area: 'runSource', name: 'runId of 129 characters', code: 'LOG_INVALID_ARGUMENT', act: (c) => c.log.runSource('session-done', LONG_ID) },
+  { area: 'runSource', name: 'runId that is a number', code: 'LOG_INVALID_ARGUMENT', act: (c) => c.log.runSource('session-done', 5 as unknown as string) },
+  { area: 'runSource', name: 'no arguments', code: 'LOG_INVALID_ARGUMENT', act: (c) => (c.log.runSource as unknown as () => Promise<unknown>)() },
+  // EventLog.open arguments
+  { area: 'EventLog.open', name: 'an empty location', code: 'LOG_INVALID_ARGUMENT', act: () => EventLog.open('') },
+  { area: 'EventLog.open', name: 'a location with NUL', code: 'LOG_INVALID_ARGUMENT', act: (c) => EventLog.open(`${c.dir}\0x`) },
+  { area: 'EventLog.open', name: 'a location that is a number', code: 'LOG_INVALID_ARGUMENT', act: () => EventLog.open(42 as unknown as string) },
+  { area: 'EventLog.open', name: 'durability "fast"', code: 'LOG_INVALID_ARGUMENT', act: (c) => EventLog.open(join(c.dir, 'other'), { durability: 'fast' as 'sync' }) },
+  { area: 'EventLog.open', name: 'the location of the open log', code: 'LOG_WRITER_BUSY', act: (c) => EventLog.open(join(c.dir, 'log')) },
+  // appended events: shape
+  { area: 'append', name: 'no id', code: 'LOG_INVALID_EVENT', act: append((e) => delete e.id) },
+  { area: 'append', name: 'an id with a space', code: 'LOG_INVALID_EVENT', act: append((e) => (e.id = 'event 1')) },
+  { area: 'append', name: 'an id of 513 characters', code: 'LOG_INVALID_EVENT', act: append((e) => (e.id = 'e'.repeat(513))) },
+  { area: 'append', name: 'recordedAt -1', code: 'LOG_INVALID_EVENT', act: append((e) => (e.recordedAt = -1)) },
+  { area: 'append', name: 'recordedAt 1.5', code: 'LOG_INVALID_EVENT', act: append((e) => (e.recordedAt = 1.5)) },
+  { area: 'append', name: 'recordedAt as a Date', code: 'LOG_INVALID_EVENT', act: append((e) => (e.recordedAt = new Date(0))) },
+  { area: 'append', name: 'no invocation', code: 'LOG_INVALID_EVENT', act: append((e) => delete e.invocation) },
+  { area: 'append', name: 'an invocation id with a space', code: 'LOG_INVALID_EVENT', act: append((e) => (e.invocation.turnId = 'turn 1')) },
+  { area: 'append', name: 'an unknown event field', code: 'LOG_INVALID_EVENT', act: append((e) => (e.seq = 1)) },
+  { area: 'append', name: 'no fact', code: 'LOG_INVALID_EVENT', act: append((e) => delete e.fact) },
+  { area: 'append', name: 'an unknown fact type', code: 'LOG_INVALID_EVENT', act: appendFact({ type: 'tool.retried', operationId: 'op' }) },
+  { area: 'append', name: 'an opened fact without execution', code: 'LOG_INVALID_EVENT', act: append((e) => delete e.fact.execution) },
+  { area: 'append', name: 'an unknown fact field', code: 'LOG_INVALID_EVENT', act: append((e) => (e.fact.note = 'x')) },
+  { area: 'append', name: 'a request digest that is not sha256', code: 'LOG_INVALID_EVENT', act: appendFact({ type: 'model.requested', stepId: 's1', model: 'm', requestDigest: 'abc' }) },
+  { area: 'append', name: 'an empty stepId', code: 'LOG_INVALID_EVENT', act: appendFact({ type: 'model.requested', stepId: '', model: 'm', requestDigest: `sha256:${'0'.repeat(64)}` }) },
+  { area: 'append', name: 'an interrupt status "crashed"', code: 'LOG_INVALID_EVENT', act: appendFact({ type: 'model.interrupted', stepId: 's1', status: 'crashed' }) },
+  { area: 'append', name: 'a tool input with NaN', code: 'LOG_INVALID_EVENT', act: appendFact({ type: 'tool.dispatched', operationId: 'op', callId: 'c', name: 'echo', input: { v: Number.NaN } }) },
+  { area: 'append', name: 'a tool output that is a function', code: 'LOG_INVALID_EVENT', act: appendFact({ type: 'tool.settled', operationId: 'op', outcome: { status: 'succeeded', output: () => 1 } }) },
+  { area: 'append', name: 'a settlement status "maybe"', code: 'LOG_INVALID_EVENT', act: appendFact({ type: 'tool.settled', operationId: 'op', outcome: { status: 'maybe', message: '' } }) },
+  { area: 'append', name: 'a rejection reason "timeout"', code: 'LOG_INVALID_EVENT', act: appendFact({ type: 'tool.rejected', operationId: 'op', callId: 'c', name: 'x', input: {}, reason: 'timeout' }) },
+  { area: 'append', name: 'a hold id with a space', code: 'LOG_INVALID_EVENT', act: appendFact({ type: 'hold.entered', handoffId: 'hold 1' }) },
+  { area: 'append', name: 'a failure without a class', code: 'LOG_INVALID_EVENT', act: appendFact({ type: 'invocation.ended', outcome: { status: 'failed', class: '' } }) },
+  { area: 'append', name: 'an outcome status "done"', code: 'LOG_INVALID_EVENT', act: appendFact({ type: 'invocation.ended', outcome: { status: 'done' } }) },
+  { area: 'append', name: 'a string instead of an event', code: 'LOG_INVALID_EVENT', act: (c) => c.log.append('event' as unknown as RuntimeEvent) },
+  { area: 'append', name: 'appendAll of nothing', code: 'LOG_INVALID_ARGUMENT', act: (c) => c.log.appendAll([]) },
+  {
+    area: 'append',
+    name: 'appendAll with one valid and one invalid event (nothing is written)',
+    code: 'LOG_INVALID_EVENT',
+    act: (c) => c.log.appendAll([c.event() as RuntimeEvent, { ...c.event(), recordedAt: -5 } as RuntimeEvent]),
+  },
+  // appended events: well formed, but contradicting the log
+  {
+    area: 'append',
+    name: 'a fact for an invocation never opened',
+    code: 'LOG_REJECTED_FACT',
+    act: appendFact({ type: 'tool.settled', operationId: 'op', outcome: { status: 'succeeded', output: 1 } }),
+  },
+  {
+    area: 'append',
+    name: 'a fact for an ended invocation',
+    code: 'LOG_SEALED',
+    act: (c) => {
+      const last = c.done.at(-1) as RuntimeEvent
+      return c.log.append({ ...last, id: 'invocation-done/late', fact: { type: 'hold.entered', handoffId: 'late' } })
+    },
+  },
+  {
+    area: 'append',
+    name: 'a stored event id with other content',
+    code: 'LOG_CONFLICT',
+    act: (c) => {
+      const first = c.done[0] as RuntimeEvent
+      return c.log.append({ ...first, recordedAt: first.recordedAt + 1 })
+    },
+  },
+  {
+    area: 'append',
+    name: 'a second invocation for a run that has one',
+    code: 'LOG_REJECTED_FACT',
+    act: (c) => {
+      const first = c.done[0] as RuntimeEvent
+      return c.log.append({ ...first, id: 'invocation-other/1', invocation: { ...first.invocation, invocationId: 'invocation-other' } })
+    },
+  },
+  {
+    area: 'append',
+    name: 'a hold entered while a model request is in flight',
+    code: 'LOG_REJECTED_FACT',
+    act: (c) => c.log.append({ id: 'invocation-blocked/forged', recordedAt: 1, invocation: c.blocked.invocation, fact: { type: 'hold.entered', handoffId: 'forged' } }),
+  },
+]
+
+test(
+  `bad input: ${cases.length} invalid inputs are each refused with their documented code, and the log digest is unchanged`,
+  bounded(30_000, async (dir) => {
+    assert.ok(cases.length >= 60, `${cases.length} cases`)
+    let blockedIndex = -1
+    let sawBlocked!: () => void
+    const blockedSeen = new Promise<void>((resolve) => {
+      sawBlocked = resolve
+    })
+    const server = await scriptedModelServer((request: RecordedRequest, index: number) => {
+      const user = (request.body?.messages as { role: string; content: string }[] | undefined)?.find((m) => m.role === 'user')
+      if (user?.content === 'question blocked') {
+        blockedIndex = index
+        sawBlocked()
+        return answer.text('done', { hold: true })
+      }
+      return answer.text('done')
+    })
+    const log = await EventLog.open(join(dir, 'log'))
+    const engine = new Engine({ log, model: new ModelExecutor({ timeoutMs: 10_000 }) })
+    try {
+      const tools = () => [effectTool()]
+      // A completed run (a continuation source), a sealed run (a handoff source), a run held in a model request.
+      assert.equal(await engine.run(messageRun(server.baseUrl, 'done', tools())), { status: 'completed' })
+      const sealedRun = messageRun(server.baseUrl, 'sealed', tools(), { mainOutputLimit: 64, providerOptions: { temperature: 0 } })
+      const sealing = await engine.start(sealedRun)
+      const held = await sealing.handoff().reserve(intentFor('sealed', 'run-sealed')).ready()
+      const pause: HandoffPause = await held.commit()
+      await sealing.wait()
+      const sealedSource = (await log.runSource('session-sealed', 'run-sealed'))?.boundary as RunBoundary
+      const doneSource = (await log.runSource('session-done', 'run-done'))?.boundary as RunBoundary
+      const blocked = await engine.start(messageRun(server.baseUrl, 'blocked', tools()))
+      await blockedSeen
+      const done = (await log.prefix(ALL.events, ALL.bytes)).events.filter((e) => e.event.invocation.invocationId === 'invocation-done').map((e) => e.event)
+
+      let fresh = 0
+      const context: Context = {
+        dir,
+        log,
+        engine,
+        blocked,
+        done,
+        message: () => {
+          fresh += 1
+          return messageRun(server.baseUrl, `fresh-${fresh}`, tools()) as Loose
+        },
+        continuation: () => ({
+          ...messageRun(server.baseUrl, 'continued', tools()),
+          invocation: { sessionId: 'session-done', turnId: 'turn-continued', runId: 'run-continued', invocationId: 'invocation-continued' },
+          work: { kind: 'continuation', source: structuredClone(doneSource) },
+        }),
+        successor: () => ({
+          ...sealedRun,
+          tools: tools(),
+          provider: { ...sealedRun.provider },
+          configuration: { ...sealedRun.configuration },
+          invocation: successorOf(pause.intent, sealedSource.invocation),
+          work: { kind: 'handoff', source: structuredClone(sealedSource), pause: structuredClone(pause) },
+        }),
+        intent: () => intentFor('blocked', 'run-blocked') as Loose,
+        event: (fact?: Loose) => {
+          fresh += 1
+          const opened: Fact = {
+            type: 'invocation.opened',
+            input: { kind: 'message', content: 'direct' },
+            configuration: { cwd: '/workspace/faults' },
+            execution: { model: 'm', providerOptions: {}, cwd: '/workspace/faults', tools: { catalogDigest: `sha256:${'a'.repeat(64)}`, names: [] } },
+          }
+          return {
+            id: `direct-${fresh}/1`,
+            recordedAt: 1_700_000_000_000,
+            invocation: { sessionId: `session-direct-${fresh}`, turnId: 'turn', runId: 'run', invocationId: `invocation-direct-${fresh}` },
+            fact: fact ?? opened,
+          }
+        },
+      }
+
+      const before = await log.prefix(ALL.events, ALL.bytes)
+      const areas = new Map<string, number>()
+      for (const item of cases) {
+        await rejectsWithCode(async () => item.act(context), item.code, `${item.area}: ${item.name}`)
+        const after = await log.prefix(ALL.events, ALL.bytes)
+        assert.is(after.digest, before.digest, `${item.area}: ${item.name} left the digest unchanged`)
+        assert.is(after.highWater, before.highWater)
+        areas.set(item.area, (areas.get(item.area) ?? 0) + 1)
+      }
+      for (const area of ['RunInput', 'ids', 'tools', 'HandoffIntent', 'HandoffPause', 'prefix', 'runSource', 'EventLog.open', 'append']) {
+        assert.ok((areas.get(area) ?? 0) >= 3, `area ${area} has cases`)
+      }
+
+      // The bases were valid: unmutated, each is admitted (and the intent is taken).
+      const reservation = blocked.handoff().reserve(context.intent() as HandoffIntent)
+      reservation.cancel()
+      server.release(blockedIndex)
+      assert.equal(await blocked.wait(), { status: 'completed' })
+      assert.equal(await engine.run(context.message() as RunInput), { status: 'completed' })
+      assert.equal(await engine.run(context.continuation() as RunInput), { status: 'completed' })
+      assert.equal(await engine.run(context.successor() as RunInput), { status: 'completed' })
+      assert.ok((await log.append(context.event() as RuntimeEvent)) > before.highWater)
+      // A claim authorizes one successor.
+      const settled = await log.prefix(ALL.events, ALL.bytes)
+      const again = context.successor()
+      again.invocation = { ...again.invocation }
+      await rejectsWithCode(() => engine.start(again as RunInput), ['HANDOFF_CLAIMED', 'RUN_INVALID_INPUT'], 'a second successor')
+      assert.is((await log.prefix(ALL.events, ALL.bytes)).digest, settled.digest)
+      await engine.drain()
+    } finally {
+      server.release(blockedIndex)
+      await engine.drain()
+      await log.close()
+      await server.close()
+    }
+  }),
+)
+
+test.run()

@@ -1,0 +1,208 @@
+/**
+ * Corruption of a closed log's stored files: a flipped byte in a value of a LevelDB table (after
+ * the memtable was flushed by writing more than 4 MiB) and in the write-ahead log, a truncated
+ * write-ahead log, a deleted table file, a deleted CURRENT. `open` or `verify` reports
+ * `LOG_CORRUPT` — with `details.seq` where one is known, with LevelDB's error as `cause` where
+ * LevelDB noticed — and nothing continues on a log that lost facts: a second open refuses too.
+ */
+import { cp, mkdtemp, rm, stat, truncate, unlink } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { suite } from 'uvu'
+import * as assert from 'uvu/assert'
+import { EventLog, type FactstateError, isFactstateError } from '../index.js'
+import { type BuiltLog, buildLog, filesEndingWith, findBytes, flipByte } from './support/faults-files.js'
+import { bounded, withTimeout } from './support/temp.js'
+
+const test = suite('faults: corruption')
+
+type Finding = { at: 'open' | 'verify'; error: FactstateError } | { at: 'none'; events: number }
+
+/** Opens and verifies `dir`; reports where the damage was found. */
+async function inspect(dir: string): Promise<Finding> {
+  let log: EventLog
+  try {
+    log = await EventLog.open(dir)
+  } catch (error) {
+    if (!isFactstateError(error)) throw error
+    return { at: 'open', error }
+  }
+  try {
+    return { at: 'none', events: (await log.verify()).events }
+  } catch (error) {
+    if (!isFactstateError(error)) throw error
+    return { at: 'verify', error }
+  } finally {
+    await log.close()
+  }
+}
+
+/** Asserts LOG_CORRUPT, found at `where`, and returns the error. */
+async function corrupt(dir: string, where: 'open' | 'verify' | 'either', what: string): Promise<FactstateError> {
+  const finding = await inspect(dir)
+  if (finding.at === 'none') return assert.unreachable(`${what}: the damage went unnoticed (${finding.events} events verified)`) as never
+  assert.is(finding.error.code, 'LOG_CORRUPT', `${what}: ${finding.error.message}`)
+  if (where !== 'either') assert.is(finding.at, where, `${what} is found by ${where}`)
+  return finding.error
+}
+
+/** LevelDB's error code somewhere in the cause chain of `error`. */
+function levelCause(error: unknown): string | undefined {
+  for (let cause = (error as { cause?: unknown }).cause; cause; cause = (cause as { cause?: unknown }).cause) {
+    const code = (cause as { code?: unknown }).code
+    if (code === 'LEVEL_CORRUPTION') return code
+  }
+  return undefined
+}
+
+async function writeLogFile(dir: string): Promise<string> {
+  const logs = await filesEndingWith(dir, '.log')
+  assert.is(logs.length, 1, 'one write-ahead log')
+  return join(dir, logs[0] as string)
+}
+
+/** Pristine closed logs, built once and copied into each test (opening one would change it). */
+const templates: { dir?: string; table?: BuiltLog; wal?: BuiltLog } = {}
+
+test.before(() => withTimeout(buildTemplates(), 60_000, 'building the template logs'))
+
+async function buildTemplates(): Promise<void> {
+  templates.dir = await mkdtemp(join(tmpdir(), 'factstate-corruption-'))
+  // More than 4 MiB written: LevelDB flushed its memtable to tables (no reopen needed).
+  templates.table = await buildLog(join(templates.dir, 'table'), { invocations: 1_400, contentBytes: 4_096, perBatch: 50 })
+  assert.ok((await filesEndingWith(join(templates.dir, 'table'), '.ldb')).length >= 1, 'the memtable was flushed to a table')
+  // Small batches, no flush, no reopen: everything is in the write-ahead log.
+  templates.wal = await buildLog(join(templates.dir, 'wal'), { invocations: 80, contentBytes: 1_024 })
+  assert.equal(await filesEndingWith(join(templates.dir, 'wal'), '.ldb'), [], 'nothing was flushed')
+}
+
+test.after(async () => {
+  if (templates.dir) await rm(templates.dir, { recursive: true, force: true })
+})
+
+/** A copy of a template log in `dir`. */
+async function copyOf(kind: 'table' | 'wal', dir: string): Promise<BuiltLog> {
+  await cp(join(templates.dir as string, kind), dir, { recursive: true })
+  return templates[kind] as BuiltLog
+}
+const tableLog = (dir: string) => copyOf('table', dir)
+const walLog = (dir: string) => copyOf('wal', dir)
+
+test(
+  'a flipped byte in a value of a table file (after a memtable flush) is LOG_CORRUPT from verify, naming its seq',
+  bounded(60_000, async (dir) => {
+    const { markers } = await tableLog(dir)
+    const target = markers[20] as BuiltLog['markers'][number]
+    const found = await findBytes(dir, target.marker, '.ldb')
+    assert.is(found.length, 1, 'the event is in one table')
+    await flipByte(found[0]?.file as string, (found[0]?.offset as number) + 40)
+    const error = await corrupt(dir, 'verify', 'an old event flipped in a table')
+    assert.is(error.details?.seq, target.seq)
+    const again = await corrupt(dir, 'verify', 'the second look')
+    assert.is(again.details?.seq, target.seq)
+  }),
+)
+
+test(
+  'a flipped byte in one of the newest events of a table file is LOG_CORRUPT already on open',
+  bounded(60_000, async (dir) => {
+    const { markers, highWater } = await tableLog(dir)
+    // Reopening turns the write-ahead log into a table too: now every event is in a table.
+    const log = await EventLog.open(dir)
+    await log.close()
+    const target = markers.at(-1) as BuiltLog['markers'][number]
+    const found = await findBytes(dir, target.marker, '.ldb')
+    assert.is(found.length, 1)
+    await flipByte(found[0]?.file as string, (found[0]?.offset as number) + 40)
+    const error = await corrupt(dir, 'open', 'the newest event flipped in a table')
+    assert.ok((error.details?.seq as number) >= target.seq && (error.details?.seq as number) <= highWater, `seq ${error.details?.seq}`)
+  }),
+)
+
+test(
+  'a flipped byte in a batch in the middle of the write-ahead log: LevelDB drops it silently, open finds the gap',
+  bounded(30_000, async (dir) => {
+    const { markers, highWater } = await walLog(dir)
+    const target = markers[10] as BuiltLog['markers'][number]
+    const found = await findBytes(dir, target.marker, '.log')
+    assert.is(found.length, 1, 'the batch is in the write-ahead log')
+    await flipByte(found[0]?.file as string, (found[0]?.offset as number) + 40)
+    const error = await corrupt(dir, 'open', 'a batch dropped from the middle')
+    const seq = error.details?.seq as number
+    assert.ok(seq >= target.seq && seq < highWater, `the missing seq ${seq} lies in the gap after ${target.seq}`)
+    // LevelDB has rewritten its write-ahead log by now; the gap is still refused.
+    await corrupt(dir, 'open', 'the second open')
+  }),
+)
+
+test(
+  'a flipped byte in the last batch of the write-ahead log: the lost batch is LOG_CORRUPT on open, naming the first lost seq',
+  bounded(30_000, async (dir) => {
+    const { markers, highWater } = await walLog(dir)
+    const target = markers.at(-1) as BuiltLog['markers'][number]
+    const found = await findBytes(dir, target.marker, '.log')
+    await flipByte(found[0]?.file as string, (found[0]?.offset as number) + 40)
+    const error = await corrupt(dir, 'open', 'the last batch dropped')
+    assert.is(error.details?.seq, target.seq)
+    assert.is(target.seq, highWater - 1)
+    await corrupt(dir, 'open', 'the second open')
+  }),
+)
+
+for (const [name, cut] of [
+  ['by 1 byte (a torn last record)', (size: number) => size - 1],
+  ['by half', (size: number) => Math.floor(size / 2)],
+  ['to nothing', () => 0],
+] as const) {
+  test(
+    `a write-ahead log truncated ${name} is LOG_CORRUPT on open, naming the first lost seq`,
+    bounded(30_000, async (dir) => {
+      const { highWater } = await walLog(dir)
+      const file = await writeLogFile(dir)
+      const { size } = await stat(file)
+      await truncate(file, cut(size))
+      const error = await corrupt(dir, 'open', `truncated ${name}`)
+      const seq = error.details?.seq as number
+      assert.ok(seq >= 1 && seq <= highWater, `seq ${seq}`)
+      if (cut(size) === 0) assert.is(seq, 1, 'every event was in the write-ahead log')
+      await corrupt(dir, 'open', 'the second open')
+    }),
+  )
+}
+
+test(
+  'a deleted table file is LOG_CORRUPT on open, with LevelDB’s corruption error as cause',
+  bounded(60_000, async (dir) => {
+    await tableLog(dir)
+    const tables = await filesEndingWith(dir, '.ldb')
+    await unlink(join(dir, tables[0] as string))
+    const error = await corrupt(dir, 'open', 'a deleted table')
+    assert.is(levelCause(error), 'LEVEL_CORRUPTION', 'LevelDB noticed the missing file')
+    const again = await corrupt(dir, 'open', 'the second open')
+    assert.is(levelCause(again), 'LEVEL_CORRUPTION')
+  }),
+)
+
+test(
+  'a deleted CURRENT makes LevelDB start over from its write-ahead log alone, orphaning the tables; open refuses the log that is left',
+  bounded(60_000, async (dir) => {
+    const { highWater } = await tableLog(dir)
+    await unlink(join(dir, 'CURRENT'))
+    const error = await corrupt(dir, 'open', 'a deleted CURRENT')
+    const seq = error.details?.seq as number
+    assert.ok(seq >= 1 && seq <= highWater, `seq ${seq}`)
+    await corrupt(dir, 'open', 'the second open')
+  }),
+)
+
+test(
+  'an undamaged log of the same shapes opens and verifies (the cases above fail because of the damage)',
+  bounded(60_000, async (dir) => {
+    const wal = await walLog(join(dir, 'wal'))
+    const table = await tableLog(join(dir, 'table'))
+    assert.equal(await inspect(join(dir, 'wal')), { at: 'none', events: wal.highWater })
+    assert.equal(await inspect(join(dir, 'table')), { at: 'none', events: table.highWater })
+  }),
+)
+
+test.run()

@@ -1,0 +1,257 @@
+/**
+ * Secrets: canary values in `apiKey` and in every header travel every path — runs with tools,
+ * model failures whose error bodies echo the secrets back (whole and masked), retries, a handoff
+ * and its successor, a refused input, a process killed with SIGKILL in the middle of a tool and
+ * the recovery after it, the CLI's `log` output. The server proves the canaries were sent; then
+ * no canary (nor any 8-byte piece of one, nor its base64 or hex) is in any file of the log
+ * directory, in any fact, or in the CLI's output.
+ */
+import { spawn } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import { join } from 'node:path'
+import { test } from 'uvu'
+import * as assert from 'uvu/assert'
+import {
+  Engine,
+  EventLog,
+  FactstateError,
+  ModelExecutor,
+  type RunInput,
+  type StoredEvent,
+  recoverInvocations,
+  successorOf,
+} from '../index.js'
+import { type RecordedRequest, type ScriptedAnswer, answer, scriptedModelServer } from '../testing/scripted-model-server.js'
+import { ALL, CWD, effectTool, intentFor, sequenceOf } from './support/faults-engine.js'
+import { everyFile } from './support/faults-files.js'
+import { ROOT, killGroup, runScript } from './support/faults-process.js'
+import { bounded } from './support/temp.js'
+
+const canary = (name: string) => `${name}-${randomBytes(16).toString('hex')}`
+const API_KEY = canary('sk-canary-key')
+const HEADERS: Record<string, string> = {
+  'x-canary-one': canary('header-one'),
+  'x-canary-two': canary('header-two'),
+  'openai-organization': canary('org'),
+}
+const SECRETS = [API_KEY, ...Object.values(HEADERS)]
+
+/** Every form in which a secret (or a piece of it) could leak. */
+const NEEDLES: string[] = SECRETS.flatMap((secret) => {
+  const pieces: string[] = []
+  for (let at = 0; at + 8 <= secret.length; at += 1) pieces.push(secret.slice(at, at + 8))
+  return [...pieces, Buffer.from(secret).toString('base64'), Buffer.from(secret).toString('hex')]
+})
+
+/** The needles found in `bytes` (utf8 and utf16le). */
+function leaks(bytes: Buffer | string): string[] {
+  const buffer = typeof bytes === 'string' ? Buffer.from(bytes, 'utf8') : bytes
+  return NEEDLES.filter((needle) => buffer.includes(Buffer.from(needle, 'utf8')) || buffer.includes(Buffer.from(needle, 'utf16le')))
+}
+
+async function assertNoLeakIn(directory: string, what: string): Promise<number> {
+  const files = await everyFile(directory)
+  assert.ok(files.length >= 4, `${what}: the log directory has its files`)
+  for (const file of files) assert.equal(leaks(file.bytes), [], `${what}: ${file.path}`)
+  return files.length
+}
+
+function assertNoLeakInFacts(events: readonly StoredEvent[], what: string): void {
+  assert.equal(leaks(JSON.stringify(events)), [], `${what}: facts`)
+}
+
+function provider(baseUrl: string): RunInput['provider'] {
+  return { kind: 'openai-chat', baseUrl, model: 'scripted', apiKey: API_KEY, headers: { ...HEADERS } }
+}
+
+function run(baseUrl: string, name: string, extra: Partial<RunInput> = {}): RunInput {
+  return {
+    invocation: { sessionId: `session-${name}`, turnId: `turn-${name}`, runId: `run-${name}`, invocationId: `invocation-${name}` },
+    provider: provider(baseUrl),
+    providerOptions: { temperature: 0 },
+    configuration: { cwd: CWD, workspaceIdentity: 'workspace-1' },
+    mainOutputLimit: 100,
+    maxSteps: 6,
+    tools: [effectTool()],
+    work: { kind: 'message', content: `question ${name}` },
+    ...extra,
+  }
+}
+
+/** The server echoes the secrets it received in its error bodies: whole, masked like OpenAI does, and as headers. */
+function echoing(request: RecordedRequest): { whole: string; masked: string } {
+  const authorization = String(request.headers.authorization ?? '')
+  const key = authorization.replace(/^Bearer /, '')
+  const header = String(request.headers['x-canary-one'] ?? '')
+  return {
+    whole: `Incorrect API key provided: ${key}; header ${header}; ${authorization}`,
+    masked: `Incorrect API key provided: ${key.slice(0, 8)}************${key.slice(-4)}`,
+  }
+}
+
+function scriptFor(request: RecordedRequest): ScriptedAnswer {
+  const messages = (request.body?.messages ?? []) as { role: string; content: string }[]
+  const user = messages.find((m) => m.role === 'user')?.content ?? ''
+  const tools = messages.filter((m) => m.role === 'tool').length
+  const echo = echoing(request)
+  switch (user) {
+    case 'question tools':
+      return tools === 0 ? answer.toolCalls([{ name: 'echo', arguments: { value: 1 } }]) : answer.text('done')
+    case 'question unauthorized':
+      return answer.status(401, { body: { error: { message: echo.whole, type: 'invalid_request_error' } } })
+    case 'question masked':
+      return answer.status(401, { body: { error: { message: echo.masked, type: 'invalid_request_error' } } })
+    case 'question retried': {
+      // Attempt 1: a 500 echoing everything; attempt 2: a 429 in plain text; attempt 3: an answer.
+      const attempt = retried.get(user) ?? 0
+      retried.set(user, attempt + 1)
+      if (attempt === 0) return answer.status(500, { body: { error: { message: echo.whole } } })
+      if (attempt === 1) return answer.status(429, { retryAfterMs: 5, body: echo.whole })
+      return answer.text('done')
+    }
+    case 'question malformed':
+      return answer.malformed({ body: `not json, but it quotes ${echo.whole}` })
+    case 'question handoff':
+      return answer.text('done')
+    case 'question killed':
+      return tools === 0 ? answer.toolCalls([{ name: 'echo', arguments: { value: 2 } }]) : answer.text('done')
+    case 'question after':
+      return answer.text('done')
+    default:
+      return answer.text('done')
+  }
+}
+const retried = new Map<string, number>()
+
+/** Starts the child that is killed in the middle of a tool; resolves once it was killed. */
+async function killInTool(dir: string, baseUrl: string): Promise<void> {
+  const child = spawn(process.execPath, ['--import', 'tsx', join('spec', 'support', 'faults-secrets-child.ts'), dir, baseUrl], {
+    cwd: ROOT,
+    env: { ...process.env, FAULTS_API_KEY: API_KEY, FAULTS_HEADERS: JSON.stringify(HEADERS) },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
+  })
+  let stderr = ''
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+    stderr += chunk
+  })
+  const exited = new Promise<NodeJS.Signals | null>((resolve) => child.on('exit', (_, signal) => resolve(signal)))
+  try {
+    await new Promise<void>((resolve, reject) => {
+      let out = ''
+      child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+        out += chunk
+        if (out.includes('tool running\n')) resolve()
+      })
+      child.on('exit', () => reject(new Error(`the child ended before its tool ran: ${stderr}`)))
+    })
+    child.kill('SIGKILL')
+    assert.is(await exited, 'SIGKILL')
+  } finally {
+    killGroup(child.pid)
+  }
+}
+
+test(
+  'secrets: canaries in apiKey and every header reach the provider, but no file of the log directory, no fact and no CLI output',
+  bounded(60_000, async (dir) => {
+    const server = await scriptedModelServer(scriptFor)
+    const path = join(dir, 'log')
+    let log = await EventLog.open(path)
+    try {
+      const engine = new Engine({ log, model: new ModelExecutor({ timeoutMs: 5_000, retries: 2, backoffMs: 5 }) })
+      // Runs, failures whose bodies echo the secrets, retries.
+      assert.equal(await engine.run(run(server.baseUrl, 'tools')), { status: 'completed' })
+      const unauthorized = await engine.run(run(server.baseUrl, 'unauthorized'))
+      assert.is(unauthorized.status, 'failed')
+      assert.equal(leaks(JSON.stringify(unauthorized)), [], 'the outcome returned to the caller')
+      const masked = await engine.run(run(server.baseUrl, 'masked'))
+      assert.equal(leaks(JSON.stringify(masked)), [], 'a masked echo of the key')
+      assert.equal(await engine.run(run(server.baseUrl, 'retried')), { status: 'completed' })
+      assert.is((await engine.run(run(server.baseUrl, 'malformed'))).status, 'failed')
+      // A refused input carrying the secrets.
+      try {
+        await engine.start({ ...run(server.baseUrl, 'refused'), maxSteps: 0 })
+        assert.unreachable('maxSteps 0 is refused')
+      } catch (error) {
+        assert.ok(error instanceof FactstateError && error.code === 'RUN_INVALID_INPUT')
+        assert.equal(leaks(`${(error as Error).message} ${JSON.stringify((error as FactstateError).details)}`), [], 'the refusal')
+      }
+      // A handoff: hold, seal, successor.
+      const handoff = run(server.baseUrl, 'handoff')
+      const sealing = await engine.start(handoff)
+      const held = await sealing.handoff().reserve(intentFor('handoff', 'run-handoff')).ready()
+      const pause = await held.commit()
+      assert.equal(leaks(JSON.stringify(pause)), [], 'the pause')
+      await sealing.wait()
+      const source = (await log.runSource('session-handoff', 'run-handoff'))?.boundary
+      assert.ok(source)
+      const successor = run(server.baseUrl, 'handoff')
+      successor.invocation = successorOf(pause.intent, source.invocation)
+      successor.work = { kind: 'handoff', source, pause }
+      assert.equal(await engine.run(successor), { status: 'completed' })
+      await engine.drain()
+      await log.close()
+
+      // A process killed with SIGKILL while its tool runs, then recovery and reconciliation here.
+      await killInTool(path, server.baseUrl)
+      log = await EventLog.open(path)
+      assert.is(await recoverInvocations(log), 1)
+      const after = new Engine({ log, model: new ModelExecutor({ timeoutMs: 5_000 }) })
+      const next = run(server.baseUrl, 'after')
+      next.invocation = { ...next.invocation, sessionId: 'session-killed' }
+      next.work = { kind: 'message', content: 'question after', allowPriorUnknown: true }
+      assert.equal(await after.run(next), { status: 'completed' })
+
+      const { events } = await log.prefix(ALL.events, ALL.bytes)
+      assert.equal(sequenceOf(events, 'invocation-killed').at(-1), 'invocation.ended:failed/outcome_unknown')
+      assert.equal(sequenceOf(events, 'invocation-retried'), [
+        'invocation.opened',
+        'model.requested',
+        'model.interrupted:retryable_failure',
+        'model.requested',
+        'model.interrupted:retryable_failure',
+        'model.requested',
+        'model.completed',
+        'invocation.ended:completed',
+      ])
+      assert.equal(sequenceOf(events, 'invocation-unauthorized').at(-1), 'invocation.ended:failed/model_failed')
+      assert.equal(sequenceOf(events, 'invocation-malformed').at(-1), 'invocation.ended:failed/model_malformed')
+      assertNoLeakInFacts(events, 'after every path')
+      await log.close()
+
+      // The canaries were really in use: every request carried them.
+      assert.is(server.requests.length, 11, '2 tools, 1 + 1 unauthorized, 3 retried, 1 malformed, 1 successor, 1 killed, 1 after')
+      for (const request of server.requests) {
+        assert.is(request.headers.authorization, `Bearer ${API_KEY}`)
+        for (const [name, value] of Object.entries(HEADERS)) assert.is(request.headers[name], value, name)
+        assert.equal(leaks(request.bodyText), [], 'the request body carries no secret')
+      }
+
+      await assertNoLeakIn(path, 'closed after every path')
+      // Reopening moves the write-ahead log into tables; look again.
+      log = await EventLog.open(path)
+      assert.is((await log.verify()).events, events.length)
+      await log.close()
+      await assertNoLeakIn(path, 'after a reopen')
+
+      // The CLI's log output, human and JSON.
+      for (const args of [['log', path, '--json'], ['log', path]]) {
+        const result = await runScript(join('bin', 'factstate.ts'), args, 30_000)
+        assert.is(result.code, 0, `factstate ${args.join(' ')}: ${result.stderr}`)
+        assert.equal(leaks(result.stdout + result.stderr), [], `factstate ${args[0]} ${args.slice(2).join(' ')}`)
+        if (args.includes('--json')) assert.is(result.stdout.trim().split('\n').length, events.length, 'one JSON line a fact')
+      }
+    } finally {
+      await log.close()
+      await server.close()
+    }
+  }),
+)
+
+test('secrets: the leak detector finds a canary written to the log (it can fail)', () => {
+  assert.ok(leaks(JSON.stringify({ output: `tool said ${API_KEY.slice(3, 20)}` })).length > 0)
+  assert.ok(leaks(Buffer.from(HEADERS['x-canary-two'] as string).toString('base64')).length > 0)
+})
+
+test.run()

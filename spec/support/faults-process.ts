@@ -1,0 +1,60 @@
+/**
+ * Child processes for the fault suites: a script run to its end (the chaos harness, the CLI), in
+ * its own process group so that a timeout kills it together with anything it started.
+ */
+import { spawn } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
+
+/** The repository root: scripts run with it as their working directory. */
+export const ROOT = fileURLToPath(new URL('../../', import.meta.url))
+
+export interface ScriptResult {
+  code: number | null
+  signal: NodeJS.Signals | null
+  stdout: string
+  stderr: string
+}
+
+/** Runs `node --import tsx <script> ...args` from the repository root; past `ms` its whole process group is killed and the promise rejects. */
+export function runScript(script: string, args: string[], ms: number, env: NodeJS.ProcessEnv = process.env): Promise<ScriptResult> {
+  return new Promise<ScriptResult>((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', script, ...args], {
+      cwd: ROOT,
+      env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      detached: true,
+    })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+      stdout += chunk
+    })
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+      stderr += chunk
+    })
+    let timedOut = false
+    const timer = setTimeout(() => {
+      timedOut = true
+      killGroup(child.pid)
+    }, ms)
+    child.on('error', (error) => {
+      clearTimeout(timer)
+      reject(error)
+    })
+    child.on('close', (code, signal) => {
+      clearTimeout(timer)
+      if (timedOut) reject(new Error(`${script} did not finish within ${ms} ms; stderr: ${stderr}`))
+      else resolve({ code, signal, stdout, stderr })
+    })
+  })
+}
+
+/** Kills a process group started with `detached: true` (the script and every child it started). */
+export function killGroup(pid: number | undefined): void {
+  if (pid === undefined) return
+  try {
+    process.kill(-pid, 'SIGKILL')
+  } catch {
+    // Already gone.
+  }
+}

@@ -1,1 +1,26 @@
+/**
+ * `factstate/testing`: test your tools and hold policies the way factstate tests itself. A
+ * scripted OpenAI-compatible model server, test paths generated from the invocation machine, and
+ * a runner that drives each path against a real engine (crashes included) and checks the
+ * invariants at every step.
+ */
 export * from './scripted-model-server.js'
+export {
+  invocationPaths,
+  pathCoverage,
+  factShape,
+  describeEvent,
+  type InvocationPath,
+  type InvocationPathOptions,
+  type PathStep,
+  type PathStrategy,
+  type AnswerKind,
+  type PathEvent,
+  type PathState,
+  type RefusalCode,
+} from './paths.js'
+export { runPath, echoTool, type RunPathOptions, type PathRunResult } from './run-path.js'
+export { PathCheckError, type PathCheck, type PathChecks } from './path-check.js'
+export { runPathChild, type PathChildOptions } from './path-child.js'
+export { invocationTransitions, transitionsOf, type MachineTransition } from './machine-coverage.js'
+export { ExecutionLedger, type LedgerEntry } from './ledger.js'

@@ -1,0 +1,220 @@
+/**
+ * Model-based tests: paths generated from the invocation machine (every answer, tool outcome,
+ * hold, rollback, seal, refusal and a crash at every machine state), each run for real against an
+ * engine on a LevelDB directory, a scripted model server on 127.0.0.1, and, for a crash, a child
+ * process killed with SIGKILL. Also checks that the kit fails when an invariant is broken.
+ */
+import { fileURLToPath } from 'node:url'
+import { suite } from 'uvu'
+import * as assert from 'uvu/assert'
+import { Engine, type EngineOptions, ModelExecutor } from '../index.js'
+import {
+  type InvocationPath,
+  type PathEvent,
+  type PathRunResult,
+  PathCheckError,
+  invocationPaths,
+  invocationTransitions,
+  pathCoverage,
+  runPath,
+} from '../testing/index.js'
+import { PATH_EVENTS } from '../testing/path-model.js'
+import { withTimeout } from './support/temp.js'
+
+const test = suite('model paths')
+const childScript = fileURLToPath(new URL('./support/path-child.ts', import.meta.url))
+
+let generated: InvocationPath[] | undefined
+const paths = () => (generated ??= invocationPaths())
+
+/** Runs `work` over `items`, at most `width` at a time, in order of start. */
+async function pool<T, R>(items: readonly T[], width: number, work: (item: T) => Promise<R>): Promise<R[]> {
+  const results: R[] = new Array(items.length)
+  let next = 0
+  const lane = async () => {
+    while (next < items.length) {
+      const index = next++
+      results[index] = await work(items[index] as T)
+    }
+  }
+  await Promise.all(Array.from({ length: Math.min(width, items.length) }, lane))
+  return results
+}
+
+async function rejectsWithCheck(action: () => Promise<unknown>, check: string, what: string): Promise<PathCheckError> {
+  try {
+    await action()
+  } catch (error) {
+    assert.instance(error, PathCheckError, `${what}: ${(error as Error).message}`)
+    assert.is((error as PathCheckError).check, check, `${what}: ${(error as Error).message}`)
+    return error as PathCheckError
+  }
+  assert.unreachable(`${what} should have failed the ${check} check`)
+  throw new Error('unreachable')
+}
+
+const findPath = (predicate: (path: InvocationPath) => boolean, what: string) => {
+  const found = paths().find(predicate)
+  assert.ok(found, `a generated path ${what}`)
+  return found as InvocationPath
+}
+
+test('generation is deterministic, bounded, and covers every machine state, transition and event variant', () =>
+  withTimeout(async () => {
+    const first = paths()
+    const again = invocationPaths()
+    assert.equal(JSON.stringify(again), JSON.stringify(first), 'the same options give the same paths')
+    assert.ok(first.length > 50 && first.length < 400, `a bounded number of paths (${first.length})`)
+
+    const coverage = pathCoverage(first)
+    assert.equal(coverage.missing, [], 'every transition of the machine is planned')
+    assert.is(coverage.total, invocationTransitions().length)
+    assert.ok(coverage.total >= 17)
+
+    const states = new Set(first.flatMap((path) => path.steps.map((step) => step.machineState)))
+    for (const state of ['safePoint', 'awaitingModel', 'settlingTool', 'held', 'committed', 'ended'] as const) {
+      assert.ok(states.has(state), `state ${state} is reached`)
+    }
+    const variants = new Set(first.flatMap((path) => path.steps.map((step) => JSON.stringify(step.event))))
+    for (const event of PATH_EVENTS) assert.ok(variants.has(JSON.stringify(event)), `variant ${JSON.stringify(event)} is in some path`)
+
+    const crashes = first.filter((path) => path.crash)
+    const crashedIn = crashes.map((path) => {
+      const at = path.steps.findIndex((step) => step.event.type === 'crash')
+      return path.steps[at - 1]?.machineState ?? 'opening'
+    })
+    assert.equal(crashedIn, ['opening', 'safePoint', 'awaitingModel', 'settlingTool', 'held', 'committed', 'ended'], 'one crash in each machine state')
+    for (const path of crashes) assert.is(path.steps.filter((step) => step.event.type === 'crash').length, 1)
+    const classes = crashes.flatMap((path) => path.steps.find((step) => step.event.type === 'crash')?.facts ?? [])
+    assert.ok(classes.includes('invocation.ended:failed:outcome_unknown'), 'a crash while a tool runs leaves its outcome unknown')
+    assert.ok(classes.includes('invocation.ended:failed:host_interrupted'), 'a crash elsewhere is host_interrupted')
+
+    for (const path of first) {
+      const last = path.steps.at(-1)
+      assert.ok(last?.state === 'ended' || last?.state === 'committed', `${path.id} ends with its run settled`)
+      assert.ok(path.steps.filter((step) => step.event.type === 'start' || step.event.type === 'successor').length <= path.bounds.maxRuns)
+    }
+    assert.throws(() => invocationPaths({ maxSteps: 0 }), (error: unknown) => error instanceof TypeError)
+
+    // Coverage is measured, not assumed: without the fault that ends a run while its request is in flight, exactly that transition is missing.
+    const withoutFault = invocationPaths({ include: (event) => event.type !== 'log.refuses' })
+    assert.equal(pathCoverage(withoutFault).missing, ['awaitingModel --invocation.ended[endsAbnormally]--> ended'])
+    const simple = invocationPaths({ strategy: 'simple', maxSteps: 1, maxRuns: 1, crashes: false, maxPaths: 25 })
+    assert.is(simple.length, 25)
+    assert.ok(simple.every((path) => new Set(path.steps.map((step) => JSON.stringify([step.state, step.run]))).size > 0))
+  }, 30_000))
+
+test('every generated path runs against a real engine, with every invariant checked at every step', () =>
+  withTimeout(async () => {
+    const all = paths()
+    const calm = all.filter((path) => !path.crash)
+    const crashing = all.filter((path) => path.crash)
+    // Crash paths first: their child processes start (slowly, through tsx) while the others run here.
+    const ordered = [...crashing, ...calm]
+    const results: PathRunResult[] = await pool(ordered, 3, (path) => runPath(path, { childScript }))
+    const transitions = new Set(results.flatMap((result) => result.transitions))
+    const total = invocationTransitions().length
+    const rollback = all.filter((path) => path.rollback).length
+    const seal = all.filter((path) => path.seal).length
+    // On a line of its own: uvu has already written the suite's name and progress marks on this one.
+    const counts = `${rollback} with rollback, ${seal} with seal, ${crashing.length} with crash`
+    process.stdout.write(`\nmodel paths: ${results.length} run (${counts}), ${transitions.size} transitions covered of ${total}\n`)
+
+    assert.is(results.length, all.length)
+    assert.is(transitions.size, total, 'the logs written by the runs take every transition of the machine')
+    for (const [index, result] of results.entries()) {
+      const path = ordered[index] as InvocationPath
+      assert.is(result.pathId, path.id)
+      assert.ok(result.checks.states >= 1 && result.checks.facts >= 1 && result.checks.verifies >= 2, `${path.id} was checked`)
+      assert.ok(result.checks.reopenings >= 1, `${path.id} reopened its log`)
+      const planned = path.steps.flatMap((step) => step.facts)
+      assert.is(result.events, planned.length, `${path.id}: the log holds exactly the planned facts`)
+      assert.is(result.executions, planned.filter((fact) => fact === 'tool.dispatched').length, `${path.id}: one execution per dispatch`)
+      if (path.crash) {
+        assert.is(result.checks.recoveries, 1, `${path.id} recovered once`)
+        assert.ok(result.checks.reopenings >= 2)
+      }
+      if (path.steps.some((step) => step.event.type === 'refusal')) assert.ok(result.checks.refusals >= 1)
+      const successors = new Set(path.steps.filter((step) => step.event.type === 'successor').map((step) => step.run))
+      if (path.steps.some((step) => successors.has(step.run) && step.facts.includes('model.requested:step-1'))) {
+        assert.ok(result.checks.replays >= 1, `${path.id} checked the successor's replay`)
+      }
+    }
+  }, 170_000))
+
+test('runPath fails when the engine does not do what the path plans', () =>
+  withTimeout(async () => {
+    // A plan the engine cannot meet: the tool is said to fail where it succeeds.
+    const known = findPath((path) => !path.crash && path.steps.some((step) => step.facts.includes('tool.settled:succeeded')), 'with a succeeding tool')
+    const tampered: InvocationPath = structuredClone(known)
+    for (const step of tampered.steps) step.facts = step.facts.map((fact) => (fact === 'tool.settled:succeeded' ? 'tool.settled:failed' : fact))
+    await rejectsWithCheck(() => runPath(tampered), 'facts', 'a plan that contradicts the engine')
+
+    // An engine built without the runner's model executor does not retry the way the path plans.
+    const retried = (path: InvocationPath) =>
+      path.steps.some((step, i) => step.event.type === 'model.answer' && step.event.answer === 'failure' && path.steps[i + 1]?.event.type === 'request')
+    const failure = findPath((path) => !path.crash && retried(path), 'that retries a failed request')
+    const ownRetries = (options: EngineOptions) => new Engine({ ...options, model: new ModelExecutor({ retries: 0 }) })
+    const error = await rejectsWithCheck(
+      () => runPath(failure, { createEngine: ownRetries, stepTimeoutMs: 2_000 }),
+      'facts',
+      'an engine with its own retry policy',
+    )
+    assert.ok(error.step >= 0)
+
+    // A refusal the engine gives with another code.
+    const busyWhileHeld = (step: InvocationPath['steps'][number]) => step.event.type === 'refusal' && step.event.code === 'RUN_BUSY' && step.state === 'held'
+    const busy = findPath((path) => !path.crash && path.steps.some(busyWhileHeld), 'refused RUN_BUSY while held')
+    const wrong: InvocationPath = structuredClone(busy)
+    for (const step of wrong.steps) {
+      if (busyWhileHeld(step)) step.event = { type: 'refusal', code: 'RUN_RECONCILIATION_REQUIRED' } satisfies PathEvent
+    }
+    await rejectsWithCheck(() => runPath(wrong), 'refusal', 'a refusal with another code')
+
+    // Recovery must close a crash during a tool with outcome_unknown: a plan that says host_interrupted fails.
+    const crashed = findPath((path) => path.crash && path.steps.some((step) => step.facts.includes('invocation.ended:failed:outcome_unknown')), 'crashing in a tool')
+    const misclassified: InvocationPath = structuredClone(crashed)
+    for (const step of misclassified.steps) {
+      step.facts = step.facts.map((fact) => (fact === 'invocation.ended:failed:outcome_unknown' ? 'invocation.ended:failed:host_interrupted' : fact))
+    }
+    await rejectsWithCheck(() => runPath(misclassified, { childScript }), 'recovery', 'a crash closed with another class')
+  }, 60_000))
+
+test('the consumer kit: own tools and arguments, the default crash child, and bad options refused', () =>
+  withTimeout(async () => {
+    const created: unknown[] = []
+    const tools = [
+      {
+        name: 'create_ticket',
+        description: 'Creates a ticket',
+        inputSchema: { type: 'object', properties: { title: { type: 'string' } }, required: ['title'] },
+        async execute(input: unknown) {
+          created.push(input)
+          return { id: `T-${created.length}` }
+        },
+      },
+    ]
+    const mine = invocationPaths({ maxSteps: 2, maxRuns: 2, crashes: false }).filter((path) => path.seal && path.rollback).slice(0, 3)
+    assert.ok(mine.length > 0)
+    for (const path of mine) {
+      const result = await runPath(path, { tools, toolCall: { name: 'create_ticket', arguments: { title: 'printer on fire' } } })
+      assert.is(result.pathId, path.id)
+    }
+    assert.ok(created.every((input) => JSON.stringify(input) === '{"title":"printer on fire"}'))
+
+    const unknownOutcome = (path: InvocationPath) => path.steps.some((step) => step.facts.includes('invocation.ended:failed:outcome_unknown'))
+    const crash = findPath((path) => path.crash && unknownOutcome(path), 'crashing while a tool runs')
+    const result = await runPath(crash)
+    assert.is(result.checks.recoveries, 1)
+    assert.is(result.executions, 1, 'the tool that ran when the process died never runs again')
+
+    for (const options of [{ unknownTool: 'echo' }, { tools, toolCall: { name: 'missing', arguments: {} } }, { tools: [] }]) {
+      const refused = await runPath(mine[0] as InvocationPath, options).then(
+        () => undefined,
+        (error: unknown) => error,
+      )
+      assert.instance(refused, TypeError, `options ${JSON.stringify(options)} are refused`)
+    }
+  }, 40_000))
+
+test.run()

@@ -1,0 +1,480 @@
+/**
+ * The driver-level model of one session for model-based tests: what a test can do to an engine
+ * (answer the model, settle a tool, take, release or commit a hold, cancel, crash the process)
+ * and which facts the engine and recovery must append in response. It is a pure XState machine,
+ * walked by `xstate/graph`; every fact sequence it plans is folded through the real
+ * `invocationMachine` (see `paths.ts`), so the model cannot drift from the machine unnoticed.
+ *
+ * Its stable states are the points where a test can act: `idle` (no run yet), `started` (just
+ * admitted, before the first model request), `awaitingModel` (a request in flight), `toolRunning`
+ * (a dispatched tool executing), `backoff` (a failed request waiting for its retry), `held`,
+ * `committed` and `ended`. `opened`, `calling` and `safePoint` are transient: the engine decides
+ * there by itself, exactly as the invocation actor does.
+ */
+import { assign, setup } from 'xstate'
+import type { ExecutionSettings, Fact, HandoffPause, InvocationOutcome } from '../facts/types.js'
+import type { InvocationState } from '../machines/invocation.js'
+
+/** What the scripted model answers to one request. */
+export type AnswerKind =
+  /** One call to a tool of the catalog. */
+  | 'known'
+  /** One call to a tool that is not in the catalog (rejected `unknown_tool`, never run). */
+  | 'unknown'
+  /** Three calls in one answer: known, unknown, known. */
+  | 'several'
+  /** Final text, no tool calls: the run completes. */
+  | 'text'
+  /** HTTP 500 (retryable); the engine retries once, a second failure fails the run. */
+  | 'failure'
+  /** No answer until the request times out. */
+  | 'timeout'
+
+/** The refusals a path may provoke; each must leave the log byte for byte unchanged. */
+export type RefusalCode = 'RUN_BUSY' | 'HANDOFF_BUSY' | 'HANDOFF_MISMATCH' | 'RUN_RECONCILIATION_REQUIRED'
+
+/** One thing a test does (or lets happen) in a path. */
+export type PathEvent =
+  /** Admit a new message run (after a crash with unknown outcomes, it must pass `allowPriorUnknown`). */
+  | { type: 'start'; allowPriorUnknown: boolean }
+  /** Admit the successor of the sealed run (work `handoff`). */
+  | { type: 'successor' }
+  /** Let the engine send its next model request (the first one, or the retry after a failure). */
+  | { type: 'request' }
+  /** The model answers the request in flight. */
+  | { type: 'model.answer'; answer: AnswerKind }
+  /** The running tool returns (`succeeds`) or throws. */
+  | { type: 'tool.outcome'; outcome: 'succeeds' | 'throws' }
+  /** Reserve a hold: `before` the next request (just after admission, or while a tool runs), or `during` one. */
+  | { type: 'hold.reserve'; when: 'before' | 'during' }
+  /** Give the pending reservation up before its safe point. */
+  | { type: 'hold.cancel' }
+  /** Roll back: the held run goes on. */
+  | { type: 'hold.release' }
+  /** Seal: the held run ends `handoff_paused`. */
+  | { type: 'hold.commit' }
+  /** Cancel the run through its `AbortSignal`. */
+  | { type: 'cancel' }
+  /** The log refuses the fact recording the model's answer (an injected clock fault): the run ends `engine_error`. */
+  | { type: 'log.refuses' }
+  /** Try something the engine must refuse without writing. */
+  | { type: 'refusal'; code: RefusalCode }
+  /** The process is killed (SIGKILL); the log is reopened and recovered. */
+  | { type: 'crash' }
+
+/** The stable states of the path model. */
+export type PathState = 'idle' | 'started' | 'awaitingModel' | 'toolRunning' | 'backoff' | 'held' | 'committed' | 'ended'
+
+/** The invocation machine state each stable path state stands for (`null`: no run yet). */
+export const MACHINE_STATE_OF: Readonly<Record<PathState, InvocationState | null>> = {
+  idle: null,
+  started: 'safePoint',
+  awaitingModel: 'awaitingModel',
+  toolRunning: 'settlingTool',
+  backoff: 'safePoint',
+  held: 'held',
+  committed: 'committed',
+  ended: 'ended',
+}
+
+/** Bounds of the model. */
+export interface PathModelInput {
+  /** Model steps of a message run. */
+  maxSteps: number
+  /** Runs in one path (message runs and successors). */
+  maxRuns: number
+}
+
+type CallKind = 'known' | 'unknown'
+
+/** A fact the model plans, for the run it belongs to (1-based). */
+export interface PlannedFact {
+  run: number
+  fact: Fact
+}
+
+/** What the model remembers. Everything but `facts` (and `callIndex` and `inflight`, the ids those facts use) identifies a state. */
+export interface PathContext extends PathModelInput {
+  /** Retries after a retryable model failure (the engine under test is configured with the same). */
+  retries: number
+  /** Runs admitted so far; the current run is number `run`. */
+  run: number
+  /** How the current run was admitted. */
+  kind: 'message' | 'handoff' | null
+  /** The current run has rolled a hold back. */
+  rolledBack: boolean
+  budget: number
+  stepsUsed: number
+  /** Attempts of the current step's request. */
+  attempt: number
+  /** Calls of the current answer neither dispatched nor rejected yet, and the index of the next one. */
+  calls: CallKind[]
+  callIndex: number
+  /** The operation running now (`toolRunning`). */
+  inflight: string | null
+  reserved: boolean
+  /** Steps left by the sealed pause, while `committed`. */
+  pausedSteps: number | null
+  /** The session has tool outcomes left unknown by a crash and not yet acknowledged. */
+  unknown: boolean
+  crashed: boolean
+  /** Every fact planned so far, in order. Not part of a state's identity. */
+  facts: PlannedFact[]
+}
+
+/** Retries after a retryable model failure: the model plans them, and the runner configures the engine's executor the same way. */
+export const MODEL_RETRIES = 1
+
+const ANSWER_CALLS: Partial<Record<AnswerKind, CallKind[]>> = {
+  known: ['known'],
+  unknown: ['unknown'],
+  several: ['known', 'unknown', 'known'],
+}
+
+const PLACEHOLDER_DIGEST = `sha256:${'0'.repeat(64)}`
+const PLACEHOLDER_EXECUTION: ExecutionSettings = {
+  model: 'model',
+  providerOptions: {},
+  cwd: '/',
+  tools: { catalogDigest: PLACEHOLDER_DIGEST, names: ['known'] },
+}
+
+const stepIdOf = (context: PathContext) => `step-${context.stepsUsed}`
+const callIdOf = (context: PathContext, index: number) => `call-${context.run}-${context.stepsUsed}-${index}`
+const operationIdOf = (context: PathContext, index: number) => `run-${context.run}/step-${context.stepsUsed}/${index}`
+const holdIdOf = (context: PathContext) => `hold-${context.run}-${context.stepsUsed}`
+
+function pauseOf(context: PathContext): HandoffPause {
+  return {
+    intent: {
+      handoffId: holdIdOf(context),
+      hostEpoch: 'host',
+      rootRunId: 'run-1',
+      successorRunId: `run-${context.run + 1}`,
+      successorInvocationId: `invocation-${context.run + 1}`,
+      claimId: `claim-${context.run}`,
+    },
+    remainingSteps: context.budget - context.stepsUsed,
+    execution: PLACEHOLDER_EXECUTION,
+  }
+}
+
+const plan = (context: PathContext, ...facts: Fact[]): PlannedFact[] => [...context.facts, ...facts.map((fact) => ({ run: context.run, fact }))]
+const ended = (outcome: InvocationOutcome): Fact => ({ type: 'invocation.ended', outcome })
+const failed = (failureClass: string): Fact => ended({ status: 'failed', class: failureClass })
+const interrupted = (context: PathContext, status: 'cancelled' | 'timed_out' | 'failed' | 'retryable_failure'): Fact => ({
+  type: 'model.interrupted',
+  stepId: stepIdOf(context),
+  status,
+})
+
+function opened(context: PathContext, run: number, budget: number, kind: 'message' | 'handoff', priorUnknown: boolean): Partial<PathContext> {
+  const input =
+    kind === 'handoff'
+      ? {
+          kind: 'handoff' as const,
+          source: {
+            invocation: { sessionId: 's', turnId: 't', runId: `run-${run - 1}`, invocationId: `invocation-${run - 1}` },
+            highWater: 1,
+            digest: PLACEHOLDER_DIGEST,
+          },
+          pause: pauseOf(context),
+        }
+      : {
+          kind: 'message' as const,
+          content: `question ${run}`,
+          ...(priorUnknown ? { priorUnknown: [{ invocationId: 'unknown', operationId: 'unknown', callId: 'unknown', name: 'known' }] } : {}),
+        }
+  return {
+    run,
+    kind,
+    rolledBack: false,
+    budget,
+    stepsUsed: 0,
+    attempt: 0,
+    calls: [],
+    callIndex: 0,
+    inflight: null,
+    reserved: false,
+    pausedSteps: null,
+    unknown: kind === 'message' ? false : context.unknown,
+    facts: [
+      ...context.facts,
+      { run, fact: { type: 'invocation.opened', input, configuration: { cwd: '/' }, execution: PLACEHOLDER_EXECUTION } },
+    ],
+  }
+}
+
+/**
+ * The path model: a pure statechart over {@link PathEvent}s whose context plans the facts the
+ * engine (and recovery) must append. `paths.ts` walks it with `xstate/graph`.
+ *
+ * @example
+ * ```ts
+ * import { createTestModel } from 'xstate/graph'
+ * const model = createTestModel(pathModel, { input: { maxSteps: 2, maxRuns: 2 } })
+ * model.getShortestPaths().length // one path to each reachable state
+ * ```
+ */
+export const pathModel = setup({
+  types: {
+    context: {} as PathContext,
+    events: {} as PathEvent,
+    input: {} as PathModelInput,
+  },
+  guards: {
+    admits: ({ context, event }) => event.type === 'start' && context.run < context.maxRuns && event.allowPriorUnknown === context.unknown,
+    succeeds: ({ context }) => context.pausedSteps !== null && context.run < context.maxRuns,
+    budgetLeft: ({ context }) => context.stepsUsed < context.budget,
+    budgetSpent: ({ context }) => context.stepsUsed >= context.budget,
+    answersCalls: ({ event }) => event.type === 'model.answer' && ANSWER_CALLS[event.answer] !== undefined,
+    answersText: ({ event }) => event.type === 'model.answer' && event.answer === 'text',
+    failsAndRetries: ({ context, event }) => event.type === 'model.answer' && event.answer === 'failure' && context.attempt <= context.retries,
+    fails: ({ event }) => event.type === 'model.answer' && event.answer === 'failure',
+    timesOut: ({ event }) => event.type === 'model.answer' && event.answer === 'timeout',
+    nextCallKnown: ({ context }) => context.calls[0] === 'known',
+    reservesBefore: ({ context, event }) => event.type === 'hold.reserve' && event.when === 'before' && !context.reserved,
+    reservesDuring: ({ context, event }) => event.type === 'hold.reserve' && event.when === 'during' && !context.reserved,
+    reserved: ({ context }) => context.reserved,
+    mayCrash: ({ context }) => !context.crashed,
+    refusedWhileHeld: ({ event }) => event.type === 'refusal' && (event.code === 'RUN_BUSY' || event.code === 'HANDOFF_BUSY'),
+    refusedWhileSealed: ({ event }) => event.type === 'refusal' && (event.code === 'RUN_BUSY' || event.code === 'HANDOFF_MISMATCH'),
+    refusedAfterEnd: ({ context, event }) => event.type === 'refusal' && event.code === 'RUN_RECONCILIATION_REQUIRED' && context.unknown,
+  },
+  actions: {
+    openMessage: assign(({ context, event }) =>
+      opened(context, context.run + 1, context.maxSteps, 'message', event.type === 'start' && event.allowPriorUnknown),
+    ),
+    openSuccessor: assign(({ context }) => opened(context, context.run + 1, context.pausedSteps ?? 0, 'handoff', false)),
+    newStep: assign(({ context }) => {
+      const next = { ...context, stepsUsed: context.stepsUsed + 1, attempt: 1 }
+      return {
+        stepsUsed: next.stepsUsed,
+        attempt: 1,
+        facts: plan(context, { type: 'model.requested', stepId: stepIdOf(next), model: 'model', requestDigest: PLACEHOLDER_DIGEST }),
+      }
+    }),
+    retryStep: assign(({ context }) => ({
+      attempt: context.attempt + 1,
+      facts: plan(context, { type: 'model.requested', stepId: stepIdOf(context), model: 'model', requestDigest: PLACEHOLDER_DIGEST }),
+    })),
+    complete: assign(({ context, event }) => {
+      const calls = event.type === 'model.answer' ? (ANSWER_CALLS[event.answer] ?? []) : []
+      const toolCalls = calls.map((kind, index) => ({ callId: callIdOf(context, index), name: kind, arguments: '{}' }))
+      return {
+        calls,
+        callIndex: 0,
+        facts: plan(context, { type: 'model.completed', stepId: stepIdOf(context), output: { toolCalls, finishReason: 'tool_calls' } }),
+      }
+    }),
+    completeText: assign(({ context }) => ({
+      facts: plan(context, { type: 'model.completed', stepId: stepIdOf(context), output: { text: 'done', toolCalls: [], finishReason: 'stop' } }),
+    })),
+    rejectUnknowns: assign(({ context }) => {
+      let { calls, callIndex } = context
+      const rejected: Fact[] = []
+      while (calls[0] === 'unknown') {
+        rejected.push({
+          type: 'tool.rejected',
+          operationId: operationIdOf(context, callIndex),
+          callId: callIdOf(context, callIndex),
+          name: 'unknown',
+          input: {},
+          reason: 'unknown_tool',
+        })
+        calls = calls.slice(1)
+        callIndex += 1
+      }
+      return { calls, callIndex, facts: plan(context, ...rejected) }
+    }),
+    dispatch: assign(({ context }) => {
+      const operationId = operationIdOf(context, context.callIndex)
+      return {
+        calls: context.calls.slice(1),
+        callIndex: context.callIndex + 1,
+        inflight: operationId,
+        facts: plan(context, { type: 'tool.dispatched', operationId, callId: callIdOf(context, context.callIndex), name: 'known', input: {} }),
+      }
+    }),
+    settle: assign(({ context, event }) => ({
+      inflight: null,
+      facts: plan(context, {
+        type: 'tool.settled',
+        operationId: context.inflight ?? '',
+        outcome:
+          event.type === 'tool.outcome' && event.outcome === 'succeeds'
+            ? { status: 'succeeded', output: {} }
+            : { status: 'failed', message: 'the tool threw' },
+      }),
+    })),
+    settleCancelled: assign(({ context }) => {
+      const rejected: Fact[] = context.calls.map((kind, offset) => ({
+        type: 'tool.rejected',
+        operationId: operationIdOf(context, context.callIndex + offset),
+        callId: callIdOf(context, context.callIndex + offset),
+        name: kind,
+        input: {},
+        reason: 'cancelled',
+      }))
+      return {
+        inflight: null,
+        calls: [],
+        facts: plan(
+          context,
+          { type: 'tool.settled', operationId: context.inflight ?? '', outcome: { status: 'failed', message: 'the run was cancelled' } },
+          ...rejected,
+        ),
+      }
+    }),
+    reserve: assign({ reserved: true }),
+    unreserve: assign({ reserved: false }),
+    enterHold: assign(({ context }) => ({ reserved: false, facts: plan(context, { type: 'hold.entered', handoffId: holdIdOf(context) }) })),
+    release: assign(({ context }) => ({ rolledBack: true, facts: plan(context, { type: 'hold.released', handoffId: holdIdOf(context) }) })),
+    commit: assign(({ context }) => ({
+      pausedSteps: context.budget - context.stepsUsed,
+      facts: plan(context, ended({ status: 'handoff_paused', pause: pauseOf(context) })),
+    })),
+    interruptRetryable: assign(({ context }) => ({ facts: plan(context, interrupted(context, 'retryable_failure')) })),
+    interruptFailed: assign(({ context }) => ({ facts: plan(context, interrupted(context, 'failed')) })),
+    interruptTimedOut: assign(({ context }) => ({ facts: plan(context, interrupted(context, 'timed_out')) })),
+    interruptCancelled: assign(({ context }) => ({ facts: plan(context, interrupted(context, 'cancelled')) })),
+    endCompleted: assign(({ context }) => ({ facts: plan(context, ended({ status: 'completed' })) })),
+    endCancelled: assign(({ context }) => ({ reserved: false, facts: plan(context, ended({ status: 'cancelled', source: 'path' })) })),
+    endMaxSteps: assign(({ context }) => ({ reserved: false, facts: plan(context, failed('max_steps')) })),
+    endModelFailed: assign(({ context }) => ({ reserved: false, facts: plan(context, failed('model_failed')) })),
+    endTimedOut: assign(({ context }) => ({ reserved: false, facts: plan(context, failed('model_timeout')) })),
+    endEngineError: assign(({ context }) => ({ reserved: false, facts: plan(context, failed('engine_error')) })),
+    // A refusal writes nothing and changes nothing; the action only makes the transition visible to `snapshot.can`.
+    refused: assign({}),
+    crash: assign({ crashed: true, reserved: false }),
+    // What `recoverInvocations` appends for each kind of open invocation (DESIGN §7).
+    recoverRequest: assign(({ context }) => ({ facts: plan(context, interrupted(context, 'failed'), failed('host_interrupted')) })),
+    recoverIdle: assign(({ context }) => ({ facts: plan(context, failed('host_interrupted')) })),
+    recoverTool: assign(({ context }) => ({ unknown: true, inflight: null, calls: [], facts: plan(context, failed('outcome_unknown')) })),
+  },
+}).createMachine({
+  id: 'invocationPaths',
+  context: ({ input }) => ({
+    ...input,
+    retries: MODEL_RETRIES,
+    run: 0,
+    kind: null,
+    rolledBack: false,
+    budget: 0,
+    stepsUsed: 0,
+    attempt: 0,
+    calls: [],
+    callIndex: 0,
+    inflight: null,
+    reserved: false,
+    pausedSteps: null,
+    unknown: false,
+    crashed: false,
+    facts: [],
+  }),
+  initial: 'idle',
+  states: {
+    idle: {
+      on: {
+        start: { guard: 'admits', target: 'opened', actions: 'openMessage' },
+        crash: { guard: 'mayCrash', actions: 'crash' },
+      },
+    },
+    opened: {
+      always: [{ guard: 'budgetLeft', target: 'started' }, { target: 'ended', actions: 'endMaxSteps' }],
+    },
+    started: {
+      on: {
+        request: { target: 'awaitingModel', actions: 'newStep' },
+        'hold.reserve': { guard: 'reservesBefore', target: 'held', actions: 'enterHold' },
+        cancel: { target: 'ended', actions: 'endCancelled' },
+      },
+    },
+    awaitingModel: {
+      on: {
+        'model.answer': [
+          { guard: 'answersCalls', target: 'calling', actions: ['complete', 'rejectUnknowns'] },
+          { guard: 'answersText', target: 'ended', actions: ['completeText', 'endCompleted'] },
+          { guard: 'failsAndRetries', target: 'backoff', actions: 'interruptRetryable' },
+          { guard: 'fails', target: 'ended', actions: ['interruptFailed', 'endModelFailed'] },
+          { guard: 'timesOut', target: 'ended', actions: ['interruptTimedOut', 'endTimedOut'] },
+        ],
+        'hold.reserve': { guard: 'reservesDuring', actions: 'reserve' },
+        'hold.cancel': { guard: 'reserved', actions: 'unreserve' },
+        cancel: { target: 'ended', actions: ['interruptCancelled', 'endCancelled'] },
+        'log.refuses': { target: 'ended', actions: 'endEngineError' },
+        crash: { guard: 'mayCrash', target: 'ended', actions: ['crash', 'recoverRequest'] },
+      },
+    },
+    calling: {
+      always: [{ guard: 'nextCallKnown', target: 'toolRunning', actions: 'dispatch' }, { target: 'safePoint' }],
+    },
+    toolRunning: {
+      on: {
+        'tool.outcome': { target: 'calling', actions: ['settle', 'rejectUnknowns'] },
+        'hold.reserve': { guard: 'reservesBefore', actions: 'reserve' },
+        'hold.cancel': { guard: 'reserved', actions: 'unreserve' },
+        cancel: { target: 'ended', actions: ['settleCancelled', 'endCancelled'] },
+        crash: { guard: 'mayCrash', target: 'ended', actions: ['crash', 'recoverTool'] },
+      },
+    },
+    // As the actor decides at a safe point: a spent budget ends the run before any hold is entered.
+    safePoint: {
+      always: [
+        { guard: 'budgetSpent', target: 'ended', actions: 'endMaxSteps' },
+        { guard: 'reserved', target: 'held', actions: 'enterHold' },
+        { target: 'awaitingModel', actions: 'newStep' },
+      ],
+    },
+    backoff: {
+      on: {
+        request: { target: 'awaitingModel', actions: 'retryStep' },
+        cancel: { target: 'ended', actions: 'endCancelled' },
+        crash: { guard: 'mayCrash', target: 'ended', actions: ['crash', 'recoverIdle'] },
+      },
+    },
+    held: {
+      on: {
+        'hold.release': { target: 'safePoint', actions: 'release' },
+        'hold.commit': { target: 'committed', actions: 'commit' },
+        cancel: { target: 'ended', actions: 'endCancelled' },
+        refusal: { guard: 'refusedWhileHeld', actions: 'refused' },
+        crash: { guard: 'mayCrash', target: 'ended', actions: ['crash', 'recoverIdle'] },
+      },
+    },
+    committed: {
+      on: {
+        successor: { guard: 'succeeds', target: 'opened', actions: 'openSuccessor' },
+        refusal: { guard: 'refusedWhileSealed', actions: 'refused' },
+        crash: { guard: 'mayCrash', actions: 'crash' },
+      },
+    },
+    ended: {
+      on: {
+        start: { guard: 'admits', target: 'opened', actions: 'openMessage' },
+        refusal: { guard: 'refusedAfterEnd', actions: 'refused' },
+        crash: { guard: 'mayCrash', actions: 'crash' },
+      },
+    },
+  },
+})
+
+/** Every event variant the model knows; the traversal offers each one the current state accepts. */
+export const PATH_EVENTS: readonly PathEvent[] = [
+  { type: 'start', allowPriorUnknown: false },
+  { type: 'start', allowPriorUnknown: true },
+  { type: 'successor' },
+  { type: 'request' },
+  ...(['known', 'unknown', 'several', 'text', 'failure', 'timeout'] as const).map((answer) => ({ type: 'model.answer' as const, answer })),
+  { type: 'tool.outcome', outcome: 'succeeds' },
+  { type: 'tool.outcome', outcome: 'throws' },
+  { type: 'hold.reserve', when: 'before' },
+  { type: 'hold.reserve', when: 'during' },
+  { type: 'hold.cancel' },
+  { type: 'hold.release' },
+  { type: 'hold.commit' },
+  { type: 'cancel' },
+  { type: 'log.refuses' },
+  ...(['RUN_BUSY', 'HANDOFF_BUSY', 'HANDOFF_MISMATCH', 'RUN_RECONCILIATION_REQUIRED'] as const).map((code) => ({ type: 'refusal' as const, code })),
+  { type: 'crash' },
+]

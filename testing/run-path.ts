@@ -1,0 +1,351 @@
+/**
+ * Runs one generated path for real and checks the invariants at every step: a real `Engine` on a
+ * real LevelDB directory, a scripted OpenAI-compatible server on 127.0.0.1, tools counted by an
+ * external ledger, and for a crash step a child process killed with SIGKILL, after which the log
+ * is reopened, recovered, and the path goes on.
+ */
+import { type ChildProcess, spawn } from 'node:child_process'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { isAbsolute, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { Engine, type EngineOptions } from '../actors/engine.js'
+import type { ToolDefinition } from '../actors/tool-catalog.js'
+import { foldFacts, stateOf } from '../machines/invocation.js'
+import { type Durability, EventLog, type LogPrefix } from '../store/event-log.js'
+import { recoverInvocations } from '../store/recovery.js'
+import { ExecutionLedger } from './ledger.js'
+import { transitionsOf } from './machine-coverage.js'
+import { PathCheckError, type PathChecks, noChecks } from './path-check.js'
+import type { PathChildJob, PathChildReport } from './path-child.js'
+import { PathHarness, echoTool } from './path-harness.js'
+import { type InvocationPath, factShape } from './paths.js'
+
+export { PathCheckError, type PathCheck, type PathChecks } from './path-check.js'
+export { echoTool } from './path-harness.js'
+
+/** Options of {@link runPath}. */
+export interface RunPathOptions {
+  /** The run's catalog (default: one `echo` tool). Each tool is wrapped: counted in the ledger, and held until the path settles it. */
+  tools?: ToolDefinition[]
+  /** What a `known` answer calls (default: the first tool, with `{ value: 42 }` for `echo` and `{}` otherwise). */
+  toolCall?: { name: string; arguments: unknown }
+  /** The tool name an `unknown` answer calls; must not be in the catalog (default `unavailable`). */
+  unknownTool?: string
+  /**
+   * Builds the engine of each process from the options the runner needs (the log, a model
+   * executor pointed at the scripted server, a clock); pass them on. Default `new Engine(options)`.
+   */
+  createEngine?: (options: EngineOptions) => Engine
+  /**
+   * The script a crash step runs in (it must call `runPathChild` with the same `tools` and
+   * `createEngine`). Default: the kit's own script, which uses the default catalog.
+   */
+  childScript?: string | URL
+  /** Node options for the child (default `['--import', 'tsx']` for a `.ts` script, none otherwise). */
+  childExecArgv?: string[]
+  /** An empty directory for the log and the ledger, kept afterwards (default: a fresh temporary one, removed afterwards). */
+  directory?: string
+  /** How long any one thing the path waits for may take (default 15 s). */
+  stepTimeoutMs?: number
+  /** The model name the runs are configured with (default `scripted`). */
+  model?: string
+  /**
+   * How the logs are opened (default `sync`). `os` is as durable against a killed process (the
+   * crash steps) and faster; only `sync` survives losing the machine, which no path does.
+   */
+  durability?: Durability
+}
+
+/** What {@link runPath} ran and checked. */
+export interface PathRunResult {
+  pathId: string
+  /** Steps executed (a crash step included). */
+  steps: number
+  /** How many times each invariant was checked. */
+  checks: PathChecks
+  /** Invocation-machine transitions the facts in the final log take (`MachineTransition.id`), without repeats. */
+  transitions: string[]
+  /** Model requests the scripted servers received, over all processes. */
+  requests: number
+  /** Tool executions in the ledger, over all processes. */
+  executions: number
+  /** Events in the final log, and its digest (unchanged by the final reopen). */
+  events: number
+  digest: string
+}
+
+const PREFIX_EVENTS = 1_000_000
+const PREFIX_BYTES = 256 * 1024 * 1024
+
+function defaultChild(): { script: string; execArgv: string[] } {
+  const typescript = import.meta.url.endsWith('.ts')
+  const script = fileURLToPath(new URL(`./default-path-child.${typescript ? 'ts' : 'js'}`, import.meta.url))
+  return { script, execArgv: typescript ? ['--import', 'tsx'] : [] }
+}
+
+function resolveOptions(options: RunPathOptions) {
+  const tools = options.tools ?? [echoTool()]
+  if (!Array.isArray(tools) || tools.length === 0) throw new TypeError('runPath: tools must be a non-empty array')
+  const first = tools[0] as ToolDefinition
+  const toolCall = options.toolCall ?? { name: first.name, arguments: first.name === 'echo' ? { value: 42 } : {} }
+  if (!tools.some((tool) => tool.name === toolCall.name)) throw new TypeError(`runPath: toolCall.name ${toolCall.name} is not in tools`)
+  const unknownTool = options.unknownTool ?? 'unavailable'
+  if (tools.some((tool) => tool.name === unknownTool)) throw new TypeError(`runPath: unknownTool ${unknownTool} must not be in tools`)
+  const stepTimeoutMs = options.stepTimeoutMs ?? 15_000
+  if (!(stepTimeoutMs > 0)) throw new TypeError('runPath: stepTimeoutMs must be positive')
+  if (options.directory !== undefined && !isAbsolute(options.directory)) throw new TypeError('runPath: directory must be absolute')
+  let child = defaultChild()
+  if (options.childScript !== undefined) {
+    const script = options.childScript instanceof URL ? fileURLToPath(options.childScript) : options.childScript
+    child = { script, execArgv: /\.[mc]?ts$/.test(script) ? ['--import', 'tsx'] : [] }
+  }
+  if (options.childExecArgv) child = { ...child, execArgv: options.childExecArgv }
+  return {
+    tools,
+    toolCall,
+    unknownTool,
+    stepTimeoutMs,
+    child,
+    model: options.model ?? 'scripted',
+    durability: options.durability ?? 'sync',
+    createEngine: options.createEngine ?? ((engineOptions: EngineOptions) => new Engine(engineOptions)),
+  }
+}
+
+type Resolved = ReturnType<typeof resolveOptions>
+
+/** Spawns the crash child, waits until it stands at the crash state, and kills it with SIGKILL. */
+async function crashChild(resolved: Resolved, job: PathChildJob): Promise<Extract<PathChildReport, { kind: 'reached' }>> {
+  const fail = (check: 'child' | 'timeout', message: string) => new PathCheckError(check, job.path.id, job.until, message)
+  const child: ChildProcess = spawn(process.execPath, [...resolved.child.execArgv, resolved.child.script], {
+    cwd: process.cwd(),
+    stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
+  })
+  let stderr = ''
+  child.stderr?.setEncoding('utf8')
+  child.stderr?.on('data', (chunk: string) => {
+    stderr = (stderr + chunk).slice(-4_000)
+  })
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
+  const spawnFailed = new Promise<never>((_, reject) =>
+    child.once('error', (error) => reject(fail('child', `the child could not start: ${error.message}`))),
+  )
+  spawnFailed.catch(() => undefined)
+  let timer: NodeJS.Timeout | undefined
+  try {
+    const report = await Promise.race([
+      new Promise<Exclude<PathChildReport, { kind: 'ready' }>>((resolve, reject) => {
+        child.on('message', (message: PathChildReport) => {
+          if (message.kind === 'ready') child.send(job)
+          else resolve(message)
+        })
+        void exited.then(() => reject(fail('child', `the child exited before it reached the crash state; stderr: ${stderr}`)))
+      }),
+      new Promise<never>((_, reject) => {
+        const late = () => reject(fail('timeout', `the child did not reach the crash state in time; stderr: ${stderr}`))
+        timer = setTimeout(late, resolved.stepTimeoutMs * 2)
+      }),
+      spawnFailed,
+    ])
+    if (report.kind === 'failed') throw new PathCheckError(report.check, job.path.id, report.step, `in the crash child: ${report.message}`)
+    return report
+  } finally {
+    clearTimeout(timer)
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
+    await exited
+  }
+}
+
+const eventsOf = (prefix: LogPrefix, invocationId: string) =>
+  prefix.events.filter(({ event }) => event.invocation.invocationId === invocationId).map(({ event }) => event.fact)
+
+/** Reopens after the crash and checks that recovery closes exactly what the crash left open, with the right class. */
+async function recoverAfterCrash(
+  log: EventLog,
+  path: InvocationPath,
+  crashIndex: number,
+  reached: { digest: string; highWater: number },
+  checks: PathChecks,
+): Promise<void> {
+  const fail = (check: 'digest' | 'recovery' | 'state' | 'verify', message: string): never => {
+    throw new PathCheckError(check, path.id, crashIndex, message)
+  }
+  const step = path.steps[crashIndex]
+  if (!step) return fail('recovery', 'no crash step')
+  const reopened = await log.prefix(PREFIX_EVENTS, PREFIX_BYTES)
+  if (reopened.digest !== reached.digest || reopened.highWater !== reached.highWater) fail('digest', 'reopening the log after the crash changed its digest')
+  const verified = await log.verify()
+  if (verified.digest !== reopened.digest) fail('verify', 'verify() disagrees with the reopened log')
+  checks.reopenings += 1
+  checks.digests += 1
+  checks.verifies += 1
+  const closed = await recoverInvocations(log)
+  const recovered = await log.prefix(PREFIX_EVENTS, PREFIX_BYTES)
+  const added = recovered.events.slice(reopened.events.length)
+  const expected = step.facts
+  const open = step.facts.length > 0 ? 1 : 0
+  if (closed !== open) fail('recovery', `recovery closed ${closed} invocations; the crash left ${open} open`)
+  if (added.some(({ event }) => event.invocation.invocationId !== `invocation-${step.run}`)) {
+    fail('recovery', 'recovery wrote facts for an invocation the crash did not leave open')
+  }
+  const shapes = added.map(({ event }) => factShape(event.fact))
+  if (shapes.join() !== expected.join()) fail('recovery', `recovery appended [${shapes.join(', ')}], the path plans [${expected.join(', ')}]`)
+  if (step.machineState !== null) {
+    const folded = stateOf(foldFacts(eventsOf(recovered, `invocation-${step.run}`)))
+    if (folded !== step.machineState) fail('state', `after recovery the log folds to ${folded}, the path expects ${step.machineState}`)
+    checks.states += 1
+  }
+  if ((await recoverInvocations(log)) !== 0) fail('recovery', 'a second recovery closed something again')
+  if ((await log.prefix(PREFIX_EVENTS, PREFIX_BYTES)).digest !== recovered.digest) fail('digest', 'a second recovery changed the log')
+  checks.recoveries += 1
+  checks.digests += 1
+}
+
+/**
+ * Runs a path from {@link invocationPaths} against a real engine and checks, at every step where
+ * the engine stands still:
+ * - the state folded from the log through the machine equals the path's state and the live
+ *   actor's state (value and context), and the facts appended are exactly the planned ones;
+ * - each `tool.dispatched` operation ran exactly once (an external, fsynced ledger counts
+ *   executions), never without a dispatch and never again after a restart;
+ * - refusals come with their code and leave the digest unchanged; reopening keeps it; `verify`
+ *   passes;
+ * - the model server sees exactly the planned requests (none after a seal); a successor's first
+ *   request replays the lineage (one user message, one tool message per settled or rejected
+ *   call) and executes nothing;
+ * - after a crash (a child process killed with SIGKILL), recovery closes exactly what was left
+ *   open, with `host_interrupted` or `outcome_unknown`, and a second recovery does nothing.
+ *
+ * Rejects with a {@link PathCheckError} naming the step and the failed check.
+ *
+ * @example
+ * ```ts
+ * import { invocationPaths, runPath } from 'factstate/testing'
+ * for (const path of invocationPaths({ maxSteps: 2 })) {
+ *   const result = await runPath(path)   // throws PathCheckError if an invariant breaks
+ *   console.log(path.id, result.checks.states, result.transitions.length)
+ * }
+ * ```
+ */
+export async function runPath(path: InvocationPath, options: RunPathOptions = {}): Promise<PathRunResult> {
+  const resolved = resolveOptions(options)
+  const directory = options.directory ?? (await mkdtemp(join(tmpdir(), 'factstate-path-')))
+  try {
+    return await execute(path, resolved, directory)
+  } finally {
+    if (options.directory === undefined) await rm(directory, { recursive: true, force: true })
+  }
+}
+
+async function execute(path: InvocationPath, resolved: Resolved, directory: string): Promise<PathRunResult> {
+  const checks = noChecks()
+  const logDirectory = join(directory, 'log')
+  const ledgerFile = join(directory, 'ledger')
+  const crashIndex = path.steps.findIndex((step) => step.event.type === 'crash')
+  let requests = 0
+  let crashedAt: number | undefined
+  if (crashIndex >= 0) {
+    const reached = await crashChild(resolved, {
+      path,
+      until: crashIndex,
+      cwd: directory,
+      logDirectory,
+      ledgerFile,
+      toolCall: resolved.toolCall,
+      unknownTool: resolved.unknownTool,
+      model: resolved.model,
+      stepTimeoutMs: resolved.stepTimeoutMs,
+      durability: resolved.durability,
+    })
+    const expected = path.steps[crashIndex - 1]?.machineState ?? 'opening'
+    if (reached.folded !== expected || (reached.live !== null && reached.live !== expected)) {
+      const stood = `${reached.folded} (live ${String(reached.live)})`
+      throw new PathCheckError('state', path.id, crashIndex, `the child stood in ${stood}, the path crashes in ${expected}`)
+    }
+    requests += reached.requests
+    crashedAt = reached.highWater
+    const log = await EventLog.open(logDirectory, { durability: resolved.durability })
+    try {
+      await recoverAfterCrash(log, path, crashIndex, reached, checks)
+    } finally {
+      await log.close()
+    }
+  }
+  const log = await EventLog.open(logDirectory, { durability: resolved.durability })
+  let closed = false
+  try {
+    const harness = await PathHarness.open(
+      {
+        path,
+        cwd: directory,
+        ledgerFile,
+        log,
+        tools: resolved.tools,
+        createEngine: resolved.createEngine,
+        toolCall: resolved.toolCall,
+        unknownTool: resolved.unknownTool,
+        model: resolved.model,
+        stepTimeoutMs: resolved.stepTimeoutMs,
+        checks,
+        ...(crashedAt === undefined ? {} : { crashedAt }),
+      },
+      crashIndex + 1,
+      path.steps.length,
+    )
+    try {
+      await harness.run()
+      await harness.finish()
+    } finally {
+      await harness.close()
+      requests += harness.requests
+    }
+    const before = await log.prefix(PREFIX_EVENTS, PREFIX_BYTES)
+    await log.close()
+    closed = true
+    return await reopen(path, logDirectory, ledgerFile, before, checks, requests)
+  } finally {
+    if (!closed) await log.close()
+  }
+}
+
+/** Close, reopen: same digest, `verify` passes, nothing to recover. Then the result. */
+async function reopen(
+  path: InvocationPath,
+  logDirectory: string,
+  ledgerFile: string,
+  before: LogPrefix,
+  checks: PathChecks,
+  requests: number,
+): Promise<PathRunResult> {
+  const fail = (check: 'digest' | 'recovery' | 'verify', message: string): never => {
+    throw new PathCheckError(check, path.id, path.steps.length, message)
+  }
+  const log = await EventLog.open(logDirectory)
+  try {
+    const after = await log.prefix(PREFIX_EVENTS, PREFIX_BYTES)
+    if (after.digest !== before.digest || after.highWater !== before.highWater) fail('digest', 'reopening the log changed its digest')
+    const verified = await log.verify()
+    if (verified.digest !== after.digest || verified.events !== after.highWater) fail('verify', 'verify() disagrees with the reopened log')
+    if ((await recoverInvocations(log)) !== 0) fail('recovery', 'recovery found an invocation left open after a clean run')
+    if ((await log.prefix(PREFIX_EVENTS, PREFIX_BYTES)).digest !== after.digest) fail('digest', 'recovery of a clean log changed it')
+    checks.reopenings += 1
+    checks.digests += 2
+    checks.verifies += 1
+    const transitions = new Set<string>()
+    const invocations = new Set(after.events.map(({ event }) => event.invocation.invocationId))
+    for (const id of invocations) for (const transition of transitionsOf(eventsOf(after, id))) transitions.add(transition)
+    return {
+      pathId: path.id,
+      steps: path.steps.length,
+      checks,
+      transitions: [...transitions],
+      requests,
+      executions: new ExecutionLedger(ledgerFile).entries().length,
+      events: after.highWater,
+      digest: after.digest,
+    }
+  } finally {
+    await log.close()
+  }
+}

@@ -7,6 +7,7 @@
  */
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
+import type { ChatRequestBody } from '../actors/model-client.js'
 
 /** One request as the server received it. */
 export interface RecordedRequest {
@@ -15,12 +16,22 @@ export interface RecordedRequest {
   method: string
   /** The request path, e.g. `/v1/chat/completions`. */
   path: string
-  /** The body parsed as JSON, or `undefined` when it was not JSON. Typed loosely for test convenience. */
-  body: any
+  /**
+   * The body parsed as JSON. A body that was not a JSON object is recorded as
+   * `{ model: '', messages: [] }`; `bodyText` always has the exact text.
+   */
+  body: RecordedBody
   /** The exact body text received. */
   bodyText: string
   /** The request headers, names lower-cased (as Node reports them). */
   headers: IncomingHttpHeaders
+}
+
+/** A chat-completions request body as the server received it. */
+export interface RecordedBody extends ChatRequestBody {
+  stream?: boolean
+  tools?: { type: string; function: { name: string; description?: string; parameters?: unknown } }[]
+  max_tokens?: number
 }
 
 /** Options most answers accept. */
@@ -412,11 +423,12 @@ export async function scriptedModelServer(script: Script, options: { stream?: bo
       writeJson(res, 404, { error: { message: `scripted model server: no route ${req.method} ${path}`, type: 'not_found' } })
       return
     }
-    let body: unknown
+    let body: RecordedBody = { model: '', messages: [] }
     try {
-      body = JSON.parse(bodyText)
+      const parsed: unknown = JSON.parse(bodyText)
+      if (typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed)) body = { messages: [], ...(parsed as Partial<RecordedBody>) } as RecordedBody
     } catch {
-      body = undefined
+      // Recorded as an empty request; the raw text is in bodyText.
     }
     const recorded: RecordedRequest = { index: requests.length, method: req.method, path, body, bodyText, headers: req.headers }
     requests.push(recorded)

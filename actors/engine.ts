@@ -39,6 +39,8 @@ export interface RunningInvocation {
   snapshot(): InvocationSnapshot
 }
 
+const ignore = (): void => undefined
+
 const defaultEventId = (invocation: Invocation, ordinal: number) => `${invocation.invocationId}/${ordinal}`
 
 /** The five settings a successor must match, compared one by one so the refusal can name the first that differs. */
@@ -127,7 +129,8 @@ export class Engine {
       const fingerprint = run.requestFingerprint === undefined ? {} : { requestFingerprint: run.requestFingerprint }
       const acknowledged = priorUnknown.length > 0 ? { priorUnknown } : {}
       if (work.kind === 'continuation') {
-        execution = { ...settings, replayBase: work.source }
+        // A copy: the caller's boundary object never becomes part of the run's settings (or of a pause).
+        execution = canonical({ ...settings, replayBase: work.source })
         opened = { kind: 'continuation', source: work.source, ...fingerprint, ...acknowledged }
       } else {
         opened = { kind: 'message', content: work.content, ...fingerprint, ...acknowledged }
@@ -183,15 +186,29 @@ export class Engine {
       now: this.#now,
       eventId: this.#eventId,
     })
-    this.#running.set(invocation.invocationId, actor)
-    const done = actor.done.finally(() => this.#running.delete(invocation.invocationId))
-    done.catch(() => undefined)
+    return this.#track(actor, invocation)
+  }
+
+  /** Registers a started actor and makes its handle (apart from `start`, so the handle does not keep the input alive). */
+  #track(actor: InvocationActor, invocation: Invocation): RunningInvocation {
+    const { invocationId } = invocation
+    this.#running.set(invocationId, actor)
+    const done = actor.done.finally(() => this.#running.delete(invocationId))
+    done.catch(ignore)
     return {
       invocation: structuredClone(invocation),
-      handoff: () => actor.gate,
-      wait: () => done,
-      state: () => stateOf(actor.snapshot),
-      snapshot: () => actor.snapshot,
+      handoff() {
+        return actor.gate
+      },
+      wait() {
+        return done
+      },
+      state() {
+        return stateOf(actor.snapshot)
+      },
+      snapshot() {
+        return actor.snapshot
+      },
     }
   }
 

@@ -39,6 +39,8 @@ export function successorOf(intent: HandoffIntent, source: Invocation): Invocati
 /** What the holder decided. */
 export type HoldDecision = { kind: 'release'; done: Deferred<void> } | { kind: 'commit'; done: Deferred<HandoffPause> }
 
+const ignore = (): void => undefined
+
 /** A promise with its settle functions. */
 export class Deferred<T> {
   readonly promise: Promise<T>
@@ -50,7 +52,7 @@ export class Deferred<T> {
       this.reject = reject
     })
     // A caller may never await it (a cancelled reservation): that is not an unhandled rejection.
-    this.promise.catch(() => undefined)
+    this.promise.catch(ignore)
   }
 }
 
@@ -83,19 +85,27 @@ export class Reservation implements HandoffReservation {
   enter(pause: HandoffPause): void {
     this.state = 'held'
     this.pause = pause
-    const decide = <T>(make: (done: Deferred<T>) => HoldDecision, done: Deferred<T>): Promise<T> => {
-      if (this.state !== 'held') {
-        return Promise.reject(new FactstateError('HANDOFF_NOT_HELD', `hold ${this.intent.handoffId} is no longer held`))
-      }
-      this.state = 'deciding'
-      this.decision.resolve(make(done))
-      return done.promise
-    }
+    const reservation = this
     this.held.resolve({
-      preview: () => structuredClone(pause),
-      release: () => decide((done) => ({ kind: 'release', done }), new Deferred<void>()),
-      commit: () => decide((done) => ({ kind: 'commit', done }), new Deferred<HandoffPause>()),
+      preview() {
+        return structuredClone(pause)
+      },
+      release() {
+        return reservation.#decide((done) => ({ kind: 'release', done }), new Deferred<void>())
+      },
+      commit() {
+        return reservation.#decide((done) => ({ kind: 'commit', done }), new Deferred<HandoffPause>())
+      },
     })
+  }
+
+  #decide<T>(make: (done: Deferred<T>) => HoldDecision, done: Deferred<T>): Promise<T> {
+    if (this.state !== 'held') {
+      return Promise.reject(new FactstateError('HANDOFF_NOT_HELD', `hold ${this.intent.handoffId} is no longer held`))
+    }
+    this.state = 'deciding'
+    this.decision.resolve(make(done))
+    return done.promise
   }
 
   /** Called by the actor when the run ends or fails before or while the hold is taken. */

@@ -36,6 +36,8 @@ export interface ActorSetup {
   onFact?: (event: RuntimeEvent, snapshot: InvocationSnapshot) => void
 }
 
+const unavailable = (why: string) => new FactstateError('HANDOFF_UNAVAILABLE', why)
+
 class Ended {
   constructor(readonly outcome: InvocationOutcome) {}
 }
@@ -70,19 +72,24 @@ export class InvocationActor {
   #snapshot: InvocationSnapshot
   #ordinal = 1
   readonly #own: RuntimeEvent[]
-  readonly #catalog: Map<string, ToolDefinition>
-  readonly #signal: AbortSignal
+  #ownSignal: AbortSignal | undefined
+  private readonly setup: Omit<ActorSetup, 'snapshot'>
 
-  constructor(private readonly setup: ActorSetup) {
+  constructor({ snapshot, ...setup }: ActorSetup) {
+    // The first snapshot is not kept in `setup`: the actor holds only the current one.
+    this.setup = setup
     this.gate = new Gate(setup.invocation)
-    this.#snapshot = setup.snapshot
+    this.#snapshot = snapshot
     this.#own = [setup.opened]
-    this.#catalog = new Map(setup.tools.map((tool) => [tool.name, tool]))
-    this.#signal = setup.signal ?? new AbortController().signal
     this.done = new Promise<InvocationOutcome>((resolve, reject) => {
       // Let the caller of `start` take a reservation before the first safe point is checked.
       setImmediate(() => this.#run().then(resolve, reject))
     })
+  }
+
+  /** The caller's signal, or one of the run's own (made when first needed: nothing can abort it). */
+  get #signal(): AbortSignal {
+    return this.setup.signal ?? (this.#ownSignal ??= new AbortController().signal)
   }
 
   /** The machine state as the actor has it (equal to folding its facts from the log). */
@@ -119,11 +126,10 @@ export class InvocationActor {
   }
 
   async #run(): Promise<InvocationOutcome> {
-    const unavailable = (why: string) => new FactstateError('HANDOFF_UNAVAILABLE', why)
     try {
       for (;;) {
         // A safe point: nothing in flight, every call of the last step settled or rejected.
-        if (this.#signal.aborted) await this.#cancelled()
+        if (this.setup.signal?.aborted) await this.#cancelled()
         const context = this.#snapshot.context
         if (context.answered) await this.#end({ status: 'completed' })
         // A spent budget ends the run before any hold: a successor with no step left could do nothing.
@@ -153,21 +159,32 @@ export class InvocationActor {
     }
   }
 
-  /** The pause a commit would seal now. */
+  /** The pause a commit would seal now. Its parts are the actor's own copies (never the caller's objects): no copy needed. */
   #pauseFor(reservation: Reservation): HandoffPause {
-    return canonical({
+    return {
       intent: reservation.intent,
       remainingSteps: Math.max(0, this.setup.budget - this.#snapshot.context.stepsUsed),
       execution: this.setup.execution,
-    })
+    }
   }
 
   async #hold(reservation: Reservation): Promise<void> {
     const { handoffId } = reservation.intent
     await this.#record({ type: 'hold.entered', handoffId })
     reservation.enter(this.#pauseFor(reservation))
+    // Without a caller's signal nothing can abort the run: wait for the decision alone, with no listener to keep.
+    const decision = this.setup.signal === undefined ? await reservation.decision.promise : await this.#decisionOrAbort(reservation)
+    if (decision === 'aborted') {
+      reservation.abandon(new FactstateError('HANDOFF_NOT_HELD', `hold ${handoffId} ended: the run was cancelled`))
+      await this.#cancelled()
+      return
+    }
+    await this.#decide(reservation, decision)
+  }
+
+  #decisionOrAbort(reservation: Reservation): Promise<HoldDecision | 'aborted'> {
     let onAbort: () => void = () => undefined
-    const decision = await Promise.race([
+    return Promise.race([
       reservation.decision.promise,
       new Promise<'aborted'>((resolve) => {
         onAbort = () => resolve('aborted')
@@ -175,12 +192,6 @@ export class InvocationActor {
         this.#signal.addEventListener('abort', onAbort, { once: true })
       }),
     ]).finally(() => this.#signal.removeEventListener('abort', onAbort))
-    if (decision === 'aborted') {
-      reservation.abandon(new FactstateError('HANDOFF_NOT_HELD', `hold ${handoffId} ended: the run was cancelled`))
-      await this.#cancelled()
-      return
-    }
-    await this.#decide(reservation, decision)
   }
 
   async #decide(reservation: Reservation, decision: HoldDecision): Promise<void> {
@@ -264,7 +275,7 @@ export class InvocationActor {
       parsed = false
       input = call.arguments
     }
-    const tool = this.#catalog.get(call.name)
+    const tool = this.setup.tools.find((candidate) => candidate.name === call.name)
     const rejection = this.#signal.aborted ? 'cancelled' : !tool ? 'unknown_tool' : !parsed ? 'invalid_input' : undefined
     if (rejection || !tool) {
       await this.#record({ type: 'tool.rejected', operationId, callId: call.callId, name: call.name, input, reason: rejection ?? 'unknown_tool' })

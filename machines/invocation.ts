@@ -4,7 +4,7 @@
  * (each fact is checked here before it is appended), rebuilds any invocation's state from its
  * facts, feeds the visualizer, and is walked by `xstate/graph` to generate test paths.
  */
-import { assign, initialTransition, setup, transition, type SnapshotFrom } from 'xstate'
+import { type AnyActorScope, assign, createActor, setup, type SnapshotFrom } from 'xstate'
 import { FactstateError } from '../errors.js'
 import type { Fact, FactType, InvocationOutcome } from '../facts/types.js'
 
@@ -168,9 +168,21 @@ export type InvocationSnapshot = SnapshotFrom<typeof invocationMachine>
 /** The names of the machine's states. */
 export type InvocationState = 'opening' | 'safePoint' | 'awaitingModel' | 'settlingTool' | 'held' | 'committed' | 'ended'
 
+/**
+ * The scope every transition runs in. xstate's `transition()` builds a whole inert actor (and its
+ * initial state) per call, most of a transition's cost; this machine has no action that uses its
+ * scope (only `assign`, applied during the transition), so one inert scope serves them all and the
+ * machine stays pure.
+ */
+const scope: AnyActorScope = (() => {
+  const self = createActor(invocationMachine)
+  const ignore = () => undefined
+  return { self, id: '', sessionId: '', system: self.system, defer: ignore, logger: ignore, stopChild: ignore, emit: ignore, actionExecutor: ignore }
+})()
+
 /** The state before any fact. */
 export function initialInvocationSnapshot(): InvocationSnapshot {
-  return initialTransition(invocationMachine)[0]
+  return invocationMachine.getInitialSnapshot(scope)
 }
 
 /** True when the machine accepts `fact` in `snapshot`. */
@@ -185,7 +197,7 @@ export function applyFact(snapshot: InvocationSnapshot, fact: Fact): InvocationS
       details: { state: snapshot.value, type: fact.type },
     })
   }
-  return transition(invocationMachine, snapshot, fact)[0]
+  return invocationMachine.transition(snapshot, fact, scope)
 }
 
 /** Rebuilds an invocation's state from its facts, in order. `MACHINE_REJECTED` names the first fact the machine refuses. */

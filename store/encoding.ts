@@ -25,13 +25,26 @@ export function canonical<T>(value: T): T {
   return value
 }
 
+/** True when `value` holds an `undefined` object member somewhere (what `canonical` would drop). */
+function hasUndefined(value: unknown): boolean {
+  if (Array.isArray(value)) return value.some((item) => hasUndefined(item))
+  if (value !== null && typeof value === 'object' && !ArrayBuffer.isView(value)) {
+    for (const member of Object.values(value)) {
+      if (member === undefined || hasUndefined(member)) return true
+    }
+  }
+  return false
+}
+
 /** Validates an event at the boundary; an event that does not fit is `LOG_INVALID_EVENT`. */
 export function validateEvent(event: unknown): RuntimeEvent {
   const parsed = runtimeEventSchema.safeParse(event)
   if (!parsed.success) {
     throw new FactstateError('LOG_INVALID_EVENT', `the event does not fit the fact schema: ${describeIssues(parsed.error)}`)
   }
-  return canonical(parsed.data as RuntimeEvent)
+  // zod's output is already a fresh copy: only copy again when there is an `undefined` to drop.
+  const data = parsed.data as RuntimeEvent
+  return hasUndefined(data) ? canonical(data) : data
 }
 
 /** Encodes a validated event: one version byte, then msgpack. */
@@ -63,9 +76,20 @@ export function decodeEvent(bytes: Uint8Array, seq: number): RuntimeEvent {
   return parsed.data as RuntimeEvent
 }
 
+/** The invocation id of stored event bytes, read without validating the event; `undefined` if they do not decode. */
+export function peekInvocationId(bytes: Uint8Array): string | undefined {
+  if (bytes[0] !== EVENT_FORMAT_VERSION) return undefined
+  try {
+    const id = (packr.unpack(bytes.subarray(1)) as { invocation?: { invocationId?: unknown } } | null)?.invocation?.invocationId
+    return typeof id === 'string' ? id : undefined
+  } catch {
+    return undefined
+  }
+}
+
 /** Encodes an index record (internal bookkeeping, not part of the digest). */
 export function encodeRecord(value: unknown): Uint8Array {
-  return packr.pack(canonical(value))
+  return packr.pack(hasUndefined(value) ? canonical(value) : value)
 }
 
 /** Decodes an index record; `what` names it in the corruption error. */

@@ -5,7 +5,7 @@ import { FactstateError } from '../errors.js'
 import { id as idSchema } from '../facts/schema.js'
 import type { RunBoundary, RuntimeEvent, StoredEvent } from '../facts/types.js'
 import { EMPTY_CHAIN, chainStep, logDigest, runChainStart, runDigest } from './digest.js'
-import { decodeEvent, decodeRecord, encodeEvent, encodeRecord, validateEvent } from './encoding.js'
+import { decodeEvent, decodeRecord, encodeEvent, encodeRecord, peekInvocationId, validateEvent } from './encoding.js'
 import { keys, seqOfEventKey } from './keys.js'
 import {
   type InvocationProjection,
@@ -86,11 +86,22 @@ interface PendingEntry {
   reject: (error: unknown) => void
 }
 
+/** A group being staged, then written as one batch. */
+interface Batch {
+  staging: Staging
+  accepted: { entry: PendingEntry; seqs: number[] }[]
+  events: number
+}
+
 /** Facts newer than this many seqs are checked for continuity on every open. */
 const TAIL_KEYS_CHECKED = 65_536
 /** The last facts whose chain is recomputed on every open. */
 const TAIL_CHAIN_CHECKED = 1_024
 const MAX_GROUP = 2_048
+/** Open invocations brought up to date side by side on open, through their own index. */
+const LOAD_CONCURRENCY = 16
+/** Open invocations are brought up to date by reading at most this much of the tail (whose continuity open has just checked). */
+const CATCH_UP_SCANNED = TAIL_KEYS_CHECKED
 /**
  * The head as the last clean close left it, beside LevelDB's files. LevelDB drops a damaged or
  * cut tail of its write-ahead log on open without an error; an open that finds fewer events than
@@ -110,27 +121,42 @@ class Staging {
   readonly claims = new Map<string, string>()
   readonly ids = new Map<string, { seq: number; bytes: Uint8Array }>()
   readonly events: { seq: number; bytes: Uint8Array; event: RuntimeEvent; chain: Uint8Array }[] = []
+  /** Invocations opened or ended here: only their index records are written (see `#catchUp`). */
+  readonly persisted = new Set<string>()
   head: Head
 
   constructor(
-    readonly parent: Staging | undefined,
+    /** What this builds on, not yet durable itself; cleared once it is. */
+    public parent: Staging | undefined,
     readonly base: CommittedState,
   ) {
     this.head = parent ? { ...parent.head } : { ...base.head }
   }
 
+  invocationNow(id: string): InvocationRecord | undefined {
+    return this.invocations.get(id) ?? (this.parent ? this.parent.invocationNow(id) : this.base.invocationNow(id))
+  }
+  sessionNow(id: string): SessionRecord {
+    return this.sessions.get(id) ?? (this.parent ? this.parent.sessionNow(id) : this.base.sessionNow(id))
+  }
+  runNow(sessionId: string, runId: string): RunRecord | undefined {
+    const key = keys.run(sessionId, runId)
+    return this.runs.get(key) ?? (this.parent ? this.parent.runNow(sessionId, runId) : this.base.runNow(sessionId, runId))
+  }
+  claimNow(id: string): string | undefined {
+    return this.claims.get(id) ?? (this.parent ? this.parent.claimNow(id) : this.base.claimNow(id))
+  }
   async invocation(id: string): Promise<InvocationRecord | undefined> {
-    return this.invocations.get(id) ?? (this.parent ? this.parent.invocation(id) : this.base.invocation(id))
+    return this.invocationNow(id)
   }
   async session(id: string): Promise<SessionRecord> {
-    return this.sessions.get(id) ?? (this.parent ? this.parent.session(id) : this.base.session(id))
+    return this.sessionNow(id)
   }
   async run(sessionId: string, runId: string): Promise<RunRecord | undefined> {
-    const key = keys.run(sessionId, runId)
-    return this.runs.get(key) ?? (this.parent ? this.parent.run(sessionId, runId) : this.base.run(sessionId, runId))
+    return this.runNow(sessionId, runId)
   }
   async claim(id: string): Promise<string | undefined> {
-    return this.claims.get(id) ?? (this.parent ? this.parent.claim(id) : this.base.claim(id))
+    return this.claimNow(id)
   }
   stagedId(id: string): { seq: number; bytes: Uint8Array } | undefined {
     return this.ids.get(id) ?? this.parent?.stagedId(id)
@@ -142,12 +168,18 @@ class Staging {
     for (const [k, v] of this.runs) target.runs.set(k, v)
     for (const [k, v] of this.claims) target.claims.set(k, v)
     for (const [k, v] of this.ids) target.ids.set(k, v)
-    target.events.push(...this.events)
+    for (const id of this.persisted) target.persisted.add(id)
+    for (const event of this.events) target.events.push(event)
     target.head = this.head
   }
 }
 
-/** What is durable, cached in memory over the LevelDB indexes. */
+/**
+ * What is durable, cached in memory over the LevelDB indexes. Lookups are synchronous (an index
+ * record is one LevelDB read, mostly from its memtable or block cache: cheaper than a trip to the
+ * thread pool). Open invocations and their runs always stay cached: their stored records are
+ * only refreshed when they end.
+ */
 class CommittedState {
   head: Head = { highWater: 0, chain: EMPTY_CHAIN }
   readonly invocations = new Map<string, InvocationRecord>()
@@ -157,42 +189,54 @@ class CommittedState {
 
   constructor(private readonly db: Db) {}
 
-  async invocation(id: string): Promise<InvocationRecord | undefined> {
+  invocationNow(id: string): InvocationRecord | undefined {
     const cached = this.invocations.get(id)
     if (cached) return cached
-    const stored = await this.db.get(keys.invocation(id))
+    const stored = this.db.getSync(keys.invocation(id))
     if (stored === undefined) return undefined
     const record = decodeRecord<InvocationRecord>(stored, `invocation ${id}`)
     this.invocations.set(id, record)
     return record
   }
-  async session(id: string): Promise<SessionRecord> {
+  sessionNow(id: string): SessionRecord {
     const cached = this.sessions.get(id)
     if (cached) return cached
-    const stored = await this.db.get(keys.session(id))
+    const stored = this.db.getSync(keys.session(id))
     const record = stored === undefined ? emptySession() : decodeRecord<SessionRecord>(stored, `session ${id}`)
     this.sessions.set(id, record)
     return record
   }
-  async run(sessionId: string, runId: string): Promise<RunRecord | undefined> {
+  runNow(sessionId: string, runId: string): RunRecord | undefined {
     const key = keys.run(sessionId, runId)
     const cached = this.runs.get(key)
     if (cached) return cached
-    const stored = await this.db.get(key)
+    const stored = this.db.getSync(key)
     if (stored === undefined) return undefined
     const record = decodeRecord<RunRecord>(stored, `run ${sessionId}/${runId}`)
     record.chain = new Uint8Array(record.chain)
     this.runs.set(key, record)
     return record
   }
-  async claim(id: string): Promise<string | undefined> {
+  claimNow(id: string): string | undefined {
     const cached = this.claims.get(id)
     if (cached) return cached
-    const stored = await this.db.get(keys.claim(id))
+    const stored = this.db.getSync(keys.claim(id))
     if (stored === undefined) return undefined
     const value = decodeRecord<string>(stored, `claim ${id}`)
     this.claims.set(id, value)
     return value
+  }
+  async invocation(id: string): Promise<InvocationRecord | undefined> {
+    return this.invocationNow(id)
+  }
+  async session(id: string): Promise<SessionRecord> {
+    return this.sessionNow(id)
+  }
+  async run(sessionId: string, runId: string): Promise<RunRecord | undefined> {
+    return this.runNow(sessionId, runId)
+  }
+  async claim(id: string): Promise<string | undefined> {
+    return this.claimNow(id)
   }
 
   absorb(staging: Staging): void {
@@ -204,7 +248,7 @@ class CommittedState {
     this.trim()
   }
 
-  /** Keeps memory bounded: open invocations and busy sessions stay, the rest is re-read on demand. */
+  /** Keeps memory bounded: open invocations, their runs and busy sessions stay, the rest is re-read on demand. */
   private trim(): void {
     if (this.invocations.size > CACHE_LIMIT) {
       for (const [k, v] of this.invocations) {
@@ -218,12 +262,17 @@ class CommittedState {
         if (this.sessions.size <= CACHE_LIMIT / 2) break
       }
     }
-    for (const map of [this.runs, this.claims] as Map<string, unknown>[]) {
-      if (map.size > CACHE_LIMIT) {
-        for (const k of map.keys()) {
-          map.delete(k)
-          if (map.size <= CACHE_LIMIT / 2) break
-        }
+    if (this.runs.size > CACHE_LIMIT) {
+      for (const [k, v] of this.runs) {
+        // An open invocation's run record is stale on disk until it ends.
+        if (this.invocations.get(v.invocationId)?.terminal !== null) this.runs.delete(k)
+        if (this.runs.size <= CACHE_LIMIT / 2) break
+      }
+    }
+    if (this.claims.size > CACHE_LIMIT) {
+      for (const k of this.claims.keys()) {
+        this.claims.delete(k)
+        if (this.claims.size <= CACHE_LIMIT / 2) break
       }
     }
   }
@@ -269,6 +318,11 @@ export class EventLog {
   readonly #listeners = new Set<(events: StoredEvent[]) => void>()
   #pending: PendingEntry[] = []
   #flushing: Promise<void> | undefined
+  /** The group being staged while another is written. */
+  #next: Batch | undefined
+  /** The staging of the batch being written. */
+  #inFlight: Staging | undefined
+  #wake: (() => void) | undefined
   #closed = false
   #closing: Promise<void> | undefined
   #failed: FactstateError | undefined
@@ -378,10 +432,97 @@ export class EventLog {
     }
     await this.#checkAnchor(head)
     this.#state.head = head
-    for await (const key of this.#db.keys({ gte: keys.openLow, lt: keys.openHigh })) {
-      const invocationId = key.slice(2)
-      const record = await this.#state.invocation(invocationId)
+    const open: string[] = []
+    for await (const key of this.#db.keys({ gte: keys.openLow, lt: keys.openHigh })) open.push(key.slice(2))
+    await this.#catchUp(open)
+  }
+
+  /**
+   * Caches the open invocations' records, brought up to date. They are stored when an invocation
+   * opens and when it ends, not with every fact, so the facts after each stored record are applied
+   * again, exactly as their appends applied them. Those facts are found by reading the tail of the
+   * log once when it is short (at most `CATCH_UP_SCANNED` events, a bound that does not grow with
+   * the log), and through each invocation's own index otherwise.
+   */
+  async #catchUp(openIds: string[]): Promise<void> {
+    const head = this.#state.head.highWater
+    const scanFrom = Math.max(1, head - CATCH_UP_SCANNED + 1)
+    const behind = new Map<string, { record: InvocationRecord; run: RunRecord }>()
+    const far: string[] = []
+    for (const invocationId of openIds) {
+      const record = this.#state.invocationNow(invocationId)
       if (record === undefined) throw new FactstateError('LOG_CORRUPT', `open invocation ${invocationId} has no record`)
+      const run = this.#state.runNow(record.invocation.sessionId, record.invocation.runId)
+      if (run === undefined || run.invocationId !== invocationId) {
+        throw new FactstateError('LOG_CORRUPT', `open invocation ${invocationId} has no run record`)
+      }
+      if (record.lastSeq >= head) continue
+      if (record.lastSeq >= scanFrom) behind.set(invocationId, { record, run })
+      else far.push(invocationId)
+    }
+    if (behind.size > 0 && !(await this.#catchUpByScan(behind))) far.push(...behind.keys())
+    let next = 0
+    const worker = async () => {
+      while (next < far.length) await this.#catchUpByIndex(far[next++] as string)
+    }
+    await Promise.all(Array.from({ length: Math.min(LOAD_CONCURRENCY, far.length) }, worker))
+  }
+
+  /** One pass over the log's tail; false (nothing cached) when an event there cannot even be read, so the index decides. */
+  async #catchUpByScan(behind: Map<string, { record: InvocationRecord; run: RunRecord }>): Promise<boolean> {
+    const head = this.#state.head.highWater
+    let seq = head
+    for (const { record } of behind.values()) seq = Math.min(seq, record.lastSeq + 1)
+    for await (const bytes of this.#db.values({ gte: keys.event(seq), lte: keys.event(head) })) {
+      const invocationId = peekInvocationId(bytes)
+      if (invocationId === undefined) return false
+      const entry = behind.get(invocationId)
+      if (entry !== undefined && seq > entry.record.lastSeq) {
+        entry.record = this.#replay(entry.record, decodeEvent(bytes, seq), seq)
+        entry.run = { ...entry.run, lastSeq: seq, chain: chainStep(entry.run.chain, seq, bytes) }
+      }
+      seq += 1
+    }
+    if (seq !== head + 1) throw new FactstateError('LOG_CORRUPT', `event ${seq} is missing`, { details: { seq } })
+    for (const [invocationId, { record, run }] of behind) {
+      this.#state.invocations.set(invocationId, record)
+      this.#state.runs.set(keys.run(record.invocation.sessionId, record.invocation.runId), run)
+    }
+    return true
+  }
+
+  /** Brings one open invocation up to date from the facts its own index lists after its stored record. */
+  async #catchUpByIndex(invocationId: string): Promise<void> {
+    let record = this.#state.invocationNow(invocationId) as InvocationRecord
+    const { sessionId, runId } = record.invocation
+    let run = this.#state.runNow(sessionId, runId) as RunRecord
+    const prefixLength = keys.byInvocationLow(invocationId).length
+    const seqs: number[] = []
+    for await (const key of this.#db.keys({ gt: keys.byInvocation(invocationId, record.lastSeq), lt: keys.byInvocationHigh(invocationId) })) {
+      seqs.push(Number.parseInt(key.slice(prefixLength), 16))
+    }
+    if (seqs.length === 0) return
+    const values = await this.#db.getMany(seqs.map((seq) => keys.event(seq)))
+    seqs.forEach((seq, index) => {
+      const bytes = values[index]
+      if (bytes === undefined || seq > this.#state.head.highWater) {
+        throw new FactstateError('LOG_CORRUPT', `event ${seq} of open invocation ${invocationId} is missing`, { details: { seq } })
+      }
+      record = this.#replay(record, decodeEvent(bytes, seq), seq)
+      run = { ...run, lastSeq: seq, chain: chainStep(run.chain, seq, bytes) }
+    })
+    this.#state.invocations.set(invocationId, record)
+    this.#state.runs.set(keys.run(sessionId, runId), run)
+  }
+
+  #replay(record: InvocationRecord, event: RuntimeEvent, seq: number): InvocationRecord {
+    try {
+      return applyToInvocation(record, event, seq)
+    } catch (cause) {
+      throw new FactstateError('LOG_CORRUPT', `event ${seq} contradicts the record of open invocation ${record.invocation.invocationId}`, {
+        cause,
+        details: { seq },
+      })
     }
   }
 
@@ -451,15 +592,14 @@ export class EventLog {
    * the same id with the same bytes resolves with the original seq and writes nothing; with other
    * bytes it is `LOG_CONFLICT`.
    */
-  async append(event: RuntimeEvent): Promise<number> {
-    const [seq] = await this.appendAll([event])
-    return seq as number
+  append(event: RuntimeEvent): Promise<number> {
+    return this.#enqueue([event], undefined).then(([seq]) => seq as number)
   }
 
   /** Appends events atomically: all of them become durable together, or none is written. */
-  async appendAll(events: RuntimeEvent[]): Promise<number[]> {
+  appendAll(events: RuntimeEvent[]): Promise<number[]> {
     if (!Array.isArray(events) || events.length === 0) {
-      throw new FactstateError('LOG_INVALID_ARGUMENT', 'appendAll takes a non-empty array of events')
+      return Promise.reject(new FactstateError('LOG_INVALID_ARGUMENT', 'appendAll takes a non-empty array of events'))
     }
     return this.#enqueue(events, undefined)
   }
@@ -478,61 +618,123 @@ export class EventLog {
     }
     return new Promise<number[]>((resolve, reject) => {
       this.#pending.push({ events: validated, precondition, resolve, reject })
+      this.#wakeUp()
       this.#flushing ??= this.#flush()
     })
   }
 
+  #wakeUp(): void {
+    const wake = this.#wake
+    this.#wake = undefined
+    wake?.()
+  }
+
+  /**
+   * Stages appends as they arrive and writes them in groups, one synced batch at a time. While a
+   * batch is being written, the next group is staged on top of it (validation, encoding, hashing
+   * and the integrity rules overlap the disk's sync) and is written as soon as the disk is free.
+   */
   async #flush(): Promise<void> {
-    // Let every append issued in this tick join the group.
-    await new Promise<void>((resolve) => setImmediate(resolve))
+    let writing: Promise<void> | undefined
+    let gathered = true
     try {
-      while (this.#pending.length > 0) {
-        const group = this.#pending.splice(0, MAX_GROUP)
-        await this.#commitGroup(group)
+      // Let every append issued in this turn join the first group.
+      await new Promise<void>((resolve) => setImmediate(resolve))
+      for (;;) {
+        while (this.#pending.length > 0 && (this.#next?.events ?? 0) < MAX_GROUP) {
+          const staged = this.#stageEntry(this.#pending.shift() as PendingEntry)
+          if (staged) await staged
+        }
+        if (writing === undefined && (this.#next !== undefined || this.#pending.length > 0)) {
+          if (!gathered) {
+            // The callers the last write resolved append again within this turn: let them join.
+            await new Promise<void>((resolve) => setImmediate(resolve))
+            gathered = true
+            continue
+          }
+          const batch = this.#next
+          this.#next = undefined
+          gathered = false
+          if (batch === undefined) continue
+          writing = this.#commit(batch).finally(() => {
+            writing = undefined
+            this.#wakeUp()
+          })
+          continue
+        }
+        if (writing === undefined) return
+        await new Promise<void>((resolve) => {
+          this.#wake = resolve
+        })
       }
     } finally {
       this.#flushing = undefined
     }
   }
 
-  async #commitGroup(group: PendingEntry[]): Promise<void> {
-    const staging = new Staging(undefined, this.#state)
-    const accepted: { entry: PendingEntry; seqs: number[] }[] = []
-    const allIds = group.flatMap((entry) => entry.events.map((event) => keys.eventId(event.id)))
-    let existing: (Uint8Array | undefined)[]
-    try {
-      existing = await this.#db.getMany(allIds)
-    } catch (error) {
-      const failure = levelError(error)
-      for (const entry of group) entry.reject(failure)
-      return
+  /** Stages one entry on top of everything staged before it; a refusal rejects that entry alone. */
+  #stageEntry(entry: PendingEntry): Promise<void> | undefined {
+    if (this.#failed) {
+      entry.reject(this.#failed)
+      return undefined
     }
-    const known = new Map<string, Uint8Array>()
-    allIds.forEach((key, index) => {
-      const value = existing[index]
-      if (value !== undefined) known.set(key.slice(2), value)
-    })
-    for (const entry of group) {
-      const local = new Staging(staging, this.#state)
+    const batch = (this.#next ??= { staging: new Staging(this.#inFlight, this.#state), accepted: [], events: 0 })
+    const local = new Staging(batch.staging, this.#state)
+    const stage = () => {
+      const seqs = entry.events.map((event) => this.#stageEvent(local, event))
+      local.mergeInto(batch.staging)
+      batch.accepted.push({ entry, seqs })
+      batch.events += entry.events.length
+    }
+    const { precondition } = entry
+    if (precondition === undefined && entry.events.length === 1) {
+      // One event stages completely or throws before it changes anything: no scratch staging needed.
       try {
-        if (entry.precondition) await entry.precondition(local)
-        const seqs: number[] = []
-        for (const event of entry.events) {
-          seqs.push(await this.#stageEvent(local, event, known))
-        }
-        local.mergeInto(staging)
-        accepted.push({ entry, seqs })
+        const seq = this.#stageEvent(batch.staging, entry.events[0] as RuntimeEvent)
+        batch.accepted.push({ entry, seqs: [seq] })
+        batch.events += 1
       } catch (error) {
         entry.reject(error)
       }
+      return undefined
+    }
+    if (precondition === undefined) {
+      try {
+        stage()
+      } catch (error) {
+        entry.reject(error)
+      }
+      return undefined
+    }
+    return (async () => {
+      try {
+        await precondition(local)
+        stage()
+      } catch (error) {
+        entry.reject(error)
+      }
+    })()
+  }
+
+  /** Writes one staged batch, makes it the committed state and resolves its callers. Never rejects. */
+  async #commit(batch: Batch): Promise<void> {
+    const { staging, accepted } = batch
+    // Whatever it was staged on is durable and absorbed by now.
+    staging.parent = undefined
+    if (this.#failed) {
+      for (const { entry } of accepted) entry.reject(this.#failed)
+      return
     }
     if (staging.events.length > 0) {
+      this.#inFlight = staging
       try {
         await this.#write(staging)
       } catch (error) {
         this.#failed = levelError(error)
         for (const { entry } of accepted) entry.reject(this.#failed)
         return
+      } finally {
+        this.#inFlight = undefined
       }
       this.#state.absorb(staging)
     }
@@ -550,24 +752,25 @@ export class EventLog {
   }
 
   /** Applies one event to `local`; returns its seq (the original one for an idempotent repeat). */
-  async #stageEvent(local: Staging, event: RuntimeEvent, known: Map<string, Uint8Array>): Promise<number> {
+  #stageEvent(local: Staging, event: RuntimeEvent): number {
     const bytes = encodeEvent(event)
     const staged = local.stagedId(event.id)
     if (staged) {
       if (equalBytes(staged.bytes, bytes)) return staged.seq
       throw new FactstateError('LOG_CONFLICT', `event id ${event.id} is already used by different content`, { details: { seq: staged.seq } })
     }
-    const indexed = known.get(event.id)
+    const indexed = this.#db.getSync(keys.eventId(event.id))
     if (indexed !== undefined) {
       const [seq] = decodeRecord<[number, Uint8Array]>(indexed, `id ${event.id}`)
-      const stored = await this.#db.get(keys.event(seq))
+      const stored = this.#db.getSync(keys.event(seq))
       if (stored !== undefined && equalBytes(stored, bytes)) return seq
       throw new FactstateError('LOG_CONFLICT', `event id ${event.id} is already used by different content`, { details: { seq } })
     }
     const { invocation } = event
-    const before = await local.invocation(invocation.invocationId)
+    const before = local.invocationNow(invocation.invocationId)
     const record = applyToInvocation(before, event, local.head.highWater + 1)
-    let run = await local.run(invocation.sessionId, invocation.runId)
+    let run = local.runNow(invocation.sessionId, invocation.runId)
+    let claim: string | undefined
     if (event.fact.type === 'invocation.opened') {
       if (run !== undefined) {
         throw new FactstateError('LOG_REJECTED_FACT', `run ${invocation.sessionId}/${invocation.runId} already has invocation ${run.invocationId}`, {
@@ -576,11 +779,11 @@ export class EventLog {
       }
       const { input } = event.fact
       if (input.kind === 'handoff') {
-        const user = await local.claim(input.pause.intent.claimId)
+        claim = input.pause.intent.claimId
+        const user = local.claimNow(claim)
         if (user !== undefined) {
-          throw new FactstateError('HANDOFF_CLAIMED', `claim ${input.pause.intent.claimId} was used by ${user}`, { details: { eventId: event.id } })
+          throw new FactstateError('HANDOFF_CLAIMED', `claim ${claim} was used by ${user}`, { details: { eventId: event.id } })
         }
-        local.claims.set(input.pause.intent.claimId, invocation.invocationId)
       }
       const source = input.kind === 'message' ? undefined : input.source
       run = {
@@ -594,19 +797,30 @@ export class EventLog {
         details: { eventId: event.id },
       })
     }
+    const boundary = event.fact.type === 'invocation.opened' || event.fact.type === 'invocation.ended'
+    const session = boundary ? applyToSession(local.sessionNow(invocation.sessionId), record, event) : undefined
+    // Every check and read is done: from here on nothing throws, so a refused event leaves `local` untouched.
     const seq = local.head.highWater + 1
     const chain = chainStep(local.head.chain, seq, bytes)
     local.head = { highWater: seq, chain }
     local.invocations.set(invocation.invocationId, record)
     local.runs.set(keys.run(invocation.sessionId, invocation.runId), { ...run, lastSeq: seq, chain: chainStep(run.chain, seq, bytes) })
-    if (event.fact.type === 'invocation.opened' || event.fact.type === 'invocation.ended') {
-      local.sessions.set(invocation.sessionId, applyToSession(await local.session(invocation.sessionId), record, event))
+    if (claim !== undefined) local.claims.set(claim, invocation.invocationId)
+    if (session !== undefined) {
+      local.sessions.set(invocation.sessionId, session)
+      local.persisted.add(invocation.invocationId)
     }
     local.ids.set(event.id, { seq, bytes })
     local.events.push({ seq, bytes, event, chain })
     return seq
   }
 
+  /**
+   * One atomic batch: each event with its id and invocation index entries, the records of the
+   * invocations (and runs) that opened or ended, sessions, claims and the head. The record of an
+   * invocation that stays open is not rewritten with every fact (it is rebuilt on open, see
+   * `#catchUp`), which keeps a fact to three small index entries.
+   */
   async #write(staging: Staging): Promise<void> {
     const batch = this.#db.batch()
     const empty = new Uint8Array(0)
@@ -617,9 +831,13 @@ export class EventLog {
       if (event.fact.type === 'invocation.opened') batch.put(keys.open(event.invocation.invocationId), empty)
       if (event.fact.type === 'invocation.ended') batch.del(keys.open(event.invocation.invocationId))
     }
-    for (const [id, record] of staging.invocations) batch.put(keys.invocation(id), encodeRecord(record))
+    for (const id of staging.persisted) {
+      const record = staging.invocations.get(id) as InvocationRecord
+      const runKey = keys.run(record.invocation.sessionId, record.invocation.runId)
+      batch.put(keys.invocation(id), encodeRecord(record))
+      batch.put(runKey, encodeRecord(staging.runs.get(runKey)))
+    }
     for (const [id, record] of staging.sessions) batch.put(keys.session(id), encodeRecord(record))
-    for (const [key, record] of staging.runs) batch.put(key, encodeRecord(record))
     for (const [id, user] of staging.claims) batch.put(keys.claim(id), encodeRecord(user))
     batch.put(keys.head, encodeRecord(staging.head))
     await batch.write({ sync: this.#durability === 'sync' })

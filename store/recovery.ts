@@ -34,23 +34,32 @@ export function closingFacts(record: InvocationRecord): Fact[] {
 export async function recoverInvocations(log: EventLog, options: { now?: () => number } = {}): Promise<number> {
   const internals = logInternals(log)
   const now = options.now ?? Date.now
+  // All at once, not one after the other: the closings share group commits (one sync per group, not per invocation).
+  const outcomes = await Promise.allSettled(
+    internals
+      .openInvocations()
+      .filter((record) => !internals.live.has(record.invocation.invocationId))
+      .map(async (record) => {
+        const events: RuntimeEvent[] = closingFacts(record).map((fact, index) => ({
+          id: `${record.invocation.invocationId}/recovered/${record.facts + index + 1}`,
+          recordedAt: now(),
+          invocation: record.invocation,
+          fact,
+        }))
+        try {
+          await internals.appendAll(events)
+        } catch (error) {
+          // Another call (or a live actor) closed it first: nothing left to do for this one.
+          if (isFactstateError(error, 'LOG_SEALED') || isFactstateError(error, 'LOG_CONFLICT')) return 0
+          throw error
+        }
+        return 1
+      }),
+  )
   let closed = 0
-  for (const record of internals.openInvocations()) {
-    if (internals.live.has(record.invocation.invocationId)) continue
-    const events: RuntimeEvent[] = closingFacts(record).map((fact, index) => ({
-      id: `${record.invocation.invocationId}/recovered/${record.facts + index + 1}`,
-      recordedAt: now(),
-      invocation: record.invocation,
-      fact,
-    }))
-    try {
-      await internals.appendAll(events)
-    } catch (error) {
-      // Another call (or a live actor) closed it first: nothing left to do for this one.
-      if (isFactstateError(error, 'LOG_SEALED') || isFactstateError(error, 'LOG_CONFLICT')) continue
-      throw error
-    }
-    closed += 1
+  for (const outcome of outcomes) {
+    if (outcome.status === 'rejected') throw outcome.reason
+    closed += outcome.value
   }
   return closed
 }

@@ -1,0 +1,215 @@
+/**
+ * Benchmark 1, `groupCommitRatio`: durable facts/s through `EventLog.append` with 1, 16, 64 and
+ * 256 concurrent appenders (each appends the facts of whole agent invocations, one at a time,
+ * awaiting each), against raw classic-level chained batches written with `sync: true`:
+ *
+ * - `raw` (the figure's baseline): the very key/value records the log wrote for those facts
+ *   (events and their index records, captured from its batches), replayed in batches of one
+ *   fact per appender, i.e. an ideal group commit with no validation, encoding, hashing or
+ *   bookkeeping: the physical limit of writing what factstate must write.
+ * - `rawFactsOnly`: only the encoded fact records (`e!<seq>` → stored bytes), same batches: the
+ *   limit of a log without indexes. `factstate / rawFactsOnly` shows the price of the indexes.
+ *
+ * Each side gets a fresh directory per run; runs alternate between the sides.
+ *
+ * Child entry: `node --import tsx bench/group-commit.ts [--quick]`.
+ */
+import { ClassicLevel } from 'classic-level'
+import { createRequire } from 'node:module'
+import type { RuntimeEvent } from '../facts/types.js'
+import { EventLog } from '../store/event-log.js'
+import { canonical, encodeEvent } from '../store/encoding.js'
+import { keys } from '../store/keys.js'
+import { emit, measureWrites, median, now, parseArgs, progress, withTempDir } from './support.js'
+import { STEPS, invocationEvents, invocationFacts, invocationFor } from './workload.js'
+
+export interface GroupCommitFigures {
+  concurrency: number
+  facts: number
+  factstateFactsPerSecond: number
+  rawFactsPerSecond: number
+  rawFactsOnlyPerSecond: number
+  /** factstate / raw (same records), median of paired runs. */
+  ratio: number
+  /** factstate / rawFactsOnly, median of paired runs. */
+  ratioVsFactsOnly: number
+  factstateBytesPerFact: number
+  rawFactsOnlyBytesPerFact: number
+  /** LevelDB puts and deletes per fact in factstate's batches. */
+  recordsPerFact: number
+}
+
+type Op = { type: 'put'; key: string; value: Uint8Array } | { type: 'del'; key: string }
+
+interface ChainedBatchPrototype {
+  _put(key: string, value: Uint8Array): void
+  _del(key: string): void
+}
+
+/** Records every operation of every chained batch written while `capture` is set (the log's own batches). */
+let capture: Op[] | undefined
+{
+  const { ChainedBatch } = createRequire(import.meta.url)('classic-level/chained-batch.js') as { ChainedBatch: { prototype: ChainedBatchPrototype } }
+  const proto = ChainedBatch.prototype
+  const put = proto._put
+  const del = proto._del
+  proto._put = function (key, value) {
+    capture?.push({ type: 'put', key, value })
+    return put.call(this, key, value)
+  }
+  proto._del = function (key) {
+    capture?.push({ type: 'del', key })
+    return del.call(this, key)
+  }
+}
+
+const EVENT_KEY = keys.eventLow
+
+/** `facts` events split over `appenders` streams, each a sequence of complete invocations. */
+function streams(appenders: number, facts: number, tag: string): RuntimeEvent[][] {
+  const perAppender = Math.ceil(facts / appenders)
+  const template = invocationFacts(STEPS)
+  return Array.from({ length: appenders }, (_, appender) => {
+    const events: RuntimeEvent[] = []
+    for (let n = 0; events.length < perAppender; n += 1) {
+      const invocation = invocationFor(`${tag}-a${appender}`, n, `${tag}-s${appender}`)
+      events.push(...invocationEvents(invocation, template))
+    }
+    return events.slice(0, perAppender)
+  })
+}
+
+interface RunResult {
+  facts: number
+  ms: number
+  bytes: number
+}
+
+/** The appenders through `EventLog.append`; also returns the operations the log wrote. */
+async function factstateRun(lanes: RuntimeEvent[][]): Promise<RunResult & { ops: Op[] }> {
+  return withTempDir(async (dir) => {
+    const ops: Op[] = []
+    const { bytes, value } = await measureWrites(dir, async () => {
+      const log = await EventLog.open(dir)
+      try {
+        capture = ops
+        const start = now()
+        await Promise.all(
+          lanes.map(async (lane) => {
+            for (const event of lane) await log.append(event)
+          }),
+        )
+        const ms = now() - start
+        capture = undefined
+        return { facts: lanes.reduce((sum, lane) => sum + lane.length, 0), ms }
+      } finally {
+        capture = undefined
+        await log.close()
+      }
+    })
+    return { ...value, bytes, ops }
+  })
+}
+
+/** Writes `batches` as chained batches with `sync: true`, one after the other. */
+async function rawRun(batches: Op[][], facts: number): Promise<RunResult> {
+  return withTempDir(async (dir) => {
+    const { bytes, value } = await measureWrites(dir, async () => {
+      const db = new ClassicLevel<string, Uint8Array>(dir, { keyEncoding: 'utf8', valueEncoding: 'view' })
+      await db.open()
+      try {
+        const start = now()
+        for (const ops of batches) {
+          const batch = db.batch()
+          for (const op of ops) {
+            if (op.type === 'put') batch.put(op.key, op.value)
+            else batch.del(op.key)
+          }
+          await batch.write({ sync: true })
+        }
+        return { facts, ms: now() - start }
+      } finally {
+        await db.close()
+      }
+    })
+    return { ...value, bytes }
+  })
+}
+
+/** The captured operations cut into batches of `perBatch` facts (a batch ends before the next fact's event record). */
+function sameRecordBatches(ops: Op[], perBatch: number): Op[][] {
+  const batches: Op[][] = []
+  let current: Op[] = []
+  let facts = 0
+  for (const op of ops) {
+    if (op.type === 'put' && op.key.startsWith(EVENT_KEY)) {
+      if (facts === perBatch) {
+        batches.push(current)
+        current = []
+        facts = 0
+      }
+      facts += 1
+    }
+    current.push(op)
+  }
+  if (current.length > 0) batches.push(current)
+  return batches
+}
+
+/** Only the event records: round `r` holds the `r`-th fact of every appender. */
+function factOnlyBatches(lanes: RuntimeEvent[][]): Op[][] {
+  const encoded = lanes.map((lane) => lane.map((event) => encodeEvent(canonical(event))))
+  const rounds = Math.max(...encoded.map((lane) => lane.length))
+  const batches: Op[][] = []
+  let seq = 0
+  for (let round = 0; round < rounds; round += 1) {
+    const ops: Op[] = []
+    for (const lane of encoded) {
+      const value = lane[round]
+      if (value !== undefined) ops.push({ type: 'put', key: keys.event(++seq), value })
+    }
+    batches.push(ops)
+  }
+  return batches
+}
+
+export async function groupCommit(quick: boolean): Promise<GroupCommitFigures[]> {
+  const plan: [number, number][] = quick
+    ? [[1, 100], [16, 1_600], [64, 3_200], [256, 6_400]]
+    : [[1, 1_500], [16, 16_000], [64, 48_000], [256, 102_400]]
+  const runs = quick ? 3 : 5
+  const figures: GroupCommitFigures[] = []
+  for (const [concurrency, facts] of plan) {
+    const samples: { fs: RunResult; raw: RunResult; only: RunResult; records: number }[] = []
+    for (let run = 0; run < runs; run += 1) {
+      const lanes = streams(concurrency, facts, `gc${concurrency}x${run}`)
+      const fs = await factstateRun(lanes)
+      const raw = await rawRun(sameRecordBatches(fs.ops, concurrency), fs.facts)
+      const only = await rawRun(factOnlyBatches(lanes), fs.facts)
+      samples.push({ fs, raw, only, records: fs.ops.length / fs.facts })
+    }
+    const rate = (r: RunResult) => r.facts / (r.ms / 1000)
+    const med = (pick: (s: (typeof samples)[number]) => number) => median(samples.map(pick))
+    // Paired runs share the machine's load at the time: the median of their ratios is the figure.
+    const entry: GroupCommitFigures = {
+      concurrency,
+      facts,
+      factstateFactsPerSecond: med((s) => rate(s.fs)),
+      rawFactsPerSecond: med((s) => rate(s.raw)),
+      rawFactsOnlyPerSecond: med((s) => rate(s.only)),
+      ratio: med((s) => rate(s.fs) / rate(s.raw)),
+      ratioVsFactsOnly: med((s) => rate(s.fs) / rate(s.only)),
+      factstateBytesPerFact: med((s) => s.fs.bytes / s.fs.facts),
+      rawFactsOnlyBytesPerFact: med((s) => s.only.bytes / s.only.facts),
+      recordsPerFact: med((s) => s.records),
+    }
+    progress(
+      `group commit ×${concurrency}: factstate ${Math.round(entry.factstateFactsPerSecond)} facts/s, raw same records ${Math.round(entry.rawFactsPerSecond)}, raw facts only ${Math.round(entry.rawFactsOnlyPerSecond)}`,
+    )
+    figures.push(entry)
+  }
+  return figures
+}
+
+const args = parseArgs(process.argv.slice(2))
+emit(await groupCommit(args.quick))

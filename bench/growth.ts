@@ -1,0 +1,152 @@
+/**
+ * Benchmarks 3 and 6: cost that must grow with what is asked for, not with the log.
+ *
+ * - `runSourceGrowth`: `runSource` of a run on a log with 1,000,000 unrelated facts / the same on
+ *   a log with 1,000 (the 10 target runs are written first, so the unrelated facts bury them).
+ *   Each call is the first for its run after an open (nothing cached in memory).
+ * - `recoverGrowth`: `recoverInvocations` closing 10 open invocations, same two logs.
+ * - `reopenMs`: `EventLog.open` (with its tail check) of the 1,000,000-fact log.
+ *
+ * Quick mode uses 50,000 unrelated facts instead of 1,000,000.
+ *
+ * Child entry: `node --import tsx bench/growth.ts [--quick]`.
+ */
+import { ClassicLevel } from 'classic-level'
+import { join } from 'node:path'
+import type { RuntimeEvent } from '../facts/types.js'
+import { EventLog } from '../store/event-log.js'
+import { recoverInvocations } from '../store/recovery.js'
+import { emit, median, now, parseArgs, progress, withTempDir } from './support.js'
+import { STEPS, invocationEvents, invocationFacts, invocationFor } from './workload.js'
+
+const TARGETS = 10
+const OPEN_INVOCATIONS = 10
+const LANES = 64
+
+/**
+ * A log with the target runs first, then about `unrelated` facts of other sessions: whole
+ * invocations (so that none is left open), `LANES` sessions appending side by side. Returns the
+ * number of unrelated facts written.
+ */
+async function buildLog(path: string, unrelated: number): Promise<number> {
+  const log = await EventLog.open(path, { durability: 'os' })
+  try {
+    const complete = invocationFacts(STEPS)
+    for (let j = 0; j <= TARGETS; j += 1) {
+      await log.appendAll(invocationEvents(invocationFor('target', j), complete))
+    }
+    const invocations = Math.max(1, Math.round(unrelated / complete.length))
+    let next = 0
+    await Promise.all(
+      Array.from({ length: LANES }, async (_, lane) => {
+        for (let index = next++; index < invocations; index = next++) {
+          await log.appendAll(invocationEvents(invocationFor('bulk', index, `bulk-s${lane}`), complete))
+        }
+      }),
+    )
+    return invocations * complete.length
+  } finally {
+    await log.close()
+  }
+}
+
+/**
+ * Lets LevelDB finish the compactions the bulk build queued, as they would be on a log that has
+ * been running for a while: otherwise the first writes to the big log stall behind them.
+ */
+async function settle(path: string): Promise<void> {
+  const db = new ClassicLevel(path)
+  await db.open()
+  try {
+    await db.compactRange('\u0000', '\uffff')
+  } finally {
+    await db.close()
+  }
+}
+
+interface Sample {
+  reopenMs: number
+  runSourceMs: number[]
+  recoverMs: number
+}
+
+let round = 0
+
+/** One round on `path`: reopen, cold `runSource` of every target, then recovery of 10 fresh open invocations. */
+async function sampleRound(path: string): Promise<Sample> {
+  const opened = now()
+  let log = await EventLog.open(path)
+  const reopenMs = now() - opened
+  const runSourceMs: number[] = []
+  try {
+    // One lookup first so that LevelDB's table files are open: the figure is the lookup, not the file open.
+    await log.runSource(invocationFor('target', TARGETS).sessionId, invocationFor('target', TARGETS).runId)
+    for (let j = 0; j < TARGETS; j += 1) {
+      const { sessionId, runId } = invocationFor('target', j)
+      const start = now()
+      const source = await log.runSource(sessionId, runId)
+      runSourceMs.push(now() - start)
+      if (source === undefined) throw new Error(`run ${runId} is missing`)
+    }
+    const r = round++
+    const open = invocationFacts(0, true)
+    const events: RuntimeEvent[][] = Array.from({ length: OPEN_INVOCATIONS }, (_, k) => invocationEvents(invocationFor(`open${r}`, k), open))
+    await Promise.all(events.map((list) => log.appendAll(list)))
+  } finally {
+    await log.close()
+  }
+  log = await EventLog.open(path)
+  try {
+    const start = now()
+    const closed = await recoverInvocations(log)
+    const recoverMs = now() - start
+    if (closed !== OPEN_INVOCATIONS) throw new Error(`recovery closed ${closed}, not ${OPEN_INVOCATIONS}`)
+    return { reopenMs, runSourceMs, recoverMs }
+  } finally {
+    await log.close()
+  }
+}
+
+export async function growthBenchmark(quick: boolean) {
+  const small = 1_000
+  const large = quick ? 50_000 : 1_000_000
+  const rounds = quick ? 3 : 5
+  return withTempDir(async (dir) => {
+    const smallPath = join(dir, 'small')
+    const largePath = join(dir, 'large')
+    let start = now()
+    const smallFacts = await buildLog(smallPath, small)
+    const largeFacts = await buildLog(largePath, large)
+    await settle(smallPath)
+    await settle(largePath)
+    progress(`growth: built logs of ${smallFacts} and ${largeFacts} unrelated facts in ${Math.round(now() - start)} ms`)
+    start = now()
+    const samples = { small: [] as Sample[], large: [] as Sample[] }
+    // A first round on each log settles LevelDB (it compacts what the build left in its write-ahead log).
+    await sampleRound(smallPath)
+    await sampleRound(largePath)
+    for (let r = 0; r < rounds; r += 1) {
+      samples.small.push(await sampleRound(smallPath))
+      samples.large.push(await sampleRound(largePath))
+    }
+    const runSource = (list: Sample[]) => median(list.flatMap((s) => s.runSourceMs))
+    const recover = (list: Sample[]) => median(list.map((s) => s.recoverMs))
+    const figures = {
+      smallFacts,
+      largeFacts,
+      runSourceMs: { small: runSource(samples.small), large: runSource(samples.large) },
+      runSourceGrowth: runSource(samples.large) / runSource(samples.small),
+      recoverMs: { small: recover(samples.small), large: recover(samples.large) },
+      recoverGrowth: recover(samples.large) / recover(samples.small),
+      reopenMs: median(samples.large.map((s) => s.reopenMs)),
+      reopenSmallMs: median(samples.small.map((s) => s.reopenMs)),
+    }
+    progress(
+      `growth: runSource ${figures.runSourceMs.small.toFixed(3)} → ${figures.runSourceMs.large.toFixed(3)} ms, recover ${figures.recoverMs.small.toFixed(2)} → ${figures.recoverMs.large.toFixed(2)} ms, reopen ${figures.reopenMs.toFixed(1)} ms (${Math.round(now() - start)} ms)`,
+    )
+    return figures
+  })
+}
+
+const args = parseArgs(process.argv.slice(2))
+emit(await growthBenchmark(args.quick))

@@ -1,0 +1,69 @@
+/**
+ * Workloads to profile, one at a time (not part of `npm run bench`):
+ *
+ *   node --cpu-prof --import tsx bench/profile.ts append [appenders=256] [facts=51200] [sync|os]
+ *   node --cpu-prof --import tsx bench/profile.ts engine [concurrency=64] [rounds=3]
+ *
+ * Each prints its throughput and the process CPU time (all threads) per fact or step.
+ */
+import { join } from 'node:path'
+import { Engine } from '../actors/engine.js'
+import { ModelExecutor } from '../actors/model-executor.js'
+import type { RuntimeEvent } from '../facts/types.js'
+import { EventLog, logInternals } from '../store/event-log.js'
+import { now, withTempDir } from './support.js'
+import { STEPS, invocationEvents, invocationFacts, invocationFor, runInput, scriptedClient } from './workload.js'
+
+const [workload = 'append', first, second, third] = process.argv.slice(2)
+
+async function append(appenders: number, facts: number, durability: 'sync' | 'os'): Promise<void> {
+  const template = invocationFacts(STEPS)
+  const perLane = Math.ceil(facts / appenders)
+  const lanes: RuntimeEvent[][] = Array.from({ length: appenders }, (_, lane) => {
+    const events: RuntimeEvent[] = []
+    for (let n = 0; events.length < perLane; n += 1) events.push(...invocationEvents(invocationFor(`p${lane}`, n, `p-s${lane}`), template))
+    return events.slice(0, perLane)
+  })
+  await withTempDir(async (dir) => {
+    const log = await EventLog.open(dir, { durability })
+    try {
+      let groups = 0
+      logInternals(log).subscribe(() => (groups += 1))
+      const cpu = process.cpuUsage()
+      const start = now()
+      await Promise.all(lanes.map(async (lane) => {
+        for (const event of lane) await log.append(event)
+      }))
+      const ms = now() - start
+      const used = process.cpuUsage(cpu)
+      const total = appenders * perLane
+      process.stdout.write(`${appenders} appenders: ${Math.round(total / (ms / 1000))} facts/s, ${((used.user + used.system) / total).toFixed(1)} µs CPU per fact, ${groups} groups\n`)
+    } finally {
+      await log.close()
+    }
+  })
+}
+
+async function engine(concurrency: number, rounds: number): Promise<void> {
+  await withTempDir(async (dir) => {
+    const log = await EventLog.open(join(dir, 'log'))
+    try {
+      const client = scriptedClient()
+      const engine = new Engine({ log, model: new ModelExecutor({ createClient: () => client }) })
+      for (let round = 0; round < rounds; round += 1) {
+        const cpu = process.cpuUsage()
+        const start = now()
+        await Promise.all(Array.from({ length: concurrency }, (_, i) => engine.run(runInput(`p${round}`, i))))
+        const used = process.cpuUsage(cpu)
+        const steps = concurrency * STEPS
+        process.stdout.write(`round ${round}: ${((now() - start) / steps).toFixed(3)} ms per step, ${((used.user + used.system) / steps).toFixed(0)} µs CPU per step\n`)
+      }
+    } finally {
+      await log.close()
+    }
+  })
+}
+
+if (workload === 'append') await append(Number(first ?? 256), Number(second ?? 51_200), third === 'os' ? 'os' : 'sync')
+else if (workload === 'engine') await engine(Number(first ?? 64), Number(second ?? 3))
+else throw new Error('usage: bench/profile.ts append|engine [...]')

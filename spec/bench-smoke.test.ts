@@ -1,0 +1,70 @@
+/**
+ * The benchmark smoke run: `bench/run.ts --quick` runs every benchmark (reduced sizes) in a child
+ * process and must write every figure as a finite positive number. No timing is asserted: the
+ * figures depend on the machine; this proves the benchmarks run and report what they promise.
+ */
+import { spawn } from 'node:child_process'
+import { readFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { test } from 'uvu'
+import * as assert from 'uvu/assert'
+import { withTempDir, withTimeout } from './support/temp.js'
+
+const RUN = fileURLToPath(new URL('../bench/run.ts', import.meta.url))
+
+/** Every figure `bench/results/latest.json` must hold, as a path into the JSON. */
+const FIGURES = [
+  ...['c1', 'c16', 'c64', 'c256'].flatMap((c) => [
+    `groupCommitRatio.${c}`,
+    `groupCommitFactsPerSecond.${c}.factstate`,
+    `groupCommitFactsPerSecond.${c}.raw`,
+  ]),
+  'stepRatioVsLangGraph.c1',
+  'stepRatioVsLangGraph.c64',
+  ...['c1', 'c64'].flatMap((c) => [`stepMs.${c}.factstate`, `stepMs.${c}.langgraph`, `bytesPerStep.${c}.factstate`, `bytesPerStep.${c}.langgraph`]),
+  'runSourceGrowth',
+  'recoverGrowth',
+  'recoverMsPer1k',
+  'heapPerHeldKiB',
+  'reopenMs',
+]
+
+function at(value: unknown, path: string): unknown {
+  return path.split('.').reduce<unknown>((node, key) => (node !== null && typeof node === 'object' ? (node as Record<string, unknown>)[key] : undefined), value)
+}
+
+/** Runs the quick benchmark into `out`; resolves with its exit code. Kills the whole process group if the test gives up. */
+function runQuick(out: string): { exit: Promise<number | null>; kill: () => void } {
+  const child = spawn(process.execPath, ['--import', 'tsx', RUN, '--quick', '--out', out], { stdio: ['ignore', 'ignore', 'inherit'], detached: true })
+  const exit = new Promise<number | null>((resolve, reject) => {
+    child.once('error', reject)
+    child.once('exit', (code) => resolve(code))
+  })
+  return {
+    exit,
+    kill: () => {
+      if (child.pid !== undefined && child.exitCode === null && child.signalCode === null) process.kill(-child.pid, 'SIGKILL')
+    },
+  }
+}
+
+test('npm run bench -- --quick writes every figure as a finite positive number', () =>
+  withTempDir(async (dir) => {
+    const out = join(dir, 'latest.json')
+    const run = runQuick(out)
+    try {
+      assert.is(await withTimeout(run.exit, 300_000, 'the quick benchmark'), 0, 'the quick benchmark exits 0')
+    } finally {
+      run.kill()
+    }
+    const results = JSON.parse(await readFile(out, 'utf8')) as Record<string, unknown>
+    assert.is(results.quick, true)
+    for (const path of FIGURES) {
+      const value = at(results, path)
+      assert.type(value, 'number', `${path} is a number`)
+      assert.ok(Number.isFinite(value) && (value as number) > 0, `${path} is finite and positive (${String(value)})`)
+    }
+  }))
+
+test.run()

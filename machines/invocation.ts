@@ -174,7 +174,7 @@ export type InvocationState = 'opening' | 'safePoint' | 'awaitingModel' | 'settl
  * scope (only `assign`, applied during the transition), so one inert scope serves them all and the
  * machine stays pure.
  */
-const scope: AnyActorScope = (() => {
+export const pureScope: AnyActorScope = (() => {
   const self = createActor(invocationMachine)
   const ignore = () => undefined
   return { self, id: '', sessionId: '', system: self.system, defer: ignore, logger: ignore, stopChild: ignore, emit: ignore, actionExecutor: ignore }
@@ -182,7 +182,7 @@ const scope: AnyActorScope = (() => {
 
 /** The state before any fact. */
 export function initialInvocationSnapshot(): InvocationSnapshot {
-  return invocationMachine.getInitialSnapshot(scope)
+  return invocationMachine.getInitialSnapshot(pureScope)
 }
 
 /** True when the machine accepts `fact` in `snapshot`. */
@@ -197,7 +197,7 @@ export function applyFact(snapshot: InvocationSnapshot, fact: Fact): InvocationS
       details: { state: snapshot.value, type: fact.type },
     })
   }
-  return invocationMachine.transition(snapshot, fact, scope)
+  return invocationMachine.transition(snapshot, fact, pureScope)
 }
 
 /** Rebuilds an invocation's state from its facts, in order. `MACHINE_REJECTED` names the first fact the machine refuses. */

@@ -4,13 +4,11 @@
  * every eventless `always` candidate), so coverage is measured against the machine as it is,
  * not against a list someone keeps by hand.
  */
-import { createEmptyActor } from 'xstate'
-import { FactstateError } from '../errors.js'
 import type { Fact } from '../facts/types.js'
 import {
   type InvocationSnapshot,
   type InvocationState,
-  accepts,
+  applyFact,
   initialInvocationSnapshot,
   invocationMachine,
   stateOf,
@@ -84,42 +82,13 @@ export function invocationTransitions(): MachineTransition[] {
   return transitionCatalog().all.map((transition) => ({ ...transition }))
 }
 
-let inertScope: Parameters<typeof invocationMachine.transition>[2] | undefined
-
-/**
- * An actor scope that does nothing, as `xstate/graph` uses for its traversals. The machine is pure
- * (no actions with effects), so stepping it in this scope is what `applyFact` does, without the
- * cost of creating an actor for every fact.
- */
-function scope(): Parameters<typeof invocationMachine.transition>[2] {
-  if (inertScope) return inertScope
-  const empty = createEmptyActor()
-  inertScope = {
-    self: empty,
-    logger: () => undefined,
-    id: '',
-    sessionId: 'inert',
-    defer: () => undefined,
-    system: empty.system,
-    stopChild: () => undefined,
-    emit: () => undefined,
-    actionExecutor: () => undefined,
-  } as unknown as Parameters<typeof invocationMachine.transition>[2]
-  return inertScope
-}
-
 /**
  * The transitions one fact takes from `snapshot` (its `on` candidate, then any `always` that
  * fires), and the next snapshot. `MACHINE_REJECTED` if the machine does not accept the fact.
  */
 export function stepTransitions(snapshot: InvocationSnapshot, fact: Fact): { next: InvocationSnapshot; taken: string[] } {
   const { byDefinition } = transitionCatalog()
-  if (!accepts(snapshot, fact)) {
-    throw new FactstateError('MACHINE_REJECTED', `in state ${String(snapshot.value)} the invocation machine does not accept ${fact.type}`, {
-      details: { state: snapshot.value, type: fact.type },
-    })
-  }
-  const next = invocationMachine.transition(snapshot, fact, scope())
+  const next = applyFact(snapshot, fact)
   const taken: string[] = []
   const [definition] = invocationMachine.getTransitionData(snapshot, fact)
   if (!definition) return { next, taken }

@@ -4,10 +4,9 @@
  * `invocationMachine`, which must accept it and arrive in the state the path expects. A path that
  * the machine contradicts is never handed out: generation throws instead.
  */
-import { createEmptyActor } from 'xstate'
 import { createTestModel } from 'xstate/graph'
 import type { Fact } from '../facts/types.js'
-import { type InvocationSnapshot, type InvocationState, initialInvocationSnapshot, stateOf } from '../machines/invocation.js'
+import { type InvocationSnapshot, type InvocationState, initialInvocationSnapshot, pureScope, stateOf } from '../machines/invocation.js'
 import { invocationTransitions, stepTransitions } from './machine-coverage.js'
 import { type PathContext, type PathEvent, type PathModelInput, type PathState, MACHINE_STATE_OF, PATH_EVENTS, pathModel } from './path-model.js'
 
@@ -147,25 +146,6 @@ export function describeEvent(event: PathEvent): string {
 type Snapshot = ReturnType<typeof pathModel.getInitialSnapshot>
 type Scope = Parameters<typeof pathModel.transition>[2]
 
-let inertScope: Scope | undefined
-
-/** An actor scope that does nothing (the model is pure), as `xstate/graph` uses for its own traversals. */
-function modelScope(): Scope {
-  if (inertScope) return inertScope
-  const empty = createEmptyActor()
-  inertScope = {
-    self: empty,
-    logger: () => undefined,
-    id: '',
-    sessionId: 'inert',
-    defer: () => undefined,
-    system: empty.system,
-    stopChild: () => undefined,
-    emit: () => undefined,
-    actionExecutor: () => undefined,
-  } as unknown as Scope
-  return inertScope
-}
 
 interface Edge {
   event: PathEvent
@@ -344,14 +324,14 @@ interface Plan {
 
 /** Replays `events` through the path model and folds every planned fact through the real machine. */
 function planOf(input: PathModelInput, events: PathEvent[], label: string): Plan {
-  let snapshot = pathModel.getInitialSnapshot(modelScope(), input)
+  let snapshot = pathModel.getInitialSnapshot(pureScope, input)
   const machines = new Map<number, InvocationSnapshot>()
   const transitions = new Set<string>()
   const steps: PathStep[] = []
   for (const [index, event] of events.entries()) {
     if (!snapshot.can(event)) throw new Error(`invocationPaths: ${label}: step ${index} (${describeEvent(event)}) is not possible in ${String(snapshot.value)}`)
     const before = snapshot.context.facts.length
-    snapshot = pathModel.transition(snapshot, event, modelScope())
+    snapshot = pathModel.transition(snapshot, event, pureScope)
     const planned = snapshot.context.facts.slice(before)
     for (const { run, fact } of planned) {
       const machine = machines.get(run) ?? initialInvocationSnapshot()

@@ -7,7 +7,7 @@ import { FactstateError } from '../errors.js'
 import type { ExecutionSettings, Fact, HandoffPause, Invocation, InvocationOutcome, RuntimeEvent, ToolCall } from '../facts/types.js'
 import { type InvocationSnapshot, applyFact, stateOf } from '../machines/invocation.js'
 import { contentDigest } from '../store/digest.js'
-import { canonical } from '../store/encoding.js'
+import { canonical, storageProblem, wellFormed } from '../store/encoding.js'
 import type { LogInternals } from '../store/event-log.js'
 import { Gate, type HoldDecision, type Reservation } from './handoff.js'
 import type { ChatRequestBody, ModelClient } from './model-client.js'
@@ -60,7 +60,9 @@ function pause(ms: number, signal: AbortSignal): Promise<void> {
 function jsonOutput(output: unknown): { ok: true; value: unknown } | { ok: false; message: string } {
   try {
     const text = JSON.stringify(output ?? null)
-    return { ok: true, value: JSON.parse(text ?? 'null') }
+    const value: unknown = JSON.parse(text ?? 'null')
+    const problem = storageProblem(value)
+    return problem ? { ok: false, message: `the tool returned a value a fact cannot hold exactly: ${problem}` } : { ok: true, value }
   } catch (error) {
     return { ok: false, message: `the tool returned a value that is not JSON: ${(error as Error).message}` }
   }
@@ -242,7 +244,7 @@ export class InvocationActor {
       await this.#record({ type: 'model.requested', stepId, model: execution.model, requestDigest })
       const response = await executor.attempt(client, { body, bodyText, signal: this.#signal })
       if (response.kind === 'completed') {
-        await this.#record({ type: 'model.completed', stepId, output: response.output })
+        await this.#record({ type: 'model.completed', stepId, output: wellFormed(response.output) })
         break
       }
       const retry = response.status === 'retryable_failure' && attempt <= executor.retries && !this.#signal.aborted
@@ -271,6 +273,8 @@ export class InvocationActor {
     let parsed = true
     try {
       input = call.arguments.trim() === '' ? {} : JSON.parse(call.arguments)
+      // Arguments that parse to something a fact cannot hold exactly are invalid input, kept as text.
+      if (storageProblem(input)) throw new TypeError('unstorable arguments')
     } catch {
       parsed = false
       input = call.arguments

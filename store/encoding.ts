@@ -36,8 +36,54 @@ function hasUndefined(value: unknown): boolean {
   return false
 }
 
+/** How deep a fact's JSON may nest; deeper (or cyclic) values are refused before schema parsing recurses. */
+const MAX_DEPTH = 64
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/
+
+/**
+ * What the schema cannot see but the stored bytes would change: a string with a lone surrogate
+ * (msgpack stores it as U+FFFD), an own `__proto__` key (JSON.parse makes one; copying drops it),
+ * and values nested too deep or in a cycle. Returns the path of the first offence.
+ */
+function unstorable(value: unknown, path: string, depth: number): string | undefined {
+  if (typeof value === 'string') return LONE_SURROGATE.test(value) ? `${path}: a string with a lone surrogate cannot be stored exactly` : undefined
+  if (value === null || typeof value !== 'object' || ArrayBuffer.isView(value)) return undefined
+  if (depth > MAX_DEPTH) return `${path}: nested deeper than ${MAX_DEPTH} levels (or cyclic)`
+  if (Array.isArray(value)) {
+    for (let index = 0; index < value.length; index += 1) {
+      const found = unstorable(value[index], `${path}.${index}`, depth + 1)
+      if (found) return found
+    }
+    return undefined
+  }
+  if (Object.hasOwn(value, '__proto__')) return `${path}: an own "__proto__" key cannot be stored exactly`
+  for (const [key, member] of Object.entries(value)) {
+    if (LONE_SURROGATE.test(key)) return `${path}: a key with a lone surrogate cannot be stored exactly`
+    const found = unstorable(member, `${path}.${key}`, depth + 1)
+    if (found) return found
+  }
+  return undefined
+}
+
+/** Why `value` could not be stored exactly in a fact, or `undefined` when it can. */
+export function storageProblem(value: unknown): string | undefined {
+  return unstorable(value, '(value)', 1)
+}
+
+/** A copy of text from outside (a model's answer) with every lone surrogate replaced by U+FFFD, as a fact can hold it. */
+export function wellFormed<T>(value: T): T {
+  if (typeof value === 'string') return (LONE_SURROGATE.test(value) ? value.replace(new RegExp(LONE_SURROGATE, 'g'), '\ufffd') : value) as T
+  if (Array.isArray(value)) return value.map((item) => wellFormed(item)) as T
+  if (value !== null && typeof value === 'object') {
+    return Object.fromEntries(Object.entries(value).map(([key, member]) => [wellFormed(key), wellFormed(member)])) as T
+  }
+  return value
+}
+
 /** Validates an event at the boundary; an event that does not fit is `LOG_INVALID_EVENT`. */
 export function validateEvent(event: unknown): RuntimeEvent {
+  const offence = unstorable(event, '(event)', 0)
+  if (offence) throw new FactstateError('LOG_INVALID_EVENT', `the event cannot be stored exactly: ${offence}`)
   const parsed = runtimeEventSchema.safeParse(event)
   if (!parsed.success) {
     throw new FactstateError('LOG_INVALID_EVENT', `the event does not fit the fact schema: ${describeIssues(parsed.error)}`)

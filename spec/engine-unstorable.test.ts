@@ -1,0 +1,49 @@
+/**
+ * Model text and tool values that a fact could not hold byte for byte (a lone surrogate, an own
+ * `__proto__` key from JSON.parse) never make a run fail half-way: arguments become invalid input
+ * (never executed), outputs settle as failed, text is recorded well-formed; the run completes.
+ */
+import { test } from 'uvu'
+import * as assert from 'uvu/assert'
+import { answer } from '../testing/scripted-model-server.js'
+import { countingTool, engineTest, factsOf, only } from './support/engine-fixtures.js'
+
+test(
+  'arguments with an own __proto__ key are rejected as invalid input and never executed',
+  engineTest(
+    [answer.toolCalls([{ id: 'call-p', name: 'echo', arguments: '{"__proto__":{"admin":true},"value":1}' }]), answer.text('done')],
+    {},
+    async (h) => {
+      const echo = countingTool()
+      assert.equal(await h.run(h.input('proto', { tools: [echo] })), { status: 'completed' })
+      assert.is(echo.calls.length, 0)
+      const facts = await factsOf(h.log, 'invocation-proto')
+      const [rejected] = only(facts, 'tool.rejected')
+      assert.is(rejected?.reason, 'invalid_input')
+      assert.is(rejected?.input, '{"__proto__":{"admin":true},"value":1}')
+      assert.is(only(facts, 'tool.dispatched').length, 0)
+    },
+  ),
+)
+
+test(
+  'a tool output a fact cannot hold exactly settles failed and the run goes on',
+  engineTest([answer.toolCalls([{ id: 'call-o', name: 'echo', arguments: {} }]), answer.text('done')], {}, async (h) => {
+    const echo = countingTool('echo', async () => JSON.parse('{"__proto__":{"x":1}}'))
+    assert.equal(await h.run(h.input('output', { tools: [echo] })), { status: 'completed' })
+    assert.is(echo.calls.length, 1)
+    const [settled] = only(await factsOf(h.log, 'invocation-output'), 'tool.settled')
+    assert.is(settled?.outcome.status, 'failed')
+  }),
+)
+
+test(
+  'model text with a lone surrogate is recorded well-formed',
+  engineTest([answer.text('half a pair: \ud83d end')], {}, async (h) => {
+    assert.equal(await h.run(h.input('text', { tools: [] })), { status: 'completed' })
+    const [completed] = only(await factsOf(h.log, 'invocation-text'), 'model.completed')
+    assert.is(completed?.output.text, 'half a pair: \ufffd end')
+  }),
+)
+
+test.run()

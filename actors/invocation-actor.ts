@@ -13,7 +13,7 @@ import { Gate, type HoldDecision, type Reservation } from './handoff.js'
 import type { ChatRequestBody, ModelClient } from './model-client.js'
 import type { ModelExecutor } from './model-executor.js'
 import { functionTools, type ToolDefinition } from './tool-catalog.js'
-import { transcriptOf } from './transcript.js'
+import { TranscriptBuilder } from './transcript.js'
 
 /** Everything an actor needs, prepared and admitted by the engine. */
 export interface ActorSetup {
@@ -74,6 +74,8 @@ export class InvocationActor {
   #snapshot: InvocationSnapshot
   #ordinal = 1
   readonly #own: RuntimeEvent[]
+  /** Built at the first model request (a run held before it never needs one), then fed fact by fact. */
+  #transcript: TranscriptBuilder | undefined
   #ownSignal: AbortSignal | undefined
   private readonly setup: Omit<ActorSetup, 'snapshot'>
 
@@ -112,6 +114,7 @@ export class InvocationActor {
     this.#ordinal += 1
     this.#snapshot = next
     this.#own.push(event)
+    this.#transcript?.push(event)
     this.setup.onFact?.(event, next)
     return seq as number
   }
@@ -221,12 +224,21 @@ export class InvocationActor {
     throw new Ended({ status: 'handoff_paused', pause })
   }
 
+  #transcriptBuilder(): TranscriptBuilder {
+    if (!this.#transcript) {
+      this.#transcript = new TranscriptBuilder()
+      for (const event of this.setup.lineage) this.#transcript.push(event)
+      for (const event of this.#own) this.#transcript.push(event)
+    }
+    return this.#transcript
+  }
+
   #requestBody(): ChatRequestBody {
     const { execution } = this.setup
     const tools = functionTools(this.setup.tools)
     return {
       model: execution.model,
-      messages: transcriptOf([...this.setup.lineage, ...this.#own]),
+      messages: this.#transcriptBuilder().messages(),
       ...(tools.length > 0 ? { tools } : {}),
       ...(execution.mainOutputLimit === undefined ? {} : { max_tokens: execution.mainOutputLimit }),
       ...this.setup.providerOptions,

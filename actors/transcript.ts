@@ -22,53 +22,49 @@ function outcomeText(outcome: ToolOutcome): string {
   }
 }
 
-/** The chat messages of the facts in `events` (a lineage followed by the invocation's own facts), in order. */
-export function transcriptOf(events: readonly RuntimeEvent[]): ChatMessage[] {
-  const messages: ChatMessage[] = []
-  const callOf = new Map<string, string>()
-  let unanswered: string[] = []
-  const answer = (callId: string, content: string) => {
-    const index = unanswered.indexOf(callId)
-    if (index === -1) return
-    unanswered.splice(index, 1)
-    messages.push({ role: 'tool', tool_call_id: callId, content })
-  }
-  const closeUnanswered = (why: string) => {
-    for (const callId of [...unanswered]) answer(callId, why)
-  }
-  for (const { fact } of events) {
+/**
+ * Builds the chat messages of a lineage fact by fact. The actor keeps one per invocation and
+ * feeds it each fact it records, so a step costs what the new facts cost, not the whole history.
+ */
+export class TranscriptBuilder {
+  readonly #messages: ChatMessage[] = []
+  readonly #callOf = new Map<string, string>()
+  #unanswered: string[] = []
+
+  /** Adds the messages `event`'s fact contributes. */
+  push({ fact }: RuntimeEvent): void {
     switch (fact.type) {
       case 'invocation.opened':
         if (fact.input.kind !== 'handoff' && fact.input.priorUnknown?.length) {
-          messages.push({ role: 'system', content: unknownNote(fact.input.priorUnknown) })
+          this.#messages.push({ role: 'system', content: unknownNote(fact.input.priorUnknown) })
         }
-        if (fact.input.kind === 'message') messages.push({ role: 'user', content: fact.input.content })
+        if (fact.input.kind === 'message') this.#messages.push({ role: 'user', content: fact.input.content })
         break
       case 'model.completed': {
-        closeUnanswered('error: this call was never executed')
+        this.#closeUnanswered('error: this call was never executed')
         const calls = fact.output.toolCalls
         if (calls.length === 0) {
-          messages.push({ role: 'assistant', content: fact.output.text ?? '' })
+          this.#messages.push({ role: 'assistant', content: fact.output.text ?? '' })
         } else {
-          messages.push({
+          this.#messages.push({
             role: 'assistant',
             content: fact.output.text ?? null,
             tool_calls: calls.map((call) => ({ id: call.callId, type: 'function', function: { name: call.name, arguments: call.arguments } })),
           })
-          unanswered = calls.map((call) => call.callId)
+          this.#unanswered = calls.map((call) => call.callId)
         }
         break
       }
       case 'tool.dispatched':
-        callOf.set(fact.operationId, fact.callId)
+        this.#callOf.set(fact.operationId, fact.callId)
         break
       case 'tool.settled': {
-        const callId = callOf.get(fact.operationId)
-        if (callId !== undefined) answer(callId, outcomeText(fact.outcome))
+        const callId = this.#callOf.get(fact.operationId)
+        if (callId !== undefined) this.#answer(callId, outcomeText(fact.outcome))
         break
       }
       case 'tool.rejected':
-        answer(
+        this.#answer(
           fact.callId,
           fact.reason === 'unknown_tool'
             ? `error: there is no tool named "${fact.name}"; it was not run`
@@ -78,12 +74,12 @@ export function transcriptOf(events: readonly RuntimeEvent[]): ChatMessage[] {
         )
         break
       case 'invocation.ended':
-        for (const [operationId, callId] of callOf) {
-          if (unanswered.includes(callId)) {
-            answer(callId, `outcome unknown: operation ${operationId} was dispatched but never settled; its effect may or may not have happened`)
+        for (const [operationId, callId] of this.#callOf) {
+          if (this.#unanswered.includes(callId)) {
+            this.#answer(callId, `outcome unknown: operation ${operationId} was dispatched but never settled; its effect may or may not have happened`)
           }
         }
-        closeUnanswered('error: this call was never executed')
+        this.#closeUnanswered('error: this call was never executed')
         break
       case 'model.requested':
       case 'model.interrupted':
@@ -96,5 +92,34 @@ export function transcriptOf(events: readonly RuntimeEvent[]): ChatMessage[] {
       }
     }
   }
-  return messages
+
+  /** The messages so far (a copy: the builder goes on). */
+  messages(): ChatMessage[] {
+    return [...this.#messages]
+  }
+
+  #answer(callId: string, content: string): void {
+    const index = this.#unanswered.indexOf(callId)
+    if (index === -1) return
+    this.#unanswered.splice(index, 1)
+    this.#messages.push({ role: 'tool', tool_call_id: callId, content })
+  }
+
+  #closeUnanswered(why: string): void {
+    for (const callId of [...this.#unanswered]) this.#answer(callId, why)
+  }
+}
+
+/**
+ * The chat messages of the facts in `events` (a lineage followed by the invocation's own facts), in order.
+ *
+ * @example
+ * ```ts
+ * const messages = transcriptOf((await log.prefix(1000, 1 << 20)).events.map((stored) => stored.event))
+ * ```
+ */
+export function transcriptOf(events: readonly RuntimeEvent[]): ChatMessage[] {
+  const builder = new TranscriptBuilder()
+  for (const event of events) builder.push(event)
+  return builder.messages()
 }

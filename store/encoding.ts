@@ -1,4 +1,4 @@
-import { Packr } from 'msgpackr'
+import { Packr, RESERVE_START_SPACE } from 'msgpackr'
 import { FactstateError } from '../errors.js'
 import { describeIssues, runtimeEventSchema } from '../facts/schema.js'
 import type { RuntimeEvent } from '../facts/types.js'
@@ -95,10 +95,10 @@ export function validateEvent(event: unknown): RuntimeEvent {
 
 /** Encodes a validated event: one version byte, then msgpack. */
 export function encodeEvent(event: RuntimeEvent): Uint8Array {
-  const body = packr.pack(event)
-  const out = new Uint8Array(body.length + 1)
+  // msgpackr leaves the version byte's room in front of the body: no second buffer, no copy.
+  // What it returns is a fresh region of its output buffer that later packs never write over.
+  const out = packr.pack(event, RESERVE_START_SPACE | 1)
   out[0] = EVENT_FORMAT_VERSION
-  out.set(body, 1)
   return out
 }
 
@@ -136,6 +136,37 @@ export function peekInvocationId(bytes: Uint8Array): string | undefined {
 /** Encodes an index record (internal bookkeeping, not part of the digest). */
 export function encodeRecord(value: unknown): Uint8Array {
   return packr.pack(hasUndefined(value) ? canonical(value) : value)
+}
+
+/**
+ * The id index record `[seq, chain]`, byte for byte what `encodeRecord([seq, chain])` writes, without
+ * the generic walk and packing: a msgpack fixarray of two, the seq as the smallest unsigned int,
+ * the chain as bin 8. Seqs of 2^32 and more, and chains of another length, take the generic path.
+ */
+export function encodeIdRecord(seq: number, chain: Uint8Array): Uint8Array {
+  if (chain.length !== 32 || !Number.isInteger(seq) || seq < 0 || seq > 0xffff_ffff) return encodeRecord([seq, chain])
+  const width = seq < 0x80 ? 1 : seq < 0x100 ? 2 : seq < 0x1_0000 ? 3 : 5
+  const out = new Uint8Array(1 + width + 2 + 32)
+  out[0] = 0x92
+  if (width === 1) out[1] = seq
+  else if (width === 2) {
+    out[1] = 0xcc
+    out[2] = seq
+  } else if (width === 3) {
+    out[1] = 0xcd
+    out[2] = seq >>> 8
+    out[3] = seq & 0xff
+  } else {
+    out[1] = 0xce
+    out[2] = seq >>> 24
+    out[3] = (seq >>> 16) & 0xff
+    out[4] = (seq >>> 8) & 0xff
+    out[5] = seq & 0xff
+  }
+  out[1 + width] = 0xc4
+  out[2 + width] = 32
+  out.set(chain, 3 + width)
+  return out
 }
 
 /** Decodes an index record; `what` names it in the corruption error. */

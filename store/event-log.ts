@@ -5,7 +5,7 @@ import { FactstateError } from '../errors.js'
 import { id as idSchema } from '../facts/schema.js'
 import type { RunBoundary, RuntimeEvent, StoredEvent } from '../facts/types.js'
 import { EMPTY_CHAIN, chainStep, logDigest, runChainStart, runDigest } from './digest.js'
-import { decodeEvent, decodeRecord, encodeEvent, encodeRecord, peekInvocationId, validateEvent } from './encoding.js'
+import { decodeEvent, decodeRecord, encodeEvent, encodeIdRecord, encodeRecord, peekInvocationId, validateEvent } from './encoding.js'
 import { keys, seqOfEventKey } from './keys.js'
 import {
   type InvocationProjection,
@@ -679,13 +679,6 @@ export class EventLog {
       return undefined
     }
     const batch = (this.#next ??= { staging: new Staging(this.#inFlight, this.#state), accepted: [], events: 0 })
-    const local = new Staging(batch.staging, this.#state)
-    const stage = () => {
-      const seqs = entry.events.map((event) => this.#stageEvent(local, event))
-      local.mergeInto(batch.staging)
-      batch.accepted.push({ entry, seqs })
-      batch.events += entry.events.length
-    }
     const { precondition } = entry
     if (precondition === undefined && entry.events.length === 1) {
       // One event stages completely or throws before it changes anything: no scratch staging needed.
@@ -697,6 +690,13 @@ export class EventLog {
         entry.reject(error)
       }
       return undefined
+    }
+    const local = new Staging(batch.staging, this.#state)
+    const stage = () => {
+      const seqs = entry.events.map((event) => this.#stageEvent(local, event))
+      local.mergeInto(batch.staging)
+      batch.accepted.push({ entry, seqs })
+      batch.events += entry.events.length
     }
     if (precondition === undefined) {
       try {
@@ -826,7 +826,7 @@ export class EventLog {
     const empty = new Uint8Array(0)
     for (const { seq, bytes, event, chain } of staging.events) {
       batch.put(keys.event(seq), bytes)
-      batch.put(keys.eventId(event.id), encodeRecord([seq, chain]))
+      batch.put(keys.eventId(event.id), encodeIdRecord(seq, chain))
       batch.put(keys.byInvocation(event.invocation.invocationId, seq), empty)
       if (event.fact.type === 'invocation.opened') batch.put(keys.open(event.invocation.invocationId), empty)
       if (event.fact.type === 'invocation.ended') batch.del(keys.open(event.invocation.invocationId))

@@ -98,6 +98,8 @@ const TAIL_KEYS_CHECKED = 65_536
 /** The last facts whose chain is recomputed on every open. */
 const TAIL_CHAIN_CHECKED = 1_024
 const MAX_GROUP = 2_048
+/** How many events are staged before an idle disk is given them; the rest of the group follows in the next batch. */
+const FIRST_SHARE = 64
 /** Open invocations brought up to date side by side on open, through their own index. */
 const LOAD_CONCURRENCY = 16
 /** Open invocations are brought up to date by reading at most this much of the tail (whose continuity open has just checked). */
@@ -641,7 +643,10 @@ export class EventLog {
       // Let every append issued in this turn join the first group.
       await new Promise<void>((resolve) => setImmediate(resolve))
       for (;;) {
-        while (this.#pending.length > 0 && (this.#next?.events ?? 0) < MAX_GROUP) {
+        // With the disk idle, a first share of the group goes to it as soon as it is staged, so that
+        // staging the rest overlaps its sync instead of preceding it.
+        const limit = writing === undefined ? FIRST_SHARE : MAX_GROUP
+        while (this.#pending.length > 0 && (this.#next?.events ?? 0) < limit) {
           const staged = this.#stageEntry(this.#pending.shift() as PendingEntry)
           if (staged) await staged
         }

@@ -228,18 +228,6 @@ class CommittedState {
     this.claims.set(id, value)
     return value
   }
-  async invocation(id: string): Promise<InvocationRecord | undefined> {
-    return this.invocationNow(id)
-  }
-  async session(id: string): Promise<SessionRecord> {
-    return this.sessionNow(id)
-  }
-  async run(sessionId: string, runId: string): Promise<RunRecord | undefined> {
-    return this.runNow(sessionId, runId)
-  }
-  async claim(id: string): Promise<string | undefined> {
-    return this.claimNow(id)
-  }
 
   absorb(staging: Staging): void {
     for (const [k, v] of staging.invocations) this.invocations.set(k, v)
@@ -340,11 +328,11 @@ export class EventLog {
       appendAll: (events, precondition) => this.#enqueue(events, precondition),
       invocationRecord: async (id) => {
         this.#assertOpen()
-        return this.#state.invocation(id)
+        return this.#state.invocationNow(id)
       },
       sessionRecord: async (id) => {
         this.#assertOpen()
-        return this.#state.session(id)
+        return this.#state.sessionNow(id)
       },
       invocationEvents: (id, upTo) => this.#invocationEvents(id, upTo),
       lineage: (boundary) => this.#lineage(boundary),
@@ -878,7 +866,7 @@ export class EventLog {
   async #lineage(boundary: RunBoundary): Promise<StoredEvent[]> {
     this.#assertOpen()
     const { sessionId, runId, invocationId } = boundary.invocation
-    const run = await this.#state.run(sessionId, runId)
+    const run = this.#state.runNow(sessionId, runId)
     if (run === undefined || run.invocationId !== invocationId) {
       throw new FactstateError('RUN_SOURCE_MISMATCH', `run ${sessionId}/${runId} with invocation ${invocationId} is not in the log`)
     }
@@ -890,9 +878,9 @@ export class EventLog {
       throw new FactstateError('RUN_SOURCE_MISMATCH', `the boundary of run ${sessionId}/${runId} does not match the log`)
     }
     if (!run.source) return own
-    const sourceRun = await this.#state.run(sessionId, run.source.runId)
+    const sourceRun = this.#state.runNow(sessionId, run.source.runId)
     if (!sourceRun) throw new FactstateError('LOG_CORRUPT', `source run ${run.source.runId} of ${runId} is missing`)
-    const sourceRecord = await this.#state.invocation(sourceRun.invocationId)
+    const sourceRecord = this.#state.invocationNow(sourceRun.invocationId)
     if (!sourceRecord) throw new FactstateError('LOG_CORRUPT', `source invocation ${sourceRun.invocationId} is missing`)
     const earlier = await this.#lineage({ invocation: sourceRecord.invocation, highWater: run.source.highWater, digest: run.source.digest })
     return [...earlier, ...own]
@@ -944,9 +932,9 @@ export class EventLog {
     for (const [name, value] of [['sessionId', sessionId], ['runId', runId]] as const) {
       if (!idSchema.safeParse(value).success) throw new FactstateError('LOG_INVALID_ARGUMENT', `${name} is not a valid id`)
     }
-    const run = await this.#state.run(sessionId, runId)
+    const run = this.#state.runNow(sessionId, runId)
     if (run === undefined) return undefined
-    const record = await this.#state.invocation(run.invocationId)
+    const record = this.#state.invocationNow(run.invocationId)
     if (record === undefined) throw new FactstateError('LOG_CORRUPT', `run ${sessionId}/${runId} has no invocation record`)
     return {
       boundary: { invocation: record.invocation, highWater: run.lastSeq, digest: runDigest(sessionId, runId, run.lastSeq, run.chain) },

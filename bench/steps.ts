@@ -43,19 +43,10 @@ async function factstateRun(count: number, concurrency: number, steps: number): 
       const log = await EventLog.open(join(dir, 'log'))
       try {
         const engine = new Engine({ log, model: new ModelExecutor({ createClient: () => scriptedClient(steps) }) })
-        const times: number[] = []
-        const start = now()
-        for (let first = 0; first < count; first += concurrency) {
-          await Promise.all(
-            Array.from({ length: Math.min(concurrency, count - first) }, async (_, offset) => {
-              const began = now()
-              const outcome = await engine.run(runInput(`fs${run}`, first + offset, steps + 1))
-              if (outcome.status !== 'completed') throw new Error(`factstate invocation ended ${outcome.status}`)
-              times.push(now() - began)
-            }),
-          )
-        }
-        return { ms: times, total: now() - start }
+        return await timeInBatches(count, concurrency, async (index) => {
+          const outcome = await engine.run(runInput(`fs${run}`, index, steps + 1))
+          if (outcome.status !== 'completed') throw new Error(`factstate invocation ended ${outcome.status}`)
+        })
       } finally {
         await log.close()
       }
@@ -70,25 +61,32 @@ async function langgraphRun(count: number, concurrency: number, steps: number): 
     const { bytes, value } = await measureWrites(dir, async () => {
       const agent = await openLangGraphAgent(join(dir, 'checkpoints.sqlite'), steps)
       try {
-        const times: number[] = []
-        const start = now()
-        for (let first = 0; first < count; first += concurrency) {
-          await Promise.all(
-            Array.from({ length: Math.min(concurrency, count - first) }, async (_, offset) => {
-              const began = now()
-              const messages = await agent.invoke(`lg${run}-${first + offset}`)
-              if (messages !== 2 * steps + 2) throw new Error(`LangGraph invocation ended with ${messages} messages`)
-              times.push(now() - began)
-            }),
-          )
-        }
-        return { ms: times, total: now() - start }
+        return await timeInBatches(count, concurrency, async (index) => {
+          const messages = await agent.invoke(`lg${run}-${index}`)
+          if (messages !== 2 * steps + 2) throw new Error(`LangGraph invocation ended with ${messages} messages`)
+        })
       } finally {
         agent.close()
       }
     })
     return { ...value, bytes }
   })
+}
+
+/** Runs `count` invocations `concurrency` at a time, the same way on both sides; times each one and the whole. */
+async function timeInBatches(count: number, concurrency: number, one: (index: number) => Promise<void>): Promise<{ ms: number[]; total: number }> {
+  const times: number[] = []
+  const start = now()
+  for (let first = 0; first < count; first += concurrency) {
+    await Promise.all(
+      Array.from({ length: Math.min(concurrency, count - first) }, async (_, offset) => {
+        const began = now()
+        await one(first + offset)
+        times.push(now() - began)
+      }),
+    )
+  }
+  return { ms: times, total: now() - start }
 }
 
 /** What SqliteSaver leaves `synchronous` at (reported with the figures). */

@@ -2,7 +2,9 @@
  * What every CLI command shares: its output channels, exit codes, and how a FactstateError is
  * shown (its code and a one-line remedy).
  */
+import { parseArgs } from 'node:util'
 import { FactstateError, type FactstateErrorCode } from '../errors.js'
+import { EventLog } from '../store/event-log.js'
 
 /** Where a command writes. Tests pass collectors; the CLI passes the process streams. */
 export interface CommandIo {
@@ -48,4 +50,32 @@ export function usage(io: CommandIo, message: string, help: string): number {
   io.stderr(`error: ${message}`)
   io.stderr(help)
   return EXIT.usage
+}
+
+/**
+ * The shape of a command that takes one log directory and `--help`: parses, opens the log, runs
+ * `action`, reports a refusal with its code and remedy, and always closes the log.
+ */
+export async function onLogDirectory(args: string[], io: CommandIo, help: string, action: (log: EventLog) => Promise<void>): Promise<number> {
+  let parsed
+  try {
+    parsed = parseArgs({ args, allowPositionals: true, options: { help: { type: 'boolean', short: 'h', default: false } } })
+  } catch (error) {
+    return usage(io, (error as Error).message, help)
+  }
+  if (parsed.values.help) {
+    io.stdout(help)
+    return EXIT.ok
+  }
+  if (parsed.positionals.length !== 1) return usage(io, 'expected exactly one log directory', help)
+  let log: EventLog | undefined
+  try {
+    log = await EventLog.open(parsed.positionals[0] as string)
+    await action(log)
+    return EXIT.ok
+  } catch (error) {
+    return reportError(error, io)
+  } finally {
+    await log?.close()
+  }
 }

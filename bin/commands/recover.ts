@@ -1,7 +1,5 @@
-import { parseArgs } from 'node:util'
-import { EventLog } from '../../store/event-log.js'
 import { recoverInvocations } from '../../store/recovery.js'
-import { type CommandIo, EXIT, reportError, usage } from '../io.js'
+import { type CommandIo, onLogDirectory } from '../io.js'
 
 export const recoverHelp = `usage: factstate recover <log-directory>
 
@@ -19,27 +17,9 @@ second time. Exit 0 on success, 3 if the log is open in another process.`
  * ```
  */
 export async function recoverCommand(args: string[], io: CommandIo): Promise<number> {
-  let parsed
-  try {
-    parsed = parseArgs({ args, allowPositionals: true, options: { help: { type: 'boolean', short: 'h', default: false } } })
-  } catch (error) {
-    return usage(io, (error as Error).message, recoverHelp)
-  }
-  if (parsed.values.help) {
-    io.stdout(recoverHelp)
-    return EXIT.ok
-  }
-  if (parsed.positionals.length !== 1) return usage(io, 'expected exactly one log directory', recoverHelp)
-  let log: EventLog | undefined
-  try {
-    log = await EventLog.open(parsed.positionals[0] as string)
+  return onLogDirectory(args, io, recoverHelp, async (log) => {
     const closed = await recoverInvocations(log)
     const { highWater, digest } = log.head()
     io.stdout(`closed ${closed} invocation(s); log high-water ${highWater}, digest ${digest}`)
-    return EXIT.ok
-  } catch (error) {
-    return reportError(error, io)
-  } finally {
-    await log?.close()
-  }
+  })
 }

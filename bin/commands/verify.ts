@@ -1,6 +1,4 @@
-import { parseArgs } from 'node:util'
-import { EventLog } from '../../store/event-log.js'
-import { type CommandIo, EXIT, reportError, usage } from '../io.js'
+import { type CommandIo, onLogDirectory } from '../io.js'
 
 export const verifyHelp = `usage: factstate verify <log-directory>
 
@@ -17,26 +15,8 @@ and exits 1. Exit 3: the log is open in another process.`
  * ```
  */
 export async function verifyCommand(args: string[], io: CommandIo): Promise<number> {
-  let parsed
-  try {
-    parsed = parseArgs({ args, allowPositionals: true, options: { help: { type: 'boolean', short: 'h', default: false } } })
-  } catch (error) {
-    return usage(io, (error as Error).message, verifyHelp)
-  }
-  if (parsed.values.help) {
-    io.stdout(verifyHelp)
-    return EXIT.ok
-  }
-  if (parsed.positionals.length !== 1) return usage(io, 'expected exactly one log directory', verifyHelp)
-  let log: EventLog | undefined
-  try {
-    log = await EventLog.open(parsed.positionals[0] as string)
+  return onLogDirectory(args, io, verifyHelp, async (log) => {
     const { events, digest } = await log.verify()
     io.stdout(`ok: ${events} events, digest ${digest}`)
-    return EXIT.ok
-  } catch (error) {
-    return reportError(error, io)
-  } finally {
-    await log?.close()
-  }
+  })
 }

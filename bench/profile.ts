@@ -4,9 +4,11 @@
  *   node --cpu-prof --import tsx bench/profile.ts append [appenders=256] [facts=51200] [sync|os]
  *   node --cpu-prof --import tsx bench/profile.ts engine [concurrency=64] [rounds=3]
  *
- * Each prints its throughput and the process CPU time (all threads) per fact or step.
+ * Each prints its throughput and the process CPU time (all threads) per fact or step; `append` also
+ * prints the main thread's busy time per fact (event-loop utilization), the part that caps a group.
  */
 import { join } from 'node:path'
+import { performance } from 'node:perf_hooks'
 import { Engine } from '../actors/engine.js'
 import { ModelExecutor } from '../actors/model-executor.js'
 import type { RuntimeEvent } from '../facts/types.js'
@@ -30,14 +32,18 @@ async function append(appenders: number, facts: number, durability: 'sync' | 'os
       let groups = 0
       logInternals(log).subscribe(() => (groups += 1))
       const cpu = process.cpuUsage()
+      const loop = performance.eventLoopUtilization()
       const start = now()
       await Promise.all(lanes.map(async (lane) => {
         for (const event of lane) await log.append(event)
       }))
       const ms = now() - start
       const used = process.cpuUsage(cpu)
+      const busy = performance.eventLoopUtilization(loop).active * 1000
       const total = appenders * perLane
-      process.stdout.write(`${appenders} appenders: ${Math.round(total / (ms / 1000))} facts/s, ${((used.user + used.system) / total).toFixed(1)} µs CPU per fact, ${groups} groups\n`)
+      process.stdout.write(
+        `${appenders} appenders: ${Math.round(total / (ms / 1000))} facts/s, ${((used.user + used.system) / total).toFixed(1)} µs CPU per fact (all threads), ${(busy / total).toFixed(1)} µs main thread, ${groups} groups\n`,
+      )
     } finally {
       await log.close()
     }

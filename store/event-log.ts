@@ -82,14 +82,32 @@ interface Head {
 interface PendingEntry {
   events: RuntimeEvent[]
   precondition: Precondition | undefined
-  resolve: (seqs: number[]) => void
+  /** `append` resolves with one seq, `appendAll` with all of them. */
+  single: boolean
+  resolve: (result: number & number[]) => void
   reject: (error: unknown) => void
+  /** The seqs once staged. */
+  result: number | number[]
+  /**
+   * The id index records of `events`, read ahead by one `getMany` for a whole group (from
+   * `probeAt` on), and the commit count when that read was issued: ids committed after it are
+   * looked up in `#recent`. `undefined` until read; `null` when it could not be read ahead.
+   */
+  probe: (Uint8Array | undefined)[] | null | undefined
+  probeAt: number
+  probeEpoch: number
+}
+
+/** The ids one committed batch wrote, and its number. */
+interface RecentCommit {
+  commit: number
+  ids: Map<string, { seq: number; bytes: Uint8Array }>
 }
 
 /** A group being staged, then written as one batch. */
 interface Batch {
   staging: Staging
-  accepted: { entry: PendingEntry; seqs: number[] }[]
+  accepted: PendingEntry[]
   events: number
 }
 
@@ -98,6 +116,11 @@ const TAIL_KEYS_CHECKED = 65_536
 /** The last facts whose chain is recomputed on every open. */
 const TAIL_CHAIN_CHECKED = 1_024
 const MAX_GROUP = 2_048
+/**
+ * With this many events waiting, their ids are looked up ahead in one `getMany` on the thread
+ * pool (overlapping the previous group's sync) instead of one synchronous read each.
+ */
+const PROBE_AHEAD_MIN = 16
 /** How many events are staged before an idle disk is given them; the rest of the group follows in the next batch. */
 const FIRST_SHARE = 64
 /** Open invocations brought up to date side by side on open, through their own index. */
@@ -215,7 +238,6 @@ class CommittedState {
     const stored = this.db.getSync(key)
     if (stored === undefined) return undefined
     const record = decodeRecord<RunRecord>(stored, `run ${sessionId}/${runId}`)
-    record.chain = new Uint8Array(record.chain)
     this.runs.set(key, record)
     return record
   }
@@ -253,9 +275,9 @@ class CommittedState {
       }
     }
     if (this.runs.size > CACHE_LIMIT) {
-      for (const [k, v] of this.runs) {
-        // An open invocation's run record is stale on disk until it ends.
-        if (this.invocations.get(v.invocationId)?.terminal !== null) this.runs.delete(k)
+      // A run record never changes after its run opens: any of them can be read again.
+      for (const k of this.runs.keys()) {
+        this.runs.delete(k)
         if (this.runs.size <= CACHE_LIMIT / 2) break
       }
     }
@@ -308,6 +330,14 @@ export class EventLog {
   readonly #listeners = new Set<(events: StoredEvent[]) => void>()
   #pending: PendingEntry[] = []
   #flushing: Promise<void> | undefined
+  /** Run chains computed by `runSource`, by run key. */
+  readonly #runChains = new Map<string, { seq: number; chain: Uint8Array }>()
+  /** The read-ahead of pending ids under way. */
+  #probing: Promise<void> | undefined
+  /** Batches committed so far. */
+  #commits = 0
+  /** The ids of batches committed while an id read-ahead older than them may still be used. */
+  #recent: RecentCommit[] = []
   /** The group being staged while another is written. */
   #next: Batch | undefined
   /** The staging of the batch being written. */
@@ -325,7 +355,7 @@ export class EventLog {
     this.#state = new CommittedState(db)
     const self = this
     internalsOf.set(this, {
-      appendAll: (events, precondition) => this.#enqueue(events, precondition),
+      appendAll: (events, precondition) => this.#enqueue(events, precondition, false) as Promise<number[]>,
       invocationRecord: async (id) => {
         this.#assertOpen()
         return this.#state.invocationNow(id)
@@ -437,7 +467,7 @@ export class EventLog {
   async #catchUp(openIds: string[]): Promise<void> {
     const head = this.#state.head.highWater
     const scanFrom = Math.max(1, head - CATCH_UP_SCANNED + 1)
-    const behind = new Map<string, { record: InvocationRecord; run: RunRecord }>()
+    const behind = new Map<string, InvocationRecord>()
     const far: string[] = []
     for (const invocationId of openIds) {
       const record = this.#state.invocationNow(invocationId)
@@ -447,7 +477,7 @@ export class EventLog {
         throw new FactstateError('LOG_CORRUPT', `open invocation ${invocationId} has no run record`)
       }
       if (record.lastSeq >= head) continue
-      if (record.lastSeq >= scanFrom) behind.set(invocationId, { record, run })
+      if (record.lastSeq >= scanFrom) behind.set(invocationId, record)
       else far.push(invocationId)
     }
     if (behind.size > 0 && !(await this.#catchUpByScan(behind))) far.push(...behind.keys())
@@ -459,33 +489,25 @@ export class EventLog {
   }
 
   /** One pass over the log's tail; false (nothing cached) when an event there cannot even be read, so the index decides. */
-  async #catchUpByScan(behind: Map<string, { record: InvocationRecord; run: RunRecord }>): Promise<boolean> {
+  async #catchUpByScan(behind: Map<string, InvocationRecord>): Promise<boolean> {
     const head = this.#state.head.highWater
     let seq = head
-    for (const { record } of behind.values()) seq = Math.min(seq, record.lastSeq + 1)
+    for (const record of behind.values()) seq = Math.min(seq, record.lastSeq + 1)
     for await (const bytes of this.#db.values({ gte: keys.event(seq), lte: keys.event(head) })) {
       const invocationId = peekInvocationId(bytes)
       if (invocationId === undefined) return false
-      const entry = behind.get(invocationId)
-      if (entry !== undefined && seq > entry.record.lastSeq) {
-        entry.record = this.#replay(entry.record, decodeEvent(bytes, seq), seq)
-        entry.run = { ...entry.run, lastSeq: seq, chain: chainStep(entry.run.chain, seq, bytes) }
-      }
+      const record = behind.get(invocationId)
+      if (record !== undefined && seq > record.lastSeq) behind.set(invocationId, this.#replay(record, decodeEvent(bytes, seq), seq))
       seq += 1
     }
     if (seq !== head + 1) throw new FactstateError('LOG_CORRUPT', `event ${seq} is missing`, { details: { seq } })
-    for (const [invocationId, { record, run }] of behind) {
-      this.#state.invocations.set(invocationId, record)
-      this.#state.runs.set(keys.run(record.invocation.sessionId, record.invocation.runId), run)
-    }
+    for (const [invocationId, record] of behind) this.#state.invocations.set(invocationId, record)
     return true
   }
 
   /** Brings one open invocation up to date from the facts its own index lists after its stored record. */
   async #catchUpByIndex(invocationId: string): Promise<void> {
     let record = this.#state.invocationNow(invocationId) as InvocationRecord
-    const { sessionId, runId } = record.invocation
-    let run = this.#state.runNow(sessionId, runId) as RunRecord
     const prefixLength = keys.byInvocationLow(invocationId).length
     const seqs: number[] = []
     for await (const key of this.#db.keys({ gt: keys.byInvocation(invocationId, record.lastSeq), lt: keys.byInvocationHigh(invocationId) })) {
@@ -499,10 +521,8 @@ export class EventLog {
         throw new FactstateError('LOG_CORRUPT', `event ${seq} of open invocation ${invocationId} is missing`, { details: { seq } })
       }
       record = this.#replay(record, decodeEvent(bytes, seq), seq)
-      run = { ...run, lastSeq: seq, chain: chainStep(run.chain, seq, bytes) }
     })
     this.#state.invocations.set(invocationId, record)
-    this.#state.runs.set(keys.run(sessionId, runId), run)
   }
 
   #replay(record: InvocationRecord, event: RuntimeEvent, seq: number): InvocationRecord {
@@ -583,7 +603,7 @@ export class EventLog {
    * bytes it is `LOG_CONFLICT`.
    */
   append(event: RuntimeEvent): Promise<number> {
-    return this.#enqueue([event], undefined).then(([seq]) => seq as number)
+    return this.#enqueue([event], undefined, true) as Promise<number>
   }
 
   /** Appends events atomically: all of them become durable together, or none is written. */
@@ -591,23 +611,23 @@ export class EventLog {
     if (!Array.isArray(events) || events.length === 0) {
       return Promise.reject(new FactstateError('LOG_INVALID_ARGUMENT', 'appendAll takes a non-empty array of events'))
     }
-    return this.#enqueue(events, undefined)
+    return this.#enqueue(events, undefined, false) as Promise<number[]>
   }
 
-  #enqueue(events: RuntimeEvent[], precondition: Precondition | undefined): Promise<number[]> {
+  #enqueue(events: RuntimeEvent[], precondition: Precondition | undefined, single: boolean): Promise<number | number[]> {
     try {
       this.#assertOpen()
     } catch (error) {
       return Promise.reject(error)
     }
-    let validated: RuntimeEvent[]
+    const validated: RuntimeEvent[] = []
     try {
-      validated = events.map((event) => validateEvent(event))
+      for (const event of events) validated.push(validateEvent(event))
     } catch (error) {
       return Promise.reject(error)
     }
-    return new Promise<number[]>((resolve, reject) => {
-      this.#pending.push({ events: validated, precondition, resolve, reject })
+    return new Promise<number | number[]>((resolve, reject) => {
+      this.#pending.push({ events: validated, precondition, single, resolve, reject, result: 0, probe: undefined, probeAt: 0, probeEpoch: 0 })
       this.#wakeUp()
       this.#flushing ??= this.#flush()
     })
@@ -631,14 +651,20 @@ export class EventLog {
       // Let every append issued in this turn join the first group.
       await new Promise<void>((resolve) => setImmediate(resolve))
       for (;;) {
+        this.#probeAhead()
         // With the disk idle, a first share of the group goes to it as soon as it is staged, so that
         // staging the rest overlaps its sync instead of preceding it.
         const limit = writing === undefined ? FIRST_SHARE : MAX_GROUP
         while (this.#pending.length > 0 && (this.#next?.events ?? 0) < limit) {
-          const staged = this.#stageEntry(this.#pending.shift() as PendingEntry)
+          const entry = this.#pending[0] as PendingEntry
+          // Its ids are being read ahead (or will be, with the next read): wait rather than read them one by one.
+          if (entry.probe === undefined && this.#probing !== undefined) break
+          this.#pending.shift()
+          if (this.#probed > 0) this.#probed -= 1
+          const staged = this.#stageEntry(entry)
           if (staged) await staged
         }
-        if (writing === undefined && (this.#next !== undefined || this.#pending.length > 0)) {
+        if (writing === undefined && this.#next !== undefined) {
           if (!gathered) {
             // The callers the last write resolved append again within this turn: let them join.
             await new Promise<void>((resolve) => setImmediate(resolve))
@@ -648,14 +674,13 @@ export class EventLog {
           const batch = this.#next
           this.#next = undefined
           gathered = false
-          if (batch === undefined) continue
           writing = this.#commit(batch).finally(() => {
             writing = undefined
             this.#wakeUp()
           })
           continue
         }
-        if (writing === undefined) return
+        if (writing === undefined && this.#probing === undefined && this.#pending.length === 0) return
         await new Promise<void>((resolve) => {
           this.#wake = resolve
         })
@@ -663,6 +688,78 @@ export class EventLog {
     } finally {
       this.#flushing = undefined
     }
+  }
+
+  /** How many entries at the front of `#pending` are read ahead or being read. */
+  #probed = 0
+  #probingEpoch = 0
+
+  /**
+   * Reads the id index records of the waiting entries not yet covered in one `getMany` (on the
+   * thread pool) once there are enough of them to be worth it; entries with a precondition are
+   * left to synchronous reads, since their staging waits for the precondition.
+   */
+  #probeAhead(): void {
+    if (this.#probing !== undefined || this.#failed) return
+    const pending = this.#pending
+    let count = 0
+    let end = this.#probed
+    while (end < pending.length && count < MAX_GROUP) count += (pending[end++] as PendingEntry).events.length
+    if (count < PROBE_AHEAD_MIN) return
+    const entries = pending.slice(this.#probed, end)
+    this.#probed = end
+    const ids: string[] = []
+    for (const entry of entries) {
+      if (entry.precondition !== undefined) continue
+      for (const event of entry.events) ids.push(keys.eventId(event.id))
+    }
+    const epoch = this.#commits
+    this.#probingEpoch = epoch
+    this.#probing = this.#db.getMany(ids).then(
+      (values) => {
+        let at = 0
+        for (const entry of entries) {
+          if (entry.precondition !== undefined) {
+            entry.probe = null
+            continue
+          }
+          entry.probe = values
+          entry.probeAt = at
+          entry.probeEpoch = epoch
+          at += entry.events.length
+        }
+      },
+      () => {
+        // Read them one by one instead; a log that cannot be read fails there, entry by entry.
+        for (const entry of entries) entry.probe = null
+      },
+    )
+    this.#probing.finally(() => {
+      this.#probing = undefined
+      this.#wakeUp()
+    })
+  }
+
+  /** A recently committed event with this id that a read-ahead issued at commit count `epoch` may have missed. */
+  #recentId(id: string, epoch: number): { seq: number; bytes: Uint8Array } | undefined {
+    for (let i = this.#recent.length - 1; i >= 0; i -= 1) {
+      const recent = this.#recent[i] as RecentCommit
+      if (recent.commit <= epoch) break
+      const found = recent.ids.get(id)
+      if (found) return found
+    }
+    return undefined
+  }
+
+  /** Keeps only the committed ids a read-ahead still in use may have missed. */
+  #pruneRecent(): void {
+    const first = this.#pending[0]
+    let floor = Number.POSITIVE_INFINITY
+    if (first?.probe) floor = first.probeEpoch
+    if (this.#probing !== undefined) floor = Math.min(floor, this.#probingEpoch)
+    let keep = 0
+    while (keep < this.#recent.length && (this.#recent[keep] as RecentCommit).commit <= floor) keep += 1
+    if (keep > 0) this.#recent.splice(0, keep)
   }
 
   /** Stages one entry on top of everything staged before it; a refusal rejects that entry alone. */
@@ -676,8 +773,9 @@ export class EventLog {
     if (precondition === undefined && entry.events.length === 1) {
       // One event stages completely or throws before it changes anything: no scratch staging needed.
       try {
-        const seq = this.#stageEvent(batch.staging, entry.events[0] as RuntimeEvent)
-        batch.accepted.push({ entry, seqs: [seq] })
+        const seq = this.#stageEvent(batch.staging, entry.events[0] as RuntimeEvent, entry, 0)
+        entry.result = entry.single ? seq : [seq]
+        batch.accepted.push(entry)
         batch.events += 1
       } catch (error) {
         entry.reject(error)
@@ -686,9 +784,10 @@ export class EventLog {
     }
     const local = new Staging(batch.staging, this.#state)
     const stage = () => {
-      const seqs = entry.events.map((event) => this.#stageEvent(local, event))
+      const seqs = entry.events.map((event, index) => this.#stageEvent(local, event, entry, index))
       local.mergeInto(batch.staging)
-      batch.accepted.push({ entry, seqs })
+      entry.result = entry.single ? (seqs[0] as number) : seqs
+      batch.accepted.push(entry)
       batch.events += entry.events.length
     }
     if (precondition === undefined) {
@@ -715,7 +814,7 @@ export class EventLog {
     // Whatever it was staged on is durable and absorbed by now.
     staging.parent = undefined
     if (this.#failed) {
-      for (const { entry } of accepted) entry.reject(this.#failed)
+      for (const entry of accepted) entry.reject(this.#failed)
       return
     }
     if (staging.events.length > 0) {
@@ -724,14 +823,17 @@ export class EventLog {
         await this.#write(staging)
       } catch (error) {
         this.#failed = levelError(error)
-        for (const { entry } of accepted) entry.reject(this.#failed)
+        for (const entry of accepted) entry.reject(this.#failed)
         return
       } finally {
         this.#inFlight = undefined
       }
       this.#state.absorb(staging)
+      this.#commits += 1
+      this.#recent.push({ commit: this.#commits, ids: staging.ids })
+      this.#pruneRecent()
     }
-    for (const { entry, seqs } of accepted) entry.resolve(seqs)
+    for (const entry of accepted) entry.resolve(entry.result as number & number[])
     if (staging.events.length > 0 && this.#listeners.size > 0) {
       const stored = staging.events.map(({ seq, event }) => ({ seq, event }))
       for (const listener of this.#listeners) {
@@ -745,14 +847,15 @@ export class EventLog {
   }
 
   /** Applies one event to `local`; returns its seq (the original one for an idempotent repeat). */
-  #stageEvent(local: Staging, event: RuntimeEvent): number {
+  #stageEvent(local: Staging, event: RuntimeEvent, entry: PendingEntry, index: number): number {
     const bytes = encodeEvent(event)
-    const staged = local.stagedId(event.id)
+    const { probe } = entry
+    const staged = local.stagedId(event.id) ?? (probe ? this.#recentId(event.id, entry.probeEpoch) : undefined)
     if (staged) {
       if (equalBytes(staged.bytes, bytes)) return staged.seq
       throw new FactstateError('LOG_CONFLICT', `event id ${event.id} is already used by different content`, { details: { seq: staged.seq } })
     }
-    const indexed = this.#db.getSync(keys.eventId(event.id))
+    const indexed = probe ? probe[entry.probeAt + index] : this.#db.getSync(keys.eventId(event.id))
     if (indexed !== undefined) {
       const [seq] = decodeRecord<[number, Uint8Array]>(indexed, `id ${event.id}`)
       const stored = this.#db.getSync(keys.event(seq))
@@ -762,11 +865,14 @@ export class EventLog {
     const { invocation } = event
     const before = local.invocationNow(invocation.invocationId)
     const record = applyToInvocation(before, event, local.head.highWater + 1)
-    let run = local.runNow(invocation.sessionId, invocation.runId)
+    // The invocation record ties every later fact to the run it opened in (applyToInvocation
+    // refuses another run), so only an opening fact needs the run's own record.
+    let run: RunRecord | undefined
     let claim: string | undefined
     if (event.fact.type === 'invocation.opened') {
-      if (run !== undefined) {
-        throw new FactstateError('LOG_REJECTED_FACT', `run ${invocation.sessionId}/${invocation.runId} already has invocation ${run.invocationId}`, {
+      const taken = local.runNow(invocation.sessionId, invocation.runId)
+      if (taken !== undefined) {
+        throw new FactstateError('LOG_REJECTED_FACT', `run ${invocation.sessionId}/${invocation.runId} already has invocation ${taken.invocationId}`, {
           details: { eventId: event.id },
         })
       }
@@ -781,23 +887,19 @@ export class EventLog {
       const source = input.kind === 'message' ? undefined : input.source
       run = {
         invocationId: invocation.invocationId,
-        lastSeq: 0,
-        chain: runChainStart(invocation.sessionId, invocation.runId, source?.digest),
         ...(source ? { source: { runId: source.invocation.runId, highWater: source.highWater, digest: source.digest } } : {}),
       }
-    } else if (run === undefined || run.invocationId !== invocation.invocationId) {
-      throw new FactstateError('LOG_REJECTED_FACT', `run ${invocation.sessionId}/${invocation.runId} does not belong to ${invocation.invocationId}`, {
-        details: { eventId: event.id },
-      })
     }
     const boundary = event.fact.type === 'invocation.opened' || event.fact.type === 'invocation.ended'
     const session = boundary ? applyToSession(local.sessionNow(invocation.sessionId), record, event) : undefined
     // Every check and read is done: from here on nothing throws, so a refused event leaves `local` untouched.
     const seq = local.head.highWater + 1
     const chain = chainStep(local.head.chain, seq, bytes)
-    local.head = { highWater: seq, chain }
+    // The head object is this staging's own copy (see the constructor).
+    local.head.highWater = seq
+    local.head.chain = chain
     local.invocations.set(invocation.invocationId, record)
-    local.runs.set(keys.run(invocation.sessionId, invocation.runId), { ...run, lastSeq: seq, chain: chainStep(run.chain, seq, bytes) })
+    if (run !== undefined) local.runs.set(keys.run(invocation.sessionId, invocation.runId), run)
     if (claim !== undefined) local.claims.set(claim, invocation.invocationId)
     if (session !== undefined) {
       local.sessions.set(invocation.sessionId, session)
@@ -810,7 +912,7 @@ export class EventLog {
 
   /**
    * One atomic batch: each event with its id and invocation index entries, the records of the
-   * invocations (and runs) that opened or ended, sessions, claims and the head. The record of an
+   * invocations that opened or ended (and of the runs that opened), sessions, claims and the head. The record of an
    * invocation that stays open is not rewritten with every fact (it is rebuilt on open, see
    * `#catchUp`), which keeps a fact to three small index entries.
    */
@@ -824,38 +926,56 @@ export class EventLog {
       if (event.fact.type === 'invocation.opened') batch.put(keys.open(event.invocation.invocationId), empty)
       if (event.fact.type === 'invocation.ended') batch.del(keys.open(event.invocation.invocationId))
     }
-    for (const id of staging.persisted) {
-      const record = staging.invocations.get(id) as InvocationRecord
-      const runKey = keys.run(record.invocation.sessionId, record.invocation.runId)
-      batch.put(keys.invocation(id), encodeRecord(record))
-      batch.put(runKey, encodeRecord(staging.runs.get(runKey)))
-    }
+    for (const id of staging.persisted) batch.put(keys.invocation(id), encodeRecord(staging.invocations.get(id)))
+    for (const [key, run] of staging.runs) batch.put(key, encodeRecord(run))
     for (const [id, record] of staging.sessions) batch.put(keys.session(id), encodeRecord(record))
     for (const [id, user] of staging.claims) batch.put(keys.claim(id), encodeRecord(user))
     batch.put(keys.head, encodeRecord(staging.head))
     await batch.write({ sync: this.#durability === 'sync' })
   }
 
-  async #readEvents(seqs: number[]): Promise<StoredEvent[]> {
+  /** The stored bytes of an invocation's facts with seqs after `after`, up to `upTo`, in order. */
+  async #invocationStored(invocationId: string, after: number, upTo: number): Promise<{ seq: number; bytes: Uint8Array }[]> {
+    const seqs: number[] = []
+    const prefixLength = keys.byInvocationLow(invocationId).length
+    for await (const key of this.#db.keys({ gt: keys.byInvocation(invocationId, after), lt: keys.byInvocationHigh(invocationId) })) {
+      const seq = Number.parseInt(key.slice(prefixLength), 16)
+      if (seq > upTo) break
+      seqs.push(seq)
+    }
     if (seqs.length === 0) return []
     const values = await this.#db.getMany(seqs.map((seq) => keys.event(seq)))
     return seqs.map((seq, index) => {
       const bytes = values[index]
       if (bytes === undefined) throw new FactstateError('LOG_CORRUPT', `event ${seq} is missing`, { details: { seq } })
-      return { seq, event: decodeEvent(bytes, seq) }
+      return { seq, bytes }
     })
   }
 
   async #invocationEvents(invocationId: string, upTo = Number.MAX_SAFE_INTEGER): Promise<StoredEvent[]> {
     this.#assertOpen()
-    const seqs: number[] = []
-    const prefixLength = keys.byInvocationLow(invocationId).length
-    for await (const key of this.#db.keys({ gte: keys.byInvocationLow(invocationId), lt: keys.byInvocationHigh(invocationId) })) {
-      const seq = Number.parseInt(key.slice(prefixLength), 16)
-      if (seq > upTo) break
-      seqs.push(seq)
+    return (await this.#invocationStored(invocationId, 0, upTo)).map(({ seq, bytes }) => ({ seq, event: decodeEvent(bytes, seq) }))
+  }
+
+  /**
+   * A run's lineage chain up to `upTo` (the seq of one of its facts), computed from its stored
+   * facts (not kept fact by fact, which would cost every append a second hash) and remembered, so
+   * the next call only adds the facts since. `undefined` when no fact of the run has that seq.
+   */
+  async #runChain(sessionId: string, runId: string, run: RunRecord, upTo: number): Promise<Uint8Array | undefined> {
+    const key = keys.run(sessionId, runId)
+    const known = this.#runChains.get(key)
+    let seq = 0
+    let chain = runChainStart(sessionId, runId, run.source?.digest)
+    if (known !== undefined && known.seq <= upTo) ({ seq, chain } = known)
+    if (seq < upTo) {
+      const stored = await this.#invocationStored(run.invocationId, seq, upTo)
+      for (const item of stored) chain = chainStep(chain, item.seq, item.bytes)
+      if (stored.at(-1)?.seq !== upTo) return undefined
     }
-    return this.#readEvents(seqs)
+    if (this.#runChains.size >= CACHE_LIMIT) this.#runChains.clear()
+    this.#runChains.set(key, { seq: upTo, chain })
+    return chain
   }
 
   /**
@@ -870,13 +990,14 @@ export class EventLog {
     if (run === undefined || run.invocationId !== invocationId) {
       throw new FactstateError('RUN_SOURCE_MISMATCH', `run ${sessionId}/${runId} with invocation ${invocationId} is not in the log`)
     }
-    const own = await this.#invocationEvents(invocationId, boundary.highWater)
+    const stored = await this.#invocationStored(invocationId, 0, boundary.highWater)
     let chain = runChainStart(sessionId, runId, run.source?.digest)
-    for (const { seq, event } of own) chain = chainStep(chain, seq, encodeEvent(event))
-    const last = own.at(-1)
+    for (const { seq, bytes } of stored) chain = chainStep(chain, seq, bytes)
+    const last = stored.at(-1)
     if (!last || last.seq !== boundary.highWater || runDigest(sessionId, runId, boundary.highWater, chain) !== boundary.digest) {
       throw new FactstateError('RUN_SOURCE_MISMATCH', `the boundary of run ${sessionId}/${runId} does not match the log`)
     }
+    const own = stored.map(({ seq, bytes }) => ({ seq, event: decodeEvent(bytes, seq) }))
     if (!run.source) return own
     const sourceRun = this.#state.runNow(sessionId, run.source.runId)
     if (!sourceRun) throw new FactstateError('LOG_CORRUPT', `source run ${run.source.runId} of ${runId} is missing`)
@@ -936,9 +1057,12 @@ export class EventLog {
     if (run === undefined) return undefined
     const record = this.#state.invocationNow(run.invocationId)
     if (record === undefined) throw new FactstateError('LOG_CORRUPT', `run ${sessionId}/${runId} has no invocation record`)
-    return {
-      boundary: { invocation: record.invocation, highWater: run.lastSeq, digest: runDigest(sessionId, runId, run.lastSeq, run.chain) },
+    const highWater = record.lastSeq
+    const chain = await this.#runChain(sessionId, runId, run, highWater)
+    if (chain === undefined) {
+      throw new FactstateError('LOG_CORRUPT', `fact ${highWater} of run ${sessionId}/${runId} is not indexed`, { details: { seq: highWater } })
     }
+    return { boundary: { invocation: record.invocation, highWater, digest: runDigest(sessionId, runId, highWater, chain) } }
   }
 
   /** Re-reads every event: seq continuity, decoding, the digest chain. `LOG_CORRUPT` names the first bad seq. */

@@ -51,11 +51,13 @@ export interface SessionRecord {
   unknown: UncertainOperation[]
 }
 
-/** The per-run index record: its invocation, its last seq and its lineage chain. */
+/**
+ * The per-run index record: its invocation and the boundary it continued from, written once when
+ * the run opens. (Records written by earlier versions also hold a `lastSeq` and a `chain`, now ignored:
+ * the run's last fact is its invocation's, and its chain is computed from its facts when asked.)
+ */
 export interface RunRecord {
   invocationId: string
-  lastSeq: number
-  chain: Uint8Array
   source?: { runId: string; highWater: number; digest: string }
 }
 

@@ -79,7 +79,7 @@ export function validateRunInput(input: unknown): RunInput {
   const parsed = runInputSchema.safeParse(input)
   if (!parsed.success) {
     throw new FactstateError('RUN_INVALID_INPUT', describeIssues(parsed.error), {
-      details: { fields: parsed.error.issues.map((issue) => issue.path.join('.')) },
+      details: { fields: parsed.error.issues.map((issue) => issue.path.map(String).join('.')) },
     })
   }
   const value = input as RunInput

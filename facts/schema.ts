@@ -131,6 +131,6 @@ export const runtimeEventSchema = z.strictObject({
 /** Renders zod issues as `path: message` lines, naming every bad field. */
 export function describeIssues(error: z.ZodError): string {
   return error.issues
-    .map((issue) => `${issue.path.length ? issue.path.join('.') : '(root)'}: ${issue.message}`)
+    .map((issue) => `${issue.path.length ? issue.path.map(String).join('.') : '(root)'}: ${issue.message}`)
     .join('; ')
 }

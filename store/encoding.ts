@@ -1,5 +1,6 @@
 import { Packr, RESERVE_START_SPACE } from 'msgpackr'
 import { FactstateError } from '../errors.js'
+import { parseRuntimeEvent } from '../facts/compiled-schema.js'
 import { describeIssues, runtimeEventSchema } from '../facts/schema.js'
 import type { RuntimeEvent } from '../facts/types.js'
 
@@ -92,6 +93,10 @@ export function wellFormed<T>(value: T): T {
 
 /** Validates an event at the boundary; an event that does not fit is `LOG_INVALID_EVENT`. */
 export function validateEvent(event: unknown): RuntimeEvent {
+  // The compiled copier answers exactly what the checks below would for plain valid events, or
+  // nothing when unsure; only then do the checks run, and they alone word the refusal.
+  const copied = parseRuntimeEvent(event, MAX_DEPTH)
+  if (copied !== undefined) return copied
   const offence = unstorable(event, '(event)', 0)
   if (offence) throw new FactstateError('LOG_INVALID_EVENT', `the event cannot be stored exactly: ${offence}`)
   const parsed = runtimeEventSchema.safeParse(event)

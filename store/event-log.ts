@@ -88,20 +88,6 @@ interface PendingEntry {
   reject: (error: unknown) => void
   /** The seqs once staged. */
   result: number | number[]
-  /**
-   * The id index records of `events`, read ahead by one `getMany` for a whole group (from
-   * `probeAt` on), and the commit count when that read was issued: ids committed after it are
-   * looked up in `#recent`. `undefined` until read; `null` when it could not be read ahead.
-   */
-  probe: (Uint8Array | undefined)[] | null | undefined
-  probeAt: number
-  probeEpoch: number
-}
-
-/** The ids one committed batch wrote, and its number. */
-interface RecentCommit {
-  commit: number
-  ids: Map<string, { seq: number; bytes: Uint8Array }>
 }
 
 /** A group being staged, then written as one batch. */
@@ -117,12 +103,11 @@ const TAIL_KEYS_CHECKED = 65_536
 const TAIL_CHAIN_CHECKED = 1_024
 const MAX_GROUP = 2_048
 /**
- * With this many events waiting, their ids are looked up ahead in one `getMany` on the thread
- * pool (overlapping the previous group's sync) instead of one synchronous read each.
+ * With more events than this waiting for an idle disk, it is given half of them as soon as they
+ * are staged and the other half is staged while that half syncs. Two groups then alternate, one
+ * syncing while the other is staged; with fewer, one sync for all of them costs less.
  */
-const PROBE_AHEAD_MIN = 16
-/** How many events are staged before an idle disk is given them; the rest of the group follows in the next batch. */
-const FIRST_SHARE = 64
+const SPLIT_ABOVE = 64
 /** Open invocations brought up to date side by side on open, through their own index. */
 const LOAD_CONCURRENCY = 16
 /** Open invocations are brought up to date by reading at most this much of the tail (whose continuity open has just checked). */
@@ -329,15 +314,13 @@ export class EventLog {
   readonly #location: string
   readonly #listeners = new Set<(events: StoredEvent[]) => void>()
   #pending: PendingEntry[] = []
+  /** The events in `#pending`. */
+  #pendingEvents = 0
+  /** A batch is being written. */
+  #writing = false
   #flushing: Promise<void> | undefined
   /** Run chains computed by `runSource`, by run key. */
   readonly #runChains = new Map<string, { seq: number; chain: Uint8Array }>()
-  /** The read-ahead of pending ids under way. */
-  #probing: Promise<void> | undefined
-  /** Batches committed so far. */
-  #commits = 0
-  /** The ids of batches committed while an id read-ahead older than them may still be used. */
-  #recent: RecentCommit[] = []
   /** The group being staged while another is written. */
   #next: Batch | undefined
   /** The staging of the batch being written. */
@@ -627,7 +610,8 @@ export class EventLog {
       return Promise.reject(error)
     }
     return new Promise<number | number[]>((resolve, reject) => {
-      this.#pending.push({ events: validated, precondition, single, resolve, reject, result: 0, probe: undefined, probeAt: 0, probeEpoch: 0 })
+      this.#pending.push({ events: validated, precondition, single, resolve, reject, result: 0 })
+      this.#pendingEvents += validated.length
       this.#wakeUp()
       this.#flushing ??= this.#flush()
     })
@@ -645,42 +629,24 @@ export class EventLog {
    * and the integrity rules overlap the disk's sync) and is written as soon as the disk is free.
    */
   async #flush(): Promise<void> {
-    let writing: Promise<void> | undefined
-    let gathered = true
     try {
       // Let every append issued in this turn join the first group.
       await new Promise<void>((resolve) => setImmediate(resolve))
       for (;;) {
-        this.#probeAhead()
-        // With the disk idle, a first share of the group goes to it as soon as it is staged, so that
-        // staging the rest overlaps its sync instead of preceding it.
-        const limit = writing === undefined ? FIRST_SHARE : MAX_GROUP
+        const limit = this.#writing ? MAX_GROUP : this.#pendingEvents > SPLIT_ABOVE ? Math.ceil(this.#pendingEvents / 2) : MAX_GROUP
         while (this.#pending.length > 0 && (this.#next?.events ?? 0) < limit) {
-          const entry = this.#pending[0] as PendingEntry
-          // Its ids are being read ahead (or will be, with the next read): wait rather than read them one by one.
-          if (entry.probe === undefined && this.#probing !== undefined) break
-          this.#pending.shift()
-          if (this.#probed > 0) this.#probed -= 1
+          const entry = this.#pending.shift() as PendingEntry
+          this.#pendingEvents -= entry.events.length
           const staged = this.#stageEntry(entry)
           if (staged) await staged
         }
-        if (writing === undefined && this.#next !== undefined) {
-          if (!gathered) {
-            // The callers the last write resolved append again within this turn: let them join.
-            await new Promise<void>((resolve) => setImmediate(resolve))
-            gathered = true
-            continue
-          }
+        if (!this.#writing && this.#next !== undefined) {
           const batch = this.#next
           this.#next = undefined
-          gathered = false
-          writing = this.#commit(batch).finally(() => {
-            writing = undefined
-            this.#wakeUp()
-          })
+          void this.#commit(batch)
           continue
         }
-        if (writing === undefined && this.#probing === undefined && this.#pending.length === 0) return
+        if (!this.#writing && this.#pending.length === 0) return
         await new Promise<void>((resolve) => {
           this.#wake = resolve
         })
@@ -688,78 +654,6 @@ export class EventLog {
     } finally {
       this.#flushing = undefined
     }
-  }
-
-  /** How many entries at the front of `#pending` are read ahead or being read. */
-  #probed = 0
-  #probingEpoch = 0
-
-  /**
-   * Reads the id index records of the waiting entries not yet covered in one `getMany` (on the
-   * thread pool) once there are enough of them to be worth it; entries with a precondition are
-   * left to synchronous reads, since their staging waits for the precondition.
-   */
-  #probeAhead(): void {
-    if (this.#probing !== undefined || this.#failed) return
-    const pending = this.#pending
-    let count = 0
-    let end = this.#probed
-    while (end < pending.length && count < MAX_GROUP) count += (pending[end++] as PendingEntry).events.length
-    if (count < PROBE_AHEAD_MIN) return
-    const entries = pending.slice(this.#probed, end)
-    this.#probed = end
-    const ids: string[] = []
-    for (const entry of entries) {
-      if (entry.precondition !== undefined) continue
-      for (const event of entry.events) ids.push(keys.eventId(event.id))
-    }
-    const epoch = this.#commits
-    this.#probingEpoch = epoch
-    this.#probing = this.#db.getMany(ids).then(
-      (values) => {
-        let at = 0
-        for (const entry of entries) {
-          if (entry.precondition !== undefined) {
-            entry.probe = null
-            continue
-          }
-          entry.probe = values
-          entry.probeAt = at
-          entry.probeEpoch = epoch
-          at += entry.events.length
-        }
-      },
-      () => {
-        // Read them one by one instead; a log that cannot be read fails there, entry by entry.
-        for (const entry of entries) entry.probe = null
-      },
-    )
-    this.#probing.finally(() => {
-      this.#probing = undefined
-      this.#wakeUp()
-    })
-  }
-
-  /** A recently committed event with this id that a read-ahead issued at commit count `epoch` may have missed. */
-  #recentId(id: string, epoch: number): { seq: number; bytes: Uint8Array } | undefined {
-    for (let i = this.#recent.length - 1; i >= 0; i -= 1) {
-      const recent = this.#recent[i] as RecentCommit
-      if (recent.commit <= epoch) break
-      const found = recent.ids.get(id)
-      if (found) return found
-    }
-    return undefined
-  }
-
-  /** Keeps only the committed ids a read-ahead still in use may have missed. */
-  #pruneRecent(): void {
-    const first = this.#pending[0]
-    let floor = Number.POSITIVE_INFINITY
-    if (first?.probe) floor = first.probeEpoch
-    if (this.#probing !== undefined) floor = Math.min(floor, this.#probingEpoch)
-    let keep = 0
-    while (keep < this.#recent.length && (this.#recent[keep] as RecentCommit).commit <= floor) keep += 1
-    if (keep > 0) this.#recent.splice(0, keep)
   }
 
   /** Stages one entry on top of everything staged before it; a refusal rejects that entry alone. */
@@ -773,7 +667,7 @@ export class EventLog {
     if (precondition === undefined && entry.events.length === 1) {
       // One event stages completely or throws before it changes anything: no scratch staging needed.
       try {
-        const seq = this.#stageEvent(batch.staging, entry.events[0] as RuntimeEvent, entry, 0)
+        const seq = this.#stageEvent(batch.staging, entry.events[0] as RuntimeEvent)
         entry.result = entry.single ? seq : [seq]
         batch.accepted.push(entry)
         batch.events += 1
@@ -784,7 +678,7 @@ export class EventLog {
     }
     const local = new Staging(batch.staging, this.#state)
     const stage = () => {
-      const seqs = entry.events.map((event, index) => this.#stageEvent(local, event, entry, index))
+      const seqs = entry.events.map((event) => this.#stageEvent(local, event))
       local.mergeInto(batch.staging)
       entry.result = entry.single ? (seqs[0] as number) : seqs
       batch.accepted.push(entry)
@@ -819,6 +713,7 @@ export class EventLog {
     }
     if (staging.events.length > 0) {
       this.#inFlight = staging
+      this.#writing = true
       try {
         await this.#write(staging)
       } catch (error) {
@@ -827,11 +722,11 @@ export class EventLog {
         return
       } finally {
         this.#inFlight = undefined
+        this.#writing = false
+        // The loop resumes before the callers below: the group staged meanwhile goes to the disk first.
+        this.#wakeUp()
       }
       this.#state.absorb(staging)
-      this.#commits += 1
-      this.#recent.push({ commit: this.#commits, ids: staging.ids })
-      this.#pruneRecent()
     }
     for (const entry of accepted) entry.resolve(entry.result as number & number[])
     if (staging.events.length > 0 && this.#listeners.size > 0) {
@@ -847,15 +742,14 @@ export class EventLog {
   }
 
   /** Applies one event to `local`; returns its seq (the original one for an idempotent repeat). */
-  #stageEvent(local: Staging, event: RuntimeEvent, entry: PendingEntry, index: number): number {
+  #stageEvent(local: Staging, event: RuntimeEvent): number {
     const bytes = encodeEvent(event)
-    const { probe } = entry
-    const staged = local.stagedId(event.id) ?? (probe ? this.#recentId(event.id, entry.probeEpoch) : undefined)
+    const staged = local.stagedId(event.id)
     if (staged) {
       if (equalBytes(staged.bytes, bytes)) return staged.seq
       throw new FactstateError('LOG_CONFLICT', `event id ${event.id} is already used by different content`, { details: { seq: staged.seq } })
     }
-    const indexed = probe ? probe[entry.probeAt + index] : this.#db.getSync(keys.eventId(event.id))
+    const indexed = this.#db.getSync(keys.eventId(event.id))
     if (indexed !== undefined) {
       const [seq] = decodeRecord<[number, Uint8Array]>(indexed, `id ${event.id}`)
       const stored = this.#db.getSync(keys.event(seq))

@@ -6,6 +6,7 @@ import { id as idSchema } from '../facts/schema.js'
 import type { RunBoundary, RuntimeEvent, StoredEvent } from '../facts/types.js'
 import { EMPTY_CHAIN, chainStep, logDigest, runChainStart, runDigest } from './digest.js'
 import { decodeEvent, decodeRecord, encodeEvent, encodeIdRecord, encodeRecord, peekInvocationId, validateEvent } from './encoding.js'
+import { IdFilter } from './id-filter.js'
 import { keys, seqOfEventKey } from './keys.js'
 import {
   type InvocationProjection,
@@ -62,6 +63,8 @@ export interface LogInternals {
   /** Invocations driven by a live actor of this process; recovery leaves them alone. */
   live: Set<string>
   subscribe(listener: (events: StoredEvent[]) => void): () => void
+  /** Waits for the id filter's build (started by the first append); true when appends now consult it. */
+  idFilterReady(): Promise<boolean>
   location: string
 }
 
@@ -120,6 +123,15 @@ const CATCH_UP_SCANNED = TAIL_KEYS_CHECKED
 const ANCHOR_FILE = 'FACTSTATE-HEAD'
 const ANCHOR_PATTERN = /^factstate-head v1 (\d+) ([0-9a-f]{64})\n$/
 const CACHE_LIMIT = 50_000
+/** The id filter is sized for twice the log's events, at least this many… */
+const ID_FILTER_MIN = 1 << 20
+/** …and at most this many (20 MiB); a log with more events reads the id index for every append. */
+const ID_FILTER_MAX = 1 << 24
+/**
+ * The id filter is built once this many events were appended since open: reading the index into
+ * it pays off for a busy writer, not for a few appends (a recovery, a handoff), which it would slow.
+ */
+const ID_FILTER_AFTER = 1_024
 
 type Db = ClassicLevel<string, Uint8Array>
 
@@ -319,6 +331,16 @@ export class EventLog {
   /** A batch is being written. */
   #writing = false
   #flushing: Promise<void> | undefined
+  /**
+   * Every event id of the log (and of appends staged since), once `#idsReady`: appends skip the
+   * id index read for an id it has never seen. Built in the background once enough appends came
+   * (`ID_FILTER_AFTER`), so a log opened to be read, or for a few appends, never pays for it.
+   */
+  #ids: IdFilter | undefined
+  #idsReady = false
+  #idsBuild: Promise<void> | undefined
+  /** Events appended since open, until the id filter's build starts. */
+  #appended = 0
   /** Run chains computed by `runSource`, by run key. */
   readonly #runChains = new Map<string, { seq: number; chain: Uint8Array }>()
   /** The group being staged while another is written. */
@@ -355,6 +377,10 @@ export class EventLog {
         self.#listeners.add(listener)
         return () => self.#listeners.delete(listener)
       },
+      idFilterReady: async () => {
+        await this.#idsBuild
+        return this.#idsReady
+      },
       location,
     })
   }
@@ -389,6 +415,36 @@ export class EventLog {
       throw error instanceof FactstateError ? error : levelError(error)
     }
     return log
+  }
+
+  /**
+   * Fills a fresh id filter from the id index. The filter is in place before the index is read, so
+   * every id staged from now on is added too, and so is every id staged before and not yet durable
+   * (it may become durable after the index is read): none is missed. Until it is complete, appends
+   * read the index.
+   */
+  async #buildIds(): Promise<void> {
+    const capacity = Math.max(ID_FILTER_MIN, 2 * this.#state.head.highWater)
+    this.#idsReady = false
+    if (capacity > ID_FILTER_MAX) {
+      this.#ids = undefined
+      return
+    }
+    const filter = new IdFilter(capacity)
+    this.#ids = filter
+    for (const staging of [this.#inFlight, this.#next?.staging]) {
+      if (staging !== undefined) for (const id of staging.ids.keys()) filter.add(id)
+    }
+    try {
+      for await (const key of this.#db.keys({ gte: keys.eventIdLow, lt: keys.eventIdHigh })) {
+        if (this.#closed || this.#ids !== filter) return
+        filter.add(key.slice(2))
+      }
+      if (this.#ids === filter) this.#idsReady = true
+    } catch {
+      // Without the filter every append reads the index, as it would anyway; a failing log fails there.
+      if (this.#ids === filter) this.#ids = undefined
+    }
   }
 
   /** Reads the head, checks the continuity of the tail, and caches the open invocations. */
@@ -609,6 +665,9 @@ export class EventLog {
     } catch (error) {
       return Promise.reject(error)
     }
+    if (this.#idsBuild === undefined && (this.#appended += validated.length) >= ID_FILTER_AFTER) {
+      this.#idsBuild = this.#buildIds()
+    }
     return new Promise<number | number[]>((resolve, reject) => {
       this.#pending.push({ events: validated, precondition, single, resolve, reject, result: 0 })
       this.#pendingEvents += validated.length
@@ -749,7 +808,8 @@ export class EventLog {
       if (equalBytes(staged.bytes, bytes)) return staged.seq
       throw new FactstateError('LOG_CONFLICT', `event id ${event.id} is already used by different content`, { details: { seq: staged.seq } })
     }
-    const indexed = this.#db.getSync(keys.eventId(event.id))
+    const filter = this.#ids
+    const indexed = this.#idsReady && !(filter as IdFilter).mayContain(event.id) ? undefined : this.#db.getSync(keys.eventId(event.id))
     if (indexed !== undefined) {
       const [seq] = decodeRecord<[number, Uint8Array]>(indexed, `id ${event.id}`)
       const stored = this.#db.getSync(keys.event(seq))
@@ -801,6 +861,10 @@ export class EventLog {
     }
     local.ids.set(event.id, { seq, bytes })
     local.events.push({ seq, bytes, event, chain })
+    if (filter !== undefined) {
+      filter.add(event.id)
+      if (filter.full && this.#idsReady) this.#idsBuild = this.#buildIds()
+    }
     return seq
   }
 
@@ -1043,6 +1107,7 @@ export class EventLog {
   async #shutdown(): Promise<void> {
     this.#closed = true
     while (this.#flushing) await this.#flushing
+    await this.#idsBuild
     this.#listeners.clear()
     try {
       if (!this.#failed) await this.#writeAnchor()

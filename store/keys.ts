@@ -12,6 +12,8 @@ export const keys = {
   eventLow: 'e!',
   eventHigh: 'e~',
   eventId: (id: string) => `i!${id}`,
+  eventIdLow: 'i!',
+  eventIdHigh: 'i"',
   byInvocation: (invocationId: string, seq: number) => `v!${invocationId}!${seqPart(seq)}`,
   byInvocationLow: (invocationId: string) => `v!${invocationId}!`,
   byInvocationHigh: (invocationId: string) => `v!${invocationId}!~`,

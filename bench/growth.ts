@@ -110,7 +110,8 @@ async function sampleRound(path: string): Promise<Sample> {
 export async function growthBenchmark(quick: boolean) {
   const small = 1_000
   const large = quick ? 50_000 : 1_000_000
-  const rounds = quick ? 3 : 5
+  // Recovery is a few milliseconds dominated by one fsync, whose time varies: enough rounds for a stable median.
+  const rounds = quick ? 3 : 11
   return withTempDir(async (dir) => {
     const smallPath = join(dir, 'small')
     const largePath = join(dir, 'large')

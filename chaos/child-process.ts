@@ -7,6 +7,7 @@ import { type ChildProcess, spawn } from 'node:child_process'
 import { mkdir, rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { ChildLines } from '../testing/child-lines.js'
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url))
 const ENTRY = join(ROOT, 'chaos', 'child.ts')
@@ -70,17 +71,14 @@ export interface RunningChild {
 /** Starts the child. Only newline-terminated lines count: a line cut by SIGKILL is dropped. */
 export function startChild(command: ChildCommand, args: string[]): RunningChild {
   const child = spawn(process.execPath, [...command.args, ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] })
-  const lines: string[] = []
+  const lines = new ChildLines()
   let partial = ''
   let stderr = ''
-  let done = false
-  const waiters = new Set<() => void>()
   child.stdout.setEncoding('utf8')
   child.stdout.on('data', (chunk: string) => {
     const parts = (partial + chunk).split('\n')
     partial = parts.pop() ?? ''
     for (const line of parts) if (line.length > 0) lines.push(line)
-    for (const wake of waiters) wake()
   })
   child.stderr.setEncoding('utf8')
   child.stderr.on('data', (chunk: string) => {
@@ -91,31 +89,16 @@ export function startChild(command: ChildCommand, args: string[]): RunningChild 
     child.on('exit', (code, signal) => resolve({ code, signal })),
   )
   const ended = Promise.all([exited, stdoutDone]).then(([status]) => {
-    done = true
-    for (const wake of waiters) wake()
-    return { ...status, lines, stderr }
+    lines.end()
+    return { ...status, lines: lines.lines, stderr }
   })
   return {
     process: child,
     ended,
     waitFor(predicate, ms) {
-      return new Promise<string>((resolve, reject) => {
-        let from = 0
-        const check = () => {
-          for (; from < lines.length; from += 1) {
-            const line = lines[from] as string
-            if (predicate(line)) return finish(() => resolve(line))
-          }
-          if (done) finish(() => reject(new Error('the child ended first')))
-        }
-        const timer = setTimeout(() => finish(() => reject(new Error(`no such line within ${ms} ms`))), ms)
-        const finish = (settle: () => void) => {
-          clearTimeout(timer)
-          waiters.delete(check)
-          settle()
-        }
-        waiters.add(check)
-        check()
+      return lines.waitFor(predicate, ms, {
+        ended: () => new Error('the child ended first'),
+        timedOut: (limit) => new Error(`no such line within ${limit} ms`),
       })
     },
     kill() {

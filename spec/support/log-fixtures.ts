@@ -11,6 +11,7 @@ import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
 import { FactstateError } from '../../errors.js'
 import type { Fact, Invocation, InvocationOutcome, RuntimeEvent, ToolCall } from '../../facts/types.js'
+import { ChildLines } from '../../testing/child-lines.js'
 import { bounded } from './temp.js'
 
 export const ZERO_DIGEST = `sha256:${'0'.repeat(64)}`
@@ -149,23 +150,17 @@ export function startChild(script: string, args: string[]): Child {
     cwd: REPO_ROOT,
     stdio: ['pipe', 'pipe', 'pipe'],
   })
-  const lines: string[] = []
-  const waiters = new Set<() => void>()
+  const lines = new ChildLines()
   let stderr = ''
-  let stdoutDone = false
   child.stderr.setEncoding('utf8')
   child.stderr.on('data', (chunk: string) => {
     stderr += chunk
   })
   const reader = createInterface({ input: child.stdout })
-  reader.on('line', (line) => {
-    lines.push(line)
-    for (const wake of waiters) wake()
-  })
+  reader.on('line', (line) => lines.push(line))
   const stdoutClosed = new Promise<void>((resolve) =>
     reader.on('close', () => {
-      stdoutDone = true
-      for (const wake of waiters) wake()
+      lines.end()
       resolve()
     }),
   )
@@ -176,23 +171,12 @@ export function startChild(script: string, args: string[]): Child {
   child.stdin.on('error', () => undefined)
   return {
     process: child,
-    lines,
+    lines: lines.lines,
     stderr: () => stderr,
     waitForLine(predicate, ms = 40_000) {
-      return new Promise<string>((resolve, reject) => {
-        const check = () => {
-          const found = lines.find(predicate)
-          if (found !== undefined) finish(() => resolve(found))
-          else if (stdoutDone) finish(() => reject(new Error(`child ended without the expected line; stderr: ${stderr}`)))
-        }
-        const timer = setTimeout(() => finish(() => reject(new Error(`no expected line within ${ms} ms; stderr: ${stderr}`))), ms)
-        const finish = (settle: () => void) => {
-          clearTimeout(timer)
-          waiters.delete(check)
-          settle()
-        }
-        waiters.add(check)
-        check()
+      return lines.waitFor(predicate, ms, {
+        ended: () => new Error(`child ended without the expected line; stderr: ${stderr}`),
+        timedOut: (limit) => new Error(`no expected line within ${limit} ms; stderr: ${stderr}`),
       })
     },
     send(line) {

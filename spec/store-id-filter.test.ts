@@ -77,4 +77,34 @@ filter(
   }),
 )
 
+filter(
+  'closing right after the id filter build started neither hangs nor loses anything, and the log reopens whole',
+  boundedTest(30_000, async (dir) => {
+    const invocations = Array.from({ length: 160 }, (_, i) => completeInvocation(`c-${i}`, `session-${i % 3}`))
+    const log = await EventLog.open(dir)
+    let appended = 0
+    try {
+      // More than 1,024 events: the build starts during the last appends and is still reading when close is called.
+      await Promise.all(
+        invocations.map(async (events) => {
+          const seqs = await log.appendAll(events)
+          appended += seqs.length
+        }),
+      )
+    } finally {
+      await log.close()
+    }
+    const total = invocations.flat().length
+    assert.ok(total > 1_024)
+    assert.is(appended, total)
+    const reopened = await EventLog.open(dir)
+    try {
+      assert.is((await reopened.verify()).events, total)
+      assert.is(await reopened.append(structuredClone(invocations[0]?.[0] as RuntimeEvent)), 1, 'still idempotent after the reopen')
+    } finally {
+      await reopened.close()
+    }
+  }),
+)
+
 filter.run()

@@ -107,4 +107,40 @@ filter(
   }),
 )
 
+filter(
+  'a filter that fills up is built again, bigger, from the index: ids of every group, whole batches included, stay idempotent',
+  boundedTest(60_000, async (dir) => {
+    const log = await EventLog.open(dir)
+    try {
+      const internals = logInternals(log)
+      internals.setIdFilterMinimum(64)
+      // Atomic batches of 8 from 16 lanes: a rebuild must also get the ids of a batch staged while it starts.
+      const invocations = Array.from({ length: 700 }, (_, i) => completeInvocation(`g-${i}`, `session-${i % 9}`))
+      await Promise.all(
+        Array.from({ length: 16 }, async (_, lane) => {
+          for (let i = lane; i < invocations.length; i += 16) await log.appendAll(invocations[i] as RuntimeEvent[])
+        }),
+      )
+      assert.is(await internals.idFilterReady(), true)
+      assert.ok(internals.idFilterBuilds() >= 2, `the filter was built ${internals.idFilterBuilds()} times`)
+      const prefix = await log.prefix(Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER)
+      const seqOf = new Map(prefix.events.map(({ seq, event }) => [event.id, seq]))
+      const all = invocations.flat()
+      assert.is(prefix.events.length, all.length)
+      await Promise.all(
+        Array.from({ length: 16 }, async (_, lane) => {
+          for (let i = lane; i < all.length; i += 16) {
+            const event = all[i] as RuntimeEvent
+            assert.is(await log.append(structuredClone(event)), seqOf.get(event.id), event.id)
+          }
+        }),
+      )
+      assert.equal(await log.appendAll(invocations[3] as RuntimeEvent[]), (invocations[3] as RuntimeEvent[]).map((event) => seqOf.get(event.id)))
+      assert.is((await log.verify()).events, all.length, 'nothing was written twice')
+    } finally {
+      await log.close()
+    }
+  }),
+)
+
 filter.run()

@@ -63,8 +63,12 @@ export interface LogInternals {
   /** Invocations driven by a live actor of this process; recovery leaves them alone. */
   live: Set<string>
   subscribe(listener: (events: StoredEvent[]) => void): () => void
-  /** Waits for the id filter's build (started by the first append); true when appends now consult it. */
+  /** Waits for the id filter's current build; true when appends now consult it. */
   idFilterReady(): Promise<boolean>
+  /** How many times the id filter was built (it is built again, bigger, when it fills up). */
+  idFilterBuilds(): number
+  /** Sizes later id filters for at least `ids` ids instead of ~1M: lets tests fill one up. */
+  setIdFilterMinimum(ids: number): void
   location: string
 }
 
@@ -342,6 +346,8 @@ export class EventLog {
   #idsBuild: Promise<void> | undefined
   /** Events appended since open, until the id filter's build starts. */
   #appended = 0
+  #idsBuilds = 0
+  #idsMinimum = ID_FILTER_MIN
   /** Run chains computed by `runSource`, by run key. */
   readonly #runChains = new Map<string, { seq: number; chain: Uint8Array }>()
   /** The group being staged while another is written. */
@@ -381,6 +387,10 @@ export class EventLog {
       idFilterReady: async () => {
         await this.#idsBuild
         return this.#idsReady
+      },
+      idFilterBuilds: () => this.#idsBuilds,
+      setIdFilterMinimum: (ids) => {
+        this.#idsMinimum = ids
       },
       location,
     })
@@ -425,7 +435,8 @@ export class EventLog {
    * read the index.
    */
   async #buildIds(): Promise<void> {
-    const capacity = Math.max(ID_FILTER_MIN, 2 * this.#state.head.highWater)
+    const capacity = Math.max(this.#idsMinimum, 2 * this.#state.head.highWater)
+    this.#idsBuilds += 1
     this.#idsReady = false
     if (capacity > ID_FILTER_MAX) {
       this.#ids = undefined
@@ -666,7 +677,9 @@ export class EventLog {
     } catch (error) {
       return Promise.reject(error)
     }
-    if (this.#idsBuild === undefined && (this.#appended += validated.length) >= ID_FILTER_AFTER) {
+    // Started here, never while an entry is half staged: a new filter gets the ids of the stagings
+    // in flight, and a scratch staging's would be missed.
+    if (this.#idsBuild === undefined ? (this.#appended += validated.length) >= ID_FILTER_AFTER : this.#idsReady && this.#ids?.full) {
       this.#idsBuild = this.#buildIds()
     }
     return new Promise<number | number[]>((resolve, reject) => {
@@ -862,10 +875,7 @@ export class EventLog {
     }
     local.ids.set(event.id, { seq, bytes })
     local.events.push({ seq, bytes, event, chain })
-    if (filter !== undefined) {
-      filter.add(event.id)
-      if (filter.full && this.#idsReady) this.#idsBuild = this.#buildIds()
-    }
+    filter?.add(event.id)
     return seq
   }
 

@@ -587,6 +587,20 @@ encoding(
   ),
 )
 
+encoding(
+  'a non-enumerable member with a lone surrogate is refused like an enumerable one, and nothing is written',
+  boundedTest(15_000, (dir) =>
+    withLog(dir, async (log) => {
+      const a = new EventMaker(invocationOf('a'))
+      const event = a.next(facts.opened())
+      const input = (event.fact as { input: Record<string, unknown> }).input
+      Object.defineProperty(input, 'content', { value: 'a\ud800b', enumerable: false })
+      assert.is((await refusal(log.append(event))).code, 'LOG_INVALID_EVENT')
+      assert.is((await log.verify()).events, 0)
+    }),
+  ),
+)
+
 // An own `__proto__` key (JSON.parse makes one from model-written tool arguments) would be dropped
 // by copying, so the log refuses it.
 encoding(

@@ -67,8 +67,8 @@ function offence(value: unknown, depth: number): { path: string; reason: string 
     return undefined
   }
   if (Object.hasOwn(value, '__proto__')) return { path: '', reason: 'an own "__proto__" key cannot be stored exactly' }
-  // Object.keys then a read is what Object.entries does, without an array per member.
-  for (const key of Object.keys(value)) {
+  // Every own member, enumerable or not: the schema's parse reads a non-enumerable one too.
+  for (const key of Object.getOwnPropertyNames(value)) {
     if (hasLoneSurrogate(key)) return { path: '', reason: 'a key with a lone surrogate cannot be stored exactly' }
     const found = offence((value as Record<string, unknown>)[key], depth + 1)
     if (found) return { path: `.${key}${found.path}`, reason: found.reason }

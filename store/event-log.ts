@@ -128,9 +128,9 @@ const CATCH_UP_SCANNED = TAIL_KEYS_CHECKED
 const ANCHOR_FILE = 'FACTSTATE-HEAD'
 const ANCHOR_PATTERN = /^factstate-head v1 (\d+) ([0-9a-f]{64})\n$/
 const CACHE_LIMIT = 50_000
-/** The id filter is sized for twice the log's events, at least this many… */
+/** The id filter is sized for twice the log's events, at least this many (2 MiB)… */
 const ID_FILTER_MIN = 1 << 20
-/** …and at most this many (20 MiB); a log with more events reads the id index for every append. */
+/** …and at most this many (32 MiB); a log with more events reads the id index for every append. */
 const ID_FILTER_MAX = 1 << 24
 /**
  * The id filter is built once this many events were appended since open: reading the index into

@@ -29,7 +29,7 @@ export class IdFilter {
   readonly #bits: Uint32Array
   readonly #mask: number
 
-  /** A filter sized for `capacity` ids (rounded up to a power of two of bits). */
+  /** A filter sized for `capacity` ids: 10 bits each, rounded up to a power of two of bits. */
   constructor(capacity: number) {
     this.capacity = capacity
     let size = 1 << 10

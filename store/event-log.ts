@@ -527,6 +527,8 @@ export class EventLog {
       if (run === undefined || run.invocationId !== invocationId) {
         throw new FactstateError('LOG_CORRUPT', `open invocation ${invocationId} has no run record`)
       }
+      // Its session's record is read when it ends (by the engine or by recovery): read it now, with the rest.
+      this.#state.sessionNow(record.invocation.sessionId)
       if (record.lastSeq >= head) continue
       if (record.lastSeq >= scanFrom) behind.set(invocationId, record)
       else far.push(invocationId)

@@ -31,19 +31,24 @@ const EXECUTOR: ModelExecutorOptions = { timeoutMs: 2_000, retries: 2, backoffMs
 
 const echoCall = answer.toolCalls([{ name: 'echo', arguments: { value: 42 } }])
 
+/** Three model attempts (the first and both retries) interrupted, then the end they lead to. */
+const RETRIES_EXHAUSTED = [
+  'model.requested',
+  'model.interrupted:retryable_failure',
+  'model.requested',
+  'model.interrupted:retryable_failure',
+  'model.requested',
+  'model.interrupted:failed',
+  'invocation.ended:failed/model_failed',
+]
+
 const cases: Case[] = [
   {
     name: 'HTTP 500 on every attempt: two retries, then failed model_failed',
     script: [answer.status(500), answer.status(500), answer.status(500)],
     facts: [
       'invocation.opened',
-      'model.requested',
-      'model.interrupted:retryable_failure',
-      'model.requested',
-      'model.interrupted:retryable_failure',
-      'model.requested',
-      'model.interrupted:failed',
-      'invocation.ended:failed/model_failed',
+      ...RETRIES_EXHAUSTED,
     ],
     outcome: { status: 'failed', class: 'model_failed' },
     requests: 3,
@@ -58,13 +63,7 @@ const cases: Case[] = [
       'model.completed',
       'tool.dispatched',
       'tool.settled:succeeded',
-      'model.requested',
-      'model.interrupted:retryable_failure',
-      'model.requested',
-      'model.interrupted:retryable_failure',
-      'model.requested',
-      'model.interrupted:failed',
-      'invocation.ended:failed/model_failed',
+      ...RETRIES_EXHAUSTED,
     ],
     outcome: { status: 'failed', class: 'model_failed' },
     requests: 4,
@@ -91,13 +90,7 @@ const cases: Case[] = [
     script: [answer.status(429, { retryAfterMs: 10 }), answer.status(429, { retryAfterMs: 10 }), answer.status(429, { retryAfterMs: 10 })],
     facts: [
       'invocation.opened',
-      'model.requested',
-      'model.interrupted:retryable_failure',
-      'model.requested',
-      'model.interrupted:retryable_failure',
-      'model.requested',
-      'model.interrupted:failed',
-      'invocation.ended:failed/model_failed',
+      ...RETRIES_EXHAUSTED,
     ],
     outcome: { status: 'failed', class: 'model_failed' },
     requests: 3,

@@ -168,6 +168,11 @@ const interrupted = (context: PathContext, status: 'cancelled' | 'timed_out' | '
   status,
 })
 
+/** The per-run part of the context as a run starts. */
+function runStart(): Pick<PathContext, 'rolledBack' | 'stepsUsed' | 'attempt' | 'calls' | 'callIndex' | 'inflight' | 'reserved' | 'pausedSteps'> {
+  return { rolledBack: false, stepsUsed: 0, attempt: 0, calls: [], callIndex: 0, inflight: null, reserved: false, pausedSteps: null }
+}
+
 function opened(context: PathContext, run: number, budget: number, kind: 'message' | 'handoff', priorUnknown: boolean): Partial<PathContext> {
   const input =
     kind === 'handoff'
@@ -188,15 +193,8 @@ function opened(context: PathContext, run: number, budget: number, kind: 'messag
   return {
     run,
     kind,
-    rolledBack: false,
     budget,
-    stepsUsed: 0,
-    attempt: 0,
-    calls: [],
-    callIndex: 0,
-    inflight: null,
-    reserved: false,
-    pausedSteps: null,
+    ...runStart(),
     unknown: kind === 'message' ? false : context.unknown,
     facts: [
       ...context.facts,
@@ -359,15 +357,8 @@ export const pathModel = setup({
     retries: MODEL_RETRIES,
     run: 0,
     kind: null,
-    rolledBack: false,
     budget: 0,
-    stepsUsed: 0,
-    attempt: 0,
-    calls: [],
-    callIndex: 0,
-    inflight: null,
-    reserved: false,
-    pausedSteps: null,
+    ...runStart(),
     unknown: false,
     crashed: false,
     facts: [],

@@ -22,6 +22,7 @@ export type FactstateErrorCode =
   | 'LOG_PREFIX_TOO_LARGE'
   | 'LOG_INVALID_ARGUMENT'
   | 'LOG_IO'
+  | 'LOG_FORMAT_UNSUPPORTED'
   // admission
   | 'RUN_INVALID_INPUT'
   | 'RUN_BUSY'

@@ -11,7 +11,7 @@ import * as assert from 'uvu/assert'
 import type { FactstateError } from '../errors.js'
 import type { Fact, RuntimeEvent, StoredEvent } from '../facts/types.js'
 import { EMPTY_CHAIN, chainStep } from '../store/digest.js'
-import { canonical, encodeEvent, encodeRecord } from '../store/encoding.js'
+import { canonical, decodeRecord, encodeEvent, encodeRecord } from '../store/encoding.js'
 import { EventLog, logInternals } from '../store/event-log.js'
 import { keys } from '../store/keys.js'
 import { recoverInvocations } from '../store/recovery.js'
@@ -644,3 +644,42 @@ encoding(
 )
 
 encoding.run()
+
+// =============================================================================================
+const format = suite('store: index format')
+
+format(
+  'the first batch marks the index format; a log marked by a newer factstate is refused and left as it was; an unmarked (older) log opens and gets marked',
+  boundedTest(20_000, async (dir) => {
+    const a = new EventMaker(invocationOf('a'))
+    await withLog(dir, async (log) => {
+      await log.append(a.next(facts.opened()))
+    })
+    let marked: number | undefined
+    await tamper(dir, async (db) => {
+      marked = decodeRecord<number>((await db.get(keys.format)) as Uint8Array, 'format')
+      await db.put(keys.format, encodeRecord(marked + 1))
+    })
+    assert.is(marked, 2)
+    for (let attempt = 0; attempt < 2; attempt += 1) {
+      const refused = await refusal(EventLog.open(dir))
+      assert.is(refused.code, 'LOG_FORMAT_UNSUPPORTED', `attempt ${attempt}: refused again, the lock released`)
+      assert.equal(refused.details, { format: 3, supported: 2 })
+    }
+    await tamper(dir, async (db) => {
+      assert.is(decodeRecord<number>((await db.get(keys.format)) as Uint8Array, 'format'), 3, 'the refusal wrote nothing')
+      await db.put(keys.format, encodeRecord('two'))
+    })
+    assert.is((await refusal(EventLog.open(dir))).code, 'LOG_CORRUPT', 'an unreadable format record')
+    await tamper(dir, (db) => db.del(keys.format))
+    await withLog(dir, async (log) => {
+      assert.is((await log.verify()).events, 1, 'an unmarked log opens')
+      await log.append(a.next(facts.requested('s1')))
+    })
+    await tamper(dir, async (db) => {
+      assert.is(decodeRecord<number>((await db.get(keys.format)) as Uint8Array, 'format'), 2, 'and is marked by its next batch')
+    })
+  }),
+)
+
+format.run()

@@ -128,6 +128,12 @@ const CATCH_UP_SCANNED = TAIL_KEYS_CHECKED
 const ANCHOR_FILE = 'FACTSTATE-HEAD'
 const ANCHOR_PATTERN = /^factstate-head v1 (\d+) ([0-9a-f]{64})\n$/
 const CACHE_LIMIT = 50_000
+/**
+ * The shape of the index records, stored with the first batch a version writes: 2 since run
+ * records are written once (without `lastSeq` and `chain`). A log marked with a higher number was
+ * written by a newer factstate and is refused rather than misread; an unmarked one is older.
+ */
+const INDEX_FORMAT = 2
 /** The id filter is sized for twice the log's events, at least this many (2 MiB)… */
 const ID_FILTER_MIN = 1 << 20
 /** …and at most this many (32 MiB); a log with more events reads the id index for every append. */
@@ -347,6 +353,8 @@ export class EventLog {
   /** Events appended since open, until the id filter's build starts. */
   #appended = 0
   #idsBuilds = 0
+  /** The log carries `INDEX_FORMAT` (else the next batch writes it). */
+  #formatMarked = false
   #idsMinimum = ID_FILTER_MIN
   /** Run chains computed by `runSource`, by run key. */
   readonly #runChains = new Map<string, { seq: number; chain: Uint8Array }>()
@@ -461,6 +469,17 @@ export class EventLog {
 
   /** Reads the head, checks the continuity of the tail, and caches the open invocations. */
   async #load(): Promise<void> {
+    const format = await this.#db.get(keys.format)
+    if (format !== undefined) {
+      const found = decodeRecord<unknown>(format, 'format')
+      if (typeof found !== 'number' || !Number.isSafeInteger(found)) throw new FactstateError('LOG_CORRUPT', 'the index format record is unreadable')
+      if (found > INDEX_FORMAT) {
+        throw new FactstateError('LOG_FORMAT_UNSUPPORTED', `the log was written by a newer factstate (index format ${found}; this one reads up to ${INDEX_FORMAT})`, {
+          details: { format: found, supported: INDEX_FORMAT },
+        })
+      }
+      this.#formatMarked = found === INDEX_FORMAT
+    }
     const stored = await this.#db.get(keys.head)
     const head: Head = stored === undefined ? { highWater: 0, chain: EMPTY_CHAIN } : decodeRecord<Head>(stored, 'head')
     head.chain = new Uint8Array(head.chain)
@@ -802,6 +821,7 @@ export class EventLog {
         this.#wakeUp()
       }
       this.#state.absorb(staging)
+      this.#formatMarked = true
     }
     for (const entry of accepted) entry.resolve(entry.result as number & number[])
     if (staging.events.length > 0 && this.#listeners.size > 0) {
@@ -902,6 +922,7 @@ export class EventLog {
     for (const [id, record] of staging.sessions) batch.put(keys.session(id), encodeRecord(record))
     for (const [id, user] of staging.claims) batch.put(keys.claim(id), encodeRecord(user))
     batch.put(keys.head, encodeRecord(staging.head))
+    if (!this.#formatMarked) batch.put(keys.format, encodeRecord(INDEX_FORMAT))
     await batch.write({ sync: this.#durability === 'sync' })
   }
 

@@ -8,6 +8,8 @@ export const seqPart = (seq: number): string => seq.toString(16).padStart(SEQ_WI
 
 export const keys = {
   head: 'h!head',
+  /** The shape of the index records (see `INDEX_FORMAT` in event-log.ts). */
+  format: 'h!format',
   event: (seq: number) => `e!${seqPart(seq)}`,
   eventLow: 'e!',
   eventHigh: 'e~',

@@ -2,7 +2,7 @@
  * What every CLI command shares: its output channels, exit codes, and how a FactstateError is
  * shown (its code and a one-line remedy).
  */
-import { parseArgs } from 'node:util'
+import { type ParseArgsConfig, parseArgs } from 'node:util'
 import { FactstateError, type FactstateErrorCode } from '../errors.js'
 import { EventLog } from '../store/event-log.js'
 
@@ -53,20 +53,30 @@ export function usage(io: CommandIo, message: string, help: string): number {
 }
 
 /**
+ * Parses a command line (`config` includes the command's `--help`): the parsed values, or the exit
+ * code when that is all there is to do (a usage error, printed with the help; `--help`, printed).
+ */
+export function parseCommand<T extends ParseArgsConfig>(io: CommandIo, help: string, config: T): ReturnType<typeof parseArgs<T>> | number {
+  let parsed: ReturnType<typeof parseArgs<T>>
+  try {
+    parsed = parseArgs(config)
+  } catch (error) {
+    return usage(io, (error as Error).message, help)
+  }
+  if ((parsed.values as { help?: boolean }).help) {
+    io.stdout(help)
+    return EXIT.ok
+  }
+  return parsed
+}
+
+/**
  * The shape of a command that takes one log directory and `--help`: parses, opens the log, runs
  * `action`, reports a refusal with its code and remedy, and always closes the log.
  */
 export async function onLogDirectory(args: string[], io: CommandIo, help: string, action: (log: EventLog) => Promise<void>): Promise<number> {
-  let parsed
-  try {
-    parsed = parseArgs({ args, allowPositionals: true, options: { help: { type: 'boolean', short: 'h', default: false } } })
-  } catch (error) {
-    return usage(io, (error as Error).message, help)
-  }
-  if (parsed.values.help) {
-    io.stdout(help)
-    return EXIT.ok
-  }
+  const parsed = parseCommand(io, help, { args, allowPositionals: true, options: { help: { type: 'boolean', short: 'h', default: false } } })
+  if (typeof parsed === 'number') return parsed
   if (parsed.positionals.length !== 1) return usage(io, 'expected exactly one log directory', help)
   let log: EventLog | undefined
   try {

@@ -2,10 +2,9 @@ import { type ChildProcess, spawn } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { mkdir, readdir, rm } from 'node:fs/promises'
 import { fileURLToPath } from 'node:url'
-import { parseArgs } from 'node:util'
 import { EventLog } from '../../store/event-log.js'
 import { paths, readLedger } from '../demo/agent.js'
-import { type CommandIo, EXIT, reportError, usage } from '../io.js'
+import { type CommandIo, EXIT, parseCommand, reportError } from '../io.js'
 
 export const demoHelp = `usage: factstate demo [--dir DIRECTORY]
 
@@ -110,20 +109,12 @@ async function prepare(dir: string): Promise<void> {
  * ```
  */
 export async function demoCommand(args: string[], io: CommandIo): Promise<number> {
-  let parsed
-  try {
-    parsed = parseArgs({
-      args,
-      allowPositionals: false,
-      options: { dir: { type: 'string', default: '.factstate/demo' }, help: { type: 'boolean', short: 'h', default: false } },
-    })
-  } catch (error) {
-    return usage(io, (error as Error).message, demoHelp)
-  }
-  if (parsed.values.help) {
-    io.stdout(demoHelp)
-    return EXIT.ok
-  }
+  const parsed = parseCommand(io, demoHelp, {
+    args,
+    allowPositionals: false,
+    options: { dir: { type: 'string', default: '.factstate/demo' }, help: { type: 'boolean', short: 'h', default: false } },
+  })
+  if (typeof parsed === 'number') return parsed
   const dir = parsed.values.dir
   const failures: string[] = []
   const expect = (ok: boolean, what: string) => {

@@ -1,9 +1,8 @@
 import { stat } from 'node:fs/promises'
 import { join } from 'node:path'
-import { parseArgs } from 'node:util'
 import { serveInspector } from '../../inspector/server.js'
 import { EventLog } from '../../store/event-log.js'
-import { type CommandIo, EXIT, reportError, usage } from '../io.js'
+import { type CommandIo, EXIT, parseCommand, reportError, usage } from '../io.js'
 
 /** The text `factstate inspect --help` prints. */
 export const inspectHelp = `usage: factstate inspect <log-directory> [--port N]
@@ -54,20 +53,12 @@ function untilStopped(signal: AbortSignal | undefined): Promise<void> {
  * ```
  */
 export async function inspectCommand(args: string[], io: CommandIo, options: { signal?: AbortSignal } = {}): Promise<number> {
-  let parsed
-  try {
-    parsed = parseArgs({
-      args,
-      allowPositionals: true,
-      options: { port: { type: 'string', short: 'p' }, help: { type: 'boolean', short: 'h', default: false } },
-    })
-  } catch (error) {
-    return usage(io, (error as Error).message, inspectHelp)
-  }
-  if (parsed.values.help) {
-    io.stdout(inspectHelp)
-    return EXIT.ok
-  }
+  const parsed = parseCommand(io, inspectHelp, {
+    args,
+    allowPositionals: true,
+    options: { port: { type: 'string', short: 'p' }, help: { type: 'boolean', short: 'h', default: false } },
+  })
+  if (typeof parsed === 'number') return parsed
   if (parsed.positionals.length !== 1) return usage(io, 'expected exactly one log directory', inspectHelp)
   const directory = parsed.positionals[0] as string
   let port = 0

@@ -1,8 +1,7 @@
-import { parseArgs } from 'node:util'
 import { FACT_TYPES, type FactType, type StoredEvent } from '../../facts/types.js'
 import { EventLog } from '../../store/event-log.js'
 import { summarizeFact } from '../../store/fact-summary.js'
-import { type CommandIo, EXIT, reportError, usage } from '../io.js'
+import { type CommandIo, EXIT, parseCommand, reportError, usage } from '../io.js'
 
 export const logHelp = `usage: factstate log <log-directory> [--session ID] [--run ID] [--invocation ID] [--type TYPE] [--json]
 
@@ -19,28 +18,20 @@ Exit codes: 0 printed, 2 usage, 3 the log is open in another process, 1/4 the lo
  * ```
  */
 export async function logCommand(args: string[], io: CommandIo): Promise<number> {
-  let parsed
-  try {
-    parsed = parseArgs({
-      args,
-      allowPositionals: true,
-      options: {
-        session: { type: 'string' },
-        run: { type: 'string' },
-        invocation: { type: 'string' },
-        type: { type: 'string' },
-        json: { type: 'boolean', default: false },
-        help: { type: 'boolean', short: 'h', default: false },
-      },
-    })
-  } catch (error) {
-    return usage(io, (error as Error).message, logHelp)
-  }
+  const parsed = parseCommand(io, logHelp, {
+    args,
+    allowPositionals: true,
+    options: {
+      session: { type: 'string' },
+      run: { type: 'string' },
+      invocation: { type: 'string' },
+      type: { type: 'string' },
+      json: { type: 'boolean', default: false },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+  })
+  if (typeof parsed === 'number') return parsed
   const { values, positionals } = parsed
-  if (values.help) {
-    io.stdout(logHelp)
-    return EXIT.ok
-  }
   if (positionals.length !== 1) return usage(io, 'expected exactly one log directory', logHelp)
   const type = values.type
   if (type !== undefined) {

@@ -28,8 +28,9 @@ filter('no false "absent" for 200,000 added ids; about 1% false "maybe" at capac
 filter('an empty filter answers "absent" for everything, including the empty string and astral ids', () => {
   const ids = new IdFilter(10)
   for (const id of ['', 'a', '😀', 'x'.repeat(512)]) assert.is(ids.mayContain(id), false, id)
-  ids.add('😀')
+  assert.is(ids.add('😀'), true, 'certainly new the first time')
   assert.is(ids.mayContain('😀'), true)
+  assert.is(ids.add('😀'), false, 'not the second time')
 })
 
 filter(

@@ -844,8 +844,9 @@ export class EventLog {
       if (equalBytes(staged.bytes, bytes)) return staged.seq
       throw new FactstateError('LOG_CONFLICT', `event id ${event.id} is already used by different content`, { details: { seq: staged.seq } })
     }
-    const filter = this.#ids
-    const indexed = this.#idsReady && !(filter as IdFilter).mayContain(event.id) ? undefined : this.#db.getSync(keys.eventId(event.id))
+    // Added now, even if the event is then refused: the filter may only over-report an id.
+    const fresh = this.#ids?.add(event.id) === true
+    const indexed = this.#idsReady && fresh ? undefined : this.#db.getSync(keys.eventId(event.id))
     if (indexed !== undefined) {
       const [seq] = decodeRecord<[number, Uint8Array]>(indexed, `id ${event.id}`)
       const stored = this.#db.getSync(keys.event(seq))
@@ -897,7 +898,6 @@ export class EventLog {
     }
     local.ids.set(event.id, { seq, bytes })
     local.events.push({ seq, bytes, event, chain })
-    filter?.add(event.id)
     return seq
   }
 

@@ -48,13 +48,21 @@ export class IdFilter {
     return this.#count > this.capacity
   }
 
-  add(id: string): void {
+  /** Adds `id`; true when it was certainly not added before (what `mayContain` would have said false to). */
+  add(id: string): boolean {
     const [a, b] = hashes(id)
+    let fresh = false
     for (let i = 0; i < PROBES; i += 1) {
       const bit = (a + Math.imul(i, b)) & this.#mask
-      this.#bits[bit >>> 5] = (this.#bits[bit >>> 5] as number) | (1 << (bit & 31))
+      const word = this.#bits[bit >>> 5] as number
+      const mask = 1 << (bit & 31)
+      if ((word & mask) === 0) {
+        fresh = true
+        this.#bits[bit >>> 5] = word | mask
+      }
     }
     this.#count += 1
+    return fresh
   }
 
   /** False only when `id` was never added. */

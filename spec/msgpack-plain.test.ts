@@ -104,6 +104,40 @@ test('anything but plain data is declined, so the caller packs it with msgpackr'
   assert.is(packed({ after: 'decline' }), reference({ after: 'decline' }))
 })
 
+test('values that run code while packed: hasOwnProperty replaced midway, a pack from a getter, deep nesting', () => {
+  // msgpackr asks hasOwnProperty for every key; a getter replacing it changes which keys are written.
+  const replaced: Record<string, unknown> = { hasOwnProperty: 1, b: 2 }
+  Object.defineProperty(replaced, 'a', { enumerable: true, get: () => (Reflect.set(replaced, 'hasOwnProperty', () => false), 1) })
+  const expected = reference(replaced)
+  Reflect.set(replaced, 'hasOwnProperty', 1)
+  assert.is(packed(replaced), expected)
+  const broken: Record<string, unknown> = { b: 2 }
+  Object.defineProperty(broken, 'a', { enumerable: true, get: () => (Reflect.set(broken, 'hasOwnProperty', 5), 1) })
+  const brokenExpected = reference(broken)
+  Reflect.deleteProperty(broken, 'hasOwnProperty')
+  assert.is(packed(broken), brokenExpected)
+  // A pack inside a pack is declined (msgpackr packs it) and disturbs neither the outer bytes nor earlier ones.
+  const earlier = packPlain({ earlier: true })
+  assert.ok(earlier)
+  const earlierHex = hex(earlier)
+  let inner: Buffer | undefined | null = null
+  const outer = { a: 1, get b() {
+    inner = packPlain({ x: 'inner' })
+    return 2
+  }, c: 3 }
+  const outerBytes = packPlain(outer)
+  assert.is(inner, undefined, 'the nested pack is declined')
+  assert.ok(outerBytes)
+  assert.is(hex(outerBytes), hex(packr.pack({ a: 1, b: 2, c: 3 })))
+  assert.is(packPlain({ ...outer, d: undefined }), undefined)
+  assert.is(packed({ after: 'x'.repeat(40) }), reference({ after: 'x'.repeat(40) }))
+  assert.is(hex(earlier), earlierHex)
+  // 512 levels are packed; deeper is declined.
+  const nest = (levels: number): unknown => (levels === 0 ? 'leaf' : [nest(levels - 1)])
+  assert.is(packed(nest(511)), reference(nest(511)))
+  assert.is(packPlain(nest(600)), undefined)
+})
+
 test('later packs never overwrite earlier ones, across buffer chunks and values larger than a chunk', () => {
   const kept: { value: unknown; bytes: Buffer }[] = []
   for (let i = 0; i < 3_000; i += 1) {

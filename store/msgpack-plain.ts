@@ -10,7 +10,8 @@
  * surrogate is written as U+FFFD; an integer takes the smallest of positive fixint (below 0x80),
  * uint8/16/32, negative fixint, int8/16/32, and every other number is a float64. Anything else (a
  * Uint8Array, a Date, `undefined`, an object made by a class or with no prototype, a map too big
- * for map16) makes `packPlain` answer `undefined`: the caller then packs with msgpackr itself.
+ * for map16, nesting deeper than 512, a pack started by a getter during a pack) makes `packPlain`
+ * answer `undefined`: the caller then packs with msgpackr itself.
  * spec/msgpack-plain.test.ts holds the two to the same bytes over generated values.
  */
 
@@ -23,6 +24,11 @@ let view = new DataView(target.buffer, target.byteOffset, target.byteLength)
 let position = 0
 /** Where the value being packed began (moved with it when the buffer grows). */
 let start = 0
+/** A pack is under way: a getter that packs again gets msgpackr, which keeps its own state. */
+let busy = false
+/** Deeper values are declined (msgpackr itself runs out of stack a few thousand levels down). */
+const MAX_DEPTH = 512
+let depth = 0
 
 /** Nothing this writer packs as a value: the caller falls back to msgpackr. */
 class Unsupported extends Error {}
@@ -129,9 +135,12 @@ function writeValue(value: unknown): void {
         return
       }
       const { constructor } = value
-      if (constructor === Array) return writeArray(value as unknown[])
-      if (constructor === Object) return writeObject(value as Record<string, unknown>)
-      throw unsupported
+      if (constructor !== Array && constructor !== Object) throw unsupported
+      if (++depth > MAX_DEPTH) throw unsupported
+      if (constructor === Array) writeArray(value as unknown[])
+      else writeObject(value as Record<string, unknown>)
+      depth -= 1
+      return
     }
     default:
       throw unsupported
@@ -158,10 +167,10 @@ function writeObject(value: Record<string, unknown>): void {
   const at = position - start
   target[position] = 0xde
   position += 3
-  const own = typeof value.hasOwnProperty !== 'function'
   let size = 0
   for (const key in value) {
-    if (own || value.hasOwnProperty(key)) {
+    // Asked for every key, as msgpackr does: a getter may replace hasOwnProperty midway.
+    if (typeof value.hasOwnProperty !== 'function' || value.hasOwnProperty(key)) {
       writeString(key)
       writeValue(value[key])
       size += 1
@@ -178,6 +187,7 @@ function writeObject(value: Record<string, unknown>): void {
  * write over (as msgpackr's are).
  */
 export function packPlain(value: unknown, reserve = 0): Buffer | undefined {
+  if (busy) return undefined
   if (target.length - position < 1024 + reserve) {
     target = Buffer.allocUnsafe(CHUNK)
     view = new DataView(target.buffer, target.byteOffset, target.byteLength)
@@ -185,12 +195,16 @@ export function packPlain(value: unknown, reserve = 0): Buffer | undefined {
   }
   start = position
   position += reserve
+  busy = true
+  depth = 0
   try {
     writeValue(value)
   } catch (error) {
     position = start
     if (error === unsupported || error instanceof RangeError) return undefined
     throw error
+  } finally {
+    busy = false
   }
   return target.subarray(start, position)
 }

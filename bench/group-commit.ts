@@ -17,6 +17,7 @@
  */
 import { ClassicLevel } from 'classic-level'
 import { createRequire } from 'node:module'
+import { performance } from 'node:perf_hooks'
 import type { RuntimeEvent } from '../facts/types.js'
 import { EventLog } from '../store/event-log.js'
 import { canonical, encodeEvent } from '../store/encoding.js'
@@ -38,6 +39,16 @@ export interface GroupCommitFigures {
   rawFactsOnlyBytesPerFact: number
   /** LevelDB puts and deletes per fact in factstate's batches. */
   recordsPerFact: number
+  /**
+   * Where the time goes, per fact, medians of the timed runs: the main thread's busy time (event-loop
+   * utilization: building batches, and for factstate validating, encoding, hashing, the integrity
+   * rules and the appends' promises) and the process CPU time of all threads (LevelDB's writer and
+   * compaction, V8's GC and compiler threads included), factstate vs the raw replay of the same records.
+   */
+  mainThreadMicrosPerFact: { factstate: number; raw: number }
+  cpuMicrosPerFact: { factstate: number; raw: number }
+  /** Facts per synced batch: the raw replay writes one fact per appender per batch. */
+  factsPerSync: { factstate: number; raw: number }
 }
 
 type Op = { type: 'put'; key: string; value: Uint8Array } | { type: 'del'; key: string }
@@ -45,15 +56,21 @@ type Op = { type: 'put'; key: string; value: Uint8Array } | { type: 'del'; key: 
 interface ChainedBatchPrototype {
   _put(key: string, value: Uint8Array): void
   _del(key: string): void
+  _write(options: unknown): Promise<void>
 }
 
-/** Records every operation of every chained batch written while `capture` is set (the log's own batches). */
+/**
+ * Records every operation of every chained batch written while `capture` is set (the log's own
+ * batches), and counts the batches written (both sides: each is one sync).
+ */
 let capture: Op[] | undefined
+let batchesWritten = 0
 {
   const { ChainedBatch } = createRequire(import.meta.url)('classic-level/chained-batch.js') as { ChainedBatch: { prototype: ChainedBatchPrototype } }
   const proto = ChainedBatch.prototype
   const put = proto._put
   const del = proto._del
+  const write = proto._write
   proto._put = function (key, value) {
     capture?.push({ type: 'put', key, value })
     return put.call(this, key, value)
@@ -61,6 +78,10 @@ let capture: Op[] | undefined
   proto._del = function (key) {
     capture?.push({ type: 'del', key })
     return del.call(this, key)
+  }
+  proto._write = function (options) {
+    batchesWritten += 1
+    return write.call(this, options)
   }
 }
 
@@ -84,6 +105,22 @@ interface RunResult {
   facts: number
   ms: number
   bytes: number
+  /** Main-thread busy and all-thread CPU time of the timed part, µs. */
+  mainUs: number
+  cpuUs: number
+  syncs: number
+}
+
+/** Times `body`: wall, main-thread busy (event-loop utilization), process CPU and batches written. */
+async function timed(body: () => Promise<void>): Promise<Omit<RunResult, 'facts' | 'bytes'>> {
+  const loop = performance.eventLoopUtilization()
+  const cpu = process.cpuUsage()
+  const batches = batchesWritten
+  const start = now()
+  await body()
+  const ms = now() - start
+  const used = process.cpuUsage(cpu)
+  return { ms, syncs: batchesWritten - batches, mainUs: performance.eventLoopUtilization(loop).active * 1000, cpuUs: used.user + used.system }
 }
 
 /** The appenders through `EventLog.append`, each awaiting its appends one by one. */
@@ -117,9 +154,8 @@ async function factstateRun(lanes: RuntimeEvent[][]): Promise<RunResult> {
     const { bytes, value } = await measureWrites(dir, async () => {
       const log = await EventLog.open(dir)
       try {
-        const start = now()
-        await appendLanes(log, lanes)
-        return { facts: lanes.reduce((sum, lane) => sum + lane.length, 0), ms: now() - start }
+        const time = await timed(() => appendLanes(log, lanes))
+        return { facts: lanes.reduce((sum, lane) => sum + lane.length, 0), ...time }
       } finally {
         await log.close()
       }
@@ -135,16 +171,17 @@ async function rawRun(batches: Op[][], facts: number): Promise<RunResult> {
       const db = new ClassicLevel<string, Uint8Array>(dir, { keyEncoding: 'utf8', valueEncoding: 'view' })
       await db.open()
       try {
-        const start = now()
-        for (const ops of batches) {
-          const batch = db.batch()
-          for (const op of ops) {
-            if (op.type === 'put') batch.put(op.key, op.value)
-            else batch.del(op.key)
+        const time = await timed(async () => {
+          for (const ops of batches) {
+            const batch = db.batch()
+            for (const op of ops) {
+              if (op.type === 'put') batch.put(op.key, op.value)
+              else batch.del(op.key)
+            }
+            await batch.write({ sync: true })
           }
-          await batch.write({ sync: true })
-        }
-        return { facts, ms: now() - start }
+        })
+        return { facts, ...time }
       } finally {
         await db.close()
       }
@@ -220,6 +257,9 @@ export async function groupCommit(quick: boolean): Promise<GroupCommitFigures[]>
       factstateBytesPerFact: med((s) => s.fs.bytes / s.fs.facts),
       rawFactsOnlyBytesPerFact: med((s) => s.only.bytes / s.only.facts),
       recordsPerFact: med((s) => s.records),
+      mainThreadMicrosPerFact: { factstate: med((s) => s.fs.mainUs / s.fs.facts), raw: med((s) => s.raw.mainUs / s.raw.facts) },
+      cpuMicrosPerFact: { factstate: med((s) => s.fs.cpuUs / s.fs.facts), raw: med((s) => s.raw.cpuUs / s.raw.facts) },
+      factsPerSync: { factstate: med((s) => s.fs.facts / s.fs.syncs), raw: med((s) => s.raw.facts / s.raw.syncs) },
     }
     progress(
       `group commit ×${concurrency}: factstate ${Math.round(entry.factstateFactsPerSecond)} facts/s, raw same records ${Math.round(entry.rawFactsPerSecond)}, raw facts only ${Math.round(entry.rawFactsOnlyPerSecond)}`,

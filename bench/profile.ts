@@ -3,16 +3,22 @@
  *
  *   node --cpu-prof --import tsx bench/profile.ts append [appenders=256] [facts=51200] [sync|os]
  *   node --cpu-prof --import tsx bench/profile.ts engine [concurrency=64] [rounds=3]
+ *   node --import tsx bench/profile.ts encode [rounds=40]
  *
  * Each prints its throughput and the process CPU time (all threads) per fact or step; `append` also
  * prints the main thread's busy time per fact (event-loop utilization), the part that caps a group.
+ * `encode` times msgpackr against store/msgpack-plain.ts on the workload's validated facts,
+ * alternating the two in one process, and prints the medians.
  */
+import { Packr, RESERVE_START_SPACE } from 'msgpackr'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { Engine } from '../actors/engine.js'
 import { ModelExecutor } from '../actors/model-executor.js'
 import type { RuntimeEvent } from '../facts/types.js'
+import { validateEvent } from '../store/encoding.js'
 import { EventLog, logInternals } from '../store/event-log.js'
+import { packPlain } from '../store/msgpack-plain.js'
 import { now, withTempDir } from './support.js'
 import { STEPS, invocationEvents, invocationFacts, invocationFor, runInput, scriptedClient } from './workload.js'
 
@@ -70,6 +76,25 @@ async function engine(concurrency: number, rounds: number): Promise<void> {
   })
 }
 
+function encode(rounds: number): void {
+  // The log's own msgpackr settings (store/encoding.ts).
+  const packr = new Packr({ useRecords: false, mapsAsObjects: true, moreTypes: false })
+  const facts = Array.from({ length: 200 }, (_, n) => invocationEvents(invocationFor('enc', n), invocationFacts(STEPS)).map((event) => validateEvent(event))).flat()
+  const times = { msgpackr: [] as number[], plain: [] as number[] }
+  const time = (pack: (event: RuntimeEvent) => unknown): number => {
+    const start = now()
+    for (const event of facts) pack(event)
+    return ((now() - start) * 1000) / facts.length
+  }
+  for (let round = 0; round < rounds; round += 1) {
+    times.msgpackr.push(time((event) => packr.pack(event, RESERVE_START_SPACE | 1)))
+    times.plain.push(time((event) => packPlain(event, 1)))
+  }
+  const median = (values: number[]) => values.sort((a, b) => a - b)[values.length >> 1] as number
+  process.stdout.write(`${facts.length} facts × ${rounds} rounds: msgpackr ${median(times.msgpackr).toFixed(2)} µs, packPlain ${median(times.plain).toFixed(2)} µs per fact (medians)\n`)
+}
+
 if (workload === 'append') await append(Number(first ?? 256), Number(second ?? 51_200), third === 'os' ? 'os' : 'sync')
 else if (workload === 'engine') await engine(Number(first ?? 64), Number(second ?? 3))
-else throw new Error('usage: bench/profile.ts append|engine [...]')
+else if (workload === 'encode') encode(Number(first ?? 40))
+else throw new Error('usage: bench/profile.ts append|engine|encode [...]')

@@ -28,6 +28,13 @@ const FIGURES = [
   'recoverMsPer1k',
   'heapPerHeldKiB',
   'reopenMs',
+  // Where the time goes at each concurrency, both sides (details.groupCommit is in c1, c16, c64, c256 order).
+  ...[0, 1, 2, 3].flatMap((index) =>
+    ['mainThreadMicrosPerFact', 'cpuMicrosPerFact', 'factsPerSync'].flatMap((figure) => [
+      `details.groupCommit.${index}.${figure}.factstate`,
+      `details.groupCommit.${index}.${figure}.raw`,
+    ]),
+  ),
 ]
 
 function at(value: unknown, path: string): unknown {
@@ -64,6 +71,12 @@ test('npm run bench -- --quick writes every figure as a finite positive number',
       const value = at(results, path)
       assert.type(value, 'number', `${path} is a number`)
       assert.ok(Number.isFinite(value) && (value as number) > 0, `${path} is finite and positive (${String(value)})`)
+    }
+    // The raw replay writes one fact per appender per synced batch; a group never holds more facts than appenders.
+    for (const [index, appenders] of [1, 16, 64, 256].entries()) {
+      assert.is(at(results, `details.groupCommit.${index}.concurrency`), appenders)
+      assert.is(at(results, `details.groupCommit.${index}.factsPerSync.raw`), appenders, `raw facts per sync at ${appenders}`)
+      assert.ok((at(results, `details.groupCommit.${index}.factsPerSync.factstate`) as number) <= appenders, `factstate facts per sync at ${appenders}`)
     }
   }))
 

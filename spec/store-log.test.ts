@@ -93,6 +93,38 @@ prefixBytes(
   ),
 )
 
+prefixBytes(
+  'events() streams in seq order across read chunks, within from/to, stops at the high-water of its start, refuses bad bounds',
+  boundedTest(30_000, (dir) =>
+    withLog(dir, async (log) => {
+      // 90 invocations of 8 facts: 720 events, several of the store reads events() makes (256 each).
+      for (let n = 0; n < 90; n += 1) await log.appendAll(completeInvocation(`s${n}`, `session-${n % 7}`))
+      const all: StoredEvent[] = []
+      for await (const stored of log.events()) all.push(stored)
+      assert.equal(all.map(({ seq }) => seq), Array.from({ length: 720 }, (_, i) => i + 1))
+      const prefix = await log.prefix(ALL, ALL)
+      assert.equal(all, prefix.events, 'the same events as prefix, decoded the same way')
+      const window: number[] = []
+      for await (const { seq } of log.events({ from: 250, to: 530 })) window.push(seq)
+      assert.equal(window, Array.from({ length: 281 }, (_, i) => i + 250))
+      // Appends landing while a stream runs are after its end.
+      const seen: number[] = []
+      for await (const { seq } of log.events({ from: 700 })) {
+        if (seen.length === 0) await log.appendAll(completeInvocation('late'))
+        seen.push(seq)
+      }
+      assert.equal(seen, Array.from({ length: 21 }, (_, i) => i + 700))
+      assert.is(log.head().highWater, 728)
+      let none = 0
+      for await (const _ of log.events({ from: 729 })) none += 1
+      assert.is(none, 0)
+      for (const bounds of [{ from: 0 }, { from: 1.5 }, { to: Number.NaN }]) {
+        assert.is((await refusal(log.events(bounds).next())).code, 'LOG_INVALID_ARGUMENT', JSON.stringify(bounds))
+      }
+    }),
+  ),
+)
+
 prefixBytes.run()
 
 // =============================================================================================

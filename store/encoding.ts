@@ -130,6 +130,9 @@ export function decodeEvent(bytes: Uint8Array, seq: number): RuntimeEvent {
   } catch (cause) {
     throw new FactstateError('LOG_CORRUPT', `event ${seq} cannot be decoded`, { cause, details: { seq } })
   }
+  // The compiled copier answers what zod would for a valid event, several times faster; zod words the refusal.
+  const copied = parseRuntimeEvent(decoded, MAX_DEPTH)
+  if (copied !== undefined) return copied
   const parsed = runtimeEventSchema.safeParse(decoded)
   if (!parsed.success) {
     throw new FactstateError('LOG_CORRUPT', `event ${seq} decodes to something that is not an event: ${describeIssues(parsed.error)}`, {

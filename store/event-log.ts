@@ -58,6 +58,12 @@ export interface LogInternals {
   invocationRecord(invocationId: string): Promise<InvocationRecord | undefined>
   sessionRecord(sessionId: string): Promise<SessionRecord>
   invocationEvents(invocationId: string, upTo?: number): Promise<StoredEvent[]>
+  /**
+   * Every event from seq 1 up to `upTo` (at most the high-water), in order, `chunk` events at a time
+   * with their stored bytes counted: a reader that keeps only what it derives needs memory for one
+   * chunk, not the log. A missing or misplaced event is `LOG_CORRUPT` naming its seq.
+   */
+  scanEvents(upTo: number, chunk: number): AsyncIterable<{ events: StoredEvent[]; bytes: number }>
   lineage(boundary: RunBoundary): Promise<StoredEvent[]>
   openInvocations(): InvocationRecord[]
   /** Invocations driven by a live actor of this process; recovery leaves them alone. */
@@ -109,6 +115,8 @@ const TAIL_KEYS_CHECKED = 65_536
 /** The last facts whose chain is recomputed on every open. */
 const TAIL_CHAIN_CHECKED = 1_024
 const MAX_GROUP = 2_048
+/** Events `events()` reads from the store per trip to the thread pool. */
+const EVENTS_CHUNK = 256
 /**
  * With more events than this waiting for an idle disk, it is given half of them as soon as they
  * are staged and the other half is staged while that half syncs. Two groups then alternate, one
@@ -385,6 +393,7 @@ export class EventLog {
         return this.#state.sessionNow(id)
       },
       invocationEvents: (id, upTo) => this.#invocationEvents(id, upTo),
+      scanEvents: (upTo, chunk) => this.#scanEvents(upTo, chunk),
       lineage: (boundary) => this.#lineage(boundary),
       openInvocations: () => [...this.#state.invocations.values()].filter((r) => r.terminal === null),
       live: new Set(),
@@ -999,6 +1008,42 @@ export class EventLog {
     return [...earlier, ...own]
   }
 
+  async *#scanEvents(upTo: number, chunk: number): AsyncGenerator<{ events: StoredEvent[]; bytes: number }> {
+    this.#assertOpen()
+    if (!Number.isSafeInteger(upTo) || upTo < 0 || !Number.isSafeInteger(chunk) || chunk < 1) {
+      throw new FactstateError('LOG_INVALID_ARGUMENT', 'scanEvents takes a non-negative seq and a positive chunk size')
+    }
+    yield* this.#scan(1, Math.min(upTo, this.#state.head.highWater), chunk)
+  }
+
+  /**
+   * The stored events `from`..`last` (both within the log), decoded, `chunk` at a time with their
+   * stored bytes counted. A missing or misplaced event is `LOG_CORRUPT` naming its seq.
+   */
+  async *#scan(from: number, last: number, chunk: number): AsyncGenerator<{ events: StoredEvent[]; bytes: number }> {
+    if (last < from) return
+    let expected = from
+    let events: StoredEvent[] = []
+    let bytes = 0
+    // The iterator reads one snapshot of the store: appends landing meanwhile are beyond `last` anyway.
+    // It fetches a chunk's worth of facts per trip to the thread pool (the default is 16 KiB).
+    const range = { gte: keys.event(from), lte: keys.event(last), highWaterMarkBytes: chunk * 1024 }
+    for await (const [key, value] of this.#db.iterator(range)) {
+      const seq = seqOfEventKey(key)
+      if (seq !== expected) throw new FactstateError('LOG_CORRUPT', `event ${expected} is missing`, { details: { seq: expected } })
+      events.push({ seq, event: decodeEvent(value, seq) })
+      bytes += value.length
+      expected += 1
+      if (events.length === chunk) {
+        yield { events, bytes }
+        events = []
+        bytes = 0
+      }
+    }
+    if (expected !== last + 1) throw new FactstateError('LOG_CORRUPT', `event ${expected} is missing`, { details: { seq: expected } })
+    if (events.length > 0) yield { events, bytes }
+  }
+
   /**
    * Every event up to the current high-water, all or nothing: more than `maxEvents` events or
    * `maxBytes` stored bytes is `LOG_PREFIX_TOO_LARGE`.
@@ -1115,13 +1160,7 @@ export class EventLog {
     if (!Number.isSafeInteger(from) || from < 1 || !Number.isSafeInteger(to)) {
       throw new FactstateError('LOG_INVALID_ARGUMENT', 'events() takes positive integer bounds')
     }
-    if (to < from) return
-    let seq = from
-    for await (const bytes of this.#db.values({ gte: keys.event(from), lte: keys.event(to) })) {
-      yield { seq, event: decodeEvent(bytes, seq) }
-      seq += 1
-    }
-    if (seq !== to + 1) throw new FactstateError('LOG_CORRUPT', `event ${seq} is missing`, { details: { seq } })
+    for await (const { events } of this.#scan(from, to, EVENTS_CHUNK)) yield* events
   }
 
   /** The current high-water and digest, without reading events. */

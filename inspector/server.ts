@@ -29,9 +29,12 @@ export interface InspectorOptions {
   port?: number
   /** Only `127.0.0.1` is accepted: the inspector never listens on other interfaces. */
   host?: '127.0.0.1'
-  /** The most events the initial index may read (default 250 000); more is `LOG_PREFIX_TOO_LARGE`. */
+  /**
+   * The most events the initial index may read (default: no limit); more is `LOG_PREFIX_TOO_LARGE`.
+   * The index streams the log, so memory follows the number of invocations, not of events.
+   */
   maxEvents?: number
-  /** The most stored bytes the initial index may read (default 256 MiB); more is `LOG_PREFIX_TOO_LARGE`. */
+  /** The most stored bytes the initial index may read (default: no limit); more is `LOG_PREFIX_TOO_LARGE`. */
   maxBytes?: number
 }
 
@@ -55,6 +58,8 @@ export interface InspectorServer {
 const HOST = '127.0.0.1'
 const SESSION_LIMIT = 300
 const HEARTBEAT_MS = 15_000
+/** Events decoded and indexed at a time when the inspector starts: only one chunk is held at once. */
+const INDEX_CHUNK = 2_048
 
 // Everything the page shows is set as text, and the policy forbids any script but our own files
 // and any request elsewhere: a payload that slipped through would still have nothing to run.
@@ -87,7 +92,7 @@ function validated(options: InspectorOptions): Required<Pick<InspectorOptions, '
     if (!Number.isSafeInteger(value) || value < 0) throw invalid(`options.${name} must be a non-negative integer`, { [name]: value })
     return value
   }
-  return { port, maxEvents: limit('maxEvents', 250_000), maxBytes: limit('maxBytes', 256 * 1024 * 1024) }
+  return { port, maxEvents: limit('maxEvents', Number.MAX_SAFE_INTEGER), maxBytes: limit('maxBytes', Number.MAX_SAFE_INTEGER) }
 }
 
 function send(res: ServerResponse, status: number, type: string, body: string, head: boolean, extra: Record<string, string> = {}): void {
@@ -158,8 +163,15 @@ export async function serveInspector(options: InspectorOptions): Promise<Inspect
     }
   })
   try {
-    const prefix = await log.prefix(maxEvents, maxBytes)
-    catalog.apply(prefix.events)
+    // Facts landing meanwhile wait in `pending`; the catalog skips any it has already indexed.
+    const upTo = log.head().highWater
+    if (upTo > maxEvents) throw new FactstateError('LOG_PREFIX_TOO_LARGE', `the log holds ${upTo} events, more than ${maxEvents}`)
+    let bytesRead = 0
+    for await (const { events, bytes } of internals.scanEvents(upTo, INDEX_CHUNK)) {
+      bytesRead += bytes
+      if (bytesRead > maxBytes) throw new FactstateError('LOG_PREFIX_TOO_LARGE', `the log holds more than ${maxBytes} bytes of events`)
+      catalog.apply(events)
+    }
     for (const events of pending) catalog.apply(events)
     pending = undefined
   } catch (error) {

@@ -9,8 +9,10 @@ import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { EventLog, type Fact, foldFacts, invocationMachine, recoverInvocations, stateOf } from '../index.js'
+import { STEPS, invocationEvents, invocationFacts, invocationFor } from '../bench/workload.js'
 import type { Chart, InvocationDetail, Overview } from '../inspector/protocol.js'
 import { serveInspector } from '../inspector/index.js'
+import { logInternals } from '../store/event-log.js'
 import { rejectsWithCode } from './support/codes.js'
 import { SCENARIO, writeScenarioLog } from './support/inspector-fixtures.js'
 import { EventMaker, facts, invocationOf } from './support/log-fixtures.js'
@@ -58,6 +60,62 @@ test(
       await rejectsWithCode(() => serveInspector({ log, port: taken }), 'INSPECTOR_INVALID_OPTIONS', 'a port in use')
     } finally {
       await new Promise<void>((resolve) => blocker.close(() => resolve()))
+      await log.close()
+    }
+  }),
+)
+
+test(
+  'indexes a log many chunks long by streaming it; maxEvents and maxBytes still refuse with LOG_PREFIX_TOO_LARGE',
+  bounded(60_000, async (dir) => {
+    const log = await EventLog.open(join(dir, 'log'), { durability: 'os' })
+    const template = invocationFacts(STEPS)
+    const sessions = 8
+    const perSession = 12
+    for (let session = 0; session < sessions; session += 1) {
+      const batch = Array.from({ length: perSession }, (_, n) => invocationEvents(invocationFor(`big${session}`, n, `big-s${session}`), template)).flat()
+      await log.appendAll(batch)
+    }
+    const highWater = log.head().highWater
+    assert.is(highWater, sessions * perSession * template.length)
+    assert.ok(highWater > 3 * 2_048, `${highWater} facts span several index chunks`)
+    try {
+      // The scan itself: contiguous seqs in chunks of the asked size, the stored bytes counted, bounded by upTo.
+      let seen = 0
+      let bytes = 0
+      const sizes: number[] = []
+      for await (const chunk of logInternals(log).scanEvents(highWater - 5, 1_000)) {
+        for (const { seq } of chunk.events) assert.is(seq, ++seen)
+        sizes.push(chunk.events.length)
+        bytes += chunk.bytes
+      }
+      assert.is(seen, highWater - 5)
+      assert.ok(sizes.slice(0, -1).every((size) => size === 1_000) && (sizes.at(-1) ?? 0) <= 1_000, sizes.join(','))
+      const prefix = await log.prefix(highWater, 2 ** 40)
+      assert.ok(bytes > 0 && bytes < prefix.events.length * 2_000, `${bytes} bytes`)
+      await rejectsWithCode(() => logInternals(log).scanEvents(1, 0)[Symbol.asyncIterator]().next(), 'LOG_INVALID_ARGUMENT', 'chunk 0')
+
+      const inspector = await serveInspector({ log })
+      try {
+        const { body } = await getJson<Overview>(`${inspector.url}api/overview`)
+        assert.is(body.highWater, highWater)
+        assert.is(body.sessionsTotal, sessions)
+        const runs = body.sessions.flatMap((session) => session.turns.flatMap((turn) => turn.runs))
+        assert.is(runs.length, sessions * perSession)
+        for (const run of runs) {
+          assert.is(run.status, 'completed', run.invocation.invocationId)
+          assert.is(run.facts, template.length)
+          assert.is(run.steps, STEPS + 1)
+        }
+        const last = runs.find((run) => run.lastSeq === highWater)
+        assert.ok(last, 'the last fact of the log is indexed')
+      } finally {
+        await inspector.close()
+      }
+      await rejectsWithCode(() => serveInspector({ log, maxEvents: highWater - 1 }), 'LOG_PREFIX_TOO_LARGE', 'maxEvents')
+      await rejectsWithCode(() => serveInspector({ log, maxBytes: 50_000 }), 'LOG_PREFIX_TOO_LARGE', 'maxBytes')
+      assert.is(log.head().highWater, highWater, 'nothing was written')
+    } finally {
       await log.close()
     }
   }),

@@ -52,6 +52,9 @@ function untilStopped(signal: AbortSignal | undefined): Promise<void> {
  * # factstate inspector: http://127.0.0.1:4319/
  * ```
  */
+/** From this many facts on, `inspect` says it is indexing (it serves once the whole log is indexed). */
+const LARGE_LOG = 100_000
+
 export async function inspectCommand(args: string[], io: CommandIo, options: { signal?: AbortSignal } = {}): Promise<number> {
   const parsed = parseCommand(io, inspectHelp, {
     args,
@@ -70,6 +73,8 @@ export async function inspectCommand(args: string[], io: CommandIo, options: { s
   let log: EventLog | undefined
   try {
     log = await EventLog.open(directory)
+    // Indexing takes ~20 s per million facts here: say so before the wait, not after it.
+    if (log.head().highWater >= LARGE_LOG) io.stderr(`indexing ${log.head().highWater} facts before serving…`)
     const inspector = await serveInspector({ log, port })
     try {
       const { highWater } = log.head()

@@ -125,6 +125,33 @@ prefixBytes(
   ),
 )
 
+prefixBytes(
+  'events() hands out every fact before a damaged one, then LOG_CORRUPT naming it',
+  boundedTest(30_000, async (dir) => {
+    // Damage deeper than the open's chain check (the last 1,024 facts), so the log still opens.
+    await withLog(dir, async (log) => {
+      for (let n = 0; n < 170; n += 1) await log.appendAll(completeInvocation(`d${n}`))
+    })
+    const db = new ClassicLevel<string, Uint8Array>(dir, { keyEncoding: 'utf8', valueEncoding: 'view' })
+    await db.open()
+    const stored = (await db.get(keys.event(300))) as Uint8Array
+    await db.put(keys.event(300), Uint8Array.from([9, ...stored.subarray(1)]))
+    await db.close()
+    await withLog(dir, async (log) => {
+      const seen: number[] = []
+      let failure: FactstateError | undefined
+      try {
+        for await (const { seq } of log.events()) seen.push(seq)
+      } catch (error) {
+        failure = error as FactstateError
+      }
+      assert.equal(seen, Array.from({ length: 299 }, (_, i) => i + 1))
+      assert.is(failure?.code, 'LOG_CORRUPT')
+      assert.equal(failure?.details, { seq: 300 })
+    })
+  }),
+)
+
 prefixBytes.run()
 
 // =============================================================================================

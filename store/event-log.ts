@@ -1028,10 +1028,19 @@ export class EventLog {
     // The iterator reads one snapshot of the store: appends landing meanwhile are beyond `last` anyway.
     // It fetches a chunk's worth of facts per trip to the thread pool (the default is 16 KiB).
     const range = { gte: keys.event(from), lte: keys.event(last), highWaterMarkBytes: chunk * 1024 }
+    const missing = () => new FactstateError('LOG_CORRUPT', `event ${expected} is missing`, { details: { seq: expected } })
     for await (const [key, value] of this.#db.iterator(range)) {
       const seq = seqOfEventKey(key)
-      if (seq !== expected) throw new FactstateError('LOG_CORRUPT', `event ${expected} is missing`, { details: { seq: expected } })
-      events.push({ seq, event: decodeEvent(value, seq) })
+      let event: RuntimeEvent
+      try {
+        if (seq !== expected) throw missing()
+        event = decodeEvent(value, seq)
+      } catch (error) {
+        // The facts before a damaged one are handed out first: a reader of a damaged log sees all it can.
+        if (events.length > 0) yield { events, bytes }
+        throw error
+      }
+      events.push({ seq, event })
       bytes += value.length
       expected += 1
       if (events.length === chunk) {
@@ -1040,8 +1049,8 @@ export class EventLog {
         bytes = 0
       }
     }
-    if (expected !== last + 1) throw new FactstateError('LOG_CORRUPT', `event ${expected} is missing`, { details: { seq: expected } })
     if (events.length > 0) yield { events, bytes }
+    if (expected !== last + 1) throw missing()
   }
 
   /**

@@ -117,6 +117,8 @@ const TAIL_CHAIN_CHECKED = 1_024
 const MAX_GROUP = 2_048
 /** Events `events()` reads from the store per trip to the thread pool. */
 const EVENTS_CHUNK = 256
+/** The same for `prefix`, which checks its byte budget once per chunk. */
+const PREFIX_CHUNK = 1_024
 /**
  * With more events than this waiting for an idle disk, it is given half of them as soon as they
  * are staged and the other half is staged while that half syncs. Two groups then alternate, one
@@ -1068,19 +1070,12 @@ export class EventLog {
     }
     const events: StoredEvent[] = []
     let bytesRead = 0
-    let seq = 1
-    if (head.highWater > 0) {
-      for await (const bytes of this.#db.values({ gte: keys.event(1), lte: keys.event(head.highWater) })) {
-        bytesRead += bytes.length
-        if (bytesRead > maxBytes) {
-          throw new FactstateError('LOG_PREFIX_TOO_LARGE', `the log holds more than ${maxBytes} bytes of events`)
-        }
-        events.push({ seq, event: decodeEvent(bytes, seq) })
-        seq += 1
+    for await (const chunk of this.#scan(1, head.highWater, PREFIX_CHUNK)) {
+      bytesRead += chunk.bytes
+      if (bytesRead > maxBytes) {
+        throw new FactstateError('LOG_PREFIX_TOO_LARGE', `the log holds more than ${maxBytes} bytes of events`)
       }
-    }
-    if (events.length !== head.highWater) {
-      throw new FactstateError('LOG_CORRUPT', `event ${events.length + 1} is missing`, { details: { seq: events.length + 1 } })
+      for (const stored of chunk.events) events.push(stored)
     }
     return {
       highWater: head.highWater,

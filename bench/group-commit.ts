@@ -23,7 +23,7 @@ import { EventLog } from '../store/event-log.js'
 import { canonical, encodeEvent } from '../store/encoding.js'
 import { keys } from '../store/keys.js'
 import { emit, measureWrites, median, now, parseArgs, progress, withTempDir } from './support.js'
-import { STEPS, invocationEvents, invocationFacts, invocationFor } from './workload.js'
+import { appendLanes, appenderLanes } from './workload.js'
 
 export interface GroupCommitFigures {
   concurrency: number
@@ -87,20 +87,6 @@ let batchesWritten = 0
 
 const EVENT_KEY = keys.eventLow
 
-/** `facts` events split over `appenders` streams, each a sequence of complete invocations. */
-function streams(appenders: number, facts: number, tag: string): RuntimeEvent[][] {
-  const perAppender = Math.ceil(facts / appenders)
-  const template = invocationFacts(STEPS)
-  return Array.from({ length: appenders }, (_, appender) => {
-    const events: RuntimeEvent[] = []
-    for (let n = 0; events.length < perAppender; n += 1) {
-      const invocation = invocationFor(`${tag}-a${appender}`, n, `${tag}-s${appender}`)
-      events.push(...invocationEvents(invocation, template))
-    }
-    return events.slice(0, perAppender)
-  })
-}
-
 interface RunResult {
   facts: number
   ms: number
@@ -121,15 +107,6 @@ async function timed(body: () => Promise<void>): Promise<Omit<RunResult, 'facts'
   const ms = now() - start
   const used = process.cpuUsage(cpu)
   return { ms, syncs: batchesWritten - batches, mainUs: performance.eventLoopUtilization(loop).active * 1000, cpuUs: used.user + used.system }
-}
-
-/** The appenders through `EventLog.append`, each awaiting its appends one by one. */
-async function appendLanes(log: EventLog, lanes: RuntimeEvent[][]): Promise<void> {
-  await Promise.all(
-    lanes.map(async (lane) => {
-      for (const event of lane) await log.append(event)
-    }),
-  )
 }
 
 /** The operations the log writes for `lanes`, from an untimed pass. */
@@ -236,7 +213,7 @@ export async function groupCommit(quick: boolean): Promise<GroupCommitFigures[]>
   for (const [concurrency, facts] of plan) {
     const samples: { fs: RunResult; raw: RunResult; only: RunResult; records: number }[] = []
     for (let run = 0; run < runs; run += 1) {
-      const lanes = streams(concurrency, facts, `gc${concurrency}x${run}`)
+      const lanes = appenderLanes(concurrency, facts, `gc${concurrency}x${run}`)
       const ops = await capturedOps(lanes)
       const fs = await factstateRun(lanes)
       const raw = await rawRun(sameRecordBatches(ops, concurrency), fs.facts)

@@ -19,19 +19,13 @@ import type { RuntimeEvent } from '../facts/types.js'
 import { validateEvent } from '../store/encoding.js'
 import { EventLog, logInternals } from '../store/event-log.js'
 import { packPlain } from '../store/msgpack-plain.js'
-import { now, withTempDir } from './support.js'
-import { STEPS, invocationEvents, invocationFacts, invocationFor, runInput, scriptedClient } from './workload.js'
+import { median, now, withTempDir } from './support.js'
+import { STEPS, appendLanes, appenderLanes, invocationEvents, invocationFacts, invocationFor, runInput, scriptedClient } from './workload.js'
 
 const [workload = 'append', first, second, third] = process.argv.slice(2)
 
 async function append(appenders: number, facts: number, durability: 'sync' | 'os'): Promise<void> {
-  const template = invocationFacts(STEPS)
-  const perLane = Math.ceil(facts / appenders)
-  const lanes: RuntimeEvent[][] = Array.from({ length: appenders }, (_, lane) => {
-    const events: RuntimeEvent[] = []
-    for (let n = 0; events.length < perLane; n += 1) events.push(...invocationEvents(invocationFor(`p${lane}`, n, `p-s${lane}`), template))
-    return events.slice(0, perLane)
-  })
+  const lanes = appenderLanes(appenders, facts, 'p')
   await withTempDir(async (dir) => {
     const log = await EventLog.open(dir, { durability })
     try {
@@ -40,13 +34,11 @@ async function append(appenders: number, facts: number, durability: 'sync' | 'os
       const cpu = process.cpuUsage()
       const loop = performance.eventLoopUtilization()
       const start = now()
-      await Promise.all(lanes.map(async (lane) => {
-        for (const event of lane) await log.append(event)
-      }))
+      await appendLanes(log, lanes)
       const ms = now() - start
       const used = process.cpuUsage(cpu)
       const busy = performance.eventLoopUtilization(loop).active * 1000
-      const total = appenders * perLane
+      const total = lanes.reduce((sum, lane) => sum + lane.length, 0)
       process.stdout.write(
         `${appenders} appenders: ${Math.round(total / (ms / 1000))} facts/s, ${((used.user + used.system) / total).toFixed(1)} µs CPU per fact (all threads), ${(busy / total).toFixed(1)} µs main thread, ${groups} groups\n`,
       )
@@ -90,7 +82,6 @@ function encode(rounds: number): void {
     times.msgpackr.push(time((event) => packr.pack(event, RESERVE_START_SPACE | 1)))
     times.plain.push(time((event) => packPlain(event, 1)))
   }
-  const median = (values: number[]) => values.sort((a, b) => a - b)[values.length >> 1] as number
   process.stdout.write(`${facts.length} facts × ${rounds} rounds: msgpackr ${median(times.msgpackr).toFixed(2)} µs, packPlain ${median(times.plain).toFixed(2)} µs per fact (medians)\n`)
 }
 

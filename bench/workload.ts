@@ -8,6 +8,7 @@ import type { RunInput } from '../actors/run-input.js'
 import type { ToolDefinition } from '../actors/tool-catalog.js'
 import type { Fact, Invocation, RuntimeEvent } from '../facts/types.js'
 import { contentDigest } from '../store/digest.js'
+import type { EventLog } from '../store/event-log.js'
 
 /** Tool steps per invocation in the agent loop (each: model request, one tool call, settle). */
 export const STEPS = 20
@@ -60,6 +61,28 @@ export function invocationFacts(steps: number, open = false): Fact[] {
 /** The events of one invocation, ids `<invocationId>/<n>` as the engine makes them. */
 export function invocationEvents(invocation: Invocation, facts: readonly Fact[], recordedAt = 1_750_000_000_000): RuntimeEvent[] {
   return facts.map((fact, index) => ({ id: `${invocation.invocationId}/${index + 1}`, recordedAt: recordedAt + index, invocation, fact }))
+}
+
+/** `facts` events split over `appenders` streams, each a sequence of complete invocations of its own session. */
+export function appenderLanes(appenders: number, facts: number, tag: string): RuntimeEvent[][] {
+  const perAppender = Math.ceil(facts / appenders)
+  const template = invocationFacts(STEPS)
+  return Array.from({ length: appenders }, (_, appender) => {
+    const events: RuntimeEvent[] = []
+    for (let n = 0; events.length < perAppender; n += 1) {
+      events.push(...invocationEvents(invocationFor(`${tag}-a${appender}`, n, `${tag}-s${appender}`), template))
+    }
+    return events.slice(0, perAppender)
+  })
+}
+
+/** The appenders through `EventLog.append`, side by side, each awaiting its appends one by one. */
+export async function appendLanes(log: EventLog, lanes: readonly RuntimeEvent[][]): Promise<void> {
+  await Promise.all(
+    lanes.map(async (lane) => {
+      for (const event of lane) await log.append(event)
+    }),
+  )
 }
 
 /**

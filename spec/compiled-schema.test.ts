@@ -5,17 +5,22 @@
  * must answer identically, and validateEvent refuses exactly what it refused before.
  */
 import fc from 'fast-check'
+import { spawn } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
 import { suite } from 'uvu'
 import * as assert from 'uvu/assert'
 import { z } from 'zod'
 import { FactstateError } from '../errors.js'
-import { UnsupportedSchemaError, compileSchema, parseRuntimeEvent } from '../facts/compiled-schema.js'
+import { UnsupportedSchemaError, compileSchema, objectsGenerated, parseRuntimeEvent } from '../facts/compiled-schema.js'
 import { ID_PATTERN } from '../facts/schema.js'
 import type { RuntimeEvent } from '../facts/types.js'
 import { STEPS, invocationEvents, invocationFacts, invocationFor } from '../bench/workload.js'
 import { canonical, encodeEvent, validateEvent } from '../store/encoding.js'
+import { withTimeout } from './support/temp.js'
 
-const test = suite('compiled schema')
+/** Set in the child that runs this whole file again with code generation disallowed (see the last test). */
+const WITHOUT_CODEGEN = process.env.FACTSTATE_SPEC_NO_CODEGEN === '1'
+const test = suite(WITHOUT_CODEGEN ? 'compiled schema (no code generation)' : 'compiled schema')
 
 /** store/encoding.ts refuses objects and arrays nested deeper than this (the event at depth 0). */
 const MAX_DEPTH = 64
@@ -638,6 +643,28 @@ test('compiled number and string checks accept exactly what zod accepts', () => 
     { numRuns: RUNS },
   )
   assert.ok(accepted > RUNS / 20, `${accepted} inputs were valid`)
+})
+
+test('strict objects are parsed by generated code, and by the loop where code generation is disallowed', async () => {
+  assert.is(objectsGenerated, !WITHOUT_CODEGEN)
+  if (WITHOUT_CODEGEN) return
+  // Every test above again, in a child where `new Function` throws: the loop must answer the same.
+  const file = fileURLToPath(import.meta.url)
+  const child = spawn(process.execPath, ['--disallow-code-generation-from-strings', '--import', 'tsx', file], {
+    env: { ...process.env, FACTSTATE_SPEC_NO_CODEGEN: '1' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  let output = ''
+  child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()))
+  child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()))
+  try {
+    const code = await withTimeout(new Promise<number | null>((resolve) => child.once('exit', resolve)), 120_000, 'the child run without code generation')
+    assert.is(code, 0, output)
+    const passed = /Passed:\s+(\d+)/.exec(output.replace(/\x1b\[[0-9;]*m/g, ''))
+    assert.ok(passed && Number(passed[1]) >= 9, `the child ran every test: ${output.slice(-400)}`)
+  } finally {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
+  }
 })
 
 test.run()

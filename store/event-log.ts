@@ -103,6 +103,8 @@ interface PendingEntry {
   result: number | number[]
 }
 
+const noop = (): void => undefined
+
 /** A group being staged, then written as one batch. */
 interface Batch {
   staging: Staging
@@ -686,7 +688,7 @@ export class EventLog {
    * bytes it is `LOG_CONFLICT`.
    */
   append(event: RuntimeEvent): Promise<number> {
-    return this.#enqueue([event], undefined, true) as Promise<number>
+    return this.#enqueue([event], undefined, true, true) as Promise<number>
   }
 
   /** Appends events atomically: all of them become durable together, or none is written. */
@@ -697,15 +699,13 @@ export class EventLog {
     return this.#enqueue(events, undefined, false) as Promise<number[]>
   }
 
-  #enqueue(events: RuntimeEvent[], precondition: Precondition | undefined, single: boolean): Promise<number | number[]> {
+  /** `owned`: `events` is an array made for this call, so the validated copies may replace its items. */
+  #enqueue(events: RuntimeEvent[], precondition: Precondition | undefined, single: boolean, owned = false): Promise<number | number[]> {
+    let validated: RuntimeEvent[]
     try {
       this.#assertOpen()
-    } catch (error) {
-      return Promise.reject(error)
-    }
-    const validated: RuntimeEvent[] = []
-    try {
-      for (const event of events) validated.push(validateEvent(event))
+      validated = owned ? events : new Array<RuntimeEvent>(events.length)
+      for (let index = 0; index < events.length; index += 1) validated[index] = validateEvent(events[index])
     } catch (error) {
       return Promise.reject(error)
     }
@@ -714,12 +714,16 @@ export class EventLog {
     if (this.#idsBuild === undefined ? (this.#appended += validated.length) >= ID_FILTER_AFTER : this.#idsReady && this.#ids?.full) {
       this.#idsBuild = this.#buildIds()
     }
-    return new Promise<number | number[]>((resolve, reject) => {
-      this.#pending.push({ events: validated, precondition, single, resolve, reject, result: 0 })
-      this.#pendingEvents += validated.length
-      this.#wakeUp()
-      this.#flushing ??= this.#flush()
+    const entry: PendingEntry = { events: validated, precondition, single, resolve: noop, reject: noop, result: 0 }
+    const promise = new Promise<number | number[]>((resolve, reject) => {
+      entry.resolve = resolve
+      entry.reject = reject
     })
+    this.#pending.push(entry)
+    this.#pendingEvents += validated.length
+    this.#wakeUp()
+    this.#flushing ??= this.#flush()
+    return promise
   }
 
   #wakeUp(): void {

@@ -1,6 +1,6 @@
 import { open as openFile, readFile, rename } from 'node:fs/promises'
 import { join } from 'node:path'
-import { ClassicLevel } from 'classic-level'
+import { type ChainedBatch, ClassicLevel } from 'classic-level'
 import { FactstateError } from '../errors.js'
 import { id as idSchema } from '../facts/schema.js'
 import type { RunBoundary, RuntimeEvent, StoredEvent } from '../facts/types.js'
@@ -104,12 +104,21 @@ interface PendingEntry {
 }
 
 const noop = (): void => undefined
+/** The value of the index entries whose key says it all. */
+const EMPTY = new Uint8Array(0)
 
 /** A group being staged, then written as one batch. */
 interface Batch {
   staging: Staging
   accepted: PendingEntry[]
   events: number
+  /**
+   * The LevelDB batch, filled with each accepted entry's event records as it is staged (while the
+   * previous group syncs), so that only the index records are left to add once the disk is free.
+   */
+  writes: ChainedBatch<Db, string, Uint8Array> | undefined
+  /** The staged events already in `writes`. */
+  put: number
 }
 
 /** Facts newer than this many seqs are checked for continuity on every open. */
@@ -771,7 +780,7 @@ export class EventLog {
       entry.reject(this.#failed)
       return undefined
     }
-    const batch = (this.#next ??= { staging: new Staging(this.#inFlight, this.#state), accepted: [], events: 0 })
+    const batch = (this.#next ??= { staging: new Staging(this.#inFlight, this.#state), accepted: [], events: 0, writes: undefined, put: 0 })
     const { precondition } = entry
     if (precondition === undefined && entry.events.length === 1) {
       // One event stages completely or throws before it changes anything: no scratch staging needed.
@@ -780,6 +789,7 @@ export class EventLog {
         entry.result = entry.single ? seq : [seq]
         batch.accepted.push(entry)
         batch.events += 1
+        this.#putStaged(batch)
       } catch (error) {
         entry.reject(error)
       }
@@ -792,6 +802,7 @@ export class EventLog {
       entry.result = entry.single ? (seqs[0] as number) : seqs
       batch.accepted.push(entry)
       batch.events += entry.events.length
+      this.#putStaged(batch)
     }
     if (precondition === undefined) {
       try {
@@ -817,6 +828,7 @@ export class EventLog {
     // Whatever it was staged on is durable and absorbed by now.
     staging.parent = undefined
     if (this.#failed) {
+      void batch.writes?.close()
       for (const entry of accepted) entry.reject(this.#failed)
       return
     }
@@ -824,7 +836,7 @@ export class EventLog {
       this.#inFlight = staging
       this.#writing = true
       try {
-        await this.#write(staging)
+        await this.#write(batch)
       } catch (error) {
         this.#failed = levelError(error)
         for (const entry of accepted) entry.reject(this.#failed)
@@ -922,16 +934,10 @@ export class EventLog {
    * invocation that stays open is not rewritten with every fact (it is rebuilt on open, see
    * `#catchUp`), which keeps a fact to three small index entries.
    */
-  async #write(staging: Staging): Promise<void> {
-    const batch = this.#db.batch()
-    const empty = new Uint8Array(0)
-    for (const { seq, bytes, event, chain } of staging.events) {
-      batch.put(keys.event(seq), bytes)
-      batch.put(keys.eventId(event.id), encodeIdRecord(seq, chain))
-      batch.put(keys.byInvocation(event.invocation.invocationId, seq), empty)
-      if (event.fact.type === 'invocation.opened') batch.put(keys.open(event.invocation.invocationId), empty)
-      if (event.fact.type === 'invocation.ended') batch.del(keys.open(event.invocation.invocationId))
-    }
+  async #write(group: Batch): Promise<void> {
+    const { staging } = group
+    this.#putStaged(group)
+    const batch = group.writes as ChainedBatch<Db, string, Uint8Array>
     for (const id of staging.persisted) batch.put(keys.invocation(id), encodeRecord(staging.invocations.get(id)))
     for (const [key, run] of staging.runs) batch.put(key, encodeRecord(run))
     for (const [id, record] of staging.sessions) batch.put(keys.session(id), encodeRecord(record))
@@ -939,6 +945,22 @@ export class EventLog {
     batch.put(keys.head, encodeRecord(staging.head))
     if (!this.#formatMarked) batch.put(keys.format, encodeRecord(INDEX_FORMAT))
     await batch.write({ sync: this.#durability === 'sync' })
+  }
+
+  /** Adds the records of the group's events staged since the last call to its LevelDB batch, in seq order. */
+  #putStaged(group: Batch): void {
+    const { events } = group.staging
+    if (group.put === events.length) return
+    const batch = (group.writes ??= this.#db.batch())
+    for (let index = group.put; index < events.length; index += 1) {
+      const { seq, bytes, event, chain } = events[index] as Staging['events'][number]
+      batch.put(keys.event(seq), bytes)
+      batch.put(keys.eventId(event.id), encodeIdRecord(seq, chain))
+      batch.put(keys.byInvocation(event.invocation.invocationId, seq), EMPTY)
+      if (event.fact.type === 'invocation.opened') batch.put(keys.open(event.invocation.invocationId), EMPTY)
+      if (event.fact.type === 'invocation.ended') batch.del(keys.open(event.invocation.invocationId))
+    }
+    group.put = events.length
   }
 
   /** The stored bytes of an invocation's facts with seqs after `after`, up to `upTo`, in order. */

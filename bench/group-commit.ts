@@ -9,6 +9,10 @@
  *   bookkeeping: the physical limit of writing what factstate must write.
  * - `rawFactsOnly`: only the encoded fact records (`e!<seq>` → stored bytes), same batches: the
  *   limit of a log without indexes. `factstate / rawFactsOnly` shows the price of the indexes.
+ * - `rawHalfBatches` (2 appenders and more): the same records as `raw`, in batches of half the
+ *   appenders. A log that stages one group while the other syncs (what `EventLog` does under a big
+ *   backlog) writes at best half the appenders per sync: this is the ceiling of that design, even
+ *   if staging cost nothing. One group per sync has no such ceiling but pays the staging between syncs.
  *
  * Each side gets a fresh directory per run; runs alternate between the sides. The records are
  * captured by an untimed pass of the same appends (capturing costs time the timed pass must not pay).
@@ -47,8 +51,12 @@ export interface GroupCommitFigures {
    */
   mainThreadMicrosPerFact: { factstate: number; raw: number }
   cpuMicrosPerFact: { factstate: number; raw: number }
-  /** Facts per synced batch: the raw replay writes one fact per appender per batch. */
-  factsPerSync: { factstate: number; raw: number }
+  /** Facts per synced batch: the raw replay writes one fact per appender per batch, the half-batch replay half that. */
+  factsPerSync: { factstate: number; raw: number; rawHalfBatches?: number }
+  /** The raw replay in batches of half the appenders (2 appenders and more; see the header). */
+  rawHalfBatchesFactsPerSecond?: number
+  /** rawHalfBatches / raw, median of paired runs: what alternating two groups can reach at most. */
+  halfBatchesCeiling?: number
 }
 
 type Op = { type: 'put'; key: string; value: Uint8Array } | { type: 'del'; key: string }
@@ -211,14 +219,16 @@ export async function groupCommit(quick: boolean): Promise<GroupCommitFigures[]>
   const runs = quick ? 3 : 5
   const figures: GroupCommitFigures[] = []
   for (const [concurrency, facts] of plan) {
-    const samples: { fs: RunResult; raw: RunResult; only: RunResult; records: number }[] = []
+    const half = Math.floor(concurrency / 2)
+    const samples: { fs: RunResult; raw: RunResult; only: RunResult; half: RunResult | undefined; records: number }[] = []
     for (let run = 0; run < runs; run += 1) {
       const lanes = appenderLanes(concurrency, facts, `gc${concurrency}x${run}`)
       const ops = await capturedOps(lanes)
       const fs = await factstateRun(lanes)
       const raw = await rawRun(sameRecordBatches(ops, concurrency), fs.facts)
       const only = await rawRun(factOnlyBatches(lanes), fs.facts)
-      samples.push({ fs, raw, only, records: ops.length / fs.facts })
+      const halves = half >= 1 ? await rawRun(sameRecordBatches(ops, half), fs.facts) : undefined
+      samples.push({ fs, raw, only, half: halves, records: ops.length / fs.facts })
     }
     const rate = (r: RunResult) => r.facts / (r.ms / 1000)
     const med = (pick: (s: (typeof samples)[number]) => number) => median(samples.map(pick))
@@ -236,10 +246,19 @@ export async function groupCommit(quick: boolean): Promise<GroupCommitFigures[]>
       recordsPerFact: med((s) => s.records),
       mainThreadMicrosPerFact: { factstate: med((s) => s.fs.mainUs / s.fs.facts), raw: med((s) => s.raw.mainUs / s.raw.facts) },
       cpuMicrosPerFact: { factstate: med((s) => s.fs.cpuUs / s.fs.facts), raw: med((s) => s.raw.cpuUs / s.raw.facts) },
-      factsPerSync: { factstate: med((s) => s.fs.facts / s.fs.syncs), raw: med((s) => s.raw.facts / s.raw.syncs) },
+      factsPerSync: {
+        factstate: med((s) => s.fs.facts / s.fs.syncs),
+        raw: med((s) => s.raw.facts / s.raw.syncs),
+        ...(half >= 1 && { rawHalfBatches: med((s) => (s.half as RunResult).facts / (s.half as RunResult).syncs) }),
+      },
+      ...(half >= 1 && {
+        rawHalfBatchesFactsPerSecond: med((s) => rate(s.half as RunResult)),
+        halfBatchesCeiling: med((s) => rate(s.half as RunResult) / rate(s.raw)),
+      }),
     }
     progress(
-      `group commit ×${concurrency}: factstate ${Math.round(entry.factstateFactsPerSecond)} facts/s, raw same records ${Math.round(entry.rawFactsPerSecond)}, raw facts only ${Math.round(entry.rawFactsOnlyPerSecond)}`,
+      `group commit ×${concurrency}: factstate ${Math.round(entry.factstateFactsPerSecond)} facts/s, raw same records ${Math.round(entry.rawFactsPerSecond)}` +
+        `${entry.rawHalfBatchesFactsPerSecond === undefined ? '' : ` (in half batches ${Math.round(entry.rawHalfBatchesFactsPerSecond)})`}, raw facts only ${Math.round(entry.rawFactsOnlyPerSecond)}`,
     )
     figures.push(entry)
   }

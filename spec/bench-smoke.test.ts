@@ -77,6 +77,17 @@ test('npm run bench -- --quick writes every figure as a finite positive number',
       assert.is(at(results, `details.groupCommit.${index}.concurrency`), appenders)
       assert.is(at(results, `details.groupCommit.${index}.factsPerSync.raw`), appenders, `raw facts per sync at ${appenders}`)
       assert.ok((at(results, `details.groupCommit.${index}.factsPerSync.factstate`) as number) <= appenders, `factstate facts per sync at ${appenders}`)
+      // The ceiling of alternating two groups: the same records in batches of half the appenders.
+      const halves = at(results, `details.groupCommit.${index}.factsPerSync.rawHalfBatches`)
+      const ceiling = at(results, `groupCommitHalfBatchesCeiling.c${appenders}`)
+      if (appenders === 1) {
+        assert.is(halves, undefined, 'no half batches of one appender')
+        assert.is(ceiling, undefined)
+      } else {
+        assert.is(halves, appenders / 2, `raw half batches hold ${appenders / 2} facts`)
+        assert.ok(typeof ceiling === 'number' && ceiling > 0 && Number.isFinite(ceiling), `half-batch ceiling at ${appenders} (${String(ceiling)})`)
+        assert.is(ceiling, at(results, `details.groupCommit.${index}.halfBatchesCeiling`))
+      }
     }
   }))
 

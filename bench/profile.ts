@@ -4,17 +4,25 @@
  *   node --cpu-prof --import tsx bench/profile.ts append [appenders=256] [facts=51200] [sync|os]
  *   node --cpu-prof --import tsx bench/profile.ts engine [concurrency=64] [rounds=3]
  *   node --import tsx bench/profile.ts encode [rounds=40]
+ *   node --import tsx bench/profile.ts validate [rounds=40]
  *
  * Each prints its throughput and the process CPU time (all threads) per fact or step; `append` also
- * prints the main thread's busy time per fact (event-loop utilization), the part that caps a group.
- * `encode` times msgpackr against store/msgpack-plain.ts on the workload's validated facts,
- * alternating the two in one process, and prints the medians.
+ * prints the main thread's busy time per fact (event-loop utilization), the part that caps a group,
+ * and how long the disk sat idle between one synced batch and the next (median: from a batch's
+ * completion to the next `write()` call). `encode` times msgpackr against store/msgpack-plain.ts on
+ * the workload's validated facts, alternating the two in one process, and prints the medians.
+ * `validate` times the compiled copier on the workload's facts with strict objects parsed by
+ * generated code and by the loop (`compileSchema(…, { generate: false })`), alternating the two in
+ * one process, and prints the medians.
  */
 import { Packr, RESERVE_START_SPACE } from 'msgpackr'
+import { createRequire } from 'node:module'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { Engine } from '../actors/engine.js'
 import { ModelExecutor } from '../actors/model-executor.js'
+import { compileSchema, parseRuntimeEvent } from '../facts/compiled-schema.js'
+import { runtimeEventSchema } from '../facts/schema.js'
 import type { RuntimeEvent } from '../facts/types.js'
 import { validateEvent } from '../store/encoding.js'
 import { EventLog, logInternals } from '../store/event-log.js'
@@ -24,6 +32,25 @@ import { STEPS, appendLanes, appenderLanes, invocationEvents, invocationFacts, i
 
 const [workload = 'append', first, second, third] = process.argv.slice(2)
 
+/** Completion → next `write()` of LevelDB chained batches, µs: the disk's idle time between syncs. */
+function timeSyncGaps(): { gaps: number[]; stop: () => void } {
+  const { ChainedBatch } = createRequire(import.meta.url)('classic-level/chained-batch.js') as {
+    ChainedBatch: { prototype: { _write(options: unknown): Promise<void> } }
+  }
+  const proto = ChainedBatch.prototype
+  const write = proto._write
+  const gaps: number[] = []
+  let done: number | undefined
+  proto._write = function (options) {
+    if (done !== undefined) gaps.push((now() - done) * 1000)
+    done = undefined
+    return write.call(this, options).then(() => {
+      done = now()
+    })
+  }
+  return { gaps, stop: () => (proto._write = write) }
+}
+
 async function append(appenders: number, facts: number, durability: 'sync' | 'os'): Promise<void> {
   const lanes = appenderLanes(appenders, facts, 'p')
   await withTempDir(async (dir) => {
@@ -31,6 +58,7 @@ async function append(appenders: number, facts: number, durability: 'sync' | 'os
     try {
       let groups = 0
       logInternals(log).subscribe(() => (groups += 1))
+      const syncs = timeSyncGaps()
       const cpu = process.cpuUsage()
       const loop = performance.eventLoopUtilization()
       const start = now()
@@ -38,9 +66,10 @@ async function append(appenders: number, facts: number, durability: 'sync' | 'os
       const ms = now() - start
       const used = process.cpuUsage(cpu)
       const busy = performance.eventLoopUtilization(loop).active * 1000
+      syncs.stop()
       const total = lanes.reduce((sum, lane) => sum + lane.length, 0)
       process.stdout.write(
-        `${appenders} appenders: ${Math.round(total / (ms / 1000))} facts/s, ${((used.user + used.system) / total).toFixed(1)} µs CPU per fact (all threads), ${(busy / total).toFixed(1)} µs main thread, ${groups} groups\n`,
+        `${appenders} appenders: ${Math.round(total / (ms / 1000))} facts/s, ${((used.user + used.system) / total).toFixed(1)} µs CPU per fact (all threads), ${(busy / total).toFixed(1)} µs main thread, ${groups} groups, disk idle ${median(syncs.gaps).toFixed(0)} µs between syncs (median)\n`,
       )
     } finally {
       await log.close()
@@ -85,7 +114,28 @@ function encode(rounds: number): void {
   process.stdout.write(`${facts.length} facts × ${rounds} rounds: msgpackr ${median(times.msgpackr).toFixed(2)} µs, packPlain ${median(times.plain).toFixed(2)} µs per fact (medians)\n`)
 }
 
+function validate(rounds: number): void {
+  const facts = Array.from({ length: 200 }, (_, n) => invocationEvents(invocationFor('val', n), invocationFacts(STEPS))).flat()
+  const loop = compileSchema(runtimeEventSchema, '(root)', { generate: false })
+  const times = { generated: [] as number[], loop: [] as number[] }
+  const time = (parse: (event: unknown, depth: number) => unknown): number => {
+    const start = now()
+    for (const event of facts) {
+      if (parse(event, 64) === undefined) throw new Error('a workload fact left the fast path')
+    }
+    return ((now() - start) * 1000) / facts.length
+  }
+  for (let round = 0; round < rounds; round += 1) {
+    times.generated.push(time(parseRuntimeEvent))
+    times.loop.push(time(loop))
+  }
+  process.stdout.write(
+    `${facts.length} facts × ${rounds} rounds: compiled copier ${median(times.loop).toFixed(2)} µs with the loop, ${median(times.generated).toFixed(2)} µs with generated code per fact (medians)\n`,
+  )
+}
+
 if (workload === 'append') await append(Number(first ?? 256), Number(second ?? 51_200), third === 'os' ? 'os' : 'sync')
 else if (workload === 'engine') await engine(Number(first ?? 64), Number(second ?? 3))
 else if (workload === 'encode') encode(Number(first ?? 40))
-else throw new Error('usage: bench/profile.ts append|engine|encode [...]')
+else if (workload === 'validate') validate(Number(first ?? 40))
+else throw new Error('usage: bench/profile.ts append|engine|encode|validate [...]')

@@ -80,6 +80,8 @@ function isSchema(value: unknown): value is Schema {
  * `z.null()`, `z.literal`, `z.enum`, `z.array`, `z.strictObject` (members may be `.optional()`),
  * `z.record(z.string(), …)`, `z.discriminatedUnion`, `z.union` of options that accept disjoint
  * kinds of value, and `z.lazy`. Anything else throws {@link UnsupportedSchemaError}.
+ * Strict objects are parsed by code generated for their shape unless `generate` is false (or code
+ * generation is disallowed); both give the same answers.
  *
  * @example
  * ```ts
@@ -87,14 +89,19 @@ function isSchema(value: unknown): value is Schema {
  * const copy = copyInvocation(input, 64) ?? invocationSchema.parse(input)
  * ```
  */
-export function compileSchema<T>(schema: z.ZodType<T>, name = '(root)'): SchemaCopier<T> {
-  const root = new Compiler().compile(schema as unknown as Schema, name)
+export function compileSchema<T>(schema: z.ZodType<T>, name = '(root)', options: { generate?: boolean } = {}): SchemaCopier<T> {
+  const root = new Compiler(options.generate ?? true).compile(schema as unknown as Schema, name)
   return root as SchemaCopier<T>
 }
 
 class Compiler {
   readonly #compiled = new Map<Schema, Parse>()
   readonly #categorising = new Set<Schema>()
+  readonly #generate: boolean
+
+  constructor(generate: boolean) {
+    this.#generate = generate
+  }
 
   compile(schema: Schema, path: string): Parse {
     const known = this.#compiled.get(schema)
@@ -316,7 +323,7 @@ class Compiler {
     }
     const count = keys.length
     const keySet = new Set(keys)
-    return generatedObject(keys, optional, parsers) ?? ((value, depthLeft) => {
+    return (this.#generate ? generatedObject(keys, optional, parsers) : undefined) ?? ((value, depthLeft) => {
       if (typeof value !== 'object' || value === null || depthLeft < 0 || getPrototypeOf(value) !== objectPrototype || hasOwn(value, '__proto__')) {
         return undefined
       }

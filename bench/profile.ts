@@ -8,8 +8,8 @@
  *
  * Each prints its throughput and the process CPU time (all threads) per fact or step; `append` also
  * prints the main thread's busy time per fact (event-loop utilization), the part that caps a group,
- * and how long the disk sat idle between one synced batch and the next (median: from a batch's
- * completion to the next `write()` call). `encode` times msgpackr against store/msgpack-plain.ts on
+ * how long a synced batch takes from its `write()` call to its completion, and how long the disk sat
+ * idle between one synced batch and the next (from a batch's completion to the next `write()` call). `encode` times msgpackr against store/msgpack-plain.ts on
  * the workload's validated facts, alternating the two in one process, and prints the medians.
  * `validate` times the compiled copier on the workload's facts with strict objects parsed by
  * generated code and by the loop (`compileSchema(…, { generate: false })`), alternating the two in
@@ -32,23 +32,31 @@ import { STEPS, appendLanes, appenderLanes, invocationEvents, invocationFacts, i
 
 const [workload = 'append', first, second, third] = process.argv.slice(2)
 
-/** Completion → next `write()` of LevelDB chained batches, µs: the disk's idle time between syncs. */
-function timeSyncGaps(): { gaps: number[]; stop: () => void } {
+const mean = (values: readonly number[]): number => values.reduce((sum, value) => sum + value, 0) / values.length
+
+/**
+ * LevelDB chained batches, µs: completion → next `write()` (the disk's idle time between syncs) and
+ * `write()` → completion (a synced batch, as the main thread sees it).
+ */
+function timeSyncs(): { gaps: number[]; latencies: number[]; stop: () => void } {
   const { ChainedBatch } = createRequire(import.meta.url)('classic-level/chained-batch.js') as {
     ChainedBatch: { prototype: { _write(options: unknown): Promise<void> } }
   }
   const proto = ChainedBatch.prototype
   const write = proto._write
   const gaps: number[] = []
+  const latencies: number[] = []
   let done: number | undefined
   proto._write = function (options) {
-    if (done !== undefined) gaps.push((now() - done) * 1000)
+    const start = now()
+    if (done !== undefined) gaps.push((start - done) * 1000)
     done = undefined
     return write.call(this, options).then(() => {
       done = now()
+      latencies.push((done - start) * 1000)
     })
   }
-  return { gaps, stop: () => (proto._write = write) }
+  return { gaps, latencies, stop: () => (proto._write = write) }
 }
 
 async function append(appenders: number, facts: number, durability: 'sync' | 'os'): Promise<void> {
@@ -58,7 +66,7 @@ async function append(appenders: number, facts: number, durability: 'sync' | 'os
     try {
       let groups = 0
       logInternals(log).subscribe(() => (groups += 1))
-      const syncs = timeSyncGaps()
+      const syncs = timeSyncs()
       const cpu = process.cpuUsage()
       const loop = performance.eventLoopUtilization()
       const start = now()
@@ -69,7 +77,7 @@ async function append(appenders: number, facts: number, durability: 'sync' | 'os
       syncs.stop()
       const total = lanes.reduce((sum, lane) => sum + lane.length, 0)
       process.stdout.write(
-        `${appenders} appenders: ${Math.round(total / (ms / 1000))} facts/s, ${((used.user + used.system) / total).toFixed(1)} µs CPU per fact (all threads), ${(busy / total).toFixed(1)} µs main thread, ${groups} groups, disk idle ${median(syncs.gaps).toFixed(0)} µs between syncs (median)\n`,
+        `${appenders} appenders: ${Math.round(total / (ms / 1000))} facts/s, ${((used.user + used.system) / total).toFixed(1)} µs CPU per fact (all threads), ${(busy / total).toFixed(1)} µs main thread, ${groups} groups; synced batches take ${median(syncs.latencies).toFixed(0)} µs (median; mean ${mean(syncs.latencies).toFixed(0)}), the disk idles ${median(syncs.gaps).toFixed(0)} µs between them (median)\n`,
       )
     } finally {
       await log.close()

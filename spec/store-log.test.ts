@@ -4,6 +4,7 @@
  * concurrent appenders.
  */
 import { cp, mkdir, symlink } from 'node:fs/promises'
+import { createRequire } from 'node:module'
 import { join } from 'node:path'
 import { ClassicLevel } from 'classic-level'
 import { suite } from 'uvu'
@@ -620,6 +621,55 @@ concurrency(
       for (const { id } of pending) assert.is(prefix.projectInvocation(id).terminal, 'completed')
     }),
   ),
+)
+
+concurrency(
+  'LevelDB refusing a put while a group is staged fails the log: that group is not written, what was durable stays',
+  boundedTest(30_000, async (dir) => {
+    // The one way to make LevelDB refuse a put: the binding's own method, for one key.
+    const { ChainedBatch } = createRequire(import.meta.url)('classic-level/chained-batch.js') as {
+      ChainedBatch: { prototype: { _put(key: string, value: Uint8Array): void } }
+    }
+    const proto = ChainedBatch.prototype
+    const put = proto._put
+    const poisoned = keys.eventId('inv-bad/3')
+    proto._put = function (key, value) {
+      if (key === poisoned) throw Object.assign(new Error('injected put failure'), { code: 'LEVEL_IO_ERROR' })
+      return put.call(this, key, value)
+    }
+    // The ids whose append resolved: exactly these must be in the log afterwards.
+    const acknowledged = new Set<string>()
+    try {
+      await withLog(dir, async (log) => {
+        const append = async (event: RuntimeEvent) => {
+          await log.append(event)
+          acknowledged.add(event.id)
+        }
+        for (const event of completeInvocation('good')) await append(event)
+        // Side by side with the bad invocation, so that they share groups.
+        const lanes = [completeInvocation('bad'), ...Array.from({ length: 8 }, (_, n) => completeInvocation(`other${n}`))]
+        const outcomes = await Promise.allSettled(
+          lanes.map(async (events) => {
+            for (const event of events) await append(event)
+          }),
+        )
+        const failed = outcomes.filter((outcome): outcome is PromiseRejectedResult => outcome.status === 'rejected')
+        assert.ok(failed.length >= 1 && outcomes[0]?.status === 'rejected', 'the appender of the refused fact is rejected')
+        for (const { reason } of failed) assert.is((reason as FactstateError).code, 'LOG_IO', String(reason))
+        assert.is((await refusal(log.append(completeInvocation('late')[0] as RuntimeEvent))).code, 'LOG_IO', 'a failed log refuses later appends')
+        assert.is((await refusal(log.prefix(ALL, ALL))).code, 'LOG_IO', 'and reads')
+      })
+    } finally {
+      proto._put = put
+    }
+    assert.ok(acknowledged.has('inv-good/8') && !acknowledged.has('inv-bad/3'))
+    await withLog(dir, async (log) => {
+      const prefix = await log.prefix(ALL, ALL)
+      assert.equal(new Set(prefix.events.map(({ event }) => event.id)), acknowledged, 'the log holds exactly the acknowledged facts')
+      assert.is(prefix.projectInvocation('inv-good').terminal, 'completed')
+      assert.is((await log.verify()).events, acknowledged.size, 'the log verifies after the failure')
+    })
+  }),
 )
 
 concurrency.run()

@@ -789,10 +789,11 @@ export class EventLog {
         entry.result = entry.single ? seq : [seq]
         batch.accepted.push(entry)
         batch.events += 1
-        this.#putStaged(batch)
       } catch (error) {
         entry.reject(error)
+        return undefined
       }
+      this.#putStaged(batch)
       return undefined
     }
     const local = new Staging(batch.staging, this.#state)
@@ -827,6 +828,8 @@ export class EventLog {
     const { staging, accepted } = batch
     // Whatever it was staged on is durable and absorbed by now.
     staging.parent = undefined
+    // Normally a no-op: every accepted entry's records were put as it was staged.
+    this.#putStaged(batch)
     if (this.#failed) {
       void batch.writes?.close()
       for (const entry of accepted) entry.reject(this.#failed)
@@ -936,7 +939,6 @@ export class EventLog {
    */
   async #write(group: Batch): Promise<void> {
     const { staging } = group
-    this.#putStaged(group)
     const batch = group.writes as ChainedBatch<Db, string, Uint8Array>
     for (const id of staging.persisted) batch.put(keys.invocation(id), encodeRecord(staging.invocations.get(id)))
     for (const [key, run] of staging.runs) batch.put(key, encodeRecord(run))
@@ -947,20 +949,28 @@ export class EventLog {
     await batch.write({ sync: this.#durability === 'sync' })
   }
 
-  /** Adds the records of the group's events staged since the last call to its LevelDB batch, in seq order. */
+  /**
+   * Adds the records of the group's events staged since the last call to its LevelDB batch, in seq
+   * order. Never throws: LevelDB refusing a put fails the log, as a failed write does, and every
+   * caller of the group (and after it) is then rejected with that error.
+   */
   #putStaged(group: Batch): void {
     const { events } = group.staging
-    if (group.put === events.length) return
-    const batch = (group.writes ??= this.#db.batch())
-    for (let index = group.put; index < events.length; index += 1) {
-      const { seq, bytes, event, chain } = events[index] as Staging['events'][number]
-      batch.put(keys.event(seq), bytes)
-      batch.put(keys.eventId(event.id), encodeIdRecord(seq, chain))
-      batch.put(keys.byInvocation(event.invocation.invocationId, seq), EMPTY)
-      if (event.fact.type === 'invocation.opened') batch.put(keys.open(event.invocation.invocationId), EMPTY)
-      if (event.fact.type === 'invocation.ended') batch.del(keys.open(event.invocation.invocationId))
+    if (group.put === events.length || this.#failed) return
+    try {
+      const batch = (group.writes ??= this.#db.batch())
+      for (let index = group.put; index < events.length; index += 1) {
+        const { seq, bytes, event, chain } = events[index] as Staging['events'][number]
+        batch.put(keys.event(seq), bytes)
+        batch.put(keys.eventId(event.id), encodeIdRecord(seq, chain))
+        batch.put(keys.byInvocation(event.invocation.invocationId, seq), EMPTY)
+        if (event.fact.type === 'invocation.opened') batch.put(keys.open(event.invocation.invocationId), EMPTY)
+        if (event.fact.type === 'invocation.ended') batch.del(keys.open(event.invocation.invocationId))
+      }
+      group.put = events.length
+    } catch (error) {
+      this.#failed = levelError(error)
     }
-    group.put = events.length
   }
 
   /** The stored bytes of an invocation's facts with seqs after `after`, up to `upTo`, in order. */

@@ -12,7 +12,7 @@ import * as assert from 'uvu/assert'
 import { z } from 'zod'
 import { FactstateError } from '../errors.js'
 import { UnsupportedSchemaError, compileSchema, objectsGenerated, parseRuntimeEvent } from '../facts/compiled-schema.js'
-import { ID_PATTERN } from '../facts/schema.js'
+import { ID_PATTERN, runtimeEventSchema } from '../facts/schema.js'
 import type { RuntimeEvent } from '../facts/types.js'
 import { STEPS, invocationEvents, invocationFacts, invocationFor } from '../bench/workload.js'
 import { canonical, encodeEvent, validateEvent } from '../store/encoding.js'
@@ -218,11 +218,16 @@ test('every valid event takes the fast path and comes out exactly as the zod pat
 
 test('the benchmark workload takes the fast path, value for value and byte for byte', () => {
   const events = invocationEvents(invocationFor('x', 1, 's'), invocationFacts(STEPS))
+  // What bench/profile.ts validate compares it with: the same compiler told not to generate code.
+  const loop = compileSchema(runtimeEventSchema, '(root)', { generate: false })
   for (const event of events) {
     const fast = parseRuntimeEvent(event, MAX_DEPTH)
     const before = slowPath(event)
     assert.ok(fast !== undefined && before.ok)
     sameEvent(fast, before.value)
+    const looped = loop(event, MAX_DEPTH)
+    assert.ok(looped !== undefined)
+    sameEvent(looped, before.value)
   }
 })
 

@@ -9,8 +9,9 @@
  * Each prints its throughput and the process CPU time (all threads) per fact or step; `append` also
  * prints the main thread's busy time per fact (event-loop utilization), the part that caps a group,
  * how long a synced batch takes from its `write()` call to its completion, and how long the disk sat
- * idle between one synced batch and the next (from a batch's completion to the next `write()` call). `encode` times msgpackr against store/msgpack-plain.ts on
- * the workload's validated facts, alternating the two in one process, and prints the medians.
+ * idle between one synced batch and the next (from a batch's completion to the next `write()` call).
+ * `encode` times msgpackr against store/msgpack-plain.ts on the workload's validated facts,
+ * alternating the two in one process, and prints the medians.
  * `validate` times the compiled copier on the workload's facts with strict objects parsed by
  * generated code and by the loop (`compileSchema(…, { generate: false })`), alternating the two in
  * one process, and prints the medians.

@@ -791,4 +791,31 @@ format(
   }),
 )
 
+format(
+  "an ended invocation's index record holds its members in the order they have always been stored in",
+  boundedTest(20_000, async (dir) => {
+    const events = completeInvocation('order')
+    await withLog(dir, async (log) => {
+      for (const event of events) await log.append(event)
+    })
+    await tamper(dir, async (db) => {
+      const record = decodeRecord<Record<string, unknown>>((await db.get(keys.invocation('inv-order'))) as Uint8Array, 'invocation')
+      assert.equal(Object.keys(record), ['invocation', 'inputKind', 'openedSeq', 'lastSeq', 'facts', 'terminal', 'openSteps', 'uncertain', 'operations', 'held', 'outcome'])
+      assert.equal(record, {
+        invocation: events[0]?.invocation,
+        inputKind: 'message',
+        openedSeq: 1,
+        lastSeq: events.length,
+        facts: events.length,
+        terminal: 'completed',
+        openSteps: [],
+        uncertain: [],
+        operations: ['op1'],
+        held: null,
+        outcome: { status: 'completed' },
+      })
+    })
+  }),
+)
+
 format.run()

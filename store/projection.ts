@@ -99,7 +99,21 @@ export function applyToInvocation(record: InvocationRecord | undefined, event: R
     })
   }
   if (!sameInvocation(record.invocation, event.invocation)) refuse(event, 'its session, turn or run differ from the opened invocation')
-  const next: InvocationRecord = { ...record, lastSeq: seq, facts: record.facts + 1 }
+  // Member by member, in the stored order, rather than `{ ...record, lastSeq, facts }`: V8 builds a
+  // spread with overridden members on a slow path, ~15 times the cost (0.3 µs on every fact). A record
+  // here is never terminal, so it has no outcome to carry.
+  const next: InvocationRecord = {
+    invocation: record.invocation,
+    inputKind: record.inputKind,
+    openedSeq: record.openedSeq,
+    lastSeq: seq,
+    facts: record.facts + 1,
+    terminal: record.terminal,
+    openSteps: record.openSteps,
+    uncertain: record.uncertain,
+    operations: record.operations,
+    held: record.held,
+  }
   switch (fact.type) {
     case 'invocation.opened':
       return refuse(event, 'the invocation is already open')

@@ -20,13 +20,12 @@
  * Child entry: `node --import tsx bench/group-commit.ts [--quick]`.
  */
 import { ClassicLevel } from 'classic-level'
-import { createRequire } from 'node:module'
 import { performance } from 'node:perf_hooks'
 import type { RuntimeEvent } from '../facts/types.js'
 import { EventLog } from '../store/event-log.js'
 import { canonical, encodeEvent } from '../store/encoding.js'
 import { keys } from '../store/keys.js'
-import { emit, measureWrites, median, now, parseArgs, progress, withTempDir } from './support.js'
+import { chainedBatchPrototype, emit, measureWrites, median, now, parseArgs, progress, withTempDir } from './support.js'
 import { appendLanes, appenderLanes } from './workload.js'
 
 export interface GroupCommitFigures {
@@ -61,12 +60,6 @@ export interface GroupCommitFigures {
 
 type Op = { type: 'put'; key: string; value: Uint8Array } | { type: 'del'; key: string }
 
-interface ChainedBatchPrototype {
-  _put(key: string, value: Uint8Array): void
-  _del(key: string): void
-  _write(options: unknown): Promise<void>
-}
-
 /**
  * Records every operation of every chained batch written while `capture` is set (the log's own
  * batches), and counts the batches written (both sides: each is one sync).
@@ -74,8 +67,7 @@ interface ChainedBatchPrototype {
 let capture: Op[] | undefined
 let batchesWritten = 0
 {
-  const { ChainedBatch } = createRequire(import.meta.url)('classic-level/chained-batch.js') as { ChainedBatch: { prototype: ChainedBatchPrototype } }
-  const proto = ChainedBatch.prototype
+  const proto = chainedBatchPrototype()
   const put = proto._put
   const del = proto._del
   const write = proto._write
@@ -220,15 +212,17 @@ export async function groupCommit(quick: boolean): Promise<GroupCommitFigures[]>
   const figures: GroupCommitFigures[] = []
   for (const [concurrency, facts] of plan) {
     const half = Math.floor(concurrency / 2)
-    const samples: { fs: RunResult; raw: RunResult; only: RunResult; half: RunResult | undefined; records: number }[] = []
+    const samples: { fs: RunResult; raw: RunResult; only: RunResult; records: number }[] = []
+    /** The half-batch replays (2 appenders and more), each with the raw run it is paired with. */
+    const halves: { half: RunResult; raw: RunResult }[] = []
     for (let run = 0; run < runs; run += 1) {
       const lanes = appenderLanes(concurrency, facts, `gc${concurrency}x${run}`)
       const ops = await capturedOps(lanes)
       const fs = await factstateRun(lanes)
       const raw = await rawRun(sameRecordBatches(ops, concurrency), fs.facts)
       const only = await rawRun(factOnlyBatches(lanes), fs.facts)
-      const halves = half >= 1 ? await rawRun(sameRecordBatches(ops, half), fs.facts) : undefined
-      samples.push({ fs, raw, only, half: halves, records: ops.length / fs.facts })
+      if (half >= 1) halves.push({ half: await rawRun(sameRecordBatches(ops, half), fs.facts), raw })
+      samples.push({ fs, raw, only, records: ops.length / fs.facts })
     }
     const rate = (r: RunResult) => r.facts / (r.ms / 1000)
     const med = (pick: (s: (typeof samples)[number]) => number) => median(samples.map(pick))
@@ -249,11 +243,11 @@ export async function groupCommit(quick: boolean): Promise<GroupCommitFigures[]>
       factsPerSync: {
         factstate: med((s) => s.fs.facts / s.fs.syncs),
         raw: med((s) => s.raw.facts / s.raw.syncs),
-        ...(half >= 1 && { rawHalfBatches: med((s) => (s.half as RunResult).facts / (s.half as RunResult).syncs) }),
+        ...(halves.length > 0 && { rawHalfBatches: median(halves.map((h) => h.half.facts / h.half.syncs)) }),
       },
-      ...(half >= 1 && {
-        rawHalfBatchesFactsPerSecond: med((s) => rate(s.half as RunResult)),
-        halfBatchesCeiling: med((s) => rate(s.half as RunResult) / rate(s.raw)),
+      ...(halves.length > 0 && {
+        rawHalfBatchesFactsPerSecond: median(halves.map((h) => rate(h.half))),
+        halfBatchesCeiling: median(halves.map((h) => rate(h.half) / rate(h.raw))),
       }),
     }
     progress(

@@ -17,7 +17,6 @@
  * one process, and prints the medians.
  */
 import { Packr, RESERVE_START_SPACE } from 'msgpackr'
-import { createRequire } from 'node:module'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { Engine } from '../actors/engine.js'
@@ -28,7 +27,7 @@ import type { RuntimeEvent } from '../facts/types.js'
 import { validateEvent } from '../store/encoding.js'
 import { EventLog, logInternals } from '../store/event-log.js'
 import { packPlain } from '../store/msgpack-plain.js'
-import { median, now, withTempDir } from './support.js'
+import { chainedBatchPrototype, median, now, withTempDir } from './support.js'
 import { STEPS, appendLanes, appenderLanes, invocationEvents, invocationFacts, invocationFor, runInput, scriptedClient } from './workload.js'
 
 const [workload = 'append', first, second, third] = process.argv.slice(2)
@@ -40,10 +39,7 @@ const mean = (values: readonly number[]): number => values.reduce((sum, value) =
  * `write()` → completion (a synced batch, as the main thread sees it).
  */
 function timeSyncs(): { gaps: number[]; latencies: number[]; stop: () => void } {
-  const { ChainedBatch } = createRequire(import.meta.url)('classic-level/chained-batch.js') as {
-    ChainedBatch: { prototype: { _write(options: unknown): Promise<void> } }
-  }
-  const proto = ChainedBatch.prototype
+  const proto = chainedBatchPrototype()
   const write = proto._write
   const gaps: number[] = []
   const latencies: number[] = []

@@ -4,6 +4,7 @@
  * LevelDB handles and background compactions of one never disturb another).
  */
 import { spawn } from 'node:child_process'
+import { createRequire } from 'node:module'
 import { mkdtemp, readFile, readdir, rm, stat } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -62,6 +63,19 @@ export async function measureWrites<T>(dir: string, body: () => Promise<T>): Pro
   const after = await bytesWritten()
   if (before !== undefined && after !== undefined) return { bytes: after - before, value }
   return { bytes: (await directoryBytes(dir)) - sizeBefore, value }
+}
+
+/** The private methods of classic-level's chained batch that the benchmarks wrap to count and time batches. */
+export interface ChainedBatchPrototype {
+  _put(key: string, value: Uint8Array): void
+  _del(key: string): void
+  _write(options: unknown): Promise<void>
+}
+
+/** classic-level's `ChainedBatch.prototype` (the class the log's `db.batch()` makes). */
+export function chainedBatchPrototype(): ChainedBatchPrototype {
+  const { ChainedBatch } = createRequire(import.meta.url)('classic-level/chained-batch.js') as { ChainedBatch: { prototype: ChainedBatchPrototype } }
+  return ChainedBatch.prototype
 }
 
 /** Command-line flags shared by every benchmark. */

@@ -323,7 +323,7 @@ class Compiler {
     }
     const count = keys.length
     const keySet = new Set(keys)
-    return (this.#generate ? generatedObject(keys, optional, parsers) : undefined) ?? ((value, depthLeft) => {
+    return (this.#generate ? generatedObject(keys, keySet, optional, parsers) : undefined) ?? ((value, depthLeft) => {
       if (typeof value !== 'object' || value === null || depthLeft < 0 || getPrototypeOf(value) !== objectPrototype || hasOwn(value, '__proto__')) {
         return undefined
       }
@@ -476,7 +476,7 @@ class Compiler {
  * the bench workload). Same checks in the same order, same copy. `undefined` where code cannot be
  * generated (`--disallow-code-generation-from-strings`): the caller keeps the loop.
  */
-function generatedObject(keys: readonly string[], optional: readonly boolean[], parsers: readonly Parse[]): Parse | undefined {
+function generatedObject(keys: readonly string[], keySet: ReadonlySet<string>, optional: readonly boolean[], parsers: readonly Parse[]): Parse | undefined {
   const lines = [
     'return function parseStrictObject(value, depthLeft) {',
     "  if (typeof value !== 'object' || value === null || depthLeft < 0 || getPrototypeOf(value) !== objectPrototype || hasOwn(value, '__proto__')) return undefined",
@@ -502,7 +502,7 @@ function generatedObject(keys: readonly string[], optional: readonly boolean[], 
   const names = ['getPrototypeOf', 'objectPrototype', 'hasOwn', 'count', 'keys', 'keySet', ...parsers.map((_, index) => `parse${index}`)]
   try {
     const factory = new Function(...names, lines.join('\n')) as (...args: unknown[]) => Parse
-    return factory(getPrototypeOf, objectPrototype, hasOwn, keys.length, keys, new Set(keys), ...parsers)
+    return factory(getPrototypeOf, objectPrototype, hasOwn, keys.length, keys, keySet, ...parsers)
   } catch {
     return undefined
   }
@@ -556,4 +556,4 @@ function checkNames(checks: readonly Schema[]): string {
 export const parseRuntimeEvent: SchemaCopier<RuntimeEvent> = compileSchema(runtimeEventSchema)
 
 /** Whether strict objects are parsed by generated code here (false where code generation is disallowed). */
-export const objectsGenerated: boolean = generatedObject([], [], []) !== undefined
+export const objectsGenerated: boolean = generatedObject([], new Set(), [], []) !== undefined

@@ -1,7 +1,9 @@
 import { createHash, hash } from 'node:crypto'
 
+/** The length of a chain value (sha256). */
+export const CHAIN_BYTES = 32
 /** The chain value before the first event. */
-export const EMPTY_CHAIN: Uint8Array = new Uint8Array(32)
+export const EMPTY_CHAIN: Uint8Array = new Uint8Array(CHAIN_BYTES)
 
 function u64(value: number): Buffer {
   const out = Buffer.alloc(8)
@@ -9,16 +11,41 @@ function u64(value: number): Buffer {
   return out
 }
 
-/** One step of a rolling chain: binds the previous value, the seq and the exact stored bytes. */
-export function chainStep(previous: Uint8Array, seq: number, stored: Uint8Array): Uint8Array {
-  // The same bytes as previous ‖ u64(seq) ‖ stored, hashed in one call: a Hash object per step costs more than the hashing.
-  const input = Buffer.allocUnsafe(previous.length + 8 + stored.length)
+/** The chain step's input (previous ‖ u64(seq) ‖ stored), reused: a step is synchronous. */
+let stepInput = Buffer.allocUnsafeSlow(4096)
+/** Inputs longer than this get a buffer of their own rather than growing the shared one for good. */
+const STEP_INPUT_KEPT = 64 * 1024
+
+/**
+ * One step of a rolling chain, written as 32 bytes into `out` at `offset`: binds the previous value,
+ * the seq and the exact stored bytes. Lets the id index record carry the chain without a copy.
+ */
+export function chainStepInto(previous: Uint8Array, seq: number, stored: Uint8Array, out: Buffer, offset: number): void {
+  const length = previous.length + 8 + stored.length
+  if (length > stepInput.length) {
+    if (length > STEP_INPUT_KEPT) {
+      out.set(createHash('sha256').update(previous).update(u64(seq)).update(stored).digest(), offset)
+      return
+    }
+    stepInput = Buffer.allocUnsafeSlow(STEP_INPUT_KEPT)
+  }
+  // The same bytes hashed in one call: a Hash object per step costs more than the hashing.
+  const input = stepInput
   input.set(previous, 0)
   input.writeUInt32BE(Math.floor(seq / 0x1_0000_0000), previous.length)
   input.writeUInt32BE(seq >>> 0, previous.length + 4)
   input.set(stored, previous.length + 8)
-  // Node 20's one-shot hash hands back a Buffer slowly: a latin1 string and a pooled copy of it cost a third.
-  return typeof hash === 'function' ? Buffer.from(hash('sha256', input, 'binary'), 'latin1') : createHash('sha256').update(input).digest()
+  const view = input.subarray(0, length)
+  // Node 20's one-shot hash hands back a Buffer slowly: its latin1 string is written straight into `out`.
+  if (typeof hash === 'function') out.write(hash('sha256', view, 'binary'), offset, 'latin1')
+  else out.set(createHash('sha256').update(view).digest(), offset)
+}
+
+/** One step of a rolling chain: binds the previous value, the seq and the exact stored bytes. */
+export function chainStep(previous: Uint8Array, seq: number, stored: Uint8Array): Uint8Array {
+  const out = Buffer.allocUnsafe(CHAIN_BYTES)
+  chainStepInto(previous, seq, stored, out, 0)
+  return out
 }
 
 /** The log digest: binds the scope `log`, the high-water and the chain. */

@@ -3,6 +3,7 @@ import { FactstateError } from '../errors.js'
 import { parseRuntimeEvent } from '../facts/compiled-schema.js'
 import { describeIssues, runtimeEventSchema } from '../facts/schema.js'
 import type { RuntimeEvent } from '../facts/types.js'
+import { CHAIN_BYTES, chainStep, chainStepInto } from './digest.js'
 import { packPlain } from './msgpack-plain.js'
 
 /** The version byte in front of every stored event. A record with another first byte is corrupt. */
@@ -159,15 +160,17 @@ export function encodeRecord(value: unknown): Uint8Array {
 }
 
 /**
- * The id index record `[seq, chain]`, byte for byte what `encodeRecord([seq, chain])` writes, without
- * the generic walk and packing: a msgpack fixarray of two, the seq as the smallest unsigned int,
- * the chain as bin 8. Seqs of 2^32 and more, and chains of another length, take the generic path.
+ * The id index record `[seq, chain]` of the event stored as `stored` at `seq`, where `chain` is the
+ * step from `previous`; the new chain is its last 32 bytes (`record.subarray(-32)`). Byte for byte
+ * what `encodeRecord([seq, chainStep(previous, seq, stored)])` writes, without the generic walk and
+ * packing or a copy of the chain: a msgpack fixarray of two, the seq as the smallest unsigned int,
+ * the chain as bin 8. Seqs of 2^32 and more take the generic path.
  */
-export function encodeIdRecord(seq: number, chain: Uint8Array): Uint8Array {
-  if (chain.length !== 32 || !Number.isInteger(seq) || seq < 0 || seq > 0xffff_ffff) return encodeRecord([seq, chain])
+export function chainedIdRecord(previous: Uint8Array, seq: number, stored: Uint8Array): Uint8Array {
+  if (!Number.isInteger(seq) || seq < 0 || seq > 0xffff_ffff) return encodeRecord([seq, chainStep(previous, seq, stored)])
   const width = seq < 0x80 ? 1 : seq < 0x100 ? 2 : seq < 0x1_0000 ? 3 : 5
   // From Node's shared pool: a fresh ArrayBuffer per record costs more than encoding it. Every byte is written below.
-  const out = Buffer.allocUnsafe(1 + width + 2 + 32)
+  const out = Buffer.allocUnsafe(1 + width + 2 + CHAIN_BYTES)
   out[0] = 0x92
   if (width === 1) out[1] = seq
   else if (width === 2) {
@@ -185,8 +188,8 @@ export function encodeIdRecord(seq: number, chain: Uint8Array): Uint8Array {
     out[5] = seq & 0xff
   }
   out[1 + width] = 0xc4
-  out[2 + width] = 32
-  out.set(chain, 3 + width)
+  out[2 + width] = CHAIN_BYTES
+  chainStepInto(previous, seq, stored, out, 3 + width)
   return out
 }
 

@@ -4,10 +4,10 @@ import { type ChainedBatch, ClassicLevel } from 'classic-level'
 import { FactstateError } from '../errors.js'
 import { id as idSchema } from '../facts/schema.js'
 import type { RunBoundary, RuntimeEvent, StoredEvent } from '../facts/types.js'
-import { EMPTY_CHAIN, chainStep, logDigest, runChainStart, runDigest } from './digest.js'
-import { decodeEvent, decodeRecord, encodeEvent, encodeIdRecord, encodeRecord, peekInvocationId, validateEvent } from './encoding.js'
+import { EMPTY_CHAIN, CHAIN_BYTES, chainStep, logDigest, runChainStart, runDigest } from './digest.js'
+import { chainedIdRecord, decodeEvent, decodeRecord, encodeEvent, encodeRecord, peekInvocationId, validateEvent } from './encoding.js'
 import { IdFilter } from './id-filter.js'
-import { keys, seqOfEventKey } from './keys.js'
+import { keys, seqOfEventKey, seqPart } from './keys.js'
 import {
   type InvocationProjection,
   type InvocationRecord,
@@ -168,13 +168,22 @@ const ID_FILTER_AFTER = 1_024
 type Db = ClassicLevel<string, Uint8Array>
 
 /** Changes made by one group commit (or one entry of it), not yet durable. */
+/** One staged event: its stored bytes and its id index record (which ends with its chain). */
+interface StagedEvent {
+  seq: number
+  bytes: Uint8Array
+  event: RuntimeEvent
+  idRecord: Uint8Array
+}
+
 class Staging {
   readonly invocations = new Map<string, InvocationRecord>()
   readonly sessions = new Map<string, SessionRecord>()
   readonly runs = new Map<string, RunRecord>()
   readonly claims = new Map<string, string>()
-  readonly ids = new Map<string, { seq: number; bytes: Uint8Array }>()
-  readonly events: { seq: number; bytes: Uint8Array; event: RuntimeEvent; chain: Uint8Array }[] = []
+  /** The events staged here by id: the same objects as `events`. */
+  readonly ids = new Map<string, StagedEvent>()
+  readonly events: StagedEvent[] = []
   /** Invocations opened or ended here: only their index records are written (see `#catchUp`). */
   readonly persisted = new Set<string>()
   head: Head
@@ -212,7 +221,7 @@ class Staging {
   async claim(id: string): Promise<string | undefined> {
     return this.claimNow(id)
   }
-  stagedId(id: string): { seq: number; bytes: Uint8Array } | undefined {
+  stagedId(id: string): StagedEvent | undefined {
     return this.ids.get(id) ?? this.parent?.stagedId(id)
   }
 
@@ -281,10 +290,11 @@ class CommittedState {
   }
 
   absorb(staging: Staging): void {
-    for (const [k, v] of staging.invocations) this.invocations.set(k, v)
-    for (const [k, v] of staging.sessions) this.sessions.set(k, v)
-    for (const [k, v] of staging.runs) this.runs.set(k, v)
-    for (const [k, v] of staging.claims) this.claims.set(k, v)
+    // forEach, not for…of: no [key, value] pair allocated for every invocation of every group.
+    staging.invocations.forEach((v, k) => this.invocations.set(k, v))
+    staging.sessions.forEach((v, k) => this.sessions.set(k, v))
+    staging.runs.forEach((v, k) => this.runs.set(k, v))
+    staging.claims.forEach((v, k) => this.claims.set(k, v))
     this.head = staging.head
     this.trim()
   }
@@ -915,7 +925,8 @@ export class EventLog {
     const session = boundary ? applyToSession(local.sessionNow(invocation.sessionId), record, event) : undefined
     // Every check and read is done: from here on nothing throws, so a refused event leaves `local` untouched.
     const seq = local.head.highWater + 1
-    const chain = chainStep(local.head.chain, seq, bytes)
+    const idRecord = chainedIdRecord(local.head.chain, seq, bytes)
+    const chain = idRecord.subarray(idRecord.length - CHAIN_BYTES)
     // The head object is this staging's own copy (see the constructor).
     local.head.highWater = seq
     local.head.chain = chain
@@ -926,8 +937,9 @@ export class EventLog {
       local.sessions.set(invocation.sessionId, session)
       local.persisted.add(invocation.invocationId)
     }
-    local.ids.set(event.id, { seq, bytes })
-    local.events.push({ seq, bytes, event, chain })
+    const entry: StagedEvent = { seq, bytes, event, idRecord }
+    local.ids.set(event.id, entry)
+    local.events.push(entry)
     return seq
   }
 
@@ -960,10 +972,11 @@ export class EventLog {
     try {
       const batch = (group.writes ??= this.#db.batch())
       for (let index = group.put; index < events.length; index += 1) {
-        const { seq, bytes, event, chain } = events[index] as Staging['events'][number]
-        batch.put(keys.event(seq), bytes)
-        batch.put(keys.eventId(event.id), encodeIdRecord(seq, chain))
-        batch.put(keys.byInvocation(event.invocation.invocationId, seq), EMPTY)
+        const { seq, bytes, event, idRecord } = events[index] as StagedEvent
+        const part = seqPart(seq)
+        batch.put(keys.eventAt(part), bytes)
+        batch.put(keys.eventId(event.id), idRecord)
+        batch.put(keys.byInvocationAt(event.invocation.invocationId, part), EMPTY)
         if (event.fact.type === 'invocation.opened') batch.put(keys.open(event.invocation.invocationId), EMPTY)
         if (event.fact.type === 'invocation.ended') batch.del(keys.open(event.invocation.invocationId))
       }

@@ -11,12 +11,15 @@ export const keys = {
   /** The shape of the index records (see `INDEX_FORMAT` in event-log.ts). */
   format: 'h!format',
   event: (seq: number) => `e!${seqPart(seq)}`,
+  /** `event` from a seq already in key form (`seqPart`): one fact's keys share it. */
+  eventAt: (part: string) => `e!${part}`,
   eventLow: 'e!',
   eventHigh: 'e~',
   eventId: (id: string) => `i!${id}`,
   eventIdLow: 'i!',
   eventIdHigh: 'i"',
   byInvocation: (invocationId: string, seq: number) => `v!${invocationId}!${seqPart(seq)}`,
+  byInvocationAt: (invocationId: string, part: string) => `v!${invocationId}!${part}`,
   byInvocationLow: (invocationId: string) => `v!${invocationId}!`,
   byInvocationHigh: (invocationId: string) => `v!${invocationId}!~`,
   invocation: (invocationId: string) => `n!${invocationId}`,

@@ -5,6 +5,7 @@
  *   node --cpu-prof --import tsx bench/profile.ts engine [concurrency=64] [rounds=3]
  *   node --import tsx bench/profile.ts encode [rounds=40]
  *   node --import tsx bench/profile.ts validate [rounds=40]
+ *   node --import tsx bench/profile.ts fsync [rounds=60]
  *
  * Each prints its throughput and the process CPU time (all threads) per fact or step; `append` also
  * prints the main thread's busy time per fact (event-loop utilization), the part that caps a group,
@@ -15,8 +16,13 @@
  * `validate` times the compiled copier on the workload's facts with strict objects parsed by
  * generated code and by the loop (`compileSchema(…, { generate: false })`), alternating the two in
  * one process, and prints the medians.
+ * `fsync` appends 1, 16, 64 and 256 KiB to a file in the temporary directory the benchmarks' stores
+ * use and times the `fdatasync` after each append: what one synced batch costs this disk, apart
+ * from LevelDB.
  */
 import { Packr, RESERVE_START_SPACE } from 'msgpackr'
+import { closeSync, fdatasyncSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { Engine } from '../actors/engine.js'
@@ -139,8 +145,34 @@ function validate(rounds: number): void {
   )
 }
 
+function fsync(rounds: number): void {
+  const dir = mkdtempSync(join(tmpdir(), 'factstate-fsync-'))
+  try {
+    const fd = openSync(join(dir, 'file'), 'a')
+    try {
+      const figures = [1, 16, 64, 256].map((kib) => {
+        const block = Buffer.alloc(kib * 1024, 0x61)
+        const times: number[] = []
+        for (let round = 0; round < rounds; round += 1) {
+          writeSync(fd, block)
+          const start = now()
+          fdatasyncSync(fd)
+          times.push((now() - start) * 1000)
+        }
+        return `${kib} KiB ${median(times).toFixed(0)} µs`
+      })
+      process.stdout.write(`fdatasync after an append of ${figures.join(', ')} (medians of ${rounds})\n`)
+    } finally {
+      closeSync(fd)
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
+}
+
 if (workload === 'append') await append(Number(first ?? 256), Number(second ?? 51_200), third === 'os' ? 'os' : 'sync')
 else if (workload === 'engine') await engine(Number(first ?? 64), Number(second ?? 3))
 else if (workload === 'encode') encode(Number(first ?? 40))
 else if (workload === 'validate') validate(Number(first ?? 40))
-else throw new Error('usage: bench/profile.ts append|engine|encode|validate [...]')
+else if (workload === 'fsync') fsync(Number(first ?? 60))
+else throw new Error('usage: bench/profile.ts append|engine|encode|validate|fsync [...]')

@@ -21,8 +21,7 @@
  * from LevelDB.
  */
 import { Packr, RESERVE_START_SPACE } from 'msgpackr'
-import { closeSync, fdatasyncSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { closeSync, fdatasyncSync, openSync, writeSync } from 'node:fs'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { Engine } from '../actors/engine.js'
@@ -145,9 +144,8 @@ function validate(rounds: number): void {
   )
 }
 
-function fsync(rounds: number): void {
-  const dir = mkdtempSync(join(tmpdir(), 'factstate-fsync-'))
-  try {
+async function fsync(rounds: number): Promise<void> {
+  await withTempDir(async (dir) => {
     const fd = openSync(join(dir, 'file'), 'a')
     try {
       const figures = [1, 16, 64, 256].map((kib) => {
@@ -165,14 +163,12 @@ function fsync(rounds: number): void {
     } finally {
       closeSync(fd)
     }
-  } finally {
-    rmSync(dir, { recursive: true, force: true })
-  }
+  })
 }
 
 if (workload === 'append') await append(Number(first ?? 256), Number(second ?? 51_200), third === 'os' ? 'os' : 'sync')
 else if (workload === 'engine') await engine(Number(first ?? 64), Number(second ?? 3))
 else if (workload === 'encode') encode(Number(first ?? 40))
 else if (workload === 'validate') validate(Number(first ?? 40))
-else if (workload === 'fsync') fsync(Number(first ?? 60))
+else if (workload === 'fsync') await fsync(Number(first ?? 60))
 else throw new Error('usage: bench/profile.ts append|engine|encode|validate|fsync [...]')

@@ -11,8 +11,9 @@
  * prints the main thread's busy time per fact (event-loop utilization), the part that caps a group,
  * how long a synced batch takes from its `write()` call to its completion, and how long the disk sat
  * idle between one synced batch and the next (from a batch's completion to the next `write()` call).
- * `encode` times msgpackr against store/msgpack-plain.ts on the workload's validated facts,
- * alternating the two in one process, and prints the medians.
+ * `encode` times msgpackr, store/msgpack-plain.ts and the writer shaped by the fact schema
+ * (store/shaped-writer.ts, what the log uses) on the workload's validated facts, alternating the
+ * three in one process, and prints the medians.
  * `validate` times the compiled copier on the workload's facts with strict objects parsed by
  * generated code and by the loop (`compileSchema(…, { generate: false })`), alternating the two in
  * one process, and prints the medians.
@@ -32,6 +33,7 @@ import type { RuntimeEvent } from '../facts/types.js'
 import { validateEvent } from '../store/encoding.js'
 import { EventLog, logInternals } from '../store/event-log.js'
 import { packPlain } from '../store/msgpack-plain.js'
+import { packValidatedEvent } from '../store/shaped-writer.js'
 import { chainedBatchPrototype, median, now, withTempDir } from './support.js'
 import { STEPS, appendLanes, appenderLanes, invocationEvents, invocationFacts, invocationFor, runInput, scriptedClient } from './workload.js'
 
@@ -111,7 +113,7 @@ function encode(rounds: number): void {
   // The log's own msgpackr settings (store/encoding.ts).
   const packr = new Packr({ useRecords: false, mapsAsObjects: true, moreTypes: false })
   const facts = Array.from({ length: 200 }, (_, n) => invocationEvents(invocationFor('enc', n), invocationFacts(STEPS)).map((event) => validateEvent(event))).flat()
-  const times = { msgpackr: [] as number[], plain: [] as number[] }
+  const times = { msgpackr: [] as number[], plain: [] as number[], shaped: [] as number[] }
   const time = (pack: (event: RuntimeEvent) => unknown): number => {
     const start = now()
     for (const event of facts) pack(event)
@@ -120,8 +122,11 @@ function encode(rounds: number): void {
   for (let round = 0; round < rounds; round += 1) {
     times.msgpackr.push(time((event) => packr.pack(event, RESERVE_START_SPACE | 1)))
     times.plain.push(time((event) => packPlain(event, 1)))
+    times.shaped.push(time((event) => packValidatedEvent(event, 1)))
   }
-  process.stdout.write(`${facts.length} facts × ${rounds} rounds: msgpackr ${median(times.msgpackr).toFixed(2)} µs, packPlain ${median(times.plain).toFixed(2)} µs per fact (medians)\n`)
+  process.stdout.write(
+    `${facts.length} facts × ${rounds} rounds: msgpackr ${median(times.msgpackr).toFixed(2)} µs, packPlain ${median(times.plain).toFixed(2)} µs, shaped by the schema ${median(times.shaped).toFixed(2)} µs per fact (medians)\n`,
+  )
 }
 
 function validate(rounds: number): void {

@@ -15,7 +15,7 @@ import { UnsupportedSchemaError, compileSchema, objectsGenerated, parseRuntimeEv
 import { ID_PATTERN, runtimeEventSchema } from '../facts/schema.js'
 import type { RuntimeEvent } from '../facts/types.js'
 import { STEPS, invocationEvents, invocationFacts, invocationFor } from '../bench/workload.js'
-import { canonical, encodeEvent, validateEvent } from '../store/encoding.js'
+import { canonical, encodeEvent, encodeValidatedEvent, validateEvent } from '../store/encoding.js'
 import { withTimeout } from './support/temp.js'
 
 /** Set in the child that runs this whole file again with code generation disallowed (see the last test). */
@@ -72,7 +72,11 @@ function sameData(actual: unknown, expected: unknown, path = '(event)'): void {
 
 function sameEvent(actual: RuntimeEvent, expected: RuntimeEvent): void {
   sameData(actual, expected)
-  assert.ok(Buffer.from(encodeEvent(actual)).equals(encodeEvent(expected)), 'encoded bytes differ')
+  const bytes = Buffer.from(encodeEvent(expected))
+  assert.ok(Buffer.from(encodeEvent(actual)).equals(bytes), 'encoded bytes differ')
+  // Both are validated events: the log's writer shaped by the schema must give the very same bytes.
+  assert.ok(Buffer.from(encodeValidatedEvent(actual)).equals(bytes), 'the shaped writer wrote other bytes')
+  assert.ok(Buffer.from(encodeValidatedEvent(expected)).equals(bytes), 'the shaped writer wrote other bytes for the zod path')
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import { suite } from 'uvu'
 import * as assert from 'uvu/assert'
 import { STEPS, invocationEvents, invocationFacts, invocationFor } from '../bench/workload.js'
 import { encodeEvent, validateEvent } from '../store/encoding.js'
-import { packPlain } from '../store/msgpack-plain.js'
+import { arrayWriter, constantWriter, packPlain, packWith, shapeWriter, writePlain, writePlainNumber, writePlainString } from '../store/msgpack-plain.js'
 
 const test = suite('msgpack plain')
 
@@ -158,6 +158,32 @@ test('a reserved front byte is left for the caller; workload events encode exact
     const expected = packr.pack(event, RESERVE_START_SPACE | 1)
     expected[0] = 1
     assert.is(hex(encodeEvent(event)), hex(expected), event.fact.type)
+  }
+})
+
+test('shape writers write what packPlain writes for objects of their shape, across buffer growth', () => {
+  const point = shapeWriter(['x', 'label', 'tags', 'kind', 'ü-ключ'], [writePlainNumber, writePlainString, arrayWriter(writePlainString), constantWriter('point'), writePlain])
+  assert.ok(point)
+  const values = [
+    { x: 1 },
+    { x: -0x81, label: 'a'.repeat(40), tags: ['b', 'ü'.repeat(300)], kind: 'point', 'ü-ключ': { nested: [1, null, true] } },
+    { label: '', kind: 'point' },
+    {},
+    { x: 0.5, tags: Array.from({ length: 70_000 }, (_, i) => `t${i}`) },
+  ]
+  for (const value of values) {
+    const bytes = packWith(point, value)
+    assert.ok(bytes)
+    assert.is(hex(bytes), reference(value))
+  }
+  // A key `for…in` visits first (an array index) would change the order: no shape writer then.
+  assert.is(shapeWriter(['a', '1'], [writePlain, writePlain]), undefined)
+  const notIndex = shapeWriter(['a', '01', '4294967295'], [writePlain, writePlain, writePlain])
+  assert.ok(notIndex)
+  const odd = { a: 1, '01': 2, '4294967295': 3 }
+  assert.is(hex(packWith(notIndex, odd) as Buffer), reference(odd))
+  for (const constant of ['', 'x'.repeat(40), 0, -1, 0x1_0000, 0.25, true, false, null]) {
+    assert.is(hex(packWith(constantWriter(constant), 'ignored') as Buffer), reference(constant))
   }
 })
 

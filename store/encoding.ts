@@ -5,6 +5,7 @@ import { describeIssues, runtimeEventSchema } from '../facts/schema.js'
 import type { RuntimeEvent } from '../facts/types.js'
 import { CHAIN_BYTES, chainStep, chainStepInto } from './digest.js'
 import { packPlain } from './msgpack-plain.js'
+import { packValidatedEvent } from './shaped-writer.js'
 
 /** The version byte in front of every stored event. A record with another first byte is corrupt. */
 export const EVENT_FORMAT_VERSION = 1
@@ -116,6 +117,16 @@ export function encodeEvent(event: RuntimeEvent): Uint8Array {
   // back is a fresh region of an output buffer that later packs never write over. The plain-data
   // writer gives msgpackr's very bytes, about a third faster; msgpackr packs what it declines.
   const out = packPlain(event, 1) ?? packr.pack(event, RESERVE_START_SPACE | 1)
+  out[0] = EVENT_FORMAT_VERSION
+  return out
+}
+
+/**
+ * `encodeEvent` for an event `validateEvent` returned (the log's own appends): the same bytes,
+ * written by a writer shaped by the fact schema (store/shaped-writer.ts), ~30% faster.
+ */
+export function encodeValidatedEvent(event: RuntimeEvent): Uint8Array {
+  const out = packValidatedEvent(event, 1) ?? packr.pack(event, RESERVE_START_SPACE | 1)
   out[0] = EVENT_FORMAT_VERSION
   return out
 }

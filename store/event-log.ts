@@ -5,7 +5,7 @@ import { FactstateError } from '../errors.js'
 import { id as idSchema } from '../facts/schema.js'
 import type { RunBoundary, RuntimeEvent, StoredEvent } from '../facts/types.js'
 import { EMPTY_CHAIN, CHAIN_BYTES, chainStep, logDigest, runChainStart, runDigest } from './digest.js'
-import { chainedIdRecord, decodeEvent, decodeRecord, encodeEvent, encodeRecord, peekInvocationId, validateEvent } from './encoding.js'
+import { chainedIdRecord, decodeEvent, decodeRecord, encodeRecord, encodeValidatedEvent, peekInvocationId, validateEvent } from './encoding.js'
 import { IdFilter } from './id-filter.js'
 import { keys, seqOfEventKey, seqPart } from './keys.js'
 import {
@@ -878,7 +878,8 @@ export class EventLog {
 
   /** Applies one event to `local`; returns its seq (the original one for an idempotent repeat). */
   #stageEvent(local: Staging, event: RuntimeEvent): number {
-    const bytes = encodeEvent(event)
+    // `event` is what `validateEvent` returned (see `#enqueue`).
+    const bytes = encodeValidatedEvent(event)
     const staged = local.stagedId(event.id)
     if (staged) {
       if (equalBytes(staged.bytes, bytes)) return staged.seq

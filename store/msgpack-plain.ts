@@ -13,6 +13,10 @@
  * for map16, nesting deeper than 512, a pack started by a getter during a pack) makes `packPlain`
  * answer `undefined`: the caller then packs with msgpackr itself.
  * spec/msgpack-plain.test.ts holds the two to the same bytes over generated values.
+ *
+ * The same writer also comes in parts (`shapeWriter`, `arrayWriter`, `constantWriter` and the typed
+ * writers) that store/shaped-writer.ts assembles, following the fact schema, into a faster writer of
+ * validated events with the very same bytes.
  */
 
 const CHUNK = 64 * 1024
@@ -181,12 +185,133 @@ function writeObject(value: Record<string, unknown>): void {
   target[start + at + 2] = size & 0xff
 }
 
+/** Writes one value at the end of the pack under way; throws when it declines the value. */
+export type ValueWriter = (value: unknown) => void
+
+/** The general writer: any plain data, by the rules above. */
+export const writePlain: ValueWriter = writeValue
+
+/** `writePlain` for a value known to be a string. */
+export const writePlainString = writeString as ValueWriter
+
+/** `writePlain` for a value known to be a number. */
+export const writePlainNumber: ValueWriter = (value) => {
+  if (position + SLACK > target.length) grow(SLACK)
+  writeNumber(value as number)
+}
+
+/** A writer that writes `value`'s bytes whatever it is given: for a member that can only hold `value`. */
+export function constantWriter(value: string | number | boolean | null): ValueWriter {
+  const packed = packPlain(value)
+  if (packed === undefined) throw new TypeError(`${String(value)} cannot be packed`)
+  const bytes = Uint8Array.from(packed)
+  return () => writeBytes(bytes)
+}
+
+function openMap(): number {
+  if (position + SLACK > target.length) grow(SLACK)
+  const at = position - start
+  target[position] = 0xde
+  position += 3
+  return at
+}
+
+function closeMap(at: number, size: number): void {
+  if (size > 0xffff) throw unsupported
+  target[start + at + 1] = size >> 8
+  target[start + at + 2] = size & 0xff
+}
+
+function writeBytes(bytes: Uint8Array): void {
+  const length = bytes.length
+  if (position + length + SLACK > target.length) grow(length + SLACK)
+  const out = target
+  const from = position
+  for (let index = 0; index < length; index += 1) out[from + index] = bytes[index] as number
+  position = from + length
+}
+
+/** A key's bytes, as `writeString` writes them. */
+function keyBytes(key: string): Uint8Array {
+  const packed = packPlain(key)
+  if (packed === undefined) throw new TypeError(`the key ${JSON.stringify(key)} cannot be packed`)
+  return Uint8Array.from(packed)
+}
+
+/** Keys that `for…in` visits before the others (array indices), whatever their insertion order. */
+const ARRAY_INDEX = /^(?:0|[1-9][0-9]*)$/
+
+/**
+ * A writer for objects of one shape: plain objects whose own members are some of `keys`, in that
+ * order, none of them `undefined` (what the compiled copier and zod build for a strict object).
+ * Each present member is written with its own writer; the bytes are those `writePlain` writes for
+ * such an object, without walking `for…in` or asking `hasOwnProperty` (the keys' bytes are
+ * precomputed and each member is read at a site of its own). Given any other object it writes
+ * other bytes: only use it where the shape is certain. `undefined` when a key is an array index
+ * (`for…in` would visit it first).
+ */
+export function shapeWriter(keys: readonly string[], members: readonly ValueWriter[]): ValueWriter | undefined {
+  if (keys.some((key) => ARRAY_INDEX.test(key) && Number(key) < 2 ** 32 - 1)) return undefined
+  const bytes = keys.map(keyBytes)
+  const lines = ['return function writeShape(value) {', '  const at = openMap()', '  let size = 0', '  let member']
+  keys.forEach((key, index) => {
+    // A JSON string is a JS string literal (U+2028 and U+2029 included, since ES2019).
+    lines.push(`  member = value[${JSON.stringify(key)}]`, '  if (member !== undefined) {', `    writeBytes(key${index})`, `    write${index}(member)`, '    size += 1', '  }')
+  })
+  lines.push('  closeMap(at, size)', '}')
+  const names = ['openMap', 'closeMap', 'writeBytes', ...keys.map((_, index) => `key${index}`), ...keys.map((_, index) => `write${index}`)]
+  try {
+    const factory = new Function(...names, lines.join('\n')) as (...args: unknown[]) => ValueWriter
+    return factory(openMap, closeMap, writeBytes, ...bytes, ...members)
+  } catch {
+    // Code generation disallowed: the same walk over the keys, one read site for all of them.
+    return (value) => {
+      const object = value as Record<string, unknown>
+      const at = openMap()
+      let size = 0
+      for (let index = 0; index < keys.length; index += 1) {
+        const member = object[keys[index] as string]
+        if (member === undefined) continue
+        writeBytes(bytes[index] as Uint8Array)
+        ;(members[index] as ValueWriter)(member)
+        size += 1
+      }
+      closeMap(at, size)
+    }
+  }
+}
+
+/** A writer for arrays whose items `element` writes. */
+export function arrayWriter(element: ValueWriter): ValueWriter {
+  return (value) => {
+    const items = value as unknown[]
+    if (position + SLACK > target.length) grow(SLACK)
+    const { length } = items
+    if (length < 0x10) target[position++] = 0x90 | length
+    else if (length < 0x1_0000) {
+      target[position++] = 0xdc
+      target[position++] = length >> 8
+      target[position++] = length & 0xff
+    } else {
+      target[position++] = 0xdd
+      view.setUint32(position, length)
+      position += 4
+    }
+    for (let index = 0; index < length; index += 1) element(items[index])
+  }
+}
+
 /**
  * Packs `value` behind `reserve` bytes left for the caller (0 or more), or answers `undefined` when
  * it holds anything but plain data. The bytes are a region of a shared buffer that later packs never
  * write over (as msgpackr's are).
  */
 export function packPlain(value: unknown, reserve = 0): Buffer | undefined {
+  return packWith(writeValue, value, reserve)
+}
+
+/** `packPlain` with another writer for the top value (a `shapeWriter`, say). */
+export function packWith(write: ValueWriter, value: unknown, reserve = 0): Buffer | undefined {
   if (busy) return undefined
   if (target.length - position < 1024 + reserve) {
     target = Buffer.allocUnsafe(CHUNK)
@@ -198,7 +323,7 @@ export function packPlain(value: unknown, reserve = 0): Buffer | undefined {
   busy = true
   depth = 0
   try {
-    writeValue(value)
+    write(value)
   } catch (error) {
     position = start
     if (error === unsupported || error instanceof RangeError) return undefined

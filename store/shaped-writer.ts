@@ -35,8 +35,9 @@ function compileWriter(schema: Schema, compiled: Map<Schema, ValueWriter>): Valu
     const innerSchema = schema._zod.innerType
     inner = innerSchema ? compileWriter(innerSchema, compiled) : writePlain
     // A lazy schema that only reaches the general writer needs no forwarding.
-    if (inner === writePlain) compiled.set(schema, writePlain)
-    return forward
+    if (inner !== writePlain) return forward
+    compiled.set(schema, writePlain)
+    return writePlain
   }
   const writer = build(schema, compiled)
   compiled.set(schema, writer)

@@ -151,8 +151,8 @@ function writeValue(value: unknown): void {
   }
 }
 
-function writeArray(value: unknown[]): void {
-  const { length } = value
+/** An array's header (fixarray, array16 or array32); the caller has made room for it. */
+function writeArrayHeader(length: number): void {
   if (length < 0x10) target[position++] = 0x90 | length
   else if (length < 0x1_0000) {
     target[position++] = 0xdc
@@ -163,14 +163,17 @@ function writeArray(value: unknown[]): void {
     view.setUint32(position, length)
     position += 4
   }
+}
+
+function writeArray(value: unknown[]): void {
+  const { length } = value
+  writeArrayHeader(length)
   for (let index = 0; index < length; index += 1) writeValue(value[index])
 }
 
 function writeObject(value: Record<string, unknown>): void {
   // The size goes in afterwards, as msgpackr does: it counts while it walks.
-  const at = position - start
-  target[position] = 0xde
-  position += 3
+  const at = openMap()
   let size = 0
   for (const key in value) {
     // Asked for every key, as msgpackr does: a getter may replace hasOwnProperty midway.
@@ -180,9 +183,7 @@ function writeObject(value: Record<string, unknown>): void {
       size += 1
     }
   }
-  if (size > 0xffff) throw unsupported
-  target[start + at + 1] = size >> 8
-  target[start + at + 2] = size & 0xff
+  closeMap(at, size)
 }
 
 /** Writes one value at the end of the pack under way; throws when it declines the value. */
@@ -202,9 +203,7 @@ export const writePlainNumber: ValueWriter = (value) => {
 
 /** A writer that writes `value`'s bytes whatever it is given: for a member that can only hold `value`. */
 export function constantWriter(value: string | number | boolean | null): ValueWriter {
-  const packed = packPlain(value)
-  if (packed === undefined) throw new TypeError(`${String(value)} cannot be packed`)
-  const bytes = Uint8Array.from(packed)
+  const bytes = packedCopy(value)
   return () => writeBytes(bytes)
 }
 
@@ -231,10 +230,10 @@ function writeBytes(bytes: Uint8Array): void {
   position = from + length
 }
 
-/** A key's bytes, as `writeString` writes them. */
-function keyBytes(key: string): Uint8Array {
-  const packed = packPlain(key)
-  if (packed === undefined) throw new TypeError(`the key ${JSON.stringify(key)} cannot be packed`)
+/** `value`'s bytes in a buffer of their own (packed outside any pack under way). */
+function packedCopy(value: string | number | boolean | null): Uint8Array {
+  const packed = packPlain(value)
+  if (packed === undefined) throw new TypeError(`${JSON.stringify(value)} cannot be packed`)
   return Uint8Array.from(packed)
 }
 
@@ -252,7 +251,7 @@ const ARRAY_INDEX = /^(?:0|[1-9][0-9]*)$/
  */
 export function shapeWriter(keys: readonly string[], members: readonly ValueWriter[]): ValueWriter | undefined {
   if (keys.some((key) => ARRAY_INDEX.test(key) && Number(key) < 2 ** 32 - 1)) return undefined
-  const bytes = keys.map(keyBytes)
+  const bytes = keys.map(packedCopy)
   const lines = ['return function writeShape(value) {', '  const at = openMap()', '  let size = 0', '  let member']
   keys.forEach((key, index) => {
     // A JSON string is a JS string literal (U+2028 and U+2029 included, since ES2019).
@@ -287,16 +286,7 @@ export function arrayWriter(element: ValueWriter): ValueWriter {
     const items = value as unknown[]
     if (position + SLACK > target.length) grow(SLACK)
     const { length } = items
-    if (length < 0x10) target[position++] = 0x90 | length
-    else if (length < 0x1_0000) {
-      target[position++] = 0xdc
-      target[position++] = length >> 8
-      target[position++] = length & 0xff
-    } else {
-      target[position++] = 0xdd
-      view.setUint32(position, length)
-      position += 4
-    }
+    writeArrayHeader(length)
     for (let index = 0; index < length; index += 1) element(items[index])
   }
 }

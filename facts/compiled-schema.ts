@@ -28,18 +28,23 @@ export class UnsupportedSchemaError extends Error {
   }
 }
 
-// What the compiler reads of zod's internals. `traits` names every constructor a schema was built by.
-interface Internals {
+/**
+ * What the compiler reads of zod's internals (`schema._zod`); store/shaped-writer.ts walks the same
+ * schemas through it. `traits` names every constructor a schema was built by.
+ */
+export interface Internals {
   readonly def: Def
   readonly traits: ReadonlySet<string>
   readonly values?: ReadonlySet<unknown>
   readonly propValues?: Readonly<Record<string, ReadonlySet<unknown>>>
   readonly innerType?: Schema
 }
-interface Schema {
+/** A zod schema as the compiler sees it. */
+export interface Schema {
   readonly _zod: Internals
 }
-interface Def {
+/** A schema's `_zod.def`: its type, its checks and the type's own fields. */
+export interface Def {
   readonly type: string
   readonly checks?: readonly Schema[]
   readonly [field: string]: unknown

@@ -5,23 +5,15 @@
  * array item by its element's writer; everything else by the general `writePlain`. For such events
  * the bytes are exactly `packPlain`'s (a validated event is a plain object whose members are some of
  * its shape's keys, in the shape's order, none `undefined`: the compiled copier and zod both build
- * it so), so stored facts and their digests do not change. spec/shaped-writer.test.ts holds the two
- * to the same bytes over generated events.
+ * it so), so stored facts and their digests do not change. spec/compiled-schema.test.ts holds the
+ * two to the same bytes for every event it validates. The schemas are walked through the compiled
+ * copier's view of zod's internals: by the time this module loads, facts/compiled-schema.ts has
+ * refused any construct it does not reproduce, so the shapes here are the ones validation produces.
  */
+import type { Schema } from '../facts/compiled-schema.js'
 import { runtimeEventSchema } from '../facts/schema.js'
 import type { RuntimeEvent } from '../facts/types.js'
 import { arrayWriter, constantWriter, packWith, shapeWriter, type ValueWriter, writePlain, writePlainNumber, writePlainString } from './msgpack-plain.js'
-
-// What the compiler reads of zod's internals (facts/compiled-schema.ts has already refused any
-// construct it does not reproduce, so the shapes here are the ones validation produces).
-interface Schema {
-  readonly _zod: {
-    readonly def: { readonly type: string; readonly [field: string]: unknown }
-    readonly traits: ReadonlySet<string>
-    readonly innerType?: Schema
-    readonly propValues?: Readonly<Record<string, ReadonlySet<unknown>>>
-  }
-}
 
 function compileWriter(schema: Schema, compiled: Map<Schema, ValueWriter>): ValueWriter {
   const known = compiled.get(schema)

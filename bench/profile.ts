@@ -6,6 +6,7 @@
  *   node --import tsx bench/profile.ts encode [rounds=40]
  *   node --import tsx bench/profile.ts validate [rounds=40]
  *   node --import tsx bench/profile.ts fsync [rounds=60]
+ *   node --import tsx bench/profile.ts puts [rounds=30]
  *
  * Each prints its throughput and the process CPU time (all threads) per fact or step; `append` also
  * prints the main thread's busy time per fact (event-loop utilization), the part that caps a group,
@@ -20,6 +21,10 @@
  * `fsync` appends 1, 16, 64 and 256 KiB to a file in the temporary directory the benchmarks' stores
  * use and times the `fdatasync` after each append: what one synced batch costs this disk, apart
  * from LevelDB.
+ * `puts` times a fact's three index and event records put into a LevelDB chained batch (never
+ * written), as the log puts them: keys built from the seq and ids (store/keys.ts), the same keys
+ * built beforehand, and the built keys handed to classic-level's private `_put` past
+ * abstract-level's checks; alternated in one process, medians per fact.
  */
 import { Packr, RESERVE_START_SPACE } from 'msgpackr'
 import { closeSync, fdatasyncSync, openSync, writeSync } from 'node:fs'
@@ -32,6 +37,7 @@ import { runtimeEventSchema } from '../facts/schema.js'
 import type { RuntimeEvent } from '../facts/types.js'
 import { validateEvent } from '../store/encoding.js'
 import { EventLog, logInternals } from '../store/event-log.js'
+import { keys, seqPart } from '../store/keys.js'
 import { packPlain } from '../store/msgpack-plain.js'
 import { packValidatedEvent } from '../store/shaped-writer.js'
 import { chainedBatchPrototype, median, now, withTempDir } from './support.js'
@@ -171,9 +177,76 @@ async function fsync(rounds: number): Promise<void> {
   })
 }
 
+async function puts(rounds: number): Promise<void> {
+  const events = appenderLanes(256, 25_600, 'puts').flat()
+  const value = new Uint8Array(400)
+  const idRecord = new Uint8Array(40)
+  const empty = new Uint8Array(0)
+  const records = (seq: number, event: RuntimeEvent): [string, string, string] => {
+    const part = seqPart(seq)
+    return [keys.eventAt(part), keys.eventId(event.id), keys.byInvocationAt(event.invocation.invocationId, part)]
+  }
+  // Flattened (a concatenation is a rope until something reads it): what a key read back from disk is.
+  const built = events.map((event, index) => records(index + 1, event).map((key) => Buffer.from(key, 'latin1').toString('latin1')))
+  const GROUP = 128
+  await withTempDir(async (dir) => {
+    const { ClassicLevel } = await import('classic-level')
+    const db = new ClassicLevel<string, Uint8Array>(dir, { keyEncoding: 'utf8', valueEncoding: 'view' })
+    await db.open()
+    try {
+      type Batch = ReturnType<typeof db.batch> & { _put(key: string, value: Uint8Array): void }
+      const variants: Record<string, (batch: Batch, from: number) => void> = {
+        'keys built as the log builds them': (batch, from) => {
+          for (let index = from; index < from + GROUP; index += 1) {
+            const [event, id, invocation] = records(index + 1, events[index] as RuntimeEvent)
+            batch.put(event, value)
+            batch.put(id, idRecord)
+            batch.put(invocation, empty)
+          }
+        },
+        'keys built beforehand': (batch, from) => {
+          for (let index = from; index < from + GROUP; index += 1) {
+            const [event, id, invocation] = built[index] as string[]
+            batch.put(event as string, value)
+            batch.put(id as string, idRecord)
+            batch.put(invocation as string, empty)
+          }
+        },
+        "keys built beforehand, classic-level's private _put": (batch, from) => {
+          for (let index = from; index < from + GROUP; index += 1) {
+            const [event, id, invocation] = built[index] as string[]
+            batch._put(event as string, value)
+            batch._put(id as string, idRecord)
+            batch._put(invocation as string, empty)
+          }
+        },
+      }
+      const times = new Map<string, number[]>()
+      for (let round = 0; round < rounds; round += 1) {
+        for (const [name, fill] of Object.entries(variants)) {
+          const start = now()
+          for (let from = 0; from + GROUP <= events.length; from += GROUP) {
+            const batch = db.batch() as Batch
+            fill(batch, from)
+            await batch.close()
+          }
+          const list = times.get(name) ?? []
+          list.push(((now() - start) * 1000) / events.length)
+          times.set(name, list)
+        }
+      }
+      const figures = [...times].map(([name, list]) => `${name} ${median(list).toFixed(2)} µs`)
+      process.stdout.write(`three puts per fact into chained batches of ${GROUP} facts: ${figures.join(', ')} per fact (medians of ${rounds})\n`)
+    } finally {
+      await db.close()
+    }
+  })
+}
+
 if (workload === 'append') await append(Number(first ?? 256), Number(second ?? 51_200), third === 'os' ? 'os' : 'sync')
 else if (workload === 'engine') await engine(Number(first ?? 64), Number(second ?? 3))
 else if (workload === 'encode') encode(Number(first ?? 40))
 else if (workload === 'validate') validate(Number(first ?? 40))
 else if (workload === 'fsync') await fsync(Number(first ?? 60))
-else throw new Error('usage: bench/profile.ts append|engine|encode|validate|fsync [...]')
+else if (workload === 'puts') await puts(Number(first ?? 30))
+else throw new Error('usage: bench/profile.ts append|engine|encode|validate|fsync|puts [...]')

@@ -1,7 +1,7 @@
 /**
  * Workloads to profile, one at a time (not part of `npm run bench`):
  *
- *   node --cpu-prof --import tsx bench/profile.ts append [appenders=256] [facts=51200] [sync|os]
+ *   node --cpu-prof --import tsx bench/profile.ts append [appenders=256] [facts=51200] [sync|os] [cold|warm]
  *   node --cpu-prof --import tsx bench/profile.ts engine [concurrency=64] [rounds=3]
  *   node --import tsx bench/profile.ts encode [rounds=40]
  *   node --import tsx bench/profile.ts validate [rounds=40]
@@ -11,7 +11,11 @@
  * Each prints its throughput and the process CPU time (all threads) per fact or step; `append` also
  * prints the main thread's busy time per fact (event-loop utilization), the part that caps a group,
  * how long a synced batch takes from its `write()` call to its completion, and how long the disk sat
- * idle between one synced batch and the next (from a batch's completion to the next `write()` call).
+ * idle between one synced batch and the next (from a batch's completion to the next `write()` call),
+ * and on Linux each thread's CPU time per fact (from /proc/self/task: the main thread by name, the
+ * others by the order they were started: V8's platform workers first, LevelDB's compaction thread
+ * last). `warm` first appends half as many facts to another log, untimed, so the figures are those of
+ * compiled code (the default, `cold`, is how the earlier rounds measured).
  * `encode` times msgpackr, store/msgpack-plain.ts and the writer shaped by the fact schema
  * (store/shaped-writer.ts, what the log uses) on the workload's validated facts, alternating the
  * three in one process, and prints the medians.
@@ -27,7 +31,7 @@
  * abstract-level's checks; alternated in one process, medians per fact.
  */
 import { Packr, RESERVE_START_SPACE } from 'msgpackr'
-import { closeSync, fdatasyncSync, openSync, writeSync } from 'node:fs'
+import { closeSync, fdatasyncSync, openSync, readdirSync, readFileSync, writeSync } from 'node:fs'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { Engine } from '../actors/engine.js'
@@ -43,7 +47,7 @@ import { packValidatedEvent } from '../store/shaped-writer.js'
 import { chainedBatchPrototype, median, now, withTempDir } from './support.js'
 import { STEPS, appendLanes, appenderLanes, invocationEvents, invocationFacts, invocationFor, runInput, scriptedClient } from './workload.js'
 
-const [workload = 'append', first, second, third] = process.argv.slice(2)
+const [workload = 'append', first, second, third, fourth] = process.argv.slice(2)
 
 const mean = (values: readonly number[]): number => values.reduce((sum, value) => sum + value, 0) / values.length
 
@@ -69,25 +73,63 @@ function timeSyncs(): { gaps: number[]; latencies: number[]; stop: () => void } 
   return { gaps, latencies, stop: () => (proto._write = write) }
 }
 
-async function append(appenders: number, facts: number, durability: 'sync' | 'os'): Promise<void> {
+/** CPU time (user + system, clock ticks) of each of this process's threads, by thread id; empty off Linux. */
+function threadTicks(): Map<number, number> {
+  const ticks = new Map<number, number>()
+  try {
+    for (const id of readdirSync('/proc/self/task')) {
+      // The fields after the command name (which may hold spaces): utime and stime are the 12th and 13th.
+      const fields = readFileSync(`/proc/self/task/${id}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? []
+      ticks.set(Number(id), Number(fields[11]) + Number(fields[12]))
+    }
+  } catch {
+    ticks.clear()
+  }
+  return ticks
+}
+
+/** `… main 8.3, then by start order 0.4 0.4 …` µs per fact; threads that used no CPU are left out. */
+function perThread(before: Map<number, number>, after: Map<number, number>, facts: number): string {
+  if (after.size === 0) return ''
+  const perFact = (ticks: number): string => ((ticks * 1_000_000) / 100 / facts).toFixed(1)
+  const main = (after.get(process.pid) ?? 0) - (before.get(process.pid) ?? 0)
+  const others = [...after]
+    .filter(([id]) => id !== process.pid)
+    .sort(([a], [b]) => a - b)
+    .map(([id, ticks]) => ticks - (before.get(id) ?? 0))
+    .filter((ticks) => ticks > 0)
+  return `; per thread (µs per fact, ticks of 10 ms): main ${perFact(main)}, the others by start order ${others.map(perFact).join(' ')}`
+}
+
+async function append(appenders: number, facts: number, durability: 'sync' | 'os', warm: boolean): Promise<void> {
   const lanes = appenderLanes(appenders, facts, 'p')
   await withTempDir(async (dir) => {
-    const log = await EventLog.open(dir, { durability })
+    if (warm) {
+      const untimed = await EventLog.open(join(dir, 'warm-up'), { durability })
+      try {
+        await appendLanes(untimed, appenderLanes(appenders, Math.ceil(facts / 2), 'w'))
+      } finally {
+        await untimed.close()
+      }
+    }
+    const log = await EventLog.open(join(dir, 'log'), { durability })
     try {
       let groups = 0
       logInternals(log).subscribe(() => (groups += 1))
       const syncs = timeSyncs()
       const cpu = process.cpuUsage()
+      const threads = threadTicks()
       const loop = performance.eventLoopUtilization()
       const start = now()
       await appendLanes(log, lanes)
       const ms = now() - start
       const used = process.cpuUsage(cpu)
+      const threadsAfter = threadTicks()
       const busy = performance.eventLoopUtilization(loop).active * 1000
       syncs.stop()
       const total = lanes.reduce((sum, lane) => sum + lane.length, 0)
       process.stdout.write(
-        `${appenders} appenders: ${Math.round(total / (ms / 1000))} facts/s, ${((used.user + used.system) / total).toFixed(1)} µs CPU per fact (all threads), ${(busy / total).toFixed(1)} µs main thread, ${groups} groups; synced batches take ${median(syncs.latencies).toFixed(0)} µs (median; mean ${mean(syncs.latencies).toFixed(0)}), the disk idles ${median(syncs.gaps).toFixed(0)} µs between them (median)\n`,
+        `${appenders} appenders: ${Math.round(total / (ms / 1000))} facts/s, ${((used.user + used.system) / total).toFixed(1)} µs CPU per fact (all threads), ${(busy / total).toFixed(1)} µs main thread, ${groups} groups; synced batches take ${median(syncs.latencies).toFixed(0)} µs (median; mean ${mean(syncs.latencies).toFixed(0)}), the disk idles ${median(syncs.gaps).toFixed(0)} µs between them (median)${perThread(threads, threadsAfter, total)}\n`,
       )
     } finally {
       await log.close()
@@ -243,7 +285,7 @@ async function puts(rounds: number): Promise<void> {
   })
 }
 
-if (workload === 'append') await append(Number(first ?? 256), Number(second ?? 51_200), third === 'os' ? 'os' : 'sync')
+if (workload === 'append') await append(Number(first ?? 256), Number(second ?? 51_200), third === 'os' ? 'os' : 'sync', fourth === 'warm')
 else if (workload === 'engine') await engine(Number(first ?? 64), Number(second ?? 3))
 else if (workload === 'encode') encode(Number(first ?? 40))
 else if (workload === 'validate') validate(Number(first ?? 40))

@@ -67,6 +67,8 @@ const nativeIsWellFormed = (String.prototype as { isWellFormed?: (this: string) 
 const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/
 const isWellFormed = nativeIsWellFormed ? (text: string): boolean => nativeIsWellFormed.call(text) : (text: string): boolean => !LONE_SURROGATE.test(text)
 const { codePointLength, NUMBER_FORMAT_RANGES } = z.core.util
+/** The most members the store writes in one object (msgpack's map16); a record with more is declined. */
+const MAX_RECORD_MEMBERS = 0xffff
 
 // A length check attached without its own `when` gets zod's default one; any other `when` is the schema author's.
 const defaultLengthWhen = new z.core.$ZodCheckMinLength({ check: 'min_length', minimum: 0 })._zod.def.when
@@ -371,8 +373,10 @@ class Compiler {
       if (getOwnPropertySymbols(value).length > 0) return undefined
       const input = value as Record<string, unknown>
       const copy: Record<string, unknown> = {}
+      let members = 0
       for (const key in input) {
-        if (!hasOwn(input, key) || keyParse(key, depthLeft) === undefined) return undefined
+        // More members than the store can write is for the slow path to word.
+        if (++members > MAX_RECORD_MEMBERS || !hasOwn(input, key) || keyParse(key, depthLeft) === undefined) return undefined
         const parsed = valueParse(input[key], depthLeft - 1)
         if (parsed === undefined) return undefined
         copy[key] = parsed
@@ -549,7 +553,8 @@ function checkNames(checks: readonly Schema[]): string {
  * The fast path of the store's `validateEvent`: a copy of `value` exactly as validating it would
  * return it (same members, key order and bytes once encoded), or `undefined` when `value` is
  * invalid, unusual (not plain data, a lone surrogate, an own `__proto__`, nested deeper than
- * `maxDepth`) or otherwise not certain, so the caller takes the slow path and its error.
+ * `maxDepth`, a record of more than 65,535 members) or otherwise not certain, so the caller takes
+ * the slow path and its error.
  * Accessors are read like data members, as zod reads them; only a getter that answers differently
  * from one read to the next could make this copy differ from the one the slow path would make.
  *

@@ -8,6 +8,9 @@ import * as assert from 'uvu/assert'
 import { answer } from '../testing/scripted-model-server.js'
 import { countingTool, engineTest, factsOf, only } from './support/engine-fixtures.js'
 
+/** A plain object of `members` members. */
+const wide = (members: number): Record<string, number> => Object.fromEntries(Array.from({ length: members }, (_, index) => [`k${index}`, index]))
+
 test(
   'arguments with an own __proto__ key are rejected as invalid input and never executed',
   engineTest(
@@ -35,6 +38,30 @@ test(
     const [settled] = only(await factsOf(h.log, 'invocation-output'), 'tool.settled')
     assert.is(settled?.outcome.status, 'failed')
   }),
+)
+
+test(
+  'a tool output with more members than msgpack holds settles failed, and arguments with as many are invalid input',
+  engineTest(
+    [
+      answer.toolCalls([{ id: 'call-w', name: 'echo', arguments: {} }]),
+      answer.toolCalls([{ id: 'call-a', name: 'echo', arguments: JSON.stringify(wide(65_536)) }]),
+      answer.text('done'),
+    ],
+    {},
+    async (h) => {
+      const echo = countingTool('echo', async () => wide(65_536))
+      assert.equal(await h.run(h.input('wide', { tools: [echo] })), { status: 'completed' })
+      assert.is(echo.calls.length, 1)
+      const facts = await factsOf(h.log, 'invocation-wide')
+      const [settled] = only(facts, 'tool.settled')
+      assert.is(settled?.outcome.status, 'failed')
+      assert.match(settled?.outcome.status === 'failed' ? settled.outcome.message : '', /more than 65535 members/)
+      const [rejected] = only(facts, 'tool.rejected')
+      assert.is(rejected?.reason, 'invalid_input')
+      assert.is(only(facts, 'tool.dispatched').length, 1)
+    },
+  ),
 )
 
 test(

@@ -732,6 +732,43 @@ encoding(
   ),
 )
 
+// msgpack as the log writes it (map16, msgpackr's choice, which fixes the stored bytes) holds at most
+// 65,535 members in one object.
+encoding(
+  'an object of 65,535 members round-trips through a reopen; one of 65,536 (or a throwing getter) is LOG_INVALID_EVENT and writes nothing',
+  boundedTest(30_000, async (dir) => {
+    const wide = (members: number): Record<string, number> => Object.fromEntries(Array.from({ length: members }, (_, index) => [`k${index}`, index]))
+    const a = new EventMaker(invocationOf('a'))
+    const widest = a.many([facts.opened(), facts.requested('s1'), facts.completed('s1', [call('op1')]), facts.dispatched('op1', wide(65_535))])
+    const before = await withLog(dir, async (log) => {
+      await log.appendAll(widest)
+      const verified = await log.verify()
+      const tooWide = a.next(facts.settled('op1', wide(65_536)))
+      const refused = await refusal(log.append(tooWide))
+      assert.is(refused.code, 'LOG_INVALID_EVENT')
+      assert.match(refused.message, /more than 65535 members/)
+      const settled = facts.settled('op1')
+      Object.defineProperty(settled, 'outcome', {
+        enumerable: true,
+        get() {
+          throw new Error('no outcome today')
+        },
+      })
+      const unreadable = await refusal(log.append(a.next(settled)))
+      assert.is(unreadable.code, 'LOG_INVALID_EVENT')
+      assert.match(unreadable.message, /no outcome today/)
+      assert.equal(await log.verify(), verified, 'nothing was written')
+      return verified
+    })
+    await withLog(dir, async (log) => {
+      assert.equal(await log.verify(), before)
+      const stored = (await log.prefix(ALL, ALL)).events.at(-1)?.event.fact as { input: Record<string, number> }
+      assert.is(Object.keys(stored.input).length, 65_535)
+      assert.is(stored.input.k65534, 65_534)
+    })
+  }),
+)
+
 encoding(
   'unicode, nested JSON and large numbers round-trip exactly through a reopen',
   boundedTest(15_000, async (dir) => {

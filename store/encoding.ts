@@ -42,6 +42,8 @@ function hasUndefined(value: unknown): boolean {
 
 /** How deep a fact's JSON may nest; deeper (or cyclic) values are refused before schema parsing recurses. */
 const MAX_DEPTH = 64
+/** The most members an object may have: msgpack as the log writes it (map16, as msgpackr does) holds no more. */
+export const MAX_OBJECT_MEMBERS = 0xffff
 const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/
 // `isWellFormed` (Node 20+, not yet in the es2023 lib) answers the same question as the pattern, several times faster.
 const isWellFormed = (String.prototype as { isWellFormed?: (this: string) => boolean }).isWellFormed
@@ -71,7 +73,9 @@ function offence(value: unknown, depth: number): { path: string; reason: string 
   }
   if (Object.hasOwn(value, '__proto__')) return { path: '', reason: 'an own "__proto__" key cannot be stored exactly' }
   // Every own member, enumerable or not: the schema's parse reads a non-enumerable one too.
-  for (const key of Object.getOwnPropertyNames(value)) {
+  const names = Object.getOwnPropertyNames(value)
+  if (names.length > MAX_OBJECT_MEMBERS) return { path: '', reason: `an object with more than ${MAX_OBJECT_MEMBERS} members cannot be stored` }
+  for (const key of names) {
     if (hasLoneSurrogate(key)) return { path: '', reason: 'a key with a lone surrogate cannot be stored exactly' }
     const found = offence((value as Record<string, unknown>)[key], depth + 1)
     if (found) return { path: `.${key}${found.path}`, reason: found.reason }
@@ -94,8 +98,20 @@ export function wellFormed<T>(value: T): T {
   return value
 }
 
-/** Validates an event at the boundary; an event that does not fit is `LOG_INVALID_EVENT`. */
+/**
+ * Validates an event at the boundary; an event that does not fit is `LOG_INVALID_EVENT`, and so is
+ * one that cannot be read (a getter or a proxy trap that throws).
+ */
 export function validateEvent(event: unknown): RuntimeEvent {
+  try {
+    return validate(event)
+  } catch (error) {
+    if (error instanceof FactstateError) throw error
+    throw new FactstateError('LOG_INVALID_EVENT', `the event cannot be read: ${error instanceof Error ? error.message : String(error)}`, { cause: error })
+  }
+}
+
+function validate(event: unknown): RuntimeEvent {
   // The compiled copier answers exactly what the checks below would for plain valid events, or
   // nothing when unsure; only then do the checks run, and they alone word the refusal.
   const copied = parseRuntimeEvent(event, MAX_DEPTH)
@@ -126,7 +142,13 @@ export function encodeEvent(event: RuntimeEvent): Uint8Array {
  * written by a writer shaped by the fact schema (store/shaped-writer.ts), ~30% faster.
  */
 export function encodeValidatedEvent(event: RuntimeEvent): Uint8Array {
-  const out = packValidatedEvent(event, 1) ?? packr.pack(event, RESERVE_START_SPACE | 1)
+  let out: Uint8Array
+  try {
+    out = packValidatedEvent(event, 1) ?? packr.pack(event, RESERVE_START_SPACE | 1)
+  } catch (error) {
+    // Validation refuses what msgpack cannot hold; this only words anything it missed.
+    throw new FactstateError('LOG_INVALID_EVENT', `the event cannot be stored: ${error instanceof Error ? error.message : String(error)}`, { cause: error })
+  }
   out[0] = EVENT_FORMAT_VERSION
   return out
 }

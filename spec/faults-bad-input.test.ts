@@ -4,6 +4,7 @@
  * refused with its documented code, and the log digest is unchanged after each. At the end the
  * unmutated inputs the cases were made from are admitted, so every refusal was the mutation's.
  */
+import { writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
@@ -73,6 +74,12 @@ const append = (change: (event: Loose) => void) => (c: Context) => {
   return c.log.append(event as RuntimeEvent)
 }
 const appendFact = (fact: Loose) => (c: Context) => c.log.append(c.event(fact) as RuntimeEvent)
+/** `open` given a path to a fresh plain file in the test's directory. */
+const inFile = async (c: Context, open: (file: string) => Promise<unknown>) => {
+  const file = join(c.dir, `file-${Math.random().toString(36).slice(2)}`)
+  await writeFile(file, 'not a directory')
+  return open(file)
+}
 
 const LONG_ID = 'x'.repeat(129)
 
@@ -210,6 +217,9 @@ const cases: Case[] = [
   { area: 'EventLog.open', name: 'a location that is a number', code: 'LOG_INVALID_ARGUMENT', act: () => EventLog.open(42 as unknown as string) },
   { area: 'EventLog.open', name: 'durability "fast"', code: 'LOG_INVALID_ARGUMENT', act: (c) => EventLog.open(join(c.dir, 'other'), { durability: 'fast' as 'sync' }) },
   { area: 'EventLog.open', name: 'the location of the open log', code: 'LOG_WRITER_BUSY', act: (c) => EventLog.open(join(c.dir, 'log')) },
+  { area: 'EventLog.open', name: 'a location that is a file', code: 'LOG_INVALID_ARGUMENT', act: (c) => inFile(c, (file) => EventLog.open(file)) },
+  { area: 'EventLog.open', name: 'a location under a file', code: 'LOG_INVALID_ARGUMENT', act: (c) => inFile(c, (file) => EventLog.open(join(file, 'log'))) },
+  { area: 'EventLog.open', name: 'options null', code: 'LOG_INVALID_ARGUMENT', act: (c) => EventLog.open(join(c.dir, 'other'), null as unknown as {}) },
   // appended events: shape
   { area: 'append', name: 'no id', code: 'LOG_INVALID_EVENT', act: append((e) => delete e.id) },
   { area: 'append', name: 'an id with a space', code: 'LOG_INVALID_EVENT', act: append((e) => (e.id = 'event 1')) },

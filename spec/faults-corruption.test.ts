@@ -10,7 +10,10 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { suite } from 'uvu'
 import * as assert from 'uvu/assert'
+import { ClassicLevel } from 'classic-level'
 import { EventLog, type FactstateError, isFactstateError } from '../index.js'
+import { encodeRecord } from '../store/encoding.js'
+import { keys } from '../store/keys.js'
 import { type BuiltLog, buildLog, filesEndingWith, findBytes, flipByte } from './support/faults-files.js'
 import { bounded, withTimeout } from './support/temp.js'
 
@@ -192,6 +195,30 @@ test(
     const seq = error.details?.seq as number
     assert.ok(seq >= 1 && seq <= highWater, `seq ${seq}`)
     await corrupt(dir, 'open', 'the second open')
+  }),
+)
+
+test(
+  'a head record that decodes to something else than a head (null, a number, a string, a short chain) is LOG_CORRUPT on open',
+  bounded(30_000, async (dir) => {
+    const { highWater } = await walLog(join(dir, 'template'))
+    const shapes: [string, unknown][] = [
+      ['null', null],
+      ['a number', 5],
+      ['a string', 'x'],
+      ['a short chain', { highWater, chain: new Uint8Array(31) }],
+      ['a negative high-water', { highWater: -1, chain: new Uint8Array(32) }],
+    ]
+    for (const [what, head] of shapes) {
+      const copy = join(dir, what.replaceAll(' ', '-'))
+      await cp(join(dir, 'template'), copy, { recursive: true })
+      const db = new ClassicLevel<string, Uint8Array>(copy, { keyEncoding: 'utf8', valueEncoding: 'view' })
+      await db.open()
+      await db.put(keys.head, encodeRecord(head))
+      await db.close()
+      const error = await corrupt(copy, 'open', `a head record that is ${what}`)
+      assert.match(error.message, /head record/, what)
+    }
   }),
 )
 

@@ -3,7 +3,7 @@
  * `store/projection.ts`, recovery, tamper and corruption detection, and group commit under 256
  * concurrent appenders.
  */
-import { cp, mkdir, symlink } from 'node:fs/promises'
+import { cp, mkdir, readFile, symlink } from 'node:fs/promises'
 import { createRequire } from 'node:module'
 import { join } from 'node:path'
 import { ClassicLevel } from 'classic-level'
@@ -363,6 +363,22 @@ recovery(
   ),
 )
 
+recovery(
+  'two recoveries at once, with the same clock, close each invocation once and count it once',
+  boundedTest(15_000, async (dir) => {
+    await withLog(dir, async (log) => {
+      for (const name of ['x', 'y', 'z']) await log.appendAll(new EventMaker(invocationOf(name)).many([facts.opened(), facts.requested('s1')]))
+    })
+    await withLog(dir, async (log) => {
+      const now = () => 1_800_000_000_000
+      const counts = await Promise.all([recoverInvocations(log, { now }), recoverInvocations(log, { now })])
+      assert.is(counts[0] + counts[1], 3, `counted ${counts.join(' + ')}`)
+      assert.is((await log.verify()).events, 6 + 3 * 2, 'each invocation closed by one model.interrupted and one ended')
+      assert.is(await recoverInvocations(log), 0)
+    })
+  }),
+)
+
 recovery.run()
 
 // =============================================================================================
@@ -558,6 +574,62 @@ corruption.run()
 
 // =============================================================================================
 const concurrency = suite('store: concurrency and group commit')
+
+concurrency(
+  "under 'os' durability close() syncs LevelDB's write-ahead log before it writes the head anchor; under 'sync' there is nothing to sync",
+  boundedTest(15_000, async (dir) => {
+    const proto = ClassicLevel.prototype as unknown as { _put(key: string, value: Uint8Array, options: { sync?: boolean }): Promise<void> }
+    const put = proto._put
+    const synced: string[] = []
+    proto._put = function (key, value, options) {
+      if (options?.sync === true) synced.push(key)
+      return put.call(this, key, value, options)
+    }
+    try {
+      for (const durability of ['os', 'sync'] as const) {
+        synced.length = 0
+        const log = await EventLog.open(join(dir, durability), { durability })
+        await log.append(new EventMaker(invocationOf('a')).next(facts.opened()))
+        assert.equal(synced, [], `${durability}: nothing synced on its own before close`)
+        await log.close()
+        assert.equal(synced, durability === 'os' ? [keys.head] : [], durability)
+        const anchor = await readFile(join(dir, durability, 'FACTSTATE-HEAD'), 'utf8')
+        assert.match(anchor, /^factstate-head v1 1 /, `${durability}: the anchor counts the fact`)
+      }
+    } finally {
+      proto._put = put
+    }
+  }),
+)
+
+concurrency(
+  'readers under way when the log closes end LOG_CLOSED (or finish), never with a raw LevelDB error',
+  boundedTest(30_000, async (dir) => {
+    const log = await EventLog.open(dir)
+    await log.appendAll(Array.from({ length: 3_000 }, (_, index) => new EventMaker(invocationOf(`r${index}`)).next(facts.opened())))
+    // events() hands out one chunk at a time: after the first event the rest are read after the close.
+    const reader = log.events()
+    assert.is((await reader.next()).value?.seq, 1)
+    const verifying = log.verify().then(
+      (verified) => ({ verified }),
+      (error: FactstateError) => ({ error }),
+    )
+    await log.close()
+    let read = 1
+    let closed: FactstateError | undefined
+    try {
+      for await (const _ of reader) read += 1
+    } catch (error) {
+      closed = error as FactstateError
+    }
+    assert.is(closed?.code, 'LOG_CLOSED', `events() after close: ${closed?.message ?? `read all ${read}`}`)
+    assert.ok(read < 3_000, `${read} events read`)
+    const verified = await verifying
+    if ('error' in verified) assert.is(verified.error.code, 'LOG_CLOSED', verified.error.message)
+    else assert.is(verified.verified.events, 3_000)
+    assert.is((await refusal(log.verify())).code, 'LOG_CLOSED')
+  }),
+)
 
 concurrency(
   '256 concurrent appenders on 256 invocations: each keeps its order, seqs are gapless, and group commit groups',

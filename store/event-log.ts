@@ -333,6 +333,15 @@ function equalBytes(a: Uint8Array, b: Uint8Array): boolean {
   return a.length === b.length && Buffer.compare(a, b) === 0
 }
 
+/** The head record as stored: a non-negative seq and a chain of 32 bytes, or `LOG_CORRUPT`. */
+function headRecord(found: unknown): Head {
+  const { highWater, chain } = (typeof found === 'object' && found !== null ? found : {}) as { highWater?: unknown; chain?: unknown }
+  if (typeof highWater !== 'number' || !Number.isSafeInteger(highWater) || highWater < 0 || !(chain instanceof Uint8Array) || chain.length !== CHAIN_BYTES) {
+    throw new FactstateError('LOG_CORRUPT', 'the head record is unreadable')
+  }
+  return { highWater, chain: new Uint8Array(chain) }
+}
+
 function levelError(error: unknown): FactstateError {
   const code = (error as { code?: string }).code
   const causeCode = ((error as { cause?: { code?: string } }).cause ?? {}).code
@@ -445,6 +454,9 @@ export class EventLog {
     if (typeof location !== 'string' || location.length === 0 || location.includes('\0')) {
       throw new FactstateError('LOG_INVALID_ARGUMENT', 'the log location must be a non-empty path')
     }
+    if (typeof options !== 'object' || options === null) {
+      throw new FactstateError('LOG_INVALID_ARGUMENT', `the options of EventLog.open must be an object, not ${options === null ? 'null' : typeof options}`)
+    }
     const durability = options.durability ?? 'sync'
     if (durability !== 'sync' && durability !== 'os') {
       throw new FactstateError('LOG_INVALID_ARGUMENT', `durability must be 'sync' or 'os', not ${String(durability)}`)
@@ -513,8 +525,7 @@ export class EventLog {
       this.#formatMarked = found === INDEX_FORMAT
     }
     const stored = await this.#db.get(keys.head)
-    const head: Head = stored === undefined ? { highWater: 0, chain: EMPTY_CHAIN } : decodeRecord<Head>(stored, 'head')
-    head.chain = new Uint8Array(head.chain)
+    const head: Head = stored === undefined ? { highWater: 0, chain: EMPTY_CHAIN } : headRecord(decodeRecord<unknown>(stored, 'head'))
     let expected = head.highWater
     let checked = 0
     for await (const key of this.#db.keys({ gte: keys.eventLow, lt: keys.eventHigh, reverse: true, limit: TAIL_KEYS_CHECKED })) {
@@ -987,8 +998,28 @@ export class EventLog {
     }
   }
 
+  /**
+   * What a reader reports for an error of LevelDB's: `LOG_CLOSED` once the log is closing (its
+   * iterators are closed under it), `LOG_IO` otherwise; any other error (the log's own findings,
+   * a consumer's) is left as it is.
+   */
+  #readFailure(error: unknown): unknown {
+    const code = (error as { code?: unknown } | null)?.code
+    if (error instanceof FactstateError || typeof code !== 'string' || !code.startsWith('LEVEL_')) return error
+    if (this.#closed) return new FactstateError('LOG_CLOSED', 'the log was closed while it was being read', { cause: error })
+    return levelError(error)
+  }
+
   /** The stored bytes of an invocation's facts with seqs after `after`, up to `upTo`, in order. */
   async #invocationStored(invocationId: string, after: number, upTo: number): Promise<{ seq: number; bytes: Uint8Array }[]> {
+    try {
+      return await this.#readInvocationStored(invocationId, after, upTo)
+    } catch (error) {
+      throw this.#readFailure(error)
+    }
+  }
+
+  async #readInvocationStored(invocationId: string, after: number, upTo: number): Promise<{ seq: number; bytes: Uint8Array }[]> {
     const seqs: number[] = []
     const prefixLength = keys.byInvocationLow(invocationId).length
     for await (const key of this.#db.keys({ gt: keys.byInvocation(invocationId, after), lt: keys.byInvocationHigh(invocationId) })) {
@@ -1081,25 +1112,29 @@ export class EventLog {
     // It fetches a chunk's worth of facts per trip to the thread pool (the default is 16 KiB).
     const range = { gte: keys.event(from), lte: keys.event(last), highWaterMarkBytes: chunk * 1024 }
     const missing = () => new FactstateError('LOG_CORRUPT', `event ${expected} is missing`, { details: { seq: expected } })
-    for await (const [key, value] of this.#db.iterator(range)) {
-      const seq = seqOfEventKey(key)
-      let event: RuntimeEvent
-      try {
-        if (seq !== expected) throw missing()
-        event = decodeEvent(value, seq)
-      } catch (error) {
-        // The facts before a damaged one are handed out first: a reader of a damaged log sees all it can.
-        if (events.length > 0) yield { events, bytes }
-        throw error
+    try {
+      for await (const [key, value] of this.#db.iterator(range)) {
+        const seq = seqOfEventKey(key)
+        let event: RuntimeEvent
+        try {
+          if (seq !== expected) throw missing()
+          event = decodeEvent(value, seq)
+        } catch (error) {
+          // The facts before a damaged one are handed out first: a reader of a damaged log sees all it can.
+          if (events.length > 0) yield { events, bytes }
+          throw error
+        }
+        events.push({ seq, event })
+        bytes += value.length
+        expected += 1
+        if (events.length === chunk) {
+          yield { events, bytes }
+          events = []
+          bytes = 0
+        }
       }
-      events.push({ seq, event })
-      bytes += value.length
-      expected += 1
-      if (events.length === chunk) {
-        yield { events, bytes }
-        events = []
-        bytes = 0
-      }
+    } catch (error) {
+      throw this.#readFailure(error)
     }
     if (events.length > 0) yield { events, bytes }
     if (expected !== last + 1) throw missing()
@@ -1160,6 +1195,14 @@ export class EventLog {
   async verify(): Promise<{ events: number; digest: string }> {
     this.#assertOpen()
     await this.#flushing
+    try {
+      return await this.#verify()
+    } catch (error) {
+      throw this.#readFailure(error)
+    }
+  }
+
+  async #verify(): Promise<{ events: number; digest: string }> {
     const head = this.#state.head
     let chain: Uint8Array = EMPTY_CHAIN
     let expected = 1
@@ -1237,7 +1280,19 @@ export class EventLog {
     await this.#idsBuild
     this.#listeners.clear()
     try {
-      if (!this.#failed) await this.#writeAnchor()
+      if (!this.#failed) {
+        // The anchor promises the facts it counts are on the disk: under `os` durability they may
+        // not be yet, and one synced write makes LevelDB sync its write-ahead log first.
+        // Without that sync there is no anchor: an older one (or none) checks less, never wrongly.
+        const synced =
+          this.#durability === 'sync' ||
+          this.#state.head.highWater === 0 ||
+          (await this.#db.put(keys.head, encodeRecord(this.#state.head), { sync: true }).then(
+            () => true,
+            () => false,
+          ))
+        if (synced) await this.#writeAnchor()
+      }
       await this.#db.close()
     } finally {
       this.#release()

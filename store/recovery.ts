@@ -21,6 +21,9 @@ export function closingFacts(record: InvocationRecord): Fact[] {
   return facts
 }
 
+/** Refuses a closing whose invocation ended after the call that stages it looked. */
+const closedMeanwhile = new Error('closed meanwhile')
+
 /**
  * Closes every invocation a crash left open and returns how many it closed. Invocations driven
  * by a live actor of this process are left alone. A second call returns 0 and writes nothing.
@@ -47,10 +50,14 @@ export async function recoverInvocations(log: EventLog, options: { now?: () => n
           fact,
         }))
         try {
-          await internals.appendAll(events)
+          // Checked inside the group commit: a call running beside this one may have staged the same
+          // closing facts already, and their repeat would be acknowledged as if this call wrote them.
+          await internals.appendAll(events, async (view) => {
+            if ((await view.invocation(record.invocation.invocationId))?.terminal !== null) throw closedMeanwhile
+          })
         } catch (error) {
           // Another call (or a live actor) closed it first: nothing left to do for this one.
-          if (isFactstateError(error, 'LOG_SEALED') || isFactstateError(error, 'LOG_CONFLICT')) return 0
+          if (error === closedMeanwhile || isFactstateError(error, 'LOG_SEALED') || isFactstateError(error, 'LOG_CONFLICT')) return 0
           throw error
         }
         return 1

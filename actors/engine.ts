@@ -275,6 +275,13 @@ export class Engine {
     if (work.kind === 'continuation') {
       const source = await view.invocation(work.source.invocation.invocationId)
       if (source?.terminal === null || source === undefined) throw busy('is still running the source run')
+      // A boundary taken while the source ran would replay half a step: only its end is a source.
+      if (source.lastSeq !== work.source.highWater) {
+        throw new FactstateError(
+          'RUN_SOURCE_MISMATCH',
+          `the boundary at ${work.source.highWater} is not the end of run ${work.source.invocation.runId}, which ended at ${source.lastSeq}; ask runSource again`,
+        )
+      }
     }
     if (session.unknown.length > 0) {
       const fact = event.fact

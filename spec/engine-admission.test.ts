@@ -122,6 +122,28 @@ test(
 )
 
 test(
+  'RUN_SOURCE_MISMATCH for a boundary taken while its source still ran: only the end of a run is a source',
+  engineTest([answer.toolCalls([{ id: 'call-1', name: 'echo', arguments: { value: 42 } }]), answer.text('source answer'), answer.text('continued')], {}, async (h) => {
+    let midRun: Awaited<ReturnType<typeof h.log.runSource>>
+    const echo = countingTool('echo', async (input) => {
+      midRun = await h.log.runSource('shared', 'run-source')
+      return input
+    })
+    assert.equal(await h.run(h.input('source', { session: 'shared', tools: [echo] })), { status: 'completed' })
+    const stale = midRun?.boundary
+    const end = (await h.log.runSource('shared', 'run-source'))?.boundary
+    assert.ok(stale && end && stale.highWater < end.highWater, 'the boundary was taken mid-run')
+    const continuation = h.input('continued', { session: 'shared', tools: [countingTool('echo')] })
+    continuation.work = { kind: 'continuation', source: stale }
+    await refusedWithoutWriting(h.log, () => h.engine.start(continuation), 'RUN_SOURCE_MISMATCH', 'a mid-run boundary')
+    continuation.work = { kind: 'continuation', source: end }
+    assert.equal(await h.run(continuation), { status: 'completed' })
+    const messages = h.server.requests.at(-1)?.body.messages as { role: string }[]
+    assert.equal(messages.map((m) => m.role), ['user', 'assistant', 'tool', 'assistant'], 'the whole source is replayed, its tool answer included')
+  }),
+)
+
+test(
   'RUN_SOURCE_MISMATCH for a continuation whose boundary the log does not hold',
   engineTest([answer.text('source answer'), answer.text('continued')], {}, async (h) => {
     assert.equal(await h.run(h.input('source', { session: 'shared' })), { status: 'completed' })
@@ -134,6 +156,7 @@ test(
       { what: 'a later high-water', boundary: { ...source, highWater: source.highWater + 1 } },
       { what: 'a run the log never saw', boundary: { ...source, invocation: { ...source.invocation, runId: 'run-ghost' } } },
       { what: 'another invocation of the run', boundary: { ...source, invocation: { ...source.invocation, invocationId: 'invocation-ghost' } } },
+      { what: 'the run moved to another turn', boundary: { ...source, invocation: { ...source.invocation, turnId: 'turn-elsewhere' } } },
     ]
     for (const { what, boundary } of forgeries) {
       const continuation = h.input('continued', { session: 'shared' })

@@ -76,6 +76,14 @@ test(
           if (i.work.kind === 'handoff') i.work.source.highWater -= 1
         },
       },
+      {
+        what: 'the source and the successor moved to another turn together',
+        change: (i) => {
+          if (i.work.kind !== 'handoff') return
+          i.work.source.invocation = { ...i.work.source.invocation, turnId: 'turn-elsewhere' }
+          i.invocation = successorOf(i.work.pause.intent, i.work.source.invocation)
+        },
+      },
     ]
     for (const { what, change } of differ) {
       const candidate = successorInput(sealed)

@@ -1071,8 +1071,9 @@ export class EventLog {
     this.#assertOpen()
     const { sessionId, runId, invocationId } = boundary.invocation
     const run = this.#state.runNow(sessionId, runId)
-    if (run === undefined || run.invocationId !== invocationId) {
-      throw new FactstateError('RUN_SOURCE_MISMATCH', `run ${sessionId}/${runId} with invocation ${invocationId} is not in the log`)
+    // The whole invocation, turn included: a boundary moved to another turn names no run of the log.
+    if (run === undefined || run.invocationId !== invocationId || this.#state.invocationNow(invocationId)?.invocation.turnId !== boundary.invocation.turnId) {
+      throw new FactstateError('RUN_SOURCE_MISMATCH', `run ${sessionId}/${runId} with invocation ${invocationId} in turn ${boundary.invocation.turnId} is not in the log`)
     }
     const stored = await this.#invocationStored(invocationId, 0, boundary.highWater)
     let chain = runChainStart(sessionId, runId, run.source?.digest)

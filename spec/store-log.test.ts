@@ -603,6 +603,34 @@ concurrency(
 )
 
 concurrency(
+  "an append whose staging cannot read the index is LOG_IO with LevelDB's error as its cause, and the log goes on",
+  boundedTest(15_000, (dir) =>
+    withLog(dir, async (log) => {
+      const a = new EventMaker(invocationOf('a'))
+      const opened = a.next(facts.opened())
+      assert.is(await log.append(opened), 1)
+      const proto = ClassicLevel.prototype as unknown as { _getSync(key: string, options: unknown): unknown }
+      const getSync = proto._getSync
+      const failure = Object.assign(new Error('the disk is gone'), { code: 'LEVEL_IO_ERROR' })
+      proto._getSync = () => {
+        throw failure
+      }
+      let refused: FactstateError
+      try {
+        // A repeat of a known id reads the id index to find the original.
+        refused = await refusal(log.append(opened))
+      } finally {
+        proto._getSync = getSync
+      }
+      assert.is(refused.code, 'LOG_IO')
+      assert.is((refused.cause as { cause?: unknown } | undefined)?.cause ?? refused.cause, failure)
+      assert.is(await log.append(opened), 1, 'the repeat is recognised once the index reads again')
+      assert.is(await log.append(a.next(facts.requested('s1'))), 2)
+    }),
+  ),
+)
+
+concurrency(
   'readers under way when the log closes end LOG_CLOSED (or finish), never with a raw LevelDB error',
   boundedTest(30_000, async (dir) => {
     const log = await EventLog.open(dir)

@@ -811,7 +811,7 @@ export class EventLog {
         batch.accepted.push(entry)
         batch.events += 1
       } catch (error) {
-        entry.reject(error)
+        entry.reject(this.#readFailure(error))
         return undefined
       }
       this.#putStaged(batch)
@@ -830,7 +830,7 @@ export class EventLog {
       try {
         stage()
       } catch (error) {
-        entry.reject(error)
+        entry.reject(this.#readFailure(error))
       }
       return undefined
     }
@@ -839,7 +839,7 @@ export class EventLog {
         await precondition(local)
         stage()
       } catch (error) {
-        entry.reject(error)
+        entry.reject(this.#readFailure(error))
       }
     })()
   }
@@ -999,9 +999,9 @@ export class EventLog {
   }
 
   /**
-   * What a reader reports for an error of LevelDB's: `LOG_CLOSED` once the log is closing (its
-   * iterators are closed under it), `LOG_IO` otherwise; any other error (the log's own findings,
-   * a consumer's) is left as it is.
+   * What a reader (or an append whose staging read the index) reports for an error of LevelDB's:
+   * `LOG_CLOSED` once the log is closing (its iterators are closed under it), `LOG_IO` otherwise;
+   * any other error (the log's own findings, a precondition's, a consumer's) is left as it is.
    */
   #readFailure(error: unknown): unknown {
     const code = (error as { code?: unknown } | null)?.code

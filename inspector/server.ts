@@ -272,7 +272,13 @@ export async function serveInspector(options: InspectorOptions): Promise<Inspect
       res.setHeader('allow', 'GET, HEAD')
       return sendError(res, 405, 'METHOD_NOT_ALLOWED', 'the inspector is read-only')
     }
-    const url = new URL(req.url ?? '/', 'http://inspector.invalid')
+    let url: URL
+    try {
+      url = new URL(req.url ?? '/', 'http://inspector.invalid')
+    } catch {
+      // A request target no URL can be made of (`http://[/`, say) must not take the process down.
+      return sendError(res, 400, 'BAD_REQUEST', 'the request target is not a valid URL')
+    }
     route(req, res, url.pathname, url.searchParams).catch((error: unknown) => {
       if (res.headersSent) {
         res.destroy()

@@ -25,11 +25,17 @@ async function getJson<T>(url: string): Promise<{ status: number; body: T }> {
 }
 
 /** A raw request, so the test controls the Host header and the method. */
-function raw(url: string, options: { method?: string; host?: string }): Promise<{ status: number; body: string }> {
+function raw(url: string, options: { method?: string; host?: string; target?: string }): Promise<{ status: number; body: string }> {
   const target = new URL(url)
   return new Promise((resolve, reject) => {
     const req = request(
-      { host: target.hostname, port: target.port, path: target.pathname, method: options.method ?? 'GET', headers: options.host ? { host: options.host } : {} },
+      {
+        host: target.hostname,
+        port: target.port,
+        path: options.target ?? target.pathname,
+        method: options.method ?? 'GET',
+        headers: options.host ? { host: options.host } : {},
+      },
       (res) => {
         let body = ''
         res.setEncoding('utf8')
@@ -134,6 +140,9 @@ test(
       }
       assert.is((await raw(`${inspector.url}api/overview`, { host: 'attacker.example:80' })).status, 403)
       assert.is((await raw(`${inspector.url}api/overview`, { host: `localhost:${new URL(inspector.url).port}` })).status, 200)
+      // A request target no URL can be made of is answered, not thrown in the process's face.
+      assert.is((await raw(inspector.url, { target: 'http://[/' })).status, 400)
+      assert.is((await raw(`${inspector.url}api/overview`, {})).status, 200, 'the server still answers')
       assert.equal(log.head(), before, 'nothing was written')
       const page = await fetch(inspector.url)
       assert.is(page.status, 200)

@@ -2,6 +2,8 @@
  * What every CLI command shares: its output channels, exit codes, and how a FactstateError is
  * shown (its code and a one-line remedy).
  */
+import { stat } from 'node:fs/promises'
+import { join } from 'node:path'
 import { type ParseArgsConfig, parseArgs } from 'node:util'
 import { FactstateError, type FactstateErrorCode } from '../errors.js'
 import { EventLog } from '../store/event-log.js'
@@ -70,6 +72,15 @@ export function parseCommand<T extends ParseArgsConfig>(io: CommandIo, help: str
   return parsed
 }
 
+/** Whether `path` holds a LevelDB directory (a CURRENT file): opening anything else would create a log there. */
+export async function isLogDirectory(path: string): Promise<boolean> {
+  try {
+    return (await stat(path)).isDirectory() && (await stat(join(path, 'CURRENT'))).isFile()
+  } catch {
+    return false
+  }
+}
+
 /**
  * The shape of a command that takes one log directory and `--help`: parses, opens the log, runs
  * `action`, reports a refusal with its code and remedy, and always closes the log.
@@ -78,9 +89,12 @@ export async function onLogDirectory(args: string[], io: CommandIo, help: string
   const parsed = parseCommand(io, help, { args, allowPositionals: true, options: { help: { type: 'boolean', short: 'h', default: false } } })
   if (typeof parsed === 'number') return parsed
   if (parsed.positionals.length !== 1) return usage(io, 'expected exactly one log directory', help)
+  const directory = parsed.positionals[0] as string
+  // A mistyped path must not become a new, empty (and so valid) log.
+  if (!(await isLogDirectory(directory))) return usage(io, `no factstate log at ${directory}`, help)
   let log: EventLog | undefined
   try {
-    log = await EventLog.open(parsed.positionals[0] as string)
+    log = await EventLog.open(directory)
     await action(log)
     return EXIT.ok
   } catch (error) {

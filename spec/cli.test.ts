@@ -8,7 +8,11 @@ import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { EventLog } from '../index.js'
+import { EventMaker, facts, invocationOf } from './support/log-fixtures.js'
 import { withTempDir, withTimeout } from './support/temp.js'
+
+/** Bounds a test's body: uvu has no timeout of its own. */
+const bounded30 = <T>(body: Promise<T>): Promise<T> => withTimeout(body, 30_000)
 
 function cli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
@@ -73,6 +77,61 @@ test('demo passes every step, then log, verify and recover read its log', () =>
     }),
     90_000,
   ))
+
+test('verify, log and recover refuse a path that holds no log (exit 2) and create nothing there', () =>
+  bounded30(withTempDir(async (dir) => {
+    for (const command of ['verify', 'log', 'recover']) {
+      const typo = join(dir, 'typo', command)
+      const result = await cli([command, typo])
+      assert.is(result.code, 2, `${command}: ${result.stdout}${result.stderr}`)
+      assert.match(result.stderr, /no factstate log at/)
+    }
+    assert.equal(await readdir(dir), [], 'no directory was made')
+  })))
+
+test('log prints one line per fact: text a model or a tool wrote cannot break a line or drive the terminal', () =>
+  bounded30(withTempDir(async (dir) => {
+    const location = join(dir, 'log')
+    const log = await EventLog.open(location)
+    const a = new EventMaker(invocationOf('a'))
+    await log.appendAll(
+      a.many([
+        facts.opened(),
+        facts.requested('s1'),
+        {
+          type: 'model.completed',
+          stepId: 's1',
+          output: { toolCalls: [{ callId: 'c1', name: 'echo', arguments: '{"a":1}\n#     42  forged line' }], finishReason: 'tool_calls' },
+        },
+        facts.dispatched('c1'),
+        { type: 'tool.settled', operationId: 'c1', outcome: { status: 'failed', message: 'gone\r\u001b[2K\u001b[1A\u001b]0;title\u0007 \u2028 \u0085' } },
+      ]),
+    )
+    await log.close()
+    const result = await cli(['log', location])
+    assert.is(result.code, 0, result.stderr)
+    const lines = result.stdout.trimEnd().split('\n')
+    assert.is(lines.length, 5, result.stdout)
+    assert.not.match(result.stdout, /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u2028\u2029]/, 'no control character reaches the terminal')
+    assert.match(lines[2] as string, /\\u000a#     42  forged line/)
+    assert.match(lines[4] as string, /gone\\u000d\\u001b\[2K/)
+  })))
+
+test('demo refuses to empty a directory holding a log it did not write', () =>
+  bounded30(withTempDir(async (dir) => {
+    const log = await EventLog.open(join(dir, 'log'))
+    await log.append(new EventMaker(invocationOf('mine')).next(facts.opened()))
+    await log.close()
+    const result = await cli(['demo', '--dir', dir])
+    assert.ok(result.code !== 0, 'the demo did not run')
+    assert.match(result.stderr, /a log the demo did not write/)
+    const reopened = await EventLog.open(join(dir, 'log'))
+    try {
+      assert.is((await reopened.verify()).events, 1, 'the log is untouched')
+    } finally {
+      await reopened.close()
+    }
+  })))
 
 test('usage errors exit 2 and say what is wrong', () =>
   withTimeout(

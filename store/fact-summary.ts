@@ -3,8 +3,20 @@ import type { Fact } from '../facts/types.js'
 const clip = (text: string, max = 80) => (text.length > max ? `${text.slice(0, max - 1)}…` : text)
 const json = (value: unknown) => clip(JSON.stringify(value) ?? 'null')
 
-/** The key fields of a fact in one short line (for the CLI, logs and the inspector's timeline). */
+// C0 and C1 controls, DEL, and the line and paragraph separators: a model or a tool wrote the text.
+const CONTROL = /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g
+const escapeControl = (char: string) => `\\u${char.charCodeAt(0).toString(16).padStart(4, '0')}`
+
+/**
+ * The key fields of a fact in one short line (for the CLI, logs and the inspector's timeline).
+ * Control characters are escaped (`\u000a`): text a model or a tool wrote can neither break the
+ * line nor drive a terminal.
+ */
 export function summarizeFact(fact: Fact): string {
+  return describe(fact).replace(CONTROL, escapeControl)
+}
+
+function describe(fact: Fact): string {
   switch (fact.type) {
     case 'invocation.opened':
       return fact.input.kind === 'message'

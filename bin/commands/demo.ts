@@ -1,6 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process'
 import { existsSync } from 'node:fs'
-import { mkdir, readdir, rm } from 'node:fs/promises'
+import { mkdir, readdir, rm, writeFile } from 'node:fs/promises'
+import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { EventLog } from '../../store/event-log.js'
 import { paths, readLedger } from '../demo/agent.js'
@@ -89,15 +90,23 @@ function runPhase(phase: string, dir: string, label: string, io: CommandIo, kill
   })
 }
 
+/** Left in every directory the demo prepares: only such a directory (or an empty one) is ever emptied. */
+const MARKER = '.factstate-demo'
+
 /** Empties the demo directory, refusing to touch one that holds anything but an earlier demo. */
 async function prepare(dir: string): Promise<void> {
   if (existsSync(dir)) {
     const entries = await readdir(dir)
-    const foreign = entries.filter((name) => name !== 'log' && name !== 'ledger.jsonl')
+    const foreign = entries.filter((name) => name !== 'log' && name !== 'ledger.jsonl' && name !== MARKER)
     if (foreign.length > 0) throw new Error(`${dir} holds other files (${foreign.slice(0, 3).join(', ')}); choose another --dir`)
+    // A `log` the demo did not write (no marker) is somebody's log: never deleted.
+    if (entries.length > 0 && !entries.includes(MARKER)) {
+      throw new Error(`${dir} holds a log the demo did not write; choose another --dir`)
+    }
     await rm(dir, { recursive: true, force: true })
   }
   await mkdir(dir, { recursive: true })
+  await writeFile(join(dir, MARKER), 'written by `factstate demo`: the next demo run in this directory empties it\n')
 }
 
 /**

@@ -1,8 +1,6 @@
-import { stat } from 'node:fs/promises'
-import { join } from 'node:path'
 import { serveInspector } from '../../inspector/server.js'
 import { EventLog } from '../../store/event-log.js'
-import { type CommandIo, EXIT, parseCommand, reportError, usage } from '../io.js'
+import { type CommandIo, EXIT, isLogDirectory, parseCommand, reportError, usage } from '../io.js'
 
 /** The text `factstate inspect --help` prints. */
 export const inspectHelp = `usage: factstate inspect <log-directory> [--port N]
@@ -17,15 +15,6 @@ options:
 
 Exit 3: the log is open in another process (LevelDB allows one per directory). Stop that
 process, or inspect it live from inside it with serveInspector from 'factstate/inspector'.`
-
-async function isLogDirectory(path: string): Promise<boolean> {
-  try {
-    // An existing LevelDB directory has a CURRENT file; opening anything else would create a log.
-    return (await stat(path)).isDirectory() && (await stat(join(path, 'CURRENT'))).isFile()
-  } catch {
-    return false
-  }
-}
 
 function untilStopped(signal: AbortSignal | undefined): Promise<void> {
   return new Promise((resolve) => {

@@ -1,7 +1,7 @@
 import { FACT_TYPES, type FactType, type StoredEvent } from '../../facts/types.js'
 import { EventLog } from '../../store/event-log.js'
 import { summarizeFact } from '../../store/fact-summary.js'
-import { type CommandIo, EXIT, parseCommand, reportError, usage } from '../io.js'
+import { type CommandIo, EXIT, isLogDirectory, parseCommand, reportError, usage } from '../io.js'
 
 export const logHelp = `usage: factstate log <log-directory> [--session ID] [--run ID] [--invocation ID] [--type TYPE] [--json]
 
@@ -44,9 +44,11 @@ export async function logCommand(args: string[], io: CommandIo): Promise<number>
     (values.run === undefined || event.invocation.runId === values.run) &&
     (values.invocation === undefined || event.invocation.invocationId === values.invocation) &&
     (type === undefined || (type.endsWith('*') ? event.fact.type.startsWith(type.slice(0, -1)) : event.fact.type === type))
+  const directory = positionals[0] as string
+  if (!(await isLogDirectory(directory))) return usage(io, `no factstate log at ${directory}`, logHelp)
   let log: EventLog | undefined
   try {
-    log = await EventLog.open(positionals[0] as string)
+    log = await EventLog.open(directory)
     let shown = 0
     for await (const stored of log.events()) {
       if (!matches(stored)) continue

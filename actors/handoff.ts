@@ -15,9 +15,18 @@ export interface HandoffGate {
 
 /** A pending hold. */
 export interface HandoffReservation {
-  /** Resolves at the next safe point with the run held (`hold.entered` is durable). */
+  /**
+   * Resolves at the next safe point with the run held (`hold.entered` is durable). Rejects with
+   * `HANDOFF_CANCELLED` after `cancel()`, `HANDOFF_UNAVAILABLE` if the run ends first, and — nothing
+   * written, the run goes on — `HANDOFF_CLAIMED` if the intent's claim is already used or
+   * `HANDOFF_MISMATCH` if its successor run or invocation id already exists.
+   */
   ready(): Promise<HeldInvocation>
-  /** Gives the reservation up before the safe point; the run goes on. After `ready()` resolved it has no effect. */
+  /**
+   * Gives the reservation up; the run goes on. Before `ready()` settles it always takes effect (`ready()`
+   * rejects `HANDOFF_CANCELLED`): if the actor was already writing `hold.entered`, the hold is rolled
+   * back at once (`hold.released`). After `ready()` settled it has no effect.
+   */
   cancel(): void
 }
 
@@ -27,7 +36,12 @@ export interface HeldInvocation {
   preview(): HandoffPause
   /** Rolls back: `hold.released`, and the run continues with its next model request. No effect repeats. */
   release(): Promise<void>
-  /** Seals: `invocation.ended{handoff_paused}`; resolves with exactly `preview()` once durable. No further model request. */
+  /**
+   * Seals: `invocation.ended{handoff_paused}`; resolves with exactly `preview()` once durable. No further model request.
+   * Refused atomically with the seal — nothing written, the run still held — when no successor could
+   * be admitted: `HANDOFF_CLAIMED` (the claim was used meanwhile), `HANDOFF_MISMATCH` (the successor run
+   * or invocation id exists). `HANDOFF_NOT_HELD` once the hold is released, sealed or ended by cancellation.
+   */
   commit(): Promise<HandoffPause>
 }
 
@@ -56,14 +70,17 @@ export class Deferred<T> {
   }
 }
 
-type ReservationState = 'pending' | 'held' | 'deciding' | 'done' | 'cancelled'
+type ReservationState = 'pending' | 'entering' | 'held' | 'deciding' | 'done' | 'cancelled'
 
 /** One reservation and its hold, as the actor sees it. */
 export class Reservation implements HandoffReservation {
   state: ReservationState = 'pending'
   readonly held = new Deferred<HeldInvocation>()
-  readonly decision = new Deferred<HoldDecision>()
+  /** The holder's next decision; renewed when a commit is refused and the hold stays held. */
+  decision = new Deferred<HoldDecision>()
   pause: HandoffPause | undefined
+  /** The decision being carried out, until the actor settles it. */
+  #deciding: HoldDecision | undefined
 
   constructor(
     readonly intent: HandoffIntent,
@@ -75,13 +92,20 @@ export class Reservation implements HandoffReservation {
   }
 
   cancel(): void {
-    if (this.state !== 'pending') return
+    // While `hold.entered` is being written the cancel still counts: the actor sees it once the
+    // fact is durable and rolls the hold back (`hold.released`), so `ready()` never resolves.
+    if (this.state !== 'pending' && this.state !== 'entering') return
     this.state = 'cancelled'
     this.held.reject(new FactstateError('HANDOFF_CANCELLED', `reservation ${this.intent.handoffId} was cancelled`))
     this.onCancel(this)
   }
 
-  /** Called by the actor once `hold.entered` is durable. */
+  /** Called by the actor before it appends `hold.entered`. */
+  begin(): void {
+    this.state = 'entering'
+  }
+
+  /** Called by the actor once `hold.entered` is durable (and the reservation was not cancelled meanwhile). */
   enter(pause: HandoffPause): void {
     this.state = 'held'
     this.pause = pause
@@ -104,13 +128,44 @@ export class Reservation implements HandoffReservation {
       return Promise.reject(new FactstateError('HANDOFF_NOT_HELD', `hold ${this.intent.handoffId} is no longer held`))
     }
     this.state = 'deciding'
-    this.decision.resolve(make(done))
+    const decision = make(done)
+    this.#deciding = decision
+    this.decision.resolve(decision)
     return done.promise
+  }
+
+  /** Called by the actor once a decision is durable. */
+  settle(): void {
+    this.state = 'done'
+    this.#deciding = undefined
+  }
+
+  /** Called by the actor when the log refused the hold before it was entered: `ready()` rejects, the run goes on. */
+  refuse(error: unknown): void {
+    if (this.state === 'entering') this.held.reject(error)
+    this.state = 'done'
+  }
+
+  /** Called by the actor when the log refused a commit: the commit rejects with `error`, the hold stays held. */
+  reopen(error: unknown): void {
+    this.#deciding?.done.reject(error)
+    this.#deciding = undefined
+    this.decision = new Deferred<HoldDecision>()
+    this.state = 'held'
   }
 
   /** Called by the actor when the run ends or fails before or while the hold is taken. */
   abandon(error: FactstateError): void {
-    if (this.state === 'pending') this.held.reject(error)
+    if (this.state === 'pending' || this.state === 'entering') this.held.reject(error)
+    // A decision taken as the hold was abandoned (an abort in the same tick as a commit) is refused, never left pending.
+    if (this.#deciding) {
+      const refusal =
+        error.code === 'HANDOFF_NOT_HELD'
+          ? error
+          : new FactstateError('HANDOFF_NOT_HELD', `hold ${this.intent.handoffId} is no longer held: ${error.message}`, { cause: error })
+      this.#deciding.done.reject(refusal)
+      this.#deciding = undefined
+    }
     this.state = 'done'
   }
 }

@@ -4,11 +4,11 @@
  * safe points for handoff holds, and appends each fact, durable before the next act.
  */
 import { FactstateError } from '../errors.js'
-import type { ExecutionSettings, Fact, HandoffPause, Invocation, InvocationOutcome, RuntimeEvent, ToolCall } from '../facts/types.js'
+import type { ExecutionSettings, Fact, HandoffIntent, HandoffPause, Invocation, InvocationOutcome, RuntimeEvent, ToolCall } from '../facts/types.js'
 import { type InvocationSnapshot, applyFact, stateOf } from '../machines/invocation.js'
 import { contentDigest } from '../store/digest.js'
 import { canonical, storageProblem, wellFormed } from '../store/encoding.js'
-import type { LogInternals } from '../store/event-log.js'
+import type { LogInternals, Precondition } from '../store/event-log.js'
 import { Gate, type HoldDecision, type Reservation } from './handoff.js'
 import type { ChatRequestBody, ModelClient } from './model-client.js'
 import type { ModelExecutor } from './model-executor.js'
@@ -37,6 +37,10 @@ export interface ActorSetup {
 }
 
 const unavailable = (why: string) => new FactstateError('HANDOFF_UNAVAILABLE', why)
+
+/** The log's refusal of a hold whose successor could never be admitted (see `#successorFree`). */
+const successorTaken = (error: unknown): error is FactstateError =>
+  error instanceof FactstateError && (error.code === 'HANDOFF_CLAIMED' || error.code === 'HANDOFF_MISMATCH')
 
 class Ended {
   constructor(readonly outcome: InvocationOutcome) {}
@@ -101,8 +105,8 @@ export class InvocationActor {
     return this.#snapshot
   }
 
-  /** Checks `fact` against the machine, appends it, and only then moves the machine. */
-  async #record(fact: Fact): Promise<number> {
+  /** Checks `fact` against the machine, appends it (if `precondition` allows, atomically), and only then moves the machine. */
+  async #record(fact: Fact, precondition?: Precondition): Promise<number> {
     const next = applyFact(this.#snapshot, fact)
     const event: RuntimeEvent = canonical({
       id: this.setup.eventId(this.setup.invocation, this.#ordinal + 1),
@@ -110,7 +114,7 @@ export class InvocationActor {
       invocation: this.setup.invocation,
       fact,
     })
-    const [seq] = await this.setup.log.appendAll([event])
+    const [seq] = await this.setup.log.appendAll([event], precondition)
     this.#ordinal += 1
     this.#snapshot = next
     this.#own.push(event)
@@ -152,7 +156,17 @@ export class InvocationActor {
       }
       this.gate.close(unavailable(`invocation ${this.setup.invocation.invocationId} stopped: ${(error as Error).message}`))
       // The log refused a fact or failed: try to close the invocation so nothing dangles.
-      const outcome: InvocationOutcome = { status: 'failed', class: 'engine_error', message: (error as Error).message }
+      const message = (error as Error).message
+      const outcome: InvocationOutcome = { status: 'failed', class: 'engine_error', message }
+      // A model step left open (its answer could not be recorded) is interrupted first, never left in flight.
+      const { stepId } = this.#snapshot.context
+      if (stateOf(this.#snapshot) === 'awaitingModel' && stepId !== null) {
+        try {
+          await this.#record({ type: 'model.interrupted', stepId, status: 'failed', message })
+        } catch {
+          // Refused too: the end below still closes the invocation (the machine accepts it while a request is in flight).
+        }
+      }
       try {
         await this.#record({ type: 'invocation.ended', outcome })
       } catch {
@@ -173,18 +187,55 @@ export class InvocationActor {
     }
   }
 
+  /**
+   * Refuses, atomically with the append, a hold whose successor could never be admitted: its claim
+   * already used, or its run or invocation id already taken. Sealing such a hold would lock the session.
+   */
+  #successorFree(intent: HandoffIntent): Precondition {
+    const { sessionId } = this.setup.invocation
+    return async (view) => {
+      const user = await view.claim(intent.claimId)
+      if (user !== undefined) throw new FactstateError('HANDOFF_CLAIMED', `claim ${intent.claimId} was already used by ${user}`)
+      if (await view.run(sessionId, intent.successorRunId)) {
+        throw new FactstateError('HANDOFF_MISMATCH', `run ${intent.successorRunId} already exists: it cannot be the successor`, {
+          details: { field: 'successorRunId' },
+        })
+      }
+      if (await view.invocation(intent.successorInvocationId)) {
+        throw new FactstateError('HANDOFF_MISMATCH', `invocation ${intent.successorInvocationId} already exists: it cannot be the successor`, {
+          details: { field: 'successorInvocationId' },
+        })
+      }
+    }
+  }
+
   async #hold(reservation: Reservation): Promise<void> {
     const { handoffId } = reservation.intent
-    await this.#record({ type: 'hold.entered', handoffId })
-    reservation.enter(this.#pauseFor(reservation))
-    // Without a caller's signal nothing can abort the run: wait for the decision alone, with no listener to keep.
-    const decision = this.setup.signal === undefined ? await reservation.decision.promise : await this.#decisionOrAbort(reservation)
-    if (decision === 'aborted') {
-      reservation.abandon(new FactstateError('HANDOFF_NOT_HELD', `hold ${handoffId} ended: the run was cancelled`))
-      await this.#cancelled()
+    reservation.begin()
+    try {
+      await this.#record({ type: 'hold.entered', handoffId }, this.#successorFree(reservation.intent))
+    } catch (error) {
+      if (!successorTaken(error)) throw error
+      // Nothing was written: `ready()` rejects with the refusal and the run goes on.
+      reservation.refuse(error)
       return
     }
-    await this.#decide(reservation, decision)
+    if (reservation.state === 'cancelled') {
+      // Cancelled while `hold.entered` was being written: roll back, as a release would.
+      await this.#record({ type: 'hold.released', handoffId })
+      return
+    }
+    reservation.enter(this.#pauseFor(reservation))
+    for (;;) {
+      // Without a caller's signal nothing can abort the run: wait for the decision alone, with no listener to keep.
+      const decision = this.setup.signal === undefined ? await reservation.decision.promise : await this.#decisionOrAbort(reservation)
+      if (decision === 'aborted') {
+        reservation.abandon(new FactstateError('HANDOFF_NOT_HELD', `hold ${handoffId} ended: the run was cancelled`))
+        await this.#cancelled()
+        return
+      }
+      if (await this.#decide(reservation, decision)) return
+    }
   }
 
   #decisionOrAbort(reservation: Reservation): Promise<HoldDecision | 'aborted'> {
@@ -199,7 +250,8 @@ export class InvocationActor {
     ]).finally(() => this.#signal.removeEventListener('abort', onAbort))
   }
 
-  async #decide(reservation: Reservation, decision: HoldDecision): Promise<void> {
+  /** Carries out the holder's decision; false when the log refused a commit and the run is still held. */
+  async #decide(reservation: Reservation, decision: HoldDecision): Promise<boolean> {
     const { handoffId } = reservation.intent
     if (decision.kind === 'release') {
       try {
@@ -208,18 +260,23 @@ export class InvocationActor {
         decision.done.reject(error)
         throw error
       }
-      reservation.state = 'done'
+      reservation.settle()
       decision.done.resolve()
-      return
+      return true
     }
     const pause = reservation.pause as HandoffPause
     try {
-      await this.#record({ type: 'invocation.ended', outcome: { status: 'handoff_paused', pause } })
+      await this.#record({ type: 'invocation.ended', outcome: { status: 'handoff_paused', pause } }, this.#successorFree(pause.intent))
     } catch (error) {
+      if (successorTaken(error)) {
+        // Nothing was written: `commit()` rejects and the holder may still release.
+        reservation.reopen(error)
+        return false
+      }
       decision.done.reject(error)
       throw error
     }
-    reservation.state = 'done'
+    reservation.settle()
     decision.done.resolve(structuredClone(pause))
     throw new Ended({ status: 'handoff_paused', pause })
   }
@@ -236,12 +293,13 @@ export class InvocationActor {
   #requestBody(): ChatRequestBody {
     const { execution } = this.setup
     const tools = functionTools(this.setup.tools)
+    // Provider options first: the fields the engine sets (and records) always win. Admission refuses options naming them.
     return {
+      ...this.setup.providerOptions,
       model: execution.model,
       messages: this.#transcriptBuilder().messages(),
       ...(tools.length > 0 ? { tools } : {}),
       ...(execution.mainOutputLimit === undefined ? {} : { max_tokens: execution.mainOutputLimit }),
-      ...this.setup.providerOptions,
     }
   }
 

@@ -97,11 +97,15 @@ function zodProblem(error: z.ZodError): string {
   return `${path}: ${issue.message}`
 }
 
+/** A token count a fact can hold: a non-negative safe integer. */
+const isCount = (value: unknown): value is number => Number.isSafeInteger(value) && (value as number) >= 0
+
+/** The usage the provider reported; a count that is not a non-negative integer (12.5, -1) is dropped, not the answer. */
 function usageOf(usage: z.infer<typeof UsageSchema>): ModelUsage | undefined {
   if (!usage) return undefined
   const out: ModelUsage = {}
-  if (typeof usage.prompt_tokens === 'number') out.inputTokens = usage.prompt_tokens
-  if (typeof usage.completion_tokens === 'number') out.outputTokens = usage.completion_tokens
+  if (isCount(usage.prompt_tokens)) out.inputTokens = usage.prompt_tokens
+  if (isCount(usage.completion_tokens)) out.outputTokens = usage.completion_tokens
   return Object.keys(out).length > 0 ? out : undefined
 }
 

@@ -16,6 +16,7 @@ export type RunWork =
 export interface RunInput {
   invocation: Invocation
   provider: ProviderConfig
+  /** Merged into every request body. The fields the engine sets (`model`, `messages`, `tools`, `max_tokens`) are refused: `RUN_INVALID_INPUT`. */
   providerOptions?: Record<string, unknown>
   configuration: { cwd: string; workspaceIdentity?: string }
   mainOutputLimit?: number
@@ -28,6 +29,12 @@ export interface RunInput {
 
 export const DEFAULT_MAX_STEPS = 8
 export const MAX_STEPS_LIMIT = 256
+
+/**
+ * The request-body fields the engine sets itself (and records: the model in `model.requested`, the
+ * output limit and the catalog in the execution settings). Provider options may not name them.
+ */
+const ENGINE_BODY_FIELDS: readonly string[] = ['model', 'messages', 'tools', 'max_tokens']
 
 const toolName = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'a tool name is 1–64 characters from [A-Za-z0-9_-]')
 const tool = z.object({
@@ -61,7 +68,16 @@ const runInputSchema = z.strictObject({
     apiKey: z.string().optional(),
     headers: z.record(z.string(), z.string()).optional(),
   }),
-  providerOptions: z.record(z.string(), jsonValue).optional(),
+  providerOptions: z
+    .record(z.string(), jsonValue)
+    .superRefine((options, context) => {
+      for (const field of ENGINE_BODY_FIELDS) {
+        if (Object.hasOwn(options, field)) {
+          context.addIssue({ code: 'custom', path: [field], message: `${field} is set by the engine; it cannot be a provider option` })
+        }
+      }
+    })
+    .optional(),
   configuration: z.strictObject({ cwd, workspaceIdentity: z.string().min(1).max(256).optional() }),
   mainOutputLimit: z.number().int().min(1).max(1_000_000).optional(),
   maxSteps: z.number().int().min(1).max(MAX_STEPS_LIMIT).optional(),

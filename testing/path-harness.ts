@@ -106,7 +106,7 @@ export class PathHarness {
   #toolsStarted = 0
   #tool: { operationId: string; decide: (outcome: 'succeeds' | 'throws') => void; fail: (error: Error) => void } | undefined
   #clock = Date.UTC(2024, 0, 1)
-  #clockFault = false
+  #clockFaults = 0
   #hold: HoldHandle | undefined
   /** What `commit()` returned, by run. */
   readonly #sealed = new Map<number, HandoffPause>()
@@ -258,7 +258,8 @@ export class PathHarness {
         this.#live(step.run).controller.abort('path')
         return
       case 'log.refuses':
-        this.#clockFault = true
+        // The answer's fact and the model.interrupted the engine writes for it are both refused: the run ends from awaitingModel.
+        this.#clockFaults = 2
         return this.#reply(answer.text('done'))
       case 'refusal':
         return this.#refuse(event.code, step, index)
@@ -419,8 +420,8 @@ export class PathHarness {
   }
 
   #now(): number {
-    if (this.#clockFault) {
-      this.#clockFault = false
+    if (this.#clockFaults > 0) {
+      this.#clockFaults -= 1
       return -1
     }
     this.#clock += 1

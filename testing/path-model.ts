@@ -55,7 +55,11 @@ export type PathEvent =
   | { type: 'hold.commit' }
   /** Cancel the run through its `AbortSignal`. */
   | { type: 'cancel' }
-  /** The log refuses the fact recording the model's answer (an injected clock fault): the run ends `engine_error`. */
+  /**
+   * The log refuses the fact recording the model's answer and the `model.interrupted` the engine
+   * writes for it (an injected clock fault, twice): the run ends `engine_error` from `awaitingModel`.
+   * (One refusal alone interrupts the step first; spec/engine-model-edges.test.ts covers that.)
+   */
   | { type: 'log.refuses' }
   /** Try something the engine must refuse without writing. */
   | { type: 'refusal'; code: RefusalCode }

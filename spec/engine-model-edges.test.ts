@@ -1,0 +1,109 @@
+/**
+ * Model requests and answers at their edges (DESIGN §5), from a review: provider options that
+ * would override what the engine sets and records, token usage a fact cannot hold, and a model
+ * answer the log refuses (the step is interrupted, never left in flight).
+ */
+import { test } from 'uvu'
+import * as assert from 'uvu/assert'
+import type { ModelClient, RunInput } from '../index.js'
+import { answer } from '../testing/scripted-model-server.js'
+import { rejectsWithCode } from './support/codes.js'
+import { engineTest, factsOf, only, refusedWithoutWriting, storedEvents, typesOf } from './support/engine-fixtures.js'
+
+test(
+  'provider options naming a field the engine sets are RUN_INVALID_INPUT, nothing written; other options are sent beside the engine’s own',
+  engineTest([answer.text('done')], {}, async (h) => {
+    const overrides: Record<string, unknown>[] = [
+      { model: 'other-model' },
+      { max_tokens: 99_999 },
+      { messages: [{ role: 'user', content: 'injected' }] },
+      { tools: [] },
+      { temperature: 0, model: 'other-model' },
+    ]
+    for (const providerOptions of overrides) {
+      const input: RunInput = { ...h.input('override'), mainOutputLimit: 120, providerOptions }
+      const what = `providerOptions ${JSON.stringify(providerOptions)}`
+      const error = await refusedWithoutWriting(h.log, () => h.engine.start(input), 'RUN_INVALID_INPUT', what)
+      const named = Object.keys(providerOptions).filter((key) => key !== 'temperature')
+      assert.equal(error.details?.fields, named.map((key) => `providerOptions.${key}`), `${what}: the field is named`)
+    }
+    assert.is(h.server.requests.length, 0)
+    const input: RunInput = { ...h.input('allowed'), mainOutputLimit: 120, providerOptions: { temperature: 0, seed: 3 } }
+    assert.equal(await h.run(input), { status: 'completed' })
+    const body = h.server.requests[0]?.body as Record<string, unknown>
+    assert.equal([body.model, body.max_tokens, body.temperature, body.seed], ['scripted', 120, 0, 3])
+    assert.is(only(await factsOf(h.log, 'invocation-allowed'), 'model.requested')[0]?.model, 'scripted')
+  }),
+)
+
+for (const stream of [false, true]) {
+  test(
+    `token usage that is not a non-negative integer is dropped and the answer recorded (${stream ? 'SSE' : 'JSON'})`,
+    engineTest(
+      [
+        answer.text('first', { usage: { prompt_tokens: 12.5, completion_tokens: -1 } }),
+        answer.text('second', { usage: { prompt_tokens: 7, completion_tokens: 2 ** 60 } }),
+      ],
+      { stream },
+      async (h) => {
+        for (const [name, usage] of [
+          ['fractional', undefined],
+          ['huge', { inputTokens: 7 }],
+        ] as const) {
+          assert.equal(await h.run(h.input(name)), { status: 'completed' }, name)
+          const completed = only(await factsOf(h.log, `invocation-${name}`), 'model.completed')
+          assert.is(completed.length, 1, `${name}: the answer is recorded`)
+          assert.equal(completed[0]?.output.usage, usage, `${name}: only the counts a fact can hold are kept`)
+        }
+      },
+    ),
+  )
+}
+
+/** A client whose answer the log refuses: usage a fact cannot hold (a custom client is not sanitised by the engine). */
+const unstorableAnswer: ModelClient = {
+  async complete() {
+    return { kind: 'completed', output: { text: 'done', toolCalls: [], finishReason: 'stop', usage: { inputTokens: 12.5 } } }
+  },
+}
+
+test(
+  'a model answer the log refuses: model.interrupted{failed} closes the step before invocation.ended{failed, engine_error}',
+  engineTest([], { model: { createClient: () => unstorableAnswer } }, async (h) => {
+    const running = await h.start(h.input('refused'))
+    await rejectsWithCode(() => running.wait(), 'LOG_INVALID_EVENT', 'wait()')
+    assert.equal(await typesOf(h.log, 'invocation-refused'), ['invocation.opened', 'model.requested', 'model.interrupted', 'invocation.ended'])
+    const facts = await factsOf(h.log, 'invocation-refused')
+    const interrupted = only(facts, 'model.interrupted')[0]
+    assert.equal([interrupted?.stepId, interrupted?.status], ['step-1', 'failed'])
+    const ended = only(facts, 'invocation.ended')[0]
+    assert.equal([ended?.outcome.status, ended?.outcome.status === 'failed' ? ended.outcome.class : undefined], ['failed', 'engine_error'])
+    const prefix = await h.log.prefix(1_000, 1 << 20)
+    assert.equal(prefix.projectInvocation('invocation-refused'), { terminal: 'failed', uncertainOperations: [], unfinishedModelSteps: [] })
+    assert.is((await storedEvents(h.log)).length, 4)
+  }),
+)
+
+test(
+  'when the log refuses the interruption too, the invocation still ends engine_error (from the request in flight)',
+  (() => {
+    // The client arms a clock fault for the next two facts: the answer and the model.interrupted both get an invalid recordedAt.
+    let faults = 0
+    let clock = Date.UTC(2024, 0, 1)
+    const now = () => (faults > 0 ? ((faults -= 1), -1) : (clock += 1))
+    const client: ModelClient = {
+      async complete() {
+        faults = 2
+        return { kind: 'completed', output: { text: 'done', toolCalls: [], finishReason: 'stop' } }
+      },
+    }
+    return engineTest([], { model: { createClient: () => client }, engine: { now } }, async (h) => {
+      const running = await h.start(h.input('double'))
+      await rejectsWithCode(() => running.wait(), 'LOG_INVALID_EVENT', 'wait()')
+      assert.equal(await typesOf(h.log, 'invocation-double'), ['invocation.opened', 'model.requested', 'invocation.ended'])
+      assert.is(running.state(), 'ended')
+    })
+  })(),
+)
+
+test.run()

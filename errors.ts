@@ -37,6 +37,8 @@ export type FactstateErrorCode =
   | 'HANDOFF_UNAVAILABLE'
   // the machine
   | 'MACHINE_REJECTED'
+  // options of the engine, its model executor and the inspector
+  | 'ENGINE_INVALID_OPTIONS'
   | 'INSPECTOR_INVALID_OPTIONS'
 
 /** An error with a stable {@link FactstateErrorCode}; the underlying error, if any, is `cause`. */

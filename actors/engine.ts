@@ -85,7 +85,17 @@ export class Engine {
   readonly #running = new Map<string, InvocationActor>()
 
   constructor(options: EngineOptions) {
-    this.#log = logInternals(options.log)
+    const invalid = (field: string, what: string) => new FactstateError('ENGINE_INVALID_OPTIONS', `Engine: ${field} must be ${what}`, { details: { field } })
+    if (typeof options !== 'object' || options === null) throw invalid('options', 'an object')
+    const { model } = options
+    if (model !== undefined && (typeof model?.clientFor !== 'function' || typeof model.attempt !== 'function')) throw invalid('model', 'a ModelExecutor')
+    if (options.now !== undefined && typeof options.now !== 'function') throw invalid('now', 'a function')
+    if (options.eventId !== undefined && typeof options.eventId !== 'function') throw invalid('eventId', 'a function')
+    try {
+      this.#log = logInternals(options.log)
+    } catch {
+      throw invalid('log', 'an EventLog (from EventLog.open)')
+    }
     this.#model = options.model ?? new ModelExecutor()
     this.#now = options.now ?? Date.now
     this.#eventId = options.eventId ?? defaultEventId

@@ -1,3 +1,4 @@
+import { FactstateError } from '../errors.js'
 import type { ModelClient, ModelRequest, ModelResponse, ProviderConfig } from './model-client.js'
 import { OpenAIChatClient } from './openai-chat-client.js'
 
@@ -33,6 +34,10 @@ export class ModelExecutor {
   readonly #createClient: (provider: ProviderConfig) => ModelClient
 
   constructor(options: ModelExecutorOptions = {}) {
+    if (typeof options !== 'object' || options === null) throw new FactstateError('ENGINE_INVALID_OPTIONS', 'ModelExecutor: options must be an object')
+    if (options.createClient !== undefined && typeof options.createClient !== 'function') {
+      throw new FactstateError('ENGINE_INVALID_OPTIONS', 'ModelExecutor: createClient must be a function', { details: { field: 'createClient' } })
+    }
     this.timeoutMs = positive(options.timeoutMs, 60_000, 'timeoutMs')
     this.retries = Math.floor(positive(options.retries, 3, 'retries', true))
     this.backoffMs = positive(options.backoffMs, 250, 'backoffMs', true)
@@ -65,7 +70,9 @@ export class ModelExecutor {
 function positive(value: number | undefined, fallback: number, name: string, allowZero = false): number {
   if (value === undefined) return fallback
   if (typeof value !== 'number' || !Number.isFinite(value) || value < 0 || (!allowZero && value === 0)) {
-    throw new TypeError(`ModelExecutor: ${name} must be a ${allowZero ? 'non-negative' : 'positive'} number`)
+    throw new FactstateError('ENGINE_INVALID_OPTIONS', `ModelExecutor: ${name} must be a ${allowZero ? 'non-negative' : 'positive'} number`, {
+      details: { field: name },
+    })
   }
   return value
 }

@@ -220,6 +220,13 @@ const cases: Case[] = [
   { area: 'EventLog.open', name: 'a location that is a file', code: 'LOG_INVALID_ARGUMENT', act: (c) => inFile(c, (file) => EventLog.open(file)) },
   { area: 'EventLog.open', name: 'a location under a file', code: 'LOG_INVALID_ARGUMENT', act: (c) => inFile(c, (file) => EventLog.open(join(file, 'log'))) },
   { area: 'EventLog.open', name: 'options null', code: 'LOG_INVALID_ARGUMENT', act: (c) => EventLog.open(join(c.dir, 'other'), null as unknown as {}) },
+  // Engine and ModelExecutor options
+  { area: 'Engine', name: 'a log that is not an EventLog', code: 'ENGINE_INVALID_OPTIONS', act: () => new Engine({ log: {} as EventLog }) },
+  { area: 'Engine', name: 'a model that is not a ModelExecutor', code: 'ENGINE_INVALID_OPTIONS', act: (c) => new Engine({ log: c.log, model: {} as ModelExecutor }) },
+  { area: 'Engine', name: 'a clock that is a number', code: 'ENGINE_INVALID_OPTIONS', act: (c) => new Engine({ log: c.log, now: 5 as unknown as () => number }) },
+  { area: 'Engine', name: 'ModelExecutor timeoutMs -1', code: 'ENGINE_INVALID_OPTIONS', act: () => new ModelExecutor({ timeoutMs: -1 }) },
+  { area: 'Engine', name: 'ModelExecutor retries NaN', code: 'ENGINE_INVALID_OPTIONS', act: () => new ModelExecutor({ retries: Number.NaN }) },
+  { area: 'Engine', name: 'ModelExecutor createClient that is a string', code: 'ENGINE_INVALID_OPTIONS', act: () => new ModelExecutor({ createClient: 'openai' as unknown as () => never }) },
   // appended events: shape
   { area: 'append', name: 'no id', code: 'LOG_INVALID_EVENT', act: append((e) => delete e.id) },
   { area: 'append', name: 'an id with a space', code: 'LOG_INVALID_EVENT', act: append((e) => (e.id = 'event 1')) },
@@ -380,7 +387,7 @@ test(
         assert.is(after.highWater, before.highWater)
         areas.set(item.area, (areas.get(item.area) ?? 0) + 1)
       }
-      for (const area of ['RunInput', 'ids', 'tools', 'HandoffIntent', 'HandoffPause', 'prefix', 'runSource', 'EventLog.open', 'append']) {
+      for (const area of ['RunInput', 'ids', 'tools', 'HandoffIntent', 'HandoffPause', 'prefix', 'runSource', 'EventLog.open', 'Engine', 'append']) {
         assert.ok((areas.get(area) ?? 0) >= 3, `area ${area} has cases`)
       }
 

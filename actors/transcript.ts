@@ -28,8 +28,12 @@ function outcomeText(outcome: ToolOutcome): string {
  */
 export class TranscriptBuilder {
   readonly #messages: ChatMessage[] = []
-  readonly #callOf = new Map<string, string>()
-  #unanswered: string[] = []
+  /**
+   * The current step's tool calls still waiting for their tool message, in the order the model
+   * made them. A call is tied to the operation dispatched for it, so a call id the model reuses
+   * (across steps, or twice in one step) is answered for its own operation.
+   */
+  #unanswered: { callId: string; operationId?: string }[] = []
 
   /** Adds the messages `event`'s fact contributes. */
   push({ fact }: RuntimeEvent): void {
@@ -41,7 +45,7 @@ export class TranscriptBuilder {
         if (fact.input.kind === 'message') this.#messages.push({ role: 'user', content: fact.input.content })
         break
       case 'model.completed': {
-        this.#closeUnanswered('error: this call was never executed')
+        this.#closeUnanswered()
         const calls = fact.output.toolCalls
         if (calls.length === 0) {
           this.#messages.push({ role: 'assistant', content: fact.output.text ?? '' })
@@ -51,35 +55,36 @@ export class TranscriptBuilder {
             content: fact.output.text ?? null,
             tool_calls: calls.map((call) => ({ id: call.callId, type: 'function', function: { name: call.name, arguments: call.arguments } })),
           })
-          this.#unanswered = calls.map((call) => call.callId)
+          this.#unanswered = calls.map((call) => ({ callId: call.callId }))
         }
         break
       }
-      case 'tool.dispatched':
-        this.#callOf.set(fact.operationId, fact.callId)
+      case 'tool.dispatched': {
+        const call = this.#unanswered.find((slot) => slot.callId === fact.callId && slot.operationId === undefined)
+        if (call) call.operationId = fact.operationId
         break
+      }
       case 'tool.settled': {
-        const callId = this.#callOf.get(fact.operationId)
-        if (callId !== undefined) this.#answer(callId, outcomeText(fact.outcome))
+        const call = this.#unanswered.find((slot) => slot.operationId === fact.operationId)
+        if (call) this.#answer(call, outcomeText(fact.outcome))
         break
       }
-      case 'tool.rejected':
-        this.#answer(
-          fact.callId,
-          fact.reason === 'unknown_tool'
-            ? `error: there is no tool named "${fact.name}"; it was not run`
-            : fact.reason === 'invalid_input'
-              ? `error: the arguments for "${fact.name}" are not valid JSON; it was not run`
-              : `error: the call to "${fact.name}" was cancelled before it ran`,
-        )
-        break
-      case 'invocation.ended':
-        for (const [operationId, callId] of this.#callOf) {
-          if (this.#unanswered.includes(callId)) {
-            this.#answer(callId, `outcome unknown: operation ${operationId} was dispatched but never settled; its effect may or may not have happened`)
-          }
+      case 'tool.rejected': {
+        const call = this.#unanswered.find((slot) => slot.callId === fact.callId && slot.operationId === undefined)
+        if (call) {
+          this.#answer(
+            call,
+            fact.reason === 'unknown_tool'
+              ? `error: there is no tool named "${fact.name}"; it was not run`
+              : fact.reason === 'invalid_input'
+                ? `error: the arguments for "${fact.name}" are not valid JSON; it was not run`
+                : `error: the call to "${fact.name}" was cancelled before it ran`,
+          )
         }
-        this.#closeUnanswered('error: this call was never executed')
+        break
+      }
+      case 'invocation.ended':
+        this.#closeUnanswered()
         break
       case 'model.requested':
       case 'model.interrupted':
@@ -98,15 +103,23 @@ export class TranscriptBuilder {
     return [...this.#messages]
   }
 
-  #answer(callId: string, content: string): void {
-    const index = this.#unanswered.indexOf(callId)
+  #answer(call: { callId: string; operationId?: string }, content: string): void {
+    const index = this.#unanswered.indexOf(call)
     if (index === -1) return
     this.#unanswered.splice(index, 1)
-    this.#messages.push({ role: 'tool', tool_call_id: callId, content })
+    this.#messages.push({ role: 'tool', tool_call_id: call.callId, content })
   }
 
-  #closeUnanswered(why: string): void {
-    for (const callId of [...this.#unanswered]) this.#answer(callId, why)
+  /** Answers what is left of the step: a dispatched call's outcome is unknown, any other call never ran. */
+  #closeUnanswered(): void {
+    // The dispatched ones first, then the others, each group in the order the model made the calls.
+    const left = [...this.#unanswered]
+    for (const call of left) {
+      if (call.operationId !== undefined) {
+        this.#answer(call, `outcome unknown: operation ${call.operationId} was dispatched but never settled; its effect may or may not have happened`)
+      }
+    }
+    for (const call of left) if (call.operationId === undefined) this.#answer(call, 'error: this call was never executed')
   }
 }
 

@@ -1,0 +1,93 @@
+/**
+ * The transcript rebuilt from facts (actors/transcript.ts) when a model reuses a tool call id, as
+ * many OpenAI-compatible servers do (`call_0` at every step, or twice in one answer): each tool
+ * message answers its own call, and a crash's "outcome unknown" names the operation that was
+ * dispatched for that very call, never another one that settled.
+ */
+import { test } from 'uvu'
+import * as assert from 'uvu/assert'
+import { transcriptOf } from '../actors/transcript.js'
+import type { Fact, RuntimeEvent } from '../facts/types.js'
+import { facts, invocationOf } from './support/log-fixtures.js'
+
+const invocation = invocationOf('t')
+const events = (list: Fact[]): RuntimeEvent[] => list.map((fact, index) => ({ id: `t/${index + 1}`, recordedAt: index, invocation, fact }))
+const answer = (stepId: string, calls: [callId: string, name: string][]): Fact => ({
+  type: 'model.completed',
+  stepId,
+  output: { toolCalls: calls.map(([callId, name]) => ({ callId, name, arguments: '{}' })), finishReason: 'tool_calls' },
+})
+const dispatched = (operationId: string, callId: string, name: string): Fact => ({ type: 'tool.dispatched', operationId, callId, name, input: {} })
+const settled = (operationId: string, output: string): Fact => ({ type: 'tool.settled', operationId, outcome: { status: 'succeeded', output } })
+const ended = (failure: string): Fact => ({ type: 'invocation.ended', outcome: { status: 'failed', class: failure } })
+
+/** The tool messages of the transcript, as `callId: content`. */
+function toolMessages(list: Fact[]): string[] {
+  return transcriptOf(events(list)).flatMap((message) => (message.role === 'tool' ? [`${message.tool_call_id}: ${message.content}`] : []))
+}
+
+const unknown = (operationId: string) => `outcome unknown: operation ${operationId} was dispatched but never settled; its effect may or may not have happened`
+
+test('one answer with the same call id twice: the settled call answers with its output, the other names its own operation', () => {
+  const messages = toolMessages([
+    facts.opened(),
+    facts.requested('step-1'),
+    answer('step-1', [
+      ['call_0', 'echo'],
+      ['call_0', 'deploy'],
+    ]),
+    dispatched('op-echo', 'call_0', 'echo'),
+    settled('op-echo', 'echoed'),
+    dispatched('op-deploy', 'call_0', 'deploy'),
+    ended('outcome_unknown'),
+  ])
+  assert.equal(messages, ['call_0: echoed', `call_0: ${unknown('op-deploy')}`])
+})
+
+test('a call id reused at the next step: a call that never ran is "never executed", not the earlier step\'s operation', () => {
+  const messages = toolMessages([
+    facts.opened(),
+    facts.requested('step-1'),
+    answer('step-1', [['call_0', 'echo']]),
+    dispatched('op-1', 'call_0', 'echo'),
+    settled('op-1', 'echoed'),
+    facts.requested('step-2'),
+    answer('step-2', [['call_0', 'deploy']]),
+    ended('host_interrupted'),
+  ])
+  assert.equal(messages, ['call_0: echoed', 'call_0: error: this call was never executed'])
+})
+
+test('a call id reused at the next step and dispatched there: the unknown outcome names that step\'s operation', () => {
+  const messages = toolMessages([
+    facts.opened(),
+    facts.requested('step-1'),
+    answer('step-1', [['call_0', 'echo']]),
+    dispatched('op-1', 'call_0', 'echo'),
+    settled('op-1', 'echoed'),
+    facts.requested('step-2'),
+    answer('step-2', [['call_0', 'deploy']]),
+    dispatched('op-2', 'call_0', 'deploy'),
+    ended('outcome_unknown'),
+  ])
+  assert.equal(messages, ['call_0: echoed', `call_0: ${unknown('op-2')}`])
+})
+
+test('a rejected and a dispatched call sharing an id are each answered once, in the order they were settled', () => {
+  const messages = toolMessages([
+    facts.opened(),
+    facts.requested('step-1'),
+    answer('step-1', [
+      ['call_0', 'missing'],
+      ['call_0', 'echo'],
+    ]),
+    { type: 'tool.rejected', operationId: 'op-missing', callId: 'call_0', name: 'missing', input: {}, reason: 'unknown_tool' },
+    dispatched('op-echo', 'call_0', 'echo'),
+    settled('op-echo', 'echoed'),
+    facts.requested('step-2'),
+    { type: 'model.completed', stepId: 'step-2', output: { text: 'done', toolCalls: [], finishReason: 'stop' } },
+  ])
+  assert.equal(messages, ['call_0: error: there is no tool named "missing"; it was not run', 'call_0: echoed'])
+})
+
+test.run()

@@ -101,7 +101,7 @@ test('log prints one line per fact: text a model or a tool wrote cannot break a 
         {
           type: 'model.completed',
           stepId: 's1',
-          output: { toolCalls: [{ callId: 'c1', name: 'echo', arguments: '{"a":1}\n#     42  forged line' }], finishReason: 'tool_calls' },
+          output: { toolCalls: [{ callId: 'call-c1', name: 'echo', arguments: '{"a":1}\n#     42  forged line' }], finishReason: 'tool_calls' },
         },
         facts.dispatched('c1'),
         { type: 'tool.settled', operationId: 'c1', outcome: { status: 'failed', message: 'gone\r\u001b[2K\u001b[1A\u001b]0;title\u0007 \u2028 \u0085' } },

@@ -406,7 +406,11 @@ async function corruptionOf(dir: string): Promise<{ at: 'open' | 'verify'; error
 async function fill(log: EventLog, count: number, prefix: string): Promise<void> {
   for (let n = 0; n < count / 100; n += 1) {
     const make = new EventMaker(invocationOf(`${prefix}${n}`))
-    await log.appendAll(make.many([facts.opened(), ...Array.from({ length: 98 }, (_, k) => facts.rejected(`op${k}`)), facts.ended({ status: 'cancelled', source: 'test' })]))
+    // One answer of 96 tool calls, each rejected: 100 facts.
+    const calls = Array.from({ length: 96 }, (_, k) => call(`op${k}`))
+    await log.appendAll(
+      make.many([facts.opened(), facts.requested('s1'), facts.completed('s1', calls), ...calls.map((_, k) => facts.rejected(`op${k}`)), facts.ended({ status: 'cancelled', source: 'test' })]),
+    )
   }
 }
 
@@ -937,7 +941,7 @@ format(
     })
     await tamper(dir, async (db) => {
       const record = decodeRecord<Record<string, unknown>>((await db.get(keys.invocation('inv-order'))) as Uint8Array, 'invocation')
-      assert.equal(Object.keys(record), ['invocation', 'inputKind', 'openedSeq', 'lastSeq', 'facts', 'terminal', 'openSteps', 'uncertain', 'operations', 'held', 'outcome'])
+      assert.equal(Object.keys(record), ['invocation', 'inputKind', 'openedSeq', 'lastSeq', 'facts', 'terminal', 'openSteps', 'uncertain', 'operations', 'held', 'pendingCalls', 'answered', 'outcome'])
       assert.equal(record, {
         invocation: events[0]?.invocation,
         inputKind: 'message',
@@ -949,8 +953,42 @@ format(
         uncertain: [],
         operations: ['op1'],
         held: null,
+        pendingCalls: [],
+        answered: true,
         outcome: { status: 'completed' },
       })
+    })
+  }),
+)
+
+format(
+  'a log an earlier version wrote with a fact the machine refuses (a request after the final answer) still opens, and recovery closes its invocation',
+  boundedTest(15_000, async (dir) => {
+    const a = new EventMaker(invocationOf('old'))
+    await withLog(dir, async (log) => {
+      await log.appendAll(a.many([facts.opened(), facts.requested('s1'), facts.completed('s1')]))
+      await refusal(log.append(a.next(facts.requested('s2')))).then((error) => assert.is(error.code, 'LOG_REJECTED_FACT', 'refused today'))
+    })
+    // What an earlier version accepted: the request written with its index records and the head, as its log did.
+    const late = new EventMaker(invocationOf('old'))
+    const event = late.many([facts.opened(), facts.requested('s1'), facts.completed('s1'), facts.requested('s2')])[3] as RuntimeEvent
+    await tamper(dir, async (db) => {
+      const head = decodeRecord<{ highWater: number; chain: Uint8Array }>((await db.get(keys.head)) as Uint8Array, 'head')
+      const seq = head.highWater + 1
+      const bytes = encodeEvent(canonical(event))
+      const chain = chainStep(new Uint8Array(head.chain), seq, bytes)
+      await db.batch([
+        { type: 'put', key: keys.event(seq), value: bytes },
+        { type: 'put', key: keys.eventId(event.id), value: encodeRecord([seq, chain]) },
+        { type: 'put', key: keys.byInvocation('inv-old', seq), value: new Uint8Array(0) },
+        { type: 'put', key: keys.head, value: encodeRecord({ highWater: seq, chain }) },
+      ])
+    })
+    await withLog(dir, async (log) => {
+      assert.is((await log.verify()).events, 4)
+      assert.equal((await log.prefix(ALL, ALL)).projectInvocation('inv-old').unfinishedModelSteps, ['s2'])
+      assert.is(await recoverInvocations(log), 1)
+      assert.is((await log.prefix(ALL, ALL)).projectInvocation('inv-old').terminal, 'failed')
     })
   }),
 )

@@ -71,11 +71,18 @@ const stepPlan: fc.Arbitrary<StepPlan> = fc.oneof(
   },
 )
 
-/** Makes a free plan legal: unsettled tools only in the last step and never before a completion, a hold or a pause. */
+/**
+ * Makes a free plan legal, by the invocation machine's rules: a model answer without tool calls is
+ * the final one (no request after it, and only it lets the invocation complete); unsettled tools only
+ * in the last step, and never before another request, a completion, a hold or a pause.
+ */
 function legal(plan: Plan): Plan {
-  const steps = plan.steps.map((step, index): StepPlan => {
+  const final = plan.steps.findIndex((step) => step.kind === 'completed' && step.calls.length === 0)
+  const kept = final === -1 ? plan.steps : plan.steps.slice(0, final + 1)
+  const answered = final !== -1
+  const steps = kept.map((step, index): StepPlan => {
     if (step.kind !== 'completed') return step
-    const lastStep = index === plan.steps.length - 1
+    const lastStep = index === kept.length - 1
     const keepUnsettled = lastStep && plan.end !== 'completed' && plan.end !== 'paused'
     return {
       ...step,
@@ -89,8 +96,8 @@ function legal(plan: Plan): Plan {
     hold = unsettled ? 'none' : 'paused'
     if (hold !== 'paused') end = 'failed'
   } else if (hold === 'paused') hold = 'released'
-  if (hold === 'paused') inFlight = false
-  if (inFlight && end === 'completed') end = 'failed'
+  if (hold === 'paused' || answered || unsettled) inFlight = false
+  if (end === 'completed' && (inFlight || !answered)) end = 'failed'
   return { ...plan, steps, hold, inFlight, end }
 }
 

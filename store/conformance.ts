@@ -89,6 +89,7 @@ const f = {
     reason: 'unknown_tool',
   }),
   holdEntered: (handoffId: string): Fact => ({ type: 'hold.entered', handoffId }),
+  holdReleased: (handoffId: string): Fact => ({ type: 'hold.released', handoffId }),
   ended: (outcome: InvocationOutcome = { status: 'completed' }): Fact => ({ type: 'invocation.ended', outcome }),
 }
 
@@ -443,8 +444,33 @@ export function logConformanceSuite(options: LogConformanceOptions): void {
       // Positive controls: the same shapes are accepted once the rule is satisfied.
       assert.is(await log.append(a.next(f.settled('op1'))), 6)
       await expectCode(() => log.append(a.next(f.settled('op1'))), 'LOG_REJECTED_FACT', 'settling twice')
-      assert.is(await log.append(a.next(f.ended())), 7, 'completing once every dispatched tool is settled')
-      assert.is(await log.append(ghost.next(f.opened())), 8)
+      await expectCode(() => log.append(a.next(f.ended())), 'LOG_REJECTED_FACT', 'completing before a model answer without tool calls')
+      assert.is(await log.appendAll(a.many([f.requested('s2'), f.completed('s2')])).then((seqs) => seqs.at(-1)), 8)
+      assert.is(await log.append(a.next(f.ended())), 9, 'completing after the final answer, every dispatched tool settled')
+      assert.is(await log.append(ghost.next(f.opened())), 10)
+    })
+  })
+
+  it('LOG_REJECTED_FACT for what the invocation machine refuses: a request before the last calls are resolved or after the final answer, a dispatch of a call the model did not make, facts while held, a hold with calls pending', async (dir) => {
+    const a = new Maker(invocationOf('a'))
+    await withLog(dir, async (log) => {
+      await log.appendAll(a.many([f.opened(), f.requested('s1'), f.completed('s1', [call('op1'), call('op2')])]))
+      const before = await snapshot(log)
+      await expectCode(() => log.append(a.next(f.requested('s2'))), 'LOG_REJECTED_FACT', 'a request while two calls are pending')
+      await expectCode(() => log.append(a.next(f.holdEntered('h1'))), 'LOG_REJECTED_FACT', 'a hold while calls are pending')
+      await expectCode(() => log.append(a.next(f.dispatched('op-other'))), 'LOG_REJECTED_FACT', 'a dispatch of a call the model did not make')
+      assert.equal(await snapshot(log), before, 'nothing was written')
+      await log.appendAll(a.many([f.dispatched('op1'), f.rejected('op2')]))
+      await expectCode(() => log.append(a.next(f.requested('s2'))), 'LOG_REJECTED_FACT', 'a request while op1 is dispatched and unsettled')
+      const again: Fact = { type: 'tool.rejected', operationId: 'op2-again', callId: 'call-op2', name: 'echo', input: {}, reason: 'unknown_tool' }
+      await expectCode(() => log.append(a.next(again)), 'LOG_REJECTED_FACT', 'a rejection of a call already resolved')
+      await log.appendAll(a.many([f.settled('op1'), f.holdEntered('h1')]))
+      const held = await snapshot(log)
+      await expectCode(() => log.append(a.next(f.requested('s2'))), 'LOG_REJECTED_FACT', 'a request while held')
+      assert.equal(await snapshot(log), held, 'nothing was written while held')
+      await log.appendAll(a.many([f.holdReleased('h1'), f.requested('s2'), f.completed('s2')]))
+      await expectCode(() => log.append(a.next(f.requested('s3'))), 'LOG_REJECTED_FACT', 'a request after the final answer')
+      assert.ok((await log.append(a.next(f.ended()))) > 0, 'the invocation completes')
     })
   })
 
@@ -566,15 +592,22 @@ export function logConformanceSuite(options: LogConformanceOptions): void {
       await expectProjection(['op1', 'op2'], [])
       await log.append(a.next(f.settled('op1')))
       await expectProjection(['op2'], [])
+      await log.append(a.next(f.settled('op2')))
+      await expectProjection([], [])
       await log.append(a.next(f.requested('s2')))
-      await expectProjection(['op2'], ['s2'])
+      await expectProjection([], ['s2'])
       await log.append(a.next(f.interrupted('s2')))
-      await expectProjection(['op2'], [])
+      await expectProjection([], [])
       await log.append(a.next(f.requested('s3')))
-      await expectProjection(['op2'], ['s3'])
+      await expectProjection([], ['s3'])
+      await log.append(a.next(f.completed('s3', [call('op4')])))
+      await log.append(a.next(f.dispatched('op4')))
+      await expectProjection(['op4'], [])
       await log.append(a.next(f.ended({ status: 'failed', class: 'outcome_unknown' })))
-      await expectProjection(['op2'], ['s3'], 'failed')
-      assert.equal(await project('inv-b'), { terminal: null, uncertainOperations: [], unfinishedModelSteps: [] })
+      await expectProjection(['op4'], [], 'failed')
+      // A request in flight stays listed after an abnormal end.
+      await log.appendAll(b.many([f.requested('s1'), f.ended({ status: 'failed', class: 'host_interrupted' })]))
+      assert.equal(await project('inv-b'), { terminal: 'failed', uncertainOperations: [], unfinishedModelSteps: ['s1'] })
     })
   })
 

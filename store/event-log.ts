@@ -642,7 +642,8 @@ export class EventLog {
 
   #replay(record: InvocationRecord, event: RuntimeEvent, seq: number): InvocationRecord {
     try {
-      return applyToInvocation(record, event, seq)
+      // Stored facts are checked by the rules every version enforced: a log an earlier one accepted still opens.
+      return applyToInvocation(record, event, seq, false)
     } catch (cause) {
       throw new FactstateError('LOG_CORRUPT', `event ${seq} contradicts the record of open invocation ${record.invocation.invocationId}`, {
         cause,

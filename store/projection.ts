@@ -32,6 +32,13 @@ export interface InvocationRecord {
   /** Every operation id used by a dispatch or a rejection. */
   operations: string[]
   held: string | null
+  /**
+   * Tool calls of the last model answer neither dispatched nor rejected yet, and whether a model
+   * answer without tool calls was recorded (the invocation may complete, and asks nothing more).
+   * Absent from records written before they existed: none pending, not answered.
+   */
+  pendingCalls?: string[]
+  answered?: boolean
 }
 
 /** What a caller of `projectInvocation` sees. */
@@ -74,9 +81,12 @@ function refuse(event: RuntimeEvent, reason: string): never {
 
 /**
  * Applies one event to its invocation's record and returns the new record (the old one is not
- * touched). Throws `LOG_SEALED` or `LOG_REJECTED_FACT` for a fact the log must not accept.
+ * touched). Throws `LOG_SEALED` or `LOG_REJECTED_FACT` for a fact the log must not accept: the
+ * rules of the invocation machine (machines/invocation.ts), checked on the record. `strict: false`
+ * (replaying stored facts) keeps only the rules every factstate version enforced, so a log an
+ * earlier version accepted still opens.
  */
-export function applyToInvocation(record: InvocationRecord | undefined, event: RuntimeEvent, seq: number): InvocationRecord {
+export function applyToInvocation(record: InvocationRecord | undefined, event: RuntimeEvent, seq: number, strict = true): InvocationRecord {
   const { fact } = event
   if (record === undefined) {
     if (fact.type !== 'invocation.opened') refuse(event, 'the invocation was never opened')
@@ -91,6 +101,8 @@ export function applyToInvocation(record: InvocationRecord | undefined, event: R
       uncertain: [],
       operations: [],
       held: null,
+      pendingCalls: [],
+      answered: false,
     }
   }
   if (record.terminal !== null) {
@@ -113,22 +125,38 @@ export function applyToInvocation(record: InvocationRecord | undefined, event: R
     uncertain: record.uncertain,
     operations: record.operations,
     held: record.held,
+    pendingCalls: record.pendingCalls ?? [],
+    answered: record.answered ?? false,
+  }
+  const pending = next.pendingCalls as string[]
+  // Held, the machine waits for the holder's decision alone.
+  if (strict && record.held !== null && fact.type !== 'hold.released' && fact.type !== 'invocation.ended') {
+    refuse(event, `the invocation is held (${record.held}); only hold.released or invocation.ended may follow`)
   }
   switch (fact.type) {
     case 'invocation.opened':
       return refuse(event, 'the invocation is already open')
     case 'model.requested':
       if (record.openSteps.length > 0) refuse(event, `step ${record.openSteps[0]} is still in flight`)
+      if (strict && (pending.length > 0 || record.uncertain.length > 0)) refuse(event, 'the tool calls of the last answer are not all settled or rejected')
+      if (strict && next.answered) refuse(event, 'the model has given its final answer')
       next.openSteps = [fact.stepId]
       return next
     case 'model.completed':
     case 'model.interrupted':
       if (!record.openSteps.includes(fact.stepId)) refuse(event, `step ${fact.stepId} is not in flight`)
       next.openSteps = record.openSteps.filter((step) => step !== fact.stepId)
+      if (fact.type === 'model.completed') {
+        if (fact.output.toolCalls.length > 0) next.pendingCalls = fact.output.toolCalls.map((call) => call.callId)
+        else next.answered = true
+      }
       return next
     case 'tool.dispatched':
-    case 'tool.rejected':
+    case 'tool.rejected': {
       if (record.operations.includes(fact.operationId)) refuse(event, `operation ${fact.operationId} was already used`)
+      const index = pending.indexOf(fact.callId)
+      if (strict && index === -1) refuse(event, `call ${fact.callId} is not a pending call of the last model answer`)
+      if (index !== -1) next.pendingCalls = [...pending.slice(0, index), ...pending.slice(index + 1)]
       next.operations = [...record.operations, fact.operationId]
       if (fact.type === 'tool.dispatched') {
         next.uncertain = [
@@ -137,6 +165,7 @@ export function applyToInvocation(record: InvocationRecord | undefined, event: R
         ]
       }
       return next
+    }
     case 'tool.settled':
       if (!record.uncertain.some((op) => op.operationId === fact.operationId)) {
         refuse(event, `operation ${fact.operationId} is not dispatched and unsettled`)
@@ -145,7 +174,7 @@ export function applyToInvocation(record: InvocationRecord | undefined, event: R
       return next
     case 'hold.entered':
       if (record.held !== null) refuse(event, `hold ${record.held} is already entered`)
-      if (record.openSteps.length > 0 || record.uncertain.length > 0) refuse(event, 'a hold is only entered at a safe point')
+      if (record.openSteps.length > 0 || record.uncertain.length > 0 || (strict && pending.length > 0)) refuse(event, 'a hold is only entered at a safe point')
       next.held = fact.handoffId
       return next
     case 'hold.released':
@@ -156,6 +185,9 @@ export function applyToInvocation(record: InvocationRecord | undefined, event: R
       const { outcome } = fact
       if (outcome.status === 'completed' && record.uncertain.length > 0) {
         refuse(event, 'a dispatched tool is unsettled, so the invocation cannot complete')
+      }
+      if (strict && outcome.status === 'completed' && (!next.answered || record.openSteps.length > 0 || pending.length > 0 || record.held !== null)) {
+        refuse(event, 'an invocation completes only at a safe point after a model answer without tool calls')
       }
       if (outcome.status === 'handoff_paused' && record.held !== outcome.pause.intent.handoffId) {
         refuse(event, `a handoff pause needs hold ${outcome.pause.intent.handoffId} entered`)
@@ -205,7 +237,7 @@ export function applyToSession(session: SessionRecord, record: InvocationRecord,
 export function projectInvocation(events: Iterable<StoredEvent>, invocationId: string): InvocationProjection {
   let record: InvocationRecord | undefined
   for (const { seq, event } of events) {
-    if (event.invocation.invocationId === invocationId) record = applyToInvocation(record, event, seq)
+    if (event.invocation.invocationId === invocationId) record = applyToInvocation(record, event, seq, false)
   }
   return projectionOf(record)
 }

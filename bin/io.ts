@@ -33,6 +33,10 @@ const remedies: Partial<Record<FactstateErrorCode, string>> = {
   LOG_INVALID_ARGUMENT: 'check the command line: the log directory and filters',
   RUN_BUSY: 'wait for the session\u2019s active run (or its paused turn\u2019s successor) to finish',
   RUN_RECONCILIATION_REQUIRED: 'check the unknown tool outcomes, then start the message with allowPriorUnknown: true',
+  LOG_FORMAT_UNSUPPORTED: 'a newer factstate wrote this log; run this command with that version or a newer one',
+  LOG_CLOSED: 'the log was closed while the command ran; run it again',
+  LOG_PREFIX_TOO_LARGE: 'the log is larger than the limit given; raise it, or read the log with `factstate log`',
+  INSPECTOR_INVALID_OPTIONS: 'choose another --port (or leave it out for a free one)',
 }
 
 /** Prints `error` as `CODE: message` plus a remedy line; returns the exit code for it. */

@@ -123,7 +123,7 @@ test('demo refuses to empty a directory holding a log it did not write', () =>
     await log.append(new EventMaker(invocationOf('mine')).next(facts.opened()))
     await log.close()
     const result = await cli(['demo', '--dir', dir])
-    assert.ok(result.code !== 0, 'the demo did not run')
+    assert.is(result.code, 2, 'a usage error: the demo did not run')
     assert.match(result.stderr, /a log the demo did not write/)
     const reopened = await EventLog.open(join(dir, 'log'))
     try {

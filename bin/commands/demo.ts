@@ -5,7 +5,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { EventLog } from '../../store/event-log.js'
 import { paths, readLedger } from '../demo/agent.js'
-import { type CommandIo, EXIT, parseCommand, reportError } from '../io.js'
+import { type CommandIo, EXIT, parseCommand, reportError, usage } from '../io.js'
 
 export const demoHelp = `usage: factstate demo [--dir DIRECTORY]
 
@@ -132,6 +132,11 @@ export async function demoCommand(args: string[], io: CommandIo): Promise<number
   }
   try {
     await prepare(dir)
+  } catch (error) {
+    // A directory the demo may not empty is a matter of the command line, not a failed demo.
+    return usage(io, (error as Error).message, demoHelp)
+  }
+  try {
     const { log: location, ledger } = paths(dir)
     io.stdout(`factstate demo — log in ${location}, tool effects in ${ledger}`)
     io.stdout(process.env.OPENAI_BASE_URL ? `model: ${process.env.OPENAI_BASE_URL}` : 'model: the built-in scripted OpenAI-compatible server on 127.0.0.1 (no network, no key)')

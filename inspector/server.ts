@@ -268,6 +268,12 @@ export async function serveInspector(options: InspectorOptions): Promise<Inspect
   const server: Server = createServer((req, res) => {
     // A page on another origin that rebinds its name to 127.0.0.1 still sends its own Host.
     if (!allowedHosts.has(req.headers.host ?? '')) return sendError(res, 403, 'FORBIDDEN_HOST', 'the inspector answers only to 127.0.0.1 and localhost')
+    // A page of another site may still send requests here (it cannot read the answers, but it could
+    // make the inspector re-verify the log again and again): browsers say where a request comes from.
+    const site = req.headers['sec-fetch-site']
+    if (site !== undefined && site !== 'same-origin' && site !== 'none') {
+      return sendError(res, 403, 'FORBIDDEN_SITE', 'the inspector answers only its own page (or a request typed into the browser)')
+    }
     if (req.method !== 'GET' && req.method !== 'HEAD') {
       res.setHeader('allow', 'GET, HEAD')
       return sendError(res, 405, 'METHOD_NOT_ALLOWED', 'the inspector is read-only')

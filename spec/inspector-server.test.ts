@@ -25,7 +25,7 @@ async function getJson<T>(url: string): Promise<{ status: number; body: T }> {
 }
 
 /** A raw request, so the test controls the Host header and the method. */
-function raw(url: string, options: { method?: string; host?: string; target?: string }): Promise<{ status: number; body: string }> {
+function raw(url: string, options: { method?: string; host?: string; target?: string; site?: string }): Promise<{ status: number; body: string }> {
   const target = new URL(url)
   return new Promise((resolve, reject) => {
     const req = request(
@@ -34,7 +34,7 @@ function raw(url: string, options: { method?: string; host?: string; target?: st
         port: target.port,
         path: options.target ?? target.pathname,
         method: options.method ?? 'GET',
-        headers: options.host ? { host: options.host } : {},
+        headers: { ...(options.host ? { host: options.host } : {}), ...(options.site ? { 'sec-fetch-site': options.site } : {}) },
       },
       (res) => {
         let body = ''
@@ -140,6 +140,9 @@ test(
       }
       assert.is((await raw(`${inspector.url}api/overview`, { host: 'attacker.example:80' })).status, 403)
       assert.is((await raw(`${inspector.url}api/overview`, { host: `localhost:${new URL(inspector.url).port}` })).status, 200)
+      // Another site's page may send requests (a browser says so), though it cannot read the answers.
+      for (const site of ['cross-site', 'same-site']) assert.is((await raw(`${inspector.url}api/verify?force=1`, { site })).status, 403, site)
+      for (const site of ['same-origin', 'none']) assert.is((await raw(`${inspector.url}api/overview`, { site })).status, 200, site)
       // A request target no URL can be made of is answered, not thrown in the process's face.
       assert.is((await raw(inspector.url, { target: 'http://[/' })).status, 400)
       assert.is((await raw(`${inspector.url}api/overview`, {})).status, 200, 'the server still answers')

@@ -77,7 +77,7 @@ export class TranscriptBuilder {
             fact.reason === 'unknown_tool'
               ? `error: there is no tool named "${fact.name}"; it was not run`
               : fact.reason === 'invalid_input'
-                ? `error: the arguments for "${fact.name}" are not valid JSON; it was not run`
+                ? `error: the arguments for "${fact.name}" are not valid JSON, or hold what cannot be stored exactly (a "__proto__" key, more than 65,535 members in one object); it was not run`
                 : `error: the call to "${fact.name}" was cancelled before it ran`,
           )
         }

@@ -25,6 +25,9 @@ test(
       assert.is(rejected?.reason, 'invalid_input')
       assert.is(rejected?.input, '{"__proto__":{"admin":true},"value":1}')
       assert.is(only(facts, 'tool.dispatched').length, 0)
+      // The model is told why, in terms that cover JSON it could parse.
+      const told = (h.server.requests[1]?.body.messages as { role: string; content: string }[]).find((m) => m.role === 'tool')
+      assert.match(told?.content ?? '', /cannot be stored exactly \(a "__proto__" key/)
     },
   ),
 )

@@ -73,6 +73,9 @@ export const emptySession = (): SessionRecord => ({ active: [], paused: [], unkn
 const sameInvocation = (a: Invocation, b: Invocation) =>
   a.sessionId === b.sessionId && a.turnId === b.turnId && a.runId === b.runId && a.invocationId === b.invocationId
 
+/** No pending calls: one frozen array shared by every record (records are replaced, never changed in place). */
+const NO_CALLS: string[] = Object.freeze([]) as unknown as string[]
+
 function refuse(event: RuntimeEvent, reason: string): never {
   throw new FactstateError('LOG_REJECTED_FACT', `${event.fact.type} for ${event.invocation.invocationId} refused: ${reason}`, {
     details: { eventId: event.id, invocationId: event.invocation.invocationId, type: event.fact.type },
@@ -101,7 +104,7 @@ export function applyToInvocation(record: InvocationRecord | undefined, event: R
       uncertain: [],
       operations: [],
       held: null,
-      pendingCalls: [],
+      pendingCalls: NO_CALLS,
       answered: false,
     }
   }
@@ -125,7 +128,7 @@ export function applyToInvocation(record: InvocationRecord | undefined, event: R
     uncertain: record.uncertain,
     operations: record.operations,
     held: record.held,
-    pendingCalls: record.pendingCalls ?? [],
+    pendingCalls: record.pendingCalls ?? NO_CALLS,
     answered: record.answered ?? false,
   }
   const pending = next.pendingCalls as string[]
@@ -156,7 +159,7 @@ export function applyToInvocation(record: InvocationRecord | undefined, event: R
       if (record.operations.includes(fact.operationId)) refuse(event, `operation ${fact.operationId} was already used`)
       const index = pending.indexOf(fact.callId)
       if (strict && index === -1) refuse(event, `call ${fact.callId} is not a pending call of the last model answer`)
-      if (index !== -1) next.pendingCalls = [...pending.slice(0, index), ...pending.slice(index + 1)]
+      if (index !== -1) next.pendingCalls = pending.length === 1 ? NO_CALLS : [...pending.slice(0, index), ...pending.slice(index + 1)]
       next.operations = [...record.operations, fact.operationId]
       if (fact.type === 'tool.dispatched') {
         next.uncertain = [

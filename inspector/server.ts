@@ -58,6 +58,8 @@ export interface InspectorServer {
 const HOST = '127.0.0.1'
 const SESSION_LIMIT = 300
 const HEARTBEAT_MS = 15_000
+/** Bytes a page's event stream may have waiting before the page is taken to have stalled and is cut off. */
+const STREAM_BACKLOG = 4 * 1024 * 1024
 /** Events decoded and indexed at a time when the inspector starts: only one chunk is held at once. */
 const INDEX_CHUNK = 2_048
 
@@ -146,7 +148,20 @@ export async function serveInspector(options: InspectorOptions): Promise<Inspect
       })),
     }
     const frame = `event: facts\ndata: ${JSON.stringify(landed)}\n\n`
-    for (const stream of streams) stream.write(frame)
+    for (const stream of streams) sendFrame(stream, frame)
+  }
+  /**
+   * Writes a frame to one page's stream. A page that stopped reading (a stalled tab) is cut off
+   * once STREAM_BACKLOG bytes wait for it, rather than buffered without end on a busy log; its
+   * browser reconnects on its own.
+   */
+  const sendFrame = (stream: ServerResponse, frame: string) => {
+    if (stream.writableLength > STREAM_BACKLOG) {
+      streams.delete(stream)
+      stream.destroy()
+      return
+    }
+    stream.write(frame)
   }
   // Subscribe before reading, so nothing lands unseen between the read and the subscription.
   const unsubscribe = internals.subscribe((events) => {
@@ -311,7 +326,7 @@ export async function serveInspector(options: InspectorOptions): Promise<Inspect
   const bound = (server.address() as AddressInfo).port
   allowedHosts = new Set([`${HOST}:${bound}`, `localhost:${bound}`])
   const heartbeat = setInterval(() => {
-    for (const stream of streams) stream.write(': keep-alive\n\n')
+    for (const stream of streams) sendFrame(stream, ': keep-alive\n\n')
   }, HEARTBEAT_MS)
   heartbeat.unref()
 

@@ -4,7 +4,7 @@
  * runs a crash left behind. Real LevelDB logs, real HTTP on 127.0.0.1.
  */
 import { request } from 'node:http'
-import { createServer } from 'node:net'
+import { connect, createServer } from 'node:net'
 import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
@@ -274,6 +274,49 @@ test(
         ['tool.dispatched'],
       )
     } finally {
+      await inspector.close()
+      await log.close()
+    }
+  }),
+)
+
+test(
+  'a page that stops reading its event stream is cut off once megabytes wait for it, instead of being buffered without end',
+  bounded(90_000, async (dir) => {
+    const log = await EventLog.open(join(dir, 'log'), { durability: 'os' })
+    const inspector = await serveInspector({ log })
+    const port = Number(new URL(inspector.url).port)
+    const socket = connect(port, '127.0.0.1')
+    try {
+      let received = 0
+      let closed = false
+      socket.on('data', (chunk: Buffer) => {
+        received += chunk.length
+      })
+      socket.on('error', () => undefined)
+      socket.on('close', () => {
+        closed = true
+      })
+      socket.write(`GET /api/events HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n\r\n`)
+      while (received === 0) await new Promise((resolve) => setTimeout(resolve, 10))
+      socket.pause()
+      // Long ids make long frames: each batch below is one frame of ~300 KB, ~19 MB in all (the kernel's
+      // buffers on both ends of the socket hold a few megabytes before the server's backlog grows).
+      const long = 'x'.repeat(100)
+      let written = 0
+      for (let batch = 0; batch < 64; batch += 1) {
+        const events = Array.from({ length: 1_000 }, (_, n) => new EventMaker(invocationOf(`${long}-${batch}-${n}`, `${long}-s${batch}-${n}`)).next(facts.opened()))
+        await log.appendAll(events)
+        written += 1_000 * 300
+      }
+      socket.resume()
+      const deadline = Date.now() + 20_000
+      while (!closed && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20))
+      assert.ok(closed, `the stream was still open after ~${Math.round(written / 1e6)} MB of frames (${Math.round(received / 1e6)} MB read)`)
+      assert.ok(received < written / 2, `${Math.round(received / 1e6)} MB reached the stalled page of ~${Math.round(written / 1e6)} MB sent`)
+      assert.is((await fetch(`${inspector.url}api/overview`)).status, 200, 'the inspector still answers')
+    } finally {
+      socket.destroy()
       await inspector.close()
       await log.close()
     }

@@ -6,7 +6,9 @@ import { canonical } from '../store/encoding.js'
 import { type AppendView, type EventLog, type LogInternals, logInternals } from '../store/event-log.js'
 import { type HandoffGate, successorOf } from './handoff.js'
 import { InvocationActor } from './invocation-actor.js'
+import type { ModelClient } from './model-client.js'
 import { ModelExecutor } from './model-executor.js'
+import { redactedMessage } from './redaction.js'
 import { DEFAULT_MAX_STEPS, type RunInput, validateRunInput } from './run-input.js'
 import { catalogOf } from './tool-catalog.js'
 
@@ -165,6 +167,15 @@ export class Engine {
       invocation,
       fact: { type: 'invocation.opened', input: opened, configuration: run.configuration, execution },
     })
+    // Before anything is written: a client that cannot be made refuses the run, it does not strand it.
+    let client: ModelClient
+    try {
+      client = this.#model.clientFor(run.provider)
+    } catch (error) {
+      throw new FactstateError('RUN_INVALID_INPUT', `provider: the model client could not be created: ${redactedMessage(error, run.provider)}`, {
+        details: { fields: ['provider'] },
+      })
+    }
     const snapshot = applyFact(initialInvocationSnapshot(), event.fact)
     // Marked live inside the admission, so a refused concurrent start of the same id never unmarks the admitted one.
     let marked = false
@@ -190,7 +201,7 @@ export class Engine {
       budget,
       tools: run.tools,
       providerOptions: run.providerOptions ?? {},
-      client: this.#model.clientFor(run.provider),
+      client,
       executor: this.#model,
       signal: options.signal,
       now: this.#now,

@@ -1,6 +1,7 @@
 import { FactstateError } from '../errors.js'
 import type { ModelClient, ModelRequest, ModelResponse, ProviderConfig } from './model-client.js'
 import { OpenAIChatClient } from './openai-chat-client.js'
+import { redact, secretsOf } from './redaction.js'
 
 /** Options of {@link ModelExecutor}. */
 export interface ModelExecutorOptions {
@@ -45,9 +46,25 @@ export class ModelExecutor {
     this.#createClient = options.createClient ?? ((provider) => new OpenAIChatClient(provider))
   }
 
-  /** A client for one run's provider. */
+  /**
+   * A client for one run's provider. Whatever it reports (a failure's message, an error it throws)
+   * is redacted of the provider's secrets before it can reach a fact: a custom client may quote them.
+   */
   clientFor(provider: ProviderConfig): ModelClient {
-    return this.#createClient(provider)
+    const client = this.#createClient(provider)
+    const secrets = secretsOf(provider)
+    if (secrets.length === 0) return client
+    return {
+      async complete(request) {
+        let response: ModelResponse
+        try {
+          response = await client.complete(request)
+        } catch (error) {
+          throw new Error(redact(error instanceof Error ? error.message : String(error), secrets))
+        }
+        return response.kind === 'interrupted' ? { ...response, message: redact(response.message, secrets) } : response
+      },
+    }
   }
 
   /** Sends one attempt; a client that throws is treated as a failed attempt. */

@@ -8,6 +8,7 @@ import { Stream } from 'openai/core/streaming'
 import { z } from 'zod'
 import type { ModelOutput, ModelUsage, ToolCall } from '../facts/types.js'
 import type { ModelClient, ModelRequest, ModelResponse, ProviderConfig } from './model-client.js'
+import { redact, secretsOf } from './redaction.js'
 
 /** Sent as the API key when the provider needs none (the SDK insists on one). */
 const PLACEHOLDER_API_KEY = 'not-set'
@@ -177,9 +178,7 @@ export class OpenAIChatClient implements ModelClient {
       maxRetries: 0,
       logLevel: 'off',
     })
-    this.#secrets = [provider.apiKey, ...Object.values(provider.headers ?? {})]
-      .filter((s): s is string => typeof s === 'string' && s.length >= 4)
-      .sort((a, b) => b.length - a.length)
+    this.#secrets = secretsOf(provider)
   }
 
   async complete(request: ModelRequest): Promise<ModelResponse> {
@@ -325,39 +324,10 @@ export class OpenAIChatClient implements ModelClient {
     return interrupted('failed', this.#redact(`the request failed: ${describe(error)}`))
   }
 
-  /** Removes every configured secret from a message, and every piece of one long enough to matter. */
+  /** Removes every configured secret from a message (see actors/redaction.ts). */
   #redact(message: string): string {
-    let out = message
-    for (const secret of this.#secrets) out = out.split(secret).join('[redacted]')
-    // Providers echo keys masked ("sk-proj-ab****wxyz"): the visible pieces must not reach a fact either.
-    for (const secret of this.#secrets) out = redactPieces(out, secret)
-    return out
+    return redact(message, this.#secrets)
   }
-}
-
-/** The shortest piece of a secret that is redacted on its own. */
-const SECRET_PIECE = 8
-
-/** Replaces every run of at least {@link SECRET_PIECE} characters of `text` that also occurs in `secret`. */
-function redactPieces(text: string, secret: string): string {
-  if (secret.length < SECRET_PIECE) return text
-  let out = ''
-  for (let i = 0; i < text.length; ) {
-    let longest = 0
-    for (let j = 0; j + SECRET_PIECE <= secret.length; j += 1) {
-      let k = 0
-      while (i + k < text.length && j + k < secret.length && text[i + k] === secret[j + k]) k += 1
-      if (k > longest) longest = k
-    }
-    if (longest >= SECRET_PIECE) {
-      out += '[redacted]'
-      i += longest
-    } else {
-      out += text[i]
-      i += 1
-    }
-  }
-  return out
 }
 
 function describe(error: unknown): string {

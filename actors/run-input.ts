@@ -3,6 +3,7 @@ import { z } from 'zod'
 import { FactstateError } from '../errors.js'
 import { describeIssues, handoffPauseSchema, id, invocationSchema, jsonValue, runBoundarySchema } from '../facts/schema.js'
 import type { HandoffPause, Invocation, RunBoundary } from '../facts/types.js'
+import { storageProblem } from '../store/encoding.js'
 import type { ProviderConfig } from './model-client.js'
 import type { ToolDefinition } from './tool-catalog.js'
 
@@ -50,14 +51,24 @@ const cwd = z
   .refine((value) => !value.includes('\0'), 'cwd must not contain NUL')
   .refine((value) => isAbsolute(value), 'cwd must be an absolute path')
 
-const url = z.string().refine((value) => {
+const parseUrl = (value: string): URL | undefined => {
   try {
-    const parsed = new URL(value)
-    return parsed.protocol === 'http:' || parsed.protocol === 'https:'
+    return new URL(value)
   } catch {
-    return false
+    return undefined
   }
-}, 'baseUrl must be an http(s) URL')
+}
+const url = z
+  .string()
+  .refine((value) => {
+    const parsed = parseUrl(value)
+    return parsed?.protocol === 'http:' || parsed?.protocol === 'https:'
+  }, 'baseUrl must be an http(s) URL')
+  // A password in the URL would reach every error message (and so the log); fetch refuses such URLs anyway.
+  .refine((value) => {
+    const parsed = parseUrl(value)
+    return parsed === undefined || (parsed.username === '' && parsed.password === '')
+  }, 'baseUrl must not carry credentials (user:password@); pass them as apiKey or headers')
 
 const runInputSchema = z.strictObject({
   invocation: invocationSchema,
@@ -90,8 +101,39 @@ const runInputSchema = z.strictObject({
   ]),
 })
 
+/**
+ * What of a run input ends up in facts, as plain data, for the store's own checks: nesting (deep
+ * values are refused before the schema's parse recurses), lone surrogates, own `__proto__` keys
+ * (JSON.parse makes them; a copy would drop one, so the request would differ from what is recorded),
+ * objects of more than 65,535 members.
+ */
+function recordedParts(input: unknown): [string, unknown][] {
+  if (typeof input !== 'object' || input === null) return []
+  const run = input as Record<string, unknown>
+  const provider = (typeof run.provider === 'object' && run.provider !== null ? run.provider : {}) as Record<string, unknown>
+  const tools = Array.isArray(run.tools) ? run.tools : []
+  return [
+    ['invocation', run.invocation],
+    ['provider.model', provider.model],
+    ['providerOptions', run.providerOptions],
+    ['configuration', run.configuration],
+    ['requestFingerprint', run.requestFingerprint],
+    ['work', run.work],
+    ...tools.map((tool, index): [string, unknown] => {
+      const { name, description, inputSchema } = (typeof tool === 'object' && tool !== null ? tool : {}) as Record<string, unknown>
+      return [`tools.${index}`, { name, description, inputSchema }]
+    }),
+  ]
+}
+
 /** Checks a run input; anything wrong is `RUN_INVALID_INPUT` naming every bad field. Nothing is written. */
 export function validateRunInput(input: unknown): RunInput {
+  for (const [field, value] of recordedParts(input)) {
+    const problem = storageProblem(value)
+    if (problem !== undefined) {
+      throw new FactstateError('RUN_INVALID_INPUT', problem.replace(/^\(value\)/, field), { details: { fields: [field] } })
+    }
+  }
   const parsed = runInputSchema.safeParse(input)
   if (!parsed.success) {
     throw new FactstateError('RUN_INVALID_INPUT', describeIssues(parsed.error), {

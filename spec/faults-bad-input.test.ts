@@ -82,6 +82,12 @@ const inFile = async (c: Context, open: (file: string) => Promise<unknown>) => {
 }
 
 const LONG_ID = 'x'.repeat(129)
+/** `{ a: { a: … } }`, `levels` deep. */
+const deep = (levels: number): Loose => {
+  let value: Loose = {}
+  for (let level = 0; level < levels; level += 1) value = { a: value }
+  return value
+}
 
 const cases: Case[] = [
   // RunInput: the invocation and its ids
@@ -107,6 +113,11 @@ const cases: Case[] = [
   { area: 'RunInput', name: 'providerOptions that is an array', code: 'RUN_INVALID_INPUT', act: start((i) => (i.providerOptions = [1, 2])) },
   { area: 'RunInput', name: 'providerOptions with Infinity', code: 'RUN_INVALID_INPUT', act: start((i) => (i.providerOptions = { temperature: Number.POSITIVE_INFINITY })) },
   { area: 'RunInput', name: 'providerOptions with a function', code: 'RUN_INVALID_INPUT', act: start((i) => (i.providerOptions = { hook: () => 1 })) },
+  { area: 'RunInput', name: 'providerOptions with an own __proto__ key', code: 'RUN_INVALID_INPUT', act: start((i) => (i.providerOptions = JSON.parse('{"temperature":0,"__proto__":{"x":1}}'))) },
+  { area: 'RunInput', name: 'providerOptions with a lone surrogate', code: 'RUN_INVALID_INPUT', act: start((i) => (i.providerOptions = { stop: 'a\ud800' })) },
+  { area: 'RunInput', name: 'a tool schema nested 20,000 deep', code: 'RUN_INVALID_INPUT', act: start((i) => (i.tools = [{ ...i.tools[0], inputSchema: deep(20_000) }])) },
+  { area: 'RunInput', name: 'a message with a lone surrogate', code: 'RUN_INVALID_INPUT', act: start((i) => (i.work.content = 'half \udc00 a pair')) },
+  { area: 'RunInput', name: 'baseUrl with credentials', code: 'RUN_INVALID_INPUT', act: start((i) => (i.provider.baseUrl = 'http://user:secret@127.0.0.1:9/v1')) },
   // RunInput: configuration and limits
   { area: 'RunInput', name: 'relative cwd', code: 'RUN_INVALID_INPUT', act: start((i) => (i.configuration.cwd = 'relative/path')) },
   { area: 'RunInput', name: 'cwd with NUL', code: 'RUN_INVALID_INPUT', act: start((i) => (i.configuration.cwd = '/workspace\0faults')) },

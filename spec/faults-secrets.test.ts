@@ -249,6 +249,87 @@ test(
   }),
 )
 
+test(
+  'secrets: credentials in the URL, a Basic credential echoed decoded, a custom client quoting the key and a client that cannot be made reach no fact and no file',
+  bounded(30_000, async (dir) => {
+    const user = canary('basic-user')
+    const password = canary('basic-password')
+    const basic = `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`
+    const needles = [API_KEY, user, password].flatMap((secret) => {
+      const pieces: string[] = []
+      for (let at = 0; at + 8 <= secret.length; at += 1) pieces.push(secret.slice(at, at + 8))
+      return [...pieces, Buffer.from(secret).toString('base64').replace(/=+$/, ''), Buffer.from(secret).toString('hex')]
+    })
+    const found = (text: string | Buffer) => needles.filter((needle) => Buffer.from(text).includes(Buffer.from(needle)))
+    // The server answers 401 quoting the credentials it got, decoded.
+    const server = await scriptedModelServer((request) => {
+      const authorization = String(request.headers.authorization ?? '')
+      const decoded = Buffer.from(authorization.replace(/^Basic /, ''), 'base64').toString('utf8')
+      return answer.status(401, { body: { error: { message: `invalid credentials ${decoded} (from ${authorization})` } } })
+    })
+    const log = await EventLog.open(join(dir, 'log'))
+    try {
+      const base = (name: string): RunInput => ({ ...run(server.baseUrl, name), provider: { kind: 'openai-chat', baseUrl: server.baseUrl, model: 'scripted', headers: { authorization: basic } } })
+      const plain = new Engine({ log, model: new ModelExecutor({ retries: 0 }) })
+      const basicOutcome = await plain.run(base('basic'))
+      assert.is(basicOutcome.status, 'failed')
+      assert.is(server.requests.length, 1, 'the Basic credential was sent')
+
+      const withUrl = { ...base('url'), provider: { kind: 'openai-chat', baseUrl: server.baseUrl.replace('http://', `http://${user}:${password}@`), model: 'scripted' } } as RunInput
+      const before = log.head()
+      const refusedUrl = await plain.start(withUrl).then(
+        () => undefined,
+        (error: FactstateError) => error,
+      )
+      assert.is(refusedUrl?.code, 'RUN_INVALID_INPUT')
+      assert.equal(log.head(), before, 'a refused run writes nothing')
+
+      const quoting = new Engine({
+        log,
+        model: new ModelExecutor({
+          retries: 0,
+          createClient: (provider) => ({
+            complete: async () => {
+              throw new Error(`401: the key ${provider.apiKey} was refused`)
+            },
+          }),
+        }),
+      })
+      const quoted = await quoting.run({ ...run(server.baseUrl, 'quoting'), tools: [] })
+      assert.is(quoted.status, 'failed')
+      assert.match(quoted.status === 'failed' ? (quoted.message ?? '') : '', /\[redacted\]/)
+
+      const broken = new Engine({
+        log,
+        model: new ModelExecutor({
+          createClient: (provider) => {
+            throw new Error(`no client for the key ${provider.apiKey}`)
+          },
+        }),
+      })
+      const beforeBroken = log.head()
+      const refusedClient = await broken.start({ ...run(server.baseUrl, 'broken'), tools: [] }).then(
+        () => undefined,
+        (error: FactstateError) => error,
+      )
+      assert.is(refusedClient?.code, 'RUN_INVALID_INPUT')
+      assert.equal(log.head(), beforeBroken, 'a client that cannot be made writes nothing')
+      assert.equal(found(refusedClient?.message ?? ''), [], 'the refusal quotes no secret')
+      // The session is not left with a run that never started: the same run is admitted (this server refuses every key).
+      const admitted = await plain.run({ ...run(server.baseUrl, 'broken'), tools: [] })
+      assert.equal(admitted.status === 'failed' ? admitted.class : admitted.status, 'model_failed')
+
+      const events = (await log.prefix(ALL.events, ALL.bytes)).events
+      assert.ok(events.some((stored) => stored.event.fact.type === 'model.interrupted'), 'the failures were recorded')
+      assert.equal(found(JSON.stringify(events)), [], 'facts')
+    } finally {
+      await log.close()
+      await server.close()
+    }
+    for (const file of await everyFile(join(dir, 'log'))) assert.equal(found(file.bytes), [], file.path)
+  }),
+)
+
 test('secrets: the leak detector finds a canary written to the log (it can fail)', () => {
   assert.ok(leaks(JSON.stringify({ output: `tool said ${API_KEY.slice(3, 20)}` })).length > 0)
   assert.ok(leaks(Buffer.from(HEADERS['x-canary-two'] as string).toString('base64')).length > 0)

@@ -3,7 +3,7 @@ import { z } from 'zod'
 import { FactstateError } from '../errors.js'
 import { describeIssues, handoffPauseSchema, id, invocationSchema, jsonValue, runBoundarySchema } from '../facts/schema.js'
 import type { HandoffPause, Invocation, RunBoundary } from '../facts/types.js'
-import { storageProblem } from '../store/encoding.js'
+import { storageProblemAt } from '../store/encoding.js'
 import type { ProviderConfig } from './model-client.js'
 import type { ToolDefinition } from './tool-catalog.js'
 
@@ -107,29 +107,31 @@ const runInputSchema = z.strictObject({
  * (JSON.parse makes them; a copy would drop one, so the request would differ from what is recorded),
  * objects of more than 65,535 members.
  */
-function recordedParts(input: unknown): [string, unknown][] {
+function recordedParts(input: unknown): [field: string, value: unknown, depth: number][] {
   if (typeof input !== 'object' || input === null) return []
   const run = input as Record<string, unknown>
   const provider = (typeof run.provider === 'object' && run.provider !== null ? run.provider : {}) as Record<string, unknown>
   const tools = Array.isArray(run.tools) ? run.tools : []
+  // Each at the depth it sits in the deepest event that records it: provider options go as far down
+  // as a seal's `fact.outcome.pause.execution.providerOptions`.
   return [
-    ['invocation', run.invocation],
-    ['provider.model', provider.model],
-    ['providerOptions', run.providerOptions],
-    ['configuration', run.configuration],
-    ['requestFingerprint', run.requestFingerprint],
-    ['work', run.work],
-    ...tools.map((tool, index): [string, unknown] => {
+    ['invocation', run.invocation, 1],
+    ['provider.model', provider.model, 5],
+    ['providerOptions', run.providerOptions, 5],
+    ['configuration', run.configuration, 2],
+    ['requestFingerprint', run.requestFingerprint, 3],
+    ['work', run.work, 2],
+    ...tools.map((tool, index): [string, unknown, number] => {
       const { name, description, inputSchema } = (typeof tool === 'object' && tool !== null ? tool : {}) as Record<string, unknown>
-      return [`tools.${index}`, { name, description, inputSchema }]
+      return [`tools.${index}`, { name, description, inputSchema }, 1]
     }),
   ]
 }
 
 /** Checks a run input; anything wrong is `RUN_INVALID_INPUT` naming every bad field. Nothing is written. */
 export function validateRunInput(input: unknown): RunInput {
-  for (const [field, value] of recordedParts(input)) {
-    const problem = storageProblem(value)
+  for (const [field, value, depth] of recordedParts(input)) {
+    const problem = storageProblemAt(value, depth)
     if (problem !== undefined) {
       throw new FactstateError('RUN_INVALID_INPUT', problem.replace(/^\(value\)/, field), { details: { fields: [field] } })
     }

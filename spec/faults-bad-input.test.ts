@@ -116,6 +116,8 @@ const cases: Case[] = [
   { area: 'RunInput', name: 'providerOptions with an own __proto__ key', code: 'RUN_INVALID_INPUT', act: start((i) => (i.providerOptions = JSON.parse('{"temperature":0,"__proto__":{"x":1}}'))) },
   { area: 'RunInput', name: 'providerOptions with a lone surrogate', code: 'RUN_INVALID_INPUT', act: start((i) => (i.providerOptions = { stop: 'a\ud800' })) },
   { area: 'RunInput', name: 'a tool schema nested 20,000 deep', code: 'RUN_INVALID_INPUT', act: start((i) => (i.tools = [{ ...i.tools[0], inputSchema: deep(20_000) }])) },
+  // 59 levels under providerOptions would fit an opened fact but not a seal's pause (fact.outcome.pause.execution…).
+  { area: 'RunInput', name: 'providerOptions too deep for a seal', code: 'RUN_INVALID_INPUT', act: start((i) => (i.providerOptions = { deep: deep(59) })) },
   { area: 'RunInput', name: 'a message with a lone surrogate', code: 'RUN_INVALID_INPUT', act: start((i) => (i.work.content = 'half \udc00 a pair')) },
   { area: 'RunInput', name: 'baseUrl with credentials', code: 'RUN_INVALID_INPUT', act: start((i) => (i.provider.baseUrl = 'http://user:secret@127.0.0.1:9/v1')) },
   // RunInput: configuration and limits

@@ -88,6 +88,11 @@ export function storageProblem(value: unknown): string | undefined {
   return unstorable(value, '(value)', 1)
 }
 
+/** `storageProblem` for a value that will sit `depth` levels down in the deepest event that holds it. */
+export function storageProblemAt(value: unknown, depth: number): string | undefined {
+  return unstorable(value, '(value)', depth)
+}
+
 /** A copy of text from outside (a model's answer) with every lone surrogate replaced by U+FFFD, as a fact can hold it. */
 export function wellFormed<T>(value: T): T {
   if (typeof value === 'string') return (LONE_SURROGATE.test(value) ? value.replace(new RegExp(LONE_SURROGATE, 'g'), '\ufffd') : value) as T

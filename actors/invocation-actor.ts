@@ -7,7 +7,7 @@ import { FactstateError } from '../errors.js'
 import type { ExecutionSettings, Fact, HandoffIntent, HandoffPause, Invocation, InvocationOutcome, RuntimeEvent, ToolCall } from '../facts/types.js'
 import { type InvocationSnapshot, applyFact, stateOf } from '../machines/invocation.js'
 import { contentDigest } from '../store/digest.js'
-import { canonical, storageProblem, wellFormed } from '../store/encoding.js'
+import { canonical, storageProblemAt, wellFormed } from '../store/encoding.js'
 import type { LogInternals, Precondition } from '../store/event-log.js'
 import { Gate, type HoldDecision, type Reservation } from './handoff.js'
 import type { ChatRequestBody, ModelClient } from './model-client.js'
@@ -65,7 +65,8 @@ function jsonOutput(output: unknown): { ok: true; value: unknown } | { ok: false
   try {
     const text = JSON.stringify(output ?? null)
     const value: unknown = JSON.parse(text ?? 'null')
-    const problem = storageProblem(value)
+    // Stored as the event's fact.outcome.output: three levels down.
+    const problem = storageProblemAt(value, 3)
     return problem ? { ok: false, message: `the tool returned a value a fact cannot hold exactly: ${problem}` } : { ok: true, value }
   } catch (error) {
     return { ok: false, message: `the tool returned a value that is not JSON: ${(error as Error).message}` }
@@ -344,7 +345,8 @@ export class InvocationActor {
     try {
       input = call.arguments.trim() === '' ? {} : JSON.parse(call.arguments)
       // Arguments that parse to something a fact cannot hold exactly are invalid input, kept as text.
-      if (storageProblem(input)) throw new TypeError('unstorable arguments')
+      // Stored as the event's fact.input: two levels down.
+      if (storageProblemAt(input, 2)) throw new TypeError('unstorable arguments')
     } catch {
       parsed = false
       input = call.arguments

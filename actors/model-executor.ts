@@ -62,7 +62,7 @@ export class ModelExecutor {
         } catch (error) {
           throw new Error(redact(error instanceof Error ? error.message : String(error), secrets))
         }
-        return response.kind === 'interrupted' ? { ...response, message: redact(response.message, secrets) } : response
+        return response.kind === 'interrupted' && typeof response.message === 'string' ? { ...response, message: redact(response.message, secrets) } : response
       },
     }
   }

@@ -1011,13 +1011,18 @@ export class EventLog {
     return levelError(error)
   }
 
-  /** The stored bytes of an invocation's facts with seqs after `after`, up to `upTo`, in order. */
-  async #invocationStored(invocationId: string, after: number, upTo: number): Promise<{ seq: number; bytes: Uint8Array }[]> {
+  /** Runs a read, its LevelDB errors reported as `#readFailure` words them. */
+  async #reading<T>(read: () => Promise<T>): Promise<T> {
     try {
-      return await this.#readInvocationStored(invocationId, after, upTo)
+      return await read()
     } catch (error) {
       throw this.#readFailure(error)
     }
+  }
+
+  /** The stored bytes of an invocation's facts with seqs after `after`, up to `upTo`, in order. */
+  #invocationStored(invocationId: string, after: number, upTo: number): Promise<{ seq: number; bytes: Uint8Array }[]> {
+    return this.#reading(() => this.#readInvocationStored(invocationId, after, upTo))
   }
 
   async #readInvocationStored(invocationId: string, after: number, upTo: number): Promise<{ seq: number; bytes: Uint8Array }[]> {
@@ -1197,11 +1202,7 @@ export class EventLog {
   async verify(): Promise<{ events: number; digest: string }> {
     this.#assertOpen()
     await this.#flushing
-    try {
-      return await this.#verify()
-    } catch (error) {
-      throw this.#readFailure(error)
-    }
+    return this.#reading(() => this.#verify())
   }
 
   async #verify(): Promise<{ events: number; digest: string }> {

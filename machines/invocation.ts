@@ -47,7 +47,9 @@ const endsAbnormally = (fact: E<'invocation.ended'>) => fact.outcome.status === 
 /**
  * The invocation statechart. Its events are the facts (`Fact`), its states:
  * `opening` → `safePoint` ⇄ `awaitingModel` → `settlingTool` → `safePoint` … ⇄ `held` →
- * `committed` (sealed by a handoff) | `ended`.
+ * `committed` (sealed by a handoff) | `ended`. After the final answer (a model answer without tool
+ * calls) the safe point only ends: no further request, and no hold, since a successor would discard
+ * the answer and ask again.
  *
  * @example
  * ```ts
@@ -65,6 +67,8 @@ export const invocationMachine = setup({
     answeredWithoutTools: ({ context, event }) =>
       event.type === 'model.completed' && event.stepId === context.stepId && event.output.toolCalls.length === 0,
     mayRequest: ({ context }) => !context.answered,
+    /** A hold parks a run that has a next model request to make: after the final answer there is none to hand off. */
+    mayHold: ({ context }) => !context.answered,
     isPendingCall: ({ context, event }) =>
       (event.type === 'tool.dispatched' || event.type === 'tool.rejected') && context.pendingCalls.includes(event.callId),
     isInflight: ({ context, event }) =>
@@ -117,7 +121,7 @@ export const invocationMachine = setup({
     safePoint: {
       on: {
         'model.requested': { guard: 'mayRequest', target: 'awaitingModel', actions: ['count', 'request'] },
-        'hold.entered': { target: 'held', actions: ['count', 'enterHold'] },
+        'hold.entered': { guard: 'mayHold', target: 'held', actions: ['count', 'enterHold'] },
         'invocation.ended': [
           { guard: 'completes', target: 'ended', actions: ['count', 'end'] },
           { guard: 'endsAbnormally', target: 'ended', actions: ['count', 'end'] },

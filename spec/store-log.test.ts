@@ -14,6 +14,7 @@ import type { Fact, RuntimeEvent, StoredEvent } from '../facts/types.js'
 import { EMPTY_CHAIN, chainStep } from '../store/digest.js'
 import { canonical, decodeRecord, encodeEvent, encodeRecord } from '../store/encoding.js'
 import { EventLog, logInternals } from '../store/event-log.js'
+import { applyFact, foldFacts } from '../machines/invocation.js'
 import { keys } from '../store/keys.js'
 import { recoverInvocations } from '../store/recovery.js'
 import { EventMaker, boundedTest, completeInvocation, facts, filesContaining, flipByte, invocationOf, refusal } from './support/log-fixtures.js'
@@ -207,11 +208,32 @@ rules(
 )
 
 rules(
+  'after the final answer an invocation is not held: the hold is LOG_REJECTED_FACT and MACHINE_REJECTED, and it still completes',
+  boundedTest(15_000, (dir) =>
+    withLog(dir, async (log) => {
+      const a = new EventMaker(invocationOf('answered'))
+      const history = [facts.opened(), facts.requested('s1'), facts.completed('s1')]
+      await log.appendAll(a.many(history))
+      const before = await digestOf(log)
+      assert.is((await refusal(log.append(a.next(facts.holdEntered('h1'))))).code, 'LOG_REJECTED_FACT')
+      assert.equal(await digestOf(log), before, 'nothing written')
+      const answered = foldFacts(history)
+      assert.is(answered.value, 'safePoint')
+      assert.throws(() => applyFact(answered, facts.holdEntered('h1')), (error: FactstateError) => error.code === 'MACHINE_REJECTED')
+      await log.append(a.next(facts.ended({ status: 'completed' })))
+      assert.is((await log.prefix(ALL, ALL)).projectInvocation('inv-answered').terminal, 'completed')
+    }),
+  ),
+)
+
+rules(
   'a handoff claim is used once: a second successor with the same claim is HANDOFF_CLAIMED',
   boundedTest(15_000, (dir) =>
     withLog(dir, async (log) => {
       const source = new EventMaker(invocationOf('source'))
-      await log.appendAll(source.many([facts.opened(), facts.requested('s1'), facts.completed('s1'), facts.holdEntered('h1')]))
+      await log.appendAll(
+        source.many([facts.opened(), facts.requested('s1'), facts.completed('s1', [call('op1')]), facts.dispatched('op1'), facts.settled('op1'), facts.holdEntered('h1')]),
+      )
       const pause = pauseFor('h1')
       await log.append(source.next(facts.ended({ status: 'handoff_paused', pause })))
       const boundary = (await log.runSource('session-source', 'run-source'))?.boundary
@@ -221,7 +243,7 @@ rules(
           ...(facts.opened() as Extract<Fact, { type: 'invocation.opened' }>),
           input: { kind: 'handoff', source: boundary, pause },
         })
-      assert.is(await log.append(successor('next')), 6)
+      assert.is(await log.append(successor('next')), 8)
       const before = await digestOf(log)
       assert.is((await refusal(log.append(successor('second')))).code, 'HANDOFF_CLAIMED')
       assert.equal(await digestOf(log), before)
@@ -269,7 +291,7 @@ const parkedStates: { name: string; facts: Fact[]; closing: unknown[] }[] = [
   },
   {
     name: 'held',
-    facts: [facts.opened(), facts.requested('s1'), facts.completed('s1'), facts.holdEntered('h1')],
+    facts: [facts.opened(), facts.requested('s1'), facts.completed('s1', [call('op1')]), facts.dispatched('op1'), facts.settled('op1'), facts.holdEntered('h1')],
     closing: [{ type: 'invocation.ended', outcome: { status: 'failed', class: 'host_interrupted' } }],
   },
 ]

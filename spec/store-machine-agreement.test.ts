@@ -99,7 +99,7 @@ test('the log accepts a fact exactly when the invocation machine does (and the o
             // What the log kept folds through the machine to the same state.
             assert.equal(foldFacts(kept).value, snapshot.value)
           }),
-          { numRuns: 300 },
+          { numRuns: 400 },
         )
       } finally {
         await log.close()

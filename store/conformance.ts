@@ -451,7 +451,7 @@ export function logConformanceSuite(options: LogConformanceOptions): void {
     })
   })
 
-  it('LOG_REJECTED_FACT for what the invocation machine refuses: a request before the last calls are resolved or after the final answer, a dispatch of a call the model did not make, facts while held, a hold with calls pending', async (dir) => {
+  it('LOG_REJECTED_FACT for what the invocation machine refuses: a request before the last calls are resolved or after the final answer, a dispatch of a call the model did not make, facts while held, a hold with calls pending or after the final answer', async (dir) => {
     const a = new Maker(invocationOf('a'))
     await withLog(dir, async (log) => {
       await log.appendAll(a.many([f.opened(), f.requested('s1'), f.completed('s1', [call('op1'), call('op2')])]))
@@ -470,6 +470,7 @@ export function logConformanceSuite(options: LogConformanceOptions): void {
       assert.equal(await snapshot(log), held, 'nothing was written while held')
       await log.appendAll(a.many([f.holdReleased('h1'), f.requested('s2'), f.completed('s2')]))
       await expectCode(() => log.append(a.next(f.requested('s3'))), 'LOG_REJECTED_FACT', 'a request after the final answer')
+      await expectCode(() => log.append(a.next(f.holdEntered('h2'))), 'LOG_REJECTED_FACT', 'a hold after the final answer')
       assert.ok((await log.append(a.next(f.ended()))) > 0, 'the invocation completes')
     })
   })
@@ -621,8 +622,11 @@ export function logConformanceSuite(options: LogConformanceOptions): void {
     await withLog(dir, async (log) => {
       for (const [index, [outcome, terminal]] of cases.entries()) {
         const a = new Maker(invocationOf(`t${index}`))
-        const list = [f.opened(), f.requested('s1'), f.completed('s1')]
-        if (outcome.status === 'handoff_paused') list.push(f.holdEntered('h1'))
+        // A run is held with a step to go (after its final answer there is nothing to hand off).
+        const list =
+          outcome.status === 'handoff_paused'
+            ? [f.opened(), f.requested('s1'), f.completed('s1', [call('op1')]), f.dispatched('op1'), f.settled('op1'), f.holdEntered('h1')]
+            : [f.opened(), f.requested('s1'), f.completed('s1')]
         await log.appendAll(a.many([...list, f.ended(outcome)]))
         assert.is((await log.prefix(ALL, ALL)).projectInvocation(a.invocation.invocationId).terminal, terminal, outcome.status)
       }

@@ -178,6 +178,8 @@ export function applyToInvocation(record: InvocationRecord | undefined, event: R
     case 'hold.entered':
       if (record.held !== null) refuse(event, `hold ${record.held} is already entered`)
       if (record.openSteps.length > 0 || record.uncertain.length > 0 || (strict && pending.length > 0)) refuse(event, 'a hold is only entered at a safe point')
+      // A successor would discard the answer and ask the model again: the run can only complete.
+      if (strict && next.answered) refuse(event, 'the model has given its final answer: the invocation can only complete, not be held')
       next.held = fact.handoffId
       return next
     case 'hold.released':

@@ -28,7 +28,7 @@ const parked: Record<string, Fact[]> = {
   tool: [facts.opened(), facts.requested('s1'), facts.completed('s1', [call('op1')]), facts.dispatched('op1')],
   between: [facts.opened(), facts.requested('s1'), facts.completed('s1', [call('op1')]), facts.dispatched('op1'), facts.settled('op1')],
   rejected: [facts.opened(), facts.requested('s1'), facts.completed('s1', [call('op1')]), facts.rejected('op1')],
-  held: [facts.opened(), facts.requested('s1'), facts.completed('s1'), facts.holdEntered('h1')],
+  held: [facts.opened(), facts.requested('s1'), facts.completed('s1', [call('op1')]), facts.dispatched('op1'), facts.settled('op1'), facts.holdEntered('h1')],
 }
 for (const [state, list] of Object.entries(parked)) {
   await log.appendAll(new EventMaker(invocationOf(`park-${state}`, 'session-park')).many(list))

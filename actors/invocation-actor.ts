@@ -190,13 +190,17 @@ export class InvocationActor {
 
   /**
    * Refuses, atomically with the append, a hold whose successor could never be admitted: its claim
-   * already used, or its run or invocation id already taken. Sealing such a hold would lock the session.
+   * already used or named by another seal, or its run or invocation id already taken. Sealing such a hold would lock the session.
    */
   #successorFree(intent: HandoffIntent): Precondition {
     const { sessionId } = this.setup.invocation
     return async (view) => {
       const user = await view.claim(intent.claimId)
       if (user !== undefined) throw new FactstateError('HANDOFF_CLAIMED', `claim ${intent.claimId} was already used by ${user}`)
+      const sealer = await view.sealedClaim(intent.claimId)
+      if (sealer !== undefined && sealer !== this.setup.invocation.invocationId) {
+        throw new FactstateError('HANDOFF_CLAIMED', `claim ${intent.claimId} is named by the seal of ${sealer}, whose successor is still to come`)
+      }
       if (await view.run(sessionId, intent.successorRunId)) {
         throw new FactstateError('HANDOFF_MISMATCH', `run ${intent.successorRunId} already exists: it cannot be the successor`, {
           details: { field: 'successorRunId' },

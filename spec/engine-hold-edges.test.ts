@@ -1,7 +1,8 @@
 /**
  * Handoff holds at their edges (DESIGN §6), from a review: a reservation cancelled while its
  * `hold.entered` is being written, an abort in the same tick as a commit, and holds whose
- * successor could never be admitted (claim already used, successor run or invocation id taken).
+ * successor could never be admitted (claim already used or named by another pending seal, successor
+ * run or invocation id taken).
  */
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
@@ -109,12 +110,15 @@ async function useSuccessorB(h: EngineHarness, session: string): Promise<void> {
 test(
   'a reservation whose successor could never be admitted is refused at ready(), nothing written; the run and the session go on',
   engineTest(
-    Array.from({ length: 6 }, () => answer.text('done')),
+    Array.from({ length: 7 }, () => answer.text('done')),
     {},
     async (h) => {
       await useSuccessorB(h, 'shared')
+      // Sealed in another session, its successor still to come: its claim `claim-pending` is reserved.
+      await sealAtFirstSafePoint(h, h.input('sealer', { session: 'pending' }), 'pending')
       const cases: { name: string; intent: HandoffIntent; code: string }[] = [
         { name: 'used-claim', intent: { ...intentOf('d', 'run-used-claim'), claimId: 'claim-b' }, code: 'HANDOFF_CLAIMED' },
+        { name: 'sealed-claim', intent: { ...intentOf('d', 'run-sealed-claim'), claimId: 'claim-pending' }, code: 'HANDOFF_CLAIMED' },
         { name: 'taken-run', intent: { ...intentOf('d', 'run-taken-run'), successorRunId: 'run-a' }, code: 'HANDOFF_MISMATCH' },
         { name: 'taken-invocation', intent: { ...intentOf('d', 'run-taken-invocation'), successorInvocationId: 'invocation-b' }, code: 'HANDOFF_MISMATCH' },
       ]
@@ -133,12 +137,20 @@ test(
 test(
   'a commit whose successor was taken after the hold was entered is refused atomically; the hold stays held and can be released',
   engineTest(
-    Array.from({ length: 6 }, () => answer.text('done')),
+    Array.from({ length: 8 }, () => answer.text('done')),
     {},
     async (h) => {
       const cases: { name: string; take: () => Promise<void>; code: string }[] = [
         // Another session's successor uses the claim the hold names.
         { name: 'claim', take: () => useSuccessorB(h, 'elsewhere-claim'), code: 'HANDOFF_CLAIMED' },
+        // Another session's run is sealed first under the same claim (its successor not yet come).
+        {
+          name: 'seal',
+          take: async () => {
+            await sealAtFirstSafePoint(h, h.input('rival', { session: 'elsewhere-seal' }), 'rival-next')
+          },
+          code: 'HANDOFF_CLAIMED',
+        },
         // Another session's run takes the invocation id the hold names for its successor.
         {
           name: 'invocation',
@@ -153,7 +165,8 @@ test(
       for (const { name, take, code } of cases) {
         const invocationId = `invocation-held-${name}`
         const running = await h.start(h.input(`held-${name}`, { session: `held-${name}` }))
-        const intent = { ...intentOf(`next-${name}`, `run-held-${name}`), ...(name === 'claim' ? { claimId: 'claim-b' } : {}) }
+        const claims: Record<string, string> = { claim: 'claim-b', seal: 'claim-rival-next' }
+        const intent = { ...intentOf(`next-${name}`, `run-held-${name}`), ...(claims[name] ? { claimId: claims[name] } : {}) }
         const held = await running.handoff().reserve(intent).ready()
         await take()
         await refusedWithoutWriting(h.log, () => held.commit(), code, `${name}: commit()`)

@@ -10,7 +10,7 @@ import { ClassicLevel } from 'classic-level'
 import { suite } from 'uvu'
 import * as assert from 'uvu/assert'
 import type { FactstateError } from '../errors.js'
-import type { Fact, RuntimeEvent, StoredEvent } from '../facts/types.js'
+import type { Fact, RunBoundary, RuntimeEvent, StoredEvent } from '../facts/types.js'
 import { EMPTY_CHAIN, chainStep } from '../store/digest.js'
 import { canonical, decodeRecord, encodeEvent, encodeRecord } from '../store/encoding.js'
 import { EventLog, logInternals } from '../store/event-log.js'
@@ -249,6 +249,54 @@ rules(
       assert.equal(await digestOf(log), before)
     }),
   ),
+)
+
+rules(
+  'a seal reserves its claim: another seal naming it is HANDOFF_CLAIMED (also after a reopen and once the successor came), and only the sealed source admits a successor with it',
+  boundedTest(20_000, async (dir) => {
+    const held = [facts.opened(), facts.requested('s1'), facts.completed('s1', [call('op1')]), facts.dispatched('op1'), facts.settled('op1'), facts.holdEntered('h1')]
+    const first = new EventMaker(invocationOf('first'))
+    const second = new EventMaker(invocationOf('second'))
+    const shared = pauseFor('h1')
+    const sameClaim = { ...shared, intent: { ...shared.intent, successorRunId: 'run-other', successorInvocationId: 'inv-other' } }
+    const sealSecond = (pause: typeof shared) => second.next(facts.ended({ status: 'handoff_paused', pause }))
+    const successor = (name: string, source: RunBoundary): RuntimeEvent =>
+      new EventMaker({ ...invocationOf(name), sessionId: source.invocation.sessionId }).next({
+        ...(facts.opened() as Extract<Fact, { type: 'invocation.opened' }>),
+        input: { kind: 'handoff', source, pause: shared },
+      })
+    await withLog(dir, async (log) => {
+      await log.appendAll(first.many(held))
+      await log.appendAll(second.many(held))
+      const bystander = new EventMaker(invocationOf('bystander'))
+      await log.appendAll(bystander.many([facts.opened(), facts.ended({ status: 'cancelled', source: 'test' })]))
+      await log.append(first.next(facts.ended({ status: 'handoff_paused', pause: shared })))
+      const before = await digestOf(log)
+      const refused = await refusal(log.append(sealSecond(sameClaim)))
+      assert.is(refused.code, 'HANDOFF_CLAIMED')
+      assert.match(refused.message, /named by the seal of inv-first/)
+      const elsewhere = (await log.runSource('session-bystander', 'run-bystander'))?.boundary
+      assert.ok(elsewhere)
+      assert.is((await refusal(log.append(successor('stranger', elsewhere)))).code, 'HANDOFF_CLAIMED', 'a successor of another source')
+      assert.equal(await digestOf(log), before, 'nothing written')
+    })
+    await withLog(dir, async (log) => {
+      const before = await digestOf(log)
+      assert.is((await refusal(log.append(sealSecond(sameClaim)))).code, 'HANDOFF_CLAIMED', 'after a reopen')
+      assert.equal(await digestOf(log), before)
+      const boundary = (await log.runSource('session-first', 'run-first'))?.boundary
+      assert.ok(boundary)
+      await log.append(successor('next', boundary))
+      const admitted = await digestOf(log)
+      const used = await refusal(log.append(sealSecond(sameClaim)))
+      assert.is(used.code, 'HANDOFF_CLAIMED', 'once the successor came')
+      assert.match(used.message, /already used by inv-next/)
+      assert.equal(await digestOf(log), admitted)
+      // Under a claim of its own, the second run seals.
+      await log.append(sealSecond({ ...sameClaim, intent: { ...sameClaim.intent, claimId: 'claim-second' } }))
+      assert.is((await log.prefix(ALL, ALL)).projectInvocation('inv-second').terminal, 'paused')
+    })
+  }),
 )
 
 function pauseFor(handoffId: string) {

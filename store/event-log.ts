@@ -47,6 +47,8 @@ export interface AppendView {
   session(sessionId: string): Promise<SessionRecord>
   run(sessionId: string, runId: string): Promise<RunRecord | undefined>
   claim(claimId: string): Promise<string | undefined>
+  /** The paused invocation whose seal names `claimId`, if any. */
+  sealedClaim(claimId: string): Promise<string | undefined>
 }
 
 /** A check run inside the group commit, before its events are staged (it sees the log as it stands); throwing refuses them. */
@@ -181,6 +183,7 @@ class Staging {
   readonly sessions = new Map<string, SessionRecord>()
   readonly runs = new Map<string, RunRecord>()
   readonly claims = new Map<string, string>()
+  readonly sealedClaims = new Map<string, string>()
   /** The events staged here by id: the same objects as `events`. */
   readonly ids = new Map<string, StagedEvent>()
   readonly events: StagedEvent[] = []
@@ -209,6 +212,9 @@ class Staging {
   claimNow(id: string): string | undefined {
     return this.claims.get(id) ?? (this.parent ? this.parent.claimNow(id) : this.base.claimNow(id))
   }
+  sealedClaimNow(id: string): string | undefined {
+    return this.sealedClaims.get(id) ?? (this.parent ? this.parent.sealedClaimNow(id) : this.base.sealedClaimNow(id))
+  }
   async invocation(id: string): Promise<InvocationRecord | undefined> {
     return this.invocationNow(id)
   }
@@ -221,6 +227,9 @@ class Staging {
   async claim(id: string): Promise<string | undefined> {
     return this.claimNow(id)
   }
+  async sealedClaim(id: string): Promise<string | undefined> {
+    return this.sealedClaimNow(id)
+  }
   stagedId(id: string): StagedEvent | undefined {
     return this.ids.get(id) ?? this.parent?.stagedId(id)
   }
@@ -230,6 +239,7 @@ class Staging {
     for (const [k, v] of this.sessions) target.sessions.set(k, v)
     for (const [k, v] of this.runs) target.runs.set(k, v)
     for (const [k, v] of this.claims) target.claims.set(k, v)
+    for (const [k, v] of this.sealedClaims) target.sealedClaims.set(k, v)
     for (const [k, v] of this.ids) target.ids.set(k, v)
     for (const id of this.persisted) target.persisted.add(id)
     for (const event of this.events) target.events.push(event)
@@ -249,6 +259,7 @@ class CommittedState {
   readonly sessions = new Map<string, SessionRecord>()
   readonly runs = new Map<string, RunRecord>()
   readonly claims = new Map<string, string>()
+  readonly sealedClaims = new Map<string, string>()
 
   constructor(private readonly db: Db) {}
 
@@ -288,6 +299,15 @@ class CommittedState {
     this.claims.set(id, value)
     return value
   }
+  sealedClaimNow(id: string): string | undefined {
+    const cached = this.sealedClaims.get(id)
+    if (cached) return cached
+    const stored = this.db.getSync(keys.sealedClaim(id))
+    if (stored === undefined) return undefined
+    const value = decodeRecord<string>(stored, `sealed claim ${id}`)
+    this.sealedClaims.set(id, value)
+    return value
+  }
 
   absorb(staging: Staging): void {
     // forEach, not for…of: no [key, value] pair allocated for every invocation of every group.
@@ -295,6 +315,7 @@ class CommittedState {
     staging.sessions.forEach((v, k) => this.sessions.set(k, v))
     staging.runs.forEach((v, k) => this.runs.set(k, v))
     staging.claims.forEach((v, k) => this.claims.set(k, v))
+    staging.sealedClaims.forEach((v, k) => this.sealedClaims.set(k, v))
     this.head = staging.head
     this.trim()
   }
@@ -320,10 +341,11 @@ class CommittedState {
         if (this.runs.size <= CACHE_LIMIT / 2) break
       }
     }
-    if (this.claims.size > CACHE_LIMIT) {
-      for (const k of this.claims.keys()) {
-        this.claims.delete(k)
-        if (this.claims.size <= CACHE_LIMIT / 2) break
+    for (const claims of [this.claims, this.sealedClaims]) {
+      if (claims.size <= CACHE_LIMIT) continue
+      for (const k of claims.keys()) {
+        claims.delete(k)
+        if (claims.size <= CACHE_LIMIT / 2) break
       }
     }
   }
@@ -927,11 +949,33 @@ export class EventLog {
         if (user !== undefined) {
           throw new FactstateError('HANDOFF_CLAIMED', `claim ${claim} was used by ${user}`, { details: { eventId: event.id } })
         }
+        const sealer = local.sealedClaimNow(claim)
+        if (sealer !== undefined && sealer !== input.source.invocation.invocationId) {
+          throw new FactstateError('HANDOFF_CLAIMED', `claim ${claim} belongs to the seal of ${sealer}`, { details: { eventId: event.id } })
+        }
       }
       const source = input.kind === 'message' ? undefined : input.source
       run = {
         invocationId: invocation.invocationId,
         ...(source ? { source: { runId: source.invocation.runId, highWater: source.highWater, digest: source.digest } } : {}),
+      }
+    }
+    // A seal reserves its claim: a second pause naming it (or a claim already used) could never admit
+    // its successor, and its session would wait forever.
+    let sealed: string | undefined
+    if (event.fact.type === 'invocation.ended' && event.fact.outcome.status === 'handoff_paused') {
+      sealed = event.fact.outcome.pause.intent.claimId
+      const user = local.claimNow(sealed)
+      if (user !== undefined) {
+        throw new FactstateError('HANDOFF_CLAIMED', `claim ${sealed} was already used by ${user}: a successor could never be admitted`, {
+          details: { eventId: event.id },
+        })
+      }
+      const sealer = local.sealedClaimNow(sealed)
+      if (sealer !== undefined && sealer !== invocation.invocationId) {
+        throw new FactstateError('HANDOFF_CLAIMED', `claim ${sealed} is named by the seal of ${sealer}: a successor could never be admitted`, {
+          details: { eventId: event.id },
+        })
       }
     }
     const boundary = event.fact.type === 'invocation.opened' || event.fact.type === 'invocation.ended'
@@ -946,6 +990,7 @@ export class EventLog {
     local.invocations.set(invocation.invocationId, record)
     if (run !== undefined) local.runs.set(keys.run(invocation.sessionId, invocation.runId), run)
     if (claim !== undefined) local.claims.set(claim, invocation.invocationId)
+    if (sealed !== undefined) local.sealedClaims.set(sealed, invocation.invocationId)
     if (session !== undefined) {
       local.sessions.set(invocation.sessionId, session)
       local.persisted.add(invocation.invocationId)
@@ -969,6 +1014,7 @@ export class EventLog {
     for (const [key, run] of staging.runs) batch.put(key, encodeRecord(run))
     for (const [id, record] of staging.sessions) batch.put(keys.session(id), encodeRecord(record))
     for (const [id, user] of staging.claims) batch.put(keys.claim(id), encodeRecord(user))
+    for (const [id, sealer] of staging.sealedClaims) batch.put(keys.sealedClaim(id), encodeRecord(sealer))
     batch.put(keys.head, encodeRecord(staging.head))
     if (!this.#formatMarked) batch.put(keys.format, encodeRecord(INDEX_FORMAT))
     await batch.write({ sync: this.#durability === 'sync' })

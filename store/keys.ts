@@ -25,7 +25,10 @@ export const keys = {
   invocation: (invocationId: string) => `n!${invocationId}`,
   run: (sessionId: string, runId: string) => `r!${sessionId}!${runId}`,
   session: (sessionId: string) => `s!${sessionId}`,
+  /** A claim used by an admitted successor, with the successor's invocation id. */
   claim: (claimId: string) => `c!${claimId}`,
+  /** A claim named by a sealed pause, with the paused invocation's id: no other seal may name it. */
+  sealedClaim: (claimId: string) => `p!${claimId}`,
   open: (invocationId: string) => `o!${invocationId}`,
   openLow: 'o!',
   openHigh: 'o~',

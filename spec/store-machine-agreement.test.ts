@@ -1,7 +1,8 @@
 /**
  * The log and the invocation machine agree on what may happen: random fact sequences for one
  * invocation are offered to both, fact by fact, and the log accepts a fact only when the machine
- * does (`applyFact`); the one rule the log adds is that an operation id is used once. Refusals of
+ * does (`applyFact`); the rules the log adds are that an operation id is used once and that a
+ * claim is sealed by one invocation only (each invocation here seals under a claim of its own). Refusals of
  * both carry their codes (`LOG_REJECTED_FACT` or `LOG_SEALED`, `MACHINE_REJECTED`) and the log
  * writes nothing for them.
  */
@@ -49,6 +50,13 @@ const fact: fc.Arbitrary<Fact> = fc.oneof(
   ),
 )
 
+/** The log also refuses a claim sealed by another invocation: each invocation here seals under its own. */
+function ownClaim(fact: Fact, n: number): Fact {
+  if (fact.type !== 'invocation.ended' || fact.outcome.status !== 'handoff_paused') return fact
+  const { pause } = fact.outcome
+  return { ...fact, outcome: { ...fact.outcome, pause: { ...pause, intent: { ...pause.intent, claimId: `claim-${n}` } } } }
+}
+
 test('the log accepts a fact exactly when the invocation machine does (and the operation id is fresh)', () =>
   withTimeout(
     withTempDir(async (dir) => {
@@ -65,7 +73,8 @@ test('the log accepts a fact exactly when the invocation machine does (and the o
             let snapshot: InvocationSnapshot = applyFact(initialInvocationSnapshot(), facts.opened())
             const kept: Fact[] = [facts.opened()]
             const used = new Set<string>()
-            for (const next of sequence) {
+            for (const offered of sequence) {
+              const next = ownClaim(offered, n)
               let machine: InvocationSnapshot | FactstateError
               try {
                 machine = applyFact(snapshot, next)

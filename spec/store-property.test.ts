@@ -73,7 +73,7 @@ const stepPlan: fc.Arbitrary<StepPlan> = fc.oneof(
 
 /**
  * Makes a free plan legal, by the invocation machine's rules: a model answer without tool calls is
- * the final one (no request after it, and only it lets the invocation complete); unsettled tools only
+ * the final one (no request and no hold after it, and only it lets the invocation complete); unsettled tools only
  * in the last step, and never before another request, a completion, a hold or a pause.
  */
 function legal(plan: Plan): Plan {
@@ -91,9 +91,9 @@ function legal(plan: Plan): Plan {
   })
   const unsettled = steps.some((step) => step.kind === 'completed' && step.calls.some((call) => call.kind === 'unsettled'))
   let { hold, inFlight, end } = plan
-  if (unsettled) hold = 'none'
+  if (unsettled || answered) hold = 'none'
   if (end === 'paused') {
-    hold = unsettled ? 'none' : 'paused'
+    hold = unsettled || answered ? 'none' : 'paused'
     if (hold !== 'paused') end = 'failed'
   } else if (hold === 'paused') hold = 'released'
   if (hold === 'paused' || answered || unsettled) inFlight = false

@@ -1032,6 +1032,48 @@ format(
 )
 
 format(
+  "a log from before seals reserved their claims gets its pending seals' claims indexed on open, once; a new log is marked by its first batch",
+  boundedTest(20_000, async (dir) => {
+    const held = [facts.opened(), facts.requested('s1'), facts.completed('s1', [call('op1')]), facts.dispatched('op1'), facts.settled('op1'), facts.holdEntered('h1')]
+    const first = new EventMaker(invocationOf('first'))
+    const second = new EventMaker(invocationOf('second'))
+    const pause = pauseFor('h1')
+    await withLog(dir, async (log) => {
+      await log.appendAll(first.many([...held, facts.ended({ status: 'handoff_paused', pause })]))
+      await log.appendAll(second.many(held))
+    })
+    // What a log of an earlier version holds: no claim records of seals, no marker.
+    await tamper(dir, async (db) => {
+      assert.ok((await db.get(keys.sealedClaimsIndexed)) !== undefined, 'the first batch marked the log')
+      assert.is(decodeRecord<string>((await db.get(keys.sealedClaim('claim-h1'))) as Uint8Array, 'sealed claim'), 'inv-first')
+      await db.batch([
+        { type: 'del', key: keys.sealedClaim('claim-h1') },
+        { type: 'del', key: keys.sealedClaimsIndexed },
+      ])
+    })
+    let digest: { events: number; digest: string } | undefined
+    await withLog(dir, async (log) => {
+      digest = await digestOf(log)
+      const refused = await refusal(log.append(second.next(facts.ended({ status: 'handoff_paused', pause: { ...pause, intent: { ...pause.intent, successorInvocationId: 'inv-other' } } }))))
+      assert.is(refused.code, 'HANDOFF_CLAIMED', 'the old seal reserves its claim')
+      assert.equal(await digestOf(log), digest, 'nothing written')
+    })
+    await tamper(dir, async (db) => {
+      assert.is(decodeRecord<string>((await db.get(keys.sealedClaim('claim-h1'))) as Uint8Array, 'sealed claim'), 'inv-first', 'indexed on open')
+      assert.ok((await db.get(keys.sealedClaimsIndexed)) !== undefined, 'and marked')
+      // Marked, the log is not scanned again: a record removed now stays removed.
+      await db.del(keys.sealedClaim('claim-h1'))
+    })
+    await withLog(dir, async (log) => {
+      assert.equal(await digestOf(log), digest)
+    })
+    await tamper(dir, async (db) => {
+      assert.is(await db.get(keys.sealedClaim('claim-h1')), undefined, 'scanned once')
+    })
+  }),
+)
+
+format(
   'a log an earlier version wrote with a fact the machine refuses (a request after the final answer) still opens, and recovery closes its invocation',
   boundedTest(15_000, async (dir) => {
     const a = new EventMaker(invocationOf('old'))

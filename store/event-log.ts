@@ -417,6 +417,8 @@ export class EventLog {
   #idsBuilds = 0
   /** The log carries `INDEX_FORMAT` (else the next batch writes it). */
   #formatMarked = false
+  /** The log carries `keys.sealedClaimsIndexed` (else the next batch writes it). */
+  #sealedClaimsMarked = false
   #idsMinimum = ID_FILTER_MIN
   /** Run chains computed by `runSource`, by run key. */
   readonly #runChains = new Map<string, { seq: number; chain: Uint8Array }>()
@@ -590,6 +592,29 @@ export class EventLog {
     const open: string[] = []
     for await (const key of this.#db.keys({ gte: keys.openLow, lt: keys.openHigh })) open.push(key.slice(2))
     await this.#catchUp(open)
+    this.#sealedClaimsMarked = (await this.#db.get(keys.sealedClaimsIndexed)) !== undefined
+    if (!this.#sealedClaimsMarked && head.highWater > 0) await this.#indexSealedClaims()
+  }
+
+  /**
+   * A log written before seals reserved their claims: each pending seal (a paused turn of a session
+   * record) gets its claim's record now, once, so a new seal cannot name the claim of an old one.
+   */
+  async #indexSealedClaims(): Promise<void> {
+    const batch = this.#db.batch()
+    const seen = new Set<string>()
+    for await (const [key, value] of this.#db.iterator({ gte: keys.sessionLow, lt: keys.sessionHigh })) {
+      const session = decodeRecord<SessionRecord>(value, `session ${key.slice(2)}`)
+      for (const turn of Array.isArray(session.paused) ? session.paused : []) {
+        const claim = turn.intent?.claimId
+        if (typeof claim !== 'string' || seen.has(claim)) continue
+        seen.add(claim)
+        batch.put(keys.sealedClaim(claim), encodeRecord(turn.invocationId))
+      }
+    }
+    batch.put(keys.sealedClaimsIndexed, encodeRecord(1))
+    await batch.write({ sync: this.#durability === 'sync' })
+    this.#sealedClaimsMarked = true
   }
 
   /**
@@ -896,6 +921,7 @@ export class EventLog {
       }
       this.#state.absorb(staging)
       this.#formatMarked = true
+      this.#sealedClaimsMarked = true
     }
     for (const entry of accepted) entry.resolve(entry.result as number & number[])
     if (staging.events.length > 0 && this.#listeners.size > 0) {
@@ -1017,6 +1043,7 @@ export class EventLog {
     for (const [id, sealer] of staging.sealedClaims) batch.put(keys.sealedClaim(id), encodeRecord(sealer))
     batch.put(keys.head, encodeRecord(staging.head))
     if (!this.#formatMarked) batch.put(keys.format, encodeRecord(INDEX_FORMAT))
+    if (!this.#sealedClaimsMarked) batch.put(keys.sealedClaimsIndexed, encodeRecord(1))
     await batch.write({ sync: this.#durability === 'sync' })
   }
 

@@ -10,6 +10,10 @@ export const keys = {
   head: 'h!head',
   /** The shape of the index records (see `INDEX_FORMAT` in event-log.ts). */
   format: 'h!format',
+  /** Present once every pending seal's claim has its `sealedClaim` record (logs of earlier versions get them on open). */
+  sealedClaimsIndexed: 'h!sealed-claims',
+  sessionLow: 's!',
+  sessionHigh: 's"',
   event: (seq: number) => `e!${seqPart(seq)}`,
   /** `event` from a seq already in key form (`seqPart`): one fact's keys share it. */
   eventAt: (part: string) => `e!${part}`,

@@ -190,7 +190,7 @@ export class InvocationActor {
 
   /**
    * Refuses, atomically with the append, a hold whose successor could never be admitted: its claim
-   * already used or named by another seal, or its run or invocation id already taken. Sealing such a hold would lock the session.
+   * already used or named by another seal, its run id taken, or its invocation id taken or named by another seal. Sealing such a hold would lock the session.
    */
   #successorFree(intent: HandoffIntent): Precondition {
     const { sessionId } = this.setup.invocation
@@ -204,6 +204,12 @@ export class InvocationActor {
       if (await view.run(sessionId, intent.successorRunId)) {
         throw new FactstateError('HANDOFF_MISMATCH', `run ${intent.successorRunId} already exists: it cannot be the successor`, {
           details: { field: 'successorRunId' },
+        })
+      }
+      const named = await view.sealedSuccessor(intent.successorInvocationId)
+      if (named !== undefined && named !== this.setup.invocation.invocationId) {
+        throw new FactstateError('HANDOFF_MISMATCH', `invocation ${intent.successorInvocationId} is the successor named by the seal of ${named}`, {
+          details: { field: 'successorInvocationId' },
         })
       }
       if (await view.invocation(intent.successorInvocationId)) {

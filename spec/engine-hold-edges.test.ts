@@ -2,7 +2,7 @@
  * Handoff holds at their edges (DESIGN §6), from a review: a reservation cancelled while its
  * `hold.entered` is being written, an abort in the same tick as a commit, and holds whose
  * successor could never be admitted (claim already used or named by another pending seal, successor
- * run or invocation id taken).
+ * run id taken, successor invocation id taken or named by another pending seal).
  */
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
@@ -110,7 +110,7 @@ async function useSuccessorB(h: EngineHarness, session: string): Promise<void> {
 test(
   'a reservation whose successor could never be admitted is refused at ready(), nothing written; the run and the session go on',
   engineTest(
-    Array.from({ length: 7 }, () => answer.text('done')),
+    Array.from({ length: 8 }, () => answer.text('done')),
     {},
     async (h) => {
       await useSuccessorB(h, 'shared')
@@ -119,6 +119,7 @@ test(
       const cases: { name: string; intent: HandoffIntent; code: string }[] = [
         { name: 'used-claim', intent: { ...intentOf('d', 'run-used-claim'), claimId: 'claim-b' }, code: 'HANDOFF_CLAIMED' },
         { name: 'sealed-claim', intent: { ...intentOf('d', 'run-sealed-claim'), claimId: 'claim-pending' }, code: 'HANDOFF_CLAIMED' },
+        { name: 'sealed-successor', intent: { ...intentOf('d', 'run-sealed-successor'), successorInvocationId: 'invocation-pending' }, code: 'HANDOFF_MISMATCH' },
         { name: 'taken-run', intent: { ...intentOf('d', 'run-taken-run'), successorRunId: 'run-a' }, code: 'HANDOFF_MISMATCH' },
         { name: 'taken-invocation', intent: { ...intentOf('d', 'run-taken-invocation'), successorInvocationId: 'invocation-b' }, code: 'HANDOFF_MISMATCH' },
       ]

@@ -252,7 +252,7 @@ rules(
 )
 
 rules(
-  'a seal reserves its claim: another seal naming it is HANDOFF_CLAIMED (also after a reopen and once the successor came), and only the sealed source admits a successor with it',
+  'a seal reserves its claim and its successor id: another seal naming either is refused (also after a reopen and once the successor came), and only the sealed source admits a successor with them',
   boundedTest(20_000, async (dir) => {
     const held = [facts.opened(), facts.requested('s1'), facts.completed('s1', [call('op1')]), facts.dispatched('op1'), facts.settled('op1'), facts.holdEntered('h1')]
     const first = new EventMaker(invocationOf('first'))
@@ -278,6 +278,13 @@ rules(
       const elsewhere = (await log.runSource('session-bystander', 'run-bystander'))?.boundary
       assert.ok(elsewhere)
       assert.is((await refusal(log.append(successor('stranger', elsewhere)))).code, 'HANDOFF_CLAIMED', 'a successor of another source')
+      // The seal reserves its successor's invocation id too.
+      const own = { ...shared.intent, claimId: 'claim-own', successorRunId: 'run-own' }
+      assert.is((await refusal(log.append(sealSecond({ ...shared, intent: own })))).code, 'HANDOFF_MISMATCH', 'another seal naming the same successor')
+      const existing = { ...own, successorInvocationId: 'inv-bystander' }
+      assert.is((await refusal(log.append(sealSecond({ ...shared, intent: existing })))).code, 'HANDOFF_MISMATCH', 'a successor id already taken')
+      const squatter = new EventMaker({ ...invocationOf('squatter'), invocationId: 'inv-next' })
+      assert.is((await refusal(log.append(squatter.next(facts.opened())))).code, 'LOG_REJECTED_FACT', 'a run opening under the reserved id')
       assert.equal(await digestOf(log), before, 'nothing written')
     })
     await withLog(dir, async (log) => {
@@ -1048,6 +1055,7 @@ format(
       assert.is(decodeRecord<string>((await db.get(keys.sealedClaim('claim-h1'))) as Uint8Array, 'sealed claim'), 'inv-first')
       await db.batch([
         { type: 'del', key: keys.sealedClaim('claim-h1') },
+        { type: 'del', key: keys.sealedSuccessor('inv-next') },
         { type: 'del', key: keys.sealedClaimsIndexed },
       ])
     })
@@ -1060,6 +1068,7 @@ format(
     })
     await tamper(dir, async (db) => {
       assert.is(decodeRecord<string>((await db.get(keys.sealedClaim('claim-h1'))) as Uint8Array, 'sealed claim'), 'inv-first', 'indexed on open')
+      assert.is(decodeRecord<string>((await db.get(keys.sealedSuccessor('inv-next'))) as Uint8Array, 'sealed successor'), 'inv-first', 'with its successor')
       assert.ok((await db.get(keys.sealedClaimsIndexed)) !== undefined, 'and marked')
       // Marked, the log is not scanned again: a record removed now stays removed.
       await db.del(keys.sealedClaim('claim-h1'))

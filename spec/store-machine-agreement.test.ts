@@ -2,7 +2,7 @@
  * The log and the invocation machine agree on what may happen: random fact sequences for one
  * invocation are offered to both, fact by fact, and the log accepts a fact only when the machine
  * does (`applyFact`); the rules the log adds are that an operation id is used once and that a
- * claim is sealed by one invocation only (each invocation here seals under a claim of its own). Refusals of
+ * claim and a successor are sealed by one invocation only (each invocation here seals its own). Refusals of
  * both carry their codes (`LOG_REJECTED_FACT` or `LOG_SEALED`, `MACHINE_REJECTED`) and the log
  * writes nothing for them.
  */
@@ -50,11 +50,12 @@ const fact: fc.Arbitrary<Fact> = fc.oneof(
   ),
 )
 
-/** The log also refuses a claim sealed by another invocation: each invocation here seals under its own. */
+/** The log also refuses a claim or successor another invocation sealed: each invocation here seals its own. */
 function ownClaim(fact: Fact, n: number): Fact {
   if (fact.type !== 'invocation.ended' || fact.outcome.status !== 'handoff_paused') return fact
   const { pause } = fact.outcome
-  return { ...fact, outcome: { ...fact.outcome, pause: { ...pause, intent: { ...pause.intent, claimId: `claim-${n}` } } } }
+  const intent = { ...pause.intent, claimId: `claim-${n}`, successorRunId: `run-next-${n}`, successorInvocationId: `inv-next-${n}` }
+  return { ...fact, outcome: { ...fact.outcome, pause: { ...pause, intent } } }
 }
 
 test('the log accepts a fact exactly when the invocation machine does (and the operation id is fresh)', () =>

@@ -3,7 +3,7 @@ import { join } from 'node:path'
 import { type ChainedBatch, ClassicLevel } from 'classic-level'
 import { FactstateError } from '../errors.js'
 import { id as idSchema } from '../facts/schema.js'
-import type { RunBoundary, RuntimeEvent, StoredEvent } from '../facts/types.js'
+import type { HandoffIntent, RunBoundary, RuntimeEvent, StoredEvent } from '../facts/types.js'
 import { EMPTY_CHAIN, CHAIN_BYTES, chainStep, logDigest, runChainStart, runDigest } from './digest.js'
 import { chainedIdRecord, decodeEvent, decodeRecord, encodeRecord, encodeValidatedEvent, peekInvocationId, validateEvent } from './encoding.js'
 import { IdFilter } from './id-filter.js'
@@ -49,6 +49,8 @@ export interface AppendView {
   claim(claimId: string): Promise<string | undefined>
   /** The paused invocation whose seal names `claimId`, if any. */
   sealedClaim(claimId: string): Promise<string | undefined>
+  /** The paused invocation whose seal names `invocationId` for its successor, if any. */
+  sealedSuccessor(invocationId: string): Promise<string | undefined>
 }
 
 /** A check run inside the group commit, before its events are staged (it sees the log as it stands); throwing refuses them. */
@@ -183,7 +185,8 @@ class Staging {
   readonly sessions = new Map<string, SessionRecord>()
   readonly runs = new Map<string, RunRecord>()
   readonly claims = new Map<string, string>()
-  readonly sealedClaims = new Map<string, string>()
+  /** What pending seals reserve, by index key (`keys.sealedClaim`, `keys.sealedSuccessor`): the paused invocation. */
+  readonly reserved = new Map<string, string>()
   /** The events staged here by id: the same objects as `events`. */
   readonly ids = new Map<string, StagedEvent>()
   readonly events: StagedEvent[] = []
@@ -212,8 +215,8 @@ class Staging {
   claimNow(id: string): string | undefined {
     return this.claims.get(id) ?? (this.parent ? this.parent.claimNow(id) : this.base.claimNow(id))
   }
-  sealedClaimNow(id: string): string | undefined {
-    return this.sealedClaims.get(id) ?? (this.parent ? this.parent.sealedClaimNow(id) : this.base.sealedClaimNow(id))
+  reservedNow(key: string): string | undefined {
+    return this.reserved.get(key) ?? (this.parent ? this.parent.reservedNow(key) : this.base.reservedNow(key))
   }
   async invocation(id: string): Promise<InvocationRecord | undefined> {
     return this.invocationNow(id)
@@ -228,7 +231,10 @@ class Staging {
     return this.claimNow(id)
   }
   async sealedClaim(id: string): Promise<string | undefined> {
-    return this.sealedClaimNow(id)
+    return this.reservedNow(keys.sealedClaim(id))
+  }
+  async sealedSuccessor(id: string): Promise<string | undefined> {
+    return this.reservedNow(keys.sealedSuccessor(id))
   }
   stagedId(id: string): StagedEvent | undefined {
     return this.ids.get(id) ?? this.parent?.stagedId(id)
@@ -239,7 +245,7 @@ class Staging {
     for (const [k, v] of this.sessions) target.sessions.set(k, v)
     for (const [k, v] of this.runs) target.runs.set(k, v)
     for (const [k, v] of this.claims) target.claims.set(k, v)
-    for (const [k, v] of this.sealedClaims) target.sealedClaims.set(k, v)
+    for (const [k, v] of this.reserved) target.reserved.set(k, v)
     for (const [k, v] of this.ids) target.ids.set(k, v)
     for (const id of this.persisted) target.persisted.add(id)
     for (const event of this.events) target.events.push(event)
@@ -259,7 +265,7 @@ class CommittedState {
   readonly sessions = new Map<string, SessionRecord>()
   readonly runs = new Map<string, RunRecord>()
   readonly claims = new Map<string, string>()
-  readonly sealedClaims = new Map<string, string>()
+  readonly reserved = new Map<string, string>()
 
   constructor(private readonly db: Db) {}
 
@@ -299,13 +305,13 @@ class CommittedState {
     this.claims.set(id, value)
     return value
   }
-  sealedClaimNow(id: string): string | undefined {
-    const cached = this.sealedClaims.get(id)
+  reservedNow(key: string): string | undefined {
+    const cached = this.reserved.get(key)
     if (cached) return cached
-    const stored = this.db.getSync(keys.sealedClaim(id))
+    const stored = this.db.getSync(key)
     if (stored === undefined) return undefined
-    const value = decodeRecord<string>(stored, `sealed claim ${id}`)
-    this.sealedClaims.set(id, value)
+    const value = decodeRecord<string>(stored, `reservation ${key}`)
+    this.reserved.set(key, value)
     return value
   }
 
@@ -315,7 +321,7 @@ class CommittedState {
     staging.sessions.forEach((v, k) => this.sessions.set(k, v))
     staging.runs.forEach((v, k) => this.runs.set(k, v))
     staging.claims.forEach((v, k) => this.claims.set(k, v))
-    staging.sealedClaims.forEach((v, k) => this.sealedClaims.set(k, v))
+    staging.reserved.forEach((v, k) => this.reserved.set(k, v))
     this.head = staging.head
     this.trim()
   }
@@ -341,7 +347,7 @@ class CommittedState {
         if (this.runs.size <= CACHE_LIMIT / 2) break
       }
     }
-    for (const claims of [this.claims, this.sealedClaims]) {
+    for (const claims of [this.claims, this.reserved]) {
       if (claims.size <= CACHE_LIMIT) continue
       for (const k of claims.keys()) {
         claims.delete(k)
@@ -597,8 +603,9 @@ export class EventLog {
   }
 
   /**
-   * A log written before seals reserved their claims: each pending seal (a paused turn of a session
-   * record) gets its claim's record now, once, so a new seal cannot name the claim of an old one.
+   * A log written before seals reserved their claims and successors: each pending seal (a paused turn
+   * of a session record) gets those records now, once, so a new seal or run cannot take what an old
+   * seal's successor needs.
    */
   async #indexSealedClaims(): Promise<void> {
     const batch = this.#db.batch()
@@ -606,10 +613,13 @@ export class EventLog {
     for await (const [key, value] of this.#db.iterator({ gte: keys.sessionLow, lt: keys.sessionHigh })) {
       const session = decodeRecord<SessionRecord>(value, `session ${key.slice(2)}`)
       for (const turn of Array.isArray(session.paused) ? session.paused : []) {
-        const claim = turn.intent?.claimId
-        if (typeof claim !== 'string' || seen.has(claim)) continue
-        seen.add(claim)
-        batch.put(keys.sealedClaim(claim), encodeRecord(turn.invocationId))
+        const { claimId, successorInvocationId } = turn.intent ?? {}
+        const reserved = [typeof claimId === 'string' && keys.sealedClaim(claimId), typeof successorInvocationId === 'string' && keys.sealedSuccessor(successorInvocationId)]
+        for (const key of reserved) {
+          if (key === false || seen.has(key)) continue
+          seen.add(key)
+          batch.put(key, encodeRecord(turn.invocationId))
+        }
       }
     }
     batch.put(keys.sealedClaimsIndexed, encodeRecord(1))
@@ -975,10 +985,19 @@ export class EventLog {
         if (user !== undefined) {
           throw new FactstateError('HANDOFF_CLAIMED', `claim ${claim} was used by ${user}`, { details: { eventId: event.id } })
         }
-        const sealer = local.sealedClaimNow(claim)
+        const sealer = local.reservedNow(keys.sealedClaim(claim))
         if (sealer !== undefined && sealer !== input.source.invocation.invocationId) {
           throw new FactstateError('HANDOFF_CLAIMED', `claim ${claim} belongs to the seal of ${sealer}`, { details: { eventId: event.id } })
         }
+      }
+      // An invocation id a pending seal names for its successor is that successor's alone.
+      const reservedBy = local.reservedNow(keys.sealedSuccessor(invocation.invocationId))
+      if (reservedBy !== undefined && !(input.kind === 'handoff' && input.source.invocation.invocationId === reservedBy)) {
+        throw new FactstateError(
+          input.kind === 'handoff' ? 'HANDOFF_MISMATCH' : 'LOG_REJECTED_FACT',
+          `invocation id ${invocation.invocationId} is reserved for the successor of ${reservedBy}`,
+          { details: { eventId: event.id } },
+        )
       }
       const source = input.kind === 'message' ? undefined : input.source
       run = {
@@ -986,22 +1005,28 @@ export class EventLog {
         ...(source ? { source: { runId: source.invocation.runId, highWater: source.highWater, digest: source.digest } } : {}),
       }
     }
-    // A seal reserves its claim: a second pause naming it (or a claim already used) could never admit
-    // its successor, and its session would wait forever.
-    let sealed: string | undefined
+    // A seal reserves its claim and its successor's invocation id: a second pause naming either (or a
+    // claim already used, an invocation id already taken) could never admit its successor, and its
+    // session would wait forever.
+    let sealed: HandoffIntent | undefined
     if (event.fact.type === 'invocation.ended' && event.fact.outcome.status === 'handoff_paused') {
-      sealed = event.fact.outcome.pause.intent.claimId
-      const user = local.claimNow(sealed)
+      sealed = event.fact.outcome.pause.intent
+      const details = { eventId: event.id }
+      const user = local.claimNow(sealed.claimId)
       if (user !== undefined) {
-        throw new FactstateError('HANDOFF_CLAIMED', `claim ${sealed} was already used by ${user}: a successor could never be admitted`, {
-          details: { eventId: event.id },
-        })
+        throw new FactstateError('HANDOFF_CLAIMED', `claim ${sealed.claimId} was already used by ${user}: a successor could never be admitted`, { details })
       }
-      const sealer = local.sealedClaimNow(sealed)
+      const sealer = local.reservedNow(keys.sealedClaim(sealed.claimId))
       if (sealer !== undefined && sealer !== invocation.invocationId) {
-        throw new FactstateError('HANDOFF_CLAIMED', `claim ${sealed} is named by the seal of ${sealer}: a successor could never be admitted`, {
-          details: { eventId: event.id },
-        })
+        throw new FactstateError('HANDOFF_CLAIMED', `claim ${sealed.claimId} is named by the seal of ${sealer}: a successor could never be admitted`, { details })
+      }
+      const successor = sealed.successorInvocationId
+      if (local.invocationNow(successor) !== undefined) {
+        throw new FactstateError('HANDOFF_MISMATCH', `invocation ${successor} already exists: it cannot be the successor`, { details })
+      }
+      const named = local.reservedNow(keys.sealedSuccessor(successor))
+      if (named !== undefined && named !== invocation.invocationId) {
+        throw new FactstateError('HANDOFF_MISMATCH', `invocation ${successor} is the successor named by the seal of ${named}`, { details })
       }
     }
     const boundary = event.fact.type === 'invocation.opened' || event.fact.type === 'invocation.ended'
@@ -1016,7 +1041,10 @@ export class EventLog {
     local.invocations.set(invocation.invocationId, record)
     if (run !== undefined) local.runs.set(keys.run(invocation.sessionId, invocation.runId), run)
     if (claim !== undefined) local.claims.set(claim, invocation.invocationId)
-    if (sealed !== undefined) local.sealedClaims.set(sealed, invocation.invocationId)
+    if (sealed !== undefined) {
+      local.reserved.set(keys.sealedClaim(sealed.claimId), invocation.invocationId)
+      local.reserved.set(keys.sealedSuccessor(sealed.successorInvocationId), invocation.invocationId)
+    }
     if (session !== undefined) {
       local.sessions.set(invocation.sessionId, session)
       local.persisted.add(invocation.invocationId)
@@ -1040,7 +1068,7 @@ export class EventLog {
     for (const [key, run] of staging.runs) batch.put(key, encodeRecord(run))
     for (const [id, record] of staging.sessions) batch.put(keys.session(id), encodeRecord(record))
     for (const [id, user] of staging.claims) batch.put(keys.claim(id), encodeRecord(user))
-    for (const [id, sealer] of staging.sealedClaims) batch.put(keys.sealedClaim(id), encodeRecord(sealer))
+    for (const [key, sealer] of staging.reserved) batch.put(key, encodeRecord(sealer))
     batch.put(keys.head, encodeRecord(staging.head))
     if (!this.#formatMarked) batch.put(keys.format, encodeRecord(INDEX_FORMAT))
     if (!this.#sealedClaimsMarked) batch.put(keys.sealedClaimsIndexed, encodeRecord(1))

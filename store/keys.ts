@@ -10,7 +10,7 @@ export const keys = {
   head: 'h!head',
   /** The shape of the index records (see `INDEX_FORMAT` in event-log.ts). */
   format: 'h!format',
-  /** Present once every pending seal's claim has its `sealedClaim` record (logs of earlier versions get them on open). */
+  /** Present once every pending seal has its `sealedClaim` and `sealedSuccessor` records (logs of earlier versions get them on open). */
   sealedClaimsIndexed: 'h!sealed-claims',
   sessionLow: 's!',
   sessionHigh: 's"',
@@ -33,6 +33,8 @@ export const keys = {
   claim: (claimId: string) => `c!${claimId}`,
   /** A claim named by a sealed pause, with the paused invocation's id: no other seal may name it. */
   sealedClaim: (claimId: string) => `p!${claimId}`,
+  /** A successor invocation id named by a sealed pause, with the paused invocation's id: only that seal's successor may open under it. */
+  sealedSuccessor: (invocationId: string) => `q!${invocationId}`,
   open: (invocationId: string) => `o!${invocationId}`,
   openLow: 'o!',
   openHigh: 'o~',

@@ -189,34 +189,14 @@ export class InvocationActor {
   }
 
   /**
-   * Refuses, atomically with the append, a hold whose successor could never be admitted: its claim
-   * already used or named by another seal, its run id taken, or its invocation id taken or named by another seal. Sealing such a hold would lock the session.
+   * Refuses, atomically with the append, a hold (and its seal) whose successor could never be
+   * admitted, by the log's own rule for seals (`successorBlocked`): sealing it would lock the session.
    */
   #successorFree(intent: HandoffIntent): Precondition {
-    const { sessionId } = this.setup.invocation
+    const { sessionId, invocationId } = this.setup.invocation
     return async (view) => {
-      const user = await view.claim(intent.claimId)
-      if (user !== undefined) throw new FactstateError('HANDOFF_CLAIMED', `claim ${intent.claimId} was already used by ${user}`)
-      const sealer = await view.sealedClaim(intent.claimId)
-      if (sealer !== undefined && sealer !== this.setup.invocation.invocationId) {
-        throw new FactstateError('HANDOFF_CLAIMED', `claim ${intent.claimId} is named by the seal of ${sealer}, whose successor is still to come`)
-      }
-      if (await view.run(sessionId, intent.successorRunId)) {
-        throw new FactstateError('HANDOFF_MISMATCH', `run ${intent.successorRunId} already exists: it cannot be the successor`, {
-          details: { field: 'successorRunId' },
-        })
-      }
-      const named = await view.sealedSuccessor(intent.successorInvocationId)
-      if (named !== undefined && named !== this.setup.invocation.invocationId) {
-        throw new FactstateError('HANDOFF_MISMATCH', `invocation ${intent.successorInvocationId} is the successor named by the seal of ${named}`, {
-          details: { field: 'successorInvocationId' },
-        })
-      }
-      if (await view.invocation(intent.successorInvocationId)) {
-        throw new FactstateError('HANDOFF_MISMATCH', `invocation ${intent.successorInvocationId} already exists: it cannot be the successor`, {
-          details: { field: 'successorInvocationId' },
-        })
-      }
+      const blocked = await view.successorBlocked(intent, invocationId, sessionId)
+      if (blocked) throw new FactstateError(blocked.code, blocked.message, { details: { field: blocked.field } })
     }
   }
 

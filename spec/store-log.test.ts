@@ -231,9 +231,7 @@ rules(
   boundedTest(15_000, (dir) =>
     withLog(dir, async (log) => {
       const source = new EventMaker(invocationOf('source'))
-      await log.appendAll(
-        source.many([facts.opened(), facts.requested('s1'), facts.completed('s1', [call('op1')]), facts.dispatched('op1'), facts.settled('op1'), facts.holdEntered('h1')]),
-      )
+      await log.appendAll(source.many(heldAfterTool()))
       const pause = pauseFor('h1')
       await log.append(source.next(facts.ended({ status: 'handoff_paused', pause })))
       const boundary = (await log.runSource('session-source', 'run-source'))?.boundary
@@ -254,7 +252,7 @@ rules(
 rules(
   'a seal reserves its claim and its successor id: another seal naming either is refused (also after a reopen and once the successor came), and only the sealed source admits a successor with them',
   boundedTest(20_000, async (dir) => {
-    const held = [facts.opened(), facts.requested('s1'), facts.completed('s1', [call('op1')]), facts.dispatched('op1'), facts.settled('op1'), facts.holdEntered('h1')]
+    const held = heldAfterTool()
     const first = new EventMaker(invocationOf('first'))
     const second = new EventMaker(invocationOf('second'))
     const shared = pauseFor('h1')
@@ -306,6 +304,11 @@ rules(
   }),
 )
 
+/** An invocation held at the safe point after a settled tool step (hold `h1`). */
+function heldAfterTool(): Fact[] {
+  return [facts.opened(), facts.requested('s1'), facts.completed('s1', [call('op1')]), facts.dispatched('op1'), facts.settled('op1'), facts.holdEntered('h1')]
+}
+
 function pauseFor(handoffId: string) {
   return {
     intent: { handoffId, hostEpoch: 'epoch', rootRunId: 'run-a', successorRunId: 'run-next', successorInvocationId: 'inv-next', claimId: `claim-${handoffId}` },
@@ -346,7 +349,7 @@ const parkedStates: { name: string; facts: Fact[]; closing: unknown[] }[] = [
   },
   {
     name: 'held',
-    facts: [facts.opened(), facts.requested('s1'), facts.completed('s1', [call('op1')]), facts.dispatched('op1'), facts.settled('op1'), facts.holdEntered('h1')],
+    facts: heldAfterTool(),
     closing: [{ type: 'invocation.ended', outcome: { status: 'failed', class: 'host_interrupted' } }],
   },
 ]
@@ -1041,7 +1044,7 @@ format(
 format(
   "a log from before seals reserved their claims gets its pending seals' claims indexed on open, once; a new log is marked by its first batch",
   boundedTest(20_000, async (dir) => {
-    const held = [facts.opened(), facts.requested('s1'), facts.completed('s1', [call('op1')]), facts.dispatched('op1'), facts.settled('op1'), facts.holdEntered('h1')]
+    const held = heldAfterTool()
     const first = new EventMaker(invocationOf('first'))
     const second = new EventMaker(invocationOf('second'))
     const pause = pauseFor('h1')
@@ -1051,12 +1054,12 @@ format(
     })
     // What a log of an earlier version holds: no claim records of seals, no marker.
     await tamper(dir, async (db) => {
-      assert.ok((await db.get(keys.sealedClaimsIndexed)) !== undefined, 'the first batch marked the log')
+      assert.ok((await db.get(keys.reservationsIndexed)) !== undefined, 'the first batch marked the log')
       assert.is(decodeRecord<string>((await db.get(keys.sealedClaim('claim-h1'))) as Uint8Array, 'sealed claim'), 'inv-first')
       await db.batch([
         { type: 'del', key: keys.sealedClaim('claim-h1') },
         { type: 'del', key: keys.sealedSuccessor('inv-next') },
-        { type: 'del', key: keys.sealedClaimsIndexed },
+        { type: 'del', key: keys.reservationsIndexed },
       ])
     })
     let digest: { events: number; digest: string } | undefined
@@ -1069,7 +1072,7 @@ format(
     await tamper(dir, async (db) => {
       assert.is(decodeRecord<string>((await db.get(keys.sealedClaim('claim-h1'))) as Uint8Array, 'sealed claim'), 'inv-first', 'indexed on open')
       assert.is(decodeRecord<string>((await db.get(keys.sealedSuccessor('inv-next'))) as Uint8Array, 'sealed successor'), 'inv-first', 'with its successor')
-      assert.ok((await db.get(keys.sealedClaimsIndexed)) !== undefined, 'and marked')
+      assert.ok((await db.get(keys.reservationsIndexed)) !== undefined, 'and marked')
       // Marked, the log is not scanned again: a record removed now stays removed.
       await db.del(keys.sealedClaim('claim-h1'))
     })

@@ -47,10 +47,15 @@ export interface AppendView {
   session(sessionId: string): Promise<SessionRecord>
   run(sessionId: string, runId: string): Promise<RunRecord | undefined>
   claim(claimId: string): Promise<string | undefined>
-  /** The paused invocation whose seal names `claimId`, if any. */
-  sealedClaim(claimId: string): Promise<string | undefined>
-  /** The paused invocation whose seal names `invocationId` for its successor, if any. */
-  sealedSuccessor(invocationId: string): Promise<string | undefined>
+  /** Why invocation `sealer` of `sessionId` could not seal for `intent`'s successor (see `Staging.successorBlocked`). */
+  successorBlocked(intent: HandoffIntent, sealer: string, sessionId: string): Promise<SuccessorBlocked | undefined>
+}
+
+/** A successor that could never be admitted: the code to refuse its seal with, why, and the intent's field at fault. */
+export interface SuccessorBlocked {
+  code: 'HANDOFF_CLAIMED' | 'HANDOFF_MISMATCH'
+  message: string
+  field: 'claimId' | 'successorRunId' | 'successorInvocationId'
 }
 
 /** A check run inside the group commit, before its events are staged (it sees the log as it stands); throwing refuses them. */
@@ -230,11 +235,33 @@ class Staging {
   async claim(id: string): Promise<string | undefined> {
     return this.claimNow(id)
   }
-  async sealedClaim(id: string): Promise<string | undefined> {
-    return this.reservedNow(keys.sealedClaim(id))
+  async successorBlocked(intent: HandoffIntent, sealer: string, sessionId: string): Promise<SuccessorBlocked | undefined> {
+    return this.successorBlockedNow(intent, sealer, sessionId)
   }
-  async sealedSuccessor(id: string): Promise<string | undefined> {
-    return this.reservedNow(keys.sealedSuccessor(id))
+  /**
+   * Why a seal of `intent` by invocation `sealer` of `sessionId` could never admit its successor: the
+   * claim already used or named by another seal, the successor's run taken, or its invocation id
+   * taken or named by another seal. Such a seal would leave the session waiting forever.
+   */
+  successorBlockedNow(intent: HandoffIntent, sealer: string, sessionId: string): SuccessorBlocked | undefined {
+    const { claimId, successorRunId, successorInvocationId } = intent
+    const user = this.claimNow(claimId)
+    if (user !== undefined) return { code: 'HANDOFF_CLAIMED', message: `claim ${claimId} was already used by ${user}`, field: 'claimId' }
+    const claimedBy = this.reservedNow(keys.sealedClaim(claimId))
+    if (claimedBy !== undefined && claimedBy !== sealer) {
+      return { code: 'HANDOFF_CLAIMED', message: `claim ${claimId} is named by the seal of ${claimedBy}, whose successor is still to come`, field: 'claimId' }
+    }
+    if (this.runNow(sessionId, successorRunId) !== undefined) {
+      return { code: 'HANDOFF_MISMATCH', message: `run ${successorRunId} already exists: it cannot be the successor`, field: 'successorRunId' }
+    }
+    const namedBy = this.reservedNow(keys.sealedSuccessor(successorInvocationId))
+    if (namedBy !== undefined && namedBy !== sealer) {
+      return { code: 'HANDOFF_MISMATCH', message: `invocation ${successorInvocationId} is the successor named by the seal of ${namedBy}`, field: 'successorInvocationId' }
+    }
+    if (this.invocationNow(successorInvocationId) !== undefined) {
+      return { code: 'HANDOFF_MISMATCH', message: `invocation ${successorInvocationId} already exists: it cannot be the successor`, field: 'successorInvocationId' }
+    }
+    return undefined
   }
   stagedId(id: string): StagedEvent | undefined {
     return this.ids.get(id) ?? this.parent?.stagedId(id)
@@ -423,8 +450,8 @@ export class EventLog {
   #idsBuilds = 0
   /** The log carries `INDEX_FORMAT` (else the next batch writes it). */
   #formatMarked = false
-  /** The log carries `keys.sealedClaimsIndexed` (else the next batch writes it). */
-  #sealedClaimsMarked = false
+  /** The log carries `keys.reservationsIndexed` (else the next batch writes it). */
+  #reservationsMarked = false
   #idsMinimum = ID_FILTER_MIN
   /** Run chains computed by `runSource`, by run key. */
   readonly #runChains = new Map<string, { seq: number; chain: Uint8Array }>()
@@ -598,8 +625,8 @@ export class EventLog {
     const open: string[] = []
     for await (const key of this.#db.keys({ gte: keys.openLow, lt: keys.openHigh })) open.push(key.slice(2))
     await this.#catchUp(open)
-    this.#sealedClaimsMarked = (await this.#db.get(keys.sealedClaimsIndexed)) !== undefined
-    if (!this.#sealedClaimsMarked && head.highWater > 0) await this.#indexSealedClaims()
+    this.#reservationsMarked = (await this.#db.get(keys.reservationsIndexed)) !== undefined
+    if (!this.#reservationsMarked && head.highWater > 0) await this.#indexReservations()
   }
 
   /**
@@ -607,24 +634,22 @@ export class EventLog {
    * of a session record) gets those records now, once, so a new seal or run cannot take what an old
    * seal's successor needs.
    */
-  async #indexSealedClaims(): Promise<void> {
+  async #indexReservations(): Promise<void> {
     const batch = this.#db.batch()
     const seen = new Set<string>()
     for await (const [key, value] of this.#db.iterator({ gte: keys.sessionLow, lt: keys.sessionHigh })) {
       const session = decodeRecord<SessionRecord>(value, `session ${key.slice(2)}`)
-      for (const turn of Array.isArray(session.paused) ? session.paused : []) {
-        const { claimId, successorInvocationId } = turn.intent ?? {}
-        const reserved = [typeof claimId === 'string' && keys.sealedClaim(claimId), typeof successorInvocationId === 'string' && keys.sealedSuccessor(successorInvocationId)]
-        for (const key of reserved) {
-          if (key === false || seen.has(key)) continue
+      for (const { intent, invocationId } of session.paused) {
+        for (const key of [keys.sealedClaim(intent.claimId), keys.sealedSuccessor(intent.successorInvocationId)]) {
+          if (seen.has(key)) continue
           seen.add(key)
-          batch.put(key, encodeRecord(turn.invocationId))
+          batch.put(key, encodeRecord(invocationId))
         }
       }
     }
-    batch.put(keys.sealedClaimsIndexed, encodeRecord(1))
+    batch.put(keys.reservationsIndexed, encodeRecord(1))
     await batch.write({ sync: this.#durability === 'sync' })
-    this.#sealedClaimsMarked = true
+    this.#reservationsMarked = true
   }
 
   /**
@@ -931,7 +956,7 @@ export class EventLog {
       }
       this.#state.absorb(staging)
       this.#formatMarked = true
-      this.#sealedClaimsMarked = true
+      this.#reservationsMarked = true
     }
     for (const entry of accepted) entry.resolve(entry.result as number & number[])
     if (staging.events.length > 0 && this.#listeners.size > 0) {
@@ -1005,29 +1030,13 @@ export class EventLog {
         ...(source ? { source: { runId: source.invocation.runId, highWater: source.highWater, digest: source.digest } } : {}),
       }
     }
-    // A seal reserves its claim and its successor's invocation id: a second pause naming either (or a
-    // claim already used, an invocation id already taken) could never admit its successor, and its
-    // session would wait forever.
+    // A seal reserves its claim and its successor's invocation id (below), and is refused when its
+    // successor could never be admitted.
     let sealed: HandoffIntent | undefined
     if (event.fact.type === 'invocation.ended' && event.fact.outcome.status === 'handoff_paused') {
       sealed = event.fact.outcome.pause.intent
-      const details = { eventId: event.id }
-      const user = local.claimNow(sealed.claimId)
-      if (user !== undefined) {
-        throw new FactstateError('HANDOFF_CLAIMED', `claim ${sealed.claimId} was already used by ${user}: a successor could never be admitted`, { details })
-      }
-      const sealer = local.reservedNow(keys.sealedClaim(sealed.claimId))
-      if (sealer !== undefined && sealer !== invocation.invocationId) {
-        throw new FactstateError('HANDOFF_CLAIMED', `claim ${sealed.claimId} is named by the seal of ${sealer}: a successor could never be admitted`, { details })
-      }
-      const successor = sealed.successorInvocationId
-      if (local.invocationNow(successor) !== undefined) {
-        throw new FactstateError('HANDOFF_MISMATCH', `invocation ${successor} already exists: it cannot be the successor`, { details })
-      }
-      const named = local.reservedNow(keys.sealedSuccessor(successor))
-      if (named !== undefined && named !== invocation.invocationId) {
-        throw new FactstateError('HANDOFF_MISMATCH', `invocation ${successor} is the successor named by the seal of ${named}`, { details })
-      }
+      const blocked = local.successorBlockedNow(sealed, invocation.invocationId, invocation.sessionId)
+      if (blocked) throw new FactstateError(blocked.code, blocked.message, { details: { eventId: event.id, field: blocked.field } })
     }
     const boundary = event.fact.type === 'invocation.opened' || event.fact.type === 'invocation.ended'
     const session = boundary ? applyToSession(local.sessionNow(invocation.sessionId), record, event) : undefined
@@ -1071,7 +1080,7 @@ export class EventLog {
     for (const [key, sealer] of staging.reserved) batch.put(key, encodeRecord(sealer))
     batch.put(keys.head, encodeRecord(staging.head))
     if (!this.#formatMarked) batch.put(keys.format, encodeRecord(INDEX_FORMAT))
-    if (!this.#sealedClaimsMarked) batch.put(keys.sealedClaimsIndexed, encodeRecord(1))
+    if (!this.#reservationsMarked) batch.put(keys.reservationsIndexed, encodeRecord(1))
     await batch.write({ sync: this.#durability === 'sync' })
   }
 

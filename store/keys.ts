@@ -11,7 +11,7 @@ export const keys = {
   /** The shape of the index records (see `INDEX_FORMAT` in event-log.ts). */
   format: 'h!format',
   /** Present once every pending seal has its `sealedClaim` and `sealedSuccessor` records (logs of earlier versions get them on open). */
-  sealedClaimsIndexed: 'h!sealed-claims',
+  reservationsIndexed: 'h!reservations',
   sessionLow: 's!',
   sessionHigh: 's"',
   event: (seq: number) => `e!${seqPart(seq)}`,

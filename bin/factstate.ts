@@ -27,9 +27,20 @@ const commands: Record<string, () => Promise<Command>> = {
   recover: async () => (await import('./commands/recover.js')).recoverCommand,
 }
 
+// A reader that stops early (`| head -1`) closes the pipe: the next write fails with EPIPE. That
+// is not an error of the command: stop writing, let the command close its log, and exit 0.
+let stdoutClosed = false
+process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+  if (error.code !== 'EPIPE') throw error
+  stdoutClosed = true
+})
+
 const io: CommandIo = {
-  stdout: (line) => process.stdout.write(`${line}\n`),
+  stdout: (line) => {
+    if (!stdoutClosed) process.stdout.write(`${line}\n`)
+  },
   stderr: (line) => process.stderr.write(`${line}\n`),
+  stdoutClosed: () => stdoutClosed,
 }
 
 async function main(argv: string[]): Promise<number> {

@@ -12,6 +12,11 @@ import { EventLog } from '../store/event-log.js'
 export interface CommandIo {
   stdout: (line: string) => void
   stderr: (line: string) => void
+  /**
+   * Whether the reader of stdout went away (`factstate log … | head -1`): a command that prints
+   * many lines stops there, closes what it opened and exits 0, as `cat` does. Absent in tests.
+   */
+  stdoutClosed?: () => boolean
 }
 
 /** Exit codes of the `factstate` CLI (documented in the README). */

@@ -8,7 +8,7 @@ import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { EventLog } from '../index.js'
-import { EventMaker, facts, invocationOf } from './support/log-fixtures.js'
+import { completeInvocation, EventMaker, facts, invocationOf } from './support/log-fixtures.js'
 import { withTempDir, withTimeout } from './support/temp.js'
 
 /** Bounds a test's body: uvu has no timeout of its own. */
@@ -115,6 +115,38 @@ test('log prints one line per fact: text a model or a tool wrote cannot break a 
     assert.not.match(result.stdout, /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u2028\u2029]/, 'no control character reaches the terminal')
     assert.match(lines[2] as string, /\\u000a#     42  forged line/)
     assert.match(lines[4] as string, /gone\\u000d\\u001b\[2K/)
+  })))
+
+test('log stops quietly, exit 0 and its log closed, when its reader goes away (| head -1)', () =>
+  bounded30(withTempDir(async (dir) => {
+    const location = join(dir, 'log')
+    const log = await EventLog.open(location)
+    // Far more output than a pipe buffers (64 KiB), so the writes outlive the reader.
+    await log.appendAll(Array.from({ length: 400 }, (_, i) => completeInvocation(`r${i}`)).flat())
+    const total = log.head().highWater
+    await log.close()
+    const { code, firstLine, stderr } = await new Promise<{ code: number | null; firstLine: string; stderr: string }>((resolve, reject) => {
+      const child = spawn(process.execPath, ['--import', 'tsx', 'bin/factstate.ts', 'log', location], { stdio: ['ignore', 'pipe', 'pipe'] })
+      let firstLine = ''
+      let stderr = ''
+      child.stdout.once('data', (chunk: Buffer) => {
+        firstLine = chunk.toString().split('\n')[0] as string
+        child.stdout.destroy() // what `head -1` does after its line
+      })
+      child.stderr.on('data', (chunk) => (stderr += chunk))
+      child.on('error', reject)
+      child.on('close', (code) => resolve({ code, firstLine, stderr }))
+    })
+    assert.match(firstLine, /^#\s+1 /)
+    assert.is(code, 0, stderr)
+    assert.not.match(stderr, /EPIPE|error/i)
+    assert.not.match(stderr, /fact\(s\) shown/, 'it stopped before the end')
+    const reopened = await EventLog.open(location) // the lock was released: the command closed its log
+    try {
+      assert.is(reopened.head().highWater, total)
+    } finally {
+      await reopened.close()
+    }
   })))
 
 test('demo refuses to empty a directory holding a log it did not write', () =>

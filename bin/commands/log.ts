@@ -51,6 +51,7 @@ export async function logCommand(args: string[], io: CommandIo): Promise<number>
     log = await EventLog.open(directory)
     let shown = 0
     for await (const stored of log.events()) {
+      if (io.stdoutClosed?.()) return EXIT.ok
       if (!matches(stored)) continue
       shown += 1
       io.stdout(values.json ? JSON.stringify({ seq: stored.seq, ...stored.event }) : formatEvent(stored))

@@ -3,13 +3,18 @@
  * and must exit 0 (each example checks its own outcome and exits 1 when it is wrong).
  */
 import { spawn } from 'node:child_process'
+import { readFile } from 'node:fs/promises'
+import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import { withTimeout } from './support/temp.js'
+import { EventLog } from '../index.js'
+import { REPO_ROOT } from './support/log-fixtures.js'
+import { withTempDir, withTimeout } from './support/temp.js'
 
-function run(file: string): Promise<{ code: number | null; output: string }> {
+function run(file: string, cwd = REPO_ROOT): Promise<{ code: number | null; output: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', file], { stdio: ['ignore', 'pipe', 'pipe'] })
+    // tsx resolved here, so that an example can run in another working directory.
+    const child = spawn(process.execPath, ['--import', import.meta.resolve('tsx'), join(REPO_ROOT, file)], { cwd, stdio: ['ignore', 'pipe', 'pipe'] })
     let output = ''
     child.stdout.on('data', (chunk) => (output += chunk))
     child.stderr.on('data', (chunk) => (output += chunk))
@@ -33,5 +38,31 @@ for (const [file, mustSay] of examples) {
     assert.match(output, mustSay)
   })
 }
+
+test('the README Quick start is examples/quick-start.ts, and it runs twice in one directory', () =>
+  withTimeout(
+    withTempDir(async (dir) => {
+      const readme = await readFile(join(REPO_ROOT, 'README.md'), 'utf8')
+      const section = readme.slice(readme.indexOf('## Quick start'), readme.indexOf('## Concepts'))
+      const block = /```ts\n([\s\S]*?)```/.exec(section)?.[1]
+      const file = await readFile(join(REPO_ROOT, 'examples/quick-start.ts'), 'utf8')
+      assert.is(block, file.slice(file.indexOf('*/\n') + 3), 'the README block is the example without its header')
+      for (const time of [1, 2]) {
+        const { code, output } = await run('examples/quick-start.ts', dir)
+        assert.is(code, 0, output)
+        assert.match(output, /^completed · 1 email\(s\) sent · log digest sha256:[0-9a-f]{64}$/m, `run ${time}`)
+      }
+      const log = await EventLog.open(join(dir, '.factstate/quick-start'))
+      try {
+        const opened = []
+        for await (const { event } of log.events()) if (event.fact.type === 'invocation.opened') opened.push(event.invocation.turnId)
+        assert.is(new Set(opened).size, 2, 'two runs, each in its own turn, in one log')
+        assert.is((await log.verify()).events, log.head().highWater)
+      } finally {
+        await log.close()
+      }
+    }),
+    60_000,
+  ))
 
 test.run()

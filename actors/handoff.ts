@@ -4,7 +4,7 @@
  * authority of its own: only the sealed `invocation.ended{handoff_paused}` fact admits a successor.
  */
 import { FactstateError } from '../errors.js'
-import { describeIssues, handoffIntentSchema } from '../facts/schema.js'
+import { describeIssues, handoffIntentSchema, issueFields } from '../facts/schema.js'
 import type { HandoffIntent, HandoffPause, Invocation } from '../facts/types.js'
 
 /** Takes holds on one running invocation; one reservation at a time. */
@@ -179,9 +179,14 @@ export class Gate implements HandoffGate {
 
   reserve(intent: HandoffIntent): HandoffReservation {
     const parsed = handoffIntentSchema.safeParse(intent)
-    if (!parsed.success) throw new FactstateError('HANDOFF_MISMATCH', `the handoff intent is not valid: ${describeIssues(parsed.error)}`)
+    if (!parsed.success) {
+      throw new FactstateError('HANDOFF_MISMATCH', `the handoff intent is not valid: ${describeIssues(parsed.error)}`, {
+        details: { field: 'intent', fields: issueFields(parsed.error) },
+      })
+    }
     if (intent.successorRunId === this.invocation.runId || intent.successorInvocationId === this.invocation.invocationId) {
-      throw new FactstateError('HANDOFF_MISMATCH', 'the successor must have its own run and invocation ids')
+      const fields = [...(intent.successorRunId === this.invocation.runId ? ['successorRunId'] : []), ...(intent.successorInvocationId === this.invocation.invocationId ? ['successorInvocationId'] : [])]
+      throw new FactstateError('HANDOFF_MISMATCH', 'the successor must have its own run and invocation ids', { details: { field: fields[0], fields } })
     }
     if (this.closed) throw this.closed
     if (this.current && this.current.state !== 'done' && this.current.state !== 'cancelled') {

@@ -1,7 +1,7 @@
 import { isAbsolute } from 'node:path'
 import { z } from 'zod'
 import { FactstateError } from '../errors.js'
-import { describeIssues, handoffPauseSchema, id, invocationSchema, jsonValue, runBoundarySchema } from '../facts/schema.js'
+import { describeIssues, handoffPauseSchema, issueFields, id, invocationSchema, jsonValue, runBoundarySchema } from '../facts/schema.js'
 import type { HandoffPause, Invocation, RunBoundary } from '../facts/types.js'
 import { storageProblemAt } from '../store/encoding.js'
 import type { ProviderConfig } from './model-client.js'
@@ -139,7 +139,7 @@ export function validateRunInput(input: unknown): RunInput {
   const parsed = runInputSchema.safeParse(input)
   if (!parsed.success) {
     throw new FactstateError('RUN_INVALID_INPUT', describeIssues(parsed.error), {
-      details: { fields: parsed.error.issues.map((issue) => issue.path.map(String).join('.')) },
+      details: { fields: issueFields(parsed.error) },
     })
   }
   const value = input as RunInput

@@ -11,7 +11,7 @@ import { appendFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { Engine, EventLog, type HandoffPause, type RunInput, type ToolDefinition, successorOf } from 'factstate'
+import { Engine, EventLog, type RunInput, type ToolDefinition, successorOf } from 'factstate'
 import { answer, scriptedModelServer } from 'factstate/testing'
 
 const [role, dir] = process.argv.slice(2)
@@ -62,14 +62,12 @@ if (role === 'seal' && dir) {
   // Process 2: the sealed facts alone authorize the successor.
   const server = await scriptedModelServer([answer.text('Ticket T-9: the printer is on fire.')])
   const log = await EventLog.open(join(dir, 'log'))
-  const source = (await log.runSource('support', 'run-1'))!.boundary
-  let pause: HandoffPause | undefined
-  for await (const { event } of log.events()) {
-    if (event.fact.type === 'invocation.ended' && event.fact.outcome.status === 'handoff_paused') pause = event.fact.outcome.pause
-  }
+  const sealed = await log.runSource('support', 'run-1')
+  if (!sealed?.pause) throw new Error('run-1 was not sealed')
+  const { boundary: source, pause } = sealed
   const run = input(server.baseUrl, join(dir, 'effects.txt'))
-  run.invocation = successorOf(pause!.intent, source.invocation)
-  run.work = { kind: 'handoff', source, pause: pause! }
+  run.invocation = successorOf(pause.intent, source.invocation)
+  run.work = { kind: 'handoff', source, pause }
   const outcome = await new Engine({ log }).run(run)
   const replayed = JSON.stringify(server.requests[0]?.body).includes('Printer on fire')
   console.log(`process 2 (pid ${process.pid}): successor ${outcome.status}; tool result replayed from facts: ${replayed}`)

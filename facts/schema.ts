@@ -129,6 +129,19 @@ export const runtimeEventSchema = z.strictObject({
 }) satisfies z.ZodType<RuntimeEvent>
 
 /** Renders zod issues as `path: message` lines, naming every bad field. */
+/**
+ * The dotted paths of the fields a parse refused (a refused unknown key is named itself; the value
+ * as a whole is `(root)`), each once: what `details.fields` of an input refusal lists.
+ */
+export function issueFields(error: z.ZodError): string[] {
+  const fields = error.issues.flatMap((issue) => {
+    const at = issue.path.map(String)
+    const paths = issue.code === 'unrecognized_keys' ? issue.keys.map((key) => [...at, key]) : [at]
+    return paths.map((path) => (path.length > 0 ? path.join('.') : '(root)'))
+  })
+  return [...new Set(fields)]
+}
+
 export function describeIssues(error: z.ZodError): string {
   return error.issues
     .map((issue) => `${issue.path.length ? issue.path.map(String).join('.') : '(root)'}: ${issue.message}`)

@@ -150,8 +150,10 @@ async function scenario(manual: boolean): Promise<void> {
       const after = await log.prefix(100, 128 * 1024)
       assert.is(after.digest, before.digest)
       assert.is(after.projectInvocation('invocation-first').terminal, 'paused')
-      const source = (await log.runSource('session', 'run-first'))?.boundary
+      const sealed = await log.runSource('session', 'run-first')
+      const source = sealed?.boundary
       assert.ok(source)
+      assert.equal(sealed?.pause, expected, 'runSource gives the sealed pause, read back after reopening')
       const resumed = new Engine({ log, model: new ModelExecutor({ timeoutMs: 5_000 }) })
       const successor = (): RunInput => {
         const run = input(server.baseUrl, 'successor', count)
@@ -174,6 +176,8 @@ async function scenario(manual: boolean): Promise<void> {
       const final = await resumed.run(successor())
       assert.equal(final, { status: 'completed' })
       await resumed.drain()
+      const successorSource = await log.runSource('session', expected.intent.successorRunId)
+      assert.ok(successorSource && !('pause' in successorSource), 'a run that completed has no pause')
       assert.is(server.requests.length, 3)
       const messages = server.requests[2]?.body.messages as { role: string; content: unknown }[]
       assert.is(messages.filter((m) => m.role === 'user').length, 1)

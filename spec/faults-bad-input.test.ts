@@ -53,6 +53,8 @@ interface Case {
   area: string
   name: string
   code: string | string[]
+  /** Paths `details.fields` must name (where the refusal can name them). */
+  fields?: string[]
   act(context: Context): unknown
 }
 
@@ -171,19 +173,19 @@ const cases: Case[] = [
   { area: 'RunInput', name: 'a continuation from a run the log never saw', code: 'RUN_SOURCE_MISMATCH', act: startContinuation((i) => (i.work.source.invocation.runId = 'run-nowhere')) },
   // HandoffIntent (gate.reserve)
   { area: 'HandoffIntent', name: 'empty handoffId', code: 'HANDOFF_MISMATCH', act: reserve((i) => (i.handoffId = '')) },
-  { area: 'HandoffIntent', name: 'hostEpoch with a space', code: 'HANDOFF_MISMATCH', act: reserve((i) => (i.hostEpoch = 'epoch 1')) },
-  { area: 'HandoffIntent', name: 'no claimId', code: 'HANDOFF_MISMATCH', act: reserve((i) => delete i.claimId) },
+  { area: 'HandoffIntent', name: 'hostEpoch with a space', code: 'HANDOFF_MISMATCH', fields: ['hostEpoch'], act: reserve((i) => (i.hostEpoch = 'epoch 1')) },
+  { area: 'HandoffIntent', name: 'no claimId', code: 'HANDOFF_MISMATCH', fields: ['claimId'], act: reserve((i) => delete i.claimId) },
   { area: 'HandoffIntent', name: 'rootRunId of 129 characters', code: 'HANDOFF_MISMATCH', act: reserve((i) => (i.rootRunId = LONG_ID)) },
   { area: 'HandoffIntent', name: 'successorRunId that is a number', code: 'HANDOFF_MISMATCH', act: reserve((i) => (i.successorRunId = 2)) },
-  { area: 'HandoffIntent', name: 'an unknown field', code: 'HANDOFF_MISMATCH', act: reserve((i) => (i.priority = 'high')) },
-  { area: 'HandoffIntent', name: 'the successor reuses the held run id', code: 'HANDOFF_MISMATCH', act: reserve((i) => (i.successorRunId = 'run-blocked')) },
+  { area: 'HandoffIntent', name: 'an unknown field', code: 'HANDOFF_MISMATCH', fields: ['priority'], act: reserve((i) => (i.priority = 'high')) },
+  { area: 'HandoffIntent', name: 'the successor reuses the held run id', code: 'HANDOFF_MISMATCH', fields: ['successorRunId'], act: reserve((i) => (i.successorRunId = 'run-blocked')) },
   {
     area: 'HandoffIntent',
     name: 'the successor reuses the held invocation id',
     code: 'HANDOFF_MISMATCH',
     act: reserve((i) => (i.successorInvocationId = 'invocation-blocked')),
   },
-  { area: 'HandoffIntent', name: 'null intent', code: 'HANDOFF_MISMATCH', act: (c) => c.blocked.handoff().reserve(null as unknown as HandoffIntent) },
+  { area: 'HandoffIntent', name: 'null intent', code: 'HANDOFF_MISMATCH', fields: ['(root)'], act: (c) => c.blocked.handoff().reserve(null as unknown as HandoffIntent) },
   // HandoffPause (handoff work)
   { area: 'HandoffPause', name: 'remainingSteps differs from the sealed pause', code: 'HANDOFF_MISMATCH', act: startSuccessor((i) => (i.work.pause.remainingSteps -= 1)) },
   { area: 'HandoffPause', name: 'the claim differs from the sealed pause', code: 'HANDOFF_MISMATCH', act: startSuccessor((i) => (i.work.pause.intent.claimId = 'claim-other')) },
@@ -241,23 +243,23 @@ const cases: Case[] = [
   { area: 'Engine', name: 'ModelExecutor retries NaN', code: 'ENGINE_INVALID_OPTIONS', act: () => new ModelExecutor({ retries: Number.NaN }) },
   { area: 'Engine', name: 'ModelExecutor createClient that is a string', code: 'ENGINE_INVALID_OPTIONS', act: () => new ModelExecutor({ createClient: 'openai' as unknown as () => never }) },
   // appended events: shape
-  { area: 'append', name: 'no id', code: 'LOG_INVALID_EVENT', act: append((e) => delete e.id) },
+  { area: 'append', name: 'no id', code: 'LOG_INVALID_EVENT', fields: ['id'], act: append((e) => delete e.id) },
   { area: 'append', name: 'an id with a space', code: 'LOG_INVALID_EVENT', act: append((e) => (e.id = 'event 1')) },
   { area: 'append', name: 'an id of 513 characters', code: 'LOG_INVALID_EVENT', act: append((e) => (e.id = 'e'.repeat(513))) },
   { area: 'append', name: 'recordedAt -1', code: 'LOG_INVALID_EVENT', act: append((e) => (e.recordedAt = -1)) },
   { area: 'append', name: 'recordedAt 1.5', code: 'LOG_INVALID_EVENT', act: append((e) => (e.recordedAt = 1.5)) },
   { area: 'append', name: 'recordedAt as a Date', code: 'LOG_INVALID_EVENT', act: append((e) => (e.recordedAt = new Date(0))) },
   { area: 'append', name: 'no invocation', code: 'LOG_INVALID_EVENT', act: append((e) => delete e.invocation) },
-  { area: 'append', name: 'an invocation id with a space', code: 'LOG_INVALID_EVENT', act: append((e) => (e.invocation.turnId = 'turn 1')) },
-  { area: 'append', name: 'an unknown event field', code: 'LOG_INVALID_EVENT', act: append((e) => (e.seq = 1)) },
+  { area: 'append', name: 'an invocation id with a space', code: 'LOG_INVALID_EVENT', fields: ['invocation.turnId'], act: append((e) => (e.invocation.turnId = 'turn 1')) },
+  { area: 'append', name: 'an unknown event field', code: 'LOG_INVALID_EVENT', fields: ['seq'], act: append((e) => (e.seq = 1)) },
   { area: 'append', name: 'no fact', code: 'LOG_INVALID_EVENT', act: append((e) => delete e.fact) },
   { area: 'append', name: 'an unknown fact type', code: 'LOG_INVALID_EVENT', act: appendFact({ type: 'tool.retried', operationId: 'op' }) },
   { area: 'append', name: 'an opened fact without execution', code: 'LOG_INVALID_EVENT', act: append((e) => delete e.fact.execution) },
-  { area: 'append', name: 'an unknown fact field', code: 'LOG_INVALID_EVENT', act: append((e) => (e.fact.note = 'x')) },
+  { area: 'append', name: 'an unknown fact field', code: 'LOG_INVALID_EVENT', fields: ['fact.note'], act: append((e) => (e.fact.note = 'x')) },
   { area: 'append', name: 'a request digest that is not sha256', code: 'LOG_INVALID_EVENT', act: appendFact({ type: 'model.requested', stepId: 's1', model: 'm', requestDigest: 'abc' }) },
   { area: 'append', name: 'an empty stepId', code: 'LOG_INVALID_EVENT', act: appendFact({ type: 'model.requested', stepId: '', model: 'm', requestDigest: `sha256:${'0'.repeat(64)}` }) },
   { area: 'append', name: 'an interrupt status "crashed"', code: 'LOG_INVALID_EVENT', act: appendFact({ type: 'model.interrupted', stepId: 's1', status: 'crashed' }) },
-  { area: 'append', name: 'a tool input with NaN', code: 'LOG_INVALID_EVENT', act: appendFact({ type: 'tool.dispatched', operationId: 'op', callId: 'c', name: 'echo', input: { v: Number.NaN } }) },
+  { area: 'append', name: 'a tool input with NaN', code: 'LOG_INVALID_EVENT', fields: ['fact.input'], act: appendFact({ type: 'tool.dispatched', operationId: 'op', callId: 'c', name: 'echo', input: { v: Number.NaN } }) },
   { area: 'append', name: 'a tool output that is a function', code: 'LOG_INVALID_EVENT', act: appendFact({ type: 'tool.settled', operationId: 'op', outcome: { status: 'succeeded', output: () => 1 } }) },
   { area: 'append', name: 'a settlement status "maybe"', code: 'LOG_INVALID_EVENT', act: appendFact({ type: 'tool.settled', operationId: 'op', outcome: { status: 'maybe', message: '' } }) },
   { area: 'append', name: 'a rejection reason "timeout"', code: 'LOG_INVALID_EVENT', act: appendFact({ type: 'tool.rejected', operationId: 'op', callId: 'c', name: 'x', input: {}, reason: 'timeout' }) },
@@ -394,7 +396,11 @@ test(
       const before = await log.prefix(ALL.events, ALL.bytes)
       const areas = new Map<string, number>()
       for (const item of cases) {
-        await rejectsWithCode(async () => item.act(context), item.code, `${item.area}: ${item.name}`)
+        const error = await rejectsWithCode(async () => item.act(context), item.code, `${item.area}: ${item.name}`)
+        for (const field of item.fields ?? []) {
+          const named = error.details?.fields as string[] | undefined
+          assert.ok(named?.includes(field), `${item.area}: ${item.name}: details.fields ${JSON.stringify(named)} names ${field}`)
+        }
         const after = await log.prefix(ALL.events, ALL.bytes)
         assert.is(after.digest, before.digest, `${item.area}: ${item.name} left the digest unchanged`)
         assert.is(after.highWater, before.highWater)

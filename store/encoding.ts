@@ -1,7 +1,7 @@
 import { Packr, RESERVE_START_SPACE } from 'msgpackr'
 import { FactstateError } from '../errors.js'
 import { parseRuntimeEvent } from '../facts/compiled-schema.js'
-import { describeIssues, runtimeEventSchema } from '../facts/schema.js'
+import { describeIssues, issueFields, runtimeEventSchema } from '../facts/schema.js'
 import type { RuntimeEvent } from '../facts/types.js'
 import { CHAIN_BYTES, chainStep, chainStepInto } from './digest.js'
 import { packPlain } from './msgpack-plain.js'
@@ -121,11 +121,17 @@ function validate(event: unknown): RuntimeEvent {
   // nothing when unsure; only then do the checks run, and they alone word the refusal.
   const copied = parseRuntimeEvent(event, MAX_DEPTH)
   if (copied !== undefined) return copied
-  const offence = unstorable(event, '(event)', 0)
-  if (offence) throw new FactstateError('LOG_INVALID_EVENT', `the event cannot be stored exactly: ${offence}`)
+  const found = offence(event, 0)
+  if (found) {
+    throw new FactstateError('LOG_INVALID_EVENT', `the event cannot be stored exactly: (event)${found.path}: ${found.reason}`, {
+      details: { fields: [found.path === '' ? '(root)' : found.path.slice(1)] },
+    })
+  }
   const parsed = runtimeEventSchema.safeParse(event)
   if (!parsed.success) {
-    throw new FactstateError('LOG_INVALID_EVENT', `the event does not fit the fact schema: ${describeIssues(parsed.error)}`)
+    throw new FactstateError('LOG_INVALID_EVENT', `the event does not fit the fact schema: ${describeIssues(parsed.error)}`, {
+      details: { fields: issueFields(parsed.error) },
+    })
   }
   // zod's output is already a fresh copy: only copy again when there is an `undefined` to drop.
   const data = parsed.data as RuntimeEvent

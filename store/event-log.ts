@@ -3,7 +3,7 @@ import { join } from 'node:path'
 import { type ChainedBatch, ClassicLevel } from 'classic-level'
 import { FactstateError } from '../errors.js'
 import { id as idSchema } from '../facts/schema.js'
-import type { HandoffIntent, RunBoundary, RuntimeEvent, StoredEvent } from '../facts/types.js'
+import type { HandoffIntent, HandoffPause, RunBoundary, RuntimeEvent, StoredEvent } from '../facts/types.js'
 import { EMPTY_CHAIN, CHAIN_BYTES, chainStep, logDigest, runChainStart, runDigest } from './digest.js'
 import { chainedIdRecord, decodeEvent, decodeRecord, encodeRecord, encodeValidatedEvent, peekInvocationId, validateEvent } from './encoding.js'
 import { IdFilter } from './id-filter.js'
@@ -31,6 +31,11 @@ export interface EventLogOptions {
 /** Where a run stands, as {@link EventLog.runSource} reports it. */
 export interface RunSource {
   boundary: RunBoundary
+  /**
+   * The pause the run was sealed with, when it ended `handoff_paused`: what its successor passes as
+   * `work.pause` (with `boundary` as `work.source`). Absent for a run that did not end so.
+   */
+  pause?: HandoffPause
 }
 
 /** Every event of the log up to `highWater`, with the digest at that point. */
@@ -1305,7 +1310,8 @@ export class EventLog {
     if (chain === undefined) {
       throw new FactstateError('LOG_CORRUPT', `fact ${highWater} of run ${sessionId}/${runId} is not indexed`, { details: { seq: highWater } })
     }
-    return { boundary: { invocation: record.invocation, highWater, digest: runDigest(sessionId, runId, highWater, chain) } }
+    const boundary = { invocation: record.invocation, highWater, digest: runDigest(sessionId, runId, highWater, chain) }
+    return record.outcome?.status === 'handoff_paused' ? { boundary, pause: record.outcome.pause } : { boundary }
   }
 
   /** Re-reads every event: seq continuity, decoding, the digest chain. `LOG_CORRUPT` names the first bad seq. */

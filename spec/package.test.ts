@@ -1,0 +1,165 @@
+/**
+ * The package as a user installs it: `npm pack`'s tarball, unpacked into a fresh project whose
+ * node_modules holds only factstate's declared dependencies (linked from this repository's). A
+ * plain-JavaScript consumer imports every subpath and runs an agent step, the inspector serves its
+ * page, the CLI runs from the package's bin, and a TypeScript consumer type-checks against the
+ * shipped declarations. Catches files missing from `files`, exports that point nowhere, runtime
+ * imports of dev dependencies, and declarations that do not resolve.
+ */
+import { execFile } from 'node:child_process'
+import { readFile, mkdir, symlink, writeFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import { promisify } from 'node:util'
+import { test } from 'uvu'
+import * as assert from 'uvu/assert'
+import { REPO_ROOT } from './support/log-fixtures.js'
+import { withTempDir, withTimeout } from './support/temp.js'
+
+const run = promisify(execFile)
+
+interface PackedFile {
+  path: string
+  mode: number
+}
+
+/** Packs the built package into `dir` (without running `prepare`: `npm test` has just built it). */
+async function pack(dir: string): Promise<{ tarball: string; files: PackedFile[] }> {
+  const { stdout } = await run('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', dir], { cwd: REPO_ROOT })
+  const [packed] = JSON.parse(stdout) as { filename: string; files: PackedFile[] }[]
+  assert.ok(packed, 'npm pack described its tarball')
+  return { tarball: join(dir, packed.filename), files: packed.files }
+}
+
+/** A project with the tarball unpacked as node_modules/factstate and only its declared dependencies beside it. */
+async function consumerProject(dir: string, tarball: string): Promise<string> {
+  const app = join(dir, 'app')
+  const modules = join(app, 'node_modules')
+  await mkdir(modules, { recursive: true })
+  await run('tar', ['-xzf', tarball, '-C', dir])
+  await run('mv', [join(dir, 'package'), join(modules, 'factstate')])
+  const manifest = JSON.parse(await readFile(join(REPO_ROOT, 'package.json'), 'utf8')) as { dependencies: Record<string, string> }
+  // Node types for the TypeScript consumer, as a user's project would have them.
+  for (const name of [...Object.keys(manifest.dependencies), '@types/node']) {
+    const parent = join(modules, name, '..')
+    await mkdir(parent, { recursive: true })
+    await symlink(join(REPO_ROOT, 'node_modules', name), join(modules, name))
+  }
+  await writeFile(join(app, 'package.json'), JSON.stringify({ name: 'consumer', private: true, type: 'module' }))
+  return app
+}
+
+const consumerJs = `
+import { Engine, EventLog, recoverInvocations, successorOf } from 'factstate'
+import { answer, scriptedModelServer, invocationPaths } from 'factstate/testing'
+import { serveInspector } from 'factstate/inspector'
+
+const server = await scriptedModelServer([
+  answer.toolCalls([{ name: 'add', arguments: { a: 2, b: 3 } }]),
+  answer.text('5'),
+])
+const log = await EventLog.open('./log')
+await recoverInvocations(log)
+const engine = new Engine({ log })
+let ran = 0
+const outcome = await engine.run({
+  invocation: { sessionId: 's', turnId: 't', runId: 'r', invocationId: 'i' },
+  provider: { kind: 'openai-chat', baseUrl: server.baseUrl, model: 'm' },
+  configuration: { cwd: process.cwd() },
+  tools: [{ name: 'add', execute: async ({ a, b }) => { ran += 1; return a + b } }],
+  work: { kind: 'message', content: 'add 2 and 3' },
+})
+const inspector = await serveInspector({ log, engine })
+const html = await (await fetch(inspector.url)).text()
+const scripts = [...html.matchAll(/src="([^"]+)"/g)].map((m) => m[1])
+const statuses = await Promise.all(scripts.map(async (src) => (await fetch(new URL(src, inspector.url))).status))
+await inspector.close()
+const paths = invocationPaths({ maxSteps: 1, maxRuns: 1 })
+console.log(JSON.stringify({
+  outcome,
+  ran,
+  scripts: scripts.length,
+  statuses,
+  paths: paths.length,
+  successor: successorOf({ handoffId: 'h', hostEpoch: 'e', rootRunId: 'r', successorRunId: 'r2', successorInvocationId: 'i2', claimId: 'c' }, { sessionId: 's', turnId: 't', runId: 'r', invocationId: 'i' }).invocationId,
+  highWater: log.head().highWater,
+}))
+await log.close()
+await server.close()
+`
+
+const consumerTs = `
+import { Engine, EventLog, FactstateError, type HandoffPause, type RunInput } from 'factstate'
+import { answer, scriptedModelServer, type ScriptedModelServer } from 'factstate/testing'
+import { serveInspector } from 'factstate/inspector'
+
+export async function main(): Promise<number> {
+  const server: ScriptedModelServer = await scriptedModelServer([answer.text('hi')])
+  const log = await EventLog.open('./log')
+  const input: RunInput = {
+    invocation: { sessionId: 's', turnId: 't', runId: 'r', invocationId: 'i' },
+    provider: { kind: 'openai-chat', baseUrl: server.baseUrl, model: 'm' },
+    configuration: { cwd: '/srv' },
+    tools: [],
+    work: { kind: 'message', content: 'x' },
+  }
+  const outcome = await new Engine({ log }).run(input)
+  const pause: HandoffPause | undefined = (await log.runSource('s', 'r'))?.pause
+  const inspector = await serveInspector({ log })
+  await inspector.close()
+  await log.close()
+  await server.close()
+  try {
+    await EventLog.open('')
+  } catch (error) {
+    if (error instanceof FactstateError) return error.code.length
+  }
+  return outcome.status === 'completed' && pause === undefined ? 0 : 1
+}
+`
+
+test('the packed tarball installs and works: every subpath, the inspector page, the CLI, and the type declarations', () =>
+  withTimeout(
+    withTempDir(async (dir) => {
+      const { tarball, files } = await pack(dir)
+      const paths = files.map((file) => file.path)
+      for (const needed of ['package.json', 'README.md', 'LICENSE', 'dist/index.js', 'dist/index.d.ts', 'dist/testing/index.js', 'dist/inspector/index.js', 'dist/inspector/page/app.js', 'dist/bin/factstate.js']) {
+        assert.ok(paths.includes(needed), `the tarball holds ${needed}`)
+      }
+      const stray = paths.filter((path) => !/^(dist\/|README\.md$|LICENSE$|package\.json$)/.test(path) || (/\.ts$/.test(path) && !/\.d\.ts$/.test(path)))
+      assert.equal(stray, [], 'nothing but the build, the README, the license and the manifest (no sources, tests or benchmarks)')
+
+      const app = await consumerProject(dir, tarball)
+      await writeFile(join(app, 'consumer.mjs'), consumerJs)
+      const { stdout } = await run(process.execPath, ['consumer.mjs'], { cwd: app })
+      const result = JSON.parse(stdout.trim().split('\n').at(-1) as string) as Record<string, unknown>
+      assert.equal(result.outcome, { status: 'completed' })
+      assert.is(result.ran, 1, 'the tool ran once')
+      assert.ok((result.scripts as number) > 0)
+      assert.ok((result.statuses as number[]).every((status) => status === 200), `the page's scripts are served: ${JSON.stringify(result.statuses)}`)
+      assert.ok((result.paths as number) > 0, 'path generation (xstate/graph) works from the package')
+      assert.is(result.successor, 'i2')
+
+      const bin = join(app, 'node_modules', 'factstate', 'dist', 'bin', 'factstate.js')
+      assert.match(await readFile(bin, 'utf8'), /^#!\/usr\/bin\/env node\n/, 'the bin starts with a shebang')
+      const verify = await run(process.execPath, [bin, 'verify', 'log'], { cwd: app })
+      assert.match(verify.stdout, new RegExp(`^ok: ${String(result.highWater)} events, digest sha256:[0-9a-f]{64}$`, 'm'))
+
+      await writeFile(join(app, 'consumer.ts'), consumerTs)
+      await writeFile(
+        join(app, 'tsconfig.json'),
+        JSON.stringify({
+          compilerOptions: { target: 'es2022', module: 'nodenext', moduleResolution: 'nodenext', strict: true, noEmit: true, types: ['node'], skipLibCheck: false },
+          files: ['consumer.ts'],
+        }),
+      )
+      const tsc = join(REPO_ROOT, 'node_modules', 'typescript', 'bin', 'tsc')
+      const checked = await run(process.execPath, [tsc, '-p', 'tsconfig.json'], { cwd: app }).then(
+        () => '',
+        (error: { stdout?: string; stderr?: string }) => `${error.stdout ?? ''}${error.stderr ?? ''}` || 'tsc failed',
+      )
+      assert.is(checked, '', 'a TypeScript consumer type-checks against the shipped declarations')
+    }),
+    120_000,
+  ))
+
+test.run()

@@ -4,7 +4,7 @@
  * plain-JavaScript consumer imports every subpath and runs an agent step, the inspector serves its
  * page, the CLI runs from the package's bin, and a TypeScript consumer type-checks against the
  * shipped declarations. Catches files missing from `files`, exports that point nowhere, runtime
- * imports of dev dependencies, and declarations that do not resolve.
+ * imports of dev dependencies, declarations that do not resolve, and source maps without their sources.
  */
 import { execFile } from 'node:child_process'
 import { readFile, mkdir, symlink, writeFile } from 'node:fs/promises'
@@ -129,6 +129,15 @@ test('the packed tarball installs and works: every subpath, the inspector page, 
       assert.equal(stray, [], 'nothing but the build, the README, the license and the manifest (no sources, tests or benchmarks)')
 
       const app = await consumerProject(dir, tarball)
+      // Source maps carry their sources: the .ts files are not shipped, and a map pointing at missing
+      // files makes bundlers warn and debuggers show nothing.
+      const maps = paths.filter((path) => path.endsWith('.js.map'))
+      assert.ok(maps.length > 10)
+      for (const path of maps) {
+        const map = JSON.parse(await readFile(join(app, 'node_modules', 'factstate', path), 'utf8')) as { sources: string[]; sourcesContent?: (string | null)[] }
+        const carried = map.sources.every((_, index) => typeof map.sourcesContent?.[index] === 'string')
+        assert.ok(carried, `${path} carries the text of its sources`)
+      }
       await writeFile(join(app, 'consumer.mjs'), consumerJs)
       const { stdout } = await run(process.execPath, ['consumer.mjs'], { cwd: app })
       const result = JSON.parse(stdout.trim().split('\n').at(-1) as string) as Record<string, unknown>

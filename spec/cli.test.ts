@@ -54,6 +54,16 @@ test('demo passes every step, then log, verify and recover read its log', () =>
       assert.match(one.stdout, /outcome_unknown/)
       assert.not.match(one.stdout, /inv-run-1 /)
 
+      const seqsOf = (text: string) => text.trim().split('\n').map((line) => Number(/^#\s*(\d+) /.exec(line)?.[1]))
+      const last = await cli(['log', location, '--last', '3'])
+      assert.is(last.code, 0, last.stderr)
+      assert.equal(seqsOf(last.stdout), [Number(events) - 2, Number(events) - 1, Number(events)])
+      const range = await cli(['log', location, '--from', '5', '--to', '7'])
+      assert.equal(seqsOf(range.stdout), [5, 6, 7])
+      const zero = await cli(['log', location, '--from', '0'])
+      assert.is(zero.code, 2)
+      assert.match(zero.stderr, /--from takes a positive integer, not 0/)
+
       const recover = await cli(['recover', location])
       assert.is(recover.code, 0)
       assert.match(recover.stdout, new RegExp(`^closed 0 invocation\\(s\\); log high-water ${events}, digest ${digest}$`, 'm'))

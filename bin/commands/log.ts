@@ -3,10 +3,11 @@ import { EventLog } from '../../store/event-log.js'
 import { summarizeFact } from '../../store/fact-summary.js'
 import { type CommandIo, EXIT, isLogDirectory, parseCommand, reportError, usage } from '../io.js'
 
-export const logHelp = `usage: factstate log <log-directory> [--session ID] [--run ID] [--invocation ID] [--type TYPE] [--json]
+export const logHelp = `usage: factstate log <log-directory> [--session ID] [--run ID] [--invocation ID] [--type TYPE] [--from SEQ] [--to SEQ] [--last N] [--json]
 
 Prints the facts of a log in seq order, one line each (or one JSON object per line with --json).
 Filters combine. TYPE is a fact type such as tool.dispatched; a trailing * matches a family (tool.*).
+--from and --to bound the seqs read (inclusive); --last N reads only the log's last N facts.
 Exit codes: 0 printed, 2 usage, 3 the log is open in another process, 1/4 the log refused.`
 
 /**
@@ -15,6 +16,7 @@ Exit codes: 0 printed, 2 usage, 3 the log is open in another process, 1/4 the lo
  * @example
  * ```sh
  * npx factstate log .factstate/demo/log --type 'tool.*' --json
+ * npx factstate log .factstate/demo/log --last 20
  * ```
  */
 export async function logCommand(args: string[], io: CommandIo): Promise<number> {
@@ -26,6 +28,9 @@ export async function logCommand(args: string[], io: CommandIo): Promise<number>
       run: { type: 'string' },
       invocation: { type: 'string' },
       type: { type: 'string' },
+      from: { type: 'string' },
+      to: { type: 'string' },
+      last: { type: 'string' },
       json: { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
     },
@@ -39,6 +44,15 @@ export async function logCommand(args: string[], io: CommandIo): Promise<number>
     const known = family !== undefined ? FACT_TYPES.some((t) => t.startsWith(family)) : FACT_TYPES.includes(type as FactType)
     if (!known) return usage(io, `unknown fact type ${type}; known: ${FACT_TYPES.join(', ')}`, logHelp)
   }
+  const bounds: { from?: number; to?: number; last?: number } = {}
+  for (const name of ['from', 'to', 'last'] as const) {
+    const text = values[name]
+    if (text === undefined) continue
+    const value = /^[0-9]{1,15}$/.test(text) ? Number(text) : 0
+    if (value < 1) return usage(io, `--${name} takes a positive integer, not ${text}`, logHelp)
+    bounds[name] = value
+  }
+  if (bounds.last !== undefined && bounds.from !== undefined) return usage(io, '--last and --from do not combine', logHelp)
   const matches = ({ event }: StoredEvent) =>
     (values.session === undefined || event.invocation.sessionId === values.session) &&
     (values.run === undefined || event.invocation.runId === values.run) &&
@@ -50,7 +64,9 @@ export async function logCommand(args: string[], io: CommandIo): Promise<number>
   try {
     log = await EventLog.open(directory)
     let shown = 0
-    for await (const stored of log.events()) {
+    const { highWater } = log.head()
+    const from = bounds.last !== undefined ? Math.max(1, highWater - bounds.last + 1) : (bounds.from ?? 1)
+    for await (const stored of log.events({ from, ...(bounds.to === undefined ? {} : { to: bounds.to }) })) {
       if (io.stdoutClosed?.()) return EXIT.ok
       if (!matches(stored)) continue
       shown += 1

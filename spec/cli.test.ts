@@ -60,6 +60,18 @@ test('demo passes every step, then log, verify and recover read its log', () =>
       assert.equal(seqsOf(last.stdout), [Number(events) - 2, Number(events) - 1, Number(events)])
       const range = await cli(['log', location, '--from', '5', '--to', '7'])
       assert.equal(seqsOf(range.stdout), [5, 6, 7])
+      // --invocation reads through the invocation's index: the same lines as filtering every fact.
+      const every = await cli(['log', location, '--json'])
+      const indexed = await cli(['log', location, '--json', '--invocation', 'inv-crash-run-1', '--from', '2'])
+      const expected = every.stdout.trim().split('\n').filter((line) => {
+        const { seq, invocation } = JSON.parse(line) as { seq: number; invocation: { invocationId: string } }
+        return invocation.invocationId === 'inv-crash-run-1' && seq >= 2
+      })
+      assert.ok(expected.length >= 3)
+      assert.equal(indexed.stdout.trim().split('\n'), expected)
+      const badId = await cli(['log', location, '--invocation', 'a/b'])
+      assert.is(badId.code, 2)
+      assert.match(badId.stderr, /--invocation takes an id/)
       const zero = await cli(['log', location, '--from', '0'])
       assert.is(zero.code, 2)
       assert.match(zero.stderr, /--from takes a positive integer, not 0/)

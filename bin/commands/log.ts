@@ -1,5 +1,6 @@
 import { FACT_TYPES, type FactType, type StoredEvent } from '../../facts/types.js'
-import { EventLog } from '../../store/event-log.js'
+import { ID_PATTERN } from '../../facts/schema.js'
+import { EventLog, logInternals } from '../../store/event-log.js'
 import { summarizeFact } from '../../store/fact-summary.js'
 import { type CommandIo, EXIT, isLogDirectory, parseCommand, reportError, usage } from '../io.js'
 
@@ -53,6 +54,10 @@ export async function logCommand(args: string[], io: CommandIo): Promise<number>
     bounds[name] = value
   }
   if (bounds.last !== undefined && bounds.from !== undefined) return usage(io, '--last and --from do not combine', logHelp)
+  for (const name of ['session', 'run', 'invocation'] as const) {
+    const value = values[name]
+    if (value !== undefined && !ID_PATTERN.test(value)) return usage(io, `--${name} takes an id (1–128 characters from [A-Za-z0-9._:-]), not ${value}`, logHelp)
+  }
   const matches = ({ event }: StoredEvent) =>
     (values.session === undefined || event.invocation.sessionId === values.session) &&
     (values.run === undefined || event.invocation.runId === values.run) &&
@@ -66,7 +71,13 @@ export async function logCommand(args: string[], io: CommandIo): Promise<number>
     let shown = 0
     const { highWater } = log.head()
     const from = bounds.last !== undefined ? Math.max(1, highWater - bounds.last + 1) : (bounds.from ?? 1)
-    for await (const stored of log.events({ from, ...(bounds.to === undefined ? {} : { to: bounds.to }) })) {
+    const to = bounds.to ?? highWater
+    // One invocation's facts are read through its index, not by reading the whole log.
+    const source: AsyncIterable<StoredEvent> | StoredEvent[] =
+      values.invocation !== undefined
+        ? (await logInternals(log).invocationEvents(values.invocation, to)).filter((stored) => stored.seq >= from)
+        : log.events({ from, to })
+    for await (const stored of source) {
       if (io.stdoutClosed?.()) return EXIT.ok
       if (!matches(stored)) continue
       shown += 1

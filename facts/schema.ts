@@ -128,7 +128,6 @@ export const runtimeEventSchema = z.strictObject({
   fact: factSchema,
 }) satisfies z.ZodType<RuntimeEvent>
 
-/** Renders zod issues as `path: message` lines, naming every bad field. */
 /**
  * The dotted paths of the fields a parse refused (a refused unknown key is named itself; the value
  * as a whole is `(root)`), each once: what `details.fields` of an input refusal lists.
@@ -142,6 +141,7 @@ export function issueFields(error: z.ZodError): string[] {
   return [...new Set(fields)]
 }
 
+/** Renders zod issues as `path: message` lines, naming every bad field. */
 export function describeIssues(error: z.ZodError): string {
   return error.issues
     .map((issue) => `${issue.path.length ? issue.path.map(String).join('.') : '(root)'}: ${issue.message}`)

@@ -103,6 +103,28 @@ test(
 )
 
 test(
+  'runSource hands out copies: changing the pause or boundary it gave forges nothing',
+  engineTest([answer.text('successor done')], {}, async (h) => {
+    const paused = h.input('copied')
+    const sealed = await sealAtFirstSafePoint(h, paused, 'successor')
+    const { sessionId, runId } = paused.invocation
+    const given = await h.log.runSource(sessionId, runId)
+    assert.ok(given?.pause)
+    assert.equal(given.pause, sealed.pause)
+    const untouched = structuredClone(given)
+    given.pause.remainingSteps += 5
+    given.pause.execution.model = 'forged-model'
+    given.boundary.invocation.turnId = 'turn-forged'
+    assert.equal(await h.log.runSource(sessionId, runId), untouched, 'the log still reports what it sealed')
+    const forged = successorInput({ ...sealed, pause: given.pause })
+    forged.provider = { ...forged.provider, model: 'forged-model' }
+    await refusedWithoutWriting(h.log, () => h.engine.start(forged), 'HANDOFF_MISMATCH', 'a successor with the changed pause')
+    const successor = successorInput({ ...sealed, source: untouched.boundary, pause: untouched.pause as NonNullable<typeof untouched.pause> })
+    assert.equal(await h.run(successor), { status: 'completed' })
+  }),
+)
+
+test(
   'a held pause that was released, or a run that ended otherwise, authorizes no successor',
   engineTest([answer.text('done')], {}, async (h) => {
     const input = h.input('released')

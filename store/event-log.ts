@@ -1310,8 +1310,9 @@ export class EventLog {
     if (chain === undefined) {
       throw new FactstateError('LOG_CORRUPT', `fact ${highWater} of run ${sessionId}/${runId} is not indexed`, { details: { seq: highWater } })
     }
-    const boundary = { invocation: record.invocation, highWater, digest: runDigest(sessionId, runId, highWater, chain) }
-    return record.outcome?.status === 'handoff_paused' ? { boundary, pause: record.outcome.pause } : { boundary }
+    // Copies: the record is the log's own (it decides admissions), and a caller may change what it gets.
+    const boundary = { invocation: { ...record.invocation }, highWater, digest: runDigest(sessionId, runId, highWater, chain) }
+    return record.outcome?.status === 'handoff_paused' ? { boundary, pause: structuredClone(record.outcome.pause) } : { boundary }
   }
 
   /** Re-reads every event: seq continuity, decoding, the digest chain. `LOG_CORRUPT` names the first bad seq. */

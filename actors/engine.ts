@@ -10,7 +10,7 @@ import type { ModelClient } from './model-client.js'
 import { ModelExecutor } from './model-executor.js'
 import { redactedMessage } from './redaction.js'
 import { DEFAULT_MAX_STEPS, type RunInput, validateRunInput } from './run-input.js'
-import { catalogOf } from './tool-catalog.js'
+import { type ToolDefinition, catalogOf } from './tool-catalog.js'
 
 /** Options of {@link Engine}. */
 export interface EngineOptions {
@@ -64,6 +64,20 @@ const sameInvocation = (a: Invocation, b: Invocation) =>
   a.sessionId === b.sessionId && a.turnId === b.turnId && a.runId === b.runId && a.invocationId === b.invocationId
 
 /**
+ * A tool as admitted: its name, description and input schema as they were at `start()`, so the
+ * catalog the model is shown stays the one the run's execution settings (and any seal) digest,
+ * whatever the caller changes later; `execute` still calls the caller's tool (as its method).
+ */
+function admittedTool(tool: ToolDefinition): ToolDefinition {
+  return {
+    name: tool.name,
+    ...(tool.description === undefined ? {} : { description: tool.description }),
+    ...(tool.inputSchema === undefined ? {} : { inputSchema: structuredClone(tool.inputSchema) }),
+    execute: (input, context) => tool.execute(input, context),
+  }
+}
+
+/**
  * Admits runs and drives each admitted invocation as an actor over the fact log.
  *
  * @example
@@ -110,7 +124,7 @@ export class Engine {
    */
   async start(input: RunInput, options: StartOptions = {}): Promise<RunningInvocation> {
     // The caller keeps its objects: later changes to them must not alter a running invocation.
-    const run: RunInput = { ...validateRunInput(input), providerOptions: structuredClone(input.providerOptions ?? {}), tools: [...input.tools] }
+    const run: RunInput = { ...validateRunInput(input), providerOptions: structuredClone(input.providerOptions ?? {}), tools: input.tools.map(admittedTool) }
     const { invocation, work } = run
     const settings: ExecutionSettings = canonical({
       model: run.provider.model,

@@ -144,6 +144,34 @@ test(
 )
 
 test(
+  'what the caller changes after start() does not reach the run: the catalog and options the model sees stay those the seal digests',
+  engineTest(
+    [answer.toolCalls([{ id: 'call-1', name: 'echo', arguments: { value: 1 } }], { hold: true }), answer.text('done', { hold: true })],
+    {},
+    async (h) => {
+      const input = h.input('kept')
+      input.providerOptions = { temperature: 0 }
+      const tool = input.tools[0] as ReturnType<typeof countingTool>
+      const running = await h.start(input)
+      await h.server.seen(0)
+      // The caller changes its objects while the first request is in flight.
+      tool.description = 'changed'
+      ;(tool.inputSchema as { properties: Record<string, unknown> }).properties.extra = { type: 'string' }
+      ;(input.providerOptions as Record<string, unknown>).temperature = 1
+      input.tools.push(countingTool('late'))
+      h.server.release(0)
+      await h.server.seen(1)
+      h.server.release(1)
+      assert.equal(await running.wait(), { status: 'completed' })
+      const [first, second] = h.server.requests.map((request) => request.body as Record<string, unknown>)
+      assert.equal(second?.tools, first?.tools, 'the second request shows the catalog of the first')
+      assert.is(second?.temperature, 0)
+      assert.is(tool.calls.length, 1, "the caller's tool still ran, as its own method")
+    },
+  ),
+)
+
+test(
   'RUN_SOURCE_MISMATCH for a continuation whose boundary the log does not hold',
   engineTest([answer.text('source answer'), answer.text('continued')], {}, async (h) => {
     assert.equal(await h.run(h.input('source', { session: 'shared' })), { status: 'completed' })

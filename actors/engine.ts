@@ -123,8 +123,12 @@ export class Engine {
    * `HANDOFF_MISMATCH`, `HANDOFF_CLAIMED`.
    */
   async start(input: RunInput, options: StartOptions = {}): Promise<RunningInvocation> {
-    // The caller keeps its objects: later changes to them must not alter a running invocation.
-    const run: RunInput = { ...validateRunInput(input), providerOptions: structuredClone(input.providerOptions ?? {}), tools: input.tools.map(admittedTool) }
+    // The caller keeps its objects: later changes to them (its invocation ids, the pause it passed,
+    // its provider options, its tools' schemas) must not alter a running invocation, nor what
+    // admission compares after its first await. Everything but the tools is plain data.
+    const validated = validateRunInput(input)
+    const run: RunInput = { ...structuredClone({ ...validated, tools: [] }), tools: validated.tools.map(admittedTool) }
+    run.providerOptions ??= {}
     const { invocation, work } = run
     const settings: ExecutionSettings = canonical({
       model: run.provider.model,

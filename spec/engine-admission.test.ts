@@ -144,9 +144,9 @@ test(
 )
 
 test(
-  'what the caller changes after start() does not reach the run: the catalog and options the model sees stay those the seal digests',
+  'what the caller changes after start() does not reach the run: its ids, cwd, options and the catalog the seal digests stay as admitted',
   engineTest(
-    [answer.toolCalls([{ id: 'call-1', name: 'echo', arguments: { value: 1 } }], { hold: true }), answer.text('done', { hold: true })],
+    [answer.toolCalls([{ id: 'call-1', name: 'echo', arguments: { value: 1 } }], { hold: true }), answer.text('done')],
     {},
     async (h) => {
       const input = h.input('kept')
@@ -159,14 +159,17 @@ test(
       ;(tool.inputSchema as { properties: Record<string, unknown> }).properties.extra = { type: 'string' }
       ;(input.providerOptions as Record<string, unknown>).temperature = 1
       input.tools.push(countingTool('late'))
+      input.invocation.sessionId = 'session-changed'
+      input.configuration.cwd = '/changed'
       h.server.release(0)
-      await h.server.seen(1)
-      h.server.release(1)
-      assert.equal(await running.wait(), { status: 'completed' })
+      assert.equal(await running.wait().catch((error: Error) => error.message), { status: 'completed' })
       const [first, second] = h.server.requests.map((request) => request.body as Record<string, unknown>)
       assert.equal(second?.tools, first?.tools, 'the second request shows the catalog of the first')
       assert.is(second?.temperature, 0)
       assert.is(tool.calls.length, 1, "the caller's tool still ran, as its own method")
+      const facts = await factsOf(h.log, 'invocation-kept')
+      assert.is(facts.at(-1)?.type, 'invocation.ended', 'every fact landed under the invocation as admitted')
+      assert.is(facts.length, 8)
     },
   ),
 )

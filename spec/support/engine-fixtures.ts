@@ -272,9 +272,16 @@ export function engineTest(script: Script, options: EngineTestOptions, body: (ha
             input: (name, inputOptions) => runInput(server.baseUrl, name, inputOptions),
           }
           current = harness
-          await body(harness)
-          await engine.drain()
-          await assertConsistent(harness.log, runs, { allEnded: true })
+          // Bounded inside the try: a body that never finishes still gets its server and log
+          // closed below, so a failing test cannot keep the process (and the whole suite) alive.
+          await withTimeout(
+            async () => {
+              await body(harness)
+              await engine.drain()
+              await assertConsistent(harness.log, runs, { allEnded: true })
+            },
+            options.ms ?? 10_000,
+          )
         } finally {
           await server.close()
           await log?.close()
@@ -282,7 +289,7 @@ export function engineTest(script: Script, options: EngineTestOptions, body: (ha
           await current?.log.close()
         }
       }),
-      options.ms ?? 10_000,
+      (options.ms ?? 10_000) + 10_000,
     )
 }
 

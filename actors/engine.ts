@@ -240,7 +240,8 @@ export class Engine {
         return actor.gate
       },
       wait() {
-        return done
+        // Each caller gets its own copy: one that changes its outcome changes no other's.
+        return done.then((outcome) => structuredClone(outcome))
       },
       state() {
         return stateOf(actor.snapshot)

@@ -103,7 +103,7 @@ test(
 )
 
 test(
-  'runSource hands out copies: changing the pause or boundary it gave forges nothing',
+  'runSource and wait() hand out copies: changing the pause or boundary they gave forges nothing',
   engineTest([answer.text('successor done')], {}, async (h) => {
     const paused = h.input('copied')
     const sealed = await sealAtFirstSafePoint(h, paused, 'successor')
@@ -116,6 +116,9 @@ test(
     given.pause.execution.model = 'forged-model'
     given.boundary.invocation.turnId = 'turn-forged'
     assert.equal(await h.log.runSource(sessionId, runId), untouched, 'the log still reports what it sealed')
+    const outcome = await sealed.running.wait()
+    if (outcome.status === 'handoff_paused') outcome.pause.remainingSteps += 5
+    assert.equal(await sealed.running.wait(), { status: 'handoff_paused', pause: untouched.pause }, 'each wait() gets its own outcome')
     const forged = successorInput({ ...sealed, pause: given.pause })
     forged.provider = { ...forged.provider, model: 'forged-model' }
     await refusedWithoutWriting(h.log, () => h.engine.start(forged), 'HANDOFF_MISMATCH', 'a successor with the changed pause')

@@ -10,7 +10,7 @@ import type { ModelClient } from './model-client.js'
 import { ModelExecutor } from './model-executor.js'
 import { redactedMessage } from './redaction.js'
 import { DEFAULT_MAX_STEPS, type RunInput, validateRunInput } from './run-input.js'
-import { type ToolDefinition, catalogOf } from './tool-catalog.js'
+import { type ToolDefinition, catalogOf, stableJson } from './tool-catalog.js'
 
 /** Options of {@link Engine}. */
 export interface EngineOptions {
@@ -69,13 +69,22 @@ const sameInvocation = (a: Invocation, b: Invocation) =>
  * whatever the caller changes later; `execute` still calls the caller's tool (as its method).
  */
 function admittedTool(tool: ToolDefinition): ToolDefinition {
-  return {
+  // Runs share a tool's copy while what the model is shown of it stays the same: an application
+  // defines its tools once, and a copy per run would cost every held invocation its schemas.
+  const shown = stableJson({ name: tool.name, description: tool.description ?? null, inputSchema: tool.inputSchema ?? null })
+  const known = admittedTools.get(tool)
+  if (known?.shown === shown) return known.admitted
+  const admitted: ToolDefinition = {
     name: tool.name,
     ...(tool.description === undefined ? {} : { description: tool.description }),
     ...(tool.inputSchema === undefined ? {} : { inputSchema: structuredClone(tool.inputSchema) }),
     execute: (input, context) => tool.execute(input, context),
   }
+  admittedTools.set(tool, { shown, admitted })
+  return admitted
 }
+
+const admittedTools = new WeakMap<ToolDefinition, { shown: string; admitted: ToolDefinition }>()
 
 /**
  * Admits runs and drives each admitted invocation as an actor over the fact log.

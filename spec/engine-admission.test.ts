@@ -146,7 +146,7 @@ test(
 test(
   'what the caller changes after start() does not reach the run: its ids, cwd, options and the catalog the seal digests stay as admitted',
   engineTest(
-    [answer.toolCalls([{ id: 'call-1', name: 'echo', arguments: { value: 1 } }], { hold: true }), answer.text('done')],
+    [answer.toolCalls([{ id: 'call-1', name: 'echo', arguments: { value: 1 } }], { hold: true }), answer.text('done'), answer.text('next')],
     {},
     async (h) => {
       const input = h.input('kept')
@@ -170,6 +170,13 @@ test(
       const facts = await factsOf(h.log, 'invocation-kept')
       assert.is(facts.at(-1)?.type, 'invocation.ended', 'every fact landed under the invocation as admitted')
       assert.is(facts.length, 8)
+      // The next run of the same tool object is shown the tool as it is now.
+      const next = h.input('next')
+      next.tools = [tool]
+      assert.equal(await h.run(next), { status: 'completed' })
+      const shown = (h.server.requests[2]?.body as { tools?: { function: { description?: string; parameters?: unknown } }[] }).tools?.[0]?.function
+      assert.is(shown?.description, 'changed')
+      assert.equal(shown?.parameters, tool.inputSchema)
     },
   ),
 )

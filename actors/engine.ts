@@ -136,7 +136,15 @@ export class Engine {
     // its provider options, its tools' schemas) must not alter a running invocation, nor what
     // admission compares after its first await. Everything but the tools is plain data.
     const validated = validateRunInput(input)
-    const run: RunInput = { ...structuredClone({ ...validated, tools: [] }), tools: validated.tools.map(admittedTool) }
+    let copy: RunInput
+    try {
+      copy = structuredClone({ ...validated, tools: [] })
+    } catch (error) {
+      throw new FactstateError('RUN_INVALID_INPUT', `the run input must be plain data (objects, arrays, strings, numbers): it could not be copied: ${(error as Error).message}`, {
+        cause: error,
+      })
+    }
+    const run: RunInput = { ...copy, tools: validated.tools.map(admittedTool) }
     run.providerOptions ??= {}
     const { invocation, work } = run
     const settings: ExecutionSettings = canonical({

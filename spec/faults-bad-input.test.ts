@@ -116,6 +116,7 @@ const cases: Case[] = [
   { area: 'RunInput', name: 'providerOptions with Infinity', code: 'RUN_INVALID_INPUT', act: start((i) => (i.providerOptions = { temperature: Number.POSITIVE_INFINITY })) },
   { area: 'RunInput', name: 'providerOptions with a function', code: 'RUN_INVALID_INPUT', act: start((i) => (i.providerOptions = { hook: () => 1 })) },
   { area: 'RunInput', name: 'providerOptions with an own __proto__ key', code: 'RUN_INVALID_INPUT', act: start((i) => (i.providerOptions = JSON.parse('{"temperature":0,"__proto__":{"x":1}}'))) },
+  { area: 'RunInput', name: 'an invocation that is a Proxy (not plain data)', code: 'RUN_INVALID_INPUT', act: start((i) => (i.invocation = new Proxy({ ...i.invocation }, {}))) },
   { area: 'RunInput', name: 'providerOptions with a lone surrogate', code: 'RUN_INVALID_INPUT', act: start((i) => (i.providerOptions = { stop: 'a\ud800' })) },
   { area: 'RunInput', name: 'a tool schema nested 20,000 deep', code: 'RUN_INVALID_INPUT', act: start((i) => (i.tools = [{ ...i.tools[0], inputSchema: deep(20_000) }])) },
   // 59 levels under providerOptions would fit an opened fact but not a seal's pause (fact.outcome.pause.execution…).

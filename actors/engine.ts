@@ -60,6 +60,11 @@ const usedId = (invocation: Invocation) =>
     details: { fields: ['invocation.invocationId'] },
   })
 
+const usedRun = (invocation: Invocation, by: string) =>
+  new FactstateError('RUN_INVALID_INPUT', `invocation.runId: run ${invocation.sessionId}/${invocation.runId} already exists (invocation ${by}); a run has one invocation`, {
+    details: { fields: ['invocation.runId'] },
+  })
+
 const sameInvocation = (a: Invocation, b: Invocation) =>
   a.sessionId === b.sessionId && a.turnId === b.turnId && a.runId === b.runId && a.invocationId === b.invocationId
 
@@ -305,6 +310,11 @@ export class Engine {
     const { invocation, work } = run
     const session = await view.session(invocation.sessionId)
     const busy = (why: string) => new FactstateError('RUN_BUSY', `session ${invocation.sessionId} ${why}`)
+    // A successor's run is checked by its claim and seal (a second successor is HANDOFF_CLAIMED).
+    if (work.kind !== 'handoff') {
+      const existing = await view.run(invocation.sessionId, invocation.runId)
+      if (existing) throw usedRun(invocation, existing.invocationId)
+    }
     if (work.kind === 'handoff') {
       const sourceId = work.source.invocation.invocationId
       const source = await view.invocation(sourceId)

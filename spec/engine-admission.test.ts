@@ -76,6 +76,11 @@ test(
     reused.invocation.runId = 'run-again'
     const used = await refusedWithoutWriting(h.log, () => h.engine.start(reused), 'RUN_INVALID_INPUT', 'an invocation id already in the log')
     assert.equal(used.details?.fields, ['invocation.invocationId'])
+    const runAgain = h.input('again')
+    const { sessionId, runId } = h.input('first').invocation
+    runAgain.invocation = { ...runAgain.invocation, sessionId, runId }
+    const usedRunError = await refusedWithoutWriting(h.log, () => h.engine.start(runAgain), 'RUN_INVALID_INPUT', 'a run id already in the session')
+    assert.equal(usedRunError.details?.fields, ['invocation.runId'])
     assert.is(h.server.requests.length, 1, 'no refused run reached the model')
   }),
 )

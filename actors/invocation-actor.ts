@@ -303,7 +303,7 @@ export class InvocationActor {
     const requestDigest = contentDigest(bodyText)
     for (let attempt = 1; ; attempt += 1) {
       await this.#record({ type: 'model.requested', stepId, model: execution.model, requestDigest })
-      const response = await executor.attempt(client, { body, bodyText, signal: this.#signal })
+      const response = await executor.attempt(client, { bodyText, signal: this.#signal })
       if (response.kind === 'completed') {
         await this.#record({ type: 'model.completed', stepId, output: wellFormed(response.output) })
         break

@@ -29,6 +29,7 @@ export interface ChatRequestBody {
 
 /** Everything a client needs for one attempt. `bodyText` is the exact bytes to send. */
 export interface ModelRequest {
+  /** `bodyText` parsed: the client's own copy for this attempt (changing it changes nothing of the run). */
   body: ChatRequestBody
   /** `JSON.stringify(body)`: the digest in `model.requested` is over these bytes, and a retry sends them unchanged. */
   bodyText: string

@@ -1,5 +1,5 @@
 import { FactstateError } from '../errors.js'
-import type { ModelClient, ModelRequest, ModelResponse, ProviderConfig } from './model-client.js'
+import type { ChatRequestBody, ModelClient, ModelRequest, ModelResponse, ProviderConfig } from './model-client.js'
 import { OpenAIChatClient } from './openai-chat-client.js'
 import { redact, secretsOf } from './redaction.js'
 
@@ -67,10 +67,24 @@ export class ModelExecutor {
     }
   }
 
-  /** Sends one attempt; a client that throws is treated as a failed attempt. */
-  async attempt(client: ModelClient, request: Omit<ModelRequest, 'timeoutMs'>): Promise<ModelResponse> {
+  /**
+   * Sends one attempt; a client that throws is treated as a failed attempt. The client's `body` is
+   * its own: parsed from `bodyText` when first read (the OpenAI client never reads it), so a client
+   * that changes it in place cannot reach the run's transcript, tools or options, nor a retry.
+   */
+  async attempt(client: ModelClient, request: Pick<ModelRequest, 'bodyText' | 'signal'>): Promise<ModelResponse> {
+    const { bodyText, signal } = request
+    let body: ChatRequestBody | undefined
     try {
-      return await client.complete({ ...request, timeoutMs: this.timeoutMs })
+      return await client.complete({
+        get body(): ChatRequestBody {
+          body ??= JSON.parse(bodyText) as ChatRequestBody
+          return body
+        },
+        bodyText,
+        signal,
+        timeoutMs: this.timeoutMs,
+      })
     } catch (error) {
       if (request.signal.aborted) return { kind: 'interrupted', status: 'cancelled', message: 'the run was cancelled' }
       return { kind: 'interrupted', status: 'failed', message: `the model client failed: ${(error as Error).message}` }

@@ -36,6 +36,40 @@ test(
   }),
 )
 
+test(
+  'a custom client that changes the body it is given changes nothing of the run: each attempt gets a fresh body equal to the bytes sent',
+  (() => {
+    const seen: { text: string; parsed: unknown }[] = []
+    let calls = 0
+    const client: ModelClient = {
+      async complete(request) {
+        calls += 1
+        seen.push({ text: request.bodyText, parsed: structuredClone(request.body) })
+        // A lazy translator converting the request in place, as some provider adapters do.
+        for (const message of request.body.messages) Object.assign(message, { content: [{ type: 'text', text: 'rewritten' }] })
+        for (const tool of (request.body.tools ?? []) as { function: { parameters: Record<string, unknown> } }[]) tool.function.parameters.mutated = true
+        ;(request.body as unknown as Record<string, { tier?: string }>).metadata = { tier: 'changed' }
+        if (calls === 1) return { kind: 'interrupted', status: 'retryable_failure', message: 'try again' }
+        if (calls === 2) return { kind: 'completed', output: { toolCalls: [{ callId: 'call-1', name: 'echo', arguments: '{"value":1}' }], finishReason: 'tool_calls' } }
+        return { kind: 'completed', output: { text: 'done', toolCalls: [], finishReason: 'stop' } }
+      },
+    }
+    return engineTest([], { model: { createClient: () => client } }, async (h) => {
+      const input: RunInput = { ...h.input('mutating'), providerOptions: { metadata: { tier: 'a' } } }
+      assert.equal(await h.run(input), { status: 'completed' })
+      assert.is(seen.length, 3)
+      for (const [index, { text, parsed }] of seen.entries()) assert.equal(parsed, JSON.parse(text), `attempt ${index + 1}: the body is the bytes sent`)
+      assert.is(seen[1]?.text, seen[0]?.text, 'the retry sends the same bytes')
+      const last = seen[2]?.parsed as { messages: { content: unknown }[]; tools: { function: { parameters: Record<string, unknown> } }[]; metadata: unknown }
+      assert.is(last.messages[0]?.content, 'question mutating', 'the transcript is untouched')
+      assert.not.ok('mutated' in (last.tools[0]?.function.parameters ?? {}), 'the tool schema is untouched')
+      assert.equal(last.metadata, { tier: 'a' })
+      const digests = only(await factsOf(h.log, 'invocation-mutating'), 'model.requested').map((f) => f.requestDigest)
+      assert.is(digests[0], digests[1])
+    })
+  })(),
+)
+
 for (const stream of [false, true]) {
   test(
     `token usage that is not a non-negative integer is dropped and the answer recorded (${stream ? 'SSE' : 'JSON'})`,

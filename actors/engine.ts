@@ -314,6 +314,12 @@ export class Engine {
     if (work.kind !== 'handoff') {
       const existing = await view.run(invocation.sessionId, invocation.runId)
       if (existing) throw usedRun(invocation, existing.invocationId)
+      const sealer = await view.successorReservation(invocation.invocationId)
+      if (sealer !== undefined) {
+        throw new FactstateError('RUN_INVALID_INPUT', `invocation.invocationId: ${invocation.invocationId} is reserved for the successor of ${sealer}, sealed and not yet admitted`, {
+          details: { fields: ['invocation.invocationId'] },
+        })
+      }
     }
     if (work.kind === 'handoff') {
       const sourceId = work.source.invocation.invocationId

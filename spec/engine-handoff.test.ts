@@ -128,6 +128,19 @@ test(
 )
 
 test(
+  'a message run under an invocation id a pending seal reserved is RUN_INVALID_INPUT (nothing written); the successor still runs under it',
+  engineTest([answer.text('successor done')], {}, async (h) => {
+    const sealed = await sealAtFirstSafePoint(h, h.input('reserving'), 'reserved')
+    const squatter = h.input('squatter', { session: 'elsewhere' })
+    squatter.invocation = { ...squatter.invocation, invocationId: sealed.pause.intent.successorInvocationId }
+    const error = await refusedWithoutWriting(h.log, () => h.engine.start(squatter), 'RUN_INVALID_INPUT', 'a run under a reserved id')
+    assert.equal(error.details?.fields, ['invocation.invocationId'])
+    assert.match(error.message, /reserved for the successor of invocation-reserving/)
+    assert.equal(await h.run(successorInput(sealed)), { status: 'completed' })
+  }),
+)
+
+test(
   'a held pause that was released, or a run that ended otherwise, authorizes no successor',
   engineTest([answer.text('done')], {}, async (h) => {
     const input = h.input('released')

@@ -52,6 +52,8 @@ export interface AppendView {
   session(sessionId: string): Promise<SessionRecord>
   run(sessionId: string, runId: string): Promise<RunRecord | undefined>
   claim(claimId: string): Promise<string | undefined>
+  /** The invocation whose pending seal reserved `invocationId` for its successor, if one did. */
+  successorReservation(invocationId: string): Promise<string | undefined>
   /** Why invocation `sealer` of `sessionId` could not seal for `intent`'s successor (see `Staging.successorBlocked`). */
   successorBlocked(intent: HandoffIntent, sealer: string, sessionId: string): Promise<SuccessorBlocked | undefined>
 }
@@ -239,6 +241,9 @@ class Staging {
   }
   async claim(id: string): Promise<string | undefined> {
     return this.claimNow(id)
+  }
+  async successorReservation(invocationId: string): Promise<string | undefined> {
+    return this.reservedNow(keys.sealedSuccessor(invocationId))
   }
   async successorBlocked(intent: HandoffIntent, sealer: string, sessionId: string): Promise<SuccessorBlocked | undefined> {
     return this.successorBlockedNow(intent, sealer, sessionId)

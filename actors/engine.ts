@@ -10,7 +10,7 @@ import type { ModelClient } from './model-client.js'
 import { ModelExecutor } from './model-executor.js'
 import { redactedMessage } from './redaction.js'
 import { DEFAULT_MAX_STEPS, type RunInput, validateRunInput } from './run-input.js'
-import { type ToolDefinition, catalogOf, stableJson } from './tool-catalog.js'
+import { type ToolDefinition, catalogOf, shownText } from './tool-catalog.js'
 
 /** Options of {@link Engine}. */
 export interface EngineOptions {
@@ -73,23 +73,32 @@ const sameInvocation = (a: Invocation, b: Invocation) =>
  * catalog the model is shown stays the one the run's execution settings (and any seal) digest,
  * whatever the caller changes later; `execute` still calls the caller's tool (as its method).
  */
-function admittedTool(tool: ToolDefinition): ToolDefinition {
+function admittedTool(tool: ToolDefinition): AdmittedTool {
   // Runs share a tool's copy while what the model is shown of it stays the same: an application
   // defines its tools once, and a copy per run would cost every held invocation its schemas.
-  const shown = stableJson({ name: tool.name, description: tool.description ?? null, inputSchema: tool.inputSchema ?? null })
+  const shown = shownText(tool)
   const known = admittedTools.get(tool)
-  if (known?.shown === shown) return known.admitted
-  const admitted: ToolDefinition = {
-    name: tool.name,
-    ...(tool.description === undefined ? {} : { description: tool.description }),
-    ...(tool.inputSchema === undefined ? {} : { inputSchema: structuredClone(tool.inputSchema) }),
-    execute: (input, context) => tool.execute(input, context),
+  if (known?.shown === shown) return known
+  const admitted: AdmittedTool = {
+    shown,
+    tool: {
+      name: tool.name,
+      ...(tool.description === undefined ? {} : { description: tool.description }),
+      ...(tool.inputSchema === undefined ? {} : { inputSchema: structuredClone(tool.inputSchema) }),
+      execute: (input, context) => tool.execute(input, context),
+    },
   }
-  admittedTools.set(tool, { shown, admitted })
+  admittedTools.set(tool, admitted)
   return admitted
 }
 
-const admittedTools = new WeakMap<ToolDefinition, { shown: string; admitted: ToolDefinition }>()
+/** A tool's admitted copy and the text of what it shows the model (what the catalog digest covers). */
+interface AdmittedTool {
+  shown: string
+  tool: ToolDefinition
+}
+
+const admittedTools = new WeakMap<ToolDefinition, AdmittedTool>()
 
 /**
  * Admits runs and drives each admitted invocation as an actor over the fact log.
@@ -149,7 +158,8 @@ export class Engine {
         cause: error,
       })
     }
-    const run: RunInput = { ...copy, tools: validated.tools.map(admittedTool) }
+    const admitted = validated.tools.map(admittedTool)
+    const run: RunInput = { ...copy, tools: admitted.map((entry) => entry.tool) }
     run.providerOptions ??= {}
     const { invocation, work } = run
     const settings: ExecutionSettings = canonical({
@@ -157,7 +167,7 @@ export class Engine {
       providerOptions: run.providerOptions ?? {},
       mainOutputLimit: run.mainOutputLimit,
       cwd: run.configuration.cwd,
-      tools: catalogOf(run.tools),
+      tools: catalogOf(run.tools, admitted.map((entry) => entry.shown)),
     })
     let execution = settings
     let budget = run.maxSteps ?? DEFAULT_MAX_STEPS

@@ -28,10 +28,18 @@ export function stableJson(value: unknown): string {
   return JSON.stringify(value)
 }
 
-/** The catalog summary sealed into a pause: a digest over each tool's name, description and input schema (not its code). */
-export function catalogOf(tools: readonly ToolDefinition[]): ToolCatalogSummary {
-  const described = tools.map((tool) => ({ name: tool.name, description: tool.description ?? null, inputSchema: tool.inputSchema ?? null }))
-  return { catalogDigest: contentDigest(stableJson(described)), names: tools.map((tool) => tool.name) }
+/** What the model is shown of a tool (name, description, input schema), as one stable text. */
+export function shownText(tool: ToolDefinition): string {
+  return stableJson({ name: tool.name, description: tool.description ?? null, inputSchema: tool.inputSchema ?? null })
+}
+
+/**
+ * The catalog summary sealed into a pause: a digest over each tool's name, description and input
+ * schema (not its code), i.e. over the stable text of the list of what each is shown as. `shown`
+ * passes those texts when the caller has them already.
+ */
+export function catalogOf(tools: readonly ToolDefinition[], shown: readonly string[] = tools.map(shownText)): ToolCatalogSummary {
+  return { catalogDigest: contentDigest(`[${shown.join(',')}]`), names: tools.map((tool) => tool.name) }
 }
 
 /** The catalog as OpenAI function tools. */

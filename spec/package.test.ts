@@ -2,7 +2,8 @@
  * The package as a user installs it: `npm pack`'s tarball, unpacked into a fresh project whose
  * node_modules holds only factstate's declared dependencies (linked from this repository's). A
  * plain-JavaScript consumer imports every subpath and runs an agent step, the inspector serves its
- * page, the CLI runs from the package's bin, and a TypeScript consumer type-checks against the
+ * page, generated paths run (a crash path in a child process) as the README's testing kit shows,
+ * the CLI runs from the package's bin, and a TypeScript consumer type-checks against the
  * shipped declarations. Catches files missing from `files`, exports that point nowhere, runtime
  * imports of dev dependencies, declarations that do not resolve, and source maps without their sources.
  */
@@ -87,6 +88,36 @@ await log.close()
 await server.close()
 `
 
+// The README's "Testing your agent" pattern, from the package: a crash path runs in a child
+// process (a plain .js script that calls runPathChild with the same tools) and is killed there.
+const pathChild = `
+import { runPathChild } from 'factstate/testing'
+import { tools } from './tools.mjs'
+await runPathChild({ tools: tools() })
+`
+const pathTools = `
+export const tools = () => [{
+  name: 'create_ticket',
+  description: 'Files a ticket',
+  inputSchema: { type: 'object', properties: { title: { type: 'string' } } },
+  async execute({ title }) { return { id: 'T-1', title } },
+}]
+`
+const pathRunner = `
+import { fileURLToPath } from 'node:url'
+import { invocationPaths, runPath } from 'factstate/testing'
+import { tools } from './tools.mjs'
+const childScript = fileURLToPath(new URL('./path-child.mjs', import.meta.url))
+const paths = invocationPaths({ maxSteps: 1, maxRuns: 1 })
+const chosen = [paths.find((path) => path.crash), paths.find((path) => path.seal), paths.find((path) => path.rollback)]
+const results = []
+for (const path of chosen) {
+  const result = await runPath(path, { tools: tools(), toolCall: { name: 'create_ticket', arguments: { title: 'printer on fire' } }, childScript })
+  results.push({ id: result.pathId, crash: path.crash, seal: path.seal, rollback: path.rollback, ledger: result.checks.ledger, states: result.checks.states })
+}
+console.log(JSON.stringify(results))
+`
+
 const consumerTs = `
 import { Engine, EventLog, FactstateError, type HandoffPause, type RunInput } from 'factstate'
 import { answer, scriptedModelServer, type ScriptedModelServer } from 'factstate/testing'
@@ -152,6 +183,20 @@ test('the packed tarball installs and works: every subpath, the inspector page, 
       assert.match(await readFile(bin, 'utf8'), /^#!\/usr\/bin\/env node\n/, 'the bin starts with a shebang')
       const verify = await run(process.execPath, [bin, 'verify', 'log'], { cwd: app })
       assert.match(verify.stdout, new RegExp(`^ok: ${String(result.highWater)} events, digest sha256:[0-9a-f]{64}$`, 'm'))
+
+      await writeFile(join(app, 'tools.mjs'), pathTools)
+      await writeFile(join(app, 'path-child.mjs'), pathChild)
+      await writeFile(join(app, 'paths.mjs'), pathRunner)
+      const pathRuns = JSON.parse((await run(process.execPath, ['paths.mjs'], { cwd: app })).stdout.trim().split('\n').at(-1) as string) as {
+        crash: boolean
+        seal: boolean
+        rollback: boolean
+        ledger: number
+        states: number
+      }[]
+      assert.equal(pathRuns.map((r) => [r.crash, r.seal, r.rollback].some(Boolean)), [true, true, true], 'a crash, a seal and a rollback path ran')
+      assert.ok(pathRuns[0]?.crash, 'the first is the crash path, run in a child process of the package')
+      assert.ok(pathRuns.every((r) => r.states > 0 && r.ledger > 0), 'each path checked states and the tool ledger')
 
       await writeFile(join(app, 'consumer.ts'), consumerTs)
       await writeFile(

@@ -176,12 +176,17 @@ export class Engine {
       const expected = successorOf(work.pause.intent, work.source.invocation)
       if (!sameInvocation(invocation, expected)) {
         throw new FactstateError('HANDOFF_MISMATCH', 'the successor must run as successorOf(pause.intent, source.invocation)', {
-          details: { expected },
+          details: { field: 'invocation', expected },
         })
       }
       const difference = executionDifference(settings, work.pause.execution)
       if (difference) {
-        throw new FactstateError('HANDOFF_MISMATCH', `the successor's ${difference} differs from the sealed pause`, { details: { field: difference } })
+        const field = difference as keyof ExecutionSettings
+        const sealed = work.pause.execution[field]
+        const given = settings[field]
+        throw new FactstateError('HANDOFF_MISMATCH', `the successor's ${difference} does not match the sealed pause`, {
+          details: { field: difference, sealed: sealed ?? null, given: given ?? null },
+        })
       }
       execution = canonical(work.pause.execution)
       budget = work.pause.remainingSteps
@@ -206,7 +211,7 @@ export class Engine {
         lineage = (await this.#log.lineage(work.source)).map((stored) => stored.event)
       } catch (error) {
         if (work.kind === 'handoff' && error instanceof FactstateError && error.code === 'RUN_SOURCE_MISMATCH') {
-          throw new FactstateError('HANDOFF_MISMATCH', `the handoff source does not match the log: ${error.message}`, { cause: error })
+          throw new FactstateError('HANDOFF_MISMATCH', `the handoff source does not match the log: ${error.message}`, { cause: error, details: { field: 'source' } })
         }
         throw error
       }
@@ -335,13 +340,13 @@ export class Engine {
       const sourceId = work.source.invocation.invocationId
       const source = await view.invocation(sourceId)
       if (source?.outcome?.status !== 'handoff_paused') {
-        throw new FactstateError('HANDOFF_MISMATCH', `invocation ${sourceId} was not sealed by a handoff`)
+        throw new FactstateError('HANDOFF_MISMATCH', `invocation ${sourceId} was not sealed by a handoff`, { details: { field: 'source' } })
       }
       if (!isDeepStrictEqual(canonical(source.outcome.pause), canonical(work.pause))) {
-        throw new FactstateError('HANDOFF_MISMATCH', 'the pause differs from the one sealed in the log')
+        throw new FactstateError('HANDOFF_MISMATCH', 'the pause differs from the one sealed in the log', { details: { field: 'pause' } })
       }
       if (source.lastSeq !== work.source.highWater) {
-        throw new FactstateError('HANDOFF_MISMATCH', 'the source boundary is not the sealed one')
+        throw new FactstateError('HANDOFF_MISMATCH', 'the source boundary is not the sealed one', { details: { field: 'source' } })
       }
       const user = await view.claim(work.pause.intent.claimId)
       if (user !== undefined || !session.paused.some((turn) => turn.invocationId === sourceId)) {

@@ -88,7 +88,10 @@ test(
     for (const { what, change } of differ) {
       const candidate = successorInput(sealed)
       change(candidate)
-      await refusedWithoutWriting(h.log, () => h.engine.start(candidate), 'HANDOFF_MISMATCH', what)
+      const error = await refusedWithoutWriting(h.log, () => h.engine.start(candidate), 'HANDOFF_MISMATCH', what)
+      assert.type(error.details?.field, 'string', `${what}: details.field names what differs`)
+      if (what === 'another model') assert.equal([error.details?.sealed, error.details?.given], [sealed.pause.execution.model, 'other-model'])
+      if (what === 'another output limit') assert.equal([error.details?.sealed, error.details?.given], [120, 121])
     }
     assert.is(h.server.requests.length, 0, 'no refused successor reached the model')
 

@@ -7,7 +7,7 @@ import fc from 'fast-check'
 import { suite } from 'uvu'
 import * as assert from 'uvu/assert'
 import type { Fact, InvocationOutcome, ModelInterruptStatus, RuntimeEvent, ToolOutcome, ToolRejectReason } from '../facts/types.js'
-import { canonical } from '../store/encoding.js'
+import { canonical, storageProblem } from '../store/encoding.js'
 import { EventLog, type RunSource } from '../store/event-log.js'
 import type { InvocationProjection } from '../store/projection.js'
 import { recoverInvocations } from '../store/recovery.js'
@@ -41,7 +41,9 @@ interface Plan {
   recordedAt: number
 }
 
-const json = fc.jsonValue({ maxDepth: 2, stringUnit: 'grapheme' })
+// Legal facts hold only what can be stored exactly: jsonValue makes an own "__proto__" key now and then,
+// which the log refuses by design (store-log and faults-bad-input test the refusal).
+const json = fc.jsonValue({ maxDepth: 2, stringUnit: 'grapheme' }).filter((value) => storageProblem(value) === undefined)
 const text = fc.string({ unit: 'binary', maxLength: 24 })
 
 const callPlan: fc.Arbitrary<CallPlan> = fc.oneof(
@@ -312,7 +314,10 @@ test('random legal fact sequences round-trip through encode, decode and reopen w
           }
         }),
       ),
-      { numRuns: Number(process.env.PROPERTY_RUNS ?? 60) },
+      {
+        numRuns: Number(process.env.PROPERTY_RUNS ?? 60),
+        ...(process.env.PROPERTY_SEED === undefined ? {} : { seed: Number(process.env.PROPERTY_SEED) }),
+      },
     ),
     Number(process.env.PROPERTY_TIMEOUT_MS ?? 60_000),
     'property',

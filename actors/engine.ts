@@ -55,15 +55,30 @@ function executionDifference(candidate: ExecutionSettings, sealed: ExecutionSett
   return undefined
 }
 
-const usedId = (invocation: Invocation) =>
-  new FactstateError('RUN_INVALID_INPUT', `invocation.invocationId: ${invocation.invocationId} is already used`, {
-    details: { fields: ['invocation.invocationId'] },
-  })
+const usedId = (invocation: Invocation, existing?: Invocation) =>
+  existing !== undefined && existing.sessionId === invocation.sessionId && existing.runId === invocation.runId
+    ? new FactstateError(
+        'RUN_INVALID_INPUT',
+        `invocation.invocationId, invocation.runId: invocation ${invocation.invocationId} of run ${invocation.sessionId}/${invocation.runId} already exists; a new run needs a new run id and invocation id`,
+        { details: { fields: ['invocation.invocationId', 'invocation.runId'] } },
+      )
+    : new FactstateError('RUN_INVALID_INPUT', `invocation.invocationId: ${invocation.invocationId} is already used`, {
+        details: { fields: ['invocation.invocationId'] },
+      })
 
 const usedRun = (invocation: Invocation, by: string) =>
   new FactstateError('RUN_INVALID_INPUT', `invocation.runId: run ${invocation.sessionId}/${invocation.runId} already exists (invocation ${by}); a run has one invocation`, {
     details: { fields: ['invocation.runId'] },
   })
+
+/** `details` of a `RUN_BUSY`: why the session refused, and the run in the way. */
+interface RunBusyDetails {
+  /** `active`: a run of the session is running; `paused`: a turn is paused by a handoff; `source_running`: the continuation's source has not ended. */
+  reason: 'active' | 'paused' | 'source_running'
+  runId: string
+  invocationId: string
+  turnId?: string
+}
 
 const sameInvocation = (a: Invocation, b: Invocation) =>
   a.sessionId === b.sessionId && a.turnId === b.turnId && a.runId === b.runId && a.invocationId === b.invocationId
@@ -204,7 +219,10 @@ export class Engine {
       }
     }
     // A successor's id is checked after its claim (in #admit): a second successor is HANDOFF_CLAIMED.
-    if (work.kind !== 'handoff' && (await this.#log.invocationRecord(invocation.invocationId))) throw usedId(invocation)
+    if (work.kind !== 'handoff') {
+      const existing = await this.#log.invocationRecord(invocation.invocationId)
+      if (existing) throw usedId(invocation, existing.invocation)
+    }
     let lineage: RuntimeEvent[] = []
     if (work.kind !== 'message') {
       try {
@@ -324,7 +342,8 @@ export class Engine {
   async #admit(run: RunInput, event: RuntimeEvent, view: AppendView): Promise<void> {
     const { invocation, work } = run
     const session = await view.session(invocation.sessionId)
-    const busy = (why: string) => new FactstateError('RUN_BUSY', `session ${invocation.sessionId} ${why}`)
+    const busy = (why: string, details: RunBusyDetails) =>
+      new FactstateError('RUN_BUSY', `session ${invocation.sessionId} ${why}`, { details: { sessionId: invocation.sessionId, ...details } })
     // A successor's run is checked by its claim and seal (a second successor is HANDOFF_CLAIMED).
     if (work.kind !== 'handoff') {
       const existing = await view.run(invocation.sessionId, invocation.runId)
@@ -348,21 +367,39 @@ export class Engine {
       if (source.lastSeq !== work.source.highWater) {
         throw new FactstateError('HANDOFF_MISMATCH', 'the source boundary is not the sealed one', { details: { field: 'source' } })
       }
-      const user = await view.claim(work.pause.intent.claimId)
+      const claimId = work.pause.intent.claimId
+      const user = await view.claim(claimId)
       if (user !== undefined || !session.paused.some((turn) => turn.invocationId === sourceId)) {
-        throw new FactstateError('HANDOFF_CLAIMED', `claim ${work.pause.intent.claimId} was already used${user ? ` by ${user}` : ''}`)
+        throw new FactstateError('HANDOFF_CLAIMED', `claim ${claimId} was already used${user ? ` by ${user}` : ''}`, {
+          details: { claimId, ...(user !== undefined && { claimedBy: user }) },
+        })
       }
-      if (session.active.length > 0) throw busy(`has an active run (${session.active[0]?.runId})`)
-      if (await view.invocation(invocation.invocationId)) throw usedId(invocation)
+      const active = session.active[0]
+      if (active) throw busy(`has an active run (${active.runId})`, { reason: 'active', runId: active.runId, invocationId: active.invocationId })
+      const existing = await view.invocation(invocation.invocationId)
+      if (existing) throw usedId(invocation, existing.invocation)
       return
     }
-    if (session.active.length > 0) throw busy(`has an active run (${session.active[0]?.runId})`)
-    if (session.paused.length > 0) {
-      throw busy(`has turn ${session.paused[0]?.turnId} paused by a handoff; its successor has not finished`)
+    const active = session.active[0]
+    if (active) throw busy(`has an active run (${active.runId})`, { reason: 'active', runId: active.runId, invocationId: active.invocationId })
+    const paused = session.paused[0]
+    if (paused) {
+      throw busy(`has turn ${paused.turnId} paused by a handoff; its successor has not finished`, {
+        reason: 'paused',
+        runId: paused.runId,
+        invocationId: paused.invocationId,
+        turnId: paused.turnId,
+      })
     }
     if (work.kind === 'continuation') {
       const source = await view.invocation(work.source.invocation.invocationId)
-      if (source?.terminal === null || source === undefined) throw busy('is still running the source run')
+      if (source?.terminal === null || source === undefined) {
+        throw busy('is still running the source run', {
+          reason: 'source_running',
+          runId: work.source.invocation.runId,
+          invocationId: work.source.invocation.invocationId,
+        })
+      }
       // A boundary taken while the source ran would replay half a step: only its end is a source.
       if (source.lastSeq !== work.source.highWater) {
         throw new FactstateError(
@@ -378,6 +415,7 @@ export class Engine {
       const allowed = (work as { allowPriorUnknown?: boolean }).allowPriorUnknown === true
       if (!allowed || session.unknown.some((op) => !ids.has(op.operationId))) throw this.#reconciliation(session.unknown)
     }
-    if (await view.invocation(invocation.invocationId)) throw usedId(invocation)
+    const existing = await view.invocation(invocation.invocationId)
+    if (existing) throw usedId(invocation, existing.invocation)
   }
 }

@@ -81,6 +81,8 @@ test(
     runAgain.invocation = { ...runAgain.invocation, sessionId, runId }
     const usedRunError = await refusedWithoutWriting(h.log, () => h.engine.start(runAgain), 'RUN_INVALID_INPUT', 'a run id already in the session')
     assert.equal(usedRunError.details?.fields, ['invocation.runId'])
+    const sameAgain = await refusedWithoutWriting(h.log, () => h.engine.start(h.input('first')), 'RUN_INVALID_INPUT', 'the same input again')
+    assert.equal(sameAgain.details?.fields, ['invocation.invocationId', 'invocation.runId'], 'both reused ids are named')
     assert.is(h.server.requests.length, 1, 'no refused run reached the model')
   }),
 )
@@ -90,12 +92,15 @@ test(
   engineTest([answer.text('first', { hold: true }), answer.text('other'), answer.text('second')], {}, async (h) => {
     const first = await h.start(h.input('first', { session: 'shared' }))
     await h.server.seen(0)
-    await refusedWithoutWriting(h.log, () => h.engine.start(h.input('second', { session: 'shared' })), 'RUN_BUSY', 'a second message')
+    const busy = await refusedWithoutWriting(h.log, () => h.engine.start(h.input('second', { session: 'shared' })), 'RUN_BUSY', 'a second message')
+    const active = { sessionId: 'shared', reason: 'active', runId: first.invocation.runId, invocationId: first.invocation.invocationId }
+    assert.equal(busy.details, active, 'details name the run in the way')
     const running = (await h.log.runSource('shared', 'run-first'))?.boundary
     assert.ok(running)
     const continuation = h.input('continued', { session: 'shared' })
     continuation.work = { kind: 'continuation', source: running }
-    await refusedWithoutWriting(h.log, () => h.engine.start(continuation), 'RUN_BUSY', 'a continuation of the running run')
+    const busyContinuation = await refusedWithoutWriting(h.log, () => h.engine.start(continuation), 'RUN_BUSY', 'a continuation of the running run')
+    assert.equal(busyContinuation.details, active)
     // Another session is not affected.
     const other = await h.start(h.input('other', { session: 'elsewhere' }))
     h.server.release(0)
@@ -111,7 +116,9 @@ test(
   'RUN_BUSY while a turn is paused by a handoff, until its successor ends',
   engineTest([answer.text('successor done'), answer.text('next done')], {}, async (h) => {
     const sealed = await sealAtFirstSafePoint(h, h.input('paused', { session: 'shared' }), 'successor')
-    await refusedWithoutWriting(h.log, () => h.engine.start(h.input('next', { session: 'shared' })), 'RUN_BUSY', 'a new message in the paused turn')
+    const busy = await refusedWithoutWriting(h.log, () => h.engine.start(h.input('next', { session: 'shared' })), 'RUN_BUSY', 'a new message in the paused turn')
+    const { turnId, runId, invocationId } = sealed.input.invocation
+    assert.equal(busy.details, { sessionId: 'shared', reason: 'paused', runId, invocationId, turnId }, 'details name the paused turn')
     const sameTurn = h.input('next', { session: 'shared' })
     sameTurn.invocation.turnId = sealed.input.invocation.turnId
     await refusedWithoutWriting(h.log, () => h.engine.start(sameTurn), 'RUN_BUSY', 'a new run in the paused turn itself')

@@ -97,7 +97,8 @@ test(
 
     const successor = await h.start(successorInput(sealed))
     await h.server.seen(0)
-    await refusedWithoutWriting(h.log, () => h.engine.start(successorInput(sealed)), 'HANDOFF_CLAIMED', 'a second successor while the first runs')
+    const claimed = await refusedWithoutWriting(h.log, () => h.engine.start(successorInput(sealed)), 'HANDOFF_CLAIMED', 'a second successor while the first runs')
+    assert.equal(claimed.details, { claimId: sealed.pause.intent.claimId, claimedBy: successor.invocation.invocationId }, 'details name the claim and its user')
     h.server.release(0)
     assert.equal(await successor.wait(), { status: 'completed' })
     await refusedWithoutWriting(h.log, () => h.engine.start(successorInput(sealed)), 'HANDOFF_CLAIMED', 'a second successor')

@@ -1018,11 +1018,11 @@ export class EventLog {
         claim = input.pause.intent.claimId
         const user = local.claimNow(claim)
         if (user !== undefined) {
-          throw new FactstateError('HANDOFF_CLAIMED', `claim ${claim} was used by ${user}`, { details: { eventId: event.id } })
+          throw new FactstateError('HANDOFF_CLAIMED', `claim ${claim} was used by ${user}`, { details: { eventId: event.id, claimId: claim, claimedBy: user } })
         }
         const sealer = local.reservedNow(keys.sealedClaim(claim))
         if (sealer !== undefined && sealer !== input.source.invocation.invocationId) {
-          throw new FactstateError('HANDOFF_CLAIMED', `claim ${claim} belongs to the seal of ${sealer}`, { details: { eventId: event.id } })
+          throw new FactstateError('HANDOFF_CLAIMED', `claim ${claim} belongs to the seal of ${sealer}`, { details: { eventId: event.id, claimId: claim, sealedBy: sealer } })
         }
       }
       // An invocation id a pending seal names for its successor is that successor's alone.

@@ -12,12 +12,30 @@ export async function withTempDir<T>(body: (dir: string) => Promise<T>): Promise
   }
 }
 
+let exitArmed = false
+
+/**
+ * A test that timed out may still hold a server, a log or a child open, and would keep the process
+ * alive after uvu reported (until CI's own timeout). Once one has timed out, the process exits as
+ * soon as uvu has set its exit code, which it does only after printing its summary.
+ */
+export function exitOnceReported(): void {
+  if (exitArmed) return
+  exitArmed = true
+  setInterval(() => {
+    if (process.exitCode !== undefined) process.exit()
+  }, 100).unref()
+}
+
 /** uvu has no per-test timeout: every async test bounds itself with this (a promise, or a function returning one). */
 export async function withTimeout<T>(promise: Promise<T> | (() => Promise<T>), ms: number, what = 'test'): Promise<T> {
   let timer: NodeJS.Timeout | undefined
   const running = typeof promise === 'function' ? promise() : promise
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what} did not finish within ${ms} ms`)), ms)
+    timer = setTimeout(() => {
+      exitOnceReported()
+      reject(new Error(`${what} did not finish within ${ms} ms`))
+    }, ms)
   })
   try {
     return await Promise.race([running, timeout])

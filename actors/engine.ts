@@ -37,7 +37,7 @@ export interface RunningInvocation {
   wait(): Promise<InvocationOutcome>
   /** The machine state now (equal to folding the invocation's facts from the log). */
   state(): InvocationState
-  /** The full machine snapshot now. */
+  /** The full machine snapshot now: a copy (its context is the caller's to change). */
   snapshot(): InvocationSnapshot
 }
 
@@ -302,7 +302,9 @@ export class Engine {
         return stateOf(actor.snapshot)
       },
       snapshot() {
-        return actor.snapshot
+        // A copy: the actor's own snapshot decides the run (its step count, its pending calls).
+        const current = actor.snapshot
+        return { ...current, context: structuredClone(current.context), tags: new Set(current.tags) }
       },
     }
   }
@@ -347,7 +349,8 @@ export class Engine {
     // A successor's run is checked by its claim and seal (a second successor is HANDOFF_CLAIMED).
     if (work.kind !== 'handoff') {
       const existing = await view.run(invocation.sessionId, invocation.runId)
-      if (existing) throw usedRun(invocation, existing.invocationId)
+      // The same run and invocation again (a start racing its twin): both ids are reused.
+      if (existing) throw existing.invocationId === invocation.invocationId ? usedId(invocation, invocation) : usedRun(invocation, existing.invocationId)
       const sealer = await view.successorReservation(invocation.invocationId)
       if (sealer !== undefined) {
         throw new FactstateError('RUN_INVALID_INPUT', `invocation.invocationId: ${invocation.invocationId} is reserved for the successor of ${sealer}, sealed and not yet admitted`, {

@@ -81,7 +81,17 @@ export class InvocationActor {
   readonly #own: RuntimeEvent[]
   /** Built at the first model request (a run held before it never needs one), then fed fact by fact. */
   #transcript: TranscriptBuilder | undefined
-  #ownSignal: AbortSignal | undefined
+  /**
+   * The signal a model request, a tool (`context.signal`) and a back-off get: aborted when the
+   * caller's signal aborts (with its reason) or when the log closes under the run. Made at its first
+   * use: a run held before any request (thousands may be) keeps none.
+   */
+  #work: AbortController | undefined
+  #forwardAbort: (() => void) | undefined
+  /** Set when the log closed under the run: nothing more can be recorded, so the run stops with it. */
+  #stopped: FactstateError | undefined
+  /** The reservation whose hold the run is in, while it waits for the holder's decision. */
+  #holding: Reservation | undefined
   private readonly setup: Omit<ActorSetup, 'snapshot'>
 
   constructor({ snapshot, ...setup }: ActorSetup) {
@@ -96,9 +106,37 @@ export class InvocationActor {
     })
   }
 
-  /** The caller's signal, or one of the run's own (made when first needed: nothing can abort it). */
   get #signal(): AbortSignal {
-    return this.setup.signal ?? (this.#ownSignal ??= new AbortController().signal)
+    if (this.#work === undefined) {
+      const work = new AbortController()
+      this.#work = work
+      const caller = this.setup.signal
+      if (this.#stopped) work.abort(this.#stopped)
+      else if (caller?.aborted) work.abort(caller.reason)
+      else if (caller) {
+        this.#forwardAbort = () => work.abort(caller.reason)
+        caller.addEventListener('abort', this.#forwardAbort, { once: true })
+      }
+    }
+    return this.#work.signal
+  }
+
+  /** Cancelled by the caller, or stopped by the log closing. */
+  get #aborted(): boolean {
+    return this.#stopped !== undefined || this.setup.signal?.aborted === true
+  }
+
+  /** Stops the run where it waits (called by the log as it closes): nothing more can be recorded. */
+  stop(error: FactstateError): void {
+    this.#stopped ??= error
+    this.#work?.abort(error)
+    this.#holding?.decision.reject(error)
+  }
+
+  /** Ends the run as cancelled, or stops it (throws `LOG_CLOSED`) if it was the log that closed. */
+  #halt(): Promise<never> {
+    if (this.#stopped) throw this.#stopped
+    return this.#cancelled()
   }
 
   /** The machine state as the actor has it (equal to folding its facts from the log). */
@@ -130,16 +168,18 @@ export class InvocationActor {
   }
 
   #cancelled(): Promise<never> {
-    const reason = this.#signal.reason
+    const reason = this.setup.signal?.reason
     const source = typeof reason === 'string' && reason.length > 0 ? reason : 'signal'
     return this.#end({ status: 'cancelled', source })
   }
 
   async #run(): Promise<InvocationOutcome> {
+    const { log } = this.setup
+    log.onClose.add(this)
     try {
       for (;;) {
         // A safe point: nothing in flight, every call of the last step settled or rejected.
-        if (this.setup.signal?.aborted) await this.#cancelled()
+        if (this.#aborted) await this.#halt()
         const context = this.#snapshot.context
         if (context.answered) await this.#end({ status: 'completed' })
         // A spent budget ends the run before any hold: a successor with no step left could do nothing.
@@ -175,7 +215,9 @@ export class InvocationActor {
       }
       throw error
     } finally {
-      this.setup.log.live.delete(this.setup.invocation.invocationId)
+      log.onClose.delete(this)
+      if (this.#forwardAbort) this.setup.signal?.removeEventListener('abort', this.#forwardAbort)
+      log.live.delete(this.setup.invocation.invocationId)
     }
   }
 
@@ -218,8 +260,18 @@ export class InvocationActor {
     }
     reservation.enter(this.#pauseFor(reservation))
     for (;;) {
-      // Without a caller's signal nothing can abort the run: wait for the decision alone, with no listener to keep.
-      const decision = this.setup.signal === undefined ? await reservation.decision.promise : await this.#decisionOrAbort(reservation)
+      let decision: HoldDecision | 'aborted'
+      this.#holding = reservation
+      try {
+        if (this.#stopped) throw this.#stopped
+        // Without a caller's signal only the log closing can end the wait (it rejects the decision): no listener to keep.
+        decision = this.setup.signal === undefined ? await reservation.decision.promise : await this.#decisionOrAbort(reservation, this.setup.signal)
+      } catch (error) {
+        reservation.abandon(new FactstateError('HANDOFF_NOT_HELD', `hold ${handoffId} ended: the log was closed`))
+        throw error
+      } finally {
+        this.#holding = undefined
+      }
       if (decision === 'aborted') {
         reservation.abandon(new FactstateError('HANDOFF_NOT_HELD', `hold ${handoffId} ended: the run was cancelled`))
         await this.#cancelled()
@@ -229,16 +281,16 @@ export class InvocationActor {
     }
   }
 
-  #decisionOrAbort(reservation: Reservation): Promise<HoldDecision | 'aborted'> {
+  #decisionOrAbort(reservation: Reservation, signal: AbortSignal): Promise<HoldDecision | 'aborted'> {
     let onAbort: () => void = () => undefined
     return Promise.race([
       reservation.decision.promise,
       new Promise<'aborted'>((resolve) => {
         onAbort = () => resolve('aborted')
-        if (this.#signal.aborted) resolve('aborted')
-        this.#signal.addEventListener('abort', onAbort, { once: true })
+        if (signal.aborted) resolve('aborted')
+        signal.addEventListener('abort', onAbort, { once: true })
       }),
-    ]).finally(() => this.#signal.removeEventListener('abort', onAbort))
+    ]).finally(() => signal.removeEventListener('abort', onAbort))
   }
 
   /** Carries out the holder's decision; false when the log refused a commit and the run is still held. */
@@ -311,10 +363,10 @@ export class InvocationActor {
       const retry = response.status === 'retryable_failure' && attempt <= executor.retries && !this.#signal.aborted
       const status = response.status === 'retryable_failure' && !retry ? 'failed' : response.status
       await this.#record({ type: 'model.interrupted', stepId, status, message: response.message })
-      if (this.#signal.aborted || status === 'cancelled') await this.#cancelled()
+      if (this.#signal.aborted || status === 'cancelled') await this.#halt()
       if (retry) {
         await pause(executor.backoff(attempt, response.retryAfterMs), this.#signal)
-        if (this.#signal.aborted) await this.#cancelled()
+        if (this.#signal.aborted) await this.#halt()
         continue
       }
       const failureClass = status === 'timed_out' ? 'model_timeout' : response.malformed ? 'model_malformed' : 'model_failed'
@@ -342,7 +394,8 @@ export class InvocationActor {
       input = call.arguments
     }
     const tool = this.setup.tools.find((candidate) => candidate.name === call.name)
-    const rejection = this.#signal.aborted ? 'cancelled' : !tool ? 'unknown_tool' : !parsed ? 'invalid_input' : undefined
+    if (this.#stopped) throw this.#stopped
+    const rejection = this.#aborted ? 'cancelled' : !tool ? 'unknown_tool' : !parsed ? 'invalid_input' : undefined
     if (rejection || !tool) {
       await this.#record({ type: 'tool.rejected', operationId, callId: call.callId, name: call.name, input, reason: rejection ?? 'unknown_tool' })
       return

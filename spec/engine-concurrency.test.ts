@@ -81,10 +81,9 @@ test(
     assert.is(admitted.length, 1)
     // The second names the run the first opened: a refusal that waiting would not cure (ids used)
     // comes before one it would (the session is busy), as when the two are started one after the other.
-    assert.equal(
-      attempts.filter((a) => a.status === 'rejected').map((a) => (a.reason as { code?: string }).code),
-      ['RUN_INVALID_INPUT'],
-    )
+    const refused = attempts.filter((a) => a.status === 'rejected').map((a) => a.reason as { code?: string; details?: { fields?: string[] } })
+    assert.equal(refused.map((error) => error.code), ['RUN_INVALID_INPUT'])
+    assert.equal(refused[0]?.details?.fields, ['invocation.invocationId', 'invocation.runId'], 'both reused ids are named, as one after the other')
     await h.server.seen(0)
     assert.is(await recoverInvocations(h.log), 0, 'a live invocation is left alone by recovery')
     h.server.release(0)

@@ -84,6 +84,11 @@ export interface LogInternals {
   openInvocations(): InvocationRecord[]
   /** Invocations driven by a live actor of this process; recovery leaves them alone. */
   live: Set<string>
+  /**
+   * Called with `LOG_CLOSED` as the log starts to close (after it refuses new appends): live actors
+   * register here to stop waiting (on a hold, a model request, a back-off) for what can no longer be recorded.
+   */
+  onClose: Set<{ stop(error: FactstateError): void }>
   subscribe(listener: (events: StoredEvent[]) => void): () => void
   /** Waits for the id filter's current build; true when appends now consult it. */
   idFilterReady(): Promise<boolean>
@@ -496,6 +501,7 @@ export class EventLog {
       lineage: (boundary) => this.#lineage(boundary),
       openInvocations: () => [...this.#state.invocations.values()].filter((r) => r.terminal === null),
       live: new Set(),
+      onClose: new Set(),
       subscribe(listener) {
         self.#listeners.add(listener)
         return () => self.#listeners.delete(listener)
@@ -1395,7 +1401,20 @@ export class EventLog {
   /** Waits for pending appends, then closes. Later calls fail with `LOG_CLOSED`. Closing twice is harmless. */
   close(): Promise<void> {
     // Every call shares one shutdown: a second close resolves only once the directory is free.
-    this.#closing ??= this.#shutdown()
+    if (this.#closing === undefined) {
+      this.#closing = this.#shutdown()
+      // The log refuses appends from here on (#shutdown set #closed): what is told to stop can write nothing more.
+      const stopped = new FactstateError('LOG_CLOSED', 'the log was closed')
+      const internals = internalsOf.get(this)
+      for (const actor of internals?.onClose ?? []) {
+        try {
+          actor.stop(stopped)
+        } catch {
+          // A stop that throws must not keep the log from closing.
+        }
+      }
+      internals?.onClose.clear()
+    }
     return this.#closing
   }
 

@@ -1,4 +1,6 @@
+import { z } from 'zod'
 import { FactstateError } from '../errors.js'
+import { describeIssues, modelOutputSchema } from '../facts/schema.js'
 import type { ChatRequestBody, ModelClient, ModelRequest, ModelResponse, ProviderConfig } from './model-client.js'
 import { OpenAIChatClient } from './openai-chat-client.js'
 import { redact, secretsOf } from './redaction.js'
@@ -62,7 +64,7 @@ export class ModelExecutor {
         } catch (error) {
           throw new Error(redact(error instanceof Error ? error.message : String(error), secrets))
         }
-        return response.kind === 'interrupted' && typeof response.message === 'string' ? { ...response, message: redact(response.message, secrets) } : response
+        return response?.kind === 'interrupted' && typeof response.message === 'string' ? { ...response, message: redact(response.message, secrets) } : response
       },
     }
   }
@@ -74,27 +76,73 @@ export class ModelExecutor {
    */
   async attempt(client: ModelClient, request: Pick<ModelRequest, 'bodyText' | 'signal'>): Promise<ModelResponse> {
     const { bodyText, signal } = request
+    if (signal.aborted) return CANCELLED
     let body: ChatRequestBody | undefined
+    const answered = (async (): Promise<ModelResponse> => {
+      try {
+        const response = await client.complete({
+          get body(): ChatRequestBody {
+            body ??= JSON.parse(bodyText) as ChatRequestBody
+            return body
+          },
+          bodyText,
+          signal,
+          timeoutMs: this.timeoutMs,
+        })
+        return checkedResponse(response)
+      } catch (error) {
+        if (signal.aborted) return CANCELLED
+        return { kind: 'interrupted', status: 'failed', message: `the model client failed: ${error instanceof Error ? error.message : String(error)}` }
+      }
+    })()
+    // A backstop for a client that ignores its signal or its timeout: the run does not wait on it.
+    let stop: (response: ModelResponse) => void = () => undefined
+    const stopped = new Promise<ModelResponse>((resolve) => (stop = resolve))
+    const onAbort = () => stop(CANCELLED)
+    signal.addEventListener('abort', onAbort, { once: true })
+    const limit = this.timeoutMs + TIMEOUT_GRACE_MS
+    const timer = setTimeout(() => stop({ kind: 'interrupted', status: 'timed_out', message: `the model client did not answer within ${limit} ms` }), limit)
     try {
-      return await client.complete({
-        get body(): ChatRequestBody {
-          body ??= JSON.parse(bodyText) as ChatRequestBody
-          return body
-        },
-        bodyText,
-        signal,
-        timeoutMs: this.timeoutMs,
-      })
-    } catch (error) {
-      if (request.signal.aborted) return { kind: 'interrupted', status: 'cancelled', message: 'the run was cancelled' }
-      return { kind: 'interrupted', status: 'failed', message: `the model client failed: ${(error as Error).message}` }
+      return await Promise.race([answered, stopped])
+    } finally {
+      clearTimeout(timer)
+      signal.removeEventListener('abort', onAbort)
     }
   }
 
   /** The wait before retry number `attempt` (1-based). */
   backoff(attempt: number, retryAfterMs: number | undefined): number {
-    const planned = retryAfterMs ?? this.backoffMs * 2 ** (attempt - 1)
+    const planned = typeof retryAfterMs === 'number' && !Number.isNaN(retryAfterMs) ? retryAfterMs : this.backoffMs * 2 ** (attempt - 1)
     return Math.min(Math.max(0, planned), this.maxBackoffMs)
+  }
+}
+
+const CANCELLED: ModelResponse = Object.freeze({ kind: 'interrupted', status: 'cancelled', message: 'the run was cancelled' })
+
+/** How long past `timeoutMs` the executor waits for a client that does not time out by itself. */
+const TIMEOUT_GRACE_MS = 1_000
+
+// What is recorded is checked strictly (the output becomes a fact); members only read (a retry's
+// wait, which the back-off clamps) or not read at all are let through.
+const modelResponseSchema = z.discriminatedUnion('kind', [
+  z.object({ kind: z.literal('completed'), output: modelOutputSchema }),
+  z.object({
+    kind: z.literal('interrupted'),
+    status: z.enum(['retryable_failure', 'failed', 'timed_out', 'cancelled']),
+    message: z.string(),
+    malformed: z.boolean().optional(),
+  }),
+])
+
+/** A client's answer as a `ModelResponse`, or a malformed failure naming what is wrong with it (a custom client's bug is the step's failure, not the engine's). */
+function checkedResponse(response: unknown): ModelResponse {
+  const checked = modelResponseSchema.safeParse(response)
+  if (checked.success) return response as ModelResponse
+  return {
+    kind: 'interrupted',
+    status: 'failed',
+    malformed: true,
+    message: `the model client returned something that is not a ModelResponse: ${describeIssues(checked.error)}`,
   }
 }
 

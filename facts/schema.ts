@@ -65,7 +65,7 @@ const invocationInput = z.discriminatedUnion('kind', [
 ])
 
 const toolCall = z.strictObject({ callId: text, name: text, arguments: text })
-const modelOutput = z.strictObject({
+export const modelOutputSchema = z.strictObject({
   text: text.optional(),
   toolCalls: z.array(toolCall),
   finishReason: text,
@@ -96,7 +96,7 @@ export const factSchema = z.discriminatedUnion('type', [
     execution: executionSchema,
   }),
   z.strictObject({ type: z.literal('model.requested'), stepId, model: text.min(1), requestDigest: digest }),
-  z.strictObject({ type: z.literal('model.completed'), stepId, output: modelOutput }),
+  z.strictObject({ type: z.literal('model.completed'), stepId, output: modelOutputSchema }),
   z.strictObject({
     type: z.literal('model.interrupted'),
     stepId,

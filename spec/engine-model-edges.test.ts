@@ -94,28 +94,89 @@ for (const stream of [false, true]) {
   )
 }
 
-/** A client whose answer the log refuses: usage a fact cannot hold (a custom client is not sanitised by the engine). */
-const unstorableAnswer: ModelClient = {
-  async complete() {
-    return { kind: 'completed', output: { text: 'done', toolCalls: [], finishReason: 'stop', usage: { inputTokens: 12.5 } } }
-  },
-}
-
 test(
   'a model answer the log refuses: model.interrupted{failed} closes the step before invocation.ended{failed, engine_error}',
-  engineTest([], { model: { createClient: () => unstorableAnswer } }, async (h) => {
-    const running = await h.start(h.input('refused'))
-    await rejectsWithCode(() => running.wait(), 'LOG_INVALID_EVENT', 'wait()')
-    assert.equal(await typesOf(h.log, 'invocation-refused'), ['invocation.opened', 'model.requested', 'model.interrupted', 'invocation.ended'])
-    const facts = await factsOf(h.log, 'invocation-refused')
-    const interrupted = only(facts, 'model.interrupted')[0]
-    assert.equal([interrupted?.stepId, interrupted?.status], ['step-1', 'failed'])
-    const ended = only(facts, 'invocation.ended')[0]
-    assert.equal([ended?.outcome.status, ended?.outcome.status === 'failed' ? ended.outcome.class : undefined], ['failed', 'engine_error'])
-    const prefix = await h.log.prefix(1_000, 1 << 20)
-    assert.equal(prefix.projectInvocation('invocation-refused'), { terminal: 'failed', uncertainOperations: [], unfinishedModelSteps: [] })
-    assert.is((await storedEvents(h.log)).length, 4)
-  }),
+  (() => {
+    // The client arms a clock fault for the next fact: the answer gets an invalid recordedAt, the interruption a good one.
+    let faults = 0
+    let clock = Date.UTC(2024, 0, 1)
+    const now = () => (faults > 0 ? ((faults -= 1), -1) : (clock += 1))
+    const client: ModelClient = {
+      async complete() {
+        faults = 1
+        return { kind: 'completed', output: { text: 'done', toolCalls: [], finishReason: 'stop' } }
+      },
+    }
+    return engineTest([], { model: { createClient: () => client }, engine: { now } }, async (h) => {
+      const running = await h.start(h.input('refused'))
+      await rejectsWithCode(() => running.wait(), 'LOG_INVALID_EVENT', 'wait()')
+      assert.equal(await typesOf(h.log, 'invocation-refused'), ['invocation.opened', 'model.requested', 'model.interrupted', 'invocation.ended'])
+      const facts = await factsOf(h.log, 'invocation-refused')
+      const interrupted = only(facts, 'model.interrupted')[0]
+      assert.equal([interrupted?.stepId, interrupted?.status], ['step-1', 'failed'])
+      const ended = only(facts, 'invocation.ended')[0]
+      assert.equal([ended?.outcome.status, ended?.outcome.status === 'failed' ? ended.outcome.class : undefined], ['failed', 'engine_error'])
+      const prefix = await h.log.prefix(1_000, 1 << 20)
+      assert.equal(prefix.projectInvocation('invocation-refused'), { terminal: 'failed', uncertainOperations: [], unfinishedModelSteps: [] })
+      assert.is((await storedEvents(h.log)).length, 4)
+    })
+  })(),
+)
+
+test(
+  'a custom client that answers something other than a ModelResponse fails its step as malformed (model_malformed), with what is wrong named; nothing is retried',
+  (() => {
+    const answers: unknown[] = [
+      undefined,
+      { kind: 'completed' },
+      { kind: 'completed', output: { text: 'done', toolCalls: [{ name: 'echo' }], finishReason: 'stop' } },
+      { kind: 'completed', output: { text: 'done', toolCalls: [], finishReason: 'stop', usage: { inputTokens: 12.5 } } },
+      { kind: 'completed', output: { text: 'done', toolCalls: [], finishReason: 'stop', raw: {} } },
+      { kind: 'interrupted', status: 'paused', message: 'no such status' },
+      'done',
+    ]
+    let calls = 0
+    const client: ModelClient = {
+      async complete() {
+        return answers[calls++] as never
+      },
+    }
+    return engineTest([], { model: { createClient: () => client } }, async (h) => {
+      for (const [index] of answers.entries()) {
+        const outcome = await h.run(h.input(`junk-${index}`))
+        assert.equal([outcome.status, outcome.status === 'failed' ? outcome.class : undefined], ['failed', 'model_malformed'], `answer ${index}`)
+        const interrupted = only(await factsOf(h.log, `invocation-junk-${index}`), 'model.interrupted')
+        assert.is(interrupted.length, 1, `answer ${index}: one attempt, not retried`)
+        assert.match(interrupted[0]?.message ?? '', /not a ModelResponse/, `answer ${index}`)
+      }
+      assert.is(calls, answers.length)
+    })
+  })(),
+)
+
+test(
+  'a custom client that ignores its signal and its timeout: a cancel ends the run at once, and a request past timeoutMs (plus 1 s) ends the step timed_out',
+  (() => {
+    let started = 0
+    const client: ModelClient = {
+      complete() {
+        started += 1
+        return new Promise(() => {}) // never answers, never looks at request.signal
+      },
+    }
+    return engineTest([], { model: { createClient: () => client, timeoutMs: 50 } }, async (h) => {
+      const controller = new AbortController()
+      const cancelled = await h.start(h.input('ignored-cancel'), { signal: controller.signal })
+      while (started < 1) await new Promise((resolve) => setTimeout(resolve, 5))
+      controller.abort('user-stop')
+      assert.equal(await cancelled.wait(), { status: 'cancelled', source: 'user-stop' })
+      const outcome = await h.run(h.input('ignored-timeout'))
+      assert.equal([outcome.status, outcome.status === 'failed' ? outcome.class : undefined], ['failed', 'model_timeout'])
+      const interrupted = only(await factsOf(h.log, 'invocation-ignored-timeout'), 'model.interrupted')
+      assert.equal(interrupted.map((fact) => fact.status), ['timed_out'])
+      assert.match(interrupted[0]?.message ?? '', /did not answer within 1050 ms/)
+    })
+  })(),
 )
 
 test(

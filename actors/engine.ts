@@ -5,7 +5,7 @@ import { type InvocationSnapshot, type InvocationState, applyFact, initialInvoca
 import { canonical } from '../store/encoding.js'
 import { type AppendView, type EventLog, type LogInternals, logInternals } from '../store/event-log.js'
 import { type HandoffGate, successorOf } from './handoff.js'
-import { InvocationActor } from './invocation-actor.js'
+import { InvocationActor, defaultEventId } from './invocation-actor.js'
 import type { ModelClient } from './model-client.js'
 import { ModelExecutor } from './model-executor.js'
 import { redactedMessage } from './redaction.js'
@@ -43,7 +43,6 @@ export interface RunningInvocation {
 
 const ignore = (): void => undefined
 
-const defaultEventId = (invocation: Invocation, ordinal: number) => `${invocation.invocationId}/${ordinal}`
 
 /** The five settings a successor must match, compared one by one so the refusal can name the first that differs. */
 function executionDifference(candidate: ExecutionSettings, sealed: ExecutionSettings): string | undefined {
@@ -235,7 +234,7 @@ export class Engine {
       }
     }
     const event: RuntimeEvent = canonical({
-      id: this.#eventId(invocation, 1),
+      id: this.#firstEventId(invocation),
       recordedAt: this.#now(),
       invocation,
       fact: { type: 'invocation.opened', input: opened, configuration: run.configuration, execution },
@@ -306,6 +305,18 @@ export class Engine {
         const current = actor.snapshot
         return { ...current, context: structuredClone(current.context), tags: new Set(current.tags) }
       },
+    }
+  }
+
+  /** The id of a run's first fact: an `eventId` option that throws refuses the run before anything is written. */
+  #firstEventId(invocation: Invocation): string {
+    try {
+      return this.#eventId(invocation, 1)
+    } catch (error) {
+      throw new FactstateError('ENGINE_INVALID_OPTIONS', `Engine: eventId threw for the first fact of ${invocation.invocationId}: ${error instanceof Error ? error.message : String(error)}`, {
+        cause: error,
+        details: { field: 'eventId' },
+      })
     }
   }
 

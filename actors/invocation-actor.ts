@@ -36,6 +36,9 @@ export interface ActorSetup {
   onFact?: (event: RuntimeEvent, snapshot: InvocationSnapshot) => void
 }
 
+/** The event id of an invocation's `ordinal`-th fact unless the engine is given its own `eventId`. */
+export const defaultEventId = (invocation: Invocation, ordinal: number): string => `${invocation.invocationId}/${ordinal}`
+
 const unavailable = (why: string) => new FactstateError('HANDOFF_UNAVAILABLE', why)
 
 /** The log's refusal of a hold whose successor could never be admitted (see `#successorFree`). */
@@ -92,6 +95,8 @@ export class InvocationActor {
   #stopped: FactstateError | undefined
   /** The reservation whose hold the run is in, while it waits for the holder's decision. */
   #holding: Reservation | undefined
+  /** Facts get the default id and the system clock from here on (see `#run`'s failure path). */
+  #fallback = false
   private readonly setup: Omit<ActorSetup, 'snapshot'>
 
   constructor({ snapshot, ...setup }: ActorSetup) {
@@ -147,9 +152,10 @@ export class InvocationActor {
   /** Checks `fact` against the machine, appends it (if `precondition` allows, atomically), and only then moves the machine. */
   async #record(fact: Fact, precondition?: Precondition): Promise<number> {
     const next = applyFact(this.#snapshot, fact)
+    const ordinal = this.#ordinal + 1
     const event: RuntimeEvent = canonical({
-      id: this.setup.eventId(this.setup.invocation, this.#ordinal + 1),
-      recordedAt: this.setup.now(),
+      id: this.#fallback ? defaultEventId(this.setup.invocation, ordinal) : this.setup.eventId(this.setup.invocation, ordinal),
+      recordedAt: this.#fallback ? Date.now() : this.setup.now(),
       invocation: this.setup.invocation,
       fact,
     })
@@ -211,7 +217,15 @@ export class InvocationActor {
       try {
         await this.#record({ type: 'invocation.ended', outcome })
       } catch {
-        // The log is unusable (closed or failed); recovery will close it on the next open.
+        // The engine's own `eventId` or `now` may be what failed (an id used twice, a maker or a
+        // clock that throws): the end is tried once more with the default id and the system clock,
+        // so the invocation does not stay open (and its session busy) until the next recovery.
+        this.#fallback = true
+        try {
+          await this.#record({ type: 'invocation.ended', outcome })
+        } catch {
+          // The log is unusable (closed or failed); recovery will close it on the next open.
+        }
       }
       throw error
     } finally {

@@ -201,4 +201,36 @@ test(
   })(),
 )
 
+test(
+  "an eventId option that repeats an id or throws: the run fails, yet still ends (its end gets the default id), and the session is free; one that throws at the first fact refuses the run",
+  (() => {
+    let mode: 'constant' | 'throws-later' | 'throws-first' = 'constant'
+    const eventId = (invocation: { invocationId: string }, ordinal: number) => {
+      if (mode === 'constant') return `same-${invocation.invocationId}`
+      if (mode === 'throws-first' || ordinal > 1) throw new Error('no id today')
+      return `${invocation.invocationId}:${ordinal}`
+    }
+    return engineTest([answer.text('done'), answer.text('done again')], { engine: { eventId } }, async (h) => {
+      const constant = await h.start(h.input('constant', { session: 'shared' }))
+      await rejectsWithCode(() => constant.wait(), 'LOG_CONFLICT', 'a repeated id')
+      const facts = await storedEvents(h.log)
+      assert.equal(facts.map(({ event }) => [event.id, event.fact.type]), [
+        ['same-invocation-constant', 'invocation.opened'],
+        ['invocation-constant/2', 'invocation.ended'],
+      ])
+      mode = 'throws-later'
+      const throwing = await h.start(h.input('throwing', { session: 'shared' }))
+      const error = await throwing.wait().then(
+        () => undefined,
+        (reason: Error) => reason,
+      )
+      assert.match(error?.message ?? '', /no id today/)
+      assert.equal(await typesOf(h.log, 'invocation-throwing'), ['invocation.opened', 'invocation.ended'])
+      mode = 'throws-first'
+      await refusedWithoutWriting(h.log, () => h.engine.start(h.input('first', { session: 'shared' })), 'ENGINE_INVALID_OPTIONS', 'a maker that throws at once')
+      assert.is(h.server.requests.length, 0, 'no run reached the model')
+    })
+  })(),
+)
+
 test.run()

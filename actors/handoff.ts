@@ -4,7 +4,7 @@
  * authority of its own: only the sealed `invocation.ended{handoff_paused}` fact admits a successor.
  */
 import { FactstateError } from '../errors.js'
-import { describeIssues, handoffIntentSchema, issueFields } from '../facts/schema.js'
+import { describeIssues, handoffIntentSchema, invocationSchema, issueFields } from '../facts/schema.js'
 import type { HandoffIntent, HandoffPause, Invocation } from '../facts/types.js'
 
 /** Takes holds on one running invocation; one reservation at a time. */
@@ -47,6 +47,17 @@ export interface HeldInvocation {
 
 /** The invocation a successor must run as: same session and turn, the reserved run and invocation ids. */
 export function successorOf(intent: HandoffIntent, source: Invocation): Invocation {
+  const badIntent = handoffIntentSchema.safeParse(intent)
+  const badSource = invocationSchema.safeParse(source)
+  if (!badIntent.success || !badSource.success) {
+    const fields = [
+      ...(badIntent.success ? [] : issueFields(badIntent.error).map((field) => (field === '(root)' ? 'intent' : `intent.${field}`))),
+      ...(badSource.success ? [] : issueFields(badSource.error).map((field) => (field === '(root)' ? 'source' : `source.${field}`))),
+    ]
+    throw new FactstateError('HANDOFF_MISMATCH', `successorOf needs a handoff intent and the source's invocation: ${fields.join(', ')} ${fields.length === 1 ? 'is' : 'are'} not valid`, {
+      details: { field: fields[0]?.split('.')[0], fields },
+    })
+  }
   return { sessionId: source.sessionId, turnId: source.turnId, runId: intent.successorRunId, invocationId: intent.successorInvocationId }
 }
 

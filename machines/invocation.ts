@@ -189,16 +189,29 @@ export function initialInvocationSnapshot(): InvocationSnapshot {
   return invocationMachine.getInitialSnapshot(pureScope)
 }
 
-/** True when the machine accepts `fact` in `snapshot`. */
+const isFact = (fact: unknown): fact is Fact => typeof fact === 'object' && fact !== null && typeof (fact as { type?: unknown }).type === 'string'
+
+/** For callers from plain JavaScript: a snapshot must come from this machine (`initialInvocationSnapshot`, `foldFacts`, `applyFact`). */
+function assertSnapshot(snapshot: unknown): asserts snapshot is InvocationSnapshot {
+  if (typeof snapshot !== 'object' || snapshot === null || (snapshot as { machine?: unknown }).machine !== invocationMachine) {
+    throw new FactstateError('MACHINE_REJECTED', 'not a snapshot of the invocation machine: start from initialInvocationSnapshot() or foldFacts()', {
+      details: { state: null },
+    })
+  }
+}
+
+/** True when the machine accepts `fact` in `snapshot` (false for anything that is not a fact). */
 export function accepts(snapshot: InvocationSnapshot, fact: Fact): boolean {
-  return snapshot.status === 'active' && snapshot.can(fact)
+  assertSnapshot(snapshot)
+  return isFact(fact) && snapshot.status === 'active' && snapshot.can(fact)
 }
 
 /** The next state after `fact`; `MACHINE_REJECTED` (and nothing applied) if the machine does not accept it. */
 export function applyFact(snapshot: InvocationSnapshot, fact: Fact): InvocationSnapshot {
   if (!accepts(snapshot, fact)) {
-    throw new FactstateError('MACHINE_REJECTED', `in state ${String(snapshot.value)} the invocation machine does not accept ${fact.type}`, {
-      details: { state: snapshot.value, type: fact.type },
+    const type = isFact(fact) ? fact.type : null
+    throw new FactstateError('MACHINE_REJECTED', `in state ${String(snapshot.value)} the invocation machine does not accept ${type ?? `${String(fact)}, which is not a fact`}`, {
+      details: { state: snapshot.value, type },
     })
   }
   return invocationMachine.transition(snapshot, fact, pureScope)
@@ -206,6 +219,10 @@ export function applyFact(snapshot: InvocationSnapshot, fact: Fact): InvocationS
 
 /** Rebuilds an invocation's state from its facts, in order. `MACHINE_REJECTED` names the first fact the machine refuses. */
 export function foldFacts(facts: Iterable<Fact>, from: InvocationSnapshot = initialInvocationSnapshot()): InvocationSnapshot {
+  if (typeof (facts as { [Symbol.iterator]?: unknown } | null | undefined)?.[Symbol.iterator] !== 'function') {
+    throw new FactstateError('MACHINE_REJECTED', `foldFacts needs a list of facts, not ${facts === null ? 'null' : typeof facts}`, { details: { index: null } })
+  }
+  assertSnapshot(from)
   let snapshot = from
   let index = 0
   for (const fact of facts) {
@@ -213,7 +230,7 @@ export function foldFacts(facts: Iterable<Fact>, from: InvocationSnapshot = init
       snapshot = applyFact(snapshot, fact)
     } catch (error) {
       if (error instanceof FactstateError) {
-        throw new FactstateError('MACHINE_REJECTED', `fact ${index} (${fact.type}) contradicts the machine: ${error.message}`, {
+        throw new FactstateError('MACHINE_REJECTED', `fact ${index} (${isFact(fact) ? fact.type : String(fact)}) contradicts the machine: ${error.message}`, {
           details: { index, ...error.details },
         })
       }

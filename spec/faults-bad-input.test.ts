@@ -20,6 +20,11 @@ import {
   type RunningInvocation,
   type RuntimeEvent,
   successorOf,
+  foldFacts,
+  applyFact,
+  accepts,
+  initialInvocationSnapshot,
+  type InvocationSnapshot,
 } from '../index.js'
 import { type RecordedRequest, answer, scriptedModelServer } from '../testing/scripted-model-server.js'
 import { rejectsWithCode } from './support/codes.js'
@@ -435,5 +440,37 @@ test(
     }
   }),
 )
+
+test('the pure helpers, called from plain JavaScript with what is not a fact, a snapshot or an intent, refuse with a code', () => {
+  const junk: { what: string; call: () => unknown; code: string; details?: Record<string, unknown> }[] = [
+    { what: 'foldFacts([null])', call: () => foldFacts([null as unknown as Fact]), code: 'MACHINE_REJECTED', details: { index: 0, state: 'opening', type: null } },
+    { what: 'foldFacts(undefined)', call: () => foldFacts(undefined as unknown as Fact[]), code: 'MACHINE_REJECTED' },
+    { what: 'foldFacts(facts, {})', call: () => foldFacts([], {} as InvocationSnapshot), code: 'MACHINE_REJECTED' },
+    { what: 'applyFact(undefined, fact)', call: () => applyFact(undefined as unknown as InvocationSnapshot, { type: 'hold.released', handoffId: 'h' }), code: 'MACHINE_REJECTED' },
+    { what: 'applyFact(snapshot, "text")', call: () => applyFact(initialInvocationSnapshot(), 'text' as unknown as Fact), code: 'MACHINE_REJECTED' },
+    { what: 'accepts(undefined, undefined)', call: () => accepts(undefined as unknown as InvocationSnapshot, undefined as unknown as Fact), code: 'MACHINE_REJECTED' },
+    { what: 'successorOf(undefined, invocation)', call: () => successorOf(undefined as unknown as HandoffIntent, { sessionId: 's', turnId: 't', runId: 'r', invocationId: 'i' }), code: 'HANDOFF_MISMATCH', details: { field: 'intent', fields: ['intent'] } },
+    { what: 'successorOf(intent, {})', call: () => successorOf(intentFor('x', 'r'), {} as never), code: 'HANDOFF_MISMATCH' },
+  ]
+  for (const { what, call, code, details } of junk) {
+    let caught: { code?: string; details?: Record<string, unknown> } | undefined
+    try {
+      call()
+    } catch (error) {
+      caught = error as typeof caught
+    }
+    assert.is(caught?.code, code, what)
+    if (details) assert.equal(caught?.details, details, `${what}: details`)
+  }
+  assert.is(accepts(initialInvocationSnapshot(), null as unknown as Fact), false, 'accepts() is false for what is not a fact')
+  const fields = (() => {
+    try {
+      successorOf(intentFor('x', 'r'), {} as never)
+    } catch (error) {
+      return (error as { details?: { fields?: string[] } }).details?.fields
+    }
+  })()
+  assert.equal(fields, ['source.sessionId', 'source.turnId', 'source.runId', 'source.invocationId'])
+})
 
 test.run()

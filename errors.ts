@@ -40,6 +40,8 @@ export type FactstateErrorCode =
   // options of the engine, its model executor and the inspector
   | 'ENGINE_INVALID_OPTIONS'
   | 'INSPECTOR_INVALID_OPTIONS'
+  // the testing kit (`factstate/testing`)
+  | 'TESTING_INVALID_OPTIONS'
 
 /** An error with a stable {@link FactstateErrorCode}; the underlying error, if any, is `cause`. */
 export class FactstateError extends Error {

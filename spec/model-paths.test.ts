@@ -12,11 +12,13 @@ import {
   type InvocationPath,
   type PathEvent,
   type PathRunResult,
+  type RunPathOptions,
   PathCheckError,
   invocationPaths,
   invocationTransitions,
   pathCoverage,
   runPath,
+  scriptedModelServer,
 } from '../testing/index.js'
 import { PATH_EVENTS } from '../testing/path-model.js'
 import { withTimeout } from './support/temp.js'
@@ -94,7 +96,17 @@ test('generation is deterministic, bounded, and covers every machine state, tran
       assert.ok(last?.state === 'ended' || last?.state === 'committed', `${path.id} ends with its run settled`)
       assert.ok(path.steps.filter((step) => step.event.type === 'start' || step.event.type === 'successor').length <= path.bounds.maxRuns)
     }
-    assert.throws(() => invocationPaths({ maxSteps: 0 }), (error: unknown) => error instanceof TypeError)
+    for (const [options, field] of [
+      [{ maxSteps: 0 }, 'maxSteps'],
+      [{ maxRuns: 5 }, 'maxRuns'],
+      [{ strategy: 'random' as never }, 'strategy'],
+    ] as const) {
+      assert.throws(
+        () => invocationPaths(options),
+        (error: unknown) => (error as { code?: string }).code === 'TESTING_INVALID_OPTIONS' && (error as { details?: { field?: string } }).details?.field === field,
+        `invocationPaths(${JSON.stringify(options)})`,
+      )
+    }
 
     // Coverage is measured, not assumed: without the fault that ends a run while its request is in flight, exactly that transition is missing.
     const withoutFault = invocationPaths({ include: (event) => event.type !== 'log.refuses' })
@@ -208,13 +220,25 @@ test('the consumer kit: own tools and arguments, the default crash child, and ba
     assert.is(result.checks.recoveries, 1)
     assert.is(result.executions, 1, 'the tool that ran when the process died never runs again')
 
-    for (const options of [{ unknownTool: 'echo' }, { tools, toolCall: { name: 'missing', arguments: {} } }, { tools: [] }]) {
+    const badOptions: [RunPathOptions, string][] = [
+      [{ unknownTool: 'echo' }, 'unknownTool'],
+      [{ tools, toolCall: { name: 'missing', arguments: {} } }, 'toolCall'],
+      [{ tools: [] }, 'tools'],
+      [{ stepTimeoutMs: 0 }, 'stepTimeoutMs'],
+      [{ directory: 'relative/dir' }, 'directory'],
+    ]
+    for (const [options, field] of badOptions) {
       const refused = await runPath(mine[0] as InvocationPath, options).then(
         () => undefined,
-        (error: unknown) => error,
+        (error: unknown) => error as { code?: string; details?: { field?: string } },
       )
-      assert.instance(refused, TypeError, `options ${JSON.stringify(options)} are refused`)
+      assert.equal([refused?.code, refused?.details?.field], ['TESTING_INVALID_OPTIONS', field], `options ${JSON.stringify(options)} are refused`)
     }
+    const badScript = await scriptedModelServer(5 as never).then(
+      () => undefined,
+      (error: { code?: string }) => error.code,
+    )
+    assert.is(badScript, 'TESTING_INVALID_OPTIONS', 'scriptedModelServer(5)')
   }, 40_000))
 
 test.run()

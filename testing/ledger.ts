@@ -5,6 +5,7 @@
  * dispatched operation really ran, without trusting the log it is checking.
  */
 import { closeSync, existsSync, fsyncSync, openSync, readFileSync, writeSync } from 'node:fs'
+import { FactstateError } from '../errors.js'
 
 /** One execution as the ledger recorded it. */
 export interface LedgerEntry {
@@ -28,7 +29,7 @@ export class ExecutionLedger {
 
   /** Appends one execution and fsyncs it. */
   record(operationId: string): void {
-    if (/[\t\n]/.test(operationId)) throw new TypeError('ExecutionLedger: an operation id must not contain tabs or newlines')
+    if (/[\t\n]/.test(operationId)) throw new FactstateError('TESTING_INVALID_OPTIONS', 'ExecutionLedger: an operation id must not contain tabs or newlines', { details: { field: 'operationId' } })
     const fd = openSync(this.file, 'a')
     try {
       writeSync(fd, `${operationId}\t${process.pid}\n`)

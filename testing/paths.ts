@@ -9,6 +9,7 @@ import type { Fact } from '../facts/types.js'
 import { type InvocationSnapshot, type InvocationState, initialInvocationSnapshot, pureScope, stateOf } from '../machines/invocation.js'
 import { invocationTransitions, stepTransitions } from './machine-coverage.js'
 import { type PathContext, type PathEvent, type PathModelInput, type PathState, MACHINE_STATE_OF, PATH_EVENTS, pathModel } from './path-model.js'
+import { FactstateError } from '../errors.js'
 
 export type { AnswerKind, PathEvent, PathState, RefusalCode } from './path-model.js'
 
@@ -170,7 +171,7 @@ const settled = (snapshot: Snapshot) => snapshot.value === 'ended' || snapshot.v
 
 function positive(value: number | undefined, fallback: number, name: string, max: number): number {
   if (value === undefined) return fallback
-  if (!Number.isInteger(value) || value < 1 || value > max) throw new TypeError(`invocationPaths: ${name} must be an integer from 1 to ${max}`)
+  if (!Number.isInteger(value) || value < 1 || value > max) throw new FactstateError('TESTING_INVALID_OPTIONS', `invocationPaths: ${name} must be an integer from 1 to ${max}`, { details: { field: name } })
   return value
 }
 
@@ -385,7 +386,7 @@ export function invocationPaths(options: InvocationPathOptions = {}): Invocation
     maxRuns: positive(options.maxRuns, 2, 'maxRuns', 4),
   }
   const strategy = options.strategy ?? 'events'
-  if (!['events', 'states', 'edges', 'simple'].includes(strategy)) throw new TypeError(`invocationPaths: unknown strategy ${String(strategy)}`)
+  if (!['events', 'states', 'edges', 'simple'].includes(strategy)) throw new FactstateError('TESTING_INVALID_OPTIONS', `invocationPaths: unknown strategy ${String(strategy)} (events, states, edges or simple)`, { details: { field: 'strategy' } })
   const include = options.include ?? (() => true)
   const model = modelFor(input, include)
   const graph = graphOf(model)

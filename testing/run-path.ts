@@ -20,6 +20,7 @@ import { PathCheckError, type PathChecks, noChecks } from './path-check.js'
 import type { PathChildJob, PathChildReport } from './path-child.js'
 import { PathHarness, echoTool } from './path-harness.js'
 import { type InvocationPath, factShape } from './paths.js'
+import { FactstateError } from '../errors.js'
 
 export { PathCheckError, type PathCheck, type PathChecks } from './path-check.js'
 export { echoTool } from './path-harness.js'
@@ -86,15 +87,15 @@ function defaultChild(): { script: string; execArgv: string[] } {
 
 function resolveOptions(options: RunPathOptions) {
   const tools = options.tools ?? [echoTool()]
-  if (!Array.isArray(tools) || tools.length === 0) throw new TypeError('runPath: tools must be a non-empty array')
+  if (!Array.isArray(tools) || tools.length === 0) throw new FactstateError('TESTING_INVALID_OPTIONS', 'runPath: tools must be a non-empty array', { details: { field: 'tools' } })
   const first = tools[0] as ToolDefinition
   const toolCall = options.toolCall ?? { name: first.name, arguments: first.name === 'echo' ? { value: 42 } : {} }
-  if (!tools.some((tool) => tool.name === toolCall.name)) throw new TypeError(`runPath: toolCall.name ${toolCall.name} is not in tools`)
+  if (!tools.some((tool) => tool.name === toolCall.name)) throw new FactstateError('TESTING_INVALID_OPTIONS', `runPath: toolCall.name ${toolCall.name} is not in tools`, { details: { field: 'toolCall' } })
   const unknownTool = options.unknownTool ?? 'unavailable'
-  if (tools.some((tool) => tool.name === unknownTool)) throw new TypeError(`runPath: unknownTool ${unknownTool} must not be in tools`)
+  if (tools.some((tool) => tool.name === unknownTool)) throw new FactstateError('TESTING_INVALID_OPTIONS', `runPath: unknownTool ${unknownTool} must not be in tools`, { details: { field: 'unknownTool' } })
   const stepTimeoutMs = options.stepTimeoutMs ?? 15_000
-  if (!(stepTimeoutMs > 0)) throw new TypeError('runPath: stepTimeoutMs must be positive')
-  if (options.directory !== undefined && !isAbsolute(options.directory)) throw new TypeError('runPath: directory must be absolute')
+  if (!(stepTimeoutMs > 0)) throw new FactstateError('TESTING_INVALID_OPTIONS', 'runPath: stepTimeoutMs must be positive', { details: { field: 'stepTimeoutMs' } })
+  if (options.directory !== undefined && !isAbsolute(options.directory)) throw new FactstateError('TESTING_INVALID_OPTIONS', 'runPath: directory must be absolute', { details: { field: 'directory' } })
   let child = defaultChild()
   if (options.childScript !== undefined) {
     const script = options.childScript instanceof URL ? fileURLToPath(options.childScript) : options.childScript

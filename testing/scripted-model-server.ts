@@ -8,6 +8,7 @@
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
 import type { ChatRequestBody } from '../actors/model-client.js'
+import { FactstateError } from '../errors.js'
 
 /** One request as the server received it. */
 export interface RecordedRequest {
@@ -185,6 +186,12 @@ function encodeArguments(args: unknown): string {
  * ```
  */
 export async function scriptedModelServer(script: Script, options: { stream?: boolean } = {}): Promise<ScriptedModelServer> {
+  if (!Array.isArray(script) && typeof script !== 'function') {
+    throw new FactstateError('TESTING_INVALID_OPTIONS', 'scriptedModelServer: the script must be an array of answers or a function returning one', { details: { field: 'script' } })
+  }
+  if (typeof options !== 'object' || options === null) {
+    throw new FactstateError('TESTING_INVALID_OPTIONS', 'scriptedModelServer: options must be an object', { details: { field: 'options' } })
+  }
   const requests: RecordedRequest[] = []
   const unscripted: number[] = []
   const seenWaiters = new Map<number, Deferred<RecordedRequest>>()

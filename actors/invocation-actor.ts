@@ -267,6 +267,11 @@ export class InvocationActor {
       reservation.refuse(error)
       return
     }
+    if (this.#stopped) {
+      // The log closed while `hold.entered` was being written: the hold is durable, but no decision could be recorded.
+      reservation.abandon(this.#stopped)
+      throw this.#stopped
+    }
     if (reservation.state === 'cancelled') {
       // Cancelled while `hold.entered` was being written: roll back, as a release would.
       await this.#record({ type: 'hold.released', handoffId })
@@ -416,6 +421,8 @@ export class InvocationActor {
     }
     // At most once: the dispatch is durable before the effect starts.
     await this.#record({ type: 'tool.dispatched', operationId, callId: call.callId, name: call.name, input })
+    // The log closed while the dispatch was being written: a process that died would not start the effect either.
+    if (this.#stopped) throw this.#stopped
     let outcome: Extract<Fact, { type: 'tool.settled' }>['outcome']
     try {
       const result = jsonOutput(await tool.execute(structuredClone(input), { signal: this.#signal, operationId }))

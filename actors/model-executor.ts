@@ -78,6 +78,9 @@ export class ModelExecutor {
     const { bodyText, signal } = request
     if (signal.aborted) return CANCELLED
     let body: ChatRequestBody | undefined
+    // The attempt's own signal: aborted with the run's, and when the backstop below gives up on the
+    // client, so a client that honours its signal but not its timeout lets go of the request.
+    const attempt = new AbortController()
     const answered = (async (): Promise<ModelResponse> => {
       try {
         const response = await client.complete({
@@ -86,7 +89,7 @@ export class ModelExecutor {
             return body
           },
           bodyText,
-          signal,
+          signal: attempt.signal,
           timeoutMs: this.timeoutMs,
         })
         return checkedResponse(response)
@@ -98,10 +101,18 @@ export class ModelExecutor {
     // A backstop for a client that ignores its signal or its timeout: the run does not wait on it.
     let stop: (response: ModelResponse) => void = () => undefined
     const stopped = new Promise<ModelResponse>((resolve) => (stop = resolve))
-    const onAbort = () => stop(CANCELLED)
+    const onAbort = () => {
+      attempt.abort(signal.reason)
+      stop(CANCELLED)
+    }
     signal.addEventListener('abort', onAbort, { once: true })
-    const limit = this.timeoutMs + TIMEOUT_GRACE_MS
-    const timer = setTimeout(() => stop({ kind: 'interrupted', status: 'timed_out', message: `the model client did not answer within ${limit} ms` }), limit)
+    // Node runs a longer timer after 1 ms: a timeout meant as "never" must not become "at once".
+    const limit = Math.min(this.timeoutMs + TIMEOUT_GRACE_MS, MAX_TIMER_MS)
+    const timer = setTimeout(() => {
+      const message = `the model client did not answer within ${limit} ms`
+      attempt.abort(new DOMException(message, 'TimeoutError'))
+      stop({ kind: 'interrupted', status: 'timed_out', message })
+    }, limit)
     try {
       return await Promise.race([answered, stopped])
     } finally {
@@ -121,6 +132,8 @@ const CANCELLED: ModelResponse = Object.freeze({ kind: 'interrupted', status: 'c
 
 /** How long past `timeoutMs` the executor waits for a client that does not time out by itself. */
 const TIMEOUT_GRACE_MS = 1_000
+/** The longest delay `setTimeout` honours. */
+const MAX_TIMER_MS = 2_147_483_647
 
 // What is recorded is checked strictly (the output becomes a fact); members only read (a retry's
 // wait, which the back-off clamps) or not read at all are let through.

@@ -203,7 +203,13 @@ function assertSnapshot(snapshot: unknown): asserts snapshot is InvocationSnapsh
 /** True when the machine accepts `fact` in `snapshot` (false for anything that is not a fact). */
 export function accepts(snapshot: InvocationSnapshot, fact: Fact): boolean {
   assertSnapshot(snapshot)
-  return isFact(fact) && snapshot.status === 'active' && snapshot.can(fact)
+  if (!isFact(fact) || snapshot.status !== 'active') return false
+  try {
+    return snapshot.can(fact)
+  } catch {
+    // A guard read a member the fact lacks (`{ type: 'model.completed' }` without its output): not a fact this machine takes.
+    return false
+  }
 }
 
 /** The next state after `fact`; `MACHINE_REJECTED` (and nothing applied) if the machine does not accept it. */
@@ -214,7 +220,15 @@ export function applyFact(snapshot: InvocationSnapshot, fact: Fact): InvocationS
       details: { state: snapshot.value, type },
     })
   }
-  return invocationMachine.transition(snapshot, fact, pureScope)
+  try {
+    return invocationMachine.transition(snapshot, fact, pureScope)
+  } catch (error) {
+    // An action read a member the fact lacks: what the log would refuse as an invalid event.
+    throw new FactstateError('MACHINE_REJECTED', `the invocation machine cannot apply ${fact.type}: ${error instanceof Error ? error.message : String(error)}`, {
+      cause: error,
+      details: { state: snapshot.value, type: fact.type },
+    })
+  }
 }
 
 /** Rebuilds an invocation's state from its facts, in order. `MACHINE_REJECTED` names the first fact the machine refuses. */

@@ -6,9 +6,10 @@
  */
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import { EventLog, recoverInvocations } from '../index.js'
+import { Engine, EventLog, recoverInvocations } from '../index.js'
+import { logInternals } from '../store/event-log.js'
 import { answer, type RecordedRequest } from '../testing/scripted-model-server.js'
-import { countingTool, engineTest, factsOf, intentOf } from './support/engine-fixtures.js'
+import { countingTool, engineTest, factsOf, intentOf, typesOf } from './support/engine-fixtures.js'
 
 const question = (request: RecordedRequest) => JSON.stringify(request.body.messages)
 
@@ -73,6 +74,52 @@ test(
       }
       assert.equal([await ended('held'), await ended('inflight'), await ended('tool')], ['host_interrupted', 'host_interrupted', 'outcome_unknown'])
       assert.is(slow.calls.length, 1, 'the tool ran once')
+    },
+  ),
+)
+
+test(
+  'closing the log while a tool.dispatched is being written: the fact is durable, yet the tool never starts (as in a process that died), and hold.entered likewise leaves ready() rejecting LOG_CLOSED',
+  engineTest(
+    (request) =>
+      question(request).includes('question tool') ? answer.toolCalls([{ id: 'call-1', name: 'effect', arguments: {} }]) : answer.text('done'),
+    {},
+    async (h) => {
+      const internals = logInternals(h.log)
+      const append = internals.appendAll
+      let closing: Promise<void> | undefined
+      // The host shuts down while the dispatch (then the hold) is in the group being written.
+      internals.appendAll = (events, precondition) => {
+        const appended = append(events, precondition)
+        const type = events[0]?.fact.type
+        if (type === 'tool.dispatched' || type === 'hold.entered') closing ??= h.log.close()
+        return appended
+      }
+      const effect = countingTool('effect')
+      const tooling = await h.engine.start(h.input('tool', { tools: [effect] }))
+      assert.is(await tooling.wait().then(() => 'ended', (error: { code?: string }) => error.code), 'LOG_CLOSED')
+      await closing
+      assert.is(effect.calls.length, 0, 'the tool did not start after close()')
+
+      h.log = await EventLog.open(h.logPath)
+      assert.equal(await typesOf(h.log, 'invocation-tool'), ['invocation.opened', 'model.requested', 'model.completed', 'tool.dispatched'])
+      const second = logInternals(h.log)
+      const appendAgain = second.appendAll
+      closing = undefined
+      second.appendAll = (events, precondition) => {
+        const appended = appendAgain(events, precondition)
+        if (events[0]?.fact.type === 'hold.entered') closing ??= h.log.close()
+        return appended
+      }
+      const engine = new Engine({ log: h.log })
+      const holding = await engine.start(h.input('held'))
+      const ready = holding.handoff().reserve(intentOf('held-next', 'run-held')).ready()
+      assert.is(await ready.then(() => 'held', (error: { code?: string }) => error.code), 'LOG_CLOSED', 'ready() rejects LOG_CLOSED')
+      assert.is(await holding.wait().then(() => 'ended', (error: { code?: string }) => error.code), 'LOG_CLOSED')
+      await closing
+      h.log = await EventLog.open(h.logPath)
+      assert.equal(await typesOf(h.log, 'invocation-held'), ['invocation.opened', 'hold.entered'])
+      assert.is(await recoverInvocations(h.log), 2)
     },
   ),
 )

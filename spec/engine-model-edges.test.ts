@@ -158,9 +158,11 @@ test(
   'a custom client that ignores its signal and its timeout: a cancel ends the run at once, and a request past timeoutMs (plus 1 s) ends the step timed_out',
   (() => {
     let started = 0
+    const signals: AbortSignal[] = []
     const client: ModelClient = {
-      complete() {
+      complete(request) {
         started += 1
+        signals.push(request.signal)
         return new Promise(() => {}) // never answers, never looks at request.signal
       },
     }
@@ -175,6 +177,8 @@ test(
       const interrupted = only(await factsOf(h.log, 'invocation-ignored-timeout'), 'model.interrupted')
       assert.equal(interrupted.map((fact) => fact.status), ['timed_out'])
       assert.match(interrupted[0]?.message ?? '', /did not answer within 1050 ms/)
+      assert.equal(signals.map((signal) => signal.aborted), [true, true], "each abandoned attempt's signal is aborted, so a client that honours it lets go")
+      assert.is((signals[1]?.reason as { name?: string } | undefined)?.name, 'TimeoutError')
     })
   })(),
 )
@@ -197,6 +201,21 @@ test(
       await rejectsWithCode(() => running.wait(), 'LOG_INVALID_EVENT', 'wait()')
       assert.equal(await typesOf(h.log, 'invocation-double'), ['invocation.opened', 'model.requested', 'invocation.ended'])
       assert.is(running.state(), 'ended')
+    })
+  })(),
+)
+
+test(
+  'a timeoutMs too long for a timer (meant as "never") does not time every step out at once',
+  (() => {
+    const client: ModelClient = {
+      async complete() {
+        await new Promise((resolve) => setTimeout(resolve, 20))
+        return { kind: 'completed', output: { text: 'done', toolCalls: [], finishReason: 'stop' } }
+      },
+    }
+    return engineTest([], { model: { createClient: () => client, timeoutMs: 2 ** 31 } }, async (h) => {
+      assert.equal(await h.run(h.input('patient')), { status: 'completed' })
     })
   })(),
 )

@@ -29,6 +29,7 @@ import {
 import { type RecordedRequest, answer, scriptedModelServer } from '../testing/scripted-model-server.js'
 import { rejectsWithCode } from './support/codes.js'
 import { ALL, effectTool, intentFor, messageRun } from './support/faults-engine.js'
+import { facts as logFacts } from './support/log-fixtures.js'
 import { bounded } from './support/temp.js'
 
 /** A deep, loosely typed copy to break on purpose. */
@@ -448,6 +449,17 @@ test('the pure helpers, called from plain JavaScript with what is not a fact, a 
     { what: 'foldFacts(facts, {})', call: () => foldFacts([], {} as InvocationSnapshot), code: 'MACHINE_REJECTED' },
     { what: 'applyFact(undefined, fact)', call: () => applyFact(undefined as unknown as InvocationSnapshot, { type: 'hold.released', handoffId: 'h' }), code: 'MACHINE_REJECTED' },
     { what: 'applyFact(snapshot, "text")', call: () => applyFact(initialInvocationSnapshot(), 'text' as unknown as Fact), code: 'MACHINE_REJECTED' },
+    {
+      what: 'foldFacts with a model.completed that has no output',
+      call: () => foldFacts([logFacts.opened(), logFacts.requested('step-1'), { type: 'model.completed', stepId: 'step-1' } as Fact]),
+      code: 'MACHINE_REJECTED',
+      details: { index: 2, state: 'awaitingModel', type: 'model.completed' },
+    },
+    {
+      what: 'applyFact with an invocation.ended that has no outcome',
+      call: () => applyFact(foldFacts([logFacts.opened(), logFacts.requested('step-1')]), { type: 'invocation.ended' } as Fact),
+      code: 'MACHINE_REJECTED',
+    },
     { what: 'accepts(undefined, undefined)', call: () => accepts(undefined as unknown as InvocationSnapshot, undefined as unknown as Fact), code: 'MACHINE_REJECTED' },
     { what: 'successorOf(undefined, invocation)', call: () => successorOf(undefined as unknown as HandoffIntent, { sessionId: 's', turnId: 't', runId: 'r', invocationId: 'i' }), code: 'HANDOFF_MISMATCH', details: { field: 'intent', fields: ['intent'] } },
     { what: 'successorOf(intent, {})', call: () => successorOf(intentFor('x', 'r'), {} as never), code: 'HANDOFF_MISMATCH' },

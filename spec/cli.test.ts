@@ -3,7 +3,7 @@
  * demo's log, usage errors and the busy-log exit code.
  */
 import { spawn } from 'node:child_process'
-import { readdir, readFile } from 'node:fs/promises'
+import { readdir, readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
@@ -185,6 +185,23 @@ test('demo refuses to empty a directory holding a log it did not write', () =>
     } finally {
       await reopened.close()
     }
+  })))
+
+test('demo refuses an empty --dir, a file, and a directory that cannot be made, each with its reason (exit 2)', () =>
+  bounded30(withTempDir(async (dir) => {
+    const file = join(dir, 'a-file')
+    await writeFile(file, 'mine')
+    for (const [given, reason] of [
+      ['', /--dir needs a directory/],
+      [file, /is a file, not a directory/],
+      [join(file, 'below'), /cannot be made \(ENOTDIR\)/],
+    ] as const) {
+      const result = await cli(['demo', '--dir', given])
+      assert.is(result.code, 2, `--dir ${JSON.stringify(given)}: ${result.stderr}`)
+      assert.match(result.stderr, reason)
+      assert.not.match(result.stderr, /^error: E[A-Z]+:/m, 'not a raw system error')
+    }
+    assert.is(await readFile(file, 'utf8'), 'mine', 'the file is untouched')
   })))
 
 test('usage errors exit 2 and say what is wrong', () =>

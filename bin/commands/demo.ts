@@ -1,6 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process'
 import { existsSync } from 'node:fs'
-import { mkdir, readdir, rm, writeFile } from 'node:fs/promises'
+import { mkdir, readdir, rm, stat, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { EventLog } from '../../store/event-log.js'
@@ -95,7 +95,9 @@ const MARKER = '.factstate-demo'
 
 /** Empties the demo directory, refusing to touch one that holds anything but an earlier demo. */
 async function prepare(dir: string): Promise<void> {
+  if (dir.trim() === '') throw new Error('--dir needs a directory')
   if (existsSync(dir)) {
+    if (!(await stat(dir)).isDirectory()) throw new Error(`${dir} is a file, not a directory; choose another --dir`)
     const entries = await readdir(dir)
     const foreign = entries.filter((name) => name !== 'log' && name !== 'ledger.jsonl' && name !== MARKER)
     if (foreign.length > 0) throw new Error(`${dir} holds other files (${foreign.slice(0, 3).join(', ')}); choose another --dir`)
@@ -105,7 +107,11 @@ async function prepare(dir: string): Promise<void> {
     }
     await rm(dir, { recursive: true, force: true })
   }
-  await mkdir(dir, { recursive: true })
+  try {
+    await mkdir(dir, { recursive: true })
+  } catch (error) {
+    throw new Error(`${dir} cannot be made (${(error as NodeJS.ErrnoException).code ?? (error as Error).message}); choose another --dir`)
+  }
   await writeFile(join(dir, MARKER), 'written by `factstate demo`: the next demo run in this directory empties it\n')
 }
 

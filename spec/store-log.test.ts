@@ -10,7 +10,7 @@ import { ClassicLevel } from 'classic-level'
 import { suite } from 'uvu'
 import * as assert from 'uvu/assert'
 import type { FactstateError } from '../errors.js'
-import type { Fact, RunBoundary, RuntimeEvent, StoredEvent } from '../facts/types.js'
+import type { Fact, Invocation, RunBoundary, RuntimeEvent, StoredEvent } from '../facts/types.js'
 import { EMPTY_CHAIN, chainStep } from '../store/digest.js'
 import { canonical, decodeRecord, encodeEvent, encodeRecord } from '../store/encoding.js'
 import { EventLog, logInternals } from '../store/event-log.js'
@@ -121,8 +121,20 @@ prefixBytes(
       for await (const _ of log.events({ from: 729 })) none += 1
       assert.is(none, 0)
       for (const bounds of [{ from: 0 }, { from: 1.5 }, { to: Number.NaN }]) {
-        assert.is((await refusal(log.events(bounds).next())).code, 'LOG_INVALID_ARGUMENT', JSON.stringify(bounds))
+        let refused: FactstateError | undefined
+        try {
+          log.events(bounds)
+        } catch (error) {
+          refused = error as FactstateError
+        }
+        assert.is(refused?.code, 'LOG_INVALID_ARGUMENT', `${JSON.stringify(bounds)}: refused at the call`)
       }
+      // The default end is the high-water when events() was called, even if reading starts later.
+      const taken = log.events({ from: 727 })
+      await log.appendAll(completeInvocation('later'))
+      const read: number[] = []
+      for await (const { seq } of taken) read.push(seq)
+      assert.equal(read, [727, 728])
     }),
   ),
 )
@@ -237,7 +249,7 @@ rules(
       const boundary = (await log.runSource('session-source', 'run-source'))?.boundary
       assert.ok(boundary)
       const successor = (name: string): RuntimeEvent =>
-        new EventMaker({ ...invocationOf(name), sessionId: 'session-source' }).next({
+        new EventMaker({ ...invocationOf(name), sessionId: 'session-source', turnId: boundary.invocation.turnId }).next({
           ...(facts.opened() as Extract<Fact, { type: 'invocation.opened' }>),
           input: { kind: 'handoff', source: boundary, pause },
         })
@@ -259,7 +271,7 @@ rules(
     const sameClaim = { ...shared, intent: { ...shared.intent, successorRunId: 'run-other', successorInvocationId: 'inv-other' } }
     const sealSecond = (pause: typeof shared) => second.next(facts.ended({ status: 'handoff_paused', pause }))
     const successor = (name: string, source: RunBoundary): RuntimeEvent =>
-      new EventMaker({ ...invocationOf(name), sessionId: source.invocation.sessionId }).next({
+      new EventMaker({ ...invocationOf(name), sessionId: source.invocation.sessionId, turnId: source.invocation.turnId }).next({
         ...(facts.opened() as Extract<Fact, { type: 'invocation.opened' }>),
         input: { kind: 'handoff', source, pause: shared },
       })
@@ -305,6 +317,59 @@ rules(
 )
 
 /** An invocation held at the safe point after a settled tool step (hold `h1`). */
+rules(
+  'a run opened from a source by a direct append meets the engine\'s admission rules: its source is an ended run of its session, at its end, with its digest; a successor matches its seal',
+  boundedTest(20_000, (dir) =>
+    withLog(dir, async (log) => {
+      const source = new EventMaker(invocationOf('source'))
+      await log.appendAll(source.many(heldAfterTool()))
+      const pause = pauseFor('h1')
+      await log.append(source.next(facts.ended({ status: 'handoff_paused', pause })))
+      const sealed = (await log.runSource('session-source', 'run-source'))?.boundary
+      assert.ok(sealed)
+      await log.appendAll(completeInvocation('done', 'session-source').map((event) => ({ ...event, invocation: { ...event.invocation, turnId: 'turn-done' } })))
+      const done = (await log.runSource('session-source', 'run-done'))?.boundary
+      assert.ok(done)
+      await log.appendAll(completeInvocation('elsewhere'))
+      const elsewhere = (await log.runSource('session-elsewhere', 'run-elsewhere'))?.boundary
+      assert.ok(elsewhere)
+      const running = new EventMaker(invocationOf('running', 'session-running'))
+      await log.appendAll(running.many([facts.opened(), facts.requested('s1')]))
+      const midRun = { invocation: running.invocation, highWater: (await log.head()).highWater, digest: sealed.digest }
+      const opened = facts.opened() as Extract<Fact, { type: 'invocation.opened' }>
+      const open = (invocation: Invocation, input: Extract<Fact, { type: 'invocation.opened' }>['input']): RuntimeEvent =>
+        new EventMaker(invocation).next({ ...opened, input })
+      const successorIds = { sessionId: 'session-source', turnId: 'turn-source', runId: 'run-next', invocationId: 'inv-next' }
+      const before = await digestOf(log)
+      const cases: [string, RuntimeEvent, string, string][] = [
+        ['a successor in another session', open({ ...successorIds, sessionId: 'session-other' }, { kind: 'handoff', source: sealed, pause }), 'HANDOFF_MISMATCH', 'source'],
+        ['a successor with other ids than the seal names', open({ ...successorIds, runId: 'run-mine' }, { kind: 'handoff', source: sealed, pause }), 'HANDOFF_MISMATCH', 'invocation'],
+        ['a successor in another turn', open({ ...successorIds, turnId: 'turn-mine' }, { kind: 'handoff', source: sealed, pause }), 'HANDOFF_MISMATCH', 'invocation'],
+        ['a successor with another pause', open(successorIds, { kind: 'handoff', source: sealed, pause: { ...pause, remainingSteps: 200 } }), 'HANDOFF_MISMATCH', 'pause'],
+        [
+          'a successor of a run that was never sealed',
+          open({ ...successorIds, turnId: 'turn-done', runId: 'run-x', invocationId: 'inv-x' }, { kind: 'handoff', source: done, pause: { ...pause, intent: { ...pause.intent, claimId: 'never-sealed', successorRunId: 'run-x', successorInvocationId: 'inv-x' } } }),
+          'HANDOFF_MISMATCH',
+          'source',
+        ],
+        ['a continuation of a run that does not exist', open(invocationOf('c1', 'session-source'), { kind: 'continuation', source: { ...done, invocation: { ...done.invocation, runId: 'nope' } } }), 'RUN_SOURCE_MISMATCH', 'source'],
+        ['a continuation of a run of another session', open(invocationOf('c2', 'session-source'), { kind: 'continuation', source: elsewhere }), 'RUN_SOURCE_MISMATCH', 'source'],
+        ['a continuation of a run still running', open(invocationOf('c3', 'session-running'), { kind: 'continuation', source: midRun }), 'RUN_SOURCE_MISMATCH', 'source'],
+        ['a continuation from inside its source', open(invocationOf('c4', 'session-source'), { kind: 'continuation', source: { ...done, highWater: done.highWater - 1 } }), 'RUN_SOURCE_MISMATCH', 'source'],
+        ['a continuation whose digest the facts do not reproduce', open(invocationOf('c5', 'session-source'), { kind: 'continuation', source: { ...done, digest: sealed.digest } }), 'RUN_SOURCE_MISMATCH', 'source'],
+      ]
+      for (const [what, event, code] of cases) {
+        const refused = await refusal(log.append(event))
+        assert.is(refused.code, code, `${what}: ${refused.message}`)
+      }
+      assert.equal(await digestOf(log), before, 'nothing written')
+      // The real ones are admitted.
+      assert.is(await log.append(open(invocationOf('c6', 'session-source'), { kind: 'continuation', source: done })), before.events + 1)
+      assert.is(await log.append(open(successorIds, { kind: 'handoff', source: sealed, pause })), before.events + 2)
+    }),
+  ),
+)
+
 function heldAfterTool(): Fact[] {
   return [facts.opened(), facts.requested('s1'), facts.completed('s1', [call('op1')]), facts.dispatched('op1'), facts.settled('op1'), facts.holdEntered('h1')]
 }

@@ -1,9 +1,10 @@
 import { open as openFile, readFile, rename } from 'node:fs/promises'
+import { isDeepStrictEqual } from 'node:util'
 import { join } from 'node:path'
 import { type ChainedBatch, ClassicLevel } from 'classic-level'
 import { FactstateError } from '../errors.js'
 import { id as idSchema } from '../facts/schema.js'
-import type { HandoffIntent, HandoffPause, RunBoundary, RuntimeEvent, StoredEvent } from '../facts/types.js'
+import type { HandoffIntent, HandoffPause, InvocationInput, RunBoundary, RuntimeEvent, StoredEvent } from '../facts/types.js'
 import { EMPTY_CHAIN, CHAIN_BYTES, chainStep, logDigest, runChainStart, runDigest } from './digest.js'
 import { chainedIdRecord, decodeEvent, decodeRecord, encodeRecord, encodeValidatedEvent, peekInvocationId, validateEvent } from './encoding.js'
 import { IdFilter } from './id-filter.js'
@@ -100,6 +101,42 @@ export interface LogInternals {
 }
 
 const internalsOf = new WeakMap<EventLog, LogInternals>()
+
+/** How many verified source boundaries a log remembers (a few hundred KiB at most). */
+const VERIFIED_SOURCES_KEPT = 4096
+const boundaryKey = ({ invocation, highWater, digest }: RunBoundary): string =>
+  `${invocation.sessionId}\u0000${invocation.turnId}\u0000${invocation.runId}\u0000${invocation.invocationId}\u0000${highWater}\u0000${digest}`
+
+/**
+ * The integrity rules of a run opened from a source (a continuation or a handoff successor), as the
+ * engine's admission checks them, so that a direct append cannot open one the engine would refuse:
+ * the source is an ended run of the same session, named whole (turn and invocation), at its end; a
+ * successor's source is sealed with this very pause and claim, and the successor is the one the seal
+ * names (`successorOf`). The boundary's digest is checked before staging (`#verifySources`).
+ */
+function checkSource(local: Staging, event: RuntimeEvent, input: Extract<InvocationInput, { kind: 'continuation' | 'handoff' }>): void {
+  const handoff = input.kind === 'handoff'
+  const refuse = (message: string, field: string) =>
+    new FactstateError(handoff ? 'HANDOFF_MISMATCH' : 'RUN_SOURCE_MISMATCH', message, { details: { eventId: event.id, field } })
+  const { invocation } = event
+  const source = input.source.invocation
+  if (source.sessionId !== invocation.sessionId) throw refuse(`the source run ${source.runId} belongs to session ${source.sessionId}, not ${invocation.sessionId}`, 'source')
+  const run = local.runNow(source.sessionId, source.runId)
+  const record = run === undefined ? undefined : local.invocationNow(run.invocationId)
+  if (run === undefined || record === undefined || run.invocationId !== source.invocationId || record.invocation.turnId !== source.turnId) {
+    throw refuse(`run ${source.sessionId}/${source.runId} with invocation ${source.invocationId} in turn ${source.turnId} is not in the log`, 'source')
+  }
+  if (record.terminal === null || record.lastSeq !== input.source.highWater) {
+    throw refuse(`the boundary at ${input.source.highWater} is not the end of run ${source.runId}${record.terminal === null ? ', which has not ended' : `, which ended at ${record.lastSeq}`}`, 'source')
+  }
+  if (!handoff) return
+  if (record.outcome?.status !== 'handoff_paused') throw refuse(`invocation ${source.invocationId} was not sealed by a handoff`, 'source')
+  if (!isDeepStrictEqual(record.outcome.pause, input.pause)) throw refuse('the pause differs from the one sealed in the log', 'pause')
+  const { intent } = input.pause
+  if (invocation.turnId !== source.turnId || invocation.runId !== intent.successorRunId || invocation.invocationId !== intent.successorInvocationId) {
+    throw refuse(`the successor must be run ${intent.successorRunId}, invocation ${intent.successorInvocationId}, in turn ${source.turnId}: the seal names it`, 'invocation')
+  }
+}
 
 /** The engine-facing surface of `log`. */
 export function logInternals(log: EventLog): LogInternals {
@@ -468,6 +505,8 @@ export class EventLog {
   /** The log carries `keys.reservationsIndexed` (else the next batch writes it). */
   #reservationsMarked = false
   #idsMinimum = ID_FILTER_MIN
+  /** Boundaries verified against the stored facts (`boundaryKey`), the oldest dropped past `VERIFIED_SOURCES_KEPT`. */
+  readonly #verifiedSources = new Set<string>()
   /** Run chains computed by `runSource`, by run key. */
   readonly #runChains = new Map<string, { seq: number; chain: Uint8Array }>()
   /** The group being staged while another is written. */
@@ -831,13 +870,41 @@ export class EventLog {
   /** `owned`: `events` is an array made for this call, so the validated copies may replace its items. */
   #enqueue(events: RuntimeEvent[], precondition: Precondition | undefined, single: boolean, owned = false): Promise<number | number[]> {
     let validated: RuntimeEvent[]
+    let sources: RunBoundary[] | undefined
     try {
       this.#assertOpen()
       validated = owned ? events : new Array<RuntimeEvent>(events.length)
-      for (let index = 0; index < events.length; index += 1) validated[index] = validateEvent(events[index])
+      for (let index = 0; index < events.length; index += 1) {
+        const event = validateEvent(events[index])
+        validated[index] = event
+        if (event.fact.type === 'invocation.opened' && event.fact.input.kind !== 'message' && !this.#verifiedSources.has(boundaryKey(event.fact.input.source))) {
+          ;(sources ??= []).push(event.fact.input.source)
+        }
+      }
     } catch (error) {
       return Promise.reject(error)
     }
+    // A run opened from a source names its boundary by digest: one the log has not verified yet is
+    // verified first (the engine's admission has, through `lineage`), so a direct append cannot
+    // record a source whose digest the stored facts do not reproduce.
+    if (sources !== undefined) {
+      const checked = sources
+      return Promise.all(checked.map((boundary) => this.#lineage(boundary))).then(
+        () => {
+          this.#assertOpen()
+          return this.#enqueueValidated(validated, precondition, single)
+        },
+        (error: unknown) => {
+          throw error instanceof FactstateError && error.code === 'RUN_SOURCE_MISMATCH' && validated.some((event) => event.fact.type === 'invocation.opened' && event.fact.input.kind === 'handoff')
+            ? new FactstateError('HANDOFF_MISMATCH', `the handoff source does not match the log: ${error.message}`, { cause: error, details: { field: 'source' } })
+            : error
+        },
+      )
+    }
+    return this.#enqueueValidated(validated, precondition, single)
+  }
+
+  #enqueueValidated(validated: RuntimeEvent[], precondition: Precondition | undefined, single: boolean): Promise<number | number[]> {
     // Started here, never while an entry is half staged: a new filter gets the ids of the stagings
     // in flight, and a scratch staging's would be missed.
     if (this.#idsBuild === undefined ? (this.#appended += validated.length) >= ID_FILTER_AFTER : this.#idsReady && this.#ids?.full) {
@@ -1031,6 +1098,7 @@ export class EventLog {
           throw new FactstateError('HANDOFF_CLAIMED', `claim ${claim} belongs to the seal of ${sealer}`, { details: { eventId: event.id, claimId: claim, sealedBy: sealer } })
         }
       }
+      if (input.kind !== 'message') checkSource(local, event, input)
       // An invocation id a pending seal names for its successor is that successor's alone.
       const reservedBy = local.reservedNow(keys.sealedSuccessor(invocation.invocationId))
       if (reservedBy !== undefined && !(input.kind === 'handoff' && input.source.invocation.invocationId === reservedBy)) {
@@ -1199,6 +1267,15 @@ export class EventLog {
    * its own boundary) and then the run itself. The boundary's digest is recomputed from the
    * stored bytes; any difference is `RUN_SOURCE_MISMATCH`.
    */
+  /** Remembers a boundary whose digest the stored facts reproduce (a run's facts never change once written). */
+  #verified(boundary: RunBoundary): void {
+    if (this.#verifiedSources.size >= VERIFIED_SOURCES_KEPT) {
+      const oldest = this.#verifiedSources.values().next()
+      if (!oldest.done) this.#verifiedSources.delete(oldest.value)
+    }
+    this.#verifiedSources.add(boundaryKey(boundary))
+  }
+
   async #lineage(boundary: RunBoundary): Promise<StoredEvent[]> {
     this.#assertOpen()
     const { sessionId, runId, invocationId } = boundary.invocation
@@ -1215,6 +1292,7 @@ export class EventLog {
       throw new FactstateError('RUN_SOURCE_MISMATCH', `the boundary of run ${sessionId}/${runId} does not match the log`)
     }
     const own = stored.map(({ seq, bytes }) => ({ seq, event: decodeEvent(bytes, seq) }))
+    this.#verified(boundary)
     if (!run.source) return own
     const sourceRun = this.#state.runNow(sessionId, run.source.runId)
     if (!sourceRun) throw new FactstateError('LOG_CORRUPT', `source run ${run.source.runId} of ${runId} is missing`)
@@ -1381,13 +1459,19 @@ export class EventLog {
    * for await (const { seq, event } of log.events({ from: 100 })) console.log(seq, event.fact.type)
    * ```
    */
-  async *events(options: { from?: number; to?: number } = {}): AsyncGenerator<StoredEvent> {
+  events(options: { from?: number; to?: number } = {}): AsyncGenerator<StoredEvent> {
+    // Checked and bounded at the call, not at the first `next()`: appends made before the reader
+    // starts are not read, and bad bounds are refused where they are given.
     this.#assertOpen()
-    const to = Math.min(options.to ?? Number.MAX_SAFE_INTEGER, this.#state.head.highWater)
-    const from = options.from ?? 1
+    const to = Math.min(options?.to ?? Number.MAX_SAFE_INTEGER, this.#state.head.highWater)
+    const from = options?.from ?? 1
     if (!Number.isSafeInteger(from) || from < 1 || !Number.isSafeInteger(to)) {
       throw new FactstateError('LOG_INVALID_ARGUMENT', 'events() takes positive integer bounds')
     }
+    return this.#eventsBetween(from, to)
+  }
+
+  async *#eventsBetween(from: number, to: number): AsyncGenerator<StoredEvent> {
     for await (const { events } of this.#scan(from, to, EVENTS_CHUNK)) yield* events
   }
 

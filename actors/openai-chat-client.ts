@@ -4,7 +4,7 @@
  * classifies every kind of provider trouble into a {@link ModelResponse} instead of throwing.
  */
 import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai'
-import { Stream } from 'openai/core/streaming'
+import { _iterSSEMessages } from 'openai/core/streaming'
 import { z } from 'zod'
 import type { ModelOutput, ModelUsage, ToolCall } from '../facts/types.js'
 import type { ModelClient, ModelRequest, ModelResponse, ProviderConfig } from './model-client.js'
@@ -17,12 +17,8 @@ const MAX_TIMER_MS = 2_147_483_647
 /** How much provider text a message may quote. */
 const QUOTE_LIMIT = 300
 
-const UsageSchema = z
-  .object({
-    prompt_tokens: z.number().nullish(),
-    completion_tokens: z.number().nullish(),
-  })
-  .nullish()
+// Token counts are read, never trusted: any value passes here and `usageOf` keeps only what a fact can hold.
+const UsageSchema = z.unknown().optional()
 
 const CompletionSchema = z.object({
   choices: z
@@ -30,6 +26,7 @@ const CompletionSchema = z.object({
       z.object({
         message: z.object({
           content: z.string().nullish(),
+          refusal: z.string().nullish(),
           tool_calls: z
             .array(
               z.object({
@@ -55,6 +52,7 @@ const ChunkSchema = z.object({
         delta: z
           .object({
             content: z.string().nullish(),
+            refusal: z.string().nullish(),
             tool_calls: z
               .array(
                 z.object({
@@ -83,6 +81,36 @@ class MalformedAnswer extends Error {}
 /** The transport failed while the answer's body was being read. */
 class BodyReadFailure extends Error {}
 
+/** An error the provider reported inside a stream that had started (HTTP 200). */
+class StreamedError extends Error {
+  constructor(
+    message: string,
+    readonly retryable: boolean,
+  ) {
+    super(message)
+  }
+}
+
+/** Error types and codes providers use in a stream for trouble that a retry may cure (overload, rate limits, server errors). */
+const RETRYABLE_STREAM_ERROR = /overload|rate.?limit|server.?error|unavailable|timeout|capacity|busy/i
+
+/**
+ * An error event of a stream: a data object with an `error` member (OpenAI, OpenRouter) or an
+ * `event: error` (others). Retryable when its code is an HTTP status a retry may cure (408, 429,
+ * 5xx) or its type or code says overload, rate limit or server error.
+ */
+function streamedError(event: string | null, item: unknown): StreamedError | undefined {
+  const body = typeof item === 'object' && item !== null ? (item as { error?: unknown; message?: unknown }) : undefined
+  const error = body?.error ?? (event === 'error' ? (body ?? item) : undefined)
+  if (error === undefined || error === null || error === false) return undefined
+  const details = typeof error === 'object' ? (error as { message?: unknown; code?: unknown; type?: unknown; status?: unknown }) : { message: error }
+  const message = typeof details.message === 'string' ? details.message : typeof body?.message === 'string' ? body.message : JSON.stringify(error)
+  const status = Number(details.code ?? details.status)
+  const retryable =
+    status === 408 || status === 429 || (status >= 500 && status < 600) || RETRYABLE_STREAM_ERROR.test(`${String(details.type ?? '')} ${String(details.code ?? '')}`)
+  return new StreamedError(`the provider reported an error in its stream: ${quote(message)}`, retryable)
+}
+
 function interrupted(
   status: 'retryable_failure' | 'failed' | 'timed_out' | 'cancelled',
   message: string,
@@ -102,11 +130,12 @@ function zodProblem(error: z.ZodError): string {
 const isCount = (value: unknown): value is number => Number.isSafeInteger(value) && (value as number) >= 0
 
 /** The usage the provider reported; a count that is not a non-negative integer (12.5, -1) is dropped, not the answer. */
-function usageOf(usage: z.infer<typeof UsageSchema>): ModelUsage | undefined {
-  if (!usage) return undefined
+function usageOf(usage: unknown): ModelUsage | undefined {
+  if (typeof usage !== 'object' || usage === null) return undefined
+  const { prompt_tokens: input, completion_tokens: output } = usage as { prompt_tokens?: unknown; completion_tokens?: unknown }
   const out: ModelUsage = {}
-  if (isCount(usage.prompt_tokens)) out.inputTokens = usage.prompt_tokens
-  if (isCount(usage.completion_tokens)) out.outputTokens = usage.completion_tokens
+  if (isCount(input)) out.inputTokens = input
+  if (isCount(output)) out.outputTokens = output
   return Object.keys(out).length > 0 ? out : undefined
 }
 
@@ -252,17 +281,32 @@ export class OpenAIChatClient implements ModelClient {
       arguments: call.function.arguments,
     }))
     const finishReason = choice.finish_reason ?? (toolCalls.length > 0 ? 'tool_calls' : 'stop')
-    return outputOf(choice.message.content ?? undefined, toolCalls, finishReason, usageOf(parsed.data.usage))
+    // A refusal (content null, `refusal` set) is the model's answer: recorded as its text, so the log shows it.
+    return outputOf(choice.message.content ?? choice.message.refusal ?? undefined, toolCalls, finishReason, usageOf(parsed.data.usage))
   }
 
   async #readStream(response: Response, controller: AbortController): Promise<ModelOutput> {
-    const stream = Stream.fromSSEResponse<unknown>(response, controller, this.#client)
     let text = ''
+    let refusal = ''
     let finishReason: string | undefined
     let usage: ModelUsage | undefined
-    const calls = new Map<number, { id: string; name: string; arguments: string }>()
+    // Merged as OpenAI's own stream helper does: by `index`; a delta's name replaces the name (some
+    // servers repeat it in every delta), its arguments are appended; a new id at an index in use
+    // starts another call (some servers put parallel calls all at index 0).
+    const calls: { index: number; id: string; name: string; arguments: string }[] = []
     try {
-      for await (const item of stream) {
+      // The SDK's SSE parser, read here rather than through its `Stream`, which reads on past
+      // `[DONE]` until the body ends: an answer is complete at `[DONE]`, whatever the connection does next.
+      for await (const sse of _iterSSEMessages(response, controller)) {
+        if (sse.data.startsWith('[DONE]')) break
+        let item: unknown
+        try {
+          item = JSON.parse(sse.data)
+        } catch {
+          throw new MalformedAnswer('the provider streamed an event that is not JSON (the stream was cut mid-event?)')
+        }
+        const reported = streamedError(sse.event, item)
+        if (reported) throw reported
         const parsed = ChunkSchema.safeParse(item)
         if (!parsed.success) throw new MalformedAnswer(`the provider streamed a chunk that is not a chat completion chunk (${zodProblem(parsed.error)})`)
         const chunk = parsed.data
@@ -271,30 +315,36 @@ export class OpenAIChatClient implements ModelClient {
           if ((choice.index ?? 0) !== 0) continue
           const delta = choice.delta
           if (delta?.content) text += delta.content
+          if (delta?.refusal) refusal += delta.refusal
           for (const part of delta?.tool_calls ?? []) {
-            const call = calls.get(part.index) ?? { id: '', name: '', arguments: '' }
+            let call = calls.findLast((candidate) => candidate.index === part.index)
+            if (!call || (part.id && call.id && part.id !== call.id)) {
+              call = { index: part.index, id: '', name: '', arguments: '' }
+              calls.push(call)
+            }
             if (part.id) call.id = part.id
-            if (part.function?.name) call.name += part.function.name
+            if (part.function?.name) call.name = part.function.name
             if (part.function?.arguments) call.arguments += part.function.arguments
-            calls.set(part.index, call)
           }
           if (choice.finish_reason) finishReason = choice.finish_reason
         }
       }
     } catch (error) {
-      if (error instanceof MalformedAnswer) throw error
-      if (error instanceof SyntaxError) throw new MalformedAnswer('the provider streamed an event that is not JSON (the stream was cut mid-event?)')
-      if (error instanceof APIError) throw error
-      throw new BodyReadFailure(`the connection failed while reading the stream: ${describe(error)}`)
+      if (error instanceof MalformedAnswer || error instanceof StreamedError) throw error
+      // The connection failed after the answer named its finish reason: the answer is whole (only a
+      // trailing usage chunk may be missing), and retrying would pay for it again.
+      if (finishReason === undefined || controller.signal.aborted) {
+        throw new BodyReadFailure(`the connection failed while reading the stream: ${describe(error)}`)
+      }
     }
     if (controller.signal.aborted) throw new BodyReadFailure('aborted')
     if (finishReason === undefined) throw new MalformedAnswer('the provider stream ended without a finish_reason')
     const toolCalls: ToolCall[] = []
-    for (const [index, call] of [...calls.entries()].sort(([a], [b]) => a - b)) {
-      if (!call.id || !call.name) throw new MalformedAnswer(`the provider streamed tool call ${index} without an id or a name`)
+    for (const [position, call] of [...calls].sort((a, b) => a.index - b.index).entries()) {
+      if (!call.id || !call.name) throw new MalformedAnswer(`the provider streamed tool call ${position} without an id or a name`)
       toolCalls.push({ callId: call.id, name: call.name, arguments: call.arguments })
     }
-    return outputOf(text, toolCalls, finishReason, usage)
+    return outputOf(text.length > 0 ? text : refusal, toolCalls, finishReason, usage)
   }
 
   #stopped(stop: StopReason, timeoutMs: number): ModelResponse {
@@ -306,6 +356,7 @@ export class OpenAIChatClient implements ModelClient {
   #classify(error: unknown, stop: StopReason | undefined, timeoutMs: number): ModelResponse {
     if (stop) return this.#stopped(stop, timeoutMs)
     if (error instanceof MalformedAnswer) return interrupted('failed', this.#redact(error.message), { malformed: true })
+    if (error instanceof StreamedError) return interrupted(error.retryable ? 'retryable_failure' : 'failed', this.#redact(error.message))
     if (error instanceof BodyReadFailure) return interrupted('retryable_failure', this.#redact(error.message))
     if (error instanceof APIConnectionTimeoutError) return interrupted('timed_out', `the request timed out after ${timeoutMs}ms`)
     if (error instanceof APIUserAbortError) return interrupted('cancelled', 'the request was cancelled')

@@ -280,6 +280,147 @@ test('an SSE stream that ends cleanly without a finish_reason is failed + malfor
     }
   }, TEST_MS))
 
+/** A raw HTTP server whose handler writes whatever the test asks; closed (every connection too) after `body`. */
+function withRawServer(
+  handler: (req: import('node:http').IncomingMessage, res: import('node:http').ServerResponse, request: number) => void,
+  body: (baseUrl: string, requests: () => number) => Promise<void>,
+): () => Promise<void> {
+  return () =>
+    withTimeout(async () => {
+      let requests = 0
+      const server = createServer((req, res) => handler(req, res, requests++))
+      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+      try {
+        await body(`http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`, () => requests)
+      } finally {
+        server.closeAllConnections()
+        await new Promise((resolve) => server.close(resolve))
+      }
+    }, TEST_MS)
+}
+
+const sse = (chunk: unknown) => `data: ${JSON.stringify(chunk)}\n\n`
+const delta = (value: Record<string, unknown>, finish: string | null = null) => ({ choices: [{ index: 0, delta: value, finish_reason: finish }] })
+
+test(
+  'a streamed answer is complete at [DONE]: a connection that then breaks, or never ends, does not discard it',
+  withRawServer(
+    (_req, res, request) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' })
+      res.write(sse(delta({ content: 'complete answer' })) + sse(delta({}, 'stop')) + 'data: [DONE]\n\n')
+      // The first breaks the connection without ending the chunked body; the second never ends it.
+      if (request === 0) setTimeout(() => res.socket?.destroy(), 30)
+    },
+    async (baseUrl, requests) => {
+      const client = new OpenAIChatClient(provider({ baseUrl }))
+      for (const what of ['broken after [DONE]', 'never ended after [DONE]']) {
+        const response = await client.complete(requestFor(bodyOf(), { timeoutMs: 2_000 }))
+        assert.equal(response, { kind: 'completed', output: { text: 'complete answer', toolCalls: [], finishReason: 'stop' } }, what)
+      }
+      assert.is(requests(), 2)
+    },
+  ),
+)
+
+test(
+  'a stream that breaks after its finish_reason (before [DONE]) keeps the answer; one that breaks before it is retryable',
+  withRawServer(
+    (_req, res, request) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' })
+      res.write(sse(delta({ content: 'whole' })) + (request === 0 ? sse(delta({}, 'stop')) : ''))
+      setTimeout(() => res.socket?.destroy(), 30)
+    },
+    async (baseUrl) => {
+      const client = new OpenAIChatClient(provider({ baseUrl }))
+      assert.equal(await client.complete(requestFor(bodyOf())), { kind: 'completed', output: { text: 'whole', toolCalls: [], finishReason: 'stop' } })
+      assert.is(interrupted(await client.complete(requestFor(bodyOf()))).status, 'retryable_failure')
+    },
+  ),
+)
+
+test(
+  'a refusal is recorded as the answer text, plain or streamed; token counts of the wrong type are dropped, not the answer',
+  withRawServer(
+    (_req, res, request) => {
+      if (request === 0) {
+        res.writeHead(200, { 'content-type': 'application/json' })
+        res.end(JSON.stringify({ choices: [{ message: { content: null, refusal: 'I cannot help with that' }, finish_reason: 'stop' }], usage: { prompt_tokens: '12', completion_tokens: 3 } }))
+        return
+      }
+      res.writeHead(200, { 'content-type': 'text/event-stream' })
+      res.end(sse(delta({ refusal: 'I cannot ' })) + sse(delta({ refusal: 'help' }, 'stop')) + sse({ choices: [], usage: 0 }) + 'data: [DONE]\n\n')
+    },
+    async (baseUrl) => {
+      const client = new OpenAIChatClient(provider({ baseUrl }))
+      assert.equal(await client.complete(requestFor(bodyOf())), {
+        kind: 'completed',
+        output: { text: 'I cannot help with that', toolCalls: [], finishReason: 'stop', usage: { outputTokens: 3 } },
+      })
+      assert.equal(await client.complete(requestFor(bodyOf())), { kind: 'completed', output: { text: 'I cannot help', toolCalls: [], finishReason: 'stop' } })
+    },
+  ),
+)
+
+test(
+  'streamed tool calls: a name repeated in every delta is the name, and a new id at an index in use is another call',
+  withRawServer(
+    (_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' })
+      const call = (id: string | undefined, name: string | undefined, args: string) => ({ index: 0, ...(id ? { id } : {}), function: { ...(name ? { name } : {}), arguments: args } })
+      res.end(
+        sse(delta({ tool_calls: [call('c1', 'echo', '{"v":')] })) +
+          sse(delta({ tool_calls: [call(undefined, 'echo', '"a"}')] })) +
+          sse(delta({ tool_calls: [call('c2', 'echo', '{"v":"b"}')] })) +
+          sse(delta({}, 'tool_calls')) +
+          'data: [DONE]\n\n',
+      )
+    },
+    async (baseUrl) => {
+      const response = await new OpenAIChatClient(provider({ baseUrl })).complete(requestFor(bodyOf()))
+      assert.equal(response, {
+        kind: 'completed',
+        output: {
+          toolCalls: [
+            { callId: 'c1', name: 'echo', arguments: '{"v":"a"}' },
+            { callId: 'c2', name: 'echo', arguments: '{"v":"b"}' },
+          ],
+          finishReason: 'tool_calls',
+        },
+      })
+    },
+  ),
+)
+
+test(
+  'an error inside a started stream: retryable when it says overload or a 5xx/429 code, failed otherwise; an `event: error` is one too',
+  withRawServer(
+    (_req, res, request) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' })
+      const events = [
+        sse({ error: { message: 'overloaded', code: 502 } }),
+        sse({ error: { message: 'Overloaded', type: 'overloaded_error' } }),
+        sse({ error: { message: 'bad tool schema', type: 'invalid_request_error' } }),
+        `event: error\ndata: ${JSON.stringify({ message: 'upstream went away', status: 503 })}\n\n`,
+      ]
+      res.end(sse(delta({ content: 'partial' })) + events[request])
+    },
+    async (baseUrl) => {
+      const client = new OpenAIChatClient(provider({ baseUrl }))
+      const outcomes: [string, string][] = []
+      for (let n = 0; n < 4; n += 1) {
+        const r = interrupted(await client.complete(requestFor(bodyOf())))
+        outcomes.push([r.status, r.message])
+      }
+      assert.equal(
+        outcomes.map(([status]) => status),
+        ['retryable_failure', 'retryable_failure', 'failed', 'retryable_failure'],
+      )
+      assert.match(outcomes[2]?.[1] ?? '', /bad tool schema/)
+      assert.match(outcomes[3]?.[1] ?? '', /upstream went away/)
+    },
+  ),
+)
+
 test(
   'a reset connection is a retryable failure, before the answer and mid-stream',
   withServer([answer.reset(), answer.reset({ stream: true })], async (server) => {

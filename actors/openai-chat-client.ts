@@ -81,7 +81,7 @@ class MalformedAnswer extends Error {}
 /** The transport failed while the answer's body was being read. */
 class BodyReadFailure extends Error {}
 
-/** An error the provider reported inside a stream that had started (HTTP 200). */
+/** An error the provider reported inside an answer it had started as a success (HTTP 200): in a stream, or as the JSON body. */
 class StreamedError extends Error {
   constructor(
     message: string,
@@ -99,7 +99,7 @@ const RETRYABLE_STREAM_ERROR = /overload|rate.?limit|server.?error|unavailable|t
  * `event: error` (others). Retryable when its code is an HTTP status a retry may cure (408, 429,
  * 5xx) or its type or code says overload, rate limit or server error.
  */
-function streamedError(event: string | null, item: unknown): StreamedError | undefined {
+function streamedError(event: string | null, item: unknown, where = 'in its stream'): StreamedError | undefined {
   const body = typeof item === 'object' && item !== null ? (item as { error?: unknown; message?: unknown }) : undefined
   const error = body?.error ?? (event === 'error' ? (body ?? item) : undefined)
   if (error === undefined || error === null || error === false) return undefined
@@ -108,7 +108,7 @@ function streamedError(event: string | null, item: unknown): StreamedError | und
   const status = Number(details.code ?? details.status)
   const retryable =
     status === 408 || status === 429 || (status >= 500 && status < 600) || RETRYABLE_STREAM_ERROR.test(`${String(details.type ?? '')} ${String(details.code ?? '')}`)
-  return new StreamedError(`the provider reported an error in its stream: ${quote(message)}`, retryable)
+  return new StreamedError(`the provider reported an error ${where}: ${quote(message)}`, retryable)
 }
 
 function interrupted(
@@ -193,9 +193,27 @@ export function retryAfterMsOf(headers: Headers | undefined, now: number = Date.
 export class OpenAIChatClient implements ModelClient {
   readonly #client: OpenAI
   readonly #secrets: string[]
+  /**
+   * The text of error answers (HTTP 4xx/5xx) by request body: the SDK keeps only an OpenAI-style
+   * `error` member of them, and servers that answer `{ message }` or `{ detail }` would lose their reason.
+   */
+  readonly #errorBodies = new Map<string, Promise<string | undefined>>()
 
   constructor(provider: ProviderConfig) {
     this.#client = new OpenAI({
+      fetch: async (url, init) => {
+        const response = await fetch(url, init)
+        if (!response.ok && typeof init?.body === 'string') {
+          this.#errorBodies.set(
+            init.body,
+            response
+              .clone()
+              .text()
+              .catch(() => undefined),
+          )
+        }
+        return response
+      },
       baseURL: provider.baseUrl,
       apiKey: provider.apiKey ?? PLACEHOLDER_API_KEY,
       // Keep the process environment out of requests to a configured provider.
@@ -250,8 +268,10 @@ export class OpenAIChatClient implements ModelClient {
       if (stop) return this.#stopped(stop, request.timeoutMs)
       return { kind: 'completed', output }
     } catch (error) {
-      return this.#classify(error, stop, request.timeoutMs)
+      const errorBody = this.#errorBodies.get(request.bodyText)
+      return this.#classify(error, stop, request.timeoutMs, errorBody === undefined ? undefined : await errorBody)
     } finally {
+      this.#errorBodies.delete(request.bodyText)
       clearTimeout(timer)
       callerSignal.removeEventListener('abort', onAbort)
       if (!controller.signal.aborted) controller.abort()
@@ -271,6 +291,9 @@ export class OpenAIChatClient implements ModelClient {
     } catch {
       throw new MalformedAnswer(`the provider answered with a body that is not JSON: ${quote(text)}`)
     }
+    // Some servers answer an error with HTTP 200 and an `error` member.
+    const reported = streamedError(null, json, 'in its answer')
+    if (reported) throw reported
     const parsed = CompletionSchema.safeParse(json)
     if (!parsed.success) throw new MalformedAnswer(`the provider answered with JSON that is not a chat completion (${zodProblem(parsed.error)})`)
     const choice = parsed.data.choices[0]
@@ -353,7 +376,7 @@ export class OpenAIChatClient implements ModelClient {
       : interrupted('timed_out', `the request timed out after ${timeoutMs}ms`)
   }
 
-  #classify(error: unknown, stop: StopReason | undefined, timeoutMs: number): ModelResponse {
+  #classify(error: unknown, stop: StopReason | undefined, timeoutMs: number, errorBody: string | undefined): ModelResponse {
     if (stop) return this.#stopped(stop, timeoutMs)
     if (error instanceof MalformedAnswer) return interrupted('failed', this.#redact(error.message), { malformed: true })
     if (error instanceof StreamedError) return interrupted(error.retryable ? 'retryable_failure' : 'failed', this.#redact(error.message))
@@ -365,7 +388,7 @@ export class OpenAIChatClient implements ModelClient {
     }
     if (error instanceof APIError) {
       const status = error.status
-      const detail = quote(providerMessage(error))
+      const detail = quote(providerMessage(error, errorBody))
       if (status === undefined) return interrupted('failed', this.#redact(`the provider reported an error: ${detail}`))
       const retryAfterMs = retryAfterMsOf(error.headers)
       const extra = retryAfterMs === undefined ? {} : { retryAfterMs }
@@ -390,9 +413,23 @@ function describe(error: unknown): string {
   return String(error)
 }
 
-function providerMessage(error: APIError): string {
+function providerMessage(error: APIError, errorBody: string | undefined): string {
   const body = error.error as { message?: unknown } | undefined
   if (body && typeof body === 'object' && typeof body.message === 'string') return body.message
+  // Not OpenAI's `{ error: { message } }`: vLLM's `{ object: "error", message }`, FastAPI's `{ detail }`, plain text.
+  if (errorBody !== undefined && errorBody.trim() !== '') {
+    let parsed: unknown
+    try {
+      parsed = JSON.parse(errorBody)
+    } catch {
+      return errorBody
+    }
+    const { message, detail, error: inner } = (typeof parsed === 'object' && parsed !== null ? parsed : {}) as { message?: unknown; detail?: unknown; error?: unknown }
+    if (typeof message === 'string') return message
+    if (typeof inner === 'string') return inner
+    if (detail !== undefined) return typeof detail === 'string' ? detail : JSON.stringify(detail)
+    return errorBody
+  }
   // The SDK prefixes the status ("503 upstream down"); the caller's message already names it.
   return error.status === undefined ? error.message : error.message.replace(new RegExp(`^${error.status}\\s+`), '')
 }

@@ -422,6 +422,36 @@ test(
 )
 
 test(
+  "a provider's reason is kept when its error body is not OpenAI's shape ({ message }, { detail }, plain text), and an error in a 200 answer is one",
+  withRawServer(
+    (_req, res, request) => {
+      const answers: [number, string][] = [
+        [400, JSON.stringify({ object: 'error', message: "This model's maximum context length is 4096 tokens", type: 'BadRequestError', code: 400 })],
+        [422, JSON.stringify({ detail: [{ loc: ['body', 'messages'], msg: 'field required' }] })],
+        [400, 'plain words of refusal'],
+        [200, JSON.stringify({ error: { message: 'Rate limit reached', type: 'rate_limit_exceeded' } })],
+      ]
+      const [status, text] = answers[request] ?? [500, '']
+      res.writeHead(status, { 'content-type': text.startsWith('{') ? 'application/json' : 'text/plain' })
+      res.end(text)
+    },
+    async (baseUrl) => {
+      const client = new OpenAIChatClient(provider({ baseUrl }))
+      const results: [string, string][] = []
+      for (let n = 0; n < 4; n += 1) {
+        const r = interrupted(await client.complete(requestFor(bodyOf())))
+        results.push([r.status, r.message])
+      }
+      assert.equal(results.map(([status]) => status), ['failed', 'failed', 'failed', 'retryable_failure'])
+      assert.match(results[0]?.[1] ?? '', /HTTP 400: This model's maximum context length is 4096 tokens/)
+      assert.match(results[1]?.[1] ?? '', /HTTP 422: .*field required/)
+      assert.match(results[2]?.[1] ?? '', /HTTP 400: plain words of refusal/)
+      assert.match(results[3]?.[1] ?? '', /Rate limit reached/)
+    },
+  ),
+)
+
+test(
   'a reset connection is a retryable failure, before the answer and mid-stream',
   withServer([answer.reset(), answer.reset({ stream: true })], async (server) => {
     const client = new OpenAIChatClient(provider(server))

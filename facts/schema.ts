@@ -10,7 +10,9 @@ const count = z.number().int().nonnegative()
 
 /** Any plain JSON value: what tool inputs, outputs and provider options may hold. */
 export const jsonValue: z.ZodType<unknown> = z.lazy(() =>
-  z.union([z.null(), z.boolean(), z.number().finite(), z.string(), z.array(jsonValue), z.record(z.string(), jsonValue)]),
+  z.union([z.null(), z.boolean(), z.number().finite(), z.string(), z.array(jsonValue), z.record(z.string(), jsonValue)], {
+    error: (issue) => `not JSON (${issue.input === undefined ? 'undefined' : typeof issue.input === 'number' ? String(issue.input) : typeof issue.input}): JSON is null, a boolean, a finite number, a string, an array or an object`,
+  }),
 )
 const jsonObject = z.record(z.string(), jsonValue)
 

@@ -66,6 +66,10 @@ test(
       const fields = error.details?.fields as string[] | undefined
       assert.ok(fields?.includes(field), `${what}: details.fields ${JSON.stringify(fields)} names ${field}`)
     }
+    const undefinedOption = { ...h.input('bad'), providerOptions: { temperature: undefined } }
+    const notJson = await refusedWithoutWriting(h.log, () => h.engine.start(undefinedOption), 'RUN_INVALID_INPUT', 'an undefined provider option')
+    assert.equal(notJson.details?.fields, ['providerOptions.temperature'])
+    assert.match(notJson.message, /providerOptions\.temperature: not JSON \(undefined\)/, 'the message says why')
     const twice = h.input('bad')
     twice.maxSteps = 0
     twice.configuration = { cwd: 'relative' }

@@ -363,9 +363,20 @@ rules(
         assert.is(refused.code, code, `${what}: ${refused.message}`)
       }
       assert.equal(await digestOf(log), before, 'nothing written')
-      // The real ones are admitted.
-      assert.is(await log.append(open(invocationOf('c6', 'session-source'), { kind: 'continuation', source: done })), before.events + 1)
-      assert.is(await log.append(open(successorIds, { kind: 'handoff', source: sealed, pause })), before.events + 2)
+      // The real ones are admitted, in the order they are appended even when not awaited one by one
+      // (the first waits for its source to be verified; what follows waits behind it).
+      await log.appendAll(completeInvocation('fresh', 'session-source').map((event) => ({ ...event, invocation: { ...event.invocation, turnId: 'turn-fresh' } })))
+      const fresh = (await log.runSource('session-source', 'run-fresh'))?.boundary
+      assert.ok(fresh)
+      const start = (await digestOf(log)).events
+      const continuation = new EventMaker(invocationOf('c6', 'session-source'))
+      const pipelined = [
+        log.append(continuation.next({ ...opened, input: { kind: 'continuation', source: fresh } })),
+        log.append(continuation.next(facts.requested('s1'))),
+        log.append(continuation.next(facts.completed('s1'))),
+      ]
+      assert.equal(await Promise.all(pipelined), [start + 1, start + 2, start + 3])
+      assert.is(await log.append(open(successorIds, { kind: 'handoff', source: sealed, pause })), start + 4)
     }),
   ),
 )

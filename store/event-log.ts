@@ -505,6 +505,8 @@ export class EventLog {
   /** The log carries `keys.reservationsIndexed` (else the next batch writes it). */
   #reservationsMarked = false
   #idsMinimum = ID_FILTER_MIN
+  /** The last append waiting for its sources to be verified (see `#enqueue`); later appends queue behind it. */
+  #ordered: Promise<void> | undefined
   /** Boundaries verified against the stored facts (`boundaryKey`), the oldest dropped past `VERIFIED_SOURCES_KEPT`. */
   readonly #verifiedSources = new Set<string>()
   /** Run chains computed by `runSource`, by run key. */
@@ -887,12 +889,18 @@ export class EventLog {
     // A run opened from a source names its boundary by digest: one the log has not verified yet is
     // verified first (the engine's admission has, through `lineage`), so a direct append cannot
     // record a source whose digest the stored facts do not reproduce.
-    if (sources !== undefined) {
-      const checked = sources
-      return Promise.all(checked.map((boundary) => this.#lineage(boundary))).then(
+    if (sources === undefined && this.#ordered === undefined) return this.#enqueueValidated(validated, precondition, single)
+    // Appends are staged in the order they were made: while one waits for its sources to be
+    // verified, later ones wait behind it (a pipelined `append(opened)`, `append(requested)` stays in order).
+    const checked = sources
+    const before = this.#ordered ?? Promise.resolve()
+    const staged = before
+      .then(() => (checked === undefined ? undefined : Promise.all(checked.map((boundary) => this.#lineage(boundary)))))
+      .then(
         () => {
           this.#assertOpen()
-          return this.#enqueueValidated(validated, precondition, single)
+          // Wrapped: `staged` settles once the append is queued, not once it is durable.
+          return { appended: this.#enqueueValidated(validated, precondition, single) }
         },
         (error: unknown) => {
           throw error instanceof FactstateError && error.code === 'RUN_SOURCE_MISMATCH' && validated.some((event) => event.fact.type === 'invocation.opened' && event.fact.input.kind === 'handoff')
@@ -900,8 +908,13 @@ export class EventLog {
             : error
         },
       )
-    }
-    return this.#enqueueValidated(validated, precondition, single)
+    // The tail waits until this append is queued (or refused), whatever its outcome.
+    const tail: Promise<void> = staged.then(noop, noop)
+    this.#ordered = tail
+    void tail.then(() => {
+      if (this.#ordered === tail) this.#ordered = undefined
+    })
+    return staged.then(({ appended }) => appended)
   }
 
   #enqueueValidated(validated: RuntimeEvent[], precondition: Precondition | undefined, single: boolean): Promise<number | number[]> {

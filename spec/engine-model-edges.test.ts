@@ -94,19 +94,26 @@ for (const stream of [false, true]) {
   )
 }
 
+/** A client whose every answer arms a clock fault for the next `facts` facts (each gets recordedAt -1, which the log refuses), and the engine clock it breaks. */
+function clockFaults(facts: number): { client: ModelClient; now: () => number } {
+  let faults = 0
+  let clock = Date.UTC(2024, 0, 1)
+  return {
+    now: () => (faults > 0 ? ((faults -= 1), -1) : (clock += 1)),
+    client: {
+      async complete() {
+        faults = facts
+        return { kind: 'completed', output: { text: 'done', toolCalls: [], finishReason: 'stop' } }
+      },
+    },
+  }
+}
+
 test(
   'a model answer the log refuses: model.interrupted{failed} closes the step before invocation.ended{failed, engine_error}',
   (() => {
-    // The client arms a clock fault for the next fact: the answer gets an invalid recordedAt, the interruption a good one.
-    let faults = 0
-    let clock = Date.UTC(2024, 0, 1)
-    const now = () => (faults > 0 ? ((faults -= 1), -1) : (clock += 1))
-    const client: ModelClient = {
-      async complete() {
-        faults = 1
-        return { kind: 'completed', output: { text: 'done', toolCalls: [], finishReason: 'stop' } }
-      },
-    }
+    // The answer gets an invalid recordedAt, the interruption a good one.
+    const { client, now } = clockFaults(1)
     return engineTest([], { model: { createClient: () => client }, engine: { now } }, async (h) => {
       const running = await h.start(h.input('refused'))
       await rejectsWithCode(() => running.wait(), 'LOG_INVALID_EVENT', 'wait()')
@@ -186,16 +193,8 @@ test(
 test(
   'when the log refuses the interruption too, the invocation still ends engine_error (from the request in flight)',
   (() => {
-    // The client arms a clock fault for the next two facts: the answer and the model.interrupted both get an invalid recordedAt.
-    let faults = 0
-    let clock = Date.UTC(2024, 0, 1)
-    const now = () => (faults > 0 ? ((faults -= 1), -1) : (clock += 1))
-    const client: ModelClient = {
-      async complete() {
-        faults = 2
-        return { kind: 'completed', output: { text: 'done', toolCalls: [], finishReason: 'stop' } }
-      },
-    }
+    // The answer and the model.interrupted both get an invalid recordedAt.
+    const { client, now } = clockFaults(2)
     return engineTest([], { model: { createClient: () => client }, engine: { now } }, async (h) => {
       const running = await h.start(h.input('double'))
       await rejectsWithCode(() => running.wait(), 'LOG_INVALID_EVENT', 'wait()')

@@ -260,25 +260,6 @@ test(
   }),
 )
 
-test('an SSE stream that ends cleanly without a finish_reason is failed + malformed', () =>
-  withTimeout(async () => {
-    const server = createServer((_req, res) => {
-      res.writeHead(200, { 'content-type': 'text/event-stream' })
-      res.write(`data: ${JSON.stringify({ choices: [{ index: 0, delta: { content: 'hi' }, finish_reason: null }] })}\n\n`)
-      res.end('data: [DONE]\n\n')
-    })
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-    try {
-      const baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`
-      const r = interrupted(await new OpenAIChatClient(provider({ baseUrl })).complete(requestFor(bodyOf())))
-      assert.is(r.status, 'failed')
-      assert.is(r.malformed, true)
-      assert.match(r.message, /finish_reason/)
-    } finally {
-      server.closeAllConnections()
-      await new Promise((resolve) => server.close(resolve))
-    }
-  }, TEST_MS))
 
 /** A raw HTTP server whose handler writes whatever the test asks; closed (every connection too) after `body`. */
 function withRawServer(
@@ -301,6 +282,22 @@ function withRawServer(
 
 const sse = (chunk: unknown) => `data: ${JSON.stringify(chunk)}\n\n`
 const delta = (value: Record<string, unknown>, finish: string | null = null) => ({ choices: [{ index: 0, delta: value, finish_reason: finish }] })
+
+test(
+  'an SSE stream that ends cleanly without a finish_reason is failed + malformed',
+  withRawServer(
+    (_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' })
+      res.end(sse(delta({ content: 'hi' })) + 'data: [DONE]\n\n')
+    },
+    async (baseUrl) => {
+      const r = interrupted(await new OpenAIChatClient(provider({ baseUrl })).complete(requestFor(bodyOf())))
+      assert.is(r.status, 'failed')
+      assert.is(r.malformed, true)
+      assert.match(r.message, /finish_reason/)
+    },
+  ),
+)
 
 test(
   'a streamed answer is complete at [DONE]: a connection that then breaks, or never ends, does not discard it',

@@ -112,7 +112,7 @@ const boundaryKey = ({ invocation, highWater, digest }: RunBoundary): string =>
  * engine's admission checks them, so that a direct append cannot open one the engine would refuse:
  * the source is an ended run of the same session, named whole (turn and invocation), at its end; a
  * successor's source is sealed with this very pause and claim, and the successor is the one the seal
- * names (`successorOf`). The boundary's digest is checked before staging (`#verifySources`).
+ * names (`successorOf`). The boundary's digest is checked before staging (in `#enqueue`).
  */
 function checkSource(local: Staging, event: RuntimeEvent, input: Extract<InvocationInput, { kind: 'continuation' | 'handoff' }>): void {
   const handoff = input.kind === 'handoff'
@@ -1275,11 +1275,6 @@ export class EventLog {
     return chain
   }
 
-  /**
-   * The events of a run's lineage up to its boundary: the sources it continued from (each up to
-   * its own boundary) and then the run itself. The boundary's digest is recomputed from the
-   * stored bytes; any difference is `RUN_SOURCE_MISMATCH`.
-   */
   /** Remembers a boundary whose digest the stored facts reproduce (a run's facts never change once written). */
   #verified(boundary: RunBoundary): void {
     if (this.#verifiedSources.size >= VERIFIED_SOURCES_KEPT) {
@@ -1289,6 +1284,11 @@ export class EventLog {
     this.#verifiedSources.add(boundaryKey(boundary))
   }
 
+  /**
+   * The events of a run's lineage up to its boundary: the sources it continued from (each up to
+   * its own boundary) and then the run itself. The boundary's digest is recomputed from the
+   * stored bytes; any difference is `RUN_SOURCE_MISMATCH`.
+   */
   async #lineage(boundary: RunBoundary): Promise<StoredEvent[]> {
     this.#assertOpen()
     const { sessionId, runId, invocationId } = boundary.invocation

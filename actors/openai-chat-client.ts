@@ -102,7 +102,7 @@ const RETRYABLE_STREAM_ERROR = /overload|rate.?limit|server.?error|unavailable|t
 function streamedError(event: string | null, item: unknown, where = 'in its stream'): StreamedError | undefined {
   const body = typeof item === 'object' && item !== null ? (item as { error?: unknown; message?: unknown }) : undefined
   const error = body?.error ?? (event === 'error' ? (body ?? item) : undefined)
-  if (error === undefined || error === null || error === false) return undefined
+  if (!error) return undefined
   const details = typeof error === 'object' ? (error as { message?: unknown; code?: unknown; type?: unknown; status?: unknown }) : { message: error }
   const message = typeof details.message === 'string' ? details.message : typeof body?.message === 'string' ? body.message : JSON.stringify(error)
   const status = Number(details.code ?? details.status)

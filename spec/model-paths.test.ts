@@ -100,6 +100,9 @@ test('generation is deterministic, bounded, and covers every machine state, tran
       [{ maxSteps: 0 }, 'maxSteps'],
       [{ maxRuns: 5 }, 'maxRuns'],
       [{ strategy: 'random' as never }, 'strategy'],
+      [{ strategy: 'simple', maxPaths: Number.NaN }, 'maxPaths'],
+      [{ strategy: 'simple', maxPaths: Number.POSITIVE_INFINITY }, 'maxPaths'],
+      [{ include: 5 as never }, 'include'],
     ] as const) {
       assert.throws(
         () => invocationPaths(options),
@@ -226,6 +229,10 @@ test('the consumer kit: own tools and arguments, the default crash child, and ba
       [{ tools: [] }, 'tools'],
       [{ stepTimeoutMs: 0 }, 'stepTimeoutMs'],
       [{ directory: 'relative/dir' }, 'directory'],
+      [{ stepTimeoutMs: Number.POSITIVE_INFINITY }, 'stepTimeoutMs'],
+      [{ stepTimeoutMs: 2 ** 31 }, 'stepTimeoutMs'],
+      [{ stepTimeoutMs: '100' as never }, 'stepTimeoutMs'],
+      [{ createEngine: 5 as never }, 'createEngine'],
     ]
     for (const [options, field] of badOptions) {
       const refused = await runPath(mine[0] as InvocationPath, options).then(
@@ -234,6 +241,19 @@ test('the consumer kit: own tools and arguments, the default crash child, and ba
       )
       assert.equal([refused?.code, refused?.details?.field], ['TESTING_INVALID_OPTIONS', field], `options ${JSON.stringify(options)} are refused`)
     }
+    // A createEngine that throws: runPath rejects with its error and leaves no server behind.
+    const servers = () => process.getActiveResourcesInfo().filter((kind) => kind === 'TCPServerWrap').length
+    const serversBefore = servers()
+    const broken = await runPath(mine[0] as InvocationPath, {
+      createEngine: () => {
+        throw new Error('factory broke')
+      },
+    }).then(
+      () => undefined,
+      (error: Error) => error.message,
+    )
+    assert.match(broken ?? '', /factory broke/)
+    assert.is(servers(), serversBefore, 'no model server is left listening')
     const badScript = await scriptedModelServer(5 as never).then(
       () => undefined,
       (error: { code?: string }) => error.code,

@@ -141,7 +141,14 @@ export class PathHarness {
   static async open(settings: HarnessSettings, from: number, to: number): Promise<PathHarness> {
     let arrived: (request: RecordedRequest, reply: (answer: ScriptedAnswer) => void) => void = () => undefined
     const server = await scriptedModelServer((request) => new Promise<ScriptedAnswer>((resolve) => arrived(request, resolve)))
-    const harness = new PathHarness(settings, from, to, server)
+    let harness: PathHarness
+    try {
+      harness = new PathHarness(settings, from, to, server)
+    } catch (error) {
+      // A `createEngine` that throws must not leave the server keeping the process alive.
+      await server.close()
+      throw error
+    }
     arrived = (request, reply) => harness.#arrived(request, reply)
     return harness
   }

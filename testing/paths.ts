@@ -381,6 +381,12 @@ const CRASH_STATES: readonly InvocationState[] = ['opening', 'safePoint', 'await
  * ```
  */
 export function invocationPaths(options: InvocationPathOptions = {}): InvocationPath[] {
+  if (typeof options !== 'object' || options === null) throw new FactstateError('TESTING_INVALID_OPTIONS', 'invocationPaths: options must be an object', { details: { field: 'options' } })
+  if (options.include !== undefined && typeof options.include !== 'function') {
+    throw new FactstateError('TESTING_INVALID_OPTIONS', 'invocationPaths: include must be a function of a path event', { details: { field: 'include' } })
+  }
+  // Checked before any path is generated: the simple strategy stops at it.
+  const maxPaths = options.maxPaths === undefined ? undefined : positive(options.maxPaths, 1, 'maxPaths', Number.MAX_SAFE_INTEGER)
   const input: PathModelInput = {
     maxSteps: positive(options.maxSteps, 2, 'maxSteps', 8),
     maxRuns: positive(options.maxRuns, 2, 'maxRuns', 4),
@@ -404,7 +410,7 @@ export function invocationPaths(options: InvocationPathOptions = {}): Invocation
 
   let calmPaths: PathEvent[][] = []
   if (strategy === 'simple') {
-    calmPaths = simplePaths(graph, calm, options.maxPaths ?? 1_000)
+    calmPaths = simplePaths(graph, calm, maxPaths ?? 1_000)
   } else if (strategy === 'states') {
     for (const [key, head] of heads) {
       const path = complete(head, key)
@@ -443,7 +449,7 @@ export function invocationPaths(options: InvocationPathOptions = {}): Invocation
     }
   }
   calmPaths = withoutPrefixes(calmPaths)
-  if (options.maxPaths !== undefined) calmPaths = calmPaths.slice(0, positive(options.maxPaths, 1, 'maxPaths', Number.MAX_SAFE_INTEGER))
+  if (maxPaths !== undefined) calmPaths = calmPaths.slice(0, maxPaths)
 
   const crashPaths: PathEvent[][] = []
   if (options.crashes ?? true) {

@@ -86,6 +86,10 @@ function defaultChild(): { script: string; execArgv: string[] } {
 }
 
 function resolveOptions(options: RunPathOptions) {
+  if (typeof options !== 'object' || options === null) throw new FactstateError('TESTING_INVALID_OPTIONS', 'runPath: options must be an object', { details: { field: 'options' } })
+  if (options.createEngine !== undefined && typeof options.createEngine !== 'function') {
+    throw new FactstateError('TESTING_INVALID_OPTIONS', 'runPath: createEngine must be a function', { details: { field: 'createEngine' } })
+  }
   const tools = options.tools ?? [echoTool()]
   if (!Array.isArray(tools) || tools.length === 0) throw new FactstateError('TESTING_INVALID_OPTIONS', 'runPath: tools must be a non-empty array', { details: { field: 'tools' } })
   const first = tools[0] as ToolDefinition
@@ -94,7 +98,10 @@ function resolveOptions(options: RunPathOptions) {
   const unknownTool = options.unknownTool ?? 'unavailable'
   if (tools.some((tool) => tool.name === unknownTool)) throw new FactstateError('TESTING_INVALID_OPTIONS', `runPath: unknownTool ${unknownTool} must not be in tools`, { details: { field: 'unknownTool' } })
   const stepTimeoutMs = options.stepTimeoutMs ?? 15_000
-  if (!(stepTimeoutMs > 0)) throw new FactstateError('TESTING_INVALID_OPTIONS', 'runPath: stepTimeoutMs must be positive', { details: { field: 'stepTimeoutMs' } })
+  // A timer longer than 2^31 - 1 ms fires at once in Node: "never" is not a step timeout.
+  if (typeof stepTimeoutMs !== 'number' || !(stepTimeoutMs > 0) || stepTimeoutMs * 2 > 2_147_483_647) {
+    throw new FactstateError('TESTING_INVALID_OPTIONS', 'runPath: stepTimeoutMs must be a positive number of milliseconds, at most 1,073,741,823', { details: { field: 'stepTimeoutMs' } })
+  }
   if (options.directory !== undefined && !isAbsolute(options.directory)) throw new FactstateError('TESTING_INVALID_OPTIONS', 'runPath: directory must be absolute', { details: { field: 'directory' } })
   let child = defaultChild()
   if (options.childScript !== undefined) {

@@ -58,6 +58,8 @@ test('demo passes every step, then log, verify and recover read its log', () =>
       const last = await cli(['log', location, '--last', '3'])
       assert.is(last.code, 0, last.stderr)
       assert.equal(seqsOf(last.stdout), [Number(events) - 2, Number(events) - 1, Number(events)])
+      const lastTo = await cli(['log', location, '--last', '2', '--to', '5'])
+      assert.equal(seqsOf(lastTo.stdout), [4, 5], '--last counts back from --to')
       const range = await cli(['log', location, '--from', '5', '--to', '7'])
       assert.equal(seqsOf(range.stdout), [5, 6, 7])
       // --invocation reads through the invocation's index: the same lines as filtering every fact.

@@ -8,7 +8,7 @@ export const logHelp = `usage: factstate log <log-directory> [--session ID] [--r
 
 Prints the facts of a log in seq order, one line each (or one JSON object per line with --json).
 Filters combine. TYPE is a fact type such as tool.dispatched; a trailing * matches a family (tool.*).
---from and --to bound the seqs read (inclusive); --last N reads only the log's last N facts.
+--from and --to bound the seqs read (inclusive); --last N reads only the last N facts (up to --to if given).
 Exit codes: 0 printed, 2 usage, 3 the log is open in another process, 1/4 the log refused.`
 
 /**
@@ -70,8 +70,9 @@ export async function logCommand(args: string[], io: CommandIo): Promise<number>
     log = await EventLog.open(directory)
     let shown = 0
     const { highWater } = log.head()
-    const from = bounds.last !== undefined ? Math.max(1, highWater - bounds.last + 1) : (bounds.from ?? 1)
-    const to = bounds.to ?? highWater
+    const to = Math.min(bounds.to ?? highWater, highWater)
+    // --last N counts back from the end shown: the log's, or --to's.
+    const from = bounds.last !== undefined ? Math.max(1, to - bounds.last + 1) : (bounds.from ?? 1)
     // One invocation's facts are read through its index, not by reading the whole log.
     const source: AsyncIterable<StoredEvent> | StoredEvent[] =
       values.invocation !== undefined

@@ -4,6 +4,7 @@
  * engine on a LevelDB directory, a scripted model server on 127.0.0.1, and, for a crash, a child
  * process killed with SIGKILL. Also checks that the kit fails when an invariant is broken.
  */
+import { dirname } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { suite } from 'uvu'
 import * as assert from 'uvu/assert'
@@ -17,6 +18,7 @@ import {
   invocationPaths,
   invocationTransitions,
   pathCoverage,
+  echoTool,
   runPath,
   scriptedModelServer,
 } from '../testing/index.js'
@@ -233,6 +235,9 @@ test('the consumer kit: own tools and arguments, the default crash child, and ba
       [{ stepTimeoutMs: 2 ** 31 }, 'stepTimeoutMs'],
       [{ stepTimeoutMs: '100' as never }, 'stepTimeoutMs'],
       [{ createEngine: 5 as never }, 'createEngine'],
+      [{ tools: [null as never] }, 'tools'],
+      [{ tools: [echoTool(), echoTool()] }, 'tools'],
+      [{ directory: dirname(fileURLToPath(import.meta.url)) }, 'directory'],
     ]
     for (const [options, field] of badOptions) {
       const refused = await runPath(mine[0] as InvocationPath, options).then(

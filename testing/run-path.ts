@@ -5,7 +5,7 @@
  * is reopened, recovered, and the path goes on.
  */
 import { type ChildProcess, spawn } from 'node:child_process'
-import { mkdtemp, rm } from 'node:fs/promises'
+import { mkdtemp, readdir, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { isAbsolute, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -92,6 +92,14 @@ function resolveOptions(options: RunPathOptions) {
   }
   const tools = options.tools ?? [echoTool()]
   if (!Array.isArray(tools) || tools.length === 0) throw new FactstateError('TESTING_INVALID_OPTIONS', 'runPath: tools must be a non-empty array', { details: { field: 'tools' } })
+  const names = new Set<string>()
+  for (const tool of tools as unknown[]) {
+    const named = tool as Partial<ToolDefinition> | null
+    if (typeof named !== 'object' || named === null || typeof named.name !== 'string' || typeof named.execute !== 'function' || names.has(named.name)) {
+      throw new FactstateError('TESTING_INVALID_OPTIONS', 'runPath: tools must be tool definitions (a name and an execute function), each name once', { details: { field: 'tools' } })
+    }
+    names.add(named.name)
+  }
   const first = tools[0] as ToolDefinition
   const toolCall = options.toolCall ?? { name: first.name, arguments: first.name === 'echo' ? { value: 42 } : {} }
   if (!tools.some((tool) => tool.name === toolCall.name)) throw new FactstateError('TESTING_INVALID_OPTIONS', `runPath: toolCall.name ${toolCall.name} is not in tools`, { details: { field: 'toolCall' } })
@@ -238,6 +246,9 @@ async function recoverAfterCrash(
  */
 export async function runPath(path: InvocationPath, options: RunPathOptions = {}): Promise<PathRunResult> {
   const resolved = resolveOptions(options)
+  if (options.directory !== undefined && (await readdir(options.directory).catch(() => [])).length > 0) {
+    throw new FactstateError('TESTING_INVALID_OPTIONS', `runPath: directory ${options.directory} is not empty (each path needs a fresh log and ledger)`, { details: { field: 'directory' } })
+  }
   const directory = options.directory ?? (await mkdtemp(join(tmpdir(), 'factstate-path-')))
   try {
     return await execute(path, resolved, directory)

@@ -219,7 +219,12 @@ offline('live: over a running engine, a new fact appears without a reload', (con
     withTempDir(async (dir) => {
       if (context.setupError !== undefined) throw context.setupError
       const { watched } = context as Offline
-      const server = await scriptedModelServer([answer.toolCalls([{ name: 'echo', arguments: { value: 7 } }], { hold: true }), answer.text('all done', { hold: true })])
+      const server = await scriptedModelServer([
+        answer.toolCalls([{ name: 'echo', arguments: { value: 7 } }], { hold: true }),
+        answer.text('all done', { hold: true }),
+        answer.toolCalls([{ name: 'echo', arguments: { value: 8 } }], { hold: true }),
+        answer.text('later done', { hold: true }),
+      ])
       const log = await EventLog.open(join(dir, 'log'))
       const engine = new Engine({ log, model: new ModelExecutor({ timeoutMs: 5_000 }) })
       let inspector: InspectorServer | undefined
@@ -252,6 +257,21 @@ offline('live: over a running engine, a new fact appears without a reload', (con
         assert.ok(await page.evaluate(() => (window as unknown as { stillHere?: boolean }).stillHere === true), 'the page was not reloaded')
         assert.is(await page.textContent('#log-highwater'), String(log.head().highWater))
         await page.screenshot({ path: join(ARTIFACTS, 'inspector-live.png') })
+        // The inspector restarts on its port while facts land: the page reconnects and catches up
+        // without waiting for another fact.
+        const port = new URL(inspector.url).port
+        await inspector.close()
+        inspector = undefined
+        const later = await engine.start(scenarioInput(server.baseUrl, 'later', 'session-live-2'))
+        await server.seen(2)
+        const landed = log.head().highWater
+        inspector = await serveInspector({ log, engine, port: Number(port) })
+        await page.waitForFunction((expected) => document.querySelector('#log-highwater')?.textContent === String(expected), landed, WAIT)
+        await page.waitForSelector('button.run[data-invocation="invocation-later"][data-status="running"]', WAIT)
+        server.release(2)
+        await server.seen(3)
+        server.release(3)
+        assert.equal(await later.wait(), { status: 'completed' })
         assert.equal(watched.errors, [])
       } finally {
         await inspector?.close()

@@ -216,6 +216,21 @@ function onFacts(landed: FactsLanded): void {
   }, 120)
 }
 
+/**
+ * Each (re)connection of the live stream starts from the log's high-water: facts that landed while
+ * the page was not listening (a dropped connection, a restarted inspector, the moment between the
+ * first overview and the stream) are fetched now rather than with the next fact.
+ */
+function onHello(highWater: number): void {
+  if (highWater === state.overview?.highWater) return
+  state.highWater = Math.max(state.highWater, highWater)
+  if (state.selectedId) pendingIds.add(state.selectedId)
+  clearTimeout(refreshTimer)
+  refreshTimer = window.setTimeout(() => {
+    applyLanded().catch(() => undefined)
+  }, 0)
+}
+
 function onKey(event: KeyboardEvent): void {
   const target = event.target as HTMLElement | null
   if (target && (target.tagName === 'INPUT' || target.tagName === 'TEXTAREA')) return
@@ -248,7 +263,7 @@ async function start(): Promise<void> {
   })
   byId('verify-button').addEventListener('click', () => void runVerify(true))
   document.addEventListener('keydown', onKey)
-  follow({ onFacts, onConnection: (connected) => showLive(connected, state.overview?.mode ?? null) })
+  follow({ onFacts, onHello, onConnection: (connected) => showLive(connected, state.overview?.mode ?? null) })
   renderSidebar()
   const wanted = readHash()
   const first = overview.sessions[0]?.turns.at(-1)?.runs.at(-1)?.invocation.invocationId ?? null

@@ -4,6 +4,8 @@ import type { FactsLanded } from '../protocol.js'
 export interface LiveHandlers {
   onFacts: (landed: FactsLanded) => void
   onConnection: (connected: boolean) => void
+  /** The log's high-water as each (re)connection starts: facts may have landed while the page was not listening. */
+  onHello: (highWater: number) => void
 }
 
 /** Opens `/api/events`; returns a function that closes it. */
@@ -11,6 +13,14 @@ export function follow(handlers: LiveHandlers): () => void {
   const source = new EventSource('/api/events')
   source.addEventListener('open', () => handlers.onConnection(true))
   source.addEventListener('error', () => handlers.onConnection(false))
+  source.addEventListener('hello', (event) => {
+    try {
+      const { highWater } = JSON.parse((event as MessageEvent<string>).data) as { highWater: number }
+      if (Number.isSafeInteger(highWater)) handlers.onHello(highWater)
+    } catch {
+      // A malformed frame is dropped.
+    }
+  })
   source.addEventListener('facts', (event) => {
     try {
       handlers.onFacts(JSON.parse((event as MessageEvent<string>).data) as FactsLanded)

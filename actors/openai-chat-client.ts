@@ -82,7 +82,7 @@ class MalformedAnswer extends Error {}
 class BodyReadFailure extends Error {}
 
 /** An error the provider reported inside an answer it had started as a success (HTTP 200): in a stream, or as the JSON body. */
-class StreamedError extends Error {
+class ReportedError extends Error {
   constructor(
     message: string,
     readonly retryable: boolean,
@@ -91,15 +91,15 @@ class StreamedError extends Error {
   }
 }
 
-/** Error types and codes providers use in a stream for trouble that a retry may cure (overload, rate limits, server errors). */
-const RETRYABLE_STREAM_ERROR = /overload|rate.?limit|server.?error|unavailable|timeout|capacity|busy/i
+/** Error types and codes providers report for trouble that a retry may cure (overload, rate limits, server errors). */
+const RETRYABLE_REPORTED_ERROR = /overload|rate.?limit|server.?error|unavailable|timeout|capacity|busy/i
 
 /**
- * An error event of a stream: a data object with an `error` member (OpenAI, OpenRouter) or an
- * `event: error` (others). Retryable when its code is an HTTP status a retry may cure (408, 429,
+ * An error reported in a 200 answer: a stream event or a JSON body with an `error` member (OpenAI,
+ * OpenRouter), or an `event: error` (others). Retryable when its code is an HTTP status a retry may cure (408, 429,
  * 5xx) or its type or code says overload, rate limit or server error.
  */
-function streamedError(event: string | null, item: unknown, where = 'in its stream'): StreamedError | undefined {
+function reportedError(event: string | null, item: unknown, where = 'in its stream'): ReportedError | undefined {
   const body = typeof item === 'object' && item !== null ? (item as { error?: unknown; message?: unknown }) : undefined
   const error = body?.error ?? (event === 'error' ? (body ?? item) : undefined)
   if (!error) return undefined
@@ -107,8 +107,8 @@ function streamedError(event: string | null, item: unknown, where = 'in its stre
   const message = typeof details.message === 'string' ? details.message : typeof body?.message === 'string' ? body.message : JSON.stringify(error)
   const status = Number(details.code ?? details.status)
   const retryable =
-    status === 408 || status === 429 || (status >= 500 && status < 600) || RETRYABLE_STREAM_ERROR.test(`${String(details.type ?? '')} ${String(details.code ?? '')}`)
-  return new StreamedError(`the provider reported an error ${where}: ${quote(message)}`, retryable)
+    status === 408 || status === 429 || (status >= 500 && status < 600) || RETRYABLE_REPORTED_ERROR.test(`${String(details.type ?? '')} ${String(details.code ?? '')}`)
+  return new ReportedError(`the provider reported an error ${where}: ${quote(message)}`, retryable)
 }
 
 function interrupted(
@@ -292,7 +292,7 @@ export class OpenAIChatClient implements ModelClient {
       throw new MalformedAnswer(`the provider answered with a body that is not JSON: ${quote(text)}`)
     }
     // Some servers answer an error with HTTP 200 and an `error` member.
-    const reported = streamedError(null, json, 'in its answer')
+    const reported = reportedError(null, json, 'in its answer')
     if (reported) throw reported
     const parsed = CompletionSchema.safeParse(json)
     if (!parsed.success) throw new MalformedAnswer(`the provider answered with JSON that is not a chat completion (${zodProblem(parsed.error)})`)
@@ -328,7 +328,7 @@ export class OpenAIChatClient implements ModelClient {
         } catch {
           throw new MalformedAnswer('the provider streamed an event that is not JSON (the stream was cut mid-event?)')
         }
-        const reported = streamedError(sse.event, item)
+        const reported = reportedError(sse.event, item)
         if (reported) throw reported
         const parsed = ChunkSchema.safeParse(item)
         if (!parsed.success) throw new MalformedAnswer(`the provider streamed a chunk that is not a chat completion chunk (${zodProblem(parsed.error)})`)
@@ -353,7 +353,7 @@ export class OpenAIChatClient implements ModelClient {
         }
       }
     } catch (error) {
-      if (error instanceof MalformedAnswer || error instanceof StreamedError) throw error
+      if (error instanceof MalformedAnswer || error instanceof ReportedError) throw error
       // The connection failed after the answer named its finish reason: the answer is whole (only a
       // trailing usage chunk may be missing), and retrying would pay for it again.
       if (finishReason === undefined || controller.signal.aborted) {
@@ -379,7 +379,7 @@ export class OpenAIChatClient implements ModelClient {
   #classify(error: unknown, stop: StopReason | undefined, timeoutMs: number, errorBody: string | undefined): ModelResponse {
     if (stop) return this.#stopped(stop, timeoutMs)
     if (error instanceof MalformedAnswer) return interrupted('failed', this.#redact(error.message), { malformed: true })
-    if (error instanceof StreamedError) return interrupted(error.retryable ? 'retryable_failure' : 'failed', this.#redact(error.message))
+    if (error instanceof ReportedError) return interrupted(error.retryable ? 'retryable_failure' : 'failed', this.#redact(error.message))
     if (error instanceof BodyReadFailure) return interrupted('retryable_failure', this.#redact(error.message))
     if (error instanceof APIConnectionTimeoutError) return interrupted('timed_out', `the request timed out after ${timeoutMs}ms`)
     if (error instanceof APIUserAbortError) return interrupted('cancelled', 'the request was cancelled')

@@ -11,58 +11,12 @@
  *
  * Child entry: `node --import tsx bench/growth.ts [--quick]`.
  */
-import { ClassicLevel } from 'classic-level'
 import { join } from 'node:path'
-import type { RuntimeEvent } from '../facts/types.js'
 import { EventLog } from '../store/event-log.js'
 import { recoverInvocations } from '../store/recovery.js'
+import { OPEN_INVOCATIONS, TARGETS, buildGrowthLog, leaveOpen, settleLog } from './growth-logs.js'
 import { emit, median, now, parseArgs, progress, withTempDir } from './support.js'
-import { STEPS, invocationEvents, invocationFacts, invocationFor } from './workload.js'
-
-const TARGETS = 10
-const OPEN_INVOCATIONS = 10
-const LANES = 64
-
-/**
- * A log with the target runs first, then about `unrelated` facts of other sessions: whole
- * invocations (so that none is left open), `LANES` sessions appending side by side. Returns the
- * number of unrelated facts written.
- */
-async function buildLog(path: string, unrelated: number): Promise<number> {
-  const log = await EventLog.open(path, { durability: 'os' })
-  try {
-    const complete = invocationFacts(STEPS)
-    for (let j = 0; j <= TARGETS; j += 1) {
-      await log.appendAll(invocationEvents(invocationFor('target', j), complete))
-    }
-    const invocations = Math.max(1, Math.round(unrelated / complete.length))
-    let next = 0
-    await Promise.all(
-      Array.from({ length: LANES }, async (_, lane) => {
-        for (let index = next++; index < invocations; index = next++) {
-          await log.appendAll(invocationEvents(invocationFor('bulk', index, `bulk-s${lane}`), complete))
-        }
-      }),
-    )
-    return invocations * complete.length
-  } finally {
-    await log.close()
-  }
-}
-
-/**
- * Lets LevelDB finish the compactions the bulk build queued, as they would be on a log that has
- * been running for a while: otherwise the first writes to the big log stall behind them.
- */
-async function settle(path: string): Promise<void> {
-  const db = new ClassicLevel(path)
-  await db.open()
-  try {
-    await db.compactRange('\u0000', '\uffff')
-  } finally {
-    await db.close()
-  }
-}
+import { invocationFor } from './workload.js'
 
 interface Sample {
   reopenMs: number
@@ -88,10 +42,7 @@ async function sampleRound(path: string): Promise<Sample> {
       runSourceMs.push(now() - start)
       if (source === undefined) throw new Error(`run ${runId} is missing`)
     }
-    const r = round++
-    const open = invocationFacts(0, true)
-    const events: RuntimeEvent[][] = Array.from({ length: OPEN_INVOCATIONS }, (_, k) => invocationEvents(invocationFor(`open${r}`, k), open))
-    await Promise.all(events.map((list) => log.appendAll(list)))
+    await leaveOpen(log, `open${round++}`)
   } finally {
     await log.close()
   }
@@ -116,10 +67,10 @@ export async function growthBenchmark(quick: boolean) {
     const smallPath = join(dir, 'small')
     const largePath = join(dir, 'large')
     let start = now()
-    const smallFacts = await buildLog(smallPath, small)
-    const largeFacts = await buildLog(largePath, large)
-    await settle(smallPath)
-    await settle(largePath)
+    const smallFacts = await buildGrowthLog(smallPath, small)
+    const largeFacts = await buildGrowthLog(largePath, large)
+    await settleLog(smallPath)
+    await settleLog(largePath)
     progress(`growth: built logs of ${smallFacts} and ${largeFacts} unrelated facts in ${Math.round(now() - start)} ms`)
     start = now()
     const samples = { small: [] as Sample[], large: [] as Sample[] }

@@ -7,6 +7,7 @@
  *   node --import tsx bench/profile.ts validate [rounds=40]
  *   node --import tsx bench/profile.ts fsync [rounds=60]
  *   node --import tsx bench/profile.ts puts [rounds=30]
+ *   node --import tsx bench/profile.ts recover [unrelated=1000000] [rounds=8]
  *
  * Each prints its throughput and the process CPU time (all threads) per fact or step; `append` also
  * prints the main thread's busy time per fact (event-loop utilization), the part that caps a group,
@@ -29,11 +30,19 @@
  * written), as the log puts them: keys built from the seq and ids (store/keys.ts), the same keys
  * built beforehand, and the built keys handed to classic-level's private `_put` past
  * abstract-level's checks; alternated in one process, medians per fact.
+ * `recover` builds the growth benchmark's two logs (bench/growth-logs.ts: 1,000 and `unrelated`
+ * facts) and, round after round on each, leaves 10 invocations open, reopens the log and times
+ * `recoverInvocations` in parts: its id-index reads (LevelDB's `getSync`), its synced batch (from
+ * `write()` to completion) and the rest. Every other round first fdatasyncs a scratch file of the
+ * batch's size on the same filesystem, untimed apart: the first sync after an open also commits
+ * the filesystem's journal of what LevelDB's open did (its write-ahead log written out as a table,
+ * files deleted), and this shows how much of `recoverGrowth` that is.
  */
 import { Packr, RESERVE_START_SPACE } from 'msgpackr'
-import { closeSync, fdatasyncSync, openSync, readdirSync, readFileSync, writeSync } from 'node:fs'
+import { closeSync, fdatasyncSync, openSync, readdirSync, readFileSync, unlinkSync, writeSync } from 'node:fs'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
+import { ClassicLevel } from 'classic-level'
 import { Engine } from '../actors/engine.js'
 import { ModelExecutor } from '../actors/model-executor.js'
 import { compileSchema, parseRuntimeEvent } from '../facts/compiled-schema.js'
@@ -43,7 +52,9 @@ import { validateEvent } from '../store/encoding.js'
 import { EventLog, logInternals } from '../store/event-log.js'
 import { keys, seqPart } from '../store/keys.js'
 import { packPlain } from '../store/msgpack-plain.js'
+import { recoverInvocations } from '../store/recovery.js'
 import { packValidatedEvent } from '../store/shaped-writer.js'
+import { OPEN_INVOCATIONS, buildGrowthLog, leaveOpen, settleLog } from './growth-logs.js'
 import { chainedBatchPrototype, median, now, withTempDir } from './support.js'
 import { STEPS, appendLanes, appenderLanes, invocationEvents, invocationFacts, invocationFor, runInput, scriptedClient } from './workload.js'
 
@@ -285,10 +296,110 @@ async function puts(rounds: number): Promise<void> {
   })
 }
 
+/** One recovery's parts, ms. */
+interface RecoverySample {
+  total: number
+  idReads: number
+  batch: number
+  firstSync?: number
+}
+
+async function recover(unrelated: number, rounds: number): Promise<void> {
+  // LevelDB's synchronous reads (the log's id lookups use `getSync`) and the synced batch, timed while recovering.
+  const db = ClassicLevel.prototype as unknown as { getSync(key: unknown, options?: unknown): unknown }
+  const getSync = db.getSync
+  const batch = chainedBatchPrototype()
+  const write = batch._write
+  let sample: RecoverySample | undefined
+  db.getSync = function (key, options) {
+    if (sample === undefined) return getSync.call(this, key, options)
+    const start = now()
+    try {
+      return getSync.call(this, key, options)
+    } finally {
+      sample.idReads += now() - start
+    }
+  }
+  batch._write = function (options) {
+    const current = sample
+    const start = now()
+    return write.call(this, options).then(() => {
+      if (current !== undefined) current.batch += now() - start
+    })
+  }
+  await withTempDir(async (dir) => {
+    const paths = { small: join(dir, 'small'), large: join(dir, 'large') }
+    await buildGrowthLog(paths.small, 1_000)
+    await buildGrowthLog(paths.large, unrelated)
+    await settleLog(paths.small)
+    await settleLog(paths.large)
+    let tag = 0
+    const once = async (path: string, syncFirst: boolean): Promise<RecoverySample> => {
+      let log = await EventLog.open(path)
+      try {
+        await leaveOpen(log, `open${tag++}`)
+      } finally {
+        await log.close()
+      }
+      log = await EventLog.open(path)
+      try {
+        let firstSync: number | undefined
+        if (syncFirst) {
+          // About the size of the recovery's batch (20 facts and their index records).
+          const scratch = join(dir, 'first-sync')
+          const fd = openSync(scratch, 'w')
+          try {
+            writeSync(fd, Buffer.alloc(11 * 1024, 1))
+            const start = now()
+            fdatasyncSync(fd)
+            firstSync = now() - start
+          } finally {
+            closeSync(fd)
+            unlinkSync(scratch)
+          }
+        }
+        const current: RecoverySample = { total: 0, idReads: 0, batch: 0, ...(firstSync === undefined ? {} : { firstSync }) }
+        sample = current
+        const start = now()
+        const closed = await recoverInvocations(log)
+        current.total = now() - start
+        sample = undefined
+        if (closed !== OPEN_INVOCATIONS) throw new Error(`recovery closed ${closed}, not ${OPEN_INVOCATIONS}`)
+        return current
+      } finally {
+        sample = undefined
+        await log.close()
+      }
+    }
+    // A first round on each settles LevelDB (as bench/growth.ts does).
+    await once(paths.small, false)
+    await once(paths.large, false)
+    const samples = { plain: { small: [] as RecoverySample[], large: [] as RecoverySample[] }, synced: { small: [] as RecoverySample[], large: [] as RecoverySample[] } }
+    for (let round = 0; round < rounds; round += 1) {
+      for (const variant of round % 2 === 0 ? (['plain', 'synced'] as const) : (['synced', 'plain'] as const)) {
+        samples[variant].small.push(await once(paths.small, variant === 'synced'))
+        samples[variant].large.push(await once(paths.large, variant === 'synced'))
+      }
+    }
+    const ms = (list: RecoverySample[], pick: (sample: RecoverySample) => number) => median(list.map(pick)).toFixed(2)
+    const describe = (list: RecoverySample[]) =>
+      `${ms(list, (s) => s.total)} ms (id reads ${ms(list, (s) => s.idReads)}, synced batch ${ms(list, (s) => s.batch)}, the rest ${ms(list, (s) => s.total - s.idReads - s.batch)})` +
+      (list[0]?.firstSync === undefined ? '' : `, the first fdatasync before it ${ms(list, (s) => s.firstSync ?? 0)} ms`)
+    for (const variant of ['plain', 'synced'] as const) {
+      const { small, large } = samples[variant]
+      const growth = median(large.map((sample, index) => sample.total / (small[index] as RecoverySample).total))
+      process.stdout.write(
+        `${variant === 'plain' ? 'recovery right after the open (as bench/growth.ts times it)' : 'recovery after one fdatasync of a scratch file'}: small ${describe(small)}; large ${describe(large)}; growth ${growth.toFixed(2)} (median of ${large.length} paired ratios)\n`,
+      )
+    }
+  })
+}
+
 if (workload === 'append') await append(Number(first ?? 256), Number(second ?? 51_200), third === 'os' ? 'os' : 'sync', fourth === 'warm')
 else if (workload === 'engine') await engine(Number(first ?? 64), Number(second ?? 3))
 else if (workload === 'encode') encode(Number(first ?? 40))
 else if (workload === 'validate') validate(Number(first ?? 40))
 else if (workload === 'fsync') await fsync(Number(first ?? 60))
 else if (workload === 'puts') await puts(Number(first ?? 30))
-else throw new Error('usage: bench/profile.ts append|engine|encode|validate|fsync|puts [...]')
+else if (workload === 'recover') await recover(Number(first ?? 1_000_000), Number(second ?? 8))
+else throw new Error('usage: bench/profile.ts append|engine|encode|validate|fsync|puts|recover [...]')

@@ -1149,11 +1149,14 @@ format(
       assert.is(decodeRecord<string>((await db.get(keys.sealedClaim('claim-h1'))) as Uint8Array, 'sealed claim'), 'inv-first', 'indexed on open')
       assert.is(decodeRecord<string>((await db.get(keys.sealedSuccessor('inv-next'))) as Uint8Array, 'sealed successor'), 'inv-first', 'with its successor')
       assert.ok((await db.get(keys.reservationsIndexed)) !== undefined, 'and marked')
-      // Marked, the log is not scanned again: a record removed now stays removed.
+      // Marked, the log is not scanned again: a record removed now stays removed, and verify() finds it missing.
       await db.del(keys.sealedClaim('claim-h1'))
     })
     await withLog(dir, async (log) => {
-      assert.equal(await digestOf(log), digest)
+      assert.equal(log.head(), { highWater: digest?.events, digest: digest?.digest })
+      const damage = await refusal(log.verify())
+      assert.is(damage.code, 'LOG_CORRUPT')
+      assert.equal(damage.details, { index: 'reservation', key: keys.sealedClaim('claim-h1') })
     })
     await tamper(dir, async (db) => {
       assert.is(await db.get(keys.sealedClaim('claim-h1')), undefined, 'scanned once')

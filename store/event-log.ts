@@ -8,6 +8,7 @@ import type { HandoffIntent, HandoffPause, InvocationInput, RunBoundary, Runtime
 import { EMPTY_CHAIN, CHAIN_BYTES, chainStep, logDigest, runChainStart, runDigest } from './digest.js'
 import { chainedIdRecord, decodeEvent, decodeRecord, encodeRecord, encodeValidatedEvent, peekInvocationId, validateEvent } from './encoding.js'
 import { IdFilter } from './id-filter.js'
+import { IndexAudit } from './index-audit.js'
 import { keys, seqOfEventKey, seqPart } from './keys.js'
 import {
   type InvocationProjection,
@@ -207,6 +208,8 @@ const CATCH_UP_SCANNED = TAIL_KEYS_CHECKED
 const ANCHOR_FILE = 'FACTSTATE-HEAD'
 const ANCHOR_PATTERN = /^factstate-head v1 (\d+) ([0-9a-f]{64})\n$/
 const CACHE_LIMIT = 50_000
+/** Items read at once by a pass over a key space (`verify`). */
+const SCAN_BATCH = 1_000
 /**
  * The shape of the index records, stored with the first batch a version writes: 2 since run
  * records are written once (without `lastSeq` and `chain`). A log marked with a higher number was
@@ -433,6 +436,28 @@ class CommittedState {
         if (claims.size <= CACHE_LIMIT / 2) break
       }
     }
+  }
+}
+
+/**
+ * A LevelDB iterator read in batches (`nextv`): a whole pass costs one promise per batch, not one
+ * per item, and the next batch is read while the caller works on this one.
+ */
+async function* batchesOf<T>(iterator: { nextv(size: number): Promise<T[]>; close(): Promise<void> }): AsyncGenerator<T[]> {
+  let next: Promise<T[]> | undefined
+  try {
+    next = iterator.nextv(SCAN_BATCH)
+    for (;;) {
+      const batch = await next
+      next = undefined
+      if (batch.length === 0) return
+      next = iterator.nextv(SCAN_BATCH)
+      yield batch
+    }
+  } finally {
+    // A caller that stops early leaves a read in flight: its outcome no longer matters.
+    await next?.catch(() => undefined)
+    await iterator.close()
   }
 }
 
@@ -1417,7 +1442,12 @@ export class EventLog {
     return record.outcome?.status === 'handoff_paused' ? { boundary, pause: structuredClone(record.outcome.pause) } : { boundary }
   }
 
-  /** Re-reads every event: seq continuity, decoding, the digest chain. `LOG_CORRUPT` names the first bad seq. */
+  /**
+   * Re-reads every event: seq continuity, decoding, the digest chain, the id index; then every other
+   * index record against the facts (store/index-audit.ts). `LOG_CORRUPT` names the first bad seq, or
+   * for a damaged index record its key space and key (`details.index`, `details.key`). Everything is
+   * read from one snapshot, so appends made meanwhile are neither read nor mistaken for damage.
+   */
   async verify(): Promise<{ events: number; digest: string }> {
     this.#assertOpen()
     await this.#flushing
@@ -1425,42 +1455,79 @@ export class EventLog {
   }
 
   async #verify(): Promise<{ events: number; digest: string }> {
-    const head = this.#state.head
-    let chain: Uint8Array = EMPTY_CHAIN
-    let expected = 1
-    const window: { seq: number; id: string; chain: Uint8Array }[] = []
-    const checkWindow = async () => {
-      if (window.length === 0) return
-      const stored = await this.#db.getMany(window.map((item) => keys.eventId(item.id)))
-      window.forEach((item, index) => {
-        const value = stored[index]
-        const [seq, indexedChain] = value === undefined ? [undefined, undefined] : decodeRecord<[number, Uint8Array]>(value, `id ${item.id}`)
-        if (seq !== item.seq || !indexedChain || !equalBytes(new Uint8Array(indexedChain), item.chain)) {
-          throw new FactstateError('LOG_CORRUPT', `event ${item.seq} does not match its digest chain`, { details: { seq: item.seq } })
-        }
+    const snapshot = this.#db.snapshot()
+    try {
+      const storedHead = await this.#db.get(keys.head, { snapshot })
+      const head: Head = storedHead === undefined ? { highWater: 0, chain: EMPTY_CHAIN } : headRecord(decodeRecord<unknown>(storedHead, 'head'))
+      const db = this.#db
+      let audit: IndexAudit | undefined = await IndexAudit.start({
+        getMany: (keys) => db.getMany(keys, { snapshot }),
+        keys: (range) => batchesOf(db.keys({ ...range, snapshot })),
+        entries: (range) => batchesOf(db.iterator({ ...range, snapshot })),
       })
-      window.length = 0
-    }
-    for await (const [key, bytes] of this.#db.iterator({ gte: keys.eventLow, lt: keys.eventHigh })) {
-      const seq = seqOfEventKey(key)
-      if (seq !== expected) {
+      // Damage to the facts is reported first (it names a seq): an index finding waits for the pass to end.
+      let finding: unknown
+      const found = (error: unknown) => {
+        finding = error
+        audit = undefined
+      }
+      const observe = (seq: number, event: RuntimeEvent): Promise<void> | undefined => {
+        try {
+          return audit?.observe(seq, event)?.catch(found)
+        } catch (error) {
+          found(error)
+          return undefined
+        }
+      }
+      let chain: Uint8Array = EMPTY_CHAIN
+      let expected = 1
+      const window: { seq: number; id: string; chain: Uint8Array }[] = []
+      const checkWindow = async () => {
+        if (window.length === 0) return
+        const stored = await this.#db.getMany(
+          window.map((item) => keys.eventId(item.id)),
+          { snapshot },
+        )
+        window.forEach((item, index) => {
+          const value = stored[index]
+          const [seq, indexedChain] = value === undefined ? [undefined, undefined] : decodeRecord<[number, Uint8Array]>(value, `id ${item.id}`)
+          if (seq !== item.seq || !indexedChain || !equalBytes(new Uint8Array(indexedChain), item.chain)) {
+            throw new FactstateError('LOG_CORRUPT', `event ${item.seq} does not match its digest chain`, { details: { seq: item.seq } })
+          }
+        })
+        window.length = 0
+      }
+      for await (const entries of batchesOf(this.#db.iterator({ gte: keys.eventLow, lt: keys.eventHigh, snapshot }))) {
+        for (const [key, bytes] of entries) {
+          const seq = seqOfEventKey(key)
+          if (seq !== expected) {
+            throw new FactstateError('LOG_CORRUPT', `event ${expected} is missing`, { details: { seq: expected } })
+          }
+          if (seq > head.highWater) {
+            throw new FactstateError('LOG_CORRUPT', `event ${seq} lies beyond the recorded high-water ${head.highWater}`, { details: { seq } })
+          }
+          const event = decodeEvent(bytes, seq)
+          chain = chainStep(chain, seq, bytes)
+          window.push({ seq, id: event.id, chain })
+          if (window.length >= 1024) await checkWindow()
+          const reading = observe(seq, event)
+          if (reading !== undefined) await reading
+          expected += 1
+        }
+      }
+      await checkWindow()
+      if (expected - 1 !== head.highWater) {
         throw new FactstateError('LOG_CORRUPT', `event ${expected} is missing`, { details: { seq: expected } })
       }
-      if (seq > head.highWater) break
-      const event = decodeEvent(bytes, seq)
-      chain = chainStep(chain, seq, bytes)
-      window.push({ seq, id: event.id, chain })
-      if (window.length >= 1024) await checkWindow()
-      expected += 1
+      if (!equalBytes(chain, head.chain)) {
+        throw new FactstateError('LOG_CORRUPT', 'the digest chain does not match the head', { details: { seq: head.highWater } })
+      }
+      if (finding !== undefined) throw finding
+      await audit?.finish()
+      return { events: head.highWater, digest: logDigest(head.highWater, chain) }
+    } finally {
+      await snapshot.close()
     }
-    await checkWindow()
-    if (expected - 1 !== head.highWater) {
-      throw new FactstateError('LOG_CORRUPT', `event ${expected} is missing`, { details: { seq: expected } })
-    }
-    if (!equalBytes(chain, head.chain)) {
-      throw new FactstateError('LOG_CORRUPT', 'the digest chain does not match the head', { details: { seq: head.highWater } })
-    }
-    return { events: head.highWater, digest: logDigest(head.highWater, chain) }
   }
 
   /**

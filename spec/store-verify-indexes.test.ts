@@ -1,0 +1,248 @@
+/**
+ * `verify()` compares every index record with the facts (store/index-audit.ts): a log holding every
+ * kind of record (ended, open, sealed and used, sealed and pending, ended with an unknown outcome)
+ * verifies; each kind deleted, changed or added where no fact calls for it is `LOG_CORRUPT` naming
+ * its key space and key; damage to the facts is still reported first, by seq; and a verify running
+ * beside appends reads one snapshot and finds nothing wrong.
+ */
+import { cp, mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { ClassicLevel } from 'classic-level'
+import { suite } from 'uvu'
+import * as assert from 'uvu/assert'
+import type { Fact, InvocationOutcome, RuntimeEvent } from '../facts/types.js'
+import { decodeRecord, encodeEvent, encodeRecord } from '../store/encoding.js'
+import { EventLog } from '../store/event-log.js'
+import { recoverInvocations } from '../store/recovery.js'
+import { keys } from '../store/keys.js'
+import { EventMaker, boundedTest, completeInvocation, facts, invocationOf, refusal } from './support/log-fixtures.js'
+import { withTimeout } from './support/temp.js'
+
+const audit = suite('store: verify() audits the index records')
+
+type Db = ClassicLevel<string, Uint8Array>
+
+async function withDb(dir: string, body: (db: Db) => Promise<void>): Promise<void> {
+  const db: Db = new ClassicLevel<string, Uint8Array>(dir, { keyEncoding: 'utf8', valueEncoding: 'view' })
+  await db.open()
+  try {
+    await body(db)
+  } finally {
+    await db.close()
+  }
+}
+
+const call = (operationId: string) => ({ callId: `call-${operationId}`, name: 'echo', arguments: '{"value":42}' })
+
+function pause(handoffId: string, successor: string) {
+  return {
+    intent: { handoffId, hostEpoch: 'epoch', rootRunId: 'run-a', successorRunId: `run-${successor}`, successorInvocationId: `inv-${successor}`, claimId: `claim-${handoffId}` },
+    remainingSteps: 1,
+    execution: { model: 'test-model', providerOptions: {}, cwd: '/work', tools: { catalogDigest: `sha256:${'a'.repeat(64)}`, names: ['echo'] } },
+  }
+}
+
+const held = (handoffId: string): Fact[] => [facts.opened(), facts.requested('s1'), facts.completed('s1', [call('op1')]), facts.dispatched('op1'), facts.settled('op1'), facts.holdEntered(handoffId)]
+
+/** The log every case starts from, and the seqs each invocation opened and ended at. */
+interface Mixed {
+  events: number
+  digest: string
+  openedAt: Record<string, number>
+  endedAt: Record<string, number>
+}
+
+/**
+ * `done` completed; `source` sealed and its successor `next` admitted and completed; `waiting`
+ * sealed with its successor `later` never admitted; `open` left with a model request in flight;
+ * `lost` ended with a dispatched tool unsettled (its session owes an acknowledgement).
+ */
+async function writeMixed(dir: string): Promise<Mixed> {
+  const log = await EventLog.open(dir)
+  try {
+    const openedAt: Record<string, number> = {}
+    const endedAt: Record<string, number> = {}
+    const record = (name: string, seqs: number[]) => {
+      openedAt[name] = seqs[0] as number
+      return seqs[seqs.length - 1] as number
+    }
+    endedAt.done = record('done', await log.appendAll(completeInvocation('done')))
+    const source = new EventMaker(invocationOf('source'))
+    endedAt.source = record('source', await log.appendAll(source.many([...held('h1'), facts.ended({ status: 'handoff_paused', pause: pause('h1', 'next') })])))
+    const boundary = (await log.runSource('session-source', 'run-source'))?.boundary
+    assert.ok(boundary, 'the sealed run has a boundary')
+    const next = new EventMaker({ ...invocationOf('next'), sessionId: 'session-source', turnId: boundary.invocation.turnId })
+    endedAt.next = record(
+      'next',
+      await log.appendAll(
+        next.many([
+          { ...(facts.opened() as Extract<Fact, { type: 'invocation.opened' }>), input: { kind: 'handoff', source: boundary, pause: pause('h1', 'next') } },
+          facts.requested('s1'),
+          facts.completed('s1', [], 'done'),
+          facts.ended(),
+        ]),
+      ),
+    )
+    const waiting = new EventMaker(invocationOf('waiting'))
+    endedAt.waiting = record('waiting', await log.appendAll(waiting.many([...held('h2'), facts.ended({ status: 'handoff_paused', pause: pause('h2', 'later') })])))
+    record('open', await log.appendAll(new EventMaker(invocationOf('open')).many([facts.opened(), facts.requested('s1')])))
+    const unknown: InvocationOutcome = { status: 'failed', class: 'outcome_unknown', message: 'the host stopped while echo ran' }
+    const lost = new EventMaker(invocationOf('lost'))
+    endedAt.lost = record('lost', await log.appendAll(lost.many([facts.opened(), facts.requested('s1'), facts.completed('s1', [call('op9')]), facts.dispatched('op9'), facts.ended(unknown)])))
+    const { events, digest } = await log.verify()
+    return { events, digest, openedAt, endedAt }
+  } finally {
+    await log.close()
+  }
+}
+
+/** The mixed log, written once for the suite in a directory of its own (removed after the suite). */
+let base: { dir: string; mixed: Mixed } | undefined
+
+audit.before(async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'factstate-'))
+  base = { dir, mixed: await withTimeout(writeMixed(join(dir, 'log')), 20_000, 'writing the mixed log') }
+})
+
+audit.after(async () => {
+  if (base !== undefined) await rm(base.dir, { recursive: true, force: true })
+})
+
+/** A copy of the mixed log in `dir`/log. */
+async function mixedLog(dir: string): Promise<Mixed> {
+  assert.ok(base, 'the mixed log was written')
+  await cp(join(base.dir, 'log'), join(dir, 'log'), { recursive: true })
+  return base.mixed
+}
+
+/** Opens the log in `dir`/log and returns what `verify()` rejects with. */
+async function verifyRefusal(dir: string) {
+  const log = await EventLog.open(join(dir, 'log'))
+  try {
+    return await refusal(log.verify())
+  } finally {
+    await log.close()
+  }
+}
+
+/** Rewrites the record at `key` through `change` (its decoded value in, the new value out). */
+async function rewrite(db: Db, key: string, change: (record: Record<string, unknown>) => unknown): Promise<void> {
+  const stored = await db.get(key)
+  assert.ok(stored, `${key} is stored`)
+  await db.put(key, encodeRecord(change(decodeRecord<Record<string, unknown>>(stored, key))))
+}
+
+audit(
+  'a log holding every kind of index record verifies, and again after recovery closes its open invocation',
+  boundedTest(20_000, async (dir) => {
+    const mixed = await mixedLog(dir)
+    const log = await EventLog.open(join(dir, 'log'))
+    try {
+      assert.equal(await log.verify(), { events: mixed.events, digest: mixed.digest })
+      assert.is(await recoverInvocations(log), 1)
+      assert.is((await log.verify()).events, mixed.events + 2)
+    } finally {
+      await log.close()
+    }
+  }),
+)
+
+/** Each case: what is done to the stored records, and the key space and key `verify()` must name. */
+const cases: [string, (db: Db, mixed: Mixed) => Promise<void>, string, string, (mixed: Mixed) => number | undefined][] = [
+  ['a fact missing from its invocation’s index', (db, mixed) => db.del(keys.byInvocation('inv-done', mixed.endedAt.done as number)), 'byInvocation', 'v!', () => undefined],
+  ['an extra entry in an invocation’s index', (db) => db.put(keys.byInvocation('inv-done', 9999), new Uint8Array(0)), 'byInvocation', 'v!', () => undefined],
+  [
+    'an entry moved to another invocation',
+    async (db) => {
+      await db.del(keys.byInvocation('inv-done', 1))
+      await db.put(keys.byInvocation('inv-lost', 1), new Uint8Array(0))
+    },
+    'byInvocation',
+    'v!',
+    () => undefined,
+  ],
+  ['an open invocation missing from the open index', (db) => db.del(keys.open('inv-open')), 'open', keys.open('inv-open'), () => undefined],
+  ['an ended invocation listed as open', (db) => db.put(keys.open('inv-done'), new Uint8Array(0)), 'open', keys.open('inv-done'), () => undefined],
+  ['an ended invocation’s record with another outcome', (db) => rewrite(db, keys.invocation('inv-done'), (r) => ({ ...r, terminal: 'failed' })), 'invocation', keys.invocation('inv-done'), (m) => m.endedAt.done],
+  ['an ended invocation’s record without its unsettled operation', (db) => rewrite(db, keys.invocation('inv-lost'), (r) => ({ ...r, uncertain: [] })), 'invocation', keys.invocation('inv-lost'), (m) => m.endedAt.lost],
+  ['an ended invocation’s record deleted', (db) => db.del(keys.invocation('inv-next')), 'invocation', keys.invocation('inv-next'), (m) => m.endedAt.next],
+  // Stored with the batch that opened it, which also held its model request: compared at that request.
+  ['an open invocation’s record that disagrees with its facts', (db) => rewrite(db, keys.invocation('inv-open'), (r) => ({ ...r, operations: ['op-ghost'] })), 'invocation', keys.invocation('inv-open'), (m) => (m.openedAt.open as number) + 1],
+  ['a record of an invocation that has no facts', (db) => db.put(keys.invocation('inv-ghost'), encodeRecord({ terminal: null })), 'invocation', 'n!', () => undefined],
+  ['a run record naming another invocation', (db) => rewrite(db, keys.run('session-done', 'run-done'), (r) => ({ ...r, invocationId: 'inv-lost' })), 'run', keys.run('session-done', 'run-done'), () => 1],
+  ['a successor’s run record without its source', (db) => rewrite(db, keys.run('session-source', 'run-next'), (r) => ({ invocationId: r.invocationId })), 'run', keys.run('session-source', 'run-next'), (m) => m.openedAt.next],
+  ['a run record with no run', (db) => db.put(keys.run('session-ghost', 'run-ghost'), encodeRecord({ invocationId: 'inv-ghost' })), 'run', 'r!', () => undefined],
+  ['a used claim naming another successor', (db) => db.put(keys.claim('claim-h1'), encodeRecord('inv-other')), 'claim', keys.claim('claim-h1'), (m) => m.openedAt.next],
+  ['a used claim deleted', (db) => db.del(keys.claim('claim-h1')), 'claim', keys.claim('claim-h1'), (m) => m.openedAt.next],
+  ['a session record that forgot an unknown outcome', (db) => rewrite(db, keys.session('session-lost'), (r) => ({ ...r, unknown: [] })), 'session', keys.session('session-lost'), () => undefined],
+  ['a session record that forgot a pending seal', (db) => rewrite(db, keys.session('session-waiting'), (r) => ({ ...r, paused: [] })), 'session', keys.session('session-waiting'), () => undefined],
+  ['a session record deleted', (db) => db.del(keys.session('session-done')), 'session', keys.session('session-done'), () => undefined],
+  ['a session record with no invocation', (db) => db.put(keys.session('session-ghost'), encodeRecord({ active: [], paused: [], unknown: [] })), 'session', keys.session('session-ghost'), () => undefined],
+  ['a pending seal’s claim reservation deleted', (db) => db.del(keys.sealedClaim('claim-h2')), 'reservation', keys.sealedClaim('claim-h2'), () => undefined],
+  ['a pending seal’s successor reserved for another seal', (db) => db.put(keys.sealedSuccessor('inv-later'), encodeRecord('inv-done')), 'reservation', keys.sealedSuccessor('inv-later'), () => undefined],
+  ['a reservation no seal made', (db) => db.put(keys.sealedClaim('claim-ghost'), encodeRecord('inv-done')), 'reservation', keys.sealedClaim('claim-ghost'), () => undefined],
+]
+
+for (const [name, damage, index, key, seqOf] of cases) {
+  audit(
+    `${name} is LOG_CORRUPT naming the ${index} index`,
+    boundedTest(20_000, async (dir) => {
+      const mixed = await mixedLog(dir)
+      await withDb(join(dir, 'log'), (db) => damage(db, mixed))
+      const error = await verifyRefusal(dir)
+      assert.is(error.code, 'LOG_CORRUPT', error.message)
+      const seq = seqOf(mixed)
+      assert.equal(error.details, { index, key, ...(seq === undefined ? {} : { seq }) }, error.message)
+      // The facts are untouched: the log still opens at the same head.
+      const log = await EventLog.open(join(dir, 'log'))
+      try {
+        assert.equal(log.head(), { highWater: mixed.events, digest: mixed.digest })
+      } finally {
+        await log.close()
+      }
+    }),
+  )
+}
+
+audit(
+  'damage to a fact is reported by its seq even when an index record is damaged too',
+  boundedTest(30_000, async (dir) => {
+    await mixedLog(dir)
+    // Enough facts after it that the damaged one lies before the tail `open` checks.
+    const log = await EventLog.open(join(dir, 'log'))
+    try {
+      await Promise.all(Array.from({ length: 140 }, (_, n) => log.appendAll(completeInvocation(`later${n}`))))
+    } finally {
+      await log.close()
+    }
+    await withDb(join(dir, 'log'), async (db) => {
+      await db.del(keys.session('session-done'))
+      const other: RuntimeEvent = { ...(completeInvocation('done')[2] as RuntimeEvent), recordedAt: 1 }
+      await db.put(keys.event(3), encodeEvent(other))
+    })
+    const error = await verifyRefusal(dir)
+    assert.is(error.code, 'LOG_CORRUPT')
+    assert.equal(error.details, { seq: 3 }, error.message)
+  }),
+)
+
+audit(
+  'a verify running while appends land reads one snapshot: it passes and counts what was durable when it started',
+  boundedTest(30_000, async (dir) => {
+    const mixed = await mixedLog(dir)
+    const log = await EventLog.open(join(dir, 'log'))
+    try {
+      const verifying = log.verify()
+      const appends = Array.from({ length: 40 }, (_, n) => log.appendAll(completeInvocation(`busy${n}`)))
+      const seen = await verifying
+      await Promise.all(appends)
+      assert.ok(seen.events >= mixed.events && seen.events <= mixed.events + 40 * 8, `verified ${seen.events}`)
+      assert.is((await log.verify()).events, mixed.events + 40 * 8)
+    } finally {
+      await log.close()
+    }
+  }),
+)
+
+audit.run()

@@ -238,6 +238,11 @@ test('the consumer kit: own tools and arguments, the default crash child, and ba
       [{ tools: [null as never] }, 'tools'],
       [{ tools: [echoTool(), echoTool()] }, 'tools'],
       [{ directory: dirname(fileURLToPath(import.meta.url)) }, 'directory'],
+      [{ stepTimeout: 100 } as never, 'stepTimeout'],
+      [{ model: '' }, 'model'],
+      [{ durability: 'fast' as never }, 'durability'],
+      [{ childScript: 5 as never }, 'childScript'],
+      [{ childExecArgv: ['--import', 5] as never }, 'childExecArgv'],
     ]
     for (const [options, field] of badOptions) {
       const refused = await runPath(mine[0] as InvocationPath, options).then(

@@ -85,8 +85,39 @@ function defaultChild(): { script: string; execArgv: string[] } {
   return { script, execArgv: typescript ? ['--import', 'tsx'] : [] }
 }
 
+/** Every option `runPath` reads: any other key is a typo that would otherwise be ignored without a word. */
+const RUN_PATH_OPTIONS: ReadonlySet<string> = new Set<keyof RunPathOptions>([
+  'tools',
+  'toolCall',
+  'unknownTool',
+  'createEngine',
+  'childScript',
+  'childExecArgv',
+  'directory',
+  'stepTimeoutMs',
+  'model',
+  'durability',
+])
+
 function resolveOptions(options: RunPathOptions) {
   if (typeof options !== 'object' || options === null) throw new FactstateError('TESTING_INVALID_OPTIONS', 'runPath: options must be an object', { details: { field: 'options' } })
+  for (const key of Object.keys(options)) {
+    if (!RUN_PATH_OPTIONS.has(key)) {
+      throw new FactstateError('TESTING_INVALID_OPTIONS', `runPath: unknown option ${key} (it takes ${[...RUN_PATH_OPTIONS].join(', ')})`, { details: { field: key } })
+    }
+  }
+  if (options.model !== undefined && (typeof options.model !== 'string' || options.model.length === 0)) {
+    throw new FactstateError('TESTING_INVALID_OPTIONS', 'runPath: model must be a non-empty string', { details: { field: 'model' } })
+  }
+  if (options.durability !== undefined && options.durability !== 'sync' && options.durability !== 'os') {
+    throw new FactstateError('TESTING_INVALID_OPTIONS', "runPath: durability must be 'sync' or 'os'", { details: { field: 'durability' } })
+  }
+  if (options.childScript !== undefined && typeof options.childScript !== 'string' && !(options.childScript instanceof URL)) {
+    throw new FactstateError('TESTING_INVALID_OPTIONS', 'runPath: childScript must be a path or a file URL', { details: { field: 'childScript' } })
+  }
+  if (options.childExecArgv !== undefined && (!Array.isArray(options.childExecArgv) || options.childExecArgv.some((arg) => typeof arg !== 'string'))) {
+    throw new FactstateError('TESTING_INVALID_OPTIONS', 'runPath: childExecArgv must be an array of strings', { details: { field: 'childExecArgv' } })
+  }
   if (options.createEngine !== undefined && typeof options.createEngine !== 'function') {
     throw new FactstateError('TESTING_INVALID_OPTIONS', 'runPath: createEngine must be a function', { details: { field: 'createEngine' } })
   }

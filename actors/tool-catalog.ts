@@ -28,9 +28,16 @@ export function stableJson(value: unknown): string {
   return JSON.stringify(value)
 }
 
-/** What the model is shown of a tool (name, description, input schema), as one stable text. */
+/** The parameters a tool without `inputSchema` is shown with: an object with no declared members. */
+const NO_INPUT_SCHEMA: Readonly<Record<string, unknown>> = Object.freeze({ type: 'object', properties: Object.freeze({}) })
+
+/**
+ * What the model is shown of a tool (name, description, input schema), as one stable text. A tool
+ * without `inputSchema` is shown, and so digested, as one that states the default schema: the two
+ * look the same to the model, so a seal made with one admits a successor with the other.
+ */
 export function shownText(tool: ToolDefinition): string {
-  return stableJson({ name: tool.name, description: tool.description ?? null, inputSchema: tool.inputSchema ?? null })
+  return stableJson({ name: tool.name, description: tool.description ?? null, inputSchema: tool.inputSchema ?? NO_INPUT_SCHEMA })
 }
 
 /**

@@ -138,6 +138,29 @@ test(
 )
 
 test(
+  'a tool without inputSchema and one stating the default schema are the same catalog: a seal made with one admits a successor with the other',
+  engineTest([answer.text('successor done')], {}, async (h) => {
+    const bare = countingTool('echo')
+    delete bare.inputSchema
+    const sealed = await sealAtFirstSafePoint(h, h.input('paused', { tools: [bare] }), 'successor')
+    const stated = countingTool('echo')
+    stated.inputSchema = { type: 'object', properties: {} }
+    const successor = successorInput(sealed)
+    successor.tools = [stated]
+    const running = await h.start(successor)
+    assert.equal(await running.wait(), { status: 'completed' })
+    const shown = (h.server.requests[0]?.body as { tools?: { function: { parameters?: unknown } }[] }).tools?.[0]?.function
+    assert.equal(shown?.parameters, { type: 'object', properties: {} }, 'what the model is shown')
+    // A schema that does say more is another catalog.
+    const other = await sealAtFirstSafePoint(h, h.input('again', { tools: [bare] }), 'other')
+    const stricter = countingTool('echo')
+    const refused = successorInput(other)
+    refused.tools = [stricter]
+    await refusedWithoutWriting(h.log, () => h.engine.start(refused), 'HANDOFF_MISMATCH', 'a successor shown another schema')
+  }),
+)
+
+test(
   'RUN_SOURCE_MISMATCH for a boundary taken while its source still ran: only the end of a run is a source',
   engineTest([answer.toolCalls([{ id: 'call-1', name: 'echo', arguments: { value: 42 } }]), answer.text('source answer'), answer.text('continued')], {}, async (h) => {
     let midRun: Awaited<ReturnType<typeof h.log.runSource>>

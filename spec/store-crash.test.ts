@@ -2,6 +2,9 @@
  * The log across processes: the writer lock against a child process, and kill -9 of a child in
  * the middle of a stream of acknowledged appends.
  */
+import { cp, readFile, readdir, truncate } from 'node:fs/promises'
+import { join } from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { suite } from 'uvu'
 import * as assert from 'uvu/assert'
 import type { StoredEvent } from '../facts/types.js'
@@ -193,6 +196,49 @@ test(
       } finally {
         await reopened.close()
       }
+    }),
+  ),
+)
+
+test(
+  'after kill -9 the head recorded while the log ran catches a write-ahead log that lost synced facts: LOG_CORRUPT, not a shorter log',
+  boundedTest(60_000, (dir) =>
+    withChildren(async (start) => {
+      const live = join(dir, 'live')
+      const child = start('child-hold-log.ts', [live])
+      await child.waitForLine((line) => line === 'ready')
+      for (const [n, name] of ['one', 'two', 'three'].entries()) {
+        child.send(`append ${name}`)
+        await child.waitForLine((line) => line === `ack ${n + 1}`)
+      }
+      // No clean close will record the head: the log refreshes its anchor about a second after a commit.
+      const anchored = async () => Number((await readFile(join(live, 'FACTSTATE-HEAD'), 'utf8').catch(() => '')).split(' ')[2] ?? 0)
+      for (let waited = 0; (await anchored()) < 3 && waited < 20_000; waited += 50) await sleep(50)
+      assert.is(await anchored(), 3, 'the head of the running log was recorded')
+      child.send('append four')
+      await child.waitForLine((line) => line === 'ack 4')
+      await child.stop('SIGKILL')
+      assert.is(child.process.signalCode, 'SIGKILL')
+
+      // Intact, the killed log opens with every acknowledged fact (the anchor may count fewer).
+      const intact = join(dir, 'intact')
+      await cp(live, intact, { recursive: true })
+      const log = await EventLog.open(intact)
+      try {
+        assert.is((await log.verify()).events, 4)
+      } finally {
+        await log.close()
+      }
+
+      // Every fact was still in LevelDB's write-ahead log; losing it (as a damaged block loses itself and
+      // the rest of its file, which LevelDB takes for a torn write) used to open an empty log.
+      const logs = (await readdir(live)).filter((name) => name.endsWith('.log'))
+      assert.ok(logs.length > 0, 'a write-ahead log is there')
+      for (const name of logs) await truncate(join(live, name), 0)
+      const lost = await refusal(EventLog.open(live))
+      assert.is(lost.code, 'LOG_CORRUPT', lost.message)
+      assert.equal(lost.details, { seq: 1 })
+      assert.match(lost.message, /held 3 events when its head was last recorded, now 0/)
     }),
   ),
 )

@@ -206,6 +206,13 @@ const CATCH_UP_SCANNED = TAIL_KEYS_CHECKED
  * a clean close recorded knows acknowledged facts were lost.
  */
 const ANCHOR_FILE = 'FACTSTATE-HEAD'
+/**
+ * Under `sync` durability the anchor is also refreshed while the log is written, at most this long
+ * after a group commit: after a crash (no clean close) an open then still knows a recent head, and
+ * a write-ahead log that lost synced facts (LevelDB drops a damaged block and the rest of the file
+ * without an error) is refused instead of opening short.
+ */
+const ANCHOR_REFRESH_MS = 1_000
 const ANCHOR_PATTERN = /^factstate-head v1 (\d+) ([0-9a-f]{64})\n$/
 const CACHE_LIMIT = 50_000
 /** Items read at once by a pass over a key space (`verify`). */
@@ -520,6 +527,9 @@ export class EventLog {
    * (`ID_FILTER_AFTER`), so a log opened to be read, or for a few appends, never pays for it.
    */
   #ids: IdFilter | undefined
+  /** The pending refresh of the head anchor (see `ANCHOR_REFRESH_MS`), and the anchor writes in order. */
+  #anchorTimer: ReturnType<typeof setTimeout> | undefined
+  #anchoring: Promise<void> = Promise.resolve()
   #idsReady = false
   #idsBuild: Promise<void> | undefined
   /** Events appended since open, until the id filter's build starts. */
@@ -829,7 +839,7 @@ export class EventLog {
     if (!match) throw new FactstateError('LOG_CORRUPT', 'the head anchor of the last clean close is unreadable')
     const anchored = Number(match[1])
     if (anchored > head.highWater) {
-      throw new FactstateError('LOG_CORRUPT', `the log held ${anchored} events when it was last closed, now ${head.highWater}`, {
+      throw new FactstateError('LOG_CORRUPT', `the log held ${anchored} events when its head was last recorded, now ${head.highWater}`, {
         details: { seq: head.highWater + 1 },
       })
     }
@@ -841,12 +851,29 @@ export class EventLog {
       chain = await this.#storedChain(decodeEvent(stored, anchored).id, anchored)
     }
     if (Buffer.from(chain).toString('hex') !== match[2]) {
-      throw new FactstateError('LOG_CORRUPT', `the digest chain at event ${anchored} differs from the one recorded at the last close`, {
+      throw new FactstateError('LOG_CORRUPT', `the digest chain at event ${anchored} differs from the one recorded with the head`, {
         details: { seq: anchored },
       })
     }
   }
 
+  /**
+   * Refreshes the anchor `ANCHOR_REFRESH_MS` after a group commit, once for any number of commits
+   * meanwhile, with the head durable then. Only under `sync` durability: under `os` the facts a head
+   * counts may not be on the disk yet, and an anchor must never count more than is.
+   */
+  #scheduleAnchor(): void {
+    if (this.#durability !== 'sync' || this.#anchorTimer !== undefined || this.#closed) return
+    this.#anchorTimer = setTimeout(() => {
+      this.#anchorTimer = undefined
+      if (this.#closed || this.#failed) return
+      this.#anchoring = this.#anchoring.then(() => this.#writeAnchor())
+    }, ANCHOR_REFRESH_MS)
+    // A log left open does not keep the process alive for its anchor.
+    this.#anchorTimer.unref()
+  }
+
+  /** Writes the head anchor: the head as it is now, which counts only durable facts (it is absorbed after its group's write). */
   async #writeAnchor(): Promise<void> {
     const path = join(this.#location, ANCHOR_FILE)
     const { highWater, chain } = this.#state.head
@@ -1078,6 +1105,7 @@ export class EventLog {
       this.#state.absorb(staging)
       this.#formatMarked = true
       this.#reservationsMarked = true
+      this.#scheduleAnchor()
     }
     for (const entry of accepted) entry.resolve(entry.result as number & number[])
     if (staging.events.length > 0 && this.#listeners.size > 0) {
@@ -1587,6 +1615,10 @@ export class EventLog {
     while (this.#flushing) await this.#flushing
     await this.#idsBuild
     this.#listeners.clear()
+    clearTimeout(this.#anchorTimer)
+    this.#anchorTimer = undefined
+    // A refresh under way finishes first: the two would write the same temporary file.
+    await this.#anchoring
     try {
       if (!this.#failed) {
         // The anchor promises the facts it counts are on the disk: under `os` durability they may

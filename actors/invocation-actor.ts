@@ -173,6 +173,19 @@ export class InvocationActor {
     throw new Ended(outcome)
   }
 
+  /**
+   * How a run ends once the model gave its final answer: completed, unless the provider filtered
+   * that answer away entirely (`finish_reason: "content_filter"`, no text): a run that completed
+   * with nothing to show would read as a success.
+   */
+  #answeredOutcome(): InvocationOutcome {
+    const last = this.#own.findLast((event) => event.fact.type === 'model.completed')?.fact
+    if (last?.type === 'model.completed' && last.output.finishReason === 'content_filter' && last.output.toolCalls.length === 0 && (last.output.text ?? '').trim() === '') {
+      return { status: 'failed', class: 'model_filtered', message: 'the provider filtered the final answer (finish_reason content_filter) and returned no text' }
+    }
+    return { status: 'completed' }
+  }
+
   #cancelled(): Promise<never> {
     const reason = this.setup.signal?.reason
     const source = typeof reason === 'string' && reason.length > 0 ? reason : 'signal'
@@ -187,7 +200,7 @@ export class InvocationActor {
         // A safe point: nothing in flight, every call of the last step settled or rejected.
         if (this.#aborted) await this.#halt()
         const context = this.#snapshot.context
-        if (context.answered) await this.#end({ status: 'completed' })
+        if (context.answered) await this.#end(this.#answeredOutcome())
         // A spent budget ends the run before any hold: a successor with no step left could do nothing.
         if (context.stepsUsed >= this.setup.budget) {
           await this.#end({ status: 'failed', class: 'max_steps', message: `all ${this.setup.budget} model steps are spent` })

@@ -11,6 +11,24 @@ import { rejectsWithCode } from './support/codes.js'
 import { engineTest, factsOf, only, refusedWithoutWriting, storedEvents, typesOf } from './support/engine-fixtures.js'
 
 test(
+  'a final answer the provider filtered away (finish_reason content_filter, no text) ends the run failed model_filtered; a filtered answer that kept some text completes',
+  engineTest([answer.text('', { finishReason: 'content_filter' }), answer.text('the part that passed', { finishReason: 'content_filter' })], {}, async (h) => {
+    assert.equal(await h.run(h.input('filtered')), {
+      status: 'failed',
+      class: 'model_filtered',
+      message: 'the provider filtered the final answer (finish_reason content_filter) and returned no text',
+    })
+    const filtered = await factsOf(h.log, 'invocation-filtered')
+    assert.equal(filtered.map((fact) => fact.type), ['invocation.opened', 'model.requested', 'model.completed', 'invocation.ended'])
+    const completed = filtered[2]
+    assert.is(completed?.type === 'model.completed' ? completed.output.finishReason : undefined, 'content_filter', 'the finish reason is recorded')
+    assert.equal(await h.run(h.input('partial')), { status: 'completed' })
+    const partial = await factsOf(h.log, 'invocation-partial')
+    assert.is(partial[2]?.type === 'model.completed' ? partial[2].output.text : undefined, 'the part that passed')
+  }),
+)
+
+test(
   'provider options naming a field the engine sets are RUN_INVALID_INPUT, nothing written; other options are sent beside the engine’s own',
   engineTest([answer.text('done')], {}, async (h) => {
     const overrides: Record<string, unknown>[] = [

@@ -221,6 +221,13 @@ test('the consumer kit: own tools and arguments, the default crash child, and ba
 
     const unknownOutcome = (path: InvocationPath) => path.steps.some((step) => step.facts.includes('invocation.ended:failed:outcome_unknown'))
     const crash = findPath((path) => path.crash && unknownOutcome(path), 'crashing while a tool runs')
+    // Own tools on a crashing path need a child script that has them too: refused before anything runs.
+    const ownTools = await runPath(crash, { tools, toolCall: { name: 'create_ticket', arguments: { title: 'printer on fire' } } }).then(
+      () => undefined,
+      (error: unknown) => error as { code?: string; details?: { field?: string }; message?: string },
+    )
+    assert.equal([ownTools?.code, ownTools?.details?.field], ['TESTING_INVALID_OPTIONS', 'childScript'], ownTools?.message)
+    assert.match(ownTools?.message ?? '', /runPathChild with the same tools/)
     const result = await runPath(crash)
     assert.is(result.checks.recoveries, 1)
     assert.is(result.executions, 1, 'the tool that ran when the process died never runs again')

@@ -277,6 +277,16 @@ async function recoverAfterCrash(
  */
 export async function runPath(path: InvocationPath, options: RunPathOptions = {}): Promise<PathRunResult> {
   const resolved = resolveOptions(options)
+  // The crash child is another process: it cannot be handed this one's tools or engine factory.
+  const crashes = Array.isArray(path?.steps) && path.steps.some((step) => step?.event?.type === 'crash')
+  if (crashes && options.childScript === undefined && (options.tools !== undefined || options.createEngine !== undefined)) {
+    const own = [options.tools !== undefined ? 'tools' : undefined, options.createEngine !== undefined ? 'createEngine' : undefined].filter(Boolean).join(' and ')
+    throw new FactstateError(
+      'TESTING_INVALID_OPTIONS',
+      `runPath: path ${path.id} crashes in a child process, which runs the kit's own catalog and engine, not your ${own}: pass childScript, a script that calls runPathChild with the same ${own}`,
+      { details: { field: 'childScript' } },
+    )
+  }
   if (options.directory !== undefined && (await readdir(options.directory).catch(() => [])).length > 0) {
     throw new FactstateError('TESTING_INVALID_OPTIONS', `runPath: directory ${options.directory} is not empty (each path needs a fresh log and ledger)`, { details: { field: 'directory' } })
   }

@@ -11,7 +11,7 @@ commands:
   demo                 run the whole promise end to end (no network, no API key)
   inspect <log-dir>    open the statechart visualizer on a log (127.0.0.1 only)
   log <log-dir>        print facts (--session, --run, --invocation, --type, --json)
-  verify <log-dir>     re-read every fact and check the digest chain
+  verify <log-dir>     re-read every fact, check the digest chain and every index record
   recover <log-dir>    close invocations a crash left open
 
 Run 'factstate <command> --help' for a command's options.

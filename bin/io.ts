@@ -33,7 +33,7 @@ export const EXIT = {
 
 const remedies: Partial<Record<FactstateErrorCode, string>> = {
   LOG_WRITER_BUSY: 'another process has this log open; stop it, or inspect it live from inside that process (serveInspector)',
-  LOG_CORRUPT: 'the stored facts are damaged; restore the directory from a backup — factstate wrote nothing, though LevelDB may have rewritten its own files when it opened them (copy a damaged directory before opening it, to keep it as evidence)',
+  LOG_CORRUPT: 'the stored log is damaged (its facts, or the index record the error names); restore the directory from a backup — factstate wrote nothing, though LevelDB may have rewritten its own files when it opened them (copy a damaged directory before opening it, to keep it as evidence)',
   LOG_IO: 'LevelDB could not read or write the directory; check permissions and free disk space',
   LOG_INVALID_ARGUMENT: 'check the command line: the log directory and filters',
   RUN_BUSY: 'wait for the session\u2019s active run (or its paused turn\u2019s successor) to finish',

@@ -8,6 +8,7 @@
 import { cp, mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import { ClassicLevel } from 'classic-level'
 import { suite } from 'uvu'
 import * as assert from 'uvu/assert'
@@ -182,6 +183,11 @@ const cases: [string, (db: Db, mixed: Mixed) => Promise<void>, string, string, (
   ['a pending seal’s claim reservation deleted', (db) => db.del(keys.sealedClaim('claim-h2')), 'reservation', keys.sealedClaim('claim-h2'), () => undefined],
   ['a pending seal’s successor reserved for another seal', (db) => db.put(keys.sealedSuccessor('inv-later'), encodeRecord('inv-done')), 'reservation', keys.sealedSuccessor('inv-later'), () => undefined],
   ['a reservation no seal made', (db) => db.put(keys.sealedClaim('claim-ghost'), encodeRecord('inv-done')), 'reservation', keys.sealedClaim('claim-ghost'), () => undefined],
+  ['an id record no fact has', (db) => db.put(keys.eventId('ghost/1'), encodeRecord([1, new Uint8Array(32)])), 'id', 'i!', () => undefined],
+  ['an ended invocation’s record that is null', (db) => db.put(keys.invocation('inv-done'), encodeRecord(null)), 'invocation', keys.invocation('inv-done'), (m) => m.endedAt.done],
+  ['a run record that is a number', (db) => db.put(keys.run('session-done', 'run-done'), encodeRecord(5)), 'run', keys.run('session-done', 'run-done'), () => 1],
+  ['a run record whose bytes do not decode', (db) => db.put(keys.run('session-done', 'run-done'), new Uint8Array([0xde, 0x00])), 'run', keys.run('session-done', 'run-done'), () => 1],
+  ['a session record whose bytes do not decode', (db) => db.put(keys.session('session-done'), new Uint8Array([0xde, 0x00])), 'session', keys.session('session-done'), () => undefined],
 ]
 
 for (const [name, damage, index, key, seqOf] of cases) {
@@ -206,6 +212,17 @@ for (const [name, damage, index, key, seqOf] of cases) {
 }
 
 audit(
+  'an open invocation’s record that is not a record is LOG_CORRUPT already on open, naming it',
+  boundedTest(20_000, async (dir) => {
+    await mixedLog(dir)
+    await withDb(join(dir, 'log'), (db) => db.put(keys.invocation('inv-open'), encodeRecord('x')))
+    const error = await refusal(EventLog.open(join(dir, 'log')))
+    assert.is(error.code, 'LOG_CORRUPT', error.message)
+    assert.match(error.message, /index record invocation inv-open is not an invocation record/)
+  }),
+)
+
+audit(
   'damage to a fact is reported by its seq even when an index record is damaged too',
   boundedTest(30_000, async (dir) => {
     await mixedLog(dir)
@@ -224,6 +241,76 @@ audit(
     const error = await verifyRefusal(dir)
     assert.is(error.code, 'LOG_CORRUPT')
     assert.equal(error.details, { seq: 3 }, error.message)
+  }),
+)
+
+const legacy = fileURLToPath(new URL('./fixtures/legacy/', import.meta.url))
+
+for (const [name, what, events, recovered, after] of [
+  ['shared-claim', 'two pending seals under one claim id (allowed before claims were reserved; the reservation names one of them)', 14, 0, 14],
+  ['shared-successor', 'two pending seals naming one successor invocation id (allowed before successors were reserved)', 14, 0, 14],
+  ['open-before-pending-calls', 'invocations left open before records held pending calls and final answers, then closed by recovery', 6, 2, 8],
+] as const) {
+  audit(
+    `a log an earlier version wrote verifies: ${what}`,
+    boundedTest(20_000, async (dir) => {
+      await cp(join(legacy, name), join(dir, name), { recursive: true })
+      const log = await EventLog.open(join(dir, name))
+      try {
+        const before = await log.verify()
+        assert.is(before.events, events)
+        assert.is(await recoverInvocations(log), recovered)
+        assert.is((await log.verify()).events, after)
+      } finally {
+        await log.close()
+      }
+    }),
+  )
+}
+
+audit(
+  'a read ahead that fails while verify waits on another read rejects verify with LOG_IO, never as an unhandled rejection',
+  boundedTest(30_000, async (dir) => {
+    await mixedLog(dir)
+    const log = await EventLog.open(join(dir, 'log'))
+    const unhandled: unknown[] = []
+    const onUnhandled = (reason: unknown) => unhandled.push(reason)
+    const proto = ClassicLevel.prototype as unknown as {
+      iterator(options: { gte?: string }): { nextv(size: number): Promise<unknown[]> }
+      getMany(...args: unknown[]): Promise<unknown>
+    }
+    const { iterator, getMany } = proto
+    try {
+      // Enough facts for several batches of the events' pass and a full window of id records.
+      await Promise.all(Array.from({ length: 300 }, (_, n) => log.appendAll(completeInvocation(`more${n}`))))
+      process.on('unhandledRejection', onUnhandled)
+      // Reads ahead fail once 1,024 facts were read: the one issued when the batch holding the 1,024th fact
+      // arrives settles while verify, checking that fact, waits on the id records' window (read slowly).
+      let read = 0
+      proto.iterator = function (this: unknown, options: { gte?: string }) {
+        const made = iterator.call(this, options)
+        if (options?.gte === keys.eventLow) {
+          const nextv = made.nextv.bind(made)
+          made.nextv = (size: number) => {
+            if (read < 1024) return nextv(size).then((batch) => ((read += batch.length), batch))
+            return new Promise((_, reject) => setTimeout(() => reject(Object.assign(new Error('simulated read failure'), { code: 'LEVEL_IO_ERROR' })), 5))
+          }
+        }
+        return made
+      }
+      proto.getMany = function (this: unknown, ...args: unknown[]) {
+        return new Promise((resolve) => setTimeout(resolve, 30)).then(() => getMany.apply(this, args))
+      }
+      const error = await refusal(log.verify())
+      assert.is(error.code, 'LOG_IO', error.message)
+      await new Promise((resolve) => setTimeout(resolve, 50))
+      assert.equal(unhandled, [], 'no rejection went unhandled')
+    } finally {
+      proto.iterator = iterator
+      proto.getMany = getMany
+      process.off('unhandledRejection', onUnhandled)
+      await log.close()
+    }
   }),
 )
 

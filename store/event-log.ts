@@ -348,6 +348,36 @@ class Staging {
  * thread pool). Open invocations and their runs always stay cached: their stored records are
  * only refreshed when they end.
  */
+const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value)
+
+/** The members every reader of an index record relies on: a record without them is damage, not a TypeError later. */
+const recordShapes = {
+  invocation: (value: unknown): boolean =>
+    isObject(value) &&
+    isObject(value.invocation) &&
+    typeof value.invocation.sessionId === 'string' &&
+    typeof value.invocation.runId === 'string' &&
+    typeof value.invocation.turnId === 'string' &&
+    typeof value.invocation.invocationId === 'string' &&
+    typeof value.lastSeq === 'number' &&
+    typeof value.facts === 'number' &&
+    Array.isArray(value.openSteps) &&
+    Array.isArray(value.uncertain) &&
+    Array.isArray(value.operations),
+  session: (value: unknown): boolean => isObject(value) && Array.isArray(value.active) && Array.isArray(value.paused) && Array.isArray(value.unknown),
+  run: (value: unknown): boolean => isObject(value) && typeof value.invocationId === 'string',
+  name: (value: unknown): boolean => typeof value === 'string',
+}
+
+const RECORD_NAMES: Record<keyof typeof recordShapes, string> = { invocation: 'an invocation record', session: 'a session record', run: 'a run record', name: 'a name' }
+
+/** An index record read back: decoded and of the shape its key space holds, or `LOG_CORRUPT`. */
+function indexRecord<T>(stored: Uint8Array, what: string, shape: keyof typeof recordShapes): T {
+  const value = decodeRecord<unknown>(stored, what)
+  if (!recordShapes[shape](value)) throw new FactstateError('LOG_CORRUPT', `index record ${what} is not ${RECORD_NAMES[shape]}`)
+  return value as T
+}
+
 class CommittedState {
   head: Head = { highWater: 0, chain: EMPTY_CHAIN }
   readonly invocations = new Map<string, InvocationRecord>()
@@ -363,7 +393,7 @@ class CommittedState {
     if (cached) return cached
     const stored = this.db.getSync(keys.invocation(id))
     if (stored === undefined) return undefined
-    const record = decodeRecord<InvocationRecord>(stored, `invocation ${id}`)
+    const record = indexRecord<InvocationRecord>(stored, `invocation ${id}`, 'invocation')
     this.invocations.set(id, record)
     return record
   }
@@ -371,7 +401,7 @@ class CommittedState {
     const cached = this.sessions.get(id)
     if (cached) return cached
     const stored = this.db.getSync(keys.session(id))
-    const record = stored === undefined ? emptySession() : decodeRecord<SessionRecord>(stored, `session ${id}`)
+    const record = stored === undefined ? emptySession() : indexRecord<SessionRecord>(stored, `session ${id}`, 'session')
     this.sessions.set(id, record)
     return record
   }
@@ -381,7 +411,7 @@ class CommittedState {
     if (cached) return cached
     const stored = this.db.getSync(key)
     if (stored === undefined) return undefined
-    const record = decodeRecord<RunRecord>(stored, `run ${sessionId}/${runId}`)
+    const record = indexRecord<RunRecord>(stored, `run ${sessionId}/${runId}`, 'run')
     this.runs.set(key, record)
     return record
   }
@@ -390,7 +420,7 @@ class CommittedState {
     if (cached) return cached
     const stored = this.db.getSync(keys.claim(id))
     if (stored === undefined) return undefined
-    const value = decodeRecord<string>(stored, `claim ${id}`)
+    const value = indexRecord<string>(stored, `claim ${id}`, 'name')
     this.claims.set(id, value)
     return value
   }
@@ -399,7 +429,7 @@ class CommittedState {
     if (cached) return cached
     const stored = this.db.getSync(key)
     if (stored === undefined) return undefined
-    const value = decodeRecord<string>(stored, `reservation ${key}`)
+    const value = indexRecord<string>(stored, `reservation ${key}`, 'name')
     this.reserved.set(key, value)
     return value
   }
@@ -446,6 +476,13 @@ class CommittedState {
   }
 }
 
+/** The next batch, read ahead: a failure is handled where it is awaited, never unhandled while the caller works. */
+function prefetch<T>(iterator: { nextv(size: number): Promise<T[]> }): Promise<T[]> {
+  const read = iterator.nextv(SCAN_BATCH)
+  read.catch(() => undefined)
+  return read
+}
+
 /**
  * A LevelDB iterator read in batches (`nextv`): a whole pass costs one promise per batch, not one
  * per item, and the next batch is read while the caller works on this one.
@@ -453,12 +490,12 @@ class CommittedState {
 async function* batchesOf<T>(iterator: { nextv(size: number): Promise<T[]>; close(): Promise<void> }): AsyncGenerator<T[]> {
   let next: Promise<T[]> | undefined
   try {
-    next = iterator.nextv(SCAN_BATCH)
+    next = prefetch(iterator)
     for (;;) {
       const batch = await next
       next = undefined
       if (batch.length === 0) return
-      next = iterator.nextv(SCAN_BATCH)
+      next = prefetch(iterator)
       yield batch
     }
   } finally {
@@ -1551,7 +1588,7 @@ export class EventLog {
         throw new FactstateError('LOG_CORRUPT', 'the digest chain does not match the head', { details: { seq: head.highWater } })
       }
       if (finding !== undefined) throw finding
-      await audit?.finish()
+      await audit?.finish(head.highWater)
       return { events: head.highWater, digest: logDigest(head.highWater, chain) }
     } finally {
       await snapshot.close()

@@ -13,13 +13,17 @@
  * - `r!` (runs): one per opened invocation, naming it and the boundary it continued from.
  * - `c!` (claims): one per successor, naming it.
  * - `s!` (sessions): each equals its facts replayed, one per session.
- * - `p!` / `q!` (a seal's claim and successor): each names the seal that reserved it, and every
- *   seal still pending has both (logs older than these records got them for the seals pending
- *   when they were first opened by a version that writes them, so an older, used seal has none).
+ * - `p!` / `q!` (a seal's claim and successor): each names a seal of that claim or successor, and
+ *   every seal still pending has both (logs older than these records got them for the seals
+ *   pending when they were first opened by a version that writes them, so an older, used seal has
+ *   none; such a log may hold two seals of one claim, and the record names one of them).
+ * - `i!` (event ids): each fact's record is checked with the fact (by `verify` itself); here, that
+ *   there are no more of them than facts.
  *
  * Members that records written by earlier versions lack (`pendingCalls` and `answered` of an
- * invocation record, `lastSeq` and `chain` that old run records carry) are compared only where
- * the stored record has them.
+ * invocation record, compared only while it is open; `lastSeq` and `chain` that old run records
+ * carry, never compared) do not count as damage. The format markers (`h!format`,
+ * `h!reservations`) and keys of no known key space are not checked.
  */
 import { isDeepStrictEqual } from 'node:util'
 import { FactstateError } from '../errors.js'
@@ -36,7 +40,7 @@ export interface AuditReader {
 }
 
 /** The key spaces, as `details.index` names them. */
-export type AuditedIndex = 'byInvocation' | 'open' | 'invocation' | 'run' | 'claim' | 'session' | 'reservation'
+export type AuditedIndex = 'id' | 'byInvocation' | 'open' | 'invocation' | 'run' | 'claim' | 'session' | 'reservation'
 
 /** Every key of a `x!` key space. */
 const space = (prefix: string): { gte: string; lt: string } => ({ gte: prefix, lt: `${prefix.slice(0, -1)}"` })
@@ -61,15 +65,39 @@ function damaged(index: AuditedIndex, key: string, message: string, seq?: number
   return new FactstateError('LOG_CORRUPT', message, { details: { index, key, ...(seq === undefined ? {} : { seq }) } })
 }
 
+/** A stored record decoded, or `LOG_CORRUPT` naming it when its bytes do not decode. */
+function decoded(value: Uint8Array, index: AuditedIndex, key: string, seq?: number): unknown {
+  try {
+    return decodeRecord<unknown>(value, key)
+  } catch (cause) {
+    throw new FactstateError('LOG_CORRUPT', `index record ${key} cannot be decoded`, { cause, details: { index, key, ...(seq === undefined ? {} : { seq }) } })
+  }
+}
+
+const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value)
+
 /** JSON's view of a record: members set to undefined are dropped, as the stored encoding drops them. */
 const plain = (value: unknown): unknown => JSON.parse(JSON.stringify(value)) as unknown
 
-/** An invocation record compared with the stored one, without the members an earlier version's record lacks. */
-function sameInvocationRecord(stored: InvocationRecord, replayed: InvocationRecord): boolean {
+/**
+ * An invocation record compared with the stored one. `pendingCalls` and `answered` only where the
+ * stored record has them and the invocation is open: an earlier version's record lacks them, and
+ * an invocation that opened under such a version and ended under this one was brought up to date
+ * from that record with both at their defaults (after its end neither is read again).
+ */
+function sameInvocationRecord(stored: unknown, replayed: InvocationRecord): boolean {
+  if (!isRecord(stored)) return false
   const expected: Partial<InvocationRecord> = { ...replayed }
-  if (!('pendingCalls' in stored)) delete expected.pendingCalls
-  if (!('answered' in stored)) delete expected.answered
-  return isDeepStrictEqual(plain(stored), plain(expected))
+  const found: Record<string, unknown> = { ...stored }
+  if (!('pendingCalls' in stored) || replayed.terminal !== null) {
+    delete expected.pendingCalls
+    delete found.pendingCalls
+  }
+  if (!('answered' in stored) || replayed.terminal !== null) {
+    delete expected.answered
+    delete found.answered
+  }
+  return isDeepStrictEqual(plain(found), plain(expected))
 }
 
 /** A 32-bit hash of `key`'s UTF-16 units: FNV-1a, seeded, with murmur3's finalizer for an even spread. */
@@ -112,18 +140,24 @@ export class IndexAudit {
   readonly #storedOpen: Map<string, InvocationRecord>
   readonly #openIndexed: Set<string>
   readonly #sessions = new Map<string, SessionRecord>()
-  /** Every seal's claim and successor invocation id, with the sealing invocation. */
-  readonly #sealedClaims = new Map<string, string>()
-  readonly #sealedSuccessors = new Map<string, string>()
+  /**
+   * Every seal's claim and successor invocation id, with the sealing invocations: more than one in
+   * a log older than the rules that keep them apart (the reservation then names one of them).
+   */
+  readonly #sealedClaims = new Map<string, Set<string>>()
+  readonly #sealedSuccessors = new Map<string, Set<string>>()
+  /** Damage `start` found, reported with the first fact (after any damage to the facts themselves). */
+  #initial: FactstateError | undefined
   readonly #checks: Check[] = []
   readonly #byInvocation = new KeySum()
   #invocations = 0
   #successors = 0
 
-  private constructor(reader: AuditReader, openIndexed: Set<string>, storedOpen: Map<string, InvocationRecord>) {
+  private constructor(reader: AuditReader, openIndexed: Set<string>, storedOpen: Map<string, InvocationRecord>, initial: FactstateError | undefined) {
     this.#reader = reader
     this.#openIndexed = openIndexed
     this.#storedOpen = storedOpen
+    this.#initial = initial
   }
 
   /** Reads the open invocations' index and their records (a handful: the invocations left open). */
@@ -133,16 +167,24 @@ export class IndexAudit {
     const ids = [...openIndexed]
     const values = ids.length === 0 ? [] : await reader.getMany(ids.map((id) => keys.invocation(id)))
     const storedOpen = new Map<string, InvocationRecord>()
+    let initial: FactstateError | undefined
     ids.forEach((id, index) => {
       const value = values[index]
-      if (value === undefined) throw damaged('invocation', keys.invocation(id), `open invocation ${id} has no record`)
-      storedOpen.set(id, decodeRecord<InvocationRecord>(value, `invocation ${id}`))
+      const key = keys.invocation(id)
+      try {
+        const record = value === undefined ? undefined : decoded(value, 'invocation', key)
+        if (!isRecord(record) || typeof record.lastSeq !== 'number') throw damaged('invocation', key, `open invocation ${id} has no readable record`)
+        storedOpen.set(id, record as unknown as InvocationRecord)
+      } catch (error) {
+        initial ??= error as FactstateError
+      }
     })
-    return new IndexAudit(reader, openIndexed, storedOpen)
+    return new IndexAudit(reader, openIndexed, storedOpen, initial)
   }
 
   /** Takes the next fact, in seq order. Returns a promise (to await) only when a window of stored records is read. */
   observe(seq: number, event: RuntimeEvent): Promise<void> | undefined {
+    if (this.#initial) throw this.#initial
     const { invocation, fact } = event
     const invocationId = invocation.invocationId
     this.#byInvocation.add(keys.byInvocation(invocationId, seq))
@@ -168,8 +210,8 @@ export class IndexAudit {
       }
       const runKey = keys.run(invocation.sessionId, invocation.runId)
       this.#expect(runKey, 'run', seq, (value) => {
-        const found = value === undefined ? undefined : decodeRecord<RunRecord>(value, `run ${invocation.sessionId}/${invocation.runId}`)
-        if (found === undefined || !isDeepStrictEqual(plain({ invocationId: found.invocationId, source: found.source }), plain(run))) {
+        const found = value === undefined ? undefined : decoded(value, 'run', runKey, seq)
+        if (!isRecord(found) || !isDeepStrictEqual(plain({ invocationId: found.invocationId, source: found.source }), plain(run))) {
           throw damaged('run', runKey, `the record of run ${invocation.sessionId}/${invocation.runId} does not match its opening fact (event ${seq})`, seq)
         }
       })
@@ -177,7 +219,7 @@ export class IndexAudit {
         this.#successors += 1
         const claimKey = keys.claim(input.pause.intent.claimId)
         this.#expect(claimKey, 'claim', seq, (value) => {
-          if (value === undefined || decodeRecord<unknown>(value, `claim ${input.pause.intent.claimId}`) !== invocationId) {
+          if (value === undefined || decoded(value, 'claim', claimKey, seq) !== invocationId) {
             throw damaged('claim', claimKey, `the record of claim ${input.pause.intent.claimId} does not name ${invocationId}, the successor that used it (event ${seq})`, seq)
           }
         })
@@ -187,13 +229,17 @@ export class IndexAudit {
       this.#open.delete(invocationId)
       const invocationKey = keys.invocation(invocationId)
       this.#expect(invocationKey, 'invocation', seq, (value) => {
-        if (value === undefined || !sameInvocationRecord(decodeRecord<InvocationRecord>(value, `invocation ${invocationId}`), record)) {
+        if (value === undefined || !sameInvocationRecord(decoded(value, 'invocation', invocationKey, seq), record)) {
           throw damaged('invocation', invocationKey, `the record of invocation ${invocationId} does not match its facts (it ended at event ${seq})`, seq)
         }
       })
       if (fact.outcome.status === 'handoff_paused') {
-        this.#sealedClaims.set(fact.outcome.pause.intent.claimId, invocationId)
-        this.#sealedSuccessors.set(fact.outcome.pause.intent.successorInvocationId, invocationId)
+        const { claimId, successorInvocationId } = fact.outcome.pause.intent
+        for (const [seals, key] of [[this.#sealedClaims, claimId], [this.#sealedSuccessors, successorInvocationId]] as const) {
+          const sealers = seals.get(key) ?? new Set<string>()
+          sealers.add(invocationId)
+          seals.set(key, sealers)
+        }
       }
     } else {
       this.#open.set(invocationId, record)
@@ -205,8 +251,11 @@ export class IndexAudit {
   }
 
   /** After the last fact: the rest of the windows, then each key space against what the pass rebuilt. */
-  async finish(): Promise<void> {
+  async finish(ids: number): Promise<void> {
+    if (this.#initial) throw this.#initial
     await this.#checkWindow()
+    // Each fact's id record was checked where the fact is: as many records as facts means none more.
+    await this.#count('i!', 'id', ids, 'id records', 'facts')
     const byInvocation = new KeySum()
     for await (const batch of this.#reader.keys(space('v!'))) for (const key of batch) byInvocation.add(key)
     if (!byInvocation.equals(this.#byInvocation)) {
@@ -229,7 +278,7 @@ export class IndexAudit {
       const id = key.slice(2)
       const replayed = this.#sessions.get(id)
       if (replayed === undefined) throw damaged('session', key, `session ${id} has a record but no opened invocation`)
-      if (!isDeepStrictEqual(plain(decodeRecord<SessionRecord>(value, `session ${id}`)), plain(replayed))) {
+      if (!isDeepStrictEqual(plain(decoded(value, 'session', key)), plain(replayed))) {
         throw damaged('session', key, `the record of session ${id} does not match its facts`)
       }
       stored.add(id)
@@ -241,11 +290,16 @@ export class IndexAudit {
     await this.#reservations('q!', this.#sealedSuccessors, 'successor')
     for (const session of this.#sessions.values()) {
       for (const { intent, invocationId } of session.paused) {
-        const wanted = [keys.sealedClaim(intent.claimId), keys.sealedSuccessor(intent.successorInvocationId)]
-        const values = await this.#reader.getMany(wanted)
+        const wanted: [string, Set<string> | undefined][] = [
+          [keys.sealedClaim(intent.claimId), this.#sealedClaims.get(intent.claimId)],
+          [keys.sealedSuccessor(intent.successorInvocationId), this.#sealedSuccessors.get(intent.successorInvocationId)],
+        ]
+        const values = await this.#reader.getMany(wanted.map(([key]) => key))
         values.forEach((value, index) => {
-          if (value === undefined || decodeRecord<unknown>(value, wanted[index] as string) !== invocationId) {
-            throw damaged('reservation', wanted[index] as string, `the pending seal of ${invocationId} has no reservation record ${wanted[index]}`)
+          const [key, sealers] = wanted[index] as [string, Set<string> | undefined]
+          const sealer = value === undefined ? undefined : decoded(value, 'reservation', key)
+          if (typeof sealer !== 'string' || !sealers?.has(sealer)) {
+            throw damaged('reservation', key, `the pending seal of ${invocationId} has no reservation record ${key}`)
           }
         })
       }
@@ -270,11 +324,11 @@ export class IndexAudit {
     if (found !== expected) throw damaged(index, prefix, `there are ${found} ${what} for ${expected} ${per}`)
   }
 
-  /** Each stored reservation names the seal that made it. */
-  async #reservations(prefix: string, seals: Map<string, string>, what: string): Promise<void> {
+  /** Each stored reservation names a seal of its claim or successor. */
+  async #reservations(prefix: string, seals: Map<string, Set<string>>, what: string): Promise<void> {
     for await (const [key, value] of entriesOf(this.#reader, space(prefix))) {
-      const sealer = seals.get(key.slice(2))
-      if (sealer === undefined || decodeRecord<unknown>(value, key) !== sealer) {
+      const sealer = decoded(value, 'reservation', key)
+      if (typeof sealer !== 'string' || seals.get(key.slice(2))?.has(sealer) !== true) {
         throw damaged('reservation', key, `the reservation record ${key} names no seal of that ${what} in the log`)
       }
     }

@@ -736,14 +736,24 @@ corruption.run()
 const concurrency = suite('store: concurrency and group commit')
 
 concurrency(
-  "under 'os' durability close() syncs LevelDB's write-ahead log before it writes the head anchor; under 'sync' there is nothing to sync",
+  "under 'os' durability close() syncs LevelDB's write-ahead log before it writes the head anchor, and writes it only once LevelDB has closed (and written out a full memtable); under 'sync' there is nothing to sync",
   boundedTest(15_000, async (dir) => {
-    const proto = ClassicLevel.prototype as unknown as { _put(key: string, value: Uint8Array, options: { sync?: boolean }): Promise<void> }
+    const proto = ClassicLevel.prototype as unknown as {
+      _put(key: string, value: Uint8Array, options: { sync?: boolean }): Promise<void>
+      _close(): Promise<void>
+      location: string
+    }
     const put = proto._put
+    const close = proto._close
     const synced: string[] = []
+    const anchoredWhenClosing: boolean[] = []
     proto._put = function (key, value, options) {
       if (options?.sync === true) synced.push(key)
       return put.call(this, key, value, options)
+    }
+    proto._close = async function () {
+      anchoredWhenClosing.push(await readFile(join(this.location, 'FACTSTATE-HEAD'), 'utf8').then(() => true, () => false))
+      return close.call(this)
     }
     try {
       for (const durability of ['os', 'sync'] as const) {
@@ -755,9 +765,11 @@ concurrency(
         assert.equal(synced, durability === 'os' ? [keys.head] : [], durability)
         const anchor = await readFile(join(dir, durability, 'FACTSTATE-HEAD'), 'utf8')
         assert.match(anchor, /^factstate-head v1 1 /, `${durability}: the anchor counts the fact`)
+        assert.equal(anchoredWhenClosing.splice(0), [false], `${durability}: no anchor yet when LevelDB closed`)
       }
     } finally {
       proto._put = put
+      proto._close = close
     }
   }),
 )

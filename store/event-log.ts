@@ -1657,20 +1657,23 @@ export class EventLog {
     // A refresh under way finishes first: the two would write the same temporary file.
     await this.#anchoring
     try {
+      let synced = false
       if (!this.#failed) {
         // The anchor promises the facts it counts are on the disk: under `os` durability they may
         // not be yet, and one synced write makes LevelDB sync its write-ahead log first.
         // Without that sync there is no anchor: an older one (or none) checks less, never wrongly.
-        const synced =
+        synced =
           this.#durability === 'sync' ||
           this.#state.head.highWater === 0 ||
           (await this.#db.put(keys.head, encodeRecord(this.#state.head), { sync: true }).then(
             () => true,
             () => false,
           ))
-        if (synced) await this.#writeAnchor()
       }
+      // Closing first: LevelDB then finishes writing out a full memtable whose write-ahead log the
+      // synced write above did not cover (it syncs only the current one), and syncs that table.
       await this.#db.close()
+      if (synced) await this.#writeAnchor()
     } finally {
       this.#release()
     }

@@ -56,7 +56,7 @@ export function functionTools(tools: readonly ToolDefinition[]) {
     function: {
       name: tool.name,
       ...(tool.description === undefined ? {} : { description: tool.description }),
-      parameters: (tool.inputSchema ?? { type: 'object', properties: {} }) as Record<string, unknown>,
+      parameters: (tool.inputSchema ?? NO_INPUT_SCHEMA) as Record<string, unknown>,
     },
   }))
 }

@@ -34,6 +34,16 @@ async function withDb(dir: string, body: (db: Db) => Promise<void>): Promise<voi
   }
 }
 
+/** Runs `body` with the log in `path` open, closing it whatever happens. */
+async function withLog<T>(path: string, body: (log: EventLog) => Promise<T>): Promise<T> {
+  const log = await EventLog.open(path)
+  try {
+    return await body(log)
+  } finally {
+    await log.close()
+  }
+}
+
 const call = (operationId: string) => ({ callId: `call-${operationId}`, name: 'echo', arguments: '{"value":42}' })
 
 function pause(handoffId: string, successor: string) {
@@ -60,8 +70,7 @@ interface Mixed {
  * `lost` ended with a dispatched tool unsettled (its session owes an acknowledgement).
  */
 async function writeMixed(dir: string): Promise<Mixed> {
-  const log = await EventLog.open(dir)
-  try {
+  return withLog(dir, async (log) => {
     const openedAt: Record<string, number> = {}
     const endedAt: Record<string, number> = {}
     const record = (name: string, seqs: number[]) => {
@@ -93,9 +102,7 @@ async function writeMixed(dir: string): Promise<Mixed> {
     endedAt.lost = record('lost', await log.appendAll(lost.many([facts.opened(), facts.requested('s1'), facts.completed('s1', [call('op9')]), facts.dispatched('op9'), facts.ended(unknown)])))
     const { events, digest } = await log.verify()
     return { events, digest, openedAt, endedAt }
-  } finally {
-    await log.close()
-  }
+  })
 }
 
 /** The mixed log, written once for the suite in a directory of its own (removed after the suite). */
@@ -118,13 +125,8 @@ async function mixedLog(dir: string): Promise<Mixed> {
 }
 
 /** Opens the log in `dir`/log and returns what `verify()` rejects with. */
-async function verifyRefusal(dir: string) {
-  const log = await EventLog.open(join(dir, 'log'))
-  try {
-    return await refusal(log.verify())
-  } finally {
-    await log.close()
-  }
+function verifyRefusal(dir: string) {
+  return withLog(join(dir, 'log'), (log) => refusal(log.verify()))
 }
 
 /** Rewrites the record at `key` through `change` (its decoded value in, the new value out). */
@@ -138,14 +140,11 @@ audit(
   'a log holding every kind of index record verifies, and again after recovery closes its open invocation',
   boundedTest(20_000, async (dir) => {
     const mixed = await mixedLog(dir)
-    const log = await EventLog.open(join(dir, 'log'))
-    try {
+    await withLog(join(dir, 'log'), async (log) => {
       assert.equal(await log.verify(), { events: mixed.events, digest: mixed.digest })
       assert.is(await recoverInvocations(log), 1)
       assert.is((await log.verify()).events, mixed.events + 2)
-    } finally {
-      await log.close()
-    }
+    })
   }),
 )
 
@@ -201,15 +200,28 @@ for (const [name, damage, index, key, seqOf] of cases) {
       const seq = seqOf(mixed)
       assert.equal(error.details, { index, key, ...(seq === undefined ? {} : { seq }) }, error.message)
       // The facts are untouched: the log still opens at the same head.
-      const log = await EventLog.open(join(dir, 'log'))
-      try {
+      await withLog(join(dir, 'log'), async (log) => {
         assert.equal(log.head(), { highWater: mixed.events, digest: mixed.digest })
-      } finally {
-        await log.close()
-      }
+      })
     }),
   )
 }
+
+audit(
+  'a fact’s id record that is not an id record is LOG_CORRUPT naming the fact’s seq, and an append of that id is refused with LOG_CORRUPT, not a TypeError',
+  boundedTest(20_000, async (dir) => {
+    await mixedLog(dir)
+    await withDb(join(dir, 'log'), (db) => db.put(keys.eventId('inv-done/3'), encodeRecord(null)))
+    const error = await verifyRefusal(dir)
+    assert.is(error.code, 'LOG_CORRUPT', error.message)
+    assert.equal(error.details, { seq: 3 }, error.message)
+    await withLog(join(dir, 'log'), async (log) => {
+      const again = await refusal(log.append(completeInvocation('done')[2] as RuntimeEvent))
+      assert.is(again.code, 'LOG_CORRUPT', again.message)
+      assert.match(again.message, /index record id inv-done\/3 is not an id record/)
+    })
+  }),
+)
 
 audit(
   'an open invocation’s record that is not a record is LOG_CORRUPT already on open, naming it',
@@ -227,12 +239,9 @@ audit(
   boundedTest(30_000, async (dir) => {
     await mixedLog(dir)
     // Enough facts after it that the damaged one lies before the tail `open` checks.
-    const log = await EventLog.open(join(dir, 'log'))
-    try {
+    await withLog(join(dir, 'log'), async (log) => {
       await Promise.all(Array.from({ length: 140 }, (_, n) => log.appendAll(completeInvocation(`later${n}`))))
-    } finally {
-      await log.close()
-    }
+    })
     await withDb(join(dir, 'log'), async (db) => {
       await db.del(keys.session('session-done'))
       const other: RuntimeEvent = { ...(completeInvocation('done')[2] as RuntimeEvent), recordedAt: 1 }
@@ -255,15 +264,12 @@ for (const [name, what, events, recovered, after] of [
     `a log an earlier version wrote verifies: ${what}`,
     boundedTest(20_000, async (dir) => {
       await cp(join(legacy, name), join(dir, name), { recursive: true })
-      const log = await EventLog.open(join(dir, name))
-      try {
+      await withLog(join(dir, name), async (log) => {
         const before = await log.verify()
         assert.is(before.events, events)
         assert.is(await recoverInvocations(log), recovered)
         assert.is((await log.verify()).events, after)
-      } finally {
-        await log.close()
-      }
+      })
     }),
   )
 }
@@ -318,17 +324,14 @@ audit(
   'a verify running while appends land reads one snapshot: it passes and counts what was durable when it started',
   boundedTest(30_000, async (dir) => {
     const mixed = await mixedLog(dir)
-    const log = await EventLog.open(join(dir, 'log'))
-    try {
+    await withLog(join(dir, 'log'), async (log) => {
       const verifying = log.verify()
       const appends = Array.from({ length: 40 }, (_, n) => log.appendAll(completeInvocation(`busy${n}`)))
       const seen = await verifying
       await Promise.all(appends)
       assert.ok(seen.events >= mixed.events && seen.events <= mixed.events + 40 * 8, `verified ${seen.events}`)
       assert.is((await log.verify()).events, mixed.events + 40 * 8)
-    } finally {
-      await log.close()
-    }
+    })
   }),
 )
 

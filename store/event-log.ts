@@ -367,9 +367,10 @@ const recordShapes = {
   session: (value: unknown): boolean => isObject(value) && Array.isArray(value.active) && Array.isArray(value.paused) && Array.isArray(value.unknown),
   run: (value: unknown): boolean => isObject(value) && typeof value.invocationId === 'string',
   name: (value: unknown): boolean => typeof value === 'string',
+  id: (value: unknown): boolean => Array.isArray(value) && typeof value[0] === 'number' && value[1] instanceof Uint8Array,
 }
 
-const RECORD_NAMES: Record<keyof typeof recordShapes, string> = { invocation: 'an invocation record', session: 'a session record', run: 'a run record', name: 'a name' }
+const RECORD_NAMES: Record<keyof typeof recordShapes, string> = { invocation: 'an invocation record', session: 'a session record', run: 'a run record', name: 'a name', id: 'an id record' }
 
 /** An index record read back: decoded and of the shape its key space holds, or `LOG_CORRUPT`. */
 function indexRecord<T>(stored: Uint8Array, what: string, shape: keyof typeof recordShapes): T {
@@ -767,7 +768,7 @@ export class EventLog {
     const batch = this.#db.batch()
     const seen = new Set<string>()
     for await (const [key, value] of this.#db.iterator({ gte: keys.sessionLow, lt: keys.sessionHigh })) {
-      const session = decodeRecord<SessionRecord>(value, `session ${key.slice(2)}`)
+      const session = indexRecord<SessionRecord>(value, `session ${key.slice(2)}`, 'session')
       for (const { intent, invocationId } of session.paused) {
         for (const key of [keys.sealedClaim(intent.claimId), keys.sealedSuccessor(intent.successorInvocationId)]) {
           if (seen.has(key)) continue
@@ -931,7 +932,7 @@ export class EventLog {
   async #storedChain(eventId: string, seq: number): Promise<Uint8Array> {
     const stored = await this.#db.get(keys.eventId(eventId))
     if (stored === undefined) throw new FactstateError('LOG_CORRUPT', `event ${seq} is not indexed by its id`, { details: { seq } })
-    const [indexedSeq, chain] = decodeRecord<[number, Uint8Array]>(stored, `id ${eventId}`)
+    const [indexedSeq, chain] = indexRecord<[number, Uint8Array]>(stored, `id ${eventId}`, 'id')
     if (indexedSeq !== seq) throw new FactstateError('LOG_CORRUPT', `event ${seq} is indexed at ${indexedSeq}`, { details: { seq } })
     return new Uint8Array(chain)
   }
@@ -1170,7 +1171,7 @@ export class EventLog {
     const fresh = this.#ids?.add(event.id) === true
     const indexed = this.#idsReady && fresh ? undefined : this.#db.getSync(keys.eventId(event.id))
     if (indexed !== undefined) {
-      const [seq] = decodeRecord<[number, Uint8Array]>(indexed, `id ${event.id}`)
+      const [seq] = indexRecord<[number, Uint8Array]>(indexed, `id ${event.id}`, 'id')
       const stored = this.#db.getSync(keys.event(seq))
       if (stored !== undefined && equalBytes(stored, bytes)) return seq
       throw new FactstateError('LOG_CONFLICT', `event id ${event.id} is already used by different content`, { details: { seq } })
@@ -1555,8 +1556,13 @@ export class EventLog {
         )
         window.forEach((item, index) => {
           const value = stored[index]
-          const [seq, indexedChain] = value === undefined ? [undefined, undefined] : decodeRecord<[number, Uint8Array]>(value, `id ${item.id}`)
-          if (seq !== item.seq || !indexedChain || !equalBytes(new Uint8Array(indexedChain), item.chain)) {
+          let indexed: [number, Uint8Array] | undefined
+          try {
+            indexed = value === undefined ? undefined : indexRecord<[number, Uint8Array]>(value, `id ${item.id}`, 'id')
+          } catch {
+            // Unreadable: reported below with the seq of its fact.
+          }
+          if (indexed === undefined || indexed[0] !== item.seq || !equalBytes(new Uint8Array(indexed[1]), item.chain)) {
             throw new FactstateError('LOG_CORRUPT', `event ${item.seq} does not match its digest chain`, { details: { seq: item.seq } })
           }
         })

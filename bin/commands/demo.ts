@@ -182,7 +182,7 @@ export async function demoCommand(args: string[], io: CommandIo): Promise<number
       const operations = new Set(runs.map((entry) => entry.operationId))
       io.stdout(`  facts written: ${events}`)
       io.stdout(`  digest:        ${digest}`)
-      io.stdout(`  verify:        ok (seq continuity, decoding, digest chain over the stored bytes)`)
+      io.stdout(`  verify:        ok (seq continuity, decoding, digest chain over the stored bytes, every index record)`)
       io.stdout(`  tools really ran: ${[...byTool].map(([tool, count]) => `${tool} ×${count}`).join(', ')}`)
       expect(operations.size === runs.length, 'no operation ran twice')
       expect(byTool.get('append_ledger') === 2 && byTool.get('refund') === 1, 'append_ledger ran twice and refund once, across four processes')

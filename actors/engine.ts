@@ -2,7 +2,7 @@ import { isDeepStrictEqual } from 'node:util'
 import { FactstateError } from '../errors.js'
 import type { ExecutionSettings, Invocation, InvocationInput, InvocationOutcome, RuntimeEvent, UncertainOperation } from '../facts/types.js'
 import { type InvocationSnapshot, type InvocationState, applyFact, initialInvocationSnapshot, stateOf } from '../machines/invocation.js'
-import { canonical } from '../store/encoding.js'
+import { canonical, messageOf } from '../store/encoding.js'
 import { type AppendView, type EventLog, type LogInternals, logInternals } from '../store/event-log.js'
 import { type HandoffGate, successorOf } from './handoff.js'
 import { InvocationActor, defaultEventId } from './invocation-actor.js'
@@ -11,6 +11,8 @@ import { ModelExecutor } from './model-executor.js'
 import { redactedMessage } from './redaction.js'
 import { DEFAULT_MAX_STEPS, type RunInput, validateRunInput } from './run-input.js'
 import { type ToolDefinition, catalogOf, shownText } from './tool-catalog.js'
+
+const noop = (): void => undefined
 
 /** Options of {@link Engine}. */
 export interface EngineOptions {
@@ -136,6 +138,8 @@ export class Engine {
   readonly #now: () => number
   readonly #eventId: (invocation: Invocation, ordinal: number) => string
   readonly #running = new Map<string, InvocationActor>()
+  /** Calls of `start` not yet admitted or refused (each settles then). */
+  readonly #admitting = new Set<Promise<void>>()
 
   constructor(options: EngineOptions) {
     const invalid = (field: string, what: string) => new FactstateError('ENGINE_INVALID_OPTIONS', `Engine: ${field} must be ${what}`, { details: { field } })
@@ -159,20 +163,37 @@ export class Engine {
    * `RUN_INVALID_INPUT`, `RUN_BUSY`, `RUN_RECONCILIATION_REQUIRED`, `RUN_SOURCE_MISMATCH`,
    * `HANDOFF_MISMATCH`, `HANDOFF_CLAIMED`.
    */
-  async start(input: RunInput, options: StartOptions = {}): Promise<RunningInvocation> {
+  start(input: RunInput, options: StartOptions = {}): Promise<RunningInvocation> {
+    // Counted from the call: `drain()` also waits for a run that is still being admitted.
+    const starting = this.#start(input, options)
+    const settled = starting.then(noop, noop)
+    this.#admitting.add(settled)
+    void settled.then(() => this.#admitting.delete(settled))
+    return starting
+  }
+
+  async #start(input: RunInput, options: StartOptions): Promise<RunningInvocation> {
     // The caller keeps its objects: later changes to them (its invocation ids, the pause it passed,
     // its provider options, its tools' schemas) must not alter a running invocation, nor what
     // admission compares after its first await. Everything but the tools is plain data.
-    const validated = validateRunInput(input)
+    let validated: RunInput
     let copy: RunInput
+    let admitted: ReturnType<typeof admittedTool>[]
     try {
-      copy = structuredClone({ ...validated, tools: [] })
+      validated = validateRunInput(input)
+      try {
+        copy = structuredClone({ ...validated, tools: [] })
+      } catch (error) {
+        throw new FactstateError('RUN_INVALID_INPUT', `the run input must be plain data (objects, arrays, strings, numbers): it could not be copied: ${messageOf(error)}`, {
+          cause: error,
+        })
+      }
+      admitted = validated.tools.map(admittedTool)
     } catch (error) {
-      throw new FactstateError('RUN_INVALID_INPUT', `the run input must be plain data (objects, arrays, strings, numbers): it could not be copied: ${(error as Error).message}`, {
-        cause: error,
-      })
+      // A getter or a proxy trap of the caller's that throws: the input cannot be read, and nothing is written.
+      if (error instanceof FactstateError) throw error
+      throw new FactstateError('RUN_INVALID_INPUT', `the run input cannot be read: ${messageOf(error)}`, { cause: error })
     }
-    const admitted = validated.tools.map(admittedTool)
     const run: RunInput = { ...copy, tools: admitted.map((entry) => entry.tool) }
     run.providerOptions ??= {}
     const { invocation, work } = run
@@ -325,10 +346,10 @@ export class Engine {
     return (await this.start(input, options)).wait()
   }
 
-  /** Waits until every invocation this engine runs (including ones started meanwhile) has ended. */
+  /** Waits until every invocation this engine runs (including ones started meanwhile, and ones still being admitted) has ended. */
   async drain(): Promise<void> {
-    while (this.#running.size > 0) {
-      await Promise.allSettled([...this.#running.values()].map((actor) => actor.done))
+    while (this.#running.size > 0 || this.#admitting.size > 0) {
+      await Promise.allSettled([...this.#admitting, ...[...this.#running.values()].map((actor) => actor.done)])
     }
   }
 

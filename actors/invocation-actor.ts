@@ -7,7 +7,7 @@ import { FactstateError } from '../errors.js'
 import type { ExecutionSettings, Fact, HandoffIntent, HandoffPause, Invocation, InvocationOutcome, RuntimeEvent, ToolCall } from '../facts/types.js'
 import { type InvocationSnapshot, applyFact, stateOf } from '../machines/invocation.js'
 import { contentDigest } from '../store/digest.js'
-import { canonical, storageProblemAt, wellFormed } from '../store/encoding.js'
+import { canonical, hasNonFiniteNumber, messageOf, storageProblemAt, wellFormed } from '../store/encoding.js'
 import type { LogInternals, Precondition } from '../store/event-log.js'
 import { Gate, type HoldDecision, type Reservation } from './handoff.js'
 import type { ChatRequestBody, ModelClient } from './model-client.js'
@@ -394,7 +394,9 @@ export class InvocationActor {
       }
       const retry = response.status === 'retryable_failure' && attempt <= executor.retries && !this.#signal.aborted
       const status = response.status === 'retryable_failure' && !retry ? 'failed' : response.status
-      await this.#record({ type: 'model.interrupted', stepId, status, message: response.message })
+      // The message is the provider's or the client's own words: as a fact can hold them.
+      const message = messageOf(response.message)
+      await this.#record({ type: 'model.interrupted', stepId, status, message })
       if (this.#signal.aborted || status === 'cancelled') await this.#halt()
       if (retry) {
         await pause(executor.backoff(attempt, response.retryAfterMs), this.#signal)
@@ -402,7 +404,7 @@ export class InvocationActor {
         continue
       }
       const failureClass = status === 'timed_out' ? 'model_timeout' : response.malformed ? 'model_malformed' : 'model_failed'
-      await this.#end({ status: 'failed', class: failureClass, message: response.message })
+      await this.#end({ status: 'failed', class: failureClass, message })
     }
     const completed = this.#own.at(-1)?.fact
     if (completed?.type !== 'model.completed') return
@@ -420,7 +422,7 @@ export class InvocationActor {
       input = call.arguments.trim() === '' ? {} : JSON.parse(call.arguments)
       // Arguments that parse to something a fact cannot hold exactly are invalid input, kept as text.
       // Stored as the event's fact.input: two levels down.
-      if (storageProblemAt(input, 2)) throw new TypeError('unstorable arguments')
+      if (storageProblemAt(input, 2) || hasNonFiniteNumber(input)) throw new TypeError('unstorable arguments')
     } catch {
       parsed = false
       input = call.arguments
@@ -441,7 +443,7 @@ export class InvocationActor {
       const result = jsonOutput(await tool.execute(structuredClone(input), { signal: this.#signal, operationId }))
       outcome = result.ok ? { status: 'succeeded', output: result.value } : { status: 'failed', message: result.message }
     } catch (error) {
-      outcome = { status: 'failed', message: error instanceof Error ? error.message : String(error) }
+      outcome = { status: 'failed', message: messageOf(error) }
     }
     await this.#record({ type: 'tool.settled', operationId, outcome })
   }

@@ -1,6 +1,7 @@
 import { z } from 'zod'
 import { FactstateError } from '../errors.js'
 import { describeIssues, modelOutputSchema } from '../facts/schema.js'
+import { messageOf } from '../store/encoding.js'
 import type { ChatRequestBody, ModelClient, ModelRequest, ModelResponse, ProviderConfig } from './model-client.js'
 import { OpenAIChatClient } from './openai-chat-client.js'
 import { redact, secretsOf } from './redaction.js'
@@ -62,7 +63,7 @@ export class ModelExecutor {
         try {
           response = await client.complete(request)
         } catch (error) {
-          throw new Error(redact(error instanceof Error ? error.message : String(error), secrets))
+          throw new Error(redact(messageOf(error), secrets))
         }
         return response?.kind === 'interrupted' && typeof response.message === 'string' ? { ...response, message: redact(response.message, secrets) } : response
       },
@@ -95,7 +96,7 @@ export class ModelExecutor {
         return checkedResponse(response)
       } catch (error) {
         if (signal.aborted) return CANCELLED
-        return { kind: 'interrupted', status: 'failed', message: `the model client failed: ${error instanceof Error ? error.message : String(error)}` }
+        return { kind: 'interrupted', status: 'failed', message: `the model client failed: ${messageOf(error)}` }
       }
     })()
     // A backstop for a client that ignores its signal or its timeout: the run does not wait on it.

@@ -140,4 +140,19 @@ test(
   }),
 )
 
+test(
+  'drain() waits for a run still being admitted: the shutdown recipe (abort, drain, close) ends it cancelled{shutdown}, nothing left open',
+  engineTest([answer.text('never asked')], {}, async (h) => {
+    const controller = new AbortController()
+    // Not awaited: the run is still being admitted when the shutdown begins.
+    const starting = h.engine.start(h.input('late'), { signal: controller.signal })
+    controller.abort('shutdown')
+    await h.engine.drain()
+    assert.equal(await typesOf(h.log, 'invocation-late'), ['invocation.opened', 'invocation.ended'], 'ended before drain() resolved')
+    const running = await starting
+    assert.equal(await running.wait(), { status: 'cancelled', source: 'shutdown' })
+    assert.is(h.server.requests.length, 0)
+  }),
+)
+
 test.run()

@@ -11,6 +11,27 @@ import { rejectsWithCode } from './support/codes.js'
 import { engineTest, factsOf, only, refusedWithoutWriting, storedEvents, typesOf } from './support/engine-fixtures.js'
 
 test(
+  'a provider error whose message has a lone surrogate is recorded well-formed: a 503 is retried, a 400 ends the run model_failed',
+  engineTest(
+    [
+      answer.status(503, { body: { error: { message: 'overloaded \ud800 now' } } }),
+      answer.text('done'),
+      answer.status(400, { body: { error: { message: 'bad \udc00 request' } } }),
+    ],
+    {},
+    async (h) => {
+      assert.equal(await h.run(h.input('retried')), { status: 'completed' })
+      const [interrupted] = only(await factsOf(h.log, 'invocation-retried'), 'model.interrupted')
+      assert.is(interrupted?.status, 'retryable_failure')
+      assert.match(interrupted?.message ?? '', /overloaded \ufffd now/)
+      const ended = await h.run(h.input('refused'))
+      assert.is(ended.status === 'failed' ? ended.class : ended.status, 'model_failed')
+      assert.match(ended.status === 'failed' ? (ended.message ?? '') : '', /bad \ufffd request/)
+    },
+  ),
+)
+
+test(
   'a final answer the provider filtered away (finish_reason content_filter, no text) ends the run failed model_filtered; a filtered answer that kept some text completes',
   engineTest([answer.text('', { finishReason: 'content_filter' }), answer.text('the part that passed', { finishReason: 'content_filter' })], {}, async (h) => {
     assert.equal(await h.run(h.input('filtered')), {

@@ -76,4 +76,50 @@ test(
   }),
 )
 
+test(
+  'a tool that throws a value with no prototype, or an Error whose message has a lone surrogate, settles failed with a message a fact can hold; the session owes no reconciliation',
+  engineTest(
+    [
+      answer.toolCalls([{ id: 'call-a', name: 'echo', arguments: {} }]),
+      answer.text('done'),
+      answer.toolCalls([{ id: 'call-b', name: 'echo', arguments: {} }]),
+      answer.text('done'),
+      answer.text('next'),
+    ],
+    {},
+    async (h) => {
+      const bare = countingTool('echo', async () => {
+        throw Object.create(null)
+      })
+      const broken = countingTool('echo', async () => {
+        throw new Error('bad \ud800 message')
+      })
+      for (const [name, tool, message] of [
+        ['bare', bare, '[object Object]'],
+        ['broken', broken, 'bad \ufffd message'],
+      ] as const) {
+        assert.equal(await h.run(h.input(name, { session: 'shared', tools: [tool] })), { status: 'completed' }, name)
+        assert.is(tool.calls.length, 1, `${name}: it ran once`)
+        const [settled] = only(await factsOf(h.log, `invocation-${name}`), 'tool.settled')
+        assert.equal(settled?.outcome, { status: 'failed', message }, name)
+      }
+      // Both effects are known to have happened: nothing for a next message to acknowledge.
+      assert.equal(await h.run(h.input('after', { session: 'shared' })), { status: 'completed' })
+    },
+  ),
+)
+
+test(
+  'arguments that parse to a number JSON cannot write (1e400 is Infinity) are rejected as invalid input and never executed',
+  engineTest([answer.toolCalls([{ id: 'call-i', name: 'echo', arguments: '{"n":1e400,"deep":[1,{"m":-1e999}]}' }]), answer.text('done')], {}, async (h) => {
+    const echo = countingTool()
+    assert.equal(await h.run(h.input('infinite', { tools: [echo] })), { status: 'completed' })
+    assert.is(echo.calls.length, 0)
+    const facts = await factsOf(h.log, 'invocation-infinite')
+    const [rejected] = only(facts, 'tool.rejected')
+    assert.is(rejected?.reason, 'invalid_input')
+    assert.is(rejected?.input, '{"n":1e400,"deep":[1,{"m":-1e999}]}', 'kept as the text the model sent')
+  }),
+)
+
 test.run()

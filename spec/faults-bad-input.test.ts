@@ -156,6 +156,18 @@ const cases: Case[] = [
   { area: 'tools', name: 'inputSchema that is a string', code: 'RUN_INVALID_INPUT', act: start((i) => (i.tools[0].inputSchema = 'object')) },
   { area: 'tools', name: 'a description that is a number', code: 'RUN_INVALID_INPUT', act: start((i) => (i.tools[0].description = 42)) },
   { area: 'tools', name: 'a tool that is null', code: 'RUN_INVALID_INPUT', act: start((i) => (i.tools = [null])) },
+  {
+    area: 'tools',
+    name: 'a tool whose inputSchema getter throws',
+    code: 'RUN_INVALID_INPUT',
+    act: start((i) => Object.defineProperty(i.tools[0], 'inputSchema', { enumerable: true, get: () => { throw new Error('no schema today') } })),
+  },
+  {
+    area: 'RunInput',
+    name: 'a work.content getter that throws',
+    code: 'RUN_INVALID_INPUT',
+    act: start((i) => Object.defineProperty(i.work, 'content', { enumerable: true, get: () => { throw new Error('no content today') } })),
+  },
   // RunInput: work
   { area: 'RunInput', name: 'no work', code: 'RUN_INVALID_INPUT', act: start((i) => delete i.work) },
   { area: 'RunInput', name: 'an unknown work kind', code: 'RUN_INVALID_INPUT', act: start((i) => (i.work = { kind: 'resume', content: 'x' })) },

@@ -93,6 +93,35 @@ export function storageProblemAt(value: unknown, depth: number): string | undefi
   return unstorable(value, '(value)', depth)
 }
 
+/**
+ * A message for anything thrown, as a fact can hold it: never throws (a thrown value whose `String`
+ * or `message` getter throws, or one with no prototype, still gets one), and every lone surrogate
+ * is replaced by U+FFFD.
+ */
+export function messageOf(error: unknown): string {
+  let text: string
+  try {
+    const message = error instanceof Error ? (error as { message?: unknown }).message : undefined
+    text = typeof message === 'string' ? message : String(error)
+  } catch {
+    text = Object.prototype.toString.call(error)
+  }
+  return wellFormed(text)
+}
+
+/**
+ * Whether `value` holds a number JSON cannot write (NaN, ±Infinity). `JSON.parse` makes one of a
+ * literal too large for a double, such as `1e400`: valid JSON text whose value no fact can hold.
+ */
+export function hasNonFiniteNumber(value: unknown, depth = 0): boolean {
+  if (typeof value === 'number') return !Number.isFinite(value)
+  if (value === null || typeof value !== 'object' || depth > MAX_DEPTH) return false
+  for (const member of Array.isArray(value) ? value : Object.values(value)) {
+    if (hasNonFiniteNumber(member, depth + 1)) return true
+  }
+  return false
+}
+
 /** A copy of text from outside (a model's answer) with every lone surrogate replaced by U+FFFD, as a fact can hold it. */
 export function wellFormed<T>(value: T): T {
   if (typeof value === 'string') return (LONE_SURROGATE.test(value) ? value.replace(new RegExp(LONE_SURROGATE, 'g'), '\ufffd') : value) as T

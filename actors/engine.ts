@@ -334,7 +334,7 @@ export class Engine {
     try {
       return this.#eventId(invocation, 1)
     } catch (error) {
-      throw new FactstateError('ENGINE_INVALID_OPTIONS', `Engine: eventId threw for the first fact of ${invocation.invocationId}: ${error instanceof Error ? error.message : String(error)}`, {
+      throw new FactstateError('ENGINE_INVALID_OPTIONS', `Engine: eventId threw for the first fact of ${invocation.invocationId}: ${messageOf(error)}`, {
         cause: error,
         details: { field: 'eventId' },
       })

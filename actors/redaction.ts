@@ -6,6 +6,7 @@
  * (providers echo keys masked, "sk-proj-ab****wxyz").
  */
 import type { ProviderConfig } from './model-client.js'
+import { messageOf } from '../store/encoding.js'
 
 /** The shortest piece of a secret that is redacted on its own. */
 const SECRET_PIECE = 8
@@ -51,7 +52,7 @@ export function redact(message: string, secrets: readonly string[]): string {
 
 /** The message of `error`, redacted of `provider`'s secrets. */
 export function redactedMessage(error: unknown, provider: ProviderConfig): string {
-  return redact(error instanceof Error ? error.message : String(error), secretsOf(provider))
+  return redact(messageOf(error), secretsOf(provider))
 }
 
 /** Replaces every run of at least {@link SECRET_PIECE} characters of `text` that also occurs in `secret`. */

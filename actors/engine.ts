@@ -10,7 +10,7 @@ import type { ModelClient } from './model-client.js'
 import { ModelExecutor } from './model-executor.js'
 import { redactedMessage } from './redaction.js'
 import { DEFAULT_MAX_STEPS, type RunInput, validateRunInput } from './run-input.js'
-import { type ToolDefinition, catalogOf, shownText } from './tool-catalog.js'
+import { type ToolDefinition, catalogOf, legacyCatalogDigest, shownText } from './tool-catalog.js'
 
 const noop = (): void => undefined
 
@@ -214,7 +214,12 @@ export class Engine {
           details: { field: 'invocation', expected },
         })
       }
-      const difference = executionDifference(settings, work.pause.execution)
+      let difference = executionDifference(settings, work.pause.execution)
+      // A seal made by an earlier build digested a tool without a schema differently (see legacyCatalogDigest).
+      if (difference === 'tools' && run.tools.some((tool) => tool.inputSchema === undefined)) {
+        const legacy = { ...settings, tools: { ...settings.tools, catalogDigest: legacyCatalogDigest(run.tools) } }
+        if (executionDifference(legacy, work.pause.execution) === undefined) difference = undefined
+      }
       if (difference) {
         const field = difference as keyof ExecutionSettings
         const sealed = work.pause.execution[field]

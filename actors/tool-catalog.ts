@@ -41,6 +41,16 @@ export function shownText(tool: ToolDefinition): string {
 }
 
 /**
+ * The catalog digest builds before 2026-12-04 sealed for these tools: a tool without `inputSchema`
+ * was digested with `null` for its schema. Different from {@link catalogOf}'s only when such a tool
+ * is in the catalog; admission accepts it for a successor of a seal made then.
+ */
+export function legacyCatalogDigest(tools: readonly ToolDefinition[]): string {
+  const shown = tools.map((tool) => stableJson({ name: tool.name, description: tool.description ?? null, inputSchema: tool.inputSchema ?? null }))
+  return contentDigest(`[${shown.join(',')}]`)
+}
+
+/**
  * The catalog summary sealed into a pause: a digest over each tool's name, description and input
  * schema (not its code), i.e. over the stable text of the list of what each is shown as. `shown`
  * passes those texts when the caller has them already.

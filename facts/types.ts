@@ -115,6 +115,7 @@ export type FailureClass =
   | 'model_failed'
   | 'model_timeout'
   | 'model_malformed'
+  | 'model_filtered'
   | 'max_steps'
   | (string & {})
 

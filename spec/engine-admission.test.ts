@@ -4,9 +4,11 @@
  */
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import type { RunInput } from '../index.js'
+import type { Fact, HandoffIntent, HandoffPause, RunInput, RuntimeEvent } from '../index.js'
+import { successorOf } from '../index.js'
+import { catalogOf, legacyCatalogDigest } from '../actors/tool-catalog.js'
 import { answer } from '../testing/scripted-model-server.js'
-import { countingTool, engineTest, factsOf, markOf, only, refusedWithoutWriting, sealAtFirstSafePoint, successorInput } from './support/engine-fixtures.js'
+import { CWD, countingTool, engineTest, factsOf, markOf, only, refusedWithoutWriting, sealAtFirstSafePoint, successorInput } from './support/engine-fixtures.js'
 
 type Mutation = (input: RunInput) => RunInput
 
@@ -157,6 +159,44 @@ test(
     const refused = successorInput(other)
     refused.tools = [stricter]
     await refusedWithoutWriting(h.log, () => h.engine.start(refused), 'HANDOFF_MISMATCH', 'a successor shown another schema')
+  }),
+)
+
+test(
+  'a seal made by an earlier build, which digested a tool without inputSchema with a null schema, still admits its successor',
+  engineTest([answer.text('successor done')], {}, async (h) => {
+    const bare = countingTool('echo')
+    delete bare.inputSchema
+    // The facts such a build wrote: its catalog digest is the legacy one.
+    const execution = { model: 'scripted', providerOptions: {}, cwd: CWD, tools: { catalogDigest: legacyCatalogDigest([bare]), names: ['echo'] } }
+    assert.is.not(execution.tools.catalogDigest, catalogOf([bare]).catalogDigest, 'the two digests differ')
+    const source = { sessionId: 'session-old', turnId: 'turn-old', runId: 'run-old', invocationId: 'invocation-old' }
+    const intent: HandoffIntent = { handoffId: 'handoff-old', hostEpoch: 'epoch-1', rootRunId: 'run-old', successorRunId: 'run-next', successorInvocationId: 'invocation-next', claimId: 'claim-old' }
+    const pause: HandoffPause = { intent, remainingSteps: 2, execution }
+    let n = 0
+    const event = (fact: Fact): RuntimeEvent => ({ id: `old/${++n}`, recordedAt: 1_700_000_000_000 + n, invocation: source, fact })
+    await h.log.appendAll(
+      [
+        { type: 'invocation.opened', input: { kind: 'message', content: 'question old' }, configuration: { cwd: CWD }, execution },
+        { type: 'model.requested', stepId: 'step-1', model: 'scripted', requestDigest: `sha256:${'0'.repeat(64)}` },
+        { type: 'model.completed', stepId: 'step-1', output: { toolCalls: [{ callId: 'call-1', name: 'echo', arguments: '{}' }], finishReason: 'tool_calls' } },
+        { type: 'tool.dispatched', operationId: 'op-1', callId: 'call-1', name: 'echo', input: {} },
+        { type: 'tool.settled', operationId: 'op-1', outcome: { status: 'succeeded', output: {} } },
+        { type: 'hold.entered', handoffId: 'handoff-old' },
+        { type: 'invocation.ended', outcome: { status: 'handoff_paused', pause } },
+      ].map((fact) => event(fact as Fact)),
+    )
+    const sealed = await h.log.runSource('session-old', 'run-old')
+    assert.ok(sealed?.pause, 'the old run is sealed')
+    const successor: RunInput = {
+      invocation: successorOf(intent, source),
+      provider: { kind: 'openai-chat', baseUrl: h.server.baseUrl, model: 'scripted' },
+      configuration: { cwd: CWD },
+      tools: [bare],
+      work: { kind: 'handoff', source: sealed.boundary, pause: sealed.pause },
+    }
+    assert.equal(await h.run(successor), { status: 'completed' })
+    assert.is(bare.calls.length, 0, 'the sealed tool call is replayed, not run again')
   }),
 )
 

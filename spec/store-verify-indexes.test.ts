@@ -321,6 +321,31 @@ audit(
 )
 
 audit(
+  'a verify called while appends keep coming does not wait for them to stop: it reads the snapshot of its call',
+  boundedTest(60_000, async (dir) => {
+    await mixedLog(dir)
+    await withLog(join(dir, 'log'), async (log) => {
+      let appended = 0
+      // 64 appenders, each awaiting its appends: the log always has some pending.
+      const lanes = Array.from({ length: 64 }, async (_, lane) => {
+        for (let n = 0; appended < 4_000; n += 1) {
+          await log.appendAll(completeInvocation(`steady${lane}-${n}`))
+          appended += 8
+        }
+      })
+      while (appended < 80) await new Promise((resolve) => setTimeout(resolve, 5))
+      const calledAt = log.head().highWater
+      const seen = await log.verify()
+      await Promise.all(lanes)
+      const final = log.head().highWater
+      assert.ok(seen.events >= calledAt, `it counts what was durable at its call (${seen.events} ≥ ${calledAt})`)
+      assert.ok(seen.events < final, `and not what landed after it (${seen.events} < ${final}): it did not wait for the appends to stop`)
+      assert.is((await log.verify()).events, final)
+    })
+  }),
+)
+
+audit(
   'a verify running while appends land reads one snapshot: it passes and counts what was durable when it started',
   boundedTest(30_000, async (dir) => {
     const mixed = await mixedLog(dir)

@@ -36,8 +36,8 @@ const NO_INPUT_SCHEMA: Readonly<Record<string, unknown>> = Object.freeze({ type:
  * without `inputSchema` is shown, and so digested, as one that states the default schema: the two
  * look the same to the model, so a seal made with one admits a successor with the other.
  */
-export function shownText(tool: ToolDefinition): string {
-  return stableJson({ name: tool.name, description: tool.description ?? null, inputSchema: tool.inputSchema ?? NO_INPUT_SCHEMA })
+export function shownText(tool: ToolDefinition, noSchema: object | null = NO_INPUT_SCHEMA): string {
+  return stableJson({ name: tool.name, description: tool.description ?? null, inputSchema: tool.inputSchema ?? noSchema })
 }
 
 /**
@@ -46,8 +46,7 @@ export function shownText(tool: ToolDefinition): string {
  * is in the catalog; admission accepts it for a successor of a seal made then.
  */
 export function legacyCatalogDigest(tools: readonly ToolDefinition[]): string {
-  const shown = tools.map((tool) => stableJson({ name: tool.name, description: tool.description ?? null, inputSchema: tool.inputSchema ?? null }))
-  return contentDigest(`[${shown.join(',')}]`)
+  return catalogOf(tools, tools.map((tool) => shownText(tool, null))).catalogDigest
 }
 
 /**
@@ -55,7 +54,7 @@ export function legacyCatalogDigest(tools: readonly ToolDefinition[]): string {
  * schema (not its code), i.e. over the stable text of the list of what each is shown as. `shown`
  * passes those texts when the caller has them already.
  */
-export function catalogOf(tools: readonly ToolDefinition[], shown: readonly string[] = tools.map(shownText)): ToolCatalogSummary {
+export function catalogOf(tools: readonly ToolDefinition[], shown: readonly string[] = tools.map((tool) => shownText(tool))): ToolCatalogSummary {
   return { catalogDigest: contentDigest(`[${shown.join(',')}]`), names: tools.map((tool) => tool.name) }
 }
 

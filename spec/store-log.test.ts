@@ -17,19 +17,10 @@ import { EventLog, logInternals } from '../store/event-log.js'
 import { applyFact, foldFacts } from '../machines/invocation.js'
 import { keys } from '../store/keys.js'
 import { recoverInvocations } from '../store/recovery.js'
-import { EventMaker, boundedTest, completeInvocation, facts, filesContaining, flipByte, invocationOf, refusal } from './support/log-fixtures.js'
+import { EventMaker, boundedTest, completeInvocation, facts, filesContaining, flipByte, invocationOf, refusal, withLog } from './support/log-fixtures.js'
 
 const ALL = Number.MAX_SAFE_INTEGER
 const call = (operationId: string) => ({ callId: `call-${operationId}`, name: 'echo', arguments: '{"value":42}' })
-
-async function withLog<T>(dir: string, body: (log: EventLog) => Promise<T>): Promise<T> {
-  const log = await EventLog.open(dir)
-  try {
-    return await body(log)
-  } finally {
-    await log.close()
-  }
-}
 
 async function digestOf(log: EventLog): Promise<{ events: number; digest: string }> {
   return log.verify()

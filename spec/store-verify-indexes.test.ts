@@ -17,7 +17,7 @@ import { decodeRecord, encodeEvent, encodeRecord } from '../store/encoding.js'
 import { EventLog } from '../store/event-log.js'
 import { recoverInvocations } from '../store/recovery.js'
 import { keys } from '../store/keys.js'
-import { EventMaker, boundedTest, completeInvocation, facts, invocationOf, refusal } from './support/log-fixtures.js'
+import { EventMaker, boundedTest, completeInvocation, facts, invocationOf, refusal, withLog } from './support/log-fixtures.js'
 import { withTimeout } from './support/temp.js'
 
 const audit = suite('store: verify() audits the index records')
@@ -31,16 +31,6 @@ async function withDb(dir: string, body: (db: Db) => Promise<void>): Promise<voi
     await body(db)
   } finally {
     await db.close()
-  }
-}
-
-/** Runs `body` with the log in `path` open, closing it whatever happens. */
-async function withLog<T>(path: string, body: (log: EventLog) => Promise<T>): Promise<T> {
-  const log = await EventLog.open(path)
-  try {
-    return await body(log)
-  } finally {
-    await log.close()
   }
 }
 

@@ -232,6 +232,38 @@ export function encodeRecord(value: unknown): Uint8Array {
   return packr.pack(hasUndefined(value) ? canonical(value) : value)
 }
 
+/** A plain record: an object that is not null and not an array. */
+export const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value)
+
+/** The members every reader of an index record relies on: a record without them is damage, not a TypeError later. */
+export const recordShapes = {
+  invocation: (value: unknown): boolean =>
+    isObject(value) &&
+    isObject(value.invocation) &&
+    typeof value.invocation.sessionId === 'string' &&
+    typeof value.invocation.runId === 'string' &&
+    typeof value.invocation.turnId === 'string' &&
+    typeof value.invocation.invocationId === 'string' &&
+    typeof value.lastSeq === 'number' &&
+    typeof value.facts === 'number' &&
+    Array.isArray(value.openSteps) &&
+    Array.isArray(value.uncertain) &&
+    Array.isArray(value.operations),
+  session: (value: unknown): boolean => isObject(value) && Array.isArray(value.active) && Array.isArray(value.paused) && Array.isArray(value.unknown),
+  run: (value: unknown): boolean => isObject(value) && typeof value.invocationId === 'string',
+  name: (value: unknown): boolean => typeof value === 'string',
+  id: (value: unknown): boolean => Array.isArray(value) && typeof value[0] === 'number' && value[1] instanceof Uint8Array,
+}
+
+const RECORD_NAMES: Record<keyof typeof recordShapes, string> = { invocation: 'an invocation record', session: 'a session record', run: 'a run record', name: 'a name', id: 'an id record' }
+
+/** An index record read back: decoded and of the shape its key space holds, or `LOG_CORRUPT`. */
+export function indexRecord<T>(stored: Uint8Array, what: string, shape: keyof typeof recordShapes): T {
+  const value = decodeRecord<unknown>(stored, what)
+  if (!recordShapes[shape](value)) throw new FactstateError('LOG_CORRUPT', `index record ${what} is not ${RECORD_NAMES[shape]}`)
+  return value as T
+}
+
 /**
  * The id index record `[seq, chain]` of the event stored as `stored` at `seq`, where `chain` is the
  * step from `previous`; the new chain is its last 32 bytes (`record.subarray(-32)`). Byte for byte

@@ -6,7 +6,7 @@ import { FactstateError } from '../errors.js'
 import { id as idSchema } from '../facts/schema.js'
 import type { HandoffIntent, HandoffPause, InvocationInput, RunBoundary, RuntimeEvent, StoredEvent } from '../facts/types.js'
 import { EMPTY_CHAIN, CHAIN_BYTES, chainStep, logDigest, runChainStart, runDigest } from './digest.js'
-import { chainedIdRecord, decodeEvent, decodeRecord, encodeRecord, encodeValidatedEvent, peekInvocationId, validateEvent } from './encoding.js'
+import { chainedIdRecord, decodeEvent, decodeRecord, encodeRecord, encodeValidatedEvent, indexRecord, peekInvocationId, validateEvent } from './encoding.js'
 import { IdFilter } from './id-filter.js'
 import { IndexAudit } from './index-audit.js'
 import { keys, seqOfEventKey, seqPart } from './keys.js'
@@ -363,37 +363,6 @@ class Staging {
  * thread pool). Open invocations and their runs always stay cached: their stored records are
  * only refreshed when they end.
  */
-const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value)
-
-/** The members every reader of an index record relies on: a record without them is damage, not a TypeError later. */
-const recordShapes = {
-  invocation: (value: unknown): boolean =>
-    isObject(value) &&
-    isObject(value.invocation) &&
-    typeof value.invocation.sessionId === 'string' &&
-    typeof value.invocation.runId === 'string' &&
-    typeof value.invocation.turnId === 'string' &&
-    typeof value.invocation.invocationId === 'string' &&
-    typeof value.lastSeq === 'number' &&
-    typeof value.facts === 'number' &&
-    Array.isArray(value.openSteps) &&
-    Array.isArray(value.uncertain) &&
-    Array.isArray(value.operations),
-  session: (value: unknown): boolean => isObject(value) && Array.isArray(value.active) && Array.isArray(value.paused) && Array.isArray(value.unknown),
-  run: (value: unknown): boolean => isObject(value) && typeof value.invocationId === 'string',
-  name: (value: unknown): boolean => typeof value === 'string',
-  id: (value: unknown): boolean => Array.isArray(value) && typeof value[0] === 'number' && value[1] instanceof Uint8Array,
-}
-
-const RECORD_NAMES: Record<keyof typeof recordShapes, string> = { invocation: 'an invocation record', session: 'a session record', run: 'a run record', name: 'a name', id: 'an id record' }
-
-/** An index record read back: decoded and of the shape its key space holds, or `LOG_CORRUPT`. */
-function indexRecord<T>(stored: Uint8Array, what: string, shape: keyof typeof recordShapes): T {
-  const value = decodeRecord<unknown>(stored, what)
-  if (!recordShapes[shape](value)) throw new FactstateError('LOG_CORRUPT', `index record ${what} is not ${RECORD_NAMES[shape]}`)
-  return value as T
-}
-
 class CommittedState {
   head: Head = { highWater: 0, chain: EMPTY_CHAIN }
   readonly invocations = new Map<string, InvocationRecord>()

@@ -28,7 +28,7 @@
 import { isDeepStrictEqual } from 'node:util'
 import { FactstateError } from '../errors.js'
 import type { RuntimeEvent } from '../facts/types.js'
-import { decodeRecord } from './encoding.js'
+import { decodeRecord, isObject, recordShapes } from './encoding.js'
 import { keys } from './keys.js'
 import { type InvocationRecord, type RunRecord, type SessionRecord, applyToInvocation, applyToSession, emptySession } from './projection.js'
 
@@ -74,8 +74,6 @@ function decoded(value: Uint8Array, index: AuditedIndex, key: string, seq?: numb
   }
 }
 
-const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value)
-
 /** JSON's view of a record: members set to undefined are dropped, as the stored encoding drops them. */
 const plain = (value: unknown): unknown => JSON.parse(JSON.stringify(value)) as unknown
 
@@ -86,7 +84,7 @@ const plain = (value: unknown): unknown => JSON.parse(JSON.stringify(value)) as 
  * from that record with both at their defaults (after its end neither is read again).
  */
 function sameInvocationRecord(stored: unknown, replayed: InvocationRecord): boolean {
-  if (!isRecord(stored)) return false
+  if (!isObject(stored)) return false
   const expected: Partial<InvocationRecord> = { ...replayed }
   const found: Record<string, unknown> = { ...stored }
   if (!('pendingCalls' in stored) || replayed.terminal !== null) {
@@ -173,7 +171,7 @@ export class IndexAudit {
       const key = keys.invocation(id)
       try {
         const record = value === undefined ? undefined : decoded(value, 'invocation', key)
-        if (!isRecord(record) || typeof record.lastSeq !== 'number') throw damaged('invocation', key, `open invocation ${id} has no readable record`)
+        if (!recordShapes.invocation(record)) throw damaged('invocation', key, `open invocation ${id} has no readable record`)
         storedOpen.set(id, record as unknown as InvocationRecord)
       } catch (error) {
         initial ??= error as FactstateError
@@ -211,7 +209,7 @@ export class IndexAudit {
       const runKey = keys.run(invocation.sessionId, invocation.runId)
       this.#expect(runKey, 'run', seq, (value) => {
         const found = value === undefined ? undefined : decoded(value, 'run', runKey, seq)
-        if (!isRecord(found) || !isDeepStrictEqual(plain({ invocationId: found.invocationId, source: found.source }), plain(run))) {
+        if (!isObject(found) || !isDeepStrictEqual(plain({ invocationId: found.invocationId, source: found.source }), plain(run))) {
           throw damaged('run', runKey, `the record of run ${invocation.sessionId}/${invocation.runId} does not match its opening fact (event ${seq})`, seq)
         }
       })

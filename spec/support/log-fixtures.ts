@@ -11,6 +11,7 @@ import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
 import { FactstateError } from '../../errors.js'
 import type { Fact, Invocation, InvocationOutcome, RuntimeEvent, ToolCall } from '../../facts/types.js'
+import { EventLog } from '../../store/event-log.js'
 import { ChildLines } from '../../testing/child-lines.js'
 import { bounded } from './temp.js'
 
@@ -87,6 +88,16 @@ export function completeInvocation(name: string, session?: string): RuntimeEvent
     facts.completed('s2', [], 'done'),
     facts.ended(),
   ])
+}
+
+/** Runs `body` with the log in `path` open, closing it whatever happens. */
+export async function withLog<T>(path: string, body: (log: EventLog) => Promise<T>): Promise<T> {
+  const log = await EventLog.open(path)
+  try {
+    return await body(log)
+  } finally {
+    await log.close()
+  }
 }
 
 /** Awaits `promise` and returns its FactstateError; fails if it resolves or rejects otherwise. */

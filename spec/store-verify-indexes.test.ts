@@ -177,6 +177,15 @@ const cases: [string, (db: Db, mixed: Mixed) => Promise<void>, string, string, (
   ['a run record that is a number', (db) => db.put(keys.run('session-done', 'run-done'), encodeRecord(5)), 'run', keys.run('session-done', 'run-done'), () => 1],
   ['a run record whose bytes do not decode', (db) => db.put(keys.run('session-done', 'run-done'), new Uint8Array([0xde, 0x00])), 'run', keys.run('session-done', 'run-done'), () => 1],
   ['a session record whose bytes do not decode', (db) => db.put(keys.session('session-done'), new Uint8Array([0xde, 0x00])), 'session', keys.session('session-done'), () => undefined],
+  // The log opens with both: a format below its own is an older log's (rewritten by the next batch), and the reservations marker's value is not read.
+  ['an index format marker no version writes', (db) => db.put(keys.format, encodeRecord(0)), 'marker', keys.format, () => undefined],
+  ['a reservations marker that does not hold 1', (db) => db.put(keys.reservationsIndexed, encodeRecord('yes')), 'marker', keys.reservationsIndexed, () => undefined],
+  ['a key in the head space that the log never writes', (db) => db.put('h!extra', encodeRecord(1)), 'unknown', 'h!extra', () => undefined],
+  ['a key before every key space', (db) => db.put('a!x', new Uint8Array(0)), 'unknown', 'a!x', () => undefined],
+  // Not read as open invocation "x" (the open index's range is `o!` alone), nor as an event.
+  ['a key between two key spaces', (db) => db.put('o#x', new Uint8Array(0)), 'unknown', 'o#x', () => undefined],
+  ['a key just past the events', (db) => db.put('e#1', new Uint8Array(0)), 'unknown', 'e#1', () => undefined],
+  ['a key after every key space, outside the Basic Multilingual Plane', (db) => db.put('\u{1F600}', new Uint8Array(0)), 'unknown', '\u{1F600}', () => undefined],
 ]
 
 for (const [name, damage, index, key, seqOf] of cases) {

@@ -1515,7 +1515,7 @@ export class EventLog {
         getMany: (keys) => db.getMany(keys, { snapshot }),
         keys: (range) => batchesOf(db.keys({ ...range, snapshot })),
         entries: (range) => batchesOf(db.iterator({ ...range, snapshot })),
-      })
+      }, INDEX_FORMAT)
       // Damage to the facts is reported first (it names a seq): an index finding waits for the pass to end.
       let finding: unknown
       const found = (error: unknown) => {

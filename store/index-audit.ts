@@ -20,10 +20,13 @@
  * - `i!` (event ids): each fact's record is checked with the fact (by `verify` itself); here, that
  *   there are no more of them than facts.
  *
+ * - `h!format`, `h!reservations` (the format markers): where present, each holds what some version
+ *   wrote (a format up to this one's; 1).
+ * - every other key: none lies outside the key spaces above (and `h!head`, `e!`).
+ *
  * Members that records written by earlier versions lack (`pendingCalls` and `answered` of an
  * invocation record, compared only while it is open; `lastSeq` and `chain` that old run records
- * carry, never compared) do not count as damage. The format markers (`h!format`,
- * `h!reservations`) and keys of no known key space are not checked.
+ * carry, never compared) do not count as damage.
  */
 import { isDeepStrictEqual } from 'node:util'
 import { FactstateError } from '../errors.js'
@@ -35,12 +38,18 @@ import { type InvocationRecord, type RunRecord, type SessionRecord, applyToInvoc
 /** What the audit reads, all of it from one snapshot of the log; ranges are read in batches of keys or entries. */
 export interface AuditReader {
   getMany(keys: string[]): Promise<(Uint8Array | undefined)[]>
-  keys(range: { gte: string; lt: string }): AsyncIterable<string[]>
+  /** Without `lt`, up to the last key. */
+  keys(range: { gte: string; lt?: string }): AsyncIterable<string[]>
   entries(range: { gte: string; lt: string }): AsyncIterable<[string, Uint8Array][]>
 }
 
 /** The key spaces, as `details.index` names them. */
-export type AuditedIndex = 'id' | 'byInvocation' | 'open' | 'invocation' | 'run' | 'claim' | 'session' | 'reservation'
+export type AuditedIndex = 'id' | 'byInvocation' | 'open' | 'invocation' | 'run' | 'claim' | 'session' | 'reservation' | 'marker' | 'unknown'
+
+/** The first two characters of every key the log writes, in key order (store/keys.ts). */
+const KEY_SPACES = ['c!', 'e!', 'h!', 'i!', 'n!', 'o!', 'p!', 'q!', 'r!', 's!', 'v!'] as const
+/** The keys of the `h!` space. */
+const HEAD_KEYS: ReadonlySet<string> = new Set([keys.head, keys.format, keys.reservationsIndexed])
 
 /** Every key of a `x!` key space. */
 const space = (prefix: string): { gte: string; lt: string } => ({ gte: prefix, lt: `${prefix.slice(0, -1)}"` })
@@ -151,17 +160,22 @@ export class IndexAudit {
   #invocations = 0
   #successors = 0
 
-  private constructor(reader: AuditReader, openIndexed: Set<string>, storedOpen: Map<string, InvocationRecord>, initial: FactstateError | undefined) {
+  /** The index format this version writes (`INDEX_FORMAT`). */
+  readonly #format: number
+
+  private constructor(reader: AuditReader, format: number, openIndexed: Set<string>, storedOpen: Map<string, InvocationRecord>, initial: FactstateError | undefined) {
     this.#reader = reader
+    this.#format = format
     this.#openIndexed = openIndexed
     this.#storedOpen = storedOpen
     this.#initial = initial
   }
 
   /** Reads the open invocations' index and their records (a handful: the invocations left open). */
-  static async start(reader: AuditReader): Promise<IndexAudit> {
+  static async start(reader: AuditReader, format: number): Promise<IndexAudit> {
     const openIndexed = new Set<string>()
-    for await (const batch of reader.keys({ gte: keys.openLow, lt: keys.openHigh })) for (const key of batch) openIndexed.add(key.slice(2))
+    // `o!` only: a key past it (`o#…`) is reported as one of no key space, not as an open invocation.
+    for await (const batch of reader.keys(space(keys.openLow))) for (const key of batch) openIndexed.add(key.slice(2))
     const ids = [...openIndexed]
     const values = ids.length === 0 ? [] : await reader.getMany(ids.map((id) => keys.invocation(id)))
     const storedOpen = new Map<string, InvocationRecord>()
@@ -177,7 +191,7 @@ export class IndexAudit {
         initial ??= error as FactstateError
       }
     })
-    return new IndexAudit(reader, openIndexed, storedOpen, initial)
+    return new IndexAudit(reader, format, openIndexed, storedOpen, initial)
   }
 
   /** Takes the next fact, in seq order. Returns a promise (to await) only when a window of stored records is read. */
@@ -301,6 +315,42 @@ export class IndexAudit {
           }
         })
       }
+    }
+    await this.#checkMarkers()
+    await this.#strayKeys()
+  }
+
+  /**
+   * The format markers hold what some version wrote: `h!format` a format up to this one's, and
+   * `h!reservations` 1. Either may be missing: a log an earlier version wrote gets them with its
+   * next batch (and its reservations when it is opened).
+   */
+  async #checkMarkers(): Promise<void> {
+    const [format, reservations] = await this.#reader.getMany([keys.format, keys.reservationsIndexed])
+    if (format !== undefined) {
+      const found = decoded(format, 'marker', keys.format)
+      if (typeof found !== 'number' || !Number.isSafeInteger(found) || found < 1 || found > this.#format) {
+        throw damaged('marker', keys.format, `the index format marker holds ${typeof found === 'number' ? found : typeof found}, not a format from 1 to ${this.#format}`)
+      }
+    }
+    if (reservations !== undefined && decoded(reservations, 'marker', keys.reservationsIndexed) !== 1) {
+      throw damaged('marker', keys.reservationsIndexed, 'the reservations marker does not hold 1')
+    }
+  }
+
+  /** No key lies outside the log's key spaces, nor in `h!` but for its three keys. */
+  async #strayKeys(): Promise<void> {
+    const stray = (key: string) => damaged('unknown', key, `key ${JSON.stringify(key)} belongs to no key space of the log`)
+    for await (const batch of this.#reader.keys(space('h!'))) {
+      for (const key of batch) if (!HEAD_KEYS.has(key)) throw stray(key)
+    }
+    // The gaps between the key spaces, and before the first and after the last.
+    let gte = ''
+    for (const prefix of [...KEY_SPACES, undefined]) {
+      for await (const batch of this.#reader.keys(prefix === undefined ? { gte } : { gte, lt: prefix })) {
+        if (batch.length > 0) throw stray(batch[0] as string)
+      }
+      if (prefix !== undefined) gte = space(prefix).lt
     }
   }
 

@@ -18,7 +18,7 @@ export const keys = {
   /** `event` from a seq already in key form (`seqPart`): one fact's keys share it. */
   eventAt: (part: string) => `e!${part}`,
   eventLow: 'e!',
-  eventHigh: 'e~',
+  eventHigh: 'e"',
   eventId: (id: string) => `i!${id}`,
   eventIdLow: 'i!',
   eventIdHigh: 'i"',
@@ -37,7 +37,7 @@ export const keys = {
   sealedSuccessor: (invocationId: string) => `q!${invocationId}`,
   open: (invocationId: string) => `o!${invocationId}`,
   openLow: 'o!',
-  openHigh: 'o~',
+  openHigh: 'o"',
 }
 
 export const seqOfEventKey = (key: string): number => Number.parseInt(key.slice(2), 16)

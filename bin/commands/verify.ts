@@ -3,9 +3,10 @@ import { type CommandIo, onLogDirectory } from '../io.js'
 export const verifyHelp = `usage: factstate verify <log-directory>
 
 Re-reads every fact: seq continuity, decoding, and the digest chain over the exact stored bytes;
-then rebuilds every index record from the facts and compares it with the stored one.
+then rebuilds every index record from the facts and compares it with the stored one, and checks
+the format markers and that no key lies outside the log's key spaces.
 Prints "ok: N events, digest sha256:…" and exits 0, or prints LOG_CORRUPT with the first bad seq
-(or the index record that disagrees with the facts) and exits 1. Exit 3: the log is open in
+(or the index record that disagrees with the facts, or the stray key) and exits 1. Exit 3: the log is open in
 another process.`
 
 /**

@@ -6,6 +6,8 @@
  */
 import { type AnyActorScope, assign, createActor, setup, type SnapshotFrom } from 'xstate'
 import { FactstateError } from '../errors.js'
+import { compileSchema } from '../facts/compiled-schema.js'
+import { describeIssues, factSchema } from '../facts/schema.js'
 import type { Fact, FactType, InvocationOutcome } from '../facts/types.js'
 
 /** What the machine remembers between facts. */
@@ -189,7 +191,39 @@ export function initialInvocationSnapshot(): InvocationSnapshot {
   return invocationMachine.getInitialSnapshot(pureScope)
 }
 
-const isFact = (fact: unknown): fact is Fact => typeof fact === 'object' && fact !== null && typeof (fact as { type?: unknown }).type === 'string'
+/** The fact's `type`, or null for what is not a fact; never throws (a getter or proxy trap may). */
+function typeOf(fact: unknown): string | null {
+  try {
+    const type = typeof fact === 'object' && fact !== null ? (fact as { type?: unknown }).type : undefined
+    return typeof type === 'string' ? type : null
+  } catch {
+    return null
+  }
+}
+
+/** What a value that is not a fact is, for a message (`String()` of it may throw). */
+const kindOf = (value: unknown): string => (value === null ? 'null' : Array.isArray(value) ? 'an array' : `a value of type ${typeof value}`)
+
+const copyFact = compileSchema(factSchema, 'fact')
+/** Deeper than any fact the log stores (an event may nest 64 levels); deeper ones are checked by zod itself. */
+const FACT_DEPTH = 256
+
+/**
+ * `fact` checked against the fact schema the log validates appends with, and copied (so the
+ * snapshot never shares the caller's objects), or why it is not a fact: the machine's guards and
+ * actions read members a fact must have, and a fact lacking them would be taken on a wrong reading.
+ */
+function checkedFact(fact: unknown): { fact: Fact } | { problem: string } {
+  if (typeOf(fact) === null) return { problem: `${kindOf(fact)}, which is not a fact` }
+  try {
+    const copied = copyFact(fact, FACT_DEPTH)
+    if (copied !== undefined) return { fact: copied }
+    const parsed = factSchema.safeParse(fact)
+    return parsed.success ? { fact: parsed.data as Fact } : { problem: `a ${typeOf(fact)} fact that is not whole (${describeIssues(parsed.error)})` }
+  } catch (error) {
+    return { problem: `a ${typeOf(fact)} fact that cannot be read (${error instanceof Error ? error.message : 'it threw'})` }
+  }
+}
 
 /** For callers from plain JavaScript: a snapshot must come from this machine (`initialInvocationSnapshot`, `foldFacts`, `applyFact`). */
 function assertSnapshot(snapshot: unknown): asserts snapshot is InvocationSnapshot {
@@ -200,33 +234,50 @@ function assertSnapshot(snapshot: unknown): asserts snapshot is InvocationSnapsh
   }
 }
 
-/** True when the machine accepts `fact` in `snapshot` (false for anything that is not a fact). */
-export function accepts(snapshot: InvocationSnapshot, fact: Fact): boolean {
-  assertSnapshot(snapshot)
-  if (!isFact(fact) || snapshot.status !== 'active') return false
+/** Whether the machine takes a checked fact in an active snapshot. */
+function takes(snapshot: InvocationSnapshot, fact: Fact): boolean {
+  if (snapshot.status !== 'active') return false
   try {
     return snapshot.can(fact)
   } catch {
-    // A guard read a member the fact lacks (`{ type: 'model.completed' }` without its output): not a fact this machine takes.
+    // A guard that throws on a whole fact is a bug of the machine's; the fact is not taken.
     return false
   }
 }
 
-/** The next state after `fact`; `MACHINE_REJECTED` (and nothing applied) if the machine does not accept it. */
+/** True when the machine accepts `fact` in `snapshot` (false for anything that is not a whole fact). */
+export function accepts(snapshot: InvocationSnapshot, fact: Fact): boolean {
+  assertSnapshot(snapshot)
+  const checked = checkedFact(fact)
+  return 'fact' in checked && takes(snapshot, checked.fact)
+}
+
+/**
+ * The next state after `fact`; `MACHINE_REJECTED` (and nothing applied) if the machine does not
+ * accept it, or it is not a whole fact (`details.type` is then its type, or null for what is not a
+ * fact at all). The snapshot keeps a copy of the fact, never the caller's objects.
+ */
 export function applyFact(snapshot: InvocationSnapshot, fact: Fact): InvocationSnapshot {
-  if (!accepts(snapshot, fact)) {
-    const type = isFact(fact) ? fact.type : null
-    throw new FactstateError('MACHINE_REJECTED', `in state ${String(snapshot.value)} the invocation machine does not accept ${type ?? `${String(fact)}, which is not a fact`}`, {
+  assertSnapshot(snapshot)
+  const type = typeOf(fact)
+  const checked = checkedFact(fact)
+  if ('problem' in checked) {
+    throw new FactstateError('MACHINE_REJECTED', `in state ${String(snapshot.value)} the invocation machine cannot take ${checked.problem}`, {
+      details: { state: snapshot.value, type },
+    })
+  }
+  if (!takes(snapshot, checked.fact)) {
+    throw new FactstateError('MACHINE_REJECTED', `in state ${String(snapshot.value)} the invocation machine does not accept ${type}`, {
       details: { state: snapshot.value, type },
     })
   }
   try {
-    return invocationMachine.transition(snapshot, fact, pureScope)
+    return invocationMachine.transition(snapshot, checked.fact, pureScope)
   } catch (error) {
-    // An action read a member the fact lacks: what the log would refuse as an invalid event.
-    throw new FactstateError('MACHINE_REJECTED', `the invocation machine cannot apply ${fact.type}: ${error instanceof Error ? error.message : String(error)}`, {
+    // An action that throws on a whole fact is a bug of the machine's: refused, nothing applied.
+    throw new FactstateError('MACHINE_REJECTED', `the invocation machine cannot apply ${type}: ${error instanceof Error ? error.message : 'its action threw'}`, {
       cause: error,
-      details: { state: snapshot.value, type: fact.type },
+      details: { state: snapshot.value, type },
     })
   }
 }
@@ -244,7 +295,7 @@ export function foldFacts(facts: Iterable<Fact>, from: InvocationSnapshot = init
       snapshot = applyFact(snapshot, fact)
     } catch (error) {
       if (error instanceof FactstateError) {
-        throw new FactstateError('MACHINE_REJECTED', `fact ${index} (${isFact(fact) ? fact.type : String(fact)}) contradicts the machine: ${error.message}`, {
+        throw new FactstateError('MACHINE_REJECTED', `fact ${index} (${typeOf(fact) ?? kindOf(fact)}) contradicts the machine: ${error.message}`, {
           details: { index, ...error.details },
         })
       }
@@ -255,7 +306,8 @@ export function foldFacts(facts: Iterable<Fact>, from: InvocationSnapshot = init
   return snapshot
 }
 
-/** The state name of a snapshot. */
+/** The state name of a snapshot (`MACHINE_REJECTED` for what is not a snapshot of this machine). */
 export function stateOf(snapshot: InvocationSnapshot): InvocationState {
+  assertSnapshot(snapshot)
   return snapshot.value as InvocationState
 }

@@ -25,6 +25,7 @@ import {
   accepts,
   initialInvocationSnapshot,
   type InvocationSnapshot,
+  stateOf,
 } from '../index.js'
 import { type RecordedRequest, answer, scriptedModelServer } from '../testing/scripted-model-server.js'
 import { rejectsWithCode } from './support/codes.js'
@@ -238,6 +239,14 @@ const cases: Case[] = [
   { area: 'prefix', name: 'no arguments', code: 'LOG_INVALID_ARGUMENT', act: (c) => (c.log.prefix as unknown as () => Promise<unknown>)() },
   { area: 'prefix', name: 'fewer events allowed than the log holds', code: 'LOG_PREFIX_TOO_LARGE', act: (c) => c.log.prefix(1, ALL.bytes) },
   { area: 'prefix', name: 'fewer bytes allowed than the log holds', code: 'LOG_PREFIX_TOO_LARGE', act: (c) => c.log.prefix(ALL.events, 16) },
+  // events() bounds, refused where they are given (the generator is made by the call)
+  { area: 'events', name: 'to -5', code: 'LOG_INVALID_ARGUMENT', act: (c) => c.log.events({ to: -5 }) },
+  { area: 'events', name: 'to as a string', code: 'LOG_INVALID_ARGUMENT', act: (c) => c.log.events({ to: '3' as unknown as number }) },
+  { area: 'events', name: 'to 1.5, past the high-water or not', code: 'LOG_INVALID_ARGUMENT', act: (c) => c.log.events({ to: 1.5 }) },
+  { area: 'events', name: 'to true', code: 'LOG_INVALID_ARGUMENT', act: (c) => c.log.events({ to: true as unknown as number }) },
+  { area: 'events', name: 'from 0', code: 'LOG_INVALID_ARGUMENT', act: (c) => c.log.events({ from: 0 }) },
+  { area: 'events', name: 'options that are a number', code: 'LOG_INVALID_ARGUMENT', act: (c) => c.log.events(42 as unknown as {}) },
+  { area: 'events', name: 'options null', code: 'LOG_INVALID_ARGUMENT', act: (c) => c.log.events(null as unknown as {}) },
   // runSource arguments
   { area: 'runSource', name: 'empty sessionId', code: 'LOG_INVALID_ARGUMENT', act: (c) => c.log.runSource('', 'run-done') },
   { area: 'runSource', name: 'empty runId', code: 'LOG_INVALID_ARGUMENT', act: (c) => c.log.runSource('session-done', '') },
@@ -472,6 +481,41 @@ test('the pure helpers, called from plain JavaScript with what is not a fact, a 
       call: () => applyFact(foldFacts([logFacts.opened(), logFacts.requested('step-1')]), { type: 'invocation.ended' } as Fact),
       code: 'MACHINE_REJECTED',
     },
+    // Not whole facts: the machine would take them on a wrong reading (the log refuses them as LOG_INVALID_EVENT).
+    {
+      what: 'foldFacts of facts without their members (no input, stepId, finishReason or outcome class)',
+      call: () =>
+        foldFacts([
+          { type: 'invocation.opened' },
+          { type: 'model.requested' },
+          { type: 'model.completed', output: { toolCalls: [] } },
+          { type: 'invocation.ended', outcome: { status: 'completed' } },
+        ] as unknown as Fact[]),
+      code: 'MACHINE_REJECTED',
+      details: { index: 0, state: 'opening', type: 'invocation.opened' },
+    },
+    {
+      what: 'applyFact with a hold.entered without its handoffId',
+      call: () => applyFact(foldFacts([logFacts.opened()]), { type: 'hold.entered' } as unknown as Fact),
+      code: 'MACHINE_REJECTED',
+      details: { state: 'safePoint', type: 'hold.entered' },
+    },
+    { what: 'applyFact(snapshot, an object without a prototype)', call: () => applyFact(initialInvocationSnapshot(), Object.create(null) as Fact), code: 'MACHINE_REJECTED', details: { state: 'opening', type: null } },
+    { what: 'foldFacts([{ toString: null }])', call: () => foldFacts([{ toString: null } as unknown as Fact]), code: 'MACHINE_REJECTED', details: { index: 0, state: 'opening', type: null } },
+    {
+      what: 'applyFact(snapshot, a proxy whose get trap throws)',
+      call: () => applyFact(initialInvocationSnapshot(), new Proxy({}, { get: () => { throw new Error('trap') } }) as Fact),
+      code: 'MACHINE_REJECTED',
+      details: { state: 'opening', type: null },
+    },
+    {
+      what: 'applyFact(snapshot, a fact whose getter throws past its type)',
+      call: () => applyFact(initialInvocationSnapshot(), { ...logFacts.opened(), get input(): never { throw new Error('getter') } } as unknown as Fact),
+      code: 'MACHINE_REJECTED',
+      details: { state: 'opening', type: 'invocation.opened' },
+    },
+    { what: 'stateOf(undefined)', call: () => stateOf(undefined as unknown as InvocationSnapshot), code: 'MACHINE_REJECTED' },
+    { what: 'stateOf({})', call: () => stateOf({} as InvocationSnapshot), code: 'MACHINE_REJECTED' },
     { what: 'accepts(undefined, undefined)', call: () => accepts(undefined as unknown as InvocationSnapshot, undefined as unknown as Fact), code: 'MACHINE_REJECTED' },
     { what: 'successorOf(undefined, invocation)', call: () => successorOf(undefined as unknown as HandoffIntent, { sessionId: 's', turnId: 't', runId: 'r', invocationId: 'i' }), code: 'HANDOFF_MISMATCH', details: { field: 'intent', fields: ['intent'] } },
     { what: 'successorOf(intent, {})', call: () => successorOf(intentFor('x', 'r'), {} as never), code: 'HANDOFF_MISMATCH' },
@@ -487,6 +531,13 @@ test('the pure helpers, called from plain JavaScript with what is not a fact, a 
     if (details) assert.equal(caught?.details, details, `${what}: details`)
   }
   assert.is(accepts(initialInvocationSnapshot(), null as unknown as Fact), false, 'accepts() is false for what is not a fact')
+  assert.is(accepts(initialInvocationSnapshot(), { type: 'invocation.opened' } as unknown as Fact), false, 'accepts() is false for a fact that is not whole')
+  assert.is(accepts(initialInvocationSnapshot(), logFacts.opened()), true, 'accepts() takes a whole fact')
+  // The snapshot keeps its own copy: changing the fact afterwards changes nothing.
+  const ended: Fact = { type: 'invocation.ended', outcome: { status: 'failed', class: 'cancelled', message: 'stop' } }
+  const after = applyFact(foldFacts([logFacts.opened()]), ended)
+  ;(ended as { outcome: { message: string } }).outcome.message = 'changed'
+  assert.is((after.context.outcome as { message?: string } | null)?.message, 'stop')
   const fields = (() => {
     try {
       successorOf(intentFor('x', 'r'), {} as never)

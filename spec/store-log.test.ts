@@ -87,6 +87,22 @@ prefixBytes(
 )
 
 prefixBytes(
+  'projectInvocation reads the prefix as read, whatever the caller does to the events it got',
+  boundedTest(15_000, (dir) =>
+    withLog(dir, async (log) => {
+      await log.appendAll(completeInvocation('a'))
+      const prefix = await log.prefix(ALL, ALL)
+      const completed = prefix.projectInvocation('inv-a')
+      assert.is(completed.terminal, 'completed')
+      prefix.events.reverse()
+      assert.equal(prefix.projectInvocation('inv-a'), completed, 'newest first')
+      prefix.events.splice(3)
+      assert.equal(prefix.projectInvocation('inv-a'), completed, 'cut short')
+    }),
+  ),
+)
+
+prefixBytes(
   'events() streams in seq order across read chunks, within from/to, stops at the high-water of its start, refuses bad bounds',
   boundedTest(30_000, (dir) =>
     withLog(dir, async (log) => {

@@ -1461,11 +1461,13 @@ export class EventLog {
       }
       for (const stored of chunk.events) events.push(stored)
     }
+    // The projection reads its own list: a caller may reorder or cut the one it gets (newest first, say).
+    const own = events.slice()
     return {
       highWater: head.highWater,
       digest: logDigest(head.highWater, head.chain),
       events,
-      projectInvocation: (invocationId: string) => projectInvocation(events, invocationId),
+      projectInvocation: (invocationId: string) => projectInvocation(own, invocationId),
     }
   }
 
@@ -1599,12 +1601,16 @@ export class EventLog {
     // Checked and bounded at the call, not at the first `next()`: appends made before the reader
     // starts are not read, and bad bounds are refused where they are given.
     this.#assertOpen()
-    const to = Math.min(options?.to ?? Number.MAX_SAFE_INTEGER, this.#state.head.highWater)
-    const from = options?.from ?? 1
-    if (!Number.isSafeInteger(from) || from < 1 || !Number.isSafeInteger(to)) {
-      throw new FactstateError('LOG_INVALID_ARGUMENT', 'events() takes positive integer bounds')
+    if (typeof options !== 'object' || options === null || Array.isArray(options)) {
+      throw new FactstateError('LOG_INVALID_ARGUMENT', 'events() takes an object of bounds ({ from?, to? })')
     }
-    return this.#eventsBetween(from, to)
+    const from = options.from ?? 1
+    const to = options.to ?? Number.MAX_SAFE_INTEGER
+    // `to` itself, not what is left of it past the high-water: the same bounds are valid or not whatever the log holds.
+    if (!Number.isSafeInteger(from) || from < 1 || !Number.isSafeInteger(to) || to < 0) {
+      throw new FactstateError('LOG_INVALID_ARGUMENT', 'events() takes integer bounds: from at least 1, to at least 0')
+    }
+    return this.#eventsBetween(from, Math.min(to, this.#state.head.highWater))
   }
 
   async *#eventsBetween(from: number, to: number): AsyncGenerator<StoredEvent> {

@@ -32,7 +32,8 @@
  * abstract-level's checks; alternated in one process, medians per fact.
  * `recover` builds the growth benchmark's two logs (bench/growth-logs.ts: 1,000 and `unrelated`
  * facts) and, round after round on each, leaves 10 invocations open, reopens the log and times
- * `recoverInvocations` in parts: its id-index reads (LevelDB's `getSync`), its synced batch (from
+ * `recoverInvocations` in parts: its id-index reads (LevelDB's `getSync`; the first alone too, which
+ * opens the table files covering the ids), its synced batch (from
  * `write()` to completion) and the rest. Every other round first fdatasyncs a scratch file of the
  * batch's size on the same filesystem, untimed apart: the first sync after an open also commits
  * the filesystem's journal of what LevelDB's open did (its write-ahead log written out as a table,
@@ -300,6 +301,8 @@ async function puts(rounds: number): Promise<void> {
 interface RecoverySample {
   total: number
   idReads: number
+  /** The first id read alone: it opens the table files that cover the ids, one per level. */
+  firstIdRead?: number
   batch: number
   firstSync?: number
 }
@@ -317,7 +320,9 @@ async function recover(unrelated: number, rounds: number): Promise<void> {
     try {
       return getSync.call(this, key, options)
     } finally {
-      sample.idReads += now() - start
+      const took = now() - start
+      sample.idReads += took
+      sample.firstIdRead ??= took
     }
   }
   batch._write = function (options) {
@@ -383,7 +388,7 @@ async function recover(unrelated: number, rounds: number): Promise<void> {
     }
     const ms = (list: RecoverySample[], pick: (sample: RecoverySample) => number) => median(list.map(pick)).toFixed(2)
     const describe = (list: RecoverySample[]) =>
-      `${ms(list, (s) => s.total)} ms (id reads ${ms(list, (s) => s.idReads)}, synced batch ${ms(list, (s) => s.batch)}, the rest ${ms(list, (s) => s.total - s.idReads - s.batch)})` +
+      `${ms(list, (s) => s.total)} ms (id reads ${ms(list, (s) => s.idReads)} of which the first ${ms(list, (s) => s.firstIdRead ?? 0)}, synced batch ${ms(list, (s) => s.batch)}, the rest ${ms(list, (s) => s.total - s.idReads - s.batch)})` +
       (list[0]?.firstSync === undefined ? '' : `, the first fdatasync before it ${ms(list, (s) => s.firstSync ?? 0)} ms`)
     for (const variant of ['plain', 'synced'] as const) {
       const { small, large } = samples[variant]

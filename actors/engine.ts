@@ -30,6 +30,32 @@ export interface StartOptions {
   signal?: AbortSignal
 }
 
+/**
+ * The signal of `start`'s options, or `RUN_INVALID_INPUT` (`details.fields` names the option) for
+ * options that are not an object, an unknown option, or a signal that is not an AbortSignal.
+ */
+function startSignal(options: unknown): AbortSignal | undefined {
+  if (options === undefined) return undefined
+  const refuse = (field: string, message: string) => new FactstateError('RUN_INVALID_INPUT', message, { details: { fields: [field] } })
+  if (typeof options !== 'object' || options === null || Array.isArray(options)) throw refuse('options', 'start options must be an object ({ signal? })')
+  for (const key of Object.keys(options)) {
+    if (key !== 'signal') throw refuse(`options.${key}`, `start options have no ${JSON.stringify(key)} (only signal)`)
+  }
+  const { signal } = options as { signal?: unknown }
+  if (signal === undefined) return undefined
+  const candidate = signal as Partial<AbortSignal> | null
+  if (
+    typeof candidate !== 'object' ||
+    candidate === null ||
+    typeof candidate.aborted !== 'boolean' ||
+    typeof candidate.addEventListener !== 'function' ||
+    typeof candidate.removeEventListener !== 'function'
+  ) {
+    throw refuse('options.signal', 'options.signal must be an AbortSignal (AbortController.signal)')
+  }
+  return signal as AbortSignal
+}
+
 /** An admitted invocation, running as an actor. */
 export interface RunningInvocation {
   invocation: Invocation
@@ -179,7 +205,10 @@ export class Engine {
     let validated: RunInput
     let copy: RunInput
     let admitted: ReturnType<typeof admittedTool>[]
+    let signal: AbortSignal | undefined
     try {
+      // Read once, before anything is written: a signal that cannot be listened to would strand the run.
+      signal = startSignal(options)
       validated = validateRunInput(input)
       try {
         copy = structuredClone({ ...validated, tools: [] })
@@ -301,7 +330,7 @@ export class Engine {
       providerOptions: run.providerOptions ?? {},
       client,
       executor: this.#model,
-      signal: options.signal,
+      signal,
       now: this.#now,
       eventId: this.#eventId,
     })

@@ -8,6 +8,7 @@ import type { ExecutionSettings, Fact, HandoffIntent, HandoffPause, Invocation, 
 import { type InvocationSnapshot, applyFact, stateOf } from '../machines/invocation.js'
 import { contentDigest } from '../store/digest.js'
 import { canonical, hasNonFiniteNumber, messageOf, storageProblemAt, wellFormed } from '../store/encoding.js'
+import { onAbort } from './abort-listeners.js'
 import type { LogInternals, Precondition } from '../store/event-log.js'
 import { Gate, type HoldDecision, type Reservation } from './handoff.js'
 import type { ChatRequestBody, ModelClient } from './model-client.js'
@@ -90,7 +91,8 @@ export class InvocationActor {
    * use: a run held before any request (thousands may be) keeps none.
    */
   #work: AbortController | undefined
-  #forwardAbort: (() => void) | undefined
+  /** Stops forwarding the caller's abort (see abort-listeners.ts). */
+  #unforward: (() => void) | undefined
   /** Set when the log closed under the run: nothing more can be recorded, so the run stops with it. */
   #stopped: FactstateError | undefined
   /** The reservation whose hold the run is in, while it waits for the holder's decision. */
@@ -119,8 +121,7 @@ export class InvocationActor {
       if (this.#stopped) work.abort(this.#stopped)
       else if (caller?.aborted) work.abort(caller.reason)
       else if (caller) {
-        this.#forwardAbort = () => work.abort(caller.reason)
-        caller.addEventListener('abort', this.#forwardAbort, { once: true })
+        this.#unforward = onAbort(caller, () => work.abort(caller.reason))
       }
     }
     return this.#work.signal
@@ -188,7 +189,8 @@ export class InvocationActor {
 
   #cancelled(): Promise<never> {
     const reason = this.setup.signal?.reason
-    const source = typeof reason === 'string' && reason.length > 0 ? reason : 'signal'
+    // Recorded well-formed, as model text is: a reason cut in the middle of an emoji is still a cancel.
+    const source = typeof reason === 'string' && reason.length > 0 ? wellFormed(reason) : 'signal'
     return this.#end({ status: 'cancelled', source })
   }
 
@@ -243,7 +245,7 @@ export class InvocationActor {
       throw error
     } finally {
       log.onClose.delete(this)
-      if (this.#forwardAbort) this.setup.signal?.removeEventListener('abort', this.#forwardAbort)
+      this.#unforward?.()
       log.live.delete(this.setup.invocation.invocationId)
     }
   }
@@ -314,15 +316,13 @@ export class InvocationActor {
   }
 
   #decisionOrAbort(reservation: Reservation, signal: AbortSignal): Promise<HoldDecision | 'aborted'> {
-    let onAbort: () => void = () => undefined
+    let stop: () => void = () => undefined
     return Promise.race([
       reservation.decision.promise,
       new Promise<'aborted'>((resolve) => {
-        onAbort = () => resolve('aborted')
-        if (signal.aborted) resolve('aborted')
-        signal.addEventListener('abort', onAbort, { once: true })
+        stop = onAbort(signal, () => resolve('aborted'))
       }),
-    ]).finally(() => signal.removeEventListener('abort', onAbort))
+    ]).finally(() => stop())
   }
 
   /** Carries out the holder's decision; false when the log refused a commit and the run is still held. */
@@ -438,6 +438,11 @@ export class InvocationActor {
     await this.#record({ type: 'tool.dispatched', operationId, callId: call.callId, name: call.name, input })
     // The log closed while the dispatch was being written: a process that died would not start the effect either.
     if (this.#stopped) throw this.#stopped
+    // Cancelled while it was being written: the tool is not started, and its settlement says so.
+    if (this.#aborted) {
+      await this.#record({ type: 'tool.settled', operationId, outcome: { status: 'failed', message: 'not started: the run was cancelled while its dispatch was being recorded' } })
+      return
+    }
     let outcome: Extract<Fact, { type: 'tool.settled' }>['outcome']
     try {
       const result = jsonOutput(await tool.execute(structuredClone(input), { signal: this.#signal, operationId }))

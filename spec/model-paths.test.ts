@@ -105,6 +105,8 @@ test('generation is deterministic, bounded, and covers every machine state, tran
       [{ strategy: 'simple', maxPaths: Number.NaN }, 'maxPaths'],
       [{ strategy: 'simple', maxPaths: Number.POSITIVE_INFINITY }, 'maxPaths'],
       [{ include: 5 as never }, 'include'],
+      [{ maxStep: 3 } as never, 'maxStep'],
+      [{ crashes: 'no' as never }, 'crashes'],
     ] as const) {
       assert.throws(
         () => invocationPaths(options),

@@ -506,11 +506,13 @@ function headRecord(found: unknown): Head {
 function levelError(error: unknown): FactstateError {
   const code = (error as { code?: string }).code
   const causeCode = ((error as { cause?: { code?: string } }).cause ?? {}).code
+  // The cause is LevelDB's own error (its open wraps it in LEVEL_DATABASE_NOT_OPEN): `cause.code` says what it found.
+  const inner = code === 'LEVEL_LOCKED' || code === 'LEVEL_CORRUPTION' ? error : (error as { cause?: unknown }).cause
   if (code === 'LEVEL_LOCKED' || causeCode === 'LEVEL_LOCKED') {
-    return new FactstateError('LOG_WRITER_BUSY', 'another process holds this log', { cause: error })
+    return new FactstateError('LOG_WRITER_BUSY', 'another process holds this log', { cause: inner })
   }
   if (code === 'LEVEL_CORRUPTION' || causeCode === 'LEVEL_CORRUPTION') {
-    return new FactstateError('LOG_CORRUPT', 'LevelDB reports corruption', { cause: error })
+    return new FactstateError('LOG_CORRUPT', `LevelDB reports corruption: ${(inner as Error).message}`, { cause: inner })
   }
   return new FactstateError('LOG_IO', `LevelDB failed: ${(error as Error).message}`, { cause: error })
 }
@@ -723,15 +725,20 @@ export class EventLog {
         chain = await this.#storedChain(event.id, from - 1)
       }
       let seq = from
+      const tail: { seq: number; id: string; chain: Uint8Array }[] = []
       for await (const bytes of this.#db.values({ gte: keys.event(from), lte: keys.event(head.highWater) })) {
-        decodeEvent(bytes, seq)
+        const event = decodeEvent(bytes, seq)
         chain = chainStep(chain, seq, bytes)
+        tail.push({ seq, id: event.id, chain })
         seq += 1
       }
       if (!equalBytes(chain, head.chain)) {
-        throw new FactstateError('LOG_CORRUPT', `the digest chain of the last ${head.highWater - from + 1} events does not match the head`, {
-          details: { seq: head.highWater },
-        })
+        const first = await this.#firstUnchained(tail)
+        throw new FactstateError(
+          'LOG_CORRUPT',
+          first === undefined ? `the digest chain of the last ${head.highWater - from + 1} events does not match the head` : `event ${first} does not match its digest chain`,
+          { details: { seq: first ?? head.highWater } },
+        )
       }
     }
     await this.#checkAnchor(head)
@@ -911,6 +918,22 @@ export class EventLog {
     } catch {
       // Without a fresh anchor a later open checks less, never wrongly: an older anchor is a lower bound.
     }
+  }
+
+  /**
+   * The first of `tail` (facts as read, with the chain recomputed over them) whose chain step
+   * differs from the one its id record holds, or whose id record is missing or damaged: the fact
+   * that was changed. Undefined when every step agrees (then it is the head that is damaged).
+   */
+  async #firstUnchained(tail: readonly { seq: number; id: string; chain: Uint8Array }[]): Promise<number | undefined> {
+    for (const { seq, id, chain } of tail) {
+      try {
+        if (!equalBytes(await this.#storedChain(id, seq), chain)) return seq
+      } catch {
+        return seq
+      }
+    }
+    return undefined
   }
 
   async #storedChain(eventId: string, seq: number): Promise<Uint8Array> {

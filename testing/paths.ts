@@ -40,6 +40,8 @@ export interface InvocationPathOptions {
   maxPaths?: number
 }
 
+const PATH_OPTIONS: ReadonlySet<string> = new Set(['maxSteps', 'maxRuns', 'strategy', 'crashes', 'include', 'maxPaths'] satisfies (keyof InvocationPathOptions)[])
+
 /** One step of a path: what the test does, and what must follow. */
 export interface PathStep {
   event: PathEvent
@@ -382,6 +384,15 @@ const CRASH_STATES: readonly InvocationState[] = ['opening', 'safePoint', 'await
  */
 export function invocationPaths(options: InvocationPathOptions = {}): InvocationPath[] {
   if (typeof options !== 'object' || options === null) throw new FactstateError('TESTING_INVALID_OPTIONS', 'invocationPaths: options must be an object', { details: { field: 'options' } })
+  for (const key of Object.keys(options)) {
+    // A typo (`maxStep`) would otherwise give the default paths without a word.
+    if (!PATH_OPTIONS.has(key)) {
+      throw new FactstateError('TESTING_INVALID_OPTIONS', `invocationPaths: unknown option ${key} (it takes ${[...PATH_OPTIONS].join(', ')})`, { details: { field: key } })
+    }
+  }
+  if (options.crashes !== undefined && typeof options.crashes !== 'boolean') {
+    throw new FactstateError('TESTING_INVALID_OPTIONS', 'invocationPaths: crashes must be true or false', { details: { field: 'crashes' } })
+  }
   if (options.include !== undefined && typeof options.include !== 'function') {
     throw new FactstateError('TESTING_INVALID_OPTIONS', 'invocationPaths: include must be a function of a path event', { details: { field: 'include' } })
   }

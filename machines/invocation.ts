@@ -219,9 +219,9 @@ function checkedFact(fact: unknown): { fact: Fact } | { problem: string } {
     const copied = copyFact(fact, FACT_DEPTH)
     if (copied !== undefined) return { fact: copied }
     const parsed = factSchema.safeParse(fact)
-    return parsed.success ? { fact: parsed.data as Fact } : { problem: `a ${typeOf(fact)} fact that is not whole (${describeIssues(parsed.error)})` }
+    return parsed.success ? { fact: parsed.data as Fact } : { problem: `this ${typeOf(fact)} fact, which is not whole (${describeIssues(parsed.error)})` }
   } catch (error) {
-    return { problem: `a ${typeOf(fact)} fact that cannot be read (${error instanceof Error ? error.message : 'it threw'})` }
+    return { problem: `this ${typeOf(fact)} fact, which cannot be read (${error instanceof Error ? error.message : 'it threw'})` }
   }
 }
 

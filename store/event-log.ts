@@ -724,16 +724,15 @@ export class EventLog {
         const event = decodeEvent(before ?? new Uint8Array(0), from - 1)
         chain = await this.#storedChain(event.id, from - 1)
       }
+      const before = chain
       let seq = from
-      const tail: { seq: number; id: string; chain: Uint8Array }[] = []
       for await (const bytes of this.#db.values({ gte: keys.event(from), lte: keys.event(head.highWater) })) {
-        const event = decodeEvent(bytes, seq)
+        decodeEvent(bytes, seq)
         chain = chainStep(chain, seq, bytes)
-        tail.push({ seq, id: event.id, chain })
         seq += 1
       }
       if (!equalBytes(chain, head.chain)) {
-        const first = await this.#firstUnchained(tail)
+        const first = await this.#firstUnchained(from, head.highWater, before)
         throw new FactstateError(
           'LOG_CORRUPT',
           first === undefined ? `the digest chain of the last ${head.highWater - from + 1} events does not match the head` : `event ${first} does not match its digest chain`,
@@ -921,17 +920,22 @@ export class EventLog {
   }
 
   /**
-   * The first of `tail` (facts as read, with the chain recomputed over them) whose chain step
-   * differs from the one its id record holds, or whose id record is missing or damaged: the fact
-   * that was changed. Undefined when every step agrees (then it is the head that is damaged).
+   * Once the tail's chain disagrees with the head (on open, so read again only then): the first fact
+   * from `from` to `to` whose recomputed chain step differs from the one its id record holds, or
+   * whose id record is missing or damaged, i.e. the fact that was changed. Undefined when every step
+   * agrees (then it is the head that is damaged).
    */
-  async #firstUnchained(tail: readonly { seq: number; id: string; chain: Uint8Array }[]): Promise<number | undefined> {
-    for (const { seq, id, chain } of tail) {
+  async #firstUnchained(from: number, to: number, before: Uint8Array): Promise<number | undefined> {
+    let chain = before
+    let seq = from
+    for await (const bytes of this.#db.values({ gte: keys.event(from), lte: keys.event(to) })) {
+      chain = chainStep(chain, seq, bytes)
       try {
-        if (!equalBytes(await this.#storedChain(id, seq), chain)) return seq
+        if (!equalBytes(await this.#storedChain(decodeEvent(bytes, seq).id, seq), chain)) return seq
       } catch {
         return seq
       }
+      seq += 1
     }
     return undefined
   }

@@ -5,6 +5,8 @@
  */
 import { cp, mkdir, readFile, symlink } from 'node:fs/promises'
 import { createRequire } from 'node:module'
+import v8 from 'node:v8'
+import { runInNewContext } from 'node:vm'
 import { join } from 'node:path'
 import { ClassicLevel } from 'classic-level'
 import { suite } from 'uvu'
@@ -100,6 +102,53 @@ prefixBytes(
       assert.equal(prefix.projectInvocation('inv-a'), completed, 'cut short')
     }),
   ),
+)
+
+prefixBytes(
+  'a reader of events() let go part-way without return() has its LevelDB iterator closed once it is collected',
+  boundedTest(30_000, async (dir) => {
+    v8.setFlagsFromString('--expose-gc')
+    const gc = runInNewContext('gc') as () => void
+    const proto = ClassicLevel.prototype as unknown as { iterator(options?: unknown): { close(): Promise<void> } }
+    const original = proto.iterator
+    const iterators: { closed: boolean }[] = []
+    proto.iterator = function (this: unknown, options?: unknown) {
+      const made = original.call(this, options)
+      const entry = { closed: false }
+      const close = made.close.bind(made)
+      made.close = () => {
+        entry.closed = true
+        return close()
+      }
+      iterators.push(entry)
+      return made
+    }
+    try {
+      await withLog(dir, async (log) => {
+        // More events than one read-ahead (256): a reader that took one still has its iterator open.
+        for (let n = 0; n < 40; n += 1) await log.appendAll(completeInvocation(`r${n}`))
+        iterators.length = 0
+        // In a function of its own, so that no frame of the test keeps the last reader.
+        const dropReaders = async (count: number): Promise<number[]> => {
+          const first: number[] = []
+          for (let n = 0; n < count; n += 1) {
+            const next = await log.events().next()
+            if (!next.done) first.push(next.value.seq)
+          }
+          return first
+        }
+        assert.equal(await dropReaders(8), Array.from({ length: 8 }, () => 1))
+        assert.is(iterators.length, 8)
+        for (let round = 0; round < 20 && iterators.some((entry) => !entry.closed); round += 1) {
+          gc()
+          await new Promise((resolve) => setTimeout(resolve, 10))
+        }
+        assert.equal(iterators.map((entry) => entry.closed), Array.from({ length: 8 }, () => true), 'every dropped reader’s iterator is closed')
+      })
+    } finally {
+      proto.iterator = original
+    }
+  }),
 )
 
 prefixBytes(

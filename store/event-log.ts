@@ -103,6 +103,25 @@ export interface LogInternals {
 
 const internalsOf = new WeakMap<EventLog, LogInternals>()
 
+/** What a reader of `events()` holds open: its LevelDB iterator, once it has started. */
+interface ReaderResources {
+  iterator?: { close(): Promise<void> }
+}
+
+/**
+ * Readers of `events()` let go part-way without `return()` (`await reader.next()`, then dropped):
+ * LevelDB keeps their iterators (and each its read-ahead, up to `EVENTS_CHUNK` KiB) until the log
+ * closes. Once such a reader is collected, its iterator is closed.
+ */
+const droppedReaders = new FinalizationRegistry<ReaderResources>((reader) => {
+  reader.iterator?.close().catch(() => undefined)
+})
+
+/** Runs of a lineage whose facts are read at once (each read is a trip to LevelDB's thread pool). */
+const LINEAGE_READS = 8
+/** Lineages remembered for the next continuation of their boundary, and their events together (see `#rememberLineage`). */
+const LINEAGES_KEPT = 32
+const LINEAGE_EVENTS_KEPT = 16_384
 /** How many verified source boundaries a log remembers (a few hundred KiB at most). */
 const VERIFIED_SOURCES_KEPT = 4096
 const boundaryKey = ({ invocation, highWater, digest }: RunBoundary): string =>
@@ -568,6 +587,9 @@ export class EventLog {
   #ordered: Promise<void> | undefined
   /** Boundaries verified against the stored facts (`boundaryKey`), the oldest dropped past `VERIFIED_SOURCES_KEPT`. */
   readonly #verifiedSources = new Set<string>()
+  /** Lineages read lately, by boundary (see `#rememberLineage`), and how many events they hold together. */
+  readonly #lineages = new Map<string, StoredEvent[]>()
+  #lineageEvents = 0
   /** Run chains computed by `runSource`, by run key. */
   readonly #runChains = new Map<string, { seq: number; chain: Uint8Array }>()
   /** The group being staged while another is written. */
@@ -1388,17 +1410,91 @@ export class EventLog {
 
   /**
    * The events of a run's lineage up to its boundary: the sources it continued from (each up to
-   * its own boundary) and then the run itself. The boundary's digest is recomputed from the
-   * stored bytes; any difference is `RUN_SOURCE_MISMATCH`.
+   * its own boundary) and then the run itself. Each boundary's digest is recomputed from the
+   * stored bytes; any difference is `RUN_SOURCE_MISMATCH`. The chain of boundaries comes from the
+   * run records first, then every run's facts are read a few at a time: a session continued turn
+   * after turn has one run per turn, and reading them one after another cost a trip to LevelDB
+   * each, in sequence.
    */
   async #lineage(boundary: RunBoundary): Promise<StoredEvent[]> {
     this.#assertOpen()
-    const { sessionId, runId, invocationId } = boundary.invocation
-    const run = this.#state.runNow(sessionId, runId)
-    // The whole invocation, turn included: a boundary moved to another turn names no run of the log.
-    if (run === undefined || run.invocationId !== invocationId || this.#state.invocationNow(invocationId)?.invocation.turnId !== boundary.invocation.turnId) {
-      throw new FactstateError('RUN_SOURCE_MISMATCH', `run ${sessionId}/${runId} with invocation ${invocationId} in turn ${boundary.invocation.turnId} is not in the log`)
+    const links: { boundary: RunBoundary; run: RunRecord }[] = []
+    const seen = new Set<string>()
+    // The lineage of a boundary read lately, where the walk meets one: only the runs after it are read.
+    let known: StoredEvent[] = []
+    for (let current: RunBoundary | undefined = boundary; current !== undefined; ) {
+      const remembered = this.#lineages.get(boundaryKey(current))
+      if (remembered !== undefined) {
+        known = remembered
+        break
+      }
+      const { sessionId, runId, invocationId } = current.invocation
+      const run = this.#state.runNow(sessionId, runId)
+      // The whole invocation, turn included: a boundary moved to another turn names no run of the log.
+      if (run === undefined || run.invocationId !== invocationId || this.#state.invocationNow(invocationId)?.invocation.turnId !== current.invocation.turnId) {
+        throw new FactstateError('RUN_SOURCE_MISMATCH', `run ${sessionId}/${runId} with invocation ${invocationId} in turn ${current.invocation.turnId} is not in the log`)
+      }
+      if (seen.has(runId)) throw new FactstateError('LOG_CORRUPT', `the sources of run ${sessionId}/${boundary.invocation.runId} go round through ${runId}`)
+      seen.add(runId)
+      links.push({ boundary: current, run })
+      current = undefined
+      if (run.source) {
+        const sourceRun = this.#state.runNow(sessionId, run.source.runId)
+        if (!sourceRun) throw new FactstateError('LOG_CORRUPT', `source run ${run.source.runId} of ${runId} is missing`)
+        const sourceRecord = this.#state.invocationNow(sourceRun.invocationId)
+        if (!sourceRecord) throw new FactstateError('LOG_CORRUPT', `source invocation ${sourceRun.invocationId} is missing`)
+        current = { invocation: sourceRecord.invocation, highWater: run.source.highWater, digest: run.source.digest }
+      }
     }
+    const own: StoredEvent[][] = new Array(links.length)
+    const failures: unknown[] = new Array(links.length)
+    let next = 0
+    const reader = async () => {
+      for (let index = next++; index < links.length; index = next++) {
+        const { boundary: at, run } = links[index] as (typeof links)[number]
+        try {
+          own[index] = await this.#verifiedRun(at, run)
+        } catch (error) {
+          failures[index] = error
+        }
+      }
+    }
+    // Several reads in flight (LevelDB serves them from its thread pool).
+    await Promise.all(Array.from({ length: Math.min(LINEAGE_READS, links.length) }, reader))
+    // The failure of the newest run is the one reported, as when they were read one after another.
+    const failed = failures.findIndex((error) => error !== undefined)
+    if (failed !== -1) throw failures[failed]
+    const lineage = known.concat(...own.reverse())
+    this.#rememberLineage(boundary, lineage)
+    return lineage.slice()
+  }
+
+  /**
+   * Keeps `lineage` (verified, and facts never change) for the next continuation of its boundary: a
+   * session continued turn after turn then reads one run per turn, not the whole chain again. At
+   * most `LINEAGES_KEPT` lineages of `LINEAGE_EVENTS_KEPT` events together, the oldest dropped first;
+   * a lineage shares its events with the one it grew from.
+   */
+  #rememberLineage(boundary: RunBoundary, lineage: StoredEvent[]): void {
+    if (lineage.length > LINEAGE_EVENTS_KEPT) return
+    const key = boundaryKey(boundary)
+    const before = this.#lineages.get(key)
+    if (before !== undefined) {
+      this.#lineages.delete(key)
+      this.#lineageEvents -= before.length
+    }
+    this.#lineages.set(key, lineage)
+    this.#lineageEvents += lineage.length
+    for (const [oldest, events] of this.#lineages) {
+      if (this.#lineages.size <= LINEAGES_KEPT && this.#lineageEvents <= LINEAGE_EVENTS_KEPT) break
+      this.#lineages.delete(oldest)
+      this.#lineageEvents -= events.length
+    }
+  }
+
+  /** A run's events up to `boundary`, its digest recomputed from the stored bytes (`RUN_SOURCE_MISMATCH` if it differs). */
+  async #verifiedRun(boundary: RunBoundary, run: RunRecord): Promise<StoredEvent[]> {
+    const { sessionId, runId, invocationId } = boundary.invocation
     const stored = await this.#invocationStored(invocationId, 0, boundary.highWater)
     let chain = runChainStart(sessionId, runId, run.source?.digest)
     for (const { seq, bytes } of stored) chain = chainStep(chain, seq, bytes)
@@ -1406,15 +1502,8 @@ export class EventLog {
     if (!last || last.seq !== boundary.highWater || runDigest(sessionId, runId, boundary.highWater, chain) !== boundary.digest) {
       throw new FactstateError('RUN_SOURCE_MISMATCH', `the boundary of run ${sessionId}/${runId} does not match the log`)
     }
-    const own = stored.map(({ seq, bytes }) => ({ seq, event: decodeEvent(bytes, seq) }))
     this.#verified(boundary)
-    if (!run.source) return own
-    const sourceRun = this.#state.runNow(sessionId, run.source.runId)
-    if (!sourceRun) throw new FactstateError('LOG_CORRUPT', `source run ${run.source.runId} of ${runId} is missing`)
-    const sourceRecord = this.#state.invocationNow(sourceRun.invocationId)
-    if (!sourceRecord) throw new FactstateError('LOG_CORRUPT', `source invocation ${sourceRun.invocationId} is missing`)
-    const earlier = await this.#lineage({ invocation: sourceRecord.invocation, highWater: run.source.highWater, digest: run.source.digest })
-    return [...earlier, ...own]
+    return stored.map(({ seq, bytes }) => ({ seq, event: decodeEvent(bytes, seq) }))
   }
 
   async *#scanEvents(upTo: number, chunk: number): AsyncGenerator<{ events: StoredEvent[]; bytes: number }> {
@@ -1429,7 +1518,7 @@ export class EventLog {
    * The stored events `from`..`last` (both within the log), decoded, `chunk` at a time with their
    * stored bytes counted. A missing or misplaced event is `LOG_CORRUPT` naming its seq.
    */
-  async *#scan(from: number, last: number, chunk: number): AsyncGenerator<{ events: StoredEvent[]; bytes: number }> {
+  async *#scan(from: number, last: number, chunk: number, reader?: ReaderResources): AsyncGenerator<{ events: StoredEvent[]; bytes: number }> {
     if (last < from) return
     let expected = from
     let events: StoredEvent[] = []
@@ -1439,7 +1528,9 @@ export class EventLog {
     const range = { gte: keys.event(from), lte: keys.event(last), highWaterMarkBytes: chunk * 1024 }
     const missing = () => new FactstateError('LOG_CORRUPT', `event ${expected} is missing`, { details: { seq: expected } })
     try {
-      for await (const [key, value] of this.#db.iterator(range)) {
+      const iterator = this.#db.iterator(range)
+      if (reader) reader.iterator = iterator
+      for await (const [key, value] of iterator) {
         const seq = seqOfEventKey(key)
         let event: RuntimeEvent
         try {
@@ -1637,11 +1728,14 @@ export class EventLog {
     if (!Number.isSafeInteger(from) || from < 1 || !Number.isSafeInteger(to) || to < 0) {
       throw new FactstateError('LOG_INVALID_ARGUMENT', 'events() takes integer bounds: from at least 1, to at least 0')
     }
-    return this.#eventsBetween(from, Math.min(to, this.#state.head.highWater))
+    const reader: ReaderResources = {}
+    const generator = this.#eventsBetween(from, Math.min(to, this.#state.head.highWater), reader)
+    droppedReaders.register(generator, reader)
+    return generator
   }
 
-  async *#eventsBetween(from: number, to: number): AsyncGenerator<StoredEvent> {
-    for await (const { events } of this.#scan(from, to, EVENTS_CHUNK)) yield* events
+  async *#eventsBetween(from: number, to: number, reader: ReaderResources): AsyncGenerator<StoredEvent> {
+    for await (const { events } of this.#scan(from, to, EVENTS_CHUNK, reader)) yield* events
   }
 
   /** The current high-water and digest, without reading events. */

@@ -12,7 +12,7 @@ import { Engine, EventLog, type Invocation, ModelExecutor, type ModelClient, typ
 import { decodeRecord, encodeRecord } from '../store/encoding.js'
 import { logInternals } from '../store/event-log.js'
 import { keys } from '../store/keys.js'
-import { refusal } from './support/log-fixtures.js'
+import { refusal, withDb } from './support/log-fixtures.js'
 import { bounded } from './support/temp.js'
 
 const client: ModelClient = {
@@ -102,15 +102,11 @@ test(
       await log.close()
     }
     // Run r0 made to name r1 as its source, which names r0.
-    const db = new ClassicLevel<string, Uint8Array>(path, { keyEncoding: 'utf8', valueEncoding: 'view' })
-    await db.open()
-    try {
+    await withDb(path, async (db) => {
       const key = keys.run('s', 'r0')
       const record = decodeRecord<Record<string, unknown>>((await db.get(key)) as Uint8Array, key)
       await db.put(key, encodeRecord({ ...record, source: { runId: 'r1', highWater: boundary.highWater, digest: boundary.digest } }))
-    } finally {
-      await db.close()
-    }
+    })
     log = await EventLog.open(path)
     try {
       const error = await refusal(logInternals(log).lineage(boundary))

@@ -19,7 +19,7 @@ import { EventLog, logInternals } from '../store/event-log.js'
 import { applyFact, foldFacts } from '../machines/invocation.js'
 import { keys } from '../store/keys.js'
 import { recoverInvocations } from '../store/recovery.js'
-import { EventMaker, boundedTest, completeInvocation, facts, filesContaining, flipByte, invocationOf, refusal, withLog } from './support/log-fixtures.js'
+import { EventMaker, boundedTest, completeInvocation, facts, filesContaining, flipByte, invocationOf, refusal, withDb, withLog } from './support/log-fixtures.js'
 
 const ALL = Number.MAX_SAFE_INTEGER
 const call = (operationId: string) => ({ callId: `call-${operationId}`, name: 'echo', arguments: '{"value":42}' })
@@ -702,15 +702,6 @@ corruption(
 )
 
 /** Edits the raw LevelDB of a closed log. */
-async function tamper(dir: string, edit: (db: ClassicLevel<string, Uint8Array>) => Promise<void>): Promise<void> {
-  const db = new ClassicLevel<string, Uint8Array>(dir, { keyEncoding: 'utf8', valueEncoding: 'view' })
-  await db.open()
-  try {
-    await edit(db)
-  } finally {
-    await db.close()
-  }
-}
 
 corruption(
   'tampered events are LOG_CORRUPT with their seq: another version byte, undecodable bytes, a re-encoded different event, a missing event',
@@ -734,7 +725,7 @@ corruption(
     for (const [what, edit] of variants) {
       const copy = join(dir, what.replace(/\W+/g, '-'))
       await cp(pristine, copy, { recursive: true })
-      await tamper(copy, edit)
+      await withDb(copy, edit)
       const { error } = await corruptionOf(copy)
       assert.is(error.details?.seq, target, what)
     }
@@ -779,7 +770,7 @@ corruption(
     for (const [what, edit] of cases) {
       const copy = join(dir, what.replace(/\W+/g, '-'))
       await cp(pristine, copy, { recursive: true })
-      await tamper(copy, edit)
+      await withDb(copy, edit)
       const { at } = await corruptionOf(copy)
       assert.is(at, 'open', what)
     }
@@ -1132,7 +1123,7 @@ format(
       await log.append(a.next(facts.opened()))
     })
     let marked: number | undefined
-    await tamper(dir, async (db) => {
+    await withDb(dir, async (db) => {
       marked = decodeRecord<number>((await db.get(keys.format)) as Uint8Array, 'format')
       await db.put(keys.format, encodeRecord(marked + 1))
     })
@@ -1142,17 +1133,17 @@ format(
       assert.is(refused.code, 'LOG_FORMAT_UNSUPPORTED', `attempt ${attempt}: refused again, the lock released`)
       assert.equal(refused.details, { format: 3, supported: 2 })
     }
-    await tamper(dir, async (db) => {
+    await withDb(dir, async (db) => {
       assert.is(decodeRecord<number>((await db.get(keys.format)) as Uint8Array, 'format'), 3, 'the refusal wrote nothing')
       await db.put(keys.format, encodeRecord('two'))
     })
     assert.is((await refusal(EventLog.open(dir))).code, 'LOG_CORRUPT', 'an unreadable format record')
-    await tamper(dir, (db) => db.del(keys.format))
+    await withDb(dir, (db) => db.del(keys.format))
     await withLog(dir, async (log) => {
       assert.is((await log.verify()).events, 1, 'an unmarked log opens')
       await log.append(a.next(facts.requested('s1')))
     })
-    await tamper(dir, async (db) => {
+    await withDb(dir, async (db) => {
       assert.is(decodeRecord<number>((await db.get(keys.format)) as Uint8Array, 'format'), 2, 'and is marked by its next batch')
     })
   }),
@@ -1165,7 +1156,7 @@ format(
     await withLog(dir, async (log) => {
       for (const event of events) await log.append(event)
     })
-    await tamper(dir, async (db) => {
+    await withDb(dir, async (db) => {
       const record = decodeRecord<Record<string, unknown>>((await db.get(keys.invocation('inv-order'))) as Uint8Array, 'invocation')
       assert.equal(Object.keys(record), ['invocation', 'inputKind', 'openedSeq', 'lastSeq', 'facts', 'terminal', 'openSteps', 'uncertain', 'operations', 'held', 'pendingCalls', 'answered', 'outcome'])
       assert.equal(record, {
@@ -1199,7 +1190,7 @@ format(
       await log.appendAll(second.many(held))
     })
     // What a log of an earlier version holds: no claim records of seals, no marker.
-    await tamper(dir, async (db) => {
+    await withDb(dir, async (db) => {
       assert.ok((await db.get(keys.reservationsIndexed)) !== undefined, 'the first batch marked the log')
       assert.is(decodeRecord<string>((await db.get(keys.sealedClaim('claim-h1'))) as Uint8Array, 'sealed claim'), 'inv-first')
       await db.batch([
@@ -1215,7 +1206,7 @@ format(
       assert.is(refused.code, 'HANDOFF_CLAIMED', 'the old seal reserves its claim')
       assert.equal(await digestOf(log), digest, 'nothing written')
     })
-    await tamper(dir, async (db) => {
+    await withDb(dir, async (db) => {
       assert.is(decodeRecord<string>((await db.get(keys.sealedClaim('claim-h1'))) as Uint8Array, 'sealed claim'), 'inv-first', 'indexed on open')
       assert.is(decodeRecord<string>((await db.get(keys.sealedSuccessor('inv-next'))) as Uint8Array, 'sealed successor'), 'inv-first', 'with its successor')
       assert.ok((await db.get(keys.reservationsIndexed)) !== undefined, 'and marked')
@@ -1228,7 +1219,7 @@ format(
       assert.is(damage.code, 'LOG_CORRUPT')
       assert.equal(damage.details, { index: 'reservation', key: keys.sealedClaim('claim-h1') })
     })
-    await tamper(dir, async (db) => {
+    await withDb(dir, async (db) => {
       assert.is(await db.get(keys.sealedClaim('claim-h1')), undefined, 'scanned once')
     })
   }),
@@ -1245,7 +1236,7 @@ format(
     // What an earlier version accepted: the request written with its index records and the head, as its log did.
     const late = new EventMaker(invocationOf('old'))
     const event = late.many([facts.opened(), facts.requested('s1'), facts.completed('s1'), facts.requested('s2')])[3] as RuntimeEvent
-    await tamper(dir, async (db) => {
+    await withDb(dir, async (db) => {
       const head = decodeRecord<{ highWater: number; chain: Uint8Array }>((await db.get(keys.head)) as Uint8Array, 'head')
       const seq = head.highWater + 1
       const bytes = encodeEvent(canonical(event))

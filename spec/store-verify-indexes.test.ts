@@ -17,22 +17,12 @@ import { decodeRecord, encodeEvent, encodeRecord } from '../store/encoding.js'
 import { EventLog } from '../store/event-log.js'
 import { recoverInvocations } from '../store/recovery.js'
 import { keys } from '../store/keys.js'
-import { EventMaker, boundedTest, completeInvocation, facts, invocationOf, refusal, withLog } from './support/log-fixtures.js'
+import { EventMaker, boundedTest, completeInvocation, facts, invocationOf, refusal, withDb, withLog } from './support/log-fixtures.js'
 import { withTimeout } from './support/temp.js'
 
 const audit = suite('store: verify() audits the index records')
 
 type Db = ClassicLevel<string, Uint8Array>
-
-async function withDb(dir: string, body: (db: Db) => Promise<void>): Promise<void> {
-  const db: Db = new ClassicLevel<string, Uint8Array>(dir, { keyEncoding: 'utf8', valueEncoding: 'view' })
-  await db.open()
-  try {
-    await body(db)
-  } finally {
-    await db.close()
-  }
-}
 
 const call = (operationId: string) => ({ callId: `call-${operationId}`, name: 'echo', arguments: '{"value":42}' })
 

@@ -9,6 +9,7 @@ import { readdir, readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
+import { ClassicLevel } from 'classic-level'
 import { FactstateError } from '../../errors.js'
 import type { Fact, Invocation, InvocationOutcome, RuntimeEvent, ToolCall } from '../../facts/types.js'
 import { EventLog } from '../../store/event-log.js'
@@ -97,6 +98,17 @@ export async function withLog<T>(path: string, body: (log: EventLog) => Promise<
     return await body(log)
   } finally {
     await log.close()
+  }
+}
+
+/** Runs `edit` on the LevelDB directory of a closed log, past the log (to damage or rewrite its records), closing it whatever happens. */
+export async function withDb<T>(path: string, edit: (db: ClassicLevel<string, Uint8Array>) => Promise<T>): Promise<T> {
+  const db = new ClassicLevel<string, Uint8Array>(path, { keyEncoding: 'utf8', valueEncoding: 'view' })
+  await db.open()
+  try {
+    return await edit(db)
+  } finally {
+    await db.close()
   }
 }
 

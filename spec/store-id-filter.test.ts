@@ -3,11 +3,14 @@
  * holds (ids stored before an open, ids staged while it is being built), and the log keeps its
  * idempotency and conflict rules with it in use.
  */
+import { cp, copyFile, readFile, writeFile } from 'node:fs/promises'
+import { existsSync } from 'node:fs'
+import { join } from 'node:path'
 import { suite } from 'uvu'
 import * as assert from 'uvu/assert'
 import type { RuntimeEvent } from '../facts/types.js'
 import { EventLog, logInternals } from '../store/event-log.js'
-import { IdFilter } from '../store/id-filter.js'
+import { IdFilter, parseIdFilter, serializeIdFilter } from '../store/id-filter.js'
 import { boundedTest, completeInvocation, refusal } from './support/log-fixtures.js'
 
 const filter = suite('store: id filter')
@@ -140,6 +143,187 @@ filter(
       assert.is((await log.verify()).events, all.length, 'nothing was written twice')
     } finally {
       await log.close()
+    }
+  }),
+)
+
+/** The file a clean close stores the id filter in, beside LevelDB's. */
+const STORED = 'FACTSTATE-IDS'
+
+/** Appends `invocations` from 16 lanes to the log in `dir`, lets the id filter finish building, and closes (storing it). */
+async function appendAndClose(dir: string, invocations: RuntimeEvent[][], durability: 'sync' | 'os' = 'sync'): Promise<void> {
+  const log = await EventLog.open(dir, { durability })
+  try {
+    logInternals(log).setIdFilterStoredFrom(0)
+    await Promise.all(
+      Array.from({ length: 16 }, async (_, lane) => {
+        for (let i = lane; i < invocations.length; i += 16) await log.appendAll(invocations[i] as RuntimeEvent[])
+      }),
+    )
+    assert.is(await logInternals(log).idFilterReady(), true, 'the filter was built before the close')
+  } finally {
+    await log.close()
+  }
+}
+
+/** Every stored event repeated returns its seq, a changed one is LOG_CONFLICT, and nothing is written. */
+async function assertRepeats(log: EventLog, events: RuntimeEvent[]): Promise<void> {
+  const prefix = await log.prefix(Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER)
+  const seqOf = new Map(prefix.events.map(({ seq, event }) => [event.id, seq]))
+  assert.is(prefix.events.length, events.length)
+  await Promise.all(
+    Array.from({ length: 16 }, async (_, lane) => {
+      for (let i = lane; i < events.length; i += 16) {
+        const event = events[i] as RuntimeEvent
+        assert.is(await log.append(structuredClone(event)), seqOf.get(event.id), event.id)
+      }
+    }),
+  )
+  for (const event of [events[0], events[Math.floor(events.length / 2)], events.at(-1)] as RuntimeEvent[]) {
+    assert.is((await refusal(log.append({ ...event, recordedAt: event.recordedAt + 1 }))).code, 'LOG_CONFLICT', event.id)
+  }
+  assert.is((await log.verify()).events, events.length, 'nothing was written twice')
+}
+
+const invocationsNamed = (prefix: string, count: number) => Array.from({ length: count }, (_, i) => completeInvocation(`${prefix}-${i}`, `session-${i % 5}`))
+
+filter('a stored filter reads back with the same answers; a cut, changed or foreign file reads as none', () => {
+  const ids = new IdFilter(5_000)
+  const added = Array.from({ length: 5_000 }, (_, i) => `id-${i}`)
+  for (const id of added) ids.add(id)
+  const chain = new Uint8Array(32).fill(7)
+  const bytes = serializeIdFilter(ids, 4_321, chain)
+  const stored = parseIdFilter(bytes)
+  assert.ok(stored, 'it reads back')
+  assert.is(stored.highWater, 4_321)
+  assert.equal([...stored.chain], [...chain])
+  assert.is(stored.filter.count, 5_000)
+  assert.is(stored.filter.capacity, 5_000)
+  assert.ok(added.every((id) => stored.filter.mayContain(id)), 'no stored id reads as absent')
+  let agree = 0
+  for (let i = 0; i < 20_000; i += 1) if (stored.filter.mayContain(`other-${i}`) === ids.mayContain(`other-${i}`)) agree += 1
+  assert.is(agree, 20_000, 'the same answers for ids never added')
+  const changed = Uint8Array.from(bytes)
+  changed[100] = (changed[100] as number) ^ 1
+  const foreign = Uint8Array.from(bytes)
+  foreign[0] = 0x46
+  for (const [what, damaged] of [
+    ['cut', bytes.subarray(0, bytes.length - 1)],
+    ['changed', changed],
+    ['foreign', foreign],
+    ['empty', new Uint8Array(0)],
+  ] as const) {
+    assert.is(parseIdFilter(damaged), undefined, what)
+  }
+  assert.is(IdFilter.restore(5_000, 1, new Uint8Array(8)), undefined, 'bits of another size')
+})
+
+filter(
+  'a filter stored by a clean close is in use from the next open, without reading the id index: stored ids still repeat idempotently or conflict',
+  boundedTest(60_000, async (root) => {
+    const dir = join(root, 'log')
+    const invocations = invocationsNamed('kept', 200)
+    await appendAndClose(dir, invocations)
+    assert.ok(existsSync(join(dir, STORED)), 'the close stored the filter')
+    const log = await EventLog.open(dir)
+    try {
+      const internals = logInternals(log)
+      assert.is(await internals.idFilterReady(), true, 'in use from the open')
+      await assertRepeats(log, invocations.flat())
+      assert.is(internals.idFilterBuilds(), 0, 'never built from the index')
+    } finally {
+      await log.close()
+    }
+  }),
+)
+
+filter(
+  'a stored filter behind the log (its writer crashed after the close that stored it) gets the ids of the events since: none of them is written again',
+  boundedTest(60_000, async (root) => {
+    const dir = join(root, 'log')
+    const first = invocationsNamed('first', 160)
+    const later = invocationsNamed('later', 200)
+    await appendAndClose(dir, first)
+    await copyFile(join(dir, STORED), join(root, 'ids-first'))
+    await appendAndClose(dir, later)
+    // What a writer that appended `later` and was killed before closing leaves.
+    await copyFile(join(root, 'ids-first'), join(dir, STORED))
+    const log = await EventLog.open(dir)
+    try {
+      assert.is(await logInternals(log).idFilterReady(), true, 'caught up at the open')
+      await assertRepeats(log, [...first.flat(), ...later.flat()])
+      assert.is(logInternals(log).idFilterBuilds(), 0)
+    } finally {
+      await log.close()
+    }
+  }),
+)
+
+filter(
+  "a stored filter is ignored when it is not this log's prefix (another log's, damaged, ahead of the log) or lags too far: the log reads its index, and no id is written twice",
+  boundedTest(120_000, async (root) => {
+    const dir = join(root, 'log')
+    const other = join(root, 'other-log')
+    const backup = join(root, 'backup-log')
+    const mine = invocationsNamed('mine', 160)
+    await appendAndClose(dir, mine)
+    await cp(dir, backup, { recursive: true })
+    await appendAndClose(other, invocationsNamed('theirs', 160))
+    const cases: [string, string, RuntimeEvent[], () => Promise<void>][] = [
+      ["another log's, of as many events", dir, mine.flat(), () => copyFile(join(other, STORED), join(dir, STORED))],
+      [
+        'damaged',
+        dir,
+        mine.flat(),
+        async () => {
+          // The backup's copy is this log's own filter, stored by the close that made the backup.
+          const bytes = await readFile(join(backup, STORED))
+          const middle = bytes.length >> 1
+          bytes[middle] = (bytes[middle] as number) ^ 0x10
+          await writeFile(join(dir, STORED), bytes)
+        },
+      ],
+    ]
+    for (const [what, path, events, spoil] of cases) {
+      await spoil()
+      const log = await EventLog.open(path)
+      try {
+        assert.is(await logInternals(log).idFilterReady(), false, `${what}: not in use at the open`)
+        await assertRepeats(log, events)
+      } finally {
+        await log.close()
+      }
+    }
+    // Ahead: the backup holds fewer events than the filter of the log it was copied from counts.
+    const more = invocationsNamed('more', 40)
+    await copyFile(join(backup, STORED), join(dir, STORED))
+    const log = await EventLog.open(dir)
+    try {
+      logInternals(log).setIdFilterStoredFrom(0)
+      for (const events of more) await log.appendAll(events)
+      assert.is(await logInternals(log).idFilterReady(), true)
+    } finally {
+      await log.close()
+    }
+    await copyFile(join(dir, STORED), join(backup, STORED))
+    const restored = await EventLog.open(backup)
+    try {
+      assert.is(await logInternals(restored).idFilterReady(), false, 'ahead of the log: not in use')
+      await assertRepeats(restored, mine.flat())
+    } finally {
+      await restored.close()
+    }
+    // Too far behind: more than 16,384 events since the stored filter's high-water.
+    await copyFile(join(dir, STORED), join(backup, STORED))
+    const far = invocationsNamed('far', 2_100)
+    await appendAndClose(dir, far, 'os')
+    await copyFile(join(backup, STORED), join(dir, STORED))
+    const behind = await EventLog.open(dir)
+    try {
+      assert.is(await logInternals(behind).idFilterReady(), false, 'too far behind: not in use')
+      await assertRepeats(behind, [...mine.flat(), ...more.flat(), ...far.flat()])
+    } finally {
+      await behind.close()
     }
   }),
 )

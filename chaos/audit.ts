@@ -50,6 +50,9 @@ interface Tracked {
   kind: string
 }
 
+/** How many of the log's last events each check appends again (see `#checkWithLog`). */
+const REPEATED = 64
+
 const isRecovery = (event: RuntimeEvent) => event.id.includes('/recovered/')
 
 function equalBytes(a: Uint8Array, b: Uint8Array): boolean {
@@ -71,6 +74,8 @@ export class Audit {
   #chain: Uint8Array = EMPTY_CHAIN
   #digest = logDigest(0, EMPTY_CHAIN)
   readonly #ids: string[] = ['']
+  /** The seq of every event id read so far: an id must never be stored twice. */
+  readonly #seqOfId = new Map<string, number>()
   readonly #invocations = new Map<string, Tracked>()
   readonly #dispatched = new Map<string, string>()
   readonly #settled = new Set<string>()
@@ -198,6 +203,18 @@ export class Audit {
       if (head.highWater !== this.#highWater || head.digest !== this.#digest) {
         this.#digestFailure(`${options.label}: the log's head ${head.highWater} ${head.digest} differs from the chain read ${this.#highWater} ${this.#digest}`)
       }
+      // The id filter this check's close stores (the log is far below the 65,536 events it is
+      // otherwise stored from) is the one the next check opens with, caught up with the events the
+      // killed writer appended since: repeating the last of them must give back their seqs, never
+      // write them again.
+      const internals = logInternals(log)
+      internals.setIdFilterStoredFrom(0)
+      if (await internals.idFilterReady()) this.#count('id filters taken up from the last check')
+      for await (const stored of log.events({ from: Math.max(1, head.highWater - REPEATED + 1) })) {
+        const seq = await log.append(structuredClone(stored.event))
+        if (seq !== stored.seq) this.#violation(`${options.label}: repeating ${stored.event.id} (seq ${stored.seq}) gave seq ${seq}`)
+      }
+      await internals.buildIdFilter()
       if (options.verify) {
         this.#count('full verifications')
         const verified = await log.verify()
@@ -214,6 +231,9 @@ export class Audit {
 
   #apply(seq: number, event: RuntimeEvent, label: string, recoveredNow: Set<string>): void {
     this.#ids[seq] = event.id
+    const first = this.#seqOfId.get(event.id)
+    if (first !== undefined && first !== seq) this.#violation(`${label}: event id ${event.id} is written twice, at seq ${first} and ${seq}`)
+    this.#seqOfId.set(event.id, seq)
     const { fact } = event
     const id = event.invocation.invocationId
     this.#count(`fact ${fact.type}`)

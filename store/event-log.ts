@@ -100,6 +100,8 @@ export interface LogInternals {
   setIdFilterMinimum(ids: number): void
   /** Stores the id filter on close from a log of `events` events instead of 65,536: lets tests store one. */
   setIdFilterStoredFrom(events: number): void
+  /** Builds the id filter now unless one is built or in use (it is otherwise built after 1,024 appends); true once it is in use. */
+  buildIdFilter(): Promise<boolean>
   location: string
 }
 
@@ -650,6 +652,11 @@ export class EventLog {
         return this.#idsReady
       },
       idFilterBuilds: () => this.#idsBuilds,
+      buildIdFilter: async () => {
+        this.#assertOpen()
+        await (this.#idsBuild ??= this.#buildIds())
+        return this.#idsReady
+      },
       setIdFilterMinimum: (ids) => {
         this.#idsMinimum = ids
       },

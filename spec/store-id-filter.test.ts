@@ -192,7 +192,7 @@ filter('a stored filter reads back with the same answers; a cut, changed or fore
   const added = Array.from({ length: 5_000 }, (_, i) => `id-${i}`)
   for (const id of added) ids.add(id)
   const chain = new Uint8Array(32).fill(7)
-  const bytes = serializeIdFilter(ids, 4_321, chain)
+  const bytes = Buffer.concat(serializeIdFilter(ids, 4_321, chain))
   const stored = parseIdFilter(bytes)
   assert.ok(stored, 'it reads back')
   assert.is(stored.highWater, 4_321)
@@ -215,7 +215,10 @@ filter('a stored filter reads back with the same answers; a cut, changed or fore
   ] as const) {
     assert.is(parseIdFilter(damaged), undefined, what)
   }
-  assert.is(IdFilter.restore(5_000, 1, new Uint8Array(8)), undefined, 'bits of another size')
+  assert.is(IdFilter.restore(5_000, 1, new Uint32Array(2)), undefined, 'bits of another size')
+  const unaligned = new Uint8Array(bytes.length + 1)
+  unaligned.set(bytes, 1)
+  assert.ok(parseIdFilter(unaligned.subarray(1))?.filter.mayContain('id-42'), 'read from memory not aligned for its bits')
 })
 
 filter(

@@ -776,8 +776,9 @@ export class EventLog {
   /**
    * Stores the id filter for the next open (see `ID_FILTER_FILE`), once the log is closed: it holds
    * the ids of every event up to the head (and perhaps some more, as a filter may). Written aside and
-   * renamed into place, so a crash leaves the previous file or this one, never a part; a write that
-   * fails leaves the previous one, which the next open checks like any other.
+   * renamed into place, and not synced: after a power loss the next open finds the previous file, or
+   * this one cut or unwritten, which its checksum refuses. A write that fails leaves the previous
+   * one, which the next open checks like any other.
    */
   async #saveIds(): Promise<void> {
     const filter = this.#ids
@@ -787,8 +788,7 @@ export class EventLog {
     try {
       const file = await openFile(`${path}.tmp`, 'w')
       try {
-        await file.writeFile(serializeIdFilter(filter, highWater, chain))
-        await file.sync()
+        await file.writev(serializeIdFilter(filter, highWater, chain))
       } finally {
         await file.close()
       }

@@ -32,16 +32,20 @@ const MAX_CAPACITY = 1 << 28
 export class IdFilter {
   readonly capacity: number
   #count = 0
-  readonly #bits: Uint32Array
+  #bits: Uint32Array
   readonly #mask: number
 
   /** A filter sized for `capacity` ids: 10 bits each, rounded up to a power of two of bits. */
   constructor(capacity: number) {
     this.capacity = capacity
+    this.#bits = new Uint32Array(IdFilter.#bitsFor(capacity) / 32)
+    this.#mask = this.#bits.length * 32 - 1
+  }
+
+  static #bitsFor(capacity: number): number {
     let size = 1 << 10
     while (size < capacity * BITS_PER_ID) size *= 2
-    this.#bits = new Uint32Array(size / 32)
-    this.#mask = size - 1
+    return size
   }
 
   /** How many ids were added (repeats included). */
@@ -55,21 +59,22 @@ export class IdFilter {
   }
 
   /**
-   * A filter with the bits and count `snapshot` took, or `undefined` when they cannot be a filter
-   * of `capacity` ids (a different size).
+   * A filter of `capacity` ids over `bits` as `stored` gave them (taken over, not copied), or
+   * `undefined` when they cannot be one (another size, a count that is not a count).
    */
-  static restore(capacity: number, count: number, bits: Uint8Array): IdFilter | undefined {
+  static restore(capacity: number, count: number, bits: Uint32Array): IdFilter | undefined {
     if (!Number.isSafeInteger(capacity) || capacity < 1 || capacity > MAX_CAPACITY || !Number.isSafeInteger(count) || count < 0) return undefined
+    if (bits.length * 32 !== IdFilter.#bitsFor(capacity)) return undefined
+    // The zeroed array the constructor asks for is never touched, so the system never backs it.
     const filter = new IdFilter(capacity)
-    if (bits.byteLength !== filter.#bits.byteLength) return undefined
-    new Uint8Array(filter.#bits.buffer).set(bits)
+    filter.#bits = bits
     filter.#count = count
     return filter
   }
 
-  /** A copy of the filter's bits (in this machine's byte order), with its capacity and count. */
-  snapshot(): { capacity: number; count: number; bits: Uint8Array } {
-    return { capacity: this.capacity, count: this.#count, bits: new Uint8Array(this.#bits.buffer.slice(0)) }
+  /** The filter's own bits (not a copy: valid while no id is added), its capacity and count. */
+  stored(): { capacity: number; count: number; bits: Uint32Array } {
+    return { capacity: this.capacity, count: this.#count, bits: this.#bits }
   }
 
   /** Adds `id`; true when it was certainly not added before (what `mayContain` would have said false to). */
@@ -110,38 +115,39 @@ export interface StoredIdFilter {
   filter: IdFilter
 }
 
-/** 16 bytes of magic, then the high-water, capacity and count (float64), the chain, the bits, and a sha256 of all of it. */
+/** 16 bytes of magic; the high-water, capacity and count (float64); the chain; the bits; a sha256 of all before it. */
 const MAGIC = Buffer.from('factstate-ids v1', 'latin1')
-const HEADER = MAGIC.length + 24
 const CHAIN = 32
+const HEADER = MAGIC.length + 24 + CHAIN
 const CHECKSUM = 32
 
 /**
- * The bytes to store for `filter`, covering the events up to `highWater` with chain `chain`. The bits
- * are stored in this machine's byte order; `parseIdFilter` refuses them on a machine of the other.
+ * The bytes to store for `filter`, covering the events up to `highWater` with chain `chain`, in
+ * parts to write one after another: the header, the filter's own bits (not a copy: write them
+ * before another id is added) and the checksum. The bits are in this machine's byte order, which the
+ * count's sign records; `parseIdFilter` refuses them on a machine of the other.
  */
-export function serializeIdFilter(filter: IdFilter, highWater: number, chain: Uint8Array): Uint8Array {
-  const { capacity, count, bits } = filter.snapshot()
-  const bytes = Buffer.alloc(HEADER + CHAIN + bits.byteLength + CHECKSUM)
-  MAGIC.copy(bytes, 0)
-  bytes.writeDoubleLE(highWater, MAGIC.length)
-  bytes.writeDoubleLE(capacity, MAGIC.length + 8)
-  bytes.writeDoubleLE(endianness() === 'LE' ? count : -1 - count, MAGIC.length + 16)
-  bytes.set(chain.subarray(0, CHAIN), HEADER)
-  bytes.set(bits, HEADER + CHAIN)
-  const body = bytes.subarray(0, bytes.length - CHECKSUM)
-  bytes.set(createHash('sha256').update(body).digest(), body.length)
-  return bytes
+export function serializeIdFilter(filter: IdFilter, highWater: number, chain: Uint8Array): Uint8Array[] {
+  const { capacity, count, bits } = filter.stored()
+  const header = Buffer.alloc(HEADER)
+  MAGIC.copy(header, 0)
+  header.writeDoubleLE(highWater, MAGIC.length)
+  header.writeDoubleLE(capacity, MAGIC.length + 8)
+  header.writeDoubleLE(endianness() === 'LE' ? count : -1 - count, MAGIC.length + 16)
+  header.set(chain.subarray(0, CHAIN), MAGIC.length + 24)
+  const body = new Uint8Array(bits.buffer, bits.byteOffset, bits.byteLength)
+  return [header, body, createHash('sha256').update(header).update(body).digest()]
 }
 
 /**
  * The stored filter, or `undefined` for anything that is not one written by `serializeIdFilter` on
  * a machine of this byte order: wrong magic, size or checksum. A stored filter is only a shortcut,
- * so a damaged one is ignored, never trusted.
+ * so a damaged one is ignored, never trusted. The filter is built over `bytes`' own memory when it
+ * is aligned for it (as a file read whole is).
  */
 export function parseIdFilter(bytes: Uint8Array): StoredIdFilter | undefined {
   const buffer = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
-  if (buffer.length < HEADER + CHAIN + CHECKSUM || !buffer.subarray(0, MAGIC.length).equals(MAGIC)) return undefined
+  if (buffer.length < HEADER + CHECKSUM || !buffer.subarray(0, MAGIC.length).equals(MAGIC)) return undefined
   const body = buffer.subarray(0, buffer.length - CHECKSUM)
   if (!createHash('sha256').update(body).digest().equals(buffer.subarray(body.length))) return undefined
   const highWater = buffer.readDoubleLE(MAGIC.length)
@@ -149,7 +155,11 @@ export function parseIdFilter(bytes: Uint8Array): StoredIdFilter | undefined {
   const stored = buffer.readDoubleLE(MAGIC.length + 16)
   // A negative count marks bits stored in big-endian order.
   if (!Number.isSafeInteger(highWater) || highWater < 0 || stored < 0 !== (endianness() === 'BE')) return undefined
-  const filter = IdFilter.restore(capacity, stored < 0 ? -1 - stored : stored, body.subarray(HEADER + CHAIN))
+  const at = body.byteOffset + HEADER
+  const length = body.length - HEADER
+  if (length % 4 !== 0) return undefined
+  const bits = at % 4 === 0 ? new Uint32Array(body.buffer, at, length / 4) : new Uint32Array(Uint8Array.from(body.subarray(HEADER)).buffer)
+  const filter = IdFilter.restore(capacity, stored < 0 ? -1 - stored : stored, bits)
   if (filter === undefined) return undefined
-  return { highWater, chain: Uint8Array.from(body.subarray(HEADER, HEADER + CHAIN)), filter }
+  return { highWater, chain: Uint8Array.from(body.subarray(MAGIC.length + 24, HEADER)), filter }
 }

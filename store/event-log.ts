@@ -312,6 +312,8 @@ class Staging {
     /** What this builds on, not yet durable itself; cleared once it is. */
     public parent: Staging | undefined,
     readonly base: CommittedState,
+    /** A scratch staging of one multi-event entry: its own ids are that one call's. */
+    readonly scratch = false,
   ) {
     this.head = parent ? { ...parent.head } : { ...base.head }
   }
@@ -1111,10 +1113,11 @@ export class EventLog {
     const checked = sources
     const before = this.#ordered ?? Promise.resolve()
     const staged = before
-      .then(() => (checked === undefined ? undefined : Promise.all(checked.map((boundary) => this.#lineage(boundary)))))
+      .then(() => (checked === undefined ? undefined : Promise.all(checked.map((boundary) => this.#lineage(boundary, true)))))
       .then(
         () => {
-          this.#assertOpen()
+          // Made before any close, it is written: a close waits for these (see `#shutdown`).
+          if (this.#failed) throw this.#failed
           // Wrapped: `staged` settles once the append is queued, not once it is durable.
           return { appended: this.#enqueueValidated(validated, precondition, single) }
         },
@@ -1212,7 +1215,7 @@ export class EventLog {
       this.#putStaged(batch)
       return undefined
     }
-    const local = new Staging(batch.staging, this.#state)
+    const local = new Staging(batch.staging, this.#state, true)
     const stage = () => {
       const seqs = entry.events.map((event) => this.#stageEvent(local, event))
       local.mergeInto(batch.staging)
@@ -1291,6 +1294,10 @@ export class EventLog {
     const staged = local.stagedId(event.id)
     if (staged) {
       if (equalBytes(staged.bytes, bytes)) return staged.seq
+      // Within one call there is no seq to name: the call is refused whole, and nothing of it is written.
+      if (local.scratch && local.ids.get(event.id) === staged) {
+        throw new FactstateError('LOG_CONFLICT', `event id ${event.id} appears twice in one call, with different content`, { details: { eventId: event.id } })
+      }
       throw new FactstateError('LOG_CONFLICT', `event id ${event.id} is already used by different content`, { details: { seq: staged.seq } })
     }
     // Added now, even if the event is then refused: the filter may only over-report an id.
@@ -1429,7 +1436,13 @@ export class EventLog {
    * any other error (the log's own findings, a precondition's, a consumer's) is left as it is.
    */
   #readFailure(error: unknown): unknown {
-    const code = (error as { code?: unknown } | null)?.code
+    let code: unknown
+    try {
+      code = (error as { code?: unknown } | null)?.code
+    } catch {
+      // A thrown value whose `code` cannot even be read (a getter that throws, a revoked proxy) is passed on as it is.
+      return error
+    }
     if (error instanceof FactstateError || typeof code !== 'string' || !code.startsWith('LEVEL_')) return error
     if (this.#closed) return new FactstateError('LOG_CLOSED', 'the log was closed while it was being read', { cause: error })
     return levelError(error)
@@ -1509,8 +1522,10 @@ export class EventLog {
    * after turn has one run per turn, and reading them one after another cost a trip to LevelDB
    * each, in sequence.
    */
-  async #lineage(boundary: RunBoundary): Promise<StoredEvent[]> {
-    this.#assertOpen()
+  async #lineage(boundary: RunBoundary, queued = false): Promise<StoredEvent[]> {
+    // An append made before a close has its sources checked while the close waits for it.
+    if (!queued) this.#assertOpen()
+    else if (this.#failed) throw this.#failed
     const links: { boundary: RunBoundary; run: RunRecord }[] = []
     const seen = new Set<string>()
     // The lineage of a boundary read lately, where the walk meets one: only the runs after it are read.
@@ -1860,6 +1875,8 @@ export class EventLog {
 
   async #shutdown(): Promise<void> {
     this.#closed = true
+    // Appends made before the close and waiting behind a source check are written too, as promised.
+    while (this.#ordered) await this.#ordered
     while (this.#flushing) await this.#flushing
     await this.#idsBuild
     this.#listeners.clear()

@@ -1,0 +1,102 @@
+/**
+ * Edges of the append path found by a concurrency trial: a close made while appends wait behind
+ * a source check, an event id given twice in one call, and a precondition that throws something
+ * whose `code` cannot be read.
+ */
+import { join } from 'node:path'
+import { suite } from 'uvu'
+import * as assert from 'uvu/assert'
+import type { Fact } from '../facts/types.js'
+import { EventLog, logInternals } from '../store/event-log.js'
+import { EventMaker, boundedTest, facts, invocationOf, refusal } from './support/log-fixtures.js'
+
+const edges = suite('store: append edges')
+
+edges(
+  'appends made before close() are written even when they wait behind a continuation whose source the log has not checked yet',
+  boundedTest(30_000, async (root) => {
+    const dir = join(root, 'log')
+    const source = new EventMaker(invocationOf('src'))
+    let log = await EventLog.open(dir)
+    await log.appendAll(source.many([facts.opened(), facts.ended({ status: 'cancelled', source: 'test' })]))
+    const boundary = (await log.runSource('session-src', 'run-src'))?.boundary
+    await log.close()
+    assert.ok(boundary)
+    // A fresh handle has not checked that boundary: the continuation waits for it, and the plain append behind it.
+    log = await EventLog.open(dir)
+    const opened = facts.opened() as Extract<Fact, { type: 'invocation.opened' }>
+    const continuation = new EventMaker({ ...invocationOf('cont'), sessionId: 'session-src' }).next({ ...opened, input: { kind: 'continuation', source: boundary } })
+    const plain = new EventMaker(invocationOf('plain')).next(facts.opened())
+    const outcomes = Promise.allSettled([log.append(continuation), log.append(plain)])
+    await log.close()
+    assert.equal(await outcomes, [
+      { status: 'fulfilled', value: 3 },
+      { status: 'fulfilled', value: 4 },
+    ])
+    assert.is((await refusal(log.append(new EventMaker(invocationOf('late')).next(facts.opened())))).code, 'LOG_CLOSED', 'one made after the close is refused')
+    log = await EventLog.open(dir)
+    try {
+      assert.equal(await log.verify(), { events: 4, digest: log.head().digest })
+      assert.is(await log.append(structuredClone(plain)), 4, 'stored as acknowledged')
+    } finally {
+      await log.close()
+    }
+  }),
+)
+
+edges(
+  'one call giving an event id twice with different content is LOG_CONFLICT naming the id, not a seq it never wrote',
+  boundedTest(30_000, async (root) => {
+    const log = await EventLog.open(join(root, 'log'))
+    try {
+      const make = new EventMaker(invocationOf('twice'))
+      const first = make.next(facts.opened())
+      const again = { ...first, recordedAt: first.recordedAt + 1 }
+      const error = await refusal(log.appendAll([first, again]))
+      assert.is(error.code, 'LOG_CONFLICT')
+      assert.equal(error.details, { eventId: first.id })
+      assert.is(log.head().highWater, 0, 'nothing of the call was written')
+      assert.equal(await log.appendAll([first, structuredClone(first)]), [1, 1], 'the same content twice is one event')
+      // Another caller's event staged in the same group is a seq that will hold it.
+      const other = new EventMaker(invocationOf('other')).next(facts.opened())
+      const [stored, clash] = await Promise.allSettled([log.append(other), log.append({ ...other, recordedAt: other.recordedAt + 1 })])
+      assert.equal(stored, { status: 'fulfilled', value: 2 })
+      assert.is(clash.status === 'rejected' && (clash.reason as { details?: unknown }).details !== undefined, true)
+      assert.equal((clash as PromiseRejectedResult).reason.details, { seq: 2 })
+    } finally {
+      await log.close()
+    }
+  }),
+)
+
+edges(
+  'a precondition throwing a value whose code cannot be read rejects its own append with that value; the appends behind it are written',
+  boundedTest(30_000, async (root) => {
+    const log = await EventLog.open(join(root, 'log'))
+    try {
+      const odd = Object.defineProperty({}, 'code', {
+        get() {
+          throw new Error('no code here')
+        },
+      })
+      const revoked = Proxy.revocable({}, {})
+      revoked.revoke()
+      const internals = logInternals(log)
+      const refused = [odd, revoked.proxy].map((thrown, index) =>
+        internals.appendAll([new EventMaker(invocationOf(`refused-${index}`)).next(facts.opened())], async () => {
+          throw thrown
+        }),
+      )
+      const behind = log.append(new EventMaker(invocationOf('behind')).next(facts.opened()))
+      const outcomes = await Promise.allSettled(refused)
+      assert.ok(outcomes[0]?.status === 'rejected' && outcomes[0].reason === odd, 'rejected with the very value')
+      assert.ok(outcomes[1]?.status === 'rejected' && outcomes[1].reason === revoked.proxy)
+      assert.is(await behind, 1)
+      assert.is((await log.verify()).events, 1)
+    } finally {
+      await log.close()
+    }
+  }),
+)
+
+edges.run()

@@ -163,6 +163,20 @@ const cases: [string, (db: Db, mixed: Mixed) => Promise<void>, string, string, (
   ['a pending seal’s successor reserved for another seal', (db) => db.put(keys.sealedSuccessor('inv-later'), encodeRecord('inv-done')), 'reservation', keys.sealedSuccessor('inv-later'), () => undefined],
   ['a reservation no seal made', (db) => db.put(keys.sealedClaim('claim-ghost'), encodeRecord('inv-done')), 'reservation', keys.sealedClaim('claim-ghost'), () => undefined],
   ['an id record no fact has', (db) => db.put(keys.eventId('ghost/1'), encodeRecord([1, new Uint8Array(32)])), 'id', 'i!', () => undefined],
+  // The fact itself is intact: its id record is what is named, with the fact's seq.
+  ['a fact’s id record deleted', (db) => db.del(keys.eventId('inv-done/3')), 'id', keys.eventId('inv-done/3'), () => 3],
+  [
+    'a fact’s id record naming another fact',
+    async (db) => {
+      const stored = await db.get(keys.eventId('inv-done/3'))
+      assert.ok(stored)
+      const [, chain] = decodeRecord<[number, Uint8Array]>(stored, 'id')
+      await db.put(keys.eventId('inv-done/3'), encodeRecord([4, chain]))
+    },
+    'id',
+    keys.eventId('inv-done/3'),
+    () => 3,
+  ],
   ['an ended invocation’s record that is null', (db) => db.put(keys.invocation('inv-done'), encodeRecord(null)), 'invocation', keys.invocation('inv-done'), (m) => m.endedAt.done],
   ['a run record that is a number', (db) => db.put(keys.run('session-done', 'run-done'), encodeRecord(5)), 'run', keys.run('session-done', 'run-done'), () => 1],
   ['a run record whose bytes do not decode', (db) => db.put(keys.run('session-done', 'run-done'), new Uint8Array([0xde, 0x00])), 'run', keys.run('session-done', 'run-done'), () => 1],
@@ -197,18 +211,33 @@ for (const [name, damage, index, key, seqOf] of cases) {
 }
 
 audit(
-  'a fact’s id record that is not an id record is LOG_CORRUPT naming the fact’s seq, and an append of that id is refused with LOG_CORRUPT, not a TypeError',
+  'a fact’s id record that is not an id record is LOG_CORRUPT naming that record and the fact’s seq, and an append of that id is refused with LOG_CORRUPT, not a TypeError',
   boundedTest(20_000, async (dir) => {
     await mixedLog(dir)
     await withDb(join(dir, 'log'), (db) => db.put(keys.eventId('inv-done/3'), encodeRecord(null)))
     const error = await verifyRefusal(dir)
     assert.is(error.code, 'LOG_CORRUPT', error.message)
-    assert.equal(error.details, { seq: 3 }, error.message)
+    assert.equal(error.details, { index: 'id', key: keys.eventId('inv-done/3'), seq: 3 }, error.message)
     await withLog(join(dir, 'log'), async (log) => {
       const again = await refusal(log.append(completeInvocation('done')[2] as RuntimeEvent))
       assert.is(again.code, 'LOG_CORRUPT', again.message)
       assert.match(again.message, /index record id inv-done\/3 is not an id record/)
     })
+  }),
+)
+
+audit(
+  'a key in the event space that is no event’s key is LOG_CORRUPT on open, naming it, not read as a fact',
+  boundedTest(20_000, async (dir) => {
+    await mixedLog(dir)
+    // After every event, and among them (an event key and more, which parseInt used to read as event 3).
+    for (const key of ['e!zz', `${keys.event(3)}x`]) {
+      await withDb(join(dir, 'log'), (db) => db.put(key, new Uint8Array(0)))
+      const error = await refusal(EventLog.open(join(dir, 'log')))
+      assert.is(error.code, 'LOG_CORRUPT', error.message)
+      assert.equal(error.details, { index: 'unknown', key }, error.message)
+      await withDb(join(dir, 'log'), (db) => db.del(key))
+    }
   }),
 )
 

@@ -1,4 +1,4 @@
-import { open as openFile, readFile, rename } from 'node:fs/promises'
+import { open as openFile, readFile, rename, stat } from 'node:fs/promises'
 import { isDeepStrictEqual } from 'node:util'
 import { join } from 'node:path'
 import { type ChainedBatch, ClassicLevel } from 'classic-level'
@@ -551,7 +551,29 @@ function levelError(error: unknown): FactstateError {
   if (code === 'LEVEL_CORRUPTION' || causeCode === 'LEVEL_CORRUPTION') {
     return new FactstateError('LOG_CORRUPT', `LevelDB reports corruption: ${(inner as Error).message}`, { cause: inner })
   }
-  return new FactstateError('LOG_IO', `LevelDB failed: ${(error as Error).message}`, { cause: error })
+  return new FactstateError('LOG_IO', `LevelDB failed: ${causeMessages(error)}`, { cause: error })
+}
+
+/** The seq of a key read from the event space; `LOG_CORRUPT` naming the key when it is not an event key. */
+function eventSeq(key: string): number {
+  const seq = seqOfEventKey(key)
+  if (Number.isNaN(seq)) {
+    throw new FactstateError('LOG_CORRUPT', `key ${JSON.stringify(key)} lies in the event space but is no event's key`, { details: { index: 'unknown', key } })
+  }
+  return seq
+}
+
+/** The messages of an error and its causes, each once ("Database failed to open: IO error: …/MANIFEST-000004: No such file or directory"). */
+function causeMessages(error: unknown): string {
+  const messages: string[] = []
+  let current: unknown = error
+  for (let depth = 0; depth < 4 && current !== undefined && current !== null; depth += 1) {
+    const message = (current as { message?: unknown }).message
+    const text = typeof message === 'string' ? message : String(current)
+    if (!messages.some((known) => known.includes(text))) messages.push(text)
+    current = (current as { cause?: unknown }).cause
+  }
+  return messages.join(': ')
 }
 
 /**
@@ -601,6 +623,10 @@ export class EventLog {
   /** The log carries `keys.reservationsIndexed` (else the next batch writes it). */
   #reservationsMarked = false
   #idsMinimum = ID_FILTER_MIN
+  /** The directory opened (device and inode): the files written beside LevelDB's go only into it, never into one that replaced it. */
+  #directory: { dev: number; ino: number } | undefined
+  /** The high-water the anchor on disk records, when it records this very head: an unchanged head is not written again. */
+  #anchoredAt: number | undefined
   #idsStoredFrom = ID_FILTER_STORED_FROM
   /** The high-water the stored filter covers, once this log has read or written it: an unchanged head is not stored again. */
   #idsStored: number | undefined
@@ -787,6 +813,7 @@ export class EventLog {
     const { highWater, chain } = this.#state.head
     if (!this.#idsReady || filter === undefined || this.#failed || highWater < this.#idsStoredFrom || highWater === this.#idsStored) return
     const path = join(this.#location, ID_FILTER_FILE)
+    if (!(await this.#stillOurDirectory())) return
     try {
       const file = await openFile(`${path}.tmp`, 'w')
       try {
@@ -814,11 +841,12 @@ export class EventLog {
       this.#formatMarked = found === INDEX_FORMAT
     }
     const stored = await this.#db.get(keys.head)
+    if (stored === undefined && format === undefined) await this.#refuseForeign()
     const head: Head = stored === undefined ? { highWater: 0, chain: EMPTY_CHAIN } : headRecord(decodeRecord<unknown>(stored, 'head'))
     let expected = head.highWater
     let checked = 0
     for await (const key of this.#db.keys({ gte: keys.eventLow, lt: keys.eventHigh, reverse: true, limit: TAIL_KEYS_CHECKED })) {
-      const seq = seqOfEventKey(key)
+      const seq = eventSeq(key)
       if (seq !== expected) {
         throw new FactstateError(
           'LOG_CORRUPT',
@@ -849,6 +877,8 @@ export class EventLog {
       }
       if (!equalBytes(chain, head.chain)) {
         const first = await this.#firstUnchained(from, head.highWater, before)
+        // An id record missing or damaged is named as the index record it is; the fact may be intact.
+        if (first !== undefined && typeof first !== 'number') throw first
         throw new FactstateError(
           'LOG_CORRUPT',
           first === undefined ? `the digest chain of the last ${head.highWater - from + 1} events does not match the head` : `event ${first} does not match its digest chain`,
@@ -856,6 +886,8 @@ export class EventLog {
         )
       }
     }
+    const directory = await stat(this.#location)
+    this.#directory = { dev: directory.dev, ino: directory.ino }
     await this.#checkAnchor(head)
     this.#state.head = head
     await this.#loadIds(head)
@@ -864,6 +896,22 @@ export class EventLog {
     await this.#catchUp(open)
     this.#reservationsMarked = (await this.#db.get(keys.reservationsIndexed)) !== undefined
     if (!this.#reservationsMarked && head.highWater > 0) await this.#indexReservations()
+  }
+
+  /**
+   * A log without a head has no facts, and so no records at all (every record is written in a batch
+   * with the head). A LevelDB directory holding keys but neither a head nor an event is another
+   * program's database: it is refused rather than opened as an empty log and written into.
+   */
+  async #refuseForeign(): Promise<void> {
+    let first: string | undefined
+    for await (const key of this.#db.keys({ limit: 1 })) first = key
+    if (first === undefined) return
+    for await (const _ of this.#db.keys({ gte: keys.eventLow, lt: keys.eventHigh, limit: 1 })) return
+    const shown = JSON.stringify(first.length > 40 ? `${first.slice(0, 40)}…` : first)
+    throw new FactstateError('LOG_INVALID_ARGUMENT', `${this.#location} holds a LevelDB database that is not a factstate log (it has no head and no facts; its first key is ${shown})`, {
+      details: { notALog: true },
+    })
   }
 
   /**
@@ -989,6 +1037,7 @@ export class EventLog {
       })
     }
     if (anchored === 0) return
+    if (anchored === head.highWater && Buffer.from(head.chain).toString('hex') === match[2]) this.#anchoredAt = anchored
     let chain = head.chain
     if (anchored < head.highWater) {
       const stored = await this.#db.get(keys.event(anchored))
@@ -1022,6 +1071,7 @@ export class EventLog {
   async #writeAnchor(): Promise<void> {
     const path = join(this.#location, ANCHOR_FILE)
     const { highWater, chain } = this.#state.head
+    if (highWater === this.#anchoredAt || !(await this.#stillOurDirectory())) return
     try {
       const file = await openFile(`${path}.tmp`, 'w')
       try {
@@ -1031,8 +1081,23 @@ export class EventLog {
         await file.close()
       }
       await rename(`${path}.tmp`, path)
+      this.#anchoredAt = highWater
     } catch {
       // Without a fresh anchor a later open checks less, never wrongly: an older anchor is a lower bound.
+    }
+  }
+
+  /**
+   * Whether the log's location is still the directory it opened. Another process may have removed
+   * it once this one stopped using LevelDB's files (LevelDB's lock is on a file, not on the name) and
+   * put another log there: that log must not get this one's anchor or id filter.
+   */
+  async #stillOurDirectory(): Promise<boolean> {
+    try {
+      const now = await stat(this.#location)
+      return this.#directory !== undefined && now.dev === this.#directory.dev && now.ino === this.#directory.ino
+    } catch {
+      return false
     }
   }
 
@@ -1042,18 +1107,41 @@ export class EventLog {
    * whose id record is missing or damaged, i.e. the fact that was changed. Undefined when every step
    * agrees (then it is the head that is damaged).
    */
-  async #firstUnchained(from: number, to: number, before: Uint8Array): Promise<number | undefined> {
+  async #firstUnchained(from: number, to: number, before: Uint8Array): Promise<number | FactstateError | undefined> {
     let chain = before
     let seq = from
     for await (const bytes of this.#db.values({ gte: keys.event(from), lte: keys.event(to) })) {
       chain = chainStep(chain, seq, bytes)
+      let id: string
       try {
-        if (!equalBytes(await this.#storedChain(decodeEvent(bytes, seq).id, seq), chain)) return seq
+        id = decodeEvent(bytes, seq).id
       } catch {
         return seq
       }
+      const problem = await this.#idRecordProblem(id, seq, chain, await this.#db.get(keys.eventId(id)))
+      if (problem !== undefined) return problem.details?.index === 'id' ? problem : seq
       seq += 1
     }
+    return undefined
+  }
+
+  /**
+   * What is wrong with the id record `stored` of the fact `id` at `seq`, whose chain is `chain`:
+   * missing, unreadable or naming another seq (the index record is named: `details.index` 'id'), or
+   * holding another chain (the fact's bytes, or the record's chain, changed: the seq is named).
+   */
+  #idRecordProblem(id: string, seq: number, chain: Uint8Array, stored: Uint8Array | undefined): FactstateError | undefined {
+    const key = keys.eventId(id)
+    const named = (what: string) => new FactstateError('LOG_CORRUPT', `the id record of event ${seq} (${key}) ${what}`, { details: { index: 'id', key, seq } })
+    if (stored === undefined) return named('is missing')
+    let indexed: [number, Uint8Array]
+    try {
+      indexed = indexRecord<[number, Uint8Array]>(stored, `id ${id}`, 'id')
+    } catch {
+      return named('is unreadable')
+    }
+    if (indexed[0] !== seq) return named(`names event ${String(indexed[0])}`)
+    if (!equalBytes(new Uint8Array(indexed[1]), chain)) return new FactstateError('LOG_CORRUPT', `event ${seq} does not match its digest chain`, { details: { seq } })
     return undefined
   }
 
@@ -1639,7 +1727,7 @@ export class EventLog {
       const iterator = this.#db.iterator(range)
       if (reader) reader.iterator = iterator
       for await (const [key, value] of iterator) {
-        const seq = seqOfEventKey(key)
+        const seq = eventSeq(key)
         let event: RuntimeEvent
         try {
           if (seq !== expected) throw missing()
@@ -1768,22 +1856,14 @@ export class EventLog {
           { snapshot },
         )
         window.forEach((item, index) => {
-          const value = stored[index]
-          let indexed: [number, Uint8Array] | undefined
-          try {
-            indexed = value === undefined ? undefined : indexRecord<[number, Uint8Array]>(value, `id ${item.id}`, 'id')
-          } catch {
-            // Unreadable: reported below with the seq of its fact.
-          }
-          if (indexed === undefined || indexed[0] !== item.seq || !equalBytes(new Uint8Array(indexed[1]), item.chain)) {
-            throw new FactstateError('LOG_CORRUPT', `event ${item.seq} does not match its digest chain`, { details: { seq: item.seq } })
-          }
+          const problem = this.#idRecordProblem(item.id, item.seq, item.chain, stored[index])
+          if (problem !== undefined) throw problem
         })
         window.length = 0
       }
       for await (const entries of batchesOf(this.#db.iterator({ gte: keys.eventLow, lt: keys.eventHigh, snapshot }))) {
         for (const [key, bytes] of entries) {
-          const seq = seqOfEventKey(key)
+          const seq = eventSeq(key)
           if (seq !== expected) {
             throw new FactstateError('LOG_CORRUPT', `event ${expected} is missing`, { details: { seq: expected } })
           }
@@ -1886,7 +1966,8 @@ export class EventLog {
     await this.#anchoring
     try {
       let synced = false
-      if (!this.#failed) {
+      // A head the anchor already records (a log opened to be read) needs neither the sync nor the anchor.
+      if (!this.#failed && this.#state.head.highWater !== this.#anchoredAt) {
         // The anchor promises the facts it counts are on the disk: under `os` durability they may
         // not be yet, and one synced write makes LevelDB sync its write-ahead log first.
         // Without that sync there is no anchor: an older one (or none) checks less, never wrongly.

@@ -40,4 +40,10 @@ export const keys = {
   openHigh: 'o"',
 }
 
-export const seqOfEventKey = (key: string): number => Number.parseInt(key.slice(2), 16)
+const EVENT_KEY = /^e!([0-9a-f]{13})$/
+
+/** The seq of an event key; NaN for a key in the event space that no event has (`e!3x`, say). */
+export const seqOfEventKey = (key: string): number => {
+  const digits = EVENT_KEY.exec(key)?.[1]
+  return digits === undefined ? Number.NaN : Number.parseInt(digits, 16)
+}

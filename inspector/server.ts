@@ -177,23 +177,6 @@ export async function serveInspector(options: InspectorOptions): Promise<Inspect
       // A page that misses a notification catches up on its next request.
     }
   })
-  try {
-    // Facts landing meanwhile wait in `pending`; the catalog skips any it has already indexed.
-    const upTo = log.head().highWater
-    if (upTo > maxEvents) throw new FactstateError('LOG_PREFIX_TOO_LARGE', `the log holds ${upTo} events, more than ${maxEvents}`)
-    let bytesRead = 0
-    for await (const { events, bytes } of internals.scanEvents(upTo, INDEX_CHUNK)) {
-      bytesRead += bytes
-      if (bytesRead > maxBytes) throw new FactstateError('LOG_PREFIX_TOO_LARGE', `the log holds more than ${maxBytes} bytes of events`)
-      catalog.apply(events)
-    }
-    for (const events of pending) catalog.apply(events)
-    pending = undefined
-  } catch (error) {
-    unsubscribe()
-    throw error
-  }
-
   let verified: VerifyReport | undefined
   let verifying: Promise<VerifyReport> | undefined
   const verify = (force: boolean): Promise<VerifyReport> => {
@@ -279,6 +262,12 @@ export async function serveInspector(options: InspectorOptions): Promise<Inspect
     return sendError(res, 404, 'NOT_FOUND', 'no such resource', head)
   }
 
+  // Listening comes first, so a port that is taken is refused before a long index (~20 s per
+  // million facts); a request that arrives meanwhile is answered once the index is whole.
+  let markIndexed = (): void => undefined
+  const indexed = new Promise<void>((resolve) => {
+    markIndexed = resolve
+  })
   let allowedHosts: Set<string> = new Set()
   const server: Server = createServer((req, res) => {
     // A page on another origin that rebinds its name to 127.0.0.1 still sends its own Host.
@@ -300,7 +289,7 @@ export async function serveInspector(options: InspectorOptions): Promise<Inspect
       // A request target no URL can be made of (`http://[/`, say) must not take the process down.
       return sendError(res, 400, 'BAD_REQUEST', 'the request target is not a valid URL')
     }
-    route(req, res, url.pathname, url.searchParams).catch((error: unknown) => {
+    indexed.then(() => route(req, res, url.pathname, url.searchParams)).catch((error: unknown) => {
       if (res.headersSent) {
         res.destroy()
         return
@@ -325,6 +314,26 @@ export async function serveInspector(options: InspectorOptions): Promise<Inspect
   }
   const bound = (server.address() as AddressInfo).port
   allowedHosts = new Set([`${HOST}:${bound}`, `localhost:${bound}`])
+  try {
+    // Facts landing meanwhile wait in `pending`; the catalog skips any it has already indexed.
+    const upTo = log.head().highWater
+    if (upTo > maxEvents) throw new FactstateError('LOG_PREFIX_TOO_LARGE', `the log holds ${upTo} events, more than ${maxEvents}`)
+    let bytesRead = 0
+    for await (const { events, bytes } of internals.scanEvents(upTo, INDEX_CHUNK)) {
+      bytesRead += bytes
+      if (bytesRead > maxBytes) throw new FactstateError('LOG_PREFIX_TOO_LARGE', `the log holds more than ${maxBytes} bytes of events`)
+      catalog.apply(events)
+    }
+    for (const events of pending) catalog.apply(events)
+    pending = undefined
+  } catch (error) {
+    unsubscribe()
+    server.close()
+    server.closeAllConnections()
+    throw error
+  }
+  markIndexed()
+
   const heartbeat = setInterval(() => {
     for (const stream of streams) sendFrame(stream, ': keep-alive\n\n')
   }, HEARTBEAT_MS)

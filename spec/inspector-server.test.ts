@@ -120,6 +120,18 @@ test(
       }
       await rejectsWithCode(() => serveInspector({ log, maxEvents: highWater - 1 }), 'LOG_PREFIX_TOO_LARGE', 'maxEvents')
       await rejectsWithCode(() => serveInspector({ log, maxBytes: 50_000 }), 'LOG_PREFIX_TOO_LARGE', 'maxBytes')
+      // The port is taken before the log is indexed: a port in use is refused as such, even on a log
+      // the index would refuse, and a refused index frees the port it took.
+      const blocker = createServer()
+      await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve))
+      const port = (blocker.address() as { port: number }).port
+      await rejectsWithCode(() => serveInspector({ log, port, maxBytes: 50_000 }), 'INSPECTOR_INVALID_OPTIONS', 'the port first')
+      await new Promise<void>((resolve) => blocker.close(() => resolve()))
+      await rejectsWithCode(() => serveInspector({ log, port, maxBytes: 50_000 }), 'LOG_PREFIX_TOO_LARGE', 'then the index')
+      await new Promise<void>((resolve, reject) => {
+        blocker.once('error', reject)
+        blocker.listen(port, '127.0.0.1', () => blocker.close(() => resolve()))
+      })
       assert.is(log.head().highWater, highWater, 'nothing was written')
     } finally {
       await log.close()

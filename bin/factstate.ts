@@ -8,13 +8,13 @@ import { type CommandIo, EXIT } from './io.js'
 const help = `usage: factstate <command> [options]
 
 commands:
-  demo                 run the whole promise end to end (no network, no API key)
-  inspect <log-dir>    open the statechart visualizer on a log (127.0.0.1 only)
-  log <log-dir>        print facts (--session, --run, --invocation, --type, --json)
+  demo [--dir D]       run the whole promise end to end (no network, no API key)
+  inspect <log-dir>    open the statechart visualizer on a log (127.0.0.1 only; --port N)
+  log <log-dir>        print facts (--session, --run, --invocation, --type, --from, --to, --last, --json)
   verify <log-dir>     re-read every fact, check the digest chain and every index record
   recover <log-dir>    close invocations a crash left open
 
-Run 'factstate <command> --help' for a command's options.
+Run 'factstate <command> --help' (or 'factstate help <command>') for a command's options.
 exit codes: 0 ok, 1 a check failed, 2 usage, 3 the log is open in another process, 4 refused`
 
 type Command = (args: string[], io: CommandIo) => Promise<number>
@@ -29,10 +29,13 @@ const commands: Record<string, () => Promise<Command>> = {
 
 // A reader that stops early (`| head -1`) closes the pipe: the next write fails with EPIPE. That
 // is not an error of the command: stop writing, let the command close its log, and exit 0.
+// Any other failure to write (a full disk, `> /dev/full`) is said once on stderr, and the command
+// stops the same way, its log closed, with exit 4.
 let stdoutClosed = false
+let stdoutFailed: NodeJS.ErrnoException | undefined
 process.stdout.on('error', (error: NodeJS.ErrnoException) => {
-  if (error.code !== 'EPIPE') throw error
   stdoutClosed = true
+  if (error.code !== 'EPIPE') stdoutFailed ??= error
 })
 
 const io: CommandIo = {
@@ -45,9 +48,20 @@ const io: CommandIo = {
 
 async function main(argv: string[]): Promise<number> {
   const [name, ...rest] = argv
-  if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
+  if (name === undefined) {
+    io.stderr(help)
+    return EXIT.usage
+  }
+  if (name === '--help' || name === '-h' || name === 'help') {
+    const about = rest[0] === undefined ? undefined : commands[rest[0]]
+    if (about) return (await about())(['--help'], io)
+    if (rest[0] !== undefined) {
+      io.stderr(`error: unknown command ${rest[0]}`)
+      io.stderr(help)
+      return EXIT.usage
+    }
     io.stdout(help)
-    return name === undefined ? EXIT.usage : EXIT.ok
+    return EXIT.ok
   }
   const load = commands[name]
   if (!load) {
@@ -60,10 +74,15 @@ async function main(argv: string[]): Promise<number> {
 
 main(process.argv.slice(2)).then(
   (code) => {
+    if (stdoutFailed) {
+      process.stderr.write(`error: the output could not be written (${stdoutFailed.code ?? stdoutFailed.message})\n`)
+      process.exitCode = EXIT.refused
+      return
+    }
     process.exitCode = code
   },
   (error: unknown) => {
     process.stderr.write(`error: ${(error as Error)?.stack ?? String(error)}\n`)
-    process.exitCode = EXIT.failed
+    process.exitCode = EXIT.refused
   },
 )

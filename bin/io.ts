@@ -34,7 +34,7 @@ export const EXIT = {
 const remedies: Partial<Record<FactstateErrorCode, string>> = {
   LOG_WRITER_BUSY: 'another process has this log open; stop it, or inspect it live from inside that process (serveInspector)',
   LOG_CORRUPT: 'the stored log is damaged (its facts, or the index record the error names); restore the directory from a backup — factstate wrote nothing, though LevelDB may have rewritten its own files when it opened them (copy a damaged directory before opening it, to keep it as evidence)',
-  LOG_IO: 'LevelDB could not read or write the directory; check permissions and free disk space',
+  LOG_IO: 'LevelDB could not read or write the directory; check permissions and free disk space (if LevelDB names a missing or damaged file of its own, the directory is damaged: restore it from a backup)',
   LOG_INVALID_ARGUMENT: 'check the command line: the log directory and filters',
   RUN_BUSY: 'wait for the session\u2019s active run (or its paused turn\u2019s successor) to finish',
   RUN_RECONCILIATION_REQUIRED: 'check the unknown tool outcomes, then start the message with allowPriorUnknown: true',
@@ -53,7 +53,7 @@ export function reportError(error: unknown, io: CommandIo): number {
     return error.code === 'LOG_WRITER_BUSY' ? EXIT.busy : error.code === 'LOG_CORRUPT' ? EXIT.failed : EXIT.refused
   }
   io.stderr(`error: ${(error as Error)?.message ?? String(error)}`)
-  return EXIT.failed
+  return EXIT.refused
 }
 
 /** A usage error: prints it with the command's help and returns the usage exit code. */
@@ -90,6 +90,16 @@ export async function isLogDirectory(path: string): Promise<boolean> {
   }
 }
 
+/** Opens the log in `directory`; undefined when it holds another program's LevelDB database (a usage error, not a refusal). */
+export async function openLog(directory: string): Promise<EventLog | undefined> {
+  try {
+    return await EventLog.open(directory)
+  } catch (error) {
+    if (error instanceof FactstateError && error.code === 'LOG_INVALID_ARGUMENT' && (error.details as { notALog?: boolean } | undefined)?.notALog) return undefined
+    throw error
+  }
+}
+
 /**
  * The shape of a command that takes one log directory and `--help`: parses, opens the log, runs
  * `action`, reports a refusal with its code and remedy, and always closes the log.
@@ -103,7 +113,8 @@ export async function onLogDirectory(args: string[], io: CommandIo, help: string
   if (!(await isLogDirectory(directory))) return usage(io, `no factstate log at ${directory}`, help)
   let log: EventLog | undefined
   try {
-    log = await EventLog.open(directory)
+    log = await openLog(directory)
+    if (log === undefined) return usage(io, `no factstate log at ${directory} (it holds another program's LevelDB database)`, help)
     await action(log)
     return EXIT.ok
   } catch (error) {

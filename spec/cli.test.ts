@@ -3,11 +3,14 @@
  * demo's log, usage errors and the busy-log exit code.
  */
 import { spawn } from 'node:child_process'
-import { readdir, readFile, writeFile } from 'node:fs/promises'
+import { closeSync, openSync } from 'node:fs'
+import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
+import { ClassicLevel } from 'classic-level'
 import { EventLog } from '../index.js'
+import { prepare } from '../bin/commands/demo.js'
 import { completeInvocation, EventMaker, facts, invocationOf } from './support/log-fixtures.js'
 import { withTempDir, withTimeout } from './support/temp.js'
 
@@ -223,5 +226,87 @@ test('usage errors exit 2 and say what is wrong', () =>
     })(),
     30_000,
   ))
+
+test('demo refuses with exit 3, deleting nothing, while its last log is open in another process', () =>
+  bounded30(withTempDir(async (dir) => {
+    await writeFile(join(dir, '.factstate-demo'), 'an earlier demo\n')
+    const held = await EventLog.open(join(dir, 'log'))
+    try {
+      await held.append(new EventMaker(invocationOf('earlier')).next(facts.opened()))
+      const result = await cli(['demo', '--dir', dir])
+      assert.is(result.code, 3, result.stderr)
+      assert.match(result.stderr, /LOG_WRITER_BUSY/)
+      assert.is((await held.verify()).events, 1, 'the log in use is whole')
+    } finally {
+      await held.close()
+    }
+    assert.equal((await readdir(dir)).sort(), ['.factstate-demo', 'log'])
+  })))
+
+test('demo empties a directory it may not remove (the current one, --dir .) instead of failing on it', () =>
+  bounded30(withTempDir(async (dir) => {
+    await writeFile(join(dir, '.factstate-demo'), 'an earlier demo\n')
+    await mkdir(join(dir, 'log'))
+    await writeFile(join(dir, 'ledger.jsonl'), '{}\n')
+    // A path ending in "." names the directory itself, which rm cannot remove (EINVAL), as with "--dir .".
+    await prepare(`${dir}/.`)
+    assert.equal(await readdir(dir), ['.factstate-demo'], 'emptied, and marked again')
+  })))
+
+test("log, verify, recover and inspect refuse another program's LevelDB database (exit 2) and write nothing into it", () =>
+  bounded30(withTempDir(async (dir) => {
+    const theirs = join(dir, 'theirs')
+    const db = new ClassicLevel<string, string>(theirs)
+    await db.put('user:1', 'Ada')
+    await db.close()
+    for (const command of ['log', 'verify', 'recover', 'inspect']) {
+      const result = await cli([command, theirs])
+      assert.is(result.code, 2, `${command}: ${result.stderr}`)
+      assert.match(result.stderr, /no factstate log at .*another program's LevelDB database/)
+    }
+    assert.not.ok((await readdir(theirs)).some((name) => name.startsWith('FACTSTATE')), 'no anchor, no filter')
+    const again = new ClassicLevel<string, string>(theirs)
+    try {
+      assert.equal(await again.keys().all(), ['user:1'])
+    } finally {
+      await again.close()
+    }
+  })))
+
+test('log: a time past what a Date holds is printed as its number; --from after --to is a usage error; help <command>, no command, and output that cannot be written', () =>
+  bounded30(withTempDir(async (dir) => {
+    const location = join(dir, 'log')
+    const log = await EventLog.open(location)
+    try {
+      await log.append({ ...new EventMaker(invocationOf('far')).next(facts.opened()), recordedAt: Number.MAX_SAFE_INTEGER })
+    } finally {
+      await log.close()
+    }
+    const far = await cli(['log', location])
+    assert.is(far.code, 0, far.stderr)
+    assert.match(far.stdout, new RegExp(`@${Number.MAX_SAFE_INTEGER}`))
+    const backwards = await cli(['log', location, '--from', '5', '--to', '3'])
+    assert.is(backwards.code, 2)
+    assert.match(backwards.stderr, /--from 5 is after --to 3/)
+    const helpLog = await cli(['help', 'log'])
+    assert.is(helpLog.code, 0)
+    assert.match(helpLog.stdout, /^usage: factstate log/)
+    const none = await cli([])
+    assert.is(none.code, 2)
+    assert.is(none.stdout, '', 'usage on a missing command goes to stderr')
+    assert.match(none.stderr, /^usage: factstate <command>/)
+    // Standard output that fails with something other than a closed pipe: Linux's /dev/full answers every write with ENOSPC.
+    const deviceFull = openSync('/dev/full', 'w')
+    const full = await new Promise<{ code: number | null; stderr: string }>((resolve, reject) => {
+      const child = spawn(process.execPath, ['--import', 'tsx', 'bin/factstate.ts', 'verify', location], { stdio: ['ignore', deviceFull, 'pipe'] })
+      let stderr = ''
+      child.stderr?.on('data', (chunk) => (stderr += chunk))
+      child.on('error', reject)
+      child.on('close', (code) => resolve({ code, stderr }))
+    }).finally(() => closeSync(deviceFull))
+    assert.is(full.code, 4, full.stderr)
+    assert.match(full.stderr, /ENOSPC/)
+    assert.not.match(full.stderr, /\n\s+at /, 'no stack trace')
+  })))
 
 test.run()

@@ -3,6 +3,7 @@ import { existsSync } from 'node:fs'
 import { mkdir, readdir, rm, stat, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { FactstateError } from '../../errors.js'
 import { EventLog } from '../../store/event-log.js'
 import { paths, readLedger } from '../demo/agent.js'
 import { type CommandIo, EXIT, parseCommand, reportError, usage } from '../io.js'
@@ -93,8 +94,21 @@ function runPhase(phase: string, dir: string, label: string, io: CommandIo, kill
 /** Left in every directory the demo prepares: only such a directory (or an empty one) is ever emptied. */
 const MARKER = '.factstate-demo'
 
+/** A demo directory's log that another process has open is `LOG_WRITER_BUSY`: the demo then exits 3. */
+async function notInUse(location: string): Promise<void> {
+  let log: EventLog
+  try {
+    log = await EventLog.open(location)
+  } catch (error) {
+    // Anything else (a damaged log of an earlier demo) is the demo's own to replace.
+    if (error instanceof FactstateError && error.code === 'LOG_WRITER_BUSY') throw error
+    return
+  }
+  await log.close()
+}
+
 /** Empties the demo directory, refusing to touch one that holds anything but an earlier demo. */
-async function prepare(dir: string): Promise<void> {
+export async function prepare(dir: string): Promise<void> {
   if (dir.trim() === '') throw new Error('--dir needs a directory')
   if (existsSync(dir)) {
     if (!(await stat(dir)).isDirectory()) throw new Error(`${dir} is a file, not a directory; choose another --dir`)
@@ -105,7 +119,11 @@ async function prepare(dir: string): Promise<void> {
     if (entries.length > 0 && !entries.includes(MARKER)) {
       throw new Error(`${dir} holds a log the demo did not write; choose another --dir`)
     }
-    await rm(dir, { recursive: true, force: true })
+    // Nor one in use (an inspector left open on the last demo): deleted under that process, the
+    // log it holds would get its head anchor written into the new demo's directory at its close.
+    if (entries.includes('log')) await notInUse(join(dir, 'log'))
+    // The entries, not the directory: it may be the current one (`--dir .`).
+    for (const name of entries) await rm(join(dir, name), { recursive: true, force: true })
   }
   try {
     await mkdir(dir, { recursive: true })
@@ -139,6 +157,7 @@ export async function demoCommand(args: string[], io: CommandIo): Promise<number
   try {
     await prepare(dir)
   } catch (error) {
+    if (error instanceof FactstateError) return reportError(error, io)
     // A directory the demo may not empty is a matter of the command line, not a failed demo.
     return usage(io, (error as Error).message, demoHelp)
   }

@@ -1,6 +1,6 @@
 import { serveInspector } from '../../inspector/server.js'
 import { EventLog } from '../../store/event-log.js'
-import { type CommandIo, EXIT, isLogDirectory, parseCommand, reportError, usage } from '../io.js'
+import { type CommandIo, EXIT, isLogDirectory, openLog, parseCommand, reportError, usage } from '../io.js'
 
 /** The text `factstate inspect --help` prints. */
 export const inspectHelp = `usage: factstate inspect <log-directory> [--port N]
@@ -61,7 +61,8 @@ export async function inspectCommand(args: string[], io: CommandIo, options: { s
   if (!(await isLogDirectory(directory))) return usage(io, `no factstate log at ${directory}`, inspectHelp)
   let log: EventLog | undefined
   try {
-    log = await EventLog.open(directory)
+    log = await openLog(directory)
+    if (log === undefined) return usage(io, `no factstate log at ${directory} (it holds another program's LevelDB database)`, inspectHelp)
     // Indexing takes ~20 s per million facts here: say so before the wait, not after it.
     if (log.head().highWater >= LARGE_LOG) io.stderr(`indexing ${log.head().highWater} facts before serving…`)
     const inspector = await serveInspector({ log, port })

@@ -2,13 +2,14 @@ import { FACT_TYPES, type FactType, type StoredEvent } from '../../facts/types.j
 import { ID_PATTERN } from '../../facts/schema.js'
 import { EventLog, logInternals } from '../../store/event-log.js'
 import { summarizeFact } from '../../store/fact-summary.js'
-import { type CommandIo, EXIT, isLogDirectory, parseCommand, reportError, usage } from '../io.js'
+import { type CommandIo, EXIT, isLogDirectory, openLog, parseCommand, reportError, usage } from '../io.js'
 
 export const logHelp = `usage: factstate log <log-directory> [--session ID] [--run ID] [--invocation ID] [--type TYPE] [--from SEQ] [--to SEQ] [--last N] [--json]
 
 Prints the facts of a log in seq order, one line each (or one JSON object per line with --json).
 Filters combine. TYPE is a fact type such as tool.dispatched; a trailing * matches a family (tool.*).
---from and --to bound the seqs read (inclusive); --last N reads only the last N facts (up to --to if given).
+--from and --to bound the seqs read (inclusive); --last N reads only the last N facts of the log (up to
+--to if given), and the filters then apply to those.
 Exit codes: 0 printed, 2 usage, 3 the log is open in another process, 1/4 the log refused.`
 
 /**
@@ -54,6 +55,7 @@ export async function logCommand(args: string[], io: CommandIo): Promise<number>
     bounds[name] = value
   }
   if (bounds.last !== undefined && bounds.from !== undefined) return usage(io, '--last and --from do not combine', logHelp)
+  if (bounds.from !== undefined && bounds.to !== undefined && bounds.from > bounds.to) return usage(io, `--from ${bounds.from} is after --to ${bounds.to}`, logHelp)
   for (const name of ['session', 'run', 'invocation'] as const) {
     const value = values[name]
     if (value !== undefined && !ID_PATTERN.test(value)) return usage(io, `--${name} takes an id (1–128 characters from [A-Za-z0-9._:-]), not ${value}`, logHelp)
@@ -67,7 +69,8 @@ export async function logCommand(args: string[], io: CommandIo): Promise<number>
   if (!(await isLogDirectory(directory))) return usage(io, `no factstate log at ${directory}`, logHelp)
   let log: EventLog | undefined
   try {
-    log = await EventLog.open(directory)
+    log = await openLog(directory)
+    if (log === undefined) return usage(io, `no factstate log at ${directory} (it holds another program's LevelDB database)`, logHelp)
     let shown = 0
     const { highWater } = log.head()
     const to = Math.min(bounds.to ?? highWater, highWater)
@@ -95,7 +98,9 @@ export async function logCommand(args: string[], io: CommandIo): Promise<number>
 
 /** One human-readable line for a stored event. */
 export function formatEvent({ seq, event }: StoredEvent): string {
-  const at = new Date(event.recordedAt).toISOString()
+  // The schema allows any safe integer; past the year 275760 a Date has no ISO form, so the number is shown.
+  const date = new Date(event.recordedAt)
+  const at = Number.isNaN(date.getTime()) ? `@${event.recordedAt}` : date.toISOString()
   const who = `${event.invocation.sessionId}/${event.invocation.turnId}/${event.invocation.runId}/${event.invocation.invocationId}`
   return `#${String(seq).padStart(6)}  ${at}  ${who}  ${event.fact.type.padEnd(18)} ${summarizeFact(event.fact)}`
 }

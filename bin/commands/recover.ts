@@ -6,7 +6,8 @@ export const recoverHelp = `usage: factstate recover <log-directory>
 Closes every invocation a crash left open (a model request in flight or a host gone:
 failed/host_interrupted; a tool dispatched and never settled: failed/outcome_unknown, and the
 session then needs reconciliation). Invents no settlement. Running it twice closes nothing the
-second time. Exit 0 on success, 3 if the log is open in another process.`
+second time. Exit 0 on success, 1 if the log is damaged (LOG_CORRUPT), 2 usage (no log there),
+3 if the log is open in another process, 4 any other refusal.`
 
 /**
  * `factstate recover <dir>`.

@@ -3,13 +3,14 @@
  * the directory it opened, only when there is something new to record, and never into another
  * program's LevelDB database; LevelDB's own failures on open say what LevelDB found.
  */
-import { mkdir, readdir, rename, rm, stat, writeFile } from 'node:fs/promises'
+import { lstat, mkdir, readdir, readFile, rename, rm, stat, symlink, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { ClassicLevel } from 'classic-level'
 import { suite } from 'uvu'
 import * as assert from 'uvu/assert'
-import { EventLog } from '../store/event-log.js'
-import { EventMaker, boundedTest, completeInvocation, facts, invocationOf, refusal } from './support/log-fixtures.js'
+import { EventLog, logInternals } from '../store/event-log.js'
+import { keys } from '../store/keys.js'
+import { EventMaker, boundedTest, completeInvocation, facts, invocationOf, refusal, withDb } from './support/log-fixtures.js'
 
 const directory = suite('store: the log directory')
 
@@ -35,10 +36,12 @@ directory(
 )
 
 directory(
-  'an open and close that append nothing leave the head anchor as it was (a read, under either durability)',
+  'an open and close that append nothing leave the head anchor as it was (a read, under either durability), and an empty log gets none',
   boundedTest(20_000, async (root) => {
     for (const durability of ['sync', 'os'] as const) {
       const path = join(root, durability)
+      await (await EventLog.open(path, { durability })).close()
+      assert.not.ok((await readdir(path)).includes('FACTSTATE-HEAD'), `${durability}: no anchor for no facts`)
       const log = await EventLog.open(path, { durability })
       await log.appendAll(completeInvocation('a'))
       await log.close()
@@ -76,6 +79,20 @@ directory(
     } finally {
       await again.close()
     }
+    // A factstate log that lost its facts and head (a damaged table) is damaged, not somebody else's.
+    const damaged = join(root, 'damaged')
+    const log0 = await EventLog.open(damaged)
+    await log0.appendAll(completeInvocation('a'))
+    await log0.close()
+    await withDb(damaged, async (stored) => {
+      for (const key of await stored.keys({ gte: keys.eventLow, lt: keys.eventHigh }).all()) await stored.del(key)
+      await stored.del(keys.head)
+      await stored.del(keys.format)
+    })
+    const lost = await refusal(EventLog.open(damaged))
+    assert.is(lost.code, 'LOG_CORRUPT', lost.message)
+    await rm(join(damaged, 'FACTSTATE-HEAD'))
+    assert.is((await refusal(EventLog.open(damaged))).code, 'LOG_CORRUPT', 'without its anchor, by its own keys')
     // An empty LevelDB directory is an empty log, as a new directory is.
     const empty = join(root, 'empty')
     await new ClassicLevel(empty).close()
@@ -99,6 +116,34 @@ directory(
     const error = await refusal(EventLog.open(path))
     assert.is(error.code, 'LOG_IO', error.message)
     assert.match(error.message, /MANIFEST-\d+: No such file or directory/)
+  }),
+)
+
+directory(
+  'what is left at the temporary names of the anchor and the filter (symlinks out of the directory) is replaced, never written through',
+  boundedTest(20_000, async (root) => {
+    const path = join(root, 'log')
+    const log = await EventLog.open(path)
+    const victims = [join(root, 'victim-head'), join(root, 'victim-ids')]
+    try {
+      logInternals(log).setIdFilterStoredFrom(0)
+      await log.appendAll(completeInvocation('a'))
+      assert.is(await logInternals(log).buildIdFilter(), true)
+      for (const [index, name] of ['FACTSTATE-HEAD.tmp', 'FACTSTATE-IDS.tmp'].entries()) {
+        await writeFile(victims[index] as string, 'precious\n')
+        await symlink(victims[index] as string, join(path, name))
+      }
+    } finally {
+      await log.close()
+    }
+    for (const victim of victims) assert.is(await readFile(victim, 'utf8'), 'precious\n', victim)
+    for (const name of ['FACTSTATE-HEAD', 'FACTSTATE-IDS']) assert.ok((await lstat(join(path, name))).isFile(), `${name} is a file of the log`)
+    const reopened = await EventLog.open(path)
+    try {
+      assert.is(await logInternals(reopened).idFilterReady(), true, 'the stored filter is taken up')
+    } finally {
+      await reopened.close()
+    }
   }),
 )
 

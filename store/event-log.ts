@@ -1,4 +1,4 @@
-import { open as openFile, readFile, rename, stat } from 'node:fs/promises'
+import { type FileHandle, open as openFile, readFile, rename, rm, stat } from 'node:fs/promises'
 import { isDeepStrictEqual } from 'node:util'
 import { join } from 'node:path'
 import { type ChainedBatch, ClassicLevel } from 'classic-level'
@@ -242,6 +242,8 @@ const CATCH_UP_SCANNED = TAIL_KEYS_CHECKED
  * a clean close recorded knows acknowledged facts were lost.
  */
 const ANCHOR_FILE = 'FACTSTATE-HEAD'
+/** The first key of a database that is factstate's: one of its key spaces (store/keys.ts). */
+const FACTSTATE_KEY = /^[hseivnrcpqo]!/
 /**
  * Under `sync` durability the anchor is also refreshed while the log is written, at most this long
  * after a group commit: after a crash (no clean close) an open then still knows a recent head, and
@@ -554,6 +556,24 @@ function levelError(error: unknown): FactstateError {
   return new FactstateError('LOG_IO', `LevelDB failed: ${causeMessages(error)}`, { cause: error })
 }
 
+/**
+ * Writes `parts` to `path`.tmp and renames it over `path` (synced first when `sync`). The temporary
+ * name is removed and created afresh ('wx'): whatever was left there (a symlink, say) is never
+ * followed out of the directory.
+ */
+async function writeAside(path: string, parts: Uint8Array[], sync: boolean): Promise<void> {
+  const aside = `${path}.tmp`
+  await rm(aside, { force: true })
+  const file = await openFile(aside, 'wx')
+  try {
+    await file.writev(parts)
+    if (sync) await file.sync()
+  } finally {
+    await file.close()
+  }
+  await rename(aside, path)
+}
+
 /** The seq of a key read from the event space; `LOG_CORRUPT` naming the key when it is not an event key. */
 function eventSeq(key: string): number {
   const seq = seqOfEventKey(key)
@@ -623,8 +643,12 @@ export class EventLog {
   /** The log carries `keys.reservationsIndexed` (else the next batch writes it). */
   #reservationsMarked = false
   #idsMinimum = ID_FILTER_MIN
-  /** The directory opened (device and inode): the files written beside LevelDB's go only into it, never into one that replaced it. */
-  #directory: { dev: number; ino: number } | undefined
+  /**
+   * The directory opened (device and inode): the files written beside LevelDB's go only into it,
+   * never into one that replaced it. Held open until the close is done, so that its inode cannot be
+   * given to a directory made at its name meanwhile (ext4 reuses a freed one at once).
+   */
+  #directory: { dev: number; ino: number; handle: FileHandle | undefined } | undefined
   /** The high-water the anchor on disk records, when it records this very head: an unchanged head is not written again. */
   #anchoredAt: number | undefined
   #idsStoredFrom = ID_FILTER_STORED_FROM
@@ -724,6 +748,7 @@ export class EventLog {
       await log.#load()
     } catch (error) {
       await db.close().catch(() => undefined)
+      await log.#directory?.handle?.close().catch(() => undefined)
       claim.release()
       throw error instanceof FactstateError ? error : levelError(error)
     }
@@ -769,7 +794,10 @@ export class EventLog {
   async #loadIds(head: Head): Promise<void> {
     let bytes: Uint8Array
     try {
-      bytes = await readFile(join(this.#location, ID_FILTER_FILE))
+      const path = join(this.#location, ID_FILTER_FILE)
+      // Never more than the largest filter the log makes (ID_FILTER_MAX ids: 32 MiB of bits) and its header.
+      if ((await stat(path)).size > 33 * 1024 * 1024) return
+      bytes = await readFile(path)
     } catch {
       return
     }
@@ -815,13 +843,7 @@ export class EventLog {
     const path = join(this.#location, ID_FILTER_FILE)
     if (!(await this.#stillOurDirectory())) return
     try {
-      const file = await openFile(`${path}.tmp`, 'w')
-      try {
-        await file.writev(serializeIdFilter(filter, highWater, chain))
-      } finally {
-        await file.close()
-      }
-      await rename(`${path}.tmp`, path)
+      await writeAside(path, serializeIdFilter(filter, highWater, chain), false)
     } catch {
       // The next open reads the id index instead, as it does without a stored filter.
     }
@@ -886,8 +908,14 @@ export class EventLog {
         )
       }
     }
-    const directory = await stat(this.#location)
-    this.#directory = { dev: directory.dev, ino: directory.ino }
+    let handle: FileHandle | undefined
+    try {
+      handle = await openFile(this.#location, 'r')
+    } catch {
+      // A system that cannot open a directory: its device and inode alone are compared.
+    }
+    const directory = handle ? await handle.stat() : await stat(this.#location)
+    this.#directory = { dev: directory.dev, ino: directory.ino, handle }
     await this.#checkAnchor(head)
     this.#state.head = head
     await this.#loadIds(head)
@@ -908,6 +936,19 @@ export class EventLog {
     for await (const key of this.#db.keys({ limit: 1 })) first = key
     if (first === undefined) return
     for await (const _ of this.#db.keys({ gte: keys.eventLow, lt: keys.eventHigh, limit: 1 })) return
+    // A factstate log that lost its facts and head (a damaged table) still has the anchor of its last
+    // close (checked next, against the head) or factstate's keys: damaged, not another program's.
+    try {
+      await stat(join(this.#location, ANCHOR_FILE))
+      return
+    } catch {
+      // No anchor.
+    }
+    if (FACTSTATE_KEY.test(first)) {
+      throw new FactstateError('LOG_CORRUPT', `the log holds index records (${JSON.stringify(first.slice(0, 40))}, …) but neither its head nor any fact: its facts were lost`, {
+        details: { seq: 1 },
+      })
+    }
     const shown = JSON.stringify(first.length > 40 ? `${first.slice(0, 40)}…` : first)
     throw new FactstateError('LOG_INVALID_ARGUMENT', `${this.#location} holds a LevelDB database that is not a factstate log (it has no head and no facts; its first key is ${shown})`, {
       details: { notALog: true },
@@ -1071,16 +1112,10 @@ export class EventLog {
   async #writeAnchor(): Promise<void> {
     const path = join(this.#location, ANCHOR_FILE)
     const { highWater, chain } = this.#state.head
-    if (highWater === this.#anchoredAt || !(await this.#stillOurDirectory())) return
+    // An anchor of no events checks nothing: an empty log gets none.
+    if (highWater === 0 || highWater === this.#anchoredAt || !(await this.#stillOurDirectory())) return
     try {
-      const file = await openFile(`${path}.tmp`, 'w')
-      try {
-        await file.writeFile(`factstate-head v1 ${highWater} ${Buffer.from(chain).toString('hex')}\n`)
-        await file.sync()
-      } finally {
-        await file.close()
-      }
-      await rename(`${path}.tmp`, path)
+      await writeAside(path, [Buffer.from(`factstate-head v1 ${highWater} ${Buffer.from(chain).toString('hex')}\n`)], true)
       this.#anchoredAt = highWater
     } catch {
       // Without a fresh anchor a later open checks less, never wrongly: an older anchor is a lower bound.
@@ -1985,6 +2020,7 @@ export class EventLog {
       if (synced) await this.#writeAnchor()
       await this.#saveIds()
     } finally {
+      await this.#directory?.handle?.close().catch(() => undefined)
       this.#release()
     }
   }

@@ -73,7 +73,9 @@ async function main(argv: string[]): Promise<number> {
 }
 
 main(process.argv.slice(2)).then(
-  (code) => {
+  async (code) => {
+    // A failed write is reported on a later tick: a command whose last write was its last step (help) waits for it.
+    await new Promise<void>((resolve) => setImmediate(resolve))
     if (stdoutFailed) {
       process.stderr.write(`error: the output could not be written (${stdoutFailed.code ?? stdoutFailed.message})\n`)
       process.exitCode = EXIT.refused

@@ -296,17 +296,20 @@ test('log: a time past what a Date holds is printed as its number; --from after 
     assert.is(none.stdout, '', 'usage on a missing command goes to stderr')
     assert.match(none.stderr, /^usage: factstate <command>/)
     // Standard output that fails with something other than a closed pipe: Linux's /dev/full answers every write with ENOSPC.
-    const deviceFull = openSync('/dev/full', 'w')
-    const full = await new Promise<{ code: number | null; stderr: string }>((resolve, reject) => {
-      const child = spawn(process.execPath, ['--import', 'tsx', 'bin/factstate.ts', 'verify', location], { stdio: ['ignore', deviceFull, 'pipe'] })
-      let stderr = ''
-      child.stderr?.on('data', (chunk) => (stderr += chunk))
-      child.on('error', reject)
-      child.on('close', (code) => resolve({ code, stderr }))
-    }).finally(() => closeSync(deviceFull))
-    assert.is(full.code, 4, full.stderr)
-    assert.match(full.stderr, /ENOSPC/)
-    assert.not.match(full.stderr, /\n\s+at /, 'no stack trace')
+    // Both after a log was opened and closed, and when the write was the command's last step (help).
+    for (const args of [['verify', location], ['help', 'log']]) {
+      const deviceFull = openSync('/dev/full', 'w')
+      const full = await new Promise<{ code: number | null; stderr: string }>((resolve, reject) => {
+        const child = spawn(process.execPath, ['--import', 'tsx', 'bin/factstate.ts', ...args], { stdio: ['ignore', deviceFull, 'pipe'] })
+        let stderr = ''
+        child.stderr?.on('data', (chunk) => (stderr += chunk))
+        child.on('error', reject)
+        child.on('close', (code) => resolve({ code, stderr }))
+      }).finally(() => closeSync(deviceFull))
+      assert.is(full.code, 4, `${args.join(' ')}: ${full.stderr}`)
+      assert.match(full.stderr, /ENOSPC/)
+      assert.not.match(full.stderr, /\n\s+at /, 'no stack trace')
+    }
   })))
 
 test.run()

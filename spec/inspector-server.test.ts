@@ -140,6 +140,66 @@ test(
 )
 
 test(
+  'a request that arrives while the log is being indexed is answered once the index is whole; the server answers meanwhile',
+  bounded(20_000, async (dir) => {
+    const log = await EventLog.open(join(dir, 'log'))
+    const internals = logInternals(log)
+    const scan = internals.scanEvents
+    let release = (): void => undefined
+    const gate = new Promise<void>((resolve) => {
+      release = resolve
+    })
+    try {
+      await log.appendAll(new EventMaker(invocationOf('early')).many([facts.opened(), facts.requested('s1')]))
+      // The index waits at the gate: the server listens, the catalog is still empty.
+      internals.scanEvents = (upTo, chunk) =>
+        (async function* () {
+          await gate
+          yield* scan(upTo, chunk)
+        })()
+      const probe = createServer()
+      await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve))
+      const port = (probe.address() as { port: number }).port
+      await new Promise<void>((resolve) => probe.close(() => resolve()))
+      const serving = serveInspector({ log, port })
+      const url = `http://127.0.0.1:${port}/`
+      // Listening (the port answers) before the index is read.
+      for (let attempt = 0; ; attempt += 1) {
+        const answered = await raw(url, { host: 'evil.example' }).then(
+          (response) => response.status,
+          () => 0,
+        )
+        if (answered === 403) break
+        assert.ok(attempt < 200, 'the inspector listens while it indexes')
+        await new Promise((resolve) => setTimeout(resolve, 10))
+      }
+      let overviewAnswered = false
+      const overview = getJson<Overview>(`${url}api/overview`).then((response) => {
+        overviewAnswered = true
+        return response
+      })
+      // Another request, answered at once (refused by its Host), while the overview waits for the index.
+      assert.is((await raw(url, { host: 'evil.example' })).status, 403)
+      assert.is(overviewAnswered, false, 'not answered from a half-built index')
+      release()
+      const inspector = await serving
+      try {
+        const { status, body } = await overview
+        assert.is(status, 200)
+        assert.is(body.highWater, 2)
+        assert.is(body.sessionsTotal, 1, 'answered from the whole index')
+      } finally {
+        await inspector.close()
+      }
+    } finally {
+      release()
+      internals.scanEvents = scan
+      await log.close()
+    }
+  }),
+)
+
+test(
   'read-only and local-only: other methods, other Host headers are refused; closing leaves the log open',
   bounded(10_000, async (dir) => {
     const log = await EventLog.open(join(dir, 'log'))

@@ -5,7 +5,7 @@
  * its key space and key; damage to the facts is still reported first, by seq; and a verify running
  * beside appends reads one snapshot and finds nothing wrong.
  */
-import { cp, mkdtemp, rm } from 'node:fs/promises'
+import { cp, mkdir, mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -13,7 +13,7 @@ import { ClassicLevel } from 'classic-level'
 import { suite } from 'uvu'
 import * as assert from 'uvu/assert'
 import type { Fact, InvocationOutcome, RuntimeEvent } from '../facts/types.js'
-import { decodeRecord, encodeEvent, encodeRecord } from '../store/encoding.js'
+import { decodeEvent, decodeRecord, encodeEvent, encodeRecord } from '../store/encoding.js'
 import { EventLog } from '../store/event-log.js'
 import { recoverInvocations } from '../store/recovery.js'
 import { keys } from '../store/keys.js'
@@ -268,6 +268,49 @@ audit(
     const error = await verifyRefusal(dir)
     assert.is(error.code, 'LOG_CORRUPT')
     assert.equal(error.details, { seq: 3 }, error.message)
+  }),
+)
+
+audit(
+  'a fact whose id was changed is reported by its seq, on open and by verify(), not as its id record missing; a lost id record of the last fact is named as the record',
+  boundedTest(30_000, async (dir) => {
+    const mixed = await mixedLog(dir)
+    const renamed = async (seq: number) =>
+      withDb(join(dir, 'log'), async (db) => {
+        const stored = await db.get(keys.event(seq))
+        assert.ok(stored)
+        await db.put(keys.event(seq), encodeEvent({ ...decodeEvent(stored, seq), id: `renamed/${seq}` }))
+      })
+    // In the tail the open checks: the open finds it.
+    await renamed(3)
+    const onOpen = await refusal(EventLog.open(join(dir, 'log')))
+    assert.is(onOpen.code, 'LOG_CORRUPT', onOpen.message)
+    assert.equal(onOpen.details, { seq: 3 }, onOpen.message)
+    // Before the tail: verify() finds it, and the chain after it tells a changed fact from a lost record.
+    const big = join(dir, 'big')
+    await mkdir(big)
+    await mixedLog(big)
+    await withLog(join(big, 'log'), async (log) => {
+      await Promise.all(Array.from({ length: 140 }, (_, n) => log.appendAll(completeInvocation(`later${n}`))))
+    })
+    await withDb(join(big, 'log'), async (db) => {
+      const stored = await db.get(keys.event(3))
+      assert.ok(stored)
+      await db.put(keys.event(3), encodeEvent({ ...decodeEvent(stored, 3), id: 'renamed/3' }))
+    })
+    const changed = await verifyRefusal(big)
+    assert.equal(changed.details, { seq: 3 }, changed.message)
+    const last = join(dir, 'last')
+    await mkdir(last)
+    await mixedLog(last)
+    await withDb(join(last, 'log'), async (db) => {
+      const stored = await db.get(keys.event(mixed.events))
+      assert.ok(stored)
+      await db.del(keys.eventId(decodeEvent(stored, mixed.events).id))
+    })
+    const lost = await verifyRefusal(last)
+    assert.is(lost.details?.index, 'id', lost.message)
+    assert.is(lost.details?.seq, mixed.events, lost.message)
   }),
 )
 

@@ -899,8 +899,6 @@ export class EventLog {
       }
       if (!equalBytes(chain, head.chain)) {
         const first = await this.#firstUnchained(from, head.highWater, before)
-        // An id record missing or damaged is named as the index record it is; the fact may be intact.
-        if (first !== undefined && typeof first !== 'number') throw first
         throw new FactstateError(
           'LOG_CORRUPT',
           first === undefined ? `the digest chain of the last ${head.highWater - from + 1} events does not match the head` : `event ${first} does not match its digest chain`,
@@ -1139,10 +1137,11 @@ export class EventLog {
   /**
    * Once the tail's chain disagrees with the head (on open, so read again only then): the first fact
    * from `from` to `to` whose recomputed chain step differs from the one its id record holds, or
-   * whose id record is missing or damaged, i.e. the fact that was changed. Undefined when every step
-   * agrees (then it is the head that is damaged).
+   * whose id record is missing or damaged under the id its bytes now hold, i.e. the fact that was
+   * changed (the mismatch proves something changed; an id record alone would not break the chain).
+   * Undefined when every step agrees (then it is the head that is damaged).
    */
-  async #firstUnchained(from: number, to: number, before: Uint8Array): Promise<number | FactstateError | undefined> {
+  async #firstUnchained(from: number, to: number, before: Uint8Array): Promise<number | undefined> {
     let chain = before
     let seq = from
     for await (const bytes of this.#db.values({ gte: keys.event(from), lte: keys.event(to) })) {
@@ -1153,8 +1152,7 @@ export class EventLog {
       } catch {
         return seq
       }
-      const problem = await this.#idRecordProblem(id, seq, chain, await this.#db.get(keys.eventId(id)))
-      if (problem !== undefined) return problem.details?.index === 'id' ? problem : seq
+      if (this.#idRecordProblem(id, seq, chain, await this.#db.get(keys.eventId(id))) !== undefined) return seq
       seq += 1
     }
     return undefined
@@ -1884,6 +1882,14 @@ export class EventLog {
       let chain: Uint8Array = EMPTY_CHAIN
       let expected = 1
       const window: { seq: number; id: string; chain: Uint8Array }[] = []
+      // A fact with no id record under the id its bytes hold: either the record was lost, or the fact's
+      // id was changed. The next fact tells which: its record still agrees with the recomputed chain
+      // only if the fact's bytes are the ones the chain was made of.
+      let unindexed: { seq: number; problem: FactstateError } | undefined
+      const decide = (chainContinues: boolean): never => {
+        const { seq, problem } = unindexed as { seq: number; problem: FactstateError }
+        throw chainContinues ? problem : new FactstateError('LOG_CORRUPT', `event ${seq} does not match its digest chain`, { details: { seq } })
+      }
       const checkWindow = async () => {
         if (window.length === 0) return
         const stored = await this.#db.getMany(
@@ -1892,7 +1898,10 @@ export class EventLog {
         )
         window.forEach((item, index) => {
           const problem = this.#idRecordProblem(item.id, item.seq, item.chain, stored[index])
-          if (problem !== undefined) throw problem
+          if (unindexed !== undefined) decide(problem === undefined)
+          if (problem === undefined) return
+          if (stored[index] !== undefined) throw problem
+          unindexed = { seq: item.seq, problem }
         })
         window.length = 0
       }
@@ -1915,6 +1924,7 @@ export class EventLog {
         }
       }
       await checkWindow()
+      if (unindexed !== undefined) decide(equalBytes(chain, head.chain))
       if (expected - 1 !== head.highWater) {
         throw new FactstateError('LOG_CORRUPT', `event ${expected} is missing`, { details: { seq: expected } })
       }

@@ -32,13 +32,17 @@ const MAX_CAPACITY = 1 << 28
 export class IdFilter {
   readonly capacity: number
   #count = 0
-  #bits: Uint32Array
+  readonly #bits: Uint32Array
   readonly #mask: number
 
-  /** A filter sized for `capacity` ids: 10 bits each, rounded up to a power of two of bits. */
-  constructor(capacity: number) {
+  /**
+   * A filter sized for `capacity` ids: 10 bits each, rounded up to a power of two of bits. `bits`
+   * (that size) are a stored filter's, taken over: `restore` checks them before it passes them.
+   */
+  constructor(capacity: number, bits: Uint32Array = new Uint32Array(IdFilter.#bitsFor(capacity) / 32), count = 0) {
     this.capacity = capacity
-    this.#bits = new Uint32Array(IdFilter.#bitsFor(capacity) / 32)
+    this.#bits = bits
+    this.#count = count
     this.#mask = this.#bits.length * 32 - 1
   }
 
@@ -65,11 +69,7 @@ export class IdFilter {
   static restore(capacity: number, count: number, bits: Uint32Array): IdFilter | undefined {
     if (!Number.isSafeInteger(capacity) || capacity < 1 || capacity > MAX_CAPACITY || !Number.isSafeInteger(count) || count < 0) return undefined
     if (bits.length * 32 !== IdFilter.#bitsFor(capacity)) return undefined
-    // The zeroed array the constructor asks for is never touched, so the system never backs it.
-    const filter = new IdFilter(capacity)
-    filter.#bits = bits
-    filter.#count = count
-    return filter
+    return new IdFilter(capacity, bits, count)
   }
 
   /** The filter's own bits (not a copy: valid while no id is added), its capacity and count. */

@@ -2,13 +2,14 @@
  * A run's lineage (the facts a continuation replays): a session continued turn after turn reads
  * only the newest run, not the whole chain again (found by a soak trial: each start cost ~0.2 ms
  * per earlier turn), and reads the same facts a fresh log reads; run records whose sources go
- * round are LOG_CORRUPT, not an endless walk.
+ * round are LOG_CORRUPT, not an endless walk; a continuation appended before its source's facts
+ * are durable is verified once they are.
  */
 import { join } from 'node:path'
 import { ClassicLevel } from 'classic-level'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import { Engine, EventLog, type Invocation, ModelExecutor, type ModelClient, type RunBoundary } from '../index.js'
+import { Engine, EventLog, type Invocation, ModelExecutor, type ModelClient, type RunBoundary, type RuntimeEvent } from '../index.js'
 import { decodeRecord, encodeRecord } from '../store/encoding.js'
 import { logInternals } from '../store/event-log.js'
 import { keys } from '../store/keys.js'
@@ -115,6 +116,48 @@ test(
       assert.ok(first.highWater < boundary.highWater)
     } finally {
       await log.close()
+    }
+  }),
+)
+
+
+test(
+  'a log copied by pipelined appends keeps its continuations: each source is verified once the appends before it are durable',
+  bounded(60_000, async (dir) => {
+    const original = await EventLog.open(join(dir, 'original'), { durability: 'os' })
+    let events: RuntimeEvent[]
+    let head: { highWater: number; digest: string }
+    try {
+      await chain(original, 6)
+      events = (await original.prefix(1_000, 1 << 20)).events.map((stored) => stored.event)
+      head = original.head()
+    } finally {
+      await original.close()
+    }
+    assert.is(events.filter((event) => event.fact.type === 'invocation.opened' && event.fact.input.kind === 'continuation').length, 5)
+    const copy = await EventLog.open(join(dir, 'copy'))
+    try {
+      // Not awaited one by one: every continuation's source is still being written when it is appended.
+      const seqs = await Promise.all(events.map((event) => copy.append(event)))
+      assert.equal(seqs, events.map((_, index) => index + 1))
+      assert.equal(copy.head(), head, 'the copy has the original digest')
+      // A source that does not match is refused once the appends before it are settled (one of them
+      // refused here), not waited for forever.
+      const source = await copy.runSource('s', 'r5')
+      assert.ok(source)
+      const opened = events.find((event) => event.invocation.runId === 'r5' && event.fact.type === 'invocation.opened') as RuntimeEvent
+      const conflicting = copy.append({ ...(events[0] as RuntimeEvent), fact: (events[1] as RuntimeEvent).fact })
+      const forged = copy.append({
+        ...opened,
+        id: 'copy-forged-opened',
+        invocation: { ...turn(7) },
+        fact: { ...(opened.fact as Extract<RuntimeEvent['fact'], { type: 'invocation.opened' }>), input: { kind: 'continuation', source: { ...source.boundary, highWater: source.boundary.highWater + 1 } } },
+      })
+      assert.is((await refusal(conflicting)).code, 'LOG_CONFLICT')
+      assert.is((await refusal(forged)).code, 'RUN_SOURCE_MISMATCH')
+      assert.equal(copy.head(), head, 'nothing written by the refused appends')
+    } finally {
+      await copy.close()
     }
   }),
 )

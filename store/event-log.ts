@@ -195,9 +195,10 @@ class PendingEntry {
     readonly precondition: Precondition | undefined,
     /** `append` resolves with one seq, `appendAll` with all of them. */
     readonly single: boolean,
+    /** Its place among the log's appends (1, 2, …): see `EventLog#settled`. */
+    readonly ordinal: number,
   ) {}
 }
-
 
 /** The value of the index entries whose key says it all. */
 const EMPTY = new Uint8Array(0)
@@ -214,6 +215,8 @@ interface Batch {
   writes: ChainedBatch<Db, string, Uint8Array> | undefined
   /** The staged events already in `writes`. */
   put: number
+  /** The ordinal of the last entry staged into it or refused while it was staged. */
+  last: number
 }
 
 /** Facts newer than this many seqs are checked for continuity on every open. */
@@ -668,6 +671,11 @@ export class EventLog {
   /** The staging of the batch being written. */
   #inFlight: Staging | undefined
   #wake: (() => void) | undefined
+  /** The ordinal of the last append queued, and the highest one through which every append is durable or refused. */
+  #queued = 0
+  #settledThrough = 0
+  /** Who waits for an ordinal to settle (see `#settled`). */
+  #settleWaiters: { through: number; resolve: () => void }[] = []
   #closed = false
   #closing: Promise<void> | undefined
   #failed: FactstateError | undefined
@@ -1234,7 +1242,7 @@ export class EventLog {
     const checked = sources
     const before = this.#ordered ?? Promise.resolve()
     const staged = before
-      .then(() => (checked === undefined ? undefined : Promise.all(checked.map((boundary) => this.#lineage(boundary, true)))))
+      .then(() => (checked === undefined ? undefined : this.#verifySources(checked)))
       .then(
         () => {
           // Made before any close, it is written: a close waits for these (see `#shutdown`).
@@ -1257,13 +1265,29 @@ export class EventLog {
     return staged.then(({ appended }) => appended)
   }
 
+  /**
+   * Verifies a queued append's sources against the durable facts. A source whose facts were appended
+   * before it and are not durable yet (a pipelined `append(ended)`, `append(opened)`) is verified
+   * again once every earlier append is durable or refused, as if the calls had been awaited in turn.
+   */
+  async #verifySources(sources: RunBoundary[]): Promise<void> {
+    const ahead = this.#queued
+    try {
+      await Promise.all(sources.map((boundary) => this.#lineage(boundary, true)))
+    } catch (error) {
+      if (!(error instanceof FactstateError && error.code === 'RUN_SOURCE_MISMATCH') || ahead <= this.#settledThrough) throw error
+      await this.#settled(ahead)
+      await Promise.all(sources.map((boundary) => this.#lineage(boundary, true)))
+    }
+  }
+
   #enqueueValidated(validated: RuntimeEvent[], precondition: Precondition | undefined, single: boolean): Promise<number | number[]> {
     // Started here, never while an entry is half staged: a new filter gets the ids of the stagings
     // in flight, and a scratch staging's would be missed.
     if (this.#idsBuild === undefined ? (this.#appended += validated.length) >= ID_FILTER_AFTER : this.#idsReady && this.#ids?.full) {
       this.#idsBuild = this.#buildIds()
     }
-    const entry = new PendingEntry(validated, precondition, single)
+    const entry = new PendingEntry(validated, precondition, single, ++this.#queued)
     const promise = new Promise<number | number[]>((resolve, reject) => {
       entry.resolve = resolve
       entry.reject = reject
@@ -1273,6 +1297,25 @@ export class EventLog {
     this.#wakeUp()
     this.#flushing ??= this.#flush()
     return promise
+  }
+
+  /** Every append up to `through` (an ordinal) is durable or refused: wakes those waiting for it. */
+  #settle(through: number): void {
+    if (through <= this.#settledThrough) return
+    this.#settledThrough = through
+    if (this.#settleWaiters.length === 0) return
+    const waiting = this.#settleWaiters
+    this.#settleWaiters = []
+    for (const waiter of waiting) {
+      if (waiter.through <= through) waiter.resolve()
+      else this.#settleWaiters.push(waiter)
+    }
+  }
+
+  /** Resolves once every append up to `through` (an ordinal) is durable or refused. */
+  #settled(through: number): Promise<void> {
+    if (through <= this.#settledThrough) return Promise.resolve()
+    return new Promise((resolve) => this.#settleWaiters.push({ through, resolve }))
   }
 
   #wakeUp(): void {
@@ -1318,9 +1361,12 @@ export class EventLog {
   #stageEntry(entry: PendingEntry): Promise<void> | undefined {
     if (this.#failed) {
       entry.reject(this.#failed)
+      // A failed log writes nothing more: whatever came before this entry is refused or was durable.
+      this.#settle(entry.ordinal)
       return undefined
     }
-    const batch = (this.#next ??= { staging: new Staging(this.#inFlight, this.#state), accepted: [], events: 0, writes: undefined, put: 0 })
+    const batch = (this.#next ??= { staging: new Staging(this.#inFlight, this.#state), accepted: [], events: 0, writes: undefined, put: 0, last: 0 })
+    batch.last = entry.ordinal
     const { precondition } = entry
     if (precondition === undefined && entry.events.length === 1) {
       // One event stages completely or throws before it changes anything: no scratch staging needed.
@@ -1366,45 +1412,50 @@ export class EventLog {
   /** Writes one staged batch, makes it the committed state and resolves its callers. Never rejects. */
   async #commit(batch: Batch): Promise<void> {
     const { staging, accepted } = batch
-    // Whatever it was staged on is durable and absorbed by now.
-    staging.parent = undefined
-    // Normally a no-op: every accepted entry's records were put as it was staged.
-    this.#putStaged(batch)
-    if (this.#failed) {
-      void batch.writes?.close()
-      for (const entry of accepted) entry.reject(this.#failed)
-      return
-    }
-    if (staging.events.length > 0) {
-      this.#inFlight = staging
-      this.#writing = true
-      try {
-        await this.#write(batch)
-      } catch (error) {
-        this.#failed = levelError(error)
+    try {
+      // Whatever it was staged on is durable and absorbed by now.
+      staging.parent = undefined
+      // Normally a no-op: every accepted entry's records were put as it was staged.
+      this.#putStaged(batch)
+      if (this.#failed) {
+        void batch.writes?.close()
         for (const entry of accepted) entry.reject(this.#failed)
         return
-      } finally {
-        this.#inFlight = undefined
-        this.#writing = false
-        // The loop resumes before the callers below: the group staged meanwhile goes to the disk first.
-        this.#wakeUp()
       }
-      this.#state.absorb(staging)
-      this.#formatMarked = true
-      this.#reservationsMarked = true
-      this.#scheduleAnchor()
-    }
-    for (const entry of accepted) entry.resolve(entry.result as number & number[])
-    if (staging.events.length > 0 && this.#listeners.size > 0) {
-      const stored = staging.events.map(({ seq, event }) => ({ seq, event }))
-      for (const listener of this.#listeners) {
+      if (staging.events.length > 0) {
+        this.#inFlight = staging
+        this.#writing = true
         try {
-          listener(stored)
-        } catch {
-          // A listener's failure is its own: it must never fail an append that is already durable.
+          await this.#write(batch)
+        } catch (error) {
+          this.#failed = levelError(error)
+          for (const entry of accepted) entry.reject(this.#failed)
+          return
+        } finally {
+          this.#inFlight = undefined
+          this.#writing = false
+          // The loop resumes before the callers below: the group staged meanwhile goes to the disk first.
+          this.#wakeUp()
+        }
+        this.#state.absorb(staging)
+        this.#formatMarked = true
+        this.#reservationsMarked = true
+        this.#scheduleAnchor()
+      }
+      for (const entry of accepted) entry.resolve(entry.result as number & number[])
+      if (staging.events.length > 0 && this.#listeners.size > 0) {
+        const stored = staging.events.map(({ seq, event }) => ({ seq, event }))
+        for (const listener of this.#listeners) {
+          try {
+            listener(stored)
+          } catch {
+            // A listener's failure is its own: it must never fail an append that is already durable.
+          }
         }
       }
+    } finally {
+      // Every append before the last one staged here is durable or refused by now.
+      this.#settle(batch.last)
     }
   }
 

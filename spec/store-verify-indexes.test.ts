@@ -272,7 +272,7 @@ audit(
 )
 
 audit(
-  'a fact whose id was changed is reported by its seq, on open and by verify(), not as its id record missing; a lost id record of the last fact is named as the record',
+  'a fact whose id was changed is reported by its seq, on open and by verify(), not as its id record missing; a lost id record of the last fact, or of the fact before the tail the open checks, is named as the record',
   boundedTest(30_000, async (dir) => {
     const mixed = await mixedLog(dir)
     const renamed = async (seq: number) =>
@@ -311,6 +311,27 @@ audit(
     const lost = await verifyRefusal(last)
     assert.is(lost.details?.index, 'id', lost.message)
     assert.is(lost.details?.seq, mixed.events, lost.message)
+    // The fact just before the tail the open checks: its id record gives the chain the check starts
+    // from, and a lost one is named as the record there too.
+    const edge = join(dir, 'edge')
+    await mkdir(edge)
+    await mixedLog(edge)
+    let before = 0
+    await withLog(join(edge, 'log'), async (log) => {
+      await Promise.all(Array.from({ length: 140 }, (_, n) => log.appendAll(completeInvocation(`later${n}`))))
+      before = log.head().highWater - 1_024
+    })
+    assert.ok(before > 0)
+    let key = ''
+    await withDb(join(edge, 'log'), async (db) => {
+      const stored = await db.get(keys.event(before))
+      assert.ok(stored)
+      key = keys.eventId(decodeEvent(stored, before).id)
+      await db.del(key)
+    })
+    const beforeTail = await refusal(EventLog.open(join(edge, 'log')))
+    assert.is(beforeTail.code, 'LOG_CORRUPT', beforeTail.message)
+    assert.equal(beforeTail.details, { index: 'id', key, seq: before }, beforeTail.message)
   }),
 )
 

@@ -1172,6 +1172,17 @@ export class EventLog {
    * holding another chain (the fact's bytes, or the record's chain, changed: the seq is named).
    */
   #idRecordProblem(id: string, seq: number, chain: Uint8Array, stored: Uint8Array | undefined): FactstateError | undefined {
+    const indexed = this.#idRecordChain(id, seq, stored)
+    if (indexed instanceof FactstateError) return indexed
+    if (!equalBytes(indexed, chain)) return new FactstateError('LOG_CORRUPT', `event ${seq} does not match its digest chain`, { details: { seq } })
+    return undefined
+  }
+
+  /**
+   * The chain the id record `stored` of the fact `id` at `seq` holds, or what is wrong with the record
+   * (missing, unreadable or naming another seq; `details.index` 'id' names it).
+   */
+  #idRecordChain(id: string, seq: number, stored: Uint8Array | undefined): Uint8Array | FactstateError {
     const key = keys.eventId(id)
     const named = (what: string) => new FactstateError('LOG_CORRUPT', `the id record of event ${seq} (${key}) ${what}`, { details: { index: 'id', key, seq } })
     if (stored === undefined) return named('is missing')
@@ -1182,16 +1193,14 @@ export class EventLog {
       return named('is unreadable')
     }
     if (indexed[0] !== seq) return named(`names event ${String(indexed[0])}`)
-    if (!equalBytes(new Uint8Array(indexed[1]), chain)) return new FactstateError('LOG_CORRUPT', `event ${seq} does not match its digest chain`, { details: { seq } })
-    return undefined
+    return new Uint8Array(indexed[1])
   }
 
+  /** The chain stored with the fact `eventId` at `seq`, from its id record; LOG_CORRUPT naming the record when it is wrong. */
   async #storedChain(eventId: string, seq: number): Promise<Uint8Array> {
-    const stored = await this.#db.get(keys.eventId(eventId))
-    if (stored === undefined) throw new FactstateError('LOG_CORRUPT', `event ${seq} is not indexed by its id`, { details: { seq } })
-    const [indexedSeq, chain] = indexRecord<[number, Uint8Array]>(stored, `id ${eventId}`, 'id')
-    if (indexedSeq !== seq) throw new FactstateError('LOG_CORRUPT', `event ${seq} is indexed at ${indexedSeq}`, { details: { seq } })
-    return new Uint8Array(chain)
+    const chain = this.#idRecordChain(eventId, seq, await this.#db.get(keys.eventId(eventId)))
+    if (chain instanceof FactstateError) throw chain
+    return chain
   }
 
   #assertOpen(): void {

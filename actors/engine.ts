@@ -8,7 +8,7 @@ import { type HandoffGate, successorOf } from './handoff.js'
 import { InvocationActor, defaultEventId } from './invocation-actor.js'
 import type { ModelClient } from './model-client.js'
 import { ModelExecutor } from './model-executor.js'
-import { redactedMessage } from './redaction.js'
+import { redactedMessage, secretsOf } from './redaction.js'
 import { DEFAULT_MAX_STEPS, type RunInput, validateRunInput } from './run-input.js'
 import { type ToolDefinition, catalogOf, legacyCatalogDigest, shownText } from './tool-catalog.js'
 
@@ -330,6 +330,7 @@ export class Engine {
       providerOptions: run.providerOptions ?? {},
       client,
       executor: this.#model,
+      secrets: secretsOf(run.provider),
       signal,
       now: this.#now,
       eventId: this.#eventId,

@@ -13,6 +13,7 @@ import { onAbort } from './abort-listeners.js'
 import { Gate, type HoldDecision, type Reservation } from './handoff.js'
 import type { ChatRequestBody, ModelClient } from './model-client.js'
 import type { ModelExecutor } from './model-executor.js'
+import { type Secrets, redact, redactDeep } from './redaction.js'
 import { functionTools, type ToolDefinition } from './tool-catalog.js'
 import { TranscriptBuilder } from './transcript.js'
 
@@ -31,6 +32,8 @@ export interface ActorSetup {
   providerOptions: Record<string, unknown>
   client: ModelClient
   executor: ModelExecutor
+  /** The provider's secrets: removed from everything a fact takes from outside (see actors/redaction.ts). */
+  secrets: Secrets
   signal: AbortSignal | undefined
   now: () => number
   eventId: (invocation: Invocation, ordinal: number) => string
@@ -190,7 +193,7 @@ export class InvocationActor {
   #cancelled(): Promise<never> {
     const reason = this.setup.signal?.reason
     // Recorded well-formed, as model text is: a reason cut in the middle of an emoji is still a cancel.
-    const source = typeof reason === 'string' && reason.length > 0 ? wellFormed(reason) : 'signal'
+    const source = typeof reason === 'string' && reason.length > 0 ? redact(wellFormed(reason), this.setup.secrets) : 'signal'
     return this.#end({ status: 'cancelled', source })
   }
 
@@ -389,13 +392,14 @@ export class InvocationActor {
       await this.#record({ type: 'model.requested', stepId, model: execution.model, requestDigest })
       const response = await executor.attempt(client, { bodyText, signal: this.#signal })
       if (response.kind === 'completed') {
-        await this.#record({ type: 'model.completed', stepId, output: wellFormed(response.output) })
+        // What the tools get and the next request replays is what is recorded: an echoed secret is gone from all three.
+        await this.#record({ type: 'model.completed', stepId, output: redactDeep(wellFormed(response.output), this.setup.secrets) })
         break
       }
       const retry = response.status === 'retryable_failure' && attempt <= executor.retries && !this.#signal.aborted
       const status = response.status === 'retryable_failure' && !retry ? 'failed' : response.status
-      // The message is the provider's or the client's own words: as a fact can hold them.
-      const message = messageOf(response.message)
+      // The message is the provider's or the client's own words: as a fact can hold them, without the provider's secrets.
+      const message = redact(messageOf(response.message), this.setup.secrets)
       await this.#record({ type: 'model.interrupted', stepId, status, message })
       if (this.#signal.aborted || status === 'cancelled') await this.#halt()
       if (retry) {
@@ -446,9 +450,10 @@ export class InvocationActor {
     let outcome: Extract<Fact, { type: 'tool.settled' }>['outcome']
     try {
       const result = jsonOutput(await tool.execute(structuredClone(input), { signal: this.#signal, operationId }))
-      outcome = result.ok ? { status: 'succeeded', output: result.value } : { status: 'failed', message: result.message }
+      // A tool that calls the same provider can pass on what it echoed: the provider's secrets are removed here too.
+      outcome = result.ok ? { status: 'succeeded', output: redactDeep(result.value, this.setup.secrets) } : { status: 'failed', message: redact(result.message, this.setup.secrets) }
     } catch (error) {
-      outcome = { status: 'failed', message: messageOf(error) }
+      outcome = { status: 'failed', message: redact(messageOf(error), this.setup.secrets) }
     }
     await this.#record({ type: 'tool.settled', operationId, outcome })
   }

@@ -4,7 +4,6 @@ import { describeIssues, modelOutputSchema } from '../facts/schema.js'
 import { messageOf } from '../store/encoding.js'
 import type { ChatRequestBody, ModelClient, ModelRequest, ModelResponse, ProviderConfig } from './model-client.js'
 import { OpenAIChatClient } from './openai-chat-client.js'
-import { redact, secretsOf } from './redaction.js'
 
 /** Options of {@link ModelExecutor}. */
 export interface ModelExecutorOptions {
@@ -50,24 +49,11 @@ export class ModelExecutor {
   }
 
   /**
-   * A client for one run's provider. Whatever it reports (a failure's message, an error it throws)
-   * is redacted of the provider's secrets before it can reach a fact: a custom client may quote them.
+   * A client for one run's provider. What it reports reaches facts through the engine, which removes
+   * the provider's secrets from it first (see actors/redaction.ts): a custom client may quote them.
    */
   clientFor(provider: ProviderConfig): ModelClient {
-    const client = this.#createClient(provider)
-    const secrets = secretsOf(provider)
-    if (secrets.length === 0) return client
-    return {
-      async complete(request) {
-        let response: ModelResponse
-        try {
-          response = await client.complete(request)
-        } catch (error) {
-          throw new Error(redact(messageOf(error), secrets))
-        }
-        return response?.kind === 'interrupted' && typeof response.message === 'string' ? { ...response, message: redact(response.message, secrets) } : response
-      },
-    }
+    return this.#createClient(provider)
   }
 
   /**

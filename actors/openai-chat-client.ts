@@ -8,7 +8,7 @@ import { _iterSSEMessages } from 'openai/core/streaming'
 import { z } from 'zod'
 import type { ModelOutput, ModelUsage, ToolCall } from '../facts/types.js'
 import type { ModelClient, ModelRequest, ModelResponse, ProviderConfig } from './model-client.js'
-import { redact, secretsOf } from './redaction.js'
+import { type Secrets, redact, secretsOf } from './redaction.js'
 
 /** Sent as the API key when the provider needs none (the SDK insists on one). */
 const PLACEHOLDER_API_KEY = 'not-set'
@@ -99,7 +99,7 @@ const RETRYABLE_REPORTED_ERROR = /overload|rate.?limit|server.?error|unavailable
  * OpenRouter), or an `event: error` (others). Retryable when its code is an HTTP status a retry may cure (408, 429,
  * 5xx) or its type or code says overload, rate limit or server error.
  */
-function reportedError(event: string | null, item: unknown, where = 'in its stream'): ReportedError | undefined {
+function reportedError(secrets: Secrets, event: string | null, item: unknown, where = 'in its stream'): ReportedError | undefined {
   const body = typeof item === 'object' && item !== null ? (item as { error?: unknown; message?: unknown }) : undefined
   const error = body?.error ?? (event === 'error' ? (body ?? item) : undefined)
   if (!error) return undefined
@@ -108,7 +108,7 @@ function reportedError(event: string | null, item: unknown, where = 'in its stre
   const status = Number(details.code ?? details.status)
   const retryable =
     status === 408 || status === 429 || (status >= 500 && status < 600) || RETRYABLE_REPORTED_ERROR.test(`${String(details.type ?? '')} ${String(details.code ?? '')}`)
-  return new ReportedError(`the provider reported an error ${where}: ${quote(message)}`, retryable)
+  return new ReportedError(`the provider reported an error ${where}: ${quote(message, secrets)}`, retryable)
 }
 
 function interrupted(
@@ -192,7 +192,7 @@ export function retryAfterMsOf(headers: Headers | undefined, now: number = Date.
  */
 export class OpenAIChatClient implements ModelClient {
   readonly #client: OpenAI
-  readonly #secrets: string[]
+  readonly #secrets: Secrets
   /**
    * The text of error answers (HTTP 4xx/5xx) by request body: the SDK keeps only an OpenAI-style
    * `error` member of them, and servers that answer `{ message }` or `{ detail }` would lose their reason.
@@ -224,6 +224,9 @@ export class OpenAIChatClient implements ModelClient {
       ...(provider.headers ? { defaultHeaders: provider.headers } : {}),
       maxRetries: 0,
       logLevel: 'off',
+      // A redirect is an answer, not followed: fetch would send the configured headers (all but
+      // Authorization) to whatever origin it names. A 3xx is then a failure naming its status.
+      fetchOptions: { redirect: 'manual' },
     })
     this.#secrets = secretsOf(provider)
   }
@@ -289,10 +292,10 @@ export class OpenAIChatClient implements ModelClient {
     try {
       json = JSON.parse(text)
     } catch {
-      throw new MalformedAnswer(`the provider answered with a body that is not JSON: ${quote(text)}`)
+      throw new MalformedAnswer(`the provider answered with a body that is not JSON: ${quote(text, this.#secrets)}`)
     }
     // Some servers answer an error with HTTP 200 and an `error` member.
-    const reported = reportedError(null, json, 'in its answer')
+    const reported = reportedError(this.#secrets, null, json, 'in its answer')
     if (reported) throw reported
     const parsed = CompletionSchema.safeParse(json)
     if (!parsed.success) throw new MalformedAnswer(`the provider answered with JSON that is not a chat completion (${zodProblem(parsed.error)})`)
@@ -328,7 +331,7 @@ export class OpenAIChatClient implements ModelClient {
         } catch {
           throw new MalformedAnswer('the provider streamed an event that is not JSON (the stream was cut mid-event?)')
         }
-        const reported = reportedError(sse.event, item)
+        const reported = reportedError(this.#secrets, sse.event, item)
         if (reported) throw reported
         const parsed = ChunkSchema.safeParse(item)
         if (!parsed.success) throw new MalformedAnswer(`the provider streamed a chunk that is not a chat completion chunk (${zodProblem(parsed.error)})`)
@@ -388,7 +391,7 @@ export class OpenAIChatClient implements ModelClient {
     }
     if (error instanceof APIError) {
       const status = error.status
-      const detail = quote(providerMessage(error, errorBody))
+      const detail = quote(providerMessage(error, errorBody), this.#secrets)
       if (status === undefined) return interrupted('failed', this.#redact(`the provider reported an error: ${detail}`))
       const retryAfterMs = retryAfterMsOf(error.headers)
       const extra = retryAfterMs === undefined ? {} : { retryAfterMs }
@@ -434,7 +437,8 @@ function providerMessage(error: APIError, errorBody: string | undefined): string
   return error.status === undefined ? error.message : error.message.replace(new RegExp(`^${error.status}\\s+`), '')
 }
 
-function quote(text: string): string {
-  const flat = text.replace(/\s+/g, ' ').trim()
+/** Provider text as a message quotes it: redacted first (a secret cut by the limit, or split by whitespace, would not be found after), on one line, at most `QUOTE_LIMIT` characters. */
+function quote(text: string, secrets: Secrets): string {
+  const flat = redact(text, secrets).replace(/\s+/g, ' ').trim()
   return flat.length > QUOTE_LIMIT ? `${flat.slice(0, QUOTE_LIMIT)}…` : flat
 }

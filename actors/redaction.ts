@@ -1,9 +1,18 @@
 /**
  * Keeps a provider's secrets (its API key and header values) out of what reaches facts: error
- * messages of the provider, of the HTTP stack and of custom model clients can quote them. Every
- * configured secret is removed, in the forms it travels in (as is, base64-encoded, the user and
- * password of a Basic credential decoded), and so is every run of 8 or more characters of one
- * (providers echo keys masked, "sk-proj-ab****wxyz").
+ * messages of the provider, of the HTTP stack, of custom model clients and of tools can quote them,
+ * and a provider (or a proxy before it) can echo them in an answer. Every configured secret is
+ * removed, in the forms it travels in: as is, base64-encoded (at any byte offset of a longer encoded
+ * text, so "Bearer <key>" encoded is found too), hex, URL-encoded, and the user and password of a
+ * Basic credential decoded. For the API key and for credentials (a header whose name says it holds
+ * one, or the credential after an authorization scheme) every run of 8 or more characters of any of
+ * those forms goes too: providers echo keys masked ("sk-proj-ab****wxyz") or cut. Other header values
+ * (a referer, an application title) are removed whole, not piece by piece: their pieces are everyday
+ * text ("https://").
+ *
+ * Finding the pieces costs time in proportion to the message, not to the message times the secret:
+ * every 8-character window of every form is hashed once, and the message is scanned with a rolling
+ * hash of the same width.
  */
 import type { ProviderConfig } from './model-client.js'
 import { messageOf } from '../store/encoding.js'
@@ -12,42 +21,79 @@ import { messageOf } from '../store/encoding.js'
 const SECRET_PIECE = 8
 /** Secrets shorter than this are not looked for (they would match everyday text). */
 const SHORTEST_SECRET = 4
+const REDACTED = '[redacted]'
 
-const base64 = (text: string): string[] => {
-  const bytes = Buffer.from(text, 'utf8')
-  return [bytes.toString('base64').replace(/=+$/, ''), bytes.toString('base64url')]
+/** Header names that say the value is a credential: its pieces are redacted too. */
+const CREDENTIAL_HEADER = /auth|key|token|secret|passw|cookie|session|signature|credential|bearer/i
+/** Authorization schemes: in `<scheme> <credential>`, the credential is a secret of its own. */
+const AUTH_SCHEME = /^(bearer|basic|token|apikey|api-key|key|digest|dpop|hmac|hoba|mutual|negotiate|ntlm|aws4-hmac-sha256|sharedkey|sharedkeylite|gsslogin)$/i
+
+/** A provider's secrets, ready to be looked for (see {@link secretsOf}). */
+export interface Secrets {
+  /** Removed wherever they occur whole, longest first. */
+  readonly whole: readonly string[]
+  /** Every 8-character window of the forms whose pieces are removed too, by rolling hash. */
+  readonly pieces: PieceIndex | undefined
 }
 
-/** Every form of `provider`'s secrets to look for, longest first. */
-export function secretsOf(provider: ProviderConfig): string[] {
-  const found = new Set<string>()
-  const add = (secret: string | undefined) => {
-    if (typeof secret !== 'string' || secret.length < SHORTEST_SECRET) return
-    found.add(secret)
-    for (const encoded of base64(secret)) if (encoded.length >= SHORTEST_SECRET) found.add(encoded)
+const NO_SECRETS: Secrets = Object.freeze({ whole: [], pieces: undefined })
+
+/** The forms `secret` travels in: as is, base64 at each byte offset (both alphabets), hex, URL-encoded. */
+function formsOf(secret: string): string[] {
+  const forms = [secret]
+  const bytes = Buffer.from(secret, 'utf8')
+  for (let offset = 0; offset < 3; offset += 1) {
+    // Encoded after `offset` other bytes, the characters of the groups that hold only the secret's
+    // bytes are the same whatever surrounds it: the first group (shared with what came before) and
+    // the last one (shared with what follows, or padding) are dropped.
+    const encoded = Buffer.concat([Buffer.alloc(offset), bytes]).toString('base64')
+    const whole = Math.floor((offset + bytes.length) / 3) * 4
+    const stable = encoded.slice(offset === 0 ? 0 : 4, whole)
+    forms.push(stable, stable.replace(/\+/g, '-').replace(/\//g, '_'))
   }
-  add(provider.apiKey)
-  for (const value of Object.values(provider.headers ?? {})) {
-    add(value)
-    // `Bearer <token>`, `Basic <base64 of user:password>`: the credential alone, and a Basic one decoded.
-    const [scheme, credential] = value.trim().split(/\s+/, 2)
-    if (credential === undefined) continue
-    add(credential)
-    if (scheme?.toLowerCase() === 'basic') {
-      const decoded = Buffer.from(credential, 'base64').toString('utf8')
-      add(decoded)
-      for (const part of decoded.split(':')) add(part)
+  forms.push(bytes.toString('hex'), bytes.toString('hex').toUpperCase(), encodeURIComponent(secret))
+  return forms.filter((form) => form.length >= SHORTEST_SECRET)
+}
+
+/** Every form of `provider`'s secrets to look for. */
+export function secretsOf(provider: ProviderConfig): Secrets {
+  const whole = new Set<string>()
+  const pieced = new Set<string>()
+  const add = (secret: string | undefined, pieces: boolean) => {
+    if (typeof secret !== 'string' || secret.length < SHORTEST_SECRET) return
+    for (const form of formsOf(secret)) {
+      whole.add(form)
+      if (pieces) pieced.add(form)
     }
   }
-  return [...found].sort((a, b) => b.length - a.length)
+  add(provider.apiKey, true)
+  for (const [name, value] of Object.entries(provider.headers ?? {})) {
+    if (typeof value !== 'string') continue
+    const credential = CREDENTIAL_HEADER.test(name)
+    add(value, credential)
+    // `Bearer <token>`, `Basic <base64 of user:password>`: the credential alone, and a Basic one decoded.
+    const [scheme, token] = value.trim().split(/\s+/, 2)
+    if (scheme === undefined || token === undefined || !(credential || AUTH_SCHEME.test(scheme))) continue
+    add(token, true)
+    if (scheme.toLowerCase() === 'basic') {
+      const decoded = Buffer.from(token, 'base64').toString('utf8')
+      add(decoded, true)
+      for (const part of decoded.split(':')) add(part, true)
+    }
+  }
+  if (whole.size === 0) return NO_SECRETS
+  return {
+    whole: [...whole].sort((a, b) => b.length - a.length),
+    pieces: pieced.size === 0 ? undefined : new PieceIndex([...pieced]),
+  }
 }
 
-/** `message` with every one of `secrets` (and every piece of one long enough to matter) replaced by `[redacted]`. */
-export function redact(message: string, secrets: readonly string[]): string {
+/** `message` with every secret (and every piece of one that is looked for piece by piece) replaced by `[redacted]`. */
+export function redact(message: string, secrets: Secrets): string {
+  if (secrets.whole.length === 0) return message
   let out = message
-  for (const secret of secrets) out = out.split(secret).join('[redacted]')
-  for (const secret of secrets) out = redactPieces(out, secret)
-  return out
+  for (const secret of secrets.whole) if (out.includes(secret)) out = out.split(secret).join(REDACTED)
+  return secrets.pieces === undefined ? out : secrets.pieces.redact(out)
 }
 
 /** The message of `error`, redacted of `provider`'s secrets. */
@@ -55,24 +101,112 @@ export function redactedMessage(error: unknown, provider: ProviderConfig): strin
   return redact(messageOf(error), secretsOf(provider))
 }
 
-/** Replaces every run of at least {@link SECRET_PIECE} characters of `text` that also occurs in `secret`. */
-function redactPieces(text: string, secret: string): string {
-  if (secret.length < SECRET_PIECE) return text
-  let out = ''
-  for (let i = 0; i < text.length; ) {
-    let longest = 0
-    for (let j = 0; j + SECRET_PIECE <= secret.length; j += 1) {
-      let k = 0
-      while (i + k < text.length && j + k < secret.length && text[i + k] === secret[j + k]) k += 1
-      if (k > longest) longest = k
+/**
+ * `value` with every string in it (at any depth of arrays and plain objects, keys included)
+ * redacted; the same value when nothing changed.
+ */
+export function redactDeep<T>(value: T, secrets: Secrets): T {
+  if (secrets.whole.length === 0) return value
+  const walk = (item: unknown): unknown => {
+    if (typeof item === 'string') return redact(item, secrets)
+    if (Array.isArray(item)) {
+      let changed = false
+      const out = item.map((element) => {
+        const next = walk(element)
+        if (next !== element) changed = true
+        return next
+      })
+      return changed ? out : item
     }
-    if (longest >= SECRET_PIECE) {
-      out += '[redacted]'
-      i += longest
-    } else {
-      out += text[i]
-      i += 1
+    if (item !== null && typeof item === 'object' && Object.getPrototypeOf(item) === Object.prototype) {
+      let changed = false
+      const out: Record<string, unknown> = {}
+      for (const [key, element] of Object.entries(item)) {
+        const name = redact(key, secrets)
+        const next = walk(element)
+        if (name !== key || next !== element) changed = true
+        out[name] = next
+      }
+      return changed ? out : item
     }
+    return item
   }
-  return out
+  return walk(value) as T
+}
+
+const HASH_BASE = 257
+const HASH_MOD = 2_147_483_647
+/** HASH_BASE ** (SECRET_PIECE - 1) mod HASH_MOD: the weight of a window's first character. */
+const HASH_LEAD = (() => {
+  let weight = 1
+  for (let index = 1; index < SECRET_PIECE; index += 1) weight = (weight * HASH_BASE) % HASH_MOD
+  return weight
+})()
+
+function windowHash(text: string, at: number): number {
+  let hash = 0
+  for (let index = at; index < at + SECRET_PIECE; index += 1) hash = (hash * HASH_BASE + text.charCodeAt(index)) % HASH_MOD
+  return hash
+}
+
+/**
+ * Every {@link SECRET_PIECE}-character window of some secrets, by hash: at each position of a
+ * message, the longest run that also occurs in one of them (at least a window long) is redacted,
+ * and the scan goes on after it.
+ */
+class PieceIndex {
+  readonly #forms: readonly string[]
+  /** Window hash → [form, start, form, start, …]. */
+  readonly #windows = new Map<number, number[]>()
+
+  constructor(forms: readonly string[]) {
+    this.#forms = forms
+    forms.forEach((form, which) => {
+      for (let start = 0; start + SECRET_PIECE <= form.length; start += 1) {
+        const hash = windowHash(form, start)
+        const found = this.#windows.get(hash)
+        if (found === undefined) this.#windows.set(hash, [which, start])
+        else found.push(which, start)
+      }
+    })
+  }
+
+  redact(text: string): string {
+    if (this.#windows.size === 0 || text.length < SECRET_PIECE) return text
+    let out = ''
+    let copied = 0
+    let at = 0
+    let hash = windowHash(text, 0)
+    while (at + SECRET_PIECE <= text.length) {
+      const longest = this.#longestAt(text, at, hash)
+      if (longest >= SECRET_PIECE) {
+        out += text.slice(copied, at) + REDACTED
+        at += longest
+        copied = at
+        if (at + SECRET_PIECE <= text.length) hash = windowHash(text, at)
+        continue
+      }
+      if (at + SECRET_PIECE < text.length) {
+        hash = (hash - ((text.charCodeAt(at) * HASH_LEAD) % HASH_MOD) + HASH_MOD) % HASH_MOD
+        hash = (hash * HASH_BASE + text.charCodeAt(at + SECRET_PIECE)) % HASH_MOD
+      }
+      at += 1
+    }
+    return copied === 0 ? text : out + text.slice(copied)
+  }
+
+  /** The longest run of `text` from `at` that occurs in a form (0 when no window matches). */
+  #longestAt(text: string, at: number, hash: number): number {
+    const candidates = this.#windows.get(hash)
+    if (candidates === undefined) return 0
+    let longest = 0
+    for (let index = 0; index < candidates.length; index += 2) {
+      const form = this.#forms[candidates[index] as number] as string
+      const start = candidates[index + 1] as number
+      let length = 0
+      while (at + length < text.length && start + length < form.length && text.charCodeAt(at + length) === form.charCodeAt(start + length)) length += 1
+      if (length > longest) longest = length
+    }
+    return longest >= SECRET_PIECE ? longest : 0
+  }
 }

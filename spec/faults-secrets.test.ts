@@ -26,6 +26,7 @@ import { ALL, CWD, effectTool, intentFor, sequenceOf } from './support/faults-en
 import { everyFile } from './support/faults-files.js'
 import { ROOT, killGroup, runScript } from './support/faults-process.js'
 import { bounded } from './support/temp.js'
+import { redact, secretsOf } from '../actors/redaction.js'
 
 const canary = (name: string) => `${name}-${randomBytes(16).toString('hex')}`
 const API_KEY = canary('sk-canary-key')
@@ -329,6 +330,142 @@ test(
     for (const file of await everyFile(join(dir, 'log'))) assert.equal(found(file.bytes), [], file.path)
   }),
 )
+
+test(
+  'secrets: a key echoed in answers, by tools, in an abort reason, encoded or cut by the quote limit, or by a custom client reaches no fact and no file',
+  bounded(30_000, async (dir) => {
+    const referer = 'https://app.example.test/agent'
+    const keyOf = (request: RecordedRequest) => String(request.headers.authorization ?? '').replace(/^Bearer /, '')
+    const bearer = (request: RecordedRequest) => String(request.headers.authorization ?? '')
+    const encoded = (request: RecordedRequest) =>
+      [
+        Buffer.from(bearer(request)).toString('base64'),
+        Buffer.from(`key=${keyOf(request)}`).toString('base64url'),
+        Buffer.from(keyOf(request)).toString('hex').toUpperCase(),
+        encodeURIComponent(`${keyOf(request)}/tenant one`),
+      ].join(' ')
+    const server = await scriptedModelServer((request) => {
+      const messages = (request.body?.messages ?? []) as { role: string; content: string }[]
+      const user = messages.find((m) => m.role === 'user')?.content ?? ''
+      const tools = messages.filter((m) => m.role === 'tool').length
+      const key = keyOf(request)
+      switch (user) {
+        case 'question echoed':
+          // A proxy that echoes the key in a successful answer: in the text, a tool call's arguments, split across stream chunks.
+          return tools === 0
+            ? answer.toolCalls([{ name: 'leaky', arguments: { value: key } }, { name: 'failing', arguments: { value: 1 } }], { text: `calling with ${key}`, stream: true })
+            : answer.text(`done, your key was ${key}; see ${referer}`, { stream: false })
+        case 'question encoded':
+          return answer.status(401, { body: { error: { message: `refused ${encoded(request)}` } } })
+        case 'question cut':
+          // Quoted messages are cut at 300 characters: a key straddling the cut must not leave its first characters.
+          return answer.status(400, { body: { error: { message: `${'x'.repeat(293)}${key} and\tmore` } } })
+        case 'question aborted':
+          return answer.hang()
+        default:
+          return answer.text('done')
+      }
+    })
+    const key = API_KEY
+    const tools: RunInput['tools'] = [
+      { name: 'leaky', description: 'returns what it got', async execute(input) { return { got: input, mine: `${key.slice(2, 30)}`, docs: 'https://docs.example.test/keys' } } },
+      { name: 'failing', description: 'fails quoting the key', async execute() { throw new Error(`the sub-agent was refused: Incorrect API key ${key}`) } },
+    ]
+    const needles = [key, keyOf({ headers: { authorization: `Bearer ${key}` } } as unknown as RecordedRequest)].flatMap((secret) => {
+      const pieces: string[] = []
+      for (let at = 0; at + 7 <= secret.length; at += 1) pieces.push(secret.slice(at, at + 7))
+      return [...pieces, Buffer.from(secret).toString('hex'), Buffer.from(secret).toString('hex').toUpperCase()]
+    })
+    const found = (text: string | Buffer) => [...new Set(needles.filter((needle) => Buffer.from(text).includes(Buffer.from(needle))))]
+    const log = await EventLog.open(join(dir, 'log'))
+    try {
+      const withReferer = (name: string, extra: Partial<RunInput> = {}): RunInput => {
+        const input = run(server.baseUrl, name, { tools, ...extra })
+        return { ...input, provider: { ...input.provider, headers: { ...HEADERS, 'HTTP-Referer': referer } } }
+      }
+      const engine = new Engine({ log, model: new ModelExecutor({ retries: 0 }) })
+      const echoed = await engine.run(withReferer('echoed'))
+      assert.equal(echoed, { status: 'completed' })
+      // The tools got the answer as recorded (the key replaced), and the next request replayed it.
+      const replayed = JSON.stringify(server.requests.at(-1)?.body)
+      assert.match(replayed, /\[redacted\]/)
+      assert.equal(found(replayed), [], 'the next request replays the redacted answer')
+      for (const name of ['encoded', 'cut']) {
+        const outcome = await engine.run(withReferer(name, { tools: [] }))
+        assert.is(outcome.status, 'failed', name)
+        assert.equal(found(JSON.stringify(outcome)), [], `${name}: the outcome`)
+      }
+      const stop = new AbortController()
+      const hanging = await engine.start(withReferer('aborted', { tools: [] }), { signal: stop.signal })
+      await server.seen(server.requests.length)
+      stop.abort(`operator stopped the run holding key ${key}`)
+      const aborted = await hanging.wait()
+      assert.is(aborted.status, 'cancelled')
+      assert.match(aborted.status === 'cancelled' ? aborted.source : '', /operator stopped the run holding key \[redacted\]/)
+
+      // A custom client: an answer quoting the key, then one that is malformed because of a member named after it.
+      let calls = 0
+      const custom = new Engine({
+        log,
+        model: new ModelExecutor({
+          retries: 0,
+          createClient: (provider) => ({
+            complete: async () => {
+              calls += 1
+              if (calls === 1) return { kind: 'completed', output: { text: `ERROR 401: invalid key ${provider.apiKey}`, toolCalls: [], finishReason: 'stop' } }
+              return { kind: 'completed', output: { text: 'x', toolCalls: [], finishReason: 'stop', [`debug_${provider.apiKey}`]: 1 } } as never
+            },
+          }),
+        }),
+      })
+      assert.equal(await custom.run(withReferer('custom-text', { tools: [] })), { status: 'completed' })
+      const malformed = await custom.run(withReferer('custom-malformed', { tools: [] }))
+      assert.equal(malformed.status === 'failed' ? malformed.class : malformed.status, 'model_malformed')
+      assert.equal(found(JSON.stringify(malformed)), [], 'the malformed answer is described without the key')
+
+      const events = (await log.prefix(ALL.events, ALL.bytes)).events
+      const text = JSON.stringify(events)
+      assert.equal(found(text), [], 'facts')
+      assert.equal(leaks(text), [], 'facts: no piece of any secret')
+      // Redacted where it was, and nothing else: the referer is a header, but not a credential, so only its whole value goes.
+      const settled = events.filter((stored) => stored.event.fact.type === 'tool.settled').map((stored) => JSON.stringify(stored.event.fact))
+      assert.is(settled.length, 2)
+      assert.match(settled.join(' '), /the sub-agent was refused: Incorrect API key \[redacted\]/)
+      assert.match(text, /done, your key was \[redacted\]; see \[redacted\]/)
+      // Each encoded form loses all but the characters it shares with what surrounds the key (at most 2 bytes at each end).
+      const refused = /refused [^"]*/.exec(text)?.[0] ?? ''
+      const forms = encoded({ headers: { authorization: `Bearer ${key}` } } as unknown as RecordedRequest).split(' ')
+      assert.is(refused.split('[redacted]').length - 1, forms.length, refused)
+      for (const form of forms) assert.not.ok(refused.includes(form.slice(6, -6)), `${form} in ${refused}`)
+      assert.ok(text.includes('https://docs.example.test/keys'), 'pieces of a header that is not a credential stay (here: the scheme of a URL a tool returned)')
+    } finally {
+      await log.close()
+      await server.close()
+    }
+    for (const file of await everyFile(join(dir, 'log'))) assert.equal(found(file.bytes), [], file.path)
+  }),
+)
+
+test('secrets: redaction finds every piece of a long secret in a long message, wherever it starts', () => {
+  const secret = `tok-${randomBytes(1024).toString('base64url')}`
+  const provider = { kind: 'openai-chat' as const, baseUrl: 'http://127.0.0.1:9/v1', model: 'm', apiKey: secret }
+  const secrets = secretsOf(provider)
+  const parts: string[] = []
+  const expected: string[] = []
+  for (let n = 0; n < 200; n += 1) {
+    const start = (n * 37) % (secret.length - 40)
+    const piece = secret.slice(start, start + 8 + (n % 30))
+    parts.push(`${'y'.repeat(900)} ${piece} `)
+    expected.push(`${'y'.repeat(900)} [redacted] `)
+  }
+  assert.is(redact(parts.join(''), secrets), expected.join(''))
+  // Seven characters are not a piece; base64 of a longer text holding the key at any offset is found.
+  assert.is(redact(`a ${secret.slice(100, 107)} b`, secrets), `a ${secret.slice(100, 107)} b`)
+  for (const prefix of ['', 'B', 'Be', 'Bearer ']) {
+    const encoded = Buffer.from(`${prefix}${secret}`).toString('base64')
+    assert.not.ok(redact(encoded, secrets).includes(encoded.slice(8, 24)), `base64 after ${JSON.stringify(prefix)}`)
+  }
+})
 
 test('secrets: the leak detector finds a canary written to the log (it can fail)', () => {
   assert.ok(leaks(JSON.stringify({ output: `tool said ${API_KEY.slice(3, 20)}` })).length > 0)

@@ -284,6 +284,42 @@ const sse = (chunk: unknown) => `data: ${JSON.stringify(chunk)}\n\n`
 const delta = (value: Record<string, unknown>, finish: string | null = null) => ({ choices: [{ index: 0, delta: value, finish_reason: finish }] })
 
 test(
+  'a redirect is not followed: the origin it names gets no request (nor the configured headers), and the attempt fails naming the status',
+  () =>
+    withTimeout(async () => {
+      const elsewhere: Record<string, string | string[] | undefined>[] = []
+      const other = createServer((req, res) => {
+        elsewhere.push(req.headers)
+        res.writeHead(200, { 'content-type': 'application/json' })
+        res.end(JSON.stringify({ choices: [{ index: 0, message: { role: 'assistant', content: 'hijacked' }, finish_reason: 'stop' }] }))
+      })
+      await new Promise<void>((resolve) => other.listen(0, '127.0.0.1', resolve))
+      const target = `http://127.0.0.1:${(other.address() as AddressInfo).port}/v1/chat/completions`
+      try {
+        for (const status of [301, 302, 307, 308]) {
+          await withRawServer(
+            (_req, res) => {
+              res.writeHead(status, { location: target })
+              res.end()
+            },
+            async (baseUrl, requests) => {
+              const client = new OpenAIChatClient(provider({ baseUrl }, { apiKey: 'sk-redirect-test-key', headers: { 'x-api-key': 'tenant-secret-value' } }))
+              const r = interrupted(await client.complete(requestFor(bodyOf())))
+              assert.is(r.status, 'failed', `${status}`)
+              assert.match(r.message, new RegExp(`HTTP ${status}`))
+              assert.is(requests(), 1)
+            },
+          )()
+        }
+        assert.equal(elsewhere, [], 'the other origin got nothing')
+      } finally {
+        other.closeAllConnections()
+        await new Promise((resolve) => other.close(resolve))
+      }
+    }, TEST_MS),
+)
+
+test(
   'an SSE stream that ends cleanly without a finish_reason is failed + malformed',
   withRawServer(
     (_req, res) => {

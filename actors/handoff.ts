@@ -4,6 +4,7 @@
  * authority of its own: only the sealed `invocation.ended{handoff_paused}` fact admits a successor.
  */
 import { FactstateError } from '../errors.js'
+import { messageOf } from '../store/encoding.js'
 import { describeIssues, handoffIntentSchema, invocationSchema, issueFields } from '../facts/schema.js'
 import type { HandoffIntent, HandoffPause, Invocation } from '../facts/types.js'
 
@@ -188,13 +189,22 @@ export class Gate implements HandoffGate {
 
   constructor(private readonly invocation: Invocation) {}
 
-  reserve(intent: HandoffIntent): HandoffReservation {
-    const parsed = handoffIntentSchema.safeParse(intent)
+  reserve(given: HandoffIntent): HandoffReservation {
+    let parsed: ReturnType<typeof handoffIntentSchema.safeParse>
+    try {
+      parsed = handoffIntentSchema.safeParse(given)
+    } catch (error) {
+      // A getter that throws, a proxy that refuses to be read: not an intent.
+      throw new FactstateError('HANDOFF_MISMATCH', `the handoff intent could not be read: ${messageOf(error)}`, { cause: error, details: { field: 'intent' } })
+    }
     if (!parsed.success) {
       throw new FactstateError('HANDOFF_MISMATCH', `the handoff intent is not valid: ${describeIssues(parsed.error)}`, {
         details: { field: 'intent', fields: issueFields(parsed.error) },
       })
     }
+    // The checked copy is what is kept: the caller's object is read once (a getter, an inherited or
+    // hidden member, a proxy cannot make the hold differ from what was checked).
+    const intent = parsed.data as HandoffIntent
     if (intent.successorRunId === this.invocation.runId || intent.successorInvocationId === this.invocation.invocationId) {
       const fields = [...(intent.successorRunId === this.invocation.runId ? ['successorRunId'] : []), ...(intent.successorInvocationId === this.invocation.invocationId ? ['successorInvocationId'] : [])]
       throw new FactstateError('HANDOFF_MISMATCH', 'the successor must have its own run and invocation ids', { details: { field: fields[0], fields } })
@@ -203,11 +213,26 @@ export class Gate implements HandoffGate {
     if (this.current && this.current.state !== 'done' && this.current.state !== 'cancelled') {
       throw new FactstateError('HANDOFF_BUSY', `hold ${this.current.intent.handoffId} is still ${this.current.state}`)
     }
-    const reservation = new Reservation(structuredClone(intent), (cancelled) => {
+    const reservation = new Reservation(intent, (cancelled) => {
       if (this.current === cancelled) this.current = undefined
     })
     this.current = reservation
+    this.#reserved?.()
     return reservation
+  }
+
+  #reserved: (() => void) | undefined
+
+  /** Calls `wake` once at the next reservation (one listener at a time); returns what stops listening. */
+  onReserve(wake: () => void): () => void {
+    const listener = () => {
+      this.#reserved = undefined
+      wake()
+    }
+    this.#reserved = listener
+    return () => {
+      if (this.#reserved === listener) this.#reserved = undefined
+    }
   }
 
   /** The reservation waiting for a safe point, if any. */

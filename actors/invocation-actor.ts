@@ -53,20 +53,6 @@ class Ended {
   constructor(readonly outcome: InvocationOutcome) {}
 }
 
-/** Sleeps `ms`, or less if `signal` aborts. */
-function pause(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve()
-    const timer = setTimeout(done, ms)
-    function done() {
-      clearTimeout(timer)
-      signal.removeEventListener('abort', done)
-      resolve()
-    }
-    signal.addEventListener('abort', done, { once: true })
-  })
-}
-
 /** Makes a tool's output plain JSON (what a fact can hold), or explains why it cannot be. */
 function jsonOutput(output: unknown): { ok: true; value: unknown } | { ok: false; message: string } {
   try {
@@ -120,6 +106,13 @@ export class InvocationActor {
     if (this.#work === undefined) {
       const work = new AbortController()
       this.#work = work
+      // A cancelled run takes no hold: one still waiting for a safe point is refused now, not when the
+      // run has ended (a tool of this run that waits for it would otherwise never settle).
+      work.signal.addEventListener(
+        'abort',
+        () => this.gate.pending()?.abandon(unavailable(`invocation ${this.setup.invocation.invocationId} is being cancelled`)),
+        { once: true },
+      )
       const caller = this.setup.signal
       if (this.#stopped) work.abort(this.#stopped)
       else if (caller?.aborted) work.abort(caller.reason)
@@ -403,8 +396,7 @@ export class InvocationActor {
       await this.#record({ type: 'model.interrupted', stepId, status, message })
       if (this.#signal.aborted || status === 'cancelled') await this.#halt()
       if (retry) {
-        await pause(executor.backoff(attempt, response.retryAfterMs), this.#signal)
-        if (this.#signal.aborted) await this.#halt()
+        await this.#backOff(executor.backoff(attempt, response.retryAfterMs))
         continue
       }
       const failureClass = status === 'timed_out' ? 'model_timeout' : response.malformed ? 'model_malformed' : 'model_failed'
@@ -415,6 +407,37 @@ export class InvocationActor {
     const calls = completed.output.toolCalls
     for (const [index, call] of calls.entries()) {
       await this.#settleCall(stepId, index, call)
+    }
+  }
+
+  /**
+   * Waits out a retry's back-off. The run is at a safe point meanwhile (the failed attempt is
+   * recorded, nothing is in flight): a hold reserved before or during the back-off is taken at once,
+   * and what is left of the back-off follows its release.
+   */
+  async #backOff(ms: number): Promise<void> {
+    const deadline = performance.now() + ms
+    for (;;) {
+      if (this.#aborted) await this.#halt()
+      const reservation = this.gate.pending()
+      if (reservation) {
+        await this.#hold(reservation)
+        continue
+      }
+      const left = deadline - performance.now()
+      if (left <= 0) return
+      const signal = this.#signal
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(done, left)
+        const stopListening = this.gate.onReserve(done)
+        signal.addEventListener('abort', done, { once: true })
+        function done() {
+          clearTimeout(timer)
+          stopListening()
+          signal.removeEventListener('abort', done)
+          resolve()
+        }
+      })
     }
   }
 

@@ -12,6 +12,7 @@ import { answer } from '../testing/scripted-model-server.js'
 import { rejectsWithCode } from './support/codes.js'
 import {
   type EngineHarness,
+  countingTool,
   engineTest,
   factsOf,
   intentOf,
@@ -184,6 +185,138 @@ test(
       }
     },
   ),
+)
+
+test(
+  'a hold reserved while a request fails with a retryable error is taken during the back-off, before the retry: no tool of the retried answer runs first',
+  engineTest(
+    [
+      answer.status(429, { retryAfterMs: 1_500, hold: true }),
+      answer.toolCalls([{ name: 'echo', arguments: { value: 1 } }]),
+      answer.text('done'),
+      answer.status(429, { retryAfterMs: 1_500 }),
+    ],
+    { ms: 15_000, model: { maxBackoffMs: 2_000 } },
+    async (h) => {
+      // Reserved while the request is in flight: taken once its failure is recorded.
+      const tool = countingTool()
+      const running = await h.start({ ...h.input('retried'), tools: [tool] })
+      await h.server.seen(0)
+      const reservation = running.handoff().reserve(intentOf('retried-next', 'run-retried'))
+      h.server.release(0)
+      const held = await reservation.ready()
+      assert.is(h.server.requests.length, 1, 'the retry waits for the hold')
+      assert.is(tool.calls.length, 0)
+      assert.equal(await typesOf(h.log, 'invocation-retried'), ['invocation.opened', 'model.requested', 'model.interrupted', 'hold.entered'])
+      // The failed attempt's step is spent, as it is for a retry: the pause counts it.
+      assert.is(held.preview().remainingSteps, 3)
+      await held.release()
+      assert.equal(await running.wait(), { status: 'completed' })
+      assert.is(tool.calls.length, 1)
+      const facts = await factsOf(h.log, 'invocation-retried')
+      const requested = facts.filter((fact) => fact.type === 'model.requested').map((fact) => fact.stepId)
+      assert.equal(requested, ['step-1', 'step-1', 'step-2'], 'the retry after the release is the same step')
+
+      // Reserved during the back-off (its failure already recorded): taken at once, and a commit seals it with no further request.
+      const second = await h.start(h.input('backoff'))
+      const interrupted = new Promise<void>((resolve) => {
+        const stop = logInternals(h.log).subscribe((events) => {
+          if (!events.some((e) => e.event.fact.type === 'model.interrupted' && e.event.invocation.invocationId === 'invocation-backoff')) return
+          stop()
+          resolve()
+        })
+      })
+      await interrupted
+      const sealed = await (await second.handoff().reserve(intentOf('backoff-next', 'run-backoff')).ready()).commit()
+      assert.is(sealed.remainingSteps, 3)
+      const outcome = await second.wait()
+      assert.is(outcome.status, 'handoff_paused')
+      assert.is(h.server.requests.length, 4, 'no retry after the seal')
+      assert.equal(await typesOf(h.log, 'invocation-backoff'), ['invocation.opened', 'model.requested', 'model.interrupted', 'hold.entered', 'invocation.ended'])
+    },
+  ),
+)
+
+test(
+  'reserve() keeps the intent it checked: inherited or hidden members, a getter read twice and a proxy cannot make the hold differ; a getter that throws is HANDOFF_MISMATCH',
+  engineTest([answer.text('done')], { ms: 10_000 }, async (h) => {
+    const shapes: [string, (intent: HandoffIntent) => HandoffIntent][] = [
+      ['inherited members', (intent) => Object.create(intent) as HandoffIntent],
+      [
+        'a hidden member',
+        (intent) => {
+          const copy = { ...intent }
+          Object.defineProperty(copy, 'claimId', { value: intent.claimId, enumerable: false })
+          return copy
+        },
+      ],
+      [
+        'a getter that changes',
+        (intent) => {
+          let reads = 0
+          const copy = { ...intent }
+          Object.defineProperty(copy, 'claimId', { get: () => (reads++ === 0 ? intent.claimId : 'not an id!'), enumerable: true })
+          return copy
+        },
+      ],
+      ['a proxy', (intent) => new Proxy({ ...intent }, {})],
+    ]
+    for (const [index, [what, shape]] of shapes.entries()) {
+      const name = `shape-${index}`
+      const intent = intentOf(`${name}-next`, `run-${name}`)
+      const running = await h.start(h.input(name))
+      const held = await running.handoff().reserve(shape(intent)).ready()
+      assert.equal(held.preview().intent, intent, what)
+      assert.equal((await held.commit()).intent, intent, what)
+      const outcome = await running.wait()
+      assert.equal(outcome.status === 'handoff_paused' ? outcome.pause.intent : outcome, intent, what)
+    }
+    const running = await h.start(h.input('throwing'))
+    const throwing = { ...intentOf('throwing-next', 'run-throwing') }
+    Object.defineProperty(throwing, 'claimId', {
+      get: () => {
+        throw new Error('not readable')
+      },
+      enumerable: true,
+    })
+    let refused: unknown
+    try {
+      running.handoff().reserve(throwing)
+    } catch (error) {
+      refused = error
+    }
+    assert.is((refused as { code?: unknown } | undefined)?.code, 'HANDOFF_MISMATCH')
+    assert.match((refused as Error).message, /not readable/)
+    assert.equal(await running.wait(), { status: 'completed' })
+  }),
+)
+
+test(
+  'a cancel refuses a hold still waiting for a safe point: a tool of the run that waits for one settles, and the run ends cancelled',
+  engineTest([answer.toolCalls([{ name: 'ask', arguments: { value: 1 } }])], { ms: 10_000 }, async (h) => {
+    let running: RunningInvocation | undefined
+    let started: () => void = () => undefined
+    const toolStarted = new Promise<void>((resolve) => (started = resolve))
+    const tool = countingTool('ask', async () => {
+      // "Ask a human" from inside the run: the hold waits for this very tool to settle.
+      const reservation = (running as RunningInvocation).handoff().reserve(intentOf('ask-next', 'run-ask'))
+      started()
+      try {
+        await reservation.ready()
+        return 'held'
+      } catch (error) {
+        return (error as { code?: string }).code
+      }
+    })
+    const stop = new AbortController()
+    running = await h.start({ ...h.input('ask'), tools: [tool] }, { signal: stop.signal })
+    await toolStarted
+    stop.abort('operator')
+    const outcome = await running.wait()
+    assert.equal(outcome, { status: 'cancelled', source: 'operator' })
+    const settled = (await factsOf(h.log, 'invocation-ask')).find((fact) => fact.type === 'tool.settled')
+    assert.equal(settled?.type === 'tool.settled' ? settled.outcome : undefined, { status: 'succeeded', output: 'HANDOFF_UNAVAILABLE' })
+  }),
 )
 
 test.run()

@@ -402,9 +402,14 @@ export class PathHarness {
         return answer.toolCalls([known, unknown, known])
       case 'text':
         return answer.text('done')
-      case 'failure':
+      case 'failure': {
         // The retry comes at once when the path lets it; otherwise the run waits (at a safe point) to be cancelled or killed.
-        return answer.status(500, { retryAfterMs: this.#s.path.steps[index + 1]?.event.type === 'request' ? 0 : LONG_MS })
+        // A hold taken during the back-off (and refusals while it is held) come first: what follows its release decides.
+        const { steps } = this.#s.path
+        let next = index + 1
+        while (steps[next]?.event.type === 'refusal' || (steps[next]?.event.type === 'hold.release' && steps[next]?.state === 'backoff')) next += 1
+        return answer.status(500, { retryAfterMs: steps[next]?.event.type === 'request' ? 0 : LONG_MS })
+      }
       case 'timeout':
         return answer.hang()
       default: {

@@ -117,6 +117,8 @@ export interface PathContext extends PathModelInput {
   /** The operation running now (`toolRunning`). */
   inflight: string | null
   reserved: boolean
+  /** Held during a retry's back-off: a release goes back to it, and the retry is the same step. */
+  retrying: boolean
   /** Steps left by the sealed pause, while `committed`. */
   pausedSteps: number | null
   /** The session has tool outcomes left unknown by a crash and not yet acknowledged. */
@@ -173,8 +175,8 @@ const interrupted = (context: PathContext, status: 'cancelled' | 'timed_out' | '
 })
 
 /** The per-run part of the context as a run starts. */
-function runStart(): Pick<PathContext, 'rolledBack' | 'stepsUsed' | 'attempt' | 'calls' | 'callIndex' | 'inflight' | 'reserved' | 'pausedSteps'> {
-  return { rolledBack: false, stepsUsed: 0, attempt: 0, calls: [], callIndex: 0, inflight: null, reserved: false, pausedSteps: null }
+function runStart(): Pick<PathContext, 'rolledBack' | 'stepsUsed' | 'attempt' | 'calls' | 'callIndex' | 'inflight' | 'reserved' | 'retrying' | 'pausedSteps'> {
+  return { rolledBack: false, stepsUsed: 0, attempt: 0, calls: [], callIndex: 0, inflight: null, reserved: false, retrying: false, pausedSteps: null }
 }
 
 function opened(context: PathContext, run: number, budget: number, kind: 'message' | 'handoff', priorUnknown: boolean): Partial<PathContext> {
@@ -232,6 +234,10 @@ export const pathModel = setup({
     answersCalls: ({ event }) => event.type === 'model.answer' && ANSWER_CALLS[event.answer] !== undefined,
     answersText: ({ event }) => event.type === 'model.answer' && event.answer === 'text',
     failsAndRetries: ({ context, event }) => event.type === 'model.answer' && event.answer === 'failure' && context.attempt <= context.retries,
+    // The back-off before a retry is a safe point: a reservation made while the request failed is taken there.
+    failsAndRetriesReserved: ({ context, event }) =>
+      event.type === 'model.answer' && event.answer === 'failure' && context.attempt <= context.retries && context.reserved,
+    retrying: ({ context }) => context.retrying,
     fails: ({ event }) => event.type === 'model.answer' && event.answer === 'failure',
     timesOut: ({ event }) => event.type === 'model.answer' && event.answer === 'timeout',
     nextCallKnown: ({ context }) => context.calls[0] === 'known',
@@ -331,8 +337,10 @@ export const pathModel = setup({
     reserve: assign({ reserved: true }),
     unreserve: assign({ reserved: false }),
     enterHold: assign(({ context }) => ({ reserved: false, facts: plan(context, { type: 'hold.entered', handoffId: holdIdOf(context) }) })),
-    release: assign(({ context }) => ({ rolledBack: true, facts: plan(context, { type: 'hold.released', handoffId: holdIdOf(context) }) })),
+    enterRetryHold: assign(({ context }) => ({ reserved: false, retrying: true, facts: plan(context, { type: 'hold.entered', handoffId: holdIdOf(context) }) })),
+    release: assign(({ context }) => ({ rolledBack: true, retrying: false, facts: plan(context, { type: 'hold.released', handoffId: holdIdOf(context) }) })),
     commit: assign(({ context }) => ({
+      retrying: false,
       pausedSteps: context.budget - context.stepsUsed,
       facts: plan(context, ended({ status: 'handoff_paused', pause: pauseOf(context) })),
     })),
@@ -341,14 +349,14 @@ export const pathModel = setup({
     interruptTimedOut: assign(({ context }) => ({ facts: plan(context, interrupted(context, 'timed_out')) })),
     interruptCancelled: assign(({ context }) => ({ facts: plan(context, interrupted(context, 'cancelled')) })),
     endCompleted: assign(({ context }) => ({ facts: plan(context, ended({ status: 'completed' })) })),
-    endCancelled: assign(({ context }) => ({ reserved: false, facts: plan(context, ended({ status: 'cancelled', source: 'path' })) })),
+    endCancelled: assign(({ context }) => ({ reserved: false, retrying: false, facts: plan(context, ended({ status: 'cancelled', source: 'path' })) })),
     endMaxSteps: assign(({ context }) => ({ reserved: false, facts: plan(context, failed('max_steps')) })),
     endModelFailed: assign(({ context }) => ({ reserved: false, facts: plan(context, failed('model_failed')) })),
     endTimedOut: assign(({ context }) => ({ reserved: false, facts: plan(context, failed('model_timeout')) })),
     endEngineError: assign(({ context }) => ({ reserved: false, facts: plan(context, failed('engine_error')) })),
     // A refusal writes nothing and changes nothing; the action only makes the transition visible to `snapshot.can`.
     refused: assign({}),
-    crash: assign({ crashed: true, reserved: false }),
+    crash: assign({ crashed: true, reserved: false, retrying: false }),
     // What `recoverInvocations` appends for each kind of open invocation (DESIGN §7).
     recoverRequest: assign(({ context }) => ({ facts: plan(context, interrupted(context, 'failed'), failed('host_interrupted')) })),
     recoverIdle: assign(({ context }) => ({ facts: plan(context, failed('host_interrupted')) })),
@@ -390,6 +398,7 @@ export const pathModel = setup({
         'model.answer': [
           { guard: 'answersCalls', target: 'calling', actions: ['complete', 'rejectUnknowns'] },
           { guard: 'answersText', target: 'ended', actions: ['completeText', 'endCompleted'] },
+          { guard: 'failsAndRetriesReserved', target: 'held', actions: ['interruptRetryable', 'enterRetryHold'] },
           { guard: 'failsAndRetries', target: 'backoff', actions: 'interruptRetryable' },
           { guard: 'fails', target: 'ended', actions: ['interruptFailed', 'endModelFailed'] },
           { guard: 'timesOut', target: 'ended', actions: ['interruptTimedOut', 'endTimedOut'] },
@@ -430,7 +439,10 @@ export const pathModel = setup({
     },
     held: {
       on: {
-        'hold.release': { target: 'safePoint', actions: 'release' },
+        'hold.release': [
+          { guard: 'retrying', target: 'backoff', actions: 'release' },
+          { target: 'safePoint', actions: 'release' },
+        ],
         'hold.commit': { target: 'committed', actions: 'commit' },
         cancel: { target: 'ended', actions: 'endCancelled' },
         refusal: { guard: 'refusedWhileHeld', actions: 'refused' },

@@ -186,7 +186,7 @@ export class InvocationActor {
   #cancelled(): Promise<never> {
     const reason = this.setup.signal?.reason
     // Recorded well-formed, as model text is: a reason cut in the middle of an emoji is still a cancel.
-    const source = typeof reason === 'string' && reason.length > 0 ? redact(wellFormed(reason), this.setup.secrets) : 'signal'
+    const source = typeof reason === 'string' && reason.length > 0 ? redact(wellFormed(reason), this.setup.secrets.inData) : 'signal'
     return this.#end({ status: 'cancelled', source })
   }
 
@@ -386,7 +386,7 @@ export class InvocationActor {
       const response = await executor.attempt(client, { bodyText, signal: this.#signal })
       if (response.kind === 'completed') {
         // What the tools get and the next request replays is what is recorded: an echoed secret is gone from all three.
-        await this.#record({ type: 'model.completed', stepId, output: redactDeep(wellFormed(response.output), this.setup.secrets) })
+        await this.#record({ type: 'model.completed', stepId, output: redactDeep(wellFormed(response.output), this.setup.secrets.inData) })
         break
       }
       const retry = response.status === 'retryable_failure' && attempt <= executor.retries && !this.#signal.aborted
@@ -474,9 +474,9 @@ export class InvocationActor {
     try {
       const result = jsonOutput(await tool.execute(structuredClone(input), { signal: this.#signal, operationId }))
       // A tool that calls the same provider can pass on what it echoed: the provider's secrets are removed here too.
-      outcome = result.ok ? { status: 'succeeded', output: redactDeep(result.value, this.setup.secrets) } : { status: 'failed', message: redact(result.message, this.setup.secrets) }
+      outcome = result.ok ? { status: 'succeeded', output: redactDeep(result.value, this.setup.secrets.inData) } : { status: 'failed', message: redact(result.message, this.setup.secrets.inData) }
     } catch (error) {
-      outcome = { status: 'failed', message: redact(messageOf(error), this.setup.secrets) }
+      outcome = { status: 'failed', message: redact(messageOf(error), this.setup.secrets.inData) }
     }
     await this.#record({ type: 'tool.settled', operationId, outcome })
   }

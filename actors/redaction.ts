@@ -34,9 +34,30 @@ export interface Secrets {
   readonly whole: readonly string[]
   /** Every 8-character window of the forms whose pieces are removed too, by rolling hash. */
   readonly pieces: PieceIndex | undefined
+  /**
+   * What is removed from data (the model's answers, what tools return or throw, an abort reason):
+   * the credentials alone, in forms of 8 characters or more. A header that is not a credential
+   * (`content-type: application/json`) or a placeholder key (`none`, `EMPTY`) is everyday text
+   * there, and removing it would change a tool's arguments; in a failure message it goes too.
+   */
+  readonly inData: Secrets
 }
 
-const NO_SECRETS: Secrets = Object.freeze({ whole: [], pieces: undefined })
+const NO_SECRETS: Secrets = (() => {
+  const none: { whole: string[]; pieces: undefined; inData?: Secrets } = { whole: [], pieces: undefined }
+  none.inData = none as Secrets
+  return Object.freeze(none) as Secrets
+})()
+
+function secretsFrom(whole: Set<string>, pieced: Set<string>, inData: Secrets | undefined): Secrets {
+  if (whole.size === 0) return NO_SECRETS
+  const secrets: { whole: string[]; pieces: PieceIndex | undefined; inData?: Secrets } = {
+    whole: [...whole].sort((a, b) => b.length - a.length),
+    pieces: pieced.size === 0 ? undefined : new PieceIndex([...pieced]),
+  }
+  secrets.inData = inData ?? (secrets as Secrets)
+  return secrets as Secrets
+}
 
 /** The forms `secret` travels in: as is, base64 at each byte offset (both alphabets), hex, URL-encoded. */
 function formsOf(secret: string): string[] {
@@ -59,33 +80,38 @@ function formsOf(secret: string): string[] {
 export function secretsOf(provider: ProviderConfig): Secrets {
   const whole = new Set<string>()
   const pieced = new Set<string>()
-  const add = (secret: string | undefined, pieces: boolean) => {
+  /** The credentials' forms of at least a piece's length, and those looked for piece by piece: what data is redacted of. */
+  const data = new Set<string>()
+  const dataPieced = new Set<string>()
+  /** `credential`: removed from data too; `pieces`: every run of 8 characters of it too (not of `Bearer <token>` whole, whose pieces are everyday text). */
+  const add = (secret: string | undefined, credential: boolean, pieces = credential) => {
     if (typeof secret !== 'string' || secret.length < SHORTEST_SECRET) return
     for (const form of formsOf(secret)) {
       whole.add(form)
       if (pieces) pieced.add(form)
+      if (!credential || form.length < SECRET_PIECE) continue
+      data.add(form)
+      if (pieces) dataPieced.add(form)
     }
   }
   add(provider.apiKey, true)
   for (const [name, value] of Object.entries(provider.headers ?? {})) {
     if (typeof value !== 'string') continue
     const credential = CREDENTIAL_HEADER.test(name)
-    add(value, credential)
-    // `Bearer <token>`, `Basic <base64 of user:password>`: the credential alone, and a Basic one decoded.
+    // `Bearer <token>`, `Basic <base64 of user:password>`: the value whole, the credential alone, and a Basic one decoded.
     const [scheme, token] = value.trim().split(/\s+/, 2)
-    if (scheme === undefined || token === undefined || !(credential || AUTH_SCHEME.test(scheme))) continue
+    const schemed = scheme !== undefined && token !== undefined && AUTH_SCHEME.test(scheme)
+    add(value, credential, credential && !schemed)
+    if (!schemed && !credential) continue
+    if (token === undefined) continue
     add(token, true)
-    if (scheme.toLowerCase() === 'basic') {
+    if (scheme?.toLowerCase() === 'basic') {
       const decoded = Buffer.from(token, 'base64').toString('utf8')
       add(decoded, true)
       for (const part of decoded.split(':')) add(part, true)
     }
   }
-  if (whole.size === 0) return NO_SECRETS
-  return {
-    whole: [...whole].sort((a, b) => b.length - a.length),
-    pieces: pieced.size === 0 ? undefined : new PieceIndex([...pieced]),
-  }
+  return secretsFrom(whole, pieced, secretsFrom(data, dataPieced, undefined))
 }
 
 /** `message` with every secret (and every piece of one that is looked for piece by piece) replaced by `[redacted]`. */

@@ -431,7 +431,8 @@ test(
       const settled = events.filter((stored) => stored.event.fact.type === 'tool.settled').map((stored) => JSON.stringify(stored.event.fact))
       assert.is(settled.length, 2)
       assert.match(settled.join(' '), /the sub-agent was refused: Incorrect API key \[redacted\]/)
-      assert.match(text, /done, your key was \[redacted\]; see \[redacted\]/)
+      // In data (an answer), only credentials go: the referer header's value is everyday text there.
+      assert.ok(text.includes(`done, your key was [redacted]; see ${referer}`), 'the answer keeps the referer')
       // Each encoded form loses all but the characters it shares with what surrounds the key (at most 2 bytes at each end).
       const refused = /refused [^"]*/.exec(text)?.[0] ?? ''
       const forms = encoded({ headers: { authorization: `Bearer ${key}` } } as unknown as RecordedRequest).split(' ')
@@ -465,6 +466,33 @@ test('secrets: redaction finds every piece of a long secret in a long message, w
     const encoded = Buffer.from(`${prefix}${secret}`).toString('base64')
     assert.not.ok(redact(encoded, secrets).includes(encoded.slice(8, 24)), `base64 after ${JSON.stringify(prefix)}`)
   }
+})
+
+test('secrets: answers and tool results lose only credentials; failure messages lose every configured value', () => {
+  const token = `tok-${randomBytes(24).toString('hex')}`
+  const provider = {
+    kind: 'openai-chat' as const,
+    baseUrl: 'http://127.0.0.1:9/v1',
+    model: 'm',
+    apiKey: 'none',
+    headers: { 'content-type': 'application/json', 'X-Title': 'Acme Support Desk', authorization: `Bearer ${token}` },
+  }
+  const secrets = secretsOf(provider)
+  const data = JSON.stringify({ contentType: 'application/json', answer: 'none', title: 'Acme Support Desk', leaked: token, masked: `${token.slice(0, 12)}…` })
+  assert.is(
+    redact(data, secrets.inData),
+    JSON.stringify({ contentType: 'application/json', answer: 'none', title: 'Acme Support Desk', leaked: '[redacted]', masked: '[redacted]…' }),
+  )
+  assert.is(
+    redact(`HTTP 401: key none, title Acme Support Desk, type application/json, token ${token}`, secrets),
+    'HTTP 401: key [redacted], title [redacted], type [redacted], token [redacted]',
+  )
+  // The pieces of `Bearer <token>` whole are not looked for: they begin with everyday text.
+  const prose = 'send it with a Bearer tok-en or the Bearer scheme'
+  assert.is(redact(prose, secrets.inData), prose)
+  assert.is(redact(prose, secrets), prose)
+  assert.is(redact(`Bearer ${token}`, secrets), '[redacted]')
+  assert.is(redact(`Bearer ${token.slice(0, 20)}`, secrets.inData), 'Bearer [redacted]')
 })
 
 test('secrets: the leak detector finds a canary written to the log (it can fail)', () => {

@@ -159,6 +159,24 @@ test(
     } finally {
       await copy.close()
     }
+    // The source's last facts settle while the continuation's first check reads: it is made again
+    // (without an fsync to wait for, the race was lost every time).
+    const r1 = events.findIndex((event) => event.invocation.runId === 'r1')
+    const r2 = events.findIndex((event) => event.invocation.runId === 'r2')
+    for (let trial = 0; trial < 10; trial += 1) {
+      const racing = await EventLog.open(join(dir, `racing-${trial}`), { durability: 'os' })
+      try {
+        for (const event of events.slice(0, r1 + 1)) await racing.append(event)
+        const settled = await Promise.allSettled(events.slice(r1 + 1, r2 + 1).map((event) => racing.append(event)))
+        assert.equal(
+          settled.map((result) => (result.status === 'fulfilled' ? result.value : (result.reason as { code?: string }).code)),
+          events.slice(r1 + 1, r2 + 1).map((_, index) => r1 + 2 + index),
+          `trial ${trial}`,
+        )
+      } finally {
+        await racing.close()
+      }
+    }
   }),
 )
 

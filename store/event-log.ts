@@ -1281,10 +1281,13 @@ export class EventLog {
    */
   async #verifySources(sources: RunBoundary[]): Promise<void> {
     const ahead = this.#queued
+    // Read before the check: the check reads a snapshot taken as it starts, so appends that settle
+    // while it reads are not in it, and it must then be made again.
+    const settled = this.#settledThrough
     try {
       await Promise.all(sources.map((boundary) => this.#lineage(boundary, true)))
     } catch (error) {
-      if (!(error instanceof FactstateError && error.code === 'RUN_SOURCE_MISMATCH') || ahead <= this.#settledThrough) throw error
+      if (!(error instanceof FactstateError && error.code === 'RUN_SOURCE_MISMATCH') || ahead <= settled) throw error
       await this.#settled(ahead)
       await Promise.all(sources.map((boundary) => this.#lineage(boundary, true)))
     }

@@ -49,6 +49,8 @@ const unavailable = (why: string) => new FactstateError('HANDOFF_UNAVAILABLE', w
 const successorTaken = (error: unknown): error is FactstateError =>
   error instanceof FactstateError && (error.code === 'HANDOFF_CLAIMED' || error.code === 'HANDOFF_MISMATCH')
 
+const noop = (): void => undefined
+
 class Ended {
   constructor(readonly outcome: InvocationOutcome) {}
 }
@@ -106,11 +108,17 @@ export class InvocationActor {
     if (this.#work === undefined) {
       const work = new AbortController()
       this.#work = work
-      // A cancelled run takes no hold: one still waiting for a safe point is refused now, not when the
-      // run has ended (a tool of this run that waits for it would otherwise never settle).
+      // A cancelled (or stopped) run takes no hold: one still waiting for a safe point is refused now,
+      // and so is every later reservation, not once the run has ended (a tool of this run that waits
+      // for one would otherwise never settle).
       work.signal.addEventListener(
         'abort',
-        () => this.gate.pending()?.abandon(unavailable(`invocation ${this.setup.invocation.invocationId} is being cancelled`)),
+        () => {
+          const { invocationId } = this.setup.invocation
+          const refusal = unavailable(this.#stopped ? `invocation ${invocationId} stopped: ${this.#stopped.message}` : `invocation ${invocationId} is being cancelled`)
+          this.gate.closed ??= refusal
+          this.gate.pending()?.abandon(refusal)
+        },
         { once: true },
       )
       const caller = this.setup.signal
@@ -417,9 +425,11 @@ export class InvocationActor {
    */
   async #backOff(ms: number): Promise<void> {
     const deadline = performance.now() + ms
+    // As at any safe point, no hold once the budget is spent: its successor would have no step to take.
+    const mayHold = this.#snapshot.context.stepsUsed < this.setup.budget
     for (;;) {
       if (this.#aborted) await this.#halt()
-      const reservation = this.gate.pending()
+      const reservation = mayHold ? this.gate.pending() : undefined
       if (reservation) {
         await this.#hold(reservation)
         continue
@@ -429,7 +439,7 @@ export class InvocationActor {
       const signal = this.#signal
       await new Promise<void>((resolve) => {
         const timer = setTimeout(done, left)
-        const stopListening = this.gate.onReserve(done)
+        const stopListening = mayHold ? this.gate.onReserve(done) : noop
         signal.addEventListener('abort', done, { once: true })
         function done() {
           clearTimeout(timer)

@@ -5,10 +5,11 @@
  * removed, in the forms it travels in: as is, base64-encoded (at any byte offset of a longer encoded
  * text, so "Bearer <key>" encoded is found too), hex, URL-encoded, and the user and password of a
  * Basic credential decoded. For the API key and for credentials (a header whose name says it holds
- * one, or the credential after an authorization scheme) every run of 8 or more characters of any of
- * those forms goes too: providers echo keys masked ("sk-proj-ab****wxyz") or cut. Other header values
- * (a referer, an application title) are removed whole, not piece by piece: their pieces are everyday
- * text ("https://").
+ * one, and in it the credential after an authorization scheme) every run of 8 or more characters of
+ * any of those forms goes too: providers echo keys masked ("sk-proj-ab****wxyz") or cut. Other header
+ * values (a referer, an application title) are removed whole, not piece by piece: their pieces are
+ * everyday text ("https://"). Data (answers, tool results) loses credentials alone, whole or as runs
+ * of 16 characters or more (see {@link Secrets.inData}).
  *
  * Finding the pieces costs time in proportion to the message, not to the message times the secret:
  * every 8-character window of every form is hashed once, and the message is scanned with a rolling
@@ -19,6 +20,11 @@ import { messageOf } from '../store/encoding.js'
 
 /** The shortest piece of a secret that is redacted on its own. */
 const SECRET_PIECE = 8
+/**
+ * The same in data (answers, tool results), where a secret is echoed whole, not masked: 8 characters
+ * of a placeholder key ("sk-no-key-required") would be everyday words there ("required").
+ */
+const DATA_PIECE = 16
 /** Secrets shorter than this are not looked for (they would match everyday text). */
 const SHORTEST_SECRET = 4
 const REDACTED = '[redacted]'
@@ -49,11 +55,11 @@ const NO_SECRETS: Secrets = (() => {
   return Object.freeze(none) as Secrets
 })()
 
-function secretsFrom(whole: Set<string>, pieced: Set<string>, inData: Secrets | undefined): Secrets {
+function secretsFrom(whole: Set<string>, pieced: Set<string>, width: number, inData: Secrets | undefined): Secrets {
   if (whole.size === 0) return NO_SECRETS
   const secrets: { whole: string[]; pieces: PieceIndex | undefined; inData?: Secrets } = {
     whole: [...whole].sort((a, b) => b.length - a.length),
-    pieces: pieced.size === 0 ? undefined : new PieceIndex([...pieced]),
+    pieces: pieced.size === 0 ? undefined : new PieceIndex([...pieced], width),
   }
   secrets.inData = inData ?? (secrets as Secrets)
   return secrets as Secrets
@@ -73,7 +79,8 @@ function formsOf(secret: string): string[] {
     forms.push(stable, stable.replace(/\+/g, '-').replace(/\//g, '_'))
   }
   forms.push(bytes.toString('hex'), bytes.toString('hex').toUpperCase(), encodeURIComponent(secret))
-  return forms.filter((form) => form.length >= SHORTEST_SECRET)
+  // An encoded form of a short secret can be 4 characters ("RGVt" of "Demo"): common in any base64 text.
+  return forms.filter((form, index) => (index === 0 ? form.length >= SHORTEST_SECRET : form.length >= SECRET_PIECE))
 }
 
 /** Every form of `provider`'s secrets to look for. */
@@ -91,7 +98,7 @@ export function secretsOf(provider: ProviderConfig): Secrets {
       if (pieces) pieced.add(form)
       if (!credential || form.length < SECRET_PIECE) continue
       data.add(form)
-      if (pieces) dataPieced.add(form)
+      if (pieces && form.length >= DATA_PIECE) dataPieced.add(form)
     }
   }
   add(provider.apiKey, true)
@@ -100,10 +107,10 @@ export function secretsOf(provider: ProviderConfig): Secrets {
     const credential = CREDENTIAL_HEADER.test(name)
     // `Bearer <token>`, `Basic <base64 of user:password>`: the value whole, the credential alone, and a Basic one decoded.
     const [scheme, token] = value.trim().split(/\s+/, 2)
-    const schemed = scheme !== undefined && token !== undefined && AUTH_SCHEME.test(scheme)
+    // Only where the name says it is a credential: "Key Management Assistant" is a title, not a scheme and a key.
+    const schemed = credential && scheme !== undefined && token !== undefined && AUTH_SCHEME.test(scheme)
     add(value, credential, credential && !schemed)
-    if (!schemed && !credential) continue
-    if (token === undefined) continue
+    if (!credential || token === undefined) continue
     add(token, true)
     if (scheme?.toLowerCase() === 'basic') {
       const decoded = Buffer.from(token, 'base64').toString('utf8')
@@ -111,7 +118,7 @@ export function secretsOf(provider: ProviderConfig): Secrets {
       for (const part of decoded.split(':')) add(part, true)
     }
   }
-  return secretsFrom(whole, pieced, secretsFrom(data, dataPieced, undefined))
+  return secretsFrom(whole, pieced, SECRET_PIECE, secretsFrom(data, dataPieced, DATA_PIECE, undefined))
 }
 
 /** `message` with every secret (and every piece of one that is looked for piece by piece) replaced by `[redacted]`. */
@@ -146,14 +153,23 @@ export function redactDeep<T>(value: T, secrets: Secrets): T {
     }
     if (item !== null && typeof item === 'object' && Object.getPrototypeOf(item) === Object.prototype) {
       let changed = false
-      const out: Record<string, unknown> = {}
+      const entries: [string, unknown][] = []
       for (const [key, element] of Object.entries(item)) {
         const name = redact(key, secrets)
         const next = walk(element)
         if (name !== key || next !== element) changed = true
-        out[name] = next
+        entries.push([name, next])
       }
-      return changed ? out : item
+      if (!changed) return item
+      // Defined, not assigned (an own `__proto__` member stays a member), and two names that redact
+      // alike both kept: the second becomes "[redacted] (2)".
+      const out: Record<string, unknown> = {}
+      for (const [name, next] of entries) {
+        let unique = name
+        for (let n = 2; Object.hasOwn(out, unique); n += 1) unique = `${name} (${n})`
+        Object.defineProperty(out, unique, { value: next, enumerable: true, writable: true, configurable: true })
+      }
+      return out
     }
     return item
   }
@@ -162,59 +178,70 @@ export function redactDeep<T>(value: T, secrets: Secrets): T {
 
 const HASH_BASE = 257
 const HASH_MOD = 2_147_483_647
-/** HASH_BASE ** (SECRET_PIECE - 1) mod HASH_MOD: the weight of a window's first character. */
-const HASH_LEAD = (() => {
-  let weight = 1
-  for (let index = 1; index < SECRET_PIECE; index += 1) weight = (weight * HASH_BASE) % HASH_MOD
-  return weight
-})()
+/** Starts of one window looked at, at most: a periodic secret ("aaaa…") repeats a window at every start. */
+const CANDIDATES_CHECKED = 64
 
-function windowHash(text: string, at: number): number {
+function windowHash(text: string, at: number, width: number): number {
   let hash = 0
-  for (let index = at; index < at + SECRET_PIECE; index += 1) hash = (hash * HASH_BASE + text.charCodeAt(index)) % HASH_MOD
+  for (let index = at; index < at + width; index += 1) hash = (hash * HASH_BASE + text.charCodeAt(index)) % HASH_MOD
   return hash
 }
 
+const isHighSurrogate = (code: number) => code >= 0xd800 && code <= 0xdbff
+const isLowSurrogate = (code: number) => code >= 0xdc00 && code <= 0xdfff
+
 /**
- * Every {@link SECRET_PIECE}-character window of some secrets, by hash: at each position of a
- * message, the longest run that also occurs in one of them (at least a window long) is redacted,
- * and the scan goes on after it.
+ * Every `width`-character window of some secrets, by hash: at each position of a message, the
+ * longest run that also occurs in one of them (at least a window long) is redacted, and the scan
+ * goes on after it. A run is widened to whole code points, so no lone surrogate is left.
  */
 class PieceIndex {
   readonly #forms: readonly string[]
+  readonly #width: number
+  /** HASH_BASE ** (width - 1) mod HASH_MOD: the weight of a window's first character. */
+  readonly #lead: number
   /** Window hash → [form, start, form, start, …]. */
   readonly #windows = new Map<number, number[]>()
 
-  constructor(forms: readonly string[]) {
+  constructor(forms: readonly string[], width: number) {
     this.#forms = forms
+    this.#width = width
+    let lead = 1
+    for (let index = 1; index < width; index += 1) lead = (lead * HASH_BASE) % HASH_MOD
+    this.#lead = lead
     forms.forEach((form, which) => {
-      for (let start = 0; start + SECRET_PIECE <= form.length; start += 1) {
-        const hash = windowHash(form, start)
+      for (let start = 0; start + width <= form.length; start += 1) {
+        const hash = windowHash(form, start, width)
         const found = this.#windows.get(hash)
         if (found === undefined) this.#windows.set(hash, [which, start])
-        else found.push(which, start)
+        else if (found.length < 2 * CANDIDATES_CHECKED) found.push(which, start)
       }
     })
   }
 
   redact(text: string): string {
-    if (this.#windows.size === 0 || text.length < SECRET_PIECE) return text
+    const width = this.#width
+    if (this.#windows.size === 0 || text.length < width) return text
     let out = ''
     let copied = 0
     let at = 0
-    let hash = windowHash(text, 0)
-    while (at + SECRET_PIECE <= text.length) {
+    let hash = windowHash(text, 0, width)
+    while (at + width <= text.length) {
       const longest = this.#longestAt(text, at, hash)
-      if (longest >= SECRET_PIECE) {
-        out += text.slice(copied, at) + REDACTED
-        at += longest
-        copied = at
-        if (at + SECRET_PIECE <= text.length) hash = windowHash(text, at)
+      if (longest > 0) {
+        let from = at
+        let to = at + longest
+        if (from > copied && isLowSurrogate(text.charCodeAt(from)) && isHighSurrogate(text.charCodeAt(from - 1))) from -= 1
+        if (to < text.length && isHighSurrogate(text.charCodeAt(to - 1)) && isLowSurrogate(text.charCodeAt(to))) to += 1
+        out += text.slice(copied, from) + REDACTED
+        at = to
+        copied = to
+        if (at + width <= text.length) hash = windowHash(text, at, width)
         continue
       }
-      if (at + SECRET_PIECE < text.length) {
-        hash = (hash - ((text.charCodeAt(at) * HASH_LEAD) % HASH_MOD) + HASH_MOD) % HASH_MOD
-        hash = (hash * HASH_BASE + text.charCodeAt(at + SECRET_PIECE)) % HASH_MOD
+      if (at + width < text.length) {
+        hash = (hash - ((text.charCodeAt(at) * this.#lead) % HASH_MOD) + HASH_MOD) % HASH_MOD
+        hash = (hash * HASH_BASE + text.charCodeAt(at + width)) % HASH_MOD
       }
       at += 1
     }
@@ -233,6 +260,6 @@ class PieceIndex {
       while (at + length < text.length && start + length < form.length && text.charCodeAt(at + length) === form.charCodeAt(start + length)) length += 1
       if (length > longest) longest = length
     }
-    return longest >= SECRET_PIECE ? longest : 0
+    return longest >= this.#width ? longest : 0
   }
 }

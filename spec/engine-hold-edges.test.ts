@@ -319,4 +319,43 @@ test(
   }),
 )
 
+test(
+  'no hold in a back-off once the budget is spent (its successor could take no step); after a cancel every reservation is refused at once',
+  engineTest([answer.status(429, { retryAfterMs: 50, hold: true }), answer.text('done'), answer.toolCalls([{ name: 'ask', arguments: { value: 1 } }])], { ms: 10_000 }, async (h) => {
+    const running = await h.start({ ...h.input('last'), maxSteps: 1 })
+    await h.server.seen(0)
+    const reservation = running.handoff().reserve(intentOf('last-next', 'run-last'))
+    h.server.release(0)
+    assert.equal(await running.wait(), { status: 'completed' })
+    await rejectsWithCode(() => reservation.ready(), 'HANDOFF_UNAVAILABLE', 'the only step was being retried')
+    assert.not.ok((await typesOf(h.log, 'invocation-last')).includes('hold.entered'))
+
+    // A tool of the run that reserves after the cancel is refused at once (it would wait for itself).
+    let asked: unknown
+    let started: () => void = () => undefined
+    const toolStarted = new Promise<void>((resolve) => (started = resolve))
+    let cancelled: Promise<void> = Promise.resolve()
+    let current: RunningInvocation | undefined
+    const tool = countingTool('ask', async (_input, context) => {
+      started()
+      await new Promise((resolve) => context.signal.addEventListener('abort', resolve, { once: true }))
+      try {
+        ;(current as RunningInvocation).handoff().reserve(intentOf('after-next', 'run-after'))
+        asked = 'reserved'
+      } catch (error) {
+        asked = (error as { code?: string }).code
+      }
+      await cancelled
+      return asked
+    })
+    const stop = new AbortController()
+    current = await h.start({ ...h.input('after'), tools: [tool] }, { signal: stop.signal })
+    await toolStarted
+    cancelled = Promise.resolve()
+    stop.abort('operator')
+    assert.equal(await current.wait(), { status: 'cancelled', source: 'operator' })
+    assert.is(asked, 'HANDOFF_UNAVAILABLE')
+  }),
+)
+
 test.run()

@@ -26,6 +26,8 @@ test(
       // A model request the server never answers (until the end of the test).
       const inflight = await h.engine.start(h.input('inflight'))
       await h.server.seen(0)
+      // A reservation waiting for that request's safe point: refused as the log closes, saying so.
+      const waiting = inflight.handoff().reserve(intentOf('inflight-next', 'run-inflight'))
       // A tool that runs until its signal aborts, and tells why.
       let toolStarted!: () => void
       const started = new Promise<void>((resolve) => (toolStarted = resolve))
@@ -60,6 +62,12 @@ test(
         (error: { code?: string }) => error.code,
       )
       assert.is(decided, 'HANDOFF_NOT_HELD', 'the hold ended with the run')
+      const refused = await waiting.ready().then(
+        () => undefined,
+        (error: { code?: string; message?: string }) => error,
+      )
+      assert.is(refused?.code, 'HANDOFF_UNAVAILABLE')
+      assert.match(refused?.message ?? '', /stopped: .*the log was closed/, refused?.message)
       await h.engine.drain()
       h.server.release(0)
 

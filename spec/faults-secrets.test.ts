@@ -26,7 +26,7 @@ import { ALL, CWD, effectTool, intentFor, sequenceOf } from './support/faults-en
 import { everyFile } from './support/faults-files.js'
 import { ROOT, killGroup, runScript } from './support/faults-process.js'
 import { bounded } from './support/temp.js'
-import { redact, secretsOf } from '../actors/redaction.js'
+import { redact, redactDeep, secretsOf } from '../actors/redaction.js'
 
 const canary = (name: string) => `${name}-${randomBytes(16).toString('hex')}`
 const API_KEY = canary('sk-canary-key')
@@ -478,21 +478,57 @@ test('secrets: answers and tool results lose only credentials; failure messages 
     headers: { 'content-type': 'application/json', 'X-Title': 'Acme Support Desk', authorization: `Bearer ${token}` },
   }
   const secrets = secretsOf(provider)
-  const data = JSON.stringify({ contentType: 'application/json', answer: 'none', title: 'Acme Support Desk', leaked: token, masked: `${token.slice(0, 12)}…` })
+  const data = JSON.stringify({ contentType: 'application/json', answer: 'none', title: 'Acme Support Desk', leaked: token, masked: `${token.slice(0, 20)}…`, short: `${token.slice(0, 12)}…` })
   assert.is(
     redact(data, secrets.inData),
-    JSON.stringify({ contentType: 'application/json', answer: 'none', title: 'Acme Support Desk', leaked: '[redacted]', masked: '[redacted]…' }),
+    JSON.stringify({ contentType: 'application/json', answer: 'none', title: 'Acme Support Desk', leaked: '[redacted]', masked: '[redacted]…', short: `${token.slice(0, 12)}…` }),
   )
   assert.is(
     redact(`HTTP 401: key none, title Acme Support Desk, type application/json, token ${token}`, secrets),
     'HTTP 401: key [redacted], title [redacted], type [redacted], token [redacted]',
   )
+  // In data a piece is 16 characters (a key is echoed whole there, not masked); in a message, 8.
+  assert.is(redact(`cut: ${token.slice(0, 12)}`, secrets), 'cut: [redacted]')
   // The pieces of `Bearer <token>` whole are not looked for: they begin with everyday text.
   const prose = 'send it with a Bearer tok-en or the Bearer scheme'
   assert.is(redact(prose, secrets.inData), prose)
   assert.is(redact(prose, secrets), prose)
   assert.is(redact(`Bearer ${token}`, secrets), '[redacted]')
   assert.is(redact(`Bearer ${token.slice(0, 20)}`, secrets.inData), 'Bearer [redacted]')
+})
+
+test('secrets: redaction leaves everyday text alone and keeps the shape of what it redacts', () => {
+  const token = `tok-${randomBytes(24).toString('hex')}`
+  const secrets = secretsOf({
+    kind: 'openai-chat',
+    baseUrl: 'http://127.0.0.1:9/v1',
+    model: 'm',
+    apiKey: token,
+    headers: { 'X-Title': 'Key Management Assistant', 'X-App': 'Demo', 'x-api-key': `pass🔑word-${token.slice(4, 20)}` },
+  })
+  // A short header's encoded forms are not looked for on their own (base64 of "Demo" at an offset is "RGVt" or "ZW1v").
+  for (const prefix of ['', 'R', 'Re']) {
+    const encoded = Buffer.from(`${prefix}Remember the memory demo.`).toString('base64')
+    assert.is(redact(encoded, secrets), encoded)
+  }
+  // A title that begins with a scheme word is a title: "Management" is not a credential.
+  assert.is(redact('the management console', secrets), 'the management console')
+  assert.is(redact('title: Key Management Assistant', secrets), 'title: [redacted]')
+  // Names that redact alike are both kept, an own __proto__ member stays a member.
+  const output = JSON.parse(`{"__proto__":{"x":1},"${token}":"first","${token.slice(0, 30)}":"second","note":"${token}"}`) as Record<string, unknown>
+  const redacted = redactDeep(output, secrets.inData)
+  assert.equal(Object.keys(redacted), ['__proto__', '[redacted]', '[redacted] (2)', 'note'])
+  assert.equal(JSON.parse(JSON.stringify(redacted)), { ['__proto__']: { x: 1 }, '[redacted]': 'first', '[redacted] (2)': 'second', note: '[redacted]' })
+  // A piece that ends inside a character outside the BMP takes the whole character: no lone surrogate is left.
+  const password = `pass🔑word-${token.slice(4, 20)}`
+  for (const text of [`x ${password.slice(0, 9)} y`, `x ${password.slice(5)} y`, `x ${'🔑'.repeat(3)}${password.slice(5, 14)}🔑 y`]) {
+    const out = redact(text, secrets)
+    assert.ok(out.includes('[redacted]'), text)
+    assert.not.match(out, /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/, `${JSON.stringify(out)} has a lone surrogate`)
+  }
+  // A periodic secret is still found (its windows repeat at every start; a few are looked at).
+  const periodic = secretsOf({ kind: 'openai-chat', baseUrl: 'http://127.0.0.1:9/v1', model: 'm', apiKey: 'ab'.repeat(1_000) })
+  assert.is(redact(`x ${'ab'.repeat(600)} y ${'ab'.repeat(3)}`, periodic), `x [redacted] y ${'ab'.repeat(3)}`)
 })
 
 test('secrets: the leak detector finds a canary written to the log (it can fail)', () => {

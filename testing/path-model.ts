@@ -235,8 +235,9 @@ export const pathModel = setup({
     answersText: ({ event }) => event.type === 'model.answer' && event.answer === 'text',
     failsAndRetries: ({ context, event }) => event.type === 'model.answer' && event.answer === 'failure' && context.attempt <= context.retries,
     // The back-off before a retry is a safe point: a reservation made while the request failed is taken there.
+    // As at any safe point, not once the budget is spent.
     failsAndRetriesReserved: ({ context, event }) =>
-      event.type === 'model.answer' && event.answer === 'failure' && context.attempt <= context.retries && context.reserved,
+      event.type === 'model.answer' && event.answer === 'failure' && context.attempt <= context.retries && context.reserved && context.stepsUsed < context.budget,
     retrying: ({ context }) => context.retrying,
     fails: ({ event }) => event.type === 'model.answer' && event.answer === 'failure',
     timesOut: ({ event }) => event.type === 'model.answer' && event.answer === 'timeout',

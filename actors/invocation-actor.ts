@@ -13,7 +13,7 @@ import { onAbort } from './abort-listeners.js'
 import { Gate, type HoldDecision, type Reservation } from './handoff.js'
 import type { ChatRequestBody, ModelClient } from './model-client.js'
 import type { ModelExecutor } from './model-executor.js'
-import { type Secrets, redact, redactDeep } from './redaction.js'
+import { type Secrets, redact, redactAnswer, redactDeep } from './redaction.js'
 import { functionTools, type ToolDefinition } from './tool-catalog.js'
 import { TranscriptBuilder } from './transcript.js'
 
@@ -394,7 +394,7 @@ export class InvocationActor {
       const response = await executor.attempt(client, { bodyText, signal: this.#signal })
       if (response.kind === 'completed') {
         // What the tools get and the next request replays is what is recorded: an echoed secret is gone from all three.
-        await this.#record({ type: 'model.completed', stepId, output: redactDeep(wellFormed(response.output), this.setup.secrets.inData) })
+        await this.#record({ type: 'model.completed', stepId, output: redactAnswer(wellFormed(response.output), this.setup.secrets.inData) })
         break
       }
       const retry = response.status === 'retryable_failure' && attempt <= executor.retries && !this.#signal.aborted

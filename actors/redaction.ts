@@ -8,8 +8,8 @@
  * one, and in it the credential after an authorization scheme) every run of 8 or more characters of
  * any of those forms goes too: providers echo keys masked ("sk-proj-ab****wxyz") or cut. Other header
  * values (a referer, an application title) are removed whole, not piece by piece: their pieces are
- * everyday text ("https://"). Data (answers, tool results) loses credentials alone, whole or as runs
- * of 16 characters or more (see {@link Secrets.inData}).
+ * everyday text ("https://"). Data (answers, tool results) loses only credentials that look like
+ * keys, whole (see {@link Secrets.inData}); a tool call's arguments keep parsing ({@link redactAnswer}).
  *
  * Finding the pieces costs time in proportion to the message, not to the message times the secret:
  * every 8-character window of every form is hashed once, and the message is scanned with a rolling
@@ -21,16 +21,19 @@ import { messageOf } from '../store/encoding.js'
 /** The shortest piece of a secret that is redacted on its own. */
 const SECRET_PIECE = 8
 /**
- * The same in data (answers, tool results), where a secret is echoed whole, not masked: 8 characters
- * of a placeholder key ("sk-no-key-required") would be everyday words there ("required").
+ * The shortest credential removed from data (answers, tool results), where only credentials that
+ * look like keys are looked for, whole: at least this long, with a letter and a digit. A placeholder
+ * key ("anything", "lm-studio", "sk-no-key-required") is everyday text there, and a key is echoed
+ * whole there, not masked or cut.
  */
-const DATA_PIECE = 16
+const DATA_SECRET = 16
+const looksLikeKey = (secret: string) => secret.length >= DATA_SECRET && /[0-9]/.test(secret) && /[A-Za-z]/.test(secret)
 /** Secrets shorter than this are not looked for (they would match everyday text). */
 const SHORTEST_SECRET = 4
 const REDACTED = '[redacted]'
 
 /** Header names that say the value is a credential: its pieces are redacted too. */
-const CREDENTIAL_HEADER = /auth|key|token|secret|passw|cookie|session|signature|credential|bearer/i
+const CREDENTIAL_HEADER = /auth|key|token|secret|passw|cookie|signature|credential|bearer/i
 /** Authorization schemes: in `<scheme> <credential>`, the credential is a secret of its own. */
 const AUTH_SCHEME = /^(bearer|basic|token|apikey|api-key|key|digest|dpop|hmac|hoba|mutual|negotiate|ntlm|aws4-hmac-sha256|sharedkey|sharedkeylite|gsslogin)$/i
 
@@ -42,9 +45,11 @@ export interface Secrets {
   readonly pieces: PieceIndex | undefined
   /**
    * What is removed from data (the model's answers, what tools return or throw, an abort reason):
-   * the credentials alone, in forms of 8 characters or more. A header that is not a credential
-   * (`content-type: application/json`) or a placeholder key (`none`, `EMPTY`) is everyday text
-   * there, and removing it would change a tool's arguments; in a failure message it goes too.
+   * credentials that look like keys (see `looksLikeKey`), as they are and JSON-escaped, whole. A
+   * header that is not a credential (`content-type: application/json`), a placeholder key (`none`,
+   * `anything`), a Basic user name or a piece shared with another token of the same issuer is
+   * everyday data there, and removing it would change a tool's arguments; in a failure message
+   * they go too.
    */
   readonly inData: Secrets
 }
@@ -83,22 +88,41 @@ function formsOf(secret: string): string[] {
   return forms.filter((form, index) => (index === 0 ? form.length >= SHORTEST_SECRET : form.length >= SECRET_PIECE))
 }
 
+/** Secrets built lately, by what they were built from: a run start builds them (twice, with the OpenAI client), and a long token takes milliseconds. */
+const built = new Map<string, Secrets>()
+const BUILT_KEPT = 32
+
 /** Every form of `provider`'s secrets to look for. */
 export function secretsOf(provider: ProviderConfig): Secrets {
+  if (provider.apiKey === undefined && provider.headers === undefined) return NO_SECRETS
+  // In memory only, as the provider itself is.
+  const key = JSON.stringify([provider.apiKey ?? null, Object.entries(provider.headers ?? {})])
+  const found = built.get(key)
+  if (found !== undefined) return found
+  const secrets = buildSecrets(provider)
+  if (built.size >= BUILT_KEPT) built.delete(built.keys().next().value as string)
+  built.set(key, secrets)
+  return secrets
+}
+
+function buildSecrets(provider: ProviderConfig): Secrets {
   const whole = new Set<string>()
   const pieced = new Set<string>()
-  /** The credentials' forms of at least a piece's length, and those looked for piece by piece: what data is redacted of. */
+  /** What data is redacted of: credentials that look like keys, as they are and JSON-escaped. */
   const data = new Set<string>()
-  const dataPieced = new Set<string>()
-  /** `credential`: removed from data too; `pieces`: every run of 8 characters of it too (not of `Bearer <token>` whole, whose pieces are everyday text). */
-  const add = (secret: string | undefined, credential: boolean, pieces = credential) => {
+  /**
+   * `credential`: every run of 8 characters of it too (not of `Bearer <token>` whole, whose pieces are
+   * everyday text: `pieces` false); `inData`: removed from data too, when it looks like a key.
+   */
+  const add = (secret: string | undefined, credential: boolean, pieces = credential, inData = credential) => {
     if (typeof secret !== 'string' || secret.length < SHORTEST_SECRET) return
     for (const form of formsOf(secret)) {
       whole.add(form)
       if (pieces) pieced.add(form)
-      if (!credential || form.length < SECRET_PIECE) continue
-      data.add(form)
-      if (pieces && form.length >= DATA_PIECE) dataPieced.add(form)
+    }
+    if (inData && looksLikeKey(secret)) {
+      data.add(secret)
+      data.add(JSON.stringify(secret).slice(1, -1))
     }
   }
   add(provider.apiKey, true)
@@ -114,11 +138,14 @@ export function secretsOf(provider: ProviderConfig): Secrets {
     add(token, true)
     if (scheme?.toLowerCase() === 'basic') {
       const decoded = Buffer.from(token, 'base64').toString('utf8')
-      add(decoded, true)
-      for (const part of decoded.split(':')) add(part, true)
+      const colon = decoded.indexOf(':')
+      add(decoded, true, true, false)
+      // The user name is a name (an e-mail address, `CORP\\svc`): looked for in messages, not in data.
+      add(decoded.slice(0, colon === -1 ? decoded.length : colon), true, true, false)
+      if (colon !== -1) add(decoded.slice(colon + 1), true)
     }
   }
-  return secretsFrom(whole, pieced, SECRET_PIECE, secretsFrom(data, dataPieced, DATA_PIECE, undefined))
+  return secretsFrom(whole, pieced, SECRET_PIECE, secretsFrom(data, new Set(), SECRET_PIECE, undefined))
 }
 
 /** `message` with every secret (and every piece of one that is looked for piece by piece) replaced by `[redacted]`. */
@@ -174,6 +201,31 @@ export function redactDeep<T>(value: T, secrets: Secrets): T {
     return item
   }
   return walk(value) as T
+}
+
+/**
+ * A model's answer without `secrets`. A tool call's arguments are JSON text: they are redacted as the
+ * values they hold and written again only when one changed, so a secret holding a quote or a
+ * backslash cannot leave arguments that no longer parse.
+ */
+export function redactAnswer<T extends { toolCalls: readonly { arguments: string }[] }>(output: T, secrets: Secrets): T {
+  if (secrets.whole.length === 0) return output
+  const toolCalls = output.toolCalls.map((call) => ({ ...redactDeep({ ...call, arguments: '' }, secrets), arguments: redactJsonText(call.arguments, secrets) }))
+  return { ...redactDeep({ ...output, toolCalls: [] }, secrets), toolCalls }
+}
+
+function redactJsonText(text: string, secrets: Secrets): string {
+  const plain = redact(text, secrets)
+  if (plain === text) return text
+  let value: unknown
+  try {
+    value = JSON.parse(text)
+  } catch {
+    return plain
+  }
+  const written = JSON.stringify(redactDeep(value, secrets))
+  // A secret that spans the JSON's own syntax is not in any value: the text is redacted as text then.
+  return redact(written, secrets) === written ? written : plain
 }
 
 const HASH_BASE = 257

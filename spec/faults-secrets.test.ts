@@ -26,7 +26,7 @@ import { ALL, CWD, effectTool, intentFor, sequenceOf } from './support/faults-en
 import { everyFile } from './support/faults-files.js'
 import { ROOT, killGroup, runScript } from './support/faults-process.js'
 import { bounded } from './support/temp.js'
-import { redact, redactDeep, secretsOf } from '../actors/redaction.js'
+import { redact, redactAnswer, redactDeep, secretsOf } from '../actors/redaction.js'
 
 const canary = (name: string) => `${name}-${randomBytes(16).toString('hex')}`
 const API_KEY = canary('sk-canary-key')
@@ -368,7 +368,7 @@ test(
     })
     const key = API_KEY
     const tools: RunInput['tools'] = [
-      { name: 'leaky', description: 'returns what it got', async execute(input) { return { got: input, mine: `${key.slice(2, 30)}`, docs: 'https://docs.example.test/keys' } } },
+      { name: 'leaky', description: 'returns what it got', async execute(input) { return { got: input, mine: `the key is ${key}`, docs: 'https://docs.example.test/keys' } } },
       { name: 'failing', description: 'fails quoting the key', async execute() { throw new Error(`the sub-agent was refused: Incorrect API key ${key}`) } },
     ]
     const needles = [key, keyOf({ headers: { authorization: `Bearer ${key}` } } as unknown as RecordedRequest)].flatMap((secret) => {
@@ -481,7 +481,8 @@ test('secrets: answers and tool results lose only credentials; failure messages 
   const data = JSON.stringify({ contentType: 'application/json', answer: 'none', title: 'Acme Support Desk', leaked: token, masked: `${token.slice(0, 20)}…`, short: `${token.slice(0, 12)}…` })
   assert.is(
     redact(data, secrets.inData),
-    JSON.stringify({ contentType: 'application/json', answer: 'none', title: 'Acme Support Desk', leaked: '[redacted]', masked: '[redacted]…', short: `${token.slice(0, 12)}…` }),
+    // Data loses credentials whole: a piece of one is left (a key is echoed whole in an answer, not masked).
+    JSON.stringify({ contentType: 'application/json', answer: 'none', title: 'Acme Support Desk', leaked: '[redacted]', masked: `${token.slice(0, 20)}…`, short: `${token.slice(0, 12)}…` }),
   )
   assert.is(
     redact(`HTTP 401: key none, title Acme Support Desk, type application/json, token ${token}`, secrets),
@@ -494,7 +495,14 @@ test('secrets: answers and tool results lose only credentials; failure messages 
   assert.is(redact(prose, secrets.inData), prose)
   assert.is(redact(prose, secrets), prose)
   assert.is(redact(`Bearer ${token}`, secrets), '[redacted]')
-  assert.is(redact(`Bearer ${token.slice(0, 20)}`, secrets.inData), 'Bearer [redacted]')
+  assert.is(redact(`Bearer ${token}`, secrets.inData), '[redacted]')
+  // A tool call's arguments are redacted as the values they hold: a key with a quote and a backslash leaves them JSON.
+  const quoted = secretsOf({ kind: 'openai-chat', baseUrl: 'http://127.0.0.1:9/v1', model: 'm', apiKey: `"q\\${token}"` })
+  const answer = redactAnswer(
+    { text: 'ok', toolCalls: [{ callId: 'c1', name: 'set', arguments: JSON.stringify({ key: `"q\\${token}"`, mode: 'none' }) }], finishReason: 'tool_calls' },
+    quoted.inData,
+  )
+  assert.equal(JSON.parse(answer.toolCalls[0]?.arguments ?? ''), { key: '[redacted]', mode: 'none' })
 })
 
 test('secrets: redaction leaves everyday text alone and keeps the shape of what it redacts', () => {
@@ -515,7 +523,8 @@ test('secrets: redaction leaves everyday text alone and keeps the shape of what 
   assert.is(redact('the management console', secrets), 'the management console')
   assert.is(redact('title: Key Management Assistant', secrets), 'title: [redacted]')
   // Names that redact alike are both kept, an own __proto__ member stays a member.
-  const output = JSON.parse(`{"__proto__":{"x":1},"${token}":"first","${token.slice(0, 30)}":"second","note":"${token}"}`) as Record<string, unknown>
+  const other = `pass🔑word-${token.slice(4, 20)}`
+  const output = JSON.parse(`{"__proto__":{"x":1},"${token}":"first","${other}":"second","note":"${token}"}`) as Record<string, unknown>
   const redacted = redactDeep(output, secrets.inData)
   assert.equal(Object.keys(redacted), ['__proto__', '[redacted]', '[redacted] (2)', 'note'])
   assert.equal(JSON.parse(JSON.stringify(redacted)), { ['__proto__']: { x: 1 }, '[redacted]': 'first', '[redacted] (2)': 'second', note: '[redacted]' })

@@ -187,7 +187,11 @@ export class Gate implements HandoffGate {
   current: Reservation | undefined
   closed: FactstateError | undefined
 
-  constructor(private readonly invocation: Invocation) {}
+  constructor(
+    private readonly invocation: Invocation,
+    /** Why the run takes no more holds though it has not ended yet (it is being cancelled), if it does not. */
+    private readonly refusal: () => FactstateError | undefined = () => undefined,
+  ) {}
 
   reserve(given: HandoffIntent): HandoffReservation {
     let parsed: ReturnType<typeof handoffIntentSchema.safeParse>
@@ -209,7 +213,8 @@ export class Gate implements HandoffGate {
       const fields = [...(intent.successorRunId === this.invocation.runId ? ['successorRunId'] : []), ...(intent.successorInvocationId === this.invocation.invocationId ? ['successorInvocationId'] : [])]
       throw new FactstateError('HANDOFF_MISMATCH', 'the successor must have its own run and invocation ids', { details: { field: fields[0], fields } })
     }
-    if (this.closed) throw this.closed
+    const refused = this.closed ?? this.refusal()
+    if (refused) throw refused
     if (this.current && this.current.state !== 'done' && this.current.state !== 'cancelled') {
       throw new FactstateError('HANDOFF_BUSY', `hold ${this.current.intent.handoffId} is still ${this.current.state}`)
     }

@@ -50,6 +50,8 @@ const successorTaken = (error: unknown): error is FactstateError =>
   error instanceof FactstateError && (error.code === 'HANDOFF_CLAIMED' || error.code === 'HANDOFF_MISMATCH')
 
 const noop = (): void => undefined
+/** The longest delay `setTimeout` honours. */
+const MAX_TIMER_MS = 2_147_483_647
 
 class Ended {
   constructor(readonly outcome: InvocationOutcome) {}
@@ -95,7 +97,8 @@ export class InvocationActor {
   constructor({ snapshot, ...setup }: ActorSetup) {
     // The first snapshot is not kept in `setup`: the actor holds only the current one.
     this.setup = setup
-    this.gate = new Gate(setup.invocation)
+    // Refused from the abort on, also before the run's first request (when the abort is not yet forwarded).
+    this.gate = new Gate(setup.invocation, () => (this.#aborted ? this.#noMoreHolds() : undefined))
     this.#snapshot = snapshot
     this.#own = [setup.opened]
     this.done = new Promise<InvocationOutcome>((resolve, reject) => {
@@ -114,8 +117,7 @@ export class InvocationActor {
       work.signal.addEventListener(
         'abort',
         () => {
-          const { invocationId } = this.setup.invocation
-          const refusal = unavailable(this.#stopped ? `invocation ${invocationId} stopped: ${this.#stopped.message}` : `invocation ${invocationId} is being cancelled`)
+          const refusal = this.#noMoreHolds()
           this.gate.closed ??= refusal
           this.gate.pending()?.abandon(refusal)
         },
@@ -132,6 +134,12 @@ export class InvocationActor {
   }
 
   /** Cancelled by the caller, or stopped by the log closing. */
+  /** Why a cancelled or stopped run takes no hold. */
+  #noMoreHolds(): FactstateError {
+    const { invocationId } = this.setup.invocation
+    return unavailable(this.#stopped ? `invocation ${invocationId} stopped: ${this.#stopped.message}` : `invocation ${invocationId} is being cancelled`)
+  }
+
   get #aborted(): boolean {
     return this.#stopped !== undefined || this.setup.signal?.aborted === true
   }
@@ -438,7 +446,8 @@ export class InvocationActor {
       if (left <= 0) return
       const signal = this.#signal
       await new Promise<void>((resolve) => {
-        const timer = setTimeout(done, left)
+        // Node runs a longer timer after 1 ms: the loop waits again for what is left.
+        const timer = setTimeout(done, Math.min(left, MAX_TIMER_MS))
         const stopListening = mayHold ? this.gate.onReserve(done) : noop
         signal.addEventListener('abort', done, { once: true })
         function done() {

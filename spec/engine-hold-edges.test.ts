@@ -358,4 +358,44 @@ test(
   }),
 )
 
+test(
+  'a reservation right after the abort is refused before the first request too; a back-off longer than a timer can hold is waited out, not spun',
+  engineTest([answer.status(429, { retryAfterMs: 3_000_000_000 })], { ms: 10_000, model: { maxBackoffMs: Number.MAX_SAFE_INTEGER } }, async (h) => {
+    const stop = new AbortController()
+    const early = await h.start(h.input('early'), { signal: stop.signal })
+    stop.abort('operator')
+    let refused: unknown
+    try {
+      early.handoff().reserve(intentOf('early-next', 'run-early'))
+    } catch (error) {
+      refused = (error as { code?: string }).code
+    }
+    assert.is(refused, 'HANDOFF_UNAVAILABLE')
+    assert.equal(await early.wait(), { status: 'cancelled', source: 'operator' })
+
+    // 3e9 ms is past what setTimeout honours (Node fires such a timer after 1 ms, with a warning).
+    const warnings: string[] = []
+    const onWarning = (warning: Error) => warnings.push(warning.name)
+    process.on('warning', onWarning)
+    try {
+      const waiting = new AbortController()
+      const long = await h.start(h.input('long'), { signal: waiting.signal })
+      await new Promise<void>((resolve) => {
+        const stopListening = logInternals(h.log).subscribe((events) => {
+          if (!events.some((e) => e.event.fact.type === 'model.interrupted' && e.event.invocation.invocationId === 'invocation-long')) return
+          stopListening()
+          resolve()
+        })
+      })
+      await new Promise((resolve) => setTimeout(resolve, 50))
+      waiting.abort('done waiting')
+      assert.equal(await long.wait(), { status: 'cancelled', source: 'done waiting' })
+      assert.is(h.server.requests.length, 1, 'no retry before the back-off ends')
+    } finally {
+      process.off('warning', onWarning)
+    }
+    assert.equal(warnings.filter((name) => name === 'TimeoutOverflowWarning'), [])
+  }),
+)
+
 test.run()

@@ -133,13 +133,13 @@ export class InvocationActor {
     return this.#work.signal
   }
 
-  /** Cancelled by the caller, or stopped by the log closing. */
   /** Why a cancelled or stopped run takes no hold. */
   #noMoreHolds(): FactstateError {
     const { invocationId } = this.setup.invocation
     return unavailable(this.#stopped ? `invocation ${invocationId} stopped: ${this.#stopped.message}` : `invocation ${invocationId} is being cancelled`)
   }
 
+  /** Cancelled by the caller, or stopped by the log closing. */
   get #aborted(): boolean {
     return this.#stopped !== undefined || this.setup.signal?.aborted === true
   }

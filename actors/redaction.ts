@@ -15,6 +15,7 @@
  * every 8-character window of every form is hashed once, and the message is scanned with a rolling
  * hash of the same width.
  */
+import type { ModelOutput } from '../facts/types.js'
 import type { ProviderConfig } from './model-client.js'
 import { messageOf } from '../store/encoding.js'
 
@@ -60,11 +61,11 @@ const NO_SECRETS: Secrets = (() => {
   return Object.freeze(none) as Secrets
 })()
 
-function secretsFrom(whole: Set<string>, pieced: Set<string>, width: number, inData: Secrets | undefined): Secrets {
+function secretsFrom(whole: Set<string>, pieced: Set<string>, inData: Secrets | undefined): Secrets {
   if (whole.size === 0) return NO_SECRETS
   const secrets: { whole: string[]; pieces: PieceIndex | undefined; inData?: Secrets } = {
     whole: [...whole].sort((a, b) => b.length - a.length),
-    pieces: pieced.size === 0 ? undefined : new PieceIndex([...pieced], width),
+    pieces: pieced.size === 0 ? undefined : new PieceIndex([...pieced]),
   }
   secrets.inData = inData ?? (secrets as Secrets)
   return secrets as Secrets
@@ -88,9 +89,13 @@ function formsOf(secret: string): string[] {
   return forms.filter((form, index) => (index === 0 ? form.length >= SHORTEST_SECRET : form.length >= SECRET_PIECE))
 }
 
-/** Secrets built lately, by what they were built from: a run start builds them (twice, with the OpenAI client), and a long token takes milliseconds. */
+/**
+ * Secrets built lately, by what they were built from (in memory only, as the provider itself is): a
+ * run start builds them twice (the engine and the OpenAI client), and a 2 KB token takes ~20 ms and
+ * ~2.5 MB. The few most recently used are kept.
+ */
 const built = new Map<string, Secrets>()
-const BUILT_KEPT = 32
+const BUILT_KEPT = 4
 
 /** Every form of `provider`'s secrets to look for. */
 export function secretsOf(provider: ProviderConfig): Secrets {
@@ -98,7 +103,11 @@ export function secretsOf(provider: ProviderConfig): Secrets {
   // In memory only, as the provider itself is.
   const key = JSON.stringify([provider.apiKey ?? null, Object.entries(provider.headers ?? {})])
   const found = built.get(key)
-  if (found !== undefined) return found
+  if (found !== undefined) {
+    built.delete(key)
+    built.set(key, found)
+    return found
+  }
   const secrets = buildSecrets(provider)
   if (built.size >= BUILT_KEPT) built.delete(built.keys().next().value as string)
   built.set(key, secrets)
@@ -114,15 +123,16 @@ function buildSecrets(provider: ProviderConfig): Secrets {
    * `credential`: every run of 8 characters of it too (not of `Bearer <token>` whole, whose pieces are
    * everyday text: `pieces` false); `inData`: removed from data too, when it looks like a key.
    */
-  const add = (secret: string | undefined, credential: boolean, pieces = credential, inData = credential) => {
-    if (typeof secret !== 'string' || secret.length < SHORTEST_SECRET) return
-    for (const form of formsOf(secret)) {
-      whole.add(form)
-      if (pieces) pieced.add(form)
-    }
-    if (inData && looksLikeKey(secret)) {
-      data.add(secret)
-      data.add(JSON.stringify(secret).slice(1, -1))
+  const add = (given: string | undefined, credential: boolean, pieces = credential, inData = credential) => {
+    if (typeof given !== 'string') return
+    // Sent trimmed (fetch trims header values), so echoed trimmed: a key read from a file with its newline.
+    for (const secret of new Set([given, given.trim()])) {
+      if (secret.length < SHORTEST_SECRET) continue
+      for (const form of formsOf(secret)) {
+        whole.add(form)
+        if (pieces) pieced.add(form)
+      }
+      if (inData && looksLikeKey(secret)) data.add(secret)
     }
   }
   add(provider.apiKey, true)
@@ -136,6 +146,15 @@ function buildSecrets(provider: ProviderConfig): Secrets {
     add(value, credential, credential && !schemed)
     if (!credential || token === undefined) continue
     add(token, true)
+    // Whatever follows the scheme, and every value in it: a cookie's (`session=<id>; other=<v>`), a
+    // signature's (`AWS4-HMAC-SHA256 Credential=…, SignedHeaders=…, Signature=<hex>`).
+    const rest = value.trim().slice((scheme ?? '').length).trim()
+    if (schemed) add(rest, true, false)
+    for (const part of value.split(/[\s;,]+/)) {
+      const equals = part.indexOf('=')
+      const named = equals === -1 ? undefined : part.slice(equals + 1).replace(/^"|"$/g, '')
+      if (named !== undefined && named.length >= SECRET_PIECE) add(named, true)
+    }
     if (scheme?.toLowerCase() === 'basic') {
       const decoded = Buffer.from(token, 'base64').toString('utf8')
       const colon = decoded.indexOf(':')
@@ -145,7 +164,9 @@ function buildSecrets(provider: ProviderConfig): Secrets {
       if (colon !== -1) add(decoded.slice(colon + 1), true)
     }
   }
-  return secretsFrom(whole, pieced, SECRET_PIECE, secretsFrom(data, new Set(), SECRET_PIECE, undefined))
+  // In data, also as JSON writes them (a key with a quote or a backslash in a tool result's text).
+  for (const secret of [...data]) data.add(JSON.stringify(secret).slice(1, -1))
+  return secretsFrom(whole, pieced, secretsFrom(data, new Set(), undefined))
 }
 
 /** `message` with every secret (and every piece of one that is looked for piece by piece) replaced by `[redacted]`. */
@@ -204,28 +225,31 @@ export function redactDeep<T>(value: T, secrets: Secrets): T {
 }
 
 /**
- * A model's answer without `secrets`. A tool call's arguments are JSON text: they are redacted as the
- * values they hold and written again only when one changed, so a secret holding a quote or a
- * backslash cannot leave arguments that no longer parse.
+ * A model's answer without `secrets`. A tool call's arguments are JSON text: only its string
+ * literals are redacted (as the values they hold, escapes read), so the arguments still parse and
+ * their numbers stay as written.
  */
-export function redactAnswer<T extends { toolCalls: readonly { arguments: string }[] }>(output: T, secrets: Secrets): T {
+export function redactAnswer(output: ModelOutput, secrets: Secrets): ModelOutput {
   if (secrets.whole.length === 0) return output
   const toolCalls = output.toolCalls.map((call) => ({ ...redactDeep({ ...call, arguments: '' }, secrets), arguments: redactJsonText(call.arguments, secrets) }))
   return { ...redactDeep({ ...output, toolCalls: [] }, secrets), toolCalls }
 }
 
+const JSON_STRING = /"(?:[^"\\]|\\.)*"/g
+
 function redactJsonText(text: string, secrets: Secrets): string {
-  const plain = redact(text, secrets)
-  if (plain === text) return text
-  let value: unknown
-  try {
-    value = JSON.parse(text)
-  } catch {
-    return plain
-  }
-  const written = JSON.stringify(redactDeep(value, secrets))
-  // A secret that spans the JSON's own syntax is not in any value: the text is redacted as text then.
-  return redact(written, secrets) === written ? written : plain
+  const literals = text.replace(JSON_STRING, (literal) => {
+    let value: unknown
+    try {
+      value = JSON.parse(literal)
+    } catch {
+      return literal
+    }
+    const redacted = redact(value as string, secrets)
+    return redacted === value ? literal : JSON.stringify(redacted)
+  })
+  // A secret outside the string literals (spanning the JSON's own syntax, or in text that is not JSON) goes as text.
+  return redact(literals, secrets)
 }
 
 const HASH_BASE = 257
@@ -255,7 +279,7 @@ class PieceIndex {
   /** Window hash → [form, start, form, start, …]. */
   readonly #windows = new Map<number, number[]>()
 
-  constructor(forms: readonly string[], width: number) {
+  constructor(forms: readonly string[], width = SECRET_PIECE) {
     this.#forms = forms
     this.#width = width
     let lead = 1

@@ -488,7 +488,7 @@ test('secrets: answers and tool results lose only credentials; failure messages 
     redact(`HTTP 401: key none, title Acme Support Desk, type application/json, token ${token}`, secrets),
     'HTTP 401: key [redacted], title [redacted], type [redacted], token [redacted]',
   )
-  // In data a piece is 16 characters (a key is echoed whole there, not masked); in a message, 8.
+  // In data a credential goes whole (a key is echoed whole there, not masked); in a message, so do its runs of 8.
   assert.is(redact(`cut: ${token.slice(0, 12)}`, secrets), 'cut: [redacted]')
   // The pieces of `Bearer <token>` whole are not looked for: they begin with everyday text.
   const prose = 'send it with a Bearer tok-en or the Bearer scheme'
@@ -538,6 +538,32 @@ test('secrets: redaction leaves everyday text alone and keeps the shape of what 
   // A periodic secret is still found (its windows repeat at every start; a few are looked at).
   const periodic = secretsOf({ kind: 'openai-chat', baseUrl: 'http://127.0.0.1:9/v1', model: 'm', apiKey: 'ab'.repeat(1_000) })
   assert.is(redact(`x ${'ab'.repeat(600)} y ${'ab'.repeat(3)}`, periodic), `x [redacted] y ${'ab'.repeat(3)}`)
+})
+
+test('secrets: a key read with its newline, a cookie value and a signature are found; arguments keep their numbers and lose an escaped key', () => {
+  const key = `sk-proj-${randomBytes(20).toString('hex')}`
+  const session = randomBytes(16).toString('hex')
+  const signature = randomBytes(32).toString('hex')
+  const secrets = secretsOf({
+    kind: 'openai-chat',
+    baseUrl: 'http://127.0.0.1:9/v1',
+    model: 'm',
+    apiKey: `${key}\n`,
+    headers: {
+      cookie: `session=${session}; theme=dark`,
+      'x-amz-authorization': `AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20261204/us-east-1/bedrock/aws4_request, SignedHeaders=host;x-amz-date, Signature=${signature}`,
+    },
+  })
+  // Sent trimmed, so echoed trimmed.
+  assert.is(redact(`proxy saw: Bearer ${key}`, secrets.inData), 'proxy saw: Bearer [redacted]')
+  assert.is(redact(`session id ${session}`, secrets.inData), 'session id [redacted]')
+  assert.is(redact(`sig ${signature}`, secrets.inData), 'sig [redacted]')
+  assert.is(redact(`sig ${signature.slice(3, 30)}`, secrets), 'sig [redacted]')
+  const answer = redactAnswer(
+    { text: 'ok', toolCalls: [{ callId: 'c1', name: 'set', arguments: `{"n": 1e400, "z": -0, "big": 12345678901234567890, "k": "\\u0073${key.slice(1)}", "s": "${key}"}` }], finishReason: 'tool_calls' },
+    secrets.inData,
+  )
+  assert.is(answer.toolCalls[0]?.arguments, '{"n": 1e400, "z": -0, "big": 12345678901234567890, "k": "[redacted]", "s": "[redacted]"}')
 })
 
 test('secrets: the leak detector finds a canary written to the log (it can fail)', () => {

@@ -150,10 +150,11 @@ function buildSecrets(provider: ProviderConfig): Secrets {
     // signature's (`AWS4-HMAC-SHA256 Credential=…, SignedHeaders=…, Signature=<hex>`).
     const rest = value.trim().slice((scheme ?? '').length).trim()
     if (schemed) add(rest, true, false)
-    for (const part of value.split(/[\s;,]+/)) {
+    for (const [index, part] of value.trim().split(/[\s;,]+/).entries()) {
+      if (schemed && index === 0) continue
       const equals = part.indexOf('=')
-      const named = equals === -1 ? undefined : part.slice(equals + 1).replace(/^"|"$/g, '')
-      if (named !== undefined && named.length >= SECRET_PIECE) add(named, true)
+      const named = (equals === -1 ? part : part.slice(equals + 1)).replace(/^"|"$/g, '')
+      if (named.length >= SECRET_PIECE) add(named, true)
     }
     if (scheme?.toLowerCase() === 'basic') {
       const decoded = Buffer.from(token, 'base64').toString('utf8')
@@ -199,10 +200,11 @@ export function redactDeep<T>(value: T, secrets: Secrets): T {
       })
       return changed ? out : item
     }
-    if (item !== null && typeof item === 'object' && Object.getPrototypeOf(item) === Object.prototype) {
+    const prototype = item !== null && typeof item === 'object' ? Object.getPrototypeOf(item) : undefined
+    if (prototype === Object.prototype || prototype === null) {
       let changed = false
       const entries: [string, unknown][] = []
-      for (const [key, element] of Object.entries(item)) {
+      for (const [key, element] of Object.entries(item as object)) {
         const name = redact(key, secrets)
         const next = walk(element)
         if (name !== key || next !== element) changed = true

@@ -559,6 +559,10 @@ test('secrets: a key read with its newline, a cookie value and a signature are f
   assert.is(redact(`session id ${session}`, secrets.inData), 'session id [redacted]')
   assert.is(redact(`sig ${signature}`, secrets.inData), 'sig [redacted]')
   assert.is(redact(`sig ${signature.slice(3, 30)}`, secrets), 'sig [redacted]')
+  // Any word after the scheme; an object without a prototype.
+  const third = secretsOf({ kind: 'openai-chat', baseUrl: 'http://127.0.0.1:9/v1', model: 'm', headers: { authorization: `Bearer  x1 ${key}` } })
+  assert.is(redact(`bad ${key}`, third.inData), 'bad [redacted]')
+  assert.equal({ ...redactDeep(Object.assign(Object.create(null) as object, { k: key }), third.inData) }, { k: '[redacted]' })
   const answer = redactAnswer(
     { text: 'ok', toolCalls: [{ callId: 'c1', name: 'set', arguments: `{"n": 1e400, "z": -0, "big": 12345678901234567890, "k": "\\u0073${key.slice(1)}", "s": "${key}"}` }], finishReason: 'tool_calls' },
     secrets.inData,

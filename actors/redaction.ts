@@ -259,9 +259,16 @@ const HASH_MOD = 2_147_483_647
 /** Starts of one window looked at, at most: a periodic secret ("aaaa…") repeats a window at every start. */
 const CANDIDATES_CHECKED = 64
 
-function windowHash(text: string, at: number, width: number): number {
+/** HASH_BASE ** (SECRET_PIECE - 1) mod HASH_MOD: the weight of a window's first character. */
+const HASH_LEAD = (() => {
+  let lead = 1
+  for (let index = 1; index < SECRET_PIECE; index += 1) lead = (lead * HASH_BASE) % HASH_MOD
+  return lead
+})()
+
+function windowHash(text: string, at: number): number {
   let hash = 0
-  for (let index = at; index < at + width; index += 1) hash = (hash * HASH_BASE + text.charCodeAt(index)) % HASH_MOD
+  for (let index = at; index < at + SECRET_PIECE; index += 1) hash = (hash * HASH_BASE + text.charCodeAt(index)) % HASH_MOD
   return hash
 }
 
@@ -269,27 +276,20 @@ const isHighSurrogate = (code: number) => code >= 0xd800 && code <= 0xdbff
 const isLowSurrogate = (code: number) => code >= 0xdc00 && code <= 0xdfff
 
 /**
- * Every `width`-character window of some secrets, by hash: at each position of a message, the
+ * Every {@link SECRET_PIECE}-character window of some secrets, by hash: at each position of a message, the
  * longest run that also occurs in one of them (at least a window long) is redacted, and the scan
  * goes on after it. A run is widened to whole code points, so no lone surrogate is left.
  */
 class PieceIndex {
   readonly #forms: readonly string[]
-  readonly #width: number
-  /** HASH_BASE ** (width - 1) mod HASH_MOD: the weight of a window's first character. */
-  readonly #lead: number
   /** Window hash → [form, start, form, start, …]. */
   readonly #windows = new Map<number, number[]>()
 
-  constructor(forms: readonly string[], width = SECRET_PIECE) {
+  constructor(forms: readonly string[]) {
     this.#forms = forms
-    this.#width = width
-    let lead = 1
-    for (let index = 1; index < width; index += 1) lead = (lead * HASH_BASE) % HASH_MOD
-    this.#lead = lead
     forms.forEach((form, which) => {
-      for (let start = 0; start + width <= form.length; start += 1) {
-        const hash = windowHash(form, start, width)
+      for (let start = 0; start + SECRET_PIECE <= form.length; start += 1) {
+        const hash = windowHash(form, start)
         const found = this.#windows.get(hash)
         if (found === undefined) this.#windows.set(hash, [which, start])
         else if (found.length < 2 * CANDIDATES_CHECKED) found.push(which, start)
@@ -298,12 +298,12 @@ class PieceIndex {
   }
 
   redact(text: string): string {
-    const width = this.#width
+    const width = SECRET_PIECE
     if (this.#windows.size === 0 || text.length < width) return text
     let out = ''
     let copied = 0
     let at = 0
-    let hash = windowHash(text, 0, width)
+    let hash = windowHash(text, 0)
     while (at + width <= text.length) {
       const longest = this.#longestAt(text, at, hash)
       if (longest > 0) {
@@ -314,11 +314,11 @@ class PieceIndex {
         out += text.slice(copied, from) + REDACTED
         at = to
         copied = to
-        if (at + width <= text.length) hash = windowHash(text, at, width)
+        if (at + width <= text.length) hash = windowHash(text, at)
         continue
       }
       if (at + width < text.length) {
-        hash = (hash - ((text.charCodeAt(at) * this.#lead) % HASH_MOD) + HASH_MOD) % HASH_MOD
+        hash = (hash - ((text.charCodeAt(at) * HASH_LEAD) % HASH_MOD) + HASH_MOD) % HASH_MOD
         hash = (hash * HASH_BASE + text.charCodeAt(at + width)) % HASH_MOD
       }
       at += 1
@@ -338,6 +338,6 @@ class PieceIndex {
       while (at + length < text.length && start + length < form.length && text.charCodeAt(at + length) === form.charCodeAt(start + length)) length += 1
       if (length > longest) longest = length
     }
-    return longest >= this.#width ? longest : 0
+    return longest >= SECRET_PIECE ? longest : 0
   }
 }

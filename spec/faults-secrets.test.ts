@@ -37,12 +37,21 @@ const HEADERS: Record<string, string> = {
 }
 const SECRETS = [API_KEY, ...Object.values(HEADERS)]
 
-/** Every form in which a secret (or a piece of it) could leak. */
-const NEEDLES: string[] = SECRETS.flatMap((secret) => {
+/** Every run of `width` characters of `secret`. */
+function piecesOf(secret: string, width: number): string[] {
   const pieces: string[] = []
-  for (let at = 0; at + 8 <= secret.length; at += 1) pieces.push(secret.slice(at, at + 8))
-  return [...pieces, Buffer.from(secret).toString('base64'), Buffer.from(secret).toString('hex')]
-})
+  for (let at = 0; at + width <= secret.length; at += 1) pieces.push(secret.slice(at, at + width))
+  return pieces
+}
+
+/** The first user message of a chat request, and how many tool results it carries. */
+function conversationOf(request: RecordedRequest): { user: string; tools: number } {
+  const messages = (request.body?.messages ?? []) as { role: string; content: string }[]
+  return { user: messages.find((m) => m.role === 'user')?.content ?? '', tools: messages.filter((m) => m.role === 'tool').length }
+}
+
+/** Every form in which a secret (or a piece of it) could leak. */
+const NEEDLES: string[] = SECRETS.flatMap((secret) => [...piecesOf(secret, 8), Buffer.from(secret).toString('base64'), Buffer.from(secret).toString('hex')])
 
 /** The needles found in `bytes` (utf8 and utf16le). */
 function leaks(bytes: Buffer | string): string[] {
@@ -91,9 +100,7 @@ function echoing(request: RecordedRequest): { whole: string; masked: string } {
 }
 
 function scriptFor(request: RecordedRequest): ScriptedAnswer {
-  const messages = (request.body?.messages ?? []) as { role: string; content: string }[]
-  const user = messages.find((m) => m.role === 'user')?.content ?? ''
-  const tools = messages.filter((m) => m.role === 'tool').length
+  const { user, tools } = conversationOf(request)
   const echo = echoing(request)
   switch (user) {
     case 'question tools':
@@ -256,11 +263,11 @@ test(
     const user = canary('basic-user')
     const password = canary('basic-password')
     const basic = `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`
-    const needles = [API_KEY, user, password].flatMap((secret) => {
-      const pieces: string[] = []
-      for (let at = 0; at + 8 <= secret.length; at += 1) pieces.push(secret.slice(at, at + 8))
-      return [...pieces, Buffer.from(secret).toString('base64').replace(/=+$/, ''), Buffer.from(secret).toString('hex')]
-    })
+    const needles = [API_KEY, user, password].flatMap((secret) => [
+      ...piecesOf(secret, 8),
+      Buffer.from(secret).toString('base64').replace(/=+$/, ''),
+      Buffer.from(secret).toString('hex'),
+    ])
     const found = (text: string | Buffer) => needles.filter((needle) => Buffer.from(text).includes(Buffer.from(needle)))
     // The server answers 401 quoting the credentials it got, decoded.
     const server = await scriptedModelServer((request) => {
@@ -336,18 +343,16 @@ test(
   bounded(30_000, async (dir) => {
     const referer = 'https://app.example.test/agent'
     const keyOf = (request: RecordedRequest) => String(request.headers.authorization ?? '').replace(/^Bearer /, '')
-    const bearer = (request: RecordedRequest) => String(request.headers.authorization ?? '')
-    const encoded = (request: RecordedRequest) =>
+    /** The received key, encoded four ways. */
+    const encoded = (received: string) =>
       [
-        Buffer.from(bearer(request)).toString('base64'),
-        Buffer.from(`key=${keyOf(request)}`).toString('base64url'),
-        Buffer.from(keyOf(request)).toString('hex').toUpperCase(),
-        encodeURIComponent(`${keyOf(request)}/tenant one`),
+        Buffer.from(`Bearer ${received}`).toString('base64'),
+        Buffer.from(`key=${received}`).toString('base64url'),
+        Buffer.from(received).toString('hex').toUpperCase(),
+        encodeURIComponent(`${received}/tenant one`),
       ].join(' ')
     const server = await scriptedModelServer((request) => {
-      const messages = (request.body?.messages ?? []) as { role: string; content: string }[]
-      const user = messages.find((m) => m.role === 'user')?.content ?? ''
-      const tools = messages.filter((m) => m.role === 'tool').length
+      const { user, tools } = conversationOf(request)
       const key = keyOf(request)
       switch (user) {
         case 'question echoed':
@@ -356,7 +361,7 @@ test(
             ? answer.toolCalls([{ name: 'leaky', arguments: { value: key } }, { name: 'failing', arguments: { value: 1 } }], { text: `calling with ${key}`, stream: true })
             : answer.text(`done, your key was ${key}; see ${referer}`, { stream: false })
         case 'question encoded':
-          return answer.status(401, { body: { error: { message: `refused ${encoded(request)}` } } })
+          return answer.status(401, { body: { error: { message: `refused ${encoded(key)}` } } })
         case 'question cut':
           // Quoted messages are cut at 300 characters: a key straddling the cut must not leave its first characters.
           return answer.status(400, { body: { error: { message: `${'x'.repeat(293)}${key} and\tmore` } } })
@@ -371,11 +376,7 @@ test(
       { name: 'leaky', description: 'returns what it got', async execute(input) { return { got: input, mine: `the key is ${key}`, docs: 'https://docs.example.test/keys' } } },
       { name: 'failing', description: 'fails quoting the key', async execute() { throw new Error(`the sub-agent was refused: Incorrect API key ${key}`) } },
     ]
-    const needles = [key, keyOf({ headers: { authorization: `Bearer ${key}` } } as unknown as RecordedRequest)].flatMap((secret) => {
-      const pieces: string[] = []
-      for (let at = 0; at + 7 <= secret.length; at += 1) pieces.push(secret.slice(at, at + 7))
-      return [...pieces, Buffer.from(secret).toString('hex'), Buffer.from(secret).toString('hex').toUpperCase()]
-    })
+    const needles = [...piecesOf(key, 7), Buffer.from(key).toString('hex'), Buffer.from(key).toString('hex').toUpperCase()]
     const found = (text: string | Buffer) => [...new Set(needles.filter((needle) => Buffer.from(text).includes(Buffer.from(needle))))]
     const log = await EventLog.open(join(dir, 'log'))
     try {
@@ -435,7 +436,7 @@ test(
       assert.ok(text.includes(`done, your key was [redacted]; see ${referer}`), 'the answer keeps the referer')
       // Each encoded form loses all but the characters it shares with what surrounds the key (at most 2 bytes at each end).
       const refused = /refused [^"]*/.exec(text)?.[0] ?? ''
-      const forms = encoded({ headers: { authorization: `Bearer ${key}` } } as unknown as RecordedRequest).split(' ')
+      const forms = encoded(key).split(' ')
       assert.is(refused.split('[redacted]').length - 1, forms.length, refused)
       for (const form of forms) assert.not.ok(refused.includes(form.slice(6, -6)), `${form} in ${refused}`)
       assert.ok(text.includes('https://docs.example.test/keys'), 'pieces of a header that is not a credential stay (here: the scheme of a URL a tool returned)')

@@ -1,7 +1,7 @@
 /**
  * Corruption of a closed log's stored files: a flipped byte in a value of a LevelDB table (after
  * the memtable was flushed by writing more than 4 MiB) and in the write-ahead log, a truncated
- * write-ahead log, a deleted table file, a deleted CURRENT. `open` or `verify` reports
+ * write-ahead log, a deleted or cut table file, a deleted CURRENT. `open` or `verify` reports
  * `LOG_CORRUPT` — with `details.seq` where one is known, with LevelDB's error as `cause` where
  * LevelDB noticed — and nothing continues on a log that lost facts: a second open refuses too.
  */
@@ -186,6 +186,30 @@ test(
     assert.is((error.cause as { code?: string } | undefined)?.code, 'LEVEL_CORRUPTION', 'LevelDB’s own error is the cause, as the README says')
     const again = await corrupt(dir, 'open', 'the second open')
     assert.is(levelCause(again), 'LEVEL_CORRUPTION')
+  }),
+)
+
+test(
+  'a table file cut short (by half, by its last 10 bytes) is LOG_CORRUPT naming the file, not a disk error',
+  bounded(90_000, async (dir) => {
+    await tableLog(join(dir, 'template'))
+    const tables = await filesEndingWith(join(dir, 'template'), '.ldb')
+    for (const table of tables) {
+      for (const [what, cut] of [
+        ['by half', (size: number) => Math.floor(size / 2)],
+        ['by 10 bytes', (size: number) => size - 10],
+      ] as const) {
+        const copy = join(dir, `${table}-${what.replaceAll(' ', '-')}`)
+        await cp(join(dir, 'template'), copy, { recursive: true })
+        const file = join(copy, table)
+        await truncate(file, cut((await stat(file)).size))
+        const error = await corrupt(copy, 'either', `${table} cut ${what}`)
+        assert.is(error.details?.file, table, `${table} cut ${what}: the file is named`)
+        assert.match(error.message, new RegExp(`table file ${table.replace('.', '\\.')} is shorter`))
+        assert.is((error.cause as { code?: string } | undefined)?.code, 'LEVEL_IO_ERROR', 'LevelDB’s own error is the cause')
+        await rm(copy, { recursive: true, force: true })
+      }
+    }
   }),
 )
 

@@ -556,7 +556,28 @@ function levelError(error: unknown): FactstateError {
   if (code === 'LEVEL_CORRUPTION' || causeCode === 'LEVEL_CORRUPTION') {
     return new FactstateError('LOG_CORRUPT', `LevelDB reports corruption: ${(inner as Error).message}`, { cause: inner })
   }
+  const short = shortTable(error)
+  if (short !== undefined) {
+    return new FactstateError('LOG_CORRUPT', `table file ${short} is shorter than LevelDB's manifest records: it was cut short (LevelDB: ${causeMessages(error)})`, {
+      cause: error,
+      details: { file: short },
+    })
+  }
   return new FactstateError('LOG_IO', `LevelDB failed: ${causeMessages(error)}`, { cause: error })
+}
+
+/**
+ * LevelDB's own table file (`000005.ldb`) that a read found cut short, from its error, if that is
+ * what it says. LevelDB maps table files into memory and reads a block at the offset its manifest
+ * records; a read past the end of a shorter file fails with `EINVAL` ("IO error: …/000005.ldb:
+ * Invalid argument"). A disk's read error is `EIO`, a permission `EACCES`: those stay `LOG_IO`.
+ */
+function shortTable(error: unknown): string | undefined {
+  for (let cause: unknown = error, depth = 0; cause instanceof Error && depth < 4; cause = cause.cause, depth += 1) {
+    const found = /^IO error: (?:.*[\\/])?(\d+\.(?:ldb|sst)): Invalid argument$/.exec(cause.message)
+    if (found) return found[1]
+  }
+  return undefined
 }
 
 /**

@@ -49,7 +49,6 @@ const unavailable = (why: string) => new FactstateError('HANDOFF_UNAVAILABLE', w
 const successorTaken = (error: unknown): error is FactstateError =>
   error instanceof FactstateError && (error.code === 'HANDOFF_CLAIMED' || error.code === 'HANDOFF_MISMATCH')
 
-const noop = (): void => undefined
 /** The longest delay `setTimeout` honours. */
 const MAX_TIMER_MS = 2_147_483_647
 
@@ -262,11 +261,15 @@ export class InvocationActor {
     }
   }
 
-  /** The pause a commit would seal now. Its parts are the actor's own copies (never the caller's objects): no copy needed. */
-  #pauseFor(reservation: Reservation): HandoffPause {
+  /**
+   * The pause a commit would seal now. Its parts are the actor's own copies (never the caller's
+   * objects): no copy needed. Held in a retry's back-off, the failed step is not spent: its request
+   * is the successor's first step, as it would have been this run's retry.
+   */
+  #pauseFor(reservation: Reservation, retrying: boolean): HandoffPause {
     return {
       intent: reservation.intent,
-      remainingSteps: Math.max(0, this.setup.budget - this.#snapshot.context.stepsUsed),
+      remainingSteps: Math.max(0, this.setup.budget - this.#snapshot.context.stepsUsed + (retrying ? 1 : 0)),
       execution: this.setup.execution,
     }
   }
@@ -283,7 +286,8 @@ export class InvocationActor {
     }
   }
 
-  async #hold(reservation: Reservation): Promise<void> {
+  /** `retrying`: held in the back-off before a retry (see `#pauseFor`). */
+  async #hold(reservation: Reservation, retrying = false): Promise<void> {
     const { handoffId } = reservation.intent
     reservation.begin()
     try {
@@ -304,7 +308,7 @@ export class InvocationActor {
       await this.#record({ type: 'hold.released', handoffId })
       return
     }
-    reservation.enter(this.#pauseFor(reservation))
+    reservation.enter(this.#pauseFor(reservation, retrying))
     for (;;) {
       let decision: HoldDecision | 'aborted'
       this.#holding = reservation
@@ -433,13 +437,12 @@ export class InvocationActor {
    */
   async #backOff(ms: number): Promise<void> {
     const deadline = performance.now() + ms
-    // As at any safe point, no hold once the budget is spent: its successor would have no step to take.
-    const mayHold = this.#snapshot.context.stepsUsed < this.setup.budget
     for (;;) {
       if (this.#aborted) await this.#halt()
-      const reservation = mayHold ? this.gate.pending() : undefined
+      // Even in the last step's back-off: the retry it would make is the successor's first step.
+      const reservation = this.gate.pending()
       if (reservation) {
-        await this.#hold(reservation)
+        await this.#hold(reservation, true)
         continue
       }
       const left = deadline - performance.now()
@@ -448,7 +451,7 @@ export class InvocationActor {
       await new Promise<void>((resolve) => {
         // Node runs a longer timer after 1 ms: the loop waits again for what is left.
         const timer = setTimeout(done, Math.min(left, MAX_TIMER_MS))
-        const stopListening = mayHold ? this.gate.onReserve(done) : noop
+        const stopListening = this.gate.onReserve(done)
         signal.addEventListener('abort', done, { once: true })
         function done() {
           clearTimeout(timer)

@@ -208,8 +208,8 @@ test(
       assert.is(h.server.requests.length, 1, 'the retry waits for the hold')
       assert.is(tool.calls.length, 0)
       assert.equal(await typesOf(h.log, 'invocation-retried'), ['invocation.opened', 'model.requested', 'model.interrupted', 'hold.entered'])
-      // The failed attempt's step is spent, as it is for a retry: the pause counts it.
-      assert.is(held.preview().remainingSteps, 3)
+      // The failed attempt's step is not spent: its retry, here or as the successor's first request, is that step.
+      assert.is(held.preview().remainingSteps, 4)
       await held.release()
       assert.equal(await running.wait(), { status: 'completed' })
       assert.is(tool.calls.length, 1)
@@ -228,7 +228,7 @@ test(
       })
       await interrupted
       const sealed = await (await second.handoff().reserve(intentOf('backoff-next', 'run-backoff')).ready()).commit()
-      assert.is(sealed.remainingSteps, 3)
+      assert.is(sealed.remainingSteps, 4, 'the successor sends the failed request again as its first step, out of the same budget')
       const outcome = await second.wait()
       assert.is(outcome.status, 'handoff_paused')
       assert.is(h.server.requests.length, 4, 'no retry after the seal')
@@ -320,15 +320,26 @@ test(
 )
 
 test(
-  'no hold in a back-off once the budget is spent (its successor could take no step); after a cancel every reservation is refused at once',
+  'a hold in the last step\u2019s back-off is taken and seals one step for the successor, which sends the failed request again; after a cancel every reservation is refused at once',
   engineTest([answer.status(429, { retryAfterMs: 50, hold: true }), answer.text('done'), answer.toolCalls([{ name: 'ask', arguments: { value: 1 } }])], { ms: 10_000 }, async (h) => {
-    const running = await h.start({ ...h.input('last'), maxSteps: 1 })
+    const input = { ...h.input('last'), maxSteps: 1 }
+    const running = await h.start(input)
     await h.server.seen(0)
     const reservation = running.handoff().reserve(intentOf('last-next', 'run-last'))
     h.server.release(0)
-    assert.equal(await running.wait(), { status: 'completed' })
-    await rejectsWithCode(() => reservation.ready(), 'HANDOFF_UNAVAILABLE', 'the only step was being retried')
-    assert.not.ok((await typesOf(h.log, 'invocation-last')).includes('hold.entered'))
+    const held = await reservation.ready()
+    assert.is(held.preview().remainingSteps, 1, 'the only step failed and is not spent')
+    const pause = await held.commit()
+    assert.equal(await running.wait(), { status: 'handoff_paused', pause })
+    assert.is(h.server.requests.length, 1, 'no retry after the seal')
+    const source = (await h.log.runSource(input.invocation.sessionId, input.invocation.runId))?.boundary
+    assert.ok(source)
+    const successor = successorInput({ running, pause, source, input })
+    assert.equal(await h.run(successor), { status: 'completed' }, 'the successor\u2019s one step is the retried request')
+    const requested = (await factsOf(h.log, successor.invocation.invocationId)).filter((fact) => fact.type === 'model.requested')
+    assert.is(requested.length, 1)
+    assert.ok(((h.server.requests[0]?.body as { messages?: unknown[] }).messages?.length ?? 0) > 0)
+    assert.equal((h.server.requests[1]?.body as { messages?: unknown }).messages, (h.server.requests[0]?.body as { messages?: unknown }).messages, 'the same conversation is asked again')
 
     // A tool of the run that reserves after the cancel is refused at once (it would wait for itself).
     let asked: unknown

@@ -258,6 +258,9 @@ export class PathHarness {
           this.#fail('hold', `commit() failed: ${(error as Error).message}`),
         )
         if (!isDeepStrictEqual(pause, hold.preview)) this.#fail('hold', 'commit() resolved with something else than preview()')
+        if (step.remainingSteps !== undefined && pause.remainingSteps !== step.remainingSteps) {
+          this.#fail('hold', `the seal leaves ${pause.remainingSteps} steps, the path plans ${step.remainingSteps}`)
+        }
         this.#sealed.set(step.run, pause)
         return
       }

@@ -150,6 +150,9 @@ const callIdOf = (context: PathContext, index: number) => `call-${context.run}-$
 const operationIdOf = (context: PathContext, index: number) => `run-${context.run}/step-${context.stepsUsed}/${index}`
 const holdIdOf = (context: PathContext) => `hold-${context.run}-${context.stepsUsed}`
 
+/** The steps a seal leaves its successor: held in a retry's back-off, the failed step is not spent (its request is the successor's first). */
+const stepsLeft = (context: PathContext) => context.budget - context.stepsUsed + (context.retrying ? 1 : 0)
+
 function pauseOf(context: PathContext): HandoffPause {
   return {
     intent: {
@@ -160,7 +163,7 @@ function pauseOf(context: PathContext): HandoffPause {
       successorInvocationId: `invocation-${context.run + 1}`,
       claimId: `claim-${context.run}`,
     },
-    remainingSteps: context.budget - context.stepsUsed,
+    remainingSteps: stepsLeft(context),
     execution: PLACEHOLDER_EXECUTION,
   }
 }
@@ -234,10 +237,9 @@ export const pathModel = setup({
     answersCalls: ({ event }) => event.type === 'model.answer' && ANSWER_CALLS[event.answer] !== undefined,
     answersText: ({ event }) => event.type === 'model.answer' && event.answer === 'text',
     failsAndRetries: ({ context, event }) => event.type === 'model.answer' && event.answer === 'failure' && context.attempt <= context.retries,
-    // The back-off before a retry is a safe point: a reservation made while the request failed is taken there.
-    // As at any safe point, not once the budget is spent.
-    failsAndRetriesReserved: ({ context, event }) =>
-      event.type === 'model.answer' && event.answer === 'failure' && context.attempt <= context.retries && context.reserved && context.stepsUsed < context.budget,
+    // The back-off before a retry is a safe point: a reservation made while the request failed is taken there,
+    // in the last step's too (the retry would be the successor's first step).
+    failsAndRetriesReserved: ({ context, event }) => event.type === 'model.answer' && event.answer === 'failure' && context.attempt <= context.retries && context.reserved,
     retrying: ({ context }) => context.retrying,
     fails: ({ event }) => event.type === 'model.answer' && event.answer === 'failure',
     timesOut: ({ event }) => event.type === 'model.answer' && event.answer === 'timeout',
@@ -342,7 +344,7 @@ export const pathModel = setup({
     release: assign(({ context }) => ({ rolledBack: true, retrying: false, facts: plan(context, { type: 'hold.released', handoffId: holdIdOf(context) }) })),
     commit: assign(({ context }) => ({
       retrying: false,
-      pausedSteps: context.budget - context.stepsUsed,
+      pausedSteps: stepsLeft(context),
       facts: plan(context, ended({ status: 'handoff_paused', pause: pauseOf(context) })),
     })),
     interruptRetryable: assign(({ context }) => ({ facts: plan(context, interrupted(context, 'retryable_failure')) })),

@@ -53,6 +53,11 @@ export interface PathStep {
   machineState: InvocationState | null
   /** The facts this step makes the engine (or recovery) append, as {@link factShape}s, in order. */
   facts: string[]
+  /**
+   * After a `hold.commit`: the steps the sealed pause leaves its successor (`remainingSteps`). A seal
+   * in a retry's back-off does not spend the failed step: the successor sends that request again.
+   */
+  remainingSteps?: number
 }
 
 /** A generated path. */
@@ -355,7 +360,12 @@ function planOf(input: PathModelInput, events: PathEvent[], label: string): Plan
     if (expected !== actual && !(state === 'idle' && actual === null)) {
       throw new Error(`invocationPaths: ${label}: after step ${index} the model is in ${state} (${expected}) but the machine folds to ${actual}`)
     }
-    steps.push({ event, run: context.run, state, machineState: actual, facts: planned.map(({ fact }) => factShape(fact)) })
+    const facts = planned.map(({ fact }) => factShape(fact))
+    steps.push(
+      event.type === 'hold.commit' && context.pausedSteps !== null
+        ? { event, run: context.run, state, machineState: actual, facts, remainingSteps: context.pausedSteps }
+        : { event, run: context.run, state, machineState: actual, facts },
+    )
   }
   return { steps, transitions: [...transitions] }
 }

@@ -56,17 +56,47 @@ class Ended {
   constructor(readonly outcome: InvocationOutcome) {}
 }
 
-/** Makes a tool's output plain JSON (what a fact can hold), or explains why it cannot be. */
+/** JSON's own failure for a BigInt, avoided: database clients return ids as BigInt, and JSON text has no such type. */
+const bigIntAsText = (_key: string, value: unknown): unknown => (typeof value === 'bigint' ? value.toString() : value)
+
+/** Members of every object and items of every array in `value`, to tell whether a copy merged two keys. */
+function memberCount(value: unknown): number {
+  if (value === null || typeof value !== 'object') return 0
+  const members = Array.isArray(value) ? value : Object.values(value)
+  let count = members.length
+  for (const member of members) count += memberCount(member)
+  return count
+}
+
+/**
+ * Makes a tool's output plain JSON (what a fact can hold) as JSON makes it (a Date becomes its text,
+ * an undefined member is dropped), a BigInt as its decimal text, and a lone surrogate (a string cut
+ * mid-character) as U+FFFD, as model text is recorded; or explains why it cannot be. The tool has
+ * run either way: the explanation tells the model so, for it not to call the tool again.
+ */
 function jsonOutput(output: unknown): { ok: true; value: unknown } | { ok: false; message: string } {
+  const unrecorded = (why: string) => ({ ok: false as const, message: `the tool ran, but its result could not be recorded: ${why}` })
+  let value: unknown
   try {
-    const text = JSON.stringify(output ?? null)
-    const value: unknown = JSON.parse(text ?? 'null')
-    // Stored as the event's fact.outcome.output: three levels down.
-    const problem = storageProblemAt(value, 3)
-    return problem ? { ok: false, message: `the tool returned a value a fact cannot hold exactly: ${problem}` } : { ok: true, value }
+    value = JSON.parse(JSON.stringify(output ?? null, bigIntAsText) ?? 'null')
   } catch (error) {
-    return { ok: false, message: `the tool returned a value that is not JSON: ${(error as Error).message}` }
+    return unrecorded(`it is not JSON (${messageOf(error)})`)
   }
+  // Stored as the event's fact.outcome.output: three levels down.
+  let problem = storageProblemAt(value, 3)
+  if (problem?.includes('lone surrogate')) {
+    try {
+      const fixed = wellFormed(value)
+      // Two keys that differ only in a lone surrogate would become one: then the output is not recorded.
+      if (memberCount(fixed) === memberCount(value)) {
+        value = fixed
+        problem = storageProblemAt(value, 3)
+      }
+    } catch {
+      // Nested too deep to copy: the problem stands.
+    }
+  }
+  return problem ? unrecorded(`a fact cannot hold it exactly: ${problem}`) : { ok: true, value }
 }
 
 export class InvocationActor {

@@ -97,11 +97,22 @@ test(
 )
 
 test(
-  'a tool returning something that is not JSON settles failed; the run goes on',
-  engineTest([answer.toolCalls([{ name: 'odd', arguments: {} }]), answer.text('done')], {}, async (h) => {
-    const odd = countingTool('odd', async () => 10n)
-    assert.equal(await h.run(h.input('odd', { tools: [odd] })), { status: 'completed' })
-    assert.is(only(await factsOf(h.log, 'invocation-odd'), 'tool.settled')[0]?.outcome.status, 'failed')
+  'a tool result with a BigInt is recorded with its decimal text; one that is not JSON (a cycle) settles failed, and the model is told the tool ran',
+  engineTest([answer.toolCalls([{ name: 'row', arguments: {} }, { name: 'odd', arguments: {} }]), answer.text('done')], {}, async (h) => {
+    const row = countingTool('row', async () => ({ id: 9_007_199_254_740_993n, total: 10n }))
+    const odd = countingTool('odd', async () => {
+      const cycle: Record<string, unknown> = { name: 'loop' }
+      cycle.self = cycle
+      return cycle
+    })
+    assert.equal(await h.run(h.input('odd', { tools: [row, odd] })), { status: 'completed' })
+    const settled = only(await factsOf(h.log, 'invocation-odd'), 'tool.settled').map((fact) => fact.outcome)
+    assert.equal(settled[0], { status: 'succeeded', output: { id: '9007199254740993', total: '10' } })
+    assert.is(settled[1]?.status, 'failed')
+    assert.is(odd.calls.length, 1)
+    const told = messagesOf(h.server.requests[1]?.body).filter((m) => m.role === 'tool').map((m) => m.content)
+    assert.is(told.length, 2)
+    assert.match(String(told[1]), /^error: the tool ran, but its result could not be recorded: it is not JSON \(/)
   }),
 )
 

@@ -44,6 +44,25 @@ test(
 )
 
 test(
+  'a tool output cut mid-character (a lone surrogate, in a value or a key) is recorded with U+FFFD, as model text is; two keys that would merge settle failed',
+  engineTest(
+    [answer.toolCalls([{ id: 'call-t', name: 'read', arguments: {} }, { id: 'call-m', name: 'merge', arguments: {} }]), answer.text('done')],
+    {},
+    async (h) => {
+      const text = 'smile \u{1F600} and more'
+      const read = countingTool('read', async () => ({ content: text.slice(0, 7), ['k\ud83d']: [text.slice(0, 7)] }))
+      const merge = countingTool('merge', async () => ({ 'a\ud800': 1, 'a\udc00': 2 }))
+      assert.equal(await h.run(h.input('cut', { tools: [read, merge] })), { status: 'completed' })
+      const settled = only(await factsOf(h.log, 'invocation-cut'), 'tool.settled').map((fact) => fact.outcome)
+      assert.equal(settled[0], { status: 'succeeded', output: { content: 'smile \ufffd', 'k\ufffd': ['smile \ufffd'] } })
+      assert.is(settled[1]?.status, 'failed')
+      assert.match(settled[1]?.status === 'failed' ? settled[1].message : '', /^the tool ran, but its result could not be recorded: a fact cannot hold it exactly: .*lone surrogate/)
+      assert.is(merge.calls.length, 1)
+    },
+  ),
+)
+
+test(
   'a tool output with more members than msgpack holds settles failed, and arguments with as many are invalid input',
   engineTest(
     [

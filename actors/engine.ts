@@ -327,7 +327,6 @@ export class Engine {
       execution,
       budget,
       tools: run.tools,
-      providerOptions: run.providerOptions ?? {},
       client,
       executor: this.#model,
       secrets: secretsOf(run.provider),

@@ -29,7 +29,6 @@ export interface ActorSetup {
   execution: ExecutionSettings
   budget: number
   tools: ToolDefinition[]
-  providerOptions: Record<string, unknown>
   client: ModelClient
   executor: ModelExecutor
   /** The provider's secrets: removed from everything a fact takes from outside (see actors/redaction.ts). */
@@ -415,8 +414,10 @@ export class InvocationActor {
     const { execution } = this.setup
     const tools = functionTools(this.setup.tools)
     // Provider options first: the fields the engine sets (and records) always win. Admission refuses options naming them.
+    // The recorded copy, in its recorded order: a successor sends its source's body byte for byte, whatever
+    // order its caller gave the same options in.
     return {
-      ...this.setup.providerOptions,
+      ...execution.providerOptions,
       model: execution.model,
       messages: this.#transcriptBuilder().messages(),
       ...(tools.length > 0 ? { tools } : {}),

@@ -370,6 +370,29 @@ test(
 )
 
 test(
+  'a successor sends its source\u2019s failed request byte for byte, even when its caller gives the same provider options in another order',
+  engineTest([answer.status(429, { retryAfterMs: 50, hold: true }), answer.text('done')], { ms: 10_000 }, async (h) => {
+    const input = { ...h.input('order'), providerOptions: { temperature: 0, top_p: 1, metadata: { a: 1, b: 2 } } }
+    const running = await h.start(input)
+    await h.server.seen(0)
+    const reservation = running.handoff().reserve(intentOf('order-next', 'run-order'))
+    h.server.release(0)
+    const pause = await (await reservation.ready()).commit()
+    const source = (await h.log.runSource(input.invocation.sessionId, input.invocation.runId))?.boundary
+    assert.ok(source)
+    const successor = { ...successorInput({ running, pause, source, input }), providerOptions: { metadata: { b: 2, a: 1 }, top_p: 1, temperature: 0 } }
+    assert.equal(await h.run(successor), { status: 'completed' })
+    assert.is(h.server.requests.length, 2)
+    assert.is(h.server.requests[1]?.bodyText, h.server.requests[0]?.bodyText, 'the same bytes')
+    const digests = (await factsOf(h.log, input.invocation.invocationId))
+      .concat(await factsOf(h.log, successor.invocation.invocationId))
+      .flatMap((fact) => (fact.type === 'model.requested' ? [fact.requestDigest] : []))
+    assert.is(digests.length, 2)
+    assert.is(digests[1], digests[0], 'so the same request digest')
+  }),
+)
+
+test(
   'a reservation right after the abort is refused before the first request too; a back-off longer than a timer can hold is waited out, not spun',
   engineTest([answer.status(429, { retryAfterMs: 3_000_000_000 })], { ms: 10_000, model: { maxBackoffMs: Number.MAX_SAFE_INTEGER } }, async (h) => {
     const stop = new AbortController()

@@ -137,7 +137,13 @@ const modelResponseSchema = z.discriminatedUnion('kind', [
 /** A client's answer as a `ModelResponse`, or a malformed failure naming what is wrong with it (a custom client's bug is the step's failure, not the engine's). */
 function checkedResponse(response: unknown): ModelResponse {
   const checked = modelResponseSchema.safeParse(response)
-  if (checked.success) return response as ModelResponse
+  if (checked.success) {
+    const answer = response as ModelResponse
+    // A tool message answers its call by id: a call without one could not be answered (the OpenAI client refuses it too).
+    const nameless = answer.kind === 'completed' ? answer.output.toolCalls.findIndex((call) => call.callId === '') : -1
+    if (nameless === -1) return answer
+    return { kind: 'interrupted', status: 'failed', malformed: true, message: `the model client returned a tool call without an id (output.toolCalls[${nameless}].callId is empty)` }
+  }
   return {
     kind: 'interrupted',
     status: 'failed',

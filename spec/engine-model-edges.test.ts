@@ -8,7 +8,7 @@ import * as assert from 'uvu/assert'
 import type { ModelClient, RunInput } from '../index.js'
 import { answer } from '../testing/scripted-model-server.js'
 import { rejectsWithCode } from './support/codes.js'
-import { engineTest, factsOf, only, refusedWithoutWriting, storedEvents, typesOf } from './support/engine-fixtures.js'
+import { countingTool, engineTest, factsOf, only, refusedWithoutWriting, storedEvents, typesOf } from './support/engine-fixtures.js'
 
 test(
   'a provider error whose message has a lone surrogate is recorded well-formed: a 503 is retried, a 400 ends the run model_failed',
@@ -196,6 +196,15 @@ test(
         assert.match(interrupted[0]?.message ?? '', /not a ModelResponse/, `answer ${index}`)
       }
       assert.is(calls, answers.length)
+      // A tool call without an id could not be answered by a tool message: malformed too, and no tool runs.
+      answers.push({ kind: 'completed', output: { toolCalls: [{ callId: 'call-1', name: 'echo', arguments: '{}' }, { callId: '', name: 'echo', arguments: '{}' }], finishReason: 'tool_calls' } })
+      const echo = countingTool()
+      const outcome = await h.run(h.input('nameless', { tools: [echo] }))
+      assert.equal([outcome.status, outcome.status === 'failed' ? outcome.class : undefined], ['failed', 'model_malformed'])
+      assert.is(echo.calls.length, 0)
+      const facts = await factsOf(h.log, 'invocation-nameless')
+      assert.equal(only(facts, 'model.interrupted').map((fact) => fact.message), ['the model client returned a tool call without an id (output.toolCalls[1].callId is empty)'])
+      assert.is(only(facts, 'model.completed').length, 0)
     })
   })(),
 )

@@ -48,7 +48,9 @@ export class TranscriptBuilder {
         this.#closeUnanswered()
         const calls = fact.output.toolCalls
         if (calls.length === 0) {
-          this.#messages.push({ role: 'assistant', content: fact.output.text ?? '' })
+          // An empty final answer (a filtered one: its run ended `model_filtered`) says nothing, and a continuation
+          // must not end its request with it: some providers refuse empty assistant content, others continue it as a prefix.
+          if (fact.output.text) this.#messages.push({ role: 'assistant', content: fact.output.text })
         } else {
           this.#messages.push({
             role: 'assistant',

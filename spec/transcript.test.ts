@@ -91,3 +91,12 @@ test('a rejected and a dispatched call sharing an id are each answered once, in 
 })
 
 test.run()
+
+test('an empty final answer (a filtered one) is not replayed: a continuation of its run asks again after the user message', () => {
+  const filtered: Fact = { type: 'model.completed', stepId: 'step-1', output: { text: '', toolCalls: [], finishReason: 'content_filter' } }
+  const messages = transcriptOf(events([facts.opened(), facts.requested('step-1'), filtered, { type: 'invocation.ended', outcome: { status: 'failed', class: 'model_filtered' } }]))
+  assert.equal(messages.map((message) => message.role), ['user'])
+  const spoken: Fact = { type: 'model.completed', stepId: 'step-1', output: { text: 'fine', toolCalls: [], finishReason: 'stop' } }
+  const answered = transcriptOf(events([facts.opened(), facts.requested('step-1'), spoken]))
+  assert.equal(answered.at(-1), { role: 'assistant', content: 'fine' })
+})

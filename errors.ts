@@ -58,6 +58,6 @@ export class FactstateError extends Error {
 }
 
 /** True when `error` is a {@link FactstateError}, optionally with the given code. */
-export function isFactstateError(error: unknown, code?: FactstateErrorCode): error is FactstateError {
+export function isFactstateError<C extends FactstateErrorCode = FactstateErrorCode>(error: unknown, code?: C): error is FactstateError & { code: C } {
   return error instanceof FactstateError && (code === undefined || error.code === code)
 }

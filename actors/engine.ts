@@ -17,17 +17,17 @@ const noop = (): void => undefined
 /** Options of {@link Engine}. */
 export interface EngineOptions {
   log: EventLog
-  model?: ModelExecutor
+  model?: ModelExecutor | undefined
   /** The clock for `recordedAt` (default `Date.now`): inject it for deterministic tests. */
-  now?: () => number
+  now?: (() => number) | undefined
   /** Event ids (default `<invocationId>/<ordinal>`, stable across replays). */
-  eventId?: (invocation: Invocation, ordinal: number) => string
+  eventId?: ((invocation: Invocation, ordinal: number) => string) | undefined
 }
 
 /** Options of {@link Engine.start} and {@link Engine.run}. */
 export interface StartOptions {
   /** Aborting cancels the run at its next step boundary (a running tool gets the signal too). */
-  signal?: AbortSignal
+  signal?: AbortSignal | undefined
 }
 
 /**

@@ -46,9 +46,9 @@ export type ModelResponse =
       status: 'retryable_failure' | 'failed' | 'timed_out' | 'cancelled'
       message: string
       /** True when the provider answered but the answer could not be understood. */
-      malformed?: boolean
+      malformed?: boolean | undefined
       /** From a `retry-after` header, when the provider sent one. */
-      retryAfterMs?: number
+      retryAfterMs?: number | undefined
     }
 
 /** A provider. Implement this to plug in anything that is not OpenAI-compatible. */
@@ -61,6 +61,6 @@ export interface ProviderConfig {
   kind: 'openai-chat'
   baseUrl: string
   model: string
-  apiKey?: string
-  headers?: Record<string, string>
+  apiKey?: string | undefined
+  headers?: Record<string, string> | undefined
 }

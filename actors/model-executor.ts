@@ -8,15 +8,15 @@ import { OpenAIChatClient } from './openai-chat-client.js'
 /** Options of {@link ModelExecutor}. */
 export interface ModelExecutorOptions {
   /** How long one model request may take (default 60 s); past it the step is `timed_out`. */
-  timeoutMs?: number
+  timeoutMs?: number | undefined
   /** Retries after a retryable failure (429, 5xx, connection trouble); default 3. Each failure is a fact. */
-  retries?: number
+  retries?: number | undefined
   /** First backoff before a retry (default 250 ms), doubled each time, capped by `maxBackoffMs`. */
-  backoffMs?: number
+  backoffMs?: number | undefined
   /** The longest wait before a retry, also for a provider's `retry-after` (default 10 s). */
-  maxBackoffMs?: number
+  maxBackoffMs?: number | undefined
   /** Builds the client for a run's provider; the default speaks OpenAI chat completions. */
-  createClient?: (provider: ProviderConfig) => ModelClient
+  createClient?: ((provider: ProviderConfig) => ModelClient) | undefined
 }
 
 /**

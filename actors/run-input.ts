@@ -9,8 +9,8 @@ import type { ToolDefinition } from './tool-catalog.js'
 
 /** What a run is asked to do. */
 export type RunWork =
-  | { kind: 'message'; content: string; allowPriorUnknown?: boolean }
-  | { kind: 'continuation'; source: RunBoundary; allowPriorUnknown?: boolean }
+  | { kind: 'message'; content: string; allowPriorUnknown?: boolean | undefined }
+  | { kind: 'continuation'; source: RunBoundary; allowPriorUnknown?: boolean | undefined }
   | { kind: 'handoff'; source: RunBoundary; pause: HandoffPause }
 
 /** Everything needed to admit and run one invocation. */
@@ -18,12 +18,12 @@ export interface RunInput {
   invocation: Invocation
   provider: ProviderConfig
   /** Merged into every request body. The fields the engine sets (`model`, `messages`, `tools`, `max_tokens`) are refused: `RUN_INVALID_INPUT`. */
-  providerOptions?: Record<string, unknown>
-  configuration: { cwd: string; workspaceIdentity?: string }
-  mainOutputLimit?: number
+  providerOptions?: Record<string, unknown> | undefined
+  configuration: { cwd: string; workspaceIdentity?: string | undefined }
+  mainOutputLimit?: number | undefined
   /** Model steps allowed (default 8, at most 256). A successor gets the steps its pause left. */
-  maxSteps?: number
-  requestFingerprint?: string
+  maxSteps?: number | undefined
+  requestFingerprint?: string | undefined
   tools: ToolDefinition[]
   work: RunWork
 }

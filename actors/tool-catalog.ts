@@ -4,9 +4,9 @@ import type { ToolCatalogSummary } from '../facts/types.js'
 /** A tool the model may call. Its `execute` runs at most once per dispatched call. */
 export interface ToolDefinition {
   name: string
-  description?: string
+  description?: string | undefined
   /** A JSON Schema object describing the input, sent to the model as the function's parameters. */
-  inputSchema?: object
+  inputSchema?: object | undefined
   execute(input: unknown, context: ToolContext): Promise<unknown>
 }
 

@@ -3,6 +3,7 @@
  * The `factstate` command line: demo, inspect, log, verify, recover. Each command lives in
  * bin/commands/ and returns its exit code.
  */
+import { readFile } from 'node:fs/promises'
 import { type CommandIo, EXIT } from './io.js'
 
 const help = `usage: factstate <command> [options]
@@ -14,7 +15,8 @@ commands:
   verify <log-dir>     re-read every fact, check the digest chain and every index record
   recover <log-dir>    close invocations a crash left open
 
-Run 'factstate <command> --help' (or 'factstate help <command>') for a command's options.
+Run 'factstate <command> --help' (or 'factstate help <command>') for a command's options;
+'factstate --version' prints the version.
 exit codes: 0 ok, 1 a check failed, 2 usage, 3 the log is open in another process, 4 refused`
 
 type Command = (args: string[], io: CommandIo) => Promise<number>
@@ -46,11 +48,28 @@ const io: CommandIo = {
   stdoutClosed: () => stdoutClosed,
 }
 
+/** This package's version, from its manifest: one directory up from the sources, two from the build (dist/bin). */
+async function version(): Promise<string> {
+  for (const path of ['../package.json', '../../package.json']) {
+    try {
+      const manifest = JSON.parse(await readFile(new URL(path, import.meta.url), 'utf8')) as { name?: unknown; version?: unknown }
+      if (manifest.name === 'factstate' && typeof manifest.version === 'string') return manifest.version
+    } catch {
+      // Not there: the other layout.
+    }
+  }
+  return 'unknown'
+}
+
 async function main(argv: string[]): Promise<number> {
   const [name, ...rest] = argv
   if (name === undefined) {
     io.stderr(help)
     return EXIT.usage
+  }
+  if (name === '--version' || name === '-V' || name === 'version') {
+    io.stdout(`factstate ${await version()}`)
+    return EXIT.ok
   }
   if (name === '--help' || name === '-h' || name === 'help') {
     const about = rest[0] === undefined ? undefined : commands[rest[0]]

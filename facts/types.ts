@@ -87,16 +87,16 @@ export interface ToolCall {
 
 /** Token usage as reported by the provider. */
 export interface ModelUsage {
-  inputTokens?: number
-  outputTokens?: number
+  inputTokens?: number | undefined
+  outputTokens?: number | undefined
 }
 
 /** What the model answered for one step. */
 export interface ModelOutput {
-  text?: string
+  text?: string | undefined
   toolCalls: ToolCall[]
   finishReason: string
-  usage?: ModelUsage
+  usage?: ModelUsage | undefined
 }
 
 export type ModelInterruptStatus = 'cancelled' | 'timed_out' | 'failed' | 'retryable_failure'
@@ -117,6 +117,7 @@ export type FailureClass =
   | 'model_malformed'
   | 'model_filtered'
   | 'max_steps'
+  | 'engine_error'
   | (string & {})
 
 export type InvocationOutcome =

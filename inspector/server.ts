@@ -24,18 +24,18 @@ export interface InspectorOptions {
   /** The log to show. The inspector only reads it; it stays open (and yours to close) after `close()`. */
   log: EventLog
   /** The engine driving `log` in this process, if any: the page then reports live mode. */
-  engine?: Engine
+  engine?: Engine | undefined
   /** The TCP port; 0 or absent picks a free one. */
-  port?: number
+  port?: number | undefined
   /** Only `127.0.0.1` is accepted: the inspector never listens on other interfaces. */
-  host?: '127.0.0.1'
+  host?: '127.0.0.1' | undefined
   /**
    * The most events the initial index may read (default: no limit); more is `LOG_PREFIX_TOO_LARGE`.
    * The index streams the log, so memory follows the number of invocations, not of events.
    */
-  maxEvents?: number
+  maxEvents?: number | undefined
   /** The most stored bytes the initial index may read (default: no limit); more is `LOG_PREFIX_TOO_LARGE`. */
-  maxBytes?: number
+  maxBytes?: number | undefined
 }
 
 /**

@@ -223,6 +223,11 @@ test('usage errors exit 2 and say what is wrong', () =>
       const help = await cli(['log', '--help'])
       assert.is(help.code, 0)
       assert.match(help.stdout, /usage: factstate log/)
+      const manifest = JSON.parse(await readFile(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }
+      for (const flag of ['--version', '-V']) {
+        const version = await cli([flag])
+        assert.equal([version.code, version.stdout.trim()], [0, `factstate ${manifest.version}`], flag)
+      }
     })(),
     30_000,
   ))

@@ -148,6 +148,54 @@ export async function main(): Promise<number> {
 }
 `
 
+/**
+ * A consumer under \`exactOptionalPropertyTypes\`, passing \`undefined\` to every optional input (as
+ * \`apiKey: process.env.OPENAI_API_KEY\` does), which the runtime accepts. \`skipLibCheck\` stays on:
+ * xstate's own declarations do not compile under that flag (statelyai/xstate#4613).
+ */
+const consumerStrictTs = `
+import { Engine, EventLog, ModelExecutor, isFactstateError, type ModelClient, type RunInput, type ToolDefinition } from 'factstate'
+import { answer, invocationPaths, type RunPathOptions } from 'factstate/testing'
+import { serveInspector } from 'factstate/inspector'
+
+const unset = <T>(_value: T): T | undefined => undefined
+
+export async function main(dir: string): Promise<string> {
+  const log = await EventLog.open(dir, { durability: unset('sync' as const) })
+  const client: ModelClient = {
+    async complete() {
+      return { kind: 'completed', output: { text: unset('x'), toolCalls: [], finishReason: 'stop', usage: { inputTokens: unset(1), outputTokens: unset(1) } } }
+    },
+  }
+  const model = new ModelExecutor({ timeoutMs: unset(1), retries: unset(1), backoffMs: unset(1), maxBackoffMs: unset(1), createClient: () => client })
+  const engine = new Engine({ log, model, now: unset(() => 1), eventId: unset((invocation, ordinal) => \`\${invocation.invocationId}/\${ordinal}\`) })
+  const tool: ToolDefinition = { name: 'echo', description: unset('d'), inputSchema: unset({}), execute: async (input) => input }
+  const input: RunInput = {
+    invocation: { sessionId: 's', turnId: 't', runId: 'r', invocationId: 'i' },
+    provider: { kind: 'openai-chat', baseUrl: 'http://127.0.0.1:9', model: 'm', apiKey: process.env.NO_SUCH_KEY, headers: unset({}) },
+    providerOptions: unset({}),
+    configuration: { cwd: '/srv', workspaceIdentity: unset('w') },
+    mainOutputLimit: unset(1),
+    maxSteps: unset(1),
+    requestFingerprint: unset('f'),
+    tools: [tool],
+    work: { kind: 'message', content: 'x', allowPriorUnknown: unset(true) },
+  }
+  const outcome = await engine.run(input, { signal: unset(new AbortController().signal) })
+  for await (const stored of log.events({ from: unset(1), to: unset(1) })) void stored
+  const inspector = await serveInspector({ log, engine: unset(engine), port: unset(0), host: unset('127.0.0.1' as const), maxEvents: unset(1), maxBytes: unset(1) })
+  await inspector.close()
+  await log.close()
+  const paths = invocationPaths({ maxSteps: unset(1), maxRuns: unset(1), strategy: unset('events' as const), crashes: unset(false), include: unset(() => true), maxPaths: unset(1) })
+  const options: RunPathOptions = { tools: unset([]), toolCall: unset({ name: 'a', arguments: {} }), unknownTool: unset('u'), childScript: unset('c.js'), childExecArgv: unset([]), directory: unset('d'), stepTimeoutMs: unset(1), model: unset('m'), durability: unset('os' as const) }
+  const answers = [answer.text('t', { hold: unset(true), stream: unset(false), finishReason: unset('stop'), usage: unset(null) }), answer.status(429, { retryAfter: unset(1), retryAfterMs: unset(1), hold: unset(true) })]
+  const error: unknown = new Error('x')
+  // Narrowed to the code asked for.
+  const busy: 'RUN_BUSY' | undefined = isFactstateError(error, 'RUN_BUSY') ? error.code : undefined
+  return busy ?? \`\${outcome.status} \${paths.length} \${Object.keys(options).length} \${answers.length}\`
+}
+`
+
 test('the packed tarball installs and works: every subpath, the inspector page, the CLI, and the type declarations', () =>
   withTimeout(
     withTempDir(async (dir) => {
@@ -158,6 +206,10 @@ test('the packed tarball installs and works: every subpath, the inspector page, 
       }
       const stray = paths.filter((path) => !/^(dist\/|README\.md$|LICENSE$|package\.json$)/.test(path) || (/\.ts$/.test(path) && !/\.d\.ts$/.test(path)))
       assert.equal(stray, [], 'nothing but the build, the README, the license and the manifest (no sources, tests or benchmarks)')
+      for (const path of paths.filter((path) => path.endsWith('.js'))) {
+        const text = await readFile(join(REPO_ROOT, path), 'utf8')
+        assert.not.match(text, /from ['"](uvu|fast-check|playwright-core|tsx|@langchain\/[^'"]+|better-sqlite3)['"]/, `${path} imports no development dependency`)
+      }
 
       const app = await consumerProject(dir, tarball)
       // Source maps carry their sources: the .ts files are not shipped, and a map pointing at missing
@@ -181,6 +233,13 @@ test('the packed tarball installs and works: every subpath, the inspector page, 
 
       const bin = join(app, 'node_modules', 'factstate', 'dist', 'bin', 'factstate.js')
       assert.match(await readFile(bin, 'utf8'), /^#!\/usr\/bin\/env node\n/, 'the bin starts with a shebang')
+      assert.is((await run(process.execPath, [bin, '--version'], { cwd: app })).stdout.trim(), `factstate ${(JSON.parse(await readFile(join(REPO_ROOT, 'package.json'), 'utf8')) as { version: string }).version}`)
+      // CommonJS: Node 20.19 and later load ES modules with require() (the \`default\` export conditions).
+      const [major = 0, minor = 0] = process.versions.node.split('.').map(Number)
+      if (major > 20 || (major === 20 && minor >= 19)) {
+        const required = await run(process.execPath, ['-e', "const f = require('factstate'); console.log([typeof f.Engine, typeof require('factstate/testing').invocationPaths, typeof require('factstate/inspector').serveInspector].join(' '))"], { cwd: app })
+        assert.is(required.stdout.trim(), 'function function function', 'require() of every subpath')
+      }
       const verify = await run(process.execPath, [bin, 'verify', 'log'], { cwd: app })
       assert.match(verify.stdout, new RegExp(`^ok: ${String(result.highWater)} events, digest sha256:[0-9a-f]{64}$`, 'm'))
 
@@ -212,6 +271,31 @@ test('the packed tarball installs and works: every subpath, the inspector page, 
         (error: { stdout?: string; stderr?: string }) => `${error.stdout ?? ''}${error.stderr ?? ''}` || 'tsc failed',
       )
       assert.is(checked, '', 'a TypeScript consumer type-checks against the shipped declarations')
+
+      await writeFile(join(app, 'strict.ts'), consumerStrictTs)
+      await writeFile(
+        join(app, 'tsconfig.strict.json'),
+        JSON.stringify({
+          compilerOptions: {
+            target: 'es2022',
+            module: 'nodenext',
+            moduleResolution: 'nodenext',
+            strict: true,
+            exactOptionalPropertyTypes: true,
+            noUncheckedIndexedAccess: true,
+            verbatimModuleSyntax: true,
+            noEmit: true,
+            types: ['node'],
+            skipLibCheck: true,
+          },
+          files: ['strict.ts'],
+        }),
+      )
+      const strict = await run(process.execPath, [tsc, '-p', 'tsconfig.strict.json'], { cwd: app }).then(
+        () => '',
+        (error: { stdout?: string; stderr?: string }) => `${error.stdout ?? ''}${error.stderr ?? ''}` || 'tsc failed',
+      )
+      assert.is(strict, '', 'a consumer under exactOptionalPropertyTypes may pass undefined to every optional input')
     }),
     120_000,
   ))

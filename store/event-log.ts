@@ -27,7 +27,7 @@ export type Durability = 'sync' | 'os'
 
 /** Options of {@link EventLog.open}. */
 export interface EventLogOptions {
-  durability?: Durability
+  durability?: Durability | undefined
 }
 
 /** Where a run stands, as {@link EventLog.runSource} reports it. */
@@ -2032,7 +2032,7 @@ export class EventLog {
    * for await (const { seq, event } of log.events({ from: 100 })) console.log(seq, event.fact.type)
    * ```
    */
-  events(options: { from?: number; to?: number } = {}): AsyncGenerator<StoredEvent> {
+  events(options: { from?: number | undefined; to?: number | undefined } = {}): AsyncGenerator<StoredEvent> {
     // Checked and bounded at the call, not at the first `next()`: appends made before the reader
     // starts are not read, and bad bounds are refused where they are given.
     this.#assertOpen()

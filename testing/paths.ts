@@ -27,17 +27,17 @@ export type PathStrategy =
 /** Options of {@link invocationPaths}. */
 export interface InvocationPathOptions {
   /** Model steps of a message run (default 2). A successor gets the steps its pause left. */
-  maxSteps?: number
+  maxSteps?: number | undefined
   /** Runs in one path: the first message run, then successors and new messages (default 2). */
-  maxRuns?: number
+  maxRuns?: number | undefined
   /** How paths are chosen (default `events`). */
-  strategy?: PathStrategy
+  strategy?: PathStrategy | undefined
   /** Add one crash path for each machine state a crash can hit (default true). Each runs a child process. */
-  crashes?: boolean
+  crashes?: boolean | undefined
   /** Keep only event variants for which this returns true (others are never offered). */
-  include?: (event: PathEvent) => boolean
+  include?: ((event: PathEvent) => boolean) | undefined
   /** At most this many non-crash paths (default: all; for `simple`, 1000). */
-  maxPaths?: number
+  maxPaths?: number | undefined
 }
 
 const PATH_OPTIONS: ReadonlySet<string> = new Set(['maxSteps', 'maxRuns', 'strategy', 'crashes', 'include', 'maxPaths'] satisfies (keyof InvocationPathOptions)[])

@@ -28,34 +28,34 @@ export { echoTool } from './path-harness.js'
 /** Options of {@link runPath}. */
 export interface RunPathOptions {
   /** The run's catalog (default: one `echo` tool). Each tool is wrapped: counted in the ledger, and held until the path settles it. */
-  tools?: ToolDefinition[]
+  tools?: ToolDefinition[] | undefined
   /** What a `known` answer calls (default: the first tool, with `{ value: 42 }` for `echo` and `{}` otherwise). */
-  toolCall?: { name: string; arguments: unknown }
+  toolCall?: { name: string; arguments: unknown } | undefined
   /** The tool name an `unknown` answer calls; must not be in the catalog (default `unavailable`). */
-  unknownTool?: string
+  unknownTool?: string | undefined
   /**
    * Builds the engine of each process from the options the runner needs (the log, a model
    * executor pointed at the scripted server, a clock); pass them on. Default `new Engine(options)`.
    */
-  createEngine?: (options: EngineOptions) => Engine
+  createEngine?: ((options: EngineOptions) => Engine) | undefined
   /**
    * The script a crash step runs in (it must call `runPathChild` with the same `tools` and
    * `createEngine`). Default: the kit's own script, which uses the default catalog.
    */
-  childScript?: string | URL
+  childScript?: string | URL | undefined
   /** Node options for the child (default `['--import', 'tsx']` for a `.ts` script, none otherwise). */
-  childExecArgv?: string[]
+  childExecArgv?: string[] | undefined
   /** An empty directory for the log and the ledger, kept afterwards (default: a fresh temporary one, removed afterwards). */
-  directory?: string
+  directory?: string | undefined
   /** How long any one thing the path waits for may take (default 15 s). */
-  stepTimeoutMs?: number
+  stepTimeoutMs?: number | undefined
   /** The model name the runs are configured with (default `scripted`). */
-  model?: string
+  model?: string | undefined
   /**
    * How the logs are opened (default `sync`). `os` is as durable against a killed process (the
    * crash steps) and faster; only `sync` survives losing the machine, which no path does.
    */
-  durability?: Durability
+  durability?: Durability | undefined
 }
 
 /** What {@link runPath} ran and checked. */

@@ -38,9 +38,9 @@ export interface RecordedBody extends ChatRequestBody {
 /** Options most answers accept. */
 export interface AnswerOptions {
   /** Keep the answer back until {@link ScriptedModelServer.release} is called for this request. */
-  hold?: boolean
+  hold?: boolean | undefined
   /** Serve this answer as an SSE stream (`true`) or plain JSON (`false`); default: server option, else the request's `stream`. */
-  stream?: boolean
+  stream?: boolean | undefined
 }
 
 /** Token usage the server reports; defaults to 10 prompt / 5 completion tokens. */
@@ -54,55 +54,55 @@ export interface ScriptedToolCall {
   name: string
   arguments: unknown
   /** Overrides the deterministic id `call_<requestIndex>_<i>`. */
-  id?: string
+  id?: string | undefined
 }
 
 /** What the server does with one request. Build these with {@link answer}. */
 export type ScriptedAnswer =
-  | ({ kind: 'text'; text: string; finishReason?: string; usage?: ScriptedUsage | null } & AnswerOptions)
-  | ({ kind: 'toolCalls'; calls: ScriptedToolCall[]; text?: string; finishReason?: string; usage?: ScriptedUsage | null } & AnswerOptions)
+  | ({ kind: 'text'; text: string; finishReason?: string | undefined; usage?: ScriptedUsage | null | undefined } & AnswerOptions)
+  | ({ kind: 'toolCalls'; calls: ScriptedToolCall[]; text?: string | undefined; finishReason?: string | undefined; usage?: ScriptedUsage | null | undefined } & AnswerOptions)
   | {
       kind: 'status'
       status: number
       /** Sent as `retry-after` (seconds). */
-      retryAfter?: number
+      retryAfter?: number | undefined
       /** Sent as `retry-after-ms`. */
-      retryAfterMs?: number
+      retryAfterMs?: number | undefined
       /** The body: a string is sent raw, anything else as JSON. Default: an OpenAI-style error object. */
       body?: unknown
-      hold?: boolean
+      hold?: boolean | undefined
     }
-  | { kind: 'malformed'; body: string; hold?: boolean }
-  | { kind: 'cutStream'; text: string; hold?: boolean }
-  | { kind: 'reset'; hold?: boolean; stream?: boolean }
+  | { kind: 'malformed'; body: string; hold?: boolean | undefined }
+  | { kind: 'cutStream'; text: string; hold?: boolean | undefined }
+  | { kind: 'reset'; hold?: boolean | undefined; stream?: boolean | undefined }
   | { kind: 'hang' }
 
 /** Small constructors for {@link ScriptedAnswer}s. */
 export const answer = {
   /** A plain text answer, `finish_reason: "stop"`. */
-  text(text: string, options: AnswerOptions & { finishReason?: string; usage?: ScriptedUsage | null } = {}): ScriptedAnswer {
+  text(text: string, options: AnswerOptions & { finishReason?: string | undefined; usage?: ScriptedUsage | null | undefined } = {}): ScriptedAnswer {
     return { kind: 'text', text, ...options }
   },
   /** An answer asking for tool calls, `finish_reason: "tool_calls"`. */
   toolCalls(
     calls: ScriptedToolCall[],
-    options: AnswerOptions & { text?: string; finishReason?: string; usage?: ScriptedUsage | null } = {},
+    options: AnswerOptions & { text?: string | undefined; finishReason?: string | undefined; usage?: ScriptedUsage | null | undefined } = {},
   ): ScriptedAnswer {
     return { kind: 'toolCalls', calls, ...options }
   },
   /** An HTTP error status, e.g. `answer.status(429, { retryAfter: 2 })`. */
   status(
     status: number,
-    options: { retryAfter?: number; retryAfterMs?: number; body?: unknown; hold?: boolean } = {},
+    options: { retryAfter?: number | undefined; retryAfterMs?: number | undefined; body?: unknown; hold?: boolean | undefined } = {},
   ): ScriptedAnswer {
     return { kind: 'status', status, ...options }
   },
   /** HTTP 200 with a body that is not a chat completion (default: not JSON at all). */
-  malformed(options: { body?: string; hold?: boolean } = {}): ScriptedAnswer {
+  malformed(options: { body?: string | undefined; hold?: boolean | undefined } = {}): ScriptedAnswer {
     return { kind: 'malformed', body: options.body ?? 'this is not json {', ...(options.hold === undefined ? {} : { hold: options.hold }) }
   },
   /** An SSE stream that sends some text, then ends in the middle of an event (no finish, no `[DONE]`). */
-  cutStream(options: { text?: string; hold?: boolean } = {}): ScriptedAnswer {
+  cutStream(options: { text?: string | undefined; hold?: boolean | undefined } = {}): ScriptedAnswer {
     return { kind: 'cutStream', text: options.text ?? 'partial', ...(options.hold === undefined ? {} : { hold: options.hold }) }
   },
   /** Destroys the connection without an answer; with `stream: true`, after the SSE headers and a first chunk. */
@@ -185,7 +185,7 @@ function encodeArguments(args: unknown): string {
  * }
  * ```
  */
-export async function scriptedModelServer(script: Script, options: { stream?: boolean } = {}): Promise<ScriptedModelServer> {
+export async function scriptedModelServer(script: Script, options: { stream?: boolean | undefined } = {}): Promise<ScriptedModelServer> {
   if (!Array.isArray(script) && typeof script !== 'function') {
     throw new FactstateError('TESTING_INVALID_OPTIONS', 'scriptedModelServer: the script must be an array of answers or a function returning one', { details: { field: 'script' } })
   }

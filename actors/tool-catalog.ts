@@ -7,7 +7,12 @@ export interface ToolDefinition {
   description?: string | undefined
   /** A JSON Schema object describing the input, sent to the model as the function's parameters. */
   inputSchema?: object | undefined
-  execute(input: unknown, context: ToolContext): Promise<unknown>
+  /**
+   * Runs the call. `input` is the model's arguments as parsed JSON, not checked against `inputSchema`:
+   * it is `unknown`, and a property (not a method) so that TypeScript refuses an `execute` that claims
+   * a narrower type than it checks.
+   */
+  execute: (input: unknown, context: ToolContext) => Promise<unknown>
 }
 
 /** What a tool is given besides its input. `operationId` is stable across crashes: use it as an idempotency key. */

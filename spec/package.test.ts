@@ -170,6 +170,8 @@ export async function main(dir: string): Promise<string> {
   const model = new ModelExecutor({ timeoutMs: unset(1), retries: unset(1), backoffMs: unset(1), maxBackoffMs: unset(1), createClient: () => client })
   const engine = new Engine({ log, model, now: unset(() => 1), eventId: unset((invocation, ordinal) => \`\${invocation.invocationId}/\${ordinal}\`) })
   const tool: ToolDefinition = { name: 'echo', description: unset('d'), inputSchema: unset({}), execute: async (input) => input }
+  // @ts-expect-error the input is the model's JSON, unchecked: a tool may not claim a narrower type than it checks
+  const claimed: ToolDefinition = { name: 'typed', async execute(input: { to: string }) { return input.to } }
   const input: RunInput = {
     invocation: { sessionId: 's', turnId: 't', runId: 'r', invocationId: 'i' },
     provider: { kind: 'openai-chat', baseUrl: 'http://127.0.0.1:9', model: 'm', apiKey: process.env.NO_SUCH_KEY, headers: unset({}) },
@@ -178,7 +180,7 @@ export async function main(dir: string): Promise<string> {
     mainOutputLimit: unset(1),
     maxSteps: unset(1),
     requestFingerprint: unset('f'),
-    tools: [tool],
+    tools: [tool, claimed],
     work: { kind: 'message', content: 'x', allowPriorUnknown: unset(true) },
   }
   const outcome = await engine.run(input, { signal: unset(new AbortController().signal) })

@@ -257,9 +257,14 @@ export class Engine {
           details: { field: difference, sealed: sealed ?? null, given: given ?? null },
         })
       }
-      execution = canonical(work.pause.execution)
-      budget = work.pause.remainingSteps
-      opened = { kind: 'handoff', source: work.source, pause: canonical(work.pause) }
+      // The pause as sealed in the log, where it is the same (#admit refuses any other): the caller's copy may
+      // hold its members in another order (a store that sorts JSON keys), and the successor's request body,
+      // built from these settings, must be its source's byte for byte.
+      const sealed = (await this.#log.invocationRecord(work.source.invocation.invocationId))?.outcome
+      const pause = sealed?.status === 'handoff_paused' && isDeepStrictEqual(canonical(sealed.pause), canonical(work.pause)) ? sealed.pause : work.pause
+      execution = canonical(pause.execution)
+      budget = pause.remainingSteps
+      opened = { kind: 'handoff', source: work.source, pause: canonical(pause) }
     } else {
       const priorUnknown = await this.#priorUnknown(run)
       const fingerprint = run.requestFingerprint === undefined ? {} : { requestFingerprint: run.requestFingerprint }

@@ -370,7 +370,7 @@ test(
 )
 
 test(
-  'a successor sends its source\u2019s failed request byte for byte, even when its caller gives the same provider options in another order',
+  'a successor sends its source\u2019s failed request byte for byte, even when its caller gives the same provider options, and the same pause, in another order',
   engineTest([answer.status(429, { retryAfterMs: 50, hold: true }), answer.text('done')], { ms: 10_000 }, async (h) => {
     const input = { ...h.input('order'), providerOptions: { temperature: 0, top_p: 1, metadata: { a: 1, b: 2 } } }
     const running = await h.start(input)
@@ -381,6 +381,9 @@ test(
     const source = (await h.log.runSource(input.invocation.sessionId, input.invocation.runId))?.boundary
     assert.ok(source)
     const successor = { ...successorInput({ running, pause, source, input }), providerOptions: { metadata: { b: 2, a: 1 }, top_p: 1, temperature: 0 } }
+    // The caller's copy of the pause with its options in another order too (a store that sorts JSON keys): the same pause.
+    if (successor.work.kind !== 'handoff') throw new Error('a successor')
+    successor.work.pause.execution.providerOptions = { top_p: 1, temperature: 0, metadata: { b: 2, a: 1 } }
     assert.equal(await h.run(successor), { status: 'completed' })
     assert.is(h.server.requests.length, 2)
     assert.is(h.server.requests[1]?.bodyText, h.server.requests[0]?.bodyText, 'the same bytes')

@@ -48,9 +48,10 @@ export class TranscriptBuilder {
         this.#closeUnanswered()
         const calls = fact.output.toolCalls
         if (calls.length === 0) {
-          // An empty final answer (a filtered one: its run ended `model_filtered`) says nothing, and a continuation
-          // must not end its request with it: some providers refuse empty assistant content, others continue it as a prefix.
-          if (fact.output.text) this.#messages.push({ role: 'assistant', content: fact.output.text })
+          // A final answer that is empty or blank (a filtered one, whose run ended `model_filtered`, is one) says nothing,
+          // and a continuation must not end its request with it: some providers refuse empty assistant content, others
+          // continue it as a prefix. The same test as the actor's for a filtered answer (`text.trim() === ''`).
+          if (fact.output.text?.trim()) this.#messages.push({ role: 'assistant', content: fact.output.text })
         } else {
           this.#messages.push({
             role: 'assistant',

@@ -90,10 +90,13 @@ test('a rejected and a dispatched call sharing an id are each answered once, in 
   assert.equal(messages, ['call_0: error: there is no tool named "missing"; it was not run', 'call_0: echoed'])
 })
 
-test('an empty final answer (a filtered one) is not replayed: a continuation of its run asks again after the user message', () => {
+test('an empty or blank final answer (a filtered one) is not replayed: a continuation of its run asks again after the user message', () => {
   const filtered: Fact = { type: 'model.completed', stepId: 'step-1', output: { text: '', toolCalls: [], finishReason: 'content_filter' } }
   const messages = transcriptOf(events([facts.opened(), facts.requested('step-1'), filtered, { type: 'invocation.ended', outcome: { status: 'failed', class: 'model_filtered' } }]))
   assert.equal(messages.map((message) => message.role), ['user'])
+  // Blank counts as empty, as it does for the actor's model_filtered.
+  const blank: Fact = { type: 'model.completed', stepId: 'step-1', output: { text: ' \n', toolCalls: [], finishReason: 'content_filter' } }
+  assert.equal(transcriptOf(events([facts.opened(), facts.requested('step-1'), blank])).map((message) => message.role), ['user'])
   const spoken: Fact = { type: 'model.completed', stepId: 'step-1', output: { text: 'fine', toolCalls: [], finishReason: 'stop' } }
   const answered = transcriptOf(events([facts.opened(), facts.requested('step-1'), spoken]))
   assert.equal(answered.at(-1), { role: 'assistant', content: 'fine' })

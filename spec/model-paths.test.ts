@@ -161,6 +161,25 @@ test('every generated path runs against a real engine, with every invariant chec
     }
   }, 170_000))
 
+test('a seal in the back-off of a run\u2019s only step leaves that step to its successor', () =>
+  withTimeout(async () => {
+    // The default bounds (two steps) seal back-offs at the first step only: one step makes it the last.
+    const sealedInBackOff = invocationPaths({ maxSteps: 1, maxRuns: 2, crashes: false }).filter((path) => {
+      const commit = path.steps.findIndex((step) => step.event.type === 'hold.commit')
+      return commit > 0 && path.steps.slice(0, commit).some((step) => step.facts.includes('model.interrupted:retryable_failure'))
+    })
+    assert.ok(sealedInBackOff.length >= 2, `paths that seal in the back-off (${sealedInBackOff.length})`)
+    assert.ok(sealedInBackOff.every((path) => path.steps.find((step) => step.event.type === 'hold.commit')?.remainingSteps === 1))
+    // A successor with a step left holds at its first safe point; one with none would end max_steps there.
+    const successorHolds = sealedInBackOff.filter((path) => path.steps.some((step) => step.run === 2 && step.facts.includes('hold.entered')))
+    assert.ok(successorHolds.length >= 1, 'one of them admits the successor, which has its step')
+    const results = await pool(sealedInBackOff, 3, (path) => runPath(path, { childScript }))
+    assert.equal(
+      results.map((result) => result.pathId),
+      sealedInBackOff.map((path) => path.id),
+    )
+  }, 120_000))
+
 test('runPath fails when the engine does not do what the path plans', () =>
   withTimeout(async () => {
     // A plan the engine cannot meet: the tool is said to fail where it succeeds.

@@ -83,7 +83,8 @@ function jsonOutput(output: unknown): { ok: true; value: unknown } | { ok: false
   }
   // Stored as the event's fact.outcome.output: three levels down.
   let problem = storageProblemAt(value, 3)
-  if (problem?.includes('lone surrogate')) {
+  // A lone surrogate is the one problem a copy can mend; the copy is made only for an output that has a problem.
+  if (problem !== undefined) {
     try {
       const fixed = wellFormed(value)
       // Two keys that differ only in a lone surrogate would become one: then the output is not recorded.

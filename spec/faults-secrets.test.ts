@@ -16,6 +16,8 @@ import {
   EventLog,
   FactstateError,
   ModelExecutor,
+  type ModelResponse,
+  type ProviderConfig,
   type RunInput,
   type StoredEvent,
   recoverInvocations,
@@ -27,6 +29,10 @@ import { everyFile } from './support/faults-files.js'
 import { ROOT, killGroup, runScript } from './support/faults-process.js'
 import { bounded } from './support/temp.js'
 import { redact, redactAnswer, redactDeep, secretsOf } from '../actors/redaction.js'
+
+/** An engine on `log` whose custom model client answers with `complete`, never retried. */
+const answeringWith = (log: EventLog, complete: (provider: ProviderConfig) => Promise<ModelResponse>) =>
+  new Engine({ log, model: new ModelExecutor({ retries: 0, createClient: (provider) => ({ complete: () => complete(provider) }) }) })
 
 const canary = (name: string) => `${name}-${randomBytes(16).toString('hex')}`
 const API_KEY = canary('sk-canary-key')
@@ -292,16 +298,8 @@ test(
       assert.is(refusedUrl?.code, 'RUN_INVALID_INPUT')
       assert.equal(log.head(), before, 'a refused run writes nothing')
 
-      const quoting = new Engine({
-        log,
-        model: new ModelExecutor({
-          retries: 0,
-          createClient: (provider) => ({
-            complete: async () => {
-              throw new Error(`401: the key ${provider.apiKey} was refused`)
-            },
-          }),
-        }),
+      const quoting = answeringWith(log, async (provider) => {
+        throw new Error(`401: the key ${provider.apiKey} was refused`)
       })
       const quoted = await quoting.run({ ...run(server.baseUrl, 'quoting'), tools: [] })
       assert.is(quoted.status, 'failed')
@@ -406,18 +404,10 @@ test(
 
       // A custom client: an answer quoting the key, then one that is malformed because of a member named after it.
       let calls = 0
-      const custom = new Engine({
-        log,
-        model: new ModelExecutor({
-          retries: 0,
-          createClient: (provider) => ({
-            complete: async () => {
-              calls += 1
-              if (calls === 1) return { kind: 'completed', output: { text: `ERROR 401: invalid key ${provider.apiKey}`, toolCalls: [], finishReason: 'stop' } }
-              return { kind: 'completed', output: { text: 'x', toolCalls: [], finishReason: 'stop', [`debug_${provider.apiKey}`]: 1 } } as never
-            },
-          }),
-        }),
+      const custom = answeringWith(log, async (provider) => {
+        calls += 1
+        if (calls === 1) return { kind: 'completed', output: { text: `ERROR 401: invalid key ${provider.apiKey}`, toolCalls: [], finishReason: 'stop' } }
+        return { kind: 'completed', output: { text: 'x', toolCalls: [], finishReason: 'stop', [`debug_${provider.apiKey}`]: 1 } } as never
       })
       assert.equal(await custom.run(withReferer('custom-text', { tools: [] })), { status: 'completed' })
       const malformed = await custom.run(withReferer('custom-malformed', { tools: [] }))

@@ -1,14 +1,19 @@
 /**
  * Edges of the append path found by a concurrency trial: a close made while appends wait behind
  * a source check, an event id given twice in one call, and a precondition that throws something
- * whose `code` cannot be read.
+ * whose `code` cannot be read. Also the operation ids an invocation has used: shared between the
+ * versions of its record, never leaking from a refused call into the next.
  */
 import { join } from 'node:path'
+import fc from 'fast-check'
 import { suite } from 'uvu'
 import * as assert from 'uvu/assert'
 import type { Fact } from '../facts/types.js'
+import { decodeRecord } from '../store/encoding.js'
 import { EventLog, logInternals } from '../store/event-log.js'
-import { EventMaker, boundedTest, facts, invocationOf, refusal } from './support/log-fixtures.js'
+import { keys } from '../store/keys.js'
+import { OperationIds } from '../store/projection.js'
+import { EventMaker, boundedTest, facts, invocationOf, refusal, withDb } from './support/log-fixtures.js'
 
 const edges = suite('store: append edges')
 
@@ -96,6 +101,68 @@ edges(
     } finally {
       await log.close()
     }
+  }),
+)
+
+edges('every version of an invocation\'s operation ids sees exactly its own ids, whichever version later ones grow from', () => {
+  const pool = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h']
+  // Each command grows a new version from an earlier one (by index), as refused and discarded stagings do.
+  const command = fc.tuple(fc.nat(), fc.constantFrom(...pool))
+  fc.assert(
+    fc.property(fc.array(command, { maxLength: 40 }), (commands) => {
+      const versions: { ids: OperationIds; expected: string[] }[] = [{ ids: OperationIds.NONE, expected: [] }]
+      for (const [pick, id] of commands) {
+        const from = versions[pick % versions.length] as (typeof versions)[number]
+        if (from.expected.includes(id)) continue
+        versions.push({ ids: from.ids.with(id), expected: [...from.expected, id] })
+      }
+      for (const { ids, expected } of versions) {
+        assert.equal(ids.toArray(), expected)
+        assert.is(ids.size, expected.length)
+        for (const id of pool) assert.is(ids.has(id), expected.includes(id), `has(${id}) of [${expected}]`)
+        assert.equal(OperationIds.of(expected).toArray(), expected, 'a stored array reads back as the same ids')
+      }
+    }),
+    { numRuns: 300 },
+  )
+})
+
+edges(
+  'an operation id staged by a refused call stays free, and one appended is refused when used again, also after a reopen',
+  boundedTest(30_000, async (root) => {
+    const dir = join(root, 'log')
+    const make = new EventMaker(invocationOf('ops'))
+    const dispatch = (operationId: string, callId: string): Fact => ({ type: 'tool.dispatched', operationId, callId, name: 'echo', input: {} })
+    const calls = [1, 2, 3].map((n) => ({ callId: `call-op${n}`, name: 'echo', arguments: '{}' }))
+    let log = await EventLog.open(dir)
+    try {
+      await log.appendAll(make.many([facts.opened(), facts.requested('s1'), facts.completed('s1', calls), facts.dispatched('op1')]))
+      // op2 is staged (after op1, as the record's ids grow), then the call is refused whole by its last event.
+      const refused = await refusal(log.appendAll(make.many([facts.dispatched('op2'), facts.settled('op-never')])))
+      assert.is(refused.code, 'LOG_REJECTED_FACT')
+      assert.is(log.head().highWater, 4, 'nothing of the refused call was written')
+      assert.is(await log.append(make.next(facts.dispatched('op2'))), 5, 'op2 is still free')
+      const reused = await refusal(log.append(make.next(dispatch('op1', 'call-op3'))))
+      assert.is(reused.code, 'LOG_REJECTED_FACT')
+      assert.match(reused.message, 'operation op1 was already used')
+    } finally {
+      await log.close()
+    }
+    // Reopened, the open invocation's ids are rebuilt from its stored record and its facts after it.
+    log = await EventLog.open(dir)
+    try {
+      const again = await refusal(log.append(make.next(dispatch('op2', 'call-op3'))))
+      assert.match(again.message, 'operation op2 was already used')
+      assert.is(await log.append(make.next(facts.dispatched('op3'))), 6)
+      await log.appendAll(make.many([facts.settled('op1'), facts.settled('op2'), facts.settled('op3'), facts.requested('s2'), facts.completed('s2', [], 'done'), facts.ended()]))
+      assert.equal(await log.verify(), { events: 12, digest: log.head().digest })
+    } finally {
+      await log.close()
+    }
+    await withDb(dir, async (db) => {
+      const record = decodeRecord<{ operations: string[] }>((await db.get(keys.invocation('inv-ops'))) as Uint8Array, 'invocation')
+      assert.equal(record.operations, ['op1', 'op2', 'op3'], 'stored as an array, in the order used')
+    })
   }),
 )
 

@@ -15,10 +15,13 @@ import {
   type InvocationRecord,
   type RunRecord,
   type SessionRecord,
+  type StoredInvocationRecord,
   applyToInvocation,
   applyToSession,
   emptySession,
+  invocationRecordOf,
   projectInvocation,
+  storedInvocationRecord,
 } from './projection.js'
 import { claimDirectory } from './writer-lock.js'
 
@@ -420,7 +423,7 @@ class CommittedState {
     if (cached) return cached
     const stored = this.db.getSync(keys.invocation(id))
     if (stored === undefined) return undefined
-    const record = indexRecord<InvocationRecord>(stored, `invocation ${id}`, 'invocation')
+    const record = invocationRecordOf(indexRecord<StoredInvocationRecord>(stored, `invocation ${id}`, 'invocation'))
     this.invocations.set(id, record)
     return record
   }
@@ -1599,7 +1602,7 @@ export class EventLog {
   async #write(group: Batch): Promise<void> {
     const { staging } = group
     const batch = group.writes as ChainedBatch<Db, string, Uint8Array>
-    for (const id of staging.persisted) batch.put(keys.invocation(id), encodeRecord(staging.invocations.get(id)))
+    for (const id of staging.persisted) batch.put(keys.invocation(id), encodeRecord(storedInvocationRecord(staging.invocations.get(id) as InvocationRecord)))
     for (const [key, run] of staging.runs) batch.put(key, encodeRecord(run))
     for (const [id, record] of staging.sessions) batch.put(keys.session(id), encodeRecord(record))
     for (const [id, user] of staging.claims) batch.put(keys.claim(id), encodeRecord(user))

@@ -33,7 +33,16 @@ import { FactstateError } from '../errors.js'
 import type { RuntimeEvent } from '../facts/types.js'
 import { decodeRecord, isObject, recordShapes } from './encoding.js'
 import { keys } from './keys.js'
-import { type InvocationRecord, type RunRecord, type SessionRecord, applyToInvocation, applyToSession, emptySession } from './projection.js'
+import {
+  type InvocationRecord,
+  type RunRecord,
+  type SessionRecord,
+  type StoredInvocationRecord,
+  applyToInvocation,
+  applyToSession,
+  emptySession,
+  storedInvocationRecord,
+} from './projection.js'
 
 /** What the audit reads, all of it from one snapshot of the log; ranges are read in batches of keys or entries. */
 export interface AuditReader {
@@ -94,7 +103,7 @@ const plain = (value: unknown): unknown => JSON.parse(JSON.stringify(value)) as 
  */
 function sameInvocationRecord(stored: unknown, replayed: InvocationRecord): boolean {
   if (!isObject(stored)) return false
-  const expected: Partial<InvocationRecord> = { ...replayed }
+  const expected: Partial<StoredInvocationRecord> = storedInvocationRecord(replayed)
   const found: Record<string, unknown> = { ...stored }
   if (!('pendingCalls' in stored) || replayed.terminal !== null) {
     delete expected.pendingCalls
@@ -144,7 +153,7 @@ export class IndexAudit {
   /** Invocations opened and not ended (so far in the pass), replayed. */
   readonly #open = new Map<string, InvocationRecord>()
   /** The stored records of the invocations `o!` lists, until the pass reaches their `lastSeq`. */
-  readonly #storedOpen: Map<string, InvocationRecord>
+  readonly #storedOpen: Map<string, StoredInvocationRecord>
   readonly #openIndexed: Set<string>
   readonly #sessions = new Map<string, SessionRecord>()
   /**
@@ -163,7 +172,7 @@ export class IndexAudit {
   /** The index format this version writes (`INDEX_FORMAT`). */
   readonly #format: number
 
-  private constructor(reader: AuditReader, format: number, openIndexed: Set<string>, storedOpen: Map<string, InvocationRecord>, initial: FactstateError | undefined) {
+  private constructor(reader: AuditReader, format: number, openIndexed: Set<string>, storedOpen: Map<string, StoredInvocationRecord>, initial: FactstateError | undefined) {
     this.#reader = reader
     this.#format = format
     this.#openIndexed = openIndexed
@@ -178,7 +187,7 @@ export class IndexAudit {
     for await (const batch of reader.keys(space(keys.openLow))) for (const key of batch) openIndexed.add(key.slice(2))
     const ids = [...openIndexed]
     const values = ids.length === 0 ? [] : await reader.getMany(ids.map((id) => keys.invocation(id)))
-    const storedOpen = new Map<string, InvocationRecord>()
+    const storedOpen = new Map<string, StoredInvocationRecord>()
     let initial: FactstateError | undefined
     ids.forEach((id, index) => {
       const value = values[index]
@@ -186,7 +195,7 @@ export class IndexAudit {
       try {
         const record = value === undefined ? undefined : decoded(value, 'invocation', key)
         if (!recordShapes.invocation(record)) throw damaged('invocation', key, `open invocation ${id} has no readable record`)
-        storedOpen.set(id, record as unknown as InvocationRecord)
+        storedOpen.set(id, record as unknown as StoredInvocationRecord)
       } catch (error) {
         initial ??= error as FactstateError
       }

@@ -29,8 +29,8 @@ export interface InvocationRecord {
   openSteps: string[]
   /** Tool operations dispatched and never settled; they stay listed after the end. */
   uncertain: UncertainOperation[]
-  /** Every operation id used by a dispatch or a rejection. */
-  operations: string[]
+  /** Every operation id used by a dispatch or a rejection (stored as an array, see `storedInvocationRecord`). */
+  operations: OperationIds
   held: string | null
   /**
    * Tool calls of the last model answer neither dispatched nor rejected yet, and whether a model
@@ -39,6 +39,70 @@ export interface InvocationRecord {
    */
   pendingCalls?: string[]
   answered?: boolean
+}
+
+/**
+ * The operation ids an invocation has used, in order: a set that is never changed once a record
+ * holds it, and adds an id in O(1). The ids of every version share one map from id to position,
+ * and a version sees the first `size` of them. Only a version that sees them all may add to the
+ * map (its successor then sees one more, and it still sees its own `size`); any other copies the
+ * part it sees first (after a refused or discarded staging, whose ids stay behind). A fresh array
+ * per dispatch made an invocation's operations cost O(n²): 25,600 of them took 19 s to append.
+ */
+export class OperationIds {
+  static readonly NONE = new OperationIds(undefined, 0)
+
+  private constructor(
+    private readonly positions: Map<string, number> | undefined,
+    readonly size: number,
+  ) {}
+
+  /** The ids of a stored record (an id twice, which no version wrote, is counted once). */
+  static of(ids: readonly string[]): OperationIds {
+    const positions = new Map<string, number>()
+    for (const id of ids) if (!positions.has(id)) positions.set(id, positions.size)
+    return positions.size === 0 ? OperationIds.NONE : new OperationIds(positions, positions.size)
+  }
+
+  has(id: string): boolean {
+    const at = this.positions?.get(id)
+    return at !== undefined && at < this.size
+  }
+
+  /** These ids and `id` (which must not be one of them). */
+  with(id: string): OperationIds {
+    let positions = this.positions
+    if (positions === undefined || positions.size !== this.size) {
+      const copy = new Map<string, number>()
+      // Positions follow the map's insertion order: the ids this version sees come first.
+      if (positions !== undefined) for (const [known, at] of positions) if (at < this.size) copy.set(known, at)
+      else break
+      positions = copy
+    }
+    positions.set(id, this.size)
+    return new OperationIds(positions, this.size + 1)
+  }
+
+  toArray(): string[] {
+    const ids: string[] = []
+    if (this.positions === undefined) return ids
+    for (const [id, at] of this.positions) if (at < this.size) ids.push(id)
+    else break
+    return ids
+  }
+}
+
+/** An invocation record as its index stores it: the operation ids as an array. */
+export type StoredInvocationRecord = Omit<InvocationRecord, 'operations'> & { operations: string[] }
+
+/** The stored form of `record`, its members in the record's order. */
+export function storedInvocationRecord(record: InvocationRecord): StoredInvocationRecord {
+  return { ...record, operations: record.operations.toArray() }
+}
+
+/** A stored record (of the shape `recordShapes.invocation` checks) as the log keeps it in memory. */
+export function invocationRecordOf(stored: StoredInvocationRecord): InvocationRecord {
+  return { ...stored, operations: OperationIds.of(stored.operations) }
 }
 
 /** What a caller of `projectInvocation` sees. */
@@ -102,7 +166,7 @@ export function applyToInvocation(record: InvocationRecord | undefined, event: R
       terminal: null,
       openSteps: [],
       uncertain: [],
-      operations: [],
+      operations: OperationIds.NONE,
       held: null,
       pendingCalls: NO_CALLS,
       answered: false,
@@ -156,11 +220,11 @@ export function applyToInvocation(record: InvocationRecord | undefined, event: R
       return next
     case 'tool.dispatched':
     case 'tool.rejected': {
-      if (record.operations.includes(fact.operationId)) refuse(event, `operation ${fact.operationId} was already used`)
+      if (record.operations.has(fact.operationId)) refuse(event, `operation ${fact.operationId} was already used`)
       const index = pending.indexOf(fact.callId)
       if (strict && index === -1) refuse(event, `call ${fact.callId} is not a pending call of the last model answer`)
       if (index !== -1) next.pendingCalls = pending.length === 1 ? NO_CALLS : [...pending.slice(0, index), ...pending.slice(index + 1)]
-      next.operations = [...record.operations, fact.operationId]
+      next.operations = record.operations.with(fact.operationId)
       if (fact.type === 'tool.dispatched') {
         next.uncertain = [
           ...record.uncertain,

@@ -29,11 +29,13 @@ function outcomeText(outcome: ToolOutcome): string {
 export class TranscriptBuilder {
   readonly #messages: ChatMessage[] = []
   /**
-   * The current step's tool calls still waiting for their tool message, in the order the model
-   * made them. A call is tied to the operation dispatched for it, so a call id the model reuses
-   * (across steps, or twice in one step) is answered for its own operation.
+   * The current step's tool calls not yet in the messages, in the order the model made them, each
+   * with its answer once it has one. A call is tied to the operation dispatched for it, so a call id
+   * the model reuses (across steps, or twice in one step) is answered for its own operation. The
+   * tool messages follow the calls' order, not the order their answers came in: calls run side by
+   * side (`toolConcurrency`) settle in any order, and the next request is the same whatever it was.
    */
-  #unanswered: { callId: string; operationId?: string }[] = []
+  #unanswered: { callId: string; operationId?: string; answer?: string }[] = []
 
   /** Adds the messages `event`'s fact contributes. */
   push({ fact }: RuntimeEvent): void {
@@ -68,7 +70,7 @@ export class TranscriptBuilder {
         break
       }
       case 'tool.settled': {
-        const call = this.#unanswered.find((slot) => slot.operationId === fact.operationId)
+        const call = this.#unanswered.find((slot) => slot.operationId === fact.operationId && slot.answer === undefined)
         if (call) this.#answer(call, outcomeText(fact.outcome))
         break
       }
@@ -106,23 +108,30 @@ export class TranscriptBuilder {
     return [...this.#messages]
   }
 
-  #answer(call: { callId: string; operationId?: string }, content: string): void {
-    const index = this.#unanswered.indexOf(call)
-    if (index === -1) return
-    this.#unanswered.splice(index, 1)
-    this.#messages.push({ role: 'tool', tool_call_id: call.callId, content })
+  #answer(call: { callId: string; operationId?: string; answer?: string }, content: string): void {
+    if (call.answer !== undefined || !this.#unanswered.includes(call)) return
+    call.answer = content
+    // The answered calls at the front go into the messages; one still running holds back those after it.
+    let answered = 0
+    for (const slot of this.#unanswered) {
+      if (slot.answer === undefined) break
+      this.#messages.push({ role: 'tool', tool_call_id: slot.callId, content: slot.answer })
+      answered += 1
+    }
+    if (answered > 0) this.#unanswered = this.#unanswered.slice(answered)
   }
 
   /** Answers what is left of the step: a dispatched call's outcome is unknown, any other call never ran. */
   #closeUnanswered(): void {
-    // The dispatched ones first, then the others, each group in the order the model made the calls.
-    const left = [...this.#unanswered]
-    for (const call of left) {
-      if (call.operationId !== undefined) {
-        this.#answer(call, `outcome unknown: operation ${call.operationId} was dispatched but never settled; its effect may or may not have happened`)
-      }
+    for (const call of [...this.#unanswered]) {
+      if (call.answer !== undefined) continue
+      this.#answer(
+        call,
+        call.operationId !== undefined
+          ? `outcome unknown: operation ${call.operationId} was dispatched but never settled; its effect may or may not have happened`
+          : 'error: this call was never executed',
+      )
     }
-    for (const call of left) if (call.operationId === undefined) this.#answer(call, 'error: this call was never executed')
   }
 }
 

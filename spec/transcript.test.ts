@@ -73,7 +73,7 @@ test('a call id reused at the next step and dispatched there: the unknown outcom
   assert.equal(messages, ['call_0: echoed', `call_0: ${unknown('op-2')}`])
 })
 
-test('a rejected and a dispatched call sharing an id are each answered once, in the order they were settled', () => {
+test('a rejected and a dispatched call sharing an id are each answered once, in the order the model made them', () => {
   const messages = toolMessages([
     facts.opened(),
     facts.requested('step-1'),
@@ -88,6 +88,33 @@ test('a rejected and a dispatched call sharing an id are each answered once, in 
     { type: 'model.completed', stepId: 'step-2', output: { text: 'done', toolCalls: [], finishReason: 'stop' } },
   ])
   assert.equal(messages, ['call_0: error: there is no tool named "missing"; it was not run', 'call_0: echoed'])
+})
+
+test('calls that ran side by side are answered in the order the model made them: a call still running holds back the answers after it', () => {
+  const step = [
+    facts.opened(),
+    facts.requested('step-1'),
+    answer('step-1', [
+      ['call-a', 'echo'],
+      ['call-b', 'echo'],
+      ['call-c', 'echo'],
+    ]),
+    dispatched('op-a', 'call-a', 'echo'),
+    dispatched('op-b', 'call-b', 'echo'),
+    dispatched('op-c', 'call-c', 'echo'),
+    settled('op-c', 'c done'),
+    settled('op-b', 'b done'),
+  ]
+  assert.equal(toolMessages(step), [], 'a is still running: b and c wait behind it')
+  assert.equal(toolMessages([...step, settled('op-a', 'a done')]), ['call-a: a done', 'call-b: b done', 'call-c: c done'])
+  // A crash while a ran: its outcome is unknown, and it keeps its place among the others.
+  assert.equal(toolMessages([...step, ended('outcome_unknown')]), ['call-a: ' + unknown('op-a'), 'call-b: b done', 'call-c: c done'])
+  // A crash before c was dispatched: c never ran, and is answered after the unknown b, as the model ordered them.
+  assert.equal(toolMessages([...step.slice(0, 5), settled('op-a', 'a done'), ended('outcome_unknown')]), [
+    'call-a: a done',
+    'call-b: ' + unknown('op-b'),
+    'call-c: error: this call was never executed',
+  ])
 })
 
 test('an empty or blank final answer (a filtered one) is not replayed: a continuation of its run asks again after the user message', () => {

@@ -332,6 +332,7 @@ export class Engine {
       execution,
       budget,
       tools: run.tools,
+      toolConcurrency: run.toolConcurrency ?? 1,
       client,
       executor: this.#model,
       secrets: secretsOf(run.provider),

@@ -29,6 +29,8 @@ export interface ActorSetup {
   execution: ExecutionSettings
   budget: number
   tools: ToolDefinition[]
+  /** How many tool calls of one answer may run at once (1: one after the other). */
+  toolConcurrency: number
   client: ModelClient
   executor: ModelExecutor
   /** The provider's secrets: removed from everything a fact takes from outside (see actors/redaction.ts). */
@@ -193,21 +195,41 @@ export class InvocationActor {
 
   /** Checks `fact` against the machine, appends it (if `precondition` allows, atomically), and only then moves the machine. */
   async #record(fact: Fact, precondition?: Precondition): Promise<number> {
-    const next = applyFact(this.#snapshot, fact)
-    const ordinal = this.#ordinal + 1
-    const event: RuntimeEvent = canonical({
-      id: this.#fallback ? defaultEventId(this.setup.invocation, ordinal) : this.setup.eventId(this.setup.invocation, ordinal),
-      recordedAt: this.#fallback ? Date.now() : this.setup.now(),
-      invocation: this.setup.invocation,
-      fact,
+    return (await this.#recordAll([fact], precondition))[0] as number
+  }
+
+  /**
+   * Appends `facts` in one call (one group commit, all or nothing), each checked against the machine
+   * after the ones before it. Not to be called again before it returns: the facts' ordinals and
+   * snapshots are taken from the actor's as they stand when it starts.
+   */
+  async #recordAll(facts: readonly Fact[], precondition?: Precondition): Promise<number[]> {
+    const events: RuntimeEvent[] = []
+    const snapshots: InvocationSnapshot[] = []
+    let snapshot = this.#snapshot
+    for (const fact of facts) {
+      snapshot = applyFact(snapshot, fact)
+      const ordinal = this.#ordinal + events.length + 1
+      events.push(
+        canonical({
+          id: this.#fallback ? defaultEventId(this.setup.invocation, ordinal) : this.setup.eventId(this.setup.invocation, ordinal),
+          recordedAt: this.#fallback ? Date.now() : this.setup.now(),
+          invocation: this.setup.invocation,
+          fact,
+        }),
+      )
+      snapshots.push(snapshot)
+    }
+    const seqs = await this.setup.log.appendAll(events, precondition)
+    events.forEach((event, index) => {
+      const next = snapshots[index] as InvocationSnapshot
+      this.#ordinal += 1
+      this.#snapshot = next
+      this.#own.push(event)
+      this.#transcript?.push(event)
+      this.setup.onFact?.(event, next)
     })
-    const [seq] = await this.setup.log.appendAll([event], precondition)
-    this.#ordinal += 1
-    this.#snapshot = next
-    this.#own.push(event)
-    this.#transcript?.push(event)
-    this.setup.onFact?.(event, next)
-    return seq as number
+    return seqs
   }
 
   async #end(outcome: InvocationOutcome): Promise<never> {
@@ -456,10 +478,69 @@ export class InvocationActor {
     }
     const completed = this.#own.at(-1)?.fact
     if (completed?.type !== 'model.completed') return
-    const calls = completed.output.toolCalls
-    for (const [index, call] of calls.entries()) {
-      await this.#settleCall(stepId, index, call)
+    await this.#settleCalls(stepId, completed.output.toolCalls)
+  }
+
+  /**
+   * Settles the calls of one answer: one after the other in the order the model made them, or up to
+   * `toolConcurrency` at once, each dispatch still durable before its tool starts. Calls that start
+   * together have their dispatches written in one group commit, in the calls' order, and settlements
+   * that arrive while one is being written go in the next. A failure (the log closed, say) starts no
+   * further call; the ones running are waited for, and the first failure is thrown.
+   */
+  async #settleCalls(stepId: string, calls: readonly ToolCall[]): Promise<void> {
+    const limit = Math.min(this.setup.toolConcurrency, calls.length)
+    if (limit <= 1) {
+      for (const [index, call] of calls.entries()) await this.#settleCall(stepId, index, call, (fact) => this.#record(fact))
+      return
     }
+    const record = this.#batchedRecorder()
+    let next = 0
+    let failed = false
+    const worker = async () => {
+      while (!failed && next < calls.length) {
+        const index = next++
+        try {
+          await this.#settleCall(stepId, index, calls[index] as ToolCall, record)
+        } catch (error) {
+          failed = true
+          throw error
+        }
+      }
+    }
+    const results = await Promise.allSettled(Array.from({ length: limit }, worker))
+    const failure = results.find((result) => result.status === 'rejected')
+    if (failure) throw failure.reason
+  }
+
+  /**
+   * A `record` for calls running side by side: the facts asked for while a write is under way wait
+   * and go together in the next one (`#recordAll` takes one call at a time). The first write waits
+   * a microtask, so the dispatches of the calls started together share it.
+   */
+  #batchedRecorder(): (fact: Fact) => Promise<number> {
+    let queue: { fact: Fact; resolve: (seq: number) => void; reject: (error: unknown) => void }[] = []
+    let writing = false
+    const drain = async () => {
+      writing = true
+      await Promise.resolve()
+      while (queue.length > 0) {
+        const batch = queue
+        queue = []
+        try {
+          const seqs = await this.#recordAll(batch.map((entry) => entry.fact))
+          batch.forEach((entry, index) => entry.resolve(seqs[index] as number))
+        } catch (error) {
+          for (const entry of batch) entry.reject(error)
+        }
+      }
+      writing = false
+    }
+    return (fact) =>
+      new Promise<number>((resolve, reject) => {
+        queue.push({ fact, resolve, reject })
+        if (!writing) void drain()
+      })
   }
 
   /**
@@ -495,7 +576,7 @@ export class InvocationActor {
     }
   }
 
-  async #settleCall(stepId: string, index: number, call: ToolCall): Promise<void> {
+  async #settleCall(stepId: string, index: number, call: ToolCall, record: (fact: Fact) => Promise<number>): Promise<void> {
     const operationId = `${this.setup.invocation.invocationId}/${stepId}/${index}`
     let input: unknown
     let parsed = true
@@ -512,16 +593,16 @@ export class InvocationActor {
     if (this.#stopped) throw this.#stopped
     const rejection = this.#aborted ? 'cancelled' : !tool ? 'unknown_tool' : !parsed ? 'invalid_input' : undefined
     if (rejection || !tool) {
-      await this.#record({ type: 'tool.rejected', operationId, callId: call.callId, name: call.name, input, reason: rejection ?? 'unknown_tool' })
+      await record({ type: 'tool.rejected', operationId, callId: call.callId, name: call.name, input, reason: rejection ?? 'unknown_tool' })
       return
     }
     // At most once: the dispatch is durable before the effect starts.
-    await this.#record({ type: 'tool.dispatched', operationId, callId: call.callId, name: call.name, input })
+    await record({ type: 'tool.dispatched', operationId, callId: call.callId, name: call.name, input })
     // The log closed while the dispatch was being written: a process that died would not start the effect either.
     if (this.#stopped) throw this.#stopped
     // Cancelled while it was being written: the tool is not started, and its settlement says so.
     if (this.#aborted) {
-      await this.#record({ type: 'tool.settled', operationId, outcome: { status: 'failed', message: 'not started: the run was cancelled while its dispatch was being recorded' } })
+      await record({ type: 'tool.settled', operationId, outcome: { status: 'failed', message: 'not started: the run was cancelled while its dispatch was being recorded' } })
       return
     }
     let outcome: Extract<Fact, { type: 'tool.settled' }>['outcome']
@@ -532,7 +613,7 @@ export class InvocationActor {
     } catch (error) {
       outcome = { status: 'failed', message: redact(messageOf(error), this.setup.secrets.inData) }
     }
-    await this.#record({ type: 'tool.settled', operationId, outcome })
+    await record({ type: 'tool.settled', operationId, outcome })
   }
 
   /** The current state name. */

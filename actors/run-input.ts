@@ -25,11 +25,17 @@ export interface RunInput {
   maxSteps?: number | undefined
   requestFingerprint?: string | undefined
   tools: ToolDefinition[]
+  /**
+   * How many tool calls of one model answer may run at once (default 1: one after the other, in the
+   * order the model made them; at most 64). Each dispatch is durable before its tool starts either way.
+   */
+  toolConcurrency?: number | undefined
   work: RunWork
 }
 
 export const DEFAULT_MAX_STEPS = 8
 export const MAX_STEPS_LIMIT = 256
+export const MAX_TOOL_CONCURRENCY = 64
 
 /**
  * The request-body fields the engine sets itself (and records: the model in `model.requested`, the
@@ -94,6 +100,7 @@ const runInputSchema = z.strictObject({
   maxSteps: z.number().int().min(1).max(MAX_STEPS_LIMIT).optional(),
   requestFingerprint: z.string().min(1).max(256).optional(),
   tools: z.array(tool).refine((tools) => new Set(tools.map((t) => t.name)).size === tools.length, 'tool names must be unique'),
+  toolConcurrency: z.number().int().min(1).max(MAX_TOOL_CONCURRENCY).optional(),
   work: z.discriminatedUnion('kind', [
     z.strictObject({ kind: z.literal('message'), content: z.string().min(1), allowPriorUnknown: z.boolean().optional() }),
     z.strictObject({ kind: z.literal('continuation'), source: runBoundarySchema, allowPriorUnknown: z.boolean().optional() }),

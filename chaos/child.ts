@@ -136,6 +136,8 @@ function baseInput(invocation: Invocation, work: RunInput['work']): RunInput {
     mainOutputLimit: 64,
     maxSteps: 10,
     tools: [effect],
+    // Half the runs run an answer's calls side by side (the chaos model asks for up to three).
+    toolConcurrency: chance(0.5) ? 3 : 1,
     work,
   }
 }

@@ -1,0 +1,266 @@
+/**
+ * `toolConcurrency`: the tool calls of one answer running side by side. Each dispatch is still
+ * durable before its tool starts, the dispatches of calls started together share one write, the
+ * limit holds, the next request answers the calls in the order the model made them whatever order
+ * they settled in, a cancel stops the calls not yet started, and a crash while several run leaves
+ * each of them unknown, never run again.
+ */
+import { suite } from 'uvu'
+import * as assert from 'uvu/assert'
+import { EventLog, type Fact, type UncertainOperation, recoverInvocations } from '../index.js'
+import { answer } from '../testing/scripted-model-server.js'
+import { countingTool, engineTest, factsOf, only, refusedWithoutWriting } from './support/engine-fixtures.js'
+import { startChild } from './support/log-fixtures.js'
+
+const test = suite('engine: tool concurrency')
+
+type Message = { role: string; content: string | null; tool_call_id?: string }
+const messagesOf = (body: unknown) => (body as { messages: Message[] }).messages
+
+/** A promise and its resolver. */
+function latch<T = undefined>(): { promise: Promise<T>; resolve: (value: T) => void } {
+  let resolve!: (value: T) => void
+  const promise = new Promise<T>((done) => (resolve = done))
+  return { promise, resolve }
+}
+
+/** Resolves after `n` turns of the event loop: lets whatever is already settled be recorded first. */
+async function turns(n: number): Promise<void> {
+  for (let i = 0; i < n; i += 1) await new Promise((resolve) => setImmediate(resolve))
+}
+
+const seqOf = async (h: { log: { events(): AsyncIterable<{ seq: number; event: { fact: Fact } }> } }, matches: (fact: Fact) => boolean) => {
+  const seqs: number[] = []
+  for await (const { seq, event } of h.log.events()) if (matches(event.fact)) seqs.push(seq)
+  return seqs
+}
+
+test(
+  'calls of one answer run at once: dispatched together in call order, each durable before its tool starts, answered to the model in call order',
+  engineTest(
+    [
+      answer.toolCalls([
+        { id: 'call-a', name: 'echo', arguments: { value: 1 } },
+        { id: 'call-b', name: 'echo', arguments: { value: 2 } },
+        { id: 'call-c', name: 'echo', arguments: { value: 3 } },
+      ]),
+      answer.text('done'),
+    ],
+    {},
+    async (h) => {
+      const invocationId = 'invocation-side-by-side'
+      const allStarted = latch()
+      const returned = new Map<number, ReturnType<typeof latch>>([1, 2, 3].map((value) => [value, latch()]))
+      const dispatchedBeforeStart: boolean[] = []
+      let started = 0
+      const echo = countingTool('echo', async (input, context) => {
+        const facts = await factsOf(h.log, invocationId)
+        dispatchedBeforeStart.push(only(facts, 'tool.dispatched').some((fact) => fact.operationId === context.operationId))
+        started += 1
+        if (started === 3) allStarted.resolve(undefined)
+        // Run one after the other, these would wait here for ever (the test's bound fails them).
+        await allStarted.promise
+        // They finish in the reverse of the call order: 3, then 2 once 3's result is in, then 1.
+        const value = (input as { value: number }).value
+        if (value < 3) {
+          await returned.get(value + 1)?.promise
+          await turns(3)
+        }
+        returned.get(value)?.resolve(undefined)
+        return { echoed: value }
+      })
+      const outcome = await h.run({ ...h.input('side-by-side', { tools: [echo] }), toolConcurrency: 3 })
+      assert.equal(outcome, { status: 'completed' })
+      assert.is(echo.calls.length, 3, 'each call executed once')
+      assert.equal(dispatchedBeforeStart, [true, true, true], 'every tool found its dispatch in the log when it started')
+      const facts = await factsOf(h.log, invocationId)
+      assert.equal(
+        facts.map((fact) => (fact.type === 'tool.dispatched' ? `dispatched ${fact.callId}` : fact.type === 'tool.settled' ? `settled ${JSON.stringify(fact.outcome)}` : fact.type)),
+        [
+          'invocation.opened',
+          'model.requested',
+          'model.completed',
+          'dispatched call-a',
+          'dispatched call-b',
+          'dispatched call-c',
+          'settled {"status":"succeeded","output":{"echoed":3}}',
+          'settled {"status":"succeeded","output":{"echoed":2}}',
+          'settled {"status":"succeeded","output":{"echoed":1}}',
+          'model.requested',
+          'model.completed',
+          'invocation.ended',
+        ],
+      )
+      const dispatchSeqs = await seqOf(h, (fact) => fact.type === 'tool.dispatched')
+      assert.equal(dispatchSeqs, [4, 5, 6])
+      const second = messagesOf(h.server.requests[1]?.body).filter((message) => message.role === 'tool')
+      assert.equal(
+        second.map((message) => [message.tool_call_id, message.content]),
+        [
+          ['call-a', '{"echoed":1}'],
+          ['call-b', '{"echoed":2}'],
+          ['call-c', '{"echoed":3}'],
+        ],
+        'the tool messages follow the calls, not the order they settled in',
+      )
+    },
+  ),
+)
+
+test(
+  'no more calls run at once than toolConcurrency allows, and every call of the answer runs',
+  engineTest(
+    [
+      answer.toolCalls([1, 2, 3, 4, 5].map((value) => ({ id: `call-${value}`, name: 'echo', arguments: { value } }))),
+      answer.text('done'),
+    ],
+    {},
+    async (h) => {
+      let running = 0
+      let most = 0
+      const echo = countingTool('echo', async (input) => {
+        running += 1
+        most = Math.max(most, running)
+        await turns(5)
+        running -= 1
+        return input
+      })
+      assert.equal(await h.run({ ...h.input('limited', { tools: [echo] }), toolConcurrency: 2 }), { status: 'completed' })
+      assert.is(most, 2, 'two at a time, never more')
+      assert.equal(
+        echo.calls.map((call) => call.input),
+        [1, 2, 3, 4, 5].map((value) => ({ value })),
+        'started in the order the model made the calls',
+      )
+      const facts = await factsOf(h.log, 'invocation-limited')
+      assert.is(only(facts, 'tool.settled').length, 5)
+      assert.ok(only(facts, 'tool.settled').every((fact) => fact.outcome.status === 'succeeded'))
+    },
+  ),
+)
+
+test(
+  'a cancel while calls run side by side: the running tools get the signal and settle, the calls not started are rejected cancelled',
+  engineTest(
+    [
+      answer.toolCalls([
+        { id: 'call-1', name: 'slow', arguments: { value: 1 } },
+        { id: 'call-2', name: 'slow', arguments: { value: 2 } },
+        { id: 'call-3', name: 'slow', arguments: { value: 3 } },
+      ]),
+    ],
+    {},
+    async (h) => {
+      const bothStarted = latch()
+      let started = 0
+      const slow = countingTool('slow', (input, { signal }) => {
+        started += 1
+        if (started === 2) bothStarted.resolve(undefined)
+        return new Promise((resolve) => signal.addEventListener('abort', () => resolve({ stopped: input }), { once: true }))
+      })
+      const controller = new AbortController()
+      const run = await h.start({ ...h.input('cancel-side', { tools: [slow] }), toolConcurrency: 2 }, { signal: controller.signal })
+      await bothStarted.promise
+      assert.is(run.state(), 'settlingTool')
+      controller.abort('stop now')
+      assert.equal(await run.wait(), { status: 'cancelled', source: 'stop now' })
+      assert.is(slow.calls.length, 2, 'the third call never ran')
+      assert.ok(slow.calls.every((call) => call.signal.aborted))
+      const facts = await factsOf(h.log, 'invocation-cancel-side')
+      assert.equal(
+        only(facts, 'tool.settled').map((fact) => fact.outcome.status),
+        ['succeeded', 'succeeded'],
+      )
+      assert.equal(
+        only(facts, 'tool.rejected').map((fact) => [fact.callId, fact.reason]),
+        [['call-3', 'cancelled']],
+      )
+      assert.equal(facts.at(-1), { type: 'invocation.ended', outcome: { status: 'cancelled', source: 'stop now' } })
+    },
+  ),
+)
+
+test(
+  'a toolConcurrency that is not a whole number from 1 to 64 is RUN_INVALID_INPUT naming it, and nothing is written',
+  engineTest([], {}, async (h) => {
+    for (const [index, toolConcurrency] of [0, 65, 1.5, -1, Number.NaN].entries()) {
+      const error = await refusedWithoutWriting(
+        h.log,
+        () => h.engine.start({ ...h.input(`bad-${index}`), toolConcurrency }),
+        'RUN_INVALID_INPUT',
+        `toolConcurrency ${toolConcurrency}`,
+      )
+      assert.equal(error.details?.fields, ['toolConcurrency'])
+    }
+    assert.is(h.server.requests.length, 0)
+  }),
+)
+
+/** The operation ids the child printed as its tools started, in call order. */
+let running: string[] = []
+
+async function crashWhileThreeRun(logPath: string): Promise<void> {
+  const child = startChild('child-engine-tool.ts', [logPath, 'side-by-side'])
+  try {
+    running = []
+    for (const index of [0, 1, 2]) {
+      const line = await child.waitForLine((l) => l.startsWith('executing ') && l.endsWith(`/${index}`), 20_000)
+      running.push(line.slice('executing '.length))
+    }
+  } finally {
+    await child.stop('SIGKILL')
+  }
+  assert.is((await child.exited).signal, 'SIGKILL', `the child was killed, not finished (${child.stderr()})`)
+  const log = await EventLog.open(logPath)
+  try {
+    assert.equal((await log.prefix(100, 1 << 20)).projectInvocation('invocation-crash').uncertainOperations, running)
+    assert.is(await recoverInvocations(log), 1)
+  } finally {
+    await log.close()
+  }
+}
+
+test(
+  'a host killed while three calls run side by side: each is an unknown outcome the session must acknowledge, and none runs again',
+  engineTest([answer.text('checked'), answer.text('fine')], { ms: 40_000, before: crashWhileThreeRun }, async (h) => {
+    const facts = await factsOf(h.log, 'invocation-crash')
+    assert.equal(
+      facts.map((fact) => fact.type),
+      ['invocation.opened', 'model.requested', 'model.completed', 'tool.dispatched', 'tool.dispatched', 'tool.dispatched', 'invocation.ended'],
+      'no settlement is invented',
+    )
+    const ended = facts.at(-1)
+    assert.ok(ended?.type === 'invocation.ended' && ended.outcome.status === 'failed' && ended.outcome.class === 'outcome_unknown')
+    const deploy = countingTool('deploy')
+    const input = (name: string) => h.input(name, { session: 'session-crash', tools: [deploy] })
+    const refused = await refusedWithoutWriting(h.log, () => h.engine.start(input('next')), 'RUN_RECONCILIATION_REQUIRED', 'a new message')
+    assert.equal(
+      (refused.details?.unknown as UncertainOperation[]).map((op) => [op.operationId, op.callId]),
+      [
+        [running[0], 'call-deploy'],
+        [running[1], 'call-deploy-staging'],
+        [running[2], 'call-deploy-preview'],
+      ],
+    )
+    const crashed = (await h.log.runSource('session-crash', 'run-crash'))?.boundary
+    assert.ok(crashed)
+    const acknowledged = input('next')
+    acknowledged.work = { kind: 'message', content: 'question next', allowPriorUnknown: true }
+    assert.equal(await h.run(acknowledged), { status: 'completed' })
+    // The crashed run continued: its three calls are answered from facts, in the order the model made them.
+    const continuation = { ...input('continued'), work: { kind: 'continuation' as const, source: crashed } }
+    assert.equal(await h.run(continuation), { status: 'completed' })
+    const replayed = messagesOf(h.server.requests[1]?.body).filter((message) => message.role === 'tool')
+    assert.equal(
+      replayed.map((message) => [message.tool_call_id, message.content?.startsWith(`outcome unknown: operation ${running[replayed.indexOf(message)]} `)]),
+      [
+        ['call-deploy', true],
+        ['call-deploy-staging', true],
+        ['call-deploy-preview', true],
+      ],
+    )
+    assert.is(deploy.calls.length, 0, 'no tool runs again')
+  }),
+)
+
+test.run()

@@ -110,19 +110,66 @@ export interface LogInternals {
 
 const internalsOf = new WeakMap<EventLog, LogInternals>()
 
-/** What a reader of `events()` holds open: its LevelDB iterator, once it has started. */
+/** What a reader of `events()` holds open: its LevelDB iterator, once it has started, and a follower's place among the log's. */
 interface ReaderResources {
   iterator?: { close(): Promise<void> }
+  unfollow?: () => void
 }
 
 /**
  * Readers of `events()` let go part-way without `return()` (`await reader.next()`, then dropped):
  * LevelDB keeps their iterators (and each its read-ahead, up to `EVENTS_CHUNK` KiB) until the log
- * closes. Once such a reader is collected, its iterator is closed.
+ * closes, and the log keeps handing a follower new events. Once such a reader is collected, its
+ * iterator is closed and it follows no more.
  */
 const droppedReaders = new FinalizationRegistry<ReaderResources>((reader) => {
   reader.iterator?.close().catch(() => undefined)
+  reader.unfollow?.()
 })
+
+/**
+ * Events a follower (`events({ follow: true })`) keeps in memory for its consumer: past this, it
+ * lets them go and reads them back from the log when the consumer gets to them.
+ */
+const FOLLOW_BUFFER = 16_384
+
+/** What the log hands one follower: the events of each group commit, as stored, and a wake-up. */
+class Follower {
+  /** Durable events not yet read by the consumer, in seq order, from `buffer[start]` on. */
+  buffer: StagedEvent[] = []
+  start = 0
+  /** Events were let go (or never taken): the next ones are read from the log. */
+  lagging = true
+  /** The log closed: nothing more will come. */
+  closed = false
+  #wake: (() => void) | undefined
+
+  take(events: readonly StagedEvent[]): void {
+    if (!this.lagging) {
+      if (this.buffer.length - this.start + events.length > FOLLOW_BUFFER) this.letGo()
+      else for (const event of events) this.buffer.push(event)
+    }
+    this.wake()
+  }
+  letGo(): void {
+    this.buffer = []
+    this.start = 0
+    this.lagging = true
+  }
+  close(): void {
+    this.closed = true
+    this.wake()
+  }
+  wake(): void {
+    const wake = this.#wake
+    this.#wake = undefined
+    wake?.()
+  }
+  /** Resolves at the next group commit or at the close. */
+  next(): Promise<void> {
+    return new Promise((resolve) => (this.#wake = resolve))
+  }
+}
 
 /** Runs of a lineage whose facts are read at once (each read is a trip to LevelDB's thread pool). */
 const LINEAGE_READS = 8
@@ -645,6 +692,7 @@ export class EventLog {
   readonly #release: () => void
   readonly #location: string
   readonly #listeners = new Set<(events: StoredEvent[]) => void>()
+  readonly #followers = new Set<Follower>()
   #pending: PendingEntry[] = []
   /** The events in `#pending`. */
   #pendingEvents = 0
@@ -1479,6 +1527,7 @@ export class EventLog {
         this.#scheduleAnchor()
       }
       for (const entry of accepted) entry.resolve(entry.result as number & number[])
+      if (staging.events.length > 0) for (const follower of this.#followers) follower.take(staging.events)
       if (staging.events.length > 0 && this.#listeners.size > 0) {
         const stored = staging.events.map(({ seq, event }) => ({ seq, event }))
         for (const listener of this.#listeners) {
@@ -2028,19 +2077,22 @@ export class EventLog {
 
   /**
    * Streams stored events in seq order, from `from` (default 1) up to `to` (default: the
-   * high-water when the call started). Memory stays flat whatever the size of the log.
+   * high-water when the call started). Memory stays flat whatever the size of the log. With
+   * `follow: true` it goes on past the high-water: each event as it becomes durable, up to `to`
+   * (default: until the log closes); see `#follow`.
    *
    * @example
    * ```ts
    * for await (const { seq, event } of log.events({ from: 100 })) console.log(seq, event.fact.type)
+   * for await (const { event } of log.events({ from: log.head().highWater + 1, follow: true })) show(event)
    * ```
    */
-  events(options: { from?: number | undefined; to?: number | undefined } = {}): AsyncGenerator<StoredEvent> {
+  events(options: { from?: number | undefined; to?: number | undefined; follow?: boolean | undefined } = {}): AsyncGenerator<StoredEvent> {
     // Checked and bounded at the call, not at the first `next()`: appends made before the reader
     // starts are not read, and bad bounds are refused where they are given.
     this.#assertOpen()
     if (typeof options !== 'object' || options === null || Array.isArray(options)) {
-      throw new FactstateError('LOG_INVALID_ARGUMENT', 'events() takes an object of bounds ({ from?, to? })')
+      throw new FactstateError('LOG_INVALID_ARGUMENT', 'events() takes an object of bounds ({ from?, to?, follow? })')
     }
     const from = options.from ?? 1
     const to = options.to ?? Number.MAX_SAFE_INTEGER
@@ -2048,14 +2100,81 @@ export class EventLog {
     if (!Number.isSafeInteger(from) || from < 1 || !Number.isSafeInteger(to) || to < 0) {
       throw new FactstateError('LOG_INVALID_ARGUMENT', 'events() takes integer bounds: from at least 1, to at least 0')
     }
+    if (options.follow !== undefined && typeof options.follow !== 'boolean') {
+      throw new FactstateError('LOG_INVALID_ARGUMENT', 'events() takes follow as a boolean')
+    }
     const reader: ReaderResources = {}
-    const generator = this.#eventsBetween(from, Math.min(to, this.#state.head.highWater), reader)
+    let generator: AsyncGenerator<StoredEvent>
+    if (options.follow === true) {
+      // Taken now: an event made durable from here on reaches the follower, whenever it starts reading.
+      const follower = new Follower()
+      this.#followers.add(follower)
+      reader.unfollow = () => this.#followers.delete(follower)
+      generator = this.#follow(from, to, follower, reader)
+    } else {
+      generator = this.#eventsBetween(from, Math.min(to, this.#state.head.highWater), reader)
+    }
     droppedReaders.register(generator, reader)
     return generator
   }
 
   async *#eventsBetween(from: number, to: number, reader: ReaderResources): AsyncGenerator<StoredEvent> {
     for await (const { events } of this.#scan(from, to, EVENTS_CHUNK, reader)) yield* events
+  }
+
+  /**
+   * The events `from`..`to` as they become durable: what the log holds is read from it, then each
+   * group commit's events are taken from the follower's buffer (decoded afresh from their stored
+   * bytes, as a read from the log would be). A follower that fell behind by more than
+   * `FOLLOW_BUFFER` events reads them from the log instead.
+   */
+  async *#follow(from: number, to: number, follower: Follower, reader: ReaderResources): AsyncGenerator<StoredEvent> {
+    let next = from
+    try {
+      while (next <= to) {
+        if (follower.start < follower.buffer.length) {
+          const staged = follower.buffer[follower.start] as StagedEvent
+          follower.start += 1
+          if (follower.start === follower.buffer.length) {
+            follower.buffer = []
+            follower.start = 0
+          }
+          if (staged.seq < next) continue
+          if (staged.seq > next) {
+            // Not the next one (the buffer was filled while the log was read up to an older head): read the rest from the log.
+            follower.letGo()
+            continue
+          }
+          yield { seq: staged.seq, event: decodeEvent(staged.bytes, staged.seq) }
+          next += 1
+          continue
+        }
+        const head = this.#closed && follower.closed ? -1 : this.#state.head.highWater
+        if (follower.lagging && next <= head) {
+          // From here on every group commit lands in the buffer, and holds only events after `head` (read below).
+          follower.lagging = false
+          for await (const { events } of this.#scan(next, Math.min(to, head), EVENTS_CHUNK, reader)) {
+            for (const event of events) {
+              yield event
+              next = event.seq + 1
+            }
+          }
+          continue
+        }
+        if (follower.closed) {
+          if (follower.lagging && next <= this.#state.head.highWater && next <= to) {
+            throw new FactstateError('LOG_CLOSED', `the log was closed before this reader caught up (it had read up to seq ${next - 1})`, {
+              details: { seq: next - 1 },
+            })
+          }
+          return
+        }
+        follower.lagging = false
+        await follower.next()
+      }
+    } finally {
+      this.#followers.delete(follower)
+    }
   }
 
   /** The current high-water and digest, without reading events. */
@@ -2092,6 +2211,9 @@ export class EventLog {
     while (this.#flushing) await this.#flushing
     await this.#idsBuild
     this.#listeners.clear()
+    // Every append is written or refused by now: a follower ends once it has read what is in its buffer.
+    for (const follower of this.#followers) follower.close()
+    this.#followers.clear()
     clearTimeout(this.#anchorTimer)
     this.#anchorTimer = undefined
     // A refresh under way finishes first: the two would write the same temporary file.

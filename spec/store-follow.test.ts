@@ -1,0 +1,158 @@
+/**
+ * `log.events({ follow: true })`: a reader that reads what the log holds and then each event as it
+ * becomes durable, in seq order, each once — also when it falls far behind — and ends at `to` or
+ * when the log closes.
+ */
+import { join } from 'node:path'
+import { suite } from 'uvu'
+import * as assert from 'uvu/assert'
+import { Engine, EventLog, ModelExecutor, type StoredEvent } from '../index.js'
+import { answer, scriptedModelServer } from '../testing/scripted-model-server.js'
+import { countingTool, runInput } from './support/engine-fixtures.js'
+import { EventMaker, boundedTest, completeInvocation, facts, invocationOf, refusal } from './support/log-fixtures.js'
+
+const follow = suite('store: follow')
+
+/** The events of `count` invocations, each opened and cancelled. */
+function invocations(count: number, tag: string) {
+  return Array.from({ length: count }, (_, index) => new EventMaker(invocationOf(`${tag}-${index}`)).many([facts.opened(), facts.ended({ status: 'cancelled', source: 'test' })])).flat()
+}
+
+follow(
+  'a follower reads what the log holds, then each event as it becomes durable, in order and once, and stops at `to`',
+  boundedTest(30_000, async (root) => {
+    const log = await EventLog.open(join(root, 'log'))
+    try {
+      await log.appendAll(completeInvocation('before'))
+      const reader = log.events({ follow: true, to: 20 })
+      const seen: StoredEvent[] = []
+      const reading = (async () => {
+        for await (const stored of reader) seen.push(stored)
+      })()
+      // Some appended while the reader waits, some in one call, some side by side.
+      await log.appendAll(completeInvocation('during').slice(0, 4))
+      await log.appendAll(completeInvocation('during').slice(4))
+      await Promise.all(invocations(3, 'side').map((event) => log.append(event)))
+      await reading
+      assert.equal(
+        seen.map((stored) => stored.seq),
+        Array.from({ length: 20 }, (_, index) => index + 1),
+      )
+      const stored: StoredEvent[] = []
+      for await (const event of log.events({ to: 20 })) stored.push(event)
+      assert.equal(seen, stored, 'the same events as a plain read gives')
+      // Fresh objects, as a read from the log gives: changing one changes nothing the log holds.
+      ;(seen[0] as { event: { id: string } }).event.id = 'changed'
+      const again: StoredEvent[] = []
+      for await (const event of log.events({ from: 1, to: 1, follow: true })) again.push(event)
+      assert.is(again[0]?.event.id, stored[0]?.event.id)
+    } finally {
+      await log.close()
+    }
+  }),
+)
+
+follow(
+  'a follower that falls behind by more than it keeps in memory reads the rest from the log: every event once, in order',
+  boundedTest(60_000, async (root) => {
+    const log = await EventLog.open(join(root, 'log'), { durability: 'os' })
+    try {
+      const reader = log.events({ follow: true })
+      const first = await Promise.all([reader.next(), log.append(new EventMaker(invocationOf('first')).next(facts.opened()))])
+      assert.is(first[0].value?.seq, 1)
+      // 24,000 events while the reader is not reading: more than the 16,384 it keeps.
+      const events = invocations(12_000, 'many')
+      for (let index = 0; index < events.length; index += 2_000) await log.appendAll(events.slice(index, index + 2_000))
+      let expected = 2
+      for await (const stored of reader) {
+        assert.is(stored.seq, expected)
+        expected += 1
+        if (stored.seq === 24_001) break
+      }
+      assert.is(expected, 24_002)
+    } finally {
+      await log.close()
+    }
+  }),
+)
+
+follow(
+  'a close ends a follower that has caught up once it has read every event written before the close; one far behind gets LOG_CLOSED naming its place',
+  boundedTest(60_000, async (root) => {
+    let log = await EventLog.open(join(root, 'log'), { durability: 'os' })
+    const reader = log.events({ follow: true })
+    const seen: number[] = []
+    const reading = (async () => {
+      for await (const stored of reader) seen.push(stored.seq)
+      return 'ended'
+    })()
+    const pending = invocations(5, 'closing').map((event) => log.append(event))
+    await log.close()
+    await Promise.all(pending)
+    assert.is(await reading, 'ended')
+    assert.equal(
+      seen,
+      Array.from({ length: 10 }, (_, index) => index + 1),
+    )
+
+    log = await EventLog.open(join(root, 'log'), { durability: 'os' })
+    const behind = log.events({ follow: true, from: 11 })
+    const never = log.events({ follow: true, from: 11 })
+    const [read] = await Promise.all([behind.next(), log.append(new EventMaker(invocationOf('eleventh')).next(facts.opened()))])
+    assert.is(read.value?.seq, 11)
+    // 20,000 events the reader does not read: more than the 16,384 it keeps for it.
+    const events = invocations(10_000, 'behind')
+    for (let index = 0; index < events.length; index += 2_000) await log.appendAll(events.slice(index, index + 2_000))
+    await log.close()
+    const error = await refusal(behind.next())
+    assert.is(error.code, 'LOG_CLOSED')
+    assert.equal(error.details, { seq: 11 })
+    const unread = await refusal(never.next())
+    assert.equal([unread.code, unread.details], ['LOG_CLOSED', { seq: 10 }], 'one that never started reading')
+  }),
+)
+
+follow(
+  'follow must be a boolean: LOG_INVALID_ARGUMENT where it is given',
+  boundedTest(10_000, async (root) => {
+    const log = await EventLog.open(join(root, 'log'))
+    try {
+      for (const value of ['yes', 1, null]) {
+        const error = await refusal(() => log.events({ follow: value as unknown as boolean }))
+        assert.is(error.code, 'LOG_INVALID_ARGUMENT')
+      }
+    } finally {
+      await log.close()
+    }
+  }),
+)
+
+follow(
+  "a follower shows a run's facts as the engine records them: the same facts the log holds when the run ends",
+  boundedTest(30_000, async (root) => {
+    const server = await scriptedModelServer([answer.toolCalls([{ id: 'call-1', name: 'echo', arguments: { value: 1 } }]), answer.text('done')])
+    const log = await EventLog.open(join(root, 'log'))
+    try {
+      const engine = new Engine({ log, model: new ModelExecutor({ timeoutMs: 5_000 }) })
+      const live: string[] = []
+      const watching = (async () => {
+        for await (const { event } of log.events({ follow: true })) {
+          live.push(event.fact.type)
+          if (event.fact.type === 'invocation.ended') return
+        }
+      })()
+      const echo = countingTool()
+      assert.equal(await engine.run(runInput(server.baseUrl, 'watched', { tools: [echo] })), { status: 'completed' })
+      await watching
+      const stored: string[] = []
+      for await (const { event } of log.events()) stored.push(event.fact.type)
+      assert.equal(live, stored)
+      assert.equal(live, ['invocation.opened', 'model.requested', 'model.completed', 'tool.dispatched', 'tool.settled', 'model.requested', 'model.completed', 'invocation.ended'])
+    } finally {
+      await log.close()
+      await server.close()
+    }
+  }),
+)
+
+follow.run()

@@ -2,7 +2,7 @@ import { isDeepStrictEqual } from 'node:util'
 import { FactstateError } from '../errors.js'
 import type { ExecutionSettings, Invocation, InvocationInput, InvocationOutcome, RuntimeEvent, UncertainOperation } from '../facts/types.js'
 import { type InvocationSnapshot, type InvocationState, applyFact, initialInvocationSnapshot, stateOf } from '../machines/invocation.js'
-import { canonical, messageOf } from '../store/encoding.js'
+import { canonical, messageOf, storageProblemAt } from '../store/encoding.js'
 import { type AppendView, type EventLog, type LogInternals, logInternals } from '../store/event-log.js'
 import { type HandoffGate, successorOf } from './handoff.js'
 import { InvocationActor, defaultEventId } from './invocation-actor.js'
@@ -29,6 +29,9 @@ export interface StartOptions {
   /** Aborting cancels the run at its next step boundary (a running tool gets the signal too). */
   signal?: AbortSignal | undefined
 }
+
+/** Where an unknown operation's input sits in the event of a run that acknowledges it: `fact.input.priorUnknown[i].input`. */
+const UNKNOWN_INPUT_DEPTH = 5
 
 /**
  * The signal of `start`'s options, or `RUN_INVALID_INPUT` (`details.fields` names the option) for
@@ -398,10 +401,30 @@ export class Engine {
     const session = await this.#log.sessionRecord(run.invocation.sessionId)
     if (session.unknown.length === 0) return []
     const work = run.work as { allowPriorUnknown?: boolean }
+    const unknown = await this.#withInputs(session.unknown)
     if (session.active.length === 0 && session.paused.length === 0 && !work.allowPriorUnknown) {
-      throw this.#reconciliation(session.unknown)
+      throw this.#reconciliation(unknown)
     }
-    return session.unknown
+    return unknown
+  }
+
+  /**
+   * `unknown` with the input each operation was dispatched with, read from its invocation's facts:
+   * the model is told which call may or may not have happened (two calls to one tool differ only
+   * there), and so is the caller. Left out where a run's `priorUnknown` could not hold it (see
+   * `UNKNOWN_INPUT_DEPTH`).
+   */
+  async #withInputs(unknown: UncertainOperation[]): Promise<UncertainOperation[]> {
+    const inputs = new Map<string, unknown>()
+    for (const invocationId of new Set(unknown.map((op) => op.invocationId))) {
+      for (const { event } of await this.#log.invocationEvents(invocationId)) {
+        if (event.fact.type === 'tool.dispatched') inputs.set(`${invocationId}\n${event.fact.operationId}`, event.fact.input)
+      }
+    }
+    return unknown.map((op) => {
+      const input = inputs.get(`${op.invocationId}\n${op.operationId}`)
+      return input === undefined || storageProblemAt(input, UNKNOWN_INPUT_DEPTH) !== undefined ? op : { ...op, input }
+    })
   }
 
   #reconciliation(unknown: UncertainOperation[]): FactstateError {

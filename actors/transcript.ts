@@ -6,9 +6,12 @@
 import type { RuntimeEvent, ToolOutcome, UncertainOperation } from '../facts/types.js'
 import type { ChatMessage } from './model-client.js'
 
+/** A call as the note names it: with the input it was dispatched with, where the fact records it. */
+const namedCall = (op: UncertainOperation) => `${op.name}${op.input === undefined ? '' : ` with ${JSON.stringify(op.input)}`} (operation ${op.operationId})`
+
 const unknownNote = (ops: UncertainOperation[]) =>
   `Note: in an earlier run of this session, these tool calls were dispatched but their outcome is unknown: ` +
-  `${ops.map((op) => `${op.name} (operation ${op.operationId})`).join(', ')}. Their effects may or may not have happened; ` +
+  `${ops.map(namedCall).join(', ')}. Their effects may or may not have happened; ` +
   `they will not be repeated automatically. Check before relying on or redoing them.`
 
 function outcomeText(outcome: ToolOutcome): string {

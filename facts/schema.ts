@@ -48,7 +48,7 @@ export const handoffPauseSchema = z.strictObject({
   execution: executionSchema,
 }) satisfies z.ZodType<HandoffPause>
 
-const uncertainOperation = z.strictObject({ invocationId: id, operationId: text.min(1), callId: text, name: text })
+const uncertainOperation = z.strictObject({ invocationId: id, operationId: text.min(1), callId: text, name: text, input: jsonValue.optional() })
 
 const invocationInput = z.discriminatedUnion('kind', [
   z.strictObject({

@@ -76,6 +76,12 @@ export interface UncertainOperation {
   operationId: string
   callId: string
   name: string
+  /**
+   * The input it was dispatched with, as recorded: in a run's `priorUnknown` and in the details of
+   * `RUN_RECONCILIATION_REQUIRED` (absent where a fact could not hold it there, and in logs written
+   * before it was recorded). The session's own index keeps the operation without it.
+   */
+  input?: unknown
 }
 
 /** A tool call as the model asked for it. `arguments` is the raw JSON text the model sent. */

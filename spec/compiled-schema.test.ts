@@ -146,7 +146,7 @@ const execution = object(
   { mainOutputLimit: positive, replayBase: runBoundary },
 )
 const pause = object({ intent, remainingSteps: count, execution })
-const uncertain = object({ invocationId: id, operationId: nonEmptyText, callId: text, name: text })
+const uncertain = object({ invocationId: id, operationId: nonEmptyText, callId: text, name: text }, { input: json })
 const invocationInput = fc.oneof(
   object({ kind: fc.constant('message'), content: text }, { requestFingerprint: text, priorUnknown: fc.array(uncertain, { maxLength: 2 }) }),
   object({ kind: fc.constant('continuation'), source: runBoundary }, { requestFingerprint: text, priorUnknown: fc.array(uncertain, { maxLength: 2 }) }),

@@ -9,7 +9,7 @@ import * as assert from 'uvu/assert'
 import { EventLog, type UncertainOperation, recoverInvocations } from '../index.js'
 import { answer } from '../testing/scripted-model-server.js'
 import { countingTool, engineTest, factsOf, lastFactOf, only, refusedWithoutWriting } from './support/engine-fixtures.js'
-import { startChild } from './support/log-fixtures.js'
+import { EventMaker, facts, startChild } from './support/log-fixtures.js'
 
 type Message = { role: string; content: string | null; tool_call_id?: string }
 const messagesOf = (body: unknown) => (body as { messages: Message[] }).messages
@@ -56,8 +56,9 @@ test(
     const refused = await refusedWithoutWriting(h.log, () => h.engine.start(input('next')), 'RUN_RECONCILIATION_REQUIRED', 'a new message')
     const unknown = refused.details?.unknown as UncertainOperation[]
     assert.equal(
-      unknown.map((op) => [op.invocationId, op.operationId, op.callId, op.name]),
-      [['invocation-crash', operationId, 'call-deploy', 'deploy']],
+      unknown.map((op) => [op.invocationId, op.operationId, op.callId, op.name, op.input]),
+      [['invocation-crash', operationId, 'call-deploy', 'deploy', { target: 'production' }]],
+      'each with the input it was dispatched with',
     )
     const crashed = (await h.log.runSource('session-crash', 'run-crash'))?.boundary
     assert.ok(crashed)
@@ -73,13 +74,18 @@ test(
     const next = await h.start(acknowledged)
     assert.equal(await next.wait(), { status: 'completed' })
     const opened = only(await factsOf(h.log, 'invocation-next'), 'invocation.opened')[0]
-    assert.equal(opened?.input.kind !== 'handoff' && opened?.input.priorUnknown?.map((op) => op.operationId), [operationId])
+    assert.equal(opened?.input.kind !== 'handoff' && opened?.input.priorUnknown, [
+      { invocationId: 'invocation-crash', operationId, callId: 'call-deploy', name: 'deploy', input: { target: 'production' } },
+    ])
     const told = messagesOf(h.server.requests[0]?.body)
     assert.equal(
       told.map((m) => m.role),
       ['system', 'user'],
     )
-    assert.ok(told[0]?.content?.includes(operationId), 'the model is told which operation may or may not have happened')
+    assert.ok(
+      told[0]?.content?.includes(`deploy with {"target":"production"} (operation ${operationId})`),
+      `the model is told which call may or may not have happened, with its arguments: ${told[0]?.content}`,
+    )
 
     // Acknowledged once, the session is free again: a continuation of the crashed run replays it from facts.
     const resumed = await h.start(continuation)
@@ -95,6 +101,48 @@ test(
     assert.equal(await plain.wait(), { status: 'completed' })
     assert.is(deploy.calls.length, 0, 'the tool is never replayed')
     assert.is(h.server.requests.length, 3)
+  }),
+)
+
+test(
+  'an unknown operation whose input a new run could not record as deep as its acknowledgement sits is acknowledged without it',
+  engineTest([answer.text('noted')], {}, async (h) => {
+    // 62 objects deep: it fits where a dispatch records it (fact.input), not three levels further down.
+    let deep: unknown = 'bottom'
+    for (let level = 0; level < 62; level += 1) deep = { level: deep }
+    const make = new EventMaker({ sessionId: 'session-deep', turnId: 'turn-deep', runId: 'run-deep', invocationId: 'invocation-deep' })
+    const calls = [
+      { callId: 'call-deep', name: 'deploy', arguments: '{}' },
+      { callId: 'call-flat', name: 'deploy', arguments: '{}' },
+    ]
+    await h.log.appendAll(
+      make.many([
+        facts.opened(),
+        facts.requested('s1'),
+        facts.completed('s1', calls),
+        { type: 'tool.dispatched', operationId: 'op-deep', callId: 'call-deep', name: 'deploy', input: deep },
+        { type: 'tool.dispatched', operationId: 'op-flat', callId: 'call-flat', name: 'deploy', input: { target: 'staging' } },
+      ]),
+    )
+    assert.is(await recoverInvocations(h.log), 1)
+    const input = h.input('after-deep', { session: 'session-deep' })
+    const refused = await refusedWithoutWriting(h.log, () => h.engine.start(input), 'RUN_RECONCILIATION_REQUIRED', 'a new message')
+    assert.equal(
+      (refused.details?.unknown as UncertainOperation[]).map((op) => [op.operationId, op.input]),
+      [
+        ['op-deep', undefined],
+        ['op-flat', { target: 'staging' }],
+      ],
+    )
+    input.work = { kind: 'message', content: 'go on', allowPriorUnknown: true }
+    assert.equal(await h.run(input), { status: 'completed' })
+    const opened = only(await factsOf(h.log, 'invocation-after-deep'), 'invocation.opened')[0]
+    assert.equal(opened?.input.kind === 'message' && opened.input.priorUnknown?.map((op) => [op.operationId, 'input' in op]), [
+      ['op-deep', false],
+      ['op-flat', true],
+    ])
+    const note = messagesOf(h.server.requests[0]?.body)[0]?.content ?? ''
+    assert.ok(note.includes('deploy (operation op-deep), deploy with {"target":"staging"} (operation op-flat)'), note)
   }),
 )
 

@@ -235,11 +235,11 @@ test(
     const input = (name: string) => h.input(name, { session: 'session-crash', tools: [deploy] })
     const refused = await refusedWithoutWriting(h.log, () => h.engine.start(input('next')), 'RUN_RECONCILIATION_REQUIRED', 'a new message')
     assert.equal(
-      (refused.details?.unknown as UncertainOperation[]).map((op) => [op.operationId, op.callId]),
+      (refused.details?.unknown as UncertainOperation[]).map((op) => [op.operationId, op.callId, op.input]),
       [
-        [running[0], 'call-deploy'],
-        [running[1], 'call-deploy-staging'],
-        [running[2], 'call-deploy-preview'],
+        [running[0], 'call-deploy', { target: 'production' }],
+        [running[1], 'call-deploy-staging', { target: 'staging' }],
+        [running[2], 'call-deploy-preview', { target: 'preview' }],
       ],
     )
     const crashed = (await h.log.runSource('session-crash', 'run-crash'))?.boundary

@@ -29,6 +29,7 @@ const examples: [file: string, mustSay: RegExp][] = [
   ['examples/cross-process-handoff.ts', /the tool ran 1 time\(s\) across both processes/],
   ['examples/continuation.ts', /charge_card ran 1 time\(s\) in total/],
   ['examples/custom-model-client.ts', /the model said: The clock said 12:00/],
+  ['examples/parallel-tools-progress.ts', /#5 tool\.dispatched \{"city":"Oslo"\}[\s\S]*completed: 3 lookups of 300 ms each, at most 3 at once/],
 ]
 
 for (const [file, mustSay] of examples) {

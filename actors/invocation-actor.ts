@@ -501,7 +501,7 @@ export class InvocationActor {
       while (!failed && next < calls.length) {
         const index = next++
         try {
-          await this.#settleCall(stepId, index, calls[index] as ToolCall, record)
+          await this.#settleCall(stepId, index, calls[index] as ToolCall, record, () => failed)
         } catch (error) {
           failed = true
           throw error
@@ -531,7 +531,19 @@ export class InvocationActor {
           const seqs = await this.#recordAll(batch.map((entry) => entry.fact))
           batch.forEach((entry, index) => entry.resolve(seqs[index] as number))
         } catch (error) {
-          for (const entry of batch) entry.reject(error)
+          if (batch.length === 1) {
+            ;(batch[0] as (typeof batch)[number]).reject(error)
+            continue
+          }
+          // All or nothing: one fact the log refuses (an event id taken, say) would lose the others'
+          // settlements, each of them known. Written one at a time, each fails or not on its own.
+          for (const entry of batch) {
+            try {
+              entry.resolve((await this.#recordAll([entry.fact]))[0] as number)
+            } catch (single) {
+              entry.reject(single)
+            }
+          }
         }
       }
       writing = false
@@ -576,7 +588,11 @@ export class InvocationActor {
     }
   }
 
-  async #settleCall(stepId: string, index: number, call: ToolCall, record: (fact: Fact) => Promise<number>): Promise<void> {
+  /**
+   * Dispatches and runs one call, or rejects it. `halted` tells a call running beside others that
+   * one of them failed (its fact could not be recorded): a dispatch written after that starts no tool.
+   */
+  async #settleCall(stepId: string, index: number, call: ToolCall, record: (fact: Fact) => Promise<number>, halted: () => boolean = () => false): Promise<void> {
     const operationId = `${this.setup.invocation.invocationId}/${stepId}/${index}`
     let input: unknown
     let parsed = true
@@ -603,6 +619,11 @@ export class InvocationActor {
     // Cancelled while it was being written: the tool is not started, and its settlement says so.
     if (this.#aborted) {
       await record({ type: 'tool.settled', operationId, outcome: { status: 'failed', message: 'not started: the run was cancelled while its dispatch was being recorded' } })
+      return
+    }
+    // A call beside it failed while this dispatch was written: the run ends, so this tool is not started either.
+    if (halted()) {
+      await record({ type: 'tool.settled', operationId, outcome: { status: 'failed', message: 'not started: the run failed while its dispatch was being recorded' } })
       return
     }
     let outcome: Extract<Fact, { type: 'tool.settled' }>['outcome']

@@ -68,7 +68,7 @@ export class TranscriptBuilder {
         break
       }
       case 'tool.dispatched': {
-        const call = this.#unanswered.find((slot) => slot.callId === fact.callId && slot.operationId === undefined)
+        const call = this.#unanswered.find((slot) => slot.callId === fact.callId && slot.operationId === undefined && slot.answer === undefined)
         if (call) call.operationId = fact.operationId
         break
       }
@@ -78,7 +78,7 @@ export class TranscriptBuilder {
         break
       }
       case 'tool.rejected': {
-        const call = this.#unanswered.find((slot) => slot.callId === fact.callId && slot.operationId === undefined)
+        const call = this.#unanswered.find((slot) => slot.callId === fact.callId && slot.operationId === undefined && slot.answer === undefined)
         if (call) {
           this.#answer(
             call,

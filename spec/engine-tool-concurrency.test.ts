@@ -11,6 +11,7 @@ import { EventLog, type Fact, type UncertainOperation, recoverInvocations } from
 import { answer } from '../testing/scripted-model-server.js'
 import { countingTool, engineTest, factsOf, only, refusedWithoutWriting } from './support/engine-fixtures.js'
 import { startChild } from './support/log-fixtures.js'
+import { logInternals } from '../store/event-log.js'
 
 const test = suite('engine: tool concurrency')
 
@@ -194,6 +195,126 @@ test(
     }
     assert.is(h.server.requests.length, 0)
   }),
+)
+
+test(
+  'a call id used twice in one answer, its first use rejected while an earlier call still runs: the executed call is answered with its result',
+  engineTest(
+    [
+      answer.toolCalls([
+        { id: 'call-a', name: 'slow', arguments: {} },
+        { id: 'call-x', name: 'missing', arguments: {} },
+        { id: 'call-x', name: 'echo', arguments: { value: 2 } },
+      ]),
+      answer.text('done'),
+    ],
+    {},
+    async (h) => {
+      const slow = countingTool('slow', async () => {
+        await turns(5)
+        return 'slow done'
+      })
+      const echo = countingTool('echo')
+      assert.equal(await h.run({ ...h.input('dup', { tools: [slow, echo] }), toolConcurrency: 3 }), { status: 'completed' })
+      assert.is(echo.calls.length, 1)
+      assert.equal(
+        messagesOf(h.server.requests[1]?.body)
+          .filter((message) => message.role === 'tool')
+          .map((message) => `${message.tool_call_id}: ${message.content}`),
+        ['call-a: slow done', 'call-x: error: there is no tool named "missing"; it was not run', 'call-x: {"value":2}'],
+      )
+    },
+  ),
+)
+
+/** An engine `eventId` that gives `invocationId`'s `ordinal`-th fact an id the log already holds (`<invocationId>/1`), `times` times. */
+function collidingAt(invocationId: string, ordinal: number, times = Number.POSITIVE_INFINITY) {
+  let left = times
+  return (invocation: { invocationId: string }, at: number) => {
+    if (invocation.invocationId === invocationId && at === ordinal && left > 0) {
+      left -= 1
+      return `${invocationId}/1`
+    }
+    return `${invocation.invocationId}/${at}`
+  }
+}
+
+const shortly = (fact: Fact) =>
+  fact.type === 'tool.dispatched'
+    ? `dispatched ${fact.callId}`
+    : fact.type === 'tool.settled'
+      ? `settled ${fact.operationId.split('/').at(-1)} ${fact.outcome.status === 'failed' ? fact.outcome.message : fact.outcome.status}`
+      : fact.type === 'invocation.ended'
+        ? `ended ${fact.outcome.status === 'failed' ? fact.outcome.class : fact.outcome.status}`
+        : fact.type
+
+test(
+  'a settlement the log refuses beside others: the ones written with it are kept, one by one, and the run ends engine_error',
+  engineTest(
+    [answer.toolCalls([1, 2].map((value) => ({ id: `call-${value}`, name: 'echo', arguments: { value } })))],
+    // Ordinal 7 is the second of the two settlements, written together with the first (6).
+    { engine: { eventId: collidingAt('invocation-kept', 7) } },
+    async (h) => {
+      let started = 0
+      const both = latch()
+      const echo = countingTool('echo', async (input) => {
+        if (++started === 2) both.resolve(undefined)
+        await both.promise
+        return input
+      })
+      const running = await h.start({ ...h.input('kept', { tools: [echo] }), toolConcurrency: 2 })
+      const error = await running.wait().then(
+        () => undefined,
+        (reason: { code?: string }) => reason,
+      )
+      assert.is(error?.code, 'LOG_CONFLICT')
+      assert.equal((await factsOf(h.log, 'invocation-kept')).map(shortly).slice(3), ['dispatched call-1', 'dispatched call-2', 'settled 0 succeeded', 'ended engine_error'])
+      assert.is(echo.calls.length, 2)
+    },
+  ),
+)
+
+test(
+  'a call whose dispatch is written after a call beside it failed is not started, and its settlement says so',
+  engineTest(
+    [answer.toolCalls([1, 2, 3].map((value) => ({ id: `call-${value}`, name: 'effect', arguments: { value } })))],
+    // Ordinal 7 is call-2's settlement; refused once, the ordinal goes to call-3's dispatch.
+    { engine: { eventId: collidingAt('invocation-halted', 7, 1) } },
+    async (h) => {
+      const secondMayReturn = latch()
+      const internals = logInternals(h.log)
+      const append = internals.appendAll
+      internals.appendAll = (events, precondition) => {
+        const appended = append(events, precondition)
+        // call-1's settlement is being written: call-2 returns meanwhile, so its settlement is written next.
+        if (events.some((event) => event.fact.type === 'tool.settled' && event.fact.operationId.endsWith('/0'))) secondMayReturn.resolve(undefined)
+        return appended
+      }
+      const effect = countingTool('effect', async (input) => {
+        if ((input as { value: number }).value === 2) await secondMayReturn.promise
+        return input
+      })
+      const running = await h.start({ ...h.input('halted', { tools: [effect] }), toolConcurrency: 2 })
+      const error = await running.wait().then(
+        () => undefined,
+        (reason: { code?: string }) => reason,
+      )
+      assert.is(error?.code, 'LOG_CONFLICT')
+      assert.equal(
+        effect.calls.map((call) => call.input),
+        [{ value: 1 }, { value: 2 }],
+        'call-3 never started',
+      )
+      assert.equal((await factsOf(h.log, 'invocation-halted')).map(shortly).slice(3), [
+        'dispatched call-1',
+        'dispatched call-2',
+        'settled 0 succeeded',
+        'dispatched call-3',
+        'settled 2 not started: the run failed while its dispatch was being recorded',
+        'ended engine_error',
+      ])
+    },
+  ),
 )
 
 /** The operation ids the child printed as its tools started, in call order. */

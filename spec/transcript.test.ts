@@ -117,6 +117,24 @@ test('calls that ran side by side are answered in the order the model made them:
   ])
 })
 
+test('a call id the model used twice, its first use rejected while an earlier call still runs: the later use is answered for its own operation', () => {
+  const messages = toolMessages([
+    facts.opened(),
+    facts.requested('step-1'),
+    answer('step-1', [
+      ['call-a', 'slow'],
+      ['call-x', 'missing'],
+      ['call-x', 'echo'],
+    ]),
+    dispatched('op-a', 'call-a', 'slow'),
+    { type: 'tool.rejected', operationId: 'op-x1', callId: 'call-x', name: 'missing', input: {}, reason: 'unknown_tool' },
+    dispatched('op-x2', 'call-x', 'echo'),
+    settled('op-x2', 'echoed'),
+    settled('op-a', 'slow done'),
+  ])
+  assert.equal(messages, ['call-a: slow done', 'call-x: error: there is no tool named "missing"; it was not run', 'call-x: echoed'])
+})
+
 test('an empty or blank final answer (a filtered one) is not replayed: a continuation of its run asks again after the user message', () => {
   const filtered: Fact = { type: 'model.completed', stepId: 'step-1', output: { text: '', toolCalls: [], finishReason: 'content_filter' } }
   const messages = transcriptOf(events([facts.opened(), facts.requested('step-1'), filtered, { type: 'invocation.ended', outcome: { status: 'failed', class: 'model_filtered' } }]))

@@ -431,7 +431,8 @@ export class Engine {
     return new FactstateError(
       'RUN_RECONCILIATION_REQUIRED',
       `an earlier run of this session left ${unknown.length} tool outcome(s) unknown; pass work.allowPriorUnknown: true to go on`,
-      { details: { unknown } },
+      // A copy: the operations are the log's own cached session record, which a caller must not be able to change.
+      { details: { unknown: structuredClone(unknown) } },
     )
   }
 

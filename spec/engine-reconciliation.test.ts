@@ -134,6 +134,15 @@ test(
         ['op-flat', { target: 'staging' }],
       ],
     )
+    // The details are the caller's own copy: changing them changes nothing the engine or the log holds.
+    const given = refused.details?.unknown as UncertainOperation[]
+    ;(given[0] as UncertainOperation).operationId = 'op-changed'
+    given.length = 1
+    const again = await refusedWithoutWriting(h.log, () => h.engine.start(input), 'RUN_RECONCILIATION_REQUIRED', 'the same message again')
+    assert.equal(
+      (again.details?.unknown as UncertainOperation[]).map((op) => op.operationId),
+      ['op-deep', 'op-flat'],
+    )
     input.work = { kind: 'message', content: 'go on', allowPriorUnknown: true }
     assert.equal(await h.run(input), { status: 'completed' })
     const opened = only(await factsOf(h.log, 'invocation-after-deep'), 'invocation.opened')[0]

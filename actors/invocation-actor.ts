@@ -541,6 +541,9 @@ export class InvocationActor {
             try {
               entry.resolve((await this.#recordAll([entry.fact]))[0] as number)
             } catch (single) {
+              // The refused fact's ordinal is the next one's too: with the default ids from here on (as the run's
+              // end is written, see `#run`), a fact refused for its id does not take the ones after it down.
+              this.#fallback = true
               entry.reject(single)
             }
           }

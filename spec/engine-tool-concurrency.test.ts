@@ -275,6 +275,31 @@ test(
 )
 
 test(
+  'the first of two settlements written together refused: the second is still kept',
+  engineTest(
+    [answer.toolCalls([1, 2].map((value) => ({ id: `call-${value}`, name: 'echo', arguments: { value } })))],
+    { engine: { eventId: collidingAt('invocation-first', 6) } },
+    async (h) => {
+      let started = 0
+      const both = latch()
+      const echo = countingTool('echo', async (input) => {
+        if (++started === 2) both.resolve(undefined)
+        await both.promise
+        return input
+      })
+      const running = await h.start({ ...h.input('first', { tools: [echo] }), toolConcurrency: 2 })
+      const error = await running.wait().then(
+        () => undefined,
+        (reason: { code?: string }) => reason,
+      )
+      assert.is(error?.code, 'LOG_CONFLICT')
+      assert.is(echo.calls.length, 2)
+      assert.equal((await factsOf(h.log, 'invocation-first')).map(shortly).slice(3), ['dispatched call-1', 'dispatched call-2', 'settled 1 succeeded', 'ended engine_error'])
+    },
+  ),
+)
+
+test(
   'a call whose dispatch is written after a call beside it failed is not started, and its settlement says so',
   engineTest(
     [answer.toolCalls([1, 2, 3].map((value) => ({ id: `call-${value}`, name: 'effect', arguments: { value } })))],

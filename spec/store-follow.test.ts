@@ -4,14 +4,20 @@
  * when the log closes.
  */
 import { join } from 'node:path'
+import { setFlagsFromString } from 'node:v8'
+import { runInNewContext } from 'node:vm'
 import { suite } from 'uvu'
 import * as assert from 'uvu/assert'
 import { Engine, EventLog, ModelExecutor, type StoredEvent } from '../index.js'
+import { logInternals } from '../store/event-log.js'
 import { answer, scriptedModelServer } from '../testing/scripted-model-server.js'
 import { countingTool, runInput } from './support/engine-fixtures.js'
 import { EventMaker, boundedTest, completeInvocation, facts, invocationOf, refusal } from './support/log-fixtures.js'
 
 const follow = suite('store: follow')
+
+setFlagsFromString('--expose-gc')
+const gc = runInNewContext('gc') as () => void
 
 /** The events of `count` invocations, each opened and cancelled. */
 function invocations(count: number, tag: string) {
@@ -109,6 +115,61 @@ follow(
     assert.equal(error.details, { seq: 11 })
     const unread = await refusal(never.next())
     assert.equal([unread.code, unread.details], ['LOG_CLOSED', { seq: 10 }], 'one that never started reading')
+  }),
+)
+
+follow(
+  'a close while a follower reads what the log holds: it names its place with LOG_CLOSED, and a follower from there reads the rest',
+  boundedTest(60_000, async (root) => {
+    let log = await EventLog.open(join(root, 'log'), { durability: 'os' })
+    const events = invocations(1_000, 'held')
+    for (let index = 0; index < events.length; index += 500) await log.appendAll(events.slice(index, index + 500))
+    const reader = log.events({ follow: true })
+    assert.is((await reader.next()).value?.seq, 1)
+    await log.close()
+    let last = 1
+    const error = await refusal(async () => {
+      for await (const { seq } of reader) last = seq
+    })
+    assert.equal([error.code, error.details], ['LOG_CLOSED', { seq: last }])
+    log = await EventLog.open(join(root, 'log'), { durability: 'os' })
+    try {
+      let seen = 0
+      for await (const { seq } of log.events({ from: last + 1, to: 2_000, follow: true })) seen = seq
+      assert.is(seen, 2_000)
+    } finally {
+      await log.close()
+    }
+  }),
+)
+
+follow(
+  'a follower that keeps up lets go of what it read: with one event always unread, it holds no more than it may keep',
+  boundedTest(60_000, async (root) => {
+    const log = await EventLog.open(join(root, 'log'), { durability: 'os' })
+    try {
+      const handed: WeakRef<object>[] = []
+      const unsubscribe = logInternals(log).subscribe((stored) => {
+        for (const { event } of stored) handed.push(new WeakRef(event))
+      })
+      const reader = log.events({ follow: true })
+      const [one] = await Promise.all([reader.next(), log.appendAll(invocations(1, 'start'))])
+      assert.is(one.value?.seq, 1)
+      for (let round = 0; round < 200; round += 1) {
+        await log.appendAll(invocations(50, `round-${round}`))
+        for (let read = 0; read < 100; read += 1) assert.is((await reader.next()).done, false)
+      }
+      unsubscribe()
+      for (let pass = 0; pass < 3; pass += 1) {
+        await new Promise((resolve) => setTimeout(resolve, 10))
+        gc()
+      }
+      const alive = handed.filter((ref) => ref.deref() !== undefined).length
+      assert.ok(alive <= 16_384, `${alive} of ${handed.length} events handed to the follower are still held`)
+      await reader.return(undefined)
+    } finally {
+      await log.close()
+    }
   }),
 )
 

@@ -2,7 +2,7 @@ import { type FileHandle, open as openFile, readFile, rename, rm, stat } from 'n
 import { isDeepStrictEqual } from 'node:util'
 import { join } from 'node:path'
 import { type ChainedBatch, ClassicLevel } from 'classic-level'
-import { FactstateError } from '../errors.js'
+import { FactstateError, isFactstateError } from '../errors.js'
 import { id as idSchema } from '../facts/schema.js'
 import type { HandoffIntent, HandoffPause, InvocationInput, RunBoundary, RuntimeEvent, StoredEvent } from '../facts/types.js'
 import { EMPTY_CHAIN, CHAIN_BYTES, chainStep, logDigest, runChainStart, runDigest } from './digest.js'
@@ -132,6 +132,10 @@ const droppedReaders = new FinalizationRegistry<ReaderResources>((reader) => {
  * lets them go and reads them back from the log when the consumer gets to them.
  */
 const FOLLOW_BUFFER = 16_384
+
+/** `LOG_CLOSED` for a follower the close stopped before it caught up: `details.seq` is the last seq it read. */
+const caughtUpTo = (seq: number, cause?: unknown) =>
+  new FactstateError('LOG_CLOSED', `the log was closed before this reader caught up (it had read up to seq ${seq})`, { cause, details: { seq } })
 
 /** What the log hands one follower: the events of each group commit, as stored, and a wake-up. */
 class Follower {
@@ -2135,8 +2139,12 @@ export class EventLog {
         if (follower.start < follower.buffer.length) {
           const staged = follower.buffer[follower.start] as StagedEvent
           follower.start += 1
+          // What was read goes: a reader that keeps up with one event always unread holds no more than it may keep.
           if (follower.start === follower.buffer.length) {
             follower.buffer = []
+            follower.start = 0
+          } else if (follower.start >= 1024 && follower.start * 2 >= follower.buffer.length) {
+            follower.buffer = follower.buffer.slice(follower.start)
             follower.start = 0
           }
           if (staged.seq < next) continue
@@ -2153,20 +2161,22 @@ export class EventLog {
         if (follower.lagging && next <= head) {
           // From here on every group commit lands in the buffer, and holds only events after `head` (read below).
           follower.lagging = false
-          for await (const { events } of this.#scan(next, Math.min(to, head), EVENTS_CHUNK, reader)) {
-            for (const event of events) {
-              yield event
-              next = event.seq + 1
+          try {
+            for await (const { events } of this.#scan(next, Math.min(to, head), EVENTS_CHUNK, reader)) {
+              for (const event of events) {
+                yield event
+                next = event.seq + 1
+              }
             }
+          } catch (error) {
+            // The close came while it read from the log: it names its place, as one far behind does.
+            if (isFactstateError(error, 'LOG_CLOSED')) throw caughtUpTo(next - 1, error)
+            throw error
           }
           continue
         }
         if (follower.closed) {
-          if (follower.lagging && next <= this.#state.head.highWater && next <= to) {
-            throw new FactstateError('LOG_CLOSED', `the log was closed before this reader caught up (it had read up to seq ${next - 1})`, {
-              details: { seq: next - 1 },
-            })
-          }
+          if (follower.lagging && next <= this.#state.head.highWater && next <= to) throw caughtUpTo(next - 1)
           return
         }
         follower.lagging = false

@@ -112,7 +112,8 @@ export class TranscriptBuilder {
   }
 
   #answer(call: { callId: string; operationId?: string; answer?: string }, content: string): void {
-    if (call.answer !== undefined || !this.#unanswered.includes(call)) return
+    // Callers find `call` among the unanswered slots; one answered already keeps its first answer.
+    if (call.answer !== undefined) return
     call.answer = content
     // The answered calls at the front go into the messages; one still running holds back those after it.
     let answered = 0

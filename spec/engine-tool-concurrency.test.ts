@@ -248,56 +248,39 @@ const shortly = (fact: Fact) =>
         ? `ended ${fact.outcome.status === 'failed' ? fact.outcome.class : fact.outcome.status}`
         : fact.type
 
-test(
-  'a settlement the log refuses beside others: the ones written with it are kept, one by one, and the run ends engine_error',
-  engineTest(
-    [answer.toolCalls([1, 2].map((value) => ({ id: `call-${value}`, name: 'echo', arguments: { value } })))],
-    // Ordinal 7 is the second of the two settlements, written together with the first (6).
-    { engine: { eventId: collidingAt('invocation-kept', 7) } },
-    async (h) => {
-      let started = 0
-      const both = latch()
-      const echo = countingTool('echo', async (input) => {
-        if (++started === 2) both.resolve(undefined)
-        await both.promise
-        return input
-      })
-      const running = await h.start({ ...h.input('kept', { tools: [echo] }), toolConcurrency: 2 })
-      const error = await running.wait().then(
-        () => undefined,
-        (reason: { code?: string }) => reason,
-      )
-      assert.is(error?.code, 'LOG_CONFLICT')
-      assert.equal((await factsOf(h.log, 'invocation-kept')).map(shortly).slice(3), ['dispatched call-1', 'dispatched call-2', 'settled 0 succeeded', 'ended engine_error'])
-      assert.is(echo.calls.length, 2)
-    },
-  ),
-)
+/** The error `running` ended with (its `wait()` rejects when a fact could not be recorded), or undefined. */
+const failureOf = (running: { wait(): Promise<unknown> }) =>
+  running.wait().then(
+    () => undefined,
+    (reason: { code?: string }) => reason,
+  )
 
-test(
-  'the first of two settlements written together refused: the second is still kept',
-  engineTest(
-    [answer.toolCalls([1, 2].map((value) => ({ id: `call-${value}`, name: 'echo', arguments: { value } })))],
-    { engine: { eventId: collidingAt('invocation-first', 6) } },
-    async (h) => {
-      let started = 0
-      const both = latch()
-      const echo = countingTool('echo', async (input) => {
-        if (++started === 2) both.resolve(undefined)
-        await both.promise
-        return input
-      })
-      const running = await h.start({ ...h.input('first', { tools: [echo] }), toolConcurrency: 2 })
-      const error = await running.wait().then(
-        () => undefined,
-        (reason: { code?: string }) => reason,
-      )
-      assert.is(error?.code, 'LOG_CONFLICT')
-      assert.is(echo.calls.length, 2)
-      assert.equal((await factsOf(h.log, 'invocation-first')).map(shortly).slice(3), ['dispatched call-1', 'dispatched call-2', 'settled 1 succeeded', 'ended engine_error'])
-    },
-  ),
-)
+// Two calls that return together, so their settlements (ordinals 6 and 7) are written together; the log refuses one of them.
+for (const [refused, name, kept, title] of [
+  [7, 'kept', 'settled 0 succeeded', 'a settlement the log refuses beside others: the ones written with it are kept, one by one, and the run ends engine_error'],
+  [6, 'first', 'settled 1 succeeded', 'the first of two settlements written together refused: the second is still kept'],
+] as const) {
+  test(
+    title,
+    engineTest(
+      [answer.toolCalls([1, 2].map((value) => ({ id: `call-${value}`, name: 'echo', arguments: { value } })))],
+      { engine: { eventId: collidingAt(`invocation-${name}`, refused) } },
+      async (h) => {
+        let started = 0
+        const both = latch()
+        const echo = countingTool('echo', async (input) => {
+          if (++started === 2) both.resolve(undefined)
+          await both.promise
+          return input
+        })
+        const error = await failureOf(await h.start({ ...h.input(name, { tools: [echo] }), toolConcurrency: 2 }))
+        assert.is(error?.code, 'LOG_CONFLICT')
+        assert.is(echo.calls.length, 2)
+        assert.equal((await factsOf(h.log, `invocation-${name}`)).map(shortly).slice(3), ['dispatched call-1', 'dispatched call-2', kept, 'ended engine_error'])
+      },
+    ),
+  )
+}
 
 test(
   'a call whose dispatch is written after a call beside it failed is not started, and its settlement says so',
@@ -319,11 +302,7 @@ test(
         if ((input as { value: number }).value === 2) await secondMayReturn.promise
         return input
       })
-      const running = await h.start({ ...h.input('halted', { tools: [effect] }), toolConcurrency: 2 })
-      const error = await running.wait().then(
-        () => undefined,
-        (reason: { code?: string }) => reason,
-      )
+      const error = await failureOf(await h.start({ ...h.input('halted', { tools: [effect] }), toolConcurrency: 2 }))
       assert.is(error?.code, 'LOG_CONFLICT')
       assert.equal(
         effect.calls.map((call) => call.input),

@@ -140,8 +140,8 @@ const caughtUpTo = (seq: number, cause?: unknown) =>
 /** What the log hands one follower: the events of each group commit, as stored, and a wake-up. */
 class Follower {
   /** Durable events not yet read by the consumer, in seq order, from `buffer[start]` on. */
-  buffer: StagedEvent[] = []
-  start = 0
+  #buffer: StagedEvent[] = []
+  #start = 0
   /** Events were let go (or never taken): the next ones are read from the log. */
   lagging = true
   /** The log closed: nothing more will come. */
@@ -150,15 +150,33 @@ class Follower {
 
   take(events: readonly StagedEvent[]): void {
     if (!this.lagging) {
-      if (this.buffer.length - this.start + events.length > FOLLOW_BUFFER) this.letGo()
-      else for (const event of events) this.buffer.push(event)
+      if (this.#buffer.length - this.#start + events.length > FOLLOW_BUFFER) this.letGo()
+      else for (const event of events) this.#buffer.push(event)
     }
     this.wake()
   }
+  /**
+   * The next buffered event, if any. What was read goes: a reader that keeps up with one event
+   * always unread holds no more than it may keep.
+   */
+  shift(): StagedEvent | undefined {
+    const staged = this.#buffer[this.#start]
+    if (staged === undefined) return undefined
+    this.#start += 1
+    if (this.#start === this.#buffer.length) this.#empty()
+    else if (this.#start >= 1024 && this.#start * 2 >= this.#buffer.length) {
+      this.#buffer = this.#buffer.slice(this.#start)
+      this.#start = 0
+    }
+    return staged
+  }
   letGo(): void {
-    this.buffer = []
-    this.start = 0
+    this.#empty()
     this.lagging = true
+  }
+  #empty(): void {
+    this.#buffer = []
+    this.#start = 0
   }
   close(): void {
     this.closed = true
@@ -2136,17 +2154,8 @@ export class EventLog {
     let next = from
     try {
       while (next <= to) {
-        if (follower.start < follower.buffer.length) {
-          const staged = follower.buffer[follower.start] as StagedEvent
-          follower.start += 1
-          // What was read goes: a reader that keeps up with one event always unread holds no more than it may keep.
-          if (follower.start === follower.buffer.length) {
-            follower.buffer = []
-            follower.start = 0
-          } else if (follower.start >= 1024 && follower.start * 2 >= follower.buffer.length) {
-            follower.buffer = follower.buffer.slice(follower.start)
-            follower.start = 0
-          }
+        const staged = follower.shift()
+        if (staged !== undefined) {
           if (staged.seq < next) continue
           if (staged.seq > next) {
             // Not the next one (the buffer was filled while the log was read up to an older head): read the rest from the log.
@@ -2157,7 +2166,7 @@ export class EventLog {
           next += 1
           continue
         }
-        const head = this.#closed && follower.closed ? -1 : this.#state.head.highWater
+        const head = follower.closed ? -1 : this.#state.head.highWater
         if (follower.lagging && next <= head) {
           // From here on every group commit lands in the buffer, and holds only events after `head` (read below).
           follower.lagging = false

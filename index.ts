@@ -20,6 +20,7 @@ export {
 } from './machines/invocation.js'
 export { Engine, type EngineOptions, type StartOptions, type RunningInvocation } from './actors/engine.js'
 export { ModelExecutor, type ModelExecutorOptions } from './actors/model-executor.js'
+export type { ModelTextPiece } from './actors/model-text.js'
 export { OpenAIChatClient } from './actors/openai-chat-client.js'
 export type { ModelClient, ModelRequest, ModelResponse, ProviderConfig, ChatMessage, ChatRequestBody, JsonValue } from './actors/model-client.js'
 export { successorOf, type HandoffGate, type HandoffReservation, type HeldInvocation } from './actors/handoff.js'

@@ -7,6 +7,7 @@ import { type AppendView, type EventLog, type LogInternals, logInternals } from 
 import { type HandoffGate, successorOf } from './handoff.js'
 import { InvocationActor, defaultEventId } from './invocation-actor.js'
 import type { ModelClient } from './model-client.js'
+import type { ModelTextPiece } from './model-text.js'
 import { ModelExecutor } from './model-executor.js'
 import { redactedMessage, secretsOf } from './redaction.js'
 import { DEFAULT_MAX_STEPS, type RunInput, validateRunInput } from './run-input.js'
@@ -28,23 +29,40 @@ export interface EngineOptions {
 export interface StartOptions {
   /** Aborting cancels the run at its next step boundary (a running tool gets the signal too). */
   signal?: AbortSignal | undefined
+  /**
+   * Receives the text of the run's model answers live, piece by piece as the provider streams it
+   * (a plain JSON answer comes as one piece), before the answer is recorded: for showing an answer
+   * as it is written. Pieces are not facts; `model.completed` is. They carry the step and the
+   * attempt: a retry starts its text over. What a receiver throws is ignored.
+   */
+  onModelText?: ((piece: ModelTextPiece) => void) | undefined
 }
 
 /** Where an unknown operation's input sits in the event of a run that acknowledges it: `fact.input.priorUnknown[i].input`. */
 const UNKNOWN_INPUT_DEPTH = 5
 
 /**
- * The signal of `start`'s options, or `RUN_INVALID_INPUT` (`details.fields` names the option) for
- * options that are not an object, an unknown option, or a signal that is not an AbortSignal.
+ * `start`'s options, read once, or `RUN_INVALID_INPUT` (`details.fields` names the option) for
+ * options that are not an object, an unknown option, a signal that is not an AbortSignal or a
+ * text receiver that is not a function.
  */
-function startSignal(options: unknown): AbortSignal | undefined {
-  if (options === undefined) return undefined
+function startOptions(options: unknown): StartOptions {
+  if (options === undefined) return {}
   const refuse = (field: string, message: string) => new FactstateError('RUN_INVALID_INPUT', message, { details: { fields: [field] } })
-  if (typeof options !== 'object' || options === null || Array.isArray(options)) throw refuse('options', 'start options must be an object ({ signal? })')
+  if (typeof options !== 'object' || options === null || Array.isArray(options)) throw refuse('options', 'start options must be an object ({ signal?, onModelText? })')
   for (const key of Object.keys(options)) {
-    if (key !== 'signal') throw refuse(`options.${key}`, `start options have no ${JSON.stringify(key)} (only signal)`)
+    if (key !== 'signal' && key !== 'onModelText') throw refuse(`options.${key}`, `start options have no ${JSON.stringify(key)} (only signal and onModelText)`)
   }
-  const { signal } = options as { signal?: unknown }
+  const { signal, onModelText } = options as { signal?: unknown; onModelText?: unknown }
+  if (onModelText !== undefined && typeof onModelText !== 'function') {
+    throw refuse('options.onModelText', 'options.onModelText must be a function ((piece) => void)')
+  }
+  const receiver = onModelText as StartOptions['onModelText']
+  return { signal: startSignal(signal, refuse), ...(receiver === undefined ? {} : { onModelText: receiver }) }
+}
+
+/** `options.signal`: undefined or something that can be listened to as an AbortSignal. */
+function startSignal(signal: unknown, refuse: (field: string, message: string) => FactstateError): AbortSignal | undefined {
   if (signal === undefined) return undefined
   const candidate = signal as Partial<AbortSignal> | null
   if (
@@ -209,9 +227,10 @@ export class Engine {
     let copy: RunInput
     let admitted: ReturnType<typeof admittedTool>[]
     let signal: AbortSignal | undefined
+    let onModelText: StartOptions['onModelText']
     try {
       // Read once, before anything is written: a signal that cannot be listened to would strand the run.
-      signal = startSignal(options)
+      ;({ signal, onModelText } = startOptions(options))
       validated = validateRunInput(input)
       try {
         copy = structuredClone({ ...validated, tools: [] })
@@ -340,6 +359,7 @@ export class Engine {
       executor: this.#model,
       secrets: secretsOf(run.provider),
       signal,
+      onModelText,
       now: this.#now,
       eventId: this.#eventId,
     })

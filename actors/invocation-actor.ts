@@ -13,6 +13,7 @@ import { onAbort } from './abort-listeners.js'
 import { Gate, type HoldDecision, type Reservation } from './handoff.js'
 import type { ChatRequestBody, ModelClient } from './model-client.js'
 import type { ModelExecutor } from './model-executor.js'
+import { LiveText, type ModelTextPiece } from './model-text.js'
 import { type Secrets, redact, redactAnswer, redactDeep } from './redaction.js'
 import { functionTools, type ToolDefinition } from './tool-catalog.js'
 import { TranscriptBuilder } from './transcript.js'
@@ -39,6 +40,8 @@ export interface ActorSetup {
   now: () => number
   eventId: (invocation: Invocation, ordinal: number) => string
   onFact?: (event: RuntimeEvent, snapshot: InvocationSnapshot) => void
+  /** Receives the text of model answers live (see `StartOptions.onModelText`). */
+  onModelText?: ((piece: ModelTextPiece) => void) | undefined
 }
 
 /** The event id of an invocation's `ordinal`-th fact unless the engine is given its own `eventId`. */
@@ -457,12 +460,16 @@ export class InvocationActor {
     const requestDigest = contentDigest(bodyText)
     for (let attempt = 1; ; attempt += 1) {
       await this.#record({ type: 'model.requested', stepId, model: execution.model, requestDigest })
-      const response = await executor.attempt(client, { bodyText, signal: this.#signal })
+      const live = this.#liveText(stepId, attempt)
+      const response = await executor.attempt(client, { bodyText, signal: this.#signal, onText: live && ((text) => live.push(text)) })
       if (response.kind === 'completed') {
         // What the tools get and the next request replays is what is recorded: an echoed secret is gone from all three.
-        await this.#record({ type: 'model.completed', stepId, output: redactAnswer(wellFormed(response.output), this.setup.secrets.inData) })
+        const output = redactAnswer(wellFormed(response.output), this.setup.secrets.inData)
+        live?.finish(output.text ?? '')
+        await this.#record({ type: 'model.completed', stepId, output })
         break
       }
+      live?.close()
       const retry = response.status === 'retryable_failure' && attempt <= executor.retries && !this.#signal.aborted
       const status = response.status === 'retryable_failure' && !retry ? 'failed' : response.status
       // The message is the provider's or the client's own words: as a fact can hold them, without the provider's secrets.
@@ -479,6 +486,14 @@ export class InvocationActor {
     const completed = this.#own.at(-1)?.fact
     if (completed?.type !== 'model.completed') return
     await this.#settleCalls(stepId, completed.output.toolCalls)
+  }
+
+  /** Where the text of one attempt goes as it arrives, when the run's caller asked for it. */
+  #liveText(stepId: string, attempt: number): LiveText | undefined {
+    const receiver = this.setup.onModelText
+    if (receiver === undefined) return undefined
+    const { invocationId } = this.setup.invocation
+    return new LiveText(this.setup.secrets.inData, (text) => receiver({ invocationId, stepId, attempt, text }))
   }
 
   /**

@@ -35,6 +35,13 @@ export interface ModelRequest {
   bodyText: string
   signal: AbortSignal
   timeoutMs: number
+  /**
+   * Call it with each piece of the answer's text as it arrives, if the provider streams (optional:
+   * a client that never calls it still works, and the engine then passes the recorded text on
+   * whole). Pieces are the text only (not a refusal, not tool-call arguments), in order; what the
+   * run records is still the `output` the client answers with. Calls after the attempt is over are ignored.
+   */
+  onText?: ((text: string) => void) | undefined
 }
 
 /** How one attempt ended. */

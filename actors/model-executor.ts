@@ -61,10 +61,22 @@ export class ModelExecutor {
    * its own: parsed from `bodyText` when first read (the OpenAI client never reads it), so a client
    * that changes it in place cannot reach the run's transcript, tools or options, nor a retry.
    */
-  async attempt(client: ModelClient, request: Pick<ModelRequest, 'bodyText' | 'signal'>): Promise<ModelResponse> {
-    const { bodyText, signal } = request
+  async attempt(client: ModelClient, request: Pick<ModelRequest, 'bodyText' | 'signal' | 'onText'>): Promise<ModelResponse> {
+    const { bodyText, signal, onText } = request
     if (signal.aborted) return CANCELLED
     let body: ChatRequestBody | undefined
+    // Pieces of text reach `onText` while the attempt lasts, never after it (a client that ignores
+    // its signal may go on reading), and neither a piece that is not text nor a failing `onText`
+    // reaches the client's reading.
+    let live = onText !== undefined
+    const piece = (text: string) => {
+      if (!live || typeof text !== 'string' || text.length === 0) return
+      try {
+        onText?.(text)
+      } catch {
+        // The receiver's failure is its own.
+      }
+    }
     // The attempt's own signal: aborted with the run's, and when the backstop below gives up on the
     // client, so a client that honours its signal but not its timeout lets go of the request.
     const attempt = new AbortController()
@@ -78,6 +90,7 @@ export class ModelExecutor {
           bodyText,
           signal: attempt.signal,
           timeoutMs: this.timeoutMs,
+          ...(onText === undefined ? {} : { onText: piece }),
         })
         return checkedResponse(response)
       } catch (error) {
@@ -103,6 +116,7 @@ export class ModelExecutor {
     try {
       return await Promise.race([answered, stopped])
     } finally {
+      live = false
       clearTimeout(timer)
       signal.removeEventListener('abort', onAbort)
     }

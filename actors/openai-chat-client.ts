@@ -265,7 +265,7 @@ export class OpenAIChatClient implements ModelClient {
         .asResponse()
       const contentType = response.headers.get('content-type') ?? ''
       const output = /^\s*text\/event-stream/i.test(contentType)
-        ? await this.#readStream(response, controller)
+        ? await this.#readStream(response, controller, request.onText)
         : await this.#readJson(response, stopped)
       // The SDK ends an SSE iteration quietly when the request is aborted: check before trusting it.
       if (stop) return this.#stopped(stop, request.timeoutMs)
@@ -311,7 +311,7 @@ export class OpenAIChatClient implements ModelClient {
     return outputOf(choice.message.content ?? choice.message.refusal ?? undefined, toolCalls, finishReason, usageOf(parsed.data.usage))
   }
 
-  async #readStream(response: Response, controller: AbortController): Promise<ModelOutput> {
+  async #readStream(response: Response, controller: AbortController, onText: ModelRequest['onText']): Promise<ModelOutput> {
     let text = ''
     let refusal = ''
     let finishReason: string | undefined
@@ -340,7 +340,10 @@ export class OpenAIChatClient implements ModelClient {
         for (const choice of chunk.choices ?? []) {
           if ((choice.index ?? 0) !== 0) continue
           const delta = choice.delta
-          if (delta?.content) text += delta.content
+          if (delta?.content) {
+            text += delta.content
+            onText?.(delta.content)
+          }
           if (delta?.refusal) refusal += delta.refusal
           for (const part of delta?.tool_calls ?? []) {
             let call = calls.findLast((candidate) => candidate.index === part.index)

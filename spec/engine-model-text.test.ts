@@ -1,0 +1,213 @@
+/**
+ * A model answer's text passed on live (`start(input, { onModelText })`): piece by piece as the
+ * provider streams it, as one piece for a plain JSON answer, per step and attempt, never past the
+ * attempt, without the provider's credentials, and always adding up to the recorded text.
+ */
+import fc from 'fast-check'
+import { test } from 'uvu'
+import * as assert from 'uvu/assert'
+import type { ModelClient, ModelResponse, ModelTextPiece } from '../index.js'
+import { LiveText } from '../actors/model-text.js'
+import { secretsOf } from '../actors/redaction.js'
+import { wellFormed } from '../store/encoding.js'
+import { redact } from '../actors/redaction.js'
+import { answer } from '../testing/scripted-model-server.js'
+import { countingTool, engineTest, factsOf, only, refusedWithoutWriting, typesOf } from './support/engine-fixtures.js'
+
+const joined = (pieces: readonly ModelTextPiece[], stepId: string, attempt = 1) =>
+  pieces
+    .filter((piece) => piece.stepId === stepId && piece.attempt === attempt)
+    .map((piece) => piece.text)
+    .join('')
+
+const FINAL = 'the echo said forty-two, which answers the question'
+
+for (const stream of [true, false]) {
+  test(
+    `${stream ? 'a streamed' : 'a plain JSON'} answer: its text reaches onModelText ${stream ? 'piece by piece' : 'as one piece'}, before it is recorded, and adds up to the recorded text`,
+    engineTest([answer.toolCalls([{ name: 'echo', arguments: { value: 42 } }], { text: 'let me look that up' }), answer.toolCalls([{ name: 'echo', arguments: { value: 7 } }]), answer.text(FINAL)], { stream }, async (h) => {
+      const pieces: ModelTextPiece[] = []
+      const recordedWhenPassed: number[] = []
+      const outcome = await h.run(h.input('live', { tools: [countingTool()] }), {
+        onModelText: (piece) => {
+          pieces.push(piece)
+          recordedWhenPassed.push(h.server.requests.length)
+        },
+      })
+      assert.equal(outcome, { status: 'completed' })
+      const completed = only(await factsOf(h.log, 'invocation-live'), 'model.completed')
+      assert.equal(
+        completed.map((fact) => [fact.stepId, fact.output.text]),
+        [
+          ['step-1', 'let me look that up'],
+          ['step-2', undefined],
+          ['step-3', FINAL],
+        ],
+      )
+      assert.is(joined(pieces, 'step-1'), 'let me look that up')
+      assert.is(joined(pieces, 'step-2'), '', 'an answer without text passes nothing on')
+      assert.is(joined(pieces, 'step-3'), FINAL)
+      assert.equal([...new Set(pieces.map((piece) => piece.stepId))], ['step-1', 'step-3'], 'steps in order')
+      assert.ok(pieces.every((piece) => piece.invocationId === 'invocation-live' && piece.attempt === 1 && piece.text.length > 0))
+      // The scripted server streams text in three chunks; plain JSON comes whole.
+      assert.is(pieces.filter((piece) => piece.stepId === 'step-3').length, stream ? 3 : 1)
+      // Each step's pieces came while its own request was the last one sent: before the next step.
+      assert.equal(
+        pieces.map((piece, index) => [piece.stepId, recordedWhenPassed[index]]),
+        pieces.map((piece) => [piece.stepId, Number(piece.stepId.slice(5))]),
+      )
+    }),
+  )
+}
+
+test(
+  'an API key the provider echoes, split across streamed chunks, never reaches a piece: the pieces add up to the redacted text',
+  engineTest([answer.text('your key is sk-live-0123456789abcdefXYZ, keep it safe; sk-live-0123 is not it')], { stream: true }, async (h) => {
+    const pieces: string[] = []
+    const input = { ...h.input('key'), provider: { kind: 'openai-chat' as const, baseUrl: h.server.baseUrl, model: 'scripted', apiKey: 'sk-live-0123456789abcdefXYZ' } }
+    assert.equal(await h.run(input, { onModelText: (piece) => pieces.push(piece.text) }), { status: 'completed' })
+    const [completed] = only(await factsOf(h.log, 'invocation-key'), 'model.completed')
+    assert.is(completed?.output.text, 'your key is [redacted], keep it safe; sk-live-0123 is not it')
+    assert.is(pieces.join(''), completed?.output.text)
+    assert.ok(pieces.length >= 2, `the text came in pieces (${pieces.length})`)
+    for (const piece of pieces) assert.not.ok(piece.includes('0123456789abcdef'), `no piece holds the key: ${JSON.stringify(piece)}`)
+  }),
+)
+
+/** A client whose first attempt streams a draft and fails retryably, and whose second streams the answer, then keeps calling. */
+function retryingClient(late: Promise<void>[]): ModelClient {
+  let attempts = 0
+  return {
+    async complete(request): Promise<ModelResponse> {
+      attempts += 1
+      if (attempts === 1) {
+        request.onText?.('a draft that ')
+        request.onText?.('breaks off')
+        return { kind: 'interrupted', status: 'retryable_failure', message: 'connection reset' }
+      }
+      request.onText?.('final ')
+      request.onText?.(42 as unknown as string)
+      request.onText?.('')
+      request.onText?.('answer')
+      const onText = request.onText
+      late.push(new Promise((resolve) => setTimeout(() => resolve(onText?.(' and a late piece')), 5)))
+      return { kind: 'completed', output: { text: 'final answer', toolCalls: [], finishReason: 'stop' } }
+    },
+  }
+}
+
+test(
+  'a retry starts its text over under the next attempt; what a client passes after its attempt, or passes that is not text, is dropped',
+  (() => {
+    const late: Promise<void>[] = []
+    return engineTest([], { model: { createClient: () => retryingClient(late) } }, async (h) => {
+      const pieces: ModelTextPiece[] = []
+      assert.equal(await h.run(h.input('retry'), { onModelText: (piece) => pieces.push(piece) }), { status: 'completed' })
+      await Promise.all(late)
+      assert.equal(
+        pieces.map((piece) => [piece.stepId, piece.attempt, piece.text]),
+        [
+          ['step-1', 1, 'a draft that '],
+          ['step-1', 1, 'breaks off'],
+          ['step-1', 2, 'final '],
+          ['step-1', 2, 'answer'],
+        ],
+      )
+      assert.equal(await typesOf(h.log, 'invocation-retry'), [
+        'invocation.opened',
+        'model.requested',
+        'model.interrupted',
+        'model.requested',
+        'model.completed',
+        'invocation.ended',
+      ])
+    })
+  })(),
+)
+
+test(
+  'a receiver that throws changes nothing of the run; a client that streams other text than it answers with gets no more pieces',
+  engineTest(
+    [],
+    {
+      model: {
+        createClient: () => ({
+          async complete(request) {
+            request.onText?.('other')
+            return { kind: 'completed', output: { text: 'recorded words', toolCalls: [], finishReason: 'stop' } }
+          },
+        }),
+      },
+    },
+    async (h) => {
+      const seen: string[] = []
+      const outcome = await h.run(h.input('throws'), {
+        onModelText: (piece) => {
+          seen.push(piece.text)
+          throw new Error('the receiver broke')
+        },
+      })
+      assert.equal(outcome, { status: 'completed' })
+      assert.equal(seen, ['other'], 'the recorded text is not passed on over pieces that do not start it')
+      const [completed] = only(await factsOf(h.log, 'invocation-throws'), 'model.completed')
+      assert.is(completed?.output.text, 'recorded words')
+    },
+  ),
+)
+
+test(
+  'onModelText that is not a function is refused with RUN_INVALID_INPUT, and nothing is written',
+  engineTest([answer.text('unused')], {}, async (h) => {
+    const error = await refusedWithoutWriting(
+      h.log,
+      () => h.engine.start(h.input('bad'), { onModelText: 'print' as unknown as () => void }),
+      'RUN_INVALID_INPUT',
+      'a string receiver',
+    )
+    assert.equal(error.details, { fields: ['options.onModelText'] })
+    assert.is(h.server.requests.length, 0)
+  }),
+)
+
+test('LiveText: however the text is cut, the pieces are well-formed, hold no credential whole, and add up to the recorded text', () => {
+  const keyChar = fc.constantFrom(...'abcXYZ0189-_'.split(''))
+  const key = fc
+    .array(keyChar, { minLength: 16, maxLength: 24 })
+    .map((chars) => chars.join(''))
+    .filter((candidate) => /[0-9]/.test(candidate) && /[A-Za-z]/.test(candidate))
+  const filler = fc.constantFrom('a', 'b', 'X', '0', '1', ' ', '-', '"', '\\', '\ud83d', '\ude00', '\ud83d\ude00', 'é')
+  fc.assert(
+    fc.property(key, fc.array(fc.oneof(filler, fc.constant('KEY'), fc.constant('KEYPART')), { maxLength: 40 }), fc.array(fc.nat(60), { maxLength: 12 }), (apiKey, parts, cuts) => {
+      const secrets = secretsOf({ kind: 'openai-chat', baseUrl: 'http://127.0.0.1:1/v1', model: 'm', apiKey }).inData
+      const text = parts.map((part) => (part === 'KEY' ? apiKey : part === 'KEYPART' ? apiKey.slice(0, 9) : part)).join('')
+      const positions = [...new Set(cuts.map((cut) => Math.min(cut, text.length)))].sort((a, b) => a - b)
+      const pieces: string[] = []
+      const live = new LiveText(secrets, (piece) => pieces.push(piece))
+      let from = 0
+      for (const at of [...positions, text.length]) {
+        live.push(text.slice(from, at))
+        from = at
+      }
+      const recorded = redact(wellFormed(text), secrets)
+      live.finish(recorded)
+      assert.is(pieces.join(''), recorded)
+      for (const piece of pieces) {
+        assert.is(wellFormed(piece), piece, 'no lone surrogate in a piece')
+        assert.not.ok(piece.includes(apiKey), 'no key in a piece')
+      }
+    }),
+    { numRuns: 2_000 },
+  )
+})
+
+test('LiveText: after close() or finish() nothing more is passed on', () => {
+  const pieces: string[] = []
+  const live = new LiveText(secretsOf({ kind: 'openai-chat', baseUrl: 'http://127.0.0.1:1/v1', model: 'm' }).inData, (piece) => pieces.push(piece))
+  live.push('one ')
+  live.close()
+  live.push('two')
+  live.finish('one two')
+  assert.equal(pieces, ['one '])
+})
+
+test.run()

@@ -1,3 +1,5 @@
+import type { Invocation, UncertainOperation } from './facts/types.js'
+
 /**
  * Every refusal factstate makes carries a stable `code`. Codes never change meaning; messages
  * are free text for people and may change. Test and branch on `code`, never on `message`.
@@ -43,13 +45,119 @@ export type FactstateErrorCode =
   // the testing kit (`factstate/testing`)
   | 'TESTING_INVALID_OPTIONS'
 
-/** An error with a stable {@link FactstateErrorCode}; the underlying error, if any, is `cause`. */
-export class FactstateError extends Error {
+/**
+ * What `details` holds, code by code (`undefined` where a refusal has nothing structured to add).
+ * Narrow an error with {@link isFactstateError} to read them typed:
+ *
+ * ```ts
+ * if (isFactstateError(error, 'RUN_BUSY')) console.log(error.details.reason, error.details.runId)
+ * ```
+ */
+export interface FactstateErrorDetails {
+  LOG_WRITER_BUSY: undefined
+  /** `fields`: the paths of the bad fields (`(root)` for the event as a whole); empty when the event could not be read at all. */
+  LOG_INVALID_EVENT: { fields: string[] }
+  /** `seq`: the seq that holds the id (or will); `eventId`: the id used twice in one call, with no seq. */
+  LOG_CONFLICT: { seq: number } | { eventId: string }
+  LOG_SEALED: { invocationId: string; eventId: string }
+  /** `type` and `invocationId` where the machine refused the fact; `eventId` always. */
+  LOG_REJECTED_FACT: { eventId: string; invocationId?: string; type?: string }
+  /** `seq`: the first bad seq where one is known; `index` and `key`: an index record; `file`: a table file cut short. */
+  LOG_CORRUPT: { seq?: number; index?: string; key?: string; file?: string } | undefined
+  /** `seq`: the last seq a follower read, when it was reading from the log as it closed. */
+  LOG_CLOSED: { seq: number } | undefined
+  LOG_PREFIX_TOO_LARGE: undefined
+  /** `notALog`: the directory is another program's LevelDB database. */
+  LOG_INVALID_ARGUMENT: { notALog: true } | undefined
+  LOG_IO: undefined
+  LOG_FORMAT_UNSUPPORTED: { format: number; supported: number }
+  /** `fields`: the paths of the bad fields (empty when the input could not be read at all). */
+  RUN_INVALID_INPUT: { fields: string[] }
+  RUN_BUSY: {
+    sessionId: string
+    /** `active`: a run of the session is running; `paused`: a turn is paused by a handoff; `source_running`: the continuation's source has not ended. */
+    reason: 'active' | 'paused' | 'source_running'
+    runId: string
+    invocationId: string
+    /** The paused turn (`paused`). */
+    turnId?: string
+  }
+  /** `unknown`: the operations whose outcome is unknown (each with the input it was dispatched with, where recorded). */
+  RUN_RECONCILIATION_REQUIRED: { unknown: UncertainOperation[] }
+  /** From the log's own check of an appended continuation: the event and what differs. */
+  RUN_SOURCE_MISMATCH: { eventId: string; field: string } | undefined
+  /**
+   * `field`: what differs (`pause`, `invocation`, `source`, an execution setting, `intent`,
+   * `successorRunId`, `successorInvocationId`, …); `fields`: every bad field of an invalid intent
+   * or invocation; `expected`: the successor's invocation; `sealed`, `given`: both values of an
+   * execution setting; `eventId`: the event the log refused.
+   */
+  HANDOFF_MISMATCH: {
+    field: string
+    fields?: string[]
+    expected?: Invocation
+    sealed?: unknown
+    given?: unknown
+    eventId?: string
+  }
+  /** `claimId`, and who used it (`claimedBy`) or sealed it (`sealedBy`); `field: 'claimId'` from `ready()`/`commit()`. */
+  HANDOFF_CLAIMED: { claimId: string; claimedBy?: string; sealedBy?: string; field?: string; eventId?: string }
+  HANDOFF_BUSY: undefined
+  HANDOFF_NOT_HELD: undefined
+  HANDOFF_CANCELLED: undefined
+  HANDOFF_UNAVAILABLE: undefined
+  /**
+   * `state`: the machine's state (`null` for what is not a snapshot); `type`: the fact's type
+   * (`null` for what is not a fact); `index`: the fact's place in what `foldFacts` was given (`null`
+   * for what is not a list).
+   */
+  MACHINE_REJECTED: { state?: string | null; type?: string | null; index?: number | null }
+  /** `field`: the option. */
+  ENGINE_INVALID_OPTIONS: { field: string }
+  /** `field`: the option; `value`: the value given (for `host`, `port`, `maxEvents`, `maxBytes`, and a port in use). */
+  INSPECTOR_INVALID_OPTIONS: { field: string; value?: unknown }
+  /** `field`: the option. */
+  TESTING_INVALID_OPTIONS: { field: string }
+}
+
+/** Whether `T` is a union of more than one type. */
+type IsUnion<T, All = T> = T extends unknown ? ([All] extends [T] ? false : true) : never
+
+/**
+ * The options of a {@link FactstateError} with code `C`: `details` are required where the code
+ * always has them, and must be its code's. One code at a time: with a code that could be either
+ * of two, the details could be the wrong one's, so such a construction does not type-check.
+ */
+export type FactstateErrorOptions<C extends FactstateErrorCode> = true extends IsUnion<C>
+  ? [options: { cause?: unknown; details: never }]
+  : undefined extends FactstateErrorDetails[C]
+  ? [options?: { cause?: unknown; details?: FactstateErrorDetails[C] }]
+  : [options: { cause?: unknown; details: FactstateErrorDetails[C] }]
+
+/** A {@link FactstateError} with code `C`, its `details` typed (what {@link isFactstateError} narrows to). */
+export type FactstateErrorOf<C extends FactstateErrorCode> = Omit<FactstateError, 'code' | 'details'> & { readonly code: C; readonly details: Readonly<FactstateErrorDetails[C]> }
+
+/**
+ * An error with a stable {@link FactstateErrorCode}; the underlying error, if any, is `cause`.
+ * `details` are a plain record until the code is known: {@link isFactstateError} types them.
+ */
+export interface FactstateError extends Error {
   readonly code: FactstateErrorCode
-  /** Extra structured detail (for example the failing `seq` or the offending field paths). */
+  /** Extra structured detail (for example the failing `seq` or the offending field paths): see {@link FactstateErrorDetails}. */
+  readonly details: Readonly<Record<string, unknown>> | undefined
+}
+
+/** Makes a {@link FactstateError}; its `details` must be what {@link FactstateErrorDetails} gives for its code. */
+export interface FactstateErrorConstructor {
+  new <C extends FactstateErrorCode>(code: C, message: string, ...options: FactstateErrorOptions<C>): FactstateError
+  readonly prototype: FactstateError
+}
+
+export const FactstateError: FactstateErrorConstructor = class FactstateError extends Error {
+  readonly code: FactstateErrorCode
   readonly details: Readonly<Record<string, unknown>> | undefined
 
-  constructor(code: FactstateErrorCode, message: string, options?: { cause?: unknown; details?: Record<string, unknown> }) {
+  constructor(code: FactstateErrorCode, message: string, options?: { cause?: unknown; details?: Record<string, unknown> | undefined }) {
     super(`${code}: ${message}`, options?.cause === undefined ? undefined : { cause: options.cause })
     this.name = 'FactstateError'
     this.code = code
@@ -57,7 +165,10 @@ export class FactstateError extends Error {
   }
 }
 
-/** True when `error` is a {@link FactstateError}, optionally with the given code. */
-export function isFactstateError<C extends FactstateErrorCode = FactstateErrorCode>(error: unknown, code?: C): error is FactstateError & { code: C } {
+/** True when `error` is a {@link FactstateError}. */
+export function isFactstateError(error: unknown): error is FactstateError
+/** True when `error` is a {@link FactstateError} with code `code`; its `details` are then typed. */
+export function isFactstateError<C extends FactstateErrorCode>(error: unknown, code: C): error is FactstateErrorOf<C>
+export function isFactstateError(error: unknown, code?: FactstateErrorCode): boolean {
   return error instanceof FactstateError && (code === undefined || error.code === code)
 }

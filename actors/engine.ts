@@ -237,13 +237,14 @@ export class Engine {
       } catch (error) {
         throw new FactstateError('RUN_INVALID_INPUT', `the run input must be plain data (objects, arrays, strings, numbers): it could not be copied: ${messageOf(error)}`, {
           cause: error,
+          details: { fields: [] },
         })
       }
       admitted = validated.tools.map(admittedTool)
     } catch (error) {
       // A getter or a proxy trap of the caller's that throws: the input cannot be read, and nothing is written.
       if (error instanceof FactstateError) throw error
-      throw new FactstateError('RUN_INVALID_INPUT', `the run input cannot be read: ${messageOf(error)}`, { cause: error })
+      throw new FactstateError('RUN_INVALID_INPUT', `the run input cannot be read: ${messageOf(error)}`, { cause: error, details: { fields: [] } })
     }
     const run: RunInput = { ...copy, tools: admitted.map((entry) => entry.tool) }
     run.providerOptions ??= {}

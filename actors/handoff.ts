@@ -56,7 +56,7 @@ export function successorOf(intent: HandoffIntent, source: Invocation): Invocati
       ...(badSource.success ? [] : issueFields(badSource.error).map((field) => (field === '(root)' ? 'source' : `source.${field}`))),
     ]
     throw new FactstateError('HANDOFF_MISMATCH', `successorOf needs a handoff intent and the source's invocation: ${fields.join(', ')} ${fields.length === 1 ? 'is' : 'are'} not valid`, {
-      details: { field: fields[0]?.split('.')[0], fields },
+      details: { field: fields[0]?.split('.')[0] ?? 'intent', fields },
     })
   }
   return { sessionId: source.sessionId, turnId: source.turnId, runId: intent.successorRunId, invocationId: intent.successorInvocationId }
@@ -211,7 +211,7 @@ export class Gate implements HandoffGate {
     const intent = parsed.data as HandoffIntent
     if (intent.successorRunId === this.invocation.runId || intent.successorInvocationId === this.invocation.invocationId) {
       const fields = [...(intent.successorRunId === this.invocation.runId ? ['successorRunId'] : []), ...(intent.successorInvocationId === this.invocation.invocationId ? ['successorInvocationId'] : [])]
-      throw new FactstateError('HANDOFF_MISMATCH', 'the successor must have its own run and invocation ids', { details: { field: fields[0], fields } })
+      throw new FactstateError('HANDOFF_MISMATCH', 'the successor must have its own run and invocation ids', { details: { field: fields[0] ?? 'successorRunId', fields } })
     }
     const refused = this.closed ?? this.refusal()
     if (refused) throw refused

@@ -8,7 +8,7 @@ import type { ExecutionSettings, Fact, HandoffIntent, HandoffPause, Invocation, 
 import { type InvocationSnapshot, applyFact, stateOf } from '../machines/invocation.js'
 import { contentDigest } from '../store/digest.js'
 import { canonical, hasNonFiniteNumber, messageOf, storageProblemAt, wellFormed } from '../store/encoding.js'
-import type { LogInternals, Precondition } from '../store/event-log.js'
+import { type LogInternals, type Precondition, successorBlockedError } from '../store/event-log.js'
 import { onAbort } from './abort-listeners.js'
 import { Gate, type HoldDecision, type Reservation } from './handoff.js'
 import type { ChatRequestBody, ModelClient } from './model-client.js'
@@ -337,7 +337,7 @@ export class InvocationActor {
     const { sessionId, invocationId } = this.setup.invocation
     return async (view) => {
       const blocked = await view.successorBlocked(intent, invocationId, sessionId)
-      if (blocked) throw new FactstateError(blocked.code, blocked.message, { details: { field: blocked.field } })
+      if (blocked) throw successorBlockedError(blocked)
     }
   }
 

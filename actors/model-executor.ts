@@ -37,7 +37,7 @@ export class ModelExecutor {
   readonly #createClient: (provider: ProviderConfig) => ModelClient
 
   constructor(options: ModelExecutorOptions = {}) {
-    if (typeof options !== 'object' || options === null) throw new FactstateError('ENGINE_INVALID_OPTIONS', 'ModelExecutor: options must be an object')
+    if (typeof options !== 'object' || options === null) throw new FactstateError('ENGINE_INVALID_OPTIONS', 'ModelExecutor: options must be an object', { details: { field: 'options' } })
     if (options.createClient !== undefined && typeof options.createClient !== 'function') {
       throw new FactstateError('ENGINE_INVALID_OPTIONS', 'ModelExecutor: createClient must be a function', { details: { field: 'createClient' } })
     }

@@ -76,22 +76,23 @@ const SECURITY_HEADERS: Record<string, string> = {
   'cache-control': 'no-store',
 }
 
-function invalid(message: string, details?: Record<string, unknown>): FactstateError {
-  return new FactstateError('INSPECTOR_INVALID_OPTIONS', message, details ? { details } : undefined)
+/** `INSPECTOR_INVALID_OPTIONS` naming the option (`details.field`) and, where one was given, its value. */
+function invalid(message: string, field: string, ...value: [unknown?]): FactstateError {
+  return new FactstateError('INSPECTOR_INVALID_OPTIONS', message, { details: value.length === 0 ? { field } : { field, value: value[0] } })
 }
 
 function validated(options: InspectorOptions): Required<Pick<InspectorOptions, 'port' | 'maxEvents' | 'maxBytes'>> {
-  if (typeof options !== 'object' || options === null) throw invalid('serveInspector takes an options object')
-  if (!(options.log instanceof EventLog)) throw invalid('options.log must be an EventLog')
-  if (options.engine !== undefined && !(options.engine instanceof Engine)) throw invalid('options.engine must be an Engine')
+  if (typeof options !== 'object' || options === null) throw invalid('serveInspector takes an options object', 'options')
+  if (!(options.log instanceof EventLog)) throw invalid('options.log must be an EventLog', 'log')
+  if (options.engine !== undefined && !(options.engine instanceof Engine)) throw invalid('options.engine must be an Engine', 'engine')
   if (options.host !== undefined && options.host !== HOST) {
-    throw invalid(`the inspector only binds ${HOST}, not ${String(options.host)}`, { host: options.host })
+    throw invalid(`the inspector only binds ${HOST}, not ${String(options.host)}`, 'host', options.host)
   }
   const port = options.port ?? 0
-  if (!Number.isInteger(port) || port < 0 || port > 65_535) throw invalid('options.port must be an integer from 0 to 65535', { port })
+  if (!Number.isInteger(port) || port < 0 || port > 65_535) throw invalid('options.port must be an integer from 0 to 65535', 'port', port)
   const limit = (name: 'maxEvents' | 'maxBytes', fallback: number) => {
     const value = options[name] ?? fallback
-    if (!Number.isSafeInteger(value) || value < 0) throw invalid(`options.${name} must be a non-negative integer`, { [name]: value })
+    if (!Number.isSafeInteger(value) || value < 0) throw invalid(`options.${name} must be a non-negative integer`, name, value)
     return value
   }
   return { port, maxEvents: limit('maxEvents', Number.MAX_SAFE_INTEGER), maxBytes: limit('maxBytes', Number.MAX_SAFE_INTEGER) }
@@ -310,7 +311,7 @@ export async function serveInspector(options: InspectorOptions): Promise<Inspect
   } catch (error) {
     unsubscribe()
     const code = (error as NodeJS.ErrnoException).code
-    throw new FactstateError('INSPECTOR_INVALID_OPTIONS', `cannot listen on ${HOST}:${port} (${code ?? 'error'})`, { cause: error, details: { port } })
+    throw new FactstateError('INSPECTOR_INVALID_OPTIONS', `cannot listen on ${HOST}:${port} (${code ?? 'error'})`, { cause: error, details: { field: 'port', value: port } })
   }
   const bound = (server.address() as AddressInfo).port
   allowedHosts = new Set([`${HOST}:${bound}`, `localhost:${bound}`])

@@ -8,6 +8,7 @@ import * as assert from 'uvu/assert'
 import { type RunInput, successorOf } from '../index.js'
 import { answer } from '../testing/scripted-model-server.js'
 import { rejectsWithCode } from './support/codes.js'
+import { assertDetailsFit } from './support/error-details.js'
 import {
   assertFoldMatches,
   countingTool,
@@ -167,7 +168,10 @@ test(
     await h.server.seen(0)
     const gate = running.handoff()
     const first = gate.reserve(intentOf('first', 'run-run'))
-    assert.throws(() => gate.reserve(intentOf('second', 'run-run')), (error: { code?: string }) => error.code === 'HANDOFF_BUSY')
+    assert.throws(
+      () => gate.reserve(intentOf('second', 'run-run')),
+      (error: { code: string; details?: unknown }) => (assertDetailsFit(error, 'a second reservation'), error.code === 'HANDOFF_BUSY'),
+    )
     first.cancel()
     await rejectsWithCode(() => first.ready(), 'HANDOFF_CANCELLED', 'ready() after cancel()')
     const second = gate.reserve(intentOf('second', 'run-run'))

@@ -32,6 +32,7 @@ import { rejectsWithCode } from './support/codes.js'
 import { ALL, effectTool, intentFor, messageRun } from './support/faults-engine.js'
 import { facts as logFacts } from './support/log-fixtures.js'
 import { bounded } from './support/temp.js'
+import { assertDetailsFit } from './support/error-details.js'
 
 /** A deep, loosely typed copy to break on purpose. */
 type Loose = Record<string, any>
@@ -528,6 +529,7 @@ test('the pure helpers, called from plain JavaScript with what is not a fact, a 
       caught = error as typeof caught
     }
     assert.is(caught?.code, code, what)
+    assertDetailsFit(caught as { code: string; details?: unknown }, what)
     if (details) assert.equal(caught?.details, details, `${what}: details`)
   }
   assert.is(accepts(initialInvocationSnapshot(), null as unknown as Fact), false, 'accepts() is false for what is not a fact')

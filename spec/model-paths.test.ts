@@ -23,6 +23,7 @@ import {
   scriptedModelServer,
 } from '../testing/index.js'
 import { PATH_EVENTS } from '../testing/path-model.js'
+import { assertDetailsFit } from './support/error-details.js'
 import { withTimeout } from './support/temp.js'
 
 const test = suite('model paths')
@@ -278,6 +279,7 @@ test('the consumer kit: own tools and arguments, the default crash child, and ba
         (error: unknown) => error as { code?: string; details?: { field?: string } },
       )
       assert.equal([refused?.code, refused?.details?.field], ['TESTING_INVALID_OPTIONS', field], `options ${JSON.stringify(options)} are refused`)
+      assertDetailsFit(refused as { code: string; details?: unknown }, `options ${JSON.stringify(options)}`)
     }
     // A createEngine that throws: runPath rejects with its error and leaves no server behind.
     const servers = () => process.getActiveResourcesInfo().filter((kind) => kind === 'TCPServerWrap').length

@@ -141,7 +141,7 @@ export function validateEvent(event: unknown): RuntimeEvent {
     return validate(event)
   } catch (error) {
     if (error instanceof FactstateError) throw error
-    throw new FactstateError('LOG_INVALID_EVENT', `the event cannot be read: ${messageOf(error)}`, { cause: error })
+    throw new FactstateError('LOG_INVALID_EVENT', `the event cannot be read: ${messageOf(error)}`, { cause: error, details: { fields: [] } })
   }
 }
 
@@ -187,7 +187,7 @@ export function encodeValidatedEvent(event: RuntimeEvent): Uint8Array {
     out = packValidatedEvent(event, 1) ?? packr.pack(event, RESERVE_START_SPACE | 1)
   } catch (error) {
     // Validation refuses what msgpack cannot hold; this only words anything it missed.
-    throw new FactstateError('LOG_INVALID_EVENT', `the event cannot be stored: ${messageOf(error)}`, { cause: error })
+    throw new FactstateError('LOG_INVALID_EVENT', `the event cannot be stored: ${messageOf(error)}`, { cause: error, details: { fields: [] } })
   }
   out[0] = EVENT_FORMAT_VERSION
   return out

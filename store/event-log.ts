@@ -64,10 +64,16 @@ export interface AppendView {
 }
 
 /** A successor that could never be admitted: the code to refuse its seal with, why, and the intent's field at fault. */
-export interface SuccessorBlocked {
-  code: 'HANDOFF_CLAIMED' | 'HANDOFF_MISMATCH'
-  message: string
-  field: 'claimId' | 'successorRunId' | 'successorInvocationId'
+export type SuccessorBlocked =
+  | { code: 'HANDOFF_CLAIMED'; message: string; details: { field: 'claimId'; claimId: string; claimedBy?: string; sealedBy?: string } }
+  | { code: 'HANDOFF_MISMATCH'; message: string; details: { field: 'successorRunId' | 'successorInvocationId' } }
+
+/** The refusal of a seal (or a hold) whose successor could never be admitted; `eventId` when the log refuses an append. */
+export function successorBlockedError(blocked: SuccessorBlocked, eventId?: string): FactstateError {
+  const event = eventId === undefined ? {} : { eventId }
+  return blocked.code === 'HANDOFF_CLAIMED'
+    ? new FactstateError(blocked.code, blocked.message, { details: { ...blocked.details, ...event } })
+    : new FactstateError(blocked.code, blocked.message, { details: { ...blocked.details, ...event } })
 }
 
 /** A check run inside the group commit, before its events are staged (it sees the log as it stands); throwing refuses them. */
@@ -213,7 +219,9 @@ const boundaryKey = ({ invocation, highWater, digest }: RunBoundary): string =>
 function checkSource(local: Staging, event: RuntimeEvent, input: Extract<InvocationInput, { kind: 'continuation' | 'handoff' }>): void {
   const handoff = input.kind === 'handoff'
   const refuse = (message: string, field: string) =>
-    new FactstateError(handoff ? 'HANDOFF_MISMATCH' : 'RUN_SOURCE_MISMATCH', message, { details: { eventId: event.id, field } })
+    handoff
+      ? new FactstateError('HANDOFF_MISMATCH', message, { details: { eventId: event.id, field } })
+      : new FactstateError('RUN_SOURCE_MISMATCH', message, { details: { eventId: event.id, field } })
   const { invocation } = event
   const source = input.source.invocation
   if (source.sessionId !== invocation.sessionId) throw refuse(`the source run ${source.runId} belongs to session ${source.sessionId}, not ${invocation.sessionId}`, 'source')
@@ -437,20 +445,28 @@ class Staging {
   successorBlockedNow(intent: HandoffIntent, sealer: string, sessionId: string): SuccessorBlocked | undefined {
     const { claimId, successorRunId, successorInvocationId } = intent
     const user = this.claimNow(claimId)
-    if (user !== undefined) return { code: 'HANDOFF_CLAIMED', message: `claim ${claimId} was already used by ${user}`, field: 'claimId' }
+    if (user !== undefined) return { code: 'HANDOFF_CLAIMED', message: `claim ${claimId} was already used by ${user}`, details: { field: 'claimId', claimId, claimedBy: user } }
     const claimedBy = this.reservedNow(keys.sealedClaim(claimId))
     if (claimedBy !== undefined && claimedBy !== sealer) {
-      return { code: 'HANDOFF_CLAIMED', message: `claim ${claimId} is named by the seal of ${claimedBy}, whose successor is still to come`, field: 'claimId' }
+      return {
+        code: 'HANDOFF_CLAIMED',
+        message: `claim ${claimId} is named by the seal of ${claimedBy}, whose successor is still to come`,
+        details: { field: 'claimId', claimId, sealedBy: claimedBy },
+      }
     }
     if (this.runNow(sessionId, successorRunId) !== undefined) {
-      return { code: 'HANDOFF_MISMATCH', message: `run ${successorRunId} already exists: it cannot be the successor`, field: 'successorRunId' }
+      return { code: 'HANDOFF_MISMATCH', message: `run ${successorRunId} already exists: it cannot be the successor`, details: { field: 'successorRunId' } }
     }
     const namedBy = this.reservedNow(keys.sealedSuccessor(successorInvocationId))
     if (namedBy !== undefined && namedBy !== sealer) {
-      return { code: 'HANDOFF_MISMATCH', message: `invocation ${successorInvocationId} is the successor named by the seal of ${namedBy}`, field: 'successorInvocationId' }
+      return {
+        code: 'HANDOFF_MISMATCH',
+        message: `invocation ${successorInvocationId} is the successor named by the seal of ${namedBy}`,
+        details: { field: 'successorInvocationId' },
+      }
     }
     if (this.invocationNow(successorInvocationId) !== undefined) {
-      return { code: 'HANDOFF_MISMATCH', message: `invocation ${successorInvocationId} already exists: it cannot be the successor`, field: 'successorInvocationId' }
+      return { code: 'HANDOFF_MISMATCH', message: `invocation ${successorInvocationId} already exists: it cannot be the successor`, details: { field: 'successorInvocationId' } }
     }
     return undefined
   }
@@ -1618,11 +1634,10 @@ export class EventLog {
       // An invocation id a pending seal names for its successor is that successor's alone.
       const reservedBy = local.reservedNow(keys.sealedSuccessor(invocation.invocationId))
       if (reservedBy !== undefined && !(input.kind === 'handoff' && input.source.invocation.invocationId === reservedBy)) {
-        throw new FactstateError(
-          input.kind === 'handoff' ? 'HANDOFF_MISMATCH' : 'LOG_REJECTED_FACT',
-          `invocation id ${invocation.invocationId} is reserved for the successor of ${reservedBy}`,
-          { details: { eventId: event.id } },
-        )
+        const message = `invocation id ${invocation.invocationId} is reserved for the successor of ${reservedBy}`
+        throw input.kind === 'handoff'
+          ? new FactstateError('HANDOFF_MISMATCH', message, { details: { eventId: event.id, field: 'invocation' } })
+          : new FactstateError('LOG_REJECTED_FACT', message, { details: { eventId: event.id, invocationId: invocation.invocationId } })
       }
       const source = input.kind === 'message' ? undefined : input.source
       run = {
@@ -1636,7 +1651,7 @@ export class EventLog {
     if (event.fact.type === 'invocation.ended' && event.fact.outcome.status === 'handoff_paused') {
       sealed = event.fact.outcome.pause.intent
       const blocked = local.successorBlockedNow(sealed, invocation.invocationId, invocation.sessionId)
-      if (blocked) throw new FactstateError(blocked.code, blocked.message, { details: { eventId: event.id, field: blocked.field } })
+      if (blocked) throw successorBlockedError(blocked, event.id)
     }
     const boundary = event.fact.type === 'invocation.opened' || event.fact.type === 'invocation.ended'
     const session = boundary ? applyToSession(local.sessionNow(invocation.sessionId), record, event) : undefined

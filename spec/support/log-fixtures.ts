@@ -11,6 +11,7 @@ import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
 import { ClassicLevel } from 'classic-level'
 import { FactstateError } from '../../errors.js'
+import { assertDetailsFit } from './error-details.js'
 import type { Fact, Invocation, InvocationOutcome, RuntimeEvent, ToolCall } from '../../facts/types.js'
 import { EventLog } from '../../store/event-log.js'
 import { ChildLines } from '../../testing/child-lines.js'
@@ -112,12 +113,15 @@ export async function withDb<T>(path: string, edit: (db: ClassicLevel<string, Ui
   }
 }
 
-/** Awaits `promise` and returns its FactstateError; fails if it resolves or rejects otherwise. */
+/** Awaits `promise` and returns its FactstateError, whose details must fit its code; fails if it resolves or rejects otherwise. */
 export async function refusal(promise: Promise<unknown> | (() => unknown)): Promise<FactstateError> {
   try {
     await (typeof promise === 'function' ? promise() : promise)
   } catch (error) {
-    if (error instanceof FactstateError) return error
+    if (error instanceof FactstateError) {
+      assertDetailsFit(error, 'a refusal')
+      return error
+    }
     throw new Error(`expected a FactstateError, got ${String(error)}`, { cause: error })
   }
   throw new Error('expected a refusal, but the call succeeded')

@@ -1,0 +1,82 @@
+/**
+ * `FactstateError` details are declared code by code (errors.ts `FactstateErrorDetails`): a
+ * construction with the wrong details, or without details its code always has, or with a code that
+ * could be either of two, does not type-check (the `@ts-expect-error` lines below fail `npm run
+ * typecheck` if it ever does), and `isFactstateError(error, code)` types them.
+ */
+import { test } from 'uvu'
+import * as assert from 'uvu/assert'
+import { EventLog, FactstateError, isFactstateError } from '../index.js'
+import { assertDetailsFit } from './support/error-details.js'
+import { refusal } from './support/log-fixtures.js'
+import { withTempDir, withTimeout } from './support/temp.js'
+
+test('construction is checked against the code: its details, required ones, one code at a time', () => {
+  const made = [
+    new FactstateError('LOG_CONFLICT', 'taken', { details: { seq: 7 } }),
+    new FactstateError('LOG_IO', 'disk'),
+    new FactstateError('RUN_BUSY', 'busy', { details: { sessionId: 's', reason: 'active', runId: 'r', invocationId: 'i' } }),
+    // @ts-expect-error `sek` is not a member of LOG_CONFLICT's details
+    new FactstateError('LOG_CONFLICT', 'taken', { details: { sek: 7 } }),
+    // @ts-expect-error RUN_BUSY always has details
+    new FactstateError('RUN_BUSY', 'busy'),
+    // @ts-expect-error LOG_IO has none
+    new FactstateError('LOG_IO', 'disk', { details: { file: 'x' } }),
+    // @ts-expect-error a code that could be either of two could carry the other's details
+    new FactstateError(Math.random() > 2 ? 'LOG_REJECTED_FACT' : 'HANDOFF_MISMATCH', 'reserved', { details: { eventId: 'e' } }),
+  ]
+  assert.equal(
+    made.map((error) => [error.name, error.code, error instanceof Error, error instanceof FactstateError]),
+    [
+      ['FactstateError', 'LOG_CONFLICT', true, true],
+      ['FactstateError', 'LOG_IO', true, true],
+      ['FactstateError', 'RUN_BUSY', true, true],
+      ['FactstateError', 'LOG_CONFLICT', true, true],
+      ['FactstateError', 'RUN_BUSY', true, true],
+      ['FactstateError', 'LOG_IO', true, true],
+      ['FactstateError', 'HANDOFF_MISMATCH', true, true],
+    ],
+  )
+  assert.is(made[0]?.message, 'LOG_CONFLICT: taken')
+  // The ones that type-check fit the shapes the suite checks refusals against; the others do not.
+  assert.equal(
+    made.map((error) => {
+      try {
+        assertDetailsFit(error, error.code)
+        return true
+      } catch {
+        return false
+      }
+    }),
+    [true, true, true, false, false, false, false],
+  )
+})
+
+test('isFactstateError(error, code) narrows the code and types the details; without a code, details stay a record', () =>
+  withTimeout(
+    withTempDir(async (dir) => {
+      const log = await EventLog.open(dir)
+      try {
+        const error: unknown = await refusal(log.prefix(-1, 10))
+        assert.ok(isFactstateError(error))
+        assert.not.ok(isFactstateError(error, 'LOG_CONFLICT'))
+        assert.not.ok(isFactstateError(new Error('plain'), 'LOG_INVALID_ARGUMENT'))
+        if (!isFactstateError(error, 'LOG_INVALID_ARGUMENT')) throw new Error('expected LOG_INVALID_ARGUMENT')
+        // Typed: `notALog` is the only member LOG_INVALID_ARGUMENT's details may have.
+        const notALog: true | undefined = error.details?.notALog
+        assert.is(notALog, undefined)
+        // @ts-expect-error no `seq` in LOG_INVALID_ARGUMENT's details
+        assert.is(error.details?.seq, undefined)
+        const any: unknown = error
+        if (isFactstateError(any)) assert.is(any.details?.seq, undefined, 'a plain record while the code is not known')
+        const conflict = new FactstateError('LOG_CONFLICT', 'taken', { details: { seq: 3 } }) as unknown
+        if (!isFactstateError(conflict, 'LOG_CONFLICT')) throw new Error('expected LOG_CONFLICT')
+        assert.is('seq' in conflict.details ? conflict.details.seq : undefined, 3)
+      } finally {
+        await log.close()
+      }
+    }),
+    10_000,
+  ))
+
+test.run()

@@ -1,0 +1,62 @@
+/**
+ * What `details` each code has (errors.ts `FactstateErrorDetails`), checked at run time: every
+ * refusal a test expects through `rejectsWithCode` must carry details of its code's shape, no
+ * member missing or extra. The map's type ties each schema to the declared type.
+ */
+import * as assert from 'uvu/assert'
+import { z } from 'zod'
+import type { FactstateErrorCode, FactstateErrorDetails } from '../../index.js'
+
+const text = z.string()
+const fields = z.strictObject({ fields: z.array(text) })
+const invocation = z.strictObject({ sessionId: text, turnId: text, runId: text, invocationId: text })
+const uncertain = z.strictObject({ invocationId: text, operationId: text, callId: text, name: text, input: z.unknown().optional() })
+
+const schemas: { [C in FactstateErrorCode]: z.ZodType<FactstateErrorDetails[C]> } = {
+  LOG_WRITER_BUSY: z.undefined(),
+  LOG_INVALID_EVENT: fields,
+  LOG_CONFLICT: z.union([z.strictObject({ seq: z.number().int() }), z.strictObject({ eventId: text })]),
+  LOG_SEALED: z.strictObject({ invocationId: text, eventId: text }),
+  LOG_REJECTED_FACT: z.strictObject({ eventId: text, invocationId: text.optional(), type: text.optional() }),
+  LOG_CORRUPT: z.strictObject({ seq: z.number().int().optional(), index: text.optional(), key: text.optional(), file: text.optional() }).optional(),
+  LOG_CLOSED: z.strictObject({ seq: z.number().int() }).optional(),
+  LOG_PREFIX_TOO_LARGE: z.undefined(),
+  LOG_INVALID_ARGUMENT: z.strictObject({ notALog: z.literal(true) }).optional(),
+  LOG_IO: z.undefined(),
+  LOG_FORMAT_UNSUPPORTED: z.strictObject({ format: z.number(), supported: z.number() }),
+  RUN_INVALID_INPUT: fields,
+  RUN_BUSY: z.strictObject({
+    sessionId: text,
+    reason: z.enum(['active', 'paused', 'source_running']),
+    runId: text,
+    invocationId: text,
+    turnId: text.optional(),
+  }),
+  RUN_RECONCILIATION_REQUIRED: z.strictObject({ unknown: z.array(uncertain) }),
+  RUN_SOURCE_MISMATCH: z.strictObject({ eventId: text, field: text }).optional(),
+  HANDOFF_MISMATCH: z.strictObject({
+    field: text,
+    fields: z.array(text).optional(),
+    expected: invocation.optional(),
+    sealed: z.unknown().optional(),
+    given: z.unknown().optional(),
+    eventId: text.optional(),
+  }),
+  HANDOFF_CLAIMED: z.strictObject({ claimId: text, claimedBy: text.optional(), sealedBy: text.optional(), field: text.optional(), eventId: text.optional() }),
+  HANDOFF_BUSY: z.undefined(),
+  HANDOFF_NOT_HELD: z.undefined(),
+  HANDOFF_CANCELLED: z.undefined(),
+  HANDOFF_UNAVAILABLE: z.undefined(),
+  MACHINE_REJECTED: z.strictObject({ state: text.nullable().optional(), type: text.nullable().optional(), index: z.number().int().nullable().optional() }),
+  ENGINE_INVALID_OPTIONS: z.strictObject({ field: text }),
+  INSPECTOR_INVALID_OPTIONS: z.strictObject({ field: text, value: z.unknown().optional() }),
+  TESTING_INVALID_OPTIONS: z.strictObject({ field: text }),
+}
+
+/** Asserts that `error`'s details have the shape its code declares. */
+export function assertDetailsFit(error: { code: string; details?: unknown }, what: string): void {
+  const schema = (schemas as Record<string, z.ZodType | undefined>)[error.code]
+  assert.ok(schema, `${what}: ${error.code} is not a code`)
+  const checked = schema.safeParse(error.details)
+  assert.ok(checked.success, `${what}: details of ${error.code} do not fit its declared shape: ${JSON.stringify(error.details)} (${checked.error?.message})`)
+}

@@ -33,7 +33,9 @@ export interface StartOptions {
    * Receives the text of the run's model answers live, piece by piece as the provider streams it
    * (a plain JSON answer comes as one piece), before the answer is recorded: for showing an answer
    * as it is written. Pieces are not facts; `model.completed` is. They carry the step and the
-   * attempt: a retry starts its text over. What a receiver throws is ignored.
+   * attempt: a retry starts its text over. What a receiver throws (or an async one rejects with) is
+   * ignored. It is called while the answer is read: keep it quick, since the request's timeout
+   * counts the time it takes.
    */
   onModelText?: ((piece: ModelTextPiece) => void) | undefined
 }

@@ -39,7 +39,7 @@ export interface ModelRequest {
    * Call it with each piece of the answer's text as it arrives, if the provider streams (optional:
    * a client that never calls it still works, and the engine then passes the recorded text on
    * whole). Pieces are the text only (not a refusal, not tool-call arguments), in order; what the
-   * run records is still the `output` the client answers with. Calls after the attempt is over are ignored.
+   * run records is still the `output` the client answers with. Calls after the client has answered are ignored.
    */
   onText?: ((text: string) => void) | undefined
 }

@@ -82,7 +82,7 @@ export class ModelExecutor {
     const attempt = new AbortController()
     const answered = (async (): Promise<ModelResponse> => {
       try {
-        const response = await client.complete({
+        const answer = client.complete({
           get body(): ChatRequestBody {
             body ??= JSON.parse(bodyText) as ChatRequestBody
             return body
@@ -92,8 +92,13 @@ export class ModelExecutor {
           timeoutMs: this.timeoutMs,
           ...(onText === undefined ? {} : { onText: piece }),
         })
+        // Once the client has answered, its text is what it answered with: later pieces are dropped.
+        const response = await Promise.resolve(answer).finally(() => {
+          live = false
+        })
         return checkedResponse(response)
       } catch (error) {
+        live = false
         if (signal.aborted) return CANCELLED
         return { kind: 'interrupted', status: 'failed', message: `the model client failed: ${messageOf(error)}` }
       }

@@ -2,11 +2,12 @@
  * A model answer's text passed on live, piece by piece, while the provider streams it (see
  * `StartOptions.onModelText`). The pieces are what the run records, not what the provider sent:
  * well-formed (a surrogate pair split between two pieces is joined first) and without the
- * provider's credentials (removed from data, as from the recorded answer). A credential can arrive
- * split across pieces, so the end of what arrived is held back while it could still become one.
+ * provider's credentials (removed from data, as from the recorded answer, see `CredentialFilter`). A
+ * credential can arrive split across pieces, so the end of what arrived is held back while it could
+ * still become one.
  */
 import { wellFormed } from '../store/encoding.js'
-import { redact, type Secrets } from './redaction.js'
+import { REDACTED, type Secrets } from './redaction.js'
 
 /** One piece of a model answer's text, passed on before the answer is recorded. */
 export interface ModelTextPiece {
@@ -16,98 +17,121 @@ export interface ModelTextPiece {
   stepId: string
   /** 1 for a step's first request; a retry after a failure counts up, and its text starts over. */
   attempt: number
-  /** The piece: the pieces of an attempt that completes add up to the text its `model.completed` records. */
+  /**
+   * The piece. The pieces of an attempt that completes add up to the text its `model.completed`
+   * records, when the client streamed the text it answers with (the built-in client does).
+   */
   text: string
 }
 
 const isHighSurrogate = (code: number) => code >= 0xd800 && code <= 0xdbff
 
+/**
+ * One credential taken out of a stream of text exactly as `text.split(secret).join(REDACTED)` takes
+ * it out of the whole: the leftmost occurrence first, then on after it. A Knuth-Morris-Pratt matcher
+ * keeps how much of the credential the text ends with; that part is held back until the text goes
+ * another way (then it is passed on) or completes the credential (then `[redacted]` is). Linear in
+ * the text, however the credential overlaps itself.
+ */
+class CredentialFilter {
+  /** `fallback[i]`: the longest proper prefix of `secret.slice(0, i + 1)` that is also its suffix. */
+  readonly #fallback: Int32Array
+  /** How many of the credential's first characters the text so far ends with (held back). */
+  #matched = 0
+
+  constructor(private readonly secret: string) {
+    const fallback = new Int32Array(secret.length)
+    for (let i = 1, k = 0; i < secret.length; i += 1) {
+      while (k > 0 && secret.charCodeAt(i) !== secret.charCodeAt(k)) k = fallback[k - 1] as number
+      if (secret.charCodeAt(i) === secret.charCodeAt(k)) k += 1
+      fallback[i] = k
+    }
+    this.#fallback = fallback
+  }
+
+  /** What can be passed on once `text` has arrived. */
+  push(text: string): string {
+    const { secret } = this
+    let out = ''
+    let matched = this.#matched
+    for (let i = 0; i < text.length; i += 1) {
+      const code = text.charCodeAt(i)
+      while (matched > 0 && code !== secret.charCodeAt(matched)) {
+        // The held part that can no longer start the credential goes on.
+        const next = this.#fallback[matched - 1] as number
+        out += secret.slice(0, matched - next)
+        matched = next
+      }
+      if (code === secret.charCodeAt(matched)) {
+        matched += 1
+        if (matched === secret.length) {
+          out += REDACTED
+          matched = 0
+        }
+      } else {
+        out += text[i]
+      }
+    }
+    this.#matched = matched
+    return out
+  }
+}
+
 /** The text of one attempt, passed on as it arrives and completed from the recorded answer. */
 export class LiveText {
-  /** Arrived and not passed on yet. */
-  #pending = ''
+  /** A high surrogate that ended the last piece: its low half may start the next one. */
+  #high = ''
+  /** The credentials looked for in data, in the order `redact` takes them out. */
+  readonly #filters: CredentialFilter[]
   /** What was passed on, the pieces joined. */
   #passed = ''
   #done = false
 
   constructor(
-    private readonly secrets: Secrets,
+    secrets: Secrets,
     private readonly pass: (text: string) => void,
-  ) {}
+  ) {
+    this.#filters = secrets.whole.map((secret) => new CredentialFilter(secret))
+  }
 
   /** A piece as the client read it. */
   push(text: string): void {
     if (this.#done) return
-    this.#pending += text
-    this.#emit(this.#safeEnd())
+    let joined = this.#high + text
+    this.#high = ''
+    if (joined.length > 0 && isHighSurrogate(joined.charCodeAt(joined.length - 1))) {
+      this.#high = joined.slice(-1)
+      joined = joined.slice(0, -1)
+    }
+    let out = wellFormed(joined)
+    for (const filter of this.#filters) out = filter.push(out)
+    this.#send(out)
   }
 
   /**
-   * The attempt's answer as recorded: passes on whatever of it was not passed on yet. When what was
-   * passed on is not where the recorded text starts (a client that streamed other text than it
-   * answered with), nothing more is passed on: the recorded answer is the one that counts.
+   * The attempt's answer as recorded: passes on whatever of it was not passed on yet (what was held
+   * back, and whatever the client did not stream). When what was passed on is not where the recorded
+   * text starts (a client that streamed other text than it answered with), nothing more is passed
+   * on: the recorded answer is the one that counts.
    */
   finish(recorded: string): void {
     if (this.#done) return
     this.#done = true
-    this.#pending = ''
-    if (recorded.startsWith(this.#passed) && recorded.length > this.#passed.length) this.#send(recorded.slice(this.#passed.length))
+    if (recorded.startsWith(this.#passed)) this.#send(recorded.slice(this.#passed.length))
   }
 
   /** Ends an attempt that did not complete: nothing more is passed on. */
   close(): void {
     this.#done = true
-    this.#pending = ''
-  }
-
-  /**
-   * How much of `#pending` can be passed on: not a tail that could still grow into a credential, no
-   * credential cut in two, and not a high surrogate whose low half may be in the next piece.
-   */
-  #safeEnd(): number {
-    const pending = this.#pending
-    let end = pending.length
-    const secrets = this.secrets.whole
-    for (const secret of secrets) {
-      // The longest tail of what arrived that the credential starts with.
-      const first = secret.charCodeAt(0)
-      for (let start = Math.max(0, pending.length - secret.length + 1); start < end; start += 1) {
-        if (pending.charCodeAt(start) === first && secret.startsWith(pending.slice(start))) {
-          end = start
-          break
-        }
-      }
-    }
-    // Whole credentials are redacted where they lie; the end must not cut one (nor, then, one that
-    // overlaps it: moving the end can cut another).
-    for (let moved = true; moved && end > 0; ) {
-      moved = false
-      for (const secret of secrets) {
-        for (let at = pending.indexOf(secret, Math.max(0, end - secret.length + 1)); at !== -1 && at < end; at = pending.indexOf(secret, at + 1)) {
-          if (at + secret.length > end) {
-            end = at
-            moved = true
-            break
-          }
-        }
-      }
-    }
-    if (end > 0 && isHighSurrogate(pending.charCodeAt(end - 1))) end -= 1
-    return end
-  }
-
-  #emit(end: number): void {
-    if (end === 0) return
-    const text = this.#pending.slice(0, end)
-    this.#pending = this.#pending.slice(end)
-    this.#send(redact(wellFormed(text), this.secrets))
   }
 
   #send(text: string): void {
     if (text.length === 0) return
     this.#passed += text
     try {
-      this.pass(text)
+      const returned: unknown = this.pass(text)
+      // An async receiver's rejection is its own too, not the process's.
+      if (typeof (returned as PromiseLike<unknown> | null)?.then === 'function') Promise.resolve(returned).catch(() => undefined)
     } catch {
       // The receiver's failure is its own: the run goes on, and what it records is unchanged.
     }

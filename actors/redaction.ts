@@ -31,7 +31,7 @@ const DATA_SECRET = 16
 const looksLikeKey = (secret: string) => secret.length >= DATA_SECRET && /[0-9]/.test(secret) && /[A-Za-z]/.test(secret)
 /** Secrets shorter than this are not looked for (they would match everyday text). */
 const SHORTEST_SECRET = 4
-const REDACTED = '[redacted]'
+export const REDACTED = '[redacted]'
 
 /** Header names that say the value is a credential: its pieces are redacted too. */
 const CREDENTIAL_HEADER = /auth|key|token|secret|passw|cookie|signature|credential|bearer/i

@@ -91,6 +91,10 @@ function retryingClient(late: Promise<void>[]): ModelClient {
       request.onText?.('answer')
       const onText = request.onText
       late.push(new Promise((resolve) => setTimeout(() => resolve(onText?.(' and a late piece')), 5)))
+      // Two microtasks after the answer: the client has answered by then.
+      void Promise.resolve()
+        .then(() => undefined)
+        .then(() => onText?.(' and a piece right after'))
       return { kind: 'completed', output: { text: 'final answer', toolCalls: [], finishReason: 'stop' } }
     },
   }
@@ -171,15 +175,18 @@ test(
 
 test('LiveText: however the text is cut, the pieces are well-formed, hold no credential whole, and add up to the recorded text', () => {
   const keyChar = fc.constantFrom(...'abcXYZ0189-_'.split(''))
+  // Random keys, and keys that overlap themselves (`a1a1…`, `ab0ab0…a`), where a match can start inside another.
   const key = fc
-    .array(keyChar, { minLength: 16, maxLength: 24 })
-    .map((chars) => chars.join(''))
+    .oneof(
+      fc.array(keyChar, { minLength: 16, maxLength: 24 }).map((chars) => chars.join('')),
+      fc.tuple(fc.array(keyChar, { minLength: 1, maxLength: 4 }), fc.integer({ min: 16, max: 24 })).map(([unit, length]) => unit.join('').repeat(length).slice(0, length)),
+    )
     .filter((candidate) => /[0-9]/.test(candidate) && /[A-Za-z]/.test(candidate))
   const filler = fc.constantFrom('a', 'b', 'X', '0', '1', ' ', '-', '"', '\\', '\ud83d', '\ude00', '\ud83d\ude00', 'é')
   fc.assert(
-    fc.property(key, fc.array(fc.oneof(filler, fc.constant('KEY'), fc.constant('KEYPART')), { maxLength: 40 }), fc.array(fc.nat(60), { maxLength: 12 }), (apiKey, parts, cuts) => {
+    fc.property(key, fc.array(fc.oneof(filler, fc.constant('KEY'), fc.constant('KEYPART'), fc.constant('KEYTAIL')), { maxLength: 40 }), fc.array(fc.nat(60), { maxLength: 12 }), (apiKey, parts, cuts) => {
       const secrets = secretsOf({ kind: 'openai-chat', baseUrl: 'http://127.0.0.1:1/v1', model: 'm', apiKey }).inData
-      const text = parts.map((part) => (part === 'KEY' ? apiKey : part === 'KEYPART' ? apiKey.slice(0, 9) : part)).join('')
+      const text = parts.map((part) => (part === 'KEY' ? apiKey : part === 'KEYPART' ? apiKey.slice(0, 9) : part === 'KEYTAIL' ? apiKey.slice(5) : part)).join('')
       const positions = [...new Set(cuts.map((cut) => Math.min(cut, text.length)))].sort((a, b) => a - b)
       const pieces: string[] = []
       const live = new LiveText(secrets, (piece) => pieces.push(piece))
@@ -198,6 +205,44 @@ test('LiveText: however the text is cut, the pieces are well-formed, hold no cre
     }),
     { numRuns: 2_000 },
   )
+})
+
+test('LiveText: a key echoed over and over, each copy overlapping the last, in one-character pieces, is redacted copy by copy', () => {
+  const apiKey = 'a0123456789bcdefa'
+  const secrets = secretsOf({ kind: 'openai-chat', baseUrl: 'http://127.0.0.1:1/v1', model: 'm', apiKey }).inData
+  // Each copy starts with the last character of the one before: 200,000 characters.
+  const text = apiKey + apiKey.slice(1).repeat(12_500)
+  const pieces: string[] = []
+  const live = new LiveText(secrets, (piece) => pieces.push(piece))
+  for (const char of text) live.push(char)
+  const recorded = redact(text, secrets)
+  assert.ok(pieces.length > 1_000, 'passed on as it came, not held to the end')
+  live.finish(recorded)
+  assert.is(pieces.join(''), recorded)
+  assert.not.ok(pieces.some((piece) => piece.includes(apiKey)))
+})
+
+test('an async receiver whose promise rejects changes nothing either: no unhandled rejection, the run completes', async () => {
+  const unhandled: unknown[] = []
+  const listener = (reason: unknown) => unhandled.push(reason)
+  process.on('unhandledRejection', listener)
+  try {
+    await engineTest([answer.text('hello there, in three pieces')], { stream: true }, async (h) => {
+      let calls = 0
+      const outcome = await h.run(h.input('async'), {
+        onModelText: async () => {
+          calls += 1
+          throw new Error('the socket is gone')
+        },
+      })
+      assert.equal(outcome, { status: 'completed' })
+      assert.is(calls, 3)
+      await new Promise((resolve) => setTimeout(resolve, 20))
+    })()
+  } finally {
+    process.off('unhandledRejection', listener)
+  }
+  assert.equal(unhandled, [])
 })
 
 test('LiveText: after close() or finish() nothing more is passed on', () => {

@@ -174,6 +174,45 @@ follow(
 )
 
 follow(
+  'a follower that does not read holds no more than 16 MiB of large events: the rest it reads back from the log, in order',
+  boundedTest(60_000, async (root) => {
+    const log = await EventLog.open(join(root, 'log'), { durability: 'os' })
+    try {
+      const handed: WeakRef<object>[] = []
+      const unsubscribe = logInternals(log).subscribe((stored) => {
+        for (const { event } of stored) handed.push(new WeakRef(event))
+      })
+      const reader = log.events({ follow: true })
+      const [first] = await Promise.all([reader.next(), log.append(new EventMaker(invocationOf('big-0')).next(facts.opened('small')))])
+      assert.is(first.value?.seq, 1)
+      // 40 facts of 1 MiB each while the reader waits: 40 MiB, far fewer than 16,384 events.
+      const big = 'x'.repeat(1 << 20)
+      for (let index = 1; index <= 40; index += 1) await log.append(new EventMaker(invocationOf(`big-${index}`)).next(facts.opened(`${index} ${big}`)))
+      unsubscribe()
+      for (let pass = 0; pass < 3; pass += 1) {
+        await new Promise((resolve) => setTimeout(resolve, 10))
+        gc()
+      }
+      const alive = handed.filter((ref) => ref.deref() !== undefined).length
+      assert.ok(alive <= 16, `${alive} of ${handed.length} large events handed to the follower are still held`)
+      const read: string[] = []
+      for (let index = 1; index <= 40; index += 1) {
+        const { value } = await reader.next()
+        const fact = value?.event.fact
+        read.push(`${value?.seq} ${fact?.type === 'invocation.opened' && fact.input.kind === 'message' ? fact.input.content.split(' ')[0] : '?'}`)
+      }
+      assert.equal(
+        read,
+        Array.from({ length: 40 }, (_, index) => `${index + 2} ${index + 1}`),
+      )
+      await reader.return(undefined)
+    } finally {
+      await log.close()
+    }
+  }),
+)
+
+follow(
   'follow must be a boolean: LOG_INVALID_ARGUMENT where it is given',
   boundedTest(10_000, async (root) => {
     const log = await EventLog.open(join(root, 'log'))

@@ -134,10 +134,12 @@ const droppedReaders = new FinalizationRegistry<ReaderResources>((reader) => {
 })
 
 /**
- * Events a follower (`events({ follow: true })`) keeps in memory for its consumer: past this, it
- * lets them go and reads them back from the log when the consumer gets to them.
+ * Events a follower (`events({ follow: true })`) keeps in memory for its consumer, and their stored
+ * bytes together: past either, it lets them go and reads them back from the log when the consumer
+ * gets to them (a few large tool outputs weigh more than thousands of small facts).
  */
 const FOLLOW_BUFFER = 16_384
+const FOLLOW_BUFFER_BYTES = 16 * 1024 * 1024
 
 /** `LOG_CLOSED` for a follower the close stopped before it caught up: `details.seq` is the last seq it read. */
 const caughtUpTo = (seq: number, cause?: unknown) =>
@@ -148,6 +150,8 @@ class Follower {
   /** Durable events not yet read by the consumer, in seq order, from `buffer[start]` on. */
   #buffer: StagedEvent[] = []
   #start = 0
+  /** The stored bytes of the events not yet read. */
+  #bytes = 0
   /** Events were let go (or never taken): the next ones are read from the log. */
   lagging = true
   /** The log closed: nothing more will come. */
@@ -156,8 +160,13 @@ class Follower {
 
   take(events: readonly StagedEvent[]): void {
     if (!this.lagging) {
-      if (this.#buffer.length - this.#start + events.length > FOLLOW_BUFFER) this.letGo()
-      else for (const event of events) this.#buffer.push(event)
+      let bytes = this.#bytes
+      for (const event of events) bytes += event.bytes.length
+      if (this.#buffer.length - this.#start + events.length > FOLLOW_BUFFER || bytes > FOLLOW_BUFFER_BYTES) this.letGo()
+      else {
+        for (const event of events) this.#buffer.push(event)
+        this.#bytes = bytes
+      }
     }
     this.wake()
   }
@@ -169,6 +178,7 @@ class Follower {
     const staged = this.#buffer[this.#start]
     if (staged === undefined) return undefined
     this.#start += 1
+    this.#bytes -= staged.bytes.length
     if (this.#start === this.#buffer.length) this.#empty()
     else if (this.#start >= 1024 && this.#start * 2 >= this.#buffer.length) {
       this.#buffer = this.#buffer.slice(this.#start)
@@ -183,6 +193,7 @@ class Follower {
   #empty(): void {
     this.#buffer = []
     this.#start = 0
+    this.#bytes = 0
   }
   close(): void {
     this.closed = true
@@ -2163,7 +2174,7 @@ export class EventLog {
    * The events `from`..`to` as they become durable: what the log holds is read from it, then each
    * group commit's events are taken from the follower's buffer (decoded afresh from their stored
    * bytes, as a read from the log would be). A follower that fell behind by more than
-   * `FOLLOW_BUFFER` events reads them from the log instead.
+   * `FOLLOW_BUFFER` events, or `FOLLOW_BUFFER_BYTES` of them, reads them from the log instead.
    */
   async *#follow(from: number, to: number, follower: Follower, reader: ReaderResources): AsyncGenerator<StoredEvent> {
     let next = from

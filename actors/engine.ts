@@ -142,14 +142,16 @@ function admittedTool(tool: ToolDefinition): AdmittedTool {
   // Runs share a tool's copy while what the model is shown of it stays the same: an application
   // defines its tools once, and a copy per run would cost every held invocation its schemas.
   const shown = shownText(tool)
+  const readOnly = tool.readOnly === true
   const known = admittedTools.get(tool)
-  if (known?.shown === shown) return known
+  if (known?.shown === shown && (known.tool.readOnly === true) === readOnly) return known
   const admitted: AdmittedTool = {
     shown,
     tool: {
       name: tool.name,
       ...(tool.description === undefined ? {} : { description: tool.description }),
       ...(tool.inputSchema === undefined ? {} : { inputSchema: structuredClone(tool.inputSchema) }),
+      ...(readOnly ? { readOnly } : {}),
       execute: (input, context) => tool.execute(input, context),
     },
   }

@@ -631,7 +631,7 @@ export class InvocationActor {
       return
     }
     // At most once: the dispatch is durable before the effect starts.
-    await record({ type: 'tool.dispatched', operationId, callId: call.callId, name: call.name, input })
+    await record({ type: 'tool.dispatched', operationId, callId: call.callId, name: call.name, input, ...(tool.readOnly === true ? { readOnly: true as const } : {}) })
     // The log closed while the dispatch was being written: a process that died would not start the effect either.
     if (this.#stopped) throw this.#stopped
     // Cancelled while it was being written: the tool is not started, and its settlement says so.

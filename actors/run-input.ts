@@ -48,6 +48,7 @@ const tool = z.object({
   name: toolName,
   description: z.string().optional(),
   inputSchema: z.record(z.string(), jsonValue).optional(),
+  readOnly: z.boolean().optional(),
   execute: z.custom<ToolDefinition['execute']>((value) => typeof value === 'function', 'execute must be a function'),
 })
 

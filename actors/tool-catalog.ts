@@ -8,6 +8,14 @@ export interface ToolDefinition {
   /** A JSON Schema object describing the input, sent to the model as the function's parameters. */
   inputSchema?: object | undefined
   /**
+   * The tool has no side effect (a search, a read): when a crash leaves a call of it unsettled, its
+   * outcome is still unknown (the run ends `outcome_unknown`, the call is listed as uncertain), but
+   * the session needs no reconciliation for it, and a continuation tells the model it may call it
+   * again. Recorded in each `tool.dispatched` fact (`readOnly: true`), so recovery in another
+   * process knows. Not part of the catalog digest: what the model is shown is unchanged.
+   */
+  readOnly?: boolean | undefined
+  /**
    * Runs the call. `input` is the model's arguments as parsed JSON, not checked against `inputSchema`:
    * it is `unknown`, and a property (not a method) so that TypeScript refuses an `execute` that claims
    * a narrower type than it checks.

@@ -38,7 +38,7 @@ export class TranscriptBuilder {
    * tool messages follow the calls' order, not the order their answers came in: calls run side by
    * side (`toolConcurrency`) settle in any order, and the next request is the same whatever it was.
    */
-  #unanswered: { callId: string; operationId?: string; answer?: string }[] = []
+  #unanswered: { callId: string; operationId?: string; readOnly?: boolean; answer?: string }[] = []
 
   /** Adds the messages `event`'s fact contributes. */
   push({ fact }: RuntimeEvent): void {
@@ -69,7 +69,10 @@ export class TranscriptBuilder {
       }
       case 'tool.dispatched': {
         const call = this.#unanswered.find((slot) => slot.callId === fact.callId && slot.operationId === undefined && slot.answer === undefined)
-        if (call) call.operationId = fact.operationId
+        if (call) {
+          call.operationId = fact.operationId
+          if (fact.readOnly === true) call.readOnly = true
+        }
         break
       }
       case 'tool.settled': {
@@ -125,15 +128,20 @@ export class TranscriptBuilder {
     if (answered > 0) this.#unanswered = this.#unanswered.slice(answered)
   }
 
-  /** Answers what is left of the step: a dispatched call's outcome is unknown, any other call never ran. */
+  /**
+   * Answers what is left of the step: a dispatched call's outcome is unknown (a read-only tool's had
+   * no effect, and its result is lost), any other call never ran.
+   */
   #closeUnanswered(): void {
     for (const call of [...this.#unanswered]) {
       if (call.answer !== undefined) continue
       this.#answer(
         call,
-        call.operationId !== undefined
-          ? `outcome unknown: operation ${call.operationId} was dispatched but never settled; its effect may or may not have happened`
-          : 'error: this call was never executed',
+        call.operationId === undefined
+          ? 'error: this call was never executed'
+          : call.readOnly
+            ? `result lost: read-only operation ${call.operationId} was dispatched but never settled; it has no side effect, so it can be called again`
+            : `outcome unknown: operation ${call.operationId} was dispatched but never settled; its effect may or may not have happened`,
       )
     }
   }

@@ -105,7 +105,7 @@ export const factSchema = z.discriminatedUnion('type', [
     status: z.enum(['cancelled', 'timed_out', 'failed', 'retryable_failure']),
     message: text.optional(),
   }),
-  z.strictObject({ type: z.literal('tool.dispatched'), operationId, callId: text, name: text.min(1), input: jsonValue }),
+  z.strictObject({ type: z.literal('tool.dispatched'), operationId, callId: text, name: text.min(1), input: jsonValue, readOnly: z.literal(true).optional() }),
   z.strictObject({ type: z.literal('tool.settled'), operationId, outcome: toolOutcome }),
   z.strictObject({
     type: z.literal('tool.rejected'),

@@ -141,7 +141,15 @@ export type Fact =
   | { type: 'model.requested'; stepId: string; model: string; requestDigest: string }
   | { type: 'model.completed'; stepId: string; output: ModelOutput }
   | { type: 'model.interrupted'; stepId: string; status: ModelInterruptStatus; message?: string }
-  | { type: 'tool.dispatched'; operationId: string; callId: string; name: string; input: unknown }
+  | {
+      type: 'tool.dispatched'
+      operationId: string
+      callId: string
+      name: string
+      input: unknown
+      /** The tool was declared read-only (`ToolDefinition.readOnly`): an unknown outcome of it needs no reconciliation. */
+      readOnly?: true | undefined
+    }
   | { type: 'tool.settled'; operationId: string; outcome: ToolOutcome }
   | { type: 'tool.rejected'; operationId: string; callId: string; name: string; input: unknown; reason: ToolRejectReason }
   | { type: 'hold.entered'; handoffId: string }

@@ -31,7 +31,7 @@ function describe(fact: Fact): string {
     case 'model.interrupted':
       return `${fact.stepId} ${fact.status}${fact.message ? `: ${clip(fact.message)}` : ''}`
     case 'tool.dispatched':
-      return `${fact.name} ${fact.operationId} input=${json(fact.input)}`
+      return `${fact.name}${fact.readOnly ? " (read-only)" : ""} ${fact.operationId} input=${json(fact.input)}`
     case 'tool.settled':
       return `${fact.operationId} ${fact.outcome.status}${fact.outcome.status === 'succeeded' ? ` ${json(fact.outcome.output)}` : `: ${clip(fact.outcome.message)}`}`
     case 'tool.rejected':

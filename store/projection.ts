@@ -17,6 +17,9 @@ import type {
 import { terminalStatusOf } from '../facts/types.js'
 
 /** The per-invocation index record. */
+/** An unsettled operation as an invocation record keeps it: `readOnly` when its tool was declared read-only. */
+export type UncertainRecordOperation = UncertainOperation & { readOnly?: true }
+
 export interface InvocationRecord {
   invocation: Invocation
   inputKind: InvocationInput['kind']
@@ -28,7 +31,7 @@ export interface InvocationRecord {
   /** Model steps requested and neither completed nor interrupted. */
   openSteps: string[]
   /** Tool operations dispatched and never settled; they stay listed after the end. */
-  uncertain: UncertainOperation[]
+  uncertain: UncertainRecordOperation[]
   /** Every operation id used by a dispatch or a rejection (stored as an array, see `storedInvocationRecord`). */
   operations: OperationIds
   held: string | null
@@ -226,10 +229,9 @@ export function applyToInvocation(record: InvocationRecord | undefined, event: R
       if (index !== -1) next.pendingCalls = pending.length === 1 ? NO_CALLS : [...pending.slice(0, index), ...pending.slice(index + 1)]
       next.operations = record.operations.with(fact.operationId)
       if (fact.type === 'tool.dispatched') {
-        next.uncertain = [
-          ...record.uncertain,
-          { invocationId: record.invocation.invocationId, operationId: fact.operationId, callId: fact.callId, name: fact.name },
-        ]
+        const op: UncertainRecordOperation = { invocationId: record.invocation.invocationId, operationId: fact.operationId, callId: fact.callId, name: fact.name }
+        if (fact.readOnly === true) op.readOnly = true
+        next.uncertain = [...record.uncertain, op]
       }
       return next
     }
@@ -298,7 +300,9 @@ export function applyToSession(session: SessionRecord, record: InvocationRecord,
       { turnId: invocation.turnId, runId: invocation.runId, invocationId: invocation.invocationId, intent: fact.outcome.pause.intent },
     ]
   }
-  if (record.uncertain.length > 0) next.unknown = [...session.unknown, ...record.uncertain]
+  // A read-only tool's unknown outcome changed nothing: the session needs no reconciliation for it.
+  const unknown = record.uncertain.filter((op) => op.readOnly !== true)
+  if (unknown.length > 0) next.unknown = [...session.unknown, ...unknown]
   return next
 }
 

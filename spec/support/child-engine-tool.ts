@@ -1,7 +1,8 @@
 /**
  * Child process for the reconciliation tests: opens the log in `argv[2]`, starts a scripted model
  * server that asks for one call to `deploy` (with `argv[3]` = `side-by-side`: three calls, run with
- * `toolConcurrency: 3`), and runs an engine whose `deploy` never returns. Prints `executing
+ * `toolConcurrency: 3`; `read-only`: one call to `search`, a read-only tool; `mixed`: a `search`
+ * and a `deploy` side by side), and runs an engine whose tools never return. Prints `executing
  * <operationId>` once each call's tool has started (its dispatch is durable by then); the parent
  * kills it with SIGKILL.
  */
@@ -9,29 +10,38 @@ import { Engine, EventLog, ModelExecutor, type ToolDefinition } from '../../inde
 import { answer, scriptedModelServer } from '../../testing/scripted-model-server.js'
 
 const dir = process.argv[2]
-if (!dir) throw new Error('usage: child-engine-tool.ts <dir> [side-by-side]')
-const sideBySide = process.argv[3] === 'side-by-side'
-const targets = sideBySide ? ['production', 'staging', 'preview'] : ['production']
+const mode = process.argv[3] ?? 'one'
+if (!dir || !['one', 'side-by-side', 'read-only', 'mixed'].includes(mode)) throw new Error('usage: child-engine-tool.ts <dir> [side-by-side | read-only | mixed]')
+const targets = mode === 'side-by-side' ? ['production', 'staging', 'preview'] : mode === 'read-only' ? [] : ['production']
+const deployCalls = targets.map((target, index) => ({ id: index === 0 ? 'call-deploy' : `call-deploy-${target}`, name: 'deploy', arguments: { target } }))
+const calls = [...(mode === 'read-only' || mode === 'mixed' ? [{ id: 'call-search', name: 'search', arguments: { query: 'open incidents' } }] : []), ...deployCalls]
 
 const log = await EventLog.open(dir)
-const calls = targets.map((target, index) => ({ id: index === 0 ? 'call-deploy' : `call-deploy-${target}`, name: 'deploy', arguments: { target } }))
 const server = await scriptedModelServer([answer.toolCalls(calls)])
+const never = (_input: unknown, { operationId }: { operationId: string }) => {
+  process.stdout.write(`executing ${operationId}\n`)
+  return new Promise<never>(() => undefined)
+}
 const deploy: ToolDefinition = {
   name: 'deploy',
   description: 'deploys the project',
   inputSchema: { type: 'object', properties: { target: { type: 'string' } } },
-  execute(_input, { operationId }) {
-    process.stdout.write(`executing ${operationId}\n`)
-    return new Promise(() => undefined)
-  },
+  execute: never,
+}
+const search: ToolDefinition = {
+  name: 'search',
+  description: 'searches the incident tracker',
+  inputSchema: { type: 'object', properties: { query: { type: 'string' } } },
+  readOnly: true,
+  execute: never,
 }
 const engine = new Engine({ log, model: new ModelExecutor({ timeoutMs: 10_000 }) })
 await engine.start({
   invocation: { sessionId: 'session-crash', turnId: 'turn-crash', runId: 'run-crash', invocationId: 'invocation-crash' },
   provider: { kind: 'openai-chat', baseUrl: server.baseUrl, model: 'scripted' },
   configuration: { cwd: '/workspace/project' },
-  tools: [deploy],
-  ...(sideBySide ? { toolConcurrency: 3 } : {}),
+  tools: mode === 'read-only' || mode === 'mixed' ? [deploy, search] : [deploy],
+  ...(calls.length > 1 ? { toolConcurrency: calls.length } : {}),
   work: { kind: 'message', content: 'deploy it' },
 })
 process.stdout.write('started\n')

@@ -6,7 +6,7 @@ export { FactstateError, isFactstateError, type FactstateErrorCode, type Factsta
 export * from './facts/types.js'
 export { EventLog, type EventLogOptions, type Durability, type LogPrefix, type RunSource } from './store/event-log.js'
 export type { InvocationProjection } from './store/projection.js'
-export { recoverInvocations } from './store/recovery.js'
+export { recoverInvocations, type RecoverOptions, type RecoveredInvocation } from './store/recovery.js'
 export {
   invocationMachine,
   foldFacts,

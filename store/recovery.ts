@@ -1,7 +1,30 @@
 import { isFactstateError } from '../errors.js'
-import type { Fact, RuntimeEvent } from '../facts/types.js'
+import type { Fact, Invocation, InvocationOutcome, RunBoundary, RuntimeEvent, UncertainOperation } from '../facts/types.js'
 import { type EventLog, logInternals } from './event-log.js'
 import type { InvocationRecord } from './projection.js'
+
+/** An invocation recovery closed (see `recoverInvocations`' `onClosed`). */
+export interface RecoveredInvocation {
+  invocation: Invocation
+  /** How it was ended: `failed` with class `host_interrupted` or `outcome_unknown`. */
+  outcome: InvocationOutcome
+  /** The tool operations it left unsettled (each `readOnly` when its tool was declared so). */
+  uncertainOperations: (UncertainOperation & { readOnly?: true })[]
+  /** Where its run now ends: the source a continuation of it starts from (`work: { kind: 'continuation', source }`). */
+  boundary: RunBoundary
+}
+
+/** Options of {@link recoverInvocations}. */
+export interface RecoverOptions {
+  /** The clock for the closing facts' `recordedAt` (default `Date.now`). */
+  now?: (() => number) | undefined
+  /**
+   * Called for each invocation closed, once its closing facts are durable, with how it ended and
+   * its run's new boundary: what an application needs to continue the runs a crash cut short. What
+   * it throws, `recoverInvocations` rejects with once every closing is written.
+   */
+  onClosed?: ((closed: RecoveredInvocation) => void | Promise<void>) | undefined
+}
 
 /** The facts that close an invocation a crash left open (DESIGN §7). No settlement is invented. */
 export function closingFacts(record: InvocationRecord): Fact[] {
@@ -32,11 +55,15 @@ const closedMeanwhile = new Error('closed meanwhile')
  * ```ts
  * const log = await EventLog.open(dir)
  * const closed = await recoverInvocations(log) // 0 after a clean shutdown
+ * // Or, to continue what was cut short:
+ * await recoverInvocations(log, { onClosed: ({ invocation, boundary }) => cutShort.push({ invocation, boundary }) })
  * ```
  */
-export async function recoverInvocations(log: EventLog, options: { now?: () => number } = {}): Promise<number> {
+export async function recoverInvocations(log: EventLog, options: RecoverOptions = {}): Promise<number> {
   const internals = logInternals(log)
   const now = options.now ?? Date.now
+  const { onClosed } = options
+  const reports: Promise<void>[] = []
   // All at once, not one after the other: the closings share group commits (one sync per group, not per invocation).
   const outcomes = await Promise.allSettled(
     internals
@@ -60,6 +87,7 @@ export async function recoverInvocations(log: EventLog, options: { now?: () => n
           if (error === closedMeanwhile || isFactstateError(error, 'LOG_SEALED') || isFactstateError(error, 'LOG_CONFLICT')) return 0
           throw error
         }
+        if (onClosed) reports.push(report(log, record, events, onClosed))
         return 1
       }),
   )
@@ -68,5 +96,21 @@ export async function recoverInvocations(log: EventLog, options: { now?: () => n
     if (outcome.status === 'rejected') throw outcome.reason
     closed += outcome.value
   }
+  for (const outcome of await Promise.allSettled(reports)) if (outcome.status === 'rejected') throw outcome.reason
   return closed
+}
+
+/** Tells `onClosed` how `record`'s invocation was closed by `events`, and where its run now ends. */
+async function report(log: EventLog, record: InvocationRecord, events: RuntimeEvent[], onClosed: NonNullable<RecoverOptions['onClosed']>): Promise<void> {
+  const { invocation } = record
+  const ended = events.at(-1)?.fact
+  if (ended?.type !== 'invocation.ended') throw new TypeError('a closing ends its invocation')
+  const source = await log.runSource(invocation.sessionId, invocation.runId)
+  if (source === undefined) throw new TypeError(`run ${invocation.runId} of a closed invocation is not in the log`)
+  await onClosed({
+    invocation: structuredClone(invocation),
+    outcome: structuredClone(ended.outcome),
+    uncertainOperations: structuredClone(record.uncertain),
+    boundary: source.boundary,
+  })
 }

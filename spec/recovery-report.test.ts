@@ -1,0 +1,94 @@
+/**
+ * `recoverInvocations(log, { onClosed })`: each invocation recovery closes is reported once its
+ * closing facts are durable, with how it ended, what it left uncertain and its run's new boundary,
+ * from which a continuation picks the run up. Produced for real: a child process is SIGKILLed while
+ * its tools run.
+ */
+import { join } from 'node:path'
+import { test } from 'uvu'
+import * as assert from 'uvu/assert'
+import { EventLog, type RecoveredInvocation, recoverInvocations } from '../index.js'
+import { answer } from '../testing/scripted-model-server.js'
+import { countingTool, engineTest, factsOf } from './support/engine-fixtures.js'
+import { EventMaker, facts, invocationOf, startChild } from './support/log-fixtures.js'
+import { withTempDir, withTimeout } from './support/temp.js'
+
+async function killWhileToolsRun(logPath: string): Promise<void> {
+  const child = startChild('child-engine-tool.ts', [logPath, 'mixed'])
+  try {
+    for (let seen = 0; seen < 2; seen += 1) await child.waitForLine((line) => line.startsWith('executing '), 20_000)
+  } finally {
+    await child.stop('SIGKILL')
+  }
+  assert.is((await child.exited).signal, 'SIGKILL', `the child was killed, not finished (${child.stderr()})`)
+}
+
+test(
+  'each closed invocation is reported with its outcome, its uncertain operations and the boundary a continuation starts from',
+  engineTest([answer.text('picked up where it stopped')], { ms: 30_000, before: killWhileToolsRun }, async (h) => {
+    const reported: RecoveredInvocation[] = []
+    assert.is(await recoverInvocations(h.log, { onClosed: (closed) => void reported.push(closed) }), 1)
+    assert.is(reported.length, 1)
+    const [closed] = reported as [RecoveredInvocation]
+    assert.equal(closed.invocation, { sessionId: 'session-crash', turnId: 'turn-crash', runId: 'run-crash', invocationId: 'invocation-crash' })
+    assert.is(closed.outcome.status === 'failed' && closed.outcome.class, 'outcome_unknown')
+    const ended = (await factsOf(h.log, 'invocation-crash')).at(-1)
+    assert.equal(ended, { type: 'invocation.ended', outcome: closed.outcome }, 'the outcome is the recorded one')
+    assert.equal(
+      closed.uncertainOperations.map((op) => [op.name, op.callId, op.readOnly]),
+      [
+        ['search', 'call-search', true],
+        ['deploy', 'call-deploy', undefined],
+      ],
+    )
+    assert.equal(closed.boundary, (await h.log.runSource('session-crash', 'run-crash'))?.boundary)
+    assert.is(closed.boundary.highWater, h.log.head().highWater, 'the run ends with its closing')
+    // What an application does with it: continue the run (acknowledging the deploy that may have happened).
+    const input = h.input('continued', { session: 'session-crash', tools: [countingTool('deploy'), countingTool('search')] })
+    input.work = { kind: 'continuation', source: closed.boundary, allowPriorUnknown: true }
+    assert.equal(await h.run(input), { status: 'completed' })
+    assert.is(await recoverInvocations(h.log, { onClosed: () => assert.unreachable('nothing is left to close') }), 0)
+  }),
+)
+
+test('a run cut short in a model request is reported host_interrupted; what onClosed throws, recovery rejects with once every closing is written', () =>
+  withTimeout(
+    withTempDir(async (dir) => {
+      const path = join(dir, 'log')
+      let log = await EventLog.open(path)
+      const first = new EventMaker(invocationOf('first'))
+      const second = new EventMaker(invocationOf('second'))
+      await log.appendAll([...first.many([facts.opened(), facts.requested('step-1')]), ...second.many([facts.opened()])])
+      await log.close()
+      log = await EventLog.open(path)
+      try {
+        const reported: RecoveredInvocation[] = []
+        const failure = new Error('the application could not queue it')
+        let caught: unknown
+        try {
+          await recoverInvocations(log, {
+            onClosed: async (closed) => {
+              reported.push(closed)
+              if (closed.invocation.invocationId === invocationOf('first').invocationId) throw failure
+            },
+          })
+        } catch (error) {
+          caught = error
+        }
+        assert.is(caught, failure)
+        assert.equal(reported.map((closed) => [closed.invocation.invocationId, closed.outcome.status === 'failed' && closed.outcome.class, closed.uncertainOperations]).sort(), [
+          [invocationOf('first').invocationId, 'host_interrupted', []],
+          [invocationOf('second').invocationId, 'host_interrupted', []],
+        ])
+        assert.is(await recoverInvocations(log), 0, 'both closings were written')
+        const prefix = await log.prefix(100, 1 << 20)
+        assert.is(prefix.projectInvocation(invocationOf('first').invocationId).terminal, 'failed')
+        assert.is(prefix.projectInvocation(invocationOf('second').invocationId).terminal, 'failed')
+      } finally {
+        await log.close()
+      }
+    }),
+    10_000,
+  ))
+
+test.run()

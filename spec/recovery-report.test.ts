@@ -10,7 +10,7 @@ import * as assert from 'uvu/assert'
 import { EventLog, type RecoveredInvocation, recoverInvocations } from '../index.js'
 import { answer } from '../testing/scripted-model-server.js'
 import { countingTool, engineTest, factsOf } from './support/engine-fixtures.js'
-import { EventMaker, facts, invocationOf, startChild } from './support/log-fixtures.js'
+import { EventMaker, facts, invocationOf, refusal, startChild } from './support/log-fixtures.js'
 import { withTempDir, withTimeout } from './support/temp.js'
 
 async function killWhileToolsRun(logPath: string): Promise<void> {
@@ -84,6 +84,26 @@ test('a run cut short in a model request is reported host_interrupted; what onCl
         const prefix = await log.prefix(100, 1 << 20)
         assert.is(prefix.projectInvocation(invocationOf('first').invocationId).terminal, 'failed')
         assert.is(prefix.projectInvocation(invocationOf('second').invocationId).terminal, 'failed')
+      } finally {
+        await log.close()
+      }
+    }),
+    10_000,
+  ))
+
+test('options that are not { now?, onClosed? } are refused with LOG_INVALID_ARGUMENT before anything is written', () =>
+  withTimeout(
+    withTempDir(async (dir) => {
+      const log = await EventLog.open(join(dir, 'log'))
+      try {
+        await log.appendAll(new EventMaker(invocationOf('open')).many([facts.opened()]))
+        const before = log.head()
+        for (const options of [{ onClosed: 'print' }, { now: 5 }, { onclosed: () => undefined }, null, []]) {
+          const error = await refusal(() => recoverInvocations(log, options as never))
+          assert.is(error.code, 'LOG_INVALID_ARGUMENT', JSON.stringify(options))
+        }
+        assert.equal(log.head(), before, 'nothing was written')
+        assert.is(await recoverInvocations(log), 1)
       } finally {
         await log.close()
       }

@@ -1,4 +1,4 @@
-import { isFactstateError } from '../errors.js'
+import { FactstateError, isFactstateError } from '../errors.js'
 import type { Fact, Invocation, InvocationOutcome, RunBoundary, RuntimeEvent, UncertainOperation } from '../facts/types.js'
 import { type EventLog, logInternals } from './event-log.js'
 import type { InvocationRecord } from './projection.js'
@@ -60,6 +60,7 @@ const closedMeanwhile = new Error('closed meanwhile')
  * ```
  */
 export async function recoverInvocations(log: EventLog, options: RecoverOptions = {}): Promise<number> {
+  checkOptions(options)
   const internals = logInternals(log)
   const now = options.now ?? Date.now
   const { onClosed } = options
@@ -98,6 +99,17 @@ export async function recoverInvocations(log: EventLog, options: RecoverOptions 
   }
   for (const outcome of await Promise.allSettled(reports)) if (outcome.status === 'rejected') throw outcome.reason
   return closed
+}
+
+/** Refuses options that are not `{ now?, onClosed? }` before anything is written: `LOG_INVALID_ARGUMENT`. */
+function checkOptions(options: unknown): void {
+  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
+    throw new FactstateError('LOG_INVALID_ARGUMENT', 'recoverInvocations takes an options object ({ now?, onClosed? })')
+  }
+  for (const [key, value] of Object.entries(options)) {
+    if (key !== 'now' && key !== 'onClosed') throw new FactstateError('LOG_INVALID_ARGUMENT', `recoverInvocations has no option ${JSON.stringify(key)} (only now and onClosed)`)
+    if (value !== undefined && typeof value !== 'function') throw new FactstateError('LOG_INVALID_ARGUMENT', `recoverInvocations' ${key} must be a function`)
+  }
 }
 
 /** Tells `onClosed` how `record`'s invocation was closed by `events`, and where its run now ends. */

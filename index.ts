@@ -26,4 +26,5 @@ export type { ModelClient, ModelRequest, ModelResponse, ProviderConfig, ChatMess
 export { successorOf, type HandoffGate, type HandoffReservation, type HeldInvocation } from './actors/handoff.js'
 export type { RunInput, RunWork } from './actors/run-input.js'
 export { catalogOf, type ToolDefinition, type ToolContext } from './actors/tool-catalog.js'
+export type { ApprovalDecision, ApprovalRequest, Approver, NeedsApproval } from './actors/approval.js'
 export { transcriptOf } from './actors/transcript.js'

@@ -7,6 +7,7 @@ import { type AppendView, type EventLog, type LogInternals, logInternals } from 
 import { type HandoffGate, successorOf } from './handoff.js'
 import { InvocationActor, defaultEventId } from './invocation-actor.js'
 import type { ModelClient } from './model-client.js'
+import type { Approver } from './approval.js'
 import type { ModelTextPiece } from './model-text.js'
 import { ModelExecutor } from './model-executor.js'
 import { redactedMessage, secretsOf } from './redaction.js'
@@ -38,6 +39,13 @@ export interface StartOptions {
    * counts the time it takes.
    */
   onModelText?: ((piece: ModelTextPiece) => void) | undefined
+  /**
+   * Decides on each call of a tool that `needsApproval`, before it is dispatched (required when a
+   * tool of the run may need approval). It may take as long as it needs: the call waits, the run is
+   * at no safe point meanwhile, and a cancel or the log's close aborts `request.signal` and rejects
+   * the call. A crash while it waits leaves the call never dispatched. What it throws denies the call.
+   */
+  onApproval?: Approver | undefined
 }
 
 /** Where an unknown operation's input sits in the event of a run that acknowledges it: `fact.input.priorUnknown[i].input`. */
@@ -51,17 +59,29 @@ const UNKNOWN_INPUT_DEPTH = 5
 function startOptions(options: unknown): StartOptions {
   if (options === undefined) return {}
   const refuse = (field: string, message: string) => new FactstateError('RUN_INVALID_INPUT', message, { details: { fields: [field] } })
-  if (typeof options !== 'object' || options === null || Array.isArray(options)) throw refuse('options', 'start options must be an object ({ signal?, onModelText? })')
-  for (const key of Object.keys(options)) {
-    if (key !== 'signal' && key !== 'onModelText') throw refuse(`options.${key}`, `start options have no ${JSON.stringify(key)} (only signal and onModelText)`)
+  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
+    throw refuse('options', 'start options must be an object ({ signal?, onModelText?, onApproval? })')
   }
-  const { signal, onModelText } = options as { signal?: unknown; onModelText?: unknown }
+  for (const key of Object.keys(options)) {
+    if (!START_OPTIONS.includes(key)) throw refuse(`options.${key}`, `start options have no ${JSON.stringify(key)} (only ${START_OPTIONS.join(', ')})`)
+  }
+  const { signal, onModelText, onApproval } = options as { signal?: unknown; onModelText?: unknown; onApproval?: unknown }
   if (onModelText !== undefined && typeof onModelText !== 'function') {
     throw refuse('options.onModelText', 'options.onModelText must be a function ((piece) => void)')
   }
+  if (onApproval !== undefined && typeof onApproval !== 'function') {
+    throw refuse('options.onApproval', 'options.onApproval must be a function ((request) => decision)')
+  }
   const receiver = onModelText as StartOptions['onModelText']
-  return { signal: startSignal(signal, refuse), ...(receiver === undefined ? {} : { onModelText: receiver }) }
+  const approver = onApproval as StartOptions['onApproval']
+  return {
+    signal: startSignal(signal, refuse),
+    ...(receiver === undefined ? {} : { onModelText: receiver }),
+    ...(approver === undefined ? {} : { onApproval: approver }),
+  }
 }
+
+const START_OPTIONS: readonly string[] = ['signal', 'onModelText', 'onApproval']
 
 /** `options.signal`: undefined or something that can be listened to as an AbortSignal. */
 function startSignal(signal: unknown, refuse: (field: string, message: string) => FactstateError): AbortSignal | undefined {
@@ -143,8 +163,9 @@ function admittedTool(tool: ToolDefinition): AdmittedTool {
   // defines its tools once, and a copy per run would cost every held invocation its schemas.
   const shown = shownText(tool)
   const readOnly = tool.readOnly === true
+  const { needsApproval } = tool
   const known = admittedTools.get(tool)
-  if (known?.shown === shown && (known.tool.readOnly === true) === readOnly) return known
+  if (known?.shown === shown && (known.tool.readOnly === true) === readOnly && known.tool.needsApproval === needsApproval) return known
   const admitted: AdmittedTool = {
     shown,
     tool: {
@@ -152,6 +173,7 @@ function admittedTool(tool: ToolDefinition): AdmittedTool {
       ...(tool.description === undefined ? {} : { description: tool.description }),
       ...(tool.inputSchema === undefined ? {} : { inputSchema: structuredClone(tool.inputSchema) }),
       ...(readOnly ? { readOnly } : {}),
+      ...(needsApproval === undefined ? {} : { needsApproval }),
       execute: (input, context) => tool.execute(input, context),
     },
   }
@@ -232,9 +254,10 @@ export class Engine {
     let admitted: ReturnType<typeof admittedTool>[]
     let signal: AbortSignal | undefined
     let onModelText: StartOptions['onModelText']
+    let onApproval: StartOptions['onApproval']
     try {
       // Read once, before anything is written: a signal that cannot be listened to would strand the run.
-      ;({ signal, onModelText } = startOptions(options))
+      ;({ signal, onModelText, onApproval } = startOptions(options))
       validated = validateRunInput(input)
       try {
         copy = structuredClone({ ...validated, tools: [] })
@@ -245,6 +268,12 @@ export class Engine {
         })
       }
       admitted = validated.tools.map(admittedTool)
+      const gated = admitted.find(({ tool }) => tool.needsApproval !== undefined && tool.needsApproval !== false)
+      if (gated && onApproval === undefined) {
+        throw new FactstateError('RUN_INVALID_INPUT', `tool ${gated.tool.name} needs approval, and the start options have no onApproval to ask`, {
+          details: { fields: ['options.onApproval'] },
+        })
+      }
     } catch (error) {
       // A getter or a proxy trap of the caller's that throws: the input cannot be read, and nothing is written.
       if (error instanceof FactstateError) throw error
@@ -365,6 +394,7 @@ export class Engine {
       secrets: secretsOf(run.provider),
       signal,
       onModelText,
+      onApproval,
       now: this.#now,
       eventId: this.#eventId,
     })

@@ -4,7 +4,7 @@
  * safe points for handoff holds, and appends each fact, durable before the next act.
  */
 import { FactstateError } from '../errors.js'
-import type { ExecutionSettings, Fact, HandoffIntent, HandoffPause, Invocation, InvocationOutcome, RuntimeEvent, ToolCall } from '../facts/types.js'
+import type { ApprovalRecord, ExecutionSettings, Fact, HandoffIntent, HandoffPause, Invocation, InvocationOutcome, RuntimeEvent, ToolCall } from '../facts/types.js'
 import { type InvocationSnapshot, applyFact, stateOf } from '../machines/invocation.js'
 import { contentDigest } from '../store/digest.js'
 import { canonical, hasNonFiniteNumber, messageOf, storageProblemAt, wellFormed } from '../store/encoding.js'
@@ -13,6 +13,7 @@ import { onAbort } from './abort-listeners.js'
 import { Gate, type HoldDecision, type Reservation } from './handoff.js'
 import type { ChatRequestBody, ModelClient } from './model-client.js'
 import type { ModelExecutor } from './model-executor.js'
+import { type ApprovalRequest, type Approver, decide, needsApprovalFor } from './approval.js'
 import { LiveText, type ModelTextPiece } from './model-text.js'
 import { type Secrets, redact, redactAnswer, redactDeep } from './redaction.js'
 import { functionTools, type ToolDefinition } from './tool-catalog.js'
@@ -42,6 +43,8 @@ export interface ActorSetup {
   onFact?: (event: RuntimeEvent, snapshot: InvocationSnapshot) => void
   /** Receives the text of model answers live (see `StartOptions.onModelText`). */
   onModelText?: ((piece: ModelTextPiece) => void) | undefined
+  /** Decides on calls of tools that need approval (see `StartOptions.onApproval`). */
+  onApproval?: Approver | undefined
 }
 
 /** The event id of an invocation's `ordinal`-th fact unless the engine is given its own `eventId`. */
@@ -630,8 +633,31 @@ export class InvocationActor {
       await record({ type: 'tool.rejected', operationId, callId: call.callId, name: call.name, input, reason: rejection ?? 'unknown_tool' })
       return
     }
+    let approval: ApprovalRecord | undefined
+    if (await needsApprovalFor(tool.needsApproval, input)) {
+      const decision = await this.#approval(stepId, call, operationId, input)
+      // Asked while the run was cancelled or its log closed: whatever the approver said, the call is not run.
+      if (this.#stopped) throw this.#stopped
+      if (this.#aborted) {
+        await record({ type: 'tool.rejected', operationId, callId: call.callId, name: call.name, input, reason: 'cancelled' })
+        return
+      }
+      if (!decision.approved) {
+        await record({ type: 'tool.rejected', operationId, callId: call.callId, name: call.name, input, reason: 'denied', approval: decision.record })
+        return
+      }
+      approval = decision.record
+    }
     // At most once: the dispatch is durable before the effect starts.
-    await record({ type: 'tool.dispatched', operationId, callId: call.callId, name: call.name, input, ...(tool.readOnly === true ? { readOnly: true as const } : {}) })
+    await record({
+      type: 'tool.dispatched',
+      operationId,
+      callId: call.callId,
+      name: call.name,
+      input,
+      ...(tool.readOnly === true ? { readOnly: true as const } : {}),
+      ...(approval === undefined ? {} : { approval }),
+    })
     // The log closed while the dispatch was being written: a process that died would not start the effect either.
     if (this.#stopped) throw this.#stopped
     // Cancelled while it was being written: the tool is not started, and its settlement says so.
@@ -653,6 +679,37 @@ export class InvocationActor {
       outcome = { status: 'failed', message: redact(messageOf(error), this.setup.secrets.inData) }
     }
     await record({ type: 'tool.settled', operationId, outcome })
+  }
+
+  /**
+   * The approver's decision on one call, or a denial when the run has none (admission refuses a run
+   * whose tools may need approval without one). Settles at once when the run is cancelled or its
+   * log closes (the caller then rejects the call, whatever was decided).
+   */
+  async #approval(stepId: string, call: ToolCall, operationId: string, input: unknown): Promise<{ approved: boolean; record: ApprovalRecord }> {
+    const approver = this.setup.onApproval
+    if (approver === undefined) return { approved: false, record: { reason: 'the run has no approver' } }
+    const signal = this.#signal
+    const request: ApprovalRequest = {
+      invocationId: this.setup.invocation.invocationId,
+      stepId,
+      callId: call.callId,
+      operationId,
+      name: call.name,
+      input: structuredClone(input),
+      signal,
+    }
+    let stop = () => undefined as void
+    const stopped = new Promise<{ approved: boolean; record: ApprovalRecord }>((resolve) => {
+      stop = () => resolve({ approved: false, record: {} })
+    })
+    signal.addEventListener('abort', stop, { once: true })
+    try {
+      if (signal.aborted) return { approved: false, record: {} }
+      return await Promise.race([decide(approver, request, this.setup.secrets.inData), stopped])
+    } finally {
+      signal.removeEventListener('abort', stop)
+    }
   }
 
   /** The current state name. */

@@ -1,5 +1,6 @@
 import { contentDigest } from '../store/digest.js'
 import type { ToolCatalogSummary } from '../facts/types.js'
+import type { NeedsApproval } from './approval.js'
 
 /** A tool the model may call. Its `execute` runs at most once per dispatched call. */
 export interface ToolDefinition {
@@ -15,6 +16,13 @@ export interface ToolDefinition {
    * process knows. Not part of the catalog digest: what the model is shown is unchanged.
    */
   readOnly?: boolean | undefined
+  /**
+   * Each call of the tool waits for the run's approver (`StartOptions.onApproval`) before it is
+   * dispatched: `true`, or a predicate of the call's input (one that throws asks too). Approved, the
+   * call is dispatched with the decision recorded in its `tool.dispatched` (`approval`); denied, it is
+   * `tool.rejected{denied}`, and the model is told why. Not part of the catalog digest.
+   */
+  needsApproval?: NeedsApproval | undefined
   /**
    * Runs the call. `input` is the model's arguments as parsed JSON, not checked against `inputSchema`:
    * it is `unknown`, and a property (not a method) so that TypeScript refuses an `execute` that claims

@@ -3,7 +3,7 @@
  * as their recorded outcomes, rejected calls as errors, and calls the log cannot vouch for as
  * "outcome unknown".
  */
-import type { RuntimeEvent, ToolOutcome, UncertainOperation } from '../facts/types.js'
+import type { Fact, RuntimeEvent, ToolOutcome, UncertainOperation } from '../facts/types.js'
 import type { ChatMessage } from './model-client.js'
 
 /** A call as the note names it: with the input it was dispatched with, where the fact records it. */
@@ -82,16 +82,7 @@ export class TranscriptBuilder {
       }
       case 'tool.rejected': {
         const call = this.#unanswered.find((slot) => slot.callId === fact.callId && slot.operationId === undefined && slot.answer === undefined)
-        if (call) {
-          this.#answer(
-            call,
-            fact.reason === 'unknown_tool'
-              ? `error: there is no tool named "${fact.name}"; it was not run`
-              : fact.reason === 'invalid_input'
-                ? `error: the arguments for "${fact.name}" are not valid JSON, or hold what cannot be stored exactly (a "__proto__" key, more than 65,535 members in one object); it was not run`
-                : `error: the call to "${fact.name}" was cancelled before it ran`,
-          )
-        }
+        if (call) this.#answer(call, rejectionText(fact))
         break
       }
       case 'invocation.ended':
@@ -144,6 +135,20 @@ export class TranscriptBuilder {
             : `outcome unknown: operation ${call.operationId} was dispatched but never settled; its effect may or may not have happened`,
       )
     }
+  }
+}
+
+/** What the model is told of a call that was never run. */
+function rejectionText(fact: Extract<Fact, { type: 'tool.rejected' }>): string {
+  switch (fact.reason) {
+    case 'unknown_tool':
+      return `error: there is no tool named "${fact.name}"; it was not run`
+    case 'invalid_input':
+      return `error: the arguments for "${fact.name}" are not valid JSON, or hold what cannot be stored exactly (a "__proto__" key, more than 65,535 members in one object); it was not run`
+    case 'denied':
+      return `error: the call to "${fact.name}" was denied by its approver${fact.approval?.reason ? `: ${fact.approval.reason}` : ''}; it was not run`
+    case 'cancelled':
+      return `error: the call to "${fact.name}" was cancelled before it ran`
   }
 }
 

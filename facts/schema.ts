@@ -48,6 +48,9 @@ export const handoffPauseSchema = z.strictObject({
   execution: executionSchema,
 }) satisfies z.ZodType<HandoffPause>
 
+/** An approver's decision on a call of a tool that needs approval: who decided, and why (for a denial). */
+const approvalRecord = z.strictObject({ by: text.optional(), reason: text.optional() })
+
 const uncertainOperation = z.strictObject({ invocationId: id, operationId: text.min(1), callId: text, name: text, input: jsonValue.optional() })
 
 const invocationInput = z.discriminatedUnion('kind', [
@@ -105,7 +108,15 @@ export const factSchema = z.discriminatedUnion('type', [
     status: z.enum(['cancelled', 'timed_out', 'failed', 'retryable_failure']),
     message: text.optional(),
   }),
-  z.strictObject({ type: z.literal('tool.dispatched'), operationId, callId: text, name: text.min(1), input: jsonValue, readOnly: z.literal(true).optional() }),
+  z.strictObject({
+    type: z.literal('tool.dispatched'),
+    operationId,
+    callId: text,
+    name: text.min(1),
+    input: jsonValue,
+    readOnly: z.literal(true).optional(),
+    approval: approvalRecord.optional(),
+  }),
   z.strictObject({ type: z.literal('tool.settled'), operationId, outcome: toolOutcome }),
   z.strictObject({
     type: z.literal('tool.rejected'),
@@ -113,7 +124,8 @@ export const factSchema = z.discriminatedUnion('type', [
     callId: text,
     name: text,
     input: jsonValue,
-    reason: z.enum(['unknown_tool', 'invalid_input', 'cancelled']),
+    reason: z.enum(['unknown_tool', 'invalid_input', 'cancelled', 'denied']),
+    approval: approvalRecord.optional(),
   }),
   z.strictObject({ type: z.literal('hold.entered'), handoffId: id }),
   z.strictObject({ type: z.literal('hold.released'), handoffId: id }),

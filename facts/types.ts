@@ -112,7 +112,14 @@ export type ToolOutcome =
   | { status: 'failed'; message: string }
   | { status: 'unknown'; message: string }
 
-export type ToolRejectReason = 'unknown_tool' | 'invalid_input' | 'cancelled'
+/** `denied`: the call's tool needs approval, and the approver said no (see `ToolDefinition.needsApproval`). */
+export type ToolRejectReason = 'unknown_tool' | 'invalid_input' | 'cancelled' | 'denied'
+
+/** An approver's decision as a fact records it: who decided (when the approver said), and why, for a denial. */
+export interface ApprovalRecord {
+  by?: string | undefined
+  reason?: string | undefined
+}
 
 /** Why a failed invocation failed. */
 export type FailureClass =
@@ -149,9 +156,20 @@ export type Fact =
       input: unknown
       /** The tool was declared read-only (`ToolDefinition.readOnly`): an unknown outcome of it needs no reconciliation. */
       readOnly?: true | undefined
+      /** The tool needs approval, and this call was approved before it was dispatched. */
+      approval?: ApprovalRecord | undefined
     }
   | { type: 'tool.settled'; operationId: string; outcome: ToolOutcome }
-  | { type: 'tool.rejected'; operationId: string; callId: string; name: string; input: unknown; reason: ToolRejectReason }
+  | {
+      type: 'tool.rejected'
+      operationId: string
+      callId: string
+      name: string
+      input: unknown
+      reason: ToolRejectReason
+      /** For a `denied` call: the approver's decision. */
+      approval?: ApprovalRecord | undefined
+    }
   | { type: 'hold.entered'; handoffId: string }
   | { type: 'hold.released'; handoffId: string }
   | { type: 'invocation.ended'; outcome: InvocationOutcome }

@@ -31,11 +31,11 @@ function describe(fact: Fact): string {
     case 'model.interrupted':
       return `${fact.stepId} ${fact.status}${fact.message ? `: ${clip(fact.message)}` : ''}`
     case 'tool.dispatched':
-      return `${fact.name}${fact.readOnly ? " (read-only)" : ""} ${fact.operationId} input=${json(fact.input)}`
+      return `${fact.name}${fact.readOnly ? ' (read-only)' : ''} ${fact.operationId} input=${json(fact.input)}${fact.approval ? ` approved${fact.approval.by ? ` by ${json(fact.approval.by)}` : ''}` : ''}`
     case 'tool.settled':
       return `${fact.operationId} ${fact.outcome.status}${fact.outcome.status === 'succeeded' ? ` ${json(fact.outcome.output)}` : `: ${clip(fact.outcome.message)}`}`
     case 'tool.rejected':
-      return `${fact.name} ${fact.operationId} ${fact.reason}`
+      return `${fact.name} ${fact.operationId} ${fact.reason}${fact.approval?.by ? ` by ${json(fact.approval.by)}` : ''}${fact.approval?.reason ? `: ${clip(fact.approval.reason)}` : ''}`
     case 'hold.entered':
     case 'hold.released':
       return fact.handoffId

@@ -104,7 +104,13 @@ export function keyFields(fact: Fact): Field[] {
     case 'model.interrupted':
       return [{ v: fact.stepId, mono: true }, { k: 'status', v: fact.status, mono: true }, ...(fact.message ? [{ v: preview(fact.message, 60) }] : [])]
     case 'tool.dispatched':
-      return [{ v: fact.name, mono: true }, { k: 'op', v: fact.operationId, mono: true }, { k: 'input', v: preview(fact.input, 48), mono: true }]
+      return [
+        { v: fact.name, mono: true },
+        { k: 'op', v: fact.operationId, mono: true },
+        { k: 'input', v: preview(fact.input, 48), mono: true },
+        ...(fact.readOnly ? [{ v: 'read-only' }] : []),
+        ...(fact.approval ? [{ k: 'approved by', v: fact.approval.by ?? 'the approver' }] : []),
+      ]
     case 'tool.settled': {
       const { outcome } = fact
       const fields: Field[] = [{ k: 'op', v: fact.operationId, mono: true }, { v: outcome.status, mono: true }]
@@ -112,7 +118,13 @@ export function keyFields(fact: Fact): Field[] {
       return fields
     }
     case 'tool.rejected':
-      return [{ v: fact.name, mono: true }, { k: 'reason', v: fact.reason, mono: true }, { k: 'op', v: fact.operationId, mono: true }]
+      return [
+        { v: fact.name, mono: true },
+        { k: 'reason', v: fact.reason, mono: true },
+        { k: 'op', v: fact.operationId, mono: true },
+        ...(fact.approval?.by ? [{ k: 'by', v: fact.approval.by }] : []),
+        ...(fact.approval?.reason ? [{ v: preview(fact.approval.reason, 60) }] : []),
+      ]
     case 'hold.entered':
     case 'hold.released':
       return [{ k: 'handoff', v: fact.handoffId, mono: true }]

@@ -2,16 +2,19 @@
  * Child process for the reconciliation tests: opens the log in `argv[2]`, starts a scripted model
  * server that asks for one call to `deploy` (with `argv[3]` = `side-by-side`: three calls, run with
  * `toolConcurrency: 3`; `read-only`: one call to `search`, a read-only tool; `mixed`: a `search`
- * and a `deploy` side by side), and runs an engine whose tools never return. Prints `executing
- * <operationId>` once each call's tool has started (its dispatch is durable by then); the parent
- * kills it with SIGKILL.
+ * and a `deploy` side by side; `approval`: `deploy` needs approval, and the approver never answers),
+ * and runs an engine whose tools never return. Prints `executing <operationId>` once each call's
+ * tool has started (its dispatch is durable by then), or `asking <operationId>` once the approver
+ * is asked; the parent kills it with SIGKILL.
  */
-import { Engine, EventLog, ModelExecutor, type ToolDefinition } from '../../index.js'
+import { Engine, EventLog, ModelExecutor, type StartOptions, type ToolDefinition } from '../../index.js'
 import { answer, scriptedModelServer } from '../../testing/scripted-model-server.js'
 
 const dir = process.argv[2]
 const mode = process.argv[3] ?? 'one'
-if (!dir || !['one', 'side-by-side', 'read-only', 'mixed'].includes(mode)) throw new Error('usage: child-engine-tool.ts <dir> [side-by-side | read-only | mixed]')
+if (!dir || !['one', 'side-by-side', 'read-only', 'mixed', 'approval'].includes(mode)) {
+  throw new Error('usage: child-engine-tool.ts <dir> [side-by-side | read-only | mixed | approval]')
+}
 const targets = mode === 'side-by-side' ? ['production', 'staging', 'preview'] : mode === 'read-only' ? [] : ['production']
 const deployCalls = targets.map((target, index) => ({ id: index === 0 ? 'call-deploy' : `call-deploy-${target}`, name: 'deploy', arguments: { target } }))
 const calls = [...(mode === 'read-only' || mode === 'mixed' ? [{ id: 'call-search', name: 'search', arguments: { query: 'open incidents' } }] : []), ...deployCalls]
@@ -26,6 +29,7 @@ const deploy: ToolDefinition = {
   name: 'deploy',
   description: 'deploys the project',
   inputSchema: { type: 'object', properties: { target: { type: 'string' } } },
+  ...(mode === 'approval' ? { needsApproval: true } : {}),
   execute: never,
 }
 const search: ToolDefinition = {
@@ -36,12 +40,24 @@ const search: ToolDefinition = {
   execute: never,
 }
 const engine = new Engine({ log, model: new ModelExecutor({ timeoutMs: 10_000 }) })
-await engine.start({
-  invocation: { sessionId: 'session-crash', turnId: 'turn-crash', runId: 'run-crash', invocationId: 'invocation-crash' },
-  provider: { kind: 'openai-chat', baseUrl: server.baseUrl, model: 'scripted' },
-  configuration: { cwd: '/workspace/project' },
-  tools: mode === 'read-only' || mode === 'mixed' ? [deploy, search] : [deploy],
-  ...(calls.length > 1 ? { toolConcurrency: calls.length } : {}),
-  work: { kind: 'message', content: 'deploy it' },
-})
+const options: StartOptions =
+  mode === 'approval'
+    ? {
+        onApproval({ operationId }) {
+          process.stdout.write(`asking ${operationId}\n`)
+          return new Promise(() => undefined)
+        },
+      }
+    : {}
+await engine.start(
+  {
+    invocation: { sessionId: 'session-crash', turnId: 'turn-crash', runId: 'run-crash', invocationId: 'invocation-crash' },
+    provider: { kind: 'openai-chat', baseUrl: server.baseUrl, model: 'scripted' },
+    configuration: { cwd: '/workspace/project' },
+    tools: mode === 'read-only' || mode === 'mixed' ? [deploy, search] : [deploy],
+    ...(calls.length > 1 ? { toolConcurrency: calls.length } : {}),
+    work: { kind: 'message', content: 'deploy it' },
+  },
+  options,
+)
 process.stdout.write('started\n')

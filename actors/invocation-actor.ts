@@ -634,7 +634,8 @@ export class InvocationActor {
       return
     }
     let approval: ApprovalRecord | undefined
-    if (await needsApprovalFor(tool.needsApproval, input)) {
+    // Most tools need none: no await for them.
+    if (tool.needsApproval !== undefined && tool.needsApproval !== false && (await needsApprovalFor(tool.needsApproval, input))) {
       const decision = await this.#approval(stepId, call, operationId, input)
       // Asked while the run was cancelled or its log closed: whatever the approver said, the call is not run.
       if (this.#stopped) throw this.#stopped

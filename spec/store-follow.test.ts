@@ -173,41 +173,81 @@ follow(
   }),
 )
 
+/** Heap and array-buffer memory in use after collecting garbage, MiB. */
+async function memoryInUse(): Promise<number> {
+  for (let pass = 0; pass < 3; pass += 1) {
+    await new Promise((resolve) => setTimeout(resolve, 10))
+    gc()
+  }
+  const { heapUsed, arrayBuffers } = process.memoryUsage()
+  return (heapUsed + arrayBuffers) / 2 ** 20
+}
+
 follow(
-  'a follower that does not read holds no more than 16 MiB of large events: the rest it reads back from the log, in order',
+  'a follower that does not read holds no more than 16 MiB of large events, only their stored bytes: the rest it reads back from the log, in order',
   boundedTest(60_000, async (root) => {
     const log = await EventLog.open(join(root, 'log'), { durability: 'os' })
     try {
-      const handed: WeakRef<object>[] = []
-      const unsubscribe = logInternals(log).subscribe((stored) => {
-        for (const { event } of stored) handed.push(new WeakRef(event))
-      })
       const reader = log.events({ follow: true })
       const [first] = await Promise.all([reader.next(), log.append(new EventMaker(invocationOf('big-0')).next(facts.opened('small')))])
       assert.is(first.value?.seq, 1)
-      // 40 facts of 1 MiB each while the reader waits: 40 MiB, far fewer than 16,384 events.
-      const big = 'x'.repeat(1 << 20)
-      for (let index = 1; index <= 40; index += 1) await log.append(new EventMaker(invocationOf(`big-${index}`)).next(facts.opened(`${index} ${big}`)))
-      unsubscribe()
-      for (let pass = 0; pass < 3; pass += 1) {
-        await new Promise((resolve) => setTimeout(resolve, 10))
-        gc()
-      }
-      const alive = handed.filter((ref) => ref.deref() !== undefined).length
-      assert.ok(alive <= 16, `${alive} of ${handed.length} large events handed to the follower are still held`)
-      const read: string[] = []
+      const before = await memoryInUse()
+      // 40 facts of ~1 MiB each as stored while the reader waits, far fewer than 16,384 events; each
+      // an array of small numbers, whose decoded copy is ~8 times its stored size.
+      const big = Array.from({ length: 1 << 20 }, (_, index) => index & 7)
       for (let index = 1; index <= 40; index += 1) {
+        const make = new EventMaker(invocationOf(`big-${index}`))
+        await log.appendAll(make.many([facts.opened(`${index}`), facts.requested('s1'), facts.completed('s1', [{ callId: 'call-op1', name: 'echo', arguments: '{}' }])]))
+        await log.append(make.next(facts.dispatched('op1', big)))
+        // Under the bound, it keeps them: as stored bytes (~20 MiB with their buffers), not as the log's decoded copies (~110 MiB).
+        if (index === 12) {
+          const held = (await memoryInUse()) - before
+          assert.ok(held < 48, `the waiting follower holds ${held.toFixed(1)} MiB for 12 MiB of stored events`)
+        }
+      }
+      const grown = (await memoryInUse()) - before
+      assert.ok(grown < 48, `the waiting follower holds ${grown.toFixed(1)} MiB for 40 MiB of stored events`)
+      const read: string[] = []
+      for (let index = 1; index <= 40 * 4; index += 1) {
         const { value } = await reader.next()
         const fact = value?.event.fact
-        read.push(`${value?.seq} ${fact?.type === 'invocation.opened' && fact.input.kind === 'message' ? fact.input.content.split(' ')[0] : '?'}`)
+        if (fact?.type === 'invocation.opened' && fact.input.kind === 'message') read.push(`${value?.seq} ${fact.input.content}`)
+        if (fact?.type === 'tool.dispatched') assert.is((fact.input as number[]).length, 1 << 20)
       }
       assert.equal(
         read,
-        Array.from({ length: 40 }, (_, index) => `${index + 2} ${index + 1}`),
+        Array.from({ length: 40 }, (_, index) => `${index * 4 + 2} ${index + 1}`),
       )
       await reader.return(undefined)
     } finally {
       await log.close()
+    }
+  }),
+)
+
+follow(
+  'a reader that has read everything takes one group commit however big: a fact over 16 MiB written just before the close is read, then the reader ends',
+  boundedTest(60_000, async (root) => {
+    const log = await EventLog.open(join(root, 'log'), { durability: 'os' })
+    let closed = false
+    try {
+      await log.append(new EventMaker(invocationOf('a')).next(facts.opened('first')))
+      const reader = log.events({ follow: true })
+      assert.is((await reader.next()).value?.seq, 1)
+      const pending = reader.next().then(
+        (result) => `seq ${result.value?.seq}`,
+        (error: { code?: string; details?: unknown }) => `${error.code} ${JSON.stringify(error.details)}`,
+      )
+      await log.append(new EventMaker(invocationOf('b')).next(facts.opened('x'.repeat(17 << 20))))
+      await log.close()
+      closed = true
+      const after = await reader.next().then(
+        (result) => (result.done ? 'done' : `seq ${result.value?.seq}`),
+        (error: { code?: string }) => `${error.code}`,
+      )
+      assert.equal([await pending, after], ['seq 2', 'done'])
+    } finally {
+      if (!closed) await log.close()
     }
   }),
 )

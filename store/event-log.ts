@@ -146,9 +146,17 @@ const caughtUpTo = (seq: number, cause?: unknown) =>
   new FactstateError('LOG_CLOSED', `the log was closed before this reader caught up (it had read up to seq ${seq})`, { cause, details: { seq } })
 
 /** What the log hands one follower: the events of each group commit, as stored, and a wake-up. */
+/** What a follower keeps of a durable event: its seq and stored bytes (it decodes them afresh), not the log's copy. */
+class FollowedEvent {
+  constructor(
+    readonly seq: number,
+    readonly bytes: Uint8Array,
+  ) {}
+}
+
 class Follower {
   /** Durable events not yet read by the consumer, in seq order, from `buffer[start]` on. */
-  #buffer: StagedEvent[] = []
+  #buffer: FollowedEvent[] = []
   #start = 0
   /** The stored bytes of the events not yet read. */
   #bytes = 0
@@ -162,9 +170,13 @@ class Follower {
     if (!this.lagging) {
       let bytes = this.#bytes
       for (const event of events) bytes += event.bytes.length
-      if (this.#buffer.length - this.#start + events.length > FOLLOW_BUFFER || bytes > FOLLOW_BUFFER_BYTES) this.letGo()
+      const held = this.#buffer.length - this.#start
+      // One group however big is taken by a reader that has read everything: it is at most one group
+      // past the bound, and a reader that keeps up must not be sent back to the log (after a close
+      // it could no longer read what was written before it).
+      if (held > 0 && (held + events.length > FOLLOW_BUFFER || bytes > FOLLOW_BUFFER_BYTES)) this.letGo()
       else {
-        for (const event of events) this.#buffer.push(event)
+        for (const event of events) this.#buffer.push(new FollowedEvent(event.seq, event.bytes))
         this.#bytes = bytes
       }
     }
@@ -174,7 +186,7 @@ class Follower {
    * The next buffered event, if any. What was read goes: a reader that keeps up with one event
    * always unread holds no more than it may keep.
    */
-  shift(): StagedEvent | undefined {
+  shift(): FollowedEvent | undefined {
     const staged = this.#buffer[this.#start]
     if (staged === undefined) return undefined
     this.#start += 1

@@ -147,7 +147,10 @@ export interface FactstateError extends Error {
   readonly details: Readonly<Record<string, unknown>> | undefined
 }
 
-/** Makes a {@link FactstateError}; its `details` must be what {@link FactstateErrorDetails} gives for its code. */
+/**
+ * Makes a {@link FactstateError}; its `details` must be what {@link FactstateErrorDetails} gives for
+ * its code. A subclass names its code: `class MyError extends FactstateError<'LOG_IO'> {}`.
+ */
 export interface FactstateErrorConstructor {
   new <C extends FactstateErrorCode>(code: C, message: string, ...options: FactstateErrorOptions<C>): FactstateError
   readonly prototype: FactstateError
@@ -169,6 +172,8 @@ export const FactstateError: FactstateErrorConstructor = class FactstateError ex
 export function isFactstateError(error: unknown): error is FactstateError
 /** True when `error` is a {@link FactstateError} with code `code`; its `details` are then typed. */
 export function isFactstateError<C extends FactstateErrorCode>(error: unknown, code: C): error is FactstateErrorOf<C>
+/** True when `error` is a {@link FactstateError}, with code `code` when one is given. */
+export function isFactstateError(error: unknown, code?: FactstateErrorCode): error is FactstateError
 export function isFactstateError(error: unknown, code?: FactstateErrorCode): boolean {
   return error instanceof FactstateError && (code === undefined || error.code === code)
 }

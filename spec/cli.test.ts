@@ -105,6 +105,39 @@ test('demo passes every step, then log, verify and recover read its log', () =>
     90_000,
   ))
 
+test('recover prints each invocation it closes, how it ended and where its run now ends; a second recover closes nothing', () =>
+  bounded30(withTempDir(async (dir) => {
+    const location = join(dir, 'log')
+    const log = await EventLog.open(location)
+    const cut = new EventMaker(invocationOf('cut'))
+    const tool = new EventMaker(invocationOf('tool'))
+    await log.appendAll([
+      ...cut.many([facts.opened(), facts.requested('s1')]),
+      ...tool.many([facts.opened(), facts.requested('s1'), facts.completed('s1', [{ callId: 'call-op1', name: 'echo', arguments: '{}' }]), facts.dispatched('op1')]),
+    ])
+    await log.close()
+    const first = await cli(['recover', location])
+    assert.is(first.code, 0, first.stderr)
+    const lines = first.stdout.trim().split('\n')
+    assert.is(lines.length, 3, first.stdout)
+    assert.match(lines[2] as string, /^closed 2 invocation\(s\); log high-water 9, digest sha256:[0-9a-f]{64}$/)
+    const reopened = await EventLog.open(location)
+    try {
+      for (const [line, name, how] of [
+        [lines[0], 'cut', 'host_interrupted'],
+        [lines[1], 'tool', 'outcome_unknown (echo op1)'],
+      ] as const) {
+        const { sessionId, runId, invocationId } = invocationOf(name)
+        const end = (await reopened.runSource(sessionId, runId))?.boundary.highWater
+        assert.is(line, `${sessionId}/${runId} ${invocationId}: ${how}; run ends at ${end}`)
+      }
+    } finally {
+      await reopened.close()
+    }
+    const second = await cli(['recover', location])
+    assert.match(second.stdout, /^closed 0 invocation\(s\); log high-water 9, /)
+  })))
+
 test('verify, log and recover refuse a path that holds no log (exit 2) and create nothing there', () =>
   bounded30(withTempDir(async (dir) => {
     for (const command of ['verify', 'log', 'recover']) {

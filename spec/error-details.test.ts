@@ -79,4 +79,17 @@ test('isFactstateError(error, code) narrows the code and types the details; with
     10_000,
   ))
 
+test('a subclass names its code; isFactstateError takes a code that may be undefined', () => {
+  class DiskFull extends FactstateError<'LOG_IO'> {
+    constructor() {
+      super('LOG_IO', 'the disk is full')
+    }
+  }
+  const error: unknown = new DiskFull()
+  const maybe = (Math.random() > 2 ? 'LOG_CORRUPT' : undefined) as 'LOG_CORRUPT' | undefined
+  assert.ok(isFactstateError(error, maybe))
+  assert.not.ok(isFactstateError(error, 'LOG_CORRUPT'))
+  assert.ok(isFactstateError(error, 'LOG_IO') && error instanceof DiskFull && error.message === 'LOG_IO: the disk is full')
+})
+
 test.run()

@@ -443,6 +443,10 @@ export class PathHarness {
     return this.#clock
   }
 
+  /**
+   * `tool` as the path steers it. Its `readOnly` and `needsApproval` are left off: the path model is
+   * of a tool with effects that needs no approval (a crash mid-call needs reconciliation).
+   */
   #steered(tool: ToolDefinition): ToolDefinition {
     const steered: ToolDefinition = {
       name: tool.name,

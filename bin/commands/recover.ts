@@ -5,8 +5,9 @@ export const recoverHelp = `usage: factstate recover <log-directory>
 
 Closes every invocation a crash left open (a model request in flight or a host gone:
 failed/host_interrupted; a tool dispatched and never settled: failed/outcome_unknown, and the
-session then needs reconciliation). Invents no settlement. Running it twice closes nothing the
-second time. Exit 0 on success, 1 if the log is damaged (LOG_CORRUPT), 2 usage (no log there),
+session then needs reconciliation unless every such tool was declared readOnly). Invents no
+settlement. Prints a line per invocation closed, with the seq its run now ends at (the boundary
+a continuation starts from: see runSource). Running it twice closes nothing the second time. Exit 0 on success, 1 if the log is damaged (LOG_CORRUPT), 2 usage (no log there),
 3 if the log is open in another process, 4 any other refusal.`
 
 /**
@@ -19,7 +20,15 @@ second time. Exit 0 on success, 1 if the log is damaged (LOG_CORRUPT), 2 usage (
  */
 export async function recoverCommand(args: string[], io: CommandIo): Promise<number> {
   return onLogDirectory(args, io, recoverHelp, async (log) => {
-    const closed = await recoverInvocations(log)
+    const lines: string[] = []
+    const closed = await recoverInvocations(log, {
+      onClosed: ({ invocation, outcome, uncertainOperations, boundary }) => {
+        const why = outcome.status === 'failed' ? outcome.class : outcome.status
+        const ops = uncertainOperations.map((op) => `${op.name}${op.readOnly ? ' (read-only)' : ''} ${op.operationId}`)
+        lines.push(`${invocation.sessionId}/${invocation.runId} ${invocation.invocationId}: ${why}${ops.length > 0 ? ` (${ops.join(', ')})` : ''}; run ends at ${boundary.highWater}`)
+      },
+    })
+    for (const line of lines.sort()) io.stdout(line)
     const { highWater, digest } = log.head()
     io.stdout(`closed ${closed} invocation(s); log high-water ${highWater}, digest ${digest}`)
   })

@@ -34,7 +34,11 @@ function row(entry: TimelineEntry, options: TimelineOptions): HTMLLIElement {
     el('span', { class: 'info' }, el('span', { class: 'time', title: new Date(entry.recordedAt).toISOString() }, clock(entry.recordedAt)), summary),
   )
   const flags: HTMLElement[] = []
-  if (entry.uncertain) flags.push(el('span', { class: 'pill pill-warn', data: { flag: 'uncertain' } }, '⚠ never settled — outcome unknown'))
+  if (entry.uncertain) {
+    // A read-only tool had no effect to be unsure of: only its result was lost.
+    const readOnly = fact.type === 'tool.dispatched' && fact.readOnly === true
+    flags.push(el('span', { class: 'pill pill-warn', data: { flag: 'uncertain' } }, readOnly ? '⚠ never settled — read-only, result lost' : '⚠ never settled — outcome unknown'))
+  }
   if (fact.type === 'tool.rejected') flags.push(el('span', { class: 'pill s-cancelled' }, 'never dispatched'))
   const details = payloads(fact).map((payload, index) => {
     const key = `${entry.seq}:${payload.kind}:${index}`

@@ -48,6 +48,7 @@ interface Tracked {
   unsettled: Set<string>
   outcome?: InvocationOutcome
   kind: string
+  sessionId: string
 }
 
 /** How many of the log's last events each check appends again (see `#checkWithLog`). */
@@ -79,6 +80,8 @@ export class Audit {
   readonly #invocations = new Map<string, Tracked>()
   readonly #dispatched = new Map<string, string>()
   readonly #settled = new Set<string>()
+  /** Operations of the read-only `lookup` tool: they have no effect, so no ledger line. */
+  readonly #readOnly = new Set<string>()
   readonly #ledgerOps = new Map<string, number>()
   readonly #ledgerKeys = new Map<string, number>()
   #ledgerOffset = 0
@@ -238,7 +241,7 @@ export class Audit {
     const id = event.invocation.invocationId
     this.#count(`fact ${fact.type}`)
     if (fact.type === 'invocation.opened') {
-      this.#invocations.set(id, { openStep: null, unsettled: new Set(), kind: fact.input.kind })
+      this.#invocations.set(id, { openStep: null, unsettled: new Set(), kind: fact.input.kind, sessionId: event.invocation.sessionId })
       this.#count(`opened ${fact.input.kind}`)
       if (fact.input.kind !== 'handoff' && fact.input.priorUnknown?.length) this.#count('unknown outcomes acknowledged', fact.input.priorUnknown.length)
       return
@@ -268,6 +271,9 @@ export class Audit {
         if (this.#dispatched.has(fact.operationId)) this.#violation(`${label}: operation ${fact.operationId} dispatched twice`)
         this.#dispatched.set(fact.operationId, id)
         tracked.unsettled.add(fact.operationId)
+        if (fact.readOnly === true) this.#readOnly.add(fact.operationId)
+        if ((fact.readOnly === true) !== (fact.name === 'lookup')) this.#violation(`${label}: ${fact.name} dispatched with readOnly ${String(fact.readOnly)}`)
+        if (fact.approval !== undefined) this.#count('calls approved')
         return
       case 'tool.settled':
         if (this.#settled.has(fact.operationId) || !tracked.unsettled.has(fact.operationId)) {
@@ -333,6 +339,7 @@ export class Audit {
           this.#violation(`${label}: effect ${key} executed ${keyed} times (last by ${operationId}): a settled tool was re-executed`)
         }
         if (!this.#dispatched.has(operationId)) this.#violation(`${label}: effect ${operationId} has no durable tool.dispatched`)
+        if (this.#readOnly.has(operationId)) this.#violation(`${label}: read-only operation ${operationId} has an effect`)
       }
     } finally {
       await file.close()
@@ -391,7 +398,18 @@ export class Audit {
         }
       }
       for (const operationId of this.#settled) {
+        if (this.#readOnly.has(operationId)) continue
         if (!this.#ledgerOps.has(operationId)) this.#violation(`final: operation ${operationId} settled, but its effect is not in the ledger`)
+      }
+      // Read-only operations left uncertain hold up no session: none is among what a session must acknowledge.
+      for (const session of new Set([...this.#invocations.values()].map((tracked) => tracked.sessionId))) {
+        const { unknown } = await internals.sessionRecord(session)
+        for (const op of unknown) if (this.#readOnly.has(op.operationId)) this.#violation(`final: session ${session} must acknowledge read-only ${op.operationId}`)
+      }
+      for (const [, tracked] of this.#invocations) {
+        if (tracked.outcome?.status === 'failed' && tracked.outcome.class === 'outcome_unknown') {
+          for (const op of tracked.unsettled) if (this.#readOnly.has(op)) this.#count('read-only calls left uncertain')
+        }
       }
       this.figures.stats['facts in the log'] = this.#highWater
       this.figures.stats.invocations = this.#invocations.size

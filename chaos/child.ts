@@ -11,8 +11,11 @@
  *   occasional retryable and terminal failures, tool calls derived from the transcript so that a
  *   run that re-executed a settled tool would ask for an effect key twice;
  * - the `effect` tool appends `<operationId> <key>` to an fsync'd ledger before it returns (and
- *   sometimes fails after its effect); calls to an unknown tool and calls with invalid JSON
- *   arguments are rejected, never run;
+ *   sometimes fails after its effect); one effect call in five needs approval, which an in-process
+ *   approver gives after a few ms (or denies, one in ten: that call is rejected, never run); calls
+ *   to an unknown tool and calls with invalid JSON arguments are rejected, never run;
+ * - the read-only `lookup` tool has no effect: a crash while it runs leaves it uncertain without
+ *   holding up its session (recovery's session records, which `reconcile` reads, leave it out);
  * - holds are reserved at random moments, then released (rollback) or committed (seal), and a
  *   committed turn is resumed by its successor.
  *
@@ -30,6 +33,7 @@ import { Engine } from '../actors/engine.js'
 import type { ChatMessage, ModelClient, ModelRequest, ModelResponse } from '../actors/model-client.js'
 import { ModelExecutor } from '../actors/model-executor.js'
 import type { RunInput } from '../actors/run-input.js'
+import type { ApprovalDecision } from '../actors/approval.js'
 import type { ToolDefinition } from '../actors/tool-catalog.js'
 import { successorOf } from '../actors/handoff.js'
 import { EventLog, logInternals } from '../store/event-log.js'
@@ -104,6 +108,7 @@ class ChaosModel implements ModelClient {
       name: 'effect',
       arguments: JSON.stringify({ key: `${turn}/${results + i}` }),
     }))
+    if (chance(0.15)) toolCalls.push({ callId: `call-${results}-l`, name: 'lookup', arguments: JSON.stringify({ key: `${turn}/${results}` }) })
     if (chance(0.04)) toolCalls.push({ callId: `call-${results}-x`, name: 'missing_tool', arguments: '{}' })
     else if (chance(0.03)) toolCalls.push({ callId: `call-${results}-y`, name: 'effect', arguments: '{"key": ' })
     return { kind: 'completed', output: { toolCalls, finishReason: 'tool_calls', usage: { inputTokens: 10, outputTokens: 5 } } }
@@ -114,6 +119,8 @@ const effect: ToolDefinition = {
   name: 'effect',
   description: 'Performs an external effect once: appends to the ledger.',
   inputSchema: { type: 'object', properties: { key: { type: 'string' } }, required: ['key'] },
+  // One key in five asks the approver first (`approve` below).
+  needsApproval: (input) => hash(JSON.stringify(input)) % 5 === 0,
   async execute(input, { operationId }) {
     if (chance(0.3)) await sleep(random(0, 4))
     const key = typeof input === 'object' && input !== null && 'key' in input ? String((input as { key: unknown }).key) : '?'
@@ -123,6 +130,23 @@ const effect: ToolDefinition = {
     if (chance(0.05)) throw new Error('the effect happened, then the tool failed')
     return { key, done: true }
   },
+}
+
+const lookup: ToolDefinition = {
+  name: 'lookup',
+  description: 'Reads something; no effect.',
+  inputSchema: { type: 'object', properties: { key: { type: 'string' } } },
+  readOnly: true,
+  async execute(input) {
+    await sleep(random(0, 4))
+    return { found: input }
+  },
+}
+
+/** The approver of the calls that need one: a few ms to decide, and one call in ten denied. */
+async function approve(): Promise<ApprovalDecision> {
+  await sleep(random(0, 6))
+  return chance(0.1) ? { approved: false, by: 'chaos', reason: 'denied at random' } : { approved: true, by: 'chaos' }
 }
 
 const model = new ModelExecutor({ timeoutMs: 5_000, retries: 2, backoffMs: 1, maxBackoffMs: 5, createClient: () => new ChaosModel() })
@@ -135,7 +159,7 @@ function baseInput(invocation: Invocation, work: RunInput['work']): RunInput {
     configuration: { cwd: '/chaos/workspace' },
     mainOutputLimit: 64,
     maxSteps: 10,
-    tools: [effect],
+    tools: [effect, lookup],
     // Half the runs run an answer's calls side by side (the chaos model asks for up to three).
     toolConcurrency: chance(0.5) ? 3 : 1,
     work,
@@ -164,7 +188,7 @@ async function main(): Promise<void> {
 
   async function startSuccessor(source: RunBoundary, pause: HandoffPause): Promise<InvocationOutcome | undefined> {
     const invocation = successorOf(pause.intent, source.invocation)
-    return drive(await engine.start(baseInput(invocation, { kind: 'handoff', source, pause })), invocation)
+    return drive(await engine.start(baseInput(invocation, { kind: 'handoff', source, pause }), { onApproval: approve }), invocation)
   }
 
   /** Runs one invocation to its end, taking a hold at a random moment now and then. */
@@ -208,7 +232,7 @@ async function main(): Promise<void> {
     const name = fresh(session)
     const invocation = { sessionId: session, turnId: `t-${name}`, runId: `r-${name}`, invocationId: `i-${name}` }
     const work = { kind: 'message' as const, content: `turn ${session}/t-${name}`, ...(allowPriorUnknown ? { allowPriorUnknown } : {}) }
-    return drive(await engine.start(baseInput(invocation, work)), invocation)
+    return drive(await engine.start(baseInput(invocation, work), { onApproval: approve }), invocation)
   }
 
   /** What the log says this session needs first: its sealed turn resumed, its unknown outcomes acknowledged. */

@@ -30,7 +30,7 @@ export interface ActorSetup {
   snapshot: InvocationSnapshot
   execution: ExecutionSettings
   budget: number
-  tools: ToolDefinition[]
+  tools: readonly ToolDefinition[]
   /** How many tool calls of one answer may run at once (1: one after the other). */
   toolConcurrency: number
   client: ModelClient

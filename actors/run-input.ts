@@ -24,7 +24,7 @@ export interface RunInput {
   /** Model steps allowed (default 8, at most 256). A successor gets the steps its pause left. */
   maxSteps?: number | undefined
   requestFingerprint?: string | undefined
-  tools: ToolDefinition[]
+  tools: readonly ToolDefinition[]
   /**
    * How many tool calls of one model answer may run at once (default 1: one after the other, in the
    * order the model made them; at most 64). Each dispatch is durable before its tool starts either way.

@@ -4,7 +4,7 @@
  */
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import type { Fact, HandoffIntent, HandoffPause, RunInput, RuntimeEvent } from '../index.js'
+import type { Fact, HandoffIntent, HandoffPause, RunInput, RuntimeEvent, ToolDefinition } from '../index.js'
 import { successorOf } from '../index.js'
 import { catalogOf, legacyCatalogDigest } from '../actors/tool-catalog.js'
 import { answer } from '../testing/scripted-model-server.js'
@@ -237,7 +237,7 @@ test(
       tool.description = 'changed'
       ;(tool.inputSchema as { properties: Record<string, unknown> }).properties.extra = { type: 'string' }
       ;(input.providerOptions as Record<string, unknown>).temperature = 1
-      input.tools.push(countingTool('late'))
+      ;(input.tools as ToolDefinition[]).push(countingTool('late'))
       input.invocation.sessionId = 'session-changed'
       input.configuration.cwd = '/changed'
       h.server.release(0)

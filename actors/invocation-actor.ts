@@ -700,16 +700,16 @@ export class InvocationActor {
       input: structuredClone(input),
       signal,
     }
-    let stop = () => undefined as void
+    if (signal.aborted) return { approved: false, record: {} }
+    let stopListening = () => undefined as void
+    // One listener for every call asked at once (up to `toolConcurrency`): see `onAbort`.
     const stopped = new Promise<{ approved: boolean; record: ApprovalRecord }>((resolve) => {
-      stop = () => resolve({ approved: false, record: {} })
+      stopListening = onAbort(signal, () => resolve({ approved: false, record: {} }))
     })
-    signal.addEventListener('abort', stop, { once: true })
     try {
-      if (signal.aborted) return { approved: false, record: {} }
       return await Promise.race([decide(approver, request, this.setup.secrets.inData), stopped])
     } finally {
-      signal.removeEventListener('abort', stop)
+      stopListening()
     }
   }
 

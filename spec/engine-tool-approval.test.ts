@@ -185,6 +185,35 @@ test(
 )
 
 test(
+  'twelve calls asked at once leave one abort listener on the run signal: no MaxListenersExceededWarning',
+  engineTest([answer.toolCalls(Array.from({ length: 12 }, (_, value) => ({ name: 'refund', arguments: { value } }))), answer.text('done')], {}, async (h) => {
+    const warnings: string[] = []
+    const onWarning = (warning: Error) => warnings.push(warning.name)
+    process.on('warning', onWarning)
+    try {
+      const tool = refund()
+      const waiting: (() => void)[] = []
+      const outcome = await h.run(
+        { ...h.input('many', { tools: [tool] }), toolConcurrency: 12 },
+        {
+          onApproval: () =>
+            new Promise((resolve) => {
+              waiting.push(() => resolve({ approved: true }))
+              if (waiting.length === 12) for (const release of waiting) release()
+            }),
+        },
+      )
+      assert.equal(outcome, { status: 'completed' })
+      assert.is(tool.calls.length, 12)
+      await new Promise((resolve) => setImmediate(resolve))
+    } finally {
+      process.off('warning', onWarning)
+    }
+    assert.equal(warnings, [])
+  }),
+)
+
+test(
   'a tool that needs approval without an approver, a bad approver or a bad needsApproval: RUN_INVALID_INPUT naming the field, and nothing is written',
   engineTest([answer.text('unused')], {}, async (h) => {
     const missing = await refusedWithoutWriting(h.log, () => h.engine.start(h.input('missing', { tools: [refund()] })), 'RUN_INVALID_INPUT', 'no onApproval')

@@ -71,6 +71,7 @@ export type SuccessorBlocked =
 /** The refusal of a seal (or a hold) whose successor could never be admitted; `eventId` when the log refuses an append. */
 export function successorBlockedError(blocked: SuccessorBlocked, eventId?: string): FactstateError {
   const event = eventId === undefined ? {} : { eventId }
+  // One construction per code: each is checked against its own code's details.
   return blocked.code === 'HANDOFF_CLAIMED'
     ? new FactstateError(blocked.code, blocked.message, { details: { ...blocked.details, ...event } })
     : new FactstateError(blocked.code, blocked.message, { details: { ...blocked.details, ...event } })
@@ -145,7 +146,6 @@ const FOLLOW_BUFFER_BYTES = 16 * 1024 * 1024
 const caughtUpTo = (seq: number, cause?: unknown) =>
   new FactstateError('LOG_CLOSED', `the log was closed before this reader caught up (it had read up to seq ${seq})`, { cause, details: { seq } })
 
-/** What the log hands one follower: the events of each group commit, as stored, and a wake-up. */
 /** What a follower keeps of a durable event: its seq and stored bytes (it decodes them afresh), not the log's copy. */
 class FollowedEvent {
   constructor(
@@ -154,6 +154,7 @@ class FollowedEvent {
   ) {}
 }
 
+/** What the log hands one follower: the events of each group commit, as stored, and a wake-up. */
 class Follower {
   /** Durable events not yet read by the consumer, in seq order, from `buffer[start]` on. */
   #buffer: FollowedEvent[] = []
@@ -187,16 +188,16 @@ class Follower {
    * always unread holds no more than it may keep.
    */
   shift(): FollowedEvent | undefined {
-    const staged = this.#buffer[this.#start]
-    if (staged === undefined) return undefined
+    const followed = this.#buffer[this.#start]
+    if (followed === undefined) return undefined
     this.#start += 1
-    this.#bytes -= staged.bytes.length
+    this.#bytes -= followed.bytes.length
     if (this.#start === this.#buffer.length) this.#empty()
     else if (this.#start >= 1024 && this.#start * 2 >= this.#buffer.length) {
       this.#buffer = this.#buffer.slice(this.#start)
       this.#start = 0
     }
-    return staged
+    return followed
   }
   letGo(): void {
     this.#empty()
@@ -2192,15 +2193,15 @@ export class EventLog {
     let next = from
     try {
       while (next <= to) {
-        const staged = follower.shift()
-        if (staged !== undefined) {
-          if (staged.seq < next) continue
-          if (staged.seq > next) {
+        const followed = follower.shift()
+        if (followed !== undefined) {
+          if (followed.seq < next) continue
+          if (followed.seq > next) {
             // Not the next one (the buffer was filled while the log was read up to an older head): read the rest from the log.
             follower.letGo()
             continue
           }
-          yield { seq: staged.seq, event: decodeEvent(staged.bytes, staged.seq) }
+          yield { seq: followed.seq, event: decodeEvent(followed.bytes, followed.seq) }
           next += 1
           continue
         }

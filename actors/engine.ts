@@ -53,8 +53,8 @@ const UNKNOWN_INPUT_DEPTH = 5
 
 /**
  * `start`'s options, read once, or `RUN_INVALID_INPUT` (`details.fields` names the option) for
- * options that are not an object, an unknown option, a signal that is not an AbortSignal or a
- * text receiver that is not a function.
+ * options that are not an object, an unknown option, a signal that is not an AbortSignal, or a
+ * text receiver or approver that is not a function.
  */
 function startOptions(options: unknown): StartOptions {
   if (options === undefined) return {}

@@ -21,7 +21,7 @@ export interface ApprovalRequest {
   name: string
   /** The call's arguments, parsed (the approver's own copy). */
   input: unknown
-  /** Aborts when the run is cancelled or its log closes: the call is then not run, whatever the approver says. */
+  /** Aborts when the run is cancelled, its log closes or a call beside this one fails: the call is then not run, whatever the approver says. */
   signal: AbortSignal
 }
 
@@ -51,10 +51,14 @@ export async function needsApprovalFor(needsApproval: NeedsApproval | undefined,
 /** The longest `by` or `reason` recorded (a fact holds it; the model is told the reason). */
 const APPROVAL_TEXT = 2_000
 
-/** What an approver said, as a fact records it: well-formed, bounded, without the provider's secrets. */
+/**
+ * What an approver said, as a fact records it: without the provider's secrets (taken out before the
+ * text is cut, which could leave part of one), bounded, well-formed (a cut can split a surrogate pair).
+ */
 function recorded(text: unknown, secrets: Secrets): string | undefined {
   if (typeof text !== 'string' || text.length === 0) return undefined
-  return redact(wellFormed(text.length > APPROVAL_TEXT ? `${text.slice(0, APPROVAL_TEXT)}…` : text), secrets)
+  const redacted = redact(wellFormed(text), secrets)
+  return wellFormed(redacted.length > APPROVAL_TEXT ? `${redacted.slice(0, APPROVAL_TEXT)}…` : redacted)
 }
 
 /**

@@ -42,8 +42,9 @@ export interface StartOptions {
   /**
    * Decides on each call of a tool that `needsApproval`, before it is dispatched (required when a
    * tool of the run may need approval). It may take as long as it needs: the call waits, the run is
-   * at no safe point meanwhile, and a cancel or the log's close aborts `request.signal` and rejects
-   * the call. A crash while it waits leaves the call never dispatched. What it throws denies the call.
+   * at no safe point meanwhile (so it must not wait for a hold of its own run). A cancel aborts
+   * `request.signal` and rejects the call; the log's close, or a crash, leaves it never dispatched.
+   * What it throws denies the call.
    */
   onApproval?: Approver | undefined
 }

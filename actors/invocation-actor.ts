@@ -13,7 +13,7 @@ import { onAbort } from './abort-listeners.js'
 import { Gate, type HoldDecision, type Reservation } from './handoff.js'
 import type { ChatRequestBody, ModelClient } from './model-client.js'
 import type { ModelExecutor } from './model-executor.js'
-import { type ApprovalRequest, type Approver, decide, needsApprovalFor } from './approval.js'
+import { type ApprovalRequest, type Approver, type NeedsApproval, decide, needsApprovalFor } from './approval.js'
 import { LiveText, type ModelTextPiece } from './model-text.js'
 import { type Secrets, redact, redactAnswer, redactDeep } from './redaction.js'
 import { functionTools, type ToolDefinition } from './tool-catalog.js'
@@ -515,20 +515,28 @@ export class InvocationActor {
     const record = this.#batchedRecorder()
     let next = 0
     let failed = false
+    // Aborts with the run's signal, and when a call fails: a call still waiting for its approval then waits no more.
+    const halt = new AbortController()
+    const stopForwarding = onAbort(this.#signal, () => halt.abort(this.#signal.reason))
     const worker = async () => {
       while (!failed && next < calls.length) {
         const index = next++
         try {
-          await this.#settleCall(stepId, index, calls[index] as ToolCall, record, () => failed)
+          await this.#settleCall(stepId, index, calls[index] as ToolCall, record, () => failed, halt.signal)
         } catch (error) {
           failed = true
+          halt.abort(error)
           throw error
         }
       }
     }
-    const results = await Promise.allSettled(Array.from({ length: limit }, worker))
-    const failure = results.find((result) => result.status === 'rejected')
-    if (failure) throw failure.reason
+    try {
+      const results = await Promise.allSettled(Array.from({ length: limit }, worker))
+      const failure = results.find((result) => result.status === 'rejected')
+      if (failure) throw failure.reason
+    } finally {
+      stopForwarding()
+    }
   }
 
   /**
@@ -613,7 +621,14 @@ export class InvocationActor {
    * Dispatches and runs one call, or rejects it. `halted` tells a call running beside others that
    * one of them failed (its fact could not be recorded): a dispatch written after that starts no tool.
    */
-  async #settleCall(stepId: string, index: number, call: ToolCall, record: (fact: Fact) => Promise<number>, halted: () => boolean = () => false): Promise<void> {
+  async #settleCall(
+    stepId: string,
+    index: number,
+    call: ToolCall,
+    record: (fact: Fact) => Promise<number>,
+    halted: () => boolean = () => false,
+    gate: AbortSignal = this.#signal,
+  ): Promise<void> {
     const operationId = `${this.setup.invocation.invocationId}/${stepId}/${index}`
     let input: unknown
     let parsed = true
@@ -635,16 +650,19 @@ export class InvocationActor {
     }
     let approval: ApprovalRecord | undefined
     // Most tools need none: no await for them.
-    if (tool.needsApproval !== undefined && tool.needsApproval !== false && (await needsApprovalFor(tool.needsApproval, input))) {
-      const decision = await this.#approval(stepId, call, operationId, input)
-      // Asked while the run was cancelled or its log closed: whatever the approver said, the call is not run.
+    if (tool.needsApproval !== undefined && tool.needsApproval !== false) {
+      const decision = await this.#approvalOf(tool.needsApproval, stepId, call, operationId, input, gate)
+      // The log closed, the run was cancelled or a call beside it failed while the tool's predicate or
+      // the approver was asked: whatever was decided, the call is not run.
       if (this.#stopped) throw this.#stopped
-      if (this.#aborted) {
+      // As for the calls not begun when one beside them failed: nothing is written.
+      if (halted()) return
+      if (this.#aborted || decision === undefined) {
         await record({ type: 'tool.rejected', operationId, callId: call.callId, name: call.name, input, reason: 'cancelled' })
         return
       }
       if (!decision.approved) {
-        await record({ type: 'tool.rejected', operationId, callId: call.callId, name: call.name, input, reason: 'denied', approval: decision.record })
+        await record({ type: 'tool.rejected', operationId, callId: call.callId, name: call.name, input, reason: 'denied', approval: decision.record ?? {} })
         return
       }
       approval = decision.record
@@ -683,31 +701,42 @@ export class InvocationActor {
   }
 
   /**
-   * The approver's decision on one call, or a denial when the run has none (admission refuses a run
-   * whose tools may need approval without one). Settles at once when the run is cancelled or its
-   * log closes (the caller then rejects the call, whatever was decided).
+   * Whether a call of a tool with `needsApproval` may go: approved without asking when the tool's
+   * predicate says the call needs no approval (no `record` then), else as the approver decides (a
+   * denial when the run has none: admission refuses a run whose tools may need approval without
+   * one). `undefined` as soon as `gate` aborts (a cancel, the log's close, a call beside it failing),
+   * whatever the predicate or the approver would still say.
    */
-  async #approval(stepId: string, call: ToolCall, operationId: string, input: unknown): Promise<{ approved: boolean; record: ApprovalRecord }> {
-    const approver = this.setup.onApproval
-    if (approver === undefined) return { approved: false, record: { reason: 'the run has no approver' } }
-    const signal = this.#signal
-    const request: ApprovalRequest = {
-      invocationId: this.setup.invocation.invocationId,
-      stepId,
-      callId: call.callId,
-      operationId,
-      name: call.name,
-      input: structuredClone(input),
-      signal,
-    }
-    if (signal.aborted) return { approved: false, record: {} }
+  async #approvalOf(
+    needsApproval: NeedsApproval,
+    stepId: string,
+    call: ToolCall,
+    operationId: string,
+    input: unknown,
+    gate: AbortSignal,
+  ): Promise<{ approved: boolean; record?: ApprovalRecord } | undefined> {
+    if (gate.aborted) return undefined
     let stopListening = () => undefined as void
     // One listener for every call asked at once (up to `toolConcurrency`): see `onAbort`.
-    const stopped = new Promise<{ approved: boolean; record: ApprovalRecord }>((resolve) => {
-      stopListening = onAbort(signal, () => resolve({ approved: false, record: {} }))
+    const aborted = new Promise<undefined>((resolve) => {
+      stopListening = onAbort(gate, () => resolve(undefined))
     })
     try {
-      return await Promise.race([decide(approver, request, this.setup.secrets.inData), stopped])
+      const needed = await Promise.race([needsApprovalFor(needsApproval, input), aborted])
+      if (needed === undefined) return undefined
+      if (!needed) return { approved: true }
+      const approver = this.setup.onApproval
+      if (approver === undefined) return { approved: false, record: { reason: 'the run has no approver' } }
+      const request: ApprovalRequest = {
+        invocationId: this.setup.invocation.invocationId,
+        stepId,
+        callId: call.callId,
+        operationId,
+        name: call.name,
+        input: structuredClone(input),
+        signal: gate,
+      }
+      return await Promise.race([decide(approver, request, this.setup.secrets.inData), aborted])
     } finally {
       stopListening()
     }

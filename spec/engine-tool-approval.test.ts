@@ -7,7 +7,7 @@
  */
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import { EventLog, recoverInvocations, type ApprovalRequest } from '../index.js'
+import { EventLog, recoverInvocations, type ApprovalRequest, type NeedsApproval } from '../index.js'
 import { answer } from '../testing/scripted-model-server.js'
 import { countingTool, engineTest, factsOf, only, refusedWithoutWriting, typesOf } from './support/engine-fixtures.js'
 import { startChild } from './support/log-fixtures.js'
@@ -15,7 +15,7 @@ import { startChild } from './support/log-fixtures.js'
 type Message = { role: string; content: string | null; tool_call_id?: string }
 const messagesOf = (body: unknown) => (body as { messages: Message[] }).messages
 
-const refund = (needsApproval: boolean | ((input: unknown) => boolean) = true) => ({ ...countingTool('refund'), needsApproval })
+const refund = (needsApproval: NeedsApproval = true) => ({ ...countingTool('refund'), needsApproval })
 
 test(
   'an approved call is dispatched with the decision recorded and runs once; a denied one is rejected, never runs, and the model is told why',
@@ -210,6 +210,96 @@ test(
       process.off('warning', onWarning)
     }
     assert.equal(warnings, [])
+  }),
+)
+
+test(
+  'a cancel while the tool\'s predicate decides: a predicate that never settles, or one that says no approval is needed after the cancel, and the call is rejected cancelled, never dispatched',
+  engineTest([answer.toolCalls([{ name: 'refund', arguments: { value: 1 } }]), answer.toolCalls([{ name: 'refund', arguments: { value: 2 } }])], {}, async (h) => {
+    for (const [name, predicate] of [
+      ['never', () => new Promise<boolean>(() => undefined)],
+      ['late-no', () => new Promise<boolean>((resolve) => setTimeout(() => resolve(false), 150))],
+    ] as const) {
+      const tool = refund(predicate)
+      const controller = new AbortController()
+      let asked = 0
+      const running = await h.start(h.input(name, { tools: [tool] }), {
+        signal: controller.signal,
+        onApproval: () => {
+          asked += 1
+          return { approved: true }
+        },
+      })
+      await new Promise((resolve) => setTimeout(resolve, 50))
+      controller.abort('user cancelled')
+      assert.is((await running.wait()).status, 'cancelled', name)
+      await new Promise((resolve) => setTimeout(resolve, 150))
+      const facts = await factsOf(h.log, `invocation-${name}`)
+      assert.equal(
+        facts.filter((fact) => fact.type.startsWith('tool.')).map((fact) => (fact.type === 'tool.rejected' ? `rejected ${fact.reason}` : fact.type)),
+        ['rejected cancelled'],
+        name,
+      )
+      assert.equal([tool.calls.length, asked], [0, 0], name)
+    }
+  }),
+)
+
+test(
+  'a call beside it fails while the approver thinks: its signal aborts, the run ends at once, and nothing is written for the waiting call',
+  engineTest(
+    [
+      answer.toolCalls([
+        { id: 'call-a', name: 'echo', arguments: { value: 1 } },
+        { id: 'call-b', name: 'refund', arguments: { value: 2 } },
+      ]),
+    ],
+    // call-a's dispatch (the invocation's fourth fact) takes an event id already used: the log refuses it.
+    { engine: { eventId: (invocation, at) => (invocation.invocationId === 'invocation-sibling' && at === 4 ? 'invocation-sibling/1' : `${invocation.invocationId}/${at}`) } },
+    async (h) => {
+      const tool = refund()
+      let signal: AbortSignal | undefined
+      let approve: (() => void) | undefined
+      const running = await h.start(
+        { ...h.input('sibling', { tools: [countingTool('echo'), tool] }), toolConcurrency: 2 },
+        {
+          onApproval: (request) => {
+            signal = request.signal
+            return new Promise((resolve) => {
+              approve = () => resolve({ approved: true, by: 'late' })
+            })
+          },
+        },
+      )
+      const failure = await running.wait().then(
+        () => undefined,
+        (error: { code?: string }) => error.code,
+      )
+      assert.is(failure, 'LOG_CONFLICT')
+      assert.is(signal?.aborted, true, 'the approver is told to stop')
+      approve?.()
+      await new Promise((resolve) => setTimeout(resolve, 20))
+      const facts = await factsOf(h.log, 'invocation-sibling')
+      assert.is(facts.filter((fact) => (fact.type === 'tool.dispatched' || fact.type === 'tool.rejected') && fact.callId === 'call-b').length, 0, 'nothing for the waiting call')
+      const ended = facts.at(-1)
+      assert.is(ended?.type === 'invocation.ended' && ended.outcome.status === 'failed' && ended.outcome.class, 'engine_error')
+      assert.is(tool.calls.length, 0)
+    },
+  ),
+)
+
+test(
+  'what an approver writes is cut to 2,000 characters after the provider key is taken out: no piece of a key at the cut is recorded',
+  engineTest([answer.toolCalls([{ name: 'refund', arguments: { value: 1 } }]), answer.text('done')], {}, async (h) => {
+    const apiKey = 'sk-approval-0123456789abcdef'
+    const input = h.input('cut', { tools: [refund()] })
+    input.provider = { ...input.provider, apiKey }
+    const outcome = await h.run(input, { onApproval: () => ({ approved: false, by: `${'x'.repeat(1990)}${apiKey}`, reason: `${'y'.repeat(1985)}${apiKey}` }) })
+    assert.equal(outcome, { status: 'completed' })
+    const [rejected] = only(await factsOf(h.log, 'invocation-cut'), 'tool.rejected')
+    assert.is(rejected?.approval?.by, `${'x'.repeat(1990)}[redacted]`)
+    assert.is(rejected?.approval?.reason, `${'y'.repeat(1985)}[redacted]`)
+    assert.not.ok(JSON.stringify(h.server.requests[1]?.body).includes('sk-approva'), 'nor in what the model is told')
   }),
 )
 

@@ -17,6 +17,7 @@ import { EventLog, logInternals } from '../store/event-log.js'
 import { keys, seqOfEventKey } from '../store/keys.js'
 import { projectionOf } from '../store/projection.js'
 import { recoverInvocations } from '../store/recovery.js'
+import { effectNeedsApproval } from './rules.js'
 
 /** What the child reported about one of its lives. */
 export interface ChildReport {
@@ -274,6 +275,9 @@ export class Audit {
         if (fact.readOnly === true) this.#readOnly.add(fact.operationId)
         if ((fact.readOnly === true) !== (fact.name === 'lookup')) this.#violation(`${label}: ${fact.name} dispatched with readOnly ${String(fact.readOnly)}`)
         if (fact.approval !== undefined) this.#count('calls approved')
+        if (fact.name === 'effect' && (fact.approval !== undefined) !== effectNeedsApproval(fact.input)) {
+          this.#violation(`${label}: ${fact.operationId} dispatched ${fact.approval ? 'with' : 'without'} an approval, against the workload's rule`)
+        }
         return
       case 'tool.settled':
         if (this.#settled.has(fact.operationId) || !tracked.unsettled.has(fact.operationId)) {

@@ -38,6 +38,7 @@ import type { ToolDefinition } from '../actors/tool-catalog.js'
 import { successorOf } from '../actors/handoff.js'
 import { EventLog, logInternals } from '../store/event-log.js'
 import { recoverInvocations } from '../store/recovery.js'
+import { effectNeedsApproval, hash } from './rules.js'
 
 const { values } = parseArgs({
   options: {
@@ -73,13 +74,6 @@ function sleep(ms: number, signal?: AbortSignal): Promise<void> {
     }
     signal?.addEventListener('abort', done, { once: true })
   })
-}
-
-/** A small stable hash, so a turn's number of effects does not depend on the process. */
-function hash(text: string): number {
-  let h = 2166136261
-  for (let i = 0; i < text.length; i += 1) h = Math.imul(h ^ text.charCodeAt(i), 16777619) >>> 0
-  return h
 }
 
 /**
@@ -120,7 +114,7 @@ const effect: ToolDefinition = {
   description: 'Performs an external effect once: appends to the ledger.',
   inputSchema: { type: 'object', properties: { key: { type: 'string' } }, required: ['key'] },
   // One key in five asks the approver first (`approve` below).
-  needsApproval: (input) => hash(JSON.stringify(input)) % 5 === 0,
+  needsApproval: effectNeedsApproval,
   async execute(input, { operationId }) {
     if (chance(0.3)) await sleep(random(0, 4))
     const key = typeof input === 'object' && input !== null && 'key' in input ? String((input as { key: unknown }).key) : '?'

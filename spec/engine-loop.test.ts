@@ -7,10 +7,7 @@ import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import type { ToolCall } from '../index.js'
 import { answer } from '../testing/scripted-model-server.js'
-import { assertFoldMatches, countingTool, engineTest, factsOf, lastFactOf, only, typesOf } from './support/engine-fixtures.js'
-
-type Message = { role: string; content: string | null; tool_call_id?: string; tool_calls?: { id: string }[] }
-const messagesOf = (body: unknown) => (body as { messages: Message[] }).messages
+import { assertFoldMatches, countingTool, engineTest, factsOf, lastFactOf, messagesOf, only, typesOf } from './support/engine-fixtures.js'
 
 test(
   'several tool calls in one answer are dispatched and settled in order, each executed once; an unknown tool is rejected',

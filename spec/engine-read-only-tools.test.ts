@@ -8,11 +8,8 @@ import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { EventLog, recoverInvocations, type ToolDefinition } from '../index.js'
 import { answer } from '../testing/scripted-model-server.js'
-import { countingTool, engineTest, factsOf, only, refusedWithoutWriting } from './support/engine-fixtures.js'
+import { countingTool, engineTest, factsOf, messagesOf, only, refusedWithoutWriting } from './support/engine-fixtures.js'
 import { startChild } from './support/log-fixtures.js'
-
-type Message = { role: string; content: string | null; tool_call_id?: string }
-const messagesOf = (body: unknown) => (body as { messages: Message[] }).messages
 
 /** Runs the child in `mode` until every tool it calls is executing, kills it, and recovers the log; returns the operation ids. */
 function crashWhileToolsRun(mode: 'read-only' | 'mixed', started: string[]) {

@@ -8,11 +8,8 @@ import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { EventLog, type UncertainOperation, recoverInvocations } from '../index.js'
 import { answer } from '../testing/scripted-model-server.js'
-import { countingTool, engineTest, factsOf, lastFactOf, only, refusedWithoutWriting } from './support/engine-fixtures.js'
+import { countingTool, engineTest, factsOf, lastFactOf, messagesOf, only, refusedWithoutWriting } from './support/engine-fixtures.js'
 import { EventMaker, facts, startChild } from './support/log-fixtures.js'
-
-type Message = { role: string; content: string | null; tool_call_id?: string }
-const messagesOf = (body: unknown) => (body as { messages: Message[] }).messages
 
 let operationId = ''
 

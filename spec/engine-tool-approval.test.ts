@@ -9,11 +9,8 @@ import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { EventLog, recoverInvocations, type ApprovalRequest, type NeedsApproval } from '../index.js'
 import { answer } from '../testing/scripted-model-server.js'
-import { countingTool, engineTest, factsOf, only, refusedWithoutWriting, typesOf } from './support/engine-fixtures.js'
+import { countingTool, engineTest, factsOf, messagesOf, only, refusedWithoutWriting, typesOf } from './support/engine-fixtures.js'
 import { startChild } from './support/log-fixtures.js'
-
-type Message = { role: string; content: string | null; tool_call_id?: string }
-const messagesOf = (body: unknown) => (body as { messages: Message[] }).messages
 
 const refund = (needsApproval: NeedsApproval = true) => ({ ...countingTool('refund'), needsApproval })
 

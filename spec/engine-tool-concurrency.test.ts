@@ -9,14 +9,11 @@ import { suite } from 'uvu'
 import * as assert from 'uvu/assert'
 import { EventLog, type Fact, type UncertainOperation, recoverInvocations } from '../index.js'
 import { answer } from '../testing/scripted-model-server.js'
-import { countingTool, engineTest, factsOf, only, refusedWithoutWriting } from './support/engine-fixtures.js'
+import { countingTool, engineTest, factsOf, messagesOf, only, refusedWithoutWriting } from './support/engine-fixtures.js'
 import { startChild } from './support/log-fixtures.js'
 import { logInternals } from '../store/event-log.js'
 
 const test = suite('engine: tool concurrency')
-
-type Message = { role: string; content: string | null; tool_call_id?: string }
-const messagesOf = (body: unknown) => (body as { messages: Message[] }).messages
 
 /** A promise and its resolver. */
 function latch<T = undefined>(): { promise: Promise<T>; resolve: (value: T) => void } {

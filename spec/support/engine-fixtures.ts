@@ -60,6 +60,12 @@ export function countingTool(name = 'echo', behaviour?: (input: unknown, context
   }
 }
 
+/** A chat message as a test reads it from a recorded request body. */
+export type SentMessage = { role: string; content: string | null; tool_call_id?: string; tool_calls?: { id: string }[] }
+
+/** The messages of a recorded request `body`. */
+export const messagesOf = (body: unknown): SentMessage[] => (body as { messages: SentMessage[] }).messages
+
 /** A run input whose ids derive from `name`: session `session-<name>` unless `session` is given. */
 export function runInput(baseUrl: string, name: string, options: { session?: string; tools?: ToolDefinition[]; content?: string } = {}): RunInput {
   return {

@@ -504,7 +504,8 @@ export class InvocationActor {
    * `toolConcurrency` at once, each dispatch still durable before its tool starts. Calls that start
    * together have their dispatches written in one group commit, in the calls' order, and settlements
    * that arrive while one is being written go in the next. A failure (the log closed, say) starts no
-   * further call; the ones running are waited for, and the first failure is thrown.
+   * further call and aborts the `signal` of the tools still running (with the failure as its reason);
+   * they are waited for, and the first failure to happen is thrown.
    */
   async #settleCalls(stepId: string, calls: readonly ToolCall[]): Promise<void> {
     const limit = Math.min(this.setup.toolConcurrency, calls.length)
@@ -515,7 +516,9 @@ export class InvocationActor {
     const record = this.#batchedRecorder()
     let next = 0
     let failed = false
-    // Aborts with the run's signal, and when a call fails: a call still waiting for its approval then waits no more.
+    let firstFailure: unknown
+    // Aborts with the run's signal, and when a call fails: a call still waiting for its approval then
+    // waits no more, and a tool still running is told the run is ending.
     const halt = new AbortController()
     const stopForwarding = onAbort(this.#signal, () => halt.abort(this.#signal.reason))
     const worker = async () => {
@@ -524,6 +527,8 @@ export class InvocationActor {
         try {
           await this.#settleCall(stepId, index, calls[index] as ToolCall, record, () => failed, halt.signal)
         } catch (error) {
+          // The first to fail is the cause: a later failure (the log closing under a settlement, say) may be its consequence.
+          if (!failed) firstFailure = error
           failed = true
           halt.abort(error)
           throw error
@@ -532,8 +537,7 @@ export class InvocationActor {
     }
     try {
       const results = await Promise.allSettled(Array.from({ length: limit }, worker))
-      const failure = results.find((result) => result.status === 'rejected')
-      if (failure) throw failure.reason
+      if (results.some((result) => result.status === 'rejected')) throw firstFailure
     } finally {
       stopForwarding()
     }
@@ -691,7 +695,8 @@ export class InvocationActor {
     }
     let outcome: Extract<Fact, { type: 'tool.settled' }>['outcome']
     try {
-      const result = jsonOutput(await tool.execute(structuredClone(input), { signal: this.#signal, operationId }))
+      // `gate`: the run's signal, or beside other calls one that also aborts when one of them fails.
+      const result = jsonOutput(await tool.execute(structuredClone(input), { signal: gate, operationId }))
       // A tool that calls the same provider can pass on what it echoed: the provider's secrets are removed here too.
       outcome = result.ok ? { status: 'succeeded', output: redactDeep(result.value, this.setup.secrets.inData) } : { status: 'failed', message: redact(result.message, this.setup.secrets.inData) }
     } catch (error) {

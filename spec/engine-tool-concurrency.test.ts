@@ -318,6 +318,62 @@ test(
   ),
 )
 
+test(
+  'a call beside a running tool fails: the running tool sees its signal abort with that failure as the reason, and its settlement is still recorded',
+  engineTest(
+    [answer.toolCalls([1, 2].map((value) => ({ id: `call-${value}`, name: 'effect', arguments: { value } })))],
+    // Ordinal 6 is call-2's settlement (call-1 waits for its signal): refused once.
+    { engine: { eventId: collidingAt('invocation-told', 6, 1) } },
+    async (h) => {
+      let reason: unknown
+      const effect = countingTool('effect', async (input, { signal }) => {
+        if ((input as { value: number }).value === 2) return input
+        await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }))
+        reason = signal.reason
+        throw new Error(`stopped: ${(signal.reason as { code?: string }).code}`)
+      })
+      const error = await failureOf(await h.start({ ...h.input('told', { tools: [effect] }), toolConcurrency: 2 }))
+      assert.is(error?.code, 'LOG_CONFLICT')
+      assert.is(reason, error, 'the running tool is told why the run is ending')
+      assert.equal((await factsOf(h.log, 'invocation-told')).map(shortly).slice(3), [
+        'dispatched call-1',
+        'dispatched call-2',
+        'settled 0 stopped: LOG_CONFLICT',
+        'ended engine_error',
+      ])
+      assert.is(effect.calls[0]?.signal.aborted, true)
+    },
+  ),
+)
+
+test(
+  'two calls side by side both fail: the run reports the failure that came first, not the first call\'s',
+  engineTest(
+    [answer.toolCalls([1, 2].map((value) => ({ id: `call-${value}`, name: 'effect', arguments: { value } })))],
+    // Every fact from ordinal 6 on (the two settlements) takes an id the log holds; the run's end is written with the default ids.
+    { engine: { eventId: (invocation: { invocationId: string }, at: number) => (at >= 6 ? `${invocation.invocationId}/1` : `${invocation.invocationId}/${at}`) } },
+    async (h) => {
+      const refusals: unknown[] = []
+      const internals = logInternals(h.log)
+      const append = internals.appendAll
+      internals.appendAll = (events, precondition) => {
+        const appended = append(events, precondition)
+        if (events.some((event) => event.fact.type === 'tool.settled')) appended.catch((refused: unknown) => refusals.push(refused))
+        return appended
+      }
+      // call-1 (the first worker's) returns only once call-2's settlement was refused.
+      const effect = countingTool('effect', async (input, { signal }) => {
+        if ((input as { value: number }).value === 1) await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }))
+        return input
+      })
+      const error = await failureOf(await h.start({ ...h.input('twice', { tools: [effect] }), toolConcurrency: 2 }))
+      assert.is(refusals.length, 2, 'both settlements were refused')
+      assert.is(error, refusals[0], 'the first refusal in time')
+      assert.equal((await factsOf(h.log, 'invocation-twice')).map(shortly).slice(3), ['dispatched call-1', 'dispatched call-2', 'ended engine_error'])
+    },
+  ),
+)
+
 /** The operation ids the child printed as its tools started, in call order. */
 let running: string[] = []
 

@@ -167,7 +167,7 @@ export type Fact =
       name: string
       input: unknown
       reason: ToolRejectReason
-      /** For a `denied` call: the approver's decision. */
+      /** The approver's decision: present exactly when `reason` is `denied` (an append refuses anything else, `LOG_INVALID_EVENT`). */
       approval?: ApprovalRecord | undefined
     }
   | { type: 'hold.entered'; handoffId: string }

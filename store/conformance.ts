@@ -394,6 +394,8 @@ export function logConformanceSuite(options: LogConformanceOptions): void {
         ['tool input: a nested function', dispatch({ a: [1, { b: () => 2 }] })],
         ['tool input: a nested NaN', dispatch({ a: [Number.NaN] })],
         ['tool input: a sparse array', dispatch([1, , 3])],
+        ['a denied call without the approver\'s decision', { ...base, fact: { ...f.rejected('op1'), reason: 'denied' } }],
+        ['an approver\'s decision on a call rejected as cancelled', { ...base, fact: { ...f.rejected('op1'), reason: 'cancelled', approval: { by: 'ana' } } }],
       ]
       for (const [what, event] of variants) {
         await expectCode(() => log.append(event as RuntimeEvent), 'LOG_INVALID_EVENT', what)

@@ -167,6 +167,24 @@ function validate(event: unknown): RuntimeEvent {
   return hasUndefined(data) ? canonical(data) : data
 }
 
+/**
+ * The rules between a fact's fields that its schema does not state, checked for every append after
+ * `validateEvent` (stored facts are read as written, so a log written before a rule stays readable):
+ * a `tool.rejected` is `denied` exactly when it records the approver's decision (`approval`).
+ */
+export function checkFactRules(event: RuntimeEvent): void {
+  const { fact } = event
+  if (fact.type === 'tool.rejected' && (fact.reason === 'denied') !== (fact.approval !== undefined)) {
+    throw new FactstateError(
+      'LOG_INVALID_EVENT',
+      fact.reason === 'denied'
+        ? `the event does not fit the fact schema: a tool.rejected for reason denied records the approver's decision (fact.approval)`
+        : `the event does not fit the fact schema: only a tool.rejected for reason denied records an approver's decision (fact.approval), not one for ${fact.reason}`,
+      { details: { fields: ['fact.approval'] } },
+    )
+  }
+}
+
 /** Encodes a validated event: one version byte, then msgpack. */
 export function encodeEvent(event: RuntimeEvent): Uint8Array {
   // Room for the version byte is left in front of the body: no second buffer, no copy. What comes

@@ -6,7 +6,7 @@ import { FactstateError, isFactstateError } from '../errors.js'
 import { id as idSchema } from '../facts/schema.js'
 import type { HandoffIntent, HandoffPause, InvocationInput, RunBoundary, RuntimeEvent, StoredEvent } from '../facts/types.js'
 import { EMPTY_CHAIN, CHAIN_BYTES, chainStep, logDigest, runChainStart, runDigest } from './digest.js'
-import { chainedIdRecord, decodeEvent, decodeRecord, encodeRecord, encodeValidatedEvent, indexRecord, peekInvocationId, validateEvent } from './encoding.js'
+import { chainedIdRecord, decodeEvent, decodeRecord, encodeRecord, encodeValidatedEvent, checkFactRules, indexRecord, peekInvocationId, validateEvent } from './encoding.js'
 import { IdFilter, parseIdFilter, serializeIdFilter } from './id-filter.js'
 import { IndexAudit } from './index-audit.js'
 import { keys, seqOfEventKey, seqPart } from './keys.js'
@@ -1368,6 +1368,7 @@ export class EventLog {
       validated = owned ? events : new Array<RuntimeEvent>(events.length)
       for (let index = 0; index < events.length; index += 1) {
         const event = validateEvent(events[index])
+        checkFactRules(event)
         validated[index] = event
         if (event.fact.type === 'invocation.opened' && event.fact.input.kind !== 'message' && !this.#verifiedSources.has(boundaryKey(event.fact.input.source))) {
           ;(sources ??= []).push(event.fact.input.source)

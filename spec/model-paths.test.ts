@@ -88,11 +88,38 @@ test('generation is deterministic, bounded, and covers every machine state, tran
       const at = path.steps.findIndex((step) => step.event.type === 'crash')
       return path.steps[at - 1]?.machineState ?? 'opening'
     })
-    assert.equal(crashedIn, ['opening', 'safePoint', 'awaitingModel', 'settlingTool', 'held', 'committed', 'ended'], 'one crash in each machine state')
+    assert.equal(
+      crashedIn,
+      ['opening', 'safePoint', 'awaitingModel', 'settlingTool', 'settlingTool', 'settlingTool', 'held', 'committed', 'ended'],
+      'one crash in each machine state, and in settlingTool while a tool with effects runs, a call waits for its approver and a read-only tool runs',
+    )
+    const crashedAfter = crashes.map((path) => path.steps[path.steps.findIndex((step) => step.event.type === 'crash') - 1])
+    assert.equal(
+      crashedAfter.slice(3, 6).map((step) => [step?.state, step?.facts.at(-1)]),
+      [
+        ['toolRunning', 'tool.dispatched'],
+        ['awaitingApproval', 'model.completed:calls=1'],
+        ['toolRunning', 'tool.dispatched:readOnly'],
+      ],
+    )
     for (const path of crashes) assert.is(path.steps.filter((step) => step.event.type === 'crash').length, 1)
     const classes = crashes.flatMap((path) => path.steps.find((step) => step.event.type === 'crash')?.facts ?? [])
     assert.ok(classes.includes('invocation.ended:failed:outcome_unknown'), 'a crash while a tool runs leaves its outcome unknown')
     assert.ok(classes.includes('invocation.ended:failed:host_interrupted'), 'a crash elsewhere is host_interrupted')
+    // What follows each crash in settlingTool: the session must acknowledge the unknown effect, not a read-only one nor a call never approved.
+    const nextStart = (path: InvocationPath) => path.steps.slice(path.steps.findIndex((step) => step.event.type === 'crash')).find((step) => step.event.type === 'start')?.event
+    assert.equal(
+      crashes.slice(3, 6).map((path) => [path.steps.find((step) => step.event.type === 'crash')?.facts, nextStart(path)]),
+      [
+        [['invocation.ended:failed:outcome_unknown'], { type: 'start', allowPriorUnknown: true }],
+        [['invocation.ended:failed:host_interrupted'], { type: 'start', allowPriorUnknown: false }],
+        [['invocation.ended:failed:outcome_unknown'], { type: 'start', allowPriorUnknown: false }],
+      ],
+    )
+    const shapes = new Set(first.flatMap((path) => path.steps.flatMap((step) => step.facts)))
+    for (const shape of ['tool.dispatched:approved', 'tool.rejected:denied', 'tool.rejected:cancelled', 'tool.dispatched:readOnly']) {
+      assert.ok(shapes.has(shape), `some path plans ${shape}`)
+    }
 
     for (const path of first) {
       const last = path.steps.at(-1)
@@ -149,7 +176,7 @@ test('every generated path runs against a real engine, with every invariant chec
       assert.ok(result.checks.reopenings >= 1, `${path.id} reopened its log`)
       const planned = path.steps.flatMap((step) => step.facts)
       assert.is(result.events, planned.length, `${path.id}: the log holds exactly the planned facts`)
-      assert.is(result.executions, planned.filter((fact) => fact === 'tool.dispatched').length, `${path.id}: one execution per dispatch`)
+      assert.is(result.executions, planned.filter((fact) => fact.startsWith('tool.dispatched')).length, `${path.id}: one execution per dispatch`)
       if (path.crash) {
         assert.is(result.checks.recoveries, 1, `${path.id} recovered once`)
         assert.ok(result.checks.reopenings >= 2)
@@ -217,6 +244,21 @@ test('runPath fails when the engine does not do what the path plans', () =>
       step.facts = step.facts.map((fact) => (fact === 'invocation.ended:failed:outcome_unknown' ? 'invocation.ended:failed:host_interrupted' : fact))
     }
     await rejectsWithCheck(() => runPath(misclassified, { childScript }), 'recovery', 'a crash closed with another class')
+
+    // An engine that drops the tools' flags: the approval tool runs unasked, the read-only one is recorded as one with effects.
+    const flagless = (options: EngineOptions) => {
+      const engine = new Engine(options)
+      const start = engine.start.bind(engine)
+      engine.start = (input, startOptions) =>
+        start({ ...input, tools: input.tools.map(({ needsApproval: _approval, readOnly: _readOnly, ...tool }) => tool) }, startOptions)
+      return engine
+    }
+    const answered = (kind: 'needsApproval' | 'readOnly') => (path: InvocationPath) =>
+      !path.crash && path.steps.some((step) => step.event.type === 'model.answer' && step.event.answer === kind)
+    for (const kind of ['needsApproval', 'readOnly'] as const) {
+      const path = findPath(answered(kind), `with answer(${kind})`)
+      await rejectsWithCheck(() => runPath(path, { createEngine: flagless, stepTimeoutMs: 2_000 }), 'facts', `an engine that ignores ${kind}`)
+    }
   }, 60_000))
 
 test('the consumer kit: own tools and arguments, the default crash child, and bad options refused', () =>
@@ -256,6 +298,8 @@ test('the consumer kit: own tools and arguments, the default crash child, and ba
 
     const badOptions: [RunPathOptions, string][] = [
       [{ unknownTool: 'echo' }, 'unknownTool'],
+      [{ unknownTool: 'path-read-only' }, 'unknownTool'],
+      [{ tools: [{ ...echoTool(), name: 'path-needs-approval' }] }, 'tools'],
       [{ tools, toolCall: { name: 'missing', arguments: {} } }, 'toolCall'],
       [{ tools: [] }, 'tools'],
       [{ stepTimeoutMs: 0 }, 'stepTimeoutMs'],

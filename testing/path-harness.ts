@@ -6,7 +6,8 @@
  * crash step.
  */
 import { isDeepStrictEqual } from 'node:util'
-import type { Engine, EngineOptions, RunningInvocation } from '../actors/engine.js'
+import type { ApprovalDecision, Approver } from '../actors/approval.js'
+import type { Engine, EngineOptions, RunningInvocation, StartOptions } from '../actors/engine.js'
 import { type HeldInvocation, type HandoffReservation, successorOf } from '../actors/handoff.js'
 import type { ChatMessage } from '../actors/model-client.js'
 import { ModelExecutor } from '../actors/model-executor.js'
@@ -18,12 +19,19 @@ import { type InvocationSnapshot, type InvocationState, foldFacts, stateOf } fro
 import type { EventLog, LogPrefix } from '../store/event-log.js'
 import { ExecutionLedger } from './ledger.js'
 import { type PathCheck, PathCheckError, type PathChecks } from './path-check.js'
-import { type AnswerKind, MODEL_RETRIES, type RefusalCode } from './path-model.js'
+import { type AnswerKind, MODEL_RETRIES, PATH_APPROVER, PATH_DENIAL, type RefusalCode } from './path-model.js'
 import { type InvocationPath, type PathStep, factShape } from './paths.js'
 import { type RecordedRequest, type ScriptedAnswer, type ScriptedModelServer, answer, scriptedModelServer } from './scripted-model-server.js'
 
 /** The session every path runs in. */
 export const PATH_SESSION = 'session'
+
+/**
+ * The tools the kit adds to the catalog of a path whose model calls them (`answer(needsApproval)`,
+ * `answer(readOnly)`): each returns its input, the first needs approval, the second is read-only.
+ */
+export const PATH_APPROVAL_TOOL = 'path-needs-approval'
+export const PATH_READ_ONLY_TOOL = 'path-read-only'
 
 const LONG_MS = 60_000
 const SHORT_TIMEOUT_MS = 300
@@ -105,6 +113,9 @@ export class PathHarness {
   #sent = 0
   #toolsStarted = 0
   #tool: { operationId: string; decide: (outcome: 'succeeds' | 'throws') => void; fail: (error: Error) => void } | undefined
+  /** The call waiting for the path's decision, and how many calls the approver was asked about. */
+  #approval: { operationId: string; decide: (decision: ApprovalDecision) => void } | undefined
+  #approvalsAsked = 0
   #clock = Date.UTC(2024, 0, 1)
   #clockFaults = 0
   #hold: HoldHandle | undefined
@@ -121,7 +132,12 @@ export class PathHarness {
     this.#server = server
     this.#ledger = new ExecutionLedger(settings.ledgerFile)
     this.#timeouts = this.#plannedTimeouts()
-    this.#tools = settings.tools.map((tool) => this.#steered(tool))
+    const calls = (kind: AnswerKind) => settings.path.steps.some(({ event }) => event.type === 'model.answer' && event.answer === kind)
+    this.#tools = [
+      ...settings.tools.map((tool) => this.#steered(tool)),
+      ...(calls('needsApproval') ? [this.#steered(kitTool(PATH_APPROVAL_TOOL, 'Returns its input, once approved'), { needsApproval: true })] : []),
+      ...(calls('readOnly') ? [this.#steered(kitTool(PATH_READ_ONLY_TOOL, 'Looks its input up, changing nothing'), { readOnly: true })] : []),
+    ]
     const model = new ModelExecutor({
       timeoutMs: LONG_MS,
       retries: MODEL_RETRIES,
@@ -213,6 +229,13 @@ export class PathHarness {
         tool.decide(event.outcome)
         return
       }
+      case 'approval': {
+        const waiting = this.#approval
+        if (!waiting) return this.#fail('facts', 'no call is waiting for its approval')
+        this.#approval = undefined
+        waiting.decide(event.decision === 'approve' ? { approved: true, by: PATH_APPROVER } : { approved: false, by: PATH_APPROVER, reason: PATH_DENIAL })
+        return
+      }
       case 'hold.reserve': {
         const { running } = this.#live(step.run)
         let reservation: HandoffReservation
@@ -301,12 +324,37 @@ export class PathHarness {
     )
   }
 
+  /** Every run is started with the path's approver: a catalog with the approval tool is refused without one. */
+  #startOptions(signal?: AbortSignal): StartOptions {
+    return { ...(signal === undefined ? {} : { signal }), onApproval: this.#approver }
+  }
+
+  /** Asks the path: the call waits until an `approval` step decides, or its run stops waiting. */
+  readonly #approver: Approver = (request) =>
+    new Promise<ApprovalDecision>((resolve) => {
+      const stop = () => {
+        if (this.#approval?.operationId === request.operationId) this.#approval = undefined
+        resolve({ approved: false, reason: 'the run stopped waiting' })
+      }
+      if (request.signal.aborted) return stop()
+      request.signal.addEventListener('abort', stop, { once: true })
+      this.#approval = {
+        operationId: request.operationId,
+        decide: (decision) => {
+          request.signal.removeEventListener('abort', stop)
+          resolve(decision)
+        },
+      }
+      this.#approvalsAsked += 1
+      this.#notify()
+    })
+
   async #launch(run: number, input: RunInput): Promise<void> {
     this.#roots.set(run, input.work.kind === 'handoff' ? input.work.pause.intent.rootRunId : input.invocation.runId)
     const controller = new AbortController()
     let running: RunningInvocation
     try {
-      running = await this.#engine.start(input, { signal: controller.signal })
+      running = await this.#engine.start(input, this.#startOptions(controller.signal))
     } catch (error) {
       return this.#fail('refusal', `run ${run} was refused (${String(codeOf(error))}): ${(error as Error).message}`)
     }
@@ -364,7 +412,7 @@ export class PathHarness {
       switch (code) {
         case 'RUN_BUSY': {
           const unrelated = { sessionId: PATH_SESSION, turnId: 'turn-unrelated', runId: 'run-unrelated', invocationId: 'invocation-unrelated' }
-          await this.#engine.start(this.#messageInput(step.run + 1, false, unrelated))
+          await this.#engine.start(this.#messageInput(step.run + 1, false, unrelated), this.#startOptions())
           break
         }
         case 'HANDOFF_BUSY':
@@ -372,11 +420,11 @@ export class PathHarness {
           break
         case 'HANDOFF_MISMATCH': {
           const input = await this.#successorInput(step.run + 1)
-          await this.#engine.start({ ...input, provider: { ...input.provider, model: `${this.#s.model}-changed` } })
+          await this.#engine.start({ ...input, provider: { ...input.provider, model: `${this.#s.model}-changed` } }, this.#startOptions())
           break
         }
         case 'RUN_RECONCILIATION_REQUIRED':
-          await this.#engine.start(this.#messageInput(step.run + 1, false))
+          await this.#engine.start(this.#messageInput(step.run + 1, false), this.#startOptions())
           break
         default: {
           const never: never = code
@@ -403,6 +451,10 @@ export class PathHarness {
         return answer.toolCalls([unknown])
       case 'several':
         return answer.toolCalls([known, unknown, known])
+      case 'needsApproval':
+        return answer.toolCalls([{ name: PATH_APPROVAL_TOOL, arguments: { value: 1 } }])
+      case 'readOnly':
+        return answer.toolCalls([{ name: PATH_READ_ONLY_TOOL, arguments: { value: 1 } }])
       case 'text':
         return answer.text('done')
       case 'failure': {
@@ -444,11 +496,13 @@ export class PathHarness {
   }
 
   /**
-   * `tool` as the path steers it. Its `readOnly` and `needsApproval` are left off: the path model is
-   * of a tool with effects that needs no approval (a crash mid-call needs reconciliation).
+   * `tool` as the path steers it. Its own `readOnly` and `needsApproval` are left off: the path
+   * model's `known` call is of a tool with effects that needs no approval (a crash mid-call needs
+   * reconciliation); the kit's own tools get theirs from `flags`.
    */
-  #steered(tool: ToolDefinition): ToolDefinition {
+  #steered(tool: ToolDefinition, flags: { needsApproval?: true; readOnly?: true } = {}): ToolDefinition {
     const steered: ToolDefinition = {
+      ...flags,
       name: tool.name,
       execute: async (input, context) => {
         this.#ledger.record(context.operationId)
@@ -556,6 +610,14 @@ export class PathHarness {
         await this.#checkReplay(step, index)
         return true
       }
+      case 'awaitingApproval': {
+        const planned = this.#plannedApprovals(index)
+        await this.#expecting(
+          index,
+          this.#until(`approval request ${planned}`, () => this.#approvalsAsked >= planned && this.#approval !== undefined, { run: step.run }),
+        )
+        return true
+      }
       case 'toolRunning': {
         const planned = this.#plannedDispatches(index)
         await this.#expecting(
@@ -641,6 +703,11 @@ export class PathHarness {
     return this.#plannedCount(index, 'tool.dispatched')
   }
 
+  /** Each call of the approval tool asks the approver once, as the answer that makes it arrives. */
+  #plannedApprovals(index: number): number {
+    return this.#s.path.steps.slice(this.#from, index + 1).filter(({ event }) => event.type === 'model.answer' && event.answer === 'needsApproval').length
+  }
+
   /** For each model request this process will send, whether the path lets it time out. */
   #plannedTimeouts(): boolean[] {
     const timeouts: boolean[] = []
@@ -722,7 +789,8 @@ export class PathHarness {
         this.#fail('replay', `a new message's first request must carry only its own message${acknowledged ? ' and the note on unknown outcomes' : ''}`)
       }
       if (acknowledged) {
-        const unknown = prefix.events.filter(({ event }) => event.fact.type === 'tool.dispatched' && !settledIn(prefix.events, event.fact))
+        // A read-only call is never in the note: nothing of it needs reconciling.
+        const unknown = prefix.events.filter(({ event }) => event.fact.type === 'tool.dispatched' && event.fact.readOnly !== true && !settledIn(prefix.events, event.fact))
         const note = JSON.stringify(messages.find((message) => message.role === 'system'))
         if (unknown.length === 0 || unknown.some(({ event }) => !note.includes((event.fact as { operationId: string }).operationId))) {
           this.#fail('replay', 'the note on unknown outcomes does not name every operation whose outcome is unknown')
@@ -810,6 +878,18 @@ export class PathHarness {
       if (!seen.has(operationId)) this.#fail('ledger', `operation ${operationId} was dispatched but never ran`)
     }
     this.#s.checks.ledger += 1
+  }
+}
+
+/** A kit tool that returns its input (steered like any other: see `PathHarness#steered`). */
+function kitTool(name: string, description: string): ToolDefinition {
+  return {
+    name,
+    description,
+    inputSchema: { type: 'object', properties: { value: { type: 'number' } } },
+    async execute(input) {
+      return input
+    },
   }
 }
 

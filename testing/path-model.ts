@@ -6,9 +6,10 @@
  * `invocationMachine` (see `paths.ts`), so the model cannot drift from the machine unnoticed.
  *
  * Its stable states are the points where a test can act: `idle` (no run yet), `started` (just
- * admitted, before the first model request), `awaitingModel` (a request in flight), `toolRunning`
- * (a dispatched tool executing), `backoff` (a failed request waiting for its retry), `held`,
- * `committed` and `ended`. `opened`, `calling` and `safePoint` are transient: the engine decides
+ * admitted, before the first model request), `awaitingModel` (a request in flight),
+ * `awaitingApproval` (a call of a tool that needs approval, waiting for the approver),
+ * `toolRunning` (a dispatched tool executing), `backoff` (a failed request waiting for its retry),
+ * `held`, `committed` and `ended`. `opened`, `calling` and `safePoint` are transient: the engine decides
  * there by itself, exactly as the invocation actor does.
  */
 import { assign, setup } from 'xstate'
@@ -23,6 +24,10 @@ export type AnswerKind =
   | 'unknown'
   /** Three calls in one answer: known, unknown, known. */
   | 'several'
+  /** One call to a tool that needs approval: the path approves it (then it runs) or denies it (rejected `denied`, never run). */
+  | 'needsApproval'
+  /** One call to a read-only tool: a crash while it runs leaves its outcome unknown, and the session need not reconcile it. */
+  | 'readOnly'
   /** Final text, no tool calls: the run completes. */
   | 'text'
   /** HTTP 500 (retryable); the engine retries once, a second failure fails the run. */
@@ -45,6 +50,8 @@ export type PathEvent =
   | { type: 'model.answer'; answer: AnswerKind }
   /** The running tool returns (`succeeds`) or throws. */
   | { type: 'tool.outcome'; outcome: 'succeeds' | 'throws' }
+  /** The approver decides on the call waiting for it. */
+  | { type: 'approval'; decision: 'approve' | 'deny' }
   /** Reserve a hold: `before` the next request (just after admission, or while a tool runs), or `during` one. */
   | { type: 'hold.reserve'; when: 'before' | 'during' }
   /** Give the pending reservation up before its safe point. */
@@ -67,13 +74,14 @@ export type PathEvent =
   | { type: 'crash' }
 
 /** The stable states of the path model. */
-export type PathState = 'idle' | 'started' | 'awaitingModel' | 'toolRunning' | 'backoff' | 'held' | 'committed' | 'ended'
+export type PathState = 'idle' | 'started' | 'awaitingModel' | 'awaitingApproval' | 'toolRunning' | 'backoff' | 'held' | 'committed' | 'ended'
 
 /** The invocation machine state each stable path state stands for (`null`: no run yet). */
 export const MACHINE_STATE_OF: Readonly<Record<PathState, InvocationState | null>> = {
   idle: null,
   started: 'safePoint',
   awaitingModel: 'awaitingModel',
+  awaitingApproval: 'settlingTool',
   toolRunning: 'settlingTool',
   backoff: 'safePoint',
   held: 'held',
@@ -89,7 +97,8 @@ export interface PathModelInput {
   maxRuns: number
 }
 
-type CallKind = 'known' | 'unknown'
+/** `gated`: a call of the tool that needs approval; `readOnly`: of the read-only tool. */
+type CallKind = 'known' | 'unknown' | 'gated' | 'readOnly'
 
 /** A fact the model plans, for the run it belongs to (1-based). */
 export interface PlannedFact {
@@ -116,6 +125,8 @@ export interface PathContext extends PathModelInput {
   callIndex: number
   /** The operation running now (`toolRunning`). */
   inflight: string | null
+  /** The operation running now is of the read-only tool: a crash leaves it unknown without asking the session to reconcile. */
+  inflightReadOnly: boolean
   reserved: boolean
   /** Held during a retry's back-off: a release goes back to it, and the retry is the same step. */
   retrying: boolean
@@ -135,7 +146,13 @@ const ANSWER_CALLS: Partial<Record<AnswerKind, CallKind[]>> = {
   known: ['known'],
   unknown: ['unknown'],
   several: ['known', 'unknown', 'known'],
+  needsApproval: ['gated'],
+  readOnly: ['readOnly'],
 }
+
+/** The approver's decisions as the path makes them (and the runner's approver records them). */
+export const PATH_APPROVER = 'path'
+export const PATH_DENIAL = 'the path denied it'
 
 const PLACEHOLDER_DIGEST = `sha256:${'0'.repeat(64)}`
 const PLACEHOLDER_EXECUTION: ExecutionSettings = {
@@ -178,8 +195,8 @@ const interrupted = (context: PathContext, status: 'cancelled' | 'timed_out' | '
 })
 
 /** The per-run part of the context as a run starts. */
-function runStart(): Pick<PathContext, 'rolledBack' | 'stepsUsed' | 'attempt' | 'calls' | 'callIndex' | 'inflight' | 'reserved' | 'retrying' | 'pausedSteps'> {
-  return { rolledBack: false, stepsUsed: 0, attempt: 0, calls: [], callIndex: 0, inflight: null, reserved: false, retrying: false, pausedSteps: null }
+function runStart(): Pick<PathContext, 'rolledBack' | 'stepsUsed' | 'attempt' | 'calls' | 'callIndex' | 'inflight' | 'inflightReadOnly' | 'reserved' | 'retrying' | 'pausedSteps'> {
+  return { rolledBack: false, stepsUsed: 0, attempt: 0, calls: [], callIndex: 0, inflight: null, inflightReadOnly: false, reserved: false, retrying: false, pausedSteps: null }
 }
 
 function opened(context: PathContext, run: number, budget: number, kind: 'message' | 'handoff', priorUnknown: boolean): Partial<PathContext> {
@@ -243,7 +260,9 @@ export const pathModel = setup({
     retrying: ({ context }) => context.retrying,
     fails: ({ event }) => event.type === 'model.answer' && event.answer === 'failure',
     timesOut: ({ event }) => event.type === 'model.answer' && event.answer === 'timeout',
-    nextCallKnown: ({ context }) => context.calls[0] === 'known',
+    nextCallRuns: ({ context }) => context.calls[0] === 'known' || context.calls[0] === 'readOnly',
+    nextCallGated: ({ context }) => context.calls[0] === 'gated',
+    approves: ({ event }) => event.type === 'approval' && event.decision === 'approve',
     reservesBefore: ({ context, event }) => event.type === 'hold.reserve' && event.when === 'before' && !context.reserved,
     reservesDuring: ({ context, event }) => event.type === 'hold.reserve' && event.when === 'during' && !context.reserved,
     reserved: ({ context }) => context.reserved,
@@ -300,15 +319,72 @@ export const pathModel = setup({
     }),
     dispatch: assign(({ context }) => {
       const operationId = operationIdOf(context, context.callIndex)
+      const readOnly = context.calls[0] === 'readOnly'
       return {
         calls: context.calls.slice(1),
         callIndex: context.callIndex + 1,
         inflight: operationId,
-        facts: plan(context, { type: 'tool.dispatched', operationId, callId: callIdOf(context, context.callIndex), name: 'known', input: {} }),
+        inflightReadOnly: readOnly,
+        facts: plan(context, {
+          type: 'tool.dispatched',
+          operationId,
+          callId: callIdOf(context, context.callIndex),
+          name: context.calls[0] ?? 'known',
+          input: {},
+          ...(readOnly ? { readOnly: true as const } : {}),
+        }),
       }
     }),
+    approveCall: assign(({ context }) => {
+      const operationId = operationIdOf(context, context.callIndex)
+      return {
+        calls: context.calls.slice(1),
+        callIndex: context.callIndex + 1,
+        inflight: operationId,
+        inflightReadOnly: false,
+        facts: plan(context, {
+          type: 'tool.dispatched',
+          operationId,
+          callId: callIdOf(context, context.callIndex),
+          name: 'gated',
+          input: {},
+          approval: { by: PATH_APPROVER },
+        }),
+      }
+    }),
+    denyCall: assign(({ context }) => ({
+      calls: context.calls.slice(1),
+      callIndex: context.callIndex + 1,
+      facts: plan(context, {
+        type: 'tool.rejected',
+        operationId: operationIdOf(context, context.callIndex),
+        callId: callIdOf(context, context.callIndex),
+        name: 'gated',
+        input: {},
+        reason: 'denied',
+        approval: { by: PATH_APPROVER, reason: PATH_DENIAL },
+      }),
+    })),
+    // A cancel while the approver is asked: that call and the ones after it are rejected `cancelled`, none is run.
+    cancelApproval: assign(({ context }) => ({
+      calls: [],
+      facts: plan(
+        context,
+        ...context.calls.map(
+          (kind, offset): Fact => ({
+            type: 'tool.rejected',
+            operationId: operationIdOf(context, context.callIndex + offset),
+            callId: callIdOf(context, context.callIndex + offset),
+            name: kind,
+            input: {},
+            reason: 'cancelled',
+          }),
+        ),
+      ),
+    })),
     settle: assign(({ context, event }) => ({
       inflight: null,
+      inflightReadOnly: false,
       facts: plan(context, {
         type: 'tool.settled',
         operationId: context.inflight ?? '',
@@ -329,6 +405,7 @@ export const pathModel = setup({
       }))
       return {
         inflight: null,
+        inflightReadOnly: false,
         calls: [],
         facts: plan(
           context,
@@ -362,8 +439,15 @@ export const pathModel = setup({
     crash: assign({ crashed: true, reserved: false, retrying: false }),
     // What `recoverInvocations` appends for each kind of open invocation (DESIGN §7).
     recoverRequest: assign(({ context }) => ({ facts: plan(context, interrupted(context, 'failed'), failed('host_interrupted')) })),
-    recoverIdle: assign(({ context }) => ({ facts: plan(context, failed('host_interrupted')) })),
-    recoverTool: assign(({ context }) => ({ unknown: true, inflight: null, calls: [], facts: plan(context, failed('outcome_unknown')) })),
+    recoverIdle: assign(({ context }) => ({ calls: [], facts: plan(context, failed('host_interrupted')) })),
+    // A read-only tool's outcome is unknown too, but the session need not reconcile it (DESIGN §7).
+    recoverTool: assign(({ context }) => ({
+      unknown: context.unknown || !context.inflightReadOnly,
+      inflight: null,
+      inflightReadOnly: false,
+      calls: [],
+      facts: plan(context, failed('outcome_unknown')),
+    })),
   },
 }).createMachine({
   id: 'invocationPaths',
@@ -414,7 +498,25 @@ export const pathModel = setup({
       },
     },
     calling: {
-      always: [{ guard: 'nextCallKnown', target: 'toolRunning', actions: 'dispatch' }, { target: 'safePoint' }],
+      always: [
+        { guard: 'nextCallRuns', target: 'toolRunning', actions: 'dispatch' },
+        { guard: 'nextCallGated', target: 'awaitingApproval' },
+        { target: 'safePoint' },
+      ],
+    },
+    // The engine asks the run's approver (`onApproval`) and waits: no fact until it decides.
+    awaitingApproval: {
+      on: {
+        approval: [
+          { guard: 'approves', target: 'toolRunning', actions: 'approveCall' },
+          { target: 'calling', actions: ['denyCall', 'rejectUnknowns'] },
+        ],
+        'hold.reserve': { guard: 'reservesBefore', actions: 'reserve' },
+        'hold.cancel': { guard: 'reserved', actions: 'unreserve' },
+        cancel: { target: 'ended', actions: ['cancelApproval', 'endCancelled'] },
+        // Never dispatched: recovery ends the run with nothing left unknown.
+        crash: { guard: 'mayCrash', target: 'ended', actions: ['crash', 'recoverIdle'] },
+      },
     },
     toolRunning: {
       on: {
@@ -475,9 +577,11 @@ export const PATH_EVENTS: readonly PathEvent[] = [
   { type: 'start', allowPriorUnknown: true },
   { type: 'successor' },
   { type: 'request' },
-  ...(['known', 'unknown', 'several', 'text', 'failure', 'timeout'] as const).map((answer) => ({ type: 'model.answer' as const, answer })),
+  ...(['known', 'unknown', 'several', 'needsApproval', 'readOnly', 'text', 'failure', 'timeout'] as const).map((answer) => ({ type: 'model.answer' as const, answer })),
   { type: 'tool.outcome', outcome: 'succeeds' },
   { type: 'tool.outcome', outcome: 'throws' },
+  { type: 'approval', decision: 'approve' },
+  { type: 'approval', decision: 'deny' },
   { type: 'hold.reserve', when: 'before' },
   { type: 'hold.reserve', when: 'during' },
   { type: 'hold.cancel' },

@@ -82,7 +82,8 @@ export interface InvocationPath {
 /**
  * A fact reduced to what a path can predict: its type and the fields that say which way things
  * went (`invocation.ended:failed:outcome_unknown`, `model.requested:step-2`,
- * `tool.rejected:unknown_tool`, `model.completed:calls=3`, `invocation.opened:message+priorUnknown`).
+ * `tool.rejected:unknown_tool`, `model.completed:calls=3`, `invocation.opened:message+priorUnknown`,
+ * `tool.dispatched:approved` for a call the approver let go, `tool.dispatched:readOnly`).
  *
  * @example
  * ```ts
@@ -101,7 +102,7 @@ export function factShape(fact: Fact): string {
     case 'model.interrupted':
       return `model.interrupted:${fact.status}`
     case 'tool.dispatched':
-      return 'tool.dispatched'
+      return `tool.dispatched${fact.approval === undefined ? '' : ':approved'}${fact.readOnly === true ? ':readOnly' : ''}`
     case 'tool.settled':
       return `tool.settled:${fact.outcome.status}`
     case 'tool.rejected':
@@ -136,6 +137,8 @@ export function describeEvent(event: PathEvent): string {
       return `answer(${event.answer})`
     case 'tool.outcome':
       return `outcome(${event.outcome})`
+    case 'approval':
+      return event.decision
     case 'hold.reserve':
       return `reserve(${event.when})`
     case 'hold.cancel':
@@ -370,14 +373,27 @@ function planOf(input: PathModelInput, events: PathEvent[], label: string): Plan
   return { steps, transitions: [...transitions] }
 }
 
-const CRASH_STATES: readonly InvocationState[] = ['opening', 'safePoint', 'awaitingModel', 'settlingTool', 'held', 'committed', 'ended']
+/**
+ * Where the crash paths crash: once in each machine state, and in `settlingTool` once more while a
+ * call waits for its approver and once more while a read-only tool runs (the first one there is
+ * while a tool with effects runs). The first path found to each, by the shortest way there.
+ */
+const CRASH_POINTS: readonly { machineState: InvocationState; matches: (snapshot: Snapshot) => boolean }[] = [
+  ...(['opening', 'safePoint', 'awaitingModel'] as const).map((machineState) => ({ machineState, matches: () => true })),
+  { machineState: 'settlingTool', matches: (snapshot) => valueOf(snapshot) === 'toolRunning' && !snapshot.context.inflightReadOnly },
+  { machineState: 'settlingTool', matches: (snapshot) => valueOf(snapshot) === 'awaitingApproval' },
+  { machineState: 'settlingTool', matches: (snapshot) => valueOf(snapshot) === 'toolRunning' && snapshot.context.inflightReadOnly },
+  ...(['held', 'committed', 'ended'] as const).map((machineState) => ({ machineState, matches: () => true })),
+]
 
 /**
  * Generates test paths from the invocation machine, with every payload variant: model answers
- * (a call to a known tool, to an unknown tool, several calls in one answer, final text, failure,
- * timeout), tool outcomes (succeeds, throws), holds reserved before or during a request,
- * released (rollback), committed (seal) or given up, cancellation, refusals that must not write,
- * and a crash (SIGKILL of the process) at every machine state. Generation is deterministic: the
+ * (a call to a known tool, to an unknown tool, several calls in one answer, a call to a tool that
+ * needs approval, to a read-only tool, final text, failure, timeout), approvals (approve, deny),
+ * tool outcomes (succeeds, throws), holds reserved before or during a request, released
+ * (rollback), committed (seal) or given up, cancellation, refusals that must not write, and a
+ * crash (SIGKILL of the process) at every machine state, while a call waits for its approver and
+ * while a read-only tool runs. Generation is deterministic: the
  * same options give the same paths, in the same order.
  *
  * By default (`strategy: 'events'`) every event variant is taken from every stable state, every
@@ -475,11 +491,11 @@ export function invocationPaths(options: InvocationPathOptions = {}): Invocation
   const crashPaths: PathEvent[][] = []
   if (options.crashes ?? true) {
     const ranked = [...heads.entries()].sort(([, a], [, b]) => a.length - b.length)
-    for (const machineState of CRASH_STATES) {
+    for (const { machineState, matches } of CRASH_POINTS) {
       const found = ranked.find(([key]) => {
         const snapshot = graph.vertices.get(key) as Snapshot
         const state = MACHINE_STATE_OF[valueOf(snapshot)] ?? 'opening'
-        return state === machineState && snapshot.can({ type: 'crash' })
+        return state === machineState && matches(snapshot) && snapshot.can({ type: 'crash' })
       })
       if (!found) continue
       const [key, head] = found

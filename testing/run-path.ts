@@ -18,16 +18,20 @@ import { ExecutionLedger } from './ledger.js'
 import { transitionsOf } from './machine-coverage.js'
 import { PathCheckError, type PathChecks, noChecks } from './path-check.js'
 import type { PathChildJob, PathChildReport } from './path-child.js'
-import { PathHarness, echoTool } from './path-harness.js'
+import { PATH_APPROVAL_TOOL, PATH_READ_ONLY_TOOL, PathHarness, echoTool } from './path-harness.js'
 import { type InvocationPath, factShape } from './paths.js'
 import { FactstateError } from '../errors.js'
 
 export { PathCheckError, type PathCheck, type PathChecks } from './path-check.js'
-export { echoTool } from './path-harness.js'
+export { PATH_APPROVAL_TOOL, PATH_READ_ONLY_TOOL, echoTool } from './path-harness.js'
 
 /** Options of {@link runPath}. */
 export interface RunPathOptions {
-  /** The run's catalog (default: one `echo` tool). Each tool is wrapped: counted in the ledger, and held until the path settles it. */
+  /**
+   * The run's catalog (default: one `echo` tool). Each tool is wrapped: counted in the ledger, and
+   * held until the path settles it. A path that calls a tool needing approval or a read-only tool
+   * adds the kit's own (`PATH_APPROVAL_TOOL`, `PATH_READ_ONLY_TOOL`): those names are refused here.
+   */
   tools?: ToolDefinition[] | undefined
   /** What a `known` answer calls (default: the first tool, with `{ value: 42 }` for `echo` and `{}` otherwise). */
   toolCall?: { name: string; arguments: unknown } | undefined
@@ -131,11 +135,18 @@ function resolveOptions(options: RunPathOptions) {
     }
     names.add(named.name)
   }
+  const kitNames = [PATH_APPROVAL_TOOL, PATH_READ_ONLY_TOOL]
+  const taken = kitNames.find((name) => names.has(name))
+  if (taken !== undefined) {
+    throw new FactstateError('TESTING_INVALID_OPTIONS', `runPath: the tool name ${taken} is the kit's own (a path that calls a tool needing approval or a read-only tool adds it)`, {
+      details: { field: 'tools' },
+    })
+  }
   const first = tools[0] as ToolDefinition
   const toolCall = options.toolCall ?? { name: first.name, arguments: first.name === 'echo' ? { value: 42 } : {} }
   if (!tools.some((tool) => tool.name === toolCall.name)) throw new FactstateError('TESTING_INVALID_OPTIONS', `runPath: toolCall.name ${toolCall.name} is not in tools`, { details: { field: 'toolCall' } })
   const unknownTool = options.unknownTool ?? 'unavailable'
-  if (tools.some((tool) => tool.name === unknownTool)) throw new FactstateError('TESTING_INVALID_OPTIONS', `runPath: unknownTool ${unknownTool} must not be in tools`, { details: { field: 'unknownTool' } })
+  if (tools.some((tool) => tool.name === unknownTool) || kitNames.includes(unknownTool)) throw new FactstateError('TESTING_INVALID_OPTIONS', `runPath: unknownTool ${unknownTool} must not name a tool of the catalog, nor one the kit adds`, { details: { field: 'unknownTool' } })
   const stepTimeoutMs = options.stepTimeoutMs ?? 15_000
   // A timer longer than 2^31 - 1 ms fires at once in Node: "never" is not a step timeout.
   if (typeof stepTimeoutMs !== 'number' || !(stepTimeoutMs > 0) || stepTimeoutMs * 2 > 2_147_483_647) {

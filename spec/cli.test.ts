@@ -17,9 +17,20 @@ import { withTempDir, withTimeout } from './support/temp.js'
 /** Bounds a test's body: uvu has no timeout of its own. */
 const bounded30 = <T>(body: Promise<T>): Promise<T> => withTimeout(body, 30_000)
 
+/**
+ * The CLI's environment: without the colour settings, since uvu sets FORCE_COLOR and Node 24 and
+ * later warn on standard error when NO_COLOR (set by CI) is there too.
+ */
+const cliEnv = (() => {
+  const env = { ...process.env }
+  delete env.FORCE_COLOR
+  delete env.NO_COLOR
+  return env
+})()
+
 function cli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'bin/factstate.ts', ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
+    const child = spawn(process.execPath, ['--import', 'tsx', 'bin/factstate.ts', ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: cliEnv })
     let stdout = ''
     let stderr = ''
     child.stdout.on('data', (chunk) => (stdout += chunk))
@@ -186,7 +197,7 @@ test('log stops quietly, exit 0 and its log closed, when its reader goes away (|
     const total = log.head().highWater
     await log.close()
     const { code, firstLine, stderr } = await new Promise<{ code: number | null; firstLine: string; stderr: string }>((resolve, reject) => {
-      const child = spawn(process.execPath, ['--import', 'tsx', 'bin/factstate.ts', 'log', location], { stdio: ['ignore', 'pipe', 'pipe'] })
+      const child = spawn(process.execPath, ['--import', 'tsx', 'bin/factstate.ts', 'log', location], { stdio: ['ignore', 'pipe', 'pipe'], env: cliEnv })
       let firstLine = ''
       let stderr = ''
       child.stdout.once('data', (chunk: Buffer) => {
@@ -338,7 +349,7 @@ test('log: a time past what a Date holds is printed as its number; --from after 
     for (const args of [['verify', location], ['help', 'log']]) {
       const deviceFull = openSync('/dev/full', 'w')
       const full = await new Promise<{ code: number | null; stderr: string }>((resolve, reject) => {
-        const child = spawn(process.execPath, ['--import', 'tsx', 'bin/factstate.ts', ...args], { stdio: ['ignore', deviceFull, 'pipe'] })
+        const child = spawn(process.execPath, ['--import', 'tsx', 'bin/factstate.ts', ...args], { stdio: ['ignore', deviceFull, 'pipe'], env: cliEnv })
         let stderr = ''
         child.stderr?.on('data', (chunk) => (stderr += chunk))
         child.on('error', reject)

@@ -317,38 +317,23 @@ export const pathModel = setup({
       }
       return { calls, callIndex, facts: plan(context, ...rejected) }
     }),
+    // A call of the read-only tool is recorded as one; a call of the tool that needs approval is dispatched once approved.
     dispatch: assign(({ context }) => {
       const operationId = operationIdOf(context, context.callIndex)
-      const readOnly = context.calls[0] === 'readOnly'
+      const kind = context.calls[0] ?? 'known'
       return {
         calls: context.calls.slice(1),
         callIndex: context.callIndex + 1,
         inflight: operationId,
-        inflightReadOnly: readOnly,
+        inflightReadOnly: kind === 'readOnly',
         facts: plan(context, {
           type: 'tool.dispatched',
           operationId,
           callId: callIdOf(context, context.callIndex),
-          name: context.calls[0] ?? 'known',
+          name: kind,
           input: {},
-          ...(readOnly ? { readOnly: true as const } : {}),
-        }),
-      }
-    }),
-    approveCall: assign(({ context }) => {
-      const operationId = operationIdOf(context, context.callIndex)
-      return {
-        calls: context.calls.slice(1),
-        callIndex: context.callIndex + 1,
-        inflight: operationId,
-        inflightReadOnly: false,
-        facts: plan(context, {
-          type: 'tool.dispatched',
-          operationId,
-          callId: callIdOf(context, context.callIndex),
-          name: 'gated',
-          input: {},
-          approval: { by: PATH_APPROVER },
+          ...(kind === 'readOnly' ? { readOnly: true as const } : {}),
+          ...(kind === 'gated' ? { approval: { by: PATH_APPROVER } } : {}),
         }),
       }
     }),
@@ -508,7 +493,7 @@ export const pathModel = setup({
     awaitingApproval: {
       on: {
         approval: [
-          { guard: 'approves', target: 'toolRunning', actions: 'approveCall' },
+          { guard: 'approves', target: 'toolRunning', actions: 'dispatch' },
           { target: 'calling', actions: ['denyCall', 'rejectUnknowns'] },
         ],
         'hold.reserve': { guard: 'reservesBefore', actions: 'reserve' },

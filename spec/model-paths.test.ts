@@ -259,6 +259,21 @@ test('runPath fails when the engine does not do what the path plans', () =>
       const path = findPath(answered(kind), `with answer(${kind})`)
       await rejectsWithCheck(() => runPath(path, { createEngine: flagless, stepTimeoutMs: 2_000 }), 'facts', `an engine that ignores ${kind}`)
     }
+    // An engine that records another decision than the approver gave (here: another approver's name).
+    const misrecorded = (options: EngineOptions) => {
+      const engine = new Engine(options)
+      const start = engine.start.bind(engine)
+      engine.start = (input, startOptions) => {
+        const approver = startOptions?.onApproval
+        return start(input, approver ? { ...startOptions, onApproval: async (request) => ({ ...(await approver(request)), by: 'someone-else' }) } : startOptions)
+      }
+      return engine
+    }
+    for (const decision of ['approve', 'deny'] as const) {
+      const path = findPath((p) => !p.crash && p.steps.some((step) => step.event.type === 'approval' && step.event.decision === decision), `that decides ${decision}`)
+      const error = await rejectsWithCheck(() => runPath(path, { createEngine: misrecorded, stepTimeoutMs: 2_000 }), 'facts', `a decision recorded as another's (${decision})`)
+      assert.match(error.message, /someone-else/)
+    }
   }, 60_000))
 
 test('the consumer kit: own tools and arguments, the default crash child, and bad options refused', () =>

@@ -819,6 +819,15 @@ export class PathHarness {
       if (!isDeepStrictEqual(shapes, planned)) {
         this.#fail('facts', `run ${run} has [${shapes.join(', ')}], the path plans [${planned.join(', ')}]`)
       }
+      // The shapes say a call was approved or denied; the record must also be the decision the path's approver gave.
+      for (const fact of facts) {
+        if (fact.type !== 'tool.dispatched' && fact.type !== 'tool.rejected') continue
+        const expected = fact.type === 'tool.dispatched' ? { by: PATH_APPROVER } : { by: PATH_APPROVER, reason: PATH_DENIAL }
+        const decided = fact.type === 'tool.dispatched' ? fact.approval !== undefined : fact.reason === 'denied'
+        if (decided && !isDeepStrictEqual(fact.approval, expected)) {
+          this.#fail('facts', `run ${run} records the approver's decision on ${fact.operationId} as ${JSON.stringify(fact.approval)}, the approver gave ${JSON.stringify(expected)}`)
+        }
+      }
       try {
         folded.set(run, foldFacts(facts))
       } catch (error) {

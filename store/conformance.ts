@@ -401,6 +401,10 @@ export function logConformanceSuite(options: LogConformanceOptions): void {
         await expectCode(() => log.append(event as RuntimeEvent), 'LOG_INVALID_EVENT', what)
       }
       await expectCode(() => log.appendAll([base, variants[4]![1] as RuntimeEvent]), 'LOG_INVALID_EVENT', 'one malformed event in a batch')
+      for (const [what, event] of variants.slice(-2)) {
+        const error = await refusal(() => log.append(event as RuntimeEvent))
+        assert.equal(error.details?.fields, ['fact.approval'], what)
+      }
       assert.equal(await snapshot(log), before, 'nothing was written')
       assert.is(await log.append(base), 2, 'no seq was consumed')
     })

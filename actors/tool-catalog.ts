@@ -33,6 +33,11 @@ export interface ToolDefinition {
 
 /** What a tool is given besides its input. `operationId` is stable across crashes: use it as an idempotency key. */
 export interface ToolContext {
+  /**
+   * Aborts when the run is cancelled or the log closes (with that reason). With `toolConcurrency`
+   * above 1 it also aborts when a call of the same answer fails, its fact refused by the log: the
+   * reason is then that failure (a `FactstateError`), and the run is ending `failed{engine_error}`.
+   */
   signal: AbortSignal
   operationId: string
 }

@@ -45,7 +45,13 @@ export class TranscriptBuilder {
     switch (fact.type) {
       case 'invocation.opened':
         if (fact.input.kind !== 'handoff' && fact.input.priorUnknown?.length) {
-          this.#messages.push({ role: 'system', content: unknownNote(fact.input.priorUnknown) })
+          // First in the request, even for a continuation (whose lineage's messages are in already): many
+          // chat templates and providers refuse a system message anywhere else. One leading system
+          // message: a note the lineage began with takes this one after it.
+          const note = unknownNote(fact.input.priorUnknown)
+          const first = this.#messages[0]
+          if (first?.role === 'system') this.#messages[0] = { role: 'system', content: `${first.content ?? ''}\n\n${note}` }
+          else this.#messages.unshift({ role: 'system', content: note })
         }
         if (fact.input.kind === 'message') this.#messages.push({ role: 'user', content: fact.input.content })
         break

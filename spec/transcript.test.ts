@@ -28,6 +28,36 @@ function toolMessages(list: Fact[]): string[] {
 
 const unknown = (operationId: string) => `outcome unknown: operation ${operationId} was dispatched but never settled; its effect may or may not have happened`
 
+const uncertain = (operationId: string, name: string) => ({ invocationId: 't', operationId, callId: `call-${operationId}`, name, input: { amount: 5 } })
+const source = { invocation, highWater: 6, digest: `sha256:${'0'.repeat(64)}` }
+
+test('the note on unknown outcomes leads the request, for a continuation too, in one system message', () => {
+  const lineage: Fact[] = [
+    { ...facts.opened(), input: { kind: 'message', content: 'charge twice', priorUnknown: [uncertain('op-a', 'charge')] } } as Fact,
+    facts.requested('step-1'),
+    answer('step-1', [['call_1', 'charge']]),
+    dispatched('op-b', 'call_1', 'charge'),
+    ended('outcome_unknown'),
+  ]
+  const continued: Fact = { ...facts.opened(), input: { kind: 'continuation', source, priorUnknown: [uncertain('op-b', 'charge')] } } as Fact
+  const messages = transcriptOf(events([...lineage, continued]))
+  // Many chat templates and providers refuse a system message that is not the first.
+  assert.equal(
+    messages.map((message) => message.role),
+    ['system', 'user', 'assistant', 'tool'],
+  )
+  const note = messages[0]?.content ?? ''
+  assert.ok(note.indexOf('operation op-a') >= 0 && note.indexOf('operation op-a') < note.indexOf('operation op-b'), note)
+  assert.is(note.split('Note: in an earlier run').length, 3, 'both notes, in the order the runs were opened')
+  // Without a note at the lineage's start, the continuation's own leads.
+  const plain = transcriptOf(events([{ ...facts.opened(), input: { kind: 'message', content: 'charge' } } as Fact, ...lineage.slice(1), continued]))
+  assert.equal(
+    plain.map((message) => message.role),
+    ['system', 'user', 'assistant', 'tool'],
+  )
+  assert.match(plain[0]?.content ?? '', /^Note: in an earlier run of this session, .*operation op-b/)
+})
+
 test('one answer with the same call id twice: the settled call answers with its output, the other names its own operation', () => {
   const messages = toolMessages([
     facts.opened(),

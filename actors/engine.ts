@@ -530,16 +530,16 @@ export class Engine {
         })
       }
       const active = session.active[0]
-      if (active) throw busy(`has an active run (${active.runId})`, { reason: 'active', runId: active.runId, invocationId: active.invocationId })
+      if (active) throw busy(`has an active run (${active.runId}): wait for it to end, or cancel it through its signal`, { reason: 'active', runId: active.runId, invocationId: active.invocationId })
       const existing = await view.invocation(invocation.invocationId)
       if (existing) throw usedId(invocation, existing.invocation)
       return
     }
     const active = session.active[0]
-    if (active) throw busy(`has an active run (${active.runId})`, { reason: 'active', runId: active.runId, invocationId: active.invocationId })
+    if (active) throw busy(`has an active run (${active.runId}): wait for it to end, or cancel it through its signal`, { reason: 'active', runId: active.runId, invocationId: active.invocationId })
     const paused = session.paused[0]
     if (paused) {
-      throw busy(`has turn ${paused.turnId} paused by a handoff; its successor has not finished`, {
+      throw busy(`has turn ${paused.turnId} paused by a handoff; its successor has not finished: admit its successor (work kind handoff, with the sealed pause), or admit it with an aborted signal to give the turn up`, {
         reason: 'paused',
         runId: paused.runId,
         invocationId: paused.invocationId,

@@ -146,6 +146,23 @@ test(
 )
 
 test(
+  'a paused turn blocks the session with RUN_BUSY naming the way out; its successor admitted with an aborted signal gives the turn up',
+  engineTest([answer.text('after')], {}, async (h) => {
+    const sealed = await sealAtFirstSafePoint(h, h.input('parked', { session: 'parked' }), 'parked-successor')
+    const next = h.input('next', { session: 'parked' })
+    const busy = await refusedWithoutWriting(h.log, () => h.engine.start(next), 'RUN_BUSY', 'a message while the turn is paused')
+    assert.is(busy.details?.reason, 'paused')
+    assert.match(busy.message, /admit its successor .*with an aborted signal/)
+    const controller = new AbortController()
+    controller.abort('given up')
+    const running = await h.start(successorInput(sealed), { signal: controller.signal })
+    assert.equal(await running.wait(), { status: 'cancelled', source: 'given up' })
+    assert.is(h.server.requests.length, 0, 'the successor asked the model nothing')
+    assert.equal(await h.run(next), { status: 'completed' })
+  }),
+)
+
+test(
   'a held pause that was released, or a run that ended otherwise, authorizes no successor',
   engineTest([answer.text('done')], {}, async (h) => {
     const input = h.input('released')

@@ -78,7 +78,7 @@ if (role === 'worker' && dir) {
       for (const op of uncertainOperations) {
         // Read-only calls had no effect; for the others, ask the downstream system by operation id.
         const happened = op.readOnly ? 'no effect (read-only)' : charged.includes(op.operationId) ? 'the charge went through' : 'not charged'
-        console.log(`  ${op.name} ${op.operationId}: ${happened}`)
+        console.log(`  ${op.name} ${JSON.stringify(op.input)} ${op.operationId}: ${happened}`)
       }
       const next = input(server.baseUrl, join(work, 'charges.txt'), '2')
       next.work = { kind: 'continuation', source: boundary, allowPriorUnknown: true }

@@ -41,6 +41,13 @@ test(
         ['deploy', 'call-deploy', undefined],
       ],
     )
+    // Each with the input it was dispatched with: what the application checks the effect by.
+    const dispatched = new Map((await factsOf(h.log, 'invocation-crash')).flatMap((fact) => (fact.type === 'tool.dispatched' ? [[fact.operationId, fact.input] as const] : [])))
+    assert.equal(
+      closed.uncertainOperations.map((op) => op.input),
+      closed.uncertainOperations.map((op) => dispatched.get(op.operationId)),
+    )
+    assert.ok(closed.uncertainOperations.every((op) => op.input !== undefined))
     assert.equal(closed.boundary, (await h.log.runSource('session-crash', 'run-crash'))?.boundary)
     assert.is(closed.boundary.highWater, h.log.head().highWater, 'the run ends with its closing')
     // What an application does with it: continue the run (acknowledging the deploy that may have happened).

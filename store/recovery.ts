@@ -8,7 +8,10 @@ export interface RecoveredInvocation {
   invocation: Invocation
   /** How it was ended: `failed` with class `host_interrupted` or `outcome_unknown`. */
   outcome: InvocationOutcome
-  /** The tool operations it left unsettled (each `readOnly` when its tool was declared so). */
+  /**
+   * The tool operations it left unsettled, each with the `input` it was dispatched with (what to
+   * check the effect by) and `readOnly` when its tool was declared so.
+   */
   uncertainOperations: (UncertainOperation & { readOnly?: true })[]
   /** Where its run now ends: the source a continuation of it starts from (`work: { kind: 'continuation', source }`). */
   boundary: RunBoundary
@@ -119,10 +122,19 @@ async function report(log: EventLog, record: InvocationRecord, events: RuntimeEv
   if (ended?.type !== 'invocation.ended') throw new TypeError('a closing ends its invocation')
   const source = await log.runSource(invocation.sessionId, invocation.runId)
   if (source === undefined) throw new TypeError(`run ${invocation.runId} of a closed invocation is not in the log`)
+  let uncertainOperations: RecoveredInvocation['uncertainOperations'] = structuredClone(record.uncertain)
+  if (uncertainOperations.length > 0) {
+    // The invocation's record keeps its operations without their inputs: its dispatches hold them.
+    const inputs = new Map<string, unknown>()
+    for (const { event } of await logInternals(log).invocationEvents(invocation.invocationId)) {
+      if (event.fact.type === 'tool.dispatched') inputs.set(event.fact.operationId, event.fact.input)
+    }
+    uncertainOperations = uncertainOperations.map((op) => (inputs.has(op.operationId) ? { ...op, input: inputs.get(op.operationId) } : op))
+  }
   await onClosed({
     invocation: structuredClone(invocation),
     outcome: structuredClone(ended.outcome),
-    uncertainOperations: structuredClone(record.uncertain),
+    uncertainOperations,
     boundary: source.boundary,
   })
 }

@@ -663,7 +663,7 @@ function levelError(error: unknown): FactstateError {
   // The cause is LevelDB's own error (its open wraps it in LEVEL_DATABASE_NOT_OPEN): `cause.code` says what it found.
   const inner = code === 'LEVEL_LOCKED' || code === 'LEVEL_CORRUPTION' ? error : (error as { cause?: unknown }).cause
   if (code === 'LEVEL_LOCKED' || causeCode === 'LEVEL_LOCKED') {
-    return new FactstateError('LOG_WRITER_BUSY', 'another process holds this log', { cause: inner })
+    return new FactstateError('LOG_WRITER_BUSY', 'another process holds this log: a log has one writer at a time; read it from inside that process (its events(), the inspector in live mode), or once it has closed the log', { cause: inner })
   }
   if (code === 'LEVEL_CORRUPTION' || causeCode === 'LEVEL_CORRUPTION') {
     return new FactstateError('LOG_CORRUPT', `LevelDB reports corruption: ${(inner as Error).message}`, { cause: inner })

@@ -310,7 +310,12 @@ export class Engine {
         const field = difference as keyof ExecutionSettings
         const sealed = work.pause.execution[field]
         const given = settings[field]
-        throw new FactstateError('HANDOFF_MISMATCH', `the successor's ${difference} does not match the sealed pause`, {
+        // The catalog is sealed by digest: with the same names, what changed is a tool's description or input schema.
+        const why =
+          difference === 'tools' && isDeepStrictEqual(settings.tools.names, work.pause.execution.tools.names)
+            ? `the successor's tool catalog does not match the sealed pause: the same tools, but a description or input schema changed`
+            : `the successor's execution setting ${difference} does not match the sealed pause`
+        throw new FactstateError('HANDOFF_MISMATCH', why, {
           details: { field: difference, sealed: sealed ?? null, given: given ?? null },
         })
       }

@@ -503,6 +503,11 @@ export class Engine {
     const session = await view.session(invocation.sessionId)
     const busy = (why: string, details: RunBusyDetails) =>
       new FactstateError('RUN_BUSY', `session ${invocation.sessionId} ${why}`, { details: { sessionId: invocation.sessionId, ...details } })
+    // A log has one writer: an open invocation no actor of this process runs was left open by a process that stopped.
+    const activeWhy = (active: { runId: string; invocationId: string }) =>
+      this.#log.live.has(active.invocationId)
+        ? `has an active run (${active.runId}): wait for it to end, or cancel it through its signal`
+        : `has a run left open by a process that stopped (${active.runId}): recoverInvocations(log) closes it`
     // A successor's run is checked by its claim and seal (a second successor is HANDOFF_CLAIMED).
     if (work.kind !== 'handoff') {
       const existing = await view.run(invocation.sessionId, invocation.runId)
@@ -535,16 +540,16 @@ export class Engine {
         })
       }
       const active = session.active[0]
-      if (active) throw busy(`has an active run (${active.runId}): wait for it to end, or cancel it through its signal`, { reason: 'active', runId: active.runId, invocationId: active.invocationId })
+      if (active) throw busy(activeWhy(active), { reason: 'active', runId: active.runId, invocationId: active.invocationId })
       const existing = await view.invocation(invocation.invocationId)
       if (existing) throw usedId(invocation, existing.invocation)
       return
     }
     const active = session.active[0]
-    if (active) throw busy(`has an active run (${active.runId}): wait for it to end, or cancel it through its signal`, { reason: 'active', runId: active.runId, invocationId: active.invocationId })
+    if (active) throw busy(activeWhy(active), { reason: 'active', runId: active.runId, invocationId: active.invocationId })
     const paused = session.paused[0]
     if (paused) {
-      throw busy(`has turn ${paused.turnId} paused by a handoff; its successor has not finished: admit its successor (work kind handoff, with the sealed pause), or admit it with an aborted signal to give the turn up`, {
+      throw busy(`has turn ${paused.turnId} paused by a handoff; its successor has not finished: admit its successor (work kind handoff, with the pause and boundary log.runSource gives for the sealed run), or admit it with an aborted signal to give the turn up`, {
         reason: 'paused',
         runId: paused.runId,
         invocationId: paused.invocationId,
@@ -554,7 +559,7 @@ export class Engine {
     if (work.kind === 'continuation') {
       const source = await view.invocation(work.source.invocation.invocationId)
       if (source?.terminal === null || source === undefined) {
-        throw busy('is still running the source run', {
+        throw busy('is still running the source run: continue it once it has ended', {
           reason: 'source_running',
           runId: work.source.invocation.runId,
           invocationId: work.source.invocation.invocationId,

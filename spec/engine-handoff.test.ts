@@ -160,6 +160,9 @@ test(
     const running = await h.start(successorInput(sealed), { signal: controller.signal })
     assert.equal(await running.wait(), { status: 'cancelled', source: 'given up' })
     assert.is(h.server.requests.length, 0, 'the successor asked the model nothing')
+    assert.equal(await typesOf(h.log, sealed.pause.intent.successorInvocationId), ['invocation.opened', 'invocation.ended'])
+    // Giving up uses the claim: no other successor can be admitted after it.
+    await refusedWithoutWriting(h.log, () => h.engine.start(successorInput(sealed)), 'HANDOFF_CLAIMED', 'a successor after the turn was given up')
     assert.equal(await h.run(next), { status: 'completed' })
   }),
 )

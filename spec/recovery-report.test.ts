@@ -9,7 +9,7 @@ import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { EventLog, type RecoveredInvocation, recoverInvocations } from '../index.js'
 import { answer } from '../testing/scripted-model-server.js'
-import { countingTool, engineTest, factsOf } from './support/engine-fixtures.js'
+import { countingTool, engineTest, factsOf, refusedWithoutWriting } from './support/engine-fixtures.js'
 import { EventMaker, facts, invocationOf, refusal, startChild } from './support/log-fixtures.js'
 import { withTempDir, withTimeout } from './support/temp.js'
 
@@ -26,6 +26,10 @@ async function killWhileToolsRun(logPath: string): Promise<void> {
 test(
   'each closed invocation is reported with its outcome, its uncertain operations and the boundary a continuation starts from',
   engineTest([answer.text('picked up where it stopped')], { ms: 30_000, before: killWhileToolsRun }, async (h) => {
+    // Before recovery the session is busy with a run no process runs any more: the refusal says what closes it.
+    const early = await refusedWithoutWriting(h.log, () => h.engine.start(h.input('early', { session: 'session-crash' })), 'RUN_BUSY', 'a message before recovery')
+    assert.is(early.details?.reason, 'active')
+    assert.match(early.message, /left open by a process that stopped \(run-crash\): recoverInvocations\(log\) closes it/)
     const reported: RecoveredInvocation[] = []
     assert.is(await recoverInvocations(h.log, { onClosed: (closed) => void reported.push(closed) }), 1)
     assert.is(reported.length, 1)

@@ -23,7 +23,7 @@ export async function claimDirectory(location: string): Promise<{ path: string; 
     throw new FactstateError('LOG_IO', `the log directory ${location} cannot be created: ${(error as Error).message}`, { cause: error })
   }
   if (held.has(path)) {
-    throw new FactstateError('LOG_WRITER_BUSY', `the log at ${location} is already open in this process`)
+    throw new FactstateError('LOG_WRITER_BUSY', `the log at ${location} is already open in this process: use that handle, or close it first`)
   }
   held.add(path)
   let released = false

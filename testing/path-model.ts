@@ -185,6 +185,17 @@ function pauseOf(context: PathContext): HandoffPause {
   }
 }
 
+/** The rejection of the current answer's call at `index` (its kind names the tool). */
+const rejection = (context: PathContext, index: number, name: string, reason: 'unknown_tool' | 'cancelled' | 'denied'): Extract<Fact, { type: 'tool.rejected' }> => ({
+  type: 'tool.rejected',
+  operationId: operationIdOf(context, index),
+  callId: callIdOf(context, index),
+  name,
+  input: {},
+  reason,
+})
+/** The calls of the answer not begun, rejected `cancelled` (a cancel starts none of them). */
+const cancelledCalls = (context: PathContext): Fact[] => context.calls.map((kind, offset) => rejection(context, context.callIndex + offset, kind, 'cancelled'))
 const plan = (context: PathContext, ...facts: Fact[]): PlannedFact[] => [...context.facts, ...facts.map((fact) => ({ run: context.run, fact }))]
 const ended = (outcome: InvocationOutcome): Fact => ({ type: 'invocation.ended', outcome })
 const failed = (failureClass: string): Fact => ended({ status: 'failed', class: failureClass })
@@ -304,14 +315,7 @@ export const pathModel = setup({
       let { calls, callIndex } = context
       const rejected: Fact[] = []
       while (calls[0] === 'unknown') {
-        rejected.push({
-          type: 'tool.rejected',
-          operationId: operationIdOf(context, callIndex),
-          callId: callIdOf(context, callIndex),
-          name: 'unknown',
-          input: {},
-          reason: 'unknown_tool',
-        })
+        rejected.push(rejection(context, callIndex, 'unknown', 'unknown_tool'))
         calls = calls.slice(1)
         callIndex += 1
       }
@@ -340,33 +344,10 @@ export const pathModel = setup({
     denyCall: assign(({ context }) => ({
       calls: context.calls.slice(1),
       callIndex: context.callIndex + 1,
-      facts: plan(context, {
-        type: 'tool.rejected',
-        operationId: operationIdOf(context, context.callIndex),
-        callId: callIdOf(context, context.callIndex),
-        name: 'gated',
-        input: {},
-        reason: 'denied',
-        approval: { by: PATH_APPROVER, reason: PATH_DENIAL },
-      }),
+      facts: plan(context, { ...rejection(context, context.callIndex, 'gated', 'denied'), approval: { by: PATH_APPROVER, reason: PATH_DENIAL } }),
     })),
     // A cancel while the approver is asked: that call and the ones after it are rejected `cancelled`, none is run.
-    cancelApproval: assign(({ context }) => ({
-      calls: [],
-      facts: plan(
-        context,
-        ...context.calls.map(
-          (kind, offset): Fact => ({
-            type: 'tool.rejected',
-            operationId: operationIdOf(context, context.callIndex + offset),
-            callId: callIdOf(context, context.callIndex + offset),
-            name: kind,
-            input: {},
-            reason: 'cancelled',
-          }),
-        ),
-      ),
-    })),
+    cancelApproval: assign(({ context }) => ({ calls: [], facts: plan(context, ...cancelledCalls(context)) })),
     settle: assign(({ context, event }) => ({
       inflight: null,
       inflightReadOnly: false,
@@ -380,14 +361,7 @@ export const pathModel = setup({
       }),
     })),
     settleCancelled: assign(({ context }) => {
-      const rejected: Fact[] = context.calls.map((kind, offset) => ({
-        type: 'tool.rejected',
-        operationId: operationIdOf(context, context.callIndex + offset),
-        callId: callIdOf(context, context.callIndex + offset),
-        name: kind,
-        input: {},
-        reason: 'cancelled',
-      }))
+      const rejected = cancelledCalls(context)
       return {
         inflight: null,
         inflightReadOnly: false,

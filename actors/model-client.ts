@@ -34,7 +34,14 @@ export interface ModelRequest {
   /** `JSON.stringify(body)`: the digest in `model.requested` is over these bytes, and a retry sends them unchanged. */
   bodyText: string
   signal: AbortSignal
+  /** How long the whole attempt may take, from sending the request to the last part of the answer. */
   timeoutMs: number
+  /**
+   * The longest the provider may send nothing, when the executor sets one (`idleTimeoutMs`): before
+   * its answer starts, and between any two parts of it. Past it the client gives up with `timed_out`.
+   * A client that does not honour it is held to `timeoutMs` only.
+   */
+  idleTimeoutMs?: number | undefined
   /**
    * Call it with each piece of the answer's text as it arrives, if the provider streams (optional:
    * a client that never calls it still works, and the engine then passes the recorded text on

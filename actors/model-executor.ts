@@ -9,6 +9,13 @@ import { OpenAIChatClient } from './openai-chat-client.js'
 export interface ModelExecutorOptions {
   /** How long one model request may take (default 60 s); past it the step is `timed_out`. */
   timeoutMs?: number | undefined
+  /**
+   * How long the provider may send nothing (default: no limit but `timeoutMs`): before its answer
+   * starts, and between any two parts of a streamed answer (keep-alive comments count). Past it the
+   * step is `timed_out`. With it, `timeoutMs` can be raised for long streamed answers and a stalled
+   * one is still noticed soon.
+   */
+  idleTimeoutMs?: number | undefined
   /** Retries after a retryable failure (429, 5xx, connection trouble); default 3. Each failure is a fact. */
   retries?: number | undefined
   /** First backoff before a retry (default 250 ms), doubled each time, capped by `maxBackoffMs`. */
@@ -25,12 +32,13 @@ export interface ModelExecutorOptions {
  *
  * @example
  * ```ts
- * const model = new ModelExecutor({ timeoutMs: 30_000, retries: 2 })
+ * const model = new ModelExecutor({ timeoutMs: 300_000, idleTimeoutMs: 30_000, retries: 2 })
  * const engine = new Engine({ log, model })
  * ```
  */
 export class ModelExecutor {
   readonly timeoutMs: number
+  readonly idleTimeoutMs: number | undefined
   readonly retries: number
   readonly backoffMs: number
   readonly maxBackoffMs: number
@@ -42,6 +50,7 @@ export class ModelExecutor {
       throw new FactstateError('ENGINE_INVALID_OPTIONS', 'ModelExecutor: createClient must be a function', { details: { field: 'createClient' } })
     }
     this.timeoutMs = positive(options.timeoutMs, 60_000, 'timeoutMs')
+    this.idleTimeoutMs = options.idleTimeoutMs === undefined ? undefined : positive(options.idleTimeoutMs, 0, 'idleTimeoutMs')
     this.retries = Math.floor(positive(options.retries, 3, 'retries', true))
     this.backoffMs = positive(options.backoffMs, 250, 'backoffMs', true)
     this.maxBackoffMs = positive(options.maxBackoffMs, 10_000, 'maxBackoffMs', true)
@@ -90,6 +99,7 @@ export class ModelExecutor {
           bodyText,
           signal: attempt.signal,
           timeoutMs: this.timeoutMs,
+          ...(this.idleTimeoutMs === undefined ? {} : { idleTimeoutMs: this.idleTimeoutMs }),
           ...(onText === undefined ? {} : { onText: piece }),
         })
         // Once the client has answered, its text is what it answered with: later pieces are dropped.

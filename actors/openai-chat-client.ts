@@ -72,8 +72,11 @@ const ChunkSchema = z.object({
   usage: UsageSchema,
 })
 
-/** Why the client stopped an attempt itself. */
-type StopReason = 'timeout' | 'cancel'
+/**
+ * Why the client stopped an attempt itself: the caller's signal, `timeoutMs`, or `idleTimeoutMs`
+ * before the answer started (`silent`) or between two of its parts (`stalled`).
+ */
+type StopReason = 'timeout' | 'cancel' | 'silent' | 'stalled'
 
 /** A provider answer that could not be understood. */
 class MalformedAnswer extends Error {}
@@ -173,7 +176,8 @@ export function retryAfterMsOf(headers: Headers | undefined, now: number = Date.
  * - It never throws for provider trouble: HTTP 408/429/5xx and lost connections are
  *   `retryable_failure`, other 4xx `failed`, an answer that cannot be understood `failed` with
  *   `malformed: true`, the `timeoutMs` deadline (which also covers reading the body) `timed_out`,
- *   and the caller's signal `cancelled`. Returned messages never contain the API key or the
+ *   and so is `idleTimeoutMs` when set (no headers yet, or no byte of the body, for that long), and
+ *   the caller's signal `cancelled`. Returned messages never contain the API key or the
  *   configured header values.
  *
  * @example
@@ -235,6 +239,8 @@ export class OpenAIChatClient implements ModelClient {
     const { signal: callerSignal } = request
     if (callerSignal.aborted) return interrupted('cancelled', 'the request was cancelled before it was sent')
     if (!(request.timeoutMs > 0)) return interrupted('timed_out', `the request timed out (timeoutMs ${request.timeoutMs})`)
+    const { idleTimeoutMs } = request
+    if (idleTimeoutMs !== undefined && !(idleTimeoutMs > 0)) return interrupted('timed_out', `the request timed out (idleTimeoutMs ${idleTimeoutMs})`)
 
     const controller = new AbortController()
     let stop: StopReason | undefined
@@ -247,6 +253,9 @@ export class OpenAIChatClient implements ModelClient {
     callerSignal.addEventListener('abort', onAbort, { once: true })
     const timeoutMs = Math.min(Math.ceil(request.timeoutMs), MAX_TIMER_MS)
     const timer = setTimeout(() => halt('timeout'), timeoutMs)
+    // The idle limit runs from the request to the headers, then from each part of the body to the next.
+    let answering = false
+    const idle = idleTimeoutMs === undefined ? undefined : setTimeout(() => halt(answering ? 'stalled' : 'silent'), Math.min(Math.ceil(idleTimeoutMs), MAX_TIMER_MS))
     const stopped = new Promise<never>((_, reject) => {
       controller.signal.addEventListener('abort', () => reject(new BodyReadFailure('aborted')), { once: true })
     })
@@ -263,19 +272,23 @@ export class OpenAIChatClient implements ModelClient {
           maxRetries: 0,
         })
         .asResponse()
+      answering = true
+      idle?.refresh()
+      const body = idle === undefined ? response : watched(response, () => idle.refresh())
       const contentType = response.headers.get('content-type') ?? ''
       const output = /^\s*text\/event-stream/i.test(contentType)
-        ? await this.#readStream(response, controller, request.onText)
-        : await this.#readJson(response, stopped)
+        ? await this.#readStream(body, controller, request.onText)
+        : await this.#readJson(body, stopped)
       // The SDK ends an SSE iteration quietly when the request is aborted: check before trusting it.
-      if (stop) return this.#stopped(stop, request.timeoutMs)
+      if (stop) return this.#stopped(stop, request)
       return { kind: 'completed', output }
     } catch (error) {
       const errorBody = this.#errorBodies.get(request.bodyText)
-      return this.#classify(error, stop, request.timeoutMs, errorBody === undefined ? undefined : await errorBody)
+      return this.#classify(error, stop, request, errorBody === undefined ? undefined : await errorBody)
     } finally {
       this.#errorBodies.delete(request.bodyText)
       clearTimeout(timer)
+      clearTimeout(idle)
       callerSignal.removeEventListener('abort', onAbort)
       if (!controller.signal.aborted) controller.abort()
     }
@@ -376,14 +389,22 @@ export class OpenAIChatClient implements ModelClient {
     return outputOf(text.length > 0 ? text : refusal, toolCalls, finishReason, usage)
   }
 
-  #stopped(stop: StopReason, timeoutMs: number): ModelResponse {
-    return stop === 'cancel'
-      ? interrupted('cancelled', 'the request was cancelled')
-      : interrupted('timed_out', `the request timed out after ${timeoutMs}ms`)
+  #stopped(stop: StopReason, { timeoutMs, idleTimeoutMs }: Pick<ModelRequest, 'timeoutMs' | 'idleTimeoutMs'>): ModelResponse {
+    switch (stop) {
+      case 'cancel':
+        return interrupted('cancelled', 'the request was cancelled')
+      case 'timeout':
+        return interrupted('timed_out', `the request timed out after ${timeoutMs}ms`)
+      case 'silent':
+        return interrupted('timed_out', `the provider did not start answering within ${idleTimeoutMs}ms (idleTimeoutMs)`)
+      case 'stalled':
+        return interrupted('timed_out', `the answer stalled: nothing arrived for ${idleTimeoutMs}ms (idleTimeoutMs)`)
+    }
   }
 
-  #classify(error: unknown, stop: StopReason | undefined, timeoutMs: number, errorBody: string | undefined): ModelResponse {
-    if (stop) return this.#stopped(stop, timeoutMs)
+  #classify(error: unknown, stop: StopReason | undefined, request: Pick<ModelRequest, 'timeoutMs' | 'idleTimeoutMs'>, errorBody: string | undefined): ModelResponse {
+    const { timeoutMs } = request
+    if (stop) return this.#stopped(stop, request)
     if (error instanceof MalformedAnswer) return interrupted('failed', this.#redact(error.message), { malformed: true })
     if (error instanceof ReportedError) return interrupted(error.retryable ? 'retryable_failure' : 'failed', this.#redact(error.message))
     if (error instanceof BodyReadFailure) return interrupted('retryable_failure', this.#redact(error.message))
@@ -408,6 +429,20 @@ export class OpenAIChatClient implements ModelClient {
   #redact(message: string): string {
     return redact(message, this.#secrets)
   }
+}
+
+/** The response with a body that calls `progress` for every piece of it that arrives. */
+function watched(response: Response, progress: () => void): Response {
+  if (response.body === null) return response
+  const body = response.body.pipeThrough(
+    new TransformStream<Uint8Array, Uint8Array>({
+      transform(piece, controller) {
+        progress()
+        controller.enqueue(piece)
+      },
+    }),
+  )
+  return new Response(body, { status: response.status, statusText: response.statusText, headers: response.headers })
 }
 
 function describe(error: unknown): string {

@@ -7,9 +7,10 @@ import { createHash } from 'node:crypto'
 import { getEventListeners } from 'node:events'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import { EventLog, recoverInvocations } from '../index.js'
+import { EventLog, ModelExecutor, recoverInvocations, type ModelClient, type ProviderConfig } from '../index.js'
 import { answer } from '../testing/scripted-model-server.js'
 import { engineTest, factsOf, filesHolding, only, storedEvents } from './support/engine-fixtures.js'
+import { withTimeout } from './support/temp.js'
 
 const sha256 = (text: string) => `sha256:${createHash('sha256').update(text).digest('hex')}`
 
@@ -147,6 +148,43 @@ test(
     assert.is(only(facts, 'model.interrupted')[0]?.status, 'timed_out')
     assert.is(h.server.requests.length, 1)
   }),
+)
+
+test(
+  'a stream that stalls after its first text: idleTimeoutMs ends the step timed_out, long before timeoutMs',
+  engineTest([answer.stall({ text: 'thinking' }), answer.text('never')], { stream: true, model: { timeoutMs: 60_000, idleTimeoutMs: 300 } }, async (h) => {
+    const outcome = await h.run(h.input('stall'))
+    assert.is(outcome.status === 'failed' && outcome.class, 'model_timeout')
+    const facts = await factsOf(h.log, 'invocation-stall')
+    assert.equal(
+      facts.map((f) => f.type),
+      ['invocation.opened', 'model.requested', 'model.interrupted', 'invocation.ended'],
+    )
+    const [stalled] = only(facts, 'model.interrupted')
+    assert.is(stalled?.status, 'timed_out')
+    assert.is(stalled?.message, 'the answer stalled: nothing arrived for 300ms (idleTimeoutMs)')
+    assert.is(h.server.requests.length, 1, 'a timeout is not retried')
+  }),
+)
+
+test(
+  'idleTimeoutMs reaches a custom client as request.idleTimeoutMs, and is absent when not set',
+  () =>
+    withTimeout(async () => {
+      const seen: (number | undefined)[] = []
+      const client: ModelClient = {
+        complete: async (request) => {
+          seen.push(request.idleTimeoutMs)
+          return { kind: 'completed', output: { text: 'ok', toolCalls: [], finishReason: 'stop' } }
+        },
+      }
+      const provider: ProviderConfig = { kind: 'openai-chat', baseUrl: 'http://127.0.0.1:9/v1', model: 'm' }
+      for (const executor of [new ModelExecutor({ idleTimeoutMs: 1_500, createClient: () => client }), new ModelExecutor({ createClient: () => client })]) {
+        const response = await executor.attempt(executor.clientFor(provider), { bodyText: '{"model":"m","messages":[]}', signal: new AbortController().signal })
+        assert.is(response.kind, 'completed')
+      }
+      assert.equal(seen, [1_500, undefined])
+    }, 5_000),
 )
 
 const API_KEY = 'sk-factstate-never-on-disk-5f1c0d'

@@ -269,6 +269,8 @@ const cases: Case[] = [
   { area: 'Engine', name: 'a model that is not a ModelExecutor', code: 'ENGINE_INVALID_OPTIONS', act: (c) => new Engine({ log: c.log, model: {} as ModelExecutor }) },
   { area: 'Engine', name: 'a clock that is a number', code: 'ENGINE_INVALID_OPTIONS', act: (c) => new Engine({ log: c.log, now: 5 as unknown as () => number }) },
   { area: 'Engine', name: 'ModelExecutor timeoutMs -1', code: 'ENGINE_INVALID_OPTIONS', act: () => new ModelExecutor({ timeoutMs: -1 }) },
+  { area: 'Engine', name: 'ModelExecutor idleTimeoutMs 0', code: 'ENGINE_INVALID_OPTIONS', act: () => new ModelExecutor({ idleTimeoutMs: 0 }) },
+  { area: 'Engine', name: 'ModelExecutor idleTimeoutMs Infinity', code: 'ENGINE_INVALID_OPTIONS', act: () => new ModelExecutor({ idleTimeoutMs: Number.POSITIVE_INFINITY }) },
   { area: 'Engine', name: 'ModelExecutor retries NaN', code: 'ENGINE_INVALID_OPTIONS', act: () => new ModelExecutor({ retries: Number.NaN }) },
   { area: 'Engine', name: 'ModelExecutor createClient that is a string', code: 'ENGINE_INVALID_OPTIONS', act: () => new ModelExecutor({ createClient: 'openai' as unknown as () => never }) },
   // appended events: shape

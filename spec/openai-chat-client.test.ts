@@ -13,12 +13,13 @@ function bodyOf(extra: Record<string, unknown> = {}): ChatRequestBody {
   return { model: 'test-model', messages: [{ role: 'user', content: 'hello ✓ “quotes” \u2028' }], ...extra }
 }
 
-function requestFor(body: ChatRequestBody, options: { signal?: AbortSignal; timeoutMs?: number; bodyText?: string } = {}): ModelRequest {
+function requestFor(body: ChatRequestBody, options: { signal?: AbortSignal; timeoutMs?: number; idleTimeoutMs?: number; bodyText?: string } = {}): ModelRequest {
   return {
     body,
     bodyText: options.bodyText ?? JSON.stringify(body),
     signal: options.signal ?? new AbortController().signal,
     timeoutMs: options.timeoutMs ?? 3_000,
+    ...(options.idleTimeoutMs === undefined ? {} : { idleTimeoutMs: options.idleTimeoutMs }),
   }
 }
 
@@ -538,6 +539,66 @@ test('the deadline also covers a stream that stalls after its headers', () =>
       await new Promise((resolve) => server.close(resolve))
     }
   }, TEST_MS))
+
+test(
+  'idleTimeoutMs: a stream that stalls after its first text is timed_out as stalled, long before timeoutMs',
+  withServer([answer.stall({ text: 'hal' })], async (server) => {
+    const r = interrupted(await new OpenAIChatClient(provider(server)).complete(requestFor(bodyOf({ stream: true }), { timeoutMs: 4_000, idleTimeoutMs: 200 })))
+    assert.is(r.status, 'timed_out')
+    assert.is(r.message, 'the answer stalled: nothing arrived for 200ms (idleTimeoutMs)')
+  }),
+)
+
+test(
+  'idleTimeoutMs: a provider that sends no headers is timed_out as not answering',
+  withServer([answer.hang()], async (server) => {
+    const r = interrupted(await new OpenAIChatClient(provider(server)).complete(requestFor(bodyOf(), { timeoutMs: 4_000, idleTimeoutMs: 200 })))
+    assert.is(r.status, 'timed_out')
+    assert.is(r.message, 'the provider did not start answering within 200ms (idleTimeoutMs)')
+  }),
+)
+
+test(
+  'idleTimeoutMs: a JSON answer whose body stops half-way is timed_out as stalled',
+  withRawServer(
+    (_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' })
+      res.write('{"choices":[{"message":')
+    },
+    async (baseUrl) => {
+      const r = interrupted(await new OpenAIChatClient(provider({ baseUrl })).complete(requestFor(bodyOf(), { timeoutMs: 4_000, idleTimeoutMs: 200 })))
+      assert.is(r.status, 'timed_out')
+      assert.match(r.message, /stalled/)
+    },
+  ),
+)
+
+test(
+  'idleTimeoutMs: a slow stream whose parts keep coming (keep-alive comments count) completes, however long it takes in all',
+  withRawServer(
+    (_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' })
+      // 16 keep-alive comments while the model "thinks", then 8 pieces of text: 24 parts 30 ms apart,
+      // over 700 ms in all against an idle limit of 400 ms (the thinking alone outlasts it).
+      const parts = [
+        ...Array.from({ length: 16 }, () => ': keep-alive\n\n'),
+        ...Array.from({ length: 8 }, (_, i) => `data: ${JSON.stringify({ choices: [{ index: 0, delta: { content: `p${i} ` }, finish_reason: null }] })}\n\n`),
+        `data: ${JSON.stringify({ choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] })}\n\ndata: [DONE]\n\n`,
+      ]
+      const next = () => {
+        const part = parts.shift()
+        if (part === undefined || res.destroyed) return void res.end()
+        res.write(part)
+        setTimeout(next, 30)
+      }
+      next()
+    },
+    async (baseUrl) => {
+      const response = await new OpenAIChatClient(provider({ baseUrl })).complete(requestFor(bodyOf({ stream: true }), { timeoutMs: 4_000, idleTimeoutMs: 400 }))
+      assert.equal(response, { kind: 'completed', output: { text: 'p0 p1 p2 p3 p4 p5 p6 p7 ', toolCalls: [], finishReason: 'stop' } })
+    },
+  ),
+)
 
 test(
   "the caller's signal aborting an in-flight request is cancelled",

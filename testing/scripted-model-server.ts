@@ -74,6 +74,7 @@ export type ScriptedAnswer =
     }
   | { kind: 'malformed'; body: string; hold?: boolean | undefined }
   | { kind: 'cutStream'; text: string; hold?: boolean | undefined }
+  | { kind: 'stall'; text: string; hold?: boolean | undefined }
   | { kind: 'reset'; hold?: boolean | undefined; stream?: boolean | undefined }
   | { kind: 'hang' }
 
@@ -104,6 +105,10 @@ export const answer = {
   /** An SSE stream that sends some text, then ends in the middle of an event (no finish, no `[DONE]`). */
   cutStream(options: { text?: string | undefined; hold?: boolean | undefined } = {}): ScriptedAnswer {
     return { kind: 'cutStream', text: options.text ?? 'partial', ...(options.hold === undefined ? {} : { hold: options.hold }) }
+  },
+  /** An SSE stream that sends some text, then nothing more: the connection stays open until the server closes (an `idleTimeoutMs` notices it). */
+  stall(options: { text?: string | undefined; hold?: boolean | undefined } = {}): ScriptedAnswer {
+    return { kind: 'stall', text: options.text ?? 'partial', ...(options.hold === undefined ? {} : { hold: options.hold }) }
   },
   /** Destroys the connection without an answer; with `stream: true`, after the SSE headers and a first chunk. */
   reset(options: AnswerOptions = {}): ScriptedAnswer {
@@ -397,6 +402,13 @@ export async function scriptedModelServer(script: Script, options: { stream?: bo
         // Half an event, then a clean end of the body: no blank line, no finish, no [DONE].
         res.end(`data: {"id":"chatcmpl-${recorded.index}","object":"chat.completion.chunk","choi`)
         return
+      }
+      case 'stall': {
+        const send = startSse(res)
+        const base = { id: `chatcmpl-${recorded.index}`, object: 'chat.completion.chunk', created: CREATED, model: modelOf(recorded) }
+        send({ ...base, choices: [{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }] })
+        if (scripted.text.length > 0) send({ ...base, choices: [{ index: 0, delta: { content: scripted.text }, finish_reason: null }] })
+        return // sockets are destroyed on close
       }
       case 'reset':
         if (wantsStream(scripted.stream, recorded)) {

@@ -28,7 +28,11 @@ export interface EngineOptions {
 
 /** Options of {@link Engine.start} and {@link Engine.run}. */
 export interface StartOptions {
-  /** Aborting cancels the run at its next step boundary (a running tool gets the signal too). */
+  /**
+   * Aborting cancels the run at its next step boundary (a running tool gets the signal too). Already
+   * aborted, the run ends before any model request; a handoff successor admitted so gives its paused
+   * turn up and is not held to the seal's execution settings (it records the seal's).
+   */
   signal?: AbortSignal | undefined
   /**
    * Receives the text of the run's model answers live, piece by piece as the provider streams it
@@ -291,16 +295,21 @@ export class Engine {
       tools: catalogOf(run.tools, admitted.map((entry) => entry.shown)),
     })
     let execution = settings
+    let configuration = run.configuration
     let budget = run.maxSteps ?? DEFAULT_MAX_STEPS
     let opened: InvocationInput
     if (work.kind === 'handoff') {
+      // A successor admitted with its signal already aborted gives the paused turn up: it ends before
+      // any model request, so it runs under no settings of its own and is not held to the seal's (a
+      // deploy that changed a tool's description must not strand the turn). It records the seal's.
+      const givingUp = signal?.aborted === true
       const expected = successorOf(work.pause.intent, work.source.invocation)
       if (!sameInvocation(invocation, expected)) {
         throw new FactstateError('HANDOFF_MISMATCH', 'the successor must run as successorOf(pause.intent, source.invocation)', {
           details: { field: 'invocation', expected },
         })
       }
-      let difference = executionDifference(settings, work.pause.execution)
+      let difference = givingUp ? undefined : executionDifference(settings, work.pause.execution)
       // A seal made by an earlier build digested a tool without a schema differently (see legacyCatalogDigest).
       if (difference === 'tools' && run.tools.some((tool) => tool.inputSchema === undefined)) {
         const legacy = { ...settings, tools: { ...settings.tools, catalogDigest: legacyCatalogDigest(run.tools) } }
@@ -325,6 +334,7 @@ export class Engine {
       const sealed = (await this.#log.invocationRecord(work.source.invocation.invocationId))?.outcome
       const pause = sealed?.status === 'handoff_paused' && isDeepStrictEqual(canonical(sealed.pause), canonical(work.pause)) ? sealed.pause : work.pause
       execution = canonical(pause.execution)
+      if (givingUp) configuration = { ...configuration, cwd: execution.cwd }
       budget = pause.remainingSteps
       opened = { kind: 'handoff', source: work.source, pause: canonical(pause) }
     } else {
@@ -359,7 +369,7 @@ export class Engine {
       id: this.#firstEventId(invocation),
       recordedAt: this.#now(),
       invocation,
-      fact: { type: 'invocation.opened', input: opened, configuration: run.configuration, execution },
+      fact: { type: 'invocation.opened', input: opened, configuration, execution },
     })
     // Before anything is written: a client that cannot be made refuses the run, it does not strand it.
     let client: ModelClient

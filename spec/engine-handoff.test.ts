@@ -168,6 +168,40 @@ test(
 )
 
 test(
+  'a paused turn can be given up after a deploy changed its settings: the aborted successor records the seal\'s, a live one is still refused',
+  engineTest([answer.text('after the deploy')], {}, async (h) => {
+    const sealed = await sealAtFirstSafePoint(h, h.input('deployed', { session: 'deployed' }), 'deployed-successor')
+    // The next build: another description for the same tool, another model, another cwd.
+    const redeployed = successorInput(sealed)
+    redeployed.tools = [{ ...countingTool('echo'), description: 'echo, described anew' }]
+    redeployed.provider = { ...redeployed.provider, model: 'next-model' }
+    redeployed.configuration = { cwd: '/workspace/next' }
+    await refusedWithoutWriting(h.log, () => h.engine.start(redeployed), 'HANDOFF_MISMATCH', 'a live successor on the new build')
+    const controller = new AbortController()
+    controller.abort('given up after the deploy')
+    // Giving up still needs the seal itself: a forged pause or another successor id is refused, aborted signal or not.
+    const forged = successorInput(sealed)
+    if (forged.work.kind === 'handoff') forged.work.pause.remainingSteps += 1
+    await refusedWithoutWriting(h.log, () => h.engine.start(forged, { signal: controller.signal }), 'HANDOFF_MISMATCH', 'a forged pause with an aborted signal')
+    const elsewhere = { ...redeployed, invocation: { ...redeployed.invocation, invocationId: 'invocation-elsewhere' } }
+    await refusedWithoutWriting(h.log, () => h.engine.start(elsewhere, { signal: controller.signal }), 'HANDOFF_MISMATCH', 'another successor id with an aborted signal')
+    const running = await h.start(redeployed, { signal: controller.signal })
+    assert.equal(await running.wait(), { status: 'cancelled', source: 'given up after the deploy' })
+    assert.is(h.server.requests.length, 0, 'the successor asked the model nothing')
+    const facts = await factsOf(h.log, sealed.pause.intent.successorInvocationId)
+    assert.equal(facts.map((fact) => fact.type), ['invocation.opened', 'invocation.ended'])
+    const [opened] = only(facts, 'invocation.opened')
+    assert.equal(opened?.execution, sealed.pause.execution, 'the given-up successor records the seal\'s settings, not the new build\'s')
+    assert.is(opened?.configuration.cwd, sealed.pause.execution.cwd)
+    // The claim is used and the session is free for the new build.
+    await refusedWithoutWriting(h.log, () => h.engine.start(successorInput(sealed)), 'HANDOFF_CLAIMED', 'the old successor after the turn was given up')
+    const next = h.input('after-deploy', { session: 'deployed' })
+    next.provider = { ...next.provider, model: 'next-model' }
+    assert.equal(await h.run(next), { status: 'completed' })
+  }),
+)
+
+test(
   'a held pause that was released, or a run that ended otherwise, authorizes no successor',
   engineTest([answer.text('done')], {}, async (h) => {
     const input = h.input('released')

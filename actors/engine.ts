@@ -120,13 +120,14 @@ export interface RunningInvocation {
 const ignore = (): void => undefined
 
 
-/** The five settings a successor must match, compared one by one so the refusal can name the first that differs. */
+/** The settings a successor must match, compared one by one so the refusal can name the first that differs. */
 function executionDifference(candidate: ExecutionSettings, sealed: ExecutionSettings): string | undefined {
   if (candidate.model !== sealed.model) return 'model'
   if (!isDeepStrictEqual(canonical(candidate.providerOptions), canonical(sealed.providerOptions))) return 'providerOptions'
   if (candidate.mainOutputLimit !== sealed.mainOutputLimit) return 'mainOutputLimit'
   if (candidate.cwd !== sealed.cwd) return 'cwd'
   if (!isDeepStrictEqual(candidate.tools, sealed.tools)) return 'tools'
+  if (candidate.instructions !== sealed.instructions) return 'instructions'
   return undefined
 }
 
@@ -293,6 +294,7 @@ export class Engine {
       mainOutputLimit: run.mainOutputLimit,
       cwd: run.configuration.cwd,
       tools: catalogOf(run.tools, admitted.map((entry) => entry.shown)),
+      instructions: run.instructions,
     })
     let execution = settings
     let configuration = run.configuration

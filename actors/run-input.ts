@@ -20,6 +20,12 @@ export interface RunInput {
   /** Merged into every request body. The fields the engine sets (`model`, `messages`, `tools`, `max_tokens`) are refused: `RUN_INVALID_INPUT`. */
   providerOptions?: Record<string, unknown> | undefined
   configuration: { cwd: string; workspaceIdentity?: string | undefined }
+  /**
+   * The system prompt: sent first in every request of the run, as a system message. Recorded in the
+   * run's execution settings (so a seal carries it and a successor must have the same); a
+   * continuation is a run of its own and gives its own.
+   */
+  instructions?: string | undefined
   mainOutputLimit?: number | undefined
   /** Model steps allowed (default 8, at most 256). A successor gets the steps its pause left. */
   maxSteps?: number | undefined
@@ -98,6 +104,7 @@ const runInputSchema = z.strictObject({
     })
     .optional(),
   configuration: z.strictObject({ cwd, workspaceIdentity: z.string().min(1).max(256).optional() }),
+  instructions: z.string().min(1).optional(),
   mainOutputLimit: z.number().int().min(1).max(1_000_000).optional(),
   maxSteps: z.number().int().min(1).max(MAX_STEPS_LIMIT).optional(),
   requestFingerprint: z.string().min(1).max(256).optional(),
@@ -128,6 +135,7 @@ function recordedParts(input: unknown): [field: string, value: unknown, depth: n
     ['provider.model', provider.model, 5],
     ['providerOptions', run.providerOptions, 5],
     ['configuration', run.configuration, 2],
+    ['instructions', run.instructions, 5],
     ['requestFingerprint', run.requestFingerprint, 3],
     ['work', run.work, 2],
     ...tools.map((tool, index): [string, unknown, number] => {

@@ -39,11 +39,15 @@ export class TranscriptBuilder {
    * side (`toolConcurrency`) settle in any order, and the next request is the same whatever it was.
    */
   #unanswered: { callId: string; operationId?: string; readOnly?: boolean; answer?: string }[] = []
+  /** The system prompt of the invocation last opened: a run's own setting, not part of the history it replays. */
+  #instructions: string | undefined
+
 
   /** Adds the messages `event`'s fact contributes. */
   push({ fact }: RuntimeEvent): void {
     switch (fact.type) {
       case 'invocation.opened':
+        this.#instructions = fact.execution.instructions
         if (fact.input.kind !== 'handoff' && fact.input.priorUnknown?.length) {
           // First in the request, even for a continuation (whose lineage's messages are in already): many
           // chat templates and providers refuse a system message anywhere else. One leading system
@@ -106,9 +110,16 @@ export class TranscriptBuilder {
     }
   }
 
-  /** The messages so far (a copy: the builder goes on). */
+  /**
+   * The messages so far (a copy: the builder goes on). The system prompt of the invocation last
+   * opened leads them, in the one leading system message a note of unknown outcomes also goes in.
+   */
   messages(): ChatMessage[] {
-    return [...this.#messages]
+    const instructions = this.#instructions
+    if (instructions === undefined) return [...this.#messages]
+    const [first, ...rest] = this.#messages
+    if (first?.role === 'system') return [{ role: 'system', content: `${instructions}\n\n${first.content}` }, ...rest]
+    return [{ role: 'system', content: instructions }, ...this.#messages]
   }
 
   #answer(call: { callId: string; operationId?: string; answer?: string }, content: string): void {

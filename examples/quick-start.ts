@@ -32,6 +32,7 @@ const running = await engine.start({
   invocation: { sessionId: 'user-42', turnId: `t-${id}`, runId: `r-${id}`, invocationId: `i-${id}` },
   provider: { kind: 'openai-chat', baseUrl: model.baseUrl, model: 'my-model', apiKey: process.env.OPENAI_API_KEY },
   configuration: { cwd: process.cwd() },
+  instructions: 'You run errands for the ops team. Use a tool for anything that has an effect.',
   tools: [{
     name: 'send_email',
     description: 'Send an email',

@@ -39,6 +39,7 @@ export const executionSchema = z.strictObject({
   mainOutputLimit: count.min(1).optional(),
   cwd: text.min(1),
   tools: z.strictObject({ catalogDigest: digest, names: z.array(text) }),
+  instructions: text.min(1).optional(),
   replayBase: runBoundarySchema.optional(),
 })
 

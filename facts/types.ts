@@ -41,6 +41,8 @@ export interface ExecutionSettings {
   mainOutputLimit?: number
   cwd: string
   tools: ToolCatalogSummary
+  /** The run's system prompt, when it has one: sent first in every request, as a system message. */
+  instructions?: string
   /** Present exactly when the paused run was a continuation: the boundary it continued from. */
   replayBase?: RunBoundary
 }

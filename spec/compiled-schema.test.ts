@@ -143,7 +143,7 @@ const runBoundary = object({ invocation, highWater: positive, digest })
 const intent = object({ handoffId: id, hostEpoch: id, rootRunId: id, successorRunId: id, successorInvocationId: id, claimId: id })
 const execution = object(
   { model: nonEmptyText, providerOptions: jsonObject, cwd: nonEmptyText, tools: object({ catalogDigest: digest, names: fc.array(text, { maxLength: 3 }) }) },
-  { mainOutputLimit: positive, replayBase: runBoundary },
+  { mainOutputLimit: positive, instructions: nonEmptyText, replayBase: runBoundary },
 )
 const pause = object({ intent, remainingSteps: count, execution })
 const uncertain = object({ invocationId: id, operationId: nonEmptyText, callId: text, name: text }, { input: json })

@@ -58,6 +58,35 @@ test('the note on unknown outcomes leads the request, for a continuation too, in
   assert.match(plain[0]?.content ?? '', /^Note: in an earlier run of this session, .*operation op-b/)
 })
 
+test('the run\'s instructions lead the request, with any note on unknown outcomes after them in the same system message', () => {
+  const opened = facts.opened() as Extract<Fact, { type: 'invocation.opened' }>
+  const instructed = (instructions: string | undefined, input: Extract<Fact, { type: 'invocation.opened' }>['input']): Fact => ({
+    ...opened,
+    input,
+    execution: { ...opened.execution, ...(instructions === undefined ? {} : { instructions }) },
+  })
+  const lineage: Fact[] = [
+    instructed('Be brief.', { kind: 'message', content: 'charge', priorUnknown: [uncertain('op-a', 'charge')] }),
+    facts.requested('step-1'),
+    answer('step-1', [['call_1', 'charge']]),
+    dispatched('op-b', 'call_1', 'charge'),
+    ended('outcome_unknown'),
+  ]
+  const own = transcriptOf(events(lineage.slice(0, 1)))
+  assert.equal(own.map((message) => message.role), ['system', 'user'])
+  assert.match(own[0]?.content ?? '', /^Be brief\.\n\nNote: in an earlier run of this session, .*operation op-a/)
+  // A continuation's own instructions replace its source's; the notes stay, after them.
+  const continued = transcriptOf(events([...lineage, instructed('Be thorough.', { kind: 'continuation', source, priorUnknown: [uncertain('op-b', 'charge')] })]))
+  assert.equal(continued.map((message) => message.role), ['system', 'user', 'assistant', 'tool'])
+  const lead = continued[0]?.content ?? ''
+  assert.ok(lead.startsWith('Be thorough.\n\nNote: in an earlier run'), lead)
+  assert.not.ok(lead.includes('Be brief.'), 'the source run\'s instructions are not sent again')
+  assert.is(lead.split('Note: in an earlier run').length, 3)
+  // Without instructions of its own, the continuation sends only the notes.
+  const bare = transcriptOf(events([...lineage, instructed(undefined, { kind: 'continuation', source })]))
+  assert.match(bare[0]?.content ?? '', /^Note: in an earlier run of this session, .*operation op-a/)
+})
+
 test('one answer with the same call id twice: the settled call answers with its output, the other names its own operation', () => {
   const messages = toolMessages([
     facts.opened(),

@@ -346,7 +346,7 @@ export class Engine {
       if (work.kind === 'continuation') {
         // A copy: the caller's boundary object never becomes part of the run's settings (or of a pause).
         execution = canonical({ ...settings, replayBase: work.source })
-        opened = { kind: 'continuation', source: work.source, ...fingerprint, ...acknowledged }
+        opened = { kind: 'continuation', source: work.source, ...(work.content === undefined ? {} : { content: work.content }), ...fingerprint, ...acknowledged }
       } else {
         opened = { kind: 'message', content: work.content, ...fingerprint, ...acknowledged }
       }

@@ -10,7 +10,16 @@ import type { ToolDefinition } from './tool-catalog.js'
 /** What a run is asked to do. */
 export type RunWork =
   | { kind: 'message'; content: string; allowPriorUnknown?: boolean | undefined }
-  | { kind: 'continuation'; source: RunBoundary; allowPriorUnknown?: boolean | undefined }
+  | {
+      kind: 'continuation'
+      source: RunBoundary
+      /**
+       * The user's next message: the model gets the source's lineage, then this (a conversation's next
+       * turn). Without it the continuation finishes what the source left unfinished.
+       */
+      content?: string | undefined
+      allowPriorUnknown?: boolean | undefined
+    }
   | { kind: 'handoff'; source: RunBoundary; pause: HandoffPause }
 
 /** Everything needed to admit and run one invocation. */
@@ -112,7 +121,7 @@ const runInputSchema = z.strictObject({
   toolConcurrency: z.number().int().min(1).max(MAX_TOOL_CONCURRENCY).optional(),
   work: z.discriminatedUnion('kind', [
     z.strictObject({ kind: z.literal('message'), content: z.string().min(1), allowPriorUnknown: z.boolean().optional() }),
-    z.strictObject({ kind: z.literal('continuation'), source: runBoundarySchema, allowPriorUnknown: z.boolean().optional() }),
+    z.strictObject({ kind: z.literal('continuation'), source: runBoundarySchema, content: z.string().min(1).optional(), allowPriorUnknown: z.boolean().optional() }),
     z.strictObject({ kind: z.literal('handoff'), source: runBoundarySchema, pause: handoffPauseSchema }),
   ]),
 })

@@ -64,6 +64,7 @@ const invocationInput = z.discriminatedUnion('kind', [
   z.strictObject({
     kind: z.literal('continuation'),
     source: runBoundarySchema,
+    content: text.min(1).optional(),
     requestFingerprint: text.optional(),
     priorUnknown: z.array(uncertainOperation).optional(),
   }),

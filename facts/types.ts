@@ -69,7 +69,14 @@ export type InvocationInput =
       /** Operations of earlier runs in this session whose outcome is unknown, acknowledged by `allowPriorUnknown`. */
       priorUnknown?: UncertainOperation[]
     }
-  | { kind: 'continuation'; source: RunBoundary; requestFingerprint?: string; priorUnknown?: UncertainOperation[] }
+  | {
+      kind: 'continuation'
+      source: RunBoundary
+      /** The user's next message, after the replayed lineage (a continuation without one finishes what its source left). */
+      content?: string
+      requestFingerprint?: string
+      priorUnknown?: UncertainOperation[]
+    }
   | { kind: 'handoff'; source: RunBoundary; pause: HandoffPause }
 
 /** An operation whose effect may or may not have happened. */

@@ -149,7 +149,7 @@ const pause = object({ intent, remainingSteps: count, execution })
 const uncertain = object({ invocationId: id, operationId: nonEmptyText, callId: text, name: text }, { input: json })
 const invocationInput = fc.oneof(
   object({ kind: fc.constant('message'), content: text }, { requestFingerprint: text, priorUnknown: fc.array(uncertain, { maxLength: 2 }) }),
-  object({ kind: fc.constant('continuation'), source: runBoundary }, { requestFingerprint: text, priorUnknown: fc.array(uncertain, { maxLength: 2 }) }),
+  object({ kind: fc.constant('continuation'), source: runBoundary }, { content: nonEmptyText, requestFingerprint: text, priorUnknown: fc.array(uncertain, { maxLength: 2 }) }),
   object({ kind: fc.constant('handoff'), source: runBoundary, pause }),
 )
 const stepId = boundedText(256)

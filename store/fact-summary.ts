@@ -21,7 +21,7 @@ function describe(fact: Fact): string {
     case 'invocation.opened':
       return fact.input.kind === 'message'
         ? `message ${json(fact.input.content)}${fact.input.priorUnknown?.length ? ` (acknowledges ${fact.input.priorUnknown.length} unknown outcome(s))` : ''}`
-        : `${fact.input.kind} from ${fact.input.source.invocation.runId}@${fact.input.source.highWater}`
+        : `${fact.input.kind} from ${fact.input.source.invocation.runId}@${fact.input.source.highWater}${fact.input.kind === 'continuation' && fact.input.content !== undefined ? `, message ${json(fact.input.content)}` : ''}`
     case 'model.requested':
       return `${fact.stepId} model=${fact.model}`
     case 'model.completed':

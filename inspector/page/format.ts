@@ -90,7 +90,8 @@ export function keyFields(fact: Fact): Field[] {
           : input.kind === 'continuation'
             ? { k: 'continues', v: `${input.source.invocation.runId} @${input.source.highWater}`, mono: true }
             : { k: 'succeeds', v: `${input.source.invocation.runId} (${input.pause.intent.handoffId})`, mono: true }
-      return [first, { k: 'model', v: execution.model, mono: true }, { k: 'tools', v: execution.tools.names.join(', ') || 'none', mono: true }]
+      const next: Field[] = input.kind === 'continuation' && input.content !== undefined ? [{ k: 'message', v: preview(input.content, 60) }] : []
+      return [first, ...next, { k: 'model', v: execution.model, mono: true }, { k: 'tools', v: execution.tools.names.join(', ') || 'none', mono: true }]
     }
     case 'model.requested':
       return [{ v: fact.stepId, mono: true }, { k: 'model', v: fact.model, mono: true }, { k: 'body', v: shortDigest(fact.requestDigest), mono: true }]
@@ -153,7 +154,7 @@ export function payloads(fact: Fact): { label: string; text: string; kind: strin
   const list: { label: string; text: string; kind: string }[] = []
   switch (fact.type) {
     case 'invocation.opened':
-      if (fact.input.kind === 'message') list.push({ label: 'message', text: fact.input.content, kind: 'message' })
+      if (fact.input.kind !== 'handoff' && fact.input.content !== undefined) list.push({ label: 'message', text: fact.input.content, kind: 'message' })
       break
     case 'model.completed':
       if (fact.output.text) list.push({ label: `model text (${fact.output.text.length} chars)`, text: fact.output.text, kind: 'model-text' })

@@ -13,6 +13,7 @@ import { ModelExecutor } from './model-executor.js'
 import { redactedMessage, secretsOf } from './redaction.js'
 import { DEFAULT_MAX_STEPS, type RunInput, validateRunInput } from './run-input.js'
 import { type ToolDefinition, catalogOf, legacyCatalogDigest, shownText } from './tool-catalog.js'
+import { inputCheckOf, inputChecks } from './tool-input.js'
 
 const noop = (): void => undefined
 
@@ -164,14 +165,22 @@ const sameInvocation = (a: Invocation, b: Invocation) =>
  * catalog the model is shown stays the one the run's execution settings (and any seal) digest,
  * whatever the caller changes later; `execute` still calls the caller's tool (as its method).
  */
-function admittedTool(tool: ToolDefinition): AdmittedTool {
+function admittedTool(tool: ToolDefinition, index: number): AdmittedTool {
   // Runs share a tool's copy while what the model is shown of it stays the same: an application
   // defines its tools once, and a copy per run would cost every held invocation its schemas.
   const shown = shownText(tool)
   const readOnly = tool.readOnly === true
+  const validateInput = tool.validateInput !== false
   const { needsApproval } = tool
   const known = admittedTools.get(tool)
-  if (known?.shown === shown && (known.tool.readOnly === true) === readOnly && known.tool.needsApproval === needsApproval) return known
+  if (
+    known?.shown === shown &&
+    (known.tool.readOnly === true) === readOnly &&
+    (known.tool.validateInput !== false) === validateInput &&
+    known.tool.needsApproval === needsApproval
+  ) {
+    return known
+  }
   const admitted: AdmittedTool = {
     shown,
     tool: {
@@ -179,9 +188,19 @@ function admittedTool(tool: ToolDefinition): AdmittedTool {
       ...(tool.description === undefined ? {} : { description: tool.description }),
       ...(tool.inputSchema === undefined ? {} : { inputSchema: structuredClone(tool.inputSchema) }),
       ...(readOnly ? { readOnly } : {}),
+      ...(validateInput ? {} : { validateInput }),
       ...(needsApproval === undefined ? {} : { needsApproval }),
       execute: (input, context) => tool.execute(input, context),
     },
+  }
+  if (admitted.tool.inputSchema !== undefined && validateInput) {
+    try {
+      inputChecks.set(admitted.tool, inputCheckOf(admitted.tool.inputSchema))
+    } catch (error) {
+      throw new FactstateError('RUN_INVALID_INPUT', `tools.${index}.inputSchema: the schema of tool ${tool.name} cannot be used to check its input: ${messageOf(error)}`, {
+        details: { fields: [`tools.${index}.inputSchema`] },
+      })
+    }
   }
   admittedTools.set(tool, admitted)
   return admitted
@@ -273,7 +292,7 @@ export class Engine {
           details: { fields: [] },
         })
       }
-      admitted = validated.tools.map(admittedTool)
+      admitted = validated.tools.map((tool, index) => admittedTool(tool, index))
       const gated = admitted.find(({ tool }) => tool.needsApproval !== undefined && tool.needsApproval !== false)
       if (gated && onApproval === undefined) {
         throw new FactstateError('RUN_INVALID_INPUT', `tool ${gated.tool.name} needs approval, and the start options have no onApproval to ask`, {

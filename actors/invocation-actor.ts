@@ -17,6 +17,7 @@ import { type ApprovalRequest, type Approver, type NeedsApproval, decide, needsA
 import { LiveText, type ModelTextPiece } from './model-text.js'
 import { type Secrets, redact, redactAnswer, redactDeep } from './redaction.js'
 import { functionTools, type ToolDefinition } from './tool-catalog.js'
+import { inputChecks } from './tool-input.js'
 import { TranscriptBuilder } from './transcript.js'
 
 /** Everything an actor needs, prepared and admitted by the engine. */
@@ -650,6 +651,12 @@ export class InvocationActor {
     const rejection = this.#aborted ? 'cancelled' : !tool ? 'unknown_tool' : !parsed ? 'invalid_input' : undefined
     if (rejection || !tool) {
       await record({ type: 'tool.rejected', operationId, callId: call.callId, name: call.name, input, reason: rejection ?? 'unknown_tool' })
+      return
+    }
+    // Checked against the tool's schema before anyone is asked to approve it: a call that cannot run is not run.
+    const wrong = inputChecks.get(tool)?.(input)
+    if (wrong !== undefined) {
+      await record({ type: 'tool.rejected', operationId, callId: call.callId, name: call.name, input, reason: 'invalid_input', message: wrong })
       return
     }
     let approval: ApprovalRecord | undefined

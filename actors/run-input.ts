@@ -64,6 +64,7 @@ const tool = z.object({
   description: z.string().optional(),
   inputSchema: z.record(z.string(), jsonValue).optional(),
   readOnly: z.boolean().optional(),
+  validateInput: z.boolean().optional(),
   needsApproval: z.custom<ToolDefinition['needsApproval']>((value) => typeof value === 'boolean' || typeof value === 'function', 'needsApproval must be a boolean or a function of the input').optional(),
   execute: z.custom<ToolDefinition['execute']>((value) => typeof value === 'function', 'execute must be a function'),
 })

@@ -6,8 +6,18 @@ import type { NeedsApproval } from './approval.js'
 export interface ToolDefinition {
   name: string
   description?: string | undefined
-  /** A JSON Schema object describing the input, sent to the model as the function's parameters. */
+  /**
+   * A JSON Schema object describing the input, sent to the model as the function's parameters. A
+   * call whose input does not match it (JSON Schema 2020-12) is not run: it is
+   * `tool.rejected{invalid_input}` with a `message` saying what is wrong, and the model is told so
+   * (it may call again). A schema that cannot be used (a `$ref` to nothing) refuses the run.
+   */
   inputSchema?: object | undefined
+  /**
+   * `false` sends `inputSchema` to the model but does not check calls against it (default `true`).
+   * Not part of the catalog digest: what the model is shown is unchanged.
+   */
+  validateInput?: boolean | undefined
   /**
    * The tool has no side effect (a search, a read): when a crash leaves a call of it unsettled, its
    * outcome is still unknown (the run ends `outcome_unknown`, the call is listed as uncertain), but
@@ -24,9 +34,9 @@ export interface ToolDefinition {
    */
   needsApproval?: NeedsApproval | undefined
   /**
-   * Runs the call. `input` is the model's arguments as parsed JSON, not checked against `inputSchema`:
-   * it is `unknown`, and a property (not a method) so that TypeScript refuses an `execute` that claims
-   * a narrower type than it checks.
+   * Runs the call. `input` is the model's arguments as parsed JSON, checked against `inputSchema`
+   * when there is one. It is still typed `unknown`, and `execute` is a property (not a method) so that
+   * TypeScript refuses an `execute` that claims a narrower type: narrow it yourself (with zod, say).
    */
   execute: (input: unknown, context: ToolContext) => Promise<unknown>
 }

@@ -128,6 +128,7 @@ export const factSchema = z.discriminatedUnion('type', [
     input: jsonValue,
     reason: z.enum(['unknown_tool', 'invalid_input', 'cancelled', 'denied']),
     approval: approvalRecord.optional(),
+    message: text.optional(),
   }),
   z.strictObject({ type: z.literal('hold.entered'), handoffId: id }),
   z.strictObject({ type: z.literal('hold.released'), handoffId: id }),

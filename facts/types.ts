@@ -178,6 +178,8 @@ export type Fact =
       reason: ToolRejectReason
       /** The approver's decision: present exactly when `reason` is `denied` (an append refuses anything else, `LOG_INVALID_EVENT`). */
       approval?: ApprovalRecord | undefined
+      /** What is wrong with the input, when it does not match the tool's `inputSchema` (only with `invalid_input`). */
+      message?: string | undefined
     }
   | { type: 'hold.entered'; handoffId: string }
   | { type: 'hold.released'; handoffId: string }

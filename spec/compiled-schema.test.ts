@@ -200,7 +200,7 @@ const factArbitraries = {
       input: json,
       reason: fc.constantFrom('unknown_tool', 'invalid_input', 'cancelled', 'denied'),
     },
-    { approval: object({}, { by: text, reason: text }) },
+    { approval: object({}, { by: text, reason: text }), message: text },
   ),
   'hold.entered': object({ type: fc.constant('hold.entered'), handoffId: id }),
   'hold.released': object({ type: fc.constant('hold.released'), handoffId: id }),

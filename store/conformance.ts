@@ -396,15 +396,18 @@ export function logConformanceSuite(options: LogConformanceOptions): void {
         ['tool input: a sparse array', dispatch([1, , 3])],
         ['a denied call without the approver\'s decision', { ...base, fact: { ...f.rejected('op1'), reason: 'denied' } }],
         ['an approver\'s decision on a call rejected as cancelled', { ...base, fact: { ...f.rejected('op1'), reason: 'cancelled', approval: { by: 'ana' } } }],
+        ['what is wrong with the input, on a call rejected as an unknown tool', { ...base, fact: { ...f.rejected('op1'), reason: 'unknown_tool', message: 'amount: wrong' } }],
       ]
       for (const [what, event] of variants) {
         await expectCode(() => log.append(event as RuntimeEvent), 'LOG_INVALID_EVENT', what)
       }
       await expectCode(() => log.appendAll([base, variants[4]![1] as RuntimeEvent]), 'LOG_INVALID_EVENT', 'one malformed event in a batch')
-      for (const [what, event] of variants.slice(-2)) {
+      for (const [what, event] of variants.slice(-3, -1)) {
         const error = await refusal(() => log.append(event as RuntimeEvent))
         assert.equal(error.details?.fields, ['fact.approval'], what)
       }
+      const [what, unknownWithMessage] = variants.at(-1)!
+      assert.equal((await refusal(() => log.append(unknownWithMessage as RuntimeEvent))).details?.fields, ['fact.message'], what)
       assert.equal(await snapshot(log), before, 'nothing was written')
       assert.is(await log.append(base), 2, 'no seq was consumed')
     })

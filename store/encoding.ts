@@ -183,6 +183,13 @@ export function checkFactRules(event: RuntimeEvent): void {
       { details: { fields: ['fact.approval'] } },
     )
   }
+  if (fact.type === 'tool.rejected' && fact.message !== undefined && fact.reason !== 'invalid_input') {
+    throw new FactstateError(
+      'LOG_INVALID_EVENT',
+      `the event does not fit the fact schema: only a tool.rejected for reason invalid_input says what is wrong with the input (fact.message), not one for ${fact.reason}`,
+      { details: { fields: ['fact.message'] } },
+    )
+  }
 }
 
 /** Encodes a validated event: one version byte, then msgpack. */

@@ -35,7 +35,7 @@ function describe(fact: Fact): string {
     case 'tool.settled':
       return `${fact.operationId} ${fact.outcome.status}${fact.outcome.status === 'succeeded' ? ` ${json(fact.outcome.output)}` : `: ${clip(fact.outcome.message)}`}`
     case 'tool.rejected':
-      return `${fact.name} ${fact.operationId} ${fact.reason}${fact.approval?.by ? ` by ${json(fact.approval.by)}` : ''}${fact.approval?.reason ? `: ${clip(fact.approval.reason)}` : ''}`
+      return `${fact.name} ${fact.operationId} ${fact.reason}${fact.approval?.by ? ` by ${json(fact.approval.by)}` : ''}${fact.approval?.reason ? `: ${clip(fact.approval.reason)}` : ''}${fact.message ? `: ${clip(fact.message)}` : ''}`
     case 'hold.entered':
     case 'hold.released':
       return fact.handoffId

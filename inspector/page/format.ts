@@ -125,6 +125,7 @@ export function keyFields(fact: Fact): Field[] {
         { k: 'op', v: fact.operationId, mono: true },
         ...(fact.approval?.by ? [{ k: 'by', v: fact.approval.by }] : []),
         ...(fact.approval?.reason ? [{ v: preview(fact.approval.reason, 60) }] : []),
+        ...(fact.message ? [{ v: preview(fact.message, 60) }] : []),
       ]
     case 'hold.entered':
     case 'hold.released':

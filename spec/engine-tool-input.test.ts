@@ -1,0 +1,120 @@
+/**
+ * Tool input checked against the tool's `inputSchema` (JSON Schema 2020-12) before the call is
+ * dispatched: a call that does not match is `tool.rejected{invalid_input}` with a `message` saying
+ * what is wrong, never runs (nor reaches an approver), and the model is told, so it can call again.
+ */
+import { test } from 'uvu'
+import * as assert from 'uvu/assert'
+import type { ToolDefinition } from '../index.js'
+import { answer } from '../testing/scripted-model-server.js'
+import { countingTool, engineTest, factsOf, messagesOf, only, refusedWithoutWriting, typesOf } from './support/engine-fixtures.js'
+
+const REFUND_SCHEMA = {
+  type: 'object',
+  properties: { order: { type: 'string', pattern: '^C-[0-9]+$' }, cents: { type: 'integer', minimum: 1 } },
+  required: ['order', 'cents'],
+  additionalProperties: false,
+}
+const refund = (extra: Partial<ToolDefinition> = {}) => ({ ...countingTool('refund'), inputSchema: structuredClone(REFUND_SCHEMA), ...extra })
+
+test(
+  'a call that does not match the schema is rejected with what is wrong and never runs; the model is told and calls again correctly',
+  engineTest(
+    [
+      answer.toolCalls([{ id: 'call-bad', name: 'refund', arguments: { order: 'order 7', cents: '12.5', note: 'asap' } }]),
+      answer.toolCalls([{ id: 'call-good', name: 'refund', arguments: { order: 'C-7', cents: 1250 } }]),
+      answer.text('refunded 12.50'),
+    ],
+    {},
+    async (h) => {
+      const tool = refund()
+      assert.equal(await h.run(h.input('schema', { tools: [tool] })), { status: 'completed' })
+      assert.equal(
+        tool.calls.map((call) => call.input),
+        [{ order: 'C-7', cents: 1250 }],
+        'only the call that matches ran',
+      )
+      const facts = await factsOf(h.log, 'invocation-schema')
+      const [rejected] = only(facts, 'tool.rejected')
+      assert.equal(
+        [rejected?.callId, rejected?.reason, rejected?.input],
+        ['call-bad', 'invalid_input', { order: 'order 7', cents: '12.5', note: 'asap' }],
+      )
+      assert.is(
+        rejected?.message,
+        'order: String does not match pattern "^C-[0-9]+$".; cents: Instance type "string" is invalid. Expected "integer".; the input: Property "note" does not match additional properties schema.',
+      )
+      assert.equal(
+        only(facts, 'tool.dispatched').map((fact) => fact.callId),
+        ['call-good'],
+      )
+      const told = messagesOf(h.server.requests[1]?.body).find((message) => message.role === 'tool')
+      assert.is(told?.content, `error: the arguments for "refund" do not match its input schema: ${rejected?.message}; it was not run`)
+    },
+  ),
+)
+
+test(
+  'validateInput: false sends the schema but runs the call as the model made it',
+  engineTest([answer.toolCalls([{ name: 'refund', arguments: { order: 7 } }]), answer.text('done')], {}, async (h) => {
+    const tool = refund({ validateInput: false })
+    assert.equal(await h.run(h.input('unchecked', { tools: [tool] })), { status: 'completed' })
+    assert.equal(
+      tool.calls.map((call) => call.input),
+      [{ order: 7 }],
+    )
+    assert.equal(only(await factsOf(h.log, 'invocation-unchecked'), 'tool.rejected'), [])
+    const sent = (h.server.requests[0]?.body as { tools: { function: { parameters: unknown } }[] }).tools
+    assert.equal(sent[0]?.function.parameters, REFUND_SCHEMA, 'the model is shown the schema all the same')
+  }),
+)
+
+test(
+  'a call that does not match is rejected before its approver is asked',
+  engineTest([answer.toolCalls([{ name: 'refund', arguments: { order: 'C-1' } }]), answer.text('done')], {}, async (h) => {
+    const tool = refund({ needsApproval: true })
+    let asked = 0
+    const outcome = await h.run(h.input('unasked', { tools: [tool] }), {
+      onApproval: () => {
+        asked += 1
+        return { approved: true }
+      },
+    })
+    assert.equal(outcome, { status: 'completed' })
+    assert.is(asked, 0)
+    assert.is(tool.calls.length, 0)
+    const [rejected] = only(await factsOf(h.log, 'invocation-unasked'), 'tool.rejected')
+    assert.equal([rejected?.reason, rejected?.message, rejected?.approval], ['invalid_input', 'the input: Instance does not have required property "cents".', undefined])
+  }),
+)
+
+test(
+  'the schema is checked as the model was shown it: the caller changing its object after admission changes neither, and the object gets no marks',
+  engineTest([answer.toolCalls([{ name: 'refund', arguments: { order: 'C-2', cents: 5 } }]), answer.text('done')], {}, async (h) => {
+    const tool = refund()
+    const schema = tool.inputSchema as typeof REFUND_SCHEMA
+    const running = await h.start(h.input('copied', { tools: [tool] }))
+    schema.properties.cents.minimum = 100
+    assert.equal(await running.wait(), { status: 'completed' })
+    assert.is(tool.calls.length, 1, 'checked against the schema as admitted (minimum 1)')
+    assert.equal(Object.getOwnPropertyNames(schema).sort(), Object.keys(REFUND_SCHEMA).sort(), 'the validator marked its own copy, not the caller\'s')
+  }),
+)
+
+test(
+  'a schema that cannot be used refuses the run (RUN_INVALID_INPUT naming it), and nothing is written; a broken pattern rejects the call, saying so',
+  engineTest([answer.toolCalls([{ name: 'refund', arguments: { order: 'C-3', cents: 1 } }]), answer.text('done')], {}, async (h) => {
+    const dangling = refund({ inputSchema: { $ref: '#/$defs/missing' } })
+    const error = await refusedWithoutWriting(h.log, () => h.engine.start(h.input('dangling', { tools: [countingTool('echo'), dangling] })), 'RUN_INVALID_INPUT', 'a $ref to nothing')
+    assert.equal(error.details?.fields, ['tools.1.inputSchema'])
+    assert.match(error.message, /the schema of tool refund cannot be used to check its input: Unresolved \$ref/)
+    const broken = refund({ inputSchema: { type: 'object', properties: { order: { type: 'string', pattern: '([' } } } })
+    assert.equal(await h.run(h.input('broken', { tools: [broken] })), { status: 'completed' })
+    assert.is(broken.calls.length, 0)
+    const [rejected] = only(await factsOf(h.log, 'invocation-broken'), 'tool.rejected')
+    assert.match(rejected?.message ?? '', /^its input schema could not be applied \(Invalid regular expression/)
+    assert.equal(await typesOf(h.log, 'invocation-dangling'), [])
+  }),
+)
+
+test.run()

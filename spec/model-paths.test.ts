@@ -117,7 +117,7 @@ test('generation is deterministic, bounded, and covers every machine state, tran
       ],
     )
     const shapes = new Set(first.flatMap((path) => path.steps.flatMap((step) => step.facts)))
-    for (const shape of ['tool.dispatched:approved', 'tool.rejected:denied', 'tool.rejected:cancelled', 'tool.dispatched:readOnly']) {
+    for (const shape of ['tool.dispatched:approved', 'tool.rejected:denied', 'tool.rejected:cancelled', 'tool.dispatched:readOnly', 'tool.rejected:invalid_input']) {
       assert.ok(shapes.has(shape), `some path plans ${shape}`)
     }
 
@@ -253,12 +253,21 @@ test('runPath fails when the engine does not do what the path plans', () =>
         start({ ...input, tools: input.tools.map(({ needsApproval: _approval, readOnly: _readOnly, ...tool }) => tool) }, startOptions)
       return engine
     }
-    const answered = (kind: 'needsApproval' | 'readOnly') => (path: InvocationPath) =>
+    const answered = (kind: 'needsApproval' | 'readOnly' | 'invalidInput') => (path: InvocationPath) =>
       !path.crash && path.steps.some((step) => step.event.type === 'model.answer' && step.event.answer === kind)
     for (const kind of ['needsApproval', 'readOnly'] as const) {
       const path = findPath(answered(kind), `with answer(${kind})`)
       await rejectsWithCheck(() => runPath(path, { createEngine: flagless, stepTimeoutMs: 2_000 }), 'facts', `an engine that ignores ${kind}`)
     }
+    // An engine that does not check tool input against its schema: the call the path makes with a wrong argument runs.
+    const unchecked = (options: EngineOptions) => {
+      const engine = new Engine(options)
+      const start = engine.start.bind(engine)
+      engine.start = (input, startOptions) => start({ ...input, tools: input.tools.map((tool) => ({ ...tool, validateInput: false })) }, startOptions)
+      return engine
+    }
+    const invalid = findPath(answered('invalidInput'), 'with answer(invalidInput)')
+    await rejectsWithCheck(() => runPath(invalid, { createEngine: unchecked, stepTimeoutMs: 2_000 }), 'facts', 'an engine that runs a call its schema refuses')
     // An engine that records another decision than the approver gave (here: another approver's name).
     const misrecorded = (options: EngineOptions) => {
       const engine = new Engine(options)

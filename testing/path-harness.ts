@@ -28,10 +28,15 @@ export const PATH_SESSION = 'session'
 
 /**
  * The tools the kit adds to the catalog of a path whose model calls them (`answer(needsApproval)`,
- * `answer(readOnly)`): each returns its input, the first needs approval, the second is read-only.
+ * `answer(readOnly)`, `answer(invalidInput)`): each returns its input, the first needs approval,
+ * the second is read-only, the third has an input schema (a number `value`) that the path's call breaks.
  */
 export const PATH_APPROVAL_TOOL = 'path-needs-approval'
 export const PATH_READ_ONLY_TOOL = 'path-read-only'
+export const PATH_CHECKED_TOOL = 'path-checked'
+
+/** The schema of {@link PATH_CHECKED_TOOL}: the path's call sends a string `value`, which it refuses. */
+const CHECKED_SCHEMA = { type: 'object', properties: { value: { type: 'number' } }, required: ['value'] }
 
 const LONG_MS = 60_000
 const SHORT_TIMEOUT_MS = 300
@@ -137,6 +142,7 @@ export class PathHarness {
       ...settings.tools.map((tool) => this.#steered(tool)),
       ...(calls('needsApproval') ? [this.#steered(kitTool(PATH_APPROVAL_TOOL, 'Returns its input, once approved'), { needsApproval: true })] : []),
       ...(calls('readOnly') ? [this.#steered(kitTool(PATH_READ_ONLY_TOOL, 'Looks its input up, changing nothing'), { readOnly: true })] : []),
+      ...(calls('invalidInput') ? [{ ...this.#steered(kitTool(PATH_CHECKED_TOOL, 'Returns its input, a number value')), inputSchema: CHECKED_SCHEMA }] : []),
     ]
     const model = new ModelExecutor({
       timeoutMs: LONG_MS,
@@ -455,6 +461,8 @@ export class PathHarness {
         return answer.toolCalls([{ name: PATH_APPROVAL_TOOL, arguments: { value: 1 } }])
       case 'readOnly':
         return answer.toolCalls([{ name: PATH_READ_ONLY_TOOL, arguments: { value: 1 } }])
+      case 'invalidInput':
+        return answer.toolCalls([{ name: PATH_CHECKED_TOOL, arguments: { value: 'one' } }])
       case 'text':
         return answer.text('done')
       case 'failure': {

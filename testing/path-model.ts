@@ -28,6 +28,8 @@ export type AnswerKind =
   | 'needsApproval'
   /** One call to a read-only tool: a crash while it runs leaves its outcome unknown, and the session need not reconcile it. */
   | 'readOnly'
+  /** One call whose arguments do not match its tool's input schema (rejected `invalid_input`, never run). */
+  | 'invalidInput'
   /** Final text, no tool calls: the run completes. */
   | 'text'
   /** HTTP 500 (retryable); the engine retries once, a second failure fails the run. */
@@ -97,8 +99,8 @@ export interface PathModelInput {
   maxRuns: number
 }
 
-/** `gated`: a call of the tool that needs approval; `readOnly`: of the read-only tool. */
-type CallKind = 'known' | 'unknown' | 'gated' | 'readOnly'
+/** `gated`: a call of the tool that needs approval; `readOnly`: of the read-only tool; `invalid`: arguments its tool's schema refuses. */
+type CallKind = 'known' | 'unknown' | 'gated' | 'readOnly' | 'invalid'
 
 /** A fact the model plans, for the run it belongs to (1-based). */
 export interface PlannedFact {
@@ -148,6 +150,7 @@ const ANSWER_CALLS: Partial<Record<AnswerKind, CallKind[]>> = {
   several: ['known', 'unknown', 'known'],
   needsApproval: ['gated'],
   readOnly: ['readOnly'],
+  invalidInput: ['invalid'],
 }
 
 /** The approver's decisions as the path makes them (and the runner's approver records them). */
@@ -186,7 +189,12 @@ function pauseOf(context: PathContext): HandoffPause {
 }
 
 /** The rejection of the current answer's call at `index` (its kind names the tool). */
-const rejection = (context: PathContext, index: number, name: string, reason: 'unknown_tool' | 'cancelled' | 'denied'): Extract<Fact, { type: 'tool.rejected' }> => ({
+const rejection = (
+  context: PathContext,
+  index: number,
+  name: string,
+  reason: 'unknown_tool' | 'invalid_input' | 'cancelled' | 'denied',
+): Extract<Fact, { type: 'tool.rejected' }> => ({
   type: 'tool.rejected',
   operationId: operationIdOf(context, index),
   callId: callIdOf(context, index),
@@ -314,8 +322,9 @@ export const pathModel = setup({
     rejectUnknowns: assign(({ context }) => {
       let { calls, callIndex } = context
       const rejected: Fact[] = []
-      while (calls[0] === 'unknown') {
-        rejected.push(rejection(context, callIndex, 'unknown', 'unknown_tool'))
+      // Calls of no tool, and calls whose input their tool's schema refuses: rejected without running.
+      while (calls[0] === 'unknown' || calls[0] === 'invalid') {
+        rejected.push(rejection(context, callIndex, calls[0], calls[0] === 'unknown' ? 'unknown_tool' : 'invalid_input'))
         calls = calls.slice(1)
         callIndex += 1
       }
@@ -536,7 +545,7 @@ export const PATH_EVENTS: readonly PathEvent[] = [
   { type: 'start', allowPriorUnknown: true },
   { type: 'successor' },
   { type: 'request' },
-  ...(['known', 'unknown', 'several', 'needsApproval', 'readOnly', 'text', 'failure', 'timeout'] as const).map((answer) => ({ type: 'model.answer' as const, answer })),
+  ...(['known', 'unknown', 'several', 'needsApproval', 'readOnly', 'invalidInput', 'text', 'failure', 'timeout'] as const).map((answer) => ({ type: 'model.answer' as const, answer })),
   { type: 'tool.outcome', outcome: 'succeeds' },
   { type: 'tool.outcome', outcome: 'throws' },
   { type: 'approval', decision: 'approve' },

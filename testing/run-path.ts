@@ -18,19 +18,19 @@ import { ExecutionLedger } from './ledger.js'
 import { transitionsOf } from './machine-coverage.js'
 import { PathCheckError, type PathChecks, noChecks } from './path-check.js'
 import type { PathChildJob, PathChildReport } from './path-child.js'
-import { PATH_APPROVAL_TOOL, PATH_READ_ONLY_TOOL, PathHarness, echoTool } from './path-harness.js'
+import { PATH_APPROVAL_TOOL, PATH_CHECKED_TOOL, PATH_READ_ONLY_TOOL, PathHarness, echoTool } from './path-harness.js'
 import { type InvocationPath, factShape } from './paths.js'
 import { FactstateError } from '../errors.js'
 
 export { PathCheckError, type PathCheck, type PathChecks } from './path-check.js'
-export { PATH_APPROVAL_TOOL, PATH_READ_ONLY_TOOL, echoTool } from './path-harness.js'
+export { PATH_APPROVAL_TOOL, PATH_CHECKED_TOOL, PATH_READ_ONLY_TOOL, echoTool } from './path-harness.js'
 
 /** Options of {@link runPath}. */
 export interface RunPathOptions {
   /**
    * The run's catalog (default: one `echo` tool). Each tool is wrapped: counted in the ledger, and
-   * held until the path settles it. A path that calls a tool needing approval or a read-only tool
-   * adds the kit's own (`PATH_APPROVAL_TOOL`, `PATH_READ_ONLY_TOOL`): those names are refused here.
+   * held until the path settles it. A path that calls a tool needing approval, a read-only tool or
+   * one with arguments its schema refuses adds the kit's own (`PATH_APPROVAL_TOOL`, `PATH_READ_ONLY_TOOL`, `PATH_CHECKED_TOOL`): those names are refused here.
    */
   tools?: ToolDefinition[] | undefined
   /** What a `known` answer calls (default: the first tool, with `{ value: 42 }` for `echo` and `{}` otherwise). */
@@ -135,7 +135,7 @@ function resolveOptions(options: RunPathOptions) {
     }
     names.add(named.name)
   }
-  const kitNames = [PATH_APPROVAL_TOOL, PATH_READ_ONLY_TOOL]
+  const kitNames = [PATH_APPROVAL_TOOL, PATH_READ_ONLY_TOOL, PATH_CHECKED_TOOL]
   const taken = kitNames.find((name) => names.has(name))
   if (taken !== undefined) {
     throw new FactstateError('TESTING_INVALID_OPTIONS', `runPath: the tool name ${taken} is the kit's own (a path that calls a tool needing approval or a read-only tool adds it)`, {

@@ -294,7 +294,8 @@ export class Engine {
       }
       admitted = validated.tools.map((tool, index) => admittedTool(tool, index))
       const gated = admitted.find(({ tool }) => tool.needsApproval !== undefined && tool.needsApproval !== false)
-      if (gated && onApproval === undefined) {
+      // A successor given up at admission (its signal already aborted) runs no tool and asks no approver.
+      if (gated && onApproval === undefined && !(validated.work.kind === 'handoff' && signal?.aborted === true)) {
         throw new FactstateError('RUN_INVALID_INPUT', `tool ${gated.tool.name} needs approval, and the start options have no onApproval to ask`, {
           details: { fields: ['options.onApproval'] },
         })
@@ -319,11 +320,11 @@ export class Engine {
     let configuration = run.configuration
     let budget = run.maxSteps ?? DEFAULT_MAX_STEPS
     let opened: InvocationInput
+    // A successor admitted with its signal already aborted gives the paused turn up: it ends before
+    // any model request, so it runs under no settings of its own and is not held to the seal's (a
+    // deploy that changed a tool's description must not strand the turn). It records the seal's.
+    const givingUp = work.kind === 'handoff' && signal?.aborted === true
     if (work.kind === 'handoff') {
-      // A successor admitted with its signal already aborted gives the paused turn up: it ends before
-      // any model request, so it runs under no settings of its own and is not held to the seal's (a
-      // deploy that changed a tool's description must not strand the turn). It records the seal's.
-      const givingUp = signal?.aborted === true
       const expected = successorOf(work.pause.intent, work.source.invocation)
       if (!sameInvocation(invocation, expected)) {
         throw new FactstateError('HANDOFF_MISMATCH', 'the successor must run as successorOf(pause.intent, source.invocation)', {
@@ -334,7 +335,9 @@ export class Engine {
       // A seal made by an earlier build digested a tool without a schema differently (see legacyCatalogDigest).
       if (difference === 'tools' && run.tools.some((tool) => tool.inputSchema === undefined)) {
         const legacy = { ...settings, tools: { ...settings.tools, catalogDigest: legacyCatalogDigest(run.tools) } }
-        if (executionDifference(legacy, work.pause.execution) === undefined) difference = undefined
+        // Another setting may still differ: name it, not the catalog.
+        const legacyDifference = executionDifference(legacy, work.pause.execution)
+        if (legacyDifference !== 'tools') difference = legacyDifference
       }
       if (difference) {
         const field = difference as keyof ExecutionSettings
@@ -429,7 +432,8 @@ export class Engine {
       client,
       executor: this.#model,
       secrets: secretsOf(run.provider),
-      signal,
+      // A given-up successor's actor gets a signal that stays aborted, whatever the caller's object says later.
+      signal: givingUp ? AbortSignal.abort(signal?.reason) : signal,
       onModelText,
       onApproval,
       now: this.#now,

@@ -277,10 +277,11 @@ export class OpenAIChatClient implements ModelClient {
       const body = idle === undefined ? response : watched(response, () => idle.refresh())
       const contentType = response.headers.get('content-type') ?? ''
       const output = /^\s*text\/event-stream/i.test(contentType)
-        ? await this.#readStream(body, controller, request.onText)
+        ? await this.#readStream(body, controller, request.onText, () => stop === 'stalled')
         : await this.#readJson(body, stopped)
-      // The SDK ends an SSE iteration quietly when the request is aborted: check before trusting it.
-      if (stop) return this.#stopped(stop, request)
+      // The SDK ends an SSE iteration quietly when the request is aborted: check before trusting it. A
+      // stream that stalled after naming its finish reason is whole (#readStream returns it only then).
+      if (stop && stop !== 'stalled') return this.#stopped(stop, request)
       return { kind: 'completed', output }
     } catch (error) {
       const errorBody = this.#errorBodies.get(request.bodyText)
@@ -324,7 +325,7 @@ export class OpenAIChatClient implements ModelClient {
     return outputOf(choice.message.content ?? choice.message.refusal ?? undefined, toolCalls, finishReason, usageOf(parsed.data.usage))
   }
 
-  async #readStream(response: Response, controller: AbortController, onText: ModelRequest['onText']): Promise<ModelOutput> {
+  async #readStream(response: Response, controller: AbortController, onText: ModelRequest['onText'], stalled: () => boolean): Promise<ModelOutput> {
     let text = ''
     let refusal = ''
     let finishReason: string | undefined
@@ -375,11 +376,11 @@ export class OpenAIChatClient implements ModelClient {
       if (error instanceof MalformedAnswer || error instanceof ReportedError) throw error
       // The connection failed after the answer named its finish reason: the answer is whole (only a
       // trailing usage chunk may be missing), and retrying would pay for it again.
-      if (finishReason === undefined || controller.signal.aborted) {
+      if (finishReason === undefined || (controller.signal.aborted && !stalled())) {
         throw new BodyReadFailure(`the connection failed while reading the stream: ${describe(error)}`)
       }
     }
-    if (controller.signal.aborted) throw new BodyReadFailure('aborted')
+    if (controller.signal.aborted && !(stalled() && finishReason !== undefined)) throw new BodyReadFailure('aborted')
     if (finishReason === undefined) throw new MalformedAnswer('the provider stream ended without a finish_reason')
     const toolCalls: ToolCall[] = []
     for (const [position, call] of [...calls].sort((a, b) => a.index - b.index).entries()) {

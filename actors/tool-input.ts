@@ -50,7 +50,10 @@ function describeErrors(errors: readonly OutputUnit[], schema: object): string {
   const parts = named.slice(0, SHOWN_ERRORS).map((error) => `${where(error.instanceLocation)}: ${withPattern(error, schema)}`)
   if (named.length > SHOWN_ERRORS) parts.push(`and ${named.length - SHOWN_ERRORS} more`)
   const message = parts.join('; ')
-  return message.length > MESSAGE_LIMIT ? `${message.slice(0, MESSAGE_LIMIT)}…` : message
+  if (message.length <= MESSAGE_LIMIT) return message
+  // Cut between code points: half a surrogate pair is not text a fact can hold.
+  const cut = /[\uD800-\uDBFF]/.test(message[MESSAGE_LIMIT - 1] ?? '') ? MESSAGE_LIMIT - 1 : MESSAGE_LIMIT
+  return `${message.slice(0, cut)}…`
 }
 
 /** A `pattern` error names the pattern (the validator's own message does not), where the schema has it. */

@@ -173,10 +173,11 @@ test(
     const sealed = await sealAtFirstSafePoint(h, h.input('deployed', { session: 'deployed' }), 'deployed-successor')
     // The next build: another description for the same tool, another model, another cwd.
     const redeployed = successorInput(sealed)
-    redeployed.tools = [{ ...countingTool('echo'), description: 'echo, described anew' }]
+    // The new build's echo also needs approval: a successor given up runs no tool, so it needs no approver.
+    redeployed.tools = [{ ...countingTool('echo'), description: 'echo, described anew', needsApproval: true }]
     redeployed.provider = { ...redeployed.provider, model: 'next-model' }
     redeployed.configuration = { cwd: '/workspace/next' }
-    await refusedWithoutWriting(h.log, () => h.engine.start(redeployed), 'HANDOFF_MISMATCH', 'a live successor on the new build')
+    await refusedWithoutWriting(h.log, () => h.engine.start(redeployed, { onApproval: () => ({ approved: true }) }), 'HANDOFF_MISMATCH', 'a live successor on the new build')
     const controller = new AbortController()
     controller.abort('given up after the deploy')
     // Giving up still needs the seal itself: a forged pause or another successor id is refused, aborted signal or not.

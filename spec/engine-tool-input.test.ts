@@ -117,4 +117,19 @@ test(
   }),
 )
 
+test(
+  'a long message cut in the middle of an emoji is still recorded (cut between code points), and the model is told',
+  engineTest([answer.toolCalls([{ name: 'refund', arguments: { order: 'C-1', cents: 1, tier: 'gold' } }]), answer.text('done')], {}, async (h) => {
+    const tool = refund({
+      inputSchema: { type: 'object', properties: { tier: { enum: [`xy${'😀'.repeat(600)}`] } }, required: ['tier'] },
+    })
+    assert.equal(await h.run(h.input('emoji', { tools: [tool] })), { status: 'completed' })
+    const [rejected] = only(await factsOf(h.log, 'invocation-emoji'), 'tool.rejected')
+    assert.is(rejected?.reason, 'invalid_input')
+    assert.ok(rejected?.message?.endsWith('…'), 'cut')
+    assert.not.match(rejected?.message ?? '', /[\uD800-\uDBFF](?![\uDC00-\uDFFF])/, 'no half surrogate pair')
+    assert.is(tool.calls.length, 0)
+  }),
+)
+
 test.run()

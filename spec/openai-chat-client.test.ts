@@ -574,6 +574,22 @@ test(
 )
 
 test(
+  'idleTimeoutMs: a stream that stalls after naming its finish reason is whole, not timed out',
+  withRawServer(
+    (_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' })
+      res.write(`data: ${JSON.stringify({ choices: [{ index: 0, delta: { content: 'all here' }, finish_reason: null }] })}\n\n`)
+      res.write(`data: ${JSON.stringify({ choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] })}\n\n`)
+      // ...and no [DONE]: the connection is kept open.
+    },
+    async (baseUrl) => {
+      const response = await new OpenAIChatClient(provider({ baseUrl })).complete(requestFor(bodyOf({ stream: true }), { timeoutMs: 4_000, idleTimeoutMs: 200 }))
+      assert.equal(response, { kind: 'completed', output: { text: 'all here', toolCalls: [], finishReason: 'stop' } })
+    },
+  ),
+)
+
+test(
   'idleTimeoutMs: a slow stream whose parts keep coming (keep-alive comments count) completes, however long it takes in all',
   withRawServer(
     (_req, res) => {

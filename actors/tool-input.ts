@@ -4,7 +4,7 @@
  * disallowed). What is wrong is told to the model, which can call again with better arguments.
  */
 import { type OutputUnit, type Schema, Validator } from '@cfworker/json-schema'
-import { messageOf } from '../store/encoding.js'
+import { messageOf, wellFormed } from '../store/encoding.js'
 
 /** What is wrong with an input (`undefined`: nothing). */
 export type InputCheck = (input: unknown) => string | undefined
@@ -50,10 +50,8 @@ function describeErrors(errors: readonly OutputUnit[], schema: object): string {
   const parts = named.slice(0, SHOWN_ERRORS).map((error) => `${where(error.instanceLocation)}: ${withPattern(error, schema)}`)
   if (named.length > SHOWN_ERRORS) parts.push(`and ${named.length - SHOWN_ERRORS} more`)
   const message = parts.join('; ')
-  if (message.length <= MESSAGE_LIMIT) return message
-  // Cut between code points: half a surrogate pair is not text a fact can hold.
-  const cut = /[\uD800-\uDBFF]/.test(message[MESSAGE_LIMIT - 1] ?? '') ? MESSAGE_LIMIT - 1 : MESSAGE_LIMIT
-  return `${message.slice(0, cut)}…`
+  // A cut through a surrogate pair leaves half of it, which no fact holds: made well-formed, as an approver's reason is.
+  return wellFormed(message.length > MESSAGE_LIMIT ? `${message.slice(0, MESSAGE_LIMIT)}…` : message)
 }
 
 /** A `pattern` error names the pattern (the validator's own message does not), where the schema has it. */

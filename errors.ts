@@ -25,6 +25,7 @@ export type FactstateErrorCode =
   | 'LOG_INVALID_ARGUMENT'
   | 'LOG_IO'
   | 'LOG_FORMAT_UNSUPPORTED'
+  | 'LOG_READ_ONLY'
   // admission
   | 'RUN_INVALID_INPUT'
   | 'RUN_BUSY'
@@ -71,6 +72,7 @@ export interface FactstateErrorDetails {
   LOG_INVALID_ARGUMENT: { notALog: true } | undefined
   LOG_IO: undefined
   LOG_FORMAT_UNSUPPORTED: { format: number; supported: number }
+  LOG_READ_ONLY: undefined
   /** `fields`: the paths of the bad fields (empty when the input could not be read at all). */
   RUN_INVALID_INPUT: { fields: string[] }
   RUN_BUSY: {

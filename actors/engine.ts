@@ -251,6 +251,8 @@ export class Engine {
     } catch {
       throw invalid('log', 'an EventLog (from EventLog.open)')
     }
+    // Every run appends: a snapshot would admit it and then refuse its first fact.
+    if (options.log.snapshotOf !== undefined) throw invalid('log', `a log opened with EventLog.open, not a read-only snapshot (of ${options.log.snapshotOf})`)
     this.#model = options.model ?? new ModelExecutor()
     this.#now = options.now ?? Date.now
     this.#eventId = options.eventId ?? defaultEventId

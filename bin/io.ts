@@ -32,7 +32,7 @@ export const EXIT = {
 } as const
 
 const remedies: Partial<Record<FactstateErrorCode, string>> = {
-  LOG_WRITER_BUSY: 'another process has this log open; stop it, or inspect it live from inside that process (serveInspector)',
+  LOG_WRITER_BUSY: 'another process has this log open, and this command writes to it; stop that process first (log, verify and inspect read a snapshot instead)',
   LOG_CORRUPT: 'the stored log is damaged (its facts, or the index record the error names); restore the directory from a backup — factstate wrote nothing, though LevelDB may have rewritten its own files when it opened them (copy a damaged directory before opening it, to keep it as evidence)',
   LOG_IO: 'LevelDB could not read or write the directory; check permissions and free disk space (if LevelDB names a missing or damaged file of its own, the directory is damaged: restore it from a backup)',
   LOG_INVALID_ARGUMENT: 'check the command line: the log directory and filters',
@@ -101,10 +101,32 @@ export async function openLog(directory: string): Promise<EventLog | undefined> 
 }
 
 /**
- * The shape of a command that takes one log directory and `--help`: parses, opens the log, runs
- * `action`, reports a refusal with its code and remedy, and always closes the log.
+ * Opens the log in `directory` to read it: the log itself, or, when another process has it open,
+ * a snapshot of it (`EventLog.openSnapshot`), which `io.stderr` is told. Undefined as `openLog`.
  */
-export async function onLogDirectory(args: string[], io: CommandIo, help: string, action: (log: EventLog) => Promise<void>): Promise<number> {
+export async function openLogToRead(directory: string, io: CommandIo): Promise<EventLog | undefined> {
+  try {
+    return await openLog(directory)
+  } catch (error) {
+    if (!(error instanceof FactstateError && error.code === 'LOG_WRITER_BUSY')) throw error
+  }
+  let snapshot: EventLog
+  try {
+    snapshot = await EventLog.openSnapshot(directory)
+  } catch (error) {
+    if (error instanceof FactstateError && error.code === 'LOG_INVALID_ARGUMENT' && (error.details as { notALog?: boolean } | undefined)?.notALog) return undefined
+    throw error
+  }
+  io.stderr(`note: another process has this log open: reading a snapshot of it taken now (${snapshot.head().highWater} facts); facts appended after it are not shown`)
+  return snapshot
+}
+
+/**
+ * The shape of a command that takes one log directory and `--help`: parses, opens the log (`read`:
+ * or a snapshot of it when another process has it open), runs `action`, reports a refusal with its
+ * code and remedy, and always closes the log.
+ */
+export async function onLogDirectory(args: string[], io: CommandIo, help: string, read: boolean, action: (log: EventLog) => Promise<void>): Promise<number> {
   const parsed = parseCommand(io, help, { args, allowPositionals: true, options: { help: { type: 'boolean', short: 'h', default: false } } })
   if (typeof parsed === 'number') return parsed
   if (parsed.positionals.length !== 1) return usage(io, 'expected exactly one log directory', help)
@@ -113,7 +135,7 @@ export async function onLogDirectory(args: string[], io: CommandIo, help: string
   if (!(await isLogDirectory(directory))) return usage(io, `no factstate log at ${directory}`, help)
   let log: EventLog | undefined
   try {
-    log = await openLog(directory)
+    log = read ? await openLogToRead(directory, io) : await openLog(directory)
     if (log === undefined) return usage(io, `no factstate log at ${directory} (it holds another program's LevelDB database)`, help)
     await action(log)
     return EXIT.ok

@@ -62,8 +62,12 @@ export interface SessionView {
 
 export interface Overview {
   location: string
-  /** `engine` when the server was given the running engine, else `log`. */
-  mode: 'engine' | 'log'
+  /**
+   * `engine` when the server was given the running engine; `snapshot` for a snapshot of a log
+   * another process has open (`EventLog.openSnapshot`: it does not update; `location` is the log's);
+   * else `log`.
+   */
+  mode: 'engine' | 'log' | 'snapshot'
   highWater: number
   digest: string
   /** Most recently active first, at most a few hundred. */

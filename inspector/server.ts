@@ -130,7 +130,7 @@ export async function serveInspector(options: InspectorOptions): Promise<Inspect
   const { port, maxEvents, maxBytes } = validated(options)
   const { log } = options
   const internals = logInternals(log)
-  const mode: Overview['mode'] = options.engine ? 'engine' : 'log'
+  const mode: Overview['mode'] = options.engine ? 'engine' : log.snapshotOf === undefined ? 'log' : 'snapshot'
   const catalog = new Catalog()
   const streams = new Set<ServerResponse>()
   let pending: StoredEvent[][] | undefined = []
@@ -223,7 +223,7 @@ export async function serveInspector(options: InspectorOptions): Promise<Inspect
         })),
       })),
     )
-    return { location: internals.location, mode, highWater: head.highWater, digest: head.digest, sessions, sessionsTotal: catalog.sessionCount }
+    return { location: log.snapshotOf ?? internals.location, mode, highWater: head.highWater, digest: head.digest, sessions, sessionsTotal: catalog.sessionCount }
   }
 
   const openStream = (req: IncomingMessage, res: ServerResponse) => {

@@ -102,13 +102,22 @@ test('demo passes every step, then log, verify and recover read its log', () =>
       }
       assert.not.ok((demo.stdout + json.stdout + one.stdout).includes('sk-demo-never-persisted'))
 
-      // A log held by another handle: exit 3 with the code and a remedy.
+      // A log held by another process: the reading commands read a snapshot of it (and say so);
+      // recover, which writes, is exit 3 with the code and a remedy.
       const held = await EventLog.open(location)
       try {
-        const busy = await cli(['verify', location])
+        const snapshotVerify = await cli(['verify', location])
+        assert.is(snapshotVerify.code, 0, snapshotVerify.stderr)
+        assert.is(snapshotVerify.stdout.trim(), `ok: ${events} events, digest ${digest}`)
+        assert.match(snapshotVerify.stderr, /^note: another process has this log open: reading a snapshot of it taken now \(\d+ facts\)/m)
+        const snapshotLog = await cli(['log', location, '--json', '--last', '1'])
+        assert.is(snapshotLog.code, 0, snapshotLog.stderr)
+        assert.is((JSON.parse(snapshotLog.stdout) as { seq: number }).seq, Number(events))
+        const busy = await cli(['recover', location])
         assert.is(busy.code, 3)
         assert.match(busy.stderr, /LOG_WRITER_BUSY/)
-        assert.match(busy.stderr, /remedy:/)
+        assert.match(busy.stderr, /remedy: .*stop that process first/)
+        assert.is(held.head().highWater, Number(events), 'nothing was written to the held log')
       } finally {
         await held.close()
       }

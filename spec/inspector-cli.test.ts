@@ -1,18 +1,19 @@
 /**
- * `factstate inspect <dir> [--port N]`: usage errors, a log held by another process (exit 3 with
- * the code and a remedy), and a real child process that serves until SIGTERM, exits 0 and leaves
+ * `factstate inspect <dir> [--port N]`: usage errors, a log held by another process (served as a
+ * snapshot), and a real child process that serves until SIGTERM, exits 0 and leaves
  * the log exactly as it found it.
  */
 import { existsSync } from 'node:fs'
+import { mkdir, readdir } from 'node:fs/promises'
 import { type AddressInfo, createServer } from 'node:net'
-import { join } from 'node:path'
+import { join, resolve } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { inspectCommand } from '../bin/commands/inspect.js'
 import { EventLog } from '../index.js'
 import type { Overview } from '../inspector/protocol.js'
 import { completeInvocation, startChild } from './support/log-fixtures.js'
-import { bounded, withTimeout } from './support/temp.js'
+import { bounded, withTimeout, withTmpdir } from './support/temp.js'
 
 function collector() {
   const out: string[] = []
@@ -63,17 +64,43 @@ test(
 )
 
 test(
-  'a log held by another process: exit 3, the code and a remedy',
+  'a log held by another process is served as a snapshot: every fact it acknowledged, marked as not updating, at the log\'s location, and the copy is removed at the end',
   bounded(30_000, async (dir) => {
     const path = join(dir, 'log')
     await writeLog(path)
     const holder = startChild('child-hold-log.ts', [path])
     try {
       await holder.waitForLine((line) => line === 'ready')
-      const { io, err } = collector()
-      assert.is(await inspectCommand([path], io), 3)
-      assert.ok(err.some((line) => line.includes('LOG_WRITER_BUSY')), err.join('\n'))
-      assert.ok(err.some((line) => line.startsWith('remedy:')), 'one line says what to do')
+      holder.send('append later')
+      await holder.waitForLine((line) => line === 'ack 9')
+      const { io, out, err } = collector()
+      const stop = new AbortController()
+      const copies = join(dir, 'tmp')
+      await mkdir(copies)
+      const running = withTmpdir(copies, () => inspectCommand([path], io, { signal: stop.signal }))
+      const url = await withTimeout(
+        async () => {
+          for (;;) {
+            const line = out.find((l) => l.startsWith('factstate inspector: '))
+            if (line) return line.slice('factstate inspector: '.length)
+            await new Promise((resolve) => setTimeout(resolve, 20))
+          }
+        },
+        15_000,
+        'the URL line',
+      )
+      const overview = (await (await fetch(`${url}api/overview`)).json()) as Overview
+      assert.is(overview.mode, 'snapshot')
+      assert.is(overview.highWater, 9, 'the fact the holder acknowledged last is in it')
+      assert.is(overview.location, resolve(path), "the log's location, not the copy's")
+      assert.ok(err.some((line) => line.startsWith('note: another process has this log open')), err.join('\n'))
+      assert.ok(out.some((line) => line.startsWith(`read-only snapshot of ${path} (9 facts)`)), out.join('\n'))
+      holder.send('append after')
+      await holder.waitForLine((line) => line === 'ack 10')
+      assert.is(((await (await fetch(`${url}api/overview`)).json()) as Overview).highWater, 9, 'a snapshot does not update')
+      stop.abort()
+      assert.is(await running, 0)
+      assert.equal((await readdir(copies)).filter((name) => name.startsWith('factstate-snapshot-')), [], 'the copy was removed')
       holder.send('close')
       await holder.waitForLine((line) => line === 'closed')
     } finally {

@@ -1,6 +1,7 @@
-import { type FileHandle, open as openFile, readFile, rename, rm, stat } from 'node:fs/promises'
+import { type FileHandle, mkdtemp, open as openFile, readFile, rename, rm, stat } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
 import { isDeepStrictEqual } from 'node:util'
-import { join } from 'node:path'
+import { join, resolve } from 'node:path'
 import { type ChainedBatch, ClassicLevel } from 'classic-level'
 import { FactstateError, isFactstateError } from '../errors.js'
 import { id as idSchema } from '../facts/schema.js'
@@ -23,6 +24,7 @@ import {
   projectInvocation,
   storedInvocationRecord,
 } from './projection.js'
+import { copySnapshot } from './snapshot.js'
 import { claimDirectory } from './writer-lock.js'
 
 /** How an acknowledged append is made durable: `sync` (default) fsyncs each group commit; `os` leaves it to the OS. */
@@ -657,6 +659,12 @@ function headRecord(found: unknown): Head {
   return { highWater, chain: new Uint8Array(chain) }
 }
 
+function checkLocation(location: unknown): void {
+  if (typeof location !== 'string' || location.length === 0 || location.includes('\0')) {
+    throw new FactstateError('LOG_INVALID_ARGUMENT', 'the log location must be a non-empty path')
+  }
+}
+
 function levelError(error: unknown): FactstateError {
   const code = (error as { code?: string }).code
   const causeCode = ((error as { cause?: { code?: string } }).cause ?? {}).code
@@ -753,6 +761,8 @@ export class EventLog {
   readonly #state: CommittedState
   readonly #release: () => void
   readonly #location: string
+  /** Set for a snapshot (`openSnapshot`): the directory it copies. Such a log refuses appends, and its close removes its copy. */
+  readonly #snapshotOf: string | undefined
   readonly #listeners = new Set<(events: StoredEvent[]) => void>()
   readonly #followers = new Set<Follower>()
   #pending: PendingEntry[] = []
@@ -814,11 +824,12 @@ export class EventLog {
   #closing: Promise<void> | undefined
   #failed: FactstateError | undefined
 
-  private constructor(db: Db, durability: Durability, release: () => void, location: string) {
+  private constructor(db: Db, durability: Durability, release: () => void, location: string, snapshotOf?: string) {
     this.#db = db
     this.#durability = durability
     this.#release = release
     this.#location = location
+    this.#snapshotOf = snapshotOf
     this.#state = new CommittedState(db)
     const self = this
     internalsOf.set(this, {
@@ -867,9 +878,7 @@ export class EventLog {
    * not continuous.
    */
   static async open(location: string, options: EventLogOptions = {}): Promise<EventLog> {
-    if (typeof location !== 'string' || location.length === 0 || location.includes('\0')) {
-      throw new FactstateError('LOG_INVALID_ARGUMENT', 'the log location must be a non-empty path')
-    }
+    checkLocation(location)
     if (typeof options !== 'object' || options === null) {
       throw new FactstateError('LOG_INVALID_ARGUMENT', `the options of EventLog.open must be an object, not ${options === null ? 'null' : typeof options}`)
     }
@@ -877,6 +886,56 @@ export class EventLog {
     if (durability !== 'sync' && durability !== 'os') {
       throw new FactstateError('LOG_INVALID_ARGUMENT', `durability must be 'sync' or 'os', not ${String(durability)}`)
     }
+    return EventLog.#openAt(location, durability)
+  }
+
+  /**
+   * Opens a read-only copy of the log in `location` as it stands now, also while another process
+   * has it open (where `open` is `LOG_WRITER_BUSY`), or this one. The copy is consistent: it holds
+   * every fact that was durable when it was taken (and perhaps a few more), each group commit whole
+   * or not at all, and passes the same checks on open as the log itself. It lives in a new directory
+   * under the system's temporary directory (table files are linked, not copied, where they can be)
+   * until `close()` removes it. It does not follow the log: facts appended later are not in it, so
+   * take another snapshot to see them. Appending to it is `LOG_READ_ONLY`.
+   * `LOG_INVALID_ARGUMENT` when `location` holds no log (nothing is created there).
+   *
+   * @example
+   * ```ts
+   * // In a second process, while the application keeps its log open:
+   * const snapshot = await EventLog.openSnapshot('./.factstate/app')
+   * try {
+   *   console.log(snapshot.head().highWater, (await snapshot.verify()).digest)
+   * } finally {
+   *   await snapshot.close()   // removes the copy
+   * }
+   * ```
+   */
+  static async openSnapshot(location: string): Promise<EventLog> {
+    checkLocation(location)
+    try {
+      await stat(join(location, 'CURRENT'))
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code
+      if (code === 'ENOENT' || code === 'ENOTDIR') throw new FactstateError('LOG_INVALID_ARGUMENT', `there is no log at ${location} to take a snapshot of`, { cause: error })
+      throw new FactstateError('LOG_IO', `the log at ${location} cannot be read: ${(error as Error).message}`, { cause: error })
+    }
+    let copy: string
+    try {
+      copy = await mkdtemp(join(tmpdir(), 'factstate-snapshot-'))
+    } catch (error) {
+      throw new FactstateError('LOG_IO', `no directory for a snapshot can be made in ${tmpdir()}: ${(error as Error).message}`, { cause: error })
+    }
+    try {
+      await copySnapshot(location, copy)
+      // Never synced: the copy is removed at close, and a crash leaves only a temporary directory.
+      return await EventLog.#openAt(copy, 'os', resolve(location))
+    } catch (error) {
+      await rm(copy, { recursive: true, force: true }).catch(() => undefined)
+      throw error
+    }
+  }
+
+  static async #openAt(location: string, durability: Durability, snapshotOf?: string): Promise<EventLog> {
     const claim = await claimDirectory(location)
     const db: Db = new ClassicLevel<string, Uint8Array>(claim.path, { keyEncoding: 'utf8', valueEncoding: 'view' })
     try {
@@ -885,7 +944,7 @@ export class EventLog {
       claim.release()
       throw levelError(error)
     }
-    const log = new EventLog(db, durability, claim.release, claim.path)
+    const log = new EventLog(db, durability, claim.release, claim.path, snapshotOf)
     try {
       await log.#load()
     } catch (error) {
@@ -1365,6 +1424,9 @@ export class EventLog {
     let sources: RunBoundary[] | undefined
     try {
       this.#assertOpen()
+      if (this.#snapshotOf !== undefined) {
+        throw new FactstateError('LOG_READ_ONLY', `this is a read-only snapshot of the log at ${this.#snapshotOf}: append to the log itself, in the process that has it open`)
+      }
       validated = owned ? events : new Array<RuntimeEvent>(events.length)
       for (let index = 0; index < events.length; index += 1) {
         const event = validateEvent(events[index])
@@ -2237,6 +2299,14 @@ export class EventLog {
   }
 
   /** The current high-water and digest, without reading events. */
+  /**
+   * For a snapshot (`openSnapshot`), the absolute path of the log it copies; undefined for a log
+   * opened with `open`, which is its own.
+   */
+  get snapshotOf(): string | undefined {
+    return this.#snapshotOf
+  }
+
   head(): { highWater: number; digest: string } {
     this.#assertOpen()
     const { highWater, chain } = this.#state.head
@@ -2279,8 +2349,9 @@ export class EventLog {
     await this.#anchoring
     try {
       let synced = false
-      // A head the anchor already records (a log opened to be read) needs neither the sync nor the anchor.
-      if (!this.#failed && this.#state.head.highWater !== this.#anchoredAt) {
+      // A head the anchor already records (a log opened to be read) needs neither the sync nor the
+      // anchor; a snapshot's copy is removed below.
+      if (!this.#failed && this.#snapshotOf === undefined && this.#state.head.highWater !== this.#anchoredAt) {
         // The anchor promises the facts it counts are on the disk: under `os` durability they may
         // not be yet, and one synced write makes LevelDB sync its write-ahead log first.
         // Without that sync there is no anchor: an older one (or none) checks less, never wrongly.
@@ -2296,9 +2367,11 @@ export class EventLog {
       // synced write above did not cover (it syncs only the current one), and syncs that table.
       await this.#db.close()
       if (synced) await this.#writeAnchor()
-      await this.#saveIds()
+      if (this.#snapshotOf === undefined) await this.#saveIds()
     } finally {
       await this.#directory?.handle?.close().catch(() => undefined)
+      // The copy is this log's own: nothing else has it open, and nobody is told its path.
+      if (this.#snapshotOf !== undefined) await rm(this.#location, { recursive: true, force: true }).catch(() => undefined)
       this.#release()
     }
   }

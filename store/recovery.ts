@@ -65,6 +65,9 @@ const closedMeanwhile = new Error('closed meanwhile')
 export async function recoverInvocations(log: EventLog, options: RecoverOptions = {}): Promise<number> {
   checkOptions(options)
   const internals = logInternals(log)
+  if (log.snapshotOf !== undefined) {
+    throw new FactstateError('LOG_READ_ONLY', `this is a read-only snapshot of the log at ${log.snapshotOf}: recover the log itself, in the process that has it open`)
+  }
   const now = options.now ?? Date.now
   const { onClosed } = options
   const reports: Promise<void>[] = []

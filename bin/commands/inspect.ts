@@ -1,20 +1,21 @@
 import { serveInspector } from '../../inspector/server.js'
 import { EventLog } from '../../store/event-log.js'
-import { type CommandIo, EXIT, isLogDirectory, openLog, parseCommand, reportError, usage } from '../io.js'
+import { type CommandIo, EXIT, isLogDirectory, openLogToRead, parseCommand, reportError, usage } from '../io.js'
 
 /** The text `factstate inspect --help` prints. */
 export const inspectHelp = `usage: factstate inspect <log-directory> [--port N]
 
-Serves the statechart visualizer for a log that no other process has open, on 127.0.0.1 only,
-and prints its URL. Read-only: nothing is appended, not even recovery. Stops on Ctrl-C (SIGINT)
-or SIGTERM.
+Serves the statechart visualizer for a log, on 127.0.0.1 only, and prints its URL. Read-only:
+nothing is appended, not even recovery. Stops on Ctrl-C (SIGINT) or SIGTERM.
+
+A log that another process has open (LevelDB allows one per directory) is shown as a snapshot:
+a copy taken when inspect starts, holding every fact durable by then, which does not update. To
+watch such a log live, serve the inspector from inside that process (serveInspector from
+'factstate/inspector').
 
 options:
   -p, --port N   listen on port N (default: a free port)
-  -h, --help     show this help
-
-Exit 3: the log is open in another process (LevelDB allows one per directory). Stop that
-process, or inspect it live from inside it with serveInspector from 'factstate/inspector'.`
+  -h, --help     show this help`
 
 function untilStopped(signal: AbortSignal | undefined): Promise<void> {
   return new Promise((resolve) => {
@@ -61,7 +62,7 @@ export async function inspectCommand(args: string[], io: CommandIo, options: { s
   if (!(await isLogDirectory(directory))) return usage(io, `no factstate log at ${directory}`, inspectHelp)
   let log: EventLog | undefined
   try {
-    log = await openLog(directory)
+    log = await openLogToRead(directory, io)
     if (log === undefined) return usage(io, `no factstate log at ${directory} (it holds another program's LevelDB database)`, inspectHelp)
     // Indexing takes ~20 s per million facts here: say so before the wait, not after it.
     if (log.head().highWater >= LARGE_LOG) io.stderr(`indexing ${log.head().highWater} facts before serving…`)
@@ -69,7 +70,7 @@ export async function inspectCommand(args: string[], io: CommandIo, options: { s
     try {
       const { highWater } = log.head()
       io.stdout(`factstate inspector: ${inspector.url}`)
-      io.stdout(`read-only view of ${directory} (${highWater} facts); press Ctrl-C to stop`)
+      io.stdout(`read-only ${log.snapshotOf === undefined ? 'view' : 'snapshot'} of ${directory} (${highWater} facts); press Ctrl-C to stop`)
       await untilStopped(options.signal)
     } finally {
       await inspector.close()

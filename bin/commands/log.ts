@@ -2,7 +2,7 @@ import { FACT_TYPES, type FactType, type StoredEvent } from '../../facts/types.j
 import { ID_PATTERN } from '../../facts/schema.js'
 import { EventLog, logInternals } from '../../store/event-log.js'
 import { summarizeFact } from '../../store/fact-summary.js'
-import { type CommandIo, EXIT, isLogDirectory, openLog, parseCommand, reportError, usage } from '../io.js'
+import { type CommandIo, EXIT, isLogDirectory, openLogToRead, parseCommand, reportError, usage } from '../io.js'
 
 export const logHelp = `usage: factstate log <log-directory> [--session ID] [--run ID] [--invocation ID] [--type TYPE] [--from SEQ] [--to SEQ] [--last N] [--json]
 
@@ -10,7 +10,9 @@ Prints the facts of a log in seq order, one line each (or one JSON object per li
 Filters combine. TYPE is a fact type such as tool.dispatched; a trailing * matches a family (tool.*).
 --from and --to bound the seqs read (inclusive); --last N reads only the last N facts of the log (up to
 --to if given), and the filters then apply to those.
-Exit codes: 0 printed, 2 usage, 3 the log is open in another process, 1/4 the log refused.`
+A log that another process has open is read as a snapshot: a copy taken now, holding every fact
+durable by then (said on stderr); facts appended after it are not printed.
+Exit codes: 0 printed, 2 usage, 1/4 the log refused.`
 
 /**
  * `factstate log <dir>`: prints facts, filtered by session, run, invocation and type.
@@ -69,7 +71,7 @@ export async function logCommand(args: string[], io: CommandIo): Promise<number>
   if (!(await isLogDirectory(directory))) return usage(io, `no factstate log at ${directory}`, logHelp)
   let log: EventLog | undefined
   try {
-    log = await openLog(directory)
+    log = await openLogToRead(directory, io)
     if (log === undefined) return usage(io, `no factstate log at ${directory} (it holds another program's LevelDB database)`, logHelp)
     let shown = 0
     const { highWater } = log.head()

@@ -19,7 +19,7 @@ a continuation starts from: see runSource). Running it twice closes nothing the 
  * ```
  */
 export async function recoverCommand(args: string[], io: CommandIo): Promise<number> {
-  return onLogDirectory(args, io, recoverHelp, async (log) => {
+  return onLogDirectory(args, io, recoverHelp, false, async (log) => {
     const lines: string[] = []
     const closed = await recoverInvocations(log, {
       onClosed: ({ invocation, outcome, uncertainOperations, boundary }) => {

@@ -6,8 +6,9 @@ Re-reads every fact: seq continuity, decoding, and the digest chain over the exa
 then rebuilds every index record from the facts and compares it with the stored one, and checks
 the format markers and that no key lies outside the log's key spaces.
 Prints "ok: N events, digest sha256:…" and exits 0, or prints LOG_CORRUPT with the first bad seq
-(or the index record that disagrees with the facts, or the stray key) and exits 1. Exit 3: the log is open in
-another process.`
+(or the index record that disagrees with the facts, or the stray key) and exits 1.
+A log that another process has open is verified as a snapshot: a copy taken now, holding every fact
+durable by then (said on stderr).`
 
 /**
  * `factstate verify <dir>`.
@@ -18,7 +19,7 @@ another process.`
  * ```
  */
 export async function verifyCommand(args: string[], io: CommandIo): Promise<number> {
-  return onLogDirectory(args, io, verifyHelp, async (log) => {
+  return onLogDirectory(args, io, verifyHelp, true, async (log) => {
     const { events, digest } = await log.verify()
     io.stdout(`ok: ${events} events, digest ${digest}`)
   })

@@ -36,8 +36,15 @@ export function showVerify(report: VerifyReport | 'checking', highWater: number)
   }
 }
 
-export function showLive(connected: boolean, mode: 'engine' | 'log' | null): void {
+export function showLive(connected: boolean, mode: 'engine' | 'log' | 'snapshot' | null): void {
   const box = byId('live-status')
+  if (mode === 'snapshot') {
+    // A copy taken when the server started: nothing lands on it, so it is never live.
+    box.className = 'live live-off'
+    box.title = 'the log is open in another process: this is a copy taken when the inspector started, and it does not update'
+    byId('live-label').textContent = connected ? 'snapshot · not updating' : 'reconnecting…'
+    return
+  }
   box.className = connected ? 'live live-on' : 'live live-off'
   byId('live-label').textContent = connected ? (mode === 'engine' ? 'live · engine attached' : 'live') : 'reconnecting…'
 }

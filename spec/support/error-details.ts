@@ -24,6 +24,7 @@ const schemas: { [C in FactstateErrorCode]: z.ZodType<FactstateErrorDetails[C]> 
   LOG_INVALID_ARGUMENT: z.strictObject({ notALog: z.literal(true) }).optional(),
   LOG_IO: z.undefined(),
   LOG_FORMAT_UNSUPPORTED: z.strictObject({ format: z.number(), supported: z.number() }),
+  LOG_READ_ONLY: z.undefined(),
   RUN_INVALID_INPUT: fields,
   RUN_BUSY: z.strictObject({
     sessionId: text,

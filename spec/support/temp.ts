@@ -12,6 +12,21 @@ export async function withTempDir<T>(body: (dir: string) => Promise<T>): Promise
   }
 }
 
+/**
+ * Runs `body` with the system's temporary directory (`os.tmpdir()`, which snapshots are copied
+ * into) set to `dir`, so a test can see what was left there by it alone.
+ */
+export async function withTmpdir<T>(dir: string, body: () => Promise<T>): Promise<T> {
+  const saved = process.env.TMPDIR
+  process.env.TMPDIR = dir
+  try {
+    return await body()
+  } finally {
+    if (saved === undefined) delete process.env.TMPDIR
+    else process.env.TMPDIR = saved
+  }
+}
+
 let exitArmed = false
 
 /**

@@ -1,0 +1,301 @@
+/**
+ * `EventLog.openSnapshot`: a read-only, consistent copy of a log that another process (or this one)
+ * keeps writing, checked against what the writer acknowledged and against the log itself
+ * afterwards; and the copy's retries when LevelDB changes its files during a copy.
+ */
+import { copyFile, cp, mkdir, readdir, readFile, rename, stat, unlink, writeFile } from 'node:fs/promises'
+import { join, resolve } from 'node:path'
+import { suite } from 'uvu'
+import * as assert from 'uvu/assert'
+import { Engine } from '../actors/engine.js'
+import type { StoredEvent } from '../facts/types.js'
+import { EventLog, logInternals } from '../store/event-log.js'
+import { recoverInvocations } from '../store/recovery.js'
+import { SNAPSHOT_ATTEMPTS, copySnapshot } from '../store/snapshot.js'
+import { withTmpdir } from './support/temp.js'
+import { EventMaker, type Child, boundedTest, completeInvocation, facts, invocationOf, refusal, startChild } from './support/log-fixtures.js'
+
+const test = suite('store: snapshots')
+
+async function exists(path: string): Promise<boolean> {
+  return stat(path).then(
+    () => true,
+    () => false,
+  )
+}
+
+async function collect<T>(items: AsyncIterable<T>): Promise<T[]> {
+  const all: T[] = []
+  for await (const item of items) all.push(item)
+  return all
+}
+
+const tables = async (dir: string): Promise<string[]> => (await readdir(dir)).filter((name) => /\.(?:ldb|sst)$/.test(name)).sort()
+
+/** The highest seq the child acknowledged so far (every `ack` line is printed once its append is durable). */
+function lastAck(child: Child): { seq: number; id: string } {
+  let last = { seq: 0, id: '' }
+  for (const line of child.lines) {
+    if (!line.startsWith('ack ')) continue
+    const [, seq, id] = line.split(' ')
+    if (Number(seq) > last.seq) last = { seq: Number(seq), id: id as string }
+  }
+  return last
+}
+
+interface Taken {
+  highWater: number
+  digest: string
+  /** The snapshot's last events, as read from it. */
+  tail: StoredEvent[]
+}
+
+const TAIL = 300
+
+/**
+ * Takes snapshots of the log in `dir` while a child appends to it with 32 appenders, then kills the
+ * child and compares each snapshot with the log.
+ */
+async function appendAndSnapshot(dir: string): Promise<void> {
+  const child = startChild('child-append-stream.ts', [dir, '32'])
+  const taken: Taken[] = []
+  const tableSets = new Set<string>()
+  try {
+    await child.waitForLine((line) => line === 'parked', 40_000)
+    // Until LevelDB has flushed (or compacted) several times during the snapshots: each flush
+    // changes the manifest and the table files, which a copy must not mix up.
+    const deadline = Date.now() + 60_000
+    while ((taken.length < 8 || tableSets.size < 3) && Date.now() < deadline) {
+      const acked = lastAck(child)
+      const snapshot = await EventLog.openSnapshot(dir)
+      const copy = logInternals(snapshot).location
+      try {
+        assert.is(snapshot.snapshotOf, resolve(dir))
+        const head = snapshot.head()
+        assert.ok(head.highWater >= acked.seq, `snapshot ${taken.length + 1}: high-water ${head.highWater} holds the last acknowledged seq ${acked.seq}`)
+        if (acked.seq > 0) {
+          const [event] = await collect(snapshot.events({ from: acked.seq, to: acked.seq }))
+          assert.is(event?.event.id, acked.id, `seq ${acked.seq} is the acknowledged ${acked.id}`)
+        }
+        const verified = await snapshot.verify()
+        assert.equal(verified, { events: head.highWater, digest: head.digest }, 'the copy passes verify: seqs, digest chain, every index record')
+        const tail = await collect(snapshot.events({ from: Math.max(1, head.highWater - TAIL + 1) }))
+        taken.push({ ...head, tail })
+        if (taken.length === 1) {
+          const event = new EventMaker(invocationOf('snapshot-write')).next(facts.opened())
+          assert.is((await refusal(snapshot.append(event))).code, 'LOG_READ_ONLY')
+          assert.is((await refusal(snapshot.appendAll([event]))).code, 'LOG_READ_ONLY')
+          assert.is((await refusal(recoverInvocations(snapshot))).code, 'LOG_READ_ONLY', 'recovery writes: refused before anything')
+          const engine = await refusal(() => new Engine({ log: snapshot }))
+          assert.is(engine.code, 'ENGINE_INVALID_OPTIONS')
+          assert.equal(engine.details, { field: 'log' })
+          assert.is(snapshot.head().highWater, head.highWater, 'nothing was written to the copy')
+        }
+      } finally {
+        await snapshot.close()
+      }
+      assert.not.ok(await exists(copy), 'close removed the copy')
+      tableSets.add((await tables(dir)).join(','))
+    }
+    assert.ok(taken.length >= 8, `${taken.length} snapshots taken`)
+    assert.ok(tableSets.size >= 3, `LevelDB changed its table files during the snapshots (${tableSets.size} sets seen)`)
+    for (let index = 1; index < taken.length; index += 1) {
+      assert.ok((taken[index] as Taken).highWater >= (taken[index - 1] as Taken).highWater, 'later snapshots hold at least as much')
+    }
+    assert.ok((taken.at(-1) as Taken).highWater > (taken[0] as Taken).highWater, 'the log grew between the snapshots')
+  } finally {
+    await child.stop('SIGKILL')
+  }
+  assert.not.ok(child.lines.some((line) => line.startsWith('error')), `the writer was never disturbed: ${child.stderr()}`)
+
+  // Each snapshot is the log as it was at its high-water: the same events, byte for byte as decoded.
+  const log = await EventLog.open(dir)
+  try {
+    for (const snapshot of taken) {
+      const from = snapshot.tail[0]?.seq ?? 1
+      const real = await collect(log.events({ from, to: snapshot.highWater }))
+      assert.equal(real, snapshot.tail, `the snapshot at ${snapshot.highWater} is the log's prefix`)
+    }
+  } finally {
+    await log.close()
+  }
+}
+
+test(
+  'a snapshot of a log a child process keeps appending to holds every acknowledged fact, verifies, is an exact prefix of the log, refuses writes, and is removed at close',
+  boundedTest(120_000, async (dir) => {
+    // Copies go to a directory of this test's own, to see that none is left behind.
+    const copies = join(dir, 'tmp')
+    await mkdir(copies)
+    const log = join(dir, 'log')
+    await withTmpdir(copies, () => appendAndSnapshot(log))
+    assert.equal((await readdir(copies)).filter((name) => name.startsWith('factstate-snapshot-')), [], 'no copy was left behind')
+  }),
+)
+
+
+test(
+  'a snapshot of a log this process has open: the handle keeps appending, tables are linked (copied across file systems), and a missing log is LOG_INVALID_ARGUMENT with nothing created',
+  boundedTest(60_000, async (dir) => {
+    const path = join(dir, 'log')
+    let log = await EventLog.open(path)
+    for (let index = 0; index < 40; index += 1) await log.appendAll(completeInvocation(`before-${index}`))
+    await log.close()
+    // Reopening writes the write-ahead log out as a table file.
+    log = await EventLog.open(path)
+    try {
+      const sourceTables = await tables(path)
+      assert.ok(sourceTables.length > 0, 'the log has a table file')
+      await log.appendAll(completeInvocation('after'))
+      const head = log.head()
+
+      const snapshot = await EventLog.openSnapshot(path)
+      const copy = logInternals(snapshot).location
+      try {
+        assert.equal(snapshot.head(), head, 'the snapshot holds every fact appended so far')
+        const linked = await Promise.all(
+          (await tables(copy)).filter((name) => sourceTables.includes(name)).map(async (name) => (await stat(join(copy, name))).nlink),
+        )
+        assert.ok(linked.length > 0 && linked.every((count) => count >= 2), `the copy's tables are links to the log's: ${linked}`)
+        assert.is(await log.append(new EventMaker(invocationOf('later')).next(facts.opened())), head.highWater + 1, 'the handle appends on')
+        assert.is(snapshot.head().highWater, head.highWater, 'a snapshot does not follow the log')
+      } finally {
+        await snapshot.close()
+      }
+
+      // A temporary directory on another file system (tmpfs) gets copies instead of links.
+      const shm = '/dev/shm'
+      if ((await exists(shm)) && (await stat(shm)).dev !== (await stat(path)).dev) {
+        const saved = process.env.TMPDIR
+        process.env.TMPDIR = shm
+        try {
+          const copied = await EventLog.openSnapshot(path)
+          const where = logInternals(copied).location
+          try {
+            assert.ok(where.startsWith(shm), where)
+            assert.is((await copied.verify()).events, head.highWater + 1)
+            const counts = await Promise.all((await tables(where)).map(async (name) => (await stat(join(where, name))).nlink))
+            assert.ok(counts.length > 0 && counts.every((count) => count === 1), `copied, not linked: ${counts}`)
+          } finally {
+            await copied.close()
+          }
+          assert.not.ok(await exists(where))
+        } finally {
+          if (saved === undefined) delete process.env.TMPDIR
+          else process.env.TMPDIR = saved
+        }
+      }
+    } finally {
+      await log.close()
+    }
+
+    const missing = join(dir, 'nothing-here')
+    const refused = await refusal(EventLog.openSnapshot(missing))
+    assert.is(refused.code, 'LOG_INVALID_ARGUMENT')
+    assert.match(refused.message, /no log at/)
+    assert.not.ok(await exists(missing), 'nothing was created')
+    assert.is((await refusal(EventLog.openSnapshot(''))).code, 'LOG_INVALID_ARGUMENT')
+    await writeFile(join(dir, 'a-file'), 'x')
+    assert.is((await refusal(EventLog.openSnapshot(join(dir, 'a-file')))).code, 'LOG_INVALID_ARGUMENT')
+  }),
+)
+
+/** A closed log with a few facts, copied to `source`, whose files the tests change during a copy. */
+async function sourceLog(dir: string): Promise<{ source: string; highWater: number }> {
+  const path = join(dir, 'log')
+  const log = await EventLog.open(path)
+  await log.appendAll(completeInvocation('a'))
+  await log.appendAll(completeInvocation('b'))
+  const { highWater } = log.head()
+  await log.close()
+  const source = join(dir, 'source')
+  await cp(path, source, { recursive: true })
+  return { source, highWater }
+}
+
+/** What a flush does to the manifest, as far as a copy can tell: CURRENT names another one. */
+async function renameManifest(source: string): Promise<void> {
+  const current = (await readFile(join(source, 'CURRENT'), 'utf8')).trim()
+  const next = `MANIFEST-${String(Number(current.slice('MANIFEST-'.length)) + 1).padStart(6, '0')}`
+  await copyFile(join(source, current), join(source, next))
+  await writeFile(join(source, 'CURRENT.tmp'), `${next}\n`)
+  await rename(join(source, 'CURRENT.tmp'), join(source, 'CURRENT'))
+  await unlink(join(source, current))
+}
+
+async function opensWith(copy: string, highWater: number): Promise<void> {
+  const log = await EventLog.open(copy)
+  try {
+    assert.is((await log.verify()).events, highWater)
+  } finally {
+    await log.close()
+  }
+}
+
+test(
+  'only the tables the manifest lists are linked: a table being written, numbered where the copy numbers its new files, is left alone',
+  boundedTest(60_000, async (dir) => {
+    const { source, highWater } = await sourceLog(dir)
+    const numbers = (await readdir(source)).map((name) => Number.parseInt(name, 10)).filter((number) => Number.isSafeInteger(number))
+    // A compaction's outputs, not in the manifest yet, take the next numbers: so does the copy's
+    // LevelDB when it opens, writing its write-ahead log out as a table.
+    const pending = Array.from({ length: 12 }, (_, index) => `${String(Math.max(...numbers) + 1 + index).padStart(6, '0')}.ldb`)
+    for (const name of pending) await writeFile(join(source, name), `the writer's table ${name}`)
+    const copy = join(dir, 'copy')
+    await mkdir(copy)
+    assert.is(await copySnapshot(source, copy), 1)
+    for (const name of pending) assert.not.ok(await exists(join(copy, name)), `${name} is not in the copy`)
+    await opensWith(copy, highWater)
+    assert.ok((await tables(copy)).some((name) => pending.includes(name)), 'the copy made tables with those numbers')
+    for (const name of pending) assert.is(await readFile(join(source, name), 'utf8'), `the writer's table ${name}`, `${name} is untouched`)
+  }),
+)
+
+test(
+  'a copy is taken again when the manifest changes or a listed file goes away during it, and gives up with LOG_IO when it never holds still',
+  boundedTest(60_000, async (dir) => {
+    const { source, highWater } = await sourceLog(dir)
+    const copied: string[] = []
+
+    const first = join(dir, 'first')
+    await mkdir(first)
+    const attempts = await copySnapshot(source, first, async (name, attempt) => {
+      copied.push(`${attempt}:${name}`)
+      if (attempt === 1 && name.startsWith('MANIFEST-')) await renameManifest(source)
+    })
+    assert.is(attempts, 2, 'the manifest changed during the first copy')
+    assert.ok(copied[0]?.endsWith(':FACTSTATE-HEAD'), `the head anchor is copied first: ${copied}`)
+    assert.ok(copied.filter((entry) => entry.startsWith('2:')).at(-1)?.endsWith('.log'), `the write-ahead log is copied last: ${copied}`)
+    assert.equal((await readdir(first)).filter((name) => name.startsWith('MANIFEST-')), [(await readFile(join(source, 'CURRENT'), 'utf8')).trim()], 'only the manifest CURRENT names')
+    await opensWith(first, highWater)
+
+    // A file listed and deleted before it was reached (a write-ahead log a flush made obsolete).
+    await writeFile(join(source, '000777.log'), 'an obsolete write-ahead log')
+    const second = join(dir, 'second')
+    await mkdir(second)
+    const again = await copySnapshot(source, second, async (name, attempt) => {
+      if (attempt === 1 && name === 'FACTSTATE-HEAD') await unlink(join(source, '000777.log'))
+    })
+    assert.is(again, 2)
+    assert.not.ok(await exists(join(second, '000777.log')))
+    await opensWith(second, highWater)
+
+    let calls = 0
+    const third = join(dir, 'third')
+    await mkdir(third)
+    const refused = await refusal(
+      copySnapshot(source, third, async (name, attempt) => {
+        if (name.startsWith('MANIFEST-')) {
+          calls = attempt
+          await renameManifest(source)
+        }
+      }),
+    )
+    assert.is(refused.code, 'LOG_IO')
+    assert.match(refused.message, /kept changing/)
+    assert.is(calls, SNAPSHOT_ATTEMPTS)
+    assert.equal(await readdir(third), [], 'the last copy was cleared')
+  }),
+)
+
+test.run()

@@ -1,0 +1,246 @@
+/**
+ * A consistent copy of a log's directory taken while another process may be writing it, for
+ * `EventLog.openSnapshot`. LevelDB lets one process at a time open a directory, but its files can
+ * be read by anyone, and they change in only three ways:
+ * - table files (`*.ldb`, `*.sst`) are written once and never changed, then deleted once a
+ *   compaction has replaced them: they are linked into the copy (copied where the copy is on
+ *   another file system);
+ * - the write-ahead log (`*.log`) only grows, one whole batch at a time, each with its checksum:
+ *   a copy of it taken mid-write ends in a cut batch, which LevelDB drops when it opens the copy,
+ *   so the copy holds a prefix of the log's group commits, never part of one;
+ * - the manifest (named by `CURRENT`) records which table files and write-ahead logs make up the
+ *   database, and grows by one record at every change of that set (a flush, a compaction).
+ * So a copy is consistent when the manifest named by `CURRENT` has the same name and size after
+ * the copy as before it: no table file the copy needs was replaced meanwhile. Otherwise the copy is
+ * taken again. factstate's head anchor is copied before the write-ahead log: it counts only facts
+ * that were durable when it was written, which the write-ahead log copied after it holds.
+ *
+ * Only the table files the manifest lists are linked, never another one (a compaction's output
+ * still being written, say): LevelDB opening the copy numbers its new files from the manifest's
+ * next file number and creates them with truncation, which through a link would empty the writer's
+ * own file. The manifest is read here for that list (`liveTables`).
+ */
+import { copyFile, link, readdir, readFile, rm, stat } from 'node:fs/promises'
+import { join } from 'node:path'
+import { FactstateError } from '../errors.js'
+
+/** Files a copy never needs: LevelDB's lock and its own text logs, factstate's id filter (read-only logs never append), files written aside. */
+const SKIPPED = /^(?:LOCK|LOG|LOG\.old|FACTSTATE-IDS)$|\.tmp$/
+const TABLE = /^\d+\.(?:ldb|sst)$/
+const MANIFEST = /^MANIFEST-\d+$/
+/** The head anchor (store/event-log.ts `ANCHOR_FILE`): copied first. */
+const ANCHOR = 'FACTSTATE-HEAD'
+/** Copies taken before giving up on a log whose manifest keeps changing. */
+export const SNAPSHOT_ATTEMPTS = 20
+
+/** LevelDB's log format (the manifest is written in it): 32 KiB blocks of records, each with a 7-byte header. */
+const BLOCK = 32_768
+const HEADER = 7
+const FULL = 1
+const FIRST = 2
+const MIDDLE = 3
+const LAST = 4
+
+/** The records of a LevelDB log file, fragments joined. A cut or damaged tail ends the list: the size check above decides about it. */
+function logRecords(bytes: Uint8Array): Uint8Array[] {
+  const records: Uint8Array[] = []
+  let pending: Uint8Array[] | undefined
+  let offset = 0
+  while (offset + HEADER <= bytes.length) {
+    const left = BLOCK - (offset % BLOCK)
+    // A block's last few bytes, too few for a header, are padding.
+    if (left < HEADER) {
+      offset += left
+      continue
+    }
+    const length = bytes[offset + 4]! | (bytes[offset + 5]! << 8)
+    const type = bytes[offset + 6]!
+    const start = offset + HEADER
+    if (type === 0 || start + length > bytes.length || length > left - HEADER) break
+    const data = bytes.subarray(start, start + length)
+    offset = start + length
+    if (type === FULL) records.push(data)
+    else if (type === FIRST) pending = [data]
+    else if (type === MIDDLE) pending?.push(data)
+    else if (type === LAST && pending !== undefined) {
+      pending.push(data)
+      records.push(Buffer.concat(pending))
+      pending = undefined
+    } else break
+  }
+  return records
+}
+
+/** Reads a version edit's varints and length-prefixed slices (LevelDB's `version_edit.cc`). */
+class EditReader {
+  offset = 0
+  constructor(readonly bytes: Uint8Array) {}
+  get done(): boolean {
+    return this.offset >= this.bytes.length
+  }
+  varint(): number {
+    let value = 0
+    let scale = 1
+    for (let shift = 0; shift < 64; shift += 7) {
+      const byte = this.bytes[this.offset]
+      if (byte === undefined) throw new RangeError('a varint runs past the record')
+      this.offset += 1
+      value += (byte & 0x7f) * scale
+      if ((byte & 0x80) === 0) return value
+      scale *= 128
+    }
+    throw new RangeError('a varint longer than 64 bits')
+  }
+  skipSlice(): void {
+    const length = this.varint()
+    if (this.offset + length > this.bytes.length) throw new RangeError('a slice runs past the record')
+    this.offset += length
+  }
+}
+
+const COMPARATOR = 1
+const LOG_NUMBER = 2
+const NEXT_FILE = 3
+const LAST_SEQUENCE = 4
+const COMPACT_POINTER = 5
+const DELETED_FILE = 6
+const NEW_FILE = 7
+const PREV_LOG_NUMBER = 9
+
+/**
+ * The numbers of the table files a manifest's version edits leave live (added and not deleted
+ * since, level by level: a file moved down a level is deleted at one and added at the next).
+ * A tag this reader does not know is `LOG_CORRUPT`: it would not know the live set.
+ */
+export function liveTables(manifest: Uint8Array): Set<number> {
+  const live = new Map<string, number>()
+  for (const record of logRecords(manifest)) {
+    const edit = new EditReader(record)
+    try {
+      while (!edit.done) {
+        const tag = edit.varint()
+        if (tag === COMPARATOR) edit.skipSlice()
+        else if (tag === LOG_NUMBER || tag === NEXT_FILE || tag === LAST_SEQUENCE || tag === PREV_LOG_NUMBER) edit.varint()
+        else if (tag === COMPACT_POINTER) {
+          edit.varint()
+          edit.skipSlice()
+        } else if (tag === DELETED_FILE) {
+          const level = edit.varint()
+          live.delete(`${level}:${edit.varint()}`)
+        } else if (tag === NEW_FILE) {
+          const level = edit.varint()
+          const number = edit.varint()
+          edit.varint()
+          edit.skipSlice()
+          edit.skipSlice()
+          live.set(`${level}:${number}`, number)
+        } else throw new RangeError(`unknown tag ${tag}`)
+      }
+    } catch (error) {
+      throw new FactstateError('LOG_CORRUPT', `the log's manifest cannot be read: ${(error as Error).message}`, { cause: error })
+    }
+  }
+  return new Set(live.values())
+}
+
+/** A copy that must be taken again: a file it needed went away, or the manifest changed. */
+class Moved extends Error {}
+
+/** The manifest `CURRENT` names, and its size: unchanged across a copy when no flush or compaction ended during it. */
+async function manifestMark(source: string): Promise<string> {
+  let current: string
+  try {
+    current = (await readFile(join(source, 'CURRENT'), 'utf8')).trim()
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') throw new Moved()
+    throw error
+  }
+  // LevelDB writes CURRENT aside and renames it: a name that is no manifest is a damaged directory.
+  if (!MANIFEST.test(current)) throw new FactstateError('LOG_CORRUPT', `the log's CURRENT file names no manifest (${JSON.stringify(current.slice(0, 40))})`)
+  try {
+    return `${current} ${(await stat(join(source, current))).size}`
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') throw new Moved()
+    throw error
+  }
+}
+
+/** Links a table file into the copy, or copies it where linking is not possible (another file system, a file system without links). */
+async function linkOrCopy(from: string, to: string): Promise<void> {
+  try {
+    await link(from, to)
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code
+    if (code === 'ENOENT') throw error
+    await copyFile(from, to)
+  }
+}
+
+/** Called after each file a copy took (tests change the source there, as a busy writer would). */
+export type CopiedHook = (name: string, attempt: number) => Promise<void> | void
+
+async function copyOnce(source: string, target: string, attempt: number, onCopied: CopiedHook | undefined): Promise<void> {
+  const before = await manifestMark(source)
+  const manifest = before.slice(0, before.indexOf(' '))
+  let manifestBytes: Uint8Array
+  try {
+    manifestBytes = await readFile(join(source, manifest))
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') throw new Moved()
+    throw error
+  }
+  let live: Set<number>
+  try {
+    live = liveTables(manifestBytes)
+  } catch (error) {
+    // A manifest that changed while it was read is read again; one that did not is damaged.
+    if ((await manifestMark(source)) !== before) throw new Moved()
+    throw error
+  }
+  const names = (await readdir(source, { withFileTypes: true }))
+    .filter((entry) => entry.isFile() && !SKIPPED.test(entry.name))
+    .map((entry) => entry.name)
+    // Another manifest is LevelDB's leftover; a table the manifest does not list is obsolete, or
+    // being written (see above).
+    .filter((name) => (MANIFEST.test(name) ? name === manifest : TABLE.test(name) ? live.has(Number.parseInt(name, 10)) : true))
+  // A table the manifest lists and the listing lacks was made after it was read: the manifest changed.
+  for (const number of live) if (!names.some((name) => TABLE.test(name) && Number.parseInt(name, 10) === number)) throw new Moved()
+  // The anchor before the write-ahead logs; the logs last, so they hold as much as possible.
+  const order = (name: string): number => (name === ANCHOR ? 0 : name.endsWith('.log') ? 2 : 1)
+  names.sort((a, b) => order(a) - order(b))
+  try {
+    for (const name of names) {
+      if (TABLE.test(name)) await linkOrCopy(join(source, name), join(target, name))
+      else await copyFile(join(source, name), join(target, name))
+      await onCopied?.(name, attempt)
+    }
+  } catch (error) {
+    // A file of the listing was deleted meanwhile: an obsolete table, a replaced write-ahead log.
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') throw new Moved()
+    throw error
+  }
+  if ((await manifestMark(source)) !== before) throw new Moved()
+}
+
+/**
+ * Copies the log in `source` into the empty directory `target`, consistently (see above), and
+ * returns how many copies it took. `LOG_IO` when the directory cannot be read or the copy written,
+ * or when its manifest changed during each of `SNAPSHOT_ATTEMPTS` copies.
+ */
+export async function copySnapshot(source: string, target: string, onCopied?: CopiedHook): Promise<number> {
+  for (let attempt = 1; attempt <= SNAPSHOT_ATTEMPTS; attempt += 1) {
+    try {
+      await copyOnce(source, target, attempt, onCopied)
+      return attempt
+    } catch (error) {
+      if (!(error instanceof Moved)) {
+        if (error instanceof FactstateError) throw error
+        throw new FactstateError('LOG_IO', `the log at ${source} cannot be copied: ${(error as Error).message}`, { cause: error })
+      }
+      for (const name of await readdir(target)) await rm(join(target, name), { recursive: true, force: true })
+      // Give a flush or compaction under way time to end before the next copy.
+      await new Promise((resolve) => setTimeout(resolve, Math.min(5 * attempt, 50)))
+    }
+  }
+  throw new FactstateError('LOG_IO', `the log at ${source} kept changing while it was copied (${SNAPSHOT_ATTEMPTS} copies): LevelDB flushed or compacted during each; try again`)
+}

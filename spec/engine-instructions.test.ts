@@ -6,6 +6,8 @@
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import type { RunInput } from '../index.js'
+import { payloads } from '../inspector/page/format.js'
+import { summarizeFact } from '../store/fact-summary.js'
 import { answer } from '../testing/scripted-model-server.js'
 import { engineTest, factsOf, messagesOf, only, refusedWithoutWriting, sealAtFirstSafePoint, successorInput } from './support/engine-fixtures.js'
 
@@ -30,6 +32,12 @@ test(
     assert.equal(second?.[0], { role: 'system', content: TERSE })
     const [opened] = only(await factsOf(h.log, 'invocation-instructed'), 'invocation.opened')
     assert.is(opened?.execution.instructions, TERSE)
+    // Where people read the log: `factstate log` (escaped, cut) and the inspector (whole, expandable).
+    assert.match(summarizeFact(opened!), /; instructions "You are terse\.\\nAnswer in one line, an…$/)
+    assert.equal(
+      payloads(opened!).find((payload) => payload.kind === 'instructions'),
+      { label: `instructions (${TERSE.length} chars)`, text: TERSE, kind: 'instructions' },
+    )
 
     // A continuation is a run of its own: its instructions, not its source's, lead its request.
     const source = (await h.log.runSource('session-instructed', 'run-instructed'))?.boundary

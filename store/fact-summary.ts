@@ -18,10 +18,13 @@ export function summarizeFact(fact: Fact): string {
 
 function describe(fact: Fact): string {
   switch (fact.type) {
-    case 'invocation.opened':
+    case 'invocation.opened': {
+      const { instructions } = fact.execution
+      const told = instructions === undefined ? '' : `; instructions ${clip(JSON.stringify(instructions), 40)}`
       return fact.input.kind === 'message'
-        ? `message ${json(fact.input.content)}${fact.input.priorUnknown?.length ? ` (acknowledges ${fact.input.priorUnknown.length} unknown outcome(s))` : ''}`
-        : `${fact.input.kind} from ${fact.input.source.invocation.runId}@${fact.input.source.highWater}${fact.input.kind === 'continuation' && fact.input.content !== undefined ? `, message ${json(fact.input.content)}` : ''}`
+        ? `message ${json(fact.input.content)}${fact.input.priorUnknown?.length ? ` (acknowledges ${fact.input.priorUnknown.length} unknown outcome(s))` : ''}${told}`
+        : `${fact.input.kind} from ${fact.input.source.invocation.runId}@${fact.input.source.highWater}${fact.input.kind === 'continuation' && fact.input.content !== undefined ? `, message ${json(fact.input.content)}` : ''}${told}`
+    }
     case 'model.requested':
       return `${fact.stepId} model=${fact.model}`
     case 'model.completed':

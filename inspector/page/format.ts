@@ -155,6 +155,9 @@ export function payloads(fact: Fact): { label: string; text: string; kind: strin
   const list: { label: string; text: string; kind: string }[] = []
   switch (fact.type) {
     case 'invocation.opened':
+      if (fact.execution.instructions !== undefined) {
+        list.push({ label: `instructions (${fact.execution.instructions.length} chars)`, text: fact.execution.instructions, kind: 'instructions' })
+      }
       if (fact.input.kind !== 'handoff' && fact.input.content !== undefined) list.push({ label: 'message', text: fact.input.content, kind: 'message' })
       break
     case 'model.completed':

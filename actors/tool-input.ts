@@ -3,7 +3,7 @@
  * `@cfworker/json-schema` (JSON Schema 2020-12; no code generation, so it also runs where that is
  * disallowed). What is wrong is told to the model, which can call again with better arguments.
  */
-import { type OutputUnit, type Schema, Validator } from '@cfworker/json-schema'
+import { type OutputUnit, type Schema, Validator, dereference, ignoredKeyword, schemaArrayKeyword, schemaMapKeyword } from '@cfworker/json-schema'
 import { messageOf, wellFormed } from '../store/encoding.js'
 
 /** What is wrong with an input (`undefined`: nothing). */
@@ -21,12 +21,15 @@ const MESSAGE_LIMIT = 1_000
 
 /**
  * The check of inputs against `schema`, or a thrown `Error` naming why the schema cannot be used
- * (a `$ref` to nothing, two subschemas with one `$id`, an `$id` that is not a URI reference).
+ * (a `$ref` to nothing, anywhere in it; a `pattern` or a `patternProperties` key that is not a
+ * regular expression; two subschemas with one `$id`, an `$id` that is not a URI reference).
  */
 export function inputCheckOf(schema: object): InputCheck {
   // The validator marks the schema's objects (non-enumerable members): it gets its own copy.
   const copy = structuredClone(schema)
   const validator = new Validator(copy as Schema, '2020-12', false)
+  // The validator's own table of the schema's URIs is private: built again, the same way.
+  checkSchema(copy, dereference(copy as Schema), '', new Set())
   const check: InputCheck = (input) => {
     let result: ReturnType<Validator['validate']>
     try {
@@ -37,10 +40,60 @@ export function inputCheckOf(schema: object): InputCheck {
     }
     return result.valid ? undefined : describeErrors(result.errors, copy)
   }
-  // A `$ref` is resolved when it is reached: the empty object is checked once, so a schema whose
-  // top-level reference leads nowhere is refused when the run is admitted, not at its first call.
-  validator.validate({})
   return check
+}
+
+/** A subschema as the validator marked it: its references resolved against its base URI. */
+type Marked = Record<string, unknown> & { __absolute_ref__?: string; __absolute_recursive_ref__?: string }
+
+/** `pointer` (RFC 6901, `''` for the schema itself) as a message shows it. */
+const at = (pointer: string): string => `#${pointer}`
+
+/**
+ * Throws when a part of `schema` would fail every check that reaches it: a reference the validator
+ * cannot resolve (it resolves them only when a check reaches them, so one in a branch few inputs
+ * take would fail only those calls), or a pattern that does not compile (as the validator compiles
+ * it: with the `u` flag). Walks the subschemas the validator's `dereference` walks.
+ */
+function checkSchema(schema: unknown, lookup: Record<string, unknown>, pointer: string, seen: Set<object>): void {
+  if (typeof schema !== 'object' || schema === null || Array.isArray(schema) || seen.has(schema)) return
+  seen.add(schema)
+  const node = schema as Marked
+  for (const [keyword, absolute] of [
+    ['$ref', node.__absolute_ref__],
+    ['$recursiveRef', node.__absolute_recursive_ref__],
+  ] as const) {
+    const reference = node[keyword]
+    if (reference === undefined) continue
+    if (typeof reference !== 'string') throw new Error(`${keyword} at ${at(pointer)} is not a string`)
+    if (lookup[absolute ?? reference] === undefined) {
+      throw new Error(`${keyword} ${JSON.stringify(reference)} at ${at(pointer)} leads to no schema (a reference must point inside the schema: none is fetched)`)
+    }
+  }
+  if (node.pattern !== undefined) compiles(node.pattern, `${pointer}/pattern`)
+  const patterns = node.patternProperties
+  if (typeof patterns === 'object' && patterns !== null) for (const pattern of Object.keys(patterns)) compiles(pattern, `${pointer}/patternProperties`)
+  for (const key in node) {
+    if (ignoredKeyword[key]) continue
+    const sub = node[key]
+    const base = `${pointer}/${key.replaceAll('~', '~0').replaceAll('/', '~1')}`
+    if (Array.isArray(sub)) {
+      if (schemaArrayKeyword[key]) sub.forEach((item, index) => checkSchema(item, lookup, `${base}/${index}`, seen))
+    } else if (schemaMapKeyword[key]) {
+      if (typeof sub === 'object' && sub !== null) {
+        for (const name in sub) checkSchema((sub as Record<string, unknown>)[name], lookup, `${base}/${name.replaceAll('~', '~0').replaceAll('/', '~1')}`, seen)
+      }
+    } else checkSchema(sub, lookup, base, seen)
+  }
+}
+
+function compiles(pattern: unknown, pointer: string): void {
+  if (typeof pattern !== 'string') throw new Error(`the pattern at ${at(pointer)} is not a string`)
+  try {
+    new RegExp(pattern, 'u')
+  } catch (error) {
+    throw new Error(`the pattern ${JSON.stringify(pattern)} at ${at(pointer)} is not a regular expression (${messageOf(error)})`)
+  }
 }
 
 /** The errors as one line: where in the input, and what. */
@@ -71,8 +124,21 @@ function withPattern(error: OutputUnit, schema: object): string {
   return typeof node === 'string' ? `${error.error.replace(/\.$/, '')} ${JSON.stringify(node)}.` : error.error
 }
 
-/** `#` is the input itself, `#/to/0` its member `to/0`. */
+/**
+ * `#` is the input itself, `#/to/0` its member `to/0`. The validator writes locations as URI
+ * fragments (`a%20b`): shown decoded, as JSON pointers (`a b`; a `/` in a key stays `~1`).
+ */
 function where(location: string): string {
-  const path = location.replace(/^#\/?/, '')
+  const path = location
+    .replace(/^#\/?/, '')
+    .split('/')
+    .map((part) => {
+      try {
+        return decodeURIComponent(part)
+      } catch {
+        return part
+      }
+    })
+    .join('/')
   return path === '' ? 'the input' : path
 }

@@ -102,18 +102,44 @@ test(
 )
 
 test(
-  'a schema that cannot be used refuses the run (RUN_INVALID_INPUT naming it), and nothing is written; a broken pattern rejects the call, saying so',
-  engineTest([answer.toolCalls([{ name: 'refund', arguments: { order: 'C-3', cents: 1 } }]), answer.text('done')], {}, async (h) => {
-    const dangling = refund({ inputSchema: { $ref: '#/$defs/missing' } })
-    const error = await refusedWithoutWriting(h.log, () => h.engine.start(h.input('dangling', { tools: [countingTool('echo'), dangling] })), 'RUN_INVALID_INPUT', 'a $ref to nothing')
-    assert.equal(error.details?.fields, ['tools.1.inputSchema'])
-    assert.match(error.message, /the schema of tool refund cannot be used to check its input: Unresolved \$ref/)
-    const broken = refund({ inputSchema: { type: 'object', properties: { order: { type: 'string', pattern: '([' } } } })
-    assert.equal(await h.run(h.input('broken', { tools: [broken] })), { status: 'completed' })
-    assert.is(broken.calls.length, 0)
-    const [rejected] = only(await factsOf(h.log, 'invocation-broken'), 'tool.rejected')
-    assert.match(rejected?.message ?? '', /^its input schema could not be applied \(Invalid regular expression/)
-    assert.equal(await typesOf(h.log, 'invocation-dangling'), [])
+  'a schema that cannot be used, anywhere in it, refuses the run (RUN_INVALID_INPUT naming the tool and where), and nothing is written',
+  engineTest([answer.text('done'), answer.text('done')], {}, async (h) => {
+    const cases: [string, object, RegExp][] = [
+      ['top', { $ref: '#/$defs/missing' }, /\$ref "#\/\$defs\/missing" at # leads to no schema/],
+      // Reached only by the inputs that take the second branch: refused at admission all the same.
+      [
+        'nested',
+        { type: 'object', properties: { order: { anyOf: [{ type: 'string' }, { $ref: '#/$defs/order' }] } } },
+        /\$ref "#\/\$defs\/order" at #\/properties\/order\/anyOf\/1 leads to no schema/,
+      ],
+      ['remote', { type: 'object', properties: { order: { $ref: 'https://example.com/order.json' } } }, /leads to no schema \(a reference must point inside the schema: none is fetched\)/],
+      ['pattern', { type: 'object', properties: { order: { type: 'string', pattern: '([' } } }, /the pattern "\(\[" at #\/properties\/order\/pattern is not a regular expression/],
+      ['keys', { type: 'object', patternProperties: { '^a(': { type: 'string' } } }, /the pattern "\^a\(" at #\/patternProperties is not a regular expression/],
+    ]
+    for (const [name, inputSchema, message] of cases) {
+      const tool = refund({ inputSchema })
+      const error = await refusedWithoutWriting(h.log, () => h.engine.start(h.input(name, { tools: [countingTool('echo'), tool] })), 'RUN_INVALID_INPUT', name)
+      assert.equal(error.details?.fields, ['tools.1.inputSchema'], name)
+      assert.match(error.message, /^RUN_INVALID_INPUT: tools\.1\.inputSchema: the schema of tool refund cannot be used to check its input: /, name)
+      assert.match(error.message, message, name)
+      assert.not.match(error.message, /\n|cfworker/, `${name}: one line, no validator internals`)
+      assert.equal(await typesOf(h.log, `invocation-${name}`), [], name)
+    }
+    // The same schema with the reference it names, or with validateInput: false, is admitted.
+    const fixed = refund({ inputSchema: { ...(cases[1]?.[1] as object), $defs: { order: { type: 'integer' } } } })
+    assert.equal(await h.run(h.input('fixed', { tools: [fixed] })), { status: 'completed' })
+    assert.equal(await h.run(h.input('unchecked', { tools: [refund({ inputSchema: cases[0]?.[1] as object, validateInput: false })] })), { status: 'completed' })
+  }),
+)
+
+test(
+  'where a rejection says the input is wrong reads as a JSON pointer: a space in a key is a space, a slash is ~1',
+  engineTest([answer.toolCalls([{ name: 'refund', arguments: { 'order id': 7, 'a/b': 'x' } }]), answer.text('done')], {}, async (h) => {
+    const tool = refund({ inputSchema: { type: 'object', properties: { 'order id': { type: 'string' }, 'a/b': { type: 'number' } } } })
+    assert.equal(await h.run(h.input('keys', { tools: [tool] })), { status: 'completed' })
+    const [rejected] = only(await factsOf(h.log, 'invocation-keys'), 'tool.rejected')
+    assert.is(rejected?.message, 'order id: Instance type "number" is invalid. Expected "string".; a~1b: Instance type "string" is invalid. Expected "number".')
+    assert.is(tool.calls.length, 0)
   }),
 )
 

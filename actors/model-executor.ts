@@ -13,7 +13,7 @@ export interface ModelExecutorOptions {
    * How long the provider may send nothing (default: no limit but `timeoutMs`): before its answer
    * starts, and between any two parts of a streamed answer (keep-alive comments count). Past it the
    * step is `timed_out`. With it, `timeoutMs` can be raised for long streamed answers and a stalled
-   * one is still noticed soon.
+   * one is still noticed soon. At most `timeoutMs` (`ENGINE_INVALID_OPTIONS` otherwise).
    */
   idleTimeoutMs?: number | undefined
   /** Retries after a retryable failure (429, 5xx, connection trouble); default 3. Each failure is a fact. */
@@ -51,6 +51,14 @@ export class ModelExecutor {
     }
     this.timeoutMs = positive(options.timeoutMs, 60_000, 'timeoutMs')
     this.idleTimeoutMs = options.idleTimeoutMs === undefined ? undefined : positive(options.idleTimeoutMs, 0, 'idleTimeoutMs')
+    // Every attempt would end at timeoutMs first: the limit asked for would never apply.
+    if (this.idleTimeoutMs !== undefined && this.idleTimeoutMs > this.timeoutMs) {
+      throw new FactstateError(
+        'ENGINE_INVALID_OPTIONS',
+        `ModelExecutor: idleTimeoutMs (${this.idleTimeoutMs}) is longer than timeoutMs (${this.timeoutMs}${options.timeoutMs === undefined ? ', the default' : ''}), which ends every attempt first: raise timeoutMs, or lower idleTimeoutMs`,
+        { details: { field: 'idleTimeoutMs' } },
+      )
+    }
     this.retries = Math.floor(positive(options.retries, 3, 'retries', true))
     this.backoffMs = positive(options.backoffMs, 250, 'backoffMs', true)
     this.maxBackoffMs = positive(options.maxBackoffMs, 10_000, 'maxBackoffMs', true)

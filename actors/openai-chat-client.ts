@@ -197,26 +197,25 @@ export function retryAfterMsOf(headers: Headers | undefined, now: number = Date.
 export class OpenAIChatClient implements ModelClient {
   readonly #client: OpenAI
   readonly #secrets: Secrets
-  /**
-   * The text of error answers (HTTP 4xx/5xx) by request body: the SDK keeps only an OpenAI-style
-   * `error` member of them, and servers that answer `{ message }` or `{ detail }` would lose their reason.
-   */
-  readonly #errorBodies = new Map<string, Promise<string | undefined>>()
 
   constructor(provider: ProviderConfig) {
     this.#client = new OpenAI({
       fetch: async (url, init) => {
-        const response = await fetch(url, init)
-        if (!response.ok && typeof init?.body === 'string') {
-          this.#errorBodies.set(
-            init.body,
-            response
-              .clone()
-              .text()
-              .catch(() => undefined),
-          )
+        // The attempt's own hooks ride on the request options (see `ATTEMPT`); fetch never sees them.
+        const { [ATTEMPT]: hooks, ...plain } = (init ?? {}) as RequestInit & { [ATTEMPT]?: AttemptHooks }
+        const response = await fetch(url, plain)
+        if (hooks === undefined) return response
+        hooks.status = response.status
+        hooks.progress()
+        // The SDK keeps only an OpenAI-style `error` member of an error answer: servers that answer
+        // `{ message }` or `{ detail }` would lose their reason.
+        if (!response.ok) {
+          hooks.errorBody = response
+            .clone()
+            .text()
+            .catch(() => undefined)
         }
-        return response
+        return watched(response, hooks.progress)
       },
       baseURL: provider.baseUrl,
       apiKey: provider.apiKey ?? PLACEHOLDER_API_KEY,
@@ -253,9 +252,10 @@ export class OpenAIChatClient implements ModelClient {
     callerSignal.addEventListener('abort', onAbort, { once: true })
     const timeoutMs = Math.min(Math.ceil(request.timeoutMs), MAX_TIMER_MS)
     const timer = setTimeout(() => halt('timeout'), timeoutMs)
-    // The idle limit runs from the request to the headers, then from each part of the body to the next.
-    let answering = false
-    const idle = idleTimeoutMs === undefined ? undefined : setTimeout(() => halt(answering ? 'stalled' : 'silent'), Math.min(Math.ceil(idleTimeoutMs), MAX_TIMER_MS))
+    // The idle limit runs from the request to the headers, then from each part of the body to the
+    // next: an error answer's body too, which the SDK reads before this method sees the response.
+    const hooks: AttemptHooks = { progress: () => idle?.refresh() }
+    const idle = idleTimeoutMs === undefined ? undefined : setTimeout(() => halt(hooks.status === undefined ? 'silent' : 'stalled'), Math.min(Math.ceil(idleTimeoutMs), MAX_TIMER_MS))
     const stopped = new Promise<never>((_, reject) => {
       controller.signal.addEventListener('abort', () => reject(new BodyReadFailure('aborted')), { once: true })
     })
@@ -270,24 +270,21 @@ export class OpenAIChatClient implements ModelClient {
           signal: controller.signal,
           timeout: timeoutMs,
           maxRetries: 0,
+          // Per-request options are spread into what the client's fetch gets: the hooks reach it there.
+          fetchOptions: { redirect: 'manual', [ATTEMPT]: hooks } as { redirect: 'manual' },
         })
         .asResponse()
-      answering = true
-      idle?.refresh()
-      const body = idle === undefined ? response : watched(response, () => idle.refresh())
       const contentType = response.headers.get('content-type') ?? ''
       const output = /^\s*text\/event-stream/i.test(contentType)
-        ? await this.#readStream(body, controller, request.onText, () => stop === 'stalled')
-        : await this.#readJson(body, stopped)
+        ? await this.#readStream(response, controller, request.onText, () => stop === 'stalled')
+        : await this.#readJson(response, stopped)
       // The SDK ends an SSE iteration quietly when the request is aborted: check before trusting it. A
       // stream that stalled after naming its finish reason is whole (#readStream returns it only then).
       if (stop && stop !== 'stalled') return this.#stopped(stop, request)
       return { kind: 'completed', output }
     } catch (error) {
-      const errorBody = this.#errorBodies.get(request.bodyText)
-      return this.#classify(error, stop, request, errorBody === undefined ? undefined : await errorBody)
+      return this.#classify(error, stop, request, hooks)
     } finally {
-      this.#errorBodies.delete(request.bodyText)
       clearTimeout(timer)
       clearTimeout(idle)
       callerSignal.removeEventListener('abort', onAbort)
@@ -403,9 +400,17 @@ export class OpenAIChatClient implements ModelClient {
     }
   }
 
-  #classify(error: unknown, stop: StopReason | undefined, request: Pick<ModelRequest, 'timeoutMs' | 'idleTimeoutMs'>, errorBody: string | undefined): ModelResponse {
+  async #classify(error: unknown, stop: StopReason | undefined, request: Pick<ModelRequest, 'timeoutMs' | 'idleTimeoutMs'>, hooks: AttemptHooks): Promise<ModelResponse> {
     const { timeoutMs } = request
+    const { status } = hooks
+    // An error answer whose body stalled is that error (a 503 is retried as a 503 is), said so.
+    if (stop === 'stalled' && status !== undefined && (status < 200 || status >= 300)) {
+      const message = `the provider answered HTTP ${status} and then sent nothing for ${request.idleTimeoutMs}ms (idleTimeoutMs)`
+      return interrupted(retryableStatus(status) ? 'retryable_failure' : 'failed', message)
+    }
     if (stop) return this.#stopped(stop, request)
+    // Read by now, or failed with the attempt (its body is the answer's, and the attempt has ended).
+    const errorBody = await hooks.errorBody
     if (error instanceof MalformedAnswer) return interrupted('failed', this.#redact(error.message), { malformed: true })
     if (error instanceof ReportedError) return interrupted(error.retryable ? 'retryable_failure' : 'failed', this.#redact(error.message))
     if (error instanceof BodyReadFailure) return interrupted('retryable_failure', this.#redact(error.message))
@@ -420,8 +425,7 @@ export class OpenAIChatClient implements ModelClient {
       if (status === undefined) return interrupted('failed', this.#redact(`the provider reported an error: ${detail}`))
       const retryAfterMs = retryAfterMsOf(error.headers)
       const extra = retryAfterMs === undefined ? {} : { retryAfterMs }
-      const retryable = status === 408 || status === 429 || status >= 500
-      return interrupted(retryable ? 'retryable_failure' : 'failed', this.#redact(`the provider answered HTTP ${status}: ${detail}`), extra)
+      return interrupted(retryableStatus(status) ? 'retryable_failure' : 'failed', this.#redact(`the provider answered HTTP ${status}: ${detail}`), extra)
     }
     return interrupted('failed', this.#redact(`the request failed: ${describe(error)}`))
   }
@@ -432,9 +436,26 @@ export class OpenAIChatClient implements ModelClient {
   }
 }
 
+/**
+ * The hooks of one attempt, handed to the client's fetch with the request: the status once the
+ * headers arrived, every piece of the body after them, the text of an error answer's body.
+ */
+interface AttemptHooks {
+  status?: number
+  progress: () => void
+  errorBody?: Promise<string | undefined>
+}
+
+/** Where the hooks ride on the request options (a symbol: never a header, never sent). */
+const ATTEMPT = Symbol('factstate attempt hooks')
+
+/** Statuses a retry may fix: a timeout, a rate limit, the server's own failure. */
+const retryableStatus = (status: number): boolean => status === 408 || status === 429 || status >= 500
+
 /** The response with a body that calls `progress` for every piece of it that arrives. */
 function watched(response: Response, progress: () => void): Response {
-  if (response.body === null) return response
+  // A body-less status (204, 304, …) is kept as it is: a Response with it and a body cannot be made.
+  if (response.body === null || [101, 204, 205, 304].includes(response.status)) return response
   const body = response.body.pipeThrough(
     new TransformStream<Uint8Array, Uint8Array>({
       transform(piece, controller) {

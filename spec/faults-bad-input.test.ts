@@ -264,6 +264,11 @@ const cases: Case[] = [
   { area: 'EventLog.open', name: 'a location that is a file', code: 'LOG_INVALID_ARGUMENT', act: (c) => inFile(c, (file) => EventLog.open(file)) },
   { area: 'EventLog.open', name: 'a location under a file', code: 'LOG_INVALID_ARGUMENT', act: (c) => inFile(c, (file) => EventLog.open(join(file, 'log'))) },
   { area: 'EventLog.open', name: 'options null', code: 'LOG_INVALID_ARGUMENT', act: (c) => EventLog.open(join(c.dir, 'other'), null as unknown as {}) },
+  // EventLog.openSnapshot arguments: nothing is created where there is no log
+  { area: 'EventLog.openSnapshot', name: 'an empty location', code: 'LOG_INVALID_ARGUMENT', act: () => EventLog.openSnapshot('') },
+  { area: 'EventLog.openSnapshot', name: 'a location with NUL', code: 'LOG_INVALID_ARGUMENT', act: (c) => EventLog.openSnapshot(`${c.dir}\0x`) },
+  { area: 'EventLog.openSnapshot', name: 'a directory that holds no log', code: 'LOG_INVALID_ARGUMENT', act: (c) => EventLog.openSnapshot(join(c.dir, 'nothing')) },
+  { area: 'EventLog.openSnapshot', name: 'a location that is a file', code: 'LOG_INVALID_ARGUMENT', act: (c) => inFile(c, (file) => EventLog.openSnapshot(file)) },
   // Engine and ModelExecutor options
   { area: 'Engine', name: 'a log that is not an EventLog', code: 'ENGINE_INVALID_OPTIONS', act: () => new Engine({ log: {} as EventLog }) },
   { area: 'Engine', name: 'a model that is not a ModelExecutor', code: 'ENGINE_INVALID_OPTIONS', act: (c) => new Engine({ log: c.log, model: {} as ModelExecutor }) },
@@ -271,6 +276,7 @@ const cases: Case[] = [
   { area: 'Engine', name: 'ModelExecutor timeoutMs -1', code: 'ENGINE_INVALID_OPTIONS', act: () => new ModelExecutor({ timeoutMs: -1 }) },
   { area: 'Engine', name: 'ModelExecutor idleTimeoutMs 0', code: 'ENGINE_INVALID_OPTIONS', act: () => new ModelExecutor({ idleTimeoutMs: 0 }) },
   { area: 'Engine', name: 'ModelExecutor idleTimeoutMs Infinity', code: 'ENGINE_INVALID_OPTIONS', act: () => new ModelExecutor({ idleTimeoutMs: Number.POSITIVE_INFINITY }) },
+  { area: 'Engine', name: 'ModelExecutor idleTimeoutMs over the default timeoutMs', code: 'ENGINE_INVALID_OPTIONS', act: () => new ModelExecutor({ idleTimeoutMs: 60_001 }) },
   { area: 'Engine', name: 'ModelExecutor retries NaN', code: 'ENGINE_INVALID_OPTIONS', act: () => new ModelExecutor({ retries: Number.NaN }) },
   { area: 'Engine', name: 'ModelExecutor createClient that is a string', code: 'ENGINE_INVALID_OPTIONS', act: () => new ModelExecutor({ createClient: 'openai' as unknown as () => never }) },
   // appended events: shape

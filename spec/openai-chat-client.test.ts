@@ -574,6 +574,77 @@ test(
 )
 
 test(
+  'idleTimeoutMs: an error answer whose body stalls after its headers is that error, retried as its status says, not "did not start answering"',
+  withRawServer(
+    (req, res) => {
+      const status = req.headers['x-test-status'] === '400' ? 400 : 503
+      res.writeHead(status, { 'content-type': 'application/json' })
+      res.write('{"error":{"message":"over')
+    },
+    async (baseUrl) => {
+      const client = new OpenAIChatClient(provider({ baseUrl }))
+      const busy = interrupted(await client.complete(requestFor(bodyOf(), { timeoutMs: 4_000, idleTimeoutMs: 200 })))
+      assert.equal([busy.status, busy.message], ['retryable_failure', 'the provider answered HTTP 503 and then sent nothing for 200ms (idleTimeoutMs)'])
+      const refused = new OpenAIChatClient(provider({ baseUrl }, { headers: { 'x-test-status': '400' } }))
+      const bad = interrupted(await refused.complete(requestFor(bodyOf(), { timeoutMs: 4_000, idleTimeoutMs: 200 })))
+      assert.equal([bad.status, bad.message], ['failed', 'the provider answered HTTP 400 and then sent nothing for 200ms (idleTimeoutMs)'])
+    },
+  ),
+)
+
+test(
+  'idleTimeoutMs: an error body that trickles in, each piece within the limit, is read whole and its reason kept',
+  withRawServer(
+    (_req, res) => {
+      res.writeHead(500, { 'content-type': 'application/json' })
+      const pieces = ['{"mess', 'age":"the ', 'GPU is ', 'on fire"}']
+      const next = () => {
+        const piece = pieces.shift()
+        if (piece === undefined) res.end()
+        else {
+          res.write(piece)
+          setTimeout(next, 120)
+        }
+      }
+      next()
+    },
+    async (baseUrl) => {
+      const r = interrupted(await new OpenAIChatClient(provider({ baseUrl })).complete(requestFor(bodyOf(), { timeoutMs: 4_000, idleTimeoutMs: 250 })))
+      assert.equal([r.status, r.message], ['retryable_failure', 'the provider answered HTTP 500: the GPU is on fire'])
+    },
+  ),
+)
+
+test(
+  'two attempts with the same body at once each get their own error reason',
+  (() => {
+    const held: [number, import('node:http').ServerResponse][] = []
+    return withRawServer(
+      (_req, res, request) => {
+        // Both get their headers once both arrived, and their bodies a moment later: a reason kept
+        // by body text would be the same for both.
+        held.push([request, res])
+        if (held.length < 2) return
+        for (const [which, answer] of held) {
+          answer.writeHead(which === 0 ? 500 : 400, { 'content-type': 'application/json' })
+          answer.flushHeaders()
+          setTimeout(() => answer.end(JSON.stringify(which === 0 ? { message: 'first' } : { detail: 'second' })), 100)
+        }
+      },
+      async (baseUrl, requests) => {
+        const client = new OpenAIChatClient(provider({ baseUrl }))
+        const first = client.complete(requestFor(bodyOf()))
+        while (requests() < 1) await new Promise((resolve) => setTimeout(resolve, 5))
+        const second = client.complete(requestFor(bodyOf()))
+        const [a, b] = (await Promise.all([first, second])).map(interrupted)
+        assert.equal([a?.status, a?.message], ['retryable_failure', 'the provider answered HTTP 500: first'])
+        assert.equal([b?.status, b?.message], ['failed', 'the provider answered HTTP 400: second'])
+      },
+    )
+  })(),
+)
+
+test(
   'idleTimeoutMs: a stream that stalls after naming its finish reason is whole, not timed out',
   withRawServer(
     (_req, res) => {

@@ -21,19 +21,26 @@ class GenerateApiClient implements ModelClient {
   async complete(request: ModelRequest): Promise<ModelResponse> {
     const prompt = request.body.messages.map((m) => `${m.role}: ${'content' in m ? (m.content ?? '') : ''}`).join('\n')
     const tools = ((request.body.tools as { function: { name: string } }[] | undefined) ?? []).map((t) => t.function.name)
-    let response: Response
+    // The limits are the client's to honour: the run's cancel, timeoutMs and, when the executor has
+    // one, idleTimeoutMs. This provider answers in one piece, so the idle limit bounds the wait for it.
+    const limits = [request.signal, AbortSignal.timeout(request.timeoutMs)]
+    if (request.idleTimeoutMs !== undefined) limits.push(AbortSignal.timeout(request.idleTimeoutMs))
+    let text: string
     try {
-      response = await fetch(this.url, {
-        method: 'POST',
-        body: JSON.stringify({ prompt, tools }),
-        signal: AbortSignal.any([request.signal, AbortSignal.timeout(request.timeoutMs)]),
-      })
+      const response = await fetch(this.url, { method: 'POST', body: JSON.stringify({ prompt, tools }), signal: AbortSignal.any(limits) })
+      if (response.status >= 500) return { kind: 'interrupted', status: 'retryable_failure', message: `HTTP ${response.status}` }
+      text = await response.text()
     } catch (error) {
       if (request.signal.aborted) return { kind: 'interrupted', status: 'cancelled', message: 'cancelled' }
+      if ((error as Error).name === 'TimeoutError') return { kind: 'interrupted', status: 'timed_out', message: 'the provider did not answer in time' }
       return { kind: 'interrupted', status: 'retryable_failure', message: (error as Error).message }
     }
-    if (response.status >= 500) return { kind: 'interrupted', status: 'retryable_failure', message: `HTTP ${response.status}` }
-    const answer = (await response.json().catch(() => undefined)) as { say?: string; call?: { tool: string; args: unknown } } | undefined
+    let answer: { say?: string; call?: { tool: string; args: unknown } } | undefined
+    try {
+      answer = JSON.parse(text) as typeof answer
+    } catch {
+      answer = undefined
+    }
     if (answer?.call) {
       return {
         kind: 'completed',
@@ -60,7 +67,8 @@ const url = `http://127.0.0.1:${(provider.address() as AddressInfo).port}/genera
 const dir = await mkdtemp(join(tmpdir(), 'factstate-custom-'))
 const log = await EventLog.open(join(dir, 'log'))
 try {
-  const engine = new Engine({ log, model: new ModelExecutor({ createClient: () => new GenerateApiClient(url) }) })
+  const model = new ModelExecutor({ timeoutMs: 120_000, idleTimeoutMs: 15_000, createClient: () => new GenerateApiClient(url) })
+  const engine = new Engine({ log, model })
   const outcome = await engine.run({
     invocation: { sessionId: 's', turnId: 't', runId: 'r', invocationId: 'i' },
     // The provider config still names a model and a base URL: they are recorded (no secrets) and sealed into pauses.

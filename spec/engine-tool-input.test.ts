@@ -89,6 +89,96 @@ test(
 )
 
 test(
+  'a needsApproval predicate is not asked about an input the schema refuses; it decides on the valid one',
+  engineTest(
+    [
+      answer.toolCalls([{ id: 'call-bad', name: 'refund', arguments: { order: 'C-1' } }]),
+      answer.toolCalls([{ id: 'call-good', name: 'refund', arguments: { order: 'C-1', cents: 500 } }]),
+      answer.text('done'),
+    ],
+    {},
+    async (h) => {
+      const judged: unknown[] = []
+      const tool = refund({
+        needsApproval: (input) => {
+          judged.push(input)
+          return (input as { cents: number }).cents > 100
+        },
+      })
+      const decided: string[] = []
+      const outcome = await h.run(h.input('predicate', { tools: [tool] }), {
+        onApproval: (request) => {
+          decided.push(request.callId)
+          return { approved: true }
+        },
+      })
+      assert.equal(outcome, { status: 'completed' })
+      assert.equal(judged, [{ order: 'C-1', cents: 500 }], 'the predicate saw only the input that matched the schema')
+      assert.equal(decided, ['call-good'])
+      assert.equal(
+        tool.calls.map((call) => call.input),
+        [{ order: 'C-1', cents: 500 }],
+      )
+    },
+  ),
+)
+
+test(
+  'under toolConcurrency 3, an answer mixing calls that match and calls that do not: the matching ones run side by side, the others are rejected, each result in its call\'s place',
+  engineTest(
+    [
+      answer.toolCalls([
+        { id: 'call-1', name: 'refund', arguments: { order: 'C-1', cents: 1 } },
+        { id: 'call-2', name: 'refund', arguments: { order: 'nope', cents: 2 } },
+        { id: 'call-3', name: 'refund', arguments: { order: 'C-3', cents: 3 } },
+        { id: 'call-4', name: 'refund', arguments: { cents: 4 } },
+        { id: 'call-5', name: 'refund', arguments: { order: 'C-5', cents: 5 } },
+      ]),
+      answer.text('done'),
+    ],
+    {},
+    async (h) => {
+      let running = 0
+      let most = 0
+      const tool = {
+        ...countingTool('refund', async (input) => {
+          running += 1
+          most = Math.max(most, running)
+          await new Promise((resolve) => setTimeout(resolve, 40))
+          running -= 1
+          return { refunded: (input as { cents: number }).cents }
+        }),
+        inputSchema: structuredClone(REFUND_SCHEMA),
+      }
+      assert.equal(await h.run({ ...h.input('mixed', { tools: [tool] }), toolConcurrency: 3 }), { status: 'completed' })
+      assert.equal(
+        tool.calls.map((call) => (call.input as { order: string }).order).sort(),
+        ['C-1', 'C-3', 'C-5'],
+      )
+      assert.is(most, 3, 'the three that match ran at once')
+      const facts = await factsOf(h.log, 'invocation-mixed')
+      assert.equal(
+        only(facts, 'tool.rejected').map((fact) => [fact.callId, fact.reason]),
+        [
+          ['call-2', 'invalid_input'],
+          ['call-4', 'invalid_input'],
+        ],
+      )
+      assert.is(only(facts, 'tool.settled').length, 3)
+      const sent = messagesOf(h.server.requests[1]?.body).filter((message) => message.role === 'tool')
+      assert.equal(
+        sent.map((message) => message.tool_call_id),
+        ['call-1', 'call-2', 'call-3', 'call-4', 'call-5'],
+        'the model gets every result in the order it made the calls',
+      )
+      assert.match(sent[1]?.content ?? '', /order: String does not match pattern/)
+      assert.match(sent[3]?.content ?? '', /required property "cents"|required property "order"/)
+      assert.is(sent[4]?.content, '{"refunded":5}')
+    },
+  ),
+)
+
+test(
   'the schema is checked as the model was shown it: the caller changing its object after admission changes neither, and the object gets no marks',
   engineTest([answer.toolCalls([{ name: 'refund', arguments: { order: 'C-2', cents: 5 } }]), answer.text('done')], {}, async (h) => {
     const tool = refund()

@@ -152,4 +152,29 @@ test(
   }),
 )
 
+test(
+  'a continuation of the crashed run that acknowledges the unknown outcome, with instructions and a next message: one leading system message (instructions, then the note), the lineage replayed, the message last',
+  engineTest([answer.text('checked it')], { ms: 30_000, before: crashWhileToolRuns }, async (h) => {
+    const crashed = (await h.log.runSource('session-crash', 'run-crash'))?.boundary
+    assert.ok(crashed)
+    const input = h.input('told', { session: 'session-crash', tools: [countingTool('deploy')] })
+    input.instructions = 'You are careful with deployments.'
+    input.work = { kind: 'continuation', source: crashed, content: 'did the deploy happen?', allowPriorUnknown: true }
+    assert.equal(await h.run(input), { status: 'completed' })
+    const sent = messagesOf(h.server.requests[0]?.body)
+    assert.equal(
+      sent.map((m) => m.role),
+      ['system', 'user', 'assistant', 'tool', 'user'],
+    )
+    const [system] = sent
+    assert.ok(system?.content?.startsWith('You are careful with deployments.\n\n'), `instructions first: ${system?.content}`)
+    assert.ok(system?.content?.includes(`deploy with {"target":"production"} (operation ${operationId})`), `then the note: ${system?.content}`)
+    assert.is(sent[3]?.tool_call_id, 'call-deploy', 'the unknown call answered from facts')
+    assert.equal(sent.at(-1), { role: 'user', content: 'did the deploy happen?' })
+    const [opened] = only(await factsOf(h.log, 'invocation-told'), 'invocation.opened')
+    assert.equal(opened?.input.kind === 'continuation' && [opened.input.content, opened.input.priorUnknown?.map((op) => op.operationId)], ['did the deploy happen?', [operationId]])
+    assert.is(opened?.execution.instructions, 'You are careful with deployments.')
+  }),
+)
+
 test.run()

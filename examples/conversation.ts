@@ -1,8 +1,9 @@
 /**
  * A conversation: every user message after the first continues from the previous turn's boundary
  * (`work: { kind: 'continuation', source, content }`), so the model gets the whole history, rebuilt
- * from the log's facts, then the new message. The app keeps only the id of the last run; the
- * second message is answered by a new engine on the reopened log, as another process would.
+ * from the log's facts, then the new message. The app keeps only the session id (`log.runs`
+ * finds its last run); the second message is answered by a new engine on the reopened log, as
+ * another process would.
  *
  *   npx tsx examples/conversation.ts
  */
@@ -49,9 +50,10 @@ try {
   await say(log, 1, { kind: 'message', content: 'Hi, my name is Ada.' })
   await log.close()
 
-  // Later, in another process: the app kept "run-1" as the conversation's last run.
+  // Later, in another process: the app knows the conversation as session "chat-7", and continues its last run.
   log = await EventLog.open(join(dir, 'log'))
-  const source = (await log.runSource('chat-7', 'run-1'))!.boundary
+  const last = (await log.runs('chat-7')).at(-1)!
+  const source = (await log.runSource('chat-7', last.runId))!.boundary
   const reply = await say(log, 2, { kind: 'continuation', source, content: 'What is my name?' })
   await log.close()
   process.exitCode = reply === 'Your name is Ada.' ? 0 : 1

@@ -8,6 +8,7 @@ import * as assert from 'uvu/assert'
 import type { RunInput } from '../index.js'
 import { summarizeFact } from '../store/fact-summary.js'
 import { answer } from '../testing/scripted-model-server.js'
+import { refusal } from './support/log-fixtures.js'
 import { countingTool, engineTest, factsOf, messagesOf, only, refusedWithoutWriting, sealAtFirstSafePoint, successorInput } from './support/engine-fixtures.js'
 
 test(
@@ -46,6 +47,71 @@ test(
     assert.equal(opened?.input.kind === 'continuation' && opened.input.content, 'thanks')
     assert.is(summarizeFact(opened!), `continuation from run-second@${second.highWater}, message "thanks"`)
   }),
+)
+
+test(
+  'log.runs lists a session\'s runs in the order they opened, how each began and ended, an open one as open; the next message continues the last',
+  engineTest(
+    [answer.text('hello'), answer.text('again'), answer.toolCalls([{ name: 'gate', arguments: {} }]), answer.text('through'), answer.text('other'), answer.text('dotted')],
+    {},
+    async (h) => {
+      let open: () => void = () => undefined
+      const opened = new Promise<void>((resolve) => (open = resolve))
+      let release: () => void = () => undefined
+      const gate = countingTool('gate', async () => {
+        open()
+        await new Promise<void>((resolve) => (release = resolve))
+        return 'open'
+      })
+      const say = async (name: string, work?: RunInput['work'], session = 'listed') =>
+        h.run({ ...h.input(name, { session, tools: [gate] }), ...(work ? { work } : {}) })
+      assert.equal(await say('one'), { status: 'completed' })
+      // What a chat app does with only the session id: continue the last run.
+      const continueLast = async (name: string, content: string) => {
+        const last = (await h.log.runs('listed')).at(-1)
+        assert.ok(last)
+        const source = (await h.log.runSource('listed', last.runId))?.boundary
+        assert.ok(source)
+        return { ...h.input(name, { session: 'listed', tools: [gate] }), work: { kind: 'continuation', source, content } } satisfies RunInput
+      }
+      assert.equal(await h.run(await continueLast('two', 'and now?')), { status: 'completed' })
+      const running = await h.start(await continueLast('three', 'open the gate'))
+      await opened
+      // Sessions whose ids begin alike are apart.
+      assert.equal(await say('other', undefined, 'listed2'), { status: 'completed' })
+      assert.equal(await say('dotted', undefined, 'listed.x'), { status: 'completed' })
+
+      const during = await h.log.runs('listed')
+      assert.equal(
+        during.map((run) => [run.runId, run.kind, run.sourceRunId ?? null, run.terminal]),
+        [
+          ['run-one', 'message', null, 'completed'],
+          ['run-two', 'continuation', 'run-one', 'completed'],
+          ['run-three', 'continuation', 'run-two', null],
+        ],
+      )
+      assert.equal(
+        during.map((run) => [run.turnId, run.invocationId]),
+        [
+          ['turn-one', 'invocation-one'],
+          ['turn-two', 'invocation-two'],
+          ['turn-three', 'invocation-three'],
+        ],
+      )
+      assert.ok(during.every((run, index) => run.openedSeq <= run.lastSeq && (index === 0 || run.openedSeq > (during[index - 1] as { lastSeq: number }).lastSeq)), 'in seq order')
+      release()
+      assert.equal(await running.wait(), { status: 'completed' })
+      const after = await h.log.runs('listed')
+      assert.equal(after.at(-1)?.terminal, 'completed')
+      assert.equal(after.at(-1)?.outcome, { status: 'completed' })
+      assert.equal((await h.log.runs('listed2')).map((run) => run.runId), ['run-other'])
+      assert.equal((await h.log.runs('listed.x')).map((run) => run.runId), ['run-dotted'])
+      assert.equal(await h.log.runs('nobody'), [])
+      for (const bad of ['', 'a b', 'a!b', 7]) {
+        assert.is((await refusal(h.log.runs(bad as string))).code, 'LOG_INVALID_ARGUMENT', String(bad))
+      }
+    },
+  ),
 )
 
 test(

@@ -5,7 +5,7 @@ import { join, resolve } from 'node:path'
 import { type ChainedBatch, ClassicLevel } from 'classic-level'
 import { FactstateError, isFactstateError } from '../errors.js'
 import { id as idSchema } from '../facts/schema.js'
-import type { HandoffIntent, HandoffPause, InvocationInput, RunBoundary, RuntimeEvent, StoredEvent } from '../facts/types.js'
+import type { HandoffIntent, HandoffPause, InvocationInput, InvocationOutcome, RunBoundary, RuntimeEvent, StoredEvent, TerminalStatus } from '../facts/types.js'
 import { EMPTY_CHAIN, CHAIN_BYTES, chainStep, logDigest, runChainStart, runDigest } from './digest.js'
 import { chainedIdRecord, decodeEvent, decodeRecord, encodeRecord, encodeValidatedEvent, checkFactRules, indexRecord, peekInvocationId, validateEvent } from './encoding.js'
 import { IdFilter, parseIdFilter, serializeIdFilter } from './id-filter.js'
@@ -43,6 +43,23 @@ export interface RunSource {
    * `work.pause` (with `boundary` as `work.source`). Absent for a run that did not end so.
    */
   pause?: HandoffPause
+}
+
+/** One run of a session, as {@link EventLog.runs} lists it. */
+export interface RunSummary {
+  runId: string
+  turnId: string
+  invocationId: string
+  /** How the run began: a new message, a continuation of an ended run, a handoff's successor. */
+  kind: InvocationInput['kind']
+  /** The run it continues or succeeds (absent for a new message). */
+  sourceRunId?: string
+  /** The seqs of its first and last fact so far. */
+  openedSeq: number
+  lastSeq: number
+  /** How it ended, or null while it is open (running, or left open by a crash until recovery). */
+  terminal: TerminalStatus | null
+  outcome?: InvocationOutcome
 }
 
 /** Every event of the log up to `highWater`, with the digest at that point. */
@@ -2082,6 +2099,47 @@ export class EventLog {
    * The boundary of a run: its invocation, the seq of its last fact and a digest over its
    * lineage only (appends elsewhere never change it). `undefined` for a run the log never saw.
    */
+  /**
+   * The runs of a session, in the order they opened: which run a conversation's next message
+   * continues (the last one), whether one is still open, how each ended. Reads the session's run
+   * index and each run's invocation record, never the session's facts. An unknown session has none.
+   *
+   * @example
+   * ```ts
+   * const last = (await log.runs('chat-7')).at(-1)
+   * const source = last && (await log.runSource('chat-7', last.runId))?.boundary
+   * ```
+   */
+  async runs(sessionId: string): Promise<RunSummary[]> {
+    this.#assertOpen()
+    if (!idSchema.safeParse(sessionId).success) throw new FactstateError('LOG_INVALID_ARGUMENT', 'sessionId is not a valid id')
+    const prefix = keys.run(sessionId, '')
+    const found: RunSummary[] = []
+    try {
+      // Ids hold no '!' or '"': the session's run keys are exactly those between `r!<session>!` and `r!<session>"`.
+      for await (const key of this.#db.keys({ gte: prefix, lt: `${prefix.slice(0, -1)}"` })) {
+        const runId = key.slice(prefix.length)
+        const run = this.#state.runNow(sessionId, runId)
+        const record = run === undefined ? undefined : this.#state.invocationNow(run.invocationId)
+        if (run === undefined || record === undefined) throw new FactstateError('LOG_CORRUPT', `run ${sessionId}/${runId} has no invocation record`, { details: { key } })
+        found.push({
+          runId,
+          turnId: record.invocation.turnId,
+          invocationId: run.invocationId,
+          kind: record.inputKind,
+          ...(run.source === undefined ? {} : { sourceRunId: run.source.runId }),
+          openedSeq: record.openedSeq,
+          lastSeq: record.lastSeq,
+          terminal: record.terminal,
+          ...(record.outcome === undefined ? {} : { outcome: record.outcome }),
+        })
+      }
+    } catch (error) {
+      throw this.#readFailure(error)
+    }
+    return found.sort((a, b) => a.openedSeq - b.openedSeq)
+  }
+
   async runSource(sessionId: string, runId: string): Promise<RunSource | undefined> {
     this.#assertOpen()
     for (const [name, value] of [['sessionId', sessionId], ['runId', runId]] as const) {

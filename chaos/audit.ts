@@ -275,6 +275,7 @@ export class Audit {
         if (fact.readOnly === true) this.#readOnly.add(fact.operationId)
         if ((fact.readOnly === true) !== (fact.name === 'lookup')) this.#violation(`${label}: ${fact.name} dispatched with readOnly ${String(fact.readOnly)}`)
         if (fact.approval !== undefined) this.#count('calls approved')
+        if (fact.callId.endsWith('-y') || fact.callId.endsWith('-z')) this.#violation(`${label}: call ${fact.callId}, whose arguments are not valid, dispatched`)
         if (fact.name === 'effect' && (fact.approval !== undefined) !== effectNeedsApproval(fact.input)) {
           this.#violation(`${label}: ${fact.operationId} dispatched ${fact.approval ? 'with' : 'without'} an approval, against the workload's rule`)
         }
@@ -288,7 +289,13 @@ export class Audit {
         this.#count(`tool ${fact.outcome.status}`)
         return
       case 'tool.rejected':
-        this.#count(`tool rejected ${fact.reason}`)
+        // The workload's calls with arguments the schema refuses (`-z`) are told what is wrong; those
+        // with arguments that are not JSON (`-y`) cannot be.
+        if (fact.callId.endsWith('-z') && fact.reason === 'invalid_input' && fact.message === undefined) {
+          this.#violation(`${label}: call ${fact.callId}, whose arguments its schema refuses, rejected without saying what is wrong`)
+        }
+        if (fact.callId.endsWith('-y') && fact.message !== undefined) this.#violation(`${label}: call ${fact.callId}, whose arguments are not JSON, rejected with a message`)
+        this.#count(`tool rejected ${fact.reason}${fact.reason === 'invalid_input' && fact.message !== undefined ? ' (schema)' : ''}`)
         return
       case 'hold.entered':
         return

@@ -13,7 +13,8 @@
  * - the `effect` tool appends `<operationId> <key>` to an fsync'd ledger before it returns (and
  *   sometimes fails after its effect); one effect call in five needs approval, which an in-process
  *   approver gives after a few ms (or denies, one in ten: that call is rejected, never run); calls
- *   to an unknown tool and calls with invalid JSON arguments are rejected, never run;
+ *   to an unknown tool, calls with invalid JSON arguments and calls whose arguments the tool's
+ *   schema refuses are rejected, never run;
  * - the read-only `lookup` tool has no effect: a crash while it runs leaves it uncertain without
  *   holding up its session (recovery's session records, which `reconcile` reads, leave it out);
  * - holds are reserved at random moments, then released (rollback) or committed (seal), and a
@@ -105,6 +106,8 @@ class ChaosModel implements ModelClient {
     if (chance(0.15)) toolCalls.push({ callId: `call-${results}-l`, name: 'lookup', arguments: JSON.stringify({ key: `${turn}/${results}` }) })
     if (chance(0.04)) toolCalls.push({ callId: `call-${results}-x`, name: 'missing_tool', arguments: '{}' })
     else if (chance(0.03)) toolCalls.push({ callId: `call-${results}-y`, name: 'effect', arguments: '{"key": ' })
+    // JSON its schema refuses (a number key): rejected with what is wrong, never run.
+    else if (chance(0.03)) toolCalls.push({ callId: `call-${results}-z`, name: 'effect', arguments: JSON.stringify({ key: results }) })
     return { kind: 'completed', output: { toolCalls, finishReason: 'tool_calls', usage: { inputTokens: 10, outputTokens: 5 } } }
   }
 }

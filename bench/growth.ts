@@ -6,6 +6,9 @@
  *   Each call is the first for its run after an open (nothing cached in memory).
  * - `recoverGrowth`: `recoverInvocations` closing 10 open invocations, same two logs.
  * - `reopenMs`: `EventLog.open` (with its tail check) of the 1,000,000-fact log.
+ * - `snapshotMs`: `EventLog.openSnapshot` of the 1,000,000-fact log while it is open here (the copy,
+ *   its table files linked, and the copy's open with its tail check), as a reader in another
+ *   process would take it.
  *
  * Quick mode uses 50,000 unrelated facts instead of 1,000,000.
  *
@@ -58,6 +61,26 @@ async function sampleRound(path: string): Promise<Sample> {
   }
 }
 
+/**
+ * A snapshot of the log in `path` taken while this process has it open, in ms (the copy's removal
+ * at its close is not timed). Apart from the rounds above: its files, linked and copied, and their
+ * removal must not weigh on the recovery those time.
+ */
+async function snapshotRound(path: string): Promise<number> {
+  const log = await EventLog.open(path)
+  try {
+    const start = now()
+    const snapshot = await EventLog.openSnapshot(path)
+    const ms = now() - start
+    const facts = snapshot.head().highWater
+    await snapshot.close()
+    if (facts !== log.head().highWater) throw new Error(`the snapshot holds ${facts} facts, the log ${log.head().highWater}`)
+    return ms
+  } finally {
+    await log.close()
+  }
+}
+
 export async function growthBenchmark(quick: boolean) {
   const small = 1_000
   const large = quick ? 50_000 : 1_000_000
@@ -81,6 +104,11 @@ export async function growthBenchmark(quick: boolean) {
       samples.small.push(await sampleRound(smallPath))
       samples.large.push(await sampleRound(largePath))
     }
+    const snapshots = { small: [] as number[], large: [] as number[] }
+    for (let r = 0; r < (quick ? 2 : 5); r += 1) {
+      snapshots.small.push(await snapshotRound(smallPath))
+      snapshots.large.push(await snapshotRound(largePath))
+    }
     const runSource = (list: Sample[]) => median(list.flatMap((s) => s.runSourceMs))
     const recover = (list: Sample[]) => median(list.map((s) => s.recoverMs))
     // Each round samples both logs back to back: the growth figures are medians of those paired ratios.
@@ -94,9 +122,11 @@ export async function growthBenchmark(quick: boolean) {
       recoverGrowth: paired((sample) => sample.recoverMs),
       reopenMs: median(samples.large.map((s) => s.reopenMs)),
       reopenSmallMs: median(samples.small.map((s) => s.reopenMs)),
+      snapshotMs: median(snapshots.large),
+      snapshotSmallMs: median(snapshots.small),
     }
     progress(
-      `growth: runSource ${figures.runSourceMs.small.toFixed(3)} → ${figures.runSourceMs.large.toFixed(3)} ms, recover ${figures.recoverMs.small.toFixed(2)} → ${figures.recoverMs.large.toFixed(2)} ms, reopen ${figures.reopenMs.toFixed(1)} ms (${Math.round(now() - start)} ms)`,
+      `growth: runSource ${figures.runSourceMs.small.toFixed(3)} → ${figures.runSourceMs.large.toFixed(3)} ms, recover ${figures.recoverMs.small.toFixed(2)} → ${figures.recoverMs.large.toFixed(2)} ms, reopen ${figures.reopenMs.toFixed(1)} ms, snapshot ${figures.snapshotMs.toFixed(1)} ms (${Math.round(now() - start)} ms)`,
     )
     return figures
   })

@@ -26,6 +26,8 @@ interface GrowthFigures {
   recoverGrowth: number
   reopenMs: number
   reopenSmallMs: number
+  snapshotMs: number
+  snapshotSmallMs: number
 }
 interface RecoverFigures {
   invocations: number
@@ -122,6 +124,7 @@ async function main(): Promise<void> {
       runSourceGrowth: growth.runSourceGrowth,
       recoverGrowth: growth.recoverGrowth,
       reopenMs: growth.reopenMs,
+      snapshotMs: growth.snapshotMs,
     }),
     ...(recover && { recoverMsPer1k: recover.recoverMsPer1k }),
     ...(held && { heapPerHeldKiB: held.heapPerHeldKiB }),
@@ -159,6 +162,7 @@ async function main(): Promise<void> {
     rows.push(['runSourceGrowth', fmt(growth.runSourceGrowth), `${fmt(growth.runSourceMs.small, 3)} → ${fmt(growth.runSourceMs.large, 3)} ms (${sizes})`, `<= 1.2: ${check(growth.runSourceGrowth <= 1.2)}`])
     rows.push(['recoverGrowth', fmt(growth.recoverGrowth), `${fmt(growth.recoverMs.small)} → ${fmt(growth.recoverMs.large)} ms, 10 open (${sizes})`, `<= 1.2: ${check(growth.recoverGrowth <= 1.2)}`])
     rows.push(['reopenMs', fmt(growth.reopenMs, 1), `open + tail check, ${fmt(growth.largeFacts)} facts`, ''])
+    rows.push(['snapshotMs', fmt(growth.snapshotMs, 1), `openSnapshot of the same log while it is open (${fmt(growth.snapshotSmallMs, 1)} ms at ${fmt(growth.smallFacts)} facts)`, ''])
   }
   if (recover) rows.push(['recoverMsPer1k', fmt(recover.recoverMsPer1k, 1), `${fmt(recover.recoverMs, 0)} ms for ${fmt(recover.invocations)} killed invocations`, ''])
   if (held) rows.push(['heapPerHeldKiB', fmt(held.heapPerHeldKiB), `${fmt(held.invocations)} held at once`, `<= 8: ${check(held.heapPerHeldKiB <= 8)}`])

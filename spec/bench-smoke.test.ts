@@ -28,6 +28,7 @@ const FIGURES = [
   'recoverMsPer1k',
   'heapPerHeldKiB',
   'reopenMs',
+  'snapshotMs',
   // Where the time goes at each concurrency, both sides (details.groupCommit is in c1, c16, c64, c256 order).
   ...[0, 1, 2, 3].flatMap((index) =>
     ['mainThreadMicrosPerFact', 'cpuMicrosPerFact', 'factsPerSync'].flatMap((figure) => [

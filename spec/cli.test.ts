@@ -125,6 +125,40 @@ test('demo passes every step, then log, verify and recover read its log', () =>
     90_000,
   ))
 
+test('log --runs lists a session\'s runs in the order they opened, how each began and ended; it needs --session and takes no fact filter', () =>
+  bounded30(withTempDir(async (dir) => {
+    const location = join(dir, 'log')
+    const log = await EventLog.open(location)
+    try {
+      await log.appendAll(completeInvocation('a', 'chat'))
+      await log.appendAll(completeInvocation('other', 'chat2'))
+      await log.appendAll(completeInvocation('b', 'chat'))
+      await log.append(new EventMaker(invocationOf('c', 'chat')).next(facts.opened()))
+    } finally {
+      await log.close()
+    }
+    const listed = await cli(['log', location, '--session', 'chat', '--runs'])
+    assert.is(listed.code, 0, listed.stderr)
+    assert.equal(listed.stdout.trim().split('\n'), ['run-a  turn-a  inv-a  message  completed  #1–#8', 'run-b  turn-b  inv-b  message  completed  #17–#24', 'run-c  turn-c  inv-c  message  open  #25–#25'])
+    assert.match(listed.stderr, /^3 run\(s\) in session chat; log high-water 25$/m)
+    const json = await cli(['log', location, '--session', 'chat', '--runs', '--json'])
+    assert.equal(
+      json.stdout.trim().split('\n').map((line) => JSON.parse(line) as { runId: string; terminal: string | null }).map((run) => [run.runId, run.terminal]),
+      [['run-a', 'completed'], ['run-b', 'completed'], ['run-c', null]],
+    )
+    const none = await cli(['log', location, '--session', 'nobody', '--runs'])
+    assert.equal([none.code, none.stdout], [0, ''])
+    for (const [args, message] of [
+      [['--runs'], /--runs lists the runs of one session: give --session/],
+      [['--session', 'chat', '--runs', '--type', 'tool.*'], /--runs does not combine with --type/],
+      [['--session', 'chat', '--runs', '--last', '2'], /--runs does not combine with --last/],
+    ] as const) {
+      const refused = await cli(['log', location, ...args])
+      assert.is(refused.code, 2, args.join(' '))
+      assert.match(refused.stderr, message)
+    }
+  })))
+
 test('recover prints each invocation it closes, how it ended and where its run now ends; a second recover closes nothing', () =>
   bounded30(withTempDir(async (dir) => {
     const location = join(dir, 'log')

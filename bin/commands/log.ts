@@ -1,15 +1,18 @@
 import { FACT_TYPES, type FactType, type StoredEvent } from '../../facts/types.js'
 import { ID_PATTERN } from '../../facts/schema.js'
-import { EventLog, logInternals } from '../../store/event-log.js'
+import { EventLog, type RunSummary, logInternals } from '../../store/event-log.js'
 import { summarizeFact } from '../../store/fact-summary.js'
 import { type CommandIo, EXIT, isLogDirectory, openLogToRead, parseCommand, reportError, usage } from '../io.js'
 
 export const logHelp = `usage: factstate log <log-directory> [--session ID] [--run ID] [--invocation ID] [--type TYPE] [--from SEQ] [--to SEQ] [--last N] [--json]
+       factstate log <log-directory> --session ID --runs [--json]
 
 Prints the facts of a log in seq order, one line each (or one JSON object per line with --json).
 Filters combine. TYPE is a fact type such as tool.dispatched; a trailing * matches a family (tool.*).
 --from and --to bound the seqs read (inclusive); --last N reads only the last N facts of the log (up to
 --to if given), and the filters then apply to those.
+--runs prints the session's runs instead, one line each in the order they opened: run, turn,
+invocation, how it began (from which run), how it ended (or open), and its first and last seq.
 A log that another process has open is read as a snapshot: a copy taken now, holding every fact
 durable by then (said on stderr); facts appended after it are not printed.
 Exit codes: 0 printed, 2 usage, 1/4 the log refused.`
@@ -36,6 +39,7 @@ export async function logCommand(args: string[], io: CommandIo): Promise<number>
       to: { type: 'string' },
       last: { type: 'string' },
       json: { type: 'boolean', default: false },
+      runs: { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
     },
   })
@@ -57,6 +61,11 @@ export async function logCommand(args: string[], io: CommandIo): Promise<number>
     bounds[name] = value
   }
   if (bounds.last !== undefined && bounds.from !== undefined) return usage(io, '--last and --from do not combine', logHelp)
+  if (values.runs) {
+    if (values.session === undefined) return usage(io, '--runs lists the runs of one session: give --session', logHelp)
+    const other = (['run', 'invocation', 'type', 'from', 'to', 'last'] as const).find((name) => values[name] !== undefined)
+    if (other !== undefined) return usage(io, `--runs does not combine with --${other}`, logHelp)
+  }
   if (bounds.from !== undefined && bounds.to !== undefined && bounds.from > bounds.to) return usage(io, `--from ${bounds.from} is after --to ${bounds.to}`, logHelp)
   for (const name of ['session', 'run', 'invocation'] as const) {
     const value = values[name]
@@ -73,6 +82,15 @@ export async function logCommand(args: string[], io: CommandIo): Promise<number>
   try {
     log = await openLogToRead(directory, io)
     if (log === undefined) return usage(io, `no factstate log at ${directory} (it holds another program's LevelDB database)`, logHelp)
+    if (values.runs) {
+      const runs = await log.runs(values.session as string)
+      for (const run of runs) {
+        if (io.stdoutClosed?.()) return EXIT.ok
+        io.stdout(values.json ? JSON.stringify(run) : formatRun(run))
+      }
+      if (!values.json) io.stderr(`${runs.length} run(s) in session ${values.session}; log high-water ${log.head().highWater}`)
+      return EXIT.ok
+    }
     let shown = 0
     const { highWater } = log.head()
     const to = Math.min(bounds.to ?? highWater, highWater)
@@ -96,6 +114,13 @@ export async function logCommand(args: string[], io: CommandIo): Promise<number>
   } finally {
     await log?.close()
   }
+}
+
+/** One human-readable line for a run of a session. */
+export function formatRun(run: RunSummary): string {
+  const began = run.sourceRunId === undefined ? run.kind : `${run.kind} of ${run.sourceRunId}`
+  const ended = run.terminal === null ? 'open' : run.outcome?.status === 'failed' ? `failed ${run.outcome.class}` : run.terminal
+  return `${run.runId}  ${run.turnId}  ${run.invocationId}  ${began}  ${ended}  #${run.openedSeq}–#${run.lastSeq}`
 }
 
 /** One human-readable line for a stored event. */

@@ -12,6 +12,7 @@ import { type Browser, type Page, chromium } from 'playwright-core'
 import { suite } from 'uvu'
 import * as assert from 'uvu/assert'
 import { Engine, EventLog, ModelExecutor, invocationMachine, recoverInvocations } from '../index.js'
+import { logInternals } from '../store/event-log.js'
 import { type InspectorServer, serveInspector } from '../inspector/index.js'
 import { answer, scriptedModelServer } from '../testing/scripted-model-server.js'
 import { ensurePageBuilt } from './support/inspector-build.js'
@@ -213,6 +214,31 @@ pageTest('tool output and model text from the log render as text: the XSS payloa
   assert.is(await page.locator('img').count(), 0)
   assert.equal(watched.dialogs, [])
 })
+
+offline('a snapshot of the log is served as one: marked as not updating, at the log\'s location, with its facts', (context) =>
+  withTimeout(async () => {
+    if (context.setupError !== undefined) throw context.setupError
+    const { watched, log } = context as Offline
+    const location = logInternals(log).location
+    // The log stays open here: the snapshot is what a second process gets.
+    const snapshot = await EventLog.openSnapshot(location)
+    let inspector: InspectorServer | undefined
+    try {
+      inspector = await serveInspector({ log: snapshot })
+      const page = await load(watched, inspector.url)
+      await page.waitForFunction(() => document.querySelector('#live-label')?.textContent === 'snapshot · not updating', undefined, WAIT)
+      assert.is(await page.textContent('#log-location'), location)
+      assert.is(await page.textContent('#log-highwater'), String(log.head().highWater))
+      assert.is(await page.getAttribute('#log-digest', 'title'), log.head().digest)
+      await selectRun(page, SCENARIO.first.invocationId)
+      assert.ok((await page.locator('li.entry').count()) > 0, 'its facts are listed')
+      assert.equal(watched.errors, [], 'no script error')
+    } finally {
+      await inspector?.close()
+      await snapshot.close()
+    }
+  }, 20_000),
+)
 
 offline('live: over a running engine, a new fact appears without a reload', (context) =>
   withTimeout(

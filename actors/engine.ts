@@ -8,7 +8,7 @@ import { type HandoffGate, successorOf } from './handoff.js'
 import { InvocationActor, defaultEventId } from './invocation-actor.js'
 import type { ModelClient } from './model-client.js'
 import type { Approver } from './approval.js'
-import type { ModelTextPiece } from './model-text.js'
+import type { ModelTextPiece, ModelToolCallPiece } from './model-text.js'
 import { ModelExecutor } from './model-executor.js'
 import { redactedMessage, secretsOf } from './redaction.js'
 import { DEFAULT_MAX_STEPS, type RunInput, validateRunInput } from './run-input.js'
@@ -45,6 +45,15 @@ export interface StartOptions {
    */
   onModelText?: ((piece: ModelTextPiece) => void) | undefined
   /**
+   * Receives the tool calls of the run's model answers live, as the provider streams them, before
+   * the answer is recorded: for showing a call being written (the arguments of a tool that writes a
+   * file, say). Each call begins with a piece whose `arguments` is `''`, once its id and name are
+   * known; its next pieces add up to its arguments as `model.completed` records them. A call the
+   * provider did not stream comes whole when the answer is recorded. As for `onModelText`: not facts,
+   * a retry starts over, what a receiver throws is ignored, keep it quick.
+   */
+  onToolCallText?: ((piece: ModelToolCallPiece) => void) | undefined
+  /**
    * Decides on each call of a tool that `needsApproval`, before it is dispatched (required when a
    * tool of the run may need approval). It may take as long as it needs: the call waits, the run is
    * at no safe point meanwhile (so it must not wait for a hold of its own run). A cancel aborts
@@ -66,28 +75,33 @@ function startOptions(options: unknown): StartOptions {
   if (options === undefined) return {}
   const refuse = (field: string, message: string) => new FactstateError('RUN_INVALID_INPUT', message, { details: { fields: [field] } })
   if (typeof options !== 'object' || options === null || Array.isArray(options)) {
-    throw refuse('options', 'start options must be an object ({ signal?, onModelText?, onApproval? })')
+    throw refuse('options', 'start options must be an object ({ signal?, onModelText?, onToolCallText?, onApproval? })')
   }
   for (const key of Object.keys(options)) {
     if (!START_OPTIONS.includes(key)) throw refuse(`options.${key}`, `start options have no ${JSON.stringify(key)} (only ${START_OPTIONS.join(', ')})`)
   }
-  const { signal, onModelText, onApproval } = options as { signal?: unknown; onModelText?: unknown; onApproval?: unknown }
-  if (onModelText !== undefined && typeof onModelText !== 'function') {
-    throw refuse('options.onModelText', 'options.onModelText must be a function ((piece) => void)')
+  const { signal, onModelText, onToolCallText, onApproval } = options as { signal?: unknown; onModelText?: unknown; onToolCallText?: unknown; onApproval?: unknown }
+  for (const [name, receiver] of [
+    ['onModelText', onModelText],
+    ['onToolCallText', onToolCallText],
+  ] as const) {
+    if (receiver !== undefined && typeof receiver !== 'function') throw refuse(`options.${name}`, `options.${name} must be a function ((piece) => void)`)
   }
   if (onApproval !== undefined && typeof onApproval !== 'function') {
     throw refuse('options.onApproval', 'options.onApproval must be a function ((request) => decision)')
   }
   const receiver = onModelText as StartOptions['onModelText']
+  const callReceiver = onToolCallText as StartOptions['onToolCallText']
   const approver = onApproval as StartOptions['onApproval']
   return {
     signal: startSignal(signal, refuse),
     ...(receiver === undefined ? {} : { onModelText: receiver }),
+    ...(callReceiver === undefined ? {} : { onToolCallText: callReceiver }),
     ...(approver === undefined ? {} : { onApproval: approver }),
   }
 }
 
-const START_OPTIONS: readonly string[] = ['signal', 'onModelText', 'onApproval']
+const START_OPTIONS: readonly string[] = ['signal', 'onModelText', 'onToolCallText', 'onApproval']
 
 /** `options.signal`: undefined or something that can be listened to as an AbortSignal. */
 function startSignal(signal: unknown, refuse: (field: string, message: string) => FactstateError): AbortSignal | undefined {
@@ -281,10 +295,11 @@ export class Engine {
     let admitted: ReturnType<typeof admittedTool>[]
     let signal: AbortSignal | undefined
     let onModelText: StartOptions['onModelText']
+    let onToolCallText: StartOptions['onToolCallText']
     let onApproval: StartOptions['onApproval']
     try {
       // Read once, before anything is written: a signal that cannot be listened to would strand the run.
-      ;({ signal, onModelText, onApproval } = startOptions(options))
+      ;({ signal, onModelText, onToolCallText, onApproval } = startOptions(options))
       validated = validateRunInput(input)
       try {
         copy = structuredClone({ ...validated, tools: [] })
@@ -437,6 +452,7 @@ export class Engine {
       // A given-up successor's actor gets a signal that stays aborted, whatever the caller's object says later.
       signal: givingUp ? AbortSignal.abort(signal?.reason) : signal,
       onModelText,
+      onToolCallText,
       onApproval,
       now: this.#now,
       eventId: this.#eventId,

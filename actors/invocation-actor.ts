@@ -11,10 +11,10 @@ import { canonical, hasNonFiniteNumber, messageOf, storageProblemAt, wellFormed 
 import { type LogInternals, type Precondition, successorBlockedError } from '../store/event-log.js'
 import { onAbort } from './abort-listeners.js'
 import { Gate, type HoldDecision, type Reservation } from './handoff.js'
-import type { ChatRequestBody, ModelClient } from './model-client.js'
+import type { ChatRequestBody, ModelClient, ToolCallPiece } from './model-client.js'
 import type { ModelExecutor } from './model-executor.js'
 import { type ApprovalRequest, type Approver, type NeedsApproval, decide, needsApprovalFor } from './approval.js'
-import { LiveText, type ModelTextPiece } from './model-text.js'
+import { LiveText, LiveToolCalls, type ModelTextPiece, type ModelToolCallPiece } from './model-text.js'
 import { type Secrets, redact, redactAnswer, redactDeep } from './redaction.js'
 import { functionTools, type ToolDefinition } from './tool-catalog.js'
 import { inputChecks } from './tool-input.js'
@@ -44,6 +44,8 @@ export interface ActorSetup {
   onFact?: (event: RuntimeEvent, snapshot: InvocationSnapshot) => void
   /** Receives the text of model answers live (see `StartOptions.onModelText`). */
   onModelText?: ((piece: ModelTextPiece) => void) | undefined
+  /** Receives the tool calls of model answers live (see `StartOptions.onToolCallText`). */
+  onToolCallText?: ((piece: ModelToolCallPiece) => void) | undefined
   /** Decides on calls of tools that need approval (see `StartOptions.onApproval`). */
   onApproval?: Approver | undefined
 }
@@ -465,15 +467,23 @@ export class InvocationActor {
     for (let attempt = 1; ; attempt += 1) {
       await this.#record({ type: 'model.requested', stepId, model: execution.model, requestDigest })
       const live = this.#liveText(stepId, attempt)
-      const response = await executor.attempt(client, { bodyText, signal: this.#signal, onText: live && ((text) => live.push(text)) })
+      const calls = this.#liveCalls(stepId, attempt)
+      const response = await executor.attempt(client, {
+        bodyText,
+        signal: this.#signal,
+        ...(live === undefined ? {} : { onText: (text: string) => live.push(text) }),
+        ...(calls === undefined ? {} : { onToolCall: (piece: ToolCallPiece) => calls.push(piece) }),
+      })
       if (response.kind === 'completed') {
         // What the tools get and the next request replays is what is recorded: an echoed secret is gone from all three.
         const output = redactAnswer(wellFormed(response.output), this.setup.secrets.inData)
         live?.finish(output.text ?? '')
+        calls?.finish(output.toolCalls)
         await this.#record({ type: 'model.completed', stepId, output })
         break
       }
       live?.close()
+      calls?.close()
       const retry = response.status === 'retryable_failure' && attempt <= executor.retries && !this.#signal.aborted
       const status = response.status === 'retryable_failure' && !retry ? 'failed' : response.status
       // The message is the provider's or the client's own words: as a fact can hold them, without the provider's secrets.
@@ -490,6 +500,14 @@ export class InvocationActor {
     const completed = this.#own.at(-1)?.fact
     if (completed?.type !== 'model.completed') return
     await this.#settleCalls(stepId, completed.output.toolCalls)
+  }
+
+  /** Where the tool calls of one attempt go as they arrive, when the run's caller asked for them. */
+  #liveCalls(stepId: string, attempt: number): LiveToolCalls | undefined {
+    const receiver = this.setup.onToolCallText
+    if (receiver === undefined) return undefined
+    const { invocationId } = this.setup.invocation
+    return new LiveToolCalls(this.setup.secrets.inData, ({ callId, name }, text) => receiver({ invocationId, stepId, attempt, callId, name, arguments: text }))
   }
 
   /** Where the text of one attempt goes as it arrives, when the run's caller asked for it. */

@@ -49,6 +49,22 @@ export interface ModelRequest {
    * run records is still the `output` the client answers with. Calls after the client has answered are ignored.
    */
   onText?: ((text: string) => void) | undefined
+  /**
+   * Call it with each piece of a tool call as it arrives, if the provider streams calls (optional,
+   * like `onText`: the engine then passes each recorded call on whole). `index` tells the calls of
+   * the answer apart as the provider numbers them; `callId` and `name` come with the piece that
+   * first has them, `arguments` with each piece of the arguments text. A new `callId` at an index
+   * in use starts another call. Calls after the client has answered are ignored.
+   */
+  onToolCall?: ((piece: ToolCallPiece) => void) | undefined
+}
+
+/** A piece of a streamed tool call, as a client passes it on (see `ModelRequest.onToolCall`). */
+export interface ToolCallPiece {
+  index: number
+  callId?: string | undefined
+  name?: string | undefined
+  arguments?: string | undefined
 }
 
 /** How one attempt ended. */

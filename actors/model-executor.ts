@@ -2,7 +2,7 @@ import { z } from 'zod'
 import { FactstateError } from '../errors.js'
 import { describeIssues, modelOutputSchema } from '../facts/schema.js'
 import { messageOf } from '../store/encoding.js'
-import type { ChatRequestBody, ModelClient, ModelRequest, ModelResponse, ProviderConfig } from './model-client.js'
+import type { ChatRequestBody, ModelClient, ModelRequest, ModelResponse, ProviderConfig, ToolCallPiece } from './model-client.js'
 import { OpenAIChatClient } from './openai-chat-client.js'
 
 /** Options of {@link ModelExecutor}. */
@@ -78,18 +78,36 @@ export class ModelExecutor {
    * its own: parsed from `bodyText` when first read (the OpenAI client never reads it), so a client
    * that changes it in place cannot reach the run's transcript, tools or options, nor a retry.
    */
-  async attempt(client: ModelClient, request: Pick<ModelRequest, 'bodyText' | 'signal' | 'onText'>): Promise<ModelResponse> {
-    const { bodyText, signal, onText } = request
+  async attempt(client: ModelClient, request: Pick<ModelRequest, 'bodyText' | 'signal' | 'onText' | 'onToolCall'>): Promise<ModelResponse> {
+    const { bodyText, signal, onText, onToolCall } = request
     if (signal.aborted) return CANCELLED
     let body: ChatRequestBody | undefined
     // Pieces of text reach `onText` while the attempt lasts, never after it (a client that ignores
     // its signal may go on reading), and neither a piece that is not text nor a failing `onText`
     // reaches the client's reading.
-    let live = onText !== undefined
+    let live = onText !== undefined || onToolCall !== undefined
     const piece = (text: string) => {
       if (!live || typeof text !== 'string' || text.length === 0) return
       try {
         onText?.(text)
+      } catch {
+        // The receiver's failure is its own.
+      }
+    }
+    // The same for the pieces of tool calls, of which only the members of their shape go on.
+    const callPiece = (given: ToolCallPiece) => {
+      if (!live || typeof given !== 'object' || given === null) return
+      const { index, callId, name, arguments: text } = given
+      if (!Number.isSafeInteger(index) || index < 0) return
+      const known = (value: unknown) => typeof value === 'string' && value.length > 0
+      if (!known(callId) && !known(name) && !known(text)) return
+      try {
+        onToolCall?.({
+          index,
+          ...(known(callId) ? { callId } : {}),
+          ...(known(name) ? { name } : {}),
+          ...(known(text) ? { arguments: text } : {}),
+        })
       } catch {
         // The receiver's failure is its own.
       }
@@ -109,6 +127,7 @@ export class ModelExecutor {
           timeoutMs: this.timeoutMs,
           ...(this.idleTimeoutMs === undefined ? {} : { idleTimeoutMs: this.idleTimeoutMs }),
           ...(onText === undefined ? {} : { onText: piece }),
+          ...(onToolCall === undefined ? {} : { onToolCall: callPiece }),
         })
         // Once the client has answered, its text is what it answered with: later pieces are dropped.
         const response = await Promise.resolve(answer).finally(() => {

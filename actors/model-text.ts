@@ -6,8 +6,10 @@
  * credential can arrive split across pieces, so the end of what arrived is held back while it could
  * still become one.
  */
+import type { ToolCall } from '../facts/types.js'
 import { wellFormed } from '../store/encoding.js'
-import { REDACTED, type Secrets } from './redaction.js'
+import type { ToolCallPiece } from './model-client.js'
+import { REDACTED, type Secrets, redact } from './redaction.js'
 
 /** One piece of a model answer's text, passed on before the answer is recorded. */
 export interface ModelTextPiece {
@@ -22,6 +24,26 @@ export interface ModelTextPiece {
    * records, when the client streamed the text it answers with (the built-in client does).
    */
   text: string
+}
+
+/** One piece of a tool call of a model answer, passed on before the answer is recorded. */
+export interface ModelToolCallPiece {
+  /** The invocation whose model request this is. */
+  invocationId: string
+  /** The step, as its facts name it (`step-1`, …). */
+  stepId: string
+  /** 1 for a step's first request; a retry counts up, and its calls start over. */
+  attempt: number
+  /** The call's id, as `model.completed` and the call's `tool.*` facts name it. */
+  callId: string
+  /** The tool it calls. */
+  name: string
+  /**
+   * A piece of its arguments text. Each call's first piece is `''` (the call begins, its name
+   * known); the pieces of an attempt that completes add up to the arguments its `model.completed`
+   * records, when the client streamed them as it answers them (the built-in client does).
+   */
+  arguments: string
 }
 
 const isHighSurrogate = (code: number) => code >= 0xd800 && code <= 0xdbff
@@ -89,7 +111,7 @@ export class LiveText {
 
   constructor(
     secrets: Secrets,
-    private readonly pass: (text: string) => void,
+    private readonly pass: (text: string) => unknown,
   ) {
     this.#filters = secrets.whole.map((secret) => new CredentialFilter(secret))
   }
@@ -128,12 +150,87 @@ export class LiveText {
   #send(text: string): void {
     if (text.length === 0) return
     this.#passed += text
-    try {
-      const returned: unknown = this.pass(text)
-      // An async receiver's rejection is its own too, not the process's.
-      if (typeof (returned as PromiseLike<unknown> | null)?.then === 'function') Promise.resolve(returned).catch(() => undefined)
-    } catch {
-      // The receiver's failure is its own: the run goes on, and what it records is unchanged.
+    deliver(() => this.pass(text))
+  }
+}
+
+/** Calls a receiver. Its failure is its own: the run goes on, and what it records is unchanged. */
+function deliver(call: () => unknown): void {
+  try {
+    const returned = call()
+    // An async receiver's rejection is its own too, not the process's.
+    if (typeof (returned as PromiseLike<unknown> | null)?.then === 'function') Promise.resolve(returned).catch(() => undefined)
+  } catch {
+    // Ignored, as above.
+  }
+}
+
+/** One tool call being streamed: its arguments held until its id and name are known, then passed on live. */
+interface LiveCall {
+  index: number
+  callId?: string
+  name?: string
+  held: string
+  live?: LiveText
+}
+
+/**
+ * The tool calls of one attempt, passed on as they arrive and completed from the recorded answer:
+ * each through a `LiveText` of its own (well-formed, without the provider's credentials), begun with
+ * an empty piece once its id and name are known.
+ */
+export class LiveToolCalls {
+  readonly #calls: LiveCall[] = []
+  #done = false
+
+  constructor(
+    private readonly secrets: Secrets,
+    private readonly pass: (call: { callId: string; name: string }, text: string) => unknown,
+  ) {}
+
+  /** A piece as the client read it. */
+  push(piece: ToolCallPiece): void {
+    if (this.#done) return
+    let call = this.#calls.findLast((candidate) => candidate.index === piece.index)
+    if (call === undefined || (piece.callId !== undefined && call.callId !== undefined && piece.callId !== call.callId)) {
+      call?.live?.close()
+      call = { index: piece.index, held: '' }
+      this.#calls.push(call)
     }
+    call.callId ??= piece.callId
+    call.name ??= piece.name
+    if (call.live !== undefined) {
+      if (piece.arguments !== undefined) call.live.push(piece.arguments)
+      return
+    }
+    if (piece.arguments !== undefined) call.held += piece.arguments
+    if (call.callId !== undefined && call.name !== undefined) this.#begin(call, call.callId, call.name).push(call.held)
+  }
+
+  /** The attempt's calls as recorded: each one not begun is begun, and each gets the rest of its arguments (see `LiveText.finish`). */
+  finish(recorded: readonly ToolCall[]): void {
+    if (this.#done) return
+    this.#done = true
+    for (const call of recorded) {
+      const streamed = this.#calls.find((candidate) => candidate.callId === call.callId && candidate.name === call.name && candidate.live !== undefined)
+      const live = streamed?.live ?? this.#begin({ index: -1, held: '' }, call.callId, call.name)
+      live.finish(call.arguments)
+    }
+    for (const call of this.#calls) call.live?.close()
+  }
+
+  /** Ends an attempt that did not complete: nothing more is passed on. */
+  close(): void {
+    this.#done = true
+    for (const call of this.#calls) call.live?.close()
+  }
+
+  #begin(call: LiveCall, callId: string, name: string): LiveText {
+    // What the run records of them is redacted the same way.
+    const shown = { callId: redact(callId, this.secrets), name: redact(name, this.secrets) }
+    const live = new LiveText(this.secrets, (text) => this.pass(shown, text))
+    call.live = live
+    deliver(() => this.pass(shown, ''))
+    return live
   }
 }

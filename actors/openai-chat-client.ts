@@ -276,7 +276,7 @@ export class OpenAIChatClient implements ModelClient {
         .asResponse()
       const contentType = response.headers.get('content-type') ?? ''
       const output = /^\s*text\/event-stream/i.test(contentType)
-        ? await this.#readStream(response, controller, request.onText, () => stop === 'stalled')
+        ? await this.#readStream(response, controller, request, () => stop === 'stalled')
         : await this.#readJson(response, stopped)
       // The SDK ends an SSE iteration quietly when the request is aborted: check before trusting it. A
       // stream that stalled after naming its finish reason is whole (#readStream returns it only then).
@@ -322,7 +322,7 @@ export class OpenAIChatClient implements ModelClient {
     return outputOf(choice.message.content ?? choice.message.refusal ?? undefined, toolCalls, finishReason, usageOf(parsed.data.usage))
   }
 
-  async #readStream(response: Response, controller: AbortController, onText: ModelRequest['onText'], stalled: () => boolean): Promise<ModelOutput> {
+  async #readStream(response: Response, controller: AbortController, { onText, onToolCall }: Pick<ModelRequest, 'onText' | 'onToolCall'>, stalled: () => boolean): Promise<ModelOutput> {
     let text = ''
     let refusal = ''
     let finishReason: string | undefined
@@ -365,6 +365,12 @@ export class OpenAIChatClient implements ModelClient {
             if (part.id) call.id = part.id
             if (part.function?.name) call.name = part.function.name
             if (part.function?.arguments) call.arguments += part.function.arguments
+            onToolCall?.({
+              index: part.index,
+              ...(part.id ? { callId: part.id } : {}),
+              ...(part.function?.name ? { name: part.function.name } : {}),
+              ...(part.function?.arguments ? { arguments: part.function.arguments } : {}),
+            })
           }
           if (choice.finish_reason) finishReason = choice.finish_reason
         }

@@ -1,0 +1,181 @@
+/**
+ * A model answer's tool calls passed on live (`start(input, { onToolCallText })`): each call begun
+ * once its id and name are known, its arguments piece by piece as the provider streams them (whole
+ * for a plain JSON answer), per step and attempt, never past the attempt, without the provider's
+ * credentials, and always adding up to the arguments the answer records.
+ */
+import { test } from 'uvu'
+import * as assert from 'uvu/assert'
+import type { ModelClient, ModelResponse, ModelToolCallPiece, ToolCallPiece } from '../index.js'
+import { LiveToolCalls } from '../actors/model-text.js'
+import { secretsOf } from '../actors/redaction.js'
+import { answer } from '../testing/scripted-model-server.js'
+import { countingTool, engineTest, factsOf, only, refusedWithoutWriting } from './support/engine-fixtures.js'
+
+/** Each call's pieces of one step and attempt: [callId, name, the arguments joined, how many pieces]. */
+const calls = (pieces: readonly ModelToolCallPiece[], stepId: string, attempt = 1) => {
+  const found = new Map<string, { name: string; text: string; pieces: number; first: string }>()
+  for (const piece of pieces) {
+    if (piece.stepId !== stepId || piece.attempt !== attempt) continue
+    const call = found.get(piece.callId)
+    if (call === undefined) found.set(piece.callId, { name: piece.name, text: piece.arguments, pieces: 1, first: piece.arguments })
+    else {
+      call.text += piece.arguments
+      call.pieces += 1
+    }
+  }
+  return [...found].map(([callId, call]) => ({ callId, ...call }))
+}
+
+for (const stream of [true, false]) {
+  test(
+    `${stream ? 'a streamed' : 'a plain JSON'} answer: each tool call reaches onToolCallText begun with an empty piece, then its arguments ${stream ? 'piece by piece' : 'whole'}, before it is recorded, adding up to the recorded arguments`,
+    engineTest(
+      [
+        answer.toolCalls(
+          [
+            { id: 'call-a', name: 'echo', arguments: { value: 42, note: 'the first of two calls, long enough to be cut' } },
+            { id: 'call-b', name: 'lookup', arguments: { key: 'weather/berlin' } },
+          ],
+          { text: 'checking' },
+        ),
+        answer.text('done'),
+      ],
+      { stream },
+      async (h) => {
+        const pieces: ModelToolCallPiece[] = []
+        const requestsWhenPassed: number[] = []
+        const outcome = await h.run({ ...h.input('calls', { tools: [countingTool('echo'), countingTool('lookup')] }), toolConcurrency: 2 }, {
+          onToolCallText: (piece) => {
+            pieces.push(piece)
+            requestsWhenPassed.push(h.server.requests.length)
+          },
+        })
+        assert.equal(outcome, { status: 'completed' })
+        const [completed] = only(await factsOf(h.log, 'invocation-calls'), 'model.completed')
+        const recorded = completed?.output.toolCalls ?? []
+        const seen = calls(pieces, 'step-1')
+        assert.equal(
+          seen.map((call) => [call.callId, call.name, call.text, call.first]),
+          recorded.map((call) => [call.callId, call.name, call.arguments, '']),
+          'each call begins with an empty piece, and its pieces add up to what is recorded',
+        )
+        if (stream) assert.ok(seen.every((call) => call.pieces > 2), `streamed in pieces: ${seen.map((call) => call.pieces)}`)
+        else assert.equal(seen.map((call) => call.pieces), [2, 2], 'begun, then whole')
+        assert.equal(calls(pieces, 'step-2'), [], 'an answer without calls passes nothing on')
+        assert.ok(pieces.every((piece) => piece.invocationId === 'invocation-calls' && piece.attempt === 1))
+        assert.ok(requestsWhenPassed.every((count) => count === 1), 'every piece came before the next request: before the calls ran')
+      },
+    ),
+  )
+}
+
+test(
+  'an API key the model echoes in a tool call\'s arguments, split across streamed chunks, never reaches a piece: the pieces add up to the redacted arguments',
+  engineTest(
+    [answer.toolCalls([{ id: 'call-k', name: 'echo', arguments: { note: 'the key is sk-live-0123456789abcdefXYZ', value: 1 } }]), answer.text('done')],
+    { stream: true },
+    async (h) => {
+      const pieces: ModelToolCallPiece[] = []
+      const input = { ...h.input('key', { tools: [countingTool('echo')] }), provider: { kind: 'openai-chat' as const, baseUrl: h.server.baseUrl, model: 'scripted', apiKey: 'sk-live-0123456789abcdefXYZ' } }
+      assert.equal(await h.run(input, { onToolCallText: (piece) => pieces.push(piece) }), { status: 'completed' })
+      const [completed] = only(await factsOf(h.log, 'invocation-key'), 'model.completed')
+      const recorded = completed?.output.toolCalls[0]?.arguments
+      assert.is(recorded, '{"note":"the key is [redacted]","value":1}')
+      assert.is(calls(pieces, 'step-1')[0]?.text, recorded)
+      assert.not.ok(pieces.some((piece) => piece.arguments.includes('0123456789abcdef')), 'no piece holds the key, nor the part of it a chunk held')
+    },
+  ),
+)
+
+test(
+  'a retried step starts its calls over under the next attempt; pieces a client sends after it answered, and pieces of no known shape, are dropped; a receiver that throws changes nothing',
+  (() => {
+    let attempt = 0
+    let late: ((piece: ToolCallPiece) => void) | undefined
+    const client: ModelClient = {
+      async complete(request): Promise<ModelResponse> {
+        attempt += 1
+        // The next step's answer: text only.
+        if (attempt === 3) return { kind: 'completed', output: { text: 'done', toolCalls: [], finishReason: 'stop' } }
+        const send = request.onToolCall as (piece: unknown) => void
+        send({ index: 0, callId: 'call-r', name: 'echo', arguments: '{"va' })
+        send({ index: 'x', arguments: 'junk' })
+        send(null)
+        send({ index: 0 })
+        if (attempt === 1) return { kind: 'interrupted', status: 'retryable_failure', message: 'busy' }
+        if (attempt === 2) {
+          send({ index: 0, arguments: 'lue":1}' })
+          late = request.onToolCall
+        }
+        return { kind: 'completed', output: { toolCalls: [{ callId: 'call-r', name: 'echo', arguments: '{"value":1}' }], finishReason: 'tool_calls' } }
+      },
+    }
+    return engineTest([], { model: { createClient: () => client, retries: 2, backoffMs: 1 } }, async (h) => {
+      const pieces: ModelToolCallPiece[] = []
+      const outcome = await h.run(h.input('retry', { tools: [countingTool('echo')] }), {
+        onToolCallText: (piece) => {
+          pieces.push(piece)
+          late?.({ index: 0, arguments: 'after' })
+          throw new Error('the receiver failed')
+        },
+      })
+      assert.equal(outcome, { status: 'completed' })
+      assert.equal(
+        pieces.map((piece) => [piece.attempt, piece.callId, piece.arguments]),
+        [
+          [1, 'call-r', ''],
+          [1, 'call-r', '{"va'],
+          [2, 'call-r', ''],
+          [2, 'call-r', '{"va'],
+          [2, 'call-r', 'lue":1}'],
+        ],
+      )
+      const [completed] = only(await factsOf(h.log, 'invocation-retry'), 'model.completed')
+      assert.is(completed?.output.toolCalls[0]?.arguments, '{"value":1}')
+    })
+  })(),
+)
+
+test(
+  'onToolCallText that is not a function is refused with RUN_INVALID_INPUT, and nothing is written',
+  engineTest([answer.text('unused')], {}, async (h) => {
+    const error = await refusedWithoutWriting(
+      h.log,
+      () => h.engine.start(h.input('bad'), { onToolCallText: 42 as unknown as () => void }),
+      'RUN_INVALID_INPUT',
+      'a number receiver',
+    )
+    assert.equal(error.details, { fields: ['options.onToolCallText'] })
+    assert.is(h.server.requests.length, 0)
+  }),
+)
+
+test('LiveToolCalls: a new id at an index in use starts another call; a call streamed under another id than recorded comes whole under the recorded one', () => {
+  const passed: [string, string, string][] = []
+  const live = new LiveToolCalls(secretsOf({ kind: 'openai-chat', baseUrl: 'http://127.0.0.1:1/v1', model: 'm' }).inData, ({ callId, name }, text) => passed.push([callId, name, text]))
+  live.push({ index: 0, arguments: '{"a"' })
+  live.push({ index: 0, callId: 'c1', name: 'one' })
+  live.push({ index: 0, arguments: ':1}' })
+  live.push({ index: 0, callId: 'c2', name: 'two', arguments: '{}' })
+  live.push({ index: 1, callId: 'c3', name: 'three', arguments: '{"b":' })
+  live.finish([
+    { callId: 'c1', name: 'one', arguments: '{"a":1}' },
+    { callId: 'c2', name: 'two', arguments: '{}' },
+    { callId: 'x3', name: 'three', arguments: '{"b":2}' },
+  ])
+  live.push({ index: 0, callId: 'c9', name: 'late', arguments: '{}' })
+  assert.equal(passed, [
+    ['c1', 'one', ''],
+    ['c1', 'one', '{"a"'],
+    ['c1', 'one', ':1}'],
+    ['c2', 'two', ''],
+    ['c2', 'two', '{}'],
+    ['c3', 'three', ''],
+    ['c3', 'three', '{"b":'],
+    ['x3', 'three', ''],
+    ['x3', 'three', '{"b":2}'],
+  ])
+})
+
+test.run()

@@ -2285,6 +2285,10 @@ export class EventLog {
     if (options.follow !== undefined && typeof options.follow !== 'boolean') {
       throw new FactstateError('LOG_INVALID_ARGUMENT', 'events() takes follow as a boolean')
     }
+    // A follower of a snapshot would wait for facts that never come.
+    if (options.follow === true && this.#snapshotOf !== undefined) {
+      throw new FactstateError('LOG_INVALID_ARGUMENT', `a snapshot gets no new facts, so it cannot be followed: follow the log itself in the process that has it open, or take another snapshot of ${this.#snapshotOf} later`)
+    }
     const reader: ReaderResources = {}
     let generator: AsyncGenerator<StoredEvent>
     if (options.follow === true) {

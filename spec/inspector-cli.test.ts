@@ -21,6 +21,21 @@ function collector() {
   return { io: { stdout: (line: string) => out.push(line), stderr: (line: string) => err.push(line) }, out, err }
 }
 
+/** The URL `inspect` prints once it serves (bounded by `ms`). */
+function urlPrinted(out: readonly string[], ms: number): Promise<string> {
+  return withTimeout(
+    async () => {
+      for (;;) {
+        const line = out.find((l) => l.startsWith('factstate inspector: '))
+        if (line) return line.slice('factstate inspector: '.length)
+        await new Promise((resolve) => setTimeout(resolve, 20))
+      }
+    },
+    ms,
+    'the URL line',
+  )
+}
+
 async function writeLog(path: string): Promise<string> {
   const log = await EventLog.open(path)
   try {
@@ -78,17 +93,7 @@ test(
       const copies = join(dir, 'tmp')
       await mkdir(copies)
       const running = withTmpdir(copies, () => inspectCommand([path], io, { signal: stop.signal }))
-      const url = await withTimeout(
-        async () => {
-          for (;;) {
-            const line = out.find((l) => l.startsWith('factstate inspector: '))
-            if (line) return line.slice('factstate inspector: '.length)
-            await new Promise((resolve) => setTimeout(resolve, 20))
-          }
-        },
-        15_000,
-        'the URL line',
-      )
+      const url = await urlPrinted(out, 15_000)
       const overview = (await (await fetch(`${url}api/overview`)).json()) as Overview
       assert.is(overview.mode, 'snapshot')
       assert.is(overview.highWater, 9, 'the fact the holder acknowledged last is in it')
@@ -117,17 +122,7 @@ test(
     const { io, out } = collector()
     const stop = new AbortController()
     const running = inspectCommand([path], io, { signal: stop.signal })
-    const url = await withTimeout(
-      async () => {
-        for (;;) {
-          const line = out.find((l) => l.startsWith('factstate inspector: '))
-          if (line) return line.slice('factstate inspector: '.length)
-          await new Promise((resolve) => setTimeout(resolve, 20))
-        }
-      },
-      10_000,
-      'the URL line',
-    )
+    const url = await urlPrinted(out, 10_000)
     assert.match(url, /^http:\/\/127\.0\.0\.1:\d+\/$/)
     const overview = (await (await fetch(`${url}api/overview`)).json()) as Overview
     assert.is(overview.highWater, 8)

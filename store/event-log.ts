@@ -2096,10 +2096,6 @@ export class EventLog {
   }
 
   /**
-   * The boundary of a run: its invocation, the seq of its last fact and a digest over its
-   * lineage only (appends elsewhere never change it). `undefined` for a run the log never saw.
-   */
-  /**
    * The runs of a session, in the order they opened: which run a conversation's next message
    * continues (the last one), whether one is still open, how each ended. Reads the session's run
    * index and each run's invocation record, never the session's facts. An unknown session has none.
@@ -2140,6 +2136,10 @@ export class EventLog {
     return found.sort((a, b) => a.openedSeq - b.openedSeq)
   }
 
+  /**
+   * The boundary of a run: its invocation, the seq of its last fact and a digest over its
+   * lineage only (appends elsewhere never change it). `undefined` for a run the log never saw.
+   */
   async runSource(sessionId: string, runId: string): Promise<RunSource | undefined> {
     this.#assertOpen()
     for (const [name, value] of [['sessionId', sessionId], ['runId', runId]] as const) {
@@ -2360,7 +2360,6 @@ export class EventLog {
     }
   }
 
-  /** The current high-water and digest, without reading events. */
   /**
    * For a snapshot (`openSnapshot`), the absolute path of the log it copies; undefined for a log
    * opened with `open`, which is its own.
@@ -2369,6 +2368,7 @@ export class EventLog {
     return this.#snapshotOf
   }
 
+  /** The current high-water and digest, without reading events. */
   head(): { highWater: number; digest: string } {
     this.#assertOpen()
     const { highWater, chain } = this.#state.head

@@ -148,21 +148,10 @@ class Moved extends Error {}
 
 /** The manifest `CURRENT` names, and its size: unchanged across a copy when no flush or compaction ended during it. */
 async function manifestMark(source: string): Promise<string> {
-  let current: string
-  try {
-    current = (await readFile(join(source, 'CURRENT'), 'utf8')).trim()
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') throw new Moved()
-    throw error
-  }
+  const current = (await readFile(join(source, 'CURRENT'), 'utf8')).trim()
   // LevelDB writes CURRENT aside and renames it: a name that is no manifest is a damaged directory.
   if (!MANIFEST.test(current)) throw new FactstateError('LOG_CORRUPT', `the log's CURRENT file names no manifest (${JSON.stringify(current.slice(0, 40))})`)
-  try {
-    return `${current} ${(await stat(join(source, current))).size}`
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') throw new Moved()
-    throw error
-  }
+  return `${current} ${(await stat(join(source, current))).size}`
 }
 
 /** Links a table file into the copy, or copies it where linking is not possible (another file system, a file system without links). */
@@ -182,13 +171,7 @@ export type CopiedHook = (name: string, attempt: number) => Promise<void> | void
 async function copyOnce(source: string, target: string, attempt: number, onCopied: CopiedHook | undefined): Promise<void> {
   const before = await manifestMark(source)
   const manifest = before.slice(0, before.indexOf(' '))
-  let manifestBytes: Uint8Array
-  try {
-    manifestBytes = await readFile(join(source, manifest))
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') throw new Moved()
-    throw error
-  }
+  const manifestBytes = await readFile(join(source, manifest))
   let live: Set<number>
   try {
     live = liveTables(manifestBytes)
@@ -203,21 +186,16 @@ async function copyOnce(source: string, target: string, attempt: number, onCopie
     // Another manifest is LevelDB's leftover; a table the manifest does not list is obsolete, or
     // being written (see above).
     .filter((name) => (MANIFEST.test(name) ? name === manifest : TABLE.test(name) ? live.has(Number.parseInt(name, 10)) : true))
-  // A table the manifest lists and the listing lacks was made after it was read: the manifest changed.
-  for (const number of live) if (!names.some((name) => TABLE.test(name) && Number.parseInt(name, 10) === number)) throw new Moved()
+  // A table the manifest lists and the listing lacks went away after it was read: the manifest changed.
+  const listed = new Set(names.filter((name) => TABLE.test(name)).map((name) => Number.parseInt(name, 10)))
+  for (const number of live) if (!listed.has(number)) throw new Moved()
   // The anchor before the write-ahead logs; the logs last, so they hold as much as possible.
   const order = (name: string): number => (name === ANCHOR ? 0 : name.endsWith('.log') ? 2 : 1)
   names.sort((a, b) => order(a) - order(b))
-  try {
-    for (const name of names) {
-      if (TABLE.test(name)) await linkOrCopy(join(source, name), join(target, name))
-      else await copyFile(join(source, name), join(target, name))
-      await onCopied?.(name, attempt)
-    }
-  } catch (error) {
-    // A file of the listing was deleted meanwhile: an obsolete table, a replaced write-ahead log.
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') throw new Moved()
-    throw error
+  for (const name of names) {
+    if (TABLE.test(name)) await linkOrCopy(join(source, name), join(target, name))
+    else await copyFile(join(source, name), join(target, name))
+    await onCopied?.(name, attempt)
   }
   if ((await manifestMark(source)) !== before) throw new Moved()
 }
@@ -233,7 +211,9 @@ export async function copySnapshot(source: string, target: string, onCopied?: Co
       await copyOnce(source, target, attempt, onCopied)
       return attempt
     } catch (error) {
-      if (!(error instanceof Moved)) {
+      // A file that went away during the copy (CURRENT or a manifest replaced, an obsolete table or
+      // write-ahead log deleted) means the directory changed: the copy is taken again.
+      if (!(error instanceof Moved) && (error as NodeJS.ErrnoException).code !== 'ENOENT') {
         if (error instanceof FactstateError) throw error
         throw new FactstateError('LOG_IO', `the log at ${source} cannot be copied: ${(error as Error).message}`, { cause: error })
       }

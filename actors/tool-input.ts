@@ -3,7 +3,7 @@
  * `@cfworker/json-schema` (JSON Schema 2020-12; no code generation, so it also runs where that is
  * disallowed). What is wrong is told to the model, which can call again with better arguments.
  */
-import { type OutputUnit, type Schema, Validator, dereference, ignoredKeyword, schemaArrayKeyword, schemaMapKeyword } from '@cfworker/json-schema'
+import { type OutputUnit, type Schema, Validator, dereference, schemaArrayKeyword, schemaKeyword, schemaMapKeyword } from '@cfworker/json-schema'
 import { messageOf, wellFormed } from '../store/encoding.js'
 
 /** What is wrong with an input (`undefined`: nothing). */
@@ -21,7 +21,7 @@ const MESSAGE_LIMIT = 1_000
 
 /**
  * The check of inputs against `schema`, or a thrown `Error` naming why the schema cannot be used
- * (a `$ref` to nothing, anywhere in it; a `pattern` or a `patternProperties` key that is not a
+ * (a `$ref` to nothing, anywhere a check can reach; a `pattern` or a `patternProperties` key that is not a
  * regular expression; two subschemas with one `$id`, an `$id` that is not a URI reference).
  */
 export function inputCheckOf(schema: object): InputCheck {
@@ -29,7 +29,7 @@ export function inputCheckOf(schema: object): InputCheck {
   const copy = structuredClone(schema)
   const validator = new Validator(copy as Schema, '2020-12', false)
   // The validator's own table of the schema's URIs is private: built again, the same way.
-  checkSchema(copy, dereference(copy as Schema), '', new Set())
+  checkSchema(copy, dereference(copy as Schema))
   const check: InputCheck = (input) => {
     let result: ReturnType<Validator['validate']>
     try {
@@ -44,55 +44,80 @@ export function inputCheckOf(schema: object): InputCheck {
 }
 
 /** A subschema as the validator marked it: its references resolved against its base URI. */
-type Marked = Record<string, unknown> & { __absolute_ref__?: string; __absolute_recursive_ref__?: string }
+type Marked = Record<string, unknown> & { __absolute_ref__?: string }
 
 /** `pointer` (RFC 6901, `''` for the schema itself) as a message shows it. */
 const at = (pointer: string): string => `#${pointer}`
 
 /**
- * Throws when a part of `schema` would fail every check that reaches it: a reference the validator
- * cannot resolve (it resolves them only when a check reaches them, so one in a branch few inputs
- * take would fail only those calls), or a pattern that does not compile (as the validator compiles
- * it: with the `u` flag). Walks the subschemas the validator's `dereference` walks.
+ * Throws when a part of `schema` that a check can reach would fail every check that reaches it: a
+ * reference the validator cannot resolve (it resolves them only when a check reaches them, so one
+ * in a branch few inputs take would fail only those calls), or a pattern that does not compile (as
+ * the validator compiles it: as a string, with the `u` flag). Walks what the validator evaluates:
+ * the subschemas of its keywords, and the schemas references lead to; not vendor keywords,
+ * annotations such as `examples`, or `$defs` no reference uses.
  */
-function checkSchema(schema: unknown, lookup: Record<string, unknown>, pointer: string, seen: Set<object>): void {
-  if (typeof schema !== 'object' || schema === null || Array.isArray(schema) || seen.has(schema)) return
-  seen.add(schema)
-  const node = schema as Marked
-  for (const [keyword, absolute] of [
-    ['$ref', node.__absolute_ref__],
-    ['$recursiveRef', node.__absolute_recursive_ref__],
-  ] as const) {
-    const reference = node[keyword]
-    if (reference === undefined) continue
-    if (typeof reference !== 'string') throw new Error(`${keyword} at ${at(pointer)} is not a string`)
-    if (lookup[absolute ?? reference] === undefined) {
-      throw new Error(`${keyword} ${JSON.stringify(reference)} at ${at(pointer)} leads to no schema (a reference must point inside the schema: none is fetched)`)
+function checkSchema(root: object, lookup: Record<string, unknown>): void {
+  // Where each subschema is, for messages: a reference's target is named by its own place.
+  const places = new Map<object, string>()
+  const place = (schema: unknown, pointer: string): void => {
+    if (!isSchemaObject(schema) || places.has(schema)) return
+    places.set(schema, pointer)
+    for (const [sub, at] of subschemas(schema, pointer, true)) place(sub, at)
+  }
+  place(root, '')
+  const seen = new Set<object>()
+  const visit = (schema: unknown, pointer: string): void => {
+    if (!isSchemaObject(schema) || seen.has(schema)) return
+    seen.add(schema)
+    const node = schema as Marked
+    const reference = node.$ref
+    if (reference !== undefined) {
+      if (typeof reference !== 'string') throw new Error(`$ref at ${at(pointer)} is not a string`)
+      const target = lookup[node.__absolute_ref__ ?? reference]
+      if (target === undefined) {
+        throw new Error(`$ref ${JSON.stringify(reference)} at ${at(pointer)} leads to no schema (a reference must point inside the schema: none is fetched)`)
+      }
+      visit(target, places.get(target as object) ?? `${pointer}/$ref`)
+    }
+    if (node.pattern !== undefined) compiles(node.pattern, `${pointer}/pattern`)
+    const patterns = node.patternProperties
+    if (isSchemaObject(patterns)) for (const pattern of Object.keys(patterns)) compiles(pattern, `${pointer}/patternProperties`)
+    for (const [sub, at] of subschemas(node, pointer, false)) visit(sub, at)
+  }
+  visit(root, '')
+}
+
+const isSchemaObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value)
+
+/** `key` as a JSON pointer's token. */
+const token = (key: string): string => key.replaceAll('~', '~0').replaceAll('/', '~1')
+
+/** The subschemas of `node`'s keywords the validator evaluates (and its `$defs`, with `definitions`, when asked), with their places. */
+function subschemas(node: Record<string, unknown>, pointer: string, definitions: boolean): [unknown, string][] {
+  const found: [unknown, string][] = []
+  for (const key in node) {
+    const sub = node[key]
+    const base = `${pointer}/${token(key)}`
+    if (Array.isArray(sub)) {
+      if (schemaArrayKeyword[key]) sub.forEach((item, index) => found.push([item, `${base}/${index}`]))
+    } else if (!isSchemaObject(sub)) continue
+    else if (schemaKeyword[key]) found.push([sub, base])
+    // `dependencies` holds a schema or a list of names per property.
+    else if ((schemaMapKeyword[key] && (definitions || (key !== '$defs' && key !== 'definitions'))) || key === 'dependencies') {
+      for (const name in sub) if (!Array.isArray(sub[name])) found.push([sub[name], `${base}/${token(name)}`])
     }
   }
-  if (node.pattern !== undefined) compiles(node.pattern, `${pointer}/pattern`)
-  const patterns = node.patternProperties
-  if (typeof patterns === 'object' && patterns !== null) for (const pattern of Object.keys(patterns)) compiles(pattern, `${pointer}/patternProperties`)
-  for (const key in node) {
-    if (ignoredKeyword[key]) continue
-    const sub = node[key]
-    const base = `${pointer}/${key.replaceAll('~', '~0').replaceAll('/', '~1')}`
-    if (Array.isArray(sub)) {
-      if (schemaArrayKeyword[key]) sub.forEach((item, index) => checkSchema(item, lookup, `${base}/${index}`, seen))
-    } else if (schemaMapKeyword[key]) {
-      if (typeof sub === 'object' && sub !== null) {
-        for (const name in sub) checkSchema((sub as Record<string, unknown>)[name], lookup, `${base}/${name.replaceAll('~', '~0').replaceAll('/', '~1')}`, seen)
-      }
-    } else checkSchema(sub, lookup, base, seen)
-  }
+  return found
 }
 
 function compiles(pattern: unknown, pointer: string): void {
-  if (typeof pattern !== 'string') throw new Error(`the pattern at ${at(pointer)} is not a string`)
+  // The validator compiles whatever it is given (`new RegExp(5)` matches "5"): so is it here.
+  const source = String(pattern)
   try {
-    new RegExp(pattern, 'u')
+    new RegExp(source, 'u')
   } catch (error) {
-    throw new Error(`the pattern ${JSON.stringify(pattern)} at ${at(pointer)} is not a regular expression (${messageOf(error)})`)
+    throw new Error(`the pattern ${JSON.stringify(source)} at ${at(pointer)} is not a regular expression (${messageOf(error)})`)
   }
 }
 

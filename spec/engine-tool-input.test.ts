@@ -205,6 +205,13 @@ test(
       ['remote', { type: 'object', properties: { order: { $ref: 'https://example.com/order.json' } } }, /leads to no schema \(a reference must point inside the schema: none is fetched\)/],
       ['pattern', { type: 'object', properties: { order: { type: 'string', pattern: '([' } } }, /the pattern "\(\[" at #\/properties\/order\/pattern is not a regular expression/],
       ['keys', { type: 'object', patternProperties: { '^a(': { type: 'string' } } }, /the pattern "\^a\(" at #\/patternProperties is not a regular expression/],
+      // A definition a reference uses is checked where it is, also through a chain of references.
+      [
+        'chained',
+        { type: 'object', properties: { order: { $ref: '#/$defs/order' } }, $defs: { order: { $ref: '#/$defs/code' }, code: { type: 'string', pattern: 'C-(' } } },
+        /the pattern "C-\(" at #\/\$defs\/code\/pattern is not a regular expression/,
+      ],
+      ['dependencies', { type: 'object', dependencies: { order: { properties: { cents: { $ref: '#/$defs/cents' } } } } }, /\$ref "#\/\$defs\/cents" at #\/dependencies\/order\/properties\/cents leads to no schema/],
     ]
     for (const [name, inputSchema, message] of cases) {
       const tool = refund({ inputSchema })
@@ -220,6 +227,46 @@ test(
     assert.equal(await h.run(h.input('fixed', { tools: [fixed] })), { status: 'completed' })
     assert.equal(await h.run(h.input('unchecked', { tools: [refund({ inputSchema: cases[0]?.[1] as object, validateInput: false })] })), { status: 'completed' })
   }),
+)
+
+test(
+  'only what the validator evaluates is checked: vendor keywords, examples, name lists and unused definitions are admitted as they are',
+  engineTest(
+    [
+      answer.toolCalls([
+        { id: 'call-5', name: 'refund', arguments: { order: 'C-5', cents: 1 } },
+        { id: 'call-6', name: 'refund', arguments: { order: 'C-6', cents: 1 } },
+        { id: 'call-bare', name: 'refund', arguments: { order: 'C-5' } },
+      ]),
+      answer.text('done'),
+    ],
+    {},
+    async (h) => {
+      const tool = refund({
+        inputSchema: {
+          type: 'object',
+          // The validator compiles a pattern that is no string as its text (`new RegExp(5)`).
+          properties: { order: { type: 'string', pattern: 5 }, cents: { type: 'integer' } },
+          required: ['order'],
+          // A list of names, not a schema.
+          dependencies: { order: ['cents'] },
+          'x-vendor': { $ref: '#/nowhere', pattern: '([' },
+          examples: [{ order: 'C-5', pattern: '([' }],
+          $defs: { unused: { $ref: '#/$defs/missing', pattern: '([' } },
+        },
+      })
+      assert.equal(await h.run(h.input('lenient', { tools: [tool] })), { status: 'completed' })
+      const rejected = only(await factsOf(h.log, 'invocation-lenient'), 'tool.rejected')
+      assert.equal(
+        rejected.map((fact) => [fact.callId, fact.message]),
+        [
+          ['call-6', 'order: String does not match pattern.'],
+          ['call-bare', 'the input: Instance has "order" but does not have "cents".'],
+        ],
+      )
+      assert.equal(tool.calls.length, 1, 'the input matching the pattern "5" and naming cents ran')
+    },
+  ),
 )
 
 test(

@@ -3,15 +3,16 @@
  * keeps writing, checked against what the writer acknowledged and against the log itself
  * afterwards; and the copy's retries when LevelDB changes its files during a copy.
  */
-import { copyFile, cp, mkdir, readdir, readFile, rename, stat, unlink, writeFile } from 'node:fs/promises'
+import { copyFile, cp, mkdir, readdir, readFile, rename, rm, stat, unlink, writeFile } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
+import { ClassicLevel } from 'classic-level'
 import { suite } from 'uvu'
 import * as assert from 'uvu/assert'
 import { Engine } from '../actors/engine.js'
 import type { StoredEvent } from '../facts/types.js'
 import { EventLog, logInternals } from '../store/event-log.js'
 import { recoverInvocations } from '../store/recovery.js'
-import { SNAPSHOT_ATTEMPTS, copySnapshot } from '../store/snapshot.js'
+import { LISTED, SNAPSHOT_ATTEMPTS, copySnapshot } from '../store/snapshot.js'
 import { withTmpdir } from './support/temp.js'
 import { EventMaker, type Child, boundedTest, completeInvocation, facts, invocationOf, refusal, startChild } from './support/log-fixtures.js'
 
@@ -264,7 +265,7 @@ test(
       if (attempt === 1 && name.startsWith('MANIFEST-')) await renameManifest(source)
     })
     assert.is(attempts, 2, 'the manifest changed during the first copy')
-    assert.ok(copied[0]?.endsWith(':FACTSTATE-HEAD'), `the head anchor is copied first: ${copied}`)
+    assert.equal(copied.slice(0, 2), ['1:FACTSTATE-HEAD', `1:${LISTED}`], 'the head anchor is copied first, before the directory is listed')
     assert.ok(copied.filter((entry) => entry.startsWith('2:')).at(-1)?.endsWith('.log'), `the write-ahead log is copied last: ${copied}`)
     assert.equal((await readdir(first)).filter((name) => name.startsWith('MANIFEST-')), [(await readFile(join(source, 'CURRENT'), 'utf8')).trim()], 'only the manifest CURRENT names')
     await opensWith(first, highWater)
@@ -274,7 +275,7 @@ test(
     const second = join(dir, 'second')
     await mkdir(second)
     const again = await copySnapshot(source, second, async (name, attempt) => {
-      if (attempt === 1 && name === 'FACTSTATE-HEAD') await unlink(join(source, '000777.log'))
+      if (attempt === 1 && name === LISTED) await unlink(join(source, '000777.log'))
     })
     assert.is(again, 2)
     assert.not.ok(await exists(join(second, '000777.log')))
@@ -295,6 +296,126 @@ test(
     assert.match(refused.message, /kept changing/)
     assert.is(calls, SNAPSHOT_ATTEMPTS)
     assert.equal(await readdir(third), [], 'the last copy was cleared')
+  }),
+)
+
+/** A log of a few facts in `dir`/name whose facts are in a table file, not only in its write-ahead log, closed. */
+async function tabledLog(dir: string, name: string): Promise<{ path: string; highWater: number }> {
+  const path = join(dir, name)
+  let log = await EventLog.open(path)
+  await log.appendAll(completeInvocation('a'))
+  await log.close()
+  // Reopening writes the write-ahead log out as a table file.
+  log = await EventLog.open(path)
+  await log.appendAll(completeInvocation('b'))
+  const { highWater } = log.head()
+  await log.close()
+  assert.ok((await tables(path)).length > 0, 'the log has a table file')
+  return { path, highWater }
+}
+
+const writeAheadLogs = async (dir: string): Promise<string[]> => (await readdir(dir)).filter((name) => name.endsWith('.log'))
+
+test(
+  'the head anchor is copied before the directory is listed: refreshed after the listing for facts in a write-ahead log the listing missed, it does not get into the copy',
+  boundedTest(60_000, async (dir) => {
+    const { source, highWater } = await sourceLog(dir)
+    // What the writer does next, taken from a copy of it: LevelDB starts a new write-ahead log, more
+    // facts go there, and the anchor is refreshed to count them; the manifest is not written yet.
+    const later = join(dir, 'later')
+    await cp(source, later, { recursive: true })
+    const before = await writeAheadLogs(source)
+    const log = await EventLog.open(later)
+    await log.appendAll(completeInvocation('c'))
+    const grown = log.head().highWater
+    await log.close()
+    const [added, ...others] = (await writeAheadLogs(later)).filter((name) => !before.includes(name))
+    assert.ok(added !== undefined && others.length === 0, 'one new write-ahead log')
+
+    const copy = join(dir, 'copy')
+    await mkdir(copy)
+    const attempts = await copySnapshot(source, copy, async (name, attempt) => {
+      if (attempt !== 1 || name !== LISTED) return
+      await copyFile(join(later, added), join(source, added))
+      await copyFile(join(later, 'FACTSTATE-HEAD'), join(source, 'FACTSTATE-HEAD'))
+    })
+    assert.is(attempts, 1, 'the manifest did not change')
+    assert.not.ok(await exists(join(copy, added)), 'the new write-ahead log came after the listing')
+    await opensWith(copy, highWater)
+    // The writer's directory as it stands now is a whole log of every fact.
+    await opensWith(source, grown)
+  }),
+)
+
+test(
+  'a copy taken again keeps the tables it took that are still live, and removes one a compaction dropped meanwhile',
+  boundedTest(60_000, async (dir) => {
+    const { path: source, highWater } = await tabledLog(dir, 'source')
+    const [table] = await tables(source)
+    // The same log after a compaction: its tables replaced by new ones.
+    const compacted = join(dir, 'compacted')
+    await cp(source, compacted, { recursive: true })
+    const raw = new ClassicLevel(compacted)
+    await raw.open()
+    await raw.compactRange('\u0000', '\uffff')
+    await raw.close()
+    assert.not.ok((await tables(compacted)).includes(table as string), 'the compaction replaced the table')
+
+    // Changed once after the table was taken: taken again, the table is not taken twice.
+    const copy = join(dir, 'copy')
+    await mkdir(copy)
+    const copied: string[] = []
+    const again = await copySnapshot(source, copy, async (name, attempt) => {
+      copied.push(`${attempt}:${name}`)
+      if (attempt === 1 && name.startsWith('MANIFEST-')) await renameManifest(source)
+    })
+    assert.is(again, 2)
+    assert.ok(copied.includes(`1:${table}`), `taken in the first copy: ${copied}`)
+    assert.not.ok(copied.includes(`2:${table}`), `kept for the second: ${copied}`)
+    assert.ok((await tables(copy)).includes(table as string))
+    await opensWith(copy, highWater)
+
+    // Compacted during the first copy: the second leaves the dropped table out.
+    const second = join(dir, 'second')
+    await mkdir(second)
+    const attempts = await copySnapshot(source, second, async (name, attempt) => {
+      if (attempt !== 1 || name !== table) return
+      for (const file of await readdir(source)) await rm(join(source, file))
+      await cp(compacted, source, { recursive: true })
+    })
+    assert.is(attempts, 2)
+    assert.equal(await tables(second), await tables(compacted), 'only the tables the manifest lists now')
+    await opensWith(second, highWater)
+  }),
+)
+
+test(
+  'a table the manifest lists and the directory lacks, with the manifest unchanged, is LOG_CORRUPT naming the file, not a log that kept changing',
+  boundedTest(60_000, async (dir) => {
+    const { path: source } = await tabledLog(dir, 'source')
+    const [table] = await tables(source)
+    await unlink(join(source, table as string))
+    const copy = join(dir, 'copy')
+    await mkdir(copy)
+    let listed = 0
+    const refused = await refusal(copySnapshot(source, copy, (name) => void (name === LISTED && (listed += 1))))
+    assert.is(refused.code, 'LOG_CORRUPT')
+    assert.match(refused.message, new RegExp(`the table file ${(table as string).replace('.', '\\.')} the log's manifest lists is missing`))
+    assert.is(listed, 1, 'not taken again')
+
+    // Gone between the listing and its link: the same.
+    const { path: other } = await tabledLog(dir, 'other')
+    const [otherTable] = await tables(other)
+    const second = join(dir, 'second')
+    await mkdir(second)
+    const vanished = await refusal(
+      copySnapshot(other, second, async (name) => {
+        if (name === LISTED) await unlink(join(other, otherTable as string))
+      }),
+    )
+    assert.is(vanished.code, 'LOG_CORRUPT')
+    assert.equal(vanished.details, { file: otherTable })
+    assert.is((await refusal(EventLog.openSnapshot(other))).code, 'LOG_CORRUPT', 'openSnapshot says the same')
   }),
 )
 

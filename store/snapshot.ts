@@ -12,8 +12,9 @@
  *   database, and grows by one record at every change of that set (a flush, a compaction).
  * So a copy is consistent when the manifest named by `CURRENT` has the same name and size after
  * the copy as before it: no table file the copy needs was replaced meanwhile. Otherwise the copy is
- * taken again. factstate's head anchor is copied before the write-ahead log: it counts only facts
- * that were durable when it was written, which the write-ahead log copied after it holds.
+ * taken again, keeping the table files it took that the manifest still lists. factstate's head
+ * anchor is copied before the directory is listed: it counts only facts that were durable when it
+ * was written, which the write-ahead logs listed and copied after it hold.
  *
  * Only the table files the manifest lists are linked, never another one (a compaction's output
  * still being written, say): LevelDB opening the copy numbers its new files from the manifest's
@@ -24,11 +25,11 @@ import { copyFile, link, readdir, readFile, rm, stat } from 'node:fs/promises'
 import { join } from 'node:path'
 import { FactstateError } from '../errors.js'
 
-/** Files a copy never needs: LevelDB's lock and its own text logs, factstate's id filter (read-only logs never append), files written aside. */
-const SKIPPED = /^(?:LOCK|LOG|LOG\.old|FACTSTATE-IDS)$|\.tmp$/
+/** Files a copy never needs: LevelDB's lock and its own text logs, factstate's id filter (read-only logs never append), files written aside (factstate's, LevelDB's). */
+const SKIPPED = /^(?:LOCK|LOG|LOG\.old|FACTSTATE-IDS)$|\.(?:tmp|dbtmp)$/
 const TABLE = /^\d+\.(?:ldb|sst)$/
 const MANIFEST = /^MANIFEST-\d+$/
-/** The head anchor (store/event-log.ts `ANCHOR_FILE`): copied first. */
+/** The head anchor (store/event-log.ts `ANCHOR_FILE`): copied first, before the directory is listed. */
 const ANCHOR = 'FACTSTATE-HEAD'
 /** Copies taken before giving up on a log whose manifest keeps changing. */
 export const SNAPSHOT_ATTEMPTS = 20
@@ -165,10 +166,28 @@ async function linkOrCopy(from: string, to: string): Promise<void> {
   }
 }
 
-/** Called after each file a copy took (tests change the source there, as a busy writer would). */
+/**
+ * A table file the manifest lists is missing. While the manifest is unchanged that is a damaged
+ * log (LevelDB deletes a table only after a new manifest record dropped it); otherwise the copy is
+ * taken again.
+ */
+async function missingTable(source: string, before: string, name: string): Promise<never> {
+  if ((await manifestMark(source)) !== before) throw new Moved()
+  throw new FactstateError('LOG_CORRUPT', `the table file ${name} the log's manifest lists is missing`, { details: { file: name } })
+}
+
+/** The name the hook is called with once the directory was listed, after the anchor was copied. */
+export const LISTED = ''
+
+/** Called after each file a copy took, and once with `LISTED` (tests change the source there, as a busy writer would). */
 export type CopiedHook = (name: string, attempt: number) => Promise<void> | void
 
-async function copyOnce(source: string, target: string, attempt: number, onCopied: CopiedHook | undefined): Promise<void> {
+/**
+ * One copy of `source` into `target`. `kept` names the table files a previous copy left in `target`
+ * (whole: a table never changes); those the manifest still lists are not taken again, the others
+ * are removed first.
+ */
+async function copyOnce(source: string, target: string, attempt: number, kept: Set<string>, onCopied: CopiedHook | undefined): Promise<void> {
   const before = await manifestMark(source)
   const manifest = before.slice(0, before.indexOf(' '))
   const manifestBytes = await readFile(join(source, manifest))
@@ -180,21 +199,47 @@ async function copyOnce(source: string, target: string, attempt: number, onCopie
     if ((await manifestMark(source)) !== before) throw new Moved()
     throw error
   }
+  for (const name of kept) {
+    if (live.has(Number.parseInt(name, 10))) continue
+    await rm(join(target, name), { force: true })
+    kept.delete(name)
+  }
+  // The anchor before the listing: it counts only facts that were durable when it was written, so
+  // they are in the write-ahead logs and tables there were then, which the listing finds (a
+  // write-ahead log goes away only after a flush changed the manifest). Listed first, it could be
+  // refreshed after the listing for facts in a write-ahead log the listing missed.
+  let anchored = true
+  try {
+    await copyFile(join(source, ANCHOR), join(target, ANCHOR))
+  } catch (error) {
+    // No anchor: an empty log, or one written with 'os' durability.
+    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error
+    anchored = false
+  }
+  if (anchored) await onCopied?.(ANCHOR, attempt)
   const names = (await readdir(source, { withFileTypes: true }))
-    .filter((entry) => entry.isFile() && !SKIPPED.test(entry.name))
+    .filter((entry) => entry.isFile() && !SKIPPED.test(entry.name) && entry.name !== ANCHOR)
     .map((entry) => entry.name)
     // Another manifest is LevelDB's leftover; a table the manifest does not list is obsolete, or
     // being written (see above).
     .filter((name) => (MANIFEST.test(name) ? name === manifest : TABLE.test(name) ? live.has(Number.parseInt(name, 10)) : true))
-  // A table the manifest lists and the listing lacks went away after it was read: the manifest changed.
+  await onCopied?.(LISTED, attempt)
   const listed = new Set(names.filter((name) => TABLE.test(name)).map((name) => Number.parseInt(name, 10)))
-  for (const number of live) if (!listed.has(number)) throw new Moved()
-  // The anchor before the write-ahead logs; the logs last, so they hold as much as possible.
-  const order = (name: string): number => (name === ANCHOR ? 0 : name.endsWith('.log') ? 2 : 1)
+  for (const number of live) if (!listed.has(number)) await missingTable(source, before, `${String(number).padStart(6, '0')}.ldb`)
+  // The write-ahead logs last, so they hold as much as possible.
+  const order = (name: string): number => (name.endsWith('.log') ? 1 : 0)
   names.sort((a, b) => order(a) - order(b))
   for (const name of names) {
-    if (TABLE.test(name)) await linkOrCopy(join(source, name), join(target, name))
-    else await copyFile(join(source, name), join(target, name))
+    if (TABLE.test(name)) {
+      if (kept.has(name)) continue
+      try {
+        await linkOrCopy(join(source, name), join(target, name))
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code === 'ENOENT') await missingTable(source, before, name)
+        throw error
+      }
+      kept.add(name)
+    } else await copyFile(join(source, name), join(target, name))
     await onCopied?.(name, attempt)
   }
   if ((await manifestMark(source)) !== before) throw new Moved()
@@ -202,22 +247,25 @@ async function copyOnce(source: string, target: string, attempt: number, onCopie
 
 /**
  * Copies the log in `source` into the empty directory `target`, consistently (see above), and
- * returns how many copies it took. `LOG_IO` when the directory cannot be read or the copy written,
- * or when its manifest changed during each of `SNAPSHOT_ATTEMPTS` copies.
+ * returns how many copies it took. A copy taken again keeps the table files it took that are still
+ * live, so a long copy of a busy log converges. `LOG_IO` when the directory cannot be read or the
+ * copy written, or when its manifest changed during each of `SNAPSHOT_ATTEMPTS` copies;
+ * `LOG_CORRUPT` when a table file its manifest lists is missing.
  */
 export async function copySnapshot(source: string, target: string, onCopied?: CopiedHook): Promise<number> {
+  const kept = new Set<string>()
   for (let attempt = 1; attempt <= SNAPSHOT_ATTEMPTS; attempt += 1) {
     try {
-      await copyOnce(source, target, attempt, onCopied)
+      await copyOnce(source, target, attempt, kept, onCopied)
       return attempt
     } catch (error) {
-      // A file that went away during the copy (CURRENT or a manifest replaced, an obsolete table or
+      // A file that went away during the copy (CURRENT or a manifest replaced, an obsolete
       // write-ahead log deleted) means the directory changed: the copy is taken again.
       if (!(error instanceof Moved) && (error as NodeJS.ErrnoException).code !== 'ENOENT') {
         if (error instanceof FactstateError) throw error
         throw new FactstateError('LOG_IO', `the log at ${source} cannot be copied: ${(error as Error).message}`, { cause: error })
       }
-      for (const name of await readdir(target)) await rm(join(target, name), { recursive: true, force: true })
+      for (const name of await readdir(target)) if (!kept.has(name)) await rm(join(target, name), { recursive: true, force: true })
       // Give a flush or compaction under way time to end before the next copy.
       await new Promise((resolve) => setTimeout(resolve, Math.min(5 * attempt, 50)))
     }

@@ -269,6 +269,10 @@ const cases: Case[] = [
   { area: 'EventLog.openSnapshot', name: 'a location with NUL', code: 'LOG_INVALID_ARGUMENT', act: (c) => EventLog.openSnapshot(`${c.dir}\0x`) },
   { area: 'EventLog.openSnapshot', name: 'a directory that holds no log', code: 'LOG_INVALID_ARGUMENT', act: (c) => EventLog.openSnapshot(join(c.dir, 'nothing')) },
   { area: 'EventLog.openSnapshot', name: 'a location that is a file', code: 'LOG_INVALID_ARGUMENT', act: (c) => inFile(c, (file) => EventLog.openSnapshot(file)) },
+  { area: 'EventLog.openSnapshot', name: 'options null', code: 'LOG_INVALID_ARGUMENT', act: (c) => EventLog.openSnapshot(join(c.dir, 'log'), null as unknown as {}) },
+  { area: 'EventLog.openSnapshot', name: 'an empty directory name', code: 'LOG_INVALID_ARGUMENT', act: (c) => EventLog.openSnapshot(join(c.dir, 'log'), { directory: '' }) },
+  { area: 'EventLog.openSnapshot', name: 'a directory that is a number', code: 'LOG_INVALID_ARGUMENT', act: (c) => EventLog.openSnapshot(join(c.dir, 'log'), { directory: 5 as unknown as string }) },
+  { area: 'EventLog.openSnapshot', name: 'a directory that is a file', code: 'LOG_IO', act: (c) => inFile(c, (file) => EventLog.openSnapshot(join(c.dir, 'log'), { directory: file })) },
   // Engine and ModelExecutor options
   { area: 'Engine', name: 'a log that is not an EventLog', code: 'ENGINE_INVALID_OPTIONS', act: () => new Engine({ log: {} as EventLog }) },
   { area: 'Engine', name: 'a model that is not a ModelExecutor', code: 'ENGINE_INVALID_OPTIONS', act: (c) => new Engine({ log: c.log, model: {} as ModelExecutor }) },

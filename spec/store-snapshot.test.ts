@@ -136,7 +136,7 @@ test(
 
 
 test(
-  'a snapshot of a log this process has open: the handle keeps appending, tables are linked (copied across file systems), and a missing log is LOG_INVALID_ARGUMENT with nothing created',
+  'a snapshot of a log this process has open: the handle keeps appending, tables are linked (copied across file systems), the copy goes where options.directory says, and a missing log is LOG_INVALID_ARGUMENT with nothing created',
   boundedTest(60_000, async (dir) => {
     const path = join(dir, 'log')
     let log = await EventLog.open(path)
@@ -164,28 +164,36 @@ test(
         await snapshot.close()
       }
 
-      // A temporary directory on another file system (tmpfs) gets copies instead of links.
+      // A directory on another file system (tmpfs) gets copies instead of links.
       const shm = '/dev/shm'
       if ((await exists(shm)) && (await stat(shm)).dev !== (await stat(path)).dev) {
-        const saved = process.env.TMPDIR
-        process.env.TMPDIR = shm
+        const copied = await EventLog.openSnapshot(path, { directory: shm })
+        const where = logInternals(copied).location
         try {
-          const copied = await EventLog.openSnapshot(path)
-          const where = logInternals(copied).location
-          try {
-            assert.ok(where.startsWith(shm), where)
-            assert.is((await copied.verify()).events, head.highWater + 1)
-            const counts = await Promise.all((await tables(where)).map(async (name) => (await stat(join(where, name))).nlink))
-            assert.ok(counts.length > 0 && counts.every((count) => count === 1), `copied, not linked: ${counts}`)
-          } finally {
-            await copied.close()
-          }
-          assert.not.ok(await exists(where))
+          assert.ok(where.startsWith(shm), where)
+          assert.is((await copied.verify()).events, head.highWater + 1)
+          const counts = await Promise.all((await tables(where)).map(async (name) => (await stat(join(where, name))).nlink))
+          assert.ok(counts.length > 0 && counts.every((count) => count === 1), `copied, not linked: ${counts}`)
         } finally {
-          if (saved === undefined) delete process.env.TMPDIR
-          else process.env.TMPDIR = saved
+          await copied.close()
         }
+        assert.not.ok(await exists(where))
       }
+      // A directory the caller names, on the log's file system: links again.
+      const beside = join(dir, 'copies')
+      await mkdir(beside)
+      const named = await EventLog.openSnapshot(path, { directory: beside })
+      const there = logInternals(named).location
+      try {
+        assert.is(resolve(there, '..'), resolve(beside))
+        const counts = await Promise.all(
+          (await tables(there)).filter((name) => sourceTables.includes(name)).map(async (name) => (await stat(join(there, name))).nlink),
+        )
+        assert.ok(counts.length > 0 && counts.every((count) => count >= 2), `the log's tables are linked: ${counts}`)
+      } finally {
+        await named.close()
+      }
+      assert.equal(await readdir(beside), [], 'close removed the copy')
     } finally {
       await log.close()
     }

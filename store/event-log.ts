@@ -35,6 +35,17 @@ export interface EventLogOptions {
   durability?: Durability | undefined
 }
 
+/** Options of {@link EventLog.openSnapshot}. */
+export interface SnapshotOptions {
+  /**
+   * The directory the copy is made in (in a new directory of its own), default the system's
+   * temporary directory. Table files are linked where the copy is on the log's file system and
+   * copied elsewhere: for a large log, and a temporary directory in memory (tmpfs), pass one on the
+   * log's file system.
+   */
+  directory?: string | undefined
+}
+
 /** Where a run stands, as {@link EventLog.runSource} reports it. */
 export interface RunSource {
   boundary: RunBoundary
@@ -688,7 +699,7 @@ function levelError(error: unknown): FactstateError {
   // The cause is LevelDB's own error (its open wraps it in LEVEL_DATABASE_NOT_OPEN): `cause.code` says what it found.
   const inner = code === 'LEVEL_LOCKED' || code === 'LEVEL_CORRUPTION' ? error : (error as { cause?: unknown }).cause
   if (code === 'LEVEL_LOCKED' || causeCode === 'LEVEL_LOCKED') {
-    return new FactstateError('LOG_WRITER_BUSY', 'another process holds this log: a log has one writer at a time; read it from inside that process (its events(), the inspector in live mode), or once it has closed the log', { cause: inner })
+    return new FactstateError('LOG_WRITER_BUSY', 'another process holds this log: a log has one writer at a time; read it from inside that process (its events(), the inspector in live mode), through a snapshot (EventLog.openSnapshot), or once it has closed the log', { cause: inner })
   }
   if (code === 'LEVEL_CORRUPTION' || causeCode === 'LEVEL_CORRUPTION') {
     return new FactstateError('LOG_CORRUPT', `LevelDB reports corruption: ${(inner as Error).message}`, { cause: inner })
@@ -911,10 +922,11 @@ export class EventLog {
    * has it open (where `open` is `LOG_WRITER_BUSY`), or this one. The copy is consistent: it holds
    * every fact that was durable when it was taken (and perhaps a few more), each group commit whole
    * or not at all, and passes the same checks on open as the log itself. It lives in a new directory
-   * under the system's temporary directory (table files are linked, not copied, where they can be)
-   * until `close()` removes it. It does not follow the log: facts appended later are not in it, so
+   * under the system's temporary directory, or `options.directory` (table files are linked, not
+   * copied, where they can be) until `close()` removes it. It does not follow the log: facts appended later are not in it, so
    * take another snapshot to see them. Appending to it is `LOG_READ_ONLY`.
-   * `LOG_INVALID_ARGUMENT` when `location` holds no log (nothing is created there).
+   * `LOG_INVALID_ARGUMENT` when `location` holds no log (nothing is created there), or
+   * `options.directory` is not a path; `LOG_IO` when no copy can be made there.
    *
    * @example
    * ```ts
@@ -927,8 +939,15 @@ export class EventLog {
    * }
    * ```
    */
-  static async openSnapshot(location: string): Promise<EventLog> {
+  static async openSnapshot(location: string, options: SnapshotOptions = {}): Promise<EventLog> {
     checkLocation(location)
+    if (typeof options !== 'object' || options === null) {
+      throw new FactstateError('LOG_INVALID_ARGUMENT', `the options of EventLog.openSnapshot must be an object, not ${options === null ? 'null' : typeof options}`)
+    }
+    const { directory = tmpdir() } = options
+    if (typeof directory !== 'string' || directory.length === 0 || directory.includes('\0')) {
+      throw new FactstateError('LOG_INVALID_ARGUMENT', 'the directory of a snapshot must be a non-empty path')
+    }
     try {
       await stat(join(location, 'CURRENT'))
     } catch (error) {
@@ -938,9 +957,9 @@ export class EventLog {
     }
     let copy: string
     try {
-      copy = await mkdtemp(join(tmpdir(), 'factstate-snapshot-'))
+      copy = await mkdtemp(join(directory, 'factstate-snapshot-'))
     } catch (error) {
-      throw new FactstateError('LOG_IO', `no directory for a snapshot can be made in ${tmpdir()}: ${(error as Error).message}`, { cause: error })
+      throw new FactstateError('LOG_IO', `no directory for a snapshot can be made in ${directory}: ${(error as Error).message}`, { cause: error })
     }
     try {
       await copySnapshot(location, copy)

@@ -4,7 +4,7 @@
  * bin/commands/ and returns its exit code.
  */
 import { readFile } from 'node:fs/promises'
-import { type CommandIo, EXIT } from './io.js'
+import { type CommandIo, EXIT, removeCopiesOnSignals } from './io.js'
 
 const help = `usage: factstate <command> [options]
 
@@ -90,6 +90,9 @@ async function main(argv: string[]): Promise<number> {
   }
   return (await load())(rest, io)
 }
+
+// Ctrl-C while a command reads a snapshot of a busy log leaves no copy of it behind.
+removeCopiesOnSignals()
 
 main(process.argv.slice(2)).then(
   async (code) => {

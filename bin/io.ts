@@ -2,7 +2,9 @@
  * What every CLI command shares: its output channels, exit codes, and how a FactstateError is
  * shown (its code and a one-line remedy).
  */
-import { stat } from 'node:fs/promises'
+import { rmSync } from 'node:fs'
+import { mkdtemp, rm, stat } from 'node:fs/promises'
+import { constants, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { type ParseArgsConfig, parseArgs } from 'node:util'
 import { FactstateError, type FactstateErrorCode } from '../errors.js'
@@ -44,11 +46,20 @@ const remedies: Partial<Record<FactstateErrorCode, string>> = {
   INSPECTOR_INVALID_OPTIONS: 'choose another --port (or leave it out for a free one)',
 }
 
-/** Prints `error` as `CODE: message` plus a remedy line; returns the exit code for it. */
-export function reportError(error: unknown, io: CommandIo): number {
+/** Remedies where the command read a snapshot of a log another process has open (or failed to take one). */
+const snapshotRemedies: Partial<Record<FactstateErrorCode, string>> = {
+  LOG_IO: 'no snapshot of the log could be taken: the temporary directory (TMPDIR) must be writable, with room for a copy of the log (its table files are linked where TMPDIR is on the log\u2019s file system, copied where not); if the log kept changing while it was copied, run the command again',
+  LOG_CORRUPT: 'the log, as read through a snapshot of it, is damaged; its own files were not touched: once the process writing it has closed it, run `factstate verify` on it to confirm, then restore the directory from a backup',
+}
+
+/**
+ * Prints `error` as `CODE: message` plus a remedy line; returns the exit code for it. `snapshot`:
+ * the command read a snapshot of the log (or was taking one), which some remedies differ for.
+ */
+export function reportError(error: unknown, io: CommandIo, snapshot = false): number {
   if (error instanceof FactstateError) {
     io.stderr(`error ${error.message}`)
-    const remedy = remedies[error.code]
+    const remedy = (snapshot ? snapshotRemedies[error.code] : undefined) ?? remedies[error.code]
     if (remedy) io.stderr(`remedy: ${remedy}`)
     return error.code === 'LOG_WRITER_BUSY' ? EXIT.busy : error.code === 'LOG_CORRUPT' ? EXIT.failed : EXIT.refused
   }
@@ -101,8 +112,35 @@ export async function openLog(directory: string): Promise<EventLog | undefined> 
 }
 
 /**
+ * The directories this process made for snapshot copies (each holds one), by the snapshot once it
+ * is open; removed when its log closes (`closeLog`), or by a signal that ends the process first.
+ */
+const copyDirectories = new Set<string>()
+const copyDirectoryOf = new WeakMap<EventLog, string>()
+/** Errors thrown while a snapshot was taken, for their remedy. */
+const snapshotErrors = new WeakSet<object>()
+
+/**
+ * Ends the process on SIGINT, SIGTERM and SIGHUP as the signal would (exit 128 + its number), but
+ * first removes the snapshot copies it made: otherwise Ctrl-C during a long `verify`, or while
+ * `inspect` indexes, would leave a copy of the log in the temporary directory. A command that waits
+ * for the signal itself (`inspect`, once it serves) stops by itself and closes its log: the signal
+ * is left to it. Installed by the CLI's entry point, not by commands run in a test's process.
+ */
+export function removeCopiesOnSignals(): void {
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+    process.on(signal, function onSignal() {
+      if (process.listeners(signal).some((listener) => listener !== onSignal)) return
+      for (const path of copyDirectories) rmSync(path, { recursive: true, force: true })
+      process.exit(128 + constants.signals[signal])
+    })
+  }
+}
+
+/**
  * Opens the log in `directory` to read it: the log itself, or, when another process has it open,
- * a snapshot of it (`EventLog.openSnapshot`), which `io.stderr` is told. Undefined as `openLog`.
+ * a snapshot of it (`EventLog.openSnapshot`, under a directory of this process's own), which
+ * `io.stderr` is told. Undefined as `openLog`. Close it with `closeLog`.
  */
 export async function openLogToRead(directory: string, io: CommandIo): Promise<EventLog | undefined> {
   try {
@@ -111,14 +149,42 @@ export async function openLogToRead(directory: string, io: CommandIo): Promise<E
     if (!(error instanceof FactstateError && error.code === 'LOG_WRITER_BUSY')) throw error
   }
   let snapshot: EventLog
+  let copies: string | undefined
   try {
-    snapshot = await EventLog.openSnapshot(directory)
+    copies = await mkdtemp(join(tmpdir(), 'factstate-cli-'))
+    copyDirectories.add(copies)
+    snapshot = await EventLog.openSnapshot(directory, { directory: copies })
   } catch (error) {
+    if (copies !== undefined) await removeCopies(copies)
     if (error instanceof FactstateError && error.code === 'LOG_INVALID_ARGUMENT' && (error.details as { notALog?: boolean } | undefined)?.notALog) return undefined
-    throw error
+    const failure = error instanceof FactstateError ? error : new FactstateError('LOG_IO', `no snapshot of the log can be made in ${tmpdir()}: ${(error as Error).message}`, { cause: error })
+    snapshotErrors.add(failure)
+    throw failure
   }
+  copyDirectoryOf.set(snapshot, copies)
   io.stderr(`note: another process has this log open: reading a snapshot of it taken now (${snapshot.head().highWater} facts); facts appended after it are not shown`)
   return snapshot
+}
+
+async function removeCopies(path: string): Promise<void> {
+  await rm(path, { recursive: true, force: true })
+  copyDirectories.delete(path)
+}
+
+/** Closes a log `openLogToRead` opened, and removes its snapshot's directory. */
+export async function closeLog(log: EventLog | undefined): Promise<void> {
+  if (log === undefined) return
+  try {
+    await log.close()
+  } finally {
+    const copies = copyDirectoryOf.get(log)
+    if (copies !== undefined) await removeCopies(copies)
+  }
+}
+
+/** `reportError` for a command that read `log` with `openLogToRead` (or failed to): with the remedies for a snapshot where it was one. */
+export function reportReadError(error: unknown, io: CommandIo, log: EventLog | undefined): number {
+  return reportError(error, io, log?.snapshotOf !== undefined || (typeof error === 'object' && error !== null && snapshotErrors.has(error)))
 }
 
 /**
@@ -140,8 +206,8 @@ export async function onLogDirectory(args: string[], io: CommandIo, help: string
     await action(log)
     return EXIT.ok
   } catch (error) {
-    return reportError(error, io)
+    return read ? reportReadError(error, io, log) : reportError(error, io)
   } finally {
-    await log?.close()
+    await closeLog(log)
   }
 }

@@ -28,9 +28,14 @@ const cliEnv = (() => {
   return env
 })()
 
-function cli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+/**
+ * Runs the CLI from its sources (through tsx), or with `env` from the build (`npm test` builds
+ * first), which needs no temporary directory of its own: tsx keeps a cache in it.
+ */
+function cli(args: string[], env?: NodeJS.ProcessEnv): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'bin/factstate.ts', ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: cliEnv })
+    const command = env === undefined ? ['--import', 'tsx', 'bin/factstate.ts'] : ['dist/bin/factstate.js']
+    const child = spawn(process.execPath, [...command, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...cliEnv, ...env } })
     let stdout = ''
     let stderr = ''
     child.stdout.on('data', (chunk) => (stdout += chunk))
@@ -113,6 +118,13 @@ test('demo passes every step, then log, verify and recover read its log', () =>
         const snapshotLog = await cli(['log', location, '--json', '--last', '1'])
         assert.is(snapshotLog.code, 0, snapshotLog.stderr)
         assert.is((JSON.parse(snapshotLog.stdout) as { seq: number }).seq, Number(events))
+        // No snapshot can be made where the temporary directory is not one: LOG_IO, with the
+        // remedy for a snapshot (TMPDIR), not the one for the log's own directory.
+        const noTmp = await cli(['verify', location], { TMPDIR: join(location, 'CURRENT') })
+        assert.is(noTmp.code, 4, noTmp.stderr)
+        assert.match(noTmp.stderr, /^error LOG_IO: /m)
+        assert.match(noTmp.stderr, /^remedy: no snapshot of the log could be taken: the temporary directory \(TMPDIR\) must be writable/m)
+        assert.not.match(noTmp.stderr, /check permissions and free disk space/)
         const busy = await cli(['recover', location])
         assert.is(busy.code, 3)
         assert.match(busy.stderr, /LOG_WRITER_BUSY/)

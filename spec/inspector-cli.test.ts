@@ -3,6 +3,7 @@
  * snapshot), and a real child process that serves until SIGTERM, exits 0 and leaves
  * the log exactly as it found it.
  */
+import { spawn } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { mkdir, readdir } from 'node:fs/promises'
 import { type AddressInfo, createServer } from 'node:net'
@@ -105,7 +106,7 @@ test(
       assert.is(((await (await fetch(`${url}api/overview`)).json()) as Overview).highWater, 9, 'a snapshot does not update')
       stop.abort()
       assert.is(await running, 0)
-      assert.equal((await readdir(copies)).filter((name) => name.startsWith('factstate-snapshot-')), [], 'the copy was removed')
+      assert.equal((await readdir(copies)).filter((name) => name.startsWith('factstate-')), [], 'the copy was removed')
       holder.send('close')
       await holder.waitForLine((line) => line === 'closed')
     } finally {
@@ -159,6 +160,54 @@ test(
     const log = await EventLog.open(path)
     try {
       assert.is((await log.verify()).digest, digest)
+    } finally {
+      await log.close()
+    }
+  }),
+)
+
+test(
+  'Ctrl-C while inspect indexes a snapshot of a held log ends the real CLI with 130 and leaves no copy behind',
+  bounded(90_000, async (dir) => {
+    const path = join(dir, 'log')
+    const log = await EventLog.open(path)
+    try {
+      // Over the size inspect says it is indexing for, so the signal arrives while it indexes.
+      for (let batch = 0; batch < 125; batch += 1) {
+        await log.appendAll(Array.from({ length: 100 }, (_, index) => completeInvocation(`big-${batch}-${index}`)).flat())
+      }
+      assert.ok(log.head().highWater >= 100_000)
+      const copies = join(dir, 'tmp')
+      await mkdir(copies)
+      const child = spawn(process.execPath, ['--import', 'tsx', 'bin/factstate.ts', 'inspect', path], {
+        stdio: ['ignore', 'pipe', 'pipe'],
+        env: { ...process.env, TMPDIR: copies, FORCE_COLOR: undefined, NO_COLOR: undefined },
+      })
+      let stderr = ''
+      let stdout = ''
+      child.stdout.on('data', (chunk: Buffer) => (stdout += chunk))
+      const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)))
+      try {
+        await withTimeout(
+          new Promise<void>((resolve) =>
+            child.stderr.on('data', (chunk: Buffer) => {
+              stderr += chunk
+              if (/^indexing \d+ facts/m.test(stderr)) resolve()
+            }),
+          ),
+          60_000,
+          'the indexing line',
+        )
+        assert.ok((await readdir(copies)).some((name) => name.startsWith('factstate-')), 'the copy is there while it indexes')
+        child.kill('SIGINT')
+        assert.is(await exited, 130, stderr)
+      } finally {
+        if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
+      }
+      assert.not.match(stdout, /factstate inspector:/, 'it had not served yet')
+      // (tsx, which runs the CLI from its sources here, keeps a cache there too.)
+      assert.equal((await readdir(copies)).filter((name) => name.startsWith('factstate-')), [], 'the copy was removed')
+      assert.is(log.head().highWater, 100_000, 'nothing was written to the held log')
     } finally {
       await log.close()
     }

@@ -1,6 +1,6 @@
 import { serveInspector } from '../../inspector/server.js'
 import { EventLog } from '../../store/event-log.js'
-import { type CommandIo, EXIT, isLogDirectory, openLogToRead, parseCommand, reportError, usage } from '../io.js'
+import { type CommandIo, EXIT, closeLog, isLogDirectory, openLogToRead, parseCommand, reportReadError, usage } from '../io.js'
 
 /** The text `factstate inspect --help` prints. */
 export const inspectHelp = `usage: factstate inspect <log-directory> [--port N]
@@ -77,8 +77,8 @@ export async function inspectCommand(args: string[], io: CommandIo, options: { s
     }
     return EXIT.ok
   } catch (error) {
-    return reportError(error, io)
+    return reportReadError(error, io, log)
   } finally {
-    await log?.close()
+    await closeLog(log)
   }
 }

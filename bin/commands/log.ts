@@ -2,7 +2,7 @@ import { FACT_TYPES, type FactType, type StoredEvent } from '../../facts/types.j
 import { ID_PATTERN } from '../../facts/schema.js'
 import { EventLog, type RunSummary, logInternals } from '../../store/event-log.js'
 import { summarizeFact } from '../../store/fact-summary.js'
-import { type CommandIo, EXIT, isLogDirectory, openLogToRead, parseCommand, reportError, usage } from '../io.js'
+import { type CommandIo, EXIT, closeLog, isLogDirectory, openLogToRead, parseCommand, reportReadError, usage } from '../io.js'
 
 export const logHelp = `usage: factstate log <log-directory> [--session ID] [--run ID] [--invocation ID] [--type TYPE] [--from SEQ] [--to SEQ] [--last N] [--json]
        factstate log <log-directory> --session ID --runs [--json]
@@ -110,9 +110,9 @@ export async function logCommand(args: string[], io: CommandIo): Promise<number>
     if (!values.json) io.stderr(`${shown} fact(s) shown; log high-water ${log.head().highWater}, digest ${log.head().digest}`)
     return EXIT.ok
   } catch (error) {
-    return reportError(error, io)
+    return reportReadError(error, io, log)
   } finally {
-    await log?.close()
+    await closeLog(log)
   }
 }
 

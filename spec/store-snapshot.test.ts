@@ -10,7 +10,7 @@ import { suite } from 'uvu'
 import * as assert from 'uvu/assert'
 import { Engine } from '../actors/engine.js'
 import type { StoredEvent } from '../facts/types.js'
-import { EventLog, logInternals } from '../store/event-log.js'
+import { CACHE_LIMIT, EventLog, logInternals } from '../store/event-log.js'
 import { recoverInvocations } from '../store/recovery.js'
 import { LISTED, SNAPSHOT_ATTEMPTS, copySnapshot } from '../store/snapshot.js'
 import { withTmpdir } from './support/temp.js'
@@ -424,6 +424,38 @@ test(
     assert.is(vanished.code, 'LOG_CORRUPT')
     assert.equal(vanished.details, { file: otherTable })
     assert.is((await refusal(EventLog.openSnapshot(other))).code, 'LOG_CORRUPT', 'openSnapshot says the same')
+  }),
+)
+
+test(
+  'a snapshot that is only read keeps its caches bounded: runs() of a session with more runs than a cache holds',
+  boundedTest(120_000, async (dir) => {
+    const path = join(dir, 'log')
+    const count = CACHE_LIMIT + 5_000
+    const log = await EventLog.open(path)
+    try {
+      for (let start = 0; start < count; start += 1_000) {
+        const events = Array.from({ length: Math.min(1_000, count - start) }, (_, index) => {
+          const make = new EventMaker(invocationOf(`many-${start + index}`, 'session-many'))
+          return make.many([facts.opened(), facts.ended({ status: 'cancelled', source: 'test' })])
+        })
+        await log.appendAll(events.flat())
+      }
+      // Held open: what follows reads a snapshot, which absorbs nothing.
+      const snapshot = await EventLog.openSnapshot(path)
+      try {
+        const runs = await snapshot.runs('session-many')
+        assert.is(runs.length, count)
+        assert.equal(runs.slice(0, 2).map((run) => run.runId), ['run-many-0', 'run-many-1'], 'in the order they opened')
+        const sizes = logInternals(snapshot).cacheSizes()
+        assert.ok(sizes.runs <= CACHE_LIMIT && sizes.invocations <= CACHE_LIMIT, `trimmed: ${JSON.stringify(sizes)}`)
+        assert.equal(await snapshot.runs('session-many'), runs, 'read again from the indexes: the same')
+      } finally {
+        await snapshot.close()
+      }
+    } finally {
+      await log.close()
+    }
   }),
 )
 

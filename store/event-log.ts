@@ -134,6 +134,8 @@ export interface LogInternals {
   subscribe(listener: (events: StoredEvent[]) => void): () => void
   /** Waits for the id filter's current build; true when appends now consult it. */
   idFilterReady(): Promise<boolean>
+  /** How many records each of the index caches holds (each is trimmed past `CACHE_LIMIT`). */
+  cacheSizes(): { invocations: number; sessions: number; runs: number; claims: number; reserved: number }
   /** How many times the id filter was built (it is built again, bigger, when it fills up). */
   idFilterBuilds(): number
   /** Sizes later id filters for at least `ids` ids instead of ~1M: lets tests fill one up. */
@@ -389,7 +391,8 @@ const FACTSTATE_KEY = /^[hseivnrcpqo]!/
  */
 const ANCHOR_REFRESH_MS = 1_000
 const ANCHOR_PATTERN = /^factstate-head v1 (\d+) ([0-9a-f]{64})\n$/
-const CACHE_LIMIT = 50_000
+/** How many records each index cache holds before it is trimmed to half (open invocations and busy sessions stay). */
+export const CACHE_LIMIT = 50_000
 /** Items read at once by a pass over a key space (`verify`). */
 const SCAN_BATCH = 1_000
 /**
@@ -564,6 +567,8 @@ class CommittedState {
     if (stored === undefined) return undefined
     const record = invocationRecordOf(indexRecord<StoredInvocationRecord>(stored, `invocation ${id}`, 'invocation'))
     this.invocations.set(id, record)
+    // A log only read (a snapshot, an inspector) is trimmed here: it absorbs nothing.
+    if (this.invocations.size > CACHE_LIMIT) this.trim()
     return record
   }
   sessionNow(id: string): SessionRecord {
@@ -572,6 +577,7 @@ class CommittedState {
     const stored = this.db.getSync(keys.session(id))
     const record = stored === undefined ? emptySession() : indexRecord<SessionRecord>(stored, `session ${id}`, 'session')
     this.sessions.set(id, record)
+    if (this.sessions.size > CACHE_LIMIT) this.trim()
     return record
   }
   runNow(sessionId: string, runId: string): RunRecord | undefined {
@@ -582,6 +588,7 @@ class CommittedState {
     if (stored === undefined) return undefined
     const record = indexRecord<RunRecord>(stored, `run ${sessionId}/${runId}`, 'run')
     this.runs.set(key, record)
+    if (this.runs.size > CACHE_LIMIT) this.trim()
     return record
   }
   claimNow(id: string): string | undefined {
@@ -591,6 +598,7 @@ class CommittedState {
     if (stored === undefined) return undefined
     const value = indexRecord<string>(stored, `claim ${id}`, 'name')
     this.claims.set(id, value)
+    if (this.claims.size > CACHE_LIMIT) this.trim()
     return value
   }
   reservedNow(key: string): string | undefined {
@@ -600,6 +608,7 @@ class CommittedState {
     if (stored === undefined) return undefined
     const value = indexRecord<string>(stored, `reservation ${key}`, 'name')
     this.reserved.set(key, value)
+    if (this.reserved.size > CACHE_LIMIT) this.trim()
     return value
   }
 
@@ -614,7 +623,10 @@ class CommittedState {
     this.trim()
   }
 
-  /** Keeps memory bounded: open invocations, their runs and busy sessions stay, the rest is re-read on demand. */
+  /**
+   * Keeps memory bounded: open invocations and busy sessions stay, the rest is re-read on demand.
+   * Called after each absorbed group, and by a lookup that filled a cache.
+   */
   private trim(): void {
     if (this.invocations.size > CACHE_LIMIT) {
       for (const [k, v] of this.invocations) {
@@ -885,6 +897,10 @@ export class EventLog {
         return this.#idsReady
       },
       idFilterBuilds: () => this.#idsBuilds,
+      cacheSizes: () => {
+        const { invocations, sessions, runs, claims, reserved } = this.#state
+        return { invocations: invocations.size, sessions: sessions.size, runs: runs.size, claims: claims.size, reserved: reserved.size }
+      },
       buildIdFilter: async () => {
         this.#assertOpen()
         await (this.#idsBuild ??= this.#buildIds())

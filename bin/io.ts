@@ -171,6 +171,11 @@ async function removeCopies(path: string): Promise<void> {
   copyDirectories.delete(path)
 }
 
+/** The directory of this process's own that a snapshot from `openLogToRead` is in: where more snapshots of that log go (the inspector's refreshes). */
+export function snapshotDirectoryOf(log: EventLog): string | undefined {
+  return copyDirectoryOf.get(log)
+}
+
 /** Closes a log `openLogToRead` opened, and removes its snapshot's directory. */
 export async function closeLog(log: EventLog | undefined): Promise<void> {
   if (log === undefined) return

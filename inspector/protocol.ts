@@ -64,8 +64,8 @@ export interface Overview {
   location: string
   /**
    * `engine` when the server was given the running engine; `snapshot` for a snapshot of a log
-   * another process has open (`EventLog.openSnapshot`: it does not update; `location` is the log's);
-   * else `log`.
+   * another process has open (`EventLog.openSnapshot`: it updates only if refreshed, see `refresh`;
+   * `location` is the log's); else `log`.
    */
   mode: 'engine' | 'log' | 'snapshot'
   highWater: number
@@ -74,6 +74,11 @@ export interface Overview {
   sessions: SessionView[]
   /** How many sessions the log holds. */
   sessionsTotal: number
+  /**
+   * For a snapshot the inspector refreshes (`refresh` of `serveInspector`, `factstate inspect`'s
+   * default): how often it looks, and why it stopped, if it did. `null` for one it does not refresh.
+   */
+  refresh: { everyMs: number; stopped: string | null } | null
 }
 
 export interface Point {

@@ -4,6 +4,7 @@ import { Engine } from '../actors/engine.js'
 import { FactstateError, isFactstateError } from '../errors.js'
 import type { StoredEvent } from '../facts/types.js'
 import { EventLog, logInternals } from '../store/event-log.js'
+import { changeMark } from '../store/snapshot.js'
 import { FAVICON_SVG, INDEX_HTML } from './assets/document.js'
 import { readPageScript } from './assets/page-files.js'
 import { STYLESHEET } from './assets/stylesheet.js'
@@ -36,6 +37,14 @@ export interface InspectorOptions {
   maxEvents?: number | undefined
   /** The most stored bytes the initial index may read (default: no limit); more is `LOG_PREFIX_TOO_LARGE`. */
   maxBytes?: number | undefined
+  /**
+   * For a snapshot (`EventLog.openSnapshot`) of a log another process keeps writing: every
+   * `everyMs` (100 to 3,600,000) the inspector looks at the log's files and, when they changed,
+   * takes a new snapshot (in `directory`, as `openSnapshot`'s option) and shows the facts it adds
+   * as live mode shows new ones. It closes the snapshots it takes; the one passed as `log` stays
+   * yours. Absent: the snapshot is shown as it is. Refused for a log that is not a snapshot.
+   */
+  refresh?: { everyMs: number; directory?: string | undefined } | undefined
 }
 
 /**
@@ -81,6 +90,9 @@ function invalid(message: string, field: string, ...value: [unknown?]): Factstat
   return new FactstateError('INSPECTOR_INVALID_OPTIONS', message, { details: value.length === 0 ? { field } : { field, value: value[0] } })
 }
 
+/** The shortest and longest refresh intervals. */
+const REFRESH_MS = { min: 100, max: 3_600_000 }
+
 function validated(options: InspectorOptions): Required<Pick<InspectorOptions, 'port' | 'maxEvents' | 'maxBytes'>> {
   if (typeof options !== 'object' || options === null) throw invalid('serveInspector takes an options object', 'options')
   if (!(options.log instanceof EventLog)) throw invalid('options.log must be an EventLog', 'log')
@@ -94,6 +106,18 @@ function validated(options: InspectorOptions): Required<Pick<InspectorOptions, '
     const value = options[name] ?? fallback
     if (!Number.isSafeInteger(value) || value < 0) throw invalid(`options.${name} must be a non-negative integer`, name, value)
     return value
+  }
+  const { refresh } = options
+  if (refresh !== undefined) {
+    if (options.log.snapshotOf === undefined) throw invalid('options.refresh is for a snapshot (EventLog.openSnapshot): a log of this process shows new facts as they land', 'refresh')
+    if (typeof refresh !== 'object' || refresh === null) throw invalid('options.refresh must be an object', 'refresh', refresh)
+    const { everyMs, directory } = refresh
+    if (!Number.isInteger(everyMs) || everyMs < REFRESH_MS.min || everyMs > REFRESH_MS.max) {
+      throw invalid(`options.refresh.everyMs must be an integer from ${REFRESH_MS.min} to ${REFRESH_MS.max}`, 'refresh.everyMs', everyMs)
+    }
+    if (directory !== undefined && (typeof directory !== 'string' || directory.length === 0 || directory.includes('\0'))) {
+      throw invalid('options.refresh.directory must be a non-empty path', 'refresh.directory', directory)
+    }
   }
   return { port, maxEvents: limit('maxEvents', Number.MAX_SAFE_INTEGER), maxBytes: limit('maxBytes', Number.MAX_SAFE_INTEGER) }
 }
@@ -128,16 +152,45 @@ function sendError(res: ServerResponse, status: number, code: string, message: s
  */
 export async function serveInspector(options: InspectorOptions): Promise<InspectorServer> {
   const { port, maxEvents, maxBytes } = validated(options)
-  const { log } = options
+  const { log, refresh } = options
   const internals = logInternals(log)
   const mode: Overview['mode'] = options.engine ? 'engine' : log.snapshotOf === undefined ? 'log' : 'snapshot'
+  /**
+   * The log requests read: `log`, or the latest snapshot a refresh took. A request reads the one
+   * that was current when it began to its end (`pinned`); a snapshot a refresh replaced is closed
+   * once no request reads it.
+   */
+  let current = log
+  const pins = new Map<EventLog, number>()
+  const retired = new Set<EventLog>()
+  const retire = (replaced: EventLog) => {
+    // The caller's log is the caller's to close.
+    if (replaced === log) return
+    if (pins.has(replaced)) retired.add(replaced)
+    else void replaced.close().catch(() => undefined)
+  }
+  const pinned = async <T>(use: (at: EventLog) => Promise<T>): Promise<T> => {
+    const at = current
+    pins.set(at, (pins.get(at) ?? 0) + 1)
+    try {
+      return await use(at)
+    } finally {
+      const left = (pins.get(at) as number) - 1
+      if (left > 0) pins.set(at, left)
+      else {
+        pins.delete(at)
+        if (retired.delete(at)) void at.close().catch(() => undefined)
+      }
+    }
+  }
+  let refreshStopped: string | null = null
   const catalog = new Catalog()
   const streams = new Set<ServerResponse>()
   let pending: StoredEvent[][] | undefined = []
 
   const broadcast = (events: readonly StoredEvent[]) => {
     if (streams.size === 0) return
-    const head = log.head()
+    const head = current.head()
     const landed: FactsLanded = {
       highWater: head.highWater,
       digest: head.digest,
@@ -180,13 +233,13 @@ export async function serveInspector(options: InspectorOptions): Promise<Inspect
   })
   let verified: VerifyReport | undefined
   let verifying: Promise<VerifyReport> | undefined
-  const verify = (force: boolean): Promise<VerifyReport> => {
-    if (!force && verified && verified.highWater === log.head().highWater) return Promise.resolve(verified)
+  const verify = (force: boolean, at: EventLog): Promise<VerifyReport> => {
+    if (!force && verified && verified.highWater === at.head().highWater) return Promise.resolve(verified)
     verifying ??= (async () => {
-      const highWater = log.head().highWater
+      const highWater = at.head().highWater
       let report: VerifyReport
       try {
-        const result = await log.verify()
+        const result = await at.verify()
         report = { status: 'ok', highWater: result.events, events: result.events, digest: result.digest, code: null, seq: null, message: null, checkedAt: Date.now() }
       } catch (error) {
         const seq = isFactstateError(error) && typeof error.details?.seq === 'number' ? error.details.seq : null
@@ -209,32 +262,40 @@ export async function serveInspector(options: InspectorOptions): Promise<Inspect
     return verifying
   }
 
-  const overview = async (): Promise<Overview> => {
-    const head = log.head()
+  const overview = async (at: EventLog): Promise<Overview> => {
+    const head = at.head()
     const sessions = await Promise.all(
       catalog.sessions(SESSION_LIMIT).map(async (session) => ({
         sessionId: session.sessionId,
         firstSeq: session.firstSeq,
         lastSeq: session.lastSeq,
-        reconciliation: (await internals.sessionRecord(session.sessionId)).unknown,
+        reconciliation: (await logInternals(at).sessionRecord(session.sessionId)).unknown,
         turns: session.turns.map(({ turnId, invocationIds }) => ({
           turnId,
           runs: invocationIds.flatMap((id) => catalog.summary(id, internals.live) ?? []),
         })),
       })),
     )
-    return { location: log.snapshotOf ?? internals.location, mode, highWater: head.highWater, digest: head.digest, sessions, sessionsTotal: catalog.sessionCount }
+    return {
+      location: log.snapshotOf ?? internals.location,
+      mode,
+      highWater: head.highWater,
+      digest: head.digest,
+      sessions,
+      sessionsTotal: catalog.sessionCount,
+      refresh: refresh === undefined ? null : { everyMs: refresh.everyMs, stopped: refreshStopped },
+    }
   }
 
-  const openStream = (req: IncomingMessage, res: ServerResponse) => {
+  const openStream = (req: IncomingMessage, res: ServerResponse, at: EventLog) => {
     res.writeHead(200, { ...SECURITY_HEADERS, 'content-type': 'text/event-stream; charset=utf-8', connection: 'keep-alive' })
-    const head = log.head()
+    const head = at.head()
     res.write(`retry: 2000\n\nevent: hello\ndata: ${JSON.stringify({ highWater: head.highWater, digest: head.digest })}\n\n`)
     streams.add(res)
     req.on('close', () => streams.delete(res))
   }
 
-  const route = async (req: IncomingMessage, res: ServerResponse, path: string, query: URLSearchParams): Promise<void> => {
+  const route = async (req: IncomingMessage, res: ServerResponse, path: string, query: URLSearchParams, at: EventLog): Promise<void> => {
     const head = req.method === 'HEAD'
     if (path === '/' || path === '/index.html') return send(res, 200, 'text/html; charset=utf-8', INDEX_HTML, head)
     if (path === '/style.css') return send(res, 200, 'text/css; charset=utf-8', STYLESHEET, head)
@@ -244,10 +305,10 @@ export async function serveInspector(options: InspectorOptions): Promise<Inspect
       if (script === undefined) return sendError(res, 404, 'NOT_FOUND', 'no such page script (is the package built? npm run build)', head)
       return send(res, 200, 'text/javascript; charset=utf-8', script, head)
     }
-    if (path === '/api/overview') return sendJson(res, 200, await overview(), head)
+    if (path === '/api/overview') return sendJson(res, 200, await overview(at), head)
     if (path === '/api/machine') return sendJson(res, 200, invocationChart(), head)
-    if (path === '/api/verify') return sendJson(res, 200, await verify(query.get('force') === '1'), head)
-    if (path === '/api/events') return head ? send(res, 200, 'text/event-stream; charset=utf-8', '', true) : openStream(req, res)
+    if (path === '/api/verify') return sendJson(res, 200, await verify(query.get('force') === '1', at), head)
+    if (path === '/api/events') return head ? send(res, 200, 'text/event-stream; charset=utf-8', '', true) : openStream(req, res, at)
     if (path.startsWith('/api/invocations/')) {
       let id: string
       try {
@@ -255,7 +316,7 @@ export async function serveInspector(options: InspectorOptions): Promise<Inspect
       } catch {
         return sendError(res, 400, 'BAD_REQUEST', 'the invocation id is not valid URL encoding', head)
       }
-      const events = await internals.invocationEvents(id)
+      const events = await logInternals(at).invocationEvents(id)
       const summary = catalog.summary(id, internals.live)
       if (summary === undefined || events.length === 0) return sendError(res, 404, 'NOT_FOUND', 'the log has no such invocation', head)
       return sendJson(res, 200, timelineOf(summary, events), head)
@@ -290,7 +351,7 @@ export async function serveInspector(options: InspectorOptions): Promise<Inspect
       // A request target no URL can be made of (`http://[/`, say) must not take the process down.
       return sendError(res, 400, 'BAD_REQUEST', 'the request target is not a valid URL')
     }
-    indexed.then(() => route(req, res, url.pathname, url.searchParams)).catch((error: unknown) => {
+    indexed.then(() => pinned((at) => route(req, res, url.pathname, url.searchParams, at))).catch((error: unknown) => {
       if (res.headersSent) {
         res.destroy()
         return
@@ -340,19 +401,88 @@ export async function serveInspector(options: InspectorOptions): Promise<Inspect
   }, HEARTBEAT_MS)
   heartbeat.unref()
 
+  let closed = false
+  /**
+   * One look at the log's files for a refresh, and a new snapshot when they changed: its new facts
+   * are read first, then the catalog, the log requests read and the pages move to it at once, so no
+   * request sees the new head without its facts or the reverse.
+   */
+  let lastMark: string | undefined
+  const refreshOnce = async (source: string, directory: string | undefined): Promise<void> => {
+    const mark = await changeMark(source)
+    if (mark === lastMark) return
+    const next = await EventLog.openSnapshot(source, directory === undefined ? {} : { directory })
+    let kept = false
+    try {
+      const from = current.head().highWater
+      const to = next.head().highWater
+      if (to < from || (from > 0 && (await idAt(current, from)) !== (await idAt(next, from)))) {
+        refreshStopped = `the log at ${source} no longer begins with the facts shown: inspect it again`
+        return
+      }
+      const chunks: StoredEvent[][] = []
+      let chunk: StoredEvent[] = []
+      for await (const stored of next.events({ from: from + 1, to })) {
+        chunk.push(stored)
+        if (chunk.length === INDEX_CHUNK) {
+          chunks.push(chunk)
+          chunk = []
+        }
+      }
+      if (chunk.length > 0) chunks.push(chunk)
+      lastMark = mark
+      if (closed || to === from) return
+      const replaced = current
+      current = next
+      kept = true
+      for (const events of chunks) catalog.apply(events)
+      retire(replaced)
+      for (const events of chunks) broadcast(events)
+    } finally {
+      if (!kept) await next.close().catch(() => undefined)
+    }
+  }
+  let refreshTimer: ReturnType<typeof setTimeout> | undefined
+  let refreshing: Promise<void> = Promise.resolve()
+  const scheduleRefresh = () => {
+    if (refresh === undefined || closed || refreshStopped !== null) return
+    refreshTimer = setTimeout(() => {
+      refreshing = refreshOnce(log.snapshotOf as string, refresh.directory)
+        // A copy that failed (the log kept changing, a file system error) is tried again next time.
+        .catch(() => undefined)
+        .finally(scheduleRefresh)
+    }, refresh.everyMs)
+    refreshTimer.unref()
+  }
+  scheduleRefresh()
+
   let closing: Promise<void> | undefined
   return {
     url: `http://${HOST}:${bound}/`,
     close() {
-      closing ??= new Promise<void>((resolve) => {
+      closing ??= (async () => {
+        closed = true
+        clearTimeout(refreshTimer)
         unsubscribe()
         clearInterval(heartbeat)
         for (const stream of streams) stream.end()
         streams.clear()
-        server.close(() => resolve())
-        server.closeAllConnections()
-      })
+        await new Promise<void>((resolve) => {
+          server.close(() => resolve())
+          server.closeAllConnections()
+        })
+        await refreshing
+        // The snapshots this inspector took; `log` is the caller's.
+        for (const taken of [current, ...retired]) if (taken !== log) await taken.close().catch(() => undefined)
+        retired.clear()
+      })()
       return closing
     },
   }
+}
+
+/** The id of the event at `seq` of `log`. */
+async function idAt(log: EventLog, seq: number): Promise<string | undefined> {
+  for await (const { event } of log.events({ from: seq, to: seq })) return event.id
+  return undefined
 }

@@ -12,7 +12,7 @@ import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { inspectCommand } from '../bin/commands/inspect.js'
 import { EventLog } from '../index.js'
-import type { Overview } from '../inspector/protocol.js'
+import type { FactsLanded, Overview, VerifyReport } from '../inspector/protocol.js'
 import { completeInvocation, startChild } from './support/log-fixtures.js'
 import { bounded, withTimeout, withTmpdir } from './support/temp.js'
 
@@ -79,8 +79,42 @@ test(
   }),
 )
 
+/** The next `facts` frame of an inspector's event stream whose events include `seq` (bounded by `ms`). */
+async function factsFrame(url: string, seq: number, ms: number, opened: () => void): Promise<FactsLanded> {
+  const controller = new AbortController()
+  try {
+    return await withTimeout(
+      async () => {
+        const response = await fetch(`${url}api/events`, { signal: controller.signal })
+        const reader = (response.body as ReadableStream<Uint8Array>).getReader()
+        const decoder = new TextDecoder()
+        let text = ''
+        let told = false
+        for (;;) {
+          const { value, done } = await reader.read()
+          if (done) throw new Error('the event stream ended')
+          text += decoder.decode(value, { stream: true })
+          if (!told && text.includes('event: hello')) {
+            told = true
+            opened()
+          }
+          for (const frame of text.split('\n\n')) {
+            if (!frame.startsWith('event: facts\n')) continue
+            const landed = JSON.parse(frame.slice(frame.indexOf('data: ') + 'data: '.length)) as FactsLanded
+            if (landed.events.some((event) => event.seq === seq)) return landed
+          }
+        }
+      },
+      ms,
+      `a facts frame with seq ${seq}`,
+    )
+  } finally {
+    controller.abort()
+  }
+}
+
 test(
-  'a log held by another process is served as a snapshot: every fact it acknowledged, marked as not updating, at the log\'s location, and the copy is removed at the end',
+  'a log held by another process is served as a snapshot, taken again when the log changes: new facts reach the page\'s stream, and every copy is removed at the end',
   bounded(30_000, async (dir) => {
     const path = join(dir, 'log')
     await writeLog(path)
@@ -93,20 +127,72 @@ test(
       const stop = new AbortController()
       const copies = join(dir, 'tmp')
       await mkdir(copies)
-      const running = withTmpdir(copies, () => inspectCommand([path], io, { signal: stop.signal }))
+      const running = withTmpdir(copies, () => inspectCommand([path, '--refresh', '0.2'], io, { signal: stop.signal }))
+      // Stopped however the test ends: a failed step must not leave TMPDIR pointing here.
+      const stopped = async () => {
+        stop.abort()
+        return running
+      }
+      try {
+        const url = await urlPrinted(out, 15_000)
+        const overview = (await (await fetch(`${url}api/overview`)).json()) as Overview
+        assert.is(overview.mode, 'snapshot')
+        assert.is(overview.highWater, 9, 'the fact the holder acknowledged last is in it')
+        assert.is(overview.location, resolve(path), "the log's location, not the copy's")
+        assert.equal(overview.refresh, { everyMs: 200, stopped: null })
+        assert.ok(err.some((line) => line.startsWith('note: another process has this log open')), err.join('\n'))
+        assert.ok(out.some((line) => line.startsWith(`read-only snapshot of ${path} (9 facts), taken again when it changes (looked at every 0.2 s)`)), out.join('\n'))
+
+        // A fact the holder appends reaches an open page's stream with the new head, and is served.
+        const landed = await factsFrame(url, 10, 15_000, () => holder.send('append after'))
+        assert.is(landed.highWater, 10)
+        assert.equal(landed.events, [{ seq: 10, sessionId: 'session-after', invocationId: 'inv-after', type: 'invocation.opened' }])
+        const refreshed = (await (await fetch(`${url}api/overview`)).json()) as Overview
+        assert.is(refreshed.highWater, 10)
+        assert.ok(refreshed.sessions.some((session) => session.sessionId === 'session-after'), 'the new session is listed')
+        const timeline = await fetch(`${url}api/invocations/inv-after`)
+        assert.is(timeline.status, 200, 'the new invocation is served from the new snapshot')
+        const verified = (await (await fetch(`${url}api/verify`)).json()) as VerifyReport
+        assert.equal([verified.status, verified.events], ['ok', 10], 'verify reads the new snapshot')
+        assert.is(await stopped(), 0)
+      } finally {
+        await stopped()
+      }
+      assert.equal((await readdir(copies)).filter((name) => name.startsWith('factstate-')), [], 'every copy was removed')
+      holder.send('close')
+      await holder.waitForLine((line) => line === 'closed')
+    } finally {
+      await holder.stop()
+    }
+  }),
+)
+
+test(
+  '--refresh 0 keeps the first snapshot: it does not update; a bad --refresh is a usage error',
+  bounded(30_000, async (dir) => {
+    const path = join(dir, 'log')
+    await writeLog(path)
+    for (const bad of ['abc', '0.05', '3601', '-1']) {
+      const { io, err } = collector()
+      assert.is(await inspectCommand([path, `--refresh=${bad}`], io), 2, bad)
+      assert.ok(err.some((line) => line.startsWith('error: --refresh must be 0 or a number of seconds')), `${bad}: ${err.join('\n')}`)
+    }
+    const holder = startChild('child-hold-log.ts', [path])
+    try {
+      await holder.waitForLine((line) => line === 'ready')
+      const { io, out } = collector()
+      const stop = new AbortController()
+      const running = inspectCommand([path, '--refresh', '0'], io, { signal: stop.signal })
       const url = await urlPrinted(out, 15_000)
       const overview = (await (await fetch(`${url}api/overview`)).json()) as Overview
-      assert.is(overview.mode, 'snapshot')
-      assert.is(overview.highWater, 9, 'the fact the holder acknowledged last is in it')
-      assert.is(overview.location, resolve(path), "the log's location, not the copy's")
-      assert.ok(err.some((line) => line.startsWith('note: another process has this log open')), err.join('\n'))
-      assert.ok(out.some((line) => line.startsWith(`read-only snapshot of ${path} (9 facts)`)), out.join('\n'))
+      assert.equal([overview.mode, overview.highWater, overview.refresh], ['snapshot', 8, null])
       holder.send('append after')
-      await holder.waitForLine((line) => line === 'ack 10')
-      assert.is(((await (await fetch(`${url}api/overview`)).json()) as Overview).highWater, 9, 'a snapshot does not update')
+      await holder.waitForLine((line) => line === 'ack 9')
+      // Longer than the default look (2 s): still the first copy.
+      await new Promise((resolve) => setTimeout(resolve, 2_500))
+      assert.is(((await (await fetch(`${url}api/overview`)).json()) as Overview).highWater, 8, 'not refreshed')
       stop.abort()
       assert.is(await running, 0)
-      assert.equal((await readdir(copies)).filter((name) => name.startsWith('factstate-')), [], 'the copy was removed')
       holder.send('close')
       await holder.waitForLine((line) => line === 'closed')
     } finally {

@@ -15,7 +15,7 @@ import { serveInspector } from '../inspector/index.js'
 import { logInternals } from '../store/event-log.js'
 import { rejectsWithCode } from './support/codes.js'
 import { SCENARIO, writeScenarioLog } from './support/inspector-fixtures.js'
-import { EventMaker, facts, invocationOf } from './support/log-fixtures.js'
+import { EventMaker, facts, invocationOf, refusal } from './support/log-fixtures.js'
 import { ensurePageBuilt } from './support/inspector-build.js'
 import { bounded } from './support/temp.js'
 
@@ -61,6 +61,27 @@ test(
         await rejectsWithCode(() => serveInspector({ log, port }), 'INSPECTOR_INVALID_OPTIONS', `port ${port}`)
       }
       await rejectsWithCode(() => serveInspector({ log: {} as EventLog }), 'INSPECTOR_INVALID_OPTIONS', 'not a log')
+      // A refresh is for a snapshot only, within bounds, with a directory that is a path.
+      await log.append(new EventMaker(invocationOf('refresh')).next(facts.opened()))
+      const refused = await refusal(serveInspector({ log, refresh: { everyMs: 1_000 } }))
+      assert.equal([refused.code, refused.details], ['INSPECTOR_INVALID_OPTIONS', { field: 'refresh' }], 'refresh for a log that is no snapshot')
+      const snapshot = await EventLog.openSnapshot(join(dir, 'log'))
+      try {
+        for (const [refresh, field] of [
+          [{ everyMs: 99 }, 'refresh.everyMs'],
+          [{ everyMs: 3_600_001 }, 'refresh.everyMs'],
+          [{ everyMs: 150.5 }, 'refresh.everyMs'],
+          [{ everyMs: 1_000, directory: '' }, 'refresh.directory'],
+          [{ everyMs: 1_000, directory: 5 }, 'refresh.directory'],
+          [null, 'refresh'],
+        ] as const) {
+          const error = await refusal(serveInspector({ log: snapshot, refresh: refresh as unknown as { everyMs: number } }))
+          assert.is(error.code, 'INSPECTOR_INVALID_OPTIONS', JSON.stringify(refresh))
+          assert.is(error.details?.field, field, JSON.stringify(refresh))
+        }
+      } finally {
+        await snapshot.close()
+      }
       await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve))
       const taken = (blocker.address() as { port: number }).port
       await rejectsWithCode(() => serveInspector({ log, port: taken }), 'INSPECTOR_INVALID_OPTIONS', 'a port in use')

@@ -4,7 +4,7 @@
  * the package build compiles (rebuilt first when missing or stale: spec/support/inspector-build.ts).
  * Screenshots are kept under spec/artifacts/ (ignored by git, collected by CI).
  */
-import { mkdir, mkdtemp, rm } from 'node:fs/promises'
+import { mkdir, mkdtemp, readdir, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -238,6 +238,39 @@ offline('a snapshot of the log is served as one: marked as not updating, at the 
       await snapshot.close()
     }
   }, 20_000),
+)
+
+offline('a refreshed snapshot: the page says so, and a fact the log\'s writer appends appears without a reload; the copies the inspector took are removed at its close', (context) =>
+  withTimeout(
+    withTempDir(async (dir) => {
+      if (context.setupError !== undefined) throw context.setupError
+      const { watched } = context as Offline
+      const held = await EventLog.open(join(dir, 'log'))
+      const copies = join(dir, 'copies')
+      await mkdir(copies)
+      let inspector: InspectorServer | undefined
+      let snapshot: EventLog | undefined
+      try {
+        await held.append(new EventMaker(invocationOf('first', 'session-refresh')).next(facts.opened()))
+        snapshot = await EventLog.openSnapshot(join(dir, 'log'))
+        inspector = await serveInspector({ log: snapshot, refresh: { everyMs: 200, directory: copies } })
+        const page = await load(watched, inspector.url)
+        await page.waitForFunction(() => document.querySelector('#live-label')?.textContent === 'snapshot · refreshed every 0.2 s', undefined, WAIT)
+        assert.is(await page.textContent('#log-highwater'), '1')
+        await held.append(new EventMaker(invocationOf('second', 'session-refresh')).next(facts.opened()))
+        await page.waitForFunction(() => document.querySelector('#log-highwater')?.textContent === '2', undefined, WAIT)
+        await page.waitForFunction(() => document.querySelector('[data-invocation="inv-second"]') !== null, undefined, WAIT)
+        assert.ok((await readdir(copies)).length > 0, 'the refreshed snapshot is in the directory given')
+        assert.equal(watched.errors, [], 'no script error')
+      } finally {
+        await inspector?.close()
+        await snapshot?.close()
+        await held.close()
+      }
+      assert.equal(await readdir(copies), [], 'the inspector closed the snapshots it took')
+    }),
+    30_000,
+  ),
 )
 
 offline('live: over a running engine, a new fact appears without a reload', (context) =>

@@ -272,3 +272,23 @@ export async function copySnapshot(source: string, target: string, onCopied?: Co
   }
   throw new FactstateError('LOG_IO', `the log at ${source} kept changing while it was copied (${SNAPSHOT_ATTEMPTS} copies): LevelDB flushed or compacted during each; try again`)
 }
+
+/**
+ * What changes in the log's directory whenever its writer appends, flushes or compacts: the names
+ * and sizes of its write-ahead logs and manifest, and `CURRENT`. Unchanged, a new snapshot would
+ * hold what the last one held: a refresher (the inspector's) takes one only when this changed, and
+ * takes it before the copy, so a change during the copy is seen at the next look.
+ */
+export async function changeMark(source: string): Promise<string> {
+  const parts: string[] = []
+  for (const name of (await readdir(source)).sort()) {
+    if (!name.endsWith('.log') && !MANIFEST.test(name) && name !== 'CURRENT') continue
+    try {
+      const { size, mtimeMs } = await stat(join(source, name))
+      parts.push(`${name}:${size}:${mtimeMs}`)
+    } catch {
+      parts.push(`${name}:gone`)
+    }
+  }
+  return parts.join(' ')
+}

@@ -1,21 +1,22 @@
 import { serveInspector } from '../../inspector/server.js'
 import { EventLog } from '../../store/event-log.js'
-import { type CommandIo, EXIT, closeLog, isLogDirectory, openLogToRead, parseCommand, reportReadError, usage } from '../io.js'
+import { type CommandIo, EXIT, closeLog, isLogDirectory, openLogToRead, parseCommand, reportReadError, snapshotDirectoryOf, usage } from '../io.js'
 
 /** The text `factstate inspect --help` prints. */
-export const inspectHelp = `usage: factstate inspect <log-directory> [--port N]
+export const inspectHelp = `usage: factstate inspect <log-directory> [--port N] [--refresh S]
 
 Serves the statechart visualizer for a log, on 127.0.0.1 only, and prints its URL. Read-only:
 nothing is appended, not even recovery. Stops on Ctrl-C (SIGINT) or SIGTERM.
 
 A log that another process has open (LevelDB allows one per directory) is shown as a snapshot:
-a copy taken when inspect starts, holding every fact durable by then, which does not update. To
-watch such a log live, serve the inspector from inside that process (serveInspector from
-'factstate/inspector').
+a copy holding every fact durable when it was taken, taken again when the log's files change
+(looked at every 2 s; --refresh 0 keeps the first copy). To follow such a log as facts land,
+serve the inspector from inside that process (serveInspector from 'factstate/inspector').
 
 options:
-  -p, --port N   listen on port N (default: a free port)
-  -h, --help     show this help`
+  -p, --port N      listen on port N (default: a free port)
+  -r, --refresh S   for a snapshot: look for changes every S seconds (0.1 to 3600; 0: never; default 2)
+  -h, --help        show this help`
 
 function untilStopped(signal: AbortSignal | undefined): Promise<void> {
   return new Promise((resolve) => {
@@ -32,9 +33,14 @@ function untilStopped(signal: AbortSignal | undefined): Promise<void> {
   })
 }
 
+/** From this many facts on, `inspect` says it is indexing (it serves once the whole log is indexed). */
+const LARGE_LOG = 100_000
+/** How often `inspect` looks for changes of a log it shows a snapshot of. */
+const DEFAULT_REFRESH_MS = 2_000
+
 /**
- * `factstate inspect <dir> [--port N]`: serves the inspector on a log until SIGINT or SIGTERM
- * (or `options.signal` aborts), then closes the server and the log and returns 0.
+ * `factstate inspect <dir> [--port N] [--refresh S]`: serves the inspector on a log until SIGINT
+ * or SIGTERM (or `options.signal` aborts), then closes the server and the log and returns 0.
  *
  * @example
  * ```sh
@@ -42,14 +48,11 @@ function untilStopped(signal: AbortSignal | undefined): Promise<void> {
  * # factstate inspector: http://127.0.0.1:4319/
  * ```
  */
-/** From this many facts on, `inspect` says it is indexing (it serves once the whole log is indexed). */
-const LARGE_LOG = 100_000
-
 export async function inspectCommand(args: string[], io: CommandIo, options: { signal?: AbortSignal } = {}): Promise<number> {
   const parsed = parseCommand(io, inspectHelp, {
     args,
     allowPositionals: true,
-    options: { port: { type: 'string', short: 'p' }, help: { type: 'boolean', short: 'h', default: false } },
+    options: { port: { type: 'string', short: 'p' }, refresh: { type: 'string', short: 'r' }, help: { type: 'boolean', short: 'h', default: false } },
   })
   if (typeof parsed === 'number') return parsed
   if (parsed.positionals.length !== 1) return usage(io, 'expected exactly one log directory', inspectHelp)
@@ -59,6 +62,14 @@ export async function inspectCommand(args: string[], io: CommandIo, options: { s
     port = /^\d{1,5}$/.test(parsed.values.port) ? Number(parsed.values.port) : Number.NaN
     if (!(port >= 0 && port <= 65_535)) return usage(io, `--port must be a number from 0 to 65535, not ${parsed.values.port}`, inspectHelp)
   }
+  let refreshMs = DEFAULT_REFRESH_MS
+  if (parsed.values.refresh !== undefined) {
+    const seconds = /^\d+(?:\.\d+)?$/.test(parsed.values.refresh) ? Number(parsed.values.refresh) : Number.NaN
+    refreshMs = Math.round(seconds * 1000)
+    if (!(refreshMs === 0 || (refreshMs >= 100 && refreshMs <= 3_600_000))) {
+      return usage(io, `--refresh must be 0 or a number of seconds from 0.1 to 3600, not ${parsed.values.refresh}`, inspectHelp)
+    }
+  }
   if (!(await isLogDirectory(directory))) return usage(io, `no factstate log at ${directory}`, inspectHelp)
   let log: EventLog | undefined
   try {
@@ -66,11 +77,14 @@ export async function inspectCommand(args: string[], io: CommandIo, options: { s
     if (log === undefined) return usage(io, `no factstate log at ${directory} (it holds another program's LevelDB database)`, inspectHelp)
     // Indexing takes ~20 s per million facts here: say so before the wait, not after it.
     if (log.head().highWater >= LARGE_LOG) io.stderr(`indexing ${log.head().highWater} facts before serving…`)
-    const inspector = await serveInspector({ log, port })
+    const refresh = log.snapshotOf !== undefined && refreshMs > 0 ? { everyMs: refreshMs, directory: snapshotDirectoryOf(log) } : undefined
+    const inspector = await serveInspector({ log, port, refresh })
     try {
       const { highWater } = log.head()
       io.stdout(`factstate inspector: ${inspector.url}`)
-      io.stdout(`read-only ${log.snapshotOf === undefined ? 'view' : 'snapshot'} of ${directory} (${highWater} facts); press Ctrl-C to stop`)
+      const kind = log.snapshotOf === undefined ? 'view' : 'snapshot'
+      const refreshed = refresh === undefined ? '' : `, taken again when it changes (looked at every ${refreshMs / 1000} s)`
+      io.stdout(`read-only ${kind} of ${directory} (${highWater} facts)${refreshed}; press Ctrl-C to stop`)
       await untilStopped(options.signal)
     } finally {
       await inspector.close()

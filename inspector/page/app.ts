@@ -255,7 +255,7 @@ async function start(): Promise<void> {
   state.overview = overview
   state.highWater = overview.highWater
   showLog(overview.location, overview.highWater, overview.digest)
-  showLive(false, overview.mode)
+  showLive(false, overview)
   byId('boot').hidden = true
   byId<HTMLInputElement>('filter').addEventListener('input', (event) => {
     state.filter = (event.target as HTMLInputElement).value
@@ -263,7 +263,7 @@ async function start(): Promise<void> {
   })
   byId('verify-button').addEventListener('click', () => void runVerify(true))
   document.addEventListener('keydown', onKey)
-  follow({ onFacts, onHello, onConnection: (connected) => showLive(connected, state.overview?.mode ?? null) })
+  follow({ onFacts, onHello, onConnection: (connected) => showLive(connected, state.overview ?? null) })
   renderSidebar()
   const wanted = readHash()
   const first = overview.sessions[0]?.turns.at(-1)?.runs.at(-1)?.invocation.invocationId ?? null

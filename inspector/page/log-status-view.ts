@@ -1,5 +1,5 @@
 /** The top bar: the log's location, high-water, digest, `verify` status and the live indicator. */
-import type { VerifyReport } from '../protocol.js'
+import type { Overview, VerifyReport } from '../protocol.js'
 import { byId } from './dom.js'
 import { shortDigest } from './format.js'
 
@@ -36,15 +36,29 @@ export function showVerify(report: VerifyReport | 'checking', highWater: number)
   }
 }
 
-export function showLive(connected: boolean, mode: 'engine' | 'log' | 'snapshot' | null): void {
+export function showLive(connected: boolean, overview: Pick<Overview, 'mode' | 'refresh'> | null): void {
   const box = byId('live-status')
+  const mode = overview?.mode ?? null
   if (mode === 'snapshot') {
+    const refresh = overview?.refresh ?? null
+    if (refresh !== null && refresh.stopped === null) {
+      // Copies taken again when the log's files change: new facts arrive as in live mode, a little later.
+      box.className = connected ? 'live live-on' : 'live live-off'
+      box.title = `the log is open in another process: the inspector shows copies of it, taken again when it changes (it looks every ${seconds(refresh.everyMs)})`
+      byId('live-label').textContent = connected ? `snapshot · refreshed every ${seconds(refresh.everyMs)}` : 'reconnecting…'
+      return
+    }
     // A copy taken when the server started: nothing lands on it, so it is never live.
     box.className = 'live live-off'
-    box.title = 'the log is open in another process: this is a copy taken when the inspector started, and it does not update'
+    box.title = refresh?.stopped ?? 'the log is open in another process: this is a copy taken when the inspector started, and it does not update'
     byId('live-label').textContent = connected ? 'snapshot · not updating' : 'reconnecting…'
     return
   }
   box.className = connected ? 'live live-on' : 'live live-off'
   byId('live-label').textContent = connected ? (mode === 'engine' ? 'live · engine attached' : 'live') : 'reconnecting…'
+}
+
+/** `2000` as `2 s`, `500` as `0.5 s`. */
+function seconds(ms: number): string {
+  return `${Number((ms / 1000).toFixed(3))} s`
 }

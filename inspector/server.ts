@@ -188,19 +188,10 @@ export async function serveInspector(options: InspectorOptions): Promise<Inspect
   const streams = new Set<ServerResponse>()
   let pending: StoredEvent[][] | undefined = []
 
-  const broadcast = (events: readonly StoredEvent[]) => {
+  const broadcast = (events: FactsLanded['events']) => {
     if (streams.size === 0) return
     const head = current.head()
-    const landed: FactsLanded = {
-      highWater: head.highWater,
-      digest: head.digest,
-      events: events.map(({ seq, event }) => ({
-        seq,
-        sessionId: event.invocation.sessionId,
-        invocationId: event.invocation.invocationId,
-        type: event.fact.type,
-      })),
-    }
+    const landed: FactsLanded = { highWater: head.highWater, digest: head.digest, events }
     const frame = `event: facts\ndata: ${JSON.stringify(landed)}\n\n`
     for (const stream of streams) sendFrame(stream, frame)
   }
@@ -226,7 +217,7 @@ export async function serveInspector(options: InspectorOptions): Promise<Inspect
         return
       }
       catalog.apply(events)
-      broadcast(events)
+      broadcast(landedOf(events))
     } catch {
       // A page that misses a notification catches up on its next request.
     }
@@ -403,9 +394,11 @@ export async function serveInspector(options: InspectorOptions): Promise<Inspect
 
   let closed = false
   /**
-   * One look at the log's files for a refresh, and a new snapshot when they changed: its new facts
-   * are read first, then the catalog, the log requests read and the pages move to it at once, so no
-   * request sees the new head without its facts or the reverse.
+   * One look at the log's files for a refresh, and a new snapshot when they changed. Its new facts
+   * are indexed as they are read (a chunk at a time: memory for one chunk, however many landed),
+   * then requests move to the new snapshot and pages are told. Meanwhile a request may find an
+   * invocation listed that the old snapshot cannot show yet; it can on the next look. Facts indexed
+   * from a snapshot that is then dropped are skipped when the next one brings them again.
    */
   let lastMark: string | undefined
   const refreshOnce = async (source: string, directory: string | undefined): Promise<void> => {
@@ -420,24 +413,25 @@ export async function serveInspector(options: InspectorOptions): Promise<Inspect
         refreshStopped = `the log at ${source} no longer begins with the facts shown: inspect it again`
         return
       }
-      const chunks: StoredEvent[][] = []
+      const landed: FactsLanded['events'] = []
       let chunk: StoredEvent[] = []
+      const index = () => {
+        catalog.apply(chunk)
+        landed.push(...landedOf(chunk))
+        chunk = []
+      }
       for await (const stored of next.events({ from: from + 1, to })) {
         chunk.push(stored)
-        if (chunk.length === INDEX_CHUNK) {
-          chunks.push(chunk)
-          chunk = []
-        }
+        if (chunk.length === INDEX_CHUNK) index()
       }
-      if (chunk.length > 0) chunks.push(chunk)
+      index()
       lastMark = mark
       if (closed || to === from) return
       const replaced = current
       current = next
       kept = true
-      for (const events of chunks) catalog.apply(events)
       retire(replaced)
-      for (const events of chunks) broadcast(events)
+      for (let start = 0; start < landed.length; start += INDEX_CHUNK) broadcast(landed.slice(start, start + INDEX_CHUNK))
     } finally {
       if (!kept) await next.close().catch(() => undefined)
     }
@@ -479,6 +473,11 @@ export async function serveInspector(options: InspectorOptions): Promise<Inspect
       return closing
     },
   }
+}
+
+/** What a page is told of facts that landed. */
+function landedOf(events: readonly StoredEvent[]): FactsLanded['events'] {
+  return events.map(({ seq, event }) => ({ seq, sessionId: event.invocation.sessionId, invocationId: event.invocation.invocationId, type: event.fact.type }))
 }
 
 /** The id of the event at `seq` of `log`. */

@@ -5,6 +5,7 @@
  */
 import { request } from 'node:http'
 import { connect, createServer } from 'node:net'
+import { mkdir, readdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
@@ -15,7 +16,7 @@ import { serveInspector } from '../inspector/index.js'
 import { logInternals } from '../store/event-log.js'
 import { rejectsWithCode } from './support/codes.js'
 import { SCENARIO, writeScenarioLog } from './support/inspector-fixtures.js'
-import { EventMaker, facts, invocationOf, refusal } from './support/log-fixtures.js'
+import { EventMaker, completeInvocation, facts, invocationOf, refusal } from './support/log-fixtures.js'
 import { ensurePageBuilt } from './support/inspector-build.js'
 import { bounded } from './support/temp.js'
 
@@ -413,6 +414,41 @@ test(
       await inspector.close()
       await log.close()
     }
+  }),
+)
+
+test(
+  'a refreshed snapshot takes in thousands of facts landed between two looks, chunk by chunk: every session listed, the head and digest the log\'s',
+  bounded(60_000, async (dir) => {
+    const path = join(dir, 'log')
+    const held = await EventLog.open(path)
+    const copies = join(dir, 'copies')
+    await mkdir(copies)
+    let snapshot: EventLog | undefined
+    let inspector: Awaited<ReturnType<typeof serveInspector>> | undefined
+    try {
+      await held.appendAll(completeInvocation('before'))
+      snapshot = await EventLog.openSnapshot(path)
+      inspector = await serveInspector({ log: snapshot, refresh: { everyMs: 100, directory: copies } })
+      assert.is((await getJson<Overview>(`${inspector.url}api/overview`)).body.sessionsTotal, 1)
+      // Over two of the index's chunks (2,048 facts) in one group commit.
+      await held.appendAll(Array.from({ length: 600 }, (_, index) => completeInvocation(`burst-${index}`)).flat())
+      const head = held.head()
+      let overview: Overview | undefined
+      for (const deadline = Date.now() + 30_000; Date.now() < deadline; await new Promise((resolve) => setTimeout(resolve, 50))) {
+        overview = (await getJson<Overview>(`${inspector.url}api/overview`)).body
+        if (overview.highWater === head.highWater) break
+      }
+      assert.equal([overview?.highWater, overview?.digest, overview?.sessionsTotal], [head.highWater, head.digest, 601])
+      const last = await getJson<InvocationDetail>(`${inspector.url}api/invocations/inv-burst-599`)
+      assert.is(last.status, 200)
+      assert.is(last.body.entries.length, 8, 'the last invocation of the burst, whole')
+    } finally {
+      await inspector?.close()
+      await snapshot?.close()
+      await held.close()
+    }
+    assert.equal(await readdir(copies), [], 'the snapshots the inspector took are closed')
   }),
 )
 

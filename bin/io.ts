@@ -138,15 +138,19 @@ export function removeCopiesOnSignals(): void {
 }
 
 /**
- * Opens the log in `directory` to read it: the log itself, or, when another process has it open,
- * a snapshot of it (`EventLog.openSnapshot`, under a directory of this process's own), which
- * `io.stderr` is told. Undefined as `openLog`. Close it with `closeLog`.
+ * Opens the log in `directory` to read it: the log itself, or, when another process has it open
+ * (or `options.snapshot` asks), a snapshot of it (`EventLog.openSnapshot`, under a directory of
+ * this process's own), which `io.stderr` is told. Undefined as `openLog`. Close it with `closeLog`.
  */
-export async function openLogToRead(directory: string, io: CommandIo): Promise<EventLog | undefined> {
-  try {
-    return await openLog(directory)
-  } catch (error) {
-    if (!(error instanceof FactstateError && error.code === 'LOG_WRITER_BUSY')) throw error
+export async function openLogToRead(directory: string, io: CommandIo, options: { snapshot?: boolean } = {}): Promise<EventLog | undefined> {
+  // `snapshot`: a snapshot whether or not another process has the log open (a command that reads
+  // for long, such as `log --follow`, must not keep the application from opening its log).
+  if (!options.snapshot) {
+    try {
+      return await openLog(directory)
+    } catch (error) {
+      if (!(error instanceof FactstateError && error.code === 'LOG_WRITER_BUSY')) throw error
+    }
   }
   let snapshot: EventLog
   let copies: string | undefined
@@ -162,7 +166,9 @@ export async function openLogToRead(directory: string, io: CommandIo): Promise<E
     throw failure
   }
   copyDirectoryOf.set(snapshot, copies)
-  io.stderr(`note: another process has this log open: reading a snapshot of it taken now (${snapshot.head().highWater} facts); facts appended after it are not shown`)
+  if (!options.snapshot) {
+    io.stderr(`note: another process has this log open: reading a snapshot of it taken now (${snapshot.head().highWater} facts); facts appended after it are not shown`)
+  }
   return snapshot
 }
 
@@ -174,6 +180,31 @@ async function removeCopies(path: string): Promise<void> {
 /** The directory of this process's own that a snapshot from `openLogToRead` is in: where more snapshots of that log go (the inspector's refreshes). */
 export function snapshotDirectoryOf(log: EventLog): string | undefined {
   return copyDirectoryOf.get(log)
+}
+
+/**
+ * Resolves when SIGINT or SIGTERM arrives or `signal` aborts, whichever is first; `dispose` stops
+ * listening. While it listens, the signals are the command's: `removeCopiesOnSignals` leaves them
+ * to it, and the command closes what it opened before it returns.
+ */
+export function untilStopped(signal: AbortSignal | undefined): { stopped: Promise<void>; dispose: () => void } {
+  let stop = (): void => undefined
+  const stopped = new Promise<void>((resolve) => {
+    stop = () => {
+      dispose()
+      resolve()
+    }
+  })
+  const dispose = () => {
+    process.off('SIGINT', stop)
+    process.off('SIGTERM', stop)
+    signal?.removeEventListener('abort', stop)
+  }
+  process.on('SIGINT', stop)
+  process.on('SIGTERM', stop)
+  if (signal?.aborted) stop()
+  else signal?.addEventListener('abort', stop)
+  return { stopped, dispose }
 }
 
 /** Closes a log `openLogToRead` opened, and removes its snapshot's directory. */

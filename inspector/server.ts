@@ -4,7 +4,7 @@ import { Engine } from '../actors/engine.js'
 import { FactstateError, isFactstateError } from '../errors.js'
 import type { StoredEvent } from '../facts/types.js'
 import { EventLog, logInternals } from '../store/event-log.js'
-import { changeMark } from '../store/snapshot.js'
+import { changeMark, idAt } from '../store/snapshot.js'
 import { FAVICON_SVG, INDEX_HTML } from './assets/document.js'
 import { readPageScript } from './assets/page-files.js'
 import { STYLESHEET } from './assets/stylesheet.js'
@@ -478,10 +478,4 @@ export async function serveInspector(options: InspectorOptions): Promise<Inspect
 /** What a page is told of facts that landed. */
 function landedOf(events: readonly StoredEvent[]): FactsLanded['events'] {
   return events.map(({ seq, event }) => ({ seq, sessionId: event.invocation.sessionId, invocationId: event.invocation.invocationId, type: event.fact.type }))
-}
-
-/** The id of the event at `seq` of `log`. */
-async function idAt(log: EventLog, seq: number): Promise<string | undefined> {
-  for await (const { event } of log.events({ from: seq, to: seq })) return event.id
-  return undefined
 }

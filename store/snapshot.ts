@@ -24,6 +24,7 @@
 import { copyFile, link, readdir, readFile, rm, stat } from 'node:fs/promises'
 import { join } from 'node:path'
 import { FactstateError } from '../errors.js'
+import type { EventLog } from './event-log.js'
 
 /** Files a copy never needs: LevelDB's lock and its own text logs, factstate's id filter (read-only logs never append), files written aside (factstate's, LevelDB's). */
 const SKIPPED = /^(?:LOCK|LOG|LOG\.old|FACTSTATE-IDS)$|\.(?:tmp|dbtmp)$/
@@ -291,4 +292,14 @@ export async function changeMark(source: string): Promise<string> {
     }
   }
   return parts.join(' ')
+}
+
+/**
+ * The id of the fact at `seq` of `log`, undefined past its end: a refresher checks that a new
+ * snapshot still begins with the facts it showed (the same id where the last one shown was), not
+ * with another log's put in the directory's place.
+ */
+export async function idAt(log: EventLog, seq: number): Promise<string | undefined> {
+  for await (const { event } of log.events({ from: seq, to: seq })) return event.id
+  return undefined
 }

@@ -1,6 +1,6 @@
 import { serveInspector } from '../../inspector/server.js'
 import { EventLog } from '../../store/event-log.js'
-import { type CommandIo, EXIT, closeLog, isLogDirectory, openLogToRead, parseCommand, reportReadError, snapshotDirectoryOf, usage } from '../io.js'
+import { type CommandIo, EXIT, closeLog, isLogDirectory, openLogToRead, parseCommand, reportReadError, snapshotDirectoryOf, untilStopped, usage } from '../io.js'
 
 /** The text `factstate inspect --help` prints. */
 export const inspectHelp = `usage: factstate inspect <log-directory> [--port N] [--refresh S]
@@ -17,21 +17,6 @@ options:
   -p, --port N      listen on port N (default: a free port)
   -r, --refresh S   for a snapshot: look for changes every S seconds (0.1 to 3600; 0: never; default 2)
   -h, --help        show this help`
-
-function untilStopped(signal: AbortSignal | undefined): Promise<void> {
-  return new Promise((resolve) => {
-    const stop = () => {
-      process.off('SIGINT', stop)
-      process.off('SIGTERM', stop)
-      signal?.removeEventListener('abort', stop)
-      resolve()
-    }
-    process.on('SIGINT', stop)
-    process.on('SIGTERM', stop)
-    if (signal?.aborted) stop()
-    else signal?.addEventListener('abort', stop)
-  })
-}
 
 /** From this many facts on, `inspect` says it is indexing (it serves once the whole log is indexed). */
 const LARGE_LOG = 100_000
@@ -85,7 +70,7 @@ export async function inspectCommand(args: string[], io: CommandIo, options: { s
       const kind = log.snapshotOf === undefined ? 'view' : 'snapshot'
       const refreshed = refresh === undefined ? '' : `, taken again when it changes (looked at every ${refreshMs / 1000} s)`
       io.stdout(`read-only ${kind} of ${directory} (${highWater} facts)${refreshed}; press Ctrl-C to stop`)
-      await untilStopped(options.signal)
+      await untilStopped(options.signal).stopped
     } finally {
       await inspector.close()
     }

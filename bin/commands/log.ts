@@ -2,9 +2,12 @@ import { FACT_TYPES, type FactType, type StoredEvent } from '../../facts/types.j
 import { ID_PATTERN } from '../../facts/schema.js'
 import { EventLog, type RunSummary, logInternals } from '../../store/event-log.js'
 import { summarizeFact } from '../../store/fact-summary.js'
-import { type CommandIo, EXIT, closeLog, isLogDirectory, openLogToRead, parseCommand, reportReadError, usage } from '../io.js'
+import { FactstateError } from '../../errors.js'
+import { changeMark, idAt } from '../../store/snapshot.js'
+import { type CommandIo, EXIT, closeLog, isLogDirectory, openLogToRead, parseCommand, reportReadError, snapshotDirectoryOf, untilStopped, usage } from '../io.js'
 
 export const logHelp = `usage: factstate log <log-directory> [--session ID] [--run ID] [--invocation ID] [--type TYPE] [--from SEQ] [--to SEQ] [--last N] [--json]
+       factstate log <log-directory> [filters] [--last N] --follow [--refresh S] [--json]
        factstate log <log-directory> --session ID --runs [--json]
 
 Prints the facts of a log in seq order, one line each (or one JSON object per line with --json).
@@ -15,6 +18,10 @@ Filters combine. TYPE is a fact type such as tool.dispatched; a trailing * match
 invocation, how it began (from which run), how it ended (or open), and its first and last seq.
 A log that another process has open is read as a snapshot: a copy taken now, holding every fact
 durable by then (said on stderr); facts appended after it are not printed.
+--follow (-f) then keeps printing the facts that land, as tail -f does, until Ctrl-C (exit 0): it
+looks at the log's files every S seconds (--refresh, 0.1 to 3600, default 1) and reads a new
+snapshot when they changed. It always reads snapshots, so it never keeps the application from
+opening its log. It takes no --to.
 Exit codes: 0 printed, 2 usage, 1/4 the log refused.`
 
 /**
@@ -24,9 +31,10 @@ Exit codes: 0 printed, 2 usage, 1/4 the log refused.`
  * ```sh
  * npx factstate log .factstate/demo/log --type 'tool.*' --json
  * npx factstate log .factstate/demo/log --last 20
+ * npx factstate log .factstate/app --last 5 --follow
  * ```
  */
-export async function logCommand(args: string[], io: CommandIo): Promise<number> {
+export async function logCommand(args: string[], io: CommandIo, options: { signal?: AbortSignal } = {}): Promise<number> {
   const parsed = parseCommand(io, logHelp, {
     args,
     allowPositionals: true,
@@ -40,6 +48,8 @@ export async function logCommand(args: string[], io: CommandIo): Promise<number>
       last: { type: 'string' },
       json: { type: 'boolean', default: false },
       runs: { type: 'boolean', default: false },
+      follow: { type: 'boolean', short: 'f', default: false },
+      refresh: { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },
     },
   })
@@ -66,6 +76,17 @@ export async function logCommand(args: string[], io: CommandIo): Promise<number>
     const other = (['run', 'invocation', 'type', 'from', 'to', 'last'] as const).find((name) => values[name] !== undefined)
     if (other !== undefined) return usage(io, `--runs does not combine with --${other}`, logHelp)
   }
+  if (values.follow) {
+    if (values.runs) return usage(io, '--follow prints facts as they land: it does not combine with --runs', logHelp)
+    if (bounds.to !== undefined) return usage(io, '--follow prints facts as they land: it takes no --to', logHelp)
+  }
+  let refreshMs = FOLLOW_REFRESH_MS
+  if (values.refresh !== undefined) {
+    if (!values.follow) return usage(io, '--refresh is for --follow', logHelp)
+    const seconds = /^\d+(?:\.\d+)?$/.test(values.refresh) ? Number(values.refresh) : Number.NaN
+    refreshMs = Math.round(seconds * 1000)
+    if (!(refreshMs >= 100 && refreshMs <= 3_600_000)) return usage(io, `--refresh must be a number of seconds from 0.1 to 3600, not ${values.refresh}`, logHelp)
+  }
   if (bounds.from !== undefined && bounds.to !== undefined && bounds.from > bounds.to) return usage(io, `--from ${bounds.from} is after --to ${bounds.to}`, logHelp)
   for (const name of ['session', 'run', 'invocation'] as const) {
     const value = values[name]
@@ -80,7 +101,7 @@ export async function logCommand(args: string[], io: CommandIo): Promise<number>
   if (!(await isLogDirectory(directory))) return usage(io, `no factstate log at ${directory}`, logHelp)
   let log: EventLog | undefined
   try {
-    log = await openLogToRead(directory, io)
+    log = await openLogToRead(directory, io, { snapshot: values.follow })
     if (log === undefined) return usage(io, `no factstate log at ${directory} (it holds another program's LevelDB database)`, logHelp)
     if (values.runs) {
       const runs = await log.runs(values.session as string)
@@ -101,18 +122,86 @@ export async function logCommand(args: string[], io: CommandIo): Promise<number>
       values.invocation !== undefined
         ? (await logInternals(log).invocationEvents(values.invocation, to)).filter((stored) => stored.seq >= from)
         : log.events({ from, to })
-    for await (const stored of source) {
-      if (io.stdoutClosed?.()) return EXIT.ok
-      if (!matches(stored)) continue
+    const print = (stored: StoredEvent) => {
+      if (!matches(stored)) return
       shown += 1
       io.stdout(values.json ? JSON.stringify({ seq: stored.seq, ...stored.event }) : formatEvent(stored))
     }
+    for await (const stored of source) {
+      if (io.stdoutClosed?.()) return EXIT.ok
+      print(stored)
+    }
+    if (values.follow) return await follow(directory, log, to, refreshMs, io, print, options.signal)
     if (!values.json) io.stderr(`${shown} fact(s) shown; log high-water ${log.head().highWater}, digest ${log.head().digest}`)
     return EXIT.ok
   } catch (error) {
     return reportReadError(error, io, log)
   } finally {
     await closeLog(log)
+  }
+}
+
+/** How often `log --follow` looks at the log's files by default. */
+const FOLLOW_REFRESH_MS = 1_000
+
+/**
+ * `log --follow` after the facts up to `shownUpTo` were printed from `first`: every `refreshMs`,
+ * when the log's files changed, a new snapshot is read from the fact after the last one printed,
+ * then closed. Ends with 0 on SIGINT, SIGTERM or `signal`, or when the reader of stdout goes away.
+ */
+async function follow(
+  directory: string,
+  first: EventLog,
+  shownUpTo: number,
+  refreshMs: number,
+  io: CommandIo,
+  print: (stored: StoredEvent) => void,
+  signal: AbortSignal | undefined,
+): Promise<number> {
+  const { stopped, dispose } = untilStopped(signal)
+  let stop = false
+  void stopped.then(() => {
+    stop = true
+  })
+  const copies = snapshotDirectoryOf(first)
+  let lastMark: string | undefined
+  let lastId = shownUpTo === 0 ? undefined : await idAt(first, shownUpTo)
+  try {
+    for (;;) {
+      let timer: ReturnType<typeof setTimeout> | undefined
+      await Promise.race([stopped, new Promise((resolve) => (timer = setTimeout(resolve, refreshMs)))])
+      clearTimeout(timer)
+      if (stop || io.stdoutClosed?.()) return EXIT.ok
+      const mark = await changeMark(directory)
+      if (mark === lastMark) continue
+      let next: EventLog
+      try {
+        next = await EventLog.openSnapshot(directory, copies === undefined ? {} : { directory: copies })
+      } catch (error) {
+        // The log kept changing through every copy, say: looked at again next time.
+        if (error instanceof FactstateError && error.code === 'LOG_IO') continue
+        throw error
+      }
+      try {
+        const { highWater } = next.head()
+        // The same log still, grown: the fact last printed is where it was.
+        if (highWater < shownUpTo || (lastId !== undefined && (await idAt(next, shownUpTo)) !== lastId)) {
+          io.stderr(`error: the log at ${directory} no longer begins with the facts printed (was it replaced?); stopped following`)
+          return EXIT.refused
+        }
+        for await (const stored of next.events({ from: shownUpTo + 1, to: highWater })) {
+          if (stop || io.stdoutClosed?.()) return EXIT.ok
+          print(stored)
+          shownUpTo = stored.seq
+          lastId = stored.event.id
+        }
+        lastMark = mark
+      } finally {
+        await next.close()
+      }
+    }
+  } finally {
+    dispose()
   }
 }
 

@@ -1,0 +1,183 @@
+/**
+ * `factstate log --follow`: the facts that land after the first ones are printed as they land, read
+ * through snapshots (so the log's own process, or one that opens it later, is never locked out),
+ * until Ctrl-C; usage errors; a log replaced under it.
+ */
+import { spawn } from 'node:child_process'
+import { mkdir, readdir, rm } from 'node:fs/promises'
+import { join } from 'node:path'
+import { test } from 'uvu'
+import * as assert from 'uvu/assert'
+import { logCommand } from '../bin/commands/log.js'
+import { EventLog } from '../index.js'
+import { EventMaker, completeInvocation, facts, invocationOf, startChild } from './support/log-fixtures.js'
+import { bounded, withTimeout, withTmpdir } from './support/temp.js'
+
+function collector() {
+  const out: string[] = []
+  const err: string[] = []
+  return { io: { stdout: (line: string) => out.push(line), stderr: (line: string) => err.push(line) }, out, err }
+}
+
+/** Waits (bounded) until `lines` has one that `predicate` accepts. */
+function printed(lines: readonly string[], predicate: (line: string) => boolean, what: string): Promise<string> {
+  return withTimeout(
+    async () => {
+      for (;;) {
+        const line = lines.find(predicate)
+        if (line !== undefined) return line
+        await new Promise((resolve) => setTimeout(resolve, 20))
+      }
+    },
+    15_000,
+    what,
+  )
+}
+
+const opened = (name: string) => new EventMaker(invocationOf(name)).next(facts.opened())
+
+test(
+  'usage: --follow takes no --to and does not combine with --runs; --refresh is for --follow, 0.1 to 3600 seconds',
+  bounded(10_000, async (dir) => {
+    const path = join(dir, 'log')
+    const log = await EventLog.open(path)
+    await log.close()
+    for (const [args, message] of [
+      [['--follow', '--to', '3'], /--follow prints facts as they land: it takes no --to/],
+      [['--follow', '--runs', '--session', 's'], /does not combine with --runs/],
+      [['--refresh', '1'], /--refresh is for --follow/],
+      [['-f', '--refresh', '0.05'], /--refresh must be a number of seconds from 0\.1 to 3600, not 0\.05/],
+      [['-f', '--refresh', 'soon'], /not soon/],
+    ] as const) {
+      const { io, err } = collector()
+      assert.is(await logCommand([path, ...args], io), 2, args.join(' '))
+      assert.match(err.join('\n'), message)
+    }
+  }),
+)
+
+test(
+  'following a log another process writes: the last facts, then each one that lands, filtered; Ctrl-C (the signal) ends it with 0 and no copy left',
+  bounded(40_000, async (dir) => {
+    const path = join(dir, 'log')
+    const log = await EventLog.open(path)
+    await log.appendAll(completeInvocation('first'))
+    await log.close()
+    const holder = startChild('child-hold-log.ts', [path])
+    const copies = join(dir, 'tmp')
+    await mkdir(copies)
+    try {
+      await holder.waitForLine((line) => line === 'ready')
+      const { io, out, err } = collector()
+      const stop = new AbortController()
+      const running = withTmpdir(copies, () => logCommand([path, '--last', '3', '-f', '--refresh', '0.1', '--type', 'invocation.*'], io, { signal: stop.signal }))
+      try {
+        // Of the last three facts only the invocation's end is of that family.
+        await printed(out, (line) => line.includes('invocation.ended'), 'the first facts')
+        assert.is(out.length, 1, out.join('\n'))
+        holder.send('append second')
+        await holder.waitForLine((line) => line === 'ack 9')
+        const line = await printed(out, (l) => l.includes('inv-second'), 'the fact that landed')
+        assert.match(line, /^#     9  \S+  session-second\/turn-second\/run-second\/inv-second  invocation\.opened/)
+        holder.send('append third')
+        await printed(out, (l) => l.includes('inv-third'), 'the next one')
+        assert.equal(out.map((l) => Number(/^#\s*(\d+)/.exec(l)?.[1])), [8, 9, 10], 'each once, in order')
+      } finally {
+        stop.abort()
+      }
+      assert.is(await running, 0)
+      assert.equal(err.filter((l) => l.startsWith('note:')), [], 'no snapshot note: following always reads snapshots')
+      assert.equal((await readdir(copies)).filter((name) => name.startsWith('factstate-')), [], 'no copy left')
+      holder.send('close')
+      await holder.waitForLine((l) => l === 'closed')
+    } finally {
+      await holder.stop()
+    }
+  }),
+)
+
+test(
+  'following a log nobody has open never locks it: the application opens it meanwhile and its facts are printed (--json); a log replaced under it ends the follow with 4',
+  bounded(40_000, async (dir) => {
+    const path = join(dir, 'log')
+    let log = await EventLog.open(path)
+    await log.append(opened('a'))
+    await log.close()
+    const { io, out, err } = collector()
+    const stop = new AbortController()
+    const running = logCommand([path, '--follow', '--refresh', '0.1', '--json'], io, { signal: stop.signal })
+    try {
+      await printed(out, (line) => line.includes('inv-a'), 'the first fact')
+      // The application starts while the follow goes on: its open is not LOG_WRITER_BUSY.
+      log = await EventLog.open(path)
+      try {
+        await log.append(opened('b'))
+        const line = await printed(out, (l) => l.includes('inv-b'), 'the application\'s fact')
+        assert.equal((JSON.parse(line) as { seq: number; invocation: { invocationId: string } }).seq, 2)
+      } finally {
+        await log.close()
+      }
+      // Another log put in its place, as long as the one followed and longer.
+      await rm(path, { recursive: true })
+      log = await EventLog.open(path)
+      await log.appendAll([opened('x'), opened('y'), opened('z')])
+      await log.close()
+      assert.is(await withTimeout(running, 15_000, 'the follow to stop'), 4)
+      assert.match(err.join('\n'), /no longer begins with the facts printed \(was it replaced\?\); stopped following/)
+      assert.not.ok(out.some((l) => l.includes('inv-z')), 'nothing of the other log printed')
+    } finally {
+      stop.abort()
+      await running
+    }
+  }),
+)
+
+test(
+  'the real CLI: log --follow on a held log prints what lands and exits 0 on SIGINT, leaving no copy',
+  bounded(60_000, async (dir) => {
+    const path = join(dir, 'log')
+    const log = await EventLog.open(path)
+    const copies = join(dir, 'tmp')
+    await mkdir(copies)
+    try {
+      await log.append(opened('held'))
+      // The build (`npm test` builds first): tsx would keep a cache in TMPDIR.
+      const child = spawn(process.execPath, ['dist/bin/factstate.js', 'log', path, '--follow', '--refresh', '0.1'], {
+        stdio: ['ignore', 'pipe', 'pipe'],
+        env: { ...process.env, TMPDIR: copies, FORCE_COLOR: undefined, NO_COLOR: undefined },
+      })
+      let stdout = ''
+      let stderr = ''
+      child.stdout.on('data', (chunk: Buffer) => (stdout += chunk))
+      child.stderr.on('data', (chunk: Buffer) => (stderr += chunk))
+      const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)))
+      const lines = () => stdout.split('\n')
+      try {
+        await withTimeout(
+          async () => {
+            while (!stdout.includes('inv-held')) await new Promise((resolve) => setTimeout(resolve, 20))
+          },
+          20_000,
+          'the first fact',
+        )
+        await log.append(opened('later'))
+        await withTimeout(
+          async () => {
+            while (!lines().some((line) => line.includes('inv-later'))) await new Promise((resolve) => setTimeout(resolve, 20))
+          },
+          20_000,
+          'the fact that landed',
+        )
+        child.kill('SIGINT')
+        assert.is(await exited, 0, stderr)
+      } finally {
+        if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
+      }
+      assert.equal((await readdir(copies)).filter((name) => name.startsWith('factstate-')), [], 'no copy left')
+    } finally {
+      await log.close()
+    }
+  }),
+)
+
+test.run()

@@ -9,14 +9,14 @@ import { mkdir, readdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import { EventLog, type Fact, foldFacts, invocationMachine, recoverInvocations, stateOf } from '../index.js'
+import { EventLog, type Fact, type StoredEvent, foldFacts, invocationMachine, recoverInvocations, stateOf } from '../index.js'
 import { STEPS, invocationEvents, invocationFacts, invocationFor } from '../bench/workload.js'
-import type { Chart, InvocationDetail, Overview } from '../inspector/protocol.js'
+import type { Chart, InvocationDetail, Overview, VerifyReport } from '../inspector/protocol.js'
 import { serveInspector } from '../inspector/index.js'
 import { logInternals } from '../store/event-log.js'
 import { rejectsWithCode } from './support/codes.js'
 import { SCENARIO, writeScenarioLog } from './support/inspector-fixtures.js'
-import { EventMaker, completeInvocation, facts, invocationOf, refusal } from './support/log-fixtures.js'
+import { EventMaker, completeInvocation, facts, invocationOf, refusal, startChild } from './support/log-fixtures.js'
 import { ensurePageBuilt } from './support/inspector-build.js'
 import { bounded } from './support/temp.js'
 
@@ -451,5 +451,63 @@ test(
     assert.equal(await readdir(copies), [], 'the snapshots the inspector took are closed')
   }),
 )
+
+test(
+  'a snapshot refreshed every 100 ms while a child process appends with 32 appenders (LevelDB flushing meanwhile) ends with exactly the log: head, digest, every session, every invocation\'s facts',
+  bounded(120_000, async (dir) => {
+    const path = join(dir, 'log')
+    const copies = join(dir, 'copies')
+    await mkdir(copies)
+    const child = startChild('child-append-stream.ts', [path, '32'])
+    let snapshot: EventLog | undefined
+    let inspector: Awaited<ReturnType<typeof serveInspector>> | undefined
+    try {
+      await child.waitForLine((line) => line === 'parked', 40_000)
+      snapshot = await EventLog.openSnapshot(path)
+      inspector = await serveInspector({ log: snapshot, refresh: { everyMs: 100, directory: copies } })
+      const seen = new Set<number>()
+      // Until the log has grown past several of LevelDB's write buffers (each flush a new table).
+      for (const deadline = Date.now() + 60_000; Date.now() < deadline; await new Promise((resolve) => setTimeout(resolve, 200))) {
+        const { highWater } = (await getJson<Overview>(`${inspector.url}api/overview`)).body
+        seen.add(highWater)
+        if (highWater > 30_000 && seen.size >= 10) break
+      }
+      assert.ok(seen.size >= 10, `refreshed ${seen.size} times`)
+      await child.stop('SIGKILL')
+      const log = await EventLog.open(path)
+      let head: { highWater: number; digest: string }
+      let sessions: number
+      let sample: StoredEvent[]
+      try {
+        head = log.head()
+        sessions = new Set((await collectEvents(log)).map(({ event }) => event.invocation.sessionId)).size
+        sample = await logInternals(log).invocationEvents('inv-park-held')
+      } finally {
+        await log.close()
+      }
+      let overview: Overview | undefined
+      for (const deadline = Date.now() + 30_000; Date.now() < deadline; await new Promise((resolve) => setTimeout(resolve, 100))) {
+        overview = (await getJson<Overview>(`${inspector.url}api/overview`)).body
+        if (overview.highWater === head.highWater) break
+      }
+      assert.equal([overview?.highWater, overview?.digest, overview?.sessionsTotal], [head.highWater, head.digest, sessions], 'the last snapshot is the log')
+      const held = await getJson<InvocationDetail>(`${inspector.url}api/invocations/inv-park-held`)
+      assert.is(held.body.entries.length, sample.length)
+      const verified = (await getJson<VerifyReport>(`${inspector.url}api/verify`)).body
+      assert.equal([verified.status, verified.events, verified.digest], ['ok', head.highWater, head.digest])
+    } finally {
+      await child.stop('SIGKILL')
+      await inspector?.close()
+      await snapshot?.close()
+    }
+    assert.equal(await readdir(copies), [], 'every snapshot the inspector took was closed')
+  }),
+)
+
+async function collectEvents(log: EventLog): Promise<StoredEvent[]> {
+  const all: StoredEvent[] = []
+  for await (const stored of log.events()) all.push(stored)
+  return all
+}
 
 test.run()

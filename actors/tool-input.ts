@@ -44,7 +44,7 @@ export function inputCheckOf(schema: object): InputCheck {
 }
 
 /** A subschema as the validator marked it: its references resolved against its base URI. */
-type Marked = Record<string, unknown> & { __absolute_ref__?: string }
+type Marked = Record<string, unknown> & { __absolute_ref__?: string; __absolute_recursive_ref__?: string }
 
 /** `pointer` (RFC 6901, `''` for the schema itself) as a message shows it. */
 const at = (pointer: string): string => `#${pointer}`
@@ -79,6 +79,11 @@ function checkSchema(root: object, lookup: Record<string, unknown>): void {
         throw new Error(`$ref ${JSON.stringify(reference)} at ${at(pointer)} leads to no schema (a reference must point inside the schema: none is fetched)`)
       }
       visit(target, places.get(target as object) ?? `${pointer}/$ref`)
+    }
+    // `$recursiveRef: '#'` is applied as the schema its base URI names (where no `$recursiveAnchor` takes over).
+    if (node.$recursiveRef === '#' && node.__absolute_recursive_ref__ !== undefined) {
+      const target = lookup[node.__absolute_recursive_ref__]
+      visit(target, places.get(target as object) ?? `${pointer}/$recursiveRef`)
     }
     if (node.pattern !== undefined) compiles(node.pattern, `${pointer}/pattern`)
     const patterns = node.patternProperties

@@ -4,7 +4,7 @@
  */
 import { rmSync } from 'node:fs'
 import { mkdtemp, rm, stat } from 'node:fs/promises'
-import { constants, tmpdir } from 'node:os'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { type ParseArgsConfig, parseArgs } from 'node:util'
 import { FactstateError, type FactstateErrorCode } from '../errors.js'
@@ -121,7 +121,7 @@ const copyDirectoryOf = new WeakMap<EventLog, string>()
 const snapshotErrors = new WeakSet<object>()
 
 /**
- * Ends the process on SIGINT, SIGTERM and SIGHUP as the signal would (exit 128 + its number), but
+ * Ends the process on SIGINT, SIGTERM and SIGHUP as the signal would (the signal raised again), but
  * first removes the snapshot copies it made: otherwise Ctrl-C during a long `verify`, or while
  * `inspect` indexes, would leave a copy of the log in the temporary directory. A command that waits
  * for the signal itself (`inspect`, once it serves) stops by itself and closes its log: the signal
@@ -131,8 +131,18 @@ export function removeCopiesOnSignals(): void {
   for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
     process.on(signal, function onSignal() {
       if (process.listeners(signal).some((listener) => listener !== onSignal)) return
-      for (const path of copyDirectories) rmSync(path, { recursive: true, force: true })
-      process.exit(128 + constants.signals[signal])
+      for (const path of copyDirectories) {
+        try {
+          // A snapshot's own LevelDB may still write a file into it meanwhile: removal is retried.
+          rmSync(path, { recursive: true, force: true, maxRetries: 3 })
+        } catch {
+          // Left behind, in the temporary directory: the process ends all the same.
+        }
+      }
+      // Ended by the signal itself, not by an exit code: a shell running this in a loop or a script
+      // stops there too, as it does for any program Ctrl-C ends.
+      process.off(signal, onSignal)
+      process.kill(process.pid, signal)
     })
   }
 }

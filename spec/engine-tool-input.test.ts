@@ -211,6 +211,16 @@ test(
         { type: 'object', properties: { order: { $ref: '#/$defs/order' } }, $defs: { order: { $ref: '#/$defs/code' }, code: { type: 'string', pattern: 'C-(' } } },
         /the pattern "C-\(" at #\/\$defs\/code\/pattern is not a regular expression/,
       ],
+      // `$recursiveRef: '#'` is applied as the schema of its base URI: that one is checked too.
+      [
+        'recursive',
+        {
+          type: 'object',
+          properties: { a: { $ref: 'https://x.test/r#/properties/x' } },
+          $defs: { r: { $id: 'https://x.test/r', pattern: '(', properties: { x: { properties: { y: { $recursiveRef: '#' } } } } } },
+        },
+        /the pattern "\(" at #\/\$defs\/r\/pattern is not a regular expression/,
+      ],
       ['dependencies', { type: 'object', dependencies: { order: { properties: { cents: { $ref: '#/$defs/cents' } } } } }, /\$ref "#\/\$defs\/cents" at #\/dependencies\/order\/properties\/cents leads to no schema/],
     ]
     for (const [name, inputSchema, message] of cases) {

@@ -398,6 +398,36 @@ test(
 )
 
 test(
+  'a table kept from a copy is not kept when another log was put in the directory\'s place meanwhile, even under the same name',
+  boundedTest(60_000, async (dir) => {
+    const { path: first } = await tabledLog(dir, 'first')
+    // Another log made the same way, with more facts: its tables have the same numbers, other contents.
+    const other = join(dir, 'other')
+    let log = await EventLog.open(other)
+    for (let index = 0; index < 20; index += 1) await log.appendAll(completeInvocation(`other-${index}`))
+    await log.close()
+    log = await EventLog.open(other)
+    await log.appendAll(completeInvocation('other-last'))
+    const { highWater } = log.head()
+    await log.close()
+    const [table] = await tables(first)
+    assert.ok((await tables(other)).includes(table as string), `both logs have ${table}`)
+
+    const source = join(dir, 'source')
+    await rename(first, source)
+    const copy = join(dir, 'copy')
+    await mkdir(copy)
+    const attempts = await copySnapshot(source, copy, async (name, attempt) => {
+      if (attempt !== 1 || name !== table) return
+      await rename(source, join(dir, 'first-away'))
+      await rename(other, source)
+    })
+    assert.is(attempts, 2)
+    await opensWith(copy, highWater)
+  }),
+)
+
+test(
   'a table the manifest lists and the directory lacks, with the manifest unchanged, is LOG_CORRUPT naming the file, not a log that kept changing',
   boundedTest(60_000, async (dir) => {
     const { path: source } = await tabledLog(dir, 'source')

@@ -547,8 +547,8 @@ class Staging {
 /**
  * What is durable, cached in memory over the LevelDB indexes. Lookups are synchronous (an index
  * record is one LevelDB read, mostly from its memtable or block cache: cheaper than a trip to the
- * thread pool). Open invocations and their runs always stay cached: their stored records are
- * only refreshed when they end.
+ * thread pool). Open invocations always stay cached: their stored records are only refreshed
+ * when they end (a run's record is written once, when it opens: any can be read again).
  */
 class CommittedState {
   head: Head = { highWater: 0, chain: EMPTY_CHAIN }
@@ -568,7 +568,7 @@ class CommittedState {
     const record = invocationRecordOf(indexRecord<StoredInvocationRecord>(stored, `invocation ${id}`, 'invocation'))
     this.invocations.set(id, record)
     // A log only read (a snapshot, an inspector) is trimmed here: it absorbs nothing.
-    if (this.invocations.size > CACHE_LIMIT) this.trim()
+    if (this.invocations.size > this.trimAt.invocations) this.trimFilled('invocations')
     return record
   }
   sessionNow(id: string): SessionRecord {
@@ -577,7 +577,7 @@ class CommittedState {
     const stored = this.db.getSync(keys.session(id))
     const record = stored === undefined ? emptySession() : indexRecord<SessionRecord>(stored, `session ${id}`, 'session')
     this.sessions.set(id, record)
-    if (this.sessions.size > CACHE_LIMIT) this.trim()
+    if (this.sessions.size > this.trimAt.sessions) this.trimFilled('sessions')
     return record
   }
   runNow(sessionId: string, runId: string): RunRecord | undefined {
@@ -588,7 +588,7 @@ class CommittedState {
     if (stored === undefined) return undefined
     const record = indexRecord<RunRecord>(stored, `run ${sessionId}/${runId}`, 'run')
     this.runs.set(key, record)
-    if (this.runs.size > CACHE_LIMIT) this.trim()
+    if (this.runs.size > this.trimAt.runs) this.trimFilled('runs')
     return record
   }
   claimNow(id: string): string | undefined {
@@ -598,7 +598,7 @@ class CommittedState {
     if (stored === undefined) return undefined
     const value = indexRecord<string>(stored, `claim ${id}`, 'name')
     this.claims.set(id, value)
-    if (this.claims.size > CACHE_LIMIT) this.trim()
+    if (this.claims.size > this.trimAt.claims) this.trimFilled('claims')
     return value
   }
   reservedNow(key: string): string | undefined {
@@ -608,7 +608,7 @@ class CommittedState {
     if (stored === undefined) return undefined
     const value = indexRecord<string>(stored, `reservation ${key}`, 'name')
     this.reserved.set(key, value)
-    if (this.reserved.size > CACHE_LIMIT) this.trim()
+    if (this.reserved.size > this.trimAt.reserved) this.trimFilled('reserved')
     return value
   }
 
@@ -627,6 +627,17 @@ class CommittedState {
    * Keeps memory bounded: open invocations and busy sessions stay, the rest is re-read on demand.
    * Called after each absorbed group, and by a lookup that filled a cache.
    */
+  /**
+   * The size past which a lookup trims: `CACHE_LIMIT`, or twice what the last such trim left where
+   * it could not shrink a cache that far (open invocations and busy sessions stay). So a cache of
+   * records that cannot go is scanned again only once it has doubled, not at every miss.
+   */
+  private readonly trimAt = { invocations: CACHE_LIMIT, sessions: CACHE_LIMIT, runs: CACHE_LIMIT, claims: CACHE_LIMIT, reserved: CACHE_LIMIT }
+  private trimFilled(cache: keyof CommittedState['trimAt']): void {
+    this.trim()
+    this.trimAt[cache] = Math.max(CACHE_LIMIT, 2 * this[cache].size)
+  }
+
   private trim(): void {
     if (this.invocations.size > CACHE_LIMIT) {
       for (const [k, v] of this.invocations) {

@@ -184,11 +184,25 @@ export const LISTED = ''
 export type CopiedHook = (name: string, attempt: number) => Promise<void> | void
 
 /**
- * One copy of `source` into `target`. `kept` names the table files a previous copy left in `target`
- * (whole: a table never changes); those the manifest still lists are not taken again, the others
- * are removed first.
+ * The file `path` is, as far as a retry can tell: device, inode, size, modification time. A table of
+ * another log put in the directory's place may have a kept table's name, never all of these.
  */
-async function copyOnce(source: string, target: string, attempt: number, kept: Set<string>, onCopied: CopiedHook | undefined): Promise<void> {
+async function identityOf(path: string): Promise<string | undefined> {
+  try {
+    const { dev, ino, size, mtimeMs } = await stat(path)
+    return `${dev}:${ino}:${size}:${mtimeMs}`
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined
+    throw error
+  }
+}
+
+/**
+ * One copy of `source` into `target`. `kept` names the table files a previous copy left in `target`
+ * (whole: a table never changes), each with the identity of the file it took; those the manifest
+ * still lists, and that are still the same file, are not taken again; the others are removed first.
+ */
+async function copyOnce(source: string, target: string, attempt: number, kept: Map<string, string>, onCopied: CopiedHook | undefined): Promise<void> {
   const before = await manifestMark(source)
   const manifest = before.slice(0, before.indexOf(' '))
   const manifestBytes = await readFile(join(source, manifest))
@@ -200,8 +214,8 @@ async function copyOnce(source: string, target: string, attempt: number, kept: S
     if ((await manifestMark(source)) !== before) throw new Moved()
     throw error
   }
-  for (const name of kept) {
-    if (live.has(Number.parseInt(name, 10))) continue
+  for (const [name, identity] of kept) {
+    if (live.has(Number.parseInt(name, 10)) && (await identityOf(join(source, name))) === identity) continue
     await rm(join(target, name), { force: true })
     kept.delete(name)
   }
@@ -233,13 +247,17 @@ async function copyOnce(source: string, target: string, attempt: number, kept: S
   for (const name of names) {
     if (TABLE.test(name)) {
       if (kept.has(name)) continue
+      const identity = await identityOf(join(source, name))
       try {
+        if (identity === undefined) throw Object.assign(new Error(`${name} is gone`), { code: 'ENOENT' })
         await linkOrCopy(join(source, name), join(target, name))
       } catch (error) {
         if ((error as NodeJS.ErrnoException).code === 'ENOENT') await missingTable(source, before, name)
         throw error
       }
-      kept.add(name)
+      // Kept for a retry only as the file it was throughout the copy.
+      if ((await identityOf(join(source, name))) === identity) kept.set(name, identity)
+      else throw new Moved()
     } else await copyFile(join(source, name), join(target, name))
     await onCopied?.(name, attempt)
   }
@@ -254,7 +272,7 @@ async function copyOnce(source: string, target: string, attempt: number, kept: S
  * `LOG_CORRUPT` when a table file its manifest lists is missing.
  */
 export async function copySnapshot(source: string, target: string, onCopied?: CopiedHook): Promise<number> {
-  const kept = new Set<string>()
+  const kept = new Map<string, string>()
   for (let attempt = 1; attempt <= SNAPSHOT_ATTEMPTS; attempt += 1) {
     try {
       await copyOnce(source, target, attempt, kept, onCopied)

@@ -11,28 +11,8 @@ import * as assert from 'uvu/assert'
 import { logCommand } from '../bin/commands/log.js'
 import { EventLog } from '../index.js'
 import { EventMaker, completeInvocation, facts, invocationOf, startChild } from './support/log-fixtures.js'
+import { collector, printed } from './support/cli-io.js'
 import { bounded, withTimeout, withTmpdir } from './support/temp.js'
-
-function collector() {
-  const out: string[] = []
-  const err: string[] = []
-  return { io: { stdout: (line: string) => out.push(line), stderr: (line: string) => err.push(line) }, out, err }
-}
-
-/** Waits (bounded) until `lines` has one that `predicate` accepts. */
-function printed(lines: readonly string[], predicate: (line: string) => boolean, what: string): Promise<string> {
-  return withTimeout(
-    async () => {
-      for (;;) {
-        const line = lines.find(predicate)
-        if (line !== undefined) return line
-        await new Promise((resolve) => setTimeout(resolve, 20))
-      }
-    },
-    15_000,
-    what,
-  )
-}
 
 const opened = (name: string) => new EventMaker(invocationOf(name)).next(facts.opened())
 
@@ -153,21 +133,9 @@ test(
       const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)))
       const lines = () => stdout.split('\n')
       try {
-        await withTimeout(
-          async () => {
-            while (!stdout.includes('inv-held')) await new Promise((resolve) => setTimeout(resolve, 20))
-          },
-          20_000,
-          'the first fact',
-        )
+        await printed(lines, (line) => line.includes('inv-held'), 'the first fact', 20_000)
         await log.append(opened('later'))
-        await withTimeout(
-          async () => {
-            while (!lines().some((line) => line.includes('inv-later'))) await new Promise((resolve) => setTimeout(resolve, 20))
-          },
-          20_000,
-          'the fact that landed',
-        )
+        await printed(lines, (line) => line.includes('inv-later'), 'the fact that landed', 20_000)
         child.kill('SIGINT')
         assert.is(await exited, 0, stderr)
       } finally {

@@ -14,27 +14,13 @@ import { inspectCommand } from '../bin/commands/inspect.js'
 import { EventLog } from '../index.js'
 import type { FactsLanded, Overview, VerifyReport } from '../inspector/protocol.js'
 import { completeInvocation, startChild } from './support/log-fixtures.js'
+import { collector, printed } from './support/cli-io.js'
 import { bounded, withTimeout, withTmpdir } from './support/temp.js'
 
-function collector() {
-  const out: string[] = []
-  const err: string[] = []
-  return { io: { stdout: (line: string) => out.push(line), stderr: (line: string) => err.push(line) }, out, err }
-}
-
 /** The URL `inspect` prints once it serves (bounded by `ms`). */
-function urlPrinted(out: readonly string[], ms: number): Promise<string> {
-  return withTimeout(
-    async () => {
-      for (;;) {
-        const line = out.find((l) => l.startsWith('factstate inspector: '))
-        if (line) return line.slice('factstate inspector: '.length)
-        await new Promise((resolve) => setTimeout(resolve, 20))
-      }
-    },
-    ms,
-    'the URL line',
-  )
+async function urlPrinted(out: readonly string[], ms: number): Promise<string> {
+  const line = await printed(out, (l) => l.startsWith('factstate inspector: '), 'the URL line', ms)
+  return line.slice('factstate inspector: '.length)
 }
 
 async function writeLog(path: string): Promise<string> {

@@ -5,6 +5,7 @@
  */
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
+import { z } from 'zod'
 import type { ToolDefinition } from '../index.js'
 import { answer } from '../testing/scripted-model-server.js'
 import { countingTool, engineTest, factsOf, messagesOf, only, refusedWithoutWriting, typesOf } from './support/engine-fixtures.js'
@@ -222,6 +223,8 @@ test(
         /the pattern "\(" at #\/\$defs\/r\/pattern is not a regular expression/,
       ],
       ['dependencies', { type: 'object', dependencies: { order: { properties: { cents: { $ref: '#/$defs/cents' } } } } }, /\$ref "#\/\$defs\/cents" at #\/dependencies\/order\/properties\/cents leads to no schema/],
+      // Which the validator skips: that part of the input would go unchecked.
+      ['dynamic', { type: 'object', properties: { order: { $dynamicRef: '#order' } }, $defs: { order: { $dynamicAnchor: 'order', type: 'string' } } }, /\$dynamicRef at #\/properties\/order is not applied by the validator/],
     ]
     for (const [name, inputSchema, message] of cases) {
       const tool = refund({ inputSchema })
@@ -240,7 +243,119 @@ test(
 )
 
 test(
-  'only what the validator evaluates is checked: vendor keywords, examples, name lists and unused definitions are admitted as they are',
+  'a schema that is no JSON Schema is refused when the run is admitted, each fault named where it is, and nothing is written',
+  engineTest([answer.text('done'), answer.text('done'), answer.text('done'), answer.text('done')], {}, async (h) => {
+    const cases: [string, object, RegExp][] = [
+      // The validator would walk the array by index and check a member "0" (every other input passed unchecked).
+      ['properties', { type: 'object', properties: [{ type: 'string' }] }, /it is not a JSON Schema: #\/properties: Instance type "array" is invalid\. Expected "object"\.$/],
+      ['dependent', { type: 'object', dependentSchemas: [{ required: ['a'] }] }, /#\/dependentSchemas: Instance type "array" is invalid/],
+      // Every call would fail ("Expected \"strin\"").
+      ['type', { type: 'object', properties: { to: { type: 'strin' } } }, /#\/properties\/to\/type: Instance does not match any of \["array","boolean","integer","null","number","object","string"\]\.$/],
+      ['required', { type: 'object', required: 'to' }, /#\/required: Instance type "string" is invalid\. Expected "array"\./],
+      // The validator would throw at every call ("$allOf.entries is not a function").
+      ['allOf', { allOf: { type: 'object' } }, /#\/allOf: Instance type "object" is invalid\. Expected "array"\./],
+      ['empty', { anyOf: [] }, /#\/anyOf: Array has too few items \(0 < 1\)\./],
+      ['not', { type: 'object', not: 5 }, /#\/not: Instance type "number" is invalid\. Expected "object", "boolean"\./],
+      ['bound', { type: 'object', properties: { to: { type: 'string', minLength: -1, maxLength: 2.5 } } }, /#\/properties\/to\/maxLength: Instance type "number" is invalid\. Expected "integer"\.; #\/properties\/to\/minLength: -1 is less than 0\./],
+      // OpenAPI 3.0's form, which the validator would read as a bound of `true` (1).
+      [
+        'exclusive',
+        { type: 'object', properties: { cents: { type: 'number', minimum: 0, exclusiveMinimum: true } } },
+        /#\/properties\/cents\/exclusiveMinimum: Instance type "boolean" is invalid\. Expected "number" \(the bound itself, as from draft 6 on: exclusiveMinimum: 0, not minimum: 0 with exclusiveMinimum: true\)\.$/,
+      ],
+      ['pattern', { type: 'object', properties: { to: { type: 'string', pattern: 5 } } }, /#\/properties\/to\/pattern: Instance type "number" is invalid\. Expected "string"\./],
+      // In a definition no reference uses, too: what a schema may say is checked everywhere in it.
+      ['definition', { type: 'object', $defs: { unused: { items: 'string' } } }, /#\/\$defs\/unused\/items: Instance type "string" is invalid\. Expected "object", "boolean"\./],
+      [
+        'many',
+        { type: 'object', properties: { a: { type: 1 }, b: { type: 2 }, c: { type: 3 }, d: { type: 4 }, e: { type: 5 }, f: { type: 6 }, g: { type: 7 } } },
+        /#\/properties\/e\/type: Instance does not match any of [^;]*; and 2 more$/,
+      ],
+    ]
+    for (const [name, inputSchema, message] of cases) {
+      const error = await refusedWithoutWriting(h.log, () => h.engine.start(h.input(name, { tools: [countingTool('echo'), refund({ inputSchema })] })), 'RUN_INVALID_INPUT', name)
+      assert.equal(error.details?.fields, ['tools.1.inputSchema'], name)
+      assert.match(error.message, /^RUN_INVALID_INPUT: tools\.1\.inputSchema: the schema of tool refund cannot be used to check its input: it is not a JSON Schema: #\//, name)
+      assert.match(error.message, message, name)
+      assert.not.match(error.message, /\n|cfworker|does not match any subschemas|additional properties schema/, `${name}: one line, no meta-schema internals`)
+      assert.equal(await typesOf(h.log, `invocation-${name}`), [], name)
+    }
+    // Schemas written the ways tools get them are admitted: zod's for each target it writes, with a
+    // recursive type, tuples, records, unions and formats; draft 7's `definitions`; OpenAPI's `nullable`.
+    const Tree: z.ZodType = z.lazy(() => z.object({ name: z.string(), children: z.array(Tree) }))
+    const shape = z.object({
+      to: z.email(),
+      cents: z.number().int().positive().multipleOf(5),
+      kind: z.enum(['a', 'b']),
+      tags: z.array(z.string().regex(/^[a-z]+$/)).max(3),
+      pair: z.tuple([z.string(), z.number()]),
+      meta: z.record(z.string(), z.unknown()),
+      maybe: z.union([z.string(), z.null()]).optional(),
+      tree: Tree,
+    })
+    const written: object[] = [
+      z.toJSONSchema(shape),
+      z.toJSONSchema(shape, { target: 'draft-7' }),
+      { type: 'object', properties: { a: { $ref: '#/definitions/A' } }, definitions: { A: { type: 'string', nullable: true } }, $schema: 'http://json-schema.org/draft-07/schema#' },
+      { type: 'object', properties: { a: { enum: [], default: 'x', examples: ['y'], format: 'email', deprecated: true } }, required: [], strict: true },
+    ]
+    for (const [index, inputSchema] of written.entries()) {
+      assert.equal(await h.run(h.input(`written-${index}`, { tools: [refund({ inputSchema })] })), { status: 'completed' }, `written-${index}`)
+    }
+  }),
+)
+
+test(
+  'a reference that leads back to where it is without stepping into the input is refused (the check would recurse without end); one that steps in checks nested input',
+  engineTest(
+    [
+      answer.toolCalls([
+        { id: 'call-deep', name: 'tree', arguments: { name: 'a', children: [{ name: 'b', children: [{ name: 'c', children: [] }] }] } },
+        { id: 'call-bad', name: 'tree', arguments: { name: 'a', children: [{ name: 'b', children: [{ name: 7, children: [] }] }] } },
+      ]),
+      answer.text('done'),
+    ],
+    {},
+    async (h) => {
+      const cases: [string, object, RegExp][] = [
+        ['self', { allOf: [{ $ref: '#' }] }, /\$ref "#" at #\/allOf\/0 leads back to # without stepping into the input \(a check reaching it would never end\)$/],
+        ['not', { type: 'object', not: { $ref: '#' } }, /\$ref "#" at #\/not leads back to #/],
+        // Through definitions, in a branch of an anyOf: named where the loop closes.
+        [
+          'chain',
+          { type: 'object', properties: { a: { $ref: '#/$defs/a' } }, $defs: { a: { anyOf: [{ type: 'string' }, { $ref: '#/$defs/b' }] }, b: { if: { $ref: '#/$defs/a' } } } },
+          /\$ref "#\/\$defs\/a" at #\/\$defs\/b\/if leads back to #\/\$defs\/a without stepping into the input/,
+        ],
+        ['dependent', { type: 'object', dependentSchemas: { a: { $ref: '#' } } }, /\$ref "#" at #\/dependentSchemas\/a leads back to #/],
+        ['recursive', { $id: 'https://x.test/s', oneOf: [{ $recursiveRef: '#' }] }, /\$recursiveRef "#" at #\/oneOf\/0 leads back to #/],
+      ]
+      for (const [name, inputSchema, message] of cases) {
+        const error = await refusedWithoutWriting(h.log, () => h.engine.start(h.input(name, { tools: [refund({ inputSchema })] })), 'RUN_INVALID_INPUT', name)
+        assert.equal(error.details?.fields, ['tools.0.inputSchema'], name)
+        assert.match(error.message, message, name)
+        assert.equal(await typesOf(h.log, `invocation-${name}`), [], name)
+      }
+      // A reference through `properties` or `items` is applied to a part of the input, which ends.
+      const tree = {
+        ...countingTool('tree'),
+        inputSchema: {
+          $ref: '#/$defs/node',
+          $defs: { node: { type: 'object', properties: { name: { type: 'string' }, children: { type: 'array', items: { $ref: '#/$defs/node' } } }, required: ['name', 'children'] } },
+        },
+      }
+      assert.equal(await h.run(h.input('tree', { tools: [tree] })), { status: 'completed' })
+      const rejected = only(await factsOf(h.log, 'invocation-tree'), 'tool.rejected')
+      assert.equal(
+        rejected.map((fact) => [fact.callId, fact.message]),
+        [['call-bad', 'children/0/children/0/name: Instance type "number" is invalid. Expected "string".']],
+      )
+      assert.is(tree.calls.length, 1, 'the well-formed tree ran')
+    },
+  ),
+)
+
+test(
+  'only what the validator evaluates is checked: vendor keywords, examples, name lists, unused definitions and keywords skipped where they stand are admitted as they are',
   engineTest(
     [
       answer.toolCalls([
@@ -255,14 +370,19 @@ test(
       const tool = refund({
         inputSchema: {
           type: 'object',
-          // The validator compiles a pattern that is no string as its text (`new RegExp(5)`).
-          properties: { order: { type: 'string', pattern: 5 }, cents: { type: 'integer' } },
+          properties: { order: { type: 'string', pattern: '5' }, cents: { type: 'integer' } },
           required: ['order'],
           // A list of names, not a schema.
           dependencies: { order: ['cents'] },
           'x-vendor': { $ref: '#/nowhere', pattern: '([' },
           examples: [{ order: 'C-5', pattern: '([' }],
           $defs: { unused: { $ref: '#/$defs/missing', pattern: '([' } },
+          // Keywords the validator skips where they stand: `then` without `if`, `additionalItems`
+          // without `items`, `unevaluatedProperties` beside `additionalProperties`.
+          then: { $ref: '#/nowhere' },
+          additionalItems: { pattern: '([' },
+          additionalProperties: true,
+          unevaluatedProperties: { $ref: '#/nowhere' },
         },
       })
       assert.equal(await h.run(h.input('lenient', { tools: [tool] })), { status: 'completed' })
@@ -270,7 +390,7 @@ test(
       assert.equal(
         rejected.map((fact) => [fact.callId, fact.message]),
         [
-          ['call-6', 'order: String does not match pattern.'],
+          ['call-6', 'order: String does not match pattern "5".'],
           ['call-bare', 'the input: Instance has "order" but does not have "cents".'],
         ],
       )

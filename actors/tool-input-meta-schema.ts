@@ -1,0 +1,91 @@
+/**
+ * The meta-schema a tool's `inputSchema` must match to be admitted: what a JSON Schema may say, as
+ * the validator (`@cfworker/json-schema` in 2020-12 mode) reads it.
+ *
+ * Data, not logic: the JSON Schema 2019-09 meta-schemas (json-schema.org, as ajv 8 ships them in
+ * `dist/refs/json-schema-2019-09`) with their six vocabularies merged into one document, so that
+ * each `$recursiveRef: '#'` becomes `$ref: '#'` (the same schema once there is one root; the
+ * validator loses the recursive anchor inside `anyOf`, which would check a schema under `items`
+ * against the applicator vocabulary alone). Added from 2020-12: `prefixItems` (which the validator
+ * applies). Left out: `format` on `pattern`, `$ref` and `$id` (an annotation in 2019-09's
+ * meta-schema; patterns are compiled where a check reaches them, references resolved there), and
+ * `default` members (annotations). Unknown keywords are allowed, as in any meta-schema.
+ */
+export const TOOL_INPUT_META_SCHEMA = {
+  $id: 'urn:factstate:tool-input-meta-schema',
+  type: ['object', 'boolean'],
+  properties: {
+    // Core
+    $id: { type: 'string', pattern: '^[^#]*#?$' },
+    $schema: { type: 'string' },
+    $anchor: { type: 'string', pattern: '^[A-Za-z][-A-Za-z0-9.:_]*$' },
+    $ref: { type: 'string' },
+    $recursiveRef: { type: 'string' },
+    $recursiveAnchor: { type: 'boolean' },
+    $vocabulary: { type: 'object', propertyNames: { type: 'string' }, additionalProperties: { type: 'boolean' } },
+    $comment: { type: 'string' },
+    $defs: { type: 'object', additionalProperties: { $ref: '#' } },
+    // Kept by 2019-09's meta-schema for schemas written before it.
+    definitions: { type: 'object', additionalProperties: { $ref: '#' } },
+    dependencies: { type: 'object', additionalProperties: { anyOf: [{ $ref: '#' }, { $ref: '#/$defs/stringArray' }] } },
+    // Applicator
+    prefixItems: { $ref: '#/$defs/schemaArray' },
+    additionalItems: { $ref: '#' },
+    unevaluatedItems: { $ref: '#' },
+    items: { anyOf: [{ $ref: '#' }, { $ref: '#/$defs/schemaArray' }] },
+    contains: { $ref: '#' },
+    additionalProperties: { $ref: '#' },
+    unevaluatedProperties: { $ref: '#' },
+    properties: { type: 'object', additionalProperties: { $ref: '#' } },
+    patternProperties: { type: 'object', additionalProperties: { $ref: '#' } },
+    dependentSchemas: { type: 'object', additionalProperties: { $ref: '#' } },
+    propertyNames: { $ref: '#' },
+    if: { $ref: '#' },
+    then: { $ref: '#' },
+    else: { $ref: '#' },
+    allOf: { $ref: '#/$defs/schemaArray' },
+    anyOf: { $ref: '#/$defs/schemaArray' },
+    oneOf: { $ref: '#/$defs/schemaArray' },
+    not: { $ref: '#' },
+    // Validation
+    multipleOf: { type: 'number', exclusiveMinimum: 0 },
+    maximum: { type: 'number' },
+    exclusiveMaximum: { type: 'number' },
+    minimum: { type: 'number' },
+    exclusiveMinimum: { type: 'number' },
+    maxLength: { $ref: '#/$defs/nonNegativeInteger' },
+    minLength: { $ref: '#/$defs/nonNegativeInteger' },
+    pattern: { type: 'string' },
+    maxItems: { $ref: '#/$defs/nonNegativeInteger' },
+    minItems: { $ref: '#/$defs/nonNegativeInteger' },
+    uniqueItems: { type: 'boolean' },
+    maxContains: { $ref: '#/$defs/nonNegativeInteger' },
+    minContains: { $ref: '#/$defs/nonNegativeInteger' },
+    maxProperties: { $ref: '#/$defs/nonNegativeInteger' },
+    minProperties: { $ref: '#/$defs/nonNegativeInteger' },
+    required: { $ref: '#/$defs/stringArray' },
+    dependentRequired: { type: 'object', additionalProperties: { $ref: '#/$defs/stringArray' } },
+    enum: { type: 'array' },
+    type: {
+      anyOf: [{ $ref: '#/$defs/simpleTypes' }, { type: 'array', items: { $ref: '#/$defs/simpleTypes' }, minItems: 1, uniqueItems: true }],
+    },
+    // Meta-data
+    title: { type: 'string' },
+    description: { type: 'string' },
+    deprecated: { type: 'boolean' },
+    readOnly: { type: 'boolean' },
+    writeOnly: { type: 'boolean' },
+    examples: { type: 'array' },
+    // Format and content
+    format: { type: 'string' },
+    contentMediaType: { type: 'string' },
+    contentEncoding: { type: 'string' },
+    contentSchema: { $ref: '#' },
+  },
+  $defs: {
+    schemaArray: { type: 'array', minItems: 1, items: { $ref: '#' } },
+    nonNegativeInteger: { type: 'integer', minimum: 0 },
+    simpleTypes: { enum: ['array', 'boolean', 'integer', 'null', 'number', 'object', 'string'] },
+    stringArray: { type: 'array', items: { type: 'string' }, uniqueItems: true },
+  },
+} as const

@@ -3,7 +3,7 @@
  * demo's log, usage errors and the busy-log exit code.
  */
 import { spawn } from 'node:child_process'
-import { closeSync, openSync } from 'node:fs'
+import { closeSync, openSync, readdirSync, readFileSync } from 'node:fs'
 import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { test } from 'uvu'
@@ -274,6 +274,66 @@ test('log stops quietly, exit 0 and its log closed, when its reader goes away (|
       await reopened.close()
     }
   })))
+
+/** The processes whose parent is `pid` (Linux: read from /proc). */
+function childrenOf(pid: number): number[] {
+  const found: number[] = []
+  for (const entry of readdirSync('/proc')) {
+    if (!/^[0-9]+$/.test(entry)) continue
+    let stat: string
+    try {
+      stat = readFileSync(`/proc/${entry}/stat`, 'utf8')
+    } catch {
+      continue // ended meanwhile
+    }
+    // pid (comm) state ppid …: the command may hold spaces and parentheses, the last ")" ends it.
+    const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1])
+    if (ppid === pid) found.push(Number(entry))
+  }
+  return found
+}
+
+const isAlive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch {
+    return false
+  }
+}
+
+test('a signal sent to the demo alone ends the phase process it runs too, and the demo exits 128 + its number', () =>
+  withTempDir((dir) =>
+    bounded30(async () => {
+      const demo = spawn(process.execPath, ['dist/bin/factstate.js', 'demo', '--dir', join(dir, 'demo')], { stdio: ['ignore', 'pipe', 'pipe'], env: cliEnv })
+      let stdout = ''
+      let stderr = ''
+      demo.stderr.on('data', (chunk) => (stderr += chunk))
+      const closed = new Promise<[number | null, NodeJS.Signals | null]>((resolve) => demo.on('close', (code, signal) => resolve([code, signal])))
+      let phases: number[] = []
+      try {
+        // Process 1 has printed: it runs.
+        await new Promise<void>((resolve) => {
+          demo.stdout.on('data', (chunk) => {
+            stdout += chunk
+            if (stdout.includes('[process 1] ')) resolve()
+          })
+        })
+        phases = childrenOf(demo.pid ?? 0)
+        assert.is(phases.length, 1, 'one phase process runs')
+        demo.kill('SIGTERM')
+        const [code, signal] = await closed
+        assert.equal([code, signal], [143, null], stderr)
+        assert.match(stderr, /demo stopped by SIGTERM: the process it was running ended too/)
+        assert.not.match(stdout, /process 2|demo passed/, 'no later phase started')
+        assert.equal(phases.filter(isAlive), [], 'the phase process ended with the demo')
+      } finally {
+        demo.kill('SIGKILL')
+        for (const pid of phases.filter(isAlive)) process.kill(pid, 'SIGKILL')
+        await closed
+      }
+    }),
+  ))
 
 test('demo refuses to empty a directory holding a log it did not write', () =>
   bounded30(withTempDir(async (dir) => {

@@ -1,6 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { mkdir, readdir, rm, stat, writeFile } from 'node:fs/promises'
+import { constants } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { FactstateError } from '../../errors.js'
@@ -20,7 +21,9 @@ shop agent whose tools write to a ledger file, against a built-in OpenAI-compati
      the next message needs reconciliation
   5. a summary: facts, digest, verify, how often each tool really ran
 DIRECTORY defaults to ./.factstate/demo (replaced on each run). Exit 0 only if every step
-behaved as described; 1 with the reason otherwise.`
+behaved as described; 1 with the reason otherwise. Stopped by Ctrl-C, SIGTERM or SIGHUP, the
+demo passes the signal to the process it is running, waits for it, and exits 128 + the signal's
+number (130, 143, 129).`
 
 const SPINNER = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏']
 
@@ -39,14 +42,54 @@ interface PhaseRun {
   result: Record<string, unknown> | undefined
 }
 
+/** The signals that stop the demo. */
+const STOP_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const
+
+/** How long a phase process has to end by the signal passed to it before it is killed. */
+const STOP_GRACE_MS = 5_000
+
+/** The signal that stopped the demo, and the phase process running meanwhile. */
+interface Stop {
+  signal?: NodeJS.Signals
+  child?: ChildProcess
+}
+
+/** Thrown between phases once a signal stopped the demo. */
+class Stopped extends Error {}
+
+/**
+ * Passes SIGINT, SIGTERM and SIGHUP to the phase process running: a signal sent to the demo alone
+ * (`kill PID`, a job runner's timeout; Ctrl-C reaches both) would otherwise leave it running after the
+ * demo ended. Returns the disposer of its listeners.
+ */
+function passSignals(stop: Stop): () => void {
+  const listeners = STOP_SIGNALS.map((signal) => {
+    const listener = (): void => {
+      stop.signal ??= signal
+      const child = stop.child
+      if (child === undefined || child.exitCode !== null || child.signalCode !== null) return
+      child.kill(signal)
+      // A phase that does not end by the signal is not left behind either.
+      setTimeout(() => child.kill('SIGKILL'), STOP_GRACE_MS).unref()
+    }
+    process.on(signal, listener)
+    return [signal, listener] as const
+  })
+  return () => {
+    for (const [signal, listener] of listeners) process.off(signal, listener)
+  }
+}
+
 /**
  * Runs one phase in its own process, relaying its lines with a process label. `killOn` names
  * a line at which the orchestrator kills the process with SIGKILL.
  */
-function runPhase(phase: string, dir: string, label: string, io: CommandIo, killOn?: string): Promise<PhaseRun> {
+async function runPhase(phase: string, dir: string, label: string, io: CommandIo, stop: Stop, killOn?: string): Promise<PhaseRun> {
+  if (stop.signal !== undefined) throw new Stopped()
   const { command, args } = phaseCommand(phase, dir)
-  return new Promise((resolve, reject) => {
+  const run = await new Promise<PhaseRun>((resolve, reject) => {
     const child: ChildProcess = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] })
+    stop.child = child
     let result: Record<string, unknown> | undefined
     let buffered = ''
     let errors = ''
@@ -81,14 +124,22 @@ function runPhase(phase: string, dir: string, label: string, io: CommandIo, kill
     child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
       errors += chunk
     })
-    child.on('error', reject)
+    child.on('error', (error) => {
+      if (ticker) clearInterval(ticker)
+      stop.child = undefined
+      reject(error)
+    })
     child.on('close', (code, signal) => {
       if (ticker) clearInterval(ticker)
+      stop.child = undefined
       clear()
       if (errors.trim() !== '' && code !== 0 && signal === null) io.stderr(`[${label}] ${errors.trim()}`)
       resolve({ code, signal, result })
     })
   })
+  // Its outcome is the signal's, not a step that misbehaved: the demo stops here.
+  if (stop.signal !== undefined) throw new Stopped()
+  return run
 }
 
 /** Left in every directory the demo prepares: only such a directory (or an empty one) is ever emptied. */
@@ -161,13 +212,15 @@ export async function demoCommand(args: string[], io: CommandIo): Promise<number
     // A directory the demo may not empty is a matter of the command line, not a failed demo.
     return usage(io, (error as Error).message, demoHelp)
   }
+  const stop: Stop = {}
+  const dispose = passSignals(stop)
   try {
     const { log: location, ledger } = paths(dir)
     io.stdout(`factstate demo — log in ${location}, tool effects in ${ledger}`)
     io.stdout(process.env.OPENAI_BASE_URL ? `model: ${process.env.OPENAI_BASE_URL}` : 'model: the built-in scripted OpenAI-compatible server on 127.0.0.1 (no network, no key)')
 
     io.stdout('\n1–2. A run with a tool, a hold rolled back, then a hold committed (process 1)')
-    const sealed = await runPhase('seal', dir, 'process 1', io)
+    const sealed = await runPhase('seal', dir, 'process 1', io, stop)
     expect(sealed.code === 0, 'process 1 sealed the run and exited')
     expect(sealed.result?.outcome === 'handoff_paused', 'the invocation ended handoff_paused')
     expect(sealed.result?.pauseMatchesPreview === true, 'commit() resolved with exactly the preview')
@@ -175,16 +228,16 @@ export async function demoCommand(args: string[], io: CommandIo): Promise<number
     if (sealed.result?.requests !== null) expect(sealed.result?.requests === 2, 'no model request after the seal')
 
     io.stdout('\n3. Another process resumes the sealed turn (process 2)')
-    const resumed = await runPhase('successor', dir, 'process 2', io)
+    const resumed = await runPhase('successor', dir, 'process 2', io, stop)
     expect(resumed.code === 0, 'process 2 ran the successor')
     expect(resumed.result?.recovered === 0, 'recovery found nothing open after a clean seal')
     expect(resumed.result?.outcome === 'completed', 'the successor completed')
     expect(resumed.result?.ledger === 2, 'the successor re-ran no tool (still 2 ledger entries)')
 
     io.stdout('\n4. A crash while a tool runs (process 3 is killed with SIGKILL), then reconciliation (process 4)')
-    const crashed = await runPhase('crash', dir, 'process 3', io, 'TOOL_RUNNING')
+    const crashed = await runPhase('crash', dir, 'process 3', io, stop, 'TOOL_RUNNING')
     expect(crashed.signal === 'SIGKILL', 'process 3 was killed while the refund ran')
-    const reconciled = await runPhase('reconcile', dir, 'process 4', io)
+    const reconciled = await runPhase('reconcile', dir, 'process 4', io, stop)
     expect(reconciled.code === 0, 'process 4 reopened the log')
     expect(reconciled.result?.recovered === 1 && reconciled.result?.uncertain === 1, 'recovery closed the crashed run with its refund outcome unknown')
     expect(reconciled.result?.refusal === 'RUN_RECONCILIATION_REQUIRED', 'the next message was refused until the unknown outcome was acknowledged')
@@ -211,7 +264,13 @@ export async function demoCommand(args: string[], io: CommandIo): Promise<number
     io.stdout(`\n  open the visualizer on this log:  npx factstate inspect ${location}`)
     io.stdout(`  print its facts:                   npx factstate log ${location}`)
   } catch (error) {
-    return reportError(error, io)
+    if (!(error instanceof Stopped)) return reportError(error, io)
+  } finally {
+    dispose()
+  }
+  if (stop.signal !== undefined) {
+    io.stderr(`demo stopped by ${stop.signal}: the process it was running ended too`)
+    return 128 + constants.signals[stop.signal]
   }
   if (failures.length > 0) {
     io.stderr(`demo failed: ${failures.length} step(s) did not behave as described: ${failures.join('; ')}`)

@@ -304,7 +304,7 @@ const isAlive = (pid: number): boolean => {
 
 test('a signal sent to the demo alone ends the phase process it runs too, and the demo exits 128 + its number', () =>
   withTempDir((dir) =>
-    bounded30(async () => {
+    withTimeout(async () => {
       const demo = spawn(process.execPath, ['dist/bin/factstate.js', 'demo', '--dir', join(dir, 'demo')], { stdio: ['ignore', 'pipe', 'pipe'], env: cliEnv })
       let stdout = ''
       let stderr = ''
@@ -332,7 +332,7 @@ test('a signal sent to the demo alone ends the phase process it runs too, and th
         for (const pid of phases.filter(isAlive)) process.kill(pid, 'SIGKILL')
         await closed
       }
-    }),
+    }, 30_000),
   ))
 
 test('demo refuses to empty a directory holding a log it did not write', () =>

@@ -172,9 +172,9 @@ async function linkOrCopy(from: string, to: string): Promise<void> {
  * log (LevelDB deletes a table only after a new manifest record dropped it); otherwise the copy is
  * taken again.
  */
-async function missingTable(source: string, before: string, name: string): Promise<never> {
+async function missingTable(source: string, before: string, name: string, also = ''): Promise<never> {
   if ((await manifestMark(source)) !== before) throw new Moved()
-  throw new FactstateError('LOG_CORRUPT', `the table file ${name} the log's manifest lists is missing`, { details: { file: name } })
+  throw new FactstateError('LOG_CORRUPT', `the table file ${name} the log's manifest lists is missing${also}`, { details: { file: name } })
 }
 
 /** The name the hook is called with once the directory was listed, after the anchor was copied. */
@@ -240,7 +240,12 @@ async function copyOnce(source: string, target: string, attempt: number, kept: M
     .filter((name) => (MANIFEST.test(name) ? name === manifest : TABLE.test(name) ? live.has(Number.parseInt(name, 10)) : true))
   await onCopied?.(LISTED, attempt)
   const listed = new Set(names.filter((name) => TABLE.test(name)).map((name) => Number.parseInt(name, 10)))
-  for (const number of live) if (!listed.has(number)) await missingTable(source, before, `${String(number).padStart(6, '0')}.ldb`)
+  for (const number of live) {
+    if (listed.has(number)) continue
+    // Named as LevelDB names tables it writes; it also reads one under the older name.
+    const name = String(number).padStart(6, '0')
+    await missingTable(source, before, `${name}.ldb`, ` (nor is it there as ${name}.sst, its older name)`)
+  }
   // The write-ahead logs last, so they hold as much as possible.
   const order = (name: string): number => (name.endsWith('.log') ? 1 : 0)
   names.sort((a, b) => order(a) - order(b))

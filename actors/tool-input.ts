@@ -73,14 +73,15 @@ const at = (pointer: string): string => `#${pointer}`
  * that part of the input unchecked.
  */
 function checkSchema(root: object, lookup: Record<string, unknown>): void {
-  // Where each subschema is, for messages: a reference's target is named by its own place.
+  // Where each object is, for messages: a reference's target is named by its own place, also one
+  // under a keyword the validator does not know (a reference may point anywhere in the document).
   const places = new Map<object, string>()
   let anchored = false
-  const place = (schema: unknown, pointer: string): void => {
-    if (!isSchemaObject(schema) || places.has(schema)) return
-    places.set(schema, pointer)
-    if (schema.$recursiveAnchor === true) anchored = true
-    for (const [sub, at] of subschemas(schema, pointer, true)) place(sub, at)
+  const place = (value: unknown, pointer: string): void => {
+    if (typeof value !== 'object' || value === null || places.has(value)) return
+    places.set(value, pointer)
+    if (isSchemaObject(value) && value.$recursiveAnchor === true) anchored = true
+    for (const key in value) place((value as Record<string, unknown>)[key], `${pointer}/${token(key)}`)
   }
   place(root, '')
   /** Each evaluated subschema, and the schemas it applies to the value it is given (not to a part of it). */

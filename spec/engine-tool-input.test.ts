@@ -223,6 +223,8 @@ test(
         /the pattern "\(" at #\/\$defs\/r\/pattern is not a regular expression/,
       ],
       ['dependencies', { type: 'object', dependencies: { order: { properties: { cents: { $ref: '#/$defs/cents' } } } } }, /\$ref "#\/\$defs\/cents" at #\/dependencies\/order\/properties\/cents leads to no schema/],
+      // A reference may lead under a keyword the validator does not know: named where it is.
+      ['vendor', { type: 'object', properties: { order: { $ref: '#/x-shared/order' } }, 'x-shared': { order: { type: 'string', pattern: 'C-(' } } }, /the pattern "C-\(" at #\/x-shared\/order\/pattern is not a regular expression/],
       // Which the validator skips: that part of the input would go unchecked.
       ['dynamic', { type: 'object', properties: { order: { $dynamicRef: '#order' } }, $defs: { order: { $dynamicAnchor: 'order', type: 'string' } } }, /\$dynamicRef at #\/properties\/order is not applied by the validator/],
     ]

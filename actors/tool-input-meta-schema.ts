@@ -7,9 +7,10 @@
  * each `$recursiveRef: '#'` becomes `$ref: '#'` (the same schema once there is one root; the
  * validator loses the recursive anchor inside `anyOf`, which would check a schema under `items`
  * against the applicator vocabulary alone). Added from 2020-12: `prefixItems` (which the validator
- * applies). Left out: `format` on `pattern`, `$ref` and `$id` (an annotation in 2019-09's
- * meta-schema; patterns are compiled where a check reaches them, references resolved there), and
- * `default` members (annotations). Unknown keywords are allowed, as in any meta-schema.
+ * applies), and `$anchor` names as 2020-12 writes them (also starting with `_`). Left out: `format`
+ * on `pattern`, `$ref` and `$id` (an annotation in 2019-09's meta-schema; patterns are compiled
+ * where a check reaches them, references resolved there), and `default` members (annotations).
+ * Unknown keywords are allowed, as in any meta-schema.
  */
 export const TOOL_INPUT_META_SCHEMA = {
   $id: 'urn:factstate:tool-input-meta-schema',
@@ -18,7 +19,8 @@ export const TOOL_INPUT_META_SCHEMA = {
     // Core
     $id: { type: 'string', pattern: '^[^#]*#?$' },
     $schema: { type: 'string' },
-    $anchor: { type: 'string', pattern: '^[A-Za-z][-A-Za-z0-9.:_]*$' },
+    // 2019-09's names and 2020-12's (which may start with `_`).
+    $anchor: { type: 'string', pattern: '^[A-Za-z_][-A-Za-z0-9.:_]*$' },
     $ref: { type: 'string' },
     $recursiveRef: { type: 'string' },
     $recursiveAnchor: { type: 'boolean' },

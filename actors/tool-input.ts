@@ -239,6 +239,12 @@ function pointerOf(location: string): string {
     .join('/')
 }
 
+/** What the meta-schema's patterns ask for, which the validator's message does not say. */
+const META_PATTERNS: Record<string, string> = {
+  $anchor: 'a name starts with a letter or "_", then letters, digits, "-", ".", ":" and "_"',
+  $id: 'a URI with no fragment but an empty one',
+}
+
 /** A meta-schema's errors that only say a part below them failed. */
 const SCHEMA_ROLLUPS = new Set(['anyOf', 'additionalProperties'])
 
@@ -253,9 +259,13 @@ function describeSchemaErrors(errors: readonly OutputUnit[]): string {
     if (ROLLUPS.has(error.keyword) || SCHEMA_ROLLUPS.has(error.keyword) || byPlace.has(error.instanceLocation)) continue
     const pointer = pointerOf(error.instanceLocation)
     // OpenAPI 3.0 and draft 4 write `exclusiveMinimum: true` beside `minimum`, which the validator would compare numbers to.
-    const said = /\/exclusive(Min|Max)imum$/.test(pointer) && error.keyword === 'type'
-      ? `${error.error.replace(/\.$/, '')} (the bound itself, as from draft 6 on: exclusiveMinimum: 0, not minimum: 0 with exclusiveMinimum: true).`
-      : error.error
+    const keyword = pointer.slice(pointer.lastIndexOf('/') + 1)
+    const said =
+      /^exclusive(Min|Max)imum$/.test(keyword) && error.keyword === 'type'
+        ? `${error.error.replace(/\.$/, '')} (the bound itself, as from draft 6 on: exclusiveMinimum: 0, not minimum: 0 with exclusiveMinimum: true).`
+        : error.keyword === 'pattern' && Object.hasOwn(META_PATTERNS, keyword)
+          ? `${error.error.replace(/\.$/, '')}: ${META_PATTERNS[keyword]}.`
+          : error.error
     byPlace.set(error.instanceLocation, `${at(pointer)}: ${said}`)
   }
   const parts = [...byPlace.values()]

@@ -191,9 +191,14 @@ function compiles(pattern: unknown, pointer: string): void {
 function describeErrors(errors: readonly OutputUnit[], schema: object): string {
   const leaves = errors.filter((error) => !ROLLUPS.has(error.keyword))
   const named = leaves.length > 0 ? leaves : errors
-  const parts = named.slice(0, SHOWN_ERRORS).map((error) => `${where(error.instanceLocation)}: ${withPattern(error, schema)}`)
-  if (named.length > SHOWN_ERRORS) parts.push(`and ${named.length - SHOWN_ERRORS} more`)
-  const message = parts.join('; ')
+  return listed(named.slice(0, SHOWN_ERRORS).map((error) => `${where(error.instanceLocation)}: ${withPattern(error, schema)}`), named.length)
+}
+
+/** The first few of `total` errors, said in `parts`, as one line cut at the message limit. */
+function listed(parts: readonly string[], total: number): string {
+  const shown = parts.slice(0, SHOWN_ERRORS)
+  if (total > SHOWN_ERRORS) shown.push(`and ${total - SHOWN_ERRORS} more`)
+  const message = shown.join('; ')
   // A cut through a surrogate pair leaves half of it, which no fact holds: made well-formed, as an approver's reason is.
   return wellFormed(message.length > MESSAGE_LIMIT ? `${message.slice(0, MESSAGE_LIMIT)}…` : message)
 }
@@ -268,9 +273,5 @@ function describeSchemaErrors(errors: readonly OutputUnit[]): string {
           : error.error
     byPlace.set(error.instanceLocation, `${at(pointer)}: ${said}`)
   }
-  const parts = [...byPlace.values()]
-  const shown = parts.slice(0, SHOWN_ERRORS)
-  if (parts.length > SHOWN_ERRORS) shown.push(`and ${parts.length - SHOWN_ERRORS} more`)
-  const message = shown.join('; ')
-  return message.length > MESSAGE_LIMIT ? `${message.slice(0, MESSAGE_LIMIT)}…` : message
+  return listed([...byPlace.values()], byPlace.size)
 }

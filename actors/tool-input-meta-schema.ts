@@ -9,7 +9,10 @@
  * against the applicator vocabulary alone). Added from 2020-12: `prefixItems` (which the validator
  * applies), and `$anchor` names as 2020-12 writes them (also starting with `_`). Left out: `format`
  * on `pattern`, `$ref` and `$id` (an annotation in 2019-09's meta-schema; patterns are compiled
- * where a check reaches them, references resolved there), and `default` members (annotations).
+ * where a check reaches them, references resolved there), `default` members, the meta-data and
+ * content annotations the validator never reads, and `minItems: 1` on `prefixItems` and an `items`
+ * array (an empty tuple). Changed: `$recursiveRef` must be `'#'` (the only one applied); `$id` may
+ * be draft 7's `#name`.
  * Unknown keywords are allowed, as in any meta-schema.
  */
 export const TOOL_INPUT_META_SCHEMA = {
@@ -17,12 +20,14 @@ export const TOOL_INPUT_META_SCHEMA = {
   type: ['object', 'boolean'],
   properties: {
     // Core
-    $id: { type: 'string', pattern: '^[^#]*#?$' },
+    // Or draft 7's plain-name fragment (`#addr`), which the validator registers as an anchor.
+    $id: { type: 'string', pattern: '^([^#]*#?|#[A-Za-z_][-A-Za-z0-9.:_]*)$' },
     $schema: { type: 'string' },
     // 2019-09's names and 2020-12's (which may start with `_`).
     $anchor: { type: 'string', pattern: '^[A-Za-z_][-A-Za-z0-9.:_]*$' },
     $ref: { type: 'string' },
-    $recursiveRef: { type: 'string' },
+    // The validator applies `'#'` only: any other would leave that part unchecked.
+    $recursiveRef: { const: '#' },
     $recursiveAnchor: { type: 'boolean' },
     $vocabulary: { type: 'object', propertyNames: { type: 'string' }, additionalProperties: { type: 'boolean' } },
     $comment: { type: 'string' },
@@ -31,10 +36,11 @@ export const TOOL_INPUT_META_SCHEMA = {
     definitions: { type: 'object', additionalProperties: { $ref: '#' } },
     dependencies: { type: 'object', additionalProperties: { anyOf: [{ $ref: '#' }, { $ref: '#/$defs/stringArray' }] } },
     // Applicator
-    prefixItems: { $ref: '#/$defs/schemaArray' },
+    // Empty for an empty tuple (zod writes it): the validator reads it as no item at all.
+    prefixItems: { type: 'array', items: { $ref: '#' } },
     additionalItems: { $ref: '#' },
     unevaluatedItems: { $ref: '#' },
-    items: { anyOf: [{ $ref: '#' }, { $ref: '#/$defs/schemaArray' }] },
+    items: { anyOf: [{ $ref: '#' }, { type: 'array', items: { $ref: '#' } }] },
     contains: { $ref: '#' },
     additionalProperties: { $ref: '#' },
     unevaluatedProperties: { $ref: '#' },
@@ -71,17 +77,8 @@ export const TOOL_INPUT_META_SCHEMA = {
     type: {
       anyOf: [{ $ref: '#/$defs/simpleTypes' }, { type: 'array', items: { $ref: '#/$defs/simpleTypes' }, minItems: 1, uniqueItems: true }],
     },
-    // Meta-data
-    title: { type: 'string' },
-    description: { type: 'string' },
-    deprecated: { type: 'boolean' },
-    readOnly: { type: 'boolean' },
-    writeOnly: { type: 'boolean' },
-    examples: { type: 'array' },
-    // Format and content
-    format: { type: 'string' },
-    contentMediaType: { type: 'string' },
-    contentEncoding: { type: 'string' },
+    // Meta-data and content annotations (title, description, examples, readOnly, contentMediaType, …)
+    // are left unconstrained: the validator never reads them, so a `description: null` fails no call.
     contentSchema: { $ref: '#' },
   },
   $defs: {

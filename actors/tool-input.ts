@@ -76,11 +76,11 @@ function checkSchema(root: object, lookup: Record<string, unknown>): void {
   // Where each object is, for messages: a reference's target is named by its own place, also one
   // under a keyword the validator does not know (a reference may point anywhere in the document).
   const places = new Map<object, string>()
-  let anchored = false
+  /** Edges through `$recursiveRef`, followed for cycles only where no evaluated schema declares an anchor. */
+  const recursive: [from: object, target: object, via: string][] = []
   const place = (value: unknown, pointer: string): void => {
     if (typeof value !== 'object' || value === null || places.has(value)) return
     places.set(value, pointer)
-    if (isSchemaObject(value) && value.$recursiveAnchor === true) anchored = true
     for (const key in value) place((value as Record<string, unknown>)[key], `${pointer}/${token(key)}`)
   }
   place(root, '')
@@ -105,7 +105,7 @@ function checkSchema(root: object, lookup: Record<string, unknown>): void {
     if (node.$recursiveRef === '#' && node.__absolute_recursive_ref__ !== undefined) {
       const target = lookup[node.__absolute_recursive_ref__]
       // With an anchor, which schema it applies depends on the path the check took: not followed for cycles.
-      if (isSchemaObject(target) && !anchored) inPlace.push([target, `$recursiveRef "#" at ${at(pointer)}`])
+      if (isSchemaObject(target)) recursive.push([schema, target, `$recursiveRef "#" at ${at(pointer)}`])
       visit(target, places.get(target as object) ?? `${pointer}/$recursiveRef`)
     }
     // The validator reads 2019-09's `$recursiveRef`, not 2020-12's `$dynamicRef`: a part it would leave unchecked.
@@ -120,6 +120,9 @@ function checkSchema(root: object, lookup: Record<string, unknown>): void {
     }
   }
   visit(root, '')
+  if (![...evaluated.keys()].some((schema) => (schema as Marked).$recursiveAnchor === true)) {
+    for (const [from, target, via] of recursive) evaluated.get(from)?.push([target, via])
+  }
   // A cycle of schemas each applied to the value the one before it was given.
   const state = new Map<object, 'open' | 'closed'>()
   const follow = (schema: object): void => {

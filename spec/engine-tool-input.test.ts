@@ -247,7 +247,7 @@ test(
 test(
   'a schema that is no JSON Schema is refused when the run is admitted, each fault named where it is, and nothing is written',
   // One answer for each schema admitted at the end.
-  engineTest(Array.from({ length: 5 }, () => answer.text('done')), {}, async (h) => {
+  engineTest(Array.from({ length: 8 }, () => answer.text('done')), {}, async (h) => {
     const cases: [string, object, RegExp][] = [
       // The validator would walk the array by index and check a member "0" (every other input passed unchecked).
       ['properties', { type: 'object', properties: [{ type: 'string' }] }, /it is not a JSON Schema: #\/properties: Instance type "array" is invalid\. Expected "object"\.$/],
@@ -300,6 +300,10 @@ test(
     const written: object[] = [
       z.toJSONSchema(shape),
       z.toJSONSchema(shape, { target: 'draft-7' }),
+      // Draft 7's plain-name $id; an empty tuple as zod writes it; annotations the validator never reads.
+      { $schema: 'http://json-schema.org/draft-07/schema#', type: 'object', definitions: { a: { $id: '#addr', type: 'string' } }, properties: { a: { $ref: '#addr' } } },
+      z.toJSONSchema(z.object({ v: z.tuple([]) })),
+      { type: 'object', description: null, title: 5, properties: { a: { type: 'string', examples: { a: 1 }, readOnly: 'true' } } },
       // 2020-12's anchor names may start with "_".
       { type: 'object', properties: { to: { $ref: '#_to' } }, $defs: { to: { $anchor: '_to', type: 'string' } } },
       { type: 'object', properties: { a: { $ref: '#/definitions/A' } }, definitions: { A: { type: 'string', nullable: true } }, $schema: 'http://json-schema.org/draft-07/schema#' },
@@ -334,6 +338,9 @@ test(
         ],
         ['dependent', { type: 'object', dependentSchemas: { a: { $ref: '#' } } }, /\$ref "#" at #\/dependentSchemas\/a leads back to #/],
         ['recursive', { $id: 'https://x.test/s', oneOf: [{ $recursiveRef: '#' }] }, /\$recursiveRef "#" at #\/oneOf\/0 leads back to #/],
+        // An anchor only in an example is no anchor the validator meets.
+        ['example', { type: 'object', allOf: [{ $recursiveRef: '#' }], examples: [{ $recursiveAnchor: true }] }, /\$recursiveRef "#" at #\/allOf\/0 leads back to #/],
+        ['other', { type: 'object', properties: { a: { $recursiveRef: '#/$defs/s' } }, $defs: { s: { type: 'string' } } }, /#\/properties\/a\/\$recursiveRef: /],
       ]
       for (const [name, inputSchema, message] of cases) {
         const error = await refusedWithoutWriting(h.log, () => h.engine.start(h.input(name, { tools: [refund({ inputSchema })] })), 'RUN_INVALID_INPUT', name)

@@ -113,7 +113,7 @@ function checkSchema(root: object, lookup: Record<string, unknown>): void {
     if (node.pattern !== undefined) compiles(node.pattern, `${pointer}/pattern`)
     const patterns = node.patternProperties
     if (isSchemaObject(patterns)) for (const pattern of Object.keys(patterns)) compiles(pattern, `${pointer}/patternProperties`)
-    for (const [sub, subPointer, keyword] of subschemas(node, pointer, false)) {
+    for (const [sub, subPointer, keyword] of subschemas(node, pointer)) {
       if (!applied(node, keyword)) continue
       if (IN_PLACE.has(keyword) && isSchemaObject(sub)) inPlace.push([sub, `the schema at ${at(subPointer)}`])
       visit(sub, subPointer)
@@ -162,8 +162,8 @@ const isSchemaObject = (value: unknown): value is Record<string, unknown> => typ
 /** `key` as a JSON pointer's token. */
 const token = (key: string): string => key.replaceAll('~', '~0').replaceAll('/', '~1')
 
-/** The subschemas of `node`'s keywords the validator evaluates (and its `$defs`, with `definitions`, when asked), with their places and keywords. */
-function subschemas(node: Record<string, unknown>, pointer: string, definitions: boolean): [unknown, string, string][] {
+/** The subschemas of `node`'s keywords the validator evaluates (not its `$defs`: only what references use), with their places and keywords. */
+function subschemas(node: Record<string, unknown>, pointer: string): [unknown, string, string][] {
   const found: [unknown, string, string][] = []
   for (const key in node) {
     const sub = node[key]
@@ -173,7 +173,7 @@ function subschemas(node: Record<string, unknown>, pointer: string, definitions:
     } else if (!isSchemaObject(sub)) continue
     else if (schemaKeyword[key]) found.push([sub, base, key])
     // `dependencies` holds a schema or a list of names per property.
-    else if ((schemaMapKeyword[key] && (definitions || (key !== '$defs' && key !== 'definitions'))) || key === 'dependencies') {
+    else if ((schemaMapKeyword[key] && key !== '$defs' && key !== 'definitions') || key === 'dependencies') {
       for (const name in sub) if (!Array.isArray(sub[name])) found.push([sub[name], `${base}/${token(name)}`, key])
     }
   }

@@ -84,7 +84,8 @@ export const TOOL_INPUT_META_SCHEMA = {
   $defs: {
     schemaArray: { type: 'array', minItems: 1, items: { $ref: '#' } },
     nonNegativeInteger: { type: 'integer', minimum: 0 },
-    simpleTypes: { enum: ['array', 'boolean', 'integer', 'null', 'number', 'object', 'string'] },
+    // `type: 'string'` added: a list given as `type` is then told by its own errors (too few, repeated), not by this enum.
+    simpleTypes: { type: 'string', enum: ['array', 'boolean', 'integer', 'null', 'number', 'object', 'string'] },
     stringArray: { type: 'array', items: { type: 'string' }, uniqueItems: true },
   },
 } as const

@@ -3,7 +3,7 @@
  * `@cfworker/json-schema` (JSON Schema 2020-12; no code generation, so it also runs where that is
  * disallowed). What is wrong is told to the model, which can call again with better arguments.
  */
-import { type OutputUnit, type Schema, Validator, dereference, schemaArrayKeyword, schemaKeyword, schemaMapKeyword } from '@cfworker/json-schema'
+import { type OutputUnit, type Schema, Validator, dereference, ignoredKeyword, initialBaseURI, schemaArrayKeyword, schemaKeyword, schemaMapKeyword } from '@cfworker/json-schema'
 import { messageOf, wellFormed } from '../store/encoding.js'
 import { TOOL_INPUT_META_SCHEMA } from './tool-input-meta-schema.js'
 
@@ -36,11 +36,23 @@ export function inputCheckOf(schema: object): InputCheck {
   metaValidator ??= new Validator(structuredClone(TOOL_INPUT_META_SCHEMA) as unknown as Schema, '2020-12', false)
   const conformance = metaValidator.validate(schema)
   if (!conformance.valid) throw new Error(`it is not a JSON Schema: ${describeSchemaErrors(conformance.errors)}`)
+  // A tool's input is the arguments of a call: a JSON object (also what every provider asks the schema to describe).
+  const rootType = (schema as { type?: unknown }).type
+  if ((typeof rootType === 'string' || Array.isArray(rootType)) && ![rootType].flat().includes('object')) {
+    throw new Error(`its type is ${JSON.stringify(rootType)}, but a tool's input (the arguments of a call) is a JSON object: the schema's type must be "object" or left out`)
+  }
   // The validator marks the schema's objects (non-enumerable members): it gets its own copy.
   const copy = structuredClone(schema)
-  const validator = new Validator(copy as Schema, '2020-12', false)
+  withoutInstanceAnnotations(copy)
+  const places = placesOf(copy)
+  let validator: Validator
+  try {
+    validator = new Validator(copy as Schema, '2020-12', false)
+  } catch (error) {
+    throw new Error(duplicateNamed(messageOf(error), places))
+  }
   // The validator's own table of the schema's URIs is private: built again, the same way.
-  checkSchema(copy, dereference(copy as Schema))
+  checkSchema(copy, dereference(copy as Schema), places)
   const check: InputCheck = (input) => {
     let result: ReturnType<Validator['validate']>
     try {
@@ -64,83 +76,207 @@ const at = (pointer: string): string => `#${pointer}`
  * Throws when a part of `schema` that a check can reach would fail every check that reaches it: a
  * reference the validator cannot resolve (it resolves them only when a check reaches them, so one
  * in a branch few inputs take would fail only those calls), a pattern that does not compile (as
- * the validator compiles it: as a string, with the `u` flag), or references that lead back to where
+ * the validator compiles it: as a string, with the `u` flag), references that lead back to where
  * they are without stepping into the input (`{ allOf: [{ $ref: '#' }] }`: the validator would apply
- * the same schema to the same value until the stack overflows). Walks what the validator evaluates:
- * the subschemas of its keywords, and the schemas references lead to; not vendor keywords,
- * annotations such as `examples`, `$defs` no reference uses, or a keyword the validator skips where
- * it stands (`then` without `if`). A `$dynamicRef` it reaches throws too: the validator would leave
- * that part of the input unchecked.
+ * the same schema to the same value until the stack overflows), or more schemas applied one inside
+ * another to one value than it can follow. Walks what the validator evaluates: the subschemas of
+ * its keywords, and the schemas references lead to; not vendor keywords, annotations such as
+ * `examples`, `$defs` no reference uses, or a keyword the validator skips where it stands (`then`
+ * without `if`). A `$dynamicRef` it reaches throws too: the validator would leave that part of the
+ * input unchecked.
+ *
+ * The walk is over what the validator carries from schema to schema: a subschema, and the schema a
+ * `$recursiveRef: '#'` there resolves to (set by the first `$recursiveAnchor: true` on the way,
+ * dropped entering `allOf`/`anyOf`/`oneOf` of a schema without one). Iterative: a chain of thousands
+ * of definitions overflows no stack here.
  */
-function checkSchema(root: object, lookup: Record<string, unknown>): void {
-  // Where each object is, for messages: a reference's target is named by its own place, also one
-  // under a keyword the validator does not know (a reference may point anywhere in the document).
-  const places = new Map<object, string>()
-  /** Edges through `$recursiveRef`, followed for cycles only where no evaluated schema declares an anchor. */
-  const recursive: [from: object, target: object, via: string][] = []
-  const place = (value: unknown, pointer: string): void => {
-    if (typeof value !== 'object' || value === null || places.has(value)) return
-    places.set(value, pointer)
-    for (const key in value) place((value as Record<string, unknown>)[key], `${pointer}/${token(key)}`)
+function checkSchema(root: object, lookup: Record<string, unknown>, places: Map<object, string>): void {
+  const states = new Map<object, Map<object | null, Walked>>()
+  const pending: Walked[] = []
+  const all: Walked[] = []
+  /** States first met while one is walked: walked next, in the document's order. */
+  let found: Walked[] = []
+  const stateOf = (schema: unknown, anchor: object | null, pointer: string): Walked | undefined => {
+    if (!isSchemaObject(schema)) return undefined
+    let byAnchor = states.get(schema)
+    if (byAnchor === undefined) states.set(schema, (byAnchor = new Map()))
+    let state = byAnchor.get(anchor)
+    if (state === undefined) {
+      state = { schema: schema as Marked, anchor, pointer: places.get(schema) ?? pointer, next: [] }
+      byAnchor.set(anchor, state)
+      all.push(state)
+      found.push(state)
+    }
+    return state
   }
-  place(root, '')
-  /** Each evaluated subschema, and the schemas it applies to the value it is given (not to a part of it). */
-  const evaluated = new Map<object, [target: object, via: string][]>()
-  const visit = (schema: unknown, pointer: string): void => {
-    if (!isSchemaObject(schema) || evaluated.has(schema)) return
-    const inPlace: [object, string][] = []
-    evaluated.set(schema, inPlace)
-    const node = schema as Marked
-    const reference = node.$ref
-    if (reference !== undefined) {
-      if (typeof reference !== 'string') throw new Error(`$ref at ${at(pointer)} is not a string`)
-      const target = lookup[node.__absolute_ref__ ?? reference]
-      if (target === undefined) {
-        throw new Error(`$ref ${JSON.stringify(reference)} at ${at(pointer)} leads to no schema (a reference must point inside the schema: none is fetched)`)
-      }
-      if (isSchemaObject(target)) inPlace.push([target, `$ref ${JSON.stringify(reference)} at ${at(pointer)}`])
-      visit(target, places.get(target as object) ?? `${pointer}/$ref`)
+  const checked = new Set<object>()
+  stateOf(root, null, '')
+  pending.push(...found)
+  while (pending.length > 0) {
+    const state = pending.pop() as Walked
+    found = []
+    const { schema: node, pointer } = state
+    if (!checked.has(node)) {
+      checked.add(node)
+      checkNode(node, pointer, lookup)
     }
-    // `$recursiveRef: '#'` is applied as the schema its base URI names (where no `$recursiveAnchor` takes over).
+    // As the validator does: the first `$recursiveAnchor: true` met is where `$recursiveRef: '#'` leads.
+    const anchor = node.$recursiveAnchor === true && state.anchor === null ? node : state.anchor
+    const inPlace = (target: unknown, targetAnchor: object | null, via: string, reference: boolean, targetPointer: string): void => {
+      const next = stateOf(target, targetAnchor, targetPointer)
+      if (next !== undefined) state.next.push({ to: next, via, reference })
+    }
     if (node.$recursiveRef === '#' && node.__absolute_recursive_ref__ !== undefined) {
-      const target = lookup[node.__absolute_recursive_ref__]
-      // With an anchor, which schema it applies depends on the path the check took: not followed for cycles.
-      if (isSchemaObject(target)) recursive.push([schema, target, `$recursiveRef "#" at ${at(pointer)}`])
-      visit(target, places.get(target as object) ?? `${pointer}/$recursiveRef`)
+      const via = `$recursiveRef "#" at ${at(pointer)}`
+      // Without an anchor, the validator applies this same schema again, with the base URI's schema as the anchor.
+      if (anchor === null) {
+        const target = lookup[node.__absolute_recursive_ref__]
+        if (isSchemaObject(target)) inPlace(node, target, via, true, pointer)
+      } else inPlace(anchor, anchor, via, true, `${pointer}/$recursiveRef`)
     }
-    // The validator reads 2019-09's `$recursiveRef`, not 2020-12's `$dynamicRef`: a part it would leave unchecked.
-    if (node.$dynamicRef !== undefined) throw new Error(`$dynamicRef at ${at(pointer)} is not applied by the validator (a $ref to the schema meant is)`)
-    if (node.pattern !== undefined) compiles(node.pattern, `${pointer}/pattern`)
-    const patterns = node.patternProperties
-    if (isSchemaObject(patterns)) for (const pattern of Object.keys(patterns)) compiles(pattern, `${pointer}/patternProperties`)
+    if (typeof node.$ref === 'string') inPlace(lookup[node.__absolute_ref__ ?? node.$ref], anchor, `$ref ${JSON.stringify(node.$ref)} at ${at(pointer)}`, true, `${pointer}/$ref`)
     for (const [sub, subPointer, keyword] of subschemas(node, pointer)) {
       if (!applied(node, keyword)) continue
-      if (IN_PLACE.has(keyword) && isSchemaObject(sub)) inPlace.push([sub, `the schema at ${at(subPointer)}`])
-      visit(sub, subPointer)
+      const subAnchor = COMBINATIONS.has(keyword) && node.$recursiveAnchor !== true ? null : anchor
+      if (IN_PLACE.has(keyword)) inPlace(sub, subAnchor, `the schema at ${at(subPointer)}`, false, subPointer)
+      else stateOf(sub, subAnchor, subPointer)
     }
+    for (let index = found.length - 1; index >= 0; index--) pending.push(found[index] as Walked)
   }
-  visit(root, '')
-  if (![...evaluated.keys()].some((schema) => (schema as Marked).$recursiveAnchor === true)) {
-    for (const [from, target, via] of recursive) evaluated.get(from)?.push([target, via])
-  }
-  // A cycle of schemas each applied to the value the one before it was given.
-  const state = new Map<object, 'open' | 'closed'>()
-  const follow = (schema: object): void => {
-    state.set(schema, 'open')
-    for (const [target, via] of evaluated.get(schema) ?? []) {
-      const reached = state.get(target)
-      if (reached === 'open') {
-        throw new Error(`${via} leads back to ${at(places.get(target) ?? '')} without stepping into the input (a check reaching it would never end)`)
+  for (const state of all) if (state.mark === undefined) followFrom(state, places)
+}
+
+/** A subschema as the walk meets it: with the schema `$recursiveRef: '#'` resolves to there, and the schemas it applies to the value it is given. */
+interface Walked {
+  schema: Marked
+  anchor: object | null
+  pointer: string
+  next: { to: Walked; via: string; reference: boolean }[]
+  mark?: 'open' | 'closed'
+  /** The most schemas applied one inside another to one value, from this one. */
+  depth?: number
+}
+
+/** The most schemas the validator applies one inside another to one value (it has a stack for about 550, input parts included). */
+const MAX_IN_PLACE = 128
+
+/** Depth-first from `start` over schemas applied to the same value: throws at a cycle, or at a chain longer than the validator can follow. */
+function followFrom(start: Walked, places: Map<object, string>): void {
+  const path: { state: Walked; index: number; entered?: Walked['next'][number] }[] = [{ state: start, index: 0 }]
+  start.mark = 'open'
+  while (path.length > 0) {
+    const top = path[path.length - 1] as (typeof path)[number]
+    const edge = top.state.next[top.index]
+    if (edge !== undefined) {
+      top.index += 1
+      if (edge.to.mark === 'open') {
+        // Named by the last reference on the loop (a loop has one: subschemas alone nest).
+        const loop = [edge, ...path.slice(path.findIndex((step) => step.state === edge.to) + 1).map((step) => step.entered).reverse()]
+        const closing = loop.find((step) => step?.reference) ?? edge
+        throw new Error(`${closing.via} leads back to ${at(places.get(closing.to.schema) ?? closing.to.pointer)} without stepping into the input (a check reaching it would never end)`)
       }
-      if (reached === undefined) follow(target)
+      if (edge.to.mark === undefined) {
+        edge.to.mark = 'open'
+        path.push({ state: edge.to, index: 0, entered: edge })
+      }
+      continue
     }
-    state.set(schema, 'closed')
+    const state = top.state
+    state.mark = 'closed'
+    state.depth = 1 + state.next.reduce((most, step) => Math.max(most, step.to.depth ?? 0), 0)
+    if (state.depth > MAX_IN_PLACE) {
+      throw new Error(
+        `from ${at(state.pointer)}, ${state.depth} schemas are applied one inside another to one value (through references, allOf, anyOf, …): more than the validator can follow (${MAX_IN_PLACE})`,
+      )
+    }
+    path.pop()
   }
-  for (const schema of evaluated.keys()) if (!state.has(schema)) follow(schema)
+}
+
+/**
+ * Removes from `root`'s schemas the annotations whose values are instances, not schemas (OpenAPI's
+ * `example`, `examples`): the validator never reads them, but registers an `id` in them as a
+ * schema's, so `example: { id: 'u1' }` on two properties would be two schemas with one URI.
+ * Descends as the validator's table of URIs does (into unknown keywords too, which references may
+ * point into).
+ */
+function withoutInstanceAnnotations(root: object): void {
+  const seen = new Set<object>()
+  const stack: unknown[] = [root]
+  while (stack.length > 0) {
+    const node = stack.pop()
+    if (!isSchemaObject(node) || seen.has(node)) continue
+    seen.add(node)
+    delete node.example
+    delete node.examples
+    for (const key in node) {
+      const value = node[key]
+      if (ignoredKeyword[key]) continue
+      if (Array.isArray(value)) {
+        if (schemaArrayKeyword[key]) stack.push(...value)
+      } else if ((schemaMapKeyword[key] || key === 'dependencies') && isSchemaObject(value)) stack.push(...Object.values(value))
+      else stack.push(value)
+    }
+  }
+}
+
+/** The validator's message for two schemas with one URI, with the places that name it (`$id`, or `id` as drafts 3 and 4 wrote it). */
+function duplicateNamed(message: string, places: Map<object, string>): string {
+  const duplicate = /^Duplicate schema URI "(.*)"\.$/.exec(message)?.[1]
+  if (duplicate === undefined) return message
+  const naming: string[] = []
+  for (const [value, pointer] of places) {
+    const record = value as Record<string, unknown>
+    const key = typeof record.$id === 'string' && record.$id !== '' ? '$id' : typeof record.id === 'string' ? 'id' : undefined
+    if (key === undefined) continue
+    try {
+      const url = new URL(record[key] as string, initialBaseURI)
+      url.hash = ''
+      if (url.href === duplicate) naming.push(`${at(pointer)}/${key} ${JSON.stringify(record[key])}`)
+    } catch {
+      // Not a URI: not this one.
+    }
+  }
+  return naming.length < 2 ? `two of its schemas have one URI (${duplicate}): an $id must name one schema` : `two of its schemas have one URI: ${listed(naming, naming.length)} (an $id must name one schema)`
+}
+
+/** Where each object of `root` is (RFC 6901; `''` for `root`): the first place met in document order. */
+function placesOf(root: object): Map<object, string> {
+  const places = new Map<object, string>()
+  const stack: [unknown, string][] = [[root, '']]
+  while (stack.length > 0) {
+    const [value, pointer] = stack.pop() as [unknown, string]
+    if (typeof value !== 'object' || value === null || places.has(value)) continue
+    places.set(value, pointer)
+    const keys = Object.keys(value)
+    for (let index = keys.length - 1; index >= 0; index--) {
+      const key = keys[index] as string
+      stack.push([(value as Record<string, unknown>)[key], `${pointer}/${token(key)}`])
+    }
+  }
+  return places
+}
+
+/** What fails at `node` itself whenever a check reaches it. */
+function checkNode(node: Marked, pointer: string, lookup: Record<string, unknown>): void {
+  const reference = node.$ref
+  if (reference !== undefined) {
+    if (typeof reference !== 'string') throw new Error(`$ref at ${at(pointer)} is not a string`)
+    if (lookup[node.__absolute_ref__ ?? reference] === undefined) {
+      throw new Error(`$ref ${JSON.stringify(reference)} at ${at(pointer)} leads to no schema (a reference must point inside the schema: none is fetched)`)
+    }
+  }
+  // The validator reads 2019-09's `$recursiveRef`, not 2020-12's `$dynamicRef`: a part it would leave unchecked.
+  if (node.$dynamicRef !== undefined) throw new Error(`$dynamicRef at ${at(pointer)} is not applied by the validator (a $ref to the schema meant is)`)
+  if (node.pattern !== undefined) compiles(node.pattern, `${pointer}/pattern`)
+  const patterns = node.patternProperties
+  if (isSchemaObject(patterns)) for (const pattern of Object.keys(patterns)) compiles(pattern, `${pointer}/patternProperties`)
 }
 
 /** Keywords whose subschemas apply to the very value their schema is given. */
 const IN_PLACE = new Set(['allOf', 'anyOf', 'oneOf', 'not', 'if', 'then', 'else', 'dependentSchemas', 'dependencies'])
+/** Keywords that drop the recursive anchor unless their own schema declares one (as the validator does). */
+const COMBINATIONS = new Set(['allOf', 'anyOf', 'oneOf'])
 
 /** Whether the validator evaluates `keyword` of `node` at all (some only beside another). */
 function applied(node: Record<string, unknown>, keyword: string): boolean {
@@ -258,23 +394,49 @@ const SCHEMA_ROLLUPS = new Set(['anyOf', 'additionalProperties'])
 
 /**
  * What makes a schema no JSON Schema, one error per place in it (`#/properties: Instance type
- * "array" is invalid. Expected "object".`): the first that says what is wrong there, not that an
- * `anyOf` of the meta-schema failed.
+ * "array" is invalid. Expected "object".`): the one that says what is wrong there, not that an
+ * `anyOf` of the meta-schema failed. Where the meta-schema allows either of two forms (`type`: a
+ * name or a list of names), the error of the form the value has (`#/type: Array has too few
+ * items`), not of the other one.
  */
 function describeSchemaErrors(errors: readonly OutputUnit[]): string {
-  const byPlace = new Map<string, string>()
+  const byPlace = new Map<string, OutputUnit[]>()
   for (const error of errors) {
-    if (ROLLUPS.has(error.keyword) || SCHEMA_ROLLUPS.has(error.keyword) || byPlace.has(error.instanceLocation)) continue
-    const pointer = pointerOf(error.instanceLocation)
-    // OpenAPI 3.0 and draft 4 write `exclusiveMinimum: true` beside `minimum`, which the validator would compare numbers to.
+    if (ROLLUPS.has(error.keyword) || SCHEMA_ROLLUPS.has(error.keyword)) continue
+    const found = byPlace.get(error.instanceLocation)
+    if (found === undefined) byPlace.set(error.instanceLocation, [error])
+    else found.push(error)
+  }
+  const said: string[] = []
+  for (const [place, found] of byPlace) {
+    const [error, ofItsForm] = telling(found)
+    // A list whose fault is in a member (`type: ['strin']`): the member's error says it.
+    if (!ofItsForm && [...byPlace.keys()].some((other) => other.startsWith(`${place}/`))) continue
+    const pointer = pointerOf(place)
     const keyword = pointer.slice(pointer.lastIndexOf('/') + 1)
-    const said =
-      /^exclusive(Min|Max)imum$/.test(keyword) && error.keyword === 'type'
-        ? `${error.error.replace(/\.$/, '')} (the bound itself, as from draft 6 on: exclusiveMinimum: 0, not minimum: 0 with exclusiveMinimum: true).`
-        : error.keyword === 'pattern' && Object.hasOwn(META_PATTERNS, keyword)
+    // Is the error about that keyword (not about a property with its name)?
+    const about = (check: string): boolean => error.keywordLocation.endsWith(`/properties/${keyword}/${check}`)
+    // OpenAPI 3.0 and draft 4 write `exclusiveMinimum: true` beside `minimum`, which the validator would compare numbers to.
+    const bound = /^exclusive(Min|Max)imum$/.exec(keyword)?.[1]
+    const text =
+      bound !== undefined && about('type')
+        ? `${error.error.replace(/\.$/, '')} (the bound itself, as from draft 6 on: ${keyword}: ${bound === 'Min' ? 0 : 10}, not ${bound === 'Min' ? 'minimum: 0' : 'maximum: 10'} with ${keyword}: true).`
+        : Object.hasOwn(META_PATTERNS, keyword) && about('pattern')
           ? `${error.error.replace(/\.$/, '')}: ${META_PATTERNS[keyword]}.`
           : error.error
-    byPlace.set(error.instanceLocation, `${at(pointer)}: ${said}`)
+    said.push(`${at(pointer)}: ${text}`)
   }
-  return listed([...byPlace.values()], byPlace.size)
+  return listed(said, said.length)
+}
+
+/**
+ * Of the errors at one place, the one that tells what is wrong, and whether it is of the form the
+ * value has: one from a branch of the meta-schema's `anyOf` whose type the value has; else one that
+ * is not about the type; else the first.
+ */
+function telling(errors: readonly OutputUnit[]): [error: OutputUnit, ofItsForm: boolean] {
+  const branch = (error: OutputUnit): string => /^(.*\/anyOf\/\d+)\//.exec(error.keywordLocation)?.[1] ?? ''
+  const mistyped = new Set(errors.filter((error) => error.keyword === 'type').map(branch))
+  const ofItsForm = errors.find((error) => error.keyword !== 'type' && !mistyped.has(branch(error)))
+  return ofItsForm !== undefined ? [ofItsForm, true] : [errors.find((error) => error.keyword !== 'type') ?? (errors[0] as OutputUnit), false]
 }

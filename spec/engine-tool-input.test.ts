@@ -247,7 +247,7 @@ test(
 test(
   'a schema that is no JSON Schema is refused when the run is admitted, each fault named where it is, and nothing is written',
   // One answer for each schema admitted at the end.
-  engineTest(Array.from({ length: 8 }, () => answer.text('done')), {}, async (h) => {
+  engineTest(Array.from({ length: 9 }, () => answer.text('done')), {}, async (h) => {
     const cases: [string, object, RegExp][] = [
       // The validator would walk the array by index and check a member "0" (every other input passed unchecked).
       ['properties', { type: 'object', properties: [{ type: 'string' }] }, /it is not a JSON Schema: #\/properties: Instance type "array" is invalid\. Expected "object"\.$/],
@@ -267,6 +267,17 @@ test(
         /#\/properties\/cents\/exclusiveMinimum: Instance type "boolean" is invalid\. Expected "number" \(the bound itself, as from draft 6 on: exclusiveMinimum: 0, not minimum: 0 with exclusiveMinimum: true\)\.$/,
       ],
       ['pattern', { type: 'object', properties: { to: { type: 'string', pattern: 5 } } }, /#\/properties\/to\/pattern: Instance type "number" is invalid\. Expected "string"\./],
+      // A list given as `type` is told by its own fault, not by the names a single type may have.
+      ['no-types', { type: 'object', properties: { to: { type: [] } } }, /#\/properties\/to\/type: Array has too few items \(0 < 1\)\.$/],
+      ['repeated', { type: ['object', 'object'] }, /^[^;]*#\/type: Duplicate items at indexes 0 and 1\.$/],
+      ['member', { type: 'object', properties: { to: { type: ['strin'] } } }, /: it is not a JSON Schema: #\/properties\/to\/type\/0: Instance does not match any of \["array",[^;]*\]\.$/],
+      [
+        'exclusive-max',
+        { type: 'object', properties: { cents: { type: 'number', maximum: 10, exclusiveMaximum: true } } },
+        /#\/properties\/cents\/exclusiveMaximum: Instance type "boolean" is invalid\. Expected "number" \(the bound itself, as from draft 6 on: exclusiveMaximum: 10, not maximum: 10 with exclusiveMaximum: true\)\.$/,
+      ],
+      // A property named as a keyword is a schema: no hint meant for the keyword.
+      ['named', { type: 'object', properties: { exclusiveMinimum: 5 } }, /#\/properties\/exclusiveMinimum: Instance type "number" is invalid\. Expected "object", "boolean"\.$/],
       ['anchor', { type: 'object', $defs: { to: { $anchor: '1to' } } }, /#\/\$defs\/to\/\$anchor: String does not match pattern: a name starts with a letter or "_", then letters, digits, "-", "\.", ":" and "_"\.$/],
       // In a definition no reference uses, too: what a schema may say is checked everywhere in it.
       ['definition', { type: 'object', $defs: { unused: { items: 'string' } } }, /#\/\$defs\/unused\/items: Instance type "string" is invalid\. Expected "object", "boolean"\./],
@@ -308,6 +319,8 @@ test(
       { type: 'object', properties: { to: { $ref: '#_to' } }, $defs: { to: { $anchor: '_to', type: 'string' } } },
       { type: 'object', properties: { a: { $ref: '#/definitions/A' } }, definitions: { A: { type: 'string', nullable: true } }, $schema: 'http://json-schema.org/draft-07/schema#' },
       { type: 'object', properties: { a: { enum: [], default: 'x', examples: ['y'], format: 'email', deprecated: true } }, required: [], strict: true },
+      // 2019-09's extensible tree: `$recursiveRef` under `items` steps into the input wherever the anchor is.
+      { $id: 'https://x.test/tree', $recursiveAnchor: true, type: 'object', properties: { children: { type: 'array', items: { $recursiveRef: '#' } } } },
     ]
     for (const [index, inputSchema] of written.entries()) {
       assert.equal(await h.run(h.input(`written-${index}`, { tools: [refund({ inputSchema })] })), { status: 'completed' }, `written-${index}`)
@@ -319,6 +332,7 @@ test(
   'a reference that leads back to where it is without stepping into the input is refused (the check would recurse without end); one that steps in checks nested input',
   engineTest(
     [
+      answer.text('done'),
       answer.toolCalls([
         { id: 'call-deep', name: 'tree', arguments: { name: 'a', children: [{ name: 'b', children: [{ name: 'c', children: [] }] }] } },
         { id: 'call-bad', name: 'tree', arguments: { name: 'a', children: [{ name: 'b', children: [{ name: 7, children: [] }] }] } },
@@ -341,6 +355,26 @@ test(
         // An anchor only in an example is no anchor the validator meets.
         ['example', { type: 'object', allOf: [{ $recursiveRef: '#' }], examples: [{ $recursiveAnchor: true }] }, /\$recursiveRef "#" at #\/allOf\/0 leads back to #/],
         ['other', { type: 'object', properties: { a: { $recursiveRef: '#/$defs/s' } }, $defs: { s: { type: 'string' } } }, /#\/properties\/a\/\$recursiveRef: /],
+        // With an anchor, `$recursiveRef` leads to it: followed as the validator follows it.
+        ['anchored', { $recursiveAnchor: true, type: 'object', allOf: [{ $recursiveRef: '#' }] }, /\$recursiveRef "#" at #\/allOf\/0 leads back to # without stepping into the input/],
+        [
+          'anchored-below',
+          { type: 'object', properties: { a: { $ref: '#/$defs/t' } }, $defs: { t: { $recursiveAnchor: true, anyOf: [{ type: 'string' }, { not: { $recursiveRef: '#' } }] } } },
+          /\$recursiveRef "#" at #\/\$defs\/t\/anyOf\/1\/not leads back to #\/\$defs\/t without stepping into the input/,
+        ],
+        // Thousands of definitions each a reference to the next: no stack overflow here, and none at each call.
+        [
+          'long-chain',
+          { $ref: '#/$defs/d0', $defs: Object.fromEntries(Array.from({ length: 3000 }, (_, i) => [`d${i}`, i < 2999 ? { $ref: `#/$defs/d${i + 1}` } : { type: 'object' }])) },
+          /: from #\/\$defs\/d2871, 129 schemas are applied one inside another to one value \(through references, allOf, anyOf, …\): more than the validator can follow \(128\)$/,
+        ],
+        // A tool's input is an object: a schema that refuses every object refuses every call.
+        ['not-object', { type: ['string', 'null'] }, /: its type is \["string","null"\], but a tool's input \(the arguments of a call\) is a JSON object: the schema's type must be "object" or left out$/],
+        [
+          'one-uri',
+          { type: 'object', properties: { a: { $id: 'item', type: 'string' }, b: { $id: 'item', type: 'number' } } },
+          /: two of its schemas have one URI: #\/properties\/a\/\$id "item"; #\/properties\/b\/\$id "item" \(an \$id must name one schema\)$/,
+        ],
       ]
       for (const [name, inputSchema, message] of cases) {
         const error = await refusedWithoutWriting(h.log, () => h.engine.start(h.input(name, { tools: [refund({ inputSchema })] })), 'RUN_INVALID_INPUT', name)
@@ -348,6 +382,9 @@ test(
         assert.match(error.message, message, name)
         assert.equal(await typesOf(h.log, `invocation-${name}`), [], name)
       }
+      // 128 deep is followed (the chain above, shorter).
+      const chain = { $ref: '#/$defs/d0', $defs: Object.fromEntries(Array.from({ length: 127 }, (_, i) => [`d${i}`, i < 126 ? { $ref: `#/$defs/d${i + 1}` } : { type: 'object' }])) }
+      assert.equal(await h.run(h.input('chain-128', { tools: [refund({ inputSchema: chain })] })), { status: 'completed' })
       // A reference through `properties` or `items` is applied to a part of the input, which ends.
       const tree = {
         ...countingTool('tree'),
@@ -383,7 +420,8 @@ test(
       const tool = refund({
         inputSchema: {
           type: 'object',
-          properties: { order: { type: 'string', pattern: '5' }, cents: { type: 'integer' } },
+          // OpenAPI's `example`: an `id` in it is no schema's (the validator would register both as one URI).
+          properties: { order: { type: 'string', pattern: '5', example: { id: 'u1' } }, cents: { type: 'integer', example: { id: 'u1' } } },
           required: ['order'],
           // A list of names, not a schema.
           dependencies: { order: ['cents'] },

@@ -4,7 +4,7 @@
  * bin/commands/ and returns its exit code.
  */
 import { readFile } from 'node:fs/promises'
-import { type CommandIo, EXIT, removeCopiesOnSignals } from './io.js'
+import { type CommandIo, EXIT, removeCopiesOnSignals, signalToEndBy } from './io.js'
 
 const help = `usage: factstate <command> [options]
 
@@ -104,6 +104,13 @@ main(process.argv.slice(2)).then(
       return
     }
     process.exitCode = code
+    // Ended by the signal that stopped the command: with no listener left (the command has closed
+    // its logs, no copy is left to remove), its default action ends the process before it can exit.
+    const signal = signalToEndBy()
+    if (signal !== undefined) {
+      process.removeAllListeners(signal)
+      process.kill(process.pid, signal)
+    }
   },
   (error: unknown) => {
     process.stderr.write(`error: ${(error as Error)?.stack ?? String(error)}\n`)

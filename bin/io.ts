@@ -147,6 +147,24 @@ export function removeCopiesOnSignals(): void {
   }
 }
 
+/** The signal a command asked the process to end by, once it has returned (`endBySignal`). */
+let endingSignal: NodeJS.Signals | undefined
+
+/**
+ * Asks the CLI to end the process by `signal` once the command has returned (its exit code is then
+ * the signal's, and a shell loop running it stops as for any program the signal ends). For a
+ * command that caught the signal to finish first (`demo` waits for the process it runs). Run
+ * in-process (tests), nothing is raised: the command's code is all.
+ */
+export function endBySignal(signal: NodeJS.Signals): void {
+  endingSignal = signal
+}
+
+/** The signal asked for by `endBySignal`, if any: read by the CLI's entry point. */
+export function signalToEndBy(): NodeJS.Signals | undefined {
+  return endingSignal
+}
+
 /**
  * Opens the log in `directory` to read it: the log itself, or, when another process has it open
  * (or `options.snapshot` asks), a snapshot of it (`EventLog.openSnapshot`, under a directory of

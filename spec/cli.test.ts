@@ -302,7 +302,7 @@ const isAlive = (pid: number): boolean => {
   }
 }
 
-test('a signal sent to the demo alone ends the phase process it runs too, and the demo exits 128 + its number', () =>
+test('a signal sent to the demo alone ends the phase process it runs too, and the demo ends by that signal', () =>
   withTempDir((dir) =>
     withTimeout(async () => {
       const demo = spawn(process.execPath, ['dist/bin/factstate.js', 'demo', '--dir', join(dir, 'demo')], { stdio: ['ignore', 'pipe', 'pipe'], env: cliEnv })
@@ -328,7 +328,8 @@ test('a signal sent to the demo alone ends the phase process it runs too, and th
         const reached = Math.max(...[...stdout.matchAll(/^\[process ([0-9])/gm)].map((match) => Number(match[1])))
         demo.kill('SIGTERM')
         const [code, signal] = await closed
-        assert.equal([code, signal], [143, null], stderr)
+        // Ended by the signal itself, as a shell loop running it expects (it would say 143).
+        assert.equal([code, signal], [null, 'SIGTERM'], stderr)
         assert.match(stderr, /demo stopped by SIGTERM: the process it was running ended too/)
         const later = [...stdout.matchAll(/^\[process ([0-9])/gm)].filter((match) => Number(match[1]) > reached + 1)
         assert.equal(later.map((match) => match[0]), [], 'no phase after the one running started')

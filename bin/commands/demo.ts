@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url'
 import { FactstateError } from '../../errors.js'
 import { EventLog } from '../../store/event-log.js'
 import { paths, readLedger } from '../demo/agent.js'
-import { type CommandIo, EXIT, parseCommand, reportError, usage } from '../io.js'
+import { type CommandIo, EXIT, endBySignal, parseCommand, reportError, usage } from '../io.js'
 
 export const demoHelp = `usage: factstate demo [--dir DIRECTORY]
 
@@ -22,8 +22,8 @@ shop agent whose tools write to a ledger file, against a built-in OpenAI-compati
   5. a summary: facts, digest, verify, how often each tool really ran
 DIRECTORY defaults to ./.factstate/demo (replaced on each run). Exit 0 only if every step
 behaved as described; 1 with the reason otherwise. Stopped by Ctrl-C, SIGTERM or SIGHUP, the
-demo passes the signal to the process it is running, waits for it, and exits 128 + the signal's
-number (130, 143, 129).`
+demo passes the signal to the process it is running, waits for it, and ends by the signal itself
+(a shell says 130, 143, 129), so a script or loop running it stops too.`
 
 const SPINNER = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏']
 
@@ -48,10 +48,11 @@ const STOP_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const
 /** How long a phase process has to end by the signal passed to it before it is killed. */
 const STOP_GRACE_MS = 5_000
 
-/** The signal that stopped the demo, and the phase process running meanwhile. */
+/** The signal that stopped the demo, the phase process running meanwhile, and whether that one was running when the signal came. */
 interface Stop {
   signal?: NodeJS.Signals
   child?: ChildProcess
+  passed?: boolean
 }
 
 /** Thrown between phases once a signal stopped the demo. */
@@ -68,6 +69,7 @@ function passSignals(stop: Stop): () => void {
       stop.signal ??= signal
       const child = stop.child
       if (child === undefined || child.exitCode !== null || child.signalCode !== null) return
+      stop.passed = true
       child.kill(signal)
       // A phase that does not end by the signal is not left behind either.
       setTimeout(() => child.kill('SIGKILL'), STOP_GRACE_MS).unref()
@@ -269,7 +271,10 @@ export async function demoCommand(args: string[], io: CommandIo): Promise<number
     dispose()
   }
   if (stop.signal !== undefined) {
-    io.stderr(`demo stopped by ${stop.signal}: the process it was running ended too`)
+    // Between phases, or in the summary (run here): no other process to end.
+    io.stderr(`demo stopped by ${stop.signal}${stop.passed ? ': the process it was running ended too' : ' (no process of it was running)'}`)
+    // The CLI then ends by the signal, as any program it stops; run in a test's process, the code is all.
+    endBySignal(stop.signal)
     return 128 + constants.signals[stop.signal]
   }
   if (failures.length > 0) {

@@ -5,6 +5,7 @@
 import { spawn } from 'node:child_process'
 import { closeSync, openSync, readdirSync, readFileSync } from 'node:fs'
 import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises'
+import { constants } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
@@ -293,6 +294,29 @@ function childrenOf(pid: number): number[] {
   return found
 }
 
+/** A process's state letter (`R`, `S`, `T` for stopped, …), from /proc; undefined once it has ended. */
+function stateOf(pid: number): string | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[0]
+  } catch {
+    return undefined
+  }
+}
+
+/** The signals sent to a process and not yet delivered (Linux: the masks in /proc/PID/status). */
+function pendingSignals(pid: number): Set<string> {
+  let status: string
+  try {
+    status = readFileSync(`/proc/${pid}/status`, 'utf8')
+  } catch {
+    return new Set()
+  }
+  let mask = 0n
+  for (const match of status.matchAll(/^(?:SigPnd|ShdPnd):\s*([0-9a-f]+)$/gm)) mask |= BigInt(`0x${match[1]}`)
+  return new Set(Object.entries(constants.signals).filter(([, number]) => (mask >> BigInt(number - 1)) & 1n).map(([name]) => name))
+}
+
 const isAlive = (pid: number): boolean => {
   try {
     process.kill(pid, 0)
@@ -319,14 +343,36 @@ test('a signal sent to the demo alone ends the phase process it runs too, and th
             if (stdout.includes('[process 1] ')) resolve()
           })
         })
-        // Between two phases there is none for a moment: looked for again until one runs.
-        for (let tries = 0; phases.length === 0 && tries < 200; tries += 1) {
+        // Between two phases there is none for a moment: looked for again until one runs. It is
+        // stopped (SIGSTOP), so that it cannot end by itself before the demo passes the signal on.
+        let stopped: number | undefined
+        for (let tries = 0; stopped === undefined && tries < 200; tries += 1) {
           phases = childrenOf(demo.pid ?? 0)
-          if (phases.length === 0) await new Promise((resolve) => setTimeout(resolve, 10))
+          const [phase] = phases
+          if (phases.length === 1 && phase !== undefined) {
+            process.kill(phase, 'SIGSTOP')
+            // Stopped once the kernel has delivered it; or ended first (then the next phase is looked for).
+            let state = stateOf(phase)
+            for (let waits = 0; state !== undefined && state !== 'T' && state !== 'Z' && waits < 100; waits += 1) {
+              await new Promise((resolve) => setTimeout(resolve, 2))
+              state = stateOf(phase)
+            }
+            if (state === 'T') stopped = phase
+            else if (state !== undefined) process.kill(phase, 'SIGCONT')
+          }
+          if (stopped === undefined) await new Promise((resolve) => setTimeout(resolve, 10))
         }
-        assert.is(phases.length, 1, 'one phase process runs')
+        if (stopped === undefined) throw new Error('no phase process was found running and stopped')
         const reached = Math.max(...[...stdout.matchAll(/^\[process ([0-9])/gm)].map((match) => Number(match[1])))
         demo.kill('SIGTERM')
+        // The demo passes SIGTERM on: it waits, pending, in the stopped phase process.
+        let pending = false
+        for (let tries = 0; !pending && tries < 500; tries += 1) {
+          pending = pendingSignals(stopped).has('SIGTERM')
+          if (!pending) await new Promise((resolve) => setTimeout(resolve, 10))
+        }
+        assert.ok(pending, 'the phase process was sent SIGTERM by the demo')
+        process.kill(stopped, 'SIGCONT')
         const [code, signal] = await closed
         // Ended by the signal itself, as a shell loop running it expects (it would say 143).
         assert.equal([code, signal], [null, 'SIGTERM'], stderr)
@@ -334,10 +380,10 @@ test('a signal sent to the demo alone ends the phase process it runs too, and th
         const later = [...stdout.matchAll(/^\[process ([0-9])/gm)].filter((match) => Number(match[1]) > reached + 1)
         assert.equal(later.map((match) => match[0]), [], 'no phase after the one running started')
         assert.not.match(stdout, /demo passed/)
-        assert.equal(phases.filter(isAlive), [], 'the phase process ended with the demo')
+        assert.is(isAlive(stopped), false, 'the phase process ended with the demo')
       } finally {
         demo.kill('SIGKILL')
-        for (const pid of phases.filter(isAlive)) process.kill(pid, 'SIGKILL')
+        for (const pid of phases.filter(isAlive)) process.kill(pid, 'SIGKILL') // a stopped one too
         await closed
       }
     }, 30_000),

@@ -111,7 +111,7 @@ function checkSchema(root: object, lookup: Record<string, unknown>, places: Map<
   }
   const checked = new Set<object>()
   stateOf(root, null, '')
-  pending.push(...found)
+  pending.push(...found) // the root alone
   while (pending.length > 0) {
     const state = pending.pop() as Walked
     found = []
@@ -212,10 +212,12 @@ function withoutInstanceAnnotations(root: object): void {
     for (const key in node) {
       const value = node[key]
       if (ignoredKeyword[key]) continue
+      // Pushed one by one: a spread of a very long list would exceed the arguments a call may take.
       if (Array.isArray(value)) {
-        if (schemaArrayKeyword[key]) stack.push(...value)
-      } else if ((schemaMapKeyword[key] || key === 'dependencies') && isSchemaObject(value)) stack.push(...Object.values(value))
-      else stack.push(value)
+        if (schemaArrayKeyword[key]) for (const item of value) stack.push(item)
+      } else if ((schemaMapKeyword[key] || key === 'dependencies') && isSchemaObject(value)) {
+        for (const name in value) stack.push(value[name])
+      } else stack.push(value)
     }
   }
 }

@@ -197,8 +197,7 @@ function followFrom(start: Walked, places: Map<object, string>): void {
  * Removes from `root`'s schemas the annotations whose values are instances, not schemas (OpenAPI's
  * `example`, `examples`): the validator never reads them, but registers an `id` in them as a
  * schema's, so `example: { id: 'u1' }` on two properties would be two schemas with one URI.
- * Descends as the validator's table of URIs does (into unknown keywords too, which references may
- * point into).
+ * Only where a schema stands: through schema keywords, never into an unknown one.
  */
 function withoutInstanceAnnotations(root: object): void {
   const seen = new Set<object>()
@@ -217,7 +216,8 @@ function withoutInstanceAnnotations(root: object): void {
         if (schemaArrayKeyword[key]) for (const item of value) stack.push(item)
       } else if ((schemaMapKeyword[key] || key === 'dependencies') && isSchemaObject(value)) {
         for (const name in value) stack.push(value[name])
-      } else stack.push(value)
+      } else if (schemaKeyword[key]) stack.push(value)
+      // Not under unknown keywords: there `example` may name a schema a reference points to (`#/components/schemas/example`).
     }
   }
 }

@@ -108,6 +108,8 @@ main(process.argv.slice(2)).then(
     // its logs, no copy is left to remove), its default action ends the process before it can exit.
     const signal = signalToEndBy()
     if (signal !== undefined) {
+      // What is still queued for a slow reader (a paused pager) is written first: the signal would drop it.
+      await Promise.all([process.stdout, process.stderr].map((stream) => new Promise<void>((resolve) => stream.write('', () => resolve()))))
       process.removeAllListeners(signal)
       process.kill(process.pid, signal)
     }

@@ -421,7 +421,9 @@ test(
         inputSchema: {
           type: 'object',
           // OpenAPI's `example`: an `id` in it is no schema's (the validator would register both as one URI).
-          properties: { order: { type: 'string', pattern: '5', example: { id: 'u1' } }, cents: { type: 'integer', example: { id: 'u1' } } },
+          // A schema named `example` under an unknown keyword stays a reference's target.
+          properties: { order: { type: 'string', pattern: '5', example: { id: 'u1' } }, cents: { $ref: '#/components/schemas/example', example: { id: 'u1' } } },
+          components: { schemas: { example: { type: 'integer' } } },
           required: ['order'],
           // A list of names, not a schema.
           dependencies: { order: ['cents'] },

@@ -3,7 +3,7 @@
  * `@cfworker/json-schema` (JSON Schema 2020-12; no code generation, so it also runs where that is
  * disallowed). What is wrong is told to the model, which can call again with better arguments.
  */
-import { type OutputUnit, type Schema, Validator, dereference, ignoredKeyword, initialBaseURI, schemaArrayKeyword, schemaKeyword, schemaMapKeyword } from '@cfworker/json-schema'
+import { type OutputUnit, type Schema, Validator, dereference, initialBaseURI, schemaArrayKeyword, schemaKeyword, schemaMapKeyword } from '@cfworker/json-schema'
 import { messageOf, wellFormed } from '../store/encoding.js'
 import { TOOL_INPUT_META_SCHEMA } from './tool-input-meta-schema.js'
 
@@ -208,16 +208,11 @@ function withoutInstanceAnnotations(root: object): void {
     seen.add(node)
     delete node.example
     delete node.examples
-    for (const key in node) {
-      const value = node[key]
-      if (ignoredKeyword[key]) continue
-      // Pushed one by one: a spread of a very long list would exceed the arguments a call may take.
-      if (Array.isArray(value)) {
-        if (schemaArrayKeyword[key]) for (const item of value) stack.push(item)
-      } else if ((schemaMapKeyword[key] || key === 'dependencies') && isSchemaObject(value)) {
-        for (const name in value) stack.push(value[name])
-      } else if (schemaKeyword[key]) stack.push(value)
-      // Not under unknown keywords: there `example` may name a schema a reference points to (`#/components/schemas/example`).
+    // Where schemas stand: the subschemas of its keywords, and its definitions (a reference may use any).
+    for (const [sub] of subschemas(node, '')) stack.push(sub)
+    for (const key of ['$defs', 'definitions']) {
+      const definitions = node[key]
+      if (isSchemaObject(definitions)) for (const name in definitions) stack.push(definitions[name])
     }
   }
 }

@@ -29,13 +29,13 @@ let metaValidator: Validator | undefined
  * `minimum` that is no number: see `tool-input-meta-schema.ts`); and, anywhere a check can reach, a
  * `$ref` to nothing, a `pattern` or a `patternProperties` key that is not a regular expression, a
  * reference that leads back to where it is without stepping into the input (every check reaching it
- * would recurse without end), a `$dynamicRef` (which the validator does not apply); two subschemas
- * with one `$id`, an `$id` that is not a URI reference.
+ * would recurse without end), chains or fans of references too big to check, a `$dynamicRef` (which
+ * the validator does not apply); two subschemas with one `$id`, an `$id` that is not a URI reference.
  */
 export function inputCheckOf(schema: object): InputCheck {
   metaValidator ??= new Validator(structuredClone(TOOL_INPUT_META_SCHEMA) as unknown as Schema, '2020-12', false)
   const conformance = metaValidator.validate(schema)
-  if (!conformance.valid) throw new Error(`it is not a JSON Schema: ${describeSchemaErrors(conformance.errors)}`)
+  if (!conformance.valid) throw new Error(`it is not a JSON Schema: ${describeSchemaErrors(conformance.errors, schema)}`)
   // A tool's input is the arguments of a call: a JSON object (also what every provider asks the schema to describe).
   const rootType = (schema as { type?: unknown }).type
   if ((typeof rootType === 'string' || Array.isArray(rootType)) && ![rootType].flat().includes('object')) {
@@ -49,7 +49,7 @@ export function inputCheckOf(schema: object): InputCheck {
   try {
     validator = new Validator(copy as Schema, '2020-12', false)
   } catch (error) {
-    throw new Error(duplicateNamed(messageOf(error), places))
+    throw new Error(uriFaultNamed(error, copy, places))
   }
   // The validator's own table of the schema's URIs is private: built again, the same way.
   checkSchema(copy, dereference(copy as Schema), places)
@@ -78,26 +78,30 @@ const at = (pointer: string): string => `#${pointer}`
  * in a branch few inputs take would fail only those calls), a pattern that does not compile (as
  * the validator compiles it: as a string, with the `u` flag), references that lead back to where
  * they are without stepping into the input (`{ allOf: [{ $ref: '#' }] }`: the validator would apply
- * the same schema to the same value until the stack overflows), or more schemas applied one inside
- * another to one value than it can follow. Walks what the validator evaluates: the subschemas of
- * its keywords, and the schemas references lead to; not vendor keywords, annotations such as
- * `examples`, `$defs` no reference uses, or a keyword the validator skips where it stands (`then`
- * without `if`). A `$dynamicRef` it reaches throws too: the validator would leave that part of the
+ * the same schema to the same value until the stack overflows), more schemas applied one inside
+ * another to one value than it can follow, or more applied to one value in all than a call can
+ * afford (every branch of an `anyOf` is checked: branches through references multiply). Walks what
+ * the validator evaluates: the subschemas of its keywords, and the schemas references lead to; not
+ * vendor keywords, annotations such as `examples`, `$defs` no reference uses, or a keyword the
+ * validator skips where it stands (`then` without `if`). A `$dynamicRef` it reaches throws too: the validator would leave that part of the
  * input unchecked.
  *
  * The walk is over what the validator carries from schema to schema: a subschema, and the schema a
  * `$recursiveRef: '#'` there resolves to (set by the first `$recursiveAnchor: true` on the way,
- * dropped entering `allOf`/`anyOf`/`oneOf` of a schema without one). Iterative: a chain of thousands
- * of definitions overflows no stack here.
+ * dropped entering `allOf`/`anyOf`/`oneOf` of a schema without one); the anchor is kept apart only
+ * where a `$recursiveRef` can be reached, else one anchor would multiply the walk by every schema it
+ * reaches. Iterative: a chain of thousands of definitions overflows no stack here.
  */
 function checkSchema(root: object, lookup: Record<string, unknown>, places: Map<object, string>): void {
+  const recursing = reachingRecursiveRef(root, lookup, places)
   const states = new Map<object, Map<object | null, Walked>>()
   const pending: Walked[] = []
   const all: Walked[] = []
   /** States first met while one is walked: walked next, in the document's order. */
   let found: Walked[] = []
-  const stateOf = (schema: unknown, anchor: object | null, pointer: string): Walked | undefined => {
-    if (!isSchemaObject(schema)) return undefined
+  const stateOf = (schema: Record<string, unknown>, carried: object | null, pointer: string): Walked => {
+    // Where no `$recursiveRef` can be reached the anchor changes nothing: one state, not one per anchor.
+    const anchor = recursing.has(schema) ? carried : null
     let byAnchor = states.get(schema)
     if (byAnchor === undefined) states.set(schema, (byAnchor = new Map()))
     let state = byAnchor.get(anchor)
@@ -106,44 +110,104 @@ function checkSchema(root: object, lookup: Record<string, unknown>, places: Map<
       byAnchor.set(anchor, state)
       all.push(state)
       found.push(state)
+      if (all.length - states.size > MAX_REANCHORED) {
+        throw new Error(
+          `its subschemas would be checked under more than ${MAX_REANCHORED.toLocaleString('en-US')} combinations of $recursiveAnchor and $recursiveRef (a schema this entangled cannot be checked when it is admitted)`,
+        )
+      }
     }
     return state
   }
-  const checked = new Set<object>()
-  stateOf(root, null, '')
+  stateOf(root as Record<string, unknown>, null, '')
   pending.push(...found) // the root alone
   while (pending.length > 0) {
     const state = pending.pop() as Walked
     found = []
-    const { schema: node, pointer } = state
-    if (!checked.has(node)) {
-      checked.add(node)
-      checkNode(node, pointer, lookup)
-    }
-    // As the validator does: the first `$recursiveAnchor: true` met is where `$recursiveRef: '#'` leads.
-    const anchor = node.$recursiveAnchor === true && state.anchor === null ? node : state.anchor
-    const inPlace = (target: unknown, targetAnchor: object | null, via: string, reference: boolean, targetPointer: string): void => {
-      const next = stateOf(target, targetAnchor, targetPointer)
-      if (next !== undefined) state.next.push({ to: next, via, reference })
-    }
-    if (node.$recursiveRef === '#' && node.__absolute_recursive_ref__ !== undefined) {
-      const via = `$recursiveRef "#" at ${at(pointer)}`
-      // Without an anchor, the validator applies this same schema again, with the base URI's schema as the anchor.
-      if (anchor === null) {
-        const target = lookup[node.__absolute_recursive_ref__]
-        if (isSchemaObject(target)) inPlace(node, target, via, true, pointer)
-      } else inPlace(anchor, anchor, via, true, `${pointer}/$recursiveRef`)
-    }
-    if (typeof node.$ref === 'string') inPlace(lookup[node.__absolute_ref__ ?? node.$ref], anchor, `$ref ${JSON.stringify(node.$ref)} at ${at(pointer)}`, true, `${pointer}/$ref`)
-    for (const [sub, subPointer, keyword] of subschemas(node, pointer)) {
-      if (!applied(node, keyword)) continue
-      const subAnchor = COMBINATIONS.has(keyword) && node.$recursiveAnchor !== true ? null : anchor
-      if (IN_PLACE.has(keyword)) inPlace(sub, subAnchor, `the schema at ${at(subPointer)}`, false, subPointer)
-      else stateOf(sub, subAnchor, subPointer)
+    for (const step of stepsFrom(state.schema, state.pointer, state.anchor, lookup)) {
+      const next = stateOf(step.to, step.anchor, step.pointer)
+      if (step.inPlace) state.next.push({ to: next, via: step.via, reference: step.reference })
     }
     for (let index = found.length - 1; index >= 0; index--) pending.push(found[index] as Walked)
   }
   for (const state of all) if (state.mark === undefined) followFrom(state, places)
+}
+
+/** The most states beyond one per subschema the walk takes on (each a subschema met under another anchor). */
+const MAX_REANCHORED = 20_000
+
+/** Where the validator goes from a subschema: to a subschema or a referenced schema, carrying an anchor; `inPlace` when it applies that schema to the same value. */
+interface Step {
+  to: Record<string, unknown>
+  anchor: object | null
+  pointer: string
+  via: string
+  reference: boolean
+  inPlace: boolean
+}
+
+/** The steps the validator takes from `node` (at `pointer`, given the recursive anchor `anchor`). */
+function stepsFrom(node: Marked, pointer: string, anchor: object | null, lookup: Record<string, unknown>): Step[] {
+  const steps: Step[] = []
+  // As the validator does: the first `$recursiveAnchor: true` met is where `$recursiveRef: '#'` leads.
+  const carried = node.$recursiveAnchor === true && anchor === null ? node : anchor
+  if (node.$recursiveRef === '#' && node.__absolute_recursive_ref__ !== undefined) {
+    const via = `$recursiveRef "#" at ${at(pointer)}`
+    // Without an anchor, the validator applies this same schema again, with the base URI's schema as the anchor.
+    if (carried === null) {
+      const target = lookup[node.__absolute_recursive_ref__]
+      if (isSchemaObject(target)) steps.push({ to: node, anchor: target, pointer, via, reference: true, inPlace: true })
+    } else steps.push({ to: carried as Record<string, unknown>, anchor: carried, pointer: `${pointer}/$recursiveRef`, via, reference: true, inPlace: true })
+  }
+  if (typeof node.$ref === 'string') {
+    const target = lookup[node.__absolute_ref__ ?? node.$ref]
+    if (isSchemaObject(target)) steps.push({ to: target, anchor: carried, pointer: `${pointer}/$ref`, via: `$ref ${JSON.stringify(node.$ref)} at ${at(pointer)}`, reference: true, inPlace: true })
+  }
+  for (const [sub, subPointer, keyword] of subschemas(node, pointer)) {
+    if (!applied(node, keyword) || !isSchemaObject(sub)) continue
+    const subAnchor = COMBINATIONS.has(keyword) && node.$recursiveAnchor !== true ? null : carried
+    steps.push({ to: sub, anchor: subAnchor, pointer: subPointer, via: `the schema at ${at(subPointer)}`, reference: false, inPlace: IN_PLACE.has(keyword) })
+  }
+  return steps
+}
+
+/**
+ * Checks each subschema a check can reach (`checkNode`, in document order), and returns those from
+ * which a `$recursiveRef: '#'` can be reached: only there does the anchor a check carries matter.
+ */
+function reachingRecursiveRef(root: object, lookup: Record<string, unknown>, places: Map<object, string>): Set<object> {
+  const cameFrom = new Map<object, object[]>([[root, []]])
+  const recursiveRefs: object[] = []
+  const pending: [Marked, string][] = [[root as Marked, '']]
+  while (pending.length > 0) {
+    const [node, pointer] = pending.pop() as [Marked, string]
+    checkNode(node, pointer, lookup)
+    if (node.$recursiveRef === '#' && node.__absolute_recursive_ref__ !== undefined) recursiveRefs.push(node)
+    const met: [Marked, string][] = []
+    const steps: { to: unknown; pointer: string }[] = stepsFrom(node, pointer, null, lookup)
+    // Without an anchor on the way, `$recursiveRef: '#'` leads to its base URI's schema (with one, to the anchor, met before).
+    if (node.$recursiveRef === '#' && node.__absolute_recursive_ref__ !== undefined) steps.push({ to: lookup[node.__absolute_recursive_ref__], pointer: `${pointer}/$recursiveRef` })
+    for (const step of steps) {
+      if (!isSchemaObject(step.to)) continue
+      const sources = cameFrom.get(step.to)
+      if (sources !== undefined) sources.push(node)
+      else {
+        cameFrom.set(step.to, [node])
+        met.push([step.to as Marked, places.get(step.to) ?? step.pointer])
+      }
+    }
+    for (let index = met.length - 1; index >= 0; index--) pending.push(met[index] as [Marked, string])
+  }
+  const reaching = new Set<object>(recursiveRefs)
+  const back = [...recursiveRefs]
+  while (back.length > 0) {
+    for (const source of cameFrom.get(back.pop() as object) ?? []) {
+      if (!reaching.has(source)) {
+        reaching.add(source)
+        back.push(source)
+      }
+    }
+  }
+  return reaching
 }
 
 /** A subschema as the walk meets it: with the schema `$recursiveRef: '#'` resolves to there, and the schemas it applies to the value it is given. */
@@ -155,10 +219,15 @@ interface Walked {
   mark?: 'open' | 'closed'
   /** The most schemas applied one inside another to one value, from this one. */
   depth?: number
+  /** How many schemas are applied to one value from this one, all branches counted (up to just past the limit). */
+  applied?: number
 }
 
 /** The most schemas the validator applies one inside another to one value (it has a stack for about 550, input parts included). */
 const MAX_IN_PLACE = 128
+
+/** The most schemas the validator may apply to one value, all branches counted (~2 µs each here; past ~65,000 errors its list of them overflows the stack). */
+const MAX_APPLIED = 50_000
 
 /** Depth-first from `start` over schemas applied to the same value: throws at a cycle, or at a chain longer than the validator can follow. */
 function followFrom(start: Walked, places: Map<object, string>): void {
@@ -184,9 +253,15 @@ function followFrom(start: Walked, places: Map<object, string>): void {
     const state = top.state
     state.mark = 'closed'
     state.depth = 1 + state.next.reduce((most, step) => Math.max(most, step.to.depth ?? 0), 0)
+    state.applied = Math.min(MAX_APPLIED + 1, state.next.reduce((sum, step) => sum + (step.to.applied ?? 0), 1))
     if (state.depth > MAX_IN_PLACE) {
       throw new Error(
         `from ${at(state.pointer)}, ${state.depth} schemas are applied one inside another to one value (through references, allOf, anyOf, …): more than the validator can follow (${MAX_IN_PLACE})`,
+      )
+    }
+    if (state.applied > MAX_APPLIED) {
+      throw new Error(
+        `from ${at(state.pointer)}, more than ${MAX_APPLIED.toLocaleString('en-US')} schemas are applied to one value (branches of allOf, anyOf and oneOf through references multiply, and the validator checks every branch at each call)`,
       )
     }
     path.pop()
@@ -217,24 +292,54 @@ function withoutInstanceAnnotations(root: object): void {
   }
 }
 
-/** The validator's message for two schemas with one URI, with the places that name it (`$id`, or `id` as drafts 3 and 4 wrote it). */
-function duplicateNamed(message: string, places: Map<object, string>): string {
+/**
+ * The validator's refusal of the schema's URIs with the places that cause it: two subschemas with
+ * one URI (an `$id`, or an `id` as drafts 3 and 4 wrote it, resolved against the enclosing one's), or
+ * an id that is no URI reference.
+ */
+function uriFaultNamed(error: unknown, root: object, places: Map<object, string>): string {
+  const message = messageOf(error)
+  /** A subschema's id as the validator reads it (any value but an empty one: `id: ["a"]` too). */
+  const idOf = (value: unknown): [key: string, id: unknown] | undefined =>
+    !isSchemaObject(value) ? undefined : value.$id ? ['$id', value.$id] : value.id ? ['id', value.id] : undefined
+  const named = (value: object): string => {
+    const place = at(places.get(value) ?? '')
+    const id = idOf(value)
+    return id === undefined ? place : `${place}/${id[0]} ${JSON.stringify(id[1])}`
+  }
+  if (error instanceof TypeError) {
+    // The first in the document's order, as the validator meets them.
+    for (const value of places.keys()) {
+      const id = idOf(value)
+      if (id === undefined) continue
+      try {
+        new URL(String(id[1]), initialBaseURI)
+      } catch {
+        return `${named(value)} is not a URI reference (${message}): an ${id[0]} names its schema by a URI`
+      }
+    }
+    return message
+  }
   const duplicate = /^Duplicate schema URI "(.*)"\.$/.exec(message)?.[1]
   if (duplicate === undefined) return message
-  const naming: string[] = []
-  for (const [value, pointer] of places) {
-    const record = value as Record<string, unknown>
-    const key = typeof record.$id === 'string' && record.$id !== '' ? '$id' : typeof record.id === 'string' ? 'id' : undefined
-    if (key === undefined) continue
-    try {
-      const url = new URL(record[key] as string, initialBaseURI)
-      url.hash = ''
-      if (url.href === duplicate) naming.push(`${at(pointer)}/${key} ${JSON.stringify(record[key])}`)
-    } catch {
-      // Not a URI: not this one.
-    }
+  // The validator's table of URIs again, recording each schema registered under the URI instead of refusing the second.
+  const registered = new Set<object>()
+  const lookup = new Proxy(Object.create(null) as Record<string, Schema>, {
+    get: () => undefined,
+    set: (_, uri, schema: unknown) => {
+      if (uri === duplicate && typeof schema === 'object' && schema !== null) registered.add(schema)
+      return true
+    },
+  })
+  try {
+    dereference(root as Schema, lookup)
+  } catch {
+    // The same walk as the validator's, which got as far: the places found so far are named.
   }
-  return naming.length < 2 ? `two of its schemas have one URI (${duplicate}): an $id must name one schema` : `two of its schemas have one URI: ${listed(naming, naming.length)} (an $id must name one schema)`
+  const naming = [...registered].map(named)
+  if (naming.length < 2) return `two of its schemas have one URI (${duplicate}): an $id must name one schema`
+  const drafts = [...registered].some((schema) => idOf(schema)?.[0] === 'id') ? ', as must an id, which the validator reads as drafts 3 and 4 wrote $id' : ''
+  return `two of its schemas have one URI: ${listed(naming, naming.length)} (an $id must name one schema${drafts})`
 }
 
 /** Where each object of `root` is (RFC 6901; `''` for `root`): the first place met in document order. */
@@ -334,7 +439,8 @@ function describeErrors(errors: readonly OutputUnit[], schema: object): string {
 function listed(parts: readonly string[], total: number): string {
   const shown = parts.slice(0, SHOWN_ERRORS)
   if (total > SHOWN_ERRORS) shown.push(`and ${total - SHOWN_ERRORS} more`)
-  const message = shown.join('; ')
+  // The validator ends each error with a period: one sentence, its parts joined by semicolons.
+  const message = shown.map((part, index) => (index < shown.length - 1 ? part.replace(/\.$/, '') : part)).join('; ')
   // A cut through a surrogate pair leaves half of it, which no fact holds: made well-formed, as an approver's reason is.
   return wellFormed(message.length > MESSAGE_LIMIT ? `${message.slice(0, MESSAGE_LIMIT)}…` : message)
 }
@@ -342,18 +448,19 @@ function listed(parts: readonly string[], total: number): string {
 /** A `pattern` error names the pattern (the validator's own message does not), where the schema has it. */
 function withPattern(error: OutputUnit, schema: object): string {
   if (error.keyword !== 'pattern') return error.error
-  let node: unknown = schema
-  for (const part of error.keywordLocation.replace(/^#\/?/, '').split('/')) {
-    if (typeof node !== 'object' || node === null) return error.error
-    let key: string
-    try {
-      key = decodeURIComponent(part).replaceAll('~1', '/').replaceAll('~0', '~')
-    } catch {
-      return error.error
-    }
+  const pattern = valueAt(schema, pointerOf(error.keywordLocation))
+  return typeof pattern === 'string' ? `${error.error.replace(/\.$/, '')} ${JSON.stringify(pattern)}.` : error.error
+}
+
+/** What is at `pointer` (RFC 6901) in `root`, if anything. */
+function valueAt(root: unknown, pointer: string): unknown {
+  let node = root
+  for (const part of pointer.split('/').slice(1)) {
+    if (typeof node !== 'object' || node === null) return undefined
+    const key = part.replaceAll('~1', '/').replaceAll('~0', '~')
     node = Object.hasOwn(node, key) ? (node as Record<string, unknown>)[key] : undefined
   }
-  return typeof node === 'string' ? `${error.error.replace(/\.$/, '')} ${JSON.stringify(node)}.` : error.error
+  return node
 }
 
 /**
@@ -396,7 +503,7 @@ const SCHEMA_ROLLUPS = new Set(['anyOf', 'additionalProperties'])
  * name or a list of names), the error of the form the value has (`#/type: Array has too few
  * items`), not of the other one.
  */
-function describeSchemaErrors(errors: readonly OutputUnit[]): string {
+function describeSchemaErrors(errors: readonly OutputUnit[], schema: object): string {
   const byPlace = new Map<string, OutputUnit[]>()
   for (const error of errors) {
     if (ROLLUPS.has(error.keyword) || SCHEMA_ROLLUPS.has(error.keyword)) continue
@@ -417,7 +524,11 @@ function describeSchemaErrors(errors: readonly OutputUnit[]): string {
     const bound = /^exclusive(Min|Max)imum$/.exec(keyword)?.[1]
     const text =
       bound !== undefined && about('type')
-        ? `${error.error.replace(/\.$/, '')} (the bound itself, as from draft 6 on: ${keyword}: ${bound === 'Min' ? 0 : 10}, not ${bound === 'Min' ? 'minimum: 0' : 'maximum: 10'} with ${keyword}: true).`
+        ? `${error.error.replace(/\.$/, '')} (${
+            valueAt(schema, pointer) === false
+              ? `for false, leave it out: from draft 6 on, ${keyword} is the bound itself`
+              : `the bound itself, as from draft 6 on: ${keyword}: ${bound === 'Min' ? 0 : 10}, not ${bound === 'Min' ? 'minimum: 0' : 'maximum: 10'} with ${keyword}: true`
+          }).`
         : Object.hasOwn(META_PATTERNS, keyword) && about('pattern')
           ? `${error.error.replace(/\.$/, '')}: ${META_PATTERNS[keyword]}.`
           : error.error

@@ -16,6 +16,22 @@ const REFUND_SCHEMA = {
   required: ['order', 'cents'],
   additionalProperties: false,
 }
+/**
+ * `count` definitions, each with `$recursiveAnchor: true` and two references on to the next ones, each
+ * the property of the root: each definition is reached under every anchor (and with
+ * `recursiveRef`, each holds a `$recursiveRef: '#'`, where the anchor matters).
+ */
+function anchoredDefinitions(count: number, recursiveRef: boolean): object {
+  const $defs: Record<string, object> = {}
+  const properties: Record<string, object> = {}
+  for (let i = 0; i < count; i++) {
+    const next = { x: { $ref: `#/$defs/d${(i + 1) % count}` }, y: { $ref: `#/$defs/d${(i + 2) % count}` } }
+    $defs[`d${i}`] = { $recursiveAnchor: true, properties: recursiveRef ? { ...next, z: { $recursiveRef: '#' } } : next }
+    properties[`p${i}`] = { $ref: `#/$defs/d${i}` }
+  }
+  return { type: 'object', properties, $defs }
+}
+
 const refund = (extra: Partial<ToolDefinition> = {}) => ({ ...countingTool('refund'), inputSchema: structuredClone(REFUND_SCHEMA), ...extra })
 
 test(
@@ -43,7 +59,7 @@ test(
       )
       assert.is(
         rejected?.message,
-        'order: String does not match pattern "^C-[0-9]+$".; cents: Instance type "string" is invalid. Expected "integer".; the input: Property "note" does not match additional properties schema.',
+        'order: String does not match pattern "^C-[0-9]+$"; cents: Instance type "string" is invalid. Expected "integer"; the input: Property "note" does not match additional properties schema.',
       )
       assert.equal(
         only(facts, 'tool.dispatched').map((fact) => fact.callId),
@@ -259,7 +275,7 @@ test(
       ['allOf', { allOf: { type: 'object' } }, /#\/allOf: Instance type "object" is invalid\. Expected "array"\./],
       ['empty', { anyOf: [] }, /#\/anyOf: Array has too few items \(0 < 1\)\./],
       ['not', { type: 'object', not: 5 }, /#\/not: Instance type "number" is invalid\. Expected "object", "boolean"\./],
-      ['bound', { type: 'object', properties: { to: { type: 'string', minLength: -1, maxLength: 2.5 } } }, /#\/properties\/to\/maxLength: Instance type "number" is invalid\. Expected "integer"\.; #\/properties\/to\/minLength: -1 is less than 0\./],
+      ['bound', { type: 'object', properties: { to: { type: 'string', minLength: -1, maxLength: 2.5 } } }, /#\/properties\/to\/maxLength: Instance type "number" is invalid\. Expected "integer"; #\/properties\/to\/minLength: -1 is less than 0\./],
       // OpenAPI 3.0's form, which the validator would read as a bound of `true` (1).
       [
         'exclusive',
@@ -275,6 +291,12 @@ test(
         'exclusive-max',
         { type: 'object', properties: { cents: { type: 'number', maximum: 10, exclusiveMaximum: true } } },
         /#\/properties\/cents\/exclusiveMaximum: Instance type "boolean" is invalid\. Expected "number" \(the bound itself, as from draft 6 on: exclusiveMaximum: 10, not maximum: 10 with exclusiveMaximum: true\)\.$/,
+      ],
+      // `false` was OpenAPI 3.0's default: no bound, which leaving it out says.
+      [
+        'exclusive-false',
+        { type: 'object', properties: { cents: { type: 'number', maximum: 10, exclusiveMaximum: false } } },
+        /#\/properties\/cents\/exclusiveMaximum: Instance type "boolean" is invalid\. Expected "number" \(for false, leave it out: from draft 6 on, exclusiveMaximum is the bound itself\)\.$/,
       ],
       // A property named as a keyword is a schema: no hint meant for the keyword.
       ['named', { type: 'object', properties: { exclusiveMinimum: 5 } }, /#\/properties\/exclusiveMinimum: Instance type "number" is invalid\. Expected "object", "boolean"\.$/],
@@ -332,6 +354,9 @@ test(
   'a reference that leads back to where it is without stepping into the input is refused (the check would recurse without end); one that steps in checks nested input',
   engineTest(
     [
+      // anchored-400, fan-out-14, chain-128; then the tree.
+      answer.text('done'),
+      answer.text('done'),
       answer.text('done'),
       answer.toolCalls([
         { id: 'call-deep', name: 'tree', arguments: { name: 'a', children: [{ name: 'b', children: [{ name: 'c', children: [] }] }] } },
@@ -375,6 +400,27 @@ test(
           { type: 'object', properties: { a: { $id: 'item', type: 'string' }, b: { $id: 'item', type: 'number' } } },
           /: two of its schemas have one URI: #\/properties\/a\/\$id "item"; #\/properties\/b\/\$id "item" \(an \$id must name one schema\)$/,
         ],
+        // Resolved against the enclosing $id, as the validator resolves them.
+        [
+          'one-uri-based',
+          { $id: 'https://x.test/root', type: 'object', properties: { a: { $id: 'sub/', properties: { c: { $id: 'item' } } }, b: { $id: 'sub/item' } } },
+          /: two of its schemas have one URI: #\/properties\/a\/properties\/c\/\$id "item"; #\/properties\/b\/\$id "sub\/item" \(an \$id must name one schema\)$/,
+        ],
+        // The validator reads any `id` member as a schema's URI, also a dependency on a property named "id".
+        [
+          'one-uri-id',
+          { type: 'object', properties: { a: { dependencies: { id: ['x'] } }, b: { dependencies: { id: ['x'] } } } },
+          /: two of its schemas have one URI: #\/properties\/a\/dependencies\/id \["x"\]; #\/properties\/b\/dependencies\/id \["x"\] \(an \$id must name one schema, as must an id, which the validator reads as drafts 3 and 4 wrote \$id\)$/,
+        ],
+        ['bad-id', { type: 'object', properties: { a: { $id: 'http://', type: 'string' } } }, /: #\/properties\/a\/\$id "http:\/\/" is not a URI reference \(Invalid URL\): an \$id names its schema by a URI$/],
+        // Every branch of an anyOf is checked at each call: 16 levels of two references are 65,535 schemas applied to one value.
+        [
+          'fan-out',
+          { type: 'object', $ref: '#/$defs/l0', $defs: Object.fromEntries(Array.from({ length: 16 }, (_, i) => [`l${i}`, i < 15 ? { anyOf: [{ $ref: `#/$defs/l${i + 1}` }, { $ref: `#/$defs/l${i + 1}` }] } : { required: ['x'] }])) },
+          /: from #\/\$defs\/l1, more than 50,000 schemas are applied to one value \(branches of allOf, anyOf and oneOf through references multiply, and the validator checks every branch at each call\)$/,
+        ],
+        // Each definition reached under each of 100 anchors, where a $recursiveRef makes the anchor matter.
+        ['reanchored', anchoredDefinitions(100, true), /: its subschemas would be checked under more than 20,000 combinations of \$recursiveAnchor and \$recursiveRef \(a schema this entangled cannot be checked when it is admitted\)$/],
       ]
       for (const [name, inputSchema, message] of cases) {
         const error = await refusedWithoutWriting(h.log, () => h.engine.start(h.input(name, { tools: [refund({ inputSchema })] })), 'RUN_INVALID_INPUT', name)
@@ -382,6 +428,11 @@ test(
         assert.match(error.message, message, name)
         assert.equal(await typesOf(h.log, `invocation-${name}`), [], name)
       }
+      // Without a $recursiveRef the anchors change nothing: 400 of them, each reaching every definition, are admitted.
+      assert.equal(await h.run(h.input('anchored-400', { tools: [refund({ inputSchema: anchoredDefinitions(400, false) })] })), { status: 'completed' })
+      // 14 levels of two references (32,767 schemas applied to one value) are admitted.
+      const fanOut = { type: 'object', $ref: '#/$defs/l0', $defs: Object.fromEntries(Array.from({ length: 14 }, (_, i) => [`l${i}`, i < 13 ? { anyOf: [{ $ref: `#/$defs/l${i + 1}` }, { $ref: `#/$defs/l${i + 1}` }] } : {}])) }
+      assert.equal(await h.run(h.input('fan-out-14', { tools: [refund({ inputSchema: fanOut })] })), { status: 'completed' })
       // 128 deep is followed (the chain above, shorter).
       const chain = { $ref: '#/$defs/d0', $defs: Object.fromEntries(Array.from({ length: 127 }, (_, i) => [`d${i}`, i < 126 ? { $ref: `#/$defs/d${i + 1}` } : { type: 'object' }])) }
       assert.equal(await h.run(h.input('chain-128', { tools: [refund({ inputSchema: chain })] })), { status: 'completed' })
@@ -458,7 +509,7 @@ test(
     const tool = refund({ inputSchema: { type: 'object', properties: { 'order id': { type: 'string' }, 'a/b': { type: 'number' } } } })
     assert.equal(await h.run(h.input('keys', { tools: [tool] })), { status: 'completed' })
     const [rejected] = only(await factsOf(h.log, 'invocation-keys'), 'tool.rejected')
-    assert.is(rejected?.message, 'order id: Instance type "number" is invalid. Expected "string".; a~1b: Instance type "string" is invalid. Expected "number".')
+    assert.is(rejected?.message, 'order id: Instance type "number" is invalid. Expected "string"; a~1b: Instance type "string" is invalid. Expected "number".')
     assert.is(tool.calls.length, 0)
   }),
 )

@@ -52,8 +52,12 @@ export function inputCheckOf(schema: object): InputCheck {
     throw new Error(uriFaultNamed(error, copy, places))
   }
   // The validator's own table of the schema's URIs is private: built again, the same way.
-  checkSchema(copy, dereference(copy as Schema), places)
+  const root = checkSchema(copy, dereference(copy as Schema), places)
   const check: InputCheck = (input) => {
+    // Nested parts each checked against every branch of an anyOf that reaches them multiply: bounded before the validator starts.
+    if (!affordable(root, input)) {
+      return `the input: too costly to check against its schema, which would be applied in more than ${MAX_CALL_APPLIED.toLocaleString('en-US')} parts (each nested part is checked against every branch of an anyOf or oneOf that reaches it, so nesting multiplies them): a less deeply nested input can be checked`
+    }
     let result: ReturnType<Validator['validate']>
     try {
       result = validator.validate(input)
@@ -92,7 +96,7 @@ const at = (pointer: string): string => `#${pointer}`
  * where a `$recursiveRef` can be reached, else one anchor would multiply the walk by every schema it
  * reaches. Iterative: a chain of thousands of definitions overflows no stack here.
  */
-function checkSchema(root: object, lookup: Record<string, unknown>, places: Map<object, string>): void {
+function checkSchema(root: object, lookup: Record<string, unknown>, places: Map<object, string>): Walked {
   const recursing = reachingRecursiveRef(root, lookup, places)
   const states = new Map<object, Map<object | null, Walked>>()
   const pending: Walked[] = []
@@ -106,7 +110,7 @@ function checkSchema(root: object, lookup: Record<string, unknown>, places: Map<
     if (byAnchor === undefined) states.set(schema, (byAnchor = new Map()))
     let state = byAnchor.get(anchor)
     if (state === undefined) {
-      state = { schema: schema as Marked, anchor, pointer: places.get(schema) ?? pointer, next: [] }
+      state = { schema: schema as Marked, anchor, pointer: places.get(schema) ?? pointer, next: [], into: [] }
       byAnchor.set(anchor, state)
       all.push(state)
       found.push(state)
@@ -118,7 +122,7 @@ function checkSchema(root: object, lookup: Record<string, unknown>, places: Map<
     }
     return state
   }
-  stateOf(root as Record<string, unknown>, null, '')
+  const rootState = stateOf(root as Record<string, unknown>, null, '')
   pending.push(...found) // the root alone
   while (pending.length > 0) {
     const state = pending.pop() as Walked
@@ -126,10 +130,12 @@ function checkSchema(root: object, lookup: Record<string, unknown>, places: Map<
     for (const step of stepsFrom(state.schema, state.pointer, state.anchor, lookup)) {
       const next = stateOf(step.to, step.anchor, step.pointer)
       if (step.inPlace) state.next.push({ to: next, via: step.via, reference: step.reference })
+      else state.into.push({ to: next, keyword: step.keyword, name: step.name })
     }
     for (let index = found.length - 1; index >= 0; index--) pending.push(found[index] as Walked)
   }
   for (const state of all) if (state.mark === undefined) followFrom(state, places)
+  return rootState
 }
 
 /** The most states beyond one per subschema the walk takes on (each a subschema met under another anchor). */
@@ -143,6 +149,9 @@ interface Step {
   via: string
   reference: boolean
   inPlace: boolean
+  /** The keyword the step is under (`properties`, `items`, …), and the name or index under it. */
+  keyword?: string
+  name?: string
 }
 
 /** The steps the validator takes from `node` (at `pointer`, given the recursive anchor `anchor`). */
@@ -162,10 +171,10 @@ function stepsFrom(node: Marked, pointer: string, anchor: object | null, lookup:
     const target = lookup[node.__absolute_ref__ ?? node.$ref]
     if (isSchemaObject(target)) steps.push({ to: target, anchor: carried, pointer: `${pointer}/$ref`, via: `$ref ${JSON.stringify(node.$ref)} at ${at(pointer)}`, reference: true, inPlace: true })
   }
-  for (const [sub, subPointer, keyword] of subschemas(node, pointer)) {
+  for (const [sub, subPointer, keyword, name] of subschemas(node, pointer)) {
     if (!applied(node, keyword) || !isSchemaObject(sub)) continue
     const subAnchor = COMBINATIONS.has(keyword) && node.$recursiveAnchor !== true ? null : carried
-    steps.push({ to: sub, anchor: subAnchor, pointer: subPointer, via: `the schema at ${at(subPointer)}`, reference: false, inPlace: IN_PLACE.has(keyword) })
+    steps.push({ to: sub, anchor: subAnchor, pointer: subPointer, via: `the schema at ${at(subPointer)}`, reference: false, inPlace: IN_PLACE.has(keyword), keyword, name })
   }
   return steps
 }
@@ -216,6 +225,8 @@ interface Walked {
   anchor: object | null
   pointer: string
   next: { to: Walked; via: string; reference: boolean }[]
+  /** The schemas it applies to parts of the value (`properties`, `items`, …): under which keyword, at which name or index. */
+  into: { to: Walked; keyword: string | undefined; name: string | undefined }[]
   mark?: 'open' | 'closed'
   /** The most schemas applied one inside another to one value, from this one. */
   depth?: number
@@ -265,6 +276,83 @@ function followFrom(start: Walked, places: Map<object, string>): void {
       )
     }
     path.pop()
+  }
+}
+
+/** The most schemas one call's check may apply, all parts of the input and branches counted (~1.5 µs each here). */
+const MAX_CALL_APPLIED = 500_000
+
+/**
+ * Whether checking `input` from `root` applies at most `MAX_CALL_APPLIED` schemas. Counted as the
+ * validator applies them (a schema, the ones applied in place, those of its keywords to each part
+ * they reach), once per schema and part of the input: polynomial where the validator's own walk is
+ * exponential. Counts `then` and `else` both and `additionalProperties` for every member: never fewer
+ * than the validator applies.
+ */
+function affordable(root: Walked, input: unknown): boolean {
+  const counted = new Map<Walked, Map<object, number>>()
+  const patterns = new Map<string, RegExp>()
+  const count = (state: Walked, value: unknown): number => {
+    // A string, number, boolean or null has no parts: the schemas applied to it in place.
+    if (typeof value !== 'object' || value === null) return state.applied ?? 1
+    let byValue = counted.get(state)
+    if (byValue === undefined) counted.set(state, (byValue = new Map()))
+    const known = byValue.get(value)
+    if (known !== undefined) return known
+    let sum = 1
+    const add = (more: number): void => {
+      sum += more
+      if (sum > MAX_CALL_APPLIED) throw TOO_COSTLY
+    }
+    for (const step of state.next) add(count(step.to, value))
+    for (const { to, keyword, name } of state.into) for (const part of partsOf(value, keyword, name, patterns)) add(count(to, part))
+    byValue.set(value, sum)
+    return sum
+  }
+  try {
+    count(root, input)
+    return true
+  } catch (error) {
+    if (error === TOO_COSTLY) return false
+    // Nested deeper than a stack holds: the validator says so.
+    return true
+  }
+}
+
+const TOO_COSTLY = new Error('too costly')
+
+/** The parts of `value` a schema under `keyword` (at `name`) is applied to (never fewer than the validator takes). */
+function partsOf(value: object, keyword: string | undefined, name: string | undefined, patterns: Map<string, RegExp>): unknown[] {
+  if (Array.isArray(value)) {
+    switch (keyword) {
+      case 'items':
+        return name === undefined ? value : [value[Number(name)]].filter((item) => item !== undefined)
+      case 'prefixItems':
+        return [value[Number(name)]].filter((item) => item !== undefined)
+      case 'additionalItems':
+      case 'unevaluatedItems':
+      case 'contains':
+        return value
+      default:
+        return []
+    }
+  }
+  const record = value as Record<string, unknown>
+  switch (keyword) {
+    case 'properties':
+      return name !== undefined && Object.hasOwn(record, name) ? [record[name]] : []
+    case 'patternProperties': {
+      let pattern = patterns.get(name ?? '')
+      if (pattern === undefined) patterns.set(name ?? '', (pattern = new RegExp(name ?? '', 'u')))
+      return Object.keys(record).filter((key) => (pattern as RegExp).test(key)).map((key) => record[key])
+    }
+    case 'additionalProperties':
+    case 'unevaluatedProperties':
+      return Object.values(record)
+    case 'propertyNames':
+      return Object.keys(record)
+    default:
+      return []
   }
 }
 
@@ -401,18 +489,18 @@ const isSchemaObject = (value: unknown): value is Record<string, unknown> => typ
 const token = (key: string): string => key.replaceAll('~', '~0').replaceAll('/', '~1')
 
 /** The subschemas of `node`'s keywords the validator evaluates (not its `$defs`: only what references use), with their places and keywords. */
-function subschemas(node: Record<string, unknown>, pointer: string): [unknown, string, string][] {
-  const found: [unknown, string, string][] = []
+function subschemas(node: Record<string, unknown>, pointer: string): [sub: unknown, pointer: string, keyword: string, name?: string][] {
+  const found: [unknown, string, string, string?][] = []
   for (const key in node) {
     const sub = node[key]
     const base = `${pointer}/${token(key)}`
     if (Array.isArray(sub)) {
-      if (schemaArrayKeyword[key]) sub.forEach((item, index) => found.push([item, `${base}/${index}`, key]))
+      if (schemaArrayKeyword[key]) sub.forEach((item, index) => found.push([item, `${base}/${index}`, key, String(index)]))
     } else if (!isSchemaObject(sub)) continue
     else if (schemaKeyword[key]) found.push([sub, base, key])
     // `dependencies` holds a schema or a list of names per property.
     else if ((schemaMapKeyword[key] && key !== '$defs' && key !== 'definitions') || key === 'dependencies') {
-      for (const name in sub) if (!Array.isArray(sub[name])) found.push([sub[name], `${base}/${token(name)}`, key])
+      for (const name in sub) if (!Array.isArray(sub[name])) found.push([sub[name], `${base}/${token(name)}`, key, name])
     }
   }
   return found

@@ -71,6 +71,57 @@ test(
   ),
 )
 
+/** A document of two kinds of node, both with `children` (as a discriminated union writes it), nested `depth` levels. */
+const documentOf = (depth: number): object => {
+  let node: object = { kind: 'text', children: [] }
+  for (let level = 0; level < depth; level++) node = { kind: 'section', children: [node] }
+  return { doc: node }
+}
+const DOCUMENT_SCHEMA = {
+  type: 'object',
+  properties: { doc: { $ref: '#/$defs/node' } },
+  required: ['doc'],
+  $defs: {
+    node: {
+      oneOf: ['section', 'text'].map((kind) => ({ type: 'object', properties: { kind: { const: kind }, children: { type: 'array', items: { $ref: '#/$defs/node' } } }, required: ['kind'] })),
+    },
+  },
+}
+
+test(
+  'an input whose check would apply its schema too many times is rejected before the validator starts (each nested part checked against every branch)',
+  engineTest(
+    [
+      answer.toolCalls([
+        { id: 'call-flat', name: 'write', arguments: documentOf(5) },
+        // Every node is checked against both kinds, and so are its children: 2^17 checks of the innermost.
+        { id: 'call-deep', name: 'write', arguments: documentOf(17) },
+      ]),
+      answer.text('done'),
+    ],
+    {},
+    async (h) => {
+      const tool = { ...countingTool('write'), inputSchema: DOCUMENT_SCHEMA }
+      assert.equal(await h.run(h.input('document', { tools: [tool] })), { status: 'completed' })
+      assert.equal(
+        tool.calls.map((call) => call.input),
+        [documentOf(5)],
+      )
+      const rejected = only(await factsOf(h.log, 'invocation-document'), 'tool.rejected')
+      assert.equal(
+        rejected.map((fact) => [fact.callId, fact.reason, fact.message]),
+        [
+          [
+            'call-deep',
+            'invalid_input',
+            'the input: too costly to check against its schema, which would be applied in more than 500,000 parts (each nested part is checked against every branch of an anyOf or oneOf that reaches it, so nesting multiplies them): a less deeply nested input can be checked',
+          ],
+        ],
+      )
+    },
+  ),
+)
+
 test(
   'validateInput: false sends the schema but runs the call as the model made it',
   engineTest([answer.toolCalls([{ name: 'refund', arguments: { order: 7 } }]), answer.text('done')], {}, async (h) => {

@@ -266,7 +266,8 @@ export async function demoCommand(args: string[], io: CommandIo): Promise<number
     io.stdout(`\n  open the visualizer on this log:  npx factstate inspect ${location}`)
     io.stdout(`  print its facts:                   npx factstate log ${location}`)
   } catch (error) {
-    if (!(error instanceof Stopped)) return reportError(error, io)
+    // Once a signal stopped the demo, what failed after it (a phase cut short, the summary's log) is the signal's doing.
+    if (!(error instanceof Stopped) && stop.signal === undefined) return reportError(error, io)
   } finally {
     dispose()
   }

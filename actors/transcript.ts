@@ -163,7 +163,7 @@ function rejectionText(fact: Extract<Fact, { type: 'tool.rejected' }>): string {
       return `error: there is no tool named "${fact.name}"; it was not run`
     case 'invalid_input':
       if (fact.message !== undefined) return `error: the arguments for "${fact.name}" do not match its input schema: ${fact.message}; it was not run`
-      return `error: the arguments for "${fact.name}" are not valid JSON, or hold what cannot be stored exactly (a "__proto__" key, more than 65,535 members in one object); it was not run`
+      return `error: the arguments for "${fact.name}" are not valid JSON, or hold what cannot be stored exactly (a "__proto__" key, more than 65,535 members in one object, nesting more than 62 levels deep, a number beyond a double's range such as 1e400, a string with a lone surrogate); it was not run`
     case 'denied':
       return `error: the call to "${fact.name}" was denied by its approver${fact.approval?.reason ? `: ${fact.approval.reason}` : ''}; it was not run`
     case 'cancelled':

@@ -141,4 +141,33 @@ test(
   }),
 )
 
+/** Arguments whose value under "v" is `levels` arrays one inside another. */
+const nestedArguments = (levels: number): string => `{"v":${'['.repeat(levels)}${']'.repeat(levels)}}`
+
+test(
+  'arguments nested more than 62 levels below the object are rejected as invalid input, and the model is told why; 62 levels run',
+  engineTest(
+    [
+      answer.toolCalls([
+        { id: 'call-62', name: 'echo', arguments: nestedArguments(62) },
+        { id: 'call-63', name: 'echo', arguments: nestedArguments(63) },
+      ]),
+      answer.text('done'),
+    ],
+    {},
+    async (h) => {
+      const echo = countingTool()
+      assert.equal(await h.run(h.input('nested', { tools: [echo] })), { status: 'completed' })
+      assert.equal(
+        echo.calls.map((call) => JSON.stringify(call.input)),
+        [nestedArguments(62)],
+      )
+      const [rejected, ...more] = only(await factsOf(h.log, 'invocation-nested'), 'tool.rejected')
+      assert.equal([rejected?.callId, rejected?.reason, rejected?.input, more.length], ['call-63', 'invalid_input', nestedArguments(63), 0])
+      const told = (h.server.requests[1]?.body.messages as { role: string; content: string; tool_call_id?: string }[]).find((m) => m.role === 'tool' && m.tool_call_id === 'call-63')
+      assert.match(told?.content ?? '', /nesting more than 62 levels deep/)
+    },
+  ),
+)
+
 test.run()

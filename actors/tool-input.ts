@@ -3,7 +3,7 @@
  * `@cfworker/json-schema` (JSON Schema 2020-12; no code generation, so it also runs where that is
  * disallowed). What is wrong is told to the model, which can call again with better arguments.
  */
-import { type OutputUnit, type Schema, Validator, dereference, initialBaseURI, schemaArrayKeyword, schemaKeyword, schemaMapKeyword } from '@cfworker/json-schema'
+import { type OutputUnit, type Schema, Validator, dereference, ignoredKeyword, initialBaseURI, schemaArrayKeyword, schemaKeyword, schemaMapKeyword, validate } from '@cfworker/json-schema'
 import { messageOf, wellFormed } from '../store/encoding.js'
 import { TOOL_INPUT_META_SCHEMA } from './tool-input-meta-schema.js'
 
@@ -12,6 +12,9 @@ export type InputCheck = (input: unknown) => string | undefined
 
 /** The check of each admitted tool that has one (a tool without `inputSchema`, or with `validateInput: false`, has none). */
 export const inputChecks = new WeakMap<object, InputCheck>()
+
+/** For each check `inputCheckOf` made: the steps checking an input takes, as the check counts them before it runs the validator (`Infinity` past its limit). */
+export const inputCheckSteps = new WeakMap<InputCheck, (input: unknown) => number>()
 
 /** Errors that only say a part below them failed: the parts' own errors say what. */
 const ROLLUPS = new Set(['properties', 'patternProperties', 'items', 'prefixItems', 'additionalItems', 'allOf', '$ref', '$recursiveRef', 'dependentSchemas', 'false'])
@@ -52,21 +55,26 @@ export function inputCheckOf(schema: object): InputCheck {
     throw new Error(uriFaultNamed(error, copy, places))
   }
   // The validator's own table of the schema's URIs is private: built again, the same way.
-  const root = checkSchema(copy, dereference(copy as Schema), places)
+  const lookup = dereference(copy as Schema)
+  const root = checkSchema(copy, lookup, places)
   const check: InputCheck = (input) => {
     // Nested parts each checked against every branch of an anyOf that reaches them multiply: bounded before the validator starts.
-    if (!affordable(root, input)) {
-      return `the input: too costly to check against its schema, which would be applied in more than ${MAX_CALL_APPLIED.toLocaleString('en-US')} parts (each nested part is checked against every branch of an anyOf or oneOf that reaches it, so nesting multiplies them): a less deeply nested input can be checked`
+    if (stepsOf(root, input, lookup) > MAX_CALL_APPLIED) {
+      return `the input: too costly to check against its schema, more than ${MAX_CALL_APPLIED.toLocaleString('en-US')} steps (each nested part is checked against every branch of an anyOf or oneOf that reaches it, so nesting multiplies them; uniqueItems compares every item with every other): a smaller or less deeply nested input can be checked`
     }
     let result: ReturnType<Validator['validate']>
     try {
       result = validator.validate(input)
     } catch (error) {
-      // A `pattern` that is not a regular expression, a `$ref` to nothing: the schema's fault, but the input is unchecked.
+      // The schema was admitted, so its references and patterns hold: what overflows is the input's nesting, or its errors' list.
+      if (error instanceof RangeError) {
+        return `the input: too deeply nested or with too many errors to be checked against its schema (${messageOf(error)}): a smaller input can be checked`
+      }
       return `its input schema could not be applied (${messageOf(error)})`
     }
     return result.valid ? undefined : describeErrors(result.errors, copy)
   }
+  inputCheckSteps.set(check, (input) => stepsOf(root, input, lookup))
   return check
 }
 
@@ -129,7 +137,7 @@ function checkSchema(root: object, lookup: Record<string, unknown>, places: Map<
     found = []
     for (const step of stepsFrom(state.schema, state.pointer, state.anchor, lookup)) {
       const next = stateOf(step.to, step.anchor, step.pointer)
-      if (step.inPlace) state.next.push({ to: next, via: step.via, reference: step.reference })
+      if (step.inPlace) state.next.push({ to: next, via: step.via, reference: step.reference, keyword: step.keyword, name: step.name })
       else state.into.push({ to: next, keyword: step.keyword, name: step.name })
     }
     for (let index = found.length - 1; index >= 0; index--) pending.push(found[index] as Walked)
@@ -154,6 +162,9 @@ interface Step {
   name?: string
 }
 
+/** A schema with nothing to apply below it, standing for `true` and `false` (each applied as one schema). */
+const LEAF: Record<string, unknown> = Object.freeze({})
+
 /** The steps the validator takes from `node` (at `pointer`, given the recursive anchor `anchor`). */
 function stepsFrom(node: Marked, pointer: string, anchor: object | null, lookup: Record<string, unknown>): Step[] {
   const steps: Step[] = []
@@ -168,10 +179,13 @@ function stepsFrom(node: Marked, pointer: string, anchor: object | null, lookup:
     } else steps.push({ to: carried as Record<string, unknown>, anchor: carried, pointer: `${pointer}/$recursiveRef`, via, reference: true, inPlace: true })
   }
   if (typeof node.$ref === 'string') {
-    const target = lookup[node.__absolute_ref__ ?? node.$ref]
-    if (isSchemaObject(target)) steps.push({ to: target, anchor: carried, pointer: `${pointer}/$ref`, via: `$ref ${JSON.stringify(node.$ref)} at ${at(pointer)}`, reference: true, inPlace: true })
+    const found = lookup[node.__absolute_ref__ ?? node.$ref]
+    const target = typeof found === 'boolean' ? LEAF : found
+    if (isSchemaObject(target)) steps.push({ to: target, anchor: carried, pointer: `${pointer}/$ref`, via: `$ref ${JSON.stringify(node.$ref)} at ${at(pointer)}`, reference: true, inPlace: true, keyword: '$ref' })
   }
-  for (const [sub, subPointer, keyword, name] of subschemas(node, pointer)) {
+  for (const [found, subPointer, keyword, name] of subschemas(node, pointer)) {
+    // `true` and `false` are schemas too: applied, with nothing below them.
+    const sub = typeof found === 'boolean' ? LEAF : found
     if (!applied(node, keyword) || !isSchemaObject(sub)) continue
     const subAnchor = COMBINATIONS.has(keyword) && node.$recursiveAnchor !== true ? null : carried
     steps.push({ to: sub, anchor: subAnchor, pointer: subPointer, via: `the schema at ${at(subPointer)}`, reference: false, inPlace: IN_PLACE.has(keyword), keyword, name })
@@ -224,7 +238,7 @@ interface Walked {
   schema: Marked
   anchor: object | null
   pointer: string
-  next: { to: Walked; via: string; reference: boolean }[]
+  next: { to: Walked; via: string; reference: boolean; keyword: string | undefined; name: string | undefined }[]
   /** The schemas it applies to parts of the value (`properties`, `items`, …): under which keyword, at which name or index. */
   into: { to: Walked; keyword: string | undefined; name: string | undefined }[]
   mark?: 'open' | 'closed'
@@ -239,6 +253,17 @@ const MAX_IN_PLACE = 128
 
 /** The most schemas the validator may apply to one value, all branches counted (~2 µs each here; past ~65,000 errors its list of them overflows the stack). */
 const MAX_APPLIED = 50_000
+
+/** One plus what the schemas applied in place apply (of `then` and `else`, whichever applies more); up to just past the limit. */
+function appliedBelow(state: Walked): number {
+  let sum = 1
+  let conditional = 0
+  for (const step of state.next) {
+    if (step.keyword === 'then' || step.keyword === 'else') conditional = Math.max(conditional, step.to.applied ?? 0)
+    else sum += step.to.applied ?? 0
+  }
+  return Math.min(MAX_APPLIED + 1, sum + conditional)
+}
 
 /** Depth-first from `start` over schemas applied to the same value: throws at a cycle, or at a chain longer than the validator can follow. */
 function followFrom(start: Walked, places: Map<object, string>): void {
@@ -264,7 +289,7 @@ function followFrom(start: Walked, places: Map<object, string>): void {
     const state = top.state
     state.mark = 'closed'
     state.depth = 1 + state.next.reduce((most, step) => Math.max(most, step.to.depth ?? 0), 0)
-    state.applied = Math.min(MAX_APPLIED + 1, state.next.reduce((sum, step) => sum + (step.to.applied ?? 0), 1))
+    state.applied = appliedBelow(state)
     if (state.depth > MAX_IN_PLACE) {
       throw new Error(
         `from ${at(state.pointer)}, ${state.depth} schemas are applied one inside another to one value (through references, allOf, anyOf, …): more than the validator can follow (${MAX_IN_PLACE})`,
@@ -272,7 +297,7 @@ function followFrom(start: Walked, places: Map<object, string>): void {
     }
     if (state.applied > MAX_APPLIED) {
       throw new Error(
-        `from ${at(state.pointer)}, more than ${MAX_APPLIED.toLocaleString('en-US')} schemas are applied to one value (branches of allOf, anyOf and oneOf through references multiply, and the validator checks every branch at each call)`,
+        `from ${at(state.pointer)}, more than ${MAX_APPLIED.toLocaleString('en-US')} schemas are applied to one value (branches of allOf, anyOf, oneOf and the like through references multiply, and the validator checks every branch at each call)`,
       )
     }
     path.pop()
@@ -283,18 +308,18 @@ function followFrom(start: Walked, places: Map<object, string>): void {
 const MAX_CALL_APPLIED = 500_000
 
 /**
- * Whether checking `input` from `root` applies at most `MAX_CALL_APPLIED` schemas. Counted as the
- * validator applies them (a schema, the ones applied in place, those of its keywords to each part
- * they reach), once per schema and part of the input: polynomial where the validator's own walk is
- * exponential. Counts `then` and `else` both and `additionalProperties` for every member: never fewer
- * than the validator applies.
+ * How many steps checking `input` from `root` takes (`Infinity` past `MAX_CALL_APPLIED`; 0 for an
+ * input nested deeper than a stack holds, which the validator then reports): schemas applied, as
+ * the validator applies them (a schema, the ones applied in place, those of its keywords to each
+ * part they reach), plus the comparisons of `uniqueItems`. Counted once per schema and part of the
+ * input (or distinct string, number, …): polynomial where the validator's own walk is exponential. `then` or `else` as `if` decides
+ * (the validator asked, once per schema and part); `unevaluated…` for every part, never fewer than
+ * the validator takes.
  */
-function affordable(root: Walked, input: unknown): boolean {
-  const counted = new Map<Walked, Map<object, number>>()
+function stepsOf(root: Walked, input: unknown, lookup: Record<string, Schema | boolean>): number {
+  const counted = new Map<Walked, Map<unknown, number>>()
   const patterns = new Map<string, RegExp>()
   const count = (state: Walked, value: unknown): number => {
-    // A string, number, boolean or null has no parts: the schemas applied to it in place.
-    if (typeof value !== 'object' || value === null) return state.applied ?? 1
     let byValue = counted.get(state)
     if (byValue === undefined) counted.set(state, (byValue = new Map()))
     const known = byValue.get(value)
@@ -304,32 +329,58 @@ function affordable(root: Walked, input: unknown): boolean {
       sum += more
       if (sum > MAX_CALL_APPLIED) throw TOO_COSTLY
     }
-    for (const step of state.next) add(count(step.to, value))
-    for (const { to, keyword, name } of state.into) for (const part of partsOf(value, keyword, name, patterns)) add(count(to, part))
+    let conditional = false
+    for (const step of state.next) {
+      if (step.keyword === 'then' || step.keyword === 'else') conditional = true
+      else if (step.keyword === 'dependentSchemas' || step.keyword === 'dependencies') {
+        // Applied to an object that has the member.
+        if (isSchemaObject(value) && Object.hasOwn(value, step.name as string)) add(count(step.to, value))
+      } else add(count(step.to, value))
+    }
+    if (conditional) {
+      // Which of `then` and `else` applies is `if`'s to say: asked of the validator, within what `if` was counted at above.
+      const condition = state.next.find((step) => step.keyword === 'if')?.to
+      const holds = validate(value, state.schema.if as Schema | boolean, '2020-12', lookup, true, condition?.anchor ?? null).valid
+      const taken = state.next.find((step) => step.keyword === (holds ? 'then' : 'else'))
+      if (taken !== undefined) add(count(taken.to, value))
+    }
+    if (typeof value === 'object' && value !== null) {
+      for (const { to, keyword, name } of state.into) for (const part of partsOf(value, keyword, name, state.schema, patterns)) add(count(to, part))
+      // Every item compared with every other.
+      if (state.schema.uniqueItems === true && Array.isArray(value)) add(value.length * (value.length - 1))
+    }
     byValue.set(value, sum)
     return sum
   }
   try {
-    count(root, input)
-    return true
+    return count(root, input)
   } catch (error) {
-    if (error === TOO_COSTLY) return false
+    if (error === TOO_COSTLY) return Infinity
     // Nested deeper than a stack holds: the validator says so.
-    return true
+    return 0
   }
 }
 
 const TOO_COSTLY = new Error('too costly')
 
-/** The parts of `value` a schema under `keyword` (at `name`) is applied to (never fewer than the validator takes). */
-function partsOf(value: object, keyword: string | undefined, name: string | undefined, patterns: Map<string, RegExp>): unknown[] {
+/** The parts of `value` a schema under `keyword` (at `name`) of `schema` is applied to (never fewer than the validator takes). */
+function partsOf(value: object, keyword: string | undefined, name: string | undefined, schema: Record<string, unknown>, patterns: Map<string, RegExp>): unknown[] {
+  const patternOf = (source: string): RegExp => {
+    let pattern = patterns.get(source)
+    if (pattern === undefined) patterns.set(source, (pattern = new RegExp(source, 'u')))
+    return pattern
+  }
   if (Array.isArray(value)) {
+    // `items` takes up after `prefixItems`; `additionalItems` after a list of `items`.
+    const prefix = Array.isArray(schema.prefixItems) ? schema.prefixItems.length : 0
     switch (keyword) {
-      case 'items':
-        return name === undefined ? value : [value[Number(name)]].filter((item) => item !== undefined)
       case 'prefixItems':
-        return [value[Number(name)]].filter((item) => item !== undefined)
+        return value.slice(Number(name), Number(name) + 1)
+      case 'items':
+        // A list of `items` goes on from where `prefixItems` stopped, as one schema does.
+        return name === undefined ? value.slice(prefix) : Number(name) >= prefix ? value.slice(Number(name), Number(name) + 1) : []
       case 'additionalItems':
+        return Array.isArray(schema.items) ? value.slice(Math.max(prefix, schema.items.length)) : []
       case 'unevaluatedItems':
       case 'contains':
         return value
@@ -341,12 +392,18 @@ function partsOf(value: object, keyword: string | undefined, name: string | unde
   switch (keyword) {
     case 'properties':
       return name !== undefined && Object.hasOwn(record, name) ? [record[name]] : []
-    case 'patternProperties': {
-      let pattern = patterns.get(name ?? '')
-      if (pattern === undefined) patterns.set(name ?? '', (pattern = new RegExp(name ?? '', 'u')))
-      return Object.keys(record).filter((key) => (pattern as RegExp).test(key)).map((key) => record[key])
+    case 'patternProperties':
+      return Object.keys(record)
+        .filter((key) => patternOf(name as string).test(key))
+        .map((key) => record[key])
+    case 'additionalProperties': {
+      // The members neither `properties` nor `patternProperties` of the same schema took.
+      const named = isSchemaObject(schema.properties) ? schema.properties : {}
+      const keyed = isSchemaObject(schema.patternProperties) ? Object.keys(schema.patternProperties).map(patternOf) : []
+      return Object.keys(record)
+        .filter((key) => !Object.hasOwn(named, key) && !keyed.some((pattern) => pattern.test(key)))
+        .map((key) => record[key])
     }
-    case 'additionalProperties':
     case 'unevaluatedProperties':
       return Object.values(record)
     case 'propertyNames':
@@ -396,17 +453,13 @@ function uriFaultNamed(error: unknown, root: object, places: Map<object, string>
     return id === undefined ? place : `${place}/${id[0]} ${JSON.stringify(id[1])}`
   }
   if (error instanceof TypeError) {
-    // The first in the document's order, as the validator meets them.
-    for (const value of places.keys()) {
-      const id = idOf(value)
-      if (id === undefined) continue
-      try {
-        new URL(String(id[1]), initialBaseURI)
-      } catch {
-        return `${named(value)} is not a URI reference (${message}): an ${id[0]} names its schema by a URI`
-      }
+    let bad: ReturnType<typeof firstUnresolved>
+    try {
+      bad = firstUnresolved(root, initialBaseURI, '')
+    } catch {
+      // Nested deeper than a stack holds: the message alone.
     }
-    return message
+    return bad === undefined ? message : `${at(places.get(bad.schema) ?? '')}/${bad.key} ${JSON.stringify(bad.schema[bad.key])} is not a URI reference (${message})`
   }
   const duplicate = /^Duplicate schema URI "(.*)"\.$/.exec(message)?.[1]
   if (duplicate === undefined) return message
@@ -428,6 +481,58 @@ function uriFaultNamed(error: unknown, root: object, places: Map<object, string>
   if (naming.length < 2) return `two of its schemas have one URI (${duplicate}): an $id must name one schema`
   const drafts = [...registered].some((schema) => idOf(schema)?.[0] === 'id') ? ', as must an id, which the validator reads as drafts 3 and 4 wrote $id' : ''
   return `two of its schemas have one URI: ${listed(naming, naming.length)} (an $id must name one schema${drafts})`
+}
+
+/**
+ * The first id or reference the validator cannot resolve against its base URI, met as its
+ * `dereference` meets them: ids first (a schema's own `$id` its children's base), then `$ref` and
+ * `$recursiveRef`, through every keyword it does not ignore (not `default`, `enum`, `const`).
+ */
+function firstUnresolved(schema: unknown, base: URL, pointer: string): { schema: Record<string, unknown>; key: string } | undefined {
+  if (!isSchemaObject(schema)) return undefined
+  const key = schema.$id ? '$id' : schema.id ? 'id' : undefined
+  if (key !== undefined) {
+    let url: URL
+    try {
+      url = new URL(String(schema[key]), base.href)
+    } catch {
+      return { schema, key }
+    }
+    if (url.hash.length <= 1) {
+      url.hash = ''
+      // The validator registers the schema under its own URI too, from there.
+      if (pointer === '') base = url
+      else {
+        const found = firstUnresolved(schema, base, '')
+        if (found !== undefined) return found
+      }
+    }
+  }
+  for (const reference of ['$ref', '$recursiveRef']) {
+    if (!schema[reference]) continue
+    try {
+      new URL(String(schema[reference]), base.href)
+    } catch {
+      return { schema, key: reference }
+    }
+  }
+  for (const name in schema) {
+    if (ignoredKeyword[name]) continue
+    const sub = schema[name]
+    const below = `${pointer}/${token(name)}`
+    const subs: [unknown, string][] = Array.isArray(sub)
+      ? schemaArrayKeyword[name]
+        ? sub.map((item, index) => [item, `${below}/${index}`])
+        : []
+      : schemaMapKeyword[name] && isSchemaObject(sub)
+        ? Object.keys(sub).map((item) => [sub[item], `${below}/${token(item)}`])
+        : [[sub, below]]
+    for (const [item, itemPointer] of subs) {
+      const found = firstUnresolved(item, base, itemPointer)
+      if (found !== undefined) return found
+    }
+  }
+  return undefined
 }
 
 /** Where each object of `root` is (RFC 6901; `''` for `root`): the first place met in document order. */
@@ -496,6 +601,8 @@ function subschemas(node: Record<string, unknown>, pointer: string): [sub: unkno
     const base = `${pointer}/${token(key)}`
     if (Array.isArray(sub)) {
       if (schemaArrayKeyword[key]) sub.forEach((item, index) => found.push([item, `${base}/${index}`, key, String(index)]))
+    } else if (typeof sub === 'boolean') {
+      if (schemaKeyword[key]) found.push([sub, base, key])
     } else if (!isSchemaObject(sub)) continue
     else if (schemaKeyword[key]) found.push([sub, base, key])
     // `dependencies` holds a schema or a list of names per property.

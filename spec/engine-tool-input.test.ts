@@ -114,10 +114,92 @@ test(
           [
             'call-deep',
             'invalid_input',
-            'the input: too costly to check against its schema, which would be applied in more than 500,000 parts (each nested part is checked against every branch of an anyOf or oneOf that reaches it, so nesting multiplies them): a less deeply nested input can be checked',
+            'the input: too costly to check against its schema, more than 500,000 steps (each nested part is checked against every branch of an anyOf or oneOf that reaches it, so nesting multiplies them; uniqueItems compares every item with every other): a smaller or less deeply nested input can be checked',
           ],
         ],
       )
+    },
+  ),
+)
+
+/** `{ [key]: { [key]: … } }`, `depth` levels, around `inner`. */
+const chainOf = (key: string, depth: number, inner: object = {}): object => {
+  let node = inner
+  for (let level = 0; level < depth; level++) node = { [key]: node }
+  return node
+}
+
+/** Nodes of kind "b", each the `children` of the one above, `depth` levels, around one of kind "a". */
+const taggedOf = (depth: number): object => {
+  let node: object = { kind: 'a' }
+  for (let level = 0; level < depth; level++) node = { kind: 'b', children: node }
+  return node
+}
+
+test(
+  'the bound counts what the validator does: then or else as if decides, additionalProperties for the members left, true and false as schemas, uniqueItems as comparisons; a stack overflow is the input\'s',
+  engineTest(
+    [
+      answer.toolCalls([
+        // A union tagged by if/then, 30 levels deep: the validator takes one branch per level.
+        { id: 'call-tagged', name: 'tagged', arguments: { doc: taggedOf(30) } },
+        { id: 'call-else', name: 'either', arguments: { doc: chainOf('c', 40) } },
+        { id: 'call-more', name: 'more', arguments: { doc: chainOf('child', 40) } },
+        // 2,000 items each checked against 2,000 `true`s: 4,000,000 schemas.
+        { id: 'call-true', name: 'trues', arguments: { a: Array.from({ length: 2000 }, () => 1) } },
+        // 20,000 items compared each with each.
+        { id: 'call-unique', name: 'unique', arguments: { a: Array.from({ length: 20_000 }, (_, i) => ({ i })) } },
+        // 2^15 errors, more than the validator's list of them holds.
+        { id: 'call-errors', name: 'errors', arguments: { doc: chainOf('c', 15) } },
+      ]),
+      answer.text('done'),
+    ],
+    {},
+    async (h) => {
+      const tagged = {
+        ...countingTool('tagged'),
+        inputSchema: {
+          type: 'object',
+          properties: { doc: { $ref: '#/$defs/node' } },
+          $defs: {
+            node: {
+              type: 'object',
+              properties: { kind: { enum: ['a', 'b', 'c'] } },
+              required: ['kind'],
+              allOf: ['a', 'b', 'c'].map((kind) => ({ if: { properties: { kind: { const: kind } }, required: ['kind'] }, then: { properties: { children: { $ref: '#/$defs/node' } } } })),
+            },
+          },
+        },
+      }
+      const either = {
+        ...countingTool('either'),
+        inputSchema: {
+          type: 'object',
+          properties: { doc: { $ref: '#/$defs/n' } },
+          $defs: { n: { if: { required: ['x'] }, then: { properties: { c: { $ref: '#/$defs/n' } } }, else: { properties: { c: { $ref: '#/$defs/n' } } } } },
+        },
+      }
+      const more = { ...countingTool('more'), inputSchema: { type: 'object', properties: { doc: { $ref: '#/$defs/n' } }, $defs: { n: { properties: { child: { $ref: '#/$defs/n' } }, additionalProperties: { $ref: '#/$defs/n' } } } } }
+      const trues = { ...countingTool('trues'), inputSchema: { type: 'object', properties: { a: { items: { anyOf: Array.from({ length: 2000 }, () => true) } } } } }
+      const unique = { ...countingTool('unique'), inputSchema: { type: 'object', properties: { a: { uniqueItems: true } } } }
+      const errors = {
+        ...countingTool('errors'),
+        inputSchema: { type: 'object', properties: { doc: { $ref: '#/$defs/n' } }, $defs: { n: { properties: { c: { allOf: [{ $ref: '#/$defs/n' }, { $ref: '#/$defs/n' }] } }, required: ['x'] } } },
+      }
+      assert.equal(await h.run(h.input('bounds', { tools: [tagged, either, more, trues, unique, errors] })), { status: 'completed' })
+      assert.equal(
+        [tagged, either, more, trues, unique, errors].map((tool) => tool.calls.length),
+        [1, 1, 1, 0, 0, 0],
+      )
+      const rejected = only(await factsOf(h.log, 'invocation-bounds'), 'tool.rejected')
+      const costly = /^the input: too costly to check against its schema, more than 500,000 steps /
+      assert.equal(
+        rejected.map((fact) => fact.callId),
+        ['call-true', 'call-unique', 'call-errors'],
+      )
+      assert.match(rejected[0]?.message ?? '', costly)
+      assert.match(rejected[1]?.message ?? '', costly)
+      assert.is(rejected[2]?.message, 'the input: too deeply nested or with too many errors to be checked against its schema (Maximum call stack size exceeded): a smaller input can be checked')
     },
   ),
 )
@@ -463,12 +545,16 @@ test(
           { type: 'object', properties: { a: { dependencies: { id: ['x'] } }, b: { dependencies: { id: ['x'] } } } },
           /: two of its schemas have one URI: #\/properties\/a\/dependencies\/id \["x"\]; #\/properties\/b\/dependencies\/id \["x"\] \(an \$id must name one schema, as must an id, which the validator reads as drafts 3 and 4 wrote \$id\)$/,
         ],
-        ['bad-id', { type: 'object', properties: { a: { $id: 'http://', type: 'string' } } }, /: #\/properties\/a\/\$id "http:\/\/" is not a URI reference \(Invalid URL\): an \$id names its schema by a URI$/],
+        ['bad-id', { type: 'object', properties: { a: { $id: 'http://', type: 'string' } } }, /: #\/properties\/a\/\$id "http:\/\/" is not a URI reference \(Invalid URL\)$/],
+        // Where the validator resolves it: not in a default value, and against the enclosing $id.
+        ['bad-id-default', { type: 'object', properties: { a: { default: { id: 'http://' } }, b: { $id: 'http://x:99999/' } } }, /: #\/properties\/b\/\$id "http:\/\/x:99999\/" is not a URI reference \(Invalid URL\)$/],
+        ['bad-id-base', { $id: 'urn:example:tool', type: 'object', properties: { a: { $id: 'item' } } }, /: #\/properties\/a\/\$id "item" is not a URI reference \(Invalid URL\)$/],
+        ['bad-ref', { type: 'object', properties: { a: { $ref: 'http://' } } }, /: #\/properties\/a\/\$ref "http:\/\/" is not a URI reference \(Invalid URL\)$/],
         // Every branch of an anyOf is checked at each call: 16 levels of two references are 65,535 schemas applied to one value.
         [
           'fan-out',
           { type: 'object', $ref: '#/$defs/l0', $defs: Object.fromEntries(Array.from({ length: 16 }, (_, i) => [`l${i}`, i < 15 ? { anyOf: [{ $ref: `#/$defs/l${i + 1}` }, { $ref: `#/$defs/l${i + 1}` }] } : { required: ['x'] }])) },
-          /: from #\/\$defs\/l1, more than 50,000 schemas are applied to one value \(branches of allOf, anyOf and oneOf through references multiply, and the validator checks every branch at each call\)$/,
+          /: from #\/\$defs\/l1, more than 50,000 schemas are applied to one value \(branches of allOf, anyOf, oneOf and the like through references multiply, and the validator checks every branch at each call\)$/,
         ],
         // Each definition reached under each of 100 anchors, where a $recursiveRef makes the anchor matter.
         ['reanchored', anchoredDefinitions(100, true), /: its subschemas would be checked under more than 20,000 combinations of \$recursiveAnchor and \$recursiveRef \(a schema this entangled cannot be checked when it is admitted\)$/],

@@ -48,23 +48,22 @@ export function inputCheckOf(schema: object): InputCheck {
   const copy = structuredClone(schema)
   withoutInstanceAnnotations(copy)
   const places = placesOf(copy)
-  let validator: Validator
+  // The validator's table of the schema's URIs, as its `Validator` builds it (and keeps to itself).
+  let lookup: Record<string, Schema | boolean>
   try {
-    validator = new Validator(copy as Schema, '2020-12', false)
+    lookup = dereference(copy as Schema)
   } catch (error) {
     throw new Error(uriFaultNamed(error, copy, places))
   }
-  // The validator's own table of the schema's URIs is private: built again, the same way.
-  const lookup = dereference(copy as Schema)
   const root = checkSchema(copy, lookup, places)
   const check: InputCheck = (input) => {
     // Nested parts each checked against every branch of an anyOf that reaches them multiply: bounded before the validator starts.
     if (stepsOf(root, input, lookup) > MAX_CALL_APPLIED) {
       return `the input: too costly to check against its schema, more than ${MAX_CALL_APPLIED.toLocaleString('en-US')} steps (each nested part is checked against every branch of an anyOf or oneOf that reaches it, so nesting multiplies them; uniqueItems compares every item with every other): a smaller or less deeply nested input can be checked`
     }
-    let result: ReturnType<Validator['validate']>
+    let result: ReturnType<typeof validate>
     try {
-      result = validator.validate(input)
+      result = validate(input, copy as Schema, '2020-12', lookup, false)
     } catch (error) {
       // The schema was admitted, so its references and patterns hold: what overflows is the input's nesting, or its errors' list.
       if (error instanceof RangeError) {

@@ -733,12 +733,21 @@ function describeSchemaErrors(errors: readonly OutputUnit[], schema: object): st
 
 /**
  * Of the errors at one place, the one that tells what is wrong, and whether it is of the form the
- * value has: one from a branch of the meta-schema's `anyOf` whose type the value has; else one that
- * is not about the type; else the first.
+ * value has: one from a branch of the meta-schema's `anyOf` whose type the value has; else, where
+ * the value has the type of no branch, the types they expect together (`type: 5`: `Expected
+ * "string", "array".`); else the first.
  */
 function telling(errors: readonly OutputUnit[]): [error: OutputUnit, ofItsForm: boolean] {
   const branch = (error: OutputUnit): string => /^(.*\/anyOf\/\d+)\//.exec(error.keywordLocation)?.[1] ?? ''
-  const mistyped = new Set(errors.filter((error) => error.keyword === 'type').map(branch))
+  const typeErrors = errors.filter((error) => error.keyword === 'type')
+  const mistyped = new Set(typeErrors.map(branch))
   const ofItsForm = errors.find((error) => error.keyword !== 'type' && !mistyped.has(branch(error)))
-  return ofItsForm !== undefined ? [ofItsForm, true] : [errors.find((error) => error.keyword !== 'type') ?? (errors[0] as OutputUnit), false]
+  if (ofItsForm !== undefined) return [ofItsForm, true]
+  const expected = typeErrors.map((error) => /^(.* is invalid\. Expected )(.*)\.$/.exec(error.error))
+  const first = expected[0]
+  if (mistyped.size > 1 && first && expected.every((found) => found !== null)) {
+    const types = [...new Set(expected.flatMap((found) => (found as RegExpExecArray)[2]?.split(', ') ?? []))]
+    return [{ ...(typeErrors[0] as OutputUnit), error: `${first[1]}${types.join(', ')}.` }, false]
+  }
+  return [errors.find((error) => error.keyword !== 'type') ?? (errors[0] as OutputUnit), false]
 }

@@ -431,15 +431,18 @@ test(
         { type: 'object', properties: { cents: { type: 'number', maximum: 10, exclusiveMaximum: false } } },
         /#\/properties\/cents\/exclusiveMaximum: Instance type "boolean" is invalid\. Expected "number" \(for false, leave it out: from draft 6 on, exclusiveMaximum is the bound itself\)\.$/,
       ],
+      // A value of no form the keyword takes is told the forms it takes: a name or a list of names; a schema or a list of names.
+      ['type-number', { type: 'object', properties: { to: { type: 5 } } }, /#\/properties\/to\/type: Instance type "number" is invalid\. Expected "string", "array"\.$/],
+      ['dependency', { type: 'object', dependencies: { to: 5 } }, /#\/dependencies\/to: Instance type "number" is invalid\. Expected "object", "boolean", "array"\.$/],
       // A property named as a keyword is a schema: no hint meant for the keyword.
       ['named', { type: 'object', properties: { exclusiveMinimum: 5 } }, /#\/properties\/exclusiveMinimum: Instance type "number" is invalid\. Expected "object", "boolean"\.$/],
       ['anchor', { type: 'object', $defs: { to: { $anchor: '1to' } } }, /#\/\$defs\/to\/\$anchor: String does not match pattern: a name starts with a letter or "_", then letters, digits, "-", "\.", ":" and "_"\.$/],
       // In a definition no reference uses, too: what a schema may say is checked everywhere in it.
-      ['definition', { type: 'object', $defs: { unused: { items: 'string' } } }, /#\/\$defs\/unused\/items: Instance type "string" is invalid\. Expected "object", "boolean"\./],
+      ['definition', { type: 'object', $defs: { unused: { items: 'string' } } }, /#\/\$defs\/unused\/items: Instance type "string" is invalid\. Expected "object", "boolean", "array"\.$/],
       [
         'many',
         { type: 'object', properties: { a: { type: 1 }, b: { type: 2 }, c: { type: 3 }, d: { type: 4 }, e: { type: 5 }, f: { type: 6 }, g: { type: 7 } } },
-        /#\/properties\/e\/type: Instance does not match any of [^;]*; and 2 more$/,
+        /#\/properties\/e\/type: Instance type "number" is invalid\. Expected "string", "array"; and 2 more$/,
       ],
     ]
     for (const [name, inputSchema, message] of cases) {

@@ -242,9 +242,9 @@ export const MAX_CALL_APPLIED = 500_000
  * input nested deeper than a stack holds, which the validator then reports): schemas applied, as
  * the validator applies them (a schema, the ones applied in place, those of its keywords to each
  * part they reach), plus the comparisons of `uniqueItems`. Counted once per schema and part of the
- * input (or distinct string, number, …): polynomial where the validator's own walk is exponential. `then` or `else` as `if` decides
- * (the validator asked, once per schema and part); `unevaluated…` for every part, never fewer than
- * the validator takes.
+ * input (or distinct string, number, …): polynomial where the validator's own walk is exponential.
+ * `then` or `else` as `if` decides (the validator asked, once per schema and part); `unevaluated…`
+ * for every part, never fewer than the validator takes.
  */
 export function stepsOf(root: Walked, input: unknown, lookup: Record<string, Schema | boolean>): number {
   const counted = new Map<Walked, Map<unknown, number>>()

@@ -4,6 +4,7 @@
  * "outcome unknown".
  */
 import type { Fact, RuntimeEvent, ToolOutcome, UncertainOperation } from '../facts/types.js'
+import { hasNonFiniteNumber, messageOf, storageProblemAt } from '../store/encoding.js'
 import type { ChatMessage } from './model-client.js'
 
 /** A call as the note names it: with the input it was dispatched with, where the fact records it. */
@@ -156,6 +157,34 @@ export class TranscriptBuilder {
   }
 }
 
+/** The longest path into the arguments a message names before it is cut. */
+const PATH_SHOWN = 60
+
+/**
+ * Why arguments kept as the text the model sent (a call the engine could not take as input) were
+ * refused, found again from that text: what JSON.parse said of it (such as a call cut off by the
+ * answer's token limit), or what in it no fact can store exactly, and where.
+ */
+function unusable(input: unknown): string | undefined {
+  if (typeof input !== 'string') return undefined
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(input)
+  } catch (error) {
+    return `are not valid JSON (${messageOf(error)})`
+  }
+  // As the engine checked them: the input sits two levels down in its fact.
+  const problem = storageProblemAt(parsed, 2)
+  if (problem !== undefined) {
+    const [, path = '', reason = problem] = /^\(value\)((?:\.[^:]*)?): (.*)$/.exec(problem) ?? []
+    const shown = path === '' ? 'the arguments themselves' : path.slice(1).replaceAll('.', '/')
+    const where = shown.length > PATH_SHOWN ? `${shown.slice(0, PATH_SHOWN)}…` : shown
+    return reason.startsWith('nested deeper than') ? `are nested more than 62 levels deep (at ${where})` : `hold what cannot be stored exactly (at ${where}: ${reason})`
+  }
+  if (hasNonFiniteNumber(parsed)) return "hold a number beyond a double's range (such as 1e400), which JSON cannot write back"
+  return undefined
+}
+
 /** What the model is told of a call that was never run. */
 function rejectionText(fact: Extract<Fact, { type: 'tool.rejected' }>): string {
   switch (fact.reason) {
@@ -163,7 +192,10 @@ function rejectionText(fact: Extract<Fact, { type: 'tool.rejected' }>): string {
       return `error: there is no tool named "${fact.name}"; it was not run`
     case 'invalid_input':
       if (fact.message !== undefined) return `error: the arguments for "${fact.name}" do not match its input schema: ${fact.message}; it was not run`
-      return `error: the arguments for "${fact.name}" are not valid JSON, or hold what cannot be stored exactly (a "__proto__" key, more than 65,535 members in one object, nesting more than 62 levels deep, a number beyond a double's range such as 1e400, a string with a lone surrogate); it was not run`
+      return `error: the arguments for "${fact.name}" ${
+        unusable(fact.input) ??
+        'are not valid JSON, or hold what cannot be stored exactly (a "__proto__" key, more than 65,535 members in one object, nesting more than 62 levels deep, a number beyond a double\'s range such as 1e400, a string with a lone surrogate)'
+      }; it was not run`
     case 'denied':
       return `error: the call to "${fact.name}" was denied by its approver${fact.approval?.reason ? `: ${fact.approval.reason}` : ''}; it was not run`
     case 'cancelled':

@@ -25,9 +25,9 @@ test(
       assert.is(rejected?.reason, 'invalid_input')
       assert.is(rejected?.input, '{"__proto__":{"admin":true},"value":1}')
       assert.is(only(facts, 'tool.dispatched').length, 0)
-      // The model is told why, in terms that cover JSON it could parse.
+      // The model is told why, and where.
       const told = (h.server.requests[1]?.body.messages as { role: string; content: string }[]).find((m) => m.role === 'tool')
-      assert.match(told?.content ?? '', /cannot be stored exactly \(a "__proto__" key/)
+      assert.is(told?.content, 'error: the arguments for "echo" hold what cannot be stored exactly (at the arguments themselves: an own "__proto__" key cannot be stored exactly); it was not run')
     },
   ),
 )
@@ -138,6 +138,8 @@ test(
     const [rejected] = only(facts, 'tool.rejected')
     assert.is(rejected?.reason, 'invalid_input')
     assert.is(rejected?.input, '{"n":1e400,"deep":[1,{"m":-1e999}]}', 'kept as the text the model sent')
+    const told = (h.server.requests[1]?.body.messages as { role: string; content: string }[]).find((m) => m.role === 'tool')
+    assert.is(told?.content, `error: the arguments for "echo" hold a number beyond a double's range (such as 1e400), which JSON cannot write back; it was not run`)
   }),
 )
 
@@ -165,7 +167,8 @@ test(
       const [rejected, ...more] = only(await factsOf(h.log, 'invocation-nested'), 'tool.rejected')
       assert.equal([rejected?.callId, rejected?.reason, rejected?.input, more.length], ['call-63', 'invalid_input', nestedArguments(63), 0])
       const told = (h.server.requests[1]?.body.messages as { role: string; content: string; tool_call_id?: string }[]).find((m) => m.role === 'tool' && m.tool_call_id === 'call-63')
-      assert.match(told?.content ?? '', /nesting more than 62 levels deep/)
+      // Where, cut short: 62 levels of "/0".
+      assert.is(told?.content, `error: the arguments for "echo" are nested more than 62 levels deep (at v${'/0'.repeat(29)}/…); it was not run`)
     },
   ),
 )

@@ -147,8 +147,9 @@ test(
         { id: 'call-more', name: 'more', arguments: { doc: chainOf('child', 40) } },
         // 2,000 items each checked against 2,000 `true`s: 4,000,000 schemas.
         { id: 'call-true', name: 'trues', arguments: { a: Array.from({ length: 2000 }, () => 1) } },
-        // 20,000 items compared each with each.
+        // 20,000 objects compared each with each (~13 s); 2,000 numbers (~16 ms) are checked.
         { id: 'call-unique', name: 'unique', arguments: { a: Array.from({ length: 20_000 }, (_, i) => ({ i })) } },
+        { id: 'call-unique-numbers', name: 'unique', arguments: { a: Array.from({ length: 2000 }, (_, i) => i) } },
         // 2^15 errors, more than the validator's list of them holds.
         { id: 'call-errors', name: 'errors', arguments: { doc: chainOf('c', 15) } },
       ]),
@@ -189,7 +190,7 @@ test(
       assert.equal(await h.run(h.input('bounds', { tools: [tagged, either, more, trues, unique, errors] })), { status: 'completed' })
       assert.equal(
         [tagged, either, more, trues, unique, errors].map((tool) => tool.calls.length),
-        [1, 1, 1, 0, 0, 0],
+        [1, 1, 1, 0, 1, 0],
       )
       const rejected = only(await factsOf(h.log, 'invocation-bounds'), 'tool.rejected')
       const costly = /^the input: too costly to check against its schema, more than 500,000 steps /

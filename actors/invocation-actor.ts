@@ -7,7 +7,7 @@ import { FactstateError } from '../errors.js'
 import type { ApprovalRecord, ExecutionSettings, Fact, HandoffIntent, HandoffPause, Invocation, InvocationOutcome, RuntimeEvent, ToolCall } from '../facts/types.js'
 import { type InvocationSnapshot, applyFact, stateOf } from '../machines/invocation.js'
 import { contentDigest } from '../store/digest.js'
-import { canonical, hasNonFiniteNumber, messageOf, storageProblemAt, wellFormed } from '../store/encoding.js'
+import { canonical, messageOf, storageProblemAt, wellFormed } from '../store/encoding.js'
 import { type LogInternals, type Precondition, successorBlockedError } from '../store/event-log.js'
 import { onAbort } from './abort-listeners.js'
 import { Gate, type HoldDecision, type Reservation } from './handoff.js'
@@ -17,6 +17,7 @@ import { type ApprovalRequest, type Approver, type NeedsApproval, decide, needsA
 import { LiveText, LiveToolCalls, type ModelTextPiece, type ModelToolCallPiece } from './model-text.js'
 import { type Secrets, redact, redactAnswer, redactDeep } from './redaction.js'
 import { functionTools, type ToolDefinition } from './tool-catalog.js'
+import { argumentsOf } from './tool-arguments.js'
 import { inputChecks } from './tool-input.js'
 import { TranscriptBuilder } from './transcript.js'
 
@@ -653,17 +654,10 @@ export class InvocationActor {
     gate: AbortSignal = this.#signal,
   ): Promise<void> {
     const operationId = `${this.setup.invocation.invocationId}/${stepId}/${index}`
-    let input: unknown
-    let parsed = true
-    try {
-      input = call.arguments.trim() === '' ? {} : JSON.parse(call.arguments)
-      // Arguments that parse to something a fact cannot hold exactly are invalid input, kept as text.
-      // Stored as the event's fact.input: two levels down.
-      if (storageProblemAt(input, 2) || hasNonFiniteNumber(input)) throw new TypeError('unstorable arguments')
-    } catch {
-      parsed = false
-      input = call.arguments
-    }
+    // Arguments that do not parse, or parse to something a fact cannot hold exactly, are invalid input, kept as text.
+    const taken = argumentsOf(call.arguments)
+    const parsed = 'input' in taken
+    const input = parsed ? taken.input : call.arguments
     const tool = this.setup.tools.find((candidate) => candidate.name === call.name)
     if (this.#stopped) throw this.#stopped
     const rejection = this.#aborted ? 'cancelled' : !tool ? 'unknown_tool' : !parsed ? 'invalid_input' : undefined

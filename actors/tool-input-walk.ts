@@ -95,12 +95,15 @@ interface Step {
 /** A schema with nothing to apply below it, standing for `true` and `false` (each applied as one schema). */
 const LEAF: Record<string, unknown> = Object.freeze({})
 
+/** Whether `node` holds a `$recursiveRef: '#'` the validator resolved (the only one it applies). */
+const recursesHere = (node: Marked): node is Marked & { __absolute_recursive_ref__: string } => node.$recursiveRef === '#' && node.__absolute_recursive_ref__ !== undefined
+
 /** The steps the validator takes from `node` (at `pointer`, given the recursive anchor `anchor`). */
 function stepsFrom(node: Marked, pointer: string, anchor: object | null, lookup: Record<string, unknown>): Step[] {
   const steps: Step[] = []
   // As the validator does: the first `$recursiveAnchor: true` met is where `$recursiveRef: '#'` leads.
   const carried = node.$recursiveAnchor === true && anchor === null ? node : anchor
-  if (node.$recursiveRef === '#' && node.__absolute_recursive_ref__ !== undefined) {
+  if (recursesHere(node)) {
     const via = `$recursiveRef "#" at ${at(pointer)}`
     // Without an anchor, the validator applies this same schema again, with the base URI's schema as the anchor.
     if (carried === null) {
@@ -134,11 +137,11 @@ function reachingRecursiveRef(root: object, lookup: Record<string, unknown>, pla
   while (pending.length > 0) {
     const [node, pointer] = pending.pop() as [Marked, string]
     checkNode(node, pointer, lookup)
-    if (node.$recursiveRef === '#' && node.__absolute_recursive_ref__ !== undefined) recursiveRefs.push(node)
+    if (recursesHere(node)) recursiveRefs.push(node)
     const met: [Marked, string][] = []
     const steps: { to: unknown; pointer: string }[] = stepsFrom(node, pointer, null, lookup)
     // Without an anchor on the way, `$recursiveRef: '#'` leads to its base URI's schema (with one, to the anchor, met before).
-    if (node.$recursiveRef === '#' && node.__absolute_recursive_ref__ !== undefined) steps.push({ to: lookup[node.__absolute_recursive_ref__], pointer: `${pointer}/$recursiveRef` })
+    if (recursesHere(node)) steps.push({ to: lookup[node.__absolute_recursive_ref__], pointer: `${pointer}/$recursiveRef` })
     for (const step of steps) {
       if (!isSchemaObject(step.to)) continue
       const sources = cameFrom.get(step.to)

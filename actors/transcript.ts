@@ -4,8 +4,8 @@
  * "outcome unknown".
  */
 import type { Fact, RuntimeEvent, ToolOutcome, UncertainOperation } from '../facts/types.js'
-import { hasNonFiniteNumber, messageOf, storageProblemAt } from '../store/encoding.js'
 import type { ChatMessage } from './model-client.js'
+import { argumentsOf } from './tool-arguments.js'
 
 /** A call as the note names it: with the input it was dispatched with, where the fact records it. */
 const namedCall = (op: UncertainOperation) => `${op.name}${op.input === undefined ? '' : ` with ${JSON.stringify(op.input)}`} (operation ${op.operationId})`
@@ -157,32 +157,11 @@ export class TranscriptBuilder {
   }
 }
 
-/** The longest path into the arguments a message names before it is cut. */
-const PATH_SHOWN = 60
-
-/**
- * Why arguments kept as the text the model sent (a call the engine could not take as input) were
- * refused, found again from that text: what JSON.parse said of it (such as a call cut off by the
- * answer's token limit), or what in it no fact can store exactly, and where.
- */
-function unusable(input: unknown): string | undefined {
+/** Why arguments kept as the text the model sent were refused (`undefined` if that text is not at hand). */
+function unusableArguments(input: unknown): string | undefined {
   if (typeof input !== 'string') return undefined
-  let parsed: unknown
-  try {
-    parsed = JSON.parse(input)
-  } catch (error) {
-    return `are not valid JSON (${messageOf(error)})`
-  }
-  // As the engine checked them: the input sits two levels down in its fact.
-  const problem = storageProblemAt(parsed, 2)
-  if (problem !== undefined) {
-    const [, path = '', reason = problem] = /^\(value\)((?:\.[^:]*)?): (.*)$/.exec(problem) ?? []
-    const shown = path === '' ? 'the arguments themselves' : path.slice(1).replaceAll('.', '/')
-    const where = shown.length > PATH_SHOWN ? `${shown.slice(0, PATH_SHOWN)}…` : shown
-    return reason.startsWith('nested deeper than') ? `are nested more than 62 levels deep (at ${where})` : `hold what cannot be stored exactly (at ${where}: ${reason})`
-  }
-  if (hasNonFiniteNumber(parsed)) return "hold a number beyond a double's range (such as 1e400), which JSON cannot write back"
-  return undefined
+  const taken = argumentsOf(input)
+  return 'unusable' in taken ? taken.unusable : undefined
 }
 
 /** What the model is told of a call that was never run. */
@@ -193,7 +172,7 @@ function rejectionText(fact: Extract<Fact, { type: 'tool.rejected' }>): string {
     case 'invalid_input':
       if (fact.message !== undefined) return `error: the arguments for "${fact.name}" do not match its input schema: ${fact.message}; it was not run`
       return `error: the arguments for "${fact.name}" ${
-        unusable(fact.input) ??
+        unusableArguments(fact.input) ??
         'are not valid JSON, or hold what cannot be stored exactly (a "__proto__" key, more than 65,535 members in one object, nesting more than 62 levels deep, a number beyond a double\'s range such as 1e400, a string with a lone surrogate)'
       }; it was not run`
     case 'denied':

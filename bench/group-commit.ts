@@ -20,6 +20,7 @@
  * Child entry: `node --import tsx bench/group-commit.ts [--quick]`.
  */
 import { ClassicLevel } from 'classic-level'
+import { availableParallelism } from 'node:os'
 import { performance } from 'node:perf_hooks'
 import type { RuntimeEvent } from '../facts/types.js'
 import { EventLog } from '../store/event-log.js'
@@ -56,6 +57,13 @@ export interface GroupCommitFigures {
   rawHalfBatchesFactsPerSecond?: number
   /** rawHalfBatches / raw, median of paired runs: what alternating two groups can reach at most. */
   halfBatchesCeiling?: number
+  /**
+   * What the CPU alone allows: the facts/s factstate would reach with every core
+   * (`availableParallelism()`) busy with its work at the CPU time per fact it was measured to take
+   * (all threads), over the raw replay's facts/s; median of paired runs. No scheduling of the same
+   * work, however well it overlaps the disk, can pass it: only less CPU per fact can.
+   */
+  cpuCeiling: number
 }
 
 type Op = { type: 'put'; key: string; value: Uint8Array } | { type: 'del'; key: string }
@@ -245,6 +253,7 @@ export async function groupCommit(quick: boolean): Promise<GroupCommitFigures[]>
         raw: med((s) => s.raw.facts / s.raw.syncs),
         ...(halves.length > 0 && { rawHalfBatches: median(halves.map((h) => h.half.facts / h.half.syncs)) }),
       },
+      cpuCeiling: med((s) => (availableParallelism() * 1e6) / (s.fs.cpuUs / s.fs.facts) / rate(s.raw)),
       ...(halves.length > 0 && {
         rawHalfBatchesFactsPerSecond: median(halves.map((h) => rate(h.half))),
         halfBatchesCeiling: median(halves.map((h) => rate(h.half) / rate(h.raw))),

@@ -107,6 +107,7 @@ async function main(): Promise<void> {
         groupCommit.filter((entry) => entry.halfBatchesCeiling !== undefined),
         (entry) => entry.halfBatchesCeiling,
       ),
+      groupCommitCpuCeiling: byConcurrency(groupCommit, (entry) => entry.cpuCeiling),
     }),
     ...(steps && {
       stepRatioVsLangGraph: { c1: steps.c1.ratio, c64: steps.c64.ratio },
@@ -140,7 +141,7 @@ async function main(): Promise<void> {
     rows.push([
       `groupCommitRatio c${entry.concurrency}`,
       fmt(entry.ratio),
-      `${fmt(entry.factstateFactsPerSecond)} vs raw ${fmt(entry.rawFactsPerSecond)} facts/s (facts only ${fmt(entry.rawFactsOnlyPerSecond)}: ${fmt(entry.ratioVsFactsOnly)}); ${fmt(entry.recordsPerFact, 1)} records, ${fmt(entry.factstateBytesPerFact, 0)} B per fact; µs per fact on the main thread ${fmt(entry.mainThreadMicrosPerFact.factstate, 1)} vs raw ${fmt(entry.mainThreadMicrosPerFact.raw, 1)}, all threads ${fmt(entry.cpuMicrosPerFact.factstate, 1)} vs ${fmt(entry.cpuMicrosPerFact.raw, 1)}; facts per sync ${fmt(entry.factsPerSync.factstate, 0)} vs ${fmt(entry.factsPerSync.raw, 0)}${entry.halfBatchesCeiling === undefined ? '' : `; raw in half batches ${fmt(entry.halfBatchesCeiling)} of raw`}`,
+      `${fmt(entry.factstateFactsPerSecond)} vs raw ${fmt(entry.rawFactsPerSecond)} facts/s (facts only ${fmt(entry.rawFactsOnlyPerSecond)}: ${fmt(entry.ratioVsFactsOnly)}); ${fmt(entry.recordsPerFact, 1)} records, ${fmt(entry.factstateBytesPerFact, 0)} B per fact; µs per fact on the main thread ${fmt(entry.mainThreadMicrosPerFact.factstate, 1)} vs raw ${fmt(entry.mainThreadMicrosPerFact.raw, 1)}, all threads ${fmt(entry.cpuMicrosPerFact.factstate, 1)} vs ${fmt(entry.cpuMicrosPerFact.raw, 1)}; facts per sync ${fmt(entry.factsPerSync.factstate, 0)} vs ${fmt(entry.factsPerSync.raw, 0)}${entry.halfBatchesCeiling === undefined ? '' : `; raw in half batches ${fmt(entry.halfBatchesCeiling)} of raw`}; CPU alone allows ${fmt(entry.cpuCeiling)} of raw`,
       entry.concurrency === 256
         ? `>= 0.8 and >= 100,000 facts/s: ${check(entry.ratio >= 0.8 && entry.factstateFactsPerSecond >= 100_000)}`
         : '',

@@ -19,6 +19,7 @@ const FIGURES = [
     `groupCommitRatio.${c}`,
     `groupCommitFactsPerSecond.${c}.factstate`,
     `groupCommitFactsPerSecond.${c}.raw`,
+    `groupCommitCpuCeiling.${c}`,
   ]),
   'stepRatioVsLangGraph.c1',
   'stepRatioVsLangGraph.c64',
@@ -78,6 +79,11 @@ test('npm run bench -- --quick writes every figure as a finite positive number',
       assert.is(at(results, `details.groupCommit.${index}.concurrency`), appenders)
       assert.is(at(results, `details.groupCommit.${index}.factsPerSync.raw`), appenders, `raw facts per sync at ${appenders}`)
       assert.ok((at(results, `details.groupCommit.${index}.factsPerSync.factstate`) as number) <= appenders, `factstate facts per sync at ${appenders}`)
+      // No run uses more CPU than its cores give it: the CPU bound is at or above every paired ratio, so at or above their median.
+      const cpuCeiling = at(results, `groupCommitCpuCeiling.c${appenders}`) as number
+      const ratio = at(results, `groupCommitRatio.c${appenders}`) as number
+      assert.ok(cpuCeiling >= ratio * 0.999, `CPU ceiling ${cpuCeiling} at or above the ratio ${ratio} at ${appenders}`)
+      assert.is(cpuCeiling, at(results, `details.groupCommit.${index}.cpuCeiling`))
       // The ceiling of alternating two groups: the same records in batches of half the appenders.
       const halves = at(results, `details.groupCommit.${index}.factsPerSync.rawHalfBatches`)
       const ceiling = at(results, `groupCommitHalfBatchesCeiling.c${appenders}`)

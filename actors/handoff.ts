@@ -182,6 +182,17 @@ export class Reservation implements HandoffReservation {
   }
 }
 
+const REUSED = "is the held run's own: the successor must have its own run and invocation ids"
+
+/** `handoffIntentSchema`, refusing a successor that reuses the run or invocation id of `invocation`. */
+function intentSchemaFor(invocation: Invocation) {
+  const { successorRunId, successorInvocationId } = handoffIntentSchema.shape
+  return handoffIntentSchema.extend({
+    successorRunId: successorRunId.refine((id) => id !== invocation.runId, REUSED),
+    successorInvocationId: successorInvocationId.refine((id) => id !== invocation.invocationId, REUSED),
+  })
+}
+
 /** The gate of one running invocation. */
 export class Gate implements HandoffGate {
   current: Reservation | undefined
@@ -193,26 +204,30 @@ export class Gate implements HandoffGate {
     private readonly refusal: () => FactstateError | undefined = () => undefined,
   ) {}
 
+  /**
+   * The intent's schema with the successor's own ids checked field by field, so that one reading of
+   * the caller's object finds every bad field at once (a malformed id and a reused one alike).
+   */
+  #intentSchema: ReturnType<typeof intentSchemaFor> | undefined
+
   reserve(given: HandoffIntent): HandoffReservation {
-    let parsed: ReturnType<typeof handoffIntentSchema.safeParse>
+    let parsed: ReturnType<ReturnType<typeof intentSchemaFor>['safeParse']>
     try {
-      parsed = handoffIntentSchema.safeParse(given)
+      parsed = (this.#intentSchema ??= intentSchemaFor(this.invocation)).safeParse(given)
     } catch (error) {
       // A getter that throws, a proxy that refuses to be read: not an intent.
       throw new FactstateError('HANDOFF_MISMATCH', `the handoff intent could not be read: ${messageOf(error)}`, { cause: error, details: { field: 'intent' } })
     }
     if (!parsed.success) {
-      throw new FactstateError('HANDOFF_MISMATCH', `the handoff intent is not valid: ${describeIssues(parsed.error)}`, {
-        details: { field: 'intent', fields: issueFields(parsed.error) },
-      })
+      const fields = issueFields(parsed.error)
+      if (parsed.error.issues.every((issue) => issue.message === REUSED)) {
+        throw new FactstateError('HANDOFF_MISMATCH', 'the successor must have its own run and invocation ids', { details: { field: fields[0] ?? 'successorRunId', fields } })
+      }
+      throw new FactstateError('HANDOFF_MISMATCH', `the handoff intent is not valid: ${describeIssues(parsed.error)}`, { details: { field: 'intent', fields } })
     }
     // The checked copy is what is kept: the caller's object is read once (a getter, an inherited or
     // hidden member, a proxy cannot make the hold differ from what was checked).
     const intent = parsed.data as HandoffIntent
-    if (intent.successorRunId === this.invocation.runId || intent.successorInvocationId === this.invocation.invocationId) {
-      const fields = [...(intent.successorRunId === this.invocation.runId ? ['successorRunId'] : []), ...(intent.successorInvocationId === this.invocation.invocationId ? ['successorInvocationId'] : [])]
-      throw new FactstateError('HANDOFF_MISMATCH', 'the successor must have its own run and invocation ids', { details: { field: fields[0] ?? 'successorRunId', fields } })
-    }
     const refused = this.closed ?? this.refusal()
     if (refused) throw refused
     if (this.current && this.current.state !== 'done' && this.current.state !== 'cancelled') {

@@ -206,6 +206,27 @@ const cases: Case[] = [
     code: 'HANDOFF_MISMATCH',
     act: reserve((i) => (i.successorInvocationId = 'invocation-blocked')),
   },
+  {
+    area: 'HandoffIntent',
+    name: 'the successor reuses both held ids',
+    code: 'HANDOFF_MISMATCH',
+    fields: ['successorRunId', 'successorInvocationId'],
+    act: reserve((i) => {
+      i.successorRunId = 'run-blocked'
+      i.successorInvocationId = 'invocation-blocked'
+    }),
+  },
+  // Every bad field in one refusal: a malformed id does not hide a reused one.
+  {
+    area: 'HandoffIntent',
+    name: 'a claimId with a space and the held run id reused',
+    code: 'HANDOFF_MISMATCH',
+    fields: ['successorRunId', 'claimId'],
+    act: reserve((i) => {
+      i.claimId = 'bad id!'
+      i.successorRunId = 'run-blocked'
+    }),
+  },
   { area: 'HandoffIntent', name: 'null intent', code: 'HANDOFF_MISMATCH', fields: ['(root)'], act: (c) => c.blocked.handoff().reserve(null as unknown as HandoffIntent) },
   // HandoffPause (handoff work)
   { area: 'HandoffPause', name: 'remainingSteps differs from the sealed pause', code: 'HANDOFF_MISMATCH', act: startSuccessor((i) => (i.work.pause.remainingSteps -= 1)) },

@@ -43,6 +43,8 @@ if (role === 'seal' && dir) {
   const log = await EventLog.open(join(dir, 'log'))
   const engine = new Engine({ log })
   const running = await engine.start(input(server.baseUrl, join(dir, 'effects.txt')))
+  // Reserved once the first request is in flight: the hold comes after that step. Reserved right
+  // after start(), it would be held before any request (a run that has just started is at a safe point).
   await server.seen(0)
   const reservation = running.handoff().reserve({
     handoffId: 'to-process-2',

@@ -67,11 +67,28 @@ export function reportError(error: unknown, io: CommandIo, snapshot = false): nu
   return EXIT.refused
 }
 
-/** A usage error: prints it with the command's help and returns the usage exit code. */
+/**
+ * A usage error: prints it with the command's synopsis (its help up to the first blank line) and
+ * where the rest is, so that the error is not lost above a page of help; returns the usage exit code.
+ */
 export function usage(io: CommandIo, message: string, help: string): number {
   io.stderr(`error: ${message}`)
-  io.stderr(help)
+  const synopsis = help.split(/\n\s*\n/, 1)[0] ?? help
+  io.stderr(synopsis)
+  const command = /^usage: factstate (\S+)/.exec(help)?.[1]
+  if (synopsis !== help && command !== undefined) io.stderr(`run 'factstate ${command} --help' for the options`)
   return EXIT.usage
+}
+
+/** What `parseArgs` refused, in the CLI's words (its own message for an unknown option runs on about `--`). */
+function parseProblem(error: unknown): string {
+  const { code, message } = error as { code?: unknown; message?: unknown }
+  const text = typeof message === 'string' ? message : String(error)
+  if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') {
+    const option = /^Unknown option '([^']*)'/.exec(text)?.[1]
+    if (option !== undefined) return `unknown option ${option}`
+  }
+  return text
 }
 
 /**
@@ -83,7 +100,7 @@ export function parseCommand<T extends ParseArgsConfig>(io: CommandIo, help: str
   try {
     parsed = parseArgs(config)
   } catch (error) {
-    return usage(io, (error as Error).message, help)
+    return usage(io, parseProblem(error), help)
   }
   if ((parsed.values as { help?: boolean }).help) {
     io.stdout(help)

@@ -436,6 +436,14 @@ test('usage errors exit 2 and say what is wrong', () =>
       const help = await cli(['log', '--help'])
       assert.is(help.code, 0)
       assert.match(help.stdout, /usage: factstate log/)
+      // A usage error is its one line, the synopsis and where the options are: not the page of help under which it got lost.
+      const bogus = await cli(['log', 'somewhere', '--bogus'])
+      assert.is(bogus.code, 2)
+      const lines = bogus.stderr.trimEnd().split('\n')
+      assert.is(lines[0], 'error: unknown option --bogus')
+      const synopsis = help.stdout.split(/\n\s*\n/)[0] as string
+      assert.equal(lines.slice(1), [...synopsis.split('\n'), "run 'factstate log --help' for the options"])
+      assert.ok(help.stdout.trimEnd().split('\n').length > lines.length + 5, 'the help itself is longer than what a usage error prints')
       const manifest = JSON.parse(await readFile(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }
       for (const flag of ['--version', '-V']) {
         const version = await cli([flag])

@@ -59,7 +59,53 @@ export const MAX_TOOL_CONCURRENCY = 64
 const ENGINE_BODY_FIELDS: readonly string[] = ['model', 'messages', 'tools', 'max_tokens']
 
 const toolName = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'a tool name is 1–64 characters from [A-Za-z0-9_-]')
-const tool = z.object({
+/** What each member of a tool may be misnamed as (other providers' names, other spellings), normalized. */
+const TOOL_MEMBER_ALIASES: Readonly<Record<string, string>> = {
+  parameters: 'inputSchema',
+  schema: 'inputSchema',
+  jsonschema: 'inputSchema',
+  requiresapproval: 'needsApproval',
+  requireapproval: 'needsApproval',
+  approvalrequired: 'needsApproval',
+  isreadonly: 'readOnly',
+  validate: 'validateInput',
+}
+const TOOL_MEMBERS = ['name', 'description', 'inputSchema', 'readOnly', 'validateInput', 'needsApproval', 'execute'] as const
+
+/** Levenshtein distance of `a` and `b`, or more than `limit` once it must be. */
+function editDistance(a: string, b: string, limit: number): number {
+  if (Math.abs(a.length - b.length) > limit) return limit + 1
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j)
+  for (let i = 1; i <= a.length; i += 1) {
+    const current = [i]
+    for (let j = 1; j <= b.length; j += 1) {
+      current[j] = Math.min((previous[j] as number) + 1, (current[j - 1] as number) + 1, (previous[j - 1] as number) + (a[i - 1] === b[j - 1] ? 0 : 1))
+    }
+    previous = current
+  }
+  return previous[b.length] as number
+}
+
+/**
+ * The tool member that `key` misnames, if it looks like one (another case or separator, a typo of one
+ * or two letters, another provider's name), else undefined: a tool may carry members of its own.
+ */
+export function misnamedToolMember(key: string): string | undefined {
+  if ((TOOL_MEMBERS as readonly string[]).includes(key)) return undefined
+  const normalized = key.toLowerCase().replace(/[^a-z0-9]/g, '')
+  const alias = TOOL_MEMBER_ALIASES[normalized]
+  if (alias !== undefined) return alias
+  for (const member of TOOL_MEMBERS) {
+    const known = member.toLowerCase()
+    if (normalized === known || (known.length >= 6 && editDistance(normalized, known, 2) <= 2)) return member
+  }
+  return undefined
+}
+
+// A tool may carry members of its own (its state, helpers), but one that looks like a misnamed member
+// it lacks is refused: ignored, `needsApprovl: true` would run the tool unapproved, and a schema given as
+// `parameters` would leave its calls unchecked.
+const tool = z.looseObject({
   name: toolName,
   description: z.string().optional(),
   inputSchema: z.record(z.string(), jsonValue).optional(),
@@ -67,6 +113,12 @@ const tool = z.object({
   validateInput: z.boolean().optional(),
   needsApproval: z.custom<ToolDefinition['needsApproval']>((value) => typeof value === 'boolean' || typeof value === 'function', 'needsApproval must be a boolean or a function of the input').optional(),
   execute: z.custom<ToolDefinition['execute']>((value) => typeof value === 'function', 'execute must be a function'),
+}).superRefine((value, context) => {
+  for (const key of Object.keys(value)) {
+    const meant = misnamedToolMember(key)
+    // Beside the member it resembles, it is the tool's own (an `executor` beside `execute`).
+    if (meant !== undefined && !Object.hasOwn(value, meant)) context.addIssue({ code: 'custom', path: [key], message: `${key} is not a member of a tool: did you mean ${meant}?` })
+  }
 })
 
 const cwd = z

@@ -367,4 +367,34 @@ test(
   )
 }
 
+test(
+  'a tool member that misnames one it lacks is refused without writing (a misspelt needsApproval would run the tool unapproved); members of its own are admitted',
+  engineTest([answer.toolCalls([{ id: 'call-1', name: 'refund', arguments: { value: 7 } }]), answer.text('done')], {}, async (h) => {
+    const approve = () => ({ approved: true, by: 'alice' })
+    for (const [member, meant] of [
+      ['needsApprovl', 'needsApproval'],
+      ['requiresApproval', 'needsApproval'],
+      ['NeedsApproval', 'needsApproval'],
+    ] as const) {
+      const tool = { ...countingTool('refund'), [member]: true }
+      const error = await refusedWithoutWriting(h.log, () => h.start(h.input(`misnamed-${member}`, { tools: [tool] }), { onApproval: approve }), 'RUN_INVALID_INPUT', member)
+      assert.equal(error.details, { fields: [`tools.0.${member}`] }, member)
+      assert.match(error.message, `${member} is not a member of a tool: did you mean ${meant}?`)
+      assert.equal(tool.calls, [], `${member}: never run`)
+    }
+    // Its own state and helpers, and a look-alike beside the member it resembles, are the tool's own.
+    const tool = { ...countingTool('refund'), needsApproval: true, runs: 0, executor: 'pool-1', parameters: { legacy: true } }
+    const asked: string[] = []
+    const outcome = await h.run(h.input('own-members', { tools: [tool] }), {
+      onApproval: (request) => {
+        asked.push(request.callId)
+        return approve()
+      },
+    })
+    assert.equal(outcome, { status: 'completed' })
+    assert.equal(asked, ['call-1'], 'the approver was asked')
+    assert.is(tool.calls.length, 1)
+  }),
+)
+
 test.run()

@@ -156,6 +156,18 @@ const cases: Case[] = [
   { area: 'tools', name: 'execute that is not a function', code: 'RUN_INVALID_INPUT', act: start((i) => (i.tools[0].execute = 'run')) },
   { area: 'tools', name: 'two tools with one name', code: 'RUN_INVALID_INPUT', act: start((i) => i.tools.push({ ...i.tools[0] })) },
   { area: 'tools', name: 'inputSchema that is a string', code: 'RUN_INVALID_INPUT', act: start((i) => (i.tools[0].inputSchema = 'object')) },
+  // A misspelt member is refused, not ignored: ignored, `needsApprovl` would run the tool unapproved.
+  { area: 'tools', name: 'a misspelt needsApproval', code: 'RUN_INVALID_INPUT', fields: ['tools.0.needsApprovl'], act: start((i) => (i.tools[0].needsApprovl = true)) },
+  { area: 'tools', name: 'readOnly in lower case', code: 'RUN_INVALID_INPUT', fields: ['tools.0.readonly'], act: start((i) => (i.tools[0].readonly = true)) },
+  { area: 'tools', name: 'a schema given as input_schema', code: 'RUN_INVALID_INPUT', fields: ['tools.0.input_schema'], act: start((i) => {
+      delete i.tools[0].inputSchema
+      i.tools[0].input_schema = { type: 'object' }
+    }) },
+  // Beside the member it resembles, such a member is the tool's own: an `executor` beside `execute` is admitted (see engine-tools' own-members test).
+  { area: 'tools', name: 'a schema given as parameters', code: 'RUN_INVALID_INPUT', fields: ['tools.0.parameters'], act: start((i) => {
+      delete i.tools[0].inputSchema
+      i.tools[0].parameters = { type: 'object' }
+    }) },
   { area: 'tools', name: 'a description that is a number', code: 'RUN_INVALID_INPUT', act: start((i) => (i.tools[0].description = 42)) },
   { area: 'tools', name: 'a tool that is null', code: 'RUN_INVALID_INPUT', act: start((i) => (i.tools = [null])) },
   {

@@ -421,6 +421,19 @@ export class Engine {
         details: { fields: ['provider'] },
       })
     }
+    // Nor does a `createClient` that returns what is not a client (null, a promise of one): every request would fail.
+    let complete: unknown
+    try {
+      complete = (client as { complete?: unknown } | null | undefined)?.complete
+    } catch (error) {
+      throw new FactstateError('RUN_INVALID_INPUT', `provider: the model client could not be read: ${redactedMessage(error, run.provider)}`, { details: { fields: ['provider'] } })
+    }
+    if (typeof complete !== 'function') {
+      const made = client === null ? 'null' : client instanceof Promise ? 'a promise (createClient must return the client itself)' : typeof client === 'object' ? 'an object without a complete() method' : typeof client
+      throw new FactstateError('RUN_INVALID_INPUT', `provider: the model client could not be created: createClient returned ${made}, not a ModelClient`, {
+        details: { fields: ['provider'] },
+      })
+    }
     const snapshot = applyFact(initialInvocationSnapshot(), event.fact)
     // Marked live inside the admission, so a refused concurrent start of the same id never unmarks the admitted one.
     let marked = false

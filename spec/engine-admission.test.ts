@@ -5,7 +5,7 @@
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import type { Fact, HandoffIntent, HandoffPause, RunInput, RuntimeEvent, ToolDefinition } from '../index.js'
-import { successorOf } from '../index.js'
+import { Engine, ModelExecutor, type ModelClient, successorOf } from '../index.js'
 import { catalogOf, legacyCatalogDigest } from '../actors/tool-catalog.js'
 import { answer } from '../testing/scripted-model-server.js'
 import { CWD, countingTool, engineTest, factsOf, markOf, only, refusedWithoutWriting, sealAtFirstSafePoint, successorInput } from './support/engine-fixtures.js'
@@ -296,6 +296,32 @@ test(
     )
     const opened = only(await factsOf(h.log, 'invocation-continued'), 'invocation.opened')[0]
     assert.equal(opened?.execution.replayBase, source)
+  }),
+)
+
+test(
+  'a createClient that returns what is not a client (null, a promise, an object without complete(), one that cannot be read) refuses the run without writing',
+  engineTest([answer.text('never asked')], {}, async (h) => {
+    const unreadable = new Proxy({}, {
+      get() {
+        throw new Error('no client here')
+      },
+    })
+    const made: [string, unknown, RegExp][] = [
+      ['null', null, /createClient returned null, not a ModelClient/],
+      ['undefined', undefined, /createClient returned undefined, not a ModelClient/],
+      ['a promise', Promise.resolve({ complete: async () => ({}) }), /createClient returned a promise \(createClient must return the client itself\)/],
+      ['an object without complete', { send: async () => ({}) }, /createClient returned an object without a complete\(\) method/],
+      ['an unreadable client', unreadable, /the model client could not be read: no client here/],
+    ]
+    for (const [what, client, message] of made) {
+      const engine = new Engine({ log: h.log, model: new ModelExecutor({ createClient: () => client as ModelClient }) })
+      const error = await refusedWithoutWriting(h.log, () => engine.start(h.input(`client-${what.replaceAll(' ', '-')}`)), 'RUN_INVALID_INPUT', what)
+      assert.equal(error.details, { fields: ['provider'] }, what)
+      assert.match(error.message, message, what)
+    }
+    // The session was left free: the same run is admitted with a client that is one.
+    assert.equal(await h.run(h.input('client-null')), { status: 'completed' })
   }),
 )
 

@@ -109,9 +109,20 @@ test('options that are not { now?, onClosed? } are refused with LOG_INVALID_ARGU
       try {
         await log.appendAll(new EventMaker(invocationOf('open')).many([facts.opened()]))
         const before = log.head()
-        for (const options of [{ onClosed: 'print' }, { now: 5 }, { onclosed: () => undefined }, null, []]) {
+        const unreadable = {
+          get now(): never {
+            throw new Error('no clock')
+          },
+        }
+        for (const [index, options] of [{ onClosed: 'print' }, { now: 5 }, { onclosed: () => undefined }, null, [], unreadable].entries()) {
           const error = await refusal(() => recoverInvocations(log, options as never))
-          assert.is(error.code, 'LOG_INVALID_ARGUMENT', JSON.stringify(options))
+          assert.is(error.code, 'LOG_INVALID_ARGUMENT', `options #${index}`)
+        }
+        // What is not a log is named, not a TypeError from deep inside.
+        for (const [given, named] of [[undefined, /not undefined/], [{}, /not an object that is not one/], [join(dir, 'log'), /not the string .* \(open the log first\)/]] as const) {
+          const error = await refusal(() => recoverInvocations(given as never))
+          assert.is(error.code, 'LOG_INVALID_ARGUMENT', String(given))
+          assert.match(error.message, named)
         }
         assert.equal(log.head(), before, 'nothing was written')
         assert.is(await recoverInvocations(log), 1)

@@ -2,6 +2,7 @@ import { FactstateError, isFactstateError } from '../errors.js'
 import type { Fact, Invocation, InvocationOutcome, RunBoundary, RuntimeEvent, UncertainOperation } from '../facts/types.js'
 import { type EventLog, logInternals } from './event-log.js'
 import type { InvocationRecord } from './projection.js'
+import { messageOf } from './encoding.js'
 
 /** An invocation recovery closed (see `recoverInvocations`' `onClosed`). */
 export interface RecoveredInvocation {
@@ -63,13 +64,16 @@ const closedMeanwhile = new Error('closed meanwhile')
  * ```
  */
 export async function recoverInvocations(log: EventLog, options: RecoverOptions = {}): Promise<number> {
-  checkOptions(options)
-  const internals = logInternals(log)
+  const { now = Date.now, onClosed } = checkOptions(options)
+  let internals: ReturnType<typeof logInternals>
+  try {
+    internals = logInternals(log)
+  } catch {
+    throw new FactstateError('LOG_INVALID_ARGUMENT', `recoverInvocations takes an EventLog (from EventLog.open), not ${describeValue(log)}`)
+  }
   if (log.snapshotOf !== undefined) {
     throw new FactstateError('LOG_READ_ONLY', `this is a read-only snapshot of the log at ${log.snapshotOf}: recover the log itself, in the process that has it open`)
   }
-  const now = options.now ?? Date.now
-  const { onClosed } = options
   const reports: Promise<void>[] = []
   // All at once, not one after the other: the closings share group commits (one sync per group, not per invocation).
   const outcomes = await Promise.allSettled(
@@ -108,14 +112,32 @@ export async function recoverInvocations(log: EventLog, options: RecoverOptions 
 }
 
 /** Refuses options that are not `{ now?, onClosed? }` before anything is written: `LOG_INVALID_ARGUMENT`. */
-function checkOptions(options: unknown): void {
+/** The options, each read once; anything else is `LOG_INVALID_ARGUMENT`. */
+function checkOptions(options: unknown): RecoverOptions {
   if (typeof options !== 'object' || options === null || Array.isArray(options)) {
     throw new FactstateError('LOG_INVALID_ARGUMENT', 'recoverInvocations takes an options object ({ now?, onClosed? })')
   }
-  for (const [key, value] of Object.entries(options)) {
+  let entries: [string, unknown][]
+  try {
+    entries = Object.entries(options)
+  } catch (error) {
+    // A getter that throws, a proxy that refuses to be read.
+    throw new FactstateError('LOG_INVALID_ARGUMENT', `recoverInvocations' options could not be read: ${messageOf(error)}`, { cause: error })
+  }
+  const checked: Record<string, unknown> = {}
+  for (const [key, value] of entries) {
     if (key !== 'now' && key !== 'onClosed') throw new FactstateError('LOG_INVALID_ARGUMENT', `recoverInvocations has no option ${JSON.stringify(key)} (only now and onClosed)`)
     if (value !== undefined && typeof value !== 'function') throw new FactstateError('LOG_INVALID_ARGUMENT', `recoverInvocations' ${key} must be a function`)
+    if (value !== undefined) checked[key] = value
   }
+  return checked as RecoverOptions
+}
+
+/** A short name for what was given where a log was expected. */
+function describeValue(value: unknown): string {
+  if (value === null) return 'null'
+  if (typeof value === 'string') return `the string ${JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value)} (open the log first)`
+  return typeof value === 'object' ? 'an object that is not one' : typeof value
 }
 
 /** Tells `onClosed` how `record`'s invocation was closed by `events`, and where its run now ends. */

@@ -1,5 +1,6 @@
 import { isDeepStrictEqual } from 'node:util'
 import { FactstateError } from '../errors.js'
+import { readOptions } from '../options.js'
 import type { ExecutionSettings, Invocation, InvocationInput, InvocationOutcome, RuntimeEvent, UncertainOperation } from '../facts/types.js'
 import { type InvocationSnapshot, type InvocationState, applyFact, initialInvocationSnapshot, stateOf } from '../machines/invocation.js'
 import { canonical, messageOf, storageProblemAt } from '../store/encoding.js'
@@ -256,20 +257,23 @@ export class Engine {
   constructor(options: EngineOptions) {
     const invalid = (field: string, what: string) => new FactstateError('ENGINE_INVALID_OPTIONS', `Engine: ${field} must be ${what}`, { details: { field } })
     if (typeof options !== 'object' || options === null) throw invalid('options', 'an object')
-    const { model } = options
+    // Each read once; a misspelt option (`evntId`) is refused, not left at its default.
+    const given = readOptions(options, ['log', 'model', 'now', 'eventId'], { call: 'Engine', code: 'ENGINE_INVALID_OPTIONS', details: (field) => ({ field }) })
+    const model = given.model as ModelExecutor | undefined
     if (model !== undefined && (typeof model?.clientFor !== 'function' || typeof model.attempt !== 'function')) throw invalid('model', 'a ModelExecutor')
-    if (options.now !== undefined && typeof options.now !== 'function') throw invalid('now', 'a function')
-    if (options.eventId !== undefined && typeof options.eventId !== 'function') throw invalid('eventId', 'a function')
+    if (given.now !== undefined && typeof given.now !== 'function') throw invalid('now', 'a function')
+    if (given.eventId !== undefined && typeof given.eventId !== 'function') throw invalid('eventId', 'a function')
+    const log = given.log as EventLog
     try {
-      this.#log = logInternals(options.log)
+      this.#log = logInternals(log)
     } catch {
       throw invalid('log', 'an EventLog (from EventLog.open)')
     }
     // Every run appends: a snapshot would admit it and then refuse its first fact.
-    if (options.log.snapshotOf !== undefined) throw invalid('log', `a log opened with EventLog.open, not a read-only snapshot (of ${options.log.snapshotOf})`)
-    this.#model = options.model ?? new ModelExecutor()
-    this.#now = options.now ?? Date.now
-    this.#eventId = options.eventId ?? defaultEventId
+    if (log.snapshotOf !== undefined) throw invalid('log', `a log opened with EventLog.open, not a read-only snapshot (of ${log.snapshotOf})`)
+    this.#model = model ?? new ModelExecutor()
+    this.#now = (given.now as EngineOptions['now']) ?? Date.now
+    this.#eventId = (given.eventId as EngineOptions['eventId']) ?? defaultEventId
   }
 
   /**

@@ -48,8 +48,16 @@ export interface HeldInvocation {
 
 /** The invocation a successor must run as: same session and turn, the reserved run and invocation ids. */
 export function successorOf(intent: HandoffIntent, source: Invocation): Invocation {
-  const badIntent = handoffIntentSchema.safeParse(intent)
-  const badSource = invocationSchema.safeParse(source)
+  const read = <T>(parse: () => T, field: 'intent' | 'source'): T => {
+    try {
+      return parse()
+    } catch (error) {
+      // A getter that throws, a proxy that refuses to be read: not an intent, nor an invocation.
+      throw new FactstateError('HANDOFF_MISMATCH', `successorOf could not read its ${field}: ${messageOf(error)}`, { cause: error, details: { field, fields: [field] } })
+    }
+  }
+  const badIntent = read(() => handoffIntentSchema.safeParse(intent), 'intent')
+  const badSource = read(() => invocationSchema.safeParse(source), 'source')
   if (!badIntent.success || !badSource.success) {
     const fields = [
       ...(badIntent.success ? [] : issueFields(badIntent.error).map((field) => (field === '(root)' ? 'intent' : `intent.${field}`))),
@@ -59,7 +67,8 @@ export function successorOf(intent: HandoffIntent, source: Invocation): Invocati
       details: { field: fields[0]?.split('.')[0] ?? 'intent', fields },
     })
   }
-  return { sessionId: source.sessionId, turnId: source.turnId, runId: intent.successorRunId, invocationId: intent.successorInvocationId }
+  // From the checked copies: the caller's objects are read once.
+  return { sessionId: badSource.data.sessionId, turnId: badSource.data.turnId, runId: badIntent.data.successorRunId, invocationId: badIntent.data.successorInvocationId }
 }
 
 /** What the holder decided. */

@@ -1,5 +1,6 @@
 import { z } from 'zod'
 import { FactstateError } from '../errors.js'
+import { readOptions } from '../options.js'
 import { describeIssues, modelOutputSchema } from '../facts/schema.js'
 import { messageOf } from '../store/encoding.js'
 import type { ChatRequestBody, ModelClient, ModelRequest, ModelResponse, ProviderConfig, ToolCallPiece } from './model-client.js'
@@ -44,8 +45,14 @@ export class ModelExecutor {
   readonly maxBackoffMs: number
   readonly #createClient: (provider: ProviderConfig) => ModelClient
 
-  constructor(options: ModelExecutorOptions = {}) {
-    if (typeof options !== 'object' || options === null) throw new FactstateError('ENGINE_INVALID_OPTIONS', 'ModelExecutor: options must be an object', { details: { field: 'options' } })
+  constructor(given: ModelExecutorOptions = {}) {
+    if (typeof given !== 'object' || given === null) throw new FactstateError('ENGINE_INVALID_OPTIONS', 'ModelExecutor: options must be an object', { details: { field: 'options' } })
+    // Each read once; a misspelt option (`timeout: 5`) is refused, not left at its default.
+    const options = readOptions(given, ['timeoutMs', 'idleTimeoutMs', 'retries', 'backoffMs', 'maxBackoffMs', 'createClient'], {
+      call: 'ModelExecutor',
+      code: 'ENGINE_INVALID_OPTIONS',
+      details: (field) => ({ field }),
+    }) as ModelExecutorOptions
     if (options.createClient !== undefined && typeof options.createClient !== 'function') {
       throw new FactstateError('ENGINE_INVALID_OPTIONS', 'ModelExecutor: createClient must be a function', { details: { field: 'createClient' } })
     }
@@ -59,9 +66,20 @@ export class ModelExecutor {
         { details: { field: 'idleTimeoutMs' } },
       )
     }
-    this.retries = Math.floor(positive(options.retries, 3, 'retries', true))
+    this.retries = positive(options.retries, 3, 'retries', true)
+    if (!Number.isSafeInteger(this.retries)) {
+      throw new FactstateError('ENGINE_INVALID_OPTIONS', `ModelExecutor: retries must be a whole number, not ${this.retries}`, { details: { field: 'retries' } })
+    }
     this.backoffMs = positive(options.backoffMs, 250, 'backoffMs', true)
     this.maxBackoffMs = positive(options.maxBackoffMs, 10_000, 'maxBackoffMs', true)
+    // Every wait would be cut to maxBackoffMs: the backoff asked for would never apply.
+    if (this.backoffMs > this.maxBackoffMs) {
+      throw new FactstateError(
+        'ENGINE_INVALID_OPTIONS',
+        `ModelExecutor: backoffMs (${this.backoffMs}) is longer than maxBackoffMs (${this.maxBackoffMs}${options.maxBackoffMs === undefined ? ', the default' : ''}), which cuts every wait to it: raise maxBackoffMs, or lower backoffMs`,
+        { details: { field: 'backoffMs' } },
+      )
+    }
     this.#createClient = options.createClient ?? ((provider) => new OpenAIChatClient(provider))
   }
 

@@ -2,6 +2,7 @@ import { type IncomingMessage, type Server, type ServerResponse, createServer } 
 import type { AddressInfo } from 'node:net'
 import { Engine } from '../actors/engine.js'
 import { FactstateError, isFactstateError } from '../errors.js'
+import { readOptions } from '../options.js'
 import type { StoredEvent } from '../facts/types.js'
 import { EventLog, logInternals } from '../store/event-log.js'
 import { changeMark, idAt } from '../store/snapshot.js'
@@ -150,7 +151,21 @@ function sendError(res: ServerResponse, status: number, code: string, message: s
  * await inspector.close()
  * ```
  */
-export async function serveInspector(options: InspectorOptions): Promise<InspectorServer> {
+export async function serveInspector(given: InspectorOptions): Promise<InspectorServer> {
+  if (typeof given !== 'object' || given === null) throw invalid('serveInspector takes an options object', 'options')
+  // Each read once; a misspelt option (`prot: 4000`) is refused, not left at its default.
+  const options = readOptions(given, ['log', 'engine', 'port', 'host', 'maxEvents', 'maxBytes', 'refresh'], {
+    call: 'serveInspector',
+    code: 'INSPECTOR_INVALID_OPTIONS',
+    details: (field) => ({ field }),
+  }) as InspectorOptions
+  if (options.refresh !== undefined && typeof options.refresh === 'object' && options.refresh !== null) {
+    options.refresh = readOptions(options.refresh, ['everyMs', 'directory'], {
+      call: 'serveInspector: refresh',
+      code: 'INSPECTOR_INVALID_OPTIONS',
+      details: (field) => ({ field: `refresh.${field}` }),
+    }) as NonNullable<InspectorOptions['refresh']>
+  }
   const { port, maxEvents, maxBytes } = validated(options)
   const { log, refresh } = options
   const internals = logInternals(log)

@@ -10,11 +10,13 @@ import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import {
   Engine,
+  type EngineOptions,
   EventLog,
   type Fact,
   type HandoffIntent,
   type HandoffPause,
   ModelExecutor,
+  type ModelExecutorOptions,
   type RunBoundary,
   type RunInput,
   type RunningInvocation,
@@ -281,6 +283,8 @@ const cases: Case[] = [
   { area: 'events', name: 'from 0', code: 'LOG_INVALID_ARGUMENT', act: (c) => c.log.events({ from: 0 }) },
   { area: 'events', name: 'options that are a number', code: 'LOG_INVALID_ARGUMENT', act: (c) => c.log.events(42 as unknown as {}) },
   { area: 'events', name: 'options null', code: 'LOG_INVALID_ARGUMENT', act: (c) => c.log.events(null as unknown as {}) },
+  { area: 'events', name: 'a misspelt bound (fromSeq)', code: 'LOG_INVALID_ARGUMENT', act: (c) => c.log.events({ fromSeq: 3 } as unknown as {}) },
+  { area: 'events', name: 'from null', code: 'LOG_INVALID_ARGUMENT', act: (c) => c.log.events({ from: null as unknown as number }) },
   // runSource arguments
   { area: 'runSource', name: 'empty sessionId', code: 'LOG_INVALID_ARGUMENT', act: (c) => c.log.runSource('', 'run-done') },
   { area: 'runSource', name: 'empty runId', code: 'LOG_INVALID_ARGUMENT', act: (c) => c.log.runSource('session-done', '') },
@@ -297,12 +301,15 @@ const cases: Case[] = [
   { area: 'EventLog.open', name: 'a location that is a file', code: 'LOG_INVALID_ARGUMENT', act: (c) => inFile(c, (file) => EventLog.open(file)) },
   { area: 'EventLog.open', name: 'a location under a file', code: 'LOG_INVALID_ARGUMENT', act: (c) => inFile(c, (file) => EventLog.open(join(file, 'log'))) },
   { area: 'EventLog.open', name: 'options null', code: 'LOG_INVALID_ARGUMENT', act: (c) => EventLog.open(join(c.dir, 'other'), null as unknown as {}) },
+  { area: 'EventLog.open', name: 'a misspelt durability option', code: 'LOG_INVALID_ARGUMENT', act: (c) => EventLog.open(join(c.dir, 'other'), { durabilty: 'os' } as unknown as {}) },
+  { area: 'EventLog.open', name: 'options whose getter throws', code: 'LOG_INVALID_ARGUMENT', act: (c) => EventLog.open(join(c.dir, 'other'), Object.defineProperty({}, 'durability', { enumerable: true, get: () => { throw new Error('unreadable') } }) as {}) },
   // EventLog.openSnapshot arguments: nothing is created where there is no log
   { area: 'EventLog.openSnapshot', name: 'an empty location', code: 'LOG_INVALID_ARGUMENT', act: () => EventLog.openSnapshot('') },
   { area: 'EventLog.openSnapshot', name: 'a location with NUL', code: 'LOG_INVALID_ARGUMENT', act: (c) => EventLog.openSnapshot(`${c.dir}\0x`) },
   { area: 'EventLog.openSnapshot', name: 'a directory that holds no log', code: 'LOG_INVALID_ARGUMENT', act: (c) => EventLog.openSnapshot(join(c.dir, 'nothing')) },
   { area: 'EventLog.openSnapshot', name: 'a location that is a file', code: 'LOG_INVALID_ARGUMENT', act: (c) => inFile(c, (file) => EventLog.openSnapshot(file)) },
   { area: 'EventLog.openSnapshot', name: 'options null', code: 'LOG_INVALID_ARGUMENT', act: (c) => EventLog.openSnapshot(join(c.dir, 'log'), null as unknown as {}) },
+  { area: 'EventLog.openSnapshot', name: 'an unknown option (dir)', code: 'LOG_INVALID_ARGUMENT', act: (c) => EventLog.openSnapshot(join(c.dir, 'log'), { dir: c.dir } as unknown as {}) },
   { area: 'EventLog.openSnapshot', name: 'an empty directory name', code: 'LOG_INVALID_ARGUMENT', act: (c) => EventLog.openSnapshot(join(c.dir, 'log'), { directory: '' }) },
   { area: 'EventLog.openSnapshot', name: 'a directory that is a number', code: 'LOG_INVALID_ARGUMENT', act: (c) => EventLog.openSnapshot(join(c.dir, 'log'), { directory: 5 as unknown as string }) },
   { area: 'EventLog.openSnapshot', name: 'a directory that is a file', code: 'LOG_IO', act: (c) => inFile(c, (file) => EventLog.openSnapshot(join(c.dir, 'log'), { directory: file })) },
@@ -316,6 +323,11 @@ const cases: Case[] = [
   { area: 'Engine', name: 'ModelExecutor idleTimeoutMs over the default timeoutMs', code: 'ENGINE_INVALID_OPTIONS', act: () => new ModelExecutor({ idleTimeoutMs: 60_001 }) },
   { area: 'Engine', name: 'ModelExecutor retries NaN', code: 'ENGINE_INVALID_OPTIONS', act: () => new ModelExecutor({ retries: Number.NaN }) },
   { area: 'Engine', name: 'ModelExecutor createClient that is a string', code: 'ENGINE_INVALID_OPTIONS', act: () => new ModelExecutor({ createClient: 'openai' as unknown as () => never }) },
+  { area: 'Engine', name: 'a misspelt Engine option (evntId)', code: 'ENGINE_INVALID_OPTIONS', act: (c) => new Engine({ log: c.log, evntId: () => 'x' } as unknown as EngineOptions) },
+  { area: 'Engine', name: 'Engine options whose getter throws', code: 'ENGINE_INVALID_OPTIONS', act: () => new Engine(Object.defineProperty({}, 'log', { enumerable: true, get: () => { throw new Error('unreadable') } }) as unknown as EngineOptions) },
+  { area: 'Engine', name: 'a misspelt ModelExecutor option (timeout)', code: 'ENGINE_INVALID_OPTIONS', act: () => new ModelExecutor({ timeout: 5 } as unknown as ModelExecutorOptions) },
+  { area: 'Engine', name: 'ModelExecutor retries 1.5', code: 'ENGINE_INVALID_OPTIONS', act: () => new ModelExecutor({ retries: 1.5 }) },
+  { area: 'Engine', name: 'ModelExecutor backoffMs over maxBackoffMs', code: 'ENGINE_INVALID_OPTIONS', act: () => new ModelExecutor({ backoffMs: 500, maxBackoffMs: 100 }) },
   // appended events: shape
   { area: 'append', name: 'no id', code: 'LOG_INVALID_EVENT', fields: ['id'], act: append((e) => delete e.id) },
   { area: 'append', name: 'an id with a space', code: 'LOG_INVALID_EVENT', act: append((e) => (e.id = 'event 1')) },
@@ -342,6 +354,26 @@ const cases: Case[] = [
   { area: 'append', name: 'an outcome status "done"', code: 'LOG_INVALID_EVENT', act: appendFact({ type: 'invocation.ended', outcome: { status: 'done' } }) },
   { area: 'append', name: 'a string instead of an event', code: 'LOG_INVALID_EVENT', act: (c) => c.log.append('event' as unknown as RuntimeEvent) },
   { area: 'append', name: 'appendAll of nothing', code: 'LOG_INVALID_ARGUMENT', act: (c) => c.log.appendAll([]) },
+  {
+    area: 'append',
+    name: 'appendAll of an array whose length cannot be read (a promise rejected, not a throw)',
+    code: 'LOG_INVALID_ARGUMENT',
+    act: (c) => {
+      const events = new Proxy([c.event() as RuntimeEvent], {
+        get(target, key, receiver) {
+          if (key === 'length') throw new Error('no length')
+          return Reflect.get(target, key, receiver)
+        },
+      })
+      let returned: Promise<unknown> | undefined
+      try {
+        returned = c.log.appendAll(events)
+      } catch (error) {
+        return Promise.resolve(error).then((thrown) => assert.unreachable(`appendAll threw at the call: ${String(thrown)}`))
+      }
+      return returned
+    },
+  },
   {
     area: 'append',
     name: 'appendAll with one valid and one invalid event (nothing is written)',
@@ -565,6 +597,23 @@ test('the pure helpers, called from plain JavaScript with what is not a fact, a 
     { what: 'accepts(undefined, undefined)', call: () => accepts(undefined as unknown as InvocationSnapshot, undefined as unknown as Fact), code: 'MACHINE_REJECTED' },
     { what: 'successorOf(undefined, invocation)', call: () => successorOf(undefined as unknown as HandoffIntent, { sessionId: 's', turnId: 't', runId: 'r', invocationId: 'i' }), code: 'HANDOFF_MISMATCH', details: { field: 'intent', fields: ['intent'] } },
     { what: 'successorOf(intent, {})', call: () => successorOf(intentFor('x', 'r'), {} as never), code: 'HANDOFF_MISMATCH' },
+    {
+      what: 'successorOf(a proxy that cannot be read, invocation)',
+      call: () =>
+        successorOf(
+          new Proxy({} as HandoffIntent, {
+            get() {
+              throw new Error('trap')
+            },
+            ownKeys() {
+              throw new Error('trap')
+            },
+          }),
+          { sessionId: 's', turnId: 't', runId: 'r', invocationId: 'i' },
+        ),
+      code: 'HANDOFF_MISMATCH',
+      details: { field: 'intent', fields: ['intent'] },
+    },
   ]
   for (const { what, call, code, details } of junk) {
     let caught: { code?: string; details?: Record<string, unknown> } | undefined

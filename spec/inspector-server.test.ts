@@ -62,6 +62,9 @@ test(
         await rejectsWithCode(() => serveInspector({ log, port }), 'INSPECTOR_INVALID_OPTIONS', `port ${port}`)
       }
       await rejectsWithCode(() => serveInspector({ log: {} as EventLog }), 'INSPECTOR_INVALID_OPTIONS', 'not a log')
+      // A misspelt option is refused, not left at its default (a port the caller did not ask for).
+      const misspelt = await refusal(serveInspector({ log, prot: 4000 } as unknown as { log: EventLog }))
+      assert.equal([misspelt.code, misspelt.details], ['INSPECTOR_INVALID_OPTIONS', { field: 'prot' }], 'prot')
       // A refresh is for a snapshot only, within bounds, with a directory that is a path.
       await log.append(new EventMaker(invocationOf('refresh')).next(facts.opened()))
       const refused = await refusal(serveInspector({ log, refresh: { everyMs: 1_000 } }))
@@ -74,6 +77,7 @@ test(
           [{ everyMs: 150.5 }, 'refresh.everyMs'],
           [{ everyMs: 1_000, directory: '' }, 'refresh.directory'],
           [{ everyMs: 1_000, directory: 5 }, 'refresh.directory'],
+          [{ everyMs: 1_000, dir: '/elsewhere' }, 'refresh.dir'],
           [null, 'refresh'],
         ] as const) {
           const error = await refusal(serveInspector({ log: snapshot, refresh: refresh as unknown as { everyMs: number } }))

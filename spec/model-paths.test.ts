@@ -367,6 +367,32 @@ test('the consumer kit: own tools and arguments, the default crash child, and ba
       (error: { code?: string }) => error.code,
     )
     assert.is(badScript, 'TESTING_INVALID_OPTIONS', 'scriptedModelServer(5)')
+    // What is not a path, a misspelt server option, a request number that can never come: refused, not a TypeError or a wait forever.
+    for (const [what, call, field] of [
+      ['runPath(null)', () => runPath(null as never), 'path'],
+      ['runPath({ steps: null })', () => runPath({ ...(mine[0] as InvocationPath), steps: null as never }), 'path'],
+      ['pathCoverage(null)', async () => pathCoverage(null as never), 'paths'],
+      ['pathCoverage([{}])', async () => pathCoverage([{}] as never), 'paths'],
+      ['scriptedModelServer([], { strem: true })', () => scriptedModelServer([], { strem: true } as never), 'strem'],
+      ['scriptedModelServer([], { stream: "yes" })', () => scriptedModelServer([], { stream: 'yes' as never }), 'stream'],
+    ] as const) {
+      const refused = await call().then(
+        () => undefined,
+        (error: unknown) => error as { code?: string; details?: { field?: string } },
+      )
+      assert.equal([refused?.code, refused?.details?.field], ['TESTING_INVALID_OPTIONS', field], what)
+    }
+    const server = await scriptedModelServer([])
+    try {
+      const never = await server.seen(-1).then(
+        () => undefined,
+        (error: { code?: string }) => error.code,
+      )
+      assert.is(never, 'TESTING_INVALID_OPTIONS', 'seen(-1)')
+      assert.throws(() => server.release(Number.NaN), (error: { code?: string }) => error.code === 'TESTING_INVALID_OPTIONS', 'release(NaN)')
+    } finally {
+      await server.close()
+    }
   }, 40_000))
 
 test.run()

@@ -4,10 +4,11 @@ import { isDeepStrictEqual } from 'node:util'
 import { join, resolve } from 'node:path'
 import { type ChainedBatch, ClassicLevel } from 'classic-level'
 import { FactstateError, isFactstateError } from '../errors.js'
+import { readOptions } from '../options.js'
 import { id as idSchema } from '../facts/schema.js'
 import type { HandoffIntent, HandoffPause, InvocationInput, InvocationOutcome, RunBoundary, RuntimeEvent, StoredEvent, TerminalStatus } from '../facts/types.js'
 import { EMPTY_CHAIN, CHAIN_BYTES, chainStep, logDigest, runChainStart, runDigest } from './digest.js'
-import { chainedIdRecord, decodeEvent, decodeRecord, encodeRecord, encodeValidatedEvent, checkFactRules, indexRecord, peekInvocationId, validateEvent } from './encoding.js'
+import { chainedIdRecord, decodeEvent, decodeRecord, encodeRecord, encodeValidatedEvent, checkFactRules, indexRecord, messageOf, peekInvocationId, validateEvent } from './encoding.js'
 import { IdFilter, parseIdFilter, serializeIdFilter } from './id-filter.js'
 import { IndexAudit } from './index-audit.js'
 import { keys, seqOfEventKey, seqPart } from './keys.js'
@@ -934,10 +935,7 @@ export class EventLog {
    */
   static async open(location: string, options: EventLogOptions = {}): Promise<EventLog> {
     checkLocation(location)
-    if (typeof options !== 'object' || options === null) {
-      throw new FactstateError('LOG_INVALID_ARGUMENT', `the options of EventLog.open must be an object, not ${options === null ? 'null' : typeof options}`)
-    }
-    const durability = options.durability ?? 'sync'
+    const { durability = 'sync' } = readOptions(options, ['durability'], { call: 'EventLog.open', code: 'LOG_INVALID_ARGUMENT' })
     if (durability !== 'sync' && durability !== 'os') {
       throw new FactstateError('LOG_INVALID_ARGUMENT', `durability must be 'sync' or 'os', not ${String(durability)}`)
     }
@@ -968,10 +966,7 @@ export class EventLog {
    */
   static async openSnapshot(location: string, options: SnapshotOptions = {}): Promise<EventLog> {
     checkLocation(location)
-    if (typeof options !== 'object' || options === null) {
-      throw new FactstateError('LOG_INVALID_ARGUMENT', `the options of EventLog.openSnapshot must be an object, not ${options === null ? 'null' : typeof options}`)
-    }
-    const { directory = tmpdir() } = options
+    const { directory = tmpdir() } = readOptions(options, ['directory'], { call: 'EventLog.openSnapshot', code: 'LOG_INVALID_ARGUMENT' })
     if (typeof directory !== 'string' || directory.length === 0 || directory.includes('\0')) {
       throw new FactstateError('LOG_INVALID_ARGUMENT', 'the directory of a snapshot must be a non-empty path')
     }
@@ -1475,10 +1470,21 @@ export class EventLog {
 
   /** Appends events atomically: all of them become durable together, or none is written. */
   appendAll(events: RuntimeEvent[]): Promise<number[]> {
-    if (!Array.isArray(events) || events.length === 0) {
-      return Promise.reject(new FactstateError('LOG_INVALID_ARGUMENT', 'appendAll takes a non-empty array of events'))
+    let copy: RuntimeEvent[]
+    try {
+      this.#assertOpen()
+      if (!Array.isArray(events)) throw new FactstateError('LOG_INVALID_ARGUMENT', 'appendAll takes a non-empty array of events')
+      // Read once, here: a proxy whose traps throw is this call's refusal, and later changes to the array do not reach the append.
+      try {
+        copy = Array.from(events)
+      } catch (error) {
+        throw new FactstateError('LOG_INVALID_ARGUMENT', `appendAll could not read its array of events: ${messageOf(error)}`, { cause: error })
+      }
+      if (copy.length === 0) throw new FactstateError('LOG_INVALID_ARGUMENT', 'appendAll takes a non-empty array of events')
+    } catch (error) {
+      return Promise.reject(error)
     }
-    return this.#enqueue(events, undefined, false) as Promise<number[]>
+    return this.#enqueue(copy, undefined, false, true) as Promise<number[]>
   }
 
   /** `owned`: `events` is an array made for this call, so the validated copies may replace its items. */
@@ -2319,32 +2325,29 @@ export class EventLog {
     // Checked and bounded at the call, not at the first `next()`: appends made before the reader
     // starts are not read, and bad bounds are refused where they are given.
     this.#assertOpen()
-    if (typeof options !== 'object' || options === null || Array.isArray(options)) {
-      throw new FactstateError('LOG_INVALID_ARGUMENT', 'events() takes an object of bounds ({ from?, to?, follow? })')
-    }
-    const from = options.from ?? 1
-    const to = options.to ?? Number.MAX_SAFE_INTEGER
+    // Each read once; a misspelt bound (`fromSeq`) is refused, not read as no bound.
+    const { from = 1, to = Number.MAX_SAFE_INTEGER, follow } = readOptions(options, ['from', 'to', 'follow'], { call: 'events()', code: 'LOG_INVALID_ARGUMENT' })
     // `to` itself, not what is left of it past the high-water: the same bounds are valid or not whatever the log holds.
-    if (!Number.isSafeInteger(from) || from < 1 || !Number.isSafeInteger(to) || to < 0) {
+    if (!Number.isSafeInteger(from) || (from as number) < 1 || !Number.isSafeInteger(to) || (to as number) < 0) {
       throw new FactstateError('LOG_INVALID_ARGUMENT', 'events() takes integer bounds: from at least 1, to at least 0')
     }
-    if (options.follow !== undefined && typeof options.follow !== 'boolean') {
+    if (follow !== undefined && typeof follow !== 'boolean') {
       throw new FactstateError('LOG_INVALID_ARGUMENT', 'events() takes follow as a boolean')
     }
     // A follower of a snapshot would wait for facts that never come.
-    if (options.follow === true && this.#snapshotOf !== undefined) {
+    if (follow === true && this.#snapshotOf !== undefined) {
       throw new FactstateError('LOG_INVALID_ARGUMENT', `a snapshot gets no new facts, so it cannot be followed: follow the log itself in the process that has it open, or take another snapshot of ${this.#snapshotOf} later`)
     }
     const reader: ReaderResources = {}
     let generator: AsyncGenerator<StoredEvent>
-    if (options.follow === true) {
+    if (follow === true) {
       // Taken now: an event made durable from here on reaches the follower, whenever it starts reading.
       const follower = new Follower()
       this.#followers.add(follower)
       reader.unfollow = () => this.#followers.delete(follower)
-      generator = this.#follow(from, to, follower, reader)
+      generator = this.#follow(from as number, to as number, follower, reader)
     } else {
-      generator = this.#eventsBetween(from, Math.min(to, this.#state.head.highWater), reader)
+      generator = this.#eventsBetween(from as number, Math.min(to as number, this.#state.head.highWater), reader)
     }
     droppedReaders.register(generator, reader)
     return generator

@@ -543,6 +543,10 @@ export function invocationPaths(options: InvocationPathOptions = {}): Invocation
  * ```
  */
 export function pathCoverage(paths: readonly { transitions: readonly string[] }[]): { covered: string[]; total: number; missing: string[] } {
+  // Paths (or runs' results) each with their transitions: anything else would count as covering nothing.
+  if (!Array.isArray(paths) || paths.some((path) => typeof path !== 'object' || path === null || !Array.isArray(path.transitions))) {
+    throw new FactstateError('TESTING_INVALID_OPTIONS', 'pathCoverage takes a list of paths or path runs, each with its transitions', { details: { field: 'paths' } })
+  }
   const all = invocationTransitions().map((t) => t.id)
   const seen = new Set(paths.flatMap((path) => path.transitions))
   return { covered: all.filter((id) => seen.has(id)), total: all.length, missing: all.filter((id) => !seen.has(id)) }

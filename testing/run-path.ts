@@ -287,6 +287,10 @@ async function recoverAfterCrash(
  * ```
  */
 export async function runPath(path: InvocationPath, options: RunPathOptions = {}): Promise<PathRunResult> {
+  // One of `invocationPaths`' paths, or one made like them: steps to walk.
+  if (typeof path !== 'object' || path === null || !Array.isArray(path.steps) || path.steps.some((step) => typeof step !== 'object' || step === null || typeof step.event?.type !== 'string')) {
+    throw new FactstateError('TESTING_INVALID_OPTIONS', 'runPath: the path must be one of invocationPaths(), an object whose steps each hold an event', { details: { field: 'path' } })
+  }
   const resolved = resolveOptions(options)
   // The crash child is another process: it cannot be handed this one's tools or engine factory.
   const crashes = Array.isArray(path?.steps) && path.steps.some((step) => step?.event?.type === 'crash')

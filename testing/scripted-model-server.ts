@@ -9,6 +9,7 @@ import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Serv
 import type { Socket } from 'node:net'
 import type { ChatRequestBody } from '../actors/model-client.js'
 import { FactstateError } from '../errors.js'
+import { readOptions } from '../options.js'
 
 /** One request as the server received it. */
 export interface RecordedRequest {
@@ -169,6 +170,11 @@ function encodeArguments(args: unknown): string {
   return typeof args === 'string' ? args : JSON.stringify(args ?? {})
 }
 
+/** A request number (`seen`, `release`) that is not one: requests count 0, 1, 2, … */
+function requestNumberError(method: string, n: unknown): FactstateError {
+  return new FactstateError('TESTING_INVALID_OPTIONS', `scriptedModelServer: ${method}(n) takes a request number (0, 1, 2, …), not ${String(n)}`, { details: { field: 'n' } })
+}
+
 /**
  * Starts a scripted OpenAI-compatible chat-completions server on 127.0.0.1.
  *
@@ -197,6 +203,12 @@ export async function scriptedModelServer(script: Script, options: { stream?: bo
   if (typeof options !== 'object' || options === null) {
     throw new FactstateError('TESTING_INVALID_OPTIONS', 'scriptedModelServer: options must be an object', { details: { field: 'options' } })
   }
+  // Read once; a misspelt option (`strem: true`) is refused, not left at its default.
+  const { stream: given } = readOptions(options, ['stream'], { call: 'scriptedModelServer', code: 'TESTING_INVALID_OPTIONS', details: (field) => ({ field }) })
+  if (given !== undefined && typeof given !== 'boolean') {
+    throw new FactstateError('TESTING_INVALID_OPTIONS', `scriptedModelServer: stream must be a boolean, not ${typeof given}`, { details: { field: 'stream' } })
+  }
+  const stream = given as boolean | undefined
   const requests: RecordedRequest[] = []
   const unscripted: number[] = []
   const seenWaiters = new Map<number, Deferred<RecordedRequest>>()
@@ -247,7 +259,7 @@ export async function scriptedModelServer(script: Script, options: { stream?: bo
 
   function wantsStream(answerStream: boolean | undefined, recorded: RecordedRequest): boolean {
     if (answerStream !== undefined) return answerStream
-    if (options.stream !== undefined) return options.stream
+    if (stream !== undefined) return stream
     return typeof recorded.body === 'object' && recorded.body !== null && recorded.body.stream === true
   }
 
@@ -488,9 +500,12 @@ export async function scriptedModelServer(script: Script, options: { stream?: bo
     requests,
     unscripted,
     seen(n) {
+      // A request number that can never come would wait forever.
+      if (!Number.isSafeInteger(n) || n < 0) return Promise.reject(requestNumberError('seen', n))
       return seenDeferred(n).promise
     },
     release(n) {
+      if (!Number.isSafeInteger(n) || n < 0) throw requestNumberError('release', n)
       holdDeferred(n).resolve()
     },
     close() {

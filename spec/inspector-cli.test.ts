@@ -126,7 +126,7 @@ test(
         assert.is(overview.highWater, 9, 'the fact the holder acknowledged last is in it')
         assert.is(overview.location, resolve(path), "the log's location, not the copy's")
         assert.equal(overview.refresh, { everyMs: 200, stopped: null })
-        assert.ok(err.some((line) => line.startsWith('note: another process has this log open')), err.join('\n'))
+        assert.equal(err, [], 'no note: inspect always reads a snapshot, and says so on stdout')
         assert.ok(out.some((line) => line.startsWith(`read-only snapshot of ${path} (9 facts), taken again when it changes (looked at every 0.2 s)`)), out.join('\n'))
 
         // A fact the holder appends reaches an open page's stream with the new head, and is served.
@@ -188,25 +188,30 @@ test(
 )
 
 test(
-  'in process: serves until its signal aborts, then closes the log and returns 0',
-  bounded(15_000, async (dir) => {
+  'in process: serves a snapshot, so the application can open its log meanwhile; its facts reach the page; ends when its signal aborts, returning 0',
+  bounded(20_000, async (dir) => {
     const path = join(dir, 'log')
     const digest = await writeLog(path)
-    const { io, out } = collector()
+    const { io, out, err } = collector()
     const stop = new AbortController()
-    const running = inspectCommand([path], io, { signal: stop.signal })
+    const running = inspectCommand([path, '--refresh', '0.2'], io, { signal: stop.signal })
     const url = await urlPrinted(out, 10_000)
     assert.match(url, /^http:\/\/127\.0\.0\.1:\d+\/$/)
     const overview = (await (await fetch(`${url}api/overview`)).json()) as Overview
-    assert.is(overview.highWater, 8)
-    stop.abort()
-    assert.is(await running, 0)
+    assert.equal([overview.mode, overview.highWater], ['snapshot', 8])
+    assert.ok(out.some((line) => line.startsWith(`read-only snapshot of ${path} (8 facts), taken again when it changes`)), out.join('\n'))
+    assert.equal(err, [], 'no note: no other process has the log open')
+    // The application opens its log while the inspector runs (a writer's lock would refuse it LOG_WRITER_BUSY).
     const log = await EventLog.open(path)
     try {
       assert.is((await log.verify()).digest, digest, 'read-only: the log is unchanged')
+      const landed = await factsFrame(url, 9, 15_000, () => void log.appendAll(completeInvocation('while-inspected')))
+      assert.is(landed.events[0]?.invocationId, 'inv-while-inspected')
     } finally {
       await log.close()
     }
+    stop.abort()
+    assert.is(await running, 0)
   }),
 )
 

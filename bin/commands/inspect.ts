@@ -8,10 +8,11 @@ export const inspectHelp = `usage: factstate inspect <log-directory> [--port N] 
 Serves the statechart visualizer for a log, on 127.0.0.1 only, and prints its URL. Read-only:
 nothing is appended, not even recovery. Stops on Ctrl-C (SIGINT) or SIGTERM.
 
-A log that another process has open (LevelDB allows one per directory) is shown as a snapshot:
-a copy holding every fact durable when it was taken, taken again when the log's files change
-(looked at every 2 s; --refresh 0 keeps the first copy). To follow such a log as facts land,
-serve the inspector from inside that process (serveInspector from 'factstate/inspector').
+The log is shown as a snapshot, so that the application can open it (LevelDB allows one process
+per directory) or keep it open while you look: a copy holding every fact durable when it was taken,
+taken again when the log's files change (looked at every 2 s; --refresh 0 keeps the first copy).
+To see facts the moment they land, serve the inspector from inside the application (serveInspector
+from 'factstate/inspector').
 
 options:
   -p, --port N      listen on port N (default: a free port)
@@ -58,7 +59,8 @@ export async function inspectCommand(args: string[], io: CommandIo, options: { s
   if (!(await isLogDirectory(directory))) return usage(io, `no factstate log at ${directory}`, inspectHelp)
   let log: EventLog | undefined
   try {
-    log = await openLogToRead(directory, io)
+    // Always a snapshot: a long-running reader must not lock the application out of its log.
+    log = await openLogToRead(directory, io, { snapshot: true })
     if (log === undefined) return usage(io, `no factstate log at ${directory} (it holds another program's LevelDB database)`, inspectHelp)
     // Indexing takes ~20 s per million facts here: say so before the wait, not after it.
     if (log.head().highWater >= LARGE_LOG) io.stderr(`indexing ${log.head().highWater} facts before serving…`)

@@ -315,12 +315,20 @@ export async function serveInspector(given: InspectorOptions): Promise<Inspector
     if (path === '/api/machine') return sendJson(res, 200, invocationChart(), head)
     if (path === '/api/verify') return sendJson(res, 200, await verify(query.get('force') === '1', at), head)
     if (path === '/api/events') return head ? send(res, 200, 'text/event-stream; charset=utf-8', '', true) : openStream(req, res, at)
-    if (path.startsWith('/api/invocations/')) {
+    // `/api/invocation?id=…` is what the page asks: an id of `.` or `..` in a path segment is a dot
+    // segment, which URLs remove (`/api/invocations/..` is `/api/`). The path form stays for other ids.
+    if (path === '/api/invocation' || path.startsWith('/api/invocations/')) {
       let id: string
-      try {
-        id = decodeURIComponent(path.slice('/api/invocations/'.length))
-      } catch {
-        return sendError(res, 400, 'BAD_REQUEST', 'the invocation id is not valid URL encoding', head)
+      if (path === '/api/invocation') {
+        const given = query.get('id')
+        if (given === null) return sendError(res, 400, 'BAD_REQUEST', 'which invocation: /api/invocation?id=<invocation id>', head)
+        id = given
+      } else {
+        try {
+          id = decodeURIComponent(path.slice('/api/invocations/'.length))
+        } catch {
+          return sendError(res, 400, 'BAD_REQUEST', 'the invocation id is not valid URL encoding', head)
+        }
       }
       const events = await logInternals(at).invocationEvents(id)
       const summary = catalog.summary(id, internals.live)

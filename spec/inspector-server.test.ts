@@ -254,6 +254,8 @@ test(
       assert.is((await fetch(`${inspector.url}page/app.js`)).status, 200, 'the compiled page script is found')
       assert.is((await fetch(`${inspector.url}page/..%2Fserver.js`)).status, 404)
       assert.is((await fetch(`${inspector.url}api/invocations/nope`)).status, 404)
+      assert.is((await fetch(`${inspector.url}api/invocation`)).status, 400, 'which invocation is not said')
+      assert.is((await fetch(`${inspector.url}api/invocation?id=nope`)).status, 404)
     } finally {
       await inspector.close()
     }
@@ -513,5 +515,28 @@ async function collectEvents(log: EventLog): Promise<StoredEvent[]> {
   for await (const stored of log.events()) all.push(stored)
   return all
 }
+
+test(
+  'invocation ids that are dot segments in a URL path (".", "..") are served through the query form the page uses',
+  bounded(15_000, async (dir) => {
+    const log = await EventLog.open(join(dir, 'log'))
+    const inspector = await serveInspector({ log })
+    try {
+      for (const id of ['.', '..', 'a:b']) {
+        await log.appendAll(new EventMaker({ sessionId: `session-${id}`, turnId: 't', runId: 'r', invocationId: id }).many([facts.opened(), facts.requested('s1')]))
+      }
+      for (const id of ['.', '..', 'a:b']) {
+        const { status, body } = await getJson<InvocationDetail>(`${inspector.url}api/invocation?${new URLSearchParams({ id })}`)
+        assert.is(status, 200, id)
+        assert.equal(body.entries.map((entry) => entry.fact.type), ['invocation.opened', 'model.requested'], id)
+      }
+      // The path form cannot name them: the URL drops the dot segment before it is sent.
+      assert.is((await fetch(`${inspector.url}api/invocations/..`)).status, 404)
+    } finally {
+      await inspector.close()
+      await log.close()
+    }
+  }),
+)
 
 test.run()

@@ -25,6 +25,7 @@ async function getJson<T>(path: string): Promise<T> {
 export const api = {
   overview: () => getJson<Overview>('/api/overview'),
   machine: () => getJson<Chart>('/api/machine'),
-  invocation: (id: string) => getJson<InvocationDetail>(`/api/invocations/${encodeURIComponent(id)}`),
+  // In the query, not the path: an id of `.` or `..` would be a dot segment there, removed from the URL.
+  invocation: (id: string) => getJson<InvocationDetail>(`/api/invocation?${new URLSearchParams({ id })}`),
   verify: (force: boolean) => getJson<VerifyReport>(force ? '/api/verify?force=1' : '/api/verify'),
 }

@@ -178,6 +178,8 @@ test('every generated path runs against a real engine, with every invariant chec
       assert.is(result.events, planned.length, `${path.id}: the log holds exactly the planned facts`)
       assert.is(result.executions, planned.filter((fact) => fact.startsWith('tool.dispatched')).length, `${path.id}: one execution per dispatch`)
       if (path.crash) {
+        // The steps the crash child ran were checked there, and count: a state check for every step but the crash and the last.
+        assert.ok(result.checks.states >= path.steps.length - 2, `${path.id}: ${result.checks.states} state checks for ${path.steps.length} steps`)
         assert.is(result.checks.recoveries, 1, `${path.id} recovered once`)
         assert.ok(result.checks.reopenings >= 2)
       }
@@ -325,6 +327,10 @@ test('the consumer kit: own tools and arguments, the default crash child, and ba
       [{ unknownTool: 'path-read-only' }, 'unknownTool'],
       [{ tools: [{ ...echoTool(), name: 'path-needs-approval' }] }, 'tools'],
       [{ tools, toolCall: { name: 'missing', arguments: {} } }, 'toolCall'],
+      [{ toolCall: null as never }, 'toolCall'],
+      // Arguments the tool's schema refuses would be rejected on every path that plans a dispatch: refused before anything runs.
+      [{ toolCall: { name: 'echo', arguments: { value: 'forty-two' } } }, 'toolCall'],
+      [{ tools: [{ ...echoTool(), inputSchema: { type: 'object', required: ['id'], properties: { id: { type: 'string' } } } }] }, 'toolCall'],
       [{ tools: [] }, 'tools'],
       [{ stepTimeoutMs: 0 }, 'stepTimeoutMs'],
       [{ directory: 'relative/dir' }, 'directory'],
@@ -339,6 +345,7 @@ test('the consumer kit: own tools and arguments, the default crash child, and ba
       [{ model: '' }, 'model'],
       [{ durability: 'fast' as never }, 'durability'],
       [{ childScript: 5 as never }, 'childScript'],
+      [{ childScript: new URL('https://example.com/child.js') }, 'childScript'],
       [{ childExecArgv: ['--import', 5] as never }, 'childExecArgv'],
     ]
     for (const [options, field] of badOptions) {

@@ -8,7 +8,7 @@ import { Engine, type EngineOptions } from '../actors/engine.js'
 import type { ToolDefinition } from '../actors/tool-catalog.js'
 import { foldFacts, stateOf, type InvocationState } from '../machines/invocation.js'
 import { type Durability, EventLog } from '../store/event-log.js'
-import { type PathCheck, PathCheckError, noChecks } from './path-check.js'
+import { type PathCheck, PathCheckError, type PathChecks, noChecks } from './path-check.js'
 import { PathHarness, echoTool } from './path-harness.js'
 import type { InvocationPath } from './paths.js'
 
@@ -39,6 +39,8 @@ export type PathChildReport =
       digest: string
       highWater: number
       requests: number
+      /** The checks made on the steps the child ran: the parent adds them to the path's. */
+      checks: PathChecks
     }
   | { kind: 'failed'; check: PathCheck; step: number; message: string }
 
@@ -72,6 +74,7 @@ export async function runPathChild(options: PathChildOptions = {}): Promise<void
   })
   try {
     const log = await EventLog.open(job.logDirectory, { durability: job.durability })
+    const checks = noChecks()
     const harness = await PathHarness.open(
       {
         path: job.path,
@@ -84,7 +87,7 @@ export async function runPathChild(options: PathChildOptions = {}): Promise<void
         unknownTool: job.unknownTool,
         model: job.model,
         stepTimeoutMs: job.stepTimeoutMs,
-        checks: noChecks(),
+        checks,
       },
       0,
       job.until,
@@ -100,6 +103,7 @@ export async function runPathChild(options: PathChildOptions = {}): Promise<void
       digest: prefix.digest,
       highWater: prefix.highWater,
       requests: harness.requests,
+      checks,
     })
     // Stand still, the log open, a tool or a request possibly in flight, until SIGKILL.
     setInterval(() => undefined, 1 << 30)

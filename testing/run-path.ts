@@ -11,6 +11,7 @@ import { isAbsolute, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { Engine, type EngineOptions } from '../actors/engine.js'
 import type { ToolDefinition } from '../actors/tool-catalog.js'
+import { inputCheckOf } from '../actors/tool-input.js'
 import { foldFacts, stateOf } from '../machines/invocation.js'
 import { type Durability, EventLog, type LogPrefix } from '../store/event-log.js'
 import { recoverInvocations } from '../store/recovery.js'
@@ -116,7 +117,12 @@ function resolveOptions(options: RunPathOptions) {
   if (options.durability !== undefined && options.durability !== 'sync' && options.durability !== 'os') {
     throw new FactstateError('TESTING_INVALID_OPTIONS', "runPath: durability must be 'sync' or 'os'", { details: { field: 'durability' } })
   }
-  if (options.childScript !== undefined && typeof options.childScript !== 'string' && !(options.childScript instanceof URL)) {
+  if (
+    options.childScript !== undefined &&
+    ((typeof options.childScript !== 'string' && !(options.childScript instanceof URL)) ||
+      (options.childScript instanceof URL && options.childScript.protocol !== 'file:') ||
+      options.childScript === '')
+  ) {
     throw new FactstateError('TESTING_INVALID_OPTIONS', 'runPath: childScript must be a path or a file URL', { details: { field: 'childScript' } })
   }
   if (options.childExecArgv !== undefined && (!Array.isArray(options.childExecArgv) || options.childExecArgv.some((arg) => typeof arg !== 'string'))) {
@@ -143,8 +149,25 @@ function resolveOptions(options: RunPathOptions) {
     })
   }
   const first = tools[0] as ToolDefinition
-  const toolCall = options.toolCall ?? { name: first.name, arguments: first.name === 'echo' ? { value: 42 } : {} }
-  if (!tools.some((tool) => tool.name === toolCall.name)) throw new FactstateError('TESTING_INVALID_OPTIONS', `runPath: toolCall.name ${toolCall.name} is not in tools`, { details: { field: 'toolCall' } })
+  const toolCall = options.toolCall === undefined ? { name: first.name, arguments: first.name === 'echo' ? { value: 42 } : {} } : options.toolCall
+  if (typeof toolCall !== 'object' || toolCall === null || typeof toolCall.name !== 'string') {
+    throw new FactstateError('TESTING_INVALID_OPTIONS', 'runPath: toolCall must be { name, arguments }', { details: { field: 'toolCall' } })
+  }
+  const called = tools.find((tool) => tool.name === toolCall.name)
+  if (called === undefined) throw new FactstateError('TESTING_INVALID_OPTIONS', `runPath: toolCall.name ${toolCall.name} is not in tools`, { details: { field: 'toolCall' } })
+  // A `known` call the tool's schema refuses would be rejected, never dispatched, on every path that plans it: say so now.
+  if (called.inputSchema !== undefined && called.validateInput !== false) {
+    let wrong: string | undefined
+    try {
+      wrong = inputCheckOf(called.inputSchema)(toolCall.arguments)
+    } catch {
+      // A schema the engine cannot use is the run's refusal (RUN_INVALID_INPUT), reported where it is admitted.
+    }
+    if (wrong !== undefined) {
+      const given = options.toolCall === undefined ? ` (the default toolCall, ${JSON.stringify(toolCall.arguments)}: pass toolCall with arguments it accepts)` : ''
+      throw new FactstateError('TESTING_INVALID_OPTIONS', `runPath: toolCall's arguments do not match the input schema of ${called.name}${given}: ${wrong}`, { details: { field: 'toolCall' } })
+    }
+  }
   const unknownTool = options.unknownTool ?? 'unavailable'
   if (tools.some((tool) => tool.name === unknownTool) || kitNames.includes(unknownTool)) throw new FactstateError('TESTING_INVALID_OPTIONS', `runPath: unknownTool ${unknownTool} must not name a tool of the catalog, nor one the kit adds`, { details: { field: 'unknownTool' } })
   const stepTimeoutMs = options.stepTimeoutMs ?? 15_000
@@ -339,6 +362,8 @@ async function execute(path: InvocationPath, resolved: Resolved, directory: stri
       throw new PathCheckError('state', path.id, crashIndex, `the child stood in ${stood}, the path crashes in ${expected}`)
     }
     requests += reached.requests
+    // The steps before the crash were checked in the child: they count.
+    for (const key of Object.keys(checks) as (keyof PathChecks)[]) checks[key] += reached.checks[key] ?? 0
     crashedAt = reached.highWater
     const log = await EventLog.open(logDirectory, { durability: resolved.durability })
     try {

@@ -2,6 +2,7 @@ import { isDeepStrictEqual } from 'node:util'
 import { FactstateError } from '../errors.js'
 import { readOptions } from '../options.js'
 import type { ExecutionSettings, Invocation, InvocationInput, InvocationOutcome, RuntimeEvent, UncertainOperation } from '../facts/types.js'
+import { eventIdSchema } from '../facts/schema.js'
 import { type InvocationSnapshot, type InvocationState, applyFact, initialInvocationSnapshot, stateOf } from '../machines/invocation.js'
 import { canonical, messageOf, storageProblemAt } from '../store/encoding.js'
 import { type AppendView, type EventLog, type LogInternals, logInternals } from '../store/event-log.js'
@@ -412,7 +413,7 @@ export class Engine {
     }
     const event: RuntimeEvent = canonical({
       id: this.#firstEventId(invocation),
-      recordedAt: this.#now(),
+      recordedAt: this.#firstTime(),
       invocation,
       fact: { type: 'invocation.opened', input: opened, configuration, execution },
     })
@@ -505,14 +506,37 @@ export class Engine {
 
   /** The id of a run's first fact: an `eventId` option that throws refuses the run before anything is written. */
   #firstEventId(invocation: Invocation): string {
+    let id: unknown
     try {
-      return this.#eventId(invocation, 1)
+      id = this.#eventId(invocation, 1)
     } catch (error) {
       throw new FactstateError('ENGINE_INVALID_OPTIONS', `Engine: eventId threw for the first fact of ${invocation.invocationId}: ${messageOf(error)}`, {
         cause: error,
         details: { field: 'eventId' },
       })
     }
+    // Said as the option's fault, not the event's: the caller gave no id.
+    if (!eventIdSchema.safeParse(id).success) {
+      const shown = typeof id === 'string' ? JSON.stringify(id.length > 40 ? `${id.slice(0, 40)}…` : id) : typeof id
+      throw new FactstateError('ENGINE_INVALID_OPTIONS', `Engine: eventId made ${shown} for the first fact of ${invocation.invocationId}, not an event id (1–512 printable ASCII characters without spaces)`, {
+        details: { field: 'eventId' },
+      })
+    }
+    return id as string
+  }
+
+  /** The clock's time for a run's first fact: a clock that throws or tells no time is the option's fault. */
+  #firstTime(): number {
+    let time: unknown
+    try {
+      time = this.#now()
+    } catch (error) {
+      throw new FactstateError('ENGINE_INVALID_OPTIONS', `Engine: now threw: ${messageOf(error)}`, { cause: error, details: { field: 'now' } })
+    }
+    if (typeof time !== 'number' || !Number.isSafeInteger(time) || time < 0) {
+      throw new FactstateError('ENGINE_INVALID_OPTIONS', `Engine: now must return milliseconds since the epoch (a non-negative integer), not ${String(time)}`, { details: { field: 'now' } })
+    }
+    return time
   }
 
   /** Starts a run and waits for its outcome. */

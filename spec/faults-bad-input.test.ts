@@ -317,6 +317,11 @@ const cases: Case[] = [
   { area: 'Engine', name: 'a log that is not an EventLog', code: 'ENGINE_INVALID_OPTIONS', act: () => new Engine({ log: {} as EventLog }) },
   { area: 'Engine', name: 'a model that is not a ModelExecutor', code: 'ENGINE_INVALID_OPTIONS', act: (c) => new Engine({ log: c.log, model: {} as ModelExecutor }) },
   { area: 'Engine', name: 'a clock that is a number', code: 'ENGINE_INVALID_OPTIONS', act: (c) => new Engine({ log: c.log, now: 5 as unknown as () => number }) },
+  // A clock or id maker that misbehaves is the option's fault when a run starts, not the event's.
+  { area: 'Engine', name: 'a clock that throws', code: 'ENGINE_INVALID_OPTIONS', act: (c) => new Engine({ log: c.log, now: () => { throw new Error('no time') } }).start(c.message() as RunInput) },
+  { area: 'Engine', name: 'a clock that tells NaN', code: 'ENGINE_INVALID_OPTIONS', act: (c) => new Engine({ log: c.log, now: () => Number.NaN }).start(c.message() as RunInput) },
+  { area: 'Engine', name: 'an id maker that makes a number', code: 'ENGINE_INVALID_OPTIONS', act: (c) => new Engine({ log: c.log, eventId: () => 42 as unknown as string }).start(c.message() as RunInput) },
+  { area: 'Engine', name: 'an id maker that makes an id with a space', code: 'ENGINE_INVALID_OPTIONS', act: (c) => new Engine({ log: c.log, eventId: () => 'bad id' }).start(c.message() as RunInput) },
   { area: 'Engine', name: 'ModelExecutor timeoutMs -1', code: 'ENGINE_INVALID_OPTIONS', act: () => new ModelExecutor({ timeoutMs: -1 }) },
   { area: 'Engine', name: 'ModelExecutor idleTimeoutMs 0', code: 'ENGINE_INVALID_OPTIONS', act: () => new ModelExecutor({ idleTimeoutMs: 0 }) },
   { area: 'Engine', name: 'ModelExecutor idleTimeoutMs Infinity', code: 'ENGINE_INVALID_OPTIONS', act: () => new ModelExecutor({ idleTimeoutMs: Number.POSITIVE_INFINITY }) },

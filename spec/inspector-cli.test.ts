@@ -274,7 +274,9 @@ test(
           ),
           60_000,
           'the indexing line',
-        )
+        ).catch((error: Error) => {
+          throw new Error(`${error.message}; the CLI's stderr: ${stderr || '(none)'}; stdout: ${stdout || '(none)'}`)
+        })
         assert.ok((await readdir(copies)).some((name) => name.startsWith('factstate-')), 'the copy is there while it indexes')
         child.kill('SIGINT')
         assert.equal(await exited, { code: null, signal: 'SIGINT' }, stderr)

@@ -147,4 +147,33 @@ directory(
   }),
 )
 
+directory(
+  'open makes no log among other files (a project directory, /): LOG_INVALID_ARGUMENT, and nothing is added; a new, empty or half-made log directory opens',
+  boundedTest(20_000, async (root) => {
+    const project = join(root, 'project')
+    await mkdir(project)
+    await writeFile(join(project, 'notes.txt'), 'mine\n')
+    const error = await refusal(EventLog.open(project))
+    assert.is(error.code, 'LOG_INVALID_ARGUMENT')
+    assert.match(error.message, /holds no log but other files \(notes\.txt\): a log needs a directory of its own/)
+    assert.equal(await readdir(project), ['notes.txt'], 'no LOCK, LOG, CURRENT or MANIFEST was added')
+    // What LevelDB leaves when a process dies while it first makes the log (before CURRENT) is a log's own.
+    const halfMade = join(root, 'half-made')
+    await mkdir(halfMade)
+    await writeFile(join(halfMade, 'LOCK'), '')
+    await writeFile(join(halfMade, 'LOG'), 'leveldb info\n')
+    await writeFile(join(halfMade, 'MANIFEST-000001'), '')
+    for (const path of [join(root, 'new'), join(root, 'empty'), halfMade]) {
+      if (path.endsWith('empty')) await mkdir(path)
+      const log = await EventLog.open(path)
+      try {
+        await log.appendAll(completeInvocation('fresh'))
+        assert.ok((await readdir(path)).includes('CURRENT'), path)
+      } finally {
+        await log.close()
+      }
+    }
+  }),
+)
+
 directory.run()

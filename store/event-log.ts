@@ -1,4 +1,4 @@
-import { type FileHandle, mkdtemp, open as openFile, readFile, rename, rm, stat } from 'node:fs/promises'
+import { type FileHandle, mkdtemp, open as openFile, readFile, readdir, rename, rm, stat } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { isDeepStrictEqual } from 'node:util'
 import { join, resolve } from 'node:path'
@@ -717,6 +717,29 @@ function checkLocation(location: unknown): void {
   }
 }
 
+/** The names LevelDB and factstate give the files of a log directory (a crash may leave any of them before `CURRENT`). */
+const LOG_DIRECTORY_ENTRY = /^(?:LOCK|LOG|LOG\.old|CURRENT|MANIFEST-\d+|\d+\.(?:log|ldb|sst|dbtmp)|FACTSTATE-(?:HEAD|IDS)(?:\.tmp)?|lost)$/
+
+/**
+ * Refuses to make a log in a directory that holds other things (a log's directory is LevelDB's
+ * alone: `EventLog.open('.')` in a project would scatter its files among the project's). A new or
+ * empty directory, or one with a log's own files only (a crash while the log was first made), is fine.
+ */
+async function checkOwnDirectory(location: string): Promise<void> {
+  let entries: string[]
+  try {
+    entries = await readdir(location)
+  } catch {
+    // Missing (it is made), a file in the way or unreadable: the claim says which.
+    return
+  }
+  if (entries.includes('CURRENT')) return
+  const foreign = entries.filter((name) => !LOG_DIRECTORY_ENTRY.test(name))
+  if (foreign.length === 0) return
+  const shown = foreign.slice(0, 3).join(', ') + (foreign.length > 3 ? `, and ${foreign.length - 3} more` : '')
+  throw new FactstateError('LOG_INVALID_ARGUMENT', `${location} holds no log but other files (${shown}): a log needs a directory of its own, new or empty`)
+}
+
 function levelError(error: unknown): FactstateError {
   const code = (error as { code?: string }).code
   const causeCode = ((error as { cause?: { code?: string } }).cause ?? {}).code
@@ -939,6 +962,7 @@ export class EventLog {
     if (durability !== 'sync' && durability !== 'os') {
       throw new FactstateError('LOG_INVALID_ARGUMENT', `durability must be 'sync' or 'os', not ${String(durability)}`)
     }
+    await checkOwnDirectory(location)
     return EventLog.#openAt(location, durability)
   }
 

@@ -181,6 +181,18 @@ const sameInvocation = (a: Invocation, b: Invocation) =>
  * catalog the model is shown stays the one the run's execution settings (and any seal) digest,
  * whatever the caller changes later; `execute` still calls the caller's tool (as its method).
  */
+/** The run's own copy of a tool's schema; one that is not plain data (a proxy, a class instance's private state) is named. */
+function schemaCopy(schema: NonNullable<ToolDefinition['inputSchema']>, index: number): NonNullable<ToolDefinition['inputSchema']> {
+  try {
+    return structuredClone(schema)
+  } catch (error) {
+    throw new FactstateError('RUN_INVALID_INPUT', `tools.${index}.inputSchema must be plain JSON data: it could not be copied: ${messageOf(error)}`, {
+      cause: error,
+      details: { fields: [`tools.${index}.inputSchema`] },
+    })
+  }
+}
+
 function admittedTool(tool: ToolDefinition, index: number): AdmittedTool {
   // Runs share a tool's copy while what the model is shown of it stays the same: an application
   // defines its tools once, and a copy per run would cost every held invocation its schemas.
@@ -202,7 +214,7 @@ function admittedTool(tool: ToolDefinition, index: number): AdmittedTool {
     tool: {
       name: tool.name,
       ...(tool.description === undefined ? {} : { description: tool.description }),
-      ...(tool.inputSchema === undefined ? {} : { inputSchema: structuredClone(tool.inputSchema) }),
+      ...(tool.inputSchema === undefined ? {} : { inputSchema: schemaCopy(tool.inputSchema, index) }),
       ...(readOnly ? { readOnly } : {}),
       ...(validateInput ? {} : { validateInput }),
       ...(needsApproval === undefined ? {} : { needsApproval }),

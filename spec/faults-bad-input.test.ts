@@ -170,6 +170,7 @@ const cases: Case[] = [
       delete i.tools[0].inputSchema
       i.tools[0].parameters = { type: 'object' }
     }) },
+  { area: 'tools', name: 'an inputSchema behind a proxy (not plain data)', code: 'RUN_INVALID_INPUT', fields: ['tools.0.inputSchema'], act: start((i) => (i.tools[0].inputSchema = new Proxy({ type: 'object' }, {}))) },
   { area: 'tools', name: 'a description that is a number', code: 'RUN_INVALID_INPUT', act: start((i) => (i.tools[0].description = 42)) },
   { area: 'tools', name: 'a tool that is null', code: 'RUN_INVALID_INPUT', act: start((i) => (i.tools = [null])) },
   {

@@ -176,11 +176,6 @@ interface RunBusyDetails {
 const sameInvocation = (a: Invocation, b: Invocation) =>
   a.sessionId === b.sessionId && a.turnId === b.turnId && a.runId === b.runId && a.invocationId === b.invocationId
 
-/**
- * A tool as admitted: its name, description and input schema as they were at `start()`, so the
- * catalog the model is shown stays the one the run's execution settings (and any seal) digest,
- * whatever the caller changes later; `execute` still calls the caller's tool (as its method).
- */
 /** The run's own copy of a tool's schema; one that is not plain data (a proxy, a class instance's private state) is named. */
 function schemaCopy(schema: NonNullable<ToolDefinition['inputSchema']>, index: number): NonNullable<ToolDefinition['inputSchema']> {
   try {
@@ -193,6 +188,11 @@ function schemaCopy(schema: NonNullable<ToolDefinition['inputSchema']>, index: n
   }
 }
 
+/**
+ * A tool as admitted: its name, description and input schema as they were at `start()`, so the
+ * catalog the model is shown stays the one the run's execution settings (and any seal) digest,
+ * whatever the caller changes later; `execute` still calls the caller's tool (as its method).
+ */
 function admittedTool(tool: ToolDefinition, index: number): AdmittedTool {
   // Runs share a tool's copy while what the model is shown of it stays the same: an application
   // defines its tools once, and a copy per run would cost every held invocation its schemas.

@@ -90,7 +90,7 @@ function editDistance(a: string, b: string, limit: number): number {
  * The tool member that `key` misnames, if it looks like one (another case or separator, a typo of one
  * or two letters, another provider's name), else undefined: a tool may carry members of its own.
  */
-export function misnamedToolMember(key: string): string | undefined {
+function misnamedToolMember(key: string): string | undefined {
   if ((TOOL_MEMBERS as readonly string[]).includes(key)) return undefined
   const normalized = key.toLowerCase().replace(/[^a-z0-9]/g, '')
   const alias = TOOL_MEMBER_ALIASES[normalized]

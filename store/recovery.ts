@@ -1,8 +1,8 @@
 import { FactstateError, isFactstateError } from '../errors.js'
+import { readOptions } from '../options.js'
 import type { Fact, Invocation, InvocationOutcome, RunBoundary, RuntimeEvent, UncertainOperation } from '../facts/types.js'
 import { type EventLog, logInternals } from './event-log.js'
 import type { InvocationRecord } from './projection.js'
-import { messageOf } from './encoding.js'
 
 /** An invocation recovery closed (see `recoverInvocations`' `onClosed`). */
 export interface RecoveredInvocation {
@@ -111,24 +111,11 @@ export async function recoverInvocations(log: EventLog, options: RecoverOptions 
   return closed
 }
 
-/** Refuses options that are not `{ now?, onClosed? }` before anything is written: `LOG_INVALID_ARGUMENT`. */
-/** The options, each read once; anything else is `LOG_INVALID_ARGUMENT`. */
+/** The options, each read once: anything but `{ now?, onClosed? }` functions is `LOG_INVALID_ARGUMENT`, before anything is written. */
 function checkOptions(options: unknown): RecoverOptions {
-  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
-    throw new FactstateError('LOG_INVALID_ARGUMENT', 'recoverInvocations takes an options object ({ now?, onClosed? })')
-  }
-  let entries: [string, unknown][]
-  try {
-    entries = Object.entries(options)
-  } catch (error) {
-    // A getter that throws, a proxy that refuses to be read.
-    throw new FactstateError('LOG_INVALID_ARGUMENT', `recoverInvocations' options could not be read: ${messageOf(error)}`, { cause: error })
-  }
-  const checked: Record<string, unknown> = {}
-  for (const [key, value] of entries) {
-    if (key !== 'now' && key !== 'onClosed') throw new FactstateError('LOG_INVALID_ARGUMENT', `recoverInvocations has no option ${JSON.stringify(key)} (only now and onClosed)`)
-    if (value !== undefined && typeof value !== 'function') throw new FactstateError('LOG_INVALID_ARGUMENT', `recoverInvocations' ${key} must be a function`)
-    if (value !== undefined) checked[key] = value
+  const checked = readOptions(options, ['now', 'onClosed'], { call: 'recoverInvocations', code: 'LOG_INVALID_ARGUMENT' })
+  for (const [key, value] of Object.entries(checked)) {
+    if (typeof value !== 'function') throw new FactstateError('LOG_INVALID_ARGUMENT', `recoverInvocations' ${key} must be a function`)
   }
   return checked as RecoverOptions
 }

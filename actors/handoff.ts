@@ -193,14 +193,19 @@ export class Reservation implements HandoffReservation {
 
 const REUSED = "is the held run's own: the successor must have its own run and invocation ids"
 
-/** `handoffIntentSchema`, refusing a successor that reuses the run or invocation id of `invocation`. */
-function intentSchemaFor(invocation: Invocation) {
-  const { successorRunId, successorInvocationId } = handoffIntentSchema.shape
-  return handoffIntentSchema.extend({
-    successorRunId: successorRunId.refine((id) => id !== invocation.runId, REUSED),
-    successorInvocationId: successorInvocationId.refine((id) => id !== invocation.invocationId, REUSED),
-  })
-}
+/** The invocation whose gate is parsing an intent right now (parsing is synchronous). */
+let reservingFor: Invocation | undefined
+
+/**
+ * `handoffIntentSchema`, refusing a successor that reuses the run or invocation id of the gate's own
+ * invocation (`reservingFor`), field by field, so that one reading of the caller's object finds every
+ * bad field at once (a malformed id and a reused one alike). One schema for every gate: a schema of
+ * its own would cost each held invocation ~7 KiB.
+ */
+const reserveIntentSchema = handoffIntentSchema.extend({
+  successorRunId: handoffIntentSchema.shape.successorRunId.refine((id) => id !== reservingFor?.runId, REUSED),
+  successorInvocationId: handoffIntentSchema.shape.successorInvocationId.refine((id) => id !== reservingFor?.invocationId, REUSED),
+})
 
 /** The gate of one running invocation. */
 export class Gate implements HandoffGate {
@@ -213,19 +218,18 @@ export class Gate implements HandoffGate {
     private readonly refusal: () => FactstateError | undefined = () => undefined,
   ) {}
 
-  /**
-   * The intent's schema with the successor's own ids checked field by field, so that one reading of
-   * the caller's object finds every bad field at once (a malformed id and a reused one alike).
-   */
-  #intentSchema: ReturnType<typeof intentSchemaFor> | undefined
-
   reserve(given: HandoffIntent): HandoffReservation {
-    let parsed: ReturnType<ReturnType<typeof intentSchemaFor>['safeParse']>
+    let parsed: ReturnType<typeof reserveIntentSchema.safeParse>
+    // Restored after: a getter of the intent could make another gate reserve meanwhile.
+    const outer = reservingFor
+    reservingFor = this.invocation
     try {
-      parsed = (this.#intentSchema ??= intentSchemaFor(this.invocation)).safeParse(given)
+      parsed = reserveIntentSchema.safeParse(given)
     } catch (error) {
       // A getter that throws, a proxy that refuses to be read: not an intent.
       throw new FactstateError('HANDOFF_MISMATCH', `the handoff intent could not be read: ${messageOf(error)}`, { cause: error, details: { field: 'intent' } })
+    } finally {
+      reservingFor = outer
     }
     if (!parsed.success) {
       const fields = issueFields(parsed.error)

@@ -11,7 +11,7 @@ const OptionsError = FactstateError as unknown as new (code: FactstateErrorCode,
 
 /** Whose options these are, and how a refusal of them is made. */
 export interface OptionsOwner {
-  /** The call, as its messages name it: `EventLog.open`, `new Engine`. */
+  /** The call, as its messages name it: `EventLog.open`, `Engine`. */
   call: string
   code: FactstateErrorCode
   /** `details` of a refusal that names a field (`{ field }`, `{ fields: [field] }`); none by default. */

@@ -46,8 +46,8 @@ export class ModelExecutor {
   readonly #createClient: (provider: ProviderConfig) => ModelClient
 
   constructor(given: ModelExecutorOptions = {}) {
-    if (typeof given !== 'object' || given === null) throw new FactstateError('ENGINE_INVALID_OPTIONS', 'ModelExecutor: options must be an object', { details: { field: 'options' } })
-    // Each read once; a misspelt option (`timeout: 5`) is refused, not left at its default.
+    // Each read once; a misspelt option (`timeout: 5`) is refused, not left at its default; options that
+    // are no object are refused there too (`details.field` 'options').
     const options = readOptions(given, ['timeoutMs', 'idleTimeoutMs', 'retries', 'backoffMs', 'maxBackoffMs', 'createClient'], {
       call: 'ModelExecutor',
       code: 'ENGINE_INVALID_OPTIONS',

@@ -331,6 +331,7 @@ const cases: Case[] = [
   { area: 'Engine', name: 'ModelExecutor createClient that is a string', code: 'ENGINE_INVALID_OPTIONS', act: () => new ModelExecutor({ createClient: 'openai' as unknown as () => never }) },
   { area: 'Engine', name: 'a misspelt Engine option (evntId)', code: 'ENGINE_INVALID_OPTIONS', act: (c) => new Engine({ log: c.log, evntId: () => 'x' } as unknown as EngineOptions) },
   { area: 'Engine', name: 'Engine options whose getter throws', code: 'ENGINE_INVALID_OPTIONS', act: () => new Engine(Object.defineProperty({}, 'log', { enumerable: true, get: () => { throw new Error('unreadable') } }) as unknown as EngineOptions) },
+  { area: 'Engine', name: 'ModelExecutor options null', code: 'ENGINE_INVALID_OPTIONS', act: () => new ModelExecutor(null as unknown as ModelExecutorOptions) },
   { area: 'Engine', name: 'a misspelt ModelExecutor option (timeout)', code: 'ENGINE_INVALID_OPTIONS', act: () => new ModelExecutor({ timeout: 5 } as unknown as ModelExecutorOptions) },
   { area: 'Engine', name: 'ModelExecutor retries 1.5', code: 'ENGINE_INVALID_OPTIONS', act: () => new ModelExecutor({ retries: 1.5 }) },
   { area: 'Engine', name: 'ModelExecutor backoffMs over maxBackoffMs', code: 'ENGINE_INVALID_OPTIONS', act: () => new ModelExecutor({ backoffMs: 500, maxBackoffMs: 100 }) },

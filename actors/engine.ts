@@ -242,6 +242,14 @@ interface AdmittedTool {
 
 const admittedTools = new WeakMap<ToolDefinition, AdmittedTool>()
 
+/** The log each engine drives (see `engineLog`). */
+const enginesLog = new WeakMap<Engine, EventLog>()
+
+/** The log `engine` drives, for callers that must not pair an engine with another log (the inspector). */
+export function engineLog(engine: Engine): EventLog | undefined {
+  return enginesLog.get(engine)
+}
+
 /**
  * Admits runs and drives each admitted invocation as an actor over the fact log.
  *
@@ -284,6 +292,14 @@ export class Engine {
     }
     // Every run appends: a snapshot would admit it and then refuse its first fact.
     if (log.snapshotOf !== undefined) throw invalid('log', `a log opened with EventLog.open, not a read-only snapshot (of ${log.snapshotOf})`)
+    // Every run would be refused at its first read: say so here, where the mistake is made.
+    try {
+      this.#log.assertOpen()
+    } catch (error) {
+      if (error instanceof FactstateError && error.code === 'LOG_CLOSED') throw new FactstateError('LOG_CLOSED', 'Engine: the log is closed (open one with EventLog.open)')
+      throw error
+    }
+    enginesLog.set(this, log)
     this.#model = model ?? new ModelExecutor()
     this.#now = (given.now as EngineOptions['now']) ?? Date.now
     this.#eventId = (given.eventId as EngineOptions['eventId']) ?? defaultEventId

@@ -1,6 +1,6 @@
 import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import { Engine } from '../actors/engine.js'
+import { Engine, engineLog } from '../actors/engine.js'
 import { FactstateError, isFactstateError } from '../errors.js'
 import { readOptions } from '../options.js'
 import type { StoredEvent } from '../facts/types.js'
@@ -98,6 +98,8 @@ function validated(options: InspectorOptions): Required<Pick<InspectorOptions, '
   if (typeof options !== 'object' || options === null) throw invalid('serveInspector takes an options object', 'options')
   if (!(options.log instanceof EventLog)) throw invalid('options.log must be an EventLog', 'log')
   if (options.engine !== undefined && !(options.engine instanceof Engine)) throw invalid('options.engine must be an Engine', 'engine')
+  // The page would report live mode for runs it never sees.
+  if (options.engine !== undefined && engineLog(options.engine) !== options.log) throw invalid('options.engine must be the Engine driving options.log, not one of another log', 'engine')
   if (options.host !== undefined && options.host !== HOST) {
     throw invalid(`the inspector only binds ${HOST}, not ${String(options.host)}`, 'host', options.host)
   }

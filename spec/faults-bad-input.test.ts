@@ -296,6 +296,8 @@ const cases: Case[] = [
   // EventLog.open arguments
   { area: 'EventLog.open', name: 'an empty location', code: 'LOG_INVALID_ARGUMENT', act: () => EventLog.open('') },
   { area: 'EventLog.open', name: 'a location with NUL', code: 'LOG_INVALID_ARGUMENT', act: (c) => EventLog.open(`${c.dir}\0x`) },
+  // A directory named by spaces alone would be made wherever the process runs.
+  { area: 'EventLog.open', name: 'a location of spaces only', code: 'LOG_INVALID_ARGUMENT', act: () => EventLog.open('   ') },
   { area: 'EventLog.open', name: 'a location that is a number', code: 'LOG_INVALID_ARGUMENT', act: () => EventLog.open(42 as unknown as string) },
   { area: 'EventLog.open', name: 'durability "fast"', code: 'LOG_INVALID_ARGUMENT', act: (c) => EventLog.open(join(c.dir, 'other'), { durability: 'fast' as 'sync' }) },
   { area: 'EventLog.open', name: 'the location of the open log', code: 'LOG_WRITER_BUSY', act: (c) => EventLog.open(join(c.dir, 'log')) },
@@ -312,10 +314,21 @@ const cases: Case[] = [
   { area: 'EventLog.openSnapshot', name: 'options null', code: 'LOG_INVALID_ARGUMENT', act: (c) => EventLog.openSnapshot(join(c.dir, 'log'), null as unknown as {}) },
   { area: 'EventLog.openSnapshot', name: 'an unknown option (dir)', code: 'LOG_INVALID_ARGUMENT', act: (c) => EventLog.openSnapshot(join(c.dir, 'log'), { dir: c.dir } as unknown as {}) },
   { area: 'EventLog.openSnapshot', name: 'an empty directory name', code: 'LOG_INVALID_ARGUMENT', act: (c) => EventLog.openSnapshot(join(c.dir, 'log'), { directory: '' }) },
+  { area: 'EventLog.openSnapshot', name: 'a directory name of spaces only', code: 'LOG_INVALID_ARGUMENT', act: (c) => EventLog.openSnapshot(join(c.dir, 'log'), { directory: '  ' }) },
   { area: 'EventLog.openSnapshot', name: 'a directory that is a number', code: 'LOG_INVALID_ARGUMENT', act: (c) => EventLog.openSnapshot(join(c.dir, 'log'), { directory: 5 as unknown as string }) },
   { area: 'EventLog.openSnapshot', name: 'a directory that is a file', code: 'LOG_IO', act: (c) => inFile(c, (file) => EventLog.openSnapshot(join(c.dir, 'log'), { directory: file })) },
   // Engine and ModelExecutor options
   { area: 'Engine', name: 'a log that is not an EventLog', code: 'ENGINE_INVALID_OPTIONS', act: () => new Engine({ log: {} as EventLog }) },
+  {
+    area: 'Engine',
+    name: 'a closed log',
+    code: 'LOG_CLOSED',
+    act: async (c) => {
+      const closed = await EventLog.open(join(c.dir, 'closed'))
+      await closed.close()
+      return new Engine({ log: closed })
+    },
+  },
   { area: 'Engine', name: 'a model that is not a ModelExecutor', code: 'ENGINE_INVALID_OPTIONS', act: (c) => new Engine({ log: c.log, model: {} as ModelExecutor }) },
   { area: 'Engine', name: 'a clock that is a number', code: 'ENGINE_INVALID_OPTIONS', act: (c) => new Engine({ log: c.log, now: 5 as unknown as () => number }) },
   // A clock or id maker that misbehaves is the option's fault when a run starts, not the event's.

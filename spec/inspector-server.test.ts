@@ -9,7 +9,7 @@ import { mkdir, readdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import { EventLog, type Fact, type StoredEvent, foldFacts, invocationMachine, recoverInvocations, stateOf } from '../index.js'
+import { Engine, EventLog, type Fact, type StoredEvent, foldFacts, invocationMachine, recoverInvocations, stateOf } from '../index.js'
 import { STEPS, invocationEvents, invocationFacts, invocationFor } from '../bench/workload.js'
 import type { Chart, InvocationDetail, Overview, VerifyReport } from '../inspector/protocol.js'
 import { serveInspector } from '../inspector/index.js'
@@ -62,6 +62,15 @@ test(
         await rejectsWithCode(() => serveInspector({ log, port }), 'INSPECTOR_INVALID_OPTIONS', `port ${port}`)
       }
       await rejectsWithCode(() => serveInspector({ log: {} as EventLog }), 'INSPECTOR_INVALID_OPTIONS', 'not a log')
+      // An engine of another log: the page would report live mode for runs it never sees.
+      const other = await EventLog.open(join(dir, 'other'))
+      try {
+        // Closed if it is served after all, so that the failure ends the test instead of hanging it.
+        const stranger = await refusal(serveInspector({ log, engine: new Engine({ log: other }) }).then((served) => served.close()))
+        assert.equal([stranger.code, stranger.details], ['INSPECTOR_INVALID_OPTIONS', { field: 'engine' }], 'an engine of another log')
+      } finally {
+        await other.close()
+      }
       // A misspelt option is refused, not left at its default (a port the caller did not ask for).
       const misspelt = await refusal(serveInspector({ log, prot: 4000 } as unknown as { log: EventLog }))
       assert.equal([misspelt.code, misspelt.details], ['INSPECTOR_INVALID_OPTIONS', { field: 'prot' }], 'prot')

@@ -146,6 +146,8 @@ export interface LogInternals {
   /** Builds the id filter now unless one is built or in use (it is otherwise built after 1,024 appends); true once it is in use. */
   buildIdFilter(): Promise<boolean>
   location: string
+  /** Throws `LOG_CLOSED` once the log is closing or closed, or the error that failed it. */
+  assertOpen(): void
 }
 
 const internalsOf = new WeakMap<EventLog, LogInternals>()
@@ -712,8 +714,8 @@ function headRecord(found: unknown): Head {
 }
 
 function checkLocation(location: unknown): void {
-  if (typeof location !== 'string' || location.length === 0 || location.includes('\0')) {
-    throw new FactstateError('LOG_INVALID_ARGUMENT', 'the log location must be a non-empty path')
+  if (typeof location !== 'string' || location.trim().length === 0 || location.includes('\0')) {
+    throw new FactstateError('LOG_INVALID_ARGUMENT', 'the log location must be a non-empty path (not only spaces)')
   }
 }
 
@@ -948,6 +950,7 @@ export class EventLog {
         this.#idsStoredFrom = events
       },
       location,
+      assertOpen: () => this.#assertOpen(),
     })
   }
 
@@ -991,8 +994,8 @@ export class EventLog {
   static async openSnapshot(location: string, options: SnapshotOptions = {}): Promise<EventLog> {
     checkLocation(location)
     const { directory = tmpdir() } = readOptions(options, ['directory'], { call: 'EventLog.openSnapshot', code: 'LOG_INVALID_ARGUMENT' })
-    if (typeof directory !== 'string' || directory.length === 0 || directory.includes('\0')) {
-      throw new FactstateError('LOG_INVALID_ARGUMENT', 'the directory of a snapshot must be a non-empty path')
+    if (typeof directory !== 'string' || directory.trim().length === 0 || directory.includes('\0')) {
+      throw new FactstateError('LOG_INVALID_ARGUMENT', 'the directory of a snapshot must be a non-empty path (not only spaces)')
     }
     try {
       await stat(join(location, 'CURRENT'))

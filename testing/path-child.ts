@@ -46,8 +46,8 @@ export type PathChildReport =
 
 /** Options of {@link runPathChild}: the same catalog and engine factory the parent's `runPath` gets. */
 export interface PathChildOptions {
-  tools?: ToolDefinition[]
-  createEngine?: (options: EngineOptions) => Engine
+  tools?: ToolDefinition[] | undefined
+  createEngine?: ((options: EngineOptions) => Engine) | undefined
 }
 
 /**

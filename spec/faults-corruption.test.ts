@@ -5,7 +5,7 @@
  * `LOG_CORRUPT` — with `details.seq` where one is known, with LevelDB's error as `cause` where
  * LevelDB noticed — and nothing continues on a log that lost facts: a second open refuses too.
  */
-import { cp, mkdtemp, rm, stat, truncate, unlink } from 'node:fs/promises'
+import { cp, mkdtemp, readdir, rm, stat, truncate, unlink, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { suite } from 'uvu'
@@ -222,6 +222,28 @@ test(
     const seq = error.details?.seq as number
     assert.ok(seq >= 1 && seq <= highWater, `seq ${seq}`)
     await corrupt(dir, 'open', 'the second open')
+  }),
+)
+
+test(
+  'a CURRENT that names no manifest (overwritten, cut short, its manifest deleted) is LOG_CORRUPT naming the file, and the open leaves the directory as it was',
+  bounded(60_000, async (dir) => {
+    await tableLog(join(dir, 'template'))
+    const manifest = (await readdir(join(dir, 'template'))).find((name) => name.startsWith('MANIFEST-')) as string
+    for (const [what, damage] of [
+      ['overwritten', (copy: string) => writeFile(join(copy, 'CURRENT'), 'junk\n')],
+      ['cut short', (copy: string) => writeFile(join(copy, 'CURRENT'), manifest.slice(0, 12))],
+      ['emptied', (copy: string) => writeFile(join(copy, 'CURRENT'), '')],
+      ['naming a deleted manifest', (copy: string) => unlink(join(copy, manifest))],
+    ] as const) {
+      const copy = join(dir, what.replaceAll(' ', '-'))
+      await cp(join(dir, 'template'), copy, { recursive: true })
+      await damage(copy)
+      const before = (await readdir(copy)).sort()
+      const error = await corrupt(copy, 'open', `a CURRENT ${what}`)
+      assert.is(error.details?.file, 'CURRENT', `${what}: the file is named`)
+      assert.equal((await readdir(copy)).sort(), before, `${what}: nothing was added to or removed from the directory`)
+    }
   }),
 )
 

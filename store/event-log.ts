@@ -735,11 +735,37 @@ async function checkOwnDirectory(location: string): Promise<void> {
     // Missing (it is made), a file in the way or unreadable: the claim says which.
     return
   }
-  if (entries.includes('CURRENT')) return
+  if (entries.includes('CURRENT')) return checkCurrent(location, entries)
   const foreign = entries.filter((name) => !LOG_DIRECTORY_ENTRY.test(name))
   if (foreign.length === 0) return
   const shown = foreign.slice(0, 3).join(', ') + (foreign.length > 3 ? `, and ${foreign.length - 3} more` : '')
   throw new FactstateError('LOG_INVALID_ARGUMENT', `${location} holds no log but other files (${shown}): a log needs a directory of its own, new or empty`)
+}
+
+/**
+ * `CURRENT` names the manifest LevelDB opens. One that names no manifest of the directory (cut
+ * short, overwritten, its manifest deleted) is a damaged log: said so before LevelDB opens it, which
+ * would report a missing file as an I/O error and leave its lock and info log behind.
+ */
+async function checkCurrent(location: string, entries: string[]): Promise<void> {
+  let text: string
+  try {
+    text = await readFile(join(location, 'CURRENT'), 'latin1')
+  } catch {
+    // Unreadable (a permission, a directory in its place): LevelDB's open reports it.
+    return
+  }
+  const named = /^(MANIFEST-\d+)\n$/.exec(text)?.[1]
+  // Looked up again if not listed: another process's open may have started a new manifest since the listing.
+  if (named !== undefined && (entries.includes(named) || (await stat(join(location, named)).then(() => true, () => false)))) return
+  const shown = JSON.stringify(text.length > 40 ? `${text.slice(0, 40)}…` : text)
+  throw new FactstateError(
+    'LOG_CORRUPT',
+    named === undefined
+      ? `the log's CURRENT file is damaged: it holds ${shown}, not the name of a LevelDB manifest`
+      : `the log's CURRENT file names ${named}, which is not in ${location}: the manifest is missing`,
+    { details: { file: 'CURRENT' } },
+  )
 }
 
 function levelError(error: unknown): FactstateError {

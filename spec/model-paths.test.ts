@@ -347,14 +347,22 @@ test('the consumer kit: own tools and arguments, the default crash child, and ba
       [{ childScript: 5 as never }, 'childScript'],
       [{ childScript: new URL('https://example.com/child.js') }, 'childScript'],
       [{ childExecArgv: ['--import', 5] as never }, 'childExecArgv'],
+      // A getter that throws is the call's refusal, naming the option, not an error from deep inside.
+      [Object.defineProperty({}, 'model', { enumerable: true, get: () => { throw new Error('unreadable') } }) as RunPathOptions, 'model'],
     ]
     for (const [options, field] of badOptions) {
       const refused = await runPath(mine[0] as InvocationPath, options).then(
         () => undefined,
         (error: unknown) => error as { code?: string; details?: { field?: string } },
       )
-      assert.equal([refused?.code, refused?.details?.field], ['TESTING_INVALID_OPTIONS', field], `options ${JSON.stringify(options)} are refused`)
-      assertDetailsFit(refused as { code: string; details?: unknown }, `options ${JSON.stringify(options)}`)
+      let shown: string
+      try {
+        shown = JSON.stringify(options)
+      } catch {
+        shown = `that cannot be read (${field})`
+      }
+      assert.equal([refused?.code, refused?.details?.field], ['TESTING_INVALID_OPTIONS', field], `options ${shown} are refused`)
+      assertDetailsFit(refused as { code: string; details?: unknown }, `options ${shown}`)
     }
     // A createEngine that throws: runPath rejects with its error and leaves no server behind.
     const servers = () => process.getActiveResourcesInfo().filter((kind) => kind === 'TCPServerWrap').length

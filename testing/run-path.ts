@@ -22,6 +22,7 @@ import type { PathChildJob, PathChildReport } from './path-child.js'
 import { PATH_APPROVAL_TOOL, PATH_CHECKED_TOOL, PATH_READ_ONLY_TOOL, PathHarness, echoTool } from './path-harness.js'
 import { type InvocationPath, factShape } from './paths.js'
 import { FactstateError } from '../errors.js'
+import { readOptions } from '../options.js'
 
 export { PathCheckError, type PathCheck, type PathChecks } from './path-check.js'
 export { PATH_APPROVAL_TOOL, PATH_CHECKED_TOOL, PATH_READ_ONLY_TOOL, echoTool } from './path-harness.js'
@@ -91,7 +92,7 @@ function defaultChild(): { script: string; execArgv: string[] } {
 }
 
 /** Every option `runPath` reads: any other key is a typo that would otherwise be ignored without a word. */
-const RUN_PATH_OPTIONS: ReadonlySet<string> = new Set<keyof RunPathOptions>([
+const RUN_PATH_OPTIONS = [
   'tools',
   'toolCall',
   'unknownTool',
@@ -102,15 +103,12 @@ const RUN_PATH_OPTIONS: ReadonlySet<string> = new Set<keyof RunPathOptions>([
   'stepTimeoutMs',
   'model',
   'durability',
-])
+] as const satisfies readonly (keyof RunPathOptions)[]
 
-function resolveOptions(options: RunPathOptions) {
-  if (typeof options !== 'object' || options === null) throw new FactstateError('TESTING_INVALID_OPTIONS', 'runPath: options must be an object', { details: { field: 'options' } })
-  for (const key of Object.keys(options)) {
-    if (!RUN_PATH_OPTIONS.has(key)) {
-      throw new FactstateError('TESTING_INVALID_OPTIONS', `runPath: unknown option ${key} (it takes ${[...RUN_PATH_OPTIONS].join(', ')})`, { details: { field: key } })
-    }
-  }
+function resolveOptions(given: RunPathOptions) {
+  if (typeof given !== 'object' || given === null) throw new FactstateError('TESTING_INVALID_OPTIONS', 'runPath: options must be an object', { details: { field: 'options' } })
+  // Each read once (a getter is not asked twice), and a misspelt option refused, as every public call does.
+  const options = readOptions(given, RUN_PATH_OPTIONS, { call: 'runPath', code: 'TESTING_INVALID_OPTIONS', details: (field) => ({ field }) }) as RunPathOptions
   if (options.model !== undefined && (typeof options.model !== 'string' || options.model.length === 0)) {
     throw new FactstateError('TESTING_INVALID_OPTIONS', 'runPath: model must be a non-empty string', { details: { field: 'model' } })
   }

@@ -210,9 +210,9 @@ function recordedParts(input: unknown): [field: string, value: unknown, depth: n
 /** Checks a run input; anything wrong is `RUN_INVALID_INPUT` naming every bad field. Nothing is written. */
 export function validateRunInput(input: unknown): RunInput {
   for (const [field, value, depth] of recordedParts(input)) {
-    const problem = storageProblemAt(value, depth)
+    const problem = storageProblemAt(value, depth, field)
     if (problem !== undefined) {
-      throw new FactstateError('RUN_INVALID_INPUT', problem.replace(/^\(value\)/, field), { details: { fields: [field] } })
+      throw new FactstateError('RUN_INVALID_INPUT', problem, { details: { fields: [field] } })
     }
   }
   const parsed = runInputSchema.safeParse(input)

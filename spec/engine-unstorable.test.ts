@@ -87,6 +87,22 @@ test(
 )
 
 test(
+  'a cyclic input schema is refused naming where the cycle closes, not by a path that goes round it 64 times',
+  engineTest([], {}, async (h) => {
+    const schema: Record<string, unknown> = { type: 'object', properties: { items: { type: 'array', items: {} } } }
+    ;((schema.properties as Record<string, Record<string, unknown>>).items as Record<string, unknown>).items = schema
+    const refused = await h.engine.start(h.input('cyclic-schema', { tools: [{ ...countingTool('x'), inputSchema: schema }] })).then(
+      () => undefined,
+      (error: { code?: string; message?: string; details?: unknown }) => error,
+    )
+    assert.is(refused?.code, 'RUN_INVALID_INPUT')
+    assert.is(refused?.message, 'RUN_INVALID_INPUT: tools.0.inputSchema.properties.items.items: refers back to tools.0.inputSchema (a cycle: a fact holds JSON data, which has none)')
+    assert.equal(refused?.details, { fields: ['tools.0'] })
+    assert.is((await h.log.head()).highWater, 0, 'nothing was written')
+  }),
+)
+
+test(
   'model text with a lone surrogate is recorded well-formed',
   engineTest([answer.text('half a pair: \ud83d end')], {}, async (h) => {
     assert.equal(await h.run(h.input('text', { tools: [] })), { status: 'completed' })

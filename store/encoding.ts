@@ -56,14 +56,47 @@ const hasLoneSurrogate = (text: string): boolean => (isWellFormed ? !isWellForme
  */
 function unstorable(value: unknown, path: string, depth: number): string | undefined {
   const found = offence(value, depth)
-  return found === undefined ? undefined : `${path}${found.path}: ${found.reason}`
+  if (found === undefined) return undefined
+  if (found.reason !== TOO_DEEP) return `${path}${found.path}: ${found.reason}`
+  // Too deep: a cycle is named by where it closes, not by a path that goes round it until the limit.
+  const cycle = cycleIn(value, '', new Map(), 0)
+  if (cycle !== undefined) return `${path}${cycle.at}: refers back to ${path}${cycle.to} (a cycle: a fact holds JSON data, which has none)`
+  return `${path}${found.path}: ${found.reason}`
+}
+
+const TOO_DEEP = `nested deeper than ${MAX_DEPTH} levels`
+
+/** The first member of `value` that is one of its own ancestors (by identity), and where that ancestor is. Only on an error's path. */
+function cycleIn(value: unknown, path: string, ancestors: Map<object, string>, depth: number): { at: string; to: string } | undefined {
+  if (value === null || typeof value !== 'object' || ArrayBuffer.isView(value)) return undefined
+  const seen = ancestors.get(value)
+  if (seen !== undefined) return { at: path, to: seen }
+  // Past twice the limit a value is refused for its depth whatever it holds; this also bounds the stack.
+  if (depth > 2 * MAX_DEPTH) return undefined
+  ancestors.set(value, path)
+  try {
+    for (const key of Object.getOwnPropertyNames(value)) {
+      if (Array.isArray(value) && key === 'length') continue
+      let member: unknown
+      try {
+        member = (value as Record<string, unknown>)[key]
+      } catch {
+        continue
+      }
+      const found = cycleIn(member, `${path}.${key}`, ancestors, depth + 1)
+      if (found) return found
+    }
+    return undefined
+  } finally {
+    ancestors.delete(value)
+  }
 }
 
 // The path is put together only for an offence, on the way back up: a clean event builds no strings.
 function offence(value: unknown, depth: number): { path: string; reason: string } | undefined {
   if (typeof value === 'string') return hasLoneSurrogate(value) ? { path: '', reason: 'a string with a lone surrogate cannot be stored exactly' } : undefined
   if (value === null || typeof value !== 'object' || ArrayBuffer.isView(value)) return undefined
-  if (depth > MAX_DEPTH) return { path: '', reason: `nested deeper than ${MAX_DEPTH} levels (or cyclic)` }
+  if (depth > MAX_DEPTH) return { path: '', reason: TOO_DEEP }
   if (Array.isArray(value)) {
     for (let index = 0; index < value.length; index += 1) {
       const found = offence(value[index], depth + 1)
@@ -88,9 +121,12 @@ export function storageProblem(value: unknown): string | undefined {
   return unstorable(value, '(value)', 1)
 }
 
-/** `storageProblem` for a value that will sit `depth` levels down in the deepest event that holds it. */
-export function storageProblemAt(value: unknown, depth: number): string | undefined {
-  return unstorable(value, '(value)', depth)
+/**
+ * `storageProblem` for a value that will sit `depth` levels down in the deepest event that holds it;
+ * `root` is what its paths start with (`tools.0`, say).
+ */
+export function storageProblemAt(value: unknown, depth: number, root = '(value)'): string | undefined {
+  return unstorable(value, root, depth)
 }
 
 /**

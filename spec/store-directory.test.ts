@@ -106,7 +106,7 @@ directory(
 )
 
 directory(
-  'LevelDB failing to open (its manifest gone) is LOG_IO with what LevelDB found, not only that it failed',
+  'a log whose manifest is gone is LOG_CORRUPT naming the manifest CURRENT names (it was LevelDB\'s LOG_IO, a missing file)',
   boundedTest(20_000, async (root) => {
     const path = join(root, 'log')
     const log = await EventLog.open(path)
@@ -114,8 +114,9 @@ directory(
     await log.close()
     for (const name of await readdir(path)) if (name.startsWith('MANIFEST-')) await rm(join(path, name))
     const error = await refusal(EventLog.open(path))
-    assert.is(error.code, 'LOG_IO', error.message)
-    assert.match(error.message, /MANIFEST-\d+: No such file or directory/)
+    assert.is(error.code, 'LOG_CORRUPT', error.message)
+    assert.is(error.details?.file, 'CURRENT')
+    assert.match(error.message, /CURRENT file names MANIFEST-\d+, which is not in .*: the manifest is missing/)
   }),
 )
 

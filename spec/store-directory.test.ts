@@ -106,6 +106,29 @@ directory(
 )
 
 directory(
+  'open makes the missing directories of its location, one level at a time: a name the file system refuses under a directory that exists (/proc) is LOG_IO, not a hang; a file in the way is LOG_INVALID_ARGUMENT',
+  boundedTest(20_000, async (root) => {
+    const deep = join(root, 'a', 'b', 'c', 'log')
+    const log = await EventLog.open(deep)
+    try {
+      await log.appendAll(completeInvocation('made'))
+    } finally {
+      await log.close()
+    }
+    assert.ok((await stat(deep)).isDirectory(), 'every missing level was made')
+    // Node's own recursive mkdir retries /proc/<name> for ever (each try: ENOENT; its parent: exists).
+    if ((await stat('/proc').then((found) => found.isDirectory(), () => false)) && process.platform === 'linux') {
+      const refused = await refusal(EventLog.open('/proc/factstate-cannot-be-made/log'))
+      assert.is(refused.code, 'LOG_IO', refused.message)
+      assert.match(refused.message, /\/proc\/factstate-cannot-be-made/)
+    }
+    await writeFile(join(root, 'file'), 'in the way')
+    assert.is((await refusal(EventLog.open(join(root, 'file')))).code, 'LOG_INVALID_ARGUMENT')
+    assert.is((await refusal(EventLog.open(join(root, 'file', 'below', 'log')))).code, 'LOG_INVALID_ARGUMENT')
+  }),
+)
+
+directory(
   'a log whose manifest is gone is LOG_CORRUPT naming the manifest CURRENT names (it was LevelDB\'s LOG_IO, a missing file)',
   boundedTest(20_000, async (root) => {
     const path = join(root, 'log')

@@ -3,7 +3,8 @@
  * the same process releases the first handle's lock (POSIX locks belong to the process), so the
  * log keeps its own registry of the directories this process holds.
  */
-import { mkdir, realpath } from 'node:fs/promises'
+import { mkdir, realpath, stat } from 'node:fs/promises'
+import { dirname } from 'node:path'
 import { FactstateError } from '../errors.js'
 
 const held = new Set<string>()
@@ -12,7 +13,7 @@ const held = new Set<string>()
 export async function claimDirectory(location: string): Promise<{ path: string; release: () => void }> {
   let path: string
   try {
-    await mkdir(location, { recursive: true })
+    await makeDirectory(location)
     path = await realpath(location)
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code
@@ -35,3 +36,33 @@ export async function claimDirectory(location: string): Promise<{ path: string; 
     },
   }
 }
+
+/**
+ * `mkdir -p`, one level at a time. Node's own `mkdir(path, { recursive: true })` never returns where
+ * the file system refuses a name under a directory that exists (`/proc/x`: each try says the name
+ * is missing, so it makes the parent again, which exists, and tries once more, forever); here the
+ * second refusal, once the parent stands, is the answer.
+ */
+export async function makeDirectory(path: string): Promise<void> {
+  try {
+    await mkdir(path)
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code
+    if (code === 'EEXIST') {
+      // A directory (or a link to one), made before or meanwhile: done. A file in the way: the caller says what that means.
+      if (await isDirectory(path)) return
+      throw error
+    }
+    const parent = dirname(path)
+    if (code !== 'ENOENT' || parent === path) throw error
+    await makeDirectory(parent)
+    try {
+      await mkdir(path)
+    } catch (again) {
+      if ((again as NodeJS.ErrnoException).code === 'EEXIST' && (await isDirectory(path))) return
+      throw again
+    }
+  }
+}
+
+const isDirectory = (path: string): Promise<boolean> => stat(path).then((found) => found.isDirectory(), () => false)

@@ -1,11 +1,12 @@
 import { type ChildProcess, spawn } from 'node:child_process'
 import { existsSync } from 'node:fs'
-import { mkdir, readdir, rm, stat, writeFile } from 'node:fs/promises'
+import { readdir, rm, stat, writeFile } from 'node:fs/promises'
 import { constants } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { FactstateError } from '../../errors.js'
 import { EventLog } from '../../store/event-log.js'
+import { makeDirectory } from '../../store/writer-lock.js'
 import { paths, readLedger } from '../demo/agent.js'
 import { type CommandIo, EXIT, endBySignal, parseCommand, reportError, usage } from '../io.js'
 
@@ -179,7 +180,7 @@ export async function prepare(dir: string): Promise<void> {
     for (const name of entries) await rm(join(dir, name), { recursive: true, force: true })
   }
   try {
-    await mkdir(dir, { recursive: true })
+    await makeDirectory(dir)
   } catch (error) {
     throw new Error(`${dir} cannot be made (${(error as NodeJS.ErrnoException).code ?? (error as Error).message}); choose another --dir`)
   }

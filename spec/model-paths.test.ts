@@ -364,6 +364,18 @@ test('the consumer kit: own tools and arguments, the default crash child, and ba
       assert.equal([refused?.code, refused?.details?.field], ['TESTING_INVALID_OPTIONS', field], `options ${shown} are refused`)
       assertDetailsFit(refused as { code: string; details?: unknown }, `options ${shown}`)
     }
+    // The kit keeps a schema's check while the schema's text stays the same: one changed between calls is checked as it is now.
+    const changing: Record<string, unknown> = { type: 'object', required: ['id'], properties: { value: { type: 'number' } } }
+    const changingTool = { ...echoTool(), inputSchema: changing }
+    const asBefore = await runPath(mine[0] as InvocationPath, { tools: [changingTool] }).then(
+      () => undefined,
+      (error: { code?: string; details?: { field?: string } }) => [error.code, error.details?.field],
+    )
+    assert.equal(asBefore, ['TESTING_INVALID_OPTIONS', 'toolCall'], 'the default call lacks the required id')
+    delete changing.required
+    const admitted = await runPath(mine[0] as InvocationPath, { tools: [changingTool] })
+    assert.is(admitted.pathId, (mine[0] as InvocationPath).id, 'without required, the same tool object is admitted and its path runs')
+    assert.ok(admitted.requests > 0, 'the path ran against the model')
     // A createEngine that throws: runPath rejects with its error and leaves no server behind.
     const servers = () => process.getActiveResourcesInfo().filter((kind) => kind === 'TCPServerWrap').length
     const serversBefore = servers()

@@ -11,7 +11,7 @@ import { isAbsolute, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { Engine, type EngineOptions } from '../actors/engine.js'
 import type { ToolDefinition } from '../actors/tool-catalog.js'
-import { inputCheckOf } from '../actors/tool-input.js'
+import { type InputCheck, inputCheckOf } from '../actors/tool-input.js'
 import { foldFacts, stateOf } from '../machines/invocation.js'
 import { type Durability, EventLog, type LogPrefix } from '../store/event-log.js'
 import { recoverInvocations } from '../store/recovery.js'
@@ -105,6 +105,18 @@ const RUN_PATH_OPTIONS = [
   'durability',
 ] as const satisfies readonly (keyof RunPathOptions)[]
 
+/** The input check of each schema `runPath` was given, while its text stays the same: a suite runs every path with the same tools. */
+const toolCallChecks = new WeakMap<object, { text: string; check: InputCheck }>()
+
+function toolCallCheck(schema: object): InputCheck {
+  const text = JSON.stringify(schema)
+  const known = toolCallChecks.get(schema)
+  if (known?.text === text) return known.check
+  const check = inputCheckOf(schema)
+  toolCallChecks.set(schema, { text, check })
+  return check
+}
+
 function resolveOptions(given: RunPathOptions) {
   if (typeof given !== 'object' || given === null) throw new FactstateError('TESTING_INVALID_OPTIONS', 'runPath: options must be an object', { details: { field: 'options' } })
   // Each read once (a getter is not asked twice), and a misspelt option refused, as every public call does.
@@ -157,7 +169,7 @@ function resolveOptions(given: RunPathOptions) {
   if (called.inputSchema !== undefined && called.validateInput !== false) {
     let wrong: string | undefined
     try {
-      wrong = inputCheckOf(called.inputSchema)(toolCall.arguments)
+      wrong = toolCallCheck(called.inputSchema)(toolCall.arguments)
     } catch {
       // A schema the engine cannot use is the run's refusal (RUN_INVALID_INPUT), reported where it is admitted.
     }

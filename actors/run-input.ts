@@ -207,6 +207,24 @@ function recordedParts(input: unknown): [field: string, value: unknown, depth: n
   ]
 }
 
+/** Members of the run input itself and of its `provider`: one given at the other level is told where it goes. */
+const RUN_INPUT_MEMBERS: readonly string[] = Object.keys(runInputSchema.shape)
+const PROVIDER_MEMBERS: readonly string[] = Object.keys(runInputSchema.shape.provider.shape)
+
+/** ` (providerOptions belongs beside provider, not in it)`, for unknown keys that are members one level up or down. */
+function misplacedHint(error: z.ZodError): string {
+  const hints: string[] = []
+  for (const issue of error.issues) {
+    if (issue.code !== 'unrecognized_keys') continue
+    const at = issue.path.join('.')
+    for (const key of issue.keys) {
+      if (at === 'provider' && RUN_INPUT_MEMBERS.includes(key)) hints.push(`${key} belongs beside provider, at the top of the run input, not in it`)
+      if (at === '' && PROVIDER_MEMBERS.includes(key)) hints.push(`${key} belongs in provider`)
+    }
+  }
+  return hints.length === 0 ? '' : ` (${hints.join('; ')})`
+}
+
 /** Checks a run input; anything wrong is `RUN_INVALID_INPUT` naming every bad field. Nothing is written. */
 export function validateRunInput(input: unknown): RunInput {
   for (const [field, value, depth] of recordedParts(input)) {
@@ -217,7 +235,7 @@ export function validateRunInput(input: unknown): RunInput {
   }
   const parsed = runInputSchema.safeParse(input)
   if (!parsed.success) {
-    throw new FactstateError('RUN_INVALID_INPUT', describeIssues(parsed.error), {
+    throw new FactstateError('RUN_INVALID_INPUT', describeIssues(parsed.error) + misplacedHint(parsed.error), {
       details: { fields: issueFields(parsed.error) },
     })
   }

@@ -12,7 +12,7 @@ import type { ModelClient } from './model-client.js'
 import type { Approver } from './approval.js'
 import type { ModelTextPiece, ModelToolCallPiece } from './model-text.js'
 import { ModelExecutor } from './model-executor.js'
-import { redactedMessage, secretsOf } from './redaction.js'
+import { redactDeep, redactedMessage, secretsOf } from './redaction.js'
 import { DEFAULT_MAX_STEPS, type RunInput, validateRunInput } from './run-input.js'
 import { type ToolDefinition, catalogOf, legacyCatalogDigest, shownText } from './tool-catalog.js'
 import { inputCheckOf, inputChecks } from './tool-input.js'
@@ -175,6 +175,36 @@ interface RunBusyDetails {
 
 const sameInvocation = (a: Invocation, b: Invocation) =>
   a.sessionId === b.sessionId && a.turnId === b.turnId && a.runId === b.runId && a.invocationId === b.invocationId
+
+/**
+ * Refuses a run whose recorded settings carry the provider's own credential (an API key, a
+ * credential header's value, that looks like a key): `provider.apiKey` and `headers` stay in memory,
+ * but the message, `instructions`, `providerOptions`, the model, the configuration and the ids are
+ * recorded as given, so a key pasted into one of them (`providerOptions: { api_key }` for a provider
+ * that takes it in the body) would be written to the log. Nothing is written.
+ */
+function recordedCredential(run: RunInput): void {
+  const secrets = secretsOf(run.provider).inData
+  if (secrets.whole.length === 0) return
+  const { work } = run
+  const recorded: [string, unknown][] = [
+    ['invocation', run.invocation],
+    ['provider.model', run.provider.model],
+    ['providerOptions', run.providerOptions],
+    ['configuration', run.configuration],
+    ['instructions', run.instructions],
+    ['requestFingerprint', run.requestFingerprint],
+    ['work.content', work.kind === 'handoff' ? undefined : work.content],
+    ['tools', run.tools.map((tool) => tool.name)],
+  ]
+  for (const [field, value] of recorded) {
+    if (value !== undefined && redactDeep(value, secrets) !== value) {
+      throw new FactstateError('RUN_INVALID_INPUT', `${field} holds the provider's credential (its apiKey or a credential header's value): it would be written to the log, which never holds one; pass it as provider.apiKey or provider.headers only`, {
+        details: { fields: [field] },
+      })
+    }
+  }
+}
 
 /** The run's own copy of a tool's schema; one that is not plain data (a proxy, a class instance's private state) is named. */
 function schemaCopy(schema: NonNullable<ToolDefinition['inputSchema']>, index: number): NonNullable<ToolDefinition['inputSchema']> {
@@ -356,6 +386,7 @@ export class Engine {
       throw new FactstateError('RUN_INVALID_INPUT', `the run input cannot be read: ${messageOf(error)}`, { cause: error, details: { fields: [] } })
     }
     const run: RunInput = { ...copy, tools: admitted.map((entry) => entry.tool) }
+    recordedCredential(run)
     run.providerOptions ??= {}
     const { invocation, work } = run
     const settings: ExecutionSettings = canonical({

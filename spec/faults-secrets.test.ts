@@ -337,6 +337,42 @@ test(
 )
 
 test(
+  'secrets: a run whose recorded settings carry the API key (provider options, instructions, the message, the configuration, the model) is refused and writes nothing; a placeholder key in the message is admitted',
+  bounded(30_000, async (dir) => {
+    const server = await scriptedModelServer([answer.text('done')])
+    const log = await EventLog.open(join(dir, 'log'))
+    try {
+      const engine = new Engine({ log })
+      const carrying: [string, RunInput][] = [
+        ['providerOptions', run(server.baseUrl, 'options', { providerOptions: { api_key: API_KEY } })],
+        ['instructions', run(server.baseUrl, 'instructions', { instructions: `Use the key ${API_KEY} when asked.` })],
+        ['work.content', { ...run(server.baseUrl, 'content'), work: { kind: 'message', content: `my key is ${API_KEY}` } }],
+        ['configuration', run(server.baseUrl, 'configuration', { configuration: { cwd: CWD, workspaceIdentity: API_KEY } })],
+        ['provider.model', { ...run(server.baseUrl, 'model'), provider: { ...provider(server.baseUrl), model: `scripted-${API_KEY}` } }],
+      ]
+      for (const [field, input] of carrying) {
+        const before = log.head()
+        const refused = await engine.start(input).then(
+          () => undefined,
+          (error: FactstateError) => error,
+        )
+        assert.is(refused?.code, 'RUN_INVALID_INPUT', field)
+        assert.equal(refused?.details, { fields: [field] }, field)
+        assert.not.match(refused?.message ?? '', API_KEY, 'the refusal does not quote the key')
+        assert.equal(log.head(), before, `${field}: nothing was written`)
+      }
+      // A placeholder key (what local servers take) is everyday text: a message that says it is recorded.
+      const placeholder = { ...run(server.baseUrl, 'placeholder'), provider: { kind: 'openai-chat', baseUrl: server.baseUrl, model: 'scripted', apiKey: 'lm-studio' }, work: { kind: 'message', content: 'run it on lm-studio' } } as RunInput
+      assert.equal(await engine.run(placeholder), { status: 'completed' })
+    } finally {
+      await log.close()
+      await server.close()
+    }
+    for (const file of await everyFile(join(dir, 'log'))) assert.is(file.bytes.includes(Buffer.from(API_KEY)), false, file.path)
+  }),
+)
+
+test(
   'secrets: a key echoed in answers, by tools, in an abort reason, encoded or cut by the quote limit, or by a custom client reaches no fact and no file',
   bounded(30_000, async (dir) => {
     const referer = 'https://app.example.test/agent'

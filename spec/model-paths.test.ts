@@ -4,7 +4,9 @@
  * engine on a LevelDB directory, a scripted model server on 127.0.0.1, and, for a crash, a child
  * process killed with SIGKILL. Also checks that the kit fails when an invariant is broken.
  */
-import { dirname } from 'node:path'
+import { mkdir, readdir, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { suite } from 'uvu'
 import * as assert from 'uvu/assert'
@@ -363,6 +365,35 @@ test('the consumer kit: own tools and arguments, the default crash child, and ba
       }
       assert.equal([refused?.code, refused?.details?.field], ['TESTING_INVALID_OPTIONS', field], `options ${shown} are refused`)
       assertDetailsFit(refused as { code: string; details?: unknown }, `options ${shown}`)
+    }
+    // Each option is read once: a getter is asked once, and what it answered is what the run uses.
+    let reads = 0
+    const counted = Object.defineProperty({}, 'durability', {
+      enumerable: true,
+      get: () => {
+        reads += 1
+        return 'os'
+      },
+    }) as RunPathOptions
+    const once = await runPath(mine[0] as InvocationPath, counted)
+    assert.is(once.pathId, (mine[0] as InvocationPath).id)
+    assert.is(reads, 1, 'durability was read once')
+    let directoryReads = 0
+    const fresh = join(tmpdir(), `factstate-path-once-${process.pid}`)
+    const withDirectory = Object.defineProperty({}, 'directory', {
+      enumerable: true,
+      get: () => {
+        directoryReads += 1
+        return directoryReads === 1 ? fresh : undefined
+      },
+    }) as RunPathOptions
+    await mkdir(fresh, { recursive: true })
+    try {
+      assert.is((await runPath(mine[0] as InvocationPath, withDirectory)).pathId, (mine[0] as InvocationPath).id)
+      assert.is(directoryReads, 1, 'directory was read once')
+      assert.ok((await readdir(fresh)).includes('log'), 'the run used the directory the getter answered first, and left it to its owner')
+    } finally {
+      await rm(fresh, { recursive: true, force: true })
     }
     // The kit keeps a schema's check while the schema's text stays the same: one changed between calls is checked as it is now.
     const changing: Record<string, unknown> = { type: 'object', required: ['id'], properties: { value: { type: 'number' } } }

@@ -201,6 +201,8 @@ function resolveOptions(given: RunPathOptions) {
     model: options.model ?? 'scripted',
     durability: options.durability ?? 'sync',
     createEngine: options.createEngine ?? ((engineOptions: EngineOptions) => new Engine(engineOptions)),
+    /** The options as read, once: nothing reads the caller's object again. */
+    given: options,
   }
 }
 
@@ -325,24 +327,25 @@ export async function runPath(path: InvocationPath, options: RunPathOptions = {}
     throw new FactstateError('TESTING_INVALID_OPTIONS', 'runPath: the path must be one of invocationPaths(), an object whose steps each hold an event', { details: { field: 'path' } })
   }
   const resolved = resolveOptions(options)
+  const { given } = resolved
   // The crash child is another process: it cannot be handed this one's tools or engine factory.
   const crashes = Array.isArray(path?.steps) && path.steps.some((step) => step?.event?.type === 'crash')
-  if (crashes && options.childScript === undefined && (options.tools !== undefined || options.createEngine !== undefined)) {
-    const own = [options.tools !== undefined ? 'tools' : undefined, options.createEngine !== undefined ? 'createEngine' : undefined].filter(Boolean).join(' and ')
+  if (crashes && given.childScript === undefined && (given.tools !== undefined || given.createEngine !== undefined)) {
+    const own = [given.tools !== undefined ? 'tools' : undefined, given.createEngine !== undefined ? 'createEngine' : undefined].filter(Boolean).join(' and ')
     throw new FactstateError(
       'TESTING_INVALID_OPTIONS',
       `runPath: path ${path.id} crashes in a child process, which runs the kit's own catalog and engine, not your ${own}: pass childScript, a script that calls runPathChild with the same ${own}`,
       { details: { field: 'childScript' } },
     )
   }
-  if (options.directory !== undefined && (await readdir(options.directory).catch(() => [])).length > 0) {
-    throw new FactstateError('TESTING_INVALID_OPTIONS', `runPath: directory ${options.directory} is not empty (each path needs a fresh log and ledger)`, { details: { field: 'directory' } })
+  if (given.directory !== undefined && (await readdir(given.directory).catch(() => [])).length > 0) {
+    throw new FactstateError('TESTING_INVALID_OPTIONS', `runPath: directory ${given.directory} is not empty (each path needs a fresh log and ledger)`, { details: { field: 'directory' } })
   }
-  const directory = options.directory ?? (await mkdtemp(join(tmpdir(), 'factstate-path-')))
+  const directory = given.directory ?? (await mkdtemp(join(tmpdir(), 'factstate-path-')))
   try {
     return await execute(path, resolved, directory)
   } finally {
-    if (options.directory === undefined) await rm(directory, { recursive: true, force: true })
+    if (given.directory === undefined) await rm(directory, { recursive: true, force: true })
   }
 }
 

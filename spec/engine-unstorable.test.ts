@@ -3,10 +3,14 @@
  * `__proto__` key from JSON.parse) never make a run fail half-way: arguments become invalid input
  * (never executed), outputs settle as failed, text is recorded well-formed; the run completes.
  */
+import { spawnSync } from 'node:child_process'
+import { join } from 'node:path'
+import { pathToFileURL } from 'node:url'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { answer } from '../testing/scripted-model-server.js'
 import { countingTool, engineTest, factsOf, only } from './support/engine-fixtures.js'
+import { REPO_ROOT } from './support/log-fixtures.js'
 
 /** A plain object of `members` members. */
 const wide = (members: number): Record<string, number> => Object.fromEntries(Array.from({ length: members }, (_, index) => [`k${index}`, index]))
@@ -101,6 +105,28 @@ test(
     assert.is((await h.log.head()).highWater, 0, 'nothing was written')
   }),
 )
+
+test('a value too deep whose members share objects (no cycle) is refused for its depth in a walk that visits each object once; a cycle below shared objects is still named', () => {
+  // Run in a child with a deadline: a search that walked every path (2^40 here) would never return,
+  // and synchronous work cannot be bounded from inside its own process.
+  const script = `
+    import { storageProblem } from ${JSON.stringify(pathToFileURL(join(REPO_ROOT, 'store', 'encoding.ts')).href)}
+    let shared = { leaf: true }
+    for (let level = 0; level < 90; level += 1) shared = level < 50 ? { a: shared } : { a: shared, b: shared }
+    const cyclic = { name: 'root' }
+    let below = cyclic
+    for (let level = 0; level < 30; level += 1) below = { a: below, b: below }
+    cyclic.child = { deep: below }
+    let outer = cyclic
+    for (let level = 0; level < 70; level += 1) outer = { wrap: outer }
+    console.log(JSON.stringify([storageProblem(shared), storageProblem(outer)]))
+  `
+  const child = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { encoding: 'utf8', timeout: 60_000 })
+  assert.is(child.status, 0, child.stderr || `the search did not finish (${String(child.signal)})`)
+  const [deep, cycle] = JSON.parse(child.stdout) as [string, string]
+  assert.match(deep, /^\(value\)(\.a)+: nested deeper than 64 levels$/)
+  assert.match(cycle, /^\(value\)(\.wrap){70}\.child\.deep(\.a){30}: refers back to \(value\)(\.wrap){70} \(a cycle/)
+})
 
 test(
   'model text with a lone surrogate is recorded well-formed',

@@ -59,36 +59,62 @@ function unstorable(value: unknown, path: string, depth: number): string | undef
   if (found === undefined) return undefined
   if (found.reason !== TOO_DEEP) return `${path}${found.path}: ${found.reason}`
   // Too deep: a cycle is named by where it closes, not by a path that goes round it until the limit.
-  const cycle = cycleIn(value, '', new Map(), 0)
+  const cycle = cycleIn(value, '', { ancestors: new Map(), done: new Set(), steps: 0, cut: false }, 0)
   if (cycle !== undefined) return `${path}${cycle.at}: refers back to ${path}${cycle.to} (a cycle: a fact holds JSON data, which has none)`
   return `${path}${found.path}: ${found.reason}`
 }
 
 const TOO_DEEP = `nested deeper than ${MAX_DEPTH} levels`
+/** How many members the search for a cycle looks at, at most: past it the value is refused for its depth alone. */
+const CYCLE_SEARCH_STEPS = 100_000
 
-/** The first member of `value` that is one of its own ancestors (by identity), and where that ancestor is. Only on an error's path. */
-function cycleIn(value: unknown, path: string, ancestors: Map<object, string>, depth: number): { at: string; to: string } | undefined {
+interface CycleSearch {
+  /** The objects on the path from the root, with their paths. */
+  ancestors: Map<object, string>
+  /** Objects searched whole, with no cycle through them: one reached again by another path is not searched again. */
+  done: Set<object>
+  steps: number
+  /** The search stopped short somewhere below (depth or steps): what it left is not known to be free of cycles. */
+  cut: boolean
+}
+
+/**
+ * The first member of `value` that is one of its own ancestors (by identity), and where that
+ * ancestor is: a depth-first search that visits each object once (objects shared by several
+ * members are common in real values), so its cost stays in proportion to the value. Only on an
+ * error's path.
+ */
+function cycleIn(value: unknown, path: string, search: CycleSearch, depth: number): { at: string; to: string } | undefined {
   if (value === null || typeof value !== 'object' || ArrayBuffer.isView(value)) return undefined
-  const seen = ancestors.get(value)
+  const seen = search.ancestors.get(value)
   if (seen !== undefined) return { at: path, to: seen }
+  if (search.done.has(value)) return undefined
   // Past twice the limit a value is refused for its depth whatever it holds; this also bounds the stack.
-  if (depth > 2 * MAX_DEPTH) return undefined
-  ancestors.set(value, path)
+  if (depth > 2 * MAX_DEPTH || search.steps > CYCLE_SEARCH_STEPS) {
+    search.cut = true
+    return undefined
+  }
+  const cutAbove = search.cut
+  search.cut = false
+  search.ancestors.set(value, path)
   try {
     for (const key of Object.getOwnPropertyNames(value)) {
       if (Array.isArray(value) && key === 'length') continue
+      search.steps += 1
       let member: unknown
       try {
         member = (value as Record<string, unknown>)[key]
       } catch {
         continue
       }
-      const found = cycleIn(member, `${path}.${key}`, ancestors, depth + 1)
+      const found = cycleIn(member, `${path}.${key}`, search, depth + 1)
       if (found) return found
     }
+    if (!search.cut) search.done.add(value)
     return undefined
   } finally {
-    ancestors.delete(value)
+    search.ancestors.delete(value)
+    search.cut ||= cutAbove
   }
 }
 

@@ -176,15 +176,22 @@ interface RunBusyDetails {
 const sameInvocation = (a: Invocation, b: Invocation) =>
   a.sessionId === b.sessionId && a.turnId === b.turnId && a.runId === b.runId && a.invocationId === b.invocationId
 
+/** Header names that hold a credential themselves (not `Idempotency-Key`, though its name has "key"). */
+const SECRET_HEADER = /^(proxy-)?authorization$|cookie|(^|[-_])(api[-_]?key|secret|password|passwd|token|access[-_]?key)($|[-_])/i
+
 /**
- * Refuses a run whose recorded settings carry the provider's own credential (an API key, a
- * credential header's value, that looks like a key): `provider.apiKey` and `headers` stay in memory,
+ * Refuses a run whose recorded settings carry the provider's own credential (the API key, the value
+ * of an authorization, api-key, token, secret, password or cookie header) as given, when it looks like
+ * a key (see `Secrets.inData`; an encoded form is not looked for here): `provider.apiKey` and `headers` stay in memory,
  * but the message, `instructions`, `providerOptions`, the model, the configuration and the ids are
  * recorded as given, so a key pasted into one of them (`providerOptions: { api_key }` for a provider
  * that takes it in the body) would be written to the log. Nothing is written.
  */
 function recordedCredential(run: RunInput): void {
-  const secrets = secretsOf(run.provider).inData
+  // Only headers that carry a credential by name: an Idempotency-Key (or a request id) is no secret,
+  // and may well be the run's own fingerprint.
+  const headers = Object.fromEntries(Object.entries(run.provider.headers ?? {}).filter(([name]) => SECRET_HEADER.test(name)))
+  const secrets = secretsOf({ ...run.provider, headers }).inData
   if (secrets.whole.length === 0) return
   const { work } = run
   const recorded: [string, unknown][] = [
@@ -199,7 +206,7 @@ function recordedCredential(run: RunInput): void {
   ]
   for (const [field, value] of recorded) {
     if (value !== undefined && redactDeep(value, secrets) !== value) {
-      throw new FactstateError('RUN_INVALID_INPUT', `${field} holds the provider's credential (its apiKey or a credential header's value): it would be written to the log, which never holds one; pass it as provider.apiKey or provider.headers only`, {
+      throw new FactstateError('RUN_INVALID_INPUT', `${field} holds the provider's credential (its apiKey or a credential header's value): it would be written to the log as given, and the log is kept free of the provider's credentials; pass it as provider.apiKey or provider.headers only`, {
         details: { fields: [field] },
       })
     }

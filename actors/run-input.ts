@@ -208,8 +208,9 @@ function recordedParts(input: unknown): [field: string, value: unknown, depth: n
 }
 
 /** Members of the run input itself and of its `provider`: one given at the other level is told where it goes. */
-const RUN_INPUT_MEMBERS: readonly string[] = Object.keys(runInputSchema.shape)
-const PROVIDER_MEMBERS: readonly string[] = Object.keys(runInputSchema.shape.provider.shape)
+// Only names that belong to the other level alone: `kind` is also `work`'s, and `provider` is the level itself.
+const RUN_INPUT_MEMBERS: readonly string[] = Object.keys(runInputSchema.shape).filter((key) => key !== 'provider')
+const PROVIDER_MEMBERS: readonly string[] = Object.keys(runInputSchema.shape.provider.shape).filter((key) => key !== 'kind')
 
 /** ` (providerOptions belongs beside provider, not in it)`, for unknown keys that are members one level up or down. */
 function misplacedHint(error: z.ZodError): string {

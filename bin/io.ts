@@ -35,7 +35,7 @@ export const EXIT = {
 
 const remedies: Partial<Record<FactstateErrorCode, string>> = {
   LOG_WRITER_BUSY: 'another process has this log open, and this command writes to it; stop that process first (log, verify and inspect read a snapshot instead)',
-  LOG_CORRUPT: 'the stored log is damaged (its facts, or the index record the error names); restore the directory from a backup — factstate wrote nothing, though LevelDB may have rewritten its own files when it opened them (copy a damaged directory before opening it, to keep it as evidence)',
+  LOG_CORRUPT: 'the stored log is damaged (its facts, or the index record the error names); restore the directory from a backup — factstate wrote nothing, though LevelDB may have rewritten its own files when it opened them (not when the error names CURRENT: that is found before LevelDB opens anything; copy a damaged directory before opening it, to keep it as evidence)',
   LOG_IO: 'LevelDB could not read or write the directory; check permissions and free disk space (if LevelDB names a missing or damaged file of its own, the directory is damaged: restore it from a backup)',
   LOG_INVALID_ARGUMENT: 'check the command line: the log directory and filters',
   RUN_BUSY: 'wait for the session\u2019s active run (or its paused turn\u2019s successor) to finish',

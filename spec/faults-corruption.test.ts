@@ -226,7 +226,7 @@ test(
 )
 
 test(
-  'a CURRENT that names no manifest (overwritten, cut short, its manifest deleted) is LOG_CORRUPT naming the file, and the open leaves the directory as it was',
+  'a CURRENT that names no manifest (overwritten, cut short, its manifest deleted) is LOG_CORRUPT naming the file, from an open (which leaves the directory as it was) and from a snapshot',
   bounded(60_000, async (dir) => {
     await tableLog(join(dir, 'template'))
     const manifest = (await readdir(join(dir, 'template'))).find((name) => name.startsWith('MANIFEST-')) as string
@@ -243,6 +243,15 @@ test(
       const error = await corrupt(copy, 'open', `a CURRENT ${what}`)
       assert.is(error.details?.file, 'CURRENT', `${what}: the file is named`)
       assert.equal((await readdir(copy)).sort(), before, `${what}: nothing was added to or removed from the directory`)
+      // A snapshot (what `inspect` reads, and `log`/`verify` when another process has the log) says the same.
+      const viaSnapshot = await EventLog.openSnapshot(copy).then(
+        async (snapshot) => {
+          await snapshot.close()
+          return undefined
+        },
+        (error: FactstateError) => error,
+      )
+      assert.equal([viaSnapshot?.code, viaSnapshot?.details?.file], ['LOG_CORRUPT', 'CURRENT'], `${what}, through a snapshot`)
     }
   }),
 )

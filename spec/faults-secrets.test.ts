@@ -339,7 +339,7 @@ test(
 test(
   'secrets: a run whose recorded settings carry the API key (provider options, instructions, the message, the configuration, the model) is refused and writes nothing; a placeholder key in the message is admitted',
   bounded(30_000, async (dir) => {
-    const server = await scriptedModelServer([answer.text('done')])
+    const server = await scriptedModelServer([answer.text('done'), answer.text('done')])
     const log = await EventLog.open(join(dir, 'log'))
     try {
       const engine = new Engine({ log })
@@ -361,6 +361,17 @@ test(
         assert.not.match(refused?.message ?? '', API_KEY, 'the refusal does not quote the key')
         assert.equal(log.head(), before, `${field}: nothing was written`)
       }
+      // A credential header's value is the provider's credential too; an Idempotency-Key is not, and may be the run's own fingerprint.
+      const headerKey = canary('x-api-key-value')
+      const viaHeader = { ...run(server.baseUrl, 'header'), provider: { ...provider(server.baseUrl), headers: { 'x-api-key': headerKey } }, providerOptions: { key: headerKey } }
+      const refusedHeader = await engine.start(viaHeader).then(
+        () => undefined,
+        (error: FactstateError) => error,
+      )
+      assert.equal([refusedHeader?.code, refusedHeader?.details], ['RUN_INVALID_INPUT', { fields: ['providerOptions'] }], 'an x-api-key header value in providerOptions')
+      const fingerprint = 'req-7f3a9c1e2b4d6f80'
+      const idempotent = { ...run(server.baseUrl, 'idempotent'), provider: { ...provider(server.baseUrl), headers: { 'Idempotency-Key': fingerprint } }, requestFingerprint: fingerprint, tools: [] }
+      assert.equal(await engine.run(idempotent), { status: 'completed' }, 'an Idempotency-Key equal to the fingerprint is admitted')
       // A placeholder key (what local servers take) is everyday text: a message that says it is recorded.
       const placeholder = { ...run(server.baseUrl, 'placeholder'), provider: { kind: 'openai-chat', baseUrl: server.baseUrl, model: 'scripted', apiKey: 'lm-studio' }, work: { kind: 'message', content: 'run it on lm-studio' } } as RunInput
       assert.equal(await engine.run(placeholder), { status: 'completed' })

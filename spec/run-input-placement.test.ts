@@ -48,6 +48,15 @@ test('a provider member given beside provider is told it belongs in provider', (
   assert.match(error.message, '(apiKey belongs in provider; model belongs in provider)')
 })
 
+test('a name that belongs to more than one place gets no hint that names one of them', () => {
+  const flat = valid()
+  flat.kind = 'message'
+  assert.not.match(refusal(flat).message, 'belongs', 'kind is also a member of work')
+  const nested = valid()
+  ;(nested.provider as Record<string, unknown>).provider = {}
+  assert.not.match(refusal(nested).message, 'belongs', 'provider inside provider')
+})
+
 test('an unknown member that is no member at either level gets no hint', () => {
   const input = valid()
   ;(input.provider as Record<string, unknown>).temprature = 0

@@ -748,16 +748,24 @@ async function checkOwnDirectory(location: string): Promise<void> {
  * would report a missing file as an I/O error and leave its lock and info log behind.
  */
 async function checkCurrent(location: string, entries: string[]): Promise<void> {
-  let text: string
-  try {
-    text = await readFile(join(location, 'CURRENT'), 'latin1')
-  } catch {
-    // Unreadable (a permission, a directory in its place): LevelDB's open reports it.
-    return
+  let text = ''
+  // Read twice at most: another process's open may start a new manifest, name it and delete the old
+  // one between this read and the look for the manifest it names.
+  for (let attempt = 0; attempt < 2; attempt += 1) {
+    let now: string
+    try {
+      now = await readFile(join(location, 'CURRENT'), 'latin1')
+    } catch {
+      // Unreadable (a permission, a directory in its place): LevelDB's open reports it.
+      return
+    }
+    if (attempt > 0 && now === text) break
+    text = now
+    const named = /^(MANIFEST-\d+)\n$/.exec(text)?.[1]
+    if (named === undefined) break
+    if (entries.includes(named) || (await stat(join(location, named)).then(() => true, () => false))) return
   }
   const named = /^(MANIFEST-\d+)\n$/.exec(text)?.[1]
-  // Looked up again if not listed: another process's open may have started a new manifest since the listing.
-  if (named !== undefined && (entries.includes(named) || (await stat(join(location, named)).then(() => true, () => false)))) return
   const shown = JSON.stringify(text.length > 40 ? `${text.slice(0, 40)}…` : text)
   throw new FactstateError(
     'LOG_CORRUPT',
@@ -1030,6 +1038,8 @@ export class EventLog {
       if (code === 'ENOENT' || code === 'ENOTDIR') throw new FactstateError('LOG_INVALID_ARGUMENT', `there is no log at ${location} to take a snapshot of`, { cause: error })
       throw new FactstateError('LOG_IO', `the log at ${location} cannot be read: ${(error as Error).message}`, { cause: error })
     }
+    // A CURRENT that names no manifest would otherwise look like a log that kept changing while copied.
+    await checkCurrent(location, await readdir(location).catch(() => []))
     let copy: string
     try {
       copy = await mkdtemp(join(directory, 'factstate-snapshot-'))

@@ -15,7 +15,7 @@ import { ModelExecutor } from './model-executor.js'
 import { redactDeep, redactedMessage, secretsOf } from './redaction.js'
 import { DEFAULT_MAX_STEPS, type RunInput, validateRunInput } from './run-input.js'
 import { type ToolDefinition, catalogOf, legacyCatalogDigest, shownText } from './tool-catalog.js'
-import { inputCheckOf, inputChecks } from './tool-input.js'
+import { type InputCheck, inputCheckOf, inputChecks } from './tool-input.js'
 
 const noop = (): void => undefined
 
@@ -269,6 +269,15 @@ function admittedTool(tool: ToolDefinition, index: number): AdmittedTool {
   }
   admittedTools.set(tool, admitted)
   return admitted
+}
+
+/**
+ * The check the engine applies to `tool`'s input as the tool is now: made once while what the tool
+ * shows the model stays the same (the engine's own cache of admitted tools), `undefined` when it
+ * checks none. Throws `RUN_INVALID_INPUT` for a schema it cannot use.
+ */
+export function admittedInputCheck(tool: ToolDefinition): InputCheck | undefined {
+  return inputChecks.get(admittedTool(tool, 0).tool)
 }
 
 /** A tool's admitted copy and the text of what it shows the model (what the catalog digest covers). */

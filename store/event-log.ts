@@ -748,24 +748,21 @@ async function checkOwnDirectory(location: string): Promise<void> {
  * would report a missing file as an I/O error and leave its lock and info log behind.
  */
 async function checkCurrent(location: string, entries: string[]): Promise<void> {
-  let text = ''
-  // Read twice at most: another process's open may start a new manifest, name it and delete the old
-  // one between this read and the look for the manifest it names.
-  for (let attempt = 0; attempt < 2; attempt += 1) {
-    let now: string
-    try {
-      now = await readFile(join(location, 'CURRENT'), 'latin1')
-    } catch {
-      // Unreadable (a permission, a directory in its place): LevelDB's open reports it.
-      return
-    }
-    if (attempt > 0 && now === text) break
-    text = now
-    const named = /^(MANIFEST-\d+)\n$/.exec(text)?.[1]
-    if (named === undefined) break
+  const read = () => readFile(join(location, 'CURRENT'), 'latin1').catch(() => undefined)
+  // Unreadable (a permission, a directory in its place): LevelDB's open reports it.
+  let text = await read()
+  if (text === undefined) return
+  let named = CURRENT_TEXT.exec(text)?.[1]
+  // Looked for twice at most: another process's open may start a new manifest, name it and delete
+  // the old one between the read and the look for the manifest it names.
+  for (let attempt = 0; named !== undefined && attempt < 2; attempt += 1) {
     if (entries.includes(named) || (await stat(join(location, named)).then(() => true, () => false))) return
+    const again = await read()
+    if (again === undefined) return
+    if (again === text) break
+    text = again
+    named = CURRENT_TEXT.exec(text)?.[1]
   }
-  const named = /^(MANIFEST-\d+)\n$/.exec(text)?.[1]
   const shown = JSON.stringify(text.length > 40 ? `${text.slice(0, 40)}…` : text)
   throw new FactstateError(
     'LOG_CORRUPT',
@@ -775,6 +772,9 @@ async function checkCurrent(location: string, entries: string[]): Promise<void> 
     { details: { file: 'CURRENT' } },
   )
 }
+
+/** What LevelDB writes in `CURRENT`: the name of its manifest and a newline. */
+const CURRENT_TEXT = /^(MANIFEST-\d+)\n$/
 
 function levelError(error: unknown): FactstateError {
   const code = (error as { code?: string }).code

@@ -9,9 +9,8 @@ import { mkdtemp, readdir, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { isAbsolute, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { Engine, type EngineOptions } from '../actors/engine.js'
+import { Engine, type EngineOptions, admittedInputCheck } from '../actors/engine.js'
 import type { ToolDefinition } from '../actors/tool-catalog.js'
-import { type InputCheck, inputCheckOf } from '../actors/tool-input.js'
 import { foldFacts, stateOf } from '../machines/invocation.js'
 import { type Durability, EventLog, type LogPrefix } from '../store/event-log.js'
 import { recoverInvocations } from '../store/recovery.js'
@@ -105,18 +104,6 @@ const RUN_PATH_OPTIONS = [
   'durability',
 ] as const satisfies readonly (keyof RunPathOptions)[]
 
-/** The input check of each schema `runPath` was given, while its text stays the same: a suite runs every path with the same tools. */
-const toolCallChecks = new WeakMap<object, { text: string; check: InputCheck }>()
-
-function toolCallCheck(schema: object): InputCheck {
-  const text = JSON.stringify(schema)
-  const known = toolCallChecks.get(schema)
-  if (known?.text === text) return known.check
-  const check = inputCheckOf(schema)
-  toolCallChecks.set(schema, { text, check })
-  return check
-}
-
 function resolveOptions(given: RunPathOptions) {
   if (typeof given !== 'object' || given === null) throw new FactstateError('TESTING_INVALID_OPTIONS', 'runPath: options must be an object', { details: { field: 'options' } })
   // Each read once (a getter is not asked twice), and a misspelt option refused, as every public call does.
@@ -166,17 +153,16 @@ function resolveOptions(given: RunPathOptions) {
   const called = tools.find((tool) => tool.name === toolCall.name)
   if (called === undefined) throw new FactstateError('TESTING_INVALID_OPTIONS', `runPath: toolCall.name ${toolCall.name} is not in tools`, { details: { field: 'toolCall' } })
   // A `known` call the tool's schema refuses would be rejected, never dispatched, on every path that plans it: say so now.
-  if (called.inputSchema !== undefined && called.validateInput !== false) {
-    let wrong: string | undefined
-    try {
-      wrong = toolCallCheck(called.inputSchema)(toolCall.arguments)
-    } catch {
-      // A schema the engine cannot use is the run's refusal (RUN_INVALID_INPUT), reported where it is admitted.
-    }
-    if (wrong !== undefined) {
-      const given = options.toolCall === undefined ? ` (the default toolCall, ${JSON.stringify(toolCall.arguments)}: pass toolCall with arguments it accepts)` : ''
-      throw new FactstateError('TESTING_INVALID_OPTIONS', `runPath: toolCall's arguments do not match the input schema of ${called.name}${given}: ${wrong}`, { details: { field: 'toolCall' } })
-    }
+  let wrong: string | undefined
+  try {
+    // The engine's own check, made once while the tool stays the same (a suite runs every path with the same tools).
+    wrong = admittedInputCheck(called)?.(toolCall.arguments)
+  } catch {
+    // A schema the engine cannot use is the run's refusal (RUN_INVALID_INPUT), reported where it is admitted.
+  }
+  if (wrong !== undefined) {
+    const defaulted = options.toolCall === undefined ? ` (the default toolCall, ${JSON.stringify(toolCall.arguments)}: pass toolCall with arguments it accepts)` : ''
+    throw new FactstateError('TESTING_INVALID_OPTIONS', `runPath: toolCall's arguments do not match the input schema of ${called.name}${defaulted}: ${wrong}`, { details: { field: 'toolCall' } })
   }
   const unknownTool = options.unknownTool ?? 'unavailable'
   if (tools.some((tool) => tool.name === unknownTool) || kitNames.includes(unknownTool)) throw new FactstateError('TESTING_INVALID_OPTIONS', `runPath: unknownTool ${unknownTool} must not name a tool of the catalog, nor one the kit adds`, { details: { field: 'unknownTool' } })

@@ -131,15 +131,20 @@ export class Catalog {
     }
   }
 
-  /** The summary of one invocation; `live` holds the invocations a live actor of this process drives. */
-  summary(invocationId: string, live: ReadonlySet<string>): InvocationSummary | undefined {
+  /**
+   * The summary of one invocation; `live` holds the invocations a live actor of this process drives,
+   * and `undriven` is what an open invocation outside it is: `interrupted` where no other process
+   * can be driving it (the log is this process's, or a snapshot of a log no process has open),
+   * `open` where one may be.
+   */
+  summary(invocationId: string, live: ReadonlySet<string>, undriven: 'interrupted' | 'open' = 'interrupted'): InvocationSummary | undefined {
     const entry = this.#invocations.get(invocationId)
     if (!entry) return undefined
     const status: InvocationStatus = entry.outcome
       ? terminalStatusOf(entry.outcome)
       : live.has(invocationId)
         ? 'running'
-        : 'interrupted'
+        : undriven
     const link = (l: Omit<RunLink, 'exists'>): RunLink => ({ ...l, exists: this.#invocations.has(l.invocationId) })
     const sealed = entry.outcome?.status === 'handoff_paused' ? entry.outcome.pause.intent : null
     return {

@@ -6,9 +6,11 @@ import type { Fact, Invocation, InvocationOutcome, TerminalStatus, UncertainOper
 
 /**
  * Where an invocation stands: its terminal status, `running` (open and driven by a live actor of
- * the serving process) or `interrupted` (open with no actor: a crash left it, recovery will close it).
+ * the serving process), `open` (open in a snapshot of a log another process has open: that
+ * process may be driving it, or a crash left it there and that process has not recovered it) or
+ * `interrupted` (open and no process can be driving it: a crash left it, recovery will close it).
  */
-export type InvocationStatus = TerminalStatus | 'running' | 'interrupted'
+export type InvocationStatus = TerminalStatus | 'running' | 'open' | 'interrupted'
 
 /** A link between two runs of one session. */
 export interface RunLink {

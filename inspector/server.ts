@@ -6,6 +6,7 @@ import { readOptions } from '../options.js'
 import type { StoredEvent } from '../facts/types.js'
 import { EventLog, logInternals } from '../store/event-log.js'
 import { changeMark, idAt } from '../store/snapshot.js'
+import { logHeldOpen } from '../store/writer-presence.js'
 import { FAVICON_SVG, INDEX_HTML } from './assets/document.js'
 import { readPageScript } from './assets/page-files.js'
 import { STYLESHEET } from './assets/stylesheet.js'
@@ -270,8 +271,17 @@ export async function serveInspector(given: InspectorOptions): Promise<Inspector
     return verifying
   }
 
+  /**
+   * What an open run no actor of this process drives is: in a snapshot, the process that has the
+   * log open may be driving it (`open`), unless no process has the log open (`interrupted`: a crash
+   * left it). Looked up for each request, as that process may start or end meanwhile.
+   */
+  const undriven = async (): Promise<'interrupted' | 'open'> =>
+    log.snapshotOf === undefined ? 'interrupted' : (await logHeldOpen(log.snapshotOf)) === false ? 'interrupted' : 'open'
+
   const overview = async (at: EventLog): Promise<Overview> => {
     const head = at.head()
+    const openAs = await undriven()
     const sessions = await Promise.all(
       catalog.sessions(SESSION_LIMIT).map(async (session) => ({
         sessionId: session.sessionId,
@@ -280,7 +290,7 @@ export async function serveInspector(given: InspectorOptions): Promise<Inspector
         reconciliation: (await logInternals(at).sessionRecord(session.sessionId)).unknown,
         turns: session.turns.map(({ turnId, invocationIds }) => ({
           turnId,
-          runs: invocationIds.flatMap((id) => catalog.summary(id, internals.live) ?? []),
+          runs: invocationIds.flatMap((id) => catalog.summary(id, internals.live, openAs) ?? []),
         })),
       })),
     )
@@ -333,7 +343,7 @@ export async function serveInspector(given: InspectorOptions): Promise<Inspector
         }
       }
       const events = await logInternals(at).invocationEvents(id)
-      const summary = catalog.summary(id, internals.live)
+      const summary = catalog.summary(id, internals.live, await undriven())
       if (summary === undefined || events.length === 0) return sendError(res, 404, 'NOT_FOUND', 'the log has no such invocation', head)
       return sendJson(res, 200, timelineOf(summary, events), head)
     }

@@ -14,6 +14,7 @@ import { STEPS, invocationEvents, invocationFacts, invocationFor } from '../benc
 import type { Chart, InvocationDetail, Overview, VerifyReport } from '../inspector/protocol.js'
 import { serveInspector } from '../inspector/index.js'
 import { logInternals } from '../store/event-log.js'
+import { logHeldOpen } from '../store/writer-presence.js'
 import { rejectsWithCode } from './support/codes.js'
 import { SCENARIO, writeScenarioLog } from './support/inspector-fixtures.js'
 import { EventMaker, completeInvocation, facts, invocationOf, refusal, startChild } from './support/log-fixtures.js'
@@ -516,6 +517,61 @@ test(
       await snapshot?.close()
     }
     assert.equal(await readdir(copies), [], 'every snapshot the inspector took was closed')
+  }),
+)
+
+test(
+  'in a snapshot, an open run is open while another process has the log open, and interrupted once none has (/proc/locks)',
+  bounded(60_000, async (dir) => {
+    const path = join(dir, 'log')
+    const child = startChild('child-hold-log.ts', [path])
+    const served: { inspector: Awaited<ReturnType<typeof serveInspector>>; snapshot: EventLog }[] = []
+    const serve = async () => {
+      const snapshot = await EventLog.openSnapshot(path)
+      const inspector = await serveInspector({ log: snapshot })
+      served.push({ inspector, snapshot })
+      return inspector
+    }
+    const statusIn = async (inspector: { url: string }) => {
+      const overview = (await getJson<Overview>(`${inspector.url}api/overview`)).body
+      const detail = (await getJson<InvocationDetail>(`${inspector.url}api/invocations/${invocationOf('elsewhere').invocationId}`)).body
+      return [overview.sessions[0]?.turns[0]?.runs[0]?.status, detail.summary.status]
+    }
+    try {
+      await child.waitForLine((line) => line === 'ready')
+      child.send('append elsewhere')
+      await child.waitForLine((line) => line.startsWith('ack '))
+      assert.is(await logHeldOpen(path), process.platform === 'linux' ? true : undefined)
+      const whileHeld = await serve()
+      assert.equal(await statusIn(whileHeld), ['open', 'open'], 'the process that has the log may be running it')
+      await child.stop('SIGKILL')
+      if (process.platform !== 'linux') return
+      assert.is(await logHeldOpen(path), false)
+      // Looked up for each request: the page of the earlier snapshot says so too.
+      assert.equal(await statusIn(whileHeld), ['interrupted', 'interrupted'], 'no process has the log open: a crash left it')
+      assert.equal(await statusIn(await serve()), ['interrupted', 'interrupted'])
+      // A log of this process: held by this one, whose live actors are the running ones.
+      const log = await EventLog.open(path)
+      try {
+        assert.is(await logHeldOpen(path), true)
+        const inspector = await serveInspector({ log })
+        try {
+          assert.equal(await statusIn(inspector), ['interrupted', 'interrupted'])
+        } finally {
+          await inspector.close()
+        }
+      } finally {
+        await log.close()
+      }
+      assert.is(await logHeldOpen(path), false)
+      assert.is(await logHeldOpen(join(dir, 'no-log-here')), undefined)
+    } finally {
+      await child.stop('SIGKILL')
+      for (const { inspector, snapshot } of served) {
+        await inspector.close()
+        await snapshot.close()
+      }
+    }
   }),
 )
 

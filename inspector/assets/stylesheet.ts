@@ -107,6 +107,7 @@ button { font: inherit; color: inherit; }
 .s-cancelled { --s: var(--cancelled); --s-bg: var(--cancelled-bg); }
 .s-running { --s: var(--running); --s-bg: var(--running-bg); }
 .s-interrupted { --s: var(--interrupted); --s-bg: var(--interrupted-bg); }
+.s-open { --s: var(--running); --s-bg: var(--running-bg); }
 .status-dot[class*="s-"] { background: var(--s); }
 .pill { display: inline-flex; align-items: center; padding: 1px 8px; border-radius: 999px; font-size: 11px; font-weight: 600; background: var(--s-bg, #eaedf0); color: var(--s, var(--muted)); white-space: nowrap; }
 .pill-warn { background: var(--warn-bg); color: var(--warn); }

@@ -48,13 +48,18 @@ export const STATUS_LABEL: Record<InvocationStatus, string> = {
   failed: 'failed',
   cancelled: 'cancelled',
   running: 'running',
+  open: 'open',
   interrupted: 'interrupted',
 }
 
 /** The status of a summary with its outcome detail, e.g. `failed · outcome_unknown`. */
 export function statusDetail(summary: InvocationSummary): string {
   const outcome = summary.outcome
-  if (!outcome) return summary.status === 'interrupted' ? 'open, no live actor — recovery will close it' : `in ${summary.state}`
+  if (!outcome) {
+    if (summary.status === 'interrupted') return 'open, no live actor — recovery will close it'
+    if (summary.status === 'open') return `in ${summary.state}, in the process that has the log open`
+    return `in ${summary.state}`
+  }
   switch (outcome.status) {
     case 'completed':
       return 'answered without tool calls'

@@ -64,9 +64,27 @@ export function renderInvocation(section: HTMLElement, summary: InvocationSummar
       el(
         'div',
         { class: 'note note-warn', data: { flag: 'uncertain' } },
-        el('span', { class: 'note-label' }, summary.status === 'running' ? '⚠ Tool in flight:' : '⚠ Outcome unknown:'),
+        el('span', { class: 'note-label' }, summary.status === 'running' ? '⚠ Tool in flight:' : summary.status === 'open' ? '⚠ Not settled yet:' : '⚠ Outcome unknown:'),
         el('span', { class: 'mono' }, summary.uncertain.join(', ')),
-        el('span', {}, summary.status === 'running' ? '' : '— dispatched, never settled; it may or may not have taken effect and is never replayed'),
+        el(
+          'span',
+          {},
+          summary.status === 'running'
+            ? ''
+            : summary.status === 'open'
+              ? '— running in the process that has the log open, or left by a crash it has not recovered'
+              : '— dispatched, never settled; it may or may not have taken effect and is never replayed',
+        ),
+      ),
+    )
+  }
+  if (summary.status === 'open') {
+    notes.push(
+      el(
+        'div',
+        { class: 'note' },
+        el('span', { class: 'note-label' }, 'Open in another process:'),
+        el('span', {}, 'this is a snapshot of a log another process has open; that process may be running this invocation, or a crash left it there until that process recovers'),
       ),
     )
   }

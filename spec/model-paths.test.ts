@@ -311,6 +311,16 @@ test('the consumer kit: own tools and arguments, the default crash child, and ba
     }
     assert.ok(created.every((input) => JSON.stringify(input) === '{"title":"printer on fire"}'))
 
+    // Your tool throwing where the path plans it to succeed: the failure names the fact and your tool's message.
+    const shapes = (path: InvocationPath) => path.steps.flatMap((step) => step.facts)
+    const succeeding = findPath(
+      (path) => !path.crash && shapes(path).includes('tool.dispatched') && shapes(path).includes('tool.settled:succeeded') && !shapes(path).some((fact) => fact.startsWith('tool.dispatched:')),
+      'whose only calls are of your tool, succeeding',
+    )
+    const throwing = [{ ...(tools[0] as (typeof tools)[number]), execute: async () => Promise.reject(new Error('ticket service said no')) }]
+    const thrown = await rejectsWithCheck(() => runPath(succeeding, { tools: throwing, toolCall: { name: 'create_ticket', arguments: { title: 'x' } } }), 'facts', 'a tool of yours that throws')
+    assert.match(thrown.detail, /is tool\.settled:failed, where the path plans tool\.settled:succeeded \([^ ]+ failed: ticket service said no\)/)
+
     const unknownOutcome = (path: InvocationPath) => path.steps.some((step) => step.facts.includes('invocation.ended:failed:outcome_unknown'))
     const crash = findPath((path) => path.crash && unknownOutcome(path), 'crashing while a tool runs')
     // Own tools on a crashing path need a child script that has them too: refused before anything runs.
@@ -343,6 +353,10 @@ test('the consumer kit: own tools and arguments, the default crash child, and ba
       [{ tools: [null as never] }, 'tools'],
       [{ tools: [echoTool(), echoTool()] }, 'tools'],
       [{ directory: dirname(fileURLToPath(import.meta.url)) }, 'directory'],
+      // A file where the directory should be, and a directory under a file.
+      [{ directory: fileURLToPath(import.meta.url) }, 'directory'],
+      [{ directory: join(fileURLToPath(import.meta.url), 'log') }, 'directory'],
+      [{ toolCall: { name: 'echo' } as never }, 'toolCall'],
       [{ stepTimeout: 100 } as never, 'stepTimeout'],
       [{ model: '' }, 'model'],
       [{ durability: 'fast' as never }, 'durability'],

@@ -825,7 +825,7 @@ export class PathHarness {
       const shapes = facts.map(factShape)
       const planned = this.#plannedFacts(run, index)
       if (!isDeepStrictEqual(shapes, planned)) {
-        this.#fail('facts', `run ${run} has [${shapes.join(', ')}], the path plans [${planned.join(', ')}]`)
+        this.#fail('facts', `run ${run} has [${shapes.join(', ')}], the path plans [${planned.join(', ')}]${firstDifference(facts, shapes, planned)}`)
       }
       // The shapes say a call was approved or denied; the record must also be the decision the path's approver gave.
       for (const fact of facts) {
@@ -913,4 +913,20 @@ function kitTool(name: string, description: string): ToolDefinition {
 function settledIn(events: StoredEvent[], dispatched: Fact): boolean {
   const { operationId } = dispatched as { operationId: string }
   return events.some(({ event }) => event.fact.type === 'tool.settled' && event.fact.operationId === operationId)
+}
+
+/**
+ * Where the facts first part from the plan, with what the log says there: a tool that failed where
+ * the path planned it to succeed (your `execute` threw) is named with its message, so the reason is
+ * not left to a diff of the two lists.
+ */
+function firstDifference(facts: readonly Fact[], shapes: readonly string[], planned: readonly string[]): string {
+  let at = 0
+  while (at < shapes.length && at < planned.length && shapes[at] === planned[at]) at += 1
+  const fact = facts[at]
+  if (fact === undefined) return `; the log stops at fact ${at + 1}, where the path plans ${planned[at] ?? 'nothing more'}`
+  const found = `; fact ${at + 1} is ${shapes[at]}, where the path plans ${planned[at] ?? 'nothing more'}`
+  if (fact.type === 'tool.settled' && fact.outcome.status === 'failed') return `${found} (${fact.operationId} failed: ${fact.outcome.message})`
+  if (fact.type === 'tool.rejected' && fact.message !== undefined) return `${found} (${fact.operationId} ${fact.reason}: ${fact.message})`
+  return found
 }

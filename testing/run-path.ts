@@ -74,7 +74,7 @@ export interface PathRunResult {
   transitions: string[]
   /** Model requests the scripted servers received, over all processes. */
   requests: number
-  /** Tool executions in the ledger, over all processes. */
+  /** Calls the engine made to the tools (the ledger's lines, over all processes): a call the path makes throw counts, though your `execute` does not run. */
   executions: number
   /** Events in the final log, and its digest (unchanged by the final reopen). */
   events: number
@@ -149,6 +149,9 @@ function resolveOptions(given: RunPathOptions) {
   const toolCall = options.toolCall === undefined ? { name: first.name, arguments: first.name === 'echo' ? { value: 42 } : {} } : options.toolCall
   if (typeof toolCall !== 'object' || toolCall === null || typeof toolCall.name !== 'string') {
     throw new FactstateError('TESTING_INVALID_OPTIONS', 'runPath: toolCall must be { name, arguments }', { details: { field: 'toolCall' } })
+  }
+  if (toolCall.arguments === undefined) {
+    throw new FactstateError('TESTING_INVALID_OPTIONS', 'runPath: toolCall must be { name, arguments }: arguments is missing (pass {} for a tool that takes none)', { details: { field: 'toolCall' } })
   }
   const called = tools.find((tool) => tool.name === toolCall.name)
   if (called === undefined) throw new FactstateError('TESTING_INVALID_OPTIONS', `runPath: toolCall.name ${toolCall.name} is not in tools`, { details: { field: 'toolCall' } })
@@ -286,8 +289,9 @@ async function recoverAfterCrash(
  * the engine stands still:
  * - the state folded from the log through the machine equals the path's state and the live
  *   actor's state (value and context), and the facts appended are exactly the planned ones;
- * - each `tool.dispatched` operation ran exactly once (an external, fsynced ledger counts
- *   executions), never without a dispatch and never again after a restart;
+ * - the engine called the tool of each `tool.dispatched` operation exactly once (the kit's wrapper
+ *   writes an external, fsynced ledger line before it calls your `execute`), never without a
+ *   dispatch and never again after a restart: the engine's promise, not what a tool does inside;
  * - refusals come with their code and leave the digest unchanged; reopening keeps it; `verify`
  *   passes;
  * - the model server sees exactly the planned requests (none after a seal); a successor's first
@@ -324,8 +328,17 @@ export async function runPath(path: InvocationPath, options: RunPathOptions = {}
       { details: { field: 'childScript' } },
     )
   }
-  if (given.directory !== undefined && (await readdir(given.directory).catch(() => [])).length > 0) {
-    throw new FactstateError('TESTING_INVALID_OPTIONS', `runPath: directory ${given.directory} is not empty (each path needs a fresh log and ledger)`, { details: { field: 'directory' } })
+  if (given.directory !== undefined) {
+    const { directory } = given
+    // Missing, it is made (and kept, as a directory given always is); anything else in the way is this option's fault.
+    const entries = await readdir(directory).catch((error: NodeJS.ErrnoException) => {
+      if (error.code === 'ENOENT') return []
+      const why = error.code === 'ENOTDIR' ? 'is not a directory (a file is in the way)' : `cannot be read: ${error.message}`
+      throw new FactstateError('TESTING_INVALID_OPTIONS', `runPath: directory ${directory} ${why}`, { cause: error, details: { field: 'directory' } })
+    })
+    if (entries.length > 0) {
+      throw new FactstateError('TESTING_INVALID_OPTIONS', `runPath: directory ${directory} is not empty (each path needs a fresh log and ledger)`, { details: { field: 'directory' } })
+    }
   }
   const directory = given.directory ?? (await mkdtemp(join(tmpdir(), 'factstate-path-')))
   try {

@@ -276,11 +276,12 @@ export class OpenAIChatClient implements ModelClient {
         .asResponse()
       const contentType = response.headers.get('content-type') ?? ''
       const output = /^\s*text\/event-stream/i.test(contentType)
-        ? await this.#readStream(response, controller, request, () => stop === 'stalled')
+        ? await this.#readStream(response, controller, request, () => stop === 'stalled' || stop === 'timeout')
         : await this.#readJson(response, stopped)
       // The SDK ends an SSE iteration quietly when the request is aborted: check before trusting it. A
-      // stream that stalled after naming its finish reason is whole (#readStream returns it only then).
-      if (stop && stop !== 'stalled') return this.#stopped(stop, request)
+      // stream that stalled or ran out of time after naming its finish reason is whole (#readStream
+      // returns it only then): the answer is kept, not paid for again.
+      if (stop === 'cancel' || stop === 'silent') return this.#stopped(stop, request)
       return { kind: 'completed', output }
     } catch (error) {
       return this.#classify(error, stop, request, hooks)
@@ -322,8 +323,10 @@ export class OpenAIChatClient implements ModelClient {
     return outputOf(choice.message.content ?? choice.message.refusal ?? undefined, toolCalls, finishReason, usageOf(parsed.data.usage))
   }
 
-  async #readStream(response: Response, controller: AbortController, { onText, onToolCall }: Pick<ModelRequest, 'onText' | 'onToolCall'>, stalled: () => boolean): Promise<ModelOutput> {
+  /** `whole`: the stop that aborted the read (a stall, the time limit) leaves an answer that named its finish reason whole. */
+  async #readStream(response: Response, controller: AbortController, { onText, onToolCall }: Pick<ModelRequest, 'onText' | 'onToolCall'>, whole: () => boolean): Promise<ModelOutput> {
     let text = ''
+    let done = false
     let refusal = ''
     let finishReason: string | undefined
     let usage: ModelUsage | undefined
@@ -335,7 +338,10 @@ export class OpenAIChatClient implements ModelClient {
       // The SDK's SSE parser, read here rather than through its `Stream`, which reads on past
       // `[DONE]` until the body ends: an answer is complete at `[DONE]`, whatever the connection does next.
       for await (const sse of _iterSSEMessages(response, controller)) {
-        if (sse.data.startsWith('[DONE]')) break
+        if (sse.data.startsWith('[DONE]')) {
+          done = true
+          break
+        }
         let item: unknown
         try {
           item = JSON.parse(sse.data)
@@ -379,18 +385,19 @@ export class OpenAIChatClient implements ModelClient {
       if (error instanceof MalformedAnswer || error instanceof ReportedError) throw error
       // The connection failed after the answer named its finish reason: the answer is whole (only a
       // trailing usage chunk may be missing), and retrying would pay for it again.
-      if (finishReason === undefined || (controller.signal.aborted && !stalled())) {
+      if (finishReason === undefined || (controller.signal.aborted && !whole())) {
         throw new BodyReadFailure(`the connection failed while reading the stream: ${describe(error)}`)
       }
     }
-    if (controller.signal.aborted && !(stalled() && finishReason !== undefined)) throw new BodyReadFailure('aborted')
-    if (finishReason === undefined) throw new MalformedAnswer('the provider stream ended without a finish_reason')
+    if (controller.signal.aborted && !done && !(whole() && finishReason !== undefined)) throw new BodyReadFailure('aborted')
+    // `[DONE]` ends the answer whole; one that named no finish reason gets the one a plain JSON answer gets.
+    if (finishReason === undefined && !done) throw new MalformedAnswer('the provider stream ended without a finish_reason or [DONE]')
     const toolCalls: ToolCall[] = []
     for (const [position, call] of [...calls].sort((a, b) => a.index - b.index).entries()) {
       if (!call.id || !call.name) throw new MalformedAnswer(`the provider streamed tool call ${position} without an id or a name`)
       toolCalls.push({ callId: call.id, name: call.name, arguments: call.arguments })
     }
-    return outputOf(text.length > 0 ? text : refusal, toolCalls, finishReason, usage)
+    return outputOf(text.length > 0 ? text : refusal, toolCalls, finishReason ?? (toolCalls.length > 0 ? 'tool_calls' : 'stop'), usage)
   }
 
   #stopped(stop: StopReason, { timeoutMs, idleTimeoutMs }: Pick<ModelRequest, 'timeoutMs' | 'idleTimeoutMs'>): ModelResponse {

@@ -321,17 +321,26 @@ test(
 )
 
 test(
-  'an SSE stream that ends cleanly without a finish_reason is failed + malformed',
+  'an SSE stream that ends cleanly with neither a finish_reason nor [DONE] is failed + malformed; one that reaches [DONE] without a finish_reason is whole, finished as a JSON answer is',
   withRawServer(
-    (_req, res) => {
+    (_req, res, request) => {
       res.writeHead(200, { 'content-type': 'text/event-stream' })
-      res.end(sse(delta({ content: 'hi' })) + 'data: [DONE]\n\n')
+      if (request === 0) res.end(sse(delta({ content: 'hi' })))
+      else if (request === 1) res.end(sse(delta({ content: 'hi' })) + 'data: [DONE]\n\n')
+      else res.end(sse(delta({ tool_calls: [{ index: 0, id: 'call-1', function: { name: 'echo', arguments: '{}' } }] })) + 'data: [DONE]\n\n')
     },
-    async (baseUrl) => {
-      const r = interrupted(await new OpenAIChatClient(provider({ baseUrl })).complete(requestFor(bodyOf())))
+    async (baseUrl, requests) => {
+      const client = new OpenAIChatClient(provider({ baseUrl }))
+      const r = interrupted(await client.complete(requestFor(bodyOf())))
       assert.is(r.status, 'failed')
       assert.is(r.malformed, true)
       assert.match(r.message, /finish_reason/)
+      assert.equal(await client.complete(requestFor(bodyOf())), { kind: 'completed', output: { text: 'hi', toolCalls: [], finishReason: 'stop' } })
+      assert.equal(await client.complete(requestFor(bodyOf())), {
+        kind: 'completed',
+        output: { toolCalls: [{ callId: 'call-1', name: 'echo', arguments: '{}' }], finishReason: 'tool_calls' },
+      })
+      assert.is(requests(), 3)
     },
   ),
 )
@@ -656,6 +665,25 @@ test(
     async (baseUrl) => {
       const response = await new OpenAIChatClient(provider({ baseUrl })).complete(requestFor(bodyOf({ stream: true }), { timeoutMs: 4_000, idleTimeoutMs: 200 }))
       assert.equal(response, { kind: 'completed', output: { text: 'all here', toolCalls: [], finishReason: 'stop' } })
+    },
+  ),
+)
+
+test(
+  'timeoutMs: a stream that runs out of time after naming its finish reason (no idleTimeoutMs) is whole, not timed out; one that had not named it is timed out',
+  withRawServer(
+    (_req, res, request) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' })
+      res.write(`data: ${JSON.stringify({ choices: [{ index: 0, delta: { content: 'all here' }, finish_reason: null }] })}\n\n`)
+      if (request === 0) res.write(`data: ${JSON.stringify({ choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] })}\n\n`)
+      // ...and no [DONE]: the connection is kept open.
+    },
+    async (baseUrl) => {
+      const client = new OpenAIChatClient(provider({ baseUrl }))
+      const whole = await client.complete(requestFor(bodyOf({ stream: true }), { timeoutMs: 300 }))
+      assert.equal(whole, { kind: 'completed', output: { text: 'all here', toolCalls: [], finishReason: 'stop' } })
+      const cut = interrupted(await client.complete(requestFor(bodyOf({ stream: true }), { timeoutMs: 300 })))
+      assert.equal([cut.status, cut.message], ['timed_out', 'the request timed out after 300ms'])
     },
   ),
 )

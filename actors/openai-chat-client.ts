@@ -10,7 +10,7 @@ import type { ModelOutput, ModelUsage, ToolCall } from '../facts/types.js'
 import type { ModelClient, ModelRequest, ModelResponse, ProviderConfig } from './model-client.js'
 import { type Secrets, redact, secretsOf } from './redaction.js'
 
-/** Sent as the API key when the provider needs none (the SDK insists on one). */
+/** Given to the SDK, which insists on a key, when the provider has none; never sent (see the constructor). */
 const PLACEHOLDER_API_KEY = 'not-set'
 /** The largest delay `setTimeout` accepts. */
 const MAX_TIMER_MS = 2_147_483_647
@@ -224,7 +224,13 @@ export class OpenAIChatClient implements ModelClient {
       project: null,
       adminAPIKey: null,
       webhookSecret: null,
-      ...(provider.headers ? { defaultHeaders: provider.headers } : {}),
+      // Without a key no Authorization header is sent (the placeholder only satisfies the SDK), unless
+      // the configured headers carry one of their own.
+      ...(provider.apiKey === undefined && !Object.keys(provider.headers ?? {}).some((name) => name.toLowerCase() === 'authorization')
+        ? { defaultHeaders: { ...provider.headers, authorization: null } }
+        : provider.headers
+          ? { defaultHeaders: provider.headers }
+          : {}),
       maxRetries: 0,
       logLevel: 'off',
       // A redirect is an answer, not followed: fetch would send the configured headers (all but

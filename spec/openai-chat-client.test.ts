@@ -800,15 +800,19 @@ test(
 )
 
 test(
-  'without an apiKey a placeholder is sent; the script running out answers 500 and is recorded',
-  withServer([answer.text('one')], async (server) => {
+  'without an apiKey no Authorization header is sent (one of the configured headers is); the script running out answers 500 and is recorded',
+  withServer([answer.text('one'), answer.text('two')], async (server) => {
+    const own = new OpenAIChatClient(provider(server, { headers: { Authorization: 'Token own-scheme-value' } }))
+    assert.is((await own.complete(requestFor(bodyOf()))).kind, 'completed')
+    assert.is(server.requests[0]?.headers['authorization'], 'Token own-scheme-value')
     const client = new OpenAIChatClient(provider(server))
     assert.is((await client.complete(requestFor(bodyOf()))).kind, 'completed')
     const r = interrupted(await client.complete(requestFor(bodyOf())))
     assert.is(r.status, 'retryable_failure')
-    assert.match(r.message, /no answer scripted for request 1/)
-    assert.equal(server.unscripted, [1])
-    assert.is(server.requests[0]?.headers['authorization'], 'Bearer not-set')
+    assert.match(r.message, /no answer scripted for request 2/)
+    assert.equal(server.unscripted, [2])
+    assert.is(server.requests[1]?.headers['authorization'], undefined)
+    assert.is(server.requests[2]?.headers['authorization'], undefined)
   }),
 )
 

@@ -436,7 +436,10 @@ export class OpenAIChatClient implements ModelClient {
     if (error instanceof APIConnectionTimeoutError) return interrupted('timed_out', `the request timed out after ${timeoutMs}ms`)
     if (error instanceof APIUserAbortError) return interrupted('cancelled', 'the request was cancelled')
     if (error instanceof APIConnectionError) {
-      return interrupted('retryable_failure', this.#redact(`could not reach the provider: ${describe(error.cause ?? error)}`))
+      const why = describe(error.cause ?? error)
+      // fetch refuses some ports outright (the Fetch standard's "bad port" list): every retry would be refused too.
+      const never = /\bbad port\b/.test(why)
+      return interrupted(never ? 'failed' : 'retryable_failure', this.#redact(`could not reach the provider: ${why}${never ? ' (fetch refuses this port: give the provider another one)' : ''}`))
     }
     if (error instanceof APIError) {
       const status = error.status
@@ -444,6 +447,12 @@ export class OpenAIChatClient implements ModelClient {
       if (status === undefined) return interrupted('failed', this.#redact(`the provider reported an error: ${detail}`))
       const retryAfterMs = retryAfterMsOf(error.headers)
       const extra = retryAfterMs === undefined ? {} : { retryAfterMs }
+      // A redirect is not followed (see the constructor): its target is what the user needs to know.
+      const location = status >= 300 && status < 400 ? error.headers?.get('location') : null
+      if (location) {
+        const message = `the provider answered HTTP ${status}, moved to ${quote(location, this.#secrets)}, which is not followed: if that is the provider's address now, make it the baseUrl`
+        return interrupted('failed', this.#redact(message))
+      }
       return interrupted(retryableStatus(status) ? 'retryable_failure' : 'failed', this.#redact(`the provider answered HTTP ${status}: ${detail}`), extra)
     }
     return interrupted('failed', this.#redact(`the request failed: ${describe(error)}`))

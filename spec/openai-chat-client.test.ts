@@ -307,7 +307,7 @@ test(
               const client = new OpenAIChatClient(provider({ baseUrl }, { apiKey: 'sk-redirect-test-key', headers: { 'x-api-key': 'tenant-secret-value' } }))
               const r = interrupted(await client.complete(requestFor(bodyOf())))
               assert.is(r.status, 'failed', `${status}`)
-              assert.match(r.message, new RegExp(`HTTP ${status}`))
+              assert.match(r.message, new RegExp(`HTTP ${status}, moved to ${target}, which is not followed`))
               assert.is(requests(), 1)
             },
           )()
@@ -797,6 +797,16 @@ test(
       }
     },
   ),
+)
+
+test(
+  'a baseUrl on a port fetch refuses (the Fetch standard\u2019s bad ports) fails at once, not as a retryable failure',
+  () =>
+    withTimeout(async () => {
+      const r = interrupted(await new OpenAIChatClient(provider({ baseUrl: 'http://127.0.0.1:1/v1' })).complete(requestFor(bodyOf())))
+      assert.is(r.status, 'failed')
+      assert.match(r.message, /bad port.*fetch refuses this port/)
+    }, TEST_MS),
 )
 
 test(

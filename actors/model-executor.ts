@@ -214,22 +214,9 @@ function checkedResponse(response: unknown): ModelResponse {
   if (checked.success) {
     const answer = response as ModelResponse
     // A tool message answers its call by id: a call without one could not be answered (the OpenAI client refuses it too).
-    if (answer.kind !== 'completed') return answer
-    const { toolCalls } = answer.output
-    const nameless = toolCalls.findIndex((call) => call.callId === '')
-    if (nameless !== -1) {
-      return { kind: 'interrupted', status: 'failed', malformed: true, message: `the model client returned a tool call without an id (output.toolCalls[${nameless}].callId is empty)` }
-    }
-    // Nor could two calls with one id: the next request would answer both with tool messages a provider cannot tell apart.
-    const seen = new Map<string, number>()
-    for (const [index, call] of toolCalls.entries()) {
-      const first = seen.get(call.callId)
-      if (first !== undefined) {
-        return { kind: 'interrupted', status: 'failed', malformed: true, message: `the model client returned two tool calls with one id (output.toolCalls[${index}].callId is output.toolCalls[${first}].callId)` }
-      }
-      seen.set(call.callId, index)
-    }
-    return answer
+    const nameless = answer.kind === 'completed' ? answer.output.toolCalls.findIndex((call) => call.callId === '') : -1
+    if (nameless === -1) return answer
+    return { kind: 'interrupted', status: 'failed', malformed: true, message: `the model client returned a tool call without an id (output.toolCalls[${nameless}].callId is empty)` }
   }
   return {
     kind: 'interrupted',

@@ -205,14 +205,6 @@ test(
       const facts = await factsOf(h.log, 'invocation-nameless')
       assert.equal(only(facts, 'model.interrupted').map((fact) => fact.message), ['the model client returned a tool call without an id (output.toolCalls[1].callId is empty)'])
       assert.is(only(facts, 'model.completed').length, 0)
-      // Nor could two calls with one id: their tool messages could not be told apart.
-      answers.push({ kind: 'completed', output: { toolCalls: [1, 2, 3].map((n) => ({ callId: n === 1 ? 'call-a' : 'call-b', name: 'echo', arguments: `{"n":${n}}` })), finishReason: 'tool_calls' } })
-      const twice = await h.run(h.input('same-id', { tools: [echo] }))
-      assert.equal([twice.status, twice.status === 'failed' ? twice.class : undefined], ['failed', 'model_malformed'])
-      assert.is(echo.calls.length, 0, 'no call of the answer runs')
-      const sameId = await factsOf(h.log, 'invocation-same-id')
-      assert.equal(only(sameId, 'model.interrupted').map((fact) => fact.message), ['the model client returned two tool calls with one id (output.toolCalls[2].callId is output.toolCalls[1].callId)'])
-      assert.is(only(sameId, 'tool.dispatched').length, 0)
     })
   })(),
 )

@@ -79,6 +79,28 @@ function memberCount(value: unknown): number {
   return count
 }
 
+/** The result that reads it is the tool's output, not its failure: the tool has run. */
+class UnreadableResult {
+  constructor(readonly message: string) {}
+}
+
+/**
+ * What a tool that returned without a promise returned, once settled: a thenable is awaited (its
+ * rejection is the tool's failure), but a value whose `then` cannot even be read (a getter that
+ * throws, a revoked proxy) is a result that could not be recorded, not a failure of the tool, which
+ * has run: awaiting it would read `then` and pass the getter's error off as the tool's.
+ */
+async function settledValue(returned: unknown): Promise<unknown> {
+  if (returned === null || (typeof returned !== 'object' && typeof returned !== 'function')) return returned
+  let then: unknown
+  try {
+    then = (returned as { then?: unknown }).then
+  } catch (error) {
+    return new UnreadableResult(messageOf(error))
+  }
+  return typeof then === 'function' ? await (returned as PromiseLike<unknown>) : returned
+}
+
 /**
  * Makes a tool's output plain JSON (what a fact can hold) as JSON makes it (a Date becomes its text,
  * an undefined member is dropped), a BigInt as its decimal text, and a lone surrogate (a string cut
@@ -87,6 +109,7 @@ function memberCount(value: unknown): number {
  */
 function jsonOutput(output: unknown): { ok: true; value: unknown } | { ok: false; message: string } {
   const unrecorded = (why: string) => ({ ok: false as const, message: `the tool ran, but its result could not be recorded: ${why}` })
+  if (output instanceof UnreadableResult) return unrecorded(`its then member cannot be read (${output.message})`)
   let value: unknown
   try {
     value = JSON.parse(JSON.stringify(output ?? null, bigIntAsText) ?? 'null')
@@ -715,7 +738,8 @@ export class InvocationActor {
     let outcome: Extract<Fact, { type: 'tool.settled' }>['outcome']
     try {
       // `gate`: the run's signal, or beside other calls one that also aborts when one of them fails.
-      const result = jsonOutput(await tool.execute(structuredClone(input), { signal: gate, operationId }))
+      const returned: unknown = tool.execute(structuredClone(input), { signal: gate, operationId })
+      const result = returned instanceof Promise ? jsonOutput(await returned) : jsonOutput(await settledValue(returned))
       // A tool that calls the same provider can pass on what it echoed: the provider's secrets are removed here too.
       outcome = result.ok ? { status: 'succeeded', output: redactDeep(result.value, this.setup.secrets.inData) } : { status: 'failed', message: redact(result.message, this.setup.secrets.inData) }
     } catch (error) {

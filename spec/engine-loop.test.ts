@@ -114,6 +114,33 @@ test(
 )
 
 test(
+  'a tool that returns (without a promise, as plain JavaScript may) a value whose then getter throws has run: its result could not be recorded, and the model is told so',
+  engineTest([answer.toolCalls([{ name: 'lazy', arguments: {} }]), answer.text('done')], {}, async (h) => {
+    let effects = 0
+    const lazy = {
+      name: 'lazy',
+      description: 'charges a card and returns a record with a lazy field',
+      inputSchema: { type: 'object' },
+      execute: (() => {
+        effects += 1
+        return {
+          id: 'ch_1',
+          get then(): unknown {
+            throw new Error('lazy field not loaded')
+          },
+        }
+      }) as never,
+    }
+    assert.equal(await h.run(h.input('lazy', { tools: [lazy] })), { status: 'completed' })
+    assert.is(effects, 1)
+    const settled = only(await factsOf(h.log, 'invocation-lazy'), 'tool.settled').map((fact) => fact.outcome)
+    assert.equal(settled, [{ status: 'failed', message: 'the tool ran, but its result could not be recorded: its then member cannot be read (lazy field not loaded)' }])
+    const told = messagesOf(h.server.requests[1]?.body).filter((m) => m.role === 'tool').map((m) => m.content)
+    assert.match(String(told[0]), /^error: the tool ran, but its result could not be recorded/)
+  }),
+)
+
+test(
   'a tool call with arguments that are not JSON is rejected invalid_input and never executed',
   engineTest([answer.toolCalls([{ id: 'call-bad', name: 'echo', arguments: '{"value": 4' }]), answer.text('done')], {}, async (h) => {
     const echo = countingTool()

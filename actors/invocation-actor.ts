@@ -79,26 +79,25 @@ function memberCount(value: unknown): number {
   return count
 }
 
-/** The result that reads it is the tool's output, not its failure: the tool has run. */
-class UnreadableResult {
-  constructor(readonly message: string) {}
-}
+type ToolResult = { ok: true; value: unknown } | { ok: false; message: string }
+
+const unrecorded = (why: string): ToolResult => ({ ok: false, message: `the tool ran, but its result could not be recorded: ${why}` })
 
 /**
- * What a tool that returned without a promise returned, once settled: a thenable is awaited (its
- * rejection is the tool's failure), but a value whose `then` cannot even be read (a getter that
- * throws, a revoked proxy) is a result that could not be recorded, not a failure of the tool, which
- * has run: awaiting it would read `then` and pass the getter's error off as the tool's.
+ * What a tool's `execute` returned, settled and made plain JSON ({@link jsonOutput}); a rejection
+ * is the tool's failure and throws. Returned without a promise, a value whose `then` cannot even be
+ * read (a getter that throws, a revoked proxy) is a result that could not be recorded, not a failure
+ * of the tool, which has run: awaiting it would read `then` and pass the getter's error off as the tool's.
  */
-async function settledValue(returned: unknown): Promise<unknown> {
-  if (returned === null || (typeof returned !== 'object' && typeof returned !== 'function')) return returned
+async function toolResult(returned: unknown): Promise<ToolResult> {
+  if (returned instanceof Promise || returned === null || (typeof returned !== 'object' && typeof returned !== 'function')) return jsonOutput(await returned)
   let then: unknown
   try {
     then = (returned as { then?: unknown }).then
   } catch (error) {
-    return new UnreadableResult(messageOf(error))
+    return unrecorded(`its then member cannot be read (${messageOf(error)})`)
   }
-  return typeof then === 'function' ? await (returned as PromiseLike<unknown>) : returned
+  return jsonOutput(typeof then === 'function' ? await (returned as PromiseLike<unknown>) : returned)
 }
 
 /**
@@ -107,9 +106,7 @@ async function settledValue(returned: unknown): Promise<unknown> {
  * mid-character) as U+FFFD, as model text is recorded; or explains why it cannot be. The tool has
  * run either way: the explanation tells the model so, for it not to call the tool again.
  */
-function jsonOutput(output: unknown): { ok: true; value: unknown } | { ok: false; message: string } {
-  const unrecorded = (why: string) => ({ ok: false as const, message: `the tool ran, but its result could not be recorded: ${why}` })
-  if (output instanceof UnreadableResult) return unrecorded(`its then member cannot be read (${output.message})`)
+function jsonOutput(output: unknown): ToolResult {
   let value: unknown
   try {
     value = JSON.parse(JSON.stringify(output ?? null, bigIntAsText) ?? 'null')
@@ -738,8 +735,7 @@ export class InvocationActor {
     let outcome: Extract<Fact, { type: 'tool.settled' }>['outcome']
     try {
       // `gate`: the run's signal, or beside other calls one that also aborts when one of them fails.
-      const returned: unknown = tool.execute(structuredClone(input), { signal: gate, operationId })
-      const result = returned instanceof Promise ? jsonOutput(await returned) : jsonOutput(await settledValue(returned))
+      const result = await toolResult(tool.execute(structuredClone(input), { signal: gate, operationId }))
       // A tool that calls the same provider can pass on what it echoed: the provider's secrets are removed here too.
       outcome = result.ok ? { status: 'succeeded', output: redactDeep(result.value, this.setup.secrets.inData) } : { status: 'failed', message: redact(result.message, this.setup.secrets.inData) }
     } catch (error) {

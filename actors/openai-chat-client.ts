@@ -226,11 +226,10 @@ export class OpenAIChatClient implements ModelClient {
       webhookSecret: null,
       // Without a key no Authorization header is sent (the placeholder only satisfies the SDK), unless
       // the configured headers carry one of their own.
-      ...(provider.apiKey === undefined && !Object.keys(provider.headers ?? {}).some((name) => name.toLowerCase() === 'authorization')
-        ? { defaultHeaders: { ...provider.headers, authorization: null } }
-        : provider.headers
-          ? { defaultHeaders: provider.headers }
-          : {}),
+      defaultHeaders: {
+        ...provider.headers,
+        ...(provider.apiKey === undefined && !Object.keys(provider.headers ?? {}).some((name) => name.toLowerCase() === 'authorization') ? { authorization: null } : {}),
+      },
       maxRetries: 0,
       logLevel: 'off',
       // A redirect is an answer, not followed: fetch would send the configured headers (all but

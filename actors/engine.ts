@@ -27,7 +27,19 @@ export interface EngineOptions {
   now?: (() => number) | undefined
   /** Event ids (default `<invocationId>/<ordinal>`, stable across replays). */
   eventId?: ((invocation: Invocation, ordinal: number) => string) | undefined
+  /**
+   * The most a tool's recorded outcome may hold, in UTF-8 bytes of JSON text (default 4,194,304:
+   * 4 MiB, about a million tokens). A larger result is not recorded: the tool has run, and the model
+   * is told so and how large the result was (a session whose transcript held it would send it with
+   * every later request, which providers refuse). A longer failure message is cut at the limit, with a
+   * note. A whole number from 1 to 268,435,456.
+   */
+  maxToolResultBytes?: number | undefined
 }
+
+/** {@link EngineOptions.maxToolResultBytes} unless given. */
+const DEFAULT_MAX_TOOL_RESULT_BYTES = 4 * 1024 * 1024
+const MAX_TOOL_RESULT_LIMIT = 256 * 1024 * 1024
 
 /** Options of {@link Engine.start} and {@link Engine.run}. */
 export interface StartOptions {
@@ -317,6 +329,7 @@ export class Engine {
   readonly #model: ModelExecutor
   readonly #now: () => number
   readonly #eventId: (invocation: Invocation, ordinal: number) => string
+  readonly #maxToolResultBytes: number
   readonly #running = new Map<string, InvocationActor>()
   /** Calls of `start` not yet admitted or refused (each settles then). */
   readonly #admitting = new Set<Promise<void>>()
@@ -325,11 +338,15 @@ export class Engine {
     const invalid = (field: string, what: string) => new FactstateError('ENGINE_INVALID_OPTIONS', `Engine: ${field} must be ${what}`, { details: { field } })
     if (typeof options !== 'object' || options === null) throw invalid('options', 'an object')
     // Each read once; a misspelt option (`evntId`) is refused, not left at its default.
-    const given = readOptions(options, ['log', 'model', 'now', 'eventId'], { call: 'Engine', code: 'ENGINE_INVALID_OPTIONS', details: (field) => ({ field }) })
+    const given = readOptions(options, ['log', 'model', 'now', 'eventId', 'maxToolResultBytes'], { call: 'Engine', code: 'ENGINE_INVALID_OPTIONS', details: (field) => ({ field }) })
     const model = given.model as ModelExecutor | undefined
     if (model !== undefined && (typeof model?.clientFor !== 'function' || typeof model.attempt !== 'function')) throw invalid('model', 'a ModelExecutor')
     if (given.now !== undefined && typeof given.now !== 'function') throw invalid('now', 'a function')
     if (given.eventId !== undefined && typeof given.eventId !== 'function') throw invalid('eventId', 'a function')
+    const limit = given.maxToolResultBytes
+    if (limit !== undefined && !(Number.isSafeInteger(limit) && (limit as number) >= 1 && (limit as number) <= MAX_TOOL_RESULT_LIMIT)) {
+      throw invalid('maxToolResultBytes', `a whole number of bytes from 1 to ${MAX_TOOL_RESULT_LIMIT.toLocaleString('en-US')}, not ${typeof limit === 'string' ? JSON.stringify(limit) : String(limit)}`)
+    }
     const log = given.log as EventLog
     try {
       this.#log = logInternals(log)
@@ -349,6 +366,7 @@ export class Engine {
     this.#model = model ?? new ModelExecutor()
     this.#now = (given.now as EngineOptions['now']) ?? Date.now
     this.#eventId = (given.eventId as EngineOptions['eventId']) ?? defaultEventId
+    this.#maxToolResultBytes = (limit as number | undefined) ?? DEFAULT_MAX_TOOL_RESULT_BYTES
   }
 
   /**
@@ -549,6 +567,7 @@ export class Engine {
       onApproval,
       now: this.#now,
       eventId: this.#eventId,
+      maxToolResultBytes: this.#maxToolResultBytes,
     })
     return this.#track(actor, invocation)
   }

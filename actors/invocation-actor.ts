@@ -42,6 +42,8 @@ export interface ActorSetup {
   signal: AbortSignal | undefined
   now: () => number
   eventId: (invocation: Invocation, ordinal: number) => string
+  /** The most a tool's recorded outcome may hold, in UTF-8 bytes (see `EngineOptions.maxToolResultBytes`). */
+  maxToolResultBytes: number
   onFact?: (event: RuntimeEvent, snapshot: InvocationSnapshot) => void
   /** Receives the text of model answers live (see `StartOptions.onModelText`). */
   onModelText?: ((piece: ModelTextPiece) => void) | undefined
@@ -83,36 +85,46 @@ type ToolResult = { ok: true; value: unknown } | { ok: false; message: string }
 
 const unrecorded = (why: string): ToolResult => ({ ok: false, message: `the tool ran, but its result could not be recorded: ${why}` })
 
+const bytesShown = (bytes: number): string => `${bytes.toLocaleString('en-US')} byte${bytes === 1 ? '' : 's'}`
+
 /**
- * What a tool's `execute` returned, settled and made plain JSON ({@link jsonOutput}); a rejection
- * is the tool's failure and throws. Returned without a promise, a value whose `then` cannot even be
- * read (a getter that throws, a revoked proxy) is a result that could not be recorded, not a failure
- * of the tool, which has run: awaiting it would read `then` and pass the getter's error off as the tool's.
+ * What a tool's `execute` returned, settled and made plain JSON ({@link jsonOutput}) of at most
+ * `limit` UTF-8 bytes; a rejection is the tool's failure and throws. Returned without a promise, a
+ * value whose `then` cannot even be read (a getter that throws, a revoked proxy) is a result that
+ * could not be recorded, not a failure of the tool, which has run: awaiting it would read `then` and
+ * pass the getter's error off as the tool's.
  */
-async function toolResult(returned: unknown): Promise<ToolResult> {
-  if (returned instanceof Promise || returned === null || (typeof returned !== 'object' && typeof returned !== 'function')) return jsonOutput(await returned)
+async function toolResult(returned: unknown, limit: number): Promise<ToolResult> {
+  if (returned instanceof Promise || returned === null || (typeof returned !== 'object' && typeof returned !== 'function')) return jsonOutput(await returned, limit)
   let then: unknown
   try {
     then = (returned as { then?: unknown }).then
   } catch (error) {
     return unrecorded(`its then member cannot be read (${messageOf(error)})`)
   }
-  return jsonOutput(typeof then === 'function' ? await (returned as PromiseLike<unknown>) : returned)
+  return jsonOutput(typeof then === 'function' ? await (returned as PromiseLike<unknown>) : returned, limit)
 }
 
 /**
  * Makes a tool's output plain JSON (what a fact can hold) as JSON makes it (a Date becomes its text,
  * an undefined member is dropped), a BigInt as its decimal text, and a lone surrogate (a string cut
- * mid-character) as U+FFFD, as model text is recorded; or explains why it cannot be. The tool has
- * run either way: the explanation tells the model so, for it not to call the tool again.
+ * mid-character) as U+FFFD, as model text is recorded; or explains why it cannot be: it is not JSON,
+ * no fact can hold it, or its JSON text is over `limit` UTF-8 bytes. The tool has run either way:
+ * the explanation tells the model so, for it not to call the tool again.
  */
-function jsonOutput(output: unknown): ToolResult {
-  let value: unknown
+function jsonOutput(output: unknown, limit: number): ToolResult {
+  let text: string
   try {
-    value = JSON.parse(JSON.stringify(output ?? null, bigIntAsText) ?? 'null')
+    text = JSON.stringify(output ?? null, bigIntAsText) ?? 'null'
   } catch (error) {
     return unrecorded(`it is not JSON (${messageOf(error)})`)
   }
+  // Counted only when it could be over: a character takes 1 to 3 bytes.
+  const bytes = text.length * 3 > limit ? Buffer.byteLength(text) : 0
+  if (bytes > limit) {
+    return unrecorded(`it is ${bytesShown(bytes)} of JSON, over the engine's limit of ${bytesShown(limit)} (maxToolResultBytes); ask for less of it`)
+  }
+  let value: unknown = JSON.parse(text)
   // Stored as the event's fact.outcome.output: three levels down.
   let problem = storageProblemAt(value, 3)
   // A lone surrogate is the one problem a copy can mend; the copy is made only for an output that has a problem.
@@ -129,6 +141,17 @@ function jsonOutput(output: unknown): ToolResult {
     }
   }
   return problem ? unrecorded(`a fact cannot hold it exactly: ${problem}`) : { ok: true, value }
+}
+
+/** A tool's failure message of at most `limit` UTF-8 bytes: a longer one is cut there, with a note that says so. */
+function messageWithin(message: string, limit: number): string {
+  if (message.length * 3 <= limit) return message
+  const bytes = Buffer.from(message)
+  if (bytes.length <= limit) return message
+  // Cut at a character's start: a UTF-8 continuation byte is 10xxxxxx.
+  let end = limit
+  while (end > 0 && ((bytes[end] as number) & 0xc0) === 0x80) end -= 1
+  return `${bytes.subarray(0, end).toString()}… (cut: the message is ${bytesShown(bytes.length)}, over the engine's limit of ${bytesShown(limit)}, maxToolResultBytes)`
 }
 
 export class InvocationActor {
@@ -735,11 +758,11 @@ export class InvocationActor {
     let outcome: Extract<Fact, { type: 'tool.settled' }>['outcome']
     try {
       // `gate`: the run's signal, or beside other calls one that also aborts when one of them fails.
-      const result = await toolResult(tool.execute(structuredClone(input), { signal: gate, operationId }))
+      const result = await toolResult(tool.execute(structuredClone(input), { signal: gate, operationId }), this.setup.maxToolResultBytes)
       // A tool that calls the same provider can pass on what it echoed: the provider's secrets are removed here too.
       outcome = result.ok ? { status: 'succeeded', output: redactDeep(result.value, this.setup.secrets.inData) } : { status: 'failed', message: redact(result.message, this.setup.secrets.inData) }
     } catch (error) {
-      outcome = { status: 'failed', message: redact(messageOf(error), this.setup.secrets.inData) }
+      outcome = { status: 'failed', message: messageWithin(redact(messageOf(error), this.setup.secrets.inData), this.setup.maxToolResultBytes) }
     }
     await record({ type: 'tool.settled', operationId, outcome })
   }

@@ -140,6 +140,98 @@ test(
   }),
 )
 
+const OVER = "it is 1,002 bytes of JSON, over the engine's limit of 1,000 bytes (maxToolResultBytes); ask for less of it"
+
+test(
+  'a tool result over maxToolResultBytes is not recorded and the model is told the tool ran and how large the result was; one at the limit is recorded whole',
+  engineTest(
+    [
+      answer.toolCalls([
+        { id: 'call-over', name: 'blob', arguments: { value: 1 } },
+        { id: 'call-at', name: 'blob', arguments: { value: 2 } },
+      ]),
+      answer.text('done'),
+    ],
+    { engine: { maxToolResultBytes: 1_000 } },
+    async (h) => {
+      // 'é' is two bytes in UTF-8: 500 of them and the quotes are 1,002 bytes in 502 characters.
+      const blob = countingTool('blob', async (input) => ((input as { value: number }).value === 1 ? 'é'.repeat(500) : 'a'.repeat(998)))
+      assert.equal(await h.run(h.input('big', { tools: [blob] })), { status: 'completed' })
+      assert.is(blob.calls.length, 2, 'each call ran once')
+      const settled = only(await factsOf(h.log, 'invocation-big'), 'tool.settled').map((fact) => fact.outcome)
+      assert.equal(settled, [
+        { status: 'failed', message: `the tool ran, but its result could not be recorded: ${OVER}` },
+        { status: 'succeeded', output: 'a'.repeat(998) },
+      ])
+      const told = messagesOf(h.server.requests[1]?.body).filter((m) => m.role === 'tool')
+      assert.equal(
+        told.map((m) => [m.tool_call_id, m.content]),
+        [
+          ['call-over', `error: the tool ran, but its result could not be recorded: ${OVER}`],
+          ['call-at', 'a'.repeat(998)],
+        ],
+      )
+    },
+  ),
+)
+
+test(
+  "a tool's failure message over maxToolResultBytes is cut at a character's start, with a note; the default limit is 4 MiB",
+  engineTest(
+    [
+      answer.toolCalls([
+        { id: 'call-long', name: 'fails', arguments: { value: 1 } },
+        { id: 'call-short', name: 'fails', arguments: { value: 2 } },
+      ]),
+      answer.text('done'),
+      answer.toolCalls([{ id: 'call-huge', name: 'huge', arguments: {} }]),
+      answer.text('done'),
+    ],
+    { engine: { maxToolResultBytes: 1_001 } },
+    async (h) => {
+      const fails = countingTool('fails', async (input) => {
+        throw new Error((input as { value: number }).value === 1 ? 'é'.repeat(2_000) : 'no such ticket')
+      })
+      assert.equal(await h.run(h.input('long', { tools: [fails] })), { status: 'completed' })
+      const settled = only(await factsOf(h.log, 'invocation-long'), 'tool.settled').map((fact) => fact.outcome)
+      // 1,001 bytes would end inside the 501st 'é': the cut is at 1,000.
+      assert.equal(settled, [
+        { status: 'failed', message: `${'é'.repeat(500)}… (cut: the message is 4,000 bytes, over the engine's limit of 1,001 bytes, maxToolResultBytes)` },
+        { status: 'failed', message: 'no such ticket' },
+      ])
+      // Another engine on the same log, with the default limit: 5 MiB is over it, 4 MiB of it is recorded by the first.
+      const { Engine } = await import('../index.js')
+      const engine = new Engine({ log: h.log })
+      const huge = countingTool('huge', async () => 'x'.repeat(5 * 1024 * 1024))
+      const running = await engine.start(h.input('huge', { tools: [huge] }))
+      assert.equal(await running.wait(), { status: 'completed' })
+      assert.is(huge.calls.length, 1)
+      assert.equal(only(await factsOf(h.log, 'invocation-huge'), 'tool.settled').map((fact) => fact.outcome), [
+        {
+          status: 'failed',
+          message: "the tool ran, but its result could not be recorded: it is 5,242,882 bytes of JSON, over the engine's limit of 4,194,304 bytes (maxToolResultBytes); ask for less of it",
+        },
+      ])
+    },
+  ),
+)
+
+test('maxToolResultBytes must be a whole number of bytes from 1 to 256 MiB', () =>
+  engineTest([answer.text('unused')], {}, async (h) => {
+    const { Engine } = await import('../index.js')
+    for (const bad of [0, -1, 1.5, Number.NaN, 256 * 1024 * 1024 + 1, '4MB']) {
+      try {
+        new Engine({ log: h.log, maxToolResultBytes: bad as number })
+        assert.unreachable(`${String(bad)} was accepted`)
+      } catch (error) {
+        assert.is((error as { code?: string }).code, 'ENGINE_INVALID_OPTIONS', String(bad))
+        assert.equal((error as { details?: unknown }).details, { field: 'maxToolResultBytes' })
+      }
+    }
+    assert.ok(new Engine({ log: h.log, maxToolResultBytes: 1 }) && new Engine({ log: h.log, maxToolResultBytes: 256 * 1024 * 1024 }))
+  })(),
+)
+
 test(
   'a tool call with arguments that are not JSON is rejected invalid_input and never executed',
   engineTest([answer.toolCalls([{ id: 'call-bad', name: 'echo', arguments: '{"value": 4' }]), answer.text('done')], {}, async (h) => {

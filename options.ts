@@ -16,6 +16,8 @@ export interface OptionsOwner {
   code: FactstateErrorCode
   /** `details` of a refusal that names a field (`{ field }`, `{ fields: [field] }`); none by default. */
   details?: ((field: string) => Record<string, unknown>) | undefined
+  /** Options the call cannot do without: listed in its messages without a `?`. */
+  required?: readonly string[] | undefined
 }
 
 /**
@@ -24,7 +26,7 @@ export interface OptionsOwner {
  */
 export function readOptions<K extends string>(options: unknown, known: readonly K[], owner: OptionsOwner): { [P in K]?: unknown } {
   if (options === undefined) return {}
-  const listed = `{ ${known.map((key) => `${key}?`).join(', ')} }`
+  const listed = `{ ${known.map((key) => (owner.required?.includes(key) ? key : `${key}?`)).join(', ')} }`
   const refuse = (message: string, field: string, cause?: unknown) =>
     new OptionsError(owner.code, `${owner.call}: ${message}`, { ...(owner.details ? { details: owner.details(field) } : {}), ...(cause === undefined ? {} : { cause }) })
   if (typeof options !== 'object' || options === null || Array.isArray(options)) {

@@ -338,7 +338,12 @@ export class Engine {
     const invalid = (field: string, what: string) => new FactstateError('ENGINE_INVALID_OPTIONS', `Engine: ${field} must be ${what}`, { details: { field } })
     if (typeof options !== 'object' || options === null) throw invalid('options', 'an object')
     // Each read once; a misspelt option (`evntId`) is refused, not left at its default.
-    const given = readOptions(options, ['log', 'model', 'now', 'eventId', 'maxToolResultBytes'], { call: 'Engine', code: 'ENGINE_INVALID_OPTIONS', details: (field) => ({ field }) })
+    const given = readOptions(options, ['log', 'model', 'now', 'eventId', 'maxToolResultBytes'], {
+      call: 'Engine',
+      code: 'ENGINE_INVALID_OPTIONS',
+      details: (field) => ({ field }),
+      required: ['log'],
+    })
     const model = given.model as ModelExecutor | undefined
     if (model !== undefined && (typeof model?.clientFor !== 'function' || typeof model.attempt !== 'function')) throw invalid('model', 'a ModelExecutor')
     if (given.now !== undefined && typeof given.now !== 'function') throw invalid('now', 'a function')
@@ -463,7 +468,9 @@ export class Engine {
           difference === 'tools' && isDeepStrictEqual(settings.tools.names, work.pause.execution.tools.names)
             ? `the successor's tool catalog does not match the sealed pause: the same tools, but a description or input schema changed`
             : `the successor's execution setting ${difference} does not match the sealed pause`
-        throw new FactstateError('HANDOFF_MISMATCH', why, {
+        // The way out of a deploy that changed the setting: give the paused turn up.
+        const remedy = '; run the successor with the sealed settings, or give its turn up by admitting it with an already aborted signal'
+        throw new FactstateError('HANDOFF_MISMATCH', `${why}${remedy}`, {
           details: { field: difference, sealed: sealed ?? null, given: given ?? null },
         })
       }

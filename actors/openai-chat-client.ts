@@ -165,6 +165,24 @@ export function retryAfterMsOf(headers: Headers | undefined, now: number = Date.
 }
 
 /**
+ * What a 404 adds when `baseUrl` has no path (`http://127.0.0.1:8080`, say): requests then go to
+ * `/chat/completions`, where most OpenAI-compatible servers (OpenAI, vLLM, llama.cpp, Ollama, LM
+ * Studio) answer 404, since they serve the API under `/v1`. Undefined for a baseUrl with a path
+ * (`/v1`, `/openai/deployments/x`), where a 404 means something else (an unknown model, say).
+ */
+function unversionedHint(baseUrl: string): string | undefined {
+  let path: string
+  try {
+    path = new URL(baseUrl).pathname
+  } catch {
+    return undefined
+  }
+  if (path !== '/') return undefined
+  const base = baseUrl.replace(/\/+$/, '')
+  return ` (requests go to ${base}/chat/completions: most OpenAI-compatible servers serve them under /v1, so try the baseUrl ${base}/v1)`
+}
+
+/**
  * Talks to an OpenAI-compatible `POST {baseUrl}/chat/completions` endpoint.
  *
  * - The body sent is exactly `request.bodyText`, so a retry is byte-identical to the attempt
@@ -197,8 +215,11 @@ export function retryAfterMsOf(headers: Headers | undefined, now: number = Date.
 export class OpenAIChatClient implements ModelClient {
   readonly #client: OpenAI
   readonly #secrets: Secrets
+  /** For a 404 from a baseUrl without a path: most servers serve the API under `/v1`. */
+  readonly #unversioned: string | undefined
 
   constructor(provider: ProviderConfig) {
+    this.#unversioned = unversionedHint(provider.baseUrl)
     this.#client = new OpenAI({
       fetch: async (url, init) => {
         // The attempt's own hooks ride on the request options (see `ATTEMPT`); fetch never sees them.
@@ -452,7 +473,8 @@ export class OpenAIChatClient implements ModelClient {
         const message = `the provider answered HTTP ${status}, moved to ${quote(location, this.#secrets)}, which is not followed: if that is the provider's address now, make it the baseUrl`
         return interrupted('failed', this.#redact(message))
       }
-      return interrupted(retryableStatus(status) ? 'retryable_failure' : 'failed', this.#redact(`the provider answered HTTP ${status}: ${detail}`), extra)
+      const hint = status === 404 && this.#unversioned !== undefined ? this.#unversioned : ''
+      return interrupted(retryableStatus(status) ? 'retryable_failure' : 'failed', this.#redact(`the provider answered HTTP ${status}: ${detail}${hint}`), extra)
     }
     return interrupted('failed', this.#redact(`the request failed: ${describe(error)}`))
   }

@@ -108,7 +108,22 @@ function misnamedToolMember(key: string): string | undefined {
 const tool = z.looseObject({
   name: toolName,
   description: z.string().optional(),
-  inputSchema: z.record(z.string(), jsonValue).optional(),
+  inputSchema: z
+    .unknown()
+    .superRefine((value, context) => {
+      // A validation library's schema (zod, valibot, ArkType: Standard Schema) is an object too, and would fail as "expected record".
+      // Not a JSON Schema that carries the member hidden (zod's z.toJSONSchema output has it, not enumerable, on a plain object).
+      if (value === null || typeof value !== 'object' || !('~standard' in value)) return
+      if (Object.getPrototypeOf(value) === Object.prototype && !Object.prototype.propertyIsEnumerable.call(value, '~standard')) return
+      const standard = (value as { '~standard'?: { vendor?: unknown } })['~standard']
+      const vendor = typeof standard?.vendor === 'string' ? standard.vendor : 'validation library'
+      context.addIssue({
+        code: 'custom',
+        message: `inputSchema takes a JSON Schema object, not a ${vendor} schema: convert it first${vendor === 'zod' ? ' (z.toJSONSchema(schema) in zod 4)' : ''}`,
+      })
+    })
+    .pipe(z.record(z.string(), jsonValue))
+    .optional(),
   readOnly: z.boolean().optional(),
   validateInput: z.boolean().optional(),
   needsApproval: z.custom<ToolDefinition['needsApproval']>((value) => typeof value === 'boolean' || typeof value === 'function', 'needsApproval must be a boolean or a function of the input').optional(),

@@ -37,8 +37,9 @@ export interface ToolDefinition {
    * Runs the call. `input` is the model's arguments as parsed JSON, checked against `inputSchema`
    * when there is one. It is still typed `unknown`, and `execute` is a property (not a method) so that
    * TypeScript refuses an `execute` that claims a narrower type: narrow it yourself (with zod, say).
+   * It returns the result or a promise of it; a rejection (or a throw) is the tool's failure.
    */
-  execute: (input: unknown, context: ToolContext) => Promise<unknown>
+  execute: (input: unknown, context: ToolContext) => unknown
 }
 
 /** What a tool is given besides its input. `operationId` is stable across crashes: use it as an idempotency key. */

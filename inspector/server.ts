@@ -161,6 +161,7 @@ export async function serveInspector(given: InspectorOptions): Promise<Inspector
     call: 'serveInspector',
     code: 'INSPECTOR_INVALID_OPTIONS',
     details: (field) => ({ field }),
+    required: ['log'],
   }) as InspectorOptions
   if (options.refresh !== undefined && typeof options.refresh === 'object' && options.refresh !== null) {
     options.refresh = readOptions(options.refresh, ['everyMs', 'directory'], {

@@ -7,6 +7,7 @@
 import { writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { test } from 'uvu'
+import { z } from 'zod'
 import * as assert from 'uvu/assert'
 import {
   Engine,
@@ -65,6 +66,8 @@ interface Case {
   code: string | string[]
   /** Paths `details.fields` must name (where the refusal can name them). */
   fields?: string[]
+  /** What the message must say (where it tells how to fix the input). */
+  message?: RegExp
   act(context: Context): unknown
 }
 
@@ -160,6 +163,7 @@ const cases: Case[] = [
   { area: 'tools', name: 'inputSchema that is a string', code: 'RUN_INVALID_INPUT', act: start((i) => (i.tools[0].inputSchema = 'object')) },
   // A misspelt member is refused, not ignored: ignored, `needsApprovl` would run the tool unapproved.
   { area: 'tools', name: 'a misspelt needsApproval', code: 'RUN_INVALID_INPUT', fields: ['tools.0.needsApprovl'], act: start((i) => (i.tools[0].needsApprovl = true)) },
+  { area: 'tools', name: 'a zod schema as inputSchema', code: 'RUN_INVALID_INPUT', fields: ['tools.0.inputSchema'], message: /inputSchema takes a JSON Schema object, not a zod schema: convert it first \(z\.toJSONSchema\(schema\) in zod 4\)/, act: start((i) => (i.tools[0].inputSchema = z.object({ to: z.string() }))) },
   { area: 'tools', name: 'readOnly in lower case', code: 'RUN_INVALID_INPUT', fields: ['tools.0.readonly'], act: start((i) => (i.tools[0].readonly = true)) },
   { area: 'tools', name: 'a schema given as input_schema', code: 'RUN_INVALID_INPUT', fields: ['tools.0.input_schema'], act: start((i) => {
       delete i.tools[0].inputSchema
@@ -346,7 +350,7 @@ const cases: Case[] = [
   { area: 'Engine', name: 'ModelExecutor idleTimeoutMs over the default timeoutMs', code: 'ENGINE_INVALID_OPTIONS', act: () => new ModelExecutor({ idleTimeoutMs: 60_001 }) },
   { area: 'Engine', name: 'ModelExecutor retries NaN', code: 'ENGINE_INVALID_OPTIONS', act: () => new ModelExecutor({ retries: Number.NaN }) },
   { area: 'Engine', name: 'ModelExecutor createClient that is a string', code: 'ENGINE_INVALID_OPTIONS', act: () => new ModelExecutor({ createClient: 'openai' as unknown as () => never }) },
-  { area: 'Engine', name: 'a misspelt Engine option (evntId)', code: 'ENGINE_INVALID_OPTIONS', act: (c) => new Engine({ log: c.log, evntId: () => 'x' } as unknown as EngineOptions) },
+  { area: 'Engine', name: 'a misspelt Engine option (evntId)', code: 'ENGINE_INVALID_OPTIONS', message: /there is no option "evntId" \(the options are \{ log, model\?, now\?, eventId\?, maxToolResultBytes\? \}\)/, act: (c) => new Engine({ log: c.log, evntId: () => 'x' } as unknown as EngineOptions) },
   { area: 'Engine', name: 'Engine options whose getter throws', code: 'ENGINE_INVALID_OPTIONS', act: () => new Engine(Object.defineProperty({}, 'log', { enumerable: true, get: () => { throw new Error('unreadable') } }) as unknown as EngineOptions) },
   { area: 'Engine', name: 'ModelExecutor options null', code: 'ENGINE_INVALID_OPTIONS', act: () => new ModelExecutor(null as unknown as ModelExecutorOptions) },
   { area: 'Engine', name: 'a misspelt ModelExecutor option (timeout)', code: 'ENGINE_INVALID_OPTIONS', act: () => new ModelExecutor({ timeout: 5 } as unknown as ModelExecutorOptions) },
@@ -527,6 +531,7 @@ test(
       const areas = new Map<string, number>()
       for (const item of cases) {
         const error = await rejectsWithCode(async () => item.act(context), item.code, `${item.area}: ${item.name}`)
+        if (item.message) assert.match(error.message, item.message, `${item.area}: ${item.name}: the message`)
         for (const field of item.fields ?? []) {
           const named = error.details?.fields as string[] | undefined
           assert.ok(named?.includes(field), `${item.area}: ${item.name}: details.fields ${JSON.stringify(named)} names ${field}`)

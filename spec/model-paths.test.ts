@@ -4,7 +4,7 @@
  * engine on a LevelDB directory, a scripted model server on 127.0.0.1, and, for a crash, a child
  * process killed with SIGKILL. Also checks that the kit fails when an invariant is broken.
  */
-import { mkdir, readdir, rm } from 'node:fs/promises'
+import { mkdir, mkdtemp, readdir, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -333,6 +333,23 @@ test('the consumer kit: own tools and arguments, the default crash child, and ba
     const result = await runPath(crash)
     assert.is(result.checks.recoveries, 1)
     assert.is(result.executions, 1, 'the tool that ran when the process died never runs again')
+    // A TypeScript child script runs with `--import tsx`, resolved from the working directory: where
+    // tsx cannot be found, that is said before anything runs, not as a child that died at its first line.
+    const elsewhere = await mkdtemp(join(tmpdir(), 'factstate-no-tsx-'))
+    const cwd = process.cwd()
+    let noTsx: { code?: string; details?: { field?: string }; message?: string } | undefined
+    try {
+      process.chdir(elsewhere)
+      noTsx = await runPath(crash, { childScript }).then(
+        () => undefined,
+        (error: unknown) => error as typeof noTsx,
+      )
+    } finally {
+      process.chdir(cwd)
+      await rm(elsewhere, { recursive: true, force: true })
+    }
+    assert.equal([noTsx?.code, noTsx?.details?.field], ['TESTING_INVALID_OPTIONS', 'childScript'], noTsx?.message)
+    assert.match(noTsx?.message ?? '', /is TypeScript, which the crash child runs with `node --import tsx`, and tsx cannot be found from .*: install it \(npm install -D tsx\)/)
 
     const badOptions: [RunPathOptions, string][] = [
       [{ unknownTool: 'echo' }, 'unknownTool'],

@@ -827,3 +827,30 @@ test(
 )
 
 test.run()
+
+test('a 404 from a baseUrl without a path suggests /v1; from a baseUrl with one it does not', () =>
+  withTimeout(async () => {
+    const server = createServer((request, response) => {
+      response.writeHead(404, { 'content-type': 'application/json' })
+      response.end(JSON.stringify({ error: { message: `no route POST ${request.url}` } }))
+    })
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+    try {
+      const messages: string[] = []
+      for (const baseUrl of [origin, `${origin}/`, `${origin}/v1`, `${origin}/openai/deployments/gpt`]) {
+        const response = interrupted(await new OpenAIChatClient(provider({ baseUrl })).complete(requestFor(bodyOf())))
+        assert.is(response.status, 'failed', baseUrl)
+        messages.push(response.message)
+      }
+      const hint = ` (requests go to ${origin}/chat/completions: most OpenAI-compatible servers serve them under /v1, so try the baseUrl ${origin}/v1)`
+      assert.equal(messages, [
+        `the provider answered HTTP 404: no route POST /chat/completions${hint}`,
+        `the provider answered HTTP 404: no route POST /chat/completions${hint}`,
+        'the provider answered HTTP 404: no route POST /v1/chat/completions',
+        'the provider answered HTTP 404: no route POST /openai/deployments/gpt/chat/completions',
+      ])
+    } finally {
+      await new Promise((resolve) => server.close(resolve))
+    }
+  }, TEST_MS))

@@ -119,9 +119,14 @@ console.log(JSON.stringify(results))
 `
 
 const consumerTs = `
-import { Engine, EventLog, FactstateError, type HandoffPause, type RunInput } from 'factstate'
+import { Engine, EventLog, FactstateError, recoverInvocations, type HandoffPause, type RunInput, type ToolDefinition } from 'factstate'
 import { answer, scriptedModelServer, type ScriptedModelServer } from 'factstate/testing'
 import { serveInspector } from 'factstate/inspector'
+
+// A tool may return its result without a promise.
+export const clock: ToolDefinition = { name: 'clock', execute: () => ({ at: 1 }) }
+// What recovery closed is always failed, so its class reads without narrowing.
+export const classes = (log: EventLog) => recoverInvocations(log, { onClosed: ({ outcome }) => void outcome.class.length })
 
 export async function main(): Promise<number> {
   const server: ScriptedModelServer = await scriptedModelServer([answer.text('hi')])

@@ -1,14 +1,14 @@
 import { FactstateError, isFactstateError } from '../errors.js'
 import { readOptions } from '../options.js'
-import type { Fact, Invocation, InvocationOutcome, RunBoundary, RuntimeEvent, UncertainOperation } from '../facts/types.js'
+import type { Fact, Invocation, RunBoundary, RuntimeEvent, UncertainOperation } from '../facts/types.js'
 import { type EventLog, logInternals } from './event-log.js'
 import type { InvocationRecord } from './projection.js'
 
 /** An invocation recovery closed (see `recoverInvocations`' `onClosed`). */
 export interface RecoveredInvocation {
   invocation: Invocation
-  /** How it was ended: `failed` with class `host_interrupted` or `outcome_unknown`. */
-  outcome: InvocationOutcome
+  /** How it was ended: `failed` with class `host_interrupted` or `outcome_unknown` (with a message naming the tools). */
+  outcome: { status: 'failed'; class: 'host_interrupted' | 'outcome_unknown'; message: string }
   /**
    * The tool operations it left unsettled, each with the `input` it was dispatched with (what to
    * check the effect by) and `readOnly` when its tool was declared so.
@@ -132,6 +132,10 @@ async function report(log: EventLog, record: InvocationRecord, events: RuntimeEv
   const { invocation } = record
   const ended = events.at(-1)?.fact
   if (ended?.type !== 'invocation.ended') throw new TypeError('a closing ends its invocation')
+  const { outcome } = ended
+  if (outcome.status !== 'failed' || (outcome.class !== 'host_interrupted' && outcome.class !== 'outcome_unknown') || outcome.message === undefined) {
+    throw new TypeError('a closing ends its invocation failed host_interrupted or outcome_unknown')
+  }
   const source = await log.runSource(invocation.sessionId, invocation.runId)
   if (source === undefined) throw new TypeError(`run ${invocation.runId} of a closed invocation is not in the log`)
   let uncertainOperations: RecoveredInvocation['uncertainOperations'] = structuredClone(record.uncertain)
@@ -145,7 +149,7 @@ async function report(log: EventLog, record: InvocationRecord, events: RuntimeEv
   }
   await onClosed({
     invocation: structuredClone(invocation),
-    outcome: structuredClone(ended.outcome),
+    outcome: { status: 'failed', class: outcome.class as 'host_interrupted' | 'outcome_unknown', message: outcome.message },
     uncertainOperations,
     boundary: source.boundary,
   })

@@ -6,6 +6,7 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process'
 import { mkdtemp, readdir, rm } from 'node:fs/promises'
+import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
 import { isAbsolute, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -83,6 +84,16 @@ export interface PathRunResult {
 
 const PREFIX_EVENTS = 1_000_000
 const PREFIX_BYTES = 256 * 1024 * 1024
+
+/** Whether `specifier` resolves from the working directory, as the child's `--import` does. */
+function resolvableFromCwd(specifier: string): boolean {
+  try {
+    createRequire(join(process.cwd(), 'noop.js')).resolve(specifier)
+    return true
+  } catch {
+    return false
+  }
+}
 
 function defaultChild(): { script: string; execArgv: string[] } {
   const typescript = import.meta.url.endsWith('.ts')
@@ -181,12 +192,15 @@ function resolveOptions(given: RunPathOptions) {
     child = { script, execArgv: /\.[mc]?ts$/.test(script) ? ['--import', 'tsx'] : [] }
   }
   if (options.childExecArgv) child = { ...child, execArgv: options.childExecArgv }
+  const tsxNeeded = options.childScript !== undefined && options.childExecArgv === undefined && child.execArgv.includes('tsx')
   return {
     tools,
     toolCall,
     unknownTool,
     stepTimeoutMs,
     child,
+    /** A TypeScript `childScript` runs with `--import tsx`, which must resolve (checked for a crash path). */
+    tsxNeeded,
     model: options.model ?? 'scripted',
     durability: options.durability ?? 'sync',
     createEngine: options.createEngine ?? ((engineOptions: EngineOptions) => new Engine(engineOptions)),
@@ -325,6 +339,14 @@ export async function runPath(path: InvocationPath, options: RunPathOptions = {}
     throw new FactstateError(
       'TESTING_INVALID_OPTIONS',
       `runPath: path ${path.id} crashes in a child process, which runs the kit's own catalog and engine, not your ${own}: pass childScript, a script that calls runPathChild with the same ${own}`,
+      { details: { field: 'childScript' } },
+    )
+  }
+  // `--import tsx` is resolved from the child's working directory: say so here, not as a child that died at its first line.
+  if (crashes && resolved.tsxNeeded && !resolvableFromCwd('tsx/package.json')) {
+    throw new FactstateError(
+      'TESTING_INVALID_OPTIONS',
+      `runPath: childScript ${resolved.child.script} is TypeScript, which the crash child runs with \`node --import tsx\`, and tsx cannot be found from ${process.cwd()}: install it (npm install -D tsx), pass a compiled .js childScript, or give childExecArgv for another loader`,
       { details: { field: 'childScript' } },
     )
   }

@@ -297,8 +297,18 @@ export class InvocationActor {
    */
   #answeredOutcome(): InvocationOutcome {
     const last = this.#own.findLast((event) => event.fact.type === 'model.completed')?.fact
-    if (last?.type === 'model.completed' && last.output.finishReason === 'content_filter' && last.output.toolCalls.length === 0 && (last.output.text ?? '').trim() === '') {
-      return { status: 'failed', class: 'model_filtered', message: 'the provider filtered the final answer (finish_reason content_filter) and returned no text' }
+    // A final answer with nothing in it is a success only when the model chose to say nothing: one
+    // filtered away, or cut at the output limit before any text (a reasoning model can spend all of
+    // `max_tokens` on reasoning it does not show), would read as a run that did its job.
+    if (last?.type === 'model.completed' && last.output.toolCalls.length === 0 && (last.output.text ?? '').trim() === '') {
+      if (last.output.finishReason === 'content_filter') {
+        return { status: 'failed', class: 'model_filtered', message: 'the provider filtered the final answer (finish_reason content_filter) and returned no text' }
+      }
+      if (last.output.finishReason === 'length') {
+        const limit = this.setup.execution.mainOutputLimit
+        const raise = limit === undefined ? "the provider's own output limit" : `mainOutputLimit (${limit}, sent as max_tokens)`
+        return { status: 'failed', class: 'model_truncated', message: `the final answer reached the output limit (finish_reason length) before any text: raise ${raise}` }
+      }
     }
     return { status: 'completed' }
   }

@@ -38,6 +38,7 @@ const CompletionSchema = z.object({
             .nullish(),
         }),
         finish_reason: z.string().nullish(),
+        index: z.number().nullish(),
       }),
     )
     .min(1),
@@ -151,15 +152,26 @@ function outputOf(text: string | undefined, toolCalls: ToolCall[], finishReason:
   }
 }
 
-/** Parses `retry-after-ms`, else `retry-after` (seconds or an HTTP date), into milliseconds. */
+/** A delay in a header's value, the first of several (`Headers.get` joins repeated headers with ", "). */
+const FIRST_NUMBER = /^\s*(\d+(?:\.\d+)?)\s*(?:,|$)/
+/** An HTTP date names its month (IMF-fixdate, RFC 850, asctime); `Date.parse` alone takes "2, 5" for a day in 2001. */
+const MONTH = /\b(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)/i
+
+/**
+ * Parses `retry-after-ms`, else `retry-after` (seconds or an HTTP date), into milliseconds; of a
+ * header sent twice (joined as "2, 5"), the first value.
+ */
 export function retryAfterMsOf(headers: Headers | undefined, now: number = Date.now()): number | undefined {
   if (!headers) return undefined
-  const ms = headers.get('retry-after-ms')
-  if (ms !== null && /^\s*\d+(\.\d+)?\s*$/.test(ms)) return Math.ceil(Number(ms))
+  const ms = FIRST_NUMBER.exec(headers.get('retry-after-ms') ?? '')?.[1]
+  if (ms !== undefined) return Math.ceil(Number(ms))
   const after = headers.get('retry-after')
   if (after === null) return undefined
-  if (/^\s*\d+(\.\d+)?\s*$/.test(after)) return Math.ceil(Number(after) * 1000)
-  const date = Date.parse(after)
+  const seconds = FIRST_NUMBER.exec(after)?.[1]
+  if (seconds !== undefined) return Math.ceil(Number(seconds) * 1000)
+  if (!MONTH.test(after)) return undefined
+  // Of two dates ("<date>, <date>"), the first: an IMF-fixdate has one comma, after its weekday.
+  const date = Date.parse(after.split(',').slice(0, 2).join(','))
   if (Number.isNaN(date)) return undefined
   return Math.max(0, date - now)
 }
@@ -337,7 +349,9 @@ export class OpenAIChatClient implements ModelClient {
     if (reported) throw reported
     const parsed = CompletionSchema.safeParse(json)
     if (!parsed.success) throw new MalformedAnswer(`the provider answered with JSON that is not a chat completion (${zodProblem(parsed.error)})`)
-    const choice = parsed.data.choices[0]
+    // The first choice, as a stream's is (index 0): a server asked for several (`n`) need not list them in order.
+    const { choices } = parsed.data
+    const choice = choices.find((candidate) => (candidate.index ?? 0) === 0) ?? choices[0]
     if (!choice) throw new MalformedAnswer('the provider answered without choices')
     const toolCalls: ToolCall[] = (choice.message.tool_calls ?? []).map((call) => ({
       callId: call.id,

@@ -138,6 +138,7 @@ export type FailureClass =
   | 'model_timeout'
   | 'model_malformed'
   | 'model_filtered'
+  | 'model_truncated'
   | 'max_steps'
   | 'engine_error'
   | (string & {})

@@ -50,6 +50,32 @@ test(
 )
 
 test(
+  'a final answer cut at the output limit before any text (finish_reason length, no text) ends the run failed model_truncated, naming the limit to raise; one that kept some text completes',
+  engineTest(
+    [answer.text('', { finishReason: 'length' }), answer.text(' ', { finishReason: 'length' }), answer.text('the first half of', { finishReason: 'length' }), answer.text('', { finishReason: 'stop' })],
+    {},
+    async (h) => {
+      assert.equal(await h.run({ ...h.input('limited'), mainOutputLimit: 64 }), {
+        status: 'failed',
+        class: 'model_truncated',
+        message: 'the final answer reached the output limit (finish_reason length) before any text: raise mainOutputLimit (64, sent as max_tokens)',
+      })
+      assert.equal(await h.run(h.input('unlimited')), {
+        status: 'failed',
+        class: 'model_truncated',
+        message: "the final answer reached the output limit (finish_reason length) before any text: raise the provider's own output limit",
+      })
+      const limited = await factsOf(h.log, 'invocation-limited')
+      assert.equal(limited.map((fact) => fact.type), ['invocation.opened', 'model.requested', 'model.completed', 'invocation.ended'])
+      assert.is(limited[2]?.type === 'model.completed' ? limited[2].output.finishReason : undefined, 'length', 'the finish reason is recorded')
+      assert.equal(await h.run(h.input('partial')), { status: 'completed' })
+      // An empty answer the model ended itself (stop) is its choice to say nothing.
+      assert.equal(await h.run(h.input('silent')), { status: 'completed' })
+    },
+  ),
+)
+
+test(
   'provider options naming a field the engine sets are RUN_INVALID_INPUT, nothing written; other options are sent beside the engine’s own',
   engineTest([answer.text('done')], {}, async (h) => {
     const overrides: Record<string, unknown>[] = [

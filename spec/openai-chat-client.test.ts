@@ -215,11 +215,26 @@ test(
   }),
 )
 
-test('retry-after as an HTTP date', () => {
+test('retry-after as an HTTP date (of any of the three forms), and of a header sent twice its first value', () => {
   const now = Date.parse('2025-01-01T00:00:00Z')
   assert.is(retryAfterMsOf(new Headers({ 'retry-after': 'Wed, 01 Jan 2025 00:00:30 GMT' }), now), 30_000)
   assert.is(retryAfterMsOf(new Headers({ 'retry-after': 'Tue, 31 Dec 2024 23:59:00 GMT' }), now), 0)
   assert.is(retryAfterMsOf(new Headers({ 'retry-after': 'soon' }), now), undefined)
+  // A header sent twice reaches us joined: its first value counts ("2, 5" is no date in 2001).
+  const twice = (name: string, a: string, b: string) => {
+    const headers = new Headers()
+    headers.append(name, a)
+    headers.append(name, b)
+    return headers
+  }
+  assert.is(retryAfterMsOf(twice('retry-after', '2', '5'), now), 2_000)
+  assert.is(retryAfterMsOf(twice('retry-after', '120', '120'), now), 120_000)
+  assert.is(retryAfterMsOf(twice('retry-after-ms', '150', '300'), now), 150)
+  assert.is(retryAfterMsOf(twice('retry-after', 'Wed, 01 Jan 2025 00:00:30 GMT', 'Wed, 01 Jan 2025 00:01:00 GMT'), now), 30_000)
+  assert.is(retryAfterMsOf(new Headers({ 'retry-after': '2 5' }), now), undefined)
+  // RFC 850 and asctime dates name their month too.
+  assert.is(retryAfterMsOf(new Headers({ 'retry-after': 'Wednesday, 01-Jan-25 00:00:30 GMT' }), now), 30_000)
+  assert.is(retryAfterMsOf(new Headers({ 'retry-after': 'Wed Jan  1 00:00:30 2025' }), now), Date.parse('Wed Jan  1 00:00:30 2025') - now)
   assert.is(retryAfterMsOf(new Headers({}), now), undefined)
 })
 
@@ -826,7 +841,6 @@ test(
   }),
 )
 
-test.run()
 
 test('a 404 from a baseUrl without a path suggests /v1; from a baseUrl with one it does not', () =>
   withTimeout(async () => {
@@ -854,3 +868,26 @@ test('a 404 from a baseUrl without a path suggests /v1; from a baseUrl with one 
       await new Promise((resolve) => server.close(resolve))
     }
   }, TEST_MS))
+
+test(
+  'of several choices (n > 1) the one at index 0 is the answer, in whatever order a plain JSON answer lists them',
+  withServer(
+    [
+      answer.malformed({
+        body: JSON.stringify({
+          choices: [
+            { index: 1, message: { role: 'assistant', content: 'I am choice 1' }, finish_reason: 'stop' },
+            { index: 0, message: { role: 'assistant', content: 'I am choice 0' }, finish_reason: 'stop' },
+          ],
+        }),
+      }),
+    ],
+    async (server) => {
+      const response = await new OpenAIChatClient(provider(server)).complete(requestFor(bodyOf({ n: 2 })))
+      assert.is(response.kind, 'completed', JSON.stringify(response))
+      assert.is(response.kind === 'completed' && response.output.text, 'I am choice 0')
+    },
+  ),
+)
+
+test.run()

@@ -19,6 +19,12 @@ import { type InputCheck, inputCheckOf, inputChecks } from './tool-input.js'
 
 const noop = (): void => undefined
 
+/** A sealed or given execution setting as a refusal's message shows it: JSON, cut past 120 characters. */
+function shownSetting(value: unknown): string {
+  const text = JSON.stringify(value ?? null) ?? 'null'
+  return text.length > 120 ? `${text.slice(0, 119)}…` : text
+}
+
 /** Options of {@link Engine}. */
 export interface EngineOptions {
   log: EventLog
@@ -464,10 +470,12 @@ export class Engine {
         const sealed = work.pause.execution[field]
         const given = settings[field]
         // The catalog is sealed by digest: with the same names, what changed is a tool's description or input schema.
-        const why =
-          difference === 'tools' && isDeepStrictEqual(settings.tools.names, work.pause.execution.tools.names)
-            ? `the successor's tool catalog does not match the sealed pause: the same tools, but a description or input schema changed`
-            : `the successor's execution setting ${difference} does not match the sealed pause`
+        const sameNames = difference === 'tools' && isDeepStrictEqual(settings.tools.names, work.pause.execution.tools.names)
+        // Both values in the message too, for a log line that keeps only the message: the catalog by its tools' names.
+        const values = difference === 'tools' ? ` (sealed ${shownSetting(work.pause.execution.tools.names)}, given ${shownSetting(settings.tools.names)})` : ` (sealed ${shownSetting(sealed)}, given ${shownSetting(given)})`
+        const why = sameNames
+          ? `the successor's tool catalog does not match the sealed pause: the same tools, but a description or input schema changed`
+          : `the successor's execution setting ${difference} does not match the sealed pause${values}`
         // The way out of a deploy that changed the setting: give the paused turn up.
         const remedy = '; run the successor with the sealed settings, or give its turn up by admitting it with an already aborted signal'
         throw new FactstateError('HANDOFF_MISMATCH', `${why}${remedy}`, {

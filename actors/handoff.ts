@@ -102,6 +102,8 @@ export class Reservation implements HandoffReservation {
   pause: HandoffPause | undefined
   /** The decision being carried out, until the actor settles it. */
   #deciding: HoldDecision | undefined
+  /** What a decision that comes after the hold ended is told (`HANDOFF_NOT_HELD`): how it ended. */
+  #notHeld: string | undefined
 
   constructor(
     readonly intent: HandoffIntent,
@@ -146,7 +148,7 @@ export class Reservation implements HandoffReservation {
 
   #decide<T>(make: (done: Deferred<T>) => HoldDecision, done: Deferred<T>): Promise<T> {
     if (this.state !== 'held') {
-      return Promise.reject(new FactstateError('HANDOFF_NOT_HELD', `hold ${this.intent.handoffId} is no longer held`))
+      return Promise.reject(new FactstateError('HANDOFF_NOT_HELD', this.#notHeld ?? `hold ${this.intent.handoffId} is no longer held`))
     }
     this.state = 'deciding'
     const decision = make(done)
@@ -157,6 +159,7 @@ export class Reservation implements HandoffReservation {
 
   /** Called by the actor once a decision is durable. */
   settle(): void {
+    this.#notHeld = `hold ${this.intent.handoffId} is no longer held: it was ${this.#deciding?.kind === 'commit' ? 'committed' : 'released'}`
     this.state = 'done'
     this.#deciding = undefined
   }
@@ -178,6 +181,10 @@ export class Reservation implements HandoffReservation {
   /** Called by the actor when the run ends or fails before or while the hold is taken. */
   abandon(error: FactstateError): void {
     if (this.state === 'pending' || this.state === 'entering') this.held.reject(error)
+    if (this.state !== 'done') {
+      const why = error.message.startsWith(`${error.code}: `) ? error.message.slice(error.code.length + 2) : error.message
+      this.#notHeld ??= error.code === 'HANDOFF_NOT_HELD' ? why : `hold ${this.intent.handoffId} is no longer held: ${why}`
+    }
     // A decision taken as the hold was abandoned (an abort in the same tick as a commit) is refused, never left pending.
     if (this.#deciding) {
       const refusal =

@@ -331,7 +331,11 @@ export class InvocationActor {
         if (context.answered) await this.#end(this.#answeredOutcome())
         // A spent budget ends the run before any hold: a successor with no step left could do nothing.
         if (context.stepsUsed >= this.setup.budget) {
-          await this.#end({ status: 'failed', class: 'max_steps', message: `all ${this.setup.budget} model steps are spent` })
+          const { budget } = this.setup
+          const spent = budget === 1 ? 'its one model step is spent' : `all ${budget} model steps are spent`
+          // A successor's budget is what its seal left, whatever maxSteps it was given.
+          const whose = this.setup.opened.fact.type === 'invocation.opened' && this.setup.opened.fact.input.kind === 'handoff' ? ' (the steps its seal left, remainingSteps)' : ''
+          await this.#end({ status: 'failed', class: 'max_steps', message: `${spent}${whose}` })
         }
         const reservation = this.gate.pending()
         if (reservation) await this.#hold(reservation)
@@ -339,7 +343,8 @@ export class InvocationActor {
       }
     } catch (error) {
       if (error instanceof Ended) {
-        this.gate.close(unavailable(`invocation ${this.setup.invocation.invocationId} has ended (${error.outcome.status})`))
+        const { outcome } = error
+        this.gate.close(unavailable(`invocation ${this.setup.invocation.invocationId} has ended (${outcome.status === 'failed' ? `failed: ${outcome.class}` : outcome.status})`))
         return error.outcome
       }
       this.gate.close(unavailable(`invocation ${this.setup.invocation.invocationId} stopped: ${(error as Error).message}`))

@@ -91,12 +91,15 @@ test(
       change(candidate)
       const error = await refusedWithoutWriting(h.log, () => h.engine.start(candidate), 'HANDOFF_MISMATCH', what)
       assert.type(error.details?.field, 'string', `${what}: details.field names what differs`)
-      if (what === 'another model') assert.equal([error.details?.sealed, error.details?.given], [sealed.pause.execution.model, 'other-model'])
+      if (what === 'another model') {
+        assert.equal([error.details?.sealed, error.details?.given], [sealed.pause.execution.model, 'other-model'])
+        assert.match(error.message, new RegExp(`setting model does not match the sealed pause \\(sealed "${sealed.pause.execution.model}", given "other-model"\\); run the successor`))
+      }
       if (what === 'another output limit') assert.equal([error.details?.sealed, error.details?.given], [120, 121])
       if (what === 'a tool with another description (same names)') {
         assert.match(error.message, /the same tools, but a description or input schema changed; run the successor with the sealed settings, or give its turn up by admitting it with an already aborted signal$/)
       }
-      if (what === 'no tools') assert.match(error.message, /the successor's execution setting tools does not match/)
+      if (what === 'no tools') assert.match(error.message, /the successor's execution setting tools does not match the sealed pause \(sealed \["[^"]+"[^)]*\], given \[\]\)/)
     }
     assert.is(h.server.requests.length, 0, 'no refused successor reached the model')
 
@@ -260,7 +263,8 @@ test(
     const releasing = held.release()
     await rejectsWithCode(() => held.release(), 'HANDOFF_NOT_HELD', 'a release while the first is in progress')
     await releasing
-    await rejectsWithCode(() => held.release(), 'HANDOFF_NOT_HELD', 'a second release')
+    const again = await rejectsWithCode(() => held.release(), 'HANDOFF_NOT_HELD', 'a second release')
+    assert.match(again.message, /^HANDOFF_NOT_HELD: hold [^ ]+ is no longer held: it was released$/, again.message)
     await rejectsWithCode(() => held.commit(), 'HANDOFF_NOT_HELD', 'a commit after release')
     assert.equal(await running.wait(), { status: 'completed' })
     assert.is(echo.calls.length, 1)
@@ -310,7 +314,9 @@ test(
     const held = await running.handoff().reserve(intentOf('held-successor', 'run-held')).ready()
     controller.abort('operator')
     assert.equal(await running.wait(), { status: 'cancelled', source: 'operator' })
-    await rejectsWithCode(() => held.release(), 'HANDOFF_NOT_HELD', 'release after cancel')
+    const released = await rejectsWithCode(() => held.release(), 'HANDOFF_NOT_HELD', 'release after cancel')
+    // Why it is no longer held, not only that it is not.
+    assert.match(released.message, /^HANDOFF_NOT_HELD: hold [^ ]+ ended: the run was cancelled$/, released.message)
     await rejectsWithCode(() => held.commit(), 'HANDOFF_NOT_HELD', 'commit after cancel')
     assert.equal(await typesOf(h.log, 'invocation-held'), ['invocation.opened', 'hold.entered', 'invocation.ended'])
     assert.equal(await lastFactOf(h.log, 'invocation-held'), { type: 'invocation.ended', outcome: { status: 'cancelled', source: 'operator' } })

@@ -7,7 +7,7 @@ import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import type { ToolCall } from '../index.js'
 import { answer } from '../testing/scripted-model-server.js'
-import { assertFoldMatches, countingTool, engineTest, factsOf, lastFactOf, messagesOf, only, typesOf } from './support/engine-fixtures.js'
+import { assertFoldMatches, countingTool, engineTest, factsOf, intentOf, lastFactOf, messagesOf, only, sealAtFirstSafePoint, successorInput, typesOf } from './support/engine-fixtures.js'
 
 test(
   'several tool calls in one answer are dispatched and settled in order, each executed once; an unknown tool is rejected',
@@ -271,6 +271,19 @@ test(
       ['step-1', 'step-2'],
     )
     assert.equal(facts.at(-2)?.type, 'tool.settled', 'the run ends at a safe point')
+    assert.is(outcome.status === 'failed' && outcome.message, 'all 2 model steps are spent')
+    // One step: said in the singular. A hold asked of the ended run is told how it ended.
+    const one = await h.start({ ...h.input('one-step', { tools: [echo] }), maxSteps: 1 })
+    assert.equal(await one.wait(), { status: 'failed', class: 'max_steps', message: 'its one model step is spent' })
+    assert.throws(
+      () => one.handoff().reserve(intentOf('after-end', 'run-one-step')),
+      (error: Error & { code?: string }) => error.code === 'HANDOFF_UNAVAILABLE' && /has ended \(failed: max_steps\)$/.test(error.message),
+    )
+    // A successor's budget is what its seal left, whatever maxSteps it was given: its message says so.
+    const sealed = await sealAtFirstSafePoint(h, { ...h.input('sealed', { tools: [echo] }), maxSteps: 1 }, 'sealed-successor')
+    assert.is(sealed.pause.remainingSteps, 1)
+    const successor = await h.start({ ...successorInput(sealed), maxSteps: 256 })
+    assert.equal(await successor.wait(), { status: 'failed', class: 'max_steps', message: 'its one model step is spent (the steps its seal left, remainingSteps)' })
   }),
 )
 

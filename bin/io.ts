@@ -58,7 +58,8 @@ const snapshotRemedies: Partial<Record<FactstateErrorCode, string>> = {
  */
 export function reportError(error: unknown, io: CommandIo, snapshot = false): number {
   if (error instanceof FactstateError) {
-    io.stderr(`error ${error.message}`)
+    // `error: CODE: message`, as every other error line begins (`error:`), for a script that looks for it.
+    io.stderr(`error: ${error.message}`)
     const remedy = (snapshot ? snapshotRemedies[error.code] : undefined) ?? remedies[error.code]
     if (remedy) io.stderr(`remedy: ${remedy}`)
     return error.code === 'LOG_WRITER_BUSY' ? EXIT.busy : error.code === 'LOG_CORRUPT' ? EXIT.failed : EXIT.refused
@@ -88,7 +89,14 @@ function parseProblem(error: unknown): string {
     const option = /^Unknown option '([^']*)'/.exec(text)?.[1]
     if (option !== undefined) return `unknown option ${option}`
   }
-  return text
+  if (code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE') {
+    // Node's words span three lines and suggest `--last=-XYZ`, which the option then refuses anyway.
+    const ambiguous = /^Option '([^' ]+)[^']*' argument is ambiguous/.exec(text)?.[1]
+    if (ambiguous !== undefined) return `${ambiguous} needs a value, and one that begins with '-' is taken for an option`
+    const missing = /^Option '([^' ]+)[^']*' argument missing/.exec(text)?.[1]
+    if (missing !== undefined) return `${missing} needs a value`
+  }
+  return text.split('\n', 1)[0] ?? text
 }
 
 /**
@@ -228,27 +236,31 @@ export function snapshotDirectoryOf(log: EventLog): string | undefined {
 }
 
 /**
- * Resolves when SIGINT or SIGTERM arrives or `signal` aborts, whichever is first; `dispose` stops
- * listening. While it listens, the signals are the command's: `removeCopiesOnSignals` leaves them
- * to it, and the command closes what it opened before it returns.
+ * Resolves when SIGINT or SIGTERM arrives (with that signal) or `signal` aborts (with undefined),
+ * whichever is first; `dispose` stops listening. While it listens, the signals are the command's:
+ * `removeCopiesOnSignals` leaves them to it, and the command closes what it opened before it
+ * returns, then ends by the signal (`endBySignal`), as `tail -f` does, so a shell loop running it stops too.
  */
-export function untilStopped(signal: AbortSignal | undefined): { stopped: Promise<void>; dispose: () => void } {
-  let stop = (): void => undefined
-  const stopped = new Promise<void>((resolve) => {
-    stop = () => {
+export function untilStopped(signal: AbortSignal | undefined): { stopped: Promise<NodeJS.Signals | undefined>; dispose: () => void } {
+  let stop = (_by?: NodeJS.Signals): void => undefined
+  const stopped = new Promise<NodeJS.Signals | undefined>((resolve) => {
+    stop = (by) => {
       dispose()
-      resolve()
+      resolve(by)
     }
   })
+  const onInterrupt = () => stop('SIGINT')
+  const onTerminate = () => stop('SIGTERM')
+  const onAbort = () => stop()
   const dispose = () => {
-    process.off('SIGINT', stop)
-    process.off('SIGTERM', stop)
-    signal?.removeEventListener('abort', stop)
+    process.off('SIGINT', onInterrupt)
+    process.off('SIGTERM', onTerminate)
+    signal?.removeEventListener('abort', onAbort)
   }
-  process.on('SIGINT', stop)
-  process.on('SIGTERM', stop)
+  process.on('SIGINT', onInterrupt)
+  process.on('SIGTERM', onTerminate)
   if (signal?.aborted) stop()
-  else signal?.addEventListener('abort', stop)
+  else signal?.addEventListener('abort', onAbort)
   return { stopped, dispose }
 }
 

@@ -4,7 +4,7 @@
  * until Ctrl-C; usage errors; a log replaced under it.
  */
 import { spawn } from 'node:child_process'
-import { mkdir, readdir, rm } from 'node:fs/promises'
+import { mkdir, readdir, rename, rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
@@ -113,7 +113,72 @@ test(
 )
 
 test(
-  'the real CLI: log --follow on a held log prints what lands and exits 0 on SIGINT, leaving no copy',
+  'following with --from on a log still short of it prints nothing before --from, then each fact from it as it lands',
+  bounded(40_000, async (dir) => {
+    const path = join(dir, 'log')
+    let log = await EventLog.open(path)
+    await log.append(opened('a'))
+    await log.close()
+    const { io: lines, out } = collector()
+    // The follow asks whether stdout is closed at each look, the first one after the first read: then it follows.
+    let looks = 0
+    const io = { ...lines, stdoutClosed: () => (looks += 1) < 0 }
+    const stop = new AbortController()
+    const running = logCommand([path, '--from', '3', '--follow', '--refresh', '0.1', '--json'], io, { signal: stop.signal })
+    try {
+      await withTimeout(async () => {
+        while (looks === 0) await new Promise((resolve) => setTimeout(resolve, 20))
+      }, 15_000, 'the follow to start')
+      log = await EventLog.open(path)
+      try {
+        await log.appendAll([opened('b'), opened('c'), opened('d')])
+      } finally {
+        await log.close()
+      }
+      await printed(out, (line) => line.includes('inv-d'), 'the last fact')
+      assert.equal(out.map((line) => (JSON.parse(line) as { seq: number }).seq), [3, 4], 'from seq 3 on, each once')
+    } finally {
+      stop.abort()
+    }
+    assert.is(await running, 0)
+  }),
+)
+
+test(
+  'a log that goes missing while followed is waited for (a replace that is not one rename); one that stays gone ends the follow with 4 and says so',
+  bounded(40_000, async (dir) => {
+    const path = join(dir, 'log')
+    let log = await EventLog.open(path)
+    await log.append(opened('a'))
+    await log.close()
+    const { io, out, err } = collector()
+    const stop = new AbortController()
+    const running = logCommand([path, '--follow', '--refresh', '0.1', '--json'], io, { signal: stop.signal })
+    try {
+      await printed(out, (line) => line.includes('inv-a'), 'the first fact')
+      await rename(path, `${path}.moved`)
+      await new Promise((resolve) => setTimeout(resolve, 500))
+      await rename(`${path}.moved`, path)
+      log = await EventLog.open(path)
+      try {
+        await log.append(opened('b'))
+      } finally {
+        await log.close()
+      }
+      await printed(out, (line) => line.includes('inv-b'), 'the fact appended after the gap')
+      assert.equal(err, [], 'the gap went unremarked')
+      await rm(path, { recursive: true })
+      assert.is(await withTimeout(running, 20_000, 'the follow to stop'), 4)
+      assert.match(err.join('\n'), /^error: the log at .* is gone \(deleted or moved away\) and did not come back within 5 s; stopped following$/)
+    } finally {
+      stop.abort()
+      await running
+    }
+  }),
+)
+
+test(
+  'the real CLI: log --follow on a held log prints what lands and ends by SIGINT on Ctrl-C (as tail -f, so a shell loop stops too), leaving no copy',
   bounded(60_000, async (dir) => {
     const path = join(dir, 'log')
     const log = await EventLog.open(path)
@@ -130,14 +195,14 @@ test(
       let stderr = ''
       child.stdout.on('data', (chunk: Buffer) => (stdout += chunk))
       child.stderr.on('data', (chunk: Buffer) => (stderr += chunk))
-      const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)))
+      const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('close', (code, signal) => resolve({ code, signal })))
       const lines = () => stdout.split('\n')
       try {
         await printed(lines, (line) => line.includes('inv-held'), 'the first fact', 20_000)
         await log.append(opened('later'))
         await printed(lines, (line) => line.includes('inv-later'), 'the fact that landed', 20_000)
         child.kill('SIGINT')
-        assert.is(await exited, 0, stderr)
+        assert.equal(await exited, { code: null, signal: 'SIGINT' }, stderr)
       } finally {
         if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
       }

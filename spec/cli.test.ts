@@ -96,7 +96,15 @@ test('demo passes every step, then log, verify and recover read its log', () =>
       assert.match(badId.stderr, /--invocation takes an id/)
       const zero = await cli(['log', location, '--from', '0'])
       assert.is(zero.code, 2)
-      assert.match(zero.stderr, /--from takes a positive integer, not 0/)
+      assert.match(zero.stderr, /--from takes a whole number from 1 to 999,999,999,999,999, not 0/)
+      // Node's own words for a missing or dash-led value, in one line of the CLI's.
+      const dashed = await cli(['log', location, '--last', '-5'])
+      assert.is(dashed.code, 2)
+      assert.match(dashed.stderr, /^error: --last needs a value, and one that begins with '-' is taken for an option$/m)
+      assert.not.match(dashed.stderr, /XYZ/)
+      const missing = await cli(['log', location, '--session'])
+      assert.is(missing.code, 2)
+      assert.match(missing.stderr, /^error: --session needs a value$/m)
 
       const recover = await cli(['recover', location])
       assert.is(recover.code, 0)
@@ -123,7 +131,7 @@ test('demo passes every step, then log, verify and recover read its log', () =>
         // remedy for a snapshot (TMPDIR), not the one for the log's own directory.
         const noTmp = await cli(['verify', location], { TMPDIR: join(location, 'CURRENT') })
         assert.is(noTmp.code, 4, noTmp.stderr)
-        assert.match(noTmp.stderr, /^error LOG_IO: /m)
+        assert.match(noTmp.stderr, /^error: LOG_IO: /m)
         assert.match(noTmp.stderr, /^remedy: no snapshot of the log could be taken: the temporary directory \(TMPDIR\) must be writable/m)
         assert.not.match(noTmp.stderr, /check permissions and free disk space/)
         const busy = await cli(['recover', location])

@@ -1,12 +1,12 @@
 import { serveInspector } from '../../inspector/server.js'
 import { EventLog } from '../../store/event-log.js'
-import { type CommandIo, EXIT, closeLog, isLogDirectory, openLogToRead, parseCommand, reportReadError, snapshotDirectoryOf, untilStopped, usage } from '../io.js'
+import { type CommandIo, EXIT, closeLog, endBySignal, isLogDirectory, openLogToRead, parseCommand, reportReadError, snapshotDirectoryOf, untilStopped, usage } from '../io.js'
 
 /** The text `factstate inspect --help` prints. */
 export const inspectHelp = `usage: factstate inspect <log-directory> [--port N] [--refresh S]
 
 Serves the statechart visualizer for a log, on 127.0.0.1 only, and prints its URL. Read-only:
-nothing is appended, not even recovery. Stops on Ctrl-C (SIGINT) or SIGTERM.
+nothing is appended, not even recovery. Stops on Ctrl-C (SIGINT) or SIGTERM, and ends by that signal.
 
 The log is shown as a snapshot, so that the application can open it (LevelDB allows one process
 per directory) or keep it open while you look: a copy holding every fact durable when it was taken,
@@ -26,7 +26,8 @@ const DEFAULT_REFRESH_MS = 2_000
 
 /**
  * `factstate inspect <dir> [--port N] [--refresh S]`: serves the inspector on a log until SIGINT
- * or SIGTERM (or `options.signal` aborts), then closes the server and the log and returns 0.
+ * or SIGTERM (or `options.signal` aborts), then closes the server and the log and returns 0, asking
+ * to end by the signal (`endBySignal`) when one stopped it.
  *
  * @example
  * ```sh
@@ -72,7 +73,9 @@ export async function inspectCommand(args: string[], io: CommandIo, options: { s
       const kind = log.snapshotOf === undefined ? 'view' : 'snapshot'
       const refreshed = refresh === undefined ? '' : `, taken again when it changes (looked at every ${refreshMs / 1000} s)`
       io.stdout(`read-only ${kind} of ${directory} (${highWater} facts)${refreshed}; press Ctrl-C to stop`)
-      await untilStopped(options.signal).stopped
+      const by = await untilStopped(options.signal).stopped
+      // Ended by the signal once the server and the log are closed: a shell loop running it stops too.
+      if (by !== undefined) endBySignal(by)
     } finally {
       await inspector.close()
     }

@@ -4,7 +4,7 @@ import { EventLog, type RunSummary, logInternals } from '../../store/event-log.j
 import { summarizeFact } from '../../store/fact-summary.js'
 import { FactstateError } from '../../errors.js'
 import { changeMark, idAt } from '../../store/snapshot.js'
-import { type CommandIo, EXIT, closeLog, isLogDirectory, openLogToRead, parseCommand, reportReadError, snapshotDirectoryOf, untilStopped, usage } from '../io.js'
+import { type CommandIo, EXIT, closeLog, endBySignal, isLogDirectory, openLogToRead, parseCommand, reportReadError, snapshotDirectoryOf, untilStopped, usage } from '../io.js'
 
 export const logHelp = `usage: factstate log <log-directory> [--session ID] [--run ID] [--invocation ID] [--type TYPE] [--from SEQ] [--to SEQ] [--last N] [--json]
        factstate log <log-directory> [filters] [--last N] --follow [--refresh S] [--json]
@@ -18,7 +18,7 @@ Filters combine. TYPE is a fact type such as tool.dispatched; a trailing * match
 invocation, how it began (from which run), how it ended (or open), and its first and last seq.
 A log that another process has open is read as a snapshot: a copy taken now, holding every fact
 durable by then (said on stderr); facts appended after it are not printed.
---follow (-f) then keeps printing the facts that land, as tail -f does, until Ctrl-C (exit 0): it
+--follow (-f) then keeps printing the facts that land, as tail -f does, until Ctrl-C (it ends by it): it
 looks at the log's files every S seconds (--refresh, 0.1 to 3600, default 1) and reads a new
 snapshot when they changed. It always reads snapshots, so it never keeps the application from
 opening its log. It takes no --to.
@@ -67,7 +67,7 @@ export async function logCommand(args: string[], io: CommandIo, options: { signa
     const text = values[name]
     if (text === undefined) continue
     const value = /^[0-9]{1,15}$/.test(text) ? Number(text) : 0
-    if (value < 1) return usage(io, `--${name} takes a positive integer, not ${text}`, logHelp)
+    if (value < 1) return usage(io, `--${name} takes a whole number from 1 to 999,999,999,999,999, not ${text}`, logHelp)
     bounds[name] = value
   }
   if (bounds.last !== undefined && bounds.from !== undefined) return usage(io, '--last and --from do not combine', logHelp)
@@ -123,7 +123,8 @@ export async function logCommand(args: string[], io: CommandIo, options: { signa
         ? (await logInternals(log).invocationEvents(values.invocation, to)).filter((stored) => stored.seq >= from)
         : log.events({ from, to })
     const print = (stored: StoredEvent) => {
-      if (!matches(stored)) return
+      // Facts that land before --from (a log still short of it) are not shown while following either.
+      if (stored.seq < from || !matches(stored)) return
       shown += 1
       io.stdout(values.json ? JSON.stringify({ seq: stored.seq, ...stored.event }) : formatEvent(stored))
     }
@@ -141,13 +142,24 @@ export async function logCommand(args: string[], io: CommandIo, options: { signa
   }
 }
 
+/** How long `log --follow` keeps looking for a log that went missing before it stops. */
+const GONE_FOR_MS = 5_000
+
+/** Whether `error` says the log's directory is not there (any more). */
+function isGone(error: unknown): boolean {
+  // A FactstateError (no log to take a snapshot of) has the file system's error as its cause.
+  const codes = [(error as NodeJS.ErrnoException)?.code, ((error as Error)?.cause as NodeJS.ErrnoException | undefined)?.code]
+  return codes.includes('ENOENT') || codes.includes('ENOTDIR')
+}
+
 /** How often `log --follow` looks at the log's files by default. */
 const FOLLOW_REFRESH_MS = 1_000
 
 /**
  * `log --follow` after the facts up to `shownUpTo` were printed from `first`: every `refreshMs`,
  * when the log's files changed, a new snapshot is read from the fact after the last one printed,
- * then closed. Ends with 0 on SIGINT, SIGTERM or `signal`, or when the reader of stdout goes away.
+ * then closed. Ends with 0 when `signal` aborts or the reader of stdout goes away, and on SIGINT or
+ * SIGTERM by that signal (`endBySignal`), once the snapshot is closed.
  */
 async function follow(
   directory: string,
@@ -160,28 +172,42 @@ async function follow(
 ): Promise<number> {
   const { stopped, dispose } = untilStopped(signal)
   let stop = false
-  void stopped.then(() => {
+  void stopped.then((by) => {
     stop = true
+    // Ended by the signal once the snapshot is closed, as tail -f is: a shell loop running it stops too.
+    if (by !== undefined) endBySignal(by)
   })
   const copies = snapshotDirectoryOf(first)
   let lastMark: string | undefined
   let lastId = shownUpTo === 0 ? undefined : await idAt(first, shownUpTo)
+  /** When the log was first found missing, in this run of misses. */
+  let goneSince: number | undefined
   try {
     for (;;) {
       let timer: ReturnType<typeof setTimeout> | undefined
       await Promise.race([stopped, new Promise((resolve) => (timer = setTimeout(resolve, refreshMs)))])
       clearTimeout(timer)
       if (stop || io.stdoutClosed?.()) return EXIT.ok
-      const mark = await changeMark(directory)
-      if (mark === lastMark) continue
+      let mark: string
       let next: EventLog
       try {
+        mark = await changeMark(directory)
+        if (mark === lastMark) {
+          goneSince = undefined
+          continue
+        }
         next = await EventLog.openSnapshot(directory, copies === undefined ? {} : { directory: copies })
       } catch (error) {
         // The log kept changing through every copy, say: looked at again next time.
         if (error instanceof FactstateError && error.code === 'LOG_IO') continue
-        throw error
+        if (!isGone(error)) throw error
+        // Gone: deleted, or in the gap of a replace that is not one rename (`mv log old; cp -r new log`).
+        goneSince ??= Date.now()
+        if (Date.now() - goneSince < GONE_FOR_MS) continue
+        io.stderr(`error: the log at ${directory} is gone (deleted or moved away) and did not come back within ${GONE_FOR_MS / 1000} s; stopped following`)
+        return EXIT.refused
       }
+      goneSince = undefined
       try {
         const { highWater } = next.head()
         // The same log still, grown: the fact last printed is where it was.

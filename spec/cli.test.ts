@@ -3,6 +3,8 @@
  * demo's log, usage errors and the busy-log exit code.
  */
 import { spawn } from 'node:child_process'
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { closeSync, openSync, readdirSync, readFileSync } from 'node:fs'
 import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises'
 import { constants } from 'node:os'
@@ -395,6 +397,76 @@ test('a signal sent to the demo alone ends the phase process it runs too, and th
         await closed
       }
     }, 30_000),
+  ))
+
+/**
+ * An OpenAI-compatible endpoint on 127.0.0.1 that answers as a model would: `calls` drives the
+ * demo's tools one call per answer, `none` answers every request with text. Every request is kept.
+ */
+async function modelEndpoint(mode: 'calls' | 'none'): Promise<{ baseUrl: string; requests: { authorization?: string | undefined }[]; close(): Promise<void> }> {
+  const requests: { authorization?: string | undefined }[] = []
+  const server = createServer((request, response) => {
+    let text = ''
+    request.on('data', (chunk: Buffer) => (text += chunk))
+    request.on('end', () => {
+      requests.push({ authorization: request.headers.authorization })
+      const messages = (JSON.parse(text) as { messages: { role: string; content: string | null }[] }).messages
+      const users = messages.filter((m) => m.role === 'user').map((m) => String(m.content))
+      const results = messages.filter((m) => m.role === 'tool').length
+      const call = (name: string, args: object) => ({ role: 'assistant', content: null, tool_calls: [{ id: `call_${requests.length}`, type: 'function', function: { name, arguments: JSON.stringify(args) } }] })
+      const text_ = (content: string) => ({ role: 'assistant', content })
+      let message: object = text_('Done.')
+      if (mode === 'calls' && users[0]?.startsWith('Ship order') && results < 2) message = call('append_ledger', { entry: results === 0 ? 'order #1001 shipped' : 'invoice #1001 sent' })
+      if (mode === 'calls' && users[0]?.startsWith('Refund order')) message = call('refund', { order: '1002' })
+      if (mode === 'none') message = text_('I cannot do that myself.')
+      const toolCalls = 'tool_calls' in message
+      response.writeHead(200, { 'content-type': 'application/json' })
+      response.end(JSON.stringify({ id: 'x', object: 'chat.completion', created: 1, model: 'm', choices: [{ index: 0, message, finish_reason: toolCalls ? 'tool_calls' : 'stop' }] }))
+    })
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  return {
+    baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`,
+    requests,
+    close: () => new Promise((resolve) => server.close(() => resolve())),
+  }
+}
+
+test('demo against a real endpoint (OPENAI_BASE_URL): passes when the model calls the tools, and otherwise stops at the first step with the reason', () =>
+  withTempDir((dir) =>
+    withTimeout(async () => {
+      const calls = await modelEndpoint('calls')
+      try {
+        const env = { OPENAI_BASE_URL: calls.baseUrl, OPENAI_API_KEY: 'sk-real-mode-0123456789abcdef', OPENAI_MODEL: 'a-model' }
+        const passed = await cli(['demo', '--dir', join(dir, 'calls')], env)
+        assert.is(passed.code, 0, passed.stdout + passed.stderr)
+        assert.match(passed.stdout, /demo passed: every step behaved as described/)
+        // The holds were taken while the first and the second request were in flight, not before any request.
+        const facts = await cli(['log', join(dir, 'calls', 'log'), '--session', 'demo', '--json'], env)
+        const types = facts.stdout.trim().split('\n').map((line) => (JSON.parse(line) as { fact: { type: string } }).fact.type)
+        assert.equal(types.slice(0, 8), ['invocation.opened', 'model.requested', 'model.completed', 'tool.dispatched', 'tool.settled', 'hold.entered', 'hold.released', 'model.requested'])
+        assert.ok(calls.requests.every((request) => request.authorization === 'Bearer sk-real-mode-0123456789abcdef'))
+      } finally {
+        await calls.close()
+      }
+      const none = await modelEndpoint('none')
+      try {
+        // Credentials in the URL are refused by the engine, and never printed by the demo.
+        const withUser = none.baseUrl.replace('http://', 'http://alice:url-password-42@')
+        const refused = await cli(['demo', '--dir', join(dir, 'user')], { OPENAI_BASE_URL: withUser })
+        assert.is(refused.code, 1)
+        assert.not.match(refused.stdout + refused.stderr, /url-password-42|alice/)
+        assert.match(refused.stdout, /^model: http:\/\/\*\*\*:\*\*\*@127\.0\.0\.1:/m)
+        const failed = await cli(['demo', '--dir', join(dir, 'none')], { OPENAI_BASE_URL: none.baseUrl })
+        assert.is(failed.code, 1, failed.stdout + failed.stderr)
+        assert.match(failed.stderr, /^\[process 1\] the run ended completed before the demo could hold it: with a real model the demo needs it to call append_ledger/m)
+        assert.match(failed.stdout, /stopped: step 1–2 did not behave as described .*; the steps after it depend on it and were not run/)
+        assert.not.match(failed.stdout, /process 2|process 3|process 4/, 'no later step ran')
+        assert.match(failed.stderr, /^demo failed: 1 step\(s\) did not behave as described: process 1 sealed the run and exited$/m)
+      } finally {
+        await none.close()
+      }
+    }, 90_000),
   ))
 
 test('demo refuses to empty a directory holding a log it did not write', () =>

@@ -86,19 +86,59 @@ export function tools(ledger: string, options: { refundHangs?: () => void } = {}
 export interface DemoModel {
   provider: RunInput['provider']
   server: ScriptedModelServer | undefined
-  /** Waits for request `n` in scripted mode; returns at once against a real endpoint. */
+  /** Against a real endpoint, counts the model requests `log` records from now on (call it before any run starts): what `seen` waits for. */
+  watch(log: EventLog): () => void
+  /**
+   * Waits until request `n` (from 0) of this process is in flight: the scripted server has it (and
+   * keeps its answer back until `release(n)`); against a real endpoint, its `model.requested` is
+   * durable (the answer is on its way), or a run of this process has ended, which the caller then sees.
+   */
   seen(n: number): Promise<void>
   release(n: number): void
   close(): Promise<void>
 }
 
+/** `OPENAI_BASE_URL` as the demo prints it: a user name and password in it are masked. */
+export function shownBaseUrl(baseUrl: string): string {
+  try {
+    const url = new URL(baseUrl)
+    if (url.username === '' && url.password === '') return baseUrl
+    if (url.username !== '') url.username = '***'
+    if (url.password !== '') url.password = '***'
+    return url.toString()
+  } catch {
+    return '(OPENAI_BASE_URL is not a URL)'
+  }
+}
+
 export async function demoModel(script: ScriptedAnswer[]): Promise<DemoModel> {
   const baseUrl = process.env.OPENAI_BASE_URL
   if (baseUrl) {
+    let requests = 0
+    let ended = false
+    const waiting: { n: number; resolve: () => void }[] = []
+    const wake = () => {
+      for (const waiter of waiting.splice(0)) {
+        if (ended || requests > waiter.n) waiter.resolve()
+        else waiting.push(waiter)
+      }
+    }
     return {
       provider: { kind: 'openai-chat', baseUrl, model: process.env.OPENAI_MODEL ?? 'gpt-4o-mini', ...(process.env.OPENAI_API_KEY ? { apiKey: process.env.OPENAI_API_KEY } : {}) },
       server: undefined,
-      seen: async () => undefined,
+      watch: (log) =>
+        logInternals(log).subscribe((events: StoredEvent[]) => {
+          for (const { event } of events) {
+            if (event.fact.type === 'model.requested') requests += 1
+            if (event.fact.type === 'invocation.ended') ended = true
+          }
+          wake()
+        }),
+      seen: (n) =>
+        new Promise<void>((resolve) => {
+          waiting.push({ n, resolve })
+          wake()
+        }),
       release: () => undefined,
       close: async () => undefined,
     }
@@ -108,6 +148,7 @@ export async function demoModel(script: ScriptedAnswer[]): Promise<DemoModel> {
     // The key is only there to show it never reaches the log.
     provider: { kind: 'openai-chat', baseUrl: server.baseUrl, model: 'demo-model', apiKey: 'sk-demo-never-persisted' },
     server,
+    watch: () => () => undefined,
     seen: async (n) => {
       await server.seen(n)
     },

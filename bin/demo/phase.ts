@@ -6,7 +6,9 @@
  */
 import { Engine } from '../../actors/engine.js'
 import { isFactstateError } from '../../errors.js'
-import type { HandoffPause, Invocation } from '../../facts/types.js'
+import type { HandoffPause, Invocation, InvocationOutcome } from '../../facts/types.js'
+import type { RunningInvocation } from '../../actors/engine.js'
+import type { HandoffReservation, HeldInvocation } from '../../actors/handoff.js'
 import { EventLog } from '../../store/event-log.js'
 import { recoverInvocations } from '../../store/recovery.js'
 import { answer } from '../../testing/scripted-model-server.js'
@@ -15,6 +17,35 @@ import { CRASH_SESSION, SESSION, demoModel, intent, paths, printTransitions, rea
 const say = (line: string) => process.stdout.write(`${line}\n`)
 
 const first: Invocation = { sessionId: SESSION, turnId: 'turn-1', runId: 'run-1', invocationId: 'inv-run-1' }
+
+/** A step that could not be shown, in the demo's words: printed as its message alone, without a stack. */
+class StepFailed extends Error {}
+
+/** Against a real endpoint the steps depend on the model: what the demo needs it to do. */
+const realModel = process.env.OPENAI_BASE_URL !== undefined && process.env.OPENAI_BASE_URL !== ''
+
+/** An outcome in a line: `failed model_failed: the provider answered HTTP 401: …`. */
+function describeOutcome(outcome: InvocationOutcome): string {
+  if (outcome.status === 'failed') return `failed ${outcome.class}${outcome.message === undefined ? '' : `: ${outcome.message}`}`
+  if (outcome.status === 'cancelled') return `cancelled (${outcome.source})`
+  return outcome.status
+}
+
+/**
+ * A hold on `running` at its next safe point, or, when the run ended first (a real model that did
+ * not call the tools the demo asks for, an endpoint that refused every request), why not.
+ */
+async function hold(running: RunningInvocation, reservation: () => HandoffReservation, needs: string): Promise<HeldInvocation> {
+  try {
+    return await reservation().ready()
+  } catch (error) {
+    if (!isFactstateError(error, 'HANDOFF_UNAVAILABLE')) throw error
+    const outcome = await running.wait()
+    // A model that answered without the calls is told what the demo needs; a failure speaks for itself.
+    const hint = realModel && outcome.status === 'completed' ? `: with a real model the demo needs ${needs}` : ''
+    throw new StepFailed(`the run ended ${describeOutcome(outcome)} before the demo could hold it${hint}`)
+  }
+}
 
 /** Phase 1 and 2: a tool runs, a hold is rolled back, a second hold seals the run. */
 async function seal(dir: string): Promise<void> {
@@ -26,6 +57,7 @@ async function seal(dir: string): Promise<void> {
   ])
   const log = await EventLog.open(location)
   const stop = await printTransitions(log, say)
+  const unwatch = model.watch(log)
   try {
     const engine = new Engine({ log })
     const running = await engine.start(
@@ -33,17 +65,29 @@ async function seal(dir: string): Promise<void> {
     )
     await model.seen(0)
     say('» request 1 is in flight: a reviewer reserves hold "review" (it waits for the next safe point)')
-    const review = running.handoff().reserve(intent('review', first.runId))
-    model.release(0)
-    const held = await review.ready()
+    const held = await hold(
+      running,
+      () => {
+        const review = running.handoff().reserve(intent('review', first.runId))
+        model.release(0)
+        return review
+      },
+      'it to call append_ledger for the shipment, then again for the invoice, one call per answer',
+    )
     say(`» safe point reached: the tool ran ${(await readLedger(ledger)).length} time(s), nothing is in flight; the run is held`)
     say('» the reviewer approves: roll the hold back, the run goes on')
     await held.release()
     await model.seen(1)
     say('» request 2 is in flight: reserve hold "handoff" to move the run to another process')
-    const handoff = running.handoff().reserve(intent('handoff', first.runId))
-    model.release(1)
-    const sealing = await handoff.ready()
+    const sealing = await hold(
+      running,
+      () => {
+        const handoff = running.handoff().reserve(intent('handoff', first.runId))
+        model.release(1)
+        return handoff
+      },
+      'its second answer to call append_ledger for the invoice (it answered without it)',
+    )
     const preview = sealing.preview()
     const pause: HandoffPause = await sealing.commit()
     const outcome = await running.wait()
@@ -56,6 +100,7 @@ async function seal(dir: string): Promise<void> {
       ledger: (await readLedger(ledger)).length,
     })
   } finally {
+    unwatch()
     stop()
     await log.close()
     await model.close()
@@ -83,10 +128,16 @@ async function successor(dir: string): Promise<void> {
     const invocation: Invocation = { ...first, runId: pause.intent.successorRunId, invocationId: pause.intent.successorInvocationId }
     say(`» the sealed pause authorizes ${invocation.runId}; its settings match, so it is admitted`)
     const engine = new Engine({ log })
+    const before = await readLedger(ledger)
     const outcome = await engine.run(runInput(model, ledger, invocation, { kind: 'handoff', source, pause }))
-    const messages = (model.server?.requests[0]?.body as { messages?: { role: string }[] } | undefined)?.messages ?? []
-    say(`» the successor replayed ${messages.filter((m) => m.role === 'tool').length} tool result(s) from facts and finished: ${outcome.status}`)
-    result({ recovered: closed, outcome: outcome.status, ledger: (await readLedger(ledger)).length })
+    // What it was sent of the sealed run's tools: their results, from the facts (the first request's tool messages).
+    let replayed = 0
+    for await (const { event } of log.events()) if (event.invocation.invocationId === first.invocationId && event.fact.type === 'tool.settled') replayed += 1
+    say(`» the successor replayed ${replayed} tool result(s) from facts and finished: ${describeOutcome(outcome)}`)
+    const after = await readLedger(ledger)
+    // A tool of the sealed run run again would repeat its operation id; a real model may make calls of its own.
+    const earlier = new Set(before.map((entry) => entry.operationId))
+    result({ recovered: closed, outcome: outcome.status, ledger: after.length, rerun: after.slice(before.length).filter((entry) => earlier.has(entry.operationId)).length, calls: after.length - before.length })
   } finally {
     stop()
     await log.close()
@@ -104,10 +155,14 @@ async function crash(dir: string): Promise<void> {
   const invocation: Invocation = { sessionId: CRASH_SESSION, turnId: 'turn-1', runId: 'crash-run-1', invocationId: 'inv-crash-run-1' }
   const input = runInput(model, ledger, invocation, { kind: 'message', content: 'Refund order #1002.' })
   input.tools = tools(ledger, { refundHangs: () => say('TOOL_RUNNING') })
-  await engine.start(input)
-  // The orchestrator kills this process while the refund runs; nothing below is reached.
-  await new Promise(() => undefined)
+  const running = await engine.start(input)
+  // The orchestrator kills this process while the refund runs: the run ends only if the refund never ran.
+  const outcome = await running.wait()
   stop()
+  await log.close()
+  await model.close()
+  const hint = realModel && outcome.status === 'completed' ? ': with a real model the demo needs it to call refund for order 1002' : ''
+  throw new StepFailed(`the run ended ${describeOutcome(outcome)} without running refund, so there is no crash to show${hint}`)
 }
 
 /** Phase 4b: recovery marks the refund's outcome unknown; the next message must reconcile. */
@@ -132,7 +187,10 @@ async function reconcile(dir: string): Promise<void> {
       )
     let refusal = 'none'
     try {
-      await engine.start(next(false))
+      const admitted = await engine.start(next(false))
+      // Admitted: the crash left no unknown outcome (the refund never ran), and the demo's point is gone.
+      const outcome = await admitted.wait()
+      throw new StepFailed(`the next message was not refused (no outcome was left unknown) and ended ${describeOutcome(outcome)}`)
     } catch (error) {
       if (!isFactstateError(error)) throw error
       refusal = error.code
@@ -167,7 +225,7 @@ if (!run || !dir) {
 run(dir).then(
   () => process.exit(0),
   (error: unknown) => {
-    process.stderr.write(`${isFactstateError(error) ? error.message : String((error as Error)?.stack ?? error)}\n`)
+    process.stderr.write(`${isFactstateError(error) || error instanceof StepFailed ? error.message : String((error as Error)?.stack ?? error)}\n`)
     process.exit(1)
   },
 )

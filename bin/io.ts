@@ -220,7 +220,7 @@ export async function openLogToRead(directory: string, io: CommandIo, options: {
   }
   copyDirectoryOf.set(snapshot, copies)
   if (!options.snapshot) {
-    io.stderr(`note: another process has this log open: reading a snapshot of it taken now (${snapshot.head().highWater} facts); facts appended after it are not shown`)
+    io.stderr(`note: another process has this log open: reading a snapshot of it taken now (${snapshot.head().highWater} facts); facts appended after it are not read`)
   }
   return snapshot
 }

@@ -541,7 +541,8 @@ test('demo refuses with exit 3, deleting nothing, while its last log is open in 
       await held.append(new EventMaker(invocationOf('earlier')).next(facts.opened()))
       const result = await cli(['demo', '--dir', dir])
       assert.is(result.code, 3, result.stderr)
-      assert.match(result.stderr, /LOG_WRITER_BUSY/)
+      assert.match(result.stderr, /^error: LOG_WRITER_BUSY: another process has the log of the last demo in .* open \(.*\); nothing was deleted$/m)
+      assert.match(result.stderr, /^remedy: stop that process, or run the demo with another --dir$/m)
       assert.is((await held.verify()).events, 1, 'the log in use is whole')
     } finally {
       await held.close()

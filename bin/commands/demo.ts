@@ -211,6 +211,11 @@ export async function demoCommand(args: string[], io: CommandIo): Promise<number
   try {
     await prepare(dir)
   } catch (error) {
+    if (error instanceof FactstateError && error.code === 'LOG_WRITER_BUSY') {
+      io.stderr(`error: LOG_WRITER_BUSY: another process has the log of the last demo in ${dir} open (an application, inspect or log --follow left running on it?); nothing was deleted`)
+      io.stderr('remedy: stop that process, or run the demo with another --dir')
+      return EXIT.busy
+    }
     if (error instanceof FactstateError) return reportError(error, io)
     // A directory the demo may not empty is a matter of the command line, not a failed demo.
     return usage(io, (error as Error).message, demoHelp)

@@ -5,6 +5,8 @@
  * run acknowledges the unknown outcome, and the model is told — the tool is never replayed.
  */
 import { test } from 'uvu'
+import type { Fact } from '../facts/types.js'
+import { summarizeFact } from '../store/fact-summary.js'
 import * as assert from 'uvu/assert'
 import { EventLog, type UncertainOperation, recoverInvocations } from '../index.js'
 import { answer } from '../testing/scripted-model-server.js'
@@ -174,6 +176,8 @@ test(
     const [opened] = only(await factsOf(h.log, 'invocation-told'), 'invocation.opened')
     assert.equal(opened?.input.kind === 'continuation' && [opened.input.content, opened.input.priorUnknown?.map((op) => op.operationId)], ['did the deploy happen?', [operationId]])
     assert.is(opened?.execution.instructions, 'You are careful with deployments.')
+    // The CLI's line (and the inspector's timeline) for it says it acknowledged the unknown outcome.
+    assert.match(summarizeFact(opened as Fact), /^continuation from run-crash@\d+, message "did the deploy happen\?" \(acknowledges 1 unknown outcome\(s\)\); instructions /)
   }),
 )
 

@@ -21,9 +21,13 @@ function describe(fact: Fact): string {
     case 'invocation.opened': {
       const { instructions } = fact.execution
       const told = instructions === undefined ? '' : `; instructions ${clip(JSON.stringify(instructions), 40)}`
-      return fact.input.kind === 'message'
-        ? `message ${json(fact.input.content)}${fact.input.priorUnknown?.length ? ` (acknowledges ${fact.input.priorUnknown.length} unknown outcome(s))` : ''}${told}`
-        : `${fact.input.kind} from ${fact.input.source.invocation.runId}@${fact.input.source.highWater}${fact.input.kind === 'continuation' && fact.input.content !== undefined ? `, message ${json(fact.input.content)}` : ''}${told}`
+      const { input } = fact
+      // A message or a continuation may acknowledge the outcomes a crash left unknown (allowPriorUnknown).
+      const unknown = input.kind === 'handoff' ? 0 : (input.priorUnknown?.length ?? 0)
+      const acknowledged = unknown > 0 ? ` (acknowledges ${unknown} unknown outcome(s))` : ''
+      return input.kind === 'message'
+        ? `message ${json(input.content)}${acknowledged}${told}`
+        : `${input.kind} from ${input.source.invocation.runId}@${input.source.highWater}${input.kind === 'continuation' && input.content !== undefined ? `, message ${json(input.content)}` : ''}${acknowledged}${told}`
     }
     case 'model.requested':
       return `${fact.stepId} model=${fact.model}`

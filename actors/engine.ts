@@ -738,7 +738,17 @@ export class Engine {
       const claimId = work.pause.intent.claimId
       const user = await view.claim(claimId)
       if (user !== undefined || !session.paused.some((turn) => turn.invocationId === sourceId)) {
-        throw new FactstateError('HANDOFF_CLAIMED', `claim ${claimId} was already used${user ? ` by ${user}` : ''}`, {
+        // What became of the successor that used it, and how to go on from there: a successor runs once.
+        const successor = user === undefined ? undefined : await view.invocation(user)
+        let next = ''
+        if (successor?.outcome !== undefined) {
+          const { outcome } = successor
+          const ended = outcome.status === 'failed' ? `failed ${outcome.class}` : outcome.status
+          next = `, which ended ${ended}: to go on from it, continue its run ${successor.invocation.runId} (work kind continuation, from log.runSource's boundary for it), which gets maxSteps anew, not the seal's remainingSteps`
+        } else if (successor !== undefined) {
+          next = ', which is still open: running, or left open by a crash until recoverInvocations closes it'
+        }
+        throw new FactstateError('HANDOFF_CLAIMED', `claim ${claimId} was already used${user ? ` by ${user}` : ''}${next}`, {
           details: { claimId, ...(user !== undefined && { claimedBy: user }) },
         })
       }

@@ -107,9 +107,15 @@ test(
     await h.server.seen(0)
     const claimed = await refusedWithoutWriting(h.log, () => h.engine.start(successorInput(sealed)), 'HANDOFF_CLAIMED', 'a second successor while the first runs')
     assert.equal(claimed.details, { claimId: sealed.pause.intent.claimId, claimedBy: successor.invocation.invocationId }, 'details name the claim and its user')
+    assert.match(claimed.message, /was already used by [^ ]+, which is still open: running, or left open by a crash until recoverInvocations closes it$/)
     h.server.release(0)
     assert.equal(await successor.wait(), { status: 'completed' })
-    await refusedWithoutWriting(h.log, () => h.engine.start(successorInput(sealed)), 'HANDOFF_CLAIMED', 'a second successor')
+    const again = await refusedWithoutWriting(h.log, () => h.engine.start(successorInput(sealed)), 'HANDOFF_CLAIMED', 'a second successor')
+    // Once it has ended: how to go on from it, since a successor runs once.
+    assert.match(
+      again.message,
+      new RegExp(`which ended completed: to go on from it, continue its run ${successor.invocation.runId} \\(work kind continuation, from log\\.runSource's boundary for it\\), which gets maxSteps anew, not the seal's remainingSteps$`),
+    )
     assert.is(h.server.requests.length, 1)
   }),
 )

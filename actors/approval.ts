@@ -10,6 +10,7 @@ import { type Secrets, redact } from './redaction.js'
 
 /** What the approver is asked: one call of a tool that needs approval, not dispatched yet. */
 export interface ApprovalRequest {
+  /** The invocation whose model made the call. */
   invocationId: string
   /** The model step whose answer made the call. */
   stepId: string
@@ -29,7 +30,21 @@ export interface ApprovalRequest {
  * The approver's answer. `by` names who decided (recorded); `reason` says why a call was denied
  * (recorded, and the model is told).
  */
-export type ApprovalDecision = { approved: true; by?: string | undefined } | { approved: false; by?: string | undefined; reason?: string | undefined }
+export type ApprovalDecision =
+  | {
+      /** Dispatch the call. */
+      approved: true
+      /** Who decided: recorded in `tool.dispatched{approval}` (cut to 2,000 characters, without the provider's key). */
+      by?: string | undefined
+    }
+  | {
+      /** Do not run the call: it is `tool.rejected{denied}`. */
+      approved: false
+      /** Who decided: recorded (cut to 2,000 characters, without the provider's key). */
+      by?: string | undefined
+      /** Why: recorded, and the model is told it (cut to 2,000 characters, without the provider's key). */
+      reason?: string | undefined
+    }
 
 /** Decides on one call; may take as long as it needs (the run waits, at no safe point). */
 export type Approver = (request: ApprovalRequest) => ApprovalDecision | Promise<ApprovalDecision>

@@ -27,11 +27,16 @@ function shownSetting(value: unknown): string {
 
 /** Options of {@link Engine}. */
 export interface EngineOptions {
+  /**
+   * The log every run is recorded in, from `EventLog.open` and open (a snapshot is refused:
+   * `ENGINE_INVALID_OPTIONS`). The engine does not close it.
+   */
   log: EventLog
+  /** Sends the model requests: timeouts, retries and the provider client (default `new ModelExecutor()`). */
   model?: ModelExecutor | undefined
   /** The clock for `recordedAt` (default `Date.now`): inject it for deterministic tests. */
   now?: (() => number) | undefined
-  /** Event ids (default `<invocationId>/<ordinal>`, stable across replays). */
+  /** Event ids (default `<invocationId>/<ordinal>`, stable across replays); each must be unique in the log. */
   eventId?: ((invocation: Invocation, ordinal: number) => string) | undefined
   /**
    * The most a tool's recorded outcome may hold, in UTF-8 bytes of JSON text (default 4,194,304:
@@ -50,9 +55,11 @@ const MAX_TOOL_RESULT_LIMIT = 256 * 1024 * 1024
 /** Options of {@link Engine.start} and {@link Engine.run}. */
 export interface StartOptions {
   /**
-   * Aborting cancels the run at its next step boundary (a running tool gets the signal too). Already
-   * aborted, the run ends before any model request; a handoff successor admitted so gives its paused
-   * turn up and is not held to the seal's execution settings (it records the seal's).
+   * Aborting cancels the run: a model request in flight is aborted (`model.interrupted{cancelled}`), a
+   * running tool gets the signal and is waited for, and the run ends `cancelled`, its `source` the
+   * abort reason when that is a non-empty string (else `'signal'`). Already aborted, the run ends
+   * before any model request; a handoff successor admitted so gives its paused turn up and is not
+   * held to the seal's execution settings (it records the seal's).
    */
   signal?: AbortSignal | undefined
   /**
@@ -141,10 +148,15 @@ function startSignal(signal: unknown, refuse: (field: string, message: string) =
 
 /** An admitted invocation, running as an actor. */
 export interface RunningInvocation {
+  /** The invocation it runs as (a copy of the input's `invocation`). */
   invocation: Invocation
   /** The gate for handoff holds on this invocation. */
   handoff(): HandoffGate
-  /** Resolves with the outcome once `invocation.ended` is durable. */
+  /**
+   * Resolves with the outcome once `invocation.ended` is durable (each call gets its own copy).
+   * Rejects with `LOG_CLOSED` when the log closes under the run, and with the log's error when it
+   * refuses one of the run's facts (the run then ends `failed{engine_error}`).
+   */
   wait(): Promise<InvocationOutcome>
   /** The machine state now (equal to folding the invocation's facts from the log). */
   state(): InvocationState

@@ -10,7 +10,11 @@ import type { HandoffIntent, HandoffPause, Invocation } from '../facts/types.js'
 
 /** Takes holds on one running invocation; one reservation at a time. */
 export interface HandoffGate {
-  /** Reserves a hold for the next safe point. `HANDOFF_BUSY` while another reservation is pending or held. */
+  /**
+   * Reserves a hold for the next safe point. Throws at once: `HANDOFF_MISMATCH` for an invalid intent
+   * (`details.fields`), `HANDOFF_BUSY` while another reservation is pending or held,
+   * `HANDOFF_UNAVAILABLE` once the run has ended or its signal has aborted.
+   */
   reserve(intent: HandoffIntent): HandoffReservation
 }
 

@@ -33,6 +33,7 @@ export interface ModelRequest {
   body: ChatRequestBody
   /** `JSON.stringify(body)`: the digest in `model.requested` is over these bytes, and a retry sends them unchanged. */
   bodyText: string
+  /** Aborts when the run is cancelled or its log closes, and when the engine gives up on the attempt (past `timeoutMs` + 1 s). */
   signal: AbortSignal
   /** How long the whole attempt may take, from sending the request to the last part of the answer. */
   timeoutMs: number
@@ -61,36 +62,60 @@ export interface ModelRequest {
 
 /** A piece of a streamed tool call, as a client passes it on (see `ModelRequest.onToolCall`). */
 export interface ToolCallPiece {
+  /** The call's place in the answer, as the provider numbers it (from 0). */
   index: number
+  /** The call's id, with the piece that first has it. */
   callId?: string | undefined
+  /** The tool's name, with the piece that first has it. */
   name?: string | undefined
+  /** The next piece of the arguments' JSON text. */
   arguments?: string | undefined
 }
 
 /** How one attempt ended. */
 export type ModelResponse =
-  | { kind: 'completed'; output: ModelOutput }
+  | {
+      kind: 'completed'
+      /** The answer: what `model.completed` records, once redacted of the provider's secrets. */
+      output: ModelOutput
+    }
   | {
       kind: 'interrupted'
       /** `retryable_failure` for 429, 5xx and connection failures; `failed` for anything retrying cannot fix. */
       status: 'retryable_failure' | 'failed' | 'timed_out' | 'cancelled'
+      /** What went wrong, in words: recorded in `model.interrupted` (redacted of the provider's secrets). */
       message: string
       /** True when the provider answered but the answer could not be understood. */
       malformed?: boolean | undefined
-      /** From a `retry-after` header, when the provider sent one. */
+      /** From a `retry-after` header, when the provider sent one: the wait before the retry, in milliseconds (capped by `maxBackoffMs`). */
       retryAfterMs?: number | undefined
     }
 
 /** A provider. Implement this to plug in anything that is not OpenAI-compatible. */
 export interface ModelClient {
+  /** Sends one attempt and answers how it ended; trouble with the provider is an `interrupted` answer, not a throw. */
   complete(request: ModelRequest): Promise<ModelResponse>
 }
 
 /** Provider settings of a run. Secrets (`apiKey`, `headers`) stay in memory only. */
 export interface ProviderConfig {
+  /** The protocol: `'openai-chat'`, OpenAI-compatible chat completions (the only kind). */
   kind: 'openai-chat'
+  /**
+   * The endpoint's base URL, an http(s) URL without credentials (`https://api.openai.com/v1`);
+   * `/chat/completions` is requested under it. Not sealed: a successor may use another.
+   */
   baseUrl: string
+  /** The model name sent as the request's `model`, 1–256 characters. Recorded and sealed. */
   model: string
+  /**
+   * Sent as `Authorization: Bearer …` (without one, no such header unless `headers` has its own).
+   * Never written to the log, and removed from what facts take from outside. Not sealed.
+   */
   apiKey?: string | undefined
+  /**
+   * Extra HTTP headers sent with every request. Never written to the log; credentials among them are
+   * removed from what facts take from outside (see the README's "Secrets stay in memory"). Not sealed.
+   */
   headers?: Record<string, string> | undefined
 }

@@ -8,7 +8,10 @@ import { OpenAIChatClient } from './openai-chat-client.js'
 
 /** Options of {@link ModelExecutor}. */
 export interface ModelExecutorOptions {
-  /** How long one model request may take (default 60 s); past it the step is `timed_out`. */
+  /**
+   * How long one attempt may take, in milliseconds, from the request to the whole answer, streamed or
+   * not (default 60,000); past it the step is `timed_out`, which is not retried.
+   */
   timeoutMs?: number | undefined
   /**
    * How long the provider may send nothing (default: no limit but `timeoutMs`): before its answer
@@ -38,13 +41,23 @@ export interface ModelExecutorOptions {
  * ```
  */
 export class ModelExecutor {
+  /** How long one attempt may take, in milliseconds, from the request to the whole answer (default 60,000). */
   readonly timeoutMs: number
+  /** How long the provider may send nothing, in milliseconds; `undefined` when there is no such limit (the default). */
   readonly idleTimeoutMs: number | undefined
+  /** Retries after a retryable failure, a whole number (default 3). */
   readonly retries: number
+  /** The first wait before a retry, in milliseconds (default 250), doubled for each further retry. */
   readonly backoffMs: number
+  /** The longest wait before a retry, in milliseconds (default 10,000), also for a provider's `Retry-After`. */
   readonly maxBackoffMs: number
   readonly #createClient: (provider: ProviderConfig) => ModelClient
 
+  /**
+   * Checks and keeps the options (each read once). An option it does not take, a negative or
+   * non-finite number, a zero timeout, a retry count that is not a whole number, `idleTimeoutMs` over
+   * `timeoutMs` or `backoffMs` over `maxBackoffMs` is `ENGINE_INVALID_OPTIONS`, with `details.field` naming it.
+   */
   constructor(given: ModelExecutorOptions = {}) {
     // Each read once; a misspelt option (`timeout: 5`) is refused, not left at its default; options that
     // are no object are refused there too (`details.field` 'options').
@@ -85,7 +98,7 @@ export class ModelExecutor {
 
   /**
    * A client for one run's provider. What it reports reaches facts through the engine, which removes
-   * the provider's secrets from it first (see actors/redaction.ts): a custom client may quote them.
+   * the provider's secrets from it first: a custom client may quote them.
    */
   clientFor(provider: ProviderConfig): ModelClient {
     return this.#createClient(provider)

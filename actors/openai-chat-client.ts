@@ -230,6 +230,7 @@ export class OpenAIChatClient implements ModelClient {
   /** For a 404 from a baseUrl without a path: most servers serve the API under `/v1`. */
   readonly #unversioned: string | undefined
 
+  /** A client for one provider: its `baseUrl`, `apiKey` and `headers` are kept in memory only. */
   constructor(provider: ProviderConfig) {
     this.#unversioned = unversionedHint(provider.baseUrl)
     this.#client = new OpenAI({
@@ -272,6 +273,7 @@ export class OpenAIChatClient implements ModelClient {
     this.#secrets = secretsOf(provider)
   }
 
+  /** Sends one attempt (`request.bodyText`, as is) and answers how it ended; never throws for provider trouble. */
   async complete(request: ModelRequest): Promise<ModelResponse> {
     const { signal: callerSignal } = request
     if (callerSignal.aborted) return interrupted('cancelled', 'the request was cancelled before it was sent')

@@ -9,42 +9,86 @@ import type { ToolDefinition } from './tool-catalog.js'
 
 /** What a run is asked to do. */
 export type RunWork =
-  | { kind: 'message'; content: string; allowPriorUnknown?: boolean | undefined }
+  | {
+      kind: 'message'
+      /** The user's message, not empty: the first of a fresh transcript (after `instructions`). Recorded. */
+      content: string
+      /**
+       * Acknowledges the session's unknown tool outcomes (checked by you): without it such a session
+       * refuses the run, `RUN_RECONCILIATION_REQUIRED`. Recorded, and the model is told of them.
+       */
+      allowPriorUnknown?: boolean | undefined
+    }
   | {
       kind: 'continuation'
+      /** The boundary of an ended run to continue from, as `log.runSource(sessionId, runId)` gives it. */
       source: RunBoundary
       /**
        * The user's next message: the model gets the source's lineage, then this (a conversation's next
        * turn). Without it the continuation finishes what the source left unfinished.
        */
       content?: string | undefined
+      /** As for a message: acknowledges the session's unknown tool outcomes. */
       allowPriorUnknown?: boolean | undefined
     }
-  | { kind: 'handoff'; source: RunBoundary; pause: HandoffPause }
+  | {
+      kind: 'handoff'
+      /** The sealed run's boundary, `log.runSource(sessionId, runId).boundary`. */
+      source: RunBoundary
+      /** The sealed pause, `log.runSource(sessionId, runId).pause`: only the sealed facts admit a successor. */
+      pause: HandoffPause
+    }
 
 /** Everything needed to admit and run one invocation. */
 export interface RunInput {
-  invocation: Invocation
-  provider: ProviderConfig
-  /** Merged into every request body. The fields the engine sets (`model`, `messages`, `tools`, `max_tokens`) are refused: `RUN_INVALID_INPUT`. */
-  providerOptions?: Record<string, unknown> | undefined
-  configuration: { cwd: string; workspaceIdentity?: string | undefined }
   /**
-   * The system prompt: sent first in every request of the run, as a system message. Recorded in the
-   * run's execution settings (so a seal carries it and a successor must have the same); a
-   * continuation is a run of its own and gives its own.
+   * The run's ids, each used once: a run or invocation id the log has seen is refused
+   * (`RUN_INVALID_INPUT`). A successor's is `successorOf(pause.intent, source.invocation)`.
+   */
+  invocation: Invocation
+  /** Where and how model requests go. Only `model` is recorded and sealed; `apiKey` and `headers` stay in memory. */
+  provider: ProviderConfig
+  /**
+   * Merged into every request body (`{ temperature: 0 }`, say), as JSON. Recorded and sealed. The
+   * fields the engine sets (`model`, `messages`, `tools`, `max_tokens`) are refused: `RUN_INVALID_INPUT`.
+   */
+  providerOptions?: Record<string, unknown> | undefined
+  /** Where the run works; recorded in `invocation.opened`. */
+  configuration: {
+    /** The working directory: must be an absolute path. Recorded and sealed (compared exactly). */
+    cwd: string
+    /** Your name for the workspace, 1–256 characters: recorded, not compared by a seal. */
+    workspaceIdentity?: string | undefined
+  }
+  /**
+   * The system prompt, not empty: sent first in every request of the run, as a system message.
+   * Recorded in the run's execution settings (so a seal carries it and a successor must have the
+   * same); a continuation is a run of its own and gives its own.
    */
   instructions?: string | undefined
+  /** The most tokens an answer may take, a whole number 1–1,000,000, sent as `max_tokens` (default: none sent). Recorded and sealed. */
   mainOutputLimit?: number | undefined
-  /** Model steps allowed (default 8, at most 256). A successor gets the steps its pause left. */
+  /**
+   * Model steps allowed, a whole number 1–256 (default 8); past them the run ends `failed{max_steps}`.
+   * A successor gets the steps its pause left (`remainingSteps`): its own must be valid but is not used.
+   */
   maxSteps?: number | undefined
+  /**
+   * 1–256 characters of your own (a hash of the request that started the run, say), recorded in a
+   * message's or continuation's `invocation.opened` (a successor records none). Not sealed.
+   */
   requestFingerprint?: string | undefined
+  /**
+   * The tools the model may call, in the order it is shown them; names unique. Sealed by a digest over
+   * each one's name, description and input schema (not its code).
+   */
   tools: readonly ToolDefinition[]
   /**
    * How many tool calls of one model answer may run at once (default 1: one after the other, in the
    * order the model made them; at most 64). Each dispatch is durable before its tool starts either way.
    */
   toolConcurrency?: number | undefined
+  /** What the run is asked to do: a new message, a continuation of an ended run, or a handoff's successor. */
   work: RunWork
 }
 

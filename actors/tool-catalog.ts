@@ -4,7 +4,9 @@ import type { NeedsApproval } from './approval.js'
 
 /** A tool the model may call. Its `execute` runs at most once per dispatched call. */
 export interface ToolDefinition {
+  /** The name the model calls it by: 1–64 characters from `[A-Za-z0-9_-]`, unique in the run. Sealed (in the catalog digest). */
   name: string
+  /** What the tool does, shown to the model. Sealed (in the catalog digest). */
   description?: string | undefined
   /**
    * A JSON Schema object describing the input, sent to the model as the function's parameters. A
@@ -50,6 +52,7 @@ export interface ToolContext {
    * reason is then that failure (a `FactstateError`), and the run is ending `failed{engine_error}`.
    */
   signal: AbortSignal
+  /** `<invocationId>/<stepId>/<index>`, recorded in the call's `tool.dispatched`: pass it downstream as an idempotency key. */
   operationId: string
 }
 

@@ -5,43 +5,66 @@
 
 /** Identifies one invocation: Session ⊃ Turn ⊃ Run ⊃ Invocation (one invocation per run). */
 export interface Invocation {
+  /** The conversation the run belongs to; one run of a session is active at a time. An id: 1–128 characters from `[A-Za-z0-9._:-]`. */
   sessionId: string
+  /** The logical turn: a handoff's successor runs in the same turn, a continuation starts a new one. An id, as `sessionId`. */
   turnId: string
+  /** The physical run, unique within its session and never reused. An id, as `sessionId`. */
   runId: string
+  /** The run's one invocation, unique in the whole log and never reused. An id, as `sessionId`. */
   invocationId: string
 }
 
 /** Where a run stands in the log: its invocation, the seq of its last fact and its lineage digest. */
 export interface RunBoundary {
+  /** The run's invocation. */
   invocation: Invocation
+  /** The seq of the run's last fact (a log seq, gapless from 1). */
   highWater: number
+  /** The rolling digest over the run's lineage only (appends elsewhere in the log never change it), as `sha256:<hex>`. */
   digest: string
 }
 
 /** What a handoff reserves: who may succeed the held run, under which claim. */
 export interface HandoffIntent {
+  /** Names this hold in its `hold.entered` and `hold.released` facts. An id: 1–128 characters from `[A-Za-z0-9._:-]`. */
   handoffId: string
+  /** Who took the hold (a host and its boot, say): recorded in the seal, not interpreted. An id, as `handoffId`. */
   hostEpoch: string
+  /** The first run of this turn's chain of runs: recorded in the seal, not interpreted. An id, as `handoffId`. */
   rootRunId: string
+  /**
+   * The run id the successor must run as, in the held run's session; reserved by the seal. Not the
+   * held run's own id. An id, as `handoffId`.
+   */
   successorRunId: string
+  /** The successor's invocation id, reserved by the seal in the whole log. Not the held run's own. An id, as `handoffId`. */
   successorInvocationId: string
+  /** Admits one successor, once, in the whole log: a second use is `HANDOFF_CLAIMED`. Reserved by the seal. An id, as `handoffId`. */
   claimId: string
 }
 
 /** The tool catalog as the model sees it: digest over names, descriptions and input schemas. */
 export interface ToolCatalogSummary {
+  /** `sha256:<hex>` over each tool's name, description and input schema, in catalog order (not its code, `readOnly`, `needsApproval` or `validateInput`). */
   catalogDigest: string
+  /** The tools' names, in the order the model is shown them. */
   names: string[]
 }
 
 /** The execution settings a successor must match exactly. No secrets. */
 export interface ExecutionSettings {
+  /** The provider's model name (`provider.model`), sent as the request's `model`. Sealed. */
   model: string
+  /** The run's `providerOptions`, merged into every request body (`{}` when none were given). Sealed, compared as JSON whatever the keys' order. */
   providerOptions: Record<string, unknown>
+  /** The run's `mainOutputLimit`, sent as `max_tokens`; absent when none was given. Sealed. */
   mainOutputLimit?: number
+  /** `configuration.cwd`: an absolute path, compared exactly (`/srv/` is not `/srv`). Sealed. */
   cwd: string
+  /** The tool catalog's digest and names. Sealed by its digest. */
   tools: ToolCatalogSummary
-  /** The run's system prompt, when it has one: sent first in every request, as a system message. */
+  /** The run's system prompt, when it has one: sent first in every request, as a system message. Sealed. */
   instructions?: string
   /** Present exactly when the paused run was a continuation: the boundary it continued from. */
   replayBase?: RunBoundary
@@ -49,14 +72,19 @@ export interface ExecutionSettings {
 
 /** What a committed hold seals: the intent, the steps left, the settings to match. */
 export interface HandoffPause {
+  /** The intent the hold was reserved with. */
   intent: HandoffIntent
+  /** The model steps the successor gets (its own `maxSteps` is checked but not used); a step whose request was being retried counts as left. */
   remainingSteps: number
+  /** The settings the successor must match exactly (`HANDOFF_MISMATCH` names the first that differs). */
   execution: ExecutionSettings
 }
 
 /** The invocation's configuration as recorded (never secrets). */
 export interface InvocationConfiguration {
+  /** The run's working directory, an absolute path. Also in the execution settings, where a seal compares it. */
   cwd: string
+  /** Your name for the workspace, 1–256 characters: recorded, not compared by a seal. */
   workspaceIdentity?: string
 }
 
@@ -64,26 +92,41 @@ export interface InvocationConfiguration {
 export type InvocationInput =
   | {
       kind: 'message'
+      /** The user's message. */
       content: string
+      /** The run input's `requestFingerprint`, 1–256 characters of your own, when it had one. */
       requestFingerprint?: string
       /** Operations of earlier runs in this session whose outcome is unknown, acknowledged by `allowPriorUnknown`. */
       priorUnknown?: UncertainOperation[]
     }
   | {
       kind: 'continuation'
+      /** The boundary of the ended run it continues. */
       source: RunBoundary
       /** The user's next message, after the replayed lineage (a continuation without one finishes what its source left). */
       content?: string
+      /** The run input's `requestFingerprint`, when it had one. */
       requestFingerprint?: string
+      /** Operations of earlier runs in this session whose outcome is unknown, acknowledged by `allowPriorUnknown`. */
       priorUnknown?: UncertainOperation[]
     }
-  | { kind: 'handoff'; source: RunBoundary; pause: HandoffPause }
+  | {
+      kind: 'handoff'
+      /** The sealed run's boundary. */
+      source: RunBoundary
+      /** The pause it was sealed with. */
+      pause: HandoffPause
+    }
 
 /** An operation whose effect may or may not have happened. */
 export interface UncertainOperation {
+  /** The invocation that dispatched it. */
   invocationId: string
+  /** Its operation id (`<invocationId>/<stepId>/<index>`), the one its tool was given: check the effect by it. */
   operationId: string
+  /** The model's id for the call. */
   callId: string
+  /** The tool's name. */
   name: string
   /**
    * The input it was dispatched with, as recorded: in a run's `priorUnknown` and in the details of
@@ -95,30 +138,56 @@ export interface UncertainOperation {
 
 /** A tool call as the model asked for it. `arguments` is the raw JSON text the model sent. */
 export interface ToolCall {
+  /** The model's id for the call; a tool message answers it by this id. */
   callId: string
+  /** The tool's name, as the model wrote it (it may name no tool of the catalog: `tool.rejected{unknown_tool}`). */
   name: string
+  /** The arguments as the raw JSON text the model sent (redacted of the provider's secrets), not parsed. */
   arguments: string
 }
 
 /** Token usage as reported by the provider. */
 export interface ModelUsage {
+  /** Prompt tokens, when the provider reported a non-negative integer. */
   inputTokens?: number | undefined
+  /** Completion tokens, when the provider reported a non-negative integer. */
   outputTokens?: number | undefined
 }
 
 /** What the model answered for one step. */
 export interface ModelOutput {
+  /** The answer's text (a refusal's text included), well-formed and redacted of the provider's secrets; absent (or empty) when there was none. */
   text?: string | undefined
+  /** The calls the model asked for, in its order; empty for a final answer. */
   toolCalls: ToolCall[]
+  /** The provider's finish reason (`stop`, `tool_calls`, `length`, `content_filter`, …). */
   finishReason: string
+  /** Token counts, when the provider reported them. */
   usage?: ModelUsage | undefined
 }
 
+/**
+ * Why a model attempt ended without an answer: `retryable_failure` (429, 5xx, a connection failure,
+ * retried next with the same body), `failed` (retries exhausted included), `timed_out` or `cancelled`.
+ */
 export type ModelInterruptStatus = 'cancelled' | 'timed_out' | 'failed' | 'retryable_failure'
 
+/**
+ * How a dispatched tool call settled: `succeeded` with its result as JSON makes it, or `failed` with
+ * the tool's error message (also for a result that could not be recorded). `unknown` is part of the
+ * vocabulary but factstate never writes it: a call whose outcome is unknown has no `tool.settled`.
+ */
 export type ToolOutcome =
-  | { status: 'succeeded'; output: unknown }
-  | { status: 'failed'; message: string }
+  | {
+      status: 'succeeded'
+      /** What `execute` returned, as JSON makes it (redacted of the provider's secrets). */
+      output: unknown
+    }
+  | {
+      status: 'failed'
+      /** The tool's error message, or why its result could not be recorded; cut at the engine's `maxToolResultBytes`. */
+      message: string
+    }
   | { status: 'unknown'; message: string }
 
 /** `denied`: the call's tool needs approval, and the approver said no (see `ToolDefinition.needsApproval`). */
@@ -126,7 +195,9 @@ export type ToolRejectReason = 'unknown_tool' | 'invalid_input' | 'cancelled' | 
 
 /** An approver's decision as a fact records it: who decided (when the approver said), and why, for a denial. */
 export interface ApprovalRecord {
+  /** Who decided, when the approver said. */
   by?: string | undefined
+  /** Why the call was denied, when the approver said (the model is told it). */
   reason?: string | undefined
 }
 
@@ -143,11 +214,26 @@ export type FailureClass =
   | 'engine_error'
   | (string & {})
 
+/** How an invocation ended, as its `invocation.ended` fact records it and `wait()` resolves. */
 export type InvocationOutcome =
   | { status: 'completed' }
-  | { status: 'handoff_paused'; pause: HandoffPause }
-  | { status: 'failed'; class: FailureClass; message?: string }
-  | { status: 'cancelled'; source: string }
+  | {
+      status: 'handoff_paused'
+      /** The sealed pause: what the successor passes as `work.pause`. */
+      pause: HandoffPause
+    }
+  | {
+      status: 'failed'
+      /** Why it failed (`max_steps`, `model_failed`, `outcome_unknown`, …). */
+      class: FailureClass
+      /** What went wrong, in words (the provider's reason, the tools left uncertain), when known. */
+      message?: string
+    }
+  | {
+      status: 'cancelled'
+      /** The abort reason when it was a non-empty string, else `'signal'`. */
+      source: string
+    }
 
 /**
  * One durable record of something that happened. A discriminated union on `type`; the facts
@@ -155,14 +241,32 @@ export type InvocationOutcome =
  */
 export type Fact =
   | { type: 'invocation.opened'; input: InvocationInput; configuration: InvocationConfiguration; execution: ExecutionSettings }
-  | { type: 'model.requested'; stepId: string; model: string; requestDigest: string }
+  | {
+      type: 'model.requested'
+      /** The step (`step-1`, `step-2`, …); each attempt of a step, a retry included, records its own `model.requested`. */
+      stepId: string
+      /** The model name sent. */
+      model: string
+      /** `sha256:<hex>` of the exact request body sent (`ModelRequest.bodyText`). */
+      requestDigest: string
+    }
   | { type: 'model.completed'; stepId: string; output: ModelOutput }
-  | { type: 'model.interrupted'; stepId: string; status: ModelInterruptStatus; message?: string }
+  | {
+      type: 'model.interrupted'
+      stepId: string
+      status: ModelInterruptStatus
+      /** What went wrong, in words (redacted of the provider's secrets). */
+      message?: string
+    }
   | {
       type: 'tool.dispatched'
+      /** `<invocationId>/<stepId>/<index>`: the id the tool is given, stable across crashes (an idempotency key). */
       operationId: string
+      /** The model's id for the call. */
       callId: string
+      /** The tool's name. */
       name: string
+      /** The call's arguments, parsed, as the tool gets them. */
       input: unknown
       /** The tool was declared read-only (`ToolDefinition.readOnly`): an unknown outcome of it needs no reconciliation. */
       readOnly?: true | undefined
@@ -175,6 +279,7 @@ export type Fact =
       operationId: string
       callId: string
       name: string
+      /** The call's arguments, parsed; the raw text the model sent when they could not be parsed or stored. */
       input: unknown
       reason: ToolRejectReason
       /** The approver's decision: present exactly when `reason` is `denied` (an append refuses anything else, `LOG_INVALID_EVENT`). */
@@ -182,8 +287,16 @@ export type Fact =
       /** What is wrong with the input, when it does not match the tool's `inputSchema` (only with `invalid_input`). */
       message?: string | undefined
     }
-  | { type: 'hold.entered'; handoffId: string }
-  | { type: 'hold.released'; handoffId: string }
+  | {
+      type: 'hold.entered'
+      /** The intent's `handoffId`. */
+      handoffId: string
+    }
+  | {
+      type: 'hold.released'
+      /** The intent's `handoffId`. */
+      handoffId: string
+    }
   | { type: 'invocation.ended'; outcome: InvocationOutcome }
 
 export type FactType = Fact['type']
@@ -207,15 +320,21 @@ export const FACT_TYPES: readonly FactType[] = [
 
 /** A fact with its identity and its place in time. Written once, never rewritten. */
 export interface RuntimeEvent {
+  /** The event's id, unique in the log (the engine's default: `<invocationId>/<ordinal>`). Appending the same event again writes nothing; other bytes under its id are `LOG_CONFLICT`. */
   id: string
+  /** When it was recorded, in milliseconds since the Unix epoch (the `now` clock of the engine, or of recovery for the facts it writes). */
   recordedAt: number
+  /** The invocation it belongs to. */
   invocation: Invocation
+  /** What happened. */
   fact: Fact
 }
 
 /** An event as stored: `seq` is gapless from 1 and is the only order. */
 export interface StoredEvent {
+  /** Its place in the log, from 1. */
   seq: number
+  /** The event as stored. */
   event: RuntimeEvent
 }
 

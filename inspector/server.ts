@@ -46,7 +46,14 @@ export interface InspectorOptions {
    * as live mode shows new ones. It closes the snapshots it takes; the one passed as `log` stays
    * yours. Absent: the snapshot is shown as it is. Refused for a log that is not a snapshot.
    */
-  refresh?: { everyMs: number; directory?: string | undefined } | undefined
+  refresh?:
+    | {
+        /** How often the log's files are looked at, in whole milliseconds from 100 to 3,600,000. */
+        everyMs: number
+        /** Where the new snapshots are made, as `openSnapshot`'s `directory` (default: the system's temporary directory). */
+        directory?: string | undefined
+      }
+    | undefined
 }
 
 /**

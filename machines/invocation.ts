@@ -21,12 +21,19 @@ export interface InvocationContext {
   /** Tool calls of the last answer neither dispatched nor rejected yet. */
   pendingCalls: string[]
   /** Operations dispatched and not settled yet. */
-  inflight: { operationId: string; callId: string }[]
+  inflight: {
+    /** The operation id of the dispatch. */
+    operationId: string
+    /** The model's id for the call. */
+    callId: string
+  }[]
   /** Operations dispatched and never settled, kept after the end. */
   uncertain: string[]
   /** The hold entered, while held. */
   holdId: string | null
+  /** How the invocation ended, once `invocation.ended` is applied; null before. */
   outcome: InvocationOutcome | null
+  /** Facts applied so far. */
   facts: number
 }
 

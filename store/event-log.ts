@@ -33,6 +33,7 @@ export type Durability = 'sync' | 'os'
 
 /** Options of {@link EventLog.open}. */
 export interface EventLogOptions {
+  /** How acknowledged appends are made durable (default `sync`: each group commit is fsynced). */
   durability?: Durability | undefined
 }
 
@@ -49,6 +50,7 @@ export interface SnapshotOptions {
 
 /** Where a run stands, as {@link EventLog.runSource} reports it. */
 export interface RunSource {
+  /** Where the run stands: the source a continuation (or, for a sealed run, its successor) passes as `work.source`. */
   boundary: RunBoundary
   /**
    * The pause the run was sealed with, when it ended `handoff_paused`: what its successor passes as
@@ -59,26 +61,35 @@ export interface RunSource {
 
 /** One run of a session, as {@link EventLog.runs} lists it. */
 export interface RunSummary {
+  /** The run's id. */
   runId: string
+  /** The turn it belongs to (a successor shares its sealed run's turn). */
   turnId: string
+  /** The run's one invocation. */
   invocationId: string
   /** How the run began: a new message, a continuation of an ended run, a handoff's successor. */
   kind: InvocationInput['kind']
   /** The run it continues or succeeds (absent for a new message). */
   sourceRunId?: string
-  /** The seqs of its first and last fact so far. */
+  /** The seq of its first fact, `invocation.opened`. */
   openedSeq: number
+  /** The seq of its last fact so far. */
   lastSeq: number
   /** How it ended, or null while it is open (running, or left open by a crash until recovery). */
   terminal: TerminalStatus | null
+  /** How it ended, as its `invocation.ended` records it; absent while it is open. */
   outcome?: InvocationOutcome
 }
 
 /** Every event of the log up to `highWater`, with the digest at that point. */
 export interface LogPrefix {
+  /** The seq of the last event (0 for an empty log). */
   highWater: number
+  /** The log's rolling digest at `highWater`, as `sha256:<hex>`. */
   digest: string
+  /** Every event, in seq order from 1. */
   events: StoredEvent[]
+  /** An invocation as these events leave it (its terminal status, what is left uncertain or unfinished). */
   projectInvocation(invocationId: string): InvocationProjection
 }
 
@@ -2276,9 +2287,10 @@ export class EventLog {
 
   /**
    * Re-reads every event: seq continuity, decoding, the digest chain, the id index; then every other
-   * index record against the facts (store/index-audit.ts). `LOG_CORRUPT` names the first bad seq, or
+   * index record, rebuilt from the facts and compared. `LOG_CORRUPT` names the first bad seq, or
    * for a damaged index record its key space and key (`details.index`, `details.key`). Everything is
    * read from one snapshot, so appends made meanwhile are neither read nor mistaken for damage.
+   * Resolves with the number of events read and the log's digest after them.
    */
   async verify(): Promise<{ events: number; digest: string }> {
     this.#assertOpen()
@@ -2376,7 +2388,9 @@ export class EventLog {
    * Streams stored events in seq order, from `from` (default 1) up to `to` (default: the
    * high-water when the call started). Memory stays flat whatever the size of the log. With
    * `follow: true` it goes on past the high-water: each event as it becomes durable, up to `to`
-   * (default: until the log closes); see `#follow`.
+   * (default: until the log closes, or a `break`). A follower more than 16,384 events (or 16 MiB of
+   * them) behind reads them back from the log. Leave a reader part-way with `break` or `return()` to
+   * free its LevelDB iterator at once.
    *
    * @example
    * ```ts
@@ -2384,7 +2398,16 @@ export class EventLog {
    * for await (const { event } of log.events({ from: log.head().highWater + 1, follow: true })) show(event)
    * ```
    */
-  events(options: { from?: number | undefined; to?: number | undefined; follow?: boolean | undefined } = {}): AsyncGenerator<StoredEvent> {
+  events(
+    options: {
+      /** The first seq to read, a whole number from 1 (default 1). */
+      from?: number | undefined
+      /** The last seq to read, a whole number from 0 (default: the high-water now; with `follow`, none). */
+      to?: number | undefined
+      /** Go on past the high-water, yielding each event as it becomes durable (refused on a snapshot). */
+      follow?: boolean | undefined
+    } = {},
+  ): AsyncGenerator<StoredEvent> {
     // Checked and bounded at the call, not at the first `next()`: appends made before the reader
     // starts are not read, and bad bounds are refused where they are given.
     this.#assertOpen()
@@ -2480,7 +2503,7 @@ export class EventLog {
     return this.#snapshotOf
   }
 
-  /** The current high-water and digest, without reading events. */
+  /** The current high-water (the seq of the last durable event, 0 for an empty log) and the log digest (`sha256:<hex>`), without reading events. */
   head(): { highWater: number; digest: string } {
     this.#assertOpen()
     const { highWater, chain } = this.#state.head

@@ -110,8 +110,11 @@ export function invocationRecordOf(stored: StoredInvocationRecord): InvocationRe
 
 /** What a caller of `projectInvocation` sees. */
 export interface InvocationProjection {
+  /** How the invocation ended, or null while it is open (and for an invocation the events do not hold). */
   terminal: TerminalStatus | null
+  /** The operation ids of tool calls dispatched and never settled; they stay listed after the end. */
   uncertainOperations: string[]
+  /** The step ids of model requests neither completed nor interrupted. */
   unfinishedModelSteps: string[]
 }
 

@@ -6,6 +6,7 @@ import type { InvocationRecord } from './projection.js'
 
 /** An invocation recovery closed (see `recoverInvocations`' `onClosed`). */
 export interface RecoveredInvocation {
+  /** The invocation closed. */
   invocation: Invocation
   /** How it was ended: `failed` with class `host_interrupted` or `outcome_unknown` (with a message naming the tools). */
   outcome: { status: 'failed'; class: 'host_interrupted' | 'outcome_unknown'; message: string }

@@ -9,6 +9,7 @@ import { FactstateError } from '../errors.js'
 
 /** One execution as the ledger recorded it. */
 export interface LedgerEntry {
+  /** The operation id the tool was called with (`ToolContext.operationId`). */
   operationId: string
   /** The process that executed it. */
   pid: number
@@ -25,7 +26,10 @@ export interface LedgerEntry {
  * ```
  */
 export class ExecutionLedger {
-  constructor(readonly file: string) {}
+  constructor(
+    /** The ledger file's path. */
+    readonly file: string,
+  ) {}
 
   /** Appends one execution and fsyncs it. */
   record(operationId: string): void {

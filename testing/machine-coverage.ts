@@ -18,11 +18,13 @@ import {
 export interface MachineTransition {
   /** `source --event[guard]--> target`, e.g. `safePoint --invocation.ended[completes]--> ended`. */
   id: string
+  /** The state the transition leaves. */
   source: InvocationState
   /** The fact type, or `always` for an eventless transition. */
   event: string
   /** The target state (the source itself for a transition without a target). */
   target: InvocationState
+  /** The guard's name, or null for a transition without one. */
   guard: string | null
 }
 

@@ -47,6 +47,7 @@ export type PathCheck =
 export class PathCheckError extends Error {
   /** Which invariant failed. Stable: branch on it, not on the message. */
   readonly check: PathCheck
+  /** The `id` of the path that failed. */
   readonly pathId: string
   /** The index of the step being checked (-1: before the first step, `steps.length`: after the last). */
   readonly step: number

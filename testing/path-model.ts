@@ -67,7 +67,7 @@ export type PathEvent =
   /**
    * The log refuses the fact recording the model's answer and the `model.interrupted` the engine
    * writes for it (an injected clock fault, twice): the run ends `engine_error` from `awaitingModel`.
-   * (One refusal alone interrupts the step first; spec/engine-model-edges.test.ts covers that.)
+   * (One refusal alone interrupts the step first.)
    */
   | { type: 'log.refuses' }
   /** Try something the engine must refuse without writing. */

@@ -44,6 +44,7 @@ const PATH_OPTIONS: ReadonlySet<string> = new Set(['maxSteps', 'maxRuns', 'strat
 
 /** One step of a path: what the test does, and what must follow. */
 export interface PathStep {
+  /** What the test does at this step (`describeEvent` gives its label). */
   event: PathEvent
   /** The run the step acts on: 1 for the first run, 0 before any run. */
   run: number
@@ -66,6 +67,7 @@ export interface InvocationPath {
   id: string
   /** The events, e.g. `start · request · answer(known) · outcome(succeeds) · answer(text)`. */
   description: string
+  /** The steps, in order. */
   steps: PathStep[]
   /** The path releases a hold (rollback). */
   rollback: boolean

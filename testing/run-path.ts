@@ -36,7 +36,14 @@ export interface RunPathOptions {
    */
   tools?: ToolDefinition[] | undefined
   /** What a `known` answer calls (default: the first tool, with `{ value: 42 }` for `echo` and `{}` otherwise). */
-  toolCall?: { name: string; arguments: unknown } | undefined
+  toolCall?:
+    | {
+        /** A tool of `tools`. */
+        name: string
+        /** The call's arguments (an object is JSON-encoded); its tool's `inputSchema` must accept them. */
+        arguments: unknown
+      }
+    | undefined
   /** The tool name an `unknown` answer calls; must not be in the catalog (default `unavailable`). */
   unknownTool?: string | undefined
   /**
@@ -51,7 +58,7 @@ export interface RunPathOptions {
   childScript?: string | URL | undefined
   /** Node options for the child (default `['--import', 'tsx']` for a `.ts` script, none otherwise). */
   childExecArgv?: string[] | undefined
-  /** An empty directory for the log and the ledger, kept afterwards (default: a fresh temporary one, removed afterwards). */
+  /** An absolute, empty directory for the log and the ledger (made if missing), kept afterwards (default: a fresh temporary one, removed afterwards). */
   directory?: string | undefined
   /** How long any one thing the path waits for may take (default 15 s). */
   stepTimeoutMs?: number | undefined
@@ -66,6 +73,7 @@ export interface RunPathOptions {
 
 /** What {@link runPath} ran and checked. */
 export interface PathRunResult {
+  /** The path's `id`. */
   pathId: string
   /** Steps executed (a crash step included). */
   steps: number
@@ -77,8 +85,9 @@ export interface PathRunResult {
   requests: number
   /** Calls the engine made to the tools (the ledger's lines, over all processes): a call the path makes throw counts, though your `execute` does not run. */
   executions: number
-  /** Events in the final log, and its digest (unchanged by the final reopen). */
+  /** Events in the final log. */
   events: number
+  /** The final log's digest, `sha256:<hex>` (unchanged by the final reopen). */
   digest: string
 }
 

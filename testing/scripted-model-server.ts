@@ -15,6 +15,7 @@ import { readOptions } from '../options.js'
 export interface RecordedRequest {
   /** 0-based position among the chat-completions requests this server received. */
   index: number
+  /** The HTTP method (`POST`). */
   method: string
   /** The request path, e.g. `/v1/chat/completions`. */
   path: string
@@ -31,8 +32,11 @@ export interface RecordedRequest {
 
 /** A chat-completions request body as the server received it. */
 export interface RecordedBody extends ChatRequestBody {
+  /** Whether the request asked for an SSE stream. */
   stream?: boolean
+  /** The catalog as function tools, when the run has tools. */
   tools?: { type: string; function: { name: string; description?: string; parameters?: unknown } }[]
+  /** The run's `mainOutputLimit`, when it has one. */
   max_tokens?: number
 }
 
@@ -46,13 +50,17 @@ export interface AnswerOptions {
 
 /** Token usage the server reports; defaults to 10 prompt / 5 completion tokens. */
 export interface ScriptedUsage {
+  /** Reported as the answer's prompt tokens (`ModelUsage.inputTokens`). */
   prompt_tokens: number
+  /** Reported as the answer's completion tokens (`ModelUsage.outputTokens`). */
   completion_tokens: number
 }
 
 /** One tool call in a scripted answer. `arguments` as an object is JSON-encoded; as a string it is sent raw. */
 export interface ScriptedToolCall {
+  /** The tool the model calls. */
   name: string
+  /** The call's arguments: an object is JSON-encoded, a string sent raw (to send arguments that are not JSON). */
   arguments: unknown
   /** Overrides the deterministic id `call_<requestIndex>_<i>`. */
   id?: string | undefined
@@ -137,6 +145,7 @@ export interface ScriptedModelServer {
   close(): Promise<void>
 }
 
+/** The answers in order (a request beyond them is answered 500 and listed in `unscripted`), or a function choosing each request's answer. */
 export type Script =
   | ScriptedAnswer[]
   | ((request: RecordedRequest, index: number) => ScriptedAnswer | Promise<ScriptedAnswer>)

@@ -190,14 +190,16 @@ test(
 )
 
 test(
-  'HTTP 502/503 are retryable too',
-  withServer([answer.status(502), answer.status(503, { body: 'upstream down' })], async (server) => {
+  'HTTP 502/503 and 408 (request timeout) are retryable too; 400, 401 and 404 are not',
+  withServer([answer.status(502), answer.status(503, { body: 'upstream down' }), answer.status(408), answer.status(400), answer.status(401), answer.status(404)], async (server) => {
     const client = new OpenAIChatClient(provider(server))
-    const a = interrupted(await client.complete(requestFor(bodyOf())))
-    const b = interrupted(await client.complete(requestFor(bodyOf())))
-    assert.is(a.status, 'retryable_failure')
-    assert.is(b.status, 'retryable_failure')
-    assert.match(b.message, /HTTP 503: upstream down/)
+    const statuses: string[] = []
+    for (let n = 0; n < 6; n += 1) {
+      const response = interrupted(await client.complete(requestFor(bodyOf())))
+      statuses.push(response.status)
+      if (n === 1) assert.match(response.message, /HTTP 503: upstream down/)
+    }
+    assert.equal(statuses, ['retryable_failure', 'retryable_failure', 'retryable_failure', 'failed', 'failed', 'failed'])
   }),
 )
 

@@ -4,10 +4,9 @@
  *
  * usage: phase.ts <seal|successor|crash|reconcile> <demo-directory>
  */
-import { Engine } from '../../actors/engine.js'
+import { Engine, type RunningInvocation } from '../../actors/engine.js'
 import { isFactstateError } from '../../errors.js'
 import type { HandoffPause, Invocation, InvocationOutcome } from '../../facts/types.js'
-import type { RunningInvocation } from '../../actors/engine.js'
 import type { HandoffReservation, HeldInvocation } from '../../actors/handoff.js'
 import { EventLog } from '../../store/event-log.js'
 import { recoverInvocations } from '../../store/recovery.js'

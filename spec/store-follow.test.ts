@@ -253,6 +253,36 @@ follow(
 )
 
 follow(
+  'a follower left while it waits for the next event (return() or throw() with its next() pending) ends at once, on a log that stays idle, and is handed no later event',
+  boundedTest(10_000, async (root) => {
+    const log = await EventLog.open(join(root, 'log'))
+    try {
+      await log.append(new EventMaker(invocationOf('idle')).next(facts.opened()))
+      const settles = <T>(promise: Promise<T>, what: string): Promise<T> =>
+        Promise.race([promise, new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`${what} did not settle on an idle log`)), 2_000))])
+      const reader = log.events({ follow: true })
+      assert.is((await reader.next()).value?.seq, 1)
+      // Nothing more is appended: the next() waits, and the consumer leaves (an SSE client gone, say).
+      const waiting = reader.next()
+      const left = reader.return(undefined)
+      assert.equal(await settles(waiting, 'the waiting next()'), { done: true, value: undefined })
+      assert.equal(await settles(left, 'return()'), { done: true, value: undefined })
+      await log.append(new EventMaker(invocationOf('later')).next(facts.opened()))
+      assert.equal(await reader.next(), { done: true, value: undefined }, 'nothing after it left')
+      // throw() the same way: the waiting next() ends, and throw() rejects with what it was given.
+      const other = log.events({ follow: true, from: 3 })
+      const pending = other.next()
+      const thrown = other.throw(new Error('client gone'))
+      assert.equal(await settles(pending, 'the waiting next()'), { done: true, value: undefined })
+      await settles(thrown.then(() => assert.unreachable('throw() resolved'), (error: Error) => assert.is(error.message, 'client gone')), 'throw()')
+      assert.is(logInternals(log).followerCount(), 0, 'no follower is left registered')
+    } finally {
+      await log.close()
+    }
+  }),
+)
+
+follow(
   'follow must be a boolean: LOG_INVALID_ARGUMENT where it is given',
   boundedTest(10_000, async (root) => {
     const log = await EventLog.open(join(root, 'log'))

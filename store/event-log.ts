@@ -150,6 +150,8 @@ export interface LogInternals {
   cacheSizes(): { invocations: number; sessions: number; runs: number; claims: number; reserved: number }
   /** How many times the id filter was built (it is built again, bigger, when it fills up). */
   idFilterBuilds(): number
+  /** How many followers (`events({ follow: true })`) the log is handing new events to. */
+  followerCount(): number
   /** Sizes later id filters for at least `ids` ids instead of ~1M: lets tests fill one up. */
   setIdFilterMinimum(ids: number): void
   /** Stores the id filter on close from a log of `events` events instead of 65,536: lets tests store one. */
@@ -211,6 +213,8 @@ class Follower {
   lagging = true
   /** The log closed: nothing more will come. */
   closed = false
+  /** The consumer left (`return()`, `throw()`, `break`): the reader ends at once, also while it waits. */
+  stopped = false
   #wake: (() => void) | undefined
 
   take(events: readonly StagedEvent[]): void {
@@ -256,6 +260,10 @@ class Follower {
   }
   close(): void {
     this.closed = true
+    this.wake()
+  }
+  stop(): void {
+    this.stopped = true
     this.wake()
   }
   wake(): void {
@@ -979,6 +987,7 @@ export class EventLog {
         return this.#idsReady
       },
       idFilterBuilds: () => this.#idsBuilds,
+      followerCount: () => this.#followers.size,
       cacheSizes: () => {
         const { invocations, sessions, runs, claims, reserved } = this.#state
         return { invocations: invocations.size, sessions: sessions.size, runs: runs.size, claims: claims.size, reserved: reserved.size }
@@ -2432,6 +2441,18 @@ export class EventLog {
       this.#followers.add(follower)
       reader.unfollow = () => this.#followers.delete(follower)
       generator = this.#follow(from as number, to as number, follower, reader)
+      // An async generator queues `return()` behind a `next()` it has not settled: one waiting for the
+      // next event would keep the reader (and a consumer that left, say an SSE client gone) until an
+      // event came. The follower is told first, so the waiting `next()` ends the reader at once.
+      const { return: finish, throw: raise } = generator
+      generator.return = (value) => {
+        follower.stop()
+        return finish.call(generator, value)
+      }
+      generator.throw = (error) => {
+        follower.stop()
+        return raise.call(generator, error)
+      }
     } else {
       generator = this.#eventsBetween(from as number, Math.min(to as number, this.#state.head.highWater), reader)
     }
@@ -2453,6 +2474,7 @@ export class EventLog {
     let next = from
     try {
       while (next <= to) {
+        if (follower.stopped) return
         const followed = follower.shift()
         if (followed !== undefined) {
           if (followed.seq < next) continue

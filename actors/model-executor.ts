@@ -164,7 +164,12 @@ export class ModelExecutor {
         const response = await Promise.resolve(answer).finally(() => {
           live = false
         })
-        return checkedResponse(response)
+        const checked = checkedResponse(response)
+        // `cancelled` is the run's to say: a client that reports it unasked (its own abort) has failed the step.
+        if (checked.kind === 'interrupted' && checked.status === 'cancelled' && !signal.aborted) {
+          return { kind: 'interrupted', status: 'failed', message: `the model client reported the request cancelled, but the run was not cancelled: ${checked.message}` }
+        }
+        return checked
       } catch (error) {
         live = false
         if (signal.aborted) return CANCELLED
@@ -221,8 +226,43 @@ const modelResponseSchema = z.discriminatedUnion('kind', [
   }),
 ])
 
+/** A token count the fact can hold (a non-negative whole number), or none. */
+const tokenCount = (value: unknown): number | undefined => (Number.isSafeInteger(value) && (value as number) >= 0 ? (value as number) : undefined)
+
+/**
+ * A completed answer's output as its fact records it, read member by member, as the built-in client
+ * reads a provider's answer: members the output type does not have (a call's `index`, a provider's
+ * cache token counts, a stop sequence) are left out, token counts that are not non-negative whole
+ * numbers are dropped, and `text: null` is no text. An answer already paid for is not lost to them;
+ * what is left is checked strictly.
+ */
+function recordedOutput(output: unknown): unknown {
+  if (output === null || typeof output !== 'object') return output
+  const { text, toolCalls, finishReason, usage } = output as Record<string, unknown>
+  const calls = Array.isArray(toolCalls)
+    ? toolCalls.map((call: unknown) => {
+        if (call === null || typeof call !== 'object') return call
+        const { callId, name, arguments: args } = call as Record<string, unknown>
+        return { callId, name, arguments: args }
+      })
+    : toolCalls
+  let tokens: { inputTokens?: number; outputTokens?: number } | undefined
+  if (usage !== null && typeof usage === 'object') {
+    const inputTokens = tokenCount((usage as Record<string, unknown>).inputTokens)
+    const outputTokens = tokenCount((usage as Record<string, unknown>).outputTokens)
+    if (inputTokens !== undefined || outputTokens !== undefined) {
+      tokens = { ...(inputTokens === undefined ? {} : { inputTokens }), ...(outputTokens === undefined ? {} : { outputTokens }) }
+    }
+  }
+  return { ...(text === null || text === undefined ? {} : { text }), toolCalls: calls, finishReason, ...(tokens === undefined ? {} : { usage: tokens }) }
+}
+
 /** A client's answer as a `ModelResponse`, or a malformed failure naming what is wrong with it (a custom client's bug is the step's failure, not the engine's). */
-function checkedResponse(response: unknown): ModelResponse {
+function checkedResponse(given: unknown): ModelResponse {
+  const response =
+    given !== null && typeof given === 'object' && (given as { kind?: unknown }).kind === 'completed'
+      ? { kind: 'completed', output: recordedOutput((given as { output?: unknown }).output) }
+      : given
   const checked = modelResponseSchema.safeParse(response)
   if (checked.success) {
     const answer = response as ModelResponse

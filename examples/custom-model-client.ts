@@ -71,7 +71,9 @@ try {
   const engine = new Engine({ log, model })
   const outcome = await engine.run({
     invocation: { sessionId: 's', turnId: 't', runId: 'r', invocationId: 'i' },
-    // The provider config still names a model and a base URL: they are recorded (no secrets) and sealed into pauses.
+    // The provider config still names a model (recorded and sealed into pauses) and a base URL (neither:
+    // a successor may use another). Give your provider's credentials here too, as apiKey or headers,
+    // even if your client reads them from elsewhere: only these are redacted from what is recorded.
     provider: { kind: 'openai-chat', baseUrl: url, model: 'generate-v1' },
     configuration: { cwd: process.cwd() },
     tools: [{ name: 'clock', description: 'The time', async execute() { return '12:00' } }],

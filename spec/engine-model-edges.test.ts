@@ -202,8 +202,8 @@ test(
       undefined,
       { kind: 'completed' },
       { kind: 'completed', output: { text: 'done', toolCalls: [{ name: 'echo' }], finishReason: 'stop' } },
-      { kind: 'completed', output: { text: 'done', toolCalls: [], finishReason: 'stop', usage: { inputTokens: 12.5 } } },
-      { kind: 'completed', output: { text: 'done', toolCalls: [], finishReason: 'stop', raw: {} } },
+      { kind: 'completed', output: { text: 7, toolCalls: [], finishReason: 'stop' } },
+      { kind: 'completed', output: { text: 'done', toolCalls: [], finishReason: null } },
       { kind: 'interrupted', status: 'paused', message: 'no such status' },
       'done',
     ]
@@ -231,6 +231,48 @@ test(
       const facts = await factsOf(h.log, 'invocation-nameless')
       assert.equal(only(facts, 'model.interrupted').map((fact) => fact.message), ['the model client returned a tool call without an id (output.toolCalls[1].callId is empty)'])
       assert.is(only(facts, 'model.completed').length, 0)
+    })
+  })(),
+)
+
+test(
+  "a custom client's answer is recorded without what the output has no place for (other members, token counts that are not whole numbers, text null): an answer already paid for is not lost; a cancel the run did not ask for fails the step",
+  (() => {
+    const answers: unknown[] = [
+      // Anthropic-style extras: cache token counts, a stop sequence, a count of 12.5.
+      {
+        kind: 'completed',
+        output: { text: 'first', toolCalls: [], finishReason: 'stop', stopSequence: null, usage: { inputTokens: 12.5, outputTokens: 3, cacheReadTokens: 100 } },
+      },
+      // text null beside a call that carries its index and type; no usable count at all.
+      {
+        kind: 'completed',
+        output: { text: null, toolCalls: [{ callId: 'call-1', name: 'echo', arguments: '{"value":1}', index: 0, type: 'function' }], finishReason: 'tool_calls', usage: { inputTokens: null } },
+      },
+      { kind: 'completed', output: { text: 'done', toolCalls: [], finishReason: 'stop' } },
+      // Its own SDK aborted, not the run.
+      { kind: 'interrupted', status: 'cancelled', message: 'the SDK aborted the request' },
+    ]
+    let calls = 0
+    const client: ModelClient = {
+      async complete() {
+        return answers[calls++] as never
+      },
+    }
+    return engineTest([], { model: { createClient: () => client, retries: 0 } }, async (h) => {
+      assert.equal(await h.run(h.input('extras')), { status: 'completed' })
+      const first = only(await factsOf(h.log, 'invocation-extras'), 'model.completed').map((fact) => fact.output)
+      assert.equal(first, [{ text: 'first', toolCalls: [], finishReason: 'stop', usage: { outputTokens: 3 } }])
+      const echo = countingTool()
+      assert.equal(await h.run(h.input('call', { tools: [echo] })), { status: 'completed' })
+      assert.is(echo.calls.length, 1)
+      const outputs = only(await factsOf(h.log, 'invocation-call'), 'model.completed').map((fact) => fact.output)
+      assert.equal(outputs[0], { toolCalls: [{ callId: 'call-1', name: 'echo', arguments: '{"value":1}' }], finishReason: 'tool_calls' })
+      const outcome = await h.run(h.input('unasked'))
+      assert.equal([outcome.status, outcome.status === 'failed' ? outcome.class : undefined], ['failed', 'model_failed'], 'not cancelled: nobody cancelled it')
+      assert.equal(only(await factsOf(h.log, 'invocation-unasked'), 'model.interrupted').map((fact) => [fact.status, fact.message]), [
+        ['failed', 'the model client reported the request cancelled, but the run was not cancelled: the SDK aborted the request'],
+      ])
     })
   })(),
 )

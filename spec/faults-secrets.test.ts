@@ -449,14 +449,17 @@ test(
       assert.is(aborted.status, 'cancelled')
       assert.match(aborted.status === 'cancelled' ? aborted.source : '', /operator stopped the run holding key \[redacted\]/)
 
-      // A custom client: an answer quoting the key, then one that is malformed because of a member named after it.
+      // A custom client: an answer quoting the key, then one with a member named after it (left out of the record),
+      // then one that is malformed (a tool call without a name) whose status names the key.
       let calls = 0
       const custom = answeringWith(log, async (provider) => {
         calls += 1
         if (calls === 1) return { kind: 'completed', output: { text: `ERROR 401: invalid key ${provider.apiKey}`, toolCalls: [], finishReason: 'stop' } }
-        return { kind: 'completed', output: { text: 'x', toolCalls: [], finishReason: 'stop', [`debug_${provider.apiKey}`]: 1 } } as never
+        if (calls === 2) return { kind: 'completed', output: { text: 'x', toolCalls: [], finishReason: 'stop', [`debug_${provider.apiKey}`]: 1 } } as never
+        return { kind: 'interrupted', status: `failed_${provider.apiKey}`, message: `no such status ${provider.apiKey}` } as never
       })
       assert.equal(await custom.run(withReferer('custom-text', { tools: [] })), { status: 'completed' })
+      assert.equal(await custom.run(withReferer('custom-member', { tools: [] })), { status: 'completed' })
       const malformed = await custom.run(withReferer('custom-malformed', { tools: [] }))
       assert.equal(malformed.status === 'failed' ? malformed.class : malformed.status, 'model_malformed')
       assert.equal(found(JSON.stringify(malformed)), [], 'the malformed answer is described without the key')

@@ -36,6 +36,51 @@ directory(
 )
 
 directory(
+  'an append made after the directory was removed or moved under the open log is refused LOG_IO, not acknowledged (LevelDB writes on into its unlinked files), and so is every one after it',
+  boundedTest(20_000, async (root) => {
+    for (const how of ['removed', 'moved'] as const) {
+      const path = join(root, `log-${how}`)
+      const log = await EventLog.open(path)
+      try {
+        await log.appendAll(completeInvocation(`${how}-before`))
+        if (how === 'removed') await rm(path, { recursive: true })
+        else await rename(path, join(root, `moved-${how}`))
+        const after = new EventMaker(invocationOf(`${how}-after`))
+        const refused = await refusal(log.append(after.next(facts.opened())))
+        assert.is(refused.code, 'LOG_IO', refused.message)
+        assert.match(refused.message, how === 'removed' ? /was removed \(or moved away\) while the log was open: what was written since is in no directory of that name, so it was not acknowledged/ : /was removed \(or moved away\)/)
+        const next = await refusal(log.append(new EventMaker(invocationOf(`${how}-later`)).next(facts.opened())))
+        assert.is(next.code, 'LOG_IO', 'the log stays failed')
+      } finally {
+        await log.close()
+      }
+      // What was acknowledged before is where the directory went, and the refused group with it (written, not acknowledged).
+      if (how === 'moved') {
+        const moved = await EventLog.open(join(root, `moved-${how}`))
+        try {
+          assert.is((await moved.verify()).events, 9)
+        } finally {
+          await moved.close()
+        }
+      }
+    }
+    // Replaced by another directory: the same refusal, naming it.
+    const path = join(root, 'log-replaced')
+    const log = await EventLog.open(path)
+    try {
+      await log.appendAll(completeInvocation('replaced-before'))
+      await rename(path, join(root, 'old-replaced'))
+      await mkdir(path)
+      const refused = await refusal(log.append(new EventMaker(invocationOf('replaced-after')).next(facts.opened())))
+      assert.is(refused.code, 'LOG_IO')
+      assert.match(refused.message, /is now another directory/)
+    } finally {
+      await log.close()
+    }
+  }),
+)
+
+directory(
   'an open and close that append nothing leave the head anchor as it was (a read, under either durability), and an empty log gets none',
   boundedTest(20_000, async (root) => {
     for (const durability of ['sync', 'os'] as const) {

@@ -1,3 +1,4 @@
+import { statSync } from 'node:fs'
 import { type FileHandle, mkdtemp, open as openFile, readFile, readdir, rename, rm, stat } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { isDeepStrictEqual } from 'node:util'
@@ -1463,6 +1464,26 @@ export class EventLog {
   }
 
   /**
+   * `LOG_IO` when the log's location no longer names the directory it opened (removed, moved, or
+   * replaced by another); undefined while it does, or when that cannot be told (a location that
+   * cannot be looked at for another reason). One `stat` of the location: a few µs a group commit.
+   */
+  #directoryMoved(): FactstateError | undefined {
+    const opened = this.#directory
+    if (opened === undefined) return undefined
+    let now: { dev: number; ino: number } | undefined
+    try {
+      now = statSync(this.#location, { throwIfNoEntry: false })
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code
+      if (code !== 'ENOTDIR') return undefined
+    }
+    if (now !== undefined && now.dev === opened.dev && now.ino === opened.ino) return undefined
+    const what = now === undefined ? 'was removed (or moved away)' : 'is now another directory'
+    return new FactstateError('LOG_IO', `the log's directory ${this.#location} ${what} while the log was open: what was written since is in no directory of that name, so it was not acknowledged; the log refuses everything but close() from here on`)
+  }
+
+  /**
    * Whether the log's location is still the directory it opened. Another process may have removed
    * it once this one stopped using LevelDB's files (LevelDB's lock is on a file, not on the name) and
    * put another log there: that log must not get this one's anchor or id filter.
@@ -1788,8 +1809,13 @@ export class EventLog {
         this.#writing = true
         try {
           await this.#write(batch)
+          // LevelDB writes on through the files it has open when the directory is removed (or moved)
+          // under it: the group is on the disk, but in no directory the log's location names, and the
+          // next open there finds none of it. Not acknowledged, then: the log fails.
+          const moved = this.#directoryMoved()
+          if (moved !== undefined) throw moved
         } catch (error) {
-          this.#failed = levelError(error)
+          this.#failed = error instanceof FactstateError ? error : levelError(error)
           for (const entry of accepted) entry.reject(this.#failed)
           return
         } finally {

@@ -7,6 +7,7 @@ import { mkdtemp, rm, stat } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { type ParseArgsConfig, parseArgs } from 'node:util'
+import { escapeControls } from '../store/fact-summary.js'
 import { FactstateError, type FactstateErrorCode } from '../errors.js'
 import { EventLog } from '../store/event-log.js'
 
@@ -59,12 +60,13 @@ const snapshotRemedies: Partial<Record<FactstateErrorCode, string>> = {
 export function reportError(error: unknown, io: CommandIo, snapshot = false): number {
   if (error instanceof FactstateError) {
     // `error: CODE: message`, as every other error line begins (`error:`), for a script that looks for it.
-    io.stderr(`error: ${error.message}`)
+    // A message may quote fact text (a refused fact's): escaped for the terminal.
+    io.stderr(`error: ${escapeControls(error.message)}`)
     const remedy = (snapshot ? snapshotRemedies[error.code] : undefined) ?? remedies[error.code]
     if (remedy) io.stderr(`remedy: ${remedy}`)
     return error.code === 'LOG_WRITER_BUSY' ? EXIT.busy : error.code === 'LOG_CORRUPT' ? EXIT.failed : EXIT.refused
   }
-  io.stderr(`error: ${(error as Error)?.message ?? String(error)}`)
+  io.stderr(`error: ${escapeControls((error as Error)?.message ?? String(error))}`)
   return EXIT.refused
 }
 

@@ -469,6 +469,45 @@ test('demo against a real endpoint (OPENAI_BASE_URL): passes when the model call
     }, 90_000),
   ))
 
+test('log (--runs, --json) and recover escape control characters a directly appended fact carries (ESC, C1, OSC 8, bidi), and nothing else', () =>
+  withTempDir((dir) =>
+    withTimeout(async () => {
+      const location = join(dir, 'log')
+      // What no engine writes but a direct append may: a failure class and a tool name that drive a terminal.
+      const hostile = 'x\u001b[31mRED\u009b2J\u001b]8;;https://evil.example\u0007link\u202eevil'
+      const log = await EventLog.open(location)
+      try {
+        await log.appendAll(new EventMaker(invocationOf('ended', 'session-hostile')).many([facts.opened(), facts.ended({ status: 'failed', class: hostile })]))
+        const open = new EventMaker(invocationOf('open', 'session-hostile'))
+        await log.appendAll(
+          open.many([
+            facts.opened(),
+            facts.requested('s1'),
+            facts.completed('s1', [{ callId: 'call-op1', name: hostile, arguments: '{}' }]),
+            { type: 'tool.dispatched', operationId: 'op1', callId: 'call-op1', name: hostile, input: { note: hostile } },
+          ]),
+        )
+      } finally {
+        await log.close()
+      }
+      const raw = /[\u001b\u0007\u0080-\u009f\u202e]/
+      const runs = await cli(['log', location, '--session', 'session-hostile', '--runs'])
+      const runsJson = await cli(['log', location, '--session', 'session-hostile', '--runs', '--json'])
+      const json = await cli(['log', location, '--json'])
+      const recover = await cli(['recover', location])
+      for (const [what, result] of [['--runs', runs], ['--runs --json', runsJson], ['--json', json], ['recover', recover]] as const) {
+        assert.is(result.code, 0, `${what}: ${result.stderr}`)
+        assert.not.match(result.stdout + result.stderr, raw, `${what} printed a raw control character`)
+        assert.match(result.stdout, /\\u001b\[31mRED\\u009b2J/, `${what} shows it escaped`)
+      }
+      assert.match(runs.stdout, /failed x\\u001b\[31mRED\\u009b2J\\u001b\]8;;https:\/\/evil\.example\\u0007link\\u202eevil/)
+      // Escaped JSON is still JSON, and reads back as the very text.
+      for (const line of json.stdout.trim().split('\n')) JSON.parse(line)
+      const ended = runsJson.stdout.trim().split('\n').map((line) => JSON.parse(line) as { outcome?: { class?: string } }).find((run) => run.outcome?.class !== undefined)
+      assert.is(ended?.outcome?.class, hostile, 'the JSON value is the fact\'s text')
+    }, 60_000),
+  ))
+
 test('demo refuses to empty a directory holding a log it did not write', () =>
   bounded30(withTempDir(async (dir) => {
     const log = await EventLog.open(join(dir, 'log'))

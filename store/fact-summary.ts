@@ -3,9 +3,19 @@ import type { Fact } from '../facts/types.js'
 const clip = (text: string, max = 80) => (text.length > max ? `${text.slice(0, max - 1)}…` : text)
 const json = (value: unknown) => clip(JSON.stringify(value) ?? 'null')
 
-// C0 and C1 controls, DEL, and the line and paragraph separators: a model or a tool wrote the text.
-const CONTROL = /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g
+// C0 and C1 controls, DEL, the line and paragraph separators, and the bidirectional controls (which
+// reorder what a terminal shows): a model or a tool wrote the text.
+const CONTROL = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g
 const escapeControl = (char: string) => `\\u${char.charCodeAt(0).toString(16).padStart(4, '0')}`
+
+/**
+ * `text` with every control character escaped (`\u001b`), for a terminal: text from facts (a model's,
+ * a tool's, whatever a direct append wrote) can neither break a line nor drive the terminal. On JSON
+ * text it keeps the JSON valid and its value the same (JSON leaves C1 and bidirectional controls raw).
+ */
+export function escapeControls(text: string): string {
+  return text.replace(CONTROL, escapeControl)
+}
 
 /**
  * The key fields of a fact in one short line (for the CLI, logs and the inspector's timeline).
@@ -13,7 +23,7 @@ const escapeControl = (char: string) => `\\u${char.charCodeAt(0).toString(16).pa
  * line nor drive a terminal.
  */
 export function summarizeFact(fact: Fact): string {
-  return describe(fact).replace(CONTROL, escapeControl)
+  return escapeControls(describe(fact))
 }
 
 function describe(fact: Fact): string {

@@ -1,7 +1,7 @@
 import { FACT_TYPES, type FactType, type StoredEvent } from '../../facts/types.js'
 import { ID_PATTERN } from '../../facts/schema.js'
 import { EventLog, type RunSummary, logInternals } from '../../store/event-log.js'
-import { summarizeFact } from '../../store/fact-summary.js'
+import { escapeControls, summarizeFact } from '../../store/fact-summary.js'
 import { FactstateError } from '../../errors.js'
 import { changeMark, idAt } from '../../store/snapshot.js'
 import { type CommandIo, EXIT, closeLog, endBySignal, isLogDirectory, openLogToRead, parseCommand, reportReadError, snapshotDirectoryOf, untilStopped, usage } from '../io.js'
@@ -107,7 +107,7 @@ export async function logCommand(args: string[], io: CommandIo, options: { signa
       const runs = await log.runs(values.session as string)
       for (const run of runs) {
         if (io.stdoutClosed?.()) return EXIT.ok
-        io.stdout(values.json ? JSON.stringify(run) : formatRun(run))
+        io.stdout(values.json ? escapeControls(JSON.stringify(run)) : formatRun(run))
       }
       if (!values.json) io.stderr(`${runs.length} run(s) in session ${values.session}; log high-water ${log.head().highWater}`)
       return EXIT.ok
@@ -126,7 +126,7 @@ export async function logCommand(args: string[], io: CommandIo, options: { signa
       // Facts that land before --from (a log still short of it) are not shown while following either.
       if (stored.seq < from || !matches(stored)) return
       shown += 1
-      io.stdout(values.json ? JSON.stringify({ seq: stored.seq, ...stored.event }) : formatEvent(stored))
+      io.stdout(values.json ? escapeControls(JSON.stringify({ seq: stored.seq, ...stored.event })) : formatEvent(stored))
     }
     for await (const stored of source) {
       if (io.stdoutClosed?.()) return EXIT.ok
@@ -235,7 +235,8 @@ async function follow(
 export function formatRun(run: RunSummary): string {
   const began = run.sourceRunId === undefined ? run.kind : `${run.kind} of ${run.sourceRunId}`
   const ended = run.terminal === null ? 'open' : run.outcome?.status === 'failed' ? `failed ${run.outcome.class}` : run.terminal
-  return `${run.runId}  ${run.turnId}  ${run.invocationId}  ${began}  ${ended}  #${run.openedSeq}–#${run.lastSeq}`
+  // The class is any text a direct append wrote: escaped as a fact's summary is.
+  return escapeControls(`${run.runId}  ${run.turnId}  ${run.invocationId}  ${began}  ${ended}  #${run.openedSeq}–#${run.lastSeq}`)
 }
 
 /** One human-readable line for a stored event. */

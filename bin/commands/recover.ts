@@ -1,3 +1,4 @@
+import { escapeControls } from '../../store/fact-summary.js'
 import { recoverInvocations } from '../../store/recovery.js'
 import { type CommandIo, onLogDirectory } from '../io.js'
 
@@ -25,7 +26,8 @@ export async function recoverCommand(args: string[], io: CommandIo): Promise<num
       onClosed: ({ invocation, outcome, uncertainOperations, boundary }) => {
         const why = outcome.status === 'failed' ? outcome.class : outcome.status
         const ops = uncertainOperations.map((op) => `${op.name}${op.readOnly ? ' (read-only)' : ''} ${op.operationId}`)
-        lines.push(`${invocation.sessionId}/${invocation.runId} ${invocation.invocationId}: ${why}${ops.length > 0 ? ` (${ops.join(', ')})` : ''}; run ends at ${boundary.highWater}`)
+        // Tool names and operation ids are any text a direct append wrote: escaped as a fact's summary is.
+        lines.push(escapeControls(`${invocation.sessionId}/${invocation.runId} ${invocation.invocationId}: ${why}${ops.length > 0 ? ` (${ops.join(', ')})` : ''}; run ends at ${boundary.highWater}`))
       },
     })
     for (const line of lines.sort()) io.stdout(line)

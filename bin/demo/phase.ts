@@ -9,6 +9,7 @@ import { isFactstateError } from '../../errors.js'
 import type { HandoffPause, Invocation, InvocationOutcome } from '../../facts/types.js'
 import type { HandoffReservation, HeldInvocation } from '../../actors/handoff.js'
 import { EventLog } from '../../store/event-log.js'
+import { escapeControls } from '../../store/fact-summary.js'
 import { recoverInvocations } from '../../store/recovery.js'
 import { answer } from '../../testing/scripted-model-server.js'
 import { CRASH_SESSION, SESSION, demoModel, intent, paths, printTransitions, readLedger, result, runInput, tools } from './agent.js'
@@ -25,7 +26,7 @@ const realModel = process.env.OPENAI_BASE_URL !== undefined && process.env.OPENA
 
 /** An outcome in a line: `failed model_failed: the provider answered HTTP 401: …`. */
 function describeOutcome(outcome: InvocationOutcome): string {
-  if (outcome.status === 'failed') return `failed ${outcome.class}${outcome.message === undefined ? '' : `: ${outcome.message}`}`
+  if (outcome.status === 'failed') return escapeControls(`failed ${outcome.class}${outcome.message === undefined ? '' : `: ${outcome.message}`}`)
   if (outcome.status === 'cancelled') return `cancelled (${outcome.source})`
   return outcome.status
 }

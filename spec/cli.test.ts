@@ -108,7 +108,7 @@ test('demo passes every step, then log, verify and recover read its log', () =>
       assert.is(missing.code, 2)
       assert.match(missing.stderr, /^error: --session needs a value$/m)
 
-      const recover = await cli(['recover', location])
+      const recover = await cli(['recover', location], {})
       assert.is(recover.code, 0)
       assert.match(recover.stdout, new RegExp(`^closed 0 invocation\\(s\\); log high-water ${events}, digest ${digest}$`, 'm'))
 
@@ -491,9 +491,10 @@ test('log (--runs, --json) and recover escape control characters a directly appe
         await log.close()
       }
       const raw = /[\u001b\u0007\u0080-\u009f\u202e]/
-      const runs = await cli(['log', location, '--session', 'session-hostile', '--runs'])
-      const runsJson = await cli(['log', location, '--session', 'session-hostile', '--runs', '--json'])
-      const json = await cli(['log', location, '--json'])
+      // From the build (`npm test` builds first): no compile per command.
+      const runs = await cli(['log', location, '--session', 'session-hostile', '--runs'], {})
+      const runsJson = await cli(['log', location, '--session', 'session-hostile', '--runs', '--json'], {})
+      const json = await cli(['log', location, '--json'], {})
       const recover = await cli(['recover', location])
       for (const [what, result] of [['--runs', runs], ['--runs --json', runsJson], ['--json', json], ['recover', recover]] as const) {
         assert.is(result.code, 0, `${what}: ${result.stderr}`)

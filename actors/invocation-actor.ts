@@ -529,6 +529,7 @@ export class InvocationActor {
       const calls = this.#liveCalls(stepId, attempt)
       const response = await executor.attempt(client, {
         bodyText,
+        origin: { invocation: this.setup.invocation, stepId, attempt, requestDigest },
         signal: this.#signal,
         ...(live === undefined ? {} : { onText: (text: string) => live.push(text) }),
         ...(calls === undefined ? {} : { onToolCall: (piece: ToolCallPiece) => calls.push(piece) }),

@@ -4,7 +4,7 @@
  * it and answers with a {@link ModelResponse}. A client never throws for provider trouble: it
  * classifies it, so the engine can record it as a `model.interrupted` fact.
  */
-import type { ModelOutput } from '../facts/types.js'
+import type { Invocation, ModelOutput } from '../facts/types.js'
 
 /** A JSON value as sent to a provider. */
 export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue }
@@ -27,8 +27,32 @@ export interface ChatRequestBody {
   [key: string]: unknown
 }
 
+/**
+ * Which request of which run an attempt is: for a client to tag what it sends and logs (a tracing
+ * span, a provider's request metadata, a log line) so that the provider's records and the log's facts
+ * can be matched, or to key a cache by. Every member is what the log records for the attempt.
+ */
+export interface ModelRequestOrigin {
+  /** The invocation the request is made for: its session, turn, run and invocation ids. */
+  invocation: Invocation
+  /** The step, as its `model.requested` facts name it (`step-1`, `step-2`, …). */
+  stepId: string
+  /** 1 for the step's first attempt, 2 for its first retry, …: one `model.requested` fact each. */
+  attempt: number
+  /**
+   * The `requestDigest` of the step's `model.requested` facts: `sha256:` and the hex SHA-256 of
+   * `bodyText`. The same for every attempt of the step, and for the same request sent again by a successor.
+   */
+  requestDigest: string
+}
+
 /** Everything a client needs for one attempt. `bodyText` is the exact bytes to send. */
 export interface ModelRequest {
+  /**
+   * Which request this is (the invocation, step, attempt and request digest the log records for it).
+   * The engine sets it on every request it sends; absent only when a client is called directly.
+   */
+  origin?: ModelRequestOrigin | undefined
   /** `bodyText` parsed: the client's own copy for this attempt (changing it changes nothing of the run). */
   body: ChatRequestBody
   /** `JSON.stringify(body)`: the digest in `model.requested` is over these bytes, and a retry sends them unchanged. */

@@ -109,8 +109,8 @@ export class ModelExecutor {
    * its own: parsed from `bodyText` when first read (the OpenAI client never reads it), so a client
    * that changes it in place cannot reach the run's transcript, tools or options, nor a retry.
    */
-  async attempt(client: ModelClient, request: Pick<ModelRequest, 'bodyText' | 'signal' | 'onText' | 'onToolCall'>): Promise<ModelResponse> {
-    const { bodyText, signal, onText, onToolCall } = request
+  async attempt(client: ModelClient, request: Pick<ModelRequest, 'bodyText' | 'signal' | 'onText' | 'onToolCall' | 'origin'>): Promise<ModelResponse> {
+    const { bodyText, signal, onText, onToolCall, origin } = request
     if (signal.aborted) return CANCELLED
     let body: ChatRequestBody | undefined
     // Pieces of text reach `onText` while the attempt lasts, never after it (a client that ignores
@@ -154,6 +154,8 @@ export class ModelExecutor {
             return body
           },
           bodyText,
+          // A copy for each attempt: a client that changes it changes nothing of the run, nor a retry's.
+          ...(origin === undefined ? {} : { origin: { ...origin, invocation: { ...origin.invocation } } }),
           signal: attempt.signal,
           timeoutMs: this.timeoutMs,
           ...(this.idleTimeoutMs === undefined ? {} : { idleTimeoutMs: this.idleTimeoutMs }),

@@ -27,7 +27,10 @@ class GenerateApiClient implements ModelClient {
     if (request.idleTimeoutMs !== undefined) limits.push(AbortSignal.timeout(request.idleTimeoutMs))
     let text: string
     try {
-      const response = await fetch(this.url, { method: 'POST', body: JSON.stringify({ prompt, tools }), signal: AbortSignal.any(limits) })
+      // `origin` says which request this is (the engine always sets it): tagged here, the provider's
+      // records can be matched with the log's model.requested facts.
+      const origin = request.origin ? `${request.origin.invocation.invocationId} ${request.origin.stepId} attempt ${request.origin.attempt}` : 'unknown'
+      const response = await fetch(this.url, { method: 'POST', headers: { 'x-request-origin': origin }, body: JSON.stringify({ prompt, tools }), signal: AbortSignal.any(limits) })
       if (response.status >= 500) return { kind: 'interrupted', status: 'retryable_failure', message: `HTTP ${response.status}` }
       text = await response.text()
     } catch (error) {
@@ -44,7 +47,8 @@ class GenerateApiClient implements ModelClient {
     if (answer?.call) {
       return {
         kind: 'completed',
-        output: { toolCalls: [{ callId: `gen-${Date.now()}`, name: answer.call.tool, arguments: JSON.stringify(answer.call.args) }], finishReason: 'tool_calls' },
+        // This provider names no calls: an id unique within the run, from the step the call answers.
+        output: { toolCalls: [{ callId: `gen-${request.origin?.stepId ?? Date.now()}`, name: answer.call.tool, arguments: JSON.stringify(answer.call.args) }], finishReason: 'tool_calls' },
       }
     }
     if (typeof answer?.say === 'string') return { kind: 'completed', output: { text: answer.say, toolCalls: [], finishReason: 'stop' } }
@@ -53,7 +57,9 @@ class GenerateApiClient implements ModelClient {
 }
 
 // The provider: calls `clock` once, then reports the time it got back.
+const origins: string[] = []
 const provider = createServer((req, res) => {
+  origins.push(String(req.headers['x-request-origin']))
   let body = ''
   req.on('data', (chunk) => (body += chunk))
   req.on('end', () => {
@@ -82,6 +88,7 @@ try {
   const facts = (await log.prefix(100, 1 << 20)).events.map((e) => e.event.fact)
   const said = facts.flatMap((f) => (f.type === 'model.completed' && f.output.text ? [f.output.text] : []))
   console.log(`outcome: ${outcome.status}; the model said: ${said.join(' ')}`)
+  console.log(`the provider was asked by: ${origins.join('; ')}`)
   process.exitCode = outcome.status === 'completed' && said[0] === 'The clock said 12:00' ? 0 : 1
 } finally {
   await log.close()

@@ -7,10 +7,12 @@ import { createHash } from 'node:crypto'
 import { getEventListeners } from 'node:events'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import { EventLog, ModelExecutor, recoverInvocations, type ModelClient, type ProviderConfig } from '../index.js'
+import { EventLog, ModelExecutor, OpenAIChatClient, recoverInvocations, type ModelClient, type ModelRequestOrigin, type ProviderConfig } from '../index.js'
 import { answer } from '../testing/scripted-model-server.js'
 import { engineTest, factsOf, filesHolding, only, storedEvents } from './support/engine-fixtures.js'
 import { withTimeout } from './support/temp.js'
+
+const seenOrigins: (ModelRequestOrigin | undefined)[] = []
 
 const sha256 = (text: string) => `sha256:${createHash('sha256').update(text).digest('hex')}`
 
@@ -233,6 +235,51 @@ test(
       await h.log.close()
       assert.equal(await filesHolding(h.logPath, [API_KEY, HEADER_VALUE, API_KEY.slice(3, 20)]), [], 'no secret in any file')
       h.log = await EventLog.open(h.logPath)
+    },
+  ),
+)
+
+test(
+  "a client is told which request each attempt is: the invocation, the step, the attempt and the digest its model.requested fact records",
+  engineTest(
+    [answer.status(429, { retryAfterMs: 1 }), answer.toolCalls([{ id: 'call-o', name: 'echo', arguments: { value: 7 } }]), answer.text('done')],
+    {
+      model: {
+        createClient: (provider) => {
+          const inner = new OpenAIChatClient(provider)
+          return {
+            complete: (request) => {
+              seenOrigins.push(request.origin === undefined ? undefined : structuredClone(request.origin))
+              // A client that changes what it was given changes nothing of the run.
+              if (request.origin) {
+                request.origin.invocation.invocationId = 'changed'
+                request.origin.attempt = 99
+              }
+              return inner.complete(request)
+            },
+          }
+        },
+      },
+    },
+    async (h) => {
+      seenOrigins.length = 0
+      assert.equal(await h.run(h.input('origin')), { status: 'completed' })
+      const facts = await factsOf(h.log, 'invocation-origin')
+      const requested = only(facts, 'model.requested')
+      const opened = (await storedEvents(h.log)).find((stored) => stored.event.fact.type === 'invocation.opened')?.event
+      assert.ok(opened)
+      assert.is(requested.length, 3)
+      assert.equal(
+        seenOrigins,
+        [
+          { invocation: opened.invocation, stepId: 'step-1', attempt: 1, requestDigest: requested[0]?.requestDigest },
+          { invocation: opened.invocation, stepId: 'step-1', attempt: 2, requestDigest: requested[1]?.requestDigest },
+          { invocation: opened.invocation, stepId: 'step-2', attempt: 1, requestDigest: requested[2]?.requestDigest },
+        ],
+      )
+      assert.is(requested[0]?.requestDigest, sha256(h.server.requests[0]?.bodyText ?? ''))
+      assert.is.not(requested[2]?.requestDigest, requested[0]?.requestDigest)
+      assert.is(opened.invocation.invocationId, 'invocation-origin', 'the run kept its own ids')
     },
   ),
 )

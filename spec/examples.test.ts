@@ -29,7 +29,7 @@ const examples: [file: string, mustSay: RegExp][] = [
   ['examples/cross-process-handoff.ts', /the tool ran 1 time\(s\) across both processes/],
   ['examples/continuation.ts', /charge_card ran 1 time\(s\) in total/],
   ['examples/conversation.ts', /run-2 \(completed\): the model was sent 4 messages \(system, user, assistant, user\) and said "Your name is Ada\."/],
-  ['examples/custom-model-client.ts', /the model said: The clock said 12:00/],
+  ['examples/custom-model-client.ts', /the model said: The clock said 12:00\nthe provider was asked by: i step-1 attempt 1; i step-2 attempt 1\n/],
   ['examples/parallel-tools-progress.ts', /#5 tool\.dispatched \{"city":"Oslo"\}[\s\S]*completed: 3 lookups of 300 ms each, at most 3 at once/],
   ['examples/resume-after-crash.ts', /search_orders {} [^ ]+: no effect \(read-only\)\n  charge_card {"cents":4200} [^ ]+: the charge went through\ncontinued: completed; the card was charged 1 time\(s\)/],
   ['examples/tool-approval.ts', /#8 rejected \{"order":"C-3","amount":9000\} denied: over 1,000 needs a manager[\s\S]*completed: 2 refunds issued/],

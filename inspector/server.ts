@@ -78,6 +78,13 @@ const SESSION_LIMIT = 300
 const HEARTBEAT_MS = 15_000
 /** Bytes a page's event stream may have waiting before the page is taken to have stalled and is cut off. */
 const STREAM_BACKLOG = 4 * 1024 * 1024
+/**
+ * The most live streams served at once (a page keeps one open): each may hold STREAM_BACKLOG bytes
+ * for a page that reads slowly, so a program that opens streams without end (a reconnect loop, a
+ * script left running) could otherwise hold the inspector's memory without end. One more is refused
+ * with 503 `TOO_MANY_STREAMS`; the pages already open keep theirs.
+ */
+export const MAX_STREAMS = 32
 /** Events decoded and indexed at a time when the inspector starts: only one chunk is held at once. */
 const INDEX_CHUNK = 2_048
 
@@ -314,6 +321,14 @@ export async function serveInspector(given: InspectorOptions): Promise<Inspector
   }
 
   const openStream = (req: IncomingMessage, res: ServerResponse, at: EventLog) => {
+    if (streams.size >= MAX_STREAMS) {
+      return sendError(
+        res,
+        503,
+        'TOO_MANY_STREAMS',
+        `the inspector already serves ${MAX_STREAMS} live streams, one for each open page: close a page (or a program reading /api/events) and load this one again`,
+      )
+    }
     res.writeHead(200, { ...SECURITY_HEADERS, 'content-type': 'text/event-stream; charset=utf-8', connection: 'keep-alive' })
     const head = at.head()
     res.write(`retry: 2000\n\nevent: hello\ndata: ${JSON.stringify({ highWater: head.highWater, digest: head.digest })}\n\n`)

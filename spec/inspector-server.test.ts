@@ -13,6 +13,7 @@ import { Engine, EventLog, type Fact, type StoredEvent, foldFacts, invocationMac
 import { STEPS, invocationEvents, invocationFacts, invocationFor } from '../bench/workload.js'
 import type { Chart, InvocationDetail, Overview, VerifyReport } from '../inspector/protocol.js'
 import { serveInspector } from '../inspector/index.js'
+import { MAX_STREAMS } from '../inspector/server.js'
 import { logInternals } from '../store/event-log.js'
 import { logHeldOpen } from '../store/writer-presence.js'
 import { rejectsWithCode } from './support/codes.js'
@@ -384,6 +385,52 @@ test(
         ['tool.dispatched'],
       )
     } finally {
+      await inspector.close()
+      await log.close()
+    }
+  }),
+)
+
+test(
+  'live streams are capped: one more than MAX_STREAMS is refused 503 TOO_MANY_STREAMS, and a closed one makes room',
+  bounded(60_000, async (dir) => {
+    const log = await EventLog.open(join(dir, 'log'), { durability: 'os' })
+    const inspector = await serveInspector({ log })
+    const port = Number(new URL(inspector.url).port)
+    const sockets: ReturnType<typeof connect>[] = []
+    /** Opens a stream on a socket of its own; resolves with the status line once the server answers. */
+    const openStream = () =>
+      new Promise<string>((resolve, reject) => {
+        const socket = connect(port, '127.0.0.1')
+        sockets.push(socket)
+        let text = ''
+        socket.on('error', reject)
+        socket.on('data', (chunk: Buffer) => {
+          text += chunk.toString('utf8')
+          if (text.includes('\r\n\r\n')) resolve(text)
+        })
+        socket.write(`GET /api/events HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n\r\n`)
+      })
+    try {
+      const answers = await Promise.all(Array.from({ length: MAX_STREAMS }, openStream))
+      assert.is(answers.filter((answer) => answer.startsWith('HTTP/1.1 200')).length, MAX_STREAMS)
+      const refused = await fetch(`${inspector.url}api/events`)
+      assert.is(refused.status, 503)
+      const body = (await refused.json()) as { code: string; message: string }
+      assert.is(body.code, 'TOO_MANY_STREAMS')
+      assert.match(body.message, /close a page/)
+      assert.is((await fetch(`${inspector.url}api/overview`)).status, 200, 'the other endpoints still answer')
+      // A page that goes away makes room for another.
+      sockets[0]?.destroy()
+      let status = 503
+      for (let tries = 0; status === 503 && tries < 200; tries += 1) {
+        await new Promise((resolve) => setTimeout(resolve, 10))
+        const again = await openStream()
+        status = Number(again.slice(9, 12))
+      }
+      assert.is(status, 200)
+    } finally {
+      for (const socket of sockets) socket.destroy()
       await inspector.close()
       await log.close()
     }

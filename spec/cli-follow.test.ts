@@ -16,6 +16,21 @@ import { bounded, withTimeout, withTmpdir } from './support/temp.js'
 
 const opened = (name: string) => new EventMaker(invocationOf(name)).next(facts.opened())
 
+/**
+ * A closed log at `dir`/log holding one opened invocation (`inv-a`), followed by `log <path> …args`
+ * in-process until `stop` aborts; `io` defaults to a collector's.
+ */
+async function followed(dir: string, args: string[], given?: ReturnType<typeof collector>['io']) {
+  const path = join(dir, 'log')
+  const log = await EventLog.open(path)
+  await log.append(opened('a'))
+  await log.close()
+  const lines = collector()
+  const stop = new AbortController()
+  const running = logCommand([path, ...args], given ?? lines.io, { signal: stop.signal })
+  return { path, out: lines.out, err: lines.err, stop, running }
+}
+
 test(
   'usage: --follow takes no --to and does not combine with --runs; --refresh is for --follow, 0.1 to 3600 seconds',
   bounded(10_000, async (dir) => {
@@ -79,13 +94,8 @@ test(
 test(
   'following a log nobody has open never locks it: the application opens it meanwhile and its facts are printed (--json); a log replaced under it ends the follow with 4',
   bounded(40_000, async (dir) => {
-    const path = join(dir, 'log')
-    let log = await EventLog.open(path)
-    await log.append(opened('a'))
-    await log.close()
-    const { io, out, err } = collector()
-    const stop = new AbortController()
-    const running = logCommand([path, '--follow', '--refresh', '0.1', '--json'], io, { signal: stop.signal })
+    const { path, out, err, stop, running } = await followed(dir, ['--follow', '--refresh', '0.1', '--json'])
+    let log: EventLog
     try {
       await printed(out, (line) => line.includes('inv-a'), 'the first fact')
       // The application starts while the follow goes on: its open is not LOG_WRITER_BUSY.
@@ -115,16 +125,13 @@ test(
 test(
   'following with --from on a log still short of it prints nothing before --from, then each fact from it as it lands',
   bounded(40_000, async (dir) => {
-    const path = join(dir, 'log')
-    let log = await EventLog.open(path)
-    await log.append(opened('a'))
-    await log.close()
-    const { io: lines, out } = collector()
+    const lines = collector()
     // The follow asks whether stdout is closed at each look, the first one after the first read: then it follows.
     let looks = 0
-    const io = { ...lines, stdoutClosed: () => (looks += 1) < 0 }
-    const stop = new AbortController()
-    const running = logCommand([path, '--from', '3', '--follow', '--refresh', '0.1', '--json'], io, { signal: stop.signal })
+    const io = { ...lines.io, stdoutClosed: () => (looks += 1) < 0 }
+    const { path, stop, running } = await followed(dir, ['--from', '3', '--follow', '--refresh', '0.1', '--json'], io)
+    const { out } = lines
+    let log: EventLog
     try {
       await withTimeout(async () => {
         while (looks === 0) await new Promise((resolve) => setTimeout(resolve, 20))
@@ -147,13 +154,8 @@ test(
 test(
   'a log that goes missing while followed is waited for (a replace that is not one rename); one that stays gone ends the follow with 4 and says so',
   bounded(40_000, async (dir) => {
-    const path = join(dir, 'log')
-    let log = await EventLog.open(path)
-    await log.append(opened('a'))
-    await log.close()
-    const { io, out, err } = collector()
-    const stop = new AbortController()
-    const running = logCommand([path, '--follow', '--refresh', '0.1', '--json'], io, { signal: stop.signal })
+    const { path, out, err, stop, running } = await followed(dir, ['--follow', '--refresh', '0.1', '--json'])
+    let log: EventLog
     try {
       await printed(out, (line) => line.includes('inv-a'), 'the first fact')
       await rename(path, `${path}.moved`)

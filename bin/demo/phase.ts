@@ -7,7 +7,7 @@
 import { Engine, type RunningInvocation } from '../../actors/engine.js'
 import { isFactstateError } from '../../errors.js'
 import type { HandoffPause, Invocation, InvocationOutcome } from '../../facts/types.js'
-import type { HandoffReservation, HeldInvocation } from '../../actors/handoff.js'
+import type { HeldInvocation } from '../../actors/handoff.js'
 import { EventLog } from '../../store/event-log.js'
 import { escapeControls } from '../../store/fact-summary.js'
 import { recoverInvocations } from '../../store/recovery.js'
@@ -32,12 +32,15 @@ function describeOutcome(outcome: InvocationOutcome): string {
 }
 
 /**
- * A hold on `running` at its next safe point, or, when the run ended first (a real model that did
- * not call the tools the demo asks for, an endpoint that refused every request), why not.
+ * Reserves hold `handoffId` on the first run while the model's answer `answer` is in flight, then
+ * lets the answer go: the hold at the run's next safe point, or, when the run ended first (a real
+ * model that did not call the tools the demo asks for, an endpoint that refused every request), why not.
  */
-async function hold(running: RunningInvocation, reservation: () => HandoffReservation, needs: string): Promise<HeldInvocation> {
+async function hold(running: RunningInvocation, model: { release(index: number): void }, handoffId: string, answer: number, needs: string): Promise<HeldInvocation> {
   try {
-    return await reservation().ready()
+    const reservation = running.handoff().reserve(intent(handoffId, first.runId))
+    model.release(answer)
+    return await reservation.ready()
   } catch (error) {
     if (!isFactstateError(error, 'HANDOFF_UNAVAILABLE')) throw error
     const outcome = await running.wait()
@@ -65,29 +68,13 @@ async function seal(dir: string): Promise<void> {
     )
     await model.seen(0)
     say('» request 1 is in flight: a reviewer reserves hold "review" (it waits for the next safe point)')
-    const held = await hold(
-      running,
-      () => {
-        const review = running.handoff().reserve(intent('review', first.runId))
-        model.release(0)
-        return review
-      },
-      'it to call append_ledger for the shipment, then again for the invoice, one call per answer',
-    )
+    const held = await hold(running, model, 'review', 0, 'it to call append_ledger for the shipment, then again for the invoice, one call per answer')
     say(`» safe point reached: the tool ran ${(await readLedger(ledger)).length} time(s), nothing is in flight; the run is held`)
     say('» the reviewer approves: roll the hold back, the run goes on')
     await held.release()
     await model.seen(1)
     say('» request 2 is in flight: reserve hold "handoff" to move the run to another process')
-    const sealing = await hold(
-      running,
-      () => {
-        const handoff = running.handoff().reserve(intent('handoff', first.runId))
-        model.release(1)
-        return handoff
-      },
-      'its second answer to call append_ledger for the invoice (it answered without it)',
-    )
+    const sealing = await hold(running, model, 'handoff', 1, 'its second answer to call append_ledger for the invoice (it answered without it)')
     const preview = sealing.preview()
     const pause: HandoffPause = await sealing.commit()
     const outcome = await running.wait()

@@ -266,13 +266,14 @@ function admittedTool(tool: ToolDefinition, index: number): AdmittedTool {
   const shown = shownText(tool)
   const readOnly = tool.readOnly === true
   const validateInput = tool.validateInput !== false
-  const { needsApproval } = tool
+  const { needsApproval, timeoutMs } = tool
   const known = admittedTools.get(tool)
   if (
     known?.shown === shown &&
     (known.tool.readOnly === true) === readOnly &&
     (known.tool.validateInput !== false) === validateInput &&
-    known.tool.needsApproval === needsApproval
+    known.tool.needsApproval === needsApproval &&
+    known.tool.timeoutMs === timeoutMs
   ) {
     return known
   }
@@ -285,6 +286,7 @@ function admittedTool(tool: ToolDefinition, index: number): AdmittedTool {
       ...(readOnly ? { readOnly } : {}),
       ...(validateInput ? {} : { validateInput }),
       ...(needsApproval === undefined ? {} : { needsApproval }),
+      ...(timeoutMs === undefined ? {} : { timeoutMs }),
       execute: (input, context) => tool.execute(input, context),
     },
   }

@@ -69,6 +69,48 @@ class Ended {
   constructor(readonly outcome: InvocationOutcome) {}
 }
 
+/** How long a tool whose `timeoutMs` has passed (its signal aborted then) may still take to settle. */
+export const TOOL_TIMEOUT_GRACE_MS = 1_000
+
+/** A call the engine stopped waiting for: its tool did not settle within its `timeoutMs` and the grace after it. */
+class ToolAbandoned extends Error {}
+
+/**
+ * Runs one call of a tool with `timeoutMs`: `signal` aborts with the run's (`gate`) and once the
+ * tool has run `timeoutMs` (a `TimeoutError` naming the limit); `settled` is the tool's result, or
+ * `abandoned` when it has not settled `TOOL_TIMEOUT_GRACE_MS` after that, however it goes on.
+ */
+function timedCall<T>(gate: AbortSignal, timeoutMs: number, run: (signal: AbortSignal) => Promise<T>): Promise<T | typeof ABANDONED> {
+  const controller = new AbortController()
+  const stopForwarding = onAbort(gate, () => controller.abort(gate.reason))
+  let running: Promise<T>
+  try {
+    running = run(controller.signal)
+  } catch (error) {
+    stopForwarding()
+    return Promise.reject(error)
+  }
+  // A tool given up on may still fail later, with nobody left to hear it.
+  running.catch(() => undefined)
+  return new Promise<T | typeof ABANDONED>((resolve, reject) => {
+    const abort = setTimeout(() => {
+      controller.abort(new DOMException(`the tool did not finish within ${timeoutMs.toLocaleString('en-US')} ms (its timeoutMs)`, 'TimeoutError'))
+    }, Math.min(timeoutMs, MAX_TIMER_MS))
+    const giveUp = setTimeout(() => done(() => resolve(ABANDONED)), Math.min(timeoutMs + TOOL_TIMEOUT_GRACE_MS, MAX_TIMER_MS))
+    function done(settle: () => void) {
+      clearTimeout(abort)
+      clearTimeout(giveUp)
+      stopForwarding()
+      settle()
+    }
+    running.then(
+      (value) => done(() => resolve(value)),
+      (error: unknown) => done(() => reject(error)),
+    )
+  })
+}
+const ABANDONED: unique symbol = Symbol('abandoned')
+
 /** JSON's own failure for a BigInt, avoided: database clients return ids as BigInt, and JSON text has no such type. */
 const bigIntAsText = (_key: string, value: unknown): unknown => (typeof value === 'bigint' ? value.toString() : value)
 
@@ -589,7 +631,12 @@ export class InvocationActor {
   async #settleCalls(stepId: string, calls: readonly ToolCall[]): Promise<void> {
     const limit = Math.min(this.setup.toolConcurrency, calls.length)
     if (limit <= 1) {
-      for (const [index, call] of calls.entries()) await this.#settleCall(stepId, index, call, (fact) => this.#record(fact))
+      try {
+        for (const [index, call] of calls.entries()) await this.#settleCall(stepId, index, call, (fact) => this.#record(fact))
+      } catch (error) {
+        if (error instanceof ToolAbandoned) await this.#end({ status: 'failed', class: 'outcome_unknown', message: error.message })
+        throw error
+      }
       return
     }
     const record = this.#batchedRecorder()
@@ -616,7 +663,11 @@ export class InvocationActor {
     }
     try {
       const results = await Promise.allSettled(Array.from({ length: limit }, worker))
-      if (results.some((result) => result.status === 'rejected')) throw firstFailure
+      if (results.some((result) => result.status === 'rejected')) {
+        // A call given up on ends the run once the calls beside it (told to stop) have settled.
+        if (firstFailure instanceof ToolAbandoned) await this.#end({ status: 'failed', class: 'outcome_unknown', message: firstFailure.message })
+        throw firstFailure
+      }
     } finally {
       stopForwarding()
     }
@@ -771,15 +822,24 @@ export class InvocationActor {
       await record({ type: 'tool.settled', operationId, outcome: { status: 'failed', message: 'not started: the run failed while its dispatch was being recorded' } })
       return
     }
-    let outcome: Extract<Fact, { type: 'tool.settled' }>['outcome']
+    let result: ToolResult | typeof ABANDONED
     try {
       // `gate`: the run's signal, or beside other calls one that also aborts when one of them fails.
-      const result = await toolResult(tool.execute(structuredClone(input), { signal: gate, operationId }), this.setup.maxToolResultBytes)
-      // A tool that calls the same provider can pass on what it echoed: the provider's secrets are removed here too.
-      outcome = result.ok ? { status: 'succeeded', output: redactDeep(result.value, this.setup.secrets.inData) } : { status: 'failed', message: redact(result.message, this.setup.secrets.inData) }
+      const run = (signal: AbortSignal) => toolResult(tool.execute(structuredClone(input), { signal, operationId }), this.setup.maxToolResultBytes)
+      result = tool.timeoutMs === undefined ? await run(gate) : await timedCall(gate, tool.timeoutMs, run)
     } catch (error) {
-      outcome = { status: 'failed', message: messageWithin(redact(messageOf(error), this.setup.secrets.inData), this.setup.maxToolResultBytes) }
+      result = { ok: false, message: messageWithin(redact(messageOf(error), this.setup.secrets.inData), this.setup.maxToolResultBytes) }
     }
+    if (result === ABANDONED) {
+      // Left dispatched, never settled, as a crash leaves it: uncertain, for the session to reconcile.
+      throw new ToolAbandoned(
+        `tool ${call.name} (operation ${operationId}) did not finish within ${(tool.timeoutMs as number).toLocaleString('en-US')} ms (its timeoutMs), nor within ${TOOL_TIMEOUT_GRACE_MS.toLocaleString('en-US')} ms of its signal aborting: it was not waited for, and its effect may or may not have happened`,
+      )
+    }
+    // A tool that calls the same provider can pass on what it echoed: the provider's secrets are removed here too.
+    const outcome: Extract<Fact, { type: 'tool.settled' }>['outcome'] = result.ok
+      ? { status: 'succeeded', output: redactDeep(result.value, this.setup.secrets.inData) }
+      : { status: 'failed', message: redact(result.message, this.setup.secrets.inData) }
     await record({ type: 'tool.settled', operationId, outcome })
   }
 

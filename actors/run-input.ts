@@ -113,8 +113,10 @@ const TOOL_MEMBER_ALIASES: Readonly<Record<string, string>> = {
   approvalrequired: 'needsApproval',
   isreadonly: 'readOnly',
   validate: 'validateInput',
+  timeout: 'timeoutMs',
+  timeoutms: 'timeoutMs',
 }
-const TOOL_MEMBERS = ['name', 'description', 'inputSchema', 'readOnly', 'validateInput', 'needsApproval', 'execute'] as const
+const TOOL_MEMBERS = ['name', 'description', 'inputSchema', 'readOnly', 'validateInput', 'needsApproval', 'timeoutMs', 'execute'] as const
 
 /** Levenshtein distance of `a` and `b`, or more than `limit` once it must be. */
 function editDistance(a: string, b: string, limit: number): number {
@@ -171,6 +173,10 @@ const tool = z.looseObject({
   readOnly: z.boolean().optional(),
   validateInput: z.boolean().optional(),
   needsApproval: z.custom<ToolDefinition['needsApproval']>((value) => typeof value === 'boolean' || typeof value === 'function', 'needsApproval must be a boolean or a function of the input').optional(),
+  timeoutMs: z
+    .number()
+    .refine((value) => Number.isSafeInteger(value) && value >= 1 && value <= 2_147_483_647, 'timeoutMs must be a whole number of milliseconds from 1 to 2,147,483,647')
+    .optional(),
   execute: z.custom<ToolDefinition['execute']>((value) => typeof value === 'function', 'execute must be a function'),
 }).superRefine((value, context) => {
   for (const key of Object.keys(value)) {

@@ -36,6 +36,16 @@ export interface ToolDefinition {
    */
   needsApproval?: NeedsApproval | undefined
   /**
+   * The longest a call may run, in whole milliseconds (1 to 2,147,483,647; default: no limit). Past
+   * it the call's `context.signal` aborts with a `TimeoutError` ("the tool did not finish within
+   * 30,000 ms (its timeoutMs)"), and what the tool then returns or throws is recorded as usual. A tool
+   * that has not settled 1 s later is not waited for: the run ends `failed{outcome_unknown}` with the
+   * call left uncertain, as a crash leaves it (the session needs reconciliation before its next
+   * message, unless the tool is `readOnly`). Bounds a cancel's and `drain()`'s wait for the tool too.
+   * Not part of the catalog digest.
+   */
+  timeoutMs?: number | undefined
+  /**
    * Runs the call. `input` is the model's arguments as parsed JSON, checked against `inputSchema`
    * when there is one. It is still typed `unknown`, and `execute` is a property (not a method) so that
    * TypeScript refuses an `execute` that claims a narrower type: narrow it yourself (with zod, say).
@@ -47,9 +57,11 @@ export interface ToolDefinition {
 /** What a tool is given besides its input. `operationId` is stable across crashes: use it as an idempotency key. */
 export interface ToolContext {
   /**
-   * Aborts when the run is cancelled or the log closes (with that reason). With `toolConcurrency`
-   * above 1 it also aborts when a call of the same answer fails, its fact refused by the log: the
-   * reason is then that failure (a `FactstateError`), and the run is ending `failed{engine_error}`.
+   * Aborts when the run is cancelled or the log closes (with that reason), and once the tool's
+   * `timeoutMs` has passed (a `TimeoutError`). With `toolConcurrency` above 1 it also aborts when a
+   * call of the same answer fails, its fact refused by the log (the reason is then that failure, a
+   * `FactstateError`, and the run is ending `failed{engine_error}`), or is not waited for past its
+   * `timeoutMs` (the run is ending `failed{outcome_unknown}`).
    */
   signal: AbortSignal
   /** `<invocationId>/<stepId>/<index>`, recorded in the call's `tool.dispatched`: pass it downstream as an idempotency key. */

@@ -1,0 +1,150 @@
+/**
+ * Tool timeouts (`ToolDefinition.timeoutMs`): past it a call's signal aborts with a `TimeoutError`
+ * and what the tool then answers is recorded as usual; a tool that does not settle within a second
+ * more is not waited for: the run ends `failed{outcome_unknown}` with the call left dispatched and
+ * uncertain, as a crash leaves it, and the session needs reconciliation. Bad values are refused
+ * before anything is written.
+ */
+import { test } from 'uvu'
+import * as assert from 'uvu/assert'
+import { recoverInvocations, type ToolContext, type ToolDefinition } from '../index.js'
+import { answer } from '../testing/scripted-model-server.js'
+import { engineTest, factsOf, messagesOf, only, refusedWithoutWriting } from './support/engine-fixtures.js'
+
+/** A tool that fails with its signal's reason once the signal aborts (a tool that honours it). */
+const politeTool = (name: string, timeoutMs?: number): ToolDefinition => ({
+  name,
+  ...(timeoutMs === undefined ? {} : { timeoutMs }),
+  execute: (_input: unknown, { signal }: ToolContext) =>
+    new Promise((_resolve, reject) => {
+      signal.addEventListener('abort', () => reject(signal.reason), { once: true })
+    }),
+})
+
+/** A tool that ignores its signal and finishes only when `finish` is called. */
+function stubbornTool(name: string, timeoutMs: number): ToolDefinition & { finish: () => void; started: number } {
+  let finish = () => undefined as void
+  const tool = {
+    name,
+    timeoutMs,
+    started: 0,
+    finish: () => finish(),
+    execute: () => {
+      tool.started += 1
+      return new Promise((resolve) => {
+        finish = () => resolve('finished late')
+      })
+    },
+  }
+  return tool
+}
+
+test(
+  'a tool that honours its signal past timeoutMs settles failed with the limit named; the model is told and the run goes on',
+  engineTest([answer.toolCalls([{ id: 'call-slow', name: 'slow', arguments: {} }]), answer.text('it was too slow')], {}, async (h) => {
+    const input = h.input('polite', { tools: [politeTool('slow', 50)] })
+    assert.equal(await h.run(input), { status: 'completed' })
+    const facts = await factsOf(h.log, 'invocation-polite')
+    assert.equal(only(facts, 'tool.settled').map((fact) => fact.outcome), [{ status: 'failed', message: 'the tool did not finish within 50 ms (its timeoutMs)' }])
+    const told = messagesOf(h.server.requests[1]?.body).find((message) => message.role === 'tool')
+    assert.match(String(told?.content), /did not finish within 50 ms \(its timeoutMs\)/)
+  }),
+)
+
+test(
+  'a tool that ignores its signal is not waited for a second past timeoutMs: outcome_unknown, the call uncertain and never settled, the session to reconcile',
+  engineTest([answer.toolCalls([{ id: 'call-stuck', name: 'stuck', arguments: {} }]), answer.text('went on')], {}, async (h) => {
+    const stuck = stubbornTool('stuck', 50)
+    const tools = [stuck]
+    const outcome = await h.run(h.input('stuck', { tools, session: 'session-stuck' }))
+    assert.is(outcome.status === 'failed' && outcome.class, 'outcome_unknown')
+    assert.match(
+      outcome.status === 'failed' ? (outcome.message ?? '') : '',
+      /^tool stuck \(operation invocation-stuck\/step-1\/0\) did not finish within 50 ms \(its timeoutMs\), nor within 1,000 ms of its signal aborting/,
+    )
+    const facts = await factsOf(h.log, 'invocation-stuck')
+    assert.equal(
+      facts.map((fact) => fact.type),
+      ['invocation.opened', 'model.requested', 'model.completed', 'tool.dispatched', 'invocation.ended'],
+      'no settlement is invented',
+    )
+    const prefix = await h.log.prefix(100, 1 << 20)
+    assert.equal(prefix.projectInvocation('invocation-stuck').uncertainOperations, ['invocation-stuck/step-1/0'])
+    assert.is(await recoverInvocations(h.log), 0, 'nothing is left open')
+    // The tool finishing now writes nothing.
+    const before = h.log.head()
+    stuck.finish()
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    assert.equal(h.log.head(), before)
+    // As after a crash: the next message waits for the unknown effect to be acknowledged.
+    await refusedWithoutWriting(h.log, () => h.start(h.input('next', { tools, session: 'session-stuck' })), 'RUN_RECONCILIATION_REQUIRED', 'a message after the unknown outcome')
+    const acknowledged = h.input('next', { tools, session: 'session-stuck' })
+    acknowledged.work = { kind: 'message', content: 'go on', allowPriorUnknown: true }
+    assert.equal(await h.run(acknowledged), { status: 'completed' })
+    assert.is(stuck.started, 1, 'the tool was run once')
+  }),
+)
+
+test(
+  'beside other calls, a call not waited for tells the others to stop; they settle, then the run ends outcome_unknown with that call alone uncertain',
+  engineTest(
+    [
+      answer.toolCalls([
+        { id: 'call-a', name: 'stuck', arguments: {} },
+        { id: 'call-b', name: 'polite', arguments: {} },
+      ]),
+    ],
+    {},
+    async (h) => {
+      const input = { ...h.input('side', { tools: [stubbornTool('stuck', 50), politeTool('polite')] }), toolConcurrency: 2 }
+      const outcome = await h.run(input)
+      assert.is(outcome.status === 'failed' && outcome.class, 'outcome_unknown')
+      const facts = await factsOf(h.log, 'invocation-side')
+      assert.equal(
+        only(facts, 'tool.settled').map((fact) => [fact.operationId, fact.outcome.status]),
+        [['invocation-side/step-1/1', 'failed']],
+      )
+      const settled = only(facts, 'tool.settled')[0]
+      assert.match(settled?.outcome.status === 'failed' ? settled.outcome.message : '', /tool stuck .* did not finish within 50 ms/)
+      const prefix = await h.log.prefix(100, 1 << 20)
+      assert.equal(prefix.projectInvocation('invocation-side').uncertainOperations, ['invocation-side/step-1/0'])
+    },
+  ),
+)
+
+test(
+  'a cancel waits for a tool that ignores its signal no longer than its timeoutMs and a second: outcome_unknown instead of a run that never ends',
+  engineTest([answer.toolCalls([{ id: 'call-c', name: 'stuck', arguments: {} }])], {}, async (h) => {
+    const stuck = stubbornTool('stuck', 200)
+    const controller = new AbortController()
+    const running = await h.start(h.input('cancel', { tools: [stuck] }), { signal: controller.signal })
+    while (stuck.started === 0) await new Promise((resolve) => setTimeout(resolve, 5))
+    controller.abort('shutdown')
+    const outcome = await running.wait()
+    assert.is(outcome.status === 'failed' && outcome.class, 'outcome_unknown')
+    await h.engine.drain()
+    stuck.finish()
+  }),
+)
+
+test(
+  'timeoutMs that is not a whole number of milliseconds from 1 to 2^31-1, or misspelt, is refused before anything is written',
+  engineTest([], {}, async (h) => {
+    for (const [value, field] of [
+      [0, 'tools.0.timeoutMs'],
+      [1.5, 'tools.0.timeoutMs'],
+      [2 ** 31, 'tools.0.timeoutMs'],
+      [Number.NaN, 'tools.0.timeoutMs'],
+      ['1000', 'tools.0.timeoutMs'],
+    ] as const) {
+      const tool = { ...politeTool('slow'), timeoutMs: value as number }
+      const error = await refusedWithoutWriting(h.log, () => h.start(h.input('bad', { tools: [tool] })), 'RUN_INVALID_INPUT', `timeoutMs ${String(value)}`)
+      assert.ok((error.details?.fields as string[] | undefined)?.includes(field), `${String(value)}: ${JSON.stringify(error.details)}`)
+    }
+    const misspelt = { ...politeTool('slow'), timeout: 1000 } as ToolDefinition
+    const error = await refusedWithoutWriting(h.log, () => h.start(h.input('bad', { tools: [misspelt] })), 'RUN_INVALID_INPUT', 'timeout')
+    assert.match(error.message, /timeout is not a member of a tool: did you mean timeoutMs\?/)
+  }),
+)
+
+test.run()

@@ -31,6 +31,8 @@ const forecast: ToolDefinition = {
   name: 'forecast',
   description: "Tomorrow's forecast for a city (a slow upstream API)",
   inputSchema: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+  // A slow upstream must not hold the run: past 10 s the signal aborts (sleep rejects) and the call settles failed.
+  timeoutMs: 10_000,
   async execute(input, { signal }) {
     running += 1
     mostAtOnce = Math.max(mostAtOnce, running)

@@ -46,6 +46,11 @@ export interface EngineOptions {
    * note. A whole number from 1 to 268,435,456.
    */
   maxToolResultBytes?: number | undefined
+  /**
+   * The time limit of every tool call whose tool sets no `timeoutMs` of its own, in whole
+   * milliseconds from 1 to 2,147,483,647 (default: none). See `ToolDefinition.timeoutMs`.
+   */
+  toolTimeoutMs?: number | undefined
 }
 
 /** {@link EngineOptions.maxToolResultBytes} unless given. */
@@ -350,6 +355,7 @@ export class Engine {
   readonly #now: () => number
   readonly #eventId: (invocation: Invocation, ordinal: number) => string
   readonly #maxToolResultBytes: number
+  readonly #toolTimeoutMs: number | undefined
   readonly #running = new Map<string, InvocationActor>()
   /** Calls of `start` not yet admitted or refused (each settles then). */
   readonly #admitting = new Set<Promise<void>>()
@@ -358,7 +364,7 @@ export class Engine {
     const invalid = (field: string, what: string) => new FactstateError('ENGINE_INVALID_OPTIONS', `Engine: ${field} must be ${what}`, { details: { field } })
     if (typeof options !== 'object' || options === null) throw invalid('options', 'an object')
     // Each read once; a misspelt option (`evntId`) is refused, not left at its default.
-    const given = readOptions(options, ['log', 'model', 'now', 'eventId', 'maxToolResultBytes'], {
+    const given = readOptions(options, ['log', 'model', 'now', 'eventId', 'maxToolResultBytes', 'toolTimeoutMs'], {
       call: 'Engine',
       code: 'ENGINE_INVALID_OPTIONS',
       details: (field) => ({ field }),
@@ -371,6 +377,10 @@ export class Engine {
     const limit = given.maxToolResultBytes
     if (limit !== undefined && !(Number.isSafeInteger(limit) && (limit as number) >= 1 && (limit as number) <= MAX_TOOL_RESULT_LIMIT)) {
       throw invalid('maxToolResultBytes', `a whole number of bytes from 1 to ${MAX_TOOL_RESULT_LIMIT.toLocaleString('en-US')}, not ${typeof limit === 'string' ? JSON.stringify(limit) : String(limit)}`)
+    }
+    const timeout = given.toolTimeoutMs
+    if (timeout !== undefined && !(Number.isSafeInteger(timeout) && (timeout as number) >= 1 && (timeout as number) <= 2_147_483_647)) {
+      throw invalid('toolTimeoutMs', `a whole number of milliseconds from 1 to 2,147,483,647, not ${typeof timeout === 'string' ? JSON.stringify(timeout) : String(timeout)}`)
     }
     const log = given.log as EventLog
     try {
@@ -392,6 +402,7 @@ export class Engine {
     this.#now = (given.now as EngineOptions['now']) ?? Date.now
     this.#eventId = (given.eventId as EngineOptions['eventId']) ?? defaultEventId
     this.#maxToolResultBytes = (limit as number | undefined) ?? DEFAULT_MAX_TOOL_RESULT_BYTES
+    this.#toolTimeoutMs = timeout as number | undefined
   }
 
   /**
@@ -597,6 +608,7 @@ export class Engine {
       now: this.#now,
       eventId: this.#eventId,
       maxToolResultBytes: this.#maxToolResultBytes,
+      toolTimeoutMs: this.#toolTimeoutMs,
     })
     return this.#track(actor, invocation)
   }

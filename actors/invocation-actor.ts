@@ -44,6 +44,8 @@ export interface ActorSetup {
   eventId: (invocation: Invocation, ordinal: number) => string
   /** The most a tool's recorded outcome may hold, in UTF-8 bytes (see `EngineOptions.maxToolResultBytes`). */
   maxToolResultBytes: number
+  /** The time limit of the calls of tools without a `timeoutMs` of their own (see `EngineOptions.toolTimeoutMs`). */
+  toolTimeoutMs: number | undefined
   onFact?: (event: RuntimeEvent, snapshot: InvocationSnapshot) => void
   /** Receives the text of model answers live (see `StartOptions.onModelText`). */
   onModelText?: ((piece: ModelTextPiece) => void) | undefined
@@ -80,7 +82,7 @@ class ToolAbandoned extends Error {}
  * tool has run `timeoutMs` (a `TimeoutError` naming the limit); `settled` is the tool's result, or
  * `abandoned` when it has not settled `TOOL_TIMEOUT_GRACE_MS` after that, however it goes on.
  */
-function timedCall<T>(gate: AbortSignal, timeoutMs: number, run: (signal: AbortSignal) => Promise<T>): Promise<T | typeof ABANDONED> {
+function timedCall<T>(gate: AbortSignal, timeoutMs: number, whose: string, run: (signal: AbortSignal) => Promise<T>): Promise<T | typeof ABANDONED> {
   const controller = new AbortController()
   const stopForwarding = onAbort(gate, () => controller.abort(gate.reason))
   let running: Promise<T>
@@ -94,7 +96,7 @@ function timedCall<T>(gate: AbortSignal, timeoutMs: number, run: (signal: AbortS
   running.catch(() => undefined)
   return new Promise<T | typeof ABANDONED>((resolve, reject) => {
     const abort = setTimeout(() => {
-      controller.abort(new DOMException(`the tool did not finish within ${timeoutMs.toLocaleString('en-US')} ms (its timeoutMs)`, 'TimeoutError'))
+      controller.abort(new DOMException(`the tool did not finish within ${timeoutMs.toLocaleString('en-US')} ms (${whose})`, 'TimeoutError'))
     }, Math.min(timeoutMs, MAX_TIMER_MS))
     const giveUp = setTimeout(() => done(() => resolve(ABANDONED)), Math.min(timeoutMs + TOOL_TIMEOUT_GRACE_MS, MAX_TIMER_MS))
     function done(settle: () => void) {
@@ -822,18 +824,19 @@ export class InvocationActor {
       await record({ type: 'tool.settled', operationId, outcome: { status: 'failed', message: 'not started: the run failed while its dispatch was being recorded' } })
       return
     }
+    const timeoutMs = tool.timeoutMs ?? this.setup.toolTimeoutMs
     let result: ToolResult | typeof ABANDONED
     try {
       // `gate`: the run's signal, or beside other calls one that also aborts when one of them fails.
       const run = (signal: AbortSignal) => toolResult(tool.execute(structuredClone(input), { signal, operationId }), this.setup.maxToolResultBytes)
-      result = tool.timeoutMs === undefined ? await run(gate) : await timedCall(gate, tool.timeoutMs, run)
+      result = timeoutMs === undefined ? await run(gate) : await timedCall(gate, timeoutMs, tool.timeoutMs === undefined ? "the engine's toolTimeoutMs" : 'its timeoutMs', run)
     } catch (error) {
       result = { ok: false, message: messageWithin(redact(messageOf(error), this.setup.secrets.inData), this.setup.maxToolResultBytes) }
     }
     if (result === ABANDONED) {
       // Left dispatched, never settled, as a crash leaves it: uncertain, for the session to reconcile.
       throw new ToolAbandoned(
-        `tool ${call.name} (operation ${operationId}) did not finish within ${(tool.timeoutMs as number).toLocaleString('en-US')} ms (its timeoutMs), nor within ${TOOL_TIMEOUT_GRACE_MS.toLocaleString('en-US')} ms of its signal aborting: it was not waited for, and its effect may or may not have happened`,
+        `tool ${call.name} (operation ${operationId}) did not finish within ${(timeoutMs as number).toLocaleString('en-US')} ms (${tool.timeoutMs === undefined ? "the engine's toolTimeoutMs" : 'its timeoutMs'}), nor within ${TOOL_TIMEOUT_GRACE_MS.toLocaleString('en-US')} ms of its signal aborting: it was not waited for, and its effect may or may not have happened`,
       )
     }
     // A tool that calls the same provider can pass on what it echoed: the provider's secrets are removed here too.

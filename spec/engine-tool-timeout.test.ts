@@ -7,9 +7,10 @@
  */
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import { recoverInvocations, type ToolContext, type ToolDefinition } from '../index.js'
+import { Engine, recoverInvocations, type ToolContext, type ToolDefinition } from '../index.js'
 import { answer } from '../testing/scripted-model-server.js'
 import { engineTest, factsOf, messagesOf, only, refusedWithoutWriting } from './support/engine-fixtures.js'
+import { rejectsWithCode } from './support/codes.js'
 
 /** A tool that fails with its signal's reason once the signal aborts (a tool that honours it). */
 const politeTool = (name: string, timeoutMs?: number): ToolDefinition => ({
@@ -125,6 +126,35 @@ test(
     await h.engine.drain()
     stuck.finish()
   }),
+)
+
+test(
+  "the engine's toolTimeoutMs limits the calls of tools without a timeoutMs of their own; a tool's own wins",
+  engineTest(
+    [
+      answer.toolCalls([
+        { id: 'call-d', name: 'defaulted', arguments: {} },
+        { id: 'call-o', name: 'own', arguments: {} },
+      ]),
+      answer.text('both were too slow'),
+    ],
+    { engine: { toolTimeoutMs: 40 } },
+    async (h) => {
+      const input = h.input('defaulted', { tools: [politeTool('defaulted'), politeTool('own', 80)] })
+      assert.equal(await h.run(input), { status: 'completed' })
+      assert.equal(
+        only(await factsOf(h.log, 'invocation-defaulted'), 'tool.settled').map((fact) => fact.outcome),
+        [
+          { status: 'failed', message: "the tool did not finish within 40 ms (the engine's toolTimeoutMs)" },
+          { status: 'failed', message: 'the tool did not finish within 80 ms (its timeoutMs)' },
+        ],
+      )
+      for (const bad of [0, 2.5, 2 ** 31, '100']) {
+        const error = await rejectsWithCode(async () => new Engine({ log: h.log, toolTimeoutMs: bad as number }), 'ENGINE_INVALID_OPTIONS', `toolTimeoutMs ${String(bad)}`)
+        assert.equal(error.details, { field: 'toolTimeoutMs' })
+      }
+    },
+  ),
 )
 
 test(

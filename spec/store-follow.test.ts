@@ -3,6 +3,7 @@
  * becomes durable, in seq order, each once — also when it falls far behind — and ends at `to` or
  * when the log closes.
  */
+import { rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import { setFlagsFromString } from 'node:v8'
 import { runInNewContext } from 'node:vm'
@@ -321,6 +322,37 @@ follow(
     } finally {
       await log.close()
       await server.close()
+    }
+  }),
+)
+
+follow(
+  'a follower of a log that failed (LOG_IO) ends with that error once it has read every durable event, not waiting for facts that cannot come',
+  boundedTest(30_000, async (root) => {
+    const path = join(root, 'log')
+    const log = await EventLog.open(path)
+    try {
+      await log.appendAll(completeInvocation('before'))
+      const seen: number[] = []
+      let ended: unknown = 'still waiting'
+      const reading = (async () => {
+        try {
+          for await (const { seq } of log.events({ follow: true })) seen.push(seq)
+          ended = 'ended without an error'
+        } catch (error) {
+          ended = error
+        }
+      })()
+      // The directory removed under the open log: the next group commit is refused and the log fails.
+      await rm(path, { recursive: true })
+      const refused = await refusal(log.appendAll(invocations(1, 'after')))
+      assert.is(refused.code, 'LOG_IO')
+      const settled = await Promise.race([reading.then(() => true), new Promise((resolve) => setTimeout(() => resolve(false), 2_000))])
+      assert.ok(settled, 'the follower ended once the log failed, before any close')
+      assert.equal(seen, Array.from({ length: completeInvocation('before').length }, (_, index) => index + 1), 'every durable event first')
+      assert.is((ended as { code?: string }).code, 'LOG_IO', `the follower ended with the log's failure (${String(ended)})`)
+    } finally {
+      await log.close()
     }
   }),
 )

@@ -1817,6 +1817,8 @@ export class EventLog {
         } catch (error) {
           this.#failed = error instanceof FactstateError ? error : levelError(error)
           for (const entry of accepted) entry.reject(this.#failed)
+          // Nothing more becomes durable: followers waiting for the next event end with the failure.
+          for (const follower of this.#followers) follower.wake()
           return
         } finally {
           this.#inFlight = undefined
@@ -1986,6 +1988,7 @@ export class EventLog {
       group.put = events.length
     } catch (error) {
       this.#failed = levelError(error)
+      for (const follower of this.#followers) follower.wake()
     }
   }
 
@@ -2531,6 +2534,10 @@ export class EventLog {
           }
           continue
         }
+        // A failed log (LOG_IO) makes nothing durable any more: a reader that has read every durable
+        // event ends with its failure, as every other call does, rather than wait (or, at the close,
+        // end as if the log had closed normally).
+        if (this.#failed && !(follower.lagging && next <= this.#state.head.highWater)) throw this.#failed
         if (follower.closed) {
           if (follower.lagging && next <= this.#state.head.highWater && next <= to) throw caughtUpTo(next - 1)
           return

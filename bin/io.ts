@@ -3,13 +3,14 @@
  * shown (its code and a one-line remedy).
  */
 import { rmSync } from 'node:fs'
-import { mkdtemp, rm, stat } from 'node:fs/promises'
+import { mkdtemp, realpath, rm, stat } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 import { type ParseArgsConfig, parseArgs } from 'node:util'
 import { escapeControls } from '../store/fact-summary.js'
 import { FactstateError, type FactstateErrorCode } from '../errors.js'
 import { EventLog } from '../store/event-log.js'
+import { logHeldOpen } from '../store/writer-presence.js'
 
 /** Where a command writes. Tests pass collectors; the CLI passes the process streams. */
 export interface CommandIo {
@@ -49,7 +50,7 @@ const remedies: Partial<Record<FactstateErrorCode, string>> = {
 
 /** Remedies where the command read a snapshot of a log another process has open (or failed to take one). */
 const snapshotRemedies: Partial<Record<FactstateErrorCode, string>> = {
-  LOG_IO: 'no snapshot of the log could be taken: the temporary directory (TMPDIR) must be writable, with room for a copy of the log (its table files are linked where TMPDIR is on the log\u2019s file system, copied where not); if the log kept changing while it was copied, run the command again',
+  LOG_IO: 'no snapshot of the log could be taken: it is made in a directory beside the log (or, where none can be made there, in the temporary directory, TMPDIR; or where FACTSTATE_SNAPSHOT_DIR says), which must be writable, with room for a copy of the log (its table files are linked on the log\u2019s file system, copied on another); if the log kept changing while it was copied, run the command again',
   LOG_CORRUPT: 'the log, as read through a snapshot of it, is damaged; its own files were not touched: once the process writing it has closed it, run `factstate verify` on it to confirm, then restore the directory from a backup',
 }
 
@@ -193,35 +194,48 @@ export function signalToEndBy(): NodeJS.Signals | undefined {
 }
 
 /**
- * Opens the log in `directory` to read it: the log itself, or, when another process has it open
- * (or `options.snapshot` asks), a snapshot of it (`EventLog.openSnapshot`, under a directory of
- * this process's own), which `io.stderr` is told. Undefined as `openLog`. Close it with `closeLog`.
+ * A directory of this process's own for snapshots of the log at `directory`: beside the log, on its
+ * file system, where a snapshot links the log's table files instead of copying them (in a temporary
+ * directory on another file system, a tmpfs say, a copy of a big log takes its size in memory); in
+ * the system's temporary directory where nothing can be made beside the log (a read-only mount).
+ */
+async function copiesFor(directory: string): Promise<string> {
+  // An operator's choice (another disk, say) is taken as it is: a failure there is reported, not worked around.
+  const chosen = process.env.FACTSTATE_SNAPSHOT_DIR
+  if (chosen !== undefined && chosen !== '') return mkdtemp(join(chosen, 'factstate-cli-'))
+  try {
+    return await mkdtemp(join(dirname(await realpath(directory)), '.factstate-cli-'))
+  } catch {
+    return mkdtemp(join(tmpdir(), 'factstate-cli-'))
+  }
+}
+
+/**
+ * Opens the log in `directory` to read it, as a snapshot (`EventLog.openSnapshot`, in a directory
+ * of this process's own beside the log, removed with it), so that the application can open its log
+ * while the command reads, however long that takes (the log itself, opened, would be locked
+ * against it: a \`verify\` run by cron would keep the service from starting). When another process has
+ * the log open, `io.stderr` is told that facts appended after the snapshot are not read. Undefined
+ * as `openLog`. Close it with `closeLog`. `options.snapshot` says nothing when another process has
+ * the log open (a command that follows the log takes more snapshots as it grows).
  */
 export async function openLogToRead(directory: string, io: CommandIo, options: { snapshot?: boolean } = {}): Promise<EventLog | undefined> {
-  // `snapshot`: a snapshot whether or not another process has the log open (a command that reads
-  // for long, such as `log --follow`, must not keep the application from opening its log).
-  if (!options.snapshot) {
-    try {
-      return await openLog(directory)
-    } catch (error) {
-      if (!(error instanceof FactstateError && error.code === 'LOG_WRITER_BUSY')) throw error
-    }
-  }
   let snapshot: EventLog
   let copies: string | undefined
   try {
-    copies = await mkdtemp(join(tmpdir(), 'factstate-cli-'))
+    copies = await copiesFor(directory)
     copyDirectories.add(copies)
     snapshot = await EventLog.openSnapshot(directory, { directory: copies })
   } catch (error) {
     if (copies !== undefined) await removeCopies(copies)
     if (error instanceof FactstateError && error.code === 'LOG_INVALID_ARGUMENT' && (error.details as { notALog?: boolean } | undefined)?.notALog) return undefined
-    const failure = error instanceof FactstateError ? error : new FactstateError('LOG_IO', `no snapshot of the log can be made in ${tmpdir()}: ${(error as Error).message}`, { cause: error })
+    const where = process.env.FACTSTATE_SNAPSHOT_DIR ? `in ${process.env.FACTSTATE_SNAPSHOT_DIR} (FACTSTATE_SNAPSHOT_DIR)` : `beside it or in ${tmpdir()}`
+    const failure = error instanceof FactstateError ? error : new FactstateError('LOG_IO', `no snapshot of the log can be made ${where}: ${(error as Error).message}`, { cause: error })
     snapshotErrors.add(failure)
     throw failure
   }
   copyDirectoryOf.set(snapshot, copies)
-  if (!options.snapshot) {
+  if (!options.snapshot && (await logHeldOpen(directory)) === true) {
     io.stderr(`note: another process has this log open: reading a snapshot of it taken now (${snapshot.head().highWater} facts); facts appended after it are not read`)
   }
   return snapshot

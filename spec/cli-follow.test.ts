@@ -82,7 +82,7 @@ test(
       }
       assert.is(await running, 0)
       assert.equal(err.filter((l) => l.startsWith('note:')), [], 'no snapshot note: following always reads snapshots')
-      assert.equal((await readdir(copies)).filter((name) => name.startsWith('factstate-')), [], 'no copy left')
+      assert.equal((await readdir(dir)).filter((name) => name.startsWith('.factstate-cli-')), [], 'no copy left')
       holder.send('close')
       await holder.waitForLine((l) => l === 'closed')
     } finally {
@@ -208,7 +208,7 @@ test(
       } finally {
         if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
       }
-      assert.equal((await readdir(copies)).filter((name) => name.startsWith('factstate-')), [], 'no copy left')
+      assert.equal((await readdir(dir)).filter((name) => name.startsWith('.factstate-cli-')), [], 'no copy left')
     } finally {
       await log.close()
     }

@@ -14,6 +14,8 @@ import * as assert from 'uvu/assert'
 import { ClassicLevel } from 'classic-level'
 import { EventLog } from '../index.js'
 import { prepare } from '../bin/commands/demo.js'
+import { closeLog, openLogToRead } from '../bin/io.js'
+import { collector } from './support/cli-io.js'
 import { completeInvocation, EventMaker, facts, invocationOf } from './support/log-fixtures.js'
 import { withTempDir, withTimeout } from './support/temp.js'
 
@@ -47,6 +49,37 @@ function cli(args: string[], env?: NodeJS.ProcessEnv): Promise<{ code: number | 
     child.on('close', (code) => resolve({ code, stdout, stderr }))
   })
 }
+
+test('a reading command never locks the application out of its log: it reads a snapshot made beside the log, and removes it', () =>
+  withTimeout(
+    withTempDir(async (dir) => {
+      const path = join(dir, 'log')
+      const written = await EventLog.open(path)
+      await written.appendAll(completeInvocation('before'))
+      await written.close()
+      const copies = async () => (await readdir(dir)).filter((name) => name.startsWith('.factstate-cli-'))
+      const { io, err } = collector()
+      // What `verify` and `log` open, for as long as they read.
+      const reading = await openLogToRead(path, io)
+      try {
+        assert.ok(reading?.snapshotOf !== undefined, 'a snapshot')
+        assert.is((await copies()).length, 1, 'its copy is beside the log, on its file system')
+        // The application starts meanwhile: its open is not LOG_WRITER_BUSY.
+        const app = await EventLog.open(path)
+        try {
+          await app.append(new EventMaker(invocationOf('after')).next(facts.opened()))
+        } finally {
+          await app.close()
+        }
+        assert.equal(err, [], 'nobody else had the log open when it was read: no note')
+        assert.is(reading?.head().highWater, completeInvocation('x').length, 'the snapshot holds what was there when it was taken')
+      } finally {
+        await closeLog(reading)
+      }
+      assert.equal(await copies(), [], 'the copy was removed')
+    }),
+    30_000,
+  ))
 
 test('demo passes every step, then log, verify and recover read its log', () =>
   withTimeout(
@@ -129,12 +162,12 @@ test('demo passes every step, then log, verify and recover read its log', () =>
         const snapshotLog = await cli(['log', location, '--json', '--last', '1'])
         assert.is(snapshotLog.code, 0, snapshotLog.stderr)
         assert.is((JSON.parse(snapshotLog.stdout) as { seq: number }).seq, Number(events))
-        // No snapshot can be made where the temporary directory is not one: LOG_IO, with the
-        // remedy for a snapshot (TMPDIR), not the one for the log's own directory.
-        const noTmp = await cli(['verify', location], { TMPDIR: join(location, 'CURRENT') })
+        // No snapshot can be made where FACTSTATE_SNAPSHOT_DIR is no directory: LOG_IO, with the
+        // remedy for a snapshot, not the one for the log's own directory.
+        const noTmp = await cli(['verify', location], { FACTSTATE_SNAPSHOT_DIR: join(location, 'CURRENT') })
         assert.is(noTmp.code, 4, noTmp.stderr)
-        assert.match(noTmp.stderr, /^error: LOG_IO: /m)
-        assert.match(noTmp.stderr, /^remedy: no snapshot of the log could be taken: the temporary directory \(TMPDIR\) must be writable/m)
+        assert.match(noTmp.stderr, /^error: LOG_IO: no snapshot of the log can be made in .*CURRENT \(FACTSTATE_SNAPSHOT_DIR\)/m)
+        assert.match(noTmp.stderr, /^remedy: no snapshot of the log could be taken: it is made in a directory beside the log/m)
         assert.not.match(noTmp.stderr, /check permissions and free disk space/)
         const busy = await cli(['recover', location])
         assert.is(busy.code, 3)

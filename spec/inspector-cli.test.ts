@@ -144,7 +144,7 @@ test(
       } finally {
         await stopped()
       }
-      assert.equal((await readdir(copies)).filter((name) => name.startsWith('factstate-')), [], 'every copy was removed')
+      assert.equal((await readdir(dir)).filter((name) => name.startsWith('.factstate-cli-')), [], 'every copy was removed')
       holder.send('close')
       await holder.waitForLine((line) => line === 'closed')
     } finally {
@@ -277,7 +277,7 @@ test(
         ).catch((error: Error) => {
           throw new Error(`${error.message}; the CLI's stderr: ${stderr || '(none)'}; stdout: ${stdout || '(none)'}`)
         })
-        assert.ok((await readdir(copies)).some((name) => name.startsWith('factstate-')), 'the copy is there while it indexes')
+        assert.ok((await readdir(dir)).some((name) => name.startsWith('.factstate-cli-')), 'the copy is there while it indexes')
         child.kill('SIGINT')
         assert.equal(await exited, { code: null, signal: 'SIGINT' }, stderr)
       } finally {
@@ -285,7 +285,7 @@ test(
       }
       assert.not.match(stdout, /factstate inspector:/, 'it had not served yet')
       // (tsx, which runs the CLI from its sources here, keeps a cache there too.)
-      assert.equal((await readdir(copies)).filter((name) => name.startsWith('factstate-')), [], 'the copy was removed')
+      assert.equal((await readdir(dir)).filter((name) => name.startsWith('.factstate-cli-')), [], 'the copy was removed')
       assert.is(log.head().highWater, 100_000, 'nothing was written to the held log')
     } finally {
       await log.close()

@@ -16,12 +16,12 @@ Filters combine. TYPE is a fact type such as tool.dispatched; a trailing * match
 --to if given), and the filters then apply to those.
 --runs prints the session's runs instead, one line each in the order they opened: run, turn,
 invocation, how it began (from which run), how it ended (or open), and its first and last seq.
-A log that another process has open is read as a snapshot: a copy taken now, holding every fact
-durable by then (said on stderr); facts appended after it are not printed.
+The log is read as a snapshot (a copy taken now, beside the log, removed at the end), so the
+application can open it meanwhile; when another process has it open, the snapshot holds every fact
+durable by then (said on stderr), and facts appended after it are not printed.
 --follow (-f) then keeps printing the facts that land, as tail -f does, until Ctrl-C (it ends by it): it
 looks at the log's files every S seconds (--refresh, 0.1 to 3600, default 1) and reads a new
-snapshot when they changed. It always reads snapshots, so it never keeps the application from
-opening its log. It takes no --to.
+snapshot when they changed. It takes no --to.
 Exit codes: 0 printed, 2 usage, 1/4 the log refused.`
 
 /**

@@ -7,7 +7,8 @@ then rebuilds every index record from the facts and compares it with the stored 
 the format markers and that no key lies outside the log's key spaces.
 Prints "ok: N events, digest sha256:…" and exits 0, or prints LOG_CORRUPT with the first bad seq
 (or the index record that disagrees with the facts, or the stray key) and exits 1.
-A log that another process has open is verified as a snapshot: a copy taken now, holding every fact
+The log is verified as a snapshot (a copy taken now, beside the log, removed at the end), so the
+application can open it meanwhile; when another process has it open, the snapshot holds every fact
 durable by then (said on stderr).`
 
 /**

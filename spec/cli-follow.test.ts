@@ -215,4 +215,40 @@ test(
   }),
 )
 
+test(
+  'following a log that is not there yet waits for it, as tail -F does (a log shipper started before the application), then prints what lands',
+  bounded(40_000, async (dir) => {
+    const path = join(dir, 'log')
+    const { io, out, err } = collector()
+    const stop = new AbortController()
+    const running = logCommand([path, '--follow', '--refresh', '0.1', '--json'], io, { signal: stop.signal })
+    try {
+      await printed(err, (line) => line.includes('yet: waiting for one'), 'the note')
+      assert.equal(err, [`note: no factstate log at ${path} yet: waiting for one (Ctrl-C to stop)`])
+      const log = await EventLog.open(path)
+      try {
+        await log.append(opened('a'))
+        await printed(out, (line) => line.includes('inv-a'), 'the first fact')
+        await log.append(opened('b'))
+        await printed(out, (line) => line.includes('inv-b'), 'the next one')
+      } finally {
+        await log.close()
+      }
+      assert.equal(out.map((line) => (JSON.parse(line) as { seq: number }).seq), [1, 2])
+    } finally {
+      stop.abort()
+    }
+    assert.is(await running, 0)
+    // Stopped while still waiting: 0, and nothing made at the path.
+    const other = join(dir, 'never')
+    const waiting = collector()
+    const stopWaiting = new AbortController()
+    const idle = logCommand([other, '--follow', '--refresh', '0.1'], waiting.io, { signal: stopWaiting.signal })
+    await printed(waiting.err, (line) => line.includes('waiting for one'), 'the note')
+    stopWaiting.abort()
+    assert.is(await idle, 0)
+    assert.not.ok((await readdir(dir)).includes('never'))
+  }),
+)
+
 test.run()

@@ -21,7 +21,7 @@ application can open it meanwhile; when another process has it open, the snapsho
 durable by then (said on stderr), and facts appended after it are not printed.
 --follow (-f) then keeps printing the facts that land, as tail -f does, until Ctrl-C (it ends by it): it
 looks at the log's files every S seconds (--refresh, 0.1 to 3600, default 1) and reads a new
-snapshot when they changed. It takes no --to.
+snapshot when they changed. A log not there yet is waited for (as tail -F does). It takes no --to.
 Exit codes: 0 printed, 2 usage, 1/4 the log refused.`
 
 /**
@@ -98,7 +98,12 @@ export async function logCommand(args: string[], io: CommandIo, options: { signa
     (values.invocation === undefined || event.invocation.invocationId === values.invocation) &&
     (type === undefined || (type.endsWith('*') ? event.fact.type.startsWith(type.slice(0, -1)) : event.fact.type === type))
   const directory = positionals[0] as string
-  if (!(await isLogDirectory(directory))) return usage(io, `no factstate log at ${directory}`, logHelp)
+  if (!(await isLogDirectory(directory))) {
+    if (!values.follow) return usage(io, `no factstate log at ${directory}`, logHelp)
+    // As tail -F: a follower started before the application (a log shipper beside it) waits for the log.
+    const appeared = await logAppears(directory, refreshMs, io, options.signal)
+    if (appeared !== true) return appeared
+  }
   let log: EventLog | undefined
   try {
     log = await openLogToRead(directory, io, { snapshot: values.follow })
@@ -150,6 +155,31 @@ function isGone(error: unknown): boolean {
   // A FactstateError (no log to take a snapshot of) has the file system's error as its cause.
   const codes = [(error as NodeJS.ErrnoException)?.code, ((error as Error)?.cause as NodeJS.ErrnoException | undefined)?.code]
   return codes.includes('ENOENT') || codes.includes('ENOTDIR')
+}
+
+/**
+ * Waits for a log at `directory`, looking every `refreshMs`: true once there is one; 0 when `signal`
+ * aborts, or the process's signal's own ending (`endBySignal`) on SIGINT or SIGTERM, first.
+ */
+async function logAppears(directory: string, refreshMs: number, io: CommandIo, signal: AbortSignal | undefined): Promise<true | number> {
+  io.stderr(`note: no factstate log at ${directory} yet: waiting for one (Ctrl-C to stop)`)
+  const { stopped, dispose } = untilStopped(signal)
+  let stop = false
+  void stopped.then((by) => {
+    stop = true
+    if (by !== undefined) endBySignal(by)
+  })
+  try {
+    for (;;) {
+      let timer: ReturnType<typeof setTimeout> | undefined
+      await Promise.race([stopped, new Promise((resolve) => (timer = setTimeout(resolve, refreshMs)))])
+      clearTimeout(timer)
+      if (stop || io.stdoutClosed?.()) return EXIT.ok
+      if (await isLogDirectory(directory)) return true
+    }
+  } finally {
+    dispose()
+  }
 }
 
 /** How often `log --follow` looks at the log's files by default. */

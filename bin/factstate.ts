@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 /**
- * The `factstate` command line: demo, inspect, log, verify, recover. Each command lives in
+ * The `factstate` command line: demo, inspect, log, verify, backup, recover. Each command lives in
  * bin/commands/ and returns its exit code.
  */
 import { readFile } from 'node:fs/promises'
@@ -14,6 +14,8 @@ commands:
   log <log-dir>        print facts (--session, --run, --invocation, --type, --from, --to, --last, --json),
                        then those that land (--follow), or a session's runs (--runs)
   verify <log-dir>     re-read every fact, check the digest chain and every index record
+  backup <log-dir> <backup-dir>
+                       copy the log, verified, while the application runs
   recover <log-dir>    close invocations a crash left open
 
 Run 'factstate <command> --help' (or 'factstate help <command>') for a command's options;
@@ -27,6 +29,7 @@ const commands: Record<string, () => Promise<Command>> = {
   inspect: async () => (await import('./commands/inspect.js')).inspectCommand,
   log: async () => (await import('./commands/log.js')).logCommand,
   verify: async () => (await import('./commands/verify.js')).verifyCommand,
+  backup: async () => (await import('./commands/backup.js')).backupCommand,
   recover: async () => (await import('./commands/recover.js')).recoverCommand,
 }
 

@@ -96,6 +96,16 @@ test('demo passes every step, then log, verify and recover read its log', () =>
       const [, events, digest] = /^ok: (\d+) events, digest (sha256:[0-9a-f]{64})$/m.exec(verify.stdout) ?? []
       assert.ok(Number(events) > 20)
 
+      // A backup is the same log, verified, and a log of its own.
+      const backup = await cli(['backup', location, join(dir, 'backup')], {})
+      assert.is(backup.code, 0, backup.stderr)
+      assert.is(backup.stdout.trim(), `backed up ${events} events to ${join(dir, 'backup')}, digest ${digest}`)
+      const backupVerify = await cli(['verify', join(dir, 'backup')], {})
+      assert.is(backupVerify.stdout.trim(), `ok: ${events} events, digest ${digest}`)
+      const again = await cli(['backup', location, join(dir, 'backup')], {})
+      assert.is(again.code, 4)
+      assert.match(again.stderr, /^error: LOG_INVALID_ARGUMENT: the backup's destination .* already exists/m)
+
       const json = await cli(['log', location, '--json', '--type', 'tool.*'])
       assert.is(json.code, 0, json.stderr)
       const facts = json.stdout.trim().split('\n').map((line) => JSON.parse(line) as { seq: number; fact: { type: string } })

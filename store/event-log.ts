@@ -1,5 +1,5 @@
 import { statSync } from 'node:fs'
-import { type FileHandle, mkdtemp, open as openFile, readFile, readdir, rename, rm, stat } from 'node:fs/promises'
+import { type FileHandle, mkdir, mkdtemp, open as openFile, readFile, readdir, rename, rm, stat } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { isDeepStrictEqual } from 'node:util'
 import { join, resolve } from 'node:path'
@@ -691,6 +691,32 @@ class CommittedState {
   }
 }
 
+/**
+ * Syncs every file of `directory` (not its subdirectories) and the directory itself, so that a copy
+ * written there (a backup) is on the disk, not only in the page cache. `LOG_IO` when it cannot be.
+ */
+async function syncDirectory(directory: string): Promise<void> {
+  try {
+    for (const entry of await readdir(directory, { withFileTypes: true })) {
+      if (!entry.isFile()) continue
+      const handle = await openFile(join(directory, entry.name), 'r')
+      try {
+        await handle.sync()
+      } finally {
+        await handle.close()
+      }
+    }
+    const handle = await openFile(directory, 'r')
+    try {
+      await handle.sync()
+    } finally {
+      await handle.close()
+    }
+  } catch (error) {
+    throw new FactstateError('LOG_IO', `the copy in ${directory} cannot be synced to the disk: ${(error as Error).message}`, { cause: error })
+  }
+}
+
 /** The next batch, read ahead: a failure is handled where it is awaited, never unhandled while the caller works. */
 function prefetch<T>(iterator: { nextv(size: number): Promise<T[]> }): Promise<T[]> {
   const read = iterator.nextv(SCAN_BATCH)
@@ -1073,6 +1099,64 @@ export class EventLog {
       return await EventLog.#openAt(copy, 'os', resolve(location))
     } catch (error) {
       await rm(copy, { recursive: true, force: true }).catch(() => undefined)
+      throw error
+    }
+  }
+
+  /**
+   * Copies the log in `location` into `destination` as it stands now, also while another process
+   * has it open: the same consistent copy a snapshot takes (every fact durable when it was taken,
+   * each group commit whole or not at all), which is then opened, verified in full (every fact, the
+   * digest chain, every index record; see `verify`), closed cleanly and synced to the disk. The copy
+   * is a log like any other: `open` it where it is, or, to restore, stop the application and put it in
+   * the log's place (see the README's "Backups" for what a restore means for tool effects). Resolves
+   * with the copy's `{ events, digest }`.
+   *
+   * `destination` must not exist (its parent must): `LOG_INVALID_ARGUMENT` otherwise, and when
+   * `location` holds no log; `LOG_IO` when the copy cannot be written; `LOG_CORRUPT` when the copy
+   * fails its checks (the log itself is damaged). On any failure nothing is left at `destination`.
+   * Table files are linked where `destination` is on the log's file system (a copy that survives the
+   * log's deletion, not its disk's failure) and copied elsewhere.
+   *
+   * @example
+   * ```ts
+   * // Nightly, while the application keeps its log open:
+   * const { events, digest } = await EventLog.backup('./.factstate/app', `/backups/app-${Date.now()}`)
+   * ```
+   */
+  static async backup(location: string, destination: string): Promise<{ events: number; digest: string }> {
+    checkLocation(location)
+    checkLocation(destination)
+    try {
+      await stat(join(location, 'CURRENT'))
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code
+      if (code === 'ENOENT' || code === 'ENOTDIR') throw new FactstateError('LOG_INVALID_ARGUMENT', `there is no log at ${location} to back up`, { cause: error })
+      throw new FactstateError('LOG_IO', `the log at ${location} cannot be read: ${(error as Error).message}`, { cause: error })
+    }
+    await checkCurrent(location, await readdir(location).catch(() => []))
+    try {
+      await mkdir(destination)
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code
+      if (code === 'EEXIST') throw new FactstateError('LOG_INVALID_ARGUMENT', `the backup's destination ${destination} already exists: give a new path (nothing there is replaced)`, { cause: error })
+      if (code === 'ENOENT' || code === 'ENOTDIR') throw new FactstateError('LOG_INVALID_ARGUMENT', `the backup's destination ${destination} has no parent directory: make it first`, { cause: error })
+      throw new FactstateError('LOG_IO', `the backup's destination ${destination} cannot be made: ${(error as Error).message}`, { cause: error })
+    }
+    try {
+      await copySnapshot(location, destination)
+      // Opened as a log of its own: its close records its head (the anchor) and its id filter.
+      const copy = await EventLog.#openAt(destination, 'sync')
+      let result: { events: number; digest: string }
+      try {
+        result = await copy.verify()
+      } finally {
+        await copy.close()
+      }
+      await syncDirectory(destination)
+      return result
+    } catch (error) {
+      await rm(destination, { recursive: true, force: true }).catch(() => undefined)
       throw error
     }
   }

@@ -1,0 +1,108 @@
+/**
+ * `EventLog.backup`: a consistent copy of a log another process keeps writing, verified in full and
+ * left as a log of its own (a clean close, synced), which opens and takes appends; refusals leave
+ * nothing at the destination and never touch what is there.
+ */
+import { mkdir, readdir, readFile, stat, writeFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import { ClassicLevel } from 'classic-level'
+import { suite } from 'uvu'
+import * as assert from 'uvu/assert'
+import { EventLog } from '../store/event-log.js'
+import { encodeRecord } from '../store/encoding.js'
+import { keys } from '../store/keys.js'
+import { rejectsWithCode } from './support/codes.js'
+import { EventMaker, boundedTest, completeInvocation, facts, invocationOf, startChild } from './support/log-fixtures.js'
+
+const test = suite('store: backups')
+
+const exists = (path: string) =>
+  stat(path).then(
+    () => true,
+    () => false,
+  )
+
+test(
+  'a backup of a log another process keeps writing holds every fact it acknowledged before, byte for byte, verifies, and opens as a log of its own',
+  boundedTest(60_000, async (dir) => {
+    const source = join(dir, 'log')
+    const seeded = await EventLog.open(source)
+    await seeded.appendAll(completeInvocation('seed'))
+    await seeded.close()
+    const child = startChild('child-hold-log.ts', [source])
+    try {
+      await child.waitForLine((line) => line === 'ready')
+      for (const name of ['a', 'b', 'c']) {
+        child.send(`append ${name}`)
+        await child.waitForLine((line) => line.startsWith('ack ') && child.lines.filter((l) => l.startsWith('ack ')).length === ['a', 'b', 'c'].indexOf(name) + 1)
+      }
+      const acknowledged = Number(child.lines.filter((line) => line.startsWith('ack ')).at(-1)?.slice(4))
+      const backup = join(dir, 'backup')
+      const result = await EventLog.backup(source, backup)
+      assert.ok(result.events >= acknowledged, `${result.events} events, ${acknowledged} acknowledged`)
+      assert.ok(await exists(join(backup, 'FACTSTATE-HEAD')), 'closed cleanly: its head is anchored')
+      assert.equal((await readFile(join(backup, 'FACTSTATE-HEAD'), 'utf8')).split(' ').slice(2, 3), [String(result.events)])
+      child.send('close')
+      await child.waitForLine((line) => line === 'closed')
+      const original = await EventLog.open(source)
+      const copy = await EventLog.open(backup)
+      try {
+        // Nothing was appended after the backup: the two are the same log.
+        assert.equal(copy.head(), original.head())
+        assert.equal(copy.head(), { highWater: result.events, digest: result.digest })
+        assert.equal((await copy.prefix(1_000, 1 << 24)).events, (await original.prefix(1_000, 1 << 24)).events, 'the same facts, in the same seqs')
+        // Each a log of its own from here: appends to one do not reach the other.
+        assert.is(await original.append(new EventMaker(invocationOf('after')).next(facts.opened())), result.events + 1)
+        assert.is(await copy.append(new EventMaker(invocationOf('restored')).next(facts.opened())), result.events + 1)
+        assert.is.not(copy.head().digest, original.head().digest)
+      } finally {
+        await copy.close()
+        await original.close()
+      }
+    } finally {
+      await child.stop()
+    }
+  }),
+)
+
+test(
+  'a destination that exists, one without a parent, and a location with no log are LOG_INVALID_ARGUMENT; nothing is made or changed',
+  boundedTest(30_000, async (dir) => {
+    const source = join(dir, 'log')
+    const log = await EventLog.open(source)
+    await log.appendAll(completeInvocation('x'))
+    await log.close()
+    const taken = join(dir, 'taken')
+    await mkdir(taken)
+    await writeFile(join(taken, 'keep.txt'), 'mine')
+    const existing = await rejectsWithCode(() => EventLog.backup(source, taken), 'LOG_INVALID_ARGUMENT', 'an existing destination')
+    assert.match(existing.message, /already exists: give a new path/)
+    assert.equal(await readdir(taken), ['keep.txt'])
+    const orphan = await rejectsWithCode(() => EventLog.backup(source, join(dir, 'missing', 'backup')), 'LOG_INVALID_ARGUMENT', 'no parent')
+    assert.match(orphan.message, /has no parent directory/)
+    assert.not.ok(await exists(join(dir, 'missing')))
+    await rejectsWithCode(() => EventLog.backup(join(dir, 'nothing'), join(dir, 'b')), 'LOG_INVALID_ARGUMENT', 'no log')
+    assert.not.ok(await exists(join(dir, 'nothing')), 'no log was created at the location')
+    assert.not.ok(await exists(join(dir, 'b')))
+  }),
+)
+
+test(
+  'a damaged log is not backed up: LOG_CORRUPT from the checks, and nothing is left at the destination',
+  boundedTest(30_000, async (dir) => {
+    const source = join(dir, 'log')
+    const log = await EventLog.open(source)
+    await log.appendAll(completeInvocation('damaged'))
+    await log.close()
+    // An index record that disagrees with the facts (the session's record rewritten).
+    const db = new ClassicLevel<string, Uint8Array>(source, { keyEncoding: 'utf8', valueEncoding: 'view' })
+    await db.open()
+    await db.put(keys.session(invocationOf('damaged').sessionId), encodeRecord({ active: ['someone'], paused: [], unknown: [] }))
+    await db.close()
+    const backup = join(dir, 'backup')
+    await rejectsWithCode(() => EventLog.backup(source, backup), 'LOG_CORRUPT', 'a damaged log')
+    assert.not.ok(await exists(backup))
+  }),
+)
+
+test.run()

@@ -301,8 +301,18 @@ export function reportReadError(error: unknown, io: CommandIo, log: EventLog | u
  * or a snapshot of it when another process has it open), runs `action`, reports a refusal with its
  * code and remedy, and always closes the log.
  */
-export async function onLogDirectory(args: string[], io: CommandIo, help: string, read: boolean, action: (log: EventLog) => Promise<void>): Promise<number> {
-  const parsed = parseCommand(io, help, { args, allowPositionals: true, options: { help: { type: 'boolean', short: 'h', default: false } } })
+export async function onLogDirectory(
+  args: string[],
+  io: CommandIo,
+  help: string,
+  read: boolean,
+  action: (log: EventLog, options: { json: boolean }) => Promise<void>,
+): Promise<number> {
+  const parsed = parseCommand(io, help, {
+    args,
+    allowPositionals: true,
+    options: { help: { type: 'boolean', short: 'h', default: false }, json: { type: 'boolean', default: false } },
+  })
   if (typeof parsed === 'number') return parsed
   if (parsed.positionals.length !== 1) return usage(io, 'expected exactly one log directory', help)
   const directory = parsed.positionals[0] as string
@@ -312,7 +322,7 @@ export async function onLogDirectory(args: string[], io: CommandIo, help: string
   try {
     log = read ? await openLogToRead(directory, io) : await openLog(directory)
     if (log === undefined) return usage(io, `no factstate log at ${directory} (it holds another program's LevelDB database)`, help)
-    await action(log)
+    await action(log, { json: parsed.values.json === true })
     return EXIT.ok
   } catch (error) {
     return read ? reportReadError(error, io, log) : reportError(error, io)

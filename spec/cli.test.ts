@@ -258,6 +258,37 @@ test('recover prints each invocation it closes, how it ended and where its run n
     assert.match(second.stdout, /^closed 0 invocation\(s\); log high-water 9, /)
   })))
 
+test('verify, recover and backup print one JSON object with --json, for scripts', () =>
+  bounded30(withTempDir(async (dir) => {
+    const location = join(dir, 'log')
+    const log = await EventLog.open(location)
+    const cut = new EventMaker(invocationOf('cut'))
+    const tool = new EventMaker(invocationOf('tool'))
+    await log.appendAll([
+      ...cut.many([facts.opened(), facts.requested('s1')]),
+      ...tool.many([facts.opened(), facts.requested('s1'), facts.completed('s1', [{ callId: 'call-op1', name: 'echo', arguments: '{}' }]), facts.dispatched('op1')]),
+    ])
+    await log.close()
+    const recovered = await cli(['recover', location, '--json'])
+    assert.is(recovered.code, 0, recovered.stderr)
+    type Closed = { invocation: { invocationId: string }; outcome: { class: string }; uncertainOperations: { operationId: string }[]; boundary: { highWater: number } }
+    const report = JSON.parse(recovered.stdout) as { closed: number; invocations: Closed[]; highWater: number; digest: string }
+    assert.is(report.closed, 2)
+    assert.is(report.highWater, 9)
+    assert.equal(
+      report.invocations.map((closed) => [closed.invocation.invocationId, closed.outcome.class, closed.uncertainOperations.map((op) => op.operationId)]).sort(),
+      [
+        ['inv-cut', 'host_interrupted', []],
+        ['inv-tool', 'outcome_unknown', ['op1']],
+      ],
+    )
+    const verified = await cli(['verify', location, '--json'])
+    assert.equal(JSON.parse(verified.stdout), { events: 9, digest: report.digest })
+    const backup = join(dir, 'backup')
+    const backedUp = await cli(['backup', location, backup, '--json'])
+    assert.equal(JSON.parse(backedUp.stdout), { events: 9, digest: report.digest, destination: backup })
+  })))
+
 test('verify, log and recover refuse a path that holds no log (exit 2) and create nothing there', () =>
   bounded30(withTempDir(async (dir) => {
     for (const command of ['verify', 'log', 'recover']) {

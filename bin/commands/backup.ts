@@ -1,7 +1,7 @@
 import { EventLog } from '../../store/event-log.js'
 import { type CommandIo, EXIT, isLogDirectory, parseCommand, reportError, usage } from '../io.js'
 
-export const backupHelp = `usage: factstate backup <log-directory> <backup-directory>
+export const backupHelp = `usage: factstate backup <log-directory> <backup-directory> [--json]
 
 Copies the log into <backup-directory> (a new directory: it must not exist, its parent must) as
 it stands now, also while the application has it open: every fact durable by then, each group
@@ -11,6 +11,7 @@ The copy is a log like any other: to restore it, stop the application and put it
 place (read the README's "Backups" first: a restored log has forgotten what ran after the copy).
 Table files are linked where the copy is on the log's file system, copied elsewhere: for a copy
 that survives the disk, give a directory on another one.
+--json prints {"events":N,"digest":"sha256:…","destination":DIR} instead.
 Exit codes: 0 backed up, 1 the log is damaged (nothing kept), 2 usage, 4 refused (nothing kept).`
 
 /**
@@ -22,7 +23,11 @@ Exit codes: 0 backed up, 1 the log is damaged (nothing kept), 2 usage, 4 refused
  * ```
  */
 export async function backupCommand(args: string[], io: CommandIo): Promise<number> {
-  const parsed = parseCommand(io, backupHelp, { args, allowPositionals: true, options: { help: { type: 'boolean', short: 'h', default: false } } })
+  const parsed = parseCommand(io, backupHelp, {
+    args,
+    allowPositionals: true,
+    options: { help: { type: 'boolean', short: 'h', default: false }, json: { type: 'boolean', default: false } },
+  })
   if (typeof parsed === 'number') return parsed
   if (parsed.positionals.length !== 2) return usage(io, 'expected the log directory and the backup directory', backupHelp)
   const [directory, destination] = parsed.positionals as [string, string]
@@ -30,7 +35,7 @@ export async function backupCommand(args: string[], io: CommandIo): Promise<numb
   if (!(await isLogDirectory(directory))) return usage(io, `no factstate log at ${directory}`, backupHelp)
   try {
     const { events, digest } = await EventLog.backup(directory, destination)
-    io.stdout(`backed up ${events} events to ${destination}, digest ${digest}`)
+    io.stdout(parsed.values.json ? JSON.stringify({ events, digest, destination }) : `backed up ${events} events to ${destination}, digest ${digest}`)
     return EXIT.ok
   } catch (error) {
     return reportError(error, io)

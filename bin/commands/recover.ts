@@ -2,14 +2,15 @@ import { escapeControls } from '../../store/fact-summary.js'
 import { recoverInvocations } from '../../store/recovery.js'
 import { type CommandIo, onLogDirectory } from '../io.js'
 
-export const recoverHelp = `usage: factstate recover <log-directory>
+export const recoverHelp = `usage: factstate recover <log-directory> [--json]
 
 Closes every invocation a crash left open (a model request in flight or a host gone:
 failed/host_interrupted; a tool dispatched and never settled: failed/outcome_unknown, and the
 session then needs reconciliation unless every such tool was declared readOnly). Invents no
 settlement. Prints a line per invocation closed, with the seq its run now ends at (the boundary
 a continuation starts from: see runSource). Running it twice closes nothing the second time. Exit 0 on success, 1 if the log is damaged (LOG_CORRUPT), 2 usage (no log there),
-3 if the log is open in another process, 4 any other refusal.`
+3 if the log is open in another process, 4 any other refusal.
+--json prints one object instead: {"closed":N,"invocations":[{"invocation","outcome","uncertainOperations","boundary"},…],"highWater":H,"digest":"sha256:…"}.`
 
 /**
  * `factstate recover <dir>`.
@@ -20,18 +21,25 @@ a continuation starts from: see runSource). Running it twice closes nothing the 
  * ```
  */
 export async function recoverCommand(args: string[], io: CommandIo): Promise<number> {
-  return onLogDirectory(args, io, recoverHelp, false, async (log) => {
+  return onLogDirectory(args, io, recoverHelp, false, async (log, { json }) => {
     const lines: string[] = []
+    const invocations: unknown[] = []
     const closed = await recoverInvocations(log, {
       onClosed: ({ invocation, outcome, uncertainOperations, boundary }) => {
+        invocations.push({ invocation, outcome, uncertainOperations, boundary })
         const why = outcome.status === 'failed' ? outcome.class : outcome.status
         const ops = uncertainOperations.map((op) => `${op.name}${op.readOnly ? ' (read-only)' : ''} ${op.operationId}`)
         // Tool names and operation ids are any text a direct append wrote: escaped as a fact's summary is.
         lines.push(escapeControls(`${invocation.sessionId}/${invocation.runId} ${invocation.invocationId}: ${why}${ops.length > 0 ? ` (${ops.join(', ')})` : ''}; run ends at ${boundary.highWater}`))
       },
     })
-    for (const line of lines.sort()) io.stdout(line)
     const { highWater, digest } = log.head()
+    if (json) {
+      // Fact text (tool names, ids) in JSON strings: C1 and bidirectional controls escaped, as `log --json` does.
+      io.stdout(escapeControls(JSON.stringify({ closed, invocations, highWater, digest })))
+      return
+    }
+    for (const line of lines.sort()) io.stdout(line)
     io.stdout(`closed ${closed} invocation(s); log high-water ${highWater}, digest ${digest}`)
   })
 }

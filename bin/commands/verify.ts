@@ -1,6 +1,6 @@
 import { type CommandIo, onLogDirectory } from '../io.js'
 
-export const verifyHelp = `usage: factstate verify <log-directory>
+export const verifyHelp = `usage: factstate verify <log-directory> [--json]
 
 Re-reads every fact: seq continuity, decoding, and the digest chain over the exact stored bytes;
 then rebuilds every index record from the facts and compares it with the stored one, and checks
@@ -9,7 +9,8 @@ Prints "ok: N events, digest sha256:…" and exits 0, or prints LOG_CORRUPT with
 (or the index record that disagrees with the facts, or the stray key) and exits 1.
 The log is verified as a snapshot (a copy taken now, beside the log, removed at the end), so the
 application can open it meanwhile; when another process has it open, the snapshot holds every fact
-durable by then (said on stderr).`
+durable by then (said on stderr).
+--json prints {"events":N,"digest":"sha256:…"} instead (a refusal is still text on stderr, and the exit code says which).`
 
 /**
  * `factstate verify <dir>`.
@@ -20,8 +21,8 @@ durable by then (said on stderr).`
  * ```
  */
 export async function verifyCommand(args: string[], io: CommandIo): Promise<number> {
-  return onLogDirectory(args, io, verifyHelp, true, async (log) => {
+  return onLogDirectory(args, io, verifyHelp, true, async (log, { json }) => {
     const { events, digest } = await log.verify()
-    io.stdout(`ok: ${events} events, digest ${digest}`)
+    io.stdout(json ? JSON.stringify({ events, digest }) : `ok: ${events} events, digest ${digest}`)
   })
 }

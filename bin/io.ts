@@ -194,46 +194,53 @@ export function signalToEndBy(): NodeJS.Signals | undefined {
 }
 
 /**
- * A directory of this process's own for snapshots of the log at `directory`: beside the log, on its
- * file system, where a snapshot links the log's table files instead of copying them (in a temporary
- * directory on another file system, a tmpfs say, a copy of a big log takes its size in memory); in
- * the system's temporary directory where nothing can be made beside the log (a read-only mount).
+ * Where the CLI may make a snapshot's copy of the log at `directory`, in order: a directory of its
+ * own beside the log, on its file system, where the snapshot links the log's table files instead of
+ * copying them (in a temporary directory on another file system, a tmpfs say, a copy of a big log
+ * takes its size in memory); else the system's temporary directory. Only `FACTSTATE_SNAPSHOT_DIR`
+ * when that is set.
  */
-async function copiesFor(directory: string): Promise<string> {
+function copyPlaces(directory: string): (() => Promise<string>)[] {
   // An operator's choice (another disk, say) is taken as it is: a failure there is reported, not worked around.
   const chosen = process.env.FACTSTATE_SNAPSHOT_DIR
-  if (chosen !== undefined && chosen !== '') return mkdtemp(join(chosen, 'factstate-cli-'))
-  try {
-    return await mkdtemp(join(dirname(await realpath(directory)), '.factstate-cli-'))
-  } catch {
-    return mkdtemp(join(tmpdir(), 'factstate-cli-'))
-  }
+  if (chosen !== undefined && chosen !== '') return [() => mkdtemp(join(chosen, 'factstate-cli-'))]
+  return [async () => mkdtemp(join(dirname(await realpath(directory)), '.factstate-cli-')), () => mkdtemp(join(tmpdir(), 'factstate-cli-'))]
 }
 
 /**
  * Opens the log in `directory` to read it, as a snapshot (`EventLog.openSnapshot`, in a directory
  * of this process's own beside the log, removed with it), so that the application can open its log
  * while the command reads, however long that takes (the log itself, opened, would be locked
- * against it: a \`verify\` run by cron would keep the service from starting). When another process has
- * the log open, `io.stderr` is told that facts appended after the snapshot are not read. Undefined
- * as `openLog`. Close it with `closeLog`. `options.snapshot` says nothing when another process has
- * the log open (a command that follows the log takes more snapshots as it grows).
+ * against it: a \`verify\` run by cron would keep the service from starting). A copy that cannot be
+ * made beside the log (a read-only mount, a full disk) is made in the temporary directory. When
+ * another process has the log open, `io.stderr` is told that facts appended after the snapshot are
+ * not read. Undefined as `openLog`. Close it with `closeLog`. `options.snapshot` says nothing when
+ * another process has the log open (a command that follows the log takes more snapshots as it grows).
  */
 export async function openLogToRead(directory: string, io: CommandIo, options: { snapshot?: boolean } = {}): Promise<EventLog | undefined> {
-  let snapshot: EventLog
+  let snapshot: EventLog | undefined
   let copies: string | undefined
-  try {
-    copies = await copiesFor(directory)
-    copyDirectories.add(copies)
-    snapshot = await EventLog.openSnapshot(directory, { directory: copies })
-  } catch (error) {
-    if (copies !== undefined) await removeCopies(copies)
-    if (error instanceof FactstateError && error.code === 'LOG_INVALID_ARGUMENT' && (error.details as { notALog?: boolean } | undefined)?.notALog) return undefined
-    const where = process.env.FACTSTATE_SNAPSHOT_DIR ? `in ${process.env.FACTSTATE_SNAPSHOT_DIR} (FACTSTATE_SNAPSHOT_DIR)` : `beside it or in ${tmpdir()}`
-    const failure = error instanceof FactstateError ? error : new FactstateError('LOG_IO', `no snapshot of the log can be made ${where}: ${(error as Error).message}`, { cause: error })
-    snapshotErrors.add(failure)
-    throw failure
+  const places = copyPlaces(directory)
+  for (const [index, place] of places.entries()) {
+    copies = undefined
+    try {
+      copies = await place()
+      copyDirectories.add(copies)
+      snapshot = await EventLog.openSnapshot(directory, { directory: copies })
+      break
+    } catch (error) {
+      if (copies !== undefined) await removeCopies(copies)
+      if (error instanceof FactstateError && error.code === 'LOG_INVALID_ARGUMENT' && (error.details as { notALog?: boolean } | undefined)?.notALog) return undefined
+      // Where no copy could be made (or written), the next place is tried; a damaged log is damaged in any.
+      const cannotCopy = !(error instanceof FactstateError) || error.code === 'LOG_IO'
+      if (cannotCopy && index < places.length - 1) continue
+      const where = process.env.FACTSTATE_SNAPSHOT_DIR ? `in ${process.env.FACTSTATE_SNAPSHOT_DIR} (FACTSTATE_SNAPSHOT_DIR)` : `beside it or in ${tmpdir()}`
+      const failure = error instanceof FactstateError ? error : new FactstateError('LOG_IO', `no snapshot of the log can be made ${where}: ${(error as Error).message}`, { cause: error })
+      snapshotErrors.add(failure)
+      throw failure
+    }
   }
+  if (snapshot === undefined || copies === undefined) throw new FactstateError('LOG_IO', 'no snapshot of the log could be made')
   copyDirectoryOf.set(snapshot, copies)
   if (!options.snapshot && (await logHeldOpen(directory)) === true) {
     io.stderr(`note: another process has this log open: reading a snapshot of it taken now (${snapshot.head().highWater} facts); facts appended after it are not read`)

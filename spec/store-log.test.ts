@@ -591,6 +591,38 @@ recovery(
   }),
 )
 
+recovery(
+  'pendingSessions lists the sessions with a run open, a turn paused for its successor or tool outcomes to acknowledge, and leaves out the rest',
+  boundedTest(20_000, (dir) =>
+    withLog(dir, async (log) => {
+      const open = new EventMaker(invocationOf('open'))
+      const paused = new EventMaker(invocationOf('paused'))
+      const uncertain = new EventMaker(invocationOf('uncertain'))
+      await log.appendAll([
+        ...open.many([facts.opened(), facts.requested('s1')]),
+        ...paused.many([...heldAfterTool(), facts.ended({ status: 'handoff_paused', pause: pauseFor('h1') })]),
+        ...uncertain.many([facts.opened(), facts.requested('s1'), facts.completed('s1', [call('op1')]), facts.dispatched('op1'), facts.ended({ status: 'failed', class: 'outcome_unknown' })]),
+        ...completeInvocation('done'),
+      ])
+      const pending = await log.pendingSessions()
+      assert.equal(
+        pending.map(({ sessionId, active, paused: turns, unknown }) => [sessionId, active.map((run) => run.invocationId), turns.map((turn) => [turn.runId, turn.intent.successorRunId]), unknown.map((op) => op.operationId)]),
+        [
+          ['session-open', ['inv-open'], [], []],
+          ['session-paused', [], [['run-paused', 'run-next']], []],
+          ['session-uncertain', [], [], ['op1']],
+        ],
+      )
+      // The caller's copies: changing them changes nothing of the log's.
+      ;(pending[0] as { active: unknown[] }).active.length = 0
+      assert.is((await log.pendingSessions())[0]?.active.length, 1)
+      // Recovery closes the open run: its session has nothing pending any more.
+      assert.is(await recoverInvocations(log), 1)
+      assert.equal((await log.pendingSessions()).map((session) => session.sessionId), ['session-paused', 'session-uncertain'])
+    }),
+  ),
+)
+
 recovery.run()
 
 // =============================================================================================

@@ -7,7 +7,7 @@ import { type ChainedBatch, ClassicLevel } from 'classic-level'
 import { FactstateError, isFactstateError } from '../errors.js'
 import { readOptions } from '../options.js'
 import { id as idSchema } from '../facts/schema.js'
-import type { HandoffIntent, HandoffPause, InvocationInput, InvocationOutcome, RunBoundary, RuntimeEvent, StoredEvent, TerminalStatus } from '../facts/types.js'
+import type { HandoffIntent, HandoffPause, InvocationInput, InvocationOutcome, RunBoundary, RuntimeEvent, StoredEvent, TerminalStatus, UncertainOperation } from '../facts/types.js'
 import { EMPTY_CHAIN, CHAIN_BYTES, chainStep, logDigest, runChainStart, runDigest } from './digest.js'
 import { chainedIdRecord, decodeEvent, decodeRecord, encodeRecord, encodeValidatedEvent, checkFactRules, indexRecord, messageOf, peekInvocationId, validateEvent } from './encoding.js'
 import { IdFilter, parseIdFilter, serializeIdFilter } from './id-filter.js'
@@ -80,6 +80,26 @@ export interface RunSummary {
   terminal: TerminalStatus | null
   /** How it ended, as its `invocation.ended` records it; absent while it is open. */
   outcome?: InvocationOutcome
+}
+
+/**
+ * A session with something pending, as {@link EventLog.pendingSessions} reports it: what admission
+ * knows of it (its index record, as durable now).
+ */
+export interface PendingSession {
+  sessionId: string
+  /** Runs opened and not ended: running in an engine, or left open by a crash until `recoverInvocations`. */
+  active: { turnId: string; runId: string; invocationId: string }[]
+  /**
+   * Turns sealed by a handoff whose successor has not finished: start each successor (its pause is
+   * `runSource(sessionId, runId).pause`), or give the turn up. Until then a new message is `RUN_BUSY`.
+   */
+  paused: { turnId: string; runId: string; invocationId: string; intent: HandoffIntent }[]
+  /**
+   * Tool calls whose outcome is unknown and not yet acknowledged (read-only tools' are not listed):
+   * check their effects, then start the next message with `allowPriorUnknown: true`.
+   */
+  unknown: UncertainOperation[]
 }
 
 /** Every event of the log up to `highWater`, with the digest at that point. */
@@ -2354,6 +2374,39 @@ export class EventLog {
    * const source = last && (await log.runSource('chat-7', last.runId))?.boundary
    * ```
    */
+  /**
+   * The sessions with something pending, in id order: a run open, a turn paused for its successor, or
+   * tool outcomes waiting to be acknowledged (sessions with none of these are left out). What a
+   * process starting up looks at, after `recoverInvocations`: the successors to start, the sessions to
+   * reconcile, the runs another process is still driving. Reads every session's index record (a
+   * million sessions take a few seconds); `LOG_CORRUPT` for a record that cannot be read.
+   *
+   * @example
+   * ```ts
+   * await recoverInvocations(log)
+   * for (const session of await log.pendingSessions()) {
+   *   for (const turn of session.paused) console.log(`${session.sessionId}: start the successor of ${turn.runId}`)
+   *   if (session.unknown.length > 0) console.log(`${session.sessionId}: check ${session.unknown.map((op) => op.operationId).join(', ')}`)
+   * }
+   * ```
+   */
+  async pendingSessions(): Promise<PendingSession[]> {
+    this.#assertOpen()
+    const found: PendingSession[] = []
+    try {
+      for await (const [key, value] of this.#db.iterator({ gte: keys.sessionLow, lt: keys.sessionHigh })) {
+        const sessionId = key.slice(keys.sessionLow.length)
+        const { active, paused, unknown } = indexRecord<SessionRecord>(value, `session ${sessionId}`, 'session')
+        if (active.length === 0 && paused.length === 0 && unknown.length === 0) continue
+        // Copies: the caller's to keep or change.
+        found.push(structuredClone({ sessionId, active, paused, unknown }))
+      }
+    } catch (error) {
+      throw this.#readFailure(error)
+    }
+    return found
+  }
+
   async runs(sessionId: string): Promise<RunSummary[]> {
     this.#assertOpen()
     if (!idSchema.safeParse(sessionId).success) throw new FactstateError('LOG_INVALID_ARGUMENT', 'sessionId is not a valid id')

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 /**
- * The `factstate` command line: demo, inspect, log, verify, backup, recover. Each command lives in
+ * The `factstate` command line: demo, inspect, log, verify, backup, recover, pending. Each command lives in
  * bin/commands/ and returns its exit code.
  */
 import { readFile } from 'node:fs/promises'
@@ -17,6 +17,7 @@ commands:
   backup <log-dir> <backup-dir>
                        copy the log, verified, while the application runs
   recover <log-dir>    close invocations a crash left open
+  pending <log-dir>    list the sessions with a run open, a turn paused or outcomes to acknowledge
 
 Run 'factstate <command> --help' (or 'factstate help <command>') for a command's options;
 'factstate --version' prints the version.
@@ -31,6 +32,7 @@ const commands: Record<string, () => Promise<Command>> = {
   verify: async () => (await import('./commands/verify.js')).verifyCommand,
   backup: async () => (await import('./commands/backup.js')).backupCommand,
   recover: async () => (await import('./commands/recover.js')).recoverCommand,
+  pending: async () => (await import('./commands/pending.js')).pendingCommand,
 }
 
 // A reader that stops early (`| head -1`) closes the pipe: the next write fails with EPIPE. That

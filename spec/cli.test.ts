@@ -258,7 +258,7 @@ test('recover prints each invocation it closes, how it ended and where its run n
     assert.match(second.stdout, /^closed 0 invocation\(s\); log high-water 9, /)
   })))
 
-test('verify, recover and backup print one JSON object with --json, for scripts', () =>
+test('pending lists what recovery and the sessions wait for; verify, recover and backup print one JSON object with --json, for scripts', () =>
   bounded30(withTempDir(async (dir) => {
     const location = join(dir, 'log')
     const log = await EventLog.open(location)
@@ -269,6 +269,9 @@ test('verify, recover and backup print one JSON object with --json, for scripts'
       ...tool.many([facts.opened(), facts.requested('s1'), facts.completed('s1', [{ callId: 'call-op1', name: 'echo', arguments: '{}' }]), facts.dispatched('op1')]),
     ])
     await log.close()
+    const before = await cli(['pending', location])
+    assert.is(before.code, 0, before.stderr)
+    assert.equal(before.stdout.trim().split('\n'), ['session-cut: open run run-cut (inv-cut, turn turn-cut)', 'session-tool: open run run-tool (inv-tool, turn turn-tool)'])
     const recovered = await cli(['recover', location, '--json'])
     assert.is(recovered.code, 0, recovered.stderr)
     type Closed = { invocation: { invocationId: string }; outcome: { class: string }; uncertainOperations: { operationId: string }[]; boundary: { highWater: number } }
@@ -282,6 +285,10 @@ test('verify, recover and backup print one JSON object with --json, for scripts'
         ['inv-tool', 'outcome_unknown', ['op1']],
       ],
     )
+    const after = await cli(['pending', location])
+    assert.equal(after.stdout.trim().split('\n'), ['session-tool: 1 tool outcome(s) to acknowledge: echo op1'])
+    const pendingJson = JSON.parse((await cli(['pending', location, '--json'])).stdout) as { sessionId: string; unknown: { operationId: string }[] }[]
+    assert.equal(pendingJson.map((session) => [session.sessionId, session.unknown.map((op) => op.operationId)]), [['session-tool', ['op1']]])
     const verified = await cli(['verify', location, '--json'])
     assert.equal(JSON.parse(verified.stdout), { events: 9, digest: report.digest })
     const backup = join(dir, 'backup')

@@ -1,0 +1,40 @@
+import { escapeControls } from '../../store/fact-summary.js'
+import { type CommandIo, onLogDirectory } from '../io.js'
+
+export const pendingHelp = `usage: factstate pending <log-directory> [--json]
+
+Lists the sessions with something pending, one line for each thing: a run still open (running in
+an application, or left by a crash until 'factstate recover'), a turn sealed by a handoff whose
+successor has not finished (start it, or give the turn up), tool outcomes to acknowledge (check
+their effects; the next message passes allowPriorUnknown). Sessions with nothing pending are left
+out; "nothing pending" is printed when none is. Reads a snapshot of the log, as log and verify do.
+--json prints the sessions as one JSON array (log.pendingSessions()).
+Exit codes: 0 listed, 2 usage, 1/4 the log refused.`
+
+/**
+ * `factstate pending <dir>`.
+ *
+ * @example
+ * ```sh
+ * npx factstate pending .factstate/app   # "session-7: paused turn turn-3: run run-3 waits for its successor run-4"
+ * ```
+ */
+export async function pendingCommand(args: string[], io: CommandIo): Promise<number> {
+  return onLogDirectory(args, io, pendingHelp, true, async (log, { json }) => {
+    const sessions = await log.pendingSessions()
+    if (json) {
+      // Fact text (ids, tool names, inputs) in JSON strings: C1 and bidirectional controls escaped, as `log --json` does.
+      io.stdout(escapeControls(JSON.stringify(sessions)))
+      return
+    }
+    for (const { sessionId, active, paused, unknown } of sessions) {
+      for (const run of active) io.stdout(escapeControls(`${sessionId}: open run ${run.runId} (${run.invocationId}, turn ${run.turnId})`))
+      for (const turn of paused) io.stdout(escapeControls(`${sessionId}: paused turn ${turn.turnId}: run ${turn.runId} waits for its successor ${turn.intent.successorRunId} (${turn.intent.successorInvocationId}, claim ${turn.intent.claimId})`))
+      if (unknown.length > 0) {
+        const ops = unknown.map((op) => `${op.name} ${op.operationId}`)
+        io.stdout(escapeControls(`${sessionId}: ${unknown.length} tool outcome(s) to acknowledge: ${ops.join(', ')}`))
+      }
+    }
+    if (sessions.length === 0) io.stdout('nothing pending')
+  })
+}

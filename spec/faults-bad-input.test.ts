@@ -155,6 +155,7 @@ const cases: Case[] = [
   // tool definitions
   { area: 'tools', name: 'tools that is not an array', code: 'RUN_INVALID_INPUT', act: start((i) => (i.tools = { echo: {} })) },
   { area: 'tools', name: 'a tool name with a space', code: 'RUN_INVALID_INPUT', act: start((i) => (i.tools[0].name = 'echo it')) },
+  { area: 'tools', name: 'a tool timeoutMs of 0', code: 'RUN_INVALID_INPUT', fields: ['tools.0.timeoutMs'], act: start((i) => (i.tools[0].timeoutMs = 0)) },
   { area: 'tools', name: 'a tool name of 65 characters', code: 'RUN_INVALID_INPUT', act: start((i) => (i.tools[0].name = 'e'.repeat(65))) },
   { area: 'tools', name: 'an empty tool name', code: 'RUN_INVALID_INPUT', act: start((i) => (i.tools[0].name = '')) },
   { area: 'tools', name: 'a tool without execute', code: 'RUN_INVALID_INPUT', act: start((i) => delete i.tools[0].execute) },
@@ -350,7 +351,8 @@ const cases: Case[] = [
   { area: 'Engine', name: 'ModelExecutor idleTimeoutMs over the default timeoutMs', code: 'ENGINE_INVALID_OPTIONS', act: () => new ModelExecutor({ idleTimeoutMs: 60_001 }) },
   { area: 'Engine', name: 'ModelExecutor retries NaN', code: 'ENGINE_INVALID_OPTIONS', act: () => new ModelExecutor({ retries: Number.NaN }) },
   { area: 'Engine', name: 'ModelExecutor createClient that is a string', code: 'ENGINE_INVALID_OPTIONS', act: () => new ModelExecutor({ createClient: 'openai' as unknown as () => never }) },
-  { area: 'Engine', name: 'a misspelt Engine option (evntId)', code: 'ENGINE_INVALID_OPTIONS', message: /there is no option "evntId" \(the options are \{ log, model\?, now\?, eventId\?, maxToolResultBytes\? \}\)/, act: (c) => new Engine({ log: c.log, evntId: () => 'x' } as unknown as EngineOptions) },
+  { area: 'Engine', name: 'a misspelt Engine option (evntId)', code: 'ENGINE_INVALID_OPTIONS', message: /there is no option "evntId" \(the options are \{ log, model\?, now\?, eventId\?, maxToolResultBytes\?, toolTimeoutMs\? \}\)/, act: (c) => new Engine({ log: c.log, evntId: () => 'x' } as unknown as EngineOptions) },
+  { area: 'Engine', name: 'an Engine toolTimeoutMs of -1', code: 'ENGINE_INVALID_OPTIONS', act: (c) => new Engine({ log: c.log, toolTimeoutMs: -1 }) },
   { area: 'Engine', name: 'Engine options whose getter throws', code: 'ENGINE_INVALID_OPTIONS', act: () => new Engine(Object.defineProperty({}, 'log', { enumerable: true, get: () => { throw new Error('unreadable') } }) as unknown as EngineOptions) },
   { area: 'Engine', name: 'ModelExecutor options null', code: 'ENGINE_INVALID_OPTIONS', act: () => new ModelExecutor(null as unknown as ModelExecutorOptions) },
   { area: 'Engine', name: 'a misspelt ModelExecutor option (timeout)', code: 'ENGINE_INVALID_OPTIONS', act: () => new ModelExecutor({ timeout: 5 } as unknown as ModelExecutorOptions) },

@@ -102,6 +102,39 @@ test(
     const backup = join(dir, 'backup')
     await rejectsWithCode(() => EventLog.backup(source, backup), 'LOG_CORRUPT', 'a damaged log')
     assert.not.ok(await exists(backup))
+    assert.equal(await readdir(dir), ['log'], 'no working copy is left beside it either')
+  }),
+)
+
+test(
+  'the destination appears only once the backup is whole, verified and synced: a process killed part-way leaves nothing there that opens as a log with facts missing',
+  boundedTest(30_000, async (dir) => {
+    const source = join(dir, 'log')
+    const log = await EventLog.open(source)
+    for (let index = 0; index < 200; index += 1) await log.appendAll(completeInvocation(`many-${index}`))
+    const backup = join(dir, 'backup')
+    let finished = false
+    const backingUp = EventLog.backup(source, backup).finally(() => {
+      finished = true
+    })
+    // What a process killed at each of these moments would have left at the destination.
+    const seen: string[][] = []
+    while (!finished) {
+      const listed = await readdir(backup).catch(() => undefined)
+      if (listed !== undefined) seen.push(listed.sort())
+      await new Promise((resolve) => setImmediate(resolve))
+    }
+    const result = await backingUp
+    await log.close()
+    const final = (await readdir(backup)).sort()
+    for (const listed of seen) assert.equal(listed, final, 'never a partial copy at the destination')
+    assert.equal((await readdir(dir)).sort(), ['backup', 'log'], 'no working copy is left beside it')
+    const copy = await EventLog.open(backup)
+    try {
+      assert.equal(copy.head(), { highWater: result.events, digest: result.digest })
+    } finally {
+      await copy.close()
+    }
   }),
 )
 

@@ -1,8 +1,8 @@
 import { statSync } from 'node:fs'
-import { type FileHandle, mkdir, mkdtemp, open as openFile, readFile, readdir, rename, rm, stat } from 'node:fs/promises'
+import { type FileHandle, lstat, mkdtemp, open as openFile, readFile, readdir, rename, rm, stat } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { isDeepStrictEqual } from 'node:util'
-import { join, resolve } from 'node:path'
+import { basename, dirname, join, resolve } from 'node:path'
 import { type ChainedBatch, ClassicLevel } from 'classic-level'
 import { FactstateError, isFactstateError } from '../errors.js'
 import { readOptions } from '../options.js'
@@ -715,9 +715,9 @@ class CommittedState {
  * Syncs every file of `directory` (not its subdirectories) and the directory itself, so that a copy
  * written there (a backup) is on the disk, not only in the page cache. `LOG_IO` when it cannot be.
  */
-async function syncDirectory(directory: string): Promise<void> {
+async function syncDirectory(directory: string, files = true): Promise<void> {
   try {
-    for (const entry of await readdir(directory, { withFileTypes: true })) {
+    for (const entry of files ? await readdir(directory, { withFileTypes: true }) : []) {
       if (!entry.isFile()) continue
       const handle = await openFile(join(directory, entry.name), 'r')
       try {
@@ -1134,7 +1134,10 @@ export class EventLog {
    *
    * `destination` must not exist (its parent must): `LOG_INVALID_ARGUMENT` otherwise, and when
    * `location` holds no log; `LOG_IO` when the copy cannot be written; `LOG_CORRUPT` when the copy
-   * fails its checks (the log itself is damaged). On any failure nothing is left at `destination`.
+   * fails its checks (the log itself is damaged). On any failure nothing is left at `destination`:
+   * the copy is made in a hidden directory beside it (`.NAME.factstate-backup-*`) and renamed to
+   * `destination` once verified and synced, so a process killed part-way leaves only that directory
+   * (safe to delete), never a `destination` that opens as a log with facts missing.
    * Table files are linked where `destination` is on the log's file system (a copy that survives the
    * log's deletion, not its disk's failure) and copied elsewhere.
    *
@@ -1155,28 +1158,51 @@ export class EventLog {
       throw new FactstateError('LOG_IO', `the log at ${location} cannot be read: ${(error as Error).message}`, { cause: error })
     }
     await checkCurrent(location, await readdir(location).catch(() => []))
+    const notNew = (cause?: unknown) =>
+      new FactstateError('LOG_INVALID_ARGUMENT', `the backup's destination ${destination} already exists: give a new path (nothing there is replaced)`, cause === undefined ? {} : { cause })
     try {
-      await mkdir(destination)
+      await lstat(destination)
+      throw notNew()
+    } catch (error) {
+      if (isFactstateError(error)) throw error
+      const code = (error as NodeJS.ErrnoException).code
+      if (code === 'ENOTDIR') throw new FactstateError('LOG_INVALID_ARGUMENT', `the backup's destination ${destination} has no parent directory: make it first`, { cause: error })
+      if (code !== 'ENOENT') throw new FactstateError('LOG_IO', `the backup's destination ${destination} cannot be made: ${(error as Error).message}`, { cause: error })
+    }
+    // Made beside the destination and renamed to it only once complete, verified and synced: a
+    // process killed part-way (Ctrl-C, a cron job's timeout, a power cut) leaves no directory at
+    // `destination` that opens as a log with facts missing, only a hidden `.NAME.factstate-backup-*`.
+    let work: string
+    try {
+      work = await mkdtemp(join(dirname(resolve(destination)), `.${basename(resolve(destination))}.factstate-backup-`))
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code
-      if (code === 'EEXIST') throw new FactstateError('LOG_INVALID_ARGUMENT', `the backup's destination ${destination} already exists: give a new path (nothing there is replaced)`, { cause: error })
       if (code === 'ENOENT' || code === 'ENOTDIR') throw new FactstateError('LOG_INVALID_ARGUMENT', `the backup's destination ${destination} has no parent directory: make it first`, { cause: error })
       throw new FactstateError('LOG_IO', `the backup's destination ${destination} cannot be made: ${(error as Error).message}`, { cause: error })
     }
     try {
-      await copySnapshot(location, destination)
+      await copySnapshot(location, work)
       // Opened as a log of its own: its close records its head (the anchor) and its id filter.
-      const copy = await EventLog.#openAt(destination, 'sync')
+      const copy = await EventLog.#openAt(work, 'sync')
       let result: { events: number; digest: string }
       try {
         result = await copy.verify()
       } finally {
         await copy.close()
       }
-      await syncDirectory(destination)
+      await syncDirectory(work)
+      try {
+        // Replaces nothing but an empty directory (made meanwhile): anything else at `destination` refuses it.
+        await rename(work, destination)
+      } catch (error) {
+        const code = (error as NodeJS.ErrnoException).code
+        if (code === 'ENOTEMPTY' || code === 'EEXIST' || code === 'ENOTDIR' || code === 'EISDIR') throw notNew(error)
+        throw new FactstateError('LOG_IO', `the backup cannot be moved to ${destination}: ${(error as Error).message}`, { cause: error })
+      }
+      await syncDirectory(dirname(resolve(destination)), false)
       return result
     } catch (error) {
-      await rm(destination, { recursive: true, force: true }).catch(() => undefined)
+      await rm(work, { recursive: true, force: true }).catch(() => undefined)
       throw error
     }
   }

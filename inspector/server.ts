@@ -321,6 +321,10 @@ export async function serveInspector(given: InspectorOptions): Promise<Inspector
   }
 
   const openStream = (req: IncomingMessage, res: ServerResponse, at: EventLog) => {
+    // Gone already (a page reloaded, a client that gave up while the log was being indexed): its
+    // `close` has been and will not come again, so a stream kept for it would hold one of the
+    // MAX_STREAMS places for good.
+    if (req.destroyed || res.destroyed || req.socket.destroyed) return
     if (streams.size >= MAX_STREAMS) {
       return sendError(
         res,

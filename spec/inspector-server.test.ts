@@ -438,6 +438,77 @@ test(
 )
 
 test(
+  'streams asked for while the log is indexed by clients that went away before it was done take no place: a page loaded afterwards still gets its stream',
+  bounded(30_000, async (dir) => {
+    const log = await EventLog.open(join(dir, 'log'), { durability: 'os' })
+    const internals = logInternals(log)
+    const scan = internals.scanEvents
+    let release = (): void => undefined
+    const gate = new Promise<void>((resolve) => {
+      release = resolve
+    })
+    const sockets: ReturnType<typeof connect>[] = []
+    try {
+      await log.appendAll(new EventMaker(invocationOf('early')).many([facts.opened(), facts.requested('s1')]))
+      internals.scanEvents = (upTo, chunk) =>
+        (async function* () {
+          await gate
+          yield* scan(upTo, chunk)
+        })()
+      const probe = createServer()
+      await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve))
+      const port = (probe.address() as { port: number }).port
+      await new Promise<void>((resolve) => probe.close(() => resolve()))
+      const serving = serveInspector({ log, port })
+      for (let attempt = 0; ; attempt += 1) {
+        const answered = await raw(`http://127.0.0.1:${port}/`, { host: 'evil.example' }).then(
+          (response) => response.status,
+          () => 0,
+        )
+        if (answered === 403) break
+        assert.ok(attempt < 200, 'the inspector listens while it indexes')
+        await new Promise((resolve) => setTimeout(resolve, 10))
+      }
+      // More clients than MAX_STREAMS ask for a stream while the index is read, then give up.
+      const gone = Array.from({ length: MAX_STREAMS + 4 }, () => {
+        const socket = connect(port, '127.0.0.1')
+        socket.on('error', () => undefined)
+        const closed = new Promise((resolve) => socket.on('close', resolve))
+        socket.write(`GET /api/events HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n\r\n`)
+        return { socket, closed }
+      })
+      await new Promise((resolve) => setTimeout(resolve, 100))
+      for (const { socket } of gone) socket.destroy()
+      await Promise.all(gone.map(({ closed }) => closed))
+      await new Promise((resolve) => setTimeout(resolve, 100))
+      release()
+      const inspector = await serving
+      try {
+        const answer = await new Promise<string>((resolve, reject) => {
+          const socket = connect(port, '127.0.0.1')
+          sockets.push(socket)
+          let text = ''
+          socket.on('error', reject)
+          socket.on('data', (chunk: Buffer) => {
+            text += chunk.toString('utf8')
+            if (text.includes('\r\n\r\n')) resolve(text)
+          })
+          socket.write(`GET /api/events HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n\r\n`)
+        })
+        assert.match(answer, /^HTTP\/1\.1 200/, answer.split('\r\n')[0])
+      } finally {
+        for (const socket of sockets) socket.destroy()
+        await inspector.close()
+      }
+    } finally {
+      release()
+      internals.scanEvents = scan
+      await log.close()
+    }
+  }),
+)
+
+test(
   'a page that stops reading its event stream is cut off once megabytes wait for it, instead of being buffered without end',
   bounded(90_000, async (dir) => {
     const log = await EventLog.open(join(dir, 'log'), { durability: 'os' })

@@ -82,7 +82,7 @@ class ToolAbandoned extends Error {}
  * tool has run `timeoutMs` (a `TimeoutError` naming the limit); `settled` is the tool's result, or
  * `abandoned` when it has not settled `TOOL_TIMEOUT_GRACE_MS` after that, however it goes on.
  */
-function timedCall<T>(gate: AbortSignal, timeoutMs: number, whose: string, run: (signal: AbortSignal) => Promise<T>): Promise<T | typeof ABANDONED> {
+export function timedCall<T>(gate: AbortSignal, timeoutMs: number, whose: string, run: (signal: AbortSignal) => Promise<T>): Promise<T | typeof ABANDONED> {
   const controller = new AbortController()
   const stopForwarding = onAbort(gate, () => controller.abort(gate.reason))
   let running: Promise<T>
@@ -95,10 +95,13 @@ function timedCall<T>(gate: AbortSignal, timeoutMs: number, whose: string, run: 
   // A tool given up on may still fail later, with nobody left to hear it.
   running.catch(() => undefined)
   return new Promise<T | typeof ABANDONED>((resolve, reject) => {
+    // The grace is counted from the abort, not as `timeoutMs + grace` in one timer: Node caps a timer
+    // at MAX_TIMER_MS, and a `timeoutMs` within a second of it would leave the tool no grace at all.
+    let giveUp: ReturnType<typeof setTimeout> | undefined
     const abort = setTimeout(() => {
       controller.abort(new DOMException(`the tool did not finish within ${timeoutMs.toLocaleString('en-US')} ms (${whose})`, 'TimeoutError'))
+      giveUp = setTimeout(() => done(() => resolve(ABANDONED)), TOOL_TIMEOUT_GRACE_MS)
     }, Math.min(timeoutMs, MAX_TIMER_MS))
-    const giveUp = setTimeout(() => done(() => resolve(ABANDONED)), Math.min(timeoutMs + TOOL_TIMEOUT_GRACE_MS, MAX_TIMER_MS))
     function done(settle: () => void) {
       clearTimeout(abort)
       clearTimeout(giveUp)
@@ -111,7 +114,7 @@ function timedCall<T>(gate: AbortSignal, timeoutMs: number, whose: string, run: 
     )
   })
 }
-const ABANDONED: unique symbol = Symbol('abandoned')
+export const ABANDONED: unique symbol = Symbol('abandoned')
 
 /** JSON's own failure for a BigInt, avoided: database clients return ids as BigInt, and JSON text has no such type. */
 const bigIntAsText = (_key: string, value: unknown): unknown => (typeof value === 'bigint' ? value.toString() : value)

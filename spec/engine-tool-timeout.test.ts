@@ -5,12 +5,14 @@
  * uncertain, as a crash leaves it, and the session needs reconciliation. Bad values are refused
  * before anything is written.
  */
+import { mock } from 'node:test'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { Engine, recoverInvocations, type ToolContext, type ToolDefinition } from '../index.js'
 import { answer } from '../testing/scripted-model-server.js'
 import { engineTest, factsOf, messagesOf, only, refusedWithoutWriting } from './support/engine-fixtures.js'
 import { rejectsWithCode } from './support/codes.js'
+import { ABANDONED, TOOL_TIMEOUT_GRACE_MS, timedCall } from '../actors/invocation-actor.js'
 
 /** A tool that fails with its signal's reason once the signal aborts (a tool that honours it). */
 const politeTool = (name: string, timeoutMs?: number): ToolDefinition => ({
@@ -176,5 +178,26 @@ test(
     assert.match(error.message, /timeout is not a member of a tool: did you mean timeoutMs\?/)
   }),
 )
+
+test('the largest timeoutMs still leaves the tool its second of grace after its signal aborts (Node caps a timer at 2^31-1 ms)', async () => {
+  const largest = 2_147_483_647
+  mock.timers.enable({ apis: ['setTimeout'] })
+  try {
+    // A tool that honours its signal, taking half the grace to wind down.
+    const result = timedCall(new AbortController().signal, largest, 'its timeoutMs', (signal) =>
+      new Promise((resolve) => {
+        signal.addEventListener('abort', () => setTimeout(() => resolve('wound down'), TOOL_TIMEOUT_GRACE_MS / 2), { once: true })
+      }),
+    )
+    mock.timers.tick(largest)
+    for (let turn = 0; turn < 10; turn += 1) await Promise.resolve()
+    mock.timers.tick(TOOL_TIMEOUT_GRACE_MS / 2)
+    const settled = await result
+    assert.ok(settled !== ABANDONED, 'given up on at the very moment its signal aborted')
+    assert.is(settled, 'wound down')
+  } finally {
+    mock.timers.reset()
+  }
+})
 
 test.run()

@@ -4,7 +4,7 @@
  * until Ctrl-C; usage errors; a log replaced under it.
  */
 import { spawn } from 'node:child_process'
-import { mkdir, readdir, rename, rm } from 'node:fs/promises'
+import { mkdir, readdir, rename, rm, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
@@ -248,6 +248,27 @@ test(
     stopWaiting.abort()
     assert.is(await idle, 0)
     assert.not.ok((await readdir(dir)).includes('never'))
+  }),
+)
+
+test(
+  'following a path where no log can ever appear (a file, or a directory of other things such as the parent of the log) is a usage error at once, not a wait for ever',
+  bounded(20_000, async (dir) => {
+    const parent = join(dir, 'data')
+    const log = await EventLog.open(join(parent, 'app'))
+    await log.close()
+    const file = join(dir, 'notes.txt')
+    await writeFile(file, 'not a log')
+    for (const [path, message] of [
+      [parent, `error: no factstate log at ${parent}, and none can be made there: it holds other files (app)`],
+      [file, `error: no factstate log at ${file}: it is a file, not a log's directory`],
+    ] as const) {
+      const { io, err } = collector()
+      const stop = new AbortController()
+      const code = await withTimeout(() => logCommand([path, '--follow', '--refresh', '0.1'], io, { signal: stop.signal }), 5_000).finally(() => stop.abort())
+      assert.is(code, 2, path)
+      assert.is(err[0], message)
+    }
   }),
 )
 

@@ -786,7 +786,7 @@ function checkLocation(location: unknown): void {
 }
 
 /** The names LevelDB and factstate give the files of a log directory (a crash may leave any of them before `CURRENT`). */
-const LOG_DIRECTORY_ENTRY = /^(?:LOCK|LOG|LOG\.old|CURRENT|MANIFEST-\d+|\d+\.(?:log|ldb|sst|dbtmp)|FACTSTATE-(?:HEAD|IDS)(?:\.tmp)?|lost)$/
+export const LOG_DIRECTORY_ENTRY = /^(?:LOCK|LOG|LOG\.old|CURRENT|MANIFEST-\d+|\d+\.(?:log|ldb|sst|dbtmp)|FACTSTATE-(?:HEAD|IDS)(?:\.tmp)?|lost)$/
 
 /**
  * Refuses to make a log in a directory that holds other things (a log's directory is LevelDB's

@@ -1,6 +1,7 @@
+import { readdir } from 'node:fs/promises'
 import { FACT_TYPES, type FactType, type StoredEvent } from '../../facts/types.js'
 import { ID_PATTERN } from '../../facts/schema.js'
-import { EventLog, type RunSummary, logInternals } from '../../store/event-log.js'
+import { EventLog, LOG_DIRECTORY_ENTRY, type RunSummary, logInternals } from '../../store/event-log.js'
 import { escapeControls, summarizeFact } from '../../store/fact-summary.js'
 import { FactstateError } from '../../errors.js'
 import { changeMark, idAt } from '../../store/snapshot.js'
@@ -100,6 +101,10 @@ export async function logCommand(args: string[], io: CommandIo, options: { signa
   const directory = positionals[0] as string
   if (!(await isLogDirectory(directory))) {
     if (!values.follow) return usage(io, `no factstate log at ${directory}`, logHelp)
+    // A file, or a directory of other things (`EventLog.open` refuses to make a log there): no log can
+    // ever appear, so waiting would be for ever (`log -f .factstate` for `.factstate/app`, say).
+    const never = await neverALog(directory)
+    if (never !== undefined) return usage(io, never, logHelp)
     // As tail -F: a follower started before the application (a log shipper beside it) waits for the log.
     const appeared = await logAppears(directory, refreshMs, io, options.signal)
     if (appeared !== true) return appeared
@@ -155,6 +160,20 @@ function isGone(error: unknown): boolean {
   // A FactstateError (no log to take a snapshot of) has the file system's error as its cause.
   const codes = [(error as NodeJS.ErrnoException)?.code, ((error as Error)?.cause as NodeJS.ErrnoException | undefined)?.code]
   return codes.includes('ENOENT') || codes.includes('ENOTDIR')
+}
+
+/** Why no log can ever appear at `directory`, when that is so: a file is there, or a directory holding other things. */
+async function neverALog(directory: string): Promise<string | undefined> {
+  let entries: string[]
+  try {
+    entries = await readdir(directory)
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'ENOTDIR' ? `no factstate log at ${directory}: it is a file, not a log's directory` : undefined
+  }
+  const foreign = entries.filter((name) => !LOG_DIRECTORY_ENTRY.test(name))
+  if (foreign.length === 0) return undefined
+  const shown = escapeControls(foreign.slice(0, 3).join(', ')) + (foreign.length > 3 ? `, and ${foreign.length - 3} more` : '')
+  return `no factstate log at ${directory}, and none can be made there: it holds other files (${shown})`
 }
 
 /**

@@ -242,8 +242,11 @@ export async function openLogToRead(directory: string, io: CommandIo, options: {
   }
   if (snapshot === undefined || copies === undefined) throw new FactstateError('LOG_IO', 'no snapshot of the log could be made')
   copyDirectoryOf.set(snapshot, copies)
-  if (!options.snapshot && (await logHeldOpen(directory)) === true) {
-    io.stderr(`note: another process has this log open: reading a snapshot of it taken now (${snapshot.head().highWater} facts); facts appended after it are not read`)
+  if (!options.snapshot) {
+    // Where it cannot be told (no /proc/locks: macOS, Windows), the note says what holds either way.
+    const held = await logHeldOpen(directory)
+    if (held === true) io.stderr(`note: another process has this log open: reading a snapshot of it taken now (${snapshot.head().highWater} facts); facts appended after it are not read`)
+    else if (held === undefined) io.stderr(`note: reading a snapshot of the log taken now (${snapshot.head().highWater} facts); facts a process that has it open appends after it are not read`)
   }
   return snapshot
 }

@@ -1,8 +1,8 @@
 import { statSync } from 'node:fs'
-import { type FileHandle, lstat, mkdtemp, open as openFile, readFile, readdir, rename, rm, stat } from 'node:fs/promises'
+import { type FileHandle, lstat, mkdtemp, open as openFile, readFile, readdir, realpath, rename, rm, stat } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { isDeepStrictEqual } from 'node:util'
-import { basename, dirname, join, resolve } from 'node:path'
+import { basename, dirname, join, resolve, sep } from 'node:path'
 import { type ChainedBatch, ClassicLevel } from 'classic-level'
 import { FactstateError, isFactstateError } from '../errors.js'
 import { readOptions } from '../options.js'
@@ -1158,6 +1158,13 @@ export class EventLog {
       throw new FactstateError('LOG_IO', `the log at ${location} cannot be read: ${(error as Error).message}`, { cause: error })
     }
     await checkCurrent(location, await readdir(location).catch(() => []))
+    // A backup inside the log's own directory would go with it (a deleted or replaced log), and be
+    // among the files of the log's next snapshots and backups.
+    const within = await Promise.all([realpath(location), realpath(dirname(resolve(destination)))]).then(
+      ([log, parent]) => parent === log || parent.startsWith(`${log}${sep}`),
+      () => false,
+    )
+    if (within) throw new FactstateError('LOG_INVALID_ARGUMENT', `the backup's destination ${destination} is inside the log's own directory ${location}: give a path outside it`)
     const notNew = (cause?: unknown) =>
       new FactstateError('LOG_INVALID_ARGUMENT', `the backup's destination ${destination} already exists: give a new path (nothing there is replaced)`, cause === undefined ? {} : { cause })
     try {

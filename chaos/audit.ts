@@ -312,6 +312,9 @@ export class Audit {
           if (outcome.status !== 'failed' || outcome.class !== expected || tracked.openStep !== null) {
             this.#violation(`${label}: recovery ended ${id} as ${JSON.stringify(outcome)}, expected ${expected}`)
           }
+        } else if (outcome.status === 'failed' && outcome.class === 'outcome_unknown' && tracked.unsettled.size > 0 && / \(its timeoutMs\), nor within /.test(outcome.message ?? '')) {
+          // A tool that outlasted its timeoutMs and its grace: not waited for, left uncertain.
+          this.#count('tools not waited for past their timeoutMs')
         } else if (outcome.status === 'failed' && (outcome.class === 'outcome_unknown' || outcome.class === 'host_interrupted')) {
           this.#violation(`${label}: a live run ended ${id} as ${outcome.class}`)
         }

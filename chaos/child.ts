@@ -118,11 +118,20 @@ const effect: ToolDefinition = {
   inputSchema: { type: 'object', properties: { key: { type: 'string' } }, required: ['key'] },
   // One key in five asks the approver first (`approve` below).
   needsApproval: effectNeedsApproval,
-  async execute(input, { operationId }) {
+  // One call in a hundred outlasts it after its effect: half of those stop when their signal aborts
+  // (settled failed, the timeout named), half ignore it and are not waited for (the run ends outcome_unknown).
+  timeoutMs: 40,
+  async execute(input, { operationId, signal }) {
     if (chance(0.3)) await sleep(random(0, 4))
     const key = typeof input === 'object' && input !== null && 'key' in input ? String((input as { key: unknown }).key) : '?'
     writeSync(ledger, `${operationId} ${key}\n`)
     fsyncSync(ledger)
+    if (chance(0.01)) {
+      if (chance(0.5)) {
+        await sleep(200, signal)
+        if (signal.aborted) throw signal.reason
+      } else await sleep(1_500)
+    }
     await sleep(random(0, 4))
     if (chance(0.05)) throw new Error('the effect happened, then the tool failed')
     return { key, done: true }

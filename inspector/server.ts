@@ -1,5 +1,6 @@
 import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
+import { mkdir } from 'node:fs/promises'
 import { Engine, engineLog } from '../actors/engine.js'
 import { FactstateError, isFactstateError } from '../errors.js'
 import { readOptions } from '../options.js'
@@ -466,6 +467,8 @@ export async function serveInspector(given: InspectorOptions): Promise<Inspector
   const refreshOnce = async (source: string, directory: string | undefined): Promise<void> => {
     const mark = await changeMark(source)
     if (mark === lastMark) return
+    // Made again if it went (the CLI's copies sit beside the log, in a folder that may be emptied).
+    if (directory !== undefined) await mkdir(directory, { recursive: true }).catch(() => undefined)
     const next = await EventLog.openSnapshot(source, directory === undefined ? {} : { directory })
     let kept = false
     try {

@@ -272,4 +272,28 @@ test(
   }),
 )
 
+test(
+  'a follow whose working directory beside the log is removed (the folder emptied, as a second demo does) makes it again and goes on',
+  bounded(40_000, async (dir) => {
+    const { path, out, stop, running } = await followed(dir, ['--follow', '--refresh', '0.1', '--json'])
+    try {
+      await printed(out, (line) => line.includes('inv-a'), 'the first fact')
+      const copies = (await readdir(dir)).filter((name) => name.startsWith('.factstate-cli-'))
+      assert.is(copies.length, 1)
+      await rm(join(dir, copies[0] as string), { recursive: true, force: true })
+      const log = await EventLog.open(path)
+      try {
+        await log.append(opened('b'))
+      } finally {
+        await log.close()
+      }
+      await printed(out, (line) => line.includes('inv-b'), 'the fact appended after the removal')
+    } finally {
+      stop.abort()
+    }
+    assert.is(await running, 0)
+    assert.equal((await readdir(dir)).filter((name) => name.startsWith('.factstate-cli-')), [], 'removed at the end')
+  }),
+)
+
 test.run()

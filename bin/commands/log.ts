@@ -1,4 +1,4 @@
-import { readdir } from 'node:fs/promises'
+import { mkdir, readdir } from 'node:fs/promises'
 import { FACT_TYPES, type FactType, type StoredEvent } from '../../facts/types.js'
 import { ID_PATTERN } from '../../facts/schema.js'
 import { EventLog, LOG_DIRECTORY_ENTRY, type RunSummary, logInternals } from '../../store/event-log.js'
@@ -245,6 +245,8 @@ async function follow(
           goneSince = undefined
           continue
         }
+        // Made again if it went (the folder beside the log emptied, as a second `demo` does to its own).
+        if (copies !== undefined) await mkdir(copies, { recursive: true }).catch(() => undefined)
         next = await EventLog.openSnapshot(directory, copies === undefined ? {} : { directory: copies })
       } catch (error) {
         // The log kept changing through every copy, say: looked at again next time.

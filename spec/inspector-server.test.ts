@@ -5,7 +5,7 @@
  */
 import { request } from 'node:http'
 import { connect, createServer } from 'node:net'
-import { mkdir, readdir } from 'node:fs/promises'
+import { mkdir, readdir, rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
@@ -577,6 +577,15 @@ test(
       const last = await getJson<InvocationDetail>(`${inspector.url}api/invocations/inv-burst-599`)
       assert.is(last.status, 200)
       assert.is(last.body.entries.length, 8, 'the last invocation of the burst, whole')
+      // Its directory removed under it (a folder emptied): made again, and the refreshes go on.
+      await rm(copies, { recursive: true, force: true })
+      await held.appendAll(completeInvocation('after'))
+      const after = held.head()
+      for (const deadline = Date.now() + 30_000; Date.now() < deadline; await new Promise((resolve) => setTimeout(resolve, 50))) {
+        overview = (await getJson<Overview>(`${inspector.url}api/overview`)).body
+        if (overview.highWater === after.highWater) break
+      }
+      assert.is(overview?.highWater, after.highWater, 'refreshed after its directory went')
     } finally {
       await inspector?.close()
       await snapshot?.close()

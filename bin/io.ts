@@ -307,8 +307,8 @@ export function reportReadError(error: unknown, io: CommandIo, log: EventLog | u
 }
 
 /**
- * The shape of a command that takes one log directory and `--help`: parses, opens the log (`read`:
- * or a snapshot of it when another process has it open), runs `action`, reports a refusal with its
+ * The shape of a command that takes one log directory, `--help` and `--json`: parses, opens the log
+ * (`read`: a snapshot of it, see `openLogToRead`), runs `action`, reports a refusal with its
  * code and remedy, and always closes the log.
  */
 export async function onLogDirectory(

@@ -2397,17 +2397,6 @@ export class EventLog {
   }
 
   /**
-   * The runs of a session, in the order they opened: which run a conversation's next message
-   * continues (the last one), whether one is still open, how each ended. Reads the session's run
-   * index and each run's invocation record, never the session's facts. An unknown session has none.
-   *
-   * @example
-   * ```ts
-   * const last = (await log.runs('chat-7')).at(-1)
-   * const source = last && (await log.runSource('chat-7', last.runId))?.boundary
-   * ```
-   */
-  /**
    * The sessions with something pending, in id order: a run open, a turn paused for its successor, or
    * tool outcomes waiting to be acknowledged (sessions with none of these are left out). What a
    * process starting up looks at, after `recoverInvocations`: the successors to start, the sessions to
@@ -2440,6 +2429,17 @@ export class EventLog {
     return found
   }
 
+  /**
+   * The runs of a session, in the order they opened: which run a conversation's next message
+   * continues (the last one), whether one is still open, how each ended. Reads the session's run
+   * index and each run's invocation record, never the session's facts. An unknown session has none.
+   *
+   * @example
+   * ```ts
+   * const last = (await log.runs('chat-7')).at(-1)
+   * const source = last && (await log.runSource('chat-7', last.runId))?.boundary
+   * ```
+   */
   async runs(sessionId: string): Promise<RunSummary[]> {
     this.#assertOpen()
     if (!idSchema.safeParse(sessionId).success) throw new FactstateError('LOG_INVALID_ARGUMENT', 'sessionId is not a valid id')

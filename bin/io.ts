@@ -51,19 +51,20 @@ const remedies: Partial<Record<FactstateErrorCode, string>> = {
 /** Remedies where the command read a snapshot of a log another process has open (or failed to take one). */
 const snapshotRemedies: Partial<Record<FactstateErrorCode, string>> = {
   LOG_IO: 'no snapshot of the log could be taken: it is made in a directory beside the log (or, where none can be made there, in the temporary directory, TMPDIR; or where FACTSTATE_SNAPSHOT_DIR says), which must be writable, with room for a copy of the log (its table files are linked on the log\u2019s file system, copied on another); if the log kept changing while it was copied, run the command again',
-  LOG_CORRUPT: 'the log, as read through a snapshot of it, is damaged; its own files were not touched: once the process writing it has closed it, run `factstate verify` on it to confirm, then restore the directory from a backup',
+  LOG_CORRUPT: 'the log, as read through a snapshot of it, is damaged (its own files were not touched): restore the directory from a backup; if another process has it open, confirm first with `factstate verify` once that process has closed it',
 }
 
 /**
  * Prints `error` as `CODE: message` plus a remedy line; returns the exit code for it. `snapshot`:
- * the command read a snapshot of the log (or was taking one), which some remedies differ for.
+ * the command read a snapshot of the log (or was taking one), which some remedies differ for; `own`:
+ * the command's own remedies, before those (`backup`'s destination is not "the log directory and filters").
  */
-export function reportError(error: unknown, io: CommandIo, snapshot = false): number {
+export function reportError(error: unknown, io: CommandIo, snapshot = false, own: Partial<Record<FactstateErrorCode, string>> = {}): number {
   if (error instanceof FactstateError) {
     // `error: CODE: message`, as every other error line begins (`error:`), for a script that looks for it.
     // A message may quote fact text (a refused fact's): escaped for the terminal.
     io.stderr(`error: ${escapeControls(error.message)}`)
-    const remedy = (snapshot ? snapshotRemedies[error.code] : undefined) ?? remedies[error.code]
+    const remedy = own[error.code] ?? (snapshot ? snapshotRemedies[error.code] : undefined) ?? remedies[error.code]
     if (remedy) io.stderr(`remedy: ${remedy}`)
     return error.code === 'LOG_WRITER_BUSY' ? EXIT.busy : error.code === 'LOG_CORRUPT' ? EXIT.failed : EXIT.refused
   }

@@ -14,6 +14,12 @@ that survives the disk, give a directory on another one.
 --json prints {"events":N,"digest":"sha256:…","destination":DIR} instead.
 Exit codes: 0 backed up, 1 the log is damaged (nothing kept), 2 usage, 4 refused (nothing kept).`
 
+/** Where the backup's remedies differ from the other commands': its destination, and a log it read through a copy. */
+const backupRemedies = {
+  LOG_INVALID_ARGUMENT: 'check the command line: the log directory, then a backup directory that does not exist yet, in one that does, outside the log\u2019s own directory',
+  LOG_CORRUPT: 'the log is damaged and no backup was kept (its own files were not touched: it was read through a copy); restore the directory from an earlier backup, and keep the damaged one as evidence',
+} as const
+
 /**
  * `factstate backup <dir> <dest>`.
  *
@@ -38,6 +44,6 @@ export async function backupCommand(args: string[], io: CommandIo): Promise<numb
     io.stdout(parsed.values.json ? JSON.stringify({ events, digest, destination }) : `backed up ${events} events to ${destination}, digest ${digest}`)
     return EXIT.ok
   } catch (error) {
-    return reportError(error, io)
+    return reportError(error, io, false, backupRemedies)
   }
 }

@@ -1,0 +1,68 @@
+/**
+ * `factstate backup`'s refusals name what to fix: the destination (not "the log directory and
+ * filters", the reading commands' remedy), and a damaged log's remedy says no backup was kept.
+ */
+import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import { test } from 'uvu'
+import * as assert from 'uvu/assert'
+import { EventLog } from '../index.js'
+import { backupCommand } from '../bin/commands/backup.js'
+import { verifyCommand } from '../bin/commands/verify.js'
+import { EXIT } from '../bin/io.js'
+import { collector } from './support/cli-io.js'
+import { completeInvocation } from './support/log-fixtures.js'
+import { withTempDir, withTimeout } from './support/temp.js'
+
+test('backup: a destination that exists, has no parent or is inside the log is refused with a remedy about the destination', () =>
+  withTimeout(
+    withTempDir(async (dir) => {
+      const location = join(dir, 'log')
+      const log = await EventLog.open(location)
+      await log.close()
+      await mkdir(join(dir, 'taken'))
+      for (const destination of [join(dir, 'taken'), join(dir, 'no', 'parent'), join(location, 'inner')]) {
+        const { io, out, err } = collector()
+        assert.is(await backupCommand([location, destination], io), EXIT.refused, destination)
+        assert.equal(out, [])
+        assert.match(err[0] ?? '', /^error: LOG_INVALID_ARGUMENT: the backup's destination /)
+        assert.is(err[1], 'remedy: check the command line: the log directory, then a backup directory that does not exist yet, in one that does, outside the log\u2019s own directory')
+        assert.not.match(err.join('\n'), /filters/)
+      }
+    }),
+    20_000,
+  ))
+
+test('backup: a damaged log is exit 1, keeps nothing, and its remedy says no backup was kept; verify --json prints nothing on stdout for it', () =>
+  withTimeout(
+    withTempDir(async (dir) => {
+      const location = join(dir, 'log')
+      const log = await EventLog.open(location)
+      await log.appendAll(completeInvocation('damaged'))
+      await log.close()
+      // A byte of a fact changed in LevelDB's write-ahead log: the batch is dropped, and the open
+      // finds fewer facts than the head anchor counts.
+      const wal = (await readdir(location)).find((name) => name.endsWith('.log'))
+      assert.ok(wal, 'a write-ahead log file')
+      const bytes = await readFile(join(location, wal))
+      const at = bytes.indexOf('session-damaged')
+      assert.ok(at >= 0)
+      bytes[at] = 'S'.charCodeAt(0)
+      await writeFile(join(location, wal), bytes)
+      const { io, out, err } = collector()
+      assert.is(await backupCommand([location, join(dir, 'backup')], io), EXIT.failed, err.join('\n'))
+      assert.equal(out, [])
+      assert.match(err[0] ?? '', /^error: LOG_CORRUPT: /)
+      assert.match(err[1] ?? '', /^remedy: the log is damaged and no backup was kept/)
+      assert.not.ok((await readdir(dir)).includes('backup'))
+
+      // verify, which reads a snapshot too, does not send its user to run verify again when no other process has the log.
+      const verify = collector()
+      assert.is(await verifyCommand([location, '--json'], verify.io), EXIT.failed)
+      assert.equal(verify.out, [])
+      assert.match(verify.err[1] ?? '', /^remedy: the log, as read through a snapshot of it, is damaged \(its own files were not touched\): restore the directory from a backup; if another process has it open/)
+    }),
+    20_000,
+  ))
+
+test.run()

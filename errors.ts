@@ -69,7 +69,11 @@ export interface FactstateErrorDetails {
   LOG_CLOSED: { seq: number } | undefined
   LOG_PREFIX_TOO_LARGE: undefined
   /** `notALog`: the directory is another program's LevelDB database. */
-  LOG_INVALID_ARGUMENT: { notALog: true } | undefined
+  /**
+   * `notALog`: `EventLog.open` found another program's LevelDB database. `destination`: why
+   * `EventLog.backup` refused its destination (it exists, has no parent directory, or is inside the log).
+   */
+  LOG_INVALID_ARGUMENT: { notALog?: true; destination?: 'exists' | 'no_parent' | 'inside_log' } | undefined
   LOG_IO: undefined
   LOG_FORMAT_UNSUPPORTED: { format: number; supported: number }
   LOG_READ_ONLY: undefined

@@ -1164,16 +1164,23 @@ export class EventLog {
       ([log, parent]) => parent === log || parent.startsWith(`${log}${sep}`),
       () => false,
     )
-    if (within) throw new FactstateError('LOG_INVALID_ARGUMENT', `the backup's destination ${destination} is inside the log's own directory ${location}: give a path outside it`)
+    if (within) {
+      throw new FactstateError('LOG_INVALID_ARGUMENT', `the backup's destination ${destination} is inside the log's own directory ${location}: give a path outside it`, {
+        details: { destination: 'inside_log' },
+      })
+    }
     const notNew = (cause?: unknown) =>
-      new FactstateError('LOG_INVALID_ARGUMENT', `the backup's destination ${destination} already exists: give a new path (nothing there is replaced)`, cause === undefined ? {} : { cause })
+      new FactstateError('LOG_INVALID_ARGUMENT', `the backup's destination ${destination} already exists: give a new path (nothing there is replaced)`, {
+        details: { destination: 'exists' },
+        ...(cause === undefined ? {} : { cause }),
+      })
     try {
       await lstat(destination)
       throw notNew()
     } catch (error) {
       if (isFactstateError(error)) throw error
       const code = (error as NodeJS.ErrnoException).code
-      if (code === 'ENOTDIR') throw new FactstateError('LOG_INVALID_ARGUMENT', `the backup's destination ${destination} has no parent directory: make it first`, { cause: error })
+      if (code === 'ENOTDIR') throw new FactstateError('LOG_INVALID_ARGUMENT', `the backup's destination ${destination} has no parent directory: make it first`, { cause: error, details: { destination: 'no_parent' } })
       if (code !== 'ENOENT') throw new FactstateError('LOG_IO', `the backup's destination ${destination} cannot be made: ${(error as Error).message}`, { cause: error })
     }
     // Made beside the destination and renamed to it only once complete, verified and synced: a
@@ -1184,7 +1191,7 @@ export class EventLog {
       work = await mkdtemp(join(dirname(resolve(destination)), `.${basename(resolve(destination))}.factstate-backup-`))
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code
-      if (code === 'ENOENT' || code === 'ENOTDIR') throw new FactstateError('LOG_INVALID_ARGUMENT', `the backup's destination ${destination} has no parent directory: make it first`, { cause: error })
+      if (code === 'ENOENT' || code === 'ENOTDIR') throw new FactstateError('LOG_INVALID_ARGUMENT', `the backup's destination ${destination} has no parent directory: make it first`, { cause: error, details: { destination: 'no_parent' } })
       throw new FactstateError('LOG_IO', `the backup's destination ${destination} cannot be made: ${(error as Error).message}`, { cause: error })
     }
     try {

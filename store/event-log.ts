@@ -2407,8 +2407,8 @@ export class EventLog {
    * The sessions with something pending, in id order: a run open, a turn paused for its successor, or
    * tool outcomes waiting to be acknowledged (sessions with none of these are left out). What a
    * process starting up looks at, after `recoverInvocations`: the successors to start, the sessions to
-   * reconcile, the runs another process is still driving. Reads every session's index record (a
-   * million sessions take a few seconds); `LOG_CORRUPT` for a record that cannot be read.
+   * reconcile, the runs another process is still driving. Reads every session's index record (200,000
+   * sessions in well under a second); `LOG_CORRUPT` for a record that cannot be read.
    *
    * @example
    * ```ts

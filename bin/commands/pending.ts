@@ -1,10 +1,11 @@
 import { escapeControls } from '../../store/fact-summary.js'
+import { logHeldOpen } from '../../store/writer-presence.js'
 import { type CommandIo, onLogDirectory } from '../io.js'
 
 export const pendingHelp = `usage: factstate pending <log-directory> [--json]
 
 Lists the sessions with something pending, one line for each thing: a run still open (running in
-an application, or left by a crash until 'factstate recover'), a turn sealed by a handoff whose
+an application, or left by a crash until 'factstate recover': said so when no process has the log open), a turn sealed by a handoff whose
 successor has not finished (start it, or give the turn up), tool outcomes to acknowledge (check
 their effects; the next message passes allowPriorUnknown). Sessions with nothing pending are left
 out; "nothing pending" is printed when none is. Reads a snapshot of the log, as log and verify do.
@@ -27,8 +28,11 @@ export async function pendingCommand(args: string[], io: CommandIo): Promise<num
       io.stdout(escapeControls(JSON.stringify(sessions)))
       return
     }
+    // Whether the open runs may be running: only while a process has the log open.
+    const held = sessions.some((session) => session.active.length > 0) ? await logHeldOpen(log.snapshotOf ?? '') : undefined
+    const why = held === false ? '; no process has the log open: a crash left it, factstate recover closes it' : ''
     for (const { sessionId, active, paused, unknown } of sessions) {
-      for (const run of active) io.stdout(escapeControls(`${sessionId}: open run ${run.runId} (${run.invocationId}, turn ${run.turnId})`))
+      for (const run of active) io.stdout(escapeControls(`${sessionId}: open run ${run.runId} (${run.invocationId}, turn ${run.turnId})${why}`))
       for (const turn of paused) io.stdout(escapeControls(`${sessionId}: paused turn ${turn.turnId}: run ${turn.runId} waits for its successor ${turn.intent.successorRunId} (${turn.intent.successorInvocationId}, claim ${turn.intent.claimId})`))
       if (unknown.length > 0) {
         const ops = unknown.map((op) => `${op.name} ${op.operationId}`)

@@ -225,17 +225,26 @@ test('log --runs lists a session\'s runs in the order they opened, how each bega
     }
   })))
 
+/**
+ * A closed log at `dir`/log with two invocations a crash left open: `inv-cut` with a model request
+ * in flight, `inv-tool` with a tool dispatched and never settled (6 facts). Returns its path.
+ */
+async function leftOpenByACrash(dir: string): Promise<string> {
+  const location = join(dir, 'log')
+  const log = await EventLog.open(location)
+  const cut = new EventMaker(invocationOf('cut'))
+  const tool = new EventMaker(invocationOf('tool'))
+  await log.appendAll([
+    ...cut.many([facts.opened(), facts.requested('s1')]),
+    ...tool.many([facts.opened(), facts.requested('s1'), facts.completed('s1', [{ callId: 'call-op1', name: 'echo', arguments: '{}' }]), facts.dispatched('op1')]),
+  ])
+  await log.close()
+  return location
+}
+
 test('recover prints each invocation it closes, how it ended and where its run now ends; a second recover closes nothing', () =>
   bounded30(withTempDir(async (dir) => {
-    const location = join(dir, 'log')
-    const log = await EventLog.open(location)
-    const cut = new EventMaker(invocationOf('cut'))
-    const tool = new EventMaker(invocationOf('tool'))
-    await log.appendAll([
-      ...cut.many([facts.opened(), facts.requested('s1')]),
-      ...tool.many([facts.opened(), facts.requested('s1'), facts.completed('s1', [{ callId: 'call-op1', name: 'echo', arguments: '{}' }]), facts.dispatched('op1')]),
-    ])
-    await log.close()
+    const location = await leftOpenByACrash(dir)
     const first = await cli(['recover', location])
     assert.is(first.code, 0, first.stderr)
     const lines = first.stdout.trim().split('\n')
@@ -260,15 +269,7 @@ test('recover prints each invocation it closes, how it ended and where its run n
 
 test('pending lists what recovery and the sessions wait for; verify, recover and backup print one JSON object with --json, for scripts', () =>
   bounded30(withTempDir(async (dir) => {
-    const location = join(dir, 'log')
-    const log = await EventLog.open(location)
-    const cut = new EventMaker(invocationOf('cut'))
-    const tool = new EventMaker(invocationOf('tool'))
-    await log.appendAll([
-      ...cut.many([facts.opened(), facts.requested('s1')]),
-      ...tool.many([facts.opened(), facts.requested('s1'), facts.completed('s1', [{ callId: 'call-op1', name: 'echo', arguments: '{}' }]), facts.dispatched('op1')]),
-    ])
-    await log.close()
+    const location = await leftOpenByACrash(dir)
     const before = await cli(['pending', location])
     assert.is(before.code, 0, before.stderr)
     const crashed = '; no process has the log open: a crash left it, factstate recover closes it'

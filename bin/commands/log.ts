@@ -182,22 +182,38 @@ async function neverALog(directory: string): Promise<string | undefined> {
  */
 async function logAppears(directory: string, refreshMs: number, io: CommandIo, signal: AbortSignal | undefined): Promise<true | number> {
   io.stderr(`note: no factstate log at ${directory} yet: waiting for one (Ctrl-C to stop)`)
+  const looks = everyLook(refreshMs, io, signal)
+  try {
+    while (await looks.next()) if (await isLogDirectory(directory)) return true
+    return EXIT.ok
+  } finally {
+    looks.dispose()
+  }
+}
+
+/**
+ * The looks of `log --follow`: `next()` resolves true once `refreshMs` have passed, false once the
+ * follow is to stop (`signal` aborted, the reader of stdout gone, or SIGINT or SIGTERM: the CLI then
+ * ends by that signal once what is open is closed, as tail -f does, so a shell loop running it stops
+ * too); `stopped()` says so between looks. `dispose` stops listening for the signals.
+ */
+function everyLook(refreshMs: number, io: CommandIo, signal: AbortSignal | undefined): { next: () => Promise<boolean>; stopped: () => boolean; dispose: () => void } {
   const { stopped, dispose } = untilStopped(signal)
   let stop = false
   void stopped.then((by) => {
     stop = true
     if (by !== undefined) endBySignal(by)
   })
-  try {
-    for (;;) {
+  const isStopped = () => stop || io.stdoutClosed?.() === true
+  return {
+    async next() {
       let timer: ReturnType<typeof setTimeout> | undefined
       await Promise.race([stopped, new Promise((resolve) => (timer = setTimeout(resolve, refreshMs)))])
       clearTimeout(timer)
-      if (stop || io.stdoutClosed?.()) return EXIT.ok
-      if (await isLogDirectory(directory)) return true
-    }
-  } finally {
-    dispose()
+      return !isStopped()
+    },
+    stopped: isStopped,
+    dispose,
   }
 }
 
@@ -219,13 +235,7 @@ async function follow(
   print: (stored: StoredEvent) => void,
   signal: AbortSignal | undefined,
 ): Promise<number> {
-  const { stopped, dispose } = untilStopped(signal)
-  let stop = false
-  void stopped.then((by) => {
-    stop = true
-    // Ended by the signal once the snapshot is closed, as tail -f is: a shell loop running it stops too.
-    if (by !== undefined) endBySignal(by)
-  })
+  const looks = everyLook(refreshMs, io, signal)
   const copies = snapshotDirectoryOf(first)
   let lastMark: string | undefined
   let lastId = shownUpTo === 0 ? undefined : await idAt(first, shownUpTo)
@@ -233,10 +243,7 @@ async function follow(
   let goneSince: number | undefined
   try {
     for (;;) {
-      let timer: ReturnType<typeof setTimeout> | undefined
-      await Promise.race([stopped, new Promise((resolve) => (timer = setTimeout(resolve, refreshMs)))])
-      clearTimeout(timer)
-      if (stop || io.stdoutClosed?.()) return EXIT.ok
+      if (!(await looks.next())) return EXIT.ok
       let mark: string
       let next: EventLog
       try {
@@ -267,7 +274,7 @@ async function follow(
           return EXIT.refused
         }
         for await (const stored of next.events({ from: shownUpTo + 1, to: highWater })) {
-          if (stop || io.stdoutClosed?.()) return EXIT.ok
+          if (looks.stopped()) return EXIT.ok
           print(stored)
           shownUpTo = stored.seq
           lastId = stored.event.id
@@ -278,7 +285,7 @@ async function follow(
       }
     }
   } finally {
-    dispose()
+    looks.dispose()
   }
 }
 

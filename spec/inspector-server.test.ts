@@ -12,7 +12,7 @@ import * as assert from 'uvu/assert'
 import { Engine, EventLog, type Fact, type StoredEvent, foldFacts, invocationMachine, recoverInvocations, stateOf } from '../index.js'
 import { STEPS, invocationEvents, invocationFacts, invocationFor } from '../bench/workload.js'
 import type { Chart, InvocationDetail, Overview, VerifyReport } from '../inspector/protocol.js'
-import { serveInspector } from '../inspector/index.js'
+import { type InspectorServer, serveInspector } from '../inspector/index.js'
 import { MAX_STREAMS } from '../inspector/server.js'
 import { logInternals } from '../store/event-log.js'
 import { logHeldOpen } from '../store/writer-presence.js'
@@ -176,40 +176,61 @@ test(
   }),
 )
 
+/**
+ * Serves `log` (holding an opened invocation, `inv-early`, and its request) with its initial index
+ * held at a gate until `release()`, on a port known before the server listens; resolves once the
+ * server answers (a refused Host: 403) while the index still waits. `restore()` gives the log its
+ * own scan back.
+ */
+async function servedWhileIndexing(log: EventLog): Promise<{ serving: Promise<InspectorServer>; port: number; url: string; release: () => void; restore: () => void }> {
+  const internals = logInternals(log)
+  const scan = internals.scanEvents
+  let release = (): void => undefined
+  const gate = new Promise<void>((resolve) => {
+    release = resolve
+  })
+  await log.appendAll(new EventMaker(invocationOf('early')).many([facts.opened(), facts.requested('s1')]))
+  internals.scanEvents = (upTo, chunk) =>
+    (async function* () {
+      await gate
+      yield* scan(upTo, chunk)
+    })()
+  const restore = () => {
+    release()
+    internals.scanEvents = scan
+  }
+  const probe = createServer()
+  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve))
+  const port = (probe.address() as { port: number }).port
+  await new Promise<void>((resolve) => probe.close(() => resolve()))
+  const serving = serveInspector({ log, port })
+  serving.catch(() => undefined)
+  const url = `http://127.0.0.1:${port}/`
+  for (let attempt = 0; ; attempt += 1) {
+    const answered = await raw(url, { host: 'evil.example' }).then(
+      (response) => response.status,
+      () => 0,
+    )
+    if (answered === 403) break
+    if (attempt >= 200) {
+      restore()
+      throw new Error('the inspector did not listen while it indexed')
+    }
+    await new Promise((resolve) => setTimeout(resolve, 10))
+  }
+  return { serving, port, url, release, restore }
+}
+
 test(
   'a request that arrives while the log is being indexed is answered once the index is whole; the server answers meanwhile',
   bounded(20_000, async (dir) => {
     const log = await EventLog.open(join(dir, 'log'))
-    const internals = logInternals(log)
-    const scan = internals.scanEvents
-    let release = (): void => undefined
-    const gate = new Promise<void>((resolve) => {
-      release = resolve
-    })
+    let restore = (): void => undefined
     try {
-      await log.appendAll(new EventMaker(invocationOf('early')).many([facts.opened(), facts.requested('s1')]))
-      // The index waits at the gate: the server listens, the catalog is still empty.
-      internals.scanEvents = (upTo, chunk) =>
-        (async function* () {
-          await gate
-          yield* scan(upTo, chunk)
-        })()
-      const probe = createServer()
-      await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve))
-      const port = (probe.address() as { port: number }).port
-      await new Promise<void>((resolve) => probe.close(() => resolve()))
-      const serving = serveInspector({ log, port })
-      const url = `http://127.0.0.1:${port}/`
-      // Listening (the port answers) before the index is read.
-      for (let attempt = 0; ; attempt += 1) {
-        const answered = await raw(url, { host: 'evil.example' }).then(
-          (response) => response.status,
-          () => 0,
-        )
-        if (answered === 403) break
-        assert.ok(attempt < 200, 'the inspector listens while it indexes')
-        await new Promise((resolve) => setTimeout(resolve, 10))
-      }
+      // The index waits at the gate: the server listens (it answers), the catalog is still empty.
+      const held = await servedWhileIndexing(log)
+      restore = held.restore
+      const { serving, url, release } = held
       let overviewAnswered = false
       const overview = getJson<Overview>(`${url}api/overview`).then((response) => {
         overviewAnswered = true
@@ -229,8 +250,7 @@ test(
         await inspector.close()
       }
     } finally {
-      release()
-      internals.scanEvents = scan
+      restore()
       await log.close()
     }
   }),
@@ -441,34 +461,12 @@ test(
   'streams asked for while the log is indexed by clients that went away before it was done take no place: a page loaded afterwards still gets its stream',
   bounded(30_000, async (dir) => {
     const log = await EventLog.open(join(dir, 'log'), { durability: 'os' })
-    const internals = logInternals(log)
-    const scan = internals.scanEvents
-    let release = (): void => undefined
-    const gate = new Promise<void>((resolve) => {
-      release = resolve
-    })
     const sockets: ReturnType<typeof connect>[] = []
+    let restore = (): void => undefined
     try {
-      await log.appendAll(new EventMaker(invocationOf('early')).many([facts.opened(), facts.requested('s1')]))
-      internals.scanEvents = (upTo, chunk) =>
-        (async function* () {
-          await gate
-          yield* scan(upTo, chunk)
-        })()
-      const probe = createServer()
-      await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve))
-      const port = (probe.address() as { port: number }).port
-      await new Promise<void>((resolve) => probe.close(() => resolve()))
-      const serving = serveInspector({ log, port })
-      for (let attempt = 0; ; attempt += 1) {
-        const answered = await raw(`http://127.0.0.1:${port}/`, { host: 'evil.example' }).then(
-          (response) => response.status,
-          () => 0,
-        )
-        if (answered === 403) break
-        assert.ok(attempt < 200, 'the inspector listens while it indexes')
-        await new Promise((resolve) => setTimeout(resolve, 10))
-      }
+      const held = await servedWhileIndexing(log)
+      restore = held.restore
+      const { serving, port, release } = held
       // More clients than MAX_STREAMS ask for a stream while the index is read, then give up.
       const gone = Array.from({ length: MAX_STREAMS + 4 }, () => {
         const socket = connect(port, '127.0.0.1')
@@ -501,8 +499,7 @@ test(
         await inspector.close()
       }
     } finally {
-      release()
-      internals.scanEvents = scan
+      restore()
       await log.close()
     }
   }),

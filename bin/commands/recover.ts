@@ -23,10 +23,10 @@ a continuation starts from: see runSource). Running it twice closes nothing the 
 export async function recoverCommand(args: string[], io: CommandIo): Promise<number> {
   return onLogDirectory(args, io, recoverHelp, false, async (log, { json }) => {
     const lines: string[] = []
-    const invocations: unknown[] = []
+    const invocations: { line: string; closed: unknown }[] = []
     const closed = await recoverInvocations(log, {
       onClosed: ({ invocation, outcome, uncertainOperations, boundary }) => {
-        invocations.push({ invocation, outcome, uncertainOperations, boundary })
+        invocations.push({ line: `${invocation.sessionId}/${invocation.runId} ${invocation.invocationId}`, closed: { invocation, outcome, uncertainOperations, boundary } })
         const why = outcome.status === 'failed' ? outcome.class : outcome.status
         const ops = uncertainOperations.map((op) => `${op.name}${op.readOnly ? ' (read-only)' : ''} ${op.operationId}`)
         // Tool names and operation ids are any text a direct append wrote: escaped as a fact's summary is.
@@ -36,7 +36,9 @@ export async function recoverCommand(args: string[], io: CommandIo): Promise<num
     const { highWater, digest } = log.head()
     if (json) {
       // Fact text (tool names, ids) in JSON strings: C1 and bidirectional controls escaped, as `log --json` does.
-      io.stdout(escapeControls(JSON.stringify({ closed, invocations, highWater, digest })))
+      // In the text's order (recovery closes them side by side, in no fixed order): the same log gives the same output.
+      const ordered = invocations.sort((a, b) => (a.line < b.line ? -1 : a.line > b.line ? 1 : 0)).map(({ closed: one }) => one)
+      io.stdout(escapeControls(JSON.stringify({ closed, invocations: ordered, highWater, digest })))
       return
     }
     for (const line of lines.sort()) io.stdout(line)

@@ -411,6 +411,24 @@ test(
   }),
 )
 
+/**
+ * Asks for the live stream on a socket of its own (added to `sockets`, for the caller to destroy);
+ * resolves with the response's head once the server has answered.
+ */
+function streamAnswer(port: number, sockets: ReturnType<typeof connect>[]): Promise<string> {
+  return new Promise<string>((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1')
+    sockets.push(socket)
+    let text = ''
+    socket.on('error', reject)
+    socket.on('data', (chunk: Buffer) => {
+      text += chunk.toString('utf8')
+      if (text.includes('\r\n\r\n')) resolve(text)
+    })
+    socket.write(`GET /api/events HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n\r\n`)
+  })
+}
+
 test(
   'live streams are capped: one more than MAX_STREAMS is refused 503 TOO_MANY_STREAMS, and a closed one makes room',
   bounded(60_000, async (dir) => {
@@ -418,19 +436,7 @@ test(
     const inspector = await serveInspector({ log })
     const port = Number(new URL(inspector.url).port)
     const sockets: ReturnType<typeof connect>[] = []
-    /** Opens a stream on a socket of its own; resolves with the status line once the server answers. */
-    const openStream = () =>
-      new Promise<string>((resolve, reject) => {
-        const socket = connect(port, '127.0.0.1')
-        sockets.push(socket)
-        let text = ''
-        socket.on('error', reject)
-        socket.on('data', (chunk: Buffer) => {
-          text += chunk.toString('utf8')
-          if (text.includes('\r\n\r\n')) resolve(text)
-        })
-        socket.write(`GET /api/events HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n\r\n`)
-      })
+    const openStream = () => streamAnswer(port, sockets)
     try {
       const answers = await Promise.all(Array.from({ length: MAX_STREAMS }, openStream))
       assert.is(answers.filter((answer) => answer.startsWith('HTTP/1.1 200')).length, MAX_STREAMS)
@@ -482,17 +488,7 @@ test(
       release()
       const inspector = await serving
       try {
-        const answer = await new Promise<string>((resolve, reject) => {
-          const socket = connect(port, '127.0.0.1')
-          sockets.push(socket)
-          let text = ''
-          socket.on('error', reject)
-          socket.on('data', (chunk: Buffer) => {
-            text += chunk.toString('utf8')
-            if (text.includes('\r\n\r\n')) resolve(text)
-          })
-          socket.write(`GET /api/events HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n\r\n`)
-        })
+        const answer = await streamAnswer(port, sockets)
         assert.match(answer, /^HTTP\/1\.1 200/, answer.split('\r\n')[0])
       } finally {
         for (const socket of sockets) socket.destroy()

@@ -809,6 +809,23 @@ async function checkOwnDirectory(location: string): Promise<void> {
 }
 
 /**
+ * Refuses to copy (`purpose`: "take a snapshot of", "back up") anything at `location` but a log:
+ * `LOG_INVALID_ARGUMENT` where there is none (nothing is created there), `LOG_IO` where it cannot be
+ * read, and what `checkCurrent` says of a `CURRENT` that names no manifest (which would otherwise
+ * look like a log that kept changing while it was copied).
+ */
+async function checkCopySource(location: string, purpose: string): Promise<void> {
+  try {
+    await stat(join(location, 'CURRENT'))
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code
+    if (code === 'ENOENT' || code === 'ENOTDIR') throw new FactstateError('LOG_INVALID_ARGUMENT', `there is no log at ${location} to ${purpose}`, { cause: error })
+    throw new FactstateError('LOG_IO', `the log at ${location} cannot be read: ${(error as Error).message}`, { cause: error })
+  }
+  await checkCurrent(location, await readdir(location).catch(() => []))
+}
+
+/**
  * `CURRENT` names the manifest LevelDB opens. One that names no manifest of the directory (cut
  * short, overwritten, its manifest deleted) is a damaged log: said so before LevelDB opens it, which
  * would report a missing file as an I/O error and leave its lock and info log behind.
@@ -1098,15 +1115,7 @@ export class EventLog {
     if (typeof directory !== 'string' || directory.trim().length === 0 || directory.includes('\0')) {
       throw new FactstateError('LOG_INVALID_ARGUMENT', 'the directory of a snapshot must be a non-empty path (not only spaces)')
     }
-    try {
-      await stat(join(location, 'CURRENT'))
-    } catch (error) {
-      const code = (error as NodeJS.ErrnoException).code
-      if (code === 'ENOENT' || code === 'ENOTDIR') throw new FactstateError('LOG_INVALID_ARGUMENT', `there is no log at ${location} to take a snapshot of`, { cause: error })
-      throw new FactstateError('LOG_IO', `the log at ${location} cannot be read: ${(error as Error).message}`, { cause: error })
-    }
-    // A CURRENT that names no manifest would otherwise look like a log that kept changing while copied.
-    await checkCurrent(location, await readdir(location).catch(() => []))
+    await checkCopySource(location, 'take a snapshot of')
     let copy: string
     try {
       copy = await mkdtemp(join(directory, 'factstate-snapshot-'))
@@ -1150,14 +1159,7 @@ export class EventLog {
   static async backup(location: string, destination: string): Promise<{ events: number; digest: string }> {
     checkLocation(location)
     checkLocation(destination)
-    try {
-      await stat(join(location, 'CURRENT'))
-    } catch (error) {
-      const code = (error as NodeJS.ErrnoException).code
-      if (code === 'ENOENT' || code === 'ENOTDIR') throw new FactstateError('LOG_INVALID_ARGUMENT', `there is no log at ${location} to back up`, { cause: error })
-      throw new FactstateError('LOG_IO', `the log at ${location} cannot be read: ${(error as Error).message}`, { cause: error })
-    }
-    await checkCurrent(location, await readdir(location).catch(() => []))
+    await checkCopySource(location, 'back up')
     // A backup inside the log's own directory would go with it (a deleted or replaced log), and be
     // among the files of the log's next snapshots and backups.
     const within = await Promise.all([realpath(location), realpath(dirname(resolve(destination)))]).then(

@@ -144,4 +144,65 @@ test(
   }),
 )
 
+test(
+  'a backup records the point it was taken at (restoredFrom), which verify checks against the log; a backup of it records its own; a damaged point is LOG_CORRUPT',
+  boundedTest(30_000, async (dir) => {
+    const source = join(dir, 'log')
+    const log = await EventLog.open(source)
+    try {
+      await log.appendAll(completeInvocation('first'))
+      assert.is(log.restoredFrom(), undefined, 'a log that was never a backup')
+      const before = Date.now()
+      const first = await EventLog.backup(source, join(dir, 'first'))
+      await log.appendAll(completeInvocation('second'))
+      const copy = await EventLog.open(join(dir, 'first'))
+      try {
+        const point = copy.restoredFrom()
+        assert.equal(point && { highWater: point.highWater, digest: point.digest }, { highWater: first.events, digest: first.digest })
+        assert.ok(point !== undefined && point.takenAt >= before && point.takenAt <= Date.now())
+        // Put back in use: it goes on from the point, and stays a backup of it.
+        await copy.appendAll(completeInvocation('third'))
+        assert.equal(await copy.verify(), { events: copy.head().highWater, digest: copy.head().digest })
+        assert.equal(copy.restoredFrom(), point)
+      } finally {
+        await copy.close()
+      }
+      const second = await EventLog.backup(join(dir, 'first'), join(dir, 'second'))
+      const again = await EventLog.open(join(dir, 'second'))
+      try {
+        assert.equal(again.restoredFrom()?.highWater, second.events, 'a backup of a restored log records its own point')
+        assert.ok(second.events > first.events)
+      } finally {
+        await again.close()
+      }
+    } finally {
+      await log.close()
+    }
+    // The point's digest must be the log's at its high-water; a point that is not a record refuses the open.
+    const damage = async (name: string, value: Uint8Array) => {
+      const db = new ClassicLevel<string, Uint8Array>(join(dir, name), { keyEncoding: 'utf8', valueEncoding: 'view' })
+      await db.open()
+      try {
+        await db.put(keys.backup, value)
+      } finally {
+        await db.close()
+      }
+    }
+    await damage('first', encodeRecord({ highWater: 1, digest: `sha256:${'0'.repeat(64)}`, takenAt: 1 }))
+    const wrong = await EventLog.open(join(dir, 'first'))
+    try {
+      const error = await rejectsWithCode(() => wrong.verify(), 'LOG_CORRUPT', 'a point off the chain')
+      assert.equal(error.details, { index: 'marker', key: 'h!backup' })
+      assert.match(error.message, /digest is not the log's digest at its high-water 1/)
+    } finally {
+      await wrong.close()
+    }
+    await damage('second', encodeRecord({ highWater: 1e9, digest: `sha256:${'0'.repeat(64)}`, takenAt: 1 }))
+    const beyond = await rejectsWithCode(() => EventLog.open(join(dir, 'second')), 'LOG_CORRUPT', 'a point beyond the log')
+    assert.match(beyond.message, /the backup point record h!backup is damaged: its highWater 1000000000 lies beyond the log's \d+/)
+    await damage('second', encodeRecord(['not', 'a', 'point']))
+    await rejectsWithCode(() => EventLog.open(join(dir, 'second')), 'LOG_CORRUPT', 'a point that is not a record')
+  }),
+)
+
 test.run()

@@ -27,6 +27,7 @@ import {
   storedInvocationRecord,
 } from './projection.js'
 import { copySnapshot } from './snapshot.js'
+import { type BackupPoint, damagedPoint, decodeBackupPoint, encodeBackupPoint } from './backup-point.js'
 import { claimDirectory } from './writer-lock.js'
 
 /** How an acknowledged append is made durable: `sync` (default) fsyncs each group commit; `os` leaves it to the OS. */
@@ -100,6 +101,12 @@ export interface PendingSession {
    * check their effects, then start the next message with `allowPriorUnknown: true`.
    */
   unknown: UncertainOperation[]
+  /**
+   * In a log that is a backup (`restoredFrom()`), for a session that has not run since the backup's
+   * point: what it did after that point is not in the log. Check its tools' effects since `takenAt`,
+   * then start its next run with `allowPriorUnknown: true` (until then an `Engine` refuses it).
+   */
+  restored?: BackupPoint
 }
 
 /** Every event of the log up to `highWater`, with the digest at that point. */
@@ -156,6 +163,11 @@ export interface LogInternals {
    */
   scanEvents(upTo: number, chunk: number): AsyncIterable<{ events: StoredEvent[]; bytes: number }>
   lineage(boundary: RunBoundary): Promise<StoredEvent[]>
+  /**
+   * In a log that is a backup (see `EventLog.restoredFrom`): the backup's point, when the session
+   * has runs and none opened after that point, so what it did after the backup is not in the log.
+   */
+  restoredSince(sessionId: string): Promise<BackupPoint | undefined>
   openInvocations(): InvocationRecord[]
   /** Invocations driven by a live actor of this process; recovery leaves them alone. */
   live: Set<string>
@@ -957,6 +969,8 @@ export class EventLog {
   readonly #location: string
   /** Set for a snapshot (`openSnapshot`): the directory it copies. Such a log refuses appends, and its close removes its copy. */
   readonly #snapshotOf: string | undefined
+  /** The point this log was copied at, when it is a copy made by `EventLog.backup` (read on open). */
+  #restoredFrom: BackupPoint | undefined
   readonly #listeners = new Set<(events: StoredEvent[]) => void>()
   readonly #followers = new Set<Follower>()
   #pending: PendingEntry[] = []
@@ -1039,6 +1053,7 @@ export class EventLog {
       invocationEvents: (id, upTo) => this.#invocationEvents(id, upTo),
       scanEvents: (upTo, chunk) => this.#scanEvents(upTo, chunk),
       lineage: (boundary) => this.#lineage(boundary),
+      restoredSince: (sessionId) => this.#restoredSince(sessionId),
       openInvocations: () => [...this.#state.invocations.values()].filter((r) => r.terminal === null),
       live: new Set(),
       onClose: new Set(),
@@ -1202,6 +1217,10 @@ export class EventLog {
       const copy = await EventLog.#openAt(work, 'sync')
       let result: { events: number; digest: string }
       try {
+        // The copy says what it is (a log opened from it has gone back to this point: see `restoredFrom`),
+        // before its check, which checks this record too.
+        const { highWater, digest } = copy.head()
+        await copy.#db.put(keys.backup, encodeBackupPoint({ highWater, digest, takenAt: Date.now() }), { sync: true })
         result = await copy.verify()
       } finally {
         await copy.close()
@@ -1404,6 +1423,8 @@ export class EventLog {
     const directory = handle ? await handle.stat() : await stat(this.#location)
     this.#directory = { dev: directory.dev, ino: directory.ino, handle }
     await this.#checkAnchor(head)
+    const point = await this.#db.get(keys.backup)
+    if (point !== undefined) this.#restoredFrom = decodeBackupPoint(point, head.highWater)
     this.#state.head = head
     await this.#loadIds(head)
     const open: string[] = []
@@ -2407,7 +2428,8 @@ export class EventLog {
 
   /**
    * The sessions with something pending, in id order: a run open, a turn paused for its successor, or
-   * tool outcomes waiting to be acknowledged (sessions with none of these are left out). What a
+   * tool outcomes waiting to be acknowledged, or, in a backup (`restoredFrom()`), no run since its
+   * point (`restored`; sessions with none of these are left out). What a
    * process starting up looks at, after `recoverInvocations`: the successors to start, the sessions to
    * reconcile, the runs another process is still driving. Reads every session's index record (200,000
    * sessions in well under a second); `LOG_CORRUPT` for a record that cannot be read.
@@ -2424,13 +2446,26 @@ export class EventLog {
   async pendingSessions(): Promise<PendingSession[]> {
     this.#assertOpen()
     const found: PendingSession[] = []
+    const point = this.#restoredFrom
     try {
+      // In a backup: the sessions that ran since its point (one pass over the run index), the others wait for an acknowledgement.
+      const ranSince = new Set<string>()
+      if (point !== undefined) {
+        for await (const key of this.#db.keys({ gte: keys.runLow, lt: keys.runHigh })) {
+          const [sessionId, runId] = key.slice(keys.runLow.length).split('!') as [string, string]
+          const run = this.#state.runNow(sessionId, runId)
+          const record = run === undefined ? undefined : this.#state.invocationNow(run.invocationId)
+          if (run === undefined || record === undefined) throw new FactstateError('LOG_CORRUPT', `run ${sessionId}/${runId} has no invocation record`, { details: { key } })
+          if (record.openedSeq > point.highWater) ranSince.add(sessionId)
+        }
+      }
       for await (const [key, value] of this.#db.iterator({ gte: keys.sessionLow, lt: keys.sessionHigh })) {
         const sessionId = key.slice(keys.sessionLow.length)
         const { active, paused, unknown } = indexRecord<SessionRecord>(value, `session ${sessionId}`, 'session')
-        if (active.length === 0 && paused.length === 0 && unknown.length === 0) continue
+        const restored = point !== undefined && !ranSince.has(sessionId)
+        if (active.length === 0 && paused.length === 0 && unknown.length === 0 && !restored) continue
         // Copies: the caller's to keep or change.
-        found.push(structuredClone({ sessionId, active, paused, unknown }))
+        found.push(structuredClone({ sessionId, active, paused, unknown, ...(restored ? { restored: point } : {}) }))
       }
     } catch (error) {
       throw this.#readFailure(error)
@@ -2521,6 +2556,16 @@ export class EventLog {
     try {
       const storedHead = await this.#db.get(keys.head, { snapshot })
       const head: Head = storedHead === undefined ? { highWater: 0, chain: EMPTY_CHAIN } : headRecord(decodeRecord<unknown>(storedHead, 'head'))
+      // A backup's point must be a point of this log: its digest is the log's digest at its high-water.
+      const storedPoint = await this.#db.get(keys.backup, { snapshot })
+      let point: BackupPoint | undefined
+      let pointProblem: unknown
+      try {
+        point = storedPoint === undefined ? undefined : decodeBackupPoint(storedPoint, head.highWater)
+      } catch (error) {
+        pointProblem = error
+      }
+      let pointDigest = point?.highWater === 0 ? logDigest(0, EMPTY_CHAIN) : undefined
       const db = this.#db
       let audit: IndexAudit | undefined = await IndexAudit.start({
         getMany: (keys) => db.getMany(keys, { snapshot }),
@@ -2578,6 +2623,7 @@ export class EventLog {
           }
           const event = decodeEvent(bytes, seq)
           chain = chainStep(chain, seq, bytes)
+          if (seq === point?.highWater) pointDigest = logDigest(seq, chain)
           window.push({ seq, id: event.id, chain })
           if (window.length >= 1024) await checkWindow()
           const reading = observe(seq, event)
@@ -2594,6 +2640,8 @@ export class EventLog {
         throw new FactstateError('LOG_CORRUPT', 'the digest chain does not match the head', { details: { seq: head.highWater } })
       }
       if (finding !== undefined) throw finding
+      if (pointProblem !== undefined) throw pointProblem
+      if (point !== undefined && pointDigest !== point.digest) throw damagedPoint(`its digest is not the log's digest at its high-water ${point.highWater}`)
       await audit?.finish(head.highWater)
       return { events: head.highWater, digest: logDigest(head.highWater, chain) }
     } finally {
@@ -2735,6 +2783,29 @@ export class EventLog {
    */
   get snapshotOf(): string | undefined {
     return this.#snapshotOf
+  }
+
+  /**
+   * Where this log was copied, when it is a backup made by `EventLog.backup` (or a log put back from
+   * one): `{ highWater, digest, takenAt }`, the log's point when the copy was taken. A backup opened as
+   * a log has gone back to that point: what its sessions did after it (tool calls included) is not in
+   * it, so an `Engine` refuses the next run of each session that has not run since
+   * (`RUN_RECONCILIATION_REQUIRED` with `details.restored`) until one is started with
+   * `work.allowPriorUnknown: true`. `undefined` for a log that was never a backup.
+   */
+  restoredFrom(): BackupPoint | undefined {
+    this.#assertOpen()
+    return this.#restoredFrom === undefined ? undefined : { ...this.#restoredFrom }
+  }
+
+  async #restoredSince(sessionId: string): Promise<BackupPoint | undefined> {
+    this.#assertOpen()
+    const point = this.#restoredFrom
+    if (point === undefined) return undefined
+    const runs = await this.runs(sessionId)
+    // A session the backup does not know of may have run after it too, but nothing in the log says so.
+    if (runs.length === 0 || runs.some((run) => run.openedSeq > point.highWater)) return undefined
+    return { ...point }
   }
 
   /** The current high-water (the seq of the last durable event, 0 for an empty log) and the log digest (`sha256:<hex>`), without reading events. */

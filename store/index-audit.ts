@@ -21,7 +21,8 @@
  *   there are no more of them than facts.
  *
  * - `h!format`, `h!reservations` (the format markers): where present, each holds what some version
- *   wrote (a format up to this one's; 1).
+ *   wrote (a format up to this one's; 1). `h!backup` (a backup's point) is checked by `verify`
+ *   itself: its digest is the log's at its high-water.
  * - every other key: none lies outside the key spaces above (and `h!head`, `e!`).
  *
  * Members that records written by earlier versions lack (`pendingCalls` and `answered` of an
@@ -58,7 +59,7 @@ export type AuditedIndex = 'id' | 'byInvocation' | 'open' | 'invocation' | 'run'
 /** The first two characters of every key the log writes, in key order (store/keys.ts). */
 const KEY_SPACES = ['c!', 'e!', 'h!', 'i!', 'n!', 'o!', 'p!', 'q!', 'r!', 's!', 'v!'] as const
 /** The keys of the `h!` space. */
-const HEAD_KEYS: ReadonlySet<string> = new Set([keys.head, keys.format, keys.reservationsIndexed])
+const HEAD_KEYS: ReadonlySet<string> = new Set([keys.head, keys.format, keys.reservationsIndexed, keys.backup])
 
 /** Every key of a `x!` key space. */
 const space = (prefix: string): { gte: string; lt: string } => ({ gte: prefix, lt: `${prefix.slice(0, -1)}"` })
@@ -347,7 +348,7 @@ export class IndexAudit {
     }
   }
 
-  /** No key lies outside the log's key spaces, nor in `h!` but for its three keys. */
+  /** No key lies outside the log's key spaces, nor in `h!` but for its four keys. */
   async #strayKeys(): Promise<void> {
     const stray = (key: string) => damaged('unknown', key, `key ${JSON.stringify(key)} belongs to no key space of the log`)
     for await (const batch of this.#reader.keys(space('h!'))) {

@@ -12,6 +12,8 @@ export const keys = {
   format: 'h!format',
   /** Present once every pending seal has its `sealedClaim` and `sealedSuccessor` records (logs of earlier versions get them on open). */
   reservationsIndexed: 'h!reservations',
+  /** In a copy made by `EventLog.backup`: the point of the log it was taken at (store/backup-point.ts). */
+  backup: 'h!backup',
   sessionLow: 's!',
   sessionHigh: 's"',
   event: (seq: number) => `e!${seqPart(seq)}`,
@@ -28,6 +30,8 @@ export const keys = {
   byInvocationHigh: (invocationId: string) => `v!${invocationId}!~`,
   invocation: (invocationId: string) => `n!${invocationId}`,
   run: (sessionId: string, runId: string) => `r!${sessionId}!${runId}`,
+  runLow: 'r!',
+  runHigh: 'r"',
   session: (sessionId: string) => `s!${sessionId}`,
   /** A claim used by an admitted successor, with the successor's invocation id. */
   claim: (claimId: string) => `c!${claimId}`,

@@ -1,4 +1,5 @@
 import type { Invocation, UncertainOperation } from './facts/types.js'
+import type { BackupPoint } from './store/backup-point.js'
 
 /**
  * Every refusal factstate makes carries a stable `code`. Codes never change meaning; messages
@@ -88,8 +89,12 @@ export interface FactstateErrorDetails {
     /** The paused turn (`paused`). */
     turnId?: string
   }
-  /** `unknown`: the operations whose outcome is unknown (each with the input it was dispatched with, where recorded). */
-  RUN_RECONCILIATION_REQUIRED: { unknown: UncertainOperation[] }
+  /**
+   * `unknown`: the operations whose outcome is unknown (each with the input it was dispatched with, where
+   * recorded); `restored`: in a log put back from a backup, the backup's point, when the session has not
+   * run since (what it did after that point is not in the log).
+   */
+  RUN_RECONCILIATION_REQUIRED: { unknown: UncertainOperation[]; restored?: BackupPoint }
   /** From the log's own check of an appended continuation: the event and what differs. */
   RUN_SOURCE_MISMATCH: { eventId: string; field: string } | undefined
   /**

@@ -6,6 +6,7 @@ import { eventIdSchema } from '../facts/schema.js'
 import { type InvocationSnapshot, type InvocationState, applyFact, initialInvocationSnapshot, stateOf } from '../machines/invocation.js'
 import { canonical, messageOf, storageProblemAt } from '../store/encoding.js'
 import { type AppendView, type EventLog, type LogInternals, logInternals } from '../store/event-log.js'
+import type { BackupPoint } from '../store/backup-point.js'
 import { type HandoffGate, successorOf } from './handoff.js'
 import { InvocationActor, defaultEventId } from './invocation-actor.js'
 import type { ModelClient } from './model-client.js'
@@ -528,6 +529,7 @@ export class Engine {
         opened = { kind: 'message', content: work.content, ...fingerprint, ...acknowledged }
       }
     }
+    if (work.kind === 'handoff') await this.#restoredSuccessor(run)
     // A successor's id is checked after its claim (in #admit): a second successor is HANDOFF_CLAIMED.
     if (work.kind !== 'handoff') {
       const existing = await this.#log.invocationRecord(invocation.invocationId)
@@ -686,16 +688,32 @@ export class Engine {
     }
   }
 
-  /** The unknown outcomes a new message must acknowledge; `RUN_RECONCILIATION_REQUIRED` without `allowPriorUnknown`. */
+  /**
+   * The unknown outcomes a new message must acknowledge, and in a log put back from a backup a session
+   * that has not run since it: `RUN_RECONCILIATION_REQUIRED` without `allowPriorUnknown`.
+   */
   async #priorUnknown(run: RunInput): Promise<UncertainOperation[]> {
     const session = await this.#log.sessionRecord(run.invocation.sessionId)
-    if (session.unknown.length === 0) return []
+    const restored = await this.#log.restoredSince(run.invocation.sessionId)
+    if (session.unknown.length === 0 && restored === undefined) return []
     const work = run.work as { allowPriorUnknown?: boolean }
-    const unknown = await this.#withInputs(session.unknown)
+    const unknown = session.unknown.length === 0 ? [] : await this.#withInputs(session.unknown)
+    // A session with a run open or a turn paused is refused as busy by the admission instead.
     if (session.active.length === 0 && session.paused.length === 0 && !work.allowPriorUnknown) {
-      throw this.#reconciliation(unknown)
+      throw this.#reconciliation(unknown, restored)
     }
     return unknown
+  }
+
+  /**
+   * A successor in a log put back from a backup, of a session that has not run since it: the turn's
+   * successor may have run after the backup (its claim used, its tools called), which the log no longer
+   * shows. `RUN_RECONCILIATION_REQUIRED` without `allowPriorUnknown`, also to give the turn up.
+   */
+  async #restoredSuccessor(run: RunInput): Promise<void> {
+    if ((run.work as { allowPriorUnknown?: boolean }).allowPriorUnknown === true) return
+    const restored = await this.#log.restoredSince(run.invocation.sessionId)
+    if (restored !== undefined) throw this.#reconciliation([], restored)
   }
 
   /**
@@ -717,13 +735,18 @@ export class Engine {
     })
   }
 
-  #reconciliation(unknown: UncertainOperation[]): FactstateError {
-    return new FactstateError(
-      'RUN_RECONCILIATION_REQUIRED',
-      `an earlier run of this session left ${unknown.length} tool outcome(s) unknown; pass work.allowPriorUnknown: true to go on`,
+  #reconciliation(unknown: UncertainOperation[], restored?: BackupPoint): FactstateError {
+    const why: string[] = []
+    if (restored !== undefined) {
+      why.push(
+        `the log was put back from a backup taken at ${new Date(restored.takenAt).toISOString()} (at seq ${restored.highWater}), and this session has not run since: what it did after the backup is not in the log (check its tools' effects since then)`,
+      )
+    }
+    if (unknown.length > 0) why.push(`an earlier run of this session left ${unknown.length} tool outcome(s) unknown`)
+    return new FactstateError('RUN_RECONCILIATION_REQUIRED', `${why.join('; ')}; pass work.allowPriorUnknown: true to go on`, {
       // A copy: the operations are the log's own cached session record, which a caller must not be able to change.
-      { details: { unknown: structuredClone(unknown) } },
-    )
+      details: { unknown: structuredClone(unknown), ...(restored === undefined ? {} : { restored: { ...restored } }) },
+    })
   }
 
   /** The admission rules, checked atomically with the append of `invocation.opened`. */

@@ -37,6 +37,12 @@ export type RunWork =
       source: RunBoundary
       /** The sealed pause, `log.runSource(sessionId, runId).pause`: only the sealed facts admit a successor. */
       pause: HandoffPause
+      /**
+       * In a log put back from a backup (`log.restoredFrom()`), acknowledges that the turn's successor may
+       * have run after the backup (checked by you): without it the successor of a session that has not
+       * run since is refused, `RUN_RECONCILIATION_REQUIRED`. Not recorded; without effect elsewhere.
+       */
+      allowPriorUnknown?: boolean | undefined
     }
 
 /** Everything needed to admit and run one invocation. */
@@ -240,7 +246,7 @@ const runInputSchema = z.strictObject({
   work: z.discriminatedUnion('kind', [
     z.strictObject({ kind: z.literal('message'), content: z.string().min(1), allowPriorUnknown: z.boolean().optional() }),
     z.strictObject({ kind: z.literal('continuation'), source: runBoundarySchema, content: z.string().min(1).optional(), allowPriorUnknown: z.boolean().optional() }),
-    z.strictObject({ kind: z.literal('handoff'), source: runBoundarySchema, pause: handoffPauseSchema }),
+    z.strictObject({ kind: z.literal('handoff'), source: runBoundarySchema, pause: handoffPauseSchema, allowPriorUnknown: z.boolean().optional() }),
   ]),
 })
 

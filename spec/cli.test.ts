@@ -101,7 +101,8 @@ test('demo passes every step, then log, verify and recover read its log', () =>
       assert.is(backup.code, 0, backup.stderr)
       assert.is(backup.stdout.trim(), `backed up ${events} events to ${join(dir, 'backup')}, digest ${digest}`)
       const backupVerify = await cli(['verify', join(dir, 'backup')], {})
-      assert.is(backupVerify.stdout.trim(), `ok: ${events} events, digest ${digest}`)
+      assert.is(backupVerify.stdout.trim().split('\n')[0], `ok: ${events} events, digest ${digest}`)
+      assert.match(backupVerify.stdout, new RegExp(`^a backup taken at \\S+, at seq ${events} \\(digest ${digest}\\)`, 'm'))
       const again = await cli(['backup', location, join(dir, 'backup')], {})
       assert.is(again.code, 4)
       assert.match(again.stderr, /^error: LOG_INVALID_ARGUMENT: the backup's destination .* already exists/m)
@@ -305,6 +306,22 @@ test('pending lists what recovery and the sessions wait for; verify, recover and
     const backup = join(dir, 'backup')
     const backedUp = await cli(['backup', location, backup, '--json'])
     assert.equal(JSON.parse(backedUp.stdout), { events: 9, digest: report.digest, destination: backup })
+    // The backup says what it is; put back in use, each of its sessions waits for an acknowledgement.
+    type Verified = { events: number; digest: string; backup: { highWater: number; digest: string; takenAt: number } }
+    const backupVerified = JSON.parse((await cli(['verify', backup, '--json'])).stdout) as Verified
+    assert.ok(Number.isSafeInteger(backupVerified.backup.takenAt) && backupVerified.backup.takenAt > 0)
+    assert.equal({ ...backupVerified, backup: { ...backupVerified.backup, takenAt: 0 } }, { events: 9, digest: report.digest, backup: { highWater: 9, digest: report.digest, takenAt: 0 } })
+    const backupText = await cli(['verify', backup])
+    assert.match(backupText.stdout, /^a backup taken at \d{4}-\d\d-\d\dT[\d:.]+Z, at seq 9 \(digest sha256:[0-9a-f]{64}\): what its sessions did after that is not in it$/m)
+    const restored = await cli(['pending', backup])
+    assert.is(restored.code, 0, restored.stderr)
+    const since = "has not run since the backup taken at T (seq 9): check its tools' effects since then; its next run passes allowPriorUnknown"
+    assert.equal(
+      restored.stdout.trim().split('\n').map((line) => line.replace(/taken at \S+ /, 'taken at T ')),
+      [`session-cut: ${since}`, `session-tool: ${since}`, 'session-tool: 1 tool outcome(s) to acknowledge: echo op1'],
+    )
+    const original = await cli(['verify', location])
+    assert.is(original.stdout.trim(), `ok: 9 events, digest ${report.digest}`, 'the log itself is no backup')
   })))
 
 test('verify, log and recover refuse a path that holds no log (exit 2) and create nothing there', () =>

@@ -196,6 +196,7 @@ const cases: Case[] = [
   { area: 'RunInput', name: 'an empty message', code: 'RUN_INVALID_INPUT', act: start((i) => (i.work.content = '')) },
   { area: 'RunInput', name: 'a message that is a number', code: 'RUN_INVALID_INPUT', act: start((i) => (i.work.content = 3)) },
   { area: 'RunInput', name: 'allowPriorUnknown "yes"', code: 'RUN_INVALID_INPUT', act: start((i) => (i.work.allowPriorUnknown = 'yes')) },
+  { area: 'RunInput', name: 'a successor\'s allowPriorUnknown "yes"', code: 'RUN_INVALID_INPUT', act: startSuccessor((i) => (i.work.allowPriorUnknown = 'yes')) },
   { area: 'RunInput', name: 'a continuation without a source', code: 'RUN_INVALID_INPUT', act: startContinuation((i) => delete i.work.source) },
   { area: 'RunInput', name: 'a continuation source with highWater 0', code: 'RUN_INVALID_INPUT', act: startContinuation((i) => (i.work.source.highWater = 0)) },
   { area: 'RunInput', name: 'a continuation source with a malformed digest', code: 'RUN_INVALID_INPUT', act: startContinuation((i) => (i.work.source.digest = 'sha256:xyz')) },

@@ -7,7 +7,9 @@ export const pendingHelp = `usage: factstate pending <log-directory> [--json]
 Lists the sessions with something pending, one line for each thing: a run still open (running in
 an application, or left by a crash until 'factstate recover': said so when no process has the log open), a turn sealed by a handoff whose
 successor has not finished (start it, or give the turn up), tool outcomes to acknowledge (check
-their effects; the next message passes allowPriorUnknown). Sessions with nothing pending are left
+their effects; the next message passes allowPriorUnknown), and in a log put back from a backup each
+session that has not run since the backup was taken (what it did after that is not in the log: check
+its tools' effects since then; its next run passes allowPriorUnknown). Sessions with nothing pending are left
 out; "nothing pending" is printed when none is. Reads a snapshot of the log, as log and verify do.
 --json prints the sessions as one JSON array (log.pendingSessions()).
 Exit codes: 0 listed, 2 usage, 1/4 the log refused.`
@@ -31,7 +33,11 @@ export async function pendingCommand(args: string[], io: CommandIo): Promise<num
     // Whether the open runs may be running: only while a process has the log open.
     const held = sessions.some((session) => session.active.length > 0) ? await logHeldOpen(log.snapshotOf ?? '') : undefined
     const why = held === false ? '; no process has the log open: a crash left it, factstate recover closes it' : ''
-    for (const { sessionId, active, paused, unknown } of sessions) {
+    for (const { sessionId, active, paused, unknown, restored } of sessions) {
+      if (restored !== undefined) {
+        const when = new Date(restored.takenAt).toISOString()
+        io.stdout(escapeControls(`${sessionId}: has not run since the backup taken at ${when} (seq ${restored.highWater}): check its tools' effects since then; its next run passes allowPriorUnknown`))
+      }
       for (const run of active) io.stdout(escapeControls(`${sessionId}: open run ${run.runId} (${run.invocationId}, turn ${run.turnId})${why}`))
       for (const turn of paused) io.stdout(escapeControls(`${sessionId}: paused turn ${turn.turnId}: run ${turn.runId} waits for its successor ${turn.intent.successorRunId} (${turn.intent.successorInvocationId}, claim ${turn.intent.claimId})`))
       if (unknown.length > 0) {

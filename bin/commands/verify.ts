@@ -10,7 +10,10 @@ Prints "ok: N events, digest sha256:…" and exits 0, or prints LOG_CORRUPT with
 The log is verified as a snapshot (a copy taken now, beside the log, removed at the end), so the
 application can open it meanwhile; when another process has it open, the snapshot holds every fact
 durable by then (said on stderr).
---json prints {"events":N,"digest":"sha256:…"} instead (a refusal is still text on stderr, and the exit code says which).`
+A log that is a backup (made by "factstate backup", or put back from one) also says where it was
+taken: "a backup taken at <time>, at seq N": what its sessions did after that is not in it.
+--json prints {"events":N,"digest":"sha256:…"} instead, with "backup":{"highWater","digest","takenAt"}
+for a backup (a refusal is still text on stderr, and the exit code says which).`
 
 /**
  * `factstate verify <dir>`.
@@ -23,6 +26,11 @@ durable by then (said on stderr).
 export async function verifyCommand(args: string[], io: CommandIo): Promise<number> {
   return onLogDirectory(args, io, verifyHelp, true, async (log, { json }) => {
     const { events, digest } = await log.verify()
-    io.stdout(json ? JSON.stringify({ events, digest }) : `ok: ${events} events, digest ${digest}`)
+    const backup = log.restoredFrom()
+    if (json) io.stdout(JSON.stringify({ events, digest, ...(backup === undefined ? {} : { backup }) }))
+    else {
+      io.stdout(`ok: ${events} events, digest ${digest}`)
+      if (backup !== undefined) io.stdout(`a backup taken at ${new Date(backup.takenAt).toISOString()}, at seq ${backup.highWater} (digest ${backup.digest}): what its sessions did after that is not in it`)
+    }
   })
 }

@@ -33,7 +33,10 @@ const schemas: { [C in FactstateErrorCode]: z.ZodType<FactstateErrorDetails[C]> 
     invocationId: text,
     turnId: text.optional(),
   }),
-  RUN_RECONCILIATION_REQUIRED: z.strictObject({ unknown: z.array(uncertain) }),
+  RUN_RECONCILIATION_REQUIRED: z.strictObject({
+    unknown: z.array(uncertain),
+    restored: z.strictObject({ highWater: z.number().int().min(0), digest: z.string().regex(/^sha256:[0-9a-f]{64}$/), takenAt: z.number().int().min(0) }).optional(),
+  }),
   RUN_SOURCE_MISMATCH: z.strictObject({ eventId: text, field: text }).optional(),
   HANDOFF_MISMATCH: z.strictObject({
     field: text,

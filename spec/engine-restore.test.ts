@@ -1,0 +1,118 @@
+/**
+ * A log put back from a backup: it knows it is one (`restoredFrom()`, the point `EventLog.backup`
+ * left in the copy), and an engine on it refuses the next run of every session that has not run
+ * since that point, successors included, until a run acknowledges it (`allowPriorUnknown`): what
+ * the session did after the backup (here a deploy, and a successor that used its claim) is not in
+ * the log, and must not be done again unknowingly.
+ */
+import { rename, rm } from 'node:fs/promises'
+import { join } from 'node:path'
+import { test } from 'uvu'
+import * as assert from 'uvu/assert'
+import { Engine, EventLog, ModelExecutor, recoverInvocations, type BackupPoint, type RunInput } from '../index.js'
+import { answer } from '../testing/scripted-model-server.js'
+import { countingTool, engineTest, factsOf, refusedWithoutWriting, sealAtFirstSafePoint, successorInput } from './support/engine-fixtures.js'
+
+test(
+  'after a restore, each session that has not run since the backup needs allowPriorUnknown (messages, continuations, successors); new sessions and acknowledged ones run',
+  engineTest(
+    [
+      answer.text('a1 done'),
+      answer.text('b1 done'),
+      answer.toolCalls([{ id: 'call-deploy', name: 'deploy', arguments: { value: 1 } }]),
+      answer.text('deployed'),
+      answer.text('successor done'),
+      answer.text('c done'),
+      answer.text('a3 done'),
+      answer.text('a4 done'),
+      answer.text('successor again'),
+    ],
+    { ms: 30_000 },
+    async (h) => {
+      const deploy = countingTool('deploy')
+      const input = (name: string, session: string, content?: string): RunInput => ({
+        ...h.input(name, { session, tools: [deploy] }),
+        ...(content === undefined ? {} : { work: { kind: 'message', content } }),
+      })
+      assert.equal(await h.run(input('a1', 'A')), { status: 'completed' })
+      assert.equal(await h.run(input('b1', 'B')), { status: 'completed' })
+      const sealed = await sealAtFirstSafePoint(h, { ...input('p1', 'P'), tools: [deploy] }, 'p-successor')
+      assert.is(h.log.restoredFrom(), undefined, 'a log that was never a backup')
+
+      const backupDir = join(h.dir, 'backup')
+      const before = Date.now()
+      const backup = await EventLog.backup(h.logPath, backupDir)
+      const after = Date.now()
+
+      // After the backup: a deploy in session A, and P's successor runs (its claim used).
+      assert.equal(await h.engine.run(input('a2', 'A', 'deploy it')), { status: 'completed' })
+      assert.is(deploy.calls.length, 1)
+      assert.equal(await h.engine.run(successorInput(sealed)), { status: 'completed' })
+      await h.engine.drain()
+
+      // The disk is lost: the backup is put in the log's place.
+      await h.log.close()
+      await rm(h.logPath, { recursive: true })
+      await rename(backupDir, h.logPath)
+      const log = await EventLog.open(h.logPath)
+      h.log = log
+      assert.is(await recoverInvocations(log), 0)
+      const point = log.restoredFrom() as BackupPoint
+      assert.equal({ highWater: point.highWater, digest: point.digest }, { highWater: backup.events, digest: backup.digest })
+      assert.ok(point.takenAt >= before && point.takenAt <= after, `taken at ${point.takenAt}, between ${before} and ${after}`)
+      assert.equal(log.head(), { highWater: backup.events, digest: backup.digest }, 'the log went back to the backup')
+      const engine = new Engine({ log, model: new ModelExecutor({ timeoutMs: 5_000, backoffMs: 1, maxBackoffMs: 20 }) })
+      const start = async (run: RunInput, options?: Parameters<Engine['start']>[1]) => {
+        const running = await engine.start(run, options)
+        h.runs.push(running)
+        return running
+      }
+
+      const refusal = await refusedWithoutWriting(log, () => engine.start(input('a3', 'A', 'go on')), 'RUN_RECONCILIATION_REQUIRED', 'a message to A')
+      assert.equal(refusal.details, { unknown: [], restored: point })
+      assert.match(refusal.message, /put back from a backup taken at .* \(at seq \d+\), and this session has not run since/)
+      assert.match(refusal.message, /allowPriorUnknown: true/)
+      const a1 = (await log.runSource('A', 'run-a1'))?.boundary
+      assert.ok(a1)
+      await refusedWithoutWriting(log, () => engine.start({ ...input('a3', 'A'), work: { kind: 'continuation', source: a1 } }), 'RUN_RECONCILIATION_REQUIRED', 'a continuation of A')
+      await refusedWithoutWriting(log, () => engine.start({ ...input('a3', 'A'), work: { kind: 'message', content: 'go on', allowPriorUnknown: false } }), 'RUN_RECONCILIATION_REQUIRED', 'allowPriorUnknown: false')
+      // The successor may have run after the backup: the claim looks unused here.
+      const successor = await refusedWithoutWriting(log, () => engine.start(successorInput(sealed)), 'RUN_RECONCILIATION_REQUIRED', "P's successor")
+      assert.equal(successor.details, { unknown: [], restored: point })
+      await refusedWithoutWriting(log, () => engine.start(successorInput(sealed), { signal: AbortSignal.abort() }), 'RUN_RECONCILIATION_REQUIRED', "P's turn given up")
+
+      const pending = await log.pendingSessions()
+      assert.equal(
+        pending.map((session) => [session.sessionId, session.paused.map((turn) => turn.runId), session.restored]),
+        [
+          ['A', [], point],
+          ['B', [], point],
+          ['P', ['run-p1'], point],
+        ],
+        'every session of the backup is pending its acknowledgement',
+      )
+
+      // A session the backup does not know of runs as in any log.
+      assert.equal(await (await start(input('c1', 'C'))).wait(), { status: 'completed' })
+      // An acknowledged run, then the session runs as before.
+      assert.equal(await (await start({ ...input('a3', 'A'), work: { kind: 'message', content: 'go on', allowPriorUnknown: true } })).wait(), { status: 'completed' })
+      assert.equal(await (await start(input('a4', 'A', 'and again'))).wait(), { status: 'completed' })
+      assert.equal(
+        (await log.pendingSessions()).map((session) => session.sessionId),
+        ['B', 'P'],
+        'A and C have run since the backup',
+      )
+      assert.equal(await (await start({ ...successorInput(sealed), work: { ...(successorInput(sealed).work as object), allowPriorUnknown: true } as RunInput['work'] })).wait(), { status: 'completed' })
+      assert.is(deploy.calls.length, 1, 'no tool ran again')
+      assert.equal(
+        (await factsOf(log, 'invocation-a3')).filter((fact) => fact.type === 'invocation.opened').map((fact) => fact.type === 'invocation.opened' && fact.input.kind === 'message' && fact.input.priorUnknown),
+        [undefined],
+        'nothing to record: no tool outcome of the log is unknown',
+      )
+      await engine.drain()
+      assert.equal(await log.verify(), log.head() && { events: log.head().highWater, digest: log.head().digest })
+    },
+  ),
+)
+
+test.run()

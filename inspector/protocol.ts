@@ -3,6 +3,7 @@
  * `import type`, so nothing here ends up in the browser bundle.
  */
 import type { Fact, Invocation, InvocationOutcome, TerminalStatus, UncertainOperation } from '../facts/types.js'
+import type { BackupPoint } from '../store/backup-point.js'
 
 /**
  * Where an invocation stands: its terminal status, `running` (open and driven by a live actor of
@@ -59,6 +60,11 @@ export interface SessionView {
   lastSeq: number
   /** Operations of ended runs whose outcome is unknown and not yet acknowledged by a new message. */
   reconciliation: UncertainOperation[]
+  /**
+   * In a log put back from a backup (`Overview.backup`): the session has not run since the backup was
+   * taken, so its next run must acknowledge that (allowPriorUnknown).
+   */
+  restored: boolean
   turns: TurnView[]
 }
 
@@ -72,6 +78,8 @@ export interface Overview {
   mode: 'engine' | 'log' | 'snapshot'
   highWater: number
   digest: string
+  /** For a backup, or a log put back from one (`log.restoredFrom()`): where it was taken; else null. */
+  backup: BackupPoint | null
   /** Most recently active first, at most a few hundred. */
   sessions: SessionView[]
   /** How many sessions the log holds. */

@@ -304,6 +304,7 @@ export async function serveInspector(given: InspectorOptions): Promise<Inspector
         firstSeq: session.firstSeq,
         lastSeq: session.lastSeq,
         reconciliation: (await logInternals(at).sessionRecord(session.sessionId)).unknown,
+        restored: (await logInternals(at).restoredSince(session.sessionId)) !== undefined,
         turns: session.turns.map(({ turnId, invocationIds }) => ({
           turnId,
           runs: invocationIds.flatMap((id) => catalog.summary(id, internals.live, openAs) ?? []),
@@ -315,6 +316,7 @@ export async function serveInspector(given: InspectorOptions): Promise<Inspector
       mode,
       highWater: head.highWater,
       digest: head.digest,
+      backup: at.restoredFrom() ?? null,
       sessions,
       sessionsTotal: catalog.sessionCount,
       refresh: refresh === undefined ? null : { everyMs: refresh.everyMs, stopped: refreshStopped },

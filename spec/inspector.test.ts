@@ -143,6 +143,34 @@ pageTest('the log digest and its verify status are shown', async (page, { log })
   await page.waitForSelector('#verify-status[data-status="ok"]', WAIT)
 })
 
+pageTest('a backup says where it was taken, and flags each session that has not run since', async (page, { dir, log, watched }) => {
+  assert.ok(await page.$('#log-backup-item[hidden]'), 'the log itself is no backup: nothing is shown')
+  const backupPath = join(dir, 'backup-for-page')
+  const { events } = await EventLog.backup(logInternals(log).location, backupPath)
+  const backup = await EventLog.open(backupPath)
+  let served: InspectorServer | undefined
+  try {
+    // Put back in use: one session runs again, the others have not.
+    const again = new EventMaker(invocationOf('after-restore', 'session-crashed'))
+    for (const event of again.many([facts.opened(), facts.ended({ status: 'cancelled', source: 'test' })])) await backup.append(event)
+    served = await serveInspector({ log: backup })
+    const shown = await load(watched, served.url)
+    await shown.waitForSelector('#log-backup-item:not([hidden])', WAIT)
+    assert.match((await shown.textContent('#log-backup')) ?? '', new RegExp(`^taken at \\d{4}-\\d\\d-\\d\\dT[\\d:.]+Z · seq ${events}$`))
+    assert.match((await shown.getAttribute('#log-backup', 'title')) ?? '', /allowPriorUnknown/)
+    const sessions = await shown.$$eval('section.session', (nodes) => nodes.map((n) => [n.getAttribute('data-session'), n.querySelector('[data-flag="restored"]') !== null]))
+    assert.ok(sessions.length >= 2, `${sessions.length} sessions shown`)
+    assert.equal(
+      sessions.filter(([, flagged]) => !flagged).map(([id]) => id),
+      ['session-crashed'],
+      'every session but the one that ran since the backup is flagged',
+    )
+  } finally {
+    await served?.close()
+    await backup.close()
+  }
+})
+
 pageTest('an operation dispatched and never settled is flagged on the run, its session and its fact', async (page) => {
   const run = 'button.run[data-invocation="inv-crashed"]'
   assert.is(await page.getAttribute(run, 'data-status'), 'failed')

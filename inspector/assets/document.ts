@@ -21,6 +21,7 @@ export const INDEX_HTML = `<!doctype html>
     <div class="meta-item meta-location"><dt>log</dt><dd id="log-location" class="mono">–</dd></div>
     <div class="meta-item"><dt>high-water</dt><dd id="log-highwater" class="mono">–</dd></div>
     <div class="meta-item"><dt>digest</dt><dd id="log-digest" class="mono">–</dd></div>
+    <div id="log-backup-item" class="meta-item" hidden><dt>backup</dt><dd id="log-backup" class="mono">–</dd></div>
     <div class="meta-item meta-verify"><dt>verify</dt><dd><span id="verify-status" class="badge badge-neutral">not checked</span><button id="verify-button" type="button" class="ghost-button">Verify</button></dd></div>
   </dl>
   <div id="live-status" class="live live-off" role="status"><span class="live-dot" aria-hidden="true"></span><span id="live-label">connecting</span></div>

@@ -46,6 +46,7 @@ button { font: inherit; color: inherit; }
 .brand-product { font-size: 15px; color: var(--topbar-muted); }
 .log-meta { display: flex; align-items: center; gap: 22px; margin: 0; min-width: 0; flex: 1; overflow: hidden; }
 .meta-item { display: flex; align-items: baseline; gap: 7px; flex: none; }
+.meta-item[hidden] { display: none; }
 .meta-item dt { white-space: nowrap; font-size: 11px; text-transform: uppercase; letter-spacing: 0.06em; color: var(--topbar-muted); }
 .meta-item dd { margin: 0; font-size: 12px; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
 .meta-location { min-width: 80px; flex: 0 1 auto; overflow: hidden; }

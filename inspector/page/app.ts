@@ -8,7 +8,7 @@ import { type ChartMoment, type ChartView, renderChart } from './chart-view.js'
 import { byId, el, replaceChildren } from './dom.js'
 import { renderInvocation } from './invocation-view.js'
 import { follow } from './live.js'
-import { showLive, showLog, showVerify } from './log-status-view.js'
+import { showBackup, showLive, showLog, showVerify } from './log-status-view.js'
 import { renderSessions } from './sessions-view.js'
 import { markSelection, renderTimeline } from './timeline-view.js'
 
@@ -168,6 +168,7 @@ async function refreshOverview(): Promise<void> {
   state.overview = await api.overview()
   state.highWater = Math.max(state.highWater, state.overview.highWater)
   showLog(state.overview.location, state.overview.highWater, state.overview.digest)
+  showBackup(state.overview.backup)
   if (state.verify) showVerify(state.verify, state.highWater)
   renderSidebar()
 }
@@ -255,6 +256,7 @@ async function start(): Promise<void> {
   state.overview = overview
   state.highWater = overview.highWater
   showLog(overview.location, overview.highWater, overview.digest)
+  showBackup(overview.backup)
   showLive(false, overview)
   byId('boot').hidden = true
   byId<HTMLInputElement>('filter').addEventListener('input', (event) => {

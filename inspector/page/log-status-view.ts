@@ -1,4 +1,5 @@
 /** The top bar: the log's location, high-water, digest, `verify` status and the live indicator. */
+import type { BackupPoint } from '../../store/backup-point.js'
 import type { Overview, VerifyReport } from '../protocol.js'
 import { byId } from './dom.js'
 import { shortDigest } from './format.js'
@@ -11,6 +12,17 @@ export function showLog(location: string, highWater: number, digest: string): vo
   const digestNode = byId('log-digest')
   digestNode.textContent = shortDigest(digest)
   digestNode.title = digest
+}
+
+/** For a backup, or a log put back from one: where it was taken (hidden for any other log). */
+export function showBackup(point: BackupPoint | null): void {
+  const item = byId('log-backup-item')
+  item.hidden = point === null
+  if (point === null) return
+  const taken = new Date(point.takenAt).toISOString()
+  const node = byId('log-backup')
+  node.textContent = `taken at ${taken} · seq ${point.highWater}`
+  node.title = `This log is a backup taken at ${taken}, at seq ${point.highWater} (digest ${point.digest}), or was put back from one: what its sessions did after that is not in it. Each session that has not run since needs allowPriorUnknown on its next run.`
 }
 
 /** Shows a verify report; `highWater` is the log's current one (a report older than it is stale). */

@@ -72,6 +72,17 @@ export function renderSessions(nav: HTMLElement, overview: Overview, options: Se
             `⚠ needs reconciliation · ${session.reconciliation.length} unknown`,
           )
         : null
+    const restored = session.restored
+      ? el(
+          'span',
+          {
+            class: 'pill pill-warn',
+            title: 'The log was put back from a backup, and this session has not run since it was taken: what it did after that is not in the log. Its next run must acknowledge that (allowPriorUnknown).',
+            data: { flag: 'restored' },
+          },
+          '⚠ not run since the backup',
+        )
+      : null
     blocks.push(
       el(
         'section',
@@ -82,7 +93,7 @@ export function renderSessions(nav: HTMLElement, overview: Overview, options: Se
           el('span', { class: 'session-id', title: session.sessionId }, session.sessionId),
           el('span', { class: 'session-meta' }, `seq ${session.firstSeq}–${session.lastSeq}`),
         ),
-        reconcile ? el('div', { class: 'session-flags' }, reconcile) : null,
+        reconcile || restored ? el('div', { class: 'session-flags' }, reconcile, restored) : null,
         ...turns,
       ),
     )

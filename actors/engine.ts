@@ -835,11 +835,15 @@ export class Engine {
         )
       }
     }
+    const allowed = (work as { allowPriorUnknown?: boolean }).allowPriorUnknown === true
+    // Again here, atomically: #priorUnknown let a busy session through to be refused as busy, and the
+    // run that made it busy may have been closed since (by recoverInvocations) without the session running.
+    const restored = allowed ? undefined : await this.#log.restoredSince(invocation.sessionId)
+    if (restored !== undefined) throw this.#reconciliation(session.unknown, restored)
     if (session.unknown.length > 0) {
       const fact = event.fact
       const acknowledged = fact.type === 'invocation.opened' && fact.input.kind !== 'handoff' ? (fact.input.priorUnknown ?? []) : []
       const ids = new Set(acknowledged.map((op) => op.operationId))
-      const allowed = (work as { allowPriorUnknown?: boolean }).allowPriorUnknown === true
       if (!allowed || session.unknown.some((op) => !ids.has(op.operationId))) throw this.#reconciliation(session.unknown)
     }
     const existing = await view.invocation(invocation.invocationId)

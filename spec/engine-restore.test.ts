@@ -11,6 +11,8 @@ import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { Engine, EventLog, ModelExecutor, recoverInvocations, type BackupPoint, type RunInput } from '../index.js'
 import { answer } from '../testing/scripted-model-server.js'
+import { logInternals } from '../store/event-log.js'
+import { rejectsWithCode } from './support/codes.js'
 import { countingTool, engineTest, factsOf, refusedWithoutWriting, sealAtFirstSafePoint, successorInput } from './support/engine-fixtures.js'
 
 test(
@@ -113,6 +115,48 @@ test(
       assert.equal(await log.verify(), log.head() && { events: log.head().highWater, digest: log.head().digest })
     },
   ),
+)
+
+test(
+  'a run open in the backup, closed by recoverInvocations while a message to its session is being admitted: the message is still refused',
+  engineTest([answer.hang(), answer.text('a2 done')], { ms: 30_000 }, async (h) => {
+    const cancel = new AbortController()
+    // Not through h.start: in the restored log recovery closes this run, not its actor.
+    const open = await h.engine.start(h.input('a1', { session: 'A' }), { signal: cancel.signal })
+    const backupDir = join(h.dir, 'backup')
+    await EventLog.backup(h.logPath, backupDir)
+    cancel.abort()
+    await open.wait()
+    await h.engine.drain()
+    await h.log.close()
+    await rm(h.logPath, { recursive: true })
+    await rename(backupDir, h.logPath)
+    const log = await EventLog.open(h.logPath)
+    h.log = log
+    assert.equal((await log.pendingSessions()).map((session) => [session.sessionId, session.active.length, session.restored !== undefined]), [['A', 1, true]])
+    const engine = new Engine({ log, model: new ModelExecutor({ timeoutMs: 5_000, backoffMs: 1, maxBackoffMs: 20 }) })
+    // The application recovers while its first request comes in: the open run is closed after the
+    // engine saw it open (so it left the refusal to the admission's RUN_BUSY) and before the admission.
+    const internals = logInternals(log)
+    const restoredSince = internals.restoredSince
+    let recovered = false
+    internals.restoredSince = async (sessionId) => {
+      const found = await restoredSince(sessionId)
+      if (!recovered) {
+        recovered = true
+        assert.is(await recoverInvocations(log), 1)
+      }
+      return found
+    }
+    try {
+      const error = await rejectsWithCode(() => engine.start(h.input('a2', { session: 'A', content: 'go on' })), 'RUN_RECONCILIATION_REQUIRED', 'a message to A')
+      assert.equal((error.details as { restored?: unknown }).restored, log.restoredFrom())
+    } finally {
+      internals.restoredSince = restoredSince
+      await engine.drain()
+    }
+    assert.equal((await log.runs('A')).map((run) => run.runId), ['run-a1'], 'nothing was admitted')
+  }),
 )
 
 test.run()

@@ -8,8 +8,9 @@ import { join } from 'node:path'
 import { ClassicLevel } from 'classic-level'
 import { suite } from 'uvu'
 import * as assert from 'uvu/assert'
-import { EventLog } from '../store/event-log.js'
-import { encodeRecord } from '../store/encoding.js'
+import { EventLog, logInternals } from '../store/event-log.js'
+import type { BackupPoint } from '../store/backup-point.js'
+import { decodeRecord, encodeRecord } from '../store/encoding.js'
 import { keys } from '../store/keys.js'
 import { rejectsWithCode } from './support/codes.js'
 import { EventMaker, boundedTest, completeInvocation, facts, invocationOf, startChild } from './support/log-fixtures.js'
@@ -202,6 +203,67 @@ test(
     assert.match(beyond.message, /the backup point record h!backup is damaged: its highWater 1000000000 lies beyond the log's \d+/)
     await damage('second', encodeRecord(['not', 'a', 'point']))
     await rejectsWithCode(() => EventLog.open(join(dir, 'second')), 'LOG_CORRUPT', 'a point that is not a record')
+  }),
+)
+
+test(
+  'a backup of a restored log keeps the earlier point for the sessions that have not run since it: their effects are unknown from the first backup on, not the second',
+  boundedTest(30_000, async (dir) => {
+    const source = join(dir, 'log')
+    const log = await EventLog.open(source)
+    try {
+      await log.appendAll(completeInvocation('a1', 'A'))
+      await log.appendAll(completeInvocation('b1', 'B'))
+    } finally {
+      await log.close()
+    }
+    await EventLog.backup(source, join(dir, 'first'))
+    // Put back in use: A runs (acknowledged), B does not; then the nightly backup of it.
+    const restored = await EventLog.open(join(dir, 'first'))
+    let first: BackupPoint | undefined
+    try {
+      first = restored.restoredFrom()
+      await restored.appendAll(completeInvocation('a2', 'A'))
+      assert.equal(await logInternals(restored).restoredSince('B'), first)
+      assert.is(await logInternals(restored).restoredSince('A'), undefined)
+    } finally {
+      await restored.close()
+    }
+    await EventLog.backup(join(dir, 'first'), join(dir, 'second'))
+    const again = await EventLog.open(join(dir, 'second'))
+    try {
+      const second = again.restoredFrom()
+      assert.ok(first !== undefined && second !== undefined && second.highWater > first.highWater)
+      assert.equal(await logInternals(again).restoredSince('A'), second, 'A ran after the first backup: unknown since the second')
+      assert.equal(await logInternals(again).restoredSince('B'), first, 'B has not run since the first backup: unknown since then')
+      assert.equal(
+        (await again.pendingSessions()).map((session) => [session.sessionId, session.restored]),
+        [
+          ['A', second],
+          ['B', first],
+        ],
+      )
+      assert.equal(await again.verify(), { events: again.head().highWater, digest: again.head().digest })
+    } finally {
+      await again.close()
+    }
+    // Each point is checked: an earlier one off the chain is LOG_CORRUPT too.
+    const db = new ClassicLevel<string, Uint8Array>(join(dir, 'second'), { keyEncoding: 'utf8', valueEncoding: 'view' })
+    await db.open()
+    try {
+      const stored = decodeRecord<{ earlier: BackupPoint[] }>((await db.get(keys.backup)) as Uint8Array, 'backup')
+      assert.is(stored.earlier.length, 1)
+      await db.put(keys.backup, encodeRecord({ ...stored, earlier: [{ ...stored.earlier[0], digest: `sha256:${'0'.repeat(64)}` }] }))
+    } finally {
+      await db.close()
+    }
+    const wrong = await EventLog.open(join(dir, 'second'))
+    try {
+      const error = await rejectsWithCode(() => wrong.verify(), 'LOG_CORRUPT', 'an earlier point off the chain')
+      assert.equal(error.details, { index: 'marker', key: 'h!backup' })
+    } finally {
+      await wrong.close()
+    }
   }),
 )
 

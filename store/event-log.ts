@@ -27,7 +27,7 @@ import {
   storedInvocationRecord,
 } from './projection.js'
 import { copySnapshot } from './snapshot.js'
-import { type BackupPoint, damagedPoint, decodeBackupPoint, encodeBackupPoint } from './backup-point.js'
+import { type BackupPoint, damagedPoint, decodeBackupPoints, encodeBackupPoints } from './backup-point.js'
 import { claimDirectory } from './writer-lock.js'
 
 /** How an acknowledged append is made durable: `sync` (default) fsyncs each group commit; `os` leaves it to the OS. */
@@ -103,7 +103,8 @@ export interface PendingSession {
   unknown: UncertainOperation[]
   /**
    * In a log that is a backup (`restoredFrom()`), for a session that has not run since the backup's
-   * point: what it did after that point is not in the log. Check its tools' effects since `takenAt`,
+   * point: what it did after that point is not in the log. In a backup of a log itself put back from a
+   * backup, the earlier backup's point when the session has not run since that one. Check its tools' effects since `takenAt`,
    * then start its next run with `allowPriorUnknown: true` (until then an `Engine` refuses it).
    */
   restored?: BackupPoint
@@ -969,8 +970,11 @@ export class EventLog {
   readonly #location: string
   /** Set for a snapshot (`openSnapshot`): the directory it copies. Such a log refuses appends, and its close removes its copy. */
   readonly #snapshotOf: string | undefined
-  /** The point this log was copied at, when it is a copy made by `EventLog.backup` (read on open). */
-  #restoredFrom: BackupPoint | undefined
+  /**
+   * The points this log was copied at, oldest first, when it is a copy made by `EventLog.backup` (read
+   * on open): the last is its own backup's, the others those of the backups it descends from.
+   */
+  #backupPoints: BackupPoint[] = []
   readonly #listeners = new Set<(events: StoredEvent[]) => void>()
   readonly #followers = new Set<Follower>()
   #pending: PendingEntry[] = []
@@ -1219,8 +1223,11 @@ export class EventLog {
       try {
         // The copy says what it is (a log opened from it has gone back to this point: see `restoredFrom`),
         // before its check, which checks this record too.
+        // A backup of a log put back from one keeps that one's points too: a session that has not run
+        // since the first has not since the second either, and what it did is unknown from the first on.
         const { highWater, digest } = copy.head()
-        await copy.#db.put(keys.backup, encodeBackupPoint({ highWater, digest, takenAt: Date.now() }), { sync: true })
+        const points = [...copy.#backupPoints, { highWater, digest, takenAt: Date.now() }]
+        await copy.#db.put(keys.backup, encodeBackupPoints(points), { sync: true })
         result = await copy.verify()
       } finally {
         await copy.close()
@@ -1424,7 +1431,7 @@ export class EventLog {
     this.#directory = { dev: directory.dev, ino: directory.ino, handle }
     await this.#checkAnchor(head)
     const point = await this.#db.get(keys.backup)
-    if (point !== undefined) this.#restoredFrom = decodeBackupPoint(point, head.highWater)
+    if (point !== undefined) this.#backupPoints = decodeBackupPoints(point, head.highWater)
     this.#state.head = head
     await this.#loadIds(head)
     const open: string[] = []
@@ -2446,26 +2453,27 @@ export class EventLog {
   async pendingSessions(): Promise<PendingSession[]> {
     this.#assertOpen()
     const found: PendingSession[] = []
-    const point = this.#restoredFrom
+    const backup = this.#backupPoints.length > 0
     try {
-      // In a backup: the sessions that ran since its point (one pass over the run index), the others wait for an acknowledgement.
-      const ranSince = new Set<string>()
-      if (point !== undefined) {
+      // In a backup: where each session last opened a run (one pass over the run index); those that have
+      // not run since a backup's point wait for an acknowledgement.
+      const lastOpened = new Map<string, number>()
+      if (backup) {
         for await (const key of this.#db.keys({ gte: keys.runLow, lt: keys.runHigh })) {
           const [sessionId, runId] = key.slice(keys.runLow.length).split('!') as [string, string]
           const run = this.#state.runNow(sessionId, runId)
           const record = run === undefined ? undefined : this.#state.invocationNow(run.invocationId)
           if (run === undefined || record === undefined) throw new FactstateError('LOG_CORRUPT', `run ${sessionId}/${runId} has no invocation record`, { details: { key } })
-          if (record.openedSeq > point.highWater) ranSince.add(sessionId)
+          lastOpened.set(sessionId, Math.max(record.openedSeq, lastOpened.get(sessionId) ?? 0))
         }
       }
       for await (const [key, value] of this.#db.iterator({ gte: keys.sessionLow, lt: keys.sessionHigh })) {
         const sessionId = key.slice(keys.sessionLow.length)
         const { active, paused, unknown } = indexRecord<SessionRecord>(value, `session ${sessionId}`, 'session')
-        const restored = point !== undefined && !ranSince.has(sessionId)
-        if (active.length === 0 && paused.length === 0 && unknown.length === 0 && !restored) continue
+        const restored = backup ? this.#pointSince(lastOpened.get(sessionId)) : undefined
+        if (active.length === 0 && paused.length === 0 && unknown.length === 0 && restored === undefined) continue
         // Copies: the caller's to keep or change.
-        found.push(structuredClone({ sessionId, active, paused, unknown, ...(restored ? { restored: point } : {}) }))
+        found.push(structuredClone({ sessionId, active, paused, unknown, ...(restored === undefined ? {} : { restored }) }))
       }
     } catch (error) {
       throw this.#readFailure(error)
@@ -2558,14 +2566,16 @@ export class EventLog {
       const head: Head = storedHead === undefined ? { highWater: 0, chain: EMPTY_CHAIN } : headRecord(decodeRecord<unknown>(storedHead, 'head'))
       // A backup's point must be a point of this log: its digest is the log's digest at its high-water.
       const storedPoint = await this.#db.get(keys.backup, { snapshot })
-      let point: BackupPoint | undefined
+      let points: BackupPoint[] = []
       let pointProblem: unknown
       try {
-        point = storedPoint === undefined ? undefined : decodeBackupPoint(storedPoint, head.highWater)
+        points = storedPoint === undefined ? [] : decodeBackupPoints(storedPoint, head.highWater)
       } catch (error) {
         pointProblem = error
       }
-      let pointDigest = point?.highWater === 0 ? logDigest(0, EMPTY_CHAIN) : undefined
+      // The log's digest at each point's high-water, as the pass reaches it.
+      const pointDigests = new Map<number, string>(points.some((point) => point.highWater === 0) ? [[0, logDigest(0, EMPTY_CHAIN)]] : [])
+      const pointSeqs = new Set(points.map((point) => point.highWater))
       const db = this.#db
       let audit: IndexAudit | undefined = await IndexAudit.start({
         getMany: (keys) => db.getMany(keys, { snapshot }),
@@ -2623,7 +2633,7 @@ export class EventLog {
           }
           const event = decodeEvent(bytes, seq)
           chain = chainStep(chain, seq, bytes)
-          if (seq === point?.highWater) pointDigest = logDigest(seq, chain)
+          if (pointSeqs.has(seq)) pointDigests.set(seq, logDigest(seq, chain))
           window.push({ seq, id: event.id, chain })
           if (window.length >= 1024) await checkWindow()
           const reading = observe(seq, event)
@@ -2641,7 +2651,9 @@ export class EventLog {
       }
       if (finding !== undefined) throw finding
       if (pointProblem !== undefined) throw pointProblem
-      if (point !== undefined && pointDigest !== point.digest) throw damagedPoint(`its digest is not the log's digest at its high-water ${point.highWater}`)
+      for (const point of points) {
+        if (pointDigests.get(point.highWater) !== point.digest) throw damagedPoint(`its digest is not the log's digest at its high-water ${point.highWater}`)
+      }
       await audit?.finish(head.highWater)
       return { events: head.highWater, digest: logDigest(head.highWater, chain) }
     } finally {
@@ -2795,17 +2807,27 @@ export class EventLog {
    */
   restoredFrom(): BackupPoint | undefined {
     this.#assertOpen()
-    return this.#restoredFrom === undefined ? undefined : { ...this.#restoredFrom }
+    const point = this.#backupPoints[this.#backupPoints.length - 1]
+    return point === undefined ? undefined : { ...point }
   }
 
   async #restoredSince(sessionId: string): Promise<BackupPoint | undefined> {
     this.#assertOpen()
-    const point = this.#restoredFrom
-    if (point === undefined) return undefined
+    if (this.#backupPoints.length === 0) return undefined
     const runs = await this.runs(sessionId)
-    // A session the backup does not know of may have run after it too, but nothing in the log says so.
-    if (runs.length === 0 || runs.some((run) => run.openedSeq > point.highWater)) return undefined
-    return { ...point }
+    return this.#pointSince(runs.length === 0 ? undefined : Math.max(...runs.map((run) => run.openedSeq)))
+  }
+
+  /**
+   * For a session whose last run opened at `lastOpened`: the first backup point at or after it (the
+   * session has not run since, so what it did from then on may be missing), undefined when it ran after
+   * every point. A session the backup does not know of (no run) may have run after it too, but nothing
+   * in the log says so.
+   */
+  #pointSince(lastOpened: number | undefined): BackupPoint | undefined {
+    if (lastOpened === undefined) return undefined
+    const point = this.#backupPoints.find((candidate) => candidate.highWater >= lastOpened)
+    return point === undefined ? undefined : { ...point }
   }
 
   /** The current high-water (the seq of the last durable event, 0 for an empty log) and the log digest (`sha256:<hex>`), without reading events. */

@@ -529,7 +529,6 @@ export class Engine {
         opened = { kind: 'message', content: work.content, ...fingerprint, ...acknowledged }
       }
     }
-    if (work.kind === 'handoff') await this.#restoredSuccessor(run)
     // A successor's id is checked after its claim (in #admit): a second successor is HANDOFF_CLAIMED.
     if (work.kind !== 'handoff') {
       const existing = await this.#log.invocationRecord(invocation.invocationId)
@@ -706,17 +705,6 @@ export class Engine {
   }
 
   /**
-   * A successor in a log put back from a backup, of a session that has not run since it: the turn's
-   * successor may have run after the backup (its claim used, its tools called), which the log no longer
-   * shows. `RUN_RECONCILIATION_REQUIRED` without `allowPriorUnknown`, also to give the turn up.
-   */
-  async #restoredSuccessor(run: RunInput): Promise<void> {
-    if ((run.work as { allowPriorUnknown?: boolean }).allowPriorUnknown === true) return
-    const restored = await this.#log.restoredSince(run.invocation.sessionId)
-    if (restored !== undefined) throw this.#reconciliation([], restored)
-  }
-
-  /**
    * `unknown` with the input each operation was dispatched with, read from its invocation's facts:
    * the model is told which call may or may not have happened (two calls to one tool differ only
    * there), and so is the caller. Left out where a run's `priorUnknown` could not hold it (see
@@ -803,6 +791,13 @@ export class Engine {
       }
       const active = session.active[0]
       if (active) throw busy(activeWhy(active), { reason: 'active', runId: active.runId, invocationId: active.invocationId })
+      // In a log put back from a backup, of a session that has not run since it: the successor may have
+      // run after the backup (its claim used, its tools called), which the log no longer shows. Checked
+      // after the claim: one used in the log is HANDOFF_CLAIMED, acknowledged or not. Also to give the turn up.
+      if ((work as { allowPriorUnknown?: boolean }).allowPriorUnknown !== true) {
+        const restored = await this.#log.restoredSince(invocation.sessionId)
+        if (restored !== undefined) throw this.#reconciliation([], restored)
+      }
       const existing = await view.invocation(invocation.invocationId)
       if (existing) throw usedId(invocation, existing.invocation)
       return

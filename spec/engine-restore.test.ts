@@ -159,4 +159,28 @@ test(
   }),
 )
 
+test(
+  'a successor whose claim was used before the backup is HANDOFF_CLAIMED on the restored log, acknowledged or not: there is nothing to reconcile',
+  engineTest([answer.text('successor done')], { ms: 30_000 }, async (h) => {
+    const sealed = await sealAtFirstSafePoint(h, h.input('q1', { session: 'Q' }), 'q-successor')
+    assert.equal(await h.run(successorInput(sealed)), { status: 'completed' })
+    const backupDir = join(h.dir, 'backup')
+    await EventLog.backup(h.logPath, backupDir)
+    await h.log.close()
+    await rm(h.logPath, { recursive: true })
+    await rename(backupDir, h.logPath)
+    const log = await EventLog.open(h.logPath)
+    h.log = log
+    const engine = new Engine({ log, model: new ModelExecutor({ timeoutMs: 5_000, backoffMs: 1, maxBackoffMs: 20 }) })
+    try {
+      const plain = await refusedWithoutWriting(log, () => engine.start(successorInput(sealed)), 'HANDOFF_CLAIMED', 'a second successor')
+      assert.is((plain.details as { claimedBy?: string }).claimedBy, sealed.pause.intent.successorInvocationId)
+      const acknowledged = { ...successorInput(sealed), work: { ...(successorInput(sealed).work as object), allowPriorUnknown: true } as RunInput['work'] }
+      await refusedWithoutWriting(log, () => engine.start(acknowledged), 'HANDOFF_CLAIMED', 'a second successor, acknowledged')
+    } finally {
+      await engine.drain()
+    }
+  }),
+)
+
 test.run()

@@ -834,12 +834,13 @@ export class Engine {
     // Again here, atomically: #priorUnknown let a busy session through to be refused as busy, and the
     // run that made it busy may have been closed since (by recoverInvocations) without the session running.
     const restored = allowed ? undefined : await this.#log.restoredSince(invocation.sessionId)
-    if (restored !== undefined) throw this.#reconciliation(session.unknown, restored)
+    if (restored !== undefined) throw this.#reconciliation(await this.#withInputs(session.unknown), restored)
     if (session.unknown.length > 0) {
       const fact = event.fact
       const acknowledged = fact.type === 'invocation.opened' && fact.input.kind !== 'handoff' ? (fact.input.priorUnknown ?? []) : []
       const ids = new Set(acknowledged.map((op) => op.operationId))
-      if (!allowed || session.unknown.some((op) => !ids.has(op.operationId))) throw this.#reconciliation(session.unknown)
+      // With their inputs, as #priorUnknown gives them: a run closed since (by recovery) is found only here.
+      if (!allowed || session.unknown.some((op) => !ids.has(op.operationId))) throw this.#reconciliation(await this.#withInputs(session.unknown))
     }
     const existing = await view.invocation(invocation.invocationId)
     if (existing) throw usedId(invocation, existing.invocation)

@@ -11,7 +11,9 @@ import * as assert from 'uvu/assert'
 import { EventLog, type UncertainOperation, recoverInvocations } from '../index.js'
 import { answer } from '../testing/scripted-model-server.js'
 import { countingTool, engineTest, factsOf, lastFactOf, messagesOf, only, refusedWithoutWriting } from './support/engine-fixtures.js'
-import { EventMaker, facts, startChild } from './support/log-fixtures.js'
+import { EventMaker, facts, invocationOf, startChild } from './support/log-fixtures.js'
+import { logInternals } from '../store/event-log.js'
+import { rejectsWithCode } from './support/codes.js'
 
 let operationId = ''
 
@@ -178,6 +180,37 @@ test(
     assert.is(opened?.execution.instructions, 'You are careful with deployments.')
     // The CLI's line (and the inspector's timeline) for it says it acknowledged the unknown outcome.
     assert.match(summarizeFact(opened as Fact), /^continuation from run-crash@\d+, message "did the deploy happen\?" \(acknowledges 1 unknown outcome\(s\)\); instructions /)
+  }),
+)
+
+test(
+  'a run left open is closed outcome_unknown by recovery while a message to its session is being admitted: the refusal names each call with its input',
+  engineTest([], {}, async (h) => {
+    const left = new EventMaker(invocationOf('left', 'session-left'))
+    const list = [facts.opened(), facts.requested('s1'), facts.completed('s1', [{ callId: 'call-op1', name: 'echo', arguments: '{"value":7}' }]), facts.dispatched('op1', { value: 7 })]
+    for (const event of left.many(list)) await h.log.append(event)
+    // The engine sees the run open (and leaves the refusal to the admission's RUN_BUSY); recovery
+    // closes it before the admission, which then finds the outcome unknown.
+    const internals = logInternals(h.log)
+    const restoredSince = internals.restoredSince
+    let recovered = false
+    internals.restoredSince = async (sessionId) => {
+      if (!recovered) {
+        recovered = true
+        assert.is(await recoverInvocations(h.log), 1)
+      }
+      return restoredSince(sessionId)
+    }
+    try {
+      const error = await rejectsWithCode(() => h.engine.start(h.input('next', { session: 'session-left' })), 'RUN_RECONCILIATION_REQUIRED', 'a message')
+      assert.equal(
+        (error.details?.unknown as UncertainOperation[]).map((op) => [op.operationId, op.name, op.input]),
+        [['op1', 'echo', { value: 7 }]],
+        'with the input it was dispatched with, as when the engine finds it before the admission',
+      )
+    } finally {
+      internals.restoredSince = restoredSince
+    }
   }),
 )
 

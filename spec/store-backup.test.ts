@@ -159,7 +159,7 @@ test(
       const copy = await EventLog.open(join(dir, 'first'))
       try {
         const point = copy.restoredFrom()
-        assert.equal(point && { highWater: point.highWater, digest: point.digest }, { highWater: first.events, digest: first.digest })
+        assert.equal(point, { highWater: first.events, digest: first.digest, takenAt: first.takenAt }, 'the point the backup resolved with')
         assert.ok(point !== undefined && point.takenAt >= before && point.takenAt <= Date.now())
         // Put back in use: it goes on from the point, and stays a backup of it.
         await copy.appendAll(completeInvocation('third'))

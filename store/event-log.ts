@@ -1175,7 +1175,7 @@ export class EventLog {
    * const { events, digest } = await EventLog.backup('./.factstate/app', `/backups/app-${Date.now()}`)
    * ```
    */
-  static async backup(location: string, destination: string): Promise<{ events: number; digest: string }> {
+  static async backup(location: string, destination: string): Promise<{ events: number; digest: string; takenAt: number }> {
     checkLocation(location)
     checkLocation(destination)
     await checkCopySource(location, 'back up')
@@ -1219,16 +1219,17 @@ export class EventLog {
       await copySnapshot(location, work)
       // Opened as a log of its own: its close records its head (the anchor) and its id filter.
       const copy = await EventLog.#openAt(work, 'sync')
-      let result: { events: number; digest: string }
+      let result: { events: number; digest: string; takenAt: number }
       try {
         // The copy says what it is (a log opened from it has gone back to this point: see `restoredFrom`),
         // before its check, which checks this record too.
         // A backup of a log put back from one keeps that one's points too: a session that has not run
         // since the first has not since the second either, and what it did is unknown from the first on.
         const { highWater, digest } = copy.head()
-        const points = [...copy.#backupPoints, { highWater, digest, takenAt: Date.now() }]
+        const takenAt = Date.now()
+        const points = [...copy.#backupPoints, { highWater, digest, takenAt }]
         await copy.#db.put(keys.backup, encodeBackupPoints(points), { sync: true })
-        result = await copy.verify()
+        result = { ...(await copy.verify()), takenAt }
       } finally {
         await copy.close()
       }

@@ -11,7 +11,8 @@ The copy is a log like any other: to restore it, stop the application and put it
 place (read the README's "Backups" first: a restored log has forgotten what ran after the copy).
 Table files are linked where the copy is on the log's file system, copied elsewhere: for a copy
 that survives the disk, give a directory on another one.
---json prints {"events":N,"digest":"sha256:…","destination":DIR} instead.
+--json prints {"events":N,"digest":"sha256:…","takenAt":MS,"destination":DIR} instead (takenAt: when
+the copy was taken, in milliseconds since the epoch, as the backup records it: log.restoredFrom()).
 Exit codes: 0 backed up, 1 the log is damaged (nothing kept), 2 usage, 4 refused (nothing kept).`
 
 /** Where the backup's remedies differ from the other commands': its destination, and a log it read through a copy. */
@@ -40,8 +41,8 @@ export async function backupCommand(args: string[], io: CommandIo): Promise<numb
   // A mistyped path must not be taken for a log.
   if (!(await isLogDirectory(directory))) return usage(io, `no factstate log at ${directory}`, backupHelp)
   try {
-    const { events, digest } = await EventLog.backup(directory, destination)
-    io.stdout(parsed.values.json ? JSON.stringify({ events, digest, destination }) : `backed up ${events} events to ${destination}, digest ${digest}`)
+    const { events, digest, takenAt } = await EventLog.backup(directory, destination)
+    io.stdout(parsed.values.json ? JSON.stringify({ events, digest, takenAt, destination }) : `backed up ${events} events to ${destination}, digest ${digest}`)
     return EXIT.ok
   } catch (error) {
     return reportError(error, io, false, backupRemedies)

@@ -7,6 +7,7 @@ import { type InvocationSnapshot, type InvocationState, applyFact, initialInvoca
 import { canonical, messageOf, storageProblemAt } from '../store/encoding.js'
 import { type AppendView, type EventLog, type LogInternals, logInternals } from '../store/event-log.js'
 import type { BackupPoint } from '../store/backup-point.js'
+import { dispatchedInputs, dispatchedKey } from '../store/dispatched-inputs.js'
 import { type HandoffGate, successorOf } from './handoff.js'
 import { InvocationActor, defaultEventId } from './invocation-actor.js'
 import type { ModelClient } from './model-client.js'
@@ -711,14 +712,9 @@ export class Engine {
    * `UNKNOWN_INPUT_DEPTH`).
    */
   async #withInputs(unknown: UncertainOperation[]): Promise<UncertainOperation[]> {
-    const inputs = new Map<string, unknown>()
-    for (const invocationId of new Set(unknown.map((op) => op.invocationId))) {
-      for (const { event } of await this.#log.invocationEvents(invocationId)) {
-        if (event.fact.type === 'tool.dispatched') inputs.set(`${invocationId}\n${event.fact.operationId}`, event.fact.input)
-      }
-    }
+    const inputs = await dispatchedInputs(unknown, (id) => this.#log.invocationEvents(id))
     return unknown.map((op) => {
-      const input = inputs.get(`${op.invocationId}\n${op.operationId}`)
+      const input = inputs.get(dispatchedKey(op.invocationId, op.operationId))
       return input === undefined || storageProblemAt(input, UNKNOWN_INPUT_DEPTH) !== undefined ? op : { ...op, input }
     })
   }

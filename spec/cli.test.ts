@@ -298,9 +298,9 @@ test('pending lists what recovery and the sessions wait for; verify, recover and
       ],
     )
     const after = await cli(['pending', location])
-    assert.equal(after.stdout.trim().split('\n'), ['session-tool: 1 tool outcome(s) to acknowledge: echo op1'])
-    const pendingJson = JSON.parse((await cli(['pending', location, '--json'])).stdout) as { sessionId: string; unknown: { operationId: string }[] }[]
-    assert.equal(pendingJson.map((session) => [session.sessionId, session.unknown.map((op) => op.operationId)]), [['session-tool', ['op1']]])
+    assert.equal(after.stdout.trim().split('\n'), ['session-tool: 1 tool outcome(s) to acknowledge: echo op1 {"value":42}'], 'with the input it was dispatched with')
+    const pendingJson = JSON.parse((await cli(['pending', location, '--json'])).stdout) as { sessionId: string; unknown: { operationId: string; input?: unknown }[] }[]
+    assert.equal(pendingJson.map((session) => [session.sessionId, session.unknown.map((op) => [op.operationId, op.input])]), [['session-tool', [['op1', { value: 42 }]]]])
     const verified = await cli(['verify', location, '--json'])
     assert.equal(JSON.parse(verified.stdout), { events: 9, digest: report.digest })
     const backup = join(dir, 'backup')
@@ -319,7 +319,7 @@ test('pending lists what recovery and the sessions wait for; verify, recover and
     const since = "has not run since the backup taken at T (seq 9): check its tools' effects since then; its next run passes allowPriorUnknown"
     assert.equal(
       restored.stdout.trim().split('\n').map((line) => line.replace(/taken at \S+ /, 'taken at T ')),
-      [`session-cut: ${since}`, `session-tool: ${since}`, 'session-tool: 1 tool outcome(s) to acknowledge: echo op1'],
+      [`session-cut: ${since}`, `session-tool: ${since}`, 'session-tool: 1 tool outcome(s) to acknowledge: echo op1 {"value":42}'],
     )
     const original = await cli(['verify', location])
     assert.is(original.stdout.trim(), `ok: 9 events, digest ${report.digest}`, 'the log itself is no backup')

@@ -601,7 +601,7 @@ recovery(
       await log.appendAll([
         ...open.many([facts.opened(), facts.requested('s1')]),
         ...paused.many([...heldAfterTool(), facts.ended({ status: 'handoff_paused', pause: pauseFor('h1') })]),
-        ...uncertain.many([facts.opened(), facts.requested('s1'), facts.completed('s1', [call('op1')]), facts.dispatched('op1'), facts.ended({ status: 'failed', class: 'outcome_unknown' })]),
+        ...uncertain.many([facts.opened(), facts.requested('s1'), facts.completed('s1', [call('op1')]), facts.dispatched('op1', { amount: 5, to: ['a'] }), facts.ended({ status: 'failed', class: 'outcome_unknown' })]),
         ...completeInvocation('done'),
       ])
       const pending = await log.pendingSessions()
@@ -613,6 +613,10 @@ recovery(
           ['session-uncertain', [], [], ['op1']],
         ],
       )
+      // With the input the call was dispatched with (the session's record keeps the operation without it).
+      assert.equal(pending[2]?.unknown.map((op) => op.input), [{ amount: 5, to: ['a'] }])
+      ;((pending[2]?.unknown[0]?.input as { to: string[] }).to).push('b')
+      assert.equal((await log.pendingSessions())[2]?.unknown[0]?.input, { amount: 5, to: ['a'] }, "the caller's copy")
       // The caller's copies: changing them changes nothing of the log's.
       ;(pending[0] as { active: unknown[] }).active.length = 0
       assert.is((await log.pendingSessions())[0]?.active.length, 1)

@@ -28,6 +28,7 @@ import {
 } from './projection.js'
 import { copySnapshot } from './snapshot.js'
 import { type BackupPoint, damagedPoint, decodeBackupPoints, encodeBackupPoints } from './backup-point.js'
+import { dispatchedInputs, dispatchedKey } from './dispatched-inputs.js'
 import { claimDirectory } from './writer-lock.js'
 
 /** How an acknowledged append is made durable: `sync` (default) fsyncs each group commit; `os` leaves it to the OS. */
@@ -97,8 +98,9 @@ export interface PendingSession {
    */
   paused: { turnId: string; runId: string; invocationId: string; intent: HandoffIntent }[]
   /**
-   * Tool calls whose outcome is unknown and not yet acknowledged (read-only tools' are not listed):
-   * check their effects, then start the next message with `allowPriorUnknown: true`.
+   * Tool calls whose outcome is unknown and not yet acknowledged (read-only tools' are not listed),
+   * each with the `input` it was dispatched with (read from its invocation's facts): check their
+   * effects, then start the next message with `allowPriorUnknown: true`.
    */
   unknown: UncertainOperation[]
   /**
@@ -2475,6 +2477,15 @@ export class EventLog {
         if (active.length === 0 && paused.length === 0 && unknown.length === 0 && restored === undefined) continue
         // Copies: the caller's to keep or change.
         found.push(structuredClone({ sessionId, active, paused, unknown, ...(restored === undefined ? {} : { restored }) }))
+      }
+      // Each unknown outcome with the input its call was dispatched with: what to check, and what to show whoever checks it.
+      for (const session of found) {
+        if (session.unknown.length === 0) continue
+        const inputs = await dispatchedInputs(session.unknown, (id) => this.#invocationEvents(id))
+        session.unknown = session.unknown.map((op) => {
+          const key = dispatchedKey(op.invocationId, op.operationId)
+          return inputs.has(key) ? { ...op, input: inputs.get(key) } : op
+        })
       }
     } catch (error) {
       throw this.#readFailure(error)

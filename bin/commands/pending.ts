@@ -6,8 +6,9 @@ export const pendingHelp = `usage: factstate pending <log-directory> [--json]
 
 Lists the sessions with something pending, one line for each thing: a run still open (running in
 an application, or left by a crash until 'factstate recover': said so when no process has the log open), a turn sealed by a handoff whose
-successor has not finished (start it, or give the turn up), tool outcomes to acknowledge (check
-their effects; the next message passes allowPriorUnknown), and in a log put back from a backup each
+successor has not finished (start it, or give the turn up), tool outcomes to acknowledge (each
+call with the input it was dispatched with, cut at 120 characters; check their effects; the next
+message passes allowPriorUnknown), and in a log put back from a backup each
 session that has not run since the backup was taken (what it did after that is not in the log: check
 its tools' effects since then; its next run passes allowPriorUnknown). Sessions with nothing pending are left
 out; "nothing pending" is printed when none is. Reads a snapshot of the log, as log and verify do.
@@ -22,6 +23,12 @@ Exit codes: 0 listed, 2 usage, 1/4 the log refused.`
  * npx factstate pending .factstate/app   # "session-7: paused turn turn-3: run run-3 waits for its successor run-4"
  * ```
  */
+/** A value as JSON, cut at 120 characters. */
+function shortJson(value: unknown): string {
+  const text = JSON.stringify(value) ?? String(value)
+  return text.length > 120 ? `${text.slice(0, 119)}…` : text
+}
+
 export async function pendingCommand(args: string[], io: CommandIo): Promise<number> {
   return onLogDirectory(args, io, pendingHelp, true, async (log, { json }) => {
     const sessions = await log.pendingSessions()
@@ -41,7 +48,8 @@ export async function pendingCommand(args: string[], io: CommandIo): Promise<num
       for (const run of active) io.stdout(escapeControls(`${sessionId}: open run ${run.runId} (${run.invocationId}, turn ${run.turnId})${why}`))
       for (const turn of paused) io.stdout(escapeControls(`${sessionId}: paused turn ${turn.turnId}: run ${turn.runId} waits for its successor ${turn.intent.successorRunId} (${turn.intent.successorInvocationId}, claim ${turn.intent.claimId})`))
       if (unknown.length > 0) {
-        const ops = unknown.map((op) => `${op.name} ${op.operationId}`)
+        // With the input each call was dispatched with (cut at 120 characters: --json has it whole), what the check is about.
+        const ops = unknown.map((op) => `${op.name} ${op.operationId}${op.input === undefined ? '' : ` ${shortJson(op.input)}`}`)
         io.stdout(escapeControls(`${sessionId}: ${unknown.length} tool outcome(s) to acknowledge: ${ops.join(', ')}`))
       }
     }

@@ -831,7 +831,7 @@ export class InvocationActor {
     let result: ToolResult | typeof ABANDONED
     try {
       // `gate`: the run's signal, or beside other calls one that also aborts when one of them fails.
-      const run = (signal: AbortSignal) => toolResult(tool.execute(structuredClone(input), { signal, operationId }), this.setup.maxToolResultBytes)
+      const run = (signal: AbortSignal) => toolResult(tool.execute(structuredClone(input), { signal, operationId, invocation: { ...this.setup.invocation } }), this.setup.maxToolResultBytes)
       result = timeoutMs === undefined ? await run(gate) : await timedCall(gate, timeoutMs, tool.timeoutMs === undefined ? "the engine's toolTimeoutMs" : 'its timeoutMs', run)
     } catch (error) {
       result = { ok: false, message: messageWithin(redact(messageOf(error), this.setup.secrets.inData), this.setup.maxToolResultBytes) }

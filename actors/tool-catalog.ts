@@ -1,5 +1,5 @@
 import { contentDigest } from '../store/digest.js'
-import type { ToolCatalogSummary } from '../facts/types.js'
+import type { Invocation, ToolCatalogSummary } from '../facts/types.js'
 import type { NeedsApproval } from './approval.js'
 
 /** A tool the model may call. Its `execute` runs at most once per dispatched call. */
@@ -66,6 +66,12 @@ export interface ToolContext {
   signal: AbortSignal
   /** `<invocationId>/<stepId>/<index>`, recorded in the call's `tool.dispatched`: pass it downstream as an idempotency key. */
   operationId: string
+  /**
+   * The run the call belongs to (`sessionId`, `turnId`, `runId`, `invocationId`; the tool's own copy):
+   * whose data a tool serves, or which running invocation to reserve a hold on (see "A reviewer in
+   * another process" in the README).
+   */
+  invocation: Invocation
 }
 
 /** JSON with object keys sorted, so that equal values have one text. */

@@ -1,46 +1,94 @@
 /**
- * Human approval with a hold. The agent prepares a refund (a safe tool), and before its next
- * step — where it would issue the refund — a reviewer's hold parks the run at a safe point.
- * In session A the reviewer approves on the spot (release: the run goes on). In session B the
- * reviewer is away: the hold is committed (sealed), and later a successor resumes the turn with
- * exactly the sealed settings; nothing that already ran runs again.
+ * Human approval with a hold. The agent prepares a refund (a tool with no side effect); the tool,
+ * seeing the amount, reserves a hold on its own run, which parks the run at the next safe point
+ * (once the call has settled, before the model is asked for its next step, where it would issue the
+ * refund). A reviewer looks at the prepared refund. In session A the reviewer approves on the spot
+ * (release: the run goes on). In session B the reviewer is away: the hold is committed (sealed), the
+ * turn waits in the log, and later (here in the same process; `examples/cross-process-handoff.ts`
+ * shows another process) a successor resumes it with exactly the sealed settings; nothing that
+ * already ran runs again.
  *
  *   npx tsx examples/human-approval.ts
  */
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { Engine, EventLog, type RunInput, type ToolDefinition, successorOf } from 'factstate'
+import {
+  Engine,
+  EventLog,
+  type HandoffIntent,
+  type HandoffReservation,
+  type Invocation,
+  type RunInput,
+  type RunningInvocation,
+  type ToolDefinition,
+  successorOf,
+} from 'factstate'
 import { answer, scriptedModelServer } from 'factstate/testing'
 
 const dir = await mkdtemp(join(tmpdir(), 'factstate-approval-'))
 const log = await EventLog.open(join(dir, 'log'))
 const ran: string[] = []
+
+/** The runs this process drives, by invocation id: what a tool reserves a hold on. */
+const running = new Map<string, RunningInvocation>()
+/** Refunds waiting for a reviewer, each with the hold reserved on its run, in the order they came. */
+interface Review {
+  order: string
+  amount: number
+  reservation: HandoffReservation
+}
+const reviews: Review[] = []
+let reviewCame: (() => void) | undefined
+const nextReview = async (): Promise<Review> => {
+  while (reviews.length === 0) await new Promise<void>((resolve) => (reviewCame = resolve))
+  return reviews.shift() as Review
+}
+
+/** The successor a review hands the turn to, should the hold be sealed. */
+const intentFor = (run: Invocation): HandoffIntent => ({
+  handoffId: `review-${run.runId}`,
+  hostEpoch: 'example',
+  rootRunId: run.runId,
+  successorRunId: `${run.runId}-approved`,
+  successorInvocationId: `${run.invocationId}-approved`,
+  claimId: `claim-${run.runId}`,
+})
+
 const tools: ToolDefinition[] = [
   {
     name: 'prepare_refund',
     description: 'Computes the refund for an order (no side effect)',
-    inputSchema: { type: 'object', properties: { order: { type: 'string' } } },
-    async execute(input) {
-      ran.push(`prepare ${(input as { order: string }).order}`)
-      return { amount: 42.5 }
+    inputSchema: { type: 'object', properties: { order: { type: 'string' } }, required: ['order'] },
+    async execute(input, context) {
+      const { order } = input as { order: string }
+      ran.push(`prepare ${order}`)
+      const amount = 42.5
+      // Over the limit: a person reviews it before the refund can be issued. The hold is taken at the
+      // run's next safe point, once this call has settled (a tool must not wait for it).
+      const run = running.get(context.invocation.invocationId)
+      if (amount > 20 && run) {
+        reviews.push({ order, amount, reservation: run.handoff().reserve(intentFor(context.invocation)) })
+        reviewCame?.()
+      }
+      return { amount }
     },
   },
   {
     name: 'issue_refund',
     description: 'Sends the money back (the risky side effect)',
-    inputSchema: { type: 'object', properties: { order: { type: 'string' } } },
-    async execute(input) {
-      ran.push(`issue ${(input as { order: string }).order}`)
+    inputSchema: { type: 'object', properties: { order: { type: 'string' } }, required: ['order'] },
+    async execute(input, context) {
+      ran.push(`issue ${(input as { order: string }).order} (${context.operationId})`)
       return { issued: true }
     },
   },
 ]
 
-/** One scripted model per session: prepare, then issue, then report. The first answer is held so the hold can be reserved mid-request. */
+/** One scripted model per session: prepare, then issue, then report. */
 async function model(order: string) {
   return scriptedModelServer([
-    answer.toolCalls([{ name: 'prepare_refund', arguments: { order } }], { hold: true }),
+    answer.toolCalls([{ name: 'prepare_refund', arguments: { order } }]),
     answer.toolCalls([{ name: 'issue_refund', arguments: { order } }]),
     answer.text(`Refunded order ${order}.`),
   ])
@@ -54,19 +102,16 @@ const input = (baseUrl: string, session: string, order: string): RunInput => ({
   work: { kind: 'message', content: `Refund order ${order}` },
 })
 
-const intent = (session: string) => ({
-  handoffId: `review-${session}`,
-  hostEpoch: 'example',
-  rootRunId: `${session}-run-1`,
-  successorRunId: `${session}-run-2`,
-  successorInvocationId: `${session}-inv-2`,
-  claimId: `claim-${session}`,
-})
-
 let ok = true
 const check = (condition: boolean, what: string) => {
   console.log(`${condition ? '✔' : '✘'} ${what}`)
   ok &&= condition
+}
+
+const start = async (engine: Engine, run: RunInput) => {
+  const started = await engine.start(run)
+  running.set(run.invocation.invocationId, started)
+  return started
 }
 
 try {
@@ -74,11 +119,8 @@ try {
 
   // Session A: approved on the spot.
   const a = await model('A-1')
-  const runA = await engine.start(input(a.baseUrl, 'a', 'A-1'))
-  await a.seen(0)
-  const reviewA = runA.handoff().reserve(intent('a'))
-  a.release(0)
-  const heldA = await reviewA.ready()
+  const runA = await start(engine, input(a.baseUrl, 'a', 'A-1'))
+  const heldA = await (await nextReview()).reservation.ready()
   check(ran.join() === 'prepare A-1', 'A: held at the safe point after prepare_refund, before the refund is issued')
   await heldA.release()
   check((await runA.wait()).status === 'completed', 'A: approved (released), the run issued the refund and completed')
@@ -86,26 +128,31 @@ try {
 
   // Session B: sealed for a reviewer, resumed later by a successor.
   const b = await model('B-7')
-  const runB = await engine.start(input(b.baseUrl, 'b', 'B-7'))
-  await b.seen(0)
-  const reviewB = runB.handoff().reserve(intent('b'))
-  b.release(0)
-  const pause = await (await reviewB.ready()).commit()
-  check((await runB.wait()).status === 'handoff_paused', 'B: sealed for the reviewer (handoff_paused)')
+  const runB = await start(engine, input(b.baseUrl, 'b', 'B-7'))
+  const review = await nextReview()
+  const pause = await (await review.reservation.ready()).commit()
+  check((await runB.wait()).status === 'handoff_paused', `B: sealed for the reviewer, who sees a refund of ${review.amount} for ${review.order} (handoff_paused)`)
   check(b.requests.length === 1, 'B: no model request after the seal')
 
-  // ...later, after the reviewer approved: a successor with exactly the sealed settings.
-  const source = (await log.runSource('b', 'b-run-1'))!.boundary
+  // ...later, after the reviewer approved: a successor with exactly the sealed settings, from the log.
+  const sealed = await log.runSource('b', 'b-run-1')
+  if (sealed?.pause === undefined) throw new Error('the run was not sealed')
   const successor = input(b.baseUrl, 'b', 'B-7')
-  successor.invocation = successorOf(pause.intent, source.invocation)
-  successor.work = { kind: 'handoff', source, pause }
-  check((await engine.run(successor)).status === 'completed', 'B: the successor resumed the turn and completed')
+  successor.invocation = successorOf(sealed.pause.intent, sealed.boundary.invocation)
+  successor.work = { kind: 'handoff', source: sealed.boundary, pause: sealed.pause }
+  check((await (await start(engine, successor)).wait()).status === 'completed', 'B: the successor resumed the turn and completed')
+  check(reviews.length === 0, 'B: the successor prepared nothing again, so asked for no second review')
   await b.close()
 
-  check(ran.join() === 'prepare A-1,issue A-1,prepare B-7,issue B-7', 'every tool ran exactly once')
+  check(
+    ran.join() === 'prepare A-1,issue A-1 (a-inv-1/step-2/0),prepare B-7,issue B-7 (b-inv-1-approved/step-1/0)',
+    'every tool ran exactly once, the refund of B by the successor',
+  )
+  check(pause.execution.tools.names.join() === 'prepare_refund,issue_refund', 'the seal names the catalog its successor must run with')
   console.log(`verify: ${(await log.verify()).events} facts ok`)
 } finally {
   await log.close()
   await rm(dir, { recursive: true, force: true })
 }
 process.exitCode = ok ? 0 : 1
+

@@ -5,7 +5,7 @@
 import { getEventListeners } from 'node:events'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import type { ToolCall } from '../index.js'
+import type { HandoffReservation, RunningInvocation, ToolCall } from '../index.js'
 import { answer } from '../testing/scripted-model-server.js'
 import { assertFoldMatches, countingTool, engineTest, factsOf, intentOf, lastFactOf, messagesOf, only, sealAtFirstSafePoint, successorInput, typesOf } from './support/engine-fixtures.js'
 
@@ -389,5 +389,40 @@ test(
     assert.equal(await lastFactOf(h.log, 'invocation-body'), { type: 'invocation.ended', outcome: { status: 'completed' } })
   }),
 )
+
+test(
+  "a tool is told whose run it serves (context.invocation, its own copy), and can reserve a hold on that run, taken once its call has settled",
+  engineTest([answer.toolCalls([{ id: 'call-a', name: 'echo', arguments: { value: 1 } }]), answer.text('never asked')], {}, async (h) => {
+    const seen: unknown[] = []
+    let running: RunningInvocation | undefined
+    let reserved: HandoffReservation | undefined
+    const input = h.input('told')
+    const echo = countingTool('echo', async (value, context) => {
+      seen.push(structuredClone(context.invocation))
+      context.invocation.sessionId = 'changed by the tool'
+      reserved = (running as NonNullable<typeof running>).handoff().reserve(intentOf('told-next', input.invocation.runId))
+      return value
+    })
+    input.tools = [echo]
+    running = await h.start(input)
+    // Set once the tool ran; the hold waits for its call to settle.
+    const held = await (await until(() => reserved)).ready()
+    assert.equal(seen, [input.invocation], "the run's ids")
+    assert.equal((await typesOf(h.log, 'invocation-told')).slice(-3), ['tool.dispatched', 'tool.settled', 'hold.entered'])
+    const pause = await held.commit()
+    assert.equal(await running.wait(), { status: 'handoff_paused', pause })
+    assert.is(h.server.requests.length, 1, 'no model request after the call')
+    assert.is(running.invocation.sessionId, input.invocation.sessionId, "the tool's change reached nothing of the run's")
+  }),
+)
+
+async function until<T>(get: () => T | undefined): Promise<T> {
+  for (let waited = 0; waited < 5_000; waited += 5) {
+    const value = get()
+    if (value !== undefined) return value
+    await new Promise((resolve) => setTimeout(resolve, 5))
+  }
+  throw new Error('not set within 5 s')
+}
 
 test.run()

@@ -464,6 +464,8 @@ test('the consumer kit: own tools and arguments, the default crash child, and ba
       ['pathCoverage([{}])', async () => pathCoverage([{}] as never), 'paths'],
       ['scriptedModelServer([], { strem: true })', () => scriptedModelServer([], { strem: true } as never), 'strem'],
       ['scriptedModelServer([], { stream: "yes" })', () => scriptedModelServer([], { stream: 'yes' as never }), 'stream'],
+      ['scriptedModelServer([], { callIdPrefix: "a b" })', () => scriptedModelServer([], { callIdPrefix: 'a b' }), 'callIdPrefix'],
+      ['scriptedModelServer([], { callIdPrefix: "" })', () => scriptedModelServer([], { callIdPrefix: '' }), 'callIdPrefix'],
     ] as const) {
       const refused = await call().then(
         () => undefined,

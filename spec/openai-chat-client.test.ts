@@ -31,7 +31,7 @@ function provider(server: { baseUrl: string }, extra: Partial<ProviderConfig> = 
 function withServer(
   script: Script,
   body: (server: ScriptedModelServer) => Promise<void>,
-  options: { stream?: boolean } = {},
+  options: { stream?: boolean; callIdPrefix?: string } = {},
 ): () => Promise<void> {
   return () =>
     withTimeout(async () => {
@@ -74,6 +74,23 @@ test(
     })
     assert.not.ok('text' in response.output)
   }),
+)
+
+test(
+  "the scripted server's callIdPrefix begins the ids of its calls, streamed or not: two servers answering one session (a successor in another process) make different ids",
+  withServer(
+    [answer.toolCalls([{ name: 'echo', arguments: {} }, { name: 'echo', arguments: {} }]), answer.toolCalls([{ name: 'echo', arguments: {} }], { stream: true })],
+    async (server) => {
+      const ids: string[] = []
+      for (let round = 0; round < 2; round += 1) {
+        const response = await new OpenAIChatClient(provider(server)).complete(requestFor(bodyOf()))
+        if (response.kind !== 'completed') return assert.unreachable(JSON.stringify(response))
+        ids.push(...response.output.toolCalls.map((call) => call.callId))
+      }
+      assert.equal(ids, ['worker-b_0_0', 'worker-b_0_1', 'worker-b_1_0'])
+    },
+    { callIdPrefix: 'worker-b' },
+  ),
 )
 
 test(

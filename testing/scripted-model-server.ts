@@ -188,7 +188,9 @@ function requestNumberError(method: string, n: unknown): FactstateError {
  * Starts a scripted OpenAI-compatible chat-completions server on 127.0.0.1.
  *
  * @param script the answers in order, or a function choosing the answer for each request
- * @param options `stream: true` serves every answer as SSE unless the answer says otherwise
+ * @param options `stream: true` serves every answer as SSE unless the answer says otherwise;
+ *   `callIdPrefix` (default `call`) begins the ids of the tool calls it makes, `<prefix>_<request>_<index>`:
+ *   give each server its own when several answer one session (a successor in another process)
  *
  * @example
  * ```ts
@@ -205,7 +207,7 @@ function requestNumberError(method: string, n: unknown): FactstateError {
  * }
  * ```
  */
-export async function scriptedModelServer(script: Script, options: { stream?: boolean | undefined } = {}): Promise<ScriptedModelServer> {
+export async function scriptedModelServer(script: Script, options: { stream?: boolean | undefined; callIdPrefix?: string | undefined } = {}): Promise<ScriptedModelServer> {
   if (!Array.isArray(script) && typeof script !== 'function') {
     throw new FactstateError('TESTING_INVALID_OPTIONS', 'scriptedModelServer: the script must be an array of answers or a function returning one', { details: { field: 'script' } })
   }
@@ -213,10 +215,14 @@ export async function scriptedModelServer(script: Script, options: { stream?: bo
     throw new FactstateError('TESTING_INVALID_OPTIONS', 'scriptedModelServer: options must be an object', { details: { field: 'options' } })
   }
   // Read once; a misspelt option (`strem: true`) is refused, not left at its default.
-  const { stream: given } = readOptions(options, ['stream'], { call: 'scriptedModelServer', code: 'TESTING_INVALID_OPTIONS', details: (field) => ({ field }) })
+  const { stream: given, callIdPrefix: prefix } = readOptions(options, ['stream', 'callIdPrefix'], { call: 'scriptedModelServer', code: 'TESTING_INVALID_OPTIONS', details: (field) => ({ field }) })
   if (given !== undefined && typeof given !== 'boolean') {
     throw new FactstateError('TESTING_INVALID_OPTIONS', `scriptedModelServer: stream must be a boolean, not ${typeof given}`, { details: { field: 'stream' } })
   }
+  if (prefix !== undefined && (typeof prefix !== 'string' || !/^[A-Za-z0-9_-]{1,64}$/.test(prefix))) {
+    throw new FactstateError('TESTING_INVALID_OPTIONS', 'scriptedModelServer: callIdPrefix must be 1–64 characters from A–Z, a–z, 0–9, _ and -', { details: { field: 'callIdPrefix' } })
+  }
+  const callIdPrefix = (prefix as string | undefined) ?? 'call'
   const stream = given as boolean | undefined
   const requests: RecordedRequest[] = []
   const unscripted: number[] = []
@@ -303,7 +309,7 @@ export async function scriptedModelServer(script: Script, options: { stream?: bo
     const id = `chatcmpl-${n}`
     const model = modelOf(recorded)
     const toolCalls = calls.map((call, i) => ({
-      id: call.id ?? `call_${n}_${i}`,
+      id: call.id ?? `${callIdPrefix}_${n}_${i}`,
       type: 'function' as const,
       function: { name: call.name, arguments: encodeArguments(call.arguments) },
     }))

@@ -28,4 +28,4 @@ export { successorOf, type HandoffGate, type HandoffReservation, type HeldInvoca
 export type { RunInput, RunWork } from './actors/run-input.js'
 export { catalogOf, type ToolDefinition, type ToolContext } from './actors/tool-catalog.js'
 export type { ApprovalDecision, ApprovalRequest, Approver, NeedsApproval } from './actors/approval.js'
-export { transcriptOf } from './actors/transcript.js'
+export { answerOf, transcriptOf } from './actors/transcript.js'

@@ -3,7 +3,7 @@
  * as their recorded outcomes, rejected calls as errors, and calls the log cannot vouch for as
  * "outcome unknown".
  */
-import type { Fact, RuntimeEvent, ToolOutcome, UncertainOperation } from '../facts/types.js'
+import type { Fact, RuntimeEvent, StoredEvent, ToolOutcome, UncertainOperation } from '../facts/types.js'
 import type { ChatMessage } from './model-client.js'
 import { argumentsOf } from './tool-arguments.js'
 
@@ -187,11 +187,31 @@ function rejectionText(fact: Extract<Fact, { type: 'tool.rejected' }>): string {
  *
  * @example
  * ```ts
- * const messages = transcriptOf((await log.prefix(1000, 1 << 20)).events.map((stored) => stored.event))
+ * const messages = transcriptOf((await log.invocationEvents(running.invocation.invocationId)).map((stored) => stored.event))
  * ```
  */
 export function transcriptOf(events: readonly RuntimeEvent[]): ChatMessage[] {
   const builder = new TranscriptBuilder()
   for (const event of events) builder.push(event)
   return builder.messages()
+}
+
+/**
+ * The text of the model's final answer in one invocation's facts (as `log.invocationEvents` gives
+ * them, or their events): that of its last `model.completed` without tool calls (`''` for an answer
+ * with none), or `undefined` when the model gave none (a run that failed, was cancelled or was sealed
+ * before its final answer).
+ *
+ * @example
+ * ```ts
+ * const reply = answerOf(await log.invocationEvents(running.invocation.invocationId))
+ * ```
+ */
+export function answerOf(events: readonly (RuntimeEvent | StoredEvent)[]): string | undefined {
+  for (let index = events.length - 1; index >= 0; index -= 1) {
+    const item = events[index] as RuntimeEvent | StoredEvent
+    const { fact } = 'event' in item ? item.event : item
+    if (fact.type === 'model.completed') return fact.output.toolCalls.length === 0 ? (fact.output.text ?? '') : undefined
+  }
+  return undefined
 }

@@ -4,7 +4,7 @@
  *
  *   npx tsx examples/quick-start.ts
  */
-import { Engine, EventLog, recoverInvocations } from 'factstate'
+import { Engine, EventLog, answerOf, recoverInvocations } from 'factstate'
 import { answer, scriptedModelServer } from 'factstate/testing'
 
 // Your email API. Pass it the operationId: a retry after a crash is then sent at most once.
@@ -43,6 +43,7 @@ const running = await engine.start({
 })
 const outcome = await running.wait() // completed | handoff_paused | failed | cancelled
 console.log(outcome.status, `· ${mailer.sent.size} email(s) sent · log digest ${log.head().digest}`)
+console.log(answerOf(await log.invocationEvents(running.invocation.invocationId))) // the model's final answer
 
 await log.close()
 await model.close()

@@ -5,7 +5,7 @@
 import { getEventListeners } from 'node:events'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import type { HandoffReservation, RunningInvocation, ToolCall } from '../index.js'
+import { type HandoffReservation, type RunningInvocation, type ToolCall, answerOf } from '../index.js'
 import { answer } from '../testing/scripted-model-server.js'
 import { assertFoldMatches, countingTool, engineTest, factsOf, intentOf, lastFactOf, messagesOf, only, sealAtFirstSafePoint, successorInput, typesOf } from './support/engine-fixtures.js'
 
@@ -424,5 +424,39 @@ async function until<T>(get: () => T | undefined): Promise<T> {
   }
   throw new Error('not set within 5 s')
 }
+
+test(
+  "answerOf(log.invocationEvents(id)) is the run's final answer: not the text beside a tool call, nothing for a run that never answered",
+  engineTest(
+    [answer.toolCalls([{ id: 'call-a', name: 'echo', arguments: { value: 1 } }], { text: 'Let me look.' }), answer.text('It is 1.'), answer.toolCalls([{ id: 'call-b', name: 'echo', arguments: { value: 2 } }])],
+    {},
+    async (h) => {
+      const echo = countingTool()
+      const running = await h.start(h.input('answered', { tools: [echo] }))
+      assert.equal(await running.wait(), { status: 'completed' })
+      const stored = await h.log.invocationEvents('invocation-answered')
+      assert.equal(stored.map(({ event }) => event.fact.type), await typesOf(h.log, 'invocation-answered'), "the invocation's facts, in order")
+      assert.ok(stored.every(({ seq }, index) => index === 0 || seq > (stored[index - 1] as { seq: number }).seq))
+      assert.is(answerOf(stored), 'It is 1.')
+      assert.is(answerOf(stored.map(({ event }) => event)), 'It is 1.', 'from the events too')
+      // A run cut short after a call, before any final answer.
+      let started: () => void = () => undefined
+      const running2 = new Promise<void>((resolve) => (started = resolve))
+      const stopsWhenTold = countingTool('echo', (_, context) => {
+        started()
+        return new Promise((_resolve, reject) => context.signal.addEventListener('abort', () => reject(new Error('stopped'))))
+      })
+      const cancel = new AbortController()
+      const unanswered = await h.start(h.input('unanswered', { tools: [stopsWhenTold] }), { signal: cancel.signal })
+      await running2
+      cancel.abort()
+      assert.is((await unanswered.wait()).status, 'cancelled')
+      assert.is(answerOf(await h.log.invocationEvents('invocation-unanswered')), undefined)
+      assert.equal(await h.log.invocationEvents('invocation-never'), [], 'an invocation the log never saw')
+      const refused = await h.log.invocationEvents('not an id').then(() => undefined, (error: { code?: string }) => error.code)
+      assert.is(refused, 'LOG_INVALID_ARGUMENT')
+    },
+  ),
+)
 
 test.run()

@@ -56,7 +56,7 @@ test('the README Quick start is examples/quick-start.ts, and it runs twice in on
       for (const time of [1, 2]) {
         const { code, output } = await run('examples/quick-start.ts', dir)
         assert.is(code, 0, output)
-        assert.match(output, /^completed · 1 email\(s\) sent · log digest sha256:[0-9a-f]{64}$/m, `run ${time}`)
+        assert.match(output, /^completed · 1 email\(s\) sent · log digest sha256:[0-9a-f]{64}\nThe report is on its way to ops\.$/m, `run ${time}`)
       }
       const log = await EventLog.open(join(dir, '.factstate/quick-start'))
       try {

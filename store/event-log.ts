@@ -2494,6 +2494,27 @@ export class EventLog {
   }
 
   /**
+   * The facts of one invocation, in seq order, read through its index rather than the whole log: what
+   * a run wrote, its final answer (`answerOf`), the messages it replays as (`transcriptOf`). An
+   * invocation the log never saw has none; an id that is no id is `LOG_INVALID_ARGUMENT`.
+   *
+   * @example
+   * ```ts
+   * const outcome = await running.wait()
+   * const reply = answerOf(await log.invocationEvents(running.invocation.invocationId))
+   * ```
+   */
+  async invocationEvents(invocationId: string): Promise<StoredEvent[]> {
+    this.#assertOpen()
+    if (!idSchema.safeParse(invocationId).success) throw new FactstateError('LOG_INVALID_ARGUMENT', 'invocationId is not a valid id')
+    try {
+      return await this.#invocationEvents(invocationId)
+    } catch (error) {
+      throw this.#readFailure(error)
+    }
+  }
+
+  /**
    * The runs of a session, in the order they opened: which run a conversation's next message
    * continues (the last one), whether one is still open, how each ended. Reads the session's run
    * index and each run's invocation record, never the session's facts. An unknown session has none.

@@ -6,7 +6,9 @@
  * (release: the run goes on). In session B the reviewer is away: the hold is committed (sealed), the
  * turn waits in the log, and later (here in the same process; `examples/cross-process-handoff.ts`
  * shows another process) a successor resumes it with exactly the sealed settings; nothing that
- * already ran runs again.
+ * already ran runs again. In session C the model asks for the refund in the same answer as its
+ * preparation: every call of an answer runs before the next safe point, so issue_refund refuses
+ * while its run waits for the review, and the model asks again once it is approved.
  *
  *   npx tsx examples/human-approval.ts
  */
@@ -39,6 +41,8 @@ interface Review {
   reservation: HandoffReservation
 }
 const reviews: Review[] = []
+/** The runs with a review reserved and not yet taken: a refund they ask for meanwhile is refused. */
+const awaitingReview = new Set<string>()
 let reviewCame: (() => void) | undefined
 const nextReview = async (): Promise<Review> => {
   while (reviews.length === 0) await new Promise<void>((resolve) => (reviewCame = resolve))
@@ -68,7 +72,15 @@ const tools: ToolDefinition[] = [
       // run's next safe point, once this call has settled (a tool must not wait for it).
       const run = running.get(context.invocation.invocationId)
       if (amount > 20 && run) {
-        reviews.push({ order, amount, reservation: run.handoff().reserve(intentFor(context.invocation)) })
+        const { invocationId } = context.invocation
+        const reservation = run.handoff().reserve(intentFor(context.invocation))
+        // Until the hold is taken (or refused), the other calls of this answer may still run: issue_refund refuses.
+        awaitingReview.add(invocationId)
+        void reservation.ready().then(
+          () => awaitingReview.delete(invocationId),
+          () => awaitingReview.delete(invocationId),
+        )
+        reviews.push({ order, amount, reservation })
         reviewCame?.()
       }
       return { amount }
@@ -79,6 +91,9 @@ const tools: ToolDefinition[] = [
     description: 'Sends the money back (the risky side effect)',
     inputSchema: { type: 'object', properties: { order: { type: 'string' } }, required: ['order'] },
     async execute(input, context) {
+      // Asked for in the same answer as the preparation: the review comes once this answer's calls
+      // have settled, so the refund must wait for it (the model is told, and asks again after it).
+      if (awaitingReview.has(context.invocation.invocationId)) throw new Error('the refund waits for a review: ask again once it is approved')
       ran.push(`issue ${(input as { order: string }).order} (${context.operationId})`)
       return { issued: true }
     },
@@ -143,6 +158,26 @@ try {
   check((await (await start(engine, successor)).wait()).status === 'completed', 'B: the successor resumed the turn and completed')
   check(reviews.length === 0, 'B: the successor prepared nothing again, so asked for no second review')
   await b.close()
+  const ranBeforeC = [...ran]
+
+  // Session C: the model asks for both calls in one answer. Every call of an answer runs before the
+  // next safe point, so the hold comes only after issue_refund's turn: it must refuse meanwhile.
+  ran.length = 0
+  const c = await scriptedModelServer([
+    answer.toolCalls([
+      { name: 'prepare_refund', arguments: { order: 'C-3' } },
+      { name: 'issue_refund', arguments: { order: 'C-3' } },
+    ]),
+    answer.toolCalls([{ name: 'issue_refund', arguments: { order: 'C-3' } }]),
+    answer.text('Refunded order C-3.'),
+  ])
+  const runC = await start(engine, input(c.baseUrl, 'c', 'C-3'))
+  const heldC = await (await nextReview()).reservation.ready()
+  check(ran.join() === 'prepare C-3', 'C: both calls in one answer, and still nothing issued before the review')
+  await heldC.release()
+  check((await runC.wait()).status === 'completed' && ran.join() === 'prepare C-3,issue C-3 (c-inv-1/step-2/0)', 'C: approved, the refund issued once, in the step after the review')
+  await c.close()
+  ran.splice(0, ran.length, ...ranBeforeC)
 
   check(
     ran.join() === 'prepare A-1,issue A-1 (a-inv-1/step-2/0),prepare B-7,issue B-7 (b-inv-1-approved/step-1/0)',

@@ -25,7 +25,7 @@ function run(file: string, cwd = REPO_ROOT): Promise<{ code: number | null; outp
 
 const examples: [file: string, mustSay: RegExp][] = [
   ['examples/many-actors.ts', /100 of 100 sessions completed/],
-  ['examples/human-approval.ts', /✔ every tool ran exactly once/],
+  ['examples/human-approval.ts', /✔ C: both calls in one answer, and still nothing issued before the review[\s\S]*✔ every tool ran exactly once/],
   ['examples/cross-process-handoff.ts', /the tool ran 1 time\(s\) across both processes/],
   ['examples/continuation.ts', /charge_card ran 1 time\(s\) in total/],
   ['examples/conversation.ts', /run-2 \(completed\): the model was sent 4 messages \(system, user, assistant, user\) and said "Your name is Ada\."/],

@@ -49,14 +49,18 @@ const nextReview = async (): Promise<Review> => {
   return reviews.shift() as Review
 }
 
-/** The successor a review hands the turn to, should the hold be sealed. */
+/**
+ * The successor a review hands the turn to, should the hold be sealed. From the invocation id, unique
+ * in the whole log as the claim must be (a run id is unique only in its session: two sessions' claims
+ * made from it would collide, and the second hold be refused, HANDOFF_CLAIMED).
+ */
 const intentFor = (run: Invocation): HandoffIntent => ({
-  handoffId: `review-${run.runId}`,
+  handoffId: `review-${run.invocationId}`,
   hostEpoch: 'example',
   rootRunId: run.runId,
   successorRunId: `${run.runId}-approved`,
   successorInvocationId: `${run.invocationId}-approved`,
-  claimId: `claim-${run.runId}`,
+  claimId: `claim-${run.invocationId}`,
 })
 
 const tools: ToolDefinition[] = [
@@ -74,11 +78,12 @@ const tools: ToolDefinition[] = [
       if (amount > 20 && run) {
         const { invocationId } = context.invocation
         const reservation = run.handoff().reserve(intentFor(context.invocation))
-        // Until the hold is taken (or refused), the other calls of this answer may still run: issue_refund refuses.
+        // Until the hold is taken, the other calls of this answer may still run: issue_refund refuses
+        // (and goes on refusing if the hold is refused: a refund no one reviewed is not issued).
         awaitingReview.add(invocationId)
         void reservation.ready().then(
           () => awaitingReview.delete(invocationId),
-          () => awaitingReview.delete(invocationId),
+          () => undefined,
         )
         reviews.push({ order, amount, reservation })
         reviewCame?.()
@@ -110,7 +115,7 @@ async function model(order: string) {
 }
 
 const input = (baseUrl: string, session: string, order: string): RunInput => ({
-  invocation: { sessionId: session, turnId: 'turn-1', runId: `${session}-run-1`, invocationId: `${session}-inv-1` },
+  invocation: { sessionId: session, turnId: 'turn-1', runId: 'run-1', invocationId: `${session}-inv-1` },
   provider: { kind: 'openai-chat', baseUrl, model: 'stand-in' },
   configuration: { cwd: process.cwd() },
   tools,
@@ -150,7 +155,7 @@ try {
   check(b.requests.length === 1, 'B: no model request after the seal')
 
   // ...later, after the reviewer approved: a successor with exactly the sealed settings, from the log.
-  const sealed = await log.runSource('b', 'b-run-1')
+  const sealed = await log.runSource('b', 'run-1')
   if (sealed?.pause === undefined) throw new Error('the run was not sealed')
   const successor = input(b.baseUrl, 'b', 'B-7')
   successor.invocation = successorOf(sealed.pause.intent, sealed.boundary.invocation)

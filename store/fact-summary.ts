@@ -1,6 +1,13 @@
 import type { Fact } from '../facts/types.js'
 
-const clip = (text: string, max = 80) => (text.length > max ? `${text.slice(0, max - 1)}…` : text)
+/** `text` cut to `max` characters with `…`, never between the two halves of a character (an emoji). */
+export const clip = (text: string, max = 80): string => {
+  if (text.length <= max) return text
+  let end = max - 1
+  const last = text.charCodeAt(end - 1)
+  if (last >= 0xd800 && last <= 0xdbff) end -= 1
+  return `${text.slice(0, end)}…`
+}
 const json = (value: unknown) => clip(JSON.stringify(value) ?? 'null')
 
 // C0 and C1 controls, DEL, the line and paragraph separators, and the bidirectional controls (which

@@ -1,4 +1,4 @@
-import { escapeControls } from '../../store/fact-summary.js'
+import { clip, escapeControls } from '../../store/fact-summary.js'
 import { logHeldOpen } from '../../store/writer-presence.js'
 import { type CommandIo, onLogDirectory } from '../io.js'
 
@@ -24,10 +24,7 @@ Exit codes: 0 listed, 2 usage, 1/4 the log refused.`
  * ```
  */
 /** A value as JSON, cut at 120 characters. */
-function shortJson(value: unknown): string {
-  const text = JSON.stringify(value) ?? String(value)
-  return text.length > 120 ? `${text.slice(0, 119)}…` : text
-}
+const shortJson = (value: unknown): string => clip(JSON.stringify(value) ?? String(value), 120)
 
 export async function pendingCommand(args: string[], io: CommandIo): Promise<number> {
   return onLogDirectory(args, io, pendingHelp, true, async (log, { json }) => {

@@ -1,0 +1,33 @@
+/**
+ * The one-line summaries the CLI prints (store/fact-summary.ts): text is cut to its width with `…`,
+ * never between the two halves of a character, which would print as U+FFFD.
+ */
+import { test } from 'uvu'
+import * as assert from 'uvu/assert'
+import { clip, summarizeFact } from '../store/fact-summary.js'
+
+const wellFormed = (text: string) => !/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(text)
+
+test('clip cuts at its width, and one character earlier where the cut would split an emoji', () => {
+  assert.is(clip('short', 10), 'short')
+  assert.is(clip('abcdefghijk', 10), 'abcdefghi…')
+  for (let pad = 0; pad < 6; pad += 1) {
+    const text = `${'x'.repeat(pad)}${'😀'.repeat(10)}`
+    const cut = clip(text, 10)
+    assert.ok(wellFormed(cut), `${JSON.stringify(cut)} is well formed`)
+    assert.ok(cut.length <= 10 && cut.endsWith('…'))
+    assert.ok(text.startsWith(cut.slice(0, -1)))
+  }
+})
+
+test('a summarized tool call with emoji arguments stays well formed', () => {
+  const line = summarizeFact({
+    type: 'model.completed',
+    stepId: 'step-1',
+    output: { toolCalls: [{ callId: 'c1', name: 'say', arguments: JSON.stringify({ text: '😀'.repeat(40) }) }], finishReason: 'tool_calls' },
+  })
+  assert.ok(wellFormed(line), line)
+  assert.match(line, /step-1 calls say\(.*…\)/)
+})
+
+test.run()

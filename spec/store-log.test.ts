@@ -627,6 +627,34 @@ recovery(
   ),
 )
 
+recovery(
+  'pendingSessions still lists a session whose unknown outcome sits in a fact that cannot be read, without that input (verify names the fact)',
+  boundedTest(30_000, async (dir) => {
+    const path = join(dir, 'log')
+    const uncertain = new EventMaker(invocationOf('uncertain'))
+    let dispatchedSeq = 0
+    const first = await EventLog.open(path)
+    try {
+      const seqs = await first.appendAll(uncertain.many([facts.opened(), facts.requested('s1'), facts.completed('s1', [{ callId: 'call-op1', name: 'echo', arguments: '{}' }]), facts.dispatched('op1'), facts.ended({ status: 'failed', class: 'outcome_unknown' })]))
+      dispatchedSeq = seqs[3] as number
+      // Far enough back that the open's check of the tail does not read it.
+      for (let index = 0; index < 220; index += 1) await first.appendAll(completeInvocation(`after-${index}`))
+    } finally {
+      await first.close()
+    }
+    await withDb(path, (db) => db.put(keys.event(dispatchedSeq), new Uint8Array([0xc1])))
+    const log = await EventLog.open(path)
+    try {
+      const pending = await log.pendingSessions()
+      assert.equal(pending.map((session) => [session.sessionId, session.unknown.map((op) => [op.operationId, 'input' in op])]), [['session-uncertain', [['op1', false]]]])
+      const damaged = await log.verify().then(() => undefined, (error: FactstateError) => error)
+      assert.equal([damaged?.code, damaged?.details], ['LOG_CORRUPT', { seq: dispatchedSeq }])
+    } finally {
+      await log.close()
+    }
+  }),
+)
+
 recovery.run()
 
 // =============================================================================================

@@ -977,6 +977,8 @@ export class EventLog {
    * on open): the last is its own backup's, the others those of the backups it descends from.
    */
   #backupPoints: BackupPoint[] = []
+  /** Sessions of a backup that have run since its last point (so need no acknowledgement), as found. */
+  readonly #ranSinceBackup = new Set<string>()
   readonly #listeners = new Set<(events: StoredEvent[]) => void>()
   readonly #followers = new Set<Follower>()
   #pending: PendingEntry[] = []
@@ -2481,7 +2483,11 @@ export class EventLog {
       // Each unknown outcome with the input its call was dispatched with: what to check, and what to show whoever checks it.
       for (const session of found) {
         if (session.unknown.length === 0) continue
-        const inputs = await dispatchedInputs(session.unknown, (id) => this.#invocationEvents(id))
+        // A fact that cannot be read costs its session the inputs, not the list (verify names it).
+        const inputs = await dispatchedInputs(session.unknown, (id) => this.#invocationEvents(id)).catch((error: unknown) => {
+          if (isFactstateError(error, 'LOG_CORRUPT')) return new Map<string, unknown>()
+          throw error
+        })
         session.unknown = session.unknown.map((op) => {
           const key = dispatchedKey(op.invocationId, op.operationId)
           return inputs.has(key) ? { ...op, input: inputs.get(key) } : op
@@ -2846,9 +2852,15 @@ export class EventLog {
 
   async #restoredSince(sessionId: string): Promise<BackupPoint | undefined> {
     this.#assertOpen()
-    if (this.#backupPoints.length === 0) return undefined
+    if (this.#backupPoints.length === 0 || this.#ranSinceBackup.has(sessionId)) return undefined
     const runs = await this.runs(sessionId)
-    return this.#pointSince(runs.length === 0 ? undefined : Math.max(...runs.map((run) => run.openedSeq)))
+    const point = this.#pointSince(runs.length === 0 ? undefined : Math.max(...runs.map((run) => run.openedSeq)))
+    // Once a session has run since the last point it always has: every later admission skips the read.
+    if (point === undefined && runs.length > 0) {
+      if (this.#ranSinceBackup.size >= CACHE_LIMIT) this.#ranSinceBackup.clear()
+      this.#ranSinceBackup.add(sessionId)
+    }
+    return point
   }
 
   /**

@@ -11,21 +11,26 @@ import { EventLog } from '../index.js'
 import { REPO_ROOT } from './support/log-fixtures.js'
 import { withTempDir, withTimeout } from './support/temp.js'
 
-function run(file: string, cwd = REPO_ROOT): Promise<{ code: number | null; output: string }> {
+/** `output` is stdout and stderr as they came; `stdout` alone, for lines a warning on stderr must not split. */
+function run(file: string, cwd = REPO_ROOT): Promise<{ code: number | null; output: string; stdout: string }> {
   return new Promise((resolve, reject) => {
     // tsx resolved here, so that an example can run in another working directory.
     const child = spawn(process.execPath, ['--import', import.meta.resolve('tsx'), join(REPO_ROOT, file)], { cwd, stdio: ['ignore', 'pipe', 'pipe'] })
     let output = ''
-    child.stdout.on('data', (chunk) => (output += chunk))
+    let stdout = ''
+    child.stdout.on('data', (chunk) => {
+      output += chunk
+      stdout += chunk
+    })
     child.stderr.on('data', (chunk) => (output += chunk))
     child.on('error', reject)
-    child.on('close', (code) => resolve({ code, output }))
+    child.on('close', (code) => resolve({ code, output, stdout }))
   })
 }
 
 const examples: [file: string, mustSay: RegExp][] = [
   ['examples/many-actors.ts', /100 of 100 sessions completed/],
-  ['examples/human-approval.ts', /✔ C: both calls in one answer, and still nothing issued before the review[\s\S]*✔ every tool ran exactly once/],
+  ['examples/human-approval.ts', /✔ C: asked before its preparation, the refund was refused and nothing issued before the review\n✔ C: approved, the successor issued it\n✔ every tool ran exactly once, each refund after its approval/],
   ['examples/cross-process-handoff.ts', /the tool ran 1 time\(s\) across both processes/],
   ['examples/continuation.ts', /charge_card ran 1 time\(s\) in total/],
   ['examples/conversation.ts', /run-2 \(completed\): the model was sent 4 messages \(system, user, assistant, user\) and said "Your name is Ada\."/],
@@ -39,9 +44,9 @@ const examples: [file: string, mustSay: RegExp][] = [
 
 for (const [file, mustSay] of examples) {
   test(`${file} runs and checks itself`, async () => {
-    const { code, output } = await withTimeout(run(file), 60_000, file)
+    const { code, output, stdout } = await withTimeout(run(file), 60_000, file)
     assert.is(code, 0, output)
-    assert.match(output, mustSay)
+    assert.match(stdout, mustSay, output)
   })
 }
 
@@ -54,9 +59,9 @@ test('the README Quick start is examples/quick-start.ts, and it runs twice in on
       const file = await readFile(join(REPO_ROOT, 'examples/quick-start.ts'), 'utf8')
       assert.is(block, file.slice(file.indexOf('*/\n') + 3), 'the README block is the example without its header')
       for (const time of [1, 2]) {
-        const { code, output } = await run('examples/quick-start.ts', dir)
+        const { code, output, stdout } = await run('examples/quick-start.ts', dir)
         assert.is(code, 0, output)
-        assert.match(output, /^completed · 1 email\(s\) sent · log digest sha256:[0-9a-f]{64}\nThe report is on its way to ops\.$/m, `run ${time}`)
+        assert.match(stdout, /^completed · 1 email\(s\) sent · log digest sha256:[0-9a-f]{64}\nThe report is on its way to ops\.$/m, `run ${time}`)
       }
       const log = await EventLog.open(join(dir, '.factstate/quick-start'))
       try {

@@ -1,14 +1,15 @@
 /**
- * Human approval with a hold. The agent prepares a refund (a tool with no side effect); the tool,
- * seeing the amount, reserves a hold on its own run, which parks the run at the next safe point
- * (once the call has settled, before the model is asked for its next step, where it would issue the
- * refund). A reviewer looks at the prepared refund. In session A the reviewer approves on the spot
- * (release: the run goes on). In session B the reviewer is away: the hold is committed (sealed), the
- * turn waits in the log, and later (here in the same process; `examples/cross-process-handoff.ts`
- * shows another process) a successor resumes it with exactly the sealed settings; nothing that
- * already ran runs again. In session C the model asks for the refund in the same answer as its
- * preparation: every call of an answer runs before the next safe point, so issue_refund refuses
- * while its run waits for the review, and the model asks again once it is approved.
+ * Human approval with a hold. The agent prepares a refund (a tool with no side effect) and issues it
+ * (the risky one). What gates the refund is the application's own record of what reviewers approved:
+ * `issue_refund` refuses any order not approved, whatever the model asks and in whatever order. The
+ * hold makes the run wait for the reviewer rather than go on without: `prepare_refund`, seeing an
+ * order not yet approved, reserves a hold on its own run, taken at the run's next safe point (once
+ * every call of the answer has settled). In session A the reviewer approves on the spot (release:
+ * the run goes on). In session B the reviewer is away: the hold is committed (sealed), the turn waits
+ * in the log, and later (here in the same process; `examples/cross-process-handoff.ts` shows another
+ * process) the approval starts a successor with exactly the sealed settings; nothing that already
+ * ran runs again. In session C the model asks for the refund before preparing it, in one answer:
+ * refused, since no one approved it yet, and issued once after the review.
  *
  *   npx tsx examples/human-approval.ts
  */
@@ -24,6 +25,7 @@ import {
   type RunInput,
   type RunningInvocation,
   type ToolDefinition,
+  isFactstateError,
   successorOf,
 } from 'factstate'
 import { answer, scriptedModelServer } from 'factstate/testing'
@@ -32,17 +34,17 @@ const dir = await mkdtemp(join(tmpdir(), 'factstate-approval-'))
 const log = await EventLog.open(join(dir, 'log'))
 const ran: string[] = []
 
+/** What reviewers approved, by order (a table of your application's in practice): the refund's only gate. */
+const approved = new Map<string, string>()
 /** The runs this process drives, by invocation id: what a tool reserves a hold on. */
 const running = new Map<string, RunningInvocation>()
-/** Refunds waiting for a reviewer, each with the hold reserved on its run, in the order they came. */
+/** Reviews asked for, each with the hold reserved on its run, in the order they came. */
 interface Review {
   order: string
   amount: number
   reservation: HandoffReservation
 }
 const reviews: Review[] = []
-/** The runs with a review reserved and not yet taken: a refund they ask for meanwhile is refused. */
-const awaitingReview = new Set<string>()
 let reviewCame: (() => void) | undefined
 const nextReview = async (): Promise<Review> => {
   while (reviews.length === 0) await new Promise<void>((resolve) => (reviewCame = resolve))
@@ -66,40 +68,37 @@ const intentFor = (run: Invocation): HandoffIntent => ({
 const tools: ToolDefinition[] = [
   {
     name: 'prepare_refund',
-    description: 'Computes the refund for an order (no side effect)',
+    description: 'Computes the refund for an order (no side effect) and sends it for review',
     inputSchema: { type: 'object', properties: { order: { type: 'string' } }, required: ['order'] },
     async execute(input, context) {
       const { order } = input as { order: string }
       ran.push(`prepare ${order}`)
       const amount = 42.5
-      // Over the limit: a person reviews it before the refund can be issued. The hold is taken at the
-      // run's next safe point, once this call has settled (a tool must not wait for it).
+      if (approved.has(order)) return { amount, review: `approved by ${approved.get(order)}` }
+      // A person reviews it: hold the run at its next safe point (a tool must not wait for the hold:
+      // it is taken once this call has settled), so the model is not asked to go on meanwhile.
       const run = running.get(context.invocation.invocationId)
-      if (amount > 20 && run) {
-        const { invocationId } = context.invocation
-        const reservation = run.handoff().reserve(intentFor(context.invocation))
-        // Until the hold is taken, the other calls of this answer may still run: issue_refund refuses
-        // (and goes on refusing if the hold is refused: a refund no one reviewed is not issued).
-        awaitingReview.add(invocationId)
-        void reservation.ready().then(
-          () => awaitingReview.delete(invocationId),
-          () => undefined,
-        )
-        reviews.push({ order, amount, reservation })
-        reviewCame?.()
+      if (run !== undefined) {
+        try {
+          reviews.push({ order, amount, reservation: run.handoff().reserve(intentFor(context.invocation)) })
+          reviewCame?.()
+        } catch (error) {
+          // One hold covers every call of the answer (a second prepare in it): HANDOFF_BUSY.
+          if (!isFactstateError(error, 'HANDOFF_BUSY')) throw error
+        }
       }
-      return { amount }
+      return { amount, review: 'sent to a reviewer: the refund can be issued once approved' }
     },
   },
   {
     name: 'issue_refund',
-    description: 'Sends the money back (the risky side effect)',
+    description: 'Sends the money back (the risky side effect); only for an approved refund',
     inputSchema: { type: 'object', properties: { order: { type: 'string' } }, required: ['order'] },
     async execute(input, context) {
-      // Asked for in the same answer as the preparation: the review comes once this answer's calls
-      // have settled, so the refund must wait for it (the model is told, and asks again after it).
-      if (awaitingReview.has(context.invocation.invocationId)) throw new Error('the refund waits for a review: ask again once it is approved')
-      ran.push(`issue ${(input as { order: string }).order} (${context.operationId})`)
+      const { order } = input as { order: string }
+      // The gate: nothing not approved is issued, whether the hold was taken yet, refused, or never asked for.
+      if (!approved.has(order)) throw new Error(`the refund of ${order} needs a reviewer's approval: prepare it to send it for review`)
+      ran.push(`issue ${order} (${context.operationId})`)
       return { issued: true }
     },
   },
@@ -131,7 +130,19 @@ const check = (condition: boolean, what: string) => {
 const start = async (engine: Engine, run: RunInput) => {
   const started = await engine.start(run)
   running.set(run.invocation.invocationId, started)
+  void started.wait().finally(() => running.delete(run.invocation.invocationId))
   return started
+}
+
+/** The approval: recorded, then the successor of the sealed turn started (by whichever process). */
+async function approveSealed(engine: Engine, baseUrl: string, session: string, order: string): Promise<RunningInvocation> {
+  approved.set(order, 'ana')
+  const sealed = await log.runSource(session, 'run-1')
+  if (sealed?.pause === undefined) throw new Error('the run was not sealed')
+  const successor = input(baseUrl, session, order)
+  successor.invocation = successorOf(sealed.pause.intent, sealed.boundary.invocation)
+  successor.work = { kind: 'handoff', source: sealed.boundary, pause: sealed.pause }
+  return start(engine, successor)
 }
 
 try {
@@ -142,6 +153,7 @@ try {
   const runA = await start(engine, input(a.baseUrl, 'a', 'A-1'))
   const heldA = await (await nextReview()).reservation.ready()
   check(ran.join() === 'prepare A-1', 'A: held at the safe point after prepare_refund, before the refund is issued')
+  approved.set('A-1', 'ana')
   await heldA.release()
   check((await runA.wait()).status === 'completed', 'A: approved (released), the run issued the refund and completed')
   await a.close()
@@ -153,40 +165,31 @@ try {
   const pause = await (await review.reservation.ready()).commit()
   check((await runB.wait()).status === 'handoff_paused', `B: sealed for the reviewer, who sees a refund of ${review.amount} for ${review.order} (handoff_paused)`)
   check(b.requests.length === 1, 'B: no model request after the seal')
-
-  // ...later, after the reviewer approved: a successor with exactly the sealed settings, from the log.
-  const sealed = await log.runSource('b', 'run-1')
-  if (sealed?.pause === undefined) throw new Error('the run was not sealed')
-  const successor = input(b.baseUrl, 'b', 'B-7')
-  successor.invocation = successorOf(sealed.pause.intent, sealed.boundary.invocation)
-  successor.work = { kind: 'handoff', source: sealed.boundary, pause: sealed.pause }
-  check((await (await start(engine, successor)).wait()).status === 'completed', 'B: the successor resumed the turn and completed')
+  // ...later, the reviewer approves: a successor with exactly the sealed settings, from the log.
+  check((await (await approveSealed(engine, b.baseUrl, 'b', 'B-7')).wait()).status === 'completed', 'B: approved, the successor resumed the turn and completed')
   check(reviews.length === 0, 'B: the successor prepared nothing again, so asked for no second review')
   await b.close()
-  const ranBeforeC = [...ran]
 
-  // Session C: the model asks for both calls in one answer. Every call of an answer runs before the
-  // next safe point, so the hold comes only after issue_refund's turn: it must refuse meanwhile.
-  ran.length = 0
+  // Session C: the model asks for the refund before preparing it, in one answer (every call of an
+  // answer runs before the next safe point, where the hold is taken): refused, not approved yet.
   const c = await scriptedModelServer([
     answer.toolCalls([
-      { name: 'prepare_refund', arguments: { order: 'C-3' } },
       { name: 'issue_refund', arguments: { order: 'C-3' } },
+      { name: 'prepare_refund', arguments: { order: 'C-3' } },
     ]),
     answer.toolCalls([{ name: 'issue_refund', arguments: { order: 'C-3' } }]),
     answer.text('Refunded order C-3.'),
   ])
   const runC = await start(engine, input(c.baseUrl, 'c', 'C-3'))
-  const heldC = await (await nextReview()).reservation.ready()
-  check(ran.join() === 'prepare C-3', 'C: both calls in one answer, and still nothing issued before the review')
-  await heldC.release()
-  check((await runC.wait()).status === 'completed' && ran.join() === 'prepare C-3,issue C-3 (c-inv-1/step-2/0)', 'C: approved, the refund issued once, in the step after the review')
+  await (await (await nextReview()).reservation.ready()).commit()
+  check((await runC.wait()).status === 'handoff_paused' && !ran.some((line) => line.startsWith('issue C-3')), 'C: asked before its preparation, the refund was refused and nothing issued before the review')
+  check((await (await approveSealed(engine, c.baseUrl, 'c', 'C-3')).wait()).status === 'completed', 'C: approved, the successor issued it')
   await c.close()
-  ran.splice(0, ran.length, ...ranBeforeC)
 
   check(
-    ran.join() === 'prepare A-1,issue A-1 (a-inv-1/step-2/0),prepare B-7,issue B-7 (b-inv-1-approved/step-1/0)',
-    'every tool ran exactly once, the refund of B by the successor',
+    ran.join() ===
+      'prepare A-1,issue A-1 (a-inv-1/step-2/0),prepare B-7,issue B-7 (b-inv-1-approved/step-1/0),prepare C-3,issue C-3 (c-inv-1-approved/step-1/0)',
+    'every tool ran exactly once, each refund after its approval',
   )
   check(pause.execution.tools.names.join() === 'prepare_refund,issue_refund', 'the seal names the catalog its successor must run with')
   console.log(`verify: ${(await log.verify()).events} facts ok`)
@@ -195,4 +198,3 @@ try {
   await rm(dir, { recursive: true, force: true })
 }
 process.exitCode = ok ? 0 : 1
-

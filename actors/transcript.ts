@@ -187,12 +187,13 @@ function rejectionText(fact: Extract<Fact, { type: 'tool.rejected' }>): string {
  *
  * @example
  * ```ts
- * const messages = transcriptOf((await log.invocationEvents(running.invocation.invocationId)).map((stored) => stored.event))
+ * const messages = transcriptOf(await log.invocationEvents(running.invocation.invocationId))
  * ```
  */
-export function transcriptOf(events: readonly RuntimeEvent[]): ChatMessage[] {
+export function transcriptOf(events: readonly (RuntimeEvent | StoredEvent)[]): ChatMessage[] {
   const builder = new TranscriptBuilder()
-  for (const event of events) builder.push(event)
+  // Stored events as `log.invocationEvents` and `log.events` give them, or their events.
+  for (const item of events) builder.push('event' in item ? item.event : item)
   return builder.messages()
 }
 

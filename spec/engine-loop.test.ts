@@ -5,7 +5,7 @@
 import { getEventListeners } from 'node:events'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import { type HandoffReservation, type RunningInvocation, type ToolCall, answerOf } from '../index.js'
+import { type HandoffReservation, type RunningInvocation, type ToolCall, answerOf, transcriptOf } from '../index.js'
 import { answer } from '../testing/scripted-model-server.js'
 import { assertFoldMatches, countingTool, engineTest, factsOf, intentOf, lastFactOf, messagesOf, only, sealAtFirstSafePoint, successorInput, typesOf } from './support/engine-fixtures.js'
 
@@ -439,6 +439,9 @@ test(
       assert.ok(stored.every(({ seq }, index) => index === 0 || seq > (stored[index - 1] as { seq: number }).seq))
       assert.is(answerOf(stored), 'It is 1.')
       assert.is(answerOf(stored.map(({ event }) => event)), 'It is 1.', 'from the events too')
+      const messages = transcriptOf(stored)
+      assert.equal(messages.map((message) => message.role), ['user', 'assistant', 'tool', 'assistant'])
+      assert.equal(messages, transcriptOf(stored.map(({ event }) => event)), 'the stored events or their events alike')
       // A run cut short after a call, before any final answer.
       let started: () => void = () => undefined
       const running2 = new Promise<void>((resolve) => (started = resolve))

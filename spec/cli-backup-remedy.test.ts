@@ -14,7 +14,7 @@ import { collector } from './support/cli-io.js'
 import { completeInvocation } from './support/log-fixtures.js'
 import { withTempDir, withTimeout } from './support/temp.js'
 
-test('backup: a destination that exists, has no parent or is inside the log is refused with a remedy about the destination', () =>
+test('backup: a destination that exists, has no parent or is inside the log is a usage error (exit 2) with a remedy about the destination', () =>
   withTimeout(
     withTempDir(async (dir) => {
       const location = join(dir, 'log')
@@ -23,7 +23,7 @@ test('backup: a destination that exists, has no parent or is inside the log is r
       await mkdir(join(dir, 'taken'))
       for (const destination of [join(dir, 'taken'), join(dir, 'no', 'parent'), join(location, 'inner')]) {
         const { io, out, err } = collector()
-        assert.is(await backupCommand([location, destination], io), EXIT.refused, destination)
+        assert.is(await backupCommand([location, destination], io), EXIT.usage, destination)
         assert.equal(out, [])
         assert.match(err[0] ?? '', /^error: LOG_INVALID_ARGUMENT: the backup's destination /)
         assert.is(err[1], 'remedy: check the command line: the log directory, then a backup directory that does not exist yet, in one that does, outside the log\u2019s own directory')

@@ -104,7 +104,7 @@ test('demo passes every step, then log, verify and recover read its log', () =>
       assert.is(backupVerify.stdout.trim().split('\n')[0], `ok: ${events} events, digest ${digest}`)
       assert.match(backupVerify.stdout, new RegExp(`^a backup taken at \\S+, at seq ${events} \\(digest ${digest}\\)`, 'm'))
       const again = await cli(['backup', location, join(dir, 'backup')], {})
-      assert.is(again.code, 4)
+      assert.is(again.code, 2, 'a destination that exists is a usage error')
       assert.match(again.stderr, /^error: LOG_INVALID_ARGUMENT: the backup's destination .* already exists/m)
 
       const json = await cli(['log', location, '--json', '--type', 'tool.*'])

@@ -1,4 +1,5 @@
 import { EventLog } from '../../store/event-log.js'
+import { isFactstateError } from '../../errors.js'
 import { type CommandIo, EXIT, isLogDirectory, parseCommand, reportError, usage } from '../io.js'
 
 export const backupHelp = `usage: factstate backup <log-directory> <backup-directory> [--json]
@@ -13,7 +14,8 @@ Table files are linked where the copy is on the log's file system, copied elsewh
 that survives the disk, give a directory on another one.
 --json prints {"events":N,"digest":"sha256:…","takenAt":MS,"destination":DIR} instead (takenAt: when
 the copy was taken, in milliseconds since the epoch, as the backup records it: log.restoredFrom()).
-Exit codes: 0 backed up, 1 the log is damaged (nothing kept), 2 usage, 4 refused (nothing kept).`
+Exit codes: 0 backed up, 1 the log is damaged (nothing kept), 2 usage (a backup directory that
+exists, has no parent directory or lies inside the log's), 4 refused (nothing kept).`
 
 /** Where the backup's remedies differ from the other commands': its destination, and a log it read through a copy. */
 const backupRemedies = {
@@ -45,6 +47,8 @@ export async function backupCommand(args: string[], io: CommandIo): Promise<numb
     io.stdout(parsed.values.json ? JSON.stringify({ events, digest, takenAt, destination }) : `backed up ${events} events to ${destination}, digest ${digest}`)
     return EXIT.ok
   } catch (error) {
-    return reportError(error, io, false, backupRemedies)
+    const code = reportError(error, io, false, backupRemedies)
+    // A destination that can never take a backup (there already, no parent, inside the log) is the command line's fault.
+    return isFactstateError(error, 'LOG_INVALID_ARGUMENT') && error.details?.destination !== undefined ? EXIT.usage : code
   }
 }

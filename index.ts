@@ -24,7 +24,7 @@ export { ModelExecutor, type ModelExecutorOptions } from './actors/model-executo
 export type { ModelTextPiece, ModelToolCallPiece } from './actors/model-text.js'
 export { OpenAIChatClient } from './actors/openai-chat-client.js'
 export type { ModelClient, ModelRequest, ModelRequestOrigin, ModelResponse, ProviderConfig, ChatMessage, ChatRequestBody, JsonValue, ToolCallPiece } from './actors/model-client.js'
-export { successorOf, type HandoffGate, type HandoffReservation, type HeldInvocation } from './actors/handoff.js'
+export { intentFor, successorOf, type HandoffGate, type HandoffReservation, type HeldInvocation, type IntentOptions } from './actors/handoff.js'
 export type { RunInput, RunWork } from './actors/run-input.js'
 export { catalogOf, type ToolDefinition, type ToolContext } from './actors/tool-catalog.js'
 export type { ApprovalDecision, ApprovalRequest, Approver, NeedsApproval } from './actors/approval.js'

@@ -3,9 +3,11 @@
  * holder then rolls back (`release`) or seals (`commit`). An in-memory reservation has no
  * authority of its own: only the sealed `invocation.ended{handoff_paused}` fact admits a successor.
  */
+import { createHash } from 'node:crypto'
+import { hostname } from 'node:os'
 import { FactstateError } from '../errors.js'
 import { messageOf } from '../store/encoding.js'
-import { describeIssues, handoffIntentSchema, invocationSchema, issueFields } from '../facts/schema.js'
+import { ID_PATTERN, describeIssues, handoffIntentSchema, invocationSchema, issueFields } from '../facts/schema.js'
 import type { HandoffIntent, HandoffPause, Invocation } from '../facts/types.js'
 
 /** Takes holds on one running invocation; one reservation at a time. */
@@ -288,5 +290,66 @@ export class Gate implements HandoffGate {
   close(error: FactstateError): void {
     this.closed = error
     this.current?.abandon(error)
+  }
+}
+
+/** What `intentFor` may be told besides the run and the handoff id. */
+export interface IntentOptions {
+  /** Who takes the hold, recorded in the seal and not interpreted (default `<hostname>:<pid>`, as an id). */
+  hostEpoch?: string | undefined
+  /** The first run of the turn's chain of successors, recorded and not interpreted (default: the run's own id). */
+  rootRunId?: string | undefined
+}
+
+/** The most an id holds (facts/schema.ts). */
+const ID_LENGTH = 128
+
+/** `id` as an id: kept when it fits, else cut and told apart from every other cut by a digest of the whole. */
+function fitted(id: string): string {
+  if (id.length <= ID_LENGTH) return id
+  return `${id.slice(0, ID_LENGTH - 25)}.${createHash('sha256').update(id).digest('hex').slice(0, 24)}`
+}
+
+/**
+ * A handoff intent for a hold on `run` (the running invocation's `invocation`, or a tool's
+ * `context.invocation`), with the ids a seal reserves made from the run's invocation id, which is
+ * unique in the log as the claim must be (a run id is unique only in its session), and `handoffId`
+ * (one per hold of that invocation): the successor's run id `<runId>.<handoffId>` (its session's),
+ * its invocation id `<invocationId>.<handoffId>`, the claim `<invocationId>.<handoffId>.claim`; an id
+ * that would be longer than 128 characters is cut and ends with a digest of the whole. `HANDOFF_MISMATCH`
+ * (`details.field`: `run`, `handoffId`, `options`) for what is not an invocation, an id or options.
+ *
+ * @example
+ * ```ts
+ * const held = await running.handoff().reserve(intentFor(running.invocation, 'review')).ready()
+ * ```
+ */
+export function intentFor(run: Invocation, handoffId: string, options: IntentOptions = {}): HandoffIntent {
+  const refused = (field: 'run' | 'handoffId' | 'options', why: string, cause?: unknown) =>
+    new FactstateError('HANDOFF_MISMATCH', `intentFor: ${why}`, { ...(cause === undefined ? {} : { cause }), details: { field, fields: [field] } })
+  let source: Invocation
+  let given: IntentOptions
+  try {
+    const checked = invocationSchema.safeParse(run)
+    if (!checked.success) throw refused('run', `run must be a run's invocation ({ sessionId, turnId, runId, invocationId }): ${describeIssues(checked.error)}`)
+    source = checked.data
+    if (typeof handoffId !== 'string' || !ID_PATTERN.test(handoffId)) throw refused('handoffId', 'handoffId must be an id: 1–128 characters from [A-Za-z0-9._:-]')
+    if (typeof options !== 'object' || options === null) throw refused('options', 'options must be an object')
+    given = { hostEpoch: options.hostEpoch, rootRunId: options.rootRunId }
+  } catch (error) {
+    if (error instanceof FactstateError) throw error
+    throw refused('run', `intentFor could not read its arguments: ${messageOf(error)}`, error)
+  }
+  for (const field of ['hostEpoch', 'rootRunId'] as const) {
+    const value = given[field]
+    if (value !== undefined && (typeof value !== 'string' || !ID_PATTERN.test(value))) throw refused('options', `options.${field} must be an id: 1–128 characters from [A-Za-z0-9._:-]`)
+  }
+  return {
+    handoffId,
+    hostEpoch: given.hostEpoch ?? fitted(`${hostname()}:${process.pid}`.replace(/[^A-Za-z0-9._:-]/g, '-')),
+    rootRunId: given.rootRunId ?? source.runId,
+    successorRunId: fitted(`${source.runId}.${handoffId}`),
+    successorInvocationId: fitted(`${source.invocationId}.${handoffId}`),
+    claimId: fitted(`${source.invocationId}.${handoffId}.claim`),
   }
 }

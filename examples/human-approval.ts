@@ -19,12 +19,11 @@ import { join } from 'node:path'
 import {
   Engine,
   EventLog,
-  type HandoffIntent,
   type HandoffReservation,
-  type Invocation,
   type RunInput,
   type RunningInvocation,
   type ToolDefinition,
+  intentFor,
   isFactstateError,
   successorOf,
 } from 'factstate'
@@ -51,20 +50,6 @@ const nextReview = async (): Promise<Review> => {
   return reviews.shift() as Review
 }
 
-/**
- * The successor a review hands the turn to, should the hold be sealed. From the invocation id, unique
- * in the whole log as the claim must be (a run id is unique only in its session: two sessions' claims
- * made from it would collide, and the second hold be refused, HANDOFF_CLAIMED).
- */
-const intentFor = (run: Invocation): HandoffIntent => ({
-  handoffId: `review-${run.invocationId}`,
-  hostEpoch: 'example',
-  rootRunId: run.runId,
-  successorRunId: `${run.runId}-approved`,
-  successorInvocationId: `${run.invocationId}-approved`,
-  claimId: `claim-${run.invocationId}`,
-})
-
 const tools: ToolDefinition[] = [
   {
     name: 'prepare_refund',
@@ -80,7 +65,8 @@ const tools: ToolDefinition[] = [
       const run = running.get(context.invocation.invocationId)
       if (run !== undefined) {
         try {
-          reviews.push({ order, amount, reservation: run.handoff().reserve(intentFor(context.invocation)) })
+          // The successor's ids and the claim from the invocation id (unique in the log, as a claim must be).
+          reviews.push({ order, amount, reservation: run.handoff().reserve(intentFor(context.invocation, 'review')) })
           reviewCame?.()
         } catch (error) {
           // One hold covers every call of the answer (a second prepare in it): HANDOFF_BUSY.
@@ -188,7 +174,7 @@ try {
 
   check(
     ran.join() ===
-      'prepare A-1,issue A-1 (a-inv-1/step-2/0),prepare B-7,issue B-7 (b-inv-1-approved/step-1/0),prepare C-3,issue C-3 (c-inv-1-approved/step-1/0)',
+      'prepare A-1,issue A-1 (a-inv-1/step-2/0),prepare B-7,issue B-7 (b-inv-1.review/step-1/0),prepare C-3,issue C-3 (c-inv-1.review/step-1/0)',
     'every tool ran exactly once, each refund after its approval',
   )
   check(pause.execution.tools.names.join() === 'prepare_refund,issue_refund', 'the seal names the catalog its successor must run with')

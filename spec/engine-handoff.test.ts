@@ -5,7 +5,8 @@
 import { getEventListeners } from 'node:events'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import { type RunInput, successorOf } from '../index.js'
+import { type HandoffPause, type RunInput, intentFor, successorOf } from '../index.js'
+import { ID_PATTERN } from '../facts/schema.js'
 import { answer } from '../testing/scripted-model-server.js'
 import { rejectsWithCode } from './support/codes.js'
 import { assertDetailsFit } from './support/error-details.js'
@@ -380,5 +381,54 @@ test(
     assert.is(getEventListeners(controller.signal, 'abort').length, 0, 'every listener was removed')
   }),
 )
+
+test(
+  'intentFor makes the ids a seal reserves from the invocation id: two sessions with one run id hold and seal apart, and each successor runs',
+  engineTest([answer.text('a done'), answer.text('b done')], {}, async (h) => {
+    const sealed: { pause: HandoffPause; source: RunInput['invocation'] }[] = []
+    for (const session of ['session-a', 'session-b']) {
+      const input = h.input('same', { session })
+      // The same run id in both sessions, as applications name runs; invocation ids are the log's.
+      input.invocation = { sessionId: session, turnId: 'turn-1', runId: 'run-1', invocationId: `${session}-inv-1` }
+      const running = await h.start(input)
+      const pause = await (await running.handoff().reserve(intentFor(running.invocation, 'review')).ready()).commit()
+      assert.equal(await running.wait(), { status: 'handoff_paused', pause })
+      assert.equal(
+        { ...pause.intent, hostEpoch: ID_PATTERN.test(pause.intent.hostEpoch) },
+        { handoffId: 'review', hostEpoch: true, rootRunId: 'run-1', successorRunId: 'run-1.review', successorInvocationId: `${session}-inv-1.review`, claimId: `${session}-inv-1.review.claim` },
+      )
+      sealed.push({ pause, source: input.invocation })
+    }
+    for (const { pause, source } of sealed) {
+      const found = await h.log.runSource(source.sessionId, source.runId)
+      if (found?.pause === undefined) return assert.unreachable('sealed')
+      assert.equal(found.pause, pause)
+      const successor: RunInput = { ...h.input('successor', { session: source.sessionId }), invocation: successorOf(pause.intent, source), work: { kind: 'handoff', source: found.boundary, pause: found.pause } }
+      assert.equal(await h.run(successor), { status: 'completed' })
+    }
+  }),
+)
+
+test('intentFor keeps every id an id: long ones are cut and told apart by a digest; what is not a run, an id or options is HANDOFF_MISMATCH', async () => {
+  const long = 'r'.repeat(128)
+  const run = { sessionId: 's', turnId: 't', runId: long, invocationId: `i${long.slice(1)}` }
+  const a = intentFor(run, 'a', { hostEpoch: 'host-1', rootRunId: 'root' })
+  const b = intentFor(run, 'b')
+  for (const intent of [a, b]) for (const value of Object.values(intent)) assert.ok(ID_PATTERN.test(value), value)
+  assert.is.not(a.successorRunId, b.successorRunId)
+  assert.is.not(a.claimId, b.claimId)
+  assert.equal([a.hostEpoch, a.rootRunId], ['host-1', 'root'])
+  assert.equal(intentFor(run, 'a', { hostEpoch: 'host-1', rootRunId: 'root' }), a, 'the same ids each time')
+  for (const [what, call, field] of [
+    ['no run', () => intentFor(null as never, 'x'), 'run'],
+    ['a run without its invocation id', () => intentFor({ sessionId: 's', turnId: 't', runId: 'r' } as never, 'x'), 'run'],
+    ['a handoff id with a space', () => intentFor(run, 'a b'), 'handoffId'],
+    ['options that are not an object', () => intentFor(run, 'x', 3 as never), 'options'],
+    ['a hostEpoch that is no id', () => intentFor(run, 'x', { hostEpoch: '' }), 'options'],
+  ] as const) {
+    const error = await rejectsWithCode(async () => call(), 'HANDOFF_MISMATCH', what)
+    assert.is((error.details as { field?: string }).field, field, what)
+  }
+})
 
 test.run()

@@ -314,7 +314,7 @@ function fitted(id: string): string {
  * A handoff intent for a hold on `run` (the running invocation's `invocation`, or a tool's
  * `context.invocation`), with the ids a seal reserves made from the run's invocation id, which is
  * unique in the log as the claim must be (a run id is unique only in its session), and `handoffId`
- * (one per hold of that invocation): the successor's run id `<runId>.<handoffId>` (its session's),
+ * (one per hold of that invocation, without a dot, so that no two holds get one id): the successor's run id `<runId>.<handoffId>` (its session's),
  * its invocation id `<invocationId>.<handoffId>`, the claim `<invocationId>.<handoffId>.claim`; an id
  * that would be longer than 128 characters is cut and ends with a digest of the whole. `HANDOFF_MISMATCH`
  * (`details.field`: `run`, `handoffId`, `options`) for what is not an invocation, an id or options.
@@ -333,7 +333,11 @@ export function intentFor(run: Invocation, handoffId: string, options: IntentOpt
     const checked = invocationSchema.safeParse(run)
     if (!checked.success) throw refused('run', `run must be a run's invocation ({ sessionId, turnId, runId, invocationId }): ${describeIssues(checked.error)}`)
     source = checked.data
-    if (typeof handoffId !== 'string' || !ID_PATTERN.test(handoffId)) throw refused('handoffId', 'handoffId must be an id: 1–128 characters from [A-Za-z0-9._:-]')
+    // Without a dot, the handoff id is what follows the last dot of each id made from it, so two holds
+    // never get one id (run a.b's hold c and run a's hold b.c would both make a.b.c).
+    if (typeof handoffId !== 'string' || !ID_PATTERN.test(handoffId) || handoffId.includes('.')) {
+      throw refused('handoffId', 'handoffId must be an id without a dot: 1–128 characters from [A-Za-z0-9_:-] (the ids made from it join it to the invocation id with one)')
+    }
     if (typeof options !== 'object' || options === null) throw refused('options', 'options must be an object')
     given = { hostEpoch: options.hostEpoch, rootRunId: options.rootRunId }
   } catch (error) {

@@ -431,4 +431,16 @@ test('intentFor keeps every id an id: long ones are cut and told apart by a dige
   }
 })
 
+test('intentFor never gives two holds one id: a dot in the handoff id could make run a.b, hold c and run a, hold b.c alike, so it is refused', async () => {
+  const dotted = (id: string) => ({ sessionId: 's', turnId: 't', runId: id, invocationId: id })
+  // Told apart as long as no handoff id has a dot: the successor's ids end with the handoff id.
+  const apart = [intentFor(dotted('a.b'), 'c'), intentFor(dotted('a'), 'b'), intentFor(dotted('a.b.c'), 'claim')]
+  for (const field of ['successorRunId', 'successorInvocationId', 'claimId'] as const) {
+    assert.is(new Set(apart.map((intent) => intent[field])).size, apart.length, field)
+  }
+  const error = await rejectsWithCode(async () => intentFor(dotted('a'), 'b.c'), 'HANDOFF_MISMATCH', 'a handoff id with a dot')
+  assert.is((error.details as { field?: string }).field, 'handoffId')
+  assert.match(error.message, /without a dot/)
+})
+
 test.run()

@@ -78,6 +78,11 @@ export function reportError(error: unknown, io: CommandIo, snapshot = false, own
  */
 export function usage(io: CommandIo, message: string, help: string): number {
   io.stderr(`error: ${message}`)
+  return synopsis(io, help)
+}
+
+/** What a usage error prints after its `error:` line (and remedy, if any): the synopsis and where the options are; the usage exit code. */
+export function synopsis(io: CommandIo, help: string): number {
   const synopsis = help.split(/\n\s*\n/, 1)[0] ?? help
   io.stderr(synopsis)
   const command = /^usage: factstate (\S+)/.exec(help)?.[1]

@@ -65,4 +65,28 @@ test('backup: a damaged log is exit 1, keeps nothing, and its remedy says no bac
     20_000,
   ))
 
+test('backup: a destination refused is printed as every usage error is, with the synopsis and where the options are; an empty one is a usage error too', () =>
+  withTimeout(
+    withTempDir(async (dir) => {
+      const location = join(dir, 'log')
+      const log = await EventLog.open(location)
+      await log.close()
+      const { io, out, err } = collector()
+      assert.is(await backupCommand([location, location], io), EXIT.usage)
+      assert.equal(out, [])
+      assert.match(err[0] ?? '', /^error: LOG_INVALID_ARGUMENT: the backup's destination /)
+      assert.match(err[1] ?? '', /^remedy: check the command line/)
+      assert.match(err[2] ?? '', /^usage: factstate backup <log-directory> <backup-directory>/)
+      assert.is(err.at(-1), "run 'factstate backup --help' for the options")
+      // An unset variable in a script: "$BACKUP_DIR" is ''.
+      for (const destination of ['', '  ']) {
+        const empty = collector()
+        assert.is(await backupCommand([location, destination], empty.io), EXIT.usage, JSON.stringify(destination))
+        assert.match(empty.err[0] ?? '', /^error: the backup directory must be a non-empty path/)
+        assert.match(empty.err[1] ?? '', /^usage: factstate backup /)
+      }
+    }),
+    20_000,
+  ))
+
 test.run()

@@ -1,6 +1,6 @@
 import { EventLog } from '../../store/event-log.js'
 import { isFactstateError } from '../../errors.js'
-import { type CommandIo, EXIT, isLogDirectory, parseCommand, reportError, usage } from '../io.js'
+import { type CommandIo, EXIT, isLogDirectory, parseCommand, reportError, synopsis, usage } from '../io.js'
 
 export const backupHelp = `usage: factstate backup <log-directory> <backup-directory> [--json]
 
@@ -40,6 +40,8 @@ export async function backupCommand(args: string[], io: CommandIo): Promise<numb
   if (typeof parsed === 'number') return parsed
   if (parsed.positionals.length !== 2) return usage(io, 'expected the log directory and the backup directory', backupHelp)
   const [directory, destination] = parsed.positionals as [string, string]
+  // An unset variable in a script ("$BACKUP_DIR"): not the log's location the library would name.
+  if (destination.trim() === '') return usage(io, 'the backup directory must be a non-empty path (not only spaces)', backupHelp)
   // A mistyped path must not be taken for a log.
   if (!(await isLogDirectory(directory))) return usage(io, `no factstate log at ${directory}`, backupHelp)
   try {
@@ -48,7 +50,8 @@ export async function backupCommand(args: string[], io: CommandIo): Promise<numb
     return EXIT.ok
   } catch (error) {
     const code = reportError(error, io, false, backupRemedies)
-    // A destination that can never take a backup (there already, no parent, inside the log) is the command line's fault.
-    return isFactstateError(error, 'LOG_INVALID_ARGUMENT') && error.details?.destination !== undefined ? EXIT.usage : code
+    // A destination that can never take a backup (there already, no parent, inside the log) is the
+    // command line's fault: printed as every usage error is, with the synopsis.
+    return isFactstateError(error, 'LOG_INVALID_ARGUMENT') && error.details?.destination !== undefined ? synopsis(io, backupHelp) : code
   }
 }

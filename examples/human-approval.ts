@@ -116,7 +116,10 @@ const check = (condition: boolean, what: string) => {
 const start = async (engine: Engine, run: RunInput) => {
   const started = await engine.start(run)
   running.set(run.invocation.invocationId, started)
-  void started.wait().finally(() => running.delete(run.invocation.invocationId))
+  // Not `.finally()`: this wait() is a promise of its own, and a run the log's close ends rejects it
+  // (LOG_CLOSED), which would be an unhandled rejection, ending the process.
+  const forget = () => running.delete(run.invocation.invocationId)
+  void started.wait().then(forget, forget)
   return started
 }
 

@@ -33,7 +33,7 @@ const dir = await mkdtemp(join(tmpdir(), 'factstate-approval-'))
 const log = await EventLog.open(join(dir, 'log'))
 const ran: string[] = []
 
-/** What reviewers approved, by order (a table of your application's in practice): the refund's only gate. */
+/** What reviewers approved and is not issued yet, by order (a table of your application's in practice): the refund's only gate. */
 const approved = new Map<string, string>()
 /** The runs this process drives, by invocation id: what a tool reserves a hold on. */
 const running = new Map<string, RunningInvocation>()
@@ -82,8 +82,9 @@ const tools: ToolDefinition[] = [
     inputSchema: { type: 'object', properties: { order: { type: 'string' } }, required: ['order'] },
     async execute(input, context) {
       const { order } = input as { order: string }
-      // The gate: nothing not approved is issued, whether the hold was taken yet, refused, or never asked for.
-      if (!approved.has(order)) throw new Error(`the refund of ${order} needs a reviewer's approval: prepare it to send it for review`)
+      // The gate: nothing not approved is issued, whether the hold was taken yet, refused, or never asked
+      // for. Taken as it is checked: one approval is one refund, however often (or side by side) it is asked for.
+      if (!approved.delete(order)) throw new Error(`the refund of ${order} needs a reviewer's approval (each approves one refund): prepare it to send it for review`)
       ran.push(`issue ${order} (${context.operationId})`)
       return { issued: true }
     },
@@ -166,7 +167,11 @@ try {
       { name: 'issue_refund', arguments: { order: 'C-3' } },
       { name: 'prepare_refund', arguments: { order: 'C-3' } },
     ]),
-    answer.toolCalls([{ name: 'issue_refund', arguments: { order: 'C-3' } }]),
+    // Approved, the model asks for the refund twice: one approval is one refund.
+    answer.toolCalls([
+      { name: 'issue_refund', arguments: { order: 'C-3' } },
+      { name: 'issue_refund', arguments: { order: 'C-3' } },
+    ]),
     answer.text('Refunded order C-3.'),
   ])
   const runC = await start(engine, input(c.baseUrl, 'c', 'C-3'))

@@ -737,6 +737,12 @@ export class Engine {
   async #admit(run: RunInput, event: RuntimeEvent, view: AppendView): Promise<void> {
     const { invocation, work } = run
     const session = await view.session(invocation.sessionId)
+    const allowed = (work as { allowPriorUnknown?: boolean }).allowPriorUnknown === true
+    /** In a log put back from a backup, a session that has not run since it, unacknowledged: `RUN_RECONCILIATION_REQUIRED`. */
+    const refuseRestored = async (unknown: UncertainOperation[]): Promise<void> => {
+      const restored = allowed ? undefined : await this.#log.restoredSince(invocation.sessionId)
+      if (restored !== undefined) throw this.#reconciliation(await this.#withInputs(unknown), restored)
+    }
     const busy = (why: string, details: RunBusyDetails) =>
       new FactstateError('RUN_BUSY', `session ${invocation.sessionId} ${why}`, { details: { sessionId: invocation.sessionId, ...details } })
     // A log has one writer: an open invocation no actor of this process runs was left open by a process that stopped.
@@ -787,13 +793,9 @@ export class Engine {
       }
       const active = session.active[0]
       if (active) throw busy(activeWhy(active), { reason: 'active', runId: active.runId, invocationId: active.invocationId })
-      // In a log put back from a backup, of a session that has not run since it: the successor may have
-      // run after the backup (its claim used, its tools called), which the log no longer shows. Checked
-      // after the claim: one used in the log is HANDOFF_CLAIMED, acknowledged or not. Also to give the turn up.
-      if ((work as { allowPriorUnknown?: boolean }).allowPriorUnknown !== true) {
-        const restored = await this.#log.restoredSince(invocation.sessionId)
-        if (restored !== undefined) throw this.#reconciliation([], restored)
-      }
+      // The successor may have run after the backup (its claim used, its tools called), which the log no
+      // longer shows. Checked after the claim: one used in the log is HANDOFF_CLAIMED, acknowledged or not.
+      await refuseRestored([])
       const existing = await view.invocation(invocation.invocationId)
       if (existing) throw usedId(invocation, existing.invocation)
       return
@@ -826,11 +828,9 @@ export class Engine {
         )
       }
     }
-    const allowed = (work as { allowPriorUnknown?: boolean }).allowPriorUnknown === true
     // Again here, atomically: #priorUnknown let a busy session through to be refused as busy, and the
     // run that made it busy may have been closed since (by recoverInvocations) without the session running.
-    const restored = allowed ? undefined : await this.#log.restoredSince(invocation.sessionId)
-    if (restored !== undefined) throw this.#reconciliation(await this.#withInputs(session.unknown), restored)
+    await refuseRestored(session.unknown)
     if (session.unknown.length > 0) {
       const fact = event.fact
       const acknowledged = fact.type === 'invocation.opened' && fact.input.kind !== 'handoff' ? (fact.input.priorUnknown ?? []) : []

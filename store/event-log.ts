@@ -2466,9 +2466,7 @@ export class EventLog {
       if (backup) {
         for await (const key of this.#db.keys({ gte: keys.runLow, lt: keys.runHigh })) {
           const [sessionId, runId] = key.slice(keys.runLow.length).split('!') as [string, string]
-          const run = this.#state.runNow(sessionId, runId)
-          const record = run === undefined ? undefined : this.#state.invocationNow(run.invocationId)
-          if (run === undefined || record === undefined) throw new FactstateError('LOG_CORRUPT', `run ${sessionId}/${runId} has no invocation record`, { details: { key } })
+          const { record } = this.#runRecords(sessionId, runId, key)
           lastOpened.set(sessionId, Math.max(record.openedSeq, lastOpened.get(sessionId) ?? 0))
         }
       }
@@ -2540,9 +2538,7 @@ export class EventLog {
       // Ids hold no '!' or '"': the session's run keys are exactly those between `r!<session>!` and `r!<session>"`.
       for await (const key of this.#db.keys({ gte: prefix, lt: `${prefix.slice(0, -1)}"` })) {
         const runId = key.slice(prefix.length)
-        const run = this.#state.runNow(sessionId, runId)
-        const record = run === undefined ? undefined : this.#state.invocationNow(run.invocationId)
-        if (run === undefined || record === undefined) throw new FactstateError('LOG_CORRUPT', `run ${sessionId}/${runId} has no invocation record`, { details: { key } })
+        const { run, record } = this.#runRecords(sessionId, runId, key)
         found.push({
           runId,
           turnId: record.invocation.turnId,
@@ -2848,6 +2844,14 @@ export class EventLog {
     this.#assertOpen()
     const point = this.#backupPoints[this.#backupPoints.length - 1]
     return point === undefined ? undefined : { ...point }
+  }
+
+  /** A run's index record and its invocation's, for its key `key` in the run index; `LOG_CORRUPT` when either is missing. */
+  #runRecords(sessionId: string, runId: string, key: string): { run: RunRecord; record: InvocationRecord } {
+    const run = this.#state.runNow(sessionId, runId)
+    const record = run === undefined ? undefined : this.#state.invocationNow(run.invocationId)
+    if (run === undefined || record === undefined) throw new FactstateError('LOG_CORRUPT', `run ${sessionId}/${runId} has no invocation record`, { details: { key } })
+    return { run, record }
   }
 
   async #restoredSince(sessionId: string): Promise<BackupPoint | undefined> {

@@ -13,7 +13,16 @@ import { Engine, EventLog, ModelExecutor, recoverInvocations, type BackupPoint, 
 import { answer } from '../testing/scripted-model-server.js'
 import { logInternals } from '../store/event-log.js'
 import { rejectsWithCode } from './support/codes.js'
-import { countingTool, engineTest, factsOf, refusedWithoutWriting, sealAtFirstSafePoint, successorInput } from './support/engine-fixtures.js'
+import { type EngineHarness, countingTool, engineTest, factsOf, refusedWithoutWriting, sealAtFirstSafePoint, successorInput } from './support/engine-fixtures.js'
+
+/** The disk is lost: the log is closed, its directory removed, the backup put in its place and opened (the harness's log from then on). */
+async function putBack(h: EngineHarness, backupDir: string): Promise<EventLog> {
+  await h.log.close()
+  await rm(h.logPath, { recursive: true })
+  await rename(backupDir, h.logPath)
+  h.log = await EventLog.open(h.logPath)
+  return h.log
+}
 
 test(
   'after a restore, each session that has not run since the backup needs allowPriorUnknown (messages, continuations, successors); new sessions and acknowledged ones run',
@@ -53,11 +62,7 @@ test(
       await h.engine.drain()
 
       // The disk is lost: the backup is put in the log's place.
-      await h.log.close()
-      await rm(h.logPath, { recursive: true })
-      await rename(backupDir, h.logPath)
-      const log = await EventLog.open(h.logPath)
-      h.log = log
+      const log = await putBack(h, backupDir)
       assert.is(await recoverInvocations(log), 0)
       const point = log.restoredFrom() as BackupPoint
       assert.equal({ highWater: point.highWater, digest: point.digest }, { highWater: backup.events, digest: backup.digest })
@@ -128,11 +133,7 @@ test(
     cancel.abort()
     await open.wait()
     await h.engine.drain()
-    await h.log.close()
-    await rm(h.logPath, { recursive: true })
-    await rename(backupDir, h.logPath)
-    const log = await EventLog.open(h.logPath)
-    h.log = log
+    const log = await putBack(h, backupDir)
     assert.equal((await log.pendingSessions()).map((session) => [session.sessionId, session.active.length, session.restored !== undefined]), [['A', 1, true]])
     const engine = new Engine({ log, model: new ModelExecutor({ timeoutMs: 5_000, backoffMs: 1, maxBackoffMs: 20 }) })
     // The application recovers while its first request comes in: the open run is closed after the
@@ -166,11 +167,7 @@ test(
     assert.equal(await h.run(successorInput(sealed)), { status: 'completed' })
     const backupDir = join(h.dir, 'backup')
     await EventLog.backup(h.logPath, backupDir)
-    await h.log.close()
-    await rm(h.logPath, { recursive: true })
-    await rename(backupDir, h.logPath)
-    const log = await EventLog.open(h.logPath)
-    h.log = log
+    const log = await putBack(h, backupDir)
     const engine = new Engine({ log, model: new ModelExecutor({ timeoutMs: 5_000, backoffMs: 1, maxBackoffMs: 20 }) })
     try {
       const plain = await refusedWithoutWriting(log, () => engine.start(successorInput(sealed)), 'HANDOFF_CLAIMED', 'a second successor')

@@ -477,6 +477,10 @@ export class Engine {
     // any model request, so it runs under no settings of its own and is not held to the seal's (a
     // deploy that changed a tool's description must not strand the turn). It records the seal's.
     const givingUp = work.kind === 'handoff' && signal?.aborted === true
+    // In a log put back from a backup: whether the session has run since, read here, outside the group
+    // commit (a session's runs can be many); the admission refuses with it. It only ever goes from
+    // restored to run-since, by a run of the session, which the admission then finds busy or opened.
+    const restored = (work as { allowPriorUnknown?: boolean }).allowPriorUnknown === true ? undefined : await this.#log.restoredSince(invocation.sessionId)
     if (work.kind === 'handoff') {
       const expected = successorOf(work.pause.intent, work.source.invocation)
       if (!sameInvocation(invocation, expected)) {
@@ -519,7 +523,7 @@ export class Engine {
       budget = pause.remainingSteps
       opened = { kind: 'handoff', source: work.source, pause: canonical(pause) }
     } else {
-      const priorUnknown = await this.#priorUnknown(run)
+      const priorUnknown = await this.#priorUnknown(run, restored)
       const fingerprint = run.requestFingerprint === undefined ? {} : { requestFingerprint: run.requestFingerprint }
       const acknowledged = priorUnknown.length > 0 ? { priorUnknown } : {}
       if (work.kind === 'continuation') {
@@ -579,7 +583,7 @@ export class Engine {
     let marked = false
     try {
       await this.#log.appendAll([event], async (view) => {
-        await this.#admit(run, event, view)
+        await this.#admit(run, event, view, restored)
         if (!this.#log.live.has(invocation.invocationId)) {
           this.#log.live.add(invocation.invocationId)
           marked = true
@@ -692,9 +696,8 @@ export class Engine {
    * The unknown outcomes a new message must acknowledge, and in a log put back from a backup a session
    * that has not run since it: `RUN_RECONCILIATION_REQUIRED` without `allowPriorUnknown`.
    */
-  async #priorUnknown(run: RunInput): Promise<UncertainOperation[]> {
+  async #priorUnknown(run: RunInput, restored: BackupPoint | undefined): Promise<UncertainOperation[]> {
     const session = await this.#log.sessionRecord(run.invocation.sessionId)
-    const restored = await this.#log.restoredSince(run.invocation.sessionId)
     if (session.unknown.length === 0 && restored === undefined) return []
     const work = run.work as { allowPriorUnknown?: boolean }
     const unknown = session.unknown.length === 0 ? [] : await this.#withInputs(session.unknown)
@@ -734,13 +737,13 @@ export class Engine {
   }
 
   /** The admission rules, checked atomically with the append of `invocation.opened`. */
-  async #admit(run: RunInput, event: RuntimeEvent, view: AppendView): Promise<void> {
+  /** `restored`: the backup point the session has not run since, unacknowledged, as read before the group commit. */
+  async #admit(run: RunInput, event: RuntimeEvent, view: AppendView, restored: BackupPoint | undefined): Promise<void> {
     const { invocation, work } = run
     const session = await view.session(invocation.sessionId)
     const allowed = (work as { allowPriorUnknown?: boolean }).allowPriorUnknown === true
     /** In a log put back from a backup, a session that has not run since it, unacknowledged: `RUN_RECONCILIATION_REQUIRED`. */
     const refuseRestored = async (unknown: UncertainOperation[]): Promise<void> => {
-      const restored = allowed ? undefined : await this.#log.restoredSince(invocation.sessionId)
       if (restored !== undefined) throw this.#reconciliation(await this.#withInputs(unknown), restored)
     }
     const busy = (why: string, details: RunBusyDetails) =>

@@ -192,14 +192,15 @@ test(
     // The engine sees the run open (and leaves the refusal to the admission's RUN_BUSY); recovery
     // closes it before the admission, which then finds the outcome unknown.
     const internals = logInternals(h.log)
-    const restoredSince = internals.restoredSince
+    const sessionRecord = internals.sessionRecord
     let recovered = false
-    internals.restoredSince = async (sessionId) => {
+    internals.sessionRecord = async (sessionId) => {
+      const record = await sessionRecord(sessionId)
       if (!recovered) {
         recovered = true
         assert.is(await recoverInvocations(h.log), 1)
       }
-      return restoredSince(sessionId)
+      return record
     }
     try {
       const error = await rejectsWithCode(() => h.engine.start(h.input('next', { session: 'session-left' })), 'RUN_RECONCILIATION_REQUIRED', 'a message')
@@ -209,7 +210,7 @@ test(
         'with the input it was dispatched with, as when the engine finds it before the admission',
       )
     } finally {
-      internals.restoredSince = restoredSince
+      internals.sessionRecord = sessionRecord
     }
   }),
 )

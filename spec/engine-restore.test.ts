@@ -139,21 +139,22 @@ test(
     // The application recovers while its first request comes in: the open run is closed after the
     // engine saw it open (so it left the refusal to the admission's RUN_BUSY) and before the admission.
     const internals = logInternals(log)
-    const restoredSince = internals.restoredSince
+    const sessionRecord = internals.sessionRecord
     let recovered = false
-    internals.restoredSince = async (sessionId) => {
-      const found = await restoredSince(sessionId)
+    internals.sessionRecord = async (sessionId) => {
+      const record = await sessionRecord(sessionId)
       if (!recovered) {
         recovered = true
         assert.is(await recoverInvocations(log), 1)
       }
-      return found
+      return record
     }
     try {
       const error = await rejectsWithCode(() => engine.start(h.input('a2', { session: 'A', content: 'go on' })), 'RUN_RECONCILIATION_REQUIRED', 'a message to A')
       assert.equal((error.details as { restored?: unknown }).restored, log.restoredFrom())
+      assert.ok(recovered)
     } finally {
-      internals.restoredSince = restoredSince
+      internals.sessionRecord = sessionRecord
       await engine.drain()
     }
     assert.equal((await log.runs('A')).map((run) => run.runId), ['run-a1'], 'nothing was admitted')

@@ -10,9 +10,8 @@ import { summarizeFact } from '../store/fact-summary.js'
 import * as assert from 'uvu/assert'
 import { EventLog, type UncertainOperation, recoverInvocations } from '../index.js'
 import { answer } from '../testing/scripted-model-server.js'
-import { countingTool, engineTest, factsOf, lastFactOf, messagesOf, only, refusedWithoutWriting } from './support/engine-fixtures.js'
+import { countingTool, engineTest, factsOf, lastFactOf, messagesOf, only, recoveringAfterSessionRead, refusedWithoutWriting } from './support/engine-fixtures.js'
 import { EventMaker, facts, invocationOf, startChild } from './support/log-fixtures.js'
-import { logInternals } from '../store/event-log.js'
 import { rejectsWithCode } from './support/codes.js'
 
 let operationId = ''
@@ -191,27 +190,15 @@ test(
     for (const event of left.many(list)) await h.log.append(event)
     // The engine sees the run open (and leaves the refusal to the admission's RUN_BUSY); recovery
     // closes it before the admission, which then finds the outcome unknown.
-    const internals = logInternals(h.log)
-    const sessionRecord = internals.sessionRecord
-    let recovered = false
-    internals.sessionRecord = async (sessionId) => {
-      const record = await sessionRecord(sessionId)
-      if (!recovered) {
-        recovered = true
-        assert.is(await recoverInvocations(h.log), 1)
-      }
-      return record
-    }
-    try {
+    const recovered = await recoveringAfterSessionRead(h.log, async () => {
       const error = await rejectsWithCode(() => h.engine.start(h.input('next', { session: 'session-left' })), 'RUN_RECONCILIATION_REQUIRED', 'a message')
       assert.equal(
         (error.details?.unknown as UncertainOperation[]).map((op) => [op.operationId, op.name, op.input]),
         [['op1', 'echo', { value: 7 }]],
         'with the input it was dispatched with, as when the engine finds it before the admission',
       )
-    } finally {
-      internals.sessionRecord = sessionRecord
-    }
+    })
+    assert.ok(recovered)
   }),
 )
 

@@ -11,9 +11,8 @@ import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { Engine, EventLog, ModelExecutor, recoverInvocations, type BackupPoint, type RunInput } from '../index.js'
 import { answer } from '../testing/scripted-model-server.js'
-import { logInternals } from '../store/event-log.js'
 import { rejectsWithCode } from './support/codes.js'
-import { type EngineHarness, countingTool, engineTest, factsOf, refusedWithoutWriting, sealAtFirstSafePoint, successorInput } from './support/engine-fixtures.js'
+import { type EngineHarness, countingTool, engineTest, factsOf, recoveringAfterSessionRead, refusedWithoutWriting, sealAtFirstSafePoint, successorInput } from './support/engine-fixtures.js'
 
 /** The disk is lost: the log is closed, its directory removed, the backup put in its place and opened (the harness's log from then on). */
 async function putBack(h: EngineHarness, backupDir: string): Promise<EventLog> {
@@ -138,23 +137,13 @@ test(
     const engine = new Engine({ log, model: new ModelExecutor({ timeoutMs: 5_000, backoffMs: 1, maxBackoffMs: 20 }) })
     // The application recovers while its first request comes in: the open run is closed after the
     // engine saw it open (so it left the refusal to the admission's RUN_BUSY) and before the admission.
-    const internals = logInternals(log)
-    const sessionRecord = internals.sessionRecord
-    let recovered = false
-    internals.sessionRecord = async (sessionId) => {
-      const record = await sessionRecord(sessionId)
-      if (!recovered) {
-        recovered = true
-        assert.is(await recoverInvocations(log), 1)
-      }
-      return record
-    }
     try {
-      const error = await rejectsWithCode(() => engine.start(h.input('a2', { session: 'A', content: 'go on' })), 'RUN_RECONCILIATION_REQUIRED', 'a message to A')
-      assert.equal((error.details as { restored?: unknown }).restored, log.restoredFrom())
+      const recovered = await recoveringAfterSessionRead(log, async () => {
+        const error = await rejectsWithCode(() => engine.start(h.input('a2', { session: 'A', content: 'go on' })), 'RUN_RECONCILIATION_REQUIRED', 'a message to A')
+        assert.equal((error.details as { restored?: unknown }).restored, log.restoredFrom())
+      })
       assert.ok(recovered)
     } finally {
-      internals.sessionRecord = sessionRecord
       await engine.drain()
     }
     assert.equal((await log.runs('A')).map((run) => run.runId), ['run-a1'], 'nothing was admitted')

@@ -27,8 +27,10 @@ import {
   type ToolContext,
   type ToolDefinition,
   foldFacts,
+  recoverInvocations,
   stateOf,
 } from '../../index.js'
+import { logInternals } from '../../store/event-log.js'
 import { type Script, type ScriptedModelServer, scriptedModelServer } from '../../testing/scripted-model-server.js'
 import { rejectsWithCode } from './codes.js'
 import { withTempDir, withTimeout } from './temp.js'
@@ -337,4 +339,29 @@ export function successorInput(sealed: SealedRun): RunInput {
     maxSteps: pause.remainingSteps > 0 ? pause.remainingSteps : 1,
     work: { kind: 'handoff', source: structuredClone(source), pause: structuredClone(pause) },
   }
+}
+
+/**
+ * Runs `body` while the engine's first read of a session's record is followed by `recoverInvocations`
+ * (which must close one invocation): the engine sees the run still open and leaves the refusal to the
+ * admission, and recovery closes it before the admission. Resolves with whether recovery ran.
+ */
+export async function recoveringAfterSessionRead(log: EventLog, body: () => Promise<void>): Promise<boolean> {
+  const internals = logInternals(log)
+  const sessionRecord = internals.sessionRecord
+  let recovered = false
+  internals.sessionRecord = async (sessionId) => {
+    const record = await sessionRecord(sessionId)
+    if (!recovered) {
+      recovered = true
+      assert.is(await recoverInvocations(log), 1)
+    }
+    return record
+  }
+  try {
+    await body()
+  } finally {
+    internals.sessionRecord = sessionRecord
+  }
+  return recovered
 }

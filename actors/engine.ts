@@ -56,8 +56,8 @@ export interface EngineOptions {
 }
 
 /** {@link EngineOptions.maxToolResultBytes} unless given. */
-const DEFAULT_MAX_TOOL_RESULT_BYTES = 4 * 1024 * 1024
-const MAX_TOOL_RESULT_LIMIT = 256 * 1024 * 1024
+export const DEFAULT_MAX_TOOL_RESULT_BYTES = 4 * 1024 * 1024
+export const MAX_TOOL_RESULT_LIMIT = 256 * 1024 * 1024
 
 /** Options of {@link Engine.start} and {@link Engine.run}. */
 export interface StartOptions {

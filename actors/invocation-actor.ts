@@ -128,7 +128,31 @@ function memberCount(value: unknown): number {
   return count
 }
 
-type ToolResult = { ok: true; value: unknown } | { ok: false; message: string }
+export type ToolResult = { ok: true; value: unknown } | { ok: false; message: string }
+
+/**
+ * Runs one dispatched call of `tool` as the engine does, after its dispatch is durable: a copy of
+ * `input`, a context with the call's ids, the tool's `timeoutMs` (else `toolTimeoutMs`) applied
+ * with `timedCall`; resolves with what its settlement records (`toolResult`, or the failure's
+ * message passed through `redactMessage` and cut at `maxToolResultBytes`), or `ABANDONED`.
+ */
+export async function runToolCall(
+  tool: ToolDefinition,
+  input: unknown,
+  gate: AbortSignal,
+  call: { operationId: string; invocation: Invocation },
+  limits: { toolTimeoutMs?: number | undefined; maxToolResultBytes: number },
+  redactMessage: (text: string) => string = (text) => text,
+): Promise<ToolResult | typeof ABANDONED> {
+  const timeoutMs = tool.timeoutMs ?? limits.toolTimeoutMs
+  try {
+    const run = (signal: AbortSignal) =>
+      toolResult(tool.execute(structuredClone(input), { signal, operationId: call.operationId, invocation: { ...call.invocation } }), limits.maxToolResultBytes)
+    return timeoutMs === undefined ? await run(gate) : await timedCall(gate, timeoutMs, tool.timeoutMs === undefined ? "the engine's toolTimeoutMs" : 'its timeoutMs', run)
+  } catch (error) {
+    return { ok: false, message: messageWithin(redactMessage(messageOf(error)), limits.maxToolResultBytes) }
+  }
+}
 
 const unrecorded = (why: string): ToolResult => ({ ok: false, message: `the tool ran, but its result could not be recorded: ${why}` })
 
@@ -828,14 +852,8 @@ export class InvocationActor {
       return
     }
     const timeoutMs = tool.timeoutMs ?? this.setup.toolTimeoutMs
-    let result: ToolResult | typeof ABANDONED
-    try {
-      // `gate`: the run's signal, or beside other calls one that also aborts when one of them fails.
-      const run = (signal: AbortSignal) => toolResult(tool.execute(structuredClone(input), { signal, operationId, invocation: { ...this.setup.invocation } }), this.setup.maxToolResultBytes)
-      result = timeoutMs === undefined ? await run(gate) : await timedCall(gate, timeoutMs, tool.timeoutMs === undefined ? "the engine's toolTimeoutMs" : 'its timeoutMs', run)
-    } catch (error) {
-      result = { ok: false, message: messageWithin(redact(messageOf(error), this.setup.secrets.inData), this.setup.maxToolResultBytes) }
-    }
+    // `gate`: the run's signal, or beside other calls one that also aborts when one of them fails.
+    const result = await runToolCall(tool, input, gate, { operationId, invocation: this.setup.invocation }, this.setup, (text) => redact(text, this.setup.secrets.inData))
     if (result === ABANDONED) {
       // Left dispatched, never settled, as a crash leaves it: uncertain, for the session to reconcile.
       throw new ToolAbandoned(

@@ -322,3 +322,17 @@ export function validateRunInput(input: unknown): RunInput {
 }
 
 export { id as idSchema }
+
+/**
+ * Checks one tool as a member of a run input's `tools` is checked (what it records, then its shape):
+ * what is wrong with it, naming the fields under `field`, or `undefined`.
+ */
+export function toolProblem(value: unknown, field: string): { message: string; fields: string[] } | undefined {
+  const { name, description, inputSchema } = (typeof value === 'object' && value !== null ? value : {}) as Record<string, unknown>
+  const stored = storageProblemAt({ name, description, inputSchema }, 1, field)
+  if (stored !== undefined) return { message: stored, fields: [field] }
+  const parsed = tool.safeParse(value)
+  if (parsed.success) return undefined
+  const fields = issueFields(parsed.error).map((at) => (at === '(root)' ? field : `${field}.${at}`))
+  return { message: parsed.error.issues.map((issue) => `${[field, ...issue.path.map(String)].join('.')}: ${issue.message}`).join('; '), fields }
+}

@@ -24,3 +24,4 @@ export { PathCheckError, type PathCheck, type PathChecks } from './path-check.js
 export { runPathChild, type PathChildOptions } from './path-child.js'
 export { invocationTransitions, transitionsOf, type MachineTransition } from './machine-coverage.js'
 export { ExecutionLedger, type LedgerEntry } from './ledger.js'
+export { callTool, type CallToolOptions, type ToolCallOutcome } from './call-tool.js'

@@ -1,0 +1,209 @@
+/**
+ * `callTool` (factstate/testing) unit-tests one tool as the engine calls it, without a model or a
+ * log: the same argument parsing, input check, context, time limit and result conversion. The first
+ * test runs one set of calls through a real `Engine` and holds `callTool` to what the log recorded.
+ */
+import { test } from 'uvu'
+import * as assert from 'uvu/assert'
+import type { Fact, Invocation, ToolContext, ToolDefinition } from '../index.js'
+import { answer, callTool, type ToolCallOutcome } from '../testing/index.js'
+import { engineTest, factsOf } from './support/engine-fixtures.js'
+import { withTimeout } from './support/temp.js'
+
+const REFUND_SCHEMA = {
+  type: 'object',
+  properties: { order: { type: 'string', pattern: '^C-[0-9]+$' }, cents: { type: 'integer', minimum: 1 } },
+  required: ['order', 'cents'],
+  additionalProperties: false,
+}
+
+/** The tools of the comparison, each keeping the contexts it was called with. */
+function tools(): { tools: ToolDefinition[]; contexts: Omit<ToolContext, 'signal'>[] } {
+  const contexts: Omit<ToolContext, 'signal'>[] = []
+  const seen = (context: ToolContext) => contexts.push({ operationId: context.operationId, invocation: context.invocation })
+  return {
+    contexts,
+    tools: [
+      {
+        name: 'refund',
+        inputSchema: REFUND_SCHEMA,
+        execute: async (input, context) => {
+          seen(context)
+          const { order, cents } = input as { order: string; cents: number }
+          // What a database client returns: a Date and a BigInt, which the engine records as text.
+          return { order, refunded: cents, at: new Date(Date.UTC(2026, 11, 6)), id: 9007199254740993n, dropped: undefined }
+        },
+      },
+      {
+        name: 'ticket',
+        execute: (_input, context) => {
+          seen(context)
+          throw new Error('ticket service said no')
+        },
+      },
+      {
+        name: 'export',
+        execute: (_input, context) => {
+          seen(context)
+          return { rows: 'x'.repeat(2_000) }
+        },
+      },
+    ],
+  }
+}
+
+/** The calls of the comparison: arguments as the model sends them (JSON text). */
+const CALLS: { name: string; arguments: string }[] = [
+  { name: 'refund', arguments: JSON.stringify({ order: 'C-7', cents: 1250 }) },
+  { name: 'refund', arguments: JSON.stringify({ order: 'order 7', cents: '12.5', note: 'asap' }) },
+  { name: 'refund', arguments: '{"order": "C-7", ' },
+  { name: 'ticket', arguments: '{}' },
+  { name: 'export', arguments: '' },
+]
+
+/** What the log recorded of one call, as a `ToolCallOutcome`. */
+function recorded(facts: Fact[], operationId: string): ToolCallOutcome | undefined {
+  for (const fact of facts) {
+    if (fact.type === 'tool.rejected' && fact.operationId === operationId && fact.reason === 'invalid_input') {
+      return { status: 'rejected', reason: 'invalid_input', message: fact.message ?? '' }
+    }
+    if (fact.type === 'tool.settled' && fact.operationId === operationId) {
+      return fact.outcome.status === 'succeeded' ? { status: 'succeeded', output: fact.outcome.output } : { status: 'failed', message: fact.outcome.message }
+    }
+  }
+  return undefined
+}
+
+test(
+  'callTool gives what the engine records for the same calls: the output as stored, the schema refusal, the failure, the result over the limit',
+  engineTest(
+    [answer.toolCalls(CALLS), answer.text('done')],
+    { engine: { maxToolResultBytes: 1_000 } },
+    async ({ run, input, log }) => {
+      const engineSide = tools()
+      const outcome = await run({ ...input('compare'), tools: engineSide.tools })
+      assert.is(outcome.status, 'completed')
+      const facts = await factsOf(log, 'invocation-compare')
+      const invocation: Invocation = { sessionId: 'session-compare', turnId: 'turn-compare', runId: 'run-compare', invocationId: 'invocation-compare' }
+      const unitSide = tools()
+      for (const [index, call] of CALLS.entries()) {
+        const operationId = `invocation-compare/step-1/${index}`
+        const fromLog = recorded(facts, operationId)
+        assert.ok(fromLog, `the log recorded call ${index}`)
+        const tool = unitSide.tools.find((candidate) => candidate.name === call.name) as ToolDefinition
+        const fromUnit = await callTool(tool, call.arguments, { invocation, operationId, maxToolResultBytes: 1_000 })
+        if (index === 2) {
+          // Arguments that are not JSON: the engine records the text, with no message; callTool says why.
+          assert.equal({ status: fromUnit.status, log: fromLog.status }, { status: 'rejected', log: 'rejected' })
+          assert.match((fromUnit as { message: string }).message, /are not valid JSON/)
+          continue
+        }
+        assert.equal(fromUnit, fromLog, `call ${index} (${call.name} ${call.arguments})`)
+      }
+      assert.equal(
+        (recorded(facts, 'invocation-compare/step-1/0') as { output: unknown }).output,
+        { order: 'C-7', refunded: 1250, at: '2026-12-06T00:00:00.000Z', id: '9007199254740993' },
+        'a Date and a BigInt as text, an undefined member dropped',
+      )
+      assert.match((recorded(facts, 'invocation-compare/step-1/1') as { message: string }).message, /pattern|must/)
+      assert.match((recorded(facts, 'invocation-compare/step-1/4') as { message: string }).message, /over the engine's limit of 1,000 bytes/)
+      // The tools were called with the same contexts on both sides: the refused calls on neither.
+      assert.equal(unitSide.contexts, engineSide.contexts)
+      assert.equal(
+        engineSide.contexts.map((context) => context.operationId),
+        ['invocation-compare/step-1/0', 'invocation-compare/step-1/3', 'invocation-compare/step-1/4'],
+      )
+    },
+  ),
+)
+
+test('callTool gives a tool its default context, an arguments value JSON-encoded first, and the engine-side limits', () =>
+  withTimeout(async () => {
+    const contexts: ToolContext[] = []
+    const echo: ToolDefinition = {
+      name: 'echo',
+      execute: (input, context) => {
+        contexts.push(context)
+        return input
+      },
+    }
+    assert.equal(await callTool(echo, { when: new Date(Date.UTC(2026, 0, 1)), n: 1 }), { status: 'succeeded', output: { when: '2026-01-01T00:00:00.000Z', n: 1 } })
+    assert.equal(contexts[0]?.invocation, { sessionId: 'session-1', turnId: 'turn-1', runId: 'run-1', invocationId: 'invocation-1' })
+    assert.is(contexts[0]?.operationId, 'invocation-1/step-1/0')
+    assert.is(contexts[0]?.signal.aborted, false)
+    // The tool gets a copy of its input, as the engine's tools do: changing it changes nothing recorded.
+    const mutating: ToolDefinition = {
+      name: 'mutating',
+      execute: (input) => {
+        ;(input as { items: number[] }).items.push(4)
+        return 'ok'
+      },
+    }
+    const args = { items: [1, 2, 3] }
+    assert.equal(await callTool(mutating, args), { status: 'succeeded', output: 'ok' })
+    assert.equal(args.items, [1, 2, 3])
+    // validateInput: false leaves the schema unchecked, as the engine does.
+    const unchecked: ToolDefinition = { name: 'unchecked', inputSchema: REFUND_SCHEMA, validateInput: false, execute: (input) => input }
+    assert.equal(await callTool(unchecked, { anything: true }), { status: 'succeeded', output: { anything: true } })
+    // A cancelled run's signal reaches the tool.
+    const controller = new AbortController()
+    const waiting: ToolDefinition = {
+      name: 'waiting',
+      execute: (_input, context) =>
+        new Promise((_resolve, reject) => context.signal.addEventListener('abort', () => reject(new Error(`stopped: ${String(context.signal.reason)}`)), { once: true })),
+    }
+    const call = callTool(waiting, {}, { signal: controller.signal })
+    controller.abort('the user left')
+    assert.equal(await call, { status: 'failed', message: 'stopped: the user left' })
+  }, 10_000),
+)
+
+test('callTool applies the time limit as the engine does: the signal aborts at timeoutMs, and a tool that ignores it is abandoned', () =>
+  withTimeout(async () => {
+    const polite: ToolDefinition = {
+      name: 'polite',
+      timeoutMs: 20,
+      execute: (_input, context) => new Promise((_resolve, reject) => context.signal.addEventListener('abort', () => reject(context.signal.reason), { once: true })),
+    }
+    const stopped = await callTool(polite, {})
+    assert.is(stopped.status, 'failed')
+    assert.match((stopped as { message: string }).message, /did not finish within 20 ms \(its timeoutMs\)/)
+    let release = () => undefined as void
+    const deaf: ToolDefinition = { name: 'deaf', execute: () => new Promise<void>((resolve) => (release = resolve)) }
+    const abandoned = await callTool(deaf, {}, { toolTimeoutMs: 20 })
+    release()
+    assert.equal(abandoned, { status: 'abandoned', message: 'tool deaf did not finish within 20 ms, nor within 1,000 ms of its signal aborting' })
+  }, 10_000),
+)
+
+test('callTool refuses a tool or options the engine would refuse, with TESTING_INVALID_OPTIONS, before calling the tool', () =>
+  withTimeout(async () => {
+    let called = 0
+    const execute = () => {
+      called++
+      return 'ran'
+    }
+    const refusals: [string, () => Promise<unknown>, string][] = [
+      ['no execute', () => callTool({ name: 'x' } as unknown as ToolDefinition, {}), 'tool.execute'],
+      ['a bad name', () => callTool({ name: 'has space', execute }, {}), 'tool.name'],
+      ['a misnamed member', () => callTool({ name: 'x', execute, needsApprovl: true } as unknown as ToolDefinition, {}), 'tool.needsApprovl'],
+      ['a schema it cannot use', () => callTool({ name: 'x', execute, inputSchema: { type: 'object', properties: { a: { $ref: '#/nowhere' } } } }, {}), 'tool.inputSchema'],
+      ['an unknown option', () => callTool({ name: 'x', execute }, {}, { timeoutMs: 5 } as never), 'timeoutMs'],
+      ['a bad invocation', () => callTool({ name: 'x', execute }, {}, { invocation: { sessionId: 's' } as never }), 'invocation'],
+      ['a bad limit', () => callTool({ name: 'x', execute }, {}, { maxToolResultBytes: 0 }), 'maxToolResultBytes'],
+      ['a bad time limit', () => callTool({ name: 'x', execute }, {}, { toolTimeoutMs: 1.5 }), 'toolTimeoutMs'],
+      ['arguments JSON cannot encode', () => callTool({ name: 'x', execute }, undefined), 'args'],
+    ]
+    for (const [what, call, field] of refusals) {
+      const error = await call().then(
+        () => undefined,
+        (caught: unknown) => caught as { code?: string; details?: { field?: string } },
+      )
+      assert.is(error?.code, 'TESTING_INVALID_OPTIONS', what)
+      assert.is(error?.details?.field, field, what)
+    }
+    assert.is(called, 0, 'the tool was never called')
+  }, 10_000),
+)
+
+test.run()

@@ -1,0 +1,103 @@
+import { admittedInputCheck, DEFAULT_MAX_TOOL_RESULT_BYTES, MAX_TOOL_RESULT_LIMIT } from '../actors/engine.js'
+import { ABANDONED, runToolCall, TOOL_TIMEOUT_GRACE_MS } from '../actors/invocation-actor.js'
+import { toolProblem } from '../actors/run-input.js'
+import { argumentsOf } from '../actors/tool-arguments.js'
+import type { ToolDefinition } from '../actors/tool-catalog.js'
+import { FactstateError } from '../errors.js'
+import { describeIssues, invocationSchema } from '../facts/schema.js'
+import type { Invocation } from '../facts/types.js'
+import { readOptions } from '../options.js'
+
+/** Options of {@link callTool}: what the engine would give the call. */
+export interface CallToolOptions {
+  /** The run the call serves, the tool's `context.invocation` (default: `session-1`, `turn-1`, `run-1`, `invocation-1`). */
+  invocation?: Invocation | undefined
+  /** The call's `context.operationId` (default `<invocationId>/step-1/0`, the id of a run's first call). */
+  operationId?: string | undefined
+  /** Aborting it aborts the tool's `context.signal`, as a cancel or the log's close would. */
+  signal?: AbortSignal | undefined
+  /** The engine's `toolTimeoutMs`: the limit of a tool without a `timeoutMs` of its own. */
+  toolTimeoutMs?: number | undefined
+  /** The engine's `maxToolResultBytes` (default 4 MiB, as the engine's). */
+  maxToolResultBytes?: number | undefined
+}
+
+/** What the engine would record of one call (see {@link callTool}). */
+export type ToolCallOutcome =
+  /** `tool.settled{succeeded}` with this `output`: what the model is shown. */
+  | { status: 'succeeded'; output: unknown }
+  /** `tool.settled{failed}` with this `message`: the tool threw (or its result could not be recorded). */
+  | { status: 'failed'; message: string }
+  /** `tool.rejected{invalid_input}`: the arguments are not JSON or the tool's input schema refuses them; the tool was not called. */
+  | { status: 'rejected'; reason: 'invalid_input'; message: string }
+  /** Not settled within its time limit and the grace after it: left dispatched, an unknown outcome for its session to reconcile. */
+  | { status: 'abandoned'; message: string }
+
+const OPTIONS = ['invocation', 'operationId', 'signal', 'toolTimeoutMs', 'maxToolResultBytes'] as const
+const DEFAULT_INVOCATION: Invocation = Object.freeze({ sessionId: 'session-1', turnId: 'turn-1', runId: 'run-1', invocationId: 'invocation-1' })
+
+const invalid = (message: string, field: string) => new FactstateError('TESTING_INVALID_OPTIONS', `callTool: ${message}`, { details: { field } })
+
+/**
+ * Calls one tool as the engine calls it for a model's tool call, without a model or a log: the
+ * arguments (a JSON text as a model sends them, or a value, JSON-encoded first) are parsed and checked
+ * against the tool's input schema with the engine's own check, then `execute` runs with a context
+ * (`signal`, `operationId`, `invocation`) under the tool's `timeoutMs` (else `toolTimeoutMs`), and its
+ * result becomes what the engine would record: plain JSON (a Date as its text, a BigInt as decimal
+ * text), a failure for a result over `maxToolResultBytes` or not JSON. Approval is not asked: the call
+ * runs as an approved one. A tool or options the engine would refuse are `TESTING_INVALID_OPTIONS`
+ * (`details.field`), before the tool is called.
+ */
+export async function callTool(tool: ToolDefinition, args: unknown, options: CallToolOptions = {}): Promise<ToolCallOutcome> {
+  const problem = toolProblem(tool, 'tool')
+  if (problem !== undefined) throw new FactstateError('TESTING_INVALID_OPTIONS', `callTool: ${problem.message}`, { details: { field: problem.fields[0] ?? 'tool' } })
+  const given = readOptions(options, OPTIONS, { call: 'callTool', code: 'TESTING_INVALID_OPTIONS', details: (field) => ({ field }) })
+  const invocation = invocationOf(given.invocation)
+  const operationId = given.operationId ?? `${invocation.invocationId}/step-1/0`
+  if (typeof operationId !== 'string' || operationId === '') throw invalid('operationId must be a non-empty string', 'operationId')
+  const signal = given.signal ?? new AbortController().signal
+  if (!(signal instanceof AbortSignal)) throw invalid('signal must be an AbortSignal', 'signal')
+  const toolTimeoutMs = given.toolTimeoutMs
+  if (toolTimeoutMs !== undefined && !(Number.isSafeInteger(toolTimeoutMs) && (toolTimeoutMs as number) >= 1 && (toolTimeoutMs as number) <= 2_147_483_647)) {
+    throw invalid(`toolTimeoutMs must be a whole number of milliseconds from 1 to 2,147,483,647, not ${String(toolTimeoutMs)}`, 'toolTimeoutMs')
+  }
+  const maxToolResultBytes = given.maxToolResultBytes ?? DEFAULT_MAX_TOOL_RESULT_BYTES
+  if (!(Number.isSafeInteger(maxToolResultBytes) && (maxToolResultBytes as number) >= 1 && (maxToolResultBytes as number) <= MAX_TOOL_RESULT_LIMIT)) {
+    throw invalid(`maxToolResultBytes must be a whole number of bytes from 1 to ${MAX_TOOL_RESULT_LIMIT.toLocaleString('en-US')}, not ${String(maxToolResultBytes)}`, 'maxToolResultBytes')
+  }
+  let text: string | undefined
+  try {
+    text = typeof args === 'string' ? args : JSON.stringify(args)
+  } catch (error) {
+    throw invalid(`the arguments cannot be encoded as JSON (${error instanceof Error ? error.message : String(error)})`, 'args')
+  }
+  if (text === undefined) throw invalid('the arguments must be a JSON text or a value JSON can encode', 'args')
+  let check: ((input: unknown) => string | undefined) | undefined
+  try {
+    check = admittedInputCheck(tool)
+  } catch (error) {
+    // The engine refuses such a tool with RUN_INVALID_INPUT when a run is started with it.
+    throw new FactstateError('TESTING_INVALID_OPTIONS', `callTool: ${error instanceof Error ? error.message.replace(/^tools\.0\./, 'tool.') : String(error)}`, { cause: error, details: { field: 'tool.inputSchema' } })
+  }
+  const taken = argumentsOf(text)
+  if (!('input' in taken)) return { status: 'rejected', reason: 'invalid_input', message: `the arguments ${taken.unusable}` }
+  const wrong = check?.(taken.input)
+  if (wrong !== undefined) return { status: 'rejected', reason: 'invalid_input', message: wrong }
+  const limits = { toolTimeoutMs: toolTimeoutMs as number | undefined, maxToolResultBytes: maxToolResultBytes as number }
+  const result = await runToolCall(tool, taken.input, signal, { operationId, invocation }, limits)
+  if (result === ABANDONED) {
+    const timeoutMs = (tool.timeoutMs ?? limits.toolTimeoutMs) as number
+    return {
+      status: 'abandoned',
+      message: `tool ${tool.name} did not finish within ${timeoutMs.toLocaleString('en-US')} ms, nor within ${TOOL_TIMEOUT_GRACE_MS.toLocaleString('en-US')} ms of its signal aborting`,
+    }
+  }
+  return result.ok ? { status: 'succeeded', output: result.value } : { status: 'failed', message: result.message }
+}
+
+function invocationOf(given: unknown): Invocation {
+  if (given === undefined) return { ...DEFAULT_INVOCATION }
+  const parsed = invocationSchema.safeParse(given)
+  if (!parsed.success) throw invalid(`invocation: ${describeIssues(parsed.error)}`, 'invocation')
+  return parsed.data as Invocation
+}

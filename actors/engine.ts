@@ -480,7 +480,9 @@ export class Engine {
     // In a log put back from a backup: whether the session has run since, read here, outside the group
     // commit (a session's runs can be many); the admission refuses with it. It only ever goes from
     // restored to run-since, by a run of the session, which the admission then finds busy or opened.
-    const restored = (work as { allowPriorUnknown?: boolean }).allowPriorUnknown === true ? undefined : await this.#log.restoredSince(invocation.sessionId)
+    // Acknowledged apart from unknown outcomes: a run that recovery closed with nothing uncertain is no
+    // evidence of what the session did after the backup.
+    const restored = work.allowRestored === true ? undefined : await this.#log.restoredSince(invocation.sessionId)
     if (work.kind === 'handoff') {
       const expected = successorOf(work.pause.intent, work.source.invocation)
       if (!sameInvocation(invocation, expected)) {
@@ -693,17 +695,18 @@ export class Engine {
   }
 
   /**
-   * The unknown outcomes a new message must acknowledge, and in a log put back from a backup a session
-   * that has not run since it: `RUN_RECONCILIATION_REQUIRED` without `allowPriorUnknown`.
+   * The unknown outcomes a new message must acknowledge (`allowPriorUnknown`), and in a log put back
+   * from a backup a session that has not run since it (`restored`, unless `allowRestored`):
+   * `RUN_RECONCILIATION_REQUIRED`.
    */
   async #priorUnknown(run: RunInput, restored: BackupPoint | undefined): Promise<UncertainOperation[]> {
     const session = await this.#log.sessionRecord(run.invocation.sessionId)
     if (session.unknown.length === 0 && restored === undefined) return []
-    const work = run.work as { allowPriorUnknown?: boolean }
+    const acknowledged = (run.work as { allowPriorUnknown?: boolean }).allowPriorUnknown === true
     const unknown = session.unknown.length === 0 ? [] : await this.#withInputs(session.unknown)
     // A session with a run open or a turn paused is refused as busy by the admission instead.
-    if (session.active.length === 0 && session.paused.length === 0 && !work.allowPriorUnknown) {
-      throw this.#reconciliation(unknown, restored)
+    if (session.active.length === 0 && session.paused.length === 0 && (restored !== undefined || (unknown.length > 0 && !acknowledged))) {
+      throw this.#reconciliation(unknown, restored, acknowledged)
     }
     return unknown
   }
@@ -722,15 +725,21 @@ export class Engine {
     })
   }
 
-  #reconciliation(unknown: UncertainOperation[], restored?: BackupPoint): FactstateError {
+  /** `acknowledged`: the unknown outcomes were acknowledged (`allowPriorUnknown`), the restore was not. */
+  #reconciliation(unknown: UncertainOperation[], restored?: BackupPoint, acknowledged = false): FactstateError {
     const why: string[] = []
+    const remedies: string[] = []
     if (restored !== undefined) {
       why.push(
         `the log was put back from a backup taken at ${new Date(restored.takenAt).toISOString()} (at seq ${restored.highWater}), and this session has not run since: what it did after the backup is not in the log (check its tools' effects since then)`,
       )
+      remedies.push('work.allowRestored: true')
     }
-    if (unknown.length > 0) why.push(`an earlier run of this session left ${unknown.length} tool outcome(s) unknown`)
-    return new FactstateError('RUN_RECONCILIATION_REQUIRED', `${why.join('; ')}; pass work.allowPriorUnknown: true to go on`, {
+    if (unknown.length > 0) {
+      why.push(`an earlier run of this session left ${unknown.length} tool outcome(s) unknown${acknowledged ? ' (acknowledged)' : ''}`)
+      if (!acknowledged) remedies.push('work.allowPriorUnknown: true')
+    }
+    return new FactstateError('RUN_RECONCILIATION_REQUIRED', `${why.join('; ')}; pass ${remedies.join(' and ')} to go on`, {
       // A copy: the operations are the log's own cached session record, which a caller must not be able to change.
       details: { unknown: structuredClone(unknown), ...(restored === undefined ? {} : { restored: { ...restored } }) },
     })
@@ -744,7 +753,7 @@ export class Engine {
     const allowed = (work as { allowPriorUnknown?: boolean }).allowPriorUnknown === true
     /** In a log put back from a backup, a session that has not run since it, unacknowledged: `RUN_RECONCILIATION_REQUIRED`. */
     const refuseRestored = async (unknown: UncertainOperation[]): Promise<void> => {
-      if (restored !== undefined) throw this.#reconciliation(await this.#withInputs(unknown), restored)
+      if (restored !== undefined) throw this.#reconciliation(await this.#withInputs(unknown), restored, allowed)
     }
     const busy = (why: string, details: RunBusyDetails) =>
       new FactstateError('RUN_BUSY', `session ${invocation.sessionId} ${why}`, { details: { sessionId: invocation.sessionId, ...details } })

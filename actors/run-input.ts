@@ -18,6 +18,15 @@ export type RunWork =
        * refuses the run, `RUN_RECONCILIATION_REQUIRED`. Recorded, and the model is told of them.
        */
       allowPriorUnknown?: boolean | undefined
+      /**
+       * In a log put back from a backup (\`log.restoredFrom()\`), acknowledges that this session may have
+       * run after the backup (its tools' effects since then checked by you): without it a session that
+       * has runs and none since the backup is refused, \`RUN_RECONCILIATION_REQUIRED\` with
+       * \`details.restored\`. Apart from \`allowPriorUnknown\`, which does not acknowledge it: a run that
+       * recovery closed with nothing uncertain says nothing of what the session did after the backup.
+       * Not recorded; without effect in a log that is not a restored backup.
+       */
+      allowRestored?: boolean | undefined
     }
   | {
       kind: 'continuation'
@@ -30,6 +39,8 @@ export type RunWork =
       content?: string | undefined
       /** As for a message: acknowledges the session's unknown tool outcomes. */
       allowPriorUnknown?: boolean | undefined
+      /** As for a message: acknowledges a session in a log put back from a backup. */
+      allowRestored?: boolean | undefined
     }
   | {
       kind: 'handoff'
@@ -42,7 +53,7 @@ export type RunWork =
        * have run after the backup (checked by you): without it the successor of a session that has not
        * run since is refused, `RUN_RECONCILIATION_REQUIRED`. Not recorded; without effect elsewhere.
        */
-      allowPriorUnknown?: boolean | undefined
+      allowRestored?: boolean | undefined
     }
 
 /** Everything needed to admit and run one invocation. */
@@ -244,9 +255,15 @@ const runInputSchema = z.strictObject({
   tools: z.array(tool).refine((tools) => new Set(tools.map((t) => t.name)).size === tools.length, 'tool names must be unique'),
   toolConcurrency: z.number().int().min(1).max(MAX_TOOL_CONCURRENCY).optional(),
   work: z.discriminatedUnion('kind', [
-    z.strictObject({ kind: z.literal('message'), content: z.string().min(1), allowPriorUnknown: z.boolean().optional() }),
-    z.strictObject({ kind: z.literal('continuation'), source: runBoundarySchema, content: z.string().min(1).optional(), allowPriorUnknown: z.boolean().optional() }),
-    z.strictObject({ kind: z.literal('handoff'), source: runBoundarySchema, pause: handoffPauseSchema, allowPriorUnknown: z.boolean().optional() }),
+    z.strictObject({ kind: z.literal('message'), content: z.string().min(1), allowPriorUnknown: z.boolean().optional(), allowRestored: z.boolean().optional() }),
+    z.strictObject({
+      kind: z.literal('continuation'),
+      source: runBoundarySchema,
+      content: z.string().min(1).optional(),
+      allowPriorUnknown: z.boolean().optional(),
+      allowRestored: z.boolean().optional(),
+    }),
+    z.strictObject({ kind: z.literal('handoff'), source: runBoundarySchema, pause: handoffPauseSchema, allowRestored: z.boolean().optional() }),
   ]),
 })
 

@@ -41,7 +41,7 @@ const remedies: Partial<Record<FactstateErrorCode, string>> = {
   LOG_IO: 'LevelDB could not read or write the directory; check permissions and free disk space (if LevelDB names a missing or damaged file of its own, the directory is damaged: restore it from a backup)',
   LOG_INVALID_ARGUMENT: 'check the command line: the log directory and filters',
   RUN_BUSY: 'wait for the session\u2019s active run (or its paused turn\u2019s successor) to finish',
-  RUN_RECONCILIATION_REQUIRED: 'check the unknown tool outcomes, then start the message with allowPriorUnknown: true',
+  RUN_RECONCILIATION_REQUIRED: 'check the unknown tool outcomes, then start the message with allowPriorUnknown: true (in a log put back from a backup, check what its sessions did since, then allowRestored: true)',
   LOG_FORMAT_UNSUPPORTED: 'a newer factstate wrote this log; run this command with that version or a newer one',
   LOG_CLOSED: 'the log was closed while the command ran; run it again',
   LOG_PREFIX_TOO_LARGE: 'the log is larger than the limit given; raise it, or read the log with `factstate log`',

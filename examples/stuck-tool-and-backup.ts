@@ -94,7 +94,7 @@ try {
   }
   console.log(`run 4: refused: ${refused}`)
   // ... the team's inbox is checked; then the next message acknowledges it.
-  const fourth = await again.run(input('4', { kind: 'message', content: 'Did the summary go out?', allowPriorUnknown: true }))
+  const fourth = await again.run(input('4', { kind: 'message', content: 'Did the summary go out?', allowRestored: true }))
   console.log(`run 4 (acknowledged): ${fourth.status}; summaries sent: ${summariesSent}`)
   process.exitCode =
     first.status === 'failed' && first.class === 'outcome_unknown' && second.status === 'completed' && pending.length === 0 && same &&

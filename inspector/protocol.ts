@@ -62,7 +62,7 @@ export interface SessionView {
   reconciliation: UncertainOperation[]
   /**
    * In a log put back from a backup (`Overview.backup`): the session has not run since the backup was
-   * taken, so its next run must acknowledge that (allowPriorUnknown).
+   * taken, so its next run must acknowledge that (allowRestored).
    */
   restored: boolean
   turns: TurnView[]

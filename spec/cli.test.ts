@@ -316,7 +316,7 @@ test('pending lists what recovery and the sessions wait for; verify, recover and
     assert.match(backupText.stdout, /^a backup taken at \d{4}-\d\d-\d\dT[\d:.]+Z, at seq 9 \(digest sha256:[0-9a-f]{64}\): what its sessions did after that is not in it$/m)
     const restored = await cli(['pending', backup])
     assert.is(restored.code, 0, restored.stderr)
-    const since = "has not run since the backup taken at T (seq 9): check its tools' effects since then; its next run passes allowPriorUnknown"
+    const since = "has not run since the backup taken at T (seq 9): check its tools' effects since then; its next run passes allowRestored"
     assert.equal(
       restored.stdout.trim().split('\n').map((line) => line.replace(/taken at \S+ /, 'taken at T ')),
       [`session-cut: ${since}`, `session-tool: ${since}`, 'session-tool: 1 tool outcome(s) to acknowledge: echo op1 {"value":42}'],

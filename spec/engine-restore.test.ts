@@ -1,7 +1,7 @@
 /**
  * A log put back from a backup: it knows it is one (`restoredFrom()`, the point `EventLog.backup`
  * left in the copy), and an engine on it refuses the next run of every session that has not run
- * since that point, successors included, until a run acknowledges it (`allowPriorUnknown`): what
+ * since that point, successors included, until a run acknowledges it (`allowRestored`): what
  * the session did after the backup (here a deploy, and a successor that used its claim) is not in
  * the log, and must not be done again unknowingly.
  */
@@ -9,7 +9,7 @@ import { rename, rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import { Engine, EventLog, ModelExecutor, recoverInvocations, type BackupPoint, type RunInput } from '../index.js'
+import { Engine, EventLog, ModelExecutor, recoverInvocations, type BackupPoint, type RecoveredInvocation, type RunInput } from '../index.js'
 import { answer } from '../testing/scripted-model-server.js'
 import { rejectsWithCode } from './support/codes.js'
 import { type EngineHarness, countingTool, engineTest, factsOf, recoveringAfterSessionRead, refusedWithoutWriting, sealAtFirstSafePoint, successorInput } from './support/engine-fixtures.js'
@@ -24,7 +24,7 @@ async function putBack(h: EngineHarness, backupDir: string): Promise<EventLog> {
 }
 
 test(
-  'after a restore, each session that has not run since the backup needs allowPriorUnknown (messages, continuations, successors); new sessions and acknowledged ones run',
+  'after a restore, each session that has not run since the backup needs allowRestored (messages, continuations, successors), which allowPriorUnknown does not give; new sessions and acknowledged ones run',
   engineTest(
     [
       answer.text('a1 done'),
@@ -77,11 +77,14 @@ test(
       const refusal = await refusedWithoutWriting(log, () => engine.start(input('a3', 'A', 'go on')), 'RUN_RECONCILIATION_REQUIRED', 'a message to A')
       assert.equal(refusal.details, { unknown: [], restored: point })
       assert.match(refusal.message, /put back from a backup taken at .* \(at seq \d+\), and this session has not run since/)
-      assert.match(refusal.message, /allowPriorUnknown: true/)
+      assert.match(refusal.message, /pass work\.allowRestored: true to go on/)
       const a1 = (await log.runSource('A', 'run-a1'))?.boundary
       assert.ok(a1)
       await refusedWithoutWriting(log, () => engine.start({ ...input('a3', 'A'), work: { kind: 'continuation', source: a1 } }), 'RUN_RECONCILIATION_REQUIRED', 'a continuation of A')
-      await refusedWithoutWriting(log, () => engine.start({ ...input('a3', 'A'), work: { kind: 'message', content: 'go on', allowPriorUnknown: false } }), 'RUN_RECONCILIATION_REQUIRED', 'allowPriorUnknown: false')
+      await refusedWithoutWriting(log, () => engine.start({ ...input('a3', 'A'), work: { kind: 'message', content: 'go on', allowRestored: false } }), 'RUN_RECONCILIATION_REQUIRED', 'allowRestored: false')
+      // Unknown outcomes are another acknowledgement: it does not cover what the session did after the backup.
+      await refusedWithoutWriting(log, () => engine.start({ ...input('a3', 'A'), work: { kind: 'message', content: 'go on', allowPriorUnknown: true } }), 'RUN_RECONCILIATION_REQUIRED', 'allowPriorUnknown: true')
+      await refusedWithoutWriting(log, () => engine.start({ ...input('a3', 'A'), work: { kind: 'continuation', source: a1, allowPriorUnknown: true } }), 'RUN_RECONCILIATION_REQUIRED', 'a continuation with allowPriorUnknown')
       // The successor may have run after the backup: the claim looks unused here.
       const successor = await refusedWithoutWriting(log, () => engine.start(successorInput(sealed)), 'RUN_RECONCILIATION_REQUIRED', "P's successor")
       assert.equal(successor.details, { unknown: [], restored: point })
@@ -101,14 +104,14 @@ test(
       // A session the backup does not know of runs as in any log.
       assert.equal(await (await start(input('c1', 'C'))).wait(), { status: 'completed' })
       // An acknowledged run, then the session runs as before.
-      assert.equal(await (await start({ ...input('a3', 'A'), work: { kind: 'message', content: 'go on', allowPriorUnknown: true } })).wait(), { status: 'completed' })
+      assert.equal(await (await start({ ...input('a3', 'A'), work: { kind: 'message', content: 'go on', allowRestored: true } })).wait(), { status: 'completed' })
       assert.equal(await (await start(input('a4', 'A', 'and again'))).wait(), { status: 'completed' })
       assert.equal(
         (await log.pendingSessions()).map((session) => session.sessionId),
         ['B', 'P'],
         'A and C have run since the backup',
       )
-      assert.equal(await (await start({ ...successorInput(sealed), work: { ...(successorInput(sealed).work as object), allowPriorUnknown: true } as RunInput['work'] })).wait(), { status: 'completed' })
+      assert.equal(await (await start({ ...successorInput(sealed), work: { ...(successorInput(sealed).work as object), allowRestored: true } as RunInput['work'] })).wait(), { status: 'completed' })
       assert.is(deploy.calls.length, 1, 'no tool ran again')
       assert.equal(
         (await factsOf(log, 'invocation-a3')).filter((fact) => fact.type === 'invocation.opened').map((fact) => fact.type === 'invocation.opened' && fact.input.kind === 'message' && fact.input.priorUnknown),
@@ -151,6 +154,51 @@ test(
 )
 
 test(
+  "a run open in the backup that went on after it: recovery reports it restored, and the restart recipe's continuation with allowPriorUnknown is refused",
+  engineTest(
+    [answer.toolCalls([{ id: 'call-mail', name: 'mail', arguments: { value: 1 } }], { hold: true }), answer.text('mailed'), answer.text('mailed again')],
+    { ms: 30_000 },
+    async (h) => {
+      const mail = countingTool('mail')
+      const input = (name: string): RunInput => h.input(name, { session: 'M', tools: [mail] })
+      // The run is awaiting its model when the backup is taken; after it, the model asks for the mail and it is sent.
+      const open = await h.start(input('m1'))
+      await h.server.seen(0)
+      const backupDir = join(h.dir, 'backup')
+      await EventLog.backup(h.logPath, backupDir)
+      h.server.release(0)
+      assert.equal(await open.wait(), { status: 'completed' })
+      assert.is(mail.calls.length, 1)
+      await h.engine.drain()
+      h.runs.length = 0
+      const log = await putBack(h, backupDir)
+      // The restart's recipe: recovery closes the run the backup left open, with nothing uncertain in it.
+      const closed: RecoveredInvocation[] = []
+      assert.is(await recoverInvocations(log, { onClosed: (run) => void closed.push(run) }), 1)
+      assert.equal(
+        closed.map((run) => [run.invocation.runId, run.outcome.class, run.uncertainOperations.length, run.restored]),
+        [['run-m1', 'host_interrupted', 0, log.restoredFrom()]],
+      )
+      const engine = new Engine({ log, model: new ModelExecutor({ timeoutMs: 5_000, backoffMs: 1, maxBackoffMs: 20 }) })
+      try {
+        const boundary = (closed[0] as RecoveredInvocation).boundary
+        const continuation = (extra: object): RunInput => ({ ...input('m2'), work: { kind: 'continuation', source: boundary, ...extra } })
+        const refusal = await refusedWithoutWriting(log, () => engine.start(continuation({ allowPriorUnknown: true })), 'RUN_RECONCILIATION_REQUIRED', 'the recipe\'s continuation')
+        assert.equal(refusal.details, { unknown: [], restored: log.restoredFrom() })
+        assert.is(mail.calls.length, 1, 'the mail was not sent again')
+        // Once the mail is checked, the restore is acknowledged and the turn goes on.
+        const acknowledged = await engine.start(continuation({ allowRestored: true }))
+        assert.equal(await acknowledged.wait(), { status: 'completed' })
+        h.runs.push(acknowledged)
+        assert.is(mail.calls.length, 1, 'the model answered in text this time')
+      } finally {
+        await engine.drain()
+      }
+    },
+  ),
+)
+
+test(
   'a successor whose claim was used before the backup is HANDOFF_CLAIMED on the restored log, acknowledged or not: there is nothing to reconcile',
   engineTest([answer.text('successor done')], { ms: 30_000 }, async (h) => {
     const sealed = await sealAtFirstSafePoint(h, h.input('q1', { session: 'Q' }), 'q-successor')
@@ -162,7 +210,7 @@ test(
     try {
       const plain = await refusedWithoutWriting(log, () => engine.start(successorInput(sealed)), 'HANDOFF_CLAIMED', 'a second successor')
       assert.is((plain.details as { claimedBy?: string }).claimedBy, sealed.pause.intent.successorInvocationId)
-      const acknowledged = { ...successorInput(sealed), work: { ...(successorInput(sealed).work as object), allowPriorUnknown: true } as RunInput['work'] }
+      const acknowledged = { ...successorInput(sealed), work: { ...(successorInput(sealed).work as object), allowRestored: true } as RunInput['work'] }
       await refusedWithoutWriting(log, () => engine.start(acknowledged), 'HANDOFF_CLAIMED', 'a second successor, acknowledged')
     } finally {
       await engine.drain()

@@ -157,7 +157,7 @@ pageTest('a backup says where it was taken, and flags each session that has not 
     const shown = await load(watched, served.url)
     await shown.waitForSelector('#log-backup-item:not([hidden])', WAIT)
     assert.match((await shown.textContent('#log-backup')) ?? '', new RegExp(`^taken at \\d{4}-\\d\\d-\\d\\dT[\\d:.]+Z · seq ${events}$`))
-    assert.match((await shown.getAttribute('#log-backup', 'title')) ?? '', /allowPriorUnknown/)
+    assert.match((await shown.getAttribute('#log-backup', 'title')) ?? '', /allowRestored/)
     const sessions = await shown.$$eval('section.session', (nodes) => nodes.map((n) => [n.getAttribute('data-session'), n.querySelector('[data-flag="restored"]') !== null]))
     assert.ok(sessions.length >= 2, `${sessions.length} sessions shown`)
     assert.equal(

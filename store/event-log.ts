@@ -107,7 +107,7 @@ export interface PendingSession {
    * In a log that is a backup (`restoredFrom()`), for a session that has not run since the backup's
    * point: what it did after that point is not in the log. In a backup of a log itself put back from a
    * backup, the earlier backup's point when the session has not run since that one. Check its tools' effects since `takenAt`,
-   * then start its next run with `allowPriorUnknown: true` (until then an `Engine` refuses it).
+   * then start its next run with `allowRestored: true` (until then an `Engine` refuses it).
    */
   restored?: BackupPoint
 }
@@ -2838,7 +2838,7 @@ export class EventLog {
    * a log has gone back to that point: what its sessions did after it (tool calls included) is not in
    * it, so an `Engine` refuses the next run of each session that has not run since
    * (`RUN_RECONCILIATION_REQUIRED` with `details.restored`) until one is started with
-   * `work.allowPriorUnknown: true`. `undefined` for a log that was never a backup.
+   * `work.allowRestored: true`. `undefined` for a log that was never a backup.
    */
   restoredFrom(): BackupPoint | undefined {
     this.#assertOpen()

@@ -3,6 +3,7 @@ import { readOptions } from '../options.js'
 import type { Fact, Invocation, RunBoundary, RuntimeEvent, UncertainOperation } from '../facts/types.js'
 import { type EventLog, logInternals } from './event-log.js'
 import type { InvocationRecord } from './projection.js'
+import type { BackupPoint } from './backup-point.js'
 
 /** An invocation recovery closed (see `recoverInvocations`' `onClosed`). */
 export interface RecoveredInvocation {
@@ -17,6 +18,13 @@ export interface RecoveredInvocation {
   uncertainOperations: (UncertainOperation & { readOnly?: true })[]
   /** Where its run now ends: the source a continuation of it starts from (`work: { kind: 'continuation', source }`). */
   boundary: RunBoundary
+  /**
+   * In a log put back from a backup (`log.restoredFrom()`), when its session has not run since the
+   * backup's point: what the session did after it, this run's continuation in another process
+   * included, is not in the log, and nothing uncertain here says it did nothing. Its next run must
+   * pass `work.allowRestored: true` once that is checked (an `Engine` refuses it until then).
+   */
+  restored?: BackupPoint
 }
 
 /** Options of {@link recoverInvocations}. */
@@ -148,10 +156,12 @@ async function report(log: EventLog, record: InvocationRecord, events: RuntimeEv
     }
     uncertainOperations = uncertainOperations.map((op) => (inputs.has(op.operationId) ? { ...op, input: inputs.get(op.operationId) } : op))
   }
+  const restored = await logInternals(log).restoredSince(invocation.sessionId)
   await onClosed({
     invocation: structuredClone(invocation),
     outcome: { status: 'failed', class: outcome.class as 'host_interrupted' | 'outcome_unknown', message: outcome.message },
     uncertainOperations,
     boundary: source.boundary,
+    ...(restored === undefined ? {} : { restored: { ...restored } }),
   })
 }

@@ -10,7 +10,7 @@ successor has not finished (start it, or give the turn up), tool outcomes to ack
 call with the input it was dispatched with, cut at 120 characters; check their effects; the next
 message passes allowPriorUnknown), and in a log put back from a backup each
 session that has not run since the backup was taken (what it did after that is not in the log: check
-its tools' effects since then; its next run passes allowPriorUnknown). Sessions with nothing pending are left
+its tools' effects since then; its next run passes allowRestored). Sessions with nothing pending are left
 out; "nothing pending" is printed when none is. Reads a snapshot of the log, as log and verify do.
 --json prints the sessions as one JSON array (log.pendingSessions()).
 Exit codes: 0 listed, 2 usage, 1/4 the log refused.`
@@ -40,7 +40,7 @@ export async function pendingCommand(args: string[], io: CommandIo): Promise<num
     for (const { sessionId, active, paused, unknown, restored } of sessions) {
       if (restored !== undefined) {
         const when = new Date(restored.takenAt).toISOString()
-        io.stdout(escapeControls(`${sessionId}: has not run since the backup taken at ${when} (seq ${restored.highWater}): check its tools' effects since then; its next run passes allowPriorUnknown`))
+        io.stdout(escapeControls(`${sessionId}: has not run since the backup taken at ${when} (seq ${restored.highWater}): check its tools' effects since then; its next run passes allowRestored`))
       }
       for (const run of active) io.stdout(escapeControls(`${sessionId}: open run ${run.runId} (${run.invocationId}, turn ${run.turnId})${why}`))
       for (const turn of paused) io.stdout(escapeControls(`${sessionId}: paused turn ${turn.turnId}: run ${turn.runId} waits for its successor ${turn.intent.successorRunId} (${turn.intent.successorInvocationId}, claim ${turn.intent.claimId})`))

@@ -22,7 +22,7 @@ export function showBackup(point: BackupPoint | null): void {
   const taken = new Date(point.takenAt).toISOString()
   const node = byId('log-backup')
   node.textContent = `taken at ${taken} · seq ${point.highWater}`
-  node.title = `This log is a backup taken at ${taken}, at seq ${point.highWater} (digest ${point.digest}), or was put back from one: what its sessions did after that is not in it. Each session that has not run since needs allowPriorUnknown on its next run.`
+  node.title = `This log is a backup taken at ${taken}, at seq ${point.highWater} (digest ${point.digest}), or was put back from one: what its sessions did after that is not in it. Each session that has not run since needs allowRestored on its next run.`
 }
 
 /** Shows a verify report; `highWater` is the log's current one (a report older than it is stale). */

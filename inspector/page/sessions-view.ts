@@ -77,7 +77,7 @@ export function renderSessions(nav: HTMLElement, overview: Overview, options: Se
           'span',
           {
             class: 'pill pill-warn',
-            title: 'The log was put back from a backup, and this session has not run since it was taken: what it did after that is not in the log. Its next run must acknowledge that (allowPriorUnknown).',
+            title: 'The log was put back from a backup, and this session has not run since it was taken: what it did after that is not in the log. Its next run must acknowledge that (allowRestored).',
             data: { flag: 'restored' },
           },
           '⚠ not run since the backup',

@@ -322,12 +322,18 @@ export async function onLogDirectory(
   io: CommandIo,
   help: string,
   read: boolean,
-  action: (log: EventLog, options: { json: boolean }) => Promise<void>,
+  action: (log: EventLog, options: { json: boolean; flags: ReadonlySet<string> }) => Promise<void>,
+  /** Boolean flags of the command's own besides `--json` (`unanswered` for `--unanswered`): those given reach `action` in `flags`. */
+  flags: readonly string[] = [],
 ): Promise<number> {
   const parsed = parseCommand(io, help, {
     args,
     allowPositionals: true,
-    options: { help: { type: 'boolean', short: 'h', default: false }, json: { type: 'boolean', default: false } },
+    options: {
+      help: { type: 'boolean', short: 'h', default: false },
+      json: { type: 'boolean', default: false },
+      ...Object.fromEntries(flags.map((flag) => [flag, { type: 'boolean' as const, default: false }])),
+    },
   })
   if (typeof parsed === 'number') return parsed
   if (parsed.positionals.length !== 1) return usage(io, 'expected exactly one log directory', help)
@@ -338,7 +344,8 @@ export async function onLogDirectory(
   try {
     log = read ? await openLogToRead(directory, io) : await openLog(directory)
     if (log === undefined) return usage(io, `no factstate log at ${directory} (it holds another program's LevelDB database)`, help)
-    await action(log, { json: parsed.values.json === true })
+    const values = parsed.values as Record<string, unknown>
+    await action(log, { json: values.json === true, flags: new Set(flags.filter((flag) => values[flag] === true)) })
     return EXIT.ok
   } catch (error) {
     return read ? reportReadError(error, io, log) : reportError(error, io)

@@ -110,6 +110,20 @@ export interface PendingSession {
    * then start its next run with `allowRestored: true` (until then an `Engine` refuses it).
    */
   restored?: BackupPoint
+  /**
+   * With `pendingSessions({ unanswered: true })`: the session's last run, when it ended `cancelled` or
+   * `failed` (a shutdown's `cancelled{shutdown}`, a crash's `host_interrupted` once recovered, a
+   * provider that kept failing, `max_steps`): its turn got no answer. A continuation from its boundary
+   * (`runSource(sessionId, runId).boundary`) without `content` finishes it; a cancel the user asked for
+   * is listed too (tell them apart by `outcome`).
+   */
+  unanswered?: RunSummary
+}
+
+/** Options of {@link EventLog.pendingSessions}. */
+export interface PendingOptions {
+  /** Also list the sessions whose last run ended `cancelled` or `failed`, with that run (`unanswered`). Default false. */
+  unanswered?: boolean | undefined
 }
 
 /** Every event of the log up to `highWater`, with the digest at that point. */
@@ -2441,7 +2455,8 @@ export class EventLog {
   /**
    * The sessions with something pending, in id order: a run open, a turn paused for its successor, or
    * tool outcomes waiting to be acknowledged, or, in a backup (`restoredFrom()`), no run since its
-   * point (`restored`; sessions with none of these are left out). What a
+   * point (`restored`), and with `{ unanswered: true }` a last run that ended `cancelled` or `failed`
+   * (`unanswered`; sessions with none of these are left out). What a
    * process starting up looks at, after `recoverInvocations`: the successors to start, the sessions to
    * reconcile, the runs another process is still driving. Reads every session's index record (200,000
    * sessions in well under a second); `LOG_CORRUPT` for a record that cannot be read.
@@ -2455,28 +2470,32 @@ export class EventLog {
    * }
    * ```
    */
-  async pendingSessions(): Promise<PendingSession[]> {
+  async pendingSessions(options: PendingOptions = {}): Promise<PendingSession[]> {
     this.#assertOpen()
+    const { unanswered = false } = readOptions(options, ['unanswered'], { call: 'pendingSessions', code: 'LOG_INVALID_ARGUMENT' })
+    if (typeof unanswered !== 'boolean') throw new FactstateError('LOG_INVALID_ARGUMENT', `pendingSessions: unanswered must be a boolean, not ${typeof unanswered}`)
     const found: PendingSession[] = []
     const backup = this.#backupPoints.length > 0
     try {
-      // In a backup: where each session last opened a run (one pass over the run index); those that have
-      // not run since a backup's point wait for an acknowledgement.
-      const lastOpened = new Map<string, number>()
-      if (backup) {
+      // In a backup, or asked for unanswered turns: each session's last run (one pass over the run index);
+      // in a backup those that have not run since its point wait for an acknowledgement.
+      const lastRuns = new Map<string, RunSummary>()
+      if (backup || unanswered) {
         for await (const key of this.#db.keys({ gte: keys.runLow, lt: keys.runHigh })) {
           const [sessionId, runId] = key.slice(keys.runLow.length).split('!') as [string, string]
-          const { record } = this.#runRecords(sessionId, runId, key)
-          lastOpened.set(sessionId, Math.max(record.openedSeq, lastOpened.get(sessionId) ?? 0))
+          const run = this.#runSummary(sessionId, runId, key)
+          if (run.openedSeq > (lastRuns.get(sessionId)?.openedSeq ?? 0)) lastRuns.set(sessionId, run)
         }
       }
       for await (const [key, value] of this.#db.iterator({ gte: keys.sessionLow, lt: keys.sessionHigh })) {
         const sessionId = key.slice(keys.sessionLow.length)
         const { active, paused, unknown } = indexRecord<SessionRecord>(value, `session ${sessionId}`, 'session')
-        const restored = backup ? this.#pointSince(lastOpened.get(sessionId)) : undefined
-        if (active.length === 0 && paused.length === 0 && unknown.length === 0 && restored === undefined) continue
+        const last = lastRuns.get(sessionId)
+        const restored = backup ? this.#pointSince(last?.openedSeq) : undefined
+        const cut = unanswered && (last?.outcome?.status === 'cancelled' || last?.outcome?.status === 'failed') ? last : undefined
+        if (active.length === 0 && paused.length === 0 && unknown.length === 0 && restored === undefined && cut === undefined) continue
         // Copies: the caller's to keep or change.
-        found.push(structuredClone({ sessionId, active, paused, unknown, ...(restored === undefined ? {} : { restored }) }))
+        found.push(structuredClone({ sessionId, active, paused, unknown, ...(restored === undefined ? {} : { restored }), ...(cut === undefined ? {} : { unanswered: cut }) }))
       }
       // Each unknown outcome with the input its call was dispatched with: what to check, and what to show whoever checks it.
       for (const session of found) {
@@ -2537,24 +2556,28 @@ export class EventLog {
     try {
       // Ids hold no '!' or '"': the session's run keys are exactly those between `r!<session>!` and `r!<session>"`.
       for await (const key of this.#db.keys({ gte: prefix, lt: `${prefix.slice(0, -1)}"` })) {
-        const runId = key.slice(prefix.length)
-        const { run, record } = this.#runRecords(sessionId, runId, key)
-        found.push({
-          runId,
-          turnId: record.invocation.turnId,
-          invocationId: run.invocationId,
-          kind: record.inputKind,
-          ...(run.source === undefined ? {} : { sourceRunId: run.source.runId }),
-          openedSeq: record.openedSeq,
-          lastSeq: record.lastSeq,
-          terminal: record.terminal,
-          ...(record.outcome === undefined ? {} : { outcome: record.outcome }),
-        })
+        found.push(this.#runSummary(sessionId, key.slice(prefix.length), key))
       }
     } catch (error) {
       throw this.#readFailure(error)
     }
     return found.sort((a, b) => a.openedSeq - b.openedSeq)
+  }
+
+  /** The summary of run `runId` of `sessionId`, whose index key is `key` (`LOG_CORRUPT` without its records). */
+  #runSummary(sessionId: string, runId: string, key: string): RunSummary {
+    const { run, record } = this.#runRecords(sessionId, runId, key)
+    return {
+      runId,
+      turnId: record.invocation.turnId,
+      invocationId: run.invocationId,
+      kind: record.inputKind,
+      ...(run.source === undefined ? {} : { sourceRunId: run.source.runId }),
+      openedSeq: record.openedSeq,
+      lastSeq: record.lastSeq,
+      terminal: record.terminal,
+      ...(record.outcome === undefined ? {} : { outcome: record.outcome }),
+    }
   }
 
   /**

@@ -2,7 +2,7 @@ import { clip, escapeControls } from '../../store/fact-summary.js'
 import { logHeldOpen } from '../../store/writer-presence.js'
 import { type CommandIo, onLogDirectory } from '../io.js'
 
-export const pendingHelp = `usage: factstate pending <log-directory> [--json]
+export const pendingHelp = `usage: factstate pending <log-directory> [--unanswered] [--json]
 
 Lists the sessions with something pending, one line for each thing: a run still open (running in
 an application, or left by a crash until 'factstate recover': said so when no process has the log open), a turn sealed by a handoff whose
@@ -12,6 +12,9 @@ message passes allowPriorUnknown), and in a log put back from a backup each
 session that has not run since the backup was taken (what it did after that is not in the log: check
 its tools' effects since then; its next run passes allowRestored). Sessions with nothing pending are left
 out; "nothing pending" is printed when none is. Reads a snapshot of the log, as log and verify do.
+--unanswered also lists each session whose last run ended cancelled or failed (a shutdown's
+cancelled shutdown, a crash's host_interrupted once recovered): its turn got no answer, and a
+continuation from that run's end without a message finishes it.
 --json prints the sessions as one JSON array (log.pendingSessions()).
 Exit codes: 0 listed, 2 usage, 1/4 the log refused.`
 
@@ -27,8 +30,8 @@ Exit codes: 0 listed, 2 usage, 1/4 the log refused.`
 const shortJson = (value: unknown): string => clip(JSON.stringify(value) ?? String(value), 120)
 
 export async function pendingCommand(args: string[], io: CommandIo): Promise<number> {
-  return onLogDirectory(args, io, pendingHelp, true, async (log, { json }) => {
-    const sessions = await log.pendingSessions()
+  return onLogDirectory(args, io, pendingHelp, true, async (log, { json, flags }) => {
+    const sessions = await log.pendingSessions({ unanswered: flags.has('unanswered') })
     if (json) {
       // Fact text (ids, tool names, inputs) in JSON strings: C1 and bidirectional controls escaped, as `log --json` does.
       io.stdout(escapeControls(JSON.stringify(sessions)))
@@ -37,7 +40,7 @@ export async function pendingCommand(args: string[], io: CommandIo): Promise<num
     // Whether the open runs may be running: only while a process has the log open.
     const held = sessions.some((session) => session.active.length > 0) ? await logHeldOpen(log.snapshotOf ?? '') : undefined
     const why = held === false ? '; no process has the log open: a crash left it, factstate recover closes it' : ''
-    for (const { sessionId, active, paused, unknown, restored } of sessions) {
+    for (const { sessionId, active, paused, unknown, restored, unanswered } of sessions) {
       if (restored !== undefined) {
         const when = new Date(restored.takenAt).toISOString()
         io.stdout(escapeControls(`${sessionId}: has not run since the backup taken at ${when} (seq ${restored.highWater}): check its tools' effects since then; its next run passes allowRestored`))
@@ -49,7 +52,12 @@ export async function pendingCommand(args: string[], io: CommandIo): Promise<num
         const ops = unknown.map((op) => `${op.name} ${op.operationId}${op.input === undefined ? '' : ` ${shortJson(op.input)}`}`)
         io.stdout(escapeControls(`${sessionId}: ${unknown.length} tool outcome(s) to acknowledge: ${ops.join(', ')}`))
       }
+      if (unanswered?.outcome !== undefined) {
+        const { outcome } = unanswered
+        const ended = outcome.status === 'cancelled' ? `cancelled ${outcome.source}` : outcome.status === 'failed' ? `failed ${outcome.class}` : outcome.status
+        io.stdout(escapeControls(`${sessionId}: unanswered turn ${unanswered.turnId}: run ${unanswered.runId} (${unanswered.invocationId}) ended ${ended} at seq ${unanswered.lastSeq}`))
+      }
     }
     if (sessions.length === 0) io.stdout('nothing pending')
-  })
+  }, ['unanswered'])
 }

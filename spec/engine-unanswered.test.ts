@@ -1,0 +1,100 @@
+/**
+ * Turns that got no answer: a shutdown cancels every run (`cancelled{shutdown}`), a crash leaves runs
+ * that recovery ends `host_interrupted`, a provider refuses a request. None of them leaves anything
+ * pending, so `pendingSessions()` did not list them, and a restarted service had no way to find the
+ * conversations it cut short. `pendingSessions({ unanswered: true })` (and `factstate pending
+ * --unanswered`) lists each session whose last run ended `cancelled` or `failed`, with that run.
+ */
+import { test } from 'uvu'
+import * as assert from 'uvu/assert'
+import { pendingCommand } from '../bin/commands/pending.js'
+import { Engine, EventLog, ModelExecutor, recoverInvocations, type RunInput } from '../index.js'
+import { answer } from '../testing/scripted-model-server.js'
+import { collector } from './support/cli-io.js'
+import { rejectsWithCode } from './support/codes.js'
+import { engineTest } from './support/engine-fixtures.js'
+
+let answerAll = false
+
+test(
+  'pendingSessions({ unanswered: true }) lists the sessions whose last run a shutdown, a crash or a failure cut short; a continuation finishes each, and then it is not listed',
+  engineTest(
+    (request) => {
+      const last = request.body.messages.at(-1) as { content?: string } | undefined
+      const asked = String(last?.content ?? '')
+      if (asked.includes('refuse')) return answer.status(400, { body: { error: { message: 'no' } } })
+      if (answerAll || asked.includes('answer')) return answer.text(`answered: ${asked}`)
+      return answer.hang()
+    },
+    { ms: 30_000 },
+    async (h) => {
+      const input = (name: string, content: string): RunInput => h.input(name, { session: name.toUpperCase(), content })
+      assert.equal(await h.run(input('a', 'answer me')), { status: 'completed' })
+      assert.equal((await h.run(input('f', 'refuse me'))).status, 'failed')
+      // A shutdown: one signal for every run, aborted as the README's SIGTERM recipe does.
+      const shutdown = new AbortController()
+      const cancelled = await h.start(input('s', 'wait for me'), { signal: shutdown.signal })
+      await h.server.seen(2)
+      shutdown.abort('shutdown')
+      assert.equal(await cancelled.wait(), { status: 'cancelled', source: 'shutdown' })
+      // A crash: a run left open when the log closes, ended host_interrupted by the next open's recovery.
+      const open = await h.engine.start(input('c', 'wait too'))
+      await h.server.seen(3)
+      await h.log.close()
+      await rejectsWithCode(() => open.wait(), 'LOG_CLOSED', 'the run the log closed under')
+      h.log = await EventLog.open(h.logPath)
+      assert.is(await recoverInvocations(h.log), 1)
+      const log = h.log
+
+      assert.equal(await log.pendingSessions(), [], 'nothing is pending: every run ended')
+      const unanswered = await log.pendingSessions({ unanswered: true })
+      assert.equal(
+        unanswered.map((session) => [session.sessionId, session.unanswered?.runId, session.unanswered?.outcome]),
+        [
+          ['C', 'run-c', { status: 'failed', class: 'host_interrupted', message: 'the host stopped' }],
+          ['F', 'run-f', (await log.runs('F'))[0]?.outcome],
+          ['S', 'run-s', { status: 'cancelled', source: 'shutdown' }],
+        ],
+      )
+      assert.is((await log.runs('F'))[0]?.outcome?.status, 'failed')
+      for (const session of unanswered) assert.equal(session.unanswered, (await log.runs(session.sessionId)).at(-1), `${session.sessionId}: the last run, as runs() gives it`)
+
+      // The CLI says the same, on a snapshot of the log it reads while the application has it open.
+      const listed = collector()
+      assert.is(await pendingCommand([h.logPath, '--unanswered'], listed.io), 0)
+      assert.equal(listed.out, [
+        'C: unanswered turn turn-c: run run-c (invocation-c) ended failed host_interrupted at seq ' + String((await log.runs('C'))[0]?.lastSeq),
+        'F: unanswered turn turn-f: run run-f (invocation-f) ended failed ' + String(((await log.runs('F'))[0]?.outcome as { class: string }).class) + ' at seq ' + String((await log.runs('F'))[0]?.lastSeq),
+        'S: unanswered turn turn-s: run run-s (invocation-s) ended cancelled shutdown at seq ' + String((await log.runs('S'))[0]?.lastSeq),
+      ])
+      const plain = collector()
+      assert.is(await pendingCommand([h.logPath], plain.io), 0)
+      assert.equal(plain.out, ['nothing pending'])
+
+      // A restart finishes the cut-short turns: a continuation from the run's end, without a message.
+      const engine = new Engine({ log, model: new ModelExecutor({ timeoutMs: 5_000, backoffMs: 1, maxBackoffMs: 20 }) })
+      try {
+        const source = (await log.runSource('S', 'run-s'))?.boundary
+        assert.ok(source)
+        const again: RunInput = { ...input('s2', 'unused'), invocation: { sessionId: 'S', turnId: 'turn-s2', runId: 'run-s2', invocationId: 'invocation-s2' }, work: { kind: 'continuation', source } }
+        answerAll = true
+        const finishing = await engine.start(again)
+        h.runs.push(finishing)
+        assert.equal(await finishing.wait(), { status: 'completed' })
+        assert.equal(
+          (await log.pendingSessions({ unanswered: true })).map((session) => session.sessionId),
+          ['C', 'F'],
+          "S's last run is answered now",
+        )
+      } finally {
+        await engine.drain()
+      }
+
+      await rejectsWithCode(() => log.pendingSessions({ unanswered: 'yes' } as never), 'LOG_INVALID_ARGUMENT', 'unanswered: "yes"')
+      await rejectsWithCode(() => log.pendingSessions({ unansered: true } as never), 'LOG_INVALID_ARGUMENT', 'a misspelt option')
+      await rejectsWithCode(() => log.pendingSessions(null as never), 'LOG_INVALID_ARGUMENT', 'null options')
+    },
+  ),
+)
+
+test.run()

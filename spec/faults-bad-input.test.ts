@@ -97,6 +97,12 @@ const inFile = async (c: Context, open: (file: string) => Promise<unknown>) => {
 }
 
 const LONG_ID = 'x'.repeat(129)
+/** An array of `length` holes. */
+const sparse = (length: number): unknown[] => {
+  const holes: unknown[] = []
+  holes.length = length
+  return holes
+}
 /** `{ a: { a: … } }`, `levels` deep. */
 const deep = (levels: number): Loose => {
   let value: Loose = {}
@@ -130,6 +136,9 @@ const cases: Case[] = [
   { area: 'RunInput', name: 'providerOptions with a function', code: 'RUN_INVALID_INPUT', act: start((i) => (i.providerOptions = { hook: () => 1 })) },
   { area: 'RunInput', name: 'providerOptions with an own __proto__ key', code: 'RUN_INVALID_INPUT', act: start((i) => (i.providerOptions = JSON.parse('{"temperature":0,"__proto__":{"x":1}}'))) },
   { area: 'RunInput', name: 'an invocation that is a Proxy (not plain data)', code: 'RUN_INVALID_INPUT', act: start((i) => (i.invocation = new Proxy({ ...i.invocation }, {}))) },
+  // A sparse array costs its maker nothing: refused at its first hole, not parsed item by item (which ran out of memory).
+  { area: 'RunInput', name: 'providerOptions with 3,000,000 holes', code: 'RUN_INVALID_INPUT', fields: ['providerOptions'], message: /providerOptions\.stop\.0: a hole cannot be stored/, act: start((i) => (i.providerOptions = { stop: sparse(3_000_000) })) },
+  { area: 'tools', name: 'an input schema enum of 3,000,000 holes', code: 'RUN_INVALID_INPUT', act: start((i) => (i.tools[0].inputSchema = { type: 'object', properties: { a: { enum: sparse(3_000_000) } } })) },
   { area: 'RunInput', name: 'providerOptions with a lone surrogate', code: 'RUN_INVALID_INPUT', act: start((i) => (i.providerOptions = { stop: 'a\ud800' })) },
   { area: 'RunInput', name: 'a tool schema nested 20,000 deep', code: 'RUN_INVALID_INPUT', act: start((i) => (i.tools = [{ ...i.tools[0], inputSchema: deep(20_000) }])) },
   // 59 levels under providerOptions would fit an opened fact but not a seal's pause (fact.outcome.pause.execution…).
@@ -387,6 +396,8 @@ const cases: Case[] = [
   { area: 'append', name: 'an outcome status "done"', code: 'LOG_INVALID_EVENT', act: appendFact({ type: 'invocation.ended', outcome: { status: 'done' } }) },
   { area: 'append', name: 'a string instead of an event', code: 'LOG_INVALID_EVENT', act: (c) => c.log.append('event' as unknown as RuntimeEvent) },
   { area: 'append', name: 'appendAll of nothing', code: 'LOG_INVALID_ARGUMENT', act: (c) => c.log.appendAll([]) },
+  { area: 'append', name: 'appendAll of 100,000,000 holes', code: 'LOG_INVALID_EVENT', message: /appendAll's event 0 is a hole/, act: (c) => c.log.appendAll(sparse(100_000_000) as RuntimeEvent[]) },
+  { area: 'append', name: 'provider options of 3,000,000 holes in an appended fact', code: 'LOG_INVALID_EVENT', message: /a hole cannot be stored/, act: append((e) => (e.fact.execution.providerOptions = { stop: sparse(3_000_000) })) },
   {
     area: 'append',
     name: 'appendAll of an array whose length cannot be read (a promise rejected, not a throw)',

@@ -125,7 +125,14 @@ function offence(value: unknown, depth: number): { path: string; reason: string 
   if (depth > MAX_DEPTH) return { path: '', reason: TOO_DEEP }
   if (Array.isArray(value)) {
     for (let index = 0; index < value.length; index += 1) {
-      const found = offence(value[index], depth + 1)
+      const item: unknown = value[index]
+      // Refused here, at the first, not by the schema's parse: it would word a union's issues for each
+      // item, and a sparse array of millions of holes costs its maker nothing (no fact's array holds one).
+      if (item === undefined || typeof item === 'function' || typeof item === 'symbol' || typeof item === 'bigint') {
+        const what = item === undefined ? (index in value ? 'undefined' : 'a hole') : `a ${typeof item}`
+        return { path: `.${index}`, reason: `${what} cannot be stored: an array holds JSON values` }
+      }
+      const found = offence(item, depth + 1)
       if (found) return { path: `.${index}${found.path}`, reason: found.reason }
     }
     return undefined

@@ -1773,8 +1773,18 @@ export class EventLog {
       if (!Array.isArray(events)) throw new FactstateError('LOG_INVALID_ARGUMENT', 'appendAll takes a non-empty array of events')
       // Read once, here: a proxy whose traps throw is this call's refusal, and later changes to the array do not reach the append.
       try {
-        copy = Array.from(events)
+        // Item by item, not Array.from: a sparse array of a hundred million holes costs the caller
+        // nothing to make, and is refused at its first hole instead of copied.
+        copy = []
+        for (let index = 0, length = events.length; index < length; index += 1) {
+          const event = events[index]
+          if (event === undefined) {
+            throw new FactstateError('LOG_INVALID_EVENT', `the event cannot be read: appendAll's event ${index} is ${index in events ? 'undefined' : 'a hole in the array'}`, { details: { fields: [] } })
+          }
+          copy.push(event)
+        }
       } catch (error) {
+        if (error instanceof FactstateError) throw error
         throw new FactstateError('LOG_INVALID_ARGUMENT', `appendAll could not read its array of events: ${messageOf(error)}`, { cause: error })
       }
       if (copy.length === 0) throw new FactstateError('LOG_INVALID_ARGUMENT', 'appendAll takes a non-empty array of events')

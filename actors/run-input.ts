@@ -228,14 +228,33 @@ const url = z
     return parsed === undefined || (parsed.username === '' && parsed.password === '')
   }, 'baseUrl must not carry credentials (user:password@); pass them as apiKey or headers')
 
+/** An HTTP header name: a token (RFC 9110). */
+const HEADER_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/
+/** What fetch sends as a header value: Latin-1 text without CR, LF or NUL (it refuses the rest, after the run has begun). */
+const HEADER_VALUE = /^[^\0\r\n\u0100-\uffff]*$/
+/** Headers the HTTP client sets for each request from its body and connection: given, one hung the request or was refused mid-run. */
+const FRAMING_HEADERS = new Set(['content-length', 'transfer-encoding', 'host', 'connection', 'keep-alive', 'upgrade', 'te', 'trailer', 'expect'])
+
 const runInputSchema = z.strictObject({
   invocation: invocationSchema,
   provider: z.strictObject({
     kind: z.literal('openai-chat'),
     baseUrl: url,
     model: z.string().min(1).max(256),
-    apiKey: z.string().optional(),
-    headers: z.record(z.string(), z.string()).optional(),
+    apiKey: z
+      .string()
+      .refine((value) => HEADER_VALUE.test(value), 'apiKey must be text an HTTP header can carry (Latin-1, no line break or NUL); its value is not shown')
+      .optional(),
+    headers: z
+      .record(z.string(), z.string())
+      .superRefine((headers, context) => {
+        for (const [name, value] of Object.entries(headers)) {
+          if (!HEADER_NAME.test(name)) context.addIssue({ code: 'custom', path: [name], message: `${JSON.stringify(name)} is not an HTTP header name (letters, digits and !#$%&'*+-.^_\`|~)` })
+          else if (FRAMING_HEADERS.has(name.toLowerCase())) context.addIssue({ code: 'custom', path: [name], message: `${name} is set by the HTTP client for each request; it cannot be given` })
+          else if (!HEADER_VALUE.test(value)) context.addIssue({ code: 'custom', path: [name], message: `the value of ${name} is not text an HTTP header can carry (Latin-1, no line break or NUL); it is not shown` })
+        }
+      })
+      .optional(),
   }),
   providerOptions: z
     .record(z.string(), jsonValue)

@@ -166,7 +166,15 @@ const bytesShown = (bytes: number): string => `${bytes.toLocaleString('en-US')} 
  * pass the getter's error off as the tool's.
  */
 async function toolResult(returned: unknown, limit: number): Promise<ToolResult> {
-  if (returned instanceof Promise || returned === null || (typeof returned !== 'object' && typeof returned !== 'function')) return jsonOutput(await returned, limit)
+  if (returned === null || (typeof returned !== 'object' && typeof returned !== 'function')) return jsonOutput(returned, limit)
+  let native: boolean
+  try {
+    // `instanceof` reads the value too (its prototype): a revoked proxy throws there.
+    native = returned instanceof Promise
+  } catch (error) {
+    return unrecorded(`it cannot be read (${messageOf(error)})`)
+  }
+  if (native) return jsonOutput(await returned, limit)
   let then: unknown
   try {
     then = (returned as { then?: unknown }).then

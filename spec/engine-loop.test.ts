@@ -114,6 +114,28 @@ test(
 )
 
 test(
+  'a tool that returns a revoked proxy has run: its result could not be recorded (not the tool failing, which the model might take as a reason to call it again)',
+  engineTest([answer.toolCalls([{ name: 'revoked', arguments: {} }]), answer.text('done')], {}, async (h) => {
+    let effects = 0
+    const revoked = {
+      name: 'revoked',
+      inputSchema: { type: 'object' },
+      execute: () => {
+        effects += 1
+        const handle = Proxy.revocable({}, {})
+        handle.revoke()
+        return handle.proxy
+      },
+    }
+    assert.equal(await h.run(h.input('revoked', { tools: [revoked] })), { status: 'completed' })
+    assert.is(effects, 1)
+    const settled = only(await factsOf(h.log, 'invocation-revoked'), 'tool.settled').map((fact) => fact.outcome)
+    assert.equal(settled.length, 1)
+    assert.match((settled[0] as { message: string }).message, /^the tool ran, but its result could not be recorded: it cannot be read \(.*revoked/)
+  }),
+)
+
+test(
   'a tool that returns (without a promise, as plain JavaScript may) a value whose then getter throws has run: its result could not be recorded, and the model is told so',
   engineTest([answer.toolCalls([{ name: 'lazy', arguments: {} }]), answer.text('done')], {}, async (h) => {
     let effects = 0

@@ -29,8 +29,15 @@ export function readOptions<K extends string>(options: unknown, known: readonly 
   const listed = `{ ${known.map((key) => (owner.required?.includes(key) ? key : `${key}?`)).join(', ')} }`
   const refuse = (message: string, field: string, cause?: unknown) =>
     new OptionsError(owner.code, `${owner.call}: ${message}`, { ...(owner.details ? { details: owner.details(field) } : {}), ...(cause === undefined ? {} : { cause }) })
-  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
-    throw refuse(`options must be an object ${listed}, not ${options === null ? 'null' : Array.isArray(options) ? 'an array' : typeof options}`, 'options')
+  let array: boolean
+  try {
+    // A revoked proxy throws even here.
+    array = Array.isArray(options)
+  } catch (error) {
+    throw refuse(`the options could not be read: ${error instanceof Error ? error.message : 'a proxy that refuses to be read'}`, 'options', error)
+  }
+  if (typeof options !== 'object' || options === null || array) {
+    throw refuse(`options must be an object ${listed}, not ${options === null ? 'null' : array ? 'an array' : typeof options}`, 'options')
   }
   const copy: { [P in K]?: unknown } = {}
   let key = ''
@@ -46,7 +53,22 @@ export function readOptions<K extends string>(options: unknown, known: readonly 
   } catch (error) {
     if (error instanceof FactstateError) throw error
     // A getter that throws, a proxy that refuses to be read.
-    throw refuse(`the options could not be read${key === '' ? '' : ` (at ${key})`}: ${error instanceof Error ? error.message : String(error)}`, key === '' ? 'options' : key, error)
+    throw refuse(`the options could not be read${key === '' ? '' : ` (at ${key})`}: ${shown(error)}`, key === '' ? 'options' : key, error)
   }
   return copy
+}
+
+/**
+ * A value as an error message shows it, without ever throwing: `String(value)` throws for an object
+ * with no prototype, a revoked proxy, or a `toString` that throws.
+ */
+export function shown(value: unknown): string {
+  if (value instanceof Error) return value.message
+  if (typeof value === 'string') return JSON.stringify(value)
+  if (value === null || (typeof value !== 'object' && typeof value !== 'function')) return String(value)
+  try {
+    return Array.isArray(value) ? 'an array' : typeof value === 'function' ? 'a function' : 'an object'
+  } catch {
+    return 'an object that cannot be read'
+  }
 }

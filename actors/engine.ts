@@ -1,6 +1,6 @@
 import { isDeepStrictEqual } from 'node:util'
 import { FactstateError } from '../errors.js'
-import { readOptions } from '../options.js'
+import { readOptions, shown } from '../options.js'
 import type { ExecutionSettings, Invocation, InvocationInput, InvocationOutcome, RuntimeEvent, UncertainOperation } from '../facts/types.js'
 import { eventIdSchema } from '../facts/schema.js'
 import { type InvocationSnapshot, type InvocationState, applyFact, initialInvocationSnapshot, stateOf } from '../machines/invocation.js'
@@ -378,11 +378,11 @@ export class Engine {
     if (given.eventId !== undefined && typeof given.eventId !== 'function') throw invalid('eventId', 'a function')
     const limit = given.maxToolResultBytes
     if (limit !== undefined && !(Number.isSafeInteger(limit) && (limit as number) >= 1 && (limit as number) <= MAX_TOOL_RESULT_LIMIT)) {
-      throw invalid('maxToolResultBytes', `a whole number of bytes from 1 to ${MAX_TOOL_RESULT_LIMIT.toLocaleString('en-US')}, not ${typeof limit === 'string' ? JSON.stringify(limit) : String(limit)}`)
+      throw invalid('maxToolResultBytes', `a whole number of bytes from 1 to ${MAX_TOOL_RESULT_LIMIT.toLocaleString('en-US')}, not ${shown(limit)}`)
     }
     const timeout = given.toolTimeoutMs
     if (timeout !== undefined && !(Number.isSafeInteger(timeout) && (timeout as number) >= 1 && (timeout as number) <= 2_147_483_647)) {
-      throw invalid('toolTimeoutMs', `a whole number of milliseconds from 1 to 2,147,483,647, not ${typeof timeout === 'string' ? JSON.stringify(timeout) : String(timeout)}`)
+      throw invalid('toolTimeoutMs', `a whole number of milliseconds from 1 to 2,147,483,647, not ${shown(timeout)}`)
     }
     const log = given.log as EventLog
     try {
@@ -677,7 +677,7 @@ export class Engine {
       throw new FactstateError('ENGINE_INVALID_OPTIONS', `Engine: now threw: ${messageOf(error)}`, { cause: error, details: { field: 'now' } })
     }
     if (typeof time !== 'number' || !Number.isSafeInteger(time) || time < 0) {
-      throw new FactstateError('ENGINE_INVALID_OPTIONS', `Engine: now must return milliseconds since the epoch (a non-negative integer), not ${String(time)}`, { details: { field: 'now' } })
+      throw new FactstateError('ENGINE_INVALID_OPTIONS', `Engine: now must return milliseconds since the epoch (a non-negative integer), not ${shown(time)}`, { details: { field: 'now' } })
     }
     return time
   }

@@ -1,6 +1,10 @@
 import { contentDigest } from '../store/digest.js'
 import type { Invocation, ToolCatalogSummary } from '../facts/types.js'
+import { FactstateError } from '../errors.js'
+import { shown } from '../options.js'
+import { messageOf } from '../store/encoding.js'
 import type { NeedsApproval } from './approval.js'
+import { toolProblem } from './run-input.js'
 
 /** A tool the model may call. Its `execute` runs at most once per dispatched call. */
 export interface ToolDefinition {
@@ -126,4 +130,26 @@ export function functionTools(tools: readonly ToolDefinition[]) {
       parameters: (tool.inputSchema ?? NO_INPUT_SCHEMA) as Record<string, unknown>,
     },
   }))
+}
+
+/**
+ * {@link catalogOf} as the package exports it: what is not a list of tool definitions is
+ * `RUN_INVALID_INPUT` naming the bad one (`tools.<index>…`), as a run given it would be.
+ */
+export function checkedCatalogOf(tools: readonly ToolDefinition[]): ToolCatalogSummary {
+  let list: unknown[]
+  try {
+    if (!Array.isArray(tools)) throw new FactstateError('RUN_INVALID_INPUT', `catalogOf takes a list of tool definitions, not ${shown(tools)}`, { details: { fields: ['tools'] } })
+    list = [...tools]
+  } catch (error) {
+    if (error instanceof FactstateError) throw error
+    throw new FactstateError('RUN_INVALID_INPUT', `catalogOf could not read its tools: ${messageOf(error)}`, { cause: error, details: { fields: ['tools'] } })
+  }
+  for (const [index, tool] of list.entries()) {
+    // What the digest covers only: a list of tools' descriptions, without their `execute`, has a catalog too.
+    const { name, description, inputSchema } = (tool !== null && typeof tool === 'object' ? tool : {}) as Record<string, unknown>
+    const problem = toolProblem({ name, description, inputSchema, execute: () => undefined }, `tools.${index}`)
+    if (problem !== undefined) throw new FactstateError('RUN_INVALID_INPUT', `catalogOf: ${problem.message}`, { details: { fields: problem.fields } })
+  }
+  return catalogOf(list as ToolDefinition[])
 }

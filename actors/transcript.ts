@@ -1,3 +1,6 @@
+import { FactstateError } from '../errors.js'
+import { shown } from '../options.js'
+import { messageOf } from '../store/encoding.js'
 /**
  * Rebuilds the model transcript from facts. Replay never executes: settled tools are read back
  * as their recorded outcomes, rejected calls as errors, and calls the log cannot vouch for as
@@ -193,8 +196,29 @@ function rejectionText(fact: Extract<Fact, { type: 'tool.rejected' }>): string {
 export function transcriptOf(events: readonly (RuntimeEvent | StoredEvent)[]): ChatMessage[] {
   const builder = new TranscriptBuilder()
   // Stored events as `log.invocationEvents` and `log.events` give them, or their events.
-  for (const item of events) builder.push('event' in item ? item.event : item)
+  for (const event of eventsOf(events, 'transcriptOf')) builder.push(event)
   return builder.messages()
+}
+
+/**
+ * The events of `events` (stored ones unwrapped), each with a fact: what is not a list of events is
+ * `LOG_INVALID_ARGUMENT` naming `call`, not a `TypeError` from inside it.
+ */
+function eventsOf(events: unknown, call: string): RuntimeEvent[] {
+  const refuse = (why: string, cause?: unknown) =>
+    new FactstateError('LOG_INVALID_ARGUMENT', `${call} takes a list of events, as log.invocationEvents gives them: ${why}`, cause === undefined ? {} : { cause })
+  try {
+    if (!Array.isArray(events)) throw refuse(`not ${shown(events)}`)
+    return events.map((item: unknown, index) => {
+      const event = item !== null && typeof item === 'object' && 'event' in item ? (item as StoredEvent).event : item
+      const fact = event !== null && typeof event === 'object' ? (event as { fact?: unknown }).fact : undefined
+      if (fact === null || typeof fact !== 'object' || typeof (fact as { type?: unknown }).type !== 'string') throw refuse(`item ${index} is not an event with a fact`)
+      return event as RuntimeEvent
+    })
+  } catch (error) {
+    if (error instanceof FactstateError) throw error
+    throw refuse(`it cannot be read (${messageOf(error)})`, error)
+  }
 }
 
 /**
@@ -209,9 +233,9 @@ export function transcriptOf(events: readonly (RuntimeEvent | StoredEvent)[]): C
  * ```
  */
 export function answerOf(events: readonly (RuntimeEvent | StoredEvent)[]): string | undefined {
-  for (let index = events.length - 1; index >= 0; index -= 1) {
-    const item = events[index] as RuntimeEvent | StoredEvent
-    const { fact } = 'event' in item ? item.event : item
+  const checked = eventsOf(events, 'answerOf')
+  for (let index = checked.length - 1; index >= 0; index -= 1) {
+    const { fact } = checked[index] as RuntimeEvent
     if (fact.type === 'model.completed') return fact.output.toolCalls.length === 0 ? (fact.output.text ?? '') : undefined
   }
   return undefined

@@ -209,7 +209,15 @@ function typeOf(fact: unknown): string | null {
 }
 
 /** What a value that is not a fact is, for a message (`String()` of it may throw). */
-const kindOf = (value: unknown): string => (value === null ? 'null' : Array.isArray(value) ? 'an array' : `a value of type ${typeof value}`)
+const kindOf = (value: unknown): string => {
+  if (value === null) return 'null'
+  try {
+    return Array.isArray(value) ? 'an array' : `a value of type ${typeof value}`
+  } catch {
+    // A revoked proxy throws even for Array.isArray.
+    return 'an object that cannot be read'
+  }
+}
 
 const copyFact = compileSchema(factSchema, 'fact')
 /** Deeper than any fact the log stores (an event may nest 64 levels); deeper ones are checked by zod itself. */
@@ -234,7 +242,14 @@ function checkedFact(fact: unknown): { fact: Fact } | { problem: string } {
 
 /** For callers from plain JavaScript: a snapshot must come from this machine (`initialInvocationSnapshot`, `foldFacts`, `applyFact`). */
 function assertSnapshot(snapshot: unknown): asserts snapshot is InvocationSnapshot {
-  if (typeof snapshot !== 'object' || snapshot === null || (snapshot as { machine?: unknown }).machine !== invocationMachine) {
+  let machine: unknown
+  try {
+    machine = typeof snapshot === 'object' && snapshot !== null ? (snapshot as { machine?: unknown }).machine : undefined
+  } catch {
+    // A getter or a proxy trap that throws: not one of this machine's snapshots either.
+    machine = undefined
+  }
+  if (machine !== invocationMachine) {
     throw new FactstateError('MACHINE_REJECTED', 'not a snapshot of the invocation machine: start from initialInvocationSnapshot() or foldFacts()', {
       details: { state: null },
     })
@@ -291,9 +306,13 @@ export function applyFact(snapshot: InvocationSnapshot, fact: Fact): InvocationS
 
 /** Rebuilds an invocation's state from its facts, in order. `MACHINE_REJECTED` names the first fact the machine refuses. */
 export function foldFacts(facts: Iterable<Fact>, from: InvocationSnapshot = initialInvocationSnapshot()): InvocationSnapshot {
-  if (typeof (facts as { [Symbol.iterator]?: unknown } | null | undefined)?.[Symbol.iterator] !== 'function') {
-    throw new FactstateError('MACHINE_REJECTED', `foldFacts needs a list of facts, not ${facts === null ? 'null' : typeof facts}`, { details: { index: null } })
+  let iterable: boolean
+  try {
+    iterable = typeof (facts as { [Symbol.iterator]?: unknown } | null | undefined)?.[Symbol.iterator] === 'function'
+  } catch {
+    iterable = false
   }
+  if (!iterable) throw new FactstateError('MACHINE_REJECTED', `foldFacts needs a list of facts, not ${kindOf(facts)}`, { details: { index: null } })
   assertSnapshot(from)
   let snapshot = from
   let index = 0

@@ -29,6 +29,10 @@ import {
   initialInvocationSnapshot,
   type InvocationSnapshot,
   stateOf,
+  answerOf,
+  catalogOf,
+  recoverInvocations,
+  transcriptOf,
 } from '../index.js'
 import { type RecordedRequest, answer, scriptedModelServer } from '../testing/scripted-model-server.js'
 import { rejectsWithCode } from './support/codes.js'
@@ -594,6 +598,45 @@ test(
   }),
 )
 
+/** A proxy revoked before it is given: any reading of it throws, `Array.isArray` and `instanceof` included. */
+function revoked(): object {
+  const handle = Proxy.revocable({}, {})
+  handle.revoke()
+  return handle.proxy
+}
+
+test(
+  'options that cannot even be looked at (a revoked proxy, an object without a prototype in a message) and a clock that throws are refused with a code, not a TypeError',
+  bounded(20_000, async (dir) => {
+    await rejectsWithCode(() => EventLog.open(join(dir, 'a'), revoked() as never), 'LOG_INVALID_ARGUMENT', 'EventLog.open(dir, a revoked proxy)')
+    const log = await EventLog.open(join(dir, 'log'))
+    try {
+      await rejectsWithCode(async () => new Engine(revoked() as never), 'ENGINE_INVALID_OPTIONS', 'new Engine(a revoked proxy)')
+      await rejectsWithCode(async () => new Engine({ log, maxToolResultBytes: Object.create(null) as never }), 'ENGINE_INVALID_OPTIONS', 'maxToolResultBytes without a prototype')
+      await rejectsWithCode(async () => new Engine({ log, toolTimeoutMs: Object.create(null) as never }), 'ENGINE_INVALID_OPTIONS', 'toolTimeoutMs without a prototype')
+      await rejectsWithCode(() => recoverInvocations(log, revoked() as never), 'LOG_INVALID_ARGUMENT', 'recoverInvocations(log, a revoked proxy)')
+      // An invocation a crash left open, and a clock that throws when recovery closes it: nothing is written.
+      const opened = { id: 'open/1', recordedAt: 1, invocation: { sessionId: 's', turnId: 't', runId: 'r', invocationId: 'open' }, fact: logFacts.opened() }
+      await log.append(opened as RuntimeEvent)
+      const before = log.head()
+      await rejectsWithCode(
+        () =>
+          recoverInvocations(log, {
+            now: () => {
+              throw new Error('clock broken')
+            },
+          }),
+        'LOG_INVALID_ARGUMENT',
+        'a clock that throws',
+      )
+      assert.equal(log.head(), before, 'nothing was written')
+      assert.is(await recoverInvocations(log), 1, 'the invocation is still open, for a recovery with a clock')
+    } finally {
+      await log.close()
+    }
+  }),
+)
+
 test('the pure helpers, called from plain JavaScript with what is not a fact, a snapshot or an intent, refuse with a code', () => {
   const junk: { what: string; call: () => unknown; code: string; details?: Record<string, unknown> }[] = [
     { what: 'foldFacts([null])', call: () => foldFacts([null as unknown as Fact]), code: 'MACHINE_REJECTED', details: { index: 0, state: 'opening', type: null } },
@@ -645,6 +688,19 @@ test('the pure helpers, called from plain JavaScript with what is not a fact, a 
       code: 'MACHINE_REJECTED',
       details: { state: 'opening', type: 'invocation.opened' },
     },
+    // A revoked proxy throws even for Array.isArray and instanceof.
+    { what: 'foldFacts(a revoked proxy)', call: () => foldFacts(revoked() as Fact[]), code: 'MACHINE_REJECTED', details: { index: null } },
+    { what: 'applyFact(a revoked proxy, fact)', call: () => applyFact(revoked() as InvocationSnapshot, logFacts.opened()), code: 'MACHINE_REJECTED' },
+    { what: 'applyFact(snapshot, a revoked proxy)', call: () => applyFact(initialInvocationSnapshot(), revoked() as Fact), code: 'MACHINE_REJECTED', details: { state: 'opening', type: null } },
+    { what: 'stateOf(a revoked proxy)', call: () => stateOf(revoked() as InvocationSnapshot), code: 'MACHINE_REJECTED' },
+    { what: 'accepts(a revoked proxy, fact)', call: () => accepts(revoked() as InvocationSnapshot, logFacts.opened()), code: 'MACHINE_REJECTED' },
+    { what: 'transcriptOf("text")', call: () => transcriptOf('text' as never), code: 'LOG_INVALID_ARGUMENT' },
+    { what: 'transcriptOf([1])', call: () => transcriptOf([1] as never), code: 'LOG_INVALID_ARGUMENT' },
+    { what: 'answerOf(a revoked proxy)', call: () => answerOf(revoked() as never), code: 'LOG_INVALID_ARGUMENT' },
+    { what: 'answerOf([{ seq: 1 }])', call: () => answerOf([{ seq: 1 }] as never), code: 'LOG_INVALID_ARGUMENT' },
+    { what: 'catalogOf("tools")', call: () => catalogOf('tools' as never), code: 'RUN_INVALID_INPUT', details: { fields: ['tools'] } },
+    { what: 'catalogOf([null])', call: () => catalogOf([null] as never), code: 'RUN_INVALID_INPUT', details: { fields: ['tools.0.name'] } },
+    { what: 'catalogOf([{ name: "a b" }])', call: () => catalogOf([{ name: 'a b' }] as never), code: 'RUN_INVALID_INPUT', details: { fields: ['tools.0.name'] } },
     { what: 'stateOf(undefined)', call: () => stateOf(undefined as unknown as InvocationSnapshot), code: 'MACHINE_REJECTED' },
     { what: 'stateOf({})', call: () => stateOf({} as InvocationSnapshot), code: 'MACHINE_REJECTED' },
     { what: 'accepts(undefined, undefined)', call: () => accepts(undefined as unknown as InvocationSnapshot, undefined as unknown as Fact), code: 'MACHINE_REJECTED' },
@@ -679,6 +735,7 @@ test('the pure helpers, called from plain JavaScript with what is not a fact, a 
     assertDetailsFit(caught as { code: string; details?: unknown }, what)
     if (details) assert.equal(caught?.details, details, `${what}: details`)
   }
+  assert.equal(catalogOf([{ name: 'echo', description: 'd' }] as never), catalogOf([{ name: 'echo', description: 'd', execute: () => 1 }]), "a tool's description has a catalog without its execute")
   assert.is(accepts(initialInvocationSnapshot(), null as unknown as Fact), false, 'accepts() is false for what is not a fact')
   assert.is(accepts(initialInvocationSnapshot(), { type: 'invocation.opened' } as unknown as Fact), false, 'accepts() is false for a fact that is not whole')
   assert.is(accepts(initialInvocationSnapshot(), logFacts.opened()), true, 'accepts() takes a whole fact')

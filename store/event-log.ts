@@ -5,7 +5,7 @@ import { isDeepStrictEqual } from 'node:util'
 import { basename, dirname, join, resolve, sep } from 'node:path'
 import { type ChainedBatch, ClassicLevel } from 'classic-level'
 import { FactstateError, isFactstateError } from '../errors.js'
-import { readOptions } from '../options.js'
+import { readOptions, shown } from '../options.js'
 import { id as idSchema } from '../facts/schema.js'
 import type { HandoffIntent, HandoffPause, InvocationInput, InvocationOutcome, RunBoundary, RuntimeEvent, StoredEvent, TerminalStatus, UncertainOperation } from '../facts/types.js'
 import { EMPTY_CHAIN, CHAIN_BYTES, chainStep, logDigest, runChainStart, runDigest } from './digest.js'
@@ -1118,7 +1118,7 @@ export class EventLog {
     checkLocation(location)
     const { durability = 'sync' } = readOptions(options, ['durability'], { call: 'EventLog.open', code: 'LOG_INVALID_ARGUMENT' })
     if (durability !== 'sync' && durability !== 'os') {
-      throw new FactstateError('LOG_INVALID_ARGUMENT', `durability must be 'sync' or 'os', not ${String(durability)}`)
+      throw new FactstateError('LOG_INVALID_ARGUMENT', `durability must be 'sync' or 'os', not ${shown(durability)}`)
     }
     await checkOwnDirectory(location)
     return EventLog.#openAt(location, durability)

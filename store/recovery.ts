@@ -4,6 +4,7 @@ import type { Fact, Invocation, RunBoundary, RuntimeEvent, UncertainOperation } 
 import { type EventLog, logInternals } from './event-log.js'
 import type { InvocationRecord } from './projection.js'
 import type { BackupPoint } from './backup-point.js'
+import { messageOf } from './encoding.js'
 
 /** An invocation recovery closed (see `recoverInvocations`' `onClosed`). */
 export interface RecoveredInvocation {
@@ -73,7 +74,15 @@ const closedMeanwhile = new Error('closed meanwhile')
  * ```
  */
 export async function recoverInvocations(log: EventLog, options: RecoverOptions = {}): Promise<number> {
-  const { now = Date.now, onClosed } = checkOptions(options)
+  const { now: given = Date.now, onClosed } = checkOptions(options)
+  // The application's clock: what it throws is this call's refusal (nothing of that closing is written), not a bare error.
+  const now = (): number => {
+    try {
+      return given()
+    } catch (error) {
+      throw new FactstateError('LOG_INVALID_ARGUMENT', `recoverInvocations' now threw: ${messageOf(error)}`, { cause: error })
+    }
+  }
   let internals: ReturnType<typeof logInternals>
   try {
     internals = logInternals(log)

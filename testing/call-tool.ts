@@ -6,7 +6,7 @@ import type { ToolDefinition } from '../actors/tool-catalog.js'
 import { FactstateError } from '../errors.js'
 import { describeIssues, invocationSchema } from '../facts/schema.js'
 import type { Invocation } from '../facts/types.js'
-import { readOptions } from '../options.js'
+import { readOptions, shown } from '../options.js'
 
 /** Options of {@link callTool}: what the engine would give the call. */
 export interface CallToolOptions {
@@ -59,11 +59,11 @@ export async function callTool(tool: ToolDefinition, args: unknown, options: Cal
   if (!(signal instanceof AbortSignal)) throw invalid('signal must be an AbortSignal', 'signal')
   const toolTimeoutMs = given.toolTimeoutMs
   if (toolTimeoutMs !== undefined && !(Number.isSafeInteger(toolTimeoutMs) && (toolTimeoutMs as number) >= 1 && (toolTimeoutMs as number) <= 2_147_483_647)) {
-    throw invalid(`toolTimeoutMs must be a whole number of milliseconds from 1 to 2,147,483,647, not ${String(toolTimeoutMs)}`, 'toolTimeoutMs')
+    throw invalid(`toolTimeoutMs must be a whole number of milliseconds from 1 to 2,147,483,647, not ${shown(toolTimeoutMs)}`, 'toolTimeoutMs')
   }
   const maxToolResultBytes = given.maxToolResultBytes ?? DEFAULT_MAX_TOOL_RESULT_BYTES
   if (!(Number.isSafeInteger(maxToolResultBytes) && (maxToolResultBytes as number) >= 1 && (maxToolResultBytes as number) <= MAX_TOOL_RESULT_LIMIT)) {
-    throw invalid(`maxToolResultBytes must be a whole number of bytes from 1 to ${MAX_TOOL_RESULT_LIMIT.toLocaleString('en-US')}, not ${String(maxToolResultBytes)}`, 'maxToolResultBytes')
+    throw invalid(`maxToolResultBytes must be a whole number of bytes from 1 to ${MAX_TOOL_RESULT_LIMIT.toLocaleString('en-US')}, not ${shown(maxToolResultBytes)}`, 'maxToolResultBytes')
   }
   let text: string | undefined
   try {

@@ -9,7 +9,7 @@ import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Serv
 import type { Socket } from 'node:net'
 import type { ChatRequestBody } from '../actors/model-client.js'
 import { FactstateError } from '../errors.js'
-import { readOptions } from '../options.js'
+import { readOptions, shown } from '../options.js'
 
 /** One request as the server received it. */
 export interface RecordedRequest {
@@ -181,7 +181,7 @@ function encodeArguments(args: unknown): string {
 
 /** A request number (`seen`, `release`) that is not one: requests count 0, 1, 2, … */
 function requestNumberError(method: string, n: unknown): FactstateError {
-  return new FactstateError('TESTING_INVALID_OPTIONS', `scriptedModelServer: ${method}(n) takes a request number (0, 1, 2, …), not ${String(n)}`, { details: { field: 'n' } })
+  return new FactstateError('TESTING_INVALID_OPTIONS', `scriptedModelServer: ${method}(n) takes a request number (0, 1, 2, …), not ${shown(n)}`, { details: { field: 'n' } })
 }
 
 /**

@@ -307,7 +307,9 @@ function recordedParts(input: unknown): [field: string, value: unknown, depth: n
     ['instructions', run.instructions, 5],
     ['requestFingerprint', run.requestFingerprint, 3],
     ['work', run.work, 2],
-    ...tools.map((tool, index): [string, unknown, number] => {
+    // By index, not map: a hole in a sparse list is a tool like any other, refused by the schema as `tools.<index>`.
+    ...Array.from({ length: tools.length }, (_, index): [string, unknown, number] => {
+      const tool: unknown = tools[index]
       const { name, description, inputSchema } = (typeof tool === 'object' && tool !== null ? tool : {}) as Record<string, unknown>
       return [`tools.${index}`, { name, description, inputSchema }, 1]
     }),

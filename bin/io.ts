@@ -77,7 +77,7 @@ export function reportError(error: unknown, io: CommandIo, snapshot = false, own
  * where the rest is, so that the error is not lost above a page of help; returns the usage exit code.
  */
 export function usage(io: CommandIo, message: string, help: string): number {
-  io.stderr(`error: ${message}`)
+  io.stderr(`error: ${escapeControls(message)}`)
   return synopsis(io, help)
 }
 

@@ -333,6 +333,11 @@ test('verify, log and recover refuse a path that holds no log (exit 2) and creat
       assert.is(result.code, 2, `${command}: ${result.stdout}${result.stderr}`)
       assert.match(result.stderr, /no factstate log at/)
     }
+    // A path is text from the command line too: one that holds a terminal's control sequence is printed escaped.
+    const typed = await cli(['log', join(dir, 'x\u001b[2Jy')])
+    assert.is(typed.code, 2)
+    assert.ok(!typed.stderr.includes('\u001b'), 'no raw escape character reaches the terminal')
+    assert.match(typed.stderr, /no factstate log at .*x\\u001b\[2Jy/)
     assert.equal(await readdir(dir), [], 'no directory was made')
   })))
 

@@ -150,6 +150,7 @@ const cases: Case[] = [
   { area: 'RunInput', name: 'an invocation that is a Proxy (not plain data)', code: 'RUN_INVALID_INPUT', act: start((i) => (i.invocation = new Proxy({ ...i.invocation }, {}))) },
   // A sparse array costs its maker nothing: refused at its first hole, not parsed item by item (which ran out of memory).
   { area: 'RunInput', name: 'providerOptions with 3,000,000 holes', code: 'RUN_INVALID_INPUT', fields: ['providerOptions'], message: /providerOptions\.stop\.0: a hole cannot be stored/, act: start((i) => (i.providerOptions = { stop: sparse(3_000_000) })) },
+  { area: 'tools', name: 'a tools list with a hole', code: 'RUN_INVALID_INPUT', fields: ['tools.0'], message: /tools\.0: Invalid input: expected object/, act: start((i) => (i.tools = [, i.tools[0]])) },
   { area: 'tools', name: 'an input schema enum of 3,000,000 holes', code: 'RUN_INVALID_INPUT', act: start((i) => (i.tools[0].inputSchema = { type: 'object', properties: { a: { enum: sparse(3_000_000) } } })) },
   { area: 'RunInput', name: 'providerOptions with a lone surrogate', code: 'RUN_INVALID_INPUT', act: start((i) => (i.providerOptions = { stop: 'a\ud800' })) },
   { area: 'RunInput', name: 'a tool schema nested 20,000 deep', code: 'RUN_INVALID_INPUT', act: start((i) => (i.tools = [{ ...i.tools[0], inputSchema: deep(20_000) }])) },

@@ -5,6 +5,7 @@ import { constants } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { FactstateError } from '../../errors.js'
+import { escapeControls } from '../../store/fact-summary.js'
 import { EventLog } from '../../store/event-log.js'
 import { makeDirectory } from '../../store/writer-lock.js'
 import { paths, readLedger, shownBaseUrl } from '../demo/agent.js'
@@ -212,7 +213,7 @@ export async function demoCommand(args: string[], io: CommandIo): Promise<number
     await prepare(dir)
   } catch (error) {
     if (error instanceof FactstateError && error.code === 'LOG_WRITER_BUSY') {
-      io.stderr(`error: LOG_WRITER_BUSY: another process has the log of the last demo in ${dir} open (an application, inspect or log --follow left running on it?); nothing was deleted`)
+      io.stderr(escapeControls(`error: LOG_WRITER_BUSY: another process has the log of the last demo in ${dir} open (an application, inspect or log --follow left running on it?); nothing was deleted`))
       io.stderr('remedy: stop that process, or run the demo with another --dir')
       return EXIT.busy
     }

@@ -119,7 +119,7 @@ export async function logCommand(args: string[], io: CommandIo, options: { signa
         if (io.stdoutClosed?.()) return EXIT.ok
         io.stdout(values.json ? escapeControls(JSON.stringify(run)) : formatRun(run))
       }
-      if (!values.json) io.stderr(`${runs.length} run(s) in session ${values.session}; log high-water ${log.head().highWater}`)
+      if (!values.json) io.stderr(escapeControls(`${runs.length} run(s) in session ${values.session}; log high-water ${log.head().highWater}`))
       return EXIT.ok
     }
     let shown = 0
@@ -181,7 +181,7 @@ async function neverALog(directory: string): Promise<string | undefined> {
  * aborts, or the process's signal's own ending (`endBySignal`) on SIGINT or SIGTERM, first.
  */
 async function logAppears(directory: string, refreshMs: number, io: CommandIo, signal: AbortSignal | undefined): Promise<true | number> {
-  io.stderr(`note: no factstate log at ${directory} yet: waiting for one (Ctrl-C to stop)`)
+  io.stderr(escapeControls(`note: no factstate log at ${directory} yet: waiting for one (Ctrl-C to stop)`))
   const looks = everyLook(refreshMs, io, signal)
   try {
     while (await looks.next()) if (await isLogDirectory(directory)) return true
@@ -262,7 +262,7 @@ async function follow(
         // Gone: deleted, or in the gap of a replace that is not one rename (`mv log old; cp -r new log`).
         goneSince ??= Date.now()
         if (Date.now() - goneSince < GONE_FOR_MS) continue
-        io.stderr(`error: the log at ${directory} is gone (deleted or moved away) and did not come back within ${GONE_FOR_MS / 1000} s; stopped following`)
+        io.stderr(escapeControls(`error: the log at ${directory} is gone (deleted or moved away) and did not come back within ${GONE_FOR_MS / 1000} s; stopped following`))
         return EXIT.refused
       }
       goneSince = undefined
@@ -270,7 +270,7 @@ async function follow(
         const { highWater } = next.head()
         // The same log still, grown: the fact last printed is where it was.
         if (highWater < shownUpTo || (lastId !== undefined && (await idAt(next, shownUpTo)) !== lastId)) {
-          io.stderr(`error: the log at ${directory} no longer begins with the facts printed (was it replaced?); stopped following`)
+          io.stderr(escapeControls(`error: the log at ${directory} no longer begins with the facts printed (was it replaced?); stopped following`))
           return EXIT.refused
         }
         for await (const stored of next.events({ from: shownUpTo + 1, to: highWater })) {

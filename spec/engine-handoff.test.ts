@@ -5,7 +5,7 @@
 import { getEventListeners } from 'node:events'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import { type HandoffPause, type RunInput, intentFor, successorOf } from '../index.js'
+import { type HandoffPause, type RunInput, catalogOf, intentFor, successorOf } from '../index.js'
 import { ID_PATTERN } from '../facts/schema.js'
 import { answer } from '../testing/scripted-model-server.js'
 import { rejectsWithCode } from './support/codes.js'
@@ -211,6 +211,37 @@ test(
     const next = h.input('after-deploy', { session: 'deployed' })
     next.provider = { ...next.provider, model: 'next-model' }
     assert.equal(await h.run(next), { status: 'completed' })
+  }),
+)
+
+test(
+  "a deploy while turns are paused, the README's two ways through: run the successor with the catalog its seal names, kept by digest; or give the turn up and continue it under the new tools",
+  engineTest([answer.text('kept catalog'), answer.text('new tools')], {}, async (h) => {
+    const v1 = () => [countingTool('echo')]
+    const v2 = () => [{ ...countingTool('echo'), description: 'echo, described anew', inputSchema: { type: 'object', properties: { value: { type: 'number' }, cc: { type: 'string' } } } }]
+    // The new build keeps the catalogs of earlier builds by their digest.
+    const catalogs = new Map([v1(), v2()].map((tools) => [catalogOf(tools).catalogDigest, tools]))
+    const first = await sealAtFirstSafePoint(h, { ...h.input('kept', { session: 'kept' }), tools: v1() }, 'kept-successor')
+    const second = await sealAtFirstSafePoint(h, { ...h.input('given', { session: 'given' }), tools: v1() }, 'given-successor')
+    const onNewBuild = { ...successorInput(first), tools: v2() }
+    const refused = await refusedWithoutWriting(h.log, () => h.engine.start(onNewBuild), 'HANDOFF_MISMATCH', 'the successor under the new tools')
+    assert.is(refused.details?.field, 'tools')
+    assert.match(refused.message, /the same tools, but a description or input schema changed/)
+    // One way: the catalog the seal names.
+    const sealedTools = catalogs.get(first.pause.execution.tools.catalogDigest)
+    assert.ok(sealedTools, "the seal's catalog is among the kept ones")
+    assert.equal(await h.run({ ...successorInput(first), tools: sealedTools }), { status: 'completed' })
+    // The other: the turn given up, then its run continued under the new tools, which the model is shown.
+    const controller = new AbortController()
+    controller.abort('deployed')
+    assert.equal(await h.run({ ...successorInput(second), tools: v2() }, { signal: controller.signal }), { status: 'cancelled', source: 'deployed' })
+    const end = (await h.log.runSource('given', second.pause.intent.successorRunId))?.boundary
+    assert.ok(end)
+    const continued: RunInput = { ...h.input('given-2', { session: 'given' }), tools: v2(), work: { kind: 'continuation', source: end } }
+    assert.equal(await h.run(continued), { status: 'completed' })
+    const request = h.server.requests.at(-1)?.body as { tools: { function: { description?: string } }[]; messages: { role: string; content: string | null }[] }
+    assert.is(request.tools[0]?.function.description, 'echo, described anew')
+    assert.equal(request.messages.filter((m) => m.role === 'user').map((m) => m.content), ['question given'], "the turn's question, replayed from the sealed run")
   }),
 )
 

@@ -435,15 +435,24 @@ export class Engine {
     try {
       // Read once, before anything is written: a signal that cannot be listened to would strand the run.
       ;({ signal, onModelText, onToolCallText, onApproval } = startOptions(options))
-      validated = validateRunInput(input)
+      // Copied first and the copy checked: a getter of the caller's read twice could give the check one
+      // value and the run another (a relative cwd, provider options naming the model). The tools are the
+      // caller's own objects (their `execute`), checked and then admitted as copies.
+      if (typeof input !== 'object' || input === null) validateRunInput(input)
+      const given = { ...(input as object) } as Record<string, unknown>
+      let plain: Record<string, unknown>
       try {
-        copy = structuredClone({ ...validated, tools: [] })
+        plain = structuredClone({ ...given, tools: [] })
       } catch (error) {
+        // The check names what is wrong where it can (a function in providerOptions, say).
+        validateRunInput(input)
         throw new FactstateError('RUN_INVALID_INPUT', `the run input must be plain data (objects, arrays, strings, numbers): it could not be copied: ${messageOf(error)}`, {
           cause: error,
           details: { fields: [] },
         })
       }
+      validated = validateRunInput({ ...plain, tools: given.tools })
+      copy = { ...validated, tools: [] }
       admitted = validated.tools.map((tool, index) => admittedTool(tool, index))
       const gated = admitted.find(({ tool }) => tool.needsApproval !== undefined && tool.needsApproval !== false)
       // A successor given up at admission (its signal already aborted) runs no tool and asks no approver.

@@ -325,4 +325,35 @@ test(
   }),
 )
 
+test(
+  'the run input is read once: a getter that gives another value on a second read cannot make the run differ from what was checked',
+  engineTest([answer.text('done')], {}, async (h) => {
+    const input = h.input('getter') as unknown as Record<string, unknown>
+    let reads = 0
+    const checked = { cwd: '/workspace/checked' }
+    Object.defineProperty(input, 'configuration', {
+      enumerable: true,
+      get() {
+        reads += 1
+        // The first read is checked; a second would record a relative cwd, which admission refuses.
+        return reads === 1 ? checked : { cwd: 'relative/path' }
+      },
+    })
+    let optionReads = 0
+    Object.defineProperty(input, 'providerOptions', {
+      enumerable: true,
+      get() {
+        optionReads += 1
+        return optionReads === 1 ? { temperature: 0 } : { model: 'another-model', temperature: 0 }
+      },
+    })
+    assert.equal(await h.run(input as unknown as RunInput), { status: 'completed' })
+    const [opened] = only(await factsOf(h.log, 'invocation-getter'), 'invocation.opened')
+    assert.is(opened?.configuration.cwd, '/workspace/checked')
+    assert.equal(opened?.execution.providerOptions, { temperature: 0 })
+    assert.equal({ reads, optionReads }, { reads: 1, optionReads: 1 }, 'each read once')
+    assert.is((h.server.requests[0]?.body as { model?: string }).model, 'scripted', 'the model sent is the checked one')
+  }),
+)
+
 test.run()

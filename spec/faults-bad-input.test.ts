@@ -409,6 +409,16 @@ const cases: Case[] = [
   { area: 'append', name: 'an outcome status "done"', code: 'LOG_INVALID_EVENT', act: appendFact({ type: 'invocation.ended', outcome: { status: 'done' } }) },
   { area: 'append', name: 'a string instead of an event', code: 'LOG_INVALID_EVENT', act: (c) => c.log.append('event' as unknown as RuntimeEvent) },
   { area: 'append', name: 'appendAll of nothing', code: 'LOG_INVALID_ARGUMENT', act: (c) => c.log.appendAll([]) },
+  {
+    area: 'append',
+    name: 'provider options whose getter gives a value nested 1,000 deep only on its third read (the parse\'s)',
+    code: 'LOG_INVALID_EVENT',
+    message: /nested deeper than 64 levels/,
+    act: append((e) => {
+      let reads = 0
+      Object.defineProperty(e.fact.execution, 'providerOptions', { enumerable: true, get: () => (++reads <= 2 ? undefined : deep(1_000)) })
+    }),
+  },
   { area: 'append', name: 'appendAll of 100,000,000 holes', code: 'LOG_INVALID_EVENT', message: /appendAll's event 0 is a hole/, act: (c) => c.log.appendAll(sparse(100_000_000) as RuntimeEvent[]) },
   { area: 'append', name: 'provider options of 3,000,000 holes in an appended fact', code: 'LOG_INVALID_EVENT', message: /a hole cannot be stored/, act: append((e) => (e.fact.execution.providerOptions = { stop: sparse(3_000_000) })) },
   {

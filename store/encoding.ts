@@ -233,6 +233,14 @@ function validate(event: unknown): RuntimeEvent {
   }
   // zod's output is already a fresh copy: only copy again when there is an `undefined` to drop.
   const data = parsed.data as RuntimeEvent
+  // Checked again on the copy, which is what is stored: a getter of the caller's may have given the
+  // parse another value than the check above read (one nested past the depth limit, say).
+  const inCopy = offence(data, 0)
+  if (inCopy) {
+    throw new FactstateError('LOG_INVALID_EVENT', `the event cannot be stored exactly: (event)${inCopy.path}: ${inCopy.reason}`, {
+      details: { fields: [inCopy.path === '' ? '(root)' : inCopy.path.slice(1)] },
+    })
+  }
   return hasUndefined(data) ? canonical(data) : data
 }
 

@@ -167,19 +167,29 @@ function unusableArguments(input: unknown): string | undefined {
   return 'unusable' in taken ? taken.unusable : undefined
 }
 
+/**
+ * `text` as a clause before "; it was not run": a full stop at its end (a schema check's message,
+ * an approver's reason) is dropped, so the model is not told "….; it was not run". An ellipsis stays.
+ */
+function clause(text: string): string {
+  return /[^.]\.$/.test(text) ? text.slice(0, -1) : text
+}
+
+const clauseOf = (text: string | undefined): string | undefined => (text === undefined ? undefined : clause(text))
+
 /** What the model is told of a call that was never run. */
 function rejectionText(fact: Extract<Fact, { type: 'tool.rejected' }>): string {
   switch (fact.reason) {
     case 'unknown_tool':
       return `error: there is no tool named "${fact.name}"; it was not run`
     case 'invalid_input':
-      if (fact.message !== undefined) return `error: the arguments for "${fact.name}" do not match its input schema: ${fact.message}; it was not run`
+      if (fact.message !== undefined) return `error: the arguments for "${fact.name}" do not match its input schema: ${clause(fact.message)}; it was not run`
       return `error: the arguments for "${fact.name}" ${
-        unusableArguments(fact.input) ??
+        clauseOf(unusableArguments(fact.input)) ??
         'are not valid JSON, or hold what cannot be stored exactly (a "__proto__" key, more than 65,535 members in one object, nesting more than 62 levels deep, a number beyond a double\'s range such as 1e400, a string with a lone surrogate)'
       }; it was not run`
     case 'denied':
-      return `error: the call to "${fact.name}" was denied by its approver${fact.approval?.reason ? `: ${fact.approval.reason}` : ''}; it was not run`
+      return `error: the call to "${fact.name}" was denied by its approver${fact.approval?.reason ? `: ${clause(fact.approval.reason)}` : ''}; it was not run`
     case 'cancelled':
       return `error: the call to "${fact.name}" was cancelled before it ran`
   }

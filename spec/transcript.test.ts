@@ -206,4 +206,24 @@ test('an empty or blank final answer (a filtered one) is not replayed: a continu
   assert.equal(answered.at(-1), { role: 'assistant', content: 'fine' })
 })
 
+test('a refusal whose message or reason ends with a full stop is told as one clause: no ".; it was not run"', () => {
+  const messages = toolMessages([
+    facts.opened(),
+    facts.requested('step-1'),
+    answer('step-1', [
+      ['call-s', 'refund'],
+      ['call-d', 'refund'],
+      ['call-e', 'refund'],
+    ]),
+    { type: 'tool.rejected', operationId: 'op-s', callId: 'call-s', name: 'refund', input: {}, reason: 'invalid_input', message: 'the input: Property "note" does not match additional properties schema.' },
+    { type: 'tool.rejected', operationId: 'op-d', callId: 'call-d', name: 'refund', input: {}, reason: 'denied', approval: { reason: 'over the limit.' } },
+    { type: 'tool.rejected', operationId: 'op-e', callId: 'call-e', name: 'refund', input: {}, reason: 'denied', approval: { reason: 'ask again later...' } },
+  ])
+  assert.equal(messages, [
+    'call-s: error: the arguments for "refund" do not match its input schema: the input: Property "note" does not match additional properties schema; it was not run',
+    'call-d: error: the call to "refund" was denied by its approver: over the limit; it was not run',
+    'call-e: error: the call to "refund" was denied by its approver: ask again later...; it was not run',
+  ])
+})
+
 test.run()

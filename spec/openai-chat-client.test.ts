@@ -909,4 +909,36 @@ test(
   ),
 )
 
+test("the answer builders refuse an option they do not take, or one of the wrong type, as the server's own options are refused", () => {
+  const refusals: [string, () => unknown, string][] = [
+    ['answer.status(429, { retryAfterSeconds: 2 })', () => answer.status(429, { retryAfterSeconds: 2 } as never), 'retryAfterSeconds'],
+    ['answer.status(429, { retryAfter: "2" })', () => answer.status(429, { retryAfter: '2' } as never), 'retryAfter'],
+    ['answer.status(503, { retryAfterMs: -1 })', () => answer.status(503, { retryAfterMs: -1 }), 'retryAfterMs'],
+    ['answer.text("x", { hodl: true })', () => answer.text('x', { hodl: true } as never), 'hodl'],
+    ['answer.text("x", { kind: "hang" })', () => answer.text('x', { kind: 'hang' } as never), 'kind'],
+    ['answer.text("x", { hold: "yes" })', () => answer.text('x', { hold: 'yes' } as never), 'hold'],
+    ['answer.toolCalls([], { streem: true })', () => answer.toolCalls([], { streem: true } as never), 'streem'],
+    ['answer.toolCalls([], { stream: 1 })', () => answer.toolCalls([], { stream: 1 } as never), 'stream'],
+    ['answer.malformed({ text: "x" })', () => answer.malformed({ text: 'x' } as never), 'text'],
+    ['answer.cutStream({ body: "x" })', () => answer.cutStream({ body: 'x' } as never), 'body'],
+    ['answer.stall({ stream: true })', () => answer.stall({ stream: true } as never), 'stream'],
+    ['answer.reset({ retryAfter: 1 })', () => answer.reset({ retryAfter: 1 } as never), 'retryAfter'],
+    ['answer.hang({ hold: true })', () => answer.hang({ hold: true } as never), 'hold'],
+    ['answer.text("x", null)', () => answer.text('x', null as never), 'options'],
+  ]
+  for (const [what, build, field] of refusals) {
+    let refused: { code?: string; details?: { field?: string }; message?: string } | undefined
+    try {
+      build()
+    } catch (error) {
+      refused = error as typeof refused
+    }
+    assert.equal([refused?.code, refused?.details?.field], ['TESTING_INVALID_OPTIONS', field], `${what}: ${refused?.message ?? 'accepted'}`)
+  }
+  // What they take is kept, and an option given as undefined is none.
+  assert.equal(answer.status(429, { retryAfter: 2, hold: undefined }), { kind: 'status', status: 429, retryAfter: 2 })
+  assert.equal(answer.text('x', { hold: true, stream: false, finishReason: 'length' }), { kind: 'text', text: 'x', hold: true, stream: false, finishReason: 'length' })
+  assert.equal(answer.hang(), { kind: 'hang' })
+})
+
 test.run()

@@ -87,44 +87,67 @@ export type ScriptedAnswer =
   | { kind: 'reset'; hold?: boolean | undefined; stream?: boolean | undefined }
   | { kind: 'hang' }
 
-/** Small constructors for {@link ScriptedAnswer}s. */
+type TextOptions = AnswerOptions & { finishReason?: string | undefined; usage?: ScriptedUsage | null | undefined }
+type ToolCallsOptions = AnswerOptions & { text?: string | undefined; finishReason?: string | undefined; usage?: ScriptedUsage | null | undefined }
+type StatusOptions = { retryAfter?: number | undefined; retryAfterMs?: number | undefined; body?: unknown; hold?: boolean | undefined }
+
+/**
+ * The options of `answer.<builder>`, read once: a key the builder does not take (`retryAfterSeconds`
+ * for `retryAfter`) is refused, as is a `hold` or `stream` that is not a boolean or a retry delay
+ * that is not a number of at least 0; otherwise the answer would quietly be another one.
+ */
+function answerOptions<T extends object>(builder: string, options: unknown, known: readonly (keyof T & string)[]): T {
+  const call = `answer.${builder}`
+  const read = readOptions(options, known, { call, code: 'TESTING_INVALID_OPTIONS', details: (field) => ({ field }) }) as Record<string, unknown>
+  const refuse = (field: string, what: string) => new FactstateError('TESTING_INVALID_OPTIONS', `${call}: ${field} must be ${what}, not ${JSON.stringify(read[field]) ?? String(read[field])}`, { details: { field } })
+  for (const field of ['hold', 'stream']) if (read[field] !== undefined && typeof read[field] !== 'boolean') throw refuse(field, 'true or false')
+  for (const field of ['retryAfter', 'retryAfterMs']) {
+    const value = read[field]
+    if (value !== undefined && (typeof value !== 'number' || !Number.isFinite(value) || value < 0)) throw refuse(field, 'a number of at least 0')
+  }
+  for (const field of ['text', 'finishReason']) if (read[field] !== undefined && typeof read[field] !== 'string') throw refuse(field, 'a string')
+  return read as T
+}
+
+/**
+ * Small constructors for {@link ScriptedAnswer}s. Each refuses an option it does not take with
+ * `TESTING_INVALID_OPTIONS` (`details.field` names it).
+ */
 export const answer = {
   /** A plain text answer, `finish_reason: "stop"`. */
-  text(text: string, options: AnswerOptions & { finishReason?: string | undefined; usage?: ScriptedUsage | null | undefined } = {}): ScriptedAnswer {
-    return { kind: 'text', text, ...options }
+  text(text: string, options: TextOptions = {}): ScriptedAnswer {
+    return { ...answerOptions<TextOptions>('text', options, ['hold', 'stream', 'finishReason', 'usage']), kind: 'text', text }
   },
   /** An answer asking for tool calls, `finish_reason: "tool_calls"`. */
-  toolCalls(
-    calls: ScriptedToolCall[],
-    options: AnswerOptions & { text?: string | undefined; finishReason?: string | undefined; usage?: ScriptedUsage | null | undefined } = {},
-  ): ScriptedAnswer {
-    return { kind: 'toolCalls', calls, ...options }
+  toolCalls(calls: ScriptedToolCall[], options: ToolCallsOptions = {}): ScriptedAnswer {
+    return { ...answerOptions<ToolCallsOptions>('toolCalls', options, ['hold', 'stream', 'text', 'finishReason', 'usage']), kind: 'toolCalls', calls }
   },
   /** An HTTP error status, e.g. `answer.status(429, { retryAfter: 2 })`. */
-  status(
-    status: number,
-    options: { retryAfter?: number | undefined; retryAfterMs?: number | undefined; body?: unknown; hold?: boolean | undefined } = {},
-  ): ScriptedAnswer {
-    return { kind: 'status', status, ...options }
+  status(status: number, options: StatusOptions = {}): ScriptedAnswer {
+    return { ...answerOptions<StatusOptions>('status', options, ['retryAfter', 'retryAfterMs', 'body', 'hold']), kind: 'status', status }
   },
   /** HTTP 200 with a body that is not a chat completion (default: not JSON at all). */
   malformed(options: { body?: string | undefined; hold?: boolean | undefined } = {}): ScriptedAnswer {
-    return { kind: 'malformed', body: options.body ?? 'this is not json {', ...(options.hold === undefined ? {} : { hold: options.hold }) }
+    const read = answerOptions<{ body?: string; hold?: boolean }>('malformed', options, ['body', 'hold'])
+    return { kind: 'malformed', body: read.body ?? 'this is not json {', ...(read.hold === undefined ? {} : { hold: read.hold }) }
   },
   /** An SSE stream that sends some text, then ends in the middle of an event (no finish, no `[DONE]`). */
   cutStream(options: { text?: string | undefined; hold?: boolean | undefined } = {}): ScriptedAnswer {
-    return { kind: 'cutStream', text: options.text ?? 'partial', ...(options.hold === undefined ? {} : { hold: options.hold }) }
+    const read = answerOptions<{ text?: string; hold?: boolean }>('cutStream', options, ['text', 'hold'])
+    return { kind: 'cutStream', text: read.text ?? 'partial', ...(read.hold === undefined ? {} : { hold: read.hold }) }
   },
   /** An SSE stream that sends some text, then nothing more: the connection stays open until the server closes (an `idleTimeoutMs` notices it). */
   stall(options: { text?: string | undefined; hold?: boolean | undefined } = {}): ScriptedAnswer {
-    return { kind: 'stall', text: options.text ?? 'partial', ...(options.hold === undefined ? {} : { hold: options.hold }) }
+    const read = answerOptions<{ text?: string; hold?: boolean }>('stall', options, ['text', 'hold'])
+    return { kind: 'stall', text: read.text ?? 'partial', ...(read.hold === undefined ? {} : { hold: read.hold }) }
   },
   /** Destroys the connection without an answer; with `stream: true`, after the SSE headers and a first chunk. */
   reset(options: AnswerOptions = {}): ScriptedAnswer {
-    return { kind: 'reset', ...options }
+    return { ...answerOptions<AnswerOptions>('reset', options, ['hold', 'stream']), kind: 'reset' }
   },
-  /** Never answers; the connection is destroyed when the server closes. */
-  hang(): ScriptedAnswer {
+  /** Never answers; the connection is destroyed when the server closes. It takes no options (`hold` would change nothing). */
+  hang(options?: Record<string, never>): ScriptedAnswer {
+    answerOptions<Record<string, never>>('hang', options, [])
     return { kind: 'hang' }
   },
 }

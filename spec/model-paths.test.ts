@@ -486,4 +486,25 @@ test('the consumer kit: own tools and arguments, the default crash child, and ba
     }
   }, 40_000))
 
+test('maxPaths keeps, before the first paths, one that runs your tool, one of each answer kind and one of each transition it can', () =>
+  withTimeout(async () => {
+    const runsYours = (path: InvocationPath) => path.steps.some(({ event }, index) => event.type === 'model.answer' && event.answer === 'known' && path.steps[index + 1]?.event.type === 'tool.outcome' && (path.steps[index + 1]?.event as { outcome?: string }).outcome === 'succeeds')
+    const few = invocationPaths({ maxSteps: 1, maxPaths: 15, crashes: false })
+    assert.is(few.length, 15)
+    assert.ok(few.some(runsYours), `a path runs your tool: ${few.map((path) => path.description).join(' | ')}`)
+    const answers = (paths: InvocationPath[]) => new Set(paths.flatMap((path) => path.steps.flatMap(({ event }) => (event.type === 'model.answer' ? [event.answer] : []))))
+    assert.equal([...answers(few)].sort(), [...answers(invocationPaths({ maxSteps: 1, crashes: false }))].sort(), 'every answer kind')
+    assert.equal(JSON.stringify(invocationPaths({ maxSteps: 1, maxPaths: 15, crashes: false })), JSON.stringify(few), 'deterministic')
+    // Even one path runs your tool; and the paths chosen keep the order they are generated in.
+    const one = invocationPaths({ maxSteps: 1, maxPaths: 1, crashes: false })
+    assert.is(one.length, 1)
+    assert.ok(runsYours(one[0] as InvocationPath), one[0]?.description)
+    const all = invocationPaths({ maxSteps: 1, crashes: false }).map((path) => path.description)
+    const positions = few.map((path) => all.indexOf(path.description))
+    assert.ok(positions.every((at) => at >= 0), 'each is one of the paths without maxPaths')
+    assert.equal(positions, [...positions].sort((a, b) => a - b), 'in their order')
+    // With crashes, the crash paths still come on top.
+    assert.is(invocationPaths({ maxPaths: 10 }).length, 19)
+  }, 30_000))
+
 test.run()

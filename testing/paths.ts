@@ -36,7 +36,11 @@ export interface InvocationPathOptions {
   crashes?: boolean | undefined
   /** Keep only event variants for which this returns true (others are never offered). */
   include?: ((event: PathEvent) => boolean) | undefined
-  /** At most this many non-crash paths (default: all; for `simple`, 1000). */
+  /**
+   * At most this many non-crash paths (default: all; for `simple`, 1000). Those kept come first a
+   * path that runs your tool (`answer(known)` then `outcome(succeeds)`), then one of each answer
+   * kind, transition and event variant not yet covered, then the first of the rest, in their order.
+   */
   maxPaths?: number | undefined
 }
 
@@ -330,6 +334,47 @@ function withoutPrefixes(paths: PathEvent[][]): PathEvent[][] {
   })
 }
 
+/** Whether a path runs the caller's own tool: a `known` call (or `several`, which holds two) that the path lets succeed. */
+function runsOwnTool(events: readonly PathEvent[]): boolean {
+  let answered: string | undefined
+  for (const event of events) {
+    if (event.type === 'model.answer') answered = event.answer
+    else if (event.type === 'tool.outcome' && event.outcome === 'succeeds' && (answered === 'known' || answered === 'several')) return true
+  }
+  return false
+}
+
+/**
+ * `max` of `paths` (more than `max`), in their order: first, for each of these not yet covered, the
+ * first path that has it: a run of the caller's own tool (`answer(known)` then `outcome(succeeds)`:
+ * without one, `runPath` never calls it), each kind of model answer, each invocation-machine
+ * transition, each other event variant; then the first paths not chosen, up to `max`. Deterministic,
+ * as the order of `paths` is.
+ */
+function chosen(paths: PathEvent[][], max: number, input: PathModelInput): PathEvent[][] {
+  const featuresOf = paths.map((events) => {
+    const features = new Set<string>(events.map(eventKey))
+    if (runsOwnTool(events)) features.add('own tool runs')
+    for (const transition of planOf(input, events, 'a candidate path').transitions) features.add(`transition ${transition}`)
+    return features
+  })
+  const answers = PATH_EVENTS.filter((event) => event.type === 'model.answer').map(eventKey)
+  const others = PATH_EVENTS.filter((event) => event.type !== 'model.answer').map(eventKey)
+  const wanted = ['own tool runs', ...answers, ...invocationTransitions().map(({ id }) => `transition ${id}`), ...others]
+  const picked = new Set<number>()
+  const covered = new Set<string>()
+  for (const feature of wanted) {
+    if (picked.size >= max) break
+    if (covered.has(feature)) continue
+    const index = featuresOf.findIndex((features) => features.has(feature))
+    if (index < 0) continue
+    picked.add(index)
+    for (const got of featuresOf[index] as Set<string>) covered.add(got)
+  }
+  for (let index = 0; index < paths.length && picked.size < max; index += 1) picked.add(index)
+  return paths.filter((_, index) => picked.has(index))
+}
+
 interface Plan {
   steps: PathStep[]
   transitions: string[]
@@ -488,7 +533,7 @@ export function invocationPaths(options: InvocationPathOptions = {}): Invocation
     }
   }
   calmPaths = withoutPrefixes(calmPaths)
-  if (maxPaths !== undefined) calmPaths = calmPaths.slice(0, maxPaths)
+  if (maxPaths !== undefined && calmPaths.length > maxPaths) calmPaths = chosen(calmPaths, maxPaths, input)
 
   const crashPaths: PathEvent[][] = []
   if (options.crashes ?? true) {

@@ -4,6 +4,7 @@
  * engine on a LevelDB directory, a scripted model server on 127.0.0.1, and, for a crash, a child
  * process killed with SIGKILL. Also checks that the kit fails when an invariant is broken.
  */
+import { spawn } from 'node:child_process'
 import { mkdir, mkdtemp, readdir, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
@@ -485,6 +486,35 @@ test('the consumer kit: own tools and arguments, the default crash child, and ba
       await server.close()
     }
   }, 40_000))
+
+/** Runs `script` with `node --import tsx`, killed if it has not ended by itself within `ms`; its exit code, stdout and stderr. */
+async function ownProcess(script: string, ms: number): Promise<{ code: number | null; killed: boolean; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', script], { stdio: ['ignore', 'pipe', 'pipe'] })
+  let stdout = ''
+  let stderr = ''
+  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()))
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
+  let killed = false
+  const guard = setTimeout(() => {
+    killed = true
+    child.kill('SIGKILL')
+  }, ms)
+  const code = await new Promise<number | null>((resolve) => child.on('close', (exit) => resolve(exit)))
+  clearTimeout(guard)
+  return { code, killed, stdout, stderr }
+}
+
+test('a tool that never settles: runPath rejects with its timeout, naming the call still running, in a process with nothing else alive', () =>
+  withTimeout(async () => {
+    // In its own process: here the test's own timer would keep the event loop alive and hide an exit with the promise pending.
+    const script = fileURLToPath(new URL('./support/hanging-tool-path.ts', import.meta.url))
+    const { code, killed, stdout, stderr } = await ownProcess(script, 50_000)
+    assert.not.ok(killed, `the process ended by itself; stdout: ${stdout}; stderr: ${stderr}`)
+    assert.is(code, 0, `exit code; stdout: ${stdout}; stderr: ${stderr}`)
+    const reported = JSON.parse(stdout.trim()) as { check?: string; message?: string; resolved?: boolean }
+    assert.is(reported.check, 'timeout', stdout)
+    assert.match(reported.message ?? '', /did not settle within 1000 ms \(stepTimeoutMs\); still running: tool hang \(operation invocation-\d+\/step-\d+\/0\), whose execute has not returned/)
+  }, 60_000))
 
 test('maxPaths keeps, before the first paths, one that runs your tool, one of each answer kind and one of each transition it can', () =>
   withTimeout(async () => {

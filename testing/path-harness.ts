@@ -117,6 +117,8 @@ export class PathHarness {
   readonly #outcomes = new Map<number, InvocationOutcome>()
   #sent = 0
   #toolsStarted = 0
+  /** The calls whose `execute` (the caller's, or a kit tool's) has been called and has not returned yet: operation id to tool name. */
+  readonly #executing = new Map<string, string>()
   #tool: { operationId: string; decide: (outcome: 'succeeds' | 'throws') => void; fail: (error: Error) => void } | undefined
   /** The call waiting for the path's decision, and how many calls the approver was asked about. */
   #approval: { operationId: string; decide: (decision: ApprovalDecision) => void } | undefined
@@ -206,13 +208,24 @@ export class PathHarness {
     }
   }
 
-  /** Stops whatever still runs and closes the server. Never throws. */
+  /**
+   * Stops whatever still runs and closes the server. Never throws. Waits for the engine to drain
+   * for at most `stepTimeoutMs` (5 s at most): a tool that ignores its aborted signal and never
+   * settles keeps the engine from draining, and the path's error, already thrown, must still reach
+   * the caller. The timer is not unref'd: with nothing else left alive, an unref'd one let the
+   * process exit with the path's promise pending and nothing said.
+   */
   async close(): Promise<void> {
     for (const { controller } of this.#runs.values()) controller.abort('path-closed')
     this.#tool?.fail(new Error('the path was closed while the tool ran'))
     for (const reply of this.#unanswered.splice(0)) reply(answer.hang())
     await this.#server.close()
-    await Promise.race([this.#engine.drain(), new Promise((resolve) => setTimeout(resolve, 5_000).unref())]).catch(() => undefined)
+    let timer: NodeJS.Timeout | undefined
+    const waited = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, Math.min(this.#s.stepTimeoutMs, 5_000))
+    })
+    await Promise.race([this.#engine.drain(), waited]).catch(() => undefined)
+    clearTimeout(timer)
   }
 
   // ---- acting --------------------------------------------------------------------------
@@ -533,7 +546,13 @@ export class PathHarness {
           this.#notify()
         })
         if (outcome === 'throws') throw new Error(`${tool.name} failed as the path asked`)
-        return tool.execute(input, context)
+        // Listed until it returns: a step that times out names what it still waits for.
+        this.#executing.set(context.operationId, tool.name)
+        try {
+          return await tool.execute(input, context)
+        } finally {
+          this.#executing.delete(context.operationId)
+        }
       },
     }
     if (tool.description !== undefined) steered.description = tool.description
@@ -567,7 +586,7 @@ export class PathHarness {
       }
       const timer = setTimeout(() => {
         done()
-        reject(new PathCheckError('timeout', this.#s.path.id, this.#step, `${what} did not happen within ${this.#s.stepTimeoutMs} ms`))
+        reject(this.#late(`${what} did not happen within ${this.#s.stepTimeoutMs} ms`))
       }, this.#s.stepTimeoutMs)
       const ticker = options.poll ? setInterval(check, 2) : undefined
       this.#waiters.add(check)
@@ -590,11 +609,18 @@ export class PathHarness {
     }
   }
 
+  /** A `timeout` failure, naming the tool calls whose `execute` has not returned: what the step most likely waits for. */
+  #late(message: string): PathCheckError {
+    const running = [...this.#executing].map(([operationId, name]) => `tool ${name} (operation ${operationId})`)
+    const still = running.length === 0 ? '' : `; still running: ${running.join(', ')}, whose execute has not returned (it ignores its aborted signal, or never settles)`
+    return new PathCheckError('timeout', this.#s.path.id, this.#step, `${message}${still}`)
+  }
+
   #bounded<T>(what: string, promise: Promise<T>): Promise<T> {
     let timer: NodeJS.Timeout | undefined
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(
-        () => reject(new PathCheckError('timeout', this.#s.path.id, this.#step, `${what} did not settle within ${this.#s.stepTimeoutMs} ms`)),
+        () => reject(this.#late(`${what} did not settle within ${this.#s.stepTimeoutMs} ms (stepTimeoutMs)`)),
         this.#s.stepTimeoutMs,
       )
     })

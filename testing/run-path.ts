@@ -60,7 +60,10 @@ export interface RunPathOptions {
   childExecArgv?: string[] | undefined
   /** An absolute, empty directory for the log and the ledger (made if missing), kept afterwards (default: a fresh temporary one, removed afterwards). */
   directory?: string | undefined
-  /** How long any one thing the path waits for may take (default 15 s). */
+  /**
+   * How long any one thing the path waits for may take (default 15 s). Past it the path fails
+   * `timeout`, naming the tool calls whose `execute` has not returned.
+   */
   stepTimeoutMs?: number | undefined
   /** The model name the runs are configured with (default `scripted`). */
   model?: string | undefined

@@ -504,6 +504,15 @@ async function ownProcess(script: string, ms: number): Promise<{ code: number | 
   return { code, killed, stdout, stderr }
 }
 
+/** A path whose `known` calls succeed, and that calls no tool of the kit's. */
+const ownToolSucceeds = () => {
+  const shapes = (path: InvocationPath) => path.steps.flatMap((step) => step.facts)
+  return findPath(
+    (path) => !path.crash && shapes(path).includes('tool.dispatched') && shapes(path).includes('tool.settled:succeeded') && !shapes(path).some((fact) => fact.startsWith('tool.dispatched:')),
+    'whose only calls are of your tool, succeeding',
+  )
+}
+
 test('a tool that never settles: runPath rejects with its timeout, naming the call still running, in a process with nothing else alive', () =>
   withTimeout(async () => {
     // In its own process: here the test's own timer would keep the event loop alive and hide an exit with the promise pending.
@@ -514,6 +523,57 @@ test('a tool that never settles: runPath rejects with its timeout, naming the ca
     const reported = JSON.parse(stdout.trim()) as { check?: string; message?: string; resolved?: boolean }
     assert.is(reported.check, 'timeout', stdout)
     assert.match(reported.message ?? '', /did not settle within 1000 ms \(stepTimeoutMs\); still running: tool hang \(operation invocation-\d+\/step-\d+\/0\), whose execute has not returned/)
+  }, 60_000))
+
+test("your tool's validateInput and timeoutMs apply as in a run; toolRuns counts the calls that reached your execute", () =>
+  withTimeout(async () => {
+    const path = ownToolSucceeds()
+    const settledOk = path.steps.flatMap((step) => step.facts).filter((fact) => fact === 'tool.settled:succeeded').length
+    // validateInput: false: the schema is shown, not checked; a call it refuses is accepted at start-up and runs.
+    const received: unknown[] = []
+    const unchecked = {
+      name: 'lookup',
+      inputSchema: { type: 'object', properties: { value: { type: 'number' } }, required: ['value'] },
+      validateInput: false,
+      execute: async (input: unknown) => {
+        received.push(input)
+        return { found: true }
+      },
+    }
+    const ran = await runPath(path, { tools: [unchecked], toolCall: { name: 'lookup', arguments: { value: 'forty-two' } } })
+    assert.is(ran.toolRuns, settledOk, 'each succeeding call reached your execute')
+    assert.equal(received, Array.from({ length: settledOk }, () => ({ value: 'forty-two' })))
+    // Checked (the default), the same call is refused before anything runs.
+    const checked = await runPath(path, { tools: [{ ...unchecked, validateInput: true }], toolCall: { name: 'lookup', arguments: { value: 'forty-two' } } }).then(
+      () => undefined,
+      (error: { code?: string; details?: { field?: string } }) => [error.code, error.details?.field],
+    )
+    assert.equal(checked, ['TESTING_INVALID_OPTIONS', 'toolCall'])
+
+    // timeoutMs counts your execute's time, not the time the call waits for the path: 1 ms is enough for a tool that returns at once.
+    const quick = await runPath(path, { tools: [{ ...echoTool(), timeoutMs: 1, execute: (input: unknown) => input }] })
+    assert.is(quick.toolRuns, settledOk)
+    // A tool that stops at its signal: it is aborted once its timeoutMs has passed, and its failure is the path's.
+    const stopsAtSignal = { ...echoTool(), timeoutMs: 50, execute: (_input: unknown, context: { signal: AbortSignal }) => new Promise((_, reject) => context.signal.addEventListener('abort', () => reject(context.signal.reason as Error))) }
+    const aborted = await rejectsWithCheck(() => runPath(path, { tools: [stopsAtSignal], stepTimeoutMs: 5_000 }), 'facts', 'a tool past its timeoutMs')
+    assert.match(aborted.detail, /tool\.settled:failed, where the path plans tool\.settled:succeeded \([^ ]+ failed: the tool did not finish within 50 ms \(its timeoutMs\)\)/)
+    // One that ignores it is given up on a second later, as the engine would, and said so.
+    const ignoresSignal = { ...echoTool(), timeoutMs: 50, execute: () => new Promise(() => {}) }
+    const abandoned = await rejectsWithCheck(() => runPath(path, { tools: [ignoresSignal], stepTimeoutMs: 5_000 }), 'facts', 'a tool that ignores its timeoutMs')
+    assert.match(abandoned.detail, /did not finish within 50 ms \(its timeoutMs\), nor within 1,000 ms of its signal aborting: the engine would not wait for it/)
+    // A timeoutMs a run would refuse is refused before anything runs.
+    const refused = await runPath(path, { tools: [{ ...echoTool(), timeoutMs: 0 }] }).then(
+      () => undefined,
+      (error: { code?: string; details?: { field?: string }; message?: string }) => [error.code, error.details?.field, error.message],
+    )
+    assert.equal(refused?.slice(0, 2), ['TESTING_INVALID_OPTIONS', 'tools'], String(refused?.[2]))
+    assert.match(String(refused?.[2]), /tools\.0\.timeoutMs/)
+
+    // A path that makes your call throw: the engine called the wrapper, your execute never ran.
+    const throwing = findPath((p) => !p.crash && p.description.includes('answer(known) · outcome(throws)') && !p.description.includes('outcome(succeeds)'), 'whose known calls all throw')
+    const thrown = await runPath(throwing, { tools: [{ ...echoTool(), execute: () => assert.unreachable('your execute is not run on this path') }] })
+    assert.ok(thrown.executions > 0, 'the wrapper was called')
+    assert.is(thrown.toolRuns, 0, 'your execute was not')
   }, 60_000))
 
 test('maxPaths keeps, before the first paths, one that runs your tool, one of each answer kind and one of each transition it can', () =>

@@ -39,6 +39,8 @@ export type PathChildReport =
       digest: string
       highWater: number
       requests: number
+      /** Calls that reached the `execute` of a tool of the caller's catalog in the child. */
+      toolRuns: number
       /** The checks made on the steps the child ran: the parent adds them to the path's. */
       checks: PathChecks
     }
@@ -105,6 +107,7 @@ export async function runPathChild(options: PathChildOptions = {}): Promise<void
       digest: prefix.digest,
       highWater: prefix.highWater,
       requests: harness.requests,
+      toolRuns: harness.toolRuns,
       checks,
     })
     // Stand still, the log open, a tool or a request possibly in flight, until SIGKILL.

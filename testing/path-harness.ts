@@ -8,12 +8,13 @@
 import { isDeepStrictEqual } from 'node:util'
 import type { ApprovalDecision, Approver } from '../actors/approval.js'
 import type { Engine, EngineOptions, RunningInvocation, StartOptions } from '../actors/engine.js'
+import { ABANDONED, TOOL_TIMEOUT_GRACE_MS, timedCall } from '../actors/invocation-actor.js'
 import { type HeldInvocation, type HandoffReservation, successorOf } from '../actors/handoff.js'
 import type { ChatMessage } from '../actors/model-client.js'
 import { ModelExecutor } from '../actors/model-executor.js'
 import { OpenAIChatClient } from '../actors/openai-chat-client.js'
 import type { RunInput, RunWork } from '../actors/run-input.js'
-import type { ToolDefinition } from '../actors/tool-catalog.js'
+import type { ToolContext, ToolDefinition } from '../actors/tool-catalog.js'
 import type { Fact, HandoffIntent, HandoffPause, Invocation, InvocationOutcome, StoredEvent } from '../facts/types.js'
 import { type InvocationSnapshot, type InvocationState, foldFacts, stateOf } from '../machines/invocation.js'
 import type { EventLog, LogPrefix } from '../store/event-log.js'
@@ -117,6 +118,8 @@ export class PathHarness {
   readonly #outcomes = new Map<number, InvocationOutcome>()
   #sent = 0
   #toolsStarted = 0
+  /** Calls that reached the `execute` of a tool of the caller's catalog (not the kit's own tools). */
+  #toolRuns = 0
   /** The calls whose `execute` (the caller's, or a kit tool's) has been called and has not returned yet: operation id to tool name. */
   readonly #executing = new Map<string, string>()
   #tool: { operationId: string; decide: (outcome: 'succeeds' | 'throws') => void; fail: (error: Error) => void } | undefined
@@ -141,10 +144,10 @@ export class PathHarness {
     this.#timeouts = this.#plannedTimeouts()
     const calls = (kind: AnswerKind) => settings.path.steps.some(({ event }) => event.type === 'model.answer' && event.answer === kind)
     this.#tools = [
-      ...settings.tools.map((tool) => this.#steered(tool)),
-      ...(calls('needsApproval') ? [this.#steered(kitTool(PATH_APPROVAL_TOOL, 'Returns its input, once approved'), { needsApproval: true })] : []),
-      ...(calls('readOnly') ? [this.#steered(kitTool(PATH_READ_ONLY_TOOL, 'Looks its input up, changing nothing'), { readOnly: true })] : []),
-      ...(calls('invalidInput') ? [{ ...this.#steered(kitTool(PATH_CHECKED_TOOL, 'Returns its input, a number value')), inputSchema: CHECKED_SCHEMA }] : []),
+      ...settings.tools.map((tool) => this.#steered(tool, 'own')),
+      ...(calls('needsApproval') ? [this.#steered(kitTool(PATH_APPROVAL_TOOL, 'Returns its input, once approved'), 'kit', { needsApproval: true })] : []),
+      ...(calls('readOnly') ? [this.#steered(kitTool(PATH_READ_ONLY_TOOL, 'Looks its input up, changing nothing'), 'kit', { readOnly: true })] : []),
+      ...(calls('invalidInput') ? [{ ...this.#steered(kitTool(PATH_CHECKED_TOOL, 'Returns its input, a number value'), 'kit'), inputSchema: CHECKED_SCHEMA }] : []),
     ]
     const model = new ModelExecutor({
       timeoutMs: LONG_MS,
@@ -180,6 +183,11 @@ export class PathHarness {
   /** Requests the model server received in this process. */
   get requests(): number {
     return this.#arrivals.length
+  }
+
+  /** Calls in this process that reached the `execute` of a tool of the caller's catalog. */
+  get toolRuns(): number {
+    return this.#toolRuns
   }
 
   /** The live state of run `run`, if this process runs it. */
@@ -519,9 +527,12 @@ export class PathHarness {
   /**
    * `tool` as the path steers it. Its own `readOnly` and `needsApproval` are left off: the path
    * model's `known` call is of a tool with effects that needs no approval (a crash mid-call needs
-   * reconciliation); the kit's own tools get theirs from `flags`.
+   * reconciliation); the kit's own tools get theirs from `flags`. Its `validateInput` is kept (the
+   * engine checks the call as it would the tool's). Its `timeoutMs` is applied by the wrapper to the
+   * tool's own `execute`, once the path lets the call go on (see {@link PathHarness.#execute}): the
+   * time the call waits for the path is the test's, not the tool's.
    */
-  #steered(tool: ToolDefinition, flags: { needsApproval?: true; readOnly?: true } = {}): ToolDefinition {
+  #steered(tool: ToolDefinition, whose: 'own' | 'kit', flags: { needsApproval?: true; readOnly?: true } = {}): ToolDefinition {
     const steered: ToolDefinition = {
       ...flags,
       name: tool.name,
@@ -546,18 +557,38 @@ export class PathHarness {
           this.#notify()
         })
         if (outcome === 'throws') throw new Error(`${tool.name} failed as the path asked`)
-        // Listed until it returns: a step that times out names what it still waits for.
-        this.#executing.set(context.operationId, tool.name)
-        try {
-          return await tool.execute(input, context)
-        } finally {
-          this.#executing.delete(context.operationId)
-        }
+        return this.#execute(tool, whose, input, context)
       },
     }
     if (tool.description !== undefined) steered.description = tool.description
     if (tool.inputSchema !== undefined) steered.inputSchema = tool.inputSchema
+    if (tool.validateInput !== undefined) steered.validateInput = tool.validateInput
     return steered
+  }
+
+  /**
+   * Calls `tool.execute`, counted (a tool of the caller's) and listed as running until it returns.
+   * With a `timeoutMs`, as the engine would: its signal aborts with the engine's `TimeoutError` once
+   * the limit has passed, and a tool that has not settled a second later is given up on. The engine
+   * would then leave the call dispatched and end the run `outcome_unknown`; here the call fails with
+   * the engine's words, so the path's check names the tool and its limit.
+   */
+  async #execute(tool: ToolDefinition, whose: 'own' | 'kit', input: unknown, context: ToolContext): Promise<unknown> {
+    if (whose === 'own') this.#toolRuns += 1
+    this.#executing.set(context.operationId, tool.name)
+    try {
+      const { timeoutMs } = tool
+      if (timeoutMs === undefined) return await tool.execute(input, context)
+      const result = await timedCall(context.signal, timeoutMs, 'its timeoutMs', async (signal) => tool.execute(input, { ...context, signal }))
+      if (result === ABANDONED) {
+        throw new Error(
+          `tool ${tool.name} (operation ${context.operationId}) did not finish within ${timeoutMs.toLocaleString('en-US')} ms (its timeoutMs), nor within ${TOOL_TIMEOUT_GRACE_MS.toLocaleString('en-US')} ms of its signal aborting: the engine would not wait for it, and would end the run outcome_unknown`,
+        )
+      }
+      return result
+    } finally {
+      this.#executing.delete(context.operationId)
+    }
   }
 
   // ---- waiting -------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os'
 import { isAbsolute, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { Engine, type EngineOptions, admittedInputCheck } from '../actors/engine.js'
+import { toolProblem } from '../actors/run-input.js'
 import type { ToolDefinition } from '../actors/tool-catalog.js'
 import { foldFacts, stateOf } from '../machines/invocation.js'
 import { type Durability, EventLog, type LogPrefix } from '../store/event-log.js'
@@ -31,7 +32,8 @@ export { PATH_APPROVAL_TOOL, PATH_CHECKED_TOOL, PATH_READ_ONLY_TOOL, echoTool } 
 export interface RunPathOptions {
   /**
    * The run's catalog (default: one `echo` tool). Each tool is wrapped: counted in the ledger, and
-   * held until the path settles it. A path that calls a tool needing approval, a read-only tool or
+   * held until the path settles it. Its `readOnly` and `needsApproval` are not applied; its
+   * `validateInput` is, and its `timeoutMs` counts from when the path lets your `execute` run. A path that calls a tool needing approval, a read-only tool or
    * one with arguments its schema refuses adds the kit's own (`PATH_APPROVAL_TOOL`, `PATH_READ_ONLY_TOOL`, `PATH_CHECKED_TOOL`): those names are refused here.
    */
   tools?: ToolDefinition[] | undefined
@@ -88,6 +90,12 @@ export interface PathRunResult {
   requests: number
   /** Calls the engine made to the tools (the ledger's lines, over all processes): a call the path makes throw counts, though your `execute` does not run. */
   executions: number
+  /**
+   * Calls that reached the `execute` of one of your tools (over all processes): the `known` calls
+   * the path lets succeed. 0 on a path without `answer(known)` (or `answer(several)`) followed by
+   * `outcome(succeeds)`, where your tools' own code is never run.
+   */
+  toolRuns: number
   /** Events in the final log. */
   events: number
   /** The final log's digest, `sha256:<hex>` (unchanged by the final reopen). */
@@ -154,12 +162,15 @@ function resolveOptions(given: RunPathOptions) {
   const tools = options.tools ?? [echoTool()]
   if (!Array.isArray(tools) || tools.length === 0) throw new FactstateError('TESTING_INVALID_OPTIONS', 'runPath: tools must be a non-empty array', { details: { field: 'tools' } })
   const names = new Set<string>()
-  for (const tool of tools as unknown[]) {
+  for (const [index, tool] of (tools as unknown[]).entries()) {
     const named = tool as Partial<ToolDefinition> | null
     if (typeof named !== 'object' || named === null || typeof named.name !== 'string' || typeof named.execute !== 'function' || names.has(named.name)) {
       throw new FactstateError('TESTING_INVALID_OPTIONS', 'runPath: tools must be tool definitions (a name and an execute function), each name once', { details: { field: 'tools' } })
     }
     names.add(named.name)
+    // One a run would refuse (a misnamed member, a timeoutMs of 0): the wrapper around it would hide it from the engine.
+    const problem = toolProblem(tool, `tools.${index}`)
+    if (problem !== undefined) throw new FactstateError('TESTING_INVALID_OPTIONS', `runPath: ${problem.message}`, { details: { field: 'tools' } })
   }
   const kitNames = [PATH_APPROVAL_TOOL, PATH_READ_ONLY_TOOL, PATH_CHECKED_TOOL]
   const taken = kitNames.find((name) => names.has(name))
@@ -388,6 +399,7 @@ async function execute(path: InvocationPath, resolved: Resolved, directory: stri
   const ledgerFile = join(directory, 'ledger')
   const crashIndex = path.steps.findIndex((step) => step.event.type === 'crash')
   let requests = 0
+  let toolRuns = 0
   let crashedAt: number | undefined
   if (crashIndex >= 0) {
     const reached = await crashChild(resolved, {
@@ -408,6 +420,7 @@ async function execute(path: InvocationPath, resolved: Resolved, directory: stri
       throw new PathCheckError('state', path.id, crashIndex, `the child stood in ${stood}, the path crashes in ${expected}`)
     }
     requests += reached.requests
+    toolRuns += reached.toolRuns
     // The steps before the crash were checked in the child: they count.
     for (const key of Object.keys(checks) as (keyof PathChecks)[]) checks[key] += reached.checks[key] ?? 0
     crashedAt = reached.highWater
@@ -445,11 +458,12 @@ async function execute(path: InvocationPath, resolved: Resolved, directory: stri
     } finally {
       await harness.close()
       requests += harness.requests
+      toolRuns += harness.toolRuns
     }
     const before = await log.prefix(PREFIX_EVENTS, PREFIX_BYTES)
     await log.close()
     closed = true
-    return await reopen(path, logDirectory, ledgerFile, before, checks, requests)
+    return await reopen(path, logDirectory, ledgerFile, before, checks, requests, toolRuns)
   } finally {
     if (!closed) await log.close()
   }
@@ -463,6 +477,7 @@ async function reopen(
   before: LogPrefix,
   checks: PathChecks,
   requests: number,
+  toolRuns: number,
 ): Promise<PathRunResult> {
   const fail = (check: 'digest' | 'recovery' | 'verify', message: string): never => {
     throw new PathCheckError(check, path.id, path.steps.length, message)
@@ -488,6 +503,7 @@ async function reopen(
       transitions: [...transitions],
       requests,
       executions: new ExecutionLedger(ledgerFile).entries().length,
+      toolRuns,
       events: after.highWater,
       digest: after.digest,
     }

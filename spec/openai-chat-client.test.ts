@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { test } from 'uvu'
@@ -940,5 +941,39 @@ test("the answer builders refuse an option they do not take, or one of the wrong
   assert.equal(answer.text('x', { hold: true, stream: false, finishReason: 'length' }), { kind: 'text', text: 'x', hold: true, stream: false, finishReason: 'length' })
   assert.equal(answer.hang(), { kind: 'hang' })
 })
+
+test('a scripted server left open does not keep its process alive; a request in flight does, until it is answered', () =>
+  withTimeout(async () => {
+    const script = new URL('./support/unclosed-model-server.ts', import.meta.url).pathname
+    const child = spawn(process.execPath, ['--import', 'tsx', script], { stdio: ['ignore', 'pipe', 'pipe'] })
+    let stdout = ''
+    let stderr = ''
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
+    let killed = false
+    const guard = setTimeout(() => {
+      killed = true
+      child.kill('SIGKILL')
+    }, 25_000)
+    const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)))
+    try {
+      const baseUrl = await new Promise<string>((resolve, reject) => {
+        child.stdout.on('data', (chunk: Buffer) => {
+          stdout += chunk.toString()
+          if (stdout.includes('\n')) resolve(stdout.split('\n')[0] as string)
+        })
+        void exited.then(() => reject(new Error(`the child ended before it listened: ${stderr}`)))
+      })
+      // The answer goes out from a timer that does not hold the child: only the request in flight does.
+      const response = await new OpenAIChatClient(provider({ baseUrl })).complete(requestFor(bodyOf()))
+      assert.is(response.kind === 'completed' && response.output.text, 'answered while in flight', JSON.stringify(response))
+      // Answered, with the server never closed and this process's connection to it kept alive, the child ends by itself.
+      const code = await exited
+      assert.not.ok(killed, `the child ended by itself; stderr: ${stderr}`)
+      assert.is(code, 0, stderr)
+    } finally {
+      clearTimeout(guard)
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
+    }
+  }, 30_000))
 
 test.run()

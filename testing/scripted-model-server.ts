@@ -164,7 +164,11 @@ export interface ScriptedModelServer {
   seen(n: number): Promise<RecordedRequest>
   /** Lets the held answer to request `n` go out (may be called before the request arrives). */
   release(n: number): void
-  /** Closes the server and every connection; pending holds are resolved so nothing hangs. */
+  /**
+   * Closes the server and every connection; pending holds are resolved so nothing hangs. A server
+   * not closed does not keep the process alive (its listening socket and idle connections are
+   * unref'd); a request in flight does, until it is answered.
+   */
   close(): Promise<void>
 }
 
@@ -508,6 +512,10 @@ export async function scriptedModelServer(script: Script, options: { stream?: bo
   }
 
   const server = createServer((req, res) => {
+    // A request in flight keeps the process alive until it is answered (or its connection ends); an idle connection does not.
+    const { socket } = req
+    socket.ref()
+    res.once('close', () => socket.unref())
     handle(req, res).catch((error: unknown) => {
       if (!res.headersSent && !res.destroyed) {
         writeJson(res, 500, { error: { message: `scripted model server failed: ${String(error)}`, type: 'server_error' } })
@@ -517,6 +525,7 @@ export async function scriptedModelServer(script: Script, options: { stream?: bo
     })
   })
   server.on('connection', (socket) => {
+    socket.unref()
     sockets.add(socket)
     socket.on('close', () => sockets.delete(socket))
   })
@@ -528,6 +537,8 @@ export async function scriptedModelServer(script: Script, options: { stream?: bo
       resolve()
     })
   })
+  // A server a test forgot to close does not keep the process alive (node --test would wait on it forever).
+  server.unref()
   const address = server.address()
   if (address === null || typeof address === 'string') throw new Error('scripted model server: no TCP address')
   const baseUrl = `http://127.0.0.1:${address.port}/v1`

@@ -22,7 +22,7 @@ export {
 export { Engine, type EngineOptions, type StartOptions, type RunningInvocation } from './actors/engine.js'
 export { ModelExecutor, type ModelExecutorOptions } from './actors/model-executor.js'
 export type { ModelTextPiece, ModelToolCallPiece } from './actors/model-text.js'
-export { OpenAIChatClient } from './actors/openai-chat-client.js'
+export { OpenAIChatClient, retryAfterMsOf } from './actors/openai-chat-client.js'
 export type { ModelClient, ModelRequest, ModelRequestOrigin, ModelResponse, ProviderConfig, ChatMessage, ChatRequestBody, JsonValue, ToolCallPiece } from './actors/model-client.js'
 export { intentFor, successorOf, type HandoffGate, type HandoffReservation, type HeldInvocation, type IntentOptions } from './actors/handoff.js'
 export type { RunInput, RunWork } from './actors/run-input.js'

@@ -11,11 +11,11 @@ import { canonical, messageOf, storageProblemAt, wellFormed } from '../store/enc
 import { type LogInternals, type Precondition, successorBlockedError } from '../store/event-log.js'
 import { onAbort } from './abort-listeners.js'
 import { Gate, type HoldDecision, type Reservation } from './handoff.js'
-import type { ChatRequestBody, ModelClient, ToolCallPiece } from './model-client.js'
+import type { ChatRequestBody, ModelClient, ProviderConfig, ToolCallPiece } from './model-client.js'
 import type { ModelExecutor } from './model-executor.js'
 import { type ApprovalRequest, type Approver, type NeedsApproval, decide, needsApprovalFor } from './approval.js'
 import { LiveText, LiveToolCalls, type ModelTextPiece, type ModelToolCallPiece } from './model-text.js'
-import { type Secrets, redact, redactAnswer, redactDeep } from './redaction.js'
+import { type Secrets, redact, redactAnswer, redactDeep, secretsOf } from './redaction.js'
 import { functionTools, type ToolDefinition } from './tool-catalog.js'
 import { argumentsOf } from './tool-arguments.js'
 import { inputChecks } from './tool-input.js'
@@ -39,6 +39,8 @@ export interface ActorSetup {
   executor: ModelExecutor
   /** The provider's secrets: removed from everything a fact takes from outside (see actors/redaction.ts). */
   secrets: Secrets
+  /** The run's provider settings, whose secrets those are (a client adds its own to them: `ModelRequest.addSecret`). */
+  provider: ProviderConfig
   signal: AbortSignal | undefined
   now: () => number
   eventId: (invocation: Invocation, ordinal: number) => string
@@ -595,6 +597,18 @@ export class InvocationActor {
     }
   }
 
+  /** Secrets the model client registered (`ModelRequest.addSecret`), in the order given. */
+  #clientSecrets = new Set<string>()
+
+  /** Adds a secret of the client's to the run's: what is recorded from now on is redacted of it too. */
+  #addSecret(secret: unknown): void {
+    if (typeof secret !== 'string' || this.#clientSecrets.has(secret)) return
+    this.#clientSecrets.add(secret)
+    // As a credential header: removed whole and by its pieces from messages, and from data when it looks like a key.
+    const own = Object.fromEntries([...this.#clientSecrets].map((value, index) => [`x-client-secret-token-${index}`, value]))
+    this.setup.secrets = secretsOf({ ...this.setup.provider, headers: { ...this.setup.provider.headers, ...own } })
+  }
+
   /** One step: the model request (with retries), then every tool call it returned. */
   async #step(): Promise<void> {
     const { executor, client, execution } = this.setup
@@ -612,6 +626,7 @@ export class InvocationActor {
         signal: this.#signal,
         ...(live === undefined ? {} : { onText: (text: string) => live.push(text) }),
         ...(calls === undefined ? {} : { onToolCall: (piece: ToolCallPiece) => calls.push(piece) }),
+        addSecret: (secret: string) => this.#addSecret(secret),
       })
       if (response.kind === 'completed') {
         // What the tools get and the next request replays is what is recorded: an echoed secret is gone from all three.

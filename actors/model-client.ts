@@ -82,6 +82,14 @@ export interface ModelRequest {
    * in use starts another call. Calls after the client has answered are ignored.
    */
   onToolCall?: ((piece: ToolCallPiece) => void) | undefined
+  /**
+   * Registers a secret the client holds besides the run's `provider.apiKey` and `provider.headers`
+   * (an access token it exchanged its key for, a signed URL): from then on it is removed from
+   * everything the run records, as the API key is (in every form it travels in, and its pieces of
+   * 8 characters or more from failure messages). Call it before answering with anything that may
+   * quote it; again on each attempt is cheap. The engine sets it; absent when a client is called directly.
+   */
+  addSecret?: ((secret: string) => void) | undefined
 }
 
 /** A piece of a streamed tool call, as a client passes it on (see `ModelRequest.onToolCall`). */

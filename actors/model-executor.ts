@@ -109,8 +109,8 @@ export class ModelExecutor {
    * its own: parsed from `bodyText` when first read (the OpenAI client never reads it), so a client
    * that changes it in place cannot reach the run's transcript, tools or options, nor a retry.
    */
-  async attempt(client: ModelClient, request: Pick<ModelRequest, 'bodyText' | 'signal' | 'onText' | 'onToolCall' | 'origin'>): Promise<ModelResponse> {
-    const { bodyText, signal, onText, onToolCall, origin } = request
+  async attempt(client: ModelClient, request: Pick<ModelRequest, 'bodyText' | 'signal' | 'onText' | 'onToolCall' | 'origin' | 'addSecret'>): Promise<ModelResponse> {
+    const { bodyText, signal, onText, onToolCall, origin, addSecret } = request
     if (signal.aborted) return CANCELLED
     let body: ChatRequestBody | undefined
     // Pieces of text reach `onText` while the attempt lasts, never after it (a client that ignores
@@ -161,6 +161,7 @@ export class ModelExecutor {
           ...(this.idleTimeoutMs === undefined ? {} : { idleTimeoutMs: this.idleTimeoutMs }),
           ...(onText === undefined ? {} : { onText: piece }),
           ...(onToolCall === undefined ? {} : { onToolCall: callPiece }),
+          ...(addSecret === undefined ? {} : { addSecret }),
         })
         // Once the client has answered, its text is what it answered with: later pieces are dropped.
         const response = await Promise.resolve(answer).finally(() => {
@@ -189,7 +190,8 @@ export class ModelExecutor {
     // Node runs a longer timer after 1 ms: a timeout meant as "never" must not become "at once".
     const limit = Math.min(this.timeoutMs + TIMEOUT_GRACE_MS, MAX_TIMER_MS)
     const timer = setTimeout(() => {
-      const message = `the model client did not answer within ${limit} ms`
+      // Named by the limit the executor was given, not by the backstop's total (timeoutMs + grace).
+      const message = `the model client did not answer within ${this.timeoutMs.toLocaleString('en-US')} ms (timeoutMs), nor in the ${TIMEOUT_GRACE_MS.toLocaleString('en-US')} ms the executor waits past it`
       attempt.abort(new DOMException(message, 'TimeoutError'))
       stop({ kind: 'interrupted', status: 'timed_out', message })
     }, limit)

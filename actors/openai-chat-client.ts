@@ -6,6 +6,7 @@
 import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai'
 import { _iterSSEMessages } from 'openai/core/streaming'
 import { z } from 'zod'
+import { FactstateError } from '../errors.js'
 import type { ModelOutput, ModelUsage, ToolCall } from '../facts/types.js'
 import type { ModelClient, ModelRequest, ModelResponse, ProviderConfig } from './model-client.js'
 import { type Secrets, redact, secretsOf } from './redaction.js'
@@ -159,10 +160,20 @@ const MONTH = /\b(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)/i
 
 /**
  * Parses `retry-after-ms`, else `retry-after` (seconds or an HTTP date), into milliseconds; of a
- * header sent twice (joined as "2, 5"), the first value.
+ * header sent twice (joined as "2, 5"), the first value. What a `ModelClient` answers a 429 or 503
+ * with as `retryAfterMs`; `undefined` when the provider sent neither (or a date already past is
+ * 0). Headers that are not a fetch `Headers` (nothing with a `get`) are `RUN_INVALID_INPUT`.
+ *
+ * @example
+ * ```ts
+ * if (response.status === 429) return { kind: 'interrupted', status: 'retryable_failure', message: 'rate limited', retryAfterMs: retryAfterMsOf(response.headers) }
+ * ```
  */
 export function retryAfterMsOf(headers: Headers | undefined, now: number = Date.now()): number | undefined {
-  if (!headers) return undefined
+  if (headers === undefined || headers === null) return undefined
+  if (typeof (headers as { get?: unknown }).get !== 'function') {
+    throw new FactstateError('RUN_INVALID_INPUT', "retryAfterMsOf takes a response's Headers (fetch's), not a plain object", { details: { fields: ['headers'] } })
+  }
   const ms = FIRST_NUMBER.exec(headers.get('retry-after-ms') ?? '')?.[1]
   if (ms !== undefined) return Math.ceil(Number(ms))
   const after = headers.get('retry-after')

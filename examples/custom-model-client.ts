@@ -12,7 +12,7 @@ import type { AddressInfo } from 'node:net'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { Engine, EventLog, type ModelClient, ModelExecutor, type ModelRequest, type ModelResponse } from 'factstate'
+import { Engine, EventLog, type ModelClient, ModelExecutor, type ModelRequest, type ModelResponse, retryAfterMsOf } from 'factstate'
 
 /** The client: OpenAI-shaped request in, the provider's protocol on the wire, a ModelResponse out. */
 class GenerateApiClient implements ModelClient {
@@ -31,7 +31,11 @@ class GenerateApiClient implements ModelClient {
       // records can be matched with the log's model.requested facts.
       const origin = request.origin ? `${request.origin.invocation.invocationId} ${request.origin.stepId} attempt ${request.origin.attempt}` : 'unknown'
       const response = await fetch(this.url, { method: 'POST', headers: { 'x-request-origin': origin }, body: JSON.stringify({ prompt, tools }), signal: AbortSignal.any(limits) })
-      if (response.status >= 500) return { kind: 'interrupted', status: 'retryable_failure', message: `HTTP ${response.status}` }
+      // What retrying can fix is retryable (the wait the provider asks for, if it says one); the rest fails the step.
+      if (response.status === 408 || response.status === 429 || response.status >= 500) {
+        return { kind: 'interrupted', status: 'retryable_failure', message: `HTTP ${response.status}`, retryAfterMs: retryAfterMsOf(response.headers) }
+      }
+      if (!response.ok) return { kind: 'interrupted', status: 'failed', message: `HTTP ${response.status}: ${(await response.text()).slice(0, 200)}` }
       text = await response.text()
     } catch (error) {
       if (request.signal.aborted) return { kind: 'interrupted', status: 'cancelled', message: 'cancelled' }

@@ -240,6 +240,33 @@ test(
 )
 
 test(
+  'a secret the client obtained itself (an access token exchanged for its key) and registered with addSecret reaches no fact and no file',
+  (() => {
+    const TOKEN = 'at_Zq81xYkWm3Tr7Pp0Lv2Nn5Bb'
+    let attempts = 0
+    const client: ModelClient = {
+      async complete(request) {
+        attempts += 1
+        // The exchange: the client holds a token the run's provider settings never had.
+        request.addSecret?.(TOKEN)
+        if (attempts === 1) return { kind: 'interrupted', status: 'retryable_failure', message: `gateway 429: token ${TOKEN} over its quota (token ${TOKEN.slice(0, 12)}…)`, retryAfterMs: 1 }
+        return { kind: 'completed', output: { text: `signed in as ${TOKEN}`, toolCalls: [], finishReason: 'stop' } }
+      },
+    }
+    return engineTest([], { model: { createClient: () => client } }, async (h) => {
+      assert.equal(await h.run(h.input('exchanged')), { status: 'completed' })
+      const facts = await factsOf(h.log, 'invocation-exchanged')
+      const interrupted = only(facts, 'model.interrupted')
+      assert.equal(interrupted.map((fact) => fact.message), ['gateway 429: token [redacted] over its quota (token [redacted]…)'])
+      assert.equal(only(facts, 'model.completed').map((fact) => fact.output.text), ['signed in as [redacted]'])
+      await h.log.close()
+      assert.equal(await filesHolding(h.logPath, [TOKEN, TOKEN.slice(0, 12)]), [], 'no piece of the token in any file')
+      h.log = await EventLog.open(h.logPath)
+    })
+  })(),
+)
+
+test(
   "a client is told which request each attempt is: the invocation, the step, the attempt and the digest its model.requested fact records",
   engineTest(
     [answer.status(429, { retryAfterMs: 1 }), answer.toolCalls([{ id: 'call-o', name: 'echo', arguments: { value: 7 } }]), answer.text('done')],

@@ -32,6 +32,7 @@ import {
   answerOf,
   catalogOf,
   recoverInvocations,
+  retryAfterMsOf,
   transcriptOf,
 } from '../index.js'
 import { type RecordedRequest, answer, scriptedModelServer } from '../testing/scripted-model-server.js'
@@ -709,6 +710,7 @@ test('the pure helpers, called from plain JavaScript with what is not a fact, a 
     { what: 'transcriptOf([1])', call: () => transcriptOf([1] as never), code: 'LOG_INVALID_ARGUMENT' },
     { what: 'answerOf(a revoked proxy)', call: () => answerOf(revoked() as never), code: 'LOG_INVALID_ARGUMENT' },
     { what: 'answerOf([{ seq: 1 }])', call: () => answerOf([{ seq: 1 }] as never), code: 'LOG_INVALID_ARGUMENT' },
+    { what: 'retryAfterMsOf({ "retry-after": "2" })', call: () => retryAfterMsOf({ 'retry-after': '2' } as never), code: 'RUN_INVALID_INPUT', details: { fields: ['headers'] } },
     { what: 'catalogOf("tools")', call: () => catalogOf('tools' as never), code: 'RUN_INVALID_INPUT', details: { fields: ['tools'] } },
     { what: 'catalogOf([null])', call: () => catalogOf([null] as never), code: 'RUN_INVALID_INPUT', details: { fields: ['tools.0.name'] } },
     { what: 'catalogOf([{ name: "a b" }])', call: () => catalogOf([{ name: 'a b' }] as never), code: 'RUN_INVALID_INPUT', details: { fields: ['tools.0.name'] } },
@@ -746,6 +748,7 @@ test('the pure helpers, called from plain JavaScript with what is not a fact, a 
     assertDetailsFit(caught as { code: string; details?: unknown }, what)
     if (details) assert.equal(caught?.details, details, `${what}: details`)
   }
+  assert.equal([retryAfterMsOf(new Headers({ 'retry-after': '2' })), retryAfterMsOf(undefined)], [2_000, undefined], 'retryAfterMsOf reads a Headers')
   assert.equal(catalogOf([{ name: 'echo', description: 'd' }] as never), catalogOf([{ name: 'echo', description: 'd', execute: () => 1 }]), "a tool's description has a catalog without its execute")
   assert.is(accepts(initialInvocationSnapshot(), null as unknown as Fact), false, 'accepts() is false for what is not a fact')
   assert.is(accepts(initialInvocationSnapshot(), { type: 'invocation.opened' } as unknown as Fact), false, 'accepts() is false for a fact that is not whole')

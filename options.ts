@@ -63,10 +63,12 @@ export function readOptions<K extends string>(options: unknown, known: readonly 
  * with no prototype, a revoked proxy, or a `toString` that throws.
  */
 export function shown(value: unknown): string {
-  if (value instanceof Error) return value.message
   if (typeof value === 'string') return JSON.stringify(value)
-  if (value === null || (typeof value !== 'object' && typeof value !== 'function')) return String(value)
+  // A BigInt's String() is its digits; a symbol's its description.
+  if (value === null || (typeof value !== 'object' && typeof value !== 'function')) return typeof value === 'bigint' ? `${String(value)}n` : String(value)
   try {
+    // `instanceof` and `Array.isArray` read the value too: a revoked proxy throws in both.
+    if (value instanceof Error) return typeof value.message === 'string' ? value.message : 'an error'
     return Array.isArray(value) ? 'an array' : typeof value === 'function' ? 'a function' : 'an object'
   } catch {
     return 'an object that cannot be read'

@@ -15,7 +15,7 @@ import type { Approver } from './approval.js'
 import type { ModelTextPiece, ModelToolCallPiece } from './model-text.js'
 import { ModelExecutor } from './model-executor.js'
 import { redactDeep, redactedMessage, secretsOf } from './redaction.js'
-import { DEFAULT_MAX_STEPS, type RunInput, validateRunInput } from './run-input.js'
+import { DEFAULT_MAX_STEPS, RUN_INPUT_KEYS, type RunInput, validateRunInput } from './run-input.js'
 import { type ToolDefinition, catalogOf, legacyCatalogDigest, shownText } from './tool-catalog.js'
 import { type InputCheck, inputCheckOf, inputChecks } from './tool-input.js'
 
@@ -435,17 +435,21 @@ export class Engine {
     try {
       // Read once, before anything is written: a signal that cannot be listened to would strand the run.
       ;({ signal, onModelText, onToolCallText, onApproval } = startOptions(options))
-      // Copied first and the copy checked: a getter of the caller's read twice could give the check one
-      // value and the run another (a relative cwd, provider options naming the model). The tools are the
-      // caller's own objects (their `execute`), checked and then admitted as copies.
-      if (typeof input !== 'object' || input === null) validateRunInput(input)
-      const given = { ...(input as object) } as Record<string, unknown>
+      // Checked as given (its members, plain data all through: a class instance is refused before a copy
+      // would make it a plain object), then copied, each member read once more, and the copy checked
+      // again: that is what runs, so a getter that gives the check one value and the copy another (a
+      // relative cwd, provider options naming the model) is refused too. The tools are the caller's own
+      // objects (their `execute`), admitted as copies below.
+      validateRunInput(input)
+      const given: Record<string, unknown> = {}
+      for (const key of RUN_INPUT_KEYS) {
+        const value = (input as unknown as Record<string, unknown>)[key]
+        if (value !== undefined) given[key] = value
+      }
       let plain: Record<string, unknown>
       try {
         plain = structuredClone({ ...given, tools: [] })
       } catch (error) {
-        // The check names what is wrong where it can (a function in providerOptions, say).
-        validateRunInput(input)
         throw new FactstateError('RUN_INVALID_INPUT', `the run input must be plain data (objects, arrays, strings, numbers): it could not be copied: ${messageOf(error)}`, {
           cause: error,
           details: { fields: [] },

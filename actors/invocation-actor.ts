@@ -601,12 +601,16 @@ export class InvocationActor {
   #clientSecrets = new Set<string>()
 
   /** Adds a secret of the client's to the run's: what is recorded from now on is redacted of it too. */
-  #addSecret(secret: unknown): void {
+  #addSecret(secret: unknown, live: LiveText | undefined, calls: LiveToolCalls | undefined): void {
     if (typeof secret !== 'string' || this.#clientSecrets.has(secret)) return
     this.#clientSecrets.add(secret)
-    // As a credential header: removed whole and by its pieces from messages, and from data when it looks like a key.
-    const own = Object.fromEntries([...this.#clientSecrets].map((value, index) => [`x-client-secret-token-${index}`, value]))
+    // As a credential header: removed whole and by its pieces from messages, and from data when it looks
+    // like a key. Named as no header of the provider's can be (admission refuses a name with a space).
+    const own = Object.fromEntries([...this.#clientSecrets].map((value, index) => [`client secret ${index}`, value]))
     this.setup.secrets = secretsOf({ ...this.setup.provider, headers: { ...this.setup.provider.headers, ...own } })
+    // The attempt's live text too, from its next piece on.
+    live?.addSecrets(this.setup.secrets.inData)
+    calls?.addSecrets(this.setup.secrets.inData)
   }
 
   /** One step: the model request (with retries), then every tool call it returned. */
@@ -626,7 +630,7 @@ export class InvocationActor {
         signal: this.#signal,
         ...(live === undefined ? {} : { onText: (text: string) => live.push(text) }),
         ...(calls === undefined ? {} : { onToolCall: (piece: ToolCallPiece) => calls.push(piece) }),
-        addSecret: (secret: string) => this.#addSecret(secret),
+        addSecret: (secret: string) => this.#addSecret(secret, live, calls),
       })
       if (response.kind === 'completed') {
         // What the tools get and the next request replays is what is recorded: an echoed secret is gone from all three.

@@ -61,7 +61,7 @@ class CredentialFilter {
   /** How many of the credential's first characters the text so far ends with (held back). */
   #matched = 0
 
-  constructor(private readonly secret: string) {
+  constructor(readonly secret: string) {
     const fallback = new Int32Array(secret.length)
     for (let i = 1, k = 0; i < secret.length; i += 1) {
       while (k > 0 && secret.charCodeAt(i) !== secret.charCodeAt(k)) k = fallback[k - 1] as number
@@ -114,6 +114,17 @@ export class LiveText {
     private readonly pass: (text: string) => unknown,
   ) {
     this.#filters = secrets.whole.map((secret) => new CredentialFilter(secret))
+  }
+
+  /**
+   * Looks for `secrets` too from the next piece on (a client registered one mid-attempt:
+   * `ModelRequest.addSecret`): what was passed on before cannot be taken back.
+   */
+  addSecrets(secrets: Secrets): void {
+    const known = new Set(this.#filters.map((filter) => filter.secret))
+    for (const secret of secrets.whole) if (!known.has(secret)) this.#filters.push(new CredentialFilter(secret))
+    // Longest first, as `redact` takes them out.
+    this.#filters.sort((a, b) => b.secret.length - a.secret.length)
   }
 
   /** A piece as the client read it. */
@@ -184,9 +195,15 @@ export class LiveToolCalls {
   #done = false
 
   constructor(
-    private readonly secrets: Secrets,
+    private secrets: Secrets,
     private readonly pass: (call: { callId: string; name: string }, text: string) => unknown,
   ) {}
+
+  /** Looks for `secrets` too from the next piece on, in every call (see `LiveText.addSecrets`). */
+  addSecrets(secrets: Secrets): void {
+    this.secrets = secrets
+    for (const call of this.#calls) call.live?.addSecrets(secrets)
+  }
 
   /** A piece as the client read it. */
   push(piece: ToolCallPiece): void {

@@ -230,8 +230,8 @@ const url = z
 
 /** An HTTP header name: a token (RFC 9110). */
 const HEADER_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/
-/** What fetch sends as a header value: Latin-1 text without CR, LF or NUL (it refuses the rest, after the run has begun). */
-const HEADER_VALUE = /^[^\0\r\n\u0100-\uffff]*$/
+/** What fetch sends as a header value: Latin-1 text without control characters but tab, nor DEL (it refuses the rest, after the run has begun). */
+const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/
 /** Headers the HTTP client sets for each request from its body and connection: given, one hung the request or was refused mid-run. */
 const FRAMING_HEADERS = new Set(['content-length', 'transfer-encoding', 'host', 'connection', 'keep-alive', 'upgrade', 'te', 'trailer', 'expect'])
 
@@ -243,7 +243,7 @@ const runInputSchema = z.strictObject({
     model: z.string().min(1).max(256),
     apiKey: z
       .string()
-      .refine((value) => HEADER_VALUE.test(value), 'apiKey must be text an HTTP header can carry (Latin-1, no line break or NUL); its value is not shown')
+      .refine((value) => HEADER_VALUE.test(value), 'apiKey must be text an HTTP header can carry (Latin-1, no control character but tab); its value is not shown')
       .optional(),
     headers: z
       .record(z.string(), z.string())
@@ -251,7 +251,7 @@ const runInputSchema = z.strictObject({
         for (const [name, value] of Object.entries(headers)) {
           if (!HEADER_NAME.test(name)) context.addIssue({ code: 'custom', path: [name], message: `${JSON.stringify(name)} is not an HTTP header name (letters, digits and !#$%&'*+-.^_\`|~)` })
           else if (FRAMING_HEADERS.has(name.toLowerCase())) context.addIssue({ code: 'custom', path: [name], message: `${name} is set by the HTTP client for each request; it cannot be given` })
-          else if (!HEADER_VALUE.test(value)) context.addIssue({ code: 'custom', path: [name], message: `the value of ${name} is not text an HTTP header can carry (Latin-1, no line break or NUL); it is not shown` })
+          else if (!HEADER_VALUE.test(value)) context.addIssue({ code: 'custom', path: [name], message: `the value of ${name} is not text an HTTP header can carry (Latin-1, no control character but tab); it is not shown` })
         }
       })
       .optional(),
@@ -319,6 +319,8 @@ function recordedParts(input: unknown): [field: string, value: unknown, depth: n
 /** Members of the run input itself and of its `provider`: one given at the other level is told where it goes. */
 // Only names that belong to the other level alone: `kind` is also `work`'s, and `provider` is the level itself.
 const RUN_INPUT_MEMBERS: readonly string[] = Object.keys(runInputSchema.shape).filter((key) => key !== 'provider')
+/** Every member a run input may have. */
+export const RUN_INPUT_KEYS: readonly string[] = Object.keys(runInputSchema.shape)
 const PROVIDER_MEMBERS: readonly string[] = Object.keys(runInputSchema.shape.provider.shape).filter((key) => key !== 'kind')
 
 /** ` (providerOptions belongs beside provider, not in it)`, for unknown keys that are members one level up or down. */
@@ -337,6 +339,11 @@ function misplacedHint(error: z.ZodError): string {
 
 /** Checks a run input; anything wrong is `RUN_INVALID_INPUT` naming every bad field. Nothing is written. */
 export function validateRunInput(input: unknown): RunInput {
+  // A sparse list of millions of holes costs its maker nothing: refused at its first, before anything
+  // walks the list (a part or an issue for each hole ran out of memory).
+  const tools = typeof input === 'object' && input !== null ? (input as { tools?: unknown }).tools : undefined
+  const hole = Array.isArray(tools) ? firstHole(tools) : undefined
+  if (hole !== undefined) throw new FactstateError('RUN_INVALID_INPUT', `tools.${hole}: a hole in the list is not a tool`, { details: { fields: [`tools.${hole}`] } })
   for (const [field, value, depth] of recordedParts(input)) {
     const problem = storageProblemAt(value, depth, field)
     if (problem !== undefined) {
@@ -360,6 +367,12 @@ export function validateRunInput(input: unknown): RunInput {
 }
 
 export { id as idSchema }
+
+/** The index of the first hole (or `undefined` item) of `list`, if it has one. */
+export function firstHole(list: readonly unknown[]): number | undefined {
+  for (let index = 0; index < list.length; index += 1) if (list[index] === undefined) return index
+  return undefined
+}
 
 /**
  * Checks one tool as a member of a run input's `tools` is checked (what it records, then its shape):

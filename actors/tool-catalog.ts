@@ -4,7 +4,7 @@ import { FactstateError } from '../errors.js'
 import { shown } from '../options.js'
 import { messageOf } from '../store/encoding.js'
 import type { NeedsApproval } from './approval.js'
-import { toolProblem } from './run-input.js'
+import { firstHole, toolProblem } from './run-input.js'
 
 /** A tool the model may call. Its `execute` runs at most once per dispatched call. */
 export interface ToolDefinition {
@@ -140,6 +140,8 @@ export function checkedCatalogOf(tools: readonly ToolDefinition[]): ToolCatalogS
   let list: unknown[]
   try {
     if (!Array.isArray(tools)) throw new FactstateError('RUN_INVALID_INPUT', `catalogOf takes a list of tool definitions, not ${shown(tools)}`, { details: { fields: ['tools'] } })
+    const hole = firstHole(tools)
+    if (hole !== undefined) throw new FactstateError('RUN_INVALID_INPUT', `catalogOf: tools.${hole}: a hole in the list is not a tool`, { details: { fields: [`tools.${hole}`] } })
     list = [...tools]
   } catch (error) {
     if (error instanceof FactstateError) throw error

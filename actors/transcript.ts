@@ -219,12 +219,16 @@ function eventsOf(events: unknown, call: string): RuntimeEvent[] {
     new FactstateError('LOG_INVALID_ARGUMENT', `${call} takes a list of events, as log.invocationEvents gives them: ${why}`, cause === undefined ? {} : { cause })
   try {
     if (!Array.isArray(events)) throw refuse(`not ${shown(events)}`)
-    return events.map((item: unknown, index) => {
+    // By index, not map: map skips the holes of a sparse list, which would reach the builder unchecked.
+    const checked: RuntimeEvent[] = []
+    for (let index = 0; index < events.length; index += 1) {
+      const item: unknown = events[index]
       const event = item !== null && typeof item === 'object' && 'event' in item ? (item as StoredEvent).event : item
       const fact = event !== null && typeof event === 'object' ? (event as { fact?: unknown }).fact : undefined
       if (fact === null || typeof fact !== 'object' || typeof (fact as { type?: unknown }).type !== 'string') throw refuse(`item ${index} is not an event with a fact`)
-      return event as RuntimeEvent
-    })
+      checked.push(event as RuntimeEvent)
+    }
+    return checked
   } catch (error) {
     if (error instanceof FactstateError) throw error
     throw refuse(`it cannot be read (${messageOf(error)})`, error)

@@ -325,6 +325,26 @@ test('pending lists what recovery and the sessions wait for; verify, recover and
     assert.is(original.stdout.trim(), `ok: 9 events, digest ${report.digest}`, 'the log itself is no backup')
   })))
 
+test('recover on a log put back from a backup says which closed runs are in sessions that have not run since it (text and --json)', () =>
+  bounded30(withTempDir(async (dir) => {
+    const location = await leftOpenByACrash(dir)
+    const backup = join(dir, 'backup')
+    const taken = JSON.parse((await cli(['backup', location, backup, '--json'])).stdout) as { takenAt: number; events: number; digest: string }
+    const second = join(dir, 'second')
+    await cli(['backup', location, second])
+    const recovered = await cli(['recover', backup, '--json'])
+    assert.is(recovered.code, 0, recovered.stderr)
+    const report = JSON.parse(recovered.stdout) as { invocations: { invocation: { sessionId: string }; restored?: unknown }[] }
+    const point = { highWater: taken.events, digest: taken.digest, takenAt: taken.takenAt }
+    assert.equal(report.invocations.map((closed) => [closed.invocation.sessionId, closed.restored]), [['session-cut', point], ['session-tool', point]])
+    // The log itself is no backup: its closed runs say nothing of one.
+    const own = JSON.parse((await cli(['recover', location, '--json'])).stdout) as { invocations: { restored?: unknown }[] }
+    assert.equal(own.invocations.map((closed) => closed.restored), [undefined, undefined])
+    // In text, on a second copy.
+    const text = await cli(['recover', second])
+    assert.match(text.stdout, /^session-cut\/run-cut inv-cut: host_interrupted; run ends at \d+; restored from the backup taken at \S+ \(seq \d+\): its next run passes allowRestored$/m)
+  })))
+
 test('verify, log and recover refuse a path that holds no log (exit 2) and create nothing there', () =>
   bounded30(withTempDir(async (dir) => {
     for (const command of ['verify', 'log', 'recover']) {

@@ -326,8 +326,8 @@ test(
 )
 
 test(
-  'the run input is read once: a getter that gives another value on a second read cannot make the run differ from what was checked',
-  engineTest([answer.text('done')], {}, async (h) => {
+  'a run input is checked as it runs: a getter that gives another value when the input is copied is refused, not run with the value that was not checked',
+  engineTest([answer.text('done'), answer.text('inherited done')], {}, async (h) => {
     const input = h.input('getter') as unknown as Record<string, unknown>
     let reads = 0
     const checked = { cwd: '/workspace/checked' }
@@ -347,12 +347,19 @@ test(
         return optionReads === 1 ? { temperature: 0 } : { model: 'another-model', temperature: 0 }
       },
     })
-    assert.equal(await h.run(input as unknown as RunInput), { status: 'completed' })
+    const refused = await refusedWithoutWriting(h.log, () => h.engine.start(input as unknown as RunInput), 'RUN_INVALID_INPUT', 'a cwd that turns relative, provider options that come to name the model')
+    assert.equal(refused.details, { fields: ['providerOptions.model', 'configuration.cwd'] })
+    assert.match(refused.message, /model is set by the engine/)
+    assert.equal({ reads, optionReads }, { reads: 2, optionReads: 2 }, 'read for the check, then for the copy')
+    assert.equal(h.server.requests, [], 'nothing was sent')
+    // A plain input of the same values runs, as given.
+    const plain = { ...h.input('getter'), configuration: checked, providerOptions: { temperature: 0 } }
+    assert.equal(await h.run(plain), { status: 'completed' })
+    // Members it inherits (an input made with Object.create from defaults) are read as its own.
+    const inherited = Object.create(h.input('inherited')) as RunInput
+    assert.equal(await h.run(inherited), { status: 'completed' })
     const [opened] = only(await factsOf(h.log, 'invocation-getter'), 'invocation.opened')
-    assert.is(opened?.configuration.cwd, '/workspace/checked')
-    assert.equal(opened?.execution.providerOptions, { temperature: 0 })
-    assert.equal({ reads, optionReads }, { reads: 1, optionReads: 1 }, 'each read once')
-    assert.is((h.server.requests[0]?.body as { model?: string }).model, 'scripted', 'the model sent is the checked one')
+    assert.equal([opened?.configuration.cwd, opened?.execution.providerOptions], ['/workspace/checked', { temperature: 0 }])
   }),
 )
 

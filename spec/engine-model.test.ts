@@ -243,24 +243,32 @@ test(
   'a secret the client obtained itself (an access token exchanged for its key) and registered with addSecret reaches no fact and no file',
   (() => {
     const TOKEN = 'at_Zq81xYkWm3Tr7Pp0Lv2Nn5Bb'
+    const HEADER = 'hdrsecret-ABCDEF-0123456789'
     let attempts = 0
     const client: ModelClient = {
       async complete(request) {
         attempts += 1
         // The exchange: the client holds a token the run's provider settings never had.
         request.addSecret?.(TOKEN)
-        if (attempts === 1) return { kind: 'interrupted', status: 'retryable_failure', message: `gateway 429: token ${TOKEN} over its quota (token ${TOKEN.slice(0, 12)}…)`, retryAfterMs: 1 }
+        // Streamed after it was added: passed on redacted, as recorded.
+        request.onText?.(`streaming ${TOKEN} for ${HEADER}`)
+        if (attempts === 1) return { kind: 'interrupted', status: 'retryable_failure', message: `gateway 429: token ${TOKEN} over its quota (token ${TOKEN.slice(0, 12)}…) for ${HEADER}`, retryAfterMs: 1 }
         return { kind: 'completed', output: { text: `signed in as ${TOKEN}`, toolCalls: [], finishReason: 'stop' } }
       },
     }
     return engineTest([], { model: { createClient: () => client } }, async (h) => {
-      assert.equal(await h.run(h.input('exchanged')), { status: 'completed' })
+      // A provider header of the client's own naming: the client's secrets never take its place.
+      const input = h.input('exchanged')
+      input.provider = { ...input.provider, headers: { 'x-client-secret-token-0': HEADER, 'client-secret-0': HEADER } }
+      const streamed: string[] = []
+      assert.equal(await h.run(input, { onModelText: (piece) => void streamed.push(piece.text) }), { status: 'completed' })
+      assert.ok(!streamed.join('').includes(TOKEN) && !streamed.join('').includes(HEADER), `nothing streamed holds a secret: ${streamed.join('')}`)
       const facts = await factsOf(h.log, 'invocation-exchanged')
       const interrupted = only(facts, 'model.interrupted')
-      assert.equal(interrupted.map((fact) => fact.message), ['gateway 429: token [redacted] over its quota (token [redacted]…)'])
+      assert.equal(interrupted.map((fact) => fact.message), ['gateway 429: token [redacted] over its quota (token [redacted]…) for [redacted]'])
       assert.equal(only(facts, 'model.completed').map((fact) => fact.output.text), ['signed in as [redacted]'])
       await h.log.close()
-      assert.equal(await filesHolding(h.logPath, [TOKEN, TOKEN.slice(0, 12)]), [], 'no piece of the token in any file')
+      assert.equal(await filesHolding(h.logPath, [TOKEN, TOKEN.slice(0, 12), HEADER]), [], 'no piece of the token in any file')
       h.log = await EventLog.open(h.logPath)
     })
   })(),

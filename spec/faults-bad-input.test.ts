@@ -137,6 +137,9 @@ const cases: Case[] = [
   { area: 'RunInput', name: 'header value that is a number', code: 'RUN_INVALID_INPUT', act: start((i) => (i.provider.headers = { 'x-a': 1 })) },
   // Refused before the run, not a run that fails model_failed at its first request with its ids used up.
   { area: 'RunInput', name: 'a header value with CR LF', code: 'RUN_INVALID_INPUT', fields: ['provider.headers.x-trace'], message: /the value of x-trace is not text an HTTP header can carry .*it is not shown$/, act: start((i) => (i.provider.headers = { 'x-trace': 'a\r\nsecret-b' })) },
+  { area: 'RunInput', name: 'a header value with a control character (fetch refuses it mid-run)', code: 'RUN_INVALID_INPUT', fields: ['provider.headers.x-app'], act: start((i) => (i.provider.headers = { 'x-app': 'a\u0001b' })) },
+  { area: 'RunInput', name: 'an apiKey with DEL', code: 'RUN_INVALID_INPUT', fields: ['provider.apiKey'], act: start((i) => (i.provider.apiKey = 'sk-\u007fabc')) },
+  { area: 'RunInput', name: 'providerOptions holding a class instance', code: 'RUN_INVALID_INPUT', act: start((i) => (i.providerOptions = { budget: new (class Budget { limit = 5 })() })) },
   { area: 'RunInput', name: 'a header value that is not Latin-1', code: 'RUN_INVALID_INPUT', fields: ['provider.headers.x-user'], act: start((i) => (i.provider.headers = { 'x-user': 'Пётр' })) },
   { area: 'RunInput', name: 'a header name with a space', code: 'RUN_INVALID_INPUT', fields: ['provider.headers.x trace'], act: start((i) => (i.provider.headers = { 'x trace': '1' })) },
   { area: 'RunInput', name: 'an empty header name', code: 'RUN_INVALID_INPUT', act: start((i) => (i.provider.headers = { '': '1' })) },
@@ -151,7 +154,8 @@ const cases: Case[] = [
   { area: 'RunInput', name: 'an invocation that is a Proxy (not plain data)', code: 'RUN_INVALID_INPUT', act: start((i) => (i.invocation = new Proxy({ ...i.invocation }, {}))) },
   // A sparse array costs its maker nothing: refused at its first hole, not parsed item by item (which ran out of memory).
   { area: 'RunInput', name: 'providerOptions with 3,000,000 holes', code: 'RUN_INVALID_INPUT', fields: ['providerOptions'], message: /providerOptions\.stop\.0: a hole cannot be stored/, act: start((i) => (i.providerOptions = { stop: sparse(3_000_000) })) },
-  { area: 'tools', name: 'a tools list with a hole', code: 'RUN_INVALID_INPUT', fields: ['tools.0'], message: /tools\.0: Invalid input: expected object/, act: start((i) => (i.tools = [, i.tools[0]])) },
+  { area: 'tools', name: 'a tools list with a hole', code: 'RUN_INVALID_INPUT', fields: ['tools.0'], message: /tools\.0: a hole in the list is not a tool/, act: start((i) => (i.tools = [, i.tools[0]])) },
+  { area: 'tools', name: 'a tools list of 10,000,000 holes', code: 'RUN_INVALID_INPUT', fields: ['tools.0'], act: start((i) => (i.tools = sparse(10_000_000))) },
   { area: 'tools', name: 'an input schema enum of 3,000,000 holes', code: 'RUN_INVALID_INPUT', act: start((i) => (i.tools[0].inputSchema = { type: 'object', properties: { a: { enum: sparse(3_000_000) } } })) },
   { area: 'RunInput', name: 'providerOptions with a lone surrogate', code: 'RUN_INVALID_INPUT', act: start((i) => (i.providerOptions = { stop: 'a\ud800' })) },
   { area: 'RunInput', name: 'a tool schema nested 20,000 deep', code: 'RUN_INVALID_INPUT', act: start((i) => (i.tools = [{ ...i.tools[0], inputSchema: deep(20_000) }])) },
@@ -626,6 +630,9 @@ test(
       await rejectsWithCode(async () => new Engine(revoked() as never), 'ENGINE_INVALID_OPTIONS', 'new Engine(a revoked proxy)')
       await rejectsWithCode(async () => new Engine({ log, maxToolResultBytes: Object.create(null) as never }), 'ENGINE_INVALID_OPTIONS', 'maxToolResultBytes without a prototype')
       await rejectsWithCode(async () => new Engine({ log, toolTimeoutMs: Object.create(null) as never }), 'ENGINE_INVALID_OPTIONS', 'toolTimeoutMs without a prototype')
+      await rejectsWithCode(async () => new Engine({ log, maxToolResultBytes: revoked() as never }), 'ENGINE_INVALID_OPTIONS', 'maxToolResultBytes a revoked proxy')
+      await rejectsWithCode(() => EventLog.open(join(dir, 'b'), { durability: revoked() as never }), 'LOG_INVALID_ARGUMENT', 'durability a revoked proxy')
+      await rejectsWithCode(async () => answer.status(429, { retryAfter: 2n as never }), 'TESTING_INVALID_OPTIONS', 'a BigInt retryAfter')
       await rejectsWithCode(() => recoverInvocations(log, revoked() as never), 'LOG_INVALID_ARGUMENT', 'recoverInvocations(log, a revoked proxy)')
       // An invocation a crash left open, and a clock that throws when recovery closes it: nothing is written.
       const opened = { id: 'open/1', recordedAt: 1, invocation: { sessionId: 's', turnId: 't', runId: 'r', invocationId: 'open' }, fact: logFacts.opened() }
@@ -712,6 +719,9 @@ test('the pure helpers, called from plain JavaScript with what is not a fact, a 
     { what: 'answerOf([{ seq: 1 }])', call: () => answerOf([{ seq: 1 }] as never), code: 'LOG_INVALID_ARGUMENT' },
     { what: 'retryAfterMsOf({ "retry-after": "2" })', call: () => retryAfterMsOf({ 'retry-after': '2' } as never), code: 'RUN_INVALID_INPUT', details: { fields: ['headers'] } },
     { what: 'catalogOf("tools")', call: () => catalogOf('tools' as never), code: 'RUN_INVALID_INPUT', details: { fields: ['tools'] } },
+    { what: 'catalogOf(100,000,000 holes)', call: () => catalogOf(sparse(100_000_000) as never), code: 'RUN_INVALID_INPUT', details: { fields: ['tools.0'] } },
+    { what: 'transcriptOf(a list of holes)', call: () => transcriptOf(sparse(2) as never), code: 'LOG_INVALID_ARGUMENT' },
+    { what: 'answerOf(a list with a hole)', call: () => answerOf([, { event: { fact: { type: 'model.requested' } } }] as never), code: 'LOG_INVALID_ARGUMENT' },
     { what: 'catalogOf([null])', call: () => catalogOf([null] as never), code: 'RUN_INVALID_INPUT', details: { fields: ['tools.0.name'] } },
     { what: 'catalogOf([{ name: "a b" }])', call: () => catalogOf([{ name: 'a b' }] as never), code: 'RUN_INVALID_INPUT', details: { fields: ['tools.0.name'] } },
     { what: 'stateOf(undefined)', call: () => stateOf(undefined as unknown as InvocationSnapshot), code: 'MACHINE_REJECTED' },

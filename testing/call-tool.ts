@@ -56,7 +56,14 @@ export async function callTool(tool: ToolDefinition, args: unknown, options: Cal
   const operationId = given.operationId ?? `${invocation.invocationId}/step-1/0`
   if (typeof operationId !== 'string' || operationId === '') throw invalid('operationId must be a non-empty string', 'operationId')
   const signal = given.signal ?? new AbortController().signal
-  if (!(signal instanceof AbortSignal)) throw invalid('signal must be an AbortSignal', 'signal')
+  let isSignal: boolean
+  try {
+    isSignal = signal instanceof AbortSignal
+  } catch {
+    // A revoked proxy throws even for instanceof.
+    isSignal = false
+  }
+  if (!isSignal) throw invalid('signal must be an AbortSignal', 'signal')
   const toolTimeoutMs = given.toolTimeoutMs
   if (toolTimeoutMs !== undefined && !(Number.isSafeInteger(toolTimeoutMs) && (toolTimeoutMs as number) >= 1 && (toolTimeoutMs as number) <= 2_147_483_647)) {
     throw invalid(`toolTimeoutMs must be a whole number of milliseconds from 1 to 2,147,483,647, not ${shown(toolTimeoutMs)}`, 'toolTimeoutMs')
@@ -84,7 +91,7 @@ export async function callTool(tool: ToolDefinition, args: unknown, options: Cal
   const wrong = check?.(taken.input)
   if (wrong !== undefined) return { status: 'rejected', reason: 'invalid_input', message: wrong }
   const limits = { toolTimeoutMs: toolTimeoutMs as number | undefined, maxToolResultBytes: maxToolResultBytes as number }
-  const result = await runToolCall(tool, taken.input, signal, { operationId, invocation }, limits)
+  const result = await runToolCall(tool, taken.input, signal as AbortSignal, { operationId, invocation }, limits)
   if (result === ABANDONED) {
     const timeoutMs = (tool.timeoutMs ?? limits.toolTimeoutMs) as number
     return {

@@ -99,13 +99,18 @@ type StatusOptions = { retryAfter?: number | undefined; retryAfterMs?: number | 
 function answerOptions<T extends object>(builder: string, options: unknown, known: readonly (keyof T & string)[]): T {
   const call = `answer.${builder}`
   const read = readOptions(options, known, { call, code: 'TESTING_INVALID_OPTIONS', details: (field) => ({ field }) }) as Record<string, unknown>
-  const refuse = (field: string, what: string) => new FactstateError('TESTING_INVALID_OPTIONS', `${call}: ${field} must be ${what}, not ${JSON.stringify(read[field]) ?? String(read[field])}`, { details: { field } })
+  const refuse = (field: string, what: string) => new FactstateError('TESTING_INVALID_OPTIONS', `${call}: ${field} must be ${what}, not ${shown(read[field])}`, { details: { field } })
   for (const field of ['hold', 'stream']) if (read[field] !== undefined && typeof read[field] !== 'boolean') throw refuse(field, 'true or false')
   for (const field of ['retryAfter', 'retryAfterMs']) {
     const value = read[field]
     if (value !== undefined && (typeof value !== 'number' || !Number.isFinite(value) || value < 0)) throw refuse(field, 'a number of at least 0')
   }
   for (const field of ['text', 'finishReason']) if (read[field] !== undefined && typeof read[field] !== 'string') throw refuse(field, 'a string')
+  const usage = read.usage as Record<string, unknown> | null | undefined
+  // Numbers only: odd ones (12.5, -1) are sent as given, for tests of what a client makes of them.
+  if (usage !== undefined && usage !== null && (typeof usage !== 'object' || typeof usage.prompt_tokens !== 'number' || typeof usage.completion_tokens !== 'number')) {
+    throw refuse('usage', '{ prompt_tokens, completion_tokens } (numbers) or null')
+  }
   return read as T
 }
 

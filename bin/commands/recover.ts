@@ -10,7 +10,10 @@ session then needs reconciliation unless every such tool was declared readOnly).
 settlement. Prints a line per invocation closed, with the seq its run now ends at (the boundary
 a continuation starts from: see runSource). Running it twice closes nothing the second time. Exit 0 on success, 1 if the log is damaged (LOG_CORRUPT), 2 usage (no log there),
 3 if the log is open in another process, 4 any other refusal.
---json prints one object instead: {"closed":N,"invocations":[{"invocation","outcome","uncertainOperations","boundary"},…],"highWater":H,"digest":"sha256:…"}.`
+In a log put back from a backup, a run whose session has not run since the backup says so: what the
+session did after it is not in the log (check its tools' effects since then; its next run passes
+allowRestored).
+--json prints one object instead: {"closed":N,"invocations":[{"invocation","outcome","uncertainOperations","boundary","restored"?},…],"highWater":H,"digest":"sha256:…"}.`
 
 /**
  * `factstate recover <dir>`.
@@ -25,12 +28,16 @@ export async function recoverCommand(args: string[], io: CommandIo): Promise<num
     const lines: string[] = []
     const invocations: { line: string; closed: unknown }[] = []
     const closed = await recoverInvocations(log, {
-      onClosed: ({ invocation, outcome, uncertainOperations, boundary }) => {
-        invocations.push({ line: `${invocation.sessionId}/${invocation.runId} ${invocation.invocationId}`, closed: { invocation, outcome, uncertainOperations, boundary } })
+      onClosed: ({ invocation, outcome, uncertainOperations, boundary, restored }) => {
+        invocations.push({
+          line: `${invocation.sessionId}/${invocation.runId} ${invocation.invocationId}`,
+          closed: { invocation, outcome, uncertainOperations, boundary, ...(restored === undefined ? {} : { restored }) },
+        })
+        const since = restored === undefined ? '' : `; restored from the backup taken at ${new Date(restored.takenAt).toISOString()} (seq ${restored.highWater}): its next run passes allowRestored`
         const why = outcome.status === 'failed' ? outcome.class : outcome.status
         const ops = uncertainOperations.map((op) => `${op.name}${op.readOnly ? ' (read-only)' : ''} ${op.operationId}`)
         // Tool names and operation ids are any text a direct append wrote: escaped as a fact's summary is.
-        lines.push(escapeControls(`${invocation.sessionId}/${invocation.runId} ${invocation.invocationId}: ${why}${ops.length > 0 ? ` (${ops.join(', ')})` : ''}; run ends at ${boundary.highWater}`))
+        lines.push(escapeControls(`${invocation.sessionId}/${invocation.runId} ${invocation.invocationId}: ${why}${ops.length > 0 ? ` (${ops.join(', ')})` : ''}; run ends at ${boundary.highWater}${since}`))
       },
     })
     const { highWater, digest } = log.head()

@@ -154,6 +154,44 @@ test(
   }),
 )
 
+test(
+  'a flipped byte in the last batch of the write-ahead log of a crashed log (its head anchor not yet refreshed): LevelDB drops it silently, the open is refused, and so is every later one',
+  bounded(30_000, async (dir) => {
+    const { markers, highWater } = await walLog(dir)
+    // A crash within a second of the last commits: the anchor does not count them (here: none at all).
+    await unlink(join(dir, 'FACTSTATE-HEAD'))
+    const target = markers.at(-1) as BuiltLog['markers'][number]
+    const found = await findBytes(dir, target.marker, '.log')
+    await flipByte(found[0]?.file as string, (found[0]?.offset as number) + 40)
+    const error = await corrupt(dir, 'open', 'the last batch dropped, with no anchor to count it')
+    assert.match(error.message, /LevelDB dropped \d+ bytes of the write-ahead log \d{6}\.log as it opened the log \(Corruption: checksum mismatch\)/)
+    assert.match(String(error.details?.file), /^\d{6}\.log$/)
+    // LevelDB has written what it recovered to a table and deleted that write-ahead log: the log is still refused.
+    assert.equal(await filesEndingWith(dir, '.log').then((logs) => logs.includes(String(error.details?.file))), false, 'the damaged write-ahead log is gone')
+    const again = await corrupt(dir, 'open', 'the second open')
+    assert.is(again.message, error.message)
+    // A snapshot still reads what is left, for whoever looks into it.
+    const snapshot = await EventLog.openSnapshot(dir)
+    try {
+      assert.ok(snapshot.head().highWater < highWater, `${snapshot.head().highWater} of ${highWater} facts left`)
+    } finally {
+      await snapshot.close()
+    }
+    // A backup of it would carry the damage on: refused, and nothing is made.
+    const refused = await EventLog.backup(dir, `${dir}-backup`).then(
+      () => undefined,
+      (caught: unknown) => caught as FactstateError,
+    )
+    assert.is(refused?.code, 'LOG_CORRUPT')
+    assert.is(await stat(`${dir}-backup`).then(() => true, () => false), false, 'no backup was made')
+    // Going on without the lost facts is a decision: the marker removed, the log opens as it is.
+    await unlink(join(dir, 'FACTSTATE-DAMAGED'))
+    const finding = await inspect(dir)
+    assert.equal(finding.at, 'none')
+    assert.ok(finding.at === 'none' && finding.events < highWater)
+  }),
+)
+
 for (const [name, cut] of [
   ['by 1 byte (a torn last record)', (size: number) => size - 1],
   ['by half', (size: number) => Math.floor(size / 2)],

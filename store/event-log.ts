@@ -463,6 +463,63 @@ const FACTSTATE_KEY = /^[hseivnrcpqo]!/
  */
 const ANCHOR_REFRESH_MS = 1_000
 const ANCHOR_PATTERN = /^factstate-head v1 (\d+) ([0-9a-f]{64})\n$/
+/** What LevelDB writes to its info log (`LOG`, begun anew by each open) for a write-ahead log record it skipped on recovery. */
+const WAL_DROPPED = /(\d+)\.log: dropping (\d+) bytes; (.*)$/m
+
+/**
+ * Refuses a log whose open just dropped part of its write-ahead log. LevelDB skips a record whose
+ * checksum does not match, and the rest of its 32 KiB block, without an error (a record cut short at
+ * the very end, by a crash during its write, it ignores without a word: that one was never
+ * acknowledged). The facts in what it skipped were synced and may have been acknowledged, a tool's
+ * dispatch among them; the head anchor covers only what was committed a second before a crash, so
+ * without this the log would open short and whole-looking, and a session would go on as if a
+ * dispatched tool had never been called.
+ */
+async function refuseDroppedWal(location: string): Promise<void> {
+  let info: string
+  try {
+    info = await readFile(join(location, 'LOG'), 'utf8')
+  } catch {
+    // No info log (LevelDB writes one on every open): nothing it said can be read.
+    return
+  }
+  const dropped = WAL_DROPPED.exec(info)
+  if (dropped === null) return
+  const file = `${(dropped[1] as string).padStart(6, '0')}.log`
+  const why = `LevelDB dropped ${dropped[2]} bytes of the write-ahead log ${file} as it opened the log (${(dropped[3] as string).trim()}): facts synced there, acknowledged ones among them, are lost`
+  // Kept beside the log: LevelDB has already written what it recovered to a table and deleted that
+  // write-ahead log, so the next open would find nothing amiss.
+  const marker = await openFile(join(location, DAMAGED_FILE), 'w')
+  try {
+    await marker.writeFile(`${why}\n`)
+    await marker.sync()
+  } finally {
+    await marker.close()
+  }
+  throw damagedLog(why, file)
+}
+
+/**
+ * Beside a log whose open found its write-ahead log damaged (see `refuseDroppedWal`): what was lost.
+ * Every later open of the log in place is refused while it is there; a snapshot still reads the log.
+ */
+const DAMAGED_FILE = 'FACTSTATE-DAMAGED'
+
+const damagedLog = (why: string, file: string) =>
+  new FactstateError('LOG_CORRUPT', `${why}; restore the directory from a backup (keep the damaged one as evidence), or delete ${DAMAGED_FILE} to go on without them`, {
+    details: { file },
+  })
+
+/** Refuses a log marked damaged by an earlier open (`DAMAGED_FILE`). */
+async function refuseMarkedDamaged(location: string): Promise<void> {
+  let why: string
+  try {
+    why = (await readFile(join(location, DAMAGED_FILE), 'utf8')).trim()
+  } catch {
+    return
+  }
+  throw damagedLog(why, /write-ahead log (\S+\.log)/.exec(why)?.[1] ?? DAMAGED_FILE)
+}
 /** How many records each index cache holds before it is trimmed to half (open invocations and busy sessions stay). */
 export const CACHE_LIMIT = 50_000
 /** Items read at once by a pass over a key space (`verify`). */
@@ -1121,7 +1178,7 @@ export class EventLog {
       throw new FactstateError('LOG_INVALID_ARGUMENT', `durability must be 'sync' or 'os', not ${shown(durability)}`)
     }
     await checkOwnDirectory(location)
-    return EventLog.#openAt(location, durability)
+    return EventLog.#openAt(location, durability, undefined, true)
   }
 
   /**
@@ -1197,6 +1254,7 @@ export class EventLog {
     checkLocation(location)
     checkLocation(destination)
     await checkCopySource(location, 'back up')
+    await refuseMarkedDamaged(location)
     // A backup inside the log's own directory would go with it (a deleted or replaced log), and be
     // among the files of the log's next snapshots and backups.
     const within = await Promise.all([realpath(location), realpath(dirname(resolve(destination)))]).then(
@@ -1268,8 +1326,20 @@ export class EventLog {
     }
   }
 
-  static async #openAt(location: string, durability: Durability, snapshotOf?: string): Promise<EventLog> {
+  /**
+   * `inPlace`: the application's own log, opened where it lives (not a copy a snapshot or a backup
+   * made of a live log, whose write-ahead log may end in a record caught half-written by the copy).
+   */
+  static async #openAt(location: string, durability: Durability, snapshotOf?: string, inPlace = false): Promise<EventLog> {
     const claim = await claimDirectory(location)
+    if (inPlace) {
+      try {
+        await refuseMarkedDamaged(claim.path)
+      } catch (error) {
+        claim.release()
+        throw error
+      }
+    }
     const db: Db = new ClassicLevel<string, Uint8Array>(claim.path, { keyEncoding: 'utf8', valueEncoding: 'view' })
     try {
       await db.open()
@@ -1280,6 +1350,8 @@ export class EventLog {
     const log = new EventLog(db, durability, claim.release, claim.path, snapshotOf)
     try {
       await log.#load()
+      // After the checks of the tail, which name a fact missing from the middle; this is for a tail lost whole.
+      if (inPlace) await refuseDroppedWal(claim.path)
     } catch (error) {
       await db.close().catch(() => undefined)
       await log.#directory?.handle?.close().catch(() => undefined)

@@ -748,6 +748,9 @@ export class InvocationActor {
           batch.forEach((entry, index) => entry.resolve(seqs[index] as number))
         } catch (error) {
           if (batch.length === 1) {
+            // As for a fact refused among others (below): the ones after it get the default ids, or a
+            // fact refused for its id would take every later settlement down with it.
+            this.#fallback = true
             ;(batch[0] as (typeof batch)[number]).reject(error)
             continue
           }

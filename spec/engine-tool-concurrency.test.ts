@@ -12,6 +12,7 @@ import { answer } from '../testing/scripted-model-server.js'
 import { countingTool, engineTest, factsOf, messagesOf, only, refusedWithoutWriting } from './support/engine-fixtures.js'
 import { startChild } from './support/log-fixtures.js'
 import { logInternals } from '../store/event-log.js'
+import { FactstateError } from '../errors.js'
 
 const test = suite('engine: tool concurrency')
 
@@ -280,6 +281,26 @@ for (const [refused, name, kept, title] of [
 }
 
 test(
+  'a settlement the log refuses on its own (not written beside others): the settlements after it are still kept',
+  engineTest(
+    [answer.toolCalls([1, 2, 3].map((value) => ({ id: `call-${value}`, name: 'echo', arguments: { value } })))],
+    { engine: { eventId: collidingAt('invocation-alone', 7) } },
+    async (h) => {
+      // The calls return one after the other, so each settlement is written alone; the first is refused.
+      const echo = countingTool('echo', async (input) => {
+        await new Promise((resolve) => setTimeout(resolve, ((input as { value: number }).value - 1) * 150))
+        return input
+      })
+      const error = await failureOf(await h.start({ ...h.input('alone', { tools: [echo] }), toolConcurrency: 3 }))
+      assert.is(error?.code, 'LOG_CONFLICT')
+      assert.is(echo.calls.length, 3)
+      assert.equal((await factsOf(h.log, 'invocation-alone')).map(shortly).slice(6), ['settled 1 succeeded', 'settled 2 succeeded', 'ended engine_error'])
+    },
+    // The run's failure leaves the first call's outcome unknown: its session needs reconciliation, the others' do not.
+  ),
+)
+
+test(
   'a call whose dispatch is written after a call beside it failed is not started, and its settlement says so',
   engineTest(
     [answer.toolCalls([1, 2, 3].map((value) => ({ id: `call-${value}`, name: 'effect', arguments: { value } })))],
@@ -350,16 +371,17 @@ test(
   'two calls side by side both fail: the run reports the failure that came first, not the first call\'s',
   engineTest(
     [answer.toolCalls([1, 2].map((value) => ({ id: `call-${value}`, name: 'effect', arguments: { value } })))],
-    // Every fact from ordinal 6 on (the two settlements) takes an id the log holds; the run's end is written with the default ids.
-    { engine: { eventId: (invocation: { invocationId: string }, at: number) => (at >= 6 ? `${invocation.invocationId}/1` : `${invocation.invocationId}/${at}`) } },
+    {},
     async (h) => {
+      // The log refuses every settlement (each with an error of its own); the run's end is written.
       const refusals: unknown[] = []
       const internals = logInternals(h.log)
       const append = internals.appendAll
       internals.appendAll = (events, precondition) => {
-        const appended = append(events, precondition)
-        if (events.some((event) => event.fact.type === 'tool.settled')) appended.catch((refused: unknown) => refusals.push(refused))
-        return appended
+        if (!events.some((event) => event.fact.type === 'tool.settled')) return append(events, precondition)
+        const refused = new FactstateError('LOG_CONFLICT', `settlement ${refusals.length + 1} refused`, { details: { eventId: events[0]?.id ?? '' } })
+        refusals.push(refused)
+        return Promise.reject(refused)
       }
       // call-1 (the first worker's) returns only once call-2's settlement was refused.
       const effect = countingTool('effect', async (input, { signal }) => {

@@ -621,7 +621,6 @@ export class Engine {
       client,
       executor: this.#model,
       secrets: secretsOf(run.provider),
-      provider: run.provider,
       // A given-up successor's actor gets a signal that stays aborted, whatever the caller's object says later.
       signal: givingUp ? AbortSignal.abort(signal?.reason) : signal,
       onModelText,

@@ -39,8 +39,6 @@ export interface ActorSetup {
   executor: ModelExecutor
   /** The provider's secrets: removed from everything a fact takes from outside (see actors/redaction.ts). */
   secrets: Secrets
-  /** The run's provider settings, whose secrets those are (a client adds its own to them: `ModelRequest.addSecret`). */
-  provider: ProviderConfig
   signal: AbortSignal | undefined
   now: () => number
   eventId: (invocation: Invocation, ordinal: number) => string
@@ -56,6 +54,9 @@ export interface ActorSetup {
   /** Decides on calls of tools that need approval (see `StartOptions.onApproval`). */
   onApproval?: Approver | undefined
 }
+
+/** The names a model client's own secrets are kept under among the provider's headers (see `#addSecret`). */
+const CLIENT_SECRET = 'client secret '
 
 /** The event id of an invocation's `ordinal`-th fact unless the engine is given its own `eventId`. */
 export const defaultEventId = (invocation: Invocation, ordinal: number): string => `${invocation.invocationId}/${ordinal}`
@@ -597,17 +598,21 @@ export class InvocationActor {
     }
   }
 
-  /** Secrets the model client registered (`ModelRequest.addSecret`), in the order given. */
-  #clientSecrets = new Set<string>()
-
-  /** Adds a secret of the client's to the run's: what is recorded from now on is redacted of it too. */
+  /**
+   * Adds a secret of the client's to the run's: what is recorded from now on is redacted of it too.
+   * Kept in the run's secrets themselves (`Secrets.from`), not on the actor: a field more costs each
+   * held run a property store (~0.15 KiB, `npm run bench -- --only held`).
+   */
   #addSecret(secret: unknown, live: LiveText | undefined, calls: LiveToolCalls | undefined): void {
-    if (typeof secret !== 'string' || this.#clientSecrets.has(secret)) return
-    this.#clientSecrets.add(secret)
+    if (typeof secret !== 'string') return
+    const from = this.setup.secrets.from ?? {}
+    const headers = { ...from.headers }
+    const added = Object.keys(headers).filter((name) => name.startsWith(CLIENT_SECRET))
+    if (added.some((name) => headers[name] === secret)) return
     // As a credential header: removed whole and by its pieces from messages, and from data when it looks
     // like a key. Named as no header of the provider's can be (admission refuses a name with a space).
-    const own = Object.fromEntries([...this.#clientSecrets].map((value, index) => [`client secret ${index}`, value]))
-    this.setup.secrets = secretsOf({ ...this.setup.provider, headers: { ...this.setup.provider.headers, ...own } })
+    headers[`${CLIENT_SECRET}${added.length}`] = secret
+    this.setup.secrets = secretsOf({ apiKey: from.apiKey, headers })
     // The attempt's live text too, from its next piece on.
     live?.addSecrets(this.setup.secrets.inData)
     calls?.addSecrets(this.setup.secrets.inData)

@@ -53,7 +53,15 @@ export interface Secrets {
    * they go too.
    */
   readonly inData: Secrets
+  /**
+   * The credentials these were built from, for adding one more (`ModelRequest.addSecret`) without
+   * every run keeping its provider: kept here, on secrets shared by the runs of one provider.
+   */
+  readonly from?: SecretSource | undefined
 }
+
+/** What secrets are built from: a provider's `apiKey` and `headers` (see {@link secretsOf}). */
+export type SecretSource = Pick<ProviderConfig, 'apiKey' | 'headers'>
 
 const NO_SECRETS: Secrets = (() => {
   const none: { whole: string[]; pieces: undefined; inData?: Secrets } = { whole: [], pieces: undefined }
@@ -61,11 +69,12 @@ const NO_SECRETS: Secrets = (() => {
   return Object.freeze(none) as Secrets
 })()
 
-function secretsFrom(whole: Set<string>, pieced: Set<string>, inData: Secrets | undefined): Secrets {
+function secretsFrom(whole: Set<string>, pieced: Set<string>, inData: Secrets | undefined, from?: SecretSource): Secrets {
   if (whole.size === 0) return NO_SECRETS
-  const secrets: { whole: string[]; pieces: PieceIndex | undefined; inData?: Secrets } = {
+  const secrets: { whole: string[]; pieces: PieceIndex | undefined; inData?: Secrets; from?: SecretSource } = {
     whole: [...whole].sort((a, b) => b.length - a.length),
     pieces: pieced.size === 0 ? undefined : new PieceIndex([...pieced]),
+    ...(from === undefined ? {} : { from: { apiKey: from.apiKey, headers: from.headers === undefined ? undefined : { ...from.headers } } }),
   }
   secrets.inData = inData ?? (secrets as Secrets)
   return secrets as Secrets
@@ -98,7 +107,7 @@ const built = new Map<string, Secrets>()
 const BUILT_KEPT = 4
 
 /** Every form of `provider`'s secrets to look for. */
-export function secretsOf(provider: ProviderConfig): Secrets {
+export function secretsOf(provider: SecretSource | ProviderConfig): Secrets {
   if (provider.apiKey === undefined && provider.headers === undefined) return NO_SECRETS
   // In memory only, as the provider itself is.
   const key = JSON.stringify([provider.apiKey ?? null, Object.entries(provider.headers ?? {})])
@@ -114,7 +123,7 @@ export function secretsOf(provider: ProviderConfig): Secrets {
   return secrets
 }
 
-function buildSecrets(provider: ProviderConfig): Secrets {
+function buildSecrets(provider: SecretSource): Secrets {
   const whole = new Set<string>()
   const pieced = new Set<string>()
   /** What data is redacted of: credentials that look like keys, as they are and JSON-escaped. */
@@ -167,7 +176,7 @@ function buildSecrets(provider: ProviderConfig): Secrets {
   }
   // In data, also as JSON writes them (a key with a quote or a backslash in a tool result's text).
   for (const secret of [...data]) data.add(JSON.stringify(secret).slice(1, -1))
-  return secretsFrom(whole, pieced, secretsFrom(data, new Set(), undefined))
+  return secretsFrom(whole, pieced, secretsFrom(data, new Set(), undefined), provider)
 }
 
 /** `message` with every secret (and every piece of one that is looked for piece by piece) replaced by `[redacted]`. */

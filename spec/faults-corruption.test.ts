@@ -5,7 +5,7 @@
  * `LOG_CORRUPT` — with `details.seq` where one is known, with LevelDB's error as `cause` where
  * LevelDB noticed — and nothing continues on a log that lost facts: a second open refuses too.
  */
-import { cp, mkdtemp, readdir, rm, stat, truncate, unlink, writeFile } from 'node:fs/promises'
+import { cp, mkdir, mkdtemp, readdir, rm, stat, truncate, unlink, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { suite } from 'uvu'
@@ -189,6 +189,34 @@ test(
     const finding = await inspect(dir)
     assert.equal(finding.at, 'none')
     assert.ok(finding.at === 'none' && finding.events < highWater)
+  }),
+)
+
+test(
+  'a damaged write-ahead log is refused by a backup taken before any open in place, and a damage marker that cannot be read or was cut short refuses the open too',
+  bounded(30_000, async (dir) => {
+    const { markers } = await walLog(dir)
+    await unlink(join(dir, 'FACTSTATE-HEAD'))
+    const target = markers.at(-1) as BuiltLog['markers'][number]
+    const found = await findBytes(dir, target.marker, '.log')
+    await flipByte(found[0]?.file as string, (found[0]?.offset as number) + 40)
+    // The backup's copy is opened by LevelDB, which reports the damage there too: no backup is made.
+    const refused = await EventLog.backup(dir, `${dir}-backup`).then(
+      () => undefined,
+      (caught: unknown) => caught as FactstateError,
+    )
+    assert.is(refused?.code, 'LOG_CORRUPT')
+    assert.match(String(refused?.message), /as it opened the backup's copy \(Corruption: checksum mismatch\)/)
+    assert.is(await stat(`${dir}-backup`).then(() => true, () => false), false, 'no backup was made')
+    await corrupt(dir, 'open', 'the log itself')
+    // A marker cut short by a crash while it was written, or one that cannot be read: still refused.
+    await writeFile(join(dir, 'FACTSTATE-DAMAGED'), '')
+    const empty = await corrupt(dir, 'open', 'an empty marker')
+    assert.match(empty.message, /: an earlier open found the write-ahead log damaged/)
+    await unlink(join(dir, 'FACTSTATE-DAMAGED'))
+    await mkdir(join(dir, 'FACTSTATE-DAMAGED'))
+    const unreadable = await corrupt(dir, 'open', 'a marker that is a directory')
+    assert.match(unreadable.message, /FACTSTATE-DAMAGED, left by an open that found the write-ahead log damaged, cannot be read/)
   }),
 )
 

@@ -463,32 +463,54 @@ const FACTSTATE_KEY = /^[hseivnrcpqo]!/
  */
 const ANCHOR_REFRESH_MS = 1_000
 const ANCHOR_PATTERN = /^factstate-head v1 (\d+) ([0-9a-f]{64})\n$/
-/** What LevelDB writes to its info log (`LOG`, begun anew by each open) for a write-ahead log record it skipped on recovery. */
-const WAL_DROPPED = /(\d+)\.log: dropping (\d+) bytes; (.*)$/m
+/**
+ * What LevelDB writes to its info log (`LOG`, begun anew by each open) for a write-ahead log record it
+ * skipped on recovery, and for a write-ahead log it could not read at all (then deleted): a line of
+ * its own each, after the time and the thread (`2026/12/06-11:45:41.912589 7f01b0a8a6c0 …`).
+ */
+const WAL_DROPPED = /^\S+ [0-9a-f]+ (?:\(ignoring error\) )?.*\/(\d+)\.log: dropping (\d+) bytes; (.*)$/m
+const WAL_IGNORED = /^\S+ [0-9a-f]+ Ignoring error (.*)$/m
 
 /**
- * Refuses a log whose open just dropped part of its write-ahead log. LevelDB skips a record whose
- * checksum does not match, and the rest of its 32 KiB block, without an error (a record cut short at
- * the very end, by a crash during its write, it ignores without a word: that one was never
- * acknowledged). The facts in what it skipped were synced and may have been acknowledged, a tool's
- * dispatch among them; the head anchor covers only what was committed a second before a crash, so
- * without this the log would open short and whole-looking, and a session would go on as if a
- * dispatched tool had never been called.
+ * Why the open that just ran LevelDB's recovery lost part of the write-ahead log, from what LevelDB's
+ * info log says of it, or `undefined`. LevelDB skips a record whose checksum does not match, and the
+ * rest of its 32 KiB block, without an error, and a write-ahead log it cannot read (a permission) it
+ * skips and deletes (a record cut short at the very end, by a crash during its write, it ignores without
+ * a word: that one was never acknowledged). The facts it skipped were synced and may have been
+ * acknowledged, a tool's dispatch among them; the head anchor covers only what was committed a second
+ * before a crash, so without this the log would open short and whole-looking, and a session would go
+ * on as if a dispatched tool had never been called. An info log that cannot be read is a loss too:
+ * nothing then says the open lost nothing.
  */
-async function refuseDroppedWal(location: string): Promise<void> {
+async function walLoss(location: string): Promise<{ why: string; file: string } | undefined> {
   let info: string
   try {
     info = await readFile(join(location, 'LOG'), 'utf8')
-  } catch {
-    // No info log (LevelDB writes one on every open): nothing it said can be read.
-    return
+  } catch (error) {
+    return { why: `LevelDB's info log of the open cannot be read (${(error as Error).message}), so nothing says its recovery kept every fact of the write-ahead log`, file: 'LOG' }
   }
   const dropped = WAL_DROPPED.exec(info)
-  if (dropped === null) return
-  const file = `${(dropped[1] as string).padStart(6, '0')}.log`
-  const why = `LevelDB dropped ${dropped[2]} bytes of the write-ahead log ${file} as it opened the log (${(dropped[3] as string).trim()}): facts synced there, acknowledged ones among them, are lost`
-  // Kept beside the log: LevelDB has already written what it recovered to a table and deleted that
-  // write-ahead log, so the next open would find nothing amiss.
+  if (dropped !== null) {
+    const file = `${(dropped[1] as string).padStart(6, '0')}.log`
+    return { why: `LevelDB dropped ${dropped[2]} bytes of the write-ahead log ${file} as it opened the log (${(dropped[3] as string).trim()}): facts synced there, acknowledged ones among them, are lost`, file }
+  }
+  const ignored = WAL_IGNORED.exec(info)
+  if (ignored !== null) {
+    return { why: `LevelDB skipped a write-ahead log it could not read as it opened the log (${(ignored[1] as string).trim()}), and deleted it: facts synced there, acknowledged ones among them, are lost`, file: /(\d+\.log)/.exec(ignored[1] as string)?.[1] ?? 'LOG' }
+  }
+  return undefined
+}
+
+/**
+ * Beside a log whose open found its write-ahead log damaged (see `walLoss`): what was lost. LevelDB has
+ * by then written what it kept to a table and deleted that write-ahead log, so the next open would find
+ * nothing amiss: every later open of the log in place is refused while this file is there; a snapshot
+ * still reads the log.
+ */
+const DAMAGED_FILE = 'FACTSTATE-DAMAGED'
+
+/** Writes the marker (synced, and the directory too) right after the open that found the loss. */
+async function markDamaged(location: string, why: string): Promise<void> {
   const marker = await openFile(join(location, DAMAGED_FILE), 'w')
   try {
     await marker.writeFile(`${why}\n`)
@@ -496,28 +518,26 @@ async function refuseDroppedWal(location: string): Promise<void> {
   } finally {
     await marker.close()
   }
-  throw damagedLog(why, file)
+  await syncDirectory(location, false)
 }
-
-/**
- * Beside a log whose open found its write-ahead log damaged (see `refuseDroppedWal`): what was lost.
- * Every later open of the log in place is refused while it is there; a snapshot still reads the log.
- */
-const DAMAGED_FILE = 'FACTSTATE-DAMAGED'
 
 const damagedLog = (why: string, file: string) =>
   new FactstateError('LOG_CORRUPT', `${why}; restore the directory from a backup (keep the damaged one as evidence), or delete ${DAMAGED_FILE} to go on without them`, {
     details: { file },
   })
 
-/** Refuses a log marked damaged by an earlier open (`DAMAGED_FILE`). */
+/** Refuses a log marked damaged by an earlier open (`DAMAGED_FILE`); a marker that cannot be read refuses it too. */
 async function refuseMarkedDamaged(location: string): Promise<void> {
   let why: string
   try {
     why = (await readFile(join(location, DAMAGED_FILE), 'utf8')).trim()
-  } catch {
-    return
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code
+    if (code === 'ENOENT' || code === 'ENOTDIR') return
+    throw damagedLog(`${DAMAGED_FILE}, left by an open that found the write-ahead log damaged, cannot be read (${(error as Error).message})`, DAMAGED_FILE)
   }
+  // Empty: the open that found the damage died while writing what it was.
+  if (why === '') why = 'an earlier open found the write-ahead log damaged (what it lost was not written down: that open was cut short)'
   throw damagedLog(why, /write-ahead log (\S+\.log)/.exec(why)?.[1] ?? DAMAGED_FILE)
 }
 /** How many records each index cache holds before it is trimmed to half (open invocations and busy sessions stay). */
@@ -1297,6 +1317,11 @@ export class EventLog {
       const copy = await EventLog.#openAt(work, 'sync')
       let result: { events: number; digest: string; takenAt: number }
       try {
+        // A copy of a write-ahead log that is only ever appended to is a prefix of it: LevelDB says
+        // nothing of a record the copy cut short at its end, so what it reports dropped was damaged in
+        // the log itself (a log whose last open found it so is refused above).
+        const lost = await walLoss(work)
+        if (lost !== undefined) throw damagedLog(lost.why.replace('as it opened the log', 'as it opened the backup\'s copy'), lost.file)
         // The copy says what it is (a log opened from it has gone back to this point: see `restoredFrom`),
         // before its check, which checks this record too.
         // A backup of a log put back from one keeps that one's points too: a session that has not run
@@ -1348,10 +1373,15 @@ export class EventLog {
       throw levelError(error)
     }
     const log = new EventLog(db, durability, claim.release, claim.path, snapshotOf)
+    // Read at once, and the marker written before anything else: LevelDB has already deleted the
+    // damaged write-ahead log, and an open that died from here on would leave no trace of the loss.
+    let lost: { why: string; file: string } | undefined
     try {
+      lost = inPlace ? await walLoss(claim.path) : undefined
+      if (lost !== undefined) await markDamaged(claim.path, lost.why)
+      // The checks of the tail name a fact missing from the middle of the log: that refusal first.
       await log.#load()
-      // After the checks of the tail, which name a fact missing from the middle; this is for a tail lost whole.
-      if (inPlace) await refuseDroppedWal(claim.path)
+      if (lost !== undefined) throw damagedLog(lost.why, lost.file)
     } catch (error) {
       await db.close().catch(() => undefined)
       await log.#directory?.handle?.close().catch(() => undefined)

@@ -61,6 +61,13 @@ const CLIENT_SECRET = 'client secret '
 /** The event id of an invocation's `ordinal`-th fact unless the engine is given its own `eventId`. */
 export const defaultEventId = (invocation: Invocation, ordinal: number): string => `${invocation.invocationId}/${ordinal}`
 
+/**
+ * The ids of the facts written after one the log refused (`#fallback`): of a form of their own, so
+ * that neither the default ids nor an application's ids of the same form shifted by one (the refused
+ * ordinal's next id being an earlier fact's) take the rest of the run down with the same refusal.
+ */
+const fallbackEventId = (invocation: Invocation, ordinal: number): string => `${invocation.invocationId}/${ordinal}/after-refusal`
+
 const unavailable = (why: string) => new FactstateError('HANDOFF_UNAVAILABLE', why)
 
 /** The log's refusal of a hold whose successor could never be admitted (see `#successorFree`). */
@@ -347,7 +354,7 @@ export class InvocationActor {
       const ordinal = this.#ordinal + events.length + 1
       events.push(
         canonical({
-          id: this.#fallback ? defaultEventId(this.setup.invocation, ordinal) : this.setup.eventId(this.setup.invocation, ordinal),
+          id: this.#fallback ? fallbackEventId(this.setup.invocation, ordinal) : this.setup.eventId(this.setup.invocation, ordinal),
           recordedAt: this.#fallback ? Date.now() : this.setup.now(),
           invocation: this.setup.invocation,
           fact,

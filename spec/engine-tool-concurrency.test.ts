@@ -281,6 +281,23 @@ for (const [refused, name, kept, title] of [
 }
 
 test(
+  "after a refused fact the run's end gets an id of its own form: an application's ids of the default form shifted by one cannot refuse it too",
+  engineTest(
+    [answer.toolCalls([{ id: 'call-1', name: 'echo', arguments: { value: 1 } }])],
+    // Ordinal n gets `<invocationId>/<n + 1>`; the settlement (ordinal 5) an id the first fact has.
+    { engine: { eventId: (invocation: { invocationId: string }, at: number) => `${invocation.invocationId}/${at === 5 ? 2 : at + 1}` } },
+    async (h) => {
+      const error = await failureOf(await h.start({ ...h.input('shifted', { tools: [countingTool('echo')] }) }))
+      assert.is(error?.code, 'LOG_CONFLICT')
+      const stored = (await h.log.invocationEvents('invocation-shifted')).map(({ event }) => event)
+      assert.equal(stored.map((event) => shortly(event.fact)).slice(3), ['dispatched call-1', 'ended engine_error'])
+      assert.is(stored.at(-1)?.id, 'invocation-shifted/5/after-refusal', 'not invocation-shifted/5, the id the dispatch (ordinal 4) has')
+      assert.equal((await h.log.pendingSessions()).map((session) => session.active.length), [0], 'the run is not left open')
+    },
+  ),
+)
+
+test(
   'a settlement the log refuses on its own (not written beside others): the settlements after it are still kept',
   engineTest(
     [answer.toolCalls([1, 2, 3].map((value) => ({ id: `call-${value}`, name: 'echo', arguments: { value } })))],

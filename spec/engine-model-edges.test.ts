@@ -337,7 +337,7 @@ test(
 )
 
 test(
-  "an eventId option that repeats an id or throws: the run fails, yet still ends (its end gets the default id), and the session is free; one that throws at the first fact refuses the run",
+  "an eventId option that repeats an id or throws: the run fails, yet still ends (its end gets an id of the after-refusal form), and the session is free; one that throws at the first fact refuses the run",
   (() => {
     let mode: 'constant' | 'throws-later' | 'throws-first' = 'constant'
     const eventId = (invocation: { invocationId: string }, ordinal: number) => {
@@ -351,7 +351,7 @@ test(
       const facts = await storedEvents(h.log)
       assert.equal(facts.map(({ event }) => [event.id, event.fact.type]), [
         ['same-invocation-constant', 'invocation.opened'],
-        ['invocation-constant/2', 'invocation.ended'],
+        ['invocation-constant/2/after-refusal', 'invocation.ended'],
       ])
       mode = 'throws-later'
       const throwing = await h.start(h.input('throwing', { session: 'shared' }))

@@ -57,7 +57,17 @@ export interface EngineOptions {
 
 /** {@link EngineOptions.maxToolResultBytes} unless given. */
 export const DEFAULT_MAX_TOOL_RESULT_BYTES = 4 * 1024 * 1024
-export const MAX_TOOL_RESULT_LIMIT = 256 * 1024 * 1024
+const MAX_TOOL_RESULT_LIMIT = 256 * 1024 * 1024
+
+/**
+ * What `maxToolResultBytes` or `toolTimeoutMs` must be, when `value` is not that (for the refusal's
+ * `<field> must be …`), else `undefined`: the engine's options, and `callTool`'s, which stand for them.
+ */
+export function toolLimitProblem(field: 'maxToolResultBytes' | 'toolTimeoutMs', value: unknown): string | undefined {
+  const most = field === 'maxToolResultBytes' ? MAX_TOOL_RESULT_LIMIT : 2_147_483_647
+  if (value === undefined || (Number.isSafeInteger(value) && (value as number) >= 1 && (value as number) <= most)) return undefined
+  return `a whole number of ${field === 'maxToolResultBytes' ? 'bytes' : 'milliseconds'} from 1 to ${most.toLocaleString('en-US')}, not ${shown(value)}`
+}
 
 /** Options of {@link Engine.start} and {@link Engine.run}. */
 export interface StartOptions {
@@ -376,13 +386,9 @@ export class Engine {
     if (model !== undefined && (typeof model?.clientFor !== 'function' || typeof model.attempt !== 'function')) throw invalid('model', 'a ModelExecutor')
     if (given.now !== undefined && typeof given.now !== 'function') throw invalid('now', 'a function')
     if (given.eventId !== undefined && typeof given.eventId !== 'function') throw invalid('eventId', 'a function')
-    const limit = given.maxToolResultBytes
-    if (limit !== undefined && !(Number.isSafeInteger(limit) && (limit as number) >= 1 && (limit as number) <= MAX_TOOL_RESULT_LIMIT)) {
-      throw invalid('maxToolResultBytes', `a whole number of bytes from 1 to ${MAX_TOOL_RESULT_LIMIT.toLocaleString('en-US')}, not ${shown(limit)}`)
-    }
-    const timeout = given.toolTimeoutMs
-    if (timeout !== undefined && !(Number.isSafeInteger(timeout) && (timeout as number) >= 1 && (timeout as number) <= 2_147_483_647)) {
-      throw invalid('toolTimeoutMs', `a whole number of milliseconds from 1 to 2,147,483,647, not ${shown(timeout)}`)
+    for (const field of ['maxToolResultBytes', 'toolTimeoutMs'] as const) {
+      const problem = toolLimitProblem(field, given[field])
+      if (problem !== undefined) throw invalid(field, problem)
     }
     const log = given.log as EventLog
     try {
@@ -403,8 +409,8 @@ export class Engine {
     this.#model = model ?? new ModelExecutor()
     this.#now = (given.now as EngineOptions['now']) ?? Date.now
     this.#eventId = (given.eventId as EngineOptions['eventId']) ?? defaultEventId
-    this.#maxToolResultBytes = (limit as number | undefined) ?? DEFAULT_MAX_TOOL_RESULT_BYTES
-    this.#toolTimeoutMs = timeout as number | undefined
+    this.#maxToolResultBytes = (given.maxToolResultBytes as number | undefined) ?? DEFAULT_MAX_TOOL_RESULT_BYTES
+    this.#toolTimeoutMs = given.toolTimeoutMs as number | undefined
   }
 
   /**

@@ -126,6 +126,10 @@ export function timedCall<T>(gate: AbortSignal, timeoutMs: number, whose: string
 }
 export const ABANDONED: unique symbol = Symbol('abandoned')
 
+/** How a call the engine stopped waiting for is told: past `timeoutMs` (`whose`, when given) and the grace after its signal aborted. */
+export const notWaitedFor = (timeoutMs: number, whose?: string): string =>
+  `did not finish within ${timeoutMs.toLocaleString('en-US')} ms${whose === undefined ? '' : ` (${whose})`}, nor within ${TOOL_TIMEOUT_GRACE_MS.toLocaleString('en-US')} ms of its signal aborting`
+
 /** JSON's own failure for a BigInt, avoided: database clients return ids as BigInt, and JSON text has no such type. */
 const bigIntAsText = (_key: string, value: unknown): unknown => (typeof value === 'bigint' ? value.toString() : value)
 
@@ -899,7 +903,7 @@ export class InvocationActor {
     if (result === ABANDONED) {
       // Left dispatched, never settled, as a crash leaves it: uncertain, for the session to reconcile.
       throw new ToolAbandoned(
-        `tool ${call.name} (operation ${operationId}) did not finish within ${(timeoutMs as number).toLocaleString('en-US')} ms (${tool.timeoutMs === undefined ? "the engine's toolTimeoutMs" : 'its timeoutMs'}), nor within ${TOOL_TIMEOUT_GRACE_MS.toLocaleString('en-US')} ms of its signal aborting: it was not waited for, and its effect may or may not have happened`,
+        `tool ${call.name} (operation ${operationId}) ${notWaitedFor(timeoutMs as number, tool.timeoutMs === undefined ? "the engine's toolTimeoutMs" : 'its timeoutMs')}: it was not waited for, and its effect may or may not have happened`,
       )
     }
     // A tool that calls the same provider can pass on what it echoed: the provider's secrets are removed here too.

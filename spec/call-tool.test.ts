@@ -8,6 +8,7 @@ import * as assert from 'uvu/assert'
 import type { Fact, Invocation, ToolContext, ToolDefinition } from '../index.js'
 import { answer, callTool, type ToolCallOutcome } from '../testing/index.js'
 import { engineTest, factsOf } from './support/engine-fixtures.js'
+import { rejectsWithCode } from './support/codes.js'
 import { withTimeout } from './support/temp.js'
 
 const REFUND_SCHEMA = {
@@ -195,12 +196,8 @@ test('callTool refuses a tool or options the engine would refuse, with TESTING_I
       ['arguments JSON cannot encode', () => callTool({ name: 'x', execute }, undefined), 'args'],
     ]
     for (const [what, call, field] of refusals) {
-      const error = await call().then(
-        () => undefined,
-        (caught: unknown) => caught as { code?: string; details?: { field?: string } },
-      )
-      assert.is(error?.code, 'TESTING_INVALID_OPTIONS', what)
-      assert.is(error?.details?.field, field, what)
+      const error = await rejectsWithCode(call, 'TESTING_INVALID_OPTIONS', what)
+      assert.is(error.details?.field, field, what)
     }
     assert.is(called, 0, 'the tool was never called')
   }, 10_000),

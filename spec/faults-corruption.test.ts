@@ -16,6 +16,7 @@ import { encodeRecord } from '../store/encoding.js'
 import { keys } from '../store/keys.js'
 import { type BuiltLog, buildLog, filesEndingWith, findBytes, flipByte } from './support/faults-files.js'
 import { bounded, withTimeout } from './support/temp.js'
+import { rejectsWithCode } from './support/codes.js'
 
 const test = suite('faults: corruption')
 
@@ -178,14 +179,14 @@ test(
       await snapshot.close()
     }
     // A backup of it would carry the damage on: refused, and nothing is made.
-    const refused = await EventLog.backup(dir, `${dir}-backup`).then(
-      () => undefined,
-      (caught: unknown) => caught as FactstateError,
-    )
-    assert.is(refused?.code, 'LOG_CORRUPT')
-    const made = await stat(`${dir}-backup`).then(() => true, () => false)
-    // Outside the test's directory: removed here, whatever the check says.
-    await rm(`${dir}-backup`, { recursive: true, force: true })
+    let made: boolean
+    try {
+      await rejectsWithCode(() => EventLog.backup(dir, `${dir}-backup`), 'LOG_CORRUPT', 'a backup of the damaged log')
+    } finally {
+      made = await stat(`${dir}-backup`).then(() => true, () => false)
+      // Outside the test's directory: removed here, whatever the check says.
+      await rm(`${dir}-backup`, { recursive: true, force: true })
+    }
     assert.is(made, false, 'no backup was made')
     // Going on without the lost facts is a decision: the marker removed, the log opens as it is.
     await unlink(join(dir, 'FACTSTATE-DAMAGED'))
@@ -204,15 +205,16 @@ test(
     const found = await findBytes(dir, target.marker, '.log')
     await flipByte(found[0]?.file as string, (found[0]?.offset as number) + 40)
     // The backup's copy is opened by LevelDB, which reports the damage there too: no backup is made.
-    const refused = await EventLog.backup(dir, `${dir}-backup`).then(
-      () => undefined,
-      (caught: unknown) => caught as FactstateError,
-    )
-    assert.is(refused?.code, 'LOG_CORRUPT')
+    let refused: Error | undefined
+    let made: boolean
+    try {
+      refused = await rejectsWithCode(() => EventLog.backup(dir, `${dir}-backup`), 'LOG_CORRUPT', 'a backup of the damaged log')
+    } finally {
+      made = await stat(`${dir}-backup`).then(() => true, () => false)
+      // Outside the test's directory: removed here, whatever the check says.
+      await rm(`${dir}-backup`, { recursive: true, force: true })
+    }
     assert.match(String(refused?.message), /as it opened the backup's copy \(Corruption: checksum mismatch\)/)
-    const made = await stat(`${dir}-backup`).then(() => true, () => false)
-    // Outside the test's directory: removed here, whatever the check says.
-    await rm(`${dir}-backup`, { recursive: true, force: true })
     assert.is(made, false, 'no backup was made')
     await corrupt(dir, 'open', 'the log itself')
     // A marker cut short by a crash while it was written, or one that cannot be read: still refused.

@@ -1,12 +1,12 @@
-import { admittedInputCheck, DEFAULT_MAX_TOOL_RESULT_BYTES, MAX_TOOL_RESULT_LIMIT } from '../actors/engine.js'
-import { ABANDONED, runToolCall, TOOL_TIMEOUT_GRACE_MS } from '../actors/invocation-actor.js'
+import { admittedInputCheck, DEFAULT_MAX_TOOL_RESULT_BYTES, toolLimitProblem } from '../actors/engine.js'
+import { ABANDONED, notWaitedFor, runToolCall } from '../actors/invocation-actor.js'
 import { toolProblem } from '../actors/run-input.js'
 import { argumentsOf } from '../actors/tool-arguments.js'
 import type { ToolDefinition } from '../actors/tool-catalog.js'
 import { FactstateError } from '../errors.js'
 import { describeIssues, invocationSchema } from '../facts/schema.js'
 import type { Invocation } from '../facts/types.js'
-import { readOptions, shown } from '../options.js'
+import { readOptions } from '../options.js'
 
 /** Options of {@link callTool}: what the engine would give the call. */
 export interface CallToolOptions {
@@ -64,14 +64,12 @@ export async function callTool(tool: ToolDefinition, args: unknown, options: Cal
     isSignal = false
   }
   if (!isSignal) throw invalid('signal must be an AbortSignal', 'signal')
+  for (const field of ['toolTimeoutMs', 'maxToolResultBytes'] as const) {
+    const problem = toolLimitProblem(field, given[field])
+    if (problem !== undefined) throw invalid(`${field} must be ${problem}`, field)
+  }
   const toolTimeoutMs = given.toolTimeoutMs
-  if (toolTimeoutMs !== undefined && !(Number.isSafeInteger(toolTimeoutMs) && (toolTimeoutMs as number) >= 1 && (toolTimeoutMs as number) <= 2_147_483_647)) {
-    throw invalid(`toolTimeoutMs must be a whole number of milliseconds from 1 to 2,147,483,647, not ${shown(toolTimeoutMs)}`, 'toolTimeoutMs')
-  }
   const maxToolResultBytes = given.maxToolResultBytes ?? DEFAULT_MAX_TOOL_RESULT_BYTES
-  if (!(Number.isSafeInteger(maxToolResultBytes) && (maxToolResultBytes as number) >= 1 && (maxToolResultBytes as number) <= MAX_TOOL_RESULT_LIMIT)) {
-    throw invalid(`maxToolResultBytes must be a whole number of bytes from 1 to ${MAX_TOOL_RESULT_LIMIT.toLocaleString('en-US')}, not ${shown(maxToolResultBytes)}`, 'maxToolResultBytes')
-  }
   let text: string | undefined
   try {
     text = typeof args === 'string' ? args : JSON.stringify(args)
@@ -96,7 +94,7 @@ export async function callTool(tool: ToolDefinition, args: unknown, options: Cal
     const timeoutMs = (tool.timeoutMs ?? limits.toolTimeoutMs) as number
     return {
       status: 'abandoned',
-      message: `tool ${tool.name} did not finish within ${timeoutMs.toLocaleString('en-US')} ms, nor within ${TOOL_TIMEOUT_GRACE_MS.toLocaleString('en-US')} ms of its signal aborting`,
+      message: `tool ${tool.name} ${notWaitedFor(timeoutMs)}`,
     }
   }
   return result.ok ? { status: 'succeeded', output: result.value } : { status: 'failed', message: result.message }

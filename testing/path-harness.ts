@@ -8,7 +8,7 @@
 import { isDeepStrictEqual } from 'node:util'
 import type { ApprovalDecision, Approver } from '../actors/approval.js'
 import type { Engine, EngineOptions, RunningInvocation, StartOptions } from '../actors/engine.js'
-import { ABANDONED, TOOL_TIMEOUT_GRACE_MS, timedCall } from '../actors/invocation-actor.js'
+import { ABANDONED, notWaitedFor, timedCall } from '../actors/invocation-actor.js'
 import { type HeldInvocation, type HandoffReservation, successorOf } from '../actors/handoff.js'
 import type { ChatMessage } from '../actors/model-client.js'
 import { ModelExecutor } from '../actors/model-executor.js'
@@ -582,7 +582,7 @@ export class PathHarness {
       const result = await timedCall(context.signal, timeoutMs, 'its timeoutMs', async (signal) => tool.execute(input, { ...context, signal }))
       if (result === ABANDONED) {
         throw new Error(
-          `tool ${tool.name} (operation ${context.operationId}) did not finish within ${timeoutMs.toLocaleString('en-US')} ms (its timeoutMs), nor within ${TOOL_TIMEOUT_GRACE_MS.toLocaleString('en-US')} ms of its signal aborting: the engine would not wait for it, and would end the run outcome_unknown`,
+          `tool ${tool.name} (operation ${context.operationId}) ${notWaitedFor(timeoutMs, 'its timeoutMs')}: the engine would not wait for it, and would end the run outcome_unknown`,
         )
       }
       return result

@@ -167,16 +167,76 @@ export class Catalog {
     }
   }
 
-  /** Sessions, most recently active first, at most `limit` of them. */
-  sessions(limit: number): { sessionId: string; firstSeq: number; lastSeq: number; turns: { turnId: string; invocationIds: string[] }[] }[] {
-    return [...this.#sessions.values()]
-      .sort((a, b) => b.lastSeq - a.lastSeq)
-      .slice(0, limit)
-      .map((session) => ({
+  /**
+   * Why a session needs someone: a run still open, a sealed run whose successor has not started, or
+   * a last run that ended `failed` or `cancelled` (what `factstate pending` and `--unanswered` list);
+   * `null` when none of these.
+   */
+  #attention(session: SessionEntry): 'open' | 'paused' | 'unanswered' | null {
+    let last: Entry | undefined
+    let paused = false
+    for (const ids of session.turns.values()) {
+      for (const id of ids) {
+        const entry = this.#invocations.get(id)
+        if (entry === undefined) continue
+        if (entry.outcome === null) return 'open'
+        if (entry.outcome.status === 'handoff_paused' && !this.#invocations.has(entry.outcome.pause.intent.successorInvocationId)) paused = true
+        if (last === undefined || entry.firstSeq > last.firstSeq) last = entry
+      }
+    }
+    if (paused) return 'paused'
+    const status = last?.outcome?.status
+    return status === 'failed' || status === 'cancelled' ? 'unanswered' : null
+  }
+
+  #matches(session: SessionEntry, match: string): boolean {
+    if (session.sessionId.toLowerCase().includes(match)) return true
+    for (const [turnId, ids] of session.turns) {
+      if (turnId.toLowerCase().includes(match)) return true
+      for (const id of ids) {
+        const invocation = this.#invocations.get(id)?.invocation
+        if (invocation && (invocation.runId.toLowerCase().includes(match) || invocation.invocationId.toLowerCase().includes(match))) return true
+      }
+    }
+    return false
+  }
+
+  /**
+   * At most `limit` sessions: those that need someone (an open run, a sealed run awaiting its
+   * successor, a last run that failed or was cancelled) first, then the others, each part most
+   * recently active first, so a busy log never pushes a session that needs attention off the list.
+   * With `match` (case-insensitive), only sessions whose id, or the id of one of their turns, runs
+   * or invocations, contains it. `total` counts the sessions that qualify, `attention` those of them
+   * that need someone.
+   */
+  sessions(
+    limit: number,
+    match = '',
+  ): {
+    total: number
+    attention: number
+    sessions: { sessionId: string; firstSeq: number; lastSeq: number; attention: 'open' | 'paused' | 'unanswered' | null; turns: { turnId: string; invocationIds: string[] }[] }[]
+  } {
+    const wanted = match.trim().toLowerCase()
+    const found: { session: SessionEntry; attention: 'open' | 'paused' | 'unanswered' | null }[] = []
+    let attention = 0
+    for (const session of this.#sessions.values()) {
+      if (wanted !== '' && !this.#matches(session, wanted)) continue
+      const why = this.#attention(session)
+      if (why !== null) attention += 1
+      found.push({ session, attention: why })
+    }
+    found.sort((a, b) => (a.attention === null) === (b.attention === null) ? b.session.lastSeq - a.session.lastSeq : a.attention === null ? 1 : -1)
+    return {
+      total: found.length,
+      attention,
+      sessions: found.slice(0, limit).map(({ session, attention: why }) => ({
         sessionId: session.sessionId,
         firstSeq: session.firstSeq,
         lastSeq: session.lastSeq,
+        attention: why,
         turns: [...session.turns].map(([turnId, invocationIds]) => ({ turnId, invocationIds: [...invocationIds] })),
-      }))
+      })),
+    }
   }
 }

@@ -65,6 +65,11 @@ export interface SessionView {
    * taken, so its next run must acknowledge that (allowRestored).
    */
   restored: boolean
+  /**
+   * Why the session needs someone, or null: `open` (a run is still open), `paused` (a sealed run's
+   * successor has not started), `unanswered` (its last run ended failed or cancelled).
+   */
+  attention: 'open' | 'paused' | 'unanswered' | null
   turns: TurnView[]
 }
 
@@ -80,10 +85,22 @@ export interface Overview {
   digest: string
   /** For a backup, or a log put back from one (`log.restoredFrom()`): where it was taken; else null. */
   backup: BackupPoint | null
-  /** Most recently active first, at most a few hundred. */
+  /**
+   * At most 300: the sessions that need someone (`SessionView.attention`) first, then the others,
+   * each part most recently active first; with `match`, only the sessions that match it.
+   */
   sessions: SessionView[]
   /** How many sessions the log holds. */
   sessionsTotal: number
+  /**
+   * What `/api/overview?match=…` was asked for (trimmed, at most 256 characters; case-insensitive,
+   * found in a session's id or in the id of one of its turns, runs or invocations), or null.
+   */
+  match: string | null
+  /** How many sessions qualify (all of them without `match`); `sessions` lists the first 300. */
+  sessionsMatching: number
+  /** How many of the sessions that qualify need someone. */
+  attention: number
   /**
    * For a snapshot the inspector refreshes (`refresh` of `serveInspector`, `factstate inspect`'s
    * default): how often it looks, and why it stopped, if it did. `null` for one it does not refresh.

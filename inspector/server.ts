@@ -76,6 +76,8 @@ export interface InspectorServer {
 
 const HOST = '127.0.0.1'
 const SESSION_LIMIT = 300
+/** The longest `match` of `/api/overview` looked for (ids are rarely longer; more is cut). */
+const MAX_MATCH = 256
 const HEARTBEAT_MS = 15_000
 /** Bytes a page's event stream may have waiting before the page is taken to have stalled and is cut off. */
 const STREAM_BACKLOG = 4 * 1024 * 1024
@@ -295,14 +297,16 @@ export async function serveInspector(given: InspectorOptions): Promise<Inspector
   const undriven = async (): Promise<'interrupted' | 'open'> =>
     log.snapshotOf === undefined ? 'interrupted' : (await logHeldOpen(log.snapshotOf)) === false ? 'interrupted' : 'open'
 
-  const overview = async (at: EventLog): Promise<Overview> => {
+  const overview = async (at: EventLog, match: string): Promise<Overview> => {
     const head = at.head()
     const openAs = await undriven()
+    const listed = catalog.sessions(SESSION_LIMIT, match)
     const sessions = await Promise.all(
-      catalog.sessions(SESSION_LIMIT).map(async (session) => ({
+      listed.sessions.map(async (session) => ({
         sessionId: session.sessionId,
         firstSeq: session.firstSeq,
         lastSeq: session.lastSeq,
+        attention: session.attention,
         reconciliation: (await logInternals(at).sessionRecord(session.sessionId)).unknown,
         restored: (await logInternals(at).restoredSince(session.sessionId)) !== undefined,
         turns: session.turns.map(({ turnId, invocationIds }) => ({
@@ -319,6 +323,9 @@ export async function serveInspector(given: InspectorOptions): Promise<Inspector
       backup: at.restoredFrom() ?? null,
       sessions,
       sessionsTotal: catalog.sessionCount,
+      match: match === '' ? null : match,
+      sessionsMatching: listed.total,
+      attention: listed.attention,
       refresh: refresh === undefined ? null : { everyMs: refresh.everyMs, stopped: refreshStopped },
     }
   }
@@ -353,7 +360,7 @@ export async function serveInspector(given: InspectorOptions): Promise<Inspector
       if (script === undefined) return sendError(res, 404, 'NOT_FOUND', 'no such page script (is the package built? npm run build)', head)
       return send(res, 200, 'text/javascript; charset=utf-8', script, head)
     }
-    if (path === '/api/overview') return sendJson(res, 200, await overview(at), head)
+    if (path === '/api/overview') return sendJson(res, 200, await overview(at, (query.get('match') ?? '').trim().slice(0, MAX_MATCH)), head)
     if (path === '/api/machine') return sendJson(res, 200, invocationChart(), head)
     if (path === '/api/verify') return sendJson(res, 200, await verify(query.get('force') === '1', at), head)
     if (path === '/api/events') return head ? send(res, 200, 'text/event-stream; charset=utf-8', '', true) : openStream(req, res, at)

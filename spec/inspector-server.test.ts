@@ -9,9 +9,10 @@ import { mkdir, readdir, rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import { Engine, EventLog, type Fact, type StoredEvent, foldFacts, invocationMachine, recoverInvocations, stateOf } from '../index.js'
+import { Engine, EventLog, type Fact, type InvocationOutcome, type RuntimeEvent, type StoredEvent, foldFacts, invocationMachine, recoverInvocations, stateOf } from '../index.js'
 import { STEPS, invocationEvents, invocationFacts, invocationFor } from '../bench/workload.js'
 import type { Chart, InvocationDetail, Overview, VerifyReport } from '../inspector/protocol.js'
+import { Catalog } from '../inspector/catalog.js'
 import { type InspectorServer, serveInspector } from '../inspector/index.js'
 import { MAX_STREAMS } from '../inspector/server.js'
 import { logInternals } from '../store/event-log.js'
@@ -369,6 +370,71 @@ test(
     }
   }),
 )
+
+test(
+  'a busy log never pushes a session that needs someone off the overview, and match finds any session',
+  bounded(30_000, async (dir) => {
+    const log = await EventLog.open(join(dir, 'log'), { durability: 'os' })
+    const inspector = await serveInspector({ log })
+    try {
+      // Written first, so 350 later sessions are all more recently active than these three.
+      await log.appendAll(new EventMaker(invocationOf('left-open', 'alice-wire')).many([facts.opened(), facts.requested('s1')]))
+      await log.appendAll(new EventMaker(invocationOf('gave-up', 'bob-failed')).many([facts.opened(), facts.ended({ status: 'failed', class: 'model_failed', message: 'HTTP 500' })]))
+      await log.appendAll(new EventMaker(invocationOf('answered', 'carol-done')).many([facts.opened(), facts.requested('s1'), facts.completed('s1', [], 'hi'), facts.ended()]))
+      const busy: RuntimeEvent[] = []
+      for (let n = 0; n < 350; n += 1) busy.push(...new EventMaker(invocationOf(`busy-${n}`, `busy-session-${n}`)).many([facts.opened(), facts.requested('s1'), facts.completed('s1', [], 'hi'), facts.ended()]))
+      await log.appendAll(busy)
+      const overviewOf = async (query = '') => (await getJson<Overview>(`${inspector.url}api/overview${query}`)).body
+      const all = await overviewOf()
+      assert.is(all.sessionsTotal, 353)
+      assert.is(all.sessionsMatching, 353)
+      assert.is(all.sessions.length, 300)
+      assert.is(all.attention, 2)
+      assert.is(all.match, null)
+      assert.equal(
+        all.sessions.slice(0, 3).map((session) => [session.sessionId, session.attention]),
+        [['bob-failed', 'unanswered'], ['alice-wire', 'open'], ['busy-session-349', null]],
+        'the sessions that need someone first, then the most recent',
+      )
+      assert.not.ok(all.sessions.some((session) => session.sessionId === 'carol-done'), 'an answered old session is left to match')
+
+      const carol = await overviewOf('?match=%20CAROL%20')
+      assert.is(carol.match, 'CAROL')
+      assert.equal([carol.sessionsTotal, carol.sessionsMatching, carol.attention], [353, 1, 0])
+      assert.equal(carol.sessions.map((session) => session.sessionId), ['carol-done'])
+      assert.equal(carol.sessions[0]?.turns[0]?.runs.map((run) => run.status), ['completed'])
+      // Any id of the session's turns, runs or invocations matches it; most recently active first.
+      assert.equal(
+        (await overviewOf('?match=inv-busy-17')).sessions.map((session) => session.sessionId),
+        ['busy-session-179', 'busy-session-178', 'busy-session-177', 'busy-session-176', 'busy-session-175', 'busy-session-174', 'busy-session-173', 'busy-session-172', 'busy-session-171', 'busy-session-170', 'busy-session-17'],
+      )
+      assert.equal((await overviewOf('?match=turn-left')).sessions.map((session) => session.sessionId), ['alice-wire'])
+      const none = await overviewOf('?match=nobody')
+      assert.equal([none.sessions.length, none.sessionsMatching, none.sessionsTotal], [0, 0, 353])
+    } finally {
+      await inspector.close()
+      await log.close()
+    }
+  }),
+)
+
+test('a sealed run whose successor has not started needs someone, until the successor opens', () => {
+  const catalog = new Catalog()
+  const sealer = invocationOf('sealer', 'session-seal')
+  const successor = { ...invocationOf('successor', 'session-seal'), turnId: sealer.turnId }
+  const pause = { intent: { handoffId: 'h1', hostEpoch: 'host', rootRunId: sealer.runId, successorRunId: successor.runId, successorInvocationId: successor.invocationId, claimId: 'c1' } }
+  let seq = 0
+  const stored = (events: RuntimeEvent[]) => events.map((event) => ({ seq: (seq += 1), event }))
+  const attention = () => catalog.sessions(10).sessions.map((session) => session.attention)
+  catalog.apply(stored(new EventMaker(sealer).many([facts.opened(), facts.ended({ status: 'handoff_paused', pause } as unknown as InvocationOutcome)])))
+  assert.equal(attention(), ['paused'])
+  const next = new EventMaker(successor)
+  catalog.apply(stored([next.next(facts.opened())]))
+  assert.equal(attention(), ['open'])
+  catalog.apply(stored(next.many([facts.requested('s1'), facts.completed('s1', [], 'hi'), facts.ended()])))
+  assert.equal(attention(), [null])
+  assert.equal([catalog.sessions(10).attention, catalog.sessions(10).total], [0, 1])
+})
 
 test(
   'a run a crash left open is flagged interrupted with its uncertain operation; recovery shows live',

@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url'
 import { type Browser, type Page, chromium } from 'playwright-core'
 import { suite } from 'uvu'
 import * as assert from 'uvu/assert'
-import { Engine, EventLog, ModelExecutor, invocationMachine, recoverInvocations } from '../index.js'
+import { Engine, EventLog, ModelExecutor, type RuntimeEvent, invocationMachine, recoverInvocations } from '../index.js'
 import { logInternals } from '../store/event-log.js'
 import { type InspectorServer, serveInspector } from '../inspector/index.js'
 import { answer, scriptedModelServer } from '../testing/scripted-model-server.js'
@@ -298,6 +298,70 @@ offline('a refreshed snapshot: the page says so, and a fact the log\'s writer ap
       assert.equal(await readdir(copies), [], 'the inspector closed the snapshots it took')
     }),
     30_000,
+  ),
+)
+
+offline('text from the log shows its reordering and hidden characters escaped; an unsettled call reads as in flight while a process has the log, unknown after a crash; the filter finds a session the list left out', (context) =>
+  withTimeout(
+    withTempDir(async (dir) => {
+      if (context.setupError !== undefined) throw context.setupError
+      const { watched } = context as Offline
+      const held = await EventLog.open(join(dir, 'log'), { durability: 'os' })
+      let snapshot: EventLog | undefined
+      let inspector: InspectorServer | undefined
+      try {
+        // U+202E shows `evil` as `live`; U+0007 and U+2028 would not show at all.
+        const tricky = 'pay \u202eevil\u202c done \u0007\u2028'
+        const make = new EventMaker(invocationOf('bidi', 'zeta-old-session'))
+        await held.appendAll(
+          make.many([facts.opened(tricky), facts.requested('s1'), facts.completed('s1', [{ callId: 'call-op1', name: 'echo', arguments: JSON.stringify({ note: tricky }) }]), facts.dispatched('op1', { note: tricky })]),
+        )
+        const busy: RuntimeEvent[] = []
+        for (let n = 0; n < 300; n += 1) busy.push(...new EventMaker(invocationOf(`busy-${n}`, `busy-${n}`)).many([facts.opened(), facts.requested('s1'), facts.completed('s1', [], 'hi'), facts.ended()]))
+        await held.appendAll(busy)
+        const escaped = 'pay \\u202eevil\\u202c done \\u0007\\u2028'
+
+        // A snapshot while this process has the log open: the open run may be running there.
+        snapshot = await EventLog.openSnapshot(join(dir, 'log'))
+        inspector = await serveInspector({ log: snapshot })
+        let page = await load(watched, `${inspector.url}#invocation=inv-bidi`)
+        await page.waitForSelector('h1[data-invocation-title="inv-bidi"]', WAIT)
+        await page.waitForSelector('li.entry[data-type="tool.dispatched"]', WAIT)
+        assert.is(await page.textContent('li.entry[data-type="tool.dispatched"] [data-flag]'), 'not settled yet — running in the process that has the log open, or left by a crash')
+        assert.is(await page.getAttribute('li.entry[data-type="tool.dispatched"] [data-flag]', 'data-flag'), 'in-flight')
+        assert.is(await page.getAttribute('#invocation [data-flag]', 'data-flag'), 'in-flight')
+        const texts = await page.$$eval('details pre', (nodes) => nodes.map((node) => node.textContent ?? ''))
+        assert.ok(texts.length >= 4, `${texts.length} payloads`)
+        assert.ok(texts.every((text) => !/[\u202a-\u202e\u2066-\u2069\u0007\u2028]/.test(text)), 'no payload shows a raw control')
+        assert.ok(texts.some((text) => text === escaped), 'the message reads escaped')
+        assert.ok(texts.filter((text) => text.includes(escaped.slice(0, 20))).length >= 4, 'so do the arguments, the input and the raw fact')
+
+        // The list holds the 300 most recent sessions (none needs someone but the open one, first).
+        const count = await page.textContent('#session-count')
+        assert.is(count, '301 sessions · 300 listed · 300 runs · 1 needs attention')
+        assert.is(await page.getAttribute('section.session >> nth=0', 'data-session'), 'zeta-old-session')
+        assert.ok(await page.$('button.run[data-invocation="inv-busy-299"]'))
+        assert.is(await page.$('button.run[data-invocation="inv-busy-0"]'), null, 'the oldest answered session is left out')
+        await page.fill('#filter', 'busy-0')
+        await page.waitForSelector('button.run[data-invocation="inv-busy-0"]', WAIT)
+        assert.equal(await page.$$eval('button.run', (nodes) => nodes.map((node) => node.getAttribute('data-invocation'))), ['inv-busy-0'])
+        await inspector.close()
+        inspector = undefined
+
+        // The log itself, with no process driving the run: a crash left it.
+        inspector = await serveInspector({ log: held })
+        page = await load(watched, `${inspector.url}#invocation=inv-bidi`)
+        await page.waitForSelector('li.entry[data-type="tool.dispatched"] [data-flag="uncertain"]', WAIT)
+        assert.is(await page.textContent('li.entry[data-type="tool.dispatched"] [data-flag]'), '⚠ never settled — a crash left it; recovery will record its outcome unknown')
+        assert.equal(watched.errors, [], 'no script error')
+      } finally {
+        await inspector?.close()
+        await snapshot?.close()
+        await held.close()
+      }
+    }),
+    30_000,
+    'the escaped text and unsettled call test',
   ),
 )
 

@@ -97,6 +97,7 @@ button { font: inherit; color: inherit; }
 .run-id { font-family: var(--mono); font-size: 12px; font-weight: 600; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
 .run-meta { grid-column: 2 / 4; font-size: 11px; color: var(--muted); display: flex; flex-wrap: wrap; gap: 4px 10px; }
 .run-meta .flag { color: var(--warn); font-weight: 600; }
+.run-meta .flag-calm { color: var(--running); }
 .run-link { font-family: var(--mono); font-size: 11px; color: var(--muted); }
 .status-dot { width: 8px; height: 8px; border-radius: 50%; background: var(--faint); }
 .more { padding: 8px; font-size: 12px; color: var(--faint); text-align: center; }
@@ -112,6 +113,7 @@ button { font: inherit; color: inherit; }
 .status-dot[class*="s-"] { background: var(--s); }
 .pill { display: inline-flex; align-items: center; padding: 1px 8px; border-radius: 999px; font-size: 11px; font-weight: 600; background: var(--s-bg, #eaedf0); color: var(--s, var(--muted)); white-space: nowrap; }
 .pill-warn { background: var(--warn-bg); color: var(--warn); }
+.pill-info { background: var(--running-bg); color: var(--running); }
 .s-running.status-dot { animation: pulse 1.6s ease-in-out infinite; }
 @keyframes pulse { 50% { opacity: 0.35; } }
 

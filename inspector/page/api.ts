@@ -23,7 +23,7 @@ async function getJson<T>(path: string): Promise<T> {
 }
 
 export const api = {
-  overview: () => getJson<Overview>('/api/overview'),
+  overview: (match = '') => getJson<Overview>(match.trim() === '' ? '/api/overview' : `/api/overview?${new URLSearchParams({ match: match.trim() })}`),
   machine: () => getJson<Chart>('/api/machine'),
   // In the query, not the path: an id of `.` or `..` would be a dot segment there, removed from the URL.
   invocation: (id: string) => getJson<InvocationDetail>(`/api/invocation?${new URLSearchParams({ id })}`),

@@ -109,7 +109,8 @@ function renderMoment(): void {
     context,
     item('steps used', String(entry.context.stepsUsed)),
     item('pending calls', entry.context.pendingCalls.length === 0 ? 'none' : entry.context.pendingCalls.join(', ')),
-    item('in flight', entry.context.inflight.length === 0 ? 'none' : entry.context.inflight.join(', ')),
+    // The machine's memory counts tool calls only: a model request in flight is its state (awaitingModel).
+    item('tools in flight', entry.context.inflight.length === 0 ? 'none' : entry.context.inflight.join(', ')),
     item('hold', entry.context.holdId ?? 'none'),
     entry.rejected ? el('span', { class: 'pill s-failed', title: entry.rejected }, 'refused by the machine') : null,
     following
@@ -121,8 +122,12 @@ function renderMoment(): void {
 function renderSidebar(): void {
   if (!state.overview) return
   const shown = renderSessions(byId('sessions'), state.overview, { selected: state.selectedId, filter: state.filter, onSelect: (id) => void selectInvocation(id) })
-  const total = state.overview.sessions.reduce((n, s) => n + s.turns.reduce((m, t) => m + t.runs.length, 0), 0)
-  byId('session-count').textContent = `${state.overview.sessionsTotal} session${state.overview.sessionsTotal === 1 ? '' : 's'} · ${shown === total ? `${total} runs` : `${shown} of ${total} runs`}`
+  const { sessions, sessionsTotal, attention } = state.overview
+  const total = sessions.reduce((n, s) => n + s.turns.reduce((m, t) => m + t.runs.length, 0), 0)
+  // The run count is of the sessions listed, which may be fewer than the log holds: said so.
+  const listed = sessions.length < sessionsTotal ? ` · ${sessions.length} listed` : ''
+  const runs = shown === total ? `${total} run${total === 1 ? '' : 's'}` : `${shown} of ${total} runs`
+  byId('session-count').textContent = `${sessionsTotal} session${sessionsTotal === 1 ? '' : 's'}${listed} · ${runs}${attention > 0 ? ` · ${attention} need${attention === 1 ? 's' : ''} attention` : ''}`
 }
 
 function renderSelection(): void {
@@ -165,7 +170,11 @@ async function selectInvocation(id: string, seq: number | null = null): Promise<
 }
 
 async function refreshOverview(): Promise<void> {
-  state.overview = await api.overview()
+  const filter = state.filter
+  const overview = await api.overview(filter)
+  // A filter typed meanwhile has asked for its own overview: this one is not shown over it.
+  if (filter !== state.filter) return
+  state.overview = overview
   state.highWater = Math.max(state.highWater, state.overview.highWater)
   showLog(state.overview.location, state.overview.highWater, state.overview.digest)
   showBackup(state.overview.backup)
@@ -259,9 +268,14 @@ async function start(): Promise<void> {
   showBackup(overview.backup)
   showLive(false, overview)
   byId('boot').hidden = true
+  let filterTimer: number | undefined
   byId<HTMLInputElement>('filter').addEventListener('input', (event) => {
     state.filter = (event.target as HTMLInputElement).value
+    // The runs listed are filtered at once; the server is then asked for every session that
+    // matches, since the page holds only the first few hundred of a busy log.
     renderSidebar()
+    clearTimeout(filterTimer)
+    filterTimer = window.setTimeout(() => void refreshOverview().catch(() => undefined), 150)
   })
   byId('verify-button').addEventListener('click', () => void runVerify(true))
   document.addEventListener('keydown', onKey)

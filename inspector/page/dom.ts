@@ -1,7 +1,7 @@
 /**
- * The only way the page builds DOM. Children are nodes or text (always a Text node); attributes
- * are set one by one. There is deliberately no way to pass markup: data from the log can never
- * become HTML.
+ * The only way the page builds DOM. Children are nodes or text (always a Text node, its hidden and
+ * reordering characters escaped); attributes are set one by one. There is deliberately no way to
+ * pass markup: data from the log can never become HTML.
  */
 
 export type Child = Node | string | number | null | undefined | false
@@ -14,16 +14,28 @@ export interface Props {
   onClick?: (event: MouseEvent) => void
 }
 
+// Bidirectional controls reorder what is shown (U+202E before `evil` shows `live`); C0 and C1
+// controls, DEL and the line and paragraph separators are invisible. Text from the log (a model's,
+// a tool's, an id) shows them escaped (`\u202e`), as the CLI does; tabs, line feeds and carriage
+// returns stay, for the payloads' lines.
+const HIDDEN = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f\u2028\u2029\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g
+const escapeHidden = (char: string) => `\\u${char.charCodeAt(0).toString(16).padStart(4, '0')}`
+
+/** `text` with the characters that would hide or reorder what it shows escaped. */
+export function visible(text: string): string {
+  return text.replace(HIDDEN, escapeHidden)
+}
+
 function append(parent: Node, children: Child[]): void {
   for (const child of children) {
     if (child === null || child === undefined || child === false) continue
-    parent.appendChild(typeof child === 'string' || typeof child === 'number' ? document.createTextNode(String(child)) : child)
+    parent.appendChild(typeof child === 'string' || typeof child === 'number' ? document.createTextNode(visible(String(child))) : child)
   }
 }
 
 function applyProps(node: Element, props: Props): void {
   if (props.class) node.setAttribute('class', props.class)
-  if (props.title !== undefined) node.setAttribute('title', props.title)
+  if (props.title !== undefined) node.setAttribute('title', visible(props.title))
   for (const [name, value] of Object.entries(props.attrs ?? {})) {
     // Event-handler attributes would be code: they are never set from here.
     if (name.toLowerCase().startsWith('on')) throw new TypeError(`refusing attribute ${name}`)

@@ -52,6 +52,20 @@ export const STATUS_LABEL: Record<InvocationStatus, string> = {
   interrupted: 'interrupted',
 }
 
+/**
+ * How a tool call dispatched and not settled reads, by its run's status: in flight while a process
+ * may still settle it (`running`, `open`), uncertain once none can (the run ended, or a crash left it
+ * and recovery will record its outcome unknown). A read-only tool had no effect to be unsure of.
+ */
+export function unsettledFlag(status: InvocationStatus, readOnly: boolean): { kind: 'in-flight' | 'uncertain'; warn: boolean; label: string } {
+  if (status === 'running') return { kind: 'in-flight', warn: false, label: 'not settled yet — the tool is running' }
+  if (status === 'open') return { kind: 'in-flight', warn: false, label: 'not settled yet — running in the process that has the log open, or left by a crash' }
+  if (status === 'interrupted') {
+    return { kind: 'uncertain', warn: true, label: readOnly ? '⚠ never settled — a crash left it; read-only, its result is lost' : '⚠ never settled — a crash left it; recovery will record its outcome unknown' }
+  }
+  return { kind: 'uncertain', warn: true, label: readOnly ? '⚠ never settled — read-only, result lost' : '⚠ never settled — outcome unknown' }
+}
+
 /** The status of a summary with its outcome detail, e.g. `failed · outcome_unknown`. */
 export function statusDetail(summary: InvocationSummary): string {
   const outcome = summary.outcome
@@ -64,7 +78,7 @@ export function statusDetail(summary: InvocationSummary): string {
     case 'completed':
       return 'answered without tool calls'
     case 'handoff_paused':
-      return `sealed by handoff ${outcome.pause.intent.handoffId}`
+      return `sealed by handoff ${outcome.pause.intent.handoffId}${summary.successor?.exists === true ? ' · its successor has started' : ' · awaiting its successor'}`
     case 'failed':
       return `failed · ${outcome.class}${outcome.message ? ` — ${outcome.message}` : ''}`
     case 'cancelled':

@@ -63,8 +63,8 @@ export function renderInvocation(section: HTMLElement, summary: InvocationSummar
     notes.push(
       el(
         'div',
-        { class: 'note note-warn', data: { flag: 'uncertain' } },
-        el('span', { class: 'note-label' }, summary.status === 'running' ? '⚠ Tool in flight:' : summary.status === 'open' ? '⚠ Not settled yet:' : '⚠ Outcome unknown:'),
+        { class: summary.status === 'running' || summary.status === 'open' ? 'note' : 'note note-warn', data: { flag: summary.status === 'running' || summary.status === 'open' ? 'in-flight' : 'uncertain' } },
+        el('span', { class: 'note-label' }, summary.status === 'running' ? 'Tool in flight:' : summary.status === 'open' ? 'Not settled yet:' : '⚠ Outcome unknown:'),
         el('span', { class: 'mono' }, summary.uncertain.join(', ')),
         el(
           'span',
@@ -123,6 +123,8 @@ export function renderInvocation(section: HTMLElement, summary: InvocationSummar
       stat('seq', `${summary.firstSeq}–${summary.lastSeq}`),
       stat('opened', dateTime(summary.openedAt)),
       stat('span', duration(summary.lastAt - summary.openedAt)),
+      // An open run that has written nothing for a while is how a stuck one shows.
+      summary.outcome === null ? stat('last fact', `${duration(Date.now() - summary.lastAt)} ago`) : null,
     ),
     notes.length > 0 ? el('div', { class: 'notes' }, ...notes) : null,
   )

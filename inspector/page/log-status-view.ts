@@ -1,13 +1,13 @@
 /** The top bar: the log's location, high-water, digest, `verify` status and the live indicator. */
 import type { BackupPoint } from '../../store/backup-point.js'
 import type { Overview, VerifyReport } from '../protocol.js'
-import { byId } from './dom.js'
+import { byId, visible } from './dom.js'
 import { shortDigest } from './format.js'
 
 export function showLog(location: string, highWater: number, digest: string): void {
   const where = byId('log-location')
-  where.textContent = location
-  where.title = location
+  where.textContent = visible(location)
+  where.title = visible(location)
   byId('log-highwater').textContent = String(highWater)
   const digestNode = byId('log-digest')
   digestNode.textContent = shortDigest(digest)
@@ -44,7 +44,7 @@ export function showVerify(report: VerifyReport | 'checking', highWater: number)
   } else {
     badge.className = 'badge badge-bad'
     badge.textContent = report.status === 'corrupt' ? `✗ ${report.code}${report.seq === null ? '' : ` at seq ${report.seq}`}` : `✗ ${report.code}`
-    badge.title = report.message ?? ''
+    badge.title = visible(report.message ?? '')
   }
 }
 

@@ -1,7 +1,7 @@
 /** The sidebar: sessions → turns → runs (one invocation each), with status, steps and run links. */
 import type { InvocationSummary, Overview, SessionView } from '../protocol.js'
 import { el, replaceChildren } from './dom.js'
-import { STATUS_LABEL } from './format.js'
+import { STATUS_LABEL, unsettledFlag } from './format.js'
 
 export interface SessionsOptions {
   selected: string | null
@@ -15,6 +15,16 @@ function matches(filter: string, session: SessionView, run: InvocationSummary): 
   return [sessionId, turnId, runId, invocationId, session.sessionId].some((id) => id.toLowerCase().includes(filter))
 }
 
+/** Operations dispatched and not settled: in flight while a process may still settle them, uncertain once none can. */
+function sidebarFlag(run: InvocationSummary): HTMLElement {
+  const flag = unsettledFlag(run.status, false)
+  return el(
+    'span',
+    { class: flag.warn ? 'flag' : 'flag flag-calm', title: flag.warn ? 'operations dispatched and never settled' : 'tool calls dispatched and not settled yet', data: { flag: flag.kind } },
+    flag.warn ? `⚠ ${run.uncertain.length} uncertain` : `${run.uncertain.length} in flight`,
+  )
+}
+
 function runButton(run: InvocationSummary, options: SessionsOptions): HTMLButtonElement {
   const meta = el(
     'span',
@@ -24,7 +34,7 @@ function runButton(run: InvocationSummary, options: SessionsOptions): HTMLButton
     run.source ? el('span', { class: 'run-link', title: `${run.source.kind} of ${run.source.invocationId}` }, `← ${run.source.runId}`) : null,
     run.successor ? el('span', { class: 'run-link', title: `successor ${run.successor.invocationId}` }, `→ ${run.successor.runId}`) : null,
     ...run.continuedBy.map((link) => el('span', { class: 'run-link', title: `continued by ${link.invocationId}` }, `⇢ ${link.runId}`)),
-    run.uncertain.length > 0 ? el('span', { class: 'flag', title: 'operations dispatched and never settled' }, `⚠ ${run.uncertain.length} uncertain`) : null,
+    run.uncertain.length > 0 ? sidebarFlag(run) : null,
     run.machineError ? el('span', { class: 'flag', title: run.machineError }, '⚠ contradicts machine') : null,
   )
   const button = el(
@@ -72,6 +82,12 @@ export function renderSessions(nav: HTMLElement, overview: Overview, options: Se
             `⚠ needs reconciliation · ${session.reconciliation.length} unknown`,
           )
         : null
+    const attention =
+      session.attention === 'paused'
+        ? el('span', { class: 'pill pill-info', title: 'A run of this session is sealed by a handoff and its successor has not started: the turn waits for it.', data: { flag: 'awaiting-successor' } }, 'awaiting its successor')
+        : session.attention === 'unanswered'
+          ? el('span', { class: 'pill pill-info', title: 'The last run of this session ended failed or cancelled: its message has no answer yet (factstate pending --unanswered).', data: { flag: 'unanswered' } }, 'unanswered')
+          : null
     const restored = session.restored
       ? el(
           'span',
@@ -93,17 +109,22 @@ export function renderSessions(nav: HTMLElement, overview: Overview, options: Se
           el('span', { class: 'session-id', title: session.sessionId }, session.sessionId),
           el('span', { class: 'session-meta' }, `seq ${session.firstSeq}–${session.lastSeq}`),
         ),
-        reconcile || restored ? el('div', { class: 'session-flags' }, reconcile, restored) : null,
+        reconcile || restored || attention ? el('div', { class: 'session-flags' }, reconcile, restored, attention) : null,
         ...turns,
       ),
     )
   }
   if (blocks.length === 0) {
-    replaceChildren(nav, el('div', { class: 'empty' }, overview.sessions.length === 0 ? 'The log holds no invocations yet.' : 'No run matches the filter.'))
+    replaceChildren(nav, el('div', { class: 'empty' }, overview.sessionsTotal === 0 ? 'The log holds no invocations yet.' : 'No run matches the filter.'))
   } else {
     const more =
-      overview.sessionsTotal > overview.sessions.length
-        ? el('div', { class: 'more' }, `showing the ${overview.sessions.length} most recent of ${overview.sessionsTotal} sessions`)
+      overview.sessionsMatching > overview.sessions.length
+        ? el(
+            'div',
+            { class: 'more' },
+            `showing ${overview.sessions.length} of the ${overview.sessionsMatching} sessions${overview.match === null ? '' : ' that match'}: ` +
+              `${overview.attention > 0 ? 'those that need attention first, then ' : ''}the most recently active; type an id in the filter to find any other`,
+          )
         : null
     replaceChildren(nav, ...blocks, more)
   }

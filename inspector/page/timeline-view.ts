@@ -1,7 +1,8 @@
 /** The fact timeline of one invocation: one row per fact, its payloads expandable, rows selectable. */
 import type { InvocationDetail, TimelineEntry } from '../protocol.js'
 import { el, replaceChildren } from './dom.js'
-import { clock, family, keyFields, payloads } from './format.js'
+import type { InvocationStatus } from '../protocol.js'
+import { clock, family, keyFields, payloads, unsettledFlag } from './format.js'
 
 export interface TimelineOptions {
   /** The selected fact, or null when following the latest. */
@@ -13,7 +14,7 @@ export interface TimelineOptions {
   onSelect: (seq: number) => void
 }
 
-function row(entry: TimelineEntry, options: TimelineOptions): HTMLLIElement {
+function row(entry: TimelineEntry, status: InvocationStatus, options: TimelineOptions): HTMLLIElement {
   const { fact } = entry
   const fields = keyFields(fact)
   const summary = el(
@@ -35,9 +36,8 @@ function row(entry: TimelineEntry, options: TimelineOptions): HTMLLIElement {
   )
   const flags: HTMLElement[] = []
   if (entry.uncertain) {
-    // A read-only tool had no effect to be unsure of: only its result was lost.
-    const readOnly = fact.type === 'tool.dispatched' && fact.readOnly === true
-    flags.push(el('span', { class: 'pill pill-warn', data: { flag: 'uncertain' } }, readOnly ? '⚠ never settled — read-only, result lost' : '⚠ never settled — outcome unknown'))
+    const flag = unsettledFlag(status, fact.type === 'tool.dispatched' && fact.readOnly === true)
+    flags.push(el('span', { class: flag.warn ? 'pill pill-warn' : 'pill pill-info', data: { flag: flag.kind } }, flag.label))
   }
   if (fact.type === 'tool.rejected') flags.push(el('span', { class: 'pill s-cancelled' }, 'never dispatched'))
   const details = payloads(fact).map((payload, index) => {
@@ -65,7 +65,7 @@ export function renderTimeline(list: HTMLElement, detail: InvocationDetail | nul
     replaceChildren(list, el('li', { class: 'empty' }, 'No invocation selected.'))
     return
   }
-  const rows = detail.entries.map((entry) => row(entry, options))
+  const rows = detail.entries.map((entry) => row(entry, detail.summary.status, options))
   replaceChildren(list, ...rows)
   markSelection(list, options.selectedSeq, options.fresh)
 }

@@ -4,7 +4,7 @@
  */
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import { clip, summarizeFact } from '../store/fact-summary.js'
+import { clip, clipJson, summarizeFact } from '../store/fact-summary.js'
 
 const wellFormed = (text: string) => !/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(text)
 
@@ -28,6 +28,25 @@ test('a summarized tool call with emoji arguments stays well formed', () => {
   })
   assert.ok(wellFormed(line), line)
   assert.match(line, /step-1 calls say\(.*…\)/)
+})
+
+test('a cut JSON text never ends inside an escape: it moves back to the escape\'s start', () => {
+  // Each escape is cut at every point: the line keeps whole escapes only.
+  for (const escape of ['\\u001b', '\\"', '\\\\', '\\n']) {
+    for (let pad = 0; pad < 8; pad += 1) {
+      const text = `"${'x'.repeat(pad)}${escape.repeat(8)}"`
+      const cut = clipJson(text, 10)
+      assert.ok(cut.endsWith('…') && cut.length <= 10, cut)
+      const kept = cut.slice(0, -1)
+      assert.ok(text.startsWith(kept), cut)
+      const afterPad = kept.slice(1 + pad)
+      assert.is(afterPad.length % escape.length, 0, `${JSON.stringify(cut)} keeps whole ${escape} escapes`)
+    }
+  }
+  assert.is(clipJson('"short"', 10), '"short"')
+  const line = summarizeFact({ type: 'tool.dispatched', operationId: 'op1', callId: 'c1', name: 'say', input: { text: `${'a'.repeat(67)}\u001b[0m` } })
+  assert.match(line, /input=\{"text":"a{67}…$/, 'the escape that would be cut is left out whole')
+  assert.not.match(line, /\\u00…|\\u001…|\\u0…|\\…/)
 })
 
 test.run()

@@ -8,7 +8,25 @@ export const clip = (text: string, max = 80): string => {
   if (last >= 0xd800 && last <= 0xdbff) end -= 1
   return `${text.slice(0, end)}…`
 }
-const json = (value: unknown) => clip(JSON.stringify(value) ?? 'null')
+/**
+ * JSON `text` cut as `clip` cuts it, and never inside an escape: `"RED\u001b[0m"` cut after `\u00`
+ * would read as a broken escape, so the cut moves back to the escape's start.
+ */
+export const clipJson = (text: string, max = 80): string => {
+  if (text.length <= max) return text
+  let end = clip(text, max).length - 1
+  for (let index = 0; index < end; index += 1) {
+    if (text.charCodeAt(index) !== 0x5c) continue
+    const length = text[index + 1] === 'u' ? 6 : 2
+    if (index + length > end) {
+      end = index
+      break
+    }
+    index += length - 1
+  }
+  return `${text.slice(0, end)}…`
+}
+const json = (value: unknown) => clipJson(JSON.stringify(value) ?? 'null')
 
 // C0 and C1 controls, DEL, the line and paragraph separators, and the bidirectional controls (which
 // reorder what a terminal shows): a model or a tool wrote the text.
@@ -37,7 +55,7 @@ function describe(fact: Fact): string {
   switch (fact.type) {
     case 'invocation.opened': {
       const { instructions } = fact.execution
-      const told = instructions === undefined ? '' : `; instructions ${clip(JSON.stringify(instructions), 40)}`
+      const told = instructions === undefined ? '' : `; instructions ${clipJson(JSON.stringify(instructions), 40)}`
       const { input } = fact
       // A message or a continuation may acknowledge the outcomes a crash left unknown (allowPriorUnknown).
       const unknown = input.kind === 'handoff' ? 0 : (input.priorUnknown?.length ?? 0)
@@ -50,7 +68,7 @@ function describe(fact: Fact): string {
       return `${fact.stepId} model=${fact.model}`
     case 'model.completed':
       return fact.output.toolCalls.length > 0
-        ? `${fact.stepId} calls ${fact.output.toolCalls.map((call) => `${call.name}(${clip(call.arguments, 40)})`).join(', ')}`
+        ? `${fact.stepId} calls ${fact.output.toolCalls.map((call) => `${call.name}(${clipJson(call.arguments, 40)})`).join(', ')}`
         : `${fact.stepId} text ${json(fact.output.text ?? '')}`
     case 'model.interrupted':
       return `${fact.stepId} ${fact.status}${fact.message ? `: ${clip(fact.message)}` : ''}`

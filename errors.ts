@@ -188,3 +188,12 @@ export function isFactstateError(error: unknown, code?: FactstateErrorCode): err
 export function isFactstateError(error: unknown, code?: FactstateErrorCode): boolean {
   return error instanceof FactstateError && (code === undefined || error.code === code)
 }
+
+/**
+ * The message of `error` without the `CODE: ` it begins with, for a refusal that quotes another
+ * inside its own message (which begins with its own code).
+ */
+export function messageWithoutCode(error: FactstateError): string {
+  const prefix = `${error.code}: `
+  return error.message.startsWith(prefix) ? error.message.slice(prefix.length) : error.message
+}

@@ -1,5 +1,5 @@
 import { isDeepStrictEqual } from 'node:util'
-import { FactstateError } from '../errors.js'
+import { FactstateError, messageWithoutCode } from '../errors.js'
 import { readOptions, shown } from '../options.js'
 import type { ExecutionSettings, Invocation, InvocationInput, InvocationOutcome, RuntimeEvent, UncertainOperation } from '../facts/types.js'
 import { eventIdSchema } from '../facts/schema.js'
@@ -566,7 +566,7 @@ export class Engine {
         lineage = (await this.#log.lineage(work.source)).map((stored) => stored.event)
       } catch (error) {
         if (work.kind === 'handoff' && error instanceof FactstateError && error.code === 'RUN_SOURCE_MISMATCH') {
-          throw new FactstateError('HANDOFF_MISMATCH', `the handoff source does not match the log: ${error.message}`, { cause: error, details: { field: 'source' } })
+          throw new FactstateError('HANDOFF_MISMATCH', `the handoff source does not match the log: ${messageWithoutCode(error)}`, { cause: error, details: { field: 'source' } })
         }
         throw error
       }

@@ -5,8 +5,9 @@
  */
 import { createHash } from 'node:crypto'
 import { hostname } from 'node:os'
-import { FactstateError } from '../errors.js'
+import { FactstateError, messageWithoutCode } from '../errors.js'
 import { messageOf } from '../store/encoding.js'
+import { readOptions } from '../options.js'
 import { ID_PATTERN, describeIssues, handoffIntentSchema, invocationSchema, issueFields } from '../facts/schema.js'
 import type { HandoffIntent, HandoffPause, Invocation } from '../facts/types.js'
 
@@ -188,7 +189,7 @@ export class Reservation implements HandoffReservation {
   abandon(error: FactstateError): void {
     if (this.state === 'pending' || this.state === 'entering') this.held.reject(error)
     if (this.state !== 'done') {
-      const why = error.message.startsWith(`${error.code}: `) ? error.message.slice(error.code.length + 2) : error.message
+      const why = messageWithoutCode(error)
       this.#notHeld ??= error.code === 'HANDOFF_NOT_HELD' ? why : `hold ${this.intent.handoffId} is no longer held: ${why}`
     }
     // A decision taken as the hold was abandoned (an abort in the same tick as a commit) is refused, never left pending.
@@ -196,7 +197,7 @@ export class Reservation implements HandoffReservation {
       const refusal =
         error.code === 'HANDOFF_NOT_HELD'
           ? error
-          : new FactstateError('HANDOFF_NOT_HELD', `hold ${this.intent.handoffId} is no longer held: ${error.message}`, { cause: error })
+          : new FactstateError('HANDOFF_NOT_HELD', `hold ${this.intent.handoffId} is no longer held: ${messageWithoutCode(error)}`, { cause: error })
       this.#deciding.done.reject(refusal)
       this.#deciding = undefined
     }
@@ -240,7 +241,7 @@ export class Gate implements HandoffGate {
       parsed = reserveIntentSchema.safeParse(given)
     } catch (error) {
       // A getter that throws, a proxy that refuses to be read: not an intent.
-      throw new FactstateError('HANDOFF_MISMATCH', `the handoff intent could not be read: ${messageOf(error)}`, { cause: error, details: { field: 'intent' } })
+      throw new FactstateError('HANDOFF_MISMATCH', `the handoff intent could not be read: ${messageOf(error)}`, { cause: error, details: { field: 'intent', fields: ['intent'] } })
     } finally {
       reservingFor = outer
     }
@@ -338,8 +339,7 @@ export function intentFor(run: Invocation, handoffId: string, options: IntentOpt
     if (typeof handoffId !== 'string' || !ID_PATTERN.test(handoffId) || handoffId.includes('.')) {
       throw refused('handoffId', 'handoffId must be an id without a dot: 1–128 characters from [A-Za-z0-9_:-] (the ids made from it join it to the invocation id with one)')
     }
-    if (typeof options !== 'object' || options === null) throw refused('options', 'options must be an object')
-    given = { hostEpoch: options.hostEpoch, rootRunId: options.rootRunId }
+    given = readOptions(options, ['hostEpoch', 'rootRunId'], { call: 'intentFor', code: 'HANDOFF_MISMATCH', details: () => ({ field: 'options', fields: ['options'] }) }) as IntentOptions
   } catch (error) {
     if (error instanceof FactstateError) throw error
     throw refused('run', `intentFor could not read its arguments: ${messageOf(error)}`, error)

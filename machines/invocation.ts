@@ -5,7 +5,7 @@
  * facts, feeds the visualizer, and is walked by `xstate/graph` to generate test paths.
  */
 import { type AnyActorScope, assign, createActor, setup, type SnapshotFrom } from 'xstate'
-import { FactstateError } from '../errors.js'
+import { FactstateError, messageWithoutCode } from '../errors.js'
 import { compileSchema } from '../facts/compiled-schema.js'
 import { describeIssues, factSchema } from '../facts/schema.js'
 import type { Fact, FactType, InvocationOutcome } from '../facts/types.js'
@@ -321,7 +321,7 @@ export function foldFacts(facts: Iterable<Fact>, from: InvocationSnapshot = init
       snapshot = applyFact(snapshot, fact)
     } catch (error) {
       if (error instanceof FactstateError) {
-        throw new FactstateError('MACHINE_REJECTED', `fact ${index} (${typeOf(fact) ?? kindOf(fact)}) contradicts the machine: ${error.message}`, {
+        throw new FactstateError('MACHINE_REJECTED', `fact ${index} (${typeOf(fact) ?? kindOf(fact)}) contradicts the machine: ${messageWithoutCode(error)}`, {
           details: { index, ...error.details },
         })
       }

@@ -198,6 +198,8 @@ test('callTool refuses a tool or options the engine would refuse, with TESTING_I
     for (const [what, call, field] of refusals) {
       const error = await rejectsWithCode(call, 'TESTING_INVALID_OPTIONS', what)
       assert.is(error.details?.field, field, what)
+      // The engine's refusal it quotes keeps its words, not its code.
+      assert.not.match(error.message.slice('TESTING_INVALID_OPTIONS: '.length), /\b[A-Z]+(?:_[A-Z]+)+: /, `${what}: ${error.message}`)
     }
     assert.is(called, 0, 'the tool was never called')
   }, 10_000),

@@ -34,6 +34,7 @@ import {
   recoverInvocations,
   retryAfterMsOf,
   transcriptOf,
+  intentFor as publicIntentFor,
 } from '../index.js'
 import { type RecordedRequest, answer, scriptedModelServer } from '../testing/scripted-model-server.js'
 import { rejectsWithCode } from './support/codes.js'
@@ -278,6 +279,22 @@ const cases: Case[] = [
     }),
   },
   { area: 'HandoffIntent', name: 'null intent', code: 'HANDOFF_MISMATCH', fields: ['(root)'], act: (c) => c.blocked.handoff().reserve(null as unknown as HandoffIntent) },
+  {
+    area: 'HandoffIntent',
+    name: 'an intent whose getter throws',
+    code: 'HANDOFF_MISMATCH',
+    fields: ['intent'],
+    act: (c) =>
+      c.blocked.handoff().reserve(
+        Object.defineProperty(c.intent(), 'claimId', {
+          enumerable: true,
+          get() {
+            throw new Error('no claim')
+          },
+        }) as unknown as HandoffIntent,
+      ),
+  },
+  { area: 'HandoffIntent', name: 'intentFor with an option it does not take', code: 'HANDOFF_MISMATCH', fields: ['options'], act: (c) => publicIntentFor(c.blocked.invocation, 'x', { hostEpch: 'h' } as never) },
   // HandoffPause (handoff work)
   { area: 'HandoffPause', name: 'remainingSteps differs from the sealed pause', code: 'HANDOFF_MISMATCH', act: startSuccessor((i) => (i.work.pause.remainingSteps -= 1)) },
   { area: 'HandoffPause', name: 'the claim differs from the sealed pause', code: 'HANDOFF_MISMATCH', act: startSuccessor((i) => (i.work.pause.intent.claimId = 'claim-other')) },
@@ -658,6 +675,7 @@ test(
 
 test('the pure helpers, called from plain JavaScript with what is not a fact, a snapshot or an intent, refuse with a code', () => {
   const junk: { what: string; call: () => unknown; code: string; details?: Record<string, unknown> }[] = [
+    { what: 'foldFacts([opened, completed])', call: () => foldFacts([logFacts.opened(), logFacts.completed('s1')]), code: 'MACHINE_REJECTED' },
     { what: 'foldFacts([null])', call: () => foldFacts([null as unknown as Fact]), code: 'MACHINE_REJECTED', details: { index: 0, state: 'opening', type: null } },
     { what: 'foldFacts(undefined)', call: () => foldFacts(undefined as unknown as Fact[]), code: 'MACHINE_REJECTED' },
     { what: 'foldFacts(facts, {})', call: () => foldFacts([], {} as InvocationSnapshot), code: 'MACHINE_REJECTED' },
@@ -748,13 +766,16 @@ test('the pure helpers, called from plain JavaScript with what is not a fact, a 
     },
   ]
   for (const { what, call, code, details } of junk) {
-    let caught: { code?: string; details?: Record<string, unknown> } | undefined
+    let caught: { code?: string; details?: Record<string, unknown>; message?: string } | undefined
     try {
       call()
     } catch (error) {
       caught = error as typeof caught
     }
     assert.is(caught?.code, code, what)
+    // One code, at the start: a refusal that quotes another leaves the other's code out.
+    assert.ok(caught?.message?.startsWith(`${code}: `), `${what}: ${caught?.message}`)
+    assert.not.match(caught?.message?.slice(code.length + 2) ?? '', /\b[A-Z]+(?:_[A-Z]+)+: /, `${what}: one code in the message`)
     assertDetailsFit(caught as { code: string; details?: unknown }, what)
     if (details) assert.equal(caught?.details, details, `${what}: details`)
   }

@@ -258,6 +258,7 @@ test(
     const error = await corrupt(dir, 'open', 'a deleted table')
     assert.is(levelCause(error), 'LEVEL_CORRUPTION', 'LevelDB noticed the missing file')
     assert.is((error.cause as { code?: string } | undefined)?.code, 'LEVEL_CORRUPTION', 'LevelDB’s own error is the cause, as the README says')
+    assert.equal(error.details, { file: tables[0] }, 'the missing file is named')
     const again = await corrupt(dir, 'open', 'the second open')
     assert.is(levelCause(again), 'LEVEL_CORRUPTION')
   }),

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os'
 import { isDeepStrictEqual } from 'node:util'
 import { basename, dirname, join, resolve, sep } from 'node:path'
 import { type ChainedBatch, ClassicLevel } from 'classic-level'
-import { FactstateError, isFactstateError } from '../errors.js'
+import { FactstateError, isFactstateError, messageWithoutCode } from '../errors.js'
 import { readOptions, shown } from '../options.js'
 import { id as idSchema } from '../facts/schema.js'
 import type { HandoffIntent, HandoffPause, InvocationInput, InvocationOutcome, RunBoundary, RuntimeEvent, StoredEvent, TerminalStatus, UncertainOperation } from '../facts/types.js'
@@ -974,7 +974,9 @@ function levelError(error: unknown): FactstateError {
     return new FactstateError('LOG_WRITER_BUSY', 'another process holds this log: a log has one writer at a time; read it from inside that process (its events(), the inspector in live mode), through a snapshot (EventLog.openSnapshot), or once it has closed the log', { cause: inner })
   }
   if (code === 'LEVEL_CORRUPTION' || causeCode === 'LEVEL_CORRUPTION') {
-    return new FactstateError('LOG_CORRUPT', `LevelDB reports corruption: ${(inner as Error).message}`, { cause: inner })
+    // `Corruption: 1 missing files; e.g.: …/000005.ldb`: a table file the manifest lists is gone.
+    const missing = /missing files; e\.g\.: (?:.*[\\/])?(\d+\.(?:ldb|sst|log))\s*$/.exec((inner as Error).message)?.[1]
+    return new FactstateError('LOG_CORRUPT', `LevelDB reports corruption: ${(inner as Error).message}`, { cause: inner, ...(missing === undefined ? {} : { details: { file: missing } }) })
   }
   const short = shortTable(error)
   if (short !== undefined) {
@@ -1936,7 +1938,7 @@ export class EventLog {
         },
         (error: unknown) => {
           throw error instanceof FactstateError && error.code === 'RUN_SOURCE_MISMATCH' && validated.some((event) => event.fact.type === 'invocation.opened' && event.fact.input.kind === 'handoff')
-            ? new FactstateError('HANDOFF_MISMATCH', `the handoff source does not match the log: ${error.message}`, { cause: error, details: { field: 'source' } })
+            ? new FactstateError('HANDOFF_MISMATCH', `the handoff source does not match the log: ${messageWithoutCode(error)}`, { cause: error, details: { field: 'source' } })
             : error
         },
       )

@@ -3,7 +3,7 @@ import { ABANDONED, notWaitedFor, runToolCall } from '../actors/invocation-actor
 import { toolProblem } from '../actors/run-input.js'
 import { argumentsOf } from '../actors/tool-arguments.js'
 import type { ToolDefinition } from '../actors/tool-catalog.js'
-import { FactstateError } from '../errors.js'
+import { FactstateError, messageWithoutCode } from '../errors.js'
 import { describeIssues, invocationSchema } from '../facts/schema.js'
 import type { Invocation } from '../facts/types.js'
 import { readOptions } from '../options.js'
@@ -82,7 +82,7 @@ export async function callTool(tool: ToolDefinition, args: unknown, options: Cal
     check = admittedInputCheck(tool)
   } catch (error) {
     // The engine refuses such a tool with RUN_INVALID_INPUT when a run is started with it.
-    throw new FactstateError('TESTING_INVALID_OPTIONS', `callTool: ${error instanceof Error ? error.message.replace(/^tools\.0\./, 'tool.') : String(error)}`, { cause: error, details: { field: 'tool.inputSchema' } })
+    throw new FactstateError('TESTING_INVALID_OPTIONS', `callTool: ${(error instanceof FactstateError ? messageWithoutCode(error) : error instanceof Error ? error.message : String(error)).replace(/^tools\.0\./, 'tool.')}`, { cause: error, details: { field: 'tool.inputSchema' } })
   }
   const taken = argumentsOf(text)
   if (!('input' in taken)) return { status: 'rejected', reason: 'invalid_input', message: `the arguments ${taken.unusable}` }

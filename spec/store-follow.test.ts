@@ -284,6 +284,49 @@ follow(
 )
 
 follow(
+  'a reader that ended, however it ended, is collected with all it held: 300 followers and 100 plain readers leave nothing behind',
+  boundedTest(20_000, async (root) => {
+    const log = await EventLog.open(join(root, 'log'), { durability: 'os' })
+    try {
+      await log.appendAll(invocations(3, 'before'))
+      const ended: WeakRef<object>[] = []
+      // In a function of its own, so that no frame of the test keeps the last reader.
+      const readAndEnd = async (): Promise<void> => {
+        for (let n = 0; n < 100; n += 1) {
+          // Left with return() while its next() waits for an event on an idle log (an SSE client gone).
+          const left = log.events({ follow: true, from: 7 })
+          ended.push(new WeakRef(left))
+          const waiting = left.next()
+          await left.return(undefined)
+          await waiting
+          // Read up to its `to`.
+          const bounded = log.events({ follow: true, to: 6 })
+          ended.push(new WeakRef(bounded))
+          for await (const stored of bounded) assert.ok(stored.seq <= 6)
+          // Left with break at a fact it was waiting for.
+          const broken = log.events({ follow: true })
+          ended.push(new WeakRef(broken))
+          for await (const { event } of broken) if (event.fact.type === 'invocation.ended') break
+          // A plain reader left part-way.
+          const plain = log.events()
+          ended.push(new WeakRef(plain))
+          for await (const stored of plain) if (stored.seq === 2) break
+        }
+      }
+      await readAndEnd()
+      assert.is(logInternals(log).followerCount(), 0, 'no follower is left registered')
+      for (let round = 0; round < 20 && ended.some((ref) => ref.deref() !== undefined); round += 1) {
+        await new Promise((resolve) => setTimeout(resolve, 5))
+        gc()
+      }
+      assert.is(ended.filter((ref) => ref.deref() !== undefined).length, 0, 'every reader that ended was collected')
+    } finally {
+      await log.close()
+    }
+  }),
+)
+
+follow(
   'follow must be a boolean: LOG_INVALID_ARGUMENT where it is given',
   boundedTest(10_000, async (root) => {
     const log = await EventLog.open(join(root, 'log'))

@@ -232,6 +232,35 @@ const droppedReaders = new FinalizationRegistry<ReaderResources>((reader) => {
   reader.unfollow?.()
 })
 
+// The registry holds each reader's resources strongly until its generator is collected, so nothing
+// in them may lead back to the generator: a closure made in `events()` beside one that names the
+// generator would share its scope, and every follower ever made would be kept (1–2 KiB each, found
+// by a trial whose chat server opened one per connection). These are made out here for that.
+
+/** Removes `follower` from the log's followers. */
+function unfollowing(followers: Set<Follower>, follower: Follower): () => void {
+  return () => void followers.delete(follower)
+}
+
+/**
+ * Makes `return()` and `throw()` of a follower's generator tell the follower first: an async generator
+ * queues them behind a `next()` it has not settled, and one waiting for the next event would keep
+ * the reader (and a consumer that left, say an SSE client gone) until an event came.
+ */
+function stoppingFirst(generator: AsyncGenerator<StoredEvent>, follower: Follower, unfollow: () => void): void {
+  const { return: finish, throw: raise } = generator
+  generator.return = (value) => {
+    follower.stop()
+    unfollow()
+    return finish.call(generator, value)
+  }
+  generator.throw = (error) => {
+    follower.stop()
+    unfollow()
+    return raise.call(generator, error)
+  }
+}
+
 /**
  * Events a follower (`events({ follow: true })`) keeps in memory for its consumer, and their stored
  * bytes together: past either, it lets them go and reads them back from the log when the consumer
@@ -2873,35 +2902,30 @@ export class EventLog {
     if (follow === true && this.#snapshotOf !== undefined) {
       throw new FactstateError('LOG_INVALID_ARGUMENT', `a snapshot gets no new facts, so it cannot be followed: follow the log itself in the process that has it open, or take another snapshot of ${this.#snapshotOf} later`)
     }
+    // No closure is made here (see `unfollowing`): the resources must not lead back to the generator.
     const reader: ReaderResources = {}
     let generator: AsyncGenerator<StoredEvent>
     if (follow === true) {
       // Taken now: an event made durable from here on reaches the follower, whenever it starts reading.
       const follower = new Follower()
       this.#followers.add(follower)
-      reader.unfollow = () => this.#followers.delete(follower)
+      reader.unfollow = unfollowing(this.#followers, follower)
       generator = this.#follow(from as number, to as number, follower, reader)
-      // An async generator queues `return()` behind a `next()` it has not settled: one waiting for the
-      // next event would keep the reader (and a consumer that left, say an SSE client gone) until an
-      // event came. The follower is told first, so the waiting `next()` ends the reader at once.
-      const { return: finish, throw: raise } = generator
-      generator.return = (value) => {
-        follower.stop()
-        return finish.call(generator, value)
-      }
-      generator.throw = (error) => {
-        follower.stop()
-        return raise.call(generator, error)
-      }
+      stoppingFirst(generator, follower, reader.unfollow)
     } else {
       generator = this.#eventsBetween(from as number, Math.min(to as number, this.#state.head.highWater), reader)
     }
-    droppedReaders.register(generator, reader)
+    // Unregistered as the reader ends (the reader is its own token): an ended reader has nothing left to free.
+    droppedReaders.register(generator, reader, reader)
     return generator
   }
 
   async *#eventsBetween(from: number, to: number, reader: ReaderResources): AsyncGenerator<StoredEvent> {
-    for await (const { events } of this.#scan(from, to, EVENTS_CHUNK, reader)) yield* events
+    try {
+      for await (const { events } of this.#scan(from, to, EVENTS_CHUNK, reader)) yield* events
+    } finally {
+      droppedReaders.unregister(reader)
+    }
   }
 
   /**
@@ -2958,6 +2982,7 @@ export class EventLog {
       }
     } finally {
       this.#followers.delete(follower)
+      droppedReaders.unregister(reader)
     }
   }
 

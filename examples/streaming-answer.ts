@@ -10,14 +10,12 @@ import { join } from 'node:path'
 import { Engine, EventLog, type ModelTextPiece } from 'factstate'
 import { answer, scriptedModelServer } from 'factstate/testing'
 
-// A local model that streams (SSE) a first thought with a tool call, then its answer.
-const model = await scriptedModelServer(
-  [
-    answer.toolCalls([{ name: 'forecast', arguments: { city: 'Oslo' } }], { text: 'Let me check the forecast for Oslo.' }),
-    answer.text('Tomorrow in Oslo: light snow, -3 °C, with a clear evening. Take gloves.'),
-  ],
-  { stream: true },
-)
+// A local model that answers a first thought with a tool call, then its answer; as OpenAI's API
+// does, it streams them (SSE) when the request asks for a stream.
+const model = await scriptedModelServer([
+  answer.toolCalls([{ name: 'forecast', arguments: { city: 'Oslo' } }], { text: 'Let me check the forecast for Oslo.' }),
+  answer.text('Tomorrow in Oslo: light snow, -3 °C, with a clear evening. Take gloves.'),
+])
 const directory = await mkdtemp(join(tmpdir(), 'factstate-streaming-'))
 const log = await EventLog.open(join(directory, 'log'))
 const engine = new Engine({ log })
@@ -28,6 +26,8 @@ const running = await engine.start(
   {
     invocation: { sessionId: 'weather', turnId: 't-1', runId: 'r-1', invocationId: 'i-1' },
     provider: { kind: 'openai-chat', baseUrl: model.baseUrl, model: 'my-model' },
+    // Ask for a stream: without it the provider answers in one body, and the text comes in one piece.
+    providerOptions: { stream: true },
     configuration: { cwd: process.cwd() },
     tools: [{ name: 'forecast', description: 'The forecast for a city', execute: async () => ({ sky: 'light snow', celsius: -3 }) }],
     work: { kind: 'message', content: 'What will the weather be in Oslo tomorrow?' },

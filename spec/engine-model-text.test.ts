@@ -20,6 +20,7 @@ const joined = (pieces: readonly ModelTextPiece[], stepId: string, attempt = 1) 
     .join('')
 
 const FINAL = 'the echo said forty-two, which answers the question'
+const DIGITS = '0123456789'.repeat(4)
 
 for (const stream of [true, false]) {
   test(
@@ -156,6 +157,37 @@ test(
       assert.is(completed?.output.text, 'recorded words')
     },
   ),
+)
+
+test(
+  'a run that asks for a stream (providerOptions.stream) gets its text piece by piece, as a paced answer sends it; one that does not, in one piece',
+  engineTest([answer.text(DIGITS, { pieces: 8, pieceDelayMs: 15 }), answer.text(DIGITS, { pieces: 8, pieceDelayMs: 15 })], {}, async (h) => {
+    const streamed: string[] = []
+    const asked = { ...h.input('paced'), providerOptions: { stream: true } }
+    assert.equal(await h.run(asked, { onModelText: ({ text }) => void streamed.push(text) }), { status: 'completed' })
+    // Sent 15 ms apart, each chunk is read on its own: one piece each.
+    assert.equal(streamed, Array.from({ length: 8 }, (_, index) => DIGITS.slice(index * 5, index * 5 + 5)))
+    const plain: string[] = []
+    assert.equal(await h.run(h.input('plain'), { onModelText: ({ text }) => void plain.push(text) }), { status: 'completed' })
+    assert.equal(plain, [DIGITS], 'a plain JSON answer is one piece')
+    assert.equal(h.server.requests.map((request) => request.body.stream), [true, undefined])
+    for (const [options, field] of [
+      [{ pieces: 0 }, 'pieces'],
+      [{ pieces: 1.5 }, 'pieces'],
+      [{ pieceDelayMs: -1 }, 'pieceDelayMs'],
+      [{ pieceDelayMs: 60_001 }, 'pieceDelayMs'],
+    ] as const) {
+      let code: unknown
+      let named: unknown
+      try {
+        answer.text('x', options)
+      } catch (error) {
+        code = (error as { code?: unknown }).code
+        named = (error as { details?: { field?: unknown } }).details?.field
+      }
+      assert.equal([code, named], ['TESTING_INVALID_OPTIONS', field], JSON.stringify(options))
+    }
+  }),
 )
 
 test(

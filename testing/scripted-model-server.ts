@@ -48,6 +48,14 @@ export interface AnswerOptions {
   stream?: boolean | undefined
 }
 
+/** How a streamed answer is sent: for a UI test that leaves mid-answer, say. */
+export interface PacingOptions {
+  /** Into how many pieces the text, and each call's arguments, are cut (1–10,000; default 3). */
+  pieces?: number | undefined
+  /** How long to wait between two SSE chunks, in ms (0–60,000; default 0: all at once). A client that goes away ends the stream. */
+  pieceDelayMs?: number | undefined
+}
+
 /** Token usage the server reports; defaults to 10 prompt / 5 completion tokens. */
 export interface ScriptedUsage {
   /** Reported as the answer's prompt tokens (`ModelUsage.inputTokens`). */
@@ -68,8 +76,8 @@ export interface ScriptedToolCall {
 
 /** What the server does with one request. Build these with {@link answer}. */
 export type ScriptedAnswer =
-  | ({ kind: 'text'; text: string; finishReason?: string | undefined; usage?: ScriptedUsage | null | undefined } & AnswerOptions)
-  | ({ kind: 'toolCalls'; calls: ScriptedToolCall[]; text?: string | undefined; finishReason?: string | undefined; usage?: ScriptedUsage | null | undefined } & AnswerOptions)
+  | ({ kind: 'text'; text: string; finishReason?: string | undefined; usage?: ScriptedUsage | null | undefined } & AnswerOptions & PacingOptions)
+  | ({ kind: 'toolCalls'; calls: ScriptedToolCall[]; text?: string | undefined; finishReason?: string | undefined; usage?: ScriptedUsage | null | undefined } & AnswerOptions & PacingOptions)
   | {
       kind: 'status'
       status: number
@@ -87,8 +95,8 @@ export type ScriptedAnswer =
   | { kind: 'reset'; hold?: boolean | undefined; stream?: boolean | undefined }
   | { kind: 'hang' }
 
-type TextOptions = AnswerOptions & { finishReason?: string | undefined; usage?: ScriptedUsage | null | undefined }
-type ToolCallsOptions = AnswerOptions & { text?: string | undefined; finishReason?: string | undefined; usage?: ScriptedUsage | null | undefined }
+type TextOptions = AnswerOptions & PacingOptions & { finishReason?: string | undefined; usage?: ScriptedUsage | null | undefined }
+type ToolCallsOptions = AnswerOptions & PacingOptions & { text?: string | undefined; finishReason?: string | undefined; usage?: ScriptedUsage | null | undefined }
 type StatusOptions = { retryAfter?: number | undefined; retryAfterMs?: number | undefined; body?: unknown; hold?: boolean | undefined }
 
 /**
@@ -106,6 +114,10 @@ function answerOptions<T extends object>(builder: string, options: unknown, know
     if (value !== undefined && (typeof value !== 'number' || !Number.isFinite(value) || value < 0)) throw refuse(field, 'a number of at least 0')
   }
   for (const field of ['text', 'finishReason']) if (read[field] !== undefined && typeof read[field] !== 'string') throw refuse(field, 'a string')
+  const count = read.pieces
+  if (count !== undefined && (typeof count !== 'number' || !Number.isInteger(count) || count < 1 || count > 10_000)) throw refuse('pieces', 'a whole number from 1 to 10,000')
+  const delay = read.pieceDelayMs
+  if (delay !== undefined && (typeof delay !== 'number' || !Number.isFinite(delay) || delay < 0 || delay > 60_000)) throw refuse('pieceDelayMs', 'a number of ms from 0 to 60,000')
   const usage = read.usage as Record<string, unknown> | null | undefined
   // Numbers only: odd ones (12.5, -1) are sent as given, for tests of what a client makes of them.
   if (usage !== undefined && usage !== null && (typeof usage !== 'object' || typeof usage.prompt_tokens !== 'number' || typeof usage.completion_tokens !== 'number')) {
@@ -121,11 +133,11 @@ function answerOptions<T extends object>(builder: string, options: unknown, know
 export const answer = {
   /** A plain text answer, `finish_reason: "stop"`. */
   text(text: string, options: TextOptions = {}): ScriptedAnswer {
-    return { ...answerOptions<TextOptions>('text', options, ['hold', 'stream', 'finishReason', 'usage']), kind: 'text', text }
+    return { ...answerOptions<TextOptions>('text', options, ['hold', 'stream', 'pieces', 'pieceDelayMs', 'finishReason', 'usage']), kind: 'text', text }
   },
   /** An answer asking for tool calls, `finish_reason: "tool_calls"`. */
   toolCalls(calls: ScriptedToolCall[], options: ToolCallsOptions = {}): ScriptedAnswer {
-    return { ...answerOptions<ToolCallsOptions>('toolCalls', options, ['hold', 'stream', 'text', 'finishReason', 'usage']), kind: 'toolCalls', calls }
+    return { ...answerOptions<ToolCallsOptions>('toolCalls', options, ['hold', 'stream', 'pieces', 'pieceDelayMs', 'text', 'finishReason', 'usage']), kind: 'toolCalls', calls }
   },
   /** An HTTP error status, e.g. `answer.status(429, { retryAfter: 2 })`. */
   status(status: number, options: StatusOptions = {}): ScriptedAnswer {
@@ -328,7 +340,7 @@ export async function scriptedModelServer(script: Script, options: { stream?: bo
     }
   }
 
-  function serveCompletion(
+  async function serveCompletion(
     res: ServerResponse,
     recorded: RecordedRequest,
     text: string | undefined,
@@ -336,7 +348,8 @@ export async function scriptedModelServer(script: Script, options: { stream?: bo
     finishReason: string,
     usage: ScriptedUsage | null,
     stream: boolean,
-  ): void {
+    pacing: PacingOptions,
+  ): Promise<void> {
     const n = recorded.index
     const id = `chatcmpl-${n}`
     const model = modelOf(recorded)
@@ -366,7 +379,9 @@ export async function scriptedModelServer(script: Script, options: { stream?: bo
       })
       return
     }
-    const send = startSse(res)
+    const frames: unknown[] = []
+    const send = (value: unknown) => void frames.push(value)
+    const parts = pacing.pieces ?? 3
     const chunk = (delta: unknown, finish: string | null = null) => ({
       id,
       object: 'chat.completion.chunk',
@@ -376,11 +391,11 @@ export async function scriptedModelServer(script: Script, options: { stream?: bo
     })
     send(chunk({ role: 'assistant', content: '' }))
     if (text !== undefined && text.length > 0) {
-      for (const piece of pieces(text, 3)) send(chunk({ content: piece }))
+      for (const piece of pieces(text, parts)) send(chunk({ content: piece }))
     }
     toolCalls.forEach((call, i) => {
       send(chunk({ tool_calls: [{ index: i, id: call.id, type: 'function', function: { name: call.function.name, arguments: '' } }] }))
-      for (const piece of pieces(call.function.arguments, 3)) {
+      for (const piece of pieces(call.function.arguments, parts)) {
         if (piece.length > 0) send(chunk({ tool_calls: [{ index: i, function: { arguments: piece } }] }))
       }
     })
@@ -396,6 +411,16 @@ export async function scriptedModelServer(script: Script, options: { stream?: bo
       })
     }
     send('[DONE]')
+    const write = startSse(res)
+    const delay = pacing.pieceDelayMs ?? 0
+    for (const [index, frame] of frames.entries()) {
+      if (index > 0 && delay > 0) {
+        await new Promise<void>((resolve) => setTimeout(resolve, delay).unref())
+        // The client went away (or the server closed): the rest is not sent.
+        if (res.destroyed || closed) return
+      }
+      write(frame)
+    }
     res.end()
   }
 
@@ -414,7 +439,7 @@ export async function scriptedModelServer(script: Script, options: { stream?: bo
     }
     switch (scripted.kind) {
       case 'text':
-        serveCompletion(
+        await serveCompletion(
           res,
           recorded,
           scripted.text,
@@ -422,10 +447,11 @@ export async function scriptedModelServer(script: Script, options: { stream?: bo
           scripted.finishReason ?? 'stop',
           scripted.usage === undefined ? DEFAULT_USAGE : scripted.usage,
           wantsStream(scripted.stream, recorded),
+          scripted,
         )
         return
       case 'toolCalls':
-        serveCompletion(
+        await serveCompletion(
           res,
           recorded,
           scripted.text,
@@ -433,6 +459,7 @@ export async function scriptedModelServer(script: Script, options: { stream?: bo
           scripted.finishReason ?? 'tool_calls',
           scripted.usage === undefined ? DEFAULT_USAGE : scripted.usage,
           wantsStream(scripted.stream, recorded),
+          scripted,
         )
         return
       case 'status': {

@@ -327,6 +327,43 @@ follow(
 )
 
 follow(
+  'events({ sessionId }) yields one session\'s events with the log\'s seqs: read from the log, then as they become durable, and from a plain reader',
+  boundedTest(10_000, async (root) => {
+    const log = await EventLog.open(join(root, 'log'))
+    try {
+      const a = new EventMaker(invocationOf('a', 'session-a'))
+      const b = new EventMaker(invocationOf('b', 'session-b'))
+      // Interleaved, before the reader starts (read from the log) and after (taken as they land).
+      await log.appendAll([a.next(facts.opened()), b.next(facts.opened()), a.next(facts.requested('s1')), b.next(facts.requested('s1'))])
+      const reader = log.events({ follow: true, sessionId: 'session-a', to: 10 })
+      const read: [number, string][] = []
+      const reading = (async () => {
+        for await (const { seq, event } of reader) read.push([seq, event.invocation.sessionId])
+      })()
+      await log.append(b.next(facts.completed('s1', [], 'b says')))
+      await log.appendAll([a.next(facts.completed('s1', [], 'a says')), b.next(facts.ended())])
+      await log.append(new EventMaker(invocationOf('b2', 'session-b')).next(facts.opened()))
+      await log.appendAll([a.next(facts.ended()), new EventMaker(invocationOf('c', 'session-c')).next(facts.opened())])
+      await reading
+      assert.equal(read, [[1, 'session-a'], [3, 'session-a'], [6, 'session-a'], [9, 'session-a']])
+      const plain: number[] = []
+      for await (const { seq } of log.events({ sessionId: 'session-b' })) plain.push(seq)
+      assert.equal(plain, [2, 4, 5, 7, 8])
+      for (const sessionId of ['', 'a b', 5, 'x'.repeat(129)]) {
+        assert.throws(
+          () => log.events({ sessionId: sessionId as string }),
+          (error: { code?: string }) => error.code === 'LOG_INVALID_ARGUMENT',
+          JSON.stringify(sessionId),
+        )
+      }
+      assert.is(logInternals(log).followerCount(), 0)
+    } finally {
+      await log.close()
+    }
+  }),
+)
+
+follow(
   'follow must be a boolean: LOG_INVALID_ARGUMENT where it is given',
   boundedTest(10_000, async (root) => {
     const log = await EventLog.open(join(root, 'log'))

@@ -273,11 +273,16 @@ const FOLLOW_BUFFER_BYTES = 16 * 1024 * 1024
 const caughtUpTo = (seq: number, cause?: unknown) =>
   new FactstateError('LOG_CLOSED', `the log was closed before this reader caught up (it had read up to seq ${seq})`, { cause, details: { seq } })
 
-/** What a follower keeps of a durable event: its seq and stored bytes (it decodes them afresh), not the log's copy. */
+/**
+ * What a follower keeps of a durable event: its seq and stored bytes (it decodes them afresh), not
+ * the log's copy; for an event of another session than the one it follows, only its seq (`wanted`
+ * false): it is counted, never decoded.
+ */
 class FollowedEvent {
   constructor(
     readonly seq: number,
     readonly bytes: Uint8Array,
+    readonly wanted: boolean,
   ) {}
 }
 
@@ -296,17 +301,24 @@ class Follower {
   stopped = false
   #wake: (() => void) | undefined
 
+  /** `sessionId`: the one session whose events it yields (`events({ sessionId })`), else every event. */
+  constructor(readonly sessionId?: string) {}
+
   take(events: readonly StagedEvent[]): void {
     if (!this.lagging) {
+      const { sessionId } = this
       let bytes = this.#bytes
-      for (const event of events) bytes += event.bytes.length
+      for (const event of events) if (sessionId === undefined || event.event.invocation.sessionId === sessionId) bytes += event.bytes.length
       const held = this.#buffer.length - this.#start
       // One group however big is taken by a reader that has read everything: it is at most one group
       // past the bound, and a reader that keeps up must not be sent back to the log (after a close
       // it could no longer read what was written before it).
       if (held > 0 && (held + events.length > FOLLOW_BUFFER || bytes > FOLLOW_BUFFER_BYTES)) this.letGo()
       else {
-        for (const event of events) this.#buffer.push(new FollowedEvent(event.seq, event.bytes))
+        for (const event of events) {
+          const wanted = sessionId === undefined || event.event.invocation.sessionId === sessionId
+          this.#buffer.push(new FollowedEvent(event.seq, wanted ? event.bytes : EMPTY, wanted))
+        }
         this.#bytes = bytes
       }
     }
@@ -2884,13 +2896,15 @@ export class EventLog {
       to?: number | undefined
       /** Go on past the high-water, yielding each event as it becomes durable (refused on a snapshot). */
       follow?: boolean | undefined
+      /** Only this session's events (their seqs are still the log's); a follower decodes no other. */
+      sessionId?: string | undefined
     } = {},
   ): AsyncGenerator<StoredEvent> {
     // Checked and bounded at the call, not at the first `next()`: appends made before the reader
     // starts are not read, and bad bounds are refused where they are given.
     this.#assertOpen()
     // Each read once; a misspelt bound (`fromSeq`) is refused, not read as no bound.
-    const { from = 1, to = Number.MAX_SAFE_INTEGER, follow } = readOptions(options, ['from', 'to', 'follow'], { call: 'events()', code: 'LOG_INVALID_ARGUMENT' })
+    const { from = 1, to = Number.MAX_SAFE_INTEGER, follow, sessionId } = readOptions(options, ['from', 'to', 'follow', 'sessionId'], { call: 'events()', code: 'LOG_INVALID_ARGUMENT' })
     // `to` itself, not what is left of it past the high-water: the same bounds are valid or not whatever the log holds.
     if (!Number.isSafeInteger(from) || (from as number) < 1 || !Number.isSafeInteger(to) || (to as number) < 0) {
       throw new FactstateError('LOG_INVALID_ARGUMENT', 'events() takes integer bounds: from at least 1, to at least 0')
@@ -2898,6 +2912,10 @@ export class EventLog {
     if (follow !== undefined && typeof follow !== 'boolean') {
       throw new FactstateError('LOG_INVALID_ARGUMENT', 'events() takes follow as a boolean')
     }
+    if (sessionId !== undefined && !idSchema.safeParse(sessionId).success) {
+      throw new FactstateError('LOG_INVALID_ARGUMENT', 'events() takes sessionId as a session id: 1–128 characters from [A-Za-z0-9._:-]')
+    }
+    const session = sessionId as string | undefined
     // A follower of a snapshot would wait for facts that never come.
     if (follow === true && this.#snapshotOf !== undefined) {
       throw new FactstateError('LOG_INVALID_ARGUMENT', `a snapshot gets no new facts, so it cannot be followed: follow the log itself in the process that has it open, or take another snapshot of ${this.#snapshotOf} later`)
@@ -2907,22 +2925,25 @@ export class EventLog {
     let generator: AsyncGenerator<StoredEvent>
     if (follow === true) {
       // Taken now: an event made durable from here on reaches the follower, whenever it starts reading.
-      const follower = new Follower()
+      const follower = new Follower(session)
       this.#followers.add(follower)
       reader.unfollow = unfollowing(this.#followers, follower)
       generator = this.#follow(from as number, to as number, follower, reader)
       stoppingFirst(generator, follower, reader.unfollow)
     } else {
-      generator = this.#eventsBetween(from as number, Math.min(to as number, this.#state.head.highWater), reader)
+      generator = this.#eventsBetween(from as number, Math.min(to as number, this.#state.head.highWater), reader, session)
     }
     // Unregistered as the reader ends (the reader is its own token): an ended reader has nothing left to free.
     droppedReaders.register(generator, reader, reader)
     return generator
   }
 
-  async *#eventsBetween(from: number, to: number, reader: ReaderResources): AsyncGenerator<StoredEvent> {
+  async *#eventsBetween(from: number, to: number, reader: ReaderResources, sessionId: string | undefined): AsyncGenerator<StoredEvent> {
     try {
-      for await (const { events } of this.#scan(from, to, EVENTS_CHUNK, reader)) yield* events
+      for await (const { events } of this.#scan(from, to, EVENTS_CHUNK, reader)) {
+        if (sessionId === undefined) yield* events
+        else for (const stored of events) if (stored.event.invocation.sessionId === sessionId) yield stored
+      }
     } finally {
       droppedReaders.unregister(reader)
     }
@@ -2947,7 +2968,7 @@ export class EventLog {
             follower.letGo()
             continue
           }
-          yield { seq: followed.seq, event: decodeEvent(followed.bytes, followed.seq) }
+          if (followed.wanted) yield { seq: followed.seq, event: decodeEvent(followed.bytes, followed.seq) }
           next += 1
           continue
         }
@@ -2958,7 +2979,7 @@ export class EventLog {
           try {
             for await (const { events } of this.#scan(next, Math.min(to, head), EVENTS_CHUNK, reader)) {
               for (const event of events) {
-                yield event
+                if (follower.sessionId === undefined || event.event.invocation.sessionId === follower.sessionId) yield event
                 next = event.seq + 1
               }
             }

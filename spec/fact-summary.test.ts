@@ -4,7 +4,13 @@
  */
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
+import { join } from 'node:path'
+import { pendingCommand } from '../bin/commands/pending.js'
+import { EventLog, recoverInvocations } from '../index.js'
 import { clip, clipJson, summarizeFact } from '../store/fact-summary.js'
+import { collector } from './support/cli-io.js'
+import { EventMaker, facts, invocationOf } from './support/log-fixtures.js'
+import { withTempDir } from './support/temp.js'
 
 const wellFormed = (text: string) => !/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(text)
 
@@ -48,5 +54,23 @@ test('a cut JSON text never ends inside an escape: it moves back to the escape\'
   assert.match(line, /input=\{"text":"a{67}…$/, 'the escape that would be cut is left out whole')
   assert.not.match(line, /\\u00…|\\u001…|\\u0…|\\…/)
 })
+
+test('factstate pending cuts a tool input before an escape, not inside it', () =>
+  withTempDir(async (dir) => {
+    const location = join(dir, 'log')
+    // As JSON, `{"text":"a…a\u001b[0m"}`: the escape spans the 118th to 123rd characters, across the cut at 120.
+    const input = { text: `${'a'.repeat(107)}\u001b[0m` }
+    const log = await EventLog.open(location)
+    await log.appendAll(new EventMaker(invocationOf('cut')).many([facts.opened(), facts.requested('s1'), facts.completed('s1', [{ callId: 'call-op1', name: 'echo', arguments: JSON.stringify(input) }]), facts.dispatched('op1', input)]))
+    await log.close()
+    const again = await EventLog.open(location)
+    await recoverInvocations(again)
+    await again.close()
+    const { io, out } = collector()
+    await pendingCommand([location], io)
+    const line = out.join('\n')
+    assert.match(line, /echo op1 \{"text":"a{107}…$/, line)
+  }),
+)
 
 test.run()

@@ -1,4 +1,4 @@
-import { clip, escapeControls } from '../../store/fact-summary.js'
+import { clipJson, escapeControls } from '../../store/fact-summary.js'
 import { logHeldOpen } from '../../store/writer-presence.js'
 import { type CommandIo, onLogDirectory } from '../io.js'
 
@@ -26,8 +26,8 @@ Exit codes: 0 listed, 2 usage, 1/4 the log refused.`
  * npx factstate pending .factstate/app   # "session-7: paused turn turn-3: run run-3 waits for its successor run-4"
  * ```
  */
-/** A value as JSON, cut at 120 characters. */
-const shortJson = (value: unknown): string => clip(JSON.stringify(value) ?? String(value), 120)
+/** A value as JSON, cut at 120 characters (never inside an escape). */
+const shortJson = (value: unknown): string => clipJson(JSON.stringify(value) ?? String(value), 120)
 
 export async function pendingCommand(args: string[], io: CommandIo): Promise<number> {
   return onLogDirectory(args, io, pendingHelp, true, async (log, { json, flags }) => {

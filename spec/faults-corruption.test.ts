@@ -14,6 +14,8 @@ import { ClassicLevel } from 'classic-level'
 import { EventLog, type FactstateError, isFactstateError } from '../index.js'
 import { encodeRecord } from '../store/encoding.js'
 import { keys } from '../store/keys.js'
+import { IndexAudit } from '../store/index-audit.js'
+import { EventMaker, facts, invocationOf } from './support/log-fixtures.js'
 import { type BuiltLog, buildLog, filesEndingWith, findBytes, flipByte } from './support/faults-files.js'
 import { bounded, withTimeout } from './support/temp.js'
 import { rejectsWithCode } from './support/codes.js'
@@ -364,5 +366,20 @@ test(
     assert.equal(await inspect(join(dir, 'table')), { at: 'none', events: table.highWater })
   }),
 )
+
+test('a fact that breaks its invocation\'s rules is LOG_CORRUPT, its message saying one code', async () => {
+  const reader = { keys: async function* () {}, getMany: async () => [] } as unknown as Parameters<typeof IndexAudit.start>[0]
+  const audit = await IndexAudit.start(reader, 1)
+  let caught: FactstateError | undefined
+  try {
+    audit.observe(1, new EventMaker(invocationOf('never-opened')).next(facts.ended()))
+  } catch (error) {
+    caught = error as FactstateError
+  }
+  assert.is(caught?.code, 'LOG_CORRUPT')
+  assert.is(caught?.details?.seq, 1)
+  assert.ok(caught?.message.startsWith('LOG_CORRUPT: event 1 breaks the rules of its invocation: invocation.ended for inv-never-opened refused'), caught?.message)
+  assert.not.match(caught?.message.slice('LOG_CORRUPT: '.length) ?? '', /\b[A-Z]+(?:_[A-Z]+)+: /, 'one code in the message')
+})
 
 test.run()

@@ -30,7 +30,7 @@
  * carry, never compared) do not count as damage.
  */
 import { isDeepStrictEqual } from 'node:util'
-import { FactstateError } from '../errors.js'
+import { FactstateError, messageWithoutCode } from '../errors.js'
 import type { RuntimeEvent } from '../facts/types.js'
 import { decodeRecord, isObject, recordShapes } from './encoding.js'
 import { keys } from './keys.js'
@@ -215,7 +215,7 @@ export class IndexAudit {
       record = applyToInvocation(this.#open.get(invocationId), event, seq, false)
     } catch (error) {
       // The facts passed their digest chain, so they are what was written: a log no version could have written.
-      throw new FactstateError('LOG_CORRUPT', `event ${seq} breaks the rules of its invocation: ${(error as Error).message}`, { cause: error, details: { seq } })
+      throw new FactstateError('LOG_CORRUPT', `event ${seq} breaks the rules of its invocation: ${error instanceof FactstateError ? messageWithoutCode(error) : (error as Error).message}`, { cause: error, details: { seq } })
     }
     const stored = this.#storedOpen.get(invocationId)
     if (stored !== undefined && stored.lastSeq === seq) {

@@ -31,13 +31,31 @@ interface SessionEntry {
   lastSeq: number
   /** turnId → invocation ids in the order they opened. */
   turns: Map<string, string[]>
+  /** Invocations of the session not ended. */
+  open: number
+  /** Seals of the session whose successor has not opened. */
+  awaiting: number
+  /** The invocation that opened last. */
+  last: Entry | undefined
 }
+
+/** Why a session needs someone (see `Catalog.sessions`). */
+export type Attention = 'open' | 'paused' | 'unanswered'
+
+/** How many of the sessions listed are always the most recently active ones, whatever needs attention. */
+const RECENT_KEPT = 100
 
 /** The in-memory index behind `/api/overview`. */
 export class Catalog {
   readonly #invocations = new Map<string, Entry>()
   readonly #sessions = new Map<string, SessionEntry>()
   readonly #continuations = new Map<string, Omit<RunLink, 'exists'>[]>()
+  /** Every session, least recently active first: one is moved to the end with each of its facts. */
+  readonly #recent = new Map<string, SessionEntry>()
+  /** The sessions that may need someone: an invocation open, a seal awaiting its successor, a last run failed or cancelled. */
+  readonly #flagged = new Set<SessionEntry>()
+  /** The successor invocation id each pending seal names → the session of that seal. */
+  readonly #awaitingBy = new Map<string, SessionEntry>()
   #highWater = 0
 
   get highWater(): number {
@@ -90,18 +108,31 @@ export class Catalog {
       }
       let session = this.#sessions.get(invocation.sessionId)
       if (!session) {
-        session = { sessionId: invocation.sessionId, firstSeq: seq, lastSeq: seq, turns: new Map() }
+        session = { sessionId: invocation.sessionId, firstSeq: seq, lastSeq: seq, turns: new Map(), open: 0, awaiting: 0, last: undefined }
         this.#sessions.set(invocation.sessionId, session)
       }
       const turn = session.turns.get(invocation.turnId) ?? []
       turn.push(invocation.invocationId)
       session.turns.set(invocation.turnId, turn)
+      session.open += 1
+      session.last = entry
+      // The successor a seal awaits has opened.
+      const sealer = this.#awaitingBy.get(invocation.invocationId)
+      if (sealer !== undefined) {
+        this.#awaitingBy.delete(invocation.invocationId)
+        sealer.awaiting -= 1
+        this.#reflag(sealer)
+      }
     }
     entry.facts += 1
     entry.lastSeq = seq
     entry.lastAt = event.recordedAt
     const session = this.#sessions.get(invocation.sessionId)
-    if (session) session.lastSeq = seq
+    if (session) {
+      session.lastSeq = seq
+      this.#recent.delete(session.sessionId)
+      this.#recent.set(session.sessionId, session)
+    }
     switch (fact.type) {
       case 'model.requested':
         entry.stepIds.add(fact.stepId)
@@ -113,11 +144,20 @@ export class Catalog {
         entry.unsettled = entry.unsettled.filter((op) => op !== fact.operationId)
         break
       case 'invocation.ended':
+        if (entry.outcome === null && session) {
+          session.open -= 1
+          const successor = fact.outcome.status === 'handoff_paused' ? fact.outcome.pause.intent.successorInvocationId : undefined
+          if (successor !== undefined && !this.#invocations.has(successor) && !this.#awaitingBy.has(successor)) {
+            session.awaiting += 1
+            this.#awaitingBy.set(successor, session)
+          }
+        }
         entry.outcome = fact.outcome
         break
       default:
         break
     }
+    if (session) this.#reflag(session)
     if (entry.snapshot) {
       try {
         entry.snapshot = applyFact(entry.snapshot, fact)
@@ -167,76 +207,93 @@ export class Catalog {
     }
   }
 
+  #reflag(session: SessionEntry): void {
+    const status = session.last?.outcome?.status
+    if (session.open > 0 || session.awaiting > 0 || status === 'failed' || status === 'cancelled') this.#flagged.add(session)
+    else this.#flagged.delete(session)
+  }
+
   /**
-   * Why a session needs someone: a run still open, a sealed run whose successor has not started, or
-   * a last run that ended `failed` or `cancelled` (what `factstate pending` and `--unanswered` list);
-   * `null` when none of these.
+   * Why a session needs someone: a run open that no live actor of this process drives (`live`; in a
+   * snapshot, a run another process may be driving counts, as `factstate pending` lists it), a seal
+   * whose successor has not opened, or a last run that ended `failed` or `cancelled` (what
+   * `pending --unanswered` lists); `null` when none of these (a run this process is running needs nobody).
    */
-  #attention(session: SessionEntry): 'open' | 'paused' | 'unanswered' | null {
-    let last: Entry | undefined
-    let paused = false
-    for (const ids of session.turns.values()) {
-      for (const id of ids) {
-        const entry = this.#invocations.get(id)
-        if (entry === undefined) continue
-        if (entry.outcome === null) return 'open'
-        if (entry.outcome.status === 'handoff_paused' && !this.#invocations.has(entry.outcome.pause.intent.successorInvocationId)) paused = true
-        if (last === undefined || entry.firstSeq > last.firstSeq) last = entry
+  #attention(session: SessionEntry, live: ReadonlySet<string>): Attention | null {
+    if (session.open > 0) {
+      for (const ids of session.turns.values()) {
+        for (const id of ids) if (this.#invocations.get(id)?.outcome === null && !live.has(id)) return 'open'
       }
     }
-    if (paused) return 'paused'
-    const status = last?.outcome?.status
+    if (session.awaiting > 0) return 'paused'
+    const status = session.last?.outcome?.status
     return status === 'failed' || status === 'cancelled' ? 'unanswered' : null
   }
 
-  #matches(session: SessionEntry, match: string): boolean {
-    if (session.sessionId.toLowerCase().includes(match)) return true
-    for (const [turnId, ids] of session.turns) {
-      if (turnId.toLowerCase().includes(match)) return true
-      for (const id of ids) {
-        const invocation = this.#invocations.get(id)?.invocation
-        if (invocation && (invocation.runId.toLowerCase().includes(match) || invocation.invocationId.toLowerCase().includes(match))) return true
-      }
-    }
-    return false
-  }
-
   /**
-   * At most `limit` sessions: those that need someone (an open run, a sealed run awaiting its
-   * successor, a last run that failed or was cancelled) first, then the others, each part most
-   * recently active first, so a busy log never pushes a session that needs attention off the list.
-   * With `match` (case-insensitive), only sessions whose id, or the id of one of their turns, runs
-   * or invocations, contains it. `total` counts the sessions that qualify, `attention` those of them
-   * that need someone.
+   * At most `limit` sessions: those that need someone (`#attention`) first, then the others, each
+   * part most recently active first; the `RECENT_KEPT` most recently active sessions are always
+   * listed, so many sessions needing attention never hide what is running now. With `match`
+   * (case-insensitive, ASCII), only sessions whose id, or the id of one of their turns, runs or
+   * invocations, contains it. `total` counts the sessions that qualify, `attention` those of them
+   * that need someone. Costs one pass over the sessions (a regular expression per id with `match`)
+   * and a sort of those that need attention: no sort of the whole log.
    */
   sessions(
     limit: number,
     match = '',
+    live: ReadonlySet<string> = new Set(),
   ): {
     total: number
     attention: number
-    sessions: { sessionId: string; firstSeq: number; lastSeq: number; attention: 'open' | 'paused' | 'unanswered' | null; turns: { turnId: string; invocationIds: string[] }[] }[]
+    sessions: { sessionId: string; firstSeq: number; lastSeq: number; attention: Attention | null; turns: { turnId: string; invocationIds: string[] }[] }[]
   } {
-    const wanted = match.trim().toLowerCase()
-    const found: { session: SessionEntry; attention: 'open' | 'paused' | 'unanswered' | null }[] = []
-    let attention = 0
-    for (const session of this.#sessions.values()) {
-      if (wanted !== '' && !this.#matches(session, wanted)) continue
-      const why = this.#attention(session)
-      if (why !== null) attention += 1
-      found.push({ session, attention: why })
+    const wanted = match.trim()
+    const pattern = wanted === '' ? undefined : new RegExp(wanted.replace(/[\\^$.*+?()[\]{}|/-]/g, '\\$&'), 'i')
+    const matches = (session: SessionEntry): boolean => {
+      if (pattern === undefined || pattern.test(session.sessionId)) return true
+      for (const [turnId, ids] of session.turns) {
+        if (pattern.test(turnId)) return true
+        for (const id of ids) {
+          const invocation = this.#invocations.get(id)?.invocation
+          if (invocation && (pattern.test(invocation.runId) || pattern.test(invocation.invocationId))) return true
+        }
+      }
+      return false
     }
-    found.sort((a, b) => (a.attention === null) === (b.attention === null) ? b.session.lastSeq - a.session.lastSeq : a.attention === null ? 1 : -1)
+    const needing: { session: SessionEntry; why: Attention }[] = []
+    for (const session of this.#flagged) {
+      if (!matches(session)) continue
+      const why = this.#attention(session, live)
+      if (why !== null) needing.push({ session, why })
+    }
+    needing.sort((a, b) => b.session.lastSeq - a.session.lastSeq)
+    const flaggedNow = new Set(needing.map(({ session }) => session))
+    // The others, most recently active first, as many as may be listed; all of them are counted.
+    const recent = [...this.#recent.values()]
+    const others: SessionEntry[] = []
+    let total = needing.length
+    for (let index = recent.length - 1; index >= 0; index -= 1) {
+      const session = recent[index] as SessionEntry
+      if (flaggedNow.has(session) || !matches(session)) continue
+      total += 1
+      if (others.length < limit) others.push(session)
+    }
+    const shownNeeding = Math.min(needing.length, limit - Math.min(RECENT_KEPT, others.length))
+    const view = (session: SessionEntry, why: Attention | null) => ({
+      sessionId: session.sessionId,
+      firstSeq: session.firstSeq,
+      lastSeq: session.lastSeq,
+      attention: why,
+      turns: [...session.turns].map(([turnId, invocationIds]) => ({ turnId, invocationIds: [...invocationIds] })),
+    })
     return {
-      total: found.length,
-      attention,
-      sessions: found.slice(0, limit).map(({ session, attention: why }) => ({
-        sessionId: session.sessionId,
-        firstSeq: session.firstSeq,
-        lastSeq: session.lastSeq,
-        attention: why,
-        turns: [...session.turns].map(([turnId, invocationIds]) => ({ turnId, invocationIds: [...invocationIds] })),
-      })),
+      total,
+      attention: needing.length,
+      sessions: [
+        ...needing.slice(0, shownNeeding).map(({ session, why }) => view(session, why)),
+        ...others.slice(0, limit - shownNeeding).map((session) => view(session, null)),
+      ],
     }
   }
 }

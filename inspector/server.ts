@@ -300,7 +300,7 @@ export async function serveInspector(given: InspectorOptions): Promise<Inspector
   const overview = async (at: EventLog, match: string): Promise<Overview> => {
     const head = at.head()
     const openAs = await undriven()
-    const listed = catalog.sessions(SESSION_LIMIT, match)
+    const listed = catalog.sessions(SESSION_LIMIT, match, internals.live)
     const sessions = await Promise.all(
       listed.sessions.map(async (session) => ({
         sessionId: session.sessionId,

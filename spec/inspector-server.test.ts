@@ -436,6 +436,37 @@ test('a sealed run whose successor has not started needs someone, until the succ
   assert.equal([catalog.sessions(10).attention, catalog.sessions(10).total], [0, 1])
 })
 
+test('the overview keeps the 100 most recent sessions listed however many need attention; a run this process drives needs nobody; match takes its text literally', () => {
+  const catalog = new Catalog()
+  let seq = 0
+  const stored = (events: RuntimeEvent[]) => events.map((event) => ({ seq: (seq += 1), event }))
+  for (let n = 0; n < 250; n += 1) {
+    catalog.apply(stored(new EventMaker(invocationOf(`failed-${n}`, `old-failed-${n}`)).many([facts.opened(), facts.ended({ status: 'failed', class: 'model_failed', message: 'HTTP 500' })])))
+  }
+  for (let n = 0; n < 150; n += 1) {
+    catalog.apply(stored(new EventMaker(invocationOf(`done-${n}`, `recent-${n}`)).many([facts.opened(), facts.requested('s1'), facts.completed('s1', [], 'hi'), facts.ended()])))
+  }
+  const listed = catalog.sessions(300)
+  assert.equal([listed.total, listed.attention, listed.sessions.length], [400, 250, 300])
+  assert.equal(listed.sessions.slice(0, 200).map((session) => session.attention), Array.from({ length: 200 }, () => 'unanswered'))
+  assert.is(listed.sessions[0]?.sessionId, 'old-failed-249', 'the most recent of those that need someone first')
+  assert.equal(
+    listed.sessions.slice(200).map((session) => session.sessionId),
+    Array.from({ length: 100 }, (_, index) => `recent-${149 - index}`),
+    'then the 100 most recently active',
+  )
+  // A run still open: it needs someone unless an actor of this process is driving it.
+  catalog.apply(stored(new EventMaker(invocationOf('driven', 'session.driven')).many([facts.opened(), facts.requested('s1')])))
+  const driven = (live: ReadonlySet<string>) => catalog.sessions(300, 'session.driven', live).sessions.map((session) => session.attention)
+  assert.equal(driven(new Set()), ['open'])
+  assert.equal(driven(new Set(['inv-driven'])), [null])
+  assert.is(catalog.sessions(300, '', new Set(['inv-driven'])).attention, 250)
+  // Literally: a dot is a dot, not any character.
+  assert.equal(catalog.sessions(300, 'session.driven').sessions.map((session) => session.sessionId), ['session.driven'])
+  assert.equal(catalog.sessions(300, 'session-driven').sessions.length, 0)
+  assert.equal(catalog.sessions(300, 'RECENT-14').sessions.map((session) => session.sessionId), ['recent-149', 'recent-148', 'recent-147', 'recent-146', 'recent-145', 'recent-144', 'recent-143', 'recent-142', 'recent-141', 'recent-140', 'recent-14'])
+})
+
 test(
   'a run a crash left open is flagged interrupted with its uncertain operation; recovery shows live',
   bounded(15_000, async (dir) => {

@@ -48,10 +48,9 @@ const RECENT_KEPT = 100
 /** The in-memory index behind `/api/overview`. */
 export class Catalog {
   readonly #invocations = new Map<string, Entry>()
+  /** Every session, least recently active first: one is moved to the end with each of its facts. */
   readonly #sessions = new Map<string, SessionEntry>()
   readonly #continuations = new Map<string, Omit<RunLink, 'exists'>[]>()
-  /** Every session, least recently active first: one is moved to the end with each of its facts. */
-  readonly #recent = new Map<string, SessionEntry>()
   /** The sessions that may need someone: an invocation open, a seal awaiting its successor, a last run failed or cancelled. */
   readonly #flagged = new Set<SessionEntry>()
   /** The successor invocation id each pending seal names → the session of that seal. */
@@ -130,8 +129,9 @@ export class Catalog {
     const session = this.#sessions.get(invocation.sessionId)
     if (session) {
       session.lastSeq = seq
-      this.#recent.delete(session.sessionId)
-      this.#recent.set(session.sessionId, session)
+      // Moved to the end: the map holds the sessions least recently active first.
+      this.#sessions.delete(session.sessionId)
+      this.#sessions.set(session.sessionId, session)
     }
     switch (fact.type) {
       case 'model.requested':
@@ -270,7 +270,7 @@ export class Catalog {
     needing.sort((a, b) => b.session.lastSeq - a.session.lastSeq)
     const flaggedNow = new Set(needing.map(({ session }) => session))
     // The others, most recently active first, as many as may be listed; all of them are counted.
-    const recent = [...this.#recent.values()]
+    const recent = [...this.#sessions.values()]
     const others: SessionEntry[] = []
     let total = needing.length
     for (let index = recent.length - 1; index >= 0; index -= 1) {

@@ -1,4 +1,6 @@
 import { spawn } from 'node:child_process'
+import { setFlagsFromString } from 'node:v8'
+import { runInNewContext } from 'node:vm'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { test } from 'uvu'
@@ -941,6 +943,36 @@ test("the answer builders refuse an option they do not take, or one of the wrong
   assert.equal(answer.text('x', { hold: true, stream: false, finishReason: 'length' }), { kind: 'text', text: 'x', hold: true, stream: false, finishReason: 'length' })
   assert.equal(answer.hang(), { kind: 'hang' })
 })
+
+test('a scripted server keeps no request but in `requests`: one emptied lets them go; seen(n) still answers for one that arrived', () =>
+  withTimeout(async () => {
+    setFlagsFromString('--expose-gc')
+    const gc = runInNewContext('gc') as () => void
+    const server = await scriptedModelServer(() => answer.text('ok'))
+    try {
+      const post = (n: number) =>
+        fetch(`${server.baseUrl}/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: `${n} ${'x'.repeat(10_000)}` }] }) }).then((response) => response.json())
+      for (let n = 0; n < 20; n += 1) await post(n)
+      // In a function of its own, so that no frame of the test keeps what seen() resolved with.
+      const seeing = async () => {
+        assert.is((await server.seen(3)).index, 3, 'a request that arrived is seen at once')
+        const waiting = server.seen(20)
+        await post(20)
+        assert.is((await waiting).index, 20, 'a request waited for is handed over as it arrives')
+      }
+      await seeing()
+      const refs = server.requests.map((request) => new WeakRef(request))
+      server.requests.length = 0
+      for (let round = 0; round < 20 && refs.some((ref) => ref.deref() !== undefined); round += 1) {
+        await new Promise((resolve) => setTimeout(resolve, 5))
+        gc()
+      }
+      assert.is(refs.filter((ref) => ref.deref() !== undefined).length, 0, 'no request is kept once requests is emptied')
+    } finally {
+      await server.close()
+    }
+  }, 10_000),
+)
 
 test('a scripted server left open does not keep its process alive; a request in flight does, until it is answered', () =>
   withTimeout(async () => {

@@ -270,6 +270,7 @@ export async function scriptedModelServer(script: Script, options: { stream?: bo
   const stream = given as boolean | undefined
   const requests: RecordedRequest[] = []
   const unscripted: number[] = []
+  /** Waiters for requests not arrived yet; none is kept for a request once it arrived (its record is in `requests`). */
   const seenWaiters = new Map<number, Deferred<RecordedRequest>>()
   const holds = new Map<number, Deferred<void>>()
   const sockets = new Set<Socket>()
@@ -435,6 +436,7 @@ export async function scriptedModelServer(script: Script, options: { stream?: bo
     if (scripted.kind === 'hang') return // sockets are destroyed on close
     if (scripted.hold) {
       await holdDeferred(recorded.index).promise
+      holds.delete(recorded.index)
       if (closed) return
     }
     switch (scripted.kind) {
@@ -537,7 +539,9 @@ export async function scriptedModelServer(script: Script, options: { stream?: bo
     }
     const recorded: RecordedRequest = { index: requests.length, method: req.method, path, body, bodyText, headers: req.headers }
     requests.push(recorded)
-    seenDeferred(recorded.index).resolve(recorded)
+    // Handed to whoever waits for it, and not kept here: a test that empties `requests` lets it go.
+    seenWaiters.get(recorded.index)?.resolve(recorded)
+    seenWaiters.delete(recorded.index)
     const scripted = await choose(recorded)
     if (closed) return
     await respond(res, recorded, scripted)
@@ -583,6 +587,8 @@ export async function scriptedModelServer(script: Script, options: { stream?: bo
     seen(n) {
       // A request number that can never come would wait forever.
       if (!Number.isSafeInteger(n) || n < 0) return Promise.reject(requestNumberError('seen', n))
+      const arrived = requests[n]
+      if (arrived !== undefined && arrived.index === n) return Promise.resolve(arrived)
       return seenDeferred(n).promise
     },
     release(n) {

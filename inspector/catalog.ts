@@ -15,13 +15,14 @@ interface Entry {
   state: string
   machineError: string | null
   outcome: InvocationOutcome | null
-  stepIds: Set<string>
+  /** The steps begun, told apart by id while the invocation is open (a retried step asks again); their count once it ended. */
+  stepIds: Set<string> | number
   facts: number
   firstSeq: number
   lastSeq: number
   openedAt: number
   lastAt: number
-  unsettled: string[]
+  unsettled: readonly string[]
   source: Omit<RunLink, 'exists'> | null
 }
 
@@ -38,6 +39,9 @@ interface SessionEntry {
   /** The invocation that opened last. */
   last: Entry | undefined
 }
+
+/** The unsettled operations of most invocations: none (replaced, never changed). */
+const NONE: readonly string[] = []
 
 /** Why a session needs someone (see `Catalog.sessions`). */
 export type Attention = 'open' | 'paused' | 'unanswered'
@@ -96,7 +100,7 @@ export class Catalog {
         lastSeq: seq,
         openedAt: event.recordedAt,
         lastAt: event.recordedAt,
-        unsettled: [],
+        unsettled: NONE,
         source,
       }
       this.#invocations.set(invocation.invocationId, entry)
@@ -135,13 +139,13 @@ export class Catalog {
     }
     switch (fact.type) {
       case 'model.requested':
-        entry.stepIds.add(fact.stepId)
+        if (typeof entry.stepIds !== 'number') entry.stepIds.add(fact.stepId)
         break
       case 'tool.dispatched':
-        entry.unsettled.push(fact.operationId)
+        entry.unsettled = [...entry.unsettled, fact.operationId]
         break
       case 'tool.settled':
-        entry.unsettled = entry.unsettled.filter((op) => op !== fact.operationId)
+        entry.unsettled = entry.unsettled.length === 1 && entry.unsettled[0] === fact.operationId ? NONE : entry.unsettled.filter((op) => op !== fact.operationId)
         break
       case 'invocation.ended':
         if (entry.outcome === null && session) {
@@ -153,6 +157,8 @@ export class Catalog {
           }
         }
         entry.outcome = fact.outcome
+        // Kept for every invocation of the log: an ended one keeps only what the overview shows.
+        if (typeof entry.stepIds !== 'number') entry.stepIds = entry.stepIds.size
         break
       default:
         break
@@ -193,7 +199,7 @@ export class Catalog {
       status,
       state: entry.state,
       outcome: entry.outcome,
-      steps: entry.snapshot?.context.stepsUsed ?? entry.stepIds.size,
+      steps: entry.snapshot?.context.stepsUsed ?? (typeof entry.stepIds === 'number' ? entry.stepIds : entry.stepIds.size),
       facts: entry.facts,
       firstSeq: entry.firstSeq,
       lastSeq: entry.lastSeq,

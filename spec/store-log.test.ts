@@ -655,6 +655,28 @@ recovery(
   }),
 )
 
+recovery(
+  'pendingSessions({ sessionId }) reads that session alone: what the whole list says of it, or nothing; not a session whose id it begins',
+  boundedTest(15_000, (dir) =>
+    withLog(dir, async (log) => {
+      await log.appendAll(new EventMaker(invocationOf('open-a', 'alpha')).many([facts.opened(), facts.requested('s1')]))
+      await log.appendAll(new EventMaker(invocationOf('open-ab', 'alpha.b')).many([facts.opened()]))
+      await log.appendAll(completeInvocation('done', 'beta'))
+      await log.appendAll(new EventMaker(invocationOf('failed', 'gamma')).many([facts.opened(), facts.ended({ status: 'failed', class: 'model_failed', message: 'HTTP 500' })]))
+      const all = await log.pendingSessions({ unanswered: true })
+      assert.equal(all.map((session) => session.sessionId), ['alpha', 'alpha.b', 'gamma'])
+      for (const session of all) assert.equal(await log.pendingSessions({ unanswered: true, sessionId: session.sessionId }), [session], session.sessionId)
+      assert.equal(await log.pendingSessions({ sessionId: 'alpha' }), all.filter((session) => session.sessionId === 'alpha'))
+      assert.equal(await log.pendingSessions({ sessionId: 'beta', unanswered: true }), [])
+      assert.equal(await log.pendingSessions({ sessionId: 'gamma' }), [], 'unanswered only when asked')
+      assert.equal(await log.pendingSessions({ sessionId: 'nobody' }), [])
+      for (const sessionId of ['', 'a b', 7]) {
+        assert.is((await refusal(log.pendingSessions({ sessionId: sessionId as string }))).code, 'LOG_INVALID_ARGUMENT', JSON.stringify(sessionId))
+      }
+    }),
+  ),
+)
+
 recovery.run()
 
 // =============================================================================================

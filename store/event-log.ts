@@ -124,6 +124,8 @@ export interface PendingSession {
 export interface PendingOptions {
   /** Also list the sessions whose last run ended `cancelled` or `failed`, with that run (`unanswered`). Default false. */
   unanswered?: boolean | undefined
+  /** Only this session: what it has pending, read from its own records (the list is empty when it has nothing). */
+  sessionId?: string | undefined
 }
 
 /** Every event of the log up to `highWater`, with the digest at that point. */
@@ -2627,8 +2629,12 @@ export class EventLog {
    */
   async pendingSessions(options: PendingOptions = {}): Promise<PendingSession[]> {
     this.#assertOpen()
-    const { unanswered = false } = readOptions(options, ['unanswered'], { call: 'pendingSessions', code: 'LOG_INVALID_ARGUMENT' })
+    const { unanswered = false, sessionId: only } = readOptions(options, ['unanswered', 'sessionId'], { call: 'pendingSessions', code: 'LOG_INVALID_ARGUMENT' })
     if (typeof unanswered !== 'boolean') throw new FactstateError('LOG_INVALID_ARGUMENT', `pendingSessions: unanswered must be a boolean, not ${typeof unanswered}`)
+    if (only !== undefined && !idSchema.safeParse(only).success) throw new FactstateError('LOG_INVALID_ARGUMENT', 'pendingSessions: sessionId is not a valid id')
+    // One session's run and session records alone (ids hold no `!`, so `r!S!` … `r!S"` are its runs), or every session's.
+    const runRange = only === undefined ? { gte: keys.runLow, lt: keys.runHigh } : { gte: `${keys.run(only as string, '')}`, lt: `${keys.runLow}${only as string}"` }
+    const sessionRange = only === undefined ? { gte: keys.sessionLow, lt: keys.sessionHigh } : { gte: keys.session(only as string), lte: keys.session(only as string) }
     const found: PendingSession[] = []
     const backup = this.#backupPoints.length > 0
     try {
@@ -2636,13 +2642,13 @@ export class EventLog {
       // in a backup those that have not run since its point wait for an acknowledgement.
       const lastRuns = new Map<string, RunSummary>()
       if (backup || unanswered) {
-        for await (const key of this.#db.keys({ gte: keys.runLow, lt: keys.runHigh })) {
+        for await (const key of this.#db.keys(runRange)) {
           const [sessionId, runId] = key.slice(keys.runLow.length).split('!') as [string, string]
           const run = this.#runSummary(sessionId, runId, key)
           if (run.openedSeq > (lastRuns.get(sessionId)?.openedSeq ?? 0)) lastRuns.set(sessionId, run)
         }
       }
-      for await (const [key, value] of this.#db.iterator({ gte: keys.sessionLow, lt: keys.sessionHigh })) {
+      for await (const [key, value] of this.#db.iterator(sessionRange)) {
         const sessionId = key.slice(keys.sessionLow.length)
         const { active, paused, unknown } = indexRecord<SessionRecord>(value, `session ${sessionId}`, 'session')
         const last = lastRuns.get(sessionId)

@@ -64,12 +64,11 @@ export interface FactstateErrorDetails {
   LOG_SEALED: { invocationId: string; eventId: string }
   /** `type` and `invocationId` where the machine refused the fact; `eventId` always. */
   LOG_REJECTED_FACT: { eventId: string; invocationId?: string; type?: string }
-  /** `seq`: the first bad seq where one is known; `index` and `key`: an index record; `file`: a table file cut short. */
+  /** `seq`: the first bad seq where one is known; `index` and `key`: an index record; `file`: a table file cut short or missing, or the write-ahead log LevelDB dropped bytes of. */
   LOG_CORRUPT: { seq?: number; index?: string; key?: string; file?: string } | undefined
   /** `seq`: the last seq a follower read, when it was reading from the log as it closed. */
   LOG_CLOSED: { seq: number } | undefined
   LOG_PREFIX_TOO_LARGE: undefined
-  /** `notALog`: the directory is another program's LevelDB database. */
   /**
    * `notALog`: `EventLog.open` found another program's LevelDB database. `destination`: why
    * `EventLog.backup` refused its destination (it exists, has no parent directory, or is inside the log).

@@ -11,10 +11,14 @@ import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { suite } from 'uvu'
 import * as assert from 'uvu/assert'
-import { Engine, type EngineOptions, ModelExecutor } from '../index.js'
+import { Engine, type EngineOptions, ModelExecutor, type ToolDefinition } from '../index.js'
 import {
   type InvocationPath,
   type PathEvent,
+  type PathModelInput,
+  type StatusOptions,
+  type TextOptions,
+  type ToolCallsOptions,
   type PathRunResult,
   type RunPathOptions,
   PathCheckError,
@@ -596,5 +600,16 @@ test('maxPaths keeps, before the first paths, one that runs your tool, one of ea
     // With crashes, the crash paths still come on top.
     assert.is(invocationPaths({ maxPaths: 10 }).length, 19)
   }, 30_000))
+
+test('the testing kit exports every type its signatures use, and runPath takes a readonly tool list as engine.start does', () => {
+  // Checked by the type-check: an option type not exported, or a tool list that must be mutable, fails it.
+  const tools: readonly ToolDefinition[] = [echoTool()]
+  const options: RunPathOptions = { tools }
+  const text: TextOptions = { pieces: 2 }
+  const status: StatusOptions = { retryAfter: 1 }
+  const calls: ToolCallsOptions = { text: 'x' }
+  const bounds: PathModelInput | undefined = invocationPaths({ maxSteps: 1, maxPaths: 1, crashes: false })[0]?.bounds
+  assert.equal([options.tools === tools, text.pieces, status.retryAfter, calls.text, bounds?.maxSteps], [true, 2, 1, 'x', 1])
+})
 
 test.run()

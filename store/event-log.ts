@@ -1298,7 +1298,7 @@ export class EventLog {
    * digest chain, every index record; see `verify`), closed cleanly and synced to the disk. The copy
    * is a log like any other: `open` it where it is, or, to restore, stop the application and put it in
    * the log's place (see the README's "Backups" for what a restore means for tool effects). Resolves
-   * with the copy's `{ events, digest }`.
+   * with the copy's `{ events, digest, takenAt }`.
    *
    * `destination` must not exist (its parent must): `LOG_INVALID_ARGUMENT` otherwise, and when
    * `location` holds no log; `LOG_IO` when the copy cannot be written; `LOG_CORRUPT` when the copy

@@ -19,6 +19,7 @@ export {
   type PathState,
   type RefusalCode,
 } from './paths.js'
+export type { PathModelInput } from './path-model.js'
 export { runPath, echoTool, PATH_APPROVAL_TOOL, PATH_READ_ONLY_TOOL, PATH_CHECKED_TOOL, type RunPathOptions, type PathRunResult } from './run-path.js'
 export { PathCheckError, type PathCheck, type PathChecks } from './path-check.js'
 export { runPathChild, type PathChildOptions } from './path-child.js'

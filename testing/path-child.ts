@@ -49,7 +49,7 @@ export type PathChildReport =
 /** Options of {@link runPathChild}: the same catalog and engine factory the parent's `runPath` gets. */
 export interface PathChildOptions {
   /** The same tools the parent's `runPath` gets (default: the kit's `echo` tool). */
-  tools?: ToolDefinition[] | undefined
+  tools?: readonly ToolDefinition[] | undefined
   /** The same engine factory the parent's `runPath` gets (default `new Engine(options)`). */
   createEngine?: ((options: EngineOptions) => Engine) | undefined
 }

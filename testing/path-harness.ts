@@ -52,7 +52,7 @@ export interface HarnessSettings {
   ledgerFile: string
   log: EventLog
   /** The catalog as the caller gave it; the harness wraps each tool to count and steer it. */
-  tools: ToolDefinition[]
+  tools: readonly ToolDefinition[]
   createEngine: (options: EngineOptions) => Engine
   /** The call a `known` answer asks for. */
   toolCall: { name: string; arguments: unknown }
@@ -108,7 +108,7 @@ export class PathHarness {
   readonly #ledger: ExecutionLedger
   readonly #server: ScriptedModelServer
   readonly #engine: Engine
-  readonly #tools: ToolDefinition[]
+  readonly #tools: readonly ToolDefinition[]
   readonly #arrivals: RecordedRequest[] = []
   readonly #unanswered: ((answer: ScriptedAnswer) => void)[] = []
   readonly #timeouts: boolean[]

@@ -36,7 +36,7 @@ export interface RunPathOptions {
    * `validateInput` is, and its `timeoutMs` counts from when the path lets your `execute` run. A path that calls a tool needing approval, a read-only tool or
    * one with arguments its schema refuses adds the kit's own (`PATH_APPROVAL_TOOL`, `PATH_READ_ONLY_TOOL`, `PATH_CHECKED_TOOL`): those names are refused here.
    */
-  tools?: ToolDefinition[] | undefined
+  tools?: readonly ToolDefinition[] | undefined
   /** What a `known` answer calls (default: the first tool, with `{ value: 42 }` for `echo` and `{}` otherwise). */
   toolCall?:
     | {

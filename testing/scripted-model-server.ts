@@ -95,9 +95,12 @@ export type ScriptedAnswer =
   | { kind: 'reset'; hold?: boolean | undefined; stream?: boolean | undefined }
   | { kind: 'hang' }
 
-type TextOptions = AnswerOptions & PacingOptions & { finishReason?: string | undefined; usage?: ScriptedUsage | null | undefined }
-type ToolCallsOptions = AnswerOptions & PacingOptions & { text?: string | undefined; finishReason?: string | undefined; usage?: ScriptedUsage | null | undefined }
-type StatusOptions = { retryAfter?: number | undefined; retryAfterMs?: number | undefined; body?: unknown; hold?: boolean | undefined }
+/** The options of `answer.text`. */
+export type TextOptions = AnswerOptions & PacingOptions & { finishReason?: string | undefined; usage?: ScriptedUsage | null | undefined }
+/** The options of `answer.toolCalls`. */
+export type ToolCallsOptions = AnswerOptions & PacingOptions & { text?: string | undefined; finishReason?: string | undefined; usage?: ScriptedUsage | null | undefined }
+/** The options of `answer.status`. */
+export type StatusOptions = { retryAfter?: number | undefined; retryAfterMs?: number | undefined; body?: unknown; hold?: boolean | undefined }
 
 /**
  * The options of `answer.<builder>`, read once: a key the builder does not take (`retryAfterSeconds`

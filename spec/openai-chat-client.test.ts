@@ -1,6 +1,4 @@
 import { spawn } from 'node:child_process'
-import { setFlagsFromString } from 'node:v8'
-import { runInNewContext } from 'node:vm'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { test } from 'uvu'
@@ -8,6 +6,7 @@ import * as assert from 'uvu/assert'
 import type { ChatRequestBody, ModelRequest, ModelResponse, ProviderConfig } from '../actors/model-client.js'
 import { OpenAIChatClient, retryAfterMsOf } from '../actors/openai-chat-client.js'
 import { answer, scriptedModelServer, type Script, type ScriptedAnswer, type ScriptedModelServer } from '../testing/scripted-model-server.js'
+import { aliveAfterCollection } from './support/gc.js'
 import { withTimeout } from './support/temp.js'
 
 const TEST_MS = 5_000
@@ -946,8 +945,6 @@ test("the answer builders refuse an option they do not take, or one of the wrong
 
 test('a scripted server keeps no request but in `requests`: one emptied lets them go; seen(n) still answers for one that arrived', () =>
   withTimeout(async () => {
-    setFlagsFromString('--expose-gc')
-    const gc = runInNewContext('gc') as () => void
     const server = await scriptedModelServer(() => answer.text('ok'))
     try {
       const post = (n: number) =>
@@ -963,11 +960,7 @@ test('a scripted server keeps no request but in `requests`: one emptied lets the
       await seeing()
       const refs = server.requests.map((request) => new WeakRef(request))
       server.requests.length = 0
-      for (let round = 0; round < 20 && refs.some((ref) => ref.deref() !== undefined); round += 1) {
-        await new Promise((resolve) => setTimeout(resolve, 5))
-        gc()
-      }
-      assert.is(refs.filter((ref) => ref.deref() !== undefined).length, 0, 'no request is kept once requests is emptied')
+      assert.is(await aliveAfterCollection(refs), 0, 'no request is kept once requests is emptied')
     } finally {
       await server.close()
     }

@@ -13,6 +13,7 @@ import { Engine, EventLog, ModelExecutor, type StoredEvent } from '../index.js'
 import { logInternals } from '../store/event-log.js'
 import { answer, scriptedModelServer } from '../testing/scripted-model-server.js'
 import { countingTool, runInput } from './support/engine-fixtures.js'
+import { aliveAfterCollection } from './support/gc.js'
 import { EventMaker, boundedTest, completeInvocation, facts, invocationOf, refusal } from './support/log-fixtures.js'
 
 const follow = suite('store: follow')
@@ -315,11 +316,7 @@ follow(
       }
       await readAndEnd()
       assert.is(logInternals(log).followerCount(), 0, 'no follower is left registered')
-      for (let round = 0; round < 20 && ended.some((ref) => ref.deref() !== undefined); round += 1) {
-        await new Promise((resolve) => setTimeout(resolve, 5))
-        gc()
-      }
-      assert.is(ended.filter((ref) => ref.deref() !== undefined).length, 0, 'every reader that ended was collected')
+      assert.is(await aliveAfterCollection(ended), 0, 'every reader that ended was collected')
     } finally {
       await log.close()
     }

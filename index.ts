@@ -23,7 +23,7 @@ export { Engine, type EngineOptions, type StartOptions, type RunningInvocation }
 export { ModelExecutor, type ModelExecutorOptions } from './actors/model-executor.js'
 export type { ModelTextPiece, ModelToolCallPiece } from './actors/model-text.js'
 export { OpenAIChatClient, retryAfterMsOf } from './actors/openai-chat-client.js'
-export type { ModelClient, ModelRequest, ModelRequestOrigin, ModelResponse, ProviderConfig, ChatMessage, ChatRequestBody, JsonValue, ToolCallPiece } from './actors/model-client.js'
+export type { ModelClient, ModelRequest, ModelRequestOrigin, ModelResponse, ProviderConfig, ChatMessage, ChatRequestBody, ToolCallPiece } from './actors/model-client.js'
 export { intentFor, successorOf, type HandoffGate, type HandoffReservation, type HeldInvocation, type IntentOptions } from './actors/handoff.js'
 export type { RunInput, RunWork } from './actors/run-input.js'
 export { checkedCatalogOf as catalogOf, type ToolDefinition, type ToolContext } from './actors/tool-catalog.js'

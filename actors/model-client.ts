@@ -6,9 +6,6 @@
  */
 import type { Invocation, ModelOutput } from '../facts/types.js'
 
-/** A JSON value as sent to a provider. */
-export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue }
-
 /** One chat message in the OpenAI chat-completions shape. */
 export type ChatMessage =
   | { role: 'system'; content: string }

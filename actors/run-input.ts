@@ -2,7 +2,7 @@ import { isAbsolute } from 'node:path'
 import { z } from 'zod'
 import { FactstateError } from '../errors.js'
 import { describeIssues, handoffPauseSchema, issueFields, id, invocationSchema, jsonValue, runBoundarySchema } from '../facts/schema.js'
-import type { HandoffPause, Invocation, RunBoundary } from '../facts/types.js'
+import type { HandoffPause, Invocation, JsonObject, RunBoundary } from '../facts/types.js'
 import { storageProblemAt } from '../store/encoding.js'
 import type { ProviderConfig } from './model-client.js'
 import type { ToolDefinition } from './tool-catalog.js'
@@ -68,8 +68,10 @@ export interface RunInput {
   /**
    * Merged into every request body (`{ temperature: 0 }`, say), as JSON. Recorded and sealed. The
    * fields the engine sets (`model`, `messages`, `tools`, `max_tokens`) are refused: `RUN_INVALID_INPUT`.
+   * JSON only (a {@link JsonObject}): a member that is `undefined`, a Date, a Map, a function, NaN or
+   * Infinity is refused too, as no request body could carry it exactly.
    */
-  providerOptions?: Record<string, unknown> | undefined
+  providerOptions?: JsonObject | undefined
   /** Where the run works; recorded in `invocation.opened`. */
   configuration: {
     /** The working directory: must be an absolute path. Recorded and sealed (compared exactly). */

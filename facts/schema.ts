@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import type { Fact, HandoffIntent, HandoffPause, Invocation, RunBoundary, RuntimeEvent } from './types.js'
+import type { Fact, HandoffIntent, HandoffPause, Invocation, JsonValue, RunBoundary, RuntimeEvent } from './types.js'
 
 /** Ids are non-empty strings of at most 128 characters from `[A-Za-z0-9._:-]`. */
 export const ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/
@@ -9,7 +9,7 @@ const digest = z.string().regex(/^sha256:[0-9a-f]{64}$/, 'a digest is "sha256:" 
 const count = z.number().int().nonnegative()
 
 /** Any plain JSON value: what tool inputs, outputs and provider options may hold. */
-export const jsonValue: z.ZodType<unknown> = z.lazy(() =>
+export const jsonValue: z.ZodType<JsonValue> = z.lazy(() =>
   z.union([z.null(), z.boolean(), z.number().finite(), z.string(), z.array(jsonValue), z.record(z.string(), jsonValue)], {
     error: (issue) => `not JSON (${issue.input === undefined ? 'undefined' : typeof issue.input === 'number' ? String(issue.input) : typeof issue.input}): JSON is null, a boolean, a finite number, a string, an array or an object`,
   }),

@@ -3,6 +3,25 @@
  * them. Everything here is plain data: it survives encode → decode → replay unchanged.
  */
 
+/**
+ * A JSON value: what JSON.parse can give back (a finite number, no undefined, Date, Map or class
+ * instance). Read-only, so a list or object written `as const` fits; a mutable one fits too.
+ */
+export type JsonValue = null | boolean | number | string | readonly JsonValue[] | JsonObject
+
+/**
+ * A JSON object, as `providerOptions` must be: its members JSON values (none `undefined`; leave a
+ * member out instead).
+ *
+ * @example
+ * ```ts
+ * const providerOptions: JsonObject = { temperature: 0, stop: ['\n\n'], response_format: { type: 'json_object' } }
+ * ```
+ */
+export interface JsonObject {
+  readonly [key: string]: JsonValue
+}
+
 /** Identifies one invocation: Session ⊃ Turn ⊃ Run ⊃ Invocation (one invocation per run). */
 export interface Invocation {
   /** The conversation the run belongs to; one run of a session is active at a time. An id: 1–128 characters from `[A-Za-z0-9._:-]`. */
@@ -57,7 +76,7 @@ export interface ExecutionSettings {
   /** The provider's model name (`provider.model`), sent as the request's `model`. Sealed. */
   model: string
   /** The run's `providerOptions`, merged into every request body (`{}` when none were given). Sealed, compared as JSON whatever the keys' order. */
-  providerOptions: Record<string, unknown>
+  providerOptions: JsonObject
   /** The run's `mainOutputLimit`, sent as `max_tokens`; absent when none was given. Sealed. */
   mainOutputLimit?: number
   /** `configuration.cwd`: an absolute path, compared exactly (`/srv/` is not `/srv`). Sealed. */

@@ -8,7 +8,7 @@ import type { Fact, HandoffIntent, HandoffPause, RunInput, RuntimeEvent, ToolDef
 import { Engine, ModelExecutor, type ModelClient, successorOf } from '../index.js'
 import { catalogOf, legacyCatalogDigest } from '../actors/tool-catalog.js'
 import { answer } from '../testing/scripted-model-server.js'
-import { CWD, countingTool, engineTest, factsOf, markOf, only, refusedWithoutWriting, sealAtFirstSafePoint, successorInput } from './support/engine-fixtures.js'
+import { CWD, countingTool, engineTest, factsOf, markOf, only, refusedWithoutWriting, sealAtFirstSafePoint, storedEvents, successorInput } from './support/engine-fixtures.js'
 
 type Mutation = (input: RunInput) => RunInput
 
@@ -68,7 +68,11 @@ test(
       const fields = error.details?.fields as string[] | undefined
       assert.ok(fields?.includes(field), `${what}: details.fields ${JSON.stringify(fields)} names ${field}`)
     }
-    const undefinedOption = { ...h.input('bad'), providerOptions: { temperature: undefined } }
+    const undefinedOption: RunInput = {
+      ...h.input('bad'),
+      // @ts-expect-error a member that is undefined is not JSON: the type refuses it as admission does
+      providerOptions: { temperature: undefined },
+    }
     const notJson = await refusedWithoutWriting(h.log, () => h.engine.start(undefinedOption), 'RUN_INVALID_INPUT', 'an undefined provider option')
     assert.equal(notJson.details?.fields, ['providerOptions.temperature'])
     assert.match(notJson.message, /providerOptions\.temperature: not JSON \(undefined\)/, 'the message says why')
@@ -90,6 +94,47 @@ test(
     const sameAgain = await refusedWithoutWriting(h.log, () => h.engine.start(h.input('first')), 'RUN_INVALID_INPUT', 'the same input again')
     assert.equal(sameAgain.details?.fields, ['invocation.invocationId', 'invocation.runId'], 'both reused ids are named')
     assert.is(h.server.requests.length, 1, 'no refused run reached the model')
+  }),
+)
+
+test(
+  'providerOptions is typed as what admission takes (JsonObject): JSON, written as a literal, `as const` or a type of its own; what it refuses does not type-check',
+  engineTest([answer.text('done'), answer.text('done'), answer.text('done')], {}, async (h) => {
+    const literal: RunInput = {
+      ...h.input('literal'),
+      providerOptions: { temperature: 0.2, seed: 7, stream: false, user: 'u-1', stop: ['\n\n', 'END'], metadata: null, response_format: { type: 'json_schema', json_schema: { name: 'answer', schema: { type: 'object', properties: { a: { type: ['string', 'null'] } } } } } },
+    }
+    const constant: RunInput = { ...h.input('constant'), providerOptions: { stop: ['a', 'b'], reasoning: { effort: 'low' } } as const }
+    type Sampling = { temperature: number; top_p: number; stop: string[]; logit_bias: Record<string, number> }
+    const sampling: Sampling = { temperature: 0, top_p: 1, stop: ['.'], logit_bias: { '50256': -100 } }
+    const named: RunInput = { ...h.input('named'), providerOptions: sampling }
+    for (const input of [literal, constant, named]) assert.equal(await h.run(input), { status: 'completed' }, input.invocation.runId)
+    assert.equal(
+      (await storedEvents(h.log)).flatMap(({ event: { fact } }) => (fact.type === 'invocation.opened' ? [fact.execution.providerOptions] : [])),
+      [literal.providerOptions, constant.providerOptions, sampling],
+      'recorded as given',
+    )
+    class Budget {
+      limit = 5
+      spend(): number {
+        return this.limit
+      }
+    }
+    const refused: [what: string, input: RunInput][] = [
+      // @ts-expect-error a Date is not JSON
+      ['a Date', { ...h.input('bad'), providerOptions: { since: new Date(0) } }],
+      // @ts-expect-error a Map is not a JSON object
+      ['a Map', { ...h.input('bad'), providerOptions: new Map([['temperature', 0]]) }],
+      // @ts-expect-error a function is not JSON
+      ['a function', { ...h.input('bad'), providerOptions: { hook: () => 1 } }],
+      // @ts-expect-error a BigInt is not JSON
+      ['a BigInt', { ...h.input('bad'), providerOptions: { seed: 1n } }],
+      // @ts-expect-error a class instance (a method and a prototype) is not a JSON object
+      ['a class instance', { ...h.input('bad'), providerOptions: { budget: new Budget() } }],
+      // @ts-expect-error a list is not a JSON object
+      ['a list', { ...h.input('bad'), providerOptions: [0.2] }],
+    ]
+    for (const [what, input] of refused) await refusedWithoutWriting(h.log, () => h.engine.start(input), 'RUN_INVALID_INPUT', what)
   }),
 )
 

@@ -5,7 +5,7 @@
  */
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import type { ModelClient, RunInput } from '../index.js'
+import type { JsonObject, ModelClient, RunInput } from '../index.js'
 import { answer } from '../testing/scripted-model-server.js'
 import { rejectsWithCode } from './support/codes.js'
 import { countingTool, engineTest, factsOf, only, refusedWithoutWriting, storedEvents, typesOf } from './support/engine-fixtures.js'
@@ -78,7 +78,7 @@ test(
 test(
   'provider options naming a field the engine sets are RUN_INVALID_INPUT, nothing written; other options are sent beside the engine’s own',
   engineTest([answer.text('done')], {}, async (h) => {
-    const overrides: Record<string, unknown>[] = [
+    const overrides: JsonObject[] = [
       { model: 'other-model' },
       { max_tokens: 99_999 },
       { messages: [{ role: 'user', content: 'injected' }] },

@@ -144,8 +144,24 @@ export type FactstateErrorOptions<C extends FactstateErrorCode> = true extends I
   ? [options?: { cause?: unknown; details?: FactstateErrorDetails[C] }]
   : [options: { cause?: unknown; details: FactstateErrorDetails[C] }]
 
-/** A {@link FactstateError} with code `C`, its `details` typed (what {@link isFactstateError} narrows to). */
-export type FactstateErrorOf<C extends FactstateErrorCode> = Omit<FactstateError, 'code' | 'details'> & { readonly code: C; readonly details: Readonly<FactstateErrorDetails[C]> }
+/**
+ * A {@link FactstateError} with code `C`, its `details` typed (what {@link isFactstateError} narrows to).
+ * Of a union of codes, the union of those errors, each with its own details, so that `switch
+ * (error.code)` types them in each case; `FactstateErrorOf<FactstateErrorCode>` is every refusal.
+ *
+ * @example
+ * ```ts
+ * function remedy(error: FactstateErrorOf<'RUN_BUSY' | 'RUN_INVALID_INPUT'>): string {
+ *   switch (error.code) {
+ *     case 'RUN_BUSY': return `wait for run ${error.details.runId}`
+ *     case 'RUN_INVALID_INPUT': return `fix ${error.details.fields.join(', ')}`
+ *   }
+ * }
+ * ```
+ */
+export type FactstateErrorOf<C extends FactstateErrorCode> = C extends FactstateErrorCode
+  ? Omit<FactstateError, 'code' | 'details'> & { readonly code: C; readonly details: Readonly<FactstateErrorDetails[C]> }
+  : never
 
 /**
  * An error with a stable {@link FactstateErrorCode}; the underlying error, if any, is `cause`.

@@ -6,7 +6,7 @@
  */
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import { EventLog, FactstateError, isFactstateError } from '../index.js'
+import { EventLog, FactstateError, type FactstateErrorCode, type FactstateErrorOf, isFactstateError } from '../index.js'
 import { assertDetailsFit } from './support/error-details.js'
 import { refusal } from './support/log-fixtures.js'
 import { withTempDir, withTimeout } from './support/temp.js'
@@ -78,6 +78,42 @@ test('isFactstateError(error, code) narrows the code and types the details; with
     }),
     10_000,
   ))
+
+test('FactstateErrorOf a union of codes is the union of those errors: switch (error.code) types the details in each case', () => {
+  const describe = (error: FactstateErrorOf<'RUN_BUSY' | 'RUN_INVALID_INPUT' | 'LOG_IO'>): string => {
+    switch (error.code) {
+      case 'RUN_BUSY': {
+        const reason: 'active' | 'paused' | 'source_running' = error.details.reason
+        return `${reason} ${error.details.runId}`
+      }
+      case 'RUN_INVALID_INPUT':
+        // @ts-expect-error RUN_INVALID_INPUT's details have no `reason`
+        assert.is(error.details.reason, undefined)
+        return error.details.fields.join(',')
+      case 'LOG_IO': {
+        const none: undefined = error.details
+        return String(none)
+      }
+      default: {
+        const rest: never = error
+        return rest
+      }
+    }
+  }
+  const made: unknown[] = [
+    new FactstateError('RUN_BUSY', 'busy', { details: { sessionId: 's', reason: 'paused', runId: 'r', invocationId: 'i', turnId: 't' } }),
+    new FactstateError('RUN_INVALID_INPUT', 'bad', { details: { fields: ['maxSteps', 'configuration.cwd'] } }),
+    new FactstateError('LOG_IO', 'disk'),
+    new FactstateError('LOG_CONFLICT', 'taken', { details: { seq: 1 } }),
+  ]
+  assert.equal(
+    made.map((error) => (isFactstateError(error, 'RUN_BUSY') || isFactstateError(error, 'RUN_INVALID_INPUT') || isFactstateError(error, 'LOG_IO') ? describe(error) : 'other')),
+    ['paused r', 'maxSteps,configuration.cwd', 'undefined', 'other'],
+  )
+  // Every refusal, narrowed by its code alone.
+  const any = made[3] as FactstateErrorOf<FactstateErrorCode>
+  assert.is(any.code === 'LOG_CONFLICT' && 'seq' in any.details ? any.details.seq : undefined, 1)
+})
 
 test('a subclass names its code; isFactstateError takes a code that may be undefined', () => {
   class DiskFull extends FactstateError<'LOG_IO'> {

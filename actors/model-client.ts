@@ -19,8 +19,19 @@ export type ChatMessage =
 
 /** The request body: `model`, `messages`, `tools`, the output limit, and the run's provider options merged in. */
 export interface ChatRequestBody {
+  /** The run's `provider.model`. */
   model: string
+  /** The transcript: `instructions` as a system message, then the user's, the model's and the tools' messages. */
   messages: ChatMessage[]
+  /**
+   * The run's catalog as OpenAI function tools, in catalog order (`parameters`: the tool's
+   * `inputSchema`, or an object schema that takes no members); absent when the run has no tools.
+   * Like the whole body, the client's own copy: it may change it.
+   */
+  tools?: { type: 'function'; function: { name: string; description?: string; parameters: Record<string, unknown> } }[]
+  /** The run's `mainOutputLimit`; absent when it has none. */
+  max_tokens?: number
+  /** The run's `providerOptions`, at the top level (none of them is `model`, `messages`, `tools` or `max_tokens`). */
   [key: string]: unknown
 }
 

@@ -4,6 +4,7 @@ import { FactstateError } from '../errors.js'
 import { shown } from '../options.js'
 import { messageOf } from '../store/encoding.js'
 import type { NeedsApproval } from './approval.js'
+import type { ChatRequestBody } from './model-client.js'
 import { firstHole, toolProblem } from './run-input.js'
 
 /** A tool the model may call. Its `execute` runs at most once per dispatched call. */
@@ -121,7 +122,7 @@ export function catalogOf(tools: readonly ToolDefinition[], shown: readonly stri
 }
 
 /** The catalog as OpenAI function tools. */
-export function functionTools(tools: readonly ToolDefinition[]) {
+export function functionTools(tools: readonly ToolDefinition[]): NonNullable<ChatRequestBody['tools']> {
   return tools.map((tool) => ({
     type: 'function' as const,
     function: {

@@ -20,7 +20,7 @@ class GenerateApiClient implements ModelClient {
 
   async complete(request: ModelRequest): Promise<ModelResponse> {
     const prompt = request.body.messages.map((m) => `${m.role}: ${'content' in m ? (m.content ?? '') : ''}`).join('\n')
-    const tools = ((request.body.tools as { function: { name: string } }[] | undefined) ?? []).map((t) => t.function.name)
+    const tools = (request.body.tools ?? []).map((t) => t.function.name)
     // The limits are the client's to honour: the run's cancel, timeoutMs and, when the executor has
     // one, idleTimeoutMs. This provider answers in one piece, so the idle limit bounds the wait for it.
     const limits = [request.signal, AbortSignal.timeout(request.timeoutMs)]

@@ -95,8 +95,8 @@ test(
     assert.is(h.server.requests.length, 0)
     const input: RunInput = { ...h.input('allowed'), mainOutputLimit: 120, providerOptions: { temperature: 0, seed: 3 } }
     assert.equal(await h.run(input), { status: 'completed' })
-    const body = h.server.requests[0]?.body as Record<string, unknown>
-    assert.equal([body.model, body.max_tokens, body.temperature, body.seed], ['scripted', 120, 0, 3])
+    const body = h.server.requests[0]?.body
+    assert.equal([body?.model, body?.max_tokens, body?.temperature, body?.seed], ['scripted', 120, 0, 3])
     assert.is(only(await factsOf(h.log, 'invocation-allowed'), 'model.requested')[0]?.model, 'scripted')
   }),
 )
@@ -105,14 +105,17 @@ test(
   'a custom client that changes the body it is given changes nothing of the run: each attempt gets a fresh body equal to the bytes sent',
   (() => {
     const seen: { text: string; parsed: unknown }[] = []
+    // Typed members of the body: what the engine sets besides model and messages, no cast needed.
+    const offered: [tools: string[], limit: number | undefined][] = []
     let calls = 0
     const client: ModelClient = {
       async complete(request) {
         calls += 1
         seen.push({ text: request.bodyText, parsed: structuredClone(request.body) })
+        offered.push([(request.body.tools ?? []).map((tool) => `${tool.type} ${tool.function.name}`), request.body.max_tokens])
         // A lazy translator converting the request in place, as some provider adapters do.
         for (const message of request.body.messages) Object.assign(message, { content: [{ type: 'text', text: 'rewritten' }] })
-        for (const tool of (request.body.tools ?? []) as { function: { parameters: Record<string, unknown> } }[]) tool.function.parameters.mutated = true
+        for (const tool of request.body.tools ?? []) tool.function.parameters.mutated = true
         ;(request.body as unknown as Record<string, { tier?: string }>).metadata = { tier: 'changed' }
         if (calls === 1) return { kind: 'interrupted', status: 'retryable_failure', message: 'try again' }
         if (calls === 2) return { kind: 'completed', output: { toolCalls: [{ callId: 'call-1', name: 'echo', arguments: '{"value":1}' }], finishReason: 'tool_calls' } }
@@ -120,9 +123,10 @@ test(
       },
     }
     return engineTest([], { model: { createClient: () => client } }, async (h) => {
-      const input: RunInput = { ...h.input('mutating'), providerOptions: { metadata: { tier: 'a' } } }
+      const input: RunInput = { ...h.input('mutating'), mainOutputLimit: 64, providerOptions: { metadata: { tier: 'a' } } }
       assert.equal(await h.run(input), { status: 'completed' })
       assert.is(seen.length, 3)
+      assert.equal(offered, Array(3).fill([['function echo'], 64]), 'the catalog as function tools and the output limit, each attempt')
       for (const [index, { text, parsed }] of seen.entries()) assert.equal(parsed, JSON.parse(text), `attempt ${index + 1}: the body is the bytes sent`)
       assert.is(seen[1]?.text, seen[0]?.text, 'the retry sends the same bytes')
       const last = seen[2]?.parsed as { messages: { content: unknown }[]; tools: { function: { parameters: Record<string, unknown> } }[]; metadata: unknown }

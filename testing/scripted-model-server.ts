@@ -34,10 +34,6 @@ export interface RecordedRequest {
 export interface RecordedBody extends ChatRequestBody {
   /** Whether the request asked for an SSE stream. */
   stream?: boolean
-  /** The catalog as function tools, when the run has tools. */
-  tools?: { type: string; function: { name: string; description?: string; parameters?: unknown } }[]
-  /** The run's `mainOutputLimit`, when it has one. */
-  max_tokens?: number
 }
 
 /** Options most answers accept. */

@@ -7,6 +7,7 @@ import { mkdtemp, realpath, rm, stat } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { type ParseArgsConfig, parseArgs } from 'node:util'
+import { ID_PATTERN } from '../facts/schema.js'
 import { escapeControls } from '../store/fact-summary.js'
 import { FactstateError, type FactstateErrorCode } from '../errors.js'
 import { EventLog } from '../store/event-log.js'
@@ -322,9 +323,14 @@ export async function onLogDirectory(
   io: CommandIo,
   help: string,
   read: boolean,
-  action: (log: EventLog, options: { json: boolean; flags: ReadonlySet<string> }) => Promise<void>,
+  action: (log: EventLog, options: { json: boolean; flags: ReadonlySet<string>; ids: ReadonlyMap<string, string> }) => Promise<void>,
   /** Boolean flags of the command's own besides `--json` (`unanswered` for `--unanswered`): those given reach `action` in `flags`. */
   flags: readonly string[] = [],
+  /**
+   * Options of the command's own that take an id (`session` for `--session ID`): one without a value,
+   * or with a value that is no id, is a usage error before the log is opened; those given reach `action` in `ids`.
+   */
+  ids: readonly string[] = [],
 ): Promise<number> {
   const parsed = parseCommand(io, help, {
     args,
@@ -333,10 +339,19 @@ export async function onLogDirectory(
       help: { type: 'boolean', short: 'h', default: false },
       json: { type: 'boolean', default: false },
       ...Object.fromEntries(flags.map((flag) => [flag, { type: 'boolean' as const, default: false }])),
+      ...Object.fromEntries(ids.map((name) => [name, { type: 'string' as const }])),
     },
   })
   if (typeof parsed === 'number') return parsed
   if (parsed.positionals.length !== 1) return usage(io, 'expected exactly one log directory', help)
+  const values = parsed.values as Record<string, unknown>
+  const given = new Map<string, string>()
+  for (const name of ids) {
+    const value = values[name]
+    if (typeof value !== 'string') continue
+    if (!ID_PATTERN.test(value)) return usage(io, `--${name} takes an id (1–128 characters from [A-Za-z0-9._:-]), not ${value}`, help)
+    given.set(name, value)
+  }
   const directory = parsed.positionals[0] as string
   // A mistyped path must not become a new, empty (and so valid) log.
   if (!(await isLogDirectory(directory))) return usage(io, `no factstate log at ${directory}`, help)
@@ -344,8 +359,7 @@ export async function onLogDirectory(
   try {
     log = read ? await openLogToRead(directory, io) : await openLog(directory)
     if (log === undefined) return usage(io, `no factstate log at ${directory} (it holds another program's LevelDB database)`, help)
-    const values = parsed.values as Record<string, unknown>
-    await action(log, { json: values.json === true, flags: new Set(flags.filter((flag) => values[flag] === true)) })
+    await action(log, { json: values.json === true, flags: new Set(flags.filter((flag) => values[flag] === true)), ids: given })
     return EXIT.ok
   } catch (error) {
     return read ? reportReadError(error, io, log) : reportError(error, io)

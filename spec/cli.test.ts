@@ -325,6 +325,45 @@ test('pending lists what recovery and the sessions wait for; verify, recover and
     assert.is(original.stdout.trim(), `ok: 9 events, digest ${report.digest}`, 'the log itself is no backup')
   })))
 
+test('pending --session ID lists that session alone; one with nothing pending prints what an empty list prints; a missing or bad id is a usage error', () =>
+  bounded30(withTempDir(async (dir) => {
+    // Two sessions with a run open (session-cut, session-tool), and one whose run completed.
+    const location = await leftOpenByACrash(dir)
+    const log = await EventLog.open(location)
+    try {
+      await log.appendAll(completeInvocation('quiet'))
+    } finally {
+      await log.close()
+    }
+    const crashed = '; no process has the log open: a crash left it, factstate recover closes it'
+    const every = await cli(['pending', location])
+    assert.equal(every.stdout.trim().split('\n'), [`session-cut: open run run-cut (inv-cut, turn turn-cut)${crashed}`, `session-tool: open run run-tool (inv-tool, turn turn-tool)${crashed}`])
+    const one = await cli(['pending', location, '--session', 'session-tool'])
+    assert.is(one.code, 0, one.stderr)
+    assert.equal(one.stdout.trim().split('\n'), [`session-tool: open run run-tool (inv-tool, turn turn-tool)${crashed}`])
+    const oneJson = JSON.parse((await cli(['pending', location, '--session=session-cut', '--json'])).stdout) as { sessionId: string; active: { runId: string }[] }[]
+    assert.equal(oneJson.map((session) => [session.sessionId, session.active.map((run) => run.runId)]), [['session-cut', ['run-cut']]])
+    // Nothing pending, and never seen: as the whole log with nothing pending prints.
+    for (const session of ['session-quiet', 'session-never']) {
+      const none = await cli(['pending', location, '--session', session])
+      assert.equal([none.code, none.stdout], [0, 'nothing pending\n'], session)
+      const noneJson = await cli(['pending', location, '--session', session, '--json'])
+      assert.equal([noneJson.code, noneJson.stdout], [0, '[]\n'], `${session} --json`)
+    }
+    const missing = await cli(['pending', location, '--session'])
+    assert.is(missing.code, 2)
+    assert.match(missing.stderr, /^error: --session needs a value$/m)
+    const bad = await cli(['pending', location, '--session', 'a/b'])
+    assert.is(bad.code, 2)
+    assert.match(bad.stderr, /^error: --session takes an id \(1–128 characters from \[A-Za-z0-9._:-\]\), not a\/b$/m)
+    assert.match(bad.stderr, /^usage: factstate pending <log-directory> \[--session ID\]/m, 'with the synopsis')
+    const unknown = await cli(['pending', location, '--sessions', 'session-cut'])
+    assert.is(unknown.code, 2)
+    assert.match(unknown.stderr, /^error: unknown option --sessions$/m)
+    const help = await cli(['pending', '--help'])
+    assert.match(help.stdout, /^--session ID lists that session alone/m)
+  })))
+
 test('recover on a log put back from a backup says which closed runs are in sessions that have not run since it (text and --json)', () =>
   bounded30(withTempDir(async (dir) => {
     const location = await leftOpenByACrash(dir)

@@ -2,7 +2,7 @@ import { clipJson, escapeControls } from '../../store/fact-summary.js'
 import { logHeldOpen } from '../../store/writer-presence.js'
 import { type CommandIo, onLogDirectory } from '../io.js'
 
-export const pendingHelp = `usage: factstate pending <log-directory> [--unanswered] [--json]
+export const pendingHelp = `usage: factstate pending <log-directory> [--session ID] [--unanswered] [--json]
 
 Lists the sessions with something pending, one line for each thing: a run still open (running in
 an application, or left by a crash until 'factstate recover': said so when no process has the log open), a turn sealed by a handoff whose
@@ -12,6 +12,8 @@ message passes allowPriorUnknown), and in a log put back from a backup each
 session that has not run since the backup was taken (what it did after that is not in the log: check
 its tools' effects since then; its next run passes allowRestored). Sessions with nothing pending are left
 out; "nothing pending" is printed when none is. Reads a snapshot of the log, as log and verify do.
+--session ID lists that session alone, read from its own records (not every session's): its lines,
+or "nothing pending" when it has nothing pending (or the log never saw it).
 --unanswered also lists each session whose last run ended cancelled or failed (a shutdown's
 cancelled shutdown, a crash's host_interrupted once recovered): its turn got no answer, and a
 continuation from that run's end without a message finishes it.
@@ -30,8 +32,8 @@ Exit codes: 0 listed, 2 usage, 1/4 the log refused.`
 const shortJson = (value: unknown): string => clipJson(JSON.stringify(value) ?? String(value), 120)
 
 export async function pendingCommand(args: string[], io: CommandIo): Promise<number> {
-  return onLogDirectory(args, io, pendingHelp, true, async (log, { json, flags }) => {
-    const sessions = await log.pendingSessions({ unanswered: flags.has('unanswered') })
+  return onLogDirectory(args, io, pendingHelp, true, async (log, { json, flags, ids }) => {
+    const sessions = await log.pendingSessions({ unanswered: flags.has('unanswered'), sessionId: ids.get('session') })
     if (json) {
       // Fact text (ids, tool names, inputs) in JSON strings: C1 and bidirectional controls escaped, as `log --json` does.
       io.stdout(escapeControls(JSON.stringify(sessions)))
@@ -59,5 +61,5 @@ export async function pendingCommand(args: string[], io: CommandIo): Promise<num
       }
     }
     if (sessions.length === 0) io.stdout('nothing pending')
-  }, ['unanswered'])
+  }, ['unanswered'], ['session'])
 }

@@ -121,8 +121,11 @@ console.log(JSON.stringify(results))
 const consumerTs = `
 import { Engine, EventLog, FactstateError, recoverInvocations, type HandoffPause, type RunInput, type ToolDefinition } from 'factstate'
 import { answer, scriptedModelServer, type ScriptedModelServer } from 'factstate/testing'
-import { serveInspector } from 'factstate/inspector'
+import { serveInspector, type InvocationDetail, type Overview } from 'factstate/inspector'
 
+// The inspector's JSON API is typed for scripts that read it.
+export const listed = (overview: Overview): string[] => overview.sessions.map((session) => session.sessionId)
+export const states = (detail: InvocationDetail): string[] => detail.entries.map((entry) => entry.stateAfter)
 // A tool may return its result without a promise.
 export const clock: ToolDefinition = { name: 'clock', execute: () => ({ at: 1 }) }
 // What recovery closed is always failed, so its class reads without narrowing.
@@ -208,11 +211,12 @@ test('the packed tarball installs and works: every subpath, the inspector page, 
     withTempDir(async (dir) => {
       const { tarball, files } = await pack(dir)
       const paths = files.map((file) => file.path)
-      for (const needed of ['package.json', 'README.md', 'LICENSE', 'dist/index.js', 'dist/index.d.ts', 'dist/testing/index.js', 'dist/inspector/index.js', 'dist/inspector/page/app.js', 'dist/bin/factstate.js']) {
+      for (const needed of ['package.json', 'README.md', 'LICENSE', 'dist/index.js', 'dist/index.d.ts', 'dist/testing/index.js', 'dist/inspector/index.js', 'dist/inspector/page/app.js', 'dist/bin/factstate.js', 'examples/quick-start.ts', 'examples/resume-after-crash.ts', 'docs/performance.md', 'docs/inspector.png']) {
         assert.ok(paths.includes(needed), `the tarball holds ${needed}`)
       }
-      const stray = paths.filter((path) => !/^(dist\/|README\.md$|LICENSE$|package\.json$)/.test(path) || (/\.ts$/.test(path) && !/\.d\.ts$/.test(path)))
-      assert.equal(stray, [], 'nothing but the build, the README, the license and the manifest (no sources, tests or benchmarks)')
+      // The examples and docs the README names ship too, as documentation (the examples as TypeScript, run with tsx).
+      const stray = paths.filter((path) => !/^(dist\/|README\.md$|LICENSE$|package\.json$|examples\/[a-z-]+\.ts$|docs\/[a-z-]+\.(md|png)$)/.test(path) || (/\.ts$/.test(path) && !/\.d\.ts$/.test(path) && !path.startsWith('examples/')))
+      assert.equal(stray, [], 'nothing but the build, the README, the examples and docs, the license and the manifest (no sources, tests or benchmarks)')
       const { dependencies, devDependencies } = JSON.parse(await readFile(join(REPO_ROOT, 'package.json'), 'utf8')) as Record<string, Record<string, string>>
       const devOnly = new Set(Object.keys(devDependencies ?? {}).filter((name) => !(name in (dependencies ?? {}))))
       for (const path of paths.filter((path) => path.endsWith('.js'))) {
@@ -234,6 +238,10 @@ test('the packed tarball installs and works: every subpath, the inspector page, 
         const carried = map.sources.every((_, index) => typeof map.sourcesContent?.[index] === 'string')
         assert.ok(carried, `${path} carries the text of its sources`)
       }
+      // An example run where the package put it, as the README says (tsx installed beside it, as a user would).
+      await symlink(join(REPO_ROOT, 'node_modules', 'tsx'), join(app, 'node_modules', 'tsx'))
+      const example = await run(process.execPath, ['--import', 'tsx', join('node_modules', 'factstate', 'examples', 'quick-start.ts')], { cwd: app })
+      assert.match(example.stdout, /^completed · 1 email\(s\) sent · log digest sha256:[0-9a-f]{64}\nThe report is on its way to ops\.\n$/, 'the shipped Quick start example runs from the package')
       await writeFile(join(app, 'consumer.mjs'), consumerJs)
       const { stdout } = await run(process.execPath, ['consumer.mjs'], { cwd: app })
       const result = JSON.parse(stdout.trim().split('\n').at(-1) as string) as Record<string, unknown>

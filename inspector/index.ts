@@ -15,3 +15,22 @@
  * ```
  */
 export { serveInspector, type InspectorOptions, type InspectorServer } from './server.js'
+/** The shapes of the inspector's JSON API (`/api/overview`, `/api/invocation`, `/api/machine`, `/api/verify`, `/api/events`), for scripts that read it. */
+export type {
+  ApiError,
+  Chart,
+  ChartEdge,
+  ChartState,
+  FactsLanded,
+  InvocationDetail,
+  InvocationStatus,
+  InvocationSummary,
+  Overview,
+  Point,
+  RunLink,
+  SessionView,
+  TakenTransition,
+  TimelineEntry,
+  TurnView,
+  VerifyReport,
+} from './protocol.js'

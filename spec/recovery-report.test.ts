@@ -133,4 +133,27 @@ test('options that are not { now?, onClosed? } are refused with LOG_INVALID_ARGU
     10_000,
   ))
 
+test('recovering through a closed handle is LOG_CLOSED, not "nothing to close": the open run is still there for the next open', () =>
+  withTimeout(
+    withTempDir(async (dir) => {
+      // Nothing open at close: the closed handle's answer used to be 0, as if the log had been looked at.
+      const empty = await EventLog.open(join(dir, 'empty'))
+      await empty.close()
+      assert.is((await refusal(() => recoverInvocations(empty))).code, 'LOG_CLOSED')
+      const path = join(dir, 'log')
+      const log = await EventLog.open(path)
+      await log.appendAll(new EventMaker(invocationOf('open')).many([facts.opened()]))
+      await log.close()
+      const error = await refusal(() => recoverInvocations(log))
+      assert.is(error.code, 'LOG_CLOSED')
+      const reopened = await EventLog.open(path)
+      try {
+        assert.is(await recoverInvocations(reopened), 1, 'the run the closed handle could not see is closed once the log is open again')
+      } finally {
+        await reopened.close()
+      }
+    }),
+    10_000,
+  ))
+
 test.run()

@@ -1198,7 +1198,11 @@ export class EventLog {
       scanEvents: (upTo, chunk) => this.#scanEvents(upTo, chunk),
       lineage: (boundary) => this.#lineage(boundary),
       restoredSince: (sessionId) => this.#restoredSince(sessionId),
-      openInvocations: () => [...this.#state.invocations.values()].filter((r) => r.terminal === null),
+      openInvocations: () => {
+        // A closed log knows nothing more: recovering through its handle must say so, not find nothing to close.
+        this.#assertOpen()
+        return [...this.#state.invocations.values()].filter((r) => r.terminal === null)
+      },
       live: new Set(),
       onClose: new Set(),
       subscribe(listener) {

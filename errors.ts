@@ -56,7 +56,11 @@ export type FactstateErrorCode =
  * ```
  */
 export interface FactstateErrorDetails {
-  LOG_WRITER_BUSY: undefined
+  /**
+   * `holder`: whether a handle of this process has the log open (`this-process`) or another process
+   * does (`another-process`); `closing`: that handle of this process is closing it (await its `close()`).
+   */
+  LOG_WRITER_BUSY: { holder: 'this-process' | 'another-process'; closing: boolean }
   /** `fields`: the paths of the bad fields (`(root)` for the event as a whole); empty when the event could not be read at all. */
   LOG_INVALID_EVENT: { fields: string[] }
   /** `seq`: the seq that holds the id (or will); `eventId`: the id used twice in one call, with no seq. */

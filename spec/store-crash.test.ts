@@ -40,6 +40,7 @@ test(
 
       const busy = await refusal(EventLog.open(dir))
       assert.is(busy.code, 'LOG_WRITER_BUSY')
+      assert.equal(busy.details, { holder: 'another-process', closing: false })
       const again = await refusal(EventLog.open(dir))
       assert.is(again.code, 'LOG_WRITER_BUSY', 'a refused open leaves nothing behind that changes the answer')
 

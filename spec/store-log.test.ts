@@ -42,7 +42,9 @@ lock(
       const a = new EventMaker(invocationOf('a'))
       assert.is(await first.append(a.next(facts.opened())), 1)
       for (const path of [logDir, join(dir, 'alias'), `${logDir}/.`, join(dir, 'alias', '..', 'log')]) {
-        assert.is((await refusal(EventLog.open(path))).code, 'LOG_WRITER_BUSY', path)
+        const busy = await refusal(EventLog.open(path))
+        assert.is(busy.code, 'LOG_WRITER_BUSY', path)
+        assert.equal(busy.details, { holder: 'this-process', closing: false }, path)
       }
       assert.is(await first.append(a.next(facts.requested('s1'))), 2, 'the first handle still appends')
       const verified = await first.verify()
@@ -53,6 +55,24 @@ lock(
     }
     await withLog(join(dir, 'alias'), async (second) => {
       assert.is((await second.verify()).events, 2, 'once closed, the directory opens again and holds what was written')
+    })
+  }),
+)
+
+lock(
+  'an open while this process closes the log is told to await that close (details.closing), and succeeds once it is done',
+  boundedTest(15_000, async (dir) => {
+    const logDir = join(dir, 'log')
+    const first = await EventLog.open(logDir)
+    assert.is(await first.append(new EventMaker(invocationOf('a')).next(facts.opened())), 1)
+    const closing = first.close()
+    const busy = await refusal(EventLog.open(logDir))
+    assert.is(busy.code, 'LOG_WRITER_BUSY')
+    assert.equal(busy.details, { holder: 'this-process', closing: true })
+    assert.match(busy.message, /is being closed in this process: await its close\(\) before opening it again/)
+    await closing
+    await withLog(logDir, async (second) => {
+      assert.is((await second.verify()).events, 1, 'once the close is done, the directory opens again')
     })
   }),
 )

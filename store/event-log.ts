@@ -29,7 +29,7 @@ import {
 import { copySnapshot } from './snapshot.js'
 import { type BackupPoint, damagedPoint, decodeBackupPoints, encodeBackupPoints } from './backup-point.js'
 import { dispatchedInputs, dispatchedKey } from './dispatched-inputs.js'
-import { claimDirectory } from './writer-lock.js'
+import { type DirectoryClaim, claimDirectory } from './writer-lock.js'
 
 /** How an acknowledged append is made durable: `sync` (default) fsyncs each group commit; `os` leaves it to the OS. */
 export type Durability = 'sync' | 'os'
@@ -1014,7 +1014,10 @@ function levelError(error: unknown): FactstateError {
   // The cause is LevelDB's own error (its open wraps it in LEVEL_DATABASE_NOT_OPEN): `cause.code` says what it found.
   const inner = code === 'LEVEL_LOCKED' || code === 'LEVEL_CORRUPTION' ? error : (error as { cause?: unknown }).cause
   if (code === 'LEVEL_LOCKED' || causeCode === 'LEVEL_LOCKED') {
-    return new FactstateError('LOG_WRITER_BUSY', 'another process holds this log: a log has one writer at a time; read it from inside that process (its events(), the inspector in live mode), through a snapshot (EventLog.openSnapshot), or once it has closed the log', { cause: inner })
+    return new FactstateError('LOG_WRITER_BUSY', 'another process holds this log: a log has one writer at a time; read it from inside that process (its events(), the inspector in live mode), through a snapshot (EventLog.openSnapshot), or once it has closed the log', {
+      cause: inner,
+      details: { holder: 'another-process', closing: false },
+    })
   }
   if (code === 'LEVEL_CORRUPTION' || causeCode === 'LEVEL_CORRUPTION') {
     // `Corruption: 1 missing files; e.g.: …/000005.ldb`: a table file the manifest lists is gone.
@@ -1104,7 +1107,7 @@ export class EventLog {
   readonly #db: Db
   readonly #durability: Durability
   readonly #state: CommittedState
-  readonly #release: () => void
+  readonly #claim: DirectoryClaim
   readonly #location: string
   /** Set for a snapshot (`openSnapshot`): the directory it copies. Such a log refuses appends, and its close removes its copy. */
   readonly #snapshotOf: string | undefined
@@ -1176,11 +1179,11 @@ export class EventLog {
   #closing: Promise<void> | undefined
   #failed: FactstateError | undefined
 
-  private constructor(db: Db, durability: Durability, release: () => void, location: string, snapshotOf?: string) {
+  private constructor(db: Db, durability: Durability, claim: DirectoryClaim, snapshotOf?: string) {
     this.#db = db
     this.#durability = durability
-    this.#release = release
-    this.#location = location
+    this.#claim = claim
+    this.#location = claim.path
     this.#snapshotOf = snapshotOf
     this.#state = new CommittedState(db)
     const self = this
@@ -1230,7 +1233,7 @@ export class EventLog {
       setIdFilterStoredFrom: (events) => {
         this.#idsStoredFrom = events
       },
-      location,
+      location: claim.path,
       assertOpen: () => this.#assertOpen(),
     })
   }
@@ -1421,7 +1424,7 @@ export class EventLog {
       claim.release()
       throw levelError(error)
     }
-    const log = new EventLog(db, durability, claim.release, claim.path, snapshotOf)
+    const log = new EventLog(db, durability, claim, snapshotOf)
     // Read at once, and the marker written before anything else: LevelDB has already deleted the
     // damaged write-ahead log, and an open that died from here on would leave no trace of the loss.
     let lost: { why: string; file: string } | undefined
@@ -3083,6 +3086,8 @@ export class EventLog {
   close(): Promise<void> {
     // Every call shares one shutdown: a second close resolves only once the directory is free.
     if (this.#closing === undefined) {
+      // Until the directory is free, a second open here is told to await this close.
+      this.#claim.closing()
       this.#closing = this.#shutdown()
       // The log refuses appends from here on (#shutdown set #closed): what is told to stop can write nothing more.
       const stopped = new FactstateError('LOG_CLOSED', 'the log was closed')
@@ -3138,7 +3143,7 @@ export class EventLog {
       await this.#directory?.handle?.close().catch(() => undefined)
       // The copy is this log's own: nothing else has it open, and nobody is told its path.
       if (this.#snapshotOf !== undefined) await rm(this.#location, { recursive: true, force: true }).catch(() => undefined)
-      this.#release()
+      this.#claim.release()
     }
   }
 }

@@ -7,10 +7,21 @@ import { mkdir, realpath, stat } from 'node:fs/promises'
 import { dirname } from 'node:path'
 import { FactstateError } from '../errors.js'
 
-const held = new Set<string>()
+/** The directories this process holds, each with whether its log is closing (so a refusal can say to await that close). */
+const held = new Map<string, { closing: boolean }>()
+
+/** A directory held by one log of this process. */
+export interface DirectoryClaim {
+  /** The directory's real path. */
+  path: string
+  /** Its log has begun to close: a second open is still refused until `release`, but told to await the close. */
+  closing(): void
+  /** Frees the directory for another open in this process. */
+  release(): void
+}
 
 /** Claims `location` for this process; throws `LOG_WRITER_BUSY` if it is already held here. */
-export async function claimDirectory(location: string): Promise<{ path: string; release: () => void }> {
+export async function claimDirectory(location: string): Promise<DirectoryClaim> {
   let path: string
   try {
     await makeDirectory(location)
@@ -23,15 +34,27 @@ export async function claimDirectory(location: string): Promise<{ path: string; 
     }
     throw new FactstateError('LOG_IO', `the log directory ${location} cannot be created: ${(error as Error).message}`, { cause: error })
   }
-  if (held.has(path)) {
-    throw new FactstateError('LOG_WRITER_BUSY', `the log at ${location} is already open in this process: use that handle, or close it first`)
+  const holder = held.get(path)
+  if (holder?.closing) {
+    throw new FactstateError('LOG_WRITER_BUSY', `the log at ${location} is being closed in this process: await its close() before opening it again`, {
+      details: { holder: 'this-process', closing: true },
+    })
   }
-  held.add(path)
+  if (holder) {
+    throw new FactstateError('LOG_WRITER_BUSY', `the log at ${location} is already open in this process: use that handle, or close it first`, {
+      details: { holder: 'this-process', closing: false },
+    })
+  }
+  const state = { closing: false }
+  held.set(path, state)
   let released = false
   return {
     path,
+    closing: () => {
+      state.closing = true
+    },
     release: () => {
-      if (!released) held.delete(path)
+      if (!released && held.get(path) === state) held.delete(path)
       released = true
     },
   }

@@ -1,7 +1,10 @@
 /**
  * What the overview needs, kept in memory and maintained fact by fact: one small entry per
  * invocation (never its facts), grouped by session and turn. Built once from the log and then
- * fed by the log's subscription, so a page refresh costs nothing proportional to the log.
+ * fed by the log's subscription, so a page refresh costs nothing proportional to the log. Bounded:
+ * past its limit of invocations, the least recently active sessions that need nobody are dropped
+ * (counted, not kept); the server reads such a session back from the log when it is asked for by
+ * id, or when it has a fact again (`takeReturning`, `backfill`).
  */
 import type { Invocation, InvocationOutcome, StoredEvent } from '../facts/types.js'
 import { terminalStatusOf } from '../facts/types.js'
@@ -49,6 +52,9 @@ export type Attention = 'open' | 'paused' | 'unanswered'
 /** How many of the sessions listed are always the most recently active ones, whatever needs attention. */
 const RECENT_KEPT = 100
 
+/** The most invocations the index keeps by default (about 1.1 KB each): see `Catalog`. */
+export const DEFAULT_INDEX_LIMIT = 20_000
+
 /** The in-memory index behind `/api/overview`. */
 export class Catalog {
   readonly #invocations = new Map<string, Entry>()
@@ -60,13 +66,42 @@ export class Catalog {
   /** The successor invocation id each pending seal names → the session of that seal. */
   readonly #awaitingBy = new Map<string, SessionEntry>()
   #highWater = 0
+  /** The most invocations kept; a trim drops sessions until a tenth under it, so that it runs seldom. */
+  readonly #limit: number
+  /** Sessions dropped from the index and not read back: counted in `sessionCount`, never kept. */
+  #dropped = 0
+  /** Sessions first indexed since a trim: each may be a dropped one with a new fact, whose earlier runs are to be read back. */
+  #returning = new Set<string>()
+
+  constructor(limit = DEFAULT_INDEX_LIMIT) {
+    this.#limit = limit
+  }
 
   get highWater(): number {
     return this.#highWater
   }
 
+  /** Every session the log holds (those dropped from the index too). */
   get sessionCount(): number {
-    return this.#sessions.size
+    return this.#sessions.size + this.#dropped
+  }
+
+  /** Sessions were dropped, so an id the index lacks may still be in the log. */
+  get trimmed(): boolean {
+    return this.#dropped > 0
+  }
+
+  /** How many invocations the index holds (at most a tenth over its limit, and those of sessions that need someone). */
+  get invocationCount(): number {
+    return this.#invocations.size
+  }
+
+  has(invocationId: string): boolean {
+    return this.#invocations.has(invocationId)
+  }
+
+  hasSession(sessionId: string): boolean {
+    return this.#sessions.has(sessionId)
   }
 
   /** Applies stored events in seq order; events at or below the high-water are ignored (already seen). */
@@ -76,6 +111,77 @@ export class Catalog {
       this.#applyOne(stored)
       this.#highWater = stored.seq
     }
+    if (this.#invocations.size > this.#limit + Math.ceil(this.#limit / 10)) this.#trim()
+  }
+
+  /**
+   * Drops the least recently active sessions that need nobody (no run open, no seal awaiting its
+   * successor, a last run that did not fail or get cancelled) until the index holds a tenth under its
+   * limit; the `RECENT_KEPT` most recently active sessions always stay.
+   */
+  #trim(): void {
+    const target = this.#limit - Math.ceil(this.#limit / 10)
+    let droppable = this.#sessions.size - RECENT_KEPT
+    for (const session of this.#sessions.values()) {
+      if (this.#invocations.size <= target || droppable <= 0) break
+      droppable -= 1
+      if (this.#flagged.has(session)) continue
+      for (const ids of session.turns.values()) {
+        for (const id of ids) {
+          this.#invocations.delete(id)
+          this.#continuations.delete(id)
+        }
+      }
+      this.#sessions.delete(session.sessionId)
+      this.#returning.delete(session.sessionId)
+      this.#dropped += 1
+    }
+  }
+
+  /** The sessions first indexed since a trim (then forgotten): the server reads back the earlier runs of those that were dropped. */
+  takeReturning(): string[] {
+    if (this.#returning.size === 0) return []
+    const ids = [...this.#returning]
+    this.#returning.clear()
+    return ids
+  }
+
+  /**
+   * Adds back the earlier invocations of a dropped session that had a fact again: `events` are the
+   * stored events of its invocations the index lacks, in seq order. Their turns come before the
+   * session's later ones; the session keeps its place among the most recently active. False when
+   * there is nothing to add (a new session, or one dropped again meanwhile).
+   */
+  backfill(sessionId: string, events: readonly StoredEvent[]): boolean {
+    const session = this.#sessions.get(sessionId)
+    const missing = events.filter(({ event }) => event.invocation.sessionId === sessionId && !this.#invocations.has(event.invocation.invocationId))
+    if (session === undefined || missing.length === 0) return false
+    const earlier = new Catalog(Number.POSITIVE_INFINITY)
+    earlier.apply(missing)
+    const before = earlier.#sessions.get(sessionId) as SessionEntry
+    for (const [id, entry] of earlier.#invocations) this.#invocations.set(id, entry)
+    for (const [id, links] of earlier.#continuations) this.#continuations.set(id, [...links, ...(this.#continuations.get(id) ?? [])])
+    const turns = new Map<string, string[]>()
+    for (const [turnId, ids] of before.turns) turns.set(turnId, [...ids])
+    for (const [turnId, ids] of session.turns) turns.set(turnId, [...(turns.get(turnId) ?? []), ...ids])
+    session.turns = turns
+    session.firstSeq = Math.min(session.firstSeq, before.firstSeq)
+    session.open += before.open
+    session.awaiting += before.awaiting
+    for (const [successor, sealer] of earlier.#awaitingBy) if (sealer === before) this.#awaitingBy.set(successor, session)
+    this.#dropped = Math.max(0, this.#dropped - 1)
+    this.#reflag(session)
+    return true
+  }
+
+  /**
+   * The index of one session alone, from its stored events in seq order (every invocation of it):
+   * what the overview and the timeline show for a session dropped from this index.
+   */
+  static ofSession(events: readonly StoredEvent[]): Catalog {
+    const one = new Catalog(Number.POSITIVE_INFINITY)
+    one.apply(events)
+    return one
   }
 
   #applyOne({ seq, event }: StoredEvent): void {
@@ -113,6 +219,7 @@ export class Catalog {
       if (!session) {
         session = { sessionId: invocation.sessionId, firstSeq: seq, lastSeq: seq, turns: new Map(), open: 0, awaiting: 0, last: undefined }
         this.#sessions.set(invocation.sessionId, session)
+        if (this.#dropped > 0) this.#returning.add(invocation.sessionId)
       }
       const turn = session.turns.get(invocation.turnId) ?? []
       turn.push(invocation.invocationId)

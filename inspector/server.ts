@@ -4,6 +4,7 @@ import { mkdir } from 'node:fs/promises'
 import { Engine, engineLog } from '../actors/engine.js'
 import { FactstateError, isFactstateError } from '../errors.js'
 import { readOptions, shown } from '../options.js'
+import { ID_PATTERN } from '../facts/schema.js'
 import type { StoredEvent } from '../facts/types.js'
 import { EventLog, logInternals } from '../store/event-log.js'
 import { changeMark, idAt } from '../store/snapshot.js'
@@ -11,9 +12,9 @@ import { logHeldOpen } from '../store/writer-presence.js'
 import { FAVICON_SVG, INDEX_HTML } from './assets/document.js'
 import { readPageScript } from './assets/page-files.js'
 import { STYLESHEET } from './assets/stylesheet.js'
-import { Catalog } from './catalog.js'
+import { Catalog, DEFAULT_INDEX_LIMIT } from './catalog.js'
 import { invocationChart } from './chart.js'
-import type { ApiError, FactsLanded, Overview, VerifyReport } from './protocol.js'
+import type { ApiError, FactsLanded, Overview, SessionView, VerifyReport } from './protocol.js'
 import { timelineOf } from './timeline.js'
 
 /**
@@ -40,6 +41,13 @@ export interface InspectorOptions {
   maxEvents?: number | undefined
   /** The most stored bytes the initial index may read (default: no limit); more is `LOG_PREFIX_TOO_LARGE`. */
   maxBytes?: number | undefined
+  /**
+   * The most invocations the inspector's index keeps in memory (about 1.1 KB each; default 20,000).
+   * Past it (by a tenth), the least recently active sessions that need nobody are dropped from the
+   * index down to a tenth under it: still counted, found by their exact session or invocation id and
+   * shown from the log, and read back whole when they have a new fact. A whole number from 1.
+   */
+  maxIndexed?: number | undefined
   /**
    * For a snapshot (`EventLog.openSnapshot`) of a log another process keeps writing: every
    * `everyMs` (100 to 3,600,000) the inspector looks at the log's files and, when they changed,
@@ -112,7 +120,7 @@ function invalid(message: string, field: string, ...value: [unknown?]): Factstat
 /** The shortest and longest refresh intervals. */
 const REFRESH_MS = { min: 100, max: 3_600_000 }
 
-function validated(options: InspectorOptions): Required<Pick<InspectorOptions, 'port' | 'maxEvents' | 'maxBytes'>> {
+function validated(options: InspectorOptions): Required<Pick<InspectorOptions, 'port' | 'maxEvents' | 'maxBytes' | 'maxIndexed'>> {
   if (typeof options !== 'object' || options === null) throw invalid('serveInspector takes an options object', 'options')
   if (!(options.log instanceof EventLog)) throw invalid('options.log must be an EventLog', 'log')
   if (options.engine !== undefined && !(options.engine instanceof Engine)) throw invalid('options.engine must be an Engine', 'engine')
@@ -140,7 +148,9 @@ function validated(options: InspectorOptions): Required<Pick<InspectorOptions, '
       throw invalid('options.refresh.directory must be a non-empty path', 'refresh.directory', directory)
     }
   }
-  return { port, maxEvents: limit('maxEvents', Number.MAX_SAFE_INTEGER), maxBytes: limit('maxBytes', Number.MAX_SAFE_INTEGER) }
+  const maxIndexed = options.maxIndexed ?? DEFAULT_INDEX_LIMIT
+  if (!Number.isSafeInteger(maxIndexed) || maxIndexed < 1) throw invalid('options.maxIndexed must be a whole number from 1', 'maxIndexed', maxIndexed)
+  return { port, maxEvents: limit('maxEvents', Number.MAX_SAFE_INTEGER), maxBytes: limit('maxBytes', Number.MAX_SAFE_INTEGER), maxIndexed }
 }
 
 function send(res: ServerResponse, status: number, type: string, body: string, head: boolean, extra: Record<string, string> = {}): void {
@@ -174,7 +184,7 @@ function sendError(res: ServerResponse, status: number, code: string, message: s
 export async function serveInspector(given: InspectorOptions): Promise<InspectorServer> {
   if (typeof given !== 'object' || given === null) throw invalid('serveInspector takes an options object', 'options')
   // Each read once; a misspelt option (`prot: 4000`) is refused, not left at its default.
-  const options = readOptions(given, ['log', 'engine', 'port', 'host', 'maxEvents', 'maxBytes', 'refresh'], {
+  const options = readOptions(given, ['log', 'engine', 'port', 'host', 'maxEvents', 'maxBytes', 'maxIndexed', 'refresh'], {
     call: 'serveInspector',
     code: 'INSPECTOR_INVALID_OPTIONS',
     details: (field) => ({ field }),
@@ -187,7 +197,7 @@ export async function serveInspector(given: InspectorOptions): Promise<Inspector
       details: (field) => ({ field: `refresh.${field}` }),
     }) as NonNullable<InspectorOptions['refresh']>
   }
-  const { port, maxEvents, maxBytes } = validated(options)
+  const { port, maxEvents, maxBytes, maxIndexed } = validated(options)
   const { log, refresh } = options
   const internals = logInternals(log)
   const mode: Overview['mode'] = options.engine ? 'engine' : log.snapshotOf === undefined ? 'log' : 'snapshot'
@@ -220,9 +230,57 @@ export async function serveInspector(given: InspectorOptions): Promise<Inspector
     }
   }
   let refreshStopped: string | null = null
-  const catalog = new Catalog()
+  const catalog = new Catalog(maxIndexed)
   const streams = new Set<ServerResponse>()
   let pending: StoredEvent[][] | undefined = []
+
+  /** Every stored event of `sessionId`'s invocations (those `skip` names left out), in seq order. */
+  const sessionEvents = async (at: EventLog, sessionId: string, skip: (invocationId: string) => boolean = () => false): Promise<StoredEvent[]> => {
+    const runs = await at.runs(sessionId)
+    const lists = await Promise.all(runs.filter((run) => !skip(run.invocationId)).map((run) => logInternals(at).invocationEvents(run.invocationId)))
+    return lists.flat().sort((a, b) => a.seq - b.seq)
+  }
+  /**
+   * Sessions the index dropped that had a fact again: their earlier runs are read back from the log,
+   * one session at a time, in the background (a page sees them on its next look).
+   */
+  const returning = new Set<string>()
+  let readingBack: Promise<void> | undefined
+  let stopped = false
+  const readBack = () => {
+    for (const sessionId of catalog.takeReturning()) returning.add(sessionId)
+    if (readingBack !== undefined || returning.size === 0 || pending !== undefined) return
+    readingBack = (async () => {
+      for (const sessionId of returning) {
+        returning.delete(sessionId)
+        if (stopped) return
+        if (!catalog.hasSession(sessionId)) continue
+        try {
+          await pinned(async (at) => {
+            catalog.backfill(sessionId, await sessionEvents(at, sessionId, (id) => catalog.has(id)))
+          })
+        } catch {
+          // A log that closed or failed meanwhile: the session shows what is indexed.
+        }
+      }
+    })().finally(() => {
+      readingBack = undefined
+      if (returning.size > 0 && !stopped) readBack()
+    })
+  }
+  /**
+   * The index of a session dropped from `catalog`, read from the log, when `id` is that session's
+   * id or the id of one of its invocations; undefined otherwise (nothing dropped, no such id, or a
+   * session the index holds).
+   */
+  const droppedSession = async (at: EventLog, id: string): Promise<{ sessionId: string; index: Catalog } | undefined> => {
+    if (!catalog.trimmed || !ID_PATTERN.test(id)) return undefined
+    let sessionId: string | undefined
+    if (!catalog.hasSession(id) && (await at.runs(id)).length > 0) sessionId = id
+    else if (!catalog.has(id)) sessionId = (await logInternals(at).invocationEvents(id))[0]?.event.invocation.sessionId
+    if (sessionId === undefined || catalog.hasSession(sessionId)) return undefined
+    return { sessionId, index: Catalog.ofSession(await sessionEvents(at, sessionId)) }
+  }
 
   const broadcast = (events: FactsLanded['events']) => {
     if (streams.size === 0) return
@@ -253,6 +311,7 @@ export async function serveInspector(given: InspectorOptions): Promise<Inspector
         return
       }
       catalog.apply(events)
+      readBack()
       broadcast(landedOf(events))
     } catch {
       // A page that misses a notification catches up on its next request.
@@ -301,20 +360,23 @@ export async function serveInspector(given: InspectorOptions): Promise<Inspector
     const head = at.head()
     const openAs = await undriven()
     const listed = catalog.sessions(SESSION_LIMIT, match, internals.live)
-    const sessions = await Promise.all(
-      listed.sessions.map(async (session) => ({
-        sessionId: session.sessionId,
-        firstSeq: session.firstSeq,
-        lastSeq: session.lastSeq,
-        attention: session.attention,
-        reconciliation: (await logInternals(at).sessionRecord(session.sessionId)).unknown,
-        restored: (await logInternals(at).restoredSince(session.sessionId)) !== undefined,
-        turns: session.turns.map(({ turnId, invocationIds }) => ({
-          turnId,
-          runs: invocationIds.flatMap((id) => catalog.summary(id, internals.live, openAs) ?? []),
-        })),
+    const viewOf = async (index: Catalog, session: (typeof listed.sessions)[number]): Promise<SessionView> => ({
+      sessionId: session.sessionId,
+      firstSeq: session.firstSeq,
+      lastSeq: session.lastSeq,
+      attention: session.attention,
+      reconciliation: (await logInternals(at).sessionRecord(session.sessionId)).unknown,
+      restored: (await logInternals(at).restoredSince(session.sessionId)) !== undefined,
+      turns: session.turns.map(({ turnId, invocationIds }) => ({
+        turnId,
+        runs: invocationIds.flatMap((id) => index.summary(id, internals.live, openAs) ?? []),
       })),
-    )
+    })
+    const sessions = await Promise.all(listed.sessions.map((session) => viewOf(catalog, session)))
+    // A session dropped from the index is found by its exact id, or an exact invocation id of it.
+    const dropped = match === '' ? undefined : await droppedSession(at, match)
+    const found = dropped === undefined ? { attention: 0, sessions: [] } : dropped.index.sessions(1, '', internals.live)
+    for (const session of found.sessions) sessions.push(await viewOf(dropped?.index as Catalog, session))
     return {
       location: log.snapshotOf ?? internals.location,
       mode,
@@ -324,8 +386,8 @@ export async function serveInspector(given: InspectorOptions): Promise<Inspector
       sessions,
       sessionsTotal: catalog.sessionCount,
       match: match === '' ? null : match,
-      sessionsMatching: listed.total,
-      attention: listed.attention,
+      sessionsMatching: listed.total + found.sessions.length,
+      attention: listed.attention + found.attention,
       refresh: refresh === undefined ? null : { everyMs: refresh.everyMs, stopped: refreshStopped },
     }
   }
@@ -380,7 +442,9 @@ export async function serveInspector(given: InspectorOptions): Promise<Inspector
         }
       }
       const events = await logInternals(at).invocationEvents(id)
-      const summary = catalog.summary(id, internals.live, await undriven())
+      const openAs = await undriven()
+      // An invocation of a session dropped from the index is summed up from its session's facts.
+      const summary = catalog.summary(id, internals.live, openAs) ?? (await droppedSession(at, id))?.index.summary(id, internals.live, openAs)
       if (summary === undefined || events.length === 0) return sendError(res, 404, 'NOT_FOUND', 'the log has no such invocation', head)
       return sendJson(res, 200, timelineOf(summary, events), head)
     }
@@ -451,6 +515,7 @@ export async function serveInspector(given: InspectorOptions): Promise<Inspector
     }
     for (const events of pending) catalog.apply(events)
     pending = undefined
+    readBack()
   } catch (error) {
     unsubscribe()
     server.close()
@@ -530,6 +595,7 @@ export async function serveInspector(given: InspectorOptions): Promise<Inspector
     close() {
       closing ??= (async () => {
         closed = true
+        stopped = true
         clearTimeout(refreshTimer)
         unsubscribe()
         clearInterval(heartbeat)
@@ -540,6 +606,7 @@ export async function serveInspector(given: InspectorOptions): Promise<Inspector
           server.closeAllConnections()
         })
         await refreshing
+        await readingBack
         // The snapshots this inspector took; `log` is the caller's.
         for (const taken of [current, ...retired]) if (taken !== log) await taken.close().catch(() => undefined)
         retired.clear()

@@ -436,6 +436,85 @@ test('a sealed run whose successor has not started needs someone, until the succ
   assert.equal([catalog.sessions(10).attention, catalog.sessions(10).total], [0, 1])
 })
 
+test('the index keeps at most its limit of invocations (and a tenth more): it drops the least recently active sessions that need nobody, counts them, and takes a dropped one back whole when it has a new fact', () => {
+  const catalog = new Catalog(150)
+  let seq = 0
+  const stored = (events: RuntimeEvent[]) => events.map((event) => ({ seq: (seq += 1), event }))
+  const written: StoredEvent[] = []
+  const add = (events: StoredEvent[]) => {
+    written.push(...events)
+    catalog.apply(events)
+  }
+  for (let n = 0; n < 20; n += 1) {
+    add(stored(new EventMaker(invocationOf(`failed-${n}`, `failed-${n}`)).many([facts.opened(), facts.ended({ status: 'failed', class: 'model_failed', message: 'HTTP 500' })])))
+  }
+  for (let n = 0; n < 300; n += 1) {
+    add(stored(new EventMaker(invocationOf(`done-${n}`, `done-${n}`)).many([facts.opened(), facts.requested('s1'), facts.completed('s1', [], 'hi'), facts.ended()])))
+    assert.ok(catalog.invocationCount <= 165, `at most 165 invocations kept (${catalog.invocationCount} after session ${n})`)
+  }
+  assert.ok(catalog.trimmed)
+  assert.is(catalog.sessionCount, 320, 'dropped sessions are still counted')
+  const listed = catalog.sessions(300)
+  assert.is(listed.attention, 20, 'no session that needs someone is dropped')
+  assert.equal(listed.sessions.slice(20, 120).map((session) => session.sessionId), Array.from({ length: 100 }, (_, index) => `done-${299 - index}`), 'the most recent sessions stay')
+  assert.not.ok(catalog.hasSession('done-0'))
+  assert.is(catalog.summary('inv-done-0', new Set()), undefined)
+  // done-0 has a new run: it is indexed again, and its earlier run read back before it.
+  const again = { ...invocationOf('again', 'done-0'), turnId: 'turn-again' }
+  add(stored(new EventMaker(again).many([facts.opened(), facts.ended()])))
+  // Every session first indexed since a trim may be a dropped one back: the server reads each one's earlier runs.
+  assert.ok(catalog.takeReturning().includes('done-0'))
+  assert.equal(catalog.takeReturning(), [], 'told once')
+  assert.ok(catalog.backfill('done-0', written.filter(({ event }) => event.invocation.sessionId === 'done-0' && event.invocation.invocationId === 'inv-done-0')))
+  assert.not.ok(catalog.backfill('done-0', written.filter(({ event }) => event.invocation.invocationId === 'inv-done-0')), 'nothing more to add')
+  const session = catalog.sessions(300, 'done-0').sessions.find((found) => found.sessionId === 'done-0')
+  assert.equal(session?.turns, [{ turnId: 'turn-done-0', invocationIds: ['inv-done-0'] }, { turnId: 'turn-again', invocationIds: ['inv-again'] }])
+  assert.is(session?.firstSeq, written.find(({ event }) => event.invocation.invocationId === 'inv-done-0')?.seq)
+  assert.is(catalog.summary('inv-done-0', new Set())?.status, 'completed')
+  assert.is(catalog.sessionCount, 320, 'a session taken back is not counted twice')
+})
+
+test(
+  'a live inspector with a small index: a dropped session is found by its exact session or invocation id, its timeline is served, and a new run in it brings it back whole',
+  bounded(30_000, async (dir) => {
+    const log = await EventLog.open(join(dir, 'log'))
+    let inspector: InspectorServer | undefined
+    try {
+      // More than the 100 most recently active sessions, which the index always keeps.
+      for (let n = 0; n < 130; n += 1) {
+        await log.appendAll(new EventMaker(invocationOf(`r${n}`, `s${n}`)).many([facts.opened(), facts.requested('s1'), facts.completed('s1', [], 'hi'), facts.ended()]))
+      }
+      await rejectsWithCode(() => serveInspector({ log, maxIndexed: 0 }), 'INSPECTOR_INVALID_OPTIONS', 'maxIndexed 0')
+      inspector = await serveInspector({ log, maxIndexed: 10 })
+      const overview = async (match = '') => (await getJson<Overview>(`${inspector?.url}api/overview${match === '' ? '' : `?match=${encodeURIComponent(match)}`}`)).body
+      const all = await overview()
+      assert.is(all.sessionsTotal, 130)
+      assert.not.ok(all.sessions.some((session) => session.sessionId === 's0'), 's0 was dropped from the index')
+      for (const id of ['s0', 'inv-r0']) {
+        const found = await overview(id)
+        assert.equal(found.sessions.map((session) => [session.sessionId, session.turns.map((turn) => turn.runs.map((run) => [run.invocation.invocationId, run.status, run.facts]))]), [['s0', [[['inv-r0', 'completed', 4]]]]], id)
+        assert.is(found.sessionsMatching, 1, id)
+      }
+      assert.equal((await overview('no-such-id')).sessions, [])
+      const detail = await getJson<InvocationDetail>(`${inspector.url}api/invocation?id=inv-r0`)
+      assert.equal([detail.status, detail.body.summary.status, detail.body.entries.length], [200, 'completed', 4])
+      // A new run in s0: once read back, the session lists both runs, and is counted once.
+      await log.appendAll(new EventMaker({ ...invocationOf('again', 's0'), turnId: 'turn-again' }).many([facts.opened(), facts.requested('s1'), facts.completed('s1', [], 'hi'), facts.ended()]))
+      let runs: string[] = []
+      for (let attempt = 0; attempt < 200 && runs.length < 2; attempt += 1) {
+        const listed = (await overview()).sessions.find((session) => session.sessionId === 's0')
+        runs = listed?.turns.flatMap((turn) => turn.runs.map((run) => run.invocation.invocationId)) ?? []
+        if (runs.length < 2) await new Promise((resolve) => setTimeout(resolve, 20))
+      }
+      assert.equal(runs, ['inv-r0', 'inv-again'])
+      assert.is((await overview()).sessionsTotal, 130)
+    } finally {
+      await inspector?.close()
+      await log.close()
+    }
+  }),
+)
+
 test('the overview keeps the 100 most recent sessions listed however many need attention; a run this process drives needs nobody; match takes its text literally', () => {
   const catalog = new Catalog()
   let seq = 0

@@ -15,7 +15,7 @@ import type { ChatRequestBody, ModelClient, ProviderConfig, ToolCallPiece } from
 import type { ModelExecutor } from './model-executor.js'
 import { type ApprovalRequest, type Approver, type NeedsApproval, decide, needsApprovalFor } from './approval.js'
 import { LiveText, LiveToolCalls, type ModelTextPiece, type ModelToolCallPiece } from './model-text.js'
-import { type Secrets, redact, redactAnswer, redactDeep, secretsOf } from './redaction.js'
+import { type Secrets, redact, redactAnswer, redactDeep, redactFailure, secretsOf } from './redaction.js'
 import { functionTools, type ToolDefinition } from './tool-catalog.js'
 import { argumentsOf } from './tool-arguments.js'
 import { inputChecks } from './tool-input.js'
@@ -661,7 +661,7 @@ export class InvocationActor {
       const retry = response.status === 'retryable_failure' && attempt <= executor.retries && !this.#signal.aborted
       const status = response.status === 'retryable_failure' && !retry ? 'failed' : response.status
       // The message is the provider's or the client's own words: as a fact can hold them, without the provider's secrets.
-      const message = redact(messageOf(response.message), this.setup.secrets)
+      const message = redactFailure(messageOf(response.message), this.setup.secrets)
       await this.#record({ type: 'model.interrupted', stepId, status, message })
       if (this.#signal.aborted || status === 'cancelled') await this.#halt()
       if (retry) {

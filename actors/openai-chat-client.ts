@@ -9,7 +9,7 @@ import { z } from 'zod'
 import { FactstateError } from '../errors.js'
 import type { ModelOutput, ModelUsage, ToolCall } from '../facts/types.js'
 import type { ModelClient, ModelRequest, ModelResponse, ProviderConfig } from './model-client.js'
-import { type Secrets, redact, secretsOf } from './redaction.js'
+import { type Secrets, redactFailure, secretsOf } from './redaction.js'
 
 /** Given to the SDK, which insists on a key, when the provider has none; never sent (see the constructor). */
 const PLACEHOLDER_API_KEY = 'not-set'
@@ -508,7 +508,7 @@ export class OpenAIChatClient implements ModelClient {
 
   /** Removes every configured secret from a message (see actors/redaction.ts). */
   #redact(message: string): string {
-    return redact(message, this.#secrets)
+    return redactFailure(message, this.#secrets)
   }
 }
 
@@ -575,6 +575,6 @@ function providerMessage(error: APIError, errorBody: string | undefined): string
 
 /** Provider text as a message quotes it: redacted first (a secret cut by the limit, or split by whitespace, would not be found after), on one line, at most `QUOTE_LIMIT` characters. */
 function quote(text: string, secrets: Secrets): string {
-  const flat = redact(text, secrets).replace(/\s+/g, ' ').trim()
+  const flat = redactFailure(text, secrets).replace(/\s+/g, ' ').trim()
   return flat.length > QUOTE_LIMIT ? `${flat.slice(0, QUOTE_LIMIT)}…` : flat
 }

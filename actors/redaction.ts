@@ -187,6 +187,15 @@ export function redact(message: string, secrets: Secrets): string {
   return secrets.pieces === undefined ? out : secrets.pieces.redact(out)
 }
 
+/**
+ * A failure message redacted of `secrets` (see {@link redact}), its NUL characters left out first: an
+ * error body in UTF-16 (a proxy's error page, say), which fetch reads as UTF-8, has a NUL beside every
+ * character, so a key it echoes would match no form of the key, and be written with NULs in between.
+ */
+export function redactFailure(message: string, secrets: Secrets): string {
+  return redact(message.includes('\0') ? message.replaceAll('\0', '') : message, secrets)
+}
+
 /** The message of `error`, redacted of `provider`'s secrets. */
 export function redactedMessage(error: unknown, provider: ProviderConfig): string {
   return redact(messageOf(error), secretsOf(provider))

@@ -7,6 +7,8 @@
  * directory, in any fact, or in the CLI's output.
  */
 import { spawn } from 'node:child_process'
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { randomBytes } from 'node:crypto'
 import { join } from 'node:path'
 import { test } from 'uvu'
@@ -610,6 +612,42 @@ test('secrets: a key read with its newline, a cookie value and a signature are f
   )
   assert.is(answer.toolCalls[0]?.arguments, '{"n": 1e400, "z": -0, "big": 12345678901234567890, "k": "[redacted]", "s": "[redacted]"}')
 })
+
+test(
+  'secrets: an error body in UTF-16 (read as UTF-8, a NUL beside every character) that echoes the credentials reaches no fact and no file',
+  bounded(30_000, async (dir) => {
+    // A server (a Windows proxy's error page, say) that answers in UTF-16: fetch reads every body as
+    // UTF-8, so the echoed key arrives with a NUL after each character, matching no form of the key.
+    const server = createServer((request, response) => {
+      request.resume()
+      request.on('end', () => {
+        const echoed = `Incorrect API key provided: ${request.headers.authorization}; header ${request.headers['x-canary-one']}`
+        const json = request.url?.includes('json') === true
+        response.writeHead(401, { 'content-type': `${json ? 'application/json' : 'text/plain'}; charset=utf-16le` })
+        response.end(Buffer.from(json ? JSON.stringify({ error: { message: echoed } }) : echoed, 'utf16le'))
+      })
+    })
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+    const log = await EventLog.open(join(dir, 'log'))
+    try {
+      const engine = new Engine({ log, model: new ModelExecutor({ retries: 0 }) })
+      for (const [name, baseUrl] of [['utf16-text', `${base}/v1`], ['utf16-json', `${base}/json/v1`]] as const) {
+        const outcome = await engine.run(run(baseUrl, name, { tools: [] }))
+        assert.is(outcome.status === 'failed' ? outcome.class : outcome.status, 'model_failed', name)
+        assert.match(outcome.status === 'failed' ? (outcome.message ?? '') : '', /HTTP 401/, name)
+        // As given (JSON would write each NUL as an escape) and with the NULs left out.
+        const message = outcome.status === 'failed' ? (outcome.message ?? '') : ''
+        assert.equal([...leaks(message), ...leaks(message.replaceAll('\0', ''))], [], `${name}: the outcome`)
+      }
+      assertNoLeakInFacts(JSON.parse(JSON.stringify((await log.prefix(ALL.events, ALL.bytes)).events).replaceAll('\\u0000', '')), 'utf16')
+    } finally {
+      await log.close()
+      await new Promise<void>((resolve) => server.close(() => resolve()))
+    }
+    await assertNoLeakIn(join(dir, 'log'), 'utf16')
+  }),
+)
 
 test('secrets: the leak detector finds a canary written to the log (it can fail)', () => {
   assert.ok(leaks(JSON.stringify({ output: `tool said ${API_KEY.slice(3, 20)}` })).length > 0)

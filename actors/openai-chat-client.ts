@@ -243,6 +243,14 @@ export class OpenAIChatClient implements ModelClient {
 
   /** A client for one provider: its `baseUrl`, `apiKey` and `headers` are kept in memory only. */
   constructor(provider: ProviderConfig) {
+    // The SDK appends `/chat/completions` to the baseUrl as text: after a query or a fragment it lands in
+    // them, so no such baseUrl reaches the endpoint; and a key in one (`?key=…`) is no secret of the
+    // provider's, so the 404 hint and every server that quotes the URL it was asked would write it to the log.
+    if (/[?#]/.test(provider.baseUrl)) {
+      throw new FactstateError('RUN_INVALID_INPUT', 'the baseUrl must not carry a query (?…) or a fragment (#…): /chat/completions is appended to it; pass a key as apiKey or in headers', {
+        details: { fields: ['provider.baseUrl'] },
+      })
+    }
     this.#unversioned = unversionedHint(provider.baseUrl)
     this.#client = new OpenAI({
       fetch: async (url, init) => {

@@ -18,6 +18,7 @@ import {
   EventLog,
   FactstateError,
   ModelExecutor,
+  OpenAIChatClient,
   type ModelResponse,
   type ProviderConfig,
   type RunInput,
@@ -646,6 +647,40 @@ test(
       await new Promise<void>((resolve) => server.close(() => resolve()))
     }
     await assertNoLeakIn(join(dir, 'log'), 'utf16')
+  }),
+)
+
+test(
+  'secrets: a key in the query of a baseUrl is refused before anything is written, not quoted by the 404 hint or the server',
+  bounded(30_000, async (dir) => {
+    // A server that answers 404 quoting what it was asked, as many do (none of these runs may reach it).
+    const server = await scriptedModelServer((request) => answer.status(404, { body: `Cannot POST ${request.path}` }))
+    const log = await EventLog.open(join(dir, 'log'))
+    try {
+      const engine = new Engine({ log, model: new ModelExecutor({ retries: 0 }) })
+      for (const [name, baseUrl] of [
+        // Without a path: a 404 suggests another baseUrl, quoting this one.
+        ['query-root', `${server.baseUrl.replace(/\/v1$/, '')}?key=${API_KEY}`],
+        ['query-v1', `${server.baseUrl}?api_key=${API_KEY}`],
+        ['fragment', `${server.baseUrl}#${API_KEY}`],
+      ] as const) {
+        const input = { ...run(server.baseUrl, name, { tools: [] }), provider: { kind: 'openai-chat', baseUrl, model: 'scripted' } } as RunInput
+        const before = log.head()
+        const refused = await engine.start(input).then(
+          () => undefined,
+          (error: FactstateError) => error,
+        )
+        assert.is(refused?.code, 'RUN_INVALID_INPUT', name)
+        assert.equal(log.head(), before, `${name}: a refused run writes nothing`)
+        assert.equal(leaks(refused?.message ?? ''), [], `${name}: the refusal quotes no key`)
+        assert.throws(() => new OpenAIChatClient(input.provider), /query/, `${name}: the client refuses it too`)
+      }
+      assert.is(server.requests.length, 0, 'nothing was sent')
+    } finally {
+      await log.close()
+      await server.close()
+    }
+    for (const file of await everyFile(join(dir, 'log'))) assert.equal(leaks(file.bytes), [], file.path)
   }),
 )
 

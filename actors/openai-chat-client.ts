@@ -247,7 +247,7 @@ export class OpenAIChatClient implements ModelClient {
     // them, so no such baseUrl reaches the endpoint; and a key in one (`?key=…`) is no secret of the
     // provider's, so the 404 hint and every server that quotes the URL it was asked would write it to the log.
     if (/[?#]/.test(provider.baseUrl)) {
-      throw new FactstateError('RUN_INVALID_INPUT', 'the baseUrl must not carry a query (?…) or a fragment (#…): /chat/completions is appended to it; pass a key as apiKey or in headers', {
+      throw new FactstateError('RUN_INVALID_INPUT', 'the baseUrl must not carry a query (?…) or a fragment (#…): /chat/completions is appended to it; pass a key as apiKey or in headers (an endpoint that needs a query parameter, such as the api-version of Azure OpenAI, takes a ModelClient of your own)', {
         details: { fields: ['provider.baseUrl'] },
       })
     }

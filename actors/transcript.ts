@@ -76,7 +76,7 @@ export class TranscriptBuilder {
           this.#messages.push({
             role: 'assistant',
             content: fact.output.text ?? null,
-            tool_calls: calls.map((call) => ({ id: call.callId, type: 'function', function: { name: call.name, arguments: call.arguments } })),
+            tool_calls: calls.map((call) => ({ id: call.callId, type: 'function', function: { name: call.name, arguments: replayedArguments(call.arguments) } })),
           })
           this.#unanswered = calls.map((call) => ({ callId: call.callId }))
         }
@@ -160,6 +160,34 @@ export class TranscriptBuilder {
   }
 }
 
+/**
+ * A call's arguments as the next request replays them: the text the model sent when it is a JSON
+ * object, else `{}`. Servers that turn the history back into their own form parse it (Ollama answers
+ * 400 "invalid tool call arguments", vLLM and LiteLLM fail on it too), so replaying text that is not
+ * JSON (single quotes, a trailing comma, a code fence, a call cut by the token limit), or none at all
+ * (`""`, which ran as `{}`), would refuse every later request of the session. The tool message of a
+ * call refused for such text quotes it, so the model still sees what it sent.
+ */
+function replayedArguments(text: string): string {
+  try {
+    const value: unknown = JSON.parse(text)
+    if (value !== null && typeof value === 'object' && !Array.isArray(value)) return text
+  } catch {
+    // Replayed as `{}` below.
+  }
+  return '{}'
+}
+
+/** How much of the arguments the model sent a tool message quotes when they were not replayed as sent. */
+const SENT_QUOTED = 1_000
+
+/** `text` cut to at most `limit` UTF-16 units, never between the two halves of a character, with an ellipsis when cut. */
+function cut(text: string, limit: number): string {
+  if (text.length <= limit) return text
+  const end = /[\uD800-\uDBFF]/.test(text.charAt(limit - 1)) ? limit - 1 : limit
+  return `${text.slice(0, end)}…`
+}
+
 /** Why arguments kept as the text the model sent were refused (`undefined` if that text is not at hand). */
 function unusableArguments(input: unknown): string | undefined {
   if (typeof input !== 'string') return undefined
@@ -182,12 +210,16 @@ function rejectionText(fact: Extract<Fact, { type: 'tool.rejected' }>): string {
   switch (fact.reason) {
     case 'unknown_tool':
       return `error: there is no tool named "${fact.name}"; it was not run`
-    case 'invalid_input':
+    case 'invalid_input': {
       if (fact.message !== undefined) return `error: the arguments for "${fact.name}" do not match its input schema: ${clause(fact.message)}; it was not run`
+      // Text the next request does not replay as sent (see `replayedArguments`) is quoted here instead.
+      const sent = typeof fact.input === 'string' && replayedArguments(fact.input) !== fact.input ? fact.input : undefined
+      const quoted = sent === undefined ? '' : `. The arguments sent were: ${cut(sent, SENT_QUOTED)}`
       return `error: the arguments for "${fact.name}" ${
         clauseOf(unusableArguments(fact.input)) ??
         'are not valid JSON, or hold what cannot be stored exactly (a "__proto__" key, more than 65,535 members in one object, nesting more than 62 levels deep, a number beyond a double\'s range such as 1e400, a string with a lone surrogate)'
-      }; it was not run`
+      }; it was not run${quoted}`
+    }
     case 'denied':
       return `error: the call to "${fact.name}" was denied by its approver${fact.approval?.reason ? `: ${clause(fact.approval.reason)}` : ''}; it was not run`
     case 'cancelled':

@@ -1,0 +1,143 @@
+/**
+ * Quirks of real OpenAI-compatible servers (Ollama, vLLM, llama.cpp, LM Studio, Gemini's and
+ * OpenRouter's endpoints), reproduced by a raw `node:http` server on 127.0.0.1 and run through the
+ * engine on a real log: what is recorded, what the next request sends, and that a harmless quirk
+ * does not fail the run.
+ */
+import { createServer, type ServerResponse } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { join } from 'node:path'
+import { test } from 'uvu'
+import * as assert from 'uvu/assert'
+import { Engine, EventLog, type InvocationOutcome, ModelExecutor } from '../index.js'
+import { effectTool, messageRun, sequenceOf } from './support/faults-engine.js'
+import { bounded } from './support/temp.js'
+
+type Responder = (res: ServerResponse) => void
+
+interface Message {
+  role: string
+  content?: string | null
+  tool_call_id?: string
+  tool_calls?: { id: string; function: { name: string; arguments: string } }[]
+}
+
+/**
+ * A server answering each request with the next responder (500 once they run out). Like Ollama's
+ * /v1 (openai/openai.go, FromCompletionToolCall), it refuses with 400 "invalid tool call arguments"
+ * a request whose history holds a call whose arguments are not a JSON object.
+ */
+async function quirkServer(responders: Responder[]) {
+  const requests: { messages: Message[] }[] = []
+  const server = createServer((req, res) => {
+    let text = ''
+    req.setEncoding('utf8')
+    req.on('data', (piece: string) => (text += piece))
+    req.on('end', () => {
+      const body = JSON.parse(text) as { messages: Message[] }
+      requests.push(body)
+      const refused = body.messages.some((m) =>
+        (m.tool_calls ?? []).some((call) => {
+          try {
+            const value: unknown = JSON.parse(call.function.arguments)
+            return value === null || typeof value !== 'object' || Array.isArray(value)
+          } catch {
+            return true
+          }
+        }),
+      )
+      if (refused) return json({ error: { message: 'invalid tool call arguments' } }, 400)(res)
+      const next = responders.shift()
+      if (next) return next(res)
+      res.writeHead(500).end('the script ran out')
+    })
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  return {
+    baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`,
+    requests,
+    close: () => {
+      server.closeAllConnections()
+      return new Promise<void>((resolve) => server.close(() => resolve()))
+    },
+  }
+}
+
+const json =
+  (body: unknown, status = 200): Responder =>
+  (res) => {
+    res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body))
+  }
+
+/** A streamed answer: each event as one `data:` line, then `[DONE]`. */
+const sse =
+  (events: unknown[]): Responder =>
+  (res) => {
+    res.writeHead(200, { 'content-type': 'text/event-stream' })
+    for (const event of events) res.write(`data: ${JSON.stringify(event)}\n\n`)
+    res.end('data: [DONE]\n\n')
+  }
+
+const completion = (message: Record<string, unknown>, finishReason: string | null = 'tool_calls') => ({
+  id: 'chatcmpl-1',
+  object: 'chat.completion',
+  choices: [{ index: 0, message: { role: 'assistant', ...message }, finish_reason: finishReason }],
+})
+const chunk = (delta: Record<string, unknown>, finishReason: string | null = null) => ({
+  id: 'chatcmpl-1',
+  object: 'chat.completion.chunk',
+  choices: [{ index: 0, delta, finish_reason: finishReason }],
+})
+const text = (content: string) => json(completion({ content }, 'stop'))
+
+/** One message run against `responders`: its outcome, its facts in brief, the requests the server saw and the echo tool's inputs. */
+async function runAgainst(dir: string, responders: Responder[], options: { stream?: boolean } = {}) {
+  const server = await quirkServer(responders)
+  const log = await EventLog.open(join(dir, 'log'))
+  try {
+    const inputs: unknown[] = []
+    const echo = effectTool()
+    const execute = echo.execute
+    echo.execute = (input, context) => {
+      inputs.push(input)
+      return execute(input, context)
+    }
+    const engine = new Engine({ log, model: new ModelExecutor({ timeoutMs: 3_000, retries: 1, backoffMs: 5 }) })
+    const outcome: InvocationOutcome = await engine.run(messageRun(server.baseUrl, 'quirk', [echo], options.stream ? { providerOptions: { stream: true } } : {}))
+    const events = await log.invocationEvents('invocation-quirk')
+    return { outcome, facts: sequenceOf(events, 'invocation-quirk'), requests: server.requests, inputs, events }
+  } finally {
+    await log.close()
+    await server.close()
+  }
+}
+
+const TOOL_ROUND = ['invocation.opened', 'model.requested', 'model.completed']
+const ANSWERED = ['model.requested', 'model.completed', 'invocation.ended:completed']
+
+test(
+  'arguments that are not a JSON object are replayed as {} (Ollama refuses the request otherwise) and quoted in the tool message',
+  bounded(10_000, async (dir) => {
+    const calls = [
+      { id: 'call_a', type: 'function', function: { name: 'echo', arguments: "{'value': 42}" } },
+      { id: 'call_b', type: 'function', function: { name: 'echo', arguments: '```json\n{"value": 1}\n```' } },
+      { id: 'call_c', type: 'function', function: { name: 'echo', arguments: '' } },
+    ]
+    const run = await runAgainst(dir, [json(completion({ content: null, tool_calls: calls })), text('done')])
+    assert.equal(run.outcome, { status: 'completed' })
+    assert.equal(run.facts, [...TOOL_ROUND, 'tool.rejected:invalid_input', 'tool.rejected:invalid_input', 'tool.dispatched', 'tool.settled:succeeded', ...ANSWERED])
+    assert.equal(run.inputs, [{}], 'no arguments at all ran as {}')
+    const messages = run.requests[1]?.messages ?? []
+    const replayed = messages.find((m) => m.role === 'assistant')?.tool_calls?.map((call) => [call.id, call.function.arguments])
+    assert.equal(replayed, [['call_a', '{}'], ['call_b', '{}'], ['call_c', '{}']])
+    const told = messages.filter((m) => m.role === 'tool').map((m) => String(m.content))
+    assert.match(told[0] ?? '', /^error: the arguments for "echo" are not valid JSON \(.*\); it was not run\. The arguments sent were: \{'value': 42\}$/)
+    assert.ok(told[1]?.endsWith('The arguments sent were: ```json\n{"value": 1}\n```'), told[1])
+    assert.is(told[2], '{}')
+    // The facts keep what the model sent.
+    const completed = run.events.map((e) => e.event.fact).find((fact) => fact.type === 'model.completed')
+    assert.equal(completed?.type === 'model.completed' && completed.output.toolCalls.map((call) => call.arguments), ["{'value': 42}", '```json\n{"value": 1}\n```', ''])
+  }),
+)
+
+test.run()

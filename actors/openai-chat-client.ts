@@ -3,6 +3,7 @@
  * `openai` SDK. It sends the engine's exact request bytes, reads plain JSON or SSE answers, and
  * classifies every kind of provider trouble into a {@link ModelResponse} instead of throwing.
  */
+import { randomUUID } from 'node:crypto'
 import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai'
 import { _iterSSEMessages } from 'openai/core/streaming'
 import { z } from 'zod'
@@ -21,6 +22,28 @@ const QUOTE_LIMIT = 300
 // Token counts are read, never trusted: any value passes here and `usageOf` keeps only what a fact can hold.
 const UsageSchema = z.unknown().optional()
 
+/**
+ * A call's arguments as JSON text: as sent, or, from servers that send them already parsed (an
+ * object), written back as JSON; none at all is `""` (which runs as `{}`).
+ */
+const ArgumentsSchema = z
+  .union([z.string(), z.record(z.string(), z.unknown())])
+  .nullish()
+  .transform((value) => (value === null || value === undefined ? '' : typeof value === 'string' ? value : JSON.stringify(value)))
+
+/** A call's id; some local servers send a number, or none (see `callIdOf`). */
+const CallIdSchema = z
+  .union([z.string(), z.number()])
+  .nullish()
+  .transform((value) => (value === null || value === undefined ? '' : String(value)))
+
+/**
+ * The id a call is recorded and answered by: the provider's, or, from a server that sent none
+ * (some local servers), one made here. The tool message answers the call by it, and a server that
+ * gave no id cannot ask for a particular one.
+ */
+const callIdOf = (id: string): string => (id === '' ? `call_${randomUUID().replaceAll('-', '').slice(0, 24)}` : id)
+
 const CompletionSchema = z.object({
   choices: z
     .array(
@@ -31,9 +54,9 @@ const CompletionSchema = z.object({
           tool_calls: z
             .array(
               z.object({
-                id: z.string().min(1),
+                id: CallIdSchema,
                 type: z.string().nullish(),
-                function: z.object({ name: z.string().min(1), arguments: z.string() }),
+                function: z.object({ name: z.string().min(1), arguments: ArgumentsSchema }),
               }),
             )
             .nullish(),
@@ -58,10 +81,11 @@ const ChunkSchema = z.object({
             tool_calls: z
               .array(
                 z.object({
-                  index: z.number().int().nonnegative(),
-                  id: z.string().nullish(),
+                  // Gemini's OpenAI endpoint and some local servers leave it out (see #readStream).
+                  index: z.number().int().nonnegative().nullish(),
+                  id: CallIdSchema,
                   type: z.string().nullish(),
-                  function: z.object({ name: z.string().nullish(), arguments: z.string().nullish() }).nullish(),
+                  function: z.object({ name: z.string().nullish(), arguments: ArgumentsSchema }).nullish(),
                 }),
               )
               .nullish(),
@@ -375,7 +399,7 @@ export class OpenAIChatClient implements ModelClient {
     const choice = choices.find((candidate) => (candidate.index ?? 0) === 0) ?? choices[0]
     if (!choice) throw new MalformedAnswer('the provider answered without choices')
     const toolCalls: ToolCall[] = (choice.message.tool_calls ?? []).map((call) => ({
-      callId: call.id,
+      callId: callIdOf(call.id),
       name: call.function.name,
       arguments: call.function.arguments,
     }))
@@ -393,7 +417,8 @@ export class OpenAIChatClient implements ModelClient {
     let usage: ModelUsage | undefined
     // Merged as OpenAI's own stream helper does: by `index`; a delta's name replaces the name (some
     // servers repeat it in every delta), its arguments are appended; a new id at an index in use
-    // starts another call (some servers put parallel calls all at index 0).
+    // starts another call (some servers put parallel calls all at index 0). A delta without an index
+    // continues the last call, unless it names a new id: it then starts the next one.
     const calls: { index: number; id: string; name: string; arguments: string }[] = []
     try {
       // The SDK's SSE parser, read here rather than through its `Stream`, which reads on past
@@ -424,16 +449,18 @@ export class OpenAIChatClient implements ModelClient {
           }
           if (delta?.refusal) refusal += delta.refusal
           for (const part of delta?.tool_calls ?? []) {
-            let call = calls.findLast((candidate) => candidate.index === part.index)
+            const last = calls.at(-1)
+            const index = part.index ?? (last === undefined ? 0 : part.id && last.id && part.id !== last.id ? Math.max(...calls.map((c) => c.index)) + 1 : last.index)
+            let call = calls.findLast((candidate) => candidate.index === index)
             if (!call || (part.id && call.id && part.id !== call.id)) {
-              call = { index: part.index, id: '', name: '', arguments: '' }
+              call = { index, id: '', name: '', arguments: '' }
               calls.push(call)
             }
             if (part.id) call.id = part.id
             if (part.function?.name) call.name = part.function.name
             if (part.function?.arguments) call.arguments += part.function.arguments
             onToolCall?.({
-              index: part.index,
+              index,
               ...(part.id ? { callId: part.id } : {}),
               ...(part.function?.name ? { name: part.function.name } : {}),
               ...(part.function?.arguments ? { arguments: part.function.arguments } : {}),
@@ -455,8 +482,8 @@ export class OpenAIChatClient implements ModelClient {
     if (finishReason === undefined && !done) throw new MalformedAnswer('the provider stream ended without a finish_reason or [DONE]')
     const toolCalls: ToolCall[] = []
     for (const [position, call] of [...calls].sort((a, b) => a.index - b.index).entries()) {
-      if (!call.id || !call.name) throw new MalformedAnswer(`the provider streamed tool call ${position} without an id or a name`)
-      toolCalls.push({ callId: call.id, name: call.name, arguments: call.arguments })
+      if (!call.name) throw new MalformedAnswer(`the provider streamed tool call ${position} without a name`)
+      toolCalls.push({ callId: callIdOf(call.id), name: call.name, arguments: call.arguments })
     }
     return outputOf(text.length > 0 ? text : refusal, toolCalls, finishReason ?? (toolCalls.length > 0 ? 'tool_calls' : 'stop'), usage)
   }

@@ -140,4 +140,70 @@ test(
   }),
 )
 
+const calledWith = (run: Awaited<ReturnType<typeof runAgainst>>) =>
+  run.events.flatMap((e) => (e.event.fact.type === 'model.completed' ? e.event.fact.output.toolCalls.map((call) => [call.callId, call.name, call.arguments]) : []))
+
+for (const stream of [false, true]) {
+  const shape = stream ? 'streamed' : 'plain JSON'
+  const oneCall = (call: Record<string, unknown>) =>
+    stream ? sse([chunk({ role: 'assistant', content: null, tool_calls: [call] }), chunk({}, 'tool_calls')]) : json(completion({ content: null, tool_calls: [call] }))
+
+  test(
+    `${shape}: arguments sent already parsed (an object) are taken as its JSON text, not failed as malformed`,
+    bounded(10_000, async (dir) => {
+      const run = await runAgainst(dir, [oneCall({ index: 0, id: 'call_obj', type: 'function', function: { name: 'echo', arguments: { value: 42 } } }), text('done')], { stream })
+      assert.equal(run.outcome, { status: 'completed' })
+      assert.equal(run.facts, [...TOOL_ROUND, 'tool.dispatched', 'tool.settled:succeeded', ...ANSWERED])
+      assert.equal(calledWith(run).at(0), ['call_obj', 'echo', '{"value":42}'])
+      assert.equal(run.inputs, [{ value: 42 }])
+    }),
+  )
+
+  test(
+    `${shape}: a call without an id (some local servers), or with an empty one, gets one of its own, which its tool message answers`,
+    bounded(10_000, async (dir) => {
+      const run = await runAgainst(dir, [oneCall({ index: 0, type: 'function', function: { name: 'echo', arguments: '{"value":1}' } }), oneCall({ index: 0, id: '', function: { name: 'echo', arguments: '{"value":2}' } }), text('done')], { stream })
+      assert.equal(run.outcome, { status: 'completed' })
+      assert.equal(run.facts, [...TOOL_ROUND, 'tool.dispatched', 'tool.settled:succeeded', 'model.requested', 'model.completed', 'tool.dispatched', 'tool.settled:succeeded', ...ANSWERED])
+      const ids = calledWith(run).map(([id]) => id)
+      assert.is(ids.length, 2)
+      for (const id of ids) assert.match(id ?? '', /^call_[0-9a-f]{24}$/)
+      assert.is.not(ids[0], ids[1])
+      const last = run.requests[2]?.messages ?? []
+      assert.equal(
+        last.filter((m) => m.role === 'tool').map((m) => m.tool_call_id),
+        ids,
+      )
+      assert.equal(run.inputs, [{ value: 1 }, { value: 2 }])
+    }),
+  )
+}
+
+test(
+  'streamed tool calls without an index (Gemini\'s OpenAI endpoint): a part continues the last call, a new id starts the next',
+  bounded(10_000, async (dir) => {
+    const part = (fields: Record<string, unknown>) => chunk({ tool_calls: [fields] })
+    const run = await runAgainst(
+      dir,
+      [
+        sse([
+          part({ id: 'call_1', type: 'function', function: { name: 'echo', arguments: '' } }),
+          part({ function: { arguments: '{"value":' } }),
+          part({ function: { arguments: '1}' } }),
+          part({ id: 'call_2', type: 'function', function: { name: 'echo', arguments: '{"value":2}' } }),
+          chunk({}, 'tool_calls'),
+        ]),
+        text('done'),
+      ],
+      { stream: true },
+    )
+    assert.equal(run.outcome, { status: 'completed' })
+    assert.equal(calledWith(run), [
+      ['call_1', 'echo', '{"value":1}'],
+      ['call_2', 'echo', '{"value":2}'],
+    ])
+    assert.equal(run.inputs, [{ value: 1 }, { value: 2 }])
+  }),
+)
+
 test.run()

@@ -120,6 +120,12 @@ class ReportedError extends Error {
   }
 }
 
+/**
+ * An answer that ended with `finish_reason: "error"` (OpenRouter's word for a generation that failed
+ * upstream, its text cut wherever it was): a failure a retry may cure, not an answer to record.
+ */
+const failedGeneration = () => new ReportedError('the provider ended its answer with finish_reason "error" (the generation failed upstream)', true)
+
 /** Error types and codes providers report for trouble that a retry may cure (overload, rate limits, server errors). */
 const RETRYABLE_REPORTED_ERROR = /overload|rate.?limit|server.?error|unavailable|timeout|capacity|busy/i
 
@@ -404,6 +410,7 @@ export class OpenAIChatClient implements ModelClient {
       arguments: call.function.arguments,
     }))
     const finishReason = choice.finish_reason ?? (toolCalls.length > 0 ? 'tool_calls' : 'stop')
+    if (finishReason === 'error') throw failedGeneration()
     // A refusal (content null, `refusal` set) is the model's answer: recorded as its text, so the log shows it.
     return outputOf(choice.message.content ?? choice.message.refusal ?? undefined, toolCalls, finishReason, usageOf(parsed.data.usage))
   }
@@ -480,6 +487,7 @@ export class OpenAIChatClient implements ModelClient {
     if (controller.signal.aborted && !done && !(whole() && finishReason !== undefined)) throw new BodyReadFailure('aborted')
     // `[DONE]` ends the answer whole; one that named no finish reason gets the one a plain JSON answer gets.
     if (finishReason === undefined && !done) throw new MalformedAnswer('the provider stream ended without a finish_reason or [DONE]')
+    if (finishReason === 'error') throw failedGeneration()
     const toolCalls: ToolCall[] = []
     for (const [position, call] of [...calls].sort((a, b) => a.index - b.index).entries()) {
       if (!call.name) throw new MalformedAnswer(`the provider streamed tool call ${position} without a name`)

@@ -206,4 +206,18 @@ test(
   }),
 )
 
+for (const stream of [false, true]) {
+  test(
+    `${stream ? 'streamed' : 'plain JSON'}: finish_reason "error" (OpenRouter: the generation failed upstream) is a retryable failure, not a cut answer recorded as the final one`,
+    bounded(10_000, async (dir) => {
+      const failed = stream ? sse([chunk({ role: 'assistant', content: 'The answer is' }), chunk({}, 'error')]) : json(completion({ content: 'The answer is' }, 'error'))
+      const run = await runAgainst(dir, [failed, text('The answer is 42.')], { stream })
+      assert.equal(run.outcome, { status: 'completed' })
+      assert.equal(run.facts, ['invocation.opened', 'model.requested', 'model.interrupted:retryable_failure', ...ANSWERED])
+      const interrupted = run.events.map((e) => e.event.fact).find((fact) => fact.type === 'model.interrupted')
+      assert.match(interrupted?.type === 'model.interrupted' ? String(interrupted.message) : '', /finish_reason "error"/)
+    }),
+  )
+}
+
 test.run()

@@ -544,7 +544,9 @@ export class OpenAIChatClient implements ModelClient {
         return interrupted('failed', this.#redact(message))
       }
       const hint = status === 404 && this.#unversioned !== undefined ? this.#unversioned : ''
-      return interrupted(retryableStatus(status) ? 'retryable_failure' : 'failed', this.#redact(`the provider answered HTTP ${status}: ${detail}${hint}`), extra)
+      // OpenAI answers an account out of credit 429 too, as a rate limit: no wait cures it.
+      const exhausted = status === 429 && [error.code, error.type].some((tag) => typeof tag === 'string' && EXHAUSTED_QUOTA.test(tag))
+      return interrupted(retryableStatus(status) && !exhausted ? 'retryable_failure' : 'failed', this.#redact(`the provider answered HTTP ${status}: ${detail}${hint}`), exhausted ? {} : extra)
     }
     return interrupted('failed', this.#redact(`the request failed: ${describe(error)}`))
   }
@@ -567,6 +569,9 @@ interface AttemptHooks {
 
 /** Where the hooks ride on the request options (a symbol: never a header, never sent). */
 const ATTEMPT = Symbol('factstate attempt hooks')
+
+/** The code (and type) OpenAI gives a 429 that is an exhausted quota or balance, not a rate limit. */
+const EXHAUSTED_QUOTA = /^insufficient_quota$/i
 
 /** Statuses a retry may fix: a timeout, a rate limit, the server's own failure. */
 const retryableStatus = (status: number): boolean => status === 408 || status === 429 || status >= 500

@@ -220,4 +220,17 @@ for (const stream of [false, true]) {
   )
 }
 
+test(
+  "HTTP 429 insufficient_quota (OpenAI: the account is out of credit) fails at once; a 429 that is a rate limit is retried",
+  bounded(10_000, async (dir) => {
+    const quota = json({ error: { message: 'You exceeded your current quota, please check your plan and billing details.', type: 'insufficient_quota', param: null, code: 'insufficient_quota' } }, 429)
+    const run = await runAgainst(join(dir, 'quota'), [quota, text('never sent')])
+    assert.equal(run.facts, ['invocation.opened', 'model.requested', 'model.interrupted:failed', 'invocation.ended:failed/model_failed'])
+    assert.is(run.requests.length, 1, 'not retried')
+    const limited = json({ error: { message: 'Rate limit reached for requests', type: 'requests', code: 'rate_limit_exceeded' } }, 429)
+    const retried = await runAgainst(join(dir, 'limited'), [limited, text('done')])
+    assert.equal(retried.facts, ['invocation.opened', 'model.requested', 'model.interrupted:retryable_failure', ...ANSWERED])
+  }),
+)
+
 test.run()

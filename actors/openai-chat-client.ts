@@ -126,8 +126,12 @@ class ReportedError extends Error {
  */
 const failedGeneration = () => new ReportedError('the provider ended its answer with finish_reason "error" (the generation failed upstream)', true)
 
-/** Error types and codes providers report for trouble that a retry may cure (overload, rate limits, server errors). */
-const RETRYABLE_REPORTED_ERROR = /overload|rate.?limit|server.?error|unavailable|timeout|capacity|busy/i
+/**
+ * Error types and codes providers report for trouble that a retry may cure (overload, rate limits,
+ * server errors). `api_error` is OpenAI's and Anthropic's type for a failure on their side, and what
+ * Ollama reports when its model runner fails mid-answer.
+ */
+const RETRYABLE_REPORTED_ERROR = /overload|rate.?limit|server.?error|\bapi_error\b|unavailable|timeout|capacity|busy/i
 
 /**
  * An error reported in a 200 answer: a stream event or a JSON body with an `error` member (OpenAI,

@@ -233,4 +233,15 @@ test(
   }),
 )
 
+test(
+  'an error inside a stream of type api_error (OpenAI: trouble on its side; Ollama: its model runner failed) is retried; invalid_request_error is not',
+  bounded(10_000, async (dir) => {
+    const broken = (error: Record<string, unknown>) => sse([chunk({ role: 'assistant', content: 'partial' }), { error }])
+    const run = await runAgainst(join(dir, 'runner'), [broken({ message: 'an error was encountered while running the model: unexpected EOF', type: 'api_error' }), text('done')], { stream: true })
+    assert.equal(run.facts, ['invocation.opened', 'model.requested', 'model.interrupted:retryable_failure', ...ANSWERED])
+    const refused = await runAgainst(join(dir, 'refused'), [broken({ message: 'bad tool schema', type: 'invalid_request_error' }), text('never sent')], { stream: true })
+    assert.equal(refused.facts, ['invocation.opened', 'model.requested', 'model.interrupted:failed', 'invocation.ended:failed/model_failed'])
+  }),
+)
+
 test.run()

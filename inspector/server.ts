@@ -570,6 +570,8 @@ export async function serveInspector(given: InspectorOptions): Promise<Inspector
       current = next
       kept = true
       retire(replaced)
+      // Sessions dropped from the index that had a fact in this look are read back from it, as a live log's are.
+      readBack()
       for (let start = 0; start < landed.length; start += INDEX_CHUNK) broadcast(landed.slice(start, start + INDEX_CHUNK))
     } finally {
       if (!kept) await next.close().catch(() => undefined)

@@ -515,6 +515,40 @@ test(
   }),
 )
 
+test(
+  'a refreshed snapshot with a small index: a dropped session with a new run is read back whole, and counted once',
+  bounded(30_000, async (dir) => {
+    const path = join(dir, 'log')
+    const copies = join(dir, 'copies')
+    await mkdir(copies)
+    const held = await EventLog.open(path)
+    let snapshot: EventLog | undefined
+    let inspector: InspectorServer | undefined
+    try {
+      for (let n = 0; n < 130; n += 1) {
+        await held.appendAll(new EventMaker(invocationOf(`r${n}`, `s${n}`)).many([facts.opened(), facts.requested('s1'), facts.completed('s1', [], 'hi'), facts.ended()]))
+      }
+      snapshot = await EventLog.openSnapshot(path)
+      inspector = await serveInspector({ log: snapshot, maxIndexed: 10, refresh: { everyMs: 100, directory: copies } })
+      const overview = async () => (await getJson<Overview>(`${inspector?.url}api/overview`)).body
+      assert.not.ok((await overview()).sessions.some((session) => session.sessionId === 's0'), 's0 was dropped from the index')
+      await held.appendAll(new EventMaker({ ...invocationOf('again', 's0'), turnId: 'turn-again' }).many([facts.opened(), facts.requested('s1'), facts.completed('s1', [], 'hi'), facts.ended()]))
+      let runs: string[] = []
+      let seen: Overview | undefined
+      for (const deadline = Date.now() + 10_000; Date.now() < deadline && runs.length < 2; await new Promise((resolve) => setTimeout(resolve, 50))) {
+        seen = await overview()
+        runs = seen.sessions.find((session) => session.sessionId === 's0')?.turns.flatMap((turn) => turn.runs.map((run) => run.invocation.invocationId)) ?? []
+      }
+      assert.equal(runs, ['inv-r0', 'inv-again'], 'the earlier run is read back')
+      assert.is(seen?.sessionsTotal, 130)
+    } finally {
+      await inspector?.close()
+      await snapshot?.close()
+      await held.close()
+    }
+  }),
+)
+
 test('the overview keeps the 100 most recent sessions listed however many need attention; a run this process drives needs nobody; match takes its text literally', () => {
   const catalog = new Catalog()
   let seq = 0

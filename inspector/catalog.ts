@@ -72,6 +72,12 @@ export class Catalog {
   #dropped = 0
   /** Sessions first indexed since a trim: each may be a dropped one with a new fact, whose earlier runs are to be read back. */
   #returning = new Set<string>()
+  /**
+   * Sessions first indexed since a trim whose read-back has not answered (`backfill`, `returned`):
+   * not dropped meanwhile, since whether one was dropped before is not known yet, so dropping it
+   * again could count it twice.
+   */
+  readonly #unresolved = new Set<string>()
 
   constructor(limit = DEFAULT_INDEX_LIMIT) {
     this.#limit = limit
@@ -125,7 +131,7 @@ export class Catalog {
     for (const session of this.#sessions.values()) {
       if (this.#invocations.size <= target || droppable <= 0) break
       droppable -= 1
-      if (this.#flagged.has(session)) continue
+      if (this.#flagged.has(session) || this.#unresolved.has(session.sessionId)) continue
       for (const ids of session.turns.values()) {
         for (const id of ids) {
           this.#invocations.delete(id)
@@ -153,6 +159,7 @@ export class Catalog {
    * there is nothing to add (a new session, or one dropped again meanwhile).
    */
   backfill(sessionId: string, events: readonly StoredEvent[]): boolean {
+    this.returned(sessionId)
     const session = this.#sessions.get(sessionId)
     const missing = events.filter(({ event }) => event.invocation.sessionId === sessionId && !this.#invocations.has(event.invocation.invocationId))
     if (session === undefined || missing.length === 0) return false
@@ -172,6 +179,11 @@ export class Catalog {
     this.#dropped = Math.max(0, this.#dropped - 1)
     this.#reflag(session)
     return true
+  }
+
+  /** The read-back of a session `takeReturning` named is over (or gave up): it may be dropped again. */
+  returned(sessionId: string): void {
+    this.#unresolved.delete(sessionId)
   }
 
   /**
@@ -219,7 +231,10 @@ export class Catalog {
       if (!session) {
         session = { sessionId: invocation.sessionId, firstSeq: seq, lastSeq: seq, turns: new Map(), open: 0, awaiting: 0, last: undefined }
         this.#sessions.set(invocation.sessionId, session)
-        if (this.#dropped > 0) this.#returning.add(invocation.sessionId)
+        if (this.#dropped > 0) {
+          this.#returning.add(invocation.sessionId)
+          this.#unresolved.add(invocation.sessionId)
+        }
       }
       const turn = session.turns.get(invocation.turnId) ?? []
       turn.push(invocation.invocationId)

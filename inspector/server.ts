@@ -254,13 +254,17 @@ export async function serveInspector(given: InspectorOptions): Promise<Inspector
       for (const sessionId of returning) {
         returning.delete(sessionId)
         if (stopped) return
-        if (!catalog.hasSession(sessionId)) continue
+        if (!catalog.hasSession(sessionId)) {
+          catalog.returned(sessionId)
+          continue
+        }
         try {
           await pinned(async (at) => {
             catalog.backfill(sessionId, await sessionEvents(at, sessionId, (id) => catalog.has(id)))
           })
         } catch {
           // A log that closed or failed meanwhile: the session shows what is indexed.
+          catalog.returned(sessionId)
         }
       }
     })().finally(() => {

@@ -450,6 +450,8 @@ test('the index keeps at most its limit of invocations (and a tenth more): it dr
   }
   for (let n = 0; n < 300; n += 1) {
     add(stored(new EventMaker(invocationOf(`done-${n}`, `done-${n}`)).many([facts.opened(), facts.requested('s1'), facts.completed('s1', [], 'hi'), facts.ended()])))
+    // As the server does: a new session's read-back finds nothing earlier to add.
+    for (const id of catalog.takeReturning()) assert.not.ok(catalog.backfill(id, []))
     assert.ok(catalog.invocationCount <= 165, `at most 165 invocations kept (${catalog.invocationCount} after session ${n})`)
   }
   assert.ok(catalog.trimmed)
@@ -545,6 +547,34 @@ test(
       await inspector?.close()
       await snapshot?.close()
       await held.close()
+    }
+  }),
+)
+
+test(
+  'a live inspector with a small index: a dropped session that has a new fact and is dropped again before it is read back is still counted once',
+  bounded(30_000, async (dir) => {
+    const log = await EventLog.open(join(dir, 'log'))
+    let inspector: InspectorServer | undefined
+    try {
+      for (let n = 0; n < 130; n += 1) {
+        await log.appendAll(new EventMaker(invocationOf(`r${n}`, `s${n}`)).many([facts.opened(), facts.requested('s1'), facts.completed('s1', [], 'hi'), facts.ended()]))
+      }
+      inspector = await serveInspector({ log, maxIndexed: 10 })
+      const overview = async (match = '') => (await getJson<Overview>(`${inspector?.url}api/overview${match === '' ? '' : `?match=${encodeURIComponent(match)}`}`)).body
+      assert.is((await overview()).sessionsTotal, 130)
+      // One commit: a new run in dropped s0, then 150 new sessions, which push s0 out again at once.
+      await log.appendAll([
+        ...new EventMaker({ ...invocationOf('again', 's0'), turnId: 'turn-again' }).many([facts.opened(), facts.requested('s1'), facts.completed('s1', [], 'hi'), facts.ended()]),
+        ...Array.from({ length: 150 }, (_, n) => new EventMaker(invocationOf(`new${n}`, `new${n}`)).many([facts.opened(), facts.requested('s1'), facts.completed('s1', [], 'hi'), facts.ended()])).flat(),
+      ])
+      await new Promise((resolve) => setTimeout(resolve, 300))
+      assert.is((await overview()).sessionsTotal, 280, 'every session once')
+      const found = await overview('s0')
+      assert.equal(found.sessions.map((session) => session.turns.flatMap((turn) => turn.runs.map((run) => run.invocation.invocationId))), [['inv-r0', 'inv-again']])
+    } finally {
+      await inspector?.close()
+      await log.close()
     }
   }),
 )

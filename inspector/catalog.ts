@@ -78,9 +78,16 @@ export class Catalog {
    * again could count it twice.
    */
   readonly #unresolved = new Set<string>()
+  /**
+   * The size past which the next trim runs: a tenth over the limit, or a tenth over what the last
+   * trim left when it could not get under the limit (sessions that need someone are kept), so that
+   * a trim, a pass over the sessions, is not run on every commit of a log whose sessions mostly need someone.
+   */
+  #trimAt: number
 
   constructor(limit = DEFAULT_INDEX_LIMIT) {
     this.#limit = limit
+    this.#trimAt = limit + Math.ceil(limit / 10)
   }
 
   get highWater(): number {
@@ -117,7 +124,7 @@ export class Catalog {
       this.#applyOne(stored)
       this.#highWater = stored.seq
     }
-    if (this.#invocations.size > this.#limit + Math.ceil(this.#limit / 10)) this.#trim()
+    if (this.#invocations.size > this.#trimAt) this.#trim()
   }
 
   /**
@@ -142,6 +149,8 @@ export class Catalog {
       this.#returning.delete(session.sessionId)
       this.#dropped += 1
     }
+    const kept = Math.max(this.#limit, this.#invocations.size)
+    this.#trimAt = kept + Math.ceil(kept / 10)
   }
 
   /** The sessions first indexed since a trim (then forgotten): the server reads back the earlier runs of those that were dropped. */

@@ -579,6 +579,31 @@ test(
   }),
 )
 
+test('an index held over its limit by sessions that need someone is not trimmed again on every fact: a trim is a pass over the sessions', () => {
+  const catalog = new Catalog(100)
+  let seq = 0
+  const stored = (events: RuntimeEvent[]) => events.map((event) => ({ seq: (seq += 1), event }))
+  for (let n = 0; n < 2_000; n += 1) {
+    catalog.apply(stored(new EventMaker(invocationOf(`failed-${n}`, `failed-${n}`)).many([facts.opened(), facts.ended({ status: 'failed', class: 'model_failed', message: 'HTTP 500' })])))
+  }
+  assert.is(catalog.invocationCount, 2_000, 'nothing that needs someone is dropped')
+  // Each trim walks the sessions (`Map.prototype.values`): count the walks over 200 facts, one at a time.
+  const values = Map.prototype.values
+  let walks = 0
+  Map.prototype.values = function (this: Map<unknown, unknown>) {
+    if (this.size >= 2_000) walks += 1
+    return values.call(this)
+  } as typeof values
+  try {
+    for (let n = 0; n < 50; n += 1) {
+      for (const event of stored(new EventMaker(invocationOf(`done-${n}`, `done-${n}`)).many([facts.opened(), facts.requested('s1'), facts.completed('s1', [], 'hi'), facts.ended()]))) catalog.apply([event])
+    }
+  } finally {
+    Map.prototype.values = values
+  }
+  assert.is(walks, 0, `${walks} passes over every session for 200 facts, a tenth more than the index held`)
+})
+
 test('the overview keeps the 100 most recent sessions listed however many need attention; a run this process drives needs nobody; match takes its text literally', () => {
   const catalog = new Catalog()
   let seq = 0

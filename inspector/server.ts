@@ -447,8 +447,12 @@ export async function serveInspector(given: InspectorOptions): Promise<Inspector
       }
       const events = await logInternals(at).invocationEvents(id)
       const openAs = await undriven()
-      // An invocation of a session dropped from the index is summed up from its session's facts.
-      const summary = catalog.summary(id, internals.live, openAs) ?? (await droppedSession(at, id))?.index.summary(id, internals.live, openAs)
+      // An invocation the index lacks (its session dropped) is summed up from its session's facts:
+      // the session its own facts name, as its id may also be the id of another session.
+      const sessionId = events[0]?.event.invocation.sessionId
+      const summary =
+        catalog.summary(id, internals.live, openAs) ??
+        (sessionId === undefined || !catalog.trimmed ? undefined : Catalog.ofSession(await sessionEvents(at, sessionId)).summary(id, internals.live, openAs))
       if (summary === undefined || events.length === 0) return sendError(res, 404, 'NOT_FOUND', 'the log has no such invocation', head)
       return sendJson(res, 200, timelineOf(summary, events), head)
     }

@@ -604,6 +604,27 @@ test('an index held over its limit by sessions that need someone is not trimmed 
   assert.is(walks, 0, `${walks} passes over every session for 200 facts, a tenth more than the index held`)
 })
 
+test(
+  'a live inspector with a small index: the timeline of a dropped invocation whose id is also the id of another session is served',
+  bounded(30_000, async (dir) => {
+    const log = await EventLog.open(join(dir, 'log'))
+    let inspector: InspectorServer | undefined
+    try {
+      const run = [facts.opened(), facts.requested('s1'), facts.completed('s1', [], 'hi'), facts.ended()]
+      // Session `shared` holds invocation `inv-a`; session `a` holds invocation `shared`.
+      await log.appendAll(new EventMaker(invocationOf('a', 'shared')).many(run))
+      await log.appendAll(new EventMaker({ ...invocationOf('b', 'a'), invocationId: 'shared' }).many(run))
+      for (let n = 0; n < 130; n += 1) await log.appendAll(new EventMaker(invocationOf(`r${n}`, `s${n}`)).many(run))
+      inspector = await serveInspector({ log, maxIndexed: 10 })
+      const detail = await getJson<InvocationDetail>(`${inspector.url}api/invocation?id=shared`)
+      assert.equal([detail.status, detail.body.summary?.invocation.sessionId, detail.body.entries?.length], [200, 'a', 4])
+    } finally {
+      await inspector?.close()
+      await log.close()
+    }
+  }),
+)
+
 test('the overview keeps the 100 most recent sessions listed however many need attention; a run this process drives needs nobody; match takes its text literally', () => {
   const catalog = new Catalog()
   let seq = 0

@@ -428,8 +428,9 @@ export class OpenAIChatClient implements ModelClient {
     let usage: ModelUsage | undefined
     // Merged as OpenAI's own stream helper does: by `index`; a delta's name replaces the name (some
     // servers repeat it in every delta), its arguments are appended; a new id at an index in use
-    // starts another call (some servers put parallel calls all at index 0). A delta without an index
-    // continues the last call, unless it names a new id: it then starts the next one.
+    // starts another call (some servers put parallel calls all at index 0). A part without an index
+    // continues the last call, unless it names a new id, sits beside another part of its delta, or
+    // names another tool: it then starts the next one.
     const calls: { index: number; id: string; name: string; arguments: string }[] = []
     try {
       // The SDK's SSE parser, read here rather than through its `Stream`, which reads on past
@@ -459,9 +460,15 @@ export class OpenAIChatClient implements ModelClient {
             onText?.(delta.content)
           }
           if (delta?.refusal) refusal += delta.refusal
-          for (const part of delta?.tool_calls ?? []) {
+          for (const [position, part] of (delta?.tool_calls ?? []).entries()) {
             const last = calls.at(-1)
-            const index = part.index ?? (last === undefined ? 0 : part.id && last.id && part.id !== last.id ? Math.max(...calls.map((c) => c.index)) + 1 : last.index)
+            // Without an index, a part starts the next call when it names another id, sits beside
+            // another part of the same delta, or names another tool; else it continues the last call.
+            const next =
+              last !== undefined &&
+              !(part.id !== '' && part.id === last.id) &&
+              ((part.id !== '' && last.id !== '') || position > 0 || (!!part.function?.name && last.name !== '' && part.function.name !== last.name))
+            const index = part.index ?? (last === undefined ? 0 : next ? Math.max(...calls.map((c) => c.index)) + 1 : last.index)
             let call = calls.findLast((candidate) => candidate.index === index)
             if (!call || (part.id && call.id && part.id !== call.id)) {
               call = { index, id: '', name: '', arguments: '' }

@@ -206,6 +206,34 @@ test(
   }),
 )
 
+test(
+  'streamed tool calls without an index or an id: parts side by side in one delta are calls of their own, and so is a part naming another tool',
+  bounded(10_000, async (dir) => {
+    const run = await runAgainst(
+      dir,
+      [
+        sse([
+          chunk({ tool_calls: [{ type: 'function', function: { name: 'echo', arguments: '' } }, { type: 'function', function: { name: 'echo', arguments: '{"value":2}' } }] }),
+          chunk({ tool_calls: [{ type: 'function', function: { name: 'other', arguments: '{"value":3}' } }] }),
+          chunk({}, 'tool_calls'),
+        ]),
+        text('done'),
+      ],
+      { stream: true },
+    )
+    assert.equal(run.outcome, { status: 'completed' })
+    assert.equal(
+      calledWith(run).map(([, name, args]) => [name, args]),
+      [
+        ['echo', ''],
+        ['echo', '{"value":2}'],
+        ['other', '{"value":3}'],
+      ],
+    )
+    assert.equal(run.inputs, [{}, { value: 2 }], 'both calls to echo ran; other is no tool of the run')
+  }),
+)
+
 for (const stream of [false, true]) {
   test(
     `${stream ? 'streamed' : 'plain JSON'}: finish_reason "error" (OpenRouter: the generation failed upstream) is a retryable failure, not a cut answer recorded as the final one`,

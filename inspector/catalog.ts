@@ -73,11 +73,12 @@ export class Catalog {
   /** Sessions first indexed since a trim: each may be a dropped one with a new fact, whose earlier runs are to be read back. */
   #returning = new Set<string>()
   /**
-   * Sessions first indexed since a trim whose read-back has not answered (`backfill`, `returned`):
-   * not dropped meanwhile, since whether one was dropped before is not known yet, so dropping it
-   * again could count it twice.
+   * Sessions first indexed since a trim whose read-back has not answered (`backfill`, `returned`),
+   * once `watchReturning` was called: not dropped meanwhile, since whether one was dropped before is
+   * not known yet, so dropping it again could count it twice.
    */
   readonly #unresolved = new Set<string>()
+  #watching = false
   /**
    * The size past which the next trim runs: a tenth over the limit, or a tenth over what the last
    * trim left when it could not get under the limit (sessions that need someone are kept), so that
@@ -190,6 +191,17 @@ export class Catalog {
     return true
   }
 
+  /**
+   * From now on, a session first indexed since a trim is kept until its read-back answers. Called
+   * once the initial index is built: while it is built nothing is read back, and keeping every such
+   * session would leave the index unbounded. (A session dropped, seen again and dropped again while
+   * it is built is counted twice.)
+   */
+  watchReturning(): void {
+    this.#watching = true
+    for (const sessionId of this.#returning) this.#unresolved.add(sessionId)
+  }
+
   /** The read-back of a session `takeReturning` named is over (or gave up): it may be dropped again. */
   returned(sessionId: string): void {
     this.#unresolved.delete(sessionId)
@@ -242,7 +254,7 @@ export class Catalog {
         this.#sessions.set(invocation.sessionId, session)
         if (this.#dropped > 0) {
           this.#returning.add(invocation.sessionId)
-          this.#unresolved.add(invocation.sessionId)
+          if (this.#watching) this.#unresolved.add(invocation.sessionId)
         }
       }
       const turn = session.turns.get(invocation.turnId) ?? []

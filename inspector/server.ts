@@ -523,6 +523,7 @@ export async function serveInspector(given: InspectorOptions): Promise<Inspector
     }
     for (const events of pending) catalog.apply(events)
     pending = undefined
+    catalog.watchReturning()
     readBack()
   } catch (error) {
     unsubscribe()

@@ -450,8 +450,6 @@ test('the index keeps at most its limit of invocations (and a tenth more): it dr
   }
   for (let n = 0; n < 300; n += 1) {
     add(stored(new EventMaker(invocationOf(`done-${n}`, `done-${n}`)).many([facts.opened(), facts.requested('s1'), facts.completed('s1', [], 'hi'), facts.ended()])))
-    // As the server does: a new session's read-back finds nothing earlier to add.
-    for (const id of catalog.takeReturning()) assert.not.ok(catalog.backfill(id, []))
     assert.ok(catalog.invocationCount <= 165, `at most 165 invocations kept (${catalog.invocationCount} after session ${n})`)
   }
   assert.ok(catalog.trimmed)
@@ -624,6 +622,32 @@ test(
     }
   }),
 )
+
+test('while the index is first built, sessions seen since a trim are dropped like any other (the index stays bounded); once it watches them, one is kept until its read-back answers', () => {
+  const catalog = new Catalog(10)
+  let seq = 0
+  const run = (name: string) => new EventMaker(invocationOf(name, name)).many([facts.opened(), facts.requested('s1'), facts.completed('s1', [], 'hi'), facts.ended()]).map((event) => ({ seq: (seq += 1), event }))
+  for (let n = 0; n < 1_000; n += 1) catalog.apply(run(`built-${n}`))
+  assert.ok(catalog.invocationCount <= 111, `${catalog.invocationCount} invocations kept while built`)
+  assert.is(catalog.sessionCount, 1_000)
+  catalog.watchReturning()
+  catalog.takeReturning()
+  for (const id of ['built-0', 'built-1', 'built-2']) catalog.returned(id)
+  catalog.apply(run('late'))
+  assert.equal(catalog.takeReturning(), ['late'])
+  for (let n = 0; n < 200; n += 1) {
+    catalog.apply(run(`more-${n}`))
+    for (const id of catalog.takeReturning()) if (id !== 'late') catalog.returned(id)
+  }
+  assert.ok(catalog.hasSession('late'), 'kept until its read-back answers')
+  catalog.returned('late')
+  for (let n = 200; n < 400; n += 1) {
+    catalog.apply(run(`more-${n}`))
+    for (const id of catalog.takeReturning()) catalog.returned(id)
+  }
+  assert.not.ok(catalog.hasSession('late'), 'then dropped like any other')
+  assert.is(catalog.sessionCount, 1_401)
+})
 
 test('the overview keeps the 100 most recent sessions listed however many need attention; a run this process drives needs nobody; match takes its text literally', () => {
   const catalog = new Catalog()

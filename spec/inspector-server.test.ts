@@ -23,6 +23,14 @@ import { EventMaker, completeInvocation, facts, invocationOf, refusal, startChil
 import { ensurePageBuilt } from './support/inspector-build.js'
 import { bounded } from './support/temp.js'
 
+/** The facts of a run of one model step that completes. */
+const oneStep = (): Fact[] => [facts.opened(), facts.requested('s1'), facts.completed('s1', [], 'hi'), facts.ended()]
+
+/** Sessions `s0`…`s<count-1>`, each with one run (`inv-r<n>`) of one step, more than the index always keeps. */
+async function oneRunSessions(log: EventLog, count: number): Promise<void> {
+  for (let n = 0; n < count; n += 1) await log.appendAll(new EventMaker(invocationOf(`r${n}`, `s${n}`)).many(oneStep()))
+}
+
 async function getJson<T>(url: string): Promise<{ status: number; body: T }> {
   const response = await fetch(url)
   return { status: response.status, body: (await response.json()) as T }
@@ -380,9 +388,9 @@ test(
       // Written first, so 350 later sessions are all more recently active than these three.
       await log.appendAll(new EventMaker(invocationOf('left-open', 'alice-wire')).many([facts.opened(), facts.requested('s1')]))
       await log.appendAll(new EventMaker(invocationOf('gave-up', 'bob-failed')).many([facts.opened(), facts.ended({ status: 'failed', class: 'model_failed', message: 'HTTP 500' })]))
-      await log.appendAll(new EventMaker(invocationOf('answered', 'carol-done')).many([facts.opened(), facts.requested('s1'), facts.completed('s1', [], 'hi'), facts.ended()]))
+      await log.appendAll(new EventMaker(invocationOf('answered', 'carol-done')).many(oneStep()))
       const busy: RuntimeEvent[] = []
-      for (let n = 0; n < 350; n += 1) busy.push(...new EventMaker(invocationOf(`busy-${n}`, `busy-session-${n}`)).many([facts.opened(), facts.requested('s1'), facts.completed('s1', [], 'hi'), facts.ended()]))
+      for (let n = 0; n < 350; n += 1) busy.push(...new EventMaker(invocationOf(`busy-${n}`, `busy-session-${n}`)).many(oneStep()))
       await log.appendAll(busy)
       const overviewOf = async (query = '') => (await getJson<Overview>(`${inspector.url}api/overview${query}`)).body
       const all = await overviewOf()
@@ -449,7 +457,7 @@ test('the index keeps at most its limit of invocations (and a tenth more): it dr
     add(stored(new EventMaker(invocationOf(`failed-${n}`, `failed-${n}`)).many([facts.opened(), facts.ended({ status: 'failed', class: 'model_failed', message: 'HTTP 500' })])))
   }
   for (let n = 0; n < 300; n += 1) {
-    add(stored(new EventMaker(invocationOf(`done-${n}`, `done-${n}`)).many([facts.opened(), facts.requested('s1'), facts.completed('s1', [], 'hi'), facts.ended()])))
+    add(stored(new EventMaker(invocationOf(`done-${n}`, `done-${n}`)).many(oneStep())))
     assert.ok(catalog.invocationCount <= 165, `at most 165 invocations kept (${catalog.invocationCount} after session ${n})`)
   }
   assert.ok(catalog.trimmed)
@@ -481,9 +489,7 @@ test(
     let inspector: InspectorServer | undefined
     try {
       // More than the 100 most recently active sessions, which the index always keeps.
-      for (let n = 0; n < 130; n += 1) {
-        await log.appendAll(new EventMaker(invocationOf(`r${n}`, `s${n}`)).many([facts.opened(), facts.requested('s1'), facts.completed('s1', [], 'hi'), facts.ended()]))
-      }
+      await oneRunSessions(log, 130)
       await rejectsWithCode(() => serveInspector({ log, maxIndexed: 0 }), 'INSPECTOR_INVALID_OPTIONS', 'maxIndexed 0')
       inspector = await serveInspector({ log, maxIndexed: 10 })
       const overview = async (match = '') => (await getJson<Overview>(`${inspector?.url}api/overview${match === '' ? '' : `?match=${encodeURIComponent(match)}`}`)).body
@@ -499,7 +505,7 @@ test(
       const detail = await getJson<InvocationDetail>(`${inspector.url}api/invocation?id=inv-r0`)
       assert.equal([detail.status, detail.body.summary.status, detail.body.entries.length], [200, 'completed', 4])
       // A new run in s0: once read back, the session lists both runs, and is counted once.
-      await log.appendAll(new EventMaker({ ...invocationOf('again', 's0'), turnId: 'turn-again' }).many([facts.opened(), facts.requested('s1'), facts.completed('s1', [], 'hi'), facts.ended()]))
+      await log.appendAll(new EventMaker({ ...invocationOf('again', 's0'), turnId: 'turn-again' }).many(oneStep()))
       let runs: string[] = []
       for (let attempt = 0; attempt < 200 && runs.length < 2; attempt += 1) {
         const listed = (await overview()).sessions.find((session) => session.sessionId === 's0')
@@ -525,14 +531,12 @@ test(
     let snapshot: EventLog | undefined
     let inspector: InspectorServer | undefined
     try {
-      for (let n = 0; n < 130; n += 1) {
-        await held.appendAll(new EventMaker(invocationOf(`r${n}`, `s${n}`)).many([facts.opened(), facts.requested('s1'), facts.completed('s1', [], 'hi'), facts.ended()]))
-      }
+      await oneRunSessions(held, 130)
       snapshot = await EventLog.openSnapshot(path)
       inspector = await serveInspector({ log: snapshot, maxIndexed: 10, refresh: { everyMs: 100, directory: copies } })
       const overview = async () => (await getJson<Overview>(`${inspector?.url}api/overview`)).body
       assert.not.ok((await overview()).sessions.some((session) => session.sessionId === 's0'), 's0 was dropped from the index')
-      await held.appendAll(new EventMaker({ ...invocationOf('again', 's0'), turnId: 'turn-again' }).many([facts.opened(), facts.requested('s1'), facts.completed('s1', [], 'hi'), facts.ended()]))
+      await held.appendAll(new EventMaker({ ...invocationOf('again', 's0'), turnId: 'turn-again' }).many(oneStep()))
       let runs: string[] = []
       let seen: Overview | undefined
       for (const deadline = Date.now() + 10_000; Date.now() < deadline && runs.length < 2; await new Promise((resolve) => setTimeout(resolve, 50))) {
@@ -555,16 +559,14 @@ test(
     const log = await EventLog.open(join(dir, 'log'))
     let inspector: InspectorServer | undefined
     try {
-      for (let n = 0; n < 130; n += 1) {
-        await log.appendAll(new EventMaker(invocationOf(`r${n}`, `s${n}`)).many([facts.opened(), facts.requested('s1'), facts.completed('s1', [], 'hi'), facts.ended()]))
-      }
+      await oneRunSessions(log, 130)
       inspector = await serveInspector({ log, maxIndexed: 10 })
       const overview = async (match = '') => (await getJson<Overview>(`${inspector?.url}api/overview${match === '' ? '' : `?match=${encodeURIComponent(match)}`}`)).body
       assert.is((await overview()).sessionsTotal, 130)
       // One commit: a new run in dropped s0, then 150 new sessions, which push s0 out again at once.
       await log.appendAll([
-        ...new EventMaker({ ...invocationOf('again', 's0'), turnId: 'turn-again' }).many([facts.opened(), facts.requested('s1'), facts.completed('s1', [], 'hi'), facts.ended()]),
-        ...Array.from({ length: 150 }, (_, n) => new EventMaker(invocationOf(`new${n}`, `new${n}`)).many([facts.opened(), facts.requested('s1'), facts.completed('s1', [], 'hi'), facts.ended()])).flat(),
+        ...new EventMaker({ ...invocationOf('again', 's0'), turnId: 'turn-again' }).many(oneStep()),
+        ...Array.from({ length: 150 }, (_, n) => new EventMaker(invocationOf(`new${n}`, `new${n}`)).many(oneStep())).flat(),
       ])
       await new Promise((resolve) => setTimeout(resolve, 300))
       assert.is((await overview()).sessionsTotal, 280, 'every session once')
@@ -594,7 +596,7 @@ test('an index held over its limit by sessions that need someone is not trimmed 
   } as typeof values
   try {
     for (let n = 0; n < 50; n += 1) {
-      for (const event of stored(new EventMaker(invocationOf(`done-${n}`, `done-${n}`)).many([facts.opened(), facts.requested('s1'), facts.completed('s1', [], 'hi'), facts.ended()]))) catalog.apply([event])
+      for (const event of stored(new EventMaker(invocationOf(`done-${n}`, `done-${n}`)).many(oneStep()))) catalog.apply([event])
     }
   } finally {
     Map.prototype.values = values
@@ -608,11 +610,11 @@ test(
     const log = await EventLog.open(join(dir, 'log'))
     let inspector: InspectorServer | undefined
     try {
-      const run = [facts.opened(), facts.requested('s1'), facts.completed('s1', [], 'hi'), facts.ended()]
+      const run = oneStep()
       // Session `shared` holds invocation `inv-a`; session `a` holds invocation `shared`.
       await log.appendAll(new EventMaker(invocationOf('a', 'shared')).many(run))
       await log.appendAll(new EventMaker({ ...invocationOf('b', 'a'), invocationId: 'shared' }).many(run))
-      for (let n = 0; n < 130; n += 1) await log.appendAll(new EventMaker(invocationOf(`r${n}`, `s${n}`)).many(run))
+      await oneRunSessions(log, 130)
       inspector = await serveInspector({ log, maxIndexed: 10 })
       const detail = await getJson<InvocationDetail>(`${inspector.url}api/invocation?id=shared`)
       assert.equal([detail.status, detail.body.summary?.invocation.sessionId, detail.body.entries?.length], [200, 'a', 4])
@@ -626,7 +628,7 @@ test(
 test('while the index is first built, sessions seen since a trim are dropped like any other (the index stays bounded); once it watches them, one is kept until its read-back answers', () => {
   const catalog = new Catalog(10)
   let seq = 0
-  const run = (name: string) => new EventMaker(invocationOf(name, name)).many([facts.opened(), facts.requested('s1'), facts.completed('s1', [], 'hi'), facts.ended()]).map((event) => ({ seq: (seq += 1), event }))
+  const run = (name: string) => new EventMaker(invocationOf(name, name)).many(oneStep()).map((event) => ({ seq: (seq += 1), event }))
   for (let n = 0; n < 1_000; n += 1) catalog.apply(run(`built-${n}`))
   assert.ok(catalog.invocationCount <= 111, `${catalog.invocationCount} invocations kept while built`)
   assert.is(catalog.sessionCount, 1_000)
@@ -657,7 +659,7 @@ test('the overview keeps the 100 most recent sessions listed however many need a
     catalog.apply(stored(new EventMaker(invocationOf(`failed-${n}`, `old-failed-${n}`)).many([facts.opened(), facts.ended({ status: 'failed', class: 'model_failed', message: 'HTTP 500' })])))
   }
   for (let n = 0; n < 150; n += 1) {
-    catalog.apply(stored(new EventMaker(invocationOf(`done-${n}`, `recent-${n}`)).many([facts.opened(), facts.requested('s1'), facts.completed('s1', [], 'hi'), facts.ended()])))
+    catalog.apply(stored(new EventMaker(invocationOf(`done-${n}`, `recent-${n}`)).many(oneStep())))
   }
   const listed = catalog.sessions(300)
   assert.equal([listed.total, listed.attention, listed.sessions.length], [400, 250, 300])

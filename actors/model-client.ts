@@ -14,6 +14,8 @@ export type ChatMessage =
       role: 'assistant'
       content: string | null
       tool_calls?: { id: string; type: 'function'; function: { name: string; arguments: string } }[]
+      /** The reasoning the provider returned with an answer that made tool calls (`ModelOutput.reasoning`), sent back as it requires. */
+      reasoning_content?: string
     }
   | { role: 'tool'; tool_call_id: string; content: string }
 

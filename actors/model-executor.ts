@@ -242,7 +242,7 @@ const tokenCount = (value: unknown): number | undefined => (Number.isSafeInteger
  */
 function recordedOutput(output: unknown): unknown {
   if (output === null || typeof output !== 'object') return output
-  const { text, toolCalls, finishReason, usage } = output as Record<string, unknown>
+  const { text, toolCalls, finishReason, usage, reasoning } = output as Record<string, unknown>
   const calls = Array.isArray(toolCalls)
     ? toolCalls.map((call: unknown) => {
         if (call === null || typeof call !== 'object') return call
@@ -258,7 +258,14 @@ function recordedOutput(output: unknown): unknown {
       tokens = { ...(inputTokens === undefined ? {} : { inputTokens }), ...(outputTokens === undefined ? {} : { outputTokens }) }
     }
   }
-  return { ...(text === null || text === undefined ? {} : { text }), toolCalls: calls, finishReason, ...(tokens === undefined ? {} : { usage: tokens }) }
+  return {
+    ...(text === null || text === undefined ? {} : { text }),
+    toolCalls: calls,
+    finishReason,
+    ...(tokens === undefined ? {} : { usage: tokens }),
+    // No reasoning, or an empty one, is none; anything else is checked as text.
+    ...(reasoning === null || reasoning === undefined || reasoning === '' ? {} : { reasoning }),
+  }
 }
 
 /** A client's answer as a `ModelResponse`, or a malformed failure naming what is wrong with it (a custom client's bug is the step's failure, not the engine's). */

@@ -51,6 +51,7 @@ const CompletionSchema = z.object({
         message: z.object({
           content: z.string().nullish(),
           refusal: z.string().nullish(),
+          reasoning_content: z.string().nullish(),
           tool_calls: z
             .array(
               z.object({
@@ -78,6 +79,7 @@ const ChunkSchema = z.object({
           .object({
             content: z.string().nullish(),
             refusal: z.string().nullish(),
+            reasoning_content: z.string().nullish(),
             tool_calls: z
               .array(
                 z.object({
@@ -178,12 +180,13 @@ function usageOf(usage: unknown): ModelUsage | undefined {
   return Object.keys(out).length > 0 ? out : undefined
 }
 
-function outputOf(text: string | undefined, toolCalls: ToolCall[], finishReason: string, usage: ModelUsage | undefined): ModelOutput {
+function outputOf(text: string | undefined, toolCalls: ToolCall[], finishReason: string, usage: ModelUsage | undefined, reasoning: string | undefined): ModelOutput {
   return {
     ...(text !== undefined && text.length > 0 ? { text } : {}),
     toolCalls,
     finishReason,
     ...(usage ? { usage } : {}),
+    ...(reasoning !== undefined && reasoning.length > 0 ? { reasoning } : {}),
   }
 }
 
@@ -416,12 +419,13 @@ export class OpenAIChatClient implements ModelClient {
     const finishReason = choice.finish_reason ?? (toolCalls.length > 0 ? 'tool_calls' : 'stop')
     if (finishReason === 'error') throw failedGeneration()
     // A refusal (content null, `refusal` set) is the model's answer: recorded as its text, so the log shows it.
-    return outputOf(choice.message.content ?? choice.message.refusal ?? undefined, toolCalls, finishReason, usageOf(parsed.data.usage))
+    return outputOf(choice.message.content ?? choice.message.refusal ?? undefined, toolCalls, finishReason, usageOf(parsed.data.usage), choice.message.reasoning_content ?? undefined)
   }
 
   /** `whole`: the stop that aborted the read (a stall, the time limit) leaves an answer that named its finish reason whole. */
   async #readStream(response: Response, controller: AbortController, { onText, onToolCall }: Pick<ModelRequest, 'onText' | 'onToolCall'>, whole: () => boolean): Promise<ModelOutput> {
     let text = ''
+    let reasoning = ''
     let done = false
     let refusal = ''
     let finishReason: string | undefined
@@ -460,6 +464,7 @@ export class OpenAIChatClient implements ModelClient {
             onText?.(delta.content)
           }
           if (delta?.refusal) refusal += delta.refusal
+          if (delta?.reasoning_content) reasoning += delta.reasoning_content
           for (const [position, part] of (delta?.tool_calls ?? []).entries()) {
             const last = calls.at(-1)
             // Without an index, a part starts the next call when it names another id, sits beside
@@ -504,7 +509,7 @@ export class OpenAIChatClient implements ModelClient {
       if (!call.name) throw new MalformedAnswer(`the provider streamed tool call ${position} without a name`)
       toolCalls.push({ callId: callIdOf(call.id), name: call.name, arguments: call.arguments })
     }
-    return outputOf(text.length > 0 ? text : refusal, toolCalls, finishReason ?? (toolCalls.length > 0 ? 'tool_calls' : 'stop'), usage)
+    return outputOf(text.length > 0 ? text : refusal, toolCalls, finishReason ?? (toolCalls.length > 0 ? 'tool_calls' : 'stop'), usage, reasoning)
   }
 
   #stopped(stop: StopReason, { timeoutMs, idleTimeoutMs }: Pick<ModelRequest, 'timeoutMs' | 'idleTimeoutMs'>): ModelResponse {

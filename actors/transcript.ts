@@ -77,6 +77,8 @@ export class TranscriptBuilder {
             role: 'assistant',
             content: fact.output.text ?? null,
             tool_calls: calls.map((call) => ({ id: call.callId, type: 'function', function: { name: call.name, arguments: replayedArguments(call.arguments) } })),
+            // DeepSeek's thinking mode answers 400 to a tool round whose reasoning is not sent back; only what a provider returned is.
+            ...(fact.output.reasoning ? { reasoning_content: fact.output.reasoning } : {}),
           })
           this.#unanswered = calls.map((call) => ({ callId: call.callId }))
         }

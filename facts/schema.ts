@@ -77,6 +77,7 @@ export const modelOutputSchema = z.strictObject({
   toolCalls: z.array(toolCall),
   finishReason: text,
   usage: z.strictObject({ inputTokens: count.optional(), outputTokens: count.optional() }).optional(),
+  reasoning: text.optional(),
 })
 
 const toolOutcome = z.discriminatedUnion('status', [

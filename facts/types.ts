@@ -183,6 +183,12 @@ export interface ModelOutput {
   finishReason: string
   /** Token counts, when the provider reported them. */
   usage?: ModelUsage | undefined
+  /**
+   * The reasoning the provider returned beside the answer as `reasoning_content` (DeepSeek's
+   * thinking mode, vLLM's and SGLang's reasoning parsers), redacted as the text is; absent when it
+   * returned none. Sent back with an answer that made tool calls, as such providers require.
+   */
+  reasoning?: string | undefined
 }
 
 /**

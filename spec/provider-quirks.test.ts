@@ -18,6 +18,7 @@ type Responder = (res: ServerResponse) => void
 interface Message {
   role: string
   content?: string | null
+  reasoning_content?: string
   tool_call_id?: string
   tool_calls?: { id: string; function: { name: string; arguments: string } }[]
 }
@@ -271,5 +272,59 @@ test(
     assert.equal(refused.facts, ['invocation.opened', 'model.requested', 'model.interrupted:failed', 'invocation.ended:failed/model_failed'])
   }),
 )
+
+for (const stream of [false, true]) {
+  test(
+    `${stream ? 'streamed' : 'plain JSON'}: DeepSeek's thinking mode: the reasoning of an answer that made tool calls is recorded and sent back with it (DeepSeek answers 400 otherwise), in the run and in a continuation of it`,
+    bounded(15_000, async (dir) => {
+      const thought = 'The user wants 42 echoed; call echo first.'
+      const call = { index: 0, id: 'call_r', type: 'function', function: { name: 'echo', arguments: '{"value":42}' } }
+      const toolRound: Responder = stream
+        ? sse([chunk({ role: 'assistant', reasoning_content: thought.slice(0, 10) }), chunk({ reasoning_content: thought.slice(10) }), chunk({ content: null, tool_calls: [call] }), chunk({}, 'tool_calls')])
+        : json(completion({ content: null, reasoning_content: thought, tool_calls: [call] }))
+      const answer = (content: string): Responder => json(completion({ content, reasoning_content: 'Done thinking.' }, 'stop'))
+      // As DeepSeek does: a request whose assistant message with tool calls lacks its reasoning is refused.
+      const requests: { messages: Message[] }[] = []
+      const responders = [toolRound, answer('echoed 42'), answer('still 42')]
+      const server = createServer((req, res) => {
+        let body = ''
+        req.setEncoding('utf8')
+        req.on('data', (piece: string) => (body += piece))
+        req.on('end', () => {
+          const parsed = JSON.parse(body) as { messages: Message[] }
+          requests.push(parsed)
+          if (parsed.messages.some((m) => m.role === 'assistant' && (m.tool_calls ?? []).length > 0 && m.reasoning_content !== thought)) {
+            return json({ error: { message: 'Missing `reasoning_content` field in the assistant message', type: 'invalid_request_error' } }, 400)(res)
+          }
+          const next = responders.shift()
+          if (next) return next(res)
+          res.writeHead(500).end('the script ran out')
+        })
+      })
+      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+      const baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`
+      const log = await EventLog.open(join(dir, 'log'))
+      try {
+        const engine = new Engine({ log, model: new ModelExecutor({ timeoutMs: 3_000, retries: 0 }) })
+        const extra = stream ? { providerOptions: { stream: true } } : {}
+        assert.equal(await engine.run(messageRun(baseUrl, 'think', [effectTool()], extra)), { status: 'completed' })
+        const completed = (await log.invocationEvents('invocation-think')).flatMap((e) => (e.event.fact.type === 'model.completed' ? [e.event.fact.output.reasoning] : []))
+        assert.equal(completed, [thought, 'Done thinking.'], 'each answer\'s reasoning is recorded')
+        assert.equal(requests[1]?.messages.filter((m) => m.role === 'assistant').map((m) => m.reasoning_content), [thought])
+        // A continuation rebuilds the transcript from the facts: the reasoning goes back with the tool round, not with the final answer.
+        const source = (await log.runSource('session-think', 'run-think'))?.boundary
+        assert.ok(source)
+        const next = messageRun(baseUrl, 'think-on', [effectTool()], extra)
+        const continued = await engine.run({ ...next, invocation: { ...next.invocation, sessionId: 'session-think' }, work: { kind: 'continuation', source, content: 'and now?' } })
+        assert.equal(continued, { status: 'completed' })
+        assert.equal(requests[2]?.messages.filter((m) => m.role === 'assistant').map((m) => m.reasoning_content ?? null), [thought, null])
+      } finally {
+        await log.close()
+        server.closeAllConnections()
+        await new Promise<void>((resolve) => server.close(() => resolve()))
+      }
+    }),
+  )
+}
 
 test.run()

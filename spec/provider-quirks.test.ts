@@ -327,4 +327,26 @@ for (const stream of [false, true]) {
   )
 }
 
+test(
+  'reasoning is redacted of the provider\'s key as text is: an echo of it in reasoning_content never reaches the log',
+  bounded(10_000, async (dir) => {
+    const key = 'sk-reasoning-1234567890abcdefXYZ'
+    const server = await quirkServer([json(completion({ content: null, reasoning_content: `The key is ${key}, echo it.`, tool_calls: [{ id: 'call_k', type: 'function', function: { name: 'echo', arguments: '{"value":1}' } }] })), text('done')])
+    const log = await EventLog.open(join(dir, 'log'))
+    try {
+      const run = messageRun(server.baseUrl, 'secret', [effectTool()])
+      const outcome = await new Engine({ log, model: new ModelExecutor({ timeoutMs: 3_000, retries: 0 }) }).run({ ...run, provider: { ...run.provider, apiKey: key } })
+      assert.equal(outcome, { status: 'completed' })
+      const reasoning = (await log.invocationEvents('invocation-secret')).flatMap((e) => (e.event.fact.type === 'model.completed' && e.event.fact.output.reasoning ? [e.event.fact.output.reasoning] : []))
+      assert.is(reasoning.length, 1)
+      assert.not.ok(reasoning[0]?.includes(key), reasoning[0])
+      assert.match(reasoning[0] ?? '', /^The key is .+, echo it\.$/)
+      assert.not.ok(JSON.stringify(server.requests[1]?.messages).includes(key), 'nor is it sent back')
+    } finally {
+      await log.close()
+      await server.close()
+    }
+  }),
+)
+
 test.run()

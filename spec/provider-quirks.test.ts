@@ -26,9 +26,10 @@ interface Message {
 /**
  * A server answering each request with the next responder (500 once they run out). Like Ollama's
  * /v1 (openai/openai.go, FromCompletionToolCall), it refuses with 400 "invalid tool call arguments"
- * a request whose history holds a call whose arguments are not a JSON object.
+ * a request whose history holds a call whose arguments are not a JSON object; `refuse` may answer
+ * a request in place of the next responder (a provider's own rule).
  */
-async function quirkServer(responders: Responder[]) {
+async function quirkServer(responders: Responder[], refuse: (body: { messages: Message[] }) => Responder | undefined = () => undefined) {
   const requests: { messages: Message[] }[] = []
   const server = createServer((req, res) => {
     let text = ''
@@ -48,6 +49,8 @@ async function quirkServer(responders: Responder[]) {
         }),
       )
       if (refused) return json({ error: { message: 'invalid tool call arguments' } }, 400)(res)
+      const own = refuse(body)
+      if (own) return own(res)
       const next = responders.shift()
       if (next) return next(res)
       res.writeHead(500).end('the script ran out')
@@ -284,25 +287,12 @@ for (const stream of [false, true]) {
         : json(completion({ content: null, reasoning_content: thought, tool_calls: [call] }))
       const answer = (content: string): Responder => json(completion({ content, reasoning_content: 'Done thinking.' }, 'stop'))
       // As DeepSeek does: a request whose assistant message with tool calls lacks its reasoning is refused.
-      const requests: { messages: Message[] }[] = []
-      const responders = [toolRound, answer('echoed 42'), answer('still 42')]
-      const server = createServer((req, res) => {
-        let body = ''
-        req.setEncoding('utf8')
-        req.on('data', (piece: string) => (body += piece))
-        req.on('end', () => {
-          const parsed = JSON.parse(body) as { messages: Message[] }
-          requests.push(parsed)
-          if (parsed.messages.some((m) => m.role === 'assistant' && (m.tool_calls ?? []).length > 0 && m.reasoning_content !== thought)) {
-            return json({ error: { message: 'Missing `reasoning_content` field in the assistant message', type: 'invalid_request_error' } }, 400)(res)
-          }
-          const next = responders.shift()
-          if (next) return next(res)
-          res.writeHead(500).end('the script ran out')
-        })
-      })
-      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-      const baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`
+      const server = await quirkServer([toolRound, answer('echoed 42'), answer('still 42')], (body) =>
+        body.messages.some((m) => m.role === 'assistant' && (m.tool_calls ?? []).length > 0 && m.reasoning_content !== thought)
+          ? json({ error: { message: 'Missing `reasoning_content` field in the assistant message', type: 'invalid_request_error' } }, 400)
+          : undefined,
+      )
+      const { baseUrl, requests } = server
       const log = await EventLog.open(join(dir, 'log'))
       try {
         const engine = new Engine({ log, model: new ModelExecutor({ timeoutMs: 3_000, retries: 0 }) })
@@ -320,8 +310,7 @@ for (const stream of [false, true]) {
         assert.equal(requests[2]?.messages.filter((m) => m.role === 'assistant').map((m) => m.reasoning_content ?? null), [thought, null])
       } finally {
         await log.close()
-        server.closeAllConnections()
-        await new Promise<void>((resolve) => server.close(() => resolve()))
+        await server.close()
       }
     }),
   )

@@ -3,6 +3,7 @@
  * `store/projection.ts`, recovery, tamper and corruption detection, and group commit under 256
  * concurrent appenders.
  */
+import { existsSync, readdirSync } from 'node:fs'
 import { cp, mkdir, readFile, symlink } from 'node:fs/promises'
 import { createRequire } from 'node:module'
 import v8 from 'node:v8'
@@ -74,6 +75,31 @@ lock(
     await withLog(logDir, async (second) => {
       assert.is((await second.verify()).events, 1, 'once the close is done, the directory opens again')
     })
+  }),
+)
+
+lock(
+  'open with create: false opens a log that is there and refuses, creating nothing, where there is none',
+  boundedTest(15_000, async (dir) => {
+    const missing = join(dir, 'tenant-typo', 'log')
+    const refused = await refusal(EventLog.open(missing, { create: false }))
+    assert.equal([refused.code, refused.message], ['LOG_INVALID_ARGUMENT', `LOG_INVALID_ARGUMENT: there is no log at ${missing} to open (create: false)`])
+    assert.not.ok(existsSync(join(dir, 'tenant-typo')), 'nothing is created')
+    await mkdir(join(dir, 'empty'))
+    assert.is((await refusal(EventLog.open(join(dir, 'empty'), { create: false }))).code, 'LOG_INVALID_ARGUMENT', 'an empty directory holds no log')
+    assert.equal(readdirSync(join(dir, 'empty')), [])
+    assert.is((await refusal(EventLog.open(join(dir, 'empty'), { create: 'no' as unknown as boolean }))).code, 'LOG_INVALID_ARGUMENT')
+    await withLog(join(dir, 'log'), async (log) => {
+      await log.append(new EventMaker(invocationOf('a')).next(facts.opened()))
+    })
+    const existing = await EventLog.open(join(dir, 'log'), { create: false })
+    try {
+      assert.is(existing.head().highWater, 1, 'a log that is there opens')
+    } finally {
+      await existing.close()
+    }
+    // The default still makes a log where there is none.
+    await withLog(join(dir, 'empty'), async (log) => assert.is(log.head().highWater, 0))
   }),
 )
 

@@ -38,6 +38,12 @@ export type Durability = 'sync' | 'os'
 export interface EventLogOptions {
   /** How acknowledged appends are made durable (default `sync`: each group commit is fsynced). */
   durability?: Durability | undefined
+  /**
+   * Whether a log may be made where there is none (default `true`). With `false`, a location that
+   * holds no log is `LOG_INVALID_ARGUMENT` and nothing is created there: a mistyped path (or a
+   * tenant id turned into one) is refused instead of becoming a new, empty log.
+   */
+  create?: boolean | undefined
 }
 
 /** Options of {@link EventLog.openSnapshot}. */
@@ -1245,10 +1251,13 @@ export class EventLog {
    */
   static async open(location: string, options: EventLogOptions = {}): Promise<EventLog> {
     checkLocation(location)
-    const { durability = 'sync' } = readOptions(options, ['durability'], { call: 'EventLog.open', code: 'LOG_INVALID_ARGUMENT' })
+    const { durability = 'sync', create = true } = readOptions(options, ['durability', 'create'], { call: 'EventLog.open', code: 'LOG_INVALID_ARGUMENT' })
     if (durability !== 'sync' && durability !== 'os') {
       throw new FactstateError('LOG_INVALID_ARGUMENT', `durability must be 'sync' or 'os', not ${shown(durability)}`)
     }
+    if (typeof create !== 'boolean') throw new FactstateError('LOG_INVALID_ARGUMENT', `create must be true or false, not ${shown(create)}`)
+    // Checked before the directory is claimed, which makes it.
+    if (!create) await checkCopySource(location, 'open (create: false)')
     await checkOwnDirectory(location)
     return EventLog.#openAt(location, durability, undefined, true)
   }

@@ -31,6 +31,19 @@ async function oneRunSessions(log: EventLog, count: number): Promise<void> {
   for (let n = 0; n < count; n += 1) await log.appendAll(new EventMaker(invocationOf(`r${n}`, `s${n}`)).many(oneStep()))
 }
 
+/** Asks `look` every 20 ms until `done` holds of its answer, for at most 10 s; the last answer either way. */
+async function eventually<T>(look: () => Promise<T>, done: (value: T) => boolean): Promise<T> {
+  let value = await look()
+  for (const deadline = Date.now() + 10_000; !done(value) && Date.now() < deadline; value = await look()) {
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
+  return value
+}
+
+/** The invocation ids of a session's runs as an overview lists them (none when it is not listed). */
+const runIdsOf = (overview: Overview, sessionId: string): string[] =>
+  overview.sessions.find((session) => session.sessionId === sessionId)?.turns.flatMap((turn) => turn.runs.map((run) => run.invocation.invocationId)) ?? []
+
 async function getJson<T>(url: string): Promise<{ status: number; body: T }> {
   const response = await fetch(url)
   return { status: response.status, body: (await response.json()) as T }
@@ -506,14 +519,9 @@ test(
       assert.equal([detail.status, detail.body.summary.status, detail.body.entries.length], [200, 'completed', 4])
       // A new run in s0: once read back, the session lists both runs, and is counted once.
       await log.appendAll(new EventMaker({ ...invocationOf('again', 's0'), turnId: 'turn-again' }).many(oneStep()))
-      let runs: string[] = []
-      for (let attempt = 0; attempt < 200 && runs.length < 2; attempt += 1) {
-        const listed = (await overview()).sessions.find((session) => session.sessionId === 's0')
-        runs = listed?.turns.flatMap((turn) => turn.runs.map((run) => run.invocation.invocationId)) ?? []
-        if (runs.length < 2) await new Promise((resolve) => setTimeout(resolve, 20))
-      }
-      assert.equal(runs, ['inv-r0', 'inv-again'])
-      assert.is((await overview()).sessionsTotal, 130)
+      const seen = await eventually(overview, (listed) => runIdsOf(listed, 's0').length >= 2)
+      assert.equal(runIdsOf(seen, 's0'), ['inv-r0', 'inv-again'])
+      assert.is(seen.sessionsTotal, 130)
     } finally {
       await inspector?.close()
       await log.close()
@@ -537,14 +545,9 @@ test(
       const overview = async () => (await getJson<Overview>(`${inspector?.url}api/overview`)).body
       assert.not.ok((await overview()).sessions.some((session) => session.sessionId === 's0'), 's0 was dropped from the index')
       await held.appendAll(new EventMaker({ ...invocationOf('again', 's0'), turnId: 'turn-again' }).many(oneStep()))
-      let runs: string[] = []
-      let seen: Overview | undefined
-      for (const deadline = Date.now() + 10_000; Date.now() < deadline && runs.length < 2; await new Promise((resolve) => setTimeout(resolve, 50))) {
-        seen = await overview()
-        runs = seen.sessions.find((session) => session.sessionId === 's0')?.turns.flatMap((turn) => turn.runs.map((run) => run.invocation.invocationId)) ?? []
-      }
-      assert.equal(runs, ['inv-r0', 'inv-again'], 'the earlier run is read back')
-      assert.is(seen?.sessionsTotal, 130)
+      const seen = await eventually(overview, (listed) => runIdsOf(listed, 's0').length >= 2)
+      assert.equal(runIdsOf(seen, 's0'), ['inv-r0', 'inv-again'], 'the earlier run is read back')
+      assert.is(seen.sessionsTotal, 130)
     } finally {
       await inspector?.close()
       await snapshot?.close()
@@ -568,8 +571,8 @@ test(
         ...new EventMaker({ ...invocationOf('again', 's0'), turnId: 'turn-again' }).many(oneStep()),
         ...Array.from({ length: 150 }, (_, n) => new EventMaker(invocationOf(`new${n}`, `new${n}`)).many(oneStep())).flat(),
       ])
-      await new Promise((resolve) => setTimeout(resolve, 300))
-      assert.is((await overview()).sessionsTotal, 280, 'every session once')
+      // Read back in the background: until then s0 is counted as dropped and as listed.
+      assert.is((await eventually(overview, (listed) => listed.sessionsTotal === 280)).sessionsTotal, 280, 'every session once')
       const found = await overview('s0')
       assert.equal(found.sessions.map((session) => session.turns.flatMap((turn) => turn.runs.map((run) => run.invocation.invocationId))), [['inv-r0', 'inv-again']])
     } finally {

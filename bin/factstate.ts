@@ -10,7 +10,7 @@ const help = `usage: factstate <command> [options]
 
 commands:
   demo [--dir D]       run the whole promise end to end (no network, no API key)
-  inspect <log-dir>    open the statechart visualizer on a log (127.0.0.1 only; --port N, --refresh S)
+  inspect <log-dir>    open the statechart visualizer on a log (127.0.0.1 only; --port N, --refresh S, --token)
   log <log-dir>        print facts (--session, --run, --invocation, --type, --from, --to, --last, --json),
                        then those that land (--follow), or a session's runs (--runs)
   verify <log-dir>     re-read every fact, check the digest chain and every index record

@@ -1,3 +1,4 @@
+import { createHash, timingSafeEqual } from 'node:crypto'
 import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { mkdir } from 'node:fs/promises'
@@ -49,6 +50,15 @@ export interface InspectorOptions {
    */
   maxIndexed?: number | undefined
   /**
+   * A secret every request must carry (16 to 512 characters: letters, digits, `-`, `_`, `.`, `~`),
+   * for an inspector that other users or programs of the machine can reach: 127.0.0.1 is open to
+   * every process of the host, a service with a server-side request forgery among them. The
+   * page is opened through `link` (`url` with `?token=…`), which trades the token for a cookie
+   * of its own port and takes it out of the address bar; scripts send `Authorization: Bearer
+   * <token>` (or `?token=` on an API request). Anything else is 401 `UNAUTHORIZED`. Kept in memory only.
+   */
+  token?: string | undefined
+  /**
    * For a snapshot (`EventLog.openSnapshot`) of a log another process keeps writing: every
    * `everyMs` (100 to 3,600,000) the inspector looks at the log's files and, when they changed,
    * takes a new snapshot (in `directory`, as `openSnapshot`'s option) and shows the facts it adds
@@ -78,6 +88,11 @@ export interface InspectorOptions {
 export interface InspectorServer {
   /** `http://127.0.0.1:<port>/` */
   url: string
+  /**
+   * The address to open in a browser: `url`, with `?token=…` when the inspector has a `token`
+   * (a secret then: show it only to whom may read the log).
+   */
+  link: string
   /** Stops serving and ends every open page stream. Leaves the log and the engine alone. */
   close(): Promise<void>
 }
@@ -117,10 +132,19 @@ function invalid(message: string, field: string, ...value: [unknown?]): Factstat
   return new FactstateError('INSPECTOR_INVALID_OPTIONS', message, { details: value.length === 0 ? { field } : { field, value: value[0] } })
 }
 
+/** What a token may hold: characters that need no escaping in a URL, a header or a cookie. */
+const TOKEN_PATTERN = /^[A-Za-z0-9._~-]{16,512}$/
+
+/** Whether `given` is `token`, in time that does not depend on where they differ. */
+function sameSecret(given: string, token: string): boolean {
+  const digest = (text: string) => createHash('sha256').update(text).digest()
+  return timingSafeEqual(digest(given), digest(token))
+}
+
 /** The shortest and longest refresh intervals. */
 const REFRESH_MS = { min: 100, max: 3_600_000 }
 
-function validated(options: InspectorOptions): Required<Pick<InspectorOptions, 'port' | 'maxEvents' | 'maxBytes' | 'maxIndexed'>> {
+function validated(options: InspectorOptions): Required<Pick<InspectorOptions, 'port' | 'maxEvents' | 'maxBytes' | 'maxIndexed'>> & { token: string | undefined } {
   if (typeof options !== 'object' || options === null) throw invalid('serveInspector takes an options object', 'options')
   if (!(options.log instanceof EventLog)) throw invalid('options.log must be an EventLog', 'log')
   if (options.engine !== undefined && !(options.engine instanceof Engine)) throw invalid('options.engine must be an Engine', 'engine')
@@ -150,7 +174,12 @@ function validated(options: InspectorOptions): Required<Pick<InspectorOptions, '
   }
   const maxIndexed = options.maxIndexed ?? DEFAULT_INDEX_LIMIT
   if (!Number.isSafeInteger(maxIndexed) || maxIndexed < 1) throw invalid('options.maxIndexed must be a whole number from 1', 'maxIndexed', maxIndexed)
-  return { port, maxEvents: limit('maxEvents', Number.MAX_SAFE_INTEGER), maxBytes: limit('maxBytes', Number.MAX_SAFE_INTEGER), maxIndexed }
+  const { token } = options
+  // The value is never quoted back: it is meant to be a secret.
+  if (token !== undefined && (typeof token !== 'string' || !TOKEN_PATTERN.test(token))) {
+    throw invalid('options.token must be 16 to 512 characters of letters, digits, -, _, . and ~', 'token')
+  }
+  return { port, maxEvents: limit('maxEvents', Number.MAX_SAFE_INTEGER), maxBytes: limit('maxBytes', Number.MAX_SAFE_INTEGER), maxIndexed, token }
 }
 
 function send(res: ServerResponse, status: number, type: string, body: string, head: boolean, extra: Record<string, string> = {}): void {
@@ -184,7 +213,7 @@ function sendError(res: ServerResponse, status: number, code: string, message: s
 export async function serveInspector(given: InspectorOptions): Promise<InspectorServer> {
   if (typeof given !== 'object' || given === null) throw invalid('serveInspector takes an options object', 'options')
   // Each read once; a misspelt option (`prot: 4000`) is refused, not left at its default.
-  const options = readOptions(given, ['log', 'engine', 'port', 'host', 'maxEvents', 'maxBytes', 'maxIndexed', 'refresh'], {
+  const options = readOptions(given, ['log', 'engine', 'port', 'host', 'maxEvents', 'maxBytes', 'maxIndexed', 'refresh', 'token'], {
     call: 'serveInspector',
     code: 'INSPECTOR_INVALID_OPTIONS',
     details: (field) => ({ field }),
@@ -197,7 +226,7 @@ export async function serveInspector(given: InspectorOptions): Promise<Inspector
       details: (field) => ({ field: `refresh.${field}` }),
     }) as NonNullable<InspectorOptions['refresh']>
   }
-  const { port, maxEvents, maxBytes, maxIndexed } = validated(options)
+  const { port, maxEvents, maxBytes, maxIndexed, token } = validated(options)
   const { log, refresh } = options
   const internals = logInternals(log)
   const mode: Overview['mode'] = options.engine ? 'engine' : log.snapshotOf === undefined ? 'log' : 'snapshot'
@@ -466,6 +495,18 @@ export async function serveInspector(given: InspectorOptions): Promise<Inspector
     markIndexed = resolve
   })
   let allowedHosts: Set<string> = new Set()
+  /** The cookie a page opened through the link keeps the token in: cookies are not kept per port, so the name is. */
+  let cookieName = ''
+  /** Whether a request without `?token=` carries the token, as a bearer or as the page's cookie. */
+  const carriesToken = (req: IncomingMessage, secret: string): boolean => {
+    const { authorization, cookie } = req.headers
+    if (authorization !== undefined && /^bearer /i.test(authorization) && sameSecret(authorization.slice(7).trim(), secret)) return true
+    for (const part of (cookie ?? '').split(';')) {
+      const at = part.indexOf('=')
+      if (at > 0 && part.slice(0, at).trim() === cookieName && sameSecret(part.slice(at + 1).trim(), secret)) return true
+    }
+    return false
+  }
   const server: Server = createServer((req, res) => {
     // A page on another origin that rebinds its name to 127.0.0.1 still sends its own Host.
     if (!allowedHosts.has(req.headers.host ?? '')) return sendError(res, 403, 'FORBIDDEN_HOST', 'the inspector answers only to 127.0.0.1 and localhost')
@@ -485,6 +526,26 @@ export async function serveInspector(given: InspectorOptions): Promise<Inspector
     } catch {
       // A request target no URL can be made of (`http://[/`, say) must not take the process down.
       return sendError(res, 400, 'BAD_REQUEST', 'the request target is not a valid URL')
+    }
+    if (token !== undefined) {
+      const given = url.searchParams.get('token')
+      if (given === null ? !carriesToken(req, token) : !sameSecret(given, token)) {
+        res.setHeader('www-authenticate', 'Bearer realm="factstate inspector"')
+        return sendError(res, 401, 'UNAUTHORIZED', 'the inspector has a token: open the link it printed (…/?token=…), or send Authorization: Bearer <token>', req.method === 'HEAD')
+      }
+      if (given !== null && !url.pathname.startsWith('/api/')) {
+        // A page opened through the link: the token goes into a cookie and out of the address bar
+        // (and the history); the fragment, which holds the page's own state, is kept by the browser.
+        url.searchParams.delete('token')
+        const search = url.searchParams.toString()
+        res.writeHead(303, {
+          ...SECURITY_HEADERS,
+          location: `${url.pathname}${search === '' ? '' : `?${search}`}`,
+          'set-cookie': `${cookieName}=${token}; HttpOnly; SameSite=Strict; Path=/`,
+          'content-length': '0',
+        })
+        return res.end()
+      }
     }
     indexed.then(() => pinned((at) => route(req, res, url.pathname, url.searchParams, at))).catch((error: unknown) => {
       if (res.headersSent) {
@@ -511,6 +572,7 @@ export async function serveInspector(given: InspectorOptions): Promise<Inspector
   }
   const bound = (server.address() as AddressInfo).port
   allowedHosts = new Set([`${HOST}:${bound}`, `localhost:${bound}`])
+  cookieName = `factstate-inspector-${bound}`
   try {
     // Facts landing meanwhile wait in `pending`; the catalog skips any it has already indexed.
     const upTo = log.head().highWater
@@ -603,6 +665,7 @@ export async function serveInspector(given: InspectorOptions): Promise<Inspector
   let closing: Promise<void> | undefined
   return {
     url: `http://${HOST}:${bound}/`,
+    link: `http://${HOST}:${bound}/${token === undefined ? '' : `?token=${token}`}`,
     close() {
       closing ??= (async () => {
         closed = true

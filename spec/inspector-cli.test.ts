@@ -293,4 +293,47 @@ test(
   }),
 )
 
+test(
+  '--token: the printed link carries a random token the inspector requires; FACTSTATE_INSPECTOR_TOKEN fixes it (and implies it); a bad one is a usage error',
+  bounded(20_000, async (dir) => {
+    const path = join(dir, 'log')
+    await writeLog(path)
+    const serve = async (args: string[]): Promise<string> => {
+      const { io, out } = collector()
+      const stop = new AbortController()
+      const running = inspectCommand([path, '--refresh', '0', ...args], io, { signal: stop.signal })
+      try {
+        const link = await urlPrinted(out, 10_000)
+        const { origin } = new URL(link)
+        assert.is((await fetch(`${origin}/api/overview`)).status, 401, 'a request without the token is refused')
+        const token = new URL(link).searchParams.get('token') ?? ''
+        const served = await fetch(`${origin}/api/overview`, { headers: { authorization: `Bearer ${token}` } })
+        assert.is(served.status, 200)
+        assert.is(((await served.json()) as Overview).highWater, 8)
+        return token
+      } finally {
+        stop.abort()
+        assert.is(await running, 0)
+      }
+    }
+    const first = await serve(['--token'])
+    const second = await serve(['-t'])
+    assert.match(first, /^[A-Za-z0-9_-]{32}$/)
+    assert.is.not(first, second, 'a new token each time')
+    const before = process.env.FACTSTATE_INSPECTOR_TOKEN
+    try {
+      process.env.FACTSTATE_INSPECTOR_TOKEN = 'fixed-token-for-the-service'
+      assert.is(await serve([]), 'fixed-token-for-the-service')
+      process.env.FACTSTATE_INSPECTOR_TOKEN = 'too short'
+      const { io, err } = collector()
+      assert.is(await inspectCommand([path], io), 2)
+      assert.match(err.join('\n'), /FACTSTATE_INSPECTOR_TOKEN must be 16 to 512 characters/)
+      assert.not.ok(err.join('\n').includes('too short'), 'the value is not quoted back')
+    } finally {
+      if (before === undefined) delete process.env.FACTSTATE_INSPECTOR_TOKEN
+      else process.env.FACTSTATE_INSPECTOR_TOKEN = before
+    }
+  }),
+)
+
 test.run()

@@ -1039,4 +1039,63 @@ test(
   }),
 )
 
+test(
+  'a token: every request must carry it (bearer, ?token= or the cookie the link trades it for), a wrong one is 401, and a bad one is refused unquoted',
+  bounded(10_000, async (dir) => {
+    const log = await EventLog.open(join(dir, 'log'))
+    await log.appendAll(new EventMaker(invocationOf('r0', 's0')).many(oneStep()))
+    for (const token of ['short', 'has space in it, long enough', 'x'.repeat(513), 42]) {
+      const error = await rejectsWithCode(() => serveInspector({ log, token: token as string }), 'INSPECTOR_INVALID_OPTIONS')
+      assert.equal((error as { details?: unknown }).details, { field: 'token' })
+      if (typeof token === 'string') assert.not.ok(error.message.includes(token), 'the value is not quoted back')
+    }
+    const open = await serveInspector({ log })
+    try {
+      assert.is(open.link, open.url, 'without a token the link is the address')
+      assert.is((await fetch(`${open.url}api/overview`)).status, 200)
+    } finally {
+      await open.close()
+    }
+    const token = 'k7-Q_p.2~aZ9mB4xR8wT'
+    const inspector = await serveInspector({ log, token })
+    try {
+      const { url, link } = inspector
+      const port = new URL(url).port
+      assert.is(link, `${url}?token=${token}`)
+      for (const path of ['', 'api/overview', 'api/events', 'api/invocation?id=inv-r0', 'style.css']) {
+        const refused = await fetch(`${url}${path}`)
+        assert.is(refused.status, 401, `no token: ${path}`)
+        assert.is(((await refused.json()) as { code: string }).code, 'UNAUTHORIZED')
+        assert.match(refused.headers.get('www-authenticate') ?? '', /^Bearer/)
+      }
+      const bearer = (value: string) => ({ headers: { authorization: `Bearer ${value}` } })
+      assert.is((await fetch(`${url}api/overview`, bearer(`${token}x`))).status, 401, 'a wrong bearer')
+      assert.is((await fetch(`${url}api/overview`, bearer(token.slice(1)))).status, 401, 'a shorter one')
+      assert.is((await fetch(`${url}api/overview`, { headers: { cookie: `factstate-inspector-${Number(port) + 1}=${token}` } })).status, 401, 'the cookie of another port')
+      assert.is((await fetch(`${url}api/overview?token=nope-nope-nope-nope`)).status, 401, 'a wrong ?token=')
+      const served = await fetch(`${url}api/overview`, bearer(token))
+      assert.is(served.status, 200)
+      assert.equal(((await served.json()) as Overview).sessions.map((session) => session.sessionId), ['s0'])
+      assert.is((await fetch(`${url}api/overview?token=${token}`)).status, 200, 'a script may put it in the query')
+      // The link: the token becomes a cookie of this port's, and leaves the address.
+      const traded = await fetch(link, { redirect: 'manual' })
+      assert.is(traded.status, 303)
+      assert.is(traded.headers.get('location'), '/')
+      assert.is(traded.headers.get('set-cookie'), `factstate-inspector-${port}=${token}; HttpOnly; SameSite=Strict; Path=/`)
+      const kept = await fetch(`${url}page/app.js?v=1&token=${token}`, { redirect: 'manual' })
+      assert.is(kept.headers.get('location'), '/page/app.js?v=1', 'other parameters stay')
+      const cookie = { headers: { cookie: `other=1; factstate-inspector-${port}=${token}` } }
+      const page = await fetch(url, cookie)
+      assert.is(page.status, 200)
+      assert.match(await page.text(), /<html/i)
+      assert.is((await fetch(`${url}api/invocation?id=inv-r0`, cookie)).status, 200)
+      assert.is((await raw(`${url}api/overview`, { method: 'HEAD' })).status, 401)
+      assert.is((await raw(`${url}api/overview`, { method: 'POST' })).status, 405, 'read-only is said first')
+    } finally {
+      await inspector.close()
+    }
+    await log.close()
+  }),
+)
+
 test.run()

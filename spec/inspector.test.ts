@@ -437,4 +437,31 @@ offline('live: over a running engine, a new fact appears without a reload', (con
   ),
 )
 
+offline('with a token, the link opens the page (the token leaves the address, the page and its live stream work on the cookie) and a browser without it gets 401', (context) =>
+  withTimeout(async () => {
+    if (context.setupError !== undefined) throw context.setupError
+    const { log, watched, browser } = context as Offline
+    const inspector = await serveInspector({ log, token: 'page-token-0123456789abcdef' })
+    try {
+      const page = await load(watched, inspector.link)
+      const address = page.url()
+      assert.ok(address.startsWith(inspector.url) && !address.includes('token'), `the address no longer holds the token: ${address}`)
+      await page.waitForSelector('#live-status.live-on', WAIT)
+      await page.waitForSelector('button.run[data-invocation="inv-crashed"]', WAIT)
+      await selectRun(page, 'inv-crashed')
+      assert.equal(watched.errors, [], 'no script error')
+      const stranger = await browser.newContext()
+      try {
+        const response = await (await stranger.newPage()).goto(inspector.url)
+        assert.is(response?.status(), 401)
+        assert.match((await response?.text()) ?? '', /UNAUTHORIZED/)
+      } finally {
+        await stranger.close()
+      }
+    } finally {
+      await inspector.close()
+    }
+  }, 20_000),
+)
+
 offline.run()

@@ -1,9 +1,10 @@
+import { randomBytes } from 'node:crypto'
 import { serveInspector } from '../../inspector/server.js'
 import { EventLog } from '../../store/event-log.js'
 import { type CommandIo, EXIT, closeLog, endBySignal, isLogDirectory, openLogToRead, parseCommand, reportReadError, snapshotDirectoryOf, untilStopped, usage } from '../io.js'
 
 /** The text `factstate inspect --help` prints. */
-export const inspectHelp = `usage: factstate inspect <log-directory> [--port N] [--refresh S]
+export const inspectHelp = `usage: factstate inspect <log-directory> [--port N] [--refresh S] [--token]
 
 Serves the statechart visualizer for a log, on 127.0.0.1 only, and prints its URL. Read-only:
 nothing is appended, not even recovery. Stops on Ctrl-C (SIGINT) or SIGTERM, and ends by that signal.
@@ -14,9 +15,14 @@ taken again when the log's files change (looked at every 2 s; --refresh 0 keeps 
 To see facts the moment they land, serve the inspector from inside the application (serveInspector
 from 'factstate/inspector').
 
+With --token (or FACTSTATE_INSPECTOR_TOKEN set), every request must carry a token, so that other
+users and programs of the machine cannot read the log through the inspector: the printed link holds
+it (a random one, or FACTSTATE_INSPECTOR_TOKEN's), and the page trades it for a cookie.
+
 options:
   -p, --port N      listen on port N (default: a free port)
   -r, --refresh S   for a snapshot: look for changes every S seconds (0.1 to 3600; 0: never; default 2)
+  -t, --token       require a token (FACTSTATE_INSPECTOR_TOKEN's, else a random one) and print the link with it
   -h, --help        show this help`
 
 /** From this many facts on, `inspect` says it is indexing (it serves once the whole log is indexed). */
@@ -39,7 +45,7 @@ export async function inspectCommand(args: string[], io: CommandIo, options: { s
   const parsed = parseCommand(io, inspectHelp, {
     args,
     allowPositionals: true,
-    options: { port: { type: 'string', short: 'p' }, refresh: { type: 'string', short: 'r' }, help: { type: 'boolean', short: 'h', default: false } },
+    options: { port: { type: 'string', short: 'p' }, refresh: { type: 'string', short: 'r' }, token: { type: 'boolean', short: 't', default: false }, help: { type: 'boolean', short: 'h', default: false } },
   })
   if (typeof parsed === 'number') return parsed
   if (parsed.positionals.length !== 1) return usage(io, 'expected exactly one log directory', inspectHelp)
@@ -57,6 +63,12 @@ export async function inspectCommand(args: string[], io: CommandIo, options: { s
       return usage(io, `--refresh must be 0 or a number of seconds from 0.1 to 3600, not ${parsed.values.refresh}`, inspectHelp)
     }
   }
+  // From the environment, not an argument: a command line is readable by every user of the machine.
+  const fixed = process.env.FACTSTATE_INSPECTOR_TOKEN
+  if (fixed !== undefined && fixed !== '' && !/^[A-Za-z0-9._~-]{16,512}$/.test(fixed)) {
+    return usage(io, 'FACTSTATE_INSPECTOR_TOKEN must be 16 to 512 characters of letters, digits, -, _, . and ~', inspectHelp)
+  }
+  const token = fixed !== undefined && fixed !== '' ? fixed : parsed.values.token ? randomBytes(24).toString('base64url') : undefined
   if (!(await isLogDirectory(directory))) return usage(io, `no factstate log at ${directory}`, inspectHelp)
   let log: EventLog | undefined
   try {
@@ -66,10 +78,10 @@ export async function inspectCommand(args: string[], io: CommandIo, options: { s
     // Indexing takes ~20 s per million facts here: say so before the wait, not after it.
     if (log.head().highWater >= LARGE_LOG) io.stderr(`indexing ${log.head().highWater} facts before serving…`)
     const refresh = log.snapshotOf !== undefined && refreshMs > 0 ? { everyMs: refreshMs, directory: snapshotDirectoryOf(log) } : undefined
-    const inspector = await serveInspector({ log, port, refresh })
+    const inspector = await serveInspector({ log, port, refresh, token })
     try {
       const { highWater } = log.head()
-      io.stdout(`factstate inspector: ${inspector.url}`)
+      io.stdout(`factstate inspector: ${inspector.link}`)
       const kind = log.snapshotOf === undefined ? 'view' : 'snapshot'
       const refreshed = refresh === undefined ? '' : `, taken again when it changes (looked at every ${refreshMs / 1000} s)`
       io.stdout(`read-only ${kind} of ${directory} (${highWater} facts)${refreshed}; press Ctrl-C to stop`)

@@ -31,6 +31,15 @@ const ArgumentsSchema = z
   .nullish()
   .transform((value) => (value === null || value === undefined ? '' : typeof value === 'string' ? value : JSON.stringify(value)))
 
+/**
+ * OpenRouter's (and some proxies') name for `reasoning_content`: taken when it is text, dropped
+ * otherwise (their `reasoning_details` arrays are not read at all).
+ */
+const ReasoningSchema = z
+  .unknown()
+  .optional()
+  .transform((value) => (typeof value === 'string' ? value : undefined))
+
 /** A call's id; some local servers send a number, or none (see `callIdOf`). */
 const CallIdSchema = z
   .union([z.string(), z.number()])
@@ -52,6 +61,7 @@ const CompletionSchema = z.object({
           content: z.string().nullish(),
           refusal: z.string().nullish(),
           reasoning_content: z.string().nullish(),
+          reasoning: ReasoningSchema,
           tool_calls: z
             .array(
               z.object({
@@ -80,6 +90,7 @@ const ChunkSchema = z.object({
             content: z.string().nullish(),
             refusal: z.string().nullish(),
             reasoning_content: z.string().nullish(),
+            reasoning: ReasoningSchema,
             tool_calls: z
               .array(
                 z.object({
@@ -419,13 +430,15 @@ export class OpenAIChatClient implements ModelClient {
     const finishReason = choice.finish_reason ?? (toolCalls.length > 0 ? 'tool_calls' : 'stop')
     if (finishReason === 'error') throw failedGeneration()
     // A refusal (content null, `refusal` set) is the model's answer: recorded as its text, so the log shows it.
-    return outputOf(choice.message.content ?? choice.message.refusal ?? undefined, toolCalls, finishReason, usageOf(parsed.data.usage), choice.message.reasoning_content ?? undefined)
+    return outputOf(choice.message.content ?? choice.message.refusal ?? undefined, toolCalls, finishReason, usageOf(parsed.data.usage), choice.message.reasoning_content || choice.message.reasoning)
   }
 
   /** `whole`: the stop that aborted the read (a stall, the time limit) leaves an answer that named its finish reason whole. */
   async #readStream(response: Response, controller: AbortController, { onText, onToolCall }: Pick<ModelRequest, 'onText' | 'onToolCall'>, whole: () => boolean): Promise<ModelOutput> {
     let text = ''
     let reasoning = ''
+    // OpenRouter's `reasoning`, kept apart: taken only from an answer without `reasoning_content`, never joined to it.
+    let reasoningOther = ''
     let done = false
     let refusal = ''
     let finishReason: string | undefined
@@ -465,6 +478,7 @@ export class OpenAIChatClient implements ModelClient {
           }
           if (delta?.refusal) refusal += delta.refusal
           if (delta?.reasoning_content) reasoning += delta.reasoning_content
+          if (delta?.reasoning) reasoningOther += delta.reasoning
           for (const [position, part] of (delta?.tool_calls ?? []).entries()) {
             const last = calls.at(-1)
             // Without an index, a part starts the next call when it names another id, sits beside
@@ -509,7 +523,7 @@ export class OpenAIChatClient implements ModelClient {
       if (!call.name) throw new MalformedAnswer(`the provider streamed tool call ${position} without a name`)
       toolCalls.push({ callId: callIdOf(call.id), name: call.name, arguments: call.arguments })
     }
-    return outputOf(text.length > 0 ? text : refusal, toolCalls, finishReason ?? (toolCalls.length > 0 ? 'tool_calls' : 'stop'), usage, reasoning)
+    return outputOf(text.length > 0 ? text : refusal, toolCalls, finishReason ?? (toolCalls.length > 0 ? 'tool_calls' : 'stop'), usage, reasoning || reasoningOther)
   }
 
   #stopped(stop: StopReason, { timeoutMs, idleTimeoutMs }: Pick<ModelRequest, 'timeoutMs' | 'idleTimeoutMs'>): ModelResponse {

@@ -185,7 +185,7 @@ export interface ModelOutput {
   usage?: ModelUsage | undefined
   /**
    * The reasoning the provider returned beside the answer as `reasoning_content` (DeepSeek's
-   * thinking mode, vLLM's and SGLang's reasoning parsers), redacted as the text is; absent when it
+   * thinking mode, vLLM's and SGLang's reasoning parsers) or `reasoning` (OpenRouter), redacted as the text is; absent when it
    * returned none. Sent back with an answer that made tool calls, as such providers require.
    */
   reasoning?: string | undefined

@@ -316,6 +316,28 @@ for (const stream of [false, true]) {
   )
 }
 
+for (const stream of [false, true]) {
+  test(
+    `${stream ? 'streamed' : 'plain JSON'}: OpenRouter's \`reasoning\` (beside its \`reasoning_details\`, which are ignored) is recorded and sent back as reasoning_content is; with both, reasoning_content is taken, never the two joined`,
+    bounded(10_000, async (dir) => {
+      const thought = 'Echo 42 first.'
+      const details = [{ type: 'reasoning.text', text: thought, format: 'unknown', index: 0 }]
+      const call = { index: 0, id: 'call_or', type: 'function', function: { name: 'echo', arguments: '{"value":42}' } }
+      const toolRound: Responder = stream
+        ? sse([chunk({ role: 'assistant', reasoning: thought.slice(0, 5), reasoning_details: details }), chunk({ reasoning: thought.slice(5) }), chunk({ content: null, reasoning: null, tool_calls: [call] }), chunk({}, 'tool_calls')])
+        : json(completion({ content: null, reasoning: thought, reasoning_details: details, tool_calls: [call] }))
+      const both: Responder = stream
+        ? sse([chunk({ role: 'assistant', reasoning_content: 'From reasoning_content.', reasoning: 'From reasoning.' }), chunk({ content: 'done' }), chunk({}, 'stop')])
+        : json(completion({ content: 'done', reasoning_content: 'From reasoning_content.', reasoning: 'From reasoning.' }, 'stop'))
+      const run = await runAgainst(dir, [toolRound, both], { stream })
+      assert.equal(run.outcome, { status: 'completed' })
+      const recorded = run.events.flatMap((e) => (e.event.fact.type === 'model.completed' ? [e.event.fact.output.reasoning] : []))
+      assert.equal(recorded, [thought, 'From reasoning_content.'])
+      assert.equal(run.requests[1]?.messages.filter((m) => m.role === 'assistant').map((m) => m.reasoning_content), [thought])
+    }),
+  )
+}
+
 test(
   'reasoning is redacted of the provider\'s key as text is: an echo of it in reasoning_content never reaches the log',
   bounded(10_000, async (dir) => {

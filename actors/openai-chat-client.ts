@@ -434,7 +434,7 @@ export class OpenAIChatClient implements ModelClient {
   }
 
   /** `whole`: the stop that aborted the read (a stall, the time limit) leaves an answer that named its finish reason whole. */
-  async #readStream(response: Response, controller: AbortController, { onText, onToolCall }: Pick<ModelRequest, 'onText' | 'onToolCall'>, whole: () => boolean): Promise<ModelOutput> {
+  async #readStream(response: Response, controller: AbortController, { body, onText, onToolCall }: Pick<ModelRequest, 'body' | 'onText' | 'onToolCall'>, whole: () => boolean): Promise<ModelOutput> {
     let text = ''
     let reasoning = ''
     // OpenRouter's `reasoning`, kept apart: taken only from an answer without `reasoning_content`, never joined to it.
@@ -444,11 +444,12 @@ export class OpenAIChatClient implements ModelClient {
     let finishReason: string | undefined
     let usage: ModelUsage | undefined
     // Merged as OpenAI's own stream helper does: by `index`; a delta's name replaces the name (some
-    // servers repeat it in every delta), its arguments are appended; a new id at an index in use
-    // starts another call (some servers put parallel calls all at index 0). A part without an index
-    // continues the last call, unless it names a new id, sits beside another part of its delta, or
-    // names another tool: it then starts the next one.
-    const calls: { index: number; id: string; name: string; arguments: string }[] = []
+    // servers repeat it in every delta), unless the names of the call's deltas joined name a tool of
+    // the run and the last alone does not (others split it, as they do arguments); its arguments are
+    // appended; a new id at an index in use starts another call (some servers put parallel calls all
+    // at index 0). A part without an index continues the last call, unless it names a new id, sits
+    // beside another part of its delta, or names another tool: it then starts the next one.
+    const calls: { index: number; id: string; name: string; joined: string; arguments: string }[] = []
     try {
       // The SDK's SSE parser, read here rather than through its `Stream`, which reads on past
       // `[DONE]` until the body ends: an answer is complete at `[DONE]`, whatever the connection does next.
@@ -490,11 +491,14 @@ export class OpenAIChatClient implements ModelClient {
             const index = part.index ?? (last === undefined ? 0 : next ? Math.max(...calls.map((c) => c.index)) + 1 : last.index)
             let call = calls.findLast((candidate) => candidate.index === index)
             if (!call || (part.id && call.id && part.id !== call.id)) {
-              call = { index, id: '', name: '', arguments: '' }
+              call = { index, id: '', name: '', joined: '', arguments: '' }
               calls.push(call)
             }
             if (part.id) call.id = part.id
-            if (part.function?.name) call.name = part.function.name
+            if (part.function?.name) {
+              call.name = part.function.name
+              call.joined += part.function.name
+            }
             if (part.function?.arguments) call.arguments += part.function.arguments
             onToolCall?.({
               index,
@@ -518,10 +522,12 @@ export class OpenAIChatClient implements ModelClient {
     // `[DONE]` ends the answer whole; one that named no finish reason gets the one a plain JSON answer gets.
     if (finishReason === undefined && !done) throw new MalformedAnswer('the provider stream ended without a finish_reason or [DONE]')
     if (finishReason === 'error') throw failedGeneration()
+    const catalog = new Set((body.tools ?? []).map((tool) => tool.function?.name))
     const toolCalls: ToolCall[] = []
     for (const [position, call] of [...calls].sort((a, b) => a.index - b.index).entries()) {
       if (!call.name) throw new MalformedAnswer(`the provider streamed tool call ${position} without a name`)
-      toolCalls.push({ callId: callIdOf(call.id), name: call.name, arguments: call.arguments })
+      const name = !catalog.has(call.name) && catalog.has(call.joined) ? call.joined : call.name
+      toolCalls.push({ callId: callIdOf(call.id), name, arguments: call.arguments })
     }
     return outputOf(text.length > 0 ? text : refusal, toolCalls, finishReason ?? (toolCalls.length > 0 ? 'tool_calls' : 'stop'), usage, reasoning || reasoningOther)
   }

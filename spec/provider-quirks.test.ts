@@ -94,20 +94,26 @@ const chunk = (delta: Record<string, unknown>, finishReason: string | null = nul
 })
 const text = (content: string) => json(completion({ content }, 'stop'))
 
-/** One message run against `responders`: its outcome, its facts in brief, the requests the server saw and the echo tool's inputs. */
-async function runAgainst(dir: string, responders: Responder[], options: { stream?: boolean } = {}) {
+/**
+ * One message run against `responders`: its outcome, its facts in brief, the requests the server saw
+ * and the inputs its tools ran with (`tools`: their names, echo tools all; `echo` alone by default).
+ */
+async function runAgainst(dir: string, responders: Responder[], options: { stream?: boolean; tools?: string[] } = {}) {
   const server = await quirkServer(responders)
   const log = await EventLog.open(join(dir, 'log'))
   try {
     const inputs: unknown[] = []
-    const echo = effectTool()
-    const execute = echo.execute
-    echo.execute = (input, context) => {
-      inputs.push(input)
-      return execute(input, context)
-    }
+    const tools = (options.tools ?? ['echo']).map((name) => {
+      const tool = effectTool(name)
+      const execute = tool.execute
+      tool.execute = (input, context) => {
+        inputs.push(input)
+        return execute(input, context)
+      }
+      return tool
+    })
     const engine = new Engine({ log, model: new ModelExecutor({ timeoutMs: 3_000, retries: 1, backoffMs: 5 }) })
-    const outcome: InvocationOutcome = await engine.run(messageRun(server.baseUrl, 'quirk', [echo], options.stream ? { providerOptions: { stream: true } } : {}))
+    const outcome: InvocationOutcome = await engine.run(messageRun(server.baseUrl, 'quirk', tools, options.stream ? { providerOptions: { stream: true } } : {}))
     const events = await log.invocationEvents('invocation-quirk')
     return { outcome, facts: sequenceOf(events, 'invocation-quirk'), requests: server.requests, inputs, events }
   } finally {
@@ -235,6 +241,37 @@ test(
       ],
     )
     assert.equal(run.inputs, [{}, { value: 2 }], 'both calls to echo ran; other is no tool of the run')
+  }),
+)
+
+test(
+  'a streamed tool name split across parts of one index (some servers stream it in pieces, as arguments are) is joined when that names a tool of the run and the last part does not; a name repeated whole in every part is that name',
+  bounded(10_000, async (dir) => {
+    const part = (fields: Record<string, unknown>) => chunk({ tool_calls: [{ index: 0, ...fields }] })
+    const run = await runAgainst(
+      dir,
+      [
+        sse([
+          part({ id: 'call_split', type: 'function', function: { name: 'get_', arguments: '' } }),
+          part({ function: { name: 'wea', arguments: '{"value":' } }),
+          part({ function: { name: 'ther', arguments: '1}' } }),
+          chunk({}, 'tool_calls'),
+        ]),
+        sse([
+          part({ id: 'call_whole', type: 'function', function: { name: 'get_weather', arguments: '{"value":' } }),
+          part({ function: { name: 'get_weather', arguments: '2}' } }),
+          chunk({}, 'tool_calls'),
+        ]),
+        text('done'),
+      ],
+      { stream: true, tools: ['get_weather', 'weather'] },
+    )
+    assert.equal(run.outcome, { status: 'completed' })
+    assert.equal(calledWith(run), [
+      ['call_split', 'get_weather', '{"value":1}'],
+      ['call_whole', 'get_weather', '{"value":2}'],
+    ])
+    assert.equal(run.inputs, [{ value: 1 }, { value: 2 }])
   }),
 )
 

@@ -111,6 +111,16 @@ const ChunkSchema = z.object({
   usage: UsageSchema,
 })
 
+/** Whether streamed arguments are a whole JSON value already (more appended to them could not be). */
+function isWholeJson(text: string): boolean {
+  try {
+    JSON.parse(text)
+    return true
+  } catch {
+    return false
+  }
+}
+
 /**
  * Why the client stopped an attempt itself: the caller's signal, `timeoutMs`, or `idleTimeoutMs`
  * before the answer started (`silent`) or between two of its parts (`stalled`).
@@ -448,7 +458,8 @@ export class OpenAIChatClient implements ModelClient {
     // the run and the last alone does not (others split it, as they do arguments); its arguments are
     // appended; a new id at an index in use starts another call (some servers put parallel calls all
     // at index 0). A part without an index continues the last call, unless it names a new id, sits
-    // beside another part of its delta, or names another tool: it then starts the next one.
+    // beside another part of its delta, or names another tool, or the same tool once the last call's
+    // arguments are whole: it then starts the next one.
     const calls: { index: number; id: string; name: string; joined: string; arguments: string }[] = []
     try {
       // The SDK's SSE parser, read here rather than through its `Stream`, which reads on past
@@ -483,11 +494,14 @@ export class OpenAIChatClient implements ModelClient {
           for (const [position, part] of (delta?.tool_calls ?? []).entries()) {
             const last = calls.at(-1)
             // Without an index, a part starts the next call when it names another id, sits beside
-            // another part of the same delta, or names another tool; else it continues the last call.
+            // another part of the same delta, or names a tool (another one, or the same again once the
+            // last call's arguments are whole JSON: two calls of one tool); else it continues the last call.
             const next =
               last !== undefined &&
               !(part.id !== '' && part.id === last.id) &&
-              ((part.id !== '' && last.id !== '') || position > 0 || (!!part.function?.name && last.name !== '' && part.function.name !== last.name))
+              ((part.id !== '' && last.id !== '') ||
+                position > 0 ||
+                (!!part.function?.name && last.name !== '' && (part.function.name !== last.name || isWholeJson(last.arguments))))
             const index = part.index ?? (last === undefined ? 0 : next ? Math.max(...calls.map((c) => c.index)) + 1 : last.index)
             let call = calls.findLast((candidate) => candidate.index === index)
             if (!call || (part.id && call.id && part.id !== call.id)) {

@@ -245,6 +245,39 @@ test(
 )
 
 test(
+  'streamed tool calls without an index or an id: a part naming the tool again after the last call\'s arguments are whole starts the next call of the same tool; repeated before, it continues the call',
+  bounded(10_000, async (dir) => {
+    const part = (fn: Record<string, unknown>) => chunk({ tool_calls: [{ type: 'function', function: fn }] })
+    const run = await runAgainst(
+      dir,
+      [
+        sse([
+          part({ name: 'lookup', arguments: '' }),
+          part({ arguments: '{"q":' }),
+          part({ arguments: '"a"}' }),
+          part({ name: 'lookup', arguments: '' }),
+          part({ arguments: '{"q":"b"}' }),
+          chunk({}, 'tool_calls'),
+        ]),
+        sse([part({ name: 'lookup', arguments: '{"q":' }), part({ name: 'lookup', arguments: '"c"}' }), chunk({}, 'tool_calls')]),
+        text('done'),
+      ],
+      { stream: true, tools: ['lookup'] },
+    )
+    assert.equal(run.outcome, { status: 'completed' })
+    assert.equal(
+      calledWith(run).map(([, name, args]) => [name, args]),
+      [
+        ['lookup', '{"q":"a"}'],
+        ['lookup', '{"q":"b"}'],
+        ['lookup', '{"q":"c"}'],
+      ],
+    )
+    assert.equal(run.inputs, [{ q: 'a' }, { q: 'b' }, { q: 'c' }])
+  }),
+)
+
+test(
   'a streamed tool name split across parts of one index (some servers stream it in pieces, as arguments are) is joined when that names a tool of the run and the last part does not; a name repeated whole in every part is that name',
   bounded(10_000, async (dir) => {
     const part = (fields: Record<string, unknown>) => chunk({ tool_calls: [{ index: 0, ...fields }] })

@@ -457,10 +457,13 @@ export class OpenAIChatClient implements ModelClient {
     // servers repeat it in every delta), unless the names of the call's deltas joined name a tool of
     // the run and the last alone does not (others split it, as they do arguments); its arguments are
     // appended; a new id at an index in use starts another call (some servers put parallel calls all
-    // at index 0). A part without an index continues the last call, unless it names a new id, sits
-    // beside another part of its delta, or names another tool, or the same tool once the last call's
-    // arguments are whole: it then starts the next one.
+    // at index 0), and a part naming the id of a call begun before goes to it. A part without an
+    // index continues the call the part before went to, unless it names a new id, sits beside another
+    // part of its delta, or names another tool, or the same tool once the last call's arguments are
+    // whole: it then starts the next one.
     const calls: { index: number; id: string; name: string; joined: string; arguments: string }[] = []
+    // The call the part before went to: the one a part without an index continues.
+    let current: (typeof calls)[number] | undefined
     try {
       // The SDK's SSE parser, read here rather than through its `Stream`, which reads on past
       // `[DONE]` until the body ends: an answer is complete at `[DONE]`, whatever the connection does next.
@@ -492,18 +495,22 @@ export class OpenAIChatClient implements ModelClient {
           if (delta?.reasoning_content) reasoning += delta.reasoning_content
           if (delta?.reasoning) reasoningOther += delta.reasoning
           for (const [position, part] of (delta?.tool_calls ?? []).entries()) {
-            const last = calls.at(-1)
+            const last = current
+            // A part naming the id of a call begun before goes to that call (some servers interleave
+            // the parts of parallel calls, without an index or all at index 0).
+            const known = part.id === '' ? undefined : calls.find((candidate) => candidate.id === part.id && (part.index == null || candidate.index === part.index))
             // Without an index, a part starts the next call when it names another id, sits beside
             // another part of the same delta, or names a tool (another one, or the same again once the
             // last call's arguments are whole JSON: two calls of one tool); else it continues the last call.
             const next =
+              known === undefined &&
               last !== undefined &&
               !(part.id !== '' && part.id === last.id) &&
               ((part.id !== '' && last.id !== '') ||
                 position > 0 ||
                 (!!part.function?.name && last.name !== '' && (part.function.name !== last.name || isWholeJson(last.arguments))))
-            const index = part.index ?? (last === undefined ? 0 : next ? Math.max(...calls.map((c) => c.index)) + 1 : last.index)
-            let call = calls.findLast((candidate) => candidate.index === index)
+            const index = known?.index ?? part.index ?? (last === undefined ? 0 : next ? Math.max(...calls.map((c) => c.index)) + 1 : last.index)
+            let call = known ?? calls.findLast((candidate) => candidate.index === index)
             if (!call || (part.id && call.id && part.id !== call.id)) {
               call = { index, id: '', name: '', joined: '', arguments: '' }
               calls.push(call)
@@ -514,6 +521,7 @@ export class OpenAIChatClient implements ModelClient {
               call.joined += part.function.name
             }
             if (part.function?.arguments) call.arguments += part.function.arguments
+            current = call
             onToolCall?.({
               index,
               ...(part.id ? { callId: part.id } : {}),

@@ -278,6 +278,30 @@ test(
 )
 
 test(
+  'streamed parts of two calls interleaved, each naming its call\'s id (without an index, or all at index 0): each part goes to the call with its id',
+  bounded(10_000, async (dir) => {
+    const interleaved = (index: Record<string, number>) => {
+      const part = (id: string, fn: Record<string, unknown>) => chunk({ tool_calls: [{ ...index, id, type: 'function', function: fn }] })
+      return sse([
+        part('call_A', { name: 'lookup', arguments: '{"q":' }),
+        part('call_B', { name: 'lookup', arguments: '{"q":' }),
+        part('call_A', { arguments: '"a"}' }),
+        part('call_B', { arguments: '"b"}' }),
+        chunk({}, 'tool_calls'),
+      ])
+    }
+    const run = await runAgainst(dir, [interleaved({}), interleaved({ index: 0 }), text('done')], { stream: true, tools: ['lookup'] })
+    assert.equal(run.outcome, { status: 'completed' })
+    const round = [
+      ['call_A', 'lookup', '{"q":"a"}'],
+      ['call_B', 'lookup', '{"q":"b"}'],
+    ]
+    assert.equal(calledWith(run), [...round, ...round])
+    assert.equal(run.inputs, [{ q: 'a' }, { q: 'b' }, { q: 'a' }, { q: 'b' }])
+  }),
+)
+
+test(
   'a streamed tool name split across parts of one index (some servers stream it in pieces, as arguments are) is joined when that names a tool of the run and the last part does not; a name repeated whole in every part is that name',
   bounded(10_000, async (dir) => {
     const part = (fields: Record<string, unknown>) => chunk({ tool_calls: [{ index: 0, ...fields }] })

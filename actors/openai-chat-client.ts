@@ -111,8 +111,14 @@ const ChunkSchema = z.object({
   usage: UsageSchema,
 })
 
-/** Whether streamed arguments are a whole JSON value already (more appended to them could not be). */
+/**
+ * Whether streamed arguments are a whole JSON object or array already (more appended to them could
+ * not be). Parsed only when they end as one could: a server that repeats the name in every part
+ * would otherwise have its growing arguments parsed again at each part.
+ */
 function isWholeJson(text: string): boolean {
+  const end = text.trimEnd().at(-1)
+  if (end !== '}' && end !== ']') return false
   try {
     JSON.parse(text)
     return true

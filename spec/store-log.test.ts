@@ -1390,3 +1390,46 @@ format(
 )
 
 format.run()
+
+// =============================================================================================
+const digests = suite('store: the digest at a seq')
+
+digests(
+  'digestAt(seq) is the head digest the log had at that seq, read back after a reopen; verify ends at digestAt(highWater); a log put back from a backup and grown past the seq has another one there',
+  boundedTest(15_000, async (dir) => {
+    const path = join(dir, 'log')
+    const seen: string[] = []
+    await withLog(path, async (log) => {
+      seen.push(log.head().digest)
+      for (const name of ['a', 'b']) {
+        for (const event of completeInvocation(name)) {
+          await log.append(event)
+          seen.push(log.head().digest)
+        }
+      }
+      for (let seq = 0; seq < seen.length; seq += 1) assert.is(await log.digestAt(seq), seen[seq], `seq ${seq}, the log open`)
+      for (const bad of [-1, seen.length, 1.5, Number.NaN, '3' as unknown as number, undefined as unknown as number]) {
+        assert.is((await refusal(log.digestAt(bad))).code, 'LOG_INVALID_ARGUMENT', String(bad))
+      }
+    })
+    await EventLog.backup(path, join(dir, 'backup'))
+    await withLog(path, async (log) => {
+      for (let seq = 0; seq < seen.length; seq += 1) assert.is(await log.digestAt(seq), seen[seq], `seq ${seq}, reopened`)
+      assert.is((await log.verify()).digest, await log.digestAt(log.head().highWater))
+      for (const event of completeInvocation('c')) await log.append(event)
+    })
+    const after = await withLog(path, (log) => log.digestAt(20))
+    // The backup holds 16 facts; put back and grown with other facts, its seq 20 is not the log's seq 20.
+    await withLog(join(dir, 'backup'), async (restored) => {
+      assert.is(await restored.digestAt(16), seen[16], 'the same facts up to the backup')
+      for (const event of completeInvocation('d')) await restored.append(event)
+      assert.is.not(await restored.digestAt(20), after)
+      assert.is(await restored.digestAt(16), seen[16])
+    })
+    const closed = await EventLog.open(path)
+    await closed.close()
+    assert.is((await refusal(closed.digestAt(0))).code, 'LOG_CLOSED')
+  }),
+)
+
+digests.run()

@@ -219,6 +219,8 @@ export interface LogInternals {
   location: string
   /** Throws `LOG_CLOSED` once the log is closing or closed, or the error that failed it. */
   assertOpen(): void
+  /** `digestAt(seq)` for a fact already read (`eventId` is its id): one read of its id record. */
+  digestOf(seq: number, eventId: string): Promise<string>
 }
 
 const internalsOf = new WeakMap<EventLog, LogInternals>()
@@ -1195,6 +1197,10 @@ export class EventLog {
     const self = this
     internalsOf.set(this, {
       appendAll: (events, precondition) => this.#enqueue(events, precondition, false) as Promise<number[]>,
+      digestOf: (seq, eventId) => {
+        this.#assertOpen()
+        return this.#reading(async () => logDigest(seq, await this.#storedChain(eventId, seq)))
+      },
       invocationRecord: async (id) => {
         this.#assertOpen()
         return this.#state.invocationNow(id)
@@ -2778,6 +2784,29 @@ export class EventLog {
     // Copies: the record is the log's own (it decides admissions), and a caller may change what it gets.
     const boundary = { invocation: { ...record.invocation }, highWater, digest: runDigest(sessionId, runId, highWater, chain) }
     return record.outcome?.status === 'handoff_paused' ? { boundary, pause: structuredClone(record.outcome.pause) } : { boundary }
+  }
+
+  /**
+   * The log digest as it stood when `seq` was the high-water: what `head().digest` (and `verify()`)
+   * gave then. `digestAt(head().highWater)` is `head().digest`, `digestAt(0)` an empty log's. Read from
+   * the fact's id record (which `verify()` checks), so it costs one read whatever `seq`. A consumer
+   * keeps it beside the seq it has read through: the same seq with another digest later, or a log that
+   * no longer reaches that seq, means the log is not the one it read (put back from a backup,
+   * replaced). `seq` must be a whole number from 0 to the high-water, else `LOG_INVALID_ARGUMENT`.
+   */
+  async digestAt(seq: number): Promise<string> {
+    this.#assertOpen()
+    const { highWater, chain } = this.#state.head
+    if (typeof seq !== 'number' || !Number.isSafeInteger(seq) || seq < 0 || seq > highWater) {
+      throw new FactstateError('LOG_INVALID_ARGUMENT', `digestAt takes a seq from 0 to the high-water (${highWater}), not ${shown(seq)}`)
+    }
+    if (seq === highWater) return logDigest(highWater, chain)
+    if (seq === 0) return logDigest(0, EMPTY_CHAIN)
+    return this.#reading(async () => {
+      const bytes = await this.#db.get(keys.event(seq))
+      if (bytes === undefined) throw new FactstateError('LOG_CORRUPT', `event ${seq} is missing`, { details: { seq } })
+      return logDigest(seq, await this.#storedChain(decodeEvent(bytes, seq).id, seq))
+    })
   }
 
   /**

@@ -296,4 +296,57 @@ test(
   }),
 )
 
+test(
+  '--json lines carry the log digest through each fact: the same as digestAt, the last one what verify gives, filtered or not',
+  bounded(20_000, async (dir) => {
+    const path = join(dir, 'log')
+    const log = await EventLog.open(path)
+    let expected: string[]
+    let verified: string
+    try {
+      await log.appendAll(completeInvocation('a'))
+      await log.appendAll(completeInvocation('b'))
+      expected = await Promise.all(Array.from({ length: 17 }, (_, seq) => log.digestAt(seq)))
+      verified = (await log.verify()).digest
+    } finally {
+      await log.close()
+    }
+    const lines = async (args: string[]) => {
+      const { io, out } = collector()
+      assert.is(await logCommand([path, '--json', ...args], io), 0)
+      return out.map((line) => JSON.parse(line) as { seq: number; id: string; digest: string })
+    }
+    const every = await lines([])
+    assert.equal(every.map((line) => line.seq), Array.from({ length: 16 }, (_, n) => n + 1))
+    for (const line of every) assert.is(line.digest, expected[line.seq], `seq ${line.seq}`)
+    assert.is(every.at(-1)?.digest, verified, 'the last line ends where verify does')
+    const tools = await lines(['--type', 'tool.*', '--from', '3'])
+    assert.equal(tools.map((line) => [line.seq, line.digest]), [4, 5, 12, 13].map((seq) => [seq, expected[seq]]))
+    const one = await lines(['--invocation', 'inv-b', '--last', '2'])
+    assert.equal(one.map((line) => [line.seq, line.digest]), [15, 16].map((seq) => [seq, expected[seq]]))
+  }),
+)
+
+test(
+  'a follow stops (4) when the log is replaced by one that has the same event id where it stopped but other facts: the digest through it differs',
+  bounded(40_000, async (dir) => {
+    const { path, out, err, stop, running } = await followed(dir, ['--follow', '--refresh', '0.1', '--json'])
+    try {
+      await printed(out, (line) => line.includes('inv-a'), 'the first fact')
+      // Another log whose fact 1 has the id inv-a/1 too, in another session.
+      await rm(path, { recursive: true })
+      const other = await EventLog.open(path)
+      await other.append(new EventMaker(invocationOf('a', 'session-elsewhere')).next(facts.opened()))
+      await other.append(opened('later'))
+      await other.close()
+      assert.is(await withTimeout(running, 15_000, 'the follow to stop'), 4)
+      assert.match(err.join('\n'), /no longer begins with the facts printed \(was it replaced\?\); stopped following/)
+      assert.not.ok(out.some((l) => l.includes('inv-later')), 'nothing of the other log printed')
+    } finally {
+      stop.abort()
+      await running
+    }
+  }),
+)
+
 test.run()

@@ -4,14 +4,17 @@ import { ID_PATTERN } from '../../facts/schema.js'
 import { EventLog, LOG_DIRECTORY_ENTRY, type RunSummary, logInternals } from '../../store/event-log.js'
 import { escapeControls, summarizeFact } from '../../store/fact-summary.js'
 import { FactstateError } from '../../errors.js'
-import { changeMark, idAt } from '../../store/snapshot.js'
+import { changeMark } from '../../store/snapshot.js'
 import { type CommandIo, EXIT, closeLog, endBySignal, isLogDirectory, openLogToRead, parseCommand, reportReadError, snapshotDirectoryOf, untilStopped, usage } from '../io.js'
 
 export const logHelp = `usage: factstate log <log-directory> [--session ID] [--run ID] [--invocation ID] [--type TYPE] [--from SEQ] [--to SEQ] [--last N] [--json]
        factstate log <log-directory> [filters] [--last N] --follow [--refresh S] [--json]
        factstate log <log-directory> --session ID --runs [--json]
 
-Prints the facts of a log in seq order, one line each (or one JSON object per line with --json).
+Prints the facts of a log in seq order, one line each (or one JSON object per line with --json:
+the fact's seq, the event, and digest, the log's digest through that fact, which verify prints once
+the log ends there: a program that exports the lines keeps the last seq and digest it wrote, and a
+log that later has another digest at that seq is not the log it read).
 Filters combine. TYPE is a fact type such as tool.dispatched; a trailing * matches a family (tool.*).
 --from and --to bound the seqs read (inclusive); --last N reads only the last N facts of the log (up to
 --to if given), and the filters then apply to those.
@@ -132,15 +135,17 @@ export async function logCommand(args: string[], io: CommandIo, options: { signa
       values.invocation !== undefined
         ? (await logInternals(log).invocationEvents(values.invocation, to)).filter((stored) => stored.seq >= from)
         : log.events({ from, to })
-    const print = (stored: StoredEvent) => {
+    const print = async (stored: StoredEvent, reader: EventLog) => {
       // Facts that land before --from (a log still short of it) are not shown while following either.
       if (stored.seq < from || !matches(stored)) return
       shown += 1
-      io.stdout(values.json ? escapeControls(JSON.stringify({ seq: stored.seq, ...stored.event })) : formatEvent(stored))
+      if (!values.json) return io.stdout(formatEvent(stored))
+      const digest = await logInternals(reader).digestOf(stored.seq, stored.event.id)
+      io.stdout(escapeControls(JSON.stringify({ seq: stored.seq, ...stored.event, digest })))
     }
     for await (const stored of source) {
       if (io.stdoutClosed?.()) return EXIT.ok
-      print(stored)
+      await print(stored, log)
     }
     if (values.follow) return await follow(directory, log, to, refreshMs, io, print, options.signal)
     if (!values.json) io.stderr(`${shown} fact(s) shown; log high-water ${log.head().highWater}, digest ${log.head().digest}`)
@@ -232,13 +237,15 @@ async function follow(
   shownUpTo: number,
   refreshMs: number,
   io: CommandIo,
-  print: (stored: StoredEvent) => void,
+  print: (stored: StoredEvent, reader: EventLog) => Promise<void>,
   signal: AbortSignal | undefined,
 ): Promise<number> {
   const looks = everyLook(refreshMs, io, signal)
   const copies = snapshotDirectoryOf(first)
   let lastMark: string | undefined
-  let lastId = shownUpTo === 0 ? undefined : await idAt(first, shownUpTo)
+  // The log's digest through the fact last printed: a log put back from a backup, or replaced,
+  // that has grown back past it has another one there, whatever ids it holds.
+  let lastDigest = shownUpTo === 0 ? undefined : await first.digestAt(shownUpTo)
   /** When the log was first found missing, in this run of misses. */
   let goneSince: number | undefined
   try {
@@ -269,16 +276,16 @@ async function follow(
       try {
         const { highWater } = next.head()
         // The same log still, grown: the fact last printed is where it was.
-        if (highWater < shownUpTo || (lastId !== undefined && (await idAt(next, shownUpTo)) !== lastId)) {
+        if (highWater < shownUpTo || (lastDigest !== undefined && (await next.digestAt(shownUpTo)) !== lastDigest)) {
           io.stderr(escapeControls(`error: the log at ${directory} no longer begins with the facts printed (was it replaced?); stopped following`))
           return EXIT.refused
         }
         for await (const stored of next.events({ from: shownUpTo + 1, to: highWater })) {
           if (looks.stopped()) return EXIT.ok
-          print(stored)
+          await print(stored, next)
           shownUpTo = stored.seq
-          lastId = stored.event.id
         }
+        if (shownUpTo > 0) lastDigest = await next.digestAt(shownUpTo)
         lastMark = mark
       } finally {
         await next.close()

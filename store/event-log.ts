@@ -219,8 +219,8 @@ export interface LogInternals {
   location: string
   /** Throws `LOG_CLOSED` once the log is closing or closed, or the error that failed it. */
   assertOpen(): void
-  /** `digestAt(seq)` for a fact already read (`eventId` is its id): one read of its id record. */
-  digestOf(seq: number, eventId: string): Promise<string>
+  /** `digestAt(seq)` for a fact already read (`eventId` is its id): one synchronous read of its id record. */
+  digestOf(seq: number, eventId: string): string
 }
 
 const internalsOf = new WeakMap<EventLog, LogInternals>()
@@ -1199,7 +1199,15 @@ export class EventLog {
       appendAll: (events, precondition) => this.#enqueue(events, precondition, false) as Promise<number[]>,
       digestOf: (seq, eventId) => {
         this.#assertOpen()
-        return this.#reading(async () => logDigest(seq, await this.#storedChain(eventId, seq)))
+        let stored: Uint8Array | undefined
+        try {
+          stored = this.#db.getSync(keys.eventId(eventId))
+        } catch (error) {
+          throw this.#readFailure(error)
+        }
+        const chain = this.#idRecordChain(eventId, seq, stored)
+        if (chain instanceof FactstateError) throw chain
+        return logDigest(seq, chain)
       },
       invocationRecord: async (id) => {
         this.#assertOpen()

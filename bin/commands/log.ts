@@ -135,17 +135,17 @@ export async function logCommand(args: string[], io: CommandIo, options: { signa
       values.invocation !== undefined
         ? (await logInternals(log).invocationEvents(values.invocation, to)).filter((stored) => stored.seq >= from)
         : log.events({ from, to })
-    const print = async (stored: StoredEvent, reader: EventLog) => {
+    const print = (stored: StoredEvent, reader: EventLog) => {
       // Facts that land before --from (a log still short of it) are not shown while following either.
       if (stored.seq < from || !matches(stored)) return
       shown += 1
       if (!values.json) return io.stdout(formatEvent(stored))
-      const digest = await logInternals(reader).digestOf(stored.seq, stored.event.id)
+      const digest = logInternals(reader).digestOf(stored.seq, stored.event.id)
       io.stdout(escapeControls(JSON.stringify({ seq: stored.seq, ...stored.event, digest })))
     }
     for await (const stored of source) {
       if (io.stdoutClosed?.()) return EXIT.ok
-      await print(stored, log)
+      print(stored, log)
     }
     if (values.follow) return await follow(directory, log, to, refreshMs, io, print, options.signal)
     if (!values.json) io.stderr(`${shown} fact(s) shown; log high-water ${log.head().highWater}, digest ${log.head().digest}`)
@@ -237,7 +237,7 @@ async function follow(
   shownUpTo: number,
   refreshMs: number,
   io: CommandIo,
-  print: (stored: StoredEvent, reader: EventLog) => Promise<void>,
+  print: (stored: StoredEvent, reader: EventLog) => void,
   signal: AbortSignal | undefined,
 ): Promise<number> {
   const looks = everyLook(refreshMs, io, signal)
@@ -282,7 +282,7 @@ async function follow(
         }
         for await (const stored of next.events({ from: shownUpTo + 1, to: highWater })) {
           if (looks.stopped()) return EXIT.ok
-          await print(stored, next)
+          print(stored, next)
           shownUpTo = stored.seq
         }
         if (shownUpTo > 0) lastDigest = await next.digestAt(shownUpTo)

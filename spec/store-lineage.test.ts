@@ -180,4 +180,44 @@ test(
   }),
 )
 
+test(
+  'a process serving many conversations at once (more than the 32 lineages once remembered) still reads one run a turn: a conversation keeps one remembered lineage, not one a turn',
+  bounded(60_000, async (dir) => {
+    const proto = ClassicLevel.prototype as unknown as { keys(options?: { gt?: string }): unknown }
+    const original = proto.keys
+    let byInvocationReads = 0
+    proto.keys = function (this: unknown, options?: { gt?: string }) {
+      if (options?.gt?.startsWith('v!')) byInvocationReads += 1
+      return original.call(this, options)
+    }
+    try {
+      const log = await EventLog.open(join(dir, 'log'), { durability: 'os' })
+      try {
+        const engine = new Engine({ log, model: new ModelExecutor({ createClient: () => client }) })
+        const sessions = 40
+        const at = (session: number, n: number): Invocation => ({ sessionId: `s${session}`, turnId: `t${n}`, runId: `r${n}`, invocationId: `s${session}-i${n}` })
+        for (let session = 0; session < sessions; session += 1) {
+          await engine.run({ ...base, invocation: at(session, 0), work: { kind: 'message', content: 'hi' } })
+        }
+        const reads: number[] = []
+        for (let n = 1; n <= 6; n += 1) {
+          for (let session = 0; session < sessions; session += 1) {
+            const source = await log.runSource(`s${session}`, `r${n - 1}`)
+            assert.ok(source)
+            byInvocationReads = 0
+            assert.equal(await engine.run({ ...base, invocation: at(session, n), work: { kind: 'continuation', source: source.boundary } }), { status: 'completed' })
+            if (n >= 3) reads.push(byInvocationReads)
+          }
+        }
+        // A start reads its source run's facts alone (the lineage before it is remembered), however many conversations take turns.
+        assert.equal([...new Set(reads)], [1], `runs read per start: ${reads.join(' ')}`)
+      } finally {
+        await log.close()
+      }
+    } finally {
+      proto.keys = original
+    }
+  }),
+)
+
 test.run()

@@ -380,9 +380,12 @@ class Follower {
 
 /** Runs of a lineage whose facts are read at once (each read is a trip to LevelDB's thread pool). */
 const LINEAGE_READS = 8
-/** Lineages remembered for the next continuation of their boundary, and their events together (see `#rememberLineage`). */
-const LINEAGES_KEPT = 32
-const LINEAGE_EVENTS_KEPT = 16_384
+/**
+ * Lineages remembered for the next continuation of their boundary, and their events together (see
+ * `#rememberLineage`): about 0.9 KiB of heap an event of a short turn, ~30 MiB at most.
+ */
+const LINEAGES_KEPT = 1_024
+const LINEAGE_EVENTS_KEPT = 32_768
 /** How many verified source boundaries a log remembers (a few hundred KiB at most). */
 const VERIFIED_SOURCES_KEPT = 4096
 const boundaryKey = ({ invocation, highWater, digest }: RunBoundary): string =>
@@ -2472,10 +2475,13 @@ export class EventLog {
     const seen = new Set<string>()
     // The lineage of a boundary read lately, where the walk meets one: only the runs after it are read.
     let known: StoredEvent[] = []
+    let knownKey: string | undefined
     for (let current: RunBoundary | undefined = boundary; current !== undefined; ) {
-      const remembered = this.#lineages.get(boundaryKey(current))
+      const key = boundaryKey(current)
+      const remembered = this.#lineages.get(key)
       if (remembered !== undefined) {
         known = remembered
+        knownKey = key
         break
       }
       const { sessionId, runId, invocationId } = current.invocation
@@ -2515,17 +2521,24 @@ export class EventLog {
     const failed = failures.findIndex((error) => error !== undefined)
     if (failed !== -1) throw failures[failed]
     const lineage = known.concat(...own.reverse())
-    this.#rememberLineage(boundary, lineage)
+    this.#rememberLineage(boundary, lineage, links.length > 0 ? knownKey : undefined)
     return lineage.slice()
   }
 
   /**
    * Keeps `lineage` (verified, and facts never change) for the next continuation of its boundary: a
    * session continued turn after turn then reads one run per turn, not the whole chain again. At
-   * most `LINEAGES_KEPT` lineages of `LINEAGE_EVENTS_KEPT` events together, the oldest dropped first;
-   * a lineage shares its events with the one it grew from.
+   * most `LINEAGES_KEPT` lineages of `LINEAGE_EVENTS_KEPT` events together, the oldest dropped first.
+   * The lineage it grew from (`grewFrom`) is dropped: the session's next turn continues this one, so
+   * a conversation keeps one lineage, not one a turn (which let 32 of one conversation's turns push
+   * every other conversation out, and a process serving more than 32 re-read each one whole).
    */
-  #rememberLineage(boundary: RunBoundary, lineage: StoredEvent[]): void {
+  #rememberLineage(boundary: RunBoundary, lineage: StoredEvent[], grewFrom: string | undefined): void {
+    const superseded = grewFrom === undefined ? undefined : this.#lineages.get(grewFrom)
+    if (superseded !== undefined) {
+      this.#lineages.delete(grewFrom as string)
+      this.#lineageEvents -= superseded.length
+    }
     if (lineage.length > LINEAGE_EVENTS_KEPT) return
     const key = boundaryKey(boundary)
     const before = this.#lineages.get(key)

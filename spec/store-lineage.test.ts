@@ -9,7 +9,7 @@ import { join } from 'node:path'
 import { ClassicLevel } from 'classic-level'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import { Engine, EventLog, type Invocation, ModelExecutor, type ModelClient, type RunBoundary, type RuntimeEvent } from '../index.js'
+import { Engine, EventLog, type Invocation, ModelExecutor, type ModelClient, type RunBoundary, type RuntimeEvent, transcriptOf } from '../index.js'
 import { decodeRecord, encodeRecord } from '../store/encoding.js'
 import { logInternals } from '../store/event-log.js'
 import { keys } from '../store/keys.js'
@@ -216,6 +216,31 @@ test(
       }
     } finally {
       proto.keys = original
+    }
+  }),
+)
+
+test(
+  'lineageEvents(boundary): the facts a continuation replays, checked against the boundary, handed out as copies; no boundary is LOG_INVALID_ARGUMENT, a wrong digest RUN_SOURCE_MISMATCH',
+  bounded(30_000, async (dir) => {
+    const log = await EventLog.open(join(dir, 'log'), { durability: 'os' })
+    try {
+      const boundary = await chain(log, 5)
+      const events = await log.lineageEvents(boundary)
+      assert.equal(events.map((stored) => stored.seq), (await logInternals(log).lineage(boundary)).map((stored) => stored.seq))
+      assert.is(events.length, 5 * 4)
+      // What the model is sent before the next message: the first user message and five answers.
+      const messages = transcriptOf(events.map((stored) => stored.event))
+      assert.equal(messages.map((message) => message.role), ['user', 'assistant', 'assistant', 'assistant', 'assistant', 'assistant'])
+      ;(events[0] as { event: { id: string } }).event.id = 'changed'
+      assert.is((await log.lineageEvents(boundary))[0]?.event.id, 'i0/1', 'a copy: the log keeps its own')
+      for (const bad of [undefined, {}, { ...boundary, highWater: -1 }, { ...boundary, extra: 1 }]) {
+        assert.is((await refusal(log.lineageEvents(bad as RunBoundary))).code, 'LOG_INVALID_ARGUMENT')
+      }
+      const wrong = { ...boundary, digest: `sha256:${'0'.repeat(64)}` }
+      assert.is((await refusal(log.lineageEvents(wrong))).code, 'RUN_SOURCE_MISMATCH')
+    } finally {
+      await log.close()
     }
   }),
 )

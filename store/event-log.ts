@@ -6,7 +6,7 @@ import { basename, dirname, join, resolve, sep } from 'node:path'
 import { type ChainedBatch, ClassicLevel } from 'classic-level'
 import { FactstateError, isFactstateError, messageWithoutCode } from '../errors.js'
 import { readOptions, shown } from '../options.js'
-import { id as idSchema } from '../facts/schema.js'
+import { id as idSchema, runBoundarySchema } from '../facts/schema.js'
 import type { HandoffIntent, HandoffPause, InvocationInput, InvocationOutcome, RunBoundary, RuntimeEvent, StoredEvent, TerminalStatus, UncertainOperation } from '../facts/types.js'
 import { EMPTY_CHAIN, CHAIN_BYTES, chainStep, logDigest, runChainStart, runDigest } from './digest.js'
 import { chainedIdRecord, decodeEvent, decodeRecord, encodeRecord, encodeValidatedEvent, checkFactRules, indexRecord, messageOf, peekInvocationId, validateEvent } from './encoding.js'
@@ -2805,6 +2805,23 @@ export class EventLog {
     // Copies: the record is the log's own (it decides admissions), and a caller may change what it gets.
     const boundary = { invocation: { ...record.invocation }, highWater, digest: runDigest(sessionId, runId, highWater, chain) }
     return record.outcome?.status === 'handoff_paused' ? { boundary, pause: structuredClone(record.outcome.pause) } : { boundary }
+  }
+
+  /**
+   * The facts a continuation of `boundary` replays, in seq order: those of its run up to the
+   * boundary and of the runs that run continued, each boundary's digest recomputed from the stored
+   * bytes (`RUN_SOURCE_MISMATCH` when one differs; something that is no boundary is
+   * `LOG_INVALID_ARGUMENT`). `transcriptOf` of them is what the model is sent before a continuation's
+   * message: what to summarize when a conversation outgrows the model's context. Copies.
+   */
+  async lineageEvents(boundary: RunBoundary): Promise<StoredEvent[]> {
+    this.#assertOpen()
+    const parsed = runBoundarySchema.safeParse(boundary)
+    if (!parsed.success) {
+      throw new FactstateError('LOG_INVALID_ARGUMENT', 'lineageEvents takes a run boundary, { invocation, highWater, digest }, as log.runSource gives it')
+    }
+    // The lineage is the log's own (remembered for the next continuation): the caller gets a copy.
+    return structuredClone(await this.#lineage(parsed.data as RunBoundary))
   }
 
   /**

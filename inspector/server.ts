@@ -538,9 +538,11 @@ export async function serveInspector(given: InspectorOptions): Promise<Inspector
         // (and the history); the fragment, which holds the page's own state, is kept by the browser.
         url.searchParams.delete('token')
         const search = url.searchParams.toString()
+        // One leading slash: `//host/…` (from `/.//host/…`, or `http://127.0.0.1:port//host/…`) would send the browser to that host.
+        const path = url.pathname.replace(/^\/+/, '/')
         res.writeHead(303, {
           ...SECURITY_HEADERS,
-          location: `${url.pathname}${search === '' ? '' : `?${search}`}`,
+          location: `${path}${search === '' ? '' : `?${search}`}`,
           'set-cookie': `${cookieName}=${token}; HttpOnly; SameSite=Strict; Path=/`,
           'content-length': '0',
         })

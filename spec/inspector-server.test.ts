@@ -1039,6 +1039,19 @@ test(
   }),
 )
 
+/** The Location a request for `target` (sent as is, not normalized by a client) is redirected to. */
+function redirectOf(url: string, target: string): Promise<string> {
+  const { hostname, port } = new URL(url)
+  return new Promise((resolve, reject) => {
+    request({ host: hostname, port, path: target }, (res) => {
+      res.resume()
+      resolve(res.headers.location ?? '')
+    })
+      .on('error', reject)
+      .end()
+  })
+}
+
 test(
   'a token: every request must carry it (bearer, ?token= or the cookie the link trades it for), a wrong one is 401, and a bad one is refused unquoted',
   bounded(10_000, async (dir) => {
@@ -1084,6 +1097,10 @@ test(
       assert.is(traded.headers.get('set-cookie'), `factstate-inspector-${port}=${token}; HttpOnly; SameSite=Strict; Path=/`)
       const kept = await fetch(`${url}page/app.js?v=1&token=${token}`, { redirect: 'manual' })
       assert.is(kept.headers.get('location'), '/page/app.js?v=1', 'other parameters stay')
+      for (const target of [`/.//evil.example/?token=${token}`, `http://127.0.0.1:${port}//evil.example//x?token=${token}`]) {
+        const location = await redirectOf(url, target)
+        assert.ok(location.startsWith('/') && !location.startsWith('//'), `${target} redirects within the inspector, not to ${location}`)
+      }
       const cookie = { headers: { cookie: `other=1; factstate-inspector-${port}=${token}` } }
       const page = await fetch(url, cookie)
       assert.is(page.status, 200)

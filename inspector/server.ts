@@ -53,9 +53,11 @@ export interface InspectorOptions {
    * A secret every request must carry (16 to 512 characters: letters, digits, `-`, `_`, `.`, `~`),
    * for an inspector that other users or programs of the machine can reach: 127.0.0.1 is open to
    * every process of the host, a service with a server-side request forgery among them. The
-   * page is opened through `link` (`url` with `?token=…`), which trades the token for a cookie
-   * of its own port and takes it out of the address bar; scripts send `Authorization: Bearer
-   * <token>` (or `?token=` on an API request). Anything else is 401 `UNAUTHORIZED`. Kept in memory only.
+   * page is opened through `link` (`url` with `?token=…`): it keeps the token in the tab's
+   * session storage (its own origin's, port included), takes it out of the address bar and sends it
+   * with each request. Scripts send `Authorization: Bearer <token>` (or `?token=`). An `/api/`
+   * request without it is 401 `UNAUTHORIZED`; the page's own files, which hold nothing of the log,
+   * load without it. Kept in memory only.
    */
   token?: string | undefined
   /**
@@ -132,13 +134,18 @@ function invalid(message: string, field: string, ...value: [unknown?]): Factstat
   return new FactstateError('INSPECTOR_INVALID_OPTIONS', message, { details: value.length === 0 ? { field } : { field, value: value[0] } })
 }
 
-/** What a token may hold: characters that need no escaping in a URL, a header or a cookie. */
+/** What a token may hold: characters that need no escaping in a URL or a header. */
 const TOKEN_PATTERN = /^[A-Za-z0-9._~-]{16,512}$/
 
 /** Whether `given` is `token`, in time that does not depend on where they differ. */
 function sameSecret(given: string, token: string): boolean {
   const digest = (text: string) => createHash('sha256').update(text).digest()
   return timingSafeEqual(digest(given), digest(token))
+}
+
+/** The page's own files, which hold nothing of the log (what `route` serves before `/api/`). */
+function isPageFile(path: string): boolean {
+  return path === '/' || path === '/index.html' || path === '/style.css' || path === '/favicon.svg' || path.startsWith('/page/')
 }
 
 /** The shortest and longest refresh intervals. */
@@ -495,17 +502,12 @@ export async function serveInspector(given: InspectorOptions): Promise<Inspector
     markIndexed = resolve
   })
   let allowedHosts: Set<string> = new Set()
-  /** The cookie a page opened through the link keeps the token in: cookies are not kept per port, so the name is. */
-  let cookieName = ''
-  /** Whether a request without `?token=` carries the token, as a bearer or as the page's cookie. */
-  const carriesToken = (req: IncomingMessage, secret: string): boolean => {
-    const { authorization, cookie } = req.headers
-    if (authorization !== undefined && /^bearer /i.test(authorization) && sameSecret(authorization.slice(7).trim(), secret)) return true
-    for (const part of (cookie ?? '').split(';')) {
-      const at = part.indexOf('=')
-      if (at > 0 && part.slice(0, at).trim() === cookieName && sameSecret(part.slice(at + 1).trim(), secret)) return true
-    }
-    return false
+  /** Whether a request carries the token: as a bearer, or as `?token=` (what the page's live stream sends). */
+  const carriesToken = (req: IncomingMessage, query: URLSearchParams, secret: string): boolean => {
+    const given = query.get('token')
+    if (given !== null) return sameSecret(given, secret)
+    const { authorization } = req.headers
+    return authorization !== undefined && /^bearer /i.test(authorization) && sameSecret(authorization.slice(7).trim(), secret)
   }
   const server: Server = createServer((req, res) => {
     // A page on another origin that rebinds its name to 127.0.0.1 still sends its own Host.
@@ -527,27 +529,12 @@ export async function serveInspector(given: InspectorOptions): Promise<Inspector
       // A request target no URL can be made of (`http://[/`, say) must not take the process down.
       return sendError(res, 400, 'BAD_REQUEST', 'the request target is not a valid URL')
     }
-    if (token !== undefined) {
-      const given = url.searchParams.get('token')
-      if (given === null ? !carriesToken(req, token) : !sameSecret(given, token)) {
-        res.setHeader('www-authenticate', 'Bearer realm="factstate inspector"')
-        return sendError(res, 401, 'UNAUTHORIZED', 'the inspector has a token: open the link it printed (…/?token=…), or send Authorization: Bearer <token>', req.method === 'HEAD')
-      }
-      if (given !== null && !url.pathname.startsWith('/api/')) {
-        // A page opened through the link: the token goes into a cookie and out of the address bar
-        // (and the history); the fragment, which holds the page's own state, is kept by the browser.
-        url.searchParams.delete('token')
-        const search = url.searchParams.toString()
-        // One leading slash: `//host/…` (from `/.//host/…`, or `http://127.0.0.1:port//host/…`) would send the browser to that host.
-        const path = url.pathname.replace(/^\/+/, '/')
-        res.writeHead(303, {
-          ...SECURITY_HEADERS,
-          location: `${path}${search === '' ? '' : `?${search}`}`,
-          'set-cookie': `${cookieName}=${token}; HttpOnly; SameSite=Strict; Path=/`,
-          'content-length': '0',
-        })
-        return res.end()
-      }
+    // The page's own files hold nothing of the log: they load without the token, which the page
+    // then sends with each request. Not as a cookie: browsers send a cookie of 127.0.0.1 to every
+    // port of it, so any program listening on one that the browser is led to would receive it.
+    if (token !== undefined && !isPageFile(url.pathname) && !carriesToken(req, url.searchParams, token)) {
+      res.setHeader('www-authenticate', 'Bearer realm="factstate inspector"')
+      return sendError(res, 401, 'UNAUTHORIZED', 'the inspector has a token: open the link it printed (…/?token=…), or send Authorization: Bearer <token>', req.method === 'HEAD')
     }
     indexed.then(() => pinned((at) => route(req, res, url.pathname, url.searchParams, at))).catch((error: unknown) => {
       if (res.headersSent) {
@@ -574,7 +561,6 @@ export async function serveInspector(given: InspectorOptions): Promise<Inspector
   }
   const bound = (server.address() as AddressInfo).port
   allowedHosts = new Set([`${HOST}:${bound}`, `localhost:${bound}`])
-  cookieName = `factstate-inspector-${bound}`
   try {
     // Facts landing meanwhile wait in `pending`; the catalog skips any it has already indexed.
     const upTo = log.head().highWater

@@ -5,6 +5,8 @@
  * Screenshots are kept under spec/artifacts/ (ignored by git, collected by CI).
  */
 import { mkdir, mkdtemp, readdir, rm } from 'node:fs/promises'
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -437,11 +439,18 @@ offline('live: over a running engine, a new fact appears without a reload', (con
   ),
 )
 
-offline('with a token, the link opens the page (the token leaves the address, the page and its live stream work on the cookie) and a browser without it gets 401', (context) =>
+offline('with a token, the link opens the page (the token leaves the address, the page, a reload and its live stream work, and no cookie carries it to other ports of 127.0.0.1) and a browser without it is refused', (context) =>
   withTimeout(async () => {
     if (context.setupError !== undefined) throw context.setupError
     const { log, watched, browser } = context as Offline
     const inspector = await serveInspector({ log, token: 'page-token-0123456789abcdef' })
+    // Another program of the machine, listening on another port of 127.0.0.1: what the browser sends it.
+    const received: string[] = []
+    const other = createServer((req, res) => {
+      received.push(`${req.url ?? ''} ${req.headers.cookie ?? ''}`)
+      res.writeHead(200, { 'content-type': 'text/html' }).end('<script>fetch("/own")</script>')
+    })
+    await new Promise<void>((resolve) => other.listen(0, '127.0.0.1', resolve))
     try {
       const page = await load(watched, inspector.link)
       const address = page.url()
@@ -449,16 +458,28 @@ offline('with a token, the link opens the page (the token leaves the address, th
       await page.waitForSelector('#live-status.live-on', WAIT)
       await page.waitForSelector('button.run[data-invocation="inv-crashed"]', WAIT)
       await selectRun(page, 'inv-crashed')
+      await load(watched, address)
+      await page.waitForSelector('#live-status.live-on', WAIT)
+      await page.waitForSelector('button.run[data-invocation="inv-crashed"]', WAIT)
       assert.equal(watched.errors, [], 'no script error')
+      assert.equal(await page.context().cookies(), [], 'no cookie')
+      await page.goto(`http://127.0.0.1:${(other.address() as AddressInfo).port}/`)
+      await page.waitForFunction(() => performance.getEntriesByType('resource').length > 0, undefined, WAIT)
+      assert.ok(received.length >= 2, 'the other port was asked twice')
+      assert.not.ok(received.some((line) => line.includes('page-token')), `the other port received the token: ${received.join(' | ')}`)
       const stranger = await browser.newContext()
       try {
-        const response = await (await stranger.newPage()).goto(inspector.url)
-        assert.is(response?.status(), 401)
-        assert.match((await response?.text()) ?? '', /UNAUTHORIZED/)
+        const refused = await stranger.request.get(`${inspector.url}api/overview`)
+        assert.is(refused.status(), 401)
+        const strange = await stranger.newPage()
+        await strange.goto(inspector.url)
+        await strange.waitForSelector('#boot:not([hidden])', WAIT)
+        assert.match((await strange.textContent('#boot')) ?? '', /could not load: the inspector has a token/)
       } finally {
         await stranger.close()
       }
     } finally {
+      other.close()
       await inspector.close()
     }
   }, 20_000),

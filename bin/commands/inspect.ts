@@ -17,7 +17,7 @@ from 'factstate/inspector').
 
 With --token (or FACTSTATE_INSPECTOR_TOKEN set), every request must carry a token, so that other
 users and programs of the machine cannot read the log through the inspector: the printed link holds
-it (a random one, or FACTSTATE_INSPECTOR_TOKEN's), and the page trades it for a cookie.
+it (a random one, or FACTSTATE_INSPECTOR_TOKEN's), and the page keeps it for the tab.
 
 options:
   -p, --port N      listen on port N (default: a free port)

@@ -12,8 +12,37 @@ export class ApiFailure extends Error {
   }
 }
 
+/** Where the tab keeps the inspector's token: session storage is its origin's, port included (a cookie of 127.0.0.1 would reach every port). */
+const TOKEN_KEY = 'factstate-inspector-token'
+
+/**
+ * The token the page was opened with (`?token=…`, then kept for reloads of this tab), taken out of
+ * the address bar so that it leaves the history entry; null for an inspector without one.
+ */
+export const token: string | null = (() => {
+  const address = new URL(location.href)
+  const given = address.searchParams.get('token')
+  if (given === null) {
+    try {
+      return sessionStorage.getItem(TOKEN_KEY)
+    } catch {
+      return null
+    }
+  }
+  try {
+    sessionStorage.setItem(TOKEN_KEY, given)
+  } catch {
+    // Storage refused: the token serves this page until it is reloaded.
+  }
+  address.searchParams.delete('token')
+  history.replaceState(null, '', `${address.pathname}${address.search}${address.hash}`)
+  return given
+})()
+
 async function getJson<T>(path: string): Promise<T> {
-  const response = await fetch(path, { headers: { accept: 'application/json' }, cache: 'no-store' })
+  const headers: Record<string, string> = { accept: 'application/json' }
+  if (token !== null) headers.authorization = `Bearer ${token}`
+  const response = await fetch(path, { headers, cache: 'no-store' })
   const body: unknown = await response.json().catch(() => null)
   if (!response.ok) {
     const error = (body ?? {}) as Partial<ApiError>

@@ -1,5 +1,6 @@
 /** Follows new facts over server-sent events; the browser reconnects on its own after a drop. */
 import type { FactsLanded } from '../protocol.js'
+import { token } from './api.js'
 
 export interface LiveHandlers {
   onFacts: (landed: FactsLanded) => void
@@ -10,7 +11,8 @@ export interface LiveHandlers {
 
 /** Opens `/api/events`; returns a function that closes it. */
 export function follow(handlers: LiveHandlers): () => void {
-  const source = new EventSource('/api/events')
+  // An EventSource sends no headers of the page's: the token goes in the query.
+  const source = new EventSource(token === null ? '/api/events' : `/api/events?${new URLSearchParams({ token })}`)
   source.addEventListener('open', () => handlers.onConnection(true))
   source.addEventListener('error', () => handlers.onConnection(false))
   source.addEventListener('hello', (event) => {

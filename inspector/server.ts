@@ -50,14 +50,14 @@ export interface InspectorOptions {
    */
   maxIndexed?: number | undefined
   /**
-   * A secret every request must carry (16 to 512 characters: letters, digits, `-`, `_`, `.`, `~`),
+   * A secret every request but for the page's own files must carry (16 to 512 characters: letters, digits, `-`, `_`, `.`, `~`),
    * for an inspector that other users or programs of the machine can reach: 127.0.0.1 is open to
    * every process of the host, a service with a server-side request forgery among them. The
    * page is opened through `link` (`url` with `?token=…`): it keeps the token in the tab's
    * session storage (its own origin's, port included), takes it out of the address bar and sends it
-   * with each request. Scripts send `Authorization: Bearer <token>` (or `?token=`). An `/api/`
-   * request without it is 401 `UNAUTHORIZED`; the page's own files, which hold nothing of the log,
-   * load without it. Kept in memory only.
+   * with each request. Scripts send `Authorization: Bearer <token>` (or `?token=`). A request
+   * without it is 401 `UNAUTHORIZED`, but for the page's own files, which hold nothing of the log.
+   * Kept in memory only.
    */
   token?: string | undefined
   /**
@@ -135,7 +135,7 @@ function invalid(message: string, field: string, ...value: [unknown?]): Factstat
 }
 
 /** What a token may hold: characters that need no escaping in a URL or a header. */
-const TOKEN_PATTERN = /^[A-Za-z0-9._~-]{16,512}$/
+export const TOKEN_PATTERN = /^[A-Za-z0-9._~-]{16,512}$/
 
 /** Whether `given` is `token`, in time that does not depend on where they differ. */
 function sameSecret(given: string, token: string): boolean {

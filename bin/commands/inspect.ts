@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto'
-import { serveInspector } from '../../inspector/server.js'
+import { TOKEN_PATTERN, serveInspector } from '../../inspector/server.js'
 import { EventLog } from '../../store/event-log.js'
 import { type CommandIo, EXIT, closeLog, endBySignal, isLogDirectory, openLogToRead, parseCommand, reportReadError, snapshotDirectoryOf, untilStopped, usage } from '../io.js'
 
@@ -65,7 +65,7 @@ export async function inspectCommand(args: string[], io: CommandIo, options: { s
   }
   // From the environment, not an argument: a command line is readable by every user of the machine.
   const fixed = process.env.FACTSTATE_INSPECTOR_TOKEN
-  if (fixed !== undefined && fixed !== '' && !/^[A-Za-z0-9._~-]{16,512}$/.test(fixed)) {
+  if (fixed !== undefined && fixed !== '' && !TOKEN_PATTERN.test(fixed)) {
     return usage(io, 'FACTSTATE_INSPECTOR_TOKEN must be 16 to 512 characters of letters, digits, -, _, . and ~', inspectHelp)
   }
   const token = fixed !== undefined && fixed !== '' ? fixed : parsed.values.token ? randomBytes(24).toString('base64url') : undefined

@@ -230,13 +230,16 @@ const modelResponseSchema = z.discriminatedUnion('kind', [
   }),
 ])
 
+/** The counts of `ModelUsage`, in the fact schema's order. */
+const USAGE_COUNTS = ['inputTokens', 'outputTokens', 'cachedInputTokens', 'reasoningTokens'] as const
+
 /** A token count the fact can hold (a non-negative whole number), or none. */
 const tokenCount = (value: unknown): number | undefined => (Number.isSafeInteger(value) && (value as number) >= 0 ? (value as number) : undefined)
 
 /**
  * A completed answer's output as its fact records it, read member by member, as the built-in client
- * reads a provider's answer: members the output type does not have (a call's `index`, a provider's
- * cache token counts, a stop sequence) are left out, token counts that are not non-negative whole
+ * reads a provider's answer: members the output type does not have (a call's `index`, a count under
+ * another name than `ModelUsage`'s, a stop sequence) are left out, token counts that are not non-negative whole
  * numbers are dropped, and `text: null` is no text. An answer already paid for is not lost to them;
  * what is left is checked strictly.
  */
@@ -250,12 +253,12 @@ function recordedOutput(output: unknown): unknown {
         return { callId, name, arguments: args }
       })
     : toolCalls
-  let tokens: { inputTokens?: number; outputTokens?: number } | undefined
+  let tokens: Record<string, number> | undefined
   if (usage !== null && typeof usage === 'object') {
-    const inputTokens = tokenCount((usage as Record<string, unknown>).inputTokens)
-    const outputTokens = tokenCount((usage as Record<string, unknown>).outputTokens)
-    if (inputTokens !== undefined || outputTokens !== undefined) {
-      tokens = { ...(inputTokens === undefined ? {} : { inputTokens }), ...(outputTokens === undefined ? {} : { outputTokens }) }
+    // In the schema's order, each count kept only when the fact can hold it.
+    for (const name of USAGE_COUNTS) {
+      const count = tokenCount((usage as Record<string, unknown>)[name])
+      if (count !== undefined) tokens = { ...tokens, [name]: count }
     }
   }
   return {

@@ -197,13 +197,25 @@ function zodProblem(error: z.ZodError): string {
 /** A token count a fact can hold: a non-negative safe integer. */
 const isCount = (value: unknown): value is number => Number.isSafeInteger(value) && (value as number) >= 0
 
-/** The usage the provider reported; a count that is not a non-negative integer (12.5, -1) is dropped, not the answer. */
+/** `object[name]`, when `object` is an object. */
+const memberOf = (object: unknown, name: string): unknown => (typeof object === 'object' && object !== null ? (object as Record<string, unknown>)[name] : undefined)
+
+/**
+ * The usage the provider reported; a count that is not a non-negative integer (12.5, -1, "7") is
+ * dropped, not the answer. Cached prompt tokens are OpenAI's `prompt_tokens_details.cached_tokens`,
+ * or, where that is not a count, DeepSeek's `prompt_cache_hit_tokens`; reasoning tokens are
+ * `completion_tokens_details.reasoning_tokens`.
+ */
 function usageOf(usage: unknown): ModelUsage | undefined {
   if (typeof usage !== 'object' || usage === null) return undefined
-  const { prompt_tokens: input, completion_tokens: output } = usage as { prompt_tokens?: unknown; completion_tokens?: unknown }
+  const { prompt_tokens: input, completion_tokens: output, prompt_tokens_details, completion_tokens_details, prompt_cache_hit_tokens } = usage as Record<string, unknown>
   const out: ModelUsage = {}
   if (isCount(input)) out.inputTokens = input
   if (isCount(output)) out.outputTokens = output
+  const cached = [memberOf(prompt_tokens_details, 'cached_tokens'), prompt_cache_hit_tokens].find(isCount)
+  if (cached !== undefined) out.cachedInputTokens = cached
+  const reasoning = memberOf(completion_tokens_details, 'reasoning_tokens')
+  if (isCount(reasoning)) out.reasoningTokens = reasoning
   return Object.keys(out).length > 0 ? out : undefined
 }
 

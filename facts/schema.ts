@@ -76,7 +76,10 @@ export const modelOutputSchema = z.strictObject({
   text: text.optional(),
   toolCalls: z.array(toolCall),
   finishReason: text,
-  usage: z.strictObject({ inputTokens: count.optional(), outputTokens: count.optional() }).optional(),
+  // Members are added last and optional: a fact written without them keeps its bytes (the writer follows this order).
+  usage: z
+    .strictObject({ inputTokens: count.optional(), outputTokens: count.optional(), cachedInputTokens: count.optional(), reasoningTokens: count.optional() })
+    .optional(),
   reasoning: text.optional(),
 })
 

@@ -171,6 +171,17 @@ export interface ModelUsage {
   inputTokens?: number | undefined
   /** Completion tokens, when the provider reported a non-negative integer. */
   outputTokens?: number | undefined
+  /**
+   * Of the prompt tokens, those the provider served from its prompt cache (billed cheaper): OpenAI's
+   * `prompt_tokens_details.cached_tokens`, else DeepSeek's `prompt_cache_hit_tokens`, when a
+   * non-negative integer. Absent in answers recorded before it was.
+   */
+  cachedInputTokens?: number | undefined
+  /**
+   * Of the completion tokens, those spent on reasoning: `completion_tokens_details.reasoning_tokens`,
+   * when a non-negative integer. Absent in answers recorded before it was.
+   */
+  reasoningTokens?: number | undefined
 }
 
 /** What the model answered for one step. */

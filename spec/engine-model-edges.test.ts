@@ -282,6 +282,32 @@ test(
 )
 
 test(
+  "a custom client's cached and reasoning token counts are taken by the rules of the other counts: a non-negative whole number is recorded, anything else dropped, not the answer",
+  (() => {
+    const usages: unknown[] = [
+      { inputTokens: 100, outputTokens: 20, cachedInputTokens: 80, reasoningTokens: 12 },
+      { inputTokens: 100, cachedInputTokens: -1, reasoningTokens: 2.5 },
+      { cachedInputTokens: '80', reasoningTokens: null },
+      { reasoningTokens: 0 },
+    ]
+    let calls = 0
+    const client: ModelClient = {
+      async complete() {
+        return { kind: 'completed', output: { text: `answer ${calls}`, toolCalls: [], finishReason: 'stop', usage: usages[calls++] } } as never
+      },
+    }
+    return engineTest([], { model: { createClient: () => client, retries: 0 } }, async (h) => {
+      const recorded: unknown[] = []
+      for (const name of ['all', 'bad', 'none', 'zero']) {
+        assert.equal(await h.run(h.input(name)), { status: 'completed' })
+        recorded.push(...only(await factsOf(h.log, `invocation-${name}`), 'model.completed').map((fact) => fact.output.usage))
+      }
+      assert.equal(recorded, [{ inputTokens: 100, outputTokens: 20, cachedInputTokens: 80, reasoningTokens: 12 }, { inputTokens: 100 }, undefined, { reasoningTokens: 0 }])
+    })
+  })(),
+)
+
+test(
   'a custom client that ignores its signal and its timeout: a cancel ends the run at once, and a request past timeoutMs (plus 1 s) ends the step timed_out',
   (() => {
     let started = 0

@@ -98,7 +98,7 @@ const text = (content: string) => json(completion({ content }, 'stop'))
  * One message run against `responders`: its outcome, its facts in brief, the requests the server saw
  * and the inputs its tools ran with (`tools`: their names, echo tools all; `echo` alone by default).
  */
-async function runAgainst(dir: string, responders: Responder[], options: { stream?: boolean; tools?: string[] } = {}) {
+async function runAgainst(dir: string, responders: Responder[], options: { stream?: boolean; tools?: string[]; providerOptions?: Record<string, unknown> } = {}) {
   const server = await quirkServer(responders)
   const log = await EventLog.open(join(dir, 'log'))
   try {
@@ -113,7 +113,8 @@ async function runAgainst(dir: string, responders: Responder[], options: { strea
       return tool
     })
     const engine = new Engine({ log, model: new ModelExecutor({ timeoutMs: 3_000, retries: 1, backoffMs: 5 }) })
-    const outcome: InvocationOutcome = await engine.run(messageRun(server.baseUrl, 'quirk', tools, options.stream ? { providerOptions: { stream: true } } : {}))
+    const providerOptions = { ...(options.stream ? { stream: true } : {}), ...options.providerOptions }
+    const outcome: InvocationOutcome = await engine.run(messageRun(server.baseUrl, 'quirk', tools, Object.keys(providerOptions).length > 0 ? { providerOptions } : {}))
     const events = await log.invocationEvents('invocation-quirk')
     return { outcome, facts: sequenceOf(events, 'invocation-quirk'), requests: server.requests, inputs, events }
   } finally {
@@ -453,5 +454,47 @@ test(
     }
   }),
 )
+
+/** The usage each `model.completed` of a run recorded, in order. */
+const usagesOf = (run: Awaited<ReturnType<typeof runAgainst>>) => run.events.flatMap((e) => (e.event.fact.type === 'model.completed' ? [e.event.fact.output.usage] : []))
+
+for (const stream of [false, true]) {
+  const shape = stream ? 'streamed' : 'plain JSON'
+  /** An answer reporting `usage`: in a stream, in a final chunk without choices, as OpenAI sends it with `stream_options.include_usage`. */
+  const reporting = (message: Record<string, unknown>, finishReason: string, usage: unknown): Responder =>
+    stream
+      ? sse([chunk({ role: 'assistant', ...message }, null), chunk({}, finishReason), { id: 'chatcmpl-1', object: 'chat.completion.chunk', choices: [], usage }])
+      : json({ ...completion(message, finishReason), usage })
+  const options = { stream, ...(stream ? { providerOptions: { stream_options: { include_usage: true } } } : {}) }
+  const call = { index: 0, id: 'call_u', type: 'function', function: { name: 'echo', arguments: '{"value":1}' } }
+
+  test(
+    `${shape}: cached prompt tokens and reasoning tokens are recorded: OpenAI's usage details, DeepSeek's prompt_cache_hit_tokens (OpenAI's cached_tokens wins when both come)`,
+    bounded(10_000, async (dir) => {
+      const openai = { prompt_tokens: 1200, completion_tokens: 300, total_tokens: 1500, prompt_tokens_details: { cached_tokens: 1024, audio_tokens: 0 }, completion_tokens_details: { reasoning_tokens: 256, audio_tokens: 0 } }
+      const deepseek = { prompt_tokens: 900, completion_tokens: 20, prompt_cache_hit_tokens: 640, prompt_cache_miss_tokens: 260 }
+      const both = { prompt_tokens: 50, completion_tokens: 5, prompt_tokens_details: { cached_tokens: 0 }, prompt_cache_hit_tokens: 48 }
+      const run = await runAgainst(dir, [reporting({ content: null, tool_calls: [call] }, 'tool_calls', openai), reporting({ content: null, tool_calls: [call] }, 'tool_calls', deepseek), reporting({ content: 'done' }, 'stop', both)], options)
+      assert.equal(run.outcome, { status: 'completed' })
+      assert.equal(usagesOf(run), [
+        { inputTokens: 1200, outputTokens: 300, cachedInputTokens: 1024, reasoningTokens: 256 },
+        { inputTokens: 900, outputTokens: 20, cachedInputTokens: 640 },
+        { inputTokens: 50, outputTokens: 5, cachedInputTokens: 0 },
+      ])
+    }),
+  )
+
+  test(
+    `${shape}: a cached or reasoning token count that is not a non-negative integer (negative, fractional, a string) is dropped, not the answer; DeepSeek's count stands in for a bad OpenAI one`,
+    bounded(10_000, async (dir) => {
+      const bad = { prompt_tokens: 10, completion_tokens: 2, prompt_tokens_details: { cached_tokens: -1 }, completion_tokens_details: { reasoning_tokens: 1.5 } }
+      const strings = { prompt_tokens: 11, completion_tokens: 3, prompt_tokens_details: { cached_tokens: '7' }, prompt_cache_hit_tokens: 4, completion_tokens_details: { reasoning_tokens: '2' } }
+      const odd = { prompt_tokens: 12, prompt_tokens_details: null, completion_tokens_details: 'none', prompt_cache_hit_tokens: -3 }
+      const run = await runAgainst(dir, [reporting({ content: null, tool_calls: [call] }, 'tool_calls', bad), reporting({ content: null, tool_calls: [call] }, 'tool_calls', strings), reporting({ content: 'done' }, 'stop', odd)], options)
+      assert.equal(run.outcome, { status: 'completed' })
+      assert.equal(usagesOf(run), [{ inputTokens: 10, outputTokens: 2 }, { inputTokens: 11, outputTokens: 3, cachedInputTokens: 4 }, { inputTokens: 12 }])
+    }),
+  )
+}
 
 test.run()

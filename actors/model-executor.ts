@@ -1,7 +1,7 @@
 import { z } from 'zod'
 import { FactstateError } from '../errors.js'
 import { readOptions } from '../options.js'
-import { describeIssues, modelOutputSchema } from '../facts/schema.js'
+import { describeIssues, modelOutputSchema, responseIdOf } from '../facts/schema.js'
 import { messageOf } from '../store/encoding.js'
 import type { ChatRequestBody, ModelClient, ModelRequest, ModelResponse, ProviderConfig, ToolCallPiece } from './model-client.js'
 import { OpenAIChatClient } from './openai-chat-client.js'
@@ -239,13 +239,14 @@ const tokenCount = (value: unknown): number | undefined => (Number.isSafeInteger
 /**
  * A completed answer's output as its fact records it, read member by member, as the built-in client
  * reads a provider's answer: members the output type does not have (a call's `index`, a count under
- * another name than `ModelUsage`'s, a stop sequence) are left out, token counts that are not non-negative whole
- * numbers are dropped, and `text: null` is no text. An answer already paid for is not lost to them;
- * what is left is checked strictly.
+ * another name than `ModelUsage`'s, a stop sequence) are left out, token counts that are not
+ * non-negative whole numbers are dropped, so is a `responseId` that is not a string of 1–256
+ * characters, and `text: null` is no text. An answer already paid for is not lost to them; what is
+ * left is checked strictly.
  */
 function recordedOutput(output: unknown): unknown {
   if (output === null || typeof output !== 'object') return output
-  const { text, toolCalls, finishReason, usage, reasoning } = output as Record<string, unknown>
+  const { text, toolCalls, finishReason, usage, reasoning, responseId } = output as Record<string, unknown>
   const calls = Array.isArray(toolCalls)
     ? toolCalls.map((call: unknown) => {
         if (call === null || typeof call !== 'object') return call
@@ -268,6 +269,8 @@ function recordedOutput(output: unknown): unknown {
     ...(tokens === undefined ? {} : { usage: tokens }),
     // No reasoning, or an empty one, is none; anything else is checked as text.
     ...(reasoning === null || reasoning === undefined || reasoning === '' ? {} : { reasoning }),
+    // Only ever read, by people matching the fact with the provider's records: one the fact cannot hold is dropped.
+    ...(responseIdOf(responseId) === undefined ? {} : { responseId }),
   }
 }
 

@@ -8,6 +8,7 @@ import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUse
 import { _iterSSEMessages } from 'openai/core/streaming'
 import { z } from 'zod'
 import { FactstateError } from '../errors.js'
+import { responseIdOf } from '../facts/schema.js'
 import type { ModelOutput, ModelUsage, ToolCall } from '../facts/types.js'
 import type { ModelClient, ModelRequest, ModelResponse, ProviderConfig } from './model-client.js'
 import { type Secrets, redactFailure, secretsOf } from './redaction.js'
@@ -21,6 +22,8 @@ const QUOTE_LIMIT = 300
 
 // Token counts are read, never trusted: any value passes here and `usageOf` keeps only what a fact can hold.
 const UsageSchema = z.unknown().optional()
+// The answer's id likewise: `responseIdOf` keeps it only when a fact can hold it.
+const ResponseIdSchema = z.unknown().optional()
 
 /**
  * A call's arguments as JSON text: as sent, or, from servers that send them already parsed (an
@@ -78,6 +81,7 @@ const CompletionSchema = z.object({
     )
     .min(1),
   usage: UsageSchema,
+  id: ResponseIdSchema,
 })
 
 const ChunkSchema = z.object({
@@ -109,6 +113,7 @@ const ChunkSchema = z.object({
     )
     .nullish(),
   usage: UsageSchema,
+  id: ResponseIdSchema,
 })
 
 /**
@@ -219,13 +224,22 @@ function usageOf(usage: unknown): ModelUsage | undefined {
   return Object.keys(out).length > 0 ? out : undefined
 }
 
-function outputOf(text: string | undefined, toolCalls: ToolCall[], finishReason: string, usage: ModelUsage | undefined, reasoning: string | undefined): ModelOutput {
+function outputOf(
+  text: string | undefined,
+  toolCalls: ToolCall[],
+  finishReason: string,
+  usage: ModelUsage | undefined,
+  reasoning: string | undefined,
+  id: unknown,
+): ModelOutput {
+  const responseId = responseIdOf(id)
   return {
     ...(text !== undefined && text.length > 0 ? { text } : {}),
     toolCalls,
     finishReason,
     ...(usage ? { usage } : {}),
     ...(reasoning !== undefined && reasoning.length > 0 ? { reasoning } : {}),
+    ...(responseId === undefined ? {} : { responseId }),
   }
 }
 
@@ -458,7 +472,7 @@ export class OpenAIChatClient implements ModelClient {
     const finishReason = choice.finish_reason ?? (toolCalls.length > 0 ? 'tool_calls' : 'stop')
     if (finishReason === 'error') throw failedGeneration()
     // A refusal (content null, `refusal` set) is the model's answer: recorded as its text, so the log shows it.
-    return outputOf(choice.message.content ?? choice.message.refusal ?? undefined, toolCalls, finishReason, usageOf(parsed.data.usage), choice.message.reasoning_content || choice.message.reasoning)
+    return outputOf(choice.message.content ?? choice.message.refusal ?? undefined, toolCalls, finishReason, usageOf(parsed.data.usage), choice.message.reasoning_content || choice.message.reasoning, parsed.data.id)
   }
 
   /** `whole`: the stop that aborted the read (a stall, the time limit) leaves an answer that named its finish reason whole. */
@@ -471,6 +485,8 @@ export class OpenAIChatClient implements ModelClient {
     let refusal = ''
     let finishReason: string | undefined
     let usage: ModelUsage | undefined
+    // Every chunk repeats the answer's id: the first non-empty string is taken (and kept only if a fact can hold it).
+    let responseId: string | undefined
     // Merged as OpenAI's own stream helper does: by `index`; a delta's name replaces the name (some
     // servers repeat it in every delta), unless the names of the call's deltas joined name a tool of
     // the run and the last alone does not (others split it, as they do arguments); its arguments are
@@ -502,6 +518,7 @@ export class OpenAIChatClient implements ModelClient {
         if (!parsed.success) throw new MalformedAnswer(`the provider streamed a chunk that is not a chat completion chunk (${zodProblem(parsed.error)})`)
         const chunk = parsed.data
         usage = usageOf(chunk.usage) ?? usage
+        if (responseId === undefined && typeof chunk.id === 'string' && chunk.id !== '') responseId = chunk.id
         for (const choice of chunk.choices ?? []) {
           if ((choice.index ?? 0) !== 0) continue
           const delta = choice.delta
@@ -569,7 +586,7 @@ export class OpenAIChatClient implements ModelClient {
       const name = !catalog.has(call.name) && catalog.has(call.joined) ? call.joined : call.name
       toolCalls.push({ callId: callIdOf(call.id), name, arguments: call.arguments })
     }
-    return outputOf(text.length > 0 ? text : refusal, toolCalls, finishReason ?? (toolCalls.length > 0 ? 'tool_calls' : 'stop'), usage, reasoning || reasoningOther)
+    return outputOf(text.length > 0 ? text : refusal, toolCalls, finishReason ?? (toolCalls.length > 0 ? 'tool_calls' : 'stop'), usage, reasoning || reasoningOther, responseId)
   }
 
   #stopped(stop: StopReason, { timeoutMs, idleTimeoutMs }: Pick<ModelRequest, 'timeoutMs' | 'idleTimeoutMs'>): ModelResponse {

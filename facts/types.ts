@@ -200,6 +200,13 @@ export interface ModelOutput {
    * returned none. Sent back with an answer that made tool calls, as such providers require.
    */
   reasoning?: string | undefined
+  /**
+   * The provider's id for the answer (OpenAI's `chatcmpl-…`, what its dashboard and support name), to
+   * match the fact with the provider's records: a non-empty string of at most 256 characters,
+   * redacted as the text is; absent when the provider gave none (or another), and in answers
+   * recorded before it was. Never sent back to the model.
+   */
+  responseId?: string | undefined
 }
 
 /**

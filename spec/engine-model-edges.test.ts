@@ -308,6 +308,29 @@ test(
 )
 
 test(
+  "a custom client's responseId is recorded when it is a string of 1–256 characters, and redacted as text is; any other is dropped, not the answer",
+  (() => {
+    const key = 'sk-client-1234567890abcdefXYZ'
+    const ids: unknown[] = ['msg_01XFDUDYJgAACzvnptvVoYEL', 'r'.repeat(256), 'r'.repeat(257), '', 42, null, `resp-${key}`]
+    let calls = 0
+    const client: ModelClient = {
+      async complete() {
+        return { kind: 'completed', output: { text: 'done', toolCalls: [], finishReason: 'stop', responseId: ids[calls++] } } as never
+      },
+    }
+    return engineTest([], { model: { createClient: () => client, retries: 0 } }, async (h) => {
+      const recorded: unknown[] = []
+      for (const [index] of ids.entries()) {
+        const input = h.input(`id-${index}`)
+        assert.equal(await h.run({ ...input, provider: { ...input.provider, apiKey: key } }), { status: 'completed' })
+        recorded.push(...only(await factsOf(h.log, `invocation-id-${index}`), 'model.completed').map((fact) => fact.output.responseId))
+      }
+      assert.equal(recorded, ['msg_01XFDUDYJgAACzvnptvVoYEL', 'r'.repeat(256), undefined, undefined, undefined, undefined, 'resp-[redacted]'])
+    })
+  })(),
+)
+
+test(
   'a custom client that ignores its signal and its timeout: a cancel ends the run at once, and a request past timeoutMs (plus 1 s) ends the step timed_out',
   (() => {
     let started = 0

@@ -57,7 +57,7 @@ test(
     const response = await new OpenAIChatClient(provider(server)).complete(requestFor(bodyOf()))
     assert.equal(response, {
       kind: 'completed',
-      output: { text: 'done', toolCalls: [], finishReason: 'stop', usage: { inputTokens: 10, outputTokens: 5 } },
+      output: { text: 'done', toolCalls: [], finishReason: 'stop', usage: { inputTokens: 10, outputTokens: 5 }, responseId: 'chatcmpl-0' },
     })
     assert.is(server.requests.length, 1)
     assert.is(server.requests[0]?.path, '/v1/chat/completions')
@@ -73,6 +73,7 @@ test(
       toolCalls: [{ callId: 'call_0_0', name: 'echo', arguments: '{"value":42}' }],
       finishReason: 'tool_calls',
       usage: { inputTokens: 10, outputTokens: 5 },
+      responseId: 'chatcmpl-0',
     })
     assert.not.ok('text' in response.output)
   }),
@@ -119,6 +120,7 @@ test(
             { callId: 'call_0_2', name: 'echo', arguments: '{"value":3}' },
           ],
           finishReason: 'tool_calls',
+          responseId: 'chatcmpl-0',
         },
       })
     },
@@ -152,6 +154,7 @@ test(
           ],
           finishReason: 'tool_calls',
           usage: { inputTokens: 10, outputTokens: 5 },
+          responseId: 'chatcmpl-0',
         },
       })
     },
@@ -166,11 +169,11 @@ test(
     const second = await client.complete(requestFor(bodyOf({ stream: true })))
     assert.equal(first, {
       kind: 'completed',
-      output: { text: 'streamed anyway', toolCalls: [], finishReason: 'stop', usage: { inputTokens: 10, outputTokens: 5 } },
+      output: { text: 'streamed anyway', toolCalls: [], finishReason: 'stop', usage: { inputTokens: 10, outputTokens: 5 }, responseId: 'chatcmpl-0' },
     })
     assert.equal(second, {
       kind: 'completed',
-      output: { text: 'plain anyway', toolCalls: [], finishReason: 'stop', usage: { inputTokens: 10, outputTokens: 5 } },
+      output: { text: 'plain anyway', toolCalls: [], finishReason: 'stop', usage: { inputTokens: 10, outputTokens: 5 }, responseId: 'chatcmpl-1' },
     })
   }),
 )

@@ -31,6 +31,8 @@ interface Message {
  */
 async function quirkServer(responders: Responder[], refuse: (body: { messages: Message[] }) => Responder | undefined = () => undefined) {
   const requests: { messages: Message[] }[] = []
+  /** Each request's body as sent. */
+  const raw: string[] = []
   const server = createServer((req, res) => {
     let text = ''
     req.setEncoding('utf8')
@@ -38,6 +40,7 @@ async function quirkServer(responders: Responder[], refuse: (body: { messages: M
     req.on('end', () => {
       const body = JSON.parse(text) as { messages: Message[] }
       requests.push(body)
+      raw.push(text)
       const refused = body.messages.some((m) =>
         (m.tool_calls ?? []).some((call) => {
           try {
@@ -60,6 +63,7 @@ async function quirkServer(responders: Responder[], refuse: (body: { messages: M
   return {
     baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`,
     requests,
+    raw,
     close: () => {
       server.closeAllConnections()
       return new Promise<void>((resolve) => server.close(() => resolve()))
@@ -496,5 +500,105 @@ for (const stream of [false, true]) {
     }),
   )
 }
+
+/** The responseId each `model.completed` of a run recorded, in order. */
+const responseIdsOf = (run: Awaited<ReturnType<typeof runAgainst>>) => run.events.flatMap((e) => (e.event.fact.type === 'model.completed' ? [e.event.fact.output.responseId] : []))
+
+test(
+  "plain JSON: the completion's id is recorded as responseId, to match the fact with the provider's records; one that is not a string of 1–256 characters is dropped, not the answer",
+  bounded(10_000, async (dir) => {
+    const call = { id: 'call_i', type: 'function', function: { name: 'echo', arguments: '{"value":1}' } }
+    const round = (id: unknown): Responder => json({ ...completion({ content: null, tool_calls: [call] }), id })
+    const longest = `chatcmpl-${'a'.repeat(247)}`
+    const ids = ['chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT', longest, `${longest}b`, 42, '', null, { id: 'x' }]
+    const final = (id: unknown): Responder => json({ ...completion({ content: 'done' }, 'stop'), id })
+    // A run has 4 steps: three tool rounds and a final answer each.
+    const first = await runAgainst(join(dir, 'first'), [...ids.slice(0, 3).map(round), final(ids[3])])
+    const second = await runAgainst(join(dir, 'second'), [...ids.slice(4).map(round), final(undefined)])
+    assert.equal([first.outcome, second.outcome], [{ status: 'completed' }, { status: 'completed' }])
+    assert.equal([...responseIdsOf(first), ...responseIdsOf(second)], ['chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT', longest, undefined, undefined, undefined, undefined, undefined, undefined])
+  }),
+)
+
+test(
+  "streamed: the chunks' id is recorded as responseId, the first non-empty one; an over-long or non-string one is dropped, not the answer",
+  bounded(10_000, async (dir) => {
+    const call = { index: 0, id: 'call_s', type: 'function', function: { name: 'echo', arguments: '{"value":1}' } }
+    const streamed = (...ids: unknown[]): Responder =>
+      sse([{ ...chunk({ role: 'assistant', content: null }), id: ids[0] }, { ...chunk({ tool_calls: [call] }), id: ids[1] }, { ...chunk({}, 'tool_calls'), id: ids[2] }])
+    const run = await runAgainst(
+      dir,
+      [streamed('', 'chatcmpl-first', 'chatcmpl-second'), streamed(7, 7, 7), streamed(`chatcmpl-${'x'.repeat(300)}`, 'chatcmpl-later', 'chatcmpl-later'), sse([chunk({ content: 'done' }), { ...chunk({}, 'stop'), id: undefined }])],
+      { stream: true },
+    )
+    assert.equal(run.outcome, { status: 'completed' })
+    assert.equal(responseIdsOf(run), ['chatcmpl-first', undefined, undefined, 'chatcmpl-1'])
+  }),
+)
+
+test(
+  "a response id is redacted of the provider's key as text is: a key echoed in it never reaches the log",
+  bounded(10_000, async (dir) => {
+    const key = 'sk-responseid-1234567890abcdefXYZ'
+    const server = await quirkServer([json({ ...completion({ content: 'done' }, 'stop'), id: `chatcmpl-${key}` })])
+    const log = await EventLog.open(join(dir, 'log'))
+    try {
+      const run = messageRun(server.baseUrl, 'secret', [effectTool()])
+      const outcome = await new Engine({ log, model: new ModelExecutor({ timeoutMs: 3_000, retries: 0 }) }).run({ ...run, provider: { ...run.provider, apiKey: key } })
+      assert.equal(outcome, { status: 'completed' })
+      const events = await log.invocationEvents('invocation-secret')
+      const ids = events.flatMap((e) => (e.event.fact.type === 'model.completed' ? [e.event.fact.output.responseId] : []))
+      assert.equal(ids, ['chatcmpl-[redacted]'])
+      assert.not.ok(JSON.stringify(events).includes(key))
+    } finally {
+      await log.close()
+      await server.close()
+    }
+  }),
+)
+
+test(
+  'an answer recorded with usage details and a responseId is sent back as one without them: the next request, in the run and in a continuation, is byte for byte the same',
+  bounded(15_000, async (dir) => {
+    const call = { id: 'call_same', type: 'function', function: { name: 'echo', arguments: '{"value":1}' } }
+    const details = { prompt_tokens: 40, completion_tokens: 9, prompt_tokens_details: { cached_tokens: 32 }, completion_tokens_details: { reasoning_tokens: 4 } }
+    /** The bodies a run and its continuation send, against answers with or without the new members; and what was recorded. */
+    const bodies = async (name: string, withMembers: boolean) => {
+      const extra = (n: number) => (withMembers ? { id: `chatcmpl-${name}-${n}`, usage: details } : { id: undefined, usage: { prompt_tokens: 40, completion_tokens: 9 } })
+      const server = await quirkServer([
+        json({ ...completion({ content: null, tool_calls: [call] }), ...extra(1) }),
+        json({ ...completion({ content: 'echoed' }, 'stop'), ...extra(2) }),
+        json({ ...completion({ content: 'again' }, 'stop'), ...extra(3) }),
+      ])
+      const log = await EventLog.open(join(dir, name))
+      try {
+        const engine = new Engine({ log, model: new ModelExecutor({ timeoutMs: 3_000, retries: 0 }) })
+        assert.equal(await engine.run(messageRun(server.baseUrl, 'same', [effectTool()])), { status: 'completed' })
+        const source = (await log.runSource('session-same', 'run-same'))?.boundary
+        assert.ok(source)
+        const next = messageRun(server.baseUrl, 'same-on', [effectTool()])
+        assert.equal(await engine.run({ ...next, invocation: { ...next.invocation, sessionId: 'session-same' }, work: { kind: 'continuation', source, content: 'and now?' } }), { status: 'completed' })
+        const outputs = (await log.invocationEvents('invocation-same')).flatMap((e) => (e.event.fact.type === 'model.completed' ? [e.event.fact.output] : []))
+        return { raw: [...server.raw], outputs }
+      } finally {
+        await log.close()
+        await server.close()
+      }
+    }
+    const plain = await bodies('without', false)
+    const rich = await bodies('with', true)
+    assert.equal(rich.outputs.map((output) => [output.responseId, output.usage]), [
+      ['chatcmpl-with-1', { inputTokens: 40, outputTokens: 9, cachedInputTokens: 32, reasoningTokens: 4 }],
+      ['chatcmpl-with-2', { inputTokens: 40, outputTokens: 9, cachedInputTokens: 32, reasoningTokens: 4 }],
+    ])
+    assert.equal(plain.outputs.map((output) => [output.responseId, output.usage]), [
+      [undefined, { inputTokens: 40, outputTokens: 9 }],
+      [undefined, { inputTokens: 40, outputTokens: 9 }],
+    ])
+    assert.is(rich.raw.length, 3)
+    for (const [index, body] of rich.raw.entries()) assert.is(body, plain.raw[index], `request ${index + 1}`)
+    assert.not.ok(rich.raw.some((body) => /chatcmpl|cached|reasoning|responseId/i.test(body)))
+  }),
+)
 
 test.run()

@@ -71,11 +71,10 @@ const invocationInput = z.discriminatedUnion('kind', [
   z.strictObject({ kind: z.literal('handoff'), source: runBoundarySchema, pause: handoffPauseSchema }),
 ])
 
-/** The longest `ModelOutput.responseId` recorded: a longer one is dropped, not the answer. */
-export const RESPONSE_ID_LIMIT = 256
-/** A provider's answer id as a fact records it (a non-empty string of at most `RESPONSE_ID_LIMIT` characters), or none. */
-export const responseIdOf = (value: unknown): string | undefined =>
-  typeof value === 'string' && value.length > 0 && value.length <= RESPONSE_ID_LIMIT ? value : undefined
+/** A provider's id for an answer: 1–256 characters (a longer one is dropped, not the answer). */
+const responseId = text.min(1).max(256)
+/** `value` when a fact can hold it as `ModelOutput.responseId` (counted as the schema counts), else none. */
+export const responseIdOf = (value: unknown): string | undefined => (responseId.safeParse(value).success ? (value as string) : undefined)
 
 const toolCall = z.strictObject({ callId: text, name: text, arguments: text })
 export const modelOutputSchema = z.strictObject({
@@ -87,7 +86,7 @@ export const modelOutputSchema = z.strictObject({
     .strictObject({ inputTokens: count.optional(), outputTokens: count.optional(), cachedInputTokens: count.optional(), reasoningTokens: count.optional() })
     .optional(),
   reasoning: text.optional(),
-  responseId: text.min(1).max(RESPONSE_ID_LIMIT).optional(),
+  responseId: responseId.optional(),
 })
 
 const toolOutcome = z.discriminatedUnion('status', [

@@ -311,7 +311,8 @@ test(
   "a custom client's responseId is recorded when it is a string of 1–256 characters, and redacted as text is; any other is dropped, not the answer",
   (() => {
     const key = 'sk-client-1234567890abcdefXYZ'
-    const ids: unknown[] = ['msg_01XFDUDYJgAACzvnptvVoYEL', 'r'.repeat(256), 'r'.repeat(257), '', 42, null, `resp-${key}`]
+    // 256 astral characters are 512 UTF-16 units: counted as the fact schema counts, by character.
+    const ids: unknown[] = ['msg_01XFDUDYJgAACzvnptvVoYEL', 'r'.repeat(256), '😀'.repeat(256), 'r'.repeat(257), '', 42, null, `resp-${key}`]
     let calls = 0
     const client: ModelClient = {
       async complete() {
@@ -325,7 +326,7 @@ test(
         assert.equal(await h.run({ ...input, provider: { ...input.provider, apiKey: key } }), { status: 'completed' })
         recorded.push(...only(await factsOf(h.log, `invocation-id-${index}`), 'model.completed').map((fact) => fact.output.responseId))
       }
-      assert.equal(recorded, ['msg_01XFDUDYJgAACzvnptvVoYEL', 'r'.repeat(256), undefined, undefined, undefined, undefined, 'resp-[redacted]'])
+      assert.equal(recorded, ['msg_01XFDUDYJgAACzvnptvVoYEL', 'r'.repeat(256), '😀'.repeat(256), undefined, undefined, undefined, undefined, 'resp-[redacted]'])
     })
   })(),
 )

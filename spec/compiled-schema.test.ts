@@ -15,7 +15,7 @@ import { UnsupportedSchemaError, compileSchema, objectsGenerated, parseRuntimeEv
 import { ID_PATTERN, runtimeEventSchema } from '../facts/schema.js'
 import type { RuntimeEvent } from '../facts/types.js'
 import { STEPS, invocationEvents, invocationFacts, invocationFor } from '../bench/workload.js'
-import { canonical, encodeEvent, encodeValidatedEvent, validateEvent } from '../store/encoding.js'
+import { canonical, decodeEvent, encodeEvent, encodeValidatedEvent, validateEvent } from '../store/encoding.js'
 import { withTimeout } from './support/temp.js'
 
 /** Set in the child that runs this whole file again with code generation disallowed (see the last test). */
@@ -179,7 +179,7 @@ const factArbitraries = {
     stepId,
     output: object(
       { toolCalls: fc.array(object({ callId: text, name: text, arguments: text }), { maxLength: 3 }), finishReason: text },
-      { text, usage: object({}, { inputTokens: count, outputTokens: count }) },
+      { text, usage: object({}, { inputTokens: count, outputTokens: count, cachedInputTokens: count, reasoningTokens: count }), reasoning: text, responseId: boundedText(256) },
     ),
   }),
   'model.interrupted': object(
@@ -239,6 +239,30 @@ test('the benchmark workload takes the fast path, value for value and byte for b
     assert.ok(looped !== undefined)
     sameEvent(looped, before.value)
   }
+})
+
+test('a model.completed written before usage details and responseId were recorded keeps its bytes; one with them takes the fast path and decodes as written', () => {
+  const completed = (output: Record<string, unknown>) => ({
+    id: 'e-old',
+    recordedAt: 1_700_000_000_000,
+    invocation: { sessionId: 's', turnId: 't', runId: 'r', invocationId: 'i' },
+    fact: { type: 'model.completed', stepId: 'step-1', output },
+  })
+  const before = { text: 'done', toolCalls: [{ callId: 'call_1', name: 'echo', arguments: '{"value":1}' }], finishReason: 'tool_calls', usage: { inputTokens: 10, outputTokens: 5 }, reasoning: 'think' }
+  // Its bytes as the release before wrote them.
+  const written =
+    'Ad4ABKJpZKVlLW9sZKpyZWNvcmRlZEF0y0J4vP5WgAAAqmludm9jYXRpb27eAASpc2Vzc2lvbklkoXOmdHVybklkoXSlcnVuSWShcqxpbnZvY2F0aW9uSWShaaRmYWN03gADpHR5cGWvbW9kZWwuY29tcGxldGVkpnN0ZXBJZKZzdGVwLTGmb3V0cHV03gAFpHRleHSkZG9uZal0b29sQ2FsbHOR3gADpmNhbGxJZKZjYWxsXzGkbmFtZaRlY2hvqWFyZ3VtZW50c6t7InZhbHVlIjoxfaxmaW5pc2hSZWFzb26qdG9vbF9jYWxsc6V1c2FnZd4AAqtpbnB1dFRva2Vucwqsb3V0cHV0VG9rZW5zBalyZWFzb25pbmeldGhpbms='
+  const old = validateEvent(completed(before))
+  assert.is(Buffer.from(encodeValidatedEvent(old)).toString('base64'), written)
+  assert.is(Buffer.from(encodeEvent(old)).toString('base64'), written)
+  assert.equal(decodeEvent(Buffer.from(written, 'base64'), 1), completed(before))
+  const after = { ...before, usage: { ...before.usage, cachedInputTokens: 8, reasoningTokens: 3 }, responseId: 'chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT' }
+  const event = completed(after)
+  const fast = parseRuntimeEvent(event, MAX_DEPTH)
+  const slow = slowPath(event)
+  assert.ok(fast !== undefined && slow.ok)
+  sameEvent(fast, slow.value)
+  assert.equal(decodeEvent(encodeValidatedEvent(fast), 1), event)
 })
 
 function eventWithInput(input: unknown): Record<string, unknown> {

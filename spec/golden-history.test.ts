@@ -9,7 +9,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import { EventLog, type RunBoundary, foldFacts, recoverInvocations, stateOf } from '../index.js'
+import { EventLog, type RunBoundary, type RuntimeEvent, foldFacts, recoverInvocations, stateOf } from '../index.js'
 import { withTempDir, withTimeout } from './support/temp.js'
 
 interface Golden {
@@ -58,5 +58,54 @@ for (const name of names) {
       20_000,
     ))
 }
+
+/** The events of one invocation answered in one step, its `model.completed` output as given. */
+function answeredWith(output: Record<string, unknown>) {
+  const invocation = { sessionId: 'session-old', turnId: 'turn-old', runId: 'run-old', invocationId: 'inv-old' }
+  const facts = [
+    {
+      type: 'invocation.opened',
+      input: { kind: 'message', content: 'question' },
+      configuration: { cwd: '/srv/project' },
+      execution: { model: 'model-x', providerOptions: {}, cwd: '/srv/project', tools: { catalogDigest: `sha256:${'0'.repeat(64)}`, names: [] } },
+    },
+    { type: 'model.requested', stepId: 'step-1', model: 'model-x', requestDigest: `sha256:${'1'.repeat(64)}` },
+    { type: 'model.completed', stepId: 'step-1', output },
+    { type: 'invocation.ended', outcome: { status: 'completed' } },
+  ]
+  return facts.map((fact, n) => ({ id: `inv-old/${n + 1}`, recordedAt: 1_700_000_000_000 + n, invocation, fact }) as RuntimeEvent)
+}
+
+test('a model.completed without usage details or responseId (as written before they were recorded) digests as it did; one with them is read back as written, after a reopen too', () =>
+  withTimeout(
+    withTempDir(async (dir) => {
+      const before = answeredWith({ text: 'done', toolCalls: [], finishReason: 'stop', usage: { inputTokens: 10, outputTokens: 5 }, reasoning: 'think' })
+      const after = answeredWith({
+        text: 'done',
+        toolCalls: [],
+        finishReason: 'stop',
+        usage: { inputTokens: 10, outputTokens: 5, cachedInputTokens: 8, reasoningTokens: 3 },
+        reasoning: 'think',
+        responseId: 'chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT',
+      })
+      // The digest the release before gave this log.
+      const digests: Record<string, string> = { before: 'sha256:1fcfa8f09d6593f05e467a8bcc83752a1bdfa7f329d31c1d935fcd5504307712' }
+      for (const [name, events] of [['before', before], ['after', after]] as const) {
+        for (const reopened of [false, true]) {
+          const log = await EventLog.open(join(dir, name))
+          try {
+            if (!reopened) assert.equal(await log.appendAll(events), [1, 2, 3, 4])
+            const verified = await log.verify()
+            assert.is(verified.events, 4)
+            if (digests[name] !== undefined) assert.is(verified.digest, digests[name], name)
+            assert.equal((await log.invocationEvents('inv-old')).map((e) => e.event), events, name)
+          } finally {
+            await log.close()
+          }
+        }
+      }
+    }),
+    20_000,
+  ))
 
 test.run()

@@ -489,13 +489,14 @@ export class OpenAIChatClient implements ModelClient {
     let responseId: string | undefined
     // Merged as OpenAI's own stream helper does: by `index`; a delta's name replaces the name (some
     // servers repeat it in every delta), unless the names of the call's deltas joined name a tool of
-    // the run and the last alone does not (others split it, as they do arguments); its arguments are
+    // the run and either differ (a name split, as arguments are: `web_`, `search`, even where the last
+    // piece names another tool) or the last alone names none; its arguments are
     // appended; a new id at an index in use starts another call (some servers put parallel calls all
     // at index 0), and a part naming the id of a call begun before goes to it. A part without an
     // index continues the call the part before went to, unless it names a new id, sits beside another
     // part of its delta, or names another tool, or the same tool once the last call's arguments are
     // whole: it then starts the next one.
-    const calls: { index: number; id: string; name: string; joined: string; arguments: string }[] = []
+    const calls: { index: number; id: string; name: string; joined: string; split: boolean; arguments: string }[] = []
     // The call the part before went to: the one a part without an index continues.
     let current: (typeof calls)[number] | undefined
     try {
@@ -547,11 +548,13 @@ export class OpenAIChatClient implements ModelClient {
             const index = known?.index ?? part.index ?? (last === undefined ? 0 : next ? Math.max(...calls.map((c) => c.index)) + 1 : last.index)
             let call = known ?? calls.findLast((candidate) => candidate.index === index)
             if (!call || (part.id && call.id && part.id !== call.id)) {
-              call = { index, id: '', name: '', joined: '', arguments: '' }
+              call = { index, id: '', name: '', joined: '', split: false, arguments: '' }
               calls.push(call)
             }
             if (part.id) call.id = part.id
             if (part.function?.name) {
+              // Pieces that differ are a name split; the same name again is a server repeating it.
+              if (call.name !== '' && part.function.name !== call.name) call.split = true
               call.name = part.function.name
               call.joined += part.function.name
             }
@@ -583,7 +586,7 @@ export class OpenAIChatClient implements ModelClient {
     const toolCalls: ToolCall[] = []
     for (const [position, call] of [...calls].sort((a, b) => a.index - b.index).entries()) {
       if (!call.name) throw new MalformedAnswer(`the provider streamed tool call ${position} without a name`)
-      const name = !catalog.has(call.name) && catalog.has(call.joined) ? call.joined : call.name
+      const name = catalog.has(call.joined) && (call.split || !catalog.has(call.name)) ? call.joined : call.name
       toolCalls.push({ callId: callIdOf(call.id), name, arguments: call.arguments })
     }
     return outputOf(text.length > 0 ? text : refusal, toolCalls, finishReason ?? (toolCalls.length > 0 ? 'tool_calls' : 'stop'), usage, reasoning || reasoningOther, responseId)

@@ -337,6 +337,35 @@ test(
   }),
 )
 
+test(
+  'a streamed tool name split where its last piece is another tool of the run (web_ + search, beside search) is the name joined, not that other tool: pieces that differ are a split, not a repeat',
+  bounded(10_000, async (dir) => {
+    const part = (fields: Record<string, unknown>) => chunk({ tool_calls: [{ index: 0, ...fields }] })
+    const run = await runAgainst(
+      dir,
+      [
+        sse([
+          part({ id: 'call_split', type: 'function', function: { name: 'web_', arguments: '' } }),
+          part({ function: { name: 'search', arguments: '{"value":1}' } }),
+          chunk({}, 'tool_calls'),
+        ]),
+        sse([
+          part({ id: 'call_whole', type: 'function', function: { name: 'search', arguments: '{"value":' } }),
+          part({ function: { name: 'search', arguments: '2}' } }),
+          chunk({}, 'tool_calls'),
+        ]),
+        text('done'),
+      ],
+      { stream: true, tools: ['web_search', 'search', 'searchsearch'] },
+    )
+    assert.equal(run.outcome, { status: 'completed' })
+    assert.equal(calledWith(run), [
+      ['call_split', 'web_search', '{"value":1}'],
+      ['call_whole', 'search', '{"value":2}'],
+    ])
+  }),
+)
+
 for (const stream of [false, true]) {
   test(
     `${stream ? 'streamed' : 'plain JSON'}: finish_reason "error" (OpenRouter: the generation failed upstream) is a retryable failure, not a cut answer recorded as the final one`,

@@ -496,7 +496,9 @@ export class OpenAIChatClient implements ModelClient {
     // index continues the call the part before went to, unless it names a new id, sits beside another
     // part of its delta, or names another tool, or the same tool once the last call's arguments are
     // whole: it then starts the next one.
-    const calls: { index: number; id: string; name: string; joined: string; split: boolean; arguments: string }[] = []
+    // `again`: begun by a part naming the tool of the call before again once that call's arguments were
+    // whole; left without arguments (or an id) to the end, it was that server repeating the name, no call.
+    const calls: { index: number; id: string; name: string; joined: string; split: boolean; again: boolean; arguments: string }[] = []
     // The call the part before went to: the one a part without an index continues.
     let current: (typeof calls)[number] | undefined
     try {
@@ -548,7 +550,8 @@ export class OpenAIChatClient implements ModelClient {
             const index = known?.index ?? part.index ?? (last === undefined ? 0 : next ? Math.max(...calls.map((c) => c.index)) + 1 : last.index)
             let call = known ?? calls.findLast((candidate) => candidate.index === index)
             if (!call || (part.id && call.id && part.id !== call.id)) {
-              call = { index, id: '', name: '', joined: '', split: false, arguments: '' }
+              const again = next && part.index == null && position === 0 && !part.id && part.function?.name === last?.name
+              call = { index, id: '', name: '', joined: '', split: false, again, arguments: '' }
               calls.push(call)
             }
             if (part.id) call.id = part.id
@@ -584,7 +587,8 @@ export class OpenAIChatClient implements ModelClient {
     if (finishReason === 'error') throw failedGeneration()
     const catalog = new Set((body.tools ?? []).map((tool) => tool.function?.name))
     const toolCalls: ToolCall[] = []
-    for (const [position, call] of [...calls].sort((a, b) => a.index - b.index).entries()) {
+    const made = calls.filter((call) => !(call.again && call.arguments === '' && call.id === ''))
+    for (const [position, call] of made.sort((a, b) => a.index - b.index).entries()) {
       if (!call.name) throw new MalformedAnswer(`the provider streamed tool call ${position} without a name`)
       const name = catalog.has(call.joined) && (call.split || !catalog.has(call.name)) ? call.joined : call.name
       toolCalls.push({ callId: callIdOf(call.id), name, arguments: call.arguments })

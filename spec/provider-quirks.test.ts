@@ -283,6 +283,24 @@ test(
 )
 
 test(
+  'streamed without an index or an id, a part naming the tool again with no arguments after the call\'s whole arguments (a server repeating the name in every part, its last one included) is no second call: the tool runs once',
+  bounded(10_000, async (dir) => {
+    const part = (fn: Record<string, unknown>) => chunk({ tool_calls: [{ type: 'function', function: fn }] })
+    const run = await runAgainst(
+      dir,
+      [
+        sse([part({ name: 'lookup', arguments: '{"q":' }), part({ name: 'lookup', arguments: '"a"}' }), part({ name: 'lookup', arguments: '' }), chunk({}, 'tool_calls')]),
+        text('done'),
+      ],
+      { stream: true, tools: ['lookup'] },
+    )
+    assert.equal(run.outcome, { status: 'completed' })
+    assert.equal(calledWith(run).map(([, name, args]) => [name, args]), [['lookup', '{"q":"a"}']])
+    assert.equal(run.inputs, [{ q: 'a' }])
+  }),
+)
+
+test(
   'streamed parts of two calls interleaved, each naming its call\'s id (without an index, or all at index 0): each part goes to the call with its id',
   bounded(10_000, async (dir) => {
     const interleaved = (index: Record<string, number>) => {

@@ -2827,7 +2827,8 @@ export class EventLog {
   /**
    * The log digest as it stood when `seq` was the high-water: what `head().digest` (and `verify()`)
    * gave then. `digestAt(head().highWater)` is `head().digest`, `digestAt(0)` an empty log's. Read from
-   * the fact's id record (which `verify()` checks), so it costs one read whatever `seq`. A consumer
+   * the fact's id record (which `verify()` checks), so it costs two reads whatever `seq` (the fact, for
+   * its id, then that record; none for the high-water). A consumer
    * keeps it beside the seq it has read through: the same seq with another digest later, or a log that
    * no longer reaches that seq, means the log is not the one it read (put back from a backup,
    * replaced). `seq` must be a whole number from 0 to the high-water, else `LOG_INVALID_ARGUMENT`.

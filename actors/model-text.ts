@@ -208,9 +208,13 @@ export class LiveToolCalls {
   /** A piece as the client read it. */
   push(piece: ToolCallPiece): void {
     if (this.#done) return
-    let call = this.#calls.findLast((candidate) => candidate.index === piece.index)
+    // A piece naming the id of a call begun before at its index goes to that call: some servers
+    // interleave the parts of parallel calls all at index 0 (A, B, A, B), which the client merges so.
+    // The call it leaves is not closed: its next piece, or `finish`, completes it.
+    let call =
+      (piece.callId === undefined ? undefined : this.#calls.find((candidate) => candidate.index === piece.index && candidate.callId === piece.callId)) ??
+      this.#calls.findLast((candidate) => candidate.index === piece.index)
     if (call === undefined || (piece.callId !== undefined && call.callId !== undefined && piece.callId !== call.callId)) {
-      call?.live?.close()
       call = { index: piece.index, held: '' }
       this.#calls.push(call)
     }

@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import { Engine, EventLog, type InvocationOutcome, ModelExecutor } from '../index.js'
+import { Engine, EventLog, type InvocationOutcome, ModelExecutor, type StartOptions } from '../index.js'
 import { effectTool, messageRun, sequenceOf } from './support/faults-engine.js'
 import { bounded } from './support/temp.js'
 
@@ -102,7 +102,7 @@ const text = (content: string) => json(completion({ content }, 'stop'))
  * One message run against `responders`: its outcome, its facts in brief, the requests the server saw
  * and the inputs its tools ran with (`tools`: their names, echo tools all; `echo` alone by default).
  */
-async function runAgainst(dir: string, responders: Responder[], options: { stream?: boolean; tools?: string[]; providerOptions?: Record<string, unknown> } = {}) {
+async function runAgainst(dir: string, responders: Responder[], options: { stream?: boolean; tools?: string[]; providerOptions?: Record<string, unknown>; onToolCallText?: StartOptions['onToolCallText'] } = {}) {
   const server = await quirkServer(responders)
   const log = await EventLog.open(join(dir, 'log'))
   try {
@@ -118,7 +118,10 @@ async function runAgainst(dir: string, responders: Responder[], options: { strea
     })
     const engine = new Engine({ log, model: new ModelExecutor({ timeoutMs: 3_000, retries: 1, backoffMs: 5 }) })
     const providerOptions = { ...(options.stream ? { stream: true } : {}), ...options.providerOptions }
-    const outcome: InvocationOutcome = await engine.run(messageRun(server.baseUrl, 'quirk', tools, Object.keys(providerOptions).length > 0 ? { providerOptions } : {}))
+    const outcome: InvocationOutcome = await engine.run(
+      messageRun(server.baseUrl, 'quirk', tools, Object.keys(providerOptions).length > 0 ? { providerOptions } : {}),
+      options.onToolCallText ? { onToolCallText: options.onToolCallText } : {},
+    )
     const events = await log.invocationEvents('invocation-quirk')
     return { outcome, facts: sequenceOf(events, 'invocation-quirk'), requests: server.requests, inputs, events }
   } finally {
@@ -313,7 +316,12 @@ test(
         chunk({}, 'tool_calls'),
       ])
     }
-    const run = await runAgainst(dir, [interleaved({}), interleaved({ index: 0 }), text('done')], { stream: true, tools: ['lookup'] })
+    // What a UI showing the calls as they are written gets: each call's pieces, by step and call id.
+    const live = new Map<string, string>()
+    const onToolCallText = ({ stepId, callId, arguments: piece }: { stepId: string; callId: string; arguments: string }) => {
+      live.set(`${stepId} ${callId}`, (live.get(`${stepId} ${callId}`) ?? '') + piece)
+    }
+    const run = await runAgainst(dir, [interleaved({}), interleaved({ index: 0 }), text('done')], { stream: true, tools: ['lookup'], onToolCallText })
     assert.equal(run.outcome, { status: 'completed' })
     const round = [
       ['call_A', 'lookup', '{"q":"a"}'],
@@ -321,6 +329,13 @@ test(
     ]
     assert.equal(calledWith(run), [...round, ...round])
     assert.equal(run.inputs, [{ q: 'a' }, { q: 'b' }, { q: 'a' }, { q: 'b' }])
+    // onToolCallText's pieces add up to the recorded arguments (README), interleaved parts included.
+    assert.equal([...live], [
+      ['step-1 call_A', '{"q":"a"}'],
+      ['step-1 call_B', '{"q":"b"}'],
+      ['step-2 call_A', '{"q":"a"}'],
+      ['step-2 call_B', '{"q":"b"}'],
+    ])
   }),
 )
 

@@ -10,7 +10,8 @@ import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { logCommand } from '../bin/commands/log.js'
 import { EventLog } from '../index.js'
-import { EventMaker, completeInvocation, facts, invocationOf, startChild } from './support/log-fixtures.js'
+import { EventMaker, completeInvocation, facts, invocationOf, startChild, withDb } from './support/log-fixtures.js'
+import { keys } from '../store/keys.js'
 import { collector, printed } from './support/cli-io.js'
 import { bounded, withTimeout, withTmpdir } from './support/temp.js'
 
@@ -346,6 +347,28 @@ test(
       stop.abort()
       await running
     }
+  }),
+)
+
+test(
+  '--json on a log with a damaged id record: that line has digest null, a note says why once, and the facts after it are printed',
+  bounded(30_000, async (dir) => {
+    const path = join(dir, 'log')
+    const log = await EventLog.open(path, { durability: 'os' })
+    try {
+      // Over 1,024 facts, so that the open checks only the tail, as for any large log.
+      for (let n = 0; n < 130; n += 1) await log.appendAll(completeInvocation(`n${n}`))
+    } finally {
+      await log.close()
+    }
+    await withDb(path, (db) => db.del(keys.eventId('inv-n0/2')))
+    const { io, out, err } = collector()
+    assert.is(await logCommand([path, '--json', '--to', '4'], io), 0)
+    const lines = out.map((line) => JSON.parse(line) as { seq: number; digest: string | null })
+    assert.equal(lines.map((line) => line.seq), [1, 2, 3, 4])
+    assert.equal(lines.map((line) => line.digest === null), [false, true, false, false])
+    assert.is(err.filter((line) => line.startsWith('note: ')).length, 1, err.join('\n'))
+    assert.match(err.join('\n'), /id record of event 2 .* is missing: its line has digest null/)
   }),
 )
 

@@ -3,7 +3,7 @@ import { FACT_TYPES, type FactType, type StoredEvent } from '../../facts/types.j
 import { ID_PATTERN } from '../../facts/schema.js'
 import { EventLog, LOG_DIRECTORY_ENTRY, type RunSummary, logInternals } from '../../store/event-log.js'
 import { escapeControls, summarizeFact } from '../../store/fact-summary.js'
-import { FactstateError } from '../../errors.js'
+import { FactstateError, messageWithoutCode } from '../../errors.js'
 import { changeMark } from '../../store/snapshot.js'
 import { type CommandIo, EXIT, closeLog, endBySignal, isLogDirectory, openLogToRead, parseCommand, reportReadError, snapshotDirectoryOf, untilStopped, usage } from '../io.js'
 
@@ -135,12 +135,23 @@ export async function logCommand(args: string[], io: CommandIo, options: { signa
       values.invocation !== undefined
         ? (await logInternals(log).invocationEvents(values.invocation, to)).filter((stored) => stored.seq >= from)
         : log.events({ from, to })
+    let digestsMissing = false
     const print = (stored: StoredEvent, reader: EventLog) => {
       // Facts that land before --from (a log still short of it) are not shown while following either.
       if (stored.seq < from || !matches(stored)) return
       shown += 1
       if (!values.json) return io.stdout(formatEvent(stored))
-      const digest = logInternals(reader).digestOf(stored.seq, stored.event.id)
+      let digest: string | null
+      try {
+        digest = logInternals(reader).digestOf(stored.seq, stored.event.id)
+      } catch (error) {
+        // A damaged id record costs its line the digest, not the facts after it: log is how a
+        // damaged log is looked at, and verify says what is wrong.
+        if (!(error instanceof FactstateError && error.code === 'LOG_CORRUPT')) throw error
+        digest = null
+        if (!digestsMissing) io.stderr(escapeControls(`note: ${messageWithoutCode(error)}: its line has digest null (and so has each line whose record is damaged); run verify`))
+        digestsMissing = true
+      }
       io.stdout(escapeControls(JSON.stringify({ seq: stored.seq, ...stored.event, digest })))
     }
     for await (const stored of source) {

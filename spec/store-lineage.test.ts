@@ -245,4 +245,35 @@ test(
   }),
 )
 
+test(
+  'remembered lineages are bounded by their stored bytes too: conversations of long answers (a web page a turn) keep the newest within 32 MiB, not 1,024 of them',
+  bounded(60_000, async (dir) => {
+    const page = 'x'.repeat(600_000)
+    const long: ModelClient = {
+      async complete() {
+        return { kind: 'completed', output: { text: page, toolCalls: [], finishReason: 'stop' } }
+      },
+    }
+    const log = await EventLog.open(join(dir, 'log'), { durability: 'os' })
+    try {
+      const engine = new Engine({ log, model: new ModelExecutor({ createClient: () => long }) })
+      const at = (session: number, n: number): Invocation => ({ sessionId: `s${session}`, turnId: `t${n}`, runId: `r${n}`, invocationId: `s${session}-i${n}` })
+      const sessions = 70
+      for (let session = 0; session < sessions; session += 1) {
+        await engine.run({ ...base, invocation: at(session, 0), work: { kind: 'message', content: 'hi' } })
+        const source = await log.runSource(`s${session}`, 'r0')
+        assert.ok(source)
+        await engine.run({ ...base, invocation: at(session, 1), work: { kind: 'continuation', source: source.boundary } })
+      }
+      const cache = logInternals(log).lineageCache()
+      assert.ok(cache.bytes <= 32 * 1024 * 1024, `remembered ${cache.bytes} bytes`)
+      assert.ok(cache.bytes > 16 * 1024 * 1024, `and not much less: ${cache.bytes} bytes`)
+      assert.ok(cache.lineages < sessions && cache.lineages >= 40, `${cache.lineages} lineages`)
+      assert.is(cache.events, cache.lineages * 4, 'one lineage a conversation (its first run, four facts)')
+    } finally {
+      await log.close()
+    }
+  }),
+)
+
 test.run()

@@ -206,6 +206,8 @@ export interface LogInternals {
   idFilterReady(): Promise<boolean>
   /** How many records each of the index caches holds (each is trimmed past `CACHE_LIMIT`). */
   cacheSizes(): { invocations: number; sessions: number; runs: number; claims: number; reserved: number }
+  /** The lineages remembered for continuations: how many, their events and their stored bytes together. */
+  lineageCache(): { lineages: number; events: number; bytes: number }
   /** How many times the id filter was built (it is built again, bigger, when it fills up). */
   idFilterBuilds(): number
   /** How many followers (`events({ follow: true })`) the log is handing new events to. */
@@ -381,11 +383,14 @@ class Follower {
 /** Runs of a lineage whose facts are read at once (each read is a trip to LevelDB's thread pool). */
 const LINEAGE_READS = 8
 /**
- * Lineages remembered for the next continuation of their boundary, and their events together (see
- * `#rememberLineage`): about 0.9 KiB of heap an event of a short turn, ~30 MiB at most.
+ * Lineages remembered for the next continuation of their boundary, their events together, and
+ * those events' stored bytes together (see `#rememberLineage`): about 0.8 KiB of heap an event of a
+ * short turn (~27 MiB at most), and about the stored size for events of long text (a tool's output of
+ * a web page), whose bytes bound them first.
  */
 const LINEAGES_KEPT = 1_024
 const LINEAGE_EVENTS_KEPT = 32_768
+const LINEAGE_BYTES_KEPT = 32 * 1024 * 1024
 /** How many verified source boundaries a log remembers (a few hundred KiB at most). */
 const VERIFIED_SOURCES_KEPT = 4096
 const boundaryKey = ({ invocation, highWater, digest }: RunBoundary): string =>
@@ -1172,8 +1177,9 @@ export class EventLog {
   /** Boundaries verified against the stored facts (`boundaryKey`), the oldest dropped past `VERIFIED_SOURCES_KEPT`. */
   readonly #verifiedSources = new Set<string>()
   /** Lineages read lately, by boundary (see `#rememberLineage`), and how many events they hold together. */
-  readonly #lineages = new Map<string, StoredEvent[]>()
+  readonly #lineages = new Map<string, { events: StoredEvent[]; bytes: number }>()
   #lineageEvents = 0
+  #lineageBytes = 0
   /** Run chains computed by `runSource`, by run key. */
   readonly #runChains = new Map<string, { seq: number; chain: Uint8Array }>()
   /** The group being staged while another is written. */
@@ -1241,6 +1247,7 @@ export class EventLog {
       },
       idFilterBuilds: () => this.#idsBuilds,
       followerCount: () => this.#followers.size,
+      lineageCache: () => ({ lineages: this.#lineages.size, events: this.#lineageEvents, bytes: this.#lineageBytes }),
       cacheSizes: () => {
         const { invocations, sessions, runs, claims, reserved } = this.#state
         return { invocations: invocations.size, sessions: sessions.size, runs: runs.size, claims: claims.size, reserved: reserved.size }
@@ -2474,7 +2481,7 @@ export class EventLog {
     const links: { boundary: RunBoundary; run: RunRecord }[] = []
     const seen = new Set<string>()
     // The lineage of a boundary read lately, where the walk meets one: only the runs after it are read.
-    let known: StoredEvent[] = []
+    let known: { events: StoredEvent[]; bytes: number } = { events: [], bytes: 0 }
     let knownKey: string | undefined
     for (let current: RunBoundary | undefined = boundary; current !== undefined; ) {
       const key = boundaryKey(current)
@@ -2502,7 +2509,7 @@ export class EventLog {
         current = { invocation: sourceRecord.invocation, highWater: run.source.highWater, digest: run.source.digest }
       }
     }
-    const own: StoredEvent[][] = new Array(links.length)
+    const own: { events: StoredEvent[]; bytes: number }[] = new Array(links.length)
     const failures: unknown[] = new Array(links.length)
     let next = 0
     const reader = async () => {
@@ -2520,43 +2527,44 @@ export class EventLog {
     // The failure of the newest run is the one reported, as when they were read one after another.
     const failed = failures.findIndex((error) => error !== undefined)
     if (failed !== -1) throw failures[failed]
-    const lineage = known.concat(...own.reverse())
+    own.reverse()
+    const lineage = { events: known.events.concat(...own.map((run) => run.events)), bytes: own.reduce((sum, run) => sum + run.bytes, known.bytes) }
     this.#rememberLineage(boundary, lineage, links.length > 0 ? knownKey : undefined)
-    return lineage.slice()
+    return lineage.events.slice()
   }
 
   /**
    * Keeps `lineage` (verified, and facts never change) for the next continuation of its boundary: a
    * session continued turn after turn then reads one run per turn, not the whole chain again. At
-   * most `LINEAGES_KEPT` lineages of `LINEAGE_EVENTS_KEPT` events together, the oldest dropped first.
+   * most `LINEAGES_KEPT` lineages of `LINEAGE_EVENTS_KEPT` events and `LINEAGE_BYTES_KEPT` stored
+   * bytes together, the oldest dropped first.
    * The lineage it grew from (`grewFrom`) is dropped: the session's next turn continues this one, so
    * a conversation keeps one lineage, not one a turn (which let 32 of one conversation's turns push
    * every other conversation out, and a process serving more than 32 re-read each one whole).
    */
-  #rememberLineage(boundary: RunBoundary, lineage: StoredEvent[], grewFrom: string | undefined): void {
-    const superseded = grewFrom === undefined ? undefined : this.#lineages.get(grewFrom)
-    if (superseded !== undefined) {
-      this.#lineages.delete(grewFrom as string)
-      this.#lineageEvents -= superseded.length
-    }
-    if (lineage.length > LINEAGE_EVENTS_KEPT) return
-    const key = boundaryKey(boundary)
-    const before = this.#lineages.get(key)
-    if (before !== undefined) {
+  #rememberLineage(boundary: RunBoundary, lineage: { events: StoredEvent[]; bytes: number }, grewFrom: string | undefined): void {
+    const forget = (key: string) => {
+      const kept = this.#lineages.get(key)
+      if (kept === undefined) return
       this.#lineages.delete(key)
-      this.#lineageEvents -= before.length
+      this.#lineageEvents -= kept.events.length
+      this.#lineageBytes -= kept.bytes
     }
+    if (grewFrom !== undefined) forget(grewFrom)
+    if (lineage.events.length > LINEAGE_EVENTS_KEPT || lineage.bytes > LINEAGE_BYTES_KEPT) return
+    const key = boundaryKey(boundary)
+    forget(key)
     this.#lineages.set(key, lineage)
-    this.#lineageEvents += lineage.length
-    for (const [oldest, events] of this.#lineages) {
-      if (this.#lineages.size <= LINEAGES_KEPT && this.#lineageEvents <= LINEAGE_EVENTS_KEPT) break
-      this.#lineages.delete(oldest)
-      this.#lineageEvents -= events.length
+    this.#lineageEvents += lineage.events.length
+    this.#lineageBytes += lineage.bytes
+    for (const oldest of this.#lineages.keys()) {
+      if (this.#lineages.size <= LINEAGES_KEPT && this.#lineageEvents <= LINEAGE_EVENTS_KEPT && this.#lineageBytes <= LINEAGE_BYTES_KEPT) break
+      forget(oldest)
     }
   }
 
   /** A run's events up to `boundary`, its digest recomputed from the stored bytes (`RUN_SOURCE_MISMATCH` if it differs). */
-  async #verifiedRun(boundary: RunBoundary, run: RunRecord): Promise<StoredEvent[]> {
+  async #verifiedRun(boundary: RunBoundary, run: RunRecord): Promise<{ events: StoredEvent[]; bytes: number }> {
     const { sessionId, runId, invocationId } = boundary.invocation
     const stored = await this.#invocationStored(invocationId, 0, boundary.highWater)
     let chain = runChainStart(sessionId, runId, run.source?.digest)
@@ -2566,7 +2574,12 @@ export class EventLog {
       throw new FactstateError('RUN_SOURCE_MISMATCH', `the boundary of run ${sessionId}/${runId} does not match the log`)
     }
     this.#verified(boundary)
-    return stored.map(({ seq, bytes }) => ({ seq, event: decodeEvent(bytes, seq) }))
+    let size = 0
+    const events = stored.map(({ seq, bytes }) => {
+      size += bytes.length
+      return { seq, event: decodeEvent(bytes, seq) }
+    })
+    return { events, bytes: size }
   }
 
   async *#scanEvents(upTo: number, chunk: number): AsyncGenerator<{ events: StoredEvent[]; bytes: number }> {

@@ -5,6 +5,7 @@
  */
 import { FactstateError } from '../errors.js'
 import type { ApprovalRecord, ExecutionSettings, Fact, HandoffIntent, HandoffPause, Invocation, InvocationOutcome, RuntimeEvent, ToolCall } from '../facts/types.js'
+import { providerRefusalOf } from '../facts/schema.js'
 import { type InvocationSnapshot, applyFact, stateOf } from '../machines/invocation.js'
 import { contentDigest } from '../store/digest.js'
 import { canonical, messageOf, storageProblemAt, wellFormed } from '../store/encoding.js'
@@ -662,14 +663,17 @@ export class InvocationActor {
       const status = response.status === 'retryable_failure' && !retry ? 'failed' : response.status
       // The message is the provider's or the client's own words: as a fact can hold them, without the provider's secrets.
       const message = redactFailure(messageOf(response.message), this.setup.secrets)
-      await this.#record({ type: 'model.interrupted', stepId, status, message })
+      // The provider's code, type and param are its words too; what is left once redacted is checked again.
+      const provider = providerRefusalOf(response.provider, (text) => redactFailure(text, this.setup.secrets))
+      await this.#record({ type: 'model.interrupted', stepId, status, message, ...(provider === undefined ? {} : { provider }) })
       if (this.#signal.aborted || status === 'cancelled') await this.#halt()
       if (retry) {
         await this.#backOff(executor.backoff(attempt, response.retryAfterMs))
         continue
       }
       const failureClass = status === 'timed_out' ? 'model_timeout' : response.malformed ? 'model_malformed' : 'model_failed'
-      await this.#end({ status: 'failed', class: failureClass, message })
+      // So that `wait()`'s outcome can be branched on (a full context window, say) without reading the facts.
+      await this.#end({ status: 'failed', class: failureClass, message, ...(failureClass === 'model_failed' && provider !== undefined ? { provider } : {}) })
     }
     const completed = this.#own.at(-1)?.fact
     if (completed?.type !== 'model.completed') return

@@ -4,7 +4,7 @@
  * it and answers with a {@link ModelResponse}. A client never throws for provider trouble: it
  * classifies it, so the engine can record it as a `model.interrupted` fact.
  */
-import type { Invocation, ModelOutput } from '../facts/types.js'
+import type { Invocation, ModelOutput, ProviderRefusal } from '../facts/types.js'
 
 /** One chat message in the OpenAI chat-completions shape. */
 export type ChatMessage =
@@ -131,6 +131,14 @@ export type ModelResponse =
       malformed?: boolean | undefined
       /** From a `retry-after` header, when the provider sent one: the wait before the retry, in milliseconds (capped by `maxBackoffMs`). */
       retryAfterMs?: number | undefined
+      /**
+       * What the provider said of the refusal: the HTTP status of its error answer and its error's
+       * `code`, `type` and `param`. Recorded in `model.interrupted` (and, when the run fails of it,
+       * in the `failed` outcome) member by member: a member that does not fit (a status that is no
+       * HTTP status, a code that is not a string or a whole number, a string over 128 characters) is
+       * dropped, never the answer; strings are redacted of the provider's secrets as `message` is.
+       */
+      provider?: ProviderRefusal | undefined
     }
 
 /** A provider. Implement this to plug in anything that is not OpenAI-compatible. */

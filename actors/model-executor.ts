@@ -1,7 +1,7 @@
 import { z } from 'zod'
 import { FactstateError } from '../errors.js'
 import { readOptions } from '../options.js'
-import { describeIssues, modelOutputSchema, responseIdOf } from '../facts/schema.js'
+import { describeIssues, modelOutputSchema, providerRefusalOf, responseIdOf } from '../facts/schema.js'
 import { messageOf } from '../store/encoding.js'
 import type { ChatRequestBody, ModelClient, ModelRequest, ModelResponse, ProviderConfig, ToolCallPiece } from './model-client.js'
 import { OpenAIChatClient } from './openai-chat-client.js'
@@ -274,12 +274,27 @@ function recordedOutput(output: unknown): unknown {
   }
 }
 
+/**
+ * An interrupted answer with its `provider` as a fact can hold it, member by member (see
+ * `providerRefusalOf`): what does not fit is dropped, and without anything left so is `provider`.
+ * Only ever read, by applications branching on the refusal: a bad one does not fail the step.
+ */
+function recordedRefusal(given: Record<string, unknown>): Record<string, unknown> {
+  if (!('provider' in given)) return given
+  const { provider, ...rest } = given
+  const kept = providerRefusalOf(provider)
+  return kept === undefined ? rest : { ...rest, provider: kept }
+}
+
 /** A client's answer as a `ModelResponse`, or a malformed failure naming what is wrong with it (a custom client's bug is the step's failure, not the engine's). */
 function checkedResponse(given: unknown): ModelResponse {
+  const kind = given !== null && typeof given === 'object' ? (given as { kind?: unknown }).kind : undefined
   const response =
-    given !== null && typeof given === 'object' && (given as { kind?: unknown }).kind === 'completed'
+    kind === 'completed'
       ? { kind: 'completed', output: recordedOutput((given as { output?: unknown }).output) }
-      : given
+      : kind === 'interrupted'
+        ? recordedRefusal(given as Record<string, unknown>)
+        : given
   const checked = modelResponseSchema.safeParse(response)
   if (checked.success) {
     const answer = response as ModelResponse

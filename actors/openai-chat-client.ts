@@ -8,8 +8,8 @@ import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUse
 import { _iterSSEMessages } from 'openai/core/streaming'
 import { z } from 'zod'
 import { FactstateError } from '../errors.js'
-import { responseIdOf } from '../facts/schema.js'
-import type { ModelOutput, ModelUsage, ToolCall } from '../facts/types.js'
+import { providerRefusalOf, responseIdOf } from '../facts/schema.js'
+import type { ModelOutput, ModelUsage, ProviderRefusal, ToolCall } from '../facts/types.js'
 import type { ModelClient, ModelRequest, ModelResponse, ProviderConfig } from './model-client.js'
 import { type Secrets, redactFailure, secretsOf } from './redaction.js'
 
@@ -149,6 +149,8 @@ class ReportedError extends Error {
   constructor(
     message: string,
     readonly retryable: boolean,
+    /** The reported error's code, type and param, when it had them (no status: the answer's was 200). */
+    readonly provider?: ProviderRefusal,
   ) {
     super(message)
   }
@@ -181,15 +183,46 @@ function reportedError(secrets: Secrets, event: string | null, item: unknown, wh
   const status = Number(details.code ?? details.status)
   const retryable =
     status === 408 || status === 429 || (status >= 500 && status < 600) || RETRYABLE_REPORTED_ERROR.test(`${String(details.type ?? '')} ${String(details.code ?? '')}`)
-  return new ReportedError(`the provider reported an error ${where}: ${quote(message, secrets)}`, retryable)
+  return new ReportedError(`the provider reported an error ${where}: ${quote(message, secrets)}`, retryable, refusalOf(undefined, details, secrets))
+}
+
+/**
+ * What a fact keeps of a provider's refusal: the HTTP status of its error answer (none for an error
+ * inside a 200 answer), and of `error` (OpenAI's `error` member, or the body itself where the code
+ * and type sit at its top level) the `code`, `type` and `param`, as `providerRefusalOf` takes them,
+ * redacted of the provider's secrets.
+ */
+function refusalOf(status: number | undefined, error: unknown, secrets: Secrets): ProviderRefusal | undefined {
+  const { code, type, param } = typeof error === 'object' && error !== null ? (error as Record<string, unknown>) : {}
+  return providerRefusalOf({ status, code, type, param }, (text) => redactFailure(text, secrets))
+}
+
+/**
+ * The member of an error answer's body that holds its code, type and param: OpenAI's `error` object,
+ * else the body itself (servers that answer `{ code, type, message }`, vLLM's `{ object: "error", … }`).
+ * None for a body that is not a JSON object.
+ */
+function errorDetailsOf(errorBody: string | undefined, sdkError: unknown): unknown {
+  // The body could not be read: the SDK's `error`, which is the body's `error` member.
+  if (errorBody === undefined) return sdkError
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(errorBody)
+  } catch {
+    return undefined
+  }
+  const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value)
+  if (!isObject(parsed)) return undefined
+  return isObject(parsed.error) ? parsed.error : parsed
 }
 
 function interrupted(
   status: 'retryable_failure' | 'failed' | 'timed_out' | 'cancelled',
   message: string,
-  extra: { malformed?: boolean; retryAfterMs?: number } = {},
+  extra: { malformed?: boolean; retryAfterMs?: number; provider?: ProviderRefusal | undefined } = {},
 ): ModelResponse {
-  return { kind: 'interrupted', status, message, ...extra }
+  const { provider, ...rest } = extra
+  return { kind: 'interrupted', status, message, ...rest, ...(provider === undefined ? {} : { provider }) }
 }
 
 function zodProblem(error: z.ZodError): string {
@@ -615,13 +648,13 @@ export class OpenAIChatClient implements ModelClient {
     // An error answer whose body stalled is that error (a 503 is retried as a 503 is), said so.
     if (stop === 'stalled' && status !== undefined && (status < 200 || status >= 300)) {
       const message = `the provider answered HTTP ${status} and then sent nothing for ${request.idleTimeoutMs}ms (idleTimeoutMs)`
-      return interrupted(retryableStatus(status) ? 'retryable_failure' : 'failed', message)
+      return interrupted(retryableStatus(status) ? 'retryable_failure' : 'failed', message, { provider: refusalOf(status, undefined, this.#secrets) })
     }
     if (stop) return this.#stopped(stop, request)
     // Read by now, or failed with the attempt (its body is the answer's, and the attempt has ended).
     const errorBody = await hooks.errorBody
     if (error instanceof MalformedAnswer) return interrupted('failed', this.#redact(error.message), { malformed: true })
-    if (error instanceof ReportedError) return interrupted(error.retryable ? 'retryable_failure' : 'failed', this.#redact(error.message))
+    if (error instanceof ReportedError) return interrupted(error.retryable ? 'retryable_failure' : 'failed', this.#redact(error.message), { provider: error.provider })
     if (error instanceof BodyReadFailure) return interrupted('retryable_failure', this.#redact(error.message))
     if (error instanceof APIConnectionTimeoutError) return interrupted('timed_out', `the request timed out after ${timeoutMs}ms`)
     if (error instanceof APIUserAbortError) return interrupted('cancelled', 'the request was cancelled')
@@ -634,19 +667,20 @@ export class OpenAIChatClient implements ModelClient {
     if (error instanceof APIError) {
       const status = error.status
       const detail = quote(providerMessage(error, errorBody), this.#secrets)
-      if (status === undefined) return interrupted('failed', this.#redact(`the provider reported an error: ${detail}`))
+      const provider = refusalOf(status, errorDetailsOf(errorBody, error.error), this.#secrets)
+      if (status === undefined) return interrupted('failed', this.#redact(`the provider reported an error: ${detail}`), { provider })
       const retryAfterMs = retryAfterMsOf(error.headers)
-      const extra = retryAfterMs === undefined ? {} : { retryAfterMs }
+      const extra = { provider, ...(retryAfterMs === undefined ? {} : { retryAfterMs }) }
       // A redirect is not followed (see the constructor): its target is what the user needs to know.
       const location = status >= 300 && status < 400 ? error.headers?.get('location') : null
       if (location) {
         const message = `the provider answered HTTP ${status}, moved to ${quote(location, this.#secrets)}, which is not followed: if that is the provider's address now, make it the baseUrl`
-        return interrupted('failed', this.#redact(message))
+        return interrupted('failed', this.#redact(message), { provider })
       }
       const hint = status === 404 && this.#unversioned !== undefined ? this.#unversioned : ''
       // OpenAI answers an account out of credit 429 too, as a rate limit: no wait cures it.
       const exhausted = status === 429 && [error.code, error.type].some((tag) => typeof tag === 'string' && EXHAUSTED_QUOTA.test(tag))
-      return interrupted(retryableStatus(status) && !exhausted ? 'retryable_failure' : 'failed', this.#redact(`the provider answered HTTP ${status}: ${detail}${hint}`), exhausted ? {} : extra)
+      return interrupted(retryableStatus(status) && !exhausted ? 'retryable_failure' : 'failed', this.#redact(`the provider answered HTTP ${status}: ${detail}${hint}`), exhausted ? { provider } : extra)
     }
     return interrupted('failed', this.#redact(`the request failed: ${describe(error)}`))
   }

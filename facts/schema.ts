@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import type { Fact, HandoffIntent, HandoffPause, Invocation, JsonValue, RunBoundary, RuntimeEvent } from './types.js'
+import type { Fact, HandoffIntent, HandoffPause, Invocation, JsonValue, ProviderRefusal, RunBoundary, RuntimeEvent } from './types.js'
 
 /** Ids are non-empty strings of at most 128 characters from `[A-Za-z0-9._:-]`. */
 export const ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/
@@ -76,6 +76,41 @@ const responseId = text.min(1).max(256)
 /** `value` when a fact can hold it as `ModelOutput.responseId` (counted as the schema counts), else none. */
 export const responseIdOf = (value: unknown): string | undefined => (responseId.safeParse(value).success ? (value as string) : undefined)
 
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/
+/** An HTTP status. */
+const httpStatus = z.number().int().min(100).max(599)
+/** A provider's error code, type or param: 1–128 characters (a longer one is dropped, not the failure). */
+const refusalTag = text.min(1).max(128)
+const providerRefusal = z.strictObject({ status: httpStatus.optional(), code: refusalTag.optional(), type: refusalTag.optional(), param: refusalTag.optional() })
+
+/**
+ * What a fact can hold of `value` as a `ProviderRefusal`, member by member: a `status` that is an
+ * HTTP status (100–599), a `code` that is a string or a whole number (as its decimal digits), a
+ * `type` and a `param` that are strings, each string passed through `clean` (the redaction of the
+ * provider's secrets) and kept when it is then 1–128 characters (counted as the schema counts) of
+ * well-formed text. What does not fit is dropped, never failing anything; `undefined` when nothing
+ * is left. The client, the engine and the stored fact check by the same members, so cannot disagree.
+ */
+export function providerRefusalOf(value: unknown, clean: (text: string) => string = (text) => text): ProviderRefusal | undefined {
+  if (typeof value !== 'object' || value === null) return undefined
+  const { status, code, type, param } = value as Record<string, unknown>
+  const tag = (given: unknown): string | undefined => {
+    if (typeof given !== 'string') return undefined
+    const cleaned = clean(given)
+    // A lone surrogate is no text a fact holds: such a tag is dropped, not mended.
+    return refusalTag.safeParse(cleaned).success && !LONE_SURROGATE.test(cleaned) ? cleaned : undefined
+  }
+  const out: ProviderRefusal = {}
+  if (httpStatus.safeParse(status).success) out.status = status as number
+  const codeText = tag(Number.isSafeInteger(code) ? String(code) : code)
+  if (codeText !== undefined) out.code = codeText
+  const typeText = tag(type)
+  if (typeText !== undefined) out.type = typeText
+  const paramText = tag(param)
+  if (paramText !== undefined) out.param = paramText
+  return Object.keys(out).length > 0 ? out : undefined
+}
+
 const toolCall = z.strictObject({ callId: text, name: text, arguments: text })
 export const modelOutputSchema = z.strictObject({
   text: text.optional(),
@@ -98,7 +133,8 @@ const toolOutcome = z.discriminatedUnion('status', [
 const invocationOutcome = z.discriminatedUnion('status', [
   z.strictObject({ status: z.literal('completed') }),
   z.strictObject({ status: z.literal('handoff_paused'), pause: handoffPauseSchema }),
-  z.strictObject({ status: z.literal('failed'), class: text.min(1), message: text.optional() }),
+  // `provider` last and optional: an outcome written without it keeps its bytes.
+  z.strictObject({ status: z.literal('failed'), class: text.min(1), message: text.optional(), provider: providerRefusal.optional() }),
   z.strictObject({ status: z.literal('cancelled'), source: text.min(1) }),
 ])
 
@@ -119,6 +155,8 @@ export const factSchema = z.discriminatedUnion('type', [
     stepId,
     status: z.enum(['cancelled', 'timed_out', 'failed', 'retryable_failure']),
     message: text.optional(),
+    // Last and optional: a fact written without it keeps its bytes.
+    provider: providerRefusal.optional(),
   }),
   z.strictObject({
     type: z.literal('tool.dispatched'),

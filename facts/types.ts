@@ -216,6 +216,27 @@ export interface ModelOutput {
 export type ModelInterruptStatus = 'cancelled' | 'timed_out' | 'failed' | 'retryable_failure'
 
 /**
+ * What the provider said of a request it refused, as it said it: to tell a refusal that every
+ * later request would meet too (OpenAI's `code: 'context_length_exceeded'`) from a bad key or a
+ * wrong model without matching the message's words. Each member present only when the provider
+ * gave it in a form a fact can hold; an object without any is not recorded.
+ */
+export interface ProviderRefusal {
+  /** The HTTP status of the provider's error answer (100–599); absent for an error it reported inside an answer it had started as a success (HTTP 200). */
+  status?: number | undefined
+  /**
+   * The error's `code` (OpenAI: `context_length_exceeded`, `invalid_api_key`, `model_not_found`,
+   * `insufficient_quota`): a string of 1–128 characters, a whole number as its decimal digits;
+   * redacted of the provider's secrets as the message is.
+   */
+  code?: string | undefined
+  /** The error's `type` (OpenAI: `invalid_request_error`), as `code` is kept (a string only). */
+  type?: string | undefined
+  /** The error's `param`, the request member it names (OpenAI: `messages`), as `type` is kept. */
+  param?: string | undefined
+}
+
+/**
  * How a dispatched tool call settled: `succeeded` with its result as JSON makes it, or `failed` with
  * the tool's error message (also for a result that could not be recorded). `unknown` is part of the
  * vocabulary but factstate never writes it: a call whose outcome is unknown has no `tool.settled`.
@@ -271,6 +292,13 @@ export type InvocationOutcome =
       class: FailureClass
       /** What went wrong, in words (the provider's reason, the tools left uncertain), when known. */
       message?: string
+      /**
+       * With class `model_failed`: what the provider said of the last attempt's refusal (its
+       * `model.interrupted` fact's `provider`), when it said any of it. Branch on it, not on the
+       * message's words: `outcome.provider?.code === 'context_length_exceeded'`. Absent in outcomes
+       * recorded before it was.
+       */
+      provider?: ProviderRefusal | undefined
     }
   | {
       status: 'cancelled'
@@ -300,6 +328,11 @@ export type Fact =
       status: ModelInterruptStatus
       /** What went wrong, in words (redacted of the provider's secrets). */
       message?: string
+      /**
+       * What the provider said of the refusal (its HTTP status, the error's code, type and param),
+       * when it said any of it; absent in facts recorded before it was.
+       */
+      provider?: ProviderRefusal | undefined
     }
   | {
       type: 'tool.dispatched'

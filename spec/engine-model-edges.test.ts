@@ -332,6 +332,47 @@ test(
 )
 
 test(
+  "a custom client's provider object is taken member by member, as the built-in client's: what fits is recorded in model.interrupted and the failed outcome, redacted as the message is; what does not is dropped, never the failure",
+  (() => {
+    const key = 'sk-client-1234567890abcdefXYZ'
+    const given: unknown[] = [
+      { status: 400, code: 'context_length_exceeded', type: 'invalid_request_error', param: 'messages' },
+      { status: 'bad', code: { nested: true }, type: 't'.repeat(129), param: 7, extra: 'not a member' },
+      { status: 700, code: 4031, type: 'permission_error', param: null },
+      { status: 401.5, code: `invalid_api_key ${key}` },
+      'context_length_exceeded',
+      null,
+    ]
+    let calls = 0
+    const client: ModelClient = {
+      async complete() {
+        return { kind: 'interrupted', status: 'failed', message: 'refused', provider: given[calls++] } as never
+      },
+    }
+    return engineTest([], { model: { createClient: () => client, retries: 0 } }, async (h) => {
+      const recorded: unknown[] = []
+      for (const [index] of given.entries()) {
+        const input = h.input(`refusal-${index}`)
+        const outcome = await h.run({ ...input, provider: { ...input.provider, apiKey: key } })
+        const [interrupted] = only(await factsOf(h.log, `invocation-refusal-${index}`), 'model.interrupted')
+        assert.is(outcome.status === 'failed' && outcome.class, 'model_failed', `${index}`)
+        assert.equal(outcome.status === 'failed' ? outcome.provider : 'none', interrupted?.provider, `${index}`)
+        assert.is(outcome.status === 'failed' && 'provider' in outcome, interrupted?.provider !== undefined, `${index}: no empty member`)
+        recorded.push(interrupted?.provider)
+      }
+      assert.equal(recorded, [
+        { status: 400, code: 'context_length_exceeded', type: 'invalid_request_error', param: 'messages' },
+        undefined,
+        { code: '4031', type: 'permission_error' },
+        { code: 'invalid_api_key [redacted]' },
+        undefined,
+        undefined,
+      ])
+    })
+  })(),
+)
+
+test(
   'a custom client that ignores its signal and its timeout: a cancel ends the run at once, and a request past timeoutMs (plus 1 s) ends the step timed_out',
   (() => {
     let started = 0

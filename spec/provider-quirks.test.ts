@@ -663,4 +663,139 @@ test(
   }),
 )
 
+/**
+ * A message run whose model requests are answered by `responders` (`retries` retries): its outcome,
+ * the `provider` of each `model.interrupted` fact, and every stored fact's JSON.
+ */
+async function refusedBy(dir: string, responders: Responder[], options: { stream?: boolean; apiKey?: string; retries?: number } = {}) {
+  const server = await quirkServer(responders)
+  const log = await EventLog.open(join(dir, 'log'))
+  try {
+    const engine = new Engine({ log, model: new ModelExecutor({ timeoutMs: 3_000, retries: options.retries ?? 0, backoffMs: 5 }) })
+    const run = messageRun(server.baseUrl, 'refused', [effectTool()], options.stream ? { providerOptions: { stream: true } } : {})
+    const outcome = await engine.run(options.apiKey === undefined ? run : { ...run, provider: { ...run.provider, apiKey: options.apiKey } })
+    const events = await log.invocationEvents('invocation-refused')
+    const interrupted = events.flatMap((e) => (e.event.fact.type === 'model.interrupted' ? [e.event.fact] : []))
+    const ended = events.at(-1)?.event.fact
+    return { outcome, providers: interrupted.map((fact) => fact.provider), ended: ended?.type === 'invocation.ended' ? ended.outcome : undefined, stored: JSON.stringify(events), requests: server.raw }
+  } finally {
+    await log.close()
+    await server.close()
+  }
+}
+
+test(
+  "HTTP 400 context_length_exceeded (OpenAI's body): the fact and the failed outcome carry the status, code, type and param, to branch on without reading the message; a continuation's request does not carry them",
+  bounded(15_000, async (dir) => {
+    const overflow = json(
+      {
+        error: {
+          message: "This model's maximum context length is 128000 tokens. However, your messages resulted in 130001 tokens. Please reduce the length of the messages.",
+          type: 'invalid_request_error',
+          param: 'messages',
+          code: 'context_length_exceeded',
+        },
+      },
+      400,
+    )
+    const provider = { status: 400, code: 'context_length_exceeded', type: 'invalid_request_error', param: 'messages' }
+    const server = await quirkServer([overflow, overflow])
+    const log = await EventLog.open(join(dir, 'log'))
+    try {
+      const engine = new Engine({ log, model: new ModelExecutor({ timeoutMs: 3_000, retries: 0 }) })
+      const outcome = await engine.run(messageRun(server.baseUrl, 'long', [effectTool()]))
+      assert.equal(outcome, { status: 'failed', class: 'model_failed', message: `the provider answered HTTP 400: This model's maximum context length is 128000 tokens. However, your messages resulted in 130001 tokens. Please reduce the length of the messages.`, provider })
+      assert.ok(outcome.status === 'failed' && outcome.provider?.code === 'context_length_exceeded')
+      const facts = (await log.invocationEvents('invocation-long')).map((e) => e.event.fact)
+      assert.equal(facts.flatMap((fact) => (fact.type === 'model.interrupted' ? [fact] : [])), [{ type: 'model.interrupted', stepId: 'step-1', status: 'failed', message: outcome.message, provider }])
+      assert.equal(facts.at(-1), { type: 'invocation.ended', outcome })
+      // A continuation replays the unanswered message, never what the provider said of the refusal.
+      const source = (await log.runSource('session-long', 'run-long'))?.boundary
+      assert.ok(source)
+      const next = messageRun(server.baseUrl, 'long-on', [effectTool()])
+      const continued = await engine.run({ ...next, invocation: { ...next.invocation, sessionId: 'session-long' }, work: { kind: 'continuation', source, content: 'and now?' } })
+      assert.equal(continued.status === 'failed' ? continued.provider : undefined, provider)
+      assert.is(server.raw.length, 2)
+      assert.not.ok(server.raw.some((body) => /context_length_exceeded|invalid_request_error|"provider"/.test(body)))
+    } finally {
+      await log.close()
+      await server.close()
+    }
+  }),
+)
+
+test(
+  'HTTP 401 with only a message (or a plain text body) records the status alone; without any status, code, type or param (a connection refused) there is no provider member',
+  bounded(15_000, async (dir) => {
+    const onlyMessage = await refusedBy(join(dir, 'message'), [json({ error: { message: 'Incorrect API key provided.' } }, 401)])
+    assert.equal(onlyMessage.providers, [{ status: 401 }])
+    assert.equal(onlyMessage.outcome, { status: 'failed', class: 'model_failed', message: 'the provider answered HTTP 401: Incorrect API key provided.', provider: { status: 401 } })
+    const plain = await refusedBy(join(dir, 'plain'), [(res) => res.writeHead(404, { 'content-type': 'text/plain' }).end('404 page not found')])
+    assert.equal(plain.providers, [{ status: 404 }])
+    assert.equal(plain.outcome.status === 'failed' ? plain.outcome.provider : undefined, { status: 404 })
+    // A run against a port nothing listens on: not a refusal by a provider.
+    const closed = await quirkServer([])
+    const baseUrl = closed.baseUrl
+    await closed.close()
+    const log = await EventLog.open(join(dir, 'unreachable'))
+    try {
+      const outcome = await new Engine({ log, model: new ModelExecutor({ timeoutMs: 3_000, retries: 0 }) }).run(messageRun(baseUrl, 'gone', [effectTool()]))
+      assert.is(outcome.status === 'failed' && outcome.class, 'model_failed')
+      assert.not.ok('provider' in outcome)
+      const interrupted = (await log.invocationEvents('invocation-gone')).flatMap((e) => (e.event.fact.type === 'model.interrupted' ? [e.event.fact] : []))
+      assert.equal(interrupted.map((fact) => 'provider' in fact), [false])
+    } finally {
+      await log.close()
+    }
+  }),
+)
+
+test(
+  "a numeric code (vLLM's top-level { object: 'error', code: 400 }) is recorded as its decimal digits; a code over 128 characters, or not a string or a whole number, is dropped, not the rest",
+  bounded(15_000, async (dir) => {
+    const vllm = await refusedBy(join(dir, 'vllm'), [
+      json({ object: 'error', message: "This model's maximum context length is 4096 tokens.", type: 'BadRequestError', param: null, code: 400 }, 400),
+    ])
+    assert.equal(vllm.providers, [{ status: 400, code: '400', type: 'BadRequestError' }])
+    assert.equal(vllm.outcome.status === 'failed' ? vllm.outcome.provider : undefined, { status: 400, code: '400', type: 'BadRequestError' })
+    const long = await refusedBy(join(dir, 'long'), [json({ error: { message: 'no', code: 'c'.repeat(129), type: 't'.repeat(128), param: { at: 'messages' } } }, 422)])
+    assert.equal(long.providers, [{ status: 422, type: 't'.repeat(128) }])
+    const odd = await refusedBy(join(dir, 'odd'), [json({ error: { message: 'no', code: 1.5, type: '', param: 'messages' } }, 400)])
+    assert.equal(odd.providers, [{ status: 400, param: 'messages' }])
+  }),
+)
+
+test(
+  "a code, type or param that quotes the provider's API key is redacted as the message is",
+  bounded(15_000, async (dir) => {
+    const key = 'sk-proj-4f9Qz7LmN2xR8tVb6WcY1dKe'
+    const run = await refusedBy(join(dir, 'key'), [json({ error: { message: `bad key ${key}`, code: `invalid_api_key:${key}`, type: `invalid_request_error ${key.slice(0, 12)}`, param: key } }, 401)], { apiKey: key })
+    assert.equal(run.providers, [{ status: 401, code: 'invalid_api_key:[redacted]', type: 'invalid_request_error [redacted]', param: '[redacted]' }])
+    assert.equal(run.outcome.status === 'failed' ? run.outcome.provider : undefined, run.providers[0])
+    assert.not.ok(run.stored.includes(key) || run.stored.includes(key.slice(0, 12)))
+  }),
+)
+
+test(
+  'an error inside a stream carries its code and type (no status: the answer was HTTP 200), on each retried attempt; the failed outcome carries the last attempt’s',
+  bounded(15_000, async (dir) => {
+    const broken = (error: Record<string, unknown>) => sse([chunk({ role: 'assistant', content: 'partial' }), { error }])
+    const run = await refusedBy(
+      join(dir, 'stream'),
+      [broken({ message: 'The server had an error', type: 'server_error', code: 'server_error' }), broken({ message: 'Overloaded', type: 'overloaded_error', code: 529 })],
+      { stream: true, retries: 1 },
+    )
+    assert.equal(run.providers, [
+      { code: 'server_error', type: 'server_error' },
+      { code: '529', type: 'overloaded_error' },
+    ])
+    assert.equal(run.outcome.status === 'failed' ? [run.outcome.class, run.outcome.provider] : undefined, ['model_failed', { code: '529', type: 'overloaded_error' }])
+    assert.equal(run.ended, run.outcome)
+    // A 429 retried into a 503: the outcome is the last attempt's.
+    const retried = await refusedBy(join(dir, 'retried'), [json({ error: { message: 'slow down', code: 'rate_limit_exceeded', type: 'requests' } }, 429), json({ error: { message: 'down' } }, 503)], { retries: 1 })
+    assert.equal(retried.providers, [{ status: 429, code: 'rate_limit_exceeded', type: 'requests' }, { status: 503 }])
+    assert.equal(retried.outcome.status === 'failed' ? retried.outcome.provider : undefined, { status: 503 })
+  }),
+)
+
 test.run()

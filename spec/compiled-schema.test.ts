@@ -159,10 +159,11 @@ const toolOutcome = fc.oneof(
   object({ status: fc.constant('failed'), message: text }),
   object({ status: fc.constant('unknown'), message: text }),
 )
+const providerRefusal = object({}, { status: fc.integer({ min: 100, max: 599 }), code: boundedText(128), type: boundedText(128), param: boundedText(128) })
 const invocationOutcome = fc.oneof(
   object({ status: fc.constant('completed') }),
   object({ status: fc.constant('handoff_paused'), pause }),
-  object({ status: fc.constant('failed'), class: nonEmptyText }, { message: text }),
+  object({ status: fc.constant('failed'), class: nonEmptyText }, { message: text, provider: providerRefusal }),
   object({ status: fc.constant('cancelled'), source: nonEmptyText }),
 )
 
@@ -184,7 +185,7 @@ const factArbitraries = {
   }),
   'model.interrupted': object(
     { type: fc.constant('model.interrupted'), stepId, status: fc.constantFrom('cancelled', 'timed_out', 'failed', 'retryable_failure') },
-    { message: text },
+    { message: text, provider: providerRefusal },
   ),
   'tool.dispatched': object(
     { type: fc.constant('tool.dispatched'), operationId, callId: text, name: nonEmptyText, input: json },
@@ -263,6 +264,37 @@ test('a model.completed written before usage details and responseId were recorde
   assert.ok(fast !== undefined && slow.ok)
   sameEvent(fast, slow.value)
   assert.equal(decodeEvent(encodeValidatedEvent(fast), 1), event)
+})
+
+test("a model.interrupted and a failed outcome written before the provider's refusal was recorded keep their bytes; ones with it take the fast path and decode as written", () => {
+  const message = 'the provider answered HTTP 400: too long'
+  const eventOf = (id: string, fact: Record<string, unknown>) => ({ id, recordedAt: 1_700_000_000_000, invocation: { sessionId: 's', turnId: 't', runId: 'r', invocationId: 'i' }, fact })
+  const interrupted = (extra: Record<string, unknown>) => eventOf('e-old', { type: 'model.interrupted', stepId: 'step-1', status: 'failed', message, ...extra })
+  const ended = (extra: Record<string, unknown>) => eventOf('e-old-2', { type: 'invocation.ended', outcome: { status: 'failed', class: 'model_failed', message, ...extra } })
+  // Their bytes as the release before wrote them.
+  const written = [
+    'Ad4ABKJpZKVlLW9sZKpyZWNvcmRlZEF0y0J4vP5WgAAAqmludm9jYXRpb27eAASpc2Vzc2lvbklkoXOmdHVybklkoXSlcnVuSWShcqxpbnZvY2F0aW9uSWShaaRmYWN03gAEpHR5cGWxbW9kZWwuaW50ZXJydXB0ZWSmc3RlcElkpnN0ZXAtMaZzdGF0dXOmZmFpbGVkp21lc3NhZ2XZKHRoZSBwcm92aWRlciBhbnN3ZXJlZCBIVFRQIDQwMDogdG9vIGxvbmc=',
+    'Ad4ABKJpZKdlLW9sZC0yqnJlY29yZGVkQXTLQni8/laAAACqaW52b2NhdGlvbt4ABKlzZXNzaW9uSWShc6Z0dXJuSWShdKVydW5JZKFyrGludm9jYXRpb25JZKFppGZhY3TeAAKkdHlwZbBpbnZvY2F0aW9uLmVuZGVkp291dGNvbWXeAAOmc3RhdHVzpmZhaWxlZKVjbGFzc6xtb2RlbF9mYWlsZWSnbWVzc2FnZdkodGhlIHByb3ZpZGVyIGFuc3dlcmVkIEhUVFAgNDAwOiB0b28gbG9uZw==',
+  ]
+  const provider = { status: 400, code: 'context_length_exceeded', type: 'invalid_request_error', param: 'messages' }
+  for (const [index, make] of [interrupted, ended].entries()) {
+    const old = validateEvent(make({}))
+    assert.is(Buffer.from(encodeValidatedEvent(old)).toString('base64'), written[index])
+    assert.is(Buffer.from(encodeEvent(old)).toString('base64'), written[index])
+    assert.equal(decodeEvent(Buffer.from(written[index]!, 'base64'), 1), make({}))
+    const event = make({ provider })
+    const fast = parseRuntimeEvent(event, MAX_DEPTH)
+    const slow = slowPath(event)
+    assert.ok(fast !== undefined && slow.ok)
+    sameEvent(fast, slow.value)
+    assert.is(Buffer.from(encodeValidatedEvent(fast)).toString('base64'), Buffer.from(encodeEvent(fast)).toString('base64'))
+    assert.equal(decodeEvent(encodeValidatedEvent(fast), 1), event)
+    // What the schema refuses of it (a status that is no HTTP status, a code over 128 characters, a member it does not have) the fast path leaves to the slow one.
+    for (const bad of [{ status: 600 }, { code: 'c'.repeat(129) }, { code: '' }, { code: 400 }, { retryable: true }]) {
+      assert.is(parseRuntimeEvent(make({ provider: bad }), MAX_DEPTH), undefined, JSON.stringify(bad))
+      assert.not.ok(slowPath(make({ provider: bad })).ok, JSON.stringify(bad))
+    }
+  }
 })
 
 function eventWithInput(input: unknown): Record<string, unknown> {

@@ -108,4 +108,50 @@ test('a model.completed without usage details or responseId (as written before t
     20_000,
   ))
 
+/** The events of one invocation refused by its provider in one step, its interrupted fact and failed outcome with `extra`. */
+function refusedWith(extra: Record<string, unknown>) {
+  const invocation = { sessionId: 'session-old', turnId: 'turn-old', runId: 'run-old', invocationId: 'inv-old' }
+  const message = "the provider answered HTTP 400: This model's maximum context length is 128000 tokens."
+  const facts = [
+    {
+      type: 'invocation.opened',
+      input: { kind: 'message', content: 'question' },
+      configuration: { cwd: '/srv/project' },
+      execution: { model: 'model-x', providerOptions: {}, cwd: '/srv/project', tools: { catalogDigest: `sha256:${'0'.repeat(64)}`, names: [] } },
+    },
+    { type: 'model.requested', stepId: 'step-1', model: 'model-x', requestDigest: `sha256:${'1'.repeat(64)}` },
+    { type: 'model.interrupted', stepId: 'step-1', status: 'failed', message, ...extra },
+    { type: 'invocation.ended', outcome: { status: 'failed', class: 'model_failed', message, ...extra } },
+  ]
+  return facts.map((fact, n) => ({ id: `inv-old/${n + 1}`, recordedAt: 1_700_000_000_000 + n, invocation, fact }) as RuntimeEvent)
+}
+
+test("a refused run without the provider's refusal recorded (as written before it was) digests as it did; one with it is read back as written, after a reopen too, and recovery leaves both alone", () =>
+  withTimeout(
+    withTempDir(async (dir) => {
+      const before = refusedWith({})
+      const after = refusedWith({ provider: { status: 400, code: 'context_length_exceeded', type: 'invalid_request_error', param: 'messages' } })
+      // The digest the release before gave this log.
+      const digests: Record<string, string> = { before: 'sha256:bcd2ca53e5eddc61e973121658abb75efc31931cd748724ddf33530ae85b50c5' }
+      for (const [name, events] of [['before', before], ['after', after]] as const) {
+        for (const reopened of [false, true]) {
+          const log = await EventLog.open(join(dir, name))
+          try {
+            if (!reopened) assert.equal(await log.appendAll(events), [1, 2, 3, 4])
+            assert.is(await recoverInvocations(log), 0, name)
+            const verified = await log.verify()
+            assert.is(verified.events, 4)
+            if (digests[name] !== undefined) assert.is(verified.digest, digests[name], name)
+            assert.equal((await log.invocationEvents('inv-old')).map((e) => e.event), events, name)
+            const [run] = await log.runs('session-old')
+            assert.equal(run?.outcome, (events[3]!.fact as { outcome: unknown }).outcome, name)
+          } finally {
+            await log.close()
+          }
+        }
+      }
+    }),
+    20_000,
+  ))
+
 test.run()

@@ -5,7 +5,7 @@
  */
 import { FactstateError } from '../errors.js'
 import type { ApprovalRecord, ExecutionSettings, Fact, HandoffIntent, HandoffPause, Invocation, InvocationOutcome, RuntimeEvent, ToolCall } from '../facts/types.js'
-import { providerRefusalOf } from '../facts/schema.js'
+import { providerRefusalOf, responseIdOf } from '../facts/schema.js'
 import { type InvocationSnapshot, applyFact, stateOf } from '../machines/invocation.js'
 import { contentDigest } from '../store/digest.js'
 import { canonical, messageOf, storageProblemAt, wellFormed } from '../store/encoding.js'
@@ -651,7 +651,12 @@ export class InvocationActor {
       })
       if (response.kind === 'completed') {
         // What the tools get and the next request replays is what is recorded: an echoed secret is gone from all three.
-        const output = redactAnswer(wellFormed(response.output), this.setup.secrets.inData)
+        const answered = redactAnswer(wellFormed(response.output), this.setup.secrets.inData)
+        // The response id is never sent back nor given to a tool: redacted as a failure message is
+        // (encoded forms, masked pieces), not only of whole keys as text is; one that no longer fits is dropped.
+        const responseId = response.output.responseId === undefined ? undefined : responseIdOf(redactFailure(wellFormed(response.output.responseId), this.setup.secrets))
+        const { responseId: _, ...rest } = answered
+        const output = responseId === undefined ? rest : { ...rest, responseId }
         live?.finish(output.text ?? '')
         calls?.finish(output.toolCalls)
         await this.#record({ type: 'model.completed', stepId, output })

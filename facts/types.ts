@@ -203,7 +203,8 @@ export interface ModelOutput {
   /**
    * The provider's id for the answer (OpenAI's `chatcmpl-…`, what its dashboard and support name), to
    * match the fact with the provider's records: a non-empty string of at most 256 characters,
-   * redacted as the text is; absent when the provider gave none (or another), and in answers
+   * redacted as a failure message is (encoded and masked forms too: it is never sent back; one
+   * that no longer fits is dropped); absent when the provider gave none (or another), and in answers
    * recorded before it was. Never sent back to the model.
    */
   responseId?: string | undefined

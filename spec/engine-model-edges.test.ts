@@ -8,6 +8,7 @@ import * as assert from 'uvu/assert'
 import type { JsonObject, ModelClient, RunInput } from '../index.js'
 import { answer } from '../testing/scripted-model-server.js'
 import { rejectsWithCode } from './support/codes.js'
+import { everyFile } from './support/faults-files.js'
 import { countingTool, engineTest, factsOf, only, refusedWithoutWriting, storedEvents, typesOf } from './support/engine-fixtures.js'
 
 test(
@@ -308,7 +309,7 @@ test(
 )
 
 test(
-  "a custom client's responseId is recorded when it is a string of 1–256 characters, and redacted as text is; any other is dropped, not the answer",
+  "a custom client's responseId is recorded when it is a string of 1–256 characters, and redacted of the provider's secrets; any other is dropped, not the answer",
   (() => {
     const key = 'sk-client-1234567890abcdefXYZ'
     // 256 astral characters are 512 UTF-16 units: counted as the fact schema counts, by character.
@@ -327,6 +328,47 @@ test(
         recorded.push(...only(await factsOf(h.log, `invocation-id-${index}`), 'model.completed').map((fact) => fact.output.responseId))
       }
       assert.equal(recorded, ['msg_01XFDUDYJgAACzvnptvVoYEL', 'r'.repeat(256), '😀'.repeat(256), undefined, undefined, undefined, undefined, 'resp-[redacted]'])
+    })
+  })(),
+)
+
+test(
+  "a responseId is redacted as a failure message is (encoded forms, masked pieces), not only of whole keys as text is: it is never sent back, and an id the redaction makes too long is dropped, not the answer",
+  (() => {
+    // A key with the characters URL-encoding changes, as base64-alphabet keys have.
+    const key = 'sk-client/1234567890+abcdefXYZ'
+    const ids = [
+      `resp-${encodeURIComponent(key)}`,
+      `resp-${key.slice(0, 12)}****${key.slice(-4)}`,
+      `resp-${Buffer.from(key).toString('base64')}`,
+      `resp-${Buffer.from(key).toString('hex')}`,
+      // 32 pieces of 8 characters: each redacted to 10, 320 in all, more than a fact holds.
+      key.slice(0, 8).repeat(32),
+    ]
+    let calls = 0
+    const client: ModelClient = {
+      async complete() {
+        return { kind: 'completed', output: { text: 'done', toolCalls: [], finishReason: 'stop', responseId: ids[calls++] } } as never
+      },
+    }
+    const needles = [encodeURIComponent(key), Buffer.from(key).toString('base64').slice(4, 36), Buffer.from(key).toString('hex')]
+    for (let at = 0; at + 8 <= key.length; at += 1) needles.push(key.slice(at, at + 8))
+    return engineTest([], { model: { createClient: () => client, retries: 0 } }, async (h) => {
+      const recorded: (string | undefined)[] = []
+      for (const [index] of ids.entries()) {
+        const input = h.input(`masked-${index}`)
+        assert.equal(await h.run({ ...input, provider: { ...input.provider, apiKey: key } }), { status: 'completed' }, `${index}`)
+        recorded.push(...only(await factsOf(h.log, `invocation-masked-${index}`), 'model.completed').map((fact) => fact.output.responseId))
+      }
+      assert.equal(recorded, ['resp-[redacted]', 'resp-[redacted]****fXYZ', 'resp-[redacted]', 'resp-[redacted]', undefined])
+      // The write-ahead log holds every fact written: the raw files, as spec/faults-secrets.test.ts reads them.
+      for (const file of await everyFile(h.logPath)) {
+        assert.equal(
+          needles.filter((needle) => file.bytes.includes(Buffer.from(needle))),
+          [],
+          file.path,
+        )
+      }
     })
   })(),
 )

@@ -233,6 +233,18 @@ const modelResponseSchema = z.discriminatedUnion('kind', [
 /** The counts of `ModelUsage`, in the fact schema's order. */
 const USAGE_COUNTS = ['inputTokens', 'outputTokens', 'cachedInputTokens', 'reasoningTokens'] as const
 
+/**
+ * A member only ever read by people (token counts, the response id, a refusal's details), or none
+ * when reading it throws (a client's getter): an answer already paid for is not lost to it.
+ */
+function optionalMember(object: object, name: string): unknown {
+  try {
+    return (object as Record<string, unknown>)[name]
+  } catch {
+    return undefined
+  }
+}
+
 /** A token count the fact can hold (a non-negative whole number), or none. */
 const tokenCount = (value: unknown): number | undefined => (Number.isSafeInteger(value) && (value as number) >= 0 ? (value as number) : undefined)
 
@@ -246,7 +258,9 @@ const tokenCount = (value: unknown): number | undefined => (Number.isSafeInteger
  */
 function recordedOutput(output: unknown): unknown {
   if (output === null || typeof output !== 'object') return output
-  const { text, toolCalls, finishReason, usage, reasoning, responseId } = output as Record<string, unknown>
+  const { text, toolCalls, finishReason, reasoning } = output as Record<string, unknown>
+  const usage = optionalMember(output, 'usage')
+  const responseId = optionalMember(output, 'responseId')
   const calls = Array.isArray(toolCalls)
     ? toolCalls.map((call: unknown) => {
         if (call === null || typeof call !== 'object') return call
@@ -258,7 +272,7 @@ function recordedOutput(output: unknown): unknown {
   if (usage !== null && typeof usage === 'object') {
     // In the schema's order, each count kept only when the fact can hold it.
     for (const name of USAGE_COUNTS) {
-      const count = tokenCount((usage as Record<string, unknown>)[name])
+      const count = tokenCount(optionalMember(usage, name))
       if (count !== undefined) tokens = { ...tokens, [name]: count }
     }
   }
@@ -281,8 +295,15 @@ function recordedOutput(output: unknown): unknown {
  */
 function recordedRefusal(given: Record<string, unknown>): Record<string, unknown> {
   if (!('provider' in given)) return given
-  const { provider, ...rest } = given
-  const kept = providerRefusalOf(provider)
+  // The rest copied without reading `provider`, whose getter may throw.
+  const rest: Record<string, unknown> = {}
+  for (const key of Object.keys(given)) if (key !== 'provider') rest[key] = given[key]
+  let kept: ReturnType<typeof providerRefusalOf>
+  try {
+    kept = providerRefusalOf(optionalMember(given, 'provider'))
+  } catch {
+    kept = undefined
+  }
   return kept === undefined ? rest : { ...rest, provider: kept }
 }
 

@@ -505,4 +505,38 @@ test(
   })(),
 )
 
+test(
+  'a custom client whose usage, responseId or provider getter throws keeps its answer (paid for) or its refusal: the member is dropped, the step is not malformed',
+  (() => {
+    const throwing = (fields: Record<string, unknown>, name: string) =>
+      Object.defineProperty(fields, name, {
+        enumerable: true,
+        get() {
+          throw new Error(`no ${name} today`)
+        },
+      })
+    const answers: unknown[] = [
+      { kind: 'completed', output: throwing(throwing({ text: 'paid for', toolCalls: [], finishReason: 'stop' }, 'usage'), 'responseId') },
+      { kind: 'completed', output: { text: 'counted', toolCalls: [], finishReason: 'stop', usage: throwing({ outputTokens: 3 }, 'inputTokens') } },
+      throwing({ kind: 'interrupted', status: 'failed', message: 'refused' }, 'provider'),
+    ]
+    let calls = 0
+    const client: ModelClient = {
+      async complete() {
+        return answers[calls++] as never
+      },
+    }
+    return engineTest([], { model: { createClient: () => client } }, async (h) => {
+      assert.equal(await h.run(h.input('getters-0')), { status: 'completed' })
+      const first = only(await factsOf(h.log, 'invocation-getters-0'), 'model.completed')[0]?.output
+      assert.equal([first?.text, first?.usage, first?.responseId], ['paid for', undefined, undefined])
+      assert.equal(await h.run(h.input('getters-1')), { status: 'completed' })
+      assert.equal(only(await factsOf(h.log, 'invocation-getters-1'), 'model.completed')[0]?.output.usage, { outputTokens: 3 })
+      const refused = await h.run(h.input('getters-2'))
+      assert.equal([refused.status, refused.status === 'failed' ? refused.class : undefined, 'provider' in refused], ['failed', 'model_failed', false])
+      assert.equal(only(await factsOf(h.log, 'invocation-getters-2'), 'model.interrupted').map((fact) => [fact.message, fact.provider]), [['refused', undefined]])
+    })
+  })(),
+)
+
 test.run()

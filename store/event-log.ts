@@ -386,7 +386,7 @@ const LINEAGE_READS = 8
  * Lineages remembered for the next continuation of their boundary, their events together, and
  * those events' stored bytes together (see `#rememberLineage`): about 0.8 KiB of heap an event of a
  * short turn (~27 MiB at most), and about the stored size for events of long text (a tool's output of
- * a web page), whose bytes bound them first.
+ * a web page), whose bytes bound them first; more for results of many small JSON values.
  */
 const LINEAGES_KEPT = 1_024
 const LINEAGE_EVENTS_KEPT = 32_768

@@ -59,8 +59,8 @@ for (const name of names) {
     ))
 }
 
-/** The events of one invocation answered in one step, its `model.completed` output as given. */
-function answeredWith(output: Record<string, unknown>) {
+/** The events of one invocation of one model step: opened, requested, then `answer` and its end with `outcome`. */
+function oneStep(answer: Record<string, unknown>, outcome: Record<string, unknown>): RuntimeEvent[] {
   const invocation = { sessionId: 'session-old', turnId: 'turn-old', runId: 'run-old', invocationId: 'inv-old' }
   const facts = [
     {
@@ -70,11 +70,14 @@ function answeredWith(output: Record<string, unknown>) {
       execution: { model: 'model-x', providerOptions: {}, cwd: '/srv/project', tools: { catalogDigest: `sha256:${'0'.repeat(64)}`, names: [] } },
     },
     { type: 'model.requested', stepId: 'step-1', model: 'model-x', requestDigest: `sha256:${'1'.repeat(64)}` },
-    { type: 'model.completed', stepId: 'step-1', output },
-    { type: 'invocation.ended', outcome: { status: 'completed' } },
+    answer,
+    { type: 'invocation.ended', outcome },
   ]
   return facts.map((fact, n) => ({ id: `inv-old/${n + 1}`, recordedAt: 1_700_000_000_000 + n, invocation, fact }) as RuntimeEvent)
 }
+
+/** The events of one invocation answered in one step, its `model.completed` output as given. */
+const answeredWith = (output: Record<string, unknown>) => oneStep({ type: 'model.completed', stepId: 'step-1', output }, { status: 'completed' })
 
 test('a model.completed without usage details or responseId (as written before they were recorded) digests as it did; one with them is read back as written, after a reopen too', () =>
   withTimeout(
@@ -109,21 +112,9 @@ test('a model.completed without usage details or responseId (as written before t
   ))
 
 /** The events of one invocation refused by its provider in one step, its interrupted fact and failed outcome with `extra`. */
-function refusedWith(extra: Record<string, unknown>) {
-  const invocation = { sessionId: 'session-old', turnId: 'turn-old', runId: 'run-old', invocationId: 'inv-old' }
+function refusedWith(extra: Record<string, unknown>): RuntimeEvent[] {
   const message = "the provider answered HTTP 400: This model's maximum context length is 128000 tokens."
-  const facts = [
-    {
-      type: 'invocation.opened',
-      input: { kind: 'message', content: 'question' },
-      configuration: { cwd: '/srv/project' },
-      execution: { model: 'model-x', providerOptions: {}, cwd: '/srv/project', tools: { catalogDigest: `sha256:${'0'.repeat(64)}`, names: [] } },
-    },
-    { type: 'model.requested', stepId: 'step-1', model: 'model-x', requestDigest: `sha256:${'1'.repeat(64)}` },
-    { type: 'model.interrupted', stepId: 'step-1', status: 'failed', message, ...extra },
-    { type: 'invocation.ended', outcome: { status: 'failed', class: 'model_failed', message, ...extra } },
-  ]
-  return facts.map((fact, n) => ({ id: `inv-old/${n + 1}`, recordedAt: 1_700_000_000_000 + n, invocation, fact }) as RuntimeEvent)
+  return oneStep({ type: 'model.interrupted', stepId: 'step-1', status: 'failed', message, ...extra }, { status: 'failed', class: 'model_failed', message, ...extra })
 }
 
 test("a refused run without the provider's refusal recorded (as written before it was) digests as it did; one with it is read back as written, after a reopen too, and recovery leaves both alone", () =>

@@ -73,4 +73,16 @@ test('factstate pending cuts a tool input before an escape, not inside it', () =
   }),
 )
 
+test("a provider's refusal code is shown beside the status of the interruption and of the failed outcome it ended", () => {
+  const provider = { status: 400, code: 'context_length_exceeded', type: 'invalid_request_error', param: 'messages' }
+  const message = 'the provider answered HTTP 400: too long'
+  assert.is(summarizeFact({ type: 'model.interrupted', stepId: 'step-3', status: 'failed', message, provider }), `step-3 failed (context_length_exceeded): ${message}`)
+  assert.is(summarizeFact({ type: 'model.interrupted', stepId: 'step-3', status: 'failed', message, provider: { status: 401 } }), `step-3 failed: ${message}`, 'no code, nothing added')
+  assert.is(
+    summarizeFact({ type: 'invocation.ended', outcome: { status: 'failed', class: 'model_failed', message, provider } }),
+    `failed model_failed (context_length_exceeded): ${message}`,
+  )
+  assert.is(summarizeFact({ type: 'invocation.ended', outcome: { status: 'failed', class: 'model_failed', message } }), `failed model_failed: ${message}`)
+})
+
 test.run()

@@ -1,4 +1,4 @@
-import type { Fact } from '../facts/types.js'
+import type { Fact, ProviderRefusal } from '../facts/types.js'
 
 /** `text` cut to `max` characters with `…`, never between the two halves of a character (an emoji). */
 export const clip = (text: string, max = 80): string => {
@@ -42,6 +42,11 @@ export function escapeControls(text: string): string {
   return text.replace(CONTROL, escapeControl)
 }
 
+/** ` (code)` for a provider's refusal that named one (`context_length_exceeded`), shown beside its status: what an on-call engineer acts on. */
+function refusalCode(provider: ProviderRefusal | undefined): string {
+  return provider?.code === undefined ? '' : ` (${clip(provider.code)})`
+}
+
 /**
  * The key fields of a fact in one short line (for the CLI, logs and the inspector's timeline).
  * Control characters are escaped (`\u000a`): text a model or a tool wrote can neither break the
@@ -71,7 +76,7 @@ function describe(fact: Fact): string {
         ? `${fact.stepId} calls ${fact.output.toolCalls.map((call) => `${call.name}(${clipJson(call.arguments, 40)})`).join(', ')}`
         : `${fact.stepId} text ${json(fact.output.text ?? '')}`
     case 'model.interrupted':
-      return `${fact.stepId} ${fact.status}${fact.message ? `: ${clip(fact.message)}` : ''}`
+      return `${fact.stepId} ${fact.status}${refusalCode(fact.provider)}${fact.message ? `: ${clip(fact.message)}` : ''}`
     case 'tool.dispatched':
       return `${fact.name}${fact.readOnly ? ' (read-only)' : ''} ${fact.operationId} input=${json(fact.input)}${fact.approval ? ` approved${fact.approval.by ? ` by ${json(fact.approval.by)}` : ''}` : ''}`
     case 'tool.settled':
@@ -89,7 +94,7 @@ function describe(fact: Fact): string {
         case 'handoff_paused':
           return `handoff_paused → ${outcome.pause.intent.successorRunId}/${outcome.pause.intent.successorInvocationId} (${outcome.pause.remainingSteps} step(s) left)`
         case 'failed':
-          return `failed ${outcome.class}${outcome.message ? `: ${clip(outcome.message)}` : ''}`
+          return `failed ${outcome.class}${refusalCode(outcome.provider)}${outcome.message ? `: ${clip(outcome.message)}` : ''}`
         case 'cancelled':
           return `cancelled by ${outcome.source}`
       }

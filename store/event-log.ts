@@ -156,6 +156,33 @@ export interface AppendView {
   successorReservation(invocationId: string): Promise<string | undefined>
   /** Why invocation `sealer` of `sessionId` could not seal for `intent`'s successor (see `Staging.successorBlocked`). */
   successorBlocked(intent: HandoffIntent, sealer: string, sessionId: string): Promise<SuccessorBlocked | undefined>
+  /**
+   * The last run opened in `sessionId` as the log stands in this group commit (staged opens
+   * included, durable or not), or `undefined` for a session without runs: the last of
+   * `log.runs(sessionId)` once everything staged is durable. See `LatestRun`.
+   */
+  latestRun(sessionId: string): Promise<LatestRun | undefined>
+}
+
+/**
+ * The last run opened in a session (its run and invocation), for `onlyIfLatest` continuations.
+ *
+ * Not an index record (the index format and `verify()` know nothing of it): the log keeps it in
+ * memory. Each staging records the sessions whose runs it opens (set only once the opening fact is
+ * accepted: a refused one leaves it untouched), and the committed state takes them over when the
+ * group is durable, in a map bounded by `CACHE_LIMIT` whose trims count `latestEvictions`. A lookup
+ * goes staging by staging down to the committed map, so opens staged in the same or the in-flight
+ * group are seen; a session the map does not know (a log just opened, an entry trimmed) is read from
+ * the run index, as `log.runs` reads it. Such a read is exact inside a precondition: preconditions
+ * run one at a time, nothing else is staged meanwhile, and every staged open of the session would
+ * have been found above it, so the durable runs it reads cannot change under it. A read made outside
+ * a group commit (`LogInternals.latestRun`, to spare the commit that read) is kept only if no open
+ * of the session was absorbed and no trim happened while it read: an open absorbed meanwhile sets
+ * the entry itself, and a later one overwrites it.
+ */
+export interface LatestRun {
+  runId: string
+  invocationId: string
 }
 
 /** A successor that could never be admitted: the code to refuse its seal with, why, and the intent's field at fault. */
@@ -193,6 +220,16 @@ export interface LogInternals {
    * has runs and none opened after that point, so what it did after the backup is not in the log.
    */
   restoredSince(sessionId: string): Promise<BackupPoint | undefined>
+  /**
+   * The last run opened in `sessionId` as far as it is durable, read from the run index when the
+   * log does not hold it in memory (and then remembered): see `LatestRun`. The admission reads it
+   * before its group commit so that the check there (`AppendView.latestRun`) need not.
+   */
+  latestRun(sessionId: string): Promise<LatestRun | undefined>
+  /** How many sessions' latest runs the log holds in memory, and how many times that map was trimmed. */
+  latestRunCache(): { sessions: number; evictions: number }
+  /** Trims the latest-run map at `limit` entries instead of `CACHE_LIMIT`: lets tests evict. */
+  setLatestRunLimit(limit: number): void
   openInvocations(): InvocationRecord[]
   /** Invocations driven by a live actor of this process; recovery leaves them alone. */
   live: Set<string>
@@ -656,6 +693,8 @@ class Staging {
   readonly events: StagedEvent[] = []
   /** Invocations opened or ended here: only their index records are written (see `#catchUp`). */
   readonly persisted = new Set<string>()
+  /** The last run opened here in each session (see `LatestRun`): never written to the index. */
+  readonly latestRuns = new Map<string, LatestRun>()
   head: Head
 
   constructor(
@@ -683,6 +722,19 @@ class Staging {
   }
   reservedNow(key: string): string | undefined {
     return this.reserved.get(key) ?? (this.parent ? this.parent.reservedNow(key) : this.base.reservedNow(key))
+  }
+  /** The last run opened in `sessionId` as staged here or below, `null` for none, `undefined` where the committed map does not know. */
+  latestRunNow(sessionId: string): LatestRun | null | undefined {
+    return this.latestRuns.get(sessionId) ?? (this.parent ? this.parent.latestRunNow(sessionId) : this.base.latestRuns.get(sessionId))
+  }
+  async latestRun(sessionId: string): Promise<LatestRun | undefined> {
+    const known = this.latestRunNow(sessionId)
+    if (known !== undefined) return known ?? undefined
+    // Exact here (see `LatestRun`): no open of the session is staged, and none can be while this reads.
+    const epoch = this.base.latestEvictions
+    const read = await this.base.readLatestRun(sessionId)
+    this.base.rememberLatestRun(sessionId, read, epoch)
+    return read ?? undefined
   }
   async invocation(id: string): Promise<InvocationRecord | undefined> {
     return this.invocationNow(id)
@@ -747,6 +799,7 @@ class Staging {
     for (const [k, v] of this.reserved) target.reserved.set(k, v)
     for (const [k, v] of this.ids) target.ids.set(k, v)
     for (const id of this.persisted) target.persisted.add(id)
+    for (const [k, v] of this.latestRuns) target.latestRuns.set(k, v)
     for (const event of this.events) target.events.push(event)
     target.head = this.head
   }
@@ -765,8 +818,45 @@ class CommittedState {
   readonly runs = new Map<string, RunRecord>()
   readonly claims = new Map<string, string>()
   readonly reserved = new Map<string, string>()
+  /** The last run opened in each session, as far as known (`null`: the session has none); see `LatestRun`. */
+  readonly latestRuns = new Map<string, LatestRun | null>()
+  /** How many times `latestRuns` was trimmed: a read from the index made across a trim is not kept. */
+  latestEvictions = 0
+  latestLimit = CACHE_LIMIT
 
   constructor(private readonly db: Db) {}
+
+  /** The last run opened in `sessionId` as the run index holds it (durable runs only), `null` for none. */
+  async readLatestRun(sessionId: string): Promise<LatestRun | null> {
+    const prefix = keys.run(sessionId, '')
+    let latest: { runId: string; invocationId: string; openedSeq: number } | null = null
+    // Ids hold no '!' or '"': the session's run keys are exactly those between `r!<session>!` and `r!<session>"` (as in `runs`).
+    for await (const key of this.db.keys({ gte: prefix, lt: `${prefix.slice(0, -1)}"` })) {
+      const runId = key.slice(prefix.length)
+      const run = this.runNow(sessionId, runId)
+      const record = run === undefined ? undefined : this.invocationNow(run.invocationId)
+      if (run === undefined || record === undefined) throw new FactstateError('LOG_CORRUPT', `run ${sessionId}/${runId} has no invocation record`, { details: { key } })
+      if (latest === null || record.openedSeq > latest.openedSeq) latest = { runId, invocationId: run.invocationId, openedSeq: record.openedSeq }
+    }
+    return latest === null ? null : { runId: latest.runId, invocationId: latest.invocationId }
+  }
+
+  /** Keeps a read of the run index unless the session's entry was set, or the map trimmed, since `epoch` was taken before it. */
+  rememberLatestRun(sessionId: string, latest: LatestRun | null, epoch: number): void {
+    if (this.latestEvictions !== epoch || this.latestRuns.has(sessionId)) return
+    this.latestRuns.set(sessionId, latest)
+    this.trimLatest()
+  }
+
+  private trimLatest(): void {
+    if (this.latestRuns.size <= this.latestLimit) return
+    // The least lately set first (an entry set again moves to the end).
+    for (const k of this.latestRuns.keys()) {
+      this.latestRuns.delete(k)
+      if (this.latestRuns.size <= this.latestLimit / 2) break
+    }
+    this.latestEvictions += 1
+  }
 
   invocationNow(id: string): InvocationRecord | undefined {
     const cached = this.invocations.get(id)
@@ -827,6 +917,11 @@ class CommittedState {
     staging.runs.forEach((v, k) => this.runs.set(k, v))
     staging.claims.forEach((v, k) => this.claims.set(k, v))
     staging.reserved.forEach((v, k) => this.reserved.set(k, v))
+    staging.latestRuns.forEach((v, k) => {
+      this.latestRuns.delete(k)
+      this.latestRuns.set(k, v)
+    })
+    this.trimLatest()
     this.head = staging.head
     this.trim()
   }
@@ -1230,6 +1325,24 @@ export class EventLog {
       scanEvents: (upTo, chunk) => this.#scanEvents(upTo, chunk),
       lineage: (boundary) => this.#lineage(boundary),
       restoredSince: (sessionId) => this.#restoredSince(sessionId),
+      latestRun: async (sessionId) => {
+        this.#assertOpen()
+        const known = this.#state.latestRuns.get(sessionId)
+        if (known !== undefined) return known ?? undefined
+        const epoch = this.#state.latestEvictions
+        let read: LatestRun | null
+        try {
+          read = await this.#state.readLatestRun(sessionId)
+        } catch (error) {
+          throw this.#readFailure(error)
+        }
+        this.#state.rememberLatestRun(sessionId, read, epoch)
+        return read ?? undefined
+      },
+      latestRunCache: () => ({ sessions: this.#state.latestRuns.size, evictions: this.#state.latestEvictions }),
+      setLatestRunLimit: (limit) => {
+        this.#state.latestLimit = limit
+      },
       openInvocations: () => {
         // A closed log knows nothing more: recovering through its handle must say so, not find nothing to close.
         this.#assertOpen()
@@ -2320,7 +2433,10 @@ export class EventLog {
     local.head.highWater = seq
     local.head.chain = chain
     local.invocations.set(invocation.invocationId, record)
-    if (run !== undefined) local.runs.set(keys.run(invocation.sessionId, invocation.runId), run)
+    if (run !== undefined) {
+      local.runs.set(keys.run(invocation.sessionId, invocation.runId), run)
+      local.latestRuns.set(invocation.sessionId, { runId: invocation.runId, invocationId: invocation.invocationId })
+    }
     if (claim !== undefined) local.claims.set(claim, invocation.invocationId)
     if (sealed !== undefined) {
       local.reserved.set(keys.sealedClaim(sealed.claimId), invocation.invocationId)

@@ -32,6 +32,7 @@ export type FactstateErrorCode =
   | 'RUN_BUSY'
   | 'RUN_RECONCILIATION_REQUIRED'
   | 'RUN_SOURCE_MISMATCH'
+  | 'RUN_SOURCE_STALE'
   // handoff
   | 'HANDOFF_MISMATCH'
   | 'HANDOFF_CLAIMED'
@@ -100,6 +101,11 @@ export interface FactstateErrorDetails {
   RUN_RECONCILIATION_REQUIRED: { unknown: UncertainOperation[]; restored?: BackupPoint }
   /** From the log's own check of an appended continuation: the event and what differs. */
   RUN_SOURCE_MISMATCH: { eventId: string; field: string } | undefined
+  /**
+   * A continuation with `onlyIfLatest` whose source is not the session's last run opened:
+   * `sourceRunId` the run it named, `latestRunId` and `latestInvocationId` the run to continue instead.
+   */
+  RUN_SOURCE_STALE: { sessionId: string; sourceRunId: string; latestRunId: string; latestInvocationId: string }
   /**
    * `field`: what differs (`pause`, `invocation`, `source`, an execution setting, `intent`,
    * `successorRunId`, `successorInvocationId`, …); `fields`: every bad field of an invalid intent

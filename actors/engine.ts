@@ -416,7 +416,7 @@ export class Engine {
   /**
    * Admits a run and starts its actor, or refuses without writing anything:
    * `RUN_INVALID_INPUT`, `RUN_BUSY`, `RUN_RECONCILIATION_REQUIRED`, `RUN_SOURCE_MISMATCH`,
-   * `HANDOFF_MISMATCH`, `HANDOFF_CLAIMED`.
+   * `RUN_SOURCE_STALE`, `HANDOFF_MISMATCH`, `HANDOFF_CLAIMED`.
    */
   start(input: RunInput, options: StartOptions = {}): Promise<RunningInvocation> {
     // Counted from the call: `drain()` also waits for a run that is still being admitted.
@@ -600,6 +600,9 @@ export class Engine {
       })
     }
     const snapshot = applyFact(initialInvocationSnapshot(), event.fact)
+    // The session's latest run is checked in the admission, atomically; read here first, outside the
+    // group commit, so that the check there finds it in memory (a log just opened reads the run index).
+    if (work.kind === 'continuation' && work.onlyIfLatest === true) await this.#log.latestRun(invocation.sessionId)
     // Marked live inside the admission, so a refused concurrent start of the same id never unmarks the admitted one.
     let marked = false
     try {
@@ -850,6 +853,20 @@ export class Engine {
           runId: work.source.invocation.runId,
           invocationId: work.source.invocation.invocationId,
         })
+      }
+      // Only now, busy sessions refused: the latest run as the log stands in this group commit, opens
+      // staged before this one included (see `LatestRun` in the log). Before the boundary's own check:
+      // asking runSource again for a run that is not the latest would not help.
+      if (work.onlyIfLatest === true) {
+        const latest = await view.latestRun(invocation.sessionId)
+        const { runId, invocationId } = work.source.invocation
+        if (latest !== undefined && (latest.runId !== runId || latest.invocationId !== invocationId)) {
+          throw new FactstateError(
+            'RUN_SOURCE_STALE',
+            `run ${runId} is not the last run of session ${invocation.sessionId}: run ${latest.runId} opened after it; continue the latest run instead (its boundary from log.runSource), or leave onlyIfLatest out to branch from this one`,
+            { details: { sessionId: invocation.sessionId, sourceRunId: runId, latestRunId: latest.runId, latestInvocationId: latest.invocationId } },
+          )
+        }
       }
       // A boundary taken while the source ran would replay half a step: only its end is a source.
       if (source.lastSeq !== work.source.highWater) {

@@ -37,6 +37,15 @@ export type RunWork =
        * turn). Without it the continuation finishes what the source left unfinished.
        */
       content?: string | undefined
+      /**
+       * Admits the continuation only if its source is the session's last run opened (the last of
+       * `log.runs(sessionId)`, branches, messages and handoff successors included), checked atomically
+       * with the admission; else it is refused, `RUN_SOURCE_STALE`, naming the latest run, and nothing
+       * is written. For a conversation's next message: a source read before another message's run
+       * opened (two sent at once, a retry after `RUN_BUSY`) would otherwise make a branch that leaves
+       * that run's turn out. Without it any ended run of the session may be continued. Not recorded.
+       */
+      onlyIfLatest?: boolean | undefined
       /** As for a message: acknowledges the session's unknown tool outcomes. */
       allowPriorUnknown?: boolean | undefined
       /** As for a message: acknowledges a session in a log put back from a backup. */
@@ -281,6 +290,7 @@ const runInputSchema = z.strictObject({
       kind: z.literal('continuation'),
       source: runBoundarySchema,
       content: z.string().min(1).optional(),
+      onlyIfLatest: z.boolean().optional(),
       allowPriorUnknown: z.boolean().optional(),
       allowRestored: z.boolean().optional(),
     }),

@@ -38,6 +38,7 @@ const schemas: { [C in FactstateErrorCode]: z.ZodType<FactstateErrorDetails[C]> 
     restored: z.strictObject({ highWater: z.number().int().min(0), digest: z.string().regex(/^sha256:[0-9a-f]{64}$/), takenAt: z.number().int().min(0) }).optional(),
   }),
   RUN_SOURCE_MISMATCH: z.strictObject({ eventId: text, field: text }).optional(),
+  RUN_SOURCE_STALE: z.strictObject({ sessionId: text, sourceRunId: text, latestRunId: text, latestInvocationId: text }),
   HANDOFF_MISMATCH: z.strictObject({
     field: text,
     fields: z.array(text).optional(),

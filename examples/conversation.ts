@@ -54,7 +54,8 @@ try {
   log = await EventLog.open(join(dir, 'log'))
   const last = (await log.runs('chat-7')).at(-1)!
   const source = (await log.runSource('chat-7', last.runId))!.boundary
-  const reply = await say(log, 2, { kind: 'continuation', source, content: 'What is my name?' })
+  // onlyIfLatest: refused (RUN_SOURCE_STALE) if another message's run opened since `last` was read, instead of branching past it.
+  const reply = await say(log, 2, { kind: 'continuation', source, content: 'What is my name?', onlyIfLatest: true })
   await log.close()
   process.exitCode = reply === 'Your name is Ada.' ? 0 : 1
 } finally {

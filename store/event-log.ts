@@ -731,10 +731,7 @@ class Staging {
     const known = this.latestRunNow(sessionId)
     if (known !== undefined) return known ?? undefined
     // Exact here (see `LatestRun`): no open of the session is staged, and none can be while this reads.
-    const epoch = this.base.latestEvictions
-    const read = await this.base.readLatestRun(sessionId)
-    this.base.rememberLatestRun(sessionId, read, epoch)
-    return read ?? undefined
+    return this.base.latestRun(sessionId)
   }
   async invocation(id: string): Promise<InvocationRecord | undefined> {
     return this.invocationNow(id)
@@ -826,12 +823,24 @@ class CommittedState {
 
   constructor(private readonly db: Db) {}
 
+  /**
+   * The last run opened in `sessionId` as far as it is durable: from memory, else read from the run
+   * index and remembered unless an open of the session was absorbed, or the map trimmed, meanwhile.
+   */
+  async latestRun(sessionId: string): Promise<LatestRun | undefined> {
+    const known = this.latestRuns.get(sessionId)
+    if (known !== undefined) return known ?? undefined
+    const epoch = this.latestEvictions
+    const read = await this.readLatestRun(sessionId)
+    this.rememberLatestRun(sessionId, read, epoch)
+    return read ?? undefined
+  }
+
   /** The last run opened in `sessionId` as the run index holds it (durable runs only), `null` for none. */
-  async readLatestRun(sessionId: string): Promise<LatestRun | null> {
+  private async readLatestRun(sessionId: string): Promise<LatestRun | null> {
     const prefix = keys.run(sessionId, '')
     let latest: { runId: string; invocationId: string; openedSeq: number } | null = null
-    // Ids hold no '!' or '"': the session's run keys are exactly those between `r!<session>!` and `r!<session>"` (as in `runs`).
-    for await (const key of this.db.keys({ gte: prefix, lt: `${prefix.slice(0, -1)}"` })) {
+    for await (const key of this.db.keys(keys.runsOf(sessionId))) {
       const runId = key.slice(prefix.length)
       const run = this.runNow(sessionId, runId)
       const record = run === undefined ? undefined : this.invocationNow(run.invocationId)
@@ -842,7 +851,7 @@ class CommittedState {
   }
 
   /** Keeps a read of the run index unless the session's entry was set, or the map trimmed, since `epoch` was taken before it. */
-  rememberLatestRun(sessionId: string, latest: LatestRun | null, epoch: number): void {
+  private rememberLatestRun(sessionId: string, latest: LatestRun | null, epoch: number): void {
     if (this.latestEvictions !== epoch || this.latestRuns.has(sessionId)) return
     this.latestRuns.set(sessionId, latest)
     this.trimLatest()
@@ -1325,19 +1334,9 @@ export class EventLog {
       scanEvents: (upTo, chunk) => this.#scanEvents(upTo, chunk),
       lineage: (boundary) => this.#lineage(boundary),
       restoredSince: (sessionId) => this.#restoredSince(sessionId),
-      latestRun: async (sessionId) => {
+      latestRun: (sessionId) => {
         this.#assertOpen()
-        const known = this.#state.latestRuns.get(sessionId)
-        if (known !== undefined) return known ?? undefined
-        const epoch = this.#state.latestEvictions
-        let read: LatestRun | null
-        try {
-          read = await this.#state.readLatestRun(sessionId)
-        } catch (error) {
-          throw this.#readFailure(error)
-        }
-        this.#state.rememberLatestRun(sessionId, read, epoch)
-        return read ?? undefined
+        return this.#reading(() => this.#state.latestRun(sessionId))
       },
       latestRunCache: () => ({ sessions: this.#state.latestRuns.size, evictions: this.#state.latestEvictions }),
       setLatestRunLimit: (limit) => {
@@ -2887,8 +2886,7 @@ export class EventLog {
     const prefix = keys.run(sessionId, '')
     const found: RunSummary[] = []
     try {
-      // Ids hold no '!' or '"': the session's run keys are exactly those between `r!<session>!` and `r!<session>"`.
-      for await (const key of this.#db.keys({ gte: prefix, lt: `${prefix.slice(0, -1)}"` })) {
+      for await (const key of this.#db.keys(keys.runsOf(sessionId))) {
         found.push(this.#runSummary(sessionId, key.slice(prefix.length), key))
       }
     } catch (error) {

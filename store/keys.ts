@@ -30,6 +30,8 @@ export const keys = {
   byInvocationHigh: (invocationId: string) => `v!${invocationId}!~`,
   invocation: (invocationId: string) => `n!${invocationId}`,
   run: (sessionId: string, runId: string) => `r!${sessionId}!${runId}`,
+  /** The range of one session's run keys (ids hold no '!' or '"': exactly those from `r!<session>!` to `r!<session>"`). */
+  runsOf: (sessionId: string) => ({ gte: `r!${sessionId}!`, lt: `r!${sessionId}"` }),
   runLow: 'r!',
   runHigh: 'r"',
   session: (sessionId: string) => `s!${sessionId}`,

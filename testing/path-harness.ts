@@ -453,6 +453,14 @@ export class PathHarness {
         case 'RUN_RECONCILIATION_REQUIRED':
           await this.#engine.start(this.#messageInput(step.run + 1, false), this.#startOptions())
           break
+        case 'RUN_SOURCE_STALE': {
+          // The run before the last one, continued as a double-clicked message would be.
+          const source = (await this.#s.log.runSource(PATH_SESSION, `run-${step.run - 1}`))?.boundary
+          if (!source) return this.#fail('refusal', `the log has no boundary for run-${step.run - 1}`)
+          const invocation = { sessionId: PATH_SESSION, turnId: `turn-${step.run + 1}`, runId: `run-${step.run + 1}`, invocationId: `invocation-${step.run + 1}` }
+          await this.#engine.start(this.#input(invocation, { kind: 'continuation', source, content: 'again', onlyIfLatest: true }, { maxSteps: this.#s.path.bounds.maxSteps }), this.#startOptions())
+          break
+        }
         default: {
           const never: never = code
           throw new TypeError(`unknown refusal ${String(never)}`)

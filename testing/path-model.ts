@@ -37,8 +37,11 @@ export type AnswerKind =
   /** No answer until the request times out. */
   | 'timeout'
 
-/** The refusals a path may provoke; each must leave the log byte for byte unchanged. */
-export type RefusalCode = 'RUN_BUSY' | 'HANDOFF_BUSY' | 'HANDOFF_MISMATCH' | 'RUN_RECONCILIATION_REQUIRED'
+/**
+ * The refusals a path may provoke; each must leave the log byte for byte unchanged. `RUN_SOURCE_STALE`:
+ * once a later run has opened, a continuation of the run before the last one, with `onlyIfLatest`.
+ */
+export type RefusalCode = 'RUN_BUSY' | 'HANDOFF_BUSY' | 'HANDOFF_MISMATCH' | 'RUN_RECONCILIATION_REQUIRED' | 'RUN_SOURCE_STALE'
 
 /** One thing a test does (or lets happen) in a path. */
 export type PathEvent =
@@ -288,7 +291,9 @@ export const pathModel = setup({
     mayCrash: ({ context }) => !context.crashed,
     refusedWhileHeld: ({ event }) => event.type === 'refusal' && (event.code === 'RUN_BUSY' || event.code === 'HANDOFF_BUSY'),
     refusedWhileSealed: ({ event }) => event.type === 'refusal' && (event.code === 'RUN_BUSY' || event.code === 'HANDOFF_MISMATCH'),
-    refusedAfterEnd: ({ context, event }) => event.type === 'refusal' && event.code === 'RUN_RECONCILIATION_REQUIRED' && context.unknown,
+    // Unknown outcomes are refused first: a continuation of a stale source would have to reconcile them too.
+    refusedAfterEnd: ({ context, event }) =>
+      event.type === 'refusal' && (event.code === 'RUN_RECONCILIATION_REQUIRED' ? context.unknown : event.code === 'RUN_SOURCE_STALE' && context.run >= 2 && !context.unknown),
   },
   actions: {
     openMessage: assign(({ context, event }) =>
@@ -557,6 +562,6 @@ export const PATH_EVENTS: readonly PathEvent[] = [
   { type: 'hold.commit' },
   { type: 'cancel' },
   { type: 'log.refuses' },
-  ...(['RUN_BUSY', 'HANDOFF_BUSY', 'HANDOFF_MISMATCH', 'RUN_RECONCILIATION_REQUIRED'] as const).map((code) => ({ type: 'refusal' as const, code })),
+  ...(['RUN_BUSY', 'HANDOFF_BUSY', 'HANDOFF_MISMATCH', 'RUN_RECONCILIATION_REQUIRED', 'RUN_SOURCE_STALE'] as const).map((code) => ({ type: 'refusal' as const, code })),
   { type: 'crash' },
 ]

@@ -127,6 +127,10 @@ export function timedCall<T>(gate: AbortSignal, timeoutMs: number, whose: string
 }
 export const ABANDONED: unique symbol = Symbol('abandoned')
 
+/** How a call of a tool with effects that threw once its signal aborted is told (`tool` its name, and its operation in a run): see `runToolCall`. */
+export const thrownAfterAbort = (tool: string, message: string, reason: string): string =>
+  `tool ${tool} failed after its signal aborted (${reason}): ${messageWithin(message, 1_000)}; its effect may or may not have happened`
+
 /** How a call the engine stopped waiting for is told: past `timeoutMs` (`whose`, when given) and the grace after its signal aborted. */
 export const notWaitedFor = (timeoutMs: number, whose?: string): string =>
   `did not finish within ${timeoutMs.toLocaleString('en-US')} ms${whose === undefined ? '' : ` (${whose})`}, nor within ${TOOL_TIMEOUT_GRACE_MS.toLocaleString('en-US')} ms of its signal aborting`
@@ -143,13 +147,24 @@ function memberCount(value: unknown): number {
   return count
 }
 
-export type ToolResult = { ok: true; value: unknown } | { ok: false; message: string }
+/**
+ * A call's result as its settlement records it. `uncertain`: the tool threw once its signal had
+ * aborted (the abort's reason, redacted): see {@link runToolCall}.
+ */
+export type ToolResult = { ok: true; value: unknown } | { ok: false; message: string; uncertain?: string }
 
 /**
  * Runs one dispatched call of `tool` as the engine does, after its dispatch is durable: a copy of
  * `input`, a context with the call's ids, the tool's `timeoutMs` (else `toolTimeoutMs`) applied
  * with `timedCall`; resolves with what its settlement records (`toolResult`, or the failure's
  * message passed through `redactMessage` and cut at `maxToolResultBytes`), or `ABANDONED`.
+ *
+ * A tool with effects (not `readOnly`) that throws once its signal has aborted (its `timeoutMs`,
+ * a cancel, the engine's shutdown) is `uncertain`: the abort may have cut short a request its
+ * server had already received and acted on (a `fetch` given the signal rejects with the abort,
+ * whatever the server did), so a failure recorded then would be a claim nobody can make, and the
+ * model, told the call failed, would make it again under another operation id. What a tool returns
+ * after the abort is known, and recorded as usual.
  */
 export async function runToolCall(
   tool: ToolDefinition,
@@ -160,12 +175,18 @@ export async function runToolCall(
   redactMessage: (text: string) => string = (text) => text,
 ): Promise<ToolResult | typeof ABANDONED> {
   const timeoutMs = tool.timeoutMs ?? limits.toolTimeoutMs
+  let given: AbortSignal | undefined
   try {
-    const run = (signal: AbortSignal) =>
-      toolResult(tool.execute(structuredClone(input), { signal, operationId: call.operationId, invocation: { ...call.invocation } }), limits.maxToolResultBytes)
+    const run = (signal: AbortSignal) => {
+      given = signal
+      return toolResult(tool.execute(structuredClone(input), { signal, operationId: call.operationId, invocation: { ...call.invocation } }), limits.maxToolResultBytes)
+    }
     return timeoutMs === undefined ? await run(gate) : await timedCall(gate, timeoutMs, tool.timeoutMs === undefined ? "the engine's toolTimeoutMs" : 'its timeoutMs', run)
   } catch (error) {
-    return { ok: false, message: messageWithin(redactMessage(messageOf(error)), limits.maxToolResultBytes) }
+    const message = messageWithin(redactMessage(messageOf(error)), limits.maxToolResultBytes)
+    // Read as the rejection arrives: the signal the tool was given had aborted by then.
+    if (given?.aborted === true && tool.readOnly !== true) return { ok: false, message, uncertain: messageWithin(redactMessage(messageOf(given.reason)), 1_000) }
+    return { ok: false, message }
   }
 }
 
@@ -914,6 +935,10 @@ export class InvocationActor {
       throw new ToolAbandoned(
         `tool ${call.name} (operation ${operationId}) ${notWaitedFor(timeoutMs as number, tool.timeoutMs === undefined ? "the engine's toolTimeoutMs" : 'its timeoutMs')}: it was not waited for, and its effect may or may not have happened`,
       )
+    }
+    if (!result.ok && result.uncertain !== undefined) {
+      // Left dispatched, never settled, as a crash leaves it: see runToolCall.
+      throw new ToolAbandoned(thrownAfterAbort(`${call.name} (operation ${operationId})`, result.message, result.uncertain))
     }
     // A tool that calls the same provider can pass on what it echoed: the provider's secrets are removed here too.
     const outcome: Extract<Fact, { type: 'tool.settled' }>['outcome'] = result.ok

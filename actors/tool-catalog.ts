@@ -43,7 +43,9 @@ export interface ToolDefinition {
   /**
    * The longest a call may run, in whole milliseconds (1 to 2,147,483,647; default: no limit). Past
    * it the call's `context.signal` aborts with a `TimeoutError` ("the tool did not finish within
-   * 30,000 ms (its timeoutMs)"), and what the tool then returns or throws is recorded as usual. A tool
+   * 30,000 ms (its timeoutMs)"), and what the tool then returns is recorded as usual; what it throws
+   * is recorded only for a `readOnly` tool, and leaves a tool with effects uncertain (the run ends
+   * `failed{outcome_unknown}`: its effect may have happened before the abort cut it short). A tool
    * that has not settled 1 s later is not waited for: the run ends `failed{outcome_unknown}` with the
    * call left uncertain, as a crash leaves it (the session needs reconciliation before its next
    * message, unless the tool is `readOnly`). Bounds a cancel's and `drain()`'s wait for the tool too.
@@ -66,15 +68,17 @@ export interface ToolContext {
    * `timeoutMs` has passed (a `TimeoutError`). With `toolConcurrency` above 1 it also aborts when a
    * call of the same answer fails, its fact refused by the log (the reason is then that failure, a
    * `FactstateError`, and the run is ending `failed{engine_error}`), or is not waited for past its
-   * `timeoutMs` (the run is ending `failed{outcome_unknown}`).
+   * `timeoutMs` (the run is ending `failed{outcome_unknown}`). Once it has aborted, what the tool
+   * returns is recorded; a throw leaves a tool with effects uncertain (its effect may have happened):
+   * a tool that knows what it did returns that (`{ sent: false }`) instead of throwing the abort.
    */
   signal: AbortSignal
   /** `<invocationId>/<stepId>/<index>`, recorded in the call's `tool.dispatched`: pass it downstream as an idempotency key. */
   operationId: string
   /**
    * The run the call belongs to (`sessionId`, `turnId`, `runId`, `invocationId`; the tool's own copy):
-   * whose data a tool serves, or which running invocation to reserve a hold on (see "A reviewer in
-   * another process" in the README).
+   * whose data a tool serves, or which running invocation to reserve a hold on (see "A reviewer who
+   * may take days" in the README).
    */
   invocation: Invocation
 }

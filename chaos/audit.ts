@@ -315,6 +315,14 @@ export class Audit {
         } else if (outcome.status === 'failed' && outcome.class === 'outcome_unknown' && tracked.unsettled.size > 0 && / \(its timeoutMs\), nor within /.test(outcome.message ?? '')) {
           // A tool that outlasted its timeoutMs and its grace: not waited for, left uncertain.
           this.#count('tools not waited for past their timeoutMs')
+        } else if (
+          outcome.status === 'failed' &&
+          outcome.class === 'outcome_unknown' &&
+          tracked.unsettled.size > 0 &&
+          / failed after its signal aborted \(the tool did not finish within [\d,]+ ms \(its timeoutMs\)\)/.test(outcome.message ?? '')
+        ) {
+          // A tool with effects that threw once its timeoutMs aborted its signal: its effect may have happened, left uncertain.
+          this.#count('tools that threw past their timeoutMs')
         } else if (outcome.status === 'failed' && (outcome.class === 'outcome_unknown' || outcome.class === 'host_interrupted')) {
           this.#violation(`${label}: a live run ended ${id} as ${outcome.class}`)
         }

@@ -118,8 +118,8 @@ const effect: ToolDefinition = {
   inputSchema: { type: 'object', properties: { key: { type: 'string' } }, required: ['key'] },
   // One key in five asks the approver first (`approve` below).
   needsApproval: effectNeedsApproval,
-  // One call in a hundred outlasts it after its effect: half of those stop when their signal aborts
-  // (settled failed, the timeout named), half ignore it and are not waited for (the run ends outcome_unknown).
+  // One call in a hundred outlasts it after its effect: half of those throw when their signal aborts,
+  // half ignore it and are not waited for; either way the run ends outcome_unknown, the call uncertain.
   timeoutMs: 40,
   async execute(input, { operationId, signal }) {
     if (chance(0.3)) await sleep(random(0, 4))

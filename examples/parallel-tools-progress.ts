@@ -31,7 +31,9 @@ const forecast: ToolDefinition = {
   name: 'forecast',
   description: "Tomorrow's forecast for a city (a slow upstream API)",
   inputSchema: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
-  // A slow upstream must not hold the run: past 10 s the signal aborts (sleep rejects) and the call settles failed.
+  // A read: no effect to reconcile. A slow upstream must not hold the run: past 10 s the signal aborts
+  // (sleep rejects) and the call settles failed (a tool with effects that threw then would be left uncertain).
+  readOnly: true,
   timeoutMs: 10_000,
   async execute(input, { signal }) {
     running += 1

@@ -155,7 +155,17 @@ test('callTool gives a tool its default context, an arguments value JSON-encoded
     }
     const call = callTool(waiting, {}, { signal: controller.signal })
     controller.abort('the user left')
-    assert.equal(await call, { status: 'failed', message: 'stopped: the user left' })
+    assert.equal(await call, { status: 'unknown', message: 'tool waiting failed after its signal aborted (the user left): stopped: the user left; its effect may or may not have happened' })
+    // A read-only tool's failure is one; what a tool returns once told is recorded as it returned.
+    const again = new AbortController()
+    const readOnly = callTool({ ...waiting, readOnly: true }, {}, { signal: again.signal })
+    again.abort('the user left')
+    assert.equal(await readOnly, { status: 'failed', message: 'stopped: the user left' })
+    const third = new AbortController()
+    const returns: ToolDefinition = { name: 'returns', execute: (_input, context) => new Promise((resolve) => context.signal.addEventListener('abort', () => resolve({ sent: false }), { once: true })) }
+    const returned = callTool(returns, {}, { signal: third.signal })
+    third.abort('the user left')
+    assert.equal(await returned, { status: 'succeeded', output: { sent: false } })
   }, 10_000),
 )
 
@@ -167,8 +177,9 @@ test('callTool applies the time limit as the engine does: the signal aborts at t
       execute: (_input, context) => new Promise((_resolve, reject) => context.signal.addEventListener('abort', () => reject(context.signal.reason), { once: true })),
     }
     const stopped = await callTool(polite, {})
-    assert.is(stopped.status, 'failed')
-    assert.match((stopped as { message: string }).message, /did not finish within 20 ms \(its timeoutMs\)/)
+    assert.is(stopped.status, 'unknown', 'a tool with effects that throws once its time is up: a run leaves it uncertain')
+    assert.match((stopped as { message: string }).message, /^tool polite failed after its signal aborted \(the tool did not finish within 20 ms \(its timeoutMs\)\): /)
+    assert.equal(await callTool({ ...polite, readOnly: true }, {}), { status: 'failed', message: 'the tool did not finish within 20 ms (its timeoutMs)' })
     let release = () => undefined as void
     const deaf: ToolDefinition = { name: 'deaf', execute: () => new Promise<void>((resolve) => (release = resolve)) }
     const abandoned = await callTool(deaf, {}, { toolTimeoutMs: 20 })

@@ -468,10 +468,14 @@ test(
       // A run cut short after a call, before any final answer.
       let started: () => void = () => undefined
       const running2 = new Promise<void>((resolve) => (started = resolve))
-      const stopsWhenTold = countingTool('echo', (_, context) => {
-        started()
-        return new Promise((_resolve, reject) => context.signal.addEventListener('abort', () => reject(new Error('stopped'))))
-      })
+      // Read-only: its failure after the cancel is recorded as one (a tool with effects would leave its outcome unknown).
+      const stopsWhenTold = {
+        ...countingTool('echo', (_, context) => {
+          started()
+          return new Promise((_resolve, reject) => context.signal.addEventListener('abort', () => reject(new Error('stopped'))))
+        }),
+        readOnly: true,
+      }
       const cancel = new AbortController()
       const unanswered = await h.start(h.input('unanswered', { tools: [stopsWhenTold] }), { signal: cancel.signal })
       await running2

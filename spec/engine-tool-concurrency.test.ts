@@ -357,7 +357,7 @@ test(
 )
 
 test(
-  'a call beside a running tool fails: the running tool sees its signal abort with that failure as the reason, and its settlement is still recorded',
+  'a call beside a running tool fails: the running tool sees its signal abort with that failure as the reason, and what it returns then is still recorded',
   engineTest(
     [answer.toolCalls([1, 2].map((value) => ({ id: `call-${value}`, name: 'effect', arguments: { value } })))],
     // Ordinal 6 is call-2's settlement (call-1 waits for its signal): refused once.
@@ -368,18 +368,37 @@ test(
         if ((input as { value: number }).value === 2) return input
         await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }))
         reason = signal.reason
-        throw new Error(`stopped: ${(signal.reason as { code?: string }).code}`)
+        return { stopped: (signal.reason as { code?: string }).code }
       })
       const error = await failureOf(await h.start({ ...h.input('told', { tools: [effect] }), toolConcurrency: 2 }))
       assert.is(error?.code, 'LOG_CONFLICT')
       assert.is(reason, error, 'the running tool is told why the run is ending')
-      assert.equal((await factsOf(h.log, 'invocation-told')).map(shortly).slice(3), [
-        'dispatched call-1',
-        'dispatched call-2',
-        'settled 0 stopped: LOG_CONFLICT',
-        'ended engine_error',
-      ])
+      assert.equal((await factsOf(h.log, 'invocation-told')).map(shortly).slice(3), ['dispatched call-1', 'dispatched call-2', 'settled 0 succeeded', 'ended engine_error'])
       assert.is(effect.calls[0]?.signal.aborted, true)
+    },
+  ),
+)
+
+test(
+  'a call beside a running tool fails and the running tool, a tool with effects, throws once told: its outcome is left unknown, for the session to reconcile',
+  engineTest(
+    [answer.toolCalls([1, 2].map((value) => ({ id: `call-${value}`, name: 'effect', arguments: { value } })))],
+    { engine: { eventId: collidingAt('invocation-thrown', 6, 1) } },
+    async (h) => {
+      const effect = countingTool('effect', async (input, { signal }) => {
+        if ((input as { value: number }).value === 2) return input
+        await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }))
+        throw new Error(`stopped: ${(signal.reason as { code?: string }).code}`)
+      })
+      const input = { ...h.input('thrown', { tools: [effect], session: 'session-thrown' }), toolConcurrency: 2 }
+      const error = await failureOf(await h.start(input))
+      assert.is(error?.code, 'LOG_CONFLICT', 'the run ends by the first failure')
+      assert.equal((await factsOf(h.log, 'invocation-thrown')).map(shortly).slice(3), ['dispatched call-1', 'dispatched call-2', 'ended engine_error'], 'no failure is claimed for call-1')
+      const prefix = await h.log.prefix(100, 1 << 20)
+      // call-2's settlement was the refused fact: it is uncertain too.
+      assert.equal(prefix.projectInvocation('invocation-thrown').uncertainOperations, ['invocation-thrown/step-1/0', 'invocation-thrown/step-1/1'])
+      const next = h.input('next', { tools: [effect], session: 'session-thrown' })
+      await refusedWithoutWriting(h.log, () => h.start(next), 'RUN_RECONCILIATION_REQUIRED', 'a message after the unknown outcome')
     },
   ),
 )

@@ -1,9 +1,11 @@
 /**
- * Tool timeouts (`ToolDefinition.timeoutMs`): past it a call's signal aborts with a `TimeoutError`
- * and what the tool then answers is recorded as usual; a tool that does not settle within a second
- * more is not waited for: the run ends `failed{outcome_unknown}` with the call left dispatched and
- * uncertain, as a crash leaves it, and the session needs reconciliation. Bad values are refused
- * before anything is written.
+ * Tool timeouts (`ToolDefinition.timeoutMs`): past it a call's signal aborts with a `TimeoutError`.
+ * What the tool then returns is recorded as usual; what it throws is recorded as a failure only for
+ * a `readOnly` tool: a tool with effects that throws once its signal aborted may have had its effect
+ * (a request its server received before the client gave up), so its call is left uncertain. A tool
+ * that does not settle within a second more is not waited for. Either way the run ends
+ * `failed{outcome_unknown}` with the call left dispatched and uncertain, as a crash leaves it, and
+ * the session needs reconciliation. Bad values are refused before anything is written.
  */
 import { mock } from 'node:test'
 import { test } from 'uvu'
@@ -14,10 +16,11 @@ import { engineTest, factsOf, messagesOf, only, refusedWithoutWriting } from './
 import { rejectsWithCode } from './support/codes.js'
 import { ABANDONED, TOOL_TIMEOUT_GRACE_MS, timedCall } from '../actors/invocation-actor.js'
 
-/** A tool that fails with its signal's reason once the signal aborts (a tool that honours it). */
-const politeTool = (name: string, timeoutMs?: number): ToolDefinition => ({
+/** A tool that fails with its signal's reason once the signal aborts (a tool that honours it, as `fetch` does); `readOnly` when asked. */
+const politeTool = (name: string, timeoutMs?: number, readOnly = false): ToolDefinition => ({
   name,
   ...(timeoutMs === undefined ? {} : { timeoutMs }),
+  ...(readOnly ? { readOnly: true } : {}),
   execute: (_input: unknown, { signal }: ToolContext) =>
     new Promise((_resolve, reject) => {
       signal.addEventListener('abort', () => reject(signal.reason), { once: true })
@@ -43,9 +46,44 @@ function stubbornTool(name: string, timeoutMs: number): ToolDefinition & { finis
 }
 
 test(
-  'a tool that honours its signal past timeoutMs settles failed with the limit named; the model is told and the run goes on',
+  'a tool with effects that throws once timeoutMs aborted its signal leaves its outcome unknown: outcome_unknown, the call uncertain and never settled, the session to reconcile',
+  engineTest([answer.toolCalls([{ id: 'call-slow', name: 'slow', arguments: {} }]), answer.text('went on')], {}, async (h) => {
+    const tools = [politeTool('slow', 50)]
+    const outcome = await h.run(h.input('polite', { tools, session: 'session-polite' }))
+    assert.is(outcome.status === 'failed' && outcome.class, 'outcome_unknown')
+    assert.is(
+      outcome.status === 'failed' ? outcome.message : '',
+      'tool slow (operation invocation-polite/step-1/0) failed after its signal aborted (the tool did not finish within 50 ms (its timeoutMs)): the tool did not finish within 50 ms (its timeoutMs); its effect may or may not have happened',
+    )
+    const facts = await factsOf(h.log, 'invocation-polite')
+    assert.equal(facts.map((fact) => fact.type), ['invocation.opened', 'model.requested', 'model.completed', 'tool.dispatched', 'invocation.ended'], 'no failure is claimed')
+    const prefix = await h.log.prefix(100, 1 << 20)
+    assert.equal(prefix.projectInvocation('invocation-polite').uncertainOperations, ['invocation-polite/step-1/0'])
+    assert.is(h.server.requests.length, 1, 'the model is not told the call failed')
+    const error = await refusedWithoutWriting(h.log, () => h.start(h.input('next', { tools, session: 'session-polite' })), 'RUN_RECONCILIATION_REQUIRED', 'a message after the unknown outcome')
+    assert.equal((error.details as { unknown: { operationId: string }[] }).unknown.map((op) => op.operationId), ['invocation-polite/step-1/0'])
+  }),
+)
+
+test(
+  'a tool that returns once timeoutMs aborted its signal is recorded as it returned, and the run goes on',
+  engineTest([answer.toolCalls([{ id: 'call-slow', name: 'slow', arguments: {} }]), answer.text('it said it stopped')], {}, async (h) => {
+    const stops: ToolDefinition = {
+      name: 'slow',
+      timeoutMs: 50,
+      execute: (_input: unknown, { signal }: ToolContext) =>
+        new Promise((resolve) => signal.addEventListener('abort', () => resolve({ stopped: (signal.reason as Error).name, sent: false }), { once: true })),
+    }
+    assert.equal(await h.run(h.input('returns', { tools: [stops] })), { status: 'completed' })
+    const facts = await factsOf(h.log, 'invocation-returns')
+    assert.equal(only(facts, 'tool.settled').map((fact) => fact.outcome), [{ status: 'succeeded', output: { stopped: 'TimeoutError', sent: false } }])
+  }),
+)
+
+test(
+  'a read-only tool that honours its signal past timeoutMs settles failed with the limit named; the model is told and the run goes on',
   engineTest([answer.toolCalls([{ id: 'call-slow', name: 'slow', arguments: {} }]), answer.text('it was too slow')], {}, async (h) => {
-    const input = h.input('polite', { tools: [politeTool('slow', 50)] })
+    const input = h.input('polite', { tools: [politeTool('slow', 50, true)] })
     assert.equal(await h.run(input), { status: 'completed' })
     const facts = await factsOf(h.log, 'invocation-polite')
     assert.equal(only(facts, 'tool.settled').map((fact) => fact.outcome), [{ status: 'failed', message: 'the tool did not finish within 50 ms (its timeoutMs)' }])
@@ -99,7 +137,7 @@ test(
     ],
     {},
     async (h) => {
-      const input = { ...h.input('side', { tools: [stubbornTool('stuck', 50), politeTool('polite')] }), toolConcurrency: 2 }
+      const input = { ...h.input('side', { tools: [stubbornTool('stuck', 50), politeTool('polite', undefined, true)] }), toolConcurrency: 2 }
       const outcome = await h.run(input)
       assert.is(outcome.status === 'failed' && outcome.class, 'outcome_unknown')
       const facts = await factsOf(h.log, 'invocation-side')
@@ -142,7 +180,7 @@ test(
     ],
     { engine: { toolTimeoutMs: 40 } },
     async (h) => {
-      const input = h.input('defaulted', { tools: [politeTool('defaulted'), politeTool('own', 80)] })
+      const input = h.input('defaulted', { tools: [politeTool('defaulted', undefined, true), politeTool('own', 80, true)] })
       assert.equal(await h.run(input), { status: 'completed' })
       assert.equal(
         only(await factsOf(h.log, 'invocation-defaulted'), 'tool.settled').map((fact) => fact.outcome),

@@ -15,6 +15,7 @@ import { Engine, type EngineOptions, ModelExecutor, type ToolDefinition } from '
 import {
   type InvocationPath,
   type PathEvent,
+  type PathStep,
   type PathModelInput,
   type StatusOptions,
   type TextOptions,
@@ -123,6 +124,17 @@ test('generation is deterministic, bounded, and covers every machine state, tran
         [['invocation.ended:failed:outcome_unknown'], { type: 'start', allowPriorUnknown: false }],
       ],
     )
+    // A cancel while a tool runs (the path's tool throws once its signal aborts): a call with effects is
+    // left uncertain, as a crash leaves it, and the session must acknowledge it; a read-only call fails.
+    const cancelledWhile = (dispatched: string) =>
+      findPath((path) => path.steps.some((step, index) => step.event.type === 'cancel' && path.steps[index - 1]?.facts.at(-1) === dispatched), `cancelled after ${dispatched}`)
+    const cancelStep = (path: InvocationPath) => path.steps.find((step) => step.event.type === 'cancel')
+    assert.equal(cancelStep(cancelledWhile('tool.dispatched'))?.facts, ['invocation.ended:failed:outcome_unknown'])
+    const acknowledging = paths().filter((path) => cancelStep(path)?.facts.join() === 'invocation.ended:failed:outcome_unknown')
+    assert.ok(acknowledging.length > 0 && acknowledging.every((path) => path.steps.slice(path.steps.indexOf(cancelStep(path) as PathStep)).every((step) => step.event.type !== 'start' || step.event.allowPriorUnknown)))
+    // The default paths cancel no read-only call (each event variant is taken once per state); the edges strategy does.
+    const readOnlyCancel = invocationPaths({ strategy: 'edges' }).find((path) => path.steps.some((step, index) => step.event.type === 'cancel' && path.steps[index - 1]?.facts.at(-1) === 'tool.dispatched:readOnly'))
+    assert.equal(readOnlyCancel && cancelStep(readOnlyCancel)?.facts.slice(-1), ['invocation.ended:cancelled'])
     const shapes = new Set(first.flatMap((path) => path.steps.flatMap((step) => step.facts)))
     for (const shape of ['tool.dispatched:approved', 'tool.rejected:denied', 'tool.rejected:cancelled', 'tool.dispatched:readOnly', 'tool.rejected:invalid_input']) {
       assert.ok(shapes.has(shape), `some path plans ${shape}`)

@@ -1,5 +1,5 @@
 import { admittedInputCheck, DEFAULT_MAX_TOOL_RESULT_BYTES, toolLimitProblem } from '../actors/engine.js'
-import { ABANDONED, notWaitedFor, runToolCall } from '../actors/invocation-actor.js'
+import { ABANDONED, notWaitedFor, runToolCall, thrownAfterAbort } from '../actors/invocation-actor.js'
 import { toolProblem } from '../actors/run-input.js'
 import { argumentsOf } from '../actors/tool-arguments.js'
 import type { ToolDefinition } from '../actors/tool-catalog.js'
@@ -32,6 +32,13 @@ export type ToolCallOutcome =
   | { status: 'rejected'; reason: 'invalid_input'; message: string }
   /** Not settled within its time limit and the grace after it: left dispatched, an unknown outcome for its session to reconcile. */
   | { status: 'abandoned'; message: string }
+  /**
+   * A tool with effects (not `readOnly`) threw once its signal had aborted (its time limit, or the
+   * `signal` option): the abort may have cut short an effect that happened, so a run leaves the call
+   * dispatched, an unknown outcome for its session to reconcile. A tool that knows what happened
+   * returns it instead.
+   */
+  | { status: 'unknown'; message: string }
 
 const OPTIONS = ['invocation', 'operationId', 'signal', 'toolTimeoutMs', 'maxToolResultBytes'] as const
 const DEFAULT_INVOCATION: Invocation = Object.freeze({ sessionId: 'session-1', turnId: 'turn-1', runId: 'run-1', invocationId: 'invocation-1' })
@@ -97,6 +104,7 @@ export async function callTool(tool: ToolDefinition, args: unknown, options: Cal
       message: `tool ${tool.name} ${notWaitedFor(timeoutMs)}`,
     }
   }
+  if (!result.ok && result.uncertain !== undefined) return { status: 'unknown', message: thrownAfterAbort(tool.name, result.message, result.uncertain) }
   return result.ok ? { status: 'succeeded', output: result.value } : { status: 'failed', message: result.message }
 }
 

@@ -289,6 +289,7 @@ export const pathModel = setup({
     reservesDuring: ({ context, event }) => event.type === 'hold.reserve' && event.when === 'during' && !context.reserved,
     reserved: ({ context }) => context.reserved,
     mayCrash: ({ context }) => !context.crashed,
+    inflightReadOnly: ({ context }) => context.inflightReadOnly,
     refusedWhileHeld: ({ event }) => event.type === 'refusal' && (event.code === 'RUN_BUSY' || event.code === 'HANDOFF_BUSY'),
     refusedWhileSealed: ({ event }) => event.type === 'refusal' && (event.code === 'RUN_BUSY' || event.code === 'HANDOFF_MISMATCH'),
     // Unknown outcomes are refused first: a continuation of a stale source would have to reconcile them too.
@@ -413,6 +414,16 @@ export const pathModel = setup({
     // What `recoverInvocations` appends for each kind of open invocation (DESIGN §7).
     recoverRequest: assign(({ context }) => ({ facts: plan(context, interrupted(context, 'failed'), failed('host_interrupted')) })),
     recoverIdle: assign(({ context }) => ({ calls: [], facts: plan(context, failed('host_interrupted')) })),
+    // A cancel while a tool with effects runs, which throws once told: its call is left dispatched, as a crash leaves it.
+    leaveUncertain: assign(({ context }) => ({
+      unknown: true,
+      reserved: false,
+      retrying: false,
+      inflight: null,
+      inflightReadOnly: false,
+      calls: [],
+      facts: plan(context, failed('outcome_unknown')),
+    })),
     // A read-only tool's outcome is unknown too, but the session need not reconcile it (DESIGN §7).
     recoverTool: assign(({ context }) => ({
       unknown: context.unknown || !context.inflightReadOnly,
@@ -496,7 +507,12 @@ export const pathModel = setup({
         'tool.outcome': { target: 'calling', actions: ['settle', 'rejectUnknowns'] },
         'hold.reserve': { guard: 'reservesBefore', actions: 'reserve' },
         'hold.cancel': { guard: 'reserved', actions: 'unreserve' },
-        cancel: { target: 'ended', actions: ['settleCancelled', 'endCancelled'] },
+        // The path's tool throws once its signal aborts: a read-only call's failure is recorded, a call
+        // with effects is left uncertain (the abort may have cut short an effect that happened).
+        cancel: [
+          { guard: 'inflightReadOnly', target: 'ended', actions: ['settleCancelled', 'endCancelled'] },
+          { target: 'ended', actions: 'leaveUncertain' },
+        ],
         crash: { guard: 'mayCrash', target: 'ended', actions: ['crash', 'recoverTool'] },
       },
     },

@@ -758,7 +758,9 @@ export class Engine {
       remedies.push('work.allowRestored: true')
     }
     if (unknown.length > 0) {
-      why.push(`an earlier run of this session left ${unknown.length} tool outcome(s) unknown${acknowledged ? ' (acknowledged)' : ''}`)
+      why.push(
+        `an earlier run of this session left ${unknown.length} tool outcome(s) unknown${acknowledged ? ' (acknowledged)' : ': find out whether each took effect (details.unknown names each call, its input and its operationId, the idempotency key its tool was given), and tell the model what you found in the content'}`,
+      )
       if (!acknowledged) remedies.push('work.allowPriorUnknown: true')
     }
     return new FactstateError('RUN_RECONCILIATION_REQUIRED', `${why.join('; ')}; pass ${remedies.join(' and ')} to go on`, {

@@ -7,7 +7,8 @@
 import { Engine, EventLog, answerOf, recoverInvocations } from 'factstate'
 import { answer, scriptedModelServer } from 'factstate/testing'
 
-// Your email API. Pass it the operationId: a retry after a crash is then sent at most once.
+// Your email API. Pass it the operationId as its idempotency key: after a crash, your
+// reconciliation can ask the API whether that very call took effect.
 const mailer = {
   sent: new Map<string, unknown>(),
   async send(input: unknown, { idempotencyKey }: { idempotencyKey: string }) {

@@ -28,4 +28,4 @@ export { intentFor, successorOf, type HandoffGate, type HandoffReservation, type
 export type { RunInput, RunWork } from './actors/run-input.js'
 export { checkedCatalogOf as catalogOf, type ToolDefinition, type ToolContext } from './actors/tool-catalog.js'
 export type { ApprovalDecision, ApprovalRequest, Approver, NeedsApproval } from './actors/approval.js'
-export { answerOf, transcriptOf } from './actors/transcript.js'
+export { answerOf, transcriptOf, usageOf, type UsageTotals } from './actors/transcript.js'

@@ -288,3 +288,55 @@ export function answerOf(events: readonly (RuntimeEvent | StoredEvent)[]): strin
   }
   return undefined
 }
+
+/**
+ * The token counts of a run's answers, summed: what `usageOf` gives. `cachedInputTokens` and
+ * `reasoningTokens` are counted within `inputTokens` and `outputTokens`, as in `ModelUsage`.
+ */
+export interface UsageTotals {
+  /** The answers read: the `model.completed` facts. */
+  answers: number
+  /**
+   * Of them, those whose `usage` lacks `inputTokens` or `outputTokens` (or that have no `usage`: a
+   * stream not asked for it, a provider that reports none). While it is above 0 the sums below are
+   * what was reported, short of what was spent.
+   */
+  unreported: number
+  /** The sum of the answers' `inputTokens`. */
+  inputTokens: number
+  /** The sum of the answers' `outputTokens`. */
+  outputTokens: number
+  /** The sum of the answers' `cachedInputTokens` (0 where none reported them). */
+  cachedInputTokens: number
+  /** The sum of the answers' `reasoningTokens` (0 where none reported them). */
+  reasoningTokens: number
+}
+
+/**
+ * The token counts the answers in `events` reported (their `model.completed` facts' `output.usage`),
+ * summed, with how many answers there were and how many did not report both counts: a total is
+ * never silently short. Takes what `answerOf` takes: one invocation's facts, as
+ * `log.invocationEvents` gives them, or their events (or any list of them: a session's, a lineage's).
+ *
+ * @example
+ * ```ts
+ * const { inputTokens, outputTokens, unreported } = usageOf(await log.invocationEvents(invocationId))
+ * ```
+ */
+export function usageOf(events: readonly (RuntimeEvent | StoredEvent)[]): UsageTotals {
+  const totals: UsageTotals = { answers: 0, unreported: 0, inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, reasoningTokens: 0 }
+  for (const { fact } of eventsOf(events, 'usageOf')) {
+    if (fact.type !== 'model.completed') continue
+    totals.answers += 1
+    const usage = fact.output?.usage
+    const count = (value: number | undefined) => (typeof value === 'number' && Number.isSafeInteger(value) && value >= 0 ? value : undefined)
+    const input = count(usage?.inputTokens)
+    const output = count(usage?.outputTokens)
+    if (input === undefined || output === undefined) totals.unreported += 1
+    totals.inputTokens += input ?? 0
+    totals.outputTokens += output ?? 0
+    totals.cachedInputTokens += count(usage?.cachedInputTokens) ?? 0
+    totals.reasoningTokens += count(usage?.reasoningTokens) ?? 0
+  }
+  return totals
+}

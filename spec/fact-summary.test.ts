@@ -6,8 +6,8 @@ import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { join } from 'node:path'
 import { pendingCommand } from '../bin/commands/pending.js'
-import { EventLog, recoverInvocations } from '../index.js'
-import { clip, clipJson, summarizeFact } from '../store/fact-summary.js'
+import { EventLog, type Fact, type ModelUsage, recoverInvocations, usageOf } from '../index.js'
+import { clip, clipJson, summarizeFact, usageTotalsText } from '../store/fact-summary.js'
 import { collector } from './support/cli-io.js'
 import { EventMaker, facts, invocationOf } from './support/log-fixtures.js'
 import { withTempDir } from './support/temp.js'
@@ -83,6 +83,57 @@ test("a provider's refusal code is shown beside the status of the interruption a
     `failed model_failed (context_length_exceeded): ${message}`,
   )
   assert.is(summarizeFact({ type: 'invocation.ended', outcome: { status: 'failed', class: 'model_failed', message } }), `failed model_failed: ${message}`)
+})
+
+const answered = (usage?: ModelUsage, text = 'hi', responseId?: string): Fact => ({
+  type: 'model.completed',
+  stepId: 'step-2',
+  output: { text, toolCalls: [], finishReason: 'stop', ...(usage === undefined ? {} : { usage }), ...(responseId === undefined ? {} : { responseId }) },
+})
+
+test("an answer's token counts follow its summary, each count the provider reported and none it did not", () => {
+  assert.is(
+    summarizeFact(answered({ inputTokens: 1234, outputTokens: 56, cachedInputTokens: 1000, reasoningTokens: 20 }, 'hi', 'chatcmpl-1')),
+    'step-2 text "hi" · tokens 1234 in (1000 cached), 56 out (20 reasoning)',
+  )
+  assert.is(summarizeFact(answered({ inputTokens: 1234, outputTokens: 56 })), 'step-2 text "hi" · tokens 1234 in, 56 out')
+  assert.is(summarizeFact(answered({ inputTokens: 0, outputTokens: 0, cachedInputTokens: 0 })), 'step-2 text "hi" · tokens 0 in (0 cached), 0 out', 'a count of 0 is a count')
+  assert.is(summarizeFact(answered({ outputTokens: 7 })), 'step-2 text "hi" · tokens 7 out', 'partial: the input left out')
+  assert.is(summarizeFact(answered({ inputTokens: 9 })), 'step-2 text "hi" · tokens 9 in', 'partial: the output left out')
+  assert.is(summarizeFact(answered({ cachedInputTokens: 5, outputTokens: 7 })), 'step-2 text "hi" · tokens ? in (5 cached), 7 out', 'a part without its whole')
+  assert.is(summarizeFact(answered()), 'step-2 text "hi"', 'no usage: nothing added')
+  assert.is(summarizeFact(answered({})), 'step-2 text "hi"', 'an empty usage: nothing added')
+  const calls: Fact = {
+    type: 'model.completed',
+    stepId: 'step-1',
+    output: { toolCalls: [{ callId: 'c1', name: 'echo', arguments: '{}' }], finishReason: 'tool_calls', usage: { inputTokens: 80, outputTokens: 12 } },
+  }
+  assert.is(summarizeFact(calls), 'step-1 calls echo({}) · tokens 80 in, 12 out')
+  assert.is(summarizeFact(answered({ inputTokens: 3, outputTokens: 4 }, 'a\u001b[2Jb\u2028')), 'step-2 text "a\\u001b[2Jb\\u2028" · tokens 3 in, 4 out', 'the text still escaped')
+})
+
+test("usageOf sums a run's answers, and says how many reported no full count; usageTotalsText never shows a partial total as whole", () => {
+  const facts: Fact[] = [
+    { type: 'model.requested', stepId: 'step-1', model: 'm', requestDigest: 'sha256:00' } as Fact,
+    answered({ inputTokens: 1000, outputTokens: 50, cachedInputTokens: 800, reasoningTokens: 20 }),
+    answered({ inputTokens: 234, outputTokens: 6 }),
+  ]
+  const events = facts.map((fact, index) => ({ seq: index + 1, event: { id: `e${index}`, recordedAt: 0, invocation: { sessionId: 's', turnId: 't', runId: 'r', invocationId: 'i' }, fact } }))
+  const whole = usageOf(events)
+  assert.equal(whole, { answers: 2, unreported: 0, inputTokens: 1234, outputTokens: 56, cachedInputTokens: 800, reasoningTokens: 20 })
+  assert.equal(usageOf(events.map(({ event }) => event)), whole, 'from the events too')
+  assert.is(usageTotalsText(whole), '2 answers, tokens 1234 in (800 cached), 56 out (20 reasoning)')
+
+  const partial = usageOf([...events, { seq: 4, event: { ...events[1]!.event, id: 'e4', fact: answered() } }, { seq: 5, event: { ...events[1]!.event, id: 'e5', fact: answered({ inputTokens: 10 }) } }])
+  assert.equal(partial, { answers: 4, unreported: 2, inputTokens: 1244, outputTokens: 56, cachedInputTokens: 800, reasoningTokens: 20 })
+  assert.is(usageTotalsText(partial), '4 answers, tokens at least 1244 in (800 cached), 56 out (20 reasoning) (usage missing from 2)')
+
+  const none = usageOf([{ seq: 1, event: { ...events[1]!.event, fact: answered() } }])
+  assert.equal(none, { answers: 1, unreported: 1, inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, reasoningTokens: 0 })
+  assert.is(usageTotalsText(none), '1 answer, tokens not reported')
+  assert.is(usageTotalsText(usageOf([])), 'no answers')
+  assert.is(usageTotalsText(usageOf([events[0]!])), 'no answers', 'a run that asked and got no answer')
+  assert.throws(() => usageOf({} as never), /usageOf takes a list of events/)
 })
 
 test.run()

@@ -1,4 +1,5 @@
-import type { Fact, ProviderRefusal } from '../facts/types.js'
+import type { UsageTotals } from '../actors/transcript.js'
+import type { Fact, ModelUsage, ProviderRefusal } from '../facts/types.js'
 
 /** `text` cut to `max` characters with `…`, never between the two halves of a character (an emoji). */
 export const clip = (text: string, max = 80): string => {
@@ -48,6 +49,33 @@ function refusalCode(provider: ProviderRefusal | undefined): string {
 }
 
 /**
+ * One answer's token counts, in a few words: `1234 in (1000 cached), 56 out (20 reasoning)`. A count
+ * the answer did not report is left out (`? in` where only the cached part of the input was); `''`
+ * for an answer that reported none.
+ */
+export function usageText(usage: ModelUsage | undefined): string {
+  if (usage === undefined) return ''
+  const part = (total: number | undefined, within: number | undefined, label: string, withinLabel: string) =>
+    total === undefined && within === undefined ? [] : [`${total ?? '?'} ${label}${within === undefined ? '' : ` (${within} ${withinLabel})`}`]
+  return [...part(usage.inputTokens, usage.cachedInputTokens, 'in', 'cached'), ...part(usage.outputTokens, usage.reasoningTokens, 'out', 'reasoning')].join(', ')
+}
+
+/**
+ * A run's token totals (`usageOf` of its facts) in a few words: `3 answers, tokens 1234 in (1000
+ * cached), 56 out (20 reasoning)`; `at least …` with how many answers did not report their counts,
+ * so a partial total never reads as whole; `3 answers, tokens not reported` when none did;
+ * `no answers` for a run without one.
+ */
+export function usageTotalsText(totals: UsageTotals): string {
+  const { answers, unreported, inputTokens, outputTokens, cachedInputTokens, reasoningTokens } = totals
+  if (answers === 0) return 'no answers'
+  const counted = `${answers} answer${answers === 1 ? '' : 's'}`
+  if (unreported === answers && inputTokens === 0 && outputTokens === 0) return `${counted}, tokens not reported`
+  const counts = `${inputTokens} in${cachedInputTokens > 0 ? ` (${cachedInputTokens} cached)` : ''}, ${outputTokens} out${reasoningTokens > 0 ? ` (${reasoningTokens} reasoning)` : ''}`
+  return unreported === 0 ? `${counted}, tokens ${counts}` : `${counted}, tokens at least ${counts} (usage missing from ${unreported})`
+}
+
+/**
  * The key fields of a fact in one short line (for the CLI, logs and the inspector's timeline).
  * Control characters are escaped (`\u000a`): text a model or a tool wrote can neither break the
  * line nor drive a terminal.
@@ -71,10 +99,14 @@ function describe(fact: Fact): string {
     }
     case 'model.requested':
       return `${fact.stepId} model=${fact.model}`
-    case 'model.completed':
-      return fact.output.toolCalls.length > 0
-        ? `${fact.stepId} calls ${fact.output.toolCalls.map((call) => `${call.name}(${clipJson(call.arguments, 40)})`).join(', ')}`
-        : `${fact.stepId} text ${json(fact.output.text ?? '')}`
+    case 'model.completed': {
+      const tokens = usageText(fact.output.usage)
+      const answered =
+        fact.output.toolCalls.length > 0
+          ? `${fact.stepId} calls ${fact.output.toolCalls.map((call) => `${call.name}(${clipJson(call.arguments, 40)})`).join(', ')}`
+          : `${fact.stepId} text ${json(fact.output.text ?? '')}`
+      return tokens === '' ? answered : `${answered} · tokens ${tokens}`
+    }
     case 'model.interrupted':
       return `${fact.stepId} ${fact.status}${refusalCode(fact.provider)}${fact.message ? `: ${clip(fact.message)}` : ''}`
     case 'tool.dispatched':

@@ -192,26 +192,38 @@ test('demo passes every step, then log, verify and recover read its log', () =>
     90_000,
   ))
 
-test('log --runs lists a session\'s runs in the order they opened, how each began and ended; it needs --session and takes no fact filter', () =>
+test('log --runs lists a session\'s runs in the order they opened, how each began and ended, and what tokens its answers reported; it needs --session and takes no fact filter', () =>
   bounded30(withTempDir(async (dir) => {
     const location = join(dir, 'log')
     const log = await EventLog.open(location)
     try {
-      await log.appendAll(completeInvocation('a', 'chat'))
-      await log.appendAll(completeInvocation('other', 'chat2'))
-      await log.appendAll(completeInvocation('b', 'chat'))
+      // Both answers reported their counts; then one of two did (a stream not asked for usage); then none; then no answer yet.
+      await log.appendAll(completeInvocation('a', 'chat', [{ inputTokens: 1000, outputTokens: 40, cachedInputTokens: 800, reasoningTokens: 15 }, { inputTokens: 1100, outputTokens: 16 }]))
+      await log.appendAll(completeInvocation('other', 'chat2', [{ inputTokens: 5, outputTokens: 5 }, { inputTokens: 5, outputTokens: 5 }]))
+      await log.appendAll(completeInvocation('b', 'chat', [{ inputTokens: 300, outputTokens: 20 }]))
+      await log.appendAll(completeInvocation('d', 'chat'))
       await log.append(new EventMaker(invocationOf('c', 'chat')).next(facts.opened()))
     } finally {
       await log.close()
     }
     const listed = await cli(['log', location, '--session', 'chat', '--runs'])
     assert.is(listed.code, 0, listed.stderr)
-    assert.equal(listed.stdout.trim().split('\n'), ['run-a  turn-a  inv-a  message  completed  #1–#8', 'run-b  turn-b  inv-b  message  completed  #17–#24', 'run-c  turn-c  inv-c  message  open  #25–#25'])
-    assert.match(listed.stderr, /^3 run\(s\) in session chat; log high-water 25$/m)
+    assert.equal(listed.stdout.trim().split('\n'), [
+      'run-a  turn-a  inv-a  message  completed  #1–#8  2 answers, tokens 2100 in (800 cached), 56 out (15 reasoning)',
+      'run-b  turn-b  inv-b  message  completed  #17–#24  2 answers, tokens at least 300 in, 20 out (usage missing from 1)',
+      'run-d  turn-d  inv-d  message  completed  #25–#32  2 answers, tokens not reported',
+      'run-c  turn-c  inv-c  message  open  #33–#33  no answers',
+    ])
+    assert.match(listed.stderr, /^4 run\(s\) in session chat; log high-water 33$/m)
     const json = await cli(['log', location, '--session', 'chat', '--runs', '--json'])
     assert.equal(
-      json.stdout.trim().split('\n').map((line) => JSON.parse(line) as { runId: string; terminal: string | null }).map((run) => [run.runId, run.terminal]),
-      [['run-a', 'completed'], ['run-b', 'completed'], ['run-c', null]],
+      json.stdout.trim().split('\n').map((line) => JSON.parse(line) as { runId: string; terminal: string | null; usage: unknown }).map((run) => [run.runId, run.terminal, run.usage]),
+      [
+        ['run-a', 'completed', { answers: 2, unreported: 0, inputTokens: 2100, outputTokens: 56, cachedInputTokens: 800, reasoningTokens: 15 }],
+        ['run-b', 'completed', { answers: 2, unreported: 1, inputTokens: 300, outputTokens: 20, cachedInputTokens: 0, reasoningTokens: 0 }],
+        ['run-d', 'completed', { answers: 2, unreported: 2, inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, reasoningTokens: 0 }],
+        ['run-c', null, { answers: 0, unreported: 0, inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, reasoningTokens: 0 }],
+      ],
     )
     const none = await cli(['log', location, '--session', 'nobody', '--runs'])
     assert.equal([none.code, none.stdout], [0, ''])

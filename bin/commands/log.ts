@@ -2,7 +2,8 @@ import { mkdir, readdir } from 'node:fs/promises'
 import { FACT_TYPES, type FactType, type StoredEvent } from '../../facts/types.js'
 import { ID_PATTERN } from '../../facts/schema.js'
 import { EventLog, LOG_DIRECTORY_ENTRY, type RunSummary, logInternals } from '../../store/event-log.js'
-import { escapeControls, summarizeFact } from '../../store/fact-summary.js'
+import { escapeControls, summarizeFact, usageTotalsText } from '../../store/fact-summary.js'
+import { type UsageTotals, usageOf } from '../../actors/transcript.js'
 import { FactstateError, messageWithoutCode } from '../../errors.js'
 import { changeMark } from '../../store/snapshot.js'
 import { type CommandIo, EXIT, closeLog, endBySignal, isLogDirectory, openLogToRead, parseCommand, reportReadError, snapshotDirectoryOf, untilStopped, usage } from '../io.js'
@@ -19,7 +20,9 @@ Filters combine. TYPE is a fact type such as tool.dispatched; a trailing * match
 --from and --to bound the seqs read (inclusive); --last N reads only the last N facts of the log (up to
 --to if given), and the filters then apply to those.
 --runs prints the session's runs instead, one line each in the order they opened: run, turn,
-invocation, how it began (from which run), how it ended (or open), and its first and last seq.
+invocation, how it began (from which run), how it ended (or open), its first and last seq, and the
+tokens its answers reported, summed ("at least", with how many answers reported none, when not
+all did; --json: usage, with answers, unreported and the sums).
 The log is read as a snapshot (a copy taken now, beside the log, removed at the end), so the
 application can open it meanwhile; when another process has it open, the snapshot holds every fact
 durable by then (said on stderr), and facts appended after it are not printed.
@@ -120,7 +123,9 @@ export async function logCommand(args: string[], io: CommandIo, options: { signa
       const runs = await log.runs(values.session as string)
       for (const run of runs) {
         if (io.stdoutClosed?.()) return EXIT.ok
-        io.stdout(values.json ? escapeControls(JSON.stringify(run)) : formatRun(run))
+        // The run's own facts, through its invocation's index: what its answers reported.
+        const usage = usageOf(await log.invocationEvents(run.invocationId))
+        io.stdout(values.json ? escapeControls(JSON.stringify({ ...run, usage })) : formatRun(run, usage))
       }
       if (!values.json) io.stderr(escapeControls(`${runs.length} run(s) in session ${values.session}; log high-water ${log.head().highWater}`))
       return EXIT.ok
@@ -307,12 +312,13 @@ async function follow(
   }
 }
 
-/** One human-readable line for a run of a session. */
-export function formatRun(run: RunSummary): string {
+/** One human-readable line for a run of a session, with its answers' token totals when given. */
+export function formatRun(run: RunSummary, usage?: UsageTotals): string {
   const began = run.sourceRunId === undefined ? run.kind : `${run.kind} of ${run.sourceRunId}`
   const ended = run.terminal === null ? 'open' : run.outcome?.status === 'failed' ? `failed ${run.outcome.class}` : run.terminal
   // The class is any text a direct append wrote: escaped as a fact's summary is.
-  return escapeControls(`${run.runId}  ${run.turnId}  ${run.invocationId}  ${began}  ${ended}  #${run.openedSeq}–#${run.lastSeq}`)
+  const tokens = usage === undefined ? '' : `  ${usageTotalsText(usage)}`
+  return escapeControls(`${run.runId}  ${run.turnId}  ${run.invocationId}  ${began}  ${ended}  #${run.openedSeq}–#${run.lastSeq}${tokens}`)
 }
 
 /** One human-readable line for a stored event. */

@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url'
 import { ClassicLevel } from 'classic-level'
 import { FactstateError } from '../../errors.js'
 import { assertDetailsFit } from './error-details.js'
-import type { Fact, Invocation, InvocationOutcome, RuntimeEvent, ToolCall } from '../../facts/types.js'
+import type { Fact, Invocation, InvocationOutcome, ModelUsage, RuntimeEvent, ToolCall } from '../../facts/types.js'
 import { EventLog } from '../../store/event-log.js'
 import { ChildLines } from '../../testing/child-lines.js'
 import { bounded } from './temp.js'
@@ -37,8 +37,12 @@ export const facts = {
   requested(stepId: string): Fact {
     return { type: 'model.requested', stepId, model: 'test-model', requestDigest: ZERO_DIGEST }
   },
-  completed(stepId: string, toolCalls: ToolCall[] = [], text?: string): Fact {
-    return { type: 'model.completed', stepId, output: { toolCalls, finishReason: toolCalls.length ? 'tool_calls' : 'stop', ...(text === undefined ? {} : { text }) } }
+  completed(stepId: string, toolCalls: ToolCall[] = [], text?: string, usage?: ModelUsage): Fact {
+    return {
+      type: 'model.completed',
+      stepId,
+      output: { toolCalls, finishReason: toolCalls.length ? 'tool_calls' : 'stop', ...(text === undefined ? {} : { text }), ...(usage === undefined ? {} : { usage }) },
+    }
   },
   interrupted(stepId: string, status: 'cancelled' | 'timed_out' | 'failed' | 'retryable_failure' = 'failed'): Fact {
     return { type: 'model.interrupted', stepId, status }
@@ -77,17 +81,20 @@ export class EventMaker {
   }
 }
 
-/** A complete, well-formed invocation: opened, one step with a tool call, a final answer, completed. */
-export function completeInvocation(name: string, session?: string): RuntimeEvent[] {
+/**
+ * A complete, well-formed invocation: opened, one step with a tool call, a final answer, completed;
+ * `usage` gives the token counts each of its two answers reported (none by default).
+ */
+export function completeInvocation(name: string, session?: string, usage: [ModelUsage?, ModelUsage?] = []): RuntimeEvent[] {
   const make = new EventMaker(invocationOf(name, session))
   return make.many([
     facts.opened(),
     facts.requested('s1'),
-    facts.completed('s1', [{ callId: 'call-op1', name: 'echo', arguments: '{"value":42}' }]),
+    facts.completed('s1', [{ callId: 'call-op1', name: 'echo', arguments: '{"value":42}' }], undefined, usage[0]),
     facts.dispatched('op1'),
     facts.settled('op1'),
     facts.requested('s2'),
-    facts.completed('s2', [], 'done'),
+    facts.completed('s2', [], 'done', usage[1]),
     facts.ended(),
   ])
 }

@@ -15,6 +15,8 @@
  * ```
  */
 export { serveInspector, type InspectorOptions, type InspectorServer } from './server.js'
+/** What `InvocationDetail.usage` holds: an invocation's token totals, as `usageOf` gives them. */
+export type { UsageTotals } from '../actors/transcript.js'
 /** The shapes of the inspector's JSON API (`/api/overview`, `/api/invocation`, `/api/machine`, `/api/verify`, `/api/events`), for scripts that read it. */
 export type {
   ApiError,

@@ -4,6 +4,7 @@
  */
 import type { Fact, Invocation, InvocationOutcome, TerminalStatus, UncertainOperation } from '../facts/types.js'
 import type { BackupPoint } from '../store/backup-point.js'
+import type { UsageTotals } from '../actors/transcript.js'
 
 /**
  * Where an invocation stands: its terminal status, `running` (open and driven by a live actor of
@@ -171,6 +172,8 @@ export interface InvocationDetail {
   summary: InvocationSummary
   initialState: string
   entries: TimelineEntry[]
+  /** The token counts its answers reported, summed (`usageOf` of its facts). */
+  usage: UsageTotals
 }
 
 export interface VerifyReport {

@@ -4,6 +4,7 @@
  * definition that drives live actors and recovery.
  */
 import type { StoredEvent } from '../facts/types.js'
+import { usageOf } from '../actors/transcript.js'
 import { type InvocationSnapshot, accepts, applyFact, initialInvocationSnapshot, invocationMachine, stateOf } from '../machines/invocation.js'
 import type { InvocationSummary, TakenTransition, TimelineEntry, InvocationDetail } from './protocol.js'
 
@@ -58,5 +59,5 @@ export function timelineOf(summary: InvocationSummary, events: readonly StoredEv
       uncertain: fact.type === 'tool.dispatched' && !settled.has(fact.operationId),
     }
   })
-  return { summary, initialState: stateOf(initial), entries }
+  return { summary, initialState: stateOf(initial), entries, usage: usageOf(events) }
 }

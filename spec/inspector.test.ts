@@ -13,13 +13,14 @@ import { fileURLToPath } from 'node:url'
 import { type Browser, type Page, chromium } from 'playwright-core'
 import { suite } from 'uvu'
 import * as assert from 'uvu/assert'
-import { Engine, EventLog, ModelExecutor, type RuntimeEvent, invocationMachine, recoverInvocations } from '../index.js'
+import { Engine, EventLog, type Fact, ModelExecutor, type RuntimeEvent, invocationMachine, recoverInvocations, usageOf } from '../index.js'
+import { usageTotalsText } from '../store/fact-summary.js'
 import { logInternals } from '../store/event-log.js'
 import { type InspectorServer, serveInspector } from '../inspector/index.js'
 import { answer, scriptedModelServer } from '../testing/scripted-model-server.js'
 import { ensurePageBuilt } from './support/inspector-build.js'
 import { SCENARIO, XSS_PAYLOAD, scenarioInput, writeScenarioLog } from './support/inspector-fixtures.js'
-import { EventMaker, facts, invocationOf } from './support/log-fixtures.js'
+import { EventMaker, completeInvocation, facts, invocationOf } from './support/log-fixtures.js'
 import { withTempDir, withTimeout } from './support/temp.js'
 
 const ARTIFACTS = fileURLToPath(new URL('./artifacts/', import.meta.url))
@@ -483,6 +484,75 @@ offline('with a token, the link opens the page (the token leaves the address, th
       await inspector.close()
     }
   }, 20_000),
+)
+
+offline("an invocation's token totals are shown with its ids, partial ones as such, and each answer's counts and response id on its fact", (context) =>
+  withTimeout(
+    withTempDir(async (dir) => {
+      if (context.setupError !== undefined) throw context.setupError
+      const { watched } = context as Offline
+      const log = await EventLog.open(join(dir, 'log'))
+      let inspector: InspectorServer | undefined
+      try {
+        const asked: Fact = {
+          type: 'model.completed',
+          stepId: 's1',
+          output: {
+            toolCalls: [{ callId: 'call-op1', name: 'echo', arguments: '{}' }],
+            finishReason: 'tool_calls',
+            usage: { inputTokens: 1000, outputTokens: 40, cachedInputTokens: 800, reasoningTokens: 15 },
+            responseId: 'chatcmpl-abc123',
+          },
+        }
+        const priced = new EventMaker(invocationOf('priced', 'session-priced'))
+        await log.appendAll(
+          priced.many([facts.opened(), facts.requested('s1'), asked, facts.dispatched('op1'), facts.settled('op1'), facts.requested('s2'), facts.completed('s2', [], 'done', { inputTokens: 1100, outputTokens: 16 }), facts.ended()]),
+        )
+        // Its second answer reported nothing (a stream not asked for usage).
+        await log.appendAll(completeInvocation('partial', 'session-partial', [{ inputTokens: 300, outputTokens: 20 }]))
+        await log.appendAll(new EventMaker(invocationOf('quiet', 'session-quiet')).many([facts.opened(), facts.requested('s1')]))
+        inspector = await serveInspector({ log })
+        const page = await load(watched, `${inspector.url}#invocation=inv-priced`)
+        await page.waitForSelector('h1[data-invocation-title="inv-priced"]', WAIT)
+        await page.waitForSelector('li.entry[data-type="model.completed"]', WAIT)
+        const usageStat = '#invocation .stat[data-usage]'
+        assert.is(await page.textContent(`${usageStat} dt`), 'usage')
+        assert.is(await page.textContent(`${usageStat} dd`), '2 answers, tokens 2100 in (800 cached), 56 out (15 reasoning)')
+        assert.is(await page.getAttribute(usageStat, 'data-usage'), 'reported')
+        assert.is(await page.textContent(`${usageStat} dd`), usageTotalsText(usageOf(await log.invocationEvents('inv-priced'))), 'as the CLI says it')
+        // The answers' rows: their counts before the text, and the counts and response id in a payload.
+        const rows = await page.$$eval('li.entry[data-type="model.completed"] .summary', (nodes) => nodes.map((node) => node.textContent))
+        assert.equal(rows, ['s1finishtool_callstokens1000 in (800 cached), 40 out (15 reasoning)callsecho', 's2finishstoptokens1100 in, 16 outtextdone'])
+        const payloads = await page.$$eval('li.entry[data-type="model.completed"] details[data-payload="usage"]', (nodes) =>
+          nodes.map((node) => [node.querySelector('summary')?.textContent, node.querySelector('pre')?.textContent]),
+        )
+        assert.equal(payloads, [
+          ['tokens and response id', 'tokens: 1000 in (800 cached), 40 out (15 reasoning)\nresponse id: chatcmpl-abc123'],
+          ['tokens', 'tokens: 1100 in, 16 out'],
+        ])
+        await page.locator('li.entry[data-type="model.completed"] details[data-payload="usage"] summary').first().click()
+        await page.screenshot({ path: join(ARTIFACTS, 'inspector-usage.png') })
+
+        await page.click('button.run[data-invocation="inv-partial"]')
+        await page.waitForSelector('h1[data-invocation-title="inv-partial"]', WAIT)
+        await page.waitForSelector(`${usageStat}[data-usage="partial"]`, WAIT)
+        assert.is(await page.textContent(`${usageStat} dd`), '2 answers, tokens at least 300 in, 20 out (usage missing from 1)')
+        assert.match((await page.getAttribute(usageStat, 'title')) ?? '', /1 of them reported no input or output count, so the sums are short of what was spent/)
+        assert.is(await page.locator('li.entry details[data-payload="usage"]').count(), 1, 'the answer that reported nothing has no usage payload')
+
+        await page.click('button.run[data-invocation="inv-quiet"]')
+        await page.waitForSelector('h1[data-invocation-title="inv-quiet"]', WAIT)
+        await page.waitForSelector(`${usageStat}[data-usage="none"]`, WAIT)
+        assert.is(await page.textContent(`${usageStat} dd`), 'no answers')
+        assert.equal(watched.errors, [], 'no script error')
+      } finally {
+        await inspector?.close()
+        await log.close()
+      }
+    }),
+    30_000,
+    'the token usage test',
+  ),
 )
 
 offline.run()

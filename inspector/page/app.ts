@@ -132,7 +132,7 @@ function renderSidebar(): void {
 
 function renderSelection(): void {
   const summary = state.detail?.summary ?? null
-  renderInvocation(byId('invocation'), summary, { onNavigate: (id) => void selectInvocation(id) })
+  renderInvocation(byId('invocation'), summary, { onNavigate: (id) => void selectInvocation(id) }, state.detail?.usage)
   renderTimeline(byId('timeline'), state.detail, {
     selectedSeq: state.selectedSeq,
     fresh: state.fresh,

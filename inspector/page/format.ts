@@ -1,5 +1,6 @@
 /** How values from the log read on the page: times, statuses, and the key fields of each fact. */
-import type { Fact } from '../../facts/types.js'
+import type { UsageTotals } from '../../actors/transcript.js'
+import type { Fact, ModelUsage } from '../../facts/types.js'
 import type { InvocationStatus, InvocationSummary } from '../protocol.js'
 
 const pad = (n: number, width = 2) => String(n).padStart(width, '0')
@@ -86,6 +87,27 @@ export function statusDetail(summary: InvocationSummary): string {
   }
 }
 
+// The page loads only its own modules: these two read as store/fact-summary.ts's `usageText` and
+// `usageTotalsText` (the CLI's), which spec/inspector.test.ts checks the page against.
+
+/** One answer's token counts: `1234 in (1000 cached), 56 out (20 reasoning)`, counts not reported left out; `''` for none. */
+export function usageText(usage: ModelUsage | undefined): string {
+  if (usage === undefined) return ''
+  const part = (total: number | undefined, within: number | undefined, label: string, withinLabel: string) =>
+    total === undefined && within === undefined ? [] : [`${total ?? '?'} ${label}${within === undefined ? '' : ` (${within} ${withinLabel})`}`]
+  return [...part(usage.inputTokens, usage.cachedInputTokens, 'in', 'cached'), ...part(usage.outputTokens, usage.reasoningTokens, 'out', 'reasoning')].join(', ')
+}
+
+/** A run's token totals: `3 answers, tokens 1234 in (1000 cached), 56 out (20 reasoning)`, `at least …` when some answers reported none. */
+export function usageTotalsText(totals: UsageTotals): string {
+  const { answers, unreported, inputTokens, outputTokens, cachedInputTokens, reasoningTokens } = totals
+  if (answers === 0) return 'no answers'
+  const counted = `${answers} answer${answers === 1 ? '' : 's'}`
+  if (unreported === answers && inputTokens === 0 && outputTokens === 0) return `${counted}, tokens not reported`
+  const counts = `${inputTokens} in${cachedInputTokens > 0 ? ` (${cachedInputTokens} cached)` : ''}, ${outputTokens} out${reasoningTokens > 0 ? ` (${reasoningTokens} reasoning)` : ''}`
+  return unreported === 0 ? `${counted}, tokens ${counts}` : `${counted}, tokens at least ${counts} (usage missing from ${unreported})`
+}
+
 /** The colour family of a fact type. */
 export function family(type: Fact['type']): 'invocation' | 'model' | 'tool' | 'hold' {
   return type.slice(0, type.indexOf('.')) as 'invocation' | 'model' | 'tool' | 'hold'
@@ -117,6 +139,9 @@ export function keyFields(fact: Fact): Field[] {
     case 'model.completed': {
       const { output } = fact
       const fields: Field[] = [{ v: fact.stepId, mono: true }, { k: 'finish', v: output.finishReason, mono: true }]
+      const tokens = usageText(output.usage)
+      // Before the text, which the row cuts.
+      if (tokens !== '') fields.push({ k: 'tokens', v: tokens, mono: true })
       if (output.toolCalls.length > 0) fields.push({ k: 'calls', v: output.toolCalls.map((call) => call.name).join(', '), mono: true })
       if (output.text) fields.push({ k: 'text', v: preview(output.text, 60) })
       return fields
@@ -182,6 +207,15 @@ export function payloads(fact: Fact): { label: string; text: string; kind: strin
     case 'model.completed':
       if (fact.output.text) list.push({ label: `model text (${fact.output.text.length} chars)`, text: fact.output.text, kind: 'model-text' })
       for (const call of fact.output.toolCalls) list.push({ label: `${call.name} arguments`, text: call.arguments, kind: 'tool-call' })
+      {
+        const tokens = usageText(fact.output.usage)
+        const { responseId } = fact.output
+        const lines = [...(tokens === '' ? [] : [`tokens: ${tokens}`]), ...(responseId === undefined ? [] : [`response id: ${responseId}`])]
+        if (lines.length > 0) {
+          const label = tokens === '' ? 'response id' : responseId === undefined ? 'tokens' : 'tokens and response id'
+          list.push({ label, text: lines.join('\n'), kind: 'usage' })
+        }
+      }
       break
     case 'tool.dispatched':
       list.push({ label: 'tool input', text: pretty(fact.input), kind: 'tool-input' })

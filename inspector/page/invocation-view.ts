@@ -1,7 +1,8 @@
 /** The header of the selected invocation: ids, status, counts, run links and warnings. */
+import type { UsageTotals } from '../../actors/transcript.js'
 import type { InvocationSummary, RunLink } from '../protocol.js'
 import { el, replaceChildren } from './dom.js'
-import { STATUS_LABEL, dateTime, duration, statusDetail } from './format.js'
+import { STATUS_LABEL, dateTime, duration, statusDetail, usageTotalsText } from './format.js'
 
 export interface InvocationOptions {
   onNavigate: (invocationId: string) => void
@@ -21,12 +22,22 @@ function linkButton(link: RunLink, role: string, options: InvocationOptions): HT
   )
 }
 
-function stat(label: string, value: string): HTMLElement {
-  return el('div', { class: 'stat' }, el('dt', {}, label), el('dd', {}, value))
+function stat(label: string, value: string, props: { title?: string; data?: Record<string, string> } = {}): HTMLElement {
+  return el('div', { class: 'stat', ...props }, el('dt', {}, label), el('dd', {}, value))
+}
+
+/** The run's token totals, with what a partial one lacks said on hover. */
+function usageStat(usage: UsageTotals): HTMLElement {
+  const partial = usage.unreported > 0 && usage.unreported < usage.answers
+  const title =
+    usage.answers === 0
+      ? 'no model.completed fact yet'
+      : `the output.usage of its model.completed facts, summed${usage.unreported > 0 ? `; ${usage.unreported} of them reported no input or output count, so the sums are short of what was spent` : ''}; cached and reasoning tokens are counted within in and out`
+  return stat('usage', usageTotalsText(usage), { title, data: { usage: partial ? 'partial' : usage.unreported > 0 ? 'unreported' : usage.answers === 0 ? 'none' : 'reported' } })
 }
 
 /** Renders `summary` (or a hint when nothing is selected) into `section`. */
-export function renderInvocation(section: HTMLElement, summary: InvocationSummary | null, options: InvocationOptions): void {
+export function renderInvocation(section: HTMLElement, summary: InvocationSummary | null, options: InvocationOptions, usage?: UsageTotals): void {
   if (!summary) {
     replaceChildren(section, el('div', { class: 'empty' }, 'Select a run on the left to see its statechart and its facts.'))
     return
@@ -120,6 +131,7 @@ export function renderInvocation(section: HTMLElement, summary: InvocationSummar
       stat('state', summary.state),
       stat('steps', String(summary.steps)),
       stat('facts', String(summary.facts)),
+      usage === undefined ? null : usageStat(usage),
       stat('seq', `${summary.firstSeq}–${summary.lastSeq}`),
       stat('opened', dateTime(summary.openedAt)),
       stat('span', duration(summary.lastAt - summary.openedAt)),

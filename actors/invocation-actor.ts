@@ -5,7 +5,7 @@
  */
 import { FactstateError } from '../errors.js'
 import type { ApprovalRecord, ExecutionSettings, Fact, HandoffIntent, HandoffPause, Invocation, InvocationOutcome, RuntimeEvent, ToolCall } from '../facts/types.js'
-import { providerRefusalOf, responseIdOf } from '../facts/schema.js'
+import { providerRefusalOf, requestIdOf, responseIdOf } from '../facts/schema.js'
 import { type InvocationSnapshot, applyFact, stateOf } from '../machines/invocation.js'
 import { contentDigest } from '../store/digest.js'
 import { canonical, messageOf, storageProblemAt, wellFormed } from '../store/encoding.js'
@@ -676,8 +676,10 @@ export class InvocationActor {
         // The response id is never sent back nor given to a tool: redacted as a failure message is
         // (encoded forms, masked pieces), not only of whole keys as text is; one that no longer fits is dropped.
         const responseId = response.output.responseId === undefined ? undefined : responseIdOf(redactFailure(wellFormed(response.output.responseId), this.setup.secrets))
-        const { responseId: _, ...rest } = answered
-        const output = responseId === undefined ? rest : { ...rest, responseId }
+        // The request id (the answer's `x-request-id`) likewise; one that is not well-formed text is dropped, as a refusal's is.
+        const requestId = response.output.requestId === undefined ? undefined : requestIdOf(response.output.requestId, (text) => redactFailure(text, this.setup.secrets))
+        const { responseId: _, requestId: __, ...rest } = answered
+        const output = { ...rest, ...(responseId === undefined ? {} : { responseId }), ...(requestId === undefined ? {} : { requestId }) }
         live?.finish(output.text ?? '')
         calls?.finish(output.toolCalls)
         await this.#record({ type: 'model.completed', stepId, output })
@@ -689,7 +691,7 @@ export class InvocationActor {
       const status = response.status === 'retryable_failure' && !retry ? 'failed' : response.status
       // The message is the provider's or the client's own words: as a fact can hold them, without the provider's secrets.
       const message = redactFailure(messageOf(response.message), this.setup.secrets)
-      // The provider's code, type and param are its words too; what is left once redacted is checked again.
+      // The provider's code, type, param and request id are its words too; what is left once redacted is checked again.
       const provider = providerRefusalOf(response.provider, (text) => redactFailure(text, this.setup.secrets))
       await this.#record({ type: 'model.interrupted', stepId, status, message, ...(provider === undefined ? {} : { provider }) })
       if (this.#signal.aborted || status === 'cancelled') await this.#halt()

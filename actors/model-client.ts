@@ -132,11 +132,13 @@ export type ModelResponse =
       /** From a `retry-after` header, when the provider sent one: the wait before the retry, in milliseconds (capped by `maxBackoffMs`). */
       retryAfterMs?: number | undefined
       /**
-       * What the provider said of the refusal: the HTTP status of its error answer and its error's
-       * `code`, `type` and `param`. Recorded in `model.interrupted` (and, when the run fails of it,
+       * What the provider said of the refusal: the HTTP status of its error answer, its error's
+       * `code`, `type` and `param`, and its id for the request (`requestId`, the answer's
+       * `x-request-id` header). Recorded in `model.interrupted` (and, when the run fails of it,
        * in the `failed` outcome) member by member: a member that does not fit (a status that is no
-       * HTTP status, a code that is not a string or a whole number, a string over 128 characters) is
-       * dropped, never the answer; strings are redacted of the provider's secrets as `message` is.
+       * HTTP status, a code that is not a string or a whole number, a string over 128 characters, a
+       * request id over 256) is dropped, never the answer; strings are redacted of the provider's
+       * secrets as `message` is.
        */
       provider?: ProviderRefusal | undefined
     }

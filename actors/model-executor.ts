@@ -1,7 +1,7 @@
 import { z } from 'zod'
 import { FactstateError } from '../errors.js'
 import { readOptions } from '../options.js'
-import { describeIssues, modelOutputSchema, providerRefusalOf, responseIdOf } from '../facts/schema.js'
+import { describeIssues, modelOutputSchema, providerRefusalOf, requestIdOf, responseIdOf } from '../facts/schema.js'
 import { messageOf } from '../store/encoding.js'
 import type { ChatRequestBody, ModelClient, ModelRequest, ModelResponse, ProviderConfig, ToolCallPiece } from './model-client.js'
 import { OpenAIChatClient } from './openai-chat-client.js'
@@ -234,7 +234,7 @@ const modelResponseSchema = z.discriminatedUnion('kind', [
 const USAGE_COUNTS = ['inputTokens', 'outputTokens', 'cachedInputTokens', 'reasoningTokens'] as const
 
 /**
- * A member only ever read by people (token counts, the response id, a refusal's details), or none
+ * A member only ever read by people (token counts, the response and request ids, a refusal's details), or none
  * when reading it throws (a client's getter): an answer already paid for is not lost to it.
  */
 function optionalMember(object: object, name: string): unknown {
@@ -252,8 +252,8 @@ const tokenCount = (value: unknown): number | undefined => (Number.isSafeInteger
  * A completed answer's output as its fact records it, read member by member, as the built-in client
  * reads a provider's answer: members the output type does not have (a call's `index`, a count under
  * another name than `ModelUsage`'s, a stop sequence) are left out, token counts that are not
- * non-negative whole numbers are dropped, so is a `responseId` that is not a string of 1–256
- * characters, and `text: null` is no text. An answer already paid for is not lost to them; what is
+ * non-negative whole numbers are dropped, so is a `responseId` or a `requestId` that is not a
+ * string of 1–256 characters, and `text: null` is no text. An answer already paid for is not lost to them; what is
  * left is checked strictly.
  */
 function recordedOutput(output: unknown): unknown {
@@ -261,6 +261,7 @@ function recordedOutput(output: unknown): unknown {
   const { text, toolCalls, finishReason, reasoning } = output as Record<string, unknown>
   const usage = optionalMember(output, 'usage')
   const responseId = optionalMember(output, 'responseId')
+  const requestId = optionalMember(output, 'requestId')
   const calls = Array.isArray(toolCalls)
     ? toolCalls.map((call: unknown) => {
         if (call === null || typeof call !== 'object') return call
@@ -285,6 +286,7 @@ function recordedOutput(output: unknown): unknown {
     ...(reasoning === null || reasoning === undefined || reasoning === '' ? {} : { reasoning }),
     // Only ever read, by people matching the fact with the provider's records: one the fact cannot hold is dropped.
     ...(responseIdOf(responseId) === undefined ? {} : { responseId }),
+    ...(requestIdOf(requestId) === undefined ? {} : { requestId }),
   }
 }
 

@@ -8,7 +8,7 @@ import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUse
 import { _iterSSEMessages } from 'openai/core/streaming'
 import { z } from 'zod'
 import { FactstateError } from '../errors.js'
-import { providerRefusalOf, responseIdOf } from '../facts/schema.js'
+import { providerRefusalOf, requestIdOf, responseIdOf } from '../facts/schema.js'
 import type { ModelOutput, ModelUsage, ProviderRefusal, ToolCall } from '../facts/types.js'
 import type { ModelClient, ModelRequest, ModelResponse, ProviderConfig } from './model-client.js'
 import { type Secrets, redactFailure, secretsOf } from './redaction.js'
@@ -382,6 +382,8 @@ export class OpenAIChatClient implements ModelClient {
         const response = await fetch(url, plain)
         if (hooks === undefined) return response
         hooks.status = response.status
+        // Also for an answer the SDK never makes an `APIError` of (a 200 that goes wrong).
+        hooks.requestId = response.headers.get('x-request-id') ?? undefined
         hooks.progress()
         // The SDK keeps only an OpenAI-style `error` member of an error answer: servers that answer
         // `{ message }` or `{ detail }` would lose their reason.
@@ -457,16 +459,22 @@ export class OpenAIChatClient implements ModelClient {
         })
         .asResponse()
       const contentType = response.headers.get('content-type') ?? ''
-      const output = /^\s*text\/event-stream/i.test(contentType)
+      const answered = /^\s*text\/event-stream/i.test(contentType)
         ? await this.#readStream(response, controller, request, () => stop === 'stalled' || stop === 'timeout')
         : await this.#readJson(response, stopped)
+      // The exchange's id, as the SDK reads it (`withResponse().request_id`): kept only if a fact can hold it.
+      const requestId = requestIdOf(response.headers.get('x-request-id'))
+      const output = requestId === undefined ? answered : { ...answered, requestId }
       // The SDK ends an SSE iteration quietly when the request is aborted: check before trusting it. A
       // stream that stalled or ran out of time after naming its finish reason is whole (#readStream
       // returns it only then): the answer is kept, not paid for again.
       if (stop === 'cancel' || stop === 'silent') return this.#stopped(stop, request)
       return { kind: 'completed', output }
     } catch (error) {
-      return this.#classify(error, stop, request, hooks)
+      // The id of the exchange that went wrong, when an answer came: the SDK's for an error answer
+      // (`APIError.requestID`), else its headers' (an error inside a 200 answer, a malformed one, a cut stream).
+      const requestId = (error instanceof APIError ? error.requestID : undefined) ?? hooks.requestId
+      return this.#withRequestId(await this.#classify(error, stop, request, hooks), requestId)
     } finally {
       clearTimeout(timer)
       clearTimeout(idle)
@@ -685,6 +693,17 @@ export class OpenAIChatClient implements ModelClient {
     return interrupted('failed', this.#redact(`the request failed: ${describe(error)}`))
   }
 
+  /**
+   * An interrupted answer with the provider's id for its request (`x-request-id`) in its `provider`,
+   * redacted as the message is, when the provider sent one a fact can hold: none came with a
+   * connection refused or a timeout before the headers.
+   */
+  #withRequestId(response: ModelResponse, requestId: string | null | undefined): ModelResponse {
+    if (response.kind !== 'interrupted') return response
+    const id = requestIdOf(requestId, (text) => this.#redact(text))
+    return id === undefined ? response : { ...response, provider: { ...response.provider, requestId: id } }
+  }
+
   /** Removes every configured secret from a message (see actors/redaction.ts). */
   #redact(message: string): string {
     return redactFailure(message, this.#secrets)
@@ -697,6 +716,8 @@ export class OpenAIChatClient implements ModelClient {
  */
 interface AttemptHooks {
   status?: number
+  /** The answer's `x-request-id` header, once its headers arrived. */
+  requestId?: string
   progress: () => void
   errorBody?: Promise<string | undefined>
 }

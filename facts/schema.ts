@@ -77,23 +77,51 @@ const responseId = text.min(1).max(256)
 export const responseIdOf = (value: unknown): string | undefined => (responseId.safeParse(value).success ? (value as string) : undefined)
 
 const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/
+
+/** The id a provider gave the HTTP exchange (its `x-request-id` header): 1–256 characters (a longer one is dropped, not the answer or the failure). */
+const requestId = text.min(1).max(256)
+/**
+ * `value` passed through `clean` (the redaction of the provider's secrets) when a fact can then hold
+ * it as a `requestId` (a string of 1–256 characters, counted as the schema counts, of well-formed
+ * text), else none. The client, the engine and the stored fact check by the same member.
+ */
+export function requestIdOf(value: unknown, clean: (text: string) => string = (text) => text): string | undefined {
+  if (typeof value !== 'string') return undefined
+  const cleaned = clean(value)
+  return requestId.safeParse(cleaned).success && !LONE_SURROGATE.test(cleaned) ? cleaned : undefined
+}
 /** An HTTP status. */
 const httpStatus = z.number().int().min(100).max(599)
 /** A provider's error code, type or param: 1–128 characters (a longer one is dropped, not the failure). */
 const refusalTag = text.min(1).max(128)
-const providerRefusal = z.strictObject({ status: httpStatus.optional(), code: refusalTag.optional(), type: refusalTag.optional(), param: refusalTag.optional() })
+// `requestId` last and optional: a refusal written without it keeps its bytes.
+const providerRefusal = z.strictObject({
+  status: httpStatus.optional(),
+  code: refusalTag.optional(),
+  type: refusalTag.optional(),
+  param: refusalTag.optional(),
+  requestId: requestId.optional(),
+})
 
 /**
  * What a fact can hold of `value` as a `ProviderRefusal`, member by member: a `status` that is an
  * HTTP status (100–599), a `code` that is a string or a whole number (as its decimal digits), a
  * `type` and a `param` that are strings, each string passed through `clean` (the redaction of the
  * provider's secrets) and kept when it is then 1–128 characters (counted as the schema counts) of
- * well-formed text. What does not fit is dropped, never failing anything; `undefined` when nothing
+ * well-formed text, and a `requestId` as `requestIdOf` keeps it (1–256 characters). What does not fit is dropped, never failing anything; `undefined` when nothing
  * is left. The client, the engine and the stored fact check by the same members, so cannot disagree.
  */
 export function providerRefusalOf(value: unknown, clean: (text: string) => string = (text) => text): ProviderRefusal | undefined {
   if (typeof value !== 'object' || value === null) return undefined
-  const { status, code, type, param } = value as Record<string, unknown>
+  // Member by member: one whose getter throws (a custom client's) is dropped, not the others.
+  const member = (name: string): unknown => {
+    try {
+      return (value as Record<string, unknown>)[name]
+    } catch {
+      return undefined
+    }
+  }
+  const [status, code, type, param, id] = ['status', 'code', 'type', 'param', 'requestId'].map(member)
   const tag = (given: unknown): string | undefined => {
     if (typeof given !== 'string') return undefined
     const cleaned = clean(given)
@@ -108,6 +136,8 @@ export function providerRefusalOf(value: unknown, clean: (text: string) => strin
   if (typeText !== undefined) out.type = typeText
   const paramText = tag(param)
   if (paramText !== undefined) out.param = paramText
+  const idText = requestIdOf(id, clean)
+  if (idText !== undefined) out.requestId = idText
   return Object.keys(out).length > 0 ? out : undefined
 }
 
@@ -122,6 +152,7 @@ export const modelOutputSchema = z.strictObject({
     .optional(),
   reasoning: text.optional(),
   responseId: responseId.optional(),
+  requestId: requestId.optional(),
 })
 
 const toolOutcome = z.discriminatedUnion('status', [

@@ -208,6 +208,13 @@ export interface ModelOutput {
    * recorded before it was. Never sent back to the model.
    */
   responseId?: string | undefined
+  /**
+   * The provider's id for the HTTP exchange that brought the answer: its `x-request-id` response
+   * header (OpenAI's `req_…`, what its support asks for), kept as `responseId` is (1–256 characters,
+   * redacted as a failure message is, else dropped); absent when the provider sent none, and in
+   * answers recorded before it was. Never sent back to the model.
+   */
+  requestId?: string | undefined
 }
 
 /**
@@ -235,6 +242,13 @@ export interface ProviderRefusal {
   type?: string | undefined
   /** The error's `param`, the request member it names (OpenAI: `messages`), as `type` is kept. */
   param?: string | undefined
+  /**
+   * The provider's id for the refused request: the `x-request-id` header of its answer (OpenAI's
+   * `req_…`, what its support asks for), with an error answer (4xx, 5xx) or one that went wrong after
+   * it began; a string of 1–256 characters, redacted as the message is, else dropped. Absent when no
+   * answer came (a connection refused, a timeout before the headers) or it sent none.
+   */
+  requestId?: string | undefined
 }
 
 /**

@@ -415,6 +415,69 @@ test(
 )
 
 test(
+  "a custom client's requestId, in a completed output or an interrupted answer's provider, is recorded when a string of 1–256 characters, redacted of the provider's secrets as a failure message is; any other, or one whose getter throws, is dropped, never the answer nor the rest of provider",
+  (() => {
+    const key = 'sk-client/1234567890+abcdefXYZ'
+    const throwing = (fields: Record<string, unknown>, name: string) =>
+      Object.defineProperty(fields, name, {
+        enumerable: true,
+        get() {
+          throw new Error(`no ${name} today`)
+        },
+      })
+    const done = { text: 'done', toolCalls: [], finishReason: 'stop' }
+    const answers: unknown[] = [
+      { kind: 'completed', output: { ...done, responseId: 'chatcmpl-1', requestId: 'req_01' } },
+      // 256 astral characters are 512 UTF-16 units: counted as the fact schema counts, by character.
+      { kind: 'completed', output: { ...done, requestId: '😀'.repeat(256) } },
+      { kind: 'completed', output: { ...done, requestId: 'r'.repeat(257) } },
+      { kind: 'completed', output: { ...done, requestId: 42 } },
+      { kind: 'completed', output: { ...done, requestId: `req-${encodeURIComponent(key)}` } },
+      { kind: 'completed', output: throwing({ ...done }, 'requestId') },
+      { kind: 'interrupted', status: 'failed', message: 'refused', provider: { status: 500, requestId: 'req_06' } },
+      { kind: 'interrupted', status: 'failed', message: 'refused', provider: { code: 'overloaded', requestId: `req-${key.slice(0, 12)}****${key.slice(-4)}` } },
+      { kind: 'interrupted', status: 'failed', message: 'refused', provider: { code: 'overloaded', requestId: '' } },
+      { kind: 'interrupted', status: 'failed', message: 'refused', provider: { requestId: '\ud800' } },
+      { kind: 'interrupted', status: 'failed', message: 'refused', provider: throwing({ status: 503 }, 'requestId') },
+    ]
+    let calls = 0
+    const client: ModelClient = {
+      async complete() {
+        return answers[calls++] as never
+      },
+    }
+    return engineTest([], { model: { createClient: () => client, retries: 0 } }, async (h) => {
+      const recorded: unknown[] = []
+      for (const [index] of answers.entries()) {
+        const input = h.input(`request-id-${index}`)
+        const outcome = await h.run({ ...input, provider: { ...input.provider, apiKey: key } })
+        const [fact] = (await factsOf(h.log, `invocation-request-id-${index}`)).filter((f) => f.type === 'model.completed' || f.type === 'model.interrupted')
+        if (fact?.type === 'model.completed') {
+          assert.equal(outcome, { status: 'completed' }, `${index}`)
+          recorded.push(fact.output.requestId)
+        } else if (fact?.type === 'model.interrupted') {
+          assert.equal(outcome.status === 'failed' ? outcome.provider : 'none', fact.provider, `${index}: the outcome carries the fact's`)
+          recorded.push(fact.provider)
+        }
+      }
+      assert.equal(recorded, [
+        'req_01',
+        '😀'.repeat(256),
+        undefined,
+        undefined,
+        'req-[redacted]',
+        undefined,
+        { status: 500, requestId: 'req_06' },
+        { code: 'overloaded', requestId: 'req-[redacted]****fXYZ' },
+        { code: 'overloaded' },
+        undefined,
+        { status: 503 },
+      ])
+    })
+  })(),
+)
+
+test(
   'a custom client that ignores its signal and its timeout: a cancel ends the run at once, and a request past timeoutMs (plus 1 s) ends the step timed_out',
   (() => {
     let started = 0

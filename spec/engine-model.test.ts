@@ -94,6 +94,78 @@ test(
   }),
 )
 
+/** The question of a request: its first user message. */
+const questionOf = (body: unknown) => (body as { messages: { role: string; content: string }[] }).messages.find((m) => m.role === 'user')?.content ?? ''
+
+test(
+  "the provider's x-request-id is recorded with each attempt: a streamed and a plain answer's in output.requestId, an error answer's (500, 400) or an unreadable one's in provider.requestId, the model_failed outcome's the last attempt's; none where no answer came",
+  (() => {
+    const attempts = new Map<string, number>()
+    return engineTest(
+      (request) => {
+        const question = questionOf(request.body)
+        const attempt = (attempts.get(question) ?? 0) + 1
+        attempts.set(question, attempt)
+        switch (question) {
+          case 'streamed':
+            return answer.text('streamed', { stream: true })
+          case 'plain':
+            return answer.text('plain', { stream: false })
+          case 'flaky':
+            // No answer at all (its id never left the server), then a 500, then the answer.
+            if (attempt === 1) return answer.reset()
+            if (attempt === 2) return answer.status(500, { body: { error: { message: 'upstream failed', type: 'server_error' } } })
+            return answer.text('recovered')
+          case 'full':
+            if (attempt === 1) return answer.status(500, { body: { error: { message: 'upstream failed', type: 'server_error' } } })
+            return answer.status(400, {
+              body: { error: { message: "This model's maximum context length is 128000 tokens.", type: 'invalid_request_error', param: 'messages', code: 'context_length_exceeded' } },
+            })
+          case 'odd':
+            return answer.malformed({ body: 'not json' })
+          case 'hung':
+            return answer.hang()
+          default:
+            return answer.text('done')
+        }
+      },
+      { requestIds: true, model: { timeoutMs: 1_000, retries: 2, backoffMs: 1, maxBackoffMs: 5 } },
+      async (h) => {
+        const outcomes: unknown[] = []
+        for (const question of ['streamed', 'plain', 'flaky', 'full', 'odd', 'hung']) outcomes.push(await h.run(h.input(question, { content: question })))
+        // The server numbers its answers by request: req_0 … req_8 (the reset's and the hang's never sent).
+        assert.is(h.server.requests.length, 9)
+        const attemptsOf = async (name: string) =>
+          (await factsOf(h.log, `invocation-${name}`)).flatMap((fact): unknown[][] =>
+            fact.type === 'model.completed' ? [['completed', fact.output.requestId]] : fact.type === 'model.interrupted' ? [[fact.status, fact.provider]] : [],
+          )
+        assert.equal(await attemptsOf('streamed'), [['completed', 'req_0']])
+        assert.equal(await attemptsOf('plain'), [['completed', 'req_1']])
+        assert.equal(await attemptsOf('flaky'), [
+          ['retryable_failure', undefined],
+          ['retryable_failure', { status: 500, type: 'server_error', requestId: 'req_3' }],
+          ['completed', 'req_4'],
+        ])
+        const full = { status: 400, code: 'context_length_exceeded', type: 'invalid_request_error', param: 'messages', requestId: 'req_6' }
+        assert.equal(await attemptsOf('full'), [
+          ['retryable_failure', { status: 500, type: 'server_error', requestId: 'req_5' }],
+          ['failed', full],
+        ])
+        assert.equal(await attemptsOf('odd'), [['failed', { requestId: 'req_7' }]])
+        assert.equal(await attemptsOf('hung'), [['timed_out', undefined]])
+        assert.equal(outcomes.slice(0, 3), [{ status: 'completed' }, { status: 'completed' }, { status: 'completed' }])
+        assert.equal(outcomes[3], { status: 'failed', class: 'model_failed', message: "the provider answered HTTP 400: This model's maximum context length is 128000 tokens.", provider: full })
+        // A malformed answer's id is in its fact; the outcome carries a provider for model_failed only, as before.
+        assert.equal([(outcomes[4] as { class?: string }).class, 'provider' in (outcomes[4] as object)], ['model_malformed', false])
+        assert.equal([(outcomes[5] as { class?: string }).class, 'provider' in (outcomes[5] as object)], ['model_timeout', false])
+        // The run's recorded outcome is the one wait() gave.
+        const [run] = await h.log.runs('session-full')
+        assert.equal(run?.outcome, outcomes[3])
+      },
+    )
+  })(),
+)
+
 test(
   'a 400 is not retried: failed model_failed after one attempt',
   engineTest([answer.status(400), answer.text('never')], {}, async (h) => {

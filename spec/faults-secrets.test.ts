@@ -491,6 +491,62 @@ test(
   }),
 )
 
+test(
+  "secrets: a key or a header value echoed in the provider's x-request-id (whole, masked, base64, hex), on an answer, a stream or a refusal, reaches no fact and no file; the id is recorded redacted",
+  bounded(30_000, async (dir) => {
+    const keyOf = (request: RecordedRequest) => String(request.headers.authorization ?? '').replace(/^Bearer /, '')
+    // Each request's id echoes what it was sent, in another form.
+    const forms = [
+      (request: RecordedRequest) => `req-${keyOf(request)}`,
+      (request: RecordedRequest) => `req-${keyOf(request).slice(0, 8)}****${keyOf(request).slice(-4)}`,
+      (request: RecordedRequest) => `req-${Buffer.from(keyOf(request)).toString('base64')}`,
+      (request: RecordedRequest) => `req-${Buffer.from(String(request.headers['x-canary-one'] ?? '')).toString('hex')}`,
+    ]
+    const server = await scriptedModelServer(
+      (request) => {
+        switch (conversationOf(request).user) {
+          case 'question streamed':
+            return answer.text('done', { stream: true })
+          case 'question refused':
+            return answer.status(401, { body: { error: { message: 'Incorrect API key provided', type: 'invalid_request_error', code: 'invalid_api_key' } } })
+          default:
+            return answer.text('done', { stream: false })
+        }
+      },
+      { requestIds: (request, index) => forms[index % forms.length]!(request) },
+    )
+    const path = join(dir, 'log')
+    const log = await EventLog.open(path)
+    try {
+      const engine = new Engine({ log, model: new ModelExecutor({ timeoutMs: 5_000, retries: 0 }) })
+      const outcomes = []
+      for (const name of ['plain', 'streamed', 'refused', 'again']) outcomes.push(await engine.run(run(server.baseUrl, name)))
+      assert.equal(
+        outcomes.map((outcome) => outcome.status),
+        ['completed', 'completed', 'failed', 'completed'],
+      )
+      assert.equal(leaks(JSON.stringify(outcomes)), [], 'the outcomes returned to the caller')
+      const { events } = await log.prefix(ALL.events, ALL.bytes)
+      // Recorded, each without its secret: the key whole, masked (its pieces), base64, the header's hex.
+      const ids = events.flatMap(({ event: { fact } }) => (fact.type === 'model.completed' ? [fact.output.requestId] : fact.type === 'model.interrupted' ? [fact.provider?.requestId] : []))
+      // (A masked key's last four characters, and the padding of its base64, are no secret; the leak checks below say so.)
+      assert.equal(ids.length, 4)
+      assert.equal([ids[0], ids[1], ids[3]], ['req-[redacted]', `req-[redacted]****${API_KEY.slice(-4)}`, 'req-[redacted]'])
+      assert.match(ids[2] ?? '', /^req-\[redacted\][A-Za-z0-9+/=]{0,4}$/)
+      const refused = outcomes[2]
+      assert.equal(refused?.status === 'failed' ? refused.provider : undefined, { status: 401, code: 'invalid_api_key', type: 'invalid_request_error', requestId: ids[2] })
+      assertNoLeakInFacts(events, 'request ids')
+      // The server sent them, with the secrets in them.
+      assert.is(server.requests.length, 4)
+      await log.close()
+      await assertNoLeakIn(path, 'request ids, closed')
+    } finally {
+      await log.close()
+      await server.close()
+    }
+  }),
+)
+
 test('secrets: redaction finds every piece of a long secret in a long message, wherever it starts', () => {
   const secret = `tok-${randomBytes(1024).toString('base64url')}`
   const provider = { kind: 'openai-chat' as const, baseUrl: 'http://127.0.0.1:9/v1', model: 'm', apiKey: secret }

@@ -5,7 +5,7 @@ import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import type { ChatRequestBody, ModelRequest, ModelResponse, ProviderConfig } from '../actors/model-client.js'
 import { OpenAIChatClient, retryAfterMsOf } from '../actors/openai-chat-client.js'
-import { answer, scriptedModelServer, type Script, type ScriptedAnswer, type ScriptedModelServer } from '../testing/scripted-model-server.js'
+import { answer, scriptedModelServer, type Script, type ScriptedAnswer, type ScriptedModelServer, type ScriptedModelServerOptions } from '../testing/scripted-model-server.js'
 import { aliveAfterCollection } from './support/gc.js'
 import { withTimeout } from './support/temp.js'
 
@@ -33,7 +33,7 @@ function provider(server: { baseUrl: string }, extra: Partial<ProviderConfig> = 
 function withServer(
   script: Script,
   body: (server: ScriptedModelServer) => Promise<void>,
-  options: { stream?: boolean; callIdPrefix?: string } = {},
+  options: ScriptedModelServerOptions = {},
 ): () => Promise<void> {
   return () =>
     withTimeout(async () => {
@@ -62,6 +62,74 @@ test(
     assert.is(server.requests.length, 1)
     assert.is(server.requests[0]?.path, '/v1/chat/completions')
   }),
+)
+
+test(
+  "the provider's x-request-id, as the SDK reads it, is returned: output.requestId of a plain and a streamed answer, provider.requestId of a 500, a 400 and an unreadable answer; none when no answer came",
+  withServer(
+    [
+      answer.text('plain', { stream: false }),
+      answer.text('streamed', { stream: true }),
+      answer.status(500, { body: { error: { message: 'upstream failed', type: 'server_error' } } }),
+      answer.status(400, { body: { error: { message: 'too long', type: 'invalid_request_error', param: 'messages', code: 'context_length_exceeded' } } }),
+      answer.malformed({ body: 'not json' }),
+      answer.reset(),
+    ],
+    async (server) => {
+      const client = new OpenAIChatClient(provider(server))
+      const responses: ModelResponse[] = []
+      for (let n = 0; n < 6; n += 1) responses.push(await client.complete(requestFor(bodyOf())))
+      assert.equal(
+        responses.map((response) => (response.kind === 'completed' ? response.output.requestId : response.provider)),
+        [
+          'req_0',
+          'req_1',
+          { status: 500, type: 'server_error', requestId: 'req_2' },
+          { status: 400, code: 'context_length_exceeded', type: 'invalid_request_error', param: 'messages', requestId: 'req_3' },
+          { requestId: 'req_4' },
+          undefined,
+        ],
+      )
+      assert.equal(
+        responses.map((response) => (response.kind === 'interrupted' ? response.status : response.kind)),
+        ['completed', 'completed', 'retryable_failure', 'failed', 'failed', 'retryable_failure'],
+      )
+    },
+    { requestIds: true },
+  ),
+)
+
+test(
+  "the scripted server's requestIds function chooses each answer's id; an id over 256 characters is dropped, not the answer; a function that throws or gives no id has that request answered 500 naming why; requestIds of another kind is refused",
+  withServer(
+    [answer.text('one'), answer.text('two'), answer.status(429), answer.text('four'), answer.text('five')],
+    async (server) => {
+      const client = new OpenAIChatClient(provider(server))
+      const responses: ModelResponse[] = []
+      for (let n = 0; n < 5; n += 1) responses.push(await client.complete(requestFor(bodyOf())))
+      assert.equal(responses[0]?.kind === 'completed' && responses[0].output.requestId, 'r'.repeat(256))
+      assert.equal(responses[1]?.kind === 'completed' && 'requestId' in responses[1].output, false)
+      assert.equal(interrupted(responses[2]!).provider, { status: 429, type: 'invalid_request_error', requestId: 'gw-2' })
+      assert.match(interrupted(responses[3]!).message, /requestIds threw Error: no id today for request 3/)
+      assert.match(interrupted(responses[4]!).message, /requestIds returned 42 for request 4/)
+      for (const requestIds of ['yes', 1, null]) {
+        const refused = await scriptedModelServer([], { requestIds: requestIds as never }).then(
+          async (unexpected) => {
+            await unexpected.close()
+            return undefined
+          },
+          (error: { code?: string; details?: { field?: string } }) => [error.code, error.details?.field],
+        )
+        assert.equal(refused, ['TESTING_INVALID_OPTIONS', 'requestIds'], String(requestIds))
+      }
+    },
+    {
+      requestIds: (_, index) => {
+        if (index === 3) throw new Error('no id today')
+        return [`${'r'.repeat(256)}`, 'r'.repeat(257), `gw-${index}`, '', 42][index] as string
+      },
+    },
+  ),
 )
 
 test(

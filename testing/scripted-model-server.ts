@@ -168,6 +168,19 @@ export const answer = {
   },
 }
 
+/** Chooses the `x-request-id` header of each answer (see `scriptedModelServer`'s `requestIds`). */
+export type RequestIds = (request: RecordedRequest, index: number) => string
+
+/** What `scriptedModelServer` takes beside its script. */
+export interface ScriptedModelServerOptions {
+  /** Serve every answer as SSE (`true`) or plain JSON (`false`) unless the answer says otherwise; by default what the request asks. */
+  stream?: boolean | undefined
+  /** Begins the ids of the tool calls it makes (default `call`): 1–64 letters, digits, `_` or `-`. */
+  callIdPrefix?: string | undefined
+  /** An `x-request-id` header with every answer: `true` for `req_<request>`, or a function choosing each; none by default. */
+  requestIds?: boolean | RequestIds | undefined
+}
+
 /** A running scripted server. */
 export interface ScriptedModelServer {
   /** `http://127.0.0.1:PORT/v1` */
@@ -233,7 +246,10 @@ function requestNumberError(method: string, n: unknown): FactstateError {
  * @param script the answers in order, or a function choosing the answer for each request
  * @param options `stream: true` serves every answer as SSE unless the answer says otherwise;
  *   `callIdPrefix` (default `call`) begins the ids of the tool calls it makes, `<prefix>_<request>_<index>`:
- *   give each server its own when several answer one session (a successor in another process)
+ *   give each server its own when several answer one session (a successor in another process);
+ *   `requestIds` sends an `x-request-id` header with every answer, as OpenAI does: `true` sends
+ *   `req_<request>` (`req_0`, `req_1`, …), a function `(request, index) => id` chooses each (one that
+ *   throws or returns no non-empty string has that request answered 500 naming why); none by default
  *
  * @example
  * ```ts
@@ -250,7 +266,7 @@ function requestNumberError(method: string, n: unknown): FactstateError {
  * }
  * ```
  */
-export async function scriptedModelServer(script: Script, options: { stream?: boolean | undefined; callIdPrefix?: string | undefined } = {}): Promise<ScriptedModelServer> {
+export async function scriptedModelServer(script: Script, options: ScriptedModelServerOptions = {}): Promise<ScriptedModelServer> {
   if (!Array.isArray(script) && typeof script !== 'function') {
     throw new FactstateError('TESTING_INVALID_OPTIONS', 'scriptedModelServer: the script must be an array of answers or a function returning one', { details: { field: 'script' } })
   }
@@ -258,13 +274,23 @@ export async function scriptedModelServer(script: Script, options: { stream?: bo
     throw new FactstateError('TESTING_INVALID_OPTIONS', 'scriptedModelServer: options must be an object', { details: { field: 'options' } })
   }
   // Read once; a misspelt option (`strem: true`) is refused, not left at its default.
-  const { stream: given, callIdPrefix: prefix } = readOptions(options, ['stream', 'callIdPrefix'], { call: 'scriptedModelServer', code: 'TESTING_INVALID_OPTIONS', details: (field) => ({ field }) })
+  const {
+    stream: given,
+    callIdPrefix: prefix,
+    requestIds,
+  } = readOptions(options, ['stream', 'callIdPrefix', 'requestIds'], { call: 'scriptedModelServer', code: 'TESTING_INVALID_OPTIONS', details: (field) => ({ field }) })
   if (given !== undefined && typeof given !== 'boolean') {
     throw new FactstateError('TESTING_INVALID_OPTIONS', `scriptedModelServer: stream must be a boolean, not ${typeof given}`, { details: { field: 'stream' } })
   }
   if (prefix !== undefined && (typeof prefix !== 'string' || !/^[A-Za-z0-9_-]{1,64}$/.test(prefix))) {
     throw new FactstateError('TESTING_INVALID_OPTIONS', 'scriptedModelServer: callIdPrefix must be 1–64 characters from A–Z, a–z, 0–9, _ and -', { details: { field: 'callIdPrefix' } })
   }
+  if (requestIds !== undefined && typeof requestIds !== 'boolean' && typeof requestIds !== 'function') {
+    throw new FactstateError('TESTING_INVALID_OPTIONS', `scriptedModelServer: requestIds must be a boolean or a function (request, index) => id, not ${shown(requestIds)}`, {
+      details: { field: 'requestIds' },
+    })
+  }
+  const requestIdOf = requestIds === true ? (_: RecordedRequest, n: number) => `req_${n}` : typeof requestIds === 'function' ? (requestIds as RequestIds) : undefined
   const callIdPrefix = (prefix as string | undefined) ?? 'call'
   const stream = given as boolean | undefined
   const requests: RecordedRequest[] = []
@@ -541,6 +567,21 @@ export async function scriptedModelServer(script: Script, options: { stream?: bo
     // Handed to whoever waits for it, and not kept here: a test that empties `requests` lets it go.
     seenWaiters.get(recorded.index)?.resolve(recorded)
     seenWaiters.delete(recorded.index)
+    if (requestIdOf !== undefined) {
+      let id: unknown
+      try {
+        id = requestIdOf(recorded, recorded.index)
+      } catch (error) {
+        id = new Error(`threw ${String(error)}`)
+      }
+      if (typeof id !== 'string' || id === '') {
+        const why = id instanceof Error ? id.message : `returned ${shown(id)}`
+        writeJson(res, 500, { error: { message: `scripted model server: requestIds ${why} for request ${recorded.index}`, type: 'server_error' } })
+        return
+      }
+      // Sent with whatever answer this request gets (writeHead keeps it).
+      res.setHeader('x-request-id', id)
+    }
     const scripted = await choose(recorded)
     if (closed) return
     await respond(res, recorded, scripted)

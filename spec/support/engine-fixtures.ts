@@ -31,7 +31,7 @@ import {
   stateOf,
 } from '../../index.js'
 import { logInternals } from '../../store/event-log.js'
-import { type Script, type ScriptedModelServer, scriptedModelServer } from '../../testing/scripted-model-server.js'
+import { type Script, type ScriptedModelServer, type ScriptedModelServerOptions, scriptedModelServer } from '../../testing/scripted-model-server.js'
 import { rejectsWithCode } from './codes.js'
 import { withTempDir, withTimeout } from './temp.js'
 
@@ -236,6 +236,8 @@ export interface EngineTestOptions {
   engine?: Omit<EngineOptions, 'log' | 'model'>
   /** Serve every answer as SSE. */
   stream?: boolean
+  /** The server's `x-request-id` headers (see `scriptedModelServer`): none by default. */
+  requestIds?: ScriptedModelServerOptions['requestIds']
   /** Runs before the log is opened (for example a child process that writes the log and dies). */
   before?: (logPath: string) => Promise<void>
 }
@@ -249,7 +251,10 @@ export function engineTest(script: Script, options: EngineTestOptions, body: (ha
     withTimeout(
       withTempDir(async (dir) => {
         const logPath = join(dir, 'events')
-        const server = await scriptedModelServer(script, options.stream === undefined ? {} : { stream: options.stream })
+        const server = await scriptedModelServer(script, {
+          ...(options.stream === undefined ? {} : { stream: options.stream }),
+          ...(options.requestIds === undefined ? {} : { requestIds: options.requestIds }),
+        })
         let log: EventLog | undefined
         let current: EngineHarness | undefined
         try {

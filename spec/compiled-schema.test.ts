@@ -159,7 +159,7 @@ const toolOutcome = fc.oneof(
   object({ status: fc.constant('failed'), message: text }),
   object({ status: fc.constant('unknown'), message: text }),
 )
-const providerRefusal = object({}, { status: fc.integer({ min: 100, max: 599 }), code: boundedText(128), type: boundedText(128), param: boundedText(128) })
+const providerRefusal = object({}, { status: fc.integer({ min: 100, max: 599 }), code: boundedText(128), type: boundedText(128), param: boundedText(128), requestId: boundedText(256) })
 const invocationOutcome = fc.oneof(
   object({ status: fc.constant('completed') }),
   object({ status: fc.constant('handoff_paused'), pause }),
@@ -180,7 +180,7 @@ const factArbitraries = {
     stepId,
     output: object(
       { toolCalls: fc.array(object({ callId: text, name: text, arguments: text }), { maxLength: 3 }), finishReason: text },
-      { text, usage: object({}, { inputTokens: count, outputTokens: count, cachedInputTokens: count, reasoningTokens: count }), reasoning: text, responseId: boundedText(256) },
+      { text, usage: object({}, { inputTokens: count, outputTokens: count, cachedInputTokens: count, reasoningTokens: count }), reasoning: text, responseId: boundedText(256), requestId: boundedText(256) },
     ),
   }),
   'model.interrupted': object(
@@ -293,6 +293,43 @@ test("a model.interrupted and a failed outcome written before the provider's ref
     for (const bad of [{ status: 600 }, { code: 'c'.repeat(129) }, { code: '' }, { code: 400 }, { retryable: true }]) {
       assert.is(parseRuntimeEvent(make({ provider: bad }), MAX_DEPTH), undefined, JSON.stringify(bad))
       assert.not.ok(slowPath(make({ provider: bad })).ok, JSON.stringify(bad))
+    }
+  }
+})
+
+test("a model.completed, a model.interrupted and a failed outcome written before the provider's request id was recorded keep their bytes; ones with it take the fast path and decode as written", () => {
+  const eventOf = (id: string, fact: Record<string, unknown>) => ({ id, recordedAt: 1_700_000_000_000, invocation: { sessionId: 's', turnId: 't', runId: 'r', invocationId: 'i' }, fact })
+  const output = { text: 'done', toolCalls: [], finishReason: 'stop', usage: { inputTokens: 10, outputTokens: 5, cachedInputTokens: 8, reasoningTokens: 3 }, reasoning: 'think', responseId: 'chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT' }
+  const provider = { status: 400, code: 'context_length_exceeded', type: 'invalid_request_error', param: 'messages' }
+  const message = 'the provider answered HTTP 400: too long'
+  const completed = (extra: Record<string, unknown>) => eventOf('e-old', { type: 'model.completed', stepId: 'step-1', output: { ...output, ...extra } })
+  const interrupted = (extra: Record<string, unknown>) => eventOf('e-old', { type: 'model.interrupted', stepId: 'step-1', status: 'failed', message, provider: { ...provider, ...extra } })
+  const ended = (extra: Record<string, unknown>) => eventOf('e-old-2', { type: 'invocation.ended', outcome: { status: 'failed', class: 'model_failed', message, provider: { ...provider, ...extra } } })
+  // Their bytes as the release before wrote them.
+  const written = [
+    'Ad4ABKJpZKVlLW9sZKpyZWNvcmRlZEF0y0J4vP5WgAAAqmludm9jYXRpb27eAASpc2Vzc2lvbklkoXOmdHVybklkoXSlcnVuSWShcqxpbnZvY2F0aW9uSWShaaRmYWN03gADpHR5cGWvbW9kZWwuY29tcGxldGVkpnN0ZXBJZKZzdGVwLTGmb3V0cHV03gAGpHRleHSkZG9uZal0b29sQ2FsbHOQrGZpbmlzaFJlYXNvbqRzdG9wpXVzYWdl3gAEq2lucHV0VG9rZW5zCqxvdXRwdXRUb2tlbnMFsWNhY2hlZElucHV0VG9rZW5zCK9yZWFzb25pbmdUb2tlbnMDqXJlYXNvbmluZ6V0aGlua6pyZXNwb25zZUlk2SZjaGF0Y21wbC1COU1CczhDamN2T1UyakxuNG41NzBTNXFNSktjVA==',
+    'Ad4ABKJpZKVlLW9sZKpyZWNvcmRlZEF0y0J4vP5WgAAAqmludm9jYXRpb27eAASpc2Vzc2lvbklkoXOmdHVybklkoXSlcnVuSWShcqxpbnZvY2F0aW9uSWShaaRmYWN03gAFpHR5cGWxbW9kZWwuaW50ZXJydXB0ZWSmc3RlcElkpnN0ZXAtMaZzdGF0dXOmZmFpbGVkp21lc3NhZ2XZKHRoZSBwcm92aWRlciBhbnN3ZXJlZCBIVFRQIDQwMDogdG9vIGxvbmeocHJvdmlkZXLeAASmc3RhdHVzzQGQpGNvZGW3Y29udGV4dF9sZW5ndGhfZXhjZWVkZWSkdHlwZbVpbnZhbGlkX3JlcXVlc3RfZXJyb3KlcGFyYW2obWVzc2FnZXM=',
+    'Ad4ABKJpZKdlLW9sZC0yqnJlY29yZGVkQXTLQni8/laAAACqaW52b2NhdGlvbt4ABKlzZXNzaW9uSWShc6Z0dXJuSWShdKVydW5JZKFyrGludm9jYXRpb25JZKFppGZhY3TeAAKkdHlwZbBpbnZvY2F0aW9uLmVuZGVkp291dGNvbWXeAASmc3RhdHVzpmZhaWxlZKVjbGFzc6xtb2RlbF9mYWlsZWSnbWVzc2FnZdkodGhlIHByb3ZpZGVyIGFuc3dlcmVkIEhUVFAgNDAwOiB0b28gbG9uZ6hwcm92aWRlct4ABKZzdGF0dXPNAZCkY29kZbdjb250ZXh0X2xlbmd0aF9leGNlZWRlZKR0eXBltWludmFsaWRfcmVxdWVzdF9lcnJvcqVwYXJhbahtZXNzYWdlcw==',
+  ]
+  for (const [index, make] of [completed, interrupted, ended].entries()) {
+    const old = validateEvent(make({}))
+    assert.is(Buffer.from(encodeValidatedEvent(old)).toString('base64'), written[index])
+    assert.is(Buffer.from(encodeEvent(old)).toString('base64'), written[index])
+    assert.equal(decodeEvent(Buffer.from(written[index]!, 'base64'), 1), make({}))
+    // 256 characters is the most a fact holds (astral ones counted as one, as the schema counts).
+    for (const requestId of ['req_b4b1b7a1c8d34b6f9ad6d2b1f0d3c9e2', '😀'.repeat(256)]) {
+      const event = make({ requestId })
+      const fast = parseRuntimeEvent(event, MAX_DEPTH)
+      const slow = slowPath(event)
+      assert.ok(fast !== undefined && slow.ok, requestId)
+      sameEvent(fast, slow.value)
+      assert.is(Buffer.from(encodeValidatedEvent(fast)).toString('base64'), Buffer.from(encodeEvent(fast)).toString('base64'))
+      assert.equal(decodeEvent(encodeValidatedEvent(fast), 1), event)
+    }
+    // What the schema refuses of it (empty, over 256 characters, not a string) the fast path leaves to the slow one.
+    for (const bad of ['', 'r'.repeat(257), 42, null]) {
+      assert.is(parseRuntimeEvent(make({ requestId: bad }), MAX_DEPTH), undefined, JSON.stringify(bad))
+      assert.not.ok(slowPath(make({ requestId: bad })).ok, JSON.stringify(bad))
     }
   }
 })

@@ -145,4 +145,44 @@ test("a refused run without the provider's refusal recorded (as written before i
     20_000,
   ))
 
+test("logs written before the provider's request id was recorded (an answer with its responseId, a 500's refusal) digest as they did; ones with it are read back as written, after a reopen too, and recovery leaves them alone", () =>
+  withTimeout(
+    withTempDir(async (dir) => {
+      const output = { text: 'done', toolCalls: [], finishReason: 'stop', usage: { inputTokens: 10, outputTokens: 5, cachedInputTokens: 8, reasoningTokens: 3 }, reasoning: 'think', responseId: 'chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT' }
+      const provider = { status: 500, type: 'server_error' }
+      const message = 'the provider answered HTTP 500: upstream failed'
+      const refused = (extra: Record<string, unknown>) =>
+        oneStep({ type: 'model.interrupted', stepId: 'step-1', status: 'failed', message, provider: { ...provider, ...extra } }, { status: 'failed', class: 'model_failed', message, provider: { ...provider, ...extra } })
+      const logs = [
+        ['answered-before', answeredWith(output)],
+        ['answered-after', answeredWith({ ...output, requestId: 'req_b4b1b7a1c8d34b6f9ad6d2b1f0d3c9e2' })],
+        ['refused-before', refused({})],
+        ['refused-after', refused({ requestId: 'req_5f0e3c1a9b7d4e2f8a6c0b1d3e5f7a9c' })],
+      ] as const
+      // The digests the release before gave these logs.
+      const digests: Record<string, string> = {
+        'answered-before': 'sha256:95fe1dd7f76957e71997633b20fc98a8f2f93e2af8ea4d402697e2c6e221f585',
+        'refused-before': 'sha256:2386cdaf08ef4eb1debf8c8c452d6c796f06ced2f745a4bdf16751ab4cedeffc',
+      }
+      for (const [name, events] of logs) {
+        for (const reopened of [false, true]) {
+          const log = await EventLog.open(join(dir, name))
+          try {
+            if (!reopened) assert.equal(await log.appendAll(events), [1, 2, 3, 4])
+            assert.is(await recoverInvocations(log), 0, name)
+            const verified = await log.verify()
+            assert.is(verified.events, 4)
+            if (digests[name] !== undefined) assert.is(verified.digest, digests[name], name)
+            assert.equal((await log.invocationEvents('inv-old')).map((e) => e.event), events, name)
+            const [run] = await log.runs('session-old')
+            assert.equal(run?.outcome, (events[3]!.fact as { outcome: unknown }).outcome, name)
+          } finally {
+            await log.close()
+          }
+        }
+      }
+    }),
+    20_000,
+  ))
+
 test.run()

@@ -9,7 +9,7 @@ import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { EventLog, ModelExecutor, OpenAIChatClient, recoverInvocations, type ModelClient, type ModelRequestOrigin, type ProviderConfig } from '../index.js'
 import { answer } from '../testing/scripted-model-server.js'
-import { engineTest, factsOf, filesHolding, only, storedEvents } from './support/engine-fixtures.js'
+import { countingTool, engineTest, factsOf, filesHolding, only, storedEvents } from './support/engine-fixtures.js'
 import { withTimeout } from './support/temp.js'
 
 const seenOrigins: (ModelRequestOrigin | undefined)[] = []
@@ -164,6 +164,29 @@ test(
       },
     )
   })(),
+)
+
+test(
+  'a request id is never sent back: the next step and a continuation send no trace of the ids recorded with the answers before them',
+  engineTest(
+    [answer.toolCalls([{ name: 'echo', arguments: { value: 1 } }]), answer.text('echoed'), answer.text('again')],
+    { requestIds: (_, index) => `req-sent-back-${index}` },
+    async (h) => {
+      const tools = [countingTool()]
+      assert.equal(await h.run(h.input('first', { tools })), { status: 'completed' })
+      const source = (await h.log.runSource('session-first', 'run-first'))?.boundary
+      assert.ok(source)
+      const next = h.input('next', { session: 'session-first', tools })
+      assert.equal(await h.run({ ...next, work: { kind: 'continuation', source, content: 'and now?' } }), { status: 'completed' })
+      const recorded = [...(await factsOf(h.log, 'invocation-first')), ...(await factsOf(h.log, 'invocation-next'))].flatMap((fact) => (fact.type === 'model.completed' ? [fact.output.requestId] : []))
+      assert.equal(recorded, ['req-sent-back-0', 'req-sent-back-1', 'req-sent-back-2'])
+      assert.is(h.server.requests.length, 3)
+      assert.equal(
+        h.server.requests.filter((request) => request.bodyText.includes('sent-back')).map((request) => request.index),
+        [],
+      )
+    },
+  ),
 )
 
 test(

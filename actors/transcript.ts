@@ -302,6 +302,12 @@ export interface UsageTotals {
    * what was reported, short of what was spent.
    */
   unreported: number
+  /**
+   * Model requests that ended `model.interrupted` (a failure, a timeout, a cancel, a stream cut short)
+   * rather than answered: a provider may bill them (the prompt, and what it streamed), and no count
+   * is recorded for them. While it is above 0 the sums are short of what was spent too.
+   */
+  interrupted: number
   /** The sum of the answers' `inputTokens`. */
   inputTokens: number
   /** The sum of the answers' `outputTokens`. */
@@ -314,8 +320,8 @@ export interface UsageTotals {
 
 /**
  * The token counts the answers in `events` reported (their `model.completed` facts' `output.usage`),
- * summed, with how many answers there were and how many did not report both counts: a total is
- * never silently short. Takes what `answerOf` takes: one invocation's facts, as
+ * summed, with how many answers there were, how many did not report both counts and how many
+ * requests were interrupted instead of answered: a total is never silently short. Takes what `answerOf` takes: one invocation's facts, as
  * `log.invocationEvents` gives them, or their events (or any list of them: a session's, a lineage's).
  *
  * @example
@@ -324,8 +330,9 @@ export interface UsageTotals {
  * ```
  */
 export function usageOf(events: readonly (RuntimeEvent | StoredEvent)[]): UsageTotals {
-  const totals: UsageTotals = { answers: 0, unreported: 0, inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, reasoningTokens: 0 }
+  const totals: UsageTotals = { answers: 0, unreported: 0, interrupted: 0, inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, reasoningTokens: 0 }
   for (const { fact } of eventsOf(events, 'usageOf')) {
+    if (fact.type === 'model.interrupted') totals.interrupted += 1
     if (fact.type !== 'model.completed') continue
     totals.answers += 1
     const usage = fact.output?.usage

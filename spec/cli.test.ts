@@ -219,10 +219,10 @@ test('log --runs lists a session\'s runs in the order they opened, how each bega
     assert.equal(
       json.stdout.trim().split('\n').map((line) => JSON.parse(line) as { runId: string; terminal: string | null; usage: unknown }).map((run) => [run.runId, run.terminal, run.usage]),
       [
-        ['run-a', 'completed', { answers: 2, unreported: 0, inputTokens: 2100, outputTokens: 56, cachedInputTokens: 800, reasoningTokens: 15 }],
-        ['run-b', 'completed', { answers: 2, unreported: 1, inputTokens: 300, outputTokens: 20, cachedInputTokens: 0, reasoningTokens: 0 }],
-        ['run-d', 'completed', { answers: 2, unreported: 2, inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, reasoningTokens: 0 }],
-        ['run-c', null, { answers: 0, unreported: 0, inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, reasoningTokens: 0 }],
+        ['run-a', 'completed', { answers: 2, unreported: 0, interrupted: 0, inputTokens: 2100, outputTokens: 56, cachedInputTokens: 800, reasoningTokens: 15 }],
+        ['run-b', 'completed', { answers: 2, unreported: 1, interrupted: 0, inputTokens: 300, outputTokens: 20, cachedInputTokens: 0, reasoningTokens: 0 }],
+        ['run-d', 'completed', { answers: 2, unreported: 2, interrupted: 0, inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, reasoningTokens: 0 }],
+        ['run-c', null, { answers: 0, unreported: 0, interrupted: 0, inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, reasoningTokens: 0 }],
       ],
     )
     const none = await cli(['log', location, '--session', 'nobody', '--runs'])

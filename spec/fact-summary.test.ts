@@ -120,19 +120,27 @@ test("usageOf sums a run's answers, and says how many reported no full count; us
   ]
   const events = facts.map((fact, index) => ({ seq: index + 1, event: { id: `e${index}`, recordedAt: 0, invocation: { sessionId: 's', turnId: 't', runId: 'r', invocationId: 'i' }, fact } }))
   const whole = usageOf(events)
-  assert.equal(whole, { answers: 2, unreported: 0, inputTokens: 1234, outputTokens: 56, cachedInputTokens: 800, reasoningTokens: 20 })
+  assert.equal(whole, { answers: 2, unreported: 0, interrupted: 0, inputTokens: 1234, outputTokens: 56, cachedInputTokens: 800, reasoningTokens: 20 })
   assert.equal(usageOf(events.map(({ event }) => event)), whole, 'from the events too')
   assert.is(usageTotalsText(whole), '2 answers, tokens 1234 in (800 cached), 56 out (20 reasoning)')
 
   const partial = usageOf([...events, { seq: 4, event: { ...events[1]!.event, id: 'e4', fact: answered() } }, { seq: 5, event: { ...events[1]!.event, id: 'e5', fact: answered({ inputTokens: 10 }) } }])
-  assert.equal(partial, { answers: 4, unreported: 2, inputTokens: 1244, outputTokens: 56, cachedInputTokens: 800, reasoningTokens: 20 })
+  assert.equal(partial, { answers: 4, unreported: 2, interrupted: 0, inputTokens: 1244, outputTokens: 56, cachedInputTokens: 800, reasoningTokens: 20 })
   assert.is(usageTotalsText(partial), '4 answers, tokens at least 1244 in (800 cached), 56 out (20 reasoning) (usage missing from 2)')
 
   const none = usageOf([{ seq: 1, event: { ...events[1]!.event, fact: answered() } }])
-  assert.equal(none, { answers: 1, unreported: 1, inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, reasoningTokens: 0 })
+  assert.equal(none, { answers: 1, unreported: 1, interrupted: 0, inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, reasoningTokens: 0 })
   assert.is(usageTotalsText(none), '1 answer, tokens not reported')
   assert.is(usageTotalsText(usageOf([])), 'no answers')
   assert.is(usageTotalsText(usageOf([events[0]!])), 'no answers', 'a run that asked and got no answer')
+  // A request interrupted instead of answered (a timeout, a cut stream) may be billed and has no count: the total says so.
+  const cut = { seq: 6, event: { ...events[1]!.event, id: 'e6', fact: { type: 'model.interrupted', stepId: 'step-2', status: 'timed_out' } as Fact } }
+  const short = usageOf([...events, cut])
+  assert.is(short.interrupted, 1)
+  assert.is(usageTotalsText(short), '2 answers, tokens at least 1234 in (800 cached), 56 out (20 reasoning) (1 interrupted request not counted)')
+  assert.is(usageTotalsText(usageOf([...events, cut, cut, { seq: 4, event: { ...events[1]!.event, id: 'e4', fact: answered() } }])), '3 answers, tokens at least 1234 in (800 cached), 56 out (20 reasoning) (usage missing from 1; 2 interrupted requests not counted)')
+  assert.is(usageTotalsText(usageOf([events[0]!, cut])), 'no answers (1 interrupted request not counted)')
+  assert.is(usageTotalsText(usageOf([{ seq: 1, event: { ...events[1]!.event, fact: answered() } }, cut])), '1 answer, tokens not reported (1 interrupted request not counted)')
   assert.throws(() => usageOf({} as never), /usageOf takes a list of events/)
 })
 

@@ -1,5 +1,5 @@
-import type { UsageTotals } from '../actors/transcript.js'
-import type { Fact, ModelUsage, ProviderRefusal } from '../facts/types.js'
+import type { Fact, ProviderRefusal } from '../facts/types.js'
+import { usageText } from '../inspector/page/format.js'
 
 /** `text` cut to `max` characters with `…`, never between the two halves of a character (an emoji). */
 export const clip = (text: string, max = 80): string => {
@@ -48,32 +48,9 @@ function refusalCode(provider: ProviderRefusal | undefined): string {
   return provider?.code === undefined ? '' : ` (${clip(provider.code)})`
 }
 
-/**
- * One answer's token counts, in a few words: `1234 in (1000 cached), 56 out (20 reasoning)`. A count
- * the answer did not report is left out (`? in` where only the cached part of the input was); `''`
- * for an answer that reported none.
- */
-export function usageText(usage: ModelUsage | undefined): string {
-  if (usage === undefined) return ''
-  const part = (total: number | undefined, within: number | undefined, label: string, withinLabel: string) =>
-    total === undefined && within === undefined ? [] : [`${total ?? '?'} ${label}${within === undefined ? '' : ` (${within} ${withinLabel})`}`]
-  return [...part(usage.inputTokens, usage.cachedInputTokens, 'in', 'cached'), ...part(usage.outputTokens, usage.reasoningTokens, 'out', 'reasoning')].join(', ')
-}
-
-/**
- * A run's token totals (`usageOf` of its facts) in a few words: `3 answers, tokens 1234 in (1000
- * cached), 56 out (20 reasoning)`; `at least …` with how many answers did not report their counts,
- * so a partial total never reads as whole; `3 answers, tokens not reported` when none did;
- * `no answers` for a run without one.
- */
-export function usageTotalsText(totals: UsageTotals): string {
-  const { answers, unreported, inputTokens, outputTokens, cachedInputTokens, reasoningTokens } = totals
-  if (answers === 0) return 'no answers'
-  const counted = `${answers} answer${answers === 1 ? '' : 's'}`
-  if (unreported === answers && inputTokens === 0 && outputTokens === 0) return `${counted}, tokens not reported`
-  const counts = `${inputTokens} in${cachedInputTokens > 0 ? ` (${cachedInputTokens} cached)` : ''}, ${outputTokens} out${reasoningTokens > 0 ? ` (${reasoningTokens} reasoning)` : ''}`
-  return unreported === 0 ? `${counted}, tokens ${counts}` : `${counted}, tokens at least ${counts} (usage missing from ${unreported})`
-}
+// One answer's token counts and a run's totals read the same in the CLI and on the inspector's page,
+// which loads only its own modules: the page's are the ones.
+export { usageText, usageTotalsText } from '../inspector/page/format.js'
 
 /**
  * The key fields of a fact in one short line (for the CLI, logs and the inspector's timeline).

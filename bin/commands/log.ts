@@ -22,7 +22,8 @@ Filters combine. TYPE is a fact type such as tool.dispatched; a trailing * match
 --runs prints the session's runs instead, one line each in the order they opened: run, turn,
 invocation, how it began (from which run), how it ended (or open), its first and last seq, and the
 tokens its answers reported, summed ("at least", with how many answers reported none, when not
-all did; --json: usage, with answers, unreported and the sums).
+all did, or when requests were interrupted; --json: usage, with answers, unreported,
+interrupted and the sums).
 The log is read as a snapshot (a copy taken now, beside the log, removed at the end), so the
 application can open it meanwhile; when another process has it open, the snapshot holds every fact
 durable by then (said on stderr), and facts appended after it are not printed.

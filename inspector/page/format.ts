@@ -87,8 +87,7 @@ export function statusDetail(summary: InvocationSummary): string {
   }
 }
 
-// The page loads only its own modules: these two read as store/fact-summary.ts's `usageText` and
-// `usageTotalsText` (the CLI's), which spec/inspector.test.ts checks the page against.
+// These two are the CLI's too (store/fact-summary.ts takes them from here): the page loads only its own modules.
 
 /** One answer's token counts: `1234 in (1000 cached), 56 out (20 reasoning)`, counts not reported left out; `''` for none. */
 export function usageText(usage: ModelUsage | undefined): string {
@@ -98,14 +97,22 @@ export function usageText(usage: ModelUsage | undefined): string {
   return [...part(usage.inputTokens, usage.cachedInputTokens, 'in', 'cached'), ...part(usage.outputTokens, usage.reasoningTokens, 'out', 'reasoning')].join(', ')
 }
 
-/** A run's token totals: `3 answers, tokens 1234 in (1000 cached), 56 out (20 reasoning)`, `at least …` when some answers reported none. */
+/**
+ * A run's token totals (`usageOf` of its facts): `3 answers, tokens 1234 in (1000 cached), 56 out (20
+ * reasoning)`; `at least …`, saying what is missing, when some answers reported no counts or some
+ * requests were interrupted (a provider may bill those, and nothing records their counts), so a
+ * partial total never reads as whole; `3 answers, tokens not reported` when none did; `no answers`
+ * for a run without one.
+ */
 export function usageTotalsText(totals: UsageTotals): string {
-  const { answers, unreported, inputTokens, outputTokens, cachedInputTokens, reasoningTokens } = totals
-  if (answers === 0) return 'no answers'
+  const { answers, unreported, interrupted, inputTokens, outputTokens, cachedInputTokens, reasoningTokens } = totals
+  const uncounted = interrupted > 0 ? `${interrupted} interrupted request${interrupted === 1 ? '' : 's'} not counted` : ''
+  if (answers === 0) return uncounted === '' ? 'no answers' : `no answers (${uncounted})`
   const counted = `${answers} answer${answers === 1 ? '' : 's'}`
-  if (unreported === answers && inputTokens === 0 && outputTokens === 0) return `${counted}, tokens not reported`
+  if (unreported === answers && inputTokens === 0 && outputTokens === 0) return `${counted}, tokens not reported${uncounted === '' ? '' : ` (${uncounted})`}`
   const counts = `${inputTokens} in${cachedInputTokens > 0 ? ` (${cachedInputTokens} cached)` : ''}, ${outputTokens} out${reasoningTokens > 0 ? ` (${reasoningTokens} reasoning)` : ''}`
-  return unreported === 0 ? `${counted}, tokens ${counts}` : `${counted}, tokens at least ${counts} (usage missing from ${unreported})`
+  const missing = [...(unreported > 0 ? [`usage missing from ${unreported}`] : []), ...(uncounted === '' ? [] : [uncounted])]
+  return missing.length === 0 ? `${counted}, tokens ${counts}` : `${counted}, tokens at least ${counts} (${missing.join('; ')})`
 }
 
 /** The colour family of a fact type. */

@@ -28,11 +28,12 @@ function stat(label: string, value: string, props: { title?: string; data?: Reco
 
 /** The run's token totals, with what a partial one lacks said on hover. */
 function usageStat(usage: UsageTotals): HTMLElement {
-  const partial = usage.unreported > 0 && usage.unreported < usage.answers
+  const partial = (usage.unreported > 0 && usage.unreported < usage.answers) || (usage.interrupted > 0 && usage.answers > 0)
+  const interrupted = usage.interrupted > 0 ? `; ${usage.interrupted} request(s) ended model.interrupted, which a provider may bill and nothing counts, so the sums are short of what was spent` : ''
   const title =
     usage.answers === 0
-      ? 'no model.completed fact yet'
-      : `the output.usage of its model.completed facts, summed${usage.unreported > 0 ? `; ${usage.unreported} of them reported no input or output count, so the sums are short of what was spent` : ''}; cached and reasoning tokens are counted within in and out`
+      ? `no model.completed fact yet${interrupted}`
+      : `the output.usage of its model.completed facts, summed${usage.unreported > 0 ? `; ${usage.unreported} of them reported no input or output count, so the sums are short of what was spent` : ''}${interrupted}; cached and reasoning tokens are counted within in and out`
   return stat('usage', usageTotalsText(usage), { title, data: { usage: partial ? 'partial' : usage.unreported > 0 ? 'unreported' : usage.answers === 0 ? 'none' : 'reported' } })
 }
 

@@ -127,9 +127,13 @@ export function timedCall<T>(gate: AbortSignal, timeoutMs: number, whose: string
 }
 export const ABANDONED: unique symbol = Symbol('abandoned')
 
+/** How much of a tool's failure message, and of its signal's reason, an `outcome_unknown` message quotes. */
+const SHOWN_IN_OUTCOME = 1_000
+const SHOWN_LIMIT = "the {limit} an outcome's message quotes of it"
+
 /** How a call of a tool with effects that threw once its signal aborted is told (`tool` its name, and its operation in a run): see `runToolCall`. */
 export const thrownAfterAbort = (tool: string, message: string, reason: string): string =>
-  `tool ${tool} failed after its signal aborted (${reason}): ${messageWithin(message, 1_000)}; its effect may or may not have happened`
+  `tool ${tool} failed after its signal aborted (${reason}): ${messageWithin(message, SHOWN_IN_OUTCOME, SHOWN_LIMIT)}; its effect may or may not have happened`
 
 /** How a call the engine stopped waiting for is told: past `timeoutMs` (`whose`, when given) and the grace after its signal aborted. */
 export const notWaitedFor = (timeoutMs: number, whose?: string): string =>
@@ -185,7 +189,7 @@ export async function runToolCall(
   } catch (error) {
     const message = messageWithin(redactMessage(messageOf(error)), limits.maxToolResultBytes)
     // Read as the rejection arrives: the signal the tool was given had aborted by then.
-    if (given?.aborted === true && tool.readOnly !== true) return { ok: false, message, uncertain: messageWithin(redactMessage(messageOf(given.reason)), 1_000) }
+    if (given?.aborted === true && tool.readOnly !== true) return { ok: false, message, uncertain: messageWithin(redactMessage(messageOf(given.reason)), SHOWN_IN_OUTCOME, SHOWN_LIMIT) }
     return { ok: false, message }
   }
 }
@@ -258,15 +262,19 @@ function jsonOutput(output: unknown, limit: number): ToolResult {
   return problem ? unrecorded(`a fact cannot hold it exactly: ${problem}`) : { ok: true, value }
 }
 
-/** A tool's failure message of at most `limit` UTF-8 bytes: a longer one is cut there, with a note that says so. */
-function messageWithin(message: string, limit: number): string {
+/**
+ * A tool's failure message of at most `limit` UTF-8 bytes: a longer one is cut there, with a note
+ * that says so and names the limit (`whose`: the engine's `maxToolResultBytes`, or a part of an
+ * outcome's message that is kept short).
+ */
+function messageWithin(message: string, limit: number, whose = "the engine's limit of {limit}, maxToolResultBytes"): string {
   if (message.length * 3 <= limit) return message
   const bytes = Buffer.from(message)
   if (bytes.length <= limit) return message
   // Cut at a character's start: a UTF-8 continuation byte is 10xxxxxx.
   let end = limit
   while (end > 0 && ((bytes[end] as number) & 0xc0) === 0x80) end -= 1
-  return `${bytes.subarray(0, end).toString()}… (cut: the message is ${bytesShown(bytes.length)}, over the engine's limit of ${bytesShown(limit)}, maxToolResultBytes)`
+  return `${bytes.subarray(0, end).toString()}… (cut: the message is ${bytesShown(bytes.length)}, over ${whose.replace('{limit}', bytesShown(limit))})`
 }
 
 export class InvocationActor {

@@ -156,6 +156,10 @@ test('callTool gives a tool its default context, an arguments value JSON-encoded
     const call = callTool(waiting, {}, { signal: controller.signal })
     controller.abort('the user left')
     assert.equal(await call, { status: 'unknown', message: 'tool waiting failed after its signal aborted (the user left): stopped: the user left; its effect may or may not have happened' })
+    // A signal aborted before the call: not called, as a cancelled run starts no call.
+    let calls = 0
+    assert.equal(await callTool({ name: 'never', execute: () => ++calls }, {}, { signal: AbortSignal.abort('gone') }), { status: 'rejected', reason: 'cancelled' })
+    assert.is(calls, 0)
     // A read-only tool's failure is one; what a tool returns once told is recorded as it returned.
     const again = new AbortController()
     const readOnly = callTool({ ...waiting, readOnly: true }, {}, { signal: again.signal })
@@ -180,6 +184,11 @@ test('callTool applies the time limit as the engine does: the signal aborts at t
     assert.is(stopped.status, 'unknown', 'a tool with effects that throws once its time is up: a run leaves it uncertain')
     assert.match((stopped as { message: string }).message, /^tool polite failed after its signal aborted \(the tool did not finish within 20 ms \(its timeoutMs\)\): /)
     assert.equal(await callTool({ ...polite, readOnly: true }, {}), { status: 'failed', message: 'the tool did not finish within 20 ms (its timeoutMs)' })
+    // A long failure is quoted in part, and the note names that limit, not maxToolResultBytes.
+    const wordy: ToolDefinition = { ...polite, execute: (_input, context) => new Promise((_resolve, reject) => context.signal.addEventListener('abort', () => reject(new Error('x'.repeat(5_000))), { once: true })) }
+    const quoted = await callTool(wordy, {})
+    assert.is(quoted.status, 'unknown')
+    assert.match((quoted as { message: string }).message, /x{1000}… \(cut: the message is 5,000 bytes, over the 1,000 bytes an outcome's message quotes of it\); its effect may or may not have happened$/)
     let release = () => undefined as void
     const deaf: ToolDefinition = { name: 'deaf', execute: () => new Promise<void>((resolve) => (release = resolve)) }
     const abandoned = await callTool(deaf, {}, { toolTimeoutMs: 20 })

@@ -30,6 +30,8 @@ export type ToolCallOutcome =
   | { status: 'failed'; message: string }
   /** `tool.rejected{invalid_input}`: the arguments are not JSON or the tool's input schema refuses them; the tool was not called. */
   | { status: 'rejected'; reason: 'invalid_input'; message: string }
+  /** `tool.rejected{cancelled}`: the `signal` option had aborted before the call; the tool was not called, as a cancelled run starts no call. */
+  | { status: 'rejected'; reason: 'cancelled' }
   /** Not settled within its time limit and the grace after it: left dispatched, an unknown outcome for its session to reconcile. */
   | { status: 'abandoned'; message: string }
   /**
@@ -95,6 +97,7 @@ export async function callTool(tool: ToolDefinition, args: unknown, options: Cal
   if (!('input' in taken)) return { status: 'rejected', reason: 'invalid_input', message: `the arguments ${taken.unusable}` }
   const wrong = check?.(taken.input)
   if (wrong !== undefined) return { status: 'rejected', reason: 'invalid_input', message: wrong }
+  if ((signal as AbortSignal).aborted) return { status: 'rejected', reason: 'cancelled' }
   const limits = { toolTimeoutMs: toolTimeoutMs as number | undefined, maxToolResultBytes: maxToolResultBytes as number }
   const result = await runToolCall(tool, taken.input, signal as AbortSignal, { operationId, invocation }, limits)
   if (result === ABANDONED) {

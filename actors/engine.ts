@@ -248,7 +248,7 @@ function recordedCredential(run: RunInput): void {
     ['configuration', run.configuration],
     ['instructions', run.instructions],
     ['requestFingerprint', run.requestFingerprint],
-    ['work.content', work.kind === 'handoff' ? undefined : work.content],
+    ['work.content', work.content],
     ['tools', run.tools.map((tool) => tool.name)],
   ]
   for (const [field, value] of recorded) {
@@ -496,6 +496,7 @@ export class Engine {
     // any model request, so it runs under no settings of its own and is not held to the seal's (a
     // deploy that changed a tool's description must not strand the turn). It records the seal's.
     const givingUp = work.kind === 'handoff' && signal?.aborted === true
+    const fingerprint = run.requestFingerprint === undefined ? {} : { requestFingerprint: run.requestFingerprint }
     // In a log put back from a backup: whether the session has run since, read here, outside the group
     // commit (a session's runs can be many); the admission refuses with it. It only ever goes from
     // restored to run-since, by a run of the session, which the admission then finds busy or opened.
@@ -542,10 +543,11 @@ export class Engine {
       execution = canonical(pause.execution)
       if (givingUp) configuration = { ...configuration, cwd: execution.cwd }
       budget = pause.remainingSteps
-      opened = { kind: 'handoff', source: work.source, pause: canonical(pause) }
+      // The message (a reviewer's decision) as a continuation's is: recorded, then replayed after the sealed
+      // transcript. Not a setting: a given-up successor records it too, for a continuation of its run.
+      opened = { kind: 'handoff', source: work.source, pause: canonical(pause), ...(work.content === undefined ? {} : { content: work.content }), ...fingerprint }
     } else {
       const priorUnknown = await this.#priorUnknown(run, restored)
-      const fingerprint = run.requestFingerprint === undefined ? {} : { requestFingerprint: run.requestFingerprint }
       const acknowledged = priorUnknown.length > 0 ? { priorUnknown } : {}
       if (work.kind === 'continuation') {
         // A copy: the caller's boundary object never becomes part of the run's settings (or of a pause).

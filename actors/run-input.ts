@@ -58,6 +58,16 @@ export type RunWork =
       /** The sealed pause, `log.runSource(sessionId, runId).pause`: only the sealed facts admit a successor. */
       pause: HandoffPause
       /**
+       * What happened while the turn was paused (a reviewer's decision: "carol@acme approved the refund
+       * of O-3"), as the user's message: the model gets the sealed run's transcript, then this. Not
+       * empty; checked and recorded as a continuation's `content` is (in `invocation.opened`), replayed
+       * by every later run of the chain, and not an execution setting: a seal does not compare it.
+       * Without it the successor's first request is the one the sealed run would have sent. A successor
+       * given up (admitted with an already aborted signal) records it too, unsent: a continuation of
+       * that successor's run replays it.
+       */
+      content?: string | undefined
+      /**
        * In a log put back from a backup (`log.restoredFrom()`), acknowledges that the turn's successor may
        * have run after the backup (checked by you): without it the successor of a session that has not
        * run since is refused, `RUN_RECONCILIATION_REQUIRED`. Not recorded; without effect elsewhere.
@@ -102,8 +112,8 @@ export interface RunInput {
    */
   maxSteps?: number | undefined
   /**
-   * 1–256 characters of your own (a hash of the request that started the run, say), recorded in a
-   * message's or continuation's `invocation.opened` (a successor records none). Not sealed.
+   * 1–256 characters of your own (a hash of the request that started the run, say), recorded in the
+   * run's `invocation.opened` (a message's, a continuation's or a successor's). Not sealed.
    */
   requestFingerprint?: string | undefined
   /**
@@ -294,7 +304,13 @@ const runInputSchema = z.strictObject({
       allowPriorUnknown: z.boolean().optional(),
       allowRestored: z.boolean().optional(),
     }),
-    z.strictObject({ kind: z.literal('handoff'), source: runBoundarySchema, pause: handoffPauseSchema, allowRestored: z.boolean().optional() }),
+    z.strictObject({
+      kind: z.literal('handoff'),
+      source: runBoundarySchema,
+      pause: handoffPauseSchema,
+      content: z.string().min(1).optional(),
+      allowRestored: z.boolean().optional(),
+    }),
   ]),
 })
 

@@ -61,8 +61,9 @@ export class TranscriptBuilder {
           if (first?.role === 'system') this.#messages[0] = { role: 'system', content: `${first.content ?? ''}\n\n${note}` }
           else this.#messages.unshift({ role: 'system', content: note })
         }
-        // A message run's question, or a continuation's next message after the lineage it replays.
-        if (fact.input.kind !== 'handoff' && fact.input.content !== undefined) this.#messages.push({ role: 'user', content: fact.input.content })
+        // A message run's question, a continuation's next message after the lineage it replays, or what a
+        // successor was told of its paused turn after the sealed transcript (none: the sealed request as it was).
+        if (fact.input.content !== undefined) this.#messages.push({ role: 'user', content: fact.input.content })
         break
       case 'model.completed': {
         this.#closeUnanswered()

@@ -68,7 +68,8 @@ const invocationInput = z.discriminatedUnion('kind', [
     requestFingerprint: text.optional(),
     priorUnknown: z.array(uncertainOperation).optional(),
   }),
-  z.strictObject({ kind: z.literal('handoff'), source: runBoundarySchema, pause: handoffPauseSchema }),
+  // `content` and `requestFingerprint` last and optional: a successor written without them keeps its bytes.
+  z.strictObject({ kind: z.literal('handoff'), source: runBoundarySchema, pause: handoffPauseSchema, content: text.min(1).optional(), requestFingerprint: text.optional() }),
 ])
 
 /** A provider's id for an answer: 1–256 characters (a longer one is dropped, not the answer). */

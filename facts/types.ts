@@ -135,6 +135,14 @@ export type InvocationInput =
       source: RunBoundary
       /** The pause it was sealed with. */
       pause: HandoffPause
+      /**
+       * What the run input's `work.content` told the successor (what happened while the turn was paused:
+       * a reviewer's decision), after the replayed sealed transcript; absent in successors given none and
+       * in those recorded before it was.
+       */
+      content?: string
+      /** The run input's `requestFingerprint`, when it had one; absent in successors recorded before it was. */
+      requestFingerprint?: string
     }
 
 /** An operation whose effect may or may not have happened. */

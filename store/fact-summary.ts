@@ -72,7 +72,7 @@ function describe(fact: Fact): string {
       const acknowledged = unknown > 0 ? ` (acknowledges ${unknown} unknown outcome(s))` : ''
       return input.kind === 'message'
         ? `message ${json(input.content)}${acknowledged}${told}`
-        : `${input.kind} from ${input.source.invocation.runId}@${input.source.highWater}${input.kind === 'continuation' && input.content !== undefined ? `, message ${json(input.content)}` : ''}${acknowledged}${told}`
+        : `${input.kind} from ${input.source.invocation.runId}@${input.source.highWater}${input.content !== undefined ? `, message ${json(input.content)}` : ''}${acknowledged}${told}`
     }
     case 'model.requested':
       return `${fact.stepId} model=${fact.model}`

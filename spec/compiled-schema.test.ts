@@ -150,7 +150,7 @@ const uncertain = object({ invocationId: id, operationId: nonEmptyText, callId: 
 const invocationInput = fc.oneof(
   object({ kind: fc.constant('message'), content: text }, { requestFingerprint: text, priorUnknown: fc.array(uncertain, { maxLength: 2 }) }),
   object({ kind: fc.constant('continuation'), source: runBoundary }, { content: nonEmptyText, requestFingerprint: text, priorUnknown: fc.array(uncertain, { maxLength: 2 }) }),
-  object({ kind: fc.constant('handoff'), source: runBoundary, pause }),
+  object({ kind: fc.constant('handoff'), source: runBoundary, pause }, { content: nonEmptyText, requestFingerprint: text }),
 )
 const stepId = boundedText(256)
 const operationId = boundedText(512)
@@ -331,6 +331,47 @@ test("a model.completed, a model.interrupted and a failed outcome written before
       assert.is(parseRuntimeEvent(make({ requestId: bad }), MAX_DEPTH), undefined, JSON.stringify(bad))
       assert.not.ok(slowPath(make({ requestId: bad })).ok, JSON.stringify(bad))
     }
+  }
+})
+
+test("a successor's invocation.opened written before content and requestFingerprint were recorded keeps its bytes; one with them takes the fast path and decodes as written", () => {
+  const execution = { model: 'model-x', providerOptions: {}, cwd: '/srv/project', tools: { catalogDigest: `sha256:${'0'.repeat(64)}`, names: [] } }
+  const pause = {
+    intent: { handoffId: 'review', hostEpoch: 'host-a', rootRunId: 'run-old', successorRunId: 'run-old.review', successorInvocationId: 'inv-old.review', claimId: 'inv-old.review.claim' },
+    remainingSteps: 7,
+    execution,
+  }
+  const source = { invocation: { sessionId: 'session-old', turnId: 'turn-old', runId: 'run-old', invocationId: 'inv-old' }, highWater: 2, digest: `sha256:${'2'.repeat(64)}` }
+  const make = (extra: Record<string, unknown>) => ({
+    id: 'e-old',
+    recordedAt: 1_700_000_000_000,
+    invocation: { sessionId: 's', turnId: 't', runId: 'r', invocationId: 'i' },
+    fact: { type: 'invocation.opened', input: { kind: 'handoff', source, pause, ...extra }, configuration: { cwd: '/srv/project' }, execution },
+  })
+  // Its bytes as the release before wrote them.
+  const written =
+    'Ad4ABKJpZKVlLW9sZKpyZWNvcmRlZEF0y0J4vP5WgAAAqmludm9jYXRpb27eAASpc2Vzc2lvbklkoXOmdHVybklkoXSlcnVuSWShcqxpbnZvY2F0aW9uSWShaaRmYWN03gAEpHR5cGWxaW52b2NhdGlvbi5vcGVuZWSlaW5wdXTeAAOka2luZKdoYW5kb2ZmpnNvdXJjZd4AA6ppbnZvY2F0aW9u3gAEqXNlc3Npb25JZKtzZXNzaW9uLW9sZKZ0dXJuSWSodHVybi1vbGSlcnVuSWSncnVuLW9sZKxpbnZvY2F0aW9uSWSnaW52LW9sZKloaWdoV2F0ZXICpmRpZ2VzdNlHc2hhMjU2OjIyMjIyMjIyMjIyMjIyMjIyMjIyMjIyMjIyMjIyMjIyMjIyMjIyMjIyMjIyMjIyMjIyMjIyMjIyMjIyMjIyMjKlcGF1c2XeAAOmaW50ZW503gAGqWhhbmRvZmZJZKZyZXZpZXepaG9zdEVwb2Nopmhvc3QtYalyb290UnVuSWSncnVuLW9sZK5zdWNjZXNzb3JSdW5JZK5ydW4tb2xkLnJldmlld7VzdWNjZXNzb3JJbnZvY2F0aW9uSWSuaW52LW9sZC5yZXZpZXenY2xhaW1JZLRpbnYtb2xkLnJldmlldy5jbGFpba5yZW1haW5pbmdTdGVwcwepZXhlY3V0aW9u3gAEpW1vZGVsp21vZGVsLXivcHJvdmlkZXJPcHRpb25z3gAAo2N3ZKwvc3J2L3Byb2plY3SldG9vbHPeAAKtY2F0YWxvZ0RpZ2VzdNlHc2hhMjU2OjAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDClbmFtZXOQrWNvbmZpZ3VyYXRpb27eAAGjY3dkrC9zcnYvcHJvamVjdKlleGVjdXRpb27eAASlbW9kZWynbW9kZWwteK9wcm92aWRlck9wdGlvbnPeAACjY3dkrC9zcnYvcHJvamVjdKV0b29sc94AAq1jYXRhbG9nRGlnZXN02UdzaGEyNTY6MDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMKVuYW1lc5A='
+  const old = validateEvent(make({}))
+  assert.is(Buffer.from(encodeValidatedEvent(old)).toString('base64'), written)
+  assert.is(Buffer.from(encodeEvent(old)).toString('base64'), written)
+  assert.equal(decodeEvent(Buffer.from(written, 'base64'), 1), make({}))
+  for (const extra of [
+    { content: 'carol@acme approved the refund of O-3 (ticket 77)' },
+    { requestFingerprint: 'webhook-77' },
+    { content: '😀'.repeat(300), requestFingerprint: '' },
+  ]) {
+    const event = make(extra)
+    const fast = parseRuntimeEvent(event, MAX_DEPTH)
+    const slow = slowPath(event)
+    assert.ok(fast !== undefined && slow.ok, JSON.stringify(extra).slice(0, 60))
+    sameEvent(fast, slow.value)
+    assert.is(Buffer.from(encodeValidatedEvent(fast)).toString('base64'), Buffer.from(encodeEvent(fast)).toString('base64'))
+    assert.equal(decodeEvent(encodeValidatedEvent(fast), 1), event)
+  }
+  // What the schema refuses of them (empty content, a member that is not a string) the fast path leaves to the slow one.
+  for (const bad of [{ content: '' }, { content: 42 }, { content: null }, { requestFingerprint: 7 }]) {
+    assert.is(parseRuntimeEvent(make(bad), MAX_DEPTH), undefined, JSON.stringify(bad))
+    assert.not.ok(slowPath(make(bad)).ok, JSON.stringify(bad))
   }
 })
 

@@ -5,16 +5,22 @@
 import { getEventListeners } from 'node:events'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import { type HandoffPause, type RunInput, catalogOf, intentFor, successorOf } from '../index.js'
+import { EventLog, type HandoffPause, type RunInput, type RunningInvocation, answerOf, catalogOf, intentFor, successorOf, transcriptOf } from '../index.js'
+import { summarizeFact } from '../store/fact-summary.js'
 import { ID_PATTERN } from '../facts/schema.js'
 import { answer } from '../testing/scripted-model-server.js'
 import { rejectsWithCode } from './support/codes.js'
+import { runScript } from './support/faults-process.js'
 import { assertDetailsFit } from './support/error-details.js'
 import {
   assertFoldMatches,
+  type EngineHarness,
+  type SealedRun,
   countingTool,
   engineTest,
   factsOf,
+  filesHolding,
+  messagesOf,
   intentOf,
   lastFactOf,
   only,
@@ -473,5 +479,216 @@ test('intentFor never gives two holds one id: a dot in the handoff id could make
   assert.is((error.details as { field?: string }).field, 'handoffId')
   assert.match(error.message, /without a dot/)
 })
+
+/** What a reviewer decided while the turn was paused: the successor's message. */
+const DECISION = 'carol@acme approved the refund of O-3 (ticket 77)'
+/** What the sealed run's tool answered: the last message of the sealed transcript. */
+const SENT_FOR_REVIEW = 'sent to a reviewer: the refund can be issued once approved'
+
+/**
+ * The reviewer pattern: a run whose echo tool sends its call for review and reserves a hold on its
+ * own run, sealed at the safe point after the tool settled (request 0 asked for the call).
+ */
+async function sealedAfterReview(h: EngineHarness, name: string): Promise<SealedRun> {
+  let started: RunningInvocation | undefined
+  let committed: Promise<HandoffPause> | undefined
+  const input = h.input(name, {
+    tools: [
+      countingTool('echo', async (_input, context) => {
+        committed = started?.handoff().reserve(intentFor(context.invocation, 'review')).ready().then((held) => held.commit())
+        return SENT_FOR_REVIEW
+      }),
+    ],
+  })
+  started = await h.start(input)
+  const outcome = await started.wait()
+  assert.ok(committed, 'the tool reserved a hold')
+  const pause = await committed
+  assert.equal(outcome, { status: 'handoff_paused', pause })
+  const source = (await h.log.runSource(input.invocation.sessionId, input.invocation.runId))?.boundary
+  assert.ok(source)
+  return { running: started, pause, source, input }
+}
+
+/** `successorInput(sealed)` with `content` as its message. */
+function toldSuccessor(sealed: SealedRun, content: unknown): RunInput {
+  const input = successorInput(sealed)
+  if (input.work.kind === 'handoff') input.work = { ...input.work, content } as typeof input.work
+  return input
+}
+
+test(
+  "a successor with content: the model gets the sealed transcript, then the message; it is recorded with the successor's requestFingerprint, shown by factstate log, and a continuation of the successor replays it in the same place",
+  engineTest(
+    [answer.toolCalls([{ name: 'echo', arguments: { value: 3 } }]), answer.text('Issuing the approved refund of O-3.'), answer.text('It was approved by carol.')],
+    {},
+    async (h) => {
+      const sealed = await sealedAfterReview(h, 'told')
+      assert.is(h.server.requests.length, 1, 'no request after the seal')
+      const successor = toldSuccessor(sealed, DECISION)
+      successor.requestFingerprint = 'webhook-77'
+      assert.equal(await h.run(successor), { status: 'completed' })
+      const first = messagesOf(h.server.requests[1]?.body)
+      assert.equal(
+        first.map((m) => [m.role, m.content]),
+        [
+          ['user', 'question told'],
+          ['assistant', null],
+          ['tool', SENT_FOR_REVIEW],
+          ['user', DECISION],
+        ],
+        "the successor's first request: the sealed transcript, then the decision",
+      )
+      const successorId = sealed.pause.intent.successorInvocationId
+      const [opened] = only(await factsOf(h.log, successorId), 'invocation.opened')
+      assert.ok(opened?.input.kind === 'handoff')
+      assert.is(opened.input.content, DECISION, 'recorded in invocation.opened')
+      assert.is(opened.input.requestFingerprint, 'webhook-77', "the successor's fingerprint is recorded too")
+      assert.equal(opened.execution, sealed.pause.execution, 'the settings are still the seal\'s')
+      assert.is(summarizeFact(opened), `handoff from run-told@${sealed.source.highWater}, message ${JSON.stringify(DECISION)}`)
+      // transcriptOf the chain (the sealed run's lineage, then the successor's facts) says the same.
+      const end = await h.log.runSource(sealed.source.invocation.sessionId, sealed.pause.intent.successorRunId)
+      assert.ok(end)
+      const chain = await h.log.lineageEvents(end.boundary)
+      assert.equal(
+        transcriptOf(chain).map((m) => m.content),
+        ['question told', null, SENT_FOR_REVIEW, DECISION, 'Issuing the approved refund of O-3.'],
+      )
+      assert.is(answerOf(await h.log.invocationEvents(successorId)), 'Issuing the approved refund of O-3.')
+      // The conversation goes on: the decision stays where it was said.
+      const next: RunInput = { ...h.input('told-next', { session: sealed.source.invocation.sessionId }), work: { kind: 'continuation', source: end.boundary, content: 'Who approved it?' } }
+      assert.equal(await h.run(next), { status: 'completed' })
+      assert.equal(
+        messagesOf(h.server.requests[2]?.body).map((m) => [m.role, m.content]),
+        [
+          ['user', 'question told'],
+          ['assistant', null],
+          ['tool', SENT_FOR_REVIEW],
+          ['user', DECISION],
+          ['assistant', 'Issuing the approved refund of O-3.'],
+          ['user', 'Who approved it?'],
+        ],
+      )
+    },
+  ),
+)
+
+test(
+  'a successor with bad content is RUN_INVALID_INPUT naming work.content and writes nothing; content is no setting: it never makes a successor HANDOFF_MISMATCH, and leaves the claim for the successor',
+  engineTest([answer.toolCalls([{ name: 'echo', arguments: { value: 3 } }]), answer.text('done')], {}, async (h) => {
+    const sealed = await sealedAfterReview(h, 'bad')
+    for (const [what, content] of [
+      ['empty', ''],
+      ['a number', 42],
+      ['null', null],
+      ['a lone surrogate', 'approved \ud800'],
+      ['an object', { text: DECISION }],
+    ] as const) {
+      const error = await refusedWithoutWriting(h.log, () => h.engine.start(toldSuccessor(sealed, content)), 'RUN_INVALID_INPUT', what)
+      assert.ok((error.details?.fields as string[] | undefined)?.some((field) => field.startsWith('work')), `${what}: ${JSON.stringify(error.details)}`)
+    }
+    // An unknown member of the handoff work is still refused (a misspelt content is not ignored).
+    const misspelt = successorInput(sealed)
+    ;(misspelt.work as Record<string, unknown>).contents = DECISION
+    const unknown = await refusedWithoutWriting(h.log, () => h.engine.start(misspelt), 'RUN_INVALID_INPUT', 'work.contents')
+    assert.equal(unknown.details?.fields, ['work.contents'])
+    assert.is(h.server.requests.length, 1, 'no refused successor reached the model')
+    // With the sealed settings and any message, it is admitted; another setting is refused whatever the message.
+    const mismatch = toldSuccessor(sealed, DECISION)
+    mismatch.mainOutputLimit = 7
+    assert.is((await refusedWithoutWriting(h.log, () => h.engine.start(mismatch), 'HANDOFF_MISMATCH', 'another setting with content')).details?.field, 'mainOutputLimit')
+    assert.equal(await h.run(toldSuccessor(sealed, 'denied, then approved: go ahead')), { status: 'completed' })
+  }),
+)
+
+test(
+  "a successor's content that carries the provider's key is RUN_INVALID_INPUT, and no file of the log holds the key; the turn still waits for its successor",
+  engineTest([answer.toolCalls([{ name: 'echo', arguments: { value: 3 } }]), answer.text('done')], {}, async (h) => {
+    const sealed = await sealedAfterReview(h, 'secret')
+    const key = 'sk-proj-7Hq2mX9vLp4RtY8wZ3nB6cK1'
+    const leaking = toldSuccessor(sealed, `approved; the key is ${key}`)
+    leaking.provider = { ...leaking.provider, apiKey: key }
+    const error = await refusedWithoutWriting(h.log, () => h.engine.start(leaking), 'RUN_INVALID_INPUT', 'content with the key')
+    assert.equal(error.details?.fields, ['work.content'])
+    assert.not.ok(error.message.includes(key), 'the refusal does not quote the key')
+    const told = toldSuccessor(sealed, DECISION)
+    told.provider = { ...told.provider, apiKey: key }
+    assert.equal(await h.run(told), { status: 'completed' })
+    assert.is(String(h.server.requests[1]?.headers.authorization), `Bearer ${key}`, 'the key was sent')
+    await h.log.close()
+    assert.equal(await filesHolding(h.logPath, [key, key.slice(8, 24)]), [], 'no LevelDB file holds the key')
+    h.log = await EventLog.open(h.logPath)
+    const [opened] = only(await factsOf(h.log, sealed.pause.intent.successorInvocationId), 'invocation.opened')
+    assert.is(opened?.input.kind === 'handoff' ? opened.input.content : undefined, DECISION)
+  }),
+)
+
+test(
+  'a successor given up with content records it unsent; a continuation of its run replays it after the sealed transcript',
+  engineTest([answer.toolCalls([{ name: 'echo', arguments: { value: 3 } }]), answer.text('The refund was denied.')], {}, async (h) => {
+    const sealed = await sealedAfterReview(h, 'given')
+    const controller = new AbortController()
+    controller.abort('denied')
+    const denial = 'dave@acme denied the refund of O-3 (ticket 78)'
+    assert.equal(await h.run(toldSuccessor(sealed, denial), { signal: controller.signal }), { status: 'cancelled', source: 'denied' })
+    assert.is(h.server.requests.length, 1, 'the given-up successor asked the model nothing')
+    const [opened] = only(await factsOf(h.log, sealed.pause.intent.successorInvocationId), 'invocation.opened')
+    assert.is(opened?.input.kind === 'handoff' ? opened.input.content : undefined, denial)
+    const end = (await h.log.runSource(sealed.source.invocation.sessionId, sealed.pause.intent.successorRunId))?.boundary
+    assert.ok(end)
+    assert.equal(await h.run({ ...h.input('given-next', { session: sealed.source.invocation.sessionId }), work: { kind: 'continuation', source: end } }), { status: 'completed' })
+    assert.equal(messagesOf(h.server.requests[1]?.body).map((m) => [m.role, m.content]), [
+      ['user', 'question given'],
+      ['assistant', null],
+      ['tool', SENT_FOR_REVIEW],
+      ['user', denial],
+    ])
+  }),
+)
+
+test(
+  'a successor with content in another process, after the sealing process closed the log: it gets the decision after the sealed transcript, and the log records it',
+  engineTest([answer.toolCalls([{ name: 'echo', arguments: { value: 3 } }]), answer.text('Issued in the other process.')], { ms: 30_000 }, async (h) => {
+    const sealed = await sealedAfterReview(h, 'elsewhere')
+    await h.log.close()
+    const successor = toldSuccessor(sealed, DECISION)
+    const result = await runScript('spec/support/child-handoff-successor.ts', [h.logPath, JSON.stringify({ ...successor, tools: [] })], 20_000)
+    assert.is(result.code, 0, result.stderr)
+    assert.equal(JSON.parse(result.stdout.trim()), { status: 'completed' })
+    assert.equal(messagesOf(h.server.requests[1]?.body).map((m) => [m.role, m.content]), [
+      ['user', 'question elsewhere'],
+      ['assistant', null],
+      ['tool', SENT_FOR_REVIEW],
+      ['user', DECISION],
+    ])
+    h.log = await EventLog.open(h.logPath)
+    const facts = await factsOf(h.log, sealed.pause.intent.successorInvocationId)
+    const [opened] = only(facts, 'invocation.opened')
+    assert.is(opened?.input.kind === 'handoff' ? opened.input.content : undefined, DECISION)
+    assert.equal(facts.at(-1), { type: 'invocation.ended', outcome: { status: 'completed' } })
+  }),
+)
+
+test(
+  "a successor without content sends the sealed run's next request as it was, and records its requestFingerprint (no content member); one whose source is in another session is RUN_INVALID_INPUT",
+  engineTest([answer.toolCalls([{ name: 'echo', arguments: { value: 3 } }]), answer.text('done')], {}, async (h) => {
+    const sealed = await sealedAfterReview(h, 'plain')
+    const elsewhere = successorInput(sealed)
+    elsewhere.invocation = { ...elsewhere.invocation, sessionId: 'session-other' }
+    const refused = await refusedWithoutWriting(h.log, () => h.engine.start(elsewhere), 'RUN_INVALID_INPUT', 'a source in another session')
+    assert.equal(refused.details?.fields, ['work.source.invocation.sessionId'])
+    const successor = successorInput(sealed)
+    successor.requestFingerprint = 'webhook-78'
+    assert.equal(await h.run(successor), { status: 'completed' })
+    assert.equal(messagesOf(h.server.requests[1]?.body).map((m) => [m.role, m.content]), [
+      ['user', 'question plain'],
+      ['assistant', null],
+      ['tool', SENT_FOR_REVIEW],
+    ])
+    const [opened] = only(await factsOf(h.log, sealed.pause.intent.successorInvocationId), 'invocation.opened')
+    assert.equal(opened?.input, { kind: 'handoff', source: sealed.source, pause: sealed.pause, requestFingerprint: 'webhook-78' })
+    assert.is(summarizeFact(opened as NonNullable<typeof opened>), `handoff from run-plain@${sealed.source.highWater}`)
+  }),
+)
 
 test.run()

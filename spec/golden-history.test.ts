@@ -9,7 +9,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import { EventLog, type RunBoundary, type RuntimeEvent, foldFacts, recoverInvocations, stateOf } from '../index.js'
+import { EventLog, type RunBoundary, type RuntimeEvent, foldFacts, recoverInvocations, stateOf, transcriptOf } from '../index.js'
 import { withTempDir, withTimeout } from './support/temp.js'
 
 interface Golden {
@@ -176,6 +176,67 @@ test("logs written before the provider's request id was recorded (an answer with
             assert.equal((await log.invocationEvents('inv-old')).map((e) => e.event), events, name)
             const [run] = await log.runs('session-old')
             assert.equal(run?.outcome, (events[3]!.fact as { outcome: unknown }).outcome, name)
+          } finally {
+            await log.close()
+          }
+        }
+      }
+    }),
+    20_000,
+  ))
+
+/** A run sealed by a handoff (opened, hold.entered, the seal) and its successor (opened with `input`'s extra members, one answer, completed). */
+async function sealedAndSucceeded(log: EventLog, extra: Record<string, unknown>): Promise<RuntimeEvent[]> {
+  const execution = { model: 'model-x', providerOptions: {}, cwd: '/srv/project', tools: { catalogDigest: `sha256:${'0'.repeat(64)}`, names: [] } }
+  const pause = {
+    intent: { handoffId: 'review', hostEpoch: 'host-a', rootRunId: 'run-old', successorRunId: 'run-old.review', successorInvocationId: 'inv-old.review', claimId: 'inv-old.review.claim' },
+    remainingSteps: 7,
+    execution,
+  }
+  const sealed = { sessionId: 'session-old', turnId: 'turn-old', runId: 'run-old', invocationId: 'inv-old' }
+  const first = [
+    { type: 'invocation.opened', input: { kind: 'message', content: 'question' }, configuration: { cwd: '/srv/project' }, execution },
+    { type: 'hold.entered', handoffId: 'review' },
+    { type: 'invocation.ended', outcome: { status: 'handoff_paused', pause } },
+  ].map((fact, n) => ({ id: `inv-old/${n + 1}`, recordedAt: 1_700_000_000_000 + n, invocation: sealed, fact }) as RuntimeEvent)
+  await log.appendAll(first)
+  const source = (await log.runSource('session-old', 'run-old'))?.boundary
+  assert.ok(source)
+  const successor = { sessionId: 'session-old', turnId: 'turn-old', runId: 'run-old.review', invocationId: 'inv-old.review' }
+  const next = [
+    { type: 'invocation.opened', input: { kind: 'handoff', source, pause, ...extra }, configuration: { cwd: '/srv/project' }, execution },
+    { type: 'model.requested', stepId: 'step-1', model: 'model-x', requestDigest: `sha256:${'1'.repeat(64)}` },
+    { type: 'model.completed', stepId: 'step-1', output: { text: 'done', toolCalls: [], finishReason: 'stop' } },
+    { type: 'invocation.ended', outcome: { status: 'completed' } },
+  ].map((fact, n) => ({ id: `inv-old.review/${n + 1}`, recordedAt: 1_700_000_000_010 + n, invocation: successor, fact }) as RuntimeEvent)
+  await log.appendAll(next)
+  return [...first, ...next]
+}
+
+test("a handoff successor without content or requestFingerprint (as written before they were recorded) digests as it did; one with them is read back as written, after a reopen too, replays its message, and recovery leaves it alone", () =>
+  withTimeout(
+    withTempDir(async (dir) => {
+      // The digest the release before gave this log.
+      const digests: Record<string, string> = { before: 'sha256:9a28f523f54b8959428b827d597727c46e8ed6d319ed809544e841f18017e706' }
+      const content = 'carol@acme approved the refund of O-3 (ticket 77)'
+      for (const [name, extra] of [
+        ['before', {}],
+        ['after', { content, requestFingerprint: 'webhook-77' }],
+      ] as const) {
+        let events: RuntimeEvent[] = []
+        for (const reopened of [false, true]) {
+          const log = await EventLog.open(join(dir, name))
+          try {
+            if (!reopened) events = await sealedAndSucceeded(log, extra)
+            assert.is(await recoverInvocations(log), 0, name)
+            const verified = await log.verify()
+            assert.is(verified.events, 7)
+            if (digests[name] !== undefined) assert.is(verified.digest, digests[name], name)
+            assert.equal((await log.invocationEvents('inv-old.review')).map((e) => e.event), events.slice(3), name)
+            const end = (await log.runSource('session-old', 'run-old.review'))?.boundary
+            assert.ok(end)
+            const replayed = transcriptOf(await log.lineageEvents(end)).map((m) => [m.role, m.content])
+            assert.equal(replayed, [['user', 'question'], ...(name === 'after' ? [['user', content]] : []), ['assistant', 'done']], name)
           } finally {
             await log.close()
           }

@@ -7,8 +7,8 @@
  * every call of the answer has settled). In session A the reviewer approves on the spot (release:
  * the run goes on). In session B the reviewer is away: the hold is committed (sealed), the turn waits
  * in the log, and later (here in the same process; `examples/cross-process-handoff.ts` shows another
- * process) the approval starts a successor with exactly the sealed settings; nothing that already
- * ran runs again. In session C the model asks for the refund before preparing it, in one answer:
+ * process) the approval starts a successor with exactly the sealed settings, told the reviewer's
+ * decision (its model would otherwise see only "sent to a reviewer"); nothing that already ran runs again. In session C the model asks for the refund before preparing it, in one answer:
  * refused, since no one approved it yet, and issued once after the review.
  *
  *   npx tsx examples/human-approval.ts
@@ -124,16 +124,25 @@ const start = async (engine: Engine, run: RunInput) => {
   return started
 }
 
-/** The approval: recorded, then the successor of the sealed turn started (by whichever process). */
-async function approveSealed(engine: Engine, baseUrl: string, session: string, order: string): Promise<RunningInvocation> {
-  approved.set(order, 'ana')
+/** What the reviewer decided, as the successor's model is told it. */
+const decision = (order: string, ticket: number) => `carol@acme approved the refund of ${order} (ticket ${ticket})`
+
+/**
+ * The approval: recorded, then the successor of the sealed turn started (by whichever process), told
+ * the decision: its model gets the sealed transcript, which ends "sent to a reviewer", then this.
+ */
+async function approveSealed(engine: Engine, baseUrl: string, session: string, order: string, ticket: number): Promise<RunningInvocation> {
+  approved.set(order, 'carol@acme')
   const sealed = await log.runSource(session, 'run-1')
   if (sealed?.pause === undefined) throw new Error('the run was not sealed')
   const successor = input(baseUrl, session, order)
   successor.invocation = successorOf(sealed.pause.intent, sealed.boundary.invocation)
-  successor.work = { kind: 'handoff', source: sealed.boundary, pause: sealed.pause }
+  successor.work = { kind: 'handoff', source: sealed.boundary, pause: sealed.pause, content: decision(order, ticket) }
   return start(engine, successor)
 }
+
+/** The last message of the model request `body`: what the model was told last. */
+const lastMessage = (body: unknown) => (body as { messages: { role: string; content: string | null }[] }).messages.at(-1)
 
 try {
   const engine = new Engine({ log })
@@ -156,7 +165,9 @@ try {
   check((await runB.wait()).status === 'handoff_paused', `B: sealed for the reviewer, who sees a refund of ${review.amount} for ${review.order} (handoff_paused)`)
   check(b.requests.length === 1, 'B: no model request after the seal')
   // ...later, the reviewer approves: a successor with exactly the sealed settings, from the log.
-  check((await (await approveSealed(engine, b.baseUrl, 'b', 'B-7')).wait()).status === 'completed', 'B: approved, the successor resumed the turn and completed')
+  check((await (await approveSealed(engine, b.baseUrl, 'b', 'B-7', 77)).wait()).status === 'completed', 'B: approved, the successor resumed the turn and completed')
+  const told = lastMessage(b.requests[1]?.body)
+  check(told?.role === 'user' && told.content === decision('B-7', 77), `B: the successor's model was told, after the sealed transcript: ${told?.content}`)
   check(reviews.length === 0, 'B: the successor prepared nothing again, so asked for no second review')
   await b.close()
 
@@ -177,7 +188,7 @@ try {
   const runC = await start(engine, input(c.baseUrl, 'c', 'C-3'))
   await (await (await nextReview()).reservation.ready()).commit()
   check((await runC.wait()).status === 'handoff_paused' && !ran.some((line) => line.startsWith('issue C-3')), 'C: asked before its preparation, the refund was refused and nothing issued before the review')
-  check((await (await approveSealed(engine, c.baseUrl, 'c', 'C-3')).wait()).status === 'completed', 'C: approved, the successor issued it')
+  check((await (await approveSealed(engine, c.baseUrl, 'c', 'C-3', 78)).wait()).status === 'completed', 'C: approved, the successor issued it')
   await c.close()
 
   check(

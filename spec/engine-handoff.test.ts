@@ -7,6 +7,7 @@ import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { EventLog, type HandoffPause, type RunInput, type RunningInvocation, answerOf, catalogOf, intentFor, successorOf, transcriptOf } from '../index.js'
 import { summarizeFact } from '../store/fact-summary.js'
+import { keyFields, payloads } from '../inspector/page/format.js'
 import { ID_PATTERN } from '../facts/schema.js'
 import { answer } from '../testing/scripted-model-server.js'
 import { rejectsWithCode } from './support/codes.js'
@@ -546,6 +547,9 @@ test(
       assert.is(opened.input.requestFingerprint, 'webhook-77', "the successor's fingerprint is recorded too")
       assert.equal(opened.execution, sealed.pause.execution, 'the settings are still the seal\'s')
       assert.is(summarizeFact(opened), `handoff from run-told@${sealed.source.highWater}, message ${JSON.stringify(DECISION)}`)
+      // The inspector shows it too: in the fact's key fields and as its message.
+      assert.equal(keyFields(opened).find((field) => field.k === 'message')?.v, DECISION)
+      assert.equal(payloads(opened).find((payload) => payload.kind === 'message')?.text, DECISION)
       // transcriptOf the chain (the sealed run's lineage, then the successor's facts) says the same.
       const end = await h.log.runSource(sealed.source.invocation.sessionId, sealed.pause.intent.successorRunId)
       assert.ok(end)

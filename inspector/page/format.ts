@@ -138,7 +138,8 @@ export function keyFields(fact: Fact): Field[] {
           : input.kind === 'continuation'
             ? { k: 'continues', v: `${input.source.invocation.runId} @${input.source.highWater}`, mono: true }
             : { k: 'succeeds', v: `${input.source.invocation.runId} (${input.pause.intent.handoffId})`, mono: true }
-      const next: Field[] = input.kind === 'continuation' && input.content !== undefined ? [{ k: 'message', v: preview(input.content, 60) }] : []
+      // A continuation's new message, or what a successor was told happened while its turn was paused.
+      const next: Field[] = input.kind !== 'message' && input.content !== undefined ? [{ k: 'message', v: preview(input.content, 60) }] : []
       return [first, ...next, { k: 'model', v: execution.model, mono: true }, { k: 'tools', v: execution.tools.names.join(', ') || 'none', mono: true }]
     }
     case 'model.requested':
@@ -209,7 +210,7 @@ export function payloads(fact: Fact): { label: string; text: string; kind: strin
       if (fact.execution.instructions !== undefined) {
         list.push({ label: `instructions (${fact.execution.instructions.length} chars)`, text: fact.execution.instructions, kind: 'instructions' })
       }
-      if (fact.input.kind !== 'handoff' && fact.input.content !== undefined) list.push({ label: 'message', text: fact.input.content, kind: 'message' })
+      if (fact.input.content !== undefined) list.push({ label: 'message', text: fact.input.content, kind: 'message' })
       break
     case 'model.completed':
       if (fact.output.text) list.push({ label: `model text (${fact.output.text.length} chars)`, text: fact.output.text, kind: 'model-text' })

@@ -74,7 +74,8 @@ export interface StartOptions {
   /**
    * Aborting cancels the run: a model request in flight is aborted (`model.interrupted{cancelled}`), a
    * running tool gets the signal and is waited for, and the run ends `cancelled`, its `source` the
-   * abort reason when that is a non-empty string (else `'signal'`). Already aborted, the run ends
+   * abort reason when that is a non-empty string, `'timeout'` for a `TimeoutError` (what
+   * `AbortSignal.timeout(ms)` aborts with), else `'signal'`. Already aborted, the run ends
    * before any model request; a handoff successor admitted so gives its paused turn up and is not
    * held to the seal's execution settings (it records the seal's).
    */

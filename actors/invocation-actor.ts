@@ -127,6 +127,16 @@ export function timedCall<T>(gate: AbortSignal, timeoutMs: number, whose: string
 }
 export const ABANDONED: unique symbol = Symbol('abandoned')
 
+/** A signal's reason that says its time ran out: what `AbortSignal.timeout()` aborts with (a `TimeoutError`). */
+function isTimeout(reason: unknown): boolean {
+  try {
+    return typeof reason === 'object' && reason !== null && (reason as { name?: unknown }).name === 'TimeoutError'
+  } catch {
+    // A reason whose name cannot be read (a throwing getter, a revoked proxy) is a plain abort.
+    return false
+  }
+}
+
 /** How much of a tool's failure message, and of its signal's reason, an `outcome_unknown` message quotes. */
 const SHOWN_IN_OUTCOME = 1_000
 const SHOWN_LIMIT = "the {limit} an outcome's message quotes of it"
@@ -439,7 +449,7 @@ export class InvocationActor {
   #cancelled(): Promise<never> {
     const reason = this.setup.signal?.reason
     // Recorded well-formed, as model text is: a reason cut in the middle of an emoji is still a cancel.
-    const source = typeof reason === 'string' && reason.length > 0 ? redact(wellFormed(reason), this.setup.secrets.inData) : 'signal'
+    const source = typeof reason === 'string' && reason.length > 0 ? redact(wellFormed(reason), this.setup.secrets.inData) : isTimeout(reason) ? 'timeout' : 'signal'
     return this.#end({ status: 'cancelled', source })
   }
 

@@ -51,6 +51,25 @@ test(
   }),
 )
 
+test(
+  "a signal that timed out (AbortSignal.timeout) ends the run cancelled by 'timeout', not by a plain 'signal'; a reason whose name cannot be read is a plain abort",
+  engineTest([answer.text('late', { hold: true })], {}, async (h) => {
+    const running = await h.start(h.input('timed'), { signal: AbortSignal.timeout(30) })
+    assert.equal(await running.wait(), { status: 'cancelled', source: 'timeout' })
+    assert.equal((await factsOf(h.log, 'invocation-timed')).at(-1), { type: 'invocation.ended', outcome: { status: 'cancelled', source: 'timeout' } })
+    const plain = await h.start(h.input('plain'), { signal: AbortSignal.abort() })
+    assert.equal(await plain.wait(), { status: 'cancelled', source: 'signal' })
+    const odd = await h.start(h.input('odd'), {
+      signal: AbortSignal.abort({
+        get name(): string {
+          throw new Error('no name')
+        },
+      }),
+    })
+    assert.equal(await odd.wait(), { status: 'cancelled', source: 'signal' })
+  }),
+)
+
 const dispatchAbort = new AbortController()
 test(
   'an abort that lands while a dispatch is being recorded does not start the tool: it settles failed as not started, the run ends cancelled',

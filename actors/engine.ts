@@ -185,15 +185,19 @@ export interface RunningInvocation {
 const ignore = (): void => undefined
 
 
-/** The settings a successor must match, compared one by one so the refusal can name the first that differs. */
-function executionDifference(candidate: ExecutionSettings, sealed: ExecutionSettings): string | undefined {
-  if (candidate.model !== sealed.model) return 'model'
-  if (!isDeepStrictEqual(canonical(candidate.providerOptions), canonical(sealed.providerOptions))) return 'providerOptions'
-  if (candidate.mainOutputLimit !== sealed.mainOutputLimit) return 'mainOutputLimit'
-  if (candidate.cwd !== sealed.cwd) return 'cwd'
-  if (!isDeepStrictEqual(candidate.tools, sealed.tools)) return 'tools'
-  if (candidate.instructions !== sealed.instructions) return 'instructions'
-  return undefined
+/**
+ * The settings a successor must match that differ, in this order, compared one by one so the refusal
+ * can name each: a deploy that changed several learns of all of them at once, not one retry at a time.
+ */
+function executionDifferences(candidate: ExecutionSettings, sealed: ExecutionSettings): (keyof ExecutionSettings)[] {
+  const differ: (keyof ExecutionSettings)[] = []
+  if (candidate.model !== sealed.model) differ.push('model')
+  if (!isDeepStrictEqual(canonical(candidate.providerOptions), canonical(sealed.providerOptions))) differ.push('providerOptions')
+  if (candidate.mainOutputLimit !== sealed.mainOutputLimit) differ.push('mainOutputLimit')
+  if (candidate.cwd !== sealed.cwd) differ.push('cwd')
+  if (!isDeepStrictEqual(candidate.tools, sealed.tools)) differ.push('tools')
+  if (candidate.instructions !== sealed.instructions) differ.push('instructions')
+  return differ
 }
 
 const usedId = (invocation: Invocation, existing?: Invocation) =>
@@ -511,16 +515,16 @@ export class Engine {
           details: { field: 'invocation', expected },
         })
       }
-      let difference = givingUp ? undefined : executionDifference(settings, work.pause.execution)
+      let differences = givingUp ? [] : executionDifferences(settings, work.pause.execution)
       // A seal made by an earlier build digested a tool without a schema differently (see legacyCatalogDigest).
-      if (difference === 'tools' && run.tools.some((tool) => tool.inputSchema === undefined)) {
+      if (differences.includes('tools') && run.tools.some((tool) => tool.inputSchema === undefined)) {
         const legacy = { ...settings, tools: { ...settings.tools, catalogDigest: legacyCatalogDigest(run.tools) } }
-        // Another setting may still differ: name it, not the catalog.
-        const legacyDifference = executionDifference(legacy, work.pause.execution)
-        if (legacyDifference !== 'tools') difference = legacyDifference
+        // Other settings may still differ: name them, not the catalog.
+        if (!executionDifferences(legacy, work.pause.execution).includes('tools')) differences = differences.filter((field) => field !== 'tools')
       }
-      if (difference) {
-        const field = difference as keyof ExecutionSettings
+      const [difference, ...others] = differences
+      if (difference !== undefined) {
+        const field = difference
         const sealed = work.pause.execution[field]
         const given = settings[field]
         // The catalog is sealed by digest: with the same names, what changed is a tool's description or input schema.
@@ -530,10 +534,12 @@ export class Engine {
         const why = sameNames
           ? `the successor's tool catalog does not match the sealed pause: the same tools, but a description or input schema changed`
           : `the successor's execution setting ${difference} does not match the sealed pause${values}`
+        // Every other setting that differs is named too (details.fields), without its values.
+        const also = others.length === 0 ? '' : `; ${others.join(', ')} ${others.length === 1 ? 'differs' : 'differ'} too`
         // The way out of a deploy that changed the setting: give the paused turn up.
         const remedy = '; run the successor with the sealed settings, or give its turn up by admitting it with an already aborted signal'
-        throw new FactstateError('HANDOFF_MISMATCH', `${why}${remedy}`, {
-          details: { field: difference, sealed: sealed ?? null, given: given ?? null },
+        throw new FactstateError('HANDOFF_MISMATCH', `${why}${also}${remedy}`, {
+          details: { field: difference, fields: differences, sealed: sealed ?? null, given: given ?? null },
         })
       }
       // The pause as sealed in the log, where it is the same (#admit refuses any other): the caller's copy may

@@ -109,6 +109,15 @@ test(
       }
       if (what === 'no tools') assert.match(error.message, /the successor's execution setting tools does not match the sealed pause \(sealed \["[^"]+"[^)]*\], given \[\]\)/)
     }
+    // A deploy that changed several settings learns of every one at once, the first with both values.
+    const redeployed = successorInput(sealed)
+    redeployed.provider = { ...redeployed.provider, model: 'other-model' }
+    redeployed.instructions = 'new instructions'
+    redeployed.tools = []
+    const several = await refusedWithoutWriting(h.log, () => h.engine.start(redeployed), 'HANDOFF_MISMATCH', 'three settings changed')
+    assert.is(several.details?.field, 'model')
+    assert.equal(several.details?.fields, ['model', 'tools', 'instructions'])
+    assert.match(several.message, /\(sealed "[^"]+", given "other-model"\); tools, instructions differ too; run the successor/)
     assert.is(h.server.requests.length, 0, 'no refused successor reached the model')
 
     const successor = await h.start(successorInput(sealed))

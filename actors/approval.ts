@@ -5,13 +5,18 @@
  * while the approver thinks leaves the call never dispatched, and so never run.
  */
 import { messageOf, wellFormed } from '../store/encoding.js'
-import type { ApprovalRecord } from '../facts/types.js'
+import type { ApprovalRecord, Invocation } from '../facts/types.js'
 import { type Secrets, redact } from './redaction.js'
 
 /** What the approver is asked: one call of a tool that needs approval, not dispatched yet. */
 export interface ApprovalRequest {
   /** The invocation whose model made the call. */
   invocationId: string
+  /**
+   * The run the call belongs to (`sessionId`, `turnId`, `runId`, `invocationId`; the approver's own
+   * copy): whose conversation it is, to route the request to the person who decides.
+   */
+  invocation: Invocation
   /** The model step whose answer made the call. */
   stepId: string
   /** The model's id for the call. */

@@ -996,6 +996,7 @@ export class InvocationActor {
       if (approver === undefined) return { approved: false, record: { reason: 'the run has no approver' } }
       const request: ApprovalRequest = {
         invocationId: this.setup.invocation.invocationId,
+        invocation: { ...this.setup.invocation },
         stepId,
         callId: call.callId,
         operationId,

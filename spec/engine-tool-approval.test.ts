@@ -38,10 +38,13 @@ test(
         },
       })
       assert.equal(outcome, { status: 'completed' })
+      // The whole run's ids, to route the request to whoever decides for that conversation.
+      const invocation = h.input('approve').invocation
       assert.equal(asked, [
-        { invocationId: 'invocation-approve', stepId: 'step-1', callId: 'call-small', operationId: 'invocation-approve/step-1/0', name: 'refund', input: { value: 20 } },
-        { invocationId: 'invocation-approve', stepId: 'step-1', callId: 'call-big', operationId: 'invocation-approve/step-1/1', name: 'refund', input: { value: 5000 } },
+        { invocationId: 'invocation-approve', invocation, stepId: 'step-1', callId: 'call-small', operationId: 'invocation-approve/step-1/0', name: 'refund', input: { value: 20 } },
+        { invocationId: 'invocation-approve', invocation, stepId: 'step-1', callId: 'call-big', operationId: 'invocation-approve/step-1/1', name: 'refund', input: { value: 5000 } },
       ])
+      assert.is(invocation.sessionId.length > 0, true)
       const facts = await factsOf(h.log, 'invocation-approve')
       assert.equal(only(facts, 'tool.dispatched'), [
         { type: 'tool.dispatched', operationId: 'invocation-approve/step-1/0', callId: 'call-small', name: 'refund', input: { value: 20 }, approval: { by: 'alice' } },

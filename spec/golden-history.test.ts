@@ -117,6 +117,31 @@ function refusedWith(extra: Record<string, unknown>): RuntimeEvent[] {
   return oneStep({ type: 'model.interrupted', stepId: 'step-1', status: 'failed', message, ...extra }, { status: 'failed', class: 'model_failed', message, ...extra })
 }
 
+/**
+ * Each of `logs` (a one-step run of four facts, in a log of its own under `dir`) appended, then read
+ * back after a reopen too: recovery leaves it alone, it verifies to the digest the release before
+ * gave it (where `digests` names one), and its facts and its run's outcome are read back as written.
+ */
+async function appendedAndReadBack(dir: string, logs: readonly (readonly [string, RuntimeEvent[]])[], digests: Record<string, string>): Promise<void> {
+  for (const [name, events] of logs) {
+    for (const reopened of [false, true]) {
+      const log = await EventLog.open(join(dir, name))
+      try {
+        if (!reopened) assert.equal(await log.appendAll(events), [1, 2, 3, 4])
+        assert.is(await recoverInvocations(log), 0, name)
+        const verified = await log.verify()
+        assert.is(verified.events, 4)
+        if (digests[name] !== undefined) assert.is(verified.digest, digests[name], name)
+        assert.equal((await log.invocationEvents('inv-old')).map((e) => e.event), events, name)
+        const [run] = await log.runs('session-old')
+        assert.equal(run?.outcome, (events[3]!.fact as { outcome: unknown }).outcome, name)
+      } finally {
+        await log.close()
+      }
+    }
+  }
+}
+
 test("a refused run without the provider's refusal recorded (as written before it was) digests as it did; one with it is read back as written, after a reopen too, and recovery leaves both alone", () =>
   withTimeout(
     withTempDir(async (dir) => {
@@ -124,23 +149,7 @@ test("a refused run without the provider's refusal recorded (as written before i
       const after = refusedWith({ provider: { status: 400, code: 'context_length_exceeded', type: 'invalid_request_error', param: 'messages' } })
       // The digest the release before gave this log.
       const digests: Record<string, string> = { before: 'sha256:bcd2ca53e5eddc61e973121658abb75efc31931cd748724ddf33530ae85b50c5' }
-      for (const [name, events] of [['before', before], ['after', after]] as const) {
-        for (const reopened of [false, true]) {
-          const log = await EventLog.open(join(dir, name))
-          try {
-            if (!reopened) assert.equal(await log.appendAll(events), [1, 2, 3, 4])
-            assert.is(await recoverInvocations(log), 0, name)
-            const verified = await log.verify()
-            assert.is(verified.events, 4)
-            if (digests[name] !== undefined) assert.is(verified.digest, digests[name], name)
-            assert.equal((await log.invocationEvents('inv-old')).map((e) => e.event), events, name)
-            const [run] = await log.runs('session-old')
-            assert.equal(run?.outcome, (events[3]!.fact as { outcome: unknown }).outcome, name)
-          } finally {
-            await log.close()
-          }
-        }
-      }
+      await appendedAndReadBack(dir, [['before', before], ['after', after]], digests)
     }),
     20_000,
   ))
@@ -164,23 +173,7 @@ test("logs written before the provider's request id was recorded (an answer with
         'answered-before': 'sha256:95fe1dd7f76957e71997633b20fc98a8f2f93e2af8ea4d402697e2c6e221f585',
         'refused-before': 'sha256:2386cdaf08ef4eb1debf8c8c452d6c796f06ced2f745a4bdf16751ab4cedeffc',
       }
-      for (const [name, events] of logs) {
-        for (const reopened of [false, true]) {
-          const log = await EventLog.open(join(dir, name))
-          try {
-            if (!reopened) assert.equal(await log.appendAll(events), [1, 2, 3, 4])
-            assert.is(await recoverInvocations(log), 0, name)
-            const verified = await log.verify()
-            assert.is(verified.events, 4)
-            if (digests[name] !== undefined) assert.is(verified.digest, digests[name], name)
-            assert.equal((await log.invocationEvents('inv-old')).map((e) => e.event), events, name)
-            const [run] = await log.runs('session-old')
-            assert.equal(run?.outcome, (events[3]!.fact as { outcome: unknown }).outcome, name)
-          } finally {
-            await log.close()
-          }
-        }
-      }
+      await appendedAndReadBack(dir, logs, digests)
     }),
     20_000,
   ))

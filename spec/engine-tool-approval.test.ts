@@ -220,7 +220,13 @@ test(
       ['never', () => new Promise<boolean>(() => undefined)],
       ['late-no', () => new Promise<boolean>((resolve) => setTimeout(() => resolve(false), 150))],
     ] as const) {
-      const tool = refund(predicate)
+      // Cancelled once the predicate is deciding (a fixed wait let a slow model answer come after the cancel).
+      let deciding: () => void = () => undefined
+      const decides = new Promise<void>((resolve) => (deciding = resolve))
+      const tool = refund(() => {
+        deciding()
+        return predicate()
+      })
       const controller = new AbortController()
       let asked = 0
       const running = await h.start(h.input(name, { tools: [tool] }), {
@@ -230,7 +236,7 @@ test(
           return { approved: true }
         },
       })
-      await new Promise((resolve) => setTimeout(resolve, 50))
+      await decides
       controller.abort('user cancelled')
       assert.is((await running.wait()).status, 'cancelled', name)
       await new Promise((resolve) => setTimeout(resolve, 150))

@@ -109,7 +109,7 @@ export interface FactstateErrorDetails {
   /**
    * `field`: what differs (`pause`, `invocation`, `source`, an execution setting, `intent`,
    * `successorRunId`, `successorInvocationId`, …); `fields`: every bad field of an invalid intent
-   * or invocation; `expected`: the successor's invocation; `sealed`, `given`: both values of an
+   * or invocation, or every execution setting that differs (the first is `field`); `expected`: the successor's invocation; `sealed`, `given`: both values of an
    * execution setting; `eventId`: the event the log refused.
    */
   HANDOFF_MISMATCH: {

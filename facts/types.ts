@@ -325,7 +325,7 @@ export type InvocationOutcome =
     }
   | {
       status: 'cancelled'
-      /** The abort reason when it was a non-empty string, else `'signal'`. */
+      /** The abort reason when it was a non-empty string, `'timeout'` for a `TimeoutError` (`AbortSignal.timeout`), else `'signal'`. */
       source: string
     }
 

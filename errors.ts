@@ -109,8 +109,11 @@ export interface FactstateErrorDetails {
   /**
    * `field`: what differs (`pause`, `invocation`, `source`, an execution setting, `intent`,
    * `successorRunId`, `successorInvocationId`, …); `fields`: every bad field of an invalid intent
-   * or invocation, or every execution setting that differs (the first is `field`); `expected`: the successor's invocation; `sealed`, `given`: both values of an
-   * execution setting; `eventId`: the event the log refused.
+   * or invocation, or every execution setting that differs (the first is `field`); `expected`: the
+   * successor's invocation; `sealed`, `given`: both values of an execution setting; `tools`: when
+   * the tool catalog differs from a seal that records each tool's digest, the tools added, removed
+   * and changed (description or input schema), by name (a seal made before 2026-12-06 records none,
+   * and the refusal has no `tools`); `eventId`: the event the log refused.
    */
   HANDOFF_MISMATCH: {
     field: string
@@ -118,6 +121,7 @@ export interface FactstateErrorDetails {
     expected?: Invocation
     sealed?: unknown
     given?: unknown
+    tools?: { added: string[]; removed: string[]; changed: string[] }
     eventId?: string
   }
   /** `claimId`, and who used it (`claimedBy`) or sealed it (`sealedBy`); `field: 'claimId'` from `ready()`/`commit()`. */

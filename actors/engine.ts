@@ -1,7 +1,7 @@
 import { isDeepStrictEqual } from 'node:util'
 import { FactstateError, messageWithoutCode } from '../errors.js'
 import { readOptions, shown } from '../options.js'
-import type { ExecutionSettings, Invocation, InvocationInput, InvocationOutcome, RuntimeEvent, UncertainOperation } from '../facts/types.js'
+import type { ExecutionSettings, Invocation, InvocationInput, InvocationOutcome, RuntimeEvent, ToolCatalogSummary, UncertainOperation } from '../facts/types.js'
 import { eventIdSchema } from '../facts/schema.js'
 import { type InvocationSnapshot, type InvocationState, applyFact, initialInvocationSnapshot, stateOf } from '../machines/invocation.js'
 import { canonical, messageOf, storageProblemAt } from '../store/encoding.js'
@@ -16,7 +16,7 @@ import type { ModelTextPiece, ModelToolCallPiece } from './model-text.js'
 import { ModelExecutor } from './model-executor.js'
 import { redactDeep, redactedMessage, secretsOf } from './redaction.js'
 import { DEFAULT_MAX_STEPS, RUN_INPUT_KEYS, type RunInput, validateRunInput } from './run-input.js'
-import { type ToolDefinition, catalogOf, legacyCatalogDigest, shownText } from './tool-catalog.js'
+import { type CatalogChanges, type ToolDefinition, catalogChanges, catalogOf, legacyCatalogDigest, shownText } from './tool-catalog.js'
 import { type InputCheck, inputCheckOf, inputChecks } from './tool-input.js'
 
 const noop = (): void => undefined
@@ -195,9 +195,32 @@ function executionDifferences(candidate: ExecutionSettings, sealed: ExecutionSet
   if (!isDeepStrictEqual(canonical(candidate.providerOptions), canonical(sealed.providerOptions))) differ.push('providerOptions')
   if (candidate.mainOutputLimit !== sealed.mainOutputLimit) differ.push('mainOutputLimit')
   if (candidate.cwd !== sealed.cwd) differ.push('cwd')
-  if (!isDeepStrictEqual(candidate.tools, sealed.tools)) differ.push('tools')
+  if (!isDeepStrictEqual(catalogAsSealed(candidate.tools, sealed.tools), sealed.tools)) differ.push('tools')
   if (candidate.instructions !== sealed.instructions) differ.push('instructions')
   return differ
+}
+
+/**
+ * The candidate's catalog as the seal's release recorded one: without per-tool digests when the seal
+ * has none (made before they were recorded, and compared as then, by the catalog digest and names).
+ * A seal with them has them compared too: a forged catalog digest does not hide a changed tool.
+ */
+function catalogAsSealed(candidate: ToolCatalogSummary, sealed: ToolCatalogSummary): ToolCatalogSummary {
+  return sealed.digests === undefined ? { catalogDigest: candidate.catalogDigest, names: candidate.names } : candidate
+}
+
+/** `tool "a"` or `tools "a", "b"`. */
+const toolNames = (names: readonly string[]): string => `${names.length === 1 ? 'tool' : 'tools'} ${names.map((name) => JSON.stringify(name)).join(', ')}`
+
+/** What changed between a seal's catalog and a successor's, tool by tool, for the refusal's message. */
+function catalogChangeText(changes: CatalogChanges, sealed: ToolCatalogSummary, given: ToolCatalogSummary): string {
+  const parts: string[] = []
+  if (changes.added.length > 0) parts.push(`${toolNames(changes.added)} added`)
+  if (changes.removed.length > 0) parts.push(`${toolNames(changes.removed)} removed`)
+  if (changes.changed.length > 0) parts.push(`${toolNames(changes.changed)} changed (description or input schema)`)
+  if (parts.length > 0) return parts.join(', ')
+  // No tool differs by its own digest: they are shown in another order, or the seal's catalog digest is not its tools'.
+  return isDeepStrictEqual(sealed.names, given.names) ? "no tool changed, but the seal's catalog digest is not its tools'" : 'the same tools in another order'
 }
 
 const usedId = (invocation: Invocation, existing?: Invocation) =>
@@ -485,12 +508,13 @@ export class Engine {
     recordedCredential(run)
     run.providerOptions ??= {}
     const { invocation, work } = run
+    const catalog = catalogOf(run.tools, admitted.map((entry) => entry.shown))
     const settings: ExecutionSettings = canonical({
       model: run.provider.model,
       providerOptions: run.providerOptions ?? {},
       mainOutputLimit: run.mainOutputLimit,
       cwd: run.configuration.cwd,
-      tools: catalogOf(run.tools, admitted.map((entry) => entry.shown)),
+      tools: catalog,
       instructions: run.instructions,
     })
     let execution = settings
@@ -516,8 +540,10 @@ export class Engine {
         })
       }
       let differences = givingUp ? [] : executionDifferences(settings, work.pause.execution)
-      // A seal made by an earlier build digested a tool without a schema differently (see legacyCatalogDigest).
-      if (differences.includes('tools') && run.tools.some((tool) => tool.inputSchema === undefined)) {
+      // A seal made by an earlier build digested a tool without a schema differently (see legacyCatalogDigest);
+      // such a build recorded no per-tool digests.
+      const sealedTools = work.pause.execution.tools
+      if (differences.includes('tools') && sealedTools.digests === undefined && run.tools.some((tool) => tool.inputSchema === undefined)) {
         const legacy = { ...settings, tools: { ...settings.tools, catalogDigest: legacyCatalogDigest(run.tools) } }
         // Other settings may still differ: name them, not the catalog.
         if (!executionDifferences(legacy, work.pause.execution).includes('tools')) differences = differences.filter((field) => field !== 'tools')
@@ -526,20 +552,32 @@ export class Engine {
       if (difference !== undefined) {
         const field = difference
         const sealed = work.pause.execution[field]
-        const given = settings[field]
+        // The catalog as the seal's release recorded one: a seal without per-tool digests is shown a catalog without them.
+        const given = field === 'tools' ? catalogAsSealed(settings.tools, sealedTools) : settings[field]
         // The catalog is sealed by digest: with the same names, what changed is a tool's description or input schema.
-        const sameNames = difference === 'tools' && isDeepStrictEqual(settings.tools.names, work.pause.execution.tools.names)
+        const sameNames = difference === 'tools' && isDeepStrictEqual(settings.tools.names, sealedTools.names)
+        // A seal with each tool's digest names the tools added, removed and changed (one without cannot).
+        const changes = differences.includes('tools') ? catalogChanges(sealedTools, catalog) : undefined
+        const changeText = changes === undefined ? undefined : catalogChangeText(changes, sealedTools, catalog)
         // Both values in the message too, for a log line that keeps only the message: the catalog by its tools' names.
-        const values = difference === 'tools' ? ` (sealed ${shownSetting(work.pause.execution.tools.names)}, given ${shownSetting(settings.tools.names)})` : ` (sealed ${shownSetting(sealed)}, given ${shownSetting(given)})`
-        const why = sameNames
-          ? `the successor's tool catalog does not match the sealed pause: the same tools, but a description or input schema changed`
-          : `the successor's execution setting ${difference} does not match the sealed pause${values}`
-        // Every other setting that differs is named too (details.fields), without its values.
-        const also = others.length === 0 ? '' : `; ${others.join(', ')} ${others.length === 1 ? 'differs' : 'differ'} too`
+        const values = difference === 'tools' ? ` (sealed ${shownSetting(sealedTools.names)}, given ${shownSetting(settings.tools.names)})` : ` (sealed ${shownSetting(sealed)}, given ${shownSetting(given)})`
+        // A seal with per-tool digests names the tools: after the catalogs' names (sealed …, given …), or, with the same
+        // names, the changed ones (none changed: a catalog digest that is not its tools', which only a forged seal has).
+        const catalogText = 'the successor\'s tool catalog does not match the sealed pause'
+        const why = !sameNames
+          ? `the successor's execution setting ${difference} does not match the sealed pause${values}${difference === 'tools' && changeText !== undefined ? `: ${changeText}` : ''}`
+          : changes === undefined
+            ? `${catalogText}: the same tools, but a description or input schema changed`
+            : changes.changed.length > 0
+              ? `${catalogText}: the same tools, but a description or input schema changed (${toolNames(changes.changed)})`
+              : `${catalogText}: ${changeText}`
+        // Every other setting that differs is named too (details.fields), without its values; the tools by what changed of them.
+        const othersText = others.map((field) => (field === 'tools' && changeText !== undefined ? `tools (${changeText})` : field))
+        const also = others.length === 0 ? '' : `; ${othersText.join(', ')} ${others.length === 1 ? 'differs' : 'differ'} too`
         // The way out of a deploy that changed the setting: give the paused turn up.
         const remedy = '; run the successor with the sealed settings, or give its turn up by admitting it with an already aborted signal'
         throw new FactstateError('HANDOFF_MISMATCH', `${why}${also}${remedy}`, {
-          details: { field: difference, fields: differences, sealed: sealed ?? null, given: given ?? null },
+          details: { field: difference, fields: differences, sealed: sealed ?? null, given: given ?? null, ...(changes === undefined ? {} : { tools: changes }) },
         })
       }
       // The pause as sealed in the log, where it is the same (#admit refuses any other): the caller's copy may

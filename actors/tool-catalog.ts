@@ -118,11 +118,40 @@ export function legacyCatalogDigest(tools: readonly ToolDefinition[]): string {
 
 /**
  * The catalog summary sealed into a pause: a digest over each tool's name, description and input
- * schema (not its code), i.e. over the stable text of the list of what each is shown as. `shown`
- * passes those texts when the caller has them already.
+ * schema (not its code), i.e. over the stable text of the list of what each is shown as, the names,
+ * and each tool's own digest of its text (`digests`, in `names` order), so that a refused successor
+ * can be told which tool changed. `shown` passes those texts when the caller has them already.
  */
-export function catalogOf(tools: readonly ToolDefinition[], shown: readonly string[] = tools.map((tool) => shownText(tool))): ToolCatalogSummary {
-  return { catalogDigest: contentDigest(`[${shown.join(',')}]`), names: tools.map((tool) => tool.name) }
+export function catalogOf(tools: readonly ToolDefinition[], shown: readonly string[] = tools.map((tool) => shownText(tool))): Required<ToolCatalogSummary> {
+  return { catalogDigest: contentDigest(`[${shown.join(',')}]`), names: tools.map((tool) => tool.name), digests: shown.map((text) => contentDigest(text)) }
+}
+
+/** How a successor's catalog differs from a seal's, by tool name: what is new, gone, or shown otherwise. */
+export interface CatalogChanges {
+  /** Tools the successor has and the seal does not, in the successor's order. */
+  added: string[]
+  /** Tools the seal has and the successor does not, in the seal's order. */
+  removed: string[]
+  /** Tools of both whose name, description or input schema differs, in the successor's order. */
+  changed: string[]
+}
+
+/**
+ * Which tools of `given` differ from `sealed`, by each tool's digest; `undefined` when the seal has
+ * no per-tool digests (made by a release before them), which can name no changed tool. A name the
+ * seal lists more than once or without a digest counts as changed.
+ */
+export function catalogChanges(sealed: ToolCatalogSummary, given: Required<ToolCatalogSummary>): CatalogChanges | undefined {
+  const sealedDigests = sealed.digests
+  if (sealedDigests === undefined) return undefined
+  const before = new Map<string, string | undefined>()
+  for (const [index, name] of sealed.names.entries()) before.set(name, before.has(name) ? undefined : sealedDigests[index])
+  const now = new Set(given.names)
+  return {
+    added: given.names.filter((name) => !before.has(name)),
+    removed: [...new Set(sealed.names)].filter((name) => !now.has(name)),
+    changed: given.names.filter((name, index) => before.has(name) && before.get(name) !== given.digests[index]),
+  }
 }
 
 /** The catalog as OpenAI function tools. */
@@ -141,7 +170,7 @@ export function functionTools(tools: readonly ToolDefinition[]): NonNullable<Cha
  * {@link catalogOf} as the package exports it: what is not a list of tool definitions is
  * `RUN_INVALID_INPUT` naming the bad one (`tools.<index>…`), as a run given it would be.
  */
-export function checkedCatalogOf(tools: readonly ToolDefinition[]): ToolCatalogSummary {
+export function checkedCatalogOf(tools: readonly ToolDefinition[]): Required<ToolCatalogSummary> {
   let list: unknown[]
   try {
     if (!Array.isArray(tools)) throw new FactstateError('RUN_INVALID_INPUT', `catalogOf takes a list of tool definitions, not ${shown(tools)}`, { details: { fields: ['tools'] } })

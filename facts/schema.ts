@@ -38,7 +38,8 @@ export const executionSchema = z.strictObject({
   providerOptions: jsonObject,
   mainOutputLimit: count.min(1).optional(),
   cwd: text.min(1),
-  tools: z.strictObject({ catalogDigest: digest, names: z.array(text) }),
+  // `digests` last and optional: a seal (and every execution) written without it keeps its bytes.
+  tools: z.strictObject({ catalogDigest: digest, names: z.array(text), digests: z.array(digest).optional() }),
   instructions: text.min(1).optional(),
   replayBase: runBoundarySchema.optional(),
 })

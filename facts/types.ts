@@ -63,12 +63,19 @@ export interface HandoffIntent {
   claimId: string
 }
 
-/** The tool catalog as the model sees it: digest over names, descriptions and input schemas. */
+/** The tool catalog as the model sees it: digests over names, descriptions and input schemas, the whole catalog's and each tool's. */
 export interface ToolCatalogSummary {
   /** `sha256:<hex>` over each tool's name, description and input schema, in catalog order (not its code, `readOnly`, `needsApproval` or `validateInput`). */
   catalogDigest: string
   /** The tools' names, in the order the model is shown them. */
   names: string[]
+  /**
+   * Each tool's own `sha256:<hex>` over its name, description and input schema (the text the catalog
+   * digest covers of it), in `names` order: what lets a refused successor be told which tool changed.
+   * Sealed and compared with the rest. Absent in settings recorded by a release before 2026-12-06,
+   * whose seals are compared by `catalogDigest` and `names` alone.
+   */
+  digests?: string[]
 }
 
 /** The execution settings a successor must match exactly. No secrets. */
@@ -81,7 +88,7 @@ export interface ExecutionSettings {
   mainOutputLimit?: number
   /** `configuration.cwd`: an absolute path, compared exactly (`/srv/` is not `/srv`). Sealed. */
   cwd: string
-  /** The tool catalog's digest and names. Sealed by its digest. */
+  /** The tool catalog's digest, names and each tool's digest. Sealed by its digests (the catalog's and, when recorded, each tool's). */
   tools: ToolCatalogSummary
   /** The run's system prompt, when it has one: sent first in every request, as a system message. Sealed. */
   instructions?: string

@@ -105,9 +105,13 @@ test(
       }
       if (what === 'another output limit') assert.equal([error.details?.sealed, error.details?.given], [120, 121])
       if (what === 'a tool with another description (same names)') {
-        assert.match(error.message, /the same tools, but a description or input schema changed; run the successor with the sealed settings, or give its turn up by admitting it with an already aborted signal$/)
+        assert.match(error.message, /the same tools, but a description or input schema changed \(tool "echo"\); run the successor with the sealed settings, or give its turn up by admitting it with an already aborted signal$/)
+        assert.equal(error.details?.tools, { added: [], removed: [], changed: ['echo'] })
       }
-      if (what === 'no tools') assert.match(error.message, /the successor's execution setting tools does not match the sealed pause \(sealed \["[^"]+"[^)]*\], given \[\]\)/)
+      if (what === 'no tools') {
+        assert.match(error.message, /the successor's execution setting tools does not match the sealed pause \(sealed \["[^"]+"[^)]*\], given \[\]\): tool "echo" removed; run the successor/)
+        assert.equal(error.details?.tools, { added: [], removed: ['echo'], changed: [] })
+      }
     }
     // A deploy that changed several settings learns of every one at once, the first with both values.
     const redeployed = successorInput(sealed)
@@ -117,7 +121,8 @@ test(
     const several = await refusedWithoutWriting(h.log, () => h.engine.start(redeployed), 'HANDOFF_MISMATCH', 'three settings changed')
     assert.is(several.details?.field, 'model')
     assert.equal(several.details?.fields, ['model', 'tools', 'instructions'])
-    assert.match(several.message, /\(sealed "[^"]+", given "other-model"\); tools, instructions differ too; run the successor/)
+    assert.match(several.message, /\(sealed "[^"]+", given "other-model"\); tools \(tool "echo" removed\), instructions differ too; run the successor/)
+    assert.equal(several.details?.tools, { added: [], removed: ['echo'], changed: [] }, 'the tools by name, whatever setting comes first')
     assert.is(h.server.requests.length, 0, 'no refused successor reached the model')
 
     const successor = await h.start(successorInput(sealed))
@@ -242,7 +247,7 @@ test(
     const onNewBuild = { ...successorInput(first), tools: v2() }
     const refused = await refusedWithoutWriting(h.log, () => h.engine.start(onNewBuild), 'HANDOFF_MISMATCH', 'the successor under the new tools')
     assert.is(refused.details?.field, 'tools')
-    assert.match(refused.message, /the same tools, but a description or input schema changed/)
+    assert.match(refused.message, /the same tools, but a description or input schema changed \(tool "echo"\)/)
     // One way: the catalog the seal names.
     const sealedTools = catalogs.get(first.pause.execution.tools.catalogDigest)
     assert.ok(sealedTools, "the seal's catalog is among the kept ones")

@@ -45,6 +45,7 @@ const schemas: { [C in FactstateErrorCode]: z.ZodType<FactstateErrorDetails[C]> 
     expected: invocation.optional(),
     sealed: z.unknown().optional(),
     given: z.unknown().optional(),
+    tools: z.strictObject({ added: z.array(text), removed: z.array(text), changed: z.array(text) }).optional(),
     eventId: text.optional(),
   }),
   HANDOFF_CLAIMED: z.strictObject({ claimId: text, claimedBy: text.optional(), sealedBy: text.optional(), field: text.optional(), eventId: text.optional() }),

@@ -142,7 +142,7 @@ const invocation = object({ sessionId: id, turnId: id, runId: id, invocationId: 
 const runBoundary = object({ invocation, highWater: positive, digest })
 const intent = object({ handoffId: id, hostEpoch: id, rootRunId: id, successorRunId: id, successorInvocationId: id, claimId: id })
 const execution = object(
-  { model: nonEmptyText, providerOptions: jsonObject, cwd: nonEmptyText, tools: object({ catalogDigest: digest, names: fc.array(text, { maxLength: 3 }) }) },
+  { model: nonEmptyText, providerOptions: jsonObject, cwd: nonEmptyText, tools: object({ catalogDigest: digest, names: fc.array(text, { maxLength: 3 }) }, { digests: fc.array(digest, { maxLength: 3 }) }) },
   { mainOutputLimit: positive, instructions: nonEmptyText, replayBase: runBoundary },
 )
 const pause = object({ intent, remainingSteps: count, execution })
@@ -372,6 +372,49 @@ test("a successor's invocation.opened written before content and requestFingerpr
   for (const bad of [{ content: '' }, { content: 42 }, { content: null }, { requestFingerprint: 7 }]) {
     assert.is(parseRuntimeEvent(make(bad), MAX_DEPTH), undefined, JSON.stringify(bad))
     assert.not.ok(slowPath(make(bad)).ok, JSON.stringify(bad))
+  }
+})
+
+test("a seal and an invocation.opened written before each tool's digest was recorded keep their bytes; ones with tools.digests take the fast path, are msgpackr's bytes and decode as written", () => {
+  const tools = { catalogDigest: `sha256:${'0'.repeat(64)}`, names: ['lookup_order', 'issue_refund'] }
+  const execution = (extra: Record<string, unknown>) => ({ model: 'model-x', providerOptions: {}, cwd: '/srv/project', tools: { ...tools, ...extra } })
+  const pause = (extra: Record<string, unknown>) => ({
+    intent: { handoffId: 'review', hostEpoch: 'host-a', rootRunId: 'run-old', successorRunId: 'run-old.review', successorInvocationId: 'inv-old.review', claimId: 'inv-old.review.claim' },
+    remainingSteps: 7,
+    execution: execution(extra),
+  })
+  const invocation = { sessionId: 's', turnId: 't', runId: 'r', invocationId: 'i' }
+  const opened = (extra: Record<string, unknown>) => ({
+    id: 'e-old-1',
+    recordedAt: 1_700_000_000_000,
+    invocation,
+    fact: { type: 'invocation.opened', input: { kind: 'message', content: 'question' }, configuration: { cwd: '/srv/project' }, execution: execution(extra) },
+  })
+  const ended = (extra: Record<string, unknown>) => ({ id: 'e-old', recordedAt: 1_700_000_000_000, invocation, fact: { type: 'invocation.ended', outcome: { status: 'handoff_paused', pause: pause(extra) } } })
+  // Their bytes as the release before wrote them.
+  const written = [
+    'Ad4ABKJpZKdlLW9sZC0xqnJlY29yZGVkQXTLQni8/laAAACqaW52b2NhdGlvbt4ABKlzZXNzaW9uSWShc6Z0dXJuSWShdKVydW5JZKFyrGludm9jYXRpb25JZKFppGZhY3TeAASkdHlwZbFpbnZvY2F0aW9uLm9wZW5lZKVpbnB1dN4AAqRraW5kp21lc3NhZ2WnY29udGVudKhxdWVzdGlvbq1jb25maWd1cmF0aW9u3gABo2N3ZKwvc3J2L3Byb2plY3SpZXhlY3V0aW9u3gAEpW1vZGVsp21vZGVsLXivcHJvdmlkZXJPcHRpb25z3gAAo2N3ZKwvc3J2L3Byb2plY3SldG9vbHPeAAKtY2F0YWxvZ0RpZ2VzdNlHc2hhMjU2OjAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDClbmFtZXOSrGxvb2t1cF9vcmRlcqxpc3N1ZV9yZWZ1bmQ=',
+    'Ad4ABKJpZKVlLW9sZKpyZWNvcmRlZEF0y0J4vP5WgAAAqmludm9jYXRpb27eAASpc2Vzc2lvbklkoXOmdHVybklkoXSlcnVuSWShcqxpbnZvY2F0aW9uSWShaaRmYWN03gACpHR5cGWwaW52b2NhdGlvbi5lbmRlZKdvdXRjb21l3gACpnN0YXR1c65oYW5kb2ZmX3BhdXNlZKVwYXVzZd4AA6ZpbnRlbnTeAAapaGFuZG9mZklkpnJldmlld6lob3N0RXBvY2imaG9zdC1hqXJvb3RSdW5JZKdydW4tb2xkrnN1Y2Nlc3NvclJ1bklkrnJ1bi1vbGQucmV2aWV3tXN1Y2Nlc3Nvckludm9jYXRpb25JZK5pbnYtb2xkLnJldmlld6djbGFpbUlktGludi1vbGQucmV2aWV3LmNsYWltrnJlbWFpbmluZ1N0ZXBzB6lleGVjdXRpb27eAASlbW9kZWynbW9kZWwteK9wcm92aWRlck9wdGlvbnPeAACjY3dkrC9zcnYvcHJvamVjdKV0b29sc94AAq1jYXRhbG9nRGlnZXN02UdzaGEyNTY6MDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMKVuYW1lc5KsbG9va3VwX29yZGVyrGlzc3VlX3JlZnVuZA==',
+  ]
+  for (const [index, make] of [opened, ended].entries()) {
+    const old = validateEvent(make({}) as never)
+    assert.is(Buffer.from(encodeValidatedEvent(old)).toString('base64'), written[index])
+    assert.is(Buffer.from(encodeEvent(old)).toString('base64'), written[index])
+    assert.equal(decodeEvent(Buffer.from(written[index]!, 'base64'), 1), make({}))
+    for (const digests of [[`sha256:${'1'.repeat(64)}`, `sha256:${'2'.repeat(64)}`], [], [`sha256:${'a'.repeat(64)}`]]) {
+      const event = make({ digests })
+      const fast = parseRuntimeEvent(event, MAX_DEPTH)
+      const slow = slowPath(event)
+      assert.ok(fast !== undefined && slow.ok, JSON.stringify(digests))
+      sameEvent(fast, slow.value)
+      assert.is(Buffer.from(encodeValidatedEvent(fast)).toString('base64'), Buffer.from(encodeEvent(fast)).toString('base64'))
+      assert.equal(decodeEvent(encodeValidatedEvent(fast), 1), event)
+    }
+    // What the schema refuses of them (not a digest, not a list, null) the fast path leaves to the slow one.
+    for (const bad of [[`sha256:${'1'.repeat(63)}`], [`SHA256:${'1'.repeat(64)}`], [42], `sha256:${'1'.repeat(64)}`, null]) {
+      assert.is(parseRuntimeEvent(make({ digests: bad }), MAX_DEPTH), undefined, JSON.stringify(bad))
+      assert.not.ok(slowPath(make({ digests: bad })).ok, JSON.stringify(bad))
+    }
   }
 })
 

@@ -5,7 +5,7 @@
 import { getEventListeners } from 'node:events'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import { EventLog, type HandoffPause, type RunInput, type RunningInvocation, answerOf, catalogOf, intentFor, successorOf, transcriptOf } from '../index.js'
+import { EventLog, type ExecutionSettings, type Fact, type HandoffIntent, type HandoffPause, type RunInput, type RuntimeEvent, type RunningInvocation, answerOf, catalogOf, intentFor, successorOf, transcriptOf } from '../index.js'
 import { summarizeFact } from '../store/fact-summary.js'
 import { keyFields, payloads } from '../inspector/page/format.js'
 import { ID_PATTERN } from '../facts/schema.js'
@@ -17,6 +17,7 @@ import {
   assertFoldMatches,
   type EngineHarness,
   type SealedRun,
+  CWD,
   countingTool,
   engineTest,
   factsOf,
@@ -263,6 +264,136 @@ test(
     const request = h.server.requests.at(-1)?.body as { tools: { function: { description?: string } }[]; messages: { role: string; content: string | null }[] }
     assert.is(request.tools[0]?.function.description, 'echo, described anew')
     assert.equal(request.messages.filter((m) => m.role === 'user').map((m) => m.content), ['question given'], "the turn's question, replayed from the sealed run")
+  }),
+)
+
+/** A seal written into the log as `execution` says (direct appends, as a release with that fact shape wrote one), and the boundary and pause its successor needs. */
+async function appendedSeal(log: EventLog, name: string, execution: ExecutionSettings): Promise<{ successor: (tools: RunInput['tools'], baseUrl: string) => RunInput }> {
+  const source = { sessionId: `session-${name}`, turnId: `turn-${name}`, runId: `run-${name}`, invocationId: `invocation-${name}` }
+  const intent: HandoffIntent = { handoffId: 'review', hostEpoch: 'host-a', rootRunId: source.runId, successorRunId: `run-${name}.review`, successorInvocationId: `invocation-${name}.review`, claimId: `claim-${name}` }
+  const pause: HandoffPause = { intent, remainingSteps: 2, execution }
+  const facts: Fact[] = [
+    { type: 'invocation.opened', input: { kind: 'message', content: `question ${name}` }, configuration: { cwd: execution.cwd }, execution },
+    { type: 'hold.entered', handoffId: 'review' },
+    { type: 'invocation.ended', outcome: { status: 'handoff_paused', pause } },
+  ]
+  await log.appendAll(facts.map((fact, n) => ({ id: `${name}/${n + 1}`, recordedAt: 1_700_000_000_000 + n, invocation: source, fact }) as RuntimeEvent))
+  const sealed = await log.runSource(source.sessionId, source.runId)
+  assert.ok(sealed?.pause, 'the appended run is sealed')
+  return {
+    successor: (tools, baseUrl) => ({
+      invocation: successorOf(intent, source),
+      provider: { kind: 'openai-chat', baseUrl, model: 'scripted' },
+      configuration: { cwd: execution.cwd },
+      tools,
+      work: { kind: 'handoff', source: sealed.boundary, pause: sealed.pause! },
+    }),
+  }
+}
+
+test(
+  'a successor refused under a changed catalog is told which tools changed, were added or were removed (message and details.tools), by the per-tool digests its seal records',
+  engineTest([answer.text('under the sealed catalog')], {}, async (h) => {
+    const v1 = () => [countingTool('lookup_order'), countingTool('issue_refund')]
+    const sealed = await sealAtFirstSafePoint(h, { ...h.input('catalog', { session: 'catalog' }), tools: v1() }, 'catalog-successor')
+    const tools = sealed.pause.execution.tools
+    assert.equal(tools.names, ['lookup_order', 'issue_refund'])
+    assert.equal(tools.digests, catalogOf(v1()).digests, 'one digest per tool, in names order, as catalogOf gives them')
+    assert.is(tools.digests?.length, 2)
+    assert.is.not(tools.digests?.[0], tools.digests?.[1])
+    const refusedUnder = (what: string, next: RunInput['tools']) => refusedWithoutWriting(h.log, () => h.engine.start({ ...successorInput(sealed), tools: next }), 'HANDOFF_MISMATCH', what)
+    const redescribed = { ...countingTool('issue_refund'), description: 'refund an order, in full or in part' }
+    const reshaped = { ...countingTool('lookup_order'), inputSchema: { type: 'object', properties: { value: { type: 'number' }, email: { type: 'string' } } } }
+
+    const described = await refusedUnder('a changed description', [countingTool('lookup_order'), redescribed])
+    assert.is(described.details?.field, 'tools')
+    assert.equal(described.details?.tools, { added: [], removed: [], changed: ['issue_refund'] })
+    assert.match(described.message, /the same tools, but a description or input schema changed \(tool "issue_refund"\); run the successor/)
+    assert.equal(described.details?.sealed, tools, 'the sealed catalog, its digests included')
+    assert.equal(described.details?.given, catalogOf([countingTool('lookup_order'), redescribed]))
+
+    const schema = await refusedUnder('a changed input schema', [reshaped, countingTool('issue_refund')])
+    assert.equal(schema.details?.tools, { added: [], removed: [], changed: ['lookup_order'] })
+    assert.match(schema.message, /the same tools, but a description or input schema changed \(tool "lookup_order"\); run the successor/)
+
+    const both = await refusedUnder('both changed', [reshaped, redescribed])
+    assert.equal(both.details?.tools, { added: [], removed: [], changed: ['lookup_order', 'issue_refund'] })
+    assert.match(both.message, /changed \(tools "lookup_order", "issue_refund"\); run the successor/)
+
+    const swapped = await refusedUnder('a tool added, another removed', [countingTool('issue_refund'), countingTool('notify_customer')])
+    assert.equal(swapped.details?.tools, { added: ['notify_customer'], removed: ['lookup_order'], changed: [] })
+    assert.match(
+      swapped.message,
+      /setting tools does not match the sealed pause \(sealed \["lookup_order","issue_refund"\], given \["issue_refund","notify_customer"\]\): tool "notify_customer" added, tool "lookup_order" removed; run the successor/,
+    )
+
+    const grown = await refusedUnder('a tool added, another changed', [countingTool('lookup_order'), redescribed, countingTool('notify_customer')])
+    assert.equal(grown.details?.tools, { added: ['notify_customer'], removed: [], changed: ['issue_refund'] })
+    assert.match(grown.message, /: tool "notify_customer" added, tool "issue_refund" changed \(description or input schema\); run the successor/)
+
+    const reordered = await refusedUnder('the same tools in another order', [countingTool('issue_refund'), countingTool('lookup_order')])
+    assert.equal(reordered.details?.tools, { added: [], removed: [], changed: [] })
+    assert.match(reordered.message, /given \["issue_refund","lookup_order"\]\): the same tools in another order; run the successor/)
+
+    // With another setting first, the tools are named among the others.
+    const several = successorInput(sealed)
+    several.provider = { ...several.provider, model: 'next-model' }
+    several.tools = [countingTool('lookup_order'), redescribed]
+    const first = await refusedWithoutWriting(h.log, () => h.engine.start(several), 'HANDOFF_MISMATCH', 'the model and a tool')
+    assert.equal([first.details?.field, first.details?.fields, first.details?.tools], ['model', ['model', 'tools'], { added: [], removed: [], changed: ['issue_refund'] }])
+    assert.match(first.message, /; tools \(tool "issue_refund" changed \(description or input schema\)\) differs too; run the successor/)
+
+    assert.is(h.server.requests.length, 0, 'no refused successor reached the model')
+    assert.equal(await h.run(successorInput(sealed)), { status: 'completed' }, 'the sealed catalog admits its successor')
+  }),
+)
+
+test(
+  "the per-tool digests are compared with the rest: a seal whose catalog digest is the successor's but whose tools' digests are not refuses it, naming the tool",
+  engineTest([], {}, async (h) => {
+    const v1 = [countingTool('lookup_order'), countingTool('issue_refund')]
+    const v2 = [countingTool('lookup_order'), { ...countingTool('issue_refund'), description: 'refund an order, in full or in part' }]
+    // A forged seal: the new build's catalog digest over the old build's tools.
+    const execution: ExecutionSettings = { model: 'scripted', providerOptions: {}, cwd: CWD, tools: { ...catalogOf(v1), catalogDigest: catalogOf(v2).catalogDigest } }
+    const { successor } = await appendedSeal(h.log, 'forged', execution)
+    const refused = await refusedWithoutWriting(h.log, () => h.engine.start(successor(v2, h.server.baseUrl)), 'HANDOFF_MISMATCH', 'the new build under a forged catalog digest')
+    assert.is(refused.details?.field, 'tools')
+    assert.equal(refused.details?.tools, { added: [], removed: [], changed: ['issue_refund'] })
+    // The tools it does hold digests of: no tool changed, and the message says so.
+    const old = await refusedWithoutWriting(h.log, () => h.engine.start(successor(v1, h.server.baseUrl)), 'HANDOFF_MISMATCH', 'the old build under a forged catalog digest')
+    assert.equal(old.details?.tools, { added: [], removed: [], changed: [] })
+    assert.match(old.message, /no tool changed, but the seal's catalog digest is not its tools'; run the successor/)
+    assert.is(h.server.requests.length, 0)
+  }),
+)
+
+test(
+  'a seal without per-tool digests (written by the release before) admits its successor under its catalog and is refused as before under another, naming no tool, where a seal made now names it',
+  engineTest([answer.text('old seal, same catalog')], {}, async (h) => {
+    const v1 = () => [countingTool('lookup_order'), countingTool('issue_refund')]
+    const v2 = () => [countingTool('lookup_order'), { ...countingTool('issue_refund'), description: 'refund an order, in full or in part' }]
+    const { catalogDigest, names } = catalogOf(v1())
+    const execution: ExecutionSettings = { model: 'scripted', providerOptions: {}, cwd: CWD, tools: { catalogDigest, names } }
+    const oldSeal = await appendedSeal(h.log, 'old', execution)
+    const changed = await refusedWithoutWriting(h.log, () => h.engine.start(oldSeal.successor(v2(), h.server.baseUrl)), 'HANDOFF_MISMATCH', 'an old seal, a changed description')
+    assert.is(changed.details?.field, 'tools')
+    assert.is(changed.details?.tools, undefined, 'a seal without per-tool digests cannot name the tool')
+    assert.equal(changed.details?.sealed, { catalogDigest, names })
+    assert.equal(changed.details?.given, { catalogDigest: catalogOf(v2()).catalogDigest, names }, 'the catalog as the seal recorded one, without per-tool digests')
+    assert.match(changed.message, /: the same tools, but a description or input schema changed; run the successor with the sealed settings/)
+    const fewer = await refusedWithoutWriting(h.log, () => h.engine.start(oldSeal.successor([countingTool('lookup_order')], h.server.baseUrl)), 'HANDOFF_MISMATCH', 'an old seal, a tool removed')
+    assert.is(fewer.details?.tools, undefined)
+    assert.match(fewer.message, /setting tools does not match the sealed pause \(sealed \["lookup_order","issue_refund"\], given \["lookup_order"\]\); run the successor/)
+    // The same deploy against a seal made now names the tool.
+    const newSeal = await sealAtFirstSafePoint(h, { ...h.input('new', { session: 'new' }), tools: v1() }, 'new-successor')
+    const named = await refusedWithoutWriting(h.log, () => h.engine.start({ ...successorInput(newSeal), tools: v2() }), 'HANDOFF_MISMATCH', 'a new seal, a changed description')
+    assert.equal(named.details?.tools, { added: [], removed: [], changed: ['issue_refund'] })
+    // The old seal's catalog admits its successor, which records the seal's settings as sealed.
+    const successor = oldSeal.successor(v1(), h.server.baseUrl)
+    assert.equal(await h.run(successor), { status: 'completed' })
+    const [opened] = only(await factsOf(h.log, successor.invocation.invocationId), 'invocation.opened')
+    assert.equal(opened?.execution, execution)
+    assert.is(h.server.requests.length, 1)
   }),
 )
 

@@ -179,8 +179,8 @@ test("logs written before the provider's request id was recorded (an answer with
   ))
 
 /** A run sealed by a handoff (opened, hold.entered, the seal) and its successor (opened with `input`'s extra members, one answer, completed). */
-async function sealedAndSucceeded(log: EventLog, extra: Record<string, unknown>): Promise<RuntimeEvent[]> {
-  const execution = { model: 'model-x', providerOptions: {}, cwd: '/srv/project', tools: { catalogDigest: `sha256:${'0'.repeat(64)}`, names: [] } }
+async function sealedAndSucceeded(log: EventLog, extra: Record<string, unknown>, tools: Record<string, unknown> = { catalogDigest: `sha256:${'0'.repeat(64)}`, names: [] }): Promise<RuntimeEvent[]> {
+  const execution = { model: 'model-x', providerOptions: {}, cwd: '/srv/project', tools }
   const pause = {
     intent: { handoffId: 'review', hostEpoch: 'host-a', rootRunId: 'run-old', successorRunId: 'run-old.review', successorInvocationId: 'inv-old.review', claimId: 'inv-old.review.claim' },
     remainingSteps: 7,
@@ -233,6 +233,30 @@ test("a handoff successor without content or requestFingerprint (as written befo
           } finally {
             await log.close()
           }
+        }
+      }
+    }),
+    20_000,
+  ))
+
+test("a seal with each tool's digest (tools.digests) and its successor are read back as written, after a reopen too, and the sealed run's outcome holds them", () =>
+  withTimeout(
+    withTempDir(async (dir) => {
+      const tools = { catalogDigest: `sha256:${'0'.repeat(64)}`, names: ['lookup_order', 'issue_refund'], digests: [`sha256:${'3'.repeat(64)}`, `sha256:${'4'.repeat(64)}`] }
+      let events: RuntimeEvent[] = []
+      for (const reopened of [false, true]) {
+        const log = await EventLog.open(join(dir, 'digests'))
+        try {
+          if (!reopened) events = await sealedAndSucceeded(log, {}, tools)
+          assert.is(await recoverInvocations(log), 0)
+          assert.is((await log.verify()).events, 7)
+          assert.equal((await log.invocationEvents('inv-old')).map((e) => e.event), events.slice(0, 3))
+          assert.equal((await log.invocationEvents('inv-old.review')).map((e) => e.event), events.slice(3))
+          const [run] = await log.runs('session-old')
+          assert.equal(run?.outcome, (events[2]!.fact as { outcome: unknown }).outcome)
+          assert.equal((run?.outcome as { pause: { execution: { tools: unknown } } }).pause.execution.tools, tools)
+        } finally {
+          await log.close()
         }
       }
     }),

@@ -75,13 +75,16 @@ if (role === 'worker' && dir) {
     let outcome = 'none'
     for (const { invocation, outcome: ended, uncertainOperations, boundary } of cutShort) {
       console.log(`recovered ${invocation.runId}: ${ended.status === 'failed' ? ended.class : ended.status}, run ends at seq ${boundary.highWater}`)
+      const found: string[] = []
       for (const op of uncertainOperations) {
         // Read-only calls had no effect; for the others, ask the downstream system by operation id.
         const happened = op.readOnly ? 'no effect (read-only)' : charged.includes(op.operationId) ? 'the charge went through' : 'not charged'
         console.log(`  ${op.name} ${JSON.stringify(op.input)} ${op.operationId}: ${happened}`)
+        if (!op.readOnly) found.push(`${op.name} (operation ${op.operationId}): ${happened}${happened === 'the charge went through' ? '; do not charge again' : ''}`)
       }
       const next = input(server.baseUrl, join(work, 'charges.txt'), '2')
-      next.work = { kind: 'continuation', source: boundary, allowPriorUnknown: true }
+      // The model is told what the check found: told only that a call may or may not have happened, it may make it again.
+      next.work = { kind: 'continuation', source: boundary, allowPriorUnknown: true, ...(found.length > 0 ? { content: found.join('\n') } : {}) }
       outcome = (await new Engine({ log }).run(next)).status
     }
     const charges = readFileSync(join(work, 'charges.txt'), 'utf8').trim().split('\n').length

@@ -91,6 +91,76 @@ test(
   ),
 )
 
+test(
+  'writer lock: an open with waitMs waits while a child process holds the log, and opens once the child has closed it',
+  boundedTest(60_000, (dir) =>
+    withChildren(async (start) => {
+      const child = start('child-hold-log.ts', [dir])
+      await child.waitForLine((line) => line === 'ready')
+      child.send('append first')
+      await child.waitForLine((line) => line === 'ack 1')
+
+      let settled = false
+      const waiting = EventLog.open(dir, { waitMs: 45_000 })
+      void waiting.then(
+        () => (settled = true),
+        () => (settled = true),
+      )
+      // The child still holds the log (a plain open is refused, and the child appends): the waiting open has not given up.
+      assert.is((await refusal(EventLog.open(dir))).code, 'LOG_WRITER_BUSY')
+      child.send('append second')
+      await child.waitForLine((line) => line === 'ack 2')
+      assert.is((await refusal(EventLog.open(dir))).code, 'LOG_WRITER_BUSY')
+      assert.not.ok(settled, 'the open waits rather than failing LOG_WRITER_BUSY at once')
+
+      child.send('close')
+      await child.waitForLine((line) => line === 'closed')
+      const log = await waiting
+      try {
+        assert.is((await log.verify()).events, 2, 'the open that waited reads what the child wrote')
+        assert.is(await log.append(new EventMaker(invocationOf('third')).next(facts.opened())), 3)
+      } finally {
+        await log.close()
+      }
+      assert.is((await child.exited).code, 0)
+    }),
+  ),
+)
+
+test(
+  'writer lock: an open whose waitMs runs out, or whose signal aborts, while a child holds the log fails LOG_WRITER_BUSY with the details of an open that does not wait',
+  boundedTest(60_000, (dir) =>
+    withChildren(async (start) => {
+      const child = start('child-hold-log.ts', [dir])
+      await child.waitForLine((line) => line === 'ready')
+
+      const timedOut = await refusal(EventLog.open(dir, { waitMs: 300 }))
+      assert.is(timedOut.code, 'LOG_WRITER_BUSY')
+      assert.equal(timedOut.details, { holder: 'another-process', closing: false })
+      assert.match(timedOut.message, /^LOG_WRITER_BUSY: another process holds this log: .* \(still so after waiting 300 ms \(waitMs\)\)$/)
+
+      // A signal ends a long wait early (aborted once a plain open has been refused meanwhile).
+      const controller = new AbortController()
+      const given = refusal(EventLog.open(dir, { waitMs: 600_000, signal: controller.signal }))
+      assert.is((await refusal(EventLog.open(dir))).code, 'LOG_WRITER_BUSY')
+      controller.abort()
+      const givenUp = await given
+      assert.is(givenUp.code, 'LOG_WRITER_BUSY')
+      assert.equal(givenUp.details, { holder: 'another-process', closing: false })
+      assert.match(givenUp.message, /\(its signal aborted the wait\)$/)
+      // An already aborted signal: one try, as without waitMs.
+      const already = await refusal(EventLog.open(dir, { waitMs: 600_000, signal: AbortSignal.abort() }))
+      assert.equal([already.code, already.details], ['LOG_WRITER_BUSY', { holder: 'another-process', closing: false }])
+
+      child.send('append after')
+      await child.waitForLine((line) => line === 'ack 1')
+      assert.not.ok(child.lines.some((line) => line.startsWith('error')), 'the child handle was not disturbed by the tries')
+      child.send('close')
+      await child.waitForLine((line) => line === 'closed')
+    }),
+  ),
+)
+
 interface Ack {
   seq: number
   id: string

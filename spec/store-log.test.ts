@@ -79,6 +79,58 @@ lock(
 )
 
 lock(
+  'an open with waitMs while this process closes the log waits for that close and opens; one while a handle here stays open fails LOG_WRITER_BUSY as without a wait',
+  boundedTest(15_000, async (dir) => {
+    const logDir = join(dir, 'log')
+    const first = await EventLog.open(logDir)
+    assert.is(await first.append(new EventMaker(invocationOf('a')).next(facts.opened())), 1)
+    const stillOpen = await refusal(EventLog.open(logDir, { waitMs: 100 }))
+    assert.equal([stillOpen.code, stillOpen.details], ['LOG_WRITER_BUSY', { holder: 'this-process', closing: false }])
+    assert.match(stillOpen.message, /already open in this process: .* \(still so after waiting 100 ms \(waitMs\)\)$/)
+    assert.is(await first.append(new EventMaker(invocationOf('b')).next(facts.opened())), 2, 'the refused tries did not disturb the open handle')
+    const closing = first.close()
+    // Refused without a wait: the close has begun and is not done.
+    assert.equal((await refusal(EventLog.open(logDir))).details, { holder: 'this-process', closing: true })
+    const second = await EventLog.open(logDir, { waitMs: 10_000 })
+    try {
+      await closing
+      assert.is((await second.verify()).events, 2, 'the open that waited has the log as the close left it')
+      assert.is(await second.append(new EventMaker(invocationOf('c')).next(facts.opened())), 3)
+    } finally {
+      await second.close()
+    }
+  }),
+)
+
+lock(
+  'open refuses a waitMs that is not a number of milliseconds, 0 or more, or a signal that is not an AbortSignal (details.field), creating nothing',
+  boundedTest(15_000, async (dir) => {
+    const missing = join(dir, 'never')
+    const bad: [Record<string, unknown>, string][] = [
+      [{ waitMs: -1 }, 'waitMs'],
+      [{ waitMs: Number.NaN }, 'waitMs'],
+      [{ waitMs: Number.POSITIVE_INFINITY }, 'waitMs'],
+      [{ waitMs: '30000' }, 'waitMs'],
+      [{ waitMs: 10n }, 'waitMs'],
+      [{ waitMs: 1_000, signal: {} }, 'signal'],
+      [{ signal: 'abort' }, 'signal'],
+      [{ durability: 'fast' }, 'durability'],
+      [{ create: 'no' }, 'create'],
+    ]
+    for (const [options, field] of bad) {
+      const refused = await refusal(EventLog.open(missing, options as never))
+      assert.equal([refused.code, refused.details], ['LOG_INVALID_ARGUMENT', { field }], JSON.stringify(options, (_, value: unknown) => (typeof value === 'bigint' ? `${value}n` : value)))
+      assert.match(refused.message, new RegExp(`^LOG_INVALID_ARGUMENT: ${field} must be `))
+    }
+    assert.not.ok(existsSync(missing), 'nothing is created')
+    // Good values: 0 (the default), and a signal with nothing to wait for.
+    await withLog(missing, async () => undefined)
+    const log = await EventLog.open(missing, { waitMs: 0, signal: new AbortController().signal })
+    await log.close()
+  }),
+)
+
+lock(
   'open with create: false opens a log that is there and refuses, creating nothing, where there is none',
   boundedTest(15_000, async (dir) => {
     const missing = join(dir, 'tenant-typo', 'log')

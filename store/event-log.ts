@@ -29,7 +29,7 @@ import {
 import { copySnapshot } from './snapshot.js'
 import { type BackupPoint, damagedPoint, decodeBackupPoints, encodeBackupPoints } from './backup-point.js'
 import { dispatchedInputs, dispatchedKey } from './dispatched-inputs.js'
-import { type DirectoryClaim, claimDirectory } from './writer-lock.js'
+import { type DirectoryClaim, claimDirectory, whileWriterBusy } from './writer-lock.js'
 
 /** How an acknowledged append is made durable: `sync` (default) fsyncs each group commit; `os` leaves it to the OS. */
 export type Durability = 'sync' | 'os'
@@ -44,6 +44,16 @@ export interface EventLogOptions {
    * tenant id turned into one) is refused instead of becoming a new, empty log.
    */
   create?: boolean | undefined
+  /**
+   * How long, in milliseconds, the open keeps trying while the log is `LOG_WRITER_BUSY` (default 0:
+   * refused at once). A deploy that starts the new version before the old one has closed the log
+   * waits for that close: tried again after pauses growing from 25 ms to 1 s (and at once when a
+   * log of this process is closed); still busy after `waitMs`, the open fails `LOG_WRITER_BUSY`, its
+   * details as without a wait. Any other refusal is not waited out.
+   */
+  waitMs?: number | undefined
+  /** Ends the wait of `waitMs` early: once it aborts, the open fails with the last `LOG_WRITER_BUSY`. */
+  signal?: AbortSignal | undefined
 }
 
 /** Options of {@link EventLog.openSnapshot}. */
@@ -1048,6 +1058,12 @@ function headRecord(found: unknown): Head {
   return { highWater, chain: new Uint8Array(chain) }
 }
 
+/** Something that can be listened to as an AbortSignal (as `engine.start` takes one). */
+function isAbortSignal(value: unknown): value is AbortSignal {
+  const candidate = value as Partial<AbortSignal> | null
+  return typeof candidate === 'object' && candidate !== null && typeof candidate.aborted === 'boolean' && typeof candidate.addEventListener === 'function' && typeof candidate.removeEventListener === 'function'
+}
+
 function checkLocation(location: unknown): void {
   if (typeof location !== 'string' || location.trim().length === 0 || location.includes('\0')) {
     throw new FactstateError('LOG_INVALID_ARGUMENT', 'the log location must be a non-empty path (not only spaces)')
@@ -1387,15 +1403,26 @@ export class EventLog {
    */
   static async open(location: string, options: EventLogOptions = {}): Promise<EventLog> {
     checkLocation(location)
-    const { durability = 'sync', create = true } = readOptions(options, ['durability', 'create'], { call: 'EventLog.open', code: 'LOG_INVALID_ARGUMENT' })
+    const {
+      durability = 'sync',
+      create = true,
+      waitMs = 0,
+      signal,
+    } = readOptions(options, ['durability', 'create', 'waitMs', 'signal'], { call: 'EventLog.open', code: 'LOG_INVALID_ARGUMENT' })
     if (durability !== 'sync' && durability !== 'os') {
-      throw new FactstateError('LOG_INVALID_ARGUMENT', `durability must be 'sync' or 'os', not ${shown(durability)}`)
+      throw new FactstateError('LOG_INVALID_ARGUMENT', `durability must be 'sync' or 'os', not ${shown(durability)}`, { details: { field: 'durability' } })
     }
-    if (typeof create !== 'boolean') throw new FactstateError('LOG_INVALID_ARGUMENT', `create must be true or false, not ${shown(create)}`)
+    if (typeof create !== 'boolean') throw new FactstateError('LOG_INVALID_ARGUMENT', `create must be true or false, not ${shown(create)}`, { details: { field: 'create' } })
+    if (typeof waitMs !== 'number' || !Number.isFinite(waitMs) || waitMs < 0) {
+      throw new FactstateError('LOG_INVALID_ARGUMENT', `waitMs must be a number of milliseconds, 0 or more, not ${shown(waitMs)}`, { details: { field: 'waitMs' } })
+    }
+    if (signal !== undefined && !isAbortSignal(signal)) {
+      throw new FactstateError('LOG_INVALID_ARGUMENT', `signal must be an AbortSignal (AbortController.signal), not ${shown(signal)}`, { details: { field: 'signal' } })
+    }
     // Checked before the directory is claimed, which makes it.
     if (!create) await checkCopySource(location, 'open (create: false)')
     await checkOwnDirectory(location)
-    return EventLog.#openAt(location, durability, undefined, true)
+    return whileWriterBusy(() => EventLog.#openAt(location, durability, undefined, true), waitMs, signal)
   }
 
   /**

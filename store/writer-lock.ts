@@ -5,10 +5,22 @@
  */
 import { mkdir, realpath, stat } from 'node:fs/promises'
 import { dirname } from 'node:path'
-import { FactstateError } from '../errors.js'
+import { FactstateError, isFactstateError, messageWithoutCode } from '../errors.js'
 
 /** The directories this process holds, each with whether its log is closing (so a refusal can say to await that close). */
 const held = new Map<string, { closing: boolean }>()
+
+/** Opens waiting for a directory of this process to be released (`EventLog.open`'s `waitMs`): told at once. */
+const releaseListeners = new Set<() => void>()
+
+/**
+ * Calls `listener` when this process next releases a directory (any of them: the caller tries its
+ * open again). Returns the function that stops listening.
+ */
+export function onRelease(listener: () => void): () => void {
+  releaseListeners.add(listener)
+  return () => releaseListeners.delete(listener)
+}
 
 /** A directory held by one log of this process. */
 export interface DirectoryClaim {
@@ -54,8 +66,11 @@ export async function claimDirectory(location: string): Promise<DirectoryClaim> 
       state.closing = true
     },
     release: () => {
-      if (!released && held.get(path) === state) held.delete(path)
+      if (released) return
       released = true
+      if (held.get(path) !== state) return
+      held.delete(path)
+      for (const listener of [...releaseListeners]) listener()
     },
   }
 }
@@ -89,3 +104,48 @@ export async function makeDirectory(path: string): Promise<void> {
 }
 
 const isDirectory = (path: string): Promise<boolean> => stat(path).then((found) => found.isDirectory(), () => false)
+
+/** The pauses between the tries of an open that waits for the writer (`waitMs`): from 25 ms, doubled, at most 1 s. */
+const WAIT_FIRST_MS = 25
+const WAIT_LONGEST_MS = 1_000
+
+/**
+ * `open()` until it is not `LOG_WRITER_BUSY`, for up to `waitMs` (`EventLog.open`'s `waitMs`):
+ * tried again after a pause that grows from 25 ms to 1 s, never past the deadline, and at once when
+ * this process releases a directory (a log of its own that was closing). Still busy at the deadline,
+ * or once `signal` aborted, the last refusal is thrown, its code and details as they were, its
+ * message saying how the wait ended. Any other failure ends the wait.
+ */
+export async function whileWriterBusy<T>(open: () => Promise<T>, waitMs: number, signal: AbortSignal | undefined): Promise<T> {
+  const deadline = performance.now() + waitMs
+  let pause = WAIT_FIRST_MS
+  for (;;) {
+    try {
+      return await open()
+    } catch (error) {
+      if (waitMs === 0 || !isFactstateError(error, 'LOG_WRITER_BUSY')) throw error
+      const left = deadline - performance.now()
+      if (left <= 0 || signal?.aborted === true) {
+        const ended = signal?.aborted === true ? 'its signal aborted the wait' : `still so after waiting ${waitMs.toLocaleString('en-US')} ms (waitMs)`
+        throw new FactstateError('LOG_WRITER_BUSY', `${messageWithoutCode(error)} (${ended})`, { cause: error.cause, details: error.details })
+      }
+      await pauseFor(Math.min(pause, left), signal)
+      pause = Math.min(pause * 2, WAIT_LONGEST_MS)
+    }
+  }
+}
+
+/** Resolves after `ms`, or sooner: when `signal` aborts, or when this process releases a directory. */
+function pauseFor(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer)
+      stopListening()
+      signal?.removeEventListener('abort', done)
+      resolve()
+    }
+    const timer = setTimeout(done, ms)
+    const stopListening = onRelease(done)
+    signal?.addEventListener('abort', done, { once: true })
+  })
+}

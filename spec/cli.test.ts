@@ -337,6 +337,29 @@ test('pending lists what recovery and the sessions wait for; verify, recover and
     assert.is(original.stdout.trim(), `ok: 9 events, digest ${report.digest}`, 'the log itself is no backup')
   })))
 
+test('pending shows when each paused turn was sealed (its line, and sealedAt in --json)', () =>
+  bounded30(withTempDir(async (dir) => {
+    const location = join(dir, 'log')
+    const paused = new EventMaker(invocationOf('paused'))
+    const pause = {
+      intent: { handoffId: 'h1', hostEpoch: 'epoch', rootRunId: 'run-paused', successorRunId: 'run-next', successorInvocationId: 'inv-next', claimId: 'claim-h1' },
+      remainingSteps: 1,
+      execution: { model: 'test-model', providerOptions: {}, cwd: '/work', tools: { catalogDigest: `sha256:${'a'.repeat(64)}`, names: ['echo'] } },
+    }
+    const log = await EventLog.open(location)
+    try {
+      const held = paused.many([facts.opened(), facts.requested('s1'), facts.completed('s1', [{ callId: 'call-op1', name: 'echo', arguments: '{}' }]), facts.dispatched('op1'), facts.settled('op1'), facts.holdEntered('h1')])
+      await log.appendAll([...held, { ...paused.next(facts.ended({ status: 'handoff_paused', pause })), recordedAt: Date.parse('2026-12-06T09:12:44.120Z') }])
+    } finally {
+      await log.close()
+    }
+    const text = await cli(['pending', location])
+    assert.is(text.code, 0, text.stderr)
+    assert.equal(text.stdout.trim().split('\n'), ['session-paused: paused turn turn-paused (sealed 2026-12-06T09:12:44.120Z): run run-paused waits for its successor run-next (inv-next, claim claim-h1)'])
+    const json = JSON.parse((await cli(['pending', location, '--json'])).stdout) as { paused: { turnId: string; sealedAt: number }[] }[]
+    assert.equal(json.map((session) => session.paused.map((turn) => [turn.turnId, turn.sealedAt])), [[['turn-paused', Date.parse('2026-12-06T09:12:44.120Z')]]])
+  })))
+
 test('pending --session ID lists that session alone; one with nothing pending prints what an empty list prints; a missing or bad id is a usage error', () =>
   bounded30(withTempDir(async (dir) => {
     // Two sessions with a run open (session-cut, session-tool), and one whose run completed.

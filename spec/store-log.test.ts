@@ -754,6 +754,53 @@ recovery(
 )
 
 recovery(
+  'pendingSessions gives each paused turn the time it was sealed (sealedAt: its invocation.ended fact\'s recordedAt), after a reopen too; a seal whose fact cannot be read is listed without it',
+  boundedTest(30_000, async (dir) => {
+    const path = join(dir, 'log')
+    const sealedAt = (event: RuntimeEvent, at: number): RuntimeEvent => ({ ...event, recordedAt: at })
+    const first = new EventMaker(invocationOf('first', 'session-a'))
+    const second = new EventMaker(invocationOf('second', 'session-b'))
+    const pauseB = { ...pauseFor('h1'), intent: { ...pauseFor('h1').intent, successorRunId: 'run-next-b', successorInvocationId: 'inv-next-b', claimId: 'claim-b' } }
+    let secondSeal = 0
+    const log = await EventLog.open(path)
+    try {
+      await log.appendAll([...first.many(heldAfterTool()), sealedAt(first.next(facts.ended({ status: 'handoff_paused', pause: pauseFor('h1') })), 1_796_550_764_120)])
+      const seqs = await log.appendAll([...second.many(heldAfterTool()), sealedAt(second.next(facts.ended({ status: 'handoff_paused', pause: pauseB })), 1_796_637_164_120)])
+      secondSeal = seqs.at(-1) as number
+      await log.appendAll(completeInvocation('busy', 'session-c'))
+      const expected = [
+        ['session-a', 'turn-first', 1_796_550_764_120],
+        ['session-b', 'turn-second', 1_796_637_164_120],
+      ]
+      const listed = async () => (await log.pendingSessions()).flatMap((session) => session.paused.map((turn) => [session.sessionId, turn.turnId, turn.sealedAt]))
+      assert.equal(await listed(), expected)
+      // What an application read for itself before: the run's last fact.
+      assert.is((await log.invocationEvents('inv-second')).at(-1)?.event.recordedAt, 1_796_637_164_120)
+      assert.equal((await log.pendingSessions({ sessionId: 'session-b' }))[0]?.paused.map((turn) => turn.sealedAt), [1_796_637_164_120])
+      // Far enough back that the open's check of the tail does not read the seal.
+      for (let index = 0; index < 220; index += 1) await log.appendAll(completeInvocation(`after-${index}`))
+    } finally {
+      await log.close()
+    }
+    const reopened = await EventLog.open(path)
+    try {
+      const pending = await reopened.pendingSessions()
+      assert.equal(pending.map((session) => session.paused.map((turn) => [turn.invocationId, turn.sealedAt])), [[['inv-first', 1_796_550_764_120]], [['inv-second', 1_796_637_164_120]]], 'read from the stored log')
+    } finally {
+      await reopened.close()
+    }
+    await withDb(path, (db) => db.put(keys.event(secondSeal), new Uint8Array([0xc1])))
+    const damaged = await EventLog.open(path)
+    try {
+      const pending = await damaged.pendingSessions()
+      assert.equal(pending.map((session) => session.paused.map((turn) => [turn.invocationId, 'sealedAt' in turn])), [[['inv-first', true]], [['inv-second', false]]])
+    } finally {
+      await damaged.close()
+    }
+  }),
+)
+
+recovery(
   'pendingSessions({ sessionId }) reads that session alone: what the whole list says of it, or nothing; not a session whose id it begins',
   boundedTest(15_000, (dir) =>
     withLog(dir, async (log) => {

@@ -111,8 +111,11 @@ export interface PendingSession {
   /**
    * Turns sealed by a handoff whose successor has not finished: start each successor (its pause is
    * `runSource(sessionId, runId).pause`), or give the turn up. Until then a new message is `RUN_BUSY`.
+   * `sealedAt`: when the turn was sealed, the `recordedAt` of its run's `invocation.ended{handoff_paused}`
+   * (milliseconds since the epoch), to expire reviews that waited too long; absent only when that fact
+   * cannot be read (`verify` names it).
    */
-  paused: { turnId: string; runId: string; invocationId: string; intent: HandoffIntent }[]
+  paused: { turnId: string; runId: string; invocationId: string; intent: HandoffIntent; sealedAt?: number }[]
   /**
    * Tool calls whose outcome is unknown and not yet acknowledged (read-only tools' are not listed),
    * each with the `input` it was dispatched with (read from its invocation's facts): check their
@@ -2856,6 +2859,14 @@ export class EventLog {
         // Copies: the caller's to keep or change.
         found.push(structuredClone({ sessionId, active, paused, unknown, ...(restored === undefined ? {} : { restored }), ...(cut === undefined ? {} : { unanswered: cut }) }))
       }
+      // Each paused turn with when it was sealed: its invocation's last fact (two point reads a turn, its facts not scanned).
+      const sealedAt = await this.#sealTimes(found.flatMap((session) => session.paused.map((turn) => turn.invocationId)))
+      for (const session of found) {
+        for (const turn of session.paused) {
+          const at = sealedAt.get(turn.invocationId)
+          if (at !== undefined) turn.sealedAt = at
+        }
+      }
       // Each unknown outcome with the input its call was dispatched with: what to check, and what to show whoever checks it.
       for (const session of found) {
         if (session.unknown.length === 0) continue
@@ -2873,6 +2884,42 @@ export class EventLog {
       throw this.#readFailure(error)
     }
     return found
+  }
+
+  /**
+   * When each of these sealed invocations was sealed: the `recordedAt` of the fact at its record's
+   * `lastSeq`, its `invocation.ended{handoff_paused}`. One whose record or fact cannot be read, or is
+   * not that, is left out (a damaged fact costs its turn the time, not the list; `verify` names it).
+   */
+  async #sealTimes(invocationIds: string[]): Promise<Map<string, number>> {
+    const times = new Map<string, number>()
+    if (invocationIds.length === 0) return times
+    const records = await this.#db.getMany(invocationIds.map((id) => keys.invocation(id)))
+    const seals: { invocationId: string; seq: number }[] = []
+    invocationIds.forEach((invocationId, index) => {
+      const stored = records[index]
+      if (stored === undefined) return
+      try {
+        const record = indexRecord<StoredInvocationRecord>(stored, `invocation ${invocationId}`, 'invocation')
+        if (record.outcome?.status === 'handoff_paused') seals.push({ invocationId, seq: record.lastSeq })
+      } catch (error) {
+        if (!isFactstateError(error, 'LOG_CORRUPT')) throw error
+      }
+    })
+    const facts = await this.#db.getMany(seals.map(({ seq }) => keys.event(seq)))
+    seals.forEach(({ invocationId, seq }, index) => {
+      const bytes = facts[index]
+      if (bytes === undefined) return
+      try {
+        const event = decodeEvent(bytes, seq)
+        if (event.invocation.invocationId === invocationId && event.fact.type === 'invocation.ended' && event.fact.outcome.status === 'handoff_paused') {
+          times.set(invocationId, event.recordedAt)
+        }
+      } catch (error) {
+        if (!isFactstateError(error, 'LOG_CORRUPT')) throw error
+      }
+    })
+    return times
   }
 
   /**

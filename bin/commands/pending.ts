@@ -6,7 +6,7 @@ export const pendingHelp = `usage: factstate pending <log-directory> [--session 
 
 Lists the sessions with something pending, one line for each thing: a run still open (running in
 an application, or left by a crash until 'factstate recover': said so when no process has the log open), a turn sealed by a handoff whose
-successor has not finished (start it, or give the turn up), tool outcomes to acknowledge (each
+successor has not finished (with when it was sealed; start it, or give the turn up), tool outcomes to acknowledge (each
 call with the input it was dispatched with, cut at 120 characters; check their effects; the next
 message passes allowPriorUnknown), and in a log put back from a backup each
 session that has not run since the backup was taken (what it did after that is not in the log: check
@@ -25,7 +25,7 @@ Exit codes: 0 listed, 2 usage, 1/4 the log refused.`
  *
  * @example
  * ```sh
- * npx factstate pending .factstate/app   # "session-7: paused turn turn-3: run run-3 waits for its successor run-4"
+ * npx factstate pending .factstate/app   # "session-7: paused turn turn-3 (sealed 2026-12-06T09:12:44.120Z): run run-3 waits for its successor run-4"
  * ```
  */
 /** A value as JSON, cut at 120 characters (never inside an escape). */
@@ -48,7 +48,11 @@ export async function pendingCommand(args: string[], io: CommandIo): Promise<num
         io.stdout(escapeControls(`${sessionId}: has not run since the backup taken at ${when} (seq ${restored.highWater}): check its tools' effects since then; its next run passes allowRestored`))
       }
       for (const run of active) io.stdout(escapeControls(`${sessionId}: open run ${run.runId} (${run.invocationId}, turn ${run.turnId})${why}`))
-      for (const turn of paused) io.stdout(escapeControls(`${sessionId}: paused turn ${turn.turnId}: run ${turn.runId} waits for its successor ${turn.intent.successorRunId} (${turn.intent.successorInvocationId}, claim ${turn.intent.claimId})`))
+      for (const turn of paused) {
+        // When it was sealed: what a review that may expire is measured from.
+        const sealed = turn.sealedAt === undefined ? '' : ` (sealed ${new Date(turn.sealedAt).toISOString()})`
+        io.stdout(escapeControls(`${sessionId}: paused turn ${turn.turnId}${sealed}: run ${turn.runId} waits for its successor ${turn.intent.successorRunId} (${turn.intent.successorInvocationId}, claim ${turn.intent.claimId})`))
+      }
       if (unknown.length > 0) {
         // With the input each call was dispatched with (cut at 120 characters: --json has it whole), what the check is about.
         const ops = unknown.map((op) => `${op.name} ${op.operationId}${op.input === undefined ? '' : ` ${shortJson(op.input)}`}`)

@@ -62,7 +62,7 @@ test('isFactstateError(error, code) narrows the code and types the details; with
         assert.not.ok(isFactstateError(error, 'LOG_CONFLICT'))
         assert.not.ok(isFactstateError(new Error('plain'), 'LOG_INVALID_ARGUMENT'))
         if (!isFactstateError(error, 'LOG_INVALID_ARGUMENT')) throw new Error('expected LOG_INVALID_ARGUMENT')
-        // Typed: `notALog` and `destination` are the only members LOG_INVALID_ARGUMENT's details may have.
+        // Typed: `notALog`, `destination` and `field` are the only members LOG_INVALID_ARGUMENT's details may have.
         const notALog: true | undefined = error.details?.notALog
         assert.is(notALog, undefined)
         // @ts-expect-error no `seq` in LOG_INVALID_ARGUMENT's details

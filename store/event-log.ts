@@ -1401,8 +1401,14 @@ export class EventLog {
 
   /**
    * Opens (creating if needed) the log in `location`. Fails with `LOG_WRITER_BUSY` when another
-   * handle, in this process or another, holds it; with `LOG_CORRUPT` when the stored tail is
-   * not continuous.
+   * handle, in this process or another, holds it (with `waitMs`, once it still does after that
+   * long); with `LOG_CORRUPT` when the stored tail is not continuous.
+   *
+   * @example
+   * ```ts
+   * // A deploy whose new version starts before the old one has closed the log: wait for that close.
+   * const log = await EventLog.open('.factstate/app', { waitMs: 30_000 })
+   * ```
    */
   static async open(location: string, options: EventLogOptions = {}): Promise<EventLog> {
     checkLocation(location)

@@ -8,6 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { suite } from 'uvu'
 import * as assert from 'uvu/assert'
 import type { StoredEvent } from '../facts/types.js'
+import { ClassicLevel } from 'classic-level'
 import { EventLog } from '../store/event-log.js'
 import { recoverInvocations } from '../store/recovery.js'
 import { EventMaker, type Child, boundedTest, facts, invocationOf, refusal, startChild } from './support/log-fixtures.js'
@@ -155,6 +156,36 @@ test(
       child.send('append after')
       await child.waitForLine((line) => line === 'ack 1')
       assert.not.ok(child.lines.some((line) => line.startsWith('error')), 'the child handle was not disturbed by the tries')
+      child.send('close')
+      await child.waitForLine((line) => line === 'closed')
+    }),
+  ),
+)
+
+test(
+  'writer lock: two opens waiting in one process for a log a child holds back off: a refused try wakes no other waiter (they woke each other at once, hundreds of tries a second)',
+  boundedTest(60_000, (dir) =>
+    withChildren(async (start) => {
+      const child = start('child-hold-log.ts', [dir])
+      await child.waitForLine((line) => line === 'ready')
+      const proto = ClassicLevel.prototype as unknown as { _open: (...args: unknown[]) => unknown }
+      const original = proto._open
+      let tries = 0
+      proto._open = function (this: unknown, ...args: unknown[]) {
+        tries += 1
+        return original.apply(this, args)
+      }
+      try {
+        const both = await Promise.all([refusal(EventLog.open(dir, { waitMs: 1_500 })), refusal(EventLog.open(dir, { waitMs: 1_500 }))])
+        assert.equal(
+          both.map((error) => error.code),
+          ['LOG_WRITER_BUSY', 'LOG_WRITER_BUSY'],
+        )
+      } finally {
+        proto._open = original
+      }
+      // Backing off from 25 ms, doubling, each waiter tries about 7 times in 1.5 s.
+      assert.ok(tries > 0 && tries <= 40, `${tries} LevelDB opens`)
       child.send('close')
       await child.waitForLine((line) => line === 'closed')
     }),

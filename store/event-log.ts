@@ -1594,7 +1594,7 @@ export class EventLog {
       try {
         await refuseMarkedDamaged(claim.path)
       } catch (error) {
-        claim.release()
+        claim.release(false)
         throw error
       }
     }
@@ -1602,7 +1602,7 @@ export class EventLog {
     try {
       await db.open()
     } catch (error) {
-      claim.release()
+      claim.release(false)
       throw levelError(error)
     }
     const log = new EventLog(db, durability, claim, snapshotOf)
@@ -1618,7 +1618,7 @@ export class EventLog {
     } catch (error) {
       await db.close().catch(() => undefined)
       await log.#directory?.handle?.close().catch(() => undefined)
-      claim.release()
+      claim.release(false)
       throw error instanceof FactstateError ? error : levelError(error)
     }
     return log

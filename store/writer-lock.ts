@@ -29,7 +29,7 @@ export interface DirectoryClaim {
   /** Its log has begun to close: a second open is still refused until `release`, but told to await the close. */
   closing(): void
   /** Frees the directory for another open in this process. */
-  release(): void
+  release(notify?: boolean): void
 }
 
 /** Claims `location` for this process; throws `LOG_WRITER_BUSY` if it is already held here. */
@@ -65,12 +65,12 @@ export async function claimDirectory(location: string): Promise<DirectoryClaim> 
     closing: () => {
       state.closing = true
     },
-    release: () => {
+    release: (notify = true) => {
       if (released) return
       released = true
       if (held.get(path) !== state) return
       held.delete(path)
-      for (const listener of [...releaseListeners]) listener()
+      if (notify) for (const listener of [...releaseListeners]) listener()
     },
   }
 }

@@ -113,7 +113,7 @@ export interface FactstateErrorDetails {
    * or invocation, or every execution setting that differs (the first is `field`); `expected`: the
    * successor's invocation; `sealed`, `given`: both values of an execution setting; `tools`: when
    * the tool catalog differs from a seal that records each tool's digest, the tools added, removed
-   * and changed (description or input schema), by name (a seal made before 2026-12-06 records none,
+   * and changed (description or input schema), by name (a seal made by 0.1.0 records none,
    * and the refusal has no `tools`); `eventId`: the event the log refused.
    */
   HANDOFF_MISMATCH: {

@@ -209,8 +209,14 @@ function catalogAsSealed(candidate: ToolCatalogSummary, sealed: ToolCatalogSumma
   return sealed.digests === undefined ? { catalogDigest: candidate.catalogDigest, names: candidate.names } : candidate
 }
 
-/** `tool "a"` or `tools "a", "b"`. */
-const toolNames = (names: readonly string[]): string => `${names.length === 1 ? 'tool' : 'tools'} ${names.map((name) => JSON.stringify(name)).join(', ')}`
+/** How many tools a refusal's message names of each kind (`details.tools` has them all). */
+const SHOWN_TOOLS = 5
+
+/** `tool "a"`, `tools "a", "b"`, or the first few and how many more: a catalog of hundreds changed must not make a message of kilobytes. */
+const toolNames = (names: readonly string[]): string => {
+  const shown = names.slice(0, SHOWN_TOOLS).map((name) => JSON.stringify(name)).join(', ')
+  return `${names.length === 1 ? 'tool' : 'tools'} ${shown}${names.length > SHOWN_TOOLS ? ` and ${names.length - SHOWN_TOOLS} more` : ''}`
+}
 
 /** What changed between a seal's catalog and a successor's, tool by tool, for the refusal's message. */
 function catalogChangeText(changes: CatalogChanges, sealed: ToolCatalogSummary, given: ToolCatalogSummary): string {
@@ -567,7 +573,7 @@ export class Engine {
         const why = !sameNames
           ? `the successor's execution setting ${difference} does not match the sealed pause${values}${difference === 'tools' && changeText !== undefined ? `: ${changeText}` : ''}`
           : changes === undefined
-            ? `${catalogText}: the same tools, but a description or input schema changed`
+            ? `${catalogText}: the same tools, but a description or input schema changed (which cannot be told: the seal, made by factstate 0.1.0, records no digest per tool)`
             : changes.changed.length > 0
               ? `${catalogText}: the same tools, but a description or input schema changed (${toolNames(changes.changed)})`
               : `${catalogText}: ${changeText}`

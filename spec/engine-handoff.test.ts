@@ -331,6 +331,12 @@ test(
     assert.equal(grown.details?.tools, { added: ['notify_customer'], removed: [], changed: ['issue_refund'] })
     assert.match(grown.message, /: tool "notify_customer" added, tool "issue_refund" changed \(description or input schema\); run the successor/)
 
+    // Many tools: the message names the first five of a kind and counts the rest; details.tools has them all.
+    const many = Array.from({ length: 12 }, (_, index) => countingTool(`extra_tool_${index}`))
+    const crowded = await refusedUnder('twelve tools added', [...v1(), ...many])
+    assert.equal(crowded.details?.tools, { added: many.map((tool) => tool.name), removed: [], changed: [] })
+    assert.match(crowded.message, /: tools "extra_tool_0", "extra_tool_1", "extra_tool_2", "extra_tool_3", "extra_tool_4" and 7 more added; run the successor/)
+
     const reordered = await refusedUnder('the same tools in another order', [countingTool('issue_refund'), countingTool('lookup_order')])
     assert.equal(reordered.details?.tools, { added: [], removed: [], changed: [] })
     assert.match(reordered.message, /given \["issue_refund","lookup_order"\]\): the same tools in another order; run the successor/)
@@ -380,7 +386,7 @@ test(
     assert.is(changed.details?.tools, undefined, 'a seal without per-tool digests cannot name the tool')
     assert.equal(changed.details?.sealed, { catalogDigest, names })
     assert.equal(changed.details?.given, { catalogDigest: catalogOf(v2()).catalogDigest, names }, 'the catalog as the seal recorded one, without per-tool digests')
-    assert.match(changed.message, /: the same tools, but a description or input schema changed; run the successor with the sealed settings/)
+    assert.match(changed.message, /: the same tools, but a description or input schema changed \(which cannot be told: the seal, made by factstate 0\.1\.0, records no digest per tool\); run the successor with the sealed settings/)
     const fewer = await refusedWithoutWriting(h.log, () => h.engine.start(oldSeal.successor([countingTool('lookup_order')], h.server.baseUrl)), 'HANDOFF_MISMATCH', 'an old seal, a tool removed')
     assert.is(fewer.details?.tools, undefined)
     assert.match(fewer.message, /setting tools does not match the sealed pause \(sealed \["lookup_order","issue_refund"\], given \["lookup_order"\]\); run the successor/)

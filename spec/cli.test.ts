@@ -126,6 +126,15 @@ test('demo passes every step, then log, verify and recover read its log', () =>
       assert.equal(seqsOf(last.stdout), [Number(events) - 2, Number(events) - 1, Number(events)])
       const lastTo = await cli(['log', location, '--last', '2', '--to', '5'])
       assert.equal(seqsOf(lastTo.stdout), [4, 5], '--last counts back from --to')
+      // With filters, the last N facts that match, however many others came after them.
+      const allLines = (await cli(['log', location, '--json'])).stdout.trim().split('\n').map((line) => JSON.parse(line) as { seq: number; invocation: { invocationId: string }; fact: { type: string } })
+      const ofCrash = allLines.filter((line) => line.invocation.invocationId === 'inv-crash-run-1').map((line) => line.seq)
+      assert.ok(ofCrash.length >= 3 && ofCrash.at(-1)! < Number(events), 'facts of other runs came after it')
+      const lastOfRun = await cli(['log', location, '--invocation', 'inv-crash-run-1', '--last', '2'])
+      assert.equal(seqsOf(lastOfRun.stdout), ofCrash.slice(-2))
+      const dispatched = allLines.filter((line) => line.fact.type === 'tool.dispatched').map((line) => line.seq)
+      const lastOfType = await cli(['log', location, '--type', 'tool.dispatched', '--last', '2'])
+      assert.equal(seqsOf(lastOfType.stdout), dispatched.slice(-2))
       const range = await cli(['log', location, '--from', '5', '--to', '7'])
       assert.equal(seqsOf(range.stdout), [5, 6, 7])
       // --invocation reads through the invocation's index: the same lines as filtering every fact.

@@ -17,8 +17,9 @@ the fact's seq, the event, and digest, the log's digest through that fact, which
 the log ends there: a program that exports the lines keeps the last seq and digest it wrote, and a
 log that later has another digest at that seq is not the log it read).
 Filters combine. TYPE is a fact type such as tool.dispatched; a trailing * matches a family (tool.*).
---from and --to bound the seqs read (inclusive); --last N reads only the last N facts of the log (up to
---to if given), and the filters then apply to those.
+--from and --to bound the seqs read (inclusive); --last N prints only the last N facts that match
+the filters (up to --to if given): --run R --last 5 is that run's last five facts, however many
+facts other runs wrote after them.
 --runs prints the session's runs instead, one line each in the order they opened: run, turn,
 invocation, how it began (from which run), how it ended (or open), its first and last seq, and the
 tokens its answers reported, summed ("at least", with how many answers reported none, when not
@@ -134,13 +135,27 @@ export async function logCommand(args: string[], io: CommandIo, options: { signa
     let shown = 0
     const { highWater } = log.head()
     const to = Math.min(bounds.to ?? highWater, highWater)
-    // --last N counts back from the end shown: the log's, or --to's.
-    const from = bounds.last !== undefined ? Math.max(1, to - bounds.last + 1) : (bounds.from ?? 1)
+    const filtered = values.session !== undefined || values.run !== undefined || values.invocation !== undefined || type !== undefined
+    // --last N counts back from the end shown (the log's, or --to's): without filters, the last N
+    // facts; with them, the last N that match, found by reading up to the end and keeping the last N.
+    let from = bounds.last !== undefined && !filtered ? Math.max(1, to - bounds.last + 1) : (bounds.from ?? 1)
     // One invocation's facts are read through its index, not by reading the whole log.
-    const source: AsyncIterable<StoredEvent> | StoredEvent[] =
+    let source: AsyncIterable<StoredEvent> | StoredEvent[] =
       values.invocation !== undefined
         ? (await logInternals(log).invocationEvents(values.invocation, to)).filter((stored) => stored.seq >= from)
         : log.events({ from, to })
+    if (bounds.last !== undefined && filtered) {
+      const kept: StoredEvent[] = []
+      for await (const stored of source) {
+        if (io.stdoutClosed?.()) return EXIT.ok
+        if (!matches(stored)) continue
+        kept.push(stored)
+        if (kept.length > 2 * bounds.last) kept.splice(0, kept.length - bounds.last)
+      }
+      source = kept.slice(-bounds.last)
+      // A follow goes on after `to`, whatever was kept.
+      from = source[0]?.seq ?? to + 1
+    }
     let digestsMissing = false
     const print = (stored: StoredEvent, reader: EventLog) => {
       // Facts that land before --from (a log still short of it) are not shown while following either.

@@ -30,12 +30,24 @@ async function withChildren(body: (start: (script: string, args: string[]) => Ch
   }
 }
 
+/** A child process that has the log at `dir` open (`child-hold-log.ts`), once it says so. */
+async function holdingChild(start: (script: string, args: string[]) => Child, dir: string): Promise<Child> {
+  const child = start('child-hold-log.ts', [dir])
+  await child.waitForLine((line) => line === 'ready')
+  return child
+}
+
+/** Asks a child from `holdingChild` to close its log, and waits until it has. */
+async function closedBy(child: Child): Promise<void> {
+  child.send('close')
+  await child.waitForLine((line) => line === 'closed')
+}
+
 test(
   'writer lock: a log held by a child process is LOG_WRITER_BUSY here, the child keeps appending, and after kill -9 the open succeeds',
   boundedTest(60_000, (dir) =>
     withChildren(async (start) => {
-      const child = start('child-hold-log.ts', [dir])
-      await child.waitForLine((line) => line === 'ready')
+      const child = await holdingChild(start, dir)
       child.send('append first')
       await child.waitForLine((line) => line === 'ack 1')
 
@@ -85,8 +97,7 @@ test(
       const child = start('child-hold-log.ts', [dir])
       await child.waitForLine((line) => line === 'ready' || line.startsWith('error'))
       assert.is(child.lines[0], 'ready')
-      child.send('close')
-      await child.waitForLine((line) => line === 'closed')
+      await closedBy(child)
       assert.is((await child.exited).code, 0)
     }),
   ),
@@ -96,8 +107,7 @@ test(
   'writer lock: an open with waitMs waits while a child process holds the log, and opens once the child has closed it',
   boundedTest(60_000, (dir) =>
     withChildren(async (start) => {
-      const child = start('child-hold-log.ts', [dir])
-      await child.waitForLine((line) => line === 'ready')
+      const child = await holdingChild(start, dir)
       child.send('append first')
       await child.waitForLine((line) => line === 'ack 1')
 
@@ -114,8 +124,7 @@ test(
       assert.is((await refusal(EventLog.open(dir))).code, 'LOG_WRITER_BUSY')
       assert.not.ok(settled, 'the open waits rather than failing LOG_WRITER_BUSY at once')
 
-      child.send('close')
-      await child.waitForLine((line) => line === 'closed')
+      await closedBy(child)
       const log = await waiting
       try {
         assert.is((await log.verify()).events, 2, 'the open that waited reads what the child wrote')
@@ -132,8 +141,7 @@ test(
   'writer lock: an open whose waitMs runs out, or whose signal aborts, while a child holds the log fails LOG_WRITER_BUSY with the details of an open that does not wait',
   boundedTest(60_000, (dir) =>
     withChildren(async (start) => {
-      const child = start('child-hold-log.ts', [dir])
-      await child.waitForLine((line) => line === 'ready')
+      const child = await holdingChild(start, dir)
 
       const timedOut = await refusal(EventLog.open(dir, { waitMs: 300 }))
       assert.is(timedOut.code, 'LOG_WRITER_BUSY')
@@ -156,8 +164,7 @@ test(
       child.send('append after')
       await child.waitForLine((line) => line === 'ack 1')
       assert.not.ok(child.lines.some((line) => line.startsWith('error')), 'the child handle was not disturbed by the tries')
-      child.send('close')
-      await child.waitForLine((line) => line === 'closed')
+      await closedBy(child)
     }),
   ),
 )
@@ -166,8 +173,7 @@ test(
   'writer lock: two opens waiting in one process for a log a child holds back off: a refused try wakes no other waiter (they woke each other at once, hundreds of tries a second)',
   boundedTest(60_000, (dir) =>
     withChildren(async (start) => {
-      const child = start('child-hold-log.ts', [dir])
-      await child.waitForLine((line) => line === 'ready')
+      const child = await holdingChild(start, dir)
       const proto = ClassicLevel.prototype as unknown as { _open: (...args: unknown[]) => unknown }
       const original = proto._open
       let tries = 0
@@ -186,8 +192,7 @@ test(
       }
       // Backing off from 25 ms, doubling, each waiter tries about 7 times in 1.5 s.
       assert.ok(tries > 0 && tries <= 40, `${tries} LevelDB opens`)
-      child.send('close')
-      await child.waitForLine((line) => line === 'closed')
+      await closedBy(child)
     }),
   ),
 )

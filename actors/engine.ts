@@ -4,7 +4,7 @@ import { readOptions, shown } from '../options.js'
 import type { ExecutionSettings, Invocation, InvocationInput, InvocationOutcome, RuntimeEvent, ToolCatalogSummary, UncertainOperation } from '../facts/types.js'
 import { eventIdSchema } from '../facts/schema.js'
 import { type InvocationSnapshot, type InvocationState, applyFact, initialInvocationSnapshot, stateOf } from '../machines/invocation.js'
-import { canonical, messageOf, storageProblemAt } from '../store/encoding.js'
+import { canonical, isAbortSignal, messageOf, storageProblemAt } from '../store/encoding.js'
 import { type AppendView, type EventLog, type LogInternals, logInternals } from '../store/event-log.js'
 import type { BackupPoint } from '../store/backup-point.js'
 import { dispatchedInputs, dispatchedKey } from '../store/dispatched-inputs.js'
@@ -151,17 +151,8 @@ const START_OPTIONS: readonly string[] = ['signal', 'onModelText', 'onToolCallTe
 /** `options.signal`: undefined or something that can be listened to as an AbortSignal. */
 function startSignal(signal: unknown, refuse: (field: string, message: string) => FactstateError): AbortSignal | undefined {
   if (signal === undefined) return undefined
-  const candidate = signal as Partial<AbortSignal> | null
-  if (
-    typeof candidate !== 'object' ||
-    candidate === null ||
-    typeof candidate.aborted !== 'boolean' ||
-    typeof candidate.addEventListener !== 'function' ||
-    typeof candidate.removeEventListener !== 'function'
-  ) {
-    throw refuse('options.signal', 'options.signal must be an AbortSignal (AbortController.signal)')
-  }
-  return signal as AbortSignal
+  if (!isAbortSignal(signal)) throw refuse('options.signal', 'options.signal must be an AbortSignal (AbortController.signal)')
+  return signal
 }
 
 /** An admitted invocation, running as an actor. */

@@ -162,6 +162,12 @@ export function storageProblemAt(value: unknown, depth: number, root = '(value)'
   return unstorable(value, root, depth)
 }
 
+/** Something that can be listened to as an AbortSignal (an `AbortController`'s, or one of another realm): what `engine.start` and `EventLog.open` take. */
+export function isAbortSignal(value: unknown): value is AbortSignal {
+  const candidate = value as Partial<AbortSignal> | null
+  return typeof candidate === 'object' && candidate !== null && typeof candidate.aborted === 'boolean' && typeof candidate.addEventListener === 'function' && typeof candidate.removeEventListener === 'function'
+}
+
 /**
  * A message for anything thrown, as a fact can hold it: never throws (a thrown value whose `String`
  * or `message` getter throws, or one with no prototype, still gets one), and every lone surrogate

@@ -9,7 +9,7 @@ import { readOptions, shown } from '../options.js'
 import { id as idSchema, runBoundarySchema } from '../facts/schema.js'
 import type { HandoffIntent, HandoffPause, InvocationInput, InvocationOutcome, RunBoundary, RuntimeEvent, StoredEvent, TerminalStatus, UncertainOperation } from '../facts/types.js'
 import { EMPTY_CHAIN, CHAIN_BYTES, chainStep, logDigest, runChainStart, runDigest } from './digest.js'
-import { chainedIdRecord, decodeEvent, decodeRecord, encodeRecord, encodeValidatedEvent, checkFactRules, indexRecord, messageOf, peekInvocationId, validateEvent } from './encoding.js'
+import { chainedIdRecord, decodeEvent, decodeRecord, encodeRecord, encodeValidatedEvent, checkFactRules, indexRecord, isAbortSignal, messageOf, peekInvocationId, validateEvent } from './encoding.js'
 import { IdFilter, parseIdFilter, serializeIdFilter } from './id-filter.js'
 import { IndexAudit } from './index-audit.js'
 import { keys, seqOfEventKey, seqPart } from './keys.js'
@@ -1063,12 +1063,6 @@ function headRecord(found: unknown): Head {
     throw new FactstateError('LOG_CORRUPT', 'the head record is unreadable')
   }
   return { highWater, chain: new Uint8Array(chain) }
-}
-
-/** Something that can be listened to as an AbortSignal (as `engine.start` takes one). */
-function isAbortSignal(value: unknown): value is AbortSignal {
-  const candidate = value as Partial<AbortSignal> | null
-  return typeof candidate === 'object' && candidate !== null && typeof candidate.aborted === 'boolean' && typeof candidate.addEventListener === 'function' && typeof candidate.removeEventListener === 'function'
 }
 
 function checkLocation(location: unknown): void {

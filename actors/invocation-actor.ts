@@ -174,7 +174,7 @@ export type ToolResult = { ok: true; value: unknown } | { ok: false; message: st
  * message passed through `redactMessage` and cut at `maxToolResultBytes`), or `ABANDONED`.
  *
  * A tool with effects (not `readOnly`) that throws once its signal has aborted (its `timeoutMs`,
- * a cancel, the engine's shutdown) is `uncertain`: the abort may have cut short a request its
+ * a cancel, the application's shutdown signal) is `uncertain`: the abort may have cut short a request its
  * server had already received and acted on (a `fetch` given the signal rejects with the abort,
  * whatever the server did), so a failure recorded then would be a claim nobody can make, and the
  * model, told the call failed, would make it again under another operation id. What a tool returns

@@ -85,8 +85,12 @@ class Ended {
 /** How long a tool whose `timeoutMs` has passed (its signal aborted then) may still take to settle. */
 export const TOOL_TIMEOUT_GRACE_MS = 1_000
 
-/** A call the engine stopped waiting for: its tool did not settle within its `timeoutMs` and the grace after it. */
-class ToolAbandoned extends Error {}
+/**
+ * A call left dispatched and never settled, its outcome unknown, as a crash leaves it: its tool did
+ * not settle within its `timeoutMs` and the grace after it, or (a tool with effects) threw once its
+ * signal had aborted. The run ends `failed{outcome_unknown}`.
+ */
+class ToolUncertain extends Error {}
 
 /**
  * Runs one call of a tool with `timeoutMs`: `signal` aborts with the run's (`gate`) and once the
@@ -756,7 +760,7 @@ export class InvocationActor {
       try {
         for (const [index, call] of calls.entries()) await this.#settleCall(stepId, index, call, (fact) => this.#record(fact))
       } catch (error) {
-        if (error instanceof ToolAbandoned) await this.#end({ status: 'failed', class: 'outcome_unknown', message: error.message })
+        if (error instanceof ToolUncertain) await this.#end({ status: 'failed', class: 'outcome_unknown', message: error.message })
         throw error
       }
       return
@@ -787,7 +791,7 @@ export class InvocationActor {
       const results = await Promise.allSettled(Array.from({ length: limit }, worker))
       if (results.some((result) => result.status === 'rejected')) {
         // A call given up on ends the run once the calls beside it (told to stop) have settled.
-        if (firstFailure instanceof ToolAbandoned) await this.#end({ status: 'failed', class: 'outcome_unknown', message: firstFailure.message })
+        if (firstFailure instanceof ToolUncertain) await this.#end({ status: 'failed', class: 'outcome_unknown', message: firstFailure.message })
         throw firstFailure
       }
     } finally {
@@ -952,13 +956,13 @@ export class InvocationActor {
     const result = await runToolCall(tool, input, gate, { operationId, invocation: this.setup.invocation }, this.setup, (text) => redact(text, this.setup.secrets.inData))
     if (result === ABANDONED) {
       // Left dispatched, never settled, as a crash leaves it: uncertain, for the session to reconcile.
-      throw new ToolAbandoned(
+      throw new ToolUncertain(
         `tool ${call.name} (operation ${operationId}) ${notWaitedFor(timeoutMs as number, tool.timeoutMs === undefined ? "the engine's toolTimeoutMs" : 'its timeoutMs')}: it was not waited for, and its effect may or may not have happened`,
       )
     }
     if (!result.ok && result.uncertain !== undefined) {
       // Left dispatched, never settled, as a crash leaves it: see runToolCall.
-      throw new ToolAbandoned(thrownAfterAbort(`${call.name} (operation ${operationId})`, result.message, result.uncertain))
+      throw new ToolUncertain(thrownAfterAbort(`${call.name} (operation ${operationId})`, result.message, result.uncertain))
     }
     // A tool that calls the same provider can pass on what it echoed: the provider's secrets are removed here too.
     const outcome: Extract<Fact, { type: 'tool.settled' }>['outcome'] = result.ok

@@ -17,7 +17,7 @@ const releaseListeners = new Set<() => void>()
  * Calls `listener` when this process next releases a directory (any of them: the caller tries its
  * open again). Returns the function that stops listening.
  */
-export function onRelease(listener: () => void): () => void {
+function onRelease(listener: () => void): () => void {
   releaseListeners.add(listener)
   return () => releaseListeners.delete(listener)
 }

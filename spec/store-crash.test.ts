@@ -2,7 +2,7 @@
  * The log across processes: the writer lock against a child process, and kill -9 of a child in
  * the middle of a stream of acknowledged appends.
  */
-import { cp, readFile, readdir, truncate } from 'node:fs/promises'
+import { cp, readFile, readdir, stat, truncate } from 'node:fs/promises'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { suite } from 'uvu'
@@ -11,6 +11,7 @@ import type { StoredEvent } from '../facts/types.js'
 import { ClassicLevel } from 'classic-level'
 import { EventLog } from '../store/event-log.js'
 import { recoverInvocations } from '../store/recovery.js'
+import { logHeldOpen } from '../store/writer-presence.js'
 import { EventMaker, type Child, boundedTest, facts, invocationOf, refusal, startChild } from './support/log-fixtures.js'
 
 const ALL = Number.MAX_SAFE_INTEGER
@@ -192,6 +193,39 @@ test(
       }
       // Backing off from 25 ms, doubling, each waiter tries about 7 times in 1.5 s.
       assert.ok(tries > 0 && tries <= 40, `${tries} LevelDB opens`)
+      await closedBy(child)
+    }),
+  ),
+)
+
+test(
+  "writer lock: while /proc/locks lists the child's lock, an open with waitMs tries LevelDB only first and at its deadline (each refused LevelDB open renames the holder's LOG to LOG.old)",
+  boundedTest(60_000, (dir) =>
+    withChildren(async (start) => {
+      const child = await holdingChild(start, dir)
+      assert.is(await logHeldOpen(dir), true, "the child's lock is listed")
+      const proto = ClassicLevel.prototype as unknown as { _open: (...args: unknown[]) => unknown }
+      const original = proto._open
+      let tries = 0
+      proto._open = function (this: unknown, ...args: unknown[]) {
+        tries += 1
+        return original.apply(this, args)
+      }
+      const logBefore = (await stat(join(dir, 'LOG'))).ino
+      let renamed: boolean
+      try {
+        const refused = await refusal(EventLog.open(dir, { waitMs: 1_500 }))
+        assert.equal([refused.code, refused.details], ['LOG_WRITER_BUSY', { holder: 'another-process', closing: false }])
+        assert.match(refused.message, /\(still so after waiting 1,500 ms \(waitMs\)\)$/)
+      } finally {
+        proto._open = original
+        renamed = (await stat(join(dir, 'LOG'))).ino !== logBefore
+      }
+      // Without the check, backing off from 25 ms it tried about 7 times.
+      assert.is(tries, 2, `${tries} LevelDB opens`)
+      assert.ok(renamed, 'the refused tries did reach LevelDB (the count is of real tries)')
+      child.send('append after')
+      await child.waitForLine((line) => line === 'ack 1')
       await closedBy(child)
     }),
   ),

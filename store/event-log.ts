@@ -30,6 +30,7 @@ import { copySnapshot } from './snapshot.js'
 import { type BackupPoint, damagedPoint, decodeBackupPoints, encodeBackupPoints } from './backup-point.js'
 import { dispatchedInputs, dispatchedKey } from './dispatched-inputs.js'
 import { type DirectoryClaim, claimDirectory, whileWriterBusy } from './writer-lock.js'
+import { logHeldOpen } from './writer-presence.js'
 
 /** How an acknowledged append is made durable: `sync` (default) fsyncs each group commit; `os` leaves it to the OS. */
 export type Durability = 'sync' | 'os'
@@ -1429,7 +1430,7 @@ export class EventLog {
     // Checked before the directory is claimed, which makes it.
     if (!create) await checkCopySource(location, 'open (create: false)')
     await checkOwnDirectory(location)
-    return whileWriterBusy(() => EventLog.#openAt(location, durability, undefined, true), waitMs, signal)
+    return whileWriterBusy(() => EventLog.#openAt(location, durability, undefined, true), waitMs, signal, () => logHeldOpen(location))
   }
 
   /**

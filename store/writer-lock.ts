@@ -5,7 +5,7 @@
  */
 import { mkdir, realpath, stat } from 'node:fs/promises'
 import { dirname } from 'node:path'
-import { FactstateError, isFactstateError, messageWithoutCode } from '../errors.js'
+import { FactstateError, type FactstateErrorOf, isFactstateError, messageWithoutCode } from '../errors.js'
 
 /** The directories this process holds, each with whether its log is closing (so a refusal can say to await that close). */
 const held = new Map<string, { closing: boolean }>()
@@ -114,24 +114,48 @@ const WAIT_LONGEST_MS = 1_000
  * tried again after a pause that grows from 25 ms to 1 s, never past the deadline, and at once when
  * this process releases a directory (a log of its own that was closing). Still busy at the deadline,
  * or once `signal` aborted, the last refusal is thrown, its code and details as they were, its
- * message saying how the wait ended. Any other failure ends the wait.
+ * message saying how the wait ended. Any other failure ends the wait. `heldElsewhere` tells whether
+ * another process still holds the log (see `logHeldOpen`): while it does, no try is made.
  */
-export async function whileWriterBusy<T>(open: () => Promise<T>, waitMs: number, signal: AbortSignal | undefined): Promise<T> {
+export async function whileWriterBusy<T>(
+  open: () => Promise<T>,
+  waitMs: number,
+  signal: AbortSignal | undefined,
+  heldElsewhere?: () => Promise<boolean | undefined>,
+): Promise<T> {
   const deadline = performance.now() + waitMs
   let pause = WAIT_FIRST_MS
+  let refused: FactstateErrorOf<'LOG_WRITER_BUSY'> | undefined
   for (;;) {
-    try {
-      return await open()
-    } catch (error) {
-      if (waitMs === 0 || !isFactstateError(error, 'LOG_WRITER_BUSY')) throw error
-      const left = deadline - performance.now()
-      if (left <= 0 || signal?.aborted === true) {
-        const ended = signal?.aborted === true ? 'its signal aborted the wait' : `still so after waiting ${waitMs.toLocaleString('en-US')} ms (waitMs)`
-        throw new FactstateError('LOG_WRITER_BUSY', `${messageWithoutCode(error)} (${ended})`, { cause: error.cause, details: error.details })
+    // While another process's lock on the log is still listed (`heldElsewhere`), a try is skipped:
+    // LevelDB renames the holder's info log (LOG to LOG.old) before it asks for the lock, so every
+    // refused try costs the holder its log of what LevelDB did. The last try, at the deadline or
+    // once the signal aborted, is made whatever the list says (it cannot always be told: see
+    // writer-presence.ts).
+    const skip =
+      refused?.details?.holder === 'another-process' &&
+      heldElsewhere !== undefined &&
+      signal?.aborted !== true &&
+      deadline - performance.now() > 0 &&
+      (await heldElsewhere()) === true
+    if (!skip) {
+      try {
+        return await open()
+      } catch (error) {
+        if (waitMs === 0 || !isFactstateError(error, 'LOG_WRITER_BUSY')) throw error
+        refused = error
       }
-      await pauseFor(Math.min(pause, left), signal)
-      pause = Math.min(pause * 2, WAIT_LONGEST_MS)
     }
+    const last = refused as FactstateErrorOf<'LOG_WRITER_BUSY'>
+    const left = deadline - performance.now()
+    const aborted = signal?.aborted === true
+    if (!skip && (left <= 0 || aborted)) {
+      const ended = aborted ? 'its signal aborted the wait' : `still so after waiting ${waitMs.toLocaleString('en-US')} ms (waitMs)`
+      throw new FactstateError('LOG_WRITER_BUSY', `${messageWithoutCode(last)} (${ended})`, { cause: last.cause, details: last.details })
+    }
+    // After a skipped try whose wait has ended, the last try is made at once.
+    if (left > 0 && !aborted) await pauseFor(Math.min(pause, left), signal)
+    pause = Math.min(pause * 2, WAIT_LONGEST_MS)
   }
 }
 

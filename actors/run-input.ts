@@ -1,7 +1,7 @@
 import { isAbsolute } from 'node:path'
 import { z } from 'zod'
 import { FactstateError } from '../errors.js'
-import { describeIssues, handoffPauseSchema, issueFields, id, invocationSchema, jsonValue, runBoundarySchema } from '../facts/schema.js'
+import { describeIssues, handoffPauseSchema, issueFields, id, invocationSchema, jsonValue, requestFingerprintSchema, runBoundarySchema } from '../facts/schema.js'
 import type { HandoffPause, Invocation, JsonObject, RunBoundary } from '../facts/types.js'
 import { storageProblemAt } from '../store/encoding.js'
 import type { ProviderConfig } from './model-client.js'
@@ -291,7 +291,7 @@ const runInputSchema = z.strictObject({
   instructions: z.string().min(1).optional(),
   mainOutputLimit: z.number().int().min(1).max(1_000_000).optional(),
   maxSteps: z.number().int().min(1).max(MAX_STEPS_LIMIT).optional(),
-  requestFingerprint: z.string().min(1).max(256).optional(),
+  requestFingerprint: requestFingerprintSchema.optional(),
   tools: z.array(tool).refine((tools) => new Set(tools.map((t) => t.name)).size === tools.length, 'tool names must be unique'),
   toolConcurrency: z.number().int().min(1).max(MAX_TOOL_CONCURRENCY).optional(),
   work: z.discriminatedUnion('kind', [

@@ -53,6 +53,13 @@ export const handoffPauseSchema = z.strictObject({
 /** An approver's decision on a call of a tool that needs approval: who decided, and why (for a denial). */
 const approvalRecord = z.strictObject({ by: text.optional(), reason: text.optional() })
 
+/**
+ * A run input's `requestFingerprint`: 1–256 characters (counted as zod counts). The engine refuses
+ * any other in the run input, and the log any other in an appended `invocation.opened` (the fact
+ * schema itself accepts any string, so a stored fact is read as it was written).
+ */
+export const requestFingerprintSchema = text.min(1).max(256)
+
 const uncertainOperation = z.strictObject({ invocationId: id, operationId: text.min(1), callId: text, name: text, input: jsonValue.optional() })
 
 const invocationInput = z.discriminatedUnion('kind', [

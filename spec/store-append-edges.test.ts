@@ -8,12 +8,12 @@ import { join } from 'node:path'
 import fc from 'fast-check'
 import { suite } from 'uvu'
 import * as assert from 'uvu/assert'
-import type { Fact } from '../facts/types.js'
-import { decodeRecord } from '../store/encoding.js'
+import type { ExecutionSettings, Fact, HandoffPause, RuntimeEvent } from '../facts/types.js'
+import { decodeEvent, decodeRecord, encodeEvent } from '../store/encoding.js'
 import { EventLog, logInternals } from '../store/event-log.js'
 import { keys } from '../store/keys.js'
 import { OperationIds } from '../store/projection.js'
-import { EventMaker, boundedTest, facts, invocationOf, refusal, withDb } from './support/log-fixtures.js'
+import { CATALOG_DIGEST, EventMaker, boundedTest, facts, invocationOf, refusal, withDb } from './support/log-fixtures.js'
 
 const edges = suite('store: append edges')
 
@@ -163,6 +163,58 @@ edges(
       const record = decodeRecord<{ operations: string[] }>((await db.get(keys.invocation('inv-ops'))) as Uint8Array, 'invocation')
       assert.equal(record.operations, ['op1', 'op2', 'op3'], 'stored as an array, in the order used')
     })
+  }),
+)
+
+edges(
+  "an appended invocation.opened's requestFingerprint is 1–256 characters, and a catalog's digests one per name, as the engine writes them; stored facts that break either still read",
+  boundedTest(30_000, async (root) => {
+    type Opened = Extract<Fact, { type: 'invocation.opened' }>
+    const opened = facts.opened() as Opened
+    const digest = (hex: string): string => `sha256:${hex.repeat(64)}`
+    const catalog = (digests: string[]): ExecutionSettings => ({ ...opened.execution, tools: { catalogDigest: CATALOG_DIGEST, names: ['echo', 'add'], digests } })
+    const pause = (execution: ExecutionSettings): HandoffPause => ({
+      intent: { handoffId: 'h1', hostEpoch: 'epoch-1', rootRunId: 'run-root', successorRunId: 'run-next', successorInvocationId: 'inv-next', claimId: 'claim-1' },
+      remainingSteps: 2,
+      execution,
+    })
+    const boundary = { invocation: invocationOf('src'), highWater: 2, digest: digest('0') }
+    const withFingerprint = (requestFingerprint: string): Fact => ({ ...opened, input: { kind: 'message', content: 'hello', requestFingerprint } })
+    const refused: [string, Fact, string][] = [
+      ['an empty fingerprint', withFingerprint(''), 'fact.input.requestFingerprint'],
+      ['a fingerprint of 257 characters', withFingerprint('f'.repeat(257)), 'fact.input.requestFingerprint'],
+      ['a fingerprint of a continuation', { ...opened, input: { kind: 'continuation', source: boundary, requestFingerprint: '' } }, 'fact.input.requestFingerprint'],
+      ['one digest for two tools', { ...opened, execution: catalog([digest('1')]) }, 'fact.execution.tools.digests'],
+      ['three digests for two tools', { ...opened, execution: catalog([digest('1'), digest('2'), digest('3')]) }, 'fact.execution.tools.digests'],
+      [
+        "a successor's seal with one digest for two tools",
+        { ...opened, input: { kind: 'handoff', source: boundary, pause: pause(catalog([digest('1')])) } },
+        'fact.input.pause.execution.tools.digests',
+      ],
+      ["a seal's pause with no digest for two tools", { type: 'invocation.ended', outcome: { status: 'handoff_paused', pause: pause(catalog([])) } }, 'fact.outcome.pause.execution.tools.digests'],
+    ]
+    const log = await EventLog.open(join(root, 'log'))
+    try {
+      for (const [what, fact, path] of refused) {
+        const error = await refusal(log.append(new EventMaker(invocationOf('bad')).next(fact)))
+        assert.is(error.code, 'LOG_INVALID_EVENT', what)
+        assert.equal(error.details, { fields: [path] }, what)
+        // Read back as stored (a log another version or a direct append wrote): the rule is the append's alone.
+        const event = new EventMaker(invocationOf('stored')).next(fact)
+        assert.equal(decodeEvent(encodeEvent(event), 1), event, `${what}: a stored one decodes as written`)
+      }
+      assert.is(log.head().highWater, 0, 'nothing was written')
+      // 256 characters counted as the run input counts them: astral ones are one each, not two.
+      const fine: RuntimeEvent[] = [
+        new EventMaker(invocationOf('a')).next(withFingerprint('\u{1F600}'.repeat(256))),
+        new EventMaker(invocationOf('b')).next(withFingerprint('f')),
+        new EventMaker(invocationOf('c')).next({ ...opened, execution: catalog([digest('1'), digest('2')]) }),
+        new EventMaker(invocationOf('d')).next(facts.opened()),
+      ]
+      assert.equal(await log.appendAll(fine), [1, 2, 3, 4])
+    } finally {
+      await log.close()
+    }
   }),
 )
 

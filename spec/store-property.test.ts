@@ -106,7 +106,7 @@ function legal(plan: Plan): Plan {
 const planArbitrary: fc.Arbitrary<Plan> = fc
   .record({
     content: text,
-    fingerprint: fc.option(fc.string({ maxLength: 8 }), { nil: undefined }),
+    fingerprint: fc.option(fc.string({ minLength: 1, maxLength: 8 }), { nil: undefined }),
     steps: fc.array(stepPlan, { maxLength: 3 }),
     hold: fc.constantFrom<Plan['hold']>('none', 'released', 'paused'),
     inFlight: fc.boolean(),

@@ -1,8 +1,8 @@
 import { Packr, RESERVE_START_SPACE } from 'msgpackr'
 import { FactstateError } from '../errors.js'
 import { parseRuntimeEvent } from '../facts/compiled-schema.js'
-import { describeIssues, issueFields, runtimeEventSchema } from '../facts/schema.js'
-import type { RuntimeEvent } from '../facts/types.js'
+import { describeIssues, issueFields, requestFingerprintSchema, runtimeEventSchema } from '../facts/schema.js'
+import type { ExecutionSettings, RuntimeEvent } from '../facts/types.js'
 import { CHAIN_BYTES, chainStep, chainStepInto } from './digest.js'
 import { packPlain } from './msgpack-plain.js'
 import { packValidatedEvent } from './shaped-writer.js'
@@ -253,10 +253,25 @@ function validate(event: unknown): RuntimeEvent {
 /**
  * The rules between a fact's fields that its schema does not state, checked for every append after
  * `validateEvent` (stored facts are read as written, so a log written before a rule stays readable):
- * a `tool.rejected` is `denied` exactly when it records the approver's decision (`approval`).
+ * a `tool.rejected` is `denied` exactly when it records the approver's decision (`approval`); an
+ * `invocation.opened`'s `requestFingerprint` is 1–256 characters, as the engine's run input is; a
+ * tool catalog's `digests`, when present, has one digest per name.
  */
 export function checkFactRules(event: RuntimeEvent): void {
   const { fact } = event
+  if (fact.type === 'invocation.opened') {
+    const fingerprint = fact.input.requestFingerprint
+    if (fingerprint !== undefined && !requestFingerprintSchema.safeParse(fingerprint).success) {
+      throw new FactstateError(
+        'LOG_INVALID_EVENT',
+        `the event does not fit the fact schema: fact.input.requestFingerprint is 1–256 characters, as a run input's is (this one has ${[...fingerprint].length})`,
+        { details: { fields: ['fact.input.requestFingerprint'] } },
+      )
+    }
+    checkCatalog(fact.execution, 'fact.execution')
+    if (fact.input.kind === 'handoff') checkCatalog(fact.input.pause.execution, 'fact.input.pause.execution')
+  }
+  if (fact.type === 'invocation.ended' && fact.outcome.status === 'handoff_paused') checkCatalog(fact.outcome.pause.execution, 'fact.outcome.pause.execution')
   if (fact.type === 'tool.rejected' && (fact.reason === 'denied') !== (fact.approval !== undefined)) {
     throw new FactstateError(
       'LOG_INVALID_EVENT',
@@ -271,6 +286,18 @@ export function checkFactRules(event: RuntimeEvent): void {
       'LOG_INVALID_EVENT',
       `the event does not fit the fact schema: only a tool.rejected for reason invalid_input says what is wrong with the input (fact.message), not one for ${fact.reason}`,
       { details: { fields: ['fact.message'] } },
+    )
+  }
+}
+
+/** A catalog's per-tool `digests` are in `names` order, one each: a list of another length names no tool's. */
+function checkCatalog(execution: ExecutionSettings, at: string): void {
+  const { names, digests } = execution.tools
+  if (digests !== undefined && digests.length !== names.length) {
+    throw new FactstateError(
+      'LOG_INVALID_EVENT',
+      `the event does not fit the fact schema: ${at}.tools.digests holds one digest per tool, in names order (${names.length} names, ${digests.length} digests)`,
+      { details: { fields: [`${at}.tools.digests`] } },
     )
   }
 }

@@ -3,7 +3,7 @@
  * keeps writing, checked against what the writer acknowledged and against the log itself
  * afterwards; and the copy's retries when LevelDB changes its files during a copy.
  */
-import { copyFile, cp, mkdir, readdir, readFile, rename, rm, stat, unlink, writeFile } from 'node:fs/promises'
+import { copyFile, cp, mkdir, readdir, readFile, rename, rm, stat, unlink, utimes, writeFile } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
 import { ClassicLevel } from 'classic-level'
 import { suite } from 'uvu'
@@ -487,6 +487,53 @@ test(
       }
     } finally {
       await log.close()
+    }
+  }),
+)
+
+test(
+  "the writer's open removes the copies of snapshots whose processes were killed before their close (in the temporary directory and the CLI's beside the log), and leaves those a live process holds or has only just opened",
+  boundedTest(60_000, async (root) => {
+    const logs = join(root, 'logs')
+    const dir = join(logs, 'app')
+    const temporary = join(root, 'tmp')
+    const cli = join(logs, '.factstate-cli-killed')
+    await mkdir(temporary)
+    await mkdir(cli, { recursive: true })
+    const log = await EventLog.open(dir)
+    await log.appendAll(completeInvocation('a'))
+    await log.close()
+    const children: Child[] = []
+    const copyIn = async (directory: string): Promise<string> => {
+      const child = startChild('child-snapshot.ts', [dir, directory])
+      children.push(child)
+      return (await child.waitForLine((line) => line.startsWith('ready '), 30_000)).slice('ready '.length)
+    }
+    // Aged past the moment a copy being opened may have an unlocked LOCK: as a copy is by the next open, a minute or more on.
+    const age = (copy: string): Promise<void> => utimes(join(copy, 'LOCK'), new Date(Date.now() - 120_000), new Date(Date.now() - 120_000))
+    let live: EventLog | undefined
+    try {
+      const [inTemporary, besideLog, justOpened] = [await copyIn(temporary), await copyIn(cli), await copyIn(temporary)]
+      await withTmpdir(temporary, async () => {
+        live = await EventLog.openSnapshot(dir)
+      })
+      const held = logInternals(live!).location
+      for (const child of children) await child.stop('SIGKILL')
+      for (const copy of [inTemporary, besideLog, held]) await age(copy)
+      assert.ok((await exists(inTemporary)) && (await exists(besideLog)), 'a killed process leaves its copies')
+      await withTmpdir(temporary, async () => {
+        const reopened = await EventLog.open(dir)
+        await reopened.close()
+      })
+      assert.not.ok(await exists(inTemporary), 'the copy in the temporary directory was removed')
+      assert.not.ok(await exists(besideLog), "the copy in the CLI's directory beside the log was removed")
+      assert.not.ok(await exists(cli), "and the CLI's directory it emptied")
+      assert.ok(await exists(justOpened), 'a copy whose LOCK is a moment old is left: it may be one being opened')
+      assert.ok(await exists(held), 'a copy a live process holds is left')
+      assert.is((await live!.verify()).events, 8, 'and still reads')
+    } finally {
+      for (const child of children) await child.stop('SIGKILL')
+      await live?.close()
     }
   }),
 )

@@ -26,7 +26,7 @@ import {
   projectInvocation,
   storedInvocationRecord,
 } from './projection.js'
-import { copySnapshot } from './snapshot.js'
+import { SNAPSHOT_PREFIX, copySnapshot, sweepAbandonedSnapshots } from './snapshot.js'
 import { type BackupPoint, damagedPoint, decodeBackupPoints, encodeBackupPoints } from './backup-point.js'
 import { dispatchedInputs, dispatchedKey } from './dispatched-inputs.js'
 import { type DirectoryClaim, claimDirectory, whileWriterBusy } from './writer-lock.js'
@@ -1401,7 +1401,9 @@ export class EventLog {
   /**
    * Opens (creating if needed) the log in `location`. Fails with `LOG_WRITER_BUSY` when another
    * handle, in this process or another, holds it (with `waitMs`, once it still does after that
-   * long); with `LOG_CORRUPT` when the stored tail is not continuous.
+   * long); with `LOG_CORRUPT` when the stored tail is not continuous. Once open, it removes the
+   * copies of snapshots whose processes were killed before their close (in the system's temporary
+   * directory and the CLI's directories there and beside the log; only those no process holds).
    *
    * @example
    * ```ts
@@ -1430,7 +1432,10 @@ export class EventLog {
     // Checked before the directory is claimed, which makes it.
     if (!create) await checkCopySource(location, 'open (create: false)')
     await checkOwnDirectory(location)
-    return whileWriterBusy(() => EventLog.#openAt(location, durability, undefined, true), waitMs, signal, () => logHeldOpen(location))
+    const log = await whileWriterBusy(() => EventLog.#openAt(location, durability, undefined, true), waitMs, signal, () => logHeldOpen(location))
+    // Copies a killed process left behind would otherwise stay until someone deletes them by hand.
+    await sweepAbandonedSnapshots(log.#location).catch(() => undefined)
+    return log
   }
 
   /**
@@ -1464,7 +1469,7 @@ export class EventLog {
     await checkCopySource(location, 'take a snapshot of')
     let copy: string
     try {
-      copy = await mkdtemp(join(directory, 'factstate-snapshot-'))
+      copy = await mkdtemp(join(directory, SNAPSHOT_PREFIX))
     } catch (error) {
       throw new FactstateError('LOG_IO', `no directory for a snapshot can be made in ${directory}: ${(error as Error).message}`, { cause: error })
     }

@@ -21,8 +21,10 @@
  * next file number and creates them with truncation, which through a link would empty the writer's
  * own file. The manifest is read here for that list (`liveTables`).
  */
-import { copyFile, link, readdir, readFile, rm, stat } from 'node:fs/promises'
-import { join } from 'node:path'
+import { copyFile, link, lstat, readdir, readFile, rm, rmdir, stat } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { dirname, join } from 'node:path'
+import { ClassicLevel } from 'classic-level'
 import { FactstateError } from '../errors.js'
 import type { EventLog } from './event-log.js'
 
@@ -325,4 +327,81 @@ export async function changeMark(source: string): Promise<string> {
 export async function idAt(log: EventLog, seq: number): Promise<string | undefined> {
   for await (const { event } of log.events({ from: seq, to: seq })) return event.id
   return undefined
+}
+
+/** What `openSnapshot` names its copy (`mkdtemp`'s prefix). */
+export const SNAPSHOT_PREFIX = 'factstate-snapshot-'
+/** What the CLI names the directory it makes a copy in: beside the log (hidden), or in the temporary directory. */
+const CLI_PREFIXES = ['.factstate-cli-', 'factstate-cli-']
+/**
+ * How old a copy's LOCK must be before a sweep may take it: LevelDB creates the LOCK and locks it a
+ * moment later, and a copy being opened in that moment must not look abandoned.
+ */
+export const STALE_AFTER_MS = 60_000
+
+/** The entries of `directory` whose names begin with one of `prefixes`, each a real directory (never a link); none where it cannot be read. */
+async function directoriesIn(directory: string, prefixes: readonly string[]): Promise<string[]> {
+  let entries
+  try {
+    entries = await readdir(directory, { withFileTypes: true })
+  } catch {
+    return []
+  }
+  return entries.filter((entry) => entry.isDirectory() && prefixes.some((prefix) => entry.name.startsWith(prefix))).map((entry) => join(directory, entry.name))
+}
+
+/**
+ * Whether the copy in `directory` was opened (it has a LOCK older than `STALE_AFTER_MS`) by a
+ * process that no longer holds it. Told by taking LevelDB's lock: it is refused while any process
+ * holds it (this one included, in any container sharing the files), and the kernel releases it when
+ * its holder dies, however it died. A copy that never got as far as its open (a process killed
+ * during the copy) has no LOCK, and is left alone: it may be a copy still being made.
+ */
+async function abandoned(directory: string, now: number): Promise<boolean> {
+  try {
+    const lock = await lstat(join(directory, 'LOCK'))
+    if (!lock.isFile() || now - lock.mtimeMs < STALE_AFTER_MS) return false
+  } catch {
+    return false
+  }
+  const db = new ClassicLevel(directory, { createIfMissing: false })
+  try {
+    await db.open()
+  } catch {
+    return false
+  }
+  await db.close().catch(() => undefined)
+  return true
+}
+
+/**
+ * Removes the snapshot copies that processes killed before their `close()` left behind (`kill -9`,
+ * a power loss): `factstate-snapshot-*` directories in the system's temporary directory, and in the
+ * CLI's own directories there and beside the log at `logPath` (`.factstate-cli-*`, removed too once
+ * empty). Only copies no process holds open are removed (see `abandoned`); a copy elsewhere (an
+ * `openSnapshot` `directory` of the application's choosing) is not looked for. Never fails: a copy
+ * that cannot be removed (another user's, say) is left. Answers the copies it removed.
+ */
+export async function sweepAbandonedSnapshots(logPath: string, now = Date.now()): Promise<string[]> {
+  const removed: string[] = []
+  const sweep = async (directory: string): Promise<boolean> => {
+    if (!(await abandoned(directory, now))) return false
+    try {
+      await rm(directory, { recursive: true, force: true })
+    } catch {
+      return false
+    }
+    removed.push(directory)
+    return true
+  }
+  const temporary = tmpdir()
+  for (const copy of await directoriesIn(temporary, [SNAPSHOT_PREFIX])) await sweep(copy)
+  const wrappers = [...(await directoriesIn(temporary, CLI_PREFIXES)), ...(await directoriesIn(dirname(logPath), CLI_PREFIXES))]
+  for (const wrapper of new Set(wrappers)) {
+    let swept = false
+    for (const copy of await directoriesIn(wrapper, [SNAPSHOT_PREFIX])) swept = (await sweep(copy)) || swept
+    // Only a directory this sweep emptied: an empty one may be a command's, about to make its copy there.
+    if (swept) await rmdir(wrapper).catch(() => undefined)
+  }
+  return removed
 }

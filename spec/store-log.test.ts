@@ -4,7 +4,7 @@
  * concurrent appenders.
  */
 import { existsSync, readdirSync } from 'node:fs'
-import { cp, mkdir, readFile, symlink } from 'node:fs/promises'
+import { cp, mkdir, readFile, rm, symlink } from 'node:fs/promises'
 import { createRequire } from 'node:module'
 import v8 from 'node:v8'
 import { runInNewContext } from 'node:vm'
@@ -1050,6 +1050,64 @@ concurrency(
     } finally {
       proto._put = put
       proto._close = close
+    }
+  }),
+)
+
+concurrency(
+  "a close that cannot record the head closes the log all the same and is LOG_IO, once: the anchor's file cannot be written, or under 'os' durability the sync before it fails",
+  boundedTest(20_000, async (dir) => {
+    const proto = ClassicLevel.prototype as unknown as { _put(key: string, value: Uint8Array, options: { sync?: boolean }): Promise<void> }
+    const put = proto._put
+    const cases = [
+      {
+        // A directory where the anchor is written aside: the write fails as on a full or read-only disk.
+        durability: 'sync' as const,
+        break: (path: string) => mkdir(join(path, 'FACTSTATE-HEAD.tmp', 'in-the-way'), { recursive: true }),
+        mend: (path: string) => rm(join(path, 'FACTSTATE-HEAD.tmp'), { recursive: true }),
+        said: 'could not be recorded in FACTSTATE-HEAD',
+      },
+      {
+        durability: 'os' as const,
+        break: async () => {
+          proto._put = function (key, value, options) {
+            if (options?.sync === true) return Promise.reject(Object.assign(new Error('injected sync failure'), { code: 'LEVEL_IO_ERROR' }))
+            return put.call(this, key, value, options)
+          }
+        },
+        mend: async () => {
+          proto._put = put
+        },
+        said: 'could not be synced to the disk',
+      },
+    ]
+    try {
+      for (const { durability, break: breakIt, mend, said } of cases) {
+        const path = join(dir, durability)
+        let log = await EventLog.open(path, { durability })
+        const make = new EventMaker(invocationOf('a'))
+        await log.append(make.next(facts.opened()))
+        await log.close()
+        log = await EventLog.open(path, { durability })
+        await log.append(make.next(facts.requested('s1')))
+        await breakIt(path)
+        const closing = log.close()
+        const again = log.close()
+        const error = await refusal(closing)
+        assert.is(error.code, 'LOG_IO', durability)
+        assert.match(error.message, said, durability)
+        assert.ok(error.cause instanceof Error, `${durability}: the failure is the cause`)
+        await again
+        await log.close()
+        assert.is((await refusal(log.append(make.next(facts.completed('s1', [], 'done'))))).code, 'LOG_CLOSED', `${durability}: the log is closed`)
+        await mend(path)
+        assert.match(await readFile(join(path, 'FACTSTATE-HEAD'), 'utf8'), /^factstate-head v1 1 /, `${durability}: the anchor still holds the head before`)
+        await withLog(path, async (reopened) => {
+          assert.is(reopened.head().highWater, 2, `${durability}: the acknowledged fact is there`)
+        })
+      }
+    } finally {
+      proto._put = put
     }
   }),
 )

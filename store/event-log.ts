@@ -1291,6 +1291,8 @@ export class EventLog {
   #directory: { dev: number; ino: number; handle: FileHandle | undefined } | undefined
   /** The high-water the anchor on disk records, when it records this very head: an unchanged head is not written again. */
   #anchoredAt: number | undefined
+  /** The close's `LOG_IO` for a head it could not record: told to the first `close()` alone. */
+  #headUnrecorded: FactstateError | undefined
   #idsStoredFrom = ID_FILTER_STORED_FROM
   /** The high-water the stored filter covers, once this log has read or written it: an unchanged head is not stored again. */
   #idsStored: number | undefined
@@ -1975,23 +1977,29 @@ export class EventLog {
     this.#anchorTimer = setTimeout(() => {
       this.#anchorTimer = undefined
       if (this.#closed || this.#failed) return
-      this.#anchoring = this.#anchoring.then(() => this.#writeAnchor())
+      // A refresh that fails is not reported: the next one, or the close, writes the anchor again.
+      this.#anchoring = this.#anchoring.then(async () => void (await this.#writeAnchor()))
     }, ANCHOR_REFRESH_MS)
     // A log left open does not keep the process alive for its anchor.
     this.#anchorTimer.unref()
   }
 
-  /** Writes the head anchor: the head as it is now, which counts only durable facts (it is absorbed after its group's write). */
-  async #writeAnchor(): Promise<void> {
+  /**
+   * Writes the head anchor: the head as it is now, which counts only durable facts (it is absorbed
+   * after its group's write). Answers the error of a write that failed (a close reports it).
+   */
+  async #writeAnchor(): Promise<unknown> {
     const path = join(this.#location, ANCHOR_FILE)
     const { highWater, chain } = this.#state.head
     // An anchor of no events checks nothing: an empty log gets none.
-    if (highWater === 0 || highWater === this.#anchoredAt || !(await this.#stillOurDirectory())) return
+    if (highWater === 0 || highWater === this.#anchoredAt || !(await this.#stillOurDirectory())) return undefined
     try {
       await writeAside(path, [Buffer.from(`factstate-head v1 ${highWater} ${Buffer.from(chain).toString('hex')}\n`)], true)
       this.#anchoredAt = highWater
-    } catch {
+      return undefined
+    } catch (error) {
       // Without a fresh anchor a later open checks less, never wrongly: an older anchor is a lower bound.
+      return error
     }
   }
 
@@ -3370,25 +3378,34 @@ export class EventLog {
     return { highWater, digest: logDigest(highWater, chain) }
   }
 
-  /** Waits for pending appends, then closes. Later calls fail with `LOG_CLOSED`. Closing twice is harmless. */
+  /**
+   * Waits for pending appends, then closes. Later calls fail with `LOG_CLOSED`. Closing twice is
+   * harmless. `LOG_IO` when the log's head could not be recorded for the next open to check it
+   * against (the anchor, or under `os` durability the sync before it): the log is closed all the
+   * same and every acknowledged fact stays, but the next open checks less (a second call resolves).
+   */
   close(): Promise<void> {
-    // Every call shares one shutdown: a second close resolves only once the directory is free.
-    if (this.#closing === undefined) {
-      // Until the directory is free, a second open here is told to await this close.
-      this.#claim.closing()
-      this.#closing = this.#shutdown()
-      // The log refuses appends from here on (#shutdown set #closed): what is told to stop can write nothing more.
-      const stopped = new FactstateError('LOG_CLOSED', 'the log was closed')
-      const internals = internalsOf.get(this)
-      for (const actor of internals?.onClose ?? []) {
-        try {
-          actor.stop(stopped)
-        } catch {
-          // A stop that throws must not keep the log from closing.
-        }
-      }
-      internals?.onClose.clear()
+    // Every call shares one shutdown: a second close resolves only once the directory is free, and
+    // leaves a failure to record the head to the call it was reported to.
+    if (this.#closing !== undefined) {
+      return this.#closing.catch((error: unknown) => {
+        if (error !== this.#headUnrecorded) throw error
+      })
     }
+    // Until the directory is free, a second open here is told to await this close.
+    this.#claim.closing()
+    this.#closing = this.#shutdown()
+    // The log refuses appends from here on (#shutdown set #closed): what is told to stop can write nothing more.
+    const stopped = new FactstateError('LOG_CLOSED', 'the log was closed')
+    const internals = internalsOf.get(this)
+    for (const actor of internals?.onClose ?? []) {
+      try {
+        actor.stop(stopped)
+      } catch {
+        // A stop that throws must not keep the log from closing.
+      }
+    }
+    internals?.onClose.clear()
     return this.#closing
   }
 
@@ -3406,6 +3423,8 @@ export class EventLog {
     this.#anchorTimer = undefined
     // A refresh under way finishes first: the two would write the same temporary file.
     await this.#anchoring
+    // Why the head was not recorded at this close, when it was not: reported once the log is closed.
+    let unrecorded: FactstateError | undefined
     try {
       let synced = false
       // A head the anchor already records (a log opened to be read) needs neither the sync nor the
@@ -3419,19 +3438,37 @@ export class EventLog {
           this.#state.head.highWater === 0 ||
           (await this.#db.put(keys.head, encodeRecord(this.#state.head), { sync: true }).then(
             () => true,
-            () => false,
+            (error: unknown) => {
+              unrecorded = new FactstateError(
+                'LOG_IO',
+                `the log was closed, but its facts could not be synced to the disk (${causeMessages(error)}), so its head (${this.#state.head.highWater} facts) was not recorded: under 'os' durability, facts appended since the last sync may not survive a power loss, and the next open checks the log against the head recorded before (if any), so it cannot tell that such facts were lost`,
+                { cause: error },
+              )
+              return false
+            },
           ))
       }
       // Closing first: LevelDB then finishes writing out a full memtable whose write-ahead log the
       // synced write above did not cover (it syncs only the current one), and syncs that table.
       await this.#db.close()
-      if (synced) await this.#writeAnchor()
+      const failed = synced ? await this.#writeAnchor() : undefined
+      if (failed !== undefined) {
+        unrecorded = new FactstateError(
+          'LOG_IO',
+          `the log was closed, but its head (${this.#state.head.highWater} facts) could not be recorded in ${ANCHOR_FILE} (${causeMessages(failed)}): every acknowledged fact is stored, but the next open checks the log against the head recorded before (if any), so it cannot tell that facts after that one were lost from LevelDB's write-ahead log`,
+          { cause: failed },
+        )
+      }
       if (this.#snapshotOf === undefined) await this.#saveIds()
     } finally {
       await this.#directory?.handle?.close().catch(() => undefined)
       // The copy is this log's own: nothing else has it open, and nobody is told its path.
       if (this.#snapshotOf !== undefined) await rm(this.#location, { recursive: true, force: true }).catch(() => undefined)
       this.#claim.release()
+    }
+    if (unrecorded !== undefined) {
+      this.#headUnrecorded = unrecorded
+      throw unrecorded
     }
   }
 }

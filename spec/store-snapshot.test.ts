@@ -13,6 +13,7 @@ import type { StoredEvent } from '../facts/types.js'
 import { CACHE_LIMIT, EventLog, logInternals } from '../store/event-log.js'
 import { recoverInvocations } from '../store/recovery.js'
 import { LISTED, SNAPSHOT_ATTEMPTS, copySnapshot } from '../store/snapshot.js'
+import { logHeldOpen } from '../store/writer-presence.js'
 import { withTmpdir } from './support/temp.js'
 import { EventMaker, type Child, boundedTest, completeInvocation, facts, invocationOf, refusal, startChild } from './support/log-fixtures.js'
 
@@ -530,6 +531,9 @@ test(
       assert.not.ok(await exists(cli), "and the CLI's directory it emptied")
       assert.ok(await exists(justOpened), 'a copy whose LOCK is a moment old is left: it may be one being opened')
       assert.ok(await exists(held), 'a copy a live process holds is left')
+      // Held by this process: testing its lock with a LevelDB open would have dropped it (POSIX locks
+      // go with the first descriptor of the file this process closes), leaving the copy to any other sweep.
+      assert.is(await logHeldOpen(held), true, "this process's lock on its copy is still listed")
       assert.is((await live!.verify()).events, 8, 'and still reads')
     } finally {
       for (const child of children) await child.stop('SIGKILL')

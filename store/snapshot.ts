@@ -21,12 +21,13 @@
  * next file number and creates them with truncation, which through a link would empty the writer's
  * own file. The manifest is read here for that list (`liveTables`).
  */
-import { copyFile, link, lstat, readdir, readFile, rm, rmdir, stat } from 'node:fs/promises'
+import { copyFile, link, lstat, readdir, readFile, realpath, rm, rmdir, stat } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { ClassicLevel } from 'classic-level'
 import { FactstateError } from '../errors.js'
 import type { EventLog } from './event-log.js'
+import { heldInThisProcess } from './writer-lock.js'
 
 /** Files a copy never needs: LevelDB's lock and its own text logs, factstate's id filter (read-only logs never append), files written aside (factstate's, LevelDB's). */
 const SKIPPED = /^(?:LOCK|LOG|LOG\.old|FACTSTATE-IDS)$|\.(?:tmp|dbtmp)$/
@@ -361,6 +362,12 @@ async function abandoned(directory: string, now: number): Promise<boolean> {
   try {
     const lock = await lstat(join(directory, 'LOCK'))
     if (!lock.isFile() || now - lock.mtimeMs < STALE_AFTER_MS) return false
+  } catch {
+    return false
+  }
+  // A copy a snapshot of this process has open: taking its lock to test it would drop that lock (see `heldInThisProcess`).
+  try {
+    if (heldInThisProcess(await realpath(directory))) return false
   } catch {
     return false
   }

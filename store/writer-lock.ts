@@ -22,6 +22,16 @@ function onRelease(listener: () => void): () => void {
   return () => releaseListeners.delete(listener)
 }
 
+/**
+ * Whether a log of this process holds the directory whose real path is `path`. Nothing in this
+ * process may open such a directory with LevelDB, not even to test its lock: LevelDB refuses the
+ * second lock and closes the file it opened for it, and closing any descriptor of the LOCK file
+ * drops every POSIX lock this process has on it, the first log's included.
+ */
+export function heldInThisProcess(path: string): boolean {
+  return held.has(path)
+}
+
 /** A directory held by one log of this process. */
 export interface DirectoryClaim {
   /** The directory's real path. */

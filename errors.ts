@@ -77,9 +77,16 @@ export interface FactstateErrorDetails {
   /**
    * `notALog`: `EventLog.open` found another program's LevelDB database. `destination`: why
    * `EventLog.backup` refused its destination (it exists, has no parent directory, or is inside the log).
-   * `field`: the option of `EventLog.open` whose value was refused.
+   * `field`: the option of `EventLog.open` whose value was refused, or the id argument of a read
+   * (`runs`, `runSource`, `invocationEvents`, `pendingSessions`) that is not an id.
    */
-  LOG_INVALID_ARGUMENT: { notALog?: true; destination?: 'exists' | 'no_parent' | 'inside_log'; field?: 'durability' | 'create' | 'waitMs' | 'signal' } | undefined
+  LOG_INVALID_ARGUMENT:
+    | {
+        notALog?: true
+        destination?: 'exists' | 'no_parent' | 'inside_log'
+        field?: 'durability' | 'create' | 'waitMs' | 'signal' | 'sessionId' | 'runId' | 'invocationId'
+      }
+    | undefined
   LOG_IO: undefined
   LOG_FORMAT_UNSUPPORTED: { format: number; supported: number }
   LOG_READ_ONLY: undefined

@@ -131,6 +131,29 @@ lock(
 )
 
 lock(
+  'a read given an id argument that is not an id says the rule and names the argument (details.field)',
+  boundedTest(15_000, async (dir) => {
+    await withLog(dir, async (log) => {
+      const cases: [string, () => Promise<unknown>, string, string][] = [
+        ['invocationEvents', () => log.invocationEvents('i:writer@sup-1/step-1/0'), 'invocationId', '"i:writer@sup-1/step-1/0"'],
+        ['runs', () => log.runs(''), 'sessionId', '""'],
+        ['runSource', () => log.runSource('session-a', 'run/1'), 'runId', '"run/1"'],
+        ['runSource', () => log.runSource('x'.repeat(129), 'run-1'), 'sessionId', '"xxx'],
+        ['pendingSessions', () => log.pendingSessions({ sessionId: 'a b' }), 'sessionId', '"a b"'],
+      ]
+      for (const [call, read, field, value] of cases) {
+        const refused = await refusal(read())
+        assert.equal([refused.code, refused.details], ['LOG_INVALID_ARGUMENT', { field }], call)
+        assert.ok(
+          refused.message.startsWith(`LOG_INVALID_ARGUMENT: ${call}: ${field} must be an id, 1–128 characters from [A-Za-z0-9._:-], not ${value}`),
+          refused.message,
+        )
+      }
+    })
+  }),
+)
+
+lock(
   'open with create: false opens a log that is there and refuses, creating nothing, where there is none',
   boundedTest(15_000, async (dir) => {
     const missing = join(dir, 'tenant-typo', 'log')

@@ -2850,7 +2850,7 @@ export class EventLog {
     this.#assertOpen()
     const { unanswered = false, sessionId: only } = readOptions(options, ['unanswered', 'sessionId'], { call: 'pendingSessions', code: 'LOG_INVALID_ARGUMENT' })
     if (typeof unanswered !== 'boolean') throw new FactstateError('LOG_INVALID_ARGUMENT', `pendingSessions: unanswered must be a boolean, not ${typeof unanswered}`)
-    if (only !== undefined && !idSchema.safeParse(only).success) throw new FactstateError('LOG_INVALID_ARGUMENT', 'pendingSessions: sessionId is not a valid id')
+    if (only !== undefined && !idSchema.safeParse(only).success) throw notAnId('pendingSessions', 'sessionId', only)
     // One session's run and session records alone (ids hold no `!`, so `r!S!` … `r!S"` are its runs), or every session's.
     const runRange = only === undefined ? { gte: keys.runLow, lt: keys.runHigh } : { gte: `${keys.run(only as string, '')}`, lt: `${keys.runLow}${only as string}"` }
     const sessionRange = only === undefined ? { gte: keys.sessionLow, lt: keys.sessionHigh } : { gte: keys.session(only as string), lte: keys.session(only as string) }
@@ -2953,7 +2953,7 @@ export class EventLog {
    */
   async invocationEvents(invocationId: string): Promise<StoredEvent[]> {
     this.#assertOpen()
-    if (!idSchema.safeParse(invocationId).success) throw new FactstateError('LOG_INVALID_ARGUMENT', 'invocationId is not a valid id')
+    if (!idSchema.safeParse(invocationId).success) throw notAnId('invocationEvents', 'invocationId', invocationId)
     try {
       return await this.#invocationEvents(invocationId)
     } catch (error) {
@@ -2974,7 +2974,7 @@ export class EventLog {
    */
   async runs(sessionId: string): Promise<RunSummary[]> {
     this.#assertOpen()
-    if (!idSchema.safeParse(sessionId).success) throw new FactstateError('LOG_INVALID_ARGUMENT', 'sessionId is not a valid id')
+    if (!idSchema.safeParse(sessionId).success) throw notAnId('runs', 'sessionId', sessionId)
     const prefix = keys.run(sessionId, '')
     const found: RunSummary[] = []
     try {
@@ -3010,7 +3010,7 @@ export class EventLog {
   async runSource(sessionId: string, runId: string): Promise<RunSource | undefined> {
     this.#assertOpen()
     for (const [name, value] of [['sessionId', sessionId], ['runId', runId]] as const) {
-      if (!idSchema.safeParse(value).success) throw new FactstateError('LOG_INVALID_ARGUMENT', `${name} is not a valid id`)
+      if (!idSchema.safeParse(value).success) throw notAnId('runSource', name, value)
     }
     const run = this.#state.runNow(sessionId, runId)
     if (run === undefined) return undefined
@@ -3471,4 +3471,9 @@ export class EventLog {
       throw unrecorded
     }
   }
+}
+
+/** A read's id argument that is not an id: `LOG_INVALID_ARGUMENT` saying the rule, with `details.field`. */
+function notAnId(call: string, field: 'sessionId' | 'runId' | 'invocationId', value: unknown): FactstateError {
+  return new FactstateError('LOG_INVALID_ARGUMENT', `${call}: ${field} must be an id, 1–128 characters from [A-Za-z0-9._:-], not ${shown(value)}`, { details: { field } })
 }

@@ -459,7 +459,7 @@ export async function serveInspector(given: InspectorOptions): Promise<Inspector
     if (path === '/favicon.svg') return send(res, 200, 'image/svg+xml', FAVICON_SVG, head)
     if (path.startsWith('/page/')) {
       const script = await readPageScript(path.slice('/page/'.length))
-      if (script === undefined) return sendError(res, 404, 'NOT_FOUND', 'no such page script (is the package built? npm run build)', head)
+      if (script === undefined) return sendError(res, 404, 'NOT_FOUND', 'no such page script: the inspector serves its page from the files beside its own module, which a bundle of factstate does not have (keep factstate out of the bundle; in its repository, npm run build makes them)', head)
       return send(res, 200, 'text/javascript; charset=utf-8', script, head)
     }
     if (path === '/api/overview') return sendJson(res, 200, await overview(at, (query.get('match') ?? '').trim().slice(0, MAX_MATCH)), head)

@@ -306,6 +306,12 @@ test(
       ensurePageBuilt()
       assert.is((await fetch(`${inspector.url}page/app.js`)).status, 200, 'the compiled page script is found')
       assert.is((await fetch(`${inspector.url}page/..%2Fserver.js`)).status, 404)
+      // A script that is not there (a bundled factstate has none) says where they are looked for and what to do.
+      const noScript = await fetch(`${inspector.url}page/missing.js`)
+      assert.is(noScript.status, 404)
+      const noScriptBody = (await noScript.json()) as { code: string; message: string }
+      assert.is(noScriptBody.code, 'NOT_FOUND')
+      assert.match(noScriptBody.message, /beside its own module, which a bundle of factstate does not have \(keep factstate out of the bundle/)
       assert.is((await fetch(`${inspector.url}api/invocations/nope`)).status, 404)
       assert.is((await fetch(`${inspector.url}api/invocation`)).status, 400, 'which invocation is not said')
       assert.is((await fetch(`${inspector.url}api/invocation?id=nope`)).status, 404)

@@ -90,8 +90,11 @@ export interface FactstateErrorDetails {
   LOG_IO: undefined
   LOG_FORMAT_UNSUPPORTED: { format: number; supported: number }
   LOG_READ_ONLY: undefined
-  /** `fields`: the paths of the bad fields (empty when the input could not be read at all). */
-  RUN_INVALID_INPUT: { fields: string[] }
+  /**
+   * `fields`: the paths of the bad fields (empty when the input could not be read at all); `field`, from
+   * `childRunFor` and `childRunOf`, the argument refused (`context`, `operationId`, `name`).
+   */
+  RUN_INVALID_INPUT: { fields: string[]; field?: string }
   RUN_BUSY: {
     sessionId: string
     /** `active`: a run of the session is running; `paused`: a turn is paused by a handoff; `source_running`: the continuation's source has not ended. */

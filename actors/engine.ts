@@ -273,6 +273,7 @@ function recordedCredential(run: RunInput): void {
     ['configuration', run.configuration],
     ['instructions', run.instructions],
     ['requestFingerprint', run.requestFingerprint],
+    ['parent', run.parent],
     ['work.content', work.content],
     ['tools', run.tools.map((tool) => tool.name)],
   ]
@@ -591,12 +592,14 @@ export class Engine {
     } else {
       const priorUnknown = await this.#priorUnknown(run, restored)
       const acknowledged = priorUnknown.length > 0 ? { priorUnknown } : {}
+      // Last, as the fact schema orders it.
+      const parent = run.parent === undefined ? {} : { parent: run.parent }
       if (work.kind === 'continuation') {
         // A copy: the caller's boundary object never becomes part of the run's settings (or of a pause).
         execution = canonical({ ...settings, replayBase: work.source })
-        opened = { kind: 'continuation', source: work.source, ...(work.content === undefined ? {} : { content: work.content }), ...fingerprint, ...acknowledged }
+        opened = { kind: 'continuation', source: work.source, ...(work.content === undefined ? {} : { content: work.content }), ...fingerprint, ...acknowledged, ...parent }
       } else {
-        opened = { kind: 'message', content: work.content, ...fingerprint, ...acknowledged }
+        opened = { kind: 'message', content: work.content, ...fingerprint, ...acknowledged, ...parent }
       }
     }
     // A successor's id is checked after its claim (in #admit): a second successor is HANDOFF_CLAIMED.

@@ -306,7 +306,7 @@ export interface IntentOptions {
 const ID_LENGTH = 128
 
 /** `id` as an id: kept when it fits, else cut and told apart from every other cut by a digest of the whole. */
-function fitted(id: string): string {
+export function fitted(id: string): string {
   if (id.length <= ID_LENGTH) return id
   return `${id.slice(0, ID_LENGTH - 25)}.${createHash('sha256').update(id).digest('hex').slice(0, 24)}`
 }

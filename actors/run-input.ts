@@ -1,9 +1,9 @@
 import { isAbsolute } from 'node:path'
 import { z } from 'zod'
 import { FactstateError } from '../errors.js'
-import { describeIssues, handoffPauseSchema, issueFields, id, invocationSchema, jsonValue, requestFingerprintSchema, runBoundarySchema } from '../facts/schema.js'
-import type { HandoffPause, Invocation, JsonObject, RunBoundary } from '../facts/types.js'
-import { storageProblemAt } from '../store/encoding.js'
+import { describeIssues, handoffPauseSchema, issueFields, id, invocationSchema, jsonValue, parentCallSchema, requestFingerprintSchema, runBoundarySchema } from '../facts/schema.js'
+import type { HandoffPause, Invocation, JsonObject, ParentCall, RunBoundary } from '../facts/types.js'
+import { parentProblem, storageProblemAt } from '../store/encoding.js'
 import type { ProviderConfig } from './model-client.js'
 import type { ToolDefinition } from './tool-catalog.js'
 
@@ -116,6 +116,17 @@ export interface RunInput {
    * run's `invocation.opened` (a message's, a continuation's or a successor's). Not sealed.
    */
   requestFingerprint?: string | undefined
+  /**
+   * The tool call that starts this run, when an agent's tool runs another agent (a child run):
+   * `{ invocation: context.invocation, operationId: context.operationId }`, as `childRunFor(context, name).parent`
+   * gives it. Recorded in the run's `invocation.opened` (`input.parent`), so the log links the child to
+   * the call, and `childRunOf(operationId, name)` finds the child from the call. For a message or a
+   * continuation; a handoff successor's turn keeps the parent its first run recorded, so one given here
+   * is refused. Its `operationId` must be one of `invocation`'s (`<invocationId>/…`) and the run may not
+   * be its own parent (`RUN_INVALID_INPUT`, `details.fields`: `parent…`); it is not looked up in the
+   * log, so the parent may live in another log.
+   */
+  parent?: ParentCall | undefined
   /**
    * The tools the model may call, in the order it is shown them; names unique. Sealed by a digest over
    * each one's name, description and input schema (not its code).
@@ -292,6 +303,7 @@ const runInputSchema = z.strictObject({
   mainOutputLimit: z.number().int().min(1).max(1_000_000).optional(),
   maxSteps: z.number().int().min(1).max(MAX_STEPS_LIMIT).optional(),
   requestFingerprint: requestFingerprintSchema.optional(),
+  parent: parentCallSchema.optional(),
   tools: z.array(tool).refine((tools) => new Set(tools.map((t) => t.name)).size === tools.length, 'tool names must be unique'),
   toolConcurrency: z.number().int().min(1).max(MAX_TOOL_CONCURRENCY).optional(),
   work: z.discriminatedUnion('kind', [
@@ -334,6 +346,7 @@ function recordedParts(input: unknown): [field: string, value: unknown, depth: n
     ['configuration', run.configuration, 2],
     ['instructions', run.instructions, 5],
     ['requestFingerprint', run.requestFingerprint, 3],
+    ['parent', run.parent, 3],
     ['work', run.work, 2],
     // By index, not map: a hole in a sparse list is a tool like any other, refused by the schema as `tools.<index>`.
     ...Array.from({ length: tools.length }, (_, index): [string, unknown, number] => {
@@ -390,6 +403,15 @@ export function validateRunInput(input: unknown): RunInput {
     throw new FactstateError('RUN_INVALID_INPUT', 'work.source: the source run belongs to another session', {
       details: { fields: ['work.source.invocation.sessionId'] },
     })
+  }
+  if (value.parent !== undefined) {
+    if (work.kind === 'handoff') {
+      throw new FactstateError('RUN_INVALID_INPUT', "parent: a handoff successor goes on its sealed run's turn, whose first run recorded its parent; give parent to a message or a continuation", {
+        details: { fields: ['parent'] },
+      })
+    }
+    const problem = parentProblem(value.parent, value.invocation)
+    if (problem !== undefined) throw new FactstateError('RUN_INVALID_INPUT', problem.why, { details: { fields: [problem.field] } })
   }
   return value
 }

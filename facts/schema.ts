@@ -62,12 +62,21 @@ export const requestFingerprintSchema = text.min(1).max(256)
 
 const uncertainOperation = z.strictObject({ invocationId: id, operationId: text.min(1), callId: text, name: text, input: jsonValue.optional() })
 
+/**
+ * The tool call that started a child run (an agent called by an agent's tool): the calling run's
+ * invocation and the call's operation id. The log also refuses, on append, one whose operation id is
+ * not one of that invocation's (`<invocationId>/…`), and a run that is its own parent (store/encoding.ts).
+ */
+export const parentCallSchema = z.strictObject({ invocation: invocationSchema, operationId: text.min(1).max(512) })
+
 const invocationInput = z.discriminatedUnion('kind', [
   z.strictObject({
     kind: z.literal('message'),
     content: text,
     requestFingerprint: text.optional(),
     priorUnknown: z.array(uncertainOperation).optional(),
+    // `parent` last and optional: a run written without it keeps its bytes (and its digest).
+    parent: parentCallSchema.optional(),
   }),
   z.strictObject({
     kind: z.literal('continuation'),
@@ -75,6 +84,7 @@ const invocationInput = z.discriminatedUnion('kind', [
     content: text.min(1).optional(),
     requestFingerprint: text.optional(),
     priorUnknown: z.array(uncertainOperation).optional(),
+    parent: parentCallSchema.optional(),
   }),
   // `content` and `requestFingerprint` last and optional: a successor written without them keeps its bytes.
   z.strictObject({ kind: z.literal('handoff'), source: runBoundarySchema, pause: handoffPauseSchema, content: text.min(1).optional(), requestFingerprint: text.optional() }),

@@ -124,6 +124,8 @@ export type InvocationInput =
       requestFingerprint?: string
       /** Operations of earlier runs in this session whose outcome is unknown, acknowledged by `allowPriorUnknown`. */
       priorUnknown?: UncertainOperation[]
+      /** The tool call that started this run, when an agent's tool started it as a child run (the run input's `parent`). */
+      parent?: ParentCall
     }
   | {
       kind: 'continuation'
@@ -135,6 +137,8 @@ export type InvocationInput =
       requestFingerprint?: string
       /** Operations of earlier runs in this session whose outcome is unknown, acknowledged by `allowPriorUnknown`. */
       priorUnknown?: UncertainOperation[]
+      /** The tool call that started this run, when an agent's tool started it as a child run (the run input's `parent`). */
+      parent?: ParentCall
     }
   | {
       kind: 'handoff'
@@ -151,6 +155,18 @@ export type InvocationInput =
       /** The run input's `requestFingerprint`, when it had one; absent in successors recorded before it was. */
       requestFingerprint?: string
     }
+
+/**
+ * The tool call of another run that started a run: an agent that calls an agent (see `childRunFor`).
+ * Recorded in the child's `invocation.opened` (`input.parent`), so the log links each child run to
+ * the call that started it.
+ */
+export interface ParentCall {
+  /** The calling run's invocation (the tool's `context.invocation`). */
+  invocation: Invocation
+  /** The call's operation id (the tool's `context.operationId`), one of that invocation's: `<invocationId>/<stepId>/<index>`. */
+  operationId: string
+}
 
 /** An operation whose effect may or may not have happened. */
 export interface UncertainOperation {

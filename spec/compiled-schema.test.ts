@@ -146,10 +146,11 @@ const execution = object(
   { mainOutputLimit: positive, instructions: nonEmptyText, replayBase: runBoundary },
 )
 const pause = object({ intent, remainingSteps: count, execution })
+const parent = object({ invocation, operationId: nonEmptyText })
 const uncertain = object({ invocationId: id, operationId: nonEmptyText, callId: text, name: text }, { input: json })
 const invocationInput = fc.oneof(
-  object({ kind: fc.constant('message'), content: text }, { requestFingerprint: text, priorUnknown: fc.array(uncertain, { maxLength: 2 }) }),
-  object({ kind: fc.constant('continuation'), source: runBoundary }, { content: nonEmptyText, requestFingerprint: text, priorUnknown: fc.array(uncertain, { maxLength: 2 }) }),
+  object({ kind: fc.constant('message'), content: text }, { requestFingerprint: text, priorUnknown: fc.array(uncertain, { maxLength: 2 }), parent }),
+  object({ kind: fc.constant('continuation'), source: runBoundary }, { content: nonEmptyText, requestFingerprint: text, priorUnknown: fc.array(uncertain, { maxLength: 2 }), parent }),
   object({ kind: fc.constant('handoff'), source: runBoundary, pause }, { content: nonEmptyText, requestFingerprint: text }),
 )
 const stepId = boundedText(256)

@@ -2,7 +2,7 @@ import { Packr, RESERVE_START_SPACE } from 'msgpackr'
 import { FactstateError } from '../errors.js'
 import { parseRuntimeEvent } from '../facts/compiled-schema.js'
 import { describeIssues, issueFields, requestFingerprintSchema, runtimeEventSchema } from '../facts/schema.js'
-import type { ExecutionSettings, RuntimeEvent } from '../facts/types.js'
+import type { ExecutionSettings, Invocation, ParentCall, RuntimeEvent } from '../facts/types.js'
 import { CHAIN_BYTES, chainStep, chainStepInto } from './digest.js'
 import { packPlain } from './msgpack-plain.js'
 import { packValidatedEvent } from './shaped-writer.js'
@@ -254,7 +254,8 @@ function validate(event: unknown): RuntimeEvent {
  * The rules between a fact's fields that its schema does not state, checked for every append after
  * `validateEvent` (stored facts are read as written, so a log written before a rule stays readable):
  * a `tool.rejected` is `denied` exactly when it records the approver's decision (`approval`); an
- * `invocation.opened`'s `requestFingerprint` is 1–256 characters, as the engine's run input is; a
+ * `invocation.opened`'s `requestFingerprint` is 1–256 characters, as the engine's run input is; its
+ * `parent`, when present, names one of its invocation's operations and another invocation; a
  * tool catalog's `digests`, when present, has one digest per name.
  */
 export function checkFactRules(event: RuntimeEvent): void {
@@ -268,6 +269,7 @@ export function checkFactRules(event: RuntimeEvent): void {
         { details: { fields: ['fact.input.requestFingerprint'] } },
       )
     }
+    if (fact.input.kind !== 'handoff' && fact.input.parent !== undefined) checkParent(fact.input.parent, event.invocation)
     checkCatalog(fact.execution, 'fact.execution')
     if (fact.input.kind === 'handoff') checkCatalog(fact.input.pause.execution, 'fact.input.pause.execution')
   }
@@ -287,6 +289,25 @@ export function checkFactRules(event: RuntimeEvent): void {
       `the event does not fit the fact schema: only a tool.rejected for reason invalid_input says what is wrong with the input (fact.message), not one for ${fact.reason}`,
       { details: { fields: ['fact.message'] } },
     )
+  }
+}
+
+/** Why `parent` cannot be the call that started the run of `own`, or `undefined`: the engine's run input and the log check by this one rule. */
+export function parentProblem(parent: ParentCall, own: Invocation): { field: string; why: string } | undefined {
+  if (!parent.operationId.startsWith(`${parent.invocation.invocationId}/`)) {
+    return { field: 'parent.operationId', why: `parent.operationId must be an operation of parent.invocation (${parent.invocation.invocationId}/<stepId>/<index>, a tool's context.operationId)` }
+  }
+  if (parent.invocation.invocationId === own.invocationId || (parent.invocation.sessionId === own.sessionId && parent.invocation.runId === own.runId)) {
+    return { field: 'parent.invocation', why: 'parent.invocation is the run itself: a child run has ids of its own (childRunFor makes them)' }
+  }
+  return undefined
+}
+
+/** A child run's `parent` names one of its parent invocation's operations, and another run. */
+function checkParent(parent: ParentCall, own: Invocation): void {
+  const problem = parentProblem(parent, own)
+  if (problem !== undefined) {
+    throw new FactstateError('LOG_INVALID_EVENT', `the event does not fit the fact schema: fact.input.${problem.why}`, { details: { fields: [`fact.input.${problem.field}`] } })
   }
 }
 

@@ -39,6 +39,7 @@ const examples: [file: string, mustSay: RegExp][] = [
   ['examples/resume-after-crash.ts', /search_orders {} [^ ]+: no effect \(read-only\)\n  charge_card {"cents":4200} [^ ]+: the charge went through\ncontinued: completed; the card was charged 1 time\(s\)/],
   ['examples/tool-approval.ts', /#8 rejected \{"order":"C-3","amount":9000\} denied: over 1,000 needs a manager[\s\S]*completed: 2 refunds issued/],
   ['examples/stuck-tool-and-backup.ts', /run 1: failed outcome_unknown: tool export_report \(operation invocation-1\/step-1\/0\) did not finish within 200 ms \(its timeoutMs\)[\s\S]*pending: reports has 1 tool outcome\(s\) to acknowledge: export_report invocation-1\/step-1\/0\nrun 2: completed; nothing pending\nbackup: 9 events, the same digest as the log\nrun 3: completed; summaries sent: 1\nrestored: a backup taken at seq 9; run 3 is not in it \(high-water 9\)\nrun 4: refused: RUN_RECONCILIATION_REQUIRED, restored at seq 9\nrun 4 \(acknowledged\): completed; summaries sent: 1/],
+  ['examples/delegation.ts', /delegate editor-1\/step-1\/0: child editor-1\.step-1\.0\.writer, outcome_unknown\n  save_draft \(operation editor-1\.step-1\.0\.writer\/step-1\/0\): the draft was saved; do not save it again; the writer, continued: completed\nsupervisor, told: completed: [^\n]+\nthe draft was saved 1 time\(s\)/],
   ['examples/streaming-answer.ts', /\[step-2\] Tomorrow in Oslo[\s\S]*completed: 6 pieces for 2 answers; 2 of 2 add up to the recorded text/],
 ]
 

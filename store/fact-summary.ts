@@ -70,9 +70,11 @@ function describe(fact: Fact): string {
       // A message or a continuation may acknowledge the outcomes a crash left unknown (allowPriorUnknown).
       const unknown = input.kind === 'handoff' ? 0 : (input.priorUnknown?.length ?? 0)
       const acknowledged = unknown > 0 ? ` (acknowledges ${unknown} unknown outcome(s))` : ''
+      // A child run: the tool call of another run that started it (its session is the call's run's).
+      const parent = input.kind === 'handoff' || input.parent === undefined ? '' : `, child of ${input.parent.operationId} (session ${input.parent.invocation.sessionId})`
       return input.kind === 'message'
-        ? `message ${json(input.content)}${acknowledged}${told}`
-        : `${input.kind} from ${input.source.invocation.runId}@${input.source.highWater}${input.content !== undefined ? `, message ${json(input.content)}` : ''}${acknowledged}${told}`
+        ? `message ${json(input.content)}${parent}${acknowledged}${told}`
+        : `${input.kind} from ${input.source.invocation.runId}@${input.source.highWater}${input.content !== undefined ? `, message ${json(input.content)}` : ''}${parent}${acknowledged}${told}`
     }
     case 'model.requested':
       return `${fact.stepId} model=${fact.model}`

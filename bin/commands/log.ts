@@ -2,6 +2,7 @@ import { mkdir, readdir } from 'node:fs/promises'
 import { FACT_TYPES, type FactType, type StoredEvent } from '../../facts/types.js'
 import { ID_PATTERN } from '../../facts/schema.js'
 import { EventLog, LOG_DIRECTORY_ENTRY, type RunSummary, logInternals } from '../../store/event-log.js'
+import type { ParentCall } from '../../facts/types.js'
 import { escapeControls, summarizeFact, usageTotalsText } from '../../store/fact-summary.js'
 import { type UsageTotals, usageOf } from '../../actors/transcript.js'
 import { FactstateError, messageWithoutCode } from '../../errors.js'
@@ -21,7 +22,8 @@ Filters combine. TYPE is a fact type such as tool.dispatched; a trailing * match
 the filters (up to --to if given): --run R --last 5 is that run's last five facts, however many
 facts other runs wrote after them.
 --runs prints the session's runs instead, one line each in the order they opened: run, turn,
-invocation, how it began (from which run), how it ended (or open), its first and last seq, and the
+invocation, how it began (from which run; a child run: the call that started it, "child of
+OPERATION (session S)"), how it ended (or open), its first and last seq, and the
 tokens its answers reported, summed ("at least", with how many answers reported none, when not
 all did, or when requests were interrupted; --json: usage, with answers, unreported,
 interrupted and the sums).
@@ -126,8 +128,12 @@ export async function logCommand(args: string[], io: CommandIo, options: { signa
       for (const run of runs) {
         if (io.stdoutClosed?.()) return EXIT.ok
         // The run's own facts, through its invocation's index: what its answers reported.
-        const usage = usageOf(await log.invocationEvents(run.invocationId))
-        io.stdout(values.json ? escapeControls(JSON.stringify({ ...run, usage })) : formatRun(run, usage))
+        const events = await log.invocationEvents(run.invocationId)
+        const usage = usageOf(events)
+        // A child run's parent call, from its opened fact (already read for the usage).
+        const opened = events[0]?.event.fact
+        const parent = opened?.type === 'invocation.opened' && opened.input.kind !== 'handoff' ? opened.input.parent : undefined
+        io.stdout(values.json ? escapeControls(JSON.stringify({ ...run, usage, ...(parent === undefined ? {} : { parent }) })) : formatRun(run, usage, parent))
       }
       if (!values.json) io.stderr(escapeControls(`${runs.length} run(s) in session ${values.session}; log high-water ${log.head().highWater}`))
       return EXIT.ok
@@ -329,12 +335,13 @@ async function follow(
 }
 
 /** One human-readable line for a run of a session, with its answers' token totals when given. */
-export function formatRun(run: RunSummary, usage?: UsageTotals): string {
+export function formatRun(run: RunSummary, usage?: UsageTotals, parent?: ParentCall): string {
   const began = run.sourceRunId === undefined ? run.kind : `${run.kind} of ${run.sourceRunId}`
   const ended = run.terminal === null ? 'open' : run.outcome?.status === 'failed' ? `failed ${run.outcome.class}` : run.terminal
   // The class is any text a direct append wrote: escaped as a fact's summary is.
   const tokens = usage === undefined ? '' : `  ${usageTotalsText(usage)}`
-  return escapeControls(`${run.runId}  ${run.turnId}  ${run.invocationId}  ${began}  ${ended}  #${run.openedSeq}–#${run.lastSeq}${tokens}`)
+  const child = parent === undefined ? '' : `  child of ${parent.operationId} (session ${parent.invocation.sessionId})`
+  return escapeControls(`${run.runId}  ${run.turnId}  ${run.invocationId}  ${began}${child}  ${ended}  #${run.openedSeq}–#${run.lastSeq}${tokens}`)
 }
 
 /** One human-readable line for a stored event. */

@@ -6,10 +6,10 @@
  * (counted, not kept); the server reads such a session back from the log when it is asked for by
  * id, or when it has a fact again (`takeReturning`, `backfill`).
  */
-import type { Invocation, InvocationOutcome, StoredEvent } from '../facts/types.js'
+import type { Invocation, InvocationOutcome, ParentCall, StoredEvent } from '../facts/types.js'
 import { terminalStatusOf } from '../facts/types.js'
 import { type InvocationSnapshot, applyFact, initialInvocationSnapshot, stateOf } from '../machines/invocation.js'
-import type { InvocationStatus, InvocationSummary, RunLink } from './protocol.js'
+import type { CallLink, InvocationStatus, InvocationSummary, RunLink } from './protocol.js'
 
 interface Entry {
   invocation: Invocation
@@ -27,6 +27,8 @@ interface Entry {
   lastAt: number
   unsettled: readonly string[]
   source: Omit<RunLink, 'exists'> | null
+  /** The tool call that started it, for a child run. */
+  parent: ParentCall | null
 }
 
 interface SessionEntry {
@@ -61,6 +63,12 @@ export class Catalog {
   /** Every session, least recently active first: one is moved to the end with each of its facts. */
   readonly #sessions = new Map<string, SessionEntry>()
   readonly #continuations = new Map<string, Omit<RunLink, 'exists'>[]>()
+  /**
+   * Parent invocation id → the child runs its calls started, read from the children's opened facts as
+   * they are indexed (a parent's facts do not name its children: the name is the tool's). An entry
+   * leaves with its child, so the map is bounded by the index.
+   */
+  readonly #children = new Map<string, Omit<CallLink, 'exists'>[]>()
   /** The sessions that may need someone: an invocation open, a seal awaiting its successor, a last run failed or cancelled. */
   readonly #flagged = new Set<SessionEntry>()
   /** The successor invocation id each pending seal names → the session of that seal. */
@@ -142,6 +150,8 @@ export class Catalog {
       if (this.#flagged.has(session) || this.#unresolved.has(session.sessionId)) continue
       for (const ids of session.turns.values()) {
         for (const id of ids) {
+          const parent = this.#invocations.get(id)?.parent
+          if (parent) this.#forgetChild(parent.invocation.invocationId, id)
           this.#invocations.delete(id)
           this.#continuations.delete(id)
         }
@@ -152,6 +162,12 @@ export class Catalog {
     }
     const kept = Math.max(this.#limit, this.#invocations.size)
     this.#trimAt = kept + Math.ceil(kept / 10)
+  }
+
+  #forgetChild(parentId: string, childId: string): void {
+    const kept = (this.#children.get(parentId) ?? []).filter((child) => child.invocation.invocationId !== childId)
+    if (kept.length > 0) this.#children.set(parentId, kept)
+    else this.#children.delete(parentId)
   }
 
   /** The sessions first indexed since a trim (then forgotten): the server reads back the earlier runs of those that were dropped. */
@@ -178,6 +194,7 @@ export class Catalog {
     const before = earlier.#sessions.get(sessionId) as SessionEntry
     for (const [id, entry] of earlier.#invocations) this.#invocations.set(id, entry)
     for (const [id, links] of earlier.#continuations) this.#continuations.set(id, [...links, ...(this.#continuations.get(id) ?? [])])
+    for (const [id, links] of earlier.#children) this.#children.set(id, [...links, ...(this.#children.get(id) ?? [])])
     const turns = new Map<string, string[]>()
     for (const [turnId, ids] of before.turns) turns.set(turnId, [...ids])
     for (const [turnId, ids] of session.turns) turns.set(turnId, [...(turns.get(turnId) ?? []), ...ids])
@@ -241,8 +258,14 @@ export class Catalog {
         lastAt: event.recordedAt,
         unsettled: NONE,
         source,
+        parent: input && input.kind !== 'handoff' ? (input.parent ?? null) : null,
       }
       this.#invocations.set(invocation.invocationId, entry)
+      if (entry.parent) {
+        const list = this.#children.get(entry.parent.invocation.invocationId) ?? []
+        list.push({ operationId: entry.parent.operationId, invocation })
+        this.#children.set(entry.parent.invocation.invocationId, list)
+      }
       if (source?.kind === 'continuation') {
         const list = this.#continuations.get(source.invocationId) ?? []
         list.push({ kind: 'continuation', runId: invocation.runId, invocationId: invocation.invocationId })
@@ -352,6 +375,8 @@ export class Catalog {
       source: entry.source ? link(entry.source) : null,
       successor: sealed ? link({ kind: 'handoff', runId: sealed.successorRunId, invocationId: sealed.successorInvocationId }) : null,
       continuedBy: (this.#continuations.get(invocationId) ?? []).map(link),
+      parent: entry.parent ? { ...entry.parent, exists: this.#invocations.has(entry.parent.invocation.invocationId) } : null,
+      children: (this.#children.get(invocationId) ?? []).map((child) => ({ ...child, exists: true })),
       machineError: entry.machineError,
     }
   }

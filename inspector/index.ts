@@ -20,6 +20,7 @@ export type { UsageTotals } from '../actors/transcript.js'
 /** The shapes of the inspector's JSON API (`/api/overview`, `/api/invocation`, `/api/machine`, `/api/verify`, `/api/events`), for scripts that read it. */
 export type {
   ApiError,
+  CallLink,
   Chart,
   ChartEdge,
   ChartState,

@@ -2,7 +2,7 @@
  * The JSON the inspector server sends its page. Types only: the page imports them with
  * `import type`, so nothing here ends up in the browser bundle.
  */
-import type { Fact, Invocation, InvocationOutcome, TerminalStatus, UncertainOperation } from '../facts/types.js'
+import type { Fact, Invocation, InvocationOutcome, ParentCall, TerminalStatus, UncertainOperation } from '../facts/types.js'
 import type { BackupPoint } from '../store/backup-point.js'
 import type { UsageTotals } from '../actors/transcript.js'
 
@@ -20,6 +20,16 @@ export interface RunLink {
   runId: string
   invocationId: string
   /** False while the log holds no invocation with that id (a sealed run still awaiting its successor). */
+  exists: boolean
+}
+
+/** A link between a tool call and the child run it started (an agent that calls an agent). */
+export interface CallLink {
+  /** The call's operation id. */
+  operationId: string
+  /** The other end: the child run (from a parent), or the calling run (from a child). */
+  invocation: Invocation
+  /** False while the index holds no invocation with that id (a parent in another log, or dropped from the index). */
   exists: boolean
 }
 
@@ -46,6 +56,10 @@ export interface InvocationSummary {
   successor: RunLink | null
   /** Runs started as continuations of this one. */
   continuedBy: RunLink[]
+  /** The tool call that started this run as a child run (its `invocation.opened`'s `input.parent`). */
+  parent: CallLink | null
+  /** The child runs this run's tool calls started, in the order they opened. */
+  children: CallLink[]
   /** Set when folding the facts through the machine failed: the first refusal. */
   machineError: string | null
 }

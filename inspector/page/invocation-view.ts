@@ -1,6 +1,6 @@
 /** The header of the selected invocation: ids, status, counts, run links and warnings. */
 import type { UsageTotals } from '../../actors/transcript.js'
-import type { InvocationSummary, RunLink } from '../protocol.js'
+import type { CallLink, InvocationSummary, RunLink } from '../protocol.js'
 import { el, replaceChildren } from './dom.js'
 import { STATUS_LABEL, dateTime, duration, statusDetail, usageTotalsText } from './format.js'
 
@@ -19,6 +19,22 @@ function linkButton(link: RunLink, role: string, options: InvocationOptions): HT
       onClick: () => options.onNavigate(link.invocationId),
     },
     `${role === 'source' || role === 'continues' ? '←' : '→'} ${link.runId}`,
+  )
+}
+
+/** A button to the other end of a tool call that started a child run: the parent run, or a child. */
+function callButton(link: CallLink, role: 'parent' | 'child', options: InvocationOptions): HTMLButtonElement {
+  const target = link.invocation.invocationId
+  return el(
+    'button',
+    {
+      class: 'note-link',
+      title: link.exists ? `open ${target} (session ${link.invocation.sessionId})` : `${target} (session ${link.invocation.sessionId}) is not in this log's index`,
+      attrs: { type: 'button', ...(link.exists ? {} : { disabled: '' }) },
+      data: { link: role, target, operation: link.operationId },
+      onClick: () => options.onNavigate(target),
+    },
+    `${role === 'parent' ? '←' : '→'} ${link.invocation.sessionId}/${link.invocation.runId}`,
   )
 }
 
@@ -65,6 +81,30 @@ export function renderInvocation(section: HTMLElement, summary: InvocationSummar
         el('span', { class: 'note-label' }, 'Sealed by a handoff; successor'),
         linkButton(summary.successor, 'successor', options),
         el('span', {}, summary.successor.exists ? '' : 'has not started yet (the turn waits for it)'),
+      ),
+    )
+  }
+  if (summary.parent) {
+    notes.push(
+      el(
+        'div',
+        { class: 'note', data: { parent: summary.parent.operationId } },
+        el('span', { class: 'note-label' }, 'Child run of'),
+        callButton(summary.parent, 'parent', options),
+        el('span', {}, 'started by its call '),
+        el('span', { class: 'mono' }, summary.parent.operationId),
+      ),
+    )
+  }
+  for (const child of summary.children) {
+    notes.push(
+      el(
+        'div',
+        { class: 'note', data: { child: child.invocation.invocationId } },
+        el('span', { class: 'note-label' }, 'Call'),
+        el('span', { class: 'mono' }, child.operationId),
+        el('span', {}, 'started the child run'),
+        callButton(child, 'child', options),
       ),
     )
   }

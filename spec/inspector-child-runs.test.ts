@@ -1,0 +1,118 @@
+/**
+ * The inspector links a child run and the tool call that started it, both ways: the child's summary
+ * names its parent call, and the parent's lists the children its calls started (read from the
+ * children's opened facts as the index takes them in). Real LevelDB log, real HTTP on 127.0.0.1.
+ */
+import { join } from 'node:path'
+import { test } from 'uvu'
+import * as assert from 'uvu/assert'
+import { EventLog, type Fact, type RuntimeEvent } from '../index.js'
+import { Catalog } from '../inspector/catalog.js'
+import { serveInspector } from '../inspector/index.js'
+import type { InvocationDetail } from '../inspector/protocol.js'
+import { EventMaker, completeInvocation, facts, invocationOf } from './support/log-fixtures.js'
+import { chromium } from 'playwright-core'
+import { ensurePageBuilt } from './support/inspector-build.js'
+import { bounded } from './support/temp.js'
+
+const supervisor = invocationOf('sup', 'desk')
+const operationId = 'inv-sup/step-1/0'
+
+/** The supervisor's run, and the opened fact of one child of its first call (session `<op>.<name>`). */
+function childOf(name: string, parent = supervisor): RuntimeEvent {
+  const opened = facts.opened(`task for ${name}`) as Extract<Fact, { type: 'invocation.opened' }>
+  if (opened.input.kind === 'message') opened.input.parent = { invocation: parent, operationId: `${parent.invocationId}/step-1/0` }
+  return new EventMaker(invocationOf(name, `${parent.invocationId}.step-1.0.${name}`)).next(opened)
+}
+
+test('the index links a child to its parent call and the parent to its children, including a parent in another log (named, not linked)', () => {
+  const catalog = new Catalog()
+  let seq = 0
+  const stored = (events: RuntimeEvent[]) => events.map((event) => ({ seq: (seq += 1), event }))
+  catalog.apply(stored(completeInvocation('sup', 'desk')))
+  catalog.apply(stored([childOf('writer'), childOf('critic')]))
+  const writer = catalog.summary('inv-writer', new Set())
+  assert.equal(writer?.parent, { invocation: supervisor, operationId, exists: true })
+  assert.equal(
+    catalog.summary('inv-sup', new Set())?.children.map((child) => [child.operationId, child.invocation.invocationId, child.exists]),
+    [
+      [operationId, 'inv-writer', true],
+      [operationId, 'inv-critic', true],
+    ],
+  )
+  assert.equal(catalog.summary('inv-sup', new Set())?.parent, null)
+  // A child whose parent the index does not hold (another log): named, not linked.
+  catalog.apply(stored([childOf('orphan', invocationOf('elsewhere', 'other'))]))
+  assert.is(catalog.summary('inv-orphan', new Set())?.parent?.exists, false)
+})
+
+test(
+  "the inspector's API gives a child its parent call and the parent's call its child runs",
+  bounded(30_000, async (dir) => {
+    const log = await EventLog.open(join(dir, 'log'))
+    try {
+      await log.appendAll(completeInvocation('sup', 'desk'))
+      await log.append(childOf('writer'))
+      const inspector = await serveInspector({ log })
+      try {
+        const child = (await (await fetch(`${inspector.url}api/invocation?id=inv-writer`)).json()) as InvocationDetail
+        assert.equal(child.summary.parent, { invocation: supervisor, operationId, exists: true })
+        const parent = (await (await fetch(`${inspector.url}api/invocation?id=inv-sup`)).json()) as InvocationDetail
+        assert.equal(parent.summary.children, [{ operationId, invocation: invocationOf('writer', 'inv-sup.step-1.0.writer'), exists: true }])
+        // A child that opens while the inspector serves is linked too.
+        await log.append(childOf('critic'))
+        let children: string[] = []
+        for (const deadline = Date.now() + 10_000; children.length < 2 && Date.now() < deadline; await new Promise((resolve) => setTimeout(resolve, 20))) {
+          const detail = (await (await fetch(`${inspector.url}api/invocation?id=inv-sup`)).json()) as InvocationDetail
+          children = detail.summary.children.map((link) => link.invocation.invocationId)
+        }
+        assert.equal(children, ['inv-writer', 'inv-critic'])
+      } finally {
+        await inspector.close()
+      }
+    } finally {
+      await log.close()
+    }
+  }),
+)
+
+test(
+  "the page shows on a child run a link to its parent call's run, and on the parent each call's child run; each link opens the other",
+  bounded(90_000, async (dir) => {
+    ensurePageBuilt()
+    const log = await EventLog.open(join(dir, 'log'))
+    await log.appendAll(completeInvocation('sup', 'desk'))
+    await log.append(childOf('writer'))
+    const inspector = await serveInspector({ log })
+    const browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'], timeout: 30_000 })
+    try {
+      const page = await browser.newPage()
+      page.setDefaultTimeout(10_000)
+      const errors: string[] = []
+      page.on('pageerror', (error) => errors.push(error.message))
+      await page.goto(inspector.url)
+      await page.waitForSelector('#boot[hidden]', { state: 'attached' })
+      await page.click('button.run[data-invocation="inv-writer"]')
+      await page.waitForSelector('h1[data-invocation-title="inv-writer"]')
+      const parentLink = await page.waitForSelector('button[data-link="parent"]')
+      assert.is(await parentLink.getAttribute('data-target'), 'inv-sup')
+      assert.is(await parentLink.getAttribute('data-operation'), operationId)
+      assert.match((await page.textContent('div.note[data-parent]')) ?? '', /Child run of.*desk\/run-sup.*inv-sup\/step-1\/0/)
+      await parentLink.click()
+      await page.waitForSelector('h1[data-invocation-title="inv-sup"]')
+      const childLink = await page.waitForSelector('button[data-link="child"]')
+      assert.is(await childLink.getAttribute('data-target'), 'inv-writer')
+      const childNote = (await page.textContent('div.note[data-child="inv-writer"]')) ?? ''
+      assert.match(childNote, /Call.*inv-sup\/step-1\/0.*started the child run.*inv-sup\.step-1\.0\.writer\/run-writer/, JSON.stringify(childNote))
+      await childLink.click()
+      await page.waitForSelector('h1[data-invocation-title="inv-writer"]')
+      assert.equal(errors, [])
+    } finally {
+      await browser.close()
+      await inspector.close()
+      await log.close()
+    }
+  }),
+)
+
+test.run()

@@ -7,10 +7,12 @@ import { rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import { setFlagsFromString } from 'node:v8'
 import { runInNewContext } from 'node:vm'
+import { ClassicLevel } from 'classic-level'
 import { suite } from 'uvu'
 import * as assert from 'uvu/assert'
-import { Engine, EventLog, ModelExecutor, type StoredEvent } from '../index.js'
+import { Engine, EventLog, ModelExecutor, type RuntimeEvent, type StoredEvent } from '../index.js'
 import { logInternals } from '../store/event-log.js'
+import { keys } from '../store/keys.js'
 import { answer, scriptedModelServer } from '../testing/scripted-model-server.js'
 import { countingTool, runInput } from './support/engine-fixtures.js'
 import { aliveAfterCollection } from './support/gc.js'
@@ -318,6 +320,61 @@ follow(
       assert.is(logInternals(log).followerCount(), 0, 'no follower is left registered')
       assert.is(await aliveAfterCollection(ended), 0, 'every reader that ended was collected')
     } finally {
+      await log.close()
+    }
+  }),
+)
+
+follow(
+  'events({ sessionId }) without follow reads the session through its run and invocation indexes, never the whole log: the same events, in seq order, for any bounds, runs appended side by side included',
+  boundedTest(30_000, async (root) => {
+    const log = await EventLog.open(join(root, 'log'))
+    const proto = ClassicLevel.prototype as unknown as { iterator: (...args: unknown[]) => unknown }
+    const original = proto.iterator
+    try {
+      // Sessions whose runs follow one another, interleaved with each other and with many unrelated facts,
+      // and one session with two runs open at once (their facts interleaved).
+      const turns: EventMaker[][] = [0, 1, 2].map((session) => [0, 1, 2].map((run) => new EventMaker(invocationOf(`s${session}-r${run}`, `session-${session}`))))
+      for (let run = 0; run < 3; run += 1) {
+        for (let step = 0; step < 4; step += 1) {
+          const batch: RuntimeEvent[] = []
+          for (let session = 0; session < 3; session += 1) {
+            const maker = (turns[session] as EventMaker[])[run] as EventMaker
+            batch.push(step === 0 ? maker.next(facts.opened()) : step === 1 ? maker.next(facts.requested('s1')) : step === 2 ? maker.next(facts.completed('s1', [], 'done')) : maker.next(facts.ended()))
+          }
+          await log.appendAll([...batch, ...completeInvocation(`noise-${run}-${step}`)])
+        }
+      }
+      const x = new EventMaker(invocationOf('x1', 'session-x'))
+      const y = new EventMaker(invocationOf('x2', 'session-x'))
+      await log.appendAll([x.next(facts.opened()), y.next(facts.opened()), x.next(facts.requested('s1')), y.next(facts.requested('s1')), y.next(facts.completed('s1', [], 'y')), y.next(facts.ended())])
+      await log.appendAll(completeInvocation('noise-last'))
+      await log.appendAll([x.next(facts.completed('s1', [], 'x')), x.next(facts.ended())])
+      const all: StoredEvent[] = []
+      for await (const stored of log.events()) all.push(stored)
+      const high = log.head().highWater
+      let scans = 0
+      proto.iterator = function (this: unknown, ...args: unknown[]) {
+        const range = (args[0] ?? {}) as { gte?: string; gt?: string }
+        // Over the event records (`e!…`): a read of the log, not of an index.
+        if ((range.gte ?? range.gt ?? '').startsWith(keys.eventLow.slice(0, 2))) scans += 1
+        return original.apply(this, args)
+      }
+      for (const sessionId of ['session-0', 'session-2', 'session-x', 'session-none']) {
+        for (const [from, to] of [[1, high], [5, 40], [30, 31], [high, high], [2, 1]] as const) {
+          const read: StoredEvent[] = []
+          for await (const stored of log.events({ sessionId, from, to })) read.push(stored)
+          const expected = all.filter(({ seq, event }) => seq >= from && seq <= to && event.invocation.sessionId === sessionId)
+          assert.equal(read, expected, `${sessionId} ${from}..${to}`)
+        }
+      }
+      assert.is(scans, 0, 'no iterator over the log was opened')
+      const twoAtOnce: number[] = []
+      for await (const { seq } of log.events({ sessionId: 'session-x' })) twoAtOnce.push(seq)
+      assert.is(twoAtOnce.length, 8)
+      assert.equal(twoAtOnce, [...twoAtOnce].sort((a, b) => a - b), 'two runs side by side come out in seq order')
+    } finally {
+      proto.iterator = original
       await log.close()
     }
   }),

@@ -2572,15 +2572,16 @@ export class EventLog {
     }
   }
 
-  /** The stored bytes of an invocation's facts with seqs after `after`, up to `upTo`, in order. */
-  #invocationStored(invocationId: string, after: number, upTo: number): Promise<{ seq: number; bytes: Uint8Array }[]> {
-    return this.#reading(() => this.#readInvocationStored(invocationId, after, upTo))
+  /** The stored bytes of an invocation's facts with seqs after `after`, up to `upTo`, in order (at most `limit` of them). */
+  #invocationStored(invocationId: string, after: number, upTo: number, limit = Number.POSITIVE_INFINITY): Promise<{ seq: number; bytes: Uint8Array }[]> {
+    return this.#reading(() => this.#readInvocationStored(invocationId, after, upTo, limit))
   }
 
-  async #readInvocationStored(invocationId: string, after: number, upTo: number): Promise<{ seq: number; bytes: Uint8Array }[]> {
+  async #readInvocationStored(invocationId: string, after: number, upTo: number, limit: number): Promise<{ seq: number; bytes: Uint8Array }[]> {
     const seqs: number[] = []
     const prefixLength = keys.byInvocationLow(invocationId).length
-    for await (const key of this.#db.keys({ gt: keys.byInvocation(invocationId, after), lt: keys.byInvocationHigh(invocationId) })) {
+    const range = { gt: keys.byInvocation(invocationId, after), lt: keys.byInvocationHigh(invocationId), ...(Number.isFinite(limit) ? { limit } : {}) }
+    for await (const key of this.#db.keys(range)) {
       const seq = Number.parseInt(key.slice(prefixLength), 16)
       if (seq > upTo) break
       seqs.push(seq)
@@ -3249,12 +3250,46 @@ export class EventLog {
 
   async *#eventsBetween(from: number, to: number, reader: ReaderResources, sessionId: string | undefined): AsyncGenerator<StoredEvent> {
     try {
-      for await (const { events } of this.#scan(from, to, EVENTS_CHUNK, reader)) {
-        if (sessionId === undefined) yield* events
-        else for (const stored of events) if (stored.event.invocation.sessionId === sessionId) yield stored
+      if (sessionId !== undefined) {
+        yield* this.#sessionEventsBetween(from, to, sessionId)
+        return
       }
+      for await (const { events } of this.#scan(from, to, EVENTS_CHUNK, reader)) yield* events
     } finally {
       droppedReaders.unregister(reader)
+    }
+  }
+
+  /**
+   * One session's events `from`..`to`, in seq order, through its indexes instead of the whole log:
+   * its runs (the run index), each with one invocation, whose facts the invocation index lists. A
+   * session's runs follow one another, so their spans of seqs seldom overlap: each run is read on its
+   * own, `EVENTS_CHUNK` facts at a time, and only runs whose spans overlap (appended side by side) are
+   * read together and put in seq order.
+   */
+  async *#sessionEventsBetween(from: number, to: number, sessionId: string): AsyncGenerator<StoredEvent> {
+    const spans = (await this.runs(sessionId))
+      .filter((run) => run.lastSeq >= from && run.openedSeq <= to)
+      .sort((a, b) => a.openedSeq - b.openedSeq)
+    for (let first = 0; first < spans.length; ) {
+      let end = first + 1
+      let last = (spans[first] as RunSummary).lastSeq
+      while (end < spans.length && (spans[end] as RunSummary).openedSeq <= last) last = Math.max(last, (spans[end++] as RunSummary).lastSeq)
+      if (end === first + 1) {
+        const { invocationId } = spans[first] as RunSummary
+        for (let after = from - 1; after < to; ) {
+          const stored = await this.#invocationStored(invocationId, after, to, EVENTS_CHUNK)
+          for (const { seq, bytes } of stored) yield { seq, event: decodeEvent(bytes, seq) }
+          if (stored.length < EVENTS_CHUNK) break
+          after = (stored.at(-1) as { seq: number }).seq
+        }
+      } else {
+        const stored: { seq: number; bytes: Uint8Array }[] = []
+        for (const run of spans.slice(first, end)) stored.push(...(await this.#invocationStored(run.invocationId, from - 1, to)))
+        stored.sort((a, b) => a.seq - b.seq)
+        for (const { seq, bytes } of stored) yield { seq, event: decodeEvent(bytes, seq) }
+      }
+      first = end
     }
   }
 

@@ -18,9 +18,11 @@ the fact's seq, the event, and digest, the log's digest through that fact, which
 the log ends there: a program that exports the lines keeps the last seq and digest it wrote, and a
 log that later has another digest at that seq is not the log it read).
 Filters combine. TYPE is a fact type such as tool.dispatched; a trailing * matches a family (tool.*).
---from and --to bound the seqs read (inclusive); --last N prints only the last N facts that match
-the filters (up to --to if given): --run R --last 5 is that run's last five facts, however many
-facts other runs wrote after them.
+--run matches that run id in every session (run ids are a session's own): give --session too.
+--session and --invocation read through the log's indexes; --run, --type, --from and --to alone
+read the whole log. --from and --to bound the seqs read (inclusive); --last N prints only the last
+N facts that match the filters (up to --to if given): --session S --run R --last 5 is that run's
+last five facts, however many facts other runs wrote after them.
 --runs prints the session's runs instead, one line each in the order they opened: run, turn,
 invocation, how it began (from which run; a child run: the call that started it, "child of
 OPERATION (session S)"), how it ended (or open), its first and last seq, and the
@@ -145,11 +147,12 @@ export async function logCommand(args: string[], io: CommandIo, options: { signa
     // --last N counts back from the end shown (the log's, or --to's): without filters, the last N
     // facts; with them, the last N that match, found by reading up to the end and keeping the last N.
     let from = bounds.last !== undefined && !filtered ? Math.max(1, to - bounds.last + 1) : (bounds.from ?? 1)
-    // One invocation's facts are read through its index, not by reading the whole log.
+    // One invocation's facts are read through its index, and one session's through its runs' (the
+    // run index, then each run's invocation's), not by reading the whole log.
     let source: AsyncIterable<StoredEvent> | StoredEvent[] =
       values.invocation !== undefined
         ? (await logInternals(log).invocationEvents(values.invocation, to)).filter((stored) => stored.seq >= from)
-        : log.events({ from, to })
+        : log.events({ from, to, ...(values.session === undefined ? {} : { sessionId: values.session }) })
     if (bounds.last !== undefined && filtered) {
       const kept: StoredEvent[] = []
       for await (const stored of source) {

@@ -58,12 +58,16 @@ export function readOptions<K extends string>(options: unknown, known: readonly 
   return copy
 }
 
+/** How much of a string value an error message shows. */
+const SHOWN_CHARACTERS = 60
+
 /**
  * A value as an error message shows it, without ever throwing: `String(value)` throws for an object
  * with no prototype, a revoked proxy, or a `toString` that throws.
  */
 export function shown(value: unknown): string {
-  if (typeof value === 'string') return JSON.stringify(value)
+  // A long string (an id taken from a request path, say) is cut: the message must not carry it whole.
+  if (typeof value === 'string') return value.length > SHOWN_CHARACTERS ? `${JSON.stringify(value.slice(0, SHOWN_CHARACTERS))}… (${value.length.toLocaleString('en-US')} characters)` : JSON.stringify(value)
   // A BigInt's String() is its digits; a symbol's its description.
   if (value === null || (typeof value !== 'object' && typeof value !== 'function')) return typeof value === 'bigint' ? `${String(value)}n` : String(value)
   try {

@@ -140,6 +140,8 @@ lock(
         ['runSource', () => log.runSource('session-a', 'run/1'), 'runId', '"run/1"'],
         ['runSource', () => log.runSource('x'.repeat(129), 'run-1'), 'sessionId', '"xxx'],
         ['pendingSessions', () => log.pendingSessions({ sessionId: 'a b' }), 'sessionId', '"a b"'],
+        // An id from a request path may be any length: the message shows its start and how long it is.
+        ['runs', () => log.runs('y'.repeat(100_000)), 'sessionId', `"${'y'.repeat(60)}"… (100,000 characters)`],
       ]
       for (const [call, read, field, value] of cases) {
         const refused = await refusal(read())

@@ -265,7 +265,7 @@ export function checkFactRules(event: RuntimeEvent): void {
     if (fingerprint !== undefined && !requestFingerprintSchema.safeParse(fingerprint).success) {
       throw new FactstateError(
         'LOG_INVALID_EVENT',
-        `the event does not fit the fact schema: fact.input.requestFingerprint is 1–256 characters, as a run input's is (this one has ${[...fingerprint].length})`,
+        `the event does not fit the fact schema: fact.input.requestFingerprint is 1–256 characters, as a run input's is (counted as a string's length, in UTF-16 units: this one's is ${fingerprint.length})`,
         { details: { fields: ['fact.input.requestFingerprint'] } },
       )
     }

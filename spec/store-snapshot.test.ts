@@ -12,7 +12,7 @@ import { Engine } from '../actors/engine.js'
 import type { StoredEvent } from '../facts/types.js'
 import { CACHE_LIMIT, EventLog, logInternals } from '../store/event-log.js'
 import { recoverInvocations } from '../store/recovery.js'
-import { LISTED, SNAPSHOT_ATTEMPTS, copySnapshot } from '../store/snapshot.js'
+import { LISTED, SNAPSHOT_ATTEMPTS, copySnapshot, forgetSweeps } from '../store/snapshot.js'
 import { logHeldOpen } from '../store/writer-presence.js'
 import { withTmpdir } from './support/temp.js'
 import { EventMaker, type Child, boundedTest, completeInvocation, facts, invocationOf, refusal, startChild } from './support/log-fixtures.js'
@@ -522,10 +522,36 @@ test(
       for (const child of children) await child.stop('SIGKILL')
       for (const copy of [inTemporary, besideLog, held]) await age(copy)
       assert.ok((await exists(inTemporary)) && (await exists(besideLog)), 'a killed process leaves its copies')
+      // What a killed open leaves (or a sweep's refused open of a copy another sweep removed): an old LOCK, no CURRENT.
+      const junk = join(temporary, 'factstate-snapshot-junk')
+      await mkdir(junk)
+      await writeFile(join(junk, 'LOCK'), '')
+      await age(junk)
+      // A user's own directory in the temporary directory, however it looks, is not the sweep's.
+      const own = join(temporary, 'my-snapshot-dir')
+      await mkdir(own)
+      await writeFile(join(own, 'LOCK'), '')
+      await age(own)
+      forgetSweeps()
+      let removed: string[] = []
+      let again: string[] | undefined
       await withTmpdir(temporary, async () => {
         const reopened = await EventLog.open(dir)
+        // Started by the open, not waited for by it.
+        removed = await logInternals(reopened).swept()
         await reopened.close()
+        // Swept at most every ten minutes: an open right after reads no directory.
+        await mkdir(join(temporary, 'factstate-snapshot-later'))
+        await writeFile(join(temporary, 'factstate-snapshot-later', 'LOCK'), '')
+        await age(join(temporary, 'factstate-snapshot-later'))
+        const second = await EventLog.open(dir)
+        again = await logInternals(second).swept()
+        await second.close()
       })
+      assert.equal(again, [], 'a second open within ten minutes sweeps nothing')
+      assert.not.ok(await exists(junk), 'a copy with an old LOCK and no CURRENT was removed')
+      assert.ok(await exists(own), 'a directory without the prefix is left')
+      assert.is(removed.length, 3, removed.join(', '))
       assert.not.ok(await exists(inTemporary), 'the copy in the temporary directory was removed')
       assert.not.ok(await exists(besideLog), "the copy in the CLI's directory beside the log was removed")
       assert.not.ok(await exists(cli), "and the CLI's directory it emptied")

@@ -26,7 +26,7 @@ import {
   projectInvocation,
   storedInvocationRecord,
 } from './projection.js'
-import { SNAPSHOT_PREFIX, copySnapshot, sweepAbandonedSnapshots } from './snapshot.js'
+import { SNAPSHOT_PREFIX, copySnapshot, sweepSoon } from './snapshot.js'
 import { type BackupPoint, damagedPoint, decodeBackupPoints, encodeBackupPoints } from './backup-point.js'
 import { dispatchedInputs, dispatchedKey } from './dispatched-inputs.js'
 import { type DirectoryClaim, claimDirectory, whileWriterBusy } from './writer-lock.js'
@@ -245,6 +245,8 @@ export interface LogInternals {
   /** Trims the latest-run map at `limit` entries instead of `CACHE_LIMIT`: lets tests evict. */
   setLatestRunLimit(limit: number): void
   openInvocations(): InvocationRecord[]
+  /** The sweep of abandoned snapshot copies the writer's open started in the background: what it removed. */
+  swept(): Promise<string[]>
   /** Invocations driven by a live actor of this process; recovery leaves them alone. */
   live: Set<string>
   /**
@@ -1291,6 +1293,8 @@ export class EventLog {
   #directory: { dev: number; ino: number; handle: FileHandle | undefined } | undefined
   /** The high-water the anchor on disk records, when it records this very head: an unchanged head is not written again. */
   #anchoredAt: number | undefined
+  /** The writer's sweep of abandoned snapshot copies, started by its open (`sweepSoon`): what it removed. */
+  #swept: Promise<string[]> = Promise.resolve([])
   /** The close's `LOG_IO` for a head it could not record: told to the first `close()` alone. */
   #headUnrecorded: FactstateError | undefined
   #idsStoredFrom = ID_FILTER_STORED_FROM
@@ -1362,6 +1366,7 @@ export class EventLog {
       setLatestRunLimit: (limit) => {
         this.#state.latestLimit = limit
       },
+      swept: () => this.#swept,
       openInvocations: () => {
         // A closed log knows nothing more: recovering through its handle must say so, not find nothing to close.
         this.#assertOpen()
@@ -1403,9 +1408,10 @@ export class EventLog {
   /**
    * Opens (creating if needed) the log in `location`. Fails with `LOG_WRITER_BUSY` when another
    * handle, in this process or another, holds it (with `waitMs`, once it still does after that
-   * long); with `LOG_CORRUPT` when the stored tail is not continuous. Once open, it removes the
-   * copies of snapshots whose processes were killed before their close (in the system's temporary
-   * directory and the CLI's directories there and beside the log; only those no process holds).
+   * long); with `LOG_CORRUPT` when the stored tail is not continuous. Once open, it starts removing,
+   * in the background, the copies of snapshots whose processes were killed before their close (in the
+   * system's temporary directory and the CLI's directories there and beside the log; only those no
+   * process holds; on Linux; at most every ten minutes per directory).
    *
    * @example
    * ```ts
@@ -1436,7 +1442,8 @@ export class EventLog {
     await checkOwnDirectory(location)
     const log = await whileWriterBusy(() => EventLog.#openAt(location, durability, undefined, true), waitMs, signal, () => logHeldOpen(location))
     // Copies a killed process left behind would otherwise stay until someone deletes them by hand.
-    await sweepAbandonedSnapshots(log.#location).catch(() => undefined)
+    // Not waited for: the open does not depend on what the temporary directory holds.
+    log.#swept = sweepSoon(log.#location)
     return log
   }
 

@@ -28,6 +28,7 @@ import { ClassicLevel } from 'classic-level'
 import { FactstateError } from '../errors.js'
 import type { EventLog } from './event-log.js'
 import { heldInThisProcess } from './writer-lock.js'
+import { logHeldOpen } from './writer-presence.js'
 
 /** Files a copy never needs: LevelDB's lock and its own text logs, factstate's id filter (read-only logs never append), files written aside (factstate's, LevelDB's). */
 const SKIPPED = /^(?:LOCK|LOG|LOG\.old|FACTSTATE-IDS)$|\.(?:tmp|dbtmp)$/
@@ -365,12 +366,27 @@ async function abandoned(directory: string, now: number): Promise<boolean> {
   } catch {
     return false
   }
-  // A copy a snapshot of this process has open: taking its lock to test it would drop that lock (see `heldInThisProcess`).
+  // First what /proc/locks lists (it reads, takes no lock): a copy some process of this pid namespace
+  // holds (this one included, any thread or copy of this module) is left, and so is every copy where
+  // that cannot be told (no /proc/locks): the LevelDB open below must never be tried on a copy this
+  // process holds, since its refusal closes the LOCK file, and closing any descriptor of it drops
+  // every POSIX lock this process has on it.
+  if ((await logHeldOpen(directory)) !== false) return false
   try {
     if (heldInThisProcess(await realpath(directory))) return false
   } catch {
     return false
   }
+  // An old LOCK and no CURRENT: no copy can be opened from it (one being made gets its LOCK only from
+  // its open, after CURRENT was copied). What a killed open, or a sweep's refused open of a copy
+  // another sweep was removing, leaves.
+  try {
+    await lstat(join(directory, 'CURRENT'))
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'ENOENT'
+  }
+  // Then LevelDB's lock itself, which a holder in another pid namespace (another container sharing
+  // the files) has too, and which the kernel frees when its holder dies, however it died.
   const db = new ClassicLevel(directory, { createIfMissing: false })
   try {
     await db.open()
@@ -381,6 +397,34 @@ async function abandoned(directory: string, now: number): Promise<boolean> {
   return true
 }
 
+/** When each directory was last swept (by this process): a sweep reads whole directories, so it is done at most every `SWEEP_EVERY_MS`. */
+const lastSwept = new Map<string, number>()
+const SWEEP_EVERY_MS = 10 * 60_000
+
+/**
+ * Sweeps (see `sweepAbandonedSnapshots`) in the background, when this process has not swept the
+ * temporary directory or the log's parent in the last ten minutes: the writer's open starts it and
+ * does not wait for it (a temporary directory of 300,000 files took a second to read), and nothing
+ * it meets can fail the open.
+ */
+export function sweepSoon(logPath: string, now = Date.now()): Promise<string[]> {
+  const due = (directory: string) => {
+    const last = lastSwept.get(directory)
+    if (last !== undefined && now - last < SWEEP_EVERY_MS) return false
+    lastSwept.set(directory, now)
+    return true
+  }
+  const temporary = due(tmpdir())
+  const parent = due(dirname(logPath))
+  if (!temporary && !parent) return Promise.resolve([])
+  return sweepAbandonedSnapshots(logPath, now, { temporary, parent }).catch(() => [])
+}
+
+/** Forgets when directories were swept: for tests. */
+export function forgetSweeps(): void {
+  lastSwept.clear()
+}
+
 /**
  * Removes the snapshot copies that processes killed before their `close()` left behind (`kill -9`,
  * a power loss): `factstate-snapshot-*` directories in the system's temporary directory, and in the
@@ -389,7 +433,7 @@ async function abandoned(directory: string, now: number): Promise<boolean> {
  * `openSnapshot` `directory` of the application's choosing) is not looked for. Never fails: a copy
  * that cannot be removed (another user's, say) is left. Answers the copies it removed.
  */
-export async function sweepAbandonedSnapshots(logPath: string, now = Date.now()): Promise<string[]> {
+export async function sweepAbandonedSnapshots(logPath: string, now = Date.now(), where = { temporary: true, parent: true }): Promise<string[]> {
   const removed: string[] = []
   const sweep = async (directory: string): Promise<boolean> => {
     if (!(await abandoned(directory, now))) return false
@@ -402,8 +446,11 @@ export async function sweepAbandonedSnapshots(logPath: string, now = Date.now())
     return true
   }
   const temporary = tmpdir()
-  for (const copy of await directoriesIn(temporary, [SNAPSHOT_PREFIX])) await sweep(copy)
-  const wrappers = [...(await directoriesIn(temporary, CLI_PREFIXES)), ...(await directoriesIn(dirname(logPath), CLI_PREFIXES))]
+  if (where.temporary) for (const copy of await directoriesIn(temporary, [SNAPSHOT_PREFIX])) await sweep(copy)
+  const wrappers = [
+    ...(where.temporary ? await directoriesIn(temporary, CLI_PREFIXES) : []),
+    ...(where.parent ? await directoriesIn(dirname(logPath), CLI_PREFIXES) : []),
+  ]
   for (const wrapper of new Set(wrappers)) {
     let swept = false
     for (const copy of await directoriesIn(wrapper, [SNAPSHOT_PREFIX])) swept = (await sweep(copy)) || swept

@@ -9,13 +9,14 @@
  *   npx tsx examples/delegation.ts
  */
 import { spawn } from 'node:child_process'
+import { randomUUID } from 'node:crypto'
 import { appendFileSync, readFileSync } from 'node:fs'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
-import { Engine, EventLog, type Invocation, type ParentCall, type RunBoundary, type ToolDefinition, type UncertainOperation, answerOf, childRunFor, childRunOf, recoverInvocations } from 'factstate'
+import { Engine, EventLog, type Invocation, type ParentCall, type RunBoundary, type ToolDefinition, answerOf, childRunFor, childRunOf, recoverInvocations } from 'factstate'
 import { answer, scriptedModelServer } from 'factstate/testing'
 
 const [role, dir] = process.argv.slice(2)
@@ -73,15 +74,16 @@ if (role === 'worker' && dir) {
     console.log('worker killed while the writer (a child run of the supervisor) saved its draft')
 
     // Process 2 (here, this one). 1. Recover: the supervisor and the writer both end outcome_unknown.
+    // Everything below is read from the log, so a recovery killed part-way is simply run again.
     const log = await EventLog.open(join(work, 'log'))
-    const closed = new Map<string, { boundary: RunBoundary; uncertain: UncertainOperation[] }>()
-    await recoverInvocations(log, { onClosed: (c) => void closed.set(c.invocation.invocationId, { boundary: c.boundary, uncertain: c.uncertainOperations }) })
+    await recoverInvocations(log)
     const model = await scriptedModelServer([answer.text('Saved the draft "v2 release note".'), answer.text('The writer saved the v2 release note draft.')])
     const engine = new Engine({ log })
     const provider = { kind: 'openai-chat' as const, baseUrl: model.baseUrl, model: 'stand-in' }
     const drafts = join(work, 'drafts.txt')
+    const pending = await log.pendingSessions({ sessionId: supervisorRun.sessionId })
     const told: string[] = []
-    for (const op of closed.get(supervisorRun.invocationId)?.uncertain ?? []) {
+    for (const op of pending[0]?.unknown ?? []) {
       if (op.name !== 'delegate') continue
       // 2. The child of the uncertain call, from its operation id and the specialist it was called with.
       const child = childRunOf(op.operationId, (op.input as { specialist: string }).specialist)
@@ -91,21 +93,23 @@ if (role === 'worker' && dir) {
         told.push(`delegate (operation ${op.operationId}) never started the ${child.sessionId} run: nothing was done`)
         continue
       }
-      let answered = answerOf(await log.invocationEvents(last.invocationId))
-      const cutShort = closed.get(last.invocationId)
-      if (answered === undefined && cutShort) {
-        // 3. The child was cut short too: check its own uncertain calls, then continue it (as a child of the same call).
-        const found = cutShort.uncertain.map((save) => `${save.name} (operation ${save.operationId}): ${readFileSync(drafts, 'utf8').includes(save.operationId) ? 'the draft was saved; do not save it again' : 'not saved'}`)
+      let answered = last.terminal === 'completed' ? answerOf(await log.invocationEvents(last.invocationId)) : undefined
+      if (last.terminal !== 'completed') {
+        // 3. The child did not finish: check its own uncertain calls, then continue it (as a child of the same call).
+        const unknown = (await log.pendingSessions({ sessionId: child.sessionId }))[0]?.unknown ?? []
+        const found = unknown.map((save) => `${save.name} (operation ${save.operationId}): ${readFileSync(drafts, 'utf8').includes(save.operationId) ? 'the draft was saved; do not save it again' : 'not saved'}`)
         const [opened] = await log.invocationEvents(last.invocationId)
         const parent = opened?.event.fact.type === 'invocation.opened' && opened.event.fact.input.kind !== 'handoff' ? opened.event.fact.input.parent : undefined
-        const again = { ...child, runId: `${child.runId}.after-crash`, invocationId: `${child.invocationId}.after-crash` }
+        const source = (await log.runSource(child.sessionId, last.runId))?.boundary as RunBoundary
+        // New ids in the child's session: step 2 finds whichever run is last.
+        const again = { ...child, runId: `run-${randomUUID()}`, invocationId: `inv-${randomUUID()}` }
         const outcome = await engine.run({
           invocation: again,
           ...(parent === undefined ? {} : { parent: parent satisfies ParentCall }),
           provider,
           configuration,
           tools: [saveDraft(drafts, false)],
-          work: { kind: 'continuation', source: cutShort.boundary, allowPriorUnknown: true, content: found.join('\n') },
+          work: { kind: 'continuation', source, ...(unknown.length > 0 ? { allowPriorUnknown: true, content: found.join('\n') } : {}) },
         })
         answered = answerOf(await log.invocationEvents(again.invocationId))
         console.log(`  ${found.join('; ')}; the writer, continued: ${outcome.status}`)
@@ -113,14 +117,15 @@ if (role === 'worker' && dir) {
       told.push(`delegate (operation ${op.operationId}) ran: the ${child.sessionId} run answered: ${answered ?? '(no answer)'}. Do not delegate it again.`)
     }
     // 4. Tell the supervisor what its call did, instead of letting it delegate again under a new operation id.
-    const supervisor = closed.get(supervisorRun.invocationId)
-    const outcome = supervisor
+    const supervisorLast = (await log.runs(supervisorRun.sessionId)).at(-1)
+    const supervisorSource = supervisorLast === undefined ? undefined : (await log.runSource(supervisorRun.sessionId, supervisorLast.runId))?.boundary
+    const outcome = supervisorSource
       ? await engine.run({
           invocation: { ...supervisorRun, runId: 'run-2', invocationId: 'editor-2' },
           provider,
           configuration,
           tools: [],
-          work: { kind: 'continuation', source: supervisor.boundary, allowPriorUnknown: true, content: told.join('\n') },
+          work: { kind: 'continuation', source: supervisorSource, allowPriorUnknown: true, content: told.join('\n') },
         })
       : undefined
     const saves = readFileSync(drafts, 'utf8').trim().split('\n').length

@@ -346,6 +346,35 @@ test('pending lists what recovery and the sessions wait for; verify, recover and
     assert.is(original.stdout.trim(), `ok: 9 events, digest ${report.digest}`, 'the log itself is no backup')
   })))
 
+test('pending on a big log put back from a backup: past 20 sessions that have only not run since it, one line says how many; --restored and --session list them, --json has them all', () =>
+  bounded30(withTempDir(async (dir) => {
+    const location = join(dir, 'log')
+    const log = await EventLog.open(location)
+    try {
+      for (let index = 0; index < 25; index += 1) await log.appendAll(completeInvocation(`done-${String(index).padStart(2, '0')}`))
+      const tool = new EventMaker(invocationOf('tool'))
+      await log.appendAll(tool.many([facts.opened(), facts.requested('s1'), facts.completed('s1', [{ callId: 'call-op1', name: 'echo', arguments: '{}' }]), facts.dispatched('op1')]))
+    } finally {
+      await log.close()
+    }
+    const backup = join(dir, 'backup')
+    assert.is((await cli(['backup', location, backup])).code, 0)
+    const lines = (result: { stdout: string }) => result.stdout.trim().split('\n').map((line) => line.replace(/taken at \S+ /, 'taken at T '))
+    const since = "has not run since the backup taken at T (seq 204): check its tools' effects since then; its next run passes allowRestored"
+    const plain = await cli(['pending', backup])
+    assert.is(plain.code, 0, plain.stderr)
+    assert.equal(lines(plain), [
+      `session-tool: ${since}`,
+      'session-tool: open run run-tool (inv-tool, turn turn-tool); no process has the log open: a crash left it, factstate recover closes it',
+      "25 sessions with nothing else pending have not run since the backup taken at T (seq 204): check their tools' effects since then; each one's next run passes allowRestored (--restored lists them)",
+    ])
+    const listed = lines(await cli(['pending', backup, '--restored']))
+    assert.is(listed.length, 27)
+    assert.is(listed[0], `session-done-00: ${since}`)
+    assert.equal(lines(await cli(['pending', backup, '--session', 'session-done-07'])), [`session-done-07: ${since}`])
+    assert.is((JSON.parse((await cli(['pending', backup, '--json'])).stdout) as unknown[]).length, 26)
+  })))
+
 test('pending shows when each paused turn was sealed (its line, and sealedAt in --json)', () =>
   bounded30(withTempDir(async (dir) => {
     const location = join(dir, 'log')

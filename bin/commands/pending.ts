@@ -2,7 +2,7 @@ import { clipJson, escapeControls } from '../../store/fact-summary.js'
 import { logHeldOpen } from '../../store/writer-presence.js'
 import { type CommandIo, onLogDirectory } from '../io.js'
 
-export const pendingHelp = `usage: factstate pending <log-directory> [--session ID] [--unanswered] [--json]
+export const pendingHelp = `usage: factstate pending <log-directory> [--session ID] [--unanswered] [--restored] [--json]
 
 Lists the sessions with something pending, one line for each thing: a run still open (running in
 an application, or left by a crash until 'factstate recover': said so when no process has the log open), a turn sealed by a handoff whose
@@ -10,7 +10,8 @@ successor has not finished (with when it was sealed; start it, or give the turn 
 call with the input it was dispatched with, cut at 120 characters; check their effects; the next
 message passes allowPriorUnknown), and in a log put back from a backup each
 session that has not run since the backup was taken (what it did after that is not in the log: check
-its tools' effects since then; its next run passes allowRestored). Sessions with nothing pending are left
+its tools' effects since then; its next run passes allowRestored; past 20 such sessions with nothing
+else pending, one line says how many, and --restored lists each). Sessions with nothing pending are left
 out; "nothing pending" is printed when none is. Reads a snapshot of the log, as log and verify do.
 --session ID lists that session alone, read from its own records (not every session's): its lines,
 or "nothing pending" when it has nothing pending (or the log never saw it).
@@ -28,6 +29,9 @@ Exit codes: 0 listed, 2 usage, 1/4 the log refused.`
  * npx factstate pending .factstate/app   # "session-7: paused turn turn-3 (sealed 2026-12-06T09:12:44.120Z): run run-3 waits for its successor run-4"
  * ```
  */
+/** How many sessions that only have not run since the backup are listed one by one (without --restored). */
+const RESTORED_LISTED = 20
+
 /** A value as JSON, cut at 120 characters (never inside an escape). */
 const shortJson = (value: unknown): string => clipJson(JSON.stringify(value) ?? String(value), 120)
 
@@ -42,7 +46,13 @@ export async function pendingCommand(args: string[], io: CommandIo): Promise<num
     // Whether the open runs may be running: only while a process has the log open.
     const held = sessions.some((session) => session.active.length > 0) ? await logHeldOpen(log.snapshotOf ?? '') : undefined
     const why = held === false ? '; no process has the log open: a crash left it, factstate recover closes it' : ''
+    // In a big log put back from a backup, nearly every session has not run since it: past
+    // RESTORED_LISTED of them with nothing else pending, one line says how many (--restored lists each).
+    const restoredOnly = sessions.filter((session) => session.restored !== undefined && session.active.length === 0 && session.paused.length === 0 && session.unknown.length === 0 && session.unanswered === undefined)
+    const collapse = !flags.has('restored') && !ids.has('session') && restoredOnly.length > RESTORED_LISTED
+    const collapsed = new Set(collapse ? restoredOnly.map((session) => session.sessionId) : [])
     for (const { sessionId, active, paused, unknown, restored, unanswered } of sessions) {
+      if (collapsed.has(sessionId)) continue
       if (restored !== undefined) {
         const when = new Date(restored.takenAt).toISOString()
         io.stdout(escapeControls(`${sessionId}: has not run since the backup taken at ${when} (seq ${restored.highWater}): check its tools' effects since then; its next run passes allowRestored`))
@@ -64,6 +74,13 @@ export async function pendingCommand(args: string[], io: CommandIo): Promise<num
         io.stdout(escapeControls(`${sessionId}: unanswered turn ${unanswered.turnId}: run ${unanswered.runId} (${unanswered.invocationId}) ended ${ended} at seq ${unanswered.lastSeq}`))
       }
     }
+    const point = restoredOnly[0]?.restored
+    if (collapse && point !== undefined) {
+      const when = new Date(point.takenAt).toISOString()
+      io.stdout(
+        `${restoredOnly.length.toLocaleString('en-US')} sessions with nothing else pending have not run since the backup taken at ${when} (seq ${point.highWater}): check their tools' effects since then; each one's next run passes allowRestored (--restored lists them)`,
+      )
+    }
     if (sessions.length === 0) io.stdout('nothing pending')
-  }, ['unanswered'], ['session'])
+  }, ['unanswered', 'restored'], ['session'])
 }

@@ -661,11 +661,12 @@ const SCAN_BATCH = 1_000
  * records are written once (without `lastSeq` and `chain`); 3 since the facts a version writes may
  * carry members the releases before it cannot read (every run's `execution.tools.digests`, the
  * provider's request id, a successor's content): a release that reads up to 2 then refuses the log
- * as newer (`LOG_FORMAT_UNSUPPORTED`) instead of taking its first such fact for damage. The index
+ * as newer (`LOG_FORMAT_UNSUPPORTED`) instead of taking its first such fact for damage; 4 for the
+ * same reason, since a child run's `invocation.opened` may carry its `parent` (0.3.0). The index
  * records are those of 2. A log marked with a higher number was written by a newer factstate and is
  * refused rather than misread; an unmarked or lower-marked one is older, and is marked by its next write.
  */
-const INDEX_FORMAT = 3
+const INDEX_FORMAT = 4
 /** The id filter is sized for twice the log's events, at least this many (2 MiB)… */
 const ID_FILTER_MIN = 1 << 20
 /** …and at most this many (32 MiB); a log with more events reads the id index for every append. */

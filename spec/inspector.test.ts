@@ -146,6 +146,42 @@ pageTest('the log digest and its verify status are shown', async (page, { log })
   await page.waitForSelector('#verify-status[data-status="ok"]', WAIT)
 })
 
+/** Runs `body` with the page at `width` × `height`, then puts the desktop size back for the next test. */
+async function atViewport(page: Page, width: number, height: number, body: () => Promise<void>): Promise<void> {
+  await page.setViewportSize({ width, height })
+  try {
+    await body()
+  } finally {
+    await page.setViewportSize({ width: 1480, height: 960 })
+  }
+}
+
+pageTest('on a phone (390 px) the run list stacks above the detail: nothing scrolls sideways and every header item shows', async (page) => {
+  await atViewport(page, 390, 844, async () => {
+    await selectRun(page, SCENARIO.first.invocationId)
+    await page.waitForSelector('#verify-status[data-status="ok"]', WAIT)
+    const box = (selector: string) => page.$eval(selector, (node) => node.getBoundingClientRect().toJSON() as { width: number; top: number; bottom: number; right: number })
+    const header: { selector: string; width: number; right: number }[] = []
+    for (const selector of ['#log-location', '#log-highwater', '#log-digest', '#verify-status', '#verify-button', '#live-status']) header.push({ selector, ...(await box(selector)) })
+    const layout = {
+      ...(await page.evaluate(() => ({ scrollWidth: document.documentElement.scrollWidth, innerWidth: window.innerWidth }))),
+      detail: (await box('#invocation')).width,
+      timeline: (await box('.timeline-panel')).width,
+      sidebarBottom: (await box('.sidebar')).bottom,
+      detailTop: (await box('#invocation')).top,
+      header,
+    }
+    assert.ok(layout.scrollWidth <= layout.innerWidth, `the page scrolls sideways: ${layout.scrollWidth} > ${layout.innerWidth}`)
+    assert.ok(layout.detail >= 300, `the detail is ${layout.detail} px wide`)
+    assert.ok(layout.timeline >= 300, `the timeline is ${layout.timeline} px wide`)
+    assert.ok(layout.sidebarBottom <= layout.detailTop, 'the list is above the detail')
+    for (const item of layout.header) {
+      assert.ok(item.width > 0 && item.right <= layout.innerWidth, `${item.selector} shows within the page (width ${item.width}, right ${item.right})`)
+    }
+    await page.screenshot({ path: join(ARTIFACTS, 'inspector-phone.png'), fullPage: true })
+  })
+})
+
 pageTest('a backup says where it was taken, and flags each session that has not run since', async (page, { dir, log, watched }) => {
   assert.ok(await page.$('#log-backup-item[hidden]'), 'the log itself is no backup: nothing is shown')
   const backupPath = join(dir, 'backup-for-page')

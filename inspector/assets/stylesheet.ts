@@ -204,4 +204,18 @@ button { font: inherit; color: inherit; }
   .workspace { grid-template-columns: minmax(0, 1fr); }
   .chart-panel { position: static; }
 }
+/* A phone: the list above the detail, the header's items wrapped onto lines of their own. */
+@media (max-width: 760px) {
+  .topbar { position: static; flex-wrap: wrap; height: auto; gap: 8px 16px; padding: 10px 14px; }
+  .log-meta { order: 3; flex: 1 1 100%; flex-wrap: wrap; gap: 6px 16px; overflow: visible; }
+  .meta-item { flex: 0 1 auto; min-width: 0; max-width: 100%; }
+  .meta-location { flex: 1 1 100%; }
+  .meta-verify dd { flex-wrap: wrap; }
+  .layout { display: flex; flex-direction: column; height: auto; }
+  .sidebar { border-right: none; border-bottom: 1px solid var(--border); max-height: 45vh; }
+  .main { overflow: visible; padding: 12px 10px 20px; }
+  .ids { grid-template-columns: repeat(2, minmax(0, 1fr)); }
+  .entry-flags, .payloads { padding-left: 16px; }
+  .boot { inset: 0; }
+}
 `

@@ -182,6 +182,48 @@ pageTest('on a phone (390 px) the run list stacks above the detail: nothing scro
   })
 })
 
+const focused = (page: Page) =>
+  page.evaluate(() => {
+    const node = document.activeElement
+    return { tag: node?.tagName ?? null, className: node?.className ?? null, invocation: node?.getAttribute('data-invocation') ?? null, seq: node?.closest('li.entry')?.getAttribute('data-seq') ?? null }
+  })
+
+pageTest('keyboard: Enter on a run keeps focus on it, a skip link reaches the facts, and the arrows move from the fact that has focus', async (page, { watched }) => {
+  const run = `button.run[data-invocation="${SCENARIO.successor.invocationId}"]`
+  await page.focus(run)
+  await page.keyboard.press('Enter')
+  await page.waitForSelector(`h1[data-invocation-title="${SCENARIO.successor.invocationId}"]`, WAIT)
+  await page.waitForSelector(`${run}[aria-current="true"]`, WAIT)
+  assert.equal((await focused(page)).invocation, SCENARIO.successor.invocationId, 'the chosen run keeps focus')
+
+  // From the top of the page: a Tab or two to a skip link, then one more to the first fact.
+  assert.equal(watched.errors, [], 'no script error')
+  await page.reload()
+  await page.waitForSelector(`h1[data-invocation-title="${SCENARIO.successor.invocationId}"]`, WAIT)
+  await page.waitForSelector('li.entry', WAIT)
+  let tabs = 0
+  while (tabs < 3 && (await page.evaluate(() => document.activeElement?.getAttribute('data-skip'))) !== 'timeline') {
+    await page.keyboard.press('Tab')
+    tabs += 1
+  }
+  assert.is(await page.evaluate(() => document.activeElement?.getAttribute('data-skip')), 'timeline', `a skip link to the facts within ${tabs} Tabs`)
+  await page.keyboard.press('Enter')
+  assert.is(await page.evaluate(() => document.activeElement?.id), 'timeline')
+  assert.ok(page.url().includes(`invocation=${SCENARIO.successor.invocationId}`), 'the address still holds the selection')
+  await page.keyboard.press('Tab')
+  const seqs = await page.$$eval('#timeline li.entry', (items) => items.map((li) => li.getAttribute('data-seq')))
+  assert.ok(seqs.length >= 3, `${seqs.length} facts`)
+  assert.equal(await focused(page), { tag: 'BUTTON', className: 'entry-row', invocation: null, seq: seqs[0] ?? null }, 'the first fact has focus')
+
+  // No fact selected (following the latest): ↓ goes to the fact after the one that has focus.
+  assert.is(await page.$('#timeline li.entry.selected'), null)
+  await page.keyboard.press('ArrowDown')
+  assert.is(await page.getAttribute('#timeline li.entry.selected', 'data-seq'), seqs[1] ?? null)
+  assert.is((await focused(page)).seq, seqs[1] ?? null, 'focus follows')
+  await page.keyboard.press('ArrowUp')
+  assert.is(await page.getAttribute('#timeline li.entry.selected', 'data-seq'), seqs[0] ?? null)
+})
+
 pageTest('a backup says where it was taken, and flags each session that has not run since', async (page, { dir, log, watched }) => {
   assert.ok(await page.$('#log-backup-item[hidden]'), 'the log itself is no backup: nothing is shown')
   const backupPath = join(dir, 'backup-for-page')

@@ -15,6 +15,7 @@ export const INDEX_HTML = `<!doctype html>
 <script type="module" src="/page/app.js"></script>
 </head>
 <body>
+<nav class="skip-links" aria-label="Skip links"><a class="skip-link" href="#invocation" data-skip="invocation">Skip to the selected run</a><a class="skip-link" href="#timeline" data-skip="timeline">Skip to its facts</a></nav>
 <header class="topbar">
   <div class="brand"><span class="logo" aria-hidden="true"></span><span class="brand-name">factstate</span><span class="brand-product">inspector</span></div>
   <dl class="log-meta">
@@ -33,7 +34,7 @@ export const INDEX_HTML = `<!doctype html>
     <nav id="sessions" class="sessions"></nav>
   </aside>
   <main class="main">
-    <section id="invocation" class="panel invocation" aria-live="polite"></section>
+    <section id="invocation" class="panel invocation" aria-live="polite" aria-label="Selected run" tabindex="-1"></section>
     <div class="workspace">
       <section class="panel chart-panel" aria-label="Statechart">
         <div class="panel-head"><h2>Statechart</h2><span id="chart-caption" class="caption"></span></div>
@@ -42,7 +43,7 @@ export const INDEX_HTML = `<!doctype html>
       </section>
       <section class="panel timeline-panel" aria-label="Timeline">
         <div class="panel-head"><h2>Timeline</h2><span id="timeline-caption" class="caption"></span></div>
-        <ol id="timeline" class="timeline"></ol>
+        <ol id="timeline" class="timeline" tabindex="-1" aria-label="Facts (↑/↓ move between them, Esc follows the latest)"></ol>
       </section>
     </div>
   </main>

@@ -38,6 +38,12 @@ code { font-size: 12px; }
 h2 { font-size: 12px; font-weight: 600; letter-spacing: 0.06em; text-transform: uppercase; color: var(--muted); margin: 0; }
 button { font: inherit; color: inherit; }
 
+/* skip links: out of sight until focused */
+.skip-link { position: absolute; left: 8px; top: -48px; z-index: 10; padding: 8px 12px; border-radius: 6px; background: var(--panel); color: var(--accent); font-weight: 600; box-shadow: var(--shadow); }
+.skip-link:focus { top: 8px; outline: 2px solid var(--accent); }
+.invocation:focus, .timeline:focus { outline: 2px solid var(--accent); outline-offset: 2px; }
+.invocation:focus:not(:focus-visible), .timeline:focus:not(:focus-visible) { outline: none; }
+
 /* top bar */
 .topbar { position: sticky; top: 0; z-index: 5; display: flex; align-items: center; gap: 28px; height: 52px; padding: 0 18px; background: var(--topbar); color: var(--topbar-text); }
 .brand { display: flex; align-items: center; gap: 8px; flex: none; }

@@ -119,19 +119,29 @@ function renderMoment(): void {
   )
 }
 
+/** The `data-<key>` of the focused element when it is inside `container`: which row had focus before a re-render. */
+function focusedData(container: HTMLElement, key: string): string | undefined {
+  const focused = document.activeElement
+  return focused instanceof HTMLElement && container.contains(focused) ? focused.closest<HTMLElement>(`[data-${key}]`)?.dataset[key] : undefined
+}
+
 function renderSidebar(): void {
   if (!state.overview) return
+  // The list is rebuilt: the run that had focus (the one just chosen with Enter, say) keeps it.
+  const focused = focusedData(byId('sessions'), 'invocation')
   const shown = renderSessions(byId('sessions'), state.overview, { selected: state.selectedId, filter: state.filter, onSelect: (id) => void selectInvocation(id) })
   const { sessions, sessionsTotal, attention } = state.overview
   const total = sessions.reduce((n, s) => n + s.turns.reduce((m, t) => m + t.runs.length, 0), 0)
   // The run count is of the sessions listed, which may be fewer than the log holds: said so.
   const listed = sessions.length < sessionsTotal ? ` · ${sessions.length} listed` : ''
   const runs = shown === total ? `${total} run${total === 1 ? '' : 's'}` : `${shown} of ${total} runs`
+  if (focused !== undefined) byId('sessions').querySelector<HTMLElement>(`button.run[data-invocation="${CSS.escape(focused)}"]`)?.focus()
   byId('session-count').textContent = `${sessionsTotal} session${sessionsTotal === 1 ? '' : 's'}${listed} · ${runs}${attention > 0 ? ` · ${attention} need${attention === 1 ? 's' : ''} attention` : ''}`
 }
 
 function renderSelection(): void {
   const summary = state.detail?.summary ?? null
+  const focusedSeq = focusedData(byId('timeline'), 'seq')
   renderInvocation(byId('invocation'), summary, { onNavigate: (id) => void selectInvocation(id) }, state.detail?.usage)
   renderTimeline(byId('timeline'), state.detail, {
     selectedSeq: state.selectedSeq,
@@ -139,6 +149,7 @@ function renderSelection(): void {
     open: state.open,
     onSelect: (seq) => selectSeq(seq),
   })
+  if (focusedSeq !== undefined) focusRow(Number(focusedSeq))
   const count = state.detail?.entries.length ?? 0
   byId('timeline-caption').textContent = state.detail ? `${count} fact${count === 1 ? '' : 's'} · click one to travel` : ''
   document.title = summary ? `${summary.invocation.runId} · factstate inspector` : 'factstate inspector'
@@ -241,6 +252,11 @@ function onHello(highWater: number): void {
   }, 0)
 }
 
+/** Moves focus to the row of fact `seq`, if it is shown. */
+function focusRow(seq: number): void {
+  byId('timeline').querySelector<HTMLElement>(`li.entry[data-seq="${seq}"] .entry-row`)?.focus()
+}
+
 function onKey(event: KeyboardEvent): void {
   const target = event.target as HTMLElement | null
   if (target && (target.tagName === 'INPUT' || target.tagName === 'TEXTAREA')) return
@@ -250,13 +266,29 @@ function onKey(event: KeyboardEvent): void {
     return
   }
   if ((event.key !== 'ArrowDown' && event.key !== 'ArrowUp') || entries.length === 0) return
+  // In the run list the arrows scroll it; they travel through facts anywhere else.
+  if (target && byId('sessions').contains(target)) return
   event.preventDefault()
-  const current = state.selectedSeq === null ? entries.length - 1 : entries.findIndex((entry) => entry.seq === state.selectedSeq)
+  // From the fact that has focus, else from the one selected, else from the latest.
+  const focusedSeq = focusedData(byId('timeline'), 'seq')
+  const from = focusedSeq !== undefined ? Number(focusedSeq) : state.selectedSeq
+  const current = from === null ? entries.length - 1 : entries.findIndex((entry) => entry.seq === from)
   const next = Math.min(entries.length - 1, Math.max(0, current + (event.key === 'ArrowDown' ? 1 : -1)))
   const entry = entries[next]
   if (!entry) return
   selectSeq(entry.seq)
+  if (focusedSeq !== undefined) focusRow(entry.seq)
   document.querySelector(`li.entry[data-seq="${entry.seq}"]`)?.scrollIntoView({ block: 'nearest' })
+}
+
+/** A skip link moves focus to its target without changing the address (which holds the selection). */
+function onSkip(event: MouseEvent): void {
+  const link = (event.target as HTMLElement | null)?.closest<HTMLElement>('[data-skip]')
+  if (!link) return
+  event.preventDefault()
+  const target = byId(link.dataset.skip ?? '')
+  target.scrollIntoView({ block: 'start' })
+  target.focus({ preventScroll: true })
 }
 
 async function start(): Promise<void> {
@@ -279,6 +311,7 @@ async function start(): Promise<void> {
   })
   byId('verify-button').addEventListener('click', () => void runVerify(true))
   document.addEventListener('keydown', onKey)
+  for (const link of document.querySelectorAll<HTMLElement>('[data-skip]')) link.addEventListener('click', onSkip)
   follow({ onFacts, onHello, onConnection: (connected) => showLive(connected, state.overview ?? null) })
   renderSidebar()
   const wanted = readHash()

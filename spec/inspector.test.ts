@@ -446,6 +446,50 @@ offline('text from the log shows its reordering and hidden characters escaped; a
   ),
 )
 
+offline('verify: once newer facts land the badge says how far it checked, neutral rather than all-good, and at 1280 or 1024 px nothing in the top bar overlaps or is cut', (context) =>
+  withTimeout(
+    withTempDir(async (dir) => {
+      if (context.setupError !== undefined) throw context.setupError
+      const { watched } = context as Offline
+      const log = await EventLog.open(join(dir, 'an-application-with-a-rather-long-directory-name', 'state', 'log'))
+      let inspector: InspectorServer | undefined
+      try {
+        await log.appendAll(completeInvocation('checked', 'session-checked'))
+        inspector = await serveInspector({ log })
+        await watched.page.setViewportSize({ width: 1280, height: 800 })
+        const page = await load(watched, inspector.url)
+        await page.waitForSelector('#verify-status[data-status="ok"]', WAIT)
+        const checked = log.head().highWater
+        assert.ok(await page.$('#verify-status.badge-ok:not([data-partial])'))
+        for (let n = 0; n < 6; n += 1) await log.appendAll(completeInvocation(`later-${n}`, `session-later-${n}`))
+        const now = log.head().highWater
+        await page.waitForFunction((expected) => document.querySelector('#log-highwater')?.textContent === String(expected), now, WAIT)
+        await page.waitForSelector('#verify-status[data-partial="true"]', WAIT)
+        assert.is(await page.textContent('#verify-status'), `verified through #${checked} · ${now - checked} newer`)
+        assert.not.ok(await page.$('#verify-status.badge-ok'), 'a partial check does not read as all-good')
+        const box = (selector: string) => page.$eval(selector, (node) => node.getBoundingClientRect().toJSON() as { left: number; right: number; width: number })
+        for (const width of [1280, 1024]) {
+          await page.setViewportSize({ width, height: 800 })
+          const [button, live, meta, badge] = [await box('#verify-button'), await box('#live-status'), await box('.log-meta'), await box('#verify-status')]
+          assert.ok(button.width > 30, `at ${width} px the Verify button is ${button.width} px wide`)
+          assert.ok(button.right <= meta.right && button.right <= live.left, `at ${width} px the Verify button (to ${button.right}) is neither cut by the log's items (to ${meta.right}) nor under the live status (from ${live.left})`)
+          assert.ok(badge.width > 60, `at ${width} px the badge is ${badge.width} px wide`)
+          await page.screenshot({ path: join(ARTIFACTS, `inspector-verify-partial-${width}.png`) })
+        }
+        await page.click('#verify-button')
+        await page.waitForSelector('#verify-status.badge-ok:not([data-partial])', WAIT)
+        assert.equal(watched.errors, [], 'no script error')
+      } finally {
+        await watched.page.setViewportSize({ width: 1480, height: 960 })
+        await inspector?.close()
+        await log.close()
+      }
+    }),
+    30_000,
+    'the partial verify test',
+  ),
+)
+
 offline('live: over a running engine, a new fact appears without a reload', (context) =>
   withTimeout(
     withTempDir(async (dir) => {

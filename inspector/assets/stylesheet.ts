@@ -55,8 +55,12 @@ button { font: inherit; color: inherit; }
 .meta-item[hidden] { display: none; }
 .meta-item dt { white-space: nowrap; font-size: 11px; text-transform: uppercase; letter-spacing: 0.06em; color: var(--topbar-muted); }
 .meta-item dd { margin: 0; font-size: 12px; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
-.meta-location { min-width: 80px; flex: 0 1 auto; overflow: hidden; }
-.meta-verify dd { display: flex; align-items: center; gap: 8px; overflow: visible; }
+/* The log's path gives way first, then the verify badge (its full text in its title); the Verify button never does. */
+.meta-location { min-width: 80px; flex: 0 100 auto; overflow: hidden; }
+.meta-verify { flex: 0 1 auto; min-width: 0; }
+.meta-verify dd { display: flex; align-items: center; gap: 8px; min-width: 0; }
+#verify-status { display: block; min-width: 0; overflow: hidden; text-overflow: ellipsis; }
+#verify-button { flex: none; }
 .ghost-button { border: 1px solid #3d444d; background: transparent; color: var(--topbar-text); border-radius: 6px; padding: 2px 10px; font-size: 12px; cursor: pointer; }
 .ghost-button:hover { background: #262c36; }
 .ghost-button:disabled { opacity: 0.5; cursor: default; }
@@ -64,7 +68,6 @@ button { font: inherit; color: inherit; }
 .badge-neutral { background: #30363d; color: #c9d1d9; }
 .badge-ok { background: #1b4721; color: #7ee2a8; }
 .badge-bad { background: #5a1d1d; color: #ffb3ad; }
-.badge-stale { background: #4b3b0f; color: #f2cc60; }
 .live { display: flex; align-items: center; gap: 7px; font-size: 12px; color: var(--topbar-muted); flex: none; }
 .live-dot { width: 8px; height: 8px; border-radius: 50%; background: #6e7681; }
 .live-on { color: #7ee2a8; }

@@ -35,12 +35,20 @@ export function showVerify(report: VerifyReport | 'checking', highWater: number)
     return
   }
   badge.dataset.status = report.status
+  delete badge.dataset.partial
   if (report.status === 'ok') {
-    const stale = report.highWater < highWater
-    badge.className = stale ? 'badge badge-stale' : 'badge badge-ok'
     const newer = highWater - report.highWater
-    badge.textContent = stale ? `✓ verified · ${newer} newer fact${newer === 1 ? '' : 's'} unchecked` : `✓ verified · ${report.events} facts`
-    badge.title = `${report.digest ?? ''}${stale ? `\nnewer facts (to seq ${highWater}) not yet verified` : ''}`
+    if (newer > 0) {
+      // Only part of the log was checked: neutral, not the all-good green, and saying how far.
+      badge.className = 'badge badge-neutral'
+      badge.dataset.partial = 'true'
+      badge.textContent = `verified through #${report.highWater} · ${newer} newer`
+      badge.title = `verify() checked the facts up to seq ${report.highWater} (digest ${report.digest ?? '?'}); the ${newer} newer fact${newer === 1 ? '' : 's'}, to seq ${highWater}, ${newer === 1 ? 'is' : 'are'} not checked yet: press Verify`
+    } else {
+      badge.className = 'badge badge-ok'
+      badge.textContent = `✓ verified · ${report.events} facts`
+      badge.title = report.digest ?? ''
+    }
   } else {
     badge.className = 'badge badge-bad'
     badge.textContent = report.status === 'corrupt' ? `✗ ${report.code}${report.seq === null ? '' : ` at seq ${report.seq}`}` : `✗ ${report.code}`

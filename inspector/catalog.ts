@@ -26,6 +26,9 @@ interface Entry {
   openedAt: number
   lastAt: number
   unsettled: readonly string[]
+  /** Tool calls that settled failed or unknown, and calls rejected before dispatch. */
+  failedCalls: number
+  rejectedCalls: number
   source: Omit<RunLink, 'exists'> | null
   /** The tool call that started it, for a child run. */
   parent: ParentCall | null
@@ -257,6 +260,8 @@ export class Catalog {
         openedAt: event.recordedAt,
         lastAt: event.recordedAt,
         unsettled: NONE,
+        failedCalls: 0,
+        rejectedCalls: 0,
         source,
         parent: input && input.kind !== 'handoff' ? (input.parent ?? null) : null,
       }
@@ -312,6 +317,10 @@ export class Catalog {
         break
       case 'tool.settled':
         entry.unsettled = entry.unsettled.length === 1 && entry.unsettled[0] === fact.operationId ? NONE : entry.unsettled.filter((op) => op !== fact.operationId)
+        if (fact.outcome.status !== 'succeeded') entry.failedCalls += 1
+        break
+      case 'tool.rejected':
+        entry.rejectedCalls += 1
         break
       case 'invocation.ended':
         if (entry.outcome === null && session) {
@@ -372,6 +381,8 @@ export class Catalog {
       openedAt: entry.openedAt,
       lastAt: entry.lastAt,
       uncertain: [...entry.unsettled],
+      failedCalls: entry.failedCalls,
+      rejectedCalls: entry.rejectedCalls,
       source: entry.source ? link(entry.source) : null,
       successor: sealed ? link({ kind: 'handoff', runId: sealed.successorRunId, invocationId: sealed.successorInvocationId }) : null,
       continuedBy: (this.#continuations.get(invocationId) ?? []).map(link),

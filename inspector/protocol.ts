@@ -50,6 +50,10 @@ export interface InvocationSummary {
   lastAt: number
   /** Operations dispatched and never settled. */
   uncertain: string[]
+  /** Tool calls that settled `failed` (or `unknown`). */
+  failedCalls: number
+  /** Tool calls rejected before dispatch (`tool.rejected`: unknown tool, invalid input, denied, cancelled). */
+  rejectedCalls: number
   /** The run this one succeeds (handoff) or continues (continuation). */
   source: RunLink | null
   /** The successor a handoff seal names. */

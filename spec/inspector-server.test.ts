@@ -445,6 +445,36 @@ test(
   }),
 )
 
+test("a run's summary counts its tool calls that failed and those rejected before dispatch", () => {
+  const catalog = new Catalog()
+  let seq = 0
+  const stored = (events: RuntimeEvent[]) => events.map((event) => ({ seq: (seq += 1), event }))
+  const calls = ['op1', 'op2', 'op3', 'op4'].map((op) => ({ callId: `call-${op}`, name: 'echo', arguments: '{}' }))
+  const run = new EventMaker(invocationOf('mixed', 'session-mixed'))
+  catalog.apply(
+    stored(
+      run.many([
+        facts.opened(),
+        facts.requested('s1'),
+        facts.completed('s1', calls),
+        facts.dispatched('op1'),
+        facts.dispatched('op2'),
+        facts.dispatched('op3'),
+        facts.denied('op4', 'echo', 'dana@support', 'not for this customer'),
+        facts.settled('op1'),
+        facts.failed('op2'),
+        { type: 'tool.settled', operationId: 'op3', outcome: { status: 'unknown', message: 'lost' } },
+        facts.ended(),
+      ]),
+    ),
+  )
+  catalog.apply(stored(completeInvocation('clean', 'session-clean')))
+  const summary = catalog.summary('inv-mixed', new Set())
+  assert.equal([summary?.failedCalls, summary?.rejectedCalls], [2, 1])
+  const clean = catalog.summary('inv-clean', new Set())
+  assert.equal([clean?.failedCalls, clean?.rejectedCalls], [0, 0])
+})
+
 test('a sealed run whose successor has not started needs someone, until the successor opens', () => {
   const catalog = new Catalog()
   const sealer = invocationOf('sealer', 'session-seal')

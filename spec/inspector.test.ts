@@ -490,6 +490,78 @@ offline('verify: once newer facts land the badge says how far it checked, neutra
   ),
 )
 
+offline('tool rows: a settled call names its tool and reads failed apart from succeeded, status first; nothing cut is lost (the row\'s title); the run says how many calls failed or were rejected', (context) =>
+  withTimeout(
+    withTempDir(async (dir) => {
+      if (context.setupError !== undefined) throw context.setupError
+      const { watched } = context as Offline
+      const log = await EventLog.open(join(dir, 'log'))
+      let inspector: InspectorServer | undefined
+      try {
+        const failure = `the refund service answered 502 Bad Gateway after ${'a long wait '.repeat(8)}and gave up`
+        const denial = `refunds over 500 EUR need a second approver from finance ${'(policy FIN-7) '.repeat(4)}`
+        const long = 'op-with-a-long-operation-id-that-pushes-the-row/step-1/0'
+        const calls = [long, 'op2', 'op3'].map((op) => ({ callId: `call-${op}`, name: 'echo', arguments: '{}' }))
+        const make = new EventMaker({ ...invocationOf('tools', 'session-tools'), invocationId: `inv-tools-${'with-a-long-id-'.repeat(3)}end` })
+        await log.appendAll(
+          make.many([
+            facts.opened(),
+            facts.requested('s1'),
+            facts.completed('s1', calls),
+            facts.dispatched(long),
+            facts.dispatched('op2'),
+            facts.denied('op3', 'refund', 'dana@support', denial),
+            facts.settled(long),
+            facts.failed('op2', failure),
+            facts.requested('s2'),
+            facts.completed('s2', [], 'sorry'),
+            facts.ended(),
+          ]),
+        )
+        inspector = await serveInspector({ log })
+        await watched.page.setViewportSize({ width: 1280, height: 800 })
+        const page = await load(watched, `${inspector.url}#invocation=${make.invocation.invocationId}`)
+        await page.waitForSelector('li.entry[data-type="tool.settled"]', WAIT)
+        const rows = await page.$$eval('li.entry[data-type="tool.settled"], li.entry[data-type="tool.rejected"]', (items) =>
+          items.map((li) => {
+            const info = li.querySelector('.info')?.getBoundingClientRect()
+            const bad = li.querySelector('.v-bad')?.getBoundingClientRect()
+            return {
+              type: li.getAttribute('data-type'),
+              outcome: li.getAttribute('data-outcome'),
+              values: [...li.querySelectorAll('.summary .v')].map((node) => node.textContent),
+              title: li.querySelector('.info')?.getAttribute('title') ?? '',
+              statusShown: bad === undefined || info === undefined ? null : bad.right <= info.right,
+            }
+          }),
+        )
+        const [rejected, succeeded, failed] = rows
+        assert.equal(succeeded?.values.slice(0, 2), ['echo', 'succeeded'], 'the tool, then its status')
+        assert.is(succeeded?.outcome, null)
+        assert.equal(failed?.values.slice(0, 2), ['echo', 'failed'])
+        assert.is(failed?.outcome, 'bad', 'a failed call reads apart')
+        assert.is(failed?.statusShown, true, 'its status is not cut')
+        assert.ok(failed?.title.includes(failure), 'the whole message is its title')
+        assert.equal(rejected?.values.slice(0, 3), ['refund', 'denied', 'dana@support'])
+        assert.is(rejected?.outcome, 'bad')
+        assert.is(rejected?.statusShown, true)
+        assert.ok(rejected?.title.includes(denial), 'the whole reason is its title')
+        const run = `button.run[data-invocation="${make.invocation.invocationId}"]`
+        assert.is(await page.textContent(`${run} [data-flag="failed-calls"]`), '1 failed call')
+        assert.is(await page.textContent(`${run} [data-flag="rejected-calls"]`), '1 rejected call')
+        await page.screenshot({ path: join(ARTIFACTS, 'inspector-tool-rows.png') })
+        assert.equal(watched.errors, [], 'no script error')
+      } finally {
+        await watched.page.setViewportSize({ width: 1480, height: 960 })
+        await inspector?.close()
+        await log.close()
+      }
+    }),
+    30_000,
+    'the tool rows test',
+  ),
+)
+
 offline('live: over a running engine, a new fact appears without a reload', (context) =>
   withTimeout(
     withTempDir(async (dir) => {

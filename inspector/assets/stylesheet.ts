@@ -107,6 +107,7 @@ button { font: inherit; color: inherit; }
 .run-meta { grid-column: 2 / 4; font-size: 11px; color: var(--muted); display: flex; flex-wrap: wrap; gap: 4px 10px; }
 .run-meta .flag { color: var(--warn); font-weight: 600; }
 .run-meta .flag-calm { color: var(--running); }
+.run-meta .flag-bad { color: var(--failed); }
 .run-link { font-family: var(--mono); font-size: 11px; color: var(--muted); }
 .status-dot { width: 8px; height: 8px; border-radius: 50%; background: var(--faint); }
 .more { padding: 8px; font-size: 12px; color: var(--faint); text-align: center; }
@@ -185,7 +186,9 @@ button { font: inherit; color: inherit; }
 @keyframes fresh { from { background: #fff3bf; } to { background: transparent; } }
 .seq { grid-area: seq; font-family: var(--mono); font-size: 12px; color: var(--muted); text-align: right; font-variant-numeric: tabular-nums; }
 .time { font-family: var(--mono); font-size: 11px; color: var(--faint); font-variant-numeric: tabular-nums; margin-right: 12px; }
-.info { grid-area: info; min-width: 0; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
+/* Two lines at most (the whole text is the row's title). */
+.info { grid-area: info; min-width: 0; overflow: hidden; display: -webkit-box; -webkit-box-orient: vertical; -webkit-line-clamp: 2; }
+.info .field { display: inline-block; max-width: 100%; overflow-wrap: anywhere; }
 .type { grid-area: type; font-family: var(--mono); font-size: 12px; font-weight: 650; color: var(--fam, var(--text)); white-space: nowrap; }
 .fam-invocation { --fam: var(--fam-invocation); }
 .fam-model { --fam: var(--fam-model); }
@@ -195,6 +198,8 @@ button { font: inherit; color: inherit; }
 .summary .k { color: var(--faint); margin-right: 3px; }
 .summary .v { margin-right: 10px; }
 .summary .v.mono { font-size: 11.5px; }
+.summary .v-bad { padding: 0 6px; border-radius: 999px; background: var(--failed-bg); color: var(--failed); font-weight: 600; }
+.entry-bad .entry-row { border-left-color: var(--failed); }
 .after { grid-area: after; font-family: var(--mono); font-size: 11px; color: var(--muted); white-space: nowrap; }
 .after .arrow { color: var(--faint); margin-right: 4px; }
 .entry-flags { display: flex; gap: 6px; padding: 0 16px 5px 60px; }

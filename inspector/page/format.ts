@@ -125,10 +125,29 @@ export interface Field {
   k?: string
   v: string
   mono?: boolean
+  /** The whole text when `v` is cut (shown on hover). */
+  full?: string
+  /** A status that went wrong (failed, rejected, denied): shown apart from the others. */
+  bad?: boolean
 }
 
-/** The key fields of a fact, in the order they read best. */
-export function keyFields(fact: Fact): Field[] {
+/** `preview(value, max)` as a field, keeping the whole text when it was cut. */
+function cut(value: unknown, max: number, field: Omit<Field, 'v' | 'full'> = {}): Field {
+  const v = preview(value, max)
+  const full = typeof value === 'string' ? value : (JSON.stringify(value) ?? String(value))
+  return { ...field, v, ...(full !== v ? { full } : {}) }
+}
+
+/** A fact's key fields as one line of plain text, nothing cut: what a row shows on hover. */
+export function fieldsText(fields: readonly Field[]): string {
+  return fields.map((field) => `${field.k ? `${field.k} ` : ''}${field.full ?? field.v}`).join(' · ')
+}
+
+/**
+ * The key fields of a fact, in the order they read best: what a row cuts at its end comes last.
+ * `toolName` names the tool of a `tool.settled` (its fact has only the operation id).
+ */
+export function keyFields(fact: Fact, toolName?: string): Field[] {
   switch (fact.type) {
     case 'invocation.opened': {
       const { input, execution } = fact
@@ -159,25 +178,28 @@ export function keyFields(fact: Fact): Field[] {
     case 'tool.dispatched':
       return [
         { v: fact.name, mono: true },
-        { k: 'op', v: fact.operationId, mono: true },
-        { k: 'input', v: preview(fact.input, 48), mono: true },
         ...(fact.readOnly ? [{ v: 'read-only' }] : []),
         ...(fact.approval ? [{ k: 'approved by', v: fact.approval.by ?? 'the approver' }] : []),
+        cut(fact.input, 48, { k: 'input', mono: true }),
+        { k: 'op', v: fact.operationId, mono: true },
       ]
     case 'tool.settled': {
       const { outcome } = fact
-      const fields: Field[] = [{ k: 'op', v: fact.operationId, mono: true }, { v: outcome.status, mono: true }]
-      fields.push(outcome.status === 'succeeded' ? { k: 'output', v: preview(outcome.output, 48), mono: true } : { v: preview(outcome.message, 60) })
-      return fields
+      return [
+        ...(toolName === undefined ? [] : [{ v: toolName, mono: true }]),
+        { v: outcome.status, mono: true, bad: outcome.status !== 'succeeded' },
+        outcome.status === 'succeeded' ? cut(outcome.output, 48, { k: 'output', mono: true }) : cut(outcome.message, 60),
+        { k: 'op', v: fact.operationId, mono: true },
+      ]
     }
     case 'tool.rejected':
       return [
         { v: fact.name, mono: true },
-        { k: 'reason', v: fact.reason, mono: true },
-        { k: 'op', v: fact.operationId, mono: true },
+        { k: 'rejected', v: fact.reason, mono: true, bad: true },
         ...(fact.approval?.by ? [{ k: 'by', v: fact.approval.by }] : []),
-        ...(fact.approval?.reason ? [{ v: preview(fact.approval.reason, 60) }] : []),
-        ...(fact.message ? [{ v: preview(fact.message, 60) }] : []),
+        ...(fact.approval?.reason ? [cut(fact.approval.reason, 60)] : []),
+        ...(fact.message ? [cut(fact.message, 60)] : []),
+        { k: 'op', v: fact.operationId, mono: true },
       ]
     case 'hold.entered':
     case 'hold.released':

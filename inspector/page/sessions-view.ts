@@ -35,6 +35,8 @@ function runButton(run: InvocationSummary, options: SessionsOptions): HTMLButton
     run.successor ? el('span', { class: 'run-link', title: `successor ${run.successor.invocationId}` }, `→ ${run.successor.runId}`) : null,
     ...run.continuedBy.map((link) => el('span', { class: 'run-link', title: `continued by ${link.invocationId}` }, `⇢ ${link.runId}`)),
     run.uncertain.length > 0 ? sidebarFlag(run) : null,
+    run.failedCalls > 0 ? el('span', { class: 'flag flag-bad', title: 'tool calls that settled failed (or unknown)', data: { flag: 'failed-calls' } }, `${run.failedCalls} failed call${run.failedCalls === 1 ? '' : 's'}`) : null,
+    run.rejectedCalls > 0 ? el('span', { class: 'flag flag-bad', title: 'tool calls rejected before dispatch: an unknown tool, invalid input, denied by the approver, or cancelled', data: { flag: 'rejected-calls' } }, `${run.rejectedCalls} rejected call${run.rejectedCalls === 1 ? '' : 's'}`) : null,
     run.machineError ? el('span', { class: 'flag', title: run.machineError }, '⚠ contradicts machine') : null,
   )
   const button = el(

@@ -2,7 +2,7 @@
 import type { InvocationDetail, TimelineEntry } from '../protocol.js'
 import { el, replaceChildren } from './dom.js'
 import type { InvocationStatus } from '../protocol.js'
-import { clock, family, keyFields, payloads, unsettledFlag } from './format.js'
+import { clock, family, fieldsText, keyFields, payloads, unsettledFlag } from './format.js'
 
 export interface TimelineOptions {
   /** The selected fact, or null when following the latest. */
@@ -14,14 +14,18 @@ export interface TimelineOptions {
   onSelect: (seq: number) => void
 }
 
-function row(entry: TimelineEntry, status: InvocationStatus, options: TimelineOptions): HTMLLIElement {
+function row(entry: TimelineEntry, status: InvocationStatus, toolNames: ReadonlyMap<string, string>, options: TimelineOptions): HTMLLIElement {
   const { fact } = entry
-  const fields = keyFields(fact)
+  const fields = keyFields(fact, fact.type === 'tool.settled' ? toolNames.get(fact.operationId) : undefined)
   const summary = el(
     'span',
     { class: 'summary' },
-    ...fields.flatMap((field) => [field.k ? el('span', { class: 'k' }, field.k) : null, el('span', { class: field.mono ? 'v mono' : 'v' }, field.v)]),
+    // A field (its key and value) wraps as one, onto the row's second line.
+    ...fields.map((field) =>
+      el('span', { class: 'field' }, field.k ? el('span', { class: 'k' }, field.k) : null, el('span', { class: `v${field.mono ? ' mono' : ''}${field.bad ? ' v-bad' : ''}` }, field.v)),
+    ),
   )
+  const bad = fields.some((field) => field.bad === true)
   const after =
     entry.rejected !== null
       ? el('span', { class: 'after', title: entry.rejected }, el('span', { class: 'pill s-failed' }, 'refused'))
@@ -32,7 +36,8 @@ function row(entry: TimelineEntry, status: InvocationStatus, options: TimelineOp
     el('span', { class: 'seq' }, String(entry.seq)),
     el('span', { class: `type fam-${family(fact.type)}` }, fact.type),
     after,
-    el('span', { class: 'info' }, el('span', { class: 'time', title: new Date(entry.recordedAt).toISOString() }, clock(entry.recordedAt)), summary),
+    // The row cuts what does not fit; its whole text is its title.
+    el('span', { class: 'info', title: fieldsText(fields) }, el('span', { class: 'time', title: new Date(entry.recordedAt).toISOString() }, clock(entry.recordedAt)), summary),
   )
   const flags: HTMLElement[] = []
   if (entry.uncertain) {
@@ -52,7 +57,7 @@ function row(entry: TimelineEntry, status: InvocationStatus, options: TimelineOp
   })
   return el(
     'li',
-    { class: 'entry', data: { seq: String(entry.seq), type: fact.type, state: entry.stateAfter } },
+    { class: bad ? 'entry entry-bad' : 'entry', data: { seq: String(entry.seq), type: fact.type, state: entry.stateAfter, ...(bad ? { outcome: 'bad' } : {}) } },
     button,
     flags.length > 0 ? el('div', { class: 'entry-flags' }, ...flags) : null,
     el('div', { class: 'payloads' }, ...details),
@@ -65,7 +70,9 @@ export function renderTimeline(list: HTMLElement, detail: InvocationDetail | nul
     replaceChildren(list, el('li', { class: 'empty' }, 'No invocation selected.'))
     return
   }
-  const rows = detail.entries.map((entry) => row(entry, detail.summary.status, options))
+  const toolNames = new Map<string, string>()
+  for (const { fact } of detail.entries) if (fact.type === 'tool.dispatched') toolNames.set(fact.operationId, fact.name)
+  const rows = detail.entries.map((entry) => row(entry, detail.summary.status, toolNames, options))
   replaceChildren(list, ...rows)
   markSelection(list, options.selectedSeq, options.fresh)
 }

@@ -56,6 +56,14 @@ export const facts = {
   rejected(operationId: string): Fact {
     return { type: 'tool.rejected', operationId, callId: `call-${operationId}`, name: 'missing', input: {}, reason: 'unknown_tool' }
   },
+  /** A call that settled failed. */
+  failed(operationId: string, message = 'the tool threw'): Fact {
+    return { type: 'tool.settled', operationId, outcome: { status: 'failed', message } }
+  },
+  /** A call the approver denied. */
+  denied(operationId: string, name: string, by: string, reason: string): Fact {
+    return { type: 'tool.rejected', operationId, callId: `call-${operationId}`, name, input: {}, reason: 'denied', approval: { by, reason } }
+  },
   holdEntered(handoffId: string): Fact {
     return { type: 'hold.entered', handoffId }
   },

@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url'
 import { type Browser, type Page, chromium } from 'playwright-core'
 import { suite } from 'uvu'
 import * as assert from 'uvu/assert'
-import { Engine, EventLog, type Fact, ModelExecutor, type RuntimeEvent, invocationMachine, recoverInvocations, usageOf } from '../index.js'
+import { Engine, EventLog, type Fact, type InvocationOutcome, ModelExecutor, type RuntimeEvent, invocationMachine, recoverInvocations, usageOf } from '../index.js'
 import { usageTotalsText } from '../store/fact-summary.js'
 import { logInternals } from '../store/event-log.js'
 import { type InspectorServer, serveInspector } from '../inspector/index.js'
@@ -297,6 +297,8 @@ pageTest('the timeline lists the facts in seq order; clicking hold.entered highl
 
 pageTest('the sealed run links to its successor, and the successor back', async (page) => {
   assert.is(await page.getAttribute(`button.run[data-invocation="${SCENARIO.first.invocationId}"]`, 'data-status'), 'paused')
+  // Its successor has started (here, completed): the run reads as handed off, not as a pause.
+  assert.is(await page.textContent(`button.run[data-invocation="${SCENARIO.first.invocationId}"] .pill`), 'handed off')
   assert.is(await page.getAttribute(`button.run[data-invocation="${SCENARIO.successor.invocationId}"]`, 'data-status'), 'completed')
   await selectRun(page, SCENARIO.first.invocationId)
   await page.click(`[data-link="successor"][data-target="${SCENARIO.successor.invocationId}"]`)
@@ -305,7 +307,63 @@ pageTest('the sealed run links to its successor, and the successor back', async 
   await page.click(`[data-link="source"][data-target="${SCENARIO.first.invocationId}"]`)
   await page.waitForSelector(`h1[data-invocation-title="${SCENARIO.first.invocationId}"]`, WAIT)
   assert.is(await page.getAttribute('.invocation-title [data-status]', 'data-status'), 'paused')
+  assert.is(await page.textContent('.invocation-title [data-status]'), 'handed off')
+  assert.is(await page.textContent('.invocation-title .state-name'), 'sealed by a handoff (handoffId committed) · its successor has started')
+  assert.is(await page.$('#invocation [data-sealed]'), null, 'no waiting time once the successor started')
 })
+
+pageTest('a run that ended with a call never settled says its outcome is unknown, not that the tool is in flight', async (page) => {
+  await selectRun(page, 'inv-crashed')
+  assert.is(await page.textContent('[data-current-state]'), 'ended')
+  assert.is(await page.textContent('[data-context="never-settled"]'), 'never settled, outcome unknown op1')
+  assert.not.match((await page.textContent('#state-context')) ?? '', /tools in flight/)
+})
+
+offline('a sealed run awaiting its successor reads as paused and says since when it was sealed', (context) =>
+  withTimeout(
+    withTempDir(async (dir) => {
+      if (context.setupError !== undefined) throw context.setupError
+      const { watched } = context as Offline
+      const log = await EventLog.open(join(dir, 'log'))
+      let inspector: InspectorServer | undefined
+      try {
+        const make = new EventMaker(invocationOf('sealed', 'session-sealed'))
+        const pause = {
+          intent: { handoffId: 'review-7', hostEpoch: 'epoch', rootRunId: 'run-sealed', successorRunId: 'run-next', successorInvocationId: 'inv-next', claimId: 'claim-7' },
+          remainingSteps: 1,
+          execution: { model: 'test-model', providerOptions: {}, cwd: '/work', tools: { catalogDigest: `sha256:${'a'.repeat(64)}`, names: ['echo'] } },
+        }
+        const events = make.many([
+          facts.opened(),
+          facts.requested('s1'),
+          facts.completed('s1', [{ callId: 'call-op1', name: 'echo', arguments: '{}' }]),
+          facts.dispatched('op1'),
+          facts.settled('op1'),
+          facts.holdEntered('review-7'),
+          facts.ended({ status: 'handoff_paused', pause } as unknown as InvocationOutcome),
+        ])
+        await log.appendAll(events)
+        const sealedAt = events.at(-1)?.recordedAt ?? 0
+        inspector = await serveInspector({ log })
+        const page = await load(watched, `${inspector.url}#invocation=inv-sealed`)
+        await page.waitForSelector('h1[data-invocation-title="inv-sealed"]', WAIT)
+        const run = 'button.run[data-invocation="inv-sealed"]'
+        assert.is(await page.textContent(`${run} .pill`), 'paused')
+        assert.is(await page.getAttribute(`${run} [data-sealed]`, 'data-sealed'), String(sealedAt))
+        assert.is(await page.getAttribute(`${run} [data-sealed]`, 'title'), `sealed at ${new Date(sealedAt).toISOString()}: its successor has not started since`)
+        assert.is(await page.getAttribute('#invocation [data-sealed]', 'data-sealed'), String(sealedAt))
+        assert.match((await page.textContent('#invocation [data-sealed]')) ?? '', /^has not started yet \(the turn waits for it\) · sealed \d{4}-\d\d-\d\d \d\d:\d\d:\d\d, .+ ago$/)
+        assert.is(await page.textContent('.invocation-title .state-name'), 'sealed by a handoff (handoffId review-7) · awaiting its successor')
+        assert.equal(watched.errors, [], 'no script error')
+      } finally {
+        await inspector?.close()
+        await log.close()
+      }
+    }),
+    30_000,
+    'the awaiting seal test',
+  ),
+)
 
 pageTest('tool output and model text from the log render as text: the XSS payload runs nothing', async (page, { watched }) => {
   await selectRun(page, SCENARIO.first.invocationId)

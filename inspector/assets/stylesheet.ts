@@ -120,6 +120,7 @@ button { font: inherit; color: inherit; }
 .s-running { --s: var(--running); --s-bg: var(--running-bg); }
 .s-interrupted { --s: var(--interrupted); --s-bg: var(--interrupted-bg); }
 .s-open { --s: var(--running); --s-bg: var(--running-bg); }
+.s-handed-off { --s: var(--fam-tool); --s-bg: #ddf4f1; }
 .status-dot[class*="s-"] { background: var(--s); }
 .pill { display: inline-flex; align-items: center; padding: 1px 8px; border-radius: 999px; font-size: 11px; font-weight: 600; background: var(--s-bg, #eaedf0); color: var(--s, var(--muted)); white-space: nowrap; }
 .pill-warn { background: var(--warn-bg); color: var(--warn); }
@@ -171,6 +172,7 @@ button { font: inherit; color: inherit; }
 .chart .initial { fill: #4a5561; }
 .state-context { display: flex; flex-wrap: wrap; gap: 6px 18px; padding: 10px 16px 14px; border-top: 1px solid var(--border); font-size: 12px; color: var(--muted); min-height: 40px; }
 .state-context strong { color: var(--text); font-family: var(--mono); font-weight: 600; }
+.state-context .context-warn { color: var(--warn); }
 
 /* timeline */
 .timeline { list-style: none; margin: 0; padding: 4px 0; }

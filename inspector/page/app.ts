@@ -110,7 +110,10 @@ function renderMoment(): void {
     item('steps used', String(entry.context.stepsUsed)),
     item('pending calls', entry.context.pendingCalls.length === 0 ? 'none' : entry.context.pendingCalls.join(', ')),
     // The machine's memory counts tool calls only: a model request in flight is its state (awaitingModel).
-    item('tools in flight', entry.context.inflight.length === 0 ? 'none' : entry.context.inflight.join(', ')),
+    // Once the run has ended, a call still in that memory never settled: its outcome is unknown, not in flight.
+    entry.fact.type === 'invocation.ended' && entry.context.inflight.length > 0
+      ? el('span', { class: 'context-warn', data: { context: 'never-settled' } }, 'never settled, outcome unknown ', el('strong', {}, entry.context.inflight.join(', ')))
+      : item('tools in flight', entry.context.inflight.length === 0 ? 'none' : entry.context.inflight.join(', ')),
     item('hold', entry.context.holdId ?? 'none'),
     entry.rejected ? el('span', { class: 'pill s-failed', title: entry.rejected }, 'refused by the machine') : null,
     following

@@ -54,6 +54,16 @@ export const STATUS_LABEL: Record<InvocationStatus, string> = {
 }
 
 /**
+ * How a run's status reads: a sealed run (`paused`) whose successor has started is `handed off`,
+ * its turn carried on by that successor; `paused` is kept for one whose successor has not started.
+ * `tone` is the colour class (`s-<tone>`).
+ */
+export function statusLook(summary: Pick<InvocationSummary, 'status' | 'successor'>): { label: string; tone: string } {
+  if (summary.status === 'paused' && summary.successor?.exists === true) return { label: 'handed off', tone: 'handed-off' }
+  return { label: STATUS_LABEL[summary.status], tone: summary.status }
+}
+
+/**
  * How a tool call dispatched and not settled reads, by its run's status: in flight while a process
  * may still settle it (`running`, `open`), uncertain once none can (the run ended, or a crash left it
  * and recovery will record its outcome unknown). A read-only tool had no effect to be unsure of.
@@ -79,7 +89,7 @@ export function statusDetail(summary: InvocationSummary): string {
     case 'completed':
       return 'answered without tool calls'
     case 'handoff_paused':
-      return `sealed by handoff ${outcome.pause.intent.handoffId}${summary.successor?.exists === true ? ' · its successor has started' : ' · awaiting its successor'}`
+      return `sealed by a handoff (handoffId ${outcome.pause.intent.handoffId})${summary.successor?.exists === true ? ' · its successor has started' : ' · awaiting its successor'}`
     case 'failed':
       return `failed · ${outcome.class}${outcome.message ? ` — ${outcome.message}` : ''}`
     case 'cancelled':

@@ -2,7 +2,7 @@
 import type { UsageTotals } from '../../actors/transcript.js'
 import type { CallLink, InvocationSummary, RunLink } from '../protocol.js'
 import { el, replaceChildren } from './dom.js'
-import { STATUS_LABEL, dateTime, duration, statusDetail, usageTotalsText } from './format.js'
+import { dateTime, duration, statusDetail, statusLook, usageTotalsText } from './format.js'
 
 export interface InvocationOptions {
   onNavigate: (invocationId: string) => void
@@ -80,7 +80,13 @@ export function renderInvocation(section: HTMLElement, summary: InvocationSummar
         { class: 'note' },
         el('span', { class: 'note-label' }, 'Sealed by a handoff; successor'),
         linkButton(summary.successor, 'successor', options),
-        el('span', {}, summary.successor.exists ? '' : 'has not started yet (the turn waits for it)'),
+        summary.successor.exists
+          ? null
+          : el(
+              'span',
+              { title: new Date(summary.lastAt).toISOString(), data: { sealed: String(summary.lastAt) } },
+              `has not started yet (the turn waits for it) · sealed ${dateTime(summary.lastAt)}, ${duration(Date.now() - summary.lastAt)} ago`,
+            ),
       ),
     )
   }
@@ -154,7 +160,7 @@ export function renderInvocation(section: HTMLElement, summary: InvocationSummar
       'div',
       { class: 'invocation-title' },
       el('h1', { data: { 'invocation-title': invocation.invocationId } }, invocation.runId),
-      el('span', { class: `pill s-${summary.status}`, data: { status: summary.status } }, STATUS_LABEL[summary.status]),
+      el('span', { class: `pill s-${statusLook(summary).tone}`, data: { status: summary.status } }, statusLook(summary).label),
       el('span', { class: 'state-name' }, statusDetail(summary)),
     ),
     el(

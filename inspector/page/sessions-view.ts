@@ -1,7 +1,7 @@
 /** The sidebar: sessions → turns → runs (one invocation each), with status, steps and run links. */
 import type { InvocationSummary, Overview, SessionView } from '../protocol.js'
 import { el, replaceChildren } from './dom.js'
-import { STATUS_LABEL, unsettledFlag } from './format.js'
+import { dateTime, statusLook, unsettledFlag } from './format.js'
 
 export interface SessionsOptions {
   selected: string | null
@@ -26,6 +26,9 @@ function sidebarFlag(run: InvocationSummary): HTMLElement {
 }
 
 function runButton(run: InvocationSummary, options: SessionsOptions): HTMLButtonElement {
+  const look = statusLook(run)
+  // A sealed run's last fact is its seal: it has waited since then.
+  const awaiting = run.status === 'paused' && run.successor?.exists === false
   const meta = el(
     'span',
     { class: 'run-meta' },
@@ -34,6 +37,7 @@ function runButton(run: InvocationSummary, options: SessionsOptions): HTMLButton
     run.source ? el('span', { class: 'run-link', title: `${run.source.kind} of ${run.source.invocationId}` }, `← ${run.source.runId}`) : null,
     run.successor ? el('span', { class: 'run-link', title: `successor ${run.successor.invocationId}` }, `→ ${run.successor.runId}`) : null,
     ...run.continuedBy.map((link) => el('span', { class: 'run-link', title: `continued by ${link.invocationId}` }, `⇢ ${link.runId}`)),
+    awaiting ? el('span', { title: `sealed at ${new Date(run.lastAt).toISOString()}: its successor has not started since`, data: { sealed: String(run.lastAt) } }, `sealed ${dateTime(run.lastAt)}`) : null,
     run.uncertain.length > 0 ? sidebarFlag(run) : null,
     run.failedCalls > 0 ? el('span', { class: 'flag flag-bad', title: 'tool calls that settled failed (or unknown)', data: { flag: 'failed-calls' } }, `${run.failedCalls} failed call${run.failedCalls === 1 ? '' : 's'}`) : null,
     run.rejectedCalls > 0 ? el('span', { class: 'flag flag-bad', title: 'tool calls rejected before dispatch: an unknown tool, invalid input, denied by the approver, or cancelled', data: { flag: 'rejected-calls' } }, `${run.rejectedCalls} rejected call${run.rejectedCalls === 1 ? '' : 's'}`) : null,
@@ -43,14 +47,14 @@ function runButton(run: InvocationSummary, options: SessionsOptions): HTMLButton
     'button',
     {
       class: 'run',
-      title: `${run.invocation.invocationId} — ${STATUS_LABEL[run.status]}`,
+      title: `${run.invocation.invocationId} — ${look.label}`,
       attrs: { type: 'button', 'aria-current': String(run.invocation.invocationId === options.selected) },
       data: { invocation: run.invocation.invocationId, status: run.status },
       onClick: () => options.onSelect(run.invocation.invocationId),
     },
-    el('span', { class: `status-dot s-${run.status}`, attrs: { 'aria-hidden': 'true' } }),
+    el('span', { class: `status-dot s-${look.tone}`, attrs: { 'aria-hidden': 'true' } }),
     el('span', { class: 'run-id' }, run.invocation.runId),
-    el('span', { class: `pill s-${run.status}` }, STATUS_LABEL[run.status]),
+    el('span', { class: `pill s-${look.tone}` }, look.label),
     meta,
   )
   return button

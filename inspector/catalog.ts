@@ -29,6 +29,8 @@ interface Entry {
   /** Tool calls that settled failed or unknown, and calls rejected before dispatch. */
   failedCalls: number
   rejectedCalls: number
+  /** Its operations of unknown outcome that a later run acknowledged (`allowPriorUnknown`), by operation id. */
+  acknowledged: Map<string, { runId: string; invocationId: string }> | undefined
   source: Omit<RunLink, 'exists'> | null
   /** The tool call that started it, for a child run. */
   parent: ParentCall | null
@@ -262,6 +264,7 @@ export class Catalog {
         unsettled: NONE,
         failedCalls: 0,
         rejectedCalls: 0,
+        acknowledged: undefined,
         source,
         parent: input && input.kind !== 'handoff' ? (input.parent ?? null) : null,
       }
@@ -270,6 +273,14 @@ export class Catalog {
         const list = this.#children.get(entry.parent.invocation.invocationId) ?? []
         list.push({ operationId: entry.parent.operationId, invocation })
         this.#children.set(entry.parent.invocation.invocationId, list)
+      }
+      // A run that opened acknowledging earlier runs' unknown outcomes: each of those runs says by which.
+      const prior = input && input.kind !== 'handoff' ? input.priorUnknown : undefined
+      for (const op of prior ?? []) {
+        const earlier = this.#invocations.get(op.invocationId)
+        if (!earlier) continue
+        earlier.acknowledged ??= new Map()
+        earlier.acknowledged.set(op.operationId, { runId: invocation.runId, invocationId: invocation.invocationId })
       }
       if (source?.kind === 'continuation') {
         const list = this.#continuations.get(source.invocationId) ?? []
@@ -383,6 +394,7 @@ export class Catalog {
       uncertain: [...entry.unsettled],
       failedCalls: entry.failedCalls,
       rejectedCalls: entry.rejectedCalls,
+      acknowledged: [...(entry.acknowledged ?? [])].map(([operationId, by]) => ({ operationId, ...by })),
       source: entry.source ? link(entry.source) : null,
       successor: sealed ? link({ kind: 'handoff', runId: sealed.successorRunId, invocationId: sealed.successorInvocationId }) : null,
       continuedBy: (this.#continuations.get(invocationId) ?? []).map(link),

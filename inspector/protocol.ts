@@ -50,6 +50,12 @@ export interface InvocationSummary {
   lastAt: number
   /** Operations dispatched and never settled. */
   uncertain: string[]
+  /**
+   * Operations of this run whose outcome is unknown that a later run of its session acknowledged
+   * (started with `allowPriorUnknown`: its `invocation.opened` lists them in `input.priorUnknown`),
+   * each with that run. They stay unknown; the session no longer waits on them.
+   */
+  acknowledged: { operationId: string; runId: string; invocationId: string }[]
   /** Tool calls that settled `failed` (or `unknown`). */
   failedCalls: number
   /** Tool calls rejected before dispatch (`tool.rejected`: unknown tool, invalid input, denied, cancelled). */

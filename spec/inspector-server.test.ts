@@ -475,6 +475,32 @@ test("a run's summary counts its tool calls that failed and those rejected befor
   assert.equal([clean?.failedCalls, clean?.rejectedCalls], [0, 0])
 })
 
+test("a run's unknown outcomes that a later run acknowledged (allowPriorUnknown, its opened fact's priorUnknown) name that run in its summary", () => {
+  const catalog = new Catalog()
+  let seq = 0
+  const stored = (events: RuntimeEvent[]) => events.map((event) => ({ seq: (seq += 1), event }))
+  const crashed = invocationOf('crashed', 'session-ack')
+  catalog.apply(
+    stored(
+      new EventMaker(crashed).many([
+        facts.opened(),
+        facts.requested('s1'),
+        facts.completed('s1', [{ callId: 'call-op1', name: 'echo', arguments: '{}' }]),
+        facts.dispatched('op1'),
+        facts.ended({ status: 'failed', class: 'outcome_unknown' } as InvocationOutcome),
+      ]),
+    ),
+  )
+  assert.equal(catalog.summary('inv-crashed', new Set())?.acknowledged, [])
+  const next = { ...invocationOf('next', 'session-ack'), turnId: 'turn-next' }
+  const opened = facts.opened('go on')
+  if (opened.type === 'invocation.opened' && opened.input.kind === 'message') opened.input.priorUnknown = [{ invocationId: 'inv-crashed', operationId: 'op1', callId: 'call-op1', name: 'echo' }]
+  catalog.apply(stored(new EventMaker(next).many([opened])))
+  const summary = catalog.summary('inv-crashed', new Set())
+  assert.equal(summary?.uncertain, ['op1'], 'still unknown')
+  assert.equal(summary?.acknowledged, [{ operationId: 'op1', runId: 'run-next', invocationId: 'inv-next' }])
+})
+
 test('a sealed run whose successor has not started needs someone, until the successor opens', () => {
   const catalog = new Catalog()
   const sealer = invocationOf('sealer', 'session-seal')

@@ -319,6 +319,41 @@ pageTest('a run that ended with a call never settled says its outcome is unknown
   assert.not.match((await page.textContent('#state-context')) ?? '', /tools in flight/)
 })
 
+offline('an unknown outcome a later run acknowledged reads as acknowledged by that run, still unknown', (context) =>
+  withTimeout(
+    withTempDir(async (dir) => {
+      if (context.setupError !== undefined) throw context.setupError
+      const { watched } = context as Offline
+      const log = await EventLog.open(join(dir, 'log'))
+      let inspector: InspectorServer | undefined
+      try {
+        const crashed = new EventMaker(invocationOf('crashed', 'session-ack'))
+        await log.appendAll(crashed.many([facts.opened(), facts.requested('s1'), facts.completed('s1', [{ callId: 'call-op1', name: 'echo', arguments: '{}' }]), facts.dispatched('op1')]))
+        await recoverInvocations(log)
+        const opened = facts.opened('go on')
+        if (opened.type === 'invocation.opened' && opened.input.kind === 'message') opened.input.priorUnknown = [{ invocationId: 'inv-crashed', operationId: 'op1', callId: 'call-op1', name: 'echo' }]
+        await log.appendAll(new EventMaker({ ...invocationOf('next', 'session-ack'), turnId: 'turn-next' }).many([opened, facts.requested('s1'), facts.completed('s1', [], 'ok'), facts.ended()]))
+        inspector = await serveInspector({ log })
+        const page = await load(watched, `${inspector.url}#invocation=inv-crashed`)
+        await page.waitForSelector('h1[data-invocation-title="inv-crashed"]', WAIT)
+        assert.is(await page.textContent('button.run[data-invocation="inv-crashed"] [data-flag]'), '1 unknown · acknowledged')
+        assert.is(await page.$('#invocation .note-warn'), null, 'no warning banner')
+        const note = '#invocation [data-flag="acknowledged"]'
+        assert.match((await page.textContent(note)) ?? '', /^Outcome unknown:op1— dispatched, never settled; it may or may not have taken effect\. Acknowledged by→ run-next\(allowPriorUnknown\)$/)
+        await page.click(`${note} [data-link="acknowledged-by"][data-target="inv-next"]`)
+        await page.waitForSelector('h1[data-invocation-title="inv-next"]', WAIT)
+        assert.is(await page.$('section.session[data-session="session-ack"] [data-flag="reconciliation"]'), null)
+        assert.equal(watched.errors, [], 'no script error')
+      } finally {
+        await inspector?.close()
+        await log.close()
+      }
+    }),
+    30_000,
+    'the acknowledged unknown test',
+  ),
+)
+
 offline('a sealed run awaiting its successor reads as paused and says since when it was sealed', (context) =>
   withTimeout(
     withTempDir(async (dir) => {

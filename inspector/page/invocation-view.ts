@@ -117,7 +117,23 @@ export function renderInvocation(section: HTMLElement, summary: InvocationSummar
   for (const link of summary.continuedBy) {
     notes.push(el('div', { class: 'note' }, el('span', { class: 'note-label' }, 'Continued by'), linkButton(link, 'continued-by', options)))
   }
-  if (summary.uncertain.length > 0) {
+  const settledLater = summary.status !== 'running' && summary.status !== 'open' && summary.status !== 'interrupted'
+  const acknowledgedBy = new Map(summary.acknowledged.map((ack) => [ack.operationId, ack]))
+  if (summary.uncertain.length > 0 && settledLater && summary.uncertain.every((op) => acknowledgedBy.has(op))) {
+    // Still unknown, but a later run of the session has taken that on: no longer a warning.
+    const runs = [...new Map(summary.acknowledged.map((ack) => [ack.invocationId, ack])).values()]
+    notes.push(
+      el(
+        'div',
+        { class: 'note', data: { flag: 'acknowledged' } },
+        el('span', { class: 'note-label' }, 'Outcome unknown:'),
+        el('span', { class: 'mono' }, summary.uncertain.join(', ')),
+        el('span', {}, '— dispatched, never settled; it may or may not have taken effect. Acknowledged by'),
+        ...runs.map((ack) => linkButton({ kind: 'continuation', runId: ack.runId, invocationId: ack.invocationId, exists: true }, 'acknowledged-by', options)),
+        el('span', {}, '(allowPriorUnknown)'),
+      ),
+    )
+  } else if (summary.uncertain.length > 0) {
     notes.push(
       el(
         'div',

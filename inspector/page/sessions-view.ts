@@ -18,6 +18,11 @@ function matches(filter: string, session: SessionView, run: InvocationSummary): 
 /** Operations dispatched and not settled: in flight while a process may still settle them, uncertain once none can. */
 function sidebarFlag(run: InvocationSummary): HTMLElement {
   const flag = unsettledFlag(run.status, false)
+  const acknowledged = new Set(run.acknowledged.map((ack) => ack.operationId))
+  if (flag.warn && run.uncertain.every((op) => acknowledged.has(op))) {
+    const by = [...new Set(run.acknowledged.map((ack) => ack.runId))].join(', ')
+    return el('span', { class: 'flag flag-calm', title: `operations dispatched and never settled, acknowledged by ${by} (allowPriorUnknown)`, data: { flag: 'acknowledged' } }, `${run.uncertain.length} unknown · acknowledged`)
+  }
   return el(
     'span',
     { class: flag.warn ? 'flag' : 'flag flag-calm', title: flag.warn ? 'operations dispatched and never settled' : 'tool calls dispatched and not settled yet', data: { flag: flag.kind } },

@@ -504,6 +504,8 @@ offline('text from the log shows its reordering and hidden characters escaped; a
         assert.is(await page.textContent('li.entry[data-type="tool.dispatched"] [data-flag]'), 'not settled yet — running in the process that has the log open, or left by a crash')
         assert.is(await page.getAttribute('li.entry[data-type="tool.dispatched"] [data-flag]', 'data-flag'), 'in-flight')
         assert.is(await page.getAttribute('#invocation [data-flag]', 'data-flag'), 'in-flight')
+        // The session needs someone (counted below): its badge says why, and that a snapshot cannot tell more.
+        assert.is(await page.textContent('section.session[data-session="zeta-old-session"] [data-flag="open"]'), 'open: running, or crashed?')
         const texts = await page.$$eval('details pre', (nodes) => nodes.map((node) => node.textContent ?? ''))
         assert.ok(texts.length >= 4, `${texts.length} payloads`)
         assert.ok(texts.every((text) => !/[\u202a-\u202e\u2066-\u2069\u0007\u2028]/.test(text)), 'no payload shows a raw control')
@@ -527,6 +529,7 @@ offline('text from the log shows its reordering and hidden characters escaped; a
         page = await load(watched, `${inspector.url}#invocation=inv-bidi`)
         await page.waitForSelector('li.entry[data-type="tool.dispatched"] [data-flag="uncertain"]', WAIT)
         assert.is(await page.textContent('li.entry[data-type="tool.dispatched"] [data-flag]'), '⚠ never settled — a crash left it; recovery will record its outcome unknown')
+        assert.is(await page.textContent('section.session[data-session="zeta-old-session"] [data-flag="open-crashed"]'), '⚠ open: left by a crash')
         assert.equal(watched.errors, [], 'no script error')
       } finally {
         await inspector?.close()

@@ -93,8 +93,21 @@ export function renderSessions(nav: HTMLElement, overview: Overview, options: Se
             `⚠ needs reconciliation · ${session.reconciliation.length} unknown`,
           )
         : null
+    const sessionRuns = session.turns.flatMap((turn) => turn.runs)
     const attention =
-      session.attention === 'paused'
+      session.attention === 'open'
+        ? sessionRuns.some((run) => run.status === 'interrupted')
+          ? el('span', { class: 'pill pill-warn', title: 'A run of this session is open and no process has the log open: a crash left it. recoverInvocations (the next open of the log by the application) will close it.', data: { flag: 'open-crashed' } }, '⚠ open: left by a crash')
+          : el(
+              'span',
+              {
+                class: 'pill pill-info',
+                title: 'A run of this session is open, and another process has the log open: that process may be running it, or it crashed there and has not recovered it yet. A snapshot cannot tell which.',
+                data: { flag: 'open' },
+              },
+              'open: running, or crashed?',
+            )
+        : session.attention === 'paused'
         ? el('span', { class: 'pill pill-info', title: 'A run of this session is sealed by a handoff and its successor has not started: the turn waits for it.', data: { flag: 'awaiting-successor' } }, 'awaiting its successor')
         : session.attention === 'unanswered'
           ? el('span', { class: 'pill pill-info', title: 'The last run of this session ended failed or cancelled: its message has no answer yet (factstate pending --unanswered).', data: { flag: 'unanswered' } }, 'unanswered')

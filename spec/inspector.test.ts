@@ -224,6 +224,36 @@ pageTest('keyboard: Enter on a run keeps focus on it, a skip link reaches the fa
   assert.is(await page.getAttribute('#timeline li.entry.selected', 'data-seq'), seqs[0] ?? null)
 })
 
+/** The WCAG contrast ratio of two `rgb(…)` colours. */
+function contrast(a: string, b: string): number {
+  const luminance = (color: string) => {
+    const [r, g, bl] = (color.match(/[\d.]+/g) ?? []).slice(0, 3).map((v) => {
+      const c = Number(v) / 255
+      return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4
+    })
+    return 0.2126 * (r ?? 0) + 0.7152 * (g ?? 0) + 0.0722 * (bl ?? 0)
+  }
+  const [light, dark] = [luminance(a), luminance(b)].sort((x, y) => y - x)
+  return ((light ?? 0) + 0.05) / ((dark ?? 0) + 0.05)
+}
+
+pageTest('small grey text (field keys, times, seq ranges, id labels) has a contrast of at least 4.5:1', async (page) => {
+  await selectRun(page, SCENARIO.first.invocationId)
+  for (const selector of ['#timeline .summary .k', '#timeline .time', '.session-meta', '.ids dt', '.stat dt', '#session-count', '.turn-head']) {
+    const { color, background } = await page.$eval(selector, (node) => {
+      let back: Element | null = node
+      let fill = 'rgba(0, 0, 0, 0)'
+      while (back && (fill === 'rgba(0, 0, 0, 0)' || fill === 'transparent')) {
+        fill = getComputedStyle(back).backgroundColor
+        back = back.parentElement
+      }
+      return { color: getComputedStyle(node).color, background: fill }
+    })
+    const ratio = contrast(color, background)
+    assert.ok(ratio >= 4.5, `${selector}: ${color} on ${background} is ${ratio.toFixed(2)}:1`)
+  }
+})
+
 pageTest('a backup says where it was taken, and flags each session that has not run since', async (page, { dir, log, watched }) => {
   assert.ok(await page.$('#log-backup-item[hidden]'), 'the log itself is no backup: nothing is shown')
   const backupPath = join(dir, 'backup-for-page')

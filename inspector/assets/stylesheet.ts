@@ -10,7 +10,7 @@ export const STYLESHEET = `
   --border-strong: #c9d0d8;
   --text: #1c2128;
   --muted: #5d6874;
-  --faint: #8a949e;
+  --faint: #626c76;
   --accent: #1f6feb;
   --accent-soft: #e3eefe;
   --accent-trail: #9cbff7;

@@ -214,6 +214,10 @@ button { font: inherit; color: inherit; }
 .payload pre { margin: 6px 0 4px; padding: 10px 12px; max-height: 320px; overflow: auto; background: #f6f8fa; border: 1px solid var(--border); border-radius: 6px; font-size: 11.5px; line-height: 1.5; white-space: pre-wrap; word-break: break-word; }
 .boot { position: fixed; inset: 52px 0 0 0; display: flex; align-items: center; justify-content: center; padding: 24px; background: var(--bg); color: var(--muted); font-size: 14px; text-align: center; }
 .boot[hidden] { display: none; }
+@media (max-width: 1440px) {
+  .topbar { gap: 18px; }
+  .log-meta { gap: 16px; }
+}
 @media (max-width: 1180px) {
   .topbar { gap: 18px; }
   .log-meta { gap: 16px; }

@@ -12,7 +12,7 @@ import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { ClassicLevel } from 'classic-level'
-import { EventLog } from '../index.js'
+import { EventLog, type Fact } from '../index.js'
 import { prepare } from '../bin/commands/demo.js'
 import { closeLog, openLogToRead } from '../bin/io.js'
 import { collector } from './support/cli-io.js'
@@ -345,6 +345,34 @@ test('pending lists what recovery and the sessions wait for; verify, recover and
     const original = await cli(['verify', location])
     assert.is(original.stdout.trim(), `ok: 9 events, digest ${report.digest}`, 'the log itself is no backup')
   })))
+
+test('log shows a child run as the child of the call that started it, on its opened line and in --runs', () =>
+  withTimeout(
+    withTempDir(async (dir) => {
+      const location = join(dir, 'log')
+      const log = await EventLog.open(location)
+      const supervisor = invocationOf('sup', 'desk')
+      try {
+        await log.appendAll(completeInvocation('sup', 'desk'))
+        const opened = facts.opened('draft it') as Extract<Fact, { type: 'invocation.opened' }>
+        if (opened.input.kind === 'message') opened.input.parent = { invocation: supervisor, operationId: 'inv-sup/step-1/0' }
+        await log.append(new EventMaker(invocationOf('writer', 'inv-sup.step-1.0.writer')).next(opened))
+      } finally {
+        await log.close()
+      }
+      const lines = await cli(['log', location, '--type', 'invocation.opened'])
+      assert.is(lines.code, 0, lines.stderr)
+      const [parentLine, childLine] = lines.stdout.trim().split('\n')
+      assert.not.match(parentLine ?? '', /child of/)
+      assert.match(childLine ?? '', /message "draft it", child of inv-sup\/step-1\/0 \(session desk\)$/)
+      const runs = await cli(['log', location, '--session', 'inv-sup.step-1.0.writer', '--runs'])
+      assert.is(runs.code, 0, runs.stderr)
+      assert.match(runs.stdout, /^run-writer {2}turn-writer {2}inv-writer {2}message {2}child of inv-sup\/step-1\/0 \(session desk\) {2}open/)
+      const json = await cli(['log', location, '--session', 'inv-sup.step-1.0.writer', '--runs', '--json'])
+      assert.equal((JSON.parse(json.stdout.trim()) as { parent: unknown }).parent, { invocation: supervisor, operationId: 'inv-sup/step-1/0' })
+    }),
+    60_000,
+  ))
 
 test('pending on a big log put back from a backup: past 20 sessions that have only not run since it, one line says how many; --restored and --session list them, --json has them all', () =>
   bounded30(withTempDir(async (dir) => {

@@ -594,12 +594,21 @@ offline('verify: once newer facts land the badge says how far it checked, neutra
         assert.is(await page.textContent('#verify-status'), `verified through #${checked} · ${now - checked} newer`)
         assert.not.ok(await page.$('#verify-status.badge-ok'), 'a partial check does not read as all-good')
         const box = (selector: string) => page.$eval(selector, (node) => node.getBoundingClientRect().toJSON() as { left: number; right: number; width: number })
-        for (const width of [1280, 1024]) {
+        for (const width of [1280, 1024, 800]) {
           await page.setViewportSize({ width, height: 800 })
           const [button, live, meta, badge] = [await box('#verify-button'), await box('#live-status'), await box('.log-meta'), await box('#verify-status')]
           assert.ok(button.width > 30, `at ${width} px the Verify button is ${button.width} px wide`)
           assert.ok(button.right <= meta.right && button.right <= live.left, `at ${width} px the Verify button (to ${button.right}) is neither cut by the log's items (to ${meta.right}) nor under the live status (from ${live.left})`)
           assert.ok(badge.width > 60, `at ${width} px the badge is ${badge.width} px wide`)
+          // What does not fit wraps onto another line of the bar: the digest is never cut, and every item is on the page.
+          const cut = await page.$$eval('.log-meta .meta-item:not([hidden]):not(.meta-location)', (items) =>
+            items.flatMap((item) => {
+              const value = item.querySelector('dd') as HTMLElement
+              const { right } = item.getBoundingClientRect()
+              return value.scrollWidth > value.clientWidth + 1 || right > window.innerWidth ? [`${item.querySelector('dt')?.textContent}: ${value.scrollWidth} > ${value.clientWidth}, right ${right}`] : []
+            }),
+          )
+          assert.equal(cut, [], `at ${width} px nothing in the bar is cut`)
           await page.screenshot({ path: join(ARTIFACTS, `inspector-verify-partial-${width}.png`) })
         }
         await page.click('#verify-button')

@@ -32,6 +32,8 @@ export const STYLESHEET = `
 }
 * { box-sizing: border-box; }
 html, body { margin: 0; height: 100%; }
+/* The top bar, as tall as its items need once they wrap, then the layout in the rest of the height. */
+body { display: flex; flex-direction: column; }
 body { font: 13px/1.45 var(--sans); color: var(--text); background: var(--bg); -webkit-font-smoothing: antialiased; }
 .mono, code, pre { font-family: var(--mono); }
 code { font-size: 12px; }
@@ -45,13 +47,14 @@ button { font: inherit; color: inherit; }
 .invocation:focus:not(:focus-visible), .timeline:focus:not(:focus-visible) { outline: none; }
 
 /* top bar */
-.topbar { position: sticky; top: 0; z-index: 5; display: flex; align-items: center; gap: 28px; height: 52px; padding: 0 18px; background: var(--topbar); color: var(--topbar-text); }
+.topbar { position: sticky; top: 0; z-index: 5; display: flex; flex: none; flex-wrap: wrap; align-items: center; gap: 6px 28px; min-height: 52px; box-sizing: border-box; padding: 6px 18px; background: var(--topbar); color: var(--topbar-text); }
 .brand { display: flex; align-items: center; gap: 8px; flex: none; }
 .logo { width: 20px; height: 20px; border-radius: 6px; background: linear-gradient(135deg, #58a6ff, #1f6feb); box-shadow: inset 0 0 0 2px rgba(255,255,255,0.15); }
 .brand-name { font-weight: 650; font-size: 15px; letter-spacing: -0.01em; }
 .brand-product { font-size: 15px; color: var(--topbar-muted); }
-.log-meta { display: flex; align-items: center; gap: 22px; margin: 0; min-width: 0; flex: 1; overflow: hidden; }
-.meta-item { display: flex; align-items: baseline; gap: 7px; flex: none; }
+/* Items that do not fit wrap onto another line of the bar rather than being cut (the digest, the backup point, Verify). */
+.log-meta { display: flex; flex-wrap: wrap; align-items: center; gap: 4px 22px; margin: 0; min-width: 0; flex: 1 1 0; }
+.meta-item { display: flex; align-items: baseline; gap: 7px; flex: 0 1 auto; min-width: 0; max-width: 100%; }
 .meta-item[hidden] { display: none; }
 .meta-item dt { white-space: nowrap; font-size: 11px; text-transform: uppercase; letter-spacing: 0.06em; color: var(--topbar-muted); }
 .meta-item dd { margin: 0; font-size: 12px; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
@@ -75,7 +78,7 @@ button { font: inherit; color: inherit; }
 .live-off .live-dot { background: #d29922; }
 
 /* layout */
-.layout { display: grid; grid-template-columns: 300px minmax(0, 1fr); height: calc(100vh - 52px); }
+.layout { display: grid; grid-template-columns: 300px minmax(0, 1fr); flex: 1 1 auto; min-height: 0; }
 .sidebar { border-right: 1px solid var(--border); background: var(--panel); display: flex; flex-direction: column; min-height: 0; }
 .sidebar-head { display: flex; align-items: baseline; justify-content: space-between; padding: 14px 16px 8px; }
 .count { font-size: 12px; color: var(--faint); }
@@ -226,6 +229,7 @@ button { font: inherit; color: inherit; }
 }
 /* A phone: the list above the detail, the header's items wrapped onto lines of their own. */
 @media (max-width: 760px) {
+  body { display: block; }
   .topbar { position: static; flex-wrap: wrap; height: auto; gap: 8px 16px; padding: 10px 14px; }
   .log-meta { order: 3; flex: 1 1 100%; flex-wrap: wrap; gap: 6px 16px; overflow: visible; }
   .meta-item { flex: 0 1 auto; min-width: 0; max-width: 100%; }

@@ -401,6 +401,19 @@ test('pending on a big log put back from a backup: past 20 sessions that have on
     assert.is(listed[0], `session-done-00: ${since}`)
     assert.equal(lines(await cli(['pending', backup, '--session', 'session-done-07'])), [`session-done-07: ${since}`])
     assert.is((JSON.parse((await cli(['pending', backup, '--json'])).stdout) as unknown[]).length, 26)
+    // Backed up again after one of its sessions ran: that one has the later point, the rest keep the earlier, a line each.
+    const reopened = await EventLog.open(backup)
+    try {
+      await reopened.appendAll(completeInvocation('again', 'session-done-00'))
+    } finally {
+      await reopened.close()
+    }
+    const again = join(dir, 'again')
+    assert.is((await cli(['backup', backup, again])).code, 0)
+    assert.equal(lines(await cli(['pending', again])).slice(-2), [
+      "24 sessions with nothing else pending have not run since the backup taken at T (seq 204): check their tools' effects since then; each one's next run passes allowRestored (--restored lists them)",
+      "1 session with nothing else pending has not run since the backup taken at T (seq 212): check their tools' effects since then; each one's next run passes allowRestored (--restored lists them)",
+    ])
   })))
 
 test('pending shows when each paused turn was sealed (its line, and sealedAt in --json)', () =>

@@ -74,12 +74,22 @@ export async function pendingCommand(args: string[], io: CommandIo): Promise<num
         io.stdout(escapeControls(`${sessionId}: unanswered turn ${unanswered.turnId}: run ${unanswered.runId} (${unanswered.invocationId}) ended ${ended} at seq ${unanswered.lastSeq}`))
       }
     }
-    const point = restoredOnly[0]?.restored
-    if (collapse && point !== undefined) {
-      const when = new Date(point.takenAt).toISOString()
-      io.stdout(
-        `${restoredOnly.length.toLocaleString('en-US')} sessions with nothing else pending have not run since the backup taken at ${when} (seq ${point.highWater}): check their tools' effects since then; each one's next run passes allowRestored (--restored lists them)`,
-      )
+    if (collapse) {
+      // A line per backup point: a log backed up again after some of its sessions ran keeps the
+      // earlier point for those that have not.
+      const byPoint = new Map<string, { highWater: number; takenAt: number; sessions: number }>()
+      for (const { restored } of restoredOnly) {
+        if (restored === undefined) continue
+        const key = `${restored.highWater}:${restored.takenAt}`
+        const group = byPoint.get(key) ?? { highWater: restored.highWater, takenAt: restored.takenAt, sessions: 0 }
+        group.sessions += 1
+        byPoint.set(key, group)
+      }
+      for (const { highWater, takenAt, sessions } of [...byPoint.values()].sort((a, b) => a.highWater - b.highWater)) {
+        const when = new Date(takenAt).toISOString()
+        const count = sessions === 1 ? '1 session with nothing else pending has' : `${sessions.toLocaleString('en-US')} sessions with nothing else pending have`
+        io.stdout(`${count} not run since the backup taken at ${when} (seq ${highWater}): check their tools' effects since then; each one's next run passes allowRestored (--restored lists them)`)
+      }
     }
     if (sessions.length === 0) io.stdout('nothing pending')
   }, ['unanswered', 'restored'], ['session'])

@@ -189,7 +189,11 @@ export async function logCommand(args: string[], io: CommandIo, options: { signa
       print(stored, log)
     }
     if (values.follow) return await follow(directory, log, to, refreshMs, io, print, options.signal)
-    if (!values.json) io.stderr(`${shown} fact(s) shown; log high-water ${log.head().highWater}, digest ${log.head().digest}`)
+    if (!values.json) {
+      // Nothing of a session the log never saw: said, since a mistyped id otherwise reads as a quiet session.
+      const unknownSession = shown === 0 && values.session !== undefined && (await log.runs(values.session)).length === 0
+      io.stderr(escapeControls(`${shown} fact(s) shown${unknownSession ? ` (the log has no session ${values.session})` : ''}; log high-water ${log.head().highWater}, digest ${log.head().digest}`))
+    }
     return EXIT.ok
   } catch (error) {
     return reportReadError(error, io, log)

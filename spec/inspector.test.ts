@@ -370,6 +370,9 @@ offline('an unknown outcome a later run acknowledged reads as acknowledged by th
         assert.is(await page.$('#invocation .note-warn'), null, 'no warning banner')
         const note = '#invocation [data-flag="acknowledged"]'
         assert.match((await page.textContent(note)) ?? '', /^Outcome unknown:op1— dispatched, never settled; it may or may not have taken effect\. Acknowledged by→ run-next\(allowPriorUnknown\)$/)
+        // Its dispatch in the timeline says so too, without the warning.
+        assert.is(await page.textContent('#timeline li[data-type="tool.dispatched"] [data-flag]'), 'never settled — outcome unknown, acknowledged by run-next')
+        assert.is(await page.$('#timeline li[data-type="tool.dispatched"] .pill-warn'), null)
         await page.click(`${note} [data-link="acknowledged-by"][data-target="inv-next"]`)
         await page.waitForSelector('h1[data-invocation-title="inv-next"]', WAIT)
         assert.is(await page.$('section.session[data-session="session-ack"] [data-flag="reconciliation"]'), null)

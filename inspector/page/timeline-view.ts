@@ -14,7 +14,13 @@ export interface TimelineOptions {
   onSelect: (seq: number) => void
 }
 
-function row(entry: TimelineEntry, status: InvocationStatus, toolNames: ReadonlyMap<string, string>, options: TimelineOptions): HTMLLIElement {
+function row(
+  entry: TimelineEntry,
+  status: InvocationStatus,
+  toolNames: ReadonlyMap<string, string>,
+  acknowledged: ReadonlyMap<string, string>,
+  options: TimelineOptions,
+): HTMLLIElement {
   const { fact } = entry
   const fields = keyFields(fact, fact.type === 'tool.settled' ? toolNames.get(fact.operationId) : undefined)
   const summary = el(
@@ -42,7 +48,13 @@ function row(entry: TimelineEntry, status: InvocationStatus, toolNames: Readonly
   const flags: HTMLElement[] = []
   if (entry.uncertain) {
     const flag = unsettledFlag(status, fact.type === 'tool.dispatched' && fact.readOnly === true)
-    flags.push(el('span', { class: flag.warn ? 'pill pill-warn' : 'pill pill-info', data: { flag: flag.kind } }, flag.label))
+    // Still unknown, but a later run of the session has acknowledged it: no longer waiting on anyone.
+    const by = fact.type === 'tool.dispatched' && flag.kind === 'uncertain' ? acknowledged.get(fact.operationId) : undefined
+    flags.push(
+      by === undefined
+        ? el('span', { class: flag.warn ? 'pill pill-warn' : 'pill pill-info', data: { flag: flag.kind } }, flag.label)
+        : el('span', { class: 'pill pill-info', data: { flag: 'acknowledged' } }, `never settled — outcome unknown, acknowledged by ${by}`),
+    )
   }
   if (fact.type === 'tool.rejected') flags.push(el('span', { class: 'pill s-cancelled' }, 'never dispatched'))
   const details = payloads(fact).map((payload, index) => {
@@ -72,7 +84,8 @@ export function renderTimeline(list: HTMLElement, detail: InvocationDetail | nul
   }
   const toolNames = new Map<string, string>()
   for (const { fact } of detail.entries) if (fact.type === 'tool.dispatched') toolNames.set(fact.operationId, fact.name)
-  const rows = detail.entries.map((entry) => row(entry, detail.summary.status, toolNames, options))
+  const acknowledged = new Map(detail.summary.acknowledged.map(({ operationId, runId }) => [operationId, runId]))
+  const rows = detail.entries.map((entry) => row(entry, detail.summary.status, toolNames, acknowledged, options))
   replaceChildren(list, ...rows)
   markSelection(list, options.selectedSeq, options.fresh)
 }

@@ -12,7 +12,7 @@ import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { ClassicLevel } from 'classic-level'
-import { EventLog, type Fact } from '../index.js'
+import { EventLog, type Fact, recoverInvocations } from '../index.js'
 import { prepare } from '../bin/commands/demo.js'
 import { closeLog, openLogToRead } from '../bin/io.js'
 import { collector } from './support/cli-io.js'
@@ -352,11 +352,12 @@ test('log shows a child run as the child of the call that started it, on its ope
       const location = join(dir, 'log')
       const log = await EventLog.open(location)
       const supervisor = invocationOf('sup', 'desk')
+      const writer = new EventMaker(invocationOf('writer', 'inv-sup.step-1.0.writer'))
       try {
         await log.appendAll(completeInvocation('sup', 'desk'))
         const opened = facts.opened('draft it') as Extract<Fact, { type: 'invocation.opened' }>
         if (opened.input.kind === 'message') opened.input.parent = { invocation: supervisor, operationId: 'inv-sup/step-1/0' }
-        await log.append(new EventMaker(invocationOf('writer', 'inv-sup.step-1.0.writer')).next(opened))
+        await log.append(writer.next(opened))
       } finally {
         await log.close()
       }
@@ -375,6 +376,18 @@ test('log shows a child run as the child of the call that started it, on its ope
       assert.match(runs.stdout, /^run-writer {2}turn-writer {2}inv-writer {2}message {2}child of inv-sup\/step-1\/0 \(session desk\) {2}open/)
       const json = await cli(['log', location, '--session', 'inv-sup.step-1.0.writer', '--runs', '--json'])
       assert.equal((JSON.parse(json.stdout.trim()) as { parent: unknown }).parent, { invocation: supervisor, operationId: 'inv-sup/step-1/0' })
+      // Its tool call left uncertain by a crash: pending says whose child it is, so it is settled through the supervisor.
+      const again = await EventLog.open(location)
+      try {
+        await again.appendAll(writer.many([facts.requested('s1'), facts.completed('s1', [{ callId: 'call-op1', name: 'save', arguments: '{}' }]), facts.dispatched('op1')]))
+        await recoverInvocations(again)
+      } finally {
+        await again.close()
+      }
+      const pending = await cli(['pending', location])
+      assert.equal(pending.stdout.trim().split('\n'), [
+        'inv-sup.step-1.0.writer: 1 tool outcome(s) to acknowledge: echo op1 {"value":42}; a child run of inv-sup/step-1/0 (session desk): settle it through its supervisor\'s recovery',
+      ])
     }),
     60_000,
   ))

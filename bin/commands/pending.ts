@@ -1,3 +1,5 @@
+import type { ParentCall } from '../../facts/types.js'
+import type { EventLog } from '../../store/event-log.js'
 import { clipJson, escapeControls } from '../../store/fact-summary.js'
 import { logHeldOpen } from '../../store/writer-presence.js'
 import { type CommandIo, onLogDirectory } from '../io.js'
@@ -8,7 +10,8 @@ Lists the sessions with something pending, one line for each thing: a run still 
 an application, or left by a crash until 'factstate recover': said so when no process has the log open), a turn sealed by a handoff whose
 successor has not finished (with when it was sealed; start it, or give the turn up), tool outcomes to acknowledge (each
 call with the input it was dispatched with, cut at 120 characters; check their effects; the next
-message passes allowPriorUnknown), and in a log put back from a backup each
+message passes allowPriorUnknown; in a child run's session, which call started it: settle it through
+that supervisor's recovery), and in a log put back from a backup each
 session that has not run since the backup was taken (what it did after that is not in the log: check
 its tools' effects since then; its next run passes allowRestored; past 20 such sessions with nothing
 else pending, one line says how many, and --restored lists each). Sessions with nothing pending are left
@@ -29,6 +32,14 @@ Exit codes: 0 listed, 2 usage, 1/4 the log refused.`
  * npx factstate pending .factstate/app   # "session-7: paused turn turn-3 (sealed 2026-12-06T09:12:44.120Z): run run-3 waits for its successor run-4"
  * ```
  */
+/** The call that started the session's first run, when that run is a child run (its `invocation.opened` has a `parent`). */
+async function parentOf(log: EventLog, sessionId: string): Promise<ParentCall | undefined> {
+  const first = (await log.runs(sessionId))[0]
+  if (first === undefined) return undefined
+  const opened = (await log.invocationEvents(first.invocationId))[0]?.event.fact
+  return opened?.type === 'invocation.opened' && opened.input.kind !== 'handoff' ? opened.input.parent : undefined
+}
+
 /** How many sessions that only have not run since the backup are listed one by one (without --restored). */
 const RESTORED_LISTED = 20
 
@@ -66,7 +77,10 @@ export async function pendingCommand(args: string[], io: CommandIo): Promise<num
       if (unknown.length > 0) {
         // With the input each call was dispatched with (cut at 120 characters: --json has it whole), what the check is about.
         const ops = unknown.map((op) => `${op.name} ${op.operationId}${op.input === undefined ? '' : ` ${shortJson(op.input)}`}`)
-        io.stdout(escapeControls(`${sessionId}: ${unknown.length} tool outcome(s) to acknowledge: ${ops.join(', ')}`))
+        // A child run's session is settled through its supervisor's recovery, not on its own.
+        const parent = await parentOf(log, sessionId)
+        const child = parent === undefined ? '' : `; a child run of ${parent.operationId} (session ${parent.invocation.sessionId}): settle it through its supervisor's recovery`
+        io.stdout(escapeControls(`${sessionId}: ${unknown.length} tool outcome(s) to acknowledge: ${ops.join(', ')}${child}`))
       }
       if (unanswered?.outcome !== undefined) {
         const { outcome } = unanswered

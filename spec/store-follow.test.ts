@@ -326,7 +326,7 @@ follow(
 )
 
 follow(
-  'events({ sessionId }) without follow reads the session through its run and invocation indexes, never the whole log: the same events, in seq order, for any bounds, runs appended side by side included',
+  'events({ sessionId }) reads the session through its run and invocation indexes, never the whole log (a follower\'s catch-up too): the same events, in seq order, for any bounds, runs appended side by side included',
   boundedTest(30_000, async (root) => {
     const log = await EventLog.open(join(root, 'log'))
     const proto = ClassicLevel.prototype as unknown as { iterator: (...args: unknown[]) => unknown }
@@ -368,7 +368,18 @@ follow(
           assert.equal(read, expected, `${sessionId} ${from}..${to}`)
         }
       }
+      // A follower of one session catches up the same way, then takes what lands.
+      const followed: StoredEvent[] = []
+      const reading = (async () => {
+        for await (const stored of log.events({ sessionId: 'session-2', follow: true, to: high + 8 })) followed.push(stored)
+      })()
+      const late = new EventMaker(invocationOf('late', 'session-2'))
+      await log.appendAll([...completeInvocation('noise-later'), ...late.many([facts.opened(), facts.requested('s1'), facts.completed('s1', [], 'late'), facts.ended()])])
+      await reading
       assert.is(scans, 0, 'no iterator over the log was opened')
+      const all2: StoredEvent[] = []
+      for await (const stored of log.events()) all2.push(stored)
+      assert.equal(followed, all2.filter(({ seq, event }) => seq <= high + 8 && event.invocation.sessionId === 'session-2'), 'followed')
       const twoAtOnce: number[] = []
       for await (const { seq } of log.events({ sessionId: 'session-x' })) twoAtOnce.push(seq)
       assert.is(twoAtOnce.length, 8)

@@ -3329,11 +3329,21 @@ export class EventLog {
           // From here on every group commit lands in the buffer, and holds only events after `head` (read below).
           follower.lagging = false
           try {
-            for await (const { events } of this.#scan(next, Math.min(to, head), EVENTS_CHUNK, reader)) {
-              for (const event of events) {
-                if (follower.sessionId === undefined || event.event.invocation.sessionId === follower.sessionId) yield event
+            const last = Math.min(to, head)
+            if (follower.sessionId === undefined) {
+              for await (const { events } of this.#scan(next, last, EVENTS_CHUNK, reader)) {
+                for (const event of events) {
+                  yield event
+                  next = event.seq + 1
+                }
+              }
+            } else {
+              // One session's: through its indexes, as a reader without follow reads it.
+              for await (const event of this.#sessionEventsBetween(next, last, follower.sessionId)) {
+                yield event
                 next = event.seq + 1
               }
+              next = Math.max(next, last + 1)
             }
           } catch (error) {
             // The close came while it read from the log: it names its place, as one far behind does.

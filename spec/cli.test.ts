@@ -376,6 +376,10 @@ test('log shows a child run as the child of the call that started it, on its ope
       assert.match(runs.stdout, /^run-writer {2}turn-writer {2}inv-writer {2}message {2}child of inv-sup\/step-1\/0 \(session desk\) {2}open/)
       const json = await cli(['log', location, '--session', 'inv-sup.step-1.0.writer', '--runs', '--json'])
       assert.equal((JSON.parse(json.stdout.trim()) as { parent: unknown }).parent, { invocation: supervisor, operationId: 'inv-sup/step-1/0' })
+      const mark = "; a child run of inv-sup/step-1/0 (session desk): settle it through its supervisor's recovery"
+      assert.equal((await cli(['pending', location])).stdout.trim().split('\n'), [
+        `inv-sup.step-1.0.writer: open run run-writer (inv-writer, turn turn-writer); no process has the log open: a crash left it, factstate recover closes it${mark}`,
+      ])
       // Its tool call left uncertain by a crash: pending says whose child it is, so it is settled through the supervisor.
       const again = await EventLog.open(location)
       try {
@@ -384,9 +388,10 @@ test('log shows a child run as the child of the call that started it, on its ope
       } finally {
         await again.close()
       }
-      const pending = await cli(['pending', location])
+      const pending = await cli(['pending', location, '--unanswered'])
       assert.equal(pending.stdout.trim().split('\n'), [
-        'inv-sup.step-1.0.writer: 1 tool outcome(s) to acknowledge: echo op1 {"value":42}; a child run of inv-sup/step-1/0 (session desk): settle it through its supervisor\'s recovery',
+        `inv-sup.step-1.0.writer: 1 tool outcome(s) to acknowledge: echo op1 {"value":42}${mark}`,
+        `inv-sup.step-1.0.writer: unanswered turn turn-writer: run run-writer (inv-writer) ended failed outcome_unknown at seq 13${mark}`,
       ])
     }),
     60_000,

@@ -19,8 +19,8 @@ the log ends there: a program that exports the lines keeps the last seq and dige
 log that later has another digest at that seq is not the log it read).
 Filters combine. TYPE is a fact type such as tool.dispatched; a trailing * matches a family (tool.*).
 --run matches that run id in every session (run ids are a session's own): give --session too.
---session and --invocation read through the log's indexes; --run, --type, --from and --to alone
-read the whole log. --from and --to bound the seqs read (inclusive); --last N prints only the last
+--session and --invocation read through the log's indexes (for a session the log never saw, the
+summary on stderr says so); --run, --type, --from and --to alone read the whole log. --from and --to bound the seqs read (inclusive); --last N prints only the last
 N facts that match the filters (up to --to if given): --session S --run R --last 5 is that run's
 last five facts, however many facts other runs wrote after them.
 --runs prints the session's runs instead, one line each in the order they opened: run, turn,

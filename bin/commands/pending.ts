@@ -10,11 +10,12 @@ Lists the sessions with something pending, one line for each thing: a run still 
 an application, or left by a crash until 'factstate recover': said so when no process has the log open), a turn sealed by a handoff whose
 successor has not finished (with when it was sealed; start it, or give the turn up), tool outcomes to acknowledge (each
 call with the input it was dispatched with, cut at 120 characters; check their effects; the next
-message passes allowPriorUnknown; in a child run's session, which call started it: settle it through
-that supervisor's recovery), and in a log put back from a backup each
+message passes allowPriorUnknown), and in a log put back from a backup each
 session that has not run since the backup was taken (what it did after that is not in the log: check
 its tools' effects since then; its next run passes allowRestored; past 20 such sessions with nothing
-else pending, one line says how many, and --restored lists each). Sessions with nothing pending are left
+else pending, a line per backup point says how many, and --restored lists each). Each line of a
+child run's session says which call started it: settle it through that supervisor's recovery.
+Sessions with nothing pending are left
 out; "nothing pending" is printed when none is. Reads a snapshot of the log, as log and verify do.
 --session ID lists that session alone, read from its own records (not every session's): its lines,
 or "nothing pending" when it has nothing pending (or the log never saw it).
@@ -68,7 +69,10 @@ export async function pendingCommand(args: string[], io: CommandIo): Promise<num
         const when = new Date(restored.takenAt).toISOString()
         io.stdout(escapeControls(`${sessionId}: has not run since the backup taken at ${when} (seq ${restored.highWater}): check its tools' effects since then; its next run passes allowRestored`))
       }
-      for (const run of active) io.stdout(escapeControls(`${sessionId}: open run ${run.runId} (${run.invocationId}, turn ${run.turnId})${why}`))
+      // A child run's session is settled through its supervisor's recovery, not on its own: its lines say whose child it is.
+      const parent = active.length > 0 || unknown.length > 0 || unanswered?.outcome !== undefined ? await parentOf(log, sessionId) : undefined
+      const child = parent === undefined ? '' : `; a child run of ${parent.operationId} (session ${parent.invocation.sessionId}): settle it through its supervisor's recovery`
+      for (const run of active) io.stdout(escapeControls(`${sessionId}: open run ${run.runId} (${run.invocationId}, turn ${run.turnId})${why}${child}`))
       for (const turn of paused) {
         // When it was sealed: what a review that may expire is measured from.
         const sealed = turn.sealedAt === undefined ? '' : ` (sealed ${new Date(turn.sealedAt).toISOString()})`
@@ -77,15 +81,12 @@ export async function pendingCommand(args: string[], io: CommandIo): Promise<num
       if (unknown.length > 0) {
         // With the input each call was dispatched with (cut at 120 characters: --json has it whole), what the check is about.
         const ops = unknown.map((op) => `${op.name} ${op.operationId}${op.input === undefined ? '' : ` ${shortJson(op.input)}`}`)
-        // A child run's session is settled through its supervisor's recovery, not on its own.
-        const parent = await parentOf(log, sessionId)
-        const child = parent === undefined ? '' : `; a child run of ${parent.operationId} (session ${parent.invocation.sessionId}): settle it through its supervisor's recovery`
         io.stdout(escapeControls(`${sessionId}: ${unknown.length} tool outcome(s) to acknowledge: ${ops.join(', ')}${child}`))
       }
       if (unanswered?.outcome !== undefined) {
         const { outcome } = unanswered
         const ended = outcome.status === 'cancelled' ? `cancelled ${outcome.source}` : outcome.status === 'failed' ? `failed ${outcome.class}` : outcome.status
-        io.stdout(escapeControls(`${sessionId}: unanswered turn ${unanswered.turnId}: run ${unanswered.runId} (${unanswered.invocationId}) ended ${ended} at seq ${unanswered.lastSeq}`))
+        io.stdout(escapeControls(`${sessionId}: unanswered turn ${unanswered.turnId}: run ${unanswered.runId} (${unanswered.invocationId}) ended ${ended} at seq ${unanswered.lastSeq}${child}`))
       }
     }
     if (collapse) {

@@ -170,27 +170,35 @@ test(
   ),
 )
 
+/** How many LevelDB opens (`ClassicLevel`'s `_open`, refused ones included) `body` makes. */
+async function levelDbOpens(body: () => Promise<void>): Promise<number> {
+  const proto = ClassicLevel.prototype as unknown as { _open: (...args: unknown[]) => unknown }
+  const original = proto._open
+  let opens = 0
+  proto._open = function (this: unknown, ...args: unknown[]) {
+    opens += 1
+    return original.apply(this, args)
+  }
+  try {
+    await body()
+  } finally {
+    proto._open = original
+  }
+  return opens
+}
+
 test(
   'writer lock: two opens waiting in one process for a log a child holds back off: a refused try wakes no other waiter (they woke each other at once, hundreds of tries a second)',
   boundedTest(60_000, (dir) =>
     withChildren(async (start) => {
       const child = await holdingChild(start, dir)
-      const proto = ClassicLevel.prototype as unknown as { _open: (...args: unknown[]) => unknown }
-      const original = proto._open
-      let tries = 0
-      proto._open = function (this: unknown, ...args: unknown[]) {
-        tries += 1
-        return original.apply(this, args)
-      }
-      try {
+      const tries = await levelDbOpens(async () => {
         const both = await Promise.all([refusal(EventLog.open(dir, { waitMs: 1_500 })), refusal(EventLog.open(dir, { waitMs: 1_500 }))])
         assert.equal(
           both.map((error) => error.code),
           ['LOG_WRITER_BUSY', 'LOG_WRITER_BUSY'],
         )
-      } finally {
-        proto._open = original
-      }
+      })
       // Backing off from 25 ms, doubling, each waiter tries about 7 times in 1.5 s.
       assert.ok(tries > 0 && tries <= 40, `${tries} LevelDB opens`)
       await closedBy(child)
@@ -204,23 +212,13 @@ test(
     withChildren(async (start) => {
       const child = await holdingChild(start, dir)
       assert.is(await logHeldOpen(dir), true, "the child's lock is listed")
-      const proto = ClassicLevel.prototype as unknown as { _open: (...args: unknown[]) => unknown }
-      const original = proto._open
-      let tries = 0
-      proto._open = function (this: unknown, ...args: unknown[]) {
-        tries += 1
-        return original.apply(this, args)
-      }
       const logBefore = (await stat(join(dir, 'LOG'))).ino
-      let renamed: boolean
-      try {
+      const tries = await levelDbOpens(async () => {
         const refused = await refusal(EventLog.open(dir, { waitMs: 1_500 }))
         assert.equal([refused.code, refused.details], ['LOG_WRITER_BUSY', { holder: 'another-process', closing: false }])
         assert.match(refused.message, /\(still so after waiting 1,500 ms \(waitMs\)\)$/)
-      } finally {
-        proto._open = original
-        renamed = (await stat(join(dir, 'LOG'))).ino !== logBefore
-      }
+      })
+      const renamed = (await stat(join(dir, 'LOG'))).ino !== logBefore
       // Without the check, backing off from 25 ms it tried about 7 times.
       assert.is(tries, 2, `${tries} LevelDB opens`)
       assert.ok(renamed, 'the refused tries did reach LevelDB (the count is of real tries)')

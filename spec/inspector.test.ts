@@ -64,6 +64,36 @@ async function load(watched: Watched, url: string): Promise<Page> {
   return watched.page
 }
 
+/**
+ * A page test on a log of its own (at `path` in a temporary directory), bounded at 30 s: `body` gets
+ * the suite's page, the log, and `serve`, which starts the inspector on it. The inspector and the log
+ * are closed after it, whatever happens, and the page is given back its size.
+ */
+function onOwnLog(
+  context: Partial<Offline> & { setupError?: unknown },
+  name: string,
+  body: (watched: Watched, log: EventLog, serve: () => Promise<InspectorServer>) => Promise<void>,
+  path: string[] = ['log'],
+): Promise<void> {
+  return withTimeout(
+    withTempDir(async (dir) => {
+      if (context.setupError !== undefined) throw context.setupError
+      const { watched } = context as Offline
+      const log = await EventLog.open(join(dir, ...path))
+      let inspector: InspectorServer | undefined
+      try {
+        await body(watched, log, async () => (inspector = await serveInspector({ log })))
+      } finally {
+        await watched.page.setViewportSize({ width: 1480, height: 960 })
+        await inspector?.close()
+        await log.close()
+      }
+    }),
+    30_000,
+    name,
+  )
+}
+
 const selectRun = async (page: Page, invocationId: string) => {
   await page.click(`button.run[data-invocation="${invocationId}"]`)
   await page.waitForSelector(`h1[data-invocation-title="${invocationId}"]`, WAIT)
@@ -350,87 +380,61 @@ pageTest('a run that ended with a call never settled says its outcome is unknown
 })
 
 offline('an unknown outcome a later run acknowledged reads as acknowledged by that run, still unknown', (context) =>
-  withTimeout(
-    withTempDir(async (dir) => {
-      if (context.setupError !== undefined) throw context.setupError
-      const { watched } = context as Offline
-      const log = await EventLog.open(join(dir, 'log'))
-      let inspector: InspectorServer | undefined
-      try {
-        const crashed = new EventMaker(invocationOf('crashed', 'session-ack'))
-        await log.appendAll(crashed.many([facts.opened(), facts.requested('s1'), facts.completed('s1', [{ callId: 'call-op1', name: 'echo', arguments: '{}' }]), facts.dispatched('op1')]))
-        await recoverInvocations(log)
-        const opened = facts.opened('go on')
-        if (opened.type === 'invocation.opened' && opened.input.kind === 'message') opened.input.priorUnknown = [{ invocationId: 'inv-crashed', operationId: 'op1', callId: 'call-op1', name: 'echo' }]
-        await log.appendAll(new EventMaker({ ...invocationOf('next', 'session-ack'), turnId: 'turn-next' }).many([opened, facts.requested('s1'), facts.completed('s1', [], 'ok'), facts.ended()]))
-        inspector = await serveInspector({ log })
-        const page = await load(watched, `${inspector.url}#invocation=inv-crashed`)
-        await page.waitForSelector('h1[data-invocation-title="inv-crashed"]', WAIT)
-        assert.is(await page.textContent('button.run[data-invocation="inv-crashed"] [data-flag]'), '1 unknown · acknowledged')
-        assert.is(await page.$('#invocation .note-warn'), null, 'no warning banner')
-        const note = '#invocation [data-flag="acknowledged"]'
-        assert.match((await page.textContent(note)) ?? '', /^Outcome unknown:op1— dispatched, never settled; it may or may not have taken effect\. Acknowledged by→ run-next\(allowPriorUnknown\)$/)
-        // Its dispatch in the timeline says so too, without the warning.
-        assert.is(await page.textContent('#timeline li[data-type="tool.dispatched"] [data-flag]'), 'never settled — outcome unknown, acknowledged by run-next')
-        assert.is(await page.$('#timeline li[data-type="tool.dispatched"] .pill-warn'), null)
-        await page.click(`${note} [data-link="acknowledged-by"][data-target="inv-next"]`)
-        await page.waitForSelector('h1[data-invocation-title="inv-next"]', WAIT)
-        assert.is(await page.$('section.session[data-session="session-ack"] [data-flag="reconciliation"]'), null)
-        assert.equal(watched.errors, [], 'no script error')
-      } finally {
-        await inspector?.close()
-        await log.close()
-      }
-    }),
-    30_000,
-    'the acknowledged unknown test',
-  ),
+  onOwnLog(context, 'the acknowledged unknown test', async (watched, log, serve) => {
+    const crashed = new EventMaker(invocationOf('crashed', 'session-ack'))
+    await log.appendAll(crashed.many([facts.opened(), facts.requested('s1'), facts.completed('s1', [{ callId: 'call-op1', name: 'echo', arguments: '{}' }]), facts.dispatched('op1')]))
+    await recoverInvocations(log)
+    const opened = facts.opened('go on')
+    if (opened.type === 'invocation.opened' && opened.input.kind === 'message') opened.input.priorUnknown = [{ invocationId: 'inv-crashed', operationId: 'op1', callId: 'call-op1', name: 'echo' }]
+    await log.appendAll(new EventMaker({ ...invocationOf('next', 'session-ack'), turnId: 'turn-next' }).many([opened, facts.requested('s1'), facts.completed('s1', [], 'ok'), facts.ended()]))
+    const inspector = await serve()
+    const page = await load(watched, `${inspector.url}#invocation=inv-crashed`)
+    await page.waitForSelector('h1[data-invocation-title="inv-crashed"]', WAIT)
+    assert.is(await page.textContent('button.run[data-invocation="inv-crashed"] [data-flag]'), '1 unknown · acknowledged')
+    assert.is(await page.$('#invocation .note-warn'), null, 'no warning banner')
+    const note = '#invocation [data-flag="acknowledged"]'
+    assert.match((await page.textContent(note)) ?? '', /^Outcome unknown:op1— dispatched, never settled; it may or may not have taken effect\. Acknowledged by→ run-next\(allowPriorUnknown\)$/)
+    // Its dispatch in the timeline says so too, without the warning.
+    assert.is(await page.textContent('#timeline li[data-type="tool.dispatched"] [data-flag]'), 'never settled — outcome unknown, acknowledged by run-next')
+    assert.is(await page.$('#timeline li[data-type="tool.dispatched"] .pill-warn'), null)
+    await page.click(`${note} [data-link="acknowledged-by"][data-target="inv-next"]`)
+    await page.waitForSelector('h1[data-invocation-title="inv-next"]', WAIT)
+    assert.is(await page.$('section.session[data-session="session-ack"] [data-flag="reconciliation"]'), null)
+    assert.equal(watched.errors, [], 'no script error')
+  }),
 )
 
 offline('a sealed run awaiting its successor reads as paused and says since when it was sealed', (context) =>
-  withTimeout(
-    withTempDir(async (dir) => {
-      if (context.setupError !== undefined) throw context.setupError
-      const { watched } = context as Offline
-      const log = await EventLog.open(join(dir, 'log'))
-      let inspector: InspectorServer | undefined
-      try {
-        const make = new EventMaker(invocationOf('sealed', 'session-sealed'))
-        const pause = {
-          intent: { handoffId: 'review-7', hostEpoch: 'epoch', rootRunId: 'run-sealed', successorRunId: 'run-next', successorInvocationId: 'inv-next', claimId: 'claim-7' },
-          remainingSteps: 1,
-          execution: { model: 'test-model', providerOptions: {}, cwd: '/work', tools: { catalogDigest: `sha256:${'a'.repeat(64)}`, names: ['echo'] } },
-        }
-        const events = make.many([
-          facts.opened(),
-          facts.requested('s1'),
-          facts.completed('s1', [{ callId: 'call-op1', name: 'echo', arguments: '{}' }]),
-          facts.dispatched('op1'),
-          facts.settled('op1'),
-          facts.holdEntered('review-7'),
-          facts.ended({ status: 'handoff_paused', pause } as unknown as InvocationOutcome),
-        ])
-        await log.appendAll(events)
-        const sealedAt = events.at(-1)?.recordedAt ?? 0
-        inspector = await serveInspector({ log })
-        const page = await load(watched, `${inspector.url}#invocation=inv-sealed`)
-        await page.waitForSelector('h1[data-invocation-title="inv-sealed"]', WAIT)
-        const run = 'button.run[data-invocation="inv-sealed"]'
-        assert.is(await page.textContent(`${run} .pill`), 'paused')
-        assert.is(await page.getAttribute(`${run} [data-sealed]`, 'data-sealed'), String(sealedAt))
-        assert.is(await page.getAttribute(`${run} [data-sealed]`, 'title'), `sealed at ${new Date(sealedAt).toISOString()}: its successor has not started since`)
-        assert.is(await page.getAttribute('#invocation [data-sealed]', 'data-sealed'), String(sealedAt))
-        assert.match((await page.textContent('#invocation [data-sealed]')) ?? '', /^has not started yet \(the turn waits for it\) · sealed \d{4}-\d\d-\d\d \d\d:\d\d:\d\d, .+ ago$/)
-        assert.is(await page.textContent('.invocation-title .state-name'), 'sealed by a handoff (handoffId review-7) · awaiting its successor')
-        assert.equal(watched.errors, [], 'no script error')
-      } finally {
-        await inspector?.close()
-        await log.close()
-      }
-    }),
-    30_000,
-    'the awaiting seal test',
-  ),
+  onOwnLog(context, 'the awaiting seal test', async (watched, log, serve) => {
+    const make = new EventMaker(invocationOf('sealed', 'session-sealed'))
+    const pause = {
+      intent: { handoffId: 'review-7', hostEpoch: 'epoch', rootRunId: 'run-sealed', successorRunId: 'run-next', successorInvocationId: 'inv-next', claimId: 'claim-7' },
+      remainingSteps: 1,
+      execution: { model: 'test-model', providerOptions: {}, cwd: '/work', tools: { catalogDigest: `sha256:${'a'.repeat(64)}`, names: ['echo'] } },
+    }
+    const events = make.many([
+      facts.opened(),
+      facts.requested('s1'),
+      facts.completed('s1', [{ callId: 'call-op1', name: 'echo', arguments: '{}' }]),
+      facts.dispatched('op1'),
+      facts.settled('op1'),
+      facts.holdEntered('review-7'),
+      facts.ended({ status: 'handoff_paused', pause } as unknown as InvocationOutcome),
+    ])
+    await log.appendAll(events)
+    const sealedAt = events.at(-1)?.recordedAt ?? 0
+    const inspector = await serve()
+    const page = await load(watched, `${inspector.url}#invocation=inv-sealed`)
+    await page.waitForSelector('h1[data-invocation-title="inv-sealed"]', WAIT)
+    const run = 'button.run[data-invocation="inv-sealed"]'
+    assert.is(await page.textContent(`${run} .pill`), 'paused')
+    assert.is(await page.getAttribute(`${run} [data-sealed]`, 'data-sealed'), String(sealedAt))
+    assert.is(await page.getAttribute(`${run} [data-sealed]`, 'title'), `sealed at ${new Date(sealedAt).toISOString()}: its successor has not started since`)
+    assert.is(await page.getAttribute('#invocation [data-sealed]', 'data-sealed'), String(sealedAt))
+    assert.match((await page.textContent('#invocation [data-sealed]')) ?? '', /^has not started yet \(the turn waits for it\) · sealed \d{4}-\d\d-\d\d \d\d:\d\d:\d\d, .+ ago$/)
+    assert.is(await page.textContent('.invocation-title .state-name'), 'sealed by a handoff (handoffId review-7) · awaiting its successor')
+    assert.equal(watched.errors, [], 'no script error')
+  }),
 )
 
 pageTest('tool output and model text from the log render as text: the XSS payload runs nothing', async (page, { watched }) => {
@@ -576,128 +580,100 @@ offline('text from the log shows its reordering and hidden characters escaped; a
 )
 
 offline('verify: once newer facts land the badge says how far it checked, neutral rather than all-good, and at 1280 or 1024 px nothing in the top bar overlaps or is cut', (context) =>
-  withTimeout(
-    withTempDir(async (dir) => {
-      if (context.setupError !== undefined) throw context.setupError
-      const { watched } = context as Offline
-      const log = await EventLog.open(join(dir, 'an-application-with-a-rather-long-directory-name', 'state', 'log'))
-      let inspector: InspectorServer | undefined
-      try {
-        await log.appendAll(completeInvocation('checked', 'session-checked'))
-        inspector = await serveInspector({ log })
-        await watched.page.setViewportSize({ width: 1280, height: 800 })
-        const page = await load(watched, inspector.url)
-        await page.waitForSelector('#verify-status[data-status="ok"]', WAIT)
-        const checked = log.head().highWater
-        assert.ok(await page.$('#verify-status.badge-ok:not([data-partial])'))
-        for (let n = 0; n < 6; n += 1) await log.appendAll(completeInvocation(`later-${n}`, `session-later-${n}`))
-        const now = log.head().highWater
-        await page.waitForFunction((expected) => document.querySelector('#log-highwater')?.textContent === String(expected), now, WAIT)
-        await page.waitForSelector('#verify-status[data-partial="true"]', WAIT)
-        assert.is(await page.textContent('#verify-status'), `verified through #${checked} · ${now - checked} newer`)
-        assert.not.ok(await page.$('#verify-status.badge-ok'), 'a partial check does not read as all-good')
-        const box = (selector: string) => page.$eval(selector, (node) => node.getBoundingClientRect().toJSON() as { left: number; right: number; width: number })
-        for (const width of [1280, 1024, 800]) {
-          await page.setViewportSize({ width, height: 800 })
-          const [button, live, meta, badge] = [await box('#verify-button'), await box('#live-status'), await box('.log-meta'), await box('#verify-status')]
-          assert.ok(button.width > 30, `at ${width} px the Verify button is ${button.width} px wide`)
-          assert.ok(button.right <= meta.right && button.right <= live.left, `at ${width} px the Verify button (to ${button.right}) is neither cut by the log's items (to ${meta.right}) nor under the live status (from ${live.left})`)
-          assert.ok(badge.width > 60, `at ${width} px the badge is ${badge.width} px wide`)
-          // What does not fit wraps onto another line of the bar: the digest is never cut, and every item is on the page.
-          const cut = await page.$$eval('.log-meta .meta-item:not([hidden]):not(.meta-location)', (items) =>
-            items.flatMap((item) => {
-              const value = item.querySelector('dd') as HTMLElement
-              const { right } = item.getBoundingClientRect()
-              return value.scrollWidth > value.clientWidth + 1 || right > window.innerWidth ? [`${item.querySelector('dt')?.textContent}: ${value.scrollWidth} > ${value.clientWidth}, right ${right}`] : []
-            }),
-          )
-          assert.equal(cut, [], `at ${width} px nothing in the bar is cut`)
-          await page.screenshot({ path: join(ARTIFACTS, `inspector-verify-partial-${width}.png`) })
-        }
-        await page.click('#verify-button')
-        await page.waitForSelector('#verify-status.badge-ok:not([data-partial])', WAIT)
-        assert.equal(watched.errors, [], 'no script error')
-      } finally {
-        await watched.page.setViewportSize({ width: 1480, height: 960 })
-        await inspector?.close()
-        await log.close()
-      }
-    }),
-    30_000,
-    'the partial verify test',
-  ),
+  onOwnLog(context, 'the partial verify test', async (watched, log, serve) => {
+    await log.appendAll(completeInvocation('checked', 'session-checked'))
+    const inspector = await serve()
+    await watched.page.setViewportSize({ width: 1280, height: 800 })
+    const page = await load(watched, inspector.url)
+    await page.waitForSelector('#verify-status[data-status="ok"]', WAIT)
+    const checked = log.head().highWater
+    assert.ok(await page.$('#verify-status.badge-ok:not([data-partial])'))
+    for (let n = 0; n < 6; n += 1) await log.appendAll(completeInvocation(`later-${n}`, `session-later-${n}`))
+    const now = log.head().highWater
+    await page.waitForFunction((expected) => document.querySelector('#log-highwater')?.textContent === String(expected), now, WAIT)
+    await page.waitForSelector('#verify-status[data-partial="true"]', WAIT)
+    assert.is(await page.textContent('#verify-status'), `verified through #${checked} · ${now - checked} newer`)
+    assert.not.ok(await page.$('#verify-status.badge-ok'), 'a partial check does not read as all-good')
+    const box = (selector: string) => page.$eval(selector, (node) => node.getBoundingClientRect().toJSON() as { left: number; right: number; width: number })
+    for (const width of [1280, 1024, 800]) {
+      await page.setViewportSize({ width, height: 800 })
+      const [button, live, meta, badge] = [await box('#verify-button'), await box('#live-status'), await box('.log-meta'), await box('#verify-status')]
+      assert.ok(button.width > 30, `at ${width} px the Verify button is ${button.width} px wide`)
+      assert.ok(button.right <= meta.right && button.right <= live.left, `at ${width} px the Verify button (to ${button.right}) is neither cut by the log's items (to ${meta.right}) nor under the live status (from ${live.left})`)
+      assert.ok(badge.width > 60, `at ${width} px the badge is ${badge.width} px wide`)
+      // What does not fit wraps onto another line of the bar: the digest is never cut, and every item is on the page.
+      const cut = await page.$$eval('.log-meta .meta-item:not([hidden]):not(.meta-location)', (items) =>
+        items.flatMap((item) => {
+          const value = item.querySelector('dd') as HTMLElement
+          const { right } = item.getBoundingClientRect()
+          return value.scrollWidth > value.clientWidth + 1 || right > window.innerWidth ? [`${item.querySelector('dt')?.textContent}: ${value.scrollWidth} > ${value.clientWidth}, right ${right}`] : []
+        }),
+      )
+      assert.equal(cut, [], `at ${width} px nothing in the bar is cut`)
+      await page.screenshot({ path: join(ARTIFACTS, `inspector-verify-partial-${width}.png`) })
+    }
+    await page.click('#verify-button')
+    await page.waitForSelector('#verify-status.badge-ok:not([data-partial])', WAIT)
+    assert.equal(watched.errors, [], 'no script error')
+  }, ['an-application-with-a-rather-long-directory-name', 'state', 'log']),
 )
 
 offline('tool rows: a settled call names its tool and reads failed apart from succeeded, status first; nothing cut is lost (the row\'s title); the run says how many calls failed or were rejected', (context) =>
-  withTimeout(
-    withTempDir(async (dir) => {
-      if (context.setupError !== undefined) throw context.setupError
-      const { watched } = context as Offline
-      const log = await EventLog.open(join(dir, 'log'))
-      let inspector: InspectorServer | undefined
-      try {
-        const failure = `the refund service answered 502 Bad Gateway after ${'a long wait '.repeat(8)}and gave up`
-        const denial = `refunds over 500 EUR need a second approver from finance ${'(policy FIN-7) '.repeat(4)}`
-        const long = 'op-with-a-long-operation-id-that-pushes-the-row/step-1/0'
-        const calls = [long, 'op2', 'op3'].map((op) => ({ callId: `call-${op}`, name: 'echo', arguments: '{}' }))
-        const make = new EventMaker({ ...invocationOf('tools', 'session-tools'), invocationId: `inv-tools-${'with-a-long-id-'.repeat(3)}end` })
-        await log.appendAll(
-          make.many([
-            facts.opened(),
-            facts.requested('s1'),
-            facts.completed('s1', calls),
-            facts.dispatched(long),
-            facts.dispatched('op2'),
-            facts.denied('op3', 'refund', 'dana@support', denial),
-            facts.settled(long),
-            facts.failed('op2', failure),
-            facts.requested('s2'),
-            facts.completed('s2', [], 'sorry'),
-            facts.ended(),
-          ]),
-        )
-        inspector = await serveInspector({ log })
-        await watched.page.setViewportSize({ width: 1280, height: 800 })
-        const page = await load(watched, `${inspector.url}#invocation=${make.invocation.invocationId}`)
-        await page.waitForSelector('li.entry[data-type="tool.settled"]', WAIT)
-        const rows = await page.$$eval('li.entry[data-type="tool.settled"], li.entry[data-type="tool.rejected"]', (items) =>
-          items.map((li) => {
-            const info = li.querySelector('.info')?.getBoundingClientRect()
-            const bad = li.querySelector('.v-bad')?.getBoundingClientRect()
-            return {
-              type: li.getAttribute('data-type'),
-              outcome: li.getAttribute('data-outcome'),
-              values: [...li.querySelectorAll('.summary .v')].map((node) => node.textContent),
-              title: li.querySelector('.info')?.getAttribute('title') ?? '',
-              statusShown: bad === undefined || info === undefined ? null : bad.right <= info.right,
-            }
-          }),
-        )
-        const [rejected, succeeded, failed] = rows
-        assert.equal(succeeded?.values.slice(0, 2), ['echo', 'succeeded'], 'the tool, then its status')
-        assert.is(succeeded?.outcome, null)
-        assert.equal(failed?.values.slice(0, 2), ['echo', 'failed'])
-        assert.is(failed?.outcome, 'bad', 'a failed call reads apart')
-        assert.is(failed?.statusShown, true, 'its status is not cut')
-        assert.ok(failed?.title.includes(failure), 'the whole message is its title')
-        assert.equal(rejected?.values.slice(0, 3), ['refund', 'denied', 'dana@support'])
-        assert.is(rejected?.outcome, 'bad')
-        assert.is(rejected?.statusShown, true)
-        assert.ok(rejected?.title.includes(denial), 'the whole reason is its title')
-        const run = `button.run[data-invocation="${make.invocation.invocationId}"]`
-        assert.is(await page.textContent(`${run} [data-flag="failed-calls"]`), '1 failed call')
-        assert.is(await page.textContent(`${run} [data-flag="rejected-calls"]`), '1 rejected call')
-        await page.screenshot({ path: join(ARTIFACTS, 'inspector-tool-rows.png') })
-        assert.equal(watched.errors, [], 'no script error')
-      } finally {
-        await watched.page.setViewportSize({ width: 1480, height: 960 })
-        await inspector?.close()
-        await log.close()
-      }
-    }),
-    30_000,
-    'the tool rows test',
-  ),
+  onOwnLog(context, 'the tool rows test', async (watched, log, serve) => {
+    const failure = `the refund service answered 502 Bad Gateway after ${'a long wait '.repeat(8)}and gave up`
+    const denial = `refunds over 500 EUR need a second approver from finance ${'(policy FIN-7) '.repeat(4)}`
+    const long = 'op-with-a-long-operation-id-that-pushes-the-row/step-1/0'
+    const calls = [long, 'op2', 'op3'].map((op) => ({ callId: `call-${op}`, name: 'echo', arguments: '{}' }))
+    const make = new EventMaker({ ...invocationOf('tools', 'session-tools'), invocationId: `inv-tools-${'with-a-long-id-'.repeat(3)}end` })
+    await log.appendAll(
+      make.many([
+        facts.opened(),
+        facts.requested('s1'),
+        facts.completed('s1', calls),
+        facts.dispatched(long),
+        facts.dispatched('op2'),
+        facts.denied('op3', 'refund', 'dana@support', denial),
+        facts.settled(long),
+        facts.failed('op2', failure),
+        facts.requested('s2'),
+        facts.completed('s2', [], 'sorry'),
+        facts.ended(),
+      ]),
+    )
+    const inspector = await serve()
+    await watched.page.setViewportSize({ width: 1280, height: 800 })
+    const page = await load(watched, `${inspector.url}#invocation=${make.invocation.invocationId}`)
+    await page.waitForSelector('li.entry[data-type="tool.settled"]', WAIT)
+    const rows = await page.$$eval('li.entry[data-type="tool.settled"], li.entry[data-type="tool.rejected"]', (items) =>
+      items.map((li) => {
+        const info = li.querySelector('.info')?.getBoundingClientRect()
+        const bad = li.querySelector('.v-bad')?.getBoundingClientRect()
+        return {
+          type: li.getAttribute('data-type'),
+          outcome: li.getAttribute('data-outcome'),
+          values: [...li.querySelectorAll('.summary .v')].map((node) => node.textContent),
+          title: li.querySelector('.info')?.getAttribute('title') ?? '',
+          statusShown: bad === undefined || info === undefined ? null : bad.right <= info.right,
+        }
+      }),
+    )
+    const [rejected, succeeded, failed] = rows
+    assert.equal(succeeded?.values.slice(0, 2), ['echo', 'succeeded'], 'the tool, then its status')
+    assert.is(succeeded?.outcome, null)
+    assert.equal(failed?.values.slice(0, 2), ['echo', 'failed'])
+    assert.is(failed?.outcome, 'bad', 'a failed call reads apart')
+    assert.is(failed?.statusShown, true, 'its status is not cut')
+    assert.ok(failed?.title.includes(failure), 'the whole message is its title')
+    assert.equal(rejected?.values.slice(0, 3), ['refund', 'denied', 'dana@support'])
+    assert.is(rejected?.outcome, 'bad')
+    assert.is(rejected?.statusShown, true)
+    assert.ok(rejected?.title.includes(denial), 'the whole reason is its title')
+    const run = `button.run[data-invocation="${make.invocation.invocationId}"]`
+    assert.is(await page.textContent(`${run} [data-flag="failed-calls"]`), '1 failed call')
+    assert.is(await page.textContent(`${run} [data-flag="rejected-calls"]`), '1 rejected call')
+    await page.screenshot({ path: join(ARTIFACTS, 'inspector-tool-rows.png') })
+    assert.equal(watched.errors, [], 'no script error')
+  }),
 )
 
 offline('live: over a running engine, a new fact appears without a reload', (context) =>
@@ -819,72 +795,59 @@ offline('with a token, the link opens the page (the token leaves the address, th
 )
 
 offline("an invocation's token totals are shown with its ids, partial ones as such, and each answer's counts and response id on its fact", (context) =>
-  withTimeout(
-    withTempDir(async (dir) => {
-      if (context.setupError !== undefined) throw context.setupError
-      const { watched } = context as Offline
-      const log = await EventLog.open(join(dir, 'log'))
-      let inspector: InspectorServer | undefined
-      try {
-        const asked: Fact = {
-          type: 'model.completed',
-          stepId: 's1',
-          output: {
-            toolCalls: [{ callId: 'call-op1', name: 'echo', arguments: '{}' }],
-            finishReason: 'tool_calls',
-            usage: { inputTokens: 1000, outputTokens: 40, cachedInputTokens: 800, reasoningTokens: 15 },
-            responseId: 'chatcmpl-abc123',
-          },
-        }
-        const priced = new EventMaker(invocationOf('priced', 'session-priced'))
-        await log.appendAll(
-          priced.many([facts.opened(), facts.requested('s1'), asked, facts.dispatched('op1'), facts.settled('op1'), facts.requested('s2'), facts.completed('s2', [], 'done', { inputTokens: 1100, outputTokens: 16 }), facts.ended()]),
-        )
-        // Its second answer reported nothing (a stream not asked for usage).
-        await log.appendAll(completeInvocation('partial', 'session-partial', [{ inputTokens: 300, outputTokens: 20 }]))
-        await log.appendAll(new EventMaker(invocationOf('quiet', 'session-quiet')).many([facts.opened(), facts.requested('s1')]))
-        inspector = await serveInspector({ log })
-        const page = await load(watched, `${inspector.url}#invocation=inv-priced`)
-        await page.waitForSelector('h1[data-invocation-title="inv-priced"]', WAIT)
-        await page.waitForSelector('li.entry[data-type="model.completed"]', WAIT)
-        const usageStat = '#invocation .stat[data-usage]'
-        assert.is(await page.textContent(`${usageStat} dt`), 'usage')
-        assert.is(await page.textContent(`${usageStat} dd`), '2 answers, tokens 2100 in (800 cached), 56 out (15 reasoning)')
-        assert.is(await page.getAttribute(usageStat, 'data-usage'), 'reported')
-        assert.is(await page.textContent(`${usageStat} dd`), usageTotalsText(usageOf(await log.invocationEvents('inv-priced'))), 'as the CLI says it')
-        // The answers' rows: their counts before the text, and the counts and response id in a payload.
-        const rows = await page.$$eval('li.entry[data-type="model.completed"] .summary', (nodes) => nodes.map((node) => node.textContent))
-        assert.equal(rows, ['s1finishtool_callstokens1000 in (800 cached), 40 out (15 reasoning)callsecho', 's2finishstoptokens1100 in, 16 outtextdone'])
-        const payloads = await page.$$eval('li.entry[data-type="model.completed"] details[data-payload="usage"]', (nodes) =>
-          nodes.map((node) => [node.querySelector('summary')?.textContent, node.querySelector('pre')?.textContent]),
-        )
-        assert.equal(payloads, [
-          ['tokens and response id', 'tokens: 1000 in (800 cached), 40 out (15 reasoning)\nresponse id: chatcmpl-abc123'],
-          ['tokens', 'tokens: 1100 in, 16 out'],
-        ])
-        await page.locator('li.entry[data-type="model.completed"] details[data-payload="usage"] summary').first().click()
-        await page.screenshot({ path: join(ARTIFACTS, 'inspector-usage.png') })
+  onOwnLog(context, 'the token usage test', async (watched, log, serve) => {
+    const asked: Fact = {
+      type: 'model.completed',
+      stepId: 's1',
+      output: {
+        toolCalls: [{ callId: 'call-op1', name: 'echo', arguments: '{}' }],
+        finishReason: 'tool_calls',
+        usage: { inputTokens: 1000, outputTokens: 40, cachedInputTokens: 800, reasoningTokens: 15 },
+        responseId: 'chatcmpl-abc123',
+      },
+    }
+    const priced = new EventMaker(invocationOf('priced', 'session-priced'))
+    await log.appendAll(
+      priced.many([facts.opened(), facts.requested('s1'), asked, facts.dispatched('op1'), facts.settled('op1'), facts.requested('s2'), facts.completed('s2', [], 'done', { inputTokens: 1100, outputTokens: 16 }), facts.ended()]),
+    )
+    // Its second answer reported nothing (a stream not asked for usage).
+    await log.appendAll(completeInvocation('partial', 'session-partial', [{ inputTokens: 300, outputTokens: 20 }]))
+    await log.appendAll(new EventMaker(invocationOf('quiet', 'session-quiet')).many([facts.opened(), facts.requested('s1')]))
+    const inspector = await serve()
+    const page = await load(watched, `${inspector.url}#invocation=inv-priced`)
+    await page.waitForSelector('h1[data-invocation-title="inv-priced"]', WAIT)
+    await page.waitForSelector('li.entry[data-type="model.completed"]', WAIT)
+    const usageStat = '#invocation .stat[data-usage]'
+    assert.is(await page.textContent(`${usageStat} dt`), 'usage')
+    assert.is(await page.textContent(`${usageStat} dd`), '2 answers, tokens 2100 in (800 cached), 56 out (15 reasoning)')
+    assert.is(await page.getAttribute(usageStat, 'data-usage'), 'reported')
+    assert.is(await page.textContent(`${usageStat} dd`), usageTotalsText(usageOf(await log.invocationEvents('inv-priced'))), 'as the CLI says it')
+    // The answers' rows: their counts before the text, and the counts and response id in a payload.
+    const rows = await page.$$eval('li.entry[data-type="model.completed"] .summary', (nodes) => nodes.map((node) => node.textContent))
+    assert.equal(rows, ['s1finishtool_callstokens1000 in (800 cached), 40 out (15 reasoning)callsecho', 's2finishstoptokens1100 in, 16 outtextdone'])
+    const payloads = await page.$$eval('li.entry[data-type="model.completed"] details[data-payload="usage"]', (nodes) =>
+      nodes.map((node) => [node.querySelector('summary')?.textContent, node.querySelector('pre')?.textContent]),
+    )
+    assert.equal(payloads, [
+      ['tokens and response id', 'tokens: 1000 in (800 cached), 40 out (15 reasoning)\nresponse id: chatcmpl-abc123'],
+      ['tokens', 'tokens: 1100 in, 16 out'],
+    ])
+    await page.locator('li.entry[data-type="model.completed"] details[data-payload="usage"] summary').first().click()
+    await page.screenshot({ path: join(ARTIFACTS, 'inspector-usage.png') })
 
-        await page.click('button.run[data-invocation="inv-partial"]')
-        await page.waitForSelector('h1[data-invocation-title="inv-partial"]', WAIT)
-        await page.waitForSelector(`${usageStat}[data-usage="partial"]`, WAIT)
-        assert.is(await page.textContent(`${usageStat} dd`), '2 answers, tokens at least 300 in, 20 out (usage missing from 1)')
-        assert.match((await page.getAttribute(usageStat, 'title')) ?? '', /1 of them reported no input or output count, so the sums are short of what was spent/)
-        assert.is(await page.locator('li.entry details[data-payload="usage"]').count(), 1, 'the answer that reported nothing has no usage payload')
+    await page.click('button.run[data-invocation="inv-partial"]')
+    await page.waitForSelector('h1[data-invocation-title="inv-partial"]', WAIT)
+    await page.waitForSelector(`${usageStat}[data-usage="partial"]`, WAIT)
+    assert.is(await page.textContent(`${usageStat} dd`), '2 answers, tokens at least 300 in, 20 out (usage missing from 1)')
+    assert.match((await page.getAttribute(usageStat, 'title')) ?? '', /1 of them reported no input or output count, so the sums are short of what was spent/)
+    assert.is(await page.locator('li.entry details[data-payload="usage"]').count(), 1, 'the answer that reported nothing has no usage payload')
 
-        await page.click('button.run[data-invocation="inv-quiet"]')
-        await page.waitForSelector('h1[data-invocation-title="inv-quiet"]', WAIT)
-        await page.waitForSelector(`${usageStat}[data-usage="none"]`, WAIT)
-        assert.is(await page.textContent(`${usageStat} dd`), 'no answers')
-        assert.equal(watched.errors, [], 'no script error')
-      } finally {
-        await inspector?.close()
-        await log.close()
-      }
-    }),
-    30_000,
-    'the token usage test',
-  ),
+    await page.click('button.run[data-invocation="inv-quiet"]')
+    await page.waitForSelector('h1[data-invocation-title="inv-quiet"]', WAIT)
+    await page.waitForSelector(`${usageStat}[data-usage="none"]`, WAIT)
+    assert.is(await page.textContent(`${usageStat} dd`), 'no answers')
+    assert.equal(watched.errors, [], 'no script error')
+  }),
 )
 
 offline.run()

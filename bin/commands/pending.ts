@@ -1,5 +1,5 @@
 import type { ParentCall } from '../../facts/types.js'
-import type { EventLog } from '../../store/event-log.js'
+import { type EventLog, logInternals } from '../../store/event-log.js'
 import { clipJson, escapeControls } from '../../store/fact-summary.js'
 import { logHeldOpen } from '../../store/writer-presence.js'
 import { type CommandIo, onLogDirectory } from '../io.js'
@@ -37,7 +37,8 @@ Exit codes: 0 listed, 2 usage, 1/4 the log refused.`
 async function parentOf(log: EventLog, sessionId: string): Promise<ParentCall | undefined> {
   const first = (await log.runs(sessionId))[0]
   if (first === undefined) return undefined
-  const opened = (await log.invocationEvents(first.invocationId))[0]?.event.fact
+  // Its first fact alone, through the invocation's index: not every fact of a long first run.
+  const opened = (await logInternals(log).invocationEvents(first.invocationId, first.openedSeq))[0]?.event.fact
   return opened?.type === 'invocation.opened' && opened.input.kind !== 'handoff' ? opened.input.parent : undefined
 }
 

@@ -270,8 +270,15 @@ test('recover prints each invocation it closes, how it ended and where its run n
     const first = await cli(['recover', location])
     assert.is(first.code, 0, first.stderr)
     const lines = first.stdout.trim().split('\n')
-    assert.is(lines.length, 3, first.stdout)
+    assert.is(lines.length, 4, first.stdout)
     assert.match(lines[2] as string, /^closed 2 invocation\(s\); log high-water 9, digest sha256:[0-9a-f]{64}$/)
+    assert.match(lines[3] as string, /^their turns got no answer: .*\(factstate pending --unanswered lists them\)$/, 'a plain pending would not show them')
+    const unanswered = await cli(['pending', location, '--unanswered'])
+    assert.equal(
+      unanswered.stdout.trim().split('\n').filter((line) => line.includes('unanswered turn')).map((line) => line.split(':')[0]),
+      ['session-cut', 'session-tool'],
+      'what the line points to lists both',
+    )
     const reopened = await EventLog.open(location)
     try {
       for (const [line, name, how] of [
@@ -287,6 +294,7 @@ test('recover prints each invocation it closes, how it ended and where its run n
     }
     const second = await cli(['recover', location])
     assert.match(second.stdout, /^closed 0 invocation\(s\); log high-water 9, /)
+    assert.not.match(second.stdout, /no answer/, 'nothing closed, nothing said of turns')
   })))
 
 test('pending lists what recovery and the sessions wait for; verify, recover and backup print one JSON object with --json, for scripts', () =>

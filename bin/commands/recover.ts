@@ -8,7 +8,8 @@ Closes every invocation a crash left open (a model request in flight or a host g
 failed/host_interrupted; a tool dispatched and never settled: failed/outcome_unknown, and the
 session then needs reconciliation unless every such tool was declared readOnly). Invents no
 settlement. Prints a line per invocation closed, with the seq its run now ends at (the boundary
-a continuation starts from: see runSource). Running it twice closes nothing the second time. Exit 0 on success, 1 if the log is damaged (LOG_CORRUPT), 2 usage (no log there),
+a continuation starts from: see runSource), then that their turns got no answer (each such run
+ended failed: pending --unanswered lists them). Running it twice closes nothing the second time. Exit 0 on success, 1 if the log is damaged (LOG_CORRUPT), 2 usage (no log there),
 3 if the log is open in another process, 4 any other refusal.
 In a log put back from a backup, a run whose session has not run since the backup says so: what the
 session did after it is not in the log (check its tools' effects since then; its next run passes
@@ -50,5 +51,12 @@ export async function recoverCommand(args: string[], io: CommandIo): Promise<num
     }
     for (const line of lines.sort()) io.stdout(line)
     io.stdout(`closed ${closed} invocation(s); log high-water ${highWater}, digest ${digest}`)
+    // Every run recovery closes ended failed, its message unanswered: a plain `pending` lists
+    // only the outcomes to acknowledge, so it would read "nothing pending" after a lost model call.
+    if (closed > 0) {
+      io.stdout(
+        `${closed === 1 ? 'its turn' : 'their turns'} got no answer: a continuation from the seq ${closed === 1 ? 'its run ends' : 'each run ends'} at answers it, after acknowledging any outcome listed (factstate pending --unanswered lists them)`,
+      )
+    }
   })
 }

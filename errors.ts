@@ -94,7 +94,17 @@ export interface FactstateErrorDetails {
    * `fields`: the paths of the bad fields (empty when the input could not be read at all); `field`, from
    * `childRunFor` and `childRunOf`, the argument refused (`context`, `operationId`, `name`).
    */
-  RUN_INVALID_INPUT: { fields: string[]; field?: string }
+  RUN_INVALID_INPUT: {
+    fields: string[]
+    field?: string
+    /**
+     * `exists`: the ids are already in the log (the same run started twice, as a request retried
+     * after its reply was lost does, or ids another run took); `existing` holds the ids the log has
+     * (`turnId` when the log's invocation is known). Absent for every other refusal.
+     */
+    reason?: 'exists'
+    existing?: { sessionId: string; runId: string; invocationId: string; turnId?: string }
+  }
   RUN_BUSY: {
     sessionId: string
     /** `active`: a run of the session is running; `paused`: a turn is paused by a handoff; `source_running`: the continuation's source has not ended. */

@@ -2,7 +2,7 @@ import { isDeepStrictEqual } from 'node:util'
 import { FactstateError, messageWithoutCode } from '../errors.js'
 import { readOptions, shown } from '../options.js'
 import type { ExecutionSettings, Invocation, InvocationInput, InvocationOutcome, RuntimeEvent, ToolCatalogSummary, UncertainOperation } from '../facts/types.js'
-import { eventIdSchema } from '../facts/schema.js'
+import { ID_PATTERN, eventIdSchema } from '../facts/schema.js'
 import { type InvocationSnapshot, type InvocationState, applyFact, initialInvocationSnapshot, stateOf } from '../machines/invocation.js'
 import { canonical, isAbortSignal, messageOf, storageProblemAt } from '../store/encoding.js'
 import { type AppendView, type EventLog, type LogInternals, logInternals } from '../store/event-log.js'
@@ -220,20 +220,26 @@ function catalogChangeText(changes: CatalogChanges, sealed: ToolCatalogSummary, 
   return isDeepStrictEqual(sealed.names, given.names) ? "no tool changed, but the seal's catalog digest is not its tools'" : 'the same tools in another order'
 }
 
+/**
+ * The refusal of ids already in the log. `details.reason: 'exists'` and `details.existing` (the ids
+ * the log holds) let a caller that retried a start (after a timeout, a lost reply) tell this apart
+ * from a bad input and find the run it started: `engine.running(invocationId)` while this engine
+ * runs it, `log.runs(sessionId)` for how it went.
+ */
 const usedId = (invocation: Invocation, existing?: Invocation) =>
   existing !== undefined && existing.sessionId === invocation.sessionId && existing.runId === invocation.runId
     ? new FactstateError(
         'RUN_INVALID_INPUT',
-        `invocation.invocationId, invocation.runId: invocation ${invocation.invocationId} of run ${invocation.sessionId}/${invocation.runId} already exists; a new run needs a new run id and invocation id`,
-        { details: { fields: ['invocation.invocationId', 'invocation.runId'] } },
+        `invocation.invocationId, invocation.runId: invocation ${invocation.invocationId} of run ${invocation.sessionId}/${invocation.runId} already exists (started before: engine.running(invocationId) gives its handle while this engine runs it, log.runs(sessionId) says how it went); a new run needs a new run id and invocation id`,
+        { details: { fields: ['invocation.invocationId', 'invocation.runId'], reason: 'exists', ...(existing === undefined ? {} : { existing: { ...existing } }) } },
       )
     : new FactstateError('RUN_INVALID_INPUT', `invocation.invocationId: ${invocation.invocationId} is already used`, {
-        details: { fields: ['invocation.invocationId'] },
+        details: { fields: ['invocation.invocationId'], reason: 'exists', ...(existing === undefined ? {} : { existing: { ...existing } }) },
       })
 
 const usedRun = (invocation: Invocation, by: string) =>
   new FactstateError('RUN_INVALID_INPUT', `invocation.runId: run ${invocation.sessionId}/${invocation.runId} already exists (invocation ${by}); a run has one invocation`, {
-    details: { fields: ['invocation.runId'] },
+    details: { fields: ['invocation.runId'], reason: 'exists', existing: { sessionId: invocation.sessionId, runId: invocation.runId, invocationId: by } },
   })
 
 /** `details` of a `RUN_BUSY`: why the session refused, and the run in the way. */
@@ -394,7 +400,7 @@ export class Engine {
   readonly #eventId: (invocation: Invocation, ordinal: number) => string
   readonly #maxToolResultBytes: number
   readonly #toolTimeoutMs: number | undefined
-  readonly #running = new Map<string, InvocationActor>()
+  readonly #running = new Map<string, { actor: InvocationActor; invocation: Invocation }>()
   /** Calls of `start` not yet admitted or refused (each settles then). */
   readonly #admitting = new Set<Promise<void>>()
 
@@ -693,9 +699,14 @@ export class Engine {
   /** Registers a started actor and makes its handle (apart from `start`, so the handle does not keep the input alive). */
   #track(actor: InvocationActor, invocation: Invocation): RunningInvocation {
     const { invocationId } = invocation
-    this.#running.set(invocationId, actor)
-    const done = actor.done.finally(() => this.#running.delete(invocationId))
-    done.catch(ignore)
+    this.#running.set(invocationId, { actor, invocation })
+    void actor.done.finally(() => this.#running.delete(invocationId)).catch(ignore)
+    return this.#handle(actor, invocation)
+  }
+
+  /** A handle of a running actor: `start` gives one, `running` another. */
+  #handle(actor: InvocationActor, invocation: Invocation): RunningInvocation {
+    const done = actor.done
     return {
       invocation: structuredClone(invocation),
       handoff() {
@@ -751,6 +762,23 @@ export class Engine {
     return time
   }
 
+  /**
+   * The handle of a run this engine is running (admitted and not ended: its actor still drives it),
+   * or `undefined`: never started here, ended, or run by another engine or process (`log.runs`
+   * says how that went). For a caller that lost the handle `start` gave, such as a request retried
+   * after its reply was lost, refused with `RUN_INVALID_INPUT{reason: 'exists'}`. Each call gives a
+   * handle of its own; they share the run. `RUN_INVALID_INPUT` for what is not an id.
+   */
+  running(invocationId: string): RunningInvocation | undefined {
+    if (typeof invocationId !== 'string' || !ID_PATTERN.test(invocationId)) {
+      throw new FactstateError('RUN_INVALID_INPUT', `running: invocationId must be an id (1–128 of A–Z a–z 0–9 . _ : -), not ${shown(invocationId)}`, {
+        details: { field: 'invocationId', fields: ['invocationId'] },
+      })
+    }
+    const running = this.#running.get(invocationId)
+    return running === undefined ? undefined : this.#handle(running.actor, running.invocation)
+  }
+
   /** Starts a run and waits for its outcome. */
   async run(input: RunInput, options: StartOptions = {}): Promise<InvocationOutcome> {
     return (await this.start(input, options)).wait()
@@ -759,7 +787,7 @@ export class Engine {
   /** Waits until every invocation this engine runs (including ones started meanwhile, and ones still being admitted) has ended. */
   async drain(): Promise<void> {
     while (this.#running.size > 0 || this.#admitting.size > 0) {
-      await Promise.allSettled([...this.#admitting, ...[...this.#running.values()].map((actor) => actor.done)])
+      await Promise.allSettled([...this.#admitting, ...[...this.#running.values()].map(({ actor }) => actor.done)])
     }
   }
 

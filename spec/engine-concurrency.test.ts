@@ -6,7 +6,7 @@
 import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import { Engine, EventLog, ModelExecutor, type RunningInvocation, recoverInvocations } from '../index.js'
+import { Engine, EventLog, type FactstateErrorOf, ModelExecutor, type RunningInvocation, recoverInvocations } from '../index.js'
 import { answer, scriptedModelServer } from '../testing/scripted-model-server.js'
 import { assertConsistent, countingTool, engineTest, factsOf, markOf, only, runInput, typesOf } from './support/engine-fixtures.js'
 import { withTempDir, withTimeout } from './support/temp.js'
@@ -92,6 +92,57 @@ test(
       (await factsOf(h.log, 'invocation-twice')).map((f) => f.type),
       ['invocation.opened', 'model.requested', 'model.completed', 'invocation.ended'],
     )
+  }),
+)
+
+/** The error `start` rejects with (it must reject). */
+const refusal = (starting: Promise<unknown>, what: string): Promise<FactstateErrorOf<'RUN_INVALID_INPUT'>> =>
+  starting.then(
+    () => {
+      throw new Error(`${what} must be refused`)
+    },
+    (error: unknown) => error as FactstateErrorOf<'RUN_INVALID_INPUT'>,
+  )
+
+test(
+  'a start retried after its reply was lost: refused as exists, with the ids the log holds, and engine.running gives the run it started until it ends',
+  engineTest([answer.text('once', { hold: true })], {}, async (h) => {
+    const input = h.input('retried')
+    const first = await h.start(input)
+    await h.server.seen(0)
+    const again = await refusal(h.engine.start(input), 'the same input started again')
+    assert.is(again.code, 'RUN_INVALID_INPUT')
+    assert.is(again.details.reason, 'exists', 'told apart from a bad input')
+    assert.equal(again.details.existing, input.invocation, 'the ids the log holds, turn included')
+    assert.match(again.message, /engine\.running\(invocationId\)/, 'the message says how to find the run')
+    const attached = h.engine.running(input.invocation.invocationId)
+    assert.ok(attached, 'the run this engine is running')
+    assert.equal(attached.invocation, input.invocation)
+    assert.is(attached.state(), first.state())
+    assert.is.not(attached, h.engine.running(input.invocation.invocationId), 'each call gives a handle of its own')
+    assert.is(h.engine.running('invocation-never-started'), undefined)
+    // Another session's ids taken by a different run: the refusal names the run that holds them.
+    const taken = h.input('other', { session: 'session-other' })
+    taken.invocation.invocationId = input.invocation.invocationId
+    const usedElsewhere = await refusal(h.engine.start(taken), 'an invocation id already used')
+    assert.equal([usedElsewhere.details.reason, usedElsewhere.details.fields], ['exists', ['invocation.invocationId']])
+    assert.equal(usedElsewhere.details.existing, input.invocation)
+    const bad = (() => {
+      try {
+        h.engine.running('not an id')
+      } catch (error) {
+        return error as FactstateErrorOf<'RUN_INVALID_INPUT'>
+      }
+      return undefined
+    })()
+    assert.is(bad?.code, 'RUN_INVALID_INPUT')
+    assert.is(bad?.details.field, 'invocationId')
+    h.server.release(0)
+    const outcome = await attached.wait()
+    assert.equal(outcome, { status: 'completed' })
+    assert.equal(await first.wait(), outcome, 'both handles see the one run end')
+    assert.is(h.engine.running(input.invocation.invocationId), undefined, 'an ended run is no longer running: log.runs says how it went')
+    assert.is(h.server.requests.length, 1, 'the retried start reached no model')
   }),
 )
 

@@ -25,7 +25,12 @@ const schemas: { [C in FactstateErrorCode]: z.ZodType<FactstateErrorDetails[C]> 
   LOG_IO: z.undefined(),
   LOG_FORMAT_UNSUPPORTED: z.strictObject({ format: z.number(), supported: z.number() }),
   LOG_READ_ONLY: z.undefined(),
-  RUN_INVALID_INPUT: z.strictObject({ fields: z.array(text), field: text.optional() }),
+  RUN_INVALID_INPUT: z.strictObject({
+    fields: z.array(text),
+    field: text.optional(),
+    reason: z.literal('exists').optional(),
+    existing: z.strictObject({ sessionId: text, runId: text, invocationId: text, turnId: text.optional() }).optional(),
+  }),
   RUN_BUSY: z.strictObject({
     sessionId: text,
     reason: z.enum(['active', 'paused', 'source_running']),

@@ -14,7 +14,7 @@ import type { ModelClient } from './model-client.js'
 import type { Approver } from './approval.js'
 import type { ModelTextPiece, ModelToolCallPiece } from './model-text.js'
 import { ModelExecutor } from './model-executor.js'
-import { redactDeep, redactedMessage, secretsOf } from './redaction.js'
+import { DECLARED_SECRET, redactDeep, redactedMessage, secretsOf } from './redaction.js'
 import { DEFAULT_MAX_STEPS, RUN_INPUT_KEYS, type RunInput, validateRunInput } from './run-input.js'
 import { type CatalogChanges, type ToolDefinition, catalogChanges, catalogOf, legacyCatalogDigest, shownText } from './tool-catalog.js'
 import { type InputCheck, inputCheckOf, inputChecks } from './tool-input.js'
@@ -53,7 +53,21 @@ export interface EngineOptions {
    * milliseconds from 1 to 2,147,483,647 (default: none). See `ToolDefinition.timeoutMs`.
    */
   toolTimeoutMs?: number | undefined
+  /**
+   * Secrets of the application's own (its tools' API keys and tokens, a database password): kept
+   * out of every fact and of what the model is told, as the provider's key is. A tool that throws
+   * `new Error(\`401: invalid api key ${key}\`)` is recorded with `[redacted]` in its place: from
+   * failure messages each is removed whole, encoded (base64, hex, URL) and by its pieces of 8
+   * characters or more; from data (what tools return, the model's answers) whole, when it looks like a
+   * key (16 characters or more, with a letter and a digit). A run whose recorded settings (message,
+   * instructions, ids, provider options) hold one is refused (`RUN_INVALID_INPUT`), as for the
+   * provider's key. Strings of 4 characters or more, at most 64; in memory only.
+   */
+  secrets?: readonly string[] | undefined
 }
+
+/** The most {@link EngineOptions.secrets} an engine takes. */
+const MAX_ENGINE_SECRETS = 64
 
 /** {@link EngineOptions.maxToolResultBytes} unless given. */
 export const DEFAULT_MAX_TOOL_RESULT_BYTES = 4 * 1024 * 1024
@@ -265,10 +279,10 @@ const SECRET_HEADER = /^(proxy-)?authorization$|cookie|(^|[-_])(api[-_]?key|secr
  * recorded as given, so a key pasted into one of them (`providerOptions: { api_key }` for a provider
  * that takes it in the body) would be written to the log. Nothing is written.
  */
-function recordedCredential(run: RunInput): void {
+function recordedCredential(run: RunInput, engineSecrets: Record<string, string>): void {
   // Only headers that carry a credential by name: an Idempotency-Key (or a request id) is no secret,
   // and may well be the run's own fingerprint.
-  const headers = Object.fromEntries(Object.entries(run.provider.headers ?? {}).filter(([name]) => SECRET_HEADER.test(name)))
+  const headers = { ...Object.fromEntries(Object.entries(run.provider.headers ?? {}).filter(([name]) => SECRET_HEADER.test(name))), ...engineSecrets }
   const secrets = secretsOf({ ...run.provider, headers }).inData
   if (secrets.whole.length === 0) return
   const { work } = run
@@ -285,11 +299,26 @@ function recordedCredential(run: RunInput): void {
   ]
   for (const [field, value] of recorded) {
     if (value !== undefined && redactDeep(value, secrets) !== value) {
-      throw new FactstateError('RUN_INVALID_INPUT', `${field} holds the provider's credential (its apiKey or a credential header's value): it would be written to the log as given, and the log is kept free of the provider's credentials; pass it as provider.apiKey or provider.headers only`, {
+      throw new FactstateError('RUN_INVALID_INPUT', `${field} holds the provider's credential (its apiKey or a credential header's value) or one of the engine's secrets: it would be written to the log as given, and the log is kept free of them; pass it as provider.apiKey, provider.headers or the engine's secrets only`, {
         details: { fields: [field] },
       })
     }
   }
+}
+
+/** The engine's `secrets` option as headers of a run's secrets (a copy: later changes to the caller's array reach no run). */
+function engineSecrets(given: unknown, invalid: (field: string, what: string) => FactstateError): Record<string, string> {
+  if (given === undefined) return {}
+  const what = `an array of at most ${MAX_ENGINE_SECRETS} strings of 4 characters or more`
+  if (!Array.isArray(given) || given.length > MAX_ENGINE_SECRETS) throw invalid('secrets', what)
+  const headers: Record<string, string> = {}
+  for (let index = 0; index < given.length; index += 1) {
+    const secret: unknown = given[index]
+    // Not shown: it is a secret. Shorter ones would match everyday text, and redaction skips them.
+    if (typeof secret !== 'string' || secret.trim().length < 4) throw invalid('secrets', `${what}: item ${index} is ${typeof secret === 'string' ? 'shorter' : `a ${typeof secret}`}`)
+    headers[`${DECLARED_SECRET}${index}`] = secret
+  }
+  return headers
 }
 
 /** The run's own copy of a tool's schema; one that is not plain data (a proxy, a class instance's private state) is named. */
@@ -400,6 +429,8 @@ export class Engine {
   readonly #eventId: (invocation: Invocation, ordinal: number) => string
   readonly #maxToolResultBytes: number
   readonly #toolTimeoutMs: number | undefined
+  /** The engine's `secrets`, as headers a run's secrets are built from (see `DECLARED_SECRET`). */
+  readonly #secrets: Record<string, string>
   readonly #running = new Map<string, { actor: InvocationActor; invocation: Invocation }>()
   /** Calls of `start` not yet admitted or refused (each settles then). */
   readonly #admitting = new Set<Promise<void>>()
@@ -408,7 +439,7 @@ export class Engine {
     const invalid = (field: string, what: string) => new FactstateError('ENGINE_INVALID_OPTIONS', `Engine: ${field} must be ${what}`, { details: { field } })
     if (typeof options !== 'object' || options === null) throw invalid('options', 'an object')
     // Each read once; a misspelt option (`evntId`) is refused, not left at its default.
-    const given = readOptions(options, ['log', 'model', 'now', 'eventId', 'maxToolResultBytes', 'toolTimeoutMs'], {
+    const given = readOptions(options, ['log', 'model', 'now', 'eventId', 'maxToolResultBytes', 'toolTimeoutMs', 'secrets'], {
       call: 'Engine',
       code: 'ENGINE_INVALID_OPTIONS',
       details: (field) => ({ field }),
@@ -422,6 +453,7 @@ export class Engine {
       const problem = toolLimitProblem(field, given[field])
       if (problem !== undefined) throw invalid(field, problem)
     }
+    this.#secrets = engineSecrets(given.secrets, invalid)
     const log = given.log as EventLog
     try {
       this.#log = logInternals(log)
@@ -509,7 +541,7 @@ export class Engine {
       throw new FactstateError('RUN_INVALID_INPUT', `the run input cannot be read: ${messageOf(error)}`, { cause: error, details: { fields: [] } })
     }
     const run: RunInput = { ...copy, tools: admitted.map((entry) => entry.tool) }
-    recordedCredential(run)
+    recordedCredential(run, this.#secrets)
     run.providerOptions ??= {}
     const { invocation, work } = run
     const catalog = catalogOf(run.tools, admitted.map((entry) => entry.shown))
@@ -682,7 +714,7 @@ export class Engine {
       toolConcurrency: run.toolConcurrency ?? 1,
       client,
       executor: this.#model,
-      secrets: secretsOf(run.provider),
+      secrets: Object.keys(this.#secrets).length === 0 ? secretsOf(run.provider) : secretsOf({ apiKey: run.provider.apiKey, headers: { ...run.provider.headers, ...this.#secrets } }),
       // A given-up successor's actor gets a signal that stays aborted, whatever the caller's object says later.
       signal: givingUp ? AbortSignal.abort(signal?.reason) : signal,
       onModelText,

@@ -33,6 +33,14 @@ const looksLikeKey = (secret: string) => secret.length >= DATA_SECRET && /[0-9]/
 const SHORTEST_SECRET = 4
 export const REDACTED = '[redacted]'
 
+/**
+ * The header names an engine's own secrets (`EngineOptions.secrets`) go under among a run's provider
+ * headers, for redaction only (no header name has a space, so none is sent). Declared secrets, unlike
+ * a provider's headers, are removed from data too in every form and by their pieces: the application
+ * said they are secrets, so no everyday text is taken for one.
+ */
+export const DECLARED_SECRET = 'engine secret '
+
 /** Header names that say the value is a credential: its pieces are redacted too. */
 const CREDENTIAL_HEADER = /auth|key|token|secret|passw|cookie|signature|credential|bearer/i
 /** Authorization schemes: in `<scheme> <credential>`, the credential is a secret of its own. */
@@ -128,6 +136,8 @@ function buildSecrets(provider: SecretSource): Secrets {
   const pieced = new Set<string>()
   /** What data is redacted of: credentials that look like keys, as they are and JSON-escaped. */
   const data = new Set<string>()
+  /** Declared secrets' forms, removed from data by their pieces too (see `DECLARED_SECRET`). */
+  const dataPieced = new Set<string>()
   /**
    * `credential`: every run of 8 characters of it too (not of `Bearer <token>` whole, whose pieces are
    * everyday text: `pieces` false); `inData`: removed from data too, when it looks like a key.
@@ -147,6 +157,18 @@ function buildSecrets(provider: SecretSource): Secrets {
   add(provider.apiKey, true)
   for (const [name, value] of Object.entries(provider.headers ?? {})) {
     if (typeof value !== 'string') continue
+    if (name.startsWith(DECLARED_SECRET)) {
+      for (const secret of new Set([value, value.trim()])) {
+        if (secret.length < SHORTEST_SECRET) continue
+        for (const form of formsOf(secret)) {
+          whole.add(form)
+          pieced.add(form)
+          data.add(form)
+          dataPieced.add(form)
+        }
+      }
+      continue
+    }
     const credential = CREDENTIAL_HEADER.test(name)
     // `Bearer <token>`, `Basic <base64 of user:password>`: the value whole, the credential alone, and a Basic one decoded.
     const [scheme, token] = value.trim().split(/\s+/, 2)
@@ -176,7 +198,7 @@ function buildSecrets(provider: SecretSource): Secrets {
   }
   // In data, also as JSON writes them (a key with a quote or a backslash in a tool result's text).
   for (const secret of [...data]) data.add(JSON.stringify(secret).slice(1, -1))
-  return secretsFrom(whole, pieced, secretsFrom(data, new Set(), undefined), provider)
+  return secretsFrom(whole, pieced, secretsFrom(data, dataPieced, undefined), provider)
 }
 
 /** `message` with every secret (and every piece of one that is looked for piece by piece) replaced by `[redacted]`. */

@@ -740,6 +740,67 @@ test(
   }),
 )
 
+test(
+  "secrets: the engine's own secrets (a tool's API key) reach no fact, no file and no request: thrown whole, cut, base64-encoded, returned as data; a run whose message holds one is refused",
+  bounded(30_000, async (dir) => {
+    const toolKey = `pk_live_${randomBytes(16).toString('hex')}`
+    /** Any 8 characters of the key in a row, or its base64. */
+    const holdsKey = (text: string | Buffer): boolean => {
+      const haystack = typeof text === 'string' ? text : text.toString('latin1')
+      if (haystack.includes(Buffer.from(toolKey).toString('base64').slice(0, 16))) return true
+      for (let at = 0; at + 8 <= toolKey.length; at += 1) if (haystack.includes(toolKey.slice(at, at + 8))) return true
+      return false
+    }
+    const server = await scriptedModelServer([
+      answer.toolCalls([{ id: 'call-pay', name: 'pay', arguments: { cents: 5 } }]),
+      answer.toolCalls([{ id: 'call-lookup', name: 'lookup', arguments: {} }]),
+      answer.text('done'),
+    ])
+    const log = await EventLog.open(join(dir, 'log'))
+    try {
+      const tools = [
+        {
+          name: 'pay',
+          description: 'charges',
+          readOnly: true,
+          async execute(): Promise<unknown> {
+            // As payment SDKs do: the key whole, then masked to its last characters, then in a Basic header echoed back.
+            throw new Error(`401 invalid api key ${toolKey}; key ending ${toolKey.slice(-12)}; sent Basic ${Buffer.from(`${toolKey}:`).toString('base64')}`)
+          },
+        },
+        { name: 'lookup', description: 'reads', readOnly: true, execute: async () => ({ account: 'acct-1', key: toolKey }) },
+      ]
+      assert.throws(() => new Engine({ log, secrets: ['abc'] }), (error: FactstateError) => error.code === 'ENGINE_INVALID_OPTIONS' && error.details?.field === 'secrets' && !error.message.includes('abc'))
+      assert.throws(() => new Engine({ log, secrets: toolKey as unknown as string[] }), (error: FactstateError) => error.code === 'ENGINE_INVALID_OPTIONS' && !holdsKey(error.message))
+      const secrets = [toolKey]
+      const engine = new Engine({ log, model: new ModelExecutor({ retries: 0 }), secrets })
+      secrets[0] = 'changed after'
+      const refused = await engine.start({ ...run(server.baseUrl, 'pasted', { tools }), work: { kind: 'message', content: `use key ${toolKey}` } }).then(
+        () => undefined,
+        (error: FactstateError) => error,
+      )
+      assert.is(refused?.code, 'RUN_INVALID_INPUT')
+      assert.equal(refused?.details?.fields, ['work.content'])
+      assert.not.ok(holdsKey(refused?.message ?? ''), 'the refusal does not quote it')
+      assert.is(log.head().highWater, 0, 'nothing written')
+      const outcome = await engine.run(run(server.baseUrl, 'tools', { tools }))
+      assert.equal(outcome, { status: 'completed' })
+      const events = (await log.prefix(ALL.events, ALL.bytes)).events
+      const settled = events.map((stored) => stored.event.fact).filter((fact) => fact.type === 'tool.settled')
+      assert.is(settled.length, 2)
+      assert.match(JSON.stringify(settled), /401 invalid api key \[redacted\]/, 'the failure is recorded, its key redacted')
+      assert.match(JSON.stringify(settled), /"key":"\[redacted\]"/, 'returned data loses a key-like secret whole')
+      assert.not.ok(holdsKey(JSON.stringify(events)), `no fact holds any piece of it: ${JSON.stringify(settled)}`)
+      assert.is(server.requests.length, 3)
+      assert.not.ok(holdsKey(JSON.stringify(server.requests.map((request) => request.body))), 'the model was never told it')
+    } finally {
+      await log.close()
+      await server.close()
+    }
+    for (const file of await everyFile(join(dir, 'log'))) assert.not.ok(holdsKey(file.bytes), file.path)
+  }),
+)
+
 test('secrets: the leak detector finds a canary written to the log (it can fail)', () => {
   assert.ok(leaks(JSON.stringify({ output: `tool said ${API_KEY.slice(3, 20)}` })).length > 0)
   assert.ok(leaks(Buffer.from(HEADERS['x-canary-two'] as string).toString('base64')).length > 0)

@@ -31,12 +31,12 @@ import { answer, scriptedModelServer } from 'factstate/testing'
 
 const dir = await mkdtemp(join(tmpdir(), 'factstate-approval-'))
 const log = await EventLog.open(join(dir, 'log'))
+/** The engine whose runs the tool holds (`engine.running` gives a run's handle by its invocation id). */
+const engine = new Engine({ log })
 const ran: string[] = []
 
 /** What reviewers approved and is not issued yet, by order (a table of your application's in practice): the refund's only gate. */
 const approved = new Map<string, string>()
-/** The runs this process drives, by invocation id: what a tool reserves a hold on. */
-const running = new Map<string, RunningInvocation>()
 /** Reviews asked for, each with the hold reserved on its run, in the order they came. */
 interface Review {
   order: string
@@ -62,7 +62,7 @@ const tools: ToolDefinition[] = [
       if (approved.has(order)) return { amount, review: `approved by ${approved.get(order)}` }
       // A person reviews it: hold the run at its next safe point (a tool must not wait for the hold:
       // it is taken once this call has settled), so the model is not asked to go on meanwhile.
-      const run = running.get(context.invocation.invocationId)
+      const run = engine.running(context.invocation.invocationId)
       if (run !== undefined) {
         try {
           // The successor's ids and the claim from the invocation id (unique in the log, as a claim must be).
@@ -114,15 +114,7 @@ const check = (condition: boolean, what: string) => {
   ok &&= condition
 }
 
-const start = async (engine: Engine, run: RunInput) => {
-  const started = await engine.start(run)
-  running.set(run.invocation.invocationId, started)
-  // Not `.finally()`: this wait() is a promise of its own, and a run the log's close ends rejects it
-  // (LOG_CLOSED), which would be an unhandled rejection, ending the process.
-  const forget = () => running.delete(run.invocation.invocationId)
-  void started.wait().then(forget, forget)
-  return started
-}
+const start = (engine: Engine, run: RunInput): Promise<RunningInvocation> => engine.start(run)
 
 /** What the reviewer decided, as the successor's model is told it. */
 const decision = (order: string, ticket: number) => `carol@acme approved the refund of ${order} (ticket ${ticket})`
@@ -145,7 +137,6 @@ async function approveSealed(engine: Engine, baseUrl: string, session: string, o
 const lastMessage = (body: unknown) => (body as { messages: { role: string; content: string | null }[] }).messages.at(-1)
 
 try {
-  const engine = new Engine({ log })
 
   // Session A: approved on the spot.
   const a = await model('A-1')

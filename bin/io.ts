@@ -331,6 +331,8 @@ export async function onLogDirectory(
    * or with a value that is no id, is a usage error before the log is opened; those given reach `action` in `ids`.
    */
   ids: readonly string[] = [],
+  /** Called with what refused the command (the open or `action`) before it is reported, with whether `--json` was given. */
+  refused?: (error: unknown, json: boolean) => void,
 ): Promise<number> {
   const parsed = parseCommand(io, help, {
     args,
@@ -362,6 +364,7 @@ export async function onLogDirectory(
     await action(log, { json: values.json === true, flags: new Set(flags.filter((flag) => values[flag] === true)), ids: given })
     return EXIT.ok
   } catch (error) {
+    refused?.(error, values.json === true)
     return read ? reportReadError(error, io, log) : reportError(error, io)
   } finally {
     await closeLog(log)

@@ -297,6 +297,38 @@ test('recover prints each invocation it closes, how it ended and where its run n
     assert.not.match(second.stdout, /no answer/, 'nothing closed, nothing said of turns')
   })))
 
+test('verify --json of a damaged log prints the refusal as one JSON object too (status corrupt, the seq), besides the text on stderr and exit 1', () =>
+  bounded30(withTempDir(async (dir) => {
+    const location = await leftOpenByACrash(dir)
+    // A fact rewritten through LevelDB itself (its own checksums valid): one id's character changed.
+    const db = new ClassicLevel<string, Uint8Array>(location, { keyEncoding: 'utf8', valueEncoding: 'view' })
+    try {
+      const key = (await db.keys({ gte: 'e!', lt: 'e"' }).all())[1] as string
+      const stored = Buffer.from((await db.get(key)) as Uint8Array)
+      const at = stored.indexOf('session-cut')
+      assert.ok(at > 0, 'the fact names its session')
+      stored[at + 'session-cu'.length] = 'x'.charCodeAt(0)
+      await db.put(key, stored)
+    } finally {
+      await db.close()
+    }
+    const damaged = await cli(['verify', location, '--json'])
+    assert.is(damaged.code, 1)
+    assert.match(damaged.stderr, /LOG_CORRUPT/)
+    const report = JSON.parse(damaged.stdout) as { status: string; code: string; message: string; seq: number | null }
+    assert.equal([report.status, report.code, report.seq], ['corrupt', 'LOG_CORRUPT', 2], damaged.stdout)
+    assert.match(report.message, /event 2/)
+    const text = await cli(['verify', location])
+    assert.is(text.stdout, '', 'without --json, stdout stays empty')
+    const busy = await EventLog.open(join(dir, 'other'))
+    try {
+      const refused = await cli(['recover', join(dir, 'other'), '--json'])
+      assert.is(refused.stdout, '', 'only verify prints its refusal as JSON')
+    } finally {
+      await busy.close()
+    }
+  })))
+
 test('pending lists what recovery and the sessions wait for; verify, recover and backup print one JSON object with --json, for scripts', () =>
   bounded30(withTempDir(async (dir) => {
     const location = await leftOpenByACrash(dir)
@@ -331,16 +363,16 @@ test('pending lists what recovery and the sessions wait for; verify, recover and
     const pendingJson = JSON.parse((await cli(['pending', location, '--json'])).stdout) as { sessionId: string; unknown: { operationId: string; input?: unknown }[] }[]
     assert.equal(pendingJson.map((session) => [session.sessionId, session.unknown.map((op) => [op.operationId, op.input])]), [['session-tool', [['op1', { value: 42 }]]]])
     const verified = await cli(['verify', location, '--json'])
-    assert.equal(JSON.parse(verified.stdout), { events: 9, digest: report.digest })
+    assert.equal(JSON.parse(verified.stdout), { status: 'ok', events: 9, digest: report.digest })
     const backup = join(dir, 'backup')
     const backedUp = await cli(['backup', location, backup, '--json'])
     const backedUpJson = JSON.parse(backedUp.stdout) as { takenAt: number }
     assert.equal({ ...backedUpJson, takenAt: 0 }, { events: 9, digest: report.digest, takenAt: 0, destination: backup })
     // The backup says what it is; put back in use, each of its sessions waits for an acknowledgement.
-    type Verified = { events: number; digest: string; backup: { highWater: number; digest: string; takenAt: number } }
+    type Verified = { status: 'ok'; events: number; digest: string; backup: { highWater: number; digest: string; takenAt: number } }
     const backupVerified = JSON.parse((await cli(['verify', backup, '--json'])).stdout) as Verified
     assert.ok(Number.isSafeInteger(backupVerified.backup.takenAt) && backupVerified.backup.takenAt > 0)
-    assert.equal(backupVerified, { events: 9, digest: report.digest, backup: { highWater: 9, digest: report.digest, takenAt: backedUpJson.takenAt } }, 'the point the backup reported')
+    assert.equal(backupVerified, { status: 'ok', events: 9, digest: report.digest, backup: { highWater: 9, digest: report.digest, takenAt: backedUpJson.takenAt } }, 'the point the backup reported')
     const backupText = await cli(['verify', backup])
     assert.match(backupText.stdout, /^a backup taken at \d{4}-\d\d-\d\dT[\d:.]+Z, at seq 9 \(digest sha256:[0-9a-f]{64}\): what its sessions did after that is not in it$/m)
     const restored = await cli(['pending', backup])

@@ -1,3 +1,5 @@
+import { FactstateError, type FactstateErrorDetails } from '../../errors.js'
+import { escapeControls } from '../../store/fact-summary.js'
 import { type CommandIo, onLogDirectory } from '../io.js'
 
 export const verifyHelp = `usage: factstate verify <log-directory> [--json]
@@ -12,8 +14,11 @@ application can open it meanwhile; when another process has it open, the snapsho
 durable by then (said on stderr).
 A log that is a backup (made by "factstate backup", or put back from one) also says where it was
 taken: "a backup taken at <time>, at seq N": what its sessions did after that is not in it.
---json prints {"events":N,"digest":"sha256:…"} instead, with "backup":{"highWater","digest","takenAt"}
-for a backup (a refusal is still text on stderr, and the exit code says which).`
+--json prints {"status":"ok","events":N,"digest":"sha256:…"} instead, with "backup":{"highWater","digest","takenAt"}
+for a backup; a refusal is text on stderr as without it, and also one object on stdout, for scripts:
+{"status":"corrupt","code":"LOG_CORRUPT","message":…,"seq":N} (seq null when no fact is named; "index",
+"key" or "file" when the refusal names one) or {"status":"error","code":…,"message":…} for any other
+refusal (the log is busy, unreadable); the exit code says which.`
 
 /**
  * `factstate verify <dir>`.
@@ -27,10 +32,19 @@ export async function verifyCommand(args: string[], io: CommandIo): Promise<numb
   return onLogDirectory(args, io, verifyHelp, true, async (log, { json }) => {
     const { events, digest } = await log.verify()
     const backup = log.restoredFrom()
-    if (json) io.stdout(JSON.stringify({ events, digest, ...(backup === undefined ? {} : { backup }) }))
+    if (json) io.stdout(JSON.stringify({ status: 'ok', events, digest, ...(backup === undefined ? {} : { backup }) }))
     else {
       io.stdout(`ok: ${events} events, digest ${digest}`)
       if (backup !== undefined) io.stdout(`a backup taken at ${new Date(backup.takenAt).toISOString()}, at seq ${backup.highWater} (digest ${backup.digest}): what its sessions did after that is not in it`)
+    }
+  }, [], [], (error, json) => {
+    // A script that asked for JSON gets the refusal as JSON too: the damaged seq without parsing stderr's text.
+    if (!json || !(error instanceof FactstateError)) return
+    if (error.code === 'LOG_CORRUPT') {
+      const { seq, index, key, file } = (error.details ?? {}) as NonNullable<FactstateErrorDetails['LOG_CORRUPT']>
+      io.stdout(escapeControls(JSON.stringify({ status: 'corrupt', code: error.code, message: error.message, seq: seq ?? null, ...(index === undefined ? {} : { index }), ...(key === undefined ? {} : { key }), ...(file === undefined ? {} : { file }) })))
+    } else {
+      io.stdout(escapeControls(JSON.stringify({ status: 'error', code: error.code, message: error.message })))
     }
   })
 }

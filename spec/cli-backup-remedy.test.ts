@@ -33,7 +33,7 @@ test('backup: a destination that exists, has no parent or is inside the log is a
     20_000,
   ))
 
-test('backup: a damaged log is exit 1, keeps nothing, and its remedy says no backup was kept; verify --json prints nothing on stdout for it', () =>
+test('backup: a damaged log is exit 1, keeps nothing, and its remedy says no backup was kept; verify --json prints it as JSON (status corrupt) besides the remedy', () =>
   withTimeout(
     withTempDir(async (dir) => {
       const location = join(dir, 'log')
@@ -59,7 +59,7 @@ test('backup: a damaged log is exit 1, keeps nothing, and its remedy says no bac
       // verify, which reads a snapshot too, does not send its user to run verify again when no other process has the log.
       const verify = collector()
       assert.is(await verifyCommand([location, '--json'], verify.io), EXIT.failed)
-      assert.equal(verify.out, [])
+      assert.equal(verify.out.map((line) => (JSON.parse(line) as { status: string; code: string }).status), ['corrupt'], 'the refusal as JSON too, for scripts')
       assert.match(verify.err[1] ?? '', /^remedy: the log, as read through a snapshot of it, is damaged \(its own files were not touched\): restore the directory from a backup; if another process has it open/)
     }),
     20_000,

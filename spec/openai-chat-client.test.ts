@@ -209,7 +209,7 @@ test(
       ),
     ],
     async (server) => {
-      const body = bodyOf({ stream: true })
+      const body = bodyOf({ stream: true, stream_options: { include_usage: true } })
       const response = await new OpenAIChatClient(provider(server)).complete(requestFor(body))
       assert.equal(response, {
         kind: 'completed',
@@ -230,8 +230,21 @@ test(
 )
 
 test(
+  'the scripted server streams usage only when the request asks for it (stream_options.include_usage), as OpenAI does, or when the answer gives its own',
+  withServer([answer.text('a'), answer.text('b'), answer.text('c', { usage: { prompt_tokens: 3, completion_tokens: 2 } }), answer.text('d')], async (server) => {
+    const client = new OpenAIChatClient(provider(server))
+    const usages = []
+    for (const body of [bodyOf({ stream: true }), bodyOf({ stream: true, stream_options: { include_usage: true } }), bodyOf({ stream: true }), bodyOf()]) {
+      const response = await client.complete(requestFor(body))
+      usages.push(response.kind === 'completed' ? (response.output.usage ?? null) : response.kind)
+    }
+    assert.equal(usages, [null, { inputTokens: 10, outputTokens: 5 }, { inputTokens: 3, outputTokens: 2 }, { inputTokens: 10, outputTokens: 5 }])
+  }),
+)
+
+test(
   'SSE is understood even when the body did not ask for a stream; JSON when it did',
-  withServer([answer.text('streamed anyway', { stream: true }), answer.text('plain anyway', { stream: false })], async (server) => {
+  withServer([answer.text('streamed anyway', { stream: true, usage: { prompt_tokens: 10, completion_tokens: 5 } }), answer.text('plain anyway', { stream: false })], async (server) => {
     const client = new OpenAIChatClient(provider(server))
     const first = await client.complete(requestFor(bodyOf()))
     const second = await client.complete(requestFor(bodyOf({ stream: true })))

@@ -52,7 +52,7 @@ export interface PacingOptions {
   pieceDelayMs?: number | undefined
 }
 
-/** Token usage the server reports; defaults to 10 prompt / 5 completion tokens. */
+/** Token usage the server reports; defaults to 10 prompt / 5 completion tokens (in a stream only when the request asks: `stream_options.include_usage`). */
 export interface ScriptedUsage {
   /** Reported as the answer's prompt tokens (`ModelUsage.inputTokens`). */
   prompt_tokens: number
@@ -348,6 +348,18 @@ export async function scriptedModelServer(script: Script, options: ScriptedModel
     return typeof recorded.body === 'object' && recorded.body !== null && recorded.body.stream === true
   }
 
+  /**
+   * The usage an answer reports: its own (`usage`, `null` for none), else the default, except in a
+   * stream the request did not ask to carry it (`stream_options: { include_usage: true }`), which
+   * OpenAI's API sends without usage: so a test sees the "tokens not reported" a real stream gives.
+   */
+  function usageOf(given: ScriptedUsage | null | undefined, recorded: RecordedRequest, streamed: boolean): ScriptedUsage | null {
+    if (given !== undefined) return given
+    if (!streamed) return DEFAULT_USAGE
+    const options = typeof recorded.body === 'object' && recorded.body !== null ? recorded.body.stream_options : undefined
+    return typeof options === 'object' && options !== null && (options as Record<string, unknown>).include_usage === true ? DEFAULT_USAGE : null
+  }
+
   function modelOf(recorded: RecordedRequest): string {
     const model = typeof recorded.body === 'object' && recorded.body !== null ? recorded.body.model : undefined
     return typeof model === 'string' ? model : 'scripted-model'
@@ -472,7 +484,7 @@ export async function scriptedModelServer(script: Script, options: ScriptedModel
           scripted.text,
           [],
           scripted.finishReason ?? 'stop',
-          scripted.usage === undefined ? DEFAULT_USAGE : scripted.usage,
+          usageOf(scripted.usage, recorded, wantsStream(scripted.stream, recorded)),
           wantsStream(scripted.stream, recorded),
           scripted,
         )
@@ -484,7 +496,7 @@ export async function scriptedModelServer(script: Script, options: ScriptedModel
           scripted.text,
           scripted.calls,
           scripted.finishReason ?? 'tool_calls',
-          scripted.usage === undefined ? DEFAULT_USAGE : scripted.usage,
+          usageOf(scripted.usage, recorded, wantsStream(scripted.stream, recorded)),
           wantsStream(scripted.stream, recorded),
           scripted,
         )

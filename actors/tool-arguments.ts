@@ -4,6 +4,7 @@
  * its input) and the transcript tells the model why, found again from that text.
  */
 import { hasNonFiniteNumber, messageOf, storageProblemAt } from '../store/encoding.js'
+import { inexactNumberIn, inexactReason } from './json-numbers.js'
 
 /** The longest path into the arguments a reason names before it is cut. */
 const PATH_SHOWN = 60
@@ -24,10 +25,18 @@ export function argumentsOf(text: string): { input: unknown } | { unusable: stri
   const problem = storageProblemAt(input, 2)
   if (problem !== undefined) {
     const [, path = '', reason = problem] = /^\(value\)((?:\.[^:]*)?): (.*)$/.exec(problem) ?? []
-    const shown = path === '' ? 'the arguments themselves' : path.slice(1).replaceAll('.', '/')
-    const where = shown.length > PATH_SHOWN ? `${shown.slice(0, PATH_SHOWN)}…` : shown
+    const where = whereShown(path === '' ? [] : path.slice(1).split('.'))
     return { unusable: reason.startsWith('nested deeper than') ? `are nested more than 62 levels deep (at ${where})` : `hold what cannot be stored exactly (at ${where}: ${reason})` }
   }
   if (hasNonFiniteNumber(input)) return { unusable: "hold a number beyond a double's range (such as 1e400), which JSON cannot write back" }
+  // Checked last: a text refused for an earlier reason (a log's older facts) is still told that reason.
+  const inexact = inexactNumberIn(text)
+  if (inexact !== undefined) return { unusable: `hold a number that would not reach the tool exactly (at ${whereShown(inexact.path)}: ${inexactReason(inexact)})` }
   return { input }
+}
+
+/** A path into the arguments as a reason names it, cut past `PATH_SHOWN` characters. */
+function whereShown(path: readonly string[]): string {
+  const shown = path.length === 0 ? 'the arguments themselves' : path.join('/')
+  return shown.length > PATH_SHOWN ? `${shown.slice(0, PATH_SHOWN)}…` : shown
 }

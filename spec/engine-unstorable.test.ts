@@ -8,6 +8,7 @@ import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
+import { callTool } from '../testing/call-tool.js'
 import { answer } from '../testing/scripted-model-server.js'
 import { countingTool, engineTest, factsOf, only } from './support/engine-fixtures.js'
 import { REPO_ROOT } from './support/log-fixtures.js'
@@ -183,6 +184,49 @@ test(
     const told = (h.server.requests[1]?.body.messages as { role: string; content: string }[]).find((m) => m.role === 'tool')
     assert.is(told?.content, `error: the arguments for "echo" hold a number beyond a double's range (such as 1e400), which JSON cannot write back; it was not run`)
   }),
+)
+
+test(
+  'a number literal JSON.parse would not take exactly (an integer past 2^53 − 1, digits a double drops) is invalid input, the model told which and why; 0.1, 1.50 and 0.1e1 run as written',
+  engineTest(
+    [
+      answer.toolCalls([
+        { id: 'call-id', name: 'echo', arguments: '{"orderId": 12345678901234567891}' },
+        { id: 'call-safe', name: 'echo', arguments: '{"orderId": 9007199254740991, "rate": 0.1, "price": 1.50, "n": 0.1e1, "big": 1e20}' },
+        { id: 'call-digits', name: 'echo', arguments: '{"items": [{"rate": 0.30000000000000000001}]}' },
+      ]),
+      answer.text('done'),
+    ],
+    {},
+    async (h) => {
+      const echo = countingTool()
+      assert.equal(await h.run(h.input('inexact', { tools: [echo] })), { status: 'completed' })
+      assert.equal(
+        echo.calls.map((call) => call.input),
+        [{ orderId: 9007199254740991, rate: 0.1, price: 1.5, n: 1, big: 1e20 }],
+      )
+      const rejected = only(await factsOf(h.log, 'invocation-inexact'), 'tool.rejected')
+      assert.equal(
+        rejected.map((fact) => [fact.callId, fact.reason, fact.input]),
+        [
+          ['call-id', 'invalid_input', '{"orderId": 12345678901234567891}'],
+          ['call-digits', 'invalid_input', '{"items": [{"rate": 0.30000000000000000001}]}'],
+        ],
+      )
+      const told = (h.server.requests[1]?.body.messages as { role: string; content: string; tool_call_id?: string }[]).filter((m) => m.role === 'tool')
+      assert.equal(told.map((m) => m.content), [
+        'error: the arguments for "echo" hold a number that would not reach the tool exactly (at orderId: 12345678901234567891 is an integer beyond ±9,007,199,254,740,991 (2^53 − 1), past which JSON numbers are not read exactly, and it would be read as 12345678901234567000; send it as a string ("12345678901234567891")); it was not run',
+        JSON.stringify({ orderId: 9007199254740991, rate: 0.1, price: 1.5, n: 1, big: 1e20 }),
+        'error: the arguments for "echo" hold a number that would not reach the tool exactly (at items/0/rate: 0.30000000000000000001 would be read as 0.3, the nearest double; send it as a string ("0.30000000000000000001"), or with fewer digits); it was not run',
+      ])
+      // callTool says what the engine told the model.
+      assert.equal(await callTool(countingTool(), '{"orderId": 12345678901234567891}'), {
+        status: 'rejected',
+        reason: 'invalid_input',
+        message: `the arguments ${told[0]?.content.replace(/^error: the arguments for "echo" /, '').replace(/; it was not run$/, '')}`,
+      })
+    },
+  ),
 )
 
 /** Arguments whose value under "v" is `levels` arrays one inside another. */

@@ -6,6 +6,7 @@ import { getEventListeners } from 'node:events'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { type HandoffReservation, type RunningInvocation, type ToolCall, answerOf, transcriptOf } from '../index.js'
+import { isAbortSignal, messageOf } from '../store/encoding.js'
 import { answer } from '../testing/scripted-model-server.js'
 import { assertFoldMatches, countingTool, engineTest, factsOf, intentOf, lastFactOf, messagesOf, only, sealAtFirstSafePoint, successorInput, typesOf } from './support/engine-fixtures.js'
 
@@ -132,6 +133,22 @@ test(
     const settled = only(await factsOf(h.log, 'invocation-revoked'), 'tool.settled').map((fact) => fact.outcome)
     assert.equal(settled.length, 1)
     assert.match((settled[0] as { message: string }).message, /^the tool ran, but its result could not be recorded: it cannot be read \(.*revoked/)
+  }),
+)
+
+const UNREADABLE = 'a value that cannot be read (such as a revoked proxy)'
+
+test(
+  'a tool that throws a revoked proxy fails as any tool that throws: recorded, the model told, the run goes on (messageOf never throws, nor does isAbortSignal)',
+  engineTest([answer.toolCalls([{ name: 'revoked', arguments: {} }]), answer.text('done')], {}, async (h) => {
+    const handle = Proxy.revocable({}, {})
+    handle.revoke()
+    const revoked = { name: 'revoked', inputSchema: { type: 'object' }, execute: () => Promise.reject(handle.proxy) }
+    assert.equal(await h.run(h.input('thrown', { tools: [revoked] })), { status: 'completed' })
+    const settled = only(await factsOf(h.log, 'invocation-thrown'), 'tool.settled').map((fact) => fact.outcome)
+    assert.equal(settled, [{ status: 'failed', message: UNREADABLE }])
+    assert.is(messageOf(handle.proxy), UNREADABLE)
+    assert.is(isAbortSignal(handle.proxy), false)
   }),
 )
 

@@ -162,16 +162,27 @@ export function storageProblemAt(value: unknown, depth: number, root = '(value)'
   return unstorable(value, root, depth)
 }
 
-/** Something that can be listened to as an AbortSignal (an `AbortController`'s, or one of another realm): what `engine.start` and `EventLog.open` take. */
+/**
+ * Something that can be listened to as an AbortSignal (an `AbortController`'s, or one of another
+ * realm): what `engine.start` and `EventLog.open` take. Never throws: what cannot be read (a
+ * revoked proxy, a getter that throws) is no signal.
+ */
 export function isAbortSignal(value: unknown): value is AbortSignal {
   const candidate = value as Partial<AbortSignal> | null
-  return typeof candidate === 'object' && candidate !== null && typeof candidate.aborted === 'boolean' && typeof candidate.addEventListener === 'function' && typeof candidate.removeEventListener === 'function'
+  try {
+    return typeof candidate === 'object' && candidate !== null && typeof candidate.aborted === 'boolean' && typeof candidate.addEventListener === 'function' && typeof candidate.removeEventListener === 'function'
+  } catch {
+    return false
+  }
 }
+
+/** What `messageOf` says of a value none of whose readings work: a revoked proxy throws even for `Object.prototype.toString`. */
+export const UNREADABLE_THROWN = 'a value that cannot be read (such as a revoked proxy)'
 
 /**
  * A message for anything thrown, as a fact can hold it: never throws (a thrown value whose `String`
- * or `message` getter throws, or one with no prototype, still gets one), and every lone surrogate
- * is replaced by U+FFFD.
+ * or `message` getter throws, one with no prototype, or a revoked proxy still gets one), and every
+ * lone surrogate is replaced by U+FFFD.
  */
 export function messageOf(error: unknown): string {
   let text: string
@@ -179,7 +190,11 @@ export function messageOf(error: unknown): string {
     const message = error instanceof Error ? (error as { message?: unknown }).message : undefined
     text = typeof message === 'string' ? message : String(error)
   } catch {
-    text = Object.prototype.toString.call(error)
+    try {
+      text = Object.prototype.toString.call(error)
+    } catch {
+      text = UNREADABLE_THROWN
+    }
   }
   return wellFormed(text)
 }

@@ -86,9 +86,9 @@ class Ended {
 export const TOOL_TIMEOUT_GRACE_MS = 1_000
 
 /**
- * A call left dispatched and never settled, its outcome unknown, as a crash leaves it: its tool did
- * not settle within its `timeoutMs` and the grace after it, or (a tool with effects) threw once its
- * signal had aborted. The run ends `failed{outcome_unknown}`.
+ * A call of a tool with effects left dispatched and never settled, its outcome unknown, as a crash
+ * leaves it: its tool did not settle within its `timeoutMs` and the grace after it, or threw once
+ * its signal had aborted. The run ends `failed{outcome_unknown}`.
  */
 class ToolUncertain extends Error {}
 
@@ -153,6 +153,10 @@ export const thrownAfterAbort = (tool: string, message: string, reason: string):
 export const notWaitedFor = (timeoutMs: number, whose?: string): string =>
   `did not finish within ${timeoutMs.toLocaleString('en-US')} ms${whose === undefined ? '' : ` (${whose})`}, nor within ${TOOL_TIMEOUT_GRACE_MS.toLocaleString('en-US')} ms of its signal aborting`
 
+/** How a call of a `readOnly` tool the engine stopped waiting for is recorded and told: see {@link notWaitedFor}. */
+export const notWaitedForReadOnly = (timeoutMs: number, whose: string): string =>
+  `the tool ${notWaitedFor(timeoutMs, whose)}, and was not waited for: what it returns later is not recorded`
+
 /** JSON's own failure for a BigInt, avoided: database clients return ids as BigInt, and JSON text has no such type. */
 const bigIntAsText = (_key: string, value: unknown): unknown => (typeof value === 'bigint' ? value.toString() : value)
 
@@ -175,7 +179,8 @@ export type ToolResult = { ok: true; value: unknown } | { ok: false; message: st
  * Runs one dispatched call of `tool` as the engine does, after its dispatch is durable: a copy of
  * `input`, a context with the call's ids, the tool's `timeoutMs` (else `toolTimeoutMs`) applied
  * with `timedCall`; resolves with what its settlement records (`toolResult`, or the failure's
- * message passed through `redactMessage` and cut at `maxToolResultBytes`), or `ABANDONED`.
+ * message passed through `redactMessage` and cut at `maxToolResultBytes`), or `ABANDONED` for a
+ * tool with effects not waited for (a `readOnly` one then fails: {@link notWaitedForReadOnly}).
  *
  * A tool with effects (not `readOnly`) that throws once its signal has aborted (its `timeoutMs`,
  * a cancel, the application's shutdown signal) is `uncertain`: the abort may have cut short a request its
@@ -199,7 +204,12 @@ export async function runToolCall(
       given = signal
       return toolResult(tool.execute(structuredClone(input), { signal, operationId: call.operationId, invocation: { ...call.invocation } }), limits.maxToolResultBytes)
     }
-    return timeoutMs === undefined ? await run(gate) : await timedCall(gate, timeoutMs, tool.timeoutMs === undefined ? "the engine's toolTimeoutMs" : 'its timeoutMs', run)
+    if (timeoutMs === undefined) return await run(gate)
+    const whose = tool.timeoutMs === undefined ? "the engine's toolTimeoutMs" : 'its timeoutMs'
+    const result = await timedCall(gate, timeoutMs, whose, run)
+    // A read-only tool has no effect to be uncertain about: not waited for, it failed, as a throw would.
+    if (result === ABANDONED && tool.readOnly === true) return { ok: false, message: notWaitedForReadOnly(timeoutMs, whose) }
+    return result
   } catch (error) {
     const message = messageWithin(redactMessage(messageOf(error)), limits.maxToolResultBytes)
     // Read as the rejection arrives: the signal the tool was given had aborted by then.

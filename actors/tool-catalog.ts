@@ -29,7 +29,8 @@ export interface ToolDefinition {
    * The tool has no side effect (a search, a read): when a crash leaves a call of it unsettled, its
    * outcome is still unknown (the run ends `outcome_unknown`, the call is listed as uncertain), but
    * the session needs no reconciliation for it, and a continuation tells the model it may call it
-   * again. Recorded in each `tool.dispatched` fact (`readOnly: true`), so recovery in another
+   * again. A call of it that throws, or is not waited for past its `timeoutMs`, settles `failed` and
+   * the run goes on. Recorded in each `tool.dispatched` fact (`readOnly: true`), so recovery in another
    * process knows. Not part of the catalog digest: what the model is shown is unchanged.
    */
   readOnly?: boolean | undefined
@@ -48,7 +49,8 @@ export interface ToolDefinition {
    * `failed{outcome_unknown}`: its effect may have happened before the abort cut it short). A tool
    * that has not settled 1 s later is not waited for: the run ends `failed{outcome_unknown}` with the
    * call left uncertain, as a crash leaves it (the session needs reconciliation before its next
-   * message, unless the tool is `readOnly`). Bounds a cancel's and `drain()`'s wait for the tool too.
+   * message), unless the tool is `readOnly`: its call then settles `failed` ("… and was not waited
+   * for"), the model is told, and the run goes on. Bounds a cancel's and `drain()`'s wait for the tool too.
    * Not part of the catalog digest.
    */
   timeoutMs?: number | undefined

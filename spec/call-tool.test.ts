@@ -194,6 +194,13 @@ test('callTool applies the time limit as the engine does: the signal aborts at t
     const abandoned = await callTool(deaf, {}, { toolTimeoutMs: 20 })
     release()
     assert.equal(abandoned, { status: 'abandoned', message: 'tool deaf did not finish within 20 ms, nor within 1,000 ms of its signal aborting' })
+    // A read-only tool not waited for failed, as the engine records it (spec/engine-tool-timeout.test.ts).
+    const deafReader = await callTool({ ...deaf, readOnly: true }, {}, { toolTimeoutMs: 20 })
+    release()
+    assert.equal(deafReader, {
+      status: 'failed',
+      message: "the tool did not finish within 20 ms (the engine's toolTimeoutMs), nor within 1,000 ms of its signal aborting, and was not waited for: what it returns later is not recorded",
+    })
   }, 10_000),
 )
 

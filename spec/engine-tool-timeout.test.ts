@@ -5,7 +5,8 @@
  * (a request its server received before the client gave up), so its call is left uncertain. A tool
  * that does not settle within a second more is not waited for. Either way the run ends
  * `failed{outcome_unknown}` with the call left dispatched and uncertain, as a crash leaves it, and
- * the session needs reconciliation. Bad values are refused before anything is written.
+ * the session needs reconciliation; a `readOnly` tool not waited for has no effect to be uncertain
+ * about, and settles failed. Bad values are refused before anything is written.
  */
 import { mock } from 'node:test'
 import { test } from 'uvu'
@@ -123,6 +124,25 @@ test(
     acknowledged.work = { kind: 'message', content: 'go on', allowPriorUnknown: true }
     assert.equal(await h.run(acknowledged), { status: 'completed' })
     assert.is(stuck.started, 1, 'the tool was run once')
+  }),
+)
+
+test(
+  'a read-only tool that ignores its signal is not waited for either, but it has no effect: its call settles failed, the model is told, the run goes on, and the session needs no reconciliation',
+  engineTest([answer.toolCalls([{ id: 'call-search', name: 'search', arguments: {} }]), answer.text('I could not search'), answer.text('next')], {}, async (h) => {
+    const search = { ...stubbornTool('search', 50), readOnly: true }
+    const tools = [search]
+    assert.equal(await h.run(h.input('hang', { tools, session: 'session-hang' })), { status: 'completed' })
+    const message = 'the tool did not finish within 50 ms (its timeoutMs), nor within 1,000 ms of its signal aborting, and was not waited for: what it returns later is not recorded'
+    const facts = await factsOf(h.log, 'invocation-hang')
+    assert.equal(only(facts, 'tool.settled'), [{ type: 'tool.settled', operationId: 'invocation-hang/step-1/0', outcome: { status: 'failed', message } }])
+    assert.equal(messagesOf(h.server.requests[1]?.body).find((m) => m.role === 'tool')?.content, `error: ${message}`)
+    // The tool finishing now writes nothing, and the next message needs no acknowledgement.
+    const before = h.log.head()
+    search.finish()
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    assert.equal(h.log.head(), before)
+    assert.equal(await h.run(h.input('after', { tools, session: 'session-hang' })), { status: 'completed' })
   }),
 )
 

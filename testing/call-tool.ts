@@ -32,7 +32,10 @@ export type ToolCallOutcome =
   | { status: 'rejected'; reason: 'invalid_input'; message: string }
   /** `tool.rejected{cancelled}`: the `signal` option had aborted before the call; the tool was not called, as a cancelled run starts no call. */
   | { status: 'rejected'; reason: 'cancelled' }
-  /** Not settled within its time limit and the grace after it: left dispatched, an unknown outcome for its session to reconcile. */
+  /**
+   * A tool with effects not settled within its time limit and the grace after it: left dispatched, an
+   * unknown outcome for its session to reconcile. A `readOnly` tool is `failed` then, as a run records it.
+   */
   | { status: 'abandoned'; message: string }
   /**
    * A tool with effects (not `readOnly`) threw once its signal had aborted (its time limit, or the

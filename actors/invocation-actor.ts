@@ -19,6 +19,7 @@ import { LiveText, LiveToolCalls, type ModelTextPiece, type ModelToolCallPiece }
 import { type Secrets, redact, redactAnswer, redactDeep, redactFailure, secretsOf } from './redaction.js'
 import { functionTools, type ToolDefinition } from './tool-catalog.js'
 import { argumentsOf } from './tool-arguments.js'
+import { failureText, failureWithin } from './tool-failure.js'
 import { inputChecks } from './tool-input.js'
 import { TranscriptBuilder } from './transcript.js'
 
@@ -211,7 +212,8 @@ export async function runToolCall(
     if (result === ABANDONED && tool.readOnly === true) return { ok: false, message: notWaitedForReadOnly(timeoutMs, whose) }
     return result
   } catch (error) {
-    const message = messageWithin(redactMessage(messageOf(error)), limits.maxToolResultBytes)
+    // Redacted whole, then cut: a secret across the cut would otherwise be kept in part.
+    const message = messageWithin(failureWithin(redactMessage(failureText(error))), limits.maxToolResultBytes)
     // Read as the rejection arrives: the signal the tool was given had aborted by then.
     if (given?.aborted === true && tool.readOnly !== true) return { ok: false, message, uncertain: messageWithin(redactMessage(messageOf(given.reason)), SHOWN_IN_OUTCOME, SHOWN_LIMIT) }
     return { ok: false, message }

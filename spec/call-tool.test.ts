@@ -183,7 +183,7 @@ test('callTool applies the time limit as the engine does: the signal aborts at t
     const stopped = await callTool(polite, {})
     assert.is(stopped.status, 'unknown', 'a tool with effects that throws once its time is up: a run leaves it uncertain')
     assert.match((stopped as { message: string }).message, /^tool polite failed after its signal aborted \(the tool did not finish within 20 ms \(its timeoutMs\)\): /)
-    assert.equal(await callTool({ ...polite, readOnly: true }, {}), { status: 'failed', message: 'the tool did not finish within 20 ms (its timeoutMs)' })
+    assert.equal(await callTool({ ...polite, readOnly: true }, {}), { status: 'failed', message: 'TimeoutError: the tool did not finish within 20 ms (its timeoutMs)' })
     // A long failure is quoted in part, and the note names that limit, not maxToolResultBytes.
     const wordy: ToolDefinition = { ...polite, execute: (_input, context) => new Promise((_resolve, reject) => context.signal.addEventListener('abort', () => reject(new Error('x'.repeat(5_000))), { once: true })) }
     const quoted = await callTool(wordy, {})

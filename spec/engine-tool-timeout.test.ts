@@ -54,7 +54,7 @@ test(
     assert.is(outcome.status === 'failed' && outcome.class, 'outcome_unknown')
     assert.is(
       outcome.status === 'failed' ? outcome.message : '',
-      'tool slow (operation invocation-polite/step-1/0) failed after its signal aborted (the tool did not finish within 50 ms (its timeoutMs)): the tool did not finish within 50 ms (its timeoutMs); its effect may or may not have happened',
+      'tool slow (operation invocation-polite/step-1/0) failed after its signal aborted (the tool did not finish within 50 ms (its timeoutMs)): TimeoutError: the tool did not finish within 50 ms (its timeoutMs); its effect may or may not have happened',
     )
     const facts = await factsOf(h.log, 'invocation-polite')
     assert.equal(facts.map((fact) => fact.type), ['invocation.opened', 'model.requested', 'model.completed', 'tool.dispatched', 'invocation.ended'], 'no failure is claimed')
@@ -87,7 +87,7 @@ test(
     const input = h.input('polite', { tools: [politeTool('slow', 50, true)] })
     assert.equal(await h.run(input), { status: 'completed' })
     const facts = await factsOf(h.log, 'invocation-polite')
-    assert.equal(only(facts, 'tool.settled').map((fact) => fact.outcome), [{ status: 'failed', message: 'the tool did not finish within 50 ms (its timeoutMs)' }])
+    assert.equal(only(facts, 'tool.settled').map((fact) => fact.outcome), [{ status: 'failed', message: 'TimeoutError: the tool did not finish within 50 ms (its timeoutMs)' }])
     const told = messagesOf(h.server.requests[1]?.body).find((message) => message.role === 'tool')
     assert.match(String(told?.content), /did not finish within 50 ms \(its timeoutMs\)/)
   }),
@@ -205,8 +205,8 @@ test(
       assert.equal(
         only(await factsOf(h.log, 'invocation-defaulted'), 'tool.settled').map((fact) => fact.outcome),
         [
-          { status: 'failed', message: "the tool did not finish within 40 ms (the engine's toolTimeoutMs)" },
-          { status: 'failed', message: 'the tool did not finish within 80 ms (its timeoutMs)' },
+          { status: 'failed', message: "TimeoutError: the tool did not finish within 40 ms (the engine's toolTimeoutMs)" },
+          { status: 'failed', message: 'TimeoutError: the tool did not finish within 80 ms (its timeoutMs)' },
         ],
       )
       for (const bad of [0, 2.5, 2 ** 31, '100']) {

@@ -157,7 +157,7 @@ test(
         throw new Error('bad \ud800 message')
       })
       for (const [name, tool, message] of [
-        ['bare', bare, '[object Object]'],
+        ['bare', bare, '{}'],
         ['broken', broken, 'bad \ufffd message'],
       ] as const) {
         assert.equal(await h.run(h.input(name, { session: 'shared', tools: [tool] })), { status: 'completed' }, name)

@@ -146,9 +146,15 @@ function isTimeout(reason: unknown): boolean {
 const SHOWN_IN_OUTCOME = 1_000
 const SHOWN_LIMIT = "the {limit} an outcome's message quotes of it"
 
-/** How a call of a tool with effects that threw once its signal aborted is told (`tool` its name, and its operation in a run): see `runToolCall`. */
-export const thrownAfterAbort = (tool: string, message: string, reason: string): string =>
-  `tool ${tool} failed after its signal aborted (${reason}): ${messageWithin(message, SHOWN_IN_OUTCOME, SHOWN_LIMIT)}; its effect may or may not have happened`
+/**
+ * How a call of a tool with effects that threw once its signal aborted is told (`tool` its name, and
+ * its operation in a run): see `runToolCall`. A tool that threw the signal's reason itself (as `fetch`
+ * does), or a failure in the same words, has them said once.
+ */
+export function thrownAfterAbort(tool: string, message: string, reason: string): string {
+  const same = message === reason
+  return `tool ${tool} failed after its signal aborted (${reason})${same ? '' : `: ${messageWithin(message, SHOWN_IN_OUTCOME, SHOWN_LIMIT)}`}; its effect may or may not have happened`
+}
 
 /** How a call the engine stopped waiting for is told: past `timeoutMs` (`whose`, when given) and the grace after its signal aborted. */
 export const notWaitedFor = (timeoutMs: number, whose?: string): string =>
@@ -215,7 +221,11 @@ export async function runToolCall(
     // Redacted whole, then cut: a secret across the cut would otherwise be kept in part.
     const message = messageWithin(failureWithin(redactMessage(failureText(error))), limits.maxToolResultBytes)
     // Read as the rejection arrives: the signal the tool was given had aborted by then.
-    if (given?.aborted === true && tool.readOnly !== true) return { ok: false, message, uncertain: messageWithin(redactMessage(messageOf(given.reason)), SHOWN_IN_OUTCOME, SHOWN_LIMIT) }
+    if (given?.aborted === true && tool.readOnly !== true) {
+      const reason = messageWithin(redactMessage(messageOf(given.reason)), SHOWN_IN_OUTCOME, SHOWN_LIMIT)
+      // The reason itself thrown is told as the reason, in its words (see thrownAfterAbort), not under its name as well.
+      return { ok: false, message: error === given.reason ? reason : message, uncertain: reason }
+    }
     return { ok: false, message }
   }
 }

@@ -156,6 +156,12 @@ test('callTool gives a tool its default context, an arguments value JSON-encoded
     const call = callTool(waiting, {}, { signal: controller.signal })
     controller.abort('the user left')
     assert.equal(await call, { status: 'unknown', message: 'tool waiting failed after its signal aborted (the user left): stopped: the user left; its effect may or may not have happened' })
+    // A tool that throws its signal's reason has it said once.
+    const rethrown = new AbortController()
+    const rethrows: ToolDefinition = { name: 'rethrows', execute: (_input, context) => new Promise((_resolve, reject) => context.signal.addEventListener('abort', () => reject(context.signal.reason), { once: true })) }
+    const rethrowing = callTool(rethrows, {}, { signal: rethrown.signal })
+    rethrown.abort('user pressed stop')
+    assert.equal(await rethrowing, { status: 'unknown', message: 'tool rethrows failed after its signal aborted (user pressed stop); its effect may or may not have happened' })
     // A signal aborted before the call: not called, as a cancelled run starts no call.
     let calls = 0
     assert.equal(await callTool({ name: 'never', execute: () => ++calls }, {}, { signal: AbortSignal.abort('gone') }), { status: 'rejected', reason: 'cancelled' })
@@ -182,7 +188,7 @@ test('callTool applies the time limit as the engine does: the signal aborts at t
     }
     const stopped = await callTool(polite, {})
     assert.is(stopped.status, 'unknown', 'a tool with effects that throws once its time is up: a run leaves it uncertain')
-    assert.match((stopped as { message: string }).message, /^tool polite failed after its signal aborted \(the tool did not finish within 20 ms \(its timeoutMs\)\): /)
+    assert.match((stopped as { message: string }).message, /^tool polite failed after its signal aborted \(the tool did not finish within 20 ms \(its timeoutMs\)\); its effect may or may not have happened$/)
     assert.equal(await callTool({ ...polite, readOnly: true }, {}), { status: 'failed', message: 'TimeoutError: the tool did not finish within 20 ms (its timeoutMs)' })
     // A long failure is quoted in part, and the note names that limit, not maxToolResultBytes.
     const wordy: ToolDefinition = { ...polite, execute: (_input, context) => new Promise((_resolve, reject) => context.signal.addEventListener('abort', () => reject(new Error('x'.repeat(5_000))), { once: true })) }

@@ -209,7 +209,7 @@ export async function runToolCall(
   try {
     const run = (signal: AbortSignal) => {
       given = signal
-      return toolResult(tool.execute(structuredClone(input), { signal, operationId: call.operationId, invocation: { ...call.invocation } }), limits.maxToolResultBytes)
+      return toolResult(tool.execute(structuredClone(input), { signal, operationId: call.operationId, invocation: { ...call.invocation } }), { limit: limits.maxToolResultBytes, readOnly: tool.readOnly === true })
     }
     if (timeoutMs === undefined) return await run(gate)
     const whose = tool.timeoutMs === undefined ? "the engine's toolTimeoutMs" : 'its timeoutMs'
@@ -230,7 +230,23 @@ export async function runToolCall(
   }
 }
 
-const unrecorded = (why: string): ToolResult => ({ ok: false, message: `the tool ran, but its result could not be recorded: ${why}` })
+/** What the tool a result belongs to is: the bound on its JSON, and whether it has effects (not `readOnly`). */
+interface ResultOf {
+  limit: number
+  readOnly: boolean
+}
+
+/**
+ * A result that could not be recorded, and why. Told a call "failed", a model retries it: for a tool
+ * with effects that would do them twice (a second charge), so it is told they happened; a `readOnly`
+ * tool can be asked again, for less when its result was too large (`tooLarge`).
+ */
+const unrecorded = (why: string, { readOnly }: ResultOf, tooLarge = false): ToolResult => ({
+  ok: false,
+  message: `the tool ran, but its result could not be recorded: ${why}${
+    readOnly ? (tooLarge ? '; ask for less of it' : '') : "; the call's effect has happened, so do not call the tool again to redo it"
+  }`,
+})
 
 const bytesShown = (bytes: number): string => `${bytes.toLocaleString('en-US')} byte${bytes === 1 ? '' : 's'}`
 
@@ -241,23 +257,23 @@ const bytesShown = (bytes: number): string => `${bytes.toLocaleString('en-US')} 
  * could not be recorded, not a failure of the tool, which has run: awaiting it would read `then` and
  * pass the getter's error off as the tool's.
  */
-async function toolResult(returned: unknown, limit: number): Promise<ToolResult> {
-  if (returned === null || (typeof returned !== 'object' && typeof returned !== 'function')) return jsonOutput(returned, limit)
+async function toolResult(returned: unknown, of: ResultOf): Promise<ToolResult> {
+  if (returned === null || (typeof returned !== 'object' && typeof returned !== 'function')) return jsonOutput(returned, of)
   let native: boolean
   try {
     // `instanceof` reads the value too (its prototype): a revoked proxy throws there.
     native = returned instanceof Promise
   } catch (error) {
-    return unrecorded(`it cannot be read (${messageOf(error)})`)
+    return unrecorded(`it cannot be read (${messageOf(error)})`, of)
   }
-  if (native) return jsonOutput(await returned, limit)
+  if (native) return jsonOutput(await returned, of)
   let then: unknown
   try {
     then = (returned as { then?: unknown }).then
   } catch (error) {
-    return unrecorded(`its then member cannot be read (${messageOf(error)})`)
+    return unrecorded(`its then member cannot be read (${messageOf(error)})`, of)
   }
-  return jsonOutput(typeof then === 'function' ? await (returned as PromiseLike<unknown>) : returned, limit)
+  return jsonOutput(typeof then === 'function' ? await (returned as PromiseLike<unknown>) : returned, of)
 }
 
 /**
@@ -267,17 +283,18 @@ async function toolResult(returned: unknown, limit: number): Promise<ToolResult>
  * no fact can hold it, or its JSON text is over `limit` UTF-8 bytes. The tool has run either way:
  * the explanation tells the model so, for it not to call the tool again.
  */
-function jsonOutput(output: unknown, limit: number): ToolResult {
+function jsonOutput(output: unknown, of: ResultOf): ToolResult {
+  const { limit } = of
   let text: string
   try {
     text = JSON.stringify(output ?? null, bigIntAsText) ?? 'null'
   } catch (error) {
-    return unrecorded(`it is not JSON (${messageOf(error)})`)
+    return unrecorded(`it is not JSON (${messageOf(error)})`, of)
   }
   // Counted only when it could be over: a character takes 1 to 3 bytes.
   const bytes = text.length * 3 > limit ? Buffer.byteLength(text) : 0
   if (bytes > limit) {
-    return unrecorded(`it is ${bytesShown(bytes)} of JSON, over the engine's limit of ${bytesShown(limit)} (maxToolResultBytes); ask for less of it`)
+    return unrecorded(`it is ${bytesShown(bytes)} of JSON, over the engine's limit of ${bytesShown(limit)} (maxToolResultBytes)`, of, true)
   }
   let value: unknown = JSON.parse(text)
   // Stored as the event's fact.outcome.output: three levels down.
@@ -295,7 +312,7 @@ function jsonOutput(output: unknown, limit: number): ToolResult {
       // Nested too deep to copy: the problem stands.
     }
   }
-  return problem ? unrecorded(`a fact cannot hold it exactly: ${problem}`) : { ok: true, value }
+  return problem ? unrecorded(`a fact cannot hold it exactly: ${problem}`, of) : { ok: true, value }
 }
 
 /**

@@ -136,6 +136,9 @@ test(
   }),
 )
 
+/** What a tool with effects is told besides why its result was not recorded: not to call it again to redo them. */
+const HAPPENED = "; the call's effect has happened, so do not call the tool again to redo it"
+
 const UNREADABLE = 'a value that cannot be read (such as a revoked proxy)'
 
 test(
@@ -173,21 +176,22 @@ test(
     assert.equal(await h.run(h.input('lazy', { tools: [lazy] })), { status: 'completed' })
     assert.is(effects, 1)
     const settled = only(await factsOf(h.log, 'invocation-lazy'), 'tool.settled').map((fact) => fact.outcome)
-    assert.equal(settled, [{ status: 'failed', message: 'the tool ran, but its result could not be recorded: its then member cannot be read (lazy field not loaded)' }])
+    assert.equal(settled, [{ status: 'failed', message: `the tool ran, but its result could not be recorded: its then member cannot be read (lazy field not loaded)${HAPPENED}` }])
     const told = messagesOf(h.server.requests[1]?.body).filter((m) => m.role === 'tool').map((m) => m.content)
     assert.match(String(told[0]), /^error: the tool ran, but its result could not be recorded/)
   }),
 )
 
-const OVER = "it is 1,002 bytes of JSON, over the engine's limit of 1,000 bytes (maxToolResultBytes); ask for less of it"
+const OVER = "it is 1,002 bytes of JSON, over the engine's limit of 1,000 bytes (maxToolResultBytes)"
 
 test(
-  'a tool result over maxToolResultBytes is not recorded and the model is told the tool ran and how large the result was; one at the limit is recorded whole',
+  'a tool result over maxToolResultBytes is not recorded and the model is told the tool ran and how large the result was, that its effect happened (a tool with effects) or to ask for less (a readOnly one); one at the limit is recorded whole',
   engineTest(
     [
       answer.toolCalls([
         { id: 'call-over', name: 'blob', arguments: { value: 1 } },
         { id: 'call-at', name: 'blob', arguments: { value: 2 } },
+        { id: 'call-read', name: 'read', arguments: { value: 1 } },
       ]),
       answer.text('done'),
     ],
@@ -195,19 +199,22 @@ test(
     async (h) => {
       // 'é' is two bytes in UTF-8: 500 of them and the quotes are 1,002 bytes in 502 characters.
       const blob = countingTool('blob', async (input) => ((input as { value: number }).value === 1 ? 'é'.repeat(500) : 'a'.repeat(998)))
-      assert.equal(await h.run(h.input('big', { tools: [blob] })), { status: 'completed' })
+      const read = { ...countingTool('read', async () => 'é'.repeat(500)), readOnly: true }
+      assert.equal(await h.run(h.input('big', { tools: [blob, read] })), { status: 'completed' })
       assert.is(blob.calls.length, 2, 'each call ran once')
       const settled = only(await factsOf(h.log, 'invocation-big'), 'tool.settled').map((fact) => fact.outcome)
       assert.equal(settled, [
-        { status: 'failed', message: `the tool ran, but its result could not be recorded: ${OVER}` },
+        { status: 'failed', message: `the tool ran, but its result could not be recorded: ${OVER}${HAPPENED}` },
         { status: 'succeeded', output: 'a'.repeat(998) },
+        { status: 'failed', message: `the tool ran, but its result could not be recorded: ${OVER}; ask for less of it` },
       ])
       const told = messagesOf(h.server.requests[1]?.body).filter((m) => m.role === 'tool')
       assert.equal(
         told.map((m) => [m.tool_call_id, m.content]),
         [
-          ['call-over', `error: the tool ran, but its result could not be recorded: ${OVER}`],
+          ['call-over', `error: the tool ran, but its result could not be recorded: ${OVER}${HAPPENED}`],
           ['call-at', 'a'.repeat(998)],
+          ['call-read', `error: the tool ran, but its result could not be recorded: ${OVER}; ask for less of it`],
         ],
       )
     },
@@ -248,7 +255,7 @@ test(
       assert.equal(only(await factsOf(h.log, 'invocation-huge'), 'tool.settled').map((fact) => fact.outcome), [
         {
           status: 'failed',
-          message: "the tool ran, but its result could not be recorded: it is 5,242,882 bytes of JSON, over the engine's limit of 4,194,304 bytes (maxToolResultBytes); ask for less of it",
+          message: `the tool ran, but its result could not be recorded: it is 5,242,882 bytes of JSON, over the engine's limit of 4,194,304 bytes (maxToolResultBytes)${HAPPENED}`,
         },
       ])
     },

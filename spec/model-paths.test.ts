@@ -572,7 +572,7 @@ test("your tool's validateInput and timeoutMs apply as in a run; toolRuns counts
     // A tool that stops at its signal: it is aborted once its timeoutMs has passed, and its failure is the path's.
     const stopsAtSignal = { ...echoTool(), timeoutMs: 50, execute: (_input: unknown, context: { signal: AbortSignal }) => new Promise((_, reject) => context.signal.addEventListener('abort', () => reject(context.signal.reason as Error))) }
     const aborted = await rejectsWithCheck(() => runPath(path, { tools: [stopsAtSignal], stepTimeoutMs: 5_000 }), 'facts', 'a tool past its timeoutMs')
-    assert.match(aborted.detail, /tool\.settled:failed, where the path plans tool\.settled:succeeded \([^ ]+ failed: the tool did not finish within 50 ms \(its timeoutMs\)\)/)
+    assert.match(aborted.detail, /tool\.settled:failed, where the path plans tool\.settled:succeeded \([^ ]+ failed: TimeoutError: the tool did not finish within 50 ms \(its timeoutMs\)\)/)
     // One that ignores it is given up on a second later, as the engine would, and said so.
     const ignoresSignal = { ...echoTool(), timeoutMs: 50, execute: () => new Promise(() => {}) }
     const abandoned = await rejectsWithCheck(() => runPath(path, { tools: [ignoresSignal], stepTimeoutMs: 5_000 }), 'facts', 'a tool that ignores its timeoutMs')

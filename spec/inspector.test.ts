@@ -212,6 +212,38 @@ pageTest('on a phone (390 px) the run list stacks above the detail: nothing scro
   })
 })
 
+pageTest('on a phone the run list folds away behind a button (aria-expanded), and stays folded while runs are picked', async (page) => {
+  await atViewport(page, 390, 844, async () => {
+    await selectRun(page, SCENARIO.first.invocationId)
+    const toggle = '#sessions-toggle'
+    assert.ok(await page.isVisible(toggle), 'the button shows on a phone')
+    assert.is(await page.getAttribute(toggle, 'aria-expanded'), 'true')
+    assert.is(await page.getAttribute(toggle, 'aria-controls'), 'sidebar-body')
+    await page.click(toggle)
+    assert.is(await page.getAttribute(toggle, 'aria-expanded'), 'false')
+    assert.not.ok(await page.isVisible('#sessions'), 'the list is folded away')
+    assert.not.ok(await page.isVisible('#filter'))
+    const height = await page.$eval('.sidebar', (node) => node.getBoundingClientRect().height)
+    assert.ok(height < 80, `the folded list takes ${height} px`)
+    // A run picked meanwhile (here through its successor link) leaves it folded.
+    await page.click(`[data-link="successor"][data-target="${SCENARIO.successor.invocationId}"]`)
+    await page.waitForSelector(`h1[data-invocation-title="${SCENARIO.successor.invocationId}"]`, WAIT)
+    assert.is(await page.getAttribute(toggle, 'aria-expanded'), 'false')
+    assert.not.ok(await page.isVisible('#sessions'))
+    // Unfolded, a run picked in the list leaves it unfolded.
+    await page.focus(toggle)
+    await page.keyboard.press('Enter')
+    assert.is(await page.getAttribute(toggle, 'aria-expanded'), 'true')
+    await selectRun(page, SCENARIO.first.invocationId)
+    assert.is(await page.getAttribute(toggle, 'aria-expanded'), 'true')
+    assert.ok(await page.isVisible('#sessions'))
+    await page.click(toggle)
+  })
+  // On a desktop the list is always shown, and the button is not.
+  assert.not.ok(await page.isVisible('#sessions-toggle'))
+  assert.ok(await page.isVisible('#sessions'), 'the list shows on a desktop even if folded on a phone')
+})
+
 const focused = (page: Page) =>
   page.evaluate(() => {
     const node = document.activeElement
@@ -616,6 +648,29 @@ offline('verify: once newer facts land the badge says how far it checked, neutra
     await page.waitForSelector('#verify-status.badge-ok:not([data-partial])', WAIT)
     assert.equal(watched.errors, [], 'no script error')
   }, ['an-application-with-a-rather-long-directory-name', 'state', 'log']),
+)
+
+offline('at 1280 px the sidebar header keeps to one line, a long count cut rather than wrapped and whole in its title', (context) =>
+  onOwnLog(context, 'the sidebar header test', async (watched, log, serve) => {
+    for (let n = 0; n < 12; n += 1) await log.appendAll(completeInvocation(`head-${n}`, `session-head-${n}`))
+    // Two runs left open: the count says they need attention, its longest form.
+    for (const name of ['open-a', 'open-b']) await log.appendAll(new EventMaker(invocationOf(name)).many([facts.opened(), facts.requested('s1')]))
+    const inspector = await serve()
+    await watched.page.setViewportSize({ width: 1280, height: 800 })
+    const page = await load(watched, inspector.url)
+    await page.waitForSelector('button.run', WAIT)
+    const head = await page.$eval('.sidebar-head', (node) => {
+      const count = node.querySelector('#session-count') as HTMLElement
+      const title = node.querySelector('h2') as HTMLElement
+      const line = Number.parseFloat(getComputedStyle(count).lineHeight) || 18
+      return { text: count.textContent, title: count.title, lines: count.getClientRects().length, height: count.getBoundingClientRect().height, line, sameLine: Math.abs(title.getBoundingClientRect().bottom - count.getBoundingClientRect().bottom) < 4 }
+    })
+    assert.is(head.text, '14 sessions · 14 runs · 2 need attention')
+    assert.ok(head.lines === 1 && head.height < head.line * 1.5, `the count takes ${head.height} px (${head.lines} boxes) for a line of ${head.line}`)
+    assert.ok(head.sameLine, 'the count is on the heading\'s line')
+    assert.is(head.title, head.text, 'the whole count is its title')
+    assert.equal(watched.errors, [], 'no script error')
+  }),
 )
 
 offline('tool rows: a settled call names its tool and reads failed apart from succeeded, status first; nothing cut is lost (the row\'s title); the run says how many calls failed or were rejected', (context) =>

@@ -29,9 +29,11 @@ export const INDEX_HTML = `<!doctype html>
 </header>
 <div class="layout">
   <aside class="sidebar" aria-label="Sessions">
-    <div class="sidebar-head"><h2>Sessions</h2><span id="session-count" class="count"></span></div>
-    <input id="filter" class="filter" type="search" placeholder="Filter runs by id" aria-label="Filter runs" autocomplete="off" spellcheck="false">
-    <nav id="sessions" class="sessions"></nav>
+    <div class="sidebar-head"><h2>Sessions</h2><span id="session-count" class="count"></span><button id="sessions-toggle" type="button" class="toggle-button" aria-expanded="true" aria-controls="sidebar-body">Hide runs</button></div>
+    <div id="sidebar-body" class="sidebar-body">
+      <input id="filter" class="filter" type="search" placeholder="Filter runs by id" aria-label="Filter runs" autocomplete="off" spellcheck="false">
+      <nav id="sessions" class="sessions"></nav>
+    </div>
   </aside>
   <main class="main">
     <section id="invocation" class="panel invocation" aria-live="polite" aria-label="Selected run" tabindex="-1"></section>

@@ -80,8 +80,14 @@ button { font: inherit; color: inherit; }
 /* layout */
 .layout { display: grid; grid-template-columns: 300px minmax(0, 1fr); flex: 1 1 auto; min-height: 0; }
 .sidebar { border-right: 1px solid var(--border); background: var(--panel); display: flex; flex-direction: column; min-height: 0; }
-.sidebar-head { display: flex; align-items: baseline; justify-content: space-between; padding: 14px 16px 8px; }
-.count { font-size: 12px; color: var(--faint); }
+/* One line at any width: a long count gives way (its whole text is its title) rather than wrapping under the heading. */
+.sidebar-head { display: flex; flex-wrap: nowrap; align-items: baseline; justify-content: space-between; gap: 12px; padding: 14px 16px 8px; }
+.sidebar-head h2 { flex: none; }
+.count { font-size: 12px; color: var(--faint); min-width: 0; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
+.sidebar-body { display: flex; flex-direction: column; flex: 1 1 auto; min-height: 0; }
+/* The run list folds away on a phone only (see the media query below). */
+.toggle-button { display: none; flex: none; align-self: center; padding: 2px 10px; border: 1px solid var(--border-strong); border-radius: 6px; background: var(--panel); font-size: 12px; cursor: pointer; }
+.toggle-button:focus-visible { outline: 2px solid var(--accent); outline-offset: 1px; }
 .filter { margin: 0 12px 10px; padding: 7px 10px; border: 1px solid var(--border-strong); border-radius: 6px; font: inherit; font-size: 12.5px; background: #fbfcfd; }
 .filter:focus { outline: 2px solid var(--accent-soft); border-color: var(--accent); }
 .sessions { overflow-y: auto; padding: 0 8px 16px; min-height: 0; }
@@ -237,6 +243,9 @@ button { font: inherit; color: inherit; }
   .meta-verify dd { flex-wrap: wrap; }
   .layout { display: flex; flex-direction: column; height: auto; }
   .sidebar { border-right: none; border-bottom: 1px solid var(--border); max-height: 45vh; }
+  .toggle-button { display: inline-block; }
+  .sidebar[data-collapsed="true"] .sidebar-body { display: none; }
+  .sidebar[data-collapsed="true"] .sidebar-head { padding-bottom: 12px; }
   .main { overflow: visible; padding: 12px 10px 20px; }
   .ids { grid-template-columns: repeat(2, minmax(0, 1fr)); }
   .entry-flags, .payloads { padding-left: 16px; }

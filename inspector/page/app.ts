@@ -139,7 +139,21 @@ function renderSidebar(): void {
   const listed = sessions.length < sessionsTotal ? ` · ${sessions.length} listed` : ''
   const runs = shown === total ? `${total} run${total === 1 ? '' : 's'}` : `${shown} of ${total} runs`
   if (focused !== undefined) byId('sessions').querySelector<HTMLElement>(`button.run[data-invocation="${CSS.escape(focused)}"]`)?.focus()
-  byId('session-count').textContent = `${sessionsTotal} session${sessionsTotal === 1 ? '' : 's'}${listed} · ${runs}${attention > 0 ? ` · ${attention} need${attention === 1 ? 's' : ''} attention` : ''}`
+  const count = byId('session-count')
+  count.textContent = `${sessionsTotal} session${sessionsTotal === 1 ? '' : 's'}${listed} · ${runs}${attention > 0 ? ` · ${attention} need${attention === 1 ? 's' : ''} attention` : ''}`
+  // The header keeps to one line, so a long count may be cut: its whole text is its title.
+  count.title = count.textContent
+}
+
+/**
+ * Folds the run list away (on a phone, where it sits above the run; the button shows there only).
+ * It stays as the reader left it while runs are picked and facts land: only the button changes it.
+ */
+function setCollapsed(collapsed: boolean): void {
+  const toggle = byId('sessions-toggle')
+  toggle.setAttribute('aria-expanded', String(!collapsed))
+  toggle.textContent = collapsed ? 'Show runs' : 'Hide runs'
+  byId('sessions').closest('.sidebar')?.setAttribute('data-collapsed', String(collapsed))
 }
 
 function renderSelection(): void {
@@ -313,6 +327,7 @@ async function start(): Promise<void> {
     filterTimer = window.setTimeout(() => void refreshOverview().catch(() => undefined), 150)
   })
   byId('verify-button').addEventListener('click', () => void runVerify(true))
+  byId('sessions-toggle').addEventListener('click', (event) => setCollapsed((event.currentTarget as HTMLElement).getAttribute('aria-expanded') === 'true'))
   document.addEventListener('keydown', onKey)
   for (const link of document.querySelectorAll<HTMLElement>('[data-skip]')) link.addEventListener('click', onSkip)
   follow({ onFacts, onHello, onConnection: (connected) => showLive(connected, state.overview ?? null) })

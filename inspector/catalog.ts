@@ -9,6 +9,7 @@
 import type { Invocation, InvocationOutcome, ParentCall, StoredEvent } from '../facts/types.js'
 import { terminalStatusOf } from '../facts/types.js'
 import { type InvocationSnapshot, applyFact, initialInvocationSnapshot, stateOf } from '../machines/invocation.js'
+import { statusWords } from './page/format.js'
 import type { CallLink, InvocationStatus, InvocationSummary, RunLink } from './protocol.js'
 
 interface Entry {
@@ -26,6 +27,8 @@ interface Entry {
   openedAt: number
   lastAt: number
   unsettled: readonly string[]
+  /** The tools its model's calls named, each once (what the filter matches besides ids and status words). */
+  tools: readonly string[]
   /** Tool calls that settled failed or unknown, and calls rejected before dispatch. */
   failedCalls: number
   rejectedCalls: number
@@ -262,6 +265,7 @@ export class Catalog {
         openedAt: event.recordedAt,
         lastAt: event.recordedAt,
         unsettled: NONE,
+        tools: NONE,
         failedCalls: 0,
         rejectedCalls: 0,
         acknowledged: undefined,
@@ -320,11 +324,15 @@ export class Catalog {
       this.#sessions.set(session.sessionId, session)
     }
     switch (fact.type) {
+      case 'model.completed':
+        for (const call of fact.output.toolCalls) if (!entry.tools.includes(call.name)) entry.tools = [...entry.tools, call.name]
+        break
       case 'model.requested':
         if (typeof entry.stepIds !== 'number') entry.stepIds.add(fact.stepId)
         break
       case 'tool.dispatched':
         entry.unsettled = [...entry.unsettled, fact.operationId]
+        if (!entry.tools.includes(fact.name)) entry.tools = [...entry.tools, fact.name]
         break
       case 'tool.settled':
         entry.unsettled = entry.unsettled.length === 1 && entry.unsettled[0] === fact.operationId ? NONE : entry.unsettled.filter((op) => op !== fact.operationId)
@@ -332,6 +340,7 @@ export class Catalog {
         break
       case 'tool.rejected':
         entry.rejectedCalls += 1
+        if (!entry.tools.includes(fact.name)) entry.tools = [...entry.tools, fact.name]
         break
       case 'invocation.ended':
         if (entry.outcome === null && session) {
@@ -372,11 +381,7 @@ export class Catalog {
   summary(invocationId: string, live: ReadonlySet<string>, undriven: 'interrupted' | 'open' = 'interrupted'): InvocationSummary | undefined {
     const entry = this.#invocations.get(invocationId)
     if (!entry) return undefined
-    const status: InvocationStatus = entry.outcome
-      ? terminalStatusOf(entry.outcome)
-      : live.has(invocationId)
-        ? 'running'
-        : undriven
+    const status = this.#status(entry, live, undriven)
     const link = (l: Omit<RunLink, 'exists'>): RunLink => ({ ...l, exists: this.#invocations.has(l.invocationId) })
     const sealed = entry.outcome?.status === 'handoff_paused' ? entry.outcome.pause.intent : null
     return {
@@ -392,6 +397,7 @@ export class Catalog {
       openedAt: entry.openedAt,
       lastAt: entry.lastAt,
       uncertain: [...entry.unsettled],
+      tools: [...entry.tools],
       failedCalls: entry.failedCalls,
       rejectedCalls: entry.rejectedCalls,
       acknowledged: [...(entry.acknowledged ?? [])].map(([operationId, by]) => ({ operationId, ...by })),
@@ -402,6 +408,10 @@ export class Catalog {
       children: (this.#children.get(invocationId) ?? []).map((child) => ({ ...child, exists: true })),
       machineError: entry.machineError,
     }
+  }
+
+  #status(entry: Entry, live: ReadonlySet<string>, undriven: 'interrupted' | 'open'): InvocationStatus {
+    return entry.outcome ? terminalStatusOf(entry.outcome) : live.has(entry.invocation.invocationId) ? 'running' : undriven
   }
 
   #reflag(session: SessionEntry): void {
@@ -432,7 +442,8 @@ export class Catalog {
    * part most recently active first; the `RECENT_KEPT` most recently active sessions are always
    * listed, so many sessions needing attention never hide what is running now. With `match`
    * (case-insensitive, ASCII), only sessions whose id, or the id of one of their turns, runs or
-   * invocations, contains it. `total` counts the sessions that qualify, `attention` those of them
+   * invocations, or one of their runs' tool names or status words (`statusWords`: `failed`,
+   * `handed off`, `max_steps`, …; an open run's as `undriven` says), contains it. `total` counts the sessions that qualify, `attention` those of them
    * that need someone. Costs one pass over the sessions (a regular expression per id with `match`)
    * and a sort of those that need attention: no sort of the whole log.
    */
@@ -440,6 +451,7 @@ export class Catalog {
     limit: number,
     match = '',
     live: ReadonlySet<string> = new Set(),
+    undriven: 'interrupted' | 'open' = 'interrupted',
   ): {
     total: number
     attention: number
@@ -452,8 +464,13 @@ export class Catalog {
       for (const [turnId, ids] of session.turns) {
         if (pattern.test(turnId)) return true
         for (const id of ids) {
-          const invocation = this.#invocations.get(id)?.invocation
-          if (invocation && (pattern.test(invocation.runId) || pattern.test(invocation.invocationId))) return true
+          const entry = this.#invocations.get(id)
+          if (entry === undefined) continue
+          const { invocation } = entry
+          if (pattern.test(invocation.runId) || pattern.test(invocation.invocationId) || entry.tools.some((name) => pattern.test(name))) return true
+          const successor = entry.outcome?.status === 'handoff_paused' ? entry.outcome.pause.intent.successorInvocationId : undefined
+          const words = statusWords({ status: this.#status(entry, live, undriven), outcome: entry.outcome, successor: successor === undefined ? null : { exists: this.#invocations.has(successor) } })
+          if (words.some((word) => pattern.test(word))) return true
         }
       }
       return false

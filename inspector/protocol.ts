@@ -56,6 +56,8 @@ export interface InvocationSummary {
    * each with that run. They stay unknown; the session no longer waits on them.
    */
   acknowledged: { operationId: string; runId: string; invocationId: string }[]
+  /** The tools its model's calls named (asked for, dispatched or rejected), each once, in the order first named. */
+  tools: string[]
   /** Tool calls that settled `failed` (or `unknown`). */
   failedCalls: number
   /** Tool calls rejected before dispatch (`tool.rejected`: unknown tool, invalid input, denied, cancelled). */
@@ -119,7 +121,8 @@ export interface Overview {
   sessionsTotal: number
   /**
    * What `/api/overview?match=…` was asked for (trimmed, at most 256 characters; case-insensitive,
-   * found in a session's id or in the id of one of its turns, runs or invocations), or null.
+   * found in a session's id, in the id of one of its turns, runs or invocations, or in one of its
+   * runs' tool names or status words: `failed`, `handed off`, `max_steps`, …), or null.
    */
   match: string | null
   /** How many sessions qualify (all of them without `match`); `sessions` lists the first 300. */

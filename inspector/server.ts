@@ -399,7 +399,7 @@ export async function serveInspector(given: InspectorOptions): Promise<Inspector
   const overview = async (at: EventLog, match: string): Promise<Overview> => {
     const head = at.head()
     const openAs = await undriven()
-    const listed = catalog.sessions(SESSION_LIMIT, match, internals.live)
+    const listed = catalog.sessions(SESSION_LIMIT, match, internals.live, openAs)
     const viewOf = async (index: Catalog, session: (typeof listed.sessions)[number]): Promise<SessionView> => ({
       sessionId: session.sessionId,
       firstSeq: session.firstSeq,

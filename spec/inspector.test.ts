@@ -650,6 +650,56 @@ offline('verify: once newer facts land the badge says how far it checked, neutra
   }, ['an-application-with-a-rather-long-directory-name', 'state', 'log']),
 )
 
+offline('the run filter matches tool names, status and outcome words and session ids too, case-insensitive, says how many runs match, and what no match means', (context) =>
+  onOwnLog(context, 'the run filter test', async (watched, log, serve) => {
+    const refund: Fact = { type: 'tool.dispatched', operationId: 'op1', callId: 'call-op1', name: 'issueRefund', input: {} }
+    await log.appendAll(
+      new EventMaker(invocationOf('payout', 'desk-7')).many([
+        facts.opened(),
+        facts.requested('s1'),
+        facts.completed('s1', [{ callId: 'call-op1', name: 'issueRefund', arguments: '{}' }]),
+        refund,
+        facts.settled('op1'),
+        facts.requested('s2'),
+        facts.completed('s2', [], 'done'),
+        facts.ended(),
+      ]),
+    )
+    await log.appendAll(new EventMaker(invocationOf('looped', 'desk-8')).many([facts.opened(), facts.requested('s1'), facts.ended({ status: 'failed', class: 'max_steps', message: 'out of steps' })]))
+    await log.appendAll(completeInvocation('plain', 'counter-1'))
+    const inspector = await serve()
+    const page = await load(watched, inspector.url)
+    await page.waitForSelector('button.run', WAIT)
+    const listed = () => page.$$eval('button.run', (nodes) => nodes.map((node) => node.getAttribute('data-invocation')))
+    const filterFor = async (text: string, expected: string[]) => {
+      await page.fill('#filter', text)
+      // The server is asked after a pause: the list then holds what it answered.
+      await page.waitForResponse((response) => response.url().includes('/api/overview?match='), WAIT)
+      await page.waitForFunction((count) => document.querySelectorAll('button.run').length === count, expected.length, WAIT)
+      assert.equal(await listed(), expected, `the runs "${text}" matches`)
+    }
+    await filterFor('REFUND', ['inv-payout'])
+    assert.is(await page.textContent('#filter-result'), '1 run matches “REFUND”')
+    assert.is(await page.getAttribute('#filter-result', 'role'), 'status')
+    await filterFor('max_steps', ['inv-looped'])
+    await filterFor('Failed', ['inv-looped'])
+    await filterFor('completed', ['inv-plain', 'inv-payout'])
+    assert.is(await page.textContent('#filter-result'), '2 runs match “completed”')
+    await filterFor('desk', ['inv-looped', 'inv-payout'])
+    await filterFor('echo', ['inv-plain'])
+    await filterFor('nothing-like-it', [])
+    assert.is(await page.textContent('#filter-result'), 'No run matches “nothing-like-it”')
+    assert.match((await page.textContent('#sessions [data-empty="no-match"]')) ?? '', /^No run matches “nothing-like-it” in its session, turn, run or invocation id, its tools' names or its status .*in any session of the log/)
+    // The server finds by tool name too: a session the page does not hold is found.
+    const overview = (await (await fetch(`${inspector.url}api/overview?match=issuerefund`)).json()) as { sessions: { sessionId: string }[] }
+    assert.equal(overview.sessions.map((session) => session.sessionId), ['desk-7'])
+    await page.fill('#filter', '')
+    await page.waitForFunction(() => document.querySelectorAll('button.run').length === 3, undefined, WAIT)
+    assert.ok(await page.$('#filter-result[hidden]'), 'no count without a filter')
+    assert.equal(watched.errors, [], 'no script error')
+  }),
+)
+
 offline('at 1280 px the sidebar header keeps to one line, a long count cut rather than wrapped and whole in its title', (context) =>
   onOwnLog(context, 'the sidebar header test', async (watched, log, serve) => {
     for (let n = 0; n < 12; n += 1) await log.appendAll(completeInvocation(`head-${n}`, `session-head-${n}`))

@@ -31,7 +31,8 @@ export const INDEX_HTML = `<!doctype html>
   <aside class="sidebar" aria-label="Sessions">
     <div class="sidebar-head"><h2>Sessions</h2><span id="session-count" class="count"></span><button id="sessions-toggle" type="button" class="toggle-button" aria-expanded="true" aria-controls="sidebar-body">Hide runs</button></div>
     <div id="sidebar-body" class="sidebar-body">
-      <input id="filter" class="filter" type="search" placeholder="Filter runs by id" aria-label="Filter runs" autocomplete="off" spellcheck="false">
+      <input id="filter" class="filter" type="search" placeholder="Filter runs by id, tool or status" aria-label="Filter runs by id, tool name or status" aria-describedby="filter-result" autocomplete="off" spellcheck="false">
+      <p id="filter-result" class="filter-result" role="status" hidden></p>
       <nav id="sessions" class="sessions"></nav>
     </div>
   </aside>

@@ -90,6 +90,8 @@ button { font: inherit; color: inherit; }
 .toggle-button:focus-visible { outline: 2px solid var(--accent); outline-offset: 1px; }
 .filter { margin: 0 12px 10px; padding: 7px 10px; border: 1px solid var(--border-strong); border-radius: 6px; font: inherit; font-size: 12.5px; background: #fbfcfd; }
 .filter:focus { outline: 2px solid var(--accent-soft); border-color: var(--accent); }
+.filter-result { margin: -4px 14px 8px; font-size: 12px; color: var(--muted); }
+.filter-result[hidden] { display: none; }
 .sessions { overflow-y: auto; padding: 0 8px 16px; min-height: 0; }
 .main { overflow-y: auto; padding: 16px 18px 24px; min-width: 0; }
 .workspace { display: grid; grid-template-columns: minmax(0, 4fr) minmax(420px, 3fr); gap: 16px; align-items: start; }

@@ -138,11 +138,26 @@ function renderSidebar(): void {
   // The run count is of the sessions listed, which may be fewer than the log holds: said so.
   const listed = sessions.length < sessionsTotal ? ` · ${sessions.length} listed` : ''
   const runs = shown === total ? `${total} run${total === 1 ? '' : 's'}` : `${shown} of ${total} runs`
+  showFilterResult(shown, state.overview)
   if (focused !== undefined) byId('sessions').querySelector<HTMLElement>(`button.run[data-invocation="${CSS.escape(focused)}"]`)?.focus()
   const count = byId('session-count')
   count.textContent = `${sessionsTotal} session${sessionsTotal === 1 ? '' : 's'}${listed} · ${runs}${attention > 0 ? ` · ${attention} need${attention === 1 ? 's' : ''} attention` : ''}`
   // The header keeps to one line, so a long count may be cut: its whole text is its title.
   count.title = count.textContent
+}
+
+/** How many runs the filter matches, said beside it (and to a screen reader, as a status). */
+function showFilterResult(shown: number, overview: Overview): void {
+  const result = byId('filter-result')
+  const filter = state.filter.trim()
+  result.hidden = filter === ''
+  if (filter === '') {
+    result.textContent = ''
+    return
+  }
+  // The server lists the first few hundred sessions that match: runs of the others are not counted.
+  const more = overview.sessionsMatching > overview.sessions.length ? ` in the ${overview.sessions.length} sessions listed of ${overview.sessionsMatching} that match` : ''
+  result.textContent = shown === 0 ? `No run matches “${filter}”` : `${shown} run${shown === 1 ? ' matches' : 's match'} “${filter}”${more}`
 }
 
 /**

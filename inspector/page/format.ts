@@ -58,7 +58,7 @@ export const STATUS_LABEL: Record<InvocationStatus, string> = {
  * its turn carried on by that successor; `paused` is kept for one whose successor has not started.
  * `tone` is the colour class (`s-<tone>`).
  */
-export function statusLook(summary: Pick<InvocationSummary, 'status' | 'successor'>): { label: string; tone: string } {
+export function statusLook(summary: { status: InvocationStatus; successor: { exists: boolean } | null }): { label: string; tone: string } {
   if (summary.status === 'paused' && summary.successor?.exists === true) return { label: 'handed off', tone: 'handed-off' }
   return { label: STATUS_LABEL[summary.status], tone: summary.status }
 }
@@ -75,6 +75,20 @@ export function unsettledFlag(status: InvocationStatus, readOnly: boolean): { ki
     return { kind: 'uncertain', warn: true, label: readOnly ? '⚠ never settled — a crash left it; read-only, its result is lost' : '⚠ never settled — a crash left it; recovery will record its outcome unknown' }
   }
   return { kind: 'uncertain', warn: true, label: readOnly ? '⚠ never settled — read-only, result lost' : '⚠ never settled — outcome unknown' }
+}
+
+/**
+ * The words a run's status reads as, which the run filter matches besides its ids and tools: its
+ * status and label (`handed off`), and its outcome's (`handoff_paused`, a failure's class such as
+ * `max_steps`, a cancel's source). The server's filter takes the same words (catalog.ts).
+ */
+export function statusWords(summary: Pick<InvocationSummary, 'status' | 'outcome'> & { successor: { exists: boolean } | null }): string[] {
+  const { outcome } = summary
+  const words = [summary.status, statusLook(summary).label]
+  if (outcome?.status === 'handoff_paused') words.push(outcome.status)
+  if (outcome?.status === 'failed') words.push(outcome.class)
+  if (outcome?.status === 'cancelled') words.push(outcome.source)
+  return words
 }
 
 /** The status of a summary with its outcome detail, e.g. `failed · outcome_unknown`. */

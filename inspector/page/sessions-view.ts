@@ -1,7 +1,7 @@
 /** The sidebar: sessions → turns → runs (one invocation each), with status, steps and run links. */
 import type { InvocationSummary, Overview, SessionView } from '../protocol.js'
 import { el, replaceChildren } from './dom.js'
-import { dateTime, statusLook, unsettledFlag } from './format.js'
+import { dateTime, statusLook, statusWords, unsettledFlag } from './format.js'
 
 export interface SessionsOptions {
   selected: string | null
@@ -9,11 +9,16 @@ export interface SessionsOptions {
   onSelect: (invocationId: string) => void
 }
 
+/** What the filter looks in, as the server's does (`Catalog.sessions`): the run's ids, its tools' names and its status words. */
 function matches(filter: string, session: SessionView, run: InvocationSummary): boolean {
   if (filter === '') return true
   const { sessionId, turnId, runId, invocationId } = run.invocation
-  return [sessionId, turnId, runId, invocationId, session.sessionId].some((id) => id.toLowerCase().includes(filter))
+  return [sessionId, turnId, runId, invocationId, session.sessionId, ...run.tools, ...statusWords(run)].some((text) => text.toLowerCase().includes(filter))
 }
+
+/** What a filter that matches nothing means: no run of the log, as far as the filter looks. */
+export const NO_MATCH =
+  "in its session, turn, run or invocation id, its tools' names or its status (completed, failed, handed off, max_steps, …), in any session of the log; a session the index dropped is found by its exact session or invocation id only"
 
 /** Operations dispatched and not settled: in flight while a process may still settle them, uncertain once none can. */
 function sidebarFlag(run: InvocationSummary): HTMLElement {
@@ -139,7 +144,10 @@ export function renderSessions(nav: HTMLElement, overview: Overview, options: Se
     )
   }
   if (blocks.length === 0) {
-    replaceChildren(nav, el('div', { class: 'empty' }, overview.sessionsTotal === 0 ? 'The log holds no invocations yet.' : 'No run matches the filter.'))
+    replaceChildren(
+      nav,
+      el('div', { class: 'empty', data: { empty: overview.sessionsTotal === 0 ? 'log' : 'no-match' } }, overview.sessionsTotal === 0 ? 'The log holds no invocations yet.' : `No run matches “${options.filter.trim()}” ${NO_MATCH}.`),
+    )
   } else {
     const more =
       overview.sessionsMatching > overview.sessions.length

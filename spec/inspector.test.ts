@@ -650,6 +650,53 @@ offline('verify: once newer facts land the badge says how far it checked, neutra
   }, ['an-application-with-a-rather-long-directory-name', 'state', 'log']),
 )
 
+offline("Latest (or End) goes to the selected run's latest fact, by keyboard, and keeps new facts of the run in view as they land until a fact is chosen", (context) =>
+  onOwnLog(context, 'the latest fact test', async (watched, log, serve) => {
+    const make = new EventMaker(invocationOf('long', 'session-long'))
+    const ops = Array.from({ length: 16 }, (_, n) => `op${n}`)
+    const calls = ops.map((op) => ({ callId: `call-${op}`, name: 'echo', arguments: '{}' }))
+    await log.appendAll(make.many([facts.opened(), facts.requested('s1'), facts.completed('s1', calls), ...ops.flatMap((op) => [facts.dispatched(op), facts.settled(op)])]))
+    const inspector = await serve()
+    await watched.page.setViewportSize({ width: 1280, height: 700 })
+    const page = await load(watched, `${inspector.url}#invocation=inv-long`)
+    await page.waitForSelector('li.entry', WAIT)
+    const lastSeq = () => page.$eval('#timeline li.entry:last-child', (li) => li.getAttribute('data-seq'))
+    const inView = (seq: string | null) =>
+      page.$eval(`#timeline li.entry[data-seq="${seq}"]`, (li) => {
+        const { top, bottom } = li.getBoundingClientRect()
+        return top >= 0 && bottom <= window.innerHeight
+      })
+    const focusedSeq = () => page.evaluate(() => document.activeElement?.closest('li.entry')?.getAttribute('data-seq') ?? null)
+    await page.locator('#timeline li.entry .entry-row').first().click()
+    assert.not.ok(await inView(await lastSeq()), 'the latest fact is out of view at first')
+    const latest = '#latest-button'
+    assert.is(await page.getAttribute(latest, 'aria-pressed'), 'false')
+    assert.is(await page.$eval(latest, (node) => node.tagName === 'BUTTON' && node.tabIndex >= 0), true, 'a button in the tab order')
+    // Enter on it goes to the latest fact.
+    await page.focus(latest)
+    await page.keyboard.press('Enter')
+    const last = await lastSeq()
+    assert.is(await page.$('#timeline li.entry.selected'), null, 'no fact chosen: the latest is followed')
+    assert.ok(await inView(last), 'the latest fact is in view')
+    assert.is(await focusedSeq(), last, 'and has focus')
+    assert.is(await page.getAttribute(latest, 'aria-pressed'), 'true')
+    assert.match((await page.textContent('#chart-caption')) ?? '', new RegExp(`^now · after seq ${last} `))
+    // New facts of the run land: the new latest is scrolled into view and takes focus.
+    await log.appendAll(make.many([facts.requested('s2'), facts.completed('s2', [{ callId: 'call-op-late', name: 'echo', arguments: '{}' }]), facts.dispatched('op-late')]))
+    const landed = String(log.head().highWater)
+    await page.waitForSelector(`#timeline li.entry[data-seq="${landed}"]`, WAIT)
+    await page.waitForFunction((seq) => document.activeElement?.closest('li.entry')?.getAttribute('data-seq') === seq, landed, WAIT)
+    assert.ok(await inView(landed), 'the fact that landed is in view')
+    // A fact chosen stops the following; End starts it again.
+    await page.locator('#timeline li.entry .entry-row').nth(2).click()
+    assert.is(await page.getAttribute(latest, 'aria-pressed'), 'false')
+    await page.keyboard.press('End')
+    assert.is(await focusedSeq(), landed)
+    assert.is(await page.getAttribute(latest, 'aria-pressed'), 'true')
+    assert.equal(watched.errors, [], 'no script error')
+  }),
+)
+
 offline('the run filter matches tool names, status and outcome words and session ids too, case-insensitive, says how many runs match, and what no match means', (context) =>
   onOwnLog(context, 'the run filter test', async (watched, log, serve) => {
     const refund: Fact = { type: 'tool.dispatched', operationId: 'op1', callId: 'call-op1', name: 'issueRefund', input: {} }

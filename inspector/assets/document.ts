@@ -45,8 +45,8 @@ export const INDEX_HTML = `<!doctype html>
         <div id="state-context" class="state-context"></div>
       </section>
       <section class="panel timeline-panel" aria-label="Timeline">
-        <div class="panel-head"><h2>Timeline</h2><span id="timeline-caption" class="caption"></span></div>
-        <ol id="timeline" class="timeline" tabindex="-1" aria-label="Facts (↑/↓ move between them, Esc follows the latest)"></ol>
+        <div class="panel-head"><h2>Timeline</h2><span id="timeline-caption" class="caption"></span><button id="latest-button" type="button" class="head-button" aria-pressed="false" aria-keyshortcuts="End" title="Go to the run's latest fact and keep it in view as new facts land (End)" hidden>Latest ↓</button></div>
+        <ol id="timeline" class="timeline" tabindex="-1" aria-label="Facts (↑/↓ move between them, End goes to the latest and follows new ones, Esc follows the latest on the chart)"></ol>
       </section>
     </div>
   </main>

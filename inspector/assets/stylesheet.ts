@@ -98,6 +98,12 @@ button { font: inherit; color: inherit; }
 .panel { background: var(--panel); border: 1px solid var(--border); border-radius: var(--radius); box-shadow: var(--shadow); }
 .panel-head { display: flex; align-items: baseline; justify-content: space-between; gap: 12px; padding: 12px 16px 10px; border-bottom: 1px solid var(--border); }
 .caption { font-size: 12px; color: var(--muted); text-align: right; }
+.panel-head .caption { margin-left: auto; }
+.head-button { flex: none; padding: 1px 9px; border: 1px solid var(--border-strong); border-radius: 6px; background: var(--panel); font-size: 12px; cursor: pointer; }
+.head-button:hover { border-color: var(--accent); color: var(--accent); }
+.head-button:focus-visible { outline: 2px solid var(--accent); outline-offset: 1px; }
+.head-button[aria-pressed="true"] { background: var(--accent-soft); border-color: #b6d0fb; color: var(--accent); }
+.head-button[hidden] { display: none; }
 .caption strong { color: var(--text); font-weight: 600; }
 .chart-panel { position: sticky; top: 0; }
 .empty { padding: 28px 16px; color: var(--faint); text-align: center; }

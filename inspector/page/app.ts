@@ -19,6 +19,8 @@ interface PageState {
   detail: InvocationDetail | null
   /** The fact being looked at, or null to follow the latest. */
   selectedSeq: number | null
+  /** The reader went to the latest fact (Latest, End): new facts of the run are scrolled into view as they land. */
+  following: boolean
   filter: string
   verify: VerifyReport | null
   highWater: number
@@ -32,6 +34,7 @@ const state: PageState = {
   selectedId: null,
   detail: null,
   selectedSeq: null,
+  following: false,
   filter: '',
   verify: null,
   highWater: 0,
@@ -184,20 +187,43 @@ function renderSelection(): void {
   if (focusedSeq !== undefined) focusRow(Number(focusedSeq))
   const count = state.detail?.entries.length ?? 0
   byId('timeline-caption').textContent = state.detail ? `${count} fact${count === 1 ? '' : 's'} · click one to travel` : ''
+  byId('latest-button').hidden = count === 0
+  showFollowing()
   document.title = summary ? `${summary.invocation.runId} · factstate inspector` : 'factstate inspector'
   renderMoment()
 }
 
+function showFollowing(): void {
+  byId('latest-button').setAttribute('aria-pressed', String(state.following && state.selectedSeq === null))
+}
+
+/**
+ * Goes to the run's latest fact: selected as Esc does (the chart follows it), scrolled into view
+ * and, when `focus`, given focus (so ↑ goes on from it); new facts of the run are then kept in view
+ * as they land, until a fact is chosen.
+ */
+function goToLatest(focus: boolean): void {
+  state.following = true
+  selectSeq(null)
+  const last = state.detail?.entries.at(-1)
+  if (!last) return
+  if (focus) focusRow(last.seq)
+  byId('timeline').querySelector(`li.entry[data-seq="${last.seq}"]`)?.scrollIntoView({ block: 'nearest' })
+}
+
 function selectSeq(seq: number | null): void {
+  if (seq !== null) state.following = false
   state.selectedSeq = seq
   markSelection(byId('timeline'), seq)
   renderMoment()
+  showFollowing()
   writeHash()
 }
 
 async function selectInvocation(id: string, seq: number | null = null): Promise<void> {
   state.selectedId = id
   state.selectedSeq = seq
+  state.following = false
   state.open.clear()
   state.fresh.clear()
   renderSidebar()
@@ -251,9 +277,13 @@ async function applyLanded(): Promise<void> {
     const id = state.selectedId
     const detail = await api.invocation(id)
     if (state.selectedId !== id) return
+    // The row that had focus keeps it, unless it was the latest and the reader follows: then the new latest takes it.
+    const previousLast = state.detail?.entries.at(-1)?.seq
+    const focusedLast = previousLast !== undefined && focusedData(byId('timeline'), 'seq') === String(previousLast)
     state.detail = detail
     state.fresh = new Set(seqs)
     renderSelection()
+    if (state.following && state.selectedSeq === null) goToLatest(focusedLast)
   }
 }
 
@@ -295,6 +325,11 @@ function onKey(event: KeyboardEvent): void {
   const entries = state.detail?.entries ?? []
   if (event.key === 'Escape') {
     selectSeq(null)
+    return
+  }
+  if (event.key === 'End' && entries.length > 0 && !(target && byId('sessions').contains(target))) {
+    event.preventDefault()
+    goToLatest(true)
     return
   }
   if ((event.key !== 'ArrowDown' && event.key !== 'ArrowUp') || entries.length === 0) return
@@ -342,6 +377,7 @@ async function start(): Promise<void> {
     filterTimer = window.setTimeout(() => void refreshOverview().catch(() => undefined), 150)
   })
   byId('verify-button').addEventListener('click', () => void runVerify(true))
+  byId('latest-button').addEventListener('click', () => goToLatest(true))
   byId('sessions-toggle').addEventListener('click', (event) => setCollapsed((event.currentTarget as HTMLElement).getAttribute('aria-expanded') === 'true'))
   document.addEventListener('keydown', onKey)
   for (const link of document.querySelectorAll<HTMLElement>('[data-skip]')) link.addEventListener('click', onSkip)

@@ -9,9 +9,10 @@ import type { Chart, ChartEdge, ChartState, Point } from './protocol.js'
 
 /** Label metrics matching the page's CSS (11 px monospace). */
 export const LABEL_METRICS = { eventChar: 6.7, eventLine: 15, padX: 12, padY: 6 } as const
+/** State boxes fit their names at the page's 16 px monospace, large enough to read with the chart scaled down to fit its panel. */
 const STATE_HEIGHT = 40
-const STATE_CHAR = 7.8
-const STATE_PAD = 40
+const STATE_CHAR = 9.7
+const STATE_PAD = 26
 const INITIAL = '__initial'
 
 interface TransitionLike {

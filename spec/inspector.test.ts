@@ -17,6 +17,7 @@ import { Engine, EventLog, type Fact, type InvocationOutcome, ModelExecutor, typ
 import { usageTotalsText } from '../store/fact-summary.js'
 import { logInternals } from '../store/event-log.js'
 import { type InspectorServer, serveInspector } from '../inspector/index.js'
+import type { InvocationDetail } from '../inspector/protocol.js'
 import { answer, scriptedModelServer } from '../testing/scripted-model-server.js'
 import { ensurePageBuilt } from './support/inspector-build.js'
 import { SCENARIO, XSS_PAYLOAD, scenarioInput, writeScenarioLog } from './support/inspector-fixtures.js'
@@ -165,6 +166,46 @@ pageTest('the statechart has every state of the machine, and every fact type on 
   const labelled = new Set(await page.$$eval('svg.statechart tspan.ev', (nodes) => nodes.map((n) => n.textContent)))
   const handled = new Set(Object.values(invocationMachine.root.states).flatMap((node) => [...node.transitions.keys()]))
   for (const type of handled) assert.ok(labelled.has(type), `a transition is labelled ${type}`)
+})
+
+pageTest("the statechart's states read at 12 px or more at 1480 and 1280 px, and are reached by Tab and moved across with the arrows, each named with how many facts of the run passed through it", async (page, { inspector }) => {
+  await selectRun(page, SCENARIO.first.invocationId)
+  const smallest = () =>
+    page.$$eval('svg.statechart g.state text', (texts) => Math.min(...texts.map((text) => Number.parseFloat(getComputedStyle(text).fontSize) * ((text as SVGTextElement).getScreenCTM()?.a ?? 0))))
+  for (const [width, height] of [[1480, 960], [1280, 800]] as const) {
+    await atViewport(page, width, height, async () => {
+      const size = await smallest()
+      assert.ok(size >= 12, `at ${width} px the states' names are drawn at ${size.toFixed(1)} px`)
+      assert.ok(await page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth), `at ${width} px the page does not scroll sideways`)
+    })
+  }
+  // From the selected run's header, Tab reaches the chart (past the header's links).
+  await page.focus('#invocation')
+  const inChart = () => page.evaluate(() => document.activeElement?.closest('#chart g.state')?.getAttribute('data-state') ?? null)
+  let tabs = 0
+  while (tabs < 8 && (await inChart()) === null) {
+    await page.keyboard.press('Tab')
+    tabs += 1
+  }
+  const first = await inChart()
+  assert.ok(first !== null, `Tab reaches a state of the chart (${tabs} presses)`)
+  const { entries } = (await (await fetch(`${inspector.url}api/invocation?id=${SCENARIO.first.invocationId}`)).json()) as InvocationDetail
+  const passes = (state: string) => entries.filter((entry) => entry.rejected === null && (entry.stateAfter === state || entry.transitions.some((t) => t.target === state))).length
+  const label = () => page.evaluate(() => document.activeElement?.getAttribute('aria-label') ?? '')
+  const seen = new Set<string>()
+  for (let n = 0; n < 12; n += 1) {
+    const state = (await inChart()) as string
+    seen.add(state)
+    const count = passes(state)
+    assert.match(await label(), new RegExp(`^${state}( \\(final\\))?: ${count} facts? of ${SCENARIO.first.runId} passed through it`), `the name of ${state}`)
+    await page.keyboard.press(n % 2 === 0 ? 'ArrowRight' : 'ArrowDown')
+  }
+  assert.ok(seen.size >= 6, `the arrows moved across ${seen.size} states`)
+  assert.ok(passes('held') > 0, 'the run passed through held')
+  assert.is(await page.$('#timeline li.entry.selected'), null, 'the arrows on the chart travel through no fact')
+  // The state after the latest fact says so; one state at a time is in the tab order.
+  assert.match((await page.getAttribute('g.state[data-state="committed"]', 'aria-label')) ?? '', /the state after the selected fact$/)
+  assert.is(await page.locator('g.state[tabindex="0"]').count(), 1)
 })
 
 pageTest('the log digest and its verify status are shown', async (page, { log }) => {

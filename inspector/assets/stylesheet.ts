@@ -166,7 +166,8 @@ button { font: inherit; color: inherit; }
 .note-label { font-weight: 600; }
 
 /* statechart */
-.chart { padding: 8px 10px 0; }
+/* The chart is scaled to its panel, never below the size the page sets on it (chart-view.ts): a panel too narrow for that scrolls it. */
+.chart { padding: 8px 10px 0; overflow: auto; }
 .chart svg { display: block; width: 100%; height: auto; max-height: calc(100vh - 260px); }
 .chart .edge path { fill: none; stroke: #aab4bf; stroke-width: 1.4; }
 .chart .edge.trail path { stroke: var(--accent-trail); stroke-width: 1.8; }
@@ -180,7 +181,9 @@ button { font: inherit; color: inherit; }
 .chart .edge-label .ev.taken { fill: var(--accent); font-weight: 700; }
 .chart .state rect { fill: #f7f9fb; stroke: #9aa6b2; stroke-width: 1.3; }
 .chart .state .inner { fill: none; stroke: #9aa6b2; stroke-width: 1; }
-.chart .state text { font-family: var(--mono); font-size: 13px; font-weight: 600; fill: #33404d; text-anchor: middle; dominant-baseline: central; }
+.chart .state { outline: none; }
+.chart .state:focus-visible rect.outer { stroke: var(--accent); stroke-width: 3; stroke-dasharray: none; }
+.chart .state text { font-family: var(--mono); font-size: 16px; font-weight: 600; fill: #33404d; text-anchor: middle; dominant-baseline: central; }
 .chart .state.visited rect { fill: #f1f6fe; stroke: var(--accent-trail); }
 .chart .state.previous rect.outer { stroke: var(--accent); stroke-dasharray: 4 3; }
 .chart .state.current rect.outer { fill: var(--accent); stroke: var(--accent); stroke-width: 2; filter: drop-shadow(0 2px 4px rgba(31, 111, 235, 0.35)); }
@@ -238,6 +241,9 @@ button { font: inherit; color: inherit; }
 @media (max-width: 1180px) {
   .topbar { gap: 18px; }
   .log-meta { gap: 16px; }
+}
+/* Below this the chart beside the facts would be scaled past reading: it goes above them, at full width. */
+@media (max-width: 1440px) {
   .workspace { grid-template-columns: minmax(0, 1fr); }
   .chart-panel { position: static; }
 }

@@ -4,7 +4,7 @@
  */
 import type { FactsLanded, InvocationDetail, Overview, VerifyReport } from '../protocol.js'
 import { api } from './api.js'
-import { type ChartMoment, type ChartView, renderChart } from './chart-view.js'
+import { type ChartMoment, type ChartRun, type ChartView, renderChart } from './chart-view.js'
 import { byId, el, replaceChildren } from './dom.js'
 import { renderInvocation } from './invocation-view.js'
 import { follow } from './live.js'
@@ -78,6 +78,16 @@ function momentOf(detail: InvocationDetail, selectedSeq: number | null): ChartMo
     visitedStates,
     visitedEdges,
   }
+}
+
+/** How many of the run's facts passed through each state: took the machine into it, or left it there. */
+function passesOf(detail: InvocationDetail): ChartRun {
+  const passes = new Map<string, number>()
+  for (const entry of detail.entries) {
+    if (entry.rejected !== null) continue
+    for (const state of new Set([entry.stateAfter, ...entry.transitions.map((t) => t.target)])) passes.set(state, (passes.get(state) ?? 0) + 1)
+  }
+  return { runId: detail.summary.invocation.runId, passes }
 }
 
 function renderMoment(): void {
@@ -190,6 +200,7 @@ function renderSelection(): void {
   byId('latest-button').hidden = count === 0
   showFollowing()
   document.title = summary ? `${summary.invocation.runId} · factstate inspector` : 'factstate inspector'
+  state.chart?.describe(state.detail ? passesOf(state.detail) : null)
   renderMoment()
 }
 
@@ -333,8 +344,8 @@ function onKey(event: KeyboardEvent): void {
     return
   }
   if ((event.key !== 'ArrowDown' && event.key !== 'ArrowUp') || entries.length === 0) return
-  // In the run list the arrows scroll it; they travel through facts anywhere else.
-  if (target && byId('sessions').contains(target)) return
+  // In the run list the arrows scroll it, on the chart they move across its states; they travel through facts anywhere else.
+  if (target && (byId('sessions').contains(target) || byId('chart').contains(target))) return
   event.preventDefault()
   // From the fact that has focus, else from the one selected, else from the latest.
   const focusedSeq = focusedData(byId('timeline'), 'seq')

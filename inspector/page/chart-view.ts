@@ -1,5 +1,5 @@
 /** Draws the laid-out statechart as SVG and highlights a moment of an invocation on it. */
-import type { Chart, ChartEdge, Point } from '../protocol.js'
+import type { Chart, ChartEdge, ChartState, Point } from '../protocol.js'
 import { replaceChildren, svg } from './dom.js'
 
 /** What to highlight: the state after the selected fact, the one before, and how it got there. */
@@ -13,9 +13,27 @@ export interface ChartMoment {
   visitedEdges: Set<string>
 }
 
+/** The selected run, for the states' names: how many of its facts passed through each state. */
+export interface ChartRun {
+  runId: string
+  /** State → the facts that took the machine into it or left it there. */
+  passes: ReadonlyMap<string, number>
+}
+
 export interface ChartView {
   highlight(moment: ChartMoment): void
+  /** Names each state after `run` (null: no run selected). */
+  describe(run: ChartRun | null): void
 }
+
+/**
+ * The smallest scale the chart is drawn at: its states' 16 px names then read at 12 px. A panel
+ * narrower than that scrolls the chart rather than shrinking it further.
+ */
+const MIN_SCALE = 0.75
+
+/** States in reading order (top to bottom, then left to right), the order the arrow keys move in. */
+const readingOrder = (a: ChartState, b: ChartState) => a.y - b.y || a.x - b.x
 
 /** A B-spline through dagre's points (the curve dagre-d3 draws). */
 function curve(points: readonly Point[]): string {
@@ -74,8 +92,15 @@ export function renderChart(container: HTMLElement, chart: Chart): ChartView {
   const pad = 6
   const root = svg('svg', {
     class: 'statechart',
-    attrs: { viewBox: `${-pad} ${-pad} ${chart.width + 2 * pad} ${chart.height + 2 * pad}`, role: 'img', 'aria-label': 'The invocation statechart' },
+    attrs: {
+      viewBox: `${-pad} ${-pad} ${chart.width + 2 * pad} ${chart.height + 2 * pad}`,
+      role: 'group',
+      'aria-label': 'The invocation statechart: the arrow keys move across its states',
+    },
   })
+  // Set through the style object, which the page's Content-Security-Policy allows (a style attribute it would not).
+  root.style.minWidth = `${Math.round((chart.width + 2 * pad) * MIN_SCALE)}px`
+  root.style.minHeight = `${Math.round((chart.height + 2 * pad) * MIN_SCALE)}px`
   root.appendChild(svg('defs', {}, marker('arrow', 'arrowhead'), marker('arrow-trail', 'arrowhead-trail'), marker('arrow-taken', 'arrowhead-taken')))
   const edgeLayer = svg('g', { class: 'edges' })
   const labelLayer = svg('g', { class: 'labels' })
@@ -98,12 +123,14 @@ export function renderChart(container: HTMLElement, chart: Chart): ChartView {
       labelLayer.appendChild(label)
     }
   }
-  for (const state of chart.states) {
+  const order = [...chart.states].sort(readingOrder)
+  for (const state of order) {
     const x = state.x - state.width / 2
     const y = state.y - state.height / 2
     const group = svg(
       'g',
-      { class: `state${state.final ? ' final' : ''}`, data: { state: state.id } },
+      // One state is in the tab order at a time (the one last focused, the first at start); the arrows move across them.
+      { class: `state${state.final ? ' final' : ''}`, data: { state: state.id }, attrs: { tabindex: order[0] === state ? '0' : '-1', role: 'img', 'aria-label': state.final ? `${state.id} (final)` : state.id } },
       svg('title', {}, state.final ? `${state.id} (final)` : state.id),
       svg('rect', { class: 'outer', attrs: { x: String(x), y: String(y), width: String(state.width), height: String(state.height), rx: '10' } }),
       state.final
@@ -117,8 +144,42 @@ export function renderChart(container: HTMLElement, chart: Chart): ChartView {
   root.append(edgeLayer, labelLayer, stateLayer)
   replaceChildren(container, root)
 
+  const groups = order.map((state) => states.get(state.id) as SVGGElement)
+  root.addEventListener('keydown', (event) => {
+    const from = groups.indexOf((event.target as Element | null)?.closest?.('g.state') as SVGGElement)
+    const step = event.key === 'ArrowRight' || event.key === 'ArrowDown' ? 1 : event.key === 'ArrowLeft' || event.key === 'ArrowUp' ? -1 : 0
+    if (from < 0 || step === 0) return
+    event.preventDefault()
+    const next = groups[(from + step + groups.length) % groups.length] as SVGGElement
+    for (const group of groups) group.setAttribute('tabindex', group === next ? '0' : '-1')
+    next.focus()
+  })
+
+  let run: ChartRun | null = null
+  let current: string | null = null
+  const name = () => {
+    for (const state of chart.states) {
+      const group = states.get(state.id) as SVGGElement
+      const passes = run?.passes.get(state.id) ?? 0
+      const label = [
+        state.final ? `${state.id} (final)` : state.id,
+        run === null ? '' : `: ${passes} fact${passes === 1 ? '' : 's'} of ${run.runId} passed through it`,
+        state.id === current ? ' · the state after the selected fact' : '',
+      ].join('')
+      group.setAttribute('aria-label', label)
+      const title = group.querySelector('title')
+      if (title) title.textContent = label
+    }
+  }
+
   return {
+    describe(given) {
+      run = given
+      name()
+    },
     highlight(moment) {
+      current = moment.current
+      name()
       for (const [id, group] of states) {
         group.classList.toggle('current', id === moment.current)
         group.classList.toggle('previous', id === moment.previous && id !== moment.current)

@@ -231,19 +231,27 @@ function selectSeq(seq: number | null): void {
   writeHash()
 }
 
+/** Counts the choices of a run: only the last one's answer is shown. */
+let selecting = 0
+
 async function selectInvocation(id: string, seq: number | null = null): Promise<void> {
+  const ticket = (selecting += 1)
   state.selectedId = id
   state.selectedSeq = seq
   state.following = false
   state.open.clear()
   state.fresh.clear()
   renderSidebar()
+  let detail: InvocationDetail | null
   try {
-    state.detail = await api.invocation(id)
+    detail = await api.invocation(id)
   } catch {
-    state.detail = null
+    detail = null
   }
-  if (state.selectedId !== id) return
+  // An earlier choice's answer (another run, or this one chosen again while it loaded: a click on
+  // the run the page opens with) is dropped, so the run shown is not rendered again under the reader.
+  if (ticket !== selecting) return
+  state.detail = detail
   if (seq !== null && !state.detail?.entries.some((entry) => entry.seq === seq)) state.selectedSeq = null
   renderSelection()
   writeHash()

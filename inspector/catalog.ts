@@ -73,8 +73,9 @@ export class Catalog {
   readonly #continuations = new Map<string, Omit<RunLink, 'exists'>[]>()
   /**
    * Parent invocation id → the child runs its calls started, read from the children's opened facts as
-   * they are indexed (a parent's facts do not name its children: the name is the tool's). An entry
-   * leaves with its child, so the map is bounded by the index.
+   * they are indexed (a parent's facts do not name its children: the name is the tool's, so they
+   * could not be found again once dropped). A link leaves with its child when its parent is not
+   * indexed, and with its parent when its child is not: the map is bounded by the index.
    */
   readonly #children = new Map<string, Omit<CallLink, 'exists'>[]>()
   /** The sessions that may need someone: an invocation open, a seal awaiting its successor, a last run failed or cancelled. */
@@ -159,9 +160,14 @@ export class Catalog {
       for (const ids of session.turns.values()) {
         for (const id of ids) {
           const parent = this.#invocations.get(id)?.parent
-          if (parent) this.#forgetChild(parent.invocation.invocationId, id)
           this.#invocations.delete(id)
           this.#continuations.delete(id)
+          // Its parent, still indexed, keeps listing it (dropped, read from the log when opened).
+          if (parent && !this.#invocations.has(parent.invocation.invocationId)) this.#forgetChild(parent.invocation.invocationId, id)
+          const children = this.#children.get(id)?.filter((child) => this.#invocations.has(child.invocation.invocationId))
+          if (children === undefined || children.length > 0) {
+            if (children !== undefined) this.#children.set(id, children)
+          } else this.#children.delete(id)
         }
       }
       this.#sessions.delete(session.sessionId)
@@ -202,7 +208,10 @@ export class Catalog {
     const before = earlier.#sessions.get(sessionId) as SessionEntry
     for (const [id, entry] of earlier.#invocations) this.#invocations.set(id, entry)
     for (const [id, links] of earlier.#continuations) this.#continuations.set(id, [...links, ...(this.#continuations.get(id) ?? [])])
-    for (const [id, links] of earlier.#children) this.#children.set(id, [...links, ...(this.#children.get(id) ?? [])])
+    for (const [id, links] of earlier.#children) {
+      const known = new Set(links.map((link) => link.invocation.invocationId))
+      this.#children.set(id, [...links, ...(this.#children.get(id) ?? []).filter((link) => !known.has(link.invocation.invocationId))])
+    }
     const turns = new Map<string, string[]>()
     for (const [turnId, ids] of before.turns) turns.set(turnId, [...ids])
     for (const [turnId, ids] of session.turns) turns.set(turnId, [...(turns.get(turnId) ?? []), ...ids])
@@ -274,7 +283,7 @@ export class Catalog {
       }
       this.#invocations.set(invocation.invocationId, entry)
       if (entry.parent) {
-        const list = this.#children.get(entry.parent.invocation.invocationId) ?? []
+        const list = (this.#children.get(entry.parent.invocation.invocationId) ?? []).filter((link) => link.invocation.invocationId !== invocation.invocationId)
         list.push({ operationId: entry.parent.operationId, invocation })
         this.#children.set(entry.parent.invocation.invocationId, list)
       }
@@ -405,7 +414,7 @@ export class Catalog {
       successor: sealed ? link({ kind: 'handoff', runId: sealed.successorRunId, invocationId: sealed.successorInvocationId }) : null,
       continuedBy: (this.#continuations.get(invocationId) ?? []).map(link),
       parent: entry.parent ? { ...entry.parent, exists: this.#invocations.has(entry.parent.invocation.invocationId) } : null,
-      children: (this.#children.get(invocationId) ?? []).map((child) => ({ ...child, exists: true })),
+      children: (this.#children.get(invocationId) ?? []).map((child) => ({ ...child, exists: true, ...(this.#invocations.has(child.invocation.invocationId) ? {} : { dropped: true as const }) })),
       machineError: entry.machineError,
     }
   }

@@ -31,6 +31,11 @@ export interface CallLink {
   invocation: Invocation
   /** False while the index holds no invocation with that id (a parent in another log, or dropped from the index). */
   exists: boolean
+  /**
+   * On a parent, a child whose session the index dropped (past `maxIndexed`): still in the log, and
+   * `exists`, since the inspector reads it from there when asked for it.
+   */
+  dropped?: true
 }
 
 /** One invocation (one run) as the overview lists it. */

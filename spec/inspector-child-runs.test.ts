@@ -9,7 +9,7 @@ import * as assert from 'uvu/assert'
 import { EventLog, type Fact, type RuntimeEvent } from '../index.js'
 import { Catalog } from '../inspector/catalog.js'
 import { serveInspector } from '../inspector/index.js'
-import type { InvocationDetail } from '../inspector/protocol.js'
+import type { InvocationDetail, Overview } from '../inspector/protocol.js'
 import { EventMaker, completeInvocation, facts, invocationOf } from './support/log-fixtures.js'
 import { chromium } from 'playwright-core'
 import { ensurePageBuilt } from './support/inspector-build.js'
@@ -106,6 +106,55 @@ test(
       assert.match(childNote, /Call.*inv-sup\/step-1\/0.*started the child run.*inv-sup\.step-1\.0\.writer\/run-writer/, JSON.stringify(childNote))
       await childLink.click()
       await page.waitForSelector('h1[data-invocation-title="inv-writer"]')
+      assert.equal(errors, [])
+    } finally {
+      await browser.close()
+      await inspector.close()
+      await log.close()
+    }
+  }),
+)
+
+test(
+  "a child run the index dropped (past maxIndexed) is still linked from its parent's header and its call's row, saying it is not in the index, and opens from the log",
+  bounded(90_000, async (dir) => {
+    ensurePageBuilt()
+    const log = await EventLog.open(join(dir, 'log'))
+    // The parent stays open (a session that needs someone is never dropped); its child ended, and
+    // 150 later sessions push it out of an index of 20.
+    const parent = new EventMaker(supervisor)
+    await log.appendAll(
+      parent.many([facts.opened(), facts.requested('s1'), facts.completed('s1', [{ callId: `call-${operationId}`, name: 'delegate', arguments: '{}' }]), facts.dispatched(operationId)]),
+    )
+    const opened = childOf('writer')
+    const child = new EventMaker(opened.invocation)
+    child.next(opened.fact)
+    await log.appendAll([opened, ...child.many([facts.requested('s1'), facts.completed('s1', [], 'drafted'), facts.ended()])])
+    for (let n = 0; n < 150; n += 1) await log.appendAll(completeInvocation(`later-${n}`))
+    const inspector = await serveInspector({ log, maxIndexed: 20 })
+    const browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'], timeout: 30_000 })
+    try {
+      const overview = (await (await fetch(`${inspector.url}api/overview`)).json()) as Overview
+      assert.not.ok(overview.sessions.some((session) => session.sessionId === opened.invocation.sessionId), 'the child is not in the index')
+      const detail = (await (await fetch(`${inspector.url}api/invocation?id=inv-sup`)).json()) as InvocationDetail
+      assert.equal(detail.summary.children, [{ operationId, invocation: opened.invocation, exists: true, dropped: true }])
+
+      const page = await browser.newPage()
+      page.setDefaultTimeout(10_000)
+      const errors: string[] = []
+      page.on('pageerror', (error) => errors.push(error.message))
+      await page.goto(`${inspector.url}#invocation=inv-sup`)
+      await page.waitForSelector('h1[data-invocation-title="inv-sup"]')
+      const headerLink = await page.waitForSelector('div.note[data-child="inv-writer"] button[data-link="child"]')
+      assert.is(await headerLink.getAttribute('data-indexed'), 'false')
+      assert.is(await headerLink.isEnabled(), true)
+      assert.match((await headerLink.textContent()) ?? '', /^→ inv-sup\.step-1\.0\.writer\/run-writer· not in the index$/)
+      assert.match((await headerLink.getAttribute('title')) ?? '', /not in the inspector's index \(its session was dropped past maxIndexed\), read from the log/)
+      const rowLink = await page.waitForSelector(`li.entry[data-type="tool.dispatched"] [data-child="inv-writer"] button[data-link="child"][data-operation="${operationId}"]`)
+      assert.is(await rowLink.getAttribute('data-indexed'), 'false')
+      await rowLink.click()
+      await page.waitForSelector('h1[data-invocation-title="inv-writer"]')
+      await page.waitForSelector('li.entry[data-type="invocation.ended"]')
       assert.equal(errors, [])
     } finally {
       await browser.close()

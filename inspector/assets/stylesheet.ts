@@ -164,6 +164,8 @@ button { font: inherit; color: inherit; }
 .note-link:hover { border-color: var(--accent); color: var(--accent); }
 .note-link:disabled { cursor: default; color: var(--faint); border-style: dashed; }
 .note-label { font-weight: 600; }
+.note-link .link-note { font-family: var(--sans); color: var(--warn); }
+.child-link { display: inline-flex; align-items: center; gap: 6px; font-size: 12px; color: var(--muted); }
 
 /* statechart */
 /* The chart is scaled to its panel, never below the size the page sets on it (chart-view.ts): a panel too narrow for that scrolls it. */

@@ -193,6 +193,7 @@ function renderSelection(): void {
     fresh: state.fresh,
     open: state.open,
     onSelect: (seq) => selectSeq(seq),
+    onNavigate: (id) => void selectInvocation(id),
   })
   if (focusedSeq !== undefined) focusRow(Number(focusedSeq))
   const count = state.detail?.entries.length ?? 0

@@ -22,19 +22,28 @@ function linkButton(link: RunLink, role: string, options: InvocationOptions): HT
   )
 }
 
-/** A button to the other end of a tool call that started a child run: the parent run, or a child. */
-function callButton(link: CallLink, role: 'parent' | 'child', options: InvocationOptions): HTMLButtonElement {
+/**
+ * A button to the other end of a tool call that started a child run: the parent run, or a child. A
+ * child the index dropped still opens (read from the log), and says it is not in the index.
+ */
+export function callButton(link: CallLink, role: 'parent' | 'child', onNavigate: (invocationId: string) => void): HTMLButtonElement {
   const target = link.invocation.invocationId
+  const title = link.dropped
+    ? `open ${target} (session ${link.invocation.sessionId}): not in the inspector's index (its session was dropped past maxIndexed), read from the log`
+    : link.exists
+      ? `open ${target} (session ${link.invocation.sessionId})`
+      : `${target} (session ${link.invocation.sessionId}) is not in this log's index`
   return el(
     'button',
     {
       class: 'note-link',
-      title: link.exists ? `open ${target} (session ${link.invocation.sessionId})` : `${target} (session ${link.invocation.sessionId}) is not in this log's index`,
+      title,
       attrs: { type: 'button', ...(link.exists ? {} : { disabled: '' }) },
-      data: { link: role, target, operation: link.operationId },
-      onClick: () => options.onNavigate(target),
+      data: { link: role, target, operation: link.operationId, ...(link.dropped ? { indexed: 'false' } : {}) },
+      onClick: () => onNavigate(target),
     },
     `${role === 'parent' ? '←' : '→'} ${link.invocation.sessionId}/${link.invocation.runId}`,
+    link.dropped ? el('span', { class: 'link-note' }, '· not in the index') : null,
   )
 }
 
@@ -96,7 +105,7 @@ export function renderInvocation(section: HTMLElement, summary: InvocationSummar
         'div',
         { class: 'note', data: { parent: summary.parent.operationId } },
         el('span', { class: 'note-label' }, 'Child run of'),
-        callButton(summary.parent, 'parent', options),
+        callButton(summary.parent, 'parent', options.onNavigate),
         el('span', {}, 'started by its call '),
         el('span', { class: 'mono' }, summary.parent.operationId),
       ),
@@ -110,7 +119,7 @@ export function renderInvocation(section: HTMLElement, summary: InvocationSummar
         el('span', { class: 'note-label' }, 'Call'),
         el('span', { class: 'mono' }, child.operationId),
         el('span', {}, 'started the child run'),
-        callButton(child, 'child', options),
+        callButton(child, 'child', options.onNavigate),
       ),
     )
   }

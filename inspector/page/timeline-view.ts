@@ -1,7 +1,8 @@
 /** The fact timeline of one invocation: one row per fact, its payloads expandable, rows selectable. */
-import type { InvocationDetail, TimelineEntry } from '../protocol.js'
+import type { CallLink, InvocationDetail, TimelineEntry } from '../protocol.js'
 import { el, replaceChildren } from './dom.js'
 import type { InvocationStatus } from '../protocol.js'
+import { callButton } from './invocation-view.js'
 import { clock, family, fieldsText, keyFields, payloads, unsettledFlag } from './format.js'
 
 export interface TimelineOptions {
@@ -12,6 +13,8 @@ export interface TimelineOptions {
   /** Payloads the reader has opened, kept open across re-renders (`<seq>:<kind>:<index>`). */
   open: Set<string>
   onSelect: (seq: number) => void
+  /** Opens another run (a child run its call started). */
+  onNavigate: (invocationId: string) => void
 }
 
 function row(
@@ -19,6 +22,7 @@ function row(
   status: InvocationStatus,
   toolNames: ReadonlyMap<string, string>,
   acknowledged: ReadonlyMap<string, string>,
+  children: ReadonlyMap<string, CallLink[]>,
   options: TimelineOptions,
 ): HTMLLIElement {
   const { fact } = entry
@@ -57,6 +61,10 @@ function row(
     )
   }
   if (fact.type === 'tool.rejected') flags.push(el('span', { class: 'pill s-cancelled' }, 'never dispatched'))
+  // The call's own row links the child runs it started, as the run's header does.
+  if (fact.type === 'tool.dispatched') {
+    for (const child of children.get(fact.operationId) ?? []) flags.push(el('span', { class: 'child-link', data: { child: child.invocation.invocationId } }, 'started the child run', callButton(child, 'child', options.onNavigate)))
+  }
   const details = payloads(fact).map((payload, index) => {
     const key = `${entry.seq}:${payload.kind}:${index}`
     const node = el('details', { class: `payload payload-${payload.kind}`, data: { payload: payload.kind } }, el('summary', {}, payload.label), el('pre', {}, payload.text))
@@ -85,7 +93,9 @@ export function renderTimeline(list: HTMLElement, detail: InvocationDetail | nul
   const toolNames = new Map<string, string>()
   for (const { fact } of detail.entries) if (fact.type === 'tool.dispatched') toolNames.set(fact.operationId, fact.name)
   const acknowledged = new Map(detail.summary.acknowledged.map(({ operationId, runId }) => [operationId, runId]))
-  const rows = detail.entries.map((entry) => row(entry, detail.summary.status, toolNames, acknowledged, options))
+  const children = new Map<string, CallLink[]>()
+  for (const child of detail.summary.children) children.set(child.operationId, [...(children.get(child.operationId) ?? []), child])
+  const rows = detail.entries.map((entry) => row(entry, detail.summary.status, toolNames, acknowledged, children, options))
   replaceChildren(list, ...rows)
   markSelection(list, options.selectedSeq, options.fresh)
 }

@@ -15,7 +15,7 @@ import { readPageScript } from './assets/page-files.js'
 import { STYLESHEET } from './assets/stylesheet.js'
 import { Catalog, DEFAULT_INDEX_LIMIT } from './catalog.js'
 import { invocationChart } from './chart.js'
-import type { ApiError, FactsLanded, Overview, SessionView, VerifyReport } from './protocol.js'
+import type { ApiError, CallLink, FactsLanded, Overview, SessionView, VerifyReport } from './protocol.js'
 import { timelineOf } from './timeline.js'
 
 /**
@@ -101,6 +101,9 @@ export interface InspectorServer {
 
 const HOST = '127.0.0.1'
 const SESSION_LIMIT = 300
+/** The most child sessions looked up per tool call of a parent read from the log (a call starts one child, or a few). */
+const CHILDREN_LOOKED_UP = 64
+
 /** The longest `match` of `/api/overview` looked for (ids are rarely longer; more is cut). */
 const MAX_MATCH = 256
 const HEARTBEAT_MS = 15_000
@@ -396,6 +399,29 @@ export async function serveInspector(given: InspectorOptions): Promise<Inspector
   const undriven = async (): Promise<'interrupted' | 'open'> =>
     log.snapshotOf === undefined ? 'interrupted' : (await logHeldOpen(log.snapshotOf)) === false ? 'interrupted' : 'open'
 
+  /**
+   * The child runs of a parent read from the log (its session dropped from the index, which is what
+   * lists children): its facts do not name them, but their ids begin with each call's operation id
+   * (`childRunOf`), so the session index is looked up by that, and a run counts when its opening
+   * names this call as its parent. A child whose ids were cut to fit (past 128 characters) is missed.
+   */
+  const childrenFromLog = async (at: EventLog, parentId: string, events: readonly StoredEvent[]): Promise<CallLink[]> => {
+    const links: CallLink[] = []
+    for (const { event } of events) {
+      if (event.fact.type !== 'tool.dispatched') continue
+      const { operationId } = event.fact
+      for (const sessionId of await logInternals(at).sessionsStartingWith(`${operationId.replaceAll('/', '.')}.`, CHILDREN_LOOKED_UP)) {
+        for (const run of await at.runs(sessionId)) {
+          const opened = (await logInternals(at).invocationEvents(run.invocationId, run.openedSeq))[0]?.event
+          const input = opened?.fact.type === 'invocation.opened' ? opened.fact.input : undefined
+          if (opened === undefined || input === undefined || input.kind === 'handoff' || input.parent?.operationId !== operationId || input.parent.invocation.invocationId !== parentId) continue
+          links.push({ operationId, invocation: opened.invocation, exists: true, ...(catalog.has(opened.invocation.invocationId) ? {} : { dropped: true as const }) })
+        }
+      }
+    }
+    return links
+  }
+
   const overview = async (at: EventLog, match: string): Promise<Overview> => {
     const head = at.head()
     const openAs = await undriven()
@@ -486,10 +512,11 @@ export async function serveInspector(given: InspectorOptions): Promise<Inspector
       // An invocation the index lacks (its session dropped) is summed up from its session's facts:
       // the session its own facts name, as its id may also be the id of another session.
       const sessionId = events[0]?.event.invocation.sessionId
+      const indexed = catalog.summary(id, internals.live, openAs)
       const summary =
-        catalog.summary(id, internals.live, openAs) ??
-        (sessionId === undefined || !catalog.trimmed ? undefined : Catalog.ofSession(await sessionEvents(at, sessionId)).summary(id, internals.live, openAs))
+        indexed ?? (sessionId === undefined || !catalog.trimmed ? undefined : Catalog.ofSession(await sessionEvents(at, sessionId)).summary(id, internals.live, openAs))
       if (summary === undefined || events.length === 0) return sendError(res, 404, 'NOT_FOUND', 'the log has no such invocation', head)
+      if (indexed === undefined) summary.children = await childrenFromLog(at, id, events)
       return sendJson(res, 200, timelineOf(summary, events), head)
     }
     return sendError(res, 404, 'NOT_FOUND', 'no such resource', head)

@@ -116,7 +116,7 @@ test(
 )
 
 test(
-  "a child run the index dropped (past maxIndexed) is still linked from its parent's header and its call's row, saying it is not in the index, and opens from the log",
+  "a child run the index dropped (past maxIndexed) is still linked from its parent's header and its call's row, saying it is not in the index, and opens from the log; a parent dropped too finds it by its call's operation id",
   bounded(90_000, async (dir) => {
     ensurePageBuilt()
     const log = await EventLog.open(join(dir, 'log'))
@@ -130,6 +130,17 @@ test(
     const child = new EventMaker(opened.invocation)
     child.next(opened.fact)
     await log.appendAll([opened, ...child.many([facts.requested('s1'), facts.completed('s1', [], 'drafted'), facts.ended()])])
+    // A parent that ended, dropped with its child: read from the log, it finds the child by its call's operation id.
+    const boss = invocationOf('boss', 'desk-2')
+    const bossOp = 'inv-boss/step-1/0'
+    await log.appendAll(
+      new EventMaker(boss).many([facts.opened(), facts.requested('s1'), facts.completed('s1', [{ callId: `call-${bossOp}`, name: 'delegate', arguments: '{}' }]), facts.dispatched(bossOp)]),
+    )
+    const critic = childOf('critic', boss)
+    const criticMaker = new EventMaker(critic.invocation)
+    criticMaker.next(critic.fact)
+    await log.appendAll([critic, ...criticMaker.many([facts.requested('s1'), facts.completed('s1', [], 'fine'), facts.ended()])])
+    await log.appendAll(new EventMaker(boss).many([facts.settled(bossOp), facts.requested('s2'), facts.completed('s2', [], 'ok'), facts.ended()]).map((event, n) => ({ ...event, id: `inv-boss/late-${n}` })))
     for (let n = 0; n < 150; n += 1) await log.appendAll(completeInvocation(`later-${n}`))
     const inspector = await serveInspector({ log, maxIndexed: 20 })
     const browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'], timeout: 30_000 })
@@ -138,6 +149,9 @@ test(
       assert.not.ok(overview.sessions.some((session) => session.sessionId === opened.invocation.sessionId), 'the child is not in the index')
       const detail = (await (await fetch(`${inspector.url}api/invocation?id=inv-sup`)).json()) as InvocationDetail
       assert.equal(detail.summary.children, [{ operationId, invocation: opened.invocation, exists: true, dropped: true }])
+      assert.not.ok(overview.sessions.some((session) => session.sessionId === 'desk-2'), 'the ended parent is not in the index either')
+      const fromLog = (await (await fetch(`${inspector.url}api/invocation?id=inv-boss`)).json()) as InvocationDetail
+      assert.equal(fromLog.summary.children, [{ operationId: bossOp, invocation: critic.invocation, exists: true, dropped: true }])
 
       const page = await browser.newPage()
       page.setDefaultTimeout(10_000)
@@ -155,6 +169,12 @@ test(
       await rowLink.click()
       await page.waitForSelector('h1[data-invocation-title="inv-writer"]')
       await page.waitForSelector('li.entry[data-type="invocation.ended"]')
+      // A new load (a change of the hash alone is not one).
+      await page.goto('about:blank')
+      await page.goto(`${inspector.url}#invocation=inv-boss`)
+      await page.waitForSelector('h1[data-invocation-title="inv-boss"]')
+      await page.click('div.note[data-child="inv-critic"] button[data-link="child"][data-indexed="false"]')
+      await page.waitForSelector('h1[data-invocation-title="inv-critic"]')
       assert.equal(errors, [])
     } finally {
       await browser.close()

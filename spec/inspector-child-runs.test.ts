@@ -98,13 +98,14 @@ test(
       assert.is(await parentLink.getAttribute('data-target'), 'inv-sup')
       assert.is(await parentLink.getAttribute('data-operation'), operationId)
       assert.match((await page.textContent('div.note[data-parent]')) ?? '', /Child run of.*desk\/run-sup.*inv-sup\/step-1\/0/)
-      await parentLink.click()
+      // Found again when clicked: a click on the run the page opened with renders it once more.
+      await page.click('button[data-link="parent"]')
       await page.waitForSelector('h1[data-invocation-title="inv-sup"]')
       const childLink = await page.waitForSelector('button[data-link="child"]')
       assert.is(await childLink.getAttribute('data-target'), 'inv-writer')
       const childNote = (await page.textContent('div.note[data-child="inv-writer"]')) ?? ''
       assert.match(childNote, /Call.*inv-sup\/step-1\/0.*started the child run.*inv-sup\.step-1\.0\.writer\/run-writer/, JSON.stringify(childNote))
-      await childLink.click()
+      await page.click('div.note[data-child="inv-writer"] button[data-link="child"]')
       await page.waitForSelector('h1[data-invocation-title="inv-writer"]')
       assert.equal(errors, [])
     } finally {

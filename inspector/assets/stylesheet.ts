@@ -183,8 +183,6 @@ button { font: inherit; color: inherit; }
 .chart .edge-label .ev.taken { fill: var(--accent); font-weight: 700; }
 .chart .state rect { fill: #f7f9fb; stroke: #9aa6b2; stroke-width: 1.3; }
 .chart .state .inner { fill: none; stroke: #9aa6b2; stroke-width: 1; }
-.chart .state { outline: none; }
-.chart .state:focus-visible rect.outer { stroke: var(--accent); stroke-width: 3; stroke-dasharray: none; }
 .chart .state text { font-family: var(--mono); font-size: 16px; font-weight: 600; fill: #33404d; text-anchor: middle; dominant-baseline: central; }
 .chart .state.visited rect { fill: #f1f6fe; stroke: var(--accent-trail); }
 .chart .state.previous rect.outer { stroke: var(--accent); stroke-dasharray: 4 3; }
@@ -192,6 +190,9 @@ button { font: inherit; color: inherit; }
 .chart .state.current .inner { stroke: #fff; }
 .chart .state.current text { fill: #fff; }
 .chart .initial { fill: #4a5561; }
+/* After the state rules: the state a keyboard is on shows it whatever else it is (current, previous). */
+.chart .state { outline: none; }
+.chart .state:focus-visible rect.outer { stroke: var(--text); stroke-width: 3; stroke-dasharray: none; }
 .state-context { display: flex; flex-wrap: wrap; gap: 6px 18px; padding: 10px 16px 14px; border-top: 1px solid var(--border); font-size: 12px; color: var(--muted); min-height: 40px; }
 .state-context strong { color: var(--text); font-family: var(--mono); font-weight: 600; }
 .state-context .context-warn { color: var(--warn); }

@@ -17,7 +17,7 @@ function matches(filter: string, session: SessionView, run: InvocationSummary): 
 }
 
 /** What a filter that matches nothing means: no run of the log, as far as the filter looks. */
-export const NO_MATCH =
+const NO_MATCH =
   "in its session, turn, run or invocation id, its tools' names or its status (completed, failed, handed off, max_steps, …), in any session of the log; a session the index dropped is found by its exact session or invocation id only"
 
 /** Operations dispatched and not settled: in flight while a process may still settle them, uncertain once none can. */

@@ -452,8 +452,8 @@ export class Catalog {
    * listed, so many sessions needing attention never hide what is running now. With `match`
    * (case-insensitive, ASCII), only sessions whose id, or the id of one of their turns, runs or
    * invocations, or one of their runs' tool names or status words (`statusWords`: `failed`,
-   * `handed off`, `max_steps`, …; an open run's as `undriven` says), contains it. `total` counts the sessions that qualify, `attention` those of them
-   * that need someone. Costs one pass over the sessions (a regular expression per id with `match`)
+   * `handed off`, `max_steps`, …; an open run's as `undriven` says), contains it. `total` counts the
+   * sessions that qualify, `attention` those of them that need someone. Costs one pass over the sessions (a regular expression per id with `match`)
    * and a sort of those that need attention: no sort of the whole log.
    */
   sessions(

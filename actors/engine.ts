@@ -56,12 +56,13 @@ export interface EngineOptions {
   /**
    * Secrets of the application's own (its tools' API keys and tokens, a database password): kept
    * out of every fact and of what the model is told, as the provider's key is. A tool that throws
-   * `new Error(\`401: invalid api key ${key}\`)` is recorded with `[redacted]` in its place: from
-   * failure messages each is removed whole, encoded (base64, hex, URL) and by its pieces of 8
-   * characters or more; from data (what tools return, the model's answers) whole, when it looks like a
-   * key (16 characters or more, with a letter and a digit). A run whose recorded settings (message,
-   * instructions, ids, provider options) hold one is refused (`RUN_INVALID_INPUT`), as for the
-   * provider's key. Strings of 4 characters or more, at most 64; in memory only.
+   * `new Error(\`401: invalid api key ${key}\`)` is recorded with `[redacted]` in its place. From
+   * what tools return and throw, the model's answers and approvers' text each is removed whole (as
+   * it is, trimmed or JSON-escaped); from the provider's and a model client's failure messages also
+   * encoded (base64, hex, URL) and by its pieces of 8 characters or more. A run whose recorded
+   * settings (message, instructions, ids, provider options) hold one whole is refused
+   * (`RUN_INVALID_INPUT`), as for the provider's key. Strings of 8 characters or more, at most 64;
+   * in memory only.
    */
   secrets?: readonly string[] | undefined
 }
@@ -309,13 +310,13 @@ function recordedCredential(run: RunInput, engineSecrets: Record<string, string>
 /** The engine's `secrets` option as headers of a run's secrets (a copy: later changes to the caller's array reach no run). */
 function engineSecrets(given: unknown, invalid: (field: string, what: string) => FactstateError): Record<string, string> {
   if (given === undefined) return {}
-  const what = `an array of at most ${MAX_ENGINE_SECRETS} strings of 4 characters or more`
+  const what = `an array of at most ${MAX_ENGINE_SECRETS} strings of 8 characters or more`
   if (!Array.isArray(given) || given.length > MAX_ENGINE_SECRETS) throw invalid('secrets', what)
   const headers: Record<string, string> = {}
   for (let index = 0; index < given.length; index += 1) {
     const secret: unknown = given[index]
-    // Not shown: it is a secret. Shorter ones would match everyday text, and redaction skips them.
-    if (typeof secret !== 'string' || secret.trim().length < 4) throw invalid('secrets', `${what}: item ${index} is ${typeof secret === 'string' ? 'shorter' : `a ${typeof secret}`}`)
+    // Not shown: it is a secret. A shorter one would be removed from everyday text (a year, a word) wherever it appears.
+    if (typeof secret !== 'string' || secret.trim().length < 8) throw invalid('secrets', `${what}: item ${index} is ${typeof secret === 'string' ? 'shorter' : `a ${typeof secret}`}`)
     headers[`${DECLARED_SECRET}${index}`] = secret
   }
   return headers
@@ -897,7 +898,11 @@ export class Engine {
     if (work.kind !== 'handoff') {
       const existing = await view.run(invocation.sessionId, invocation.runId)
       // The same run and invocation again (a start racing its twin): both ids are reused.
-      if (existing) throw existing.invocationId === invocation.invocationId ? usedId(invocation, invocation) : usedRun(invocation, existing.invocationId)
+      if (existing) {
+        // The ids the log holds (its turn may differ from the refused start's).
+        if (existing.invocationId === invocation.invocationId) throw usedId(invocation, (await view.invocation(invocation.invocationId))?.invocation ?? invocation)
+        throw usedRun(invocation, existing.invocationId)
+      }
       const sealer = await view.successorReservation(invocation.invocationId)
       if (sealer !== undefined) {
         throw new FactstateError('RUN_INVALID_INPUT', `invocation.invocationId: ${invocation.invocationId} is reserved for the successor of ${sealer}, sealed and not yet admitted`, {

@@ -218,8 +218,8 @@ export async function runToolCall(
     if (result === ABANDONED && tool.readOnly === true) return { ok: false, message: notWaitedForReadOnly(timeoutMs, whose) }
     return result
   } catch (error) {
-    // Redacted whole, then cut: a secret across the cut would otherwise be kept in part.
-    const message = messageWithin(failureWithin(redactMessage(failureText(error))), limits.maxToolResultBytes)
+    // Each part redacted before it is cut, and the whole redacted before its cut: a secret across a cut would otherwise be kept in part.
+    const message = messageWithin(failureWithin(redactMessage(failureText(error, redactMessage))), limits.maxToolResultBytes)
     // Read as the rejection arrives: the signal the tool was given had aborted by then.
     if (given?.aborted === true && tool.readOnly !== true) {
       const reason = messageWithin(redactMessage(messageOf(given.reason)), SHOWN_IN_OUTCOME, SHOWN_LIMIT)
@@ -992,7 +992,9 @@ export class InvocationActor {
     }
     const timeoutMs = tool.timeoutMs ?? this.setup.toolTimeoutMs
     // `gate`: the run's signal, or beside other calls one that also aborts when one of them fails.
-    const result = await runToolCall(tool, input, gate, { operationId, invocation: this.setup.invocation }, this.setup, (text) => redact(text, this.setup.secrets.inData))
+    // A failure message loses declared secrets by their pieces too (`Secrets.inToolFailures`); data only credentials, whole.
+    const failureSecrets = () => this.setup.secrets.inToolFailures ?? this.setup.secrets.inData
+    const result = await runToolCall(tool, input, gate, { operationId, invocation: this.setup.invocation }, this.setup, (text) => redact(text, failureSecrets()))
     if (result === ABANDONED) {
       // Left dispatched, never settled, as a crash leaves it: uncertain, for the session to reconcile.
       throw new ToolUncertain(
@@ -1006,7 +1008,7 @@ export class InvocationActor {
     // A tool that calls the same provider can pass on what it echoed: the provider's secrets are removed here too.
     const outcome: Extract<Fact, { type: 'tool.settled' }>['outcome'] = result.ok
       ? { status: 'succeeded', output: redactDeep(result.value, this.setup.secrets.inData) }
-      : { status: 'failed', message: redact(result.message, this.setup.secrets.inData) }
+      : { status: 'failed', message: redact(result.message, failureSecrets()) }
     await record({ type: 'tool.settled', operationId, outcome })
   }
 

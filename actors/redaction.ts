@@ -35,9 +35,13 @@ export const REDACTED = '[redacted]'
 
 /**
  * The header names an engine's own secrets (`EngineOptions.secrets`) go under among a run's provider
- * headers, for redaction only (no header name has a space, so none is sent). Declared secrets, unlike
- * a provider's headers, are removed from data too in every form and by their pieces: the application
- * said they are secrets, so no everyday text is taken for one.
+ * headers, for redaction only (no header name has a space, so none is sent). From failure messages
+ * (the provider's, the HTTP stack's, a model client's) each goes in every form and by its pieces, as
+ * a credential does; from data (answers, tool results and errors, approvers' text, the run's settings
+ * at admission) whole, as it is, trimmed or JSON-escaped, whether or not it looks like a key: the
+ * application said it is a secret. Not by pieces or encoded forms there: the hex of "2024" is the
+ * number 32303234, and "password" a word, so a piece could change a tool's arguments or refuse an
+ * ordinary message.
  */
 export const DECLARED_SECRET = 'engine secret '
 
@@ -61,6 +65,13 @@ export interface Secrets {
    * they go too.
    */
   readonly inData: Secrets
+  /**
+   * What is removed from a tool's failure message (what it throws, or why its result could not be
+   * recorded) when the engine declared secrets of its own (`EngineOptions.secrets`): `inData`, and the
+   * declared secrets in every form and by their pieces, as from a failure message (a payment SDK's
+   * error echoes its key masked, cut or in a Basic header). Absent without declared secrets: `inData`.
+   */
+  readonly inToolFailures?: Secrets | undefined
   /**
    * The credentials these were built from, for adding one more (`ModelRequest.addSecret`) without
    * every run keeping its provider: kept here, on secrets shared by the runs of one provider.
@@ -136,8 +147,8 @@ function buildSecrets(provider: SecretSource): Secrets {
   const pieced = new Set<string>()
   /** What data is redacted of: credentials that look like keys, as they are and JSON-escaped. */
   const data = new Set<string>()
-  /** Declared secrets' forms, removed from data by their pieces too (see `DECLARED_SECRET`). */
-  const dataPieced = new Set<string>()
+  /** Declared secrets' forms, and which are removed by their pieces too, in tool failures (see `Secrets.inToolFailures`). */
+  const declared = new Set<string>()
   /**
    * `credential`: every run of 8 characters of it too (not of `Bearer <token>` whole, whose pieces are
    * everyday text: `pieces` false); `inData`: removed from data too, when it looks like a key.
@@ -163,9 +174,9 @@ function buildSecrets(provider: SecretSource): Secrets {
         for (const form of formsOf(secret)) {
           whole.add(form)
           pieced.add(form)
-          data.add(form)
-          dataPieced.add(form)
+          declared.add(form)
         }
+        data.add(secret)
       }
       continue
     }
@@ -198,7 +209,12 @@ function buildSecrets(provider: SecretSource): Secrets {
   }
   // In data, also as JSON writes them (a key with a quote or a backslash in a tool result's text).
   for (const secret of [...data]) data.add(JSON.stringify(secret).slice(1, -1))
-  return secretsFrom(whole, pieced, secretsFrom(data, dataPieced, undefined), provider)
+  const secrets = secretsFrom(whole, pieced, secretsFrom(data, new Set(), undefined), provider)
+  if (declared.size > 0) {
+    const inToolFailures = secretsFrom(new Set([...data, ...declared]), declared, undefined)
+    ;(secrets as { inToolFailures?: Secrets }).inToolFailures = inToolFailures
+  }
+  return secrets
 }
 
 /** `message` with every secret (and every piece of one that is looked for piece by piece) replaced by `[redacted]`. */

@@ -30,8 +30,16 @@ function read<T>(get: () => T): T | undefined {
 const isError = (value: unknown): value is Error =>
   read(() => value instanceof Error || Object.prototype.toString.call(value) === '[object Error]') === true
 
-/** `text` cut to at most `limit` UTF-16 units, never between the halves of a character, with an ellipsis when cut. */
-function cut(text: string, limit: number): string {
+/**
+ * What each piece of text is redacted with before it is cut (see {@link failureText}): set for the
+ * duration of one synchronous `failureText` call.
+ */
+let redacting: (text: string) => string = (text) => text
+
+/** `text` redacted (see `redacting`), then cut to at most `limit` UTF-16 units, never between the halves of a character, with an ellipsis when cut. */
+function cut(given: string, limit: number): string {
+  // Redacted before it is cut: a secret across a cut would otherwise be kept in part, and match no redaction after.
+  const text = redacting(given)
   if (text.length <= limit) return text
   const end = /[\uD800-\uDBFF]/.test(text.charAt(limit - 1)) ? limit - 1 : limit
   return `${text.slice(0, end)}…`
@@ -42,9 +50,12 @@ function cut(text: string, limit: number): string {
  * error's message, after its name when that is not plain `Error` (`TypeError: …`), then an
  * `AggregateError`'s errors and the `cause` chain, each part cut at 1,000 characters; for a thrown
  * object that is no error and has no `toString` of its own, its own members as JSON, cut likewise.
- * Not cut as a whole: see {@link failureWithin}.
+ * Not cut as a whole: see {@link failureWithin}. `redact` is applied to every piece of text before
+ * it is cut (a part cut across a secret would keep part of it); apply it to the whole text too.
  */
-export function failureText(thrown: unknown): string {
+export function failureText(thrown: unknown, redact?: (text: string) => string): string {
+  const before = redacting
+  if (redact !== undefined) redacting = redact
   try {
     let text = headline(thrown, Number.POSITIVE_INFINITY)
     if (isError(thrown)) {
@@ -65,6 +76,8 @@ export function failureText(thrown: unknown): string {
   } catch {
     // Nothing above should throw; if it does, the plain message stands.
     return messageOf(thrown)
+  } finally {
+    redacting = before
   }
 }
 

@@ -146,6 +146,24 @@ test(
   }),
 )
 
+test(
+  'two starts of one run and invocation at once, in different turns: the refused one names the ids the log holds, the admitted turn',
+  engineTest([answer.text('once', { hold: true })], {}, async (h) => {
+    const first = h.input('twin')
+    const second = h.input('twin')
+    second.invocation.turnId = 'turn-other'
+    const attempts = await Promise.allSettled([h.start(first), h.start(second)])
+    const admitted = attempts.flatMap((attempt) => (attempt.status === 'fulfilled' ? [attempt.value] : []))
+    const refused = attempts.flatMap((attempt) => (attempt.status === 'rejected' ? [attempt.reason as FactstateErrorOf<'RUN_INVALID_INPUT'>] : []))
+    assert.is(admitted.length, 1)
+    assert.equal(refused.map((error) => [error.code, error.details.reason]), [['RUN_INVALID_INPUT', 'exists']])
+    assert.equal(refused[0]?.details.existing, admitted[0]?.invocation, 'the turn the log holds, not the refused start\'s')
+    await h.server.seen(0)
+    h.server.release(0)
+    assert.equal(await admitted[0]?.wait(), { status: 'completed' })
+  }),
+)
+
 test('deterministic ids and clock: two identical runs in two fresh logs give identical digests', () =>
   withTimeout(
     withTempDir(async (dir) => {

@@ -398,7 +398,7 @@ const cases: Case[] = [
   { area: 'Engine', name: 'ModelExecutor idleTimeoutMs over the default timeoutMs', code: 'ENGINE_INVALID_OPTIONS', act: () => new ModelExecutor({ idleTimeoutMs: 60_001 }) },
   { area: 'Engine', name: 'ModelExecutor retries NaN', code: 'ENGINE_INVALID_OPTIONS', act: () => new ModelExecutor({ retries: Number.NaN }) },
   { area: 'Engine', name: 'ModelExecutor createClient that is a string', code: 'ENGINE_INVALID_OPTIONS', act: () => new ModelExecutor({ createClient: 'openai' as unknown as () => never }) },
-  { area: 'Engine', name: 'a misspelt Engine option (evntId)', code: 'ENGINE_INVALID_OPTIONS', message: /there is no option "evntId" \(the options are \{ log, model\?, now\?, eventId\?, maxToolResultBytes\?, toolTimeoutMs\? \}\)/, act: (c) => new Engine({ log: c.log, evntId: () => 'x' } as unknown as EngineOptions) },
+  { area: 'Engine', name: 'a misspelt Engine option (evntId)', code: 'ENGINE_INVALID_OPTIONS', message: /there is no option "evntId" \(the options are \{ log, model\?, now\?, eventId\?, maxToolResultBytes\?, toolTimeoutMs\?, secrets\? \}\)/, act: (c) => new Engine({ log: c.log, evntId: () => 'x' } as unknown as EngineOptions) },
   { area: 'Engine', name: 'an Engine toolTimeoutMs of -1', code: 'ENGINE_INVALID_OPTIONS', act: (c) => new Engine({ log: c.log, toolTimeoutMs: -1 }) },
   { area: 'Engine', name: 'Engine options whose getter throws', code: 'ENGINE_INVALID_OPTIONS', act: () => new Engine(Object.defineProperty({}, 'log', { enumerable: true, get: () => { throw new Error('unreadable') } }) as unknown as EngineOptions) },
   { area: 'Engine', name: 'ModelExecutor options null', code: 'ENGINE_INVALID_OPTIONS', act: () => new ModelExecutor(null as unknown as ModelExecutorOptions) },

@@ -743,34 +743,44 @@ test(
 test(
   "secrets: the engine's own secrets (a tool's API key) reach no fact, no file and no request: thrown whole, cut, base64-encoded, returned as data; a run whose message holds one is refused",
   bounded(30_000, async (dir) => {
-    const toolKey = `pk_live_${randomBytes(16).toString('hex')}`
-    /** Any 8 characters of the key in a row, or its base64. */
+    // With a word and a year in it: its pieces are everyday text, which data must keep.
+    const random = randomBytes(16).toString('hex')
+    const toolKey = `pk_live_password_2024_${random}`
+    /** Any 8 characters of the key's random part in a row, or its base64 (its everyday pieces, a word and a year, are everyday text). */
     const holdsKey = (text: string | Buffer): boolean => {
       const haystack = typeof text === 'string' ? text : text.toString('latin1')
       if (haystack.includes(Buffer.from(toolKey).toString('base64').slice(0, 16))) return true
-      for (let at = 0; at + 8 <= toolKey.length; at += 1) if (haystack.includes(toolKey.slice(at, at + 8))) return true
+      for (let at = 0; at + 8 <= random.length; at += 1) if (haystack.includes(random.slice(at, at + 8))) return true
       return false
     }
     const server = await scriptedModelServer([
-      answer.toolCalls([{ id: 'call-pay', name: 'pay', arguments: { cents: 5 } }]),
+      // 32303234 is the hex of "2024": a declared secret's encoded pieces must not change arguments.
+      answer.toolCalls([{ id: 'call-pay', name: 'pay', arguments: { cents: 5, order: 32303234, note: 'password 2024' } }]),
       answer.toolCalls([{ id: 'call-lookup', name: 'lookup', arguments: {} }]),
       answer.text('done'),
+      answer.text('reset your password: done'),
     ])
     const log = await EventLog.open(join(dir, 'log'))
     try {
+      const paid: unknown[] = []
       const tools = [
         {
           name: 'pay',
           description: 'charges',
           readOnly: true,
-          async execute(): Promise<unknown> {
-            // As payment SDKs do: the key whole, then masked to its last characters, then in a Basic header echoed back.
-            throw new Error(`401 invalid api key ${toolKey}; key ending ${toolKey.slice(-12)}; sent Basic ${Buffer.from(`${toolKey}:`).toString('base64')}`)
+          async execute(input: unknown): Promise<unknown> {
+            paid.push(input)
+            // As payment SDKs do: the key whole, then masked to its last characters, then in a Basic header echoed
+            // back; and in a cause whose text a part's cut (at 1,000 characters) would split.
+            // The provider's key too, in a cause of that cause, cut by the part's bound in its middle: data loses it only whole.
+            throw new Error(`401 invalid api key ${toolKey}; key ending ${toolKey.slice(-12)}; sent Basic ${Buffer.from(`${toolKey}:`).toString('base64')}`, {
+              cause: new Error(`${'x'.repeat(990)}${toolKey}`, { cause: new Error(`${'y'.repeat(1_000 - 20)}${API_KEY}`) }),
+            })
           },
         },
         { name: 'lookup', description: 'reads', readOnly: true, execute: async () => ({ account: 'acct-1', key: toolKey }) },
       ]
-      assert.throws(() => new Engine({ log, secrets: ['abc'] }), (error: FactstateError) => error.code === 'ENGINE_INVALID_OPTIONS' && error.details?.field === 'secrets' && !error.message.includes('abc'))
+      assert.throws(() => new Engine({ log, secrets: ['abcd1234'.slice(0, 7)] }), (error: FactstateError) => error.code === 'ENGINE_INVALID_OPTIONS' && error.details?.field === 'secrets' && !error.message.includes('abcd123'))
       assert.throws(() => new Engine({ log, secrets: toolKey as unknown as string[] }), (error: FactstateError) => error.code === 'ENGINE_INVALID_OPTIONS' && !holdsKey(error.message))
       const secrets = [toolKey]
       const engine = new Engine({ log, model: new ModelExecutor({ retries: 0 }), secrets })
@@ -788,11 +798,15 @@ test(
       const events = (await log.prefix(ALL.events, ALL.bytes)).events
       const settled = events.map((stored) => stored.event.fact).filter((fact) => fact.type === 'tool.settled')
       assert.is(settled.length, 2)
+      assert.equal(paid, [{ cents: 5, order: 32303234, note: 'password 2024' }], 'the arguments reached the tool as the model wrote them')
       assert.match(JSON.stringify(settled), /401 invalid api key \[redacted\]/, 'the failure is recorded, its key redacted')
       assert.match(JSON.stringify(settled), /"key":"\[redacted\]"/, 'returned data loses a key-like secret whole')
       assert.not.ok(holdsKey(JSON.stringify(events)), `no fact holds any piece of it: ${JSON.stringify(settled)}`)
+      assert.equal(leaks(JSON.stringify(events)), [], "nor any piece of the provider's key")
       assert.is(server.requests.length, 3)
       assert.not.ok(holdsKey(JSON.stringify(server.requests.map((request) => request.body))), 'the model was never told it')
+      // A message with a piece of it (a word, a year) is ordinary: only the whole secret is refused.
+      assert.equal(await engine.run({ ...run(server.baseUrl, 'ordinary', { tools: [] }), work: { kind: 'message', content: 'I forgot my password in 2024' } }), { status: 'completed' })
     } finally {
       await log.close()
       await server.close()

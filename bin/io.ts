@@ -10,7 +10,7 @@ import { type ParseArgsConfig, parseArgs } from 'node:util'
 import { ID_PATTERN } from '../facts/schema.js'
 import { escapeControls } from '../store/fact-summary.js'
 import { FactstateError, type FactstateErrorCode } from '../errors.js'
-import { EventLog } from '../store/event-log.js'
+import { EventLog, logInternals } from '../store/event-log.js'
 import { logHeldOpen } from '../store/writer-presence.js'
 
 /** Where a command writes. Tests pass collectors; the CLI passes the process streams. */
@@ -249,6 +249,9 @@ export async function openLogToRead(directory: string, io: CommandIo, options: {
   }
   if (snapshot === undefined || copies === undefined) throw new FactstateError('LOG_IO', 'no snapshot of the log could be made')
   copyDirectoryOf.set(snapshot, copies)
+  // What is left is shown, as a snapshot reads it, but not as a whole log: verify refuses it.
+  const damage = logInternals(snapshot).damage()
+  if (damage !== undefined) io.stderr(`warning: the log is damaged, and what follows may lack facts it held: ${damage.message}`)
   if (!options.snapshot) {
     // Where it cannot be told (no /proc/locks: macOS, Windows), the note says what holds either way.
     const held = await logHeldOpen(directory)

@@ -173,10 +173,12 @@ test(
     assert.equal(await filesEndingWith(dir, '.log').then((logs) => logs.includes(String(error.details?.file))), false, 'the damaged write-ahead log is gone')
     const again = await corrupt(dir, 'open', 'the second open')
     assert.is(again.message, error.message)
-    // A snapshot still reads what is left, for whoever looks into it.
+    // A snapshot still reads what is left, for whoever looks into it; its verify does not call it whole.
     const snapshot = await EventLog.openSnapshot(dir)
     try {
       assert.ok(snapshot.head().highWater < highWater, `${snapshot.head().highWater} of ${highWater} facts left`)
+      const refused = await rejectsWithCode(() => snapshot.verify(), 'LOG_CORRUPT', "a snapshot's verify of the marked log")
+      assert.is(refused.message, error.message, 'the loss the marker records')
     } finally {
       await snapshot.close()
     }
@@ -218,6 +220,16 @@ test(
     }
     assert.match(String(refused?.message), /as it opened the backup's copy \(Corruption: checksum mismatch\)/)
     assert.is(made, false, 'no backup was made')
+    // A snapshot (what verify, log, pending and inspect read) taken before any open in place: it reads
+    // what LevelDB kept of its copy, and its verify says the log lost facts rather than "ok".
+    const snapshot = await EventLog.openSnapshot(dir)
+    try {
+      const lost = await rejectsWithCode(() => snapshot.verify(), 'LOG_CORRUPT', "a snapshot's verify of the damaged log")
+      assert.match(lost.message, /as it opened the snapshot's copy \(Corruption: checksum mismatch\)/)
+      assert.match(String((lost as FactstateError).details?.file), /^\d{6}\.log$/)
+    } finally {
+      await snapshot.close()
+    }
     await corrupt(dir, 'open', 'the log itself')
     // A marker cut short by a crash while it was written, or one that cannot be read: still refused.
     await writeFile(join(dir, 'FACTSTATE-DAMAGED'), '')

@@ -218,6 +218,8 @@ export type Precondition = (view: AppendView) => Promise<void> | void
 
 /** The engine-facing surface of a log: not part of the public API. */
 export interface LogInternals {
+  /** On a snapshot of a damaged log (marked so, or its copy's write-ahead log lost facts), the `LOG_CORRUPT` its `verify()` refuses with. */
+  damage(): FactstateError | undefined
   appendAll(events: RuntimeEvent[], precondition?: Precondition): Promise<number[]>
   invocationRecord(invocationId: string): Promise<InvocationRecord | undefined>
   sessionRecord(sessionId: string): Promise<SessionRecord>
@@ -1317,6 +1319,11 @@ export class EventLog {
   #lineageBytes = 0
   /** Run chains computed by `runSource`, by run key. */
   readonly #runChains = new Map<string, { seq: number; chain: Uint8Array }>()
+  /**
+   * Set on a snapshot of a damaged log (see `openSnapshot`): the `LOG_CORRUPT` its `verify()` refuses
+   * with, and what `logInternals(log).damage` tells a reader that shows it anyway.
+   */
+  #damage: FactstateError | undefined
   /** The group being staged while another is written. */
   #next: Batch | undefined
   /** The staging of the batch being written. */
@@ -1362,6 +1369,7 @@ export class EventLog {
         return this.#state.sessionNow(id)
       },
       invocationEvents: (id, upTo) => this.#invocationEvents(id, upTo),
+      damage: () => this.#damage,
       scanEvents: (upTo, chunk) => this.#scanEvents(upTo, chunk),
       lineage: (boundary) => this.#lineage(boundary),
       restoredSince: (sessionId) => this.#restoredSince(sessionId),
@@ -1500,14 +1508,32 @@ export class EventLog {
     } catch (error) {
       throw new FactstateError('LOG_IO', `no directory for a snapshot can be made in ${directory}: ${(error as Error).message}`, { cause: error })
     }
+    // Read before the copy: a marker written after it would be of damage the copy does not have.
+    const marked = await refuseMarkedDamaged(location).then(
+      () => undefined,
+      (error: unknown) => (error instanceof FactstateError ? error : new FactstateError('LOG_CORRUPT', `${DAMAGED_FILE} cannot be read: ${messageOf(error)}`, { details: { file: DAMAGED_FILE } })),
+    )
+    let snapshot: EventLog
     try {
       await copySnapshot(location, copy)
       // Never synced: the copy is removed at close, and a crash leaves only a temporary directory.
-      return await EventLog.#openAt(copy, 'os', resolve(location))
+      snapshot = await EventLog.#openAt(copy, 'os', resolve(location))
     } catch (error) {
       await rm(copy, { recursive: true, force: true }).catch(() => undefined)
       throw error
     }
+    // A snapshot still reads a damaged log, for whoever looks into it, but its verify() does not
+    // call it whole: the log is marked damaged, or LevelDB dropped part of the copy's write-ahead log
+    // as it opened it (a copy's write-ahead log is a prefix of the log's, and LevelDB says nothing of
+    // a record cut short at its end: what it reports dropped is damaged in the log itself).
+    try {
+      const lost = marked === undefined ? await walLoss(copy) : undefined
+      snapshot.#damage = marked ?? (lost === undefined ? undefined : damagedLog(lost.why.replace('as it opened the log', "as it opened the snapshot's copy"), lost.file))
+    } catch (error) {
+      await snapshot.close().catch(() => undefined)
+      throw error
+    }
+    return snapshot
   }
 
   /**
@@ -3102,6 +3128,8 @@ export class EventLog {
    */
   async verify(): Promise<{ events: number; digest: string }> {
     this.#assertOpen()
+    // A snapshot of a damaged log reads what is left; verify says it is not whole.
+    if (this.#damage !== undefined) throw this.#damage
     // Not after the pending appends: every group is one atomic batch with its head, so a snapshot
     // taken now is whole, and waiting for the appends to stop could wait as long as they go on.
     return this.#reading(() => this.#verify())

@@ -307,6 +307,16 @@ function recordedCredential(run: RunInput, engineSecrets: Record<string, string>
   }
 }
 
+/** The invocation id a run input asks for, read without throwing (the input is validated later). */
+function invocationIdOf(input: unknown): string | undefined {
+  try {
+    const id: unknown = (input as { invocation?: { invocationId?: unknown } } | null | undefined)?.invocation?.invocationId
+    return typeof id === 'string' ? id : undefined
+  } catch {
+    return undefined
+  }
+}
+
 /** The engine's `secrets` option as headers of a run's secrets (a copy: later changes to the caller's array reach no run). */
 function engineSecrets(given: unknown, invalid: (field: string, what: string) => FactstateError): Record<string, string> {
   if (given === undefined) return {}
@@ -435,6 +445,8 @@ export class Engine {
   readonly #running = new Map<string, { actor: InvocationActor; invocation: Invocation }>()
   /** Calls of `start` not yet admitted or refused (each settles then). */
   readonly #admitting = new Set<Promise<void>>()
+  /** The same, by the invocation id each asks for (see `start`). */
+  readonly #startingIds = new Map<string, Set<Promise<void>>>()
 
   constructor(options: EngineOptions) {
     const invalid = (field: string, what: string) => new FactstateError('ENGINE_INVALID_OPTIONS', `Engine: ${field} must be ${what}`, { details: { field } })
@@ -485,10 +497,31 @@ export class Engine {
    */
   start(input: RunInput, options: StartOptions = {}): Promise<RunningInvocation> {
     // Counted from the call: `drain()` also waits for a run that is still being admitted.
-    const starting = this.#start(input, options)
+    const id = invocationIdOf(input)
+    // A copy: this start's own promise joins the set below, and must not be waited for.
+    const pending = id === undefined ? undefined : this.#startingIds.get(id)
+    const others = pending === undefined ? undefined : [...pending]
+    const starting = this.#start(input, options).catch(async (error: unknown) => {
+      // A start of ids another start of this engine is admitting (a request retried at once) is
+      // refused once that one has settled: `running(id)` then gives its handle, as the refusal says.
+      if (others !== undefined && error instanceof FactstateError && error.code === 'RUN_INVALID_INPUT' && (error.details as { reason?: string } | undefined)?.reason === 'exists') {
+        await Promise.allSettled(others)
+      }
+      throw error
+    })
     const settled = starting.then(noop, noop)
     this.#admitting.add(settled)
-    void settled.then(() => this.#admitting.delete(settled))
+    if (id !== undefined) {
+      const byId = this.#startingIds.get(id) ?? new Set<Promise<void>>()
+      byId.add(settled)
+      this.#startingIds.set(id, byId)
+    }
+    void settled.then(() => {
+      this.#admitting.delete(settled)
+      const byId = id === undefined ? undefined : this.#startingIds.get(id)
+      byId?.delete(settled)
+      if (id !== undefined && byId?.size === 0) this.#startingIds.delete(id)
+    })
     return starting
   }
 

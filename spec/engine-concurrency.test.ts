@@ -147,6 +147,22 @@ test(
 )
 
 test(
+  'a start retried before the first one resolved: refused as exists only once the first is admitted, so engine.running gives its handle then',
+  engineTest([answer.text('once', { hold: true })], {}, async (h) => {
+    const input = h.input('hasty')
+    const first = h.start(input)
+    const retried = await refusal(h.engine.start(input), 'the retry')
+    assert.is(retried.details.reason, 'exists')
+    const attached = h.engine.running(input.invocation.invocationId)
+    assert.ok(attached, 'the run the first start admitted, at the moment the retry is refused')
+    await h.server.seen(0)
+    h.server.release(0)
+    assert.equal(await attached.wait(), { status: 'completed' })
+    assert.equal(await (await first).wait(), { status: 'completed' })
+  }),
+)
+
+test(
   'two starts of one run and invocation at once, in different turns: the refused one names the ids the log holds, the admitted turn',
   engineTest([answer.text('once', { hold: true })], {}, async (h) => {
     const first = h.input('twin')
@@ -158,6 +174,7 @@ test(
     assert.is(admitted.length, 1)
     assert.equal(refused.map((error) => [error.code, error.details.reason]), [['RUN_INVALID_INPUT', 'exists']])
     assert.equal(refused[0]?.details.existing, admitted[0]?.invocation, 'the turn the log holds, not the refused start\'s')
+    assert.ok(h.engine.running(first.invocation.invocationId), 'once refused as exists, the run admitted meanwhile is running here')
     await h.server.seen(0)
     h.server.release(0)
     assert.equal(await admitted[0]?.wait(), { status: 'completed' })

@@ -326,7 +326,7 @@ function engineSecrets(given: unknown, invalid: (field: string, what: string) =>
   for (let index = 0; index < given.length; index += 1) {
     const secret: unknown = given[index]
     // Not shown: it is a secret. A shorter one would be removed from everyday text (a year, a word) wherever it appears.
-    if (typeof secret !== 'string' || secret.trim().length < 8) throw invalid('secrets', `${what}: item ${index} is ${typeof secret === 'string' ? 'shorter' : `a ${typeof secret}`}`)
+    if (typeof secret !== 'string' || secret.trim().length < 8) throw invalid('secrets', `${what}: item ${index} is ${typeof secret === 'string' ? 'shorter' : secret === undefined ? 'undefined' : secret === null ? 'null' : `a ${typeof secret}`}`)
     headers[`${DECLARED_SECRET}${index}`] = secret
   }
   return headers

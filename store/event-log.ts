@@ -2120,7 +2120,12 @@ export class EventLog {
   #idRecordProblem(id: string, seq: number, chain: Uint8Array, stored: Uint8Array | undefined): FactstateError | undefined {
     const indexed = this.#idRecordChain(id, seq, stored)
     if (indexed instanceof FactstateError) return indexed
-    if (!equalBytes(indexed, chain)) return new FactstateError('LOG_CORRUPT', `event ${seq} does not match its digest chain`, { details: { seq } })
+    // Either the fact's bytes or the record's chain changed: both are named (a caller that finds the
+    // chain going on past it, the fact intact, throws this as the record's damage).
+    if (!equalBytes(indexed, chain)) {
+      const key = keys.eventId(id)
+      return new FactstateError('LOG_CORRUPT', `event ${seq} does not match its digest chain as its id record ${shown(key)} holds it (the fact or that record was changed)`, { details: { seq, key } })
+    }
     return undefined
   }
 

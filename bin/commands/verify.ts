@@ -18,7 +18,8 @@ taken: "a backup taken at <time>, at seq N": what its sessions did after that is
 for a backup; a refusal is text on stderr as without it, and also one object on stdout, for scripts:
 {"status":"corrupt","code":"LOG_CORRUPT","message":…,"seq":N} (seq null when no fact is named; "index",
 "key" or "file" when the refusal names one) or {"status":"error","code":…,"message":…} for any other
-refusal (the log is busy, unreadable); the exit code says which.`
+refusal (the log is busy, unreadable); the exit code says which. A directory that holds no log is
+a usage error (exit 2), with nothing on stdout.`
 
 /**
  * `factstate verify <dir>`.

@@ -662,6 +662,10 @@ export class Engine {
       // transcript. Not a setting: a given-up successor records it too, for a continuation of its run.
       opened = { kind: 'handoff', source: work.source, pause: canonical(pause), ...(work.content === undefined ? {} : { content: work.content }), ...fingerprint }
     } else {
+      // Ids already in the log first: a start retried after its run ended (with an outcome to
+      // acknowledge, or in a restored log) is told it exists, not asked to reconcile its own run.
+      const existing = await this.#log.invocationRecord(invocation.invocationId)
+      if (existing) throw usedId(invocation, existing.invocation)
       const priorUnknown = await this.#priorUnknown(run, restored)
       const acknowledged = priorUnknown.length > 0 ? { priorUnknown } : {}
       // Last, as the fact schema orders it.
@@ -675,10 +679,6 @@ export class Engine {
       }
     }
     // A successor's id is checked after its claim (in #admit): a second successor is HANDOFF_CLAIMED.
-    if (work.kind !== 'handoff') {
-      const existing = await this.#log.invocationRecord(invocation.invocationId)
-      if (existing) throw usedId(invocation, existing.invocation)
-    }
     let lineage: RuntimeEvent[] = []
     if (work.kind !== 'message') {
       try {

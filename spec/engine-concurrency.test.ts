@@ -163,6 +163,25 @@ test(
 )
 
 test(
+  'a start retried after its run ended with an outcome to acknowledge is told it exists, not asked to reconcile its own run',
+  engineTest([answer.toolCalls([{ id: 'call-charge', name: 'charge', arguments: {} }])], {}, async (h) => {
+    // A tool with effects that throws once its time limit aborted it: its outcome is unknown.
+    const charge = {
+      name: 'charge',
+      timeoutMs: 20,
+      execute: (_input: unknown, context: { signal: AbortSignal }) =>
+        new Promise((_resolve, reject) => context.signal.addEventListener('abort', () => reject(context.signal.reason), { once: true })),
+    }
+    const input = h.input('charged', { tools: [charge] })
+    const outcome = await h.run(input)
+    assert.is(outcome.status === 'failed' ? outcome.class : outcome.status, 'outcome_unknown')
+    const retried = await refusal(h.engine.start(input), 'the retry')
+    assert.equal([retried.code, retried.details.reason], ['RUN_INVALID_INPUT', 'exists'], retried.message)
+    assert.is(h.engine.running(input.invocation.invocationId), undefined, 'it ended: log.runs says how')
+  }),
+)
+
+test(
   'two starts of one run and invocation at once, in different turns: the refused one names the ids the log holds, the admitted turn',
   engineTest([answer.text('once', { hold: true })], {}, async (h) => {
     const first = h.input('twin')

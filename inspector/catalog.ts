@@ -9,7 +9,7 @@
 import type { Invocation, InvocationOutcome, ParentCall, StoredEvent } from '../facts/types.js'
 import { terminalStatusOf } from '../facts/types.js'
 import { type InvocationSnapshot, applyFact, initialInvocationSnapshot, stateOf } from '../machines/invocation.js'
-import { statusWords } from './page/format.js'
+import { attentionWords, statusWords } from './page/format.js'
 import type { CallLink, InvocationStatus, InvocationSummary, RunLink } from './protocol.js'
 
 interface Entry {
@@ -470,6 +470,8 @@ export class Catalog {
     const pattern = wanted === '' ? undefined : new RegExp(wanted.replace(/[\\^$.*+?()[\]{}|/-]/g, '\\$&'), 'i')
     const matches = (session: SessionEntry): boolean => {
       if (pattern === undefined || pattern.test(session.sessionId)) return true
+      // The session's flag (`unanswered`, `awaiting its successor`, …) matches each of its runs, as on the page.
+      if (this.#flagged.has(session) && attentionWords(this.#attention(session, live)).some((word) => pattern.test(word))) return true
       for (const [turnId, ids] of session.turns) {
         if (pattern.test(turnId)) return true
         for (const id of ids) {

@@ -436,6 +436,10 @@ test(
         ['busy-session-179', 'busy-session-178', 'busy-session-177', 'busy-session-176', 'busy-session-175', 'busy-session-174', 'busy-session-173', 'busy-session-172', 'busy-session-171', 'busy-session-170', 'busy-session-17'],
       )
       assert.equal((await overviewOf('?match=turn-left')).sessions.map((session) => session.sessionId), ['alice-wire'])
+      // The flags the list shows on sessions match too, as on the page.
+      assert.equal((await overviewOf('?match=unanswered')).sessions.map((session) => session.sessionId), ['bob-failed'])
+      assert.equal((await overviewOf('?match=left%20by%20a%20crash')).sessions.map((session) => session.sessionId), ['alice-wire'])
+      assert.equal((await overviewOf('?match=needs%20attention')).sessions.map((session) => session.sessionId).sort(), ['alice-wire', 'bob-failed'])
       const none = await overviewOf('?match=nobody')
       assert.equal([none.sessions.length, none.sessionsMatching, none.sessionsTotal], [0, 0, 353])
     } finally {

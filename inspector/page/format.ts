@@ -91,6 +91,18 @@ export function statusWords(summary: Pick<InvocationSummary, 'status' | 'outcome
   return words
 }
 
+/**
+ * The words a session's flag reads as (the list's pill), which the run filter matches for each of its
+ * runs too: `unanswered`, `awaiting its successor`, `open: left by a crash`, and `needs attention` for
+ * any of them. The server's filter takes the same words (catalog.ts).
+ */
+export function attentionWords(attention: 'open' | 'paused' | 'unanswered' | null): string[] {
+  if (attention === 'open') return ['open: left by a crash', 'open: running, or crashed?', 'needs attention']
+  if (attention === 'paused') return ['paused', 'awaiting its successor', 'needs attention']
+  if (attention === 'unanswered') return ['unanswered', 'needs attention']
+  return []
+}
+
 /** The status of a summary with its outcome detail, e.g. `failed · outcome_unknown`. */
 export function statusDetail(summary: InvocationSummary): string {
   const outcome = summary.outcome

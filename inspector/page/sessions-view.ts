@@ -1,7 +1,7 @@
 /** The sidebar: sessions → turns → runs (one invocation each), with status, steps and run links. */
 import type { InvocationSummary, Overview, SessionView } from '../protocol.js'
 import { el, replaceChildren } from './dom.js'
-import { dateTime, statusLook, statusWords, unsettledFlag } from './format.js'
+import { attentionWords, dateTime, statusLook, statusWords, unsettledFlag } from './format.js'
 
 export interface SessionsOptions {
   selected: string | null
@@ -13,12 +13,12 @@ export interface SessionsOptions {
 function matches(filter: string, session: SessionView, run: InvocationSummary): boolean {
   if (filter === '') return true
   const { sessionId, turnId, runId, invocationId } = run.invocation
-  return [sessionId, turnId, runId, invocationId, session.sessionId, ...run.tools, ...statusWords(run)].some((text) => text.toLowerCase().includes(filter))
+  return [sessionId, turnId, runId, invocationId, session.sessionId, ...run.tools, ...statusWords(run), ...attentionWords(session.attention)].some((text) => text.toLowerCase().includes(filter))
 }
 
 /** What a filter that matches nothing means: no run of the log, as far as the filter looks. */
 const NO_MATCH =
-  "in its session, turn, run or invocation id, its tools' names or its status (completed, failed, handed off, max_steps, …), in any session of the log; a session the index dropped is found by its exact session or invocation id only"
+  "in its session, turn, run or invocation id, its tools' names, its status (completed, failed, handed off, max_steps, …) or its session's flag (unanswered, awaiting its successor, needs attention), in any session of the log; a session the index dropped is found by its exact session or invocation id only"
 
 /** Operations dispatched and not settled: in flight while a process may still settle them, uncertain once none can. */
 function sidebarFlag(run: InvocationSummary): HTMLElement {

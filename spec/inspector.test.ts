@@ -777,7 +777,7 @@ offline('the run filter matches tool names, status and outcome words and session
     await filterFor('echo', ['inv-plain'])
     await filterFor('nothing-like-it', [])
     assert.is(await page.textContent('#filter-result'), 'No run matches “nothing-like-it”')
-    assert.match((await page.textContent('#sessions [data-empty="no-match"]')) ?? '', /^No run matches “nothing-like-it” in its session, turn, run or invocation id, its tools' names or its status .*in any session of the log/)
+    assert.match((await page.textContent('#sessions [data-empty="no-match"]')) ?? '', /^No run matches “nothing-like-it” in its session, turn, run or invocation id, its tools' names, its status .* or its session's flag .*in any session of the log/)
     // The server finds by tool name too: a session the page does not hold is found.
     const overview = (await (await fetch(`${inspector.url}api/overview?match=issuerefund`)).json()) as { sessions: { sessionId: string }[] }
     assert.equal(overview.sessions.map((session) => session.sessionId), ['desk-7'])

@@ -317,8 +317,8 @@ function invocationIdOf(input: unknown): string | undefined {
   }
 }
 
-/** The engine's `secrets` option as headers of a run's secrets (a copy: later changes to the caller's array reach no run). */
-function engineSecrets(given: unknown, invalid: (field: string, what: string) => FactstateError): Record<string, string> {
+/** The engine's `secrets` option as headers of a run's secrets (a copy: later changes to the caller's array reach no run). `callTool` takes the same. */
+export function engineSecrets(given: unknown, invalid: (field: string, what: string) => FactstateError): Record<string, string> {
   if (given === undefined) return {}
   const what = `an array of at most ${MAX_ENGINE_SECRETS} strings of 8 characters or more`
   if (!Array.isArray(given) || given.length > MAX_ENGINE_SECRETS) throw invalid('secrets', what)

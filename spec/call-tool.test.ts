@@ -118,6 +118,42 @@ test(
   ),
 )
 
+const TOOL_KEY = 'sk_live_tool_0123456789abcdef0123'
+/** A payment tool that throws its own key (whole, masked, in a cause) and a lookup that returns it. */
+const keyTools = (): ToolDefinition[] => [
+  {
+    name: 'pay',
+    readOnly: true,
+    execute: async () => {
+      throw new Error(`401 invalid api key ${TOOL_KEY} (ending ${TOOL_KEY.slice(-10)})`, { cause: new Error(`sent ${Buffer.from(TOOL_KEY).toString('base64')}`) })
+    },
+  },
+  { name: 'lookup', readOnly: true, execute: async () => ({ key: TOOL_KEY, year: 2024 }) },
+]
+
+test(
+  "callTool with the engine's secrets gives what a run with them records: the key gone from the failure (whole, masked, encoded) and from the output",
+  engineTest(
+    [answer.toolCalls([{ name: 'pay', arguments: {} }, { name: 'lookup', arguments: {} }]), answer.text('done')],
+    { engine: { secrets: [TOOL_KEY] } },
+    async ({ run, input, log }) => {
+      assert.equal(await run({ ...input('keys'), tools: keyTools() }), { status: 'completed' })
+      const facts = await factsOf(log, 'invocation-keys')
+      const invocation: Invocation = { sessionId: 'session-keys', turnId: 'turn-keys', runId: 'run-keys', invocationId: 'invocation-keys' }
+      const unit = keyTools()
+      for (const [index, tool] of unit.entries()) {
+        const operationId = `invocation-keys/step-1/${index}`
+        const fromUnit = await callTool(tool, {}, { invocation, operationId, secrets: [TOOL_KEY] })
+        assert.equal(fromUnit, recorded(facts, operationId), tool.name)
+        assert.not.ok(JSON.stringify(fromUnit).includes(TOOL_KEY.slice(-10)), `${tool.name}: no piece of the key`)
+      }
+      // Without the option the key stays, as the README says: callTool records nothing.
+      assert.match(JSON.stringify(await callTool(unit[0] as ToolDefinition, {})), new RegExp(TOOL_KEY))
+      await rejectsWithCode(() => callTool(unit[0] as ToolDefinition, {}, { secrets: ['short'] }), 'TESTING_INVALID_OPTIONS', 'a secret under 8 characters')
+    },
+  ),
+)
+
 test('callTool gives a tool its default context, an arguments value JSON-encoded first, and the engine-side limits', () =>
   withTimeout(async () => {
     const contexts: ToolContext[] = []

@@ -1,5 +1,6 @@
-import { admittedInputCheck, DEFAULT_MAX_TOOL_RESULT_BYTES, toolLimitProblem } from '../actors/engine.js'
+import { admittedInputCheck, DEFAULT_MAX_TOOL_RESULT_BYTES, engineSecrets, toolLimitProblem } from '../actors/engine.js'
 import { ABANDONED, notWaitedFor, runToolCall, thrownAfterAbort } from '../actors/invocation-actor.js'
+import { redact, redactDeep, secretsOf } from '../actors/redaction.js'
 import { toolProblem } from '../actors/run-input.js'
 import { argumentsOf } from '../actors/tool-arguments.js'
 import type { ToolDefinition } from '../actors/tool-catalog.js'
@@ -20,6 +21,8 @@ export interface CallToolOptions {
   toolTimeoutMs?: number | undefined
   /** The engine's `maxToolResultBytes` (default 4 MiB, as the engine's). */
   maxToolResultBytes?: number | undefined
+  /** The engine's `secrets` (your tools' own keys): removed from the outcome as a run removes them from its facts. */
+  secrets?: readonly string[] | undefined
 }
 
 /** What the engine would record of one call (see {@link callTool}). */
@@ -45,7 +48,7 @@ export type ToolCallOutcome =
    */
   | { status: 'unknown'; message: string }
 
-const OPTIONS = ['invocation', 'operationId', 'signal', 'toolTimeoutMs', 'maxToolResultBytes'] as const
+const OPTIONS = ['invocation', 'operationId', 'signal', 'toolTimeoutMs', 'maxToolResultBytes', 'secrets'] as const
 const DEFAULT_INVOCATION: Invocation = Object.freeze({ sessionId: 'session-1', turnId: 'turn-1', runId: 'run-1', invocationId: 'invocation-1' })
 
 const invalid = (message: string, field: string) => new FactstateError('TESTING_INVALID_OPTIONS', `callTool: ${message}`, { details: { field } })
@@ -82,6 +85,9 @@ export async function callTool(tool: ToolDefinition, args: unknown, options: Cal
   }
   const toolTimeoutMs = given.toolTimeoutMs
   const maxToolResultBytes = given.maxToolResultBytes ?? DEFAULT_MAX_TOOL_RESULT_BYTES
+  // Redacted as a run's facts are: failures by the secrets' pieces too, data of them whole.
+  const secrets = secretsOf({ headers: engineSecrets(given.secrets, (field, what) => invalid(`${field} must be ${what}`, field)) })
+  const failureSecrets = secrets.inToolFailures ?? secrets.inData
   let text: string | undefined
   try {
     text = typeof args === 'string' ? args : JSON.stringify(args)
@@ -102,7 +108,7 @@ export async function callTool(tool: ToolDefinition, args: unknown, options: Cal
   if (wrong !== undefined) return { status: 'rejected', reason: 'invalid_input', message: wrong }
   if ((signal as AbortSignal).aborted) return { status: 'rejected', reason: 'cancelled' }
   const limits = { toolTimeoutMs: toolTimeoutMs as number | undefined, maxToolResultBytes: maxToolResultBytes as number }
-  const result = await runToolCall(tool, taken.input, signal as AbortSignal, { operationId, invocation }, limits)
+  const result = await runToolCall(tool, taken.input, signal as AbortSignal, { operationId, invocation }, limits, (message) => redact(message, failureSecrets))
   if (result === ABANDONED) {
     const timeoutMs = (tool.timeoutMs ?? limits.toolTimeoutMs) as number
     return {
@@ -111,7 +117,7 @@ export async function callTool(tool: ToolDefinition, args: unknown, options: Cal
     }
   }
   if (!result.ok && result.uncertain !== undefined) return { status: 'unknown', message: thrownAfterAbort(tool.name, result.message, result.uncertain) }
-  return result.ok ? { status: 'succeeded', output: result.value } : { status: 'failed', message: result.message }
+  return result.ok ? { status: 'succeeded', output: redactDeep(result.value, secrets.inData) } : { status: 'failed', message: redact(result.message, failureSecrets) }
 }
 
 function invocationOf(given: unknown): Invocation {

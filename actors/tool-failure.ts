@@ -3,7 +3,7 @@
  * a thrown object is `[object Object]`, which tells the model nothing, and an error's `message`
  * alone drops what its name, its `cause` and an `AggregateError`'s errors say.
  */
-import { messageOf, wellFormed } from '../store/encoding.js'
+import { cutText, messageOf, wellFormed } from '../store/encoding.js'
 
 /** The most characters a tool's failure message keeps (4 MiB of it would go with every later request of the session). */
 export const FAILURE_CHARS = 16_000
@@ -36,13 +36,10 @@ const isError = (value: unknown): value is Error =>
  */
 let redacting: (text: string) => string = (text) => text
 
-/** `text` redacted (see `redacting`), then cut to at most `limit` UTF-16 units, never between the halves of a character, with an ellipsis when cut. */
+/** `text` redacted (see `redacting`), then cut (`cutText`). */
 function cut(given: string, limit: number): string {
   // Redacted before it is cut: a secret across a cut would otherwise be kept in part, and match no redaction after.
-  const text = redacting(given)
-  if (text.length <= limit) return text
-  const end = /[\uD800-\uDBFF]/.test(text.charAt(limit - 1)) ? limit - 1 : limit
-  return `${text.slice(0, end)}…`
+  return cutText(redacting(given), limit)
 }
 
 /**

@@ -1,6 +1,6 @@
 import { FactstateError } from '../errors.js'
 import { shown } from '../options.js'
-import { messageOf } from '../store/encoding.js'
+import { cutText as cut, messageOf } from '../store/encoding.js'
 /**
  * Rebuilds the model transcript from facts. Replay never executes: settled tools are read back
  * as their recorded outcomes, rejected calls as errors, and calls the log cannot vouch for as
@@ -183,13 +183,6 @@ function replayedArguments(text: string): string {
 
 /** How much of the arguments the model sent a tool message quotes when they were not replayed as sent. */
 const SENT_QUOTED = 1_000
-
-/** `text` cut to at most `limit` UTF-16 units, never between the two halves of a character, with an ellipsis when cut. */
-function cut(text: string, limit: number): string {
-  if (text.length <= limit) return text
-  const end = /[\uD800-\uDBFF]/.test(text.charAt(limit - 1)) ? limit - 1 : limit
-  return `${text.slice(0, end)}…`
-}
 
 /** Why arguments kept as the text the model sent were refused (`undefined` if that text is not at hand). */
 function unusableArguments(input: unknown): string | undefined {

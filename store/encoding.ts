@@ -212,6 +212,13 @@ export function hasNonFiniteNumber(value: unknown, depth = 0): boolean {
   return false
 }
 
+/** `text` cut to at most `limit` UTF-16 units, never between the two halves of a character, with an ellipsis when cut. */
+export function cutText(text: string, limit: number): string {
+  if (text.length <= limit) return text
+  const end = /[\uD800-\uDBFF]/.test(text.charAt(limit - 1)) ? limit - 1 : limit
+  return `${text.slice(0, end)}…`
+}
+
 /** A copy of text from outside (a model's answer) with every lone surrogate replaced by U+FFFD, as a fact can hold it. */
 export function wellFormed<T>(value: T): T {
   if (typeof value === 'string') return (LONE_SURROGATE.test(value) ? value.replace(new RegExp(LONE_SURROGATE, 'g'), '\ufffd') : value) as T

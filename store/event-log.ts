@@ -1509,9 +1509,10 @@ export class EventLog {
       throw new FactstateError('LOG_IO', `no directory for a snapshot can be made in ${directory}: ${(error as Error).message}`, { cause: error })
     }
     // Read before the copy: a marker written after it would be of damage the copy does not have.
+    // Its refusal is always a LOG_CORRUPT (a marker that cannot be read included).
     const marked = await refuseMarkedDamaged(location).then(
       () => undefined,
-      (error: unknown) => (error instanceof FactstateError ? error : new FactstateError('LOG_CORRUPT', `${DAMAGED_FILE} cannot be read: ${messageOf(error)}`, { details: { file: DAMAGED_FILE } })),
+      (error: unknown) => error as FactstateError,
     )
     let snapshot: EventLog
     try {

@@ -27,6 +27,6 @@ export type { ModelClient, ModelRequest, ModelRequestOrigin, ModelResponse, Prov
 export { intentFor, successorOf, type HandoffGate, type HandoffReservation, type HeldInvocation, type IntentOptions } from './actors/handoff.js'
 export { childRunFor, childRunOf, type ChildRun } from './actors/child-run.js'
 export type { RunInput, RunWork } from './actors/run-input.js'
-export { checkedCatalogOf as catalogOf, type ToolDefinition, type ToolContext } from './actors/tool-catalog.js'
+export { checkedCatalogOf as catalogOf, type ToolDefinition, type ToolContext, type ToolRetry } from './actors/tool-catalog.js'
 export type { ApprovalDecision, ApprovalRequest, Approver, NeedsApproval } from './actors/approval.js'
 export { answerOf, transcriptOf, usageOf, type UsageTotals } from './actors/transcript.js'

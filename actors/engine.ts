@@ -16,7 +16,7 @@ import type { ModelTextPiece, ModelToolCallPiece } from './model-text.js'
 import { ModelExecutor } from './model-executor.js'
 import { DECLARED_SECRET, redactDeep, redactedMessage, secretsOf } from './redaction.js'
 import { DEFAULT_MAX_STEPS, RUN_INPUT_KEYS, type RunInput, validateRunInput } from './run-input.js'
-import { type CatalogChanges, type ToolDefinition, catalogChanges, catalogOf, legacyCatalogDigest, shownText } from './tool-catalog.js'
+import { type CatalogChanges, type ToolDefinition, type ToolRetry, catalogChanges, catalogOf, legacyCatalogDigest, shownText } from './tool-catalog.js'
 import { type InputCheck, inputCheckOf, inputChecks } from './tool-input.js'
 
 const noop = (): void => undefined
@@ -344,6 +344,18 @@ function schemaCopy(schema: NonNullable<ToolDefinition['inputSchema']>, index: n
   }
 }
 
+/** The run's own copy of a tool's (checked) retry policy, its members read once: a caller that changes the object later changes no run. */
+function retryOf(retry: ToolDefinition['retry']): ToolRetry | undefined {
+  if (retry === undefined) return undefined
+  const { retries, backoffMs, maxBackoffMs, retryOn } = retry
+  return Object.freeze({
+    retries,
+    ...(backoffMs === undefined ? {} : { backoffMs }),
+    ...(maxBackoffMs === undefined ? {} : { maxBackoffMs }),
+    ...(retryOn === undefined ? {} : { retryOn }),
+  })
+}
+
 /**
  * A tool as admitted: its name, description and input schema as they were at `start()`, so the
  * catalog the model is shown stays the one the run's execution settings (and any seal) digest,
@@ -356,13 +368,15 @@ function admittedTool(tool: ToolDefinition, index: number): AdmittedTool {
   const readOnly = tool.readOnly === true
   const validateInput = tool.validateInput !== false
   const { needsApproval, timeoutMs } = tool
+  const retry = retryOf(tool.retry)
   const known = admittedTools.get(tool)
   if (
     known?.shown === shown &&
     (known.tool.readOnly === true) === readOnly &&
     (known.tool.validateInput !== false) === validateInput &&
     known.tool.needsApproval === needsApproval &&
-    known.tool.timeoutMs === timeoutMs
+    known.tool.timeoutMs === timeoutMs &&
+    isDeepStrictEqual(known.tool.retry, retry)
   ) {
     return known
   }
@@ -376,6 +390,7 @@ function admittedTool(tool: ToolDefinition, index: number): AdmittedTool {
       ...(validateInput ? {} : { validateInput }),
       ...(needsApproval === undefined ? {} : { needsApproval }),
       ...(timeoutMs === undefined ? {} : { timeoutMs }),
+      ...(retry === undefined ? {} : { retry }),
       execute: (input, context) => tool.execute(input, context),
     },
   }

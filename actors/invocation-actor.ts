@@ -21,6 +21,7 @@ import { functionTools, type ToolDefinition } from './tool-catalog.js'
 import { argumentsOf } from './tool-arguments.js'
 import { failureText, failureWithin } from './tool-failure.js'
 import { inputChecks } from './tool-input.js'
+import { retryBackoff, retryPolicyOf, retryWanted } from './tool-retry.js'
 import { TranscriptBuilder } from './transcript.js'
 
 /** Everything an actor needs, prepared and admitted by the engine. */
@@ -182,12 +183,15 @@ function memberCount(value: unknown): number {
  */
 export type ToolResult = { ok: true; value: unknown } | { ok: false; message: string; uncertain?: string }
 
+/** One attempt's result, and what it threw when it threw before it settled (the only failure a retry may follow). */
+type AttemptResult = { result: ToolResult | typeof ABANDONED; thrown?: { error: unknown } }
+
 /**
  * Runs one dispatched call of `tool` as the engine does, after its dispatch is durable: a copy of
  * `input`, a context with the call's ids, the tool's `timeoutMs` (else `toolTimeoutMs`) applied
- * with `timedCall`; resolves with what its settlement records (`toolResult`, or the failure's
- * message passed through `redactMessage` and cut at `maxToolResultBytes`), or `ABANDONED` for a
- * tool with effects not waited for (a `readOnly` one then fails: {@link notWaitedForReadOnly}).
+ * to each attempt with `timedCall`; resolves with what its settlement records (`toolResult`, or the
+ * failure's message passed through `redactMessage` and cut at `maxToolResultBytes`), or `ABANDONED`
+ * for a tool with effects not waited for (a `readOnly` one then fails: {@link notWaitedForReadOnly}).
  *
  * A tool with effects (not `readOnly`) that throws once its signal has aborted (its `timeoutMs`,
  * a cancel, the application's shutdown signal) is `uncertain`: the abort may have cut short a request its
@@ -195,6 +199,11 @@ export type ToolResult = { ok: true; value: unknown } | { ok: false; message: st
  * whatever the server did), so a failure recorded then would be a claim nobody can make, and the
  * model, told the call failed, would make it again under another operation id. What a tool returns
  * after the abort is known, and recorded as usual.
+ *
+ * With the tool's `retry`, an attempt that threw is followed by another, under the same operation id,
+ * after a backoff that `gate` ends at once; only once the attempt has settled, never after a result
+ * that could not be recorded (the tool ran), an uncertain or abandoned attempt, nor once `gate` has
+ * aborted. A failure after more than one attempt says how many were made.
  */
 export async function runToolCall(
   tool: ToolDefinition,
@@ -204,19 +213,61 @@ export async function runToolCall(
   limits: { toolTimeoutMs?: number | undefined; maxToolResultBytes: number },
   redactMessage: (text: string) => string = (text) => text,
 ): Promise<ToolResult | typeof ABANDONED> {
+  const policy = retryPolicyOf(tool.retry)
+  for (let attempt = 1; ; attempt += 1) {
+    const { result, thrown } = await runAttempt(tool, input, gate, { ...call, attempt }, limits, redactMessage)
+    if (result === ABANDONED || result.ok) return result
+    const made = (note = '') => (attempt === 1 && note === '' ? result.message : messageWithin(`after ${attemptsShown(attempt)}${note}: ${result.message}`, limits.maxToolResultBytes))
+    // Uncertain: its effect may have happened, and the run ends outcome_unknown; the count is told all the same.
+    if (result.uncertain !== undefined) return { ...result, message: made() }
+    if (thrown === undefined || attempt > policy.retries || gate.aborted || !retryWanted(policy, thrown.error, attempt)) return { ok: false, message: made() }
+    const stopped = await backedOff(gate, retryBackoff(policy, attempt))
+    if (stopped !== undefined) {
+      const reason = messageWithin(redactMessage(messageOf(stopped.reason)), SHOWN_IN_OUTCOME, SHOWN_LIMIT)
+      return { ok: false, message: made(` (no further attempt was started: its signal aborted during the backoff: ${reason})`) }
+    }
+  }
+}
+
+const attemptsShown = (attempts: number): string => `${attempts.toLocaleString('en-US')} attempt${attempts === 1 ? '' : 's'}`
+
+/** Waits `ms` milliseconds, or less if `gate` aborts: then resolves with its reason (wrapped, for a reason that is `undefined`). */
+function backedOff(gate: AbortSignal, ms: number): Promise<{ reason: unknown } | undefined> {
+  if (gate.aborted) return Promise.resolve({ reason: gate.reason })
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => done(undefined), ms)
+    const stopListening = onAbort(gate, () => done({ reason: gate.reason }))
+    function done(stopped: { reason: unknown } | undefined) {
+      clearTimeout(timer)
+      stopListening()
+      resolve(stopped)
+    }
+  })
+}
+
+/** One attempt of {@link runToolCall}: the tool's `execute` under its `timeoutMs`. */
+async function runAttempt(
+  tool: ToolDefinition,
+  input: unknown,
+  gate: AbortSignal,
+  call: { operationId: string; invocation: Invocation; attempt: number },
+  limits: { toolTimeoutMs?: number | undefined; maxToolResultBytes: number },
+  redactMessage: (text: string) => string,
+): Promise<AttemptResult> {
   const timeoutMs = tool.timeoutMs ?? limits.toolTimeoutMs
   let given: AbortSignal | undefined
   try {
     const run = (signal: AbortSignal) => {
       given = signal
-      return toolResult(tool.execute(structuredClone(input), { signal, operationId: call.operationId, invocation: { ...call.invocation } }), { limit: limits.maxToolResultBytes, readOnly: tool.readOnly === true })
+      const context = { signal, operationId: call.operationId, attempt: call.attempt, invocation: { ...call.invocation } }
+      return toolResult(tool.execute(structuredClone(input), context), { limit: limits.maxToolResultBytes, readOnly: tool.readOnly === true })
     }
-    if (timeoutMs === undefined) return await run(gate)
+    if (timeoutMs === undefined) return { result: await run(gate) }
     const whose = tool.timeoutMs === undefined ? "the engine's toolTimeoutMs" : 'its timeoutMs'
     const result = await timedCall(gate, timeoutMs, whose, run)
     // A read-only tool has no effect to be uncertain about: not waited for, it failed, as a throw would.
-    if (result === ABANDONED && tool.readOnly === true) return { ok: false, message: notWaitedForReadOnly(timeoutMs, whose) }
-    return result
+    if (result === ABANDONED && tool.readOnly === true) return { result: { ok: false, message: notWaitedForReadOnly(timeoutMs, whose) } }
+    return { result }
   } catch (error) {
     // Each part redacted before it is cut, and the whole redacted before its cut: a secret across a cut would otherwise be kept in part.
     const message = messageWithin(failureWithin(redactMessage(failureText(error, redactMessage))), limits.maxToolResultBytes)
@@ -224,9 +275,9 @@ export async function runToolCall(
     if (given?.aborted === true && tool.readOnly !== true) {
       const reason = messageWithin(redactMessage(messageOf(given.reason)), SHOWN_IN_OUTCOME, SHOWN_LIMIT)
       // The reason itself thrown is told as the reason, in its words (see thrownAfterAbort), not under its name as well.
-      return { ok: false, message: error === given.reason ? reason : message, uncertain: reason }
+      return { result: { ok: false, message: error === given.reason ? reason : message, uncertain: reason } }
     }
-    return { ok: false, message }
+    return { result: { ok: false, message }, thrown: { error } }
   }
 }
 

@@ -6,6 +6,7 @@ import type { HandoffPause, Invocation, JsonObject, ParentCall, RunBoundary } fr
 import { parentProblem, storageProblemAt } from '../store/encoding.js'
 import type { ProviderConfig } from './model-client.js'
 import type { ToolDefinition } from './tool-catalog.js'
+import { DEFAULT_TOOL_MAX_BACKOFF_MS, MAX_TOOL_BACKOFF_MS, MAX_TOOL_RETRIES } from './tool-retry.js'
 
 /** What a run is asked to do. */
 export type RunWork =
@@ -164,8 +165,11 @@ const TOOL_MEMBER_ALIASES: Readonly<Record<string, string>> = {
   validate: 'validateInput',
   timeout: 'timeoutMs',
   timeoutms: 'timeoutMs',
+  retries: 'retry',
+  retrypolicy: 'retry',
+  retryoptions: 'retry',
 }
-const TOOL_MEMBERS = ['name', 'description', 'inputSchema', 'readOnly', 'validateInput', 'needsApproval', 'timeoutMs', 'execute'] as const
+const TOOL_MEMBERS = ['name', 'description', 'inputSchema', 'readOnly', 'validateInput', 'needsApproval', 'timeoutMs', 'retry', 'execute'] as const
 
 /** Levenshtein distance of `a` and `b`, or more than `limit` once it must be. */
 function editDistance(a: string, b: string, limit: number): number {
@@ -197,6 +201,64 @@ function misnamedToolMember(key: string): string | undefined {
   return undefined
 }
 
+const wholeMs = (name: string, most: number) =>
+  z.number().refine((value) => Number.isSafeInteger(value) && value >= 0 && value <= most, `${name} must be a whole number of milliseconds from 0 to ${most.toLocaleString('en-US')}`)
+
+/** What other libraries call what `retry` names otherwise, normalized: a policy given in their words would be refused without a hint. */
+const RETRY_MEMBER_HINTS: Readonly<Record<string, string>> = {
+  attempts: 'retries counts the retries after the first attempt (attempts - 1)',
+  maxattempts: 'retries counts the retries after the first attempt (maxAttempts - 1)',
+  maximumattempts: 'retries counts the retries after the first attempt (maximumAttempts - 1)',
+  maxretries: 'did you mean retries?',
+  initialdelayms: 'did you mean backoffMs?',
+  initialintervalms: 'did you mean backoffMs?',
+  delayms: 'did you mean backoffMs?',
+  maxdelayms: 'did you mean maxBackoffMs?',
+  maximumintervalms: 'did you mean maxBackoffMs?',
+  backofffactor: 'the wait doubles for each retry, and has no other factor',
+  backoffcoefficient: 'the wait doubles for each retry, and has no other factor',
+  shouldretry: 'did you mean retryOn?',
+}
+const RETRY_MEMBERS = ['retries', 'backoffMs', 'maxBackoffMs', 'retryOn']
+
+// Strict: a policy member ignored (`attempts: 3`, another library's word) would leave a call unretried, or
+// retried otherwise than meant. Checked first, so that such a policy is told the hint, not only that `retries` is missing.
+const retryPolicy = z
+  .unknown()
+  .superRefine((value, context) => {
+    if (value === null || typeof value !== 'object') return
+    for (const key of Object.keys(value)) {
+      if (RETRY_MEMBERS.includes(key)) continue
+      const hint = RETRY_MEMBER_HINTS[key.toLowerCase().replace(/[^a-z0-9]/g, '')]
+      context.addIssue({ code: 'custom', path: [key], message: `${key} is not a member of a retry policy (it takes retries, backoffMs, maxBackoffMs and retryOn)${hint === undefined ? '' : `: ${hint}`}` })
+    }
+  })
+  .pipe(
+    z
+      .object(
+        {
+          retries: z
+            .number({ error: (issue) => (issue.input === undefined ? `retries is required: how many times to retry after the first attempt, 0 to ${MAX_TOOL_RETRIES}` : undefined) })
+            .refine((value) => Number.isSafeInteger(value) && value >= 0 && value <= MAX_TOOL_RETRIES, `retries must be a whole number from 0 to ${MAX_TOOL_RETRIES}`),
+          backoffMs: wholeMs('backoffMs', MAX_TOOL_BACKOFF_MS).optional(),
+          maxBackoffMs: wholeMs('maxBackoffMs', MAX_TOOL_BACKOFF_MS).optional(),
+          retryOn: z.custom<(error: unknown, attempt: number) => boolean>((value) => typeof value === 'function', 'retryOn must be a function of the error and the attempt').optional(),
+        },
+        { error: () => 'retry must be an object: { retries, backoffMs?, maxBackoffMs?, retryOn? }' },
+      )
+      .superRefine((value, context) => {
+        // Every wait would be cut to maxBackoffMs: the backoff asked for would never apply (as ModelExecutor refuses it).
+        const most = value.maxBackoffMs ?? DEFAULT_TOOL_MAX_BACKOFF_MS
+        if (value.backoffMs !== undefined && value.backoffMs > most) {
+          context.addIssue({
+            code: 'custom',
+            path: ['backoffMs'],
+            message: `backoffMs (${value.backoffMs}) is longer than maxBackoffMs (${most}${value.maxBackoffMs === undefined ? ', the default' : ''}), which cuts every wait to it: raise maxBackoffMs, or lower backoffMs`,
+          })
+        }
+      }),
+  )
+
 // A tool may carry members of its own (its state, helpers), but one that looks like a misnamed member
 // it lacks is refused: ignored, `needsApprovl: true` would run the tool unapproved, and a schema given as
 // `parameters` would leave its calls unchecked.
@@ -226,6 +288,7 @@ const tool = z.looseObject({
     .number()
     .refine((value) => Number.isSafeInteger(value) && value >= 1 && value <= 2_147_483_647, 'timeoutMs must be a whole number of milliseconds from 1 to 2,147,483,647')
     .optional(),
+  retry: retryPolicy.optional(),
   execute: z.custom<ToolDefinition['execute']>((value) => typeof value === 'function', 'execute must be a function'),
 }).superRefine((value, context) => {
   for (const key of Object.keys(value)) {

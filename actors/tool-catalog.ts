@@ -7,7 +7,10 @@ import type { NeedsApproval } from './approval.js'
 import type { ChatRequestBody } from './model-client.js'
 import { firstHole, toolProblem } from './run-input.js'
 
-/** A tool the model may call. Its `execute` runs at most once per dispatched call. */
+/**
+ * A tool the model may call. Its `execute` runs at most once per dispatched call; with `retry`, once
+ * per attempt, each after the one before it has settled, all under the call's one `operationId`.
+ */
 export interface ToolDefinition {
   /** The name the model calls it by: 1–64 characters from `[A-Za-z0-9_-]`, unique in the run. Sealed (in the catalog digest). */
   name: string
@@ -42,7 +45,7 @@ export interface ToolDefinition {
    */
   needsApproval?: NeedsApproval | undefined
   /**
-   * The longest a call may run, in whole milliseconds (1 to 2,147,483,647; default: no limit). Past
+   * The longest a call (with `retry`, each attempt of it) may run, in whole milliseconds (1 to 2,147,483,647; default: no limit). Past
    * it the call's `context.signal` aborts with a `TimeoutError` ("the tool did not finish within
    * 30,000 ms (its timeoutMs)"), and what the tool then returns is recorded as usual; what it throws
    * is recorded only for a `readOnly` tool, and leaves a tool with effects uncertain (the run ends
@@ -55,12 +58,58 @@ export interface ToolDefinition {
    */
   timeoutMs?: number | undefined
   /**
+   * Retries a call whose attempt threw, within the one dispatch: every attempt gets the call's same
+   * `context.operationId` (and `context.attempt`, 1-based), so setting it declares that running the
+   * tool again under that key is safe (the service the tool calls deduplicates by it, or the tool
+   * has no effect). One `tool.dispatched` and one `tool.settled` are recorded whatever the attempts,
+   * the settlement with the last attempt's outcome; a failure after more than one attempt says how
+   * many were made (`after 3 attempts: …`). Default: no retry. Not part of the catalog digest.
+   */
+  retry?: ToolRetry | undefined
+  /**
    * Runs the call. `input` is the model's arguments as parsed JSON, checked against `inputSchema`
    * when there is one. It is still typed `unknown`, and `execute` is a property (not a method) so that
    * TypeScript refuses an `execute` that claims a narrower type: narrow it yourself (with zod, say).
    * It returns the result or a promise of it; a rejection (or a throw) is the tool's failure.
    */
   execute: (input: unknown, context: ToolContext) => unknown
+}
+
+/**
+ * How a tool's call is retried within its dispatch (`ToolDefinition.retry`); named as the model
+ * request's retries are (`ModelExecutorOptions`). Only an attempt that threw is retried, and only
+ * once it has settled: never one whose result could not be recorded (the tool ran), one not waited
+ * for past its `timeoutMs` (it may still be running), one of a tool with effects that threw once its
+ * signal had aborted (its effect may have happened: the run ends `outcome_unknown` as without
+ * retries), nor once the run's signal has aborted. `timeoutMs` limits each attempt on its own: a
+ * `readOnly` tool's attempt that threw when its time ran out is retried.
+ *
+ * @example
+ * ```ts
+ * const charge: ToolDefinition = {
+ *   name: 'charge',
+ *   retry: { retries: 3, retryOn: (error) => error instanceof NetworkError },
+ *   execute: (input, { operationId }) => payments.charge(input, { idempotencyKey: operationId }),
+ * }
+ * ```
+ */
+export interface ToolRetry {
+  /** Retries after the first attempt: a whole number from 0 to 10 (at most `retries + 1` attempts). */
+  retries: number
+  /**
+   * The wait before the first retry, in whole milliseconds (default 250), doubled for each further
+   * one, capped by `maxBackoffMs`. A cancel (or anything else that aborts the call's signal) during
+   * the wait ends it at once: no further attempt starts, and the call settles `failed` with the last
+   * attempt's failure and a note of why no more were made.
+   */
+  backoffMs?: number | undefined
+  /** The longest wait before a retry, in whole milliseconds (default 10,000; at least `backoffMs`, at most 2,147,483,647). */
+  maxBackoffMs?: number | undefined
+  /**
+   * Whether to retry after attempt `attempt` (1-based) threw `error`: only `true` retries (default:
+   * every failure is retried). Called synchronously; one that throws retries nothing.
+   */
+  retryOn?: ((error: unknown, attempt: number) => boolean) | undefined
 }
 
 /** What a tool is given besides its input. `operationId` is stable across crashes: use it as an idempotency key. */
@@ -77,6 +126,8 @@ export interface ToolContext {
   signal: AbortSignal
   /** `<invocationId>/<stepId>/<index>`, recorded in the call's `tool.dispatched`: pass it downstream as an idempotency key. */
   operationId: string
+  /** Which attempt of the call this is, from 1: above 1 only for a tool with `retry` (same `operationId` on every attempt). */
+  attempt: number
   /**
    * The run the call belongs to (`sessionId`, `turnId`, `runId`, `invocationId`; the tool's own copy):
    * whose data a tool serves, or which running invocation to reserve a hold on (see "A reviewer who

@@ -21,7 +21,7 @@ const REFUND_SCHEMA = {
 /** The tools of the comparison, each keeping the contexts it was called with. */
 function tools(): { tools: ToolDefinition[]; contexts: Omit<ToolContext, 'signal'>[] } {
   const contexts: Omit<ToolContext, 'signal'>[] = []
-  const seen = (context: ToolContext) => contexts.push({ operationId: context.operationId, invocation: context.invocation })
+  const seen = (context: ToolContext) => contexts.push({ operationId: context.operationId, attempt: context.attempt, invocation: context.invocation })
   return {
     contexts,
     tools: [

@@ -5,15 +5,16 @@
  * and a `deploy` side by side; `approval`: `deploy` needs approval, and the approver never answers),
  * and runs an engine whose tools never return. Prints `executing <operationId>` once each call's
  * tool has started (its dispatch is durable by then), or `asking <operationId>` once the approver
- * is asked; the parent kills it with SIGKILL.
+ * is asked, or `backing off <operationId>` once the first attempt of `retry` has thrown; the parent
+ * kills it with SIGKILL.
  */
 import { Engine, EventLog, ModelExecutor, type StartOptions, type ToolDefinition } from '../../index.js'
 import { answer, scriptedModelServer } from '../../testing/scripted-model-server.js'
 
 const dir = process.argv[2]
 const mode = process.argv[3] ?? 'one'
-if (!dir || !['one', 'side-by-side', 'read-only', 'mixed', 'approval'].includes(mode)) {
-  throw new Error('usage: child-engine-tool.ts <dir> [side-by-side | read-only | mixed | approval]')
+if (!dir || !['one', 'side-by-side', 'read-only', 'mixed', 'approval', 'retry'].includes(mode)) {
+  throw new Error('usage: child-engine-tool.ts <dir> [side-by-side | read-only | mixed | approval | retry]')
 }
 const targets = mode === 'side-by-side' ? ['production', 'staging', 'preview'] : mode === 'read-only' ? [] : ['production']
 const deployCalls = targets.map((target, index) => ({ id: index === 0 ? 'call-deploy' : `call-deploy-${target}`, name: 'deploy', arguments: { target } }))
@@ -30,7 +31,17 @@ const deploy: ToolDefinition = {
   description: 'deploys the project',
   inputSchema: { type: 'object', properties: { target: { type: 'string' } } },
   ...(mode === 'approval' ? { needsApproval: true } : {}),
-  execute: never,
+  ...(mode === 'retry' ? { retry: { retries: 3, backoffMs: 60_000, maxBackoffMs: 60_000 } } : {}),
+  execute:
+    mode === 'retry'
+      ? (_input, { operationId, attempt }) => {
+          if (attempt > 1) return never(_input, { operationId })
+          // Printed a while after the failure (a settlement would have been written by then, were the
+          // call not retried): the line reaches the parent while the minute's backoff runs.
+          setTimeout(() => process.stdout.write(`backing off ${operationId}\n`), 200)
+          throw new Error('connection reset')
+        }
+      : never,
 }
 const search: ToolDefinition = {
   name: 'search',

@@ -1,0 +1,361 @@
+/**
+ * Tool retries (`ToolDefinition.retry`): an attempt that threw is followed by another within the one
+ * dispatch, under the same operation id (`context.attempt` counting them), after a backoff that a
+ * cancel ends at once. One `tool.dispatched` and one `tool.settled` whatever the attempts, the
+ * settlement with the last attempt's outcome; a failure after several says how many were made. No
+ * retry starts while an earlier attempt may still be running (an uncertain or abandoned attempt is
+ * not retried), `retryOn` may decline one, a crash during the backoff leaves the call uncertain as a
+ * crash mid-call does, bad policies are refused before anything is written, and callTool agrees.
+ */
+import { test } from 'uvu'
+import * as assert from 'uvu/assert'
+import { EventLog, recoverInvocations, type ToolContext, type ToolDefinition, type ToolRetry } from '../index.js'
+import { callTool } from '../testing/call-tool.js'
+import { answer } from '../testing/scripted-model-server.js'
+import { rejectsWithCode } from './support/codes.js'
+import { engineTest, factsOf, messagesOf, only, refusedWithoutWriting } from './support/engine-fixtures.js'
+import { startChild } from './support/log-fixtures.js'
+
+/** One attempt as the tool saw it. */
+interface Seen {
+  operationId: string
+  attempt: number
+}
+
+/**
+ * A tool named `charge` with `retry` whose attempt `n` does `plan[n - 1]`: a thrown error, or a value
+ * returned; past the plan it throws `attempt n failed`. Keeps what each attempt was given.
+ */
+function plannedTool(retry: ToolRetry | undefined, plan: readonly (Error | unknown)[], extra: Partial<ToolDefinition> = {}): ToolDefinition & { seen: Seen[] } {
+  const seen: Seen[] = []
+  return {
+    name: 'charge',
+    description: 'charges a card',
+    inputSchema: { type: 'object', properties: { cents: { type: 'integer' } } },
+    ...(retry === undefined ? {} : { retry }),
+    ...extra,
+    seen,
+    execute: async (_input: unknown, context: ToolContext) => {
+      seen.push({ operationId: context.operationId, attempt: context.attempt })
+      const step = plan[context.attempt - 1] ?? new Error(`attempt ${context.attempt} failed`)
+      if (step instanceof Error) throw step
+      return step
+    },
+  }
+}
+
+const CHARGE = [answer.toolCalls([{ id: 'call-1', name: 'charge', arguments: { cents: 500 } }]), answer.text('done')]
+const FAST = { backoffMs: 1, maxBackoffMs: 5 }
+
+/** The same operation id on each of `attempts` attempts, counted from 1. */
+const attemptsOf = (operationId: string, attempts: number): Seen[] => Array.from({ length: attempts }, (_, index) => ({ operationId, attempt: index + 1 }))
+
+test(
+  'an attempt that threw is retried under the same operation id, context.attempt counting up; success on the second records succeeded with its output, one dispatch and one settlement',
+  engineTest(CHARGE, {}, async (h) => {
+    const charge = plannedTool({ retries: 3, ...FAST }, [new Error('ECONNRESET'), { charged: 500 }])
+    assert.equal(await h.run(h.input('ok', { tools: [charge] })), { status: 'completed' })
+    assert.equal(charge.seen, attemptsOf('invocation-ok/step-1/0', 2))
+    const facts = await factsOf(h.log, 'invocation-ok')
+    assert.equal(
+      facts.map((fact) => fact.type),
+      ['invocation.opened', 'model.requested', 'model.completed', 'tool.dispatched', 'tool.settled', 'model.requested', 'model.completed', 'invocation.ended'],
+    )
+    assert.equal(only(facts, 'tool.dispatched').map((fact) => fact.operationId), ['invocation-ok/step-1/0'])
+    assert.equal(only(facts, 'tool.settled'), [{ type: 'tool.settled', operationId: 'invocation-ok/step-1/0', outcome: { status: 'succeeded', output: { charged: 500 } } }])
+    const told = messagesOf(h.server.requests[1]?.body).find((m) => m.role === 'tool')
+    assert.is(told?.content, '{"charged":500}')
+  }),
+)
+
+test(
+  'every attempt failing: retries + 1 attempts, then one settlement failed with the last failure and how many attempts were made; the model is told and the run goes on',
+  engineTest(CHARGE, {}, async (h) => {
+    const charge = plannedTool({ retries: 2, ...FAST }, [])
+    assert.equal(await h.run(h.input('spent', { tools: [charge] })), { status: 'completed' })
+    assert.equal(charge.seen, attemptsOf('invocation-spent/step-1/0', 3))
+    const facts = await factsOf(h.log, 'invocation-spent')
+    assert.is(only(facts, 'tool.dispatched').length, 1)
+    assert.equal(only(facts, 'tool.settled').map((fact) => fact.outcome), [{ status: 'failed', message: 'after 3 attempts: attempt 3 failed' }])
+    const told = messagesOf(h.server.requests[1]?.body).find((m) => m.role === 'tool')
+    assert.is(told?.content, 'error: after 3 attempts: attempt 3 failed')
+  }),
+)
+
+class Declined extends Error {
+  override name = 'Declined'
+}
+
+test(
+  'retryOn decides with the error and the attempt: false (or anything but true, or a throw) stops at once, with the failure of the attempt it declined',
+  engineTest([answer.toolCalls(['stop', 'later', 'odd', 'throws'].map((id) => ({ id, name: id, arguments: {} }))), answer.text('done')], {}, async (h) => {
+    const asked: [string, number][] = []
+    const retryOn = (verdict: (error: unknown, attempt: number) => unknown) => (error: unknown, attempt: number) => {
+      asked.push([error instanceof Error ? error.message : String(error), attempt])
+      return verdict(error, attempt) as boolean
+    }
+    const tools = [
+      // Declined at once: one attempt, told as a tool without retries tells it.
+      plannedTool({ retries: 5, ...FAST, retryOn: retryOn((error) => !(error instanceof Declined)) }, [new Declined('card declined')], { name: 'stop' }),
+      // Retried once, then declined.
+      plannedTool({ retries: 5, ...FAST, retryOn: retryOn((error) => !(error instanceof Declined)) }, [new Error('timeout'), new Declined('card declined')], { name: 'later' }),
+      // Truthy is not true.
+      plannedTool({ retries: 5, ...FAST, retryOn: retryOn(() => 'yes') }, [new Error('odd')], { name: 'odd' }),
+      plannedTool(
+        {
+          retries: 5,
+          ...FAST,
+          retryOn: retryOn(() => {
+            throw new Error('retryOn bug')
+          }),
+        },
+        [new Error('first')],
+        { name: 'throws' },
+      ),
+    ]
+    assert.equal(await h.run(h.input('declined', { tools })), { status: 'completed' })
+    assert.equal(
+      tools.map((tool) => tool.seen.length),
+      [1, 2, 1, 1],
+    )
+    assert.equal(asked, [
+      ['card declined', 1],
+      ['timeout', 1],
+      ['card declined', 2],
+      ['odd', 1],
+      ['first', 1],
+    ])
+    const facts = await factsOf(h.log, 'invocation-declined')
+    assert.is(only(facts, 'tool.dispatched').length, 4)
+    assert.equal(
+      only(facts, 'tool.settled').map((fact) => fact.outcome),
+      [
+        { status: 'failed', message: 'Declined: card declined' },
+        { status: 'failed', message: 'after 2 attempts: Declined: card declined' },
+        { status: 'failed', message: 'odd' },
+        { status: 'failed', message: 'first' },
+      ],
+    )
+  }),
+)
+
+test(
+  'a cancel during the backoff ends it at once: no further attempt, the call settles failed with the last failure and why no more were made, and the run ends cancelled',
+  engineTest([answer.toolCalls([{ id: 'call-1', name: 'charge', arguments: { cents: 500 } }])], {}, async (h) => {
+    let failed = () => undefined as void
+    const first = new Promise<void>((resolve) => (failed = resolve))
+    // A backoff longer than the test's bound: only the cancel can end it in time.
+    const charge = plannedTool({ retries: 3, backoffMs: 60_000, maxBackoffMs: 60_000 }, [])
+    const execute = charge.execute
+    charge.execute = async (input, context) => {
+      try {
+        return await execute(input, context)
+      } finally {
+        setImmediate(failed)
+      }
+    }
+    const controller = new AbortController()
+    const running = await h.start(h.input('cancel', { tools: [charge] }), { signal: controller.signal })
+    await first
+    controller.abort('shutdown')
+    assert.equal(await running.wait(), { status: 'cancelled', source: 'shutdown' })
+    assert.equal(charge.seen, attemptsOf('invocation-cancel/step-1/0', 1))
+    const facts = await factsOf(h.log, 'invocation-cancel')
+    assert.equal(
+      facts.map((fact) => fact.type),
+      ['invocation.opened', 'model.requested', 'model.completed', 'tool.dispatched', 'tool.settled', 'invocation.ended'],
+    )
+    assert.equal(only(facts, 'tool.settled').map((fact) => fact.outcome), [
+      { status: 'failed', message: 'after 1 attempt (no further attempt was started: its signal aborted during the backoff: shutdown): attempt 1 failed' },
+    ])
+  }),
+)
+
+test(
+  'timeoutMs limits each attempt: a read-only attempt that honoured its timeout is retried; a tool with effects that threw once its timeout aborted it, or a read-only one not waited for, is not (it may have had its effect, or still be running)',
+  engineTest(
+    [
+      answer.toolCalls([
+        { id: 'call-s', name: 'search', arguments: {} },
+        { id: 'call-w', name: 'wedged', arguments: {} },
+      ]),
+      answer.text('searched'),
+      answer.toolCalls([{ id: 'call-c', name: 'charge', arguments: {} }]),
+    ],
+    { ms: 15_000 },
+    async (h) => {
+      const honours = (_input: unknown, { signal }: ToolContext) =>
+        new Promise((_resolve, reject) => {
+          signal.addEventListener('abort', () => reject(signal.reason), { once: true })
+        })
+      const searched: number[] = []
+      const search: ToolDefinition = {
+        name: 'search',
+        readOnly: true,
+        timeoutMs: 30,
+        retry: { retries: 2, ...FAST },
+        execute: (input, context) => {
+          searched.push(context.attempt)
+          return context.attempt === 1 ? honours(input, context) : { hits: 3 }
+        },
+      }
+      let wedgedAttempts = 0
+      const wedged: ToolDefinition = {
+        name: 'wedged',
+        readOnly: true,
+        timeoutMs: 30,
+        retry: { retries: 2, ...FAST },
+        execute: () => {
+          wedgedAttempts += 1
+          return new Promise(() => undefined)
+        },
+      }
+      assert.equal(await h.run(h.input('reads', { tools: [search, wedged] })), { status: 'completed' })
+      assert.equal(searched, [1, 2])
+      assert.is(wedgedAttempts, 1)
+      const settled = only(await factsOf(h.log, 'invocation-reads'), 'tool.settled').map((fact) => fact.outcome)
+      assert.equal(settled, [
+        { status: 'succeeded', output: { hits: 3 } },
+        { status: 'failed', message: 'the tool did not finish within 30 ms (its timeoutMs), nor within 1,000 ms of its signal aborting, and was not waited for: what it returns later is not recorded' },
+      ])
+
+      let charged = 0
+      const charge: ToolDefinition = {
+        name: 'charge',
+        timeoutMs: 30,
+        retry: { retries: 2, ...FAST },
+        execute: (input, context) => {
+          charged += 1
+          return honours(input, context)
+        },
+      }
+      const outcome = await h.run(h.input('effects', { tools: [charge] }))
+      assert.is(outcome.status === 'failed' && outcome.class, 'outcome_unknown')
+      assert.is(charged, 1)
+      const facts = await factsOf(h.log, 'invocation-effects')
+      assert.is(only(facts, 'tool.dispatched').length, 1)
+      assert.is(only(facts, 'tool.settled').length, 0, 'left dispatched, uncertain, as without retries')
+      assert.equal((await h.log.prefix(100, 1 << 20)).projectInvocation('invocation-effects').uncertainOperations, ['invocation-effects/step-1/0'])
+    },
+  ),
+)
+
+test(
+  'a result that cannot be recorded is not retried: the tool ran',
+  engineTest(CHARGE, { engine: { maxToolResultBytes: 100 } }, async (h) => {
+    let attempts = 0
+    const charge: ToolDefinition = {
+      name: 'charge',
+      retry: { retries: 3, ...FAST },
+      execute: async () => {
+        attempts += 1
+        return 'x'.repeat(1_000)
+      },
+    }
+    assert.equal(await h.run(h.input('unrecorded', { tools: [charge] })), { status: 'completed' })
+    assert.is(attempts, 1)
+    const settled = only(await factsOf(h.log, 'invocation-unrecorded'), 'tool.settled').map((fact) => fact.outcome)
+    assert.is(settled.length, 1)
+    assert.match(String(settled[0]?.status === 'failed' && settled[0].message), /^the tool ran, but its result could not be recorded/)
+  }),
+)
+
+/** Retry policies a run refuses, and the field each is refused at. */
+const BAD: [string, unknown, string, RegExp][] = [
+  ['not an object', 3, 'tools.0.retry', /retry must be an object/],
+  ['no retries', { backoffMs: 10 }, 'tools.0.retry.retries', /retries is required/],
+  ['negative retries', { retries: -1 }, 'tools.0.retry.retries', /retries must be a whole number from 0 to 10/],
+  ['too many retries', { retries: 11 }, 'tools.0.retry.retries', /from 0 to 10/],
+  ['fractional retries', { retries: 1.5 }, 'tools.0.retry.retries', /whole number/],
+  ['backoffMs as text', { retries: 1, backoffMs: '10' }, 'tools.0.retry.backoffMs', /backoffMs/],
+  ['negative backoffMs', { retries: 1, backoffMs: -1 }, 'tools.0.retry.backoffMs', /whole number of milliseconds/],
+  ['backoffMs over maxBackoffMs', { retries: 1, backoffMs: 500, maxBackoffMs: 100 }, 'tools.0.retry.backoffMs', /longer than maxBackoffMs \(100\)/],
+  ['backoffMs over the default maxBackoffMs', { retries: 1, backoffMs: 20_000 }, 'tools.0.retry.backoffMs', /maxBackoffMs \(10000, the default\)/],
+  ['maxBackoffMs past a timer', { retries: 1, maxBackoffMs: 2 ** 31 }, 'tools.0.retry.maxBackoffMs', /2,147,483,647/],
+  ['retryOn not a function', { retries: 1, retryOn: true }, 'tools.0.retry.retryOn', /retryOn must be a function/],
+  ['attempts', { attempts: 3 }, 'tools.0.retry.attempts', /attempts is not a member of a retry policy .*retries counts the retries after the first attempt/],
+  ['backoffFactor', { retries: 1, backoffFactor: 3 }, 'tools.0.retry.backoffFactor', /doubles/],
+]
+
+test(
+  'a retry policy that is no policy is RUN_INVALID_INPUT naming its field, before anything is written; callTool refuses it with TESTING_INVALID_OPTIONS',
+  engineTest([], {}, async (h) => {
+    for (const [what, retry, field, message] of BAD) {
+      const tool = { ...plannedTool(undefined, []), retry } as ToolDefinition
+      const error = await refusedWithoutWriting(h.log, () => h.start(h.input('bad', { tools: [tool] })), 'RUN_INVALID_INPUT', what)
+      assert.ok((error.details?.fields as string[] | undefined)?.includes(field), `${what}: ${JSON.stringify(error.details)}`)
+      assert.match(error.message, message, what)
+      const refused = await rejectsWithCode(() => callTool(tool, {}), 'TESTING_INVALID_OPTIONS', `callTool, ${what}`)
+      assert.is(refused.details?.field, field.replace(/^tools\.0/, 'tool'), `callTool, ${what}`)
+    }
+    const misnamed = { ...plannedTool(undefined, []), retries: 3 } as ToolDefinition
+    const error = await refusedWithoutWriting(h.log, () => h.start(h.input('bad', { tools: [misnamed] })), 'RUN_INVALID_INPUT', 'retries on the tool')
+    assert.match(error.message, /retries is not a member of a tool: did you mean retry\?/)
+  }),
+)
+
+test('callTool honours the policy as a run does: the same operation id, success on a later attempt, exhaustion with the count, a signal aborted during the backoff', async () => {
+  const later = plannedTool({ retries: 3, ...FAST }, [new Error('ECONNRESET'), { charged: 500 }])
+  assert.equal(await callTool(later, { cents: 500 }, { operationId: 'op-1' }), { status: 'succeeded', output: { charged: 500 } })
+  assert.equal(later.seen, attemptsOf('op-1', 2))
+
+  const never = plannedTool({ retries: 2, ...FAST }, [])
+  assert.equal(await callTool(never, {}), { status: 'failed', message: 'after 3 attempts: attempt 3 failed' })
+  assert.equal(never.seen, attemptsOf('invocation-1/step-1/0', 3))
+
+  const controller = new AbortController()
+  const slow = plannedTool({ retries: 2, backoffMs: 60_000, maxBackoffMs: 60_000 }, [])
+  const execute = slow.execute
+  slow.execute = async (input, context) => {
+    try {
+      return await execute(input, context)
+    } finally {
+      setImmediate(() => controller.abort('stop'))
+    }
+  }
+  assert.equal(await callTool(slow, {}, { signal: controller.signal }), {
+    status: 'failed',
+    message: 'after 1 attempt (no further attempt was started: its signal aborted during the backoff: stop): attempt 1 failed',
+  })
+  assert.is(slow.seen.length, 1)
+})
+
+let crashedOperation = ''
+
+/** A child runs an engine whose tool's first attempt throws, and is killed during the minute's backoff; recovery then runs on the reopened log. */
+async function crashDuringBackoff(logPath: string): Promise<void> {
+  const child = startChild('child-engine-tool.ts', [logPath, 'retry'])
+  try {
+    const line = await child.waitForLine((l) => l.startsWith('backing off '), 20_000)
+    crashedOperation = line.slice('backing off '.length)
+  } finally {
+    await child.stop('SIGKILL')
+  }
+  const status = await child.exited
+  assert.is(status.signal, 'SIGKILL', `the child was killed, not finished (${child.stderr()})`)
+  const log = await EventLog.open(logPath)
+  try {
+    const before = await log.prefix(100, 1 << 20)
+    assert.equal(before.projectInvocation('invocation-crash'), { terminal: null, uncertainOperations: [crashedOperation], unfinishedModelSteps: [] })
+    assert.is(await recoverInvocations(log), 1)
+  } finally {
+    await log.close()
+  }
+}
+
+test(
+  'a crash during the backoff leaves the call dispatched and never settled: its outcome unknown, as a crash mid-call leaves it',
+  engineTest([], { ms: 30_000, before: crashDuringBackoff }, async (h) => {
+    const facts = await factsOf(h.log, 'invocation-crash')
+    assert.equal(
+      facts.map((fact) => fact.type),
+      ['invocation.opened', 'model.requested', 'model.completed', 'tool.dispatched', 'invocation.ended'],
+      'no settlement is invented',
+    )
+    assert.is(only(facts, 'tool.dispatched')[0]?.operationId, crashedOperation)
+    const ended = facts.at(-1)
+    assert.is(ended?.type === 'invocation.ended' && ended.outcome.status === 'failed' && ended.outcome.class, 'outcome_unknown')
+  }),
+)
+
+test.run()

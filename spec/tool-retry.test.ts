@@ -1,7 +1,7 @@
 /**
  * Tool retries (`ToolDefinition.retry`): an attempt that threw is followed by another within the one
  * dispatch, under the same operation id (`context.attempt` counting them), after a backoff that a
- * cancel ends at once. One `tool.dispatched` and one `tool.settled` whatever the attempts, the
+ * cancel, the log's close or a call beside it failing ends at once. One `tool.dispatched` and one `tool.settled` whatever the attempts, the
  * settlement with the last attempt's outcome; a failure after several says how many were made. No
  * retry starts while an earlier attempt may still be running (an uncertain or abandoned attempt is
  * not retried), `retryOn` may decline one, a crash during the backoff leaves the call uncertain as a
@@ -142,18 +142,8 @@ test(
 test(
   'a cancel during the backoff ends it at once: no further attempt, the call settles failed with the last failure and why no more were made, and the run ends cancelled',
   engineTest([answer.toolCalls([{ id: 'call-1', name: 'charge', arguments: { cents: 500 } }])], {}, async (h) => {
-    let failed = () => undefined as void
-    const first = new Promise<void>((resolve) => (failed = resolve))
     // A backoff longer than the test's bound: only the cancel can end it in time.
-    const charge = plannedTool({ retries: 3, backoffMs: 60_000, maxBackoffMs: 60_000 }, [])
-    const execute = charge.execute
-    charge.execute = async (input, context) => {
-      try {
-        return await execute(input, context)
-      } finally {
-        setImmediate(failed)
-      }
-    }
+    const { charge, failed: first } = backingOff()
     const controller = new AbortController()
     const running = await h.start(h.input('cancel', { tools: [charge] }), { signal: controller.signal })
     await first
@@ -169,6 +159,71 @@ test(
       { status: 'failed', message: 'after 1 attempt (no further attempt was started: its signal aborted during the backoff: shutdown): attempt 1 failed' },
     ])
   }),
+)
+
+/** `charge` with a backoff longer than any test's bound, and a promise that resolves once its first attempt has failed. */
+function backingOff(): { charge: ToolDefinition & { seen: Seen[] }; failed: Promise<void> } {
+  let failed = () => undefined as void
+  const first = new Promise<void>((resolve) => (failed = resolve))
+  const charge = plannedTool({ retries: 3, backoffMs: 60_000, maxBackoffMs: 60_000 }, [])
+  const execute = charge.execute
+  charge.execute = async (input, context) => {
+    try {
+      return await execute(input, context)
+    } finally {
+      setImmediate(failed)
+    }
+  }
+  return { charge, failed: first }
+}
+
+test(
+  "the log closing during the backoff ends it at once: wait() rejects LOG_CLOSED, nothing more is written, and the call is left dispatched, as a running tool's is",
+  engineTest([answer.toolCalls([{ id: 'call-1', name: 'charge', arguments: {} }])], {}, async (h) => {
+    const { charge, failed } = backingOff()
+    // Not one of the harness's runs: recovery, not the live run, ends it in the log.
+    const running = await h.engine.start(h.input('closed', { tools: [charge] }))
+    await failed
+    const before = h.log.head()
+    await h.log.close()
+    assert.is(await running.wait().then(() => 'ended', (error: { code?: string }) => error.code), 'LOG_CLOSED')
+    await h.engine.drain()
+    h.log = await EventLog.open(h.logPath)
+    assert.equal(h.log.head(), before, 'nothing was written after close()')
+    assert.is((await factsOf(h.log, 'invocation-closed')).at(-1)?.type, 'tool.dispatched')
+    assert.is(await recoverInvocations(h.log), 1)
+    assert.is(charge.seen.length, 1)
+    const ended = (await factsOf(h.log, 'invocation-closed')).at(-1)
+    assert.is(ended?.type === 'invocation.ended' && ended.outcome.status === 'failed' && ended.outcome.class, 'outcome_unknown')
+  }),
+)
+
+test(
+  'a call beside it not waited for (toolConcurrency) ends the backoff: no further attempt, the call settles failed with why, and the run ends outcome_unknown for the other call',
+  engineTest(
+    [
+      answer.toolCalls([
+        { id: 'call-1', name: 'charge', arguments: {} },
+        { id: 'call-2', name: 'stuck', arguments: {} },
+      ]),
+    ],
+    {},
+    async (h) => {
+      const { charge } = backingOff()
+      const stuck: ToolDefinition = { name: 'stuck', timeoutMs: 20, execute: () => new Promise(() => undefined) }
+      const input = { ...h.input('beside', { tools: [charge, stuck] }), toolConcurrency: 2 }
+      const outcome = await h.run(input)
+      assert.is(outcome.status === 'failed' && outcome.class, 'outcome_unknown')
+      assert.is(charge.seen.length, 1)
+      const facts = await factsOf(h.log, 'invocation-beside')
+      assert.equal(only(facts, 'tool.dispatched').map((fact) => fact.name), ['charge', 'stuck'])
+      const settled = only(facts, 'tool.settled')
+      assert.equal(settled.map((fact) => fact.operationId), ['invocation-beside/step-1/0'])
+      const message = settled[0]?.outcome.status === 'failed' ? settled[0].outcome.message : ''
+      assert.match(message, /^after 1 attempt \(no further attempt was started: its signal aborted during the backoff: tool stuck \(operation invocation-beside\/step-1\/1\) did not finish within 20 ms/)
+      assert.match(message, /\): attempt 1 failed$/)
+    },
+  ),
 )
 
 test(

@@ -533,7 +533,7 @@ export class PathHarness {
   }
 
   /**
-   * `tool` as the path steers it. Its own `readOnly` and `needsApproval` are left off: the path
+   * `tool` as the path steers it. Its own `readOnly`, `needsApproval` and `retry` are left off: the path
    * model's `known` call is of a tool with effects that needs no approval (a crash mid-call needs
    * reconciliation); the kit's own tools get theirs from `flags`. Its `validateInput` is kept (the
    * engine checks the call as it would the tool's). Its `timeoutMs` is applied by the wrapper to the

@@ -299,4 +299,42 @@ test(
   }),
 )
 
+test(
+  'model fault: a request past the script fails the run at once, not retried, and says the script ran out',
+  bounded(20_000, async (dir) => {
+    const server = await scriptedModelServer([echoCall])
+    const log = await EventLog.open(join(dir, 'log'))
+    try {
+      const echo = effectTool()
+      // The default executor: three retries with back-off, none of which a short script may cost.
+      const outcome = await new Engine({ log }).run(messageRun(server.baseUrl, 'short', [echo]))
+      assert.is(outcome.status, 'failed')
+      const failed = outcome as { class: string; message: string; provider?: unknown }
+      assert.is(failed.class, 'model_failed')
+      assert.is(
+        failed.message,
+        'the provider answered HTTP 400: scripted model server: the script has 1 answer and this was request 2 (index 1, listed in server.unscripted): script an answer for it',
+      )
+      assert.equal(failed.provider, { status: 400, code: 'unscripted_request', type: 'invalid_request_error' })
+      assert.equal(server.unscripted, [1])
+      assert.is(server.requests.length, 2, 'the unscripted request was not sent again')
+      const prefix = await log.prefix(ALL.events, ALL.bytes)
+      assert.equal(sequenceOf(prefix.events, 'invocation-short'), [
+        'invocation.opened',
+        'model.requested',
+        'model.completed',
+        'tool.dispatched',
+        'tool.settled:succeeded',
+        'model.requested',
+        'model.interrupted:failed',
+        'invocation.ended:failed/model_failed',
+      ])
+      assert.is(echo.runs.length, 1)
+    } finally {
+      await log.close()
+      await server.close()
+    }
+  }),
+)
+
 test.run()

@@ -930,7 +930,7 @@ test(
 )
 
 test(
-  'without an apiKey no Authorization header is sent (one of the configured headers is); the script running out answers 500 and is recorded',
+  'without an apiKey no Authorization header is sent (one of the configured headers is); the script running out answers 400, not retried, and is recorded',
   withServer([answer.text('one'), answer.text('two')], async (server) => {
     const own = new OpenAIChatClient(provider(server, { headers: { Authorization: 'Token own-scheme-value' } }))
     assert.is((await own.complete(requestFor(bodyOf()))).kind, 'completed')
@@ -938,8 +938,10 @@ test(
     const client = new OpenAIChatClient(provider(server))
     assert.is((await client.complete(requestFor(bodyOf()))).kind, 'completed')
     const r = interrupted(await client.complete(requestFor(bodyOf())))
-    assert.is(r.status, 'retryable_failure')
-    assert.match(r.message, /no answer scripted for request 2/)
+    // A short script is the test's mistake, which no retry cures.
+    assert.is(r.status, 'failed')
+    assert.match(r.message, /^the provider answered HTTP 400: scripted model server: the script has 2 answers and this was request 3 \(index 2/)
+    assert.equal(r.provider, { status: 400, code: 'unscripted_request', type: 'invalid_request_error' })
     assert.equal(server.unscripted, [2])
     assert.is(server.requests[1]?.headers['authorization'], undefined)
     assert.is(server.requests[2]?.headers['authorization'], undefined)

@@ -187,7 +187,7 @@ export interface ScriptedModelServer {
   baseUrl: string
   /** Every chat-completions request received, in arrival order. */
   requests: RecordedRequest[]
-  /** Indexes of requests that arrived after the script ran out (each was answered 500). */
+  /** Indexes of requests that arrived after the script ran out (each was answered 400, `unscripted_request`, which no client retries). */
   unscripted: number[]
   /** Resolves when request `n` (0-based) has arrived. */
   seen(n: number): Promise<RecordedRequest>
@@ -201,7 +201,11 @@ export interface ScriptedModelServer {
   close(): Promise<void>
 }
 
-/** The answers in order (a request beyond them is answered 500 and listed in `unscripted`), or a function choosing each request's answer. */
+/**
+ * The answers in order (a request beyond them is answered 400 with the error code
+ * `unscripted_request`, which is not retried, and listed in `unscripted`), or a function choosing
+ * each request's answer.
+ */
 export type Script =
   | ScriptedAnswer[]
   | ((request: RecordedRequest, index: number) => ScriptedAnswer | Promise<ScriptedAnswer>)
@@ -218,6 +222,14 @@ function deferred<T>(): Deferred<T> {
   })
   return { promise, resolve }
 }
+
+/**
+ * What a request past an array script is answered: a client error, which neither the engine's
+ * client nor OpenAI's SDK retries, with this `code` in its OpenAI-style error body.
+ */
+const UNSCRIPTED_STATUS = 400
+/** The error `code` of the answer to a request past an array script (see UNSCRIPTED_STATUS). */
+const UNSCRIPTED_CODE = 'unscripted_request'
 
 const DEFAULT_USAGE: ScriptedUsage = { prompt_tokens: 10, completion_tokens: 5 }
 const CREATED = 1_700_000_000
@@ -332,11 +344,16 @@ export async function scriptedModelServer(script: Script, options: ScriptedModel
     const scripted = script[n]
     if (scripted) return scripted
     unscripted.push(n)
-    return answer.status(500, {
+    // A status no client retries (a 500 would be retried with back-off, and end as an opaque server
+    // error): the test's script is short, which no retry cures, and the message says so.
+    const answers = `${script.length} ${script.length === 1 ? 'answer' : 'answers'}`
+    return answer.status(UNSCRIPTED_STATUS, {
       body: {
         error: {
-          message: `scripted model server: no answer scripted for request ${n} (the script has ${script.length} answers)`,
-          type: 'server_error',
+          message: `scripted model server: the script has ${answers} and this was request ${n + 1} (index ${n}, listed in server.unscripted): script an answer for it`,
+          type: 'invalid_request_error',
+          param: null,
+          code: UNSCRIPTED_CODE,
         },
       },
     })

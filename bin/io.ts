@@ -311,6 +311,22 @@ export async function closeLog(log: EventLog | undefined): Promise<void> {
   }
 }
 
+/** The flag of `log` and `pending` that accepts what they read of a damaged log (exit 0 then). */
+export const ALLOW_DAMAGED = 'allow-damaged'
+
+/**
+ * The exit code of a command that printed what it read of `log` (from `openLogToRead`): `EXIT.ok`,
+ * but for a snapshot of a damaged log, whose warning came first, `EXIT.failed`, as `verify`'s for
+ * it, after an `error:` line with its remedy: a script would otherwise take what was printed for the
+ * whole log. `allowed`: the user accepted that (`--allow-damaged`).
+ */
+export function exitAfterReading(log: EventLog, io: CommandIo, allowed: boolean): number {
+  const damage = logInternals(log).damage()
+  if (damage === undefined || allowed) return EXIT.ok
+  const error = new FactstateError('LOG_CORRUPT', `the log is damaged, and what was printed may lack facts it held (the warning above says what was lost; --${ALLOW_DAMAGED} accepts that, with exit 0)`)
+  return reportReadError(error, io, log)
+}
+
 /** `reportError` for a command that read `log` with `openLogToRead` (or failed to): with the remedies for a snapshot where it was one. */
 export function reportReadError(error: unknown, io: CommandIo, log: EventLog | undefined): number {
   return reportError(error, io, log?.snapshotOf !== undefined || (typeof error === 'object' && error !== null && snapshotErrors.has(error)))
@@ -364,8 +380,9 @@ export async function onLogDirectory(
   try {
     log = read ? await openLogToRead(directory, io) : await openLog(directory)
     if (log === undefined) return usage(io, `no factstate log at ${directory} (it holds another program's LevelDB database)`, help)
-    await action(log, { json: values.json === true, flags: new Set(flags.filter((flag) => values[flag] === true)), ids: given })
-    return EXIT.ok
+    const chosen = new Set(flags.filter((flag) => values[flag] === true))
+    await action(log, { json: values.json === true, flags: chosen, ids: given })
+    return read ? exitAfterReading(log, io, chosen.has(ALLOW_DAMAGED)) : EXIT.ok
   } catch (error) {
     refused?.(error, values.json === true)
     return read ? reportReadError(error, io, log) : reportError(error, io)

@@ -2,7 +2,7 @@
  * `factstate backup`'s refusals name what to fix: the destination (not "the log directory and
  * filters", the reading commands' remedy), and a damaged log's remedy says no backup was kept.
  */
-import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises'
+import { mkdir, readdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
@@ -11,7 +11,7 @@ import { backupCommand } from '../bin/commands/backup.js'
 import { verifyCommand } from '../bin/commands/verify.js'
 import { EXIT } from '../bin/io.js'
 import { collector } from './support/cli-io.js'
-import { completeInvocation } from './support/log-fixtures.js'
+import { completeInvocation, logLosingItsLastBatch } from './support/log-fixtures.js'
 import { withTempDir, withTimeout } from './support/temp.js'
 
 test('backup: a destination that exists, has no parent or is inside the log is a usage error (exit 2) with a remedy about the destination', () =>
@@ -37,18 +37,9 @@ test('backup: a damaged log is exit 1, keeps nothing, and its remedy says no bac
   withTimeout(
     withTempDir(async (dir) => {
       const location = join(dir, 'log')
-      const log = await EventLog.open(location)
-      await log.appendAll(completeInvocation('damaged'))
-      await log.close()
       // A byte of a fact changed in LevelDB's write-ahead log: the batch is dropped, and the open
       // finds fewer facts than the head anchor counts.
-      const wal = (await readdir(location)).find((name) => name.endsWith('.log'))
-      assert.ok(wal, 'a write-ahead log file')
-      const bytes = await readFile(join(location, wal))
-      const at = bytes.indexOf('session-damaged')
-      assert.ok(at >= 0)
-      bytes[at] = 'S'.charCodeAt(0)
-      await writeFile(join(location, wal), bytes)
+      await logLosingItsLastBatch(location, [], completeInvocation('damaged'))
       const { io, out, err } = collector()
       assert.is(await backupCommand([location, join(dir, 'backup')], io), EXIT.failed, err.join('\n'))
       assert.equal(out, [])

@@ -7,11 +7,11 @@ import { escapeControls, summarizeFact, usageTotalsText } from '../../store/fact
 import { type UsageTotals, usageOf } from '../../actors/transcript.js'
 import { FactstateError, messageWithoutCode } from '../../errors.js'
 import { changeMark } from '../../store/snapshot.js'
-import { type CommandIo, EXIT, closeLog, endBySignal, isLogDirectory, openLogToRead, parseCommand, reportReadError, snapshotDirectoryOf, untilStopped, usage } from '../io.js'
+import { ALLOW_DAMAGED, type CommandIo, EXIT, closeLog, endBySignal, exitAfterReading, isLogDirectory, openLogToRead, parseCommand, reportReadError, snapshotDirectoryOf, untilStopped, usage } from '../io.js'
 
-export const logHelp = `usage: factstate log <log-directory> [--session ID] [--run ID] [--invocation ID] [--type TYPE] [--from SEQ] [--to SEQ] [--last N] [--json]
+export const logHelp = `usage: factstate log <log-directory> [--session ID] [--run ID] [--invocation ID] [--type TYPE] [--from SEQ] [--to SEQ] [--last N] [--allow-damaged] [--json]
        factstate log <log-directory> [filters] [--last N] --follow [--refresh S] [--json]
-       factstate log <log-directory> --session ID --runs [--json]
+       factstate log <log-directory> --session ID --runs [--allow-damaged] [--json]
 
 Prints the facts of a log in seq order, one line each (or one JSON object per line with --json:
 the fact's seq, the event, and digest, the log's digest through that fact, which verify prints once
@@ -35,7 +35,10 @@ durable by then (said on stderr), and facts appended after it are not printed.
 --follow (-f) then keeps printing the facts that land, as tail -f does, until Ctrl-C (it ends by it): it
 looks at the log's files every S seconds (--refresh, 0.1 to 3600, default 1) and reads a new
 snapshot when they changed. A log not there yet is waited for (as tail -F does). It takes no --to.
-Exit codes: 0 printed, 2 usage, 1/4 the log refused.`
+A damaged log (one whose snapshot lost facts) is printed as far as it can be read, after a warning,
+and exits 1, as verify does for it, unless --allow-damaged accepts that (exit 0); a follow ends as
+it always does.
+Exit codes: 0 printed, 2 usage, 1 the log is damaged, 1/4 the log refused.`
 
 /**
  * `factstate log <dir>`: prints facts, filtered by session, run, invocation and type.
@@ -62,6 +65,7 @@ export async function logCommand(args: string[], io: CommandIo, options: { signa
       json: { type: 'boolean', default: false },
       runs: { type: 'boolean', default: false },
       follow: { type: 'boolean', short: 'f', default: false },
+      [ALLOW_DAMAGED]: { type: 'boolean', default: false },
       refresh: { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },
     },
@@ -138,7 +142,7 @@ export async function logCommand(args: string[], io: CommandIo, options: { signa
         io.stdout(values.json ? escapeControls(JSON.stringify({ ...run, usage, ...(parent === undefined ? {} : { parent }) })) : formatRun(run, usage, parent))
       }
       if (!values.json) io.stderr(escapeControls(`${runs.length} run(s) in session ${values.session}; log high-water ${log.head().highWater}`))
-      return EXIT.ok
+      return exitAfterReading(log, io, values[ALLOW_DAMAGED])
     }
     let shown = 0
     const { highWater } = log.head()
@@ -194,7 +198,7 @@ export async function logCommand(args: string[], io: CommandIo, options: { signa
       const unknownSession = shown === 0 && values.session !== undefined && (await log.runs(values.session)).length === 0
       io.stderr(escapeControls(`${shown} fact(s) shown${unknownSession ? ` (the log has no session ${values.session})` : ''}; log high-water ${log.head().highWater}, digest ${log.head().digest}`))
     }
-    return EXIT.ok
+    return exitAfterReading(log, io, values[ALLOW_DAMAGED])
   } catch (error) {
     return reportReadError(error, io, log)
   } finally {

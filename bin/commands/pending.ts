@@ -2,9 +2,9 @@ import type { ParentCall } from '../../facts/types.js'
 import { type EventLog, logInternals } from '../../store/event-log.js'
 import { clipJson, escapeControls } from '../../store/fact-summary.js'
 import { logHeldOpen } from '../../store/writer-presence.js'
-import { type CommandIo, onLogDirectory } from '../io.js'
+import { ALLOW_DAMAGED, type CommandIo, onLogDirectory } from '../io.js'
 
-export const pendingHelp = `usage: factstate pending <log-directory> [--session ID] [--unanswered] [--restored] [--json]
+export const pendingHelp = `usage: factstate pending <log-directory> [--session ID] [--unanswered] [--restored] [--allow-damaged] [--json]
 
 Lists the sessions with something pending, one line for each thing: a run still open (running in
 an application, or left by a crash until 'factstate recover': said so when no process has the log open), a turn sealed by a handoff whose
@@ -23,7 +23,9 @@ or "nothing pending" when it has nothing pending (or the log never saw it).
 cancelled shutdown, a crash's host_interrupted once recovered): its turn got no answer, and a
 continuation from that run's end without a message finishes it.
 --json prints the sessions as one JSON array (log.pendingSessions()).
-Exit codes: 0 listed, 2 usage, 1/4 the log refused.`
+A damaged log (one whose snapshot lost facts) is listed as far as it can be read, after a warning,
+and exits 1, as verify does for it, unless --allow-damaged accepts that (exit 0).
+Exit codes: 0 listed, 2 usage, 1 the log is damaged, 1/4 the log refused.`
 
 /**
  * `factstate pending <dir>`.
@@ -108,5 +110,5 @@ export async function pendingCommand(args: string[], io: CommandIo): Promise<num
       }
     }
     if (sessions.length === 0) io.stdout('nothing pending')
-  }, ['unanswered', 'restored'], ['session'])
+  }, ['unanswered', 'restored', ALLOW_DAMAGED], ['session'])
 }

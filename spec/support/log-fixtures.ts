@@ -5,7 +5,7 @@
  * test body whose failures uvu can always report.
  */
 import { type ChildProcess, spawn } from 'node:child_process'
-import { readdir, readFile, writeFile } from 'node:fs/promises'
+import { readdir, readFile, unlink, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
@@ -105,6 +105,30 @@ export function completeInvocation(name: string, session?: string, usage: [Model
     facts.completed('s2', [], 'done', usage[1]),
     facts.ended(),
   ])
+}
+
+/**
+ * A closed log at `path` whose last batch is lost: `kept` is appended (a batch, when not empty), then
+ * `lost`, and a byte of `lost` is changed in LevelDB's write-ahead log, so LevelDB drops that batch
+ * as it opens the log, and the open finds fewer facts than the head anchor counts: the log is
+ * refused (`LOG_CORRUPT`), and so is a snapshot of it. `crashed`: the head anchor is removed too, as
+ * a crash within a second of the last commit leaves it; the log is still refused (and marked
+ * damaged), and a snapshot reads `kept`, damaged (`damage()`: its `verify()` refuses it).
+ */
+export async function logLosingItsLastBatch(path: string, kept: RuntimeEvent[], lost: RuntimeEvent[], options: { crashed?: boolean } = {}): Promise<void> {
+  // Opened again for `lost`: LevelDB writes what its write-ahead log holds to a table as it opens a
+  // log, so `kept` is not in the write-ahead log `lost` is (LevelDB drops a damaged block whole).
+  if (kept.length > 0) await withLog(path, (log) => log.appendAll(kept))
+  await withLog(path, (log) => log.appendAll(lost))
+  const wal = (await readdir(path)).find((name) => name.endsWith('.log'))
+  if (wal === undefined) throw new Error(`no write-ahead log in ${path}`)
+  const bytes = await readFile(join(path, wal))
+  // The id of the lost batch's first event: in no other batch.
+  const at = bytes.indexOf(String(lost[0]?.id))
+  if (at < 0) throw new Error(`the lost batch is not in the write-ahead log ${wal}`)
+  bytes[at] = (bytes[at] as number) ^ 0x01
+  await writeFile(join(path, wal), bytes)
+  if (options.crashed) await unlink(join(path, 'FACTSTATE-HEAD'))
 }
 
 /** Runs `body` with the log in `path` open, closing it whatever happens. */

@@ -61,8 +61,10 @@ export interface EngineOptions {
    * it is, trimmed or JSON-escaped); from the provider's and a model client's failure messages also
    * encoded (base64, hex, URL) and by its pieces of 8 characters or more. A run whose recorded
    * settings (message, instructions, ids, provider options) hold one whole is refused
-   * (`RUN_INVALID_INPUT`), as for the provider's key. Strings of 8 characters or more, at most 64;
-   * in memory only.
+   * (`RUN_INVALID_INPUT`), as for the provider's key, and so is one whose tools would show it to the
+   * model in a `description` or `inputSchema` (`details.fields`: `tools.<index>.description`, the
+   * message naming the tool, never the secret). Strings of 8 characters or more, at most 64; in
+   * memory only.
    */
   secrets?: readonly string[] | undefined
 }
@@ -332,6 +334,29 @@ export function engineSecrets(given: unknown, invalid: (field: string, what: str
   return headers
 }
 
+/**
+ * Where `tool` (at `path`, `tools.<index>` in a run's input) shows the model one of the engine's
+ * secrets (`engineSecrets`' headers) whole: its `description` or its `inputSchema` (a member's name
+ * or any text in it), as it is, trimmed or JSON-escaped, as data is redacted. What the model is shown
+ * of a tool is the application's own code, sent as it is (not redacted, or the tool would change
+ * meaning), and a model may repeat it anywhere. The message names the tool and the field, never the
+ * secret. `callTool` applies the same check.
+ */
+export function toolSecretProblem(tool: ToolDefinition, path: string, declared: Record<string, string>): { message: string; fields: string[] } | undefined {
+  if (Object.keys(declared).length === 0) return undefined
+  const secrets = secretsOf({ headers: declared }).inData
+  for (const field of ['description', 'inputSchema'] as const) {
+    const value = tool[field]
+    if (value !== undefined && redactDeep(value, secrets) !== value) {
+      return {
+        message: `${path}.${field}: the ${field} of tool ${tool.name} holds one of the engine's secrets, which the model would be sent as it is: keep the secret out of the tool's definition (the tool can read it when it runs)`,
+        fields: [`${path}.${field}`],
+      }
+    }
+  }
+  return undefined
+}
+
 /** The run's own copy of a tool's schema; one that is not plain data (a proxy, a class instance's private state) is named. */
 function schemaCopy(schema: NonNullable<ToolDefinition['inputSchema']>, index: number): NonNullable<ToolDefinition['inputSchema']> {
   try {
@@ -591,6 +616,11 @@ export class Engine {
     }
     const run: RunInput = { ...copy, tools: admitted.map((entry) => entry.tool) }
     recordedCredential(run, this.#secrets)
+    // What the model is shown of each tool, as admitted (the names were checked just above).
+    for (const [index, tool] of run.tools.entries()) {
+      const problem = toolSecretProblem(tool, `tools.${index}`, this.#secrets)
+      if (problem !== undefined) throw new FactstateError('RUN_INVALID_INPUT', problem.message, { details: { fields: problem.fields } })
+    }
     run.providerOptions ??= {}
     const { invocation, work } = run
     const catalog = catalogOf(run.tools, admitted.map((entry) => entry.shown))

@@ -150,6 +150,26 @@ test(
       // Without the option the key stays, as the README says: callTool records nothing.
       assert.match(JSON.stringify(await callTool(unit[0] as ToolDefinition, {})), new RegExp(TOOL_KEY))
       await rejectsWithCode(() => callTool(unit[0] as ToolDefinition, {}, { secrets: ['short'] }), 'TESTING_INVALID_OPTIONS', 'a secret under 8 characters')
+      // A tool that would show the model one of the secrets is refused, as a run with them refuses it, before it is called.
+      const calls: unknown[] = []
+      for (const [field, shown] of [
+        ['tool.description', { description: `charges with ${TOOL_KEY}` }],
+        ['tool.inputSchema', { inputSchema: { type: 'object', properties: { key: { const: TOOL_KEY } } } }],
+      ] as const) {
+        const tool: ToolDefinition = {
+          name: 'pay',
+          ...shown,
+          execute: async (input) => {
+            calls.push(input)
+            return 'ran'
+          },
+        }
+        const refused = await rejectsWithCode(() => callTool(tool, {}, { secrets: [TOOL_KEY] }), 'TESTING_INVALID_OPTIONS', field)
+        assert.equal((refused as { details?: unknown }).details, { field }, field)
+        assert.not.ok(refused.message.includes(TOOL_KEY.slice(8, 24)), `${field}: the refusal does not quote it`)
+        assert.equal(await callTool(tool, {}), { status: 'succeeded', output: 'ran' }, `${field}: without the option it runs`)
+      }
+      assert.is(calls.length, 2, 'only the calls without the option ran')
     },
   ),
 )

@@ -815,6 +815,43 @@ test(
   }),
 )
 
+test(
+  "secrets: a tool whose description or input schema holds one of the engine's secrets is refused at the run's start, naming the tool and the field, never the secret; nothing is written or sent",
+  bounded(30_000, async (dir) => {
+    const toolKey = `pk_live_${randomBytes(16).toString('hex')}`
+    const server = await scriptedModelServer([answer.text('done')])
+    const log = await EventLog.open(join(dir, 'log'))
+    try {
+      const engine = new Engine({ log, model: new ModelExecutor({ retries: 0 }), secrets: [toolKey] })
+      const plain = { name: 'lookup', description: 'reads', readOnly: true, execute: async () => 'ok' }
+      const pay = (shown: { description?: string; inputSchema?: Record<string, unknown> }) => ({ name: 'pay', execute: async () => 'paid', ...shown })
+      for (const [name, tool, field] of [
+        ['in the description', pay({ description: `Charges a card with the key ${toolKey}` }), 'tools.1.description'],
+        ['trimmed, as the description', pay({ description: ` ${toolKey}\n` }), 'tools.1.description'],
+        ['as a default in the schema', pay({ inputSchema: { type: 'object', properties: { key: { type: 'string', default: toolKey } } } }), 'tools.1.inputSchema'],
+        ['as a member name in the schema', pay({ inputSchema: { type: 'object', properties: { [toolKey]: { type: 'string' } } } }), 'tools.1.inputSchema'],
+      ] as const) {
+        const refused = await engine.start(run(server.baseUrl, 'shown', { tools: [plain, tool] })).then(
+          () => undefined,
+          (error: FactstateError) => error,
+        )
+        assert.is(refused?.code, 'RUN_INVALID_INPUT', name)
+        assert.equal(refused?.details?.fields, [field], name)
+        assert.match(refused?.message ?? '', new RegExp(`^RUN_INVALID_INPUT: ${field.replaceAll('.', '\\.')}: .* of tool pay holds one of the engine's secrets`), name)
+        assert.not.ok((refused?.message ?? '').includes(toolKey.slice(8, 24)), `${name}: the refusal does not quote it`)
+        assert.is(log.head().highWater, 0, `${name}: nothing written`)
+      }
+      assert.is(server.requests.length, 0, 'no tool list was sent')
+      // A description with everyday text is sent: only a declared secret, whole, is refused.
+      assert.equal(await engine.run(run(server.baseUrl, 'ordinary', { tools: [plain, pay({ description: 'charges with a pk_live key' })] })), { status: 'completed' })
+      assert.is(server.requests.length, 1)
+    } finally {
+      await log.close()
+      await server.close()
+    }
+  }),
+)
+
 test('secrets: the leak detector finds a canary written to the log (it can fail)', () => {
   assert.ok(leaks(JSON.stringify({ output: `tool said ${API_KEY.slice(3, 20)}` })).length > 0)
   assert.ok(leaks(Buffer.from(HEADERS['x-canary-two'] as string).toString('base64')).length > 0)

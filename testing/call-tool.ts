@@ -1,4 +1,4 @@
-import { admittedInputCheck, DEFAULT_MAX_TOOL_RESULT_BYTES, engineSecrets, toolLimitProblem } from '../actors/engine.js'
+import { admittedInputCheck, DEFAULT_MAX_TOOL_RESULT_BYTES, engineSecrets, toolLimitProblem, toolSecretProblem } from '../actors/engine.js'
 import { ABANDONED, notWaitedFor, runToolCall, thrownAfterAbort } from '../actors/invocation-actor.js'
 import { redact, redactDeep, secretsOf } from '../actors/redaction.js'
 import { toolProblem } from '../actors/run-input.js'
@@ -87,7 +87,11 @@ export async function callTool(tool: ToolDefinition, args: unknown, options: Cal
   const toolTimeoutMs = given.toolTimeoutMs
   const maxToolResultBytes = given.maxToolResultBytes ?? DEFAULT_MAX_TOOL_RESULT_BYTES
   // Redacted as a run's facts are: failures by the secrets' pieces too, data of them whole.
-  const secrets = secretsOf({ headers: engineSecrets(given.secrets, (field, what) => invalid(`${field} must be ${what}`, field)) })
+  const declared = engineSecrets(given.secrets, (field, what) => invalid(`${field} must be ${what}`, field))
+  const secrets = secretsOf({ headers: declared })
+  // A run with these secrets refuses a tool that would show the model one of them.
+  const shown = toolSecretProblem(tool, 'tool', declared)
+  if (shown !== undefined) throw invalid(shown.message, shown.fields[0] as string)
   const failureSecrets = secrets.inToolFailures ?? secrets.inData
   let text: string | undefined
   try {

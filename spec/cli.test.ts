@@ -502,6 +502,32 @@ test('pending shows when each paused turn was sealed (its line, and sealedAt in 
     assert.equal(json.map((session) => session.paused.map((turn) => [turn.turnId, turn.sealedAt])), [[['turn-paused', Date.parse('2026-12-06T09:12:44.120Z')]]])
   })))
 
+test('pending says of a paused turn of a child run whose child it is, so that its answer is carried to the supervisor', () =>
+  bounded30(withTempDir(async (dir) => {
+    const location = join(dir, 'log')
+    const writer = new EventMaker(invocationOf('writer', 'inv-sup.step-1.0.writer'))
+    const pause = {
+      intent: { handoffId: 'review', hostEpoch: 'epoch', rootRunId: 'run-writer', successorRunId: 'run-writer.review', successorInvocationId: 'inv-writer.review', claimId: 'inv-writer.review.claim' },
+      remainingSteps: 1,
+      execution: { model: 'test-model', providerOptions: {}, cwd: '/work', tools: { catalogDigest: `sha256:${'a'.repeat(64)}`, names: ['echo'] } },
+    }
+    const log = await EventLog.open(location)
+    try {
+      await log.appendAll(completeInvocation('sup', 'desk'))
+      const opened = facts.opened('draft it') as Extract<Fact, { type: 'invocation.opened' }>
+      if (opened.input.kind === 'message') opened.input.parent = { invocation: invocationOf('sup', 'desk'), operationId: 'inv-sup/step-1/0' }
+      const held = writer.many([opened, facts.requested('s1'), facts.completed('s1', [{ callId: 'call-op1', name: 'echo', arguments: '{}' }]), facts.dispatched('op1'), facts.settled('op1'), facts.holdEntered('review')])
+      await log.appendAll([...held, { ...writer.next(facts.ended({ status: 'handoff_paused', pause })), recordedAt: Date.parse('2026-12-06T09:12:44.120Z') }])
+    } finally {
+      await log.close()
+    }
+    const text = await cli(['pending', location])
+    assert.is(text.code, 0, text.stderr)
+    assert.equal(text.stdout.trim().split('\n'), [
+      'inv-sup.step-1.0.writer: paused turn turn-writer (sealed 2026-12-06T09:12:44.120Z): run run-writer waits for its successor run-writer.review (inv-writer.review, claim inv-writer.review.claim); a child run of inv-sup/step-1/0 (session desk): once its successor has finished, tell its supervisor the answer',
+    ])
+  })))
+
 test('pending --session ID lists that session alone; one with nothing pending prints what an empty list prints; a missing or bad id is a usage error', () =>
   bounded30(withTempDir(async (dir) => {
     // Two sessions with a run open (session-cut, session-tool), and one whose run completed.

@@ -14,7 +14,8 @@ message passes allowPriorUnknown), and in a log put back from a backup each
 session that has not run since the backup was taken (what it did after that is not in the log: check
 its tools' effects since then; its next run passes allowRestored; past 20 such sessions with nothing
 else pending, a line per backup point says how many, and --restored lists each). Each line of a
-child run's session says which call started it: settle it through that supervisor's recovery.
+child run's session says which call started it: settle it through that supervisor's recovery (a
+child's paused turn: once its successor has finished, its answer goes to that supervisor).
 Sessions with nothing pending are left
 out; "nothing pending" is printed when none is. Reads a snapshot of the log, as log and verify do.
 --session ID lists that session alone, read from its own records (not every session's): its lines,
@@ -73,13 +74,15 @@ export async function pendingCommand(args: string[], io: CommandIo): Promise<num
         io.stdout(escapeControls(`${sessionId}: has not run since the backup taken at ${when} (seq ${restored.highWater}): check its tools' effects since then; its next run passes allowRestored`))
       }
       // A child run's session is settled through its supervisor's recovery, not on its own: its lines say whose child it is.
-      const parent = active.length > 0 || unknown.length > 0 || unanswered?.outcome !== undefined ? await parentOf(log, sessionId) : undefined
+      const parent = active.length > 0 || paused.length > 0 || unknown.length > 0 || unanswered?.outcome !== undefined ? await parentOf(log, sessionId) : undefined
       const child = parent === undefined ? '' : `; a child run of ${parent.operationId} (session ${parent.invocation.sessionId}): settle it through its supervisor's recovery`
+      // A child sealed for a reviewer: its successor alone leaves the supervisor that waits for it without the answer.
+      const pausedChild = parent === undefined ? '' : `; a child run of ${parent.operationId} (session ${parent.invocation.sessionId}): once its successor has finished, tell its supervisor the answer`
       for (const run of active) io.stdout(escapeControls(`${sessionId}: open run ${run.runId} (${run.invocationId}, turn ${run.turnId})${why}${child}`))
       for (const turn of paused) {
         // When it was sealed: what a review that may expire is measured from.
         const sealed = turn.sealedAt === undefined ? '' : ` (sealed ${new Date(turn.sealedAt).toISOString()})`
-        io.stdout(escapeControls(`${sessionId}: paused turn ${turn.turnId}${sealed}: run ${turn.runId} waits for its successor ${turn.intent.successorRunId} (${turn.intent.successorInvocationId}, claim ${turn.intent.claimId})`))
+        io.stdout(escapeControls(`${sessionId}: paused turn ${turn.turnId}${sealed}: run ${turn.runId} waits for its successor ${turn.intent.successorRunId} (${turn.intent.successorInvocationId}, claim ${turn.intent.claimId})${pausedChild}`))
       }
       if (unknown.length > 0) {
         // With the input each call was dispatched with (cut at 120 characters: --json has it whole), what the check is about.

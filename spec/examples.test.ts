@@ -78,4 +78,17 @@ test('the README Quick start is examples/quick-start.ts, and it runs twice in on
     60_000,
   ))
 
+test('the README recipe "A child run that waits for a person" shows examples/supervisor-waits-for-child.ts as it is', async () => {
+  const readme = await readFile(join(REPO_ROOT, 'README.md'), 'utf8')
+  const section = readme.slice(readme.indexOf('### A child run that waits for a person'), readme.indexOf('## Cancelling a run'))
+  const block = /```ts\n([\s\S]*?)```/.exec(section)?.[1] ?? ''
+  const file = await readFile(join(REPO_ROOT, 'examples/supervisor-waits-for-child.ts'), 'utf8')
+  // The helper as it is in the file; the tool as it is there, one level of indentation less.
+  const helper = block.slice(0, block.indexOf('\n// The writer'))
+  assert.ok(helper.startsWith('/**') && file.includes(helper), 'sealAtNextSafePoint')
+  const tool = block.slice(block.indexOf('const delegate'))
+  const inFile = file.slice(file.indexOf('  const delegate'), file.indexOf('  const editor ='))
+  assert.is(tool.trimEnd(), inFile.split('\n').map((line) => line.slice(2)).join('\n').trimEnd(), 'the delegate tool')
+})
+
 test.run()

@@ -509,7 +509,7 @@ test('pending says of a paused turn of a child run whose child it is, so that it
     const pause = {
       intent: { handoffId: 'review', hostEpoch: 'epoch', rootRunId: 'run-writer', successorRunId: 'run-writer.review', successorInvocationId: 'inv-writer.review', claimId: 'inv-writer.review.claim' },
       remainingSteps: 1,
-      execution: { model: 'test-model', providerOptions: {}, cwd: '/work', tools: { catalogDigest: `sha256:${'a'.repeat(64)}`, names: ['echo'] } },
+      execution: { model: 'test-model', providerOptions: {}, cwd: '/srv/newsroom', tools: { catalogDigest: `sha256:${'a'.repeat(64)}`, names: ['echo'] } },
     }
     const log = await EventLog.open(location)
     try {

@@ -58,6 +58,10 @@ export interface ScriptedUsage {
   prompt_tokens: number
   /** Reported as the answer's completion tokens (`ModelUsage.outputTokens`). */
   completion_tokens: number
+  /** Of the prompt tokens, those served from the provider's cache (`ModelUsage.cachedInputTokens`): sent as given. */
+  prompt_tokens_details?: { cached_tokens: number } | undefined
+  /** Of the completion tokens, those spent on reasoning (`ModelUsage.reasoningTokens`): sent as given. */
+  completion_tokens_details?: { reasoning_tokens: number } | undefined
 }
 
 /** One tool call in a scripted answer. `arguments` as an object is JSON-encoded; as a string it is sent raw. */
@@ -72,8 +76,15 @@ export interface ScriptedToolCall {
 
 /** What the server does with one request. Build these with {@link answer}. */
 export type ScriptedAnswer =
-  | ({ kind: 'text'; text: string; finishReason?: string | undefined; usage?: ScriptedUsage | null | undefined } & AnswerOptions & PacingOptions)
-  | ({ kind: 'toolCalls'; calls: ScriptedToolCall[]; text?: string | undefined; finishReason?: string | undefined; usage?: ScriptedUsage | null | undefined } & AnswerOptions & PacingOptions)
+  | ({ kind: 'text'; text: string; finishReason?: string | undefined; usage?: ScriptedUsage | null | undefined; reasoning?: string | undefined } & AnswerOptions & PacingOptions)
+  | ({
+      kind: 'toolCalls'
+      calls: ScriptedToolCall[]
+      text?: string | undefined
+      finishReason?: string | undefined
+      usage?: ScriptedUsage | null | undefined
+      reasoning?: string | undefined
+    } & AnswerOptions & PacingOptions)
   | {
       kind: 'status'
       status: number
@@ -91,10 +102,14 @@ export type ScriptedAnswer =
   | { kind: 'reset'; hold?: boolean | undefined; stream?: boolean | undefined }
   | { kind: 'hang' }
 
-/** The options of `answer.text`. */
-export type TextOptions = AnswerOptions & PacingOptions & { finishReason?: string | undefined; usage?: ScriptedUsage | null | undefined }
+/**
+ * The options of `answer.text`. `reasoning` is sent beside the answer as `reasoning_content`, as
+ * DeepSeek's thinking mode and vLLM's reasoning parsers send it (`ModelOutput.reasoning`).
+ */
+export type TextOptions = AnswerOptions & PacingOptions & { finishReason?: string | undefined; usage?: ScriptedUsage | null | undefined; reasoning?: string | undefined }
 /** The options of `answer.toolCalls`. */
-export type ToolCallsOptions = AnswerOptions & PacingOptions & { text?: string | undefined; finishReason?: string | undefined; usage?: ScriptedUsage | null | undefined }
+export type ToolCallsOptions = AnswerOptions &
+  PacingOptions & { text?: string | undefined; finishReason?: string | undefined; usage?: ScriptedUsage | null | undefined; reasoning?: string | undefined }
 /** The options of `answer.status`. */
 export type StatusOptions = { retryAfter?: number | undefined; retryAfterMs?: number | undefined; body?: unknown; hold?: boolean | undefined }
 
@@ -112,7 +127,7 @@ function answerOptions<T extends object>(builder: string, options: unknown, know
     const value = read[field]
     if (value !== undefined && (typeof value !== 'number' || !Number.isFinite(value) || value < 0)) throw refuse(field, 'a number of at least 0')
   }
-  for (const field of ['text', 'finishReason']) if (read[field] !== undefined && typeof read[field] !== 'string') throw refuse(field, 'a string')
+  for (const field of ['text', 'finishReason', 'reasoning']) if (read[field] !== undefined && typeof read[field] !== 'string') throw refuse(field, 'a string')
   const count = read.pieces
   if (count !== undefined && (typeof count !== 'number' || !Number.isInteger(count) || count < 1 || count > 10_000)) throw refuse('pieces', 'a whole number from 1 to 10,000')
   const delay = read.pieceDelayMs
@@ -132,11 +147,11 @@ function answerOptions<T extends object>(builder: string, options: unknown, know
 export const answer = {
   /** A plain text answer, `finish_reason: "stop"`. */
   text(text: string, options: TextOptions = {}): ScriptedAnswer {
-    return { ...answerOptions<TextOptions>('text', options, ['hold', 'stream', 'pieces', 'pieceDelayMs', 'finishReason', 'usage']), kind: 'text', text }
+    return { ...answerOptions<TextOptions>('text', options, ['hold', 'stream', 'pieces', 'pieceDelayMs', 'finishReason', 'usage', 'reasoning']), kind: 'text', text }
   },
   /** An answer asking for tool calls, `finish_reason: "tool_calls"`. */
   toolCalls(calls: ScriptedToolCall[], options: ToolCallsOptions = {}): ScriptedAnswer {
-    return { ...answerOptions<ToolCallsOptions>('toolCalls', options, ['hold', 'stream', 'pieces', 'pieceDelayMs', 'text', 'finishReason', 'usage']), kind: 'toolCalls', calls }
+    return { ...answerOptions<ToolCallsOptions>('toolCalls', options, ['hold', 'stream', 'pieces', 'pieceDelayMs', 'text', 'finishReason', 'usage', 'reasoning']), kind: 'toolCalls', calls }
   },
   /** An HTTP error status, e.g. `answer.status(429, { retryAfter: 2 })`. */
   status(status: number, options: StatusOptions = {}): ScriptedAnswer {
@@ -404,6 +419,7 @@ export async function scriptedModelServer(script: Script, options: ScriptedModel
     usage: ScriptedUsage | null,
     stream: boolean,
     pacing: PacingOptions,
+    reasoning: string | undefined,
   ): Promise<void> {
     const n = recorded.index
     const id = `chatcmpl-${n}`
@@ -425,6 +441,7 @@ export async function scriptedModelServer(script: Script, options: ScriptedModel
             message: {
               role: 'assistant',
               content: text ?? null,
+              ...(reasoning === undefined ? {} : { reasoning_content: reasoning }),
               ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}),
             },
             finish_reason: finishReason,
@@ -445,6 +462,9 @@ export async function scriptedModelServer(script: Script, options: ScriptedModel
       choices: [{ index: 0, delta, finish_reason: finish }],
     })
     send(chunk({ role: 'assistant', content: '' }))
+    if (reasoning !== undefined && reasoning.length > 0) {
+      for (const piece of pieces(reasoning, parts)) send(chunk({ reasoning_content: piece }))
+    }
     if (text !== undefined && text.length > 0) {
       for (const piece of pieces(text, parts)) send(chunk({ content: piece }))
     }
@@ -504,6 +524,7 @@ export async function scriptedModelServer(script: Script, options: ScriptedModel
           usageOf(scripted.usage, recorded, wantsStream(scripted.stream, recorded)),
           wantsStream(scripted.stream, recorded),
           scripted,
+          scripted.reasoning,
         )
         return
       case 'toolCalls':
@@ -516,6 +537,7 @@ export async function scriptedModelServer(script: Script, options: ScriptedModel
           usageOf(scripted.usage, recorded, wantsStream(scripted.stream, recorded)),
           wantsStream(scripted.stream, recorded),
           scripted,
+          scripted.reasoning,
         )
         return
       case 'status': {

@@ -2,7 +2,8 @@
  * `factstate/testing`: test your tools and hold policies the way factstate tests itself. A
  * scripted OpenAI-compatible model server, test paths generated from the invocation machine, and
  * a runner that drives each path against a real engine (crashes included) and checks the
- * invariants at every step.
+ * invariants at every step; and a recorded run turned into a script for that server, replayed, and
+ * compared with what it recorded.
  */
 export * from './scripted-model-server.js'
 export {
@@ -26,3 +27,4 @@ export { runPathChild, type PathChildOptions } from './path-child.js'
 export { invocationTransitions, transitionsOf, type MachineTransition } from './machine-coverage.js'
 export { ExecutionLedger, type LedgerEntry } from './ledger.js'
 export { callTool, type CallToolOptions, type ToolCallOutcome } from './call-tool.js'
+export { scriptOf, recordedRun, compareRuns, type RunDifference } from './replay.js'

@@ -1,0 +1,342 @@
+/**
+ * Replaying a recorded run (factstate/testing: `recordedRun`, `scriptOf`, `compareRuns`): a run
+ * recorded against the scripted server on a real LevelDB log is scripted from its facts, run again
+ * with the same input on a fresh log against a server given that script, and compared; the replay
+ * sends the recorded requests byte for byte. A tool that behaves otherwise is named as the first
+ * difference, a continuation replays with the runs it continued, and bad input is refused.
+ */
+import { spawn } from 'node:child_process'
+import { readFile, writeFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import { pathToFileURL } from 'node:url'
+import { test } from 'uvu'
+import * as assert from 'uvu/assert'
+import { Engine, EventLog, ModelExecutor, type Invocation, type JsonObject, type RunInput, type StoredEvent, type ToolDefinition } from '../index.js'
+import { answer, compareRuns, recordedRun, scriptedModelServer, scriptOf, type Script } from '../testing/index.js'
+import { rejectsWithCode } from './support/codes.js'
+import { REPO_ROOT } from './support/log-fixtures.js'
+import { withTempDir, withTimeout } from './support/temp.js'
+
+/** An order lookup whose answer for each order the test chooses. */
+function lookupOrder(statuses: Record<string, string>): ToolDefinition & { calls: string[] } {
+  const calls: string[] = []
+  return {
+    name: 'lookupOrder',
+    description: 'the status of an order',
+    inputSchema: { type: 'object', properties: { orderId: { type: 'string' } }, required: ['orderId'] },
+    calls,
+    async execute(input, context) {
+      const { orderId } = input as { orderId: string }
+      calls.push(orderId)
+      // The operation id is the invocation's: a replay's differs, and is compared by its step and index.
+      return { orderId, status: statuses[orderId] ?? 'unknown', key: context.operationId }
+    },
+  }
+}
+
+const ids = (name: string): Invocation => ({ sessionId: `session-${name}`, turnId: `turn-${name}`, runId: `run-${name}`, invocationId: `invocation-${name}` })
+
+function input(
+  baseUrl: string,
+  name: string,
+  cwd: string,
+  tools: ToolDefinition[],
+  work: RunInput['work'] = { kind: 'message', content: 'Where are A-17 and B-2?' },
+  providerOptions: RunInput['providerOptions'] = {},
+): RunInput {
+  return {
+    providerOptions,
+    invocation: ids(name),
+    provider: { kind: 'openai-chat', baseUrl, model: 'scripted' },
+    configuration: { cwd },
+    instructions: 'You track orders.',
+    maxSteps: 5,
+    tools,
+    work,
+  }
+}
+
+/** Quick retries, so a recorded 503 and its retry replay in no time. */
+const executor = () => new ModelExecutor({ timeoutMs: 5_000, backoffMs: 1, maxBackoffMs: 5 })
+
+/** The production run: two lookups, a call to a tool the catalog lacks, a 503 retried, reasoning and cache counts. */
+const PRODUCTION: Script = [
+  answer.toolCalls(
+    [
+      // A provider's own call ids, which the replay must send back as recorded.
+      { name: 'lookupOrder', arguments: { orderId: 'A-17' }, id: 'call_Xq17' },
+      { name: 'cancelOrder', arguments: { orderId: 'A-17' }, id: 'call_Zc17' },
+    ],
+    { text: 'Looking.', usage: { prompt_tokens: 120, completion_tokens: 30, prompt_tokens_details: { cached_tokens: 100 } } },
+  ),
+  answer.status(503),
+  answer.toolCalls([{ name: 'lookupOrder', arguments: '{"orderId": "B-2"}' }], { reasoning: 'A-17 is done; now B-2.' }),
+  answer.text('A-17 has shipped; B-2 is lost.', { usage: { prompt_tokens: 300, completion_tokens: 12, completion_tokens_details: { reasoning_tokens: 4 } } }),
+]
+
+/** A run's input, or what makes it from the log the runs before it wrote (a continuation's source). */
+type Next = RunInput | ((log: EventLog) => Promise<RunInput>)
+
+/** Runs `inputs` one after the other on a fresh log at `dir` against a server answering `script`; returns the server's request bodies. */
+async function runAll(dir: string, script: Script, inputs: (baseUrl: string) => Next[], read: (log: EventLog) => Promise<void>): Promise<string[]> {
+  const model = await scriptedModelServer(script)
+  const log = await EventLog.open(join(dir, 'log'))
+  try {
+    const engine = new Engine({ log, model: executor() })
+    for (const next of inputs(model.baseUrl)) await engine.run(typeof next === 'function' ? await next(log) : next)
+    assert.equal(model.unscripted, [], 'every request was scripted')
+    await read(log)
+    return model.requests.map((request) => request.bodyText)
+  } finally {
+    await log.close()
+    await model.close()
+  }
+}
+
+for (const stream of [false, true]) {
+  // Streamed (SSE) too: the reasoning, the calls' pieces and the usage chunk.
+  const providerOptions: JsonObject = stream ? { stream: true, stream_options: { include_usage: true } } : {}
+  test(`a recorded run scripted from its facts replays on a fresh log${stream ? ' (streamed)' : ''}: the same requests byte for byte, and compareRuns finds no difference`, () =>
+    withTimeout(
+      () =>
+        withTempDir(async (dir) => {
+          let recorded: StoredEvent[] = []
+          const recordedTool = lookupOrder({ 'A-17': 'shipped', 'B-2': 'lost' })
+          const sent = await runAll(join(dir, 'production'), PRODUCTION, (baseUrl) => [input(baseUrl, 'production', '/srv/prod', [recordedTool], undefined, providerOptions)], async (log) => {
+            recorded = await recordedRun(log, 'invocation-production')
+          })
+          assert.equal(recorded.map(({ event }) => event.fact.type).filter((type) => type === 'model.requested').length, 4)
+          const script = scriptOf(recorded)
+          assert.equal(script.map((a) => a.kind), ['toolCalls', 'status', 'toolCalls', 'text'])
+          assert.equal(script[1], answer.status(503, { body: { error: { message: (recorded.find(({ event }) => event.fact.type === 'model.interrupted')?.event.fact as { message: string }).message, type: 'server_error' } } }))
+
+          const replayTool = lookupOrder({ 'A-17': 'shipped', 'B-2': 'lost' })
+          let replayed: StoredEvent[] = []
+          const resent = await runAll(join(dir, 'replay'), script, (baseUrl) => [input(baseUrl, 'replay', join(dir, 'replay'), [replayTool], undefined, providerOptions)], async (log) => {
+            replayed = await recordedRun(log, 'invocation-replay')
+          })
+          // The only bytes that differ are the operation ids the tool returns, which name the invocation.
+          assert.equal(resent.map((body) => body.replaceAll('invocation-replay/', 'invocation-production/')), sent, 'the replay sent the recorded requests byte for byte')
+          assert.equal(replayTool.calls, ['A-17', 'B-2'])
+          assert.is(compareRuns(recorded, replayed), undefined)
+          // The model's answers came back as recorded, reasoning and cache counts included; the provider's ids are not compared.
+          const answers = (events: typeof recorded) => events.flatMap(({ event }) => (event.fact.type === 'model.completed' ? [{ ...event.fact.output, responseId: undefined }] : []))
+          assert.equal(answers(replayed), answers(recorded))
+          assert.is(answers(replayed)[1]?.reasoning, 'A-17 is done; now B-2.')
+          assert.is(answers(replayed)[0]?.usage?.cachedInputTokens, 100)
+          assert.is(answers(replayed)[2]?.usage?.reasoningTokens, 4)
+        }),
+      30_000,
+      'replay',
+    ),
+  )
+}
+
+test('a replay whose tool answers otherwise: compareRuns names the first fact that differs, and what differs in it', () =>
+  withTimeout(
+    () =>
+      withTempDir(async (dir) => {
+        let recorded: StoredEvent[] = []
+        await runAll(join(dir, 'production'), PRODUCTION, (baseUrl) => [input(baseUrl, 'production', '/srv/prod', [lookupOrder({ 'A-17': 'shipped', 'B-2': 'lost' })])], async (log) => {
+          recorded = await recordedRun(log, 'invocation-production')
+        })
+        let replayed: StoredEvent[] = []
+        // B-2 is found now: the second lookup's outcome differs, and so (the model being scripted) nothing before it.
+        await runAll(join(dir, 'replay'), scriptOf(recorded), (baseUrl) => [input(baseUrl, 'replay', dir, [lookupOrder({ 'A-17': 'shipped', 'B-2': 'found' })])], async (log) => {
+          replayed = await recordedRun(log, 'invocation-replay')
+        })
+        const difference = compareRuns(recorded, replayed)
+        const settledB2 = recorded.findLast(({ event }) => event.fact.type === 'tool.settled')
+        assert.ok(difference, 'a difference is found')
+        assert.is(difference.type, 'tool.settled')
+        assert.is(difference.field, 'outcome.output.status')
+        assert.is(difference.recorded, 'lost')
+        assert.is(difference.replayed, 'found')
+        assert.is(difference.recordedSeq, settledB2?.seq)
+        assert.is(difference.message, `fact ${difference.index} (tool.settled:succeeded, seq ${settledB2?.seq}): outcome.output.status is "lost" in the recording, "found" in the replay`)
+
+        // A tool renamed: the catalog differs from the first fact on.
+        let renamed: StoredEvent[] = []
+        await runAll(join(dir, 'renamed'), scriptOf(recorded), (baseUrl) => [input(baseUrl, 'renamed', dir, [{ ...lookupOrder({}), name: 'findOrder' }])], async (log) => {
+          renamed = await recordedRun(log, 'invocation-renamed')
+        })
+        const catalog = compareRuns(recorded, renamed)
+        assert.is(catalog?.index, 0)
+        assert.is(catalog?.type, 'invocation.opened')
+        assert.match(catalog?.field ?? '', /^execution\.tools\./)
+
+        // A replay cut short: the recording goes on.
+        const short = compareRuns(recorded, replayed.slice(0, 3))
+        assert.is(short?.index, 3)
+        assert.is(short?.field, 'facts')
+        assert.match(short?.message ?? '', /the replay ends here, after 3 facts/)
+      }),
+    30_000,
+    'replay difference',
+  ),
+)
+
+test('a continuation replays with the run it continued: recordedRun reads the lineage, and the replay agrees', () =>
+  withTimeout(
+    () =>
+      withTempDir(async (dir) => {
+        const script: Script = [
+          answer.toolCalls([{ name: 'lookupOrder', arguments: { orderId: 'A-17' } }]),
+          answer.text('A-17 has shipped.'),
+          answer.toolCalls([{ name: 'lookupOrder', arguments: { orderId: 'B-2' } }]),
+          answer.text('B-2 is lost.'),
+        ]
+        const chain = (prefix: string, cwd: string) => (baseUrl: string): Next[] => [
+          input(baseUrl, `${prefix}-first`, cwd, [lookupOrder({ 'A-17': 'shipped', 'B-2': 'lost' })], { kind: 'message', content: 'Where is A-17?' }),
+          async (log) => {
+            const source = await log.runSource(`session-${prefix}-first`, `run-${prefix}-first`)
+            assert.ok(source, 'the first run is in the log')
+            return {
+              ...input(baseUrl, `${prefix}-next`, cwd, [lookupOrder({ 'A-17': 'shipped', 'B-2': 'lost' })], { kind: 'continuation', source: source.boundary, content: 'And B-2?' }),
+              invocation: { ...ids(`${prefix}-next`), sessionId: `session-${prefix}-first` },
+            }
+          },
+        ]
+        let recorded: StoredEvent[] = []
+        const sent = await runAll(join(dir, 'production'), script, chain('production', '/srv/prod'), async (log) => {
+          recorded = await recordedRun(log, 'invocation-production-next')
+        })
+        assert.equal([...new Set(recorded.map(({ event }) => event.invocation.invocationId))], ['invocation-production-first', 'invocation-production-next'])
+        assert.is(scriptOf(recorded).length, 4)
+        let replayed: StoredEvent[] = []
+        const resent = await runAll(join(dir, 'replay'), scriptOf(recorded), chain('replay', dir), async (log) => {
+          replayed = await recordedRun(log, 'invocation-replay-next')
+        })
+        assert.equal(resent.map((body) => body.replaceAll('invocation-replay-', 'invocation-production-')), sent)
+        assert.is(compareRuns(recorded, replayed), undefined)
+        // Only the continuation replayed, as its first run: the runs are named apart.
+        const own = replayed.filter(({ event }) => event.invocation.invocationId === 'invocation-replay-next')
+        assert.is(compareRuns(recorded, own)?.field, 'input.kind')
+      }),
+    30_000,
+    'continuation replay',
+  ),
+)
+
+test("a provider's refusal replays as the same status, code and type: the run fails alike", () =>
+  withTimeout(
+    () =>
+      withTempDir(async (dir) => {
+        const refusal = answer.status(400, { body: { error: { message: 'too long', type: 'invalid_request_error', code: 'context_length_exceeded', param: 'messages' } } })
+        let recorded: StoredEvent[] = []
+        await runAll(join(dir, 'production'), [refusal], (baseUrl) => [input(baseUrl, 'production', '/srv/prod', [lookupOrder({})])], async (log) => {
+          recorded = await recordedRun(log, 'invocation-production')
+        })
+        let replayed: StoredEvent[] = []
+        await runAll(join(dir, 'replay'), scriptOf(recorded), (baseUrl) => [input(baseUrl, 'replay', dir, [lookupOrder({})])], async (log) => {
+          replayed = await recordedRun(log, 'invocation-replay')
+        })
+        assert.is(compareRuns(recorded, replayed), undefined)
+        const ended = replayed.at(-1)?.event.fact
+        assert.equal(ended?.type === 'invocation.ended' && ended.outcome.status === 'failed' ? [ended.outcome.class, ended.outcome.provider?.code] : undefined, ['model_failed', 'context_length_exceeded'])
+        // A replay that got a 500 instead is told apart by the provider's status.
+        let other: StoredEvent[] = []
+        await runAll(join(dir, 'other'), [answer.status(401)], (baseUrl) => [input(baseUrl, 'other', dir, [lookupOrder({})])], async (log) => {
+          other = await recordedRun(log, 'invocation-other')
+        })
+        assert.is(compareRuns(recorded, other)?.field, 'provider.status')
+      }),
+    30_000,
+    'refusal replay',
+  ),
+)
+
+test('bad input is refused with TESTING_INVALID_OPTIONS naming the field, and the log is not written', () =>
+  withTimeout(
+    () =>
+      withTempDir(async (dir) => {
+        await runAll(dir, [answer.text('hi')], (baseUrl) => [input(baseUrl, 'one', dir, [lookupOrder({})])], async (log) => {
+          const before = log.head()
+          const unknown = await rejectsWithCode(() => recordedRun(log, 'invocation-nobody'), 'TESTING_INVALID_OPTIONS', 'an unknown invocation')
+          assert.is(unknown.details?.field, 'invocationId')
+          assert.match(unknown.message, /the log has no invocation "invocation-nobody"/)
+          await rejectsWithCode(() => recordedRun(log, 'not an id'), 'LOG_INVALID_ARGUMENT', 'an id that is no id')
+          const notLog = await rejectsWithCode(() => recordedRun({ invocationEvents: async () => [] } as unknown as EventLog, 'invocation-one'), 'TESTING_INVALID_OPTIONS', 'not a log')
+          assert.is(notLog.details?.field, 'log')
+          const events = await recordedRun(log, 'invocation-one')
+          for (const [call, field] of [
+            [() => scriptOf([]), 'events'],
+            [() => scriptOf('events' as never), 'events'],
+            [() => scriptOf([{ seq: 1, event: { fact: 'x' } }] as never), 'events'],
+            [() => compareRuns(events, {} as never), 'replayed'],
+            [() => compareRuns([null] as never, events), 'recorded'],
+          ] as const) {
+            const error = await rejectsWithCode(async () => call(), 'TESTING_INVALID_OPTIONS')
+            assert.is(error.details?.field, field)
+          }
+          assert.equal(log.head(), before, 'nothing was written')
+        })
+      }),
+    30_000,
+    'bad input',
+  ),
+)
+
+/** Runs `file` with `node --test` (tsx for TypeScript) from the repository; resolves with its exit code and output. */
+async function nodeTest(file: string, env: Record<string, string>): Promise<{ code: number | null; output: string }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', '--test', file], { cwd: REPO_ROOT, env: { ...process.env, ...env, NO_COLOR: '1' }, stdio: ['ignore', 'pipe', 'pipe'] })
+  let output = ''
+  child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()))
+  child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()))
+  const guard = setTimeout(() => child.kill('SIGKILL'), 60_000)
+  const code = await new Promise<number | null>((resolve) => child.on('close', (exit) => resolve(exit)))
+  clearTimeout(guard)
+  return { code, output }
+}
+
+test("the README's replay snippet runs as a node:test file against a recorded log: it passes, and fails naming the difference when the recording differs", () =>
+  withTimeout(
+    () =>
+      withTempDir(async (dir) => {
+        const readme = await readFile(join(REPO_ROOT, 'README.md'), 'utf8')
+        const section = readme.slice(readme.indexOf('### Replaying a recorded run'), readme.indexOf('## How it compares'))
+        const block = /```ts\n([\s\S]*?)```/.exec(section)?.[1]
+        assert.ok(block, 'the section has a TypeScript block')
+        // The package's imports, from this checkout's sources.
+        const from = (path: string) => `from ${JSON.stringify(pathToFileURL(join(REPO_ROOT, path)).href)}`
+        const file = join(dir, 'replay.test.ts')
+        await writeFile(file, block.replace("from 'factstate/testing'", from('testing/index.ts')).replace("from 'factstate'", from('index.ts')))
+        // The incident: the snippet's tool said `status` of A-17 (its execute says "shipped").
+        for (const status of ['shipped', 'lost']) {
+          const incident = join(dir, `incident-${status}`)
+          const model = await scriptedModelServer([answer.toolCalls([{ name: 'lookupOrder', arguments: { orderId: 'A-17' } }]), answer.text(`A-17: ${status}.`)])
+          const log = await EventLog.open(incident)
+          try {
+            const tool: ToolDefinition = {
+              name: 'lookupOrder',
+              inputSchema: { type: 'object', properties: { orderId: { type: 'string' } }, required: ['orderId'] },
+              execute: async (input) => ({ orderId: (input as { orderId: string }).orderId, status }),
+            }
+            const outcome = await new Engine({ log }).run({
+              invocation: { sessionId: 'production', turnId: 'turn-7', runId: 'run-7', invocationId: 'invocation-7' },
+              provider: { kind: 'openai-chat', baseUrl: model.baseUrl, model: 'gpt-4o' },
+              configuration: { cwd: '/srv/shop' },
+              tools: [tool],
+              work: { kind: 'message', content: 'Where is A-17?' },
+            })
+            assert.is(outcome.status, 'completed')
+          } finally {
+            await log.close()
+            await model.close()
+          }
+          const { code, output } = await nodeTest(file, { INCIDENT_LOG: incident })
+          if (status === 'shipped') {
+            assert.is(code, 0, output)
+            assert.match(output, /# pass 1/)
+          } else {
+            assert.is(code, 1, output)
+            assert.match(output, /outcome\.output\.status is "lost" in the recording, "shipped" in the replay/)
+          }
+        }
+      }),
+    120_000,
+    'README replay snippet',
+  ),
+)
+
+test.run()

@@ -1,0 +1,392 @@
+/**
+ * Replaying a recorded run against the scripted model server: the answers a run's model gave, read
+ * back from its facts as a script (`scriptOf`), the facts of an invocation and of the runs it
+ * continued (`recordedRun`), and the first way a replay's facts differ from the recorded ones
+ * (`compareRuns`), leaving out what differs between two runs of the same input by design (ids,
+ * times, the provider's ids for its answers).
+ */
+import { FactstateError } from '../errors.js'
+import type { ExecutionSettings, Fact, FactType, RuntimeEvent, StoredEvent } from '../facts/types.js'
+import { shown } from '../options.js'
+import { EventLog } from '../store/event-log.js'
+import { factShape } from './paths.js'
+import { answer, type ScriptedAnswer, type ScriptedUsage } from './scripted-model-server.js'
+
+/** What recovery writes of a model request the host stopped during (store/recovery.ts): a crash, which a script cannot answer. */
+const HOST_STOPPED = 'the host stopped while the model request was in flight'
+
+const invalid = (call: string, message: string, field: string) => new FactstateError('TESTING_INVALID_OPTIONS', `${call}: ${message}`, { details: { field } })
+
+/** The events of `events` (stored or not), checked to be events with a fact and an invocation: `TESTING_INVALID_OPTIONS` naming `field` otherwise. */
+function eventsOf(events: unknown, call: string, field: string): { event: RuntimeEvent; seq?: number }[] {
+  if (!Array.isArray(events)) throw invalid(call, `${field} must be a list of events, as log.invocationEvents or recordedRun gives them, not ${shown(events)}`, field)
+  const checked: { event: RuntimeEvent; seq?: number }[] = []
+  // By index, not map: map skips the holes of a sparse list.
+  for (let index = 0; index < events.length; index += 1) {
+    const item: unknown = events[index]
+    const stored = item !== null && typeof item === 'object' && 'event' in item
+    const event = (stored ? (item as StoredEvent).event : item) as Partial<RuntimeEvent> | null
+    const fact = event !== null && typeof event === 'object' ? event.fact : undefined
+    const invocationId = event !== null && typeof event === 'object' ? event.invocation?.invocationId : undefined
+    if (fact === null || typeof fact !== 'object' || typeof fact.type !== 'string' || typeof invocationId !== 'string') {
+      throw invalid(call, `${field}[${index}] is not an event with a fact and an invocation`, field)
+    }
+    const seq = stored ? (item as StoredEvent).seq : undefined
+    checked.push({ event: event as RuntimeEvent, ...(typeof seq === 'number' ? { seq } : {}) })
+  }
+  return checked
+}
+
+/**
+ * The facts a replay of invocation `invocationId` is checked against, in seq order: those of the runs
+ * it continued or succeeded (its lineage, as `log.lineageEvents` reads it, each boundary's digest
+ * checked) and its own. A replay re-runs each of those runs, in order, against
+ * `scriptedModelServer(scriptOf(facts))`. An invocation the log never saw, or a `log` that is not an
+ * open `EventLog`, is `TESTING_INVALID_OPTIONS` (`details.field`: `invocationId`, `log`); an id that
+ * is no id is the log's `LOG_INVALID_ARGUMENT`.
+ */
+export async function recordedRun(log: EventLog, invocationId: string): Promise<StoredEvent[]> {
+  if (!(log instanceof EventLog)) throw invalid('recordedRun', `log must be an open EventLog (EventLog.open or openSnapshot), not ${shown(log)}`, 'log')
+  const own = await log.invocationEvents(invocationId)
+  const opened = own[0]?.event
+  if (opened === undefined) throw invalid('recordedRun', `the log has no invocation ${shown(invocationId)}`, 'invocationId')
+  if (opened.fact.type !== 'invocation.opened' || opened.fact.input.kind === 'message') return own
+  const { sessionId, runId } = opened.invocation
+  const source = await log.runSource(sessionId, runId)
+  if (source === undefined) throw new FactstateError('LOG_CORRUPT', `recordedRun: invocation ${invocationId} has facts but its run ${sessionId}/${runId} is not indexed`)
+  return log.lineageEvents(source.boundary)
+}
+
+/** The scripted usage of an answer that recorded both counts; `null` (none reported) otherwise. */
+function scriptedUsage(fact: Extract<Fact, { type: 'model.completed' }>): ScriptedUsage | null {
+  const usage = fact.output.usage
+  if (usage?.inputTokens === undefined || usage.outputTokens === undefined) return null
+  return {
+    prompt_tokens: usage.inputTokens,
+    completion_tokens: usage.outputTokens,
+    ...(usage.cachedInputTokens === undefined ? {} : { prompt_tokens_details: { cached_tokens: usage.cachedInputTokens } }),
+    ...(usage.reasoningTokens === undefined ? {} : { completion_tokens_details: { reasoning_tokens: usage.reasoningTokens } }),
+  }
+}
+
+/** The error object of a refusal as OpenAI sends it, from what the fact kept of it. */
+function errorBody(fact: Extract<Fact, { type: 'model.interrupted' }>): { error: Record<string, string> } {
+  const { code, type, param } = fact.provider ?? {}
+  return {
+    error: {
+      message: fact.message ?? `replayed ${fact.status}`,
+      ...(type === undefined ? {} : { type }),
+      ...(code === undefined ? {} : { code }),
+      ...(param === undefined ? {} : { param }),
+    },
+  }
+}
+
+/** The answer that makes a replay record what `fact` recorded of an attempt that got no answer. */
+function failureAnswer(fact: Extract<Fact, { type: 'model.interrupted' }>, endedClass: string | undefined): ScriptedAnswer {
+  switch (fact.status) {
+    case 'timed_out':
+    case 'cancelled':
+      // No answer: the replay's executor times it out (give it the recorded run's timeoutMs), or the test cancels the run.
+      return answer.hang()
+    case 'retryable_failure':
+    case 'failed': {
+      const status = fact.provider?.status
+      if (status !== undefined) return answer.status(status, { body: errorBody(fact) })
+      // An error the provider reported in an answer it had begun as a success (HTTP 200).
+      if (fact.provider !== undefined) return answer.malformed({ body: JSON.stringify(errorBody(fact)) })
+      if (fact.status === 'failed' && fact.message === HOST_STOPPED) return answer.hang()
+      if (fact.status === 'failed' && endedClass === 'model_malformed') return answer.malformed()
+      // A connection that failed (reset, refused): retried, and `failed` once the retries are spent.
+      return answer.reset()
+    }
+    default: {
+      const never: never = fact.status
+      throw new TypeError(`unknown interrupt status ${String(never)}`)
+    }
+  }
+}
+
+/**
+ * The scripted server's script that answers a replay of `events` as their model answered: one answer
+ * for each `model.requested`, in order, for every run in `events` (pass `recordedRun`'s facts, or
+ * `log.invocationEvents`' of one run). An answer is served as recorded: its text, its tool calls with
+ * their ids and raw arguments, its finish reason, its reasoning and its usage (none where none was
+ * recorded). An attempt that got no answer is scripted to fail alike: an HTTP status with the error's
+ * code, type and param as recorded; a connection reset for a connection failure; a malformed body for
+ * a malformed answer; no answer at all (`answer.hang()`) for a timeout, a cancel or a crash, which
+ * the replay's own executor timeout, signal or kill must bring about. The provider's ids
+ * (`responseId`, `requestId`) are not replayed.
+ *
+ * The facts are redacted as they were recorded (the provider's key, `secrets`): the script holds
+ * nothing the log does not. An empty list (an invocation the log never saw) or what is not a list of
+ * events is `TESTING_INVALID_OPTIONS` (`details.field: 'events'`).
+ *
+ * @example
+ * ```ts
+ * const model = await scriptedModelServer(scriptOf(await recordedRun(log, 'invocation-7')))
+ * ```
+ */
+export function scriptOf(events: readonly (StoredEvent | RuntimeEvent)[]): ScriptedAnswer[] {
+  const checked = eventsOf(events, 'scriptOf', 'events')
+  if (checked.length === 0) throw invalid('scriptOf', 'events is empty: there is no run to script (log.invocationEvents gives none for an invocation the log never saw)', 'events')
+  const endedClass = new Map<string, string>()
+  for (const { event } of checked) {
+    if (event.fact.type === 'invocation.ended' && event.fact.outcome.status === 'failed') endedClass.set(event.invocation.invocationId, event.fact.outcome.class)
+  }
+  const script: ScriptedAnswer[] = []
+  // Per invocation, whether its last model.requested is still unanswered: runs of a lineage come one after the other.
+  const open = new Set<string>()
+  for (const { event } of checked) {
+    const { fact } = event
+    const id = event.invocation.invocationId
+    if (fact.type === 'model.requested') {
+      if (open.has(id)) script.push(answer.hang())
+      open.add(id)
+    } else if (fact.type === 'model.completed') {
+      open.delete(id)
+      const { text, toolCalls, finishReason, reasoning } = fact.output
+      const options = { finishReason, usage: scriptedUsage(fact), ...(reasoning === undefined ? {} : { reasoning }) }
+      script.push(
+        toolCalls.length === 0
+          ? answer.text(text ?? '', options)
+          : answer.toolCalls(
+              toolCalls.map((call) => ({ name: call.name, arguments: call.arguments, id: call.callId })),
+              { ...options, ...(text === undefined ? {} : { text }) },
+            ),
+      )
+    } else if (fact.type === 'model.interrupted') {
+      open.delete(id)
+      script.push(failureAnswer(fact, endedClass.get(id)))
+    }
+  }
+  // A request still in flight when the facts were read: not answered in the replay either.
+  for (let left = open.size; left > 0; left -= 1) script.push(answer.hang())
+  return script
+}
+
+/** The first difference between a recorded run's facts and a replay's (see {@link compareRuns}). */
+export interface RunDifference {
+  /** The position, from 0, of the facts that differ among those compared (each list in seq order, each step's tool facts by call). */
+  index: number
+  /** The recorded fact's `seq`, when the recorded events are stored ones; absent past their end. */
+  recordedSeq?: number | undefined
+  /** The replayed fact's `seq`, likewise. */
+  replayedSeq?: number | undefined
+  /** The recorded fact's type; absent when the recorded facts ended before the replay's. */
+  type?: FactType | undefined
+  /**
+   * What differs: a path into the fact (`fact.type`, `outcome.output.total`, `input.orderId`,
+   * `output.toolCalls[0].arguments`), `run` when the fact is of another run of the lineage, or
+   * `facts` when one list ended before the other.
+   */
+  field: string
+  /** The recorded value there, ids of the invocation written `<invocation>` (`undefined` when absent). */
+  recorded: unknown
+  /** The replay's value there, likewise. */
+  replayed: unknown
+  /** The difference in words, e.g. `fact 6 (tool.settled:succeeded, seq 7): outcome.output.status is "shipped" in the recording, "lost" in the replay`. */
+  message: string
+}
+
+/** The settings of a run a replay must share with it; not its directory, nor where its source's boundary was. */
+function comparedExecution(execution: ExecutionSettings): Record<string, unknown> {
+  const { model, providerOptions, mainOutputLimit, tools, instructions } = execution
+  return { model, providerOptions, mainOutputLimit, tools, instructions }
+}
+
+/** What of an operation id is the replay's as well: its step and index, the invocation written `<invocation>`. */
+function operation(operationId: string, invocationId: string): string {
+  return operationId.startsWith(`${invocationId}/`) ? `<invocation>${operationId.slice(invocationId.length)}` : operationId
+}
+
+/** Every `<invocationId>/step-` in the strings of `value` (an operation id in a tool's output or a message) written `<invocation>/step-`. */
+function withoutIds(value: unknown, invocationId: string): unknown {
+  const mark = `${invocationId}/step-`
+  if (typeof value === 'string') return value.includes(mark) ? value.split(mark).join('<invocation>/step-') : value
+  if (Array.isArray(value)) return value.map((item) => withoutIds(item, invocationId))
+  if (value !== null && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, withoutIds(item, invocationId)]))
+  return value
+}
+
+/** What of `fact` a replay of the same input must record alike. */
+function compared(fact: Fact): Record<string, unknown> {
+  switch (fact.type) {
+    case 'invocation.opened': {
+      const { input } = fact
+      return {
+        type: fact.type,
+        input: {
+          kind: input.kind,
+          content: input.content,
+          ...(input.kind === 'handoff'
+            ? { remainingSteps: input.pause.remainingSteps }
+            : { priorUnknown: input.priorUnknown?.map((op) => ({ name: op.name, callId: op.callId, input: op.input, operationId: operation(op.operationId, op.invocationId) })) }),
+        },
+        execution: comparedExecution(fact.execution),
+      }
+    }
+    case 'model.requested':
+      // Not the request's digest: the body is the transcript and settings compared here fact by fact, and it names operation ids where a note of unknown outcomes does.
+      return { type: fact.type, stepId: fact.stepId, model: fact.model }
+    case 'model.completed': {
+      const { responseId: _, requestId: __, text, ...output } = fact.output
+      // No text and empty text are the same answer.
+      return { type: fact.type, stepId: fact.stepId, output: { text: text ?? '', ...output } }
+    }
+    case 'model.interrupted': {
+      // Not its message (the client's words, timings) nor the provider's id for the request.
+      const { requestId: _, ...provider } = fact.provider ?? {}
+      return { type: fact.type, stepId: fact.stepId, status: fact.status, provider: fact.provider === undefined ? undefined : provider }
+    }
+    case 'tool.dispatched':
+    case 'tool.settled':
+    case 'tool.rejected':
+      // Its operation id is compared by its step and index, as every string naming one of the invocation's operations (`withoutIds`).
+    case 'hold.entered':
+    case 'hold.released':
+      return { ...fact }
+    case 'invocation.ended': {
+      const { outcome } = fact
+      switch (outcome.status) {
+        case 'handoff_paused':
+          return { type: fact.type, outcome: { status: outcome.status, remainingSteps: outcome.pause.remainingSteps, execution: comparedExecution(outcome.pause.execution) } }
+        case 'failed': {
+          const { requestId: _, ...provider } = outcome.provider ?? {}
+          // A model failure's message is the provider's or the client's words; any other's is the engine's, and compared.
+          const message = outcome.class.startsWith('model_') ? undefined : outcome.message
+          return { type: fact.type, outcome: { status: outcome.status, class: outcome.class, message, provider: outcome.provider === undefined ? undefined : provider } }
+        }
+        default:
+          return { type: fact.type, outcome }
+      }
+    }
+    default: {
+      const never: never = fact
+      throw new TypeError(`unknown fact ${JSON.stringify(never)}`)
+    }
+  }
+}
+
+interface Compared {
+  fact: Fact
+  value: unknown
+  run: number
+  seq?: number
+}
+
+const TOOL_FACTS = new Set<FactType>(['tool.dispatched', 'tool.settled', 'tool.rejected'])
+
+/** The call index an operation id ends with. */
+const callIndex = (fact: Fact) => Number((fact as { operationId: string }).operationId.split('/').at(-1))
+
+/**
+ * The facts of `events` as compared: in their order, except each step's tool facts, which are put in
+ * call order (a call's dispatch before its settlement): calls run side by side settle in any order.
+ */
+function comparable(events: { event: RuntimeEvent; seq?: number }[]): Compared[] {
+  const runs = new Map<string, number>()
+  const out: Compared[] = []
+  let group: Compared[] = []
+  const flush = () => {
+    group.sort((a, b) => callIndex(a.fact) - callIndex(b.fact) || Number(a.fact.type !== 'tool.dispatched') - Number(b.fact.type !== 'tool.dispatched'))
+    out.push(...group)
+    group = []
+  }
+  let groupOf: string | undefined
+  for (const { event, seq } of events) {
+    const id = event.invocation.invocationId
+    if (!runs.has(id)) runs.set(id, runs.size)
+    const item: Compared = { fact: event.fact, value: withoutIds(compared(event.fact), id), run: runs.get(id) as number, ...(seq === undefined ? {} : { seq }) }
+    const step = TOOL_FACTS.has(event.fact.type) ? `${id}\n${(event.fact as { operationId: string }).operationId.split('/').slice(0, -1).join('/')}` : undefined
+    if (step !== groupOf) flush()
+    groupOf = step
+    if (step === undefined) out.push(item)
+    else group.push(item)
+  }
+  flush()
+  return out
+}
+
+/** The first path at which `a` and `b` differ (a member `undefined` is one absent), or `undefined`. */
+function firstDifference(a: unknown, b: unknown, path: string): { path: string; a: unknown; b: unknown } | undefined {
+  if (Object.is(a, b)) return undefined
+  if (Array.isArray(a) && Array.isArray(b)) {
+    for (let i = 0; i < Math.min(a.length, b.length); i += 1) {
+      const found = firstDifference(a[i], b[i], `${path}[${i}]`)
+      if (found) return found
+    }
+    return a.length === b.length ? undefined : { path: `${path}.length`, a: a.length, b: b.length }
+  }
+  if (a !== null && b !== null && typeof a === 'object' && typeof b === 'object' && !Array.isArray(a) && !Array.isArray(b)) {
+    const left = a as Record<string, unknown>
+    const right = b as Record<string, unknown>
+    for (const key of new Set([...Object.keys(left), ...Object.keys(right)])) {
+      const found = firstDifference(left[key], right[key], path === '' ? key : `${path}.${key}`)
+      if (found) return found
+    }
+    return undefined
+  }
+  return { path, a, b }
+}
+
+/** A value as a difference's message shows it: JSON, cut past 200 characters. */
+function showValue(value: unknown): string {
+  if (value === undefined) return 'absent'
+  const text = JSON.stringify(value) ?? String(value)
+  return text.length > 200 ? `${text.slice(0, 200)}… (${text.length.toLocaleString('en-US')} characters)` : text
+}
+
+/**
+ * The first way the facts of a replay differ from the recorded run's, or `undefined` when they agree:
+ * the same runs, the same model answers, the same tool calls with the same names, inputs and
+ * outcomes, the same rejections, holds and endings. Left out is what differs between two runs of the
+ * same input by design: event ids, times, the invocation's ids (an operation id is compared by its
+ * step and index, and an operation id inside a tool's output or a message likewise), the run's `cwd`
+ * and workspace, a continuation's source boundary, a handoff's ids, the request digests (the request
+ * is made of what is compared), the provider's ids for its answers (`responseId`, `requestId`) and the
+ * words of a model failure (its status, class and the provider's code, type and param are compared).
+ * The tool facts of one step are compared in call order, as calls run side by side settle in any
+ * order. Pass both lists as read (`recordedRun`, `log.invocationEvents`); what is not a list of
+ * events is `TESTING_INVALID_OPTIONS` (`details.field`: `recorded`, `replayed`).
+ *
+ * @example
+ * ```ts
+ * assert.equal(compareRuns(recorded, await recordedRun(replayLog, 'replay-7'))?.message, undefined)
+ * ```
+ */
+export function compareRuns(recorded: readonly (StoredEvent | RuntimeEvent)[], replayed: readonly (StoredEvent | RuntimeEvent)[]): RunDifference | undefined {
+  const left = comparable(eventsOf(recorded, 'compareRuns', 'recorded'))
+  const right = comparable(eventsOf(replayed, 'compareRuns', 'replayed'))
+  for (let index = 0; index < Math.max(left.length, right.length); index += 1) {
+    const a = left[index]
+    const b = right[index]
+    const where = (item: Compared | undefined) => (item?.seq === undefined ? '' : `, seq ${item.seq}`)
+    const head = `fact ${index}${a ? ` (${factShape(a.fact)}${where(a)})` : ''}`
+    const seqs = { ...(a?.seq === undefined ? {} : { recordedSeq: a.seq }), ...(b?.seq === undefined ? {} : { replayedSeq: b.seq }) }
+    if (a === undefined || b === undefined) {
+      const message =
+        a === undefined
+          ? `${head}: the recording ends here, the replay goes on with ${factShape((b as Compared).fact)}${where(b)}`
+          : `${head}: the replay ends here, after ${index} facts`
+      return { index, ...seqs, ...(a ? { type: a.fact.type } : {}), field: 'facts', recorded: a?.value, replayed: b?.value, message }
+    }
+    if (a.run !== b.run) {
+      return { index, ...seqs, type: a.fact.type, field: 'run', recorded: a.run, replayed: b.run, message: `${head}: of run ${a.run + 1} of the recording, of run ${b.run + 1} of the replay` }
+    }
+    const found = firstDifference(a.value, b.value, '')
+    if (found) {
+      const field = found.path === 'type' ? 'fact.type' : found.path
+      return {
+        index,
+        ...seqs,
+        type: a.fact.type,
+        field,
+        recorded: found.a,
+        replayed: found.b,
+        message: `${head}: ${field} is ${showValue(found.a)} in the recording, ${showValue(found.b)} in the replay${field === 'fact.type' ? ` (${factShape(b.fact)}${where(b)})` : ''}`,
+      }
+    }
+  }
+  return undefined
+}

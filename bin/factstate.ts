@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 /**
- * The `factstate` command line: demo, inspect, log, verify, backup, recover, pending. Each command lives in
+ * The `factstate` command line: demo, inspect, log, verify, backup, recover, pending, script. Each command lives in
  * bin/commands/ and returns its exit code.
  */
 import { readFile } from 'node:fs/promises'
@@ -18,6 +18,8 @@ commands:
                        copy the log, verified, while the application runs
   recover <log-dir>    close invocations a crash left open
   pending <log-dir>    list the sessions with a run open, a turn paused or outcomes to acknowledge
+  script <log-dir> --invocation ID
+                       print the scripted model server's script that replays a recorded run (JSON)
 
 Run 'factstate <command> --help' (or 'factstate help <command>') for a command's options;
 'factstate --version' prints the version.
@@ -33,6 +35,7 @@ const commands: Record<string, () => Promise<Command>> = {
   backup: async () => (await import('./commands/backup.js')).backupCommand,
   recover: async () => (await import('./commands/recover.js')).recoverCommand,
   pending: async () => (await import('./commands/pending.js')).pendingCommand,
+  script: async () => (await import('./commands/script.js')).scriptCommand,
 }
 
 // A reader that stops early (`| head -1`) closes the pipe: the next write fails with EPIPE. That

@@ -12,7 +12,7 @@ import { pathToFileURL } from 'node:url'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { Engine, EventLog, ModelExecutor, type Invocation, type JsonObject, type RunInput, type StoredEvent, type ToolDefinition } from '../index.js'
-import { answer, compareRuns, recordedRun, scriptedModelServer, scriptOf, type Script } from '../testing/index.js'
+import { answer, compareRuns, recordedRun, scriptedModelServer, scriptOf, type Script, type ScriptedAnswer } from '../testing/index.js'
 import { rejectsWithCode } from './support/codes.js'
 import { REPO_ROOT } from './support/log-fixtures.js'
 import { withTempDir, withTimeout } from './support/temp.js'
@@ -336,6 +336,61 @@ test("the README's replay snippet runs as a node:test file against a recorded lo
       }),
     120_000,
     'README replay snippet',
+  ),
+)
+
+/** Runs the CLI from its sources; resolves with its exit code and output. */
+async function cli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const env = { ...process.env }
+  delete env.FORCE_COLOR
+  delete env.NO_COLOR
+  const child = spawn(process.execPath, ['--import', 'tsx', 'bin/factstate.ts', ...args], { cwd: REPO_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] })
+  let stdout = ''
+  let stderr = ''
+  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()))
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
+  const guard = setTimeout(() => child.kill('SIGKILL'), 60_000)
+  const code = await new Promise<number | null>((resolve) => child.on('close', (exit) => resolve(exit)))
+  clearTimeout(guard)
+  return { code, stdout, stderr }
+}
+
+test('factstate script prints the script of a recorded run as JSON, redacted as its facts are, which replays it; an unknown invocation or a missing --invocation is refused', () =>
+  withTimeout(
+    () =>
+      withTempDir(async (dir) => {
+        const key = 'sk-replay-never-printed-0123456789'
+        // The model echoes the key: the fact, and so the script, holds it redacted.
+        const production: Script = [...PRODUCTION.slice(0, 3), answer.text(`A-17 has shipped; B-2 is lost. (key ${key})`)]
+        let recorded: StoredEvent[] = []
+        await runAll(join(dir, 'production'), production, (baseUrl) => [{ ...input(baseUrl, 'production', '/srv/prod', [lookupOrder({ 'A-17': 'shipped', 'B-2': 'lost' })]), provider: { kind: 'openai-chat', baseUrl, model: 'scripted', apiKey: key } }], async (log) => {
+          recorded = await recordedRun(log, 'invocation-production')
+        })
+        const printed = await cli(['script', join(dir, 'production', 'log'), '--invocation', 'invocation-production'])
+        assert.is(printed.code, 0, printed.stderr)
+        assert.not.ok(printed.stdout.includes(key), 'the key is not printed')
+        assert.ok(printed.stdout.includes('(key [redacted])'), 'the answer that echoed it is, redacted as its fact is')
+        const script = JSON.parse(printed.stdout) as ScriptedAnswer[]
+        assert.equal(script, scriptOf(recorded))
+        let replayed: StoredEvent[] = []
+        await runAll(join(dir, 'replay'), script, (baseUrl) => [input(baseUrl, 'replay', dir, [lookupOrder({ 'A-17': 'shipped', 'B-2': 'lost' })])], async (log) => {
+          replayed = await recordedRun(log, 'invocation-replay')
+        })
+        assert.is(compareRuns(recorded, replayed), undefined)
+
+        const unknown = await cli(['script', join(dir, 'production', 'log'), '--invocation', 'invocation-nobody'])
+        assert.is(unknown.code, 4)
+        assert.match(unknown.stderr, /TESTING_INVALID_OPTIONS: recordedRun: the log has no invocation "invocation-nobody"/)
+        assert.is(unknown.stdout, '')
+        const missing = await cli(['script', join(dir, 'production', 'log')])
+        assert.is(missing.code, 2)
+        assert.match(missing.stderr, /--invocation ID is required/)
+        const notLog = await cli(['script', dir, '--invocation', 'invocation-production'])
+        assert.is(notLog.code, 2)
+        assert.match(notLog.stderr, /no factstate log at/)
+      }),
+    60_000,
+    'factstate script',
   ),
 )
 

@@ -339,6 +339,58 @@ test("the README's replay snippet runs as a node:test file against a recorded lo
   ),
 )
 
+/**
+ * A turn sealed by a handoff after its first step and finished by its successor, on a fresh log at
+ * `dir`, against a server answering `script` (whose first answer is held until the hold is reserved,
+ * so the seal comes at the same safe point every time); returns the successor's lineage.
+ */
+async function handedOff(dir: string, script: ScriptedAnswer[], name: string): Promise<StoredEvent[]> {
+  const model = await scriptedModelServer(script.map((scripted, index) => (index === 0 && scripted.kind === 'toolCalls' ? { ...scripted, hold: true } : scripted)))
+  const log = await EventLog.open(join(dir, 'log'))
+  try {
+    const engine = new Engine({ log, model: executor() })
+    const first = input(model.baseUrl, name, dir, [lookupOrder({ 'A-17': 'shipped', 'B-2': 'lost' })])
+    const running = await engine.start(first)
+    await model.seen(0)
+    const intent = { handoffId: `handoff-${name}`, hostEpoch: 'epoch-1', rootRunId: `run-${name}`, successorRunId: `run-${name}-2`, successorInvocationId: `invocation-${name}-2`, claimId: `claim-${name}` }
+    const reservation = running.handoff().reserve(intent)
+    model.release(0)
+    const pause = await (await reservation.ready()).commit()
+    assert.is((await running.wait()).status, 'handoff_paused')
+    const source = (await log.runSource(`session-${name}`, `run-${name}`))?.boundary
+    assert.ok(source)
+    const outcome = await engine.run({
+      ...first,
+      invocation: { ...first.invocation, runId: intent.successorRunId, invocationId: intent.successorInvocationId },
+      work: { kind: 'handoff', source, pause },
+    })
+    assert.is(outcome.status, 'completed')
+    assert.equal(model.unscripted, [])
+    return await recordedRun(log, intent.successorInvocationId)
+  } finally {
+    await log.close()
+    await model.close()
+  }
+}
+
+test("a handoff's successor replays with the run it succeeded: the seal and the steps after it agree", () =>
+  withTimeout(
+    () =>
+      withTempDir(async (dir) => {
+        const recorded = await handedOff(join(dir, 'production'), [answer.toolCalls([{ name: 'lookupOrder', arguments: { orderId: 'A-17' } }]), answer.text('A-17 has shipped.')], 'production')
+        assert.equal(
+          recorded.map(({ event }) => event.fact.type).filter((type) => type === 'hold.entered' || type === 'invocation.ended' || type === 'invocation.opened'),
+          ['invocation.opened', 'hold.entered', 'invocation.ended', 'invocation.opened', 'invocation.ended'],
+          'the sealed run, then its successor',
+        )
+        const replayed = await handedOff(join(dir, 'replay'), scriptOf(recorded), 'replay')
+        assert.is(compareRuns(recorded, replayed), undefined)
+      }),
+    30_000,
+    'handoff replay',
+  ),
+)
+
 /** Runs the CLI from its sources; resolves with its exit code and output. */
 async function cli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const env = { ...process.env }

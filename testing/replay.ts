@@ -243,9 +243,11 @@ function compared(fact: Fact): Record<string, unknown> {
     case 'tool.settled':
     case 'tool.rejected':
       // Its operation id is compared by its step and index, as every string naming one of the invocation's operations (`withoutIds`).
+      return { ...fact }
     case 'hold.entered':
     case 'hold.released':
-      return { ...fact }
+      // Where a hold came, not the host's name for it.
+      return { type: fact.type }
     case 'invocation.ended': {
       const { outcome } = fact
       switch (outcome.status) {

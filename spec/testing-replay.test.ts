@@ -78,11 +78,11 @@ const PRODUCTION: Script = [
 type Next = RunInput | ((log: EventLog) => Promise<RunInput>)
 
 /** Runs `inputs` one after the other on a fresh log at `dir` against a server answering `script`; returns the server's request bodies. */
-async function runAll(dir: string, script: Script, inputs: (baseUrl: string) => Next[], read: (log: EventLog) => Promise<void>): Promise<string[]> {
+async function runAll(dir: string, script: Script, inputs: (baseUrl: string) => Next[], read: (log: EventLog) => Promise<void>, modelExecutor = executor()): Promise<string[]> {
   const model = await scriptedModelServer(script)
   const log = await EventLog.open(join(dir, 'log'))
   try {
-    const engine = new Engine({ log, model: executor() })
+    const engine = new Engine({ log, model: modelExecutor })
     for (const next of inputs(model.baseUrl)) await engine.run(typeof next === 'function' ? await next(log) : next)
     assert.equal(model.unscripted, [], 'every request was scripted')
     await read(log)
@@ -336,6 +336,36 @@ test("the README's replay snippet runs as a node:test file against a recorded lo
       }),
     120_000,
     'README replay snippet',
+  ),
+)
+
+test('attempts that got no answer replay alike: a reset retried, one past the retries, a malformed body, a timeout', () =>
+  withTimeout(
+    () =>
+      withTempDir(async (dir) => {
+        // One retry, and a timeout short enough for a test: the replay's executor is the recording's.
+        const quick = () => new ModelExecutor({ timeoutMs: 400, retries: 1, backoffMs: 1, maxBackoffMs: 5 })
+        const cases: [string, ScriptedAnswer[], string[], string][] = [
+          ['retried', [answer.reset(), answer.text('ok')], ['reset', 'text'], 'completed'],
+          ['exhausted', [answer.reset(), answer.reset()], ['reset', 'reset'], 'failed model_failed'],
+          ['malformed', [answer.malformed()], ['malformed'], 'failed model_malformed'],
+          ['timeout', [answer.hang()], ['hang'], 'failed model_timeout'],
+        ]
+        for (const [name, production, kinds, ending] of cases) {
+          const read = (into: StoredEvent[], id: string) => async (log: EventLog) => void into.push(...(await recordedRun(log, id)))
+          const recorded: StoredEvent[] = []
+          await runAll(join(dir, name, 'production'), production, (baseUrl) => [input(baseUrl, 'production', '/srv/prod', [lookupOrder({})])], read(recorded, 'invocation-production'), quick())
+          const ended = recorded.at(-1)?.event.fact
+          assert.is(ended?.type === 'invocation.ended' ? `${ended.outcome.status}${ended.outcome.status === 'failed' ? ` ${ended.outcome.class}` : ''}` : undefined, ending, name)
+          const script = scriptOf(recorded)
+          assert.equal(script.map((scripted) => scripted.kind), kinds, name)
+          const replayed: StoredEvent[] = []
+          await runAll(join(dir, name, 'replay'), script, (baseUrl) => [input(baseUrl, 'replay', dir, [lookupOrder({})])], read(replayed, 'invocation-replay'), quick())
+          assert.is(compareRuns(recorded, replayed), undefined, name)
+        }
+      }),
+    60_000,
+    'failure replay',
   ),
 )
 

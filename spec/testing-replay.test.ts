@@ -369,6 +369,49 @@ test('attempts that got no answer replay alike: a reset retried, one past the re
   ),
 )
 
+test('calls run side by side may settle in another order in the replay: compareRuns compares a step by call', () =>
+  withTimeout(
+    () =>
+      withTempDir(async (dir) => {
+        /** A lookup whose call for `last` settles only after the other call has returned. */
+        const ordered = (last: string): ToolDefinition => {
+          let otherDone: () => void = () => {}
+          const other = new Promise<void>((resolve) => (otherDone = resolve))
+          return {
+            ...lookupOrder({}),
+            async execute(input) {
+              const { orderId } = input as { orderId: string }
+              if (orderId === last) await other
+              else setImmediate(otherDone)
+              return { orderId, status: 'shipped' }
+            },
+          }
+        }
+        const script: Script = [
+          answer.toolCalls([
+            { name: 'lookupOrder', arguments: { orderId: 'A-17' } },
+            { name: 'lookupOrder', arguments: { orderId: 'B-2' } },
+          ]),
+          answer.text('Both shipped.'),
+        ]
+        const side = (baseUrl: string, name: string, last: string): RunInput => ({ ...input(baseUrl, name, dir, [ordered(last)]), toolConcurrency: 2 })
+        const settledOrder = (events: StoredEvent[]) => events.flatMap(({ event }) => (event.fact.type === 'tool.settled' ? [(event.fact.outcome as { output: { orderId: string } }).output.orderId] : []))
+        let recorded: StoredEvent[] = []
+        await runAll(join(dir, 'production'), script, (baseUrl) => [side(baseUrl, 'production', 'A-17')], async (log) => {
+          recorded = await recordedRun(log, 'invocation-production')
+        })
+        let replayed: StoredEvent[] = []
+        await runAll(join(dir, 'replay'), scriptOf(recorded), (baseUrl) => [side(baseUrl, 'replay', 'B-2')], async (log) => {
+          replayed = await recordedRun(log, 'invocation-replay')
+        })
+        assert.equal([settledOrder(recorded), settledOrder(replayed)], [['B-2', 'A-17'], ['A-17', 'B-2']], 'the calls settled in another order')
+        assert.is(compareRuns(recorded, replayed), undefined)
+      }),
+    30_000,
+    'side by side',
+  ),
+)
+
 /**
  * A turn sealed by a handoff after its first step and finished by its successor, on a fresh log at
  * `dir`, against a server answering `script` (whose first answer is held until the hold is reserved,

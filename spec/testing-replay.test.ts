@@ -339,16 +339,19 @@ test("the README's replay snippet runs as a node:test file against a recorded lo
   ),
 )
 
-test('attempts that got no answer replay alike: a reset retried, one past the retries, a malformed body, a timeout', () =>
+test('attempts that got no answer replay alike: a reset retried, one past the retries, a malformed body, an error inside an answer, a timeout', () =>
   withTimeout(
     () =>
       withTempDir(async (dir) => {
         // One retry, and a timeout short enough for a test: the replay's executor is the recording's.
+        const IN_ANSWER = JSON.stringify({ error: { message: 'overloaded', code: 'server_overloaded', type: 'server_error' } })
         const quick = () => new ModelExecutor({ timeoutMs: 400, retries: 1, backoffMs: 1, maxBackoffMs: 5 })
         const cases: [string, ScriptedAnswer[], string[], string][] = [
           ['retried', [answer.reset(), answer.text('ok')], ['reset', 'text'], 'completed'],
           ['exhausted', [answer.reset(), answer.reset()], ['reset', 'reset'], 'failed model_failed'],
           ['malformed', [answer.malformed()], ['malformed'], 'failed model_malformed'],
+          // An error the provider reported in an answer it began as a success (HTTP 200): retried, its code and type kept.
+          ['in the answer', [answer.malformed({ body: IN_ANSWER }), answer.malformed({ body: IN_ANSWER })], ['malformed', 'malformed'], 'failed model_failed'],
           ['timeout', [answer.hang()], ['hang'], 'failed model_timeout'],
         ]
         for (const [name, production, kinds, ending] of cases) {

@@ -15,8 +15,8 @@ import type { Approver } from './approval.js'
 import type { ModelTextPiece, ModelToolCallPiece } from './model-text.js'
 import { ModelExecutor } from './model-executor.js'
 import { DECLARED_SECRET, redactDeep, redactedMessage, secretsOf } from './redaction.js'
-import { DEFAULT_MAX_STEPS, RUN_INPUT_KEYS, type RunInput, validateRunInput } from './run-input.js'
-import { type CatalogChanges, type ToolDefinition, type ToolRetry, catalogChanges, catalogOf, legacyCatalogDigest, shownText } from './tool-catalog.js'
+import { DEFAULT_MAX_STEPS, RUN_INPUT_KEYS, type RunInput, toolCallLimits, validateRunInput } from './run-input.js'
+import { type CatalogChanges, type ToolDefinition, catalogChanges, catalogOf, legacyCatalogDigest, shownText } from './tool-catalog.js'
 import { type InputCheck, inputCheckOf, inputChecks } from './tool-input.js'
 
 const noop = (): void => undefined
@@ -369,18 +369,6 @@ function schemaCopy(schema: NonNullable<ToolDefinition['inputSchema']>, index: n
   }
 }
 
-/** The run's own copy of a tool's (checked) retry policy, its members read once: a caller that changes the object later changes no run. */
-function retryOf(retry: ToolDefinition['retry']): ToolRetry | undefined {
-  if (retry === undefined) return undefined
-  const { retries, backoffMs, maxBackoffMs, retryOn } = retry
-  return Object.freeze({
-    retries,
-    ...(backoffMs === undefined ? {} : { backoffMs }),
-    ...(maxBackoffMs === undefined ? {} : { maxBackoffMs }),
-    ...(retryOn === undefined ? {} : { retryOn }),
-  })
-}
-
 /**
  * A tool as admitted: its name, description and input schema as they were at `start()`, so the
  * catalog the model is shown stays the one the run's execution settings (and any seal) digest,
@@ -392,8 +380,9 @@ function admittedTool(tool: ToolDefinition, index: number): AdmittedTool {
   const shown = shownText(tool)
   const readOnly = tool.readOnly === true
   const validateInput = tool.validateInput !== false
-  const { needsApproval, timeoutMs } = tool
-  const retry = retryOf(tool.retry)
+  const { needsApproval } = tool
+  // Read once and checked as read: what runs is what was checked.
+  const { timeoutMs, retry } = toolCallLimits(tool, `tools.${index}`)
   const known = admittedTools.get(tool)
   if (
     known?.shown === shown &&
@@ -439,6 +428,16 @@ function admittedTool(tool: ToolDefinition, index: number): AdmittedTool {
  */
 export function admittedInputCheck(tool: ToolDefinition): InputCheck | undefined {
   return inputChecks.get(admittedTool(tool, 0).tool)
+}
+
+/**
+ * The copy of `tool` a run would call, as `start()` admits it (its `timeoutMs` and `retry` read once
+ * and checked, see `toolCallLimits`), and the check of its input (see {@link admittedInputCheck}).
+ * Throws `RUN_INVALID_INPUT` naming `tools.0.<member>`, or what a getter of the tool throws.
+ */
+export function admittedCall(tool: ToolDefinition): { tool: ToolDefinition; check: InputCheck | undefined } {
+  const admitted = admittedTool(tool, 0).tool
+  return { tool: admitted, check: inputChecks.get(admitted) }
 }
 
 /** A tool's admitted copy and the text of what it shows the model (what the catalog digest covers). */

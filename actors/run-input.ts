@@ -5,7 +5,7 @@ import { describeIssues, handoffPauseSchema, issueFields, id, invocationSchema, 
 import type { HandoffPause, Invocation, JsonObject, ParentCall, RunBoundary } from '../facts/types.js'
 import { parentProblem, storageProblemAt } from '../store/encoding.js'
 import type { ProviderConfig } from './model-client.js'
-import type { ToolDefinition } from './tool-catalog.js'
+import type { ToolDefinition, ToolRetry } from './tool-catalog.js'
 import { DEFAULT_TOOL_MAX_BACKOFF_MS, MAX_TOOL_BACKOFF_MS, MAX_TOOL_RETRIES } from './tool-retry.js'
 
 /** What a run is asked to do. */
@@ -259,6 +259,13 @@ const retryPolicy = z
       }),
   )
 
+const toolTimeoutMs = z
+  .number()
+  .refine((value) => Number.isSafeInteger(value) && value >= 1 && value <= 2_147_483_647, 'timeoutMs must be a whole number of milliseconds from 1 to 2,147,483,647')
+
+/** What a run reads of a tool as it runs its calls, checked again on the run's copy (see {@link toolCallLimits}). */
+const callLimits = z.object({ timeoutMs: toolTimeoutMs.optional(), retry: retryPolicy.optional() })
+
 // A tool may carry members of its own (its state, helpers), but one that looks like a misnamed member
 // it lacks is refused: ignored, `needsApprovl: true` would run the tool unapproved, and a schema given as
 // `parameters` would leave its calls unchecked.
@@ -284,10 +291,7 @@ const tool = z.looseObject({
   readOnly: z.boolean().optional(),
   validateInput: z.boolean().optional(),
   needsApproval: z.custom<ToolDefinition['needsApproval']>((value) => typeof value === 'boolean' || typeof value === 'function', 'needsApproval must be a boolean or a function of the input').optional(),
-  timeoutMs: z
-    .number()
-    .refine((value) => Number.isSafeInteger(value) && value >= 1 && value <= 2_147_483_647, 'timeoutMs must be a whole number of milliseconds from 1 to 2,147,483,647')
-    .optional(),
+  timeoutMs: toolTimeoutMs.optional(),
   retry: retryPolicy.optional(),
   execute: z.custom<ToolDefinition['execute']>((value) => typeof value === 'function', 'execute must be a function'),
 }).superRefine((value, context) => {
@@ -499,4 +503,32 @@ export function toolProblem(value: unknown, field: string): { message: string; f
   if (parsed.success) return undefined
   const fields = issueFields(parsed.error).map((at) => (at === '(root)' ? field : `${field}.${at}`))
   return { message: parsed.error.issues.map((issue) => `${[field, ...issue.path.map(String)].join('.')}: ${issue.message}`).join('; '), fields }
+}
+
+/**
+ * What a run reads of `tool` as it runs the tool's calls, its `timeoutMs` and its `retry` policy's
+ * members, each read once into a copy, and the copy checked: a getter (or a proxy) that gave the run
+ * input's check one value cannot give the run another (`retries` read as `NaN` later would retry a
+ * call without end). `RUN_INVALID_INPUT` naming the member under `field` (`tools.<index>`).
+ */
+export function toolCallLimits(tool: ToolDefinition, field: string): { timeoutMs: number | undefined; retry: ToolRetry | undefined } {
+  const timeoutMs: unknown = tool.timeoutMs
+  const given: unknown = tool.retry
+  let retry: unknown = given
+  if (given !== null && typeof given === 'object') {
+    const { retries, backoffMs, maxBackoffMs, retryOn } = given as Record<string, unknown>
+    retry = {
+      retries,
+      ...(backoffMs === undefined ? {} : { backoffMs }),
+      ...(maxBackoffMs === undefined ? {} : { maxBackoffMs }),
+      ...(retryOn === undefined ? {} : { retryOn }),
+    }
+  }
+  const parsed = callLimits.safeParse({ timeoutMs, retry })
+  if (!parsed.success) {
+    throw new FactstateError('RUN_INVALID_INPUT', parsed.error.issues.map((issue) => `${[field, ...issue.path.map(String)].join('.')}: ${issue.message}`).join('; '), {
+      details: { fields: issueFields(parsed.error).map((at) => `${field}.${at}`) },
+    })
+  }
+  return { timeoutMs: timeoutMs as number | undefined, retry: retry === undefined ? undefined : Object.freeze(retry as ToolRetry) }
 }

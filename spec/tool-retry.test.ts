@@ -349,6 +349,60 @@ test(
   }),
 )
 
+/**
+ * `charge` (failing every attempt up to its 50th) whose `member` reads `valid` for its first `reads`
+ * reads and `later` from then on: the checks of what was given read it, then what runs must be checked too.
+ */
+function shifty(member: 'timeoutMs' | 'retry', reads: number, valid: unknown, later: unknown): ToolDefinition & { seen: Seen[] } {
+  const charge = plannedTool(undefined, [...Array.from({ length: 49 }, () => new Error('ECONNRESET')), { charged: 500 }])
+  let read = 0
+  return Object.defineProperty(charge, member, {
+    enumerable: true,
+    get: () => {
+      read += 1
+      return read <= reads ? valid : later
+    },
+  })
+}
+
+test(
+  "the timeoutMs and retry a call runs with are the ones checked: read once into the run's copy and the copy checked, so a getter that reads otherwise after the input's checks is RUN_INVALID_INPUT (callTool: TESTING_INVALID_OPTIONS), never a call retried without end; a getter that throws is refused with a code too",
+  engineTest([], {}, async (h) => {
+    // The run input is checked twice (as given, then its copy), callTool's tool once: each read of those sees the valid value.
+    const cases: ['timeoutMs' | 'retry', unknown, unknown, string][] = [
+      ['retry', { retries: 1, ...FAST }, { retries: Number.NaN, ...FAST }, 'retry.retries'],
+      ['retry', { retries: 1, ...FAST }, { retries: 1_000_000_000, ...FAST }, 'retry.retries'],
+      ['retry', { retries: 1, ...FAST }, 'never', 'retry'],
+      ['timeoutMs', 1_000, Number.NaN, 'timeoutMs'],
+    ]
+    for (const [member, valid, later, field] of cases) {
+      const what = `${member} read as ${String(JSON.stringify(later) ?? later)} after its checks`
+      const tool = shifty(member, 2, valid, later)
+      const error = await refusedWithoutWriting(h.log, () => h.start(h.input('shifty', { tools: [tool] })), 'RUN_INVALID_INPUT', what)
+      assert.equal(error.details?.fields, [`tools.0.${field}`], what)
+      assert.is(tool.seen.length, 0, what)
+      const alone = shifty(member, 1, valid, later)
+      const refused = await rejectsWithCode(() => callTool(alone, {}), 'TESTING_INVALID_OPTIONS', `callTool, ${what}`)
+      assert.is(refused.details?.field, `tool.${field}`, `callTool, ${what}`)
+      assert.is(alone.seen.length, 0, `callTool, ${what}`)
+    }
+    for (const member of ['timeoutMs', 'retry'] as const) {
+      const throwing = Object.defineProperty(plannedTool(undefined, []), member, {
+        enumerable: true,
+        get: () => {
+          throw new Error('boom')
+        },
+      })
+      const error = await refusedWithoutWriting(h.log, () => h.start(h.input('throwing', { tools: [throwing] })), 'RUN_INVALID_INPUT', `${member} throws`)
+      assert.match(error.message, /cannot be read: boom/)
+      const refused = await rejectsWithCode(() => callTool(throwing, {}), 'TESTING_INVALID_OPTIONS', `callTool, ${member} throws`)
+      assert.is(refused.details?.field, 'tool', `callTool, ${member} throws`)
+      assert.match(refused.message, /callTool: the tool cannot be read: boom$/)
+      assert.is(throwing.seen.length, 0)
+    }
+  }),
+)
+
 test('callTool honours the policy as a run does: the same operation id, success on a later attempt, exhaustion with the count, a signal aborted during the backoff', async () => {
   const later = plannedTool({ retries: 3, ...FAST }, [new Error('ECONNRESET'), { charged: 500 }])
   assert.equal(await callTool(later, { cents: 500 }, { operationId: 'op-1' }), { status: 'succeeded', output: { charged: 500 } })

@@ -1,4 +1,4 @@
-import { admittedInputCheck, DEFAULT_MAX_TOOL_RESULT_BYTES, engineSecrets, toolLimitProblem, toolSecretProblem } from '../actors/engine.js'
+import { admittedCall, DEFAULT_MAX_TOOL_RESULT_BYTES, engineSecrets, toolLimitProblem, toolSecretProblem } from '../actors/engine.js'
 import { ABANDONED, notWaitedFor, runToolCall, thrownAfterAbort } from '../actors/invocation-actor.js'
 import { redact, redactDeep, secretsOf } from '../actors/redaction.js'
 import { toolProblem } from '../actors/run-input.js'
@@ -65,8 +65,23 @@ const invalid = (message: string, field: string) => new FactstateError('TESTING_
  * (`details.field`), before the tool is called.
  */
 export async function callTool(tool: ToolDefinition, args: unknown, options: CallToolOptions = {}): Promise<ToolCallOutcome> {
-  const problem = toolProblem(tool, 'tool')
-  if (problem !== undefined) throw new FactstateError('TESTING_INVALID_OPTIONS', `callTool: ${problem.message}`, { details: { field: problem.fields[0] ?? 'tool' } })
+  // Checked as given, then called as the copy a run would admit: its timeoutMs and retry read once and
+  // checked again, so that a getter cannot give the check one value and the call another.
+  let called: ToolDefinition
+  let check: ((input: unknown) => string | undefined) | undefined
+  try {
+    const problem = toolProblem(tool, 'tool')
+    if (problem !== undefined) throw new FactstateError('TESTING_INVALID_OPTIONS', `callTool: ${problem.message}`, { details: { field: problem.fields[0] ?? 'tool' } })
+    ;({ tool: called, check } = admittedCall(tool))
+  } catch (error) {
+    if (error instanceof FactstateError && error.code === 'TESTING_INVALID_OPTIONS') throw error
+    // The engine refuses such a tool with RUN_INVALID_INPUT when a run is started with it; a getter or a proxy trap that throws, as the run input that cannot be read.
+    if (error instanceof FactstateError) {
+      const field = (error.details?.fields as string[] | undefined)?.[0] ?? 'tools.0'
+      throw new FactstateError('TESTING_INVALID_OPTIONS', `callTool: ${messageWithoutCode(error).replaceAll(/\btools\.0\b/g, 'tool')}`, { cause: error, details: { field: field.replace(/^tools\.0/, 'tool') } })
+    }
+    throw new FactstateError('TESTING_INVALID_OPTIONS', `callTool: the tool cannot be read: ${error instanceof Error ? error.message : String(error)}`, { cause: error, details: { field: 'tool' } })
+  }
   const given = readOptions(options, OPTIONS, { call: 'callTool', code: 'TESTING_INVALID_OPTIONS', details: (field) => ({ field }) })
   const invocation = invocationOf(given.invocation)
   const operationId = given.operationId ?? `${invocation.invocationId}/step-1/0`
@@ -90,7 +105,7 @@ export async function callTool(tool: ToolDefinition, args: unknown, options: Cal
   const declared = engineSecrets(given.secrets, (field, what) => invalid(`${field} must be ${what}`, field))
   const secrets = secretsOf({ headers: declared })
   // A run with these secrets refuses a tool that would show the model one of them.
-  const shown = toolSecretProblem(tool, 'tool', declared)
+  const shown = toolSecretProblem(called, 'tool', declared)
   if (shown !== undefined) throw invalid(shown.message, shown.fields[0] as string)
   const failureSecrets = secrets.inToolFailures ?? secrets.inData
   let text: string | undefined
@@ -100,28 +115,21 @@ export async function callTool(tool: ToolDefinition, args: unknown, options: Cal
     throw invalid(`the arguments cannot be encoded as JSON (${error instanceof Error ? error.message : String(error)})`, 'args')
   }
   if (text === undefined) throw invalid('the arguments must be a JSON text or a value JSON can encode', 'args')
-  let check: ((input: unknown) => string | undefined) | undefined
-  try {
-    check = admittedInputCheck(tool)
-  } catch (error) {
-    // The engine refuses such a tool with RUN_INVALID_INPUT when a run is started with it.
-    throw new FactstateError('TESTING_INVALID_OPTIONS', `callTool: ${(error instanceof FactstateError ? messageWithoutCode(error) : error instanceof Error ? error.message : String(error)).replace(/^tools\.0\./, 'tool.')}`, { cause: error, details: { field: 'tool.inputSchema' } })
-  }
   const taken = argumentsOf(text)
   if (!('input' in taken)) return { status: 'rejected', reason: 'invalid_input', message: `the arguments ${taken.unusable}` }
   const wrong = check?.(taken.input)
   if (wrong !== undefined) return { status: 'rejected', reason: 'invalid_input', message: wrong }
   if ((signal as AbortSignal).aborted) return { status: 'rejected', reason: 'cancelled' }
   const limits = { toolTimeoutMs: toolTimeoutMs as number | undefined, maxToolResultBytes: maxToolResultBytes as number }
-  const result = await runToolCall(tool, taken.input, signal as AbortSignal, { operationId, invocation }, limits, (message) => redact(message, failureSecrets))
+  const result = await runToolCall(called, taken.input, signal as AbortSignal, { operationId, invocation }, limits, (message) => redact(message, failureSecrets))
   if (result === ABANDONED) {
-    const timeoutMs = (tool.timeoutMs ?? limits.toolTimeoutMs) as number
+    const timeoutMs = (called.timeoutMs ?? limits.toolTimeoutMs) as number
     return {
       status: 'abandoned',
-      message: `tool ${tool.name} ${notWaitedFor(timeoutMs)}`,
+      message: `tool ${called.name} ${notWaitedFor(timeoutMs)}`,
     }
   }
-  if (!result.ok && result.uncertain !== undefined) return { status: 'unknown', message: thrownAfterAbort(tool.name, result.message, result.uncertain) }
+  if (!result.ok && result.uncertain !== undefined) return { status: 'unknown', message: thrownAfterAbort(called.name, result.message, result.uncertain) }
   return result.ok ? { status: 'succeeded', output: redactDeep(result.value, secrets.inData) } : { status: 'failed', message: redact(result.message, failureSecrets) }
 }
 

@@ -6,7 +6,7 @@ import type { HandoffPause, Invocation, JsonObject, ParentCall, RunBoundary } fr
 import { parentProblem, storageProblemAt } from '../store/encoding.js'
 import type { ProviderConfig } from './model-client.js'
 import type { ToolDefinition, ToolRetry } from './tool-catalog.js'
-import { DEFAULT_TOOL_MAX_BACKOFF_MS, MAX_TOOL_BACKOFF_MS, MAX_TOOL_RETRIES } from './tool-retry.js'
+import { DEFAULT_TOOL_BACKOFF_MS, DEFAULT_TOOL_MAX_BACKOFF_MS, MAX_TOOL_BACKOFF_MS, MAX_TOOL_RETRIES } from './tool-retry.js'
 
 /** What a run is asked to do. */
 export type RunWork =
@@ -248,12 +248,15 @@ const retryPolicy = z
       )
       .superRefine((value, context) => {
         // Every wait would be cut to maxBackoffMs: the backoff asked for would never apply (as ModelExecutor refuses it).
+        // The default backoffMs too: { maxBackoffMs: 100 } alone is named at maxBackoffMs, the member given.
+        const first = value.backoffMs ?? DEFAULT_TOOL_BACKOFF_MS
         const most = value.maxBackoffMs ?? DEFAULT_TOOL_MAX_BACKOFF_MS
-        if (value.backoffMs !== undefined && value.backoffMs > most) {
+        if (first > most) {
+          const defaulted = (given: number | undefined) => (given === undefined ? ', the default' : '')
           context.addIssue({
             code: 'custom',
-            path: ['backoffMs'],
-            message: `backoffMs (${value.backoffMs}) is longer than maxBackoffMs (${most}${value.maxBackoffMs === undefined ? ', the default' : ''}), which cuts every wait to it: raise maxBackoffMs, or lower backoffMs`,
+            path: [value.backoffMs === undefined ? 'maxBackoffMs' : 'backoffMs'],
+            message: `backoffMs (${first}${defaulted(value.backoffMs)}) is longer than maxBackoffMs (${most}${defaulted(value.maxBackoffMs)}), which cuts every wait to it: raise maxBackoffMs, or lower backoffMs`,
           })
         }
       }),

@@ -326,6 +326,8 @@ const BAD: [string, unknown, string, RegExp][] = [
   ['negative backoffMs', { retries: 1, backoffMs: -1 }, 'tools.0.retry.backoffMs', /whole number of milliseconds/],
   ['backoffMs over maxBackoffMs', { retries: 1, backoffMs: 500, maxBackoffMs: 100 }, 'tools.0.retry.backoffMs', /longer than maxBackoffMs \(100\)/],
   ['backoffMs over the default maxBackoffMs', { retries: 1, backoffMs: 20_000 }, 'tools.0.retry.backoffMs', /maxBackoffMs \(10000, the default\)/],
+  ['maxBackoffMs under the default backoffMs', { retries: 3, maxBackoffMs: 100 }, 'tools.0.retry.maxBackoffMs', /backoffMs \(250, the default\) is longer than maxBackoffMs \(100\)/],
+  ['maxBackoffMs 0 under the default backoffMs', { retries: 1, maxBackoffMs: 0 }, 'tools.0.retry.maxBackoffMs', /backoffMs \(250, the default\)/],
   ['maxBackoffMs past a timer', { retries: 1, maxBackoffMs: 2 ** 31 }, 'tools.0.retry.maxBackoffMs', /2,147,483,647/],
   ['retryOn not a function', { retries: 1, retryOn: true }, 'tools.0.retry.retryOn', /retryOn must be a function/],
   ['attempts', { attempts: 3 }, 'tools.0.retry.attempts', /attempts is not a member of a retry policy .*retries counts the retries after the first attempt/],

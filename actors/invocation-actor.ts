@@ -150,11 +150,13 @@ const SHOWN_LIMIT = "the {limit} an outcome's message quotes of it"
 /**
  * How a call of a tool with effects that threw once its signal aborted is told (`tool` its name, and
  * its operation in a run): see `runToolCall`. A tool that threw the signal's reason itself (as `fetch`
- * does), or a failure in the same words, has them said once.
+ * does), or a failure in the same words, has them said once; `attempts`, when the call made more than
+ * one (its `retry`), are told beside them, not in the failure's words.
  */
-export function thrownAfterAbort(tool: string, message: string, reason: string): string {
+export function thrownAfterAbort(tool: string, message: string, reason: string, attempts = 1): string {
   const same = message === reason
-  return `tool ${tool} failed after its signal aborted (${reason})${same ? '' : `: ${messageWithin(message, SHOWN_IN_OUTCOME, SHOWN_LIMIT)}`}; its effect may or may not have happened`
+  const when = attempts === 1 ? 'after its signal aborted' : `after ${attemptsShown(attempts)}, the last after its signal aborted`
+  return `tool ${tool} failed ${when} (${reason})${same ? '' : `: ${messageWithin(message, SHOWN_IN_OUTCOME, SHOWN_LIMIT)}`}; its effect may or may not have happened`
 }
 
 /** How a call the engine stopped waiting for is told: past `timeoutMs` (`whose`, when given) and the grace after its signal aborted. */
@@ -179,9 +181,10 @@ function memberCount(value: unknown): number {
 
 /**
  * A call's result as its settlement records it. `uncertain`: the tool threw once its signal had
- * aborted (the abort's reason, redacted): see {@link runToolCall}.
+ * aborted (the abort's reason, redacted), on attempt `attempts` when that was not the first: see
+ * {@link runToolCall} and {@link thrownAfterAbort}.
  */
-export type ToolResult = { ok: true; value: unknown } | { ok: false; message: string; uncertain?: string }
+export type ToolResult = { ok: true; value: unknown } | { ok: false; message: string; uncertain?: string; attempts?: number }
 
 /** One attempt's result, and what it threw when it threw before it settled (the only failure a retry may follow). */
 type AttemptResult = { result: ToolResult | typeof ABANDONED; thrown?: { error: unknown } }
@@ -203,7 +206,8 @@ type AttemptResult = { result: ToolResult | typeof ABANDONED; thrown?: { error: 
  * With the tool's `retry`, an attempt that threw is followed by another, under the same operation id,
  * after a backoff that `gate` ends at once; only once the attempt has settled, never after a result
  * that could not be recorded (the tool ran), an uncertain or abandoned attempt, nor once `gate` has
- * aborted. A failure after more than one attempt says how many were made.
+ * aborted. A failure after more than one attempt says how many were made (an uncertain one in
+ * `attempts`), the failure first and any note after it, cut once at `maxToolResultBytes`.
  */
 export async function runToolCall(
   tool: ToolDefinition,
@@ -217,14 +221,23 @@ export async function runToolCall(
   for (let attempt = 1; ; attempt += 1) {
     const { result, thrown } = await runAttempt(tool, input, gate, { ...call, attempt }, limits, redactMessage)
     if (result === ABANDONED || result.ok) return result
-    const made = (note = '') => (attempt === 1 && note === '' ? result.message : messageWithin(`after ${attemptsShown(attempt)}${note}: ${result.message}`, limits.maxToolResultBytes))
-    // Uncertain: its effect may have happened, and the run ends outcome_unknown; the count is told all the same.
-    if (result.uncertain !== undefined) return { ...result, message: made() }
-    if (thrown === undefined || attempt > policy.retries || gate.aborted || !retryWanted(policy, thrown.error, attempt)) return { ok: false, message: made() }
+    // The failure as the attempt made it (redacted, not yet cut at maxToolResultBytes), told with the count and
+    // any note after it, the whole redacted, then cut once: the cut's note states the size of what was cut, and
+    // the failure comes first, so a long note cannot push it past the cut.
+    const failed = (note = ''): ToolResult => ({
+      ok: false,
+      message: messageWithin(attempt === 1 && note === '' ? result.message : redactMessage(`after ${attemptsShown(attempt)}: ${result.message}${note}`), limits.maxToolResultBytes),
+    })
+    if (result.uncertain !== undefined) {
+      // Its effect may have happened, and the run ends outcome_unknown; the count is told beside the failure (see thrownAfterAbort).
+      const message = result.message === result.uncertain ? result.message : messageWithin(result.message, limits.maxToolResultBytes)
+      return { ...result, message, ...(attempt === 1 ? {} : { attempts: attempt }) }
+    }
+    if (thrown === undefined || attempt > policy.retries || gate.aborted || !retryWanted(policy, thrown.error, attempt)) return failed()
     const stopped = await backedOff(gate, retryBackoff(policy, attempt))
     if (stopped !== undefined) {
       const reason = messageWithin(redactMessage(messageOf(stopped.reason)), SHOWN_IN_OUTCOME, SHOWN_LIMIT)
-      return { ok: false, message: made(` (no further attempt was started: its signal aborted during the backoff: ${reason})`) }
+      return failed(` (no further attempt was started: its signal aborted during the backoff: ${reason})`)
     }
   }
 }
@@ -270,7 +283,8 @@ async function runAttempt(
     return { result }
   } catch (error) {
     // Each part redacted before it is cut, and the whole redacted before its cut: a secret across a cut would otherwise be kept in part.
-    const message = messageWithin(failureWithin(redactMessage(failureText(error, redactMessage))), limits.maxToolResultBytes)
+    // Cut at maxToolResultBytes by runToolCall, once it is told with what goes with it.
+    const message = failureWithin(redactMessage(failureText(error, redactMessage)))
     // Read as the rejection arrives: the signal the tool was given had aborted by then.
     if (given?.aborted === true && tool.readOnly !== true) {
       const reason = messageWithin(redactMessage(messageOf(given.reason)), SHOWN_IN_OUTCOME, SHOWN_LIMIT)
@@ -1054,7 +1068,7 @@ export class InvocationActor {
     }
     if (!result.ok && result.uncertain !== undefined) {
       // Left dispatched, never settled, as a crash leaves it: see runToolCall.
-      throw new ToolUncertain(thrownAfterAbort(`${call.name} (operation ${operationId})`, result.message, result.uncertain))
+      throw new ToolUncertain(thrownAfterAbort(`${call.name} (operation ${operationId})`, result.message, result.uncertain, result.attempts))
     }
     // A tool that calls the same provider can pass on what it echoed: the provider's secrets are removed here too.
     const outcome: Extract<Fact, { type: 'tool.settled' }>['outcome'] = result.ok

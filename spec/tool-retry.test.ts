@@ -156,7 +156,7 @@ test(
       ['invocation.opened', 'model.requested', 'model.completed', 'tool.dispatched', 'tool.settled', 'invocation.ended'],
     )
     assert.equal(only(facts, 'tool.settled').map((fact) => fact.outcome), [
-      { status: 'failed', message: 'after 1 attempt (no further attempt was started: its signal aborted during the backoff: shutdown): attempt 1 failed' },
+      { status: 'failed', message: 'after 1 attempt: attempt 1 failed (no further attempt was started: its signal aborted during the backoff: shutdown)' },
     ])
   }),
 )
@@ -220,8 +220,8 @@ test(
       const settled = only(facts, 'tool.settled')
       assert.equal(settled.map((fact) => fact.operationId), ['invocation-beside/step-1/0'])
       const message = settled[0]?.outcome.status === 'failed' ? settled[0].outcome.message : ''
-      assert.match(message, /^after 1 attempt \(no further attempt was started: its signal aborted during the backoff: tool stuck \(operation invocation-beside\/step-1\/1\) did not finish within 20 ms/)
-      assert.match(message, /\): attempt 1 failed$/)
+      assert.match(message, /^after 1 attempt: attempt 1 failed \(no further attempt was started: its signal aborted during the backoff: tool stuck \(operation invocation-beside\/step-1\/1\) did not finish within 20 ms/)
+      assert.match(message, /its effect may or may not have happened\)$/)
     },
   ),
 )
@@ -314,6 +314,55 @@ test(
     assert.match(String(settled[0]?.status === 'failed' && settled[0].message), /^the tool ran, but its result could not be recorded/)
   }),
 )
+
+/** `charge` whose first attempt throws, and whose second (past its 30 ms timeoutMs) rejects with its signal's reason, as `fetch` does. */
+function uncertainSecond(): ToolDefinition & { seen: Seen[] } {
+  const charge = plannedTool({ retries: 2, ...FAST }, [new Error('ECONNRESET')], { timeoutMs: 30 })
+  const execute = charge.execute
+  charge.execute = (input, context) => {
+    if (context.attempt === 1) return execute(input, context)
+    charge.seen.push({ operationId: context.operationId, attempt: context.attempt })
+    return new Promise((_resolve, reject) => context.signal.addEventListener('abort', () => reject(context.signal.reason), { once: true }))
+  }
+  return charge
+}
+
+const UNCERTAIN_SECOND = 'failed after 2 attempts, the last after its signal aborted (the tool did not finish within 30 ms (its timeoutMs)); its effect may or may not have happened'
+
+test(
+  'an attempt after the first that throws once its signal aborted ends the run outcome_unknown saying the abort once, with the count beside it',
+  engineTest(CHARGE, {}, async (h) => {
+    const charge = uncertainSecond()
+    const outcome = await h.run(h.input('second', { tools: [charge] }))
+    assert.equal(outcome, { status: 'failed', class: 'outcome_unknown', message: `tool charge (operation invocation-second/step-1/0) ${UNCERTAIN_SECOND}` })
+    assert.equal(charge.seen, attemptsOf('invocation-second/step-1/0', 2))
+    assert.is(only(await factsOf(h.log, 'invocation-second'), 'tool.settled').length, 0)
+    assert.equal(await callTool(uncertainSecond(), {}), { status: 'unknown', message: `tool charge ${UNCERTAIN_SECOND}` })
+  }),
+)
+
+test('a failure after several attempts is cut once at maxToolResultBytes, after the count and any note are added: the cut states the size of what was cut, and the failure comes before the note', async () => {
+  const long = plannedTool({ retries: 1, ...FAST }, [new Error('x'.repeat(10_000)), new Error('y'.repeat(10_000))])
+  const told = await callTool(long, {}, { maxToolResultBytes: 200 })
+  const message = told.status === 'failed' ? told.message : ''
+  assert.is(message, `after 2 attempts: ${'y'.repeat(200 - 'after 2 attempts: '.length)}… (cut: the message is 10,018 bytes, over the engine's limit of 200 bytes, maxToolResultBytes)`)
+
+  const controller = new AbortController()
+  const shutdown = 'the host is shutting down for its maintenance window, come back later; '.repeat(4)
+  const declined = plannedTool({ retries: 1, backoffMs: 60_000, maxBackoffMs: 60_000 }, [new Error('card declined: insufficient funds')])
+  const execute = declined.execute
+  declined.execute = async (input, context) => {
+    try {
+      return await execute(input, context)
+    } finally {
+      setImmediate(() => controller.abort(new Error(shutdown)))
+    }
+  }
+  const stopped = await callTool(declined, {}, { maxToolResultBytes: 200, signal: controller.signal })
+  const kept = stopped.status === 'failed' ? stopped.message : ''
+  assert.ok(kept.startsWith('after 1 attempt: card declined: insufficient funds (no further attempt was started: its signal aborted during the backoff: the host is shutting down'), kept)
+  assert.match(kept, /… \(cut: the message is [\d,]+ bytes, over the engine's limit of 200 bytes, maxToolResultBytes\)$/)
+})
 
 /** Retry policies a run refuses, and the field each is refused at. */
 const BAD: [string, unknown, string, RegExp][] = [
@@ -426,7 +475,7 @@ test('callTool honours the policy as a run does: the same operation id, success 
   }
   assert.equal(await callTool(slow, {}, { signal: controller.signal }), {
     status: 'failed',
-    message: 'after 1 attempt (no further attempt was started: its signal aborted during the backoff: stop): attempt 1 failed',
+    message: 'after 1 attempt: attempt 1 failed (no further attempt was started: its signal aborted during the backoff: stop)',
   })
   assert.is(slow.seen.length, 1)
 })

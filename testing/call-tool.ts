@@ -129,7 +129,7 @@ export async function callTool(tool: ToolDefinition, args: unknown, options: Cal
       message: `tool ${called.name} ${notWaitedFor(timeoutMs)}`,
     }
   }
-  if (!result.ok && result.uncertain !== undefined) return { status: 'unknown', message: thrownAfterAbort(called.name, result.message, result.uncertain) }
+  if (!result.ok && result.uncertain !== undefined) return { status: 'unknown', message: thrownAfterAbort(called.name, result.message, result.uncertain, result.attempts) }
   return result.ok ? { status: 'succeeded', output: redactDeep(result.value, secrets.inData) } : { status: 'failed', message: redact(result.message, failureSecrets) }
 }
 

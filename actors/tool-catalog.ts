@@ -107,7 +107,8 @@ export interface ToolRetry {
   maxBackoffMs?: number | undefined
   /**
    * Whether to retry after attempt `attempt` (1-based) threw `error`: only `true` retries (default:
-   * every failure is retried). Called synchronously; one that throws retries nothing.
+   * every failure is retried). Called synchronously; one that throws retries nothing, and so does an
+   * `async` one: the promise it returns is not awaited (a rejection of it is caught and dropped).
    */
   retryOn?: ((error: unknown, attempt: number) => boolean) | undefined
 }

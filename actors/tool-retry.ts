@@ -38,11 +38,19 @@ export function retryBackoff(policy: RetryPolicy, attempt: number): number {
   return Math.min(policy.backoffMs * 2 ** (attempt - 1), policy.maxBackoffMs)
 }
 
-/** Whether `policy.retryOn` asks for a retry of attempt `attempt`, which threw `error`: only `true` does, and a throw does not. */
+/**
+ * Whether `policy.retryOn` asks for a retry of attempt `attempt`, which threw `error`: only `true`
+ * does, and a throw does not. Nor does a promise (an `async` retryOn): the decision is made at once,
+ * and the promise is given a handler, so that its rejection cannot end the process as unhandled.
+ */
 export function retryWanted(policy: RetryPolicy, error: unknown, attempt: number): boolean {
   if (policy.retryOn === undefined) return true
   try {
-    return policy.retryOn(error, attempt) === true
+    const wanted: unknown = policy.retryOn(error, attempt)
+    if (wanted !== null && (typeof wanted === 'object' || typeof wanted === 'function') && typeof (wanted as { then?: unknown }).then === 'function') {
+      Promise.resolve(wanted).catch(() => undefined)
+    }
+    return wanted === true
   } catch {
     return false
   }

@@ -140,6 +140,45 @@ test(
 )
 
 test(
+  'an async retryOn retries nothing: its promise is not true, and a rejection of it is caught, not left unhandled (which would end the process)',
+  engineTest([answer.toolCalls(['resolves', 'rejects'].map((id) => ({ id, name: id, arguments: {} }))), answer.text('done')], {}, async (h) => {
+    const unhandled: unknown[] = []
+    const listener = (reason: unknown) => unhandled.push(reason)
+    process.on('unhandledRejection', listener)
+    try {
+      // As a caller without types would give them: TypeScript refuses an async retryOn.
+      const resolves = (async () => true) as unknown as ToolRetry['retryOn']
+      const rejects = (async () => {
+        throw new Error('retryOn lookup failed')
+      }) as unknown as ToolRetry['retryOn']
+      const tools = [
+        plannedTool({ retries: 3, ...FAST, retryOn: resolves }, [new Error('ECONNRESET')], { name: 'resolves' }),
+        plannedTool({ retries: 3, ...FAST, retryOn: rejects }, [new Error('ECONNRESET')], { name: 'rejects' }),
+      ]
+      assert.equal(await h.run(h.input('async', { tools })), { status: 'completed' })
+      assert.equal(
+        tools.map((tool) => tool.seen.length),
+        [1, 1],
+      )
+      assert.equal(
+        only(await factsOf(h.log, 'invocation-async'), 'tool.settled').map((fact) => fact.outcome),
+        [
+          { status: 'failed', message: 'ECONNRESET' },
+          { status: 'failed', message: 'ECONNRESET' },
+        ],
+      )
+      assert.equal(await callTool(plannedTool({ retries: 3, ...FAST, retryOn: rejects }, [new Error('ECONNRESET')]), {}), { status: 'failed', message: 'ECONNRESET' })
+      // An unhandled rejection is reported once the microtasks of the turn it happened in have run.
+      await new Promise((resolve) => setImmediate(resolve))
+      await new Promise((resolve) => setImmediate(resolve))
+      assert.equal(unhandled, [])
+    } finally {
+      process.off('unhandledRejection', listener)
+    }
+  }),
+)
+
+test(
   'a cancel during the backoff ends it at once: no further attempt, the call settles failed with the last failure and why no more were made, and the run ends cancelled',
   engineTest([answer.toolCalls([{ id: 'call-1', name: 'charge', arguments: { cents: 500 } }])], {}, async (h) => {
     // A backoff longer than the test's bound: only the cancel can end it in time.

@@ -82,7 +82,11 @@ export interface ToolDefinition {
  * for past its `timeoutMs` (it may still be running), one of a tool with effects that threw once its
  * signal had aborted (its effect may have happened: the run ends `outcome_unknown` as without
  * retries), nor once the run's signal has aborted. `timeoutMs` limits each attempt on its own: a
- * `readOnly` tool's attempt that threw when its time ran out is retried.
+ * `readOnly` tool's attempt that threw when its time ran out is retried. The waits between attempts
+ * are no safe point (the call is dispatched and not settled): a hold reserved then, and `drain()`,
+ * wait them out, so keep them short for runs that may be held. A tool that starts a child run
+ * (`childRunFor`) gets the child's same ids on every attempt: on `context.attempt > 1`, look the
+ * child up (`engine.running`, `log.runs`) instead of starting it again, which is refused.
  *
  * @example
  * ```ts

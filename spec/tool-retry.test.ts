@@ -9,7 +9,7 @@
  */
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import { EventLog, recoverInvocations, type ToolContext, type ToolDefinition, type ToolRetry } from '../index.js'
+import { answerOf, childRunFor, childRunOf, EventLog, type RunningInvocation, recoverInvocations, type ToolContext, type ToolDefinition, type ToolRetry } from '../index.js'
 import { callTool } from '../testing/call-tool.js'
 import { answer } from '../testing/scripted-model-server.js'
 import { rejectsWithCode } from './support/codes.js'
@@ -402,6 +402,45 @@ test('a failure after several attempts is cut once at maxToolResultBytes, after 
   assert.ok(kept.startsWith('after 1 attempt: card declined: insufficient funds (no further attempt was started: its signal aborted during the backoff: the host is shutting down'), kept)
   assert.match(kept, /… \(cut: the message is [\d,]+ bytes, over the engine's limit of 200 bytes, maxToolResultBytes\)$/)
 })
+
+test(
+  "a delegate tool with retry: attempt 2 is refused the child attempt 1 started (the same operationId, hence the same ids), and finds it instead, as the README's recipe does: one child run, its answer returned",
+  engineTest([...Array.from({ length: 2 }, () => [answer.toolCalls([{ id: 'call-1', name: 'delegate', arguments: {} }]), answer.text('the draft'), answer.text('done')]).flat()], {}, async (h) => {
+    const refused: string[] = []
+    /** attempt 1 starts the child, which finishes, then fails; a later one starts it again (`naive`) or looks it up. */
+    const delegate = (naive: boolean): ToolDefinition => ({
+      name: 'delegate',
+      retry: { retries: 1, ...FAST },
+      execute: async (_input: unknown, context: ToolContext) => {
+        const ids = childRunFor(context, 'writer')
+        let child: RunningInvocation | undefined
+        if (context.attempt > 1 && !naive) {
+          child = h.engine.running(ids.invocation.invocationId)
+          const last = child === undefined ? (await h.log.runs(ids.invocation.sessionId)).at(-1) : undefined
+          if (last !== undefined) return { status: last.terminal, answer: answerOf(await h.log.invocationEvents(last.invocationId)) ?? null }
+        }
+        try {
+          child ??= await h.engine.start({ ...h.input('child'), ...ids }, { signal: context.signal })
+        } catch (error) {
+          refused.push(`attempt ${context.attempt}: ${(error as { code?: string; details?: { reason?: string } }).code} ${(error as { details?: { reason?: string } }).details?.reason}`)
+          throw error
+        }
+        const outcome = await child.wait()
+        if (context.attempt === 1) throw new Error('the connection dropped after the child finished')
+        return { status: outcome.status, answer: answerOf(await h.log.invocationEvents(child.invocation.invocationId)) ?? null }
+      },
+    })
+    assert.equal(await h.run(h.input('sup', { tools: [delegate(false)] })), { status: 'completed' })
+    assert.equal(refused, [])
+    const settled = only(await factsOf(h.log, 'invocation-sup'), 'tool.settled')
+    assert.equal(settled.map((fact) => fact.outcome), [{ status: 'succeeded', output: { status: 'completed', answer: 'the draft' } }])
+    assert.is((await h.log.runs(childRunOf('invocation-sup/step-1/0', 'writer').sessionId)).length, 1, 'one child run')
+    // Started again, the child is refused: the recipe is needed.
+    const naive = await h.run(h.input('naive', { tools: [delegate(true)] }))
+    assert.is(naive.status, 'completed')
+    assert.equal(refused, ['attempt 2: RUN_INVALID_INPUT exists'])
+  }),
+)
 
 /** Retry policies a run refuses, and the field each is refused at. */
 const BAD: [string, unknown, string, RegExp][] = [

@@ -71,6 +71,10 @@ test('log and pending print what is left of a damaged log, then exit 1 with LOG_
       assert.is(await verifyCommand([location, '--allow-damaged'], flagged.io), EXIT.usage)
       assert.is(flagged.err[0], 'error: unknown option --allow-damaged')
       assert.is(await verifyCommand([location], collector().io), EXIT.failed)
+      // A follow ends at Ctrl-C with 0 whatever the log: the flag would do nothing there, and is refused.
+      const following = collector()
+      assert.is(await logCommand([location, '--follow', '--allow-damaged'], following.io), EXIT.usage)
+      assert.is(following.err[0], 'error: --follow ends at Ctrl-C with exit 0, a damaged log or not (after its warning): it takes no --allow-damaged')
     }),
     30_000,
   ))

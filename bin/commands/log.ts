@@ -37,7 +37,7 @@ looks at the log's files every S seconds (--refresh, 0.1 to 3600, default 1) and
 snapshot when they changed. A log not there yet is waited for (as tail -F does). It takes no --to.
 A damaged log (one whose snapshot lost facts) is printed as far as it can be read, after a warning,
 and exits 1, as verify does for it, unless --allow-damaged accepts that (exit 0); a follow ends as
-it always does.
+it always does (Ctrl-C, exit 0, after the warning), and so takes no --allow-damaged.
 Exit codes: 0 printed, 2 usage, 1 the log is damaged, 1/4 the log refused.`
 
 /**
@@ -96,6 +96,8 @@ export async function logCommand(args: string[], io: CommandIo, options: { signa
   if (values.follow) {
     if (values.runs) return usage(io, '--follow prints facts as they land: it does not combine with --runs', logHelp)
     if (bounds.to !== undefined) return usage(io, '--follow prints facts as they land: it takes no --to', logHelp)
+    // It would do nothing: a follow ends at Ctrl-C with 0, the log damaged or not.
+    if (values[ALLOW_DAMAGED]) return usage(io, `--follow ends at Ctrl-C with exit 0, a damaged log or not (after its warning): it takes no --${ALLOW_DAMAGED}`, logHelp)
   }
   let refreshMs = FOLLOW_REFRESH_MS
   if (values.refresh !== undefined) {

@@ -12,7 +12,7 @@ import { Engine, EventLog, ModelExecutor, recoverInvocations, type RunInput } fr
 import { answer } from '../testing/scripted-model-server.js'
 import { collector } from './support/cli-io.js'
 import { rejectsWithCode } from './support/codes.js'
-import { engineTest } from './support/engine-fixtures.js'
+import { countingTool, engineTest, messagesOf } from './support/engine-fixtures.js'
 
 let answerAll = false
 
@@ -57,7 +57,11 @@ test(
         ],
       )
       assert.is((await log.runs('F'))[0]?.outcome?.status, 'failed')
-      for (const session of unanswered) assert.equal(session.unanswered, (await log.runs(session.sessionId)).at(-1), `${session.sessionId}: the last run, as runs() gives it`)
+      for (const session of unanswered) {
+        const { effects, ...run } = session.unanswered ?? {}
+        assert.equal(run, (await log.runs(session.sessionId)).at(-1), `${session.sessionId}: the last run, as runs() gives it`)
+        assert.equal(effects, [], `${session.sessionId}: its run called no tool`)
+      }
 
       // The CLI says the same, on a snapshot of the log it reads while the application has it open.
       const listed = collector()
@@ -93,6 +97,72 @@ test(
       await rejectsWithCode(() => log.pendingSessions({ unanswered: 'yes' } as never), 'LOG_INVALID_ARGUMENT', 'unanswered: "yes"')
       await rejectsWithCode(() => log.pendingSessions({ unansered: true } as never), 'LOG_INVALID_ARGUMENT', 'a misspelt option')
       await rejectsWithCode(() => log.pendingSessions(null as never), 'LOG_INVALID_ARGUMENT', 'null options')
+    },
+  ),
+)
+
+test(
+  'an unanswered run that already called tools with effects lists them (not its read-only ones), and the CLI says to finish the turn rather than resend it; the continuation does not call them again',
+  engineTest(
+    [
+      answer.toolCalls([
+        { name: 'save_note', arguments: { value: 1 } },
+        { name: 'lookup', arguments: { value: 2 } },
+        { name: 'flaky', arguments: { value: 3 } },
+      ]),
+      answer.hang(),
+      answer.text('saved it'),
+    ],
+    { ms: 30_000 },
+    async (h) => {
+      const saveNote = countingTool('save_note')
+      const lookup = { ...countingTool('lookup'), readOnly: true as const }
+      const flaky = countingTool('flaky', async () => {
+        throw new Error('the disk is full')
+      })
+      const tools = [saveNote, lookup, flaky]
+      // A crash mid-turn: the tools have settled, the second model request is in flight when the log closes.
+      const open = await h.engine.start(h.input('n', { session: 'N', tools, content: 'save a note' }))
+      await h.server.seen(1)
+      await h.log.close()
+      await rejectsWithCode(() => open.wait(), 'LOG_CLOSED', 'the run the log closed under')
+      h.log = await EventLog.open(h.logPath)
+      assert.is(await recoverInvocations(h.log), 1)
+      const log = h.log
+
+      const [session] = await log.pendingSessions({ unanswered: true })
+      assert.is(session?.unanswered?.outcome?.status, 'failed')
+      assert.equal(session?.unanswered?.effects, [
+        { operationId: 'invocation-n/step-1/0', name: 'save_note', status: 'succeeded' },
+        { operationId: 'invocation-n/step-1/2', name: 'flaky', status: 'failed' },
+      ])
+      assert.equal(await log.pendingSessions({ unanswered: true, sessionId: 'N' }), [session], 'one session read alone says the same')
+      assert.equal(await log.pendingSessions(), [], 'without unanswered, nothing is pending')
+
+      const listed = collector()
+      assert.is(await pendingCommand([h.logPath, '--unanswered'], listed.io), 0)
+      assert.equal(listed.out, [
+        `N: unanswered turn turn-n: run run-n (invocation-n) ended failed host_interrupted at seq ${String(session?.unanswered?.lastSeq)}; its run already did: save_note succeeded, flaky failed; finish the turn (a continuation without content) rather than resend its message`,
+      ])
+      const json = collector()
+      assert.is(await pendingCommand([h.logPath, '--unanswered', '--json'], json.io), 0)
+      assert.equal(JSON.parse(json.out.join('')), [session], '--json has the list')
+
+      // Finishing the turn: the model gets the recorded results, and no tool runs again.
+      const source = (await log.runSource('N', 'run-n'))?.boundary
+      assert.ok(source)
+      const engine = new Engine({ log, model: new ModelExecutor({ timeoutMs: 5_000, backoffMs: 1, maxBackoffMs: 20 }) })
+      try {
+        const finishing = await engine.start({ ...h.input('n2', { session: 'N', tools }), work: { kind: 'continuation', source } })
+        h.runs.push(finishing)
+        assert.equal(await finishing.wait(), { status: 'completed' })
+      } finally {
+        await engine.drain()
+      }
+      assert.equal([saveNote.calls.length, lookup.calls.length, flaky.calls.length], [1, 1, 1], 'each tool ran once')
+      const sent = messagesOf((await h.server.seen(2)).body)
+      assert.equal(sent.filter((message) => message.role === 'tool').length, 3, 'the continuation sent the three recorded results')
+      assert.equal(await log.pendingSessions({ unanswered: true }), [], 'the turn is answered')
     },
   ),
 )

@@ -28,7 +28,9 @@ import {
 } from './projection.js'
 import { SNAPSHOT_PREFIX, copySnapshot, sweepSoon } from './snapshot.js'
 import { type BackupPoint, damagedPoint, decodeBackupPoints, encodeBackupPoints } from './backup-point.js'
-import { dispatchedInputs, dispatchedKey } from './dispatched-inputs.js'
+import { type SettledEffect, dispatchedInputs, dispatchedKey, settledEffects } from './dispatched-inputs.js'
+
+export type { SettledEffect } from './dispatched-inputs.js'
 import { type DirectoryClaim, claimDirectory, whileWriterBusy } from './writer-lock.js'
 import { logHeldOpen } from './writer-presence.js'
 
@@ -135,9 +137,23 @@ export interface PendingSession {
    * `failed` (a shutdown's `cancelled{shutdown}`, a crash's `host_interrupted` once recovered, a
    * provider that kept failing, `max_steps`): its turn got no answer. A continuation from its boundary
    * (`runSource(sessionId, runId).boundary`) without `content` finishes it; a cancel the user asked for
-   * is listed too (tell them apart by `outcome`).
+   * is listed too (tell them apart by `outcome`). Its `effects`: the calls of tools with effects that
+   * run already made and saw settle, which a resent message would make again under new operation ids.
    */
-  unanswered?: RunSummary
+  unanswered?: UnansweredRun
+}
+
+/** A session's last run that ended `cancelled` or `failed`, as `pendingSessions({ unanswered: true })` lists it. */
+export interface UnansweredRun extends RunSummary {
+  /**
+   * The calls of tools not declared `readOnly` that the run dispatched and saw settle (`succeeded`,
+   * or `failed`: a tool that threw may have done part of its effect), in dispatch order, read from
+   * its facts: when there are any, finish the turn with a continuation from its boundary without
+   * `content` (the model gets their recorded results) rather than ask the user to send the message
+   * again. Calls left uncertain are in `unknown`. Absent only when the run's facts cannot be read
+   * (`verify` names it).
+   */
+  effects?: SettledEffect[]
 }
 
 /** Options of {@link EventLog.pendingSessions}. */
@@ -2955,6 +2971,16 @@ export class EventLog {
           const key = dispatchedKey(op.invocationId, op.operationId)
           return inputs.has(key) ? { ...op, input: inputs.get(key) } : op
         })
+      }
+      // Each unanswered run with the calls with effects it already made: what a resent message would make again.
+      for (const session of found) {
+        if (session.unanswered === undefined) continue
+        // A fact that cannot be read costs its run the list, not the session (verify names it).
+        const events = await this.#invocationEvents(session.unanswered.invocationId).catch((error: unknown) => {
+          if (isFactstateError(error, 'LOG_CORRUPT')) return undefined
+          throw error
+        })
+        if (events !== undefined) session.unanswered.effects = settledEffects(events)
       }
     } catch (error) {
       throw this.#readFailure(error)

@@ -22,7 +22,9 @@ out; "nothing pending" is printed when none is. Reads a snapshot of the log, as 
 or "nothing pending" when it has nothing pending (or the log never saw it).
 --unanswered also lists each session whose last run ended cancelled or failed (a shutdown's
 cancelled shutdown, a crash's host_interrupted once recovered): its turn got no answer, and a
-continuation from that run's end without a message finishes it.
+continuation from that run's end without a message finishes it. When that run already called tools
+with effects that settled, the line names them ("its run already did: save_note succeeded"): finish
+the turn rather than ask for the message again, which would call them again.
 --json prints the sessions as one JSON array (log.pendingSessions()).
 A damaged log (one whose snapshot lost facts) is listed as far as it can be read, after a warning,
 and exits 1, as verify does for it, unless --allow-damaged accepts that (exit 0).
@@ -47,6 +49,9 @@ async function parentOf(log: EventLog, sessionId: string): Promise<ParentCall | 
 
 /** How many sessions that only have not run since the backup are listed one by one (without --restored). */
 const RESTORED_LISTED = 20
+
+/** How many of an unanswered run's settled calls with effects its line names (--json has them all). */
+const EFFECTS_LISTED = 5
 
 /** A value as JSON, cut at 120 characters (never inside an escape). */
 const shortJson = (value: unknown): string => clipJson(JSON.stringify(value) ?? String(value), 120)
@@ -92,7 +97,12 @@ export async function pendingCommand(args: string[], io: CommandIo): Promise<num
       if (unanswered?.outcome !== undefined) {
         const { outcome } = unanswered
         const ended = outcome.status === 'cancelled' ? `cancelled ${outcome.source}` : outcome.status === 'failed' ? `failed ${outcome.class}` : outcome.status
-        io.stdout(escapeControls(`${sessionId}: unanswered turn ${unanswered.turnId}: run ${unanswered.runId} (${unanswered.invocationId}) ended ${ended} at seq ${unanswered.lastSeq}${child}`))
+        // What the run already did: a resent message would do it again, under new operation ids.
+        const effects = unanswered.effects ?? []
+        const listed = effects.slice(0, EFFECTS_LISTED).map((effect) => `${effect.name} ${effect.status}`)
+        if (effects.length > EFFECTS_LISTED) listed.push(`${effects.length - EFFECTS_LISTED} more (--json lists them)`)
+        const did = effects.length === 0 ? '' : `; its run already did: ${listed.join(', ')}; finish the turn (a continuation without content) rather than resend its message`
+        io.stdout(escapeControls(`${sessionId}: unanswered turn ${unanswered.turnId}: run ${unanswered.runId} (${unanswered.invocationId}) ended ${ended} at seq ${unanswered.lastSeq}${did}${child}`))
       }
     }
     if (collapse) {

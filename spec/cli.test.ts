@@ -334,8 +334,10 @@ test('pending lists what recovery and the sessions wait for; verify, recover and
     const location = await leftOpenByACrash(dir)
     const before = await cli(['pending', location])
     assert.is(before.code, 0, before.stderr)
-    const crashed = '; no process has the log open: a crash left it, factstate recover closes it'
-    assert.equal(before.stdout.trim().split('\n'), [`session-cut: open run run-cut (inv-cut, turn turn-cut)${crashed}`, `session-tool: open run run-tool (inv-tool, turn turn-tool)${crashed}`])
+    const crashed = '; no process has the log open: a crash, or a close that did not wait for it, left it; factstate recover closes it'
+    // The run with a tool call in flight says so, with its input: after recover it is an outcome to acknowledge.
+    const flying = '; 1 tool call in flight when it stopped: echo op1 {"value":42}; after recover it is an outcome to acknowledge'
+    assert.equal(before.stdout.trim().split('\n'), [`session-cut: open run run-cut (inv-cut, turn turn-cut)${crashed}`, `session-tool: open run run-tool (inv-tool, turn turn-tool)${crashed}${flying}`])
     // Held by a process: the same runs may be running there, and nothing says they were left.
     const holder = await EventLog.open(location)
     try {
@@ -418,7 +420,7 @@ test('log shows a child run as the child of the call that started it, on its ope
       assert.equal((JSON.parse(json.stdout.trim()) as { parent: unknown }).parent, { invocation: supervisor, operationId: 'inv-sup/step-1/0' })
       const mark = "; a child run of inv-sup/step-1/0 (session desk): settle it through its supervisor's recovery"
       assert.equal((await cli(['pending', location])).stdout.trim().split('\n'), [
-        `inv-sup.step-1.0.writer: open run run-writer (inv-writer, turn turn-writer); no process has the log open: a crash left it, factstate recover closes it${mark}`,
+        `inv-sup.step-1.0.writer: open run run-writer (inv-writer, turn turn-writer); no process has the log open: a crash, or a close that did not wait for it, left it; factstate recover closes it${mark}`,
       ])
       // Its tool call left uncertain by a crash: pending says whose child it is, so it is settled through the supervisor.
       const again = await EventLog.open(location)
@@ -436,6 +438,38 @@ test('log shows a child run as the child of the call that started it, on its ope
     }),
     60_000,
   ))
+
+test('pending on an open run a crash left lists the calls of tools with effects it had in flight (not the settled ones, not the read-only ones), each with its input; recover makes them the outcomes to acknowledge', () =>
+  bounded30(withTempDir(async (dir) => {
+    const location = join(dir, 'log')
+    const run = new EventMaker(invocationOf('notes'))
+    const calls = ['op1', 'op2', 'op3', 'op4'].map((op) => ({ callId: `call-${op}`, name: 'echo', arguments: '{}' }))
+    const log = await EventLog.open(location)
+    try {
+      await log.appendAll(
+        run.many([
+          facts.opened(),
+          facts.requested('s1'),
+          facts.completed('s1', calls),
+          facts.dispatched('op1', { text: 'settled' }),
+          facts.settled('op1'),
+          { ...facts.dispatched('op2', { text: 'read only' }), readOnly: true } as Fact,
+          facts.dispatched('op3', { text: 'first' }),
+          facts.dispatched('op4', { text: 'second' }),
+        ]),
+      )
+    } finally {
+      await log.close()
+    }
+    const before = await cli(['pending', location])
+    assert.is(before.code, 0, before.stderr)
+    assert.equal(before.stdout.trim().split('\n'), [
+      'session-notes: open run run-notes (inv-notes, turn turn-notes); no process has the log open: a crash, or a close that did not wait for it, left it; factstate recover closes it; 2 tool calls in flight when it stopped: echo op3 {"text":"first"}, echo op4 {"text":"second"}; after recover each is an outcome to acknowledge',
+    ])
+    assert.is((await cli(['recover', location])).code, 0)
+    const after = await cli(['pending', location])
+    assert.equal(after.stdout.trim().split('\n'), ['session-notes: 2 tool outcome(s) to acknowledge: echo op3 {"text":"first"}, echo op4 {"text":"second"}'], 'what the line said recover would leave')
+  })))
 
 test('pending on a big log put back from a backup: past 20 sessions that have only not run since it, one line says how many; --restored and --session list them, --json has them all', () =>
   bounded30(withTempDir(async (dir) => {
@@ -456,7 +490,7 @@ test('pending on a big log put back from a backup: past 20 sessions that have on
     assert.is(plain.code, 0, plain.stderr)
     assert.equal(lines(plain), [
       `session-tool: ${since}`,
-      'session-tool: open run run-tool (inv-tool, turn turn-tool); no process has the log open: a crash left it, factstate recover closes it',
+      'session-tool: open run run-tool (inv-tool, turn turn-tool); no process has the log open: a crash, or a close that did not wait for it, left it; factstate recover closes it; 1 tool call in flight when it stopped: echo op1 {"value":42}; after recover it is an outcome to acknowledge',
       "25 sessions with nothing else pending have not run since the backup taken at T (seq 204): check their tools' effects since then; each one's next run passes allowRestored (--restored lists them)",
     ])
     const listed = lines(await cli(['pending', backup, '--restored']))
@@ -538,12 +572,13 @@ test('pending --session ID lists that session alone; one with nothing pending pr
     } finally {
       await log.close()
     }
-    const crashed = '; no process has the log open: a crash left it, factstate recover closes it'
+    const crashed = '; no process has the log open: a crash, or a close that did not wait for it, left it; factstate recover closes it'
+    const flying = '; 1 tool call in flight when it stopped: echo op1 {"value":42}; after recover it is an outcome to acknowledge'
     const every = await cli(['pending', location])
-    assert.equal(every.stdout.trim().split('\n'), [`session-cut: open run run-cut (inv-cut, turn turn-cut)${crashed}`, `session-tool: open run run-tool (inv-tool, turn turn-tool)${crashed}`])
+    assert.equal(every.stdout.trim().split('\n'), [`session-cut: open run run-cut (inv-cut, turn turn-cut)${crashed}`, `session-tool: open run run-tool (inv-tool, turn turn-tool)${crashed}${flying}`])
     const one = await cli(['pending', location, '--session', 'session-tool'])
     assert.is(one.code, 0, one.stderr)
-    assert.equal(one.stdout.trim().split('\n'), [`session-tool: open run run-tool (inv-tool, turn turn-tool)${crashed}`])
+    assert.equal(one.stdout.trim().split('\n'), [`session-tool: open run run-tool (inv-tool, turn turn-tool)${crashed}${flying}`])
     const oneJson = JSON.parse((await cli(['pending', location, '--session=session-cut', '--json'])).stdout) as { sessionId: string; active: { runId: string }[] }[]
     assert.equal(oneJson.map((session) => [session.sessionId, session.active.map((run) => run.runId)]), [['session-cut', ['run-cut']]])
     // Nothing pending, and never seen: as the whole log with nothing pending prints.

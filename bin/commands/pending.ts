@@ -1,5 +1,6 @@
 import type { ParentCall } from '../../facts/types.js'
 import { type EventLog, logInternals } from '../../store/event-log.js'
+import { dispatchedInputs, dispatchedKey } from '../../store/dispatched-inputs.js'
 import { clipJson, escapeControls } from '../../store/fact-summary.js'
 import { logHeldOpen } from '../../store/writer-presence.js'
 import { ALLOW_DAMAGED, type CommandIo, onLogDirectory } from '../io.js'
@@ -7,7 +8,8 @@ import { ALLOW_DAMAGED, type CommandIo, onLogDirectory } from '../io.js'
 export const pendingHelp = `usage: factstate pending <log-directory> [--session ID] [--unanswered] [--restored] [--allow-damaged] [--json]
 
 Lists the sessions with something pending, one line for each thing: a run still open (running in
-an application, or left by a crash until 'factstate recover': said so when no process has the log open), a turn sealed by a handoff whose
+an application, or left by a crash until 'factstate recover': said so when no process has the log open,
+with the calls of tools with effects it had dispatched and not settled, each with its input), a turn sealed by a handoff whose
 successor has not finished (with when it was sealed; start it, or give the turn up), tool outcomes to acknowledge (each
 call with the input it was dispatched with, cut at 120 characters; check their effects; the next
 message passes allowPriorUnknown), and in a log put back from a backup each
@@ -47,6 +49,29 @@ async function parentOf(log: EventLog, sessionId: string): Promise<ParentCall | 
   return opened?.type === 'invocation.opened' && opened.input.kind !== 'handoff' ? opened.input.parent : undefined
 }
 
+/**
+ * The calls of tools with effects (not `readOnly`) an open run dispatched and never settled, each
+ * with the input it was dispatched with: `; 1 tool call in flight when it stopped: save_note
+ * inv-1/step-1/0 {"text":"hi"}; after recover it is an outcome to acknowledge` when no process has
+ * the log open (`stopped`), else (it cannot be told) `; 1 tool call dispatched and not settled: …`.
+ * Empty when there are none, or the run's record or facts cannot be read (`verify` names them).
+ */
+async function inFlight(log: EventLog, invocationId: string, stopped: boolean): Promise<string> {
+  const internals = logInternals(log)
+  const record = await internals.invocationRecord(invocationId).catch(() => undefined)
+  const calls = (record?.uncertain ?? []).filter((op) => op.readOnly !== true)
+  if (calls.length === 0) return ''
+  const inputs = await dispatchedInputs(calls, (id) => internals.invocationEvents(id)).catch(() => new Map<string, unknown>())
+  const listed = calls.map((op) => {
+    const key = dispatchedKey(op.invocationId, op.operationId)
+    return `${op.name} ${op.operationId}${inputs.has(key) ? ` ${shortJson(inputs.get(key))}` : ''}`
+  })
+  const count = calls.length === 1 ? '1 tool call' : `${calls.length} tool calls`
+  if (!stopped) return `; ${count} dispatched and not settled: ${listed.join(', ')}`
+  const then = calls.length === 1 ? 'it is an outcome' : 'each is an outcome'
+  return `; ${count} in flight when it stopped: ${listed.join(', ')}; after recover ${then} to acknowledge`
+}
+
 /** How many sessions that only have not run since the backup are listed one by one (without --restored). */
 const RESTORED_LISTED = 20
 
@@ -66,7 +91,9 @@ export async function pendingCommand(args: string[], io: CommandIo): Promise<num
     }
     // Whether the open runs may be running: only while a process has the log open.
     const held = sessions.some((session) => session.active.length > 0) ? await logHeldOpen(log.snapshotOf ?? '') : undefined
-    const why = held === false ? '; no process has the log open: a crash left it, factstate recover closes it' : ''
+    // The log cannot tell a crash from a close that did not wait for a tool that ignored its signal
+    // (both leave the run open, and a clean close's head anchor is also written while a log runs).
+    const why = held === false ? '; no process has the log open: a crash, or a close that did not wait for it, left it; factstate recover closes it' : ''
     // In a big log put back from a backup, nearly every session has not run since it: past
     // RESTORED_LISTED of them with nothing else pending, one line says how many (--restored lists each).
     const restoredOnly = sessions.filter((session) => session.restored !== undefined && session.active.length === 0 && session.paused.length === 0 && session.unknown.length === 0 && session.unanswered === undefined)
@@ -83,7 +110,11 @@ export async function pendingCommand(args: string[], io: CommandIo): Promise<num
       const child = parent === undefined ? '' : `; a child run of ${parent.operationId} (session ${parent.invocation.sessionId}): settle it through its supervisor's recovery`
       // A child sealed for a reviewer: its successor alone leaves the supervisor that waits for it without the answer.
       const pausedChild = parent === undefined ? '' : `; a child run of ${parent.operationId} (session ${parent.invocation.sessionId}): once its successor has finished, tell its supervisor the answer`
-      for (const run of active) io.stdout(escapeControls(`${sessionId}: open run ${run.runId} (${run.invocationId}, turn ${run.turnId})${why}${child}`))
+      for (const run of active) {
+        // Unless a process holding the log may be running them: the calls of tools with effects dispatched and not settled, whose effects may have happened.
+        const flying = held === true ? '' : await inFlight(log, run.invocationId, held === false)
+        io.stdout(escapeControls(`${sessionId}: open run ${run.runId} (${run.invocationId}, turn ${run.turnId})${why}${flying}${child}`))
+      }
       for (const turn of paused) {
         // When it was sealed: what a review that may expire is measured from.
         const sealed = turn.sealedAt === undefined ? '' : ` (sealed ${new Date(turn.sealedAt).toISOString()})`

@@ -59,9 +59,10 @@ export type FactstateErrorCode =
 export interface FactstateErrorDetails {
   /**
    * `holder`: whether a handle of this process has the log open (`this-process`) or another process
-   * does (`another-process`); `closing`: that handle of this process is closing it (await its `close()`).
+   * does (`another-process`); `closing`: that handle of this process is closing it (await its `close()`);
+   * `pid`: the other process's id, where it can be told (Linux lists the log's lock in /proc/locks).
    */
-  LOG_WRITER_BUSY: { holder: 'this-process' | 'another-process'; closing: boolean }
+  LOG_WRITER_BUSY: { holder: 'this-process' | 'another-process'; closing: boolean; pid?: number }
   /** `fields`: the paths of the bad fields (`(root)` for the event as a whole); empty when the event could not be read at all. */
   LOG_INVALID_EVENT: { fields: string[] }
   /** `seq`: the seq that holds the id (or will); `eventId`: the id used twice in one call, with no seq. */

@@ -54,7 +54,11 @@ test(
 
       const busy = await refusal(EventLog.open(dir))
       assert.is(busy.code, 'LOG_WRITER_BUSY')
-      assert.equal(busy.details, { holder: 'another-process', closing: false })
+      // Which process holds it, where Linux lists the lock; and the option of a worker that should wait its turn.
+      const holder = process.platform === 'linux' ? { pid: child.process.pid } : {}
+      assert.equal(busy.details, { holder: 'another-process', closing: false, ...holder })
+      if (process.platform === 'linux') assert.match(busy.message, `another process (pid ${String(child.process.pid)}) holds this log`)
+      assert.match(busy.message, 'EventLog.open(dir, { waitMs })')
       const again = await refusal(EventLog.open(dir))
       assert.is(again.code, 'LOG_WRITER_BUSY', 'a refused open leaves nothing behind that changes the answer')
 
@@ -146,8 +150,9 @@ test(
 
       const timedOut = await refusal(EventLog.open(dir, { waitMs: 300 }))
       assert.is(timedOut.code, 'LOG_WRITER_BUSY')
-      assert.equal(timedOut.details, { holder: 'another-process', closing: false })
-      assert.match(timedOut.message, /^LOG_WRITER_BUSY: another process holds this log: .* \(still so after waiting 300 ms \(waitMs\)\)$/)
+      const holder = process.platform === 'linux' ? { pid: child.process.pid } : {}
+      assert.equal(timedOut.details, { holder: 'another-process', closing: false, ...holder })
+      assert.match(timedOut.message, /^LOG_WRITER_BUSY: another process (\(pid \d+\) )?holds this log: .* \(still so after waiting 300 ms \(waitMs\)\)$/)
 
       // A signal ends a long wait early (aborted once a plain open has been refused meanwhile).
       const controller = new AbortController()
@@ -156,11 +161,11 @@ test(
       controller.abort()
       const givenUp = await given
       assert.is(givenUp.code, 'LOG_WRITER_BUSY')
-      assert.equal(givenUp.details, { holder: 'another-process', closing: false })
+      assert.equal(givenUp.details, { holder: 'another-process', closing: false, ...holder })
       assert.match(givenUp.message, /\(its signal aborted the wait\)$/)
       // An already aborted signal: one try, as without waitMs.
       const already = await refusal(EventLog.open(dir, { waitMs: 600_000, signal: AbortSignal.abort() }))
-      assert.equal([already.code, already.details], ['LOG_WRITER_BUSY', { holder: 'another-process', closing: false }])
+      assert.equal([already.code, already.details], ['LOG_WRITER_BUSY', { holder: 'another-process', closing: false, ...holder }])
 
       child.send('append after')
       await child.waitForLine((line) => line === 'ack 1')
@@ -215,7 +220,7 @@ test(
       const logBefore = (await stat(join(dir, 'LOG'))).ino
       const tries = await levelDbOpens(async () => {
         const refused = await refusal(EventLog.open(dir, { waitMs: 1_500 }))
-        assert.equal([refused.code, refused.details], ['LOG_WRITER_BUSY', { holder: 'another-process', closing: false }])
+        assert.equal([refused.code, refused.details], ['LOG_WRITER_BUSY', { holder: 'another-process', closing: false, pid: child.process.pid }])
         assert.match(refused.message, /\(still so after waiting 1,500 ms \(waitMs\)\)$/)
       })
       const renamed = (await stat(join(dir, 'LOG'))).ino !== logBefore

@@ -32,7 +32,7 @@ import { type SettledEffect, dispatchedInputs, dispatchedKey, settledEffects } f
 
 export type { SettledEffect } from './dispatched-inputs.js'
 import { type DirectoryClaim, claimDirectory, whileWriterBusy } from './writer-lock.js'
-import { logHeldOpen } from './writer-presence.js'
+import { logHeldOpen, logHolder } from './writer-presence.js'
 
 /** How an acknowledged append is made durable: `sync` (default) fsyncs each group commit; `os` leaves it to the OS. */
 export type Durability = 'sync' | 'os'
@@ -1173,13 +1173,25 @@ async function checkCurrent(location: string, entries: string[]): Promise<void> 
 /** What LevelDB writes in `CURRENT`: the name of its manifest and a newline. */
 const CURRENT_TEXT = /^(MANIFEST-\d+)\n$/
 
+/**
+ * Another process's `LOG_WRITER_BUSY` with that process's pid, where /proc/locks lists it (Linux):
+ * in its message and `details.pid`, to find the process that holds the log. Any other error as it is.
+ */
+async function withHolder(error: FactstateError, location: string): Promise<FactstateError> {
+  if (!isFactstateError(error, 'LOG_WRITER_BUSY') || error.details.holder !== 'another-process') return error
+  const holder = await logHolder(location).catch(() => undefined)
+  if (holder === undefined || holder === false || holder.pid === undefined) return error
+  const message = messageWithoutCode(error).replace('another process holds this log', `another process (pid ${holder.pid}) holds this log`)
+  return new FactstateError('LOG_WRITER_BUSY', message, { cause: error.cause, details: { ...error.details, pid: holder.pid } })
+}
+
 function levelError(error: unknown): FactstateError {
   const code = (error as { code?: string }).code
   const causeCode = ((error as { cause?: { code?: string } }).cause ?? {}).code
   // The cause is LevelDB's own error (its open wraps it in LEVEL_DATABASE_NOT_OPEN): `cause.code` says what it found.
   const inner = code === 'LEVEL_LOCKED' || code === 'LEVEL_CORRUPTION' ? error : (error as { cause?: unknown }).cause
   if (code === 'LEVEL_LOCKED' || causeCode === 'LEVEL_LOCKED') {
-    return new FactstateError('LOG_WRITER_BUSY', 'another process holds this log: a log has one writer at a time; read it from inside that process (its events(), the inspector in live mode), through a snapshot (EventLog.openSnapshot), or once it has closed the log', {
+    return new FactstateError('LOG_WRITER_BUSY', 'another process holds this log: a log has one writer at a time; a process that should wait its turn (a worker) opens it with EventLog.open(dir, { waitMs }), which waits up to waitMs for the log to be free; read it from inside that process (its events(), the inspector in live mode), through a snapshot (EventLog.openSnapshot), or once it has closed the log', {
       cause: inner,
       details: { holder: 'another-process', closing: false },
     })
@@ -1677,7 +1689,7 @@ export class EventLog {
       await db.open()
     } catch (error) {
       claim.release(false)
-      throw levelError(error)
+      throw await withHolder(levelError(error), claim.path)
     }
     const log = new EventLog(db, durability, claim, snapshotOf)
     // Read at once, and the marker written before anything else: LevelDB has already deleted the

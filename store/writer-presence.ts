@@ -8,8 +8,8 @@
 import { readFile, stat } from 'node:fs/promises'
 import { join } from 'node:path'
 
-/** `1: POSIX  ADVISORY  WRITE 2400 fe:00:2154529 0 EOF`; a waiter's line has `->` after the number. */
-const LOCK_LINE = /^\d+:\s+(?!->)\S+\s+\S+\s+\S+\s+\S+\s+[0-9a-f]+:[0-9a-f]+:(\d+)\s/
+/** `1: POSIX  ADVISORY  WRITE 2400 fe:00:2154529 0 EOF` (2400 the holder's pid); a waiter's line has `->` after the number. */
+const LOCK_LINE = /^\d+:\s+(?!->)\S+\s+\S+\s+\S+\s+(\d+)\s+[0-9a-f]+:[0-9a-f]+:(\d+)\s/
 
 /**
  * True while some process holds the LOCK of the log at `directory` (this one included), false when
@@ -19,6 +19,16 @@ const LOCK_LINE = /^\d+:\s+(?!->)\S+\s+\S+\s+\S+\s+\S+\s+[0-9a-f]+:[0-9a-f]+:(\d
  * inode only errs towards "held".
  */
 export async function logHeldOpen(directory: string): Promise<boolean | undefined> {
+  const holder = await logHolder(directory)
+  return holder === undefined ? undefined : holder !== false
+}
+
+/**
+ * Who holds the LOCK of the log at `directory`, as {@link logHeldOpen} tells it: `{ pid }` while a
+ * process does (`pid` absent when /proc/locks lists it as 0, a process outside this one's pid
+ * namespace), false when none does, undefined where that cannot be told.
+ */
+export async function logHolder(directory: string): Promise<{ pid?: number } | false | undefined> {
   let inode: bigint
   try {
     inode = (await stat(join(directory, 'LOCK'), { bigint: true })).ino
@@ -32,8 +42,10 @@ export async function logHeldOpen(directory: string): Promise<boolean | undefine
     return undefined
   }
   for (const line of locks.split('\n')) {
-    const found = LOCK_LINE.exec(line)?.[1]
-    if (found !== undefined && BigInt(found) === inode) return true
+    const found = LOCK_LINE.exec(line)
+    if (found === null || BigInt(found[2] as string) !== inode) continue
+    const pid = Number(found[1])
+    return pid > 0 ? { pid } : {}
   }
   return false
 }

@@ -114,6 +114,9 @@ test('demo passes every step, then log, verify and recover read its log', () =>
       assert.ok(facts.every((f) => f.fact.type.startsWith('tool.')))
       assert.equal(facts.map((f) => f.seq), [...facts.map((f) => f.seq)].sort((a, b) => a - b))
       assert.is(facts.filter((f) => f.fact.type === 'tool.dispatched').length, 3)
+      // A family's name alone is its family, as tool.* is.
+      const family = await cli(['log', location, '--json', '--type', 'tool'])
+      assert.equal([family.code, family.stdout], [0, json.stdout], '--type tool is --type tool.*')
 
       const one = await cli(['log', location, '--invocation', 'inv-crash-run-1'])
       assert.is(one.code, 0)
@@ -964,7 +967,7 @@ test('usage errors exit 2 and say what is wrong', () =>
       assert.is(missing.code, 2)
       const badType = await cli(['log', 'somewhere', '--type', 'no.such'])
       assert.is(badType.code, 2)
-      assert.match(badType.stderr, /unknown fact type/)
+      assert.match(badType.stderr, /unknown fact type no\.such; known: invocation\.opened, .*, or a family: invocation, model, tool, hold \(tool is tool\.\*\)/)
       const help = await cli(['log', '--help'])
       assert.is(help.code, 0)
       assert.match(help.stdout, /usage: factstate log/)

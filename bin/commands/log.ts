@@ -17,7 +17,8 @@ Prints the facts of a log in seq order, one line each (or one JSON object per li
 the fact's seq, the event, and digest, the log's digest through that fact, which verify prints once
 the log ends there: a program that exports the lines keeps the last seq and digest it wrote, and a
 log that later has another digest at that seq is not the log it read).
-Filters combine. TYPE is a fact type such as tool.dispatched; a trailing * matches a family (tool.*).
+Filters combine. TYPE is a fact type such as tool.dispatched; a trailing * matches a family (tool.*),
+as a family's name alone does (tool: invocation, model, tool, hold).
 --run matches that run id in every session (run ids are a session's own): give --session too.
 --session and --invocation read through the log's indexes (for a session the log never saw, the
 summary on stderr says so); --run, --type, --from and --to alone read the whole log. --from and --to bound the seqs read (inclusive); --last N prints only the last
@@ -39,6 +40,9 @@ A damaged log (one whose snapshot lost facts) is printed as far as it can be rea
 and exits 1, as verify does for it, unless --allow-damaged accepts that (exit 0); a follow ends as
 it always does (Ctrl-C, exit 0, after the warning), and so takes no --allow-damaged.
 Exit codes: 0 printed, 2 usage, 1 the log is damaged, 1/4 the log refused.`
+
+/** The families of fact types, the part of each type before its dot (invocation, model, tool, hold), in FACT_TYPES order. */
+const FACT_FAMILIES = [...new Set(FACT_TYPES.map((type) => type.slice(0, type.indexOf('.'))))]
 
 /**
  * `factstate log <dir>`: prints facts, filtered by session, run, invocation and type.
@@ -73,11 +77,12 @@ export async function logCommand(args: string[], io: CommandIo, options: { signa
   if (typeof parsed === 'number') return parsed
   const { values, positionals } = parsed
   if (positionals.length !== 1) return usage(io, 'expected exactly one log directory', logHelp)
-  const type = values.type
+  // A family's name alone (tool) is its family (tool.*): no fact type is named so.
+  const type = values.type !== undefined && FACT_FAMILIES.includes(values.type) ? `${values.type}.*` : values.type
   if (type !== undefined) {
     const family = type.endsWith('*') ? type.slice(0, -1) : undefined
     const known = family !== undefined ? FACT_TYPES.some((t) => t.startsWith(family)) : FACT_TYPES.includes(type as FactType)
-    if (!known) return usage(io, `unknown fact type ${type}; known: ${FACT_TYPES.join(', ')}`, logHelp)
+    if (!known) return usage(io, `unknown fact type ${type}; known: ${FACT_TYPES.join(', ')}, or a family: ${FACT_FAMILIES.join(', ')} (tool is tool.*)`, logHelp)
   }
   const bounds: { from?: number; to?: number; last?: number } = {}
   for (const name of ['from', 'to', 'last'] as const) {

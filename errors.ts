@@ -78,14 +78,16 @@ export interface FactstateErrorDetails {
   /**
    * `notALog`: `EventLog.open` found another program's LevelDB database. `destination`: why
    * `EventLog.backup` refused its destination (it exists, has no parent directory, or is inside the log).
-   * `field`: the option of `EventLog.open` whose value was refused, or the id argument of a read
-   * (`runs`, `runSource`, `invocationEvents`, `pendingSessions`) that is not an id.
+   * `field`: the option refused (of `EventLog.open`, `openSnapshot`, `pendingSessions`, `events()`,
+   * `recoverInvocations`; as given, for one the call does not take: `waitms`; `options` for options
+   * that are not an object), or the id argument of a read (`runs`, `runSource`, `invocationEvents`,
+   * `pendingSessions`) that is not an id.
    */
   LOG_INVALID_ARGUMENT:
     | {
         notALog?: true
         destination?: 'exists' | 'no_parent' | 'inside_log'
-        field?: 'durability' | 'create' | 'waitMs' | 'signal' | 'sessionId' | 'runId' | 'invocationId'
+        field?: string
       }
     | undefined
   LOG_IO: undefined

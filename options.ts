@@ -43,7 +43,10 @@ export function readOptions<K extends string>(options: unknown, known: readonly 
   let key = ''
   try {
     for (key of Object.keys(options)) {
-      if (!(known as readonly string[]).includes(key)) throw refuse(`there is no option ${JSON.stringify(key)} (the options are ${listed})`, key)
+      if (!(known as readonly string[]).includes(key)) {
+        const meant = meantName(key, known)
+        throw refuse(`there is no option ${JSON.stringify(key)}${meant === undefined ? '' : `: did you mean ${meant}?`} (the options are ${listed})`, key)
+      }
     }
     // Inherited ones too (options made by a class with getters).
     for (key of known) {
@@ -77,4 +80,33 @@ export function shown(value: unknown): string {
   } catch {
     return 'an object that cannot be read'
   }
+}
+
+/**
+ * The one of `names` that `key` misspells, if it looks like one: another case or separator
+ * (`waitms`, `base_url`, `baseURL`), or one or two letters off a name of 6 or more; else undefined.
+ */
+export function meantName<K extends string>(key: string, names: readonly K[]): K | undefined {
+  if ((names as readonly string[]).includes(key)) return undefined
+  const normalized = normalizedName(key)
+  const same = names.find((name) => normalizedName(name) === normalized)
+  if (same !== undefined) return same
+  return names.find((name) => name.length >= 6 && editDistance(normalized, normalizedName(name), 2) <= 2)
+}
+
+/** A name in lower case without separators: `base_url`, `baseURL` and `baseUrl` are one. */
+export const normalizedName = (name: string): string => name.toLowerCase().replace(/[^a-z0-9]/g, '')
+
+/** The edit distance between `a` and `b`, or `limit + 1` once it is known to be more than `limit`. */
+export function editDistance(a: string, b: string, limit: number): number {
+  if (Math.abs(a.length - b.length) > limit) return limit + 1
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j)
+  for (let i = 1; i <= a.length; i += 1) {
+    const current = [i]
+    for (let j = 1; j <= b.length; j += 1) {
+      current[j] = Math.min((previous[j] as number) + 1, (current[j - 1] as number) + 1, (previous[j - 1] as number) + (a[i - 1] === b[j - 1] ? 0 : 1))
+    }
+    previous = current
+  }
+  return previous[b.length] as number
 }

@@ -1,6 +1,6 @@
 import { z } from 'zod'
 import { FactstateError } from '../errors.js'
-import { readOptions } from '../options.js'
+import { readOptions, shown } from '../options.js'
 import { describeIssues, modelOutputSchema, providerRefusalOf, requestIdOf, responseIdOf } from '../facts/schema.js'
 import { messageOf } from '../store/encoding.js'
 import type { ChatRequestBody, ModelClient, ModelRequest, ModelResponse, ProviderConfig, ToolCallPiece } from './model-client.js'
@@ -337,7 +337,9 @@ function checkedResponse(given: unknown): ModelResponse {
 function positive(value: number | undefined, fallback: number, name: string, allowZero = false): number {
   if (value === undefined) return fallback
   if (typeof value !== 'number' || !Number.isFinite(value) || value < 0 || (!allowZero && value === 0)) {
-    throw new FactstateError('ENGINE_INVALID_OPTIONS', `ModelExecutor: ${name} must be a ${allowZero ? 'non-negative' : 'positive'} number`, {
+    // What was given, a string said so: `timeoutMs: "5000"` read from an environment variable is the usual one.
+    const given = typeof value === 'string' ? `a string (${shown(value)}): pass Number(…) of it` : shown(value)
+    throw new FactstateError('ENGINE_INVALID_OPTIONS', `ModelExecutor: ${name} must be a ${allowZero ? 'non-negative' : 'positive'} number, not ${given}`, {
       details: { field: name },
     })
   }

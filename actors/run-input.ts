@@ -1,6 +1,7 @@
 import { isAbsolute } from 'node:path'
 import { z } from 'zod'
 import { FactstateError } from '../errors.js'
+import { editDistance, meantName } from '../options.js'
 import { describeIssues, handoffPauseSchema, issueFields, id, invocationSchema, jsonValue, parentCallSchema, requestFingerprintSchema, runBoundarySchema } from '../facts/schema.js'
 import type { HandoffPause, Invocation, JsonObject, ParentCall, RunBoundary } from '../facts/types.js'
 import { parentProblem, storageProblemAt } from '../store/encoding.js'
@@ -170,20 +171,6 @@ const TOOL_MEMBER_ALIASES: Readonly<Record<string, string>> = {
   retryoptions: 'retry',
 }
 const TOOL_MEMBERS = ['name', 'description', 'inputSchema', 'readOnly', 'validateInput', 'needsApproval', 'timeoutMs', 'retry', 'execute'] as const
-
-/** Levenshtein distance of `a` and `b`, or more than `limit` once it must be. */
-function editDistance(a: string, b: string, limit: number): number {
-  if (Math.abs(a.length - b.length) > limit) return limit + 1
-  let previous = Array.from({ length: b.length + 1 }, (_, j) => j)
-  for (let i = 1; i <= a.length; i += 1) {
-    const current = [i]
-    for (let j = 1; j <= b.length; j += 1) {
-      current[j] = Math.min((previous[j] as number) + 1, (current[j - 1] as number) + 1, (previous[j - 1] as number) + (a[i - 1] === b[j - 1] ? 0 : 1))
-    }
-    previous = current
-  }
-  return previous[b.length] as number
-}
 
 /**
  * The tool member that `key` misnames, if it looks like one (another case or separator, a typo of one
@@ -432,7 +419,8 @@ function recordedParts(input: unknown): [field: string, value: unknown, depth: n
 const RUN_INPUT_MEMBERS: readonly string[] = Object.keys(runInputSchema.shape).filter((key) => key !== 'provider')
 /** Every member a run input may have. */
 export const RUN_INPUT_KEYS: readonly string[] = Object.keys(runInputSchema.shape)
-const PROVIDER_MEMBERS: readonly string[] = Object.keys(runInputSchema.shape.provider.shape).filter((key) => key !== 'kind')
+const PROVIDER_KEYS: readonly string[] = Object.keys(runInputSchema.shape.provider.shape)
+const PROVIDER_MEMBERS: readonly string[] = PROVIDER_KEYS.filter((key) => key !== 'kind')
 
 /** ` (providerOptions belongs beside provider, not in it)`, for unknown keys that are members one level up or down. */
 function misplacedHint(error: z.ZodError): string {
@@ -442,7 +430,12 @@ function misplacedHint(error: z.ZodError): string {
     const at = issue.path.join('.')
     for (const key of issue.keys) {
       if (at === 'provider' && RUN_INPUT_MEMBERS.includes(key)) hints.push(`${key} belongs beside provider, at the top of the run input, not in it`)
-      if (at === '' && PROVIDER_MEMBERS.includes(key)) hints.push(`${key} belongs in provider`)
+      else if (at === '' && PROVIDER_MEMBERS.includes(key)) hints.push(`${key} belongs in provider`)
+      else {
+        // Another spelling of a member of its level (the OpenAI SDK's baseURL, api_key): named.
+        const meant = at === 'provider' ? meantName(key, PROVIDER_KEYS) : at === '' ? meantName(key, RUN_INPUT_KEYS) : undefined
+        if (meant !== undefined) hints.push(`${at === '' ? '' : `${at}.`}${key}: did you mean ${meant}?`)
+      }
     }
   }
   return hints.length === 0 ? '' : ` (${hints.join('; ')})`

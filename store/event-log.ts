@@ -1480,7 +1480,7 @@ export class EventLog {
       create = true,
       waitMs = 0,
       signal,
-    } = readOptions(options, ['durability', 'create', 'waitMs', 'signal'], { call: 'EventLog.open', code: 'LOG_INVALID_ARGUMENT' })
+    } = readOptions(options, ['durability', 'create', 'waitMs', 'signal'], { call: 'EventLog.open', code: 'LOG_INVALID_ARGUMENT', details: fieldDetails })
     if (durability !== 'sync' && durability !== 'os') {
       throw new FactstateError('LOG_INVALID_ARGUMENT', `durability must be 'sync' or 'os', not ${shown(durability)}`, { details: { field: 'durability' } })
     }
@@ -1525,9 +1525,9 @@ export class EventLog {
    */
   static async openSnapshot(location: string, options: SnapshotOptions = {}): Promise<EventLog> {
     checkLocation(location)
-    const { directory = tmpdir() } = readOptions(options, ['directory'], { call: 'EventLog.openSnapshot', code: 'LOG_INVALID_ARGUMENT' })
+    const { directory = tmpdir() } = readOptions(options, ['directory'], { call: 'EventLog.openSnapshot', code: 'LOG_INVALID_ARGUMENT', details: fieldDetails })
     if (typeof directory !== 'string' || directory.trim().length === 0 || directory.includes('\0')) {
-      throw new FactstateError('LOG_INVALID_ARGUMENT', 'the directory of a snapshot must be a non-empty path (not only spaces)')
+      throw new FactstateError('LOG_INVALID_ARGUMENT', 'the directory of a snapshot must be a non-empty path (not only spaces)', { details: { field: 'directory' } })
     }
     await checkCopySource(location, 'take a snapshot of')
     let copy: string
@@ -2934,8 +2934,8 @@ export class EventLog {
    */
   async pendingSessions(options: PendingOptions = {}): Promise<PendingSession[]> {
     this.#assertOpen()
-    const { unanswered = false, sessionId: only } = readOptions(options, ['unanswered', 'sessionId'], { call: 'pendingSessions', code: 'LOG_INVALID_ARGUMENT' })
-    if (typeof unanswered !== 'boolean') throw new FactstateError('LOG_INVALID_ARGUMENT', `pendingSessions: unanswered must be a boolean, not ${typeof unanswered}`)
+    const { unanswered = false, sessionId: only } = readOptions(options, ['unanswered', 'sessionId'], { call: 'pendingSessions', code: 'LOG_INVALID_ARGUMENT', details: fieldDetails })
+    if (typeof unanswered !== 'boolean') throw new FactstateError('LOG_INVALID_ARGUMENT', `pendingSessions: unanswered must be a boolean, not ${shown(unanswered)}`, { details: { field: 'unanswered' } })
     if (only !== undefined && !idSchema.safeParse(only).success) throw notAnId('pendingSessions', 'sessionId', only)
     // One session's run and session records alone (ids hold no `!`, so `r!S!` … `r!S"` are its runs), or every session's.
     const runRange = only === undefined ? { gte: keys.runLow, lt: keys.runHigh } : { gte: `${keys.run(only as string, '')}`, lt: `${keys.runLow}${only as string}"` }
@@ -3311,16 +3311,17 @@ export class EventLog {
     // starts are not read, and bad bounds are refused where they are given.
     this.#assertOpen()
     // Each read once; a misspelt bound (`fromSeq`) is refused, not read as no bound.
-    const { from = 1, to = Number.MAX_SAFE_INTEGER, follow, sessionId } = readOptions(options, ['from', 'to', 'follow', 'sessionId'], { call: 'events()', code: 'LOG_INVALID_ARGUMENT' })
+    const { from = 1, to = Number.MAX_SAFE_INTEGER, follow, sessionId } = readOptions(options, ['from', 'to', 'follow', 'sessionId'], { call: 'events()', code: 'LOG_INVALID_ARGUMENT', details: fieldDetails })
     // `to` itself, not what is left of it past the high-water: the same bounds are valid or not whatever the log holds.
     if (!Number.isSafeInteger(from) || (from as number) < 1 || !Number.isSafeInteger(to) || (to as number) < 0) {
-      throw new FactstateError('LOG_INVALID_ARGUMENT', 'events() takes integer bounds: from at least 1, to at least 0')
+      const field = !Number.isSafeInteger(from) || (from as number) < 1 ? 'from' : 'to'
+      throw new FactstateError('LOG_INVALID_ARGUMENT', 'events() takes integer bounds: from at least 1, to at least 0', { details: { field } })
     }
     if (follow !== undefined && typeof follow !== 'boolean') {
-      throw new FactstateError('LOG_INVALID_ARGUMENT', 'events() takes follow as a boolean')
+      throw new FactstateError('LOG_INVALID_ARGUMENT', 'events() takes follow as a boolean', { details: { field: 'follow' } })
     }
     if (sessionId !== undefined && !idSchema.safeParse(sessionId).success) {
-      throw new FactstateError('LOG_INVALID_ARGUMENT', 'events() takes sessionId as a session id: 1–128 characters from [A-Za-z0-9._:-]')
+      throw new FactstateError('LOG_INVALID_ARGUMENT', 'events() takes sessionId as a session id: 1–128 characters from [A-Za-z0-9._:-]', { details: { field: 'sessionId' } })
     }
     const session = sessionId as string | undefined
     // A follower of a snapshot would wait for facts that never come.
@@ -3614,6 +3615,9 @@ export class EventLog {
     }
   }
 }
+
+/** `details` of a refused option of a log call: `{ field }`, the option named (as given, when it is not one the call takes). */
+const fieldDetails = (field: string): { field: string } => ({ field })
 
 /** A read's id argument that is not an id: `LOG_INVALID_ARGUMENT` saying the rule, with `details.field`. */
 function notAnId(call: string, field: 'sessionId' | 'runId' | 'invocationId', value: unknown): FactstateError {

@@ -131,9 +131,9 @@ export async function recoverInvocations(log: EventLog, options: RecoverOptions 
 
 /** The options, each read once: anything but `{ now?, onClosed? }` functions is `LOG_INVALID_ARGUMENT`, before anything is written. */
 function checkOptions(options: unknown): RecoverOptions {
-  const checked = readOptions(options, ['now', 'onClosed'], { call: 'recoverInvocations', code: 'LOG_INVALID_ARGUMENT' })
+  const checked = readOptions(options, ['now', 'onClosed'], { call: 'recoverInvocations', code: 'LOG_INVALID_ARGUMENT', details: (field) => ({ field }) })
   for (const [key, value] of Object.entries(checked)) {
-    if (typeof value !== 'function') throw new FactstateError('LOG_INVALID_ARGUMENT', `recoverInvocations' ${key} must be a function`)
+    if (typeof value !== 'function') throw new FactstateError('LOG_INVALID_ARGUMENT', `recoverInvocations' ${key} must be a function`, { details: { field: key } })
   }
   return checked as RecoverOptions
 }

@@ -1,0 +1,76 @@
+/**
+ * An option a JavaScript caller misspells or gives the wrong type of is refused, and the refusal
+ * says which field and, where the name is another spelling of one the call takes (`waitms`,
+ * `unAnswered`, the OpenAI SDK's `baseURL`), which one was meant: a plain-JS user got
+ * `LOG_INVALID_ARGUMENT` with no `details` and had to read the message to find the field.
+ */
+import { stat } from 'node:fs/promises'
+import { join } from 'node:path'
+import { test } from 'uvu'
+import * as assert from 'uvu/assert'
+import { validateRunInput } from '../actors/run-input.js'
+import { EventLog, ModelExecutor, recoverInvocations } from '../index.js'
+import { boundedTest, refusal } from './support/log-fixtures.js'
+
+test(
+  "the log's calls name the refused option in details.field (as given, when it is not one they take) and the option meant; nothing is made or written",
+  boundedTest(20_000, async (dir) => {
+    const location = join(dir, 'log')
+    const open = await refusal(EventLog.open(location, { waitms: 1 } as never))
+    assert.equal([open.code, open.details], ['LOG_INVALID_ARGUMENT', { field: 'waitms' }])
+    assert.match(open.message, 'there is no option "waitms": did you mean waitMs? (the options are { durability?, create?, waitMs?, signal? })')
+    assert.is(await stat(location).then(() => 'made', () => 'absent'), 'absent', 'the refused open made no directory')
+    const far = await refusal(EventLog.open(location, { bogus: 1 } as never))
+    assert.equal(far.details, { field: 'bogus' })
+    assert.not.match(far.message, 'did you mean', 'a name like none of the options gets no guess')
+
+    const log = await EventLog.open(location)
+    try {
+      const before = log.head()
+      const misspelt = await refusal(log.pendingSessions({ unAnswered: true } as never))
+      assert.equal([misspelt.code, misspelt.details], ['LOG_INVALID_ARGUMENT', { field: 'unAnswered' }])
+      assert.match(misspelt.message, 'there is no option "unAnswered": did you mean unanswered?')
+      const wrongType = await refusal(log.pendingSessions({ unanswered: 'yes' } as never))
+      assert.equal(wrongType.details, { field: 'unanswered' })
+      assert.match(wrongType.message, 'unanswered must be a boolean, not "yes"')
+      assert.equal((await refusal(log.pendingSessions([] as never))).details, { field: 'options' }, 'options that are not an object')
+      assert.equal((await refusal(async () => log.events({ to: -5 }))).details, { field: 'to' })
+      assert.equal((await refusal(async () => log.events({ from: 0 }))).details, { field: 'from' })
+      assert.equal((await refusal(async () => log.events({ follow: 'yes' } as never))).details, { field: 'follow' })
+      assert.equal((await refusal(async () => log.events({ session: 'a' } as never))).details, { field: 'session' })
+      const recovery = await refusal(recoverInvocations(log, { onclosed: () => undefined } as never))
+      assert.equal(recovery.details, { field: 'onclosed' })
+      assert.match(recovery.message, 'did you mean onClosed?')
+      assert.equal((await refusal(recoverInvocations(log, { now: 5 } as never))).details, { field: 'now' })
+      assert.equal(log.head(), before, 'nothing was written')
+    } finally {
+      await log.close()
+    }
+  }),
+)
+
+test("ModelExecutor says a number given as a string was a string (an environment variable's, say)", async () => {
+  const error = await refusal(() => new ModelExecutor({ timeoutMs: '5000' } as never))
+  assert.equal([error.code, error.details], ['ENGINE_INVALID_OPTIONS', { field: 'timeoutMs' }])
+  assert.match(error.message, 'ModelExecutor: timeoutMs must be a positive number, not a string ("5000"): pass Number(…) of it')
+  assert.match((await refusal(() => new ModelExecutor({ retries: -1 }))).message, 'retries must be a non-negative number, not -1')
+})
+
+test("a run input's provider member in another spelling (the OpenAI SDK's baseURL, api_key) is told the member meant", async () => {
+  const input = (provider: Record<string, unknown>) => ({
+    invocation: { sessionId: 's', turnId: 't', runId: 'r', invocationId: 'i' },
+    provider: { kind: 'openai-chat', model: 'm', ...provider },
+    configuration: { cwd: '/srv' },
+    tools: [],
+    work: { kind: 'message', content: 'hi' },
+  })
+  const sdk = await refusal(() => validateRunInput(input({ baseURL: 'http://127.0.0.1:1/v1' })))
+  assert.is(sdk.code, 'RUN_INVALID_INPUT')
+  assert.ok((sdk.details?.fields as string[]).includes('provider.baseURL'))
+  assert.match(sdk.message, '(provider.baseURL: did you mean baseUrl?)')
+  assert.match((await refusal(() => validateRunInput(input({ baseUrl: 'http://127.0.0.1:1/v1', api_key: 'k' })))).message, '(provider.api_key: did you mean apiKey?)')
+  const top = { ...input({ baseUrl: 'http://127.0.0.1:1/v1' }), maxsteps: 3 }
+  assert.match((await refusal(() => validateRunInput(top))).message, '(maxsteps: did you mean maxSteps?)')
+})
+
+test.run()

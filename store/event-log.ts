@@ -2987,6 +2987,18 @@ export class EventLog {
       // Each unanswered run with the calls with effects it already made: what a resent message would make again.
       for (const session of found) {
         if (session.unanswered === undefined) continue
+        // A run that called no tool (its record has no operation id) has none, and its facts are not read.
+        let record: InvocationRecord | undefined
+        try {
+          record = this.#state.invocationNow(session.unanswered.invocationId)
+        } catch (error) {
+          // A record that cannot be read: its facts are read instead.
+          if (!isFactstateError(error, 'LOG_CORRUPT')) throw error
+        }
+        if (record?.operations.size === 0) {
+          session.unanswered.effects = []
+          continue
+        }
         // A fact that cannot be read costs its run the list, not the session (verify names it).
         const events = await this.#invocationEvents(session.unanswered.invocationId).catch((error: unknown) => {
           if (isFactstateError(error, 'LOG_CORRUPT')) return undefined

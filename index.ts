@@ -24,7 +24,7 @@ export { ModelExecutor, type ModelExecutorOptions } from './actors/model-executo
 export type { ModelTextPiece, ModelToolCallPiece } from './actors/model-text.js'
 export { OpenAIChatClient, retryAfterMsOf } from './actors/openai-chat-client.js'
 export type { ModelClient, ModelRequest, ModelRequestOrigin, ModelResponse, ProviderConfig, ChatMessage, ChatRequestBody, ToolCallPiece } from './actors/model-client.js'
-export { intentFor, successorOf, type HandoffGate, type HandoffReservation, type HeldInvocation, type IntentOptions } from './actors/handoff.js'
+export { intentFor, successorOf, type HandoffGate, type HandoffReservation, type HeldInvocation, type IntentOptions, type ReserveOptions } from './actors/handoff.js'
 export { childRunFor, childRunOf, type ChildRun } from './actors/child-run.js'
 export type { RunInput, RunWork } from './actors/run-input.js'
 export { checkedCatalogOf as catalogOf, type ToolDefinition, type ToolContext, type ToolRetry } from './actors/tool-catalog.js'

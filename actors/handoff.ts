@@ -16,15 +16,34 @@ export interface HandoffGate {
   /**
    * Reserves a hold for the next safe point. Throws at once: `HANDOFF_MISMATCH` for an invalid intent
    * (`details.fields`), `HANDOFF_BUSY` while another reservation is pending or held,
-   * `HANDOFF_UNAVAILABLE` once the run has ended or its signal has aborted.
+   * `HANDOFF_UNAVAILABLE` once the run has ended or its signal has aborted; `HANDOFF_MISMATCH`
+   * (`details.field: 'options'`) for options that are not {@link ReserveOptions}.
    */
-  reserve(intent: HandoffIntent): HandoffReservation
+  reserve(intent: HandoffIntent, options?: ReserveOptions): HandoffReservation
+}
+
+/** What `reserve()` may be told besides the intent. */
+export interface ReserveOptions {
+  /**
+   * When the run's signal aborts (a shutdown's cancel) while the reservation is pending or its hold
+   * is undecided, seal the hold instead of ending the run `cancelled`: calls in flight settle as for
+   * a cancel (their signals abort), and at the safe point that follows the hold is taken and sealed
+   * at once (`hold.entered`, `invocation.ended{handoff_paused}`, what `commit()` writes), so `wait()`
+   * resolves `handoff_paused` and a successor is admitted as for any seal. `ready()` then resolves
+   * with the hold already sealed: its `commit()` resolves with the sealed pause, writing nothing, and
+   * `release()` rejects `HANDOFF_NOT_HELD`. A hold that cannot be taken or sealed there (the budget
+   * spent, the final answer given, a successor that could not be admitted) is given up as without
+   * the option, and the run ends `cancelled`; so is every hold when the log closes under the run.
+   * Default false.
+   */
+  sealOnCancel?: boolean | undefined
 }
 
 /** A pending hold. */
 export interface HandoffReservation {
   /**
-   * Resolves at the next safe point with the run held (`hold.entered` is durable). Rejects with
+   * Resolves at the next safe point with the run held (`hold.entered` is durable), or, with
+   * `sealOnCancel`, once the seal a cancel made is durable (the hold is then sealed already). Rejects with
    * `HANDOFF_CANCELLED` after `cancel()`, `HANDOFF_UNAVAILABLE` if the run ends first, and — nothing
    * written, the run goes on — `HANDOFF_CLAIMED` if the intent's claim is already used or
    * `HANDOFF_MISMATCH` if its successor run or invocation id already exists.
@@ -33,7 +52,8 @@ export interface HandoffReservation {
   /**
    * Gives the reservation up; the run goes on. Before `ready()` settles it always takes effect (`ready()`
    * rejects `HANDOFF_CANCELLED`): if the actor was already writing `hold.entered`, the hold is rolled
-   * back at once (`hold.released`). After `ready()` settled it has no effect.
+   * back at once (`hold.released`). After `ready()` settled it has no effect, nor once a cancel of the
+   * run is writing the seal of a `sealOnCancel` reservation (`ready()` then resolves with it sealed).
    */
   cancel(): void
 }
@@ -48,7 +68,8 @@ export interface HeldInvocation {
    * Seals: `invocation.ended{handoff_paused}`; resolves with exactly `preview()` once durable. No further model request.
    * Refused atomically with the seal — nothing written, the run still held — when no successor could
    * be admitted: `HANDOFF_CLAIMED` (the claim was used meanwhile), `HANDOFF_MISMATCH` (the successor run
-   * or invocation id exists). `HANDOFF_NOT_HELD` once the hold is released, sealed or ended by cancellation.
+   * or invocation id exists). `HANDOFF_NOT_HELD` once the hold is released, sealed or ended by cancellation,
+   * except that a hold sealed by a cancel (`sealOnCancel`) resolves with its pause, writing nothing.
    */
   commit(): Promise<HandoffPause>
 }
@@ -98,7 +119,7 @@ export class Deferred<T> {
   }
 }
 
-type ReservationState = 'pending' | 'entering' | 'held' | 'deciding' | 'done' | 'cancelled'
+type ReservationState = 'pending' | 'entering' | 'sealing' | 'held' | 'deciding' | 'done' | 'cancelled'
 
 /** One reservation and its hold, as the actor sees it. */
 export class Reservation implements HandoffReservation {
@@ -111,10 +132,14 @@ export class Reservation implements HandoffReservation {
   #deciding: HoldDecision | undefined
   /** What a decision that comes after the hold ended is told (`HANDOFF_NOT_HELD`): how it ended. */
   #notHeld: string | undefined
+  /** The pause a cancel sealed (`sealOnCancel`): a `commit()` resolves with it. */
+  #sealed: HandoffPause | undefined
 
   constructor(
     readonly intent: HandoffIntent,
     private readonly onCancel: (reservation: Reservation) => void,
+    /** See `ReserveOptions.sealOnCancel`. */
+    readonly sealOnCancel = false,
   ) {}
 
   ready(): Promise<HeldInvocation> {
@@ -139,8 +164,33 @@ export class Reservation implements HandoffReservation {
   enter(pause: HandoffPause): void {
     this.state = 'held'
     this.pause = pause
+    this.held.resolve(this.#holder(pause))
+  }
+
+  /** Called by the actor as it seals a pending reservation on a cancel: `cancel()` comes too late from here on. */
+  seal(): void {
+    this.state = 'sealing'
+  }
+
+  /**
+   * Called by the actor once the seal a cancel made is durable (`sealOnCancel`): `ready()` resolves
+   * with the hold sealed, and a decision taken meanwhile is told so (a commit resolves with the pause).
+   */
+  sealed(pause: HandoffPause): void {
+    this.pause = pause
+    this.#sealed = pause
+    this.#notHeld = `hold ${this.intent.handoffId} is no longer held: it was sealed when the run was cancelled`
+    if (this.state === 'sealing') this.held.resolve(this.#holder(pause))
+    const deciding = this.#deciding
+    if (deciding?.kind === 'commit') deciding.done.resolve(structuredClone(pause))
+    else deciding?.done.reject(new FactstateError('HANDOFF_NOT_HELD', this.#notHeld))
+    this.#deciding = undefined
+    this.state = 'done'
+  }
+
+  #holder(pause: HandoffPause): HeldInvocation {
     const reservation = this
-    this.held.resolve({
+    return {
       preview() {
         return structuredClone(pause)
       },
@@ -148,9 +198,11 @@ export class Reservation implements HandoffReservation {
         return reservation.#decide((done) => ({ kind: 'release', done }), new Deferred<void>())
       },
       commit() {
+        // What the holder asked for is what the cancel sealed: nothing more to write.
+        if (reservation.#sealed) return Promise.resolve(structuredClone(reservation.#sealed))
         return reservation.#decide((done) => ({ kind: 'commit', done }), new Deferred<HandoffPause>())
       },
-    })
+    }
   }
 
   #decide<T>(make: (done: Deferred<T>) => HoldDecision, done: Deferred<T>): Promise<T> {
@@ -173,7 +225,7 @@ export class Reservation implements HandoffReservation {
 
   /** Called by the actor when the log refused the hold before it was entered: `ready()` rejects, the run goes on. */
   refuse(error: unknown): void {
-    if (this.state === 'entering') this.held.reject(error)
+    if (this.state === 'entering' || this.state === 'sealing') this.held.reject(error)
     this.state = 'done'
   }
 
@@ -187,7 +239,7 @@ export class Reservation implements HandoffReservation {
 
   /** Called by the actor when the run ends or fails before or while the hold is taken. */
   abandon(error: FactstateError): void {
-    if (this.state === 'pending' || this.state === 'entering') this.held.reject(error)
+    if (this.state === 'pending' || this.state === 'entering' || this.state === 'sealing') this.held.reject(error)
     if (this.state !== 'done') {
       const why = messageWithoutCode(error)
       this.#notHeld ??= error.code === 'HANDOFF_NOT_HELD' ? why : `hold ${this.intent.handoffId} is no longer held: ${why}`
@@ -232,7 +284,7 @@ export class Gate implements HandoffGate {
     private readonly refusal: () => FactstateError | undefined = () => undefined,
   ) {}
 
-  reserve(given: HandoffIntent): HandoffReservation {
+  reserve(given: HandoffIntent, options?: ReserveOptions): HandoffReservation {
     let parsed: ReturnType<typeof reserveIntentSchema.safeParse>
     // Restored after: a getter of the intent could make another gate reserve meanwhile.
     const outer = reservingFor
@@ -255,14 +307,22 @@ export class Gate implements HandoffGate {
     // The checked copy is what is kept: the caller's object is read once (a getter, an inherited or
     // hidden member, a proxy cannot make the hold differ from what was checked).
     const intent = parsed.data as HandoffIntent
+    const { sealOnCancel } = readOptions(options, ['sealOnCancel'], { call: 'reserve', code: 'HANDOFF_MISMATCH', details: () => ({ field: 'options', fields: ['options'] }) })
+    if (sealOnCancel !== undefined && typeof sealOnCancel !== 'boolean') {
+      throw new FactstateError('HANDOFF_MISMATCH', `reserve: options.sealOnCancel must be a boolean, not ${typeof sealOnCancel}`, { details: { field: 'options', fields: ['options'] } })
+    }
     const refused = this.closed ?? this.refusal()
     if (refused) throw refused
     if (this.current && this.current.state !== 'done' && this.current.state !== 'cancelled') {
       throw new FactstateError('HANDOFF_BUSY', `hold ${this.current.intent.handoffId} is still ${this.current.state}`)
     }
-    const reservation = new Reservation(intent, (cancelled) => {
-      if (this.current === cancelled) this.current = undefined
-    })
+    const reservation = new Reservation(
+      intent,
+      (cancelled) => {
+        if (this.current === cancelled) this.current = undefined
+      },
+      sealOnCancel === true,
+    )
     this.current = reservation
     this.#reserved?.()
     return reservation

@@ -444,7 +444,9 @@ export class InvocationActor {
         () => {
           const refusal = this.#noMoreHolds()
           this.gate.closed ??= refusal
-          this.gate.pending()?.abandon(refusal)
+          const pending = this.gate.pending()
+          // One to be sealed on a cancel waits for the safe point the cancel reaches (see `#sealOnCancel`).
+          if (pending && (!pending.sealOnCancel || this.#stopped)) pending.abandon(refusal)
         },
         { once: true },
       )
@@ -476,10 +478,47 @@ export class InvocationActor {
     this.#holding?.decision.reject(error)
   }
 
-  /** Ends the run as cancelled, or stops it (throws `LOG_CLOSED`) if it was the log that closed. */
-  #halt(): Promise<never> {
+  /**
+   * Ends the run as cancelled (or sealed, for a reservation that asked for it: `#sealOnCancel`), or
+   * stops it (throws `LOG_CLOSED`) if it was the log that closed. Called at a safe point.
+   */
+  async #halt(): Promise<never> {
     if (this.#stopped) throw this.#stopped
+    await this.#sealOnCancel()
     return this.#cancelled()
+  }
+
+  /**
+   * At the safe point a cancel reached: takes the hold of a pending `sealOnCancel` reservation and
+   * seals it in one append (`hold.entered`, `invocation.ended{handoff_paused}`), ending the run
+   * (throws `Ended`). Returns, nothing written, when no hold can be taken here (the final answer given,
+   * the budget spent) or the log refuses its successor; the run then ends cancelled.
+   */
+  async #sealOnCancel(): Promise<void> {
+    const reservation = this.gate.pending()
+    if (!reservation?.sealOnCancel) return
+    const { context } = this.#snapshot
+    // Cut short by the cancel or in its back-off, the last request is the successor's first, as in a back-off's hold (see `#pauseFor`).
+    const retrying = this.#own.at(-1)?.fact.type === 'model.interrupted'
+    if (stateOf(this.#snapshot) !== 'safePoint' || context.answered || (context.stepsUsed >= this.setup.budget && !retrying)) return
+    const pause = this.#pauseFor(reservation, retrying)
+    reservation.seal()
+    try {
+      await this.#recordAll(
+        [
+          { type: 'hold.entered', handoffId: reservation.intent.handoffId },
+          { type: 'invocation.ended', outcome: { status: 'handoff_paused', pause } },
+        ],
+        this.#successorFree(reservation.intent),
+      )
+    } catch (error) {
+      if (!successorTaken(error)) throw error
+      // Nothing was written: `ready()` rejects with the refusal, and the run ends cancelled.
+      reservation.refuse(error)
+      return
+    }
+    reservation.sealed(pause)
+    throw new Ended({ status: 'handoff_paused', pause })
   }
 
   /** The machine state as the actor has it (equal to folding its facts from the log). */
@@ -625,7 +664,8 @@ export class InvocationActor {
   /**
    * The pause a commit would seal now. Its parts are the actor's own copies (never the caller's
    * objects): no copy needed. Held in a retry's back-off, the failed step is not spent: its request
-   * is the successor's first step, as it would have been this run's retry.
+   * is the successor's first step, as it would have been this run's retry; so is a request a cancel
+   * cut short, for a hold sealed on that cancel (`#sealOnCancel`).
    */
   #pauseFor(reservation: Reservation, retrying: boolean): HandoffPause {
     return {
@@ -684,12 +724,29 @@ export class InvocationActor {
         this.#holding = undefined
       }
       if (decision === 'aborted') {
+        if (reservation.sealOnCancel) await this.#sealHeld(reservation)
         reservation.abandon(new FactstateError('HANDOFF_NOT_HELD', `hold ${handoffId} ended: the run was cancelled`))
         await this.#cancelled()
         return
       }
       if (await this.#decide(reservation, decision)) return
     }
+  }
+
+  /**
+   * Seals a held `sealOnCancel` hold whose run was cancelled before its holder decided, as `commit()`
+   * would (throws `Ended`); returns, nothing written, when the log refuses its successor (the run then ends cancelled).
+   */
+  async #sealHeld(reservation: Reservation): Promise<void> {
+    const pause = reservation.pause as HandoffPause
+    try {
+      await this.#record({ type: 'invocation.ended', outcome: { status: 'handoff_paused', pause } }, this.#successorFree(pause.intent))
+    } catch (error) {
+      if (!successorTaken(error)) throw error
+      return
+    }
+    reservation.sealed(pause)
+    throw new Ended({ status: 'handoff_paused', pause })
   }
 
   #decisionOrAbort(reservation: Reservation, signal: AbortSignal): Promise<HoldDecision | 'aborted'> {

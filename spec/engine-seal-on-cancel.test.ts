@@ -2,13 +2,15 @@
  * `reserve(intent, { sealOnCancel: true })`: a graceful shutdown's cancel (`abort('shutdown')`) that
  * comes while the reservation waits for its safe point, or while its hold waits for a decision, seals
  * the hold rather than ending the run cancelled; a hold that cannot be taken there is given up as
- * without the option. Real LevelDB, the scripted model server.
+ * without the option. Real LevelDB, the scripted model server, and a child process sent SIGTERM
+ * running the README's reviewer recipe and shutdown handler.
  */
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { EventLog, type HandoffPause, type HandoffReservation, type HeldInvocation, type RunInput, type RunningInvocation, type ToolDefinition, recoverInvocations } from '../index.js'
 import { answer } from '../testing/scripted-model-server.js'
 import { rejectsWithCode } from './support/codes.js'
+import { startChild } from './support/log-fixtures.js'
 import {
   type EngineHarness,
   countingTool,
@@ -17,7 +19,9 @@ import {
   intentOf,
   lastFactOf,
   messagesOf,
+  only,
   refusedWithoutWriting,
+  type SealedRun,
   sealAtFirstSafePoint,
   successorInput,
   typesOf,
@@ -241,6 +245,70 @@ test(
     assert.equal((await ended('held'))?.status, 'failed', 'not sealed')
   }),
 )
+
+/**
+ * Runs the README's reviewer recipe in a child process (`seal`: with `sealOnCancel`), sends it
+ * SIGTERM while its tool runs, and keeps what it printed; its shutdown handler exits on its own.
+ */
+function shutDownChild(mode: 'seal' | 'plain', printed: string[]) {
+  return async (logPath: string): Promise<void> => {
+    const child = startChild('child-seal-on-cancel.ts', [logPath, mode])
+    try {
+      await child.waitForLine((line) => line === 'reserved', 20_000)
+      child.process.kill('SIGTERM')
+      const exited = await Promise.race([child.exited, new Promise<undefined>((resolve) => setTimeout(resolve, 20_000))])
+      assert.equal(exited, { code: 0, signal: null }, `the child shut down cleanly (${child.stderr()})`)
+    } finally {
+      await child.stop('SIGKILL')
+    }
+    printed.push(...child.lines)
+  }
+}
+
+{
+  const printed: string[] = []
+  test(
+    'a real process running the reviewer recipe with sealOnCancel, sent SIGTERM while the tool runs: the run is sealed, and a successor in another process completes without the tool run again',
+    engineTest([answer.text('refund issued')], { ms: 30_000, before: shutDownChild('seal', printed) }, async (h) => {
+      const outcome = JSON.parse(printed.find((line) => line.startsWith('outcome '))?.slice('outcome '.length) ?? 'null') as { status: string; pause: HandoffPause }
+      assert.is(outcome.status, 'handoff_paused', printed.join('\n'))
+      assert.ok(printed.includes('decided sealed'), "the recipe's ready().then((held) => held.commit()) resolved")
+      const facts = await factsOf(h.log, 'invocation-shutdown')
+      assert.equal(
+        facts.map((fact) => fact.type),
+        ['invocation.opened', 'model.requested', 'model.completed', 'tool.dispatched', 'tool.settled', 'hold.entered', 'invocation.ended'],
+      )
+      assert.equal(facts.at(-1), { type: 'invocation.ended', outcome })
+      const pending = await h.log.pendingSessions()
+      assert.equal(pending.map((session) => [session.sessionId, session.paused.map((turn) => turn.runId)]), [['session-shutdown', ['run-shutdown']]])
+
+      const prepare = countingTool('prepare')
+      const input = h.input('shutdown', { tools: [prepare] })
+      const sealed = await h.log.runSource(input.invocation.sessionId, input.invocation.runId)
+      assert.ok(sealed?.pause)
+      assert.equal(sealed.pause, outcome.pause)
+      assert.equal(await h.run(successorInput({ input, pause: sealed.pause, source: sealed.boundary } as SealedRun)), { status: 'completed' })
+      assert.is(prepare.calls.length, 0, 'the successor does not run the tool')
+      const dispatched = (await h.log.prefix(1_000, 1 << 24)).events.filter((stored) => stored.event.fact.type === 'tool.dispatched')
+      assert.is(dispatched.length, 1, 'the tool ran once in all')
+    }),
+  )
+}
+
+{
+  const printed: string[] = []
+  test(
+    'the same without sealOnCancel: the hold is refused (HANDOFF_UNAVAILABLE) and the run ends cancelled{shutdown}, nothing paused',
+    engineTest([], { ms: 30_000, before: shutDownChild('plain', printed) }, async (h) => {
+      assert.ok(printed.includes('outcome {"status":"cancelled","source":"shutdown"}'), printed.join('\n'))
+      assert.ok(printed.includes('decided HANDOFF_UNAVAILABLE'), printed.join('\n'))
+      const facts = await factsOf(h.log, 'invocation-shutdown')
+      assert.equal(only(facts, 'hold.entered'), [])
+      assert.equal(facts.at(-1), { type: 'invocation.ended', outcome: { status: 'cancelled', source: 'shutdown' } })
+      assert.equal(await h.log.pendingSessions(), [])
+    }),
+  )
+}
 
 test(
   'sealOnCancel that is not a boolean, or options that are not reserve()\u2019s: HANDOFF_MISMATCH naming the options, nothing reserved or written',

@@ -11,7 +11,7 @@ import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import { Engine, EventLog, ModelExecutor, type Invocation, type JsonObject, type RunInput, type StoredEvent, type ToolDefinition } from '../index.js'
+import { Engine, EventLog, ModelExecutor, childRunFor, type Invocation, type JsonObject, type RunInput, type StoredEvent, type ToolDefinition } from '../index.js'
 import { answer, compareRuns, recordedRun, scriptedModelServer, scriptOf, type Script, type ScriptedAnswer } from '../testing/index.js'
 import { rejectsWithCode } from './support/codes.js'
 import { REPO_ROOT } from './support/log-fixtures.js'
@@ -215,6 +215,64 @@ test('a continuation replays with the run it continued: recordedRun reads the li
       }),
     30_000,
     'continuation replay',
+  ),
+)
+
+test("a fact naming another run's ids (an operation of the run it continued, a child run's, a run's own) agrees with the replay's naming the replay's", () =>
+  withTimeout(
+    () =>
+      withTempDir(async (dir) => {
+        /** A note saver that returns the ids its call has: its child run's, its invocation's, its run's. */
+        const saveNote = (): ToolDefinition => ({
+          name: 'save_note',
+          inputSchema: { type: 'object', properties: { text: { type: 'string' } }, required: ['text'] },
+          execute: async (_input, context) => ({
+            saved: true,
+            writer: childRunFor(context, 'writer').invocation.sessionId,
+            invocation: context.invocation.invocationId,
+            run: context.invocation.runId,
+          }),
+        })
+        const script: Script = [answer.toolCalls([{ name: 'save_note', arguments: { text: 'call Ann' } }]), answer.text('Saved.'), answer.text('Not saved again.')]
+        /** The first run saves the note; its continuation is told so, naming the operation (of `step`, in the replay that names another). */
+        const chain = (prefix: string, step = 'step-1') => (baseUrl: string): Next[] => [
+          input(baseUrl, `${prefix}-1`, dir, [saveNote()], { kind: 'message', content: 'Note: call Ann.' }),
+          async (log) => {
+            const source = await log.runSource(`session-${prefix}-1`, `run-${prefix}-1`)
+            assert.ok(source, 'the first run is in the log')
+            const content = `save_note (operation invocation-${prefix}-1/${step}/0): the note was saved; do not save it again`
+            return { ...input(baseUrl, `${prefix}-2`, dir, [saveNote()], { kind: 'continuation', source: source.boundary, content }), invocation: { ...ids(`${prefix}-2`), sessionId: `session-${prefix}-1` } }
+          },
+        ]
+        let recorded: StoredEvent[] = []
+        await runAll(join(dir, 'production'), script, chain('prod'), async (log) => {
+          recorded = await recordedRun(log, 'invocation-prod-2')
+        })
+        const settled = recorded.find(({ event }) => event.fact.type === 'tool.settled')?.event.fact
+        assert.equal(settled?.type === 'tool.settled' && settled.outcome.status === 'succeeded' ? settled.outcome.output : undefined, {
+          saved: true,
+          writer: 'invocation-prod-1.step-1.0.writer',
+          invocation: 'invocation-prod-1',
+          run: 'run-prod-1',
+        })
+        let replayed: StoredEvent[] = []
+        await runAll(join(dir, 'replay'), scriptOf(recorded), chain('replay'), async (log) => {
+          replayed = await recordedRun(log, 'invocation-replay-2')
+        })
+        assert.is(compareRuns(recorded, replayed)?.message, undefined)
+
+        // A continuation told of another operation of the first run: named by its run's label, step and index.
+        let other: StoredEvent[] = []
+        await runAll(join(dir, 'other'), scriptOf(recorded), chain('other', 'step-2'), async (log) => {
+          other = await recordedRun(log, 'invocation-other-2')
+        })
+        const difference = compareRuns(recorded, other)
+        assert.is(difference?.field, 'input.content')
+        assert.is(difference?.recorded, 'save_note (operation <run 1>/step-1/0): the note was saved; do not save it again')
+        assert.is(difference?.replayed, 'save_note (operation <run 1>/step-2/0): the note was saved; do not save it again')
+      }),
+    30_000,
+    'other runs\' ids',
   ),
 )
 

@@ -181,7 +181,7 @@ export interface RunDifference {
    * `facts` when one list ended before the other.
    */
   field: string
-  /** The recorded value there, ids of the invocation written `<invocation>` (`undefined` when absent). */
+  /** The recorded value there, the ids of the list's runs written `<run 1>`, `<run 2 session>` and so on (`undefined` when absent). */
   recorded: unknown
   /** The replay's value there, likewise. */
   replayed: unknown
@@ -195,17 +195,63 @@ function comparedExecution(execution: ExecutionSettings): Record<string, unknown
   return { model, providerOptions, mainOutputLimit, tools, instructions }
 }
 
-/** What of an operation id is the replay's as well: its step and index, the invocation written `<invocation>`. */
-function operation(operationId: string, invocationId: string): string {
-  return operationId.startsWith(`${invocationId}/`) ? `<invocation>${operationId.slice(invocationId.length)}` : operationId
+/** Characters of an id (`ID_PATTERN`): what may not come right before an id named in a string. */
+const ID_CHAR = 'A-Za-z0-9._:-'
+
+/** The ids of the runs in a list of events, each with the label it is compared as: a run's ids differ between a recording and its replay by design. */
+interface RunLabels {
+  /** Matches `<invocationId>/step-` (an operation id) and `<invocationId>.step-` (a child run's ids), longest id first. */
+  operations: RegExp | undefined
+  /** Each run's invocation id, as `<run k>`, and its session, turn and run ids, as `<run k session>` and so on. */
+  labels: Map<string, string>
 }
 
-/** Every `<invocationId>/step-` in the strings of `value` (an operation id in a tool's output or a message) written `<invocation>/step-`. */
-function withoutIds(value: unknown, invocationId: string): unknown {
-  const mark = `${invocationId}/step-`
-  if (typeof value === 'string') return value.includes(mark) ? value.split(mark).join('<invocation>/step-') : value
-  if (Array.isArray(value)) return value.map((item) => withoutIds(item, invocationId))
-  if (value !== null && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, withoutIds(item, invocationId)]))
+/**
+ * The runs of `events` labelled in the order their invocation ids first appear (an invocation's own,
+ * then those of the operations its `priorUnknown` names): `<run 1>`, `<run 2>`, …; a later run's ids
+ * that are an earlier run's keep the earlier label.
+ */
+function runLabels(events: { event: RuntimeEvent }[]): RunLabels {
+  const labels = new Map<string, string>()
+  const invocations: string[] = []
+  const add = (id: string, label: string) => {
+    if (!labels.has(id)) labels.set(id, label)
+  }
+  const invocation = (id: string) => {
+    if (invocations.includes(id)) return
+    invocations.push(id)
+    add(id, `<run ${invocations.length}>`)
+  }
+  for (const { event } of events) {
+    const { invocationId, sessionId, turnId, runId } = event.invocation
+    invocation(invocationId)
+    const label = labels.get(invocationId) as string
+    add(runId, label.replace('>', ' run>'))
+    add(turnId, label.replace('>', ' turn>'))
+    add(sessionId, label.replace('>', ' session>'))
+    const { fact } = event
+    if (fact.type === 'invocation.opened' && fact.input.kind !== 'handoff') for (const op of fact.input.priorUnknown ?? []) invocation(op.invocationId)
+  }
+  const escaped = [...invocations].sort((a, b) => b.length - a.length).map((id) => id.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))
+  // After no id character: `xinv-1/step-1/0` names no operation of `inv-1`.
+  const operations = escaped.length === 0 ? undefined : new RegExp(`(?<![${ID_CHAR}])(${escaped.join('|')})(?=[/.]step-)`, 'g')
+  return { operations, labels }
+}
+
+/**
+ * `value` with the ids of the runs of its list written as their labels (`runLabels`): in each
+ * string, every operation id of theirs (`<invocationId>/step-…`) and every child run id
+ * (`<invocationId>.step-…`), and a string that is one of their ids as a whole (a tool returning its
+ * `context.invocation.runId`).
+ */
+function withoutIds(value: unknown, runs: RunLabels): unknown {
+  if (typeof value === 'string') {
+    const whole = runs.labels.get(value)
+    if (whole !== undefined) return whole
+    return runs.operations === undefined ? value : value.replace(runs.operations, (id: string) => runs.labels.get(id) as string)
+  }
+  if (Array.isArray(value)) return value.map((item) => withoutIds(item, runs))
+  if (value !== null && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, withoutIds(item, runs)]))
   return value
 }
 
@@ -221,7 +267,7 @@ function compared(fact: Fact): Record<string, unknown> {
           content: input.content,
           ...(input.kind === 'handoff'
             ? { remainingSteps: input.pause.remainingSteps }
-            : { priorUnknown: input.priorUnknown?.map((op) => ({ name: op.name, callId: op.callId, input: op.input, operationId: operation(op.operationId, op.invocationId) })) }),
+            : { priorUnknown: input.priorUnknown?.map((op) => ({ name: op.name, callId: op.callId, input: op.input, operationId: op.operationId })) }),
         },
         execution: comparedExecution(fact.execution),
       }
@@ -242,7 +288,7 @@ function compared(fact: Fact): Record<string, unknown> {
     case 'tool.dispatched':
     case 'tool.settled':
     case 'tool.rejected':
-      // Its operation id is compared by its step and index, as every string naming one of the invocation's operations (`withoutIds`).
+      // Its operation id is compared by its run's label, step and index, as every string naming an operation of a run of the list (`withoutIds`).
       return { ...fact }
     case 'hold.entered':
     case 'hold.released':
@@ -287,6 +333,7 @@ const callIndex = (fact: Fact) => Number((fact as { operationId: string }).opera
  * call order (a call's dispatch before its settlement): calls run side by side settle in any order.
  */
 function comparable(events: { event: RuntimeEvent; seq?: number }[]): Compared[] {
+  const labels = runLabels(events)
   const runs = new Map<string, number>()
   const out: Compared[] = []
   let group: Compared[] = []
@@ -299,7 +346,7 @@ function comparable(events: { event: RuntimeEvent; seq?: number }[]): Compared[]
   for (const { event, seq } of events) {
     const id = event.invocation.invocationId
     if (!runs.has(id)) runs.set(id, runs.size)
-    const item: Compared = { fact: event.fact, value: withoutIds(compared(event.fact), id), run: runs.get(id) as number, ...(seq === undefined ? {} : { seq }) }
+    const item: Compared = { fact: event.fact, value: withoutIds(compared(event.fact), labels), run: runs.get(id) as number, ...(seq === undefined ? {} : { seq }) }
     const step = TOOL_FACTS.has(event.fact.type) ? `${id}\n${(event.fact as { operationId: string }).operationId.split('/').slice(0, -1).join('/')}` : undefined
     if (step !== groupOf) flush()
     groupOf = step
@@ -343,8 +390,13 @@ function showValue(value: unknown): string {
  * The first way the facts of a replay differ from the recorded run's, or `undefined` when they agree:
  * the same runs, the same model answers, the same tool calls with the same names, inputs and
  * outcomes, the same rejections, holds and endings. Left out is what differs between two runs of the
- * same input by design: event ids, times, the invocation's ids (an operation id is compared by its
- * step and index, and an operation id inside a tool's output or a message likewise), the run's `cwd`
+ * same input by design: event ids, times, the runs' ids (each run of a list is labelled `<run k>` in
+ * the order its invocation id first appears, and compared by that label: an operation id by its run,
+ * step and index, also inside a tool's output, a message or `priorUnknown`, whichever run of the list
+ * it names; a child run's ids, `<invocationId>.step-…`, alike; a string that is a run's invocation,
+ * run, turn or session id as a whole likewise, so a string of a tool's that merely equals one is taken
+ * for it. A child run id that `childRunFor` cut past 128 characters ends in a digest of the whole, and
+ * is compared as it is), the run's `cwd`
  * and workspace, a continuation's source boundary, a handoff's ids, the request digests (the request
  * is made of what is compared), the provider's ids for its answers (`responseId`, `requestId`) and the
  * words of a model failure (its status, class and the provider's code, type and param are compared).

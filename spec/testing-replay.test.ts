@@ -473,6 +473,60 @@ test('calls run side by side may settle in another order in the replay: compareR
   ),
 )
 
+test('calls the recording ran one at a time, replayed side by side: compareRuns names the dispatch that came before the settlement', () =>
+  withTimeout(
+    () =>
+      withTempDir(async (dir) => {
+        /** A lookup whose first call returns only once the second has started: the two calls overlap. */
+        const overlapping = (): ToolDefinition => {
+          let secondStarted: () => void = () => {}
+          const second = new Promise<void>((resolve) => (secondStarted = resolve))
+          return {
+            ...lookupOrder({}),
+            async execute(input) {
+              const { orderId } = input as { orderId: string }
+              if (orderId === 'A-17') await second
+              else secondStarted()
+              return { orderId, status: 'shipped' }
+            },
+          }
+        }
+        const script: Script = [
+          answer.toolCalls([
+            { name: 'lookupOrder', arguments: { orderId: 'A-17' } },
+            { name: 'lookupOrder', arguments: { orderId: 'B-2' } },
+          ]),
+          answer.text('Both shipped.'),
+        ]
+        const shipped = (): ToolDefinition => ({ ...lookupOrder({}), execute: async (input) => ({ orderId: (input as { orderId: string }).orderId, status: 'shipped' }) })
+        const toolFacts = (events: StoredEvent[]) => events.flatMap(({ event }) => (event.fact.type.startsWith('tool.') ? [event.fact.type] : []))
+        let recorded: StoredEvent[] = []
+        await runAll(join(dir, 'production'), script, (baseUrl) => [{ ...input(baseUrl, 'production', dir, [shipped()]), toolConcurrency: 1 }], async (log) => {
+          recorded = await recordedRun(log, 'invocation-production')
+        })
+        let replayed: StoredEvent[] = []
+        await runAll(join(dir, 'replay'), scriptOf(recorded), (baseUrl) => [{ ...input(baseUrl, 'replay', dir, [overlapping()]), toolConcurrency: 2 }], async (log) => {
+          replayed = await recordedRun(log, 'invocation-replay')
+        })
+        assert.equal(toolFacts(recorded), ['tool.dispatched', 'tool.settled', 'tool.dispatched', 'tool.settled'])
+        assert.equal(toolFacts(replayed), ['tool.dispatched', 'tool.dispatched', 'tool.settled', 'tool.settled'])
+        const difference = compareRuns(recorded, replayed)
+        const firstSettled = recorded.find(({ event }) => event.fact.type === 'tool.settled')
+        assert.is(difference?.field, 'fact.type')
+        assert.is(difference?.recordedSeq, firstSettled?.seq)
+        assert.equal([difference?.recorded, difference?.replayed], ['tool.settled', 'tool.dispatched'])
+        // The same replay run one call at a time agrees.
+        let sequential: StoredEvent[] = []
+        await runAll(join(dir, 'sequential'), scriptOf(recorded), (baseUrl) => [{ ...input(baseUrl, 'sequential', dir, [shipped()]), toolConcurrency: 1 }], async (log) => {
+          sequential = await recordedRun(log, 'invocation-sequential')
+        })
+        assert.is(compareRuns(recorded, sequential), undefined)
+      }),
+    30_000,
+    'sequential replayed side by side',
+  ),
+)
+
 /**
  * A turn sealed by a handoff after its first step and finished by its successor, on a fresh log at
  * `dir`, against a server answering `script` (whose first answer is held until the hold is reserved,

@@ -167,7 +167,7 @@ export function scriptOf(events: readonly (StoredEvent | RuntimeEvent)[]): Scrip
 
 /** The first difference between a recorded run's facts and a replay's (see {@link compareRuns}). */
 export interface RunDifference {
-  /** The position, from 0, of the facts that differ among those compared (each list in seq order, each step's tool facts by call). */
+  /** The position, from 0, of the facts that differ among those compared (each list in seq order, but the tool facts of a step whose calls the recording ran side by side, by call). */
   index: number
   /** The recorded fact's `seq`, when the recorded events are stored ones; absent past their end. */
   recordedSeq?: number | undefined
@@ -321,6 +321,8 @@ interface Compared {
   value: unknown
   run: number
   seq?: number
+  /** For a tool fact, its step: the run's index and the step id, the same in a replay. */
+  step?: string
 }
 
 const TOOL_FACTS = new Set<FactType>(['tool.dispatched', 'tool.settled', 'tool.rejected'])
@@ -328,29 +330,59 @@ const TOOL_FACTS = new Set<FactType>(['tool.dispatched', 'tool.settled', 'tool.r
 /** The call index an operation id ends with. */
 const callIndex = (fact: Fact) => Number((fact as { operationId: string }).operationId.split('/').at(-1))
 
-/**
- * The facts of `events` as compared: in their order, except each step's tool facts, which are put in
- * call order (a call's dispatch before its settlement): calls run side by side settle in any order.
- */
+/** The facts of `events` as compared, in their order, each tool fact with its step. */
 function comparable(events: { event: RuntimeEvent; seq?: number }[]): Compared[] {
   const labels = runLabels(events)
   const runs = new Map<string, number>()
+  return events.map(({ event, seq }) => {
+    const id = event.invocation.invocationId
+    if (!runs.has(id)) runs.set(id, runs.size)
+    const run = runs.get(id) as number
+    const item: Compared = { fact: event.fact, value: withoutIds(compared(event.fact), labels), run, ...(seq === undefined ? {} : { seq }) }
+    if (!TOOL_FACTS.has(event.fact.type)) return item
+    const { operationId } = event.fact as { operationId: string }
+    const stepId = operationId.slice(operationId.startsWith(`${id}/`) ? id.length + 1 : 0, operationId.lastIndexOf('/'))
+    return { ...item, step: `${run}\n${stepId}` }
+  })
+}
+
+/** The steps of `items` whose calls ran side by side: a call dispatched before one dispatched earlier settled. */
+function overlappedSteps(items: readonly Compared[]): Set<string> {
+  const overlapped = new Set<string>()
+  const unsettled = new Map<string, Set<number>>()
+  for (const { fact, step } of items) {
+    if (step === undefined) continue
+    const open = unsettled.get(step) ?? new Set<number>()
+    unsettled.set(step, open)
+    if (fact.type === 'tool.dispatched') {
+      if (open.size > 0) overlapped.add(step)
+      open.add(callIndex(fact))
+    } else if (fact.type === 'tool.settled') open.delete(callIndex(fact))
+  }
+  return overlapped
+}
+
+/**
+ * `items` in their order, except the tool facts of each step in `relaxed`, which are put in call
+ * order (a call's dispatch before its settlement): calls the recording ran side by side settle in any
+ * order. A step the recording ran one call at a time keeps its interleaving, which a replay run side
+ * by side does not.
+ */
+function inCallOrder(items: readonly Compared[], relaxed: ReadonlySet<string>): Compared[] {
   const out: Compared[] = []
   let group: Compared[] = []
+  let groupOf: string | undefined
   const flush = () => {
-    group.sort((a, b) => callIndex(a.fact) - callIndex(b.fact) || Number(a.fact.type !== 'tool.dispatched') - Number(b.fact.type !== 'tool.dispatched'))
+    if (groupOf !== undefined && relaxed.has(groupOf)) {
+      group.sort((a, b) => callIndex(a.fact) - callIndex(b.fact) || Number(a.fact.type !== 'tool.dispatched') - Number(b.fact.type !== 'tool.dispatched'))
+    }
     out.push(...group)
     group = []
   }
-  let groupOf: string | undefined
-  for (const { event, seq } of events) {
-    const id = event.invocation.invocationId
-    if (!runs.has(id)) runs.set(id, runs.size)
-    const item: Compared = { fact: event.fact, value: withoutIds(compared(event.fact), labels), run: runs.get(id) as number, ...(seq === undefined ? {} : { seq }) }
-    const step = TOOL_FACTS.has(event.fact.type) ? `${id}\n${(event.fact as { operationId: string }).operationId.split('/').slice(0, -1).join('/')}` : undefined
-    if (step !== groupOf) flush()
-    groupOf = step
-    if (step === undefined) out.push(item)
+  for (const item of items) {
+    if (item.step !== groupOf) flush()
+    groupOf = item.step
+    if (item.step === undefined) out.push(item)
     else group.push(item)
   }
   flush()
@@ -400,8 +432,11 @@ function showValue(value: unknown): string {
  * and workspace, a continuation's source boundary, a handoff's ids, the request digests (the request
  * is made of what is compared), the provider's ids for its answers (`responseId`, `requestId`) and the
  * words of a model failure (its status, class and the provider's code, type and param are compared).
- * The tool facts of one step are compared in call order, as calls run side by side settle in any
- * order. Pass both lists as read (`recordedRun`, `log.invocationEvents`); what is not a list of
+ * The tool facts of a step whose calls the recording ran side by side (one dispatched before an earlier
+ * one settled) are compared in call order, as such calls settle in any order: how the replay
+ * interleaved them is not compared there. A step the recording ran one call at a time is compared as
+ * it was interleaved, so a replay that runs its calls side by side (a higher `toolConcurrency`) is
+ * named where a dispatch comes before the settlement recorded. Pass both lists as read (`recordedRun`, `log.invocationEvents`); what is not a list of
  * events is `TESTING_INVALID_OPTIONS` (`details.field`: `recorded`, `replayed`).
  *
  * @example
@@ -410,8 +445,12 @@ function showValue(value: unknown): string {
  * ```
  */
 export function compareRuns(recorded: readonly (StoredEvent | RuntimeEvent)[], replayed: readonly (StoredEvent | RuntimeEvent)[]): RunDifference | undefined {
-  const left = comparable(eventsOf(recorded, 'compareRuns', 'recorded'))
-  const right = comparable(eventsOf(replayed, 'compareRuns', 'replayed'))
+  const recordedItems = comparable(eventsOf(recorded, 'compareRuns', 'recorded'))
+  const replayedItems = comparable(eventsOf(replayed, 'compareRuns', 'replayed'))
+  // The steps whose calls the recording ran side by side: their settlements may come in another order.
+  const relaxed = overlappedSteps(recordedItems)
+  const left = inCallOrder(recordedItems, relaxed)
+  const right = inCallOrder(replayedItems, relaxed)
   for (let index = 0; index < Math.max(left.length, right.length); index += 1) {
     const a = left[index]
     const b = right[index]

@@ -311,7 +311,7 @@ export async function closeLog(log: EventLog | undefined): Promise<void> {
   }
 }
 
-/** The flag of `log` and `pending` that accepts what they read of a damaged log (exit 0 then). */
+/** The flag of `log`, `pending` and `script` that accepts what they read of a damaged log (exit 0 then). */
 export const ALLOW_DAMAGED = 'allow-damaged'
 
 /**

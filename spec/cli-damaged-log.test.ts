@@ -1,6 +1,6 @@
 /**
- * The CLI's readers on a damaged log (one whose snapshot lost facts): `log` and `pending` print what
- * is left, after a warning, and exit 1, as `verify` does for it, so that a script notices; with
+ * The CLI's readers on a damaged log (one whose snapshot lost facts): `log`, `pending` and `script`
+ * print what is left, after a warning, and exit 1, as `verify` does for it, so that a script notices; with
  * `--allow-damaged` the user accepts that and they exit 0.
  */
 import { stat } from 'node:fs/promises'
@@ -9,6 +9,7 @@ import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { logCommand } from '../bin/commands/log.js'
 import { pendingCommand } from '../bin/commands/pending.js'
+import { scriptCommand } from '../bin/commands/script.js'
 import { verifyCommand } from '../bin/commands/verify.js'
 import { type CommandIo, EXIT } from '../bin/io.js'
 import { EventLog } from '../index.js'
@@ -19,13 +20,14 @@ import { withTempDir, withTimeout } from './support/temp.js'
 /** The facts of a run left open in session-open: what the damaged log keeps. */
 const openRun = () => new EventMaker(invocationOf('open')).many([facts.opened(), facts.requested('s1')])
 
-/** Each reader, and how many lines it prints for `openRun` alone (its two facts, its run, its session). */
+/** Each reader, and how many lines it prints for `openRun` alone (its two facts, its run, its session, the script of its request: one unanswered). */
 const readers: { name: string; run: (args: string[], io: CommandIo) => Promise<number>; args: string[]; lines: number }[] = [
   { name: 'log', run: logCommand, args: [], lines: 2 },
   { name: 'log --json', run: logCommand, args: ['--json'], lines: 2 },
   { name: 'log --runs', run: logCommand, args: ['--session', 'session-open', '--runs'], lines: 1 },
   { name: 'pending', run: pendingCommand, args: [], lines: 1 },
   { name: 'pending --json', run: pendingCommand, args: ['--json'], lines: 1 },
+  { name: 'script', run: scriptCommand, args: ['--invocation', 'inv-open'], lines: 5 },
 ]
 
 /** Runs every reader on the damaged log at `location`, without and with --allow-damaged. */
@@ -54,7 +56,7 @@ async function readDamaged(location: string, state: string): Promise<void> {
   }
 }
 
-test('log and pending print what is left of a damaged log, then exit 1 with LOG_CORRUPT and its remedy; --allow-damaged accepts it (exit 0)', () =>
+test('log, pending and script print what is left of a damaged log, then exit 1 with LOG_CORRUPT and its remedy; --allow-damaged accepts it (exit 0)', () =>
   withTimeout(
     withTempDir(async (dir) => {
       const location = join(dir, 'log')
@@ -71,6 +73,11 @@ test('log and pending print what is left of a damaged log, then exit 1 with LOG_
       assert.is(await verifyCommand([location, '--allow-damaged'], flagged.io), EXIT.usage)
       assert.is(flagged.err[0], 'error: unknown option --allow-damaged')
       assert.is(await verifyCommand([location], collector().io), EXIT.failed)
+      // script prints JSON whatever it is given: a --json would promise nothing on stdout when it fails, which a damaged log breaks.
+      const json = collector()
+      assert.is(await scriptCommand([location, '--invocation', 'inv-open', '--json'], json.io), EXIT.usage)
+      assert.is(json.err[0], 'error: script always prints JSON: it takes no --json')
+      assert.equal(json.out, [])
       // A follow ends at Ctrl-C with 0 whatever the log: the flag would do nothing there, and is refused.
       const following = collector()
       assert.is(await logCommand([location, '--follow', '--allow-damaged'], following.io), EXIT.usage)
@@ -79,7 +86,7 @@ test('log and pending print what is left of a damaged log, then exit 1 with LOG_
     30_000,
   ))
 
-test('an undamaged log: log and pending exit 0, with or without --allow-damaged, and print no warning', () =>
+test('an undamaged log: log, pending and script exit 0, with or without --allow-damaged, and print no warning', () =>
   withTimeout(
     withTempDir(async (dir) => {
       const location = join(dir, 'log')

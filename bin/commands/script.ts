@@ -1,8 +1,8 @@
 import { escapeControls } from '../../store/fact-summary.js'
 import { recordedRun, scriptOf } from '../../testing/replay.js'
-import { type CommandIo, onLogDirectory, usage } from '../io.js'
+import { ALLOW_DAMAGED, type CommandIo, onLogDirectory, usage } from '../io.js'
 
-export const scriptHelp = `usage: factstate script <log-directory> --invocation ID
+export const scriptHelp = `usage: factstate script <log-directory> --invocation ID [--allow-damaged]
 
 Prints the script that replays invocation ID against factstate/testing's scripted model server
 (scriptOf(await recordedRun(log, ID))): one JSON array, the answers its model gave and those of the
@@ -12,7 +12,12 @@ it alike. For a bug report or a regression test: scriptedModelServer(JSON.parse(
 The facts were redacted when they were recorded (the provider's key and headers, the engine's
 secrets), so the script holds nothing the log does not; it does hold what users and tools said.
 Reads a snapshot of the log, as log and verify do. An invocation the log never saw is refused
-(TESTING_INVALID_OPTIONS, exit 4); --invocation missing, or not an id, is a usage error (exit 2).`
+(TESTING_INVALID_OPTIONS, exit 4); --invocation missing, or not an id, is a usage error (exit 2).
+It always prints JSON, and takes no --json (a usage error).
+A damaged log (one whose snapshot lost facts) is scripted as far as it can be read, after a warning,
+and exits 1, as verify does for it (the script may lack answers the log held), unless
+--allow-damaged accepts that (exit 0).
+Exit codes: 0 printed, 2 usage, 1 the log is damaged, 1/4 the log refused.`
 
 /**
  * `factstate script <dir> --invocation ID`.
@@ -24,6 +29,8 @@ Reads a snapshot of the log, as log and verify do. An invocation the log never s
  */
 export async function scriptCommand(args: string[], io: CommandIo): Promise<number> {
   const asksHelp = args.some((arg) => arg === '--help' || arg === '-h')
+  // Its output is JSON already: a --json taken silently would promise `--json`'s convention (nothing on stdout when it fails), which a damaged log breaks.
+  if (!asksHelp && args.some((arg) => arg === '--json' || arg.startsWith('--json='))) return usage(io, 'script always prints JSON: it takes no --json', scriptHelp)
   if (!asksHelp && !args.some((arg) => arg === '--invocation' || arg.startsWith('--invocation='))) {
     return usage(io, '--invocation ID is required: the invocation whose run to script', scriptHelp)
   }
@@ -38,7 +45,7 @@ export async function scriptCommand(args: string[], io: CommandIo): Promise<numb
       // so each line is printed on its own, its fact text's C1 and bidirectional controls escaped as `log --json` does.
       for (const line of JSON.stringify(script, null, 2).split('\n')) io.stdout(escapeControls(line))
     },
-    [],
+    [ALLOW_DAMAGED],
     ['invocation'],
   )
 }

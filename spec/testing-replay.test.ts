@@ -56,8 +56,8 @@ function input(
   }
 }
 
-/** Quick retries, so a recorded 503 and its retry replay in no time. */
-const executor = () => new ModelExecutor({ timeoutMs: 5_000, backoffMs: 1, maxBackoffMs: 5 })
+/** Quick retries, so a recorded 503 and its retry replay in no time; a timeout no answer on a loaded machine reaches (no case here is one). */
+const executor = () => new ModelExecutor({ timeoutMs: 30_000, backoffMs: 1, maxBackoffMs: 5 })
 
 /** The production run: two lookups, a call to a tool the catalog lacks, a 503 retried, reasoning and cache counts. */
 const PRODUCTION: Script = [
@@ -171,7 +171,7 @@ test('a replay whose tool answers otherwise: compareRuns names the first fact th
         assert.is(short?.field, 'facts')
         assert.match(short?.message ?? '', /the replay ends here, after 3 facts/)
       }),
-    30_000,
+    60_000,
     'replay difference',
   ),
 )
@@ -213,7 +213,7 @@ test('a continuation replays with the run it continued: recordedRun reads the li
         const own = replayed.filter(({ event }) => event.invocation.invocationId === 'invocation-replay-next')
         assert.is(compareRuns(recorded, own)?.field, 'input.kind')
       }),
-    30_000,
+    60_000,
     'continuation replay',
   ),
 )
@@ -271,7 +271,7 @@ test("a fact naming another run's ids (an operation of the run it continued, a c
         assert.is(difference?.recorded, 'save_note (operation <run 1>/step-1/0): the note was saved; do not save it again')
         assert.is(difference?.replayed, 'save_note (operation <run 1>/step-2/0): the note was saved; do not save it again')
       }),
-    30_000,
+    60_000,
     'other runs\' ids',
   ),
 )
@@ -299,7 +299,7 @@ test("a provider's refusal replays as the same status, code and type: the run fa
         })
         assert.is(compareRuns(recorded, other)?.field, 'provider.status')
       }),
-    30_000,
+    60_000,
     'refusal replay',
   ),
 )
@@ -330,7 +330,7 @@ test('bad input is refused with TESTING_INVALID_OPTIONS naming the field, and th
           assert.equal(log.head(), before, 'nothing was written')
         })
       }),
-    30_000,
+    60_000,
     'bad input',
   ),
 )
@@ -401,9 +401,10 @@ test('attempts that got no answer replay alike: a reset retried, one past the re
   withTimeout(
     () =>
       withTempDir(async (dir) => {
-        // One retry, and a timeout short enough for a test: the replay's executor is the recording's.
+        // One retry: the replay's executor is the recording's. A timeout short enough for a test where the
+        // case is a timeout (a hang times out however slow the machine); elsewhere one a loaded machine never reaches.
         const IN_ANSWER = JSON.stringify({ error: { message: 'overloaded', code: 'server_overloaded', type: 'server_error' } })
-        const quick = () => new ModelExecutor({ timeoutMs: 400, retries: 1, backoffMs: 1, maxBackoffMs: 5 })
+        const quick = (timeoutMs: number) => new ModelExecutor({ timeoutMs, retries: 1, backoffMs: 1, maxBackoffMs: 5 })
         const cases: [string, ScriptedAnswer[], string[], string][] = [
           ['retried', [answer.reset(), answer.text('ok')], ['reset', 'text'], 'completed'],
           ['exhausted', [answer.reset(), answer.reset()], ['reset', 'reset'], 'failed model_failed'],
@@ -413,19 +414,20 @@ test('attempts that got no answer replay alike: a reset retried, one past the re
           ['timeout', [answer.hang()], ['hang'], 'failed model_timeout'],
         ]
         for (const [name, production, kinds, ending] of cases) {
+          const timeoutMs = name === 'timeout' ? 400 : 30_000
           const read = (into: StoredEvent[], id: string) => async (log: EventLog) => void into.push(...(await recordedRun(log, id)))
           const recorded: StoredEvent[] = []
-          await runAll(join(dir, name, 'production'), production, (baseUrl) => [input(baseUrl, 'production', '/srv/prod', [lookupOrder({})])], read(recorded, 'invocation-production'), quick())
+          await runAll(join(dir, name, 'production'), production, (baseUrl) => [input(baseUrl, 'production', '/srv/prod', [lookupOrder({})])], read(recorded, 'invocation-production'), quick(timeoutMs))
           const ended = recorded.at(-1)?.event.fact
           assert.is(ended?.type === 'invocation.ended' ? `${ended.outcome.status}${ended.outcome.status === 'failed' ? ` ${ended.outcome.class}` : ''}` : undefined, ending, name)
           const script = scriptOf(recorded)
           assert.equal(script.map((scripted) => scripted.kind), kinds, name)
           const replayed: StoredEvent[] = []
-          await runAll(join(dir, name, 'replay'), script, (baseUrl) => [input(baseUrl, 'replay', dir, [lookupOrder({})])], read(replayed, 'invocation-replay'), quick())
+          await runAll(join(dir, name, 'replay'), script, (baseUrl) => [input(baseUrl, 'replay', dir, [lookupOrder({})])], read(replayed, 'invocation-replay'), quick(timeoutMs))
           assert.is(compareRuns(recorded, replayed), undefined, name)
         }
       }),
-    60_000,
+    180_000,
     'failure replay',
   ),
 )
@@ -468,7 +470,7 @@ test('calls run side by side may settle in another order in the replay: compareR
         assert.equal([settledOrder(recorded), settledOrder(replayed)], [['B-2', 'A-17'], ['A-17', 'B-2']], 'the calls settled in another order')
         assert.is(compareRuns(recorded, replayed), undefined)
       }),
-    30_000,
+    60_000,
     'side by side',
   ),
 )
@@ -522,7 +524,7 @@ test('calls the recording ran one at a time, replayed side by side: compareRuns 
         })
         assert.is(compareRuns(recorded, sequential), undefined)
       }),
-    30_000,
+    60_000,
     'sequential replayed side by side',
   ),
 )
@@ -574,7 +576,7 @@ test("a handoff's successor replays with the run it succeeded: the seal and the 
         const replayed = await handedOff(join(dir, 'replay'), scriptOf(recorded), 'replay')
         assert.is(compareRuns(recorded, replayed), undefined)
       }),
-    30_000,
+    60_000,
     'handoff replay',
   ),
 )
@@ -629,7 +631,7 @@ test('factstate script prints the script of a recorded run as JSON, redacted as 
         assert.is(notLog.code, 2)
         assert.match(notLog.stderr, /no factstate log at/)
       }),
-    60_000,
+    120_000,
     'factstate script',
   ),
 )

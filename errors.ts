@@ -42,6 +42,8 @@ export type FactstateErrorCode =
   | 'HANDOFF_UNAVAILABLE'
   // the machine
   | 'MACHINE_REJECTED'
+  // a tool's own calls into its context
+  | 'TOOL_SECRET_INVALID'
   // options of the engine, its model executor and the inspector
   | 'ENGINE_INVALID_OPTIONS'
   | 'INSPECTOR_INVALID_OPTIONS'
@@ -160,6 +162,11 @@ export interface FactstateErrorDetails {
    * for what is not a list).
    */
   MACHINE_REJECTED: { state?: string | null; type?: string | null; index?: number | null }
+  /**
+   * `reason`: why `ToolContext.addSecret` refused its value: `not_a_string`, `too_short` (under 8
+   * characters once trimmed) or `too_many` (the run has 64 such secrets already).
+   */
+  TOOL_SECRET_INVALID: { reason: 'not_a_string' | 'too_short' | 'too_many' }
   /** `field`: the option. */
   ENGINE_INVALID_OPTIONS: { field: string }
   /** `field`: the option; `value`: the value given (for `host`, `port`, `maxEvents`, `maxBytes`, and a port in use). */

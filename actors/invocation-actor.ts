@@ -16,7 +16,7 @@ import type { ChatRequestBody, ModelClient, ProviderConfig, ToolCallPiece } from
 import type { ModelExecutor } from './model-executor.js'
 import { type ApprovalRequest, type Approver, type NeedsApproval, decide, needsApprovalFor } from './approval.js'
 import { LiveText, LiveToolCalls, type ModelTextPiece, type ModelToolCallPiece } from './model-text.js'
-import { type Secrets, redact, redactAnswer, redactDeep, redactFailure, secretsOf } from './redaction.js'
+import { type Secrets, redact, redactAnswer, redactDeep, redactFailure, secretsOf, withToolSecret } from './redaction.js'
 import { functionTools, type ToolDefinition } from './tool-catalog.js'
 import { argumentsOf } from './tool-arguments.js'
 import { failureText, failureWithin } from './tool-failure.js'
@@ -208,12 +208,16 @@ type AttemptResult = { result: ToolResult | typeof ABANDONED; thrown?: { error: 
  * that could not be recorded (the tool ran), an uncertain or abandoned attempt, nor once `gate` has
  * aborted. A failure after more than one attempt says how many were made (an uncertain one in
  * `attempts`), the failure first and any note after it, cut once at `maxToolResultBytes`.
+ *
+ * `call.addSecret` is the context's `addSecret` (it throws `TOOL_SECRET_INVALID` to the tool): from
+ * then on, `redactMessage` (called as each text is redacted, never read ahead) and whatever redacts
+ * the result must remove the value too, on every later attempt as well.
  */
 export async function runToolCall(
   tool: ToolDefinition,
   input: unknown,
   gate: AbortSignal,
-  call: { operationId: string; invocation: Invocation },
+  call: { operationId: string; invocation: Invocation; addSecret: (secret: unknown) => void },
   limits: { toolTimeoutMs?: number | undefined; maxToolResultBytes: number },
   redactMessage: (text: string) => string = (text) => text,
 ): Promise<ToolResult | typeof ABANDONED> {
@@ -263,7 +267,7 @@ async function runAttempt(
   tool: ToolDefinition,
   input: unknown,
   gate: AbortSignal,
-  call: { operationId: string; invocation: Invocation; attempt: number },
+  call: { operationId: string; invocation: Invocation; attempt: number; addSecret: (secret: unknown) => void },
   limits: { toolTimeoutMs?: number | undefined; maxToolResultBytes: number },
   redactMessage: (text: string) => string,
 ): Promise<AttemptResult> {
@@ -272,7 +276,7 @@ async function runAttempt(
   try {
     const run = (signal: AbortSignal) => {
       given = signal
-      const context = { signal, operationId: call.operationId, attempt: call.attempt, invocation: { ...call.invocation } }
+      const context = { signal, operationId: call.operationId, attempt: call.attempt, invocation: { ...call.invocation }, addSecret: (secret: string) => call.addSecret(secret) }
       return toolResult(tool.execute(structuredClone(input), context), { limit: limits.maxToolResultBytes, readOnly: tool.readOnly === true })
     }
     if (timeoutMs === undefined) return { result: await run(gate) }
@@ -1116,7 +1120,12 @@ export class InvocationActor {
     // `gate`: the run's signal, or beside other calls one that also aborts when one of them fails.
     // A failure message loses declared secrets by their pieces too (`Secrets.inToolFailures`); data only credentials, whole.
     const failureSecrets = () => this.setup.secrets.inToolFailures ?? this.setup.secrets.inData
-    const result = await runToolCall(tool, input, gate, { operationId, invocation: this.setup.invocation }, this.setup, (text) => redact(text, failureSecrets()))
+    // A secret the tool adds (`context.addSecret`) is the run's from then on: this call's settlement, whichever
+    // attempt it records, and whatever the run records after it, are redacted of it too.
+    const addSecret = (secret: unknown) => {
+      this.setup.secrets = withToolSecret(this.setup.secrets, secret)
+    }
+    const result = await runToolCall(tool, input, gate, { operationId, invocation: this.setup.invocation, addSecret }, this.setup, (text) => redact(text, failureSecrets()))
     if (result === ABANDONED) {
       // Left dispatched, never settled, as a crash leaves it: uncertain, for the session to reconcile.
       throw new ToolUncertain(

@@ -17,6 +17,7 @@
  */
 import type { ModelOutput } from '../facts/types.js'
 import type { ProviderConfig } from './model-client.js'
+import { FactstateError } from '../errors.js'
 import { messageOf } from '../store/encoding.js'
 
 /** The shortest piece of a secret that is redacted on its own. */
@@ -44,6 +45,36 @@ export const REDACTED = '[redacted]'
  * ordinary message.
  */
 export const DECLARED_SECRET = 'engine secret '
+
+/**
+ * The header names a run's tools' secrets (`ToolContext.addSecret`) go under: declared secrets (see
+ * {@link DECLARED_SECRET}), numbered in the order they were added.
+ */
+const TOOL_SECRET = `${DECLARED_SECRET}added by a tool `
+/** The most secrets a run's tools may add (as many as an engine takes: `EngineOptions.secrets`). */
+export const MAX_TOOL_SECRETS = 64
+
+/**
+ * `secrets` with `secret`, which a tool got while it ran, added as a declared secret (see
+ * {@link DECLARED_SECRET}): removed from data whole, and from failure messages in every form and by
+ * its pieces. The same secrets when it was added already. `TOOL_SECRET_INVALID` for what is not a
+ * string of 8 characters or more once trimmed (as `EngineOptions.secrets` takes), or past
+ * {@link MAX_TOOL_SECRETS}; the message never quotes the value.
+ */
+export function withToolSecret(secrets: Secrets, secret: unknown): Secrets {
+  const refused = (reason: 'not_a_string' | 'too_short' | 'too_many', why: string) =>
+    new FactstateError('TOOL_SECRET_INVALID', `context.addSecret ${why}; the value is not shown`, { details: { reason } })
+  if (typeof secret !== 'string') throw refused('not_a_string', `takes a string, not ${secret === null ? 'null' : secret === undefined ? 'undefined' : `a ${typeof secret}`}`)
+  // A shorter one would be removed from everyday text (a year, a word) wherever it appears.
+  if (secret.trim().length < SECRET_PIECE) throw refused('too_short', `takes a secret of ${SECRET_PIECE} characters or more (spaces around it not counted)`)
+  const from = secrets.from ?? {}
+  const headers = { ...from.headers }
+  const added = Object.keys(headers).filter((name) => name.startsWith(TOOL_SECRET))
+  if (added.some((name) => headers[name] === secret)) return secrets
+  if (added.length >= MAX_TOOL_SECRETS) throw refused('too_many', `was given more than ${MAX_TOOL_SECRETS} secrets in one run`)
+  headers[`${TOOL_SECRET}${added.length}`] = secret
+  return secretsOf({ apiKey: from.apiKey, headers })
+}
 
 /** Header names that say the value is a credential: its pieces are redacted too. */
 const CREDENTIAL_HEADER = /auth|key|token|secret|passw|cookie|signature|credential|bearer/i

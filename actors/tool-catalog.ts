@@ -139,6 +139,20 @@ export interface ToolContext {
    * may take days" in the README).
    */
   invocation: Invocation
+  /**
+   * Declares a secret the tool got while it ran (an access token it exchanged its key for, a
+   * credential fetched from a vault), which `EngineOptions.secrets` could not name: from this call
+   * on it is removed from everything the run records, as the engine's secrets are: from this call's
+   * settlement (what it returns, or throws even after adding it, whichever attempt of a `retry` that
+   * is), from what later calls of the run return and throw, and from the model's answers and
+   * approvers' text; whole from data, and in every form and by its pieces of 8 characters or more from
+   * failure messages. Call it as soon as the tool has the value, before anything may quote it; again
+   * for the same value is free. For the rest of this run only (another run, a continuation's or a
+   * child's, has its tools add it again), and in memory only. `TOOL_SECRET_INVALID` (thrown here, the
+   * value never quoted) for what is not a string of 8 characters or more once trimmed, or past 64 in
+   * one run.
+   */
+  addSecret: (secret: string) => void
 }
 
 /** JSON with object keys sorted, so that equal values have one text. */

@@ -19,8 +19,8 @@ const REFUND_SCHEMA = {
 }
 
 /** The tools of the comparison, each keeping the contexts it was called with. */
-function tools(): { tools: ToolDefinition[]; contexts: Omit<ToolContext, 'signal'>[] } {
-  const contexts: Omit<ToolContext, 'signal'>[] = []
+function tools(): { tools: ToolDefinition[]; contexts: Omit<ToolContext, 'signal' | 'addSecret'>[] } {
+  const contexts: Omit<ToolContext, 'signal' | 'addSecret'>[] = []
   const seen = (context: ToolContext) => contexts.push({ operationId: context.operationId, attempt: context.attempt, invocation: context.invocation })
   return {
     contexts,
@@ -170,6 +170,98 @@ test(
         assert.equal(await callTool(tool, {}), { status: 'succeeded', output: 'ran' }, `${field}: without the option it runs`)
       }
       assert.is(calls.length, 2, 'only the calls without the option ran')
+    },
+  ),
+)
+
+const TOKEN = 'oauth-access-token-for-tests-7f3a9c'
+const LEASE = 'vault-lease-credential-42b8e1d0c5'
+/** Tools that get a credential while they run and add it with `context.addSecret`, then return or throw it. */
+const addingTools = (): ToolDefinition[] => [
+  {
+    name: 'login',
+    readOnly: true,
+    retry: { retries: 1, backoffMs: 1 },
+    // Added on attempt 1, which throws; attempt 2 returns it without adding it again.
+    execute: (_input, context) => {
+      if (context.attempt === 2) return { token: TOKEN }
+      context.addSecret(TOKEN)
+      throw new Error(`exchange answered 503 for ${TOKEN}`)
+    },
+  },
+  {
+    name: 'lease',
+    readOnly: true,
+    execute: (_input, context) => {
+      context.addSecret(LEASE)
+      throw new Error(`lease ${LEASE} refused (ending ${LEASE.slice(-10)})`, { cause: new Error(`sent ${Buffer.from(LEASE).toString('base64')}`) })
+    },
+  },
+  {
+    name: 'invalid',
+    readOnly: true,
+    execute: (_input, context) => {
+      context.addSecret('tiny')
+      return 'not reached'
+    },
+  },
+]
+
+test(
+  'callTool honours context.addSecret as a run does: the added value gone from the output (of a later attempt too) and from the failure (whole, masked, encoded); an invalid one is TOOL_SECRET_INVALID',
+  engineTest(
+    [answer.toolCalls([{ name: 'login', arguments: {} }, { name: 'lease', arguments: {} }, { name: 'invalid', arguments: {} }]), answer.text('done')],
+    {},
+    async ({ run, input, log }) => {
+      assert.equal(await run({ ...input('added'), tools: addingTools() }), { status: 'completed' })
+      const facts = await factsOf(log, 'invocation-added')
+      const invocation: Invocation = { sessionId: 'session-added', turnId: 'turn-added', runId: 'run-added', invocationId: 'invocation-added' }
+      const outcomes: (ToolCallOutcome | undefined)[] = []
+      for (const [index, tool] of addingTools().entries()) {
+        const operationId = `invocation-added/step-1/${index}`
+        // Without the `secrets` option: what the tool adds is redacted all the same.
+        const fromUnit = await callTool(tool, {}, { invocation, operationId })
+        assert.equal(fromUnit, recorded(facts, operationId), tool.name)
+        outcomes.push(fromUnit)
+      }
+      assert.equal(outcomes, [
+        { status: 'succeeded', output: { token: '[redacted]' } },
+        { status: 'failed', message: 'lease [redacted] refused (ending [redacted]); cause: sent [redacted]' },
+        { status: 'failed', message: 'FactstateError: TOOL_SECRET_INVALID: context.addSecret takes a secret of 8 characters or more (spaces around it not counted); the value is not shown' },
+      ])
+      for (const secret of [TOKEN, LEASE]) assert.not.ok(JSON.stringify(facts).includes(secret.slice(-8)), 'no fact holds a piece of it')
+      const refusals: unknown[] = []
+      const many: ToolDefinition = {
+        name: 'many',
+        execute: (_input, context) => {
+          for (let index = 0; index < 65; index += 1) context.addSecret(`lease-number-${index}`)
+          return 'not reached'
+        },
+      }
+      const tooMany = await callTool(many, {})
+      assert.equal(tooMany, { status: 'failed', message: 'FactstateError: TOOL_SECRET_INVALID: context.addSecret was given more than 64 secrets in one run; the value is not shown' })
+      const probing: ToolDefinition = {
+        name: 'probing',
+        execute: (_input, context) => {
+          for (const value of [null, 12345678, '       7', 'again-the-same', 'again-the-same']) {
+            try {
+              context.addSecret(value as string)
+              refusals.push('added')
+            } catch (error) {
+              refusals.push([(error as { code?: string }).code, (error as { details?: unknown }).details])
+            }
+          }
+          return 'again-the-same, 2024'
+        },
+      }
+      assert.equal(await callTool(probing, {}), { status: 'succeeded', output: '[redacted], 2024' })
+      assert.equal(refusals, [
+        ['TOOL_SECRET_INVALID', { reason: 'not_a_string' }],
+        ['TOOL_SECRET_INVALID', { reason: 'not_a_string' }],
+        ['TOOL_SECRET_INVALID', { reason: 'too_short' }],
+        'added',
+        'added',
+      ])
     },
   ),
 )

@@ -23,6 +23,7 @@ import {
   type ProviderConfig,
   type RunInput,
   type StoredEvent,
+  type ToolContext,
   recoverInvocations,
   successorOf,
 } from '../index.js'
@@ -849,6 +850,109 @@ test(
       await log.close()
       await server.close()
     }
+  }),
+)
+
+test(
+  "secrets: a token a tool adds with context.addSecret reaches no fact, no file and no request: its call's result and failure (after it was added, on a retry's later attempt), a later call's, the rest of the run; invalid ones are TOOL_SECRET_INVALID",
+  bounded(30_000, async (dir) => {
+    const random = randomBytes(16).toString('hex')
+    // Not key-like to the data rule (no digit needed): the tool said it is a secret, so data loses it whole.
+    const token = `oauth-access-${random}`
+    const later = `vault-lease-${randomBytes(16).toString('hex')}`
+    /** Any 8 characters of either token's random part in a row, or its base64. */
+    const holdsToken = (text: string | Buffer): boolean => {
+      const haystack = typeof text === 'string' ? text : text.toString('latin1')
+      for (const secret of [token, later]) {
+        if (haystack.includes(Buffer.from(secret).toString('base64').slice(0, 16))) return true
+        const part = secret.slice(secret.lastIndexOf('-') + 1)
+        for (let at = 0; at + 8 <= part.length; at += 1) if (haystack.includes(part.slice(at, at + 8))) return true
+      }
+      return false
+    }
+    const server = await scriptedModelServer([
+      answer.toolCalls([{ id: 'call-login', name: 'login', arguments: {} }]),
+      answer.toolCalls([{ id: 'call-lease', name: 'lease', arguments: {} }]),
+      answer.toolCalls([{ id: 'call-cached', name: 'cached', arguments: {} }]),
+      answer.toolCalls([{ id: 'call-invalid', name: 'invalid', arguments: {} }]),
+      answer.text('done'),
+    ])
+    const log = await EventLog.open(join(dir, 'log'))
+    try {
+      const attempts: number[] = []
+      const refusals: unknown[] = []
+      const tools = [
+        {
+          name: 'login',
+          readOnly: true,
+          retry: { retries: 1, backoffMs: 1 },
+          // Attempt 1 exchanges a key for the token, adds it and throws quoting it; attempt 2 returns it without adding it again.
+          execute(_input: unknown, context: ToolContext): unknown {
+            attempts.push(context.attempt)
+            if (context.attempt === 2) return { token, scheme: 'Bearer' }
+            context.addSecret(token)
+            throw new Error(`exchange answered 503 for ${token}`)
+          },
+        },
+        {
+          name: 'lease',
+          readOnly: true,
+          // Adds its credential, then throws quoting it whole, masked to its last characters and in a cause, base64-encoded.
+          execute(_input: unknown, context: ToolContext): unknown {
+            context.addSecret(later)
+            throw new Error(`lease ${later} refused; ending ${later.slice(-12)}`, { cause: new Error(`sent Basic ${Buffer.from(`svc:${later}`).toString('base64')}`) })
+          },
+        },
+        // Another tool of the run that hands out the token it cached: the run's secrets hold it.
+        { name: 'cached', readOnly: true, execute: async () => ({ cached: token, lease: `${later} (expires soon)` }) },
+        {
+          name: 'invalid',
+          readOnly: true,
+          execute(_input: unknown, context: ToolContext): unknown {
+            for (const value of ['short12', ' 1234567 ', 42, undefined]) {
+              try {
+                context.addSecret(value as string)
+                refusals.push('accepted')
+              } catch (error) {
+                refusals.push([(error as FactstateError).code, (error as FactstateError).details, (error as Error).message.includes('short12') || (error as Error).message.includes('1234567')])
+              }
+            }
+            // Uncaught, the refusal is the call's failure.
+            context.addSecret('tiny')
+            return 'not reached'
+          },
+        },
+      ]
+      const engine = new Engine({ log, model: new ModelExecutor({ retries: 0 }) })
+      const outcome = await engine.run(run(server.baseUrl, 'added', { tools }))
+      assert.equal(outcome, { status: 'completed' })
+      assert.equal(attempts, [1, 2], 'the login was retried once')
+      const events = (await log.prefix(ALL.events, ALL.bytes)).events
+      const settled = events.map((stored) => stored.event.fact).filter((fact) => fact.type === 'tool.settled')
+      assert.equal(
+        settled.map((fact) => fact.outcome),
+        [
+          { status: 'succeeded', output: { token: '[redacted]', scheme: 'Bearer' } },
+          { status: 'failed', message: `lease [redacted] refused; ending [redacted]; cause: sent Basic ${Buffer.from('svc:va').toString('base64')}[redacted]` },
+          { status: 'succeeded', output: { cached: '[redacted]', lease: '[redacted] (expires soon)' } },
+          { status: 'failed', message: 'FactstateError: TOOL_SECRET_INVALID: context.addSecret takes a secret of 8 characters or more (spaces around it not counted); the value is not shown' },
+        ],
+        JSON.stringify(settled),
+      )
+      assert.equal(refusals, [
+        ['TOOL_SECRET_INVALID', { reason: 'too_short' }, false],
+        ['TOOL_SECRET_INVALID', { reason: 'too_short' }, false],
+        ['TOOL_SECRET_INVALID', { reason: 'not_a_string' }, false],
+        ['TOOL_SECRET_INVALID', { reason: 'not_a_string' }, false],
+      ])
+      assert.not.ok(holdsToken(JSON.stringify(events)), 'no fact holds any piece of either')
+      assert.is(server.requests.length, 5)
+      assert.not.ok(holdsToken(JSON.stringify(server.requests.map((request) => request.body))), 'the model was never told either')
+    } finally {
+      await log.close()
+      await server.close()
+    }
+    for (const file of await everyFile(join(dir, 'log'))) assert.not.ok(holdsToken(file.bytes), file.path)
   }),
 )
 

@@ -1,6 +1,6 @@
 import { admittedCall, DEFAULT_MAX_TOOL_RESULT_BYTES, engineSecrets, toolLimitProblem, toolSecretProblem } from '../actors/engine.js'
 import { ABANDONED, notWaitedFor, runToolCall, thrownAfterAbort } from '../actors/invocation-actor.js'
-import { redact, redactDeep, secretsOf } from '../actors/redaction.js'
+import { redact, redactDeep, secretsOf, withToolSecret } from '../actors/redaction.js'
 import { toolProblem } from '../actors/run-input.js'
 import { argumentsOf } from '../actors/tool-arguments.js'
 import type { ToolDefinition } from '../actors/tool-catalog.js'
@@ -103,11 +103,15 @@ export async function callTool(tool: ToolDefinition, args: unknown, options: Cal
   const maxToolResultBytes = given.maxToolResultBytes ?? DEFAULT_MAX_TOOL_RESULT_BYTES
   // Redacted as a run's facts are: failures by the secrets' pieces too, data of them whole.
   const declared = engineSecrets(given.secrets, (field, what) => invalid(`${field} must be ${what}`, field))
-  const secrets = secretsOf({ headers: declared })
+  let secrets = secretsOf({ headers: declared })
   // A run with these secrets refuses a tool that would show the model one of them.
   const shown = toolSecretProblem(called, 'tool', declared)
   if (shown !== undefined) throw invalid(shown.message, shown.fields[0] as string)
-  const failureSecrets = secrets.inToolFailures ?? secrets.inData
+  // Read when used: a secret the tool adds (`context.addSecret`) redacts the outcome too, whichever attempt it comes from.
+  const failureSecrets = () => secrets.inToolFailures ?? secrets.inData
+  const addSecret = (secret: unknown) => {
+    secrets = withToolSecret(secrets, secret)
+  }
   let text: string | undefined
   try {
     text = typeof args === 'string' ? args : JSON.stringify(args)
@@ -121,7 +125,7 @@ export async function callTool(tool: ToolDefinition, args: unknown, options: Cal
   if (wrong !== undefined) return { status: 'rejected', reason: 'invalid_input', message: wrong }
   if ((signal as AbortSignal).aborted) return { status: 'rejected', reason: 'cancelled' }
   const limits = { toolTimeoutMs: toolTimeoutMs as number | undefined, maxToolResultBytes: maxToolResultBytes as number }
-  const result = await runToolCall(called, taken.input, signal as AbortSignal, { operationId, invocation }, limits, (message) => redact(message, failureSecrets))
+  const result = await runToolCall(called, taken.input, signal as AbortSignal, { operationId, invocation, addSecret }, limits, (message) => redact(message, failureSecrets()))
   if (result === ABANDONED) {
     const timeoutMs = (called.timeoutMs ?? limits.toolTimeoutMs) as number
     return {
@@ -130,7 +134,7 @@ export async function callTool(tool: ToolDefinition, args: unknown, options: Cal
     }
   }
   if (!result.ok && result.uncertain !== undefined) return { status: 'unknown', message: thrownAfterAbort(called.name, result.message, result.uncertain, result.attempts) }
-  return result.ok ? { status: 'succeeded', output: redactDeep(result.value, secrets.inData) } : { status: 'failed', message: redact(result.message, failureSecrets) }
+  return result.ok ? { status: 'succeeded', output: redactDeep(result.value, secrets.inData) } : { status: 'failed', message: redact(result.message, failureSecrets()) }
 }
 
 function invocationOf(given: unknown): Invocation {

@@ -73,8 +73,48 @@ export function withToolSecret(secrets: Secrets, secret: unknown): Secrets {
   if (added.some((name) => headers[name] === secret)) return secrets
   if (added.length >= MAX_TOOL_SECRETS) throw refused('too_many', `was given more than ${MAX_TOOL_SECRETS} secrets in one run`)
   headers[`${TOOL_SECRET}${added.length}`] = secret
-  return secretsOf({ apiKey: from.apiKey, headers })
+  // Built from the new secret alone and laid over the run's (as `buildSecrets` would build them all with
+  // it, as a declared secret): rebuilding every secret at each addition costs the run's secrets times
+  // the additions (64 tokens of 1.2 KB took 90 s and 1.2 GB so).
+  const forms = new Set<string>()
+  const data = new Set<string>()
+  for (const value of new Set([secret, secret.trim()])) {
+    for (const form of formsOf(value)) forms.add(form)
+    data.add(value)
+    data.add(JSON.stringify(value).slice(1, -1))
+  }
+  const inData = layered(secrets.inData, [...data], [])
+  const inToolFailures = layered(secrets.inToolFailures ?? secrets.inData, [...data, ...forms], [...forms])
+  const all = layered(secrets, [...forms], [...forms]) as { inData?: Secrets; inToolFailures?: Secrets; from?: SecretSource }
+  all.inData = inData
+  all.inToolFailures = inToolFailures
+  all.from = { apiKey: from.apiKey, headers }
+  return all as Secrets
 }
+
+/**
+ * `base` with `whole` (removed whole) and `pieced` (by their pieces too) added: a new object whose
+ * pieces are looked for in `base`'s index and in one of its own. That own index is the run's (made by
+ * an earlier addition to these secrets, never one `secretsOf` shares between runs): it is added to in
+ * place, so a run's additions cost what they hold, not that times their number.
+ */
+function layered(base: Secrets, whole: readonly string[], pieced: readonly string[]): Secrets {
+  const merged = [...new Set([...base.whole, ...whole])].sort((a, b) => b.length - a.length)
+  let pieces = base.pieces
+  if (pieced.length > 0) {
+    if (pieces !== undefined && runIndexes.has(pieces)) pieces.add(pieced)
+    else {
+      pieces = new PieceIndex(pieced, pieces)
+      runIndexes.add(pieces)
+    }
+  }
+  const secrets: { whole: string[]; pieces: PieceIndex | undefined; inData?: Secrets } = { whole: merged, pieces }
+  secrets.inData = secrets as Secrets
+  return secrets as Secrets
+}
+
+/** The piece indexes {@link layered} made for a run's additions: added to in place (see there). */
+const runIndexes = new WeakSet<PieceIndex>()
 
 /** Header names that say the value is a credential: its pieces are redacted too. */
 const CREDENTIAL_HEADER = /auth|key|token|secret|passw|cookie|signature|credential|bearer/i
@@ -368,25 +408,33 @@ const isLowSurrogate = (code: number) => code >= 0xdc00 && code <= 0xdfff
  * goes on after it. A run is widened to whole code points, so no lone surrogate is left.
  */
 class PieceIndex {
-  readonly #forms: readonly string[]
+  readonly #forms: string[] = []
   /** Window hash → [form, start, form, start, …]. */
   readonly #windows = new Map<number, number[]>()
+  /** Another index whose forms are looked for too (see `layered`): left unchanged. */
+  readonly #base: PieceIndex | undefined
 
-  constructor(forms: readonly string[]) {
-    this.#forms = forms
-    forms.forEach((form, which) => {
+  constructor(forms: readonly string[], base?: PieceIndex) {
+    this.#base = base
+    this.add(forms)
+  }
+
+  /** Looks for `forms` too. */
+  add(forms: readonly string[]): void {
+    for (const form of forms) {
+      const which = this.#forms.push(form) - 1
       for (let start = 0; start + SECRET_PIECE <= form.length; start += 1) {
         const hash = windowHash(form, start)
         const found = this.#windows.get(hash)
         if (found === undefined) this.#windows.set(hash, [which, start])
         else if (found.length < 2 * CANDIDATES_CHECKED) found.push(which, start)
       }
-    })
+    }
   }
 
   redact(text: string): string {
     const width = SECRET_PIECE
-    if (this.#windows.size === 0 || text.length < width) return text
+    if ((this.#windows.size === 0 && this.#base === undefined) || text.length < width) return text
     let out = ''
     let copied = 0
     let at = 0
@@ -415,9 +463,10 @@ class PieceIndex {
 
   /** The longest run of `text` from `at` that occurs in a form (0 when no window matches). */
   #longestAt(text: string, at: number, hash: number): number {
+    const below = this.#base === undefined ? 0 : this.#base.#longestAt(text, at, hash)
     const candidates = this.#windows.get(hash)
-    if (candidates === undefined) return 0
-    let longest = 0
+    if (candidates === undefined) return below
+    let longest = below
     for (let index = 0; index < candidates.length; index += 2) {
       const form = this.#forms[candidates[index] as number] as string
       const start = candidates[index + 1] as number

@@ -32,7 +32,7 @@ import { ALL, CWD, effectTool, intentFor, sequenceOf } from './support/faults-en
 import { everyFile } from './support/faults-files.js'
 import { ROOT, killGroup, runScript } from './support/faults-process.js'
 import { bounded } from './support/temp.js'
-import { redact, redactAnswer, redactDeep, secretsOf } from '../actors/redaction.js'
+import { DECLARED_SECRET, type Secrets, redact, redactAnswer, redactDeep, secretsOf, withToolSecret } from '../actors/redaction.js'
 
 /** An engine on `log` whose custom model client answers with `complete`, never retried. */
 const answeringWith = (log: EventLog, complete: (provider: ProviderConfig) => Promise<ModelResponse>) =>
@@ -604,6 +604,45 @@ test('secrets: answers and tool results lose only credentials; failure messages 
     quoted.inData,
   )
   assert.equal(JSON.parse(answer.toolCalls[0]?.arguments ?? ''), { key: '[redacted]', mode: 'none' })
+})
+
+test("secrets: a tool's added secrets redact as if the engine had declared them, and leave the secrets other runs share unchanged", () => {
+  const apiKey = `sk-${randomBytes(16).toString('hex')}`
+  const engineKey = `pk_live_${randomBytes(12).toString('hex')}`
+  const added = [`oauth-${randomBytes(20).toString('base64url')}`, ` lease "q\\${randomBytes(8).toString('hex')}" `, `jwt.${randomBytes(300).toString('base64url')}`]
+  const provider = { apiKey, headers: { authorization: `Bearer ${apiKey}`, 'X-Title': 'Acme Desk', [`${DECLARED_SECRET}0`]: engineKey } }
+  const shared = secretsOf(provider)
+  let run = shared
+  for (const secret of added) run = withToolSecret(run, secret)
+  assert.is(withToolSecret(run, added[0]), run, 'the same value again changes nothing')
+  // What building every secret at once, the added ones declared, gives.
+  const whole = secretsOf({ apiKey, headers: { ...provider.headers, ...Object.fromEntries(added.map((secret, index) => [`${DECLARED_SECRET}added ${index}`, secret])) } })
+  const texts = added.flatMap((secret) => [
+    `token ${secret} ended`,
+    `masked ${secret.trim().slice(2, 14)}… and ${secret.trim().slice(-9)}`,
+    `Basic ${Buffer.from(`svc:${secret}`).toString('base64')}; hex ${Buffer.from(secret).toString('hex').toUpperCase()}; url ${encodeURIComponent(secret)}`,
+    JSON.stringify({ key: secret, trimmed: secret.trim(), note: 'password 2024', title: 'Acme Desk', api: apiKey, engine: engineKey }),
+  ])
+  for (const text of texts) {
+    assert.is(redact(text, run), redact(text, whole), `failure of the provider: ${text.slice(0, 40)}`)
+    assert.is(redact(text, run.inToolFailures as Secrets), redact(text, whole.inToolFailures as Secrets), `tool failure: ${text.slice(0, 40)}`)
+    assert.is(redact(text, run.inData), redact(text, whole.inData), `data: ${text.slice(0, 40)}`)
+  }
+  assert.not.ok(redact(texts[0] as string, run.inData).includes(added[0] as string), 'the comparison can fail')
+  // The secrets every run of this provider shares (and their cache) still hold none of them.
+  for (const secrets of [shared, secretsOf(provider)]) {
+    for (const secret of added) {
+      assert.ok(redact(`token ${secret}`, secrets).includes(secret), 'a failure keeps it')
+      assert.ok(redact(`token ${secret}`, secrets.inToolFailures as Secrets).includes(secret), 'a tool failure keeps it')
+    }
+  }
+  // A later addition to the run adds to its secrets in place: those made before it redact it too, and still the shared ones do not.
+  const before = run
+  const later = `late-${randomBytes(12).toString('hex')}`
+  run = withToolSecret(run, later)
+  assert.is(redact(`cut ${later.slice(3, 15)}`, run), 'cut [redacted]')
+  assert.is(redact(`cut ${later.slice(3, 15)}`, shared), `cut ${later.slice(3, 15)}`)
+  assert.is(redact(`cut ${later.slice(3, 15)}`, before.inToolFailures as Secrets), 'cut [redacted]')
 })
 
 test('secrets: redaction leaves everyday text alone and keeps the shape of what it redacts', () => {

@@ -914,7 +914,8 @@ test(
       answer.toolCalls([{ id: 'call-lease', name: 'lease', arguments: {} }]),
       answer.toolCalls([{ id: 'call-cached', name: 'cached', arguments: {} }]),
       answer.toolCalls([{ id: 'call-invalid', name: 'invalid', arguments: {} }]),
-      answer.text('done'),
+      // A provider that echoes it (a proxy, a model that guessed it): the run's answers lose it too.
+      answer.text(`done, with ${token}`),
     ])
     const log = await EventLog.open(join(dir, 'log'))
     try {
@@ -978,6 +979,8 @@ test(
         ],
         JSON.stringify(settled),
       )
+      const answered = events.map((stored) => stored.event.fact).filter((fact) => fact.type === 'model.completed').at(-1)
+      assert.is(answered?.type === 'model.completed' ? answered.output.text : undefined, 'done, with [redacted]')
       assert.equal(refusals, [
         ['TOOL_SECRET_INVALID', { reason: 'too_short' }, false],
         ['TOOL_SECRET_INVALID', { reason: 'too_short' }, false],

@@ -5,11 +5,11 @@
  */
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import { EventLog, type RunInput, type ToolContext, type ToolDefinition, answerOf, childRunFor, childRunOf } from '../index.js'
+import { EventLog, type RunInput, type StoredEvent, type ToolContext, type ToolDefinition, answerOf, childRunFor, childRunOf, usageOf } from '../index.js'
 import { ID_PATTERN } from '../facts/schema.js'
 import { answer } from '../testing/scripted-model-server.js'
 import { rejectsWithCode } from './support/codes.js'
-import { factsOf, engineTest, refusedWithoutWriting, runInput } from './support/engine-fixtures.js'
+import { factsOf, engineTest, refusedWithoutWriting, runInput, sealAtFirstSafePoint, successorInput } from './support/engine-fixtures.js'
 import { EventMaker, facts, invocationOf } from './support/log-fixtures.js'
 import { bounded } from './support/temp.js'
 
@@ -148,6 +148,102 @@ test(
     const settled = (await factsOf(h.log, 'invocation-sup')).find((fact) => fact.type === 'tool.settled')
     assert.ok(settled?.type === 'tool.settled' && settled.outcome.status === 'succeeded', 'the delegate returned what the child did, so nothing is left uncertain')
     assert.equal(settled.outcome.status === 'succeeded' && settled.outcome.output, { status: 'cancelled' })
+  }),
+)
+
+/**
+ * The facts of every run of `sessionId` and, through its delegate calls, of every run of their
+ * children (and theirs): the README's family usage recipe ("Agents that call agents").
+ */
+async function familyFacts(log: EventLog, sessionId: string): Promise<StoredEvent[]> {
+  const found: StoredEvent[] = []
+  for (const run of await log.runs(sessionId)) {
+    const own = await log.invocationEvents(run.invocationId) // this run's facts alone, never its lineage's
+    found.push(...own)
+    for (const { event } of own) {
+      if (event.fact.type !== 'tool.dispatched' || event.fact.name !== 'delegate') continue
+      const child = childRunOf(event.fact.operationId, (event.fact.input as { specialist: string }).specialist)
+      found.push(...(await familyFacts(log, child.sessionId)))
+    }
+  }
+  return found
+}
+
+const tokens = (prompt: number, completion: number) => ({ usage: { prompt_tokens: prompt, completion_tokens: completion } })
+
+test(
+  "log.runs gives each child run the call that started it, as its opened fact records it (continuations too), none to the supervisor's, after a reopen too; a family's usage counts each answer once",
+  engineTest(
+    [
+      answer.toolCalls([{ id: 'call-1', name: 'delegate', arguments: { specialist: 'writer', task: 'draft the release note' } }], tokens(100, 10)),
+      answer.text('Draft: v2 is out', tokens(20, 2)),
+      answer.text('the writer drafted it', tokens(300, 30)),
+      answer.text('Draft: v2 ships today', tokens(4, 1)),
+      answer.text('Draft: v2, shorter', tokens(5, 1)),
+      answer.text('told', tokens(7, 1)),
+    ],
+    { ms: 20_000 },
+    async (h) => {
+      const supervisorInput = h.input('sup', { tools: [delegateTool(h, h.server.baseUrl)] })
+      assert.is((await h.run(supervisorInput)).status, 'completed')
+      const dispatched = (await factsOf(h.log, 'invocation-sup')).find((fact) => fact.type === 'tool.dispatched')
+      assert.ok(dispatched?.type === 'tool.dispatched')
+      const child = childRunOf(dispatched.operationId, 'writer')
+      const parent = { invocation: supervisorInput.invocation, operationId: dispatched.operationId }
+      assert.equal((await h.log.runs(child.sessionId)).map((run) => run.parent), [parent])
+      // The child continued twice in its own session: with its parent, as the recovery recipe does, and without.
+      const continueChild = async (name: string, withParent: boolean) => {
+        const last = (await h.log.runs(child.sessionId)).at(-1)
+        const source = last && (await h.log.runSource(child.sessionId, last.runId))?.boundary
+        assert.ok(source)
+        const input: RunInput = { ...h.input(name, { session: child.sessionId, tools: [] }), work: { kind: 'continuation', source, content: 'make it shorter' } }
+        assert.is((await h.run(withParent ? { ...input, parent } : input)).status, 'completed')
+      }
+      await continueChild('writer-2', true)
+      await continueChild('writer-3', false)
+      // The supervisor continued too: its continuation's lineage holds its first run's answers, counted once.
+      const supervisorSource = (await h.log.runSource('session-sup', 'run-sup'))?.boundary
+      assert.ok(supervisorSource)
+      assert.is((await h.run({ ...h.input('sup-2', { session: 'session-sup', tools: [] }), work: { kind: 'continuation', source: supervisorSource, content: 'thanks' } })).status, 'completed')
+      const check = async (log: EventLog, when: string) => {
+        const childRuns = await log.runs(child.sessionId)
+        assert.equal(childRuns.map((run) => [run.runId, run.kind, run.parent]), [
+          [child.runId, 'message', parent],
+          ['run-writer-2', 'continuation', parent],
+          ['run-writer-3', 'continuation', undefined],
+        ], when)
+        assert.not.ok('parent' in (childRuns[2] as object), `${when}: no parent member on a run whose opened fact has none`)
+        const supervisorRuns = await log.runs('session-sup')
+        assert.equal(supervisorRuns.map((run) => run.runId), ['run-sup', 'run-sup-2'], when)
+        assert.ok(supervisorRuns.every((run) => !('parent' in run)), `${when}: a top-level run has no parent`)
+        const family = usageOf(await familyFacts(log, 'session-sup'))
+        assert.equal([family.answers, family.inputTokens, family.outputTokens, family.unreported], [6, 100 + 20 + 300 + 4 + 5 + 7, 10 + 2 + 30 + 1 + 1 + 1, 0], when)
+      }
+      await check(h.log, 'as written')
+      // A copy: what a caller does to a summary's parent is not what the next call gives.
+      const listed = (await h.log.runs(child.sessionId))[0]
+      if (listed?.parent) listed.parent.invocation.sessionId = 'changed'
+      await check(h.log, 'listed again')
+      await h.engine.drain()
+      await h.log.close()
+      h.log = await EventLog.open(h.logPath)
+      await check(h.log, 'after a reopen')
+    },
+  ),
+)
+
+test(
+  "a child's handoff successor has no parent of its own in log.runs: its turn keeps its first run's",
+  engineTest([answer.text('done after the review')], {}, async (h) => {
+    const parent = { invocation: supervisor, operationId: 'sup-1/step-1/0' }
+    const child = childRunOf(parent.operationId, 'writer')
+    const sealed = await sealAtFirstSafePoint(h, { ...h.input('writer'), invocation: child, parent }, 'writer-next')
+    const { parent: _given, ...successor } = successorInput(sealed)
+    assert.is((await h.run(successor)).status, 'completed')
+    assert.equal((await h.log.runs(child.sessionId)).map((run) => [run.kind, run.parent]), [
+      ['message', parent],
+      ['handoff', undefined],
+    ])
   }),
 )
 

@@ -7,7 +7,7 @@ import { type ChainedBatch, ClassicLevel } from 'classic-level'
 import { FactstateError, isFactstateError, messageWithoutCode } from '../errors.js'
 import { readOptions, shown } from '../options.js'
 import { id as idSchema, runBoundarySchema } from '../facts/schema.js'
-import type { HandoffIntent, HandoffPause, InvocationInput, InvocationOutcome, RunBoundary, RuntimeEvent, StoredEvent, TerminalStatus, UncertainOperation } from '../facts/types.js'
+import type { HandoffIntent, HandoffPause, InvocationInput, InvocationOutcome, ParentCall, RunBoundary, RuntimeEvent, StoredEvent, TerminalStatus, UncertainOperation } from '../facts/types.js'
 import { EMPTY_CHAIN, CHAIN_BYTES, chainStep, logDigest, runChainStart, runDigest } from './digest.js'
 import { chainedIdRecord, decodeEvent, decodeRecord, encodeRecord, encodeValidatedEvent, checkFactRules, indexRecord, isAbortSignal, messageOf, peekInvocationId, validateEvent } from './encoding.js'
 import { IdFilter, parseIdFilter, serializeIdFilter } from './id-filter.js'
@@ -101,6 +101,14 @@ export interface RunSummary {
   terminal: TerminalStatus | null
   /** How it ended, as its `invocation.ended` records it; absent while it is open. */
   outcome?: InvocationOutcome
+  /**
+   * The tool call that started the run as a child run: its `invocation.opened`'s `input.parent`
+   * (`{ invocation, operationId }`, the run input's `parent`, as `childRunFor` gives it). Only on a run
+   * whose opened fact records one (a message or a continuation started with `parent`): a handoff
+   * successor has none of its own (its turn keeps its first run's), nor has a continuation started
+   * without one. Whether a session is a child's: its first run's, `(await log.runs(sessionId))[0]?.parent`.
+   */
+  parent?: ParentCall
 }
 
 /**
@@ -1295,6 +1303,8 @@ export class EventLog {
   #backupPoints: BackupPoint[] = []
   /** Sessions of a backup that have run since its last point (so need no acknowledgement), as found. */
   readonly #ranSinceBackup = new Set<string>()
+  /** The parent call (null: none) each run's `invocation.opened` records, by invocation id, as `runs` read it: an opened fact never changes. */
+  readonly #parents = new Map<string, ParentCall | null>()
   readonly #listeners = new Set<(events: StoredEvent[]) => void>()
   readonly #followers = new Set<Follower>()
   #pending: PendingEntry[] = []
@@ -3071,8 +3081,10 @@ export class EventLog {
 
   /**
    * The runs of a session, in the order they opened: which run a conversation's next message
-   * continues (the last one), whether one is still open, how each ended. Reads the session's run
-   * index and each run's invocation record, never the session's facts. An unknown session has none.
+   * continues (the last one), whether one is still open, how each ended, the tool call that started
+   * a child run (`parent`). Reads the session's run index, each run's invocation record and the
+   * first fact of each run that is no handoff successor (its `invocation.opened`, for `parent`), never
+   * the rest of the session's facts. An unknown session has none.
    *
    * @example
    * ```ts
@@ -3083,6 +3095,36 @@ export class EventLog {
   async runs(sessionId: string): Promise<RunSummary[]> {
     this.#assertOpen()
     if (!idSchema.safeParse(sessionId).success) throw notAnId('runs', 'sessionId', sessionId)
+    const found = await this.#runList(sessionId)
+    // A successor's opened fact has no parent (its turn keeps its first run's): only the others are
+    // read, each once (an opened fact never changes), in one read for those not remembered.
+    const known = new Map<string, ParentCall | null>()
+    for (const run of found) {
+      const parent = run.kind === 'handoff' ? undefined : this.#parents.get(run.invocationId)
+      if (parent !== undefined) known.set(run.invocationId, parent)
+    }
+    const unread = found.filter((run) => run.kind !== 'handoff' && !known.has(run.invocationId))
+    if (unread.length > 0) {
+      const values = await this.#reading(() => this.#db.getMany(unread.map((run) => keys.event(run.openedSeq))))
+      unread.forEach((run, index) => {
+        const bytes = values[index]
+        if (bytes === undefined) throw new FactstateError('LOG_CORRUPT', `event ${run.openedSeq} is missing`, { details: { seq: run.openedSeq } })
+        const { fact } = decodeEvent(bytes, run.openedSeq)
+        known.set(run.invocationId, fact.type === 'invocation.opened' && fact.input.kind !== 'handoff' ? (fact.input.parent ?? null) : null)
+      })
+      if (this.#parents.size + unread.length > CACHE_LIMIT) this.#parents.clear()
+      for (const run of unread) this.#parents.set(run.invocationId, known.get(run.invocationId) ?? null)
+    }
+    for (const run of found) {
+      const parent = known.get(run.invocationId)
+      // A copy: the remembered one is the log's, and a caller may change what it gets.
+      if (parent) run.parent = { invocation: { ...parent.invocation }, operationId: parent.operationId }
+    }
+    return found
+  }
+
+  /** The runs of `sessionId` as `runs` lists them, without `parent` (read from the index records alone). */
+  async #runList(sessionId: string): Promise<RunSummary[]> {
     const prefix = keys.run(sessionId, '')
     const found: RunSummary[] = []
     try {
@@ -3378,7 +3420,7 @@ export class EventLog {
    * read together and put in seq order.
    */
   async *#sessionEventsBetween(from: number, to: number, sessionId: string): AsyncGenerator<StoredEvent> {
-    const spans = (await this.runs(sessionId))
+    const spans = (await this.#runList(sessionId))
       .filter((run) => run.lastSeq >= from && run.openedSeq <= to)
       .sort((a, b) => a.openedSeq - b.openedSeq)
     for (let first = 0; first < spans.length; ) {
@@ -3504,7 +3546,7 @@ export class EventLog {
   async #restoredSince(sessionId: string): Promise<BackupPoint | undefined> {
     this.#assertOpen()
     if (this.#backupPoints.length === 0 || this.#ranSinceBackup.has(sessionId)) return undefined
-    const runs = await this.runs(sessionId)
+    const runs = await this.#runList(sessionId)
     const point = this.#pointSince(runs.length === 0 ? undefined : Math.max(...runs.map((run) => run.openedSeq)))
     // Once a session has run since the last point it always has: every later admission skips the read.
     if (point === undefined && runs.length > 0) {

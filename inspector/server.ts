@@ -412,10 +412,9 @@ export async function serveInspector(given: InspectorOptions): Promise<Inspector
       const { operationId } = event.fact
       for (const sessionId of await logInternals(at).sessionsStartingWith(`${operationId.replaceAll('/', '.')}.`, CHILDREN_LOOKED_UP)) {
         for (const run of await at.runs(sessionId)) {
-          const opened = (await logInternals(at).invocationEvents(run.invocationId, run.openedSeq))[0]?.event
-          const input = opened?.fact.type === 'invocation.opened' ? opened.fact.input : undefined
-          if (opened === undefined || input === undefined || input.kind === 'handoff' || input.parent?.operationId !== operationId || input.parent.invocation.invocationId !== parentId) continue
-          links.push({ operationId, invocation: opened.invocation, exists: true, ...(catalog.has(opened.invocation.invocationId) ? {} : { dropped: true as const }) })
+          if (run.parent?.operationId !== operationId || run.parent.invocation.invocationId !== parentId) continue
+          const invocation = { sessionId, turnId: run.turnId, runId: run.runId, invocationId: run.invocationId }
+          links.push({ operationId, invocation, exists: true, ...(catalog.has(run.invocationId) ? {} : { dropped: true as const }) })
         }
       }
     }

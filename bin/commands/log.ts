@@ -2,7 +2,6 @@ import { mkdir, readdir } from 'node:fs/promises'
 import { FACT_TYPES, type FactType, type StoredEvent } from '../../facts/types.js'
 import { ID_PATTERN } from '../../facts/schema.js'
 import { EventLog, LOG_DIRECTORY_ENTRY, type RunSummary, logInternals } from '../../store/event-log.js'
-import type { ParentCall } from '../../facts/types.js'
 import { escapeControls, summarizeFact, usageTotalsText } from '../../store/fact-summary.js'
 import { type UsageTotals, usageOf } from '../../actors/transcript.js'
 import { FactstateError, messageWithoutCode } from '../../errors.js'
@@ -143,10 +142,7 @@ export async function logCommand(args: string[], io: CommandIo, options: { signa
         // The run's own facts, through its invocation's index: what its answers reported.
         const events = await log.invocationEvents(run.invocationId)
         const usage = usageOf(events)
-        // A child run's parent call, from its opened fact (already read for the usage).
-        const opened = events[0]?.event.fact
-        const parent = opened?.type === 'invocation.opened' && opened.input.kind !== 'handoff' ? opened.input.parent : undefined
-        io.stdout(values.json ? escapeControls(JSON.stringify({ ...run, usage, ...(parent === undefined ? {} : { parent }) })) : formatRun(run, usage, parent))
+        io.stdout(values.json ? escapeControls(JSON.stringify({ ...run, usage })) : formatRun(run, usage))
       }
       if (!values.json) io.stderr(escapeControls(`${runs.length} run(s) in session ${values.session}; log high-water ${log.head().highWater}`))
       return exitAfterReading(log, io, values[ALLOW_DAMAGED])
@@ -352,8 +348,9 @@ async function follow(
   }
 }
 
-/** One human-readable line for a run of a session, with its answers' token totals when given. */
-export function formatRun(run: RunSummary, usage?: UsageTotals, parent?: ParentCall): string {
+/** One human-readable line for a run of a session, with its answers' token totals when given (and, for a child run, its parent call). */
+export function formatRun(run: RunSummary, usage?: UsageTotals): string {
+  const { parent } = run
   const began = run.sourceRunId === undefined ? run.kind : `${run.kind} of ${run.sourceRunId}`
   const ended = run.terminal === null ? 'open' : run.outcome?.status === 'failed' ? `failed ${run.outcome.class}` : run.terminal
   // The class is any text a direct append wrote: escaped as a fact's summary is.

@@ -42,11 +42,7 @@ Exit codes: 0 listed, 2 usage, 1 the log is damaged, 1/4 the log refused.`
  */
 /** The call that started the session's first run, when that run is a child run (its `invocation.opened` has a `parent`). */
 async function parentOf(log: EventLog, sessionId: string): Promise<ParentCall | undefined> {
-  const first = (await log.runs(sessionId))[0]
-  if (first === undefined) return undefined
-  // Its first fact alone, through the invocation's index: not every fact of a long first run.
-  const opened = (await logInternals(log).invocationEvents(first.invocationId, first.openedSeq))[0]?.event.fact
-  return opened?.type === 'invocation.opened' && opened.input.kind !== 'handoff' ? opened.input.parent : undefined
+  return (await log.runs(sessionId))[0]?.parent
 }
 
 /**

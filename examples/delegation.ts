@@ -87,7 +87,8 @@ if (role === 'worker' && dir) {
       if (op.name !== 'delegate') continue
       // 2. The child of the uncertain call, from its operation id and the specialist it was called with.
       const child = childRunOf(op.operationId, (op.input as { specialist: string }).specialist)
-      const last = (await log.runs(child.sessionId)).at(-1)
+      const runs = await log.runs(child.sessionId)
+      const last = runs.at(-1)
       console.log(`delegate ${op.operationId}: child ${child.sessionId}, ${last === undefined ? 'never started' : (last.outcome?.status === 'failed' ? last.outcome.class : last.terminal)}`)
       if (last === undefined) {
         told.push(`delegate (operation ${op.operationId}) never started the ${child.sessionId} run: nothing was done`)
@@ -98,8 +99,8 @@ if (role === 'worker' && dir) {
         // 3. The child did not finish: check its own uncertain calls, then continue it (as a child of the same call).
         const unknown = (await log.pendingSessions({ sessionId: child.sessionId }))[0]?.unknown ?? []
         const found = unknown.map((save) => `${save.name} (operation ${save.operationId}): ${readFileSync(drafts, 'utf8').includes(save.operationId) ? 'the draft was saved; do not save it again' : 'not saved'}`)
-        const [opened] = await log.invocationEvents(last.invocationId)
-        const parent = opened?.event.fact.type === 'invocation.opened' && opened.event.fact.input.kind !== 'handoff' ? opened.event.fact.input.parent : undefined
+        // The call its first run was started for (a successor's run records none: its turn keeps its first run's).
+        const parent = runs[0]?.parent
         const source = (await log.runSource(child.sessionId, last.runId))?.boundary as RunBoundary
         // New ids in the child's session: step 2 finds whichever run is last.
         const again = { ...child, runId: `run-${randomUUID()}`, invocationId: `inv-${randomUUID()}` }

@@ -142,13 +142,6 @@ async function openDesk(dir: string, baseUrl: string): Promise<Desk> {
   return { dir, log, engine, editor, writer }
 }
 
-/** The parent call recorded in the first run of a child's session (undefined: not a child run). */
-async function parentOf(log: EventLog, sessionId: string) {
-  const first = (await log.runs(sessionId))[0]
-  const opened = first === undefined ? undefined : (await log.invocationEvents(first.invocationId))[0]?.event.fact
-  return opened?.type === 'invocation.opened' && opened.input.kind !== 'handoff' ? opened.input.parent : undefined
-}
-
 /**
  * The children a supervisor's run waits for: those of its delegate calls that returned
  * `handoff_paused`, or never settled (a crash), each with its call's operation id.
@@ -201,7 +194,8 @@ async function carryReview(desk: Desk, childSession: string, decision: string): 
   // 2. The supervisor: the run whose delegate call started the child. Still its session's last run, it
   //    has not been told: once every child it waits for has finished, its successor (sealed) or
   //    continuation (a crash before the seal) is told what each of those delegate calls came to.
-  const parent = await parentOf(log, childSession)
+  // The call the child's first run was started for (undefined: not a child run).
+  const parent = (await log.runs(childSession))[0]?.parent
   if (parent === undefined) return
   const { sessionId, runId, invocationId } = parent.invocation
   const supervisor = (await log.runs(sessionId)).at(-1)

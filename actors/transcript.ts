@@ -316,7 +316,9 @@ export interface UsageTotals {
  * The token counts the answers in `events` reported (their `model.completed` facts' `output.usage`),
  * summed, with how many answers there were, how many did not report both counts and how many
  * requests were interrupted instead of answered: a total is never silently short. Takes what `answerOf` takes: one invocation's facts, as
- * `log.invocationEvents` gives them, or their events (or any list of them: a session's, a lineage's).
+ * `log.invocationEvents` gives them, or their events (or any list of them: a session's, a lineage's,
+ * several runs' together: a supervisor's and its children's, each run's own facts, never their
+ * lineages, which hold the runs they continue).
  *
  * @example
  * ```ts

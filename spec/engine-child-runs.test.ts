@@ -3,6 +3,9 @@
  * operation id, the child's run records the call as its `parent`, and the log refuses a parent that
  * cannot be the call that started the run.
  */
+import { readFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { EventLog, type RunInput, type StoredEvent, type ToolContext, type ToolDefinition, answerOf, childRunFor, childRunOf, usageOf } from '../index.js'
@@ -10,7 +13,7 @@ import { ID_PATTERN } from '../facts/schema.js'
 import { answer } from '../testing/scripted-model-server.js'
 import { rejectsWithCode } from './support/codes.js'
 import { factsOf, engineTest, refusedWithoutWriting, runInput, sealAtFirstSafePoint, successorInput } from './support/engine-fixtures.js'
-import { EventMaker, facts, invocationOf } from './support/log-fixtures.js'
+import { EventMaker, REPO_ROOT, facts, invocationOf } from './support/log-fixtures.js'
 import { bounded } from './support/temp.js'
 
 const supervisor = { sessionId: 'support', turnId: 'turn-1', runId: 'run-1', invocationId: 'sup-1' }
@@ -151,10 +154,7 @@ test(
   }),
 )
 
-/**
- * The facts of every run of `sessionId` and, through its delegate calls, of every run of their
- * children (and theirs): the README's family usage recipe ("Agents that call agents").
- */
+/** The facts of every run of `sessionId` and, through its delegate calls, of every run of their children (and theirs). */
 async function familyFacts(log: EventLog, sessionId: string): Promise<StoredEvent[]> {
   const found: StoredEvent[] = []
   for (const run of await log.runs(sessionId)) {
@@ -300,5 +300,14 @@ test(
     }
   }),
 )
+
+test('the README\'s family usage recipe is the familyFacts this file runs, as it is', async () => {
+  const readme = await readFile(join(REPO_ROOT, 'README.md'), 'utf8')
+  const section = readme.slice(readme.indexOf("**A supervisor's children, and what they all spent.**"), readme.indexOf('**What a handoff cannot do.**'))
+  const block = /```ts\n([\s\S]*?)```/.exec(section)?.[1] ?? ''
+  const file = await readFile(fileURLToPath(import.meta.url), 'utf8')
+  const helper = file.slice(file.indexOf('/** The facts of every run'), file.indexOf('\n}\n', file.indexOf('async function familyFacts')) + 2)
+  assert.ok(helper.length > 100 && block.includes(helper), 'the README shows familyFacts as this file has it')
+})
 
 test.run()

@@ -13,7 +13,8 @@ import { ID_PATTERN } from '../facts/schema.js'
 import { answer } from '../testing/scripted-model-server.js'
 import { rejectsWithCode } from './support/codes.js'
 import { factsOf, engineTest, refusedWithoutWriting, runInput, sealAtFirstSafePoint, successorInput } from './support/engine-fixtures.js'
-import { EventMaker, REPO_ROOT, facts, invocationOf } from './support/log-fixtures.js'
+import { EventMaker, REPO_ROOT, completeInvocation, facts, invocationOf, withDb } from './support/log-fixtures.js'
+import { keys } from '../store/keys.js'
 import { bounded } from './support/temp.js'
 
 const supervisor = { sessionId: 'support', turnId: 'turn-1', runId: 'run-1', invocationId: 'sup-1' }
@@ -244,6 +245,43 @@ test(
       ['message', parent],
       ['handoff', undefined],
     ])
+  }),
+)
+
+test(
+  "pendingSessions gives an unanswered child run its parent, as log.runs does; a first fact that cannot be read is LOG_CORRUPT in log.runs and costs pendingSessions only that parent",
+  bounded(30_000, async (dir) => {
+    const path = `${dir}/log`
+    const parent = { invocation: supervisor, operationId: 'sup-1/step-1/0' }
+    const cancelledChild = (name: string) => {
+      const opened = facts.opened() as { input: Record<string, unknown> }
+      opened.input.parent = parent
+      return new EventMaker(invocationOf(name)).many([opened as never, facts.ended({ status: 'cancelled', source: 'signal' })])
+    }
+    let damagedSeq = 0
+    const first = await EventLog.open(path)
+    try {
+      await first.appendAll(cancelledChild('kept'))
+      damagedSeq = (await first.appendAll(cancelledChild('damaged')))[0] as number
+      // Far enough back that the open's check of the tail does not read it.
+      for (let index = 0; index < 220; index += 1) await first.appendAll(completeInvocation(`after-${index}`))
+    } finally {
+      await first.close()
+    }
+    await withDb(path, (db) => db.put(keys.event(damagedSeq), new Uint8Array([0xc1])))
+    const log = await EventLog.open(path)
+    try {
+      assert.equal((await log.runs('session-kept')).map((run) => run.parent), [parent])
+      const unanswered = (await log.pendingSessions({ unanswered: true })).map((session) => [session.sessionId, session.unanswered?.parent])
+      assert.equal(unanswered, [
+        ['session-damaged', undefined],
+        ['session-kept', parent],
+      ])
+      const error = await rejectsWithCode(() => log.runs('session-damaged'), 'LOG_CORRUPT', 'a damaged opened fact')
+      assert.equal(error.details, { seq: damagedSeq })
+    } finally {
+      await log.close()
+    }
   }),
 )
 

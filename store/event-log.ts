@@ -2973,6 +2973,14 @@ export class EventLog {
         // Copies: the caller's to keep or change.
         found.push(structuredClone({ sessionId, active, paused, unknown, ...(restored === undefined ? {} : { restored }), ...(cut === undefined ? {} : { unanswered: cut }) }))
       }
+      // Each unanswered run with its parent, as `runs` gives it. A first fact that cannot be read costs
+      // its run the parent, not the list (verify names it): one by one, so it costs no other its own.
+      for (const session of found) {
+        if (session.unanswered === undefined) continue
+        await this.#addParents([session.unanswered]).catch((error: unknown) => {
+          if (!isFactstateError(error, 'LOG_CORRUPT')) throw error
+        })
+      }
       // Each paused turn with when it was sealed: its invocation's last fact (two point reads a turn, its facts not scanned).
       const sealedAt = await this.#sealTimes(found.flatMap((session) => session.paused.map((turn) => turn.invocationId)))
       for (const session of found) {
@@ -3096,8 +3104,17 @@ export class EventLog {
     this.#assertOpen()
     if (!idSchema.safeParse(sessionId).success) throw notAnId('runs', 'sessionId', sessionId)
     const found = await this.#runList(sessionId)
-    // A successor's opened fact has no parent (its turn keeps its first run's): only the others are
-    // read, each once (an opened fact never changes), in one read for those not remembered.
+    await this.#addParents(found)
+    return found
+  }
+
+  /**
+   * Gives each of `found` the parent its `invocation.opened` records, if any. A successor's opened fact
+   * has no parent (its turn keeps its first run's): only the others are read, each once (an opened
+   * fact never changes), in one read for those not remembered. `LOG_CORRUPT` naming the seq of one
+   * that cannot be read.
+   */
+  async #addParents(found: RunSummary[]): Promise<void> {
     const known = new Map<string, ParentCall | null>()
     for (const run of found) {
       const parent = run.kind === 'handoff' ? undefined : this.#parents.get(run.invocationId)
@@ -3120,7 +3137,6 @@ export class EventLog {
       // A copy: the remembered one is the log's, and a caller may change what it gets.
       if (parent) run.parent = { invocation: { ...parent.invocation }, operationId: parent.operationId }
     }
-    return found
   }
 
   /** The runs of `sessionId` as `runs` lists them, without `parent` (read from the index records alone). */

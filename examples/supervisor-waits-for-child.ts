@@ -10,6 +10,12 @@
  * the same resume again: the writer is done, so only the supervisor's successor runs, told what its
  * `delegate` call came to. The note is published once, and nothing is left pending.
  *
+ * Then twice more, each in a log of its own, a shutdown (SIGTERM) cuts both runs short before the
+ * writer's seal: once after the writer recorded its review request (its hold is refused, so it
+ * withdraws the request: no turn waits for it), once before (its tool sends nothing). The next
+ * process, at start-up, continues the writer told what was withdrawn; it submits again and is sealed,
+ * and the review carries the writer, then the editor, told the writer's answer, on.
+ *
  *   npx tsx examples/supervisor-waits-for-child.ts
  */
 import { spawn } from 'node:child_process'
@@ -23,6 +29,7 @@ import { fileURLToPath } from 'node:url'
 import {
   Engine,
   EventLog,
+  type HandoffReservation,
   type Invocation,
   type RunInput,
   type ToolDefinition,
@@ -37,6 +44,8 @@ import {
 import { type RecordedRequest, answer, scriptedModelServer } from 'factstate/testing'
 
 const [role, dir, stop] = process.argv.slice(2)
+/** Process 1's shutdown: aborted on SIGTERM, as in "Cancelling a run" (here also at a point `stop` names). */
+const shutdown = new AbortController()
 const configuration = { cwd: '/srv/newsroom' }
 const editorRun: Invocation = { sessionId: 'editor-desk', turnId: 'turn-1', runId: 'run-1', invocationId: 'editor-1' }
 
@@ -53,7 +62,7 @@ function model(request: RecordedRequest) {
     return answer.toolCalls([{ name: 'delegate', arguments: { specialist: 'writer', task: 'Write the v2 release note' } }])
   }
   const said = String(last?.content)
-  if (!messages.some((message) => message.role === 'tool')) return answer.toolCalls([{ name: 'submit_for_review', arguments: { title: 'v2 release note' } }])
+  if (!messages.some((message) => message.role === 'tool') || said.includes('submit it again')) return answer.toolCalls([{ name: 'submit_for_review', arguments: { title: 'v2 release note' } }])
   if (last?.role === 'user' && said.includes('approved') && !said.includes('do not publish')) return answer.toolCalls([{ name: 'publish', arguments: { title: 'v2 release note' } }])
   if (said.includes('published')) return answer.text('Published "v2 release note" after carol@acme approved it.')
   return answer.text('The draft waits for its reviewer.')
@@ -72,22 +81,59 @@ interface Desk {
 const onSealError = (error: unknown) => console.error(`the hold was not sealed: ${String(error)}`)
 
 /**
- * Holds `invocation`'s run at its next safe point (once the calling tool has settled: not awaited
- * here) and seals it there. One hold covers every call of an answer (a second is HANDOFF_BUSY).
+ * Reserves a hold on `invocation`'s run, taken at its next safe point (once the calling tool has
+ * settled: not awaited here), and returns what seals it there: call it once whatever the turn will
+ * wait for is recorded, with what withdraws that record if the hold or the seal is refused (a
+ * shutdown's cancel before the safe point: no turn waits then). Undefined when the run is stopping
+ * already (HANDOFF_UNAVAILABLE): no turn will wait, so record nothing. One hold covers every call of
+ * an answer: a second call's (HANDOFF_BUSY) is sealed with the first, whose refusal withdraws the run's records.
  */
-function sealAtNextSafePoint(engine: Engine, invocation: Invocation, handoffId: string): void {
-  const run = engine.running(invocation.invocationId)
+function sealAtNextSafePoint(engine: Engine, invocation: Invocation, handoffId: string): ((onRefused?: () => unknown) => void) | undefined {
+  let reservation: HandoffReservation | undefined
   try {
-    void run?.handoff().reserve(intentFor(invocation, handoffId)).ready().then((held) => held.commit()).catch(onSealError)
+    reservation = engine.running(invocation.invocationId)?.handoff().reserve(intentFor(invocation, handoffId))
   } catch (error) {
+    if (isFactstateError(error, 'HANDOFF_UNAVAILABLE')) return undefined
     if (!isFactstateError(error, 'HANDOFF_BUSY')) throw error
   }
+  return (onRefused) => {
+    void reservation
+      ?.ready()
+      .then((held) => held.commit())
+      .catch(async (error) => {
+        onSealError(error)
+        await onRefused?.()
+      })
+      .catch(onSealError) // the withdrawal failed too
+  }
+}
+
+/** A review request, tied to the run that asked: it is good only while that run's turn waits for it. */
+interface ReviewRequest {
+  run: string
+  session: string
+  title: string
+  withdrawn?: true
+}
+
+const requestsIn = (dir: string): ReviewRequest[] => {
+  const file = join(dir, 'reviews.jsonl')
+  return existsSync(file) ? readFileSync(file, 'utf8').trim().split('\n').filter(Boolean).map((line) => JSON.parse(line) as ReviewRequest) : []
+}
+
+/** Withdraws the review requests of the run `invocationId` and returns the titles of all of them, withdrawn now or before. */
+function withdrawRequests(dir: string, invocationId: string): string[] {
+  const requests = requestsIn(dir)
+  const file = join(dir, 'reviews.jsonl')
+  writeFileSync(`${file}.next`, requests.map((r) => `${JSON.stringify(r.run === invocationId ? { ...r, withdrawn: true } : r)}\n`).join(''))
+  renameSync(`${file}.next`, file)
+  return requests.filter((r) => r.run === invocationId).map((r) => r.title)
 }
 
 async function openDesk(dir: string, baseUrl: string): Promise<Desk> {
   const log = await EventLog.open(join(dir, 'log'))
   const engine = new Engine({ log })
-  const reviews = join(dir, 'reviews.txt')
+  const reviews = join(dir, 'reviews.jsonl')
   const published = join(dir, 'published.txt')
   const writerTools: ToolDefinition[] = [
     {
@@ -97,8 +143,16 @@ async function openDesk(dir: string, baseUrl: string): Promise<Desk> {
       async execute(args, context) {
         const { title } = args as { title: string }
         if (existsSync(join(dir, `approved ${title}`))) return { review: 'approved' }
-        appendFileSync(reviews, `${context.invocation.sessionId} ${title}\n`) // what the reviewer is shown, and whose run waits
-        sealAtNextSafePoint(engine, context.invocation, 'review')
+        if (stop === 'shutdown-before-request') shutdown.abort('shutdown') // the example's SIGTERM
+        // Reserved before the request is recorded: a run already stopping (a shutdown) records none.
+        const seal = sealAtNextSafePoint(engine, context.invocation, 'review')
+        // Returned, not thrown: a tool with effects that throws once its run's signal aborted leaves its call uncertain.
+        if (seal === undefined) return { review: 'not sent: the run is stopping; submit it again to send it for review' }
+        // What the reviewer is shown, with the run that asked: good only while that run's turn waits for it.
+        appendFileSync(reviews, `${JSON.stringify({ run: context.invocation.invocationId, session: context.invocation.sessionId, title })}\n`)
+        if (stop === 'shutdown-after-request') setImmediate(() => shutdown.abort('shutdown')) // the example's SIGTERM
+        // Sealed once held; a hold or a seal refused (a shutdown before the safe point): no turn waits, so withdraw.
+        seal(() => withdrawRequests(dir, context.invocation.invocationId))
         return { review: 'sent to a reviewer: publish it once approved' }
       },
     },
@@ -131,7 +185,7 @@ async function openDesk(dir: string, baseUrl: string): Promise<Desk> {
       const child = await engine.start({ ...childRunFor(context, specialist), ...writer, work: { kind: 'message', content: task } }, { signal: context.signal })
       const outcome = await child.wait()
       if (outcome.status === 'handoff_paused') {
-        sealAtNextSafePoint(engine, context.invocation, 'child-review')
+        sealAtNextSafePoint(engine, context.invocation, 'child-review')?.() // undefined: the supervisor is stopping; the review carries it on
         // What the sealed transcript keeps as this call's result; the successor is told the child's answer after it.
         return { status: 'handoff_paused', child: child.invocation.sessionId, note: 'the specialist waits for a reviewer' }
       }
@@ -144,15 +198,26 @@ async function openDesk(dir: string, baseUrl: string): Promise<Desk> {
 
 /**
  * The children a supervisor's run waits for: those of its delegate calls that returned
- * `handoff_paused`, or never settled (a crash), each with its call's operation id.
+ * `handoff_paused`, or never settled (a crash), or returned a child cut short as the run itself was
+ * cancelled (`cancelled` or `failed`, and no answer of the model after it: a shutdown), each with its
+ * call's operation id.
  */
 async function childrenWaitedFor(log: EventLog, invocationId: string): Promise<{ operationId: string; child: Invocation }[]> {
   const calls = new Map<string, Invocation>()
+  const cutShort = new Set<string>()
   for (const { event } of await log.invocationEvents(invocationId)) {
     const { fact } = event
     if (fact.type === 'tool.dispatched' && fact.name === 'delegate') calls.set(fact.operationId, childRunOf(fact.operationId, (fact.input as { specialist: string }).specialist))
-    const paused = fact.type === 'tool.settled' && fact.outcome.status === 'succeeded' && (fact.outcome.output as { status?: unknown } | null)?.status === 'handoff_paused'
-    if (fact.type === 'tool.settled' && !paused) calls.delete(fact.operationId)
+    if (fact.type === 'tool.settled' && calls.has(fact.operationId)) {
+      const status = fact.outcome.status === 'succeeded' ? (fact.outcome.output as { status?: unknown } | null)?.status : undefined
+      if (status === 'cancelled' || status === 'failed') cutShort.add(fact.operationId)
+      else if (status !== 'handoff_paused') calls.delete(fact.operationId)
+    }
+    // The model read those results and went on, or the run did not end cancelled: not cut short by a stop.
+    if (fact.type === 'model.completed' || (fact.type === 'invocation.ended' && fact.outcome.status !== 'cancelled')) {
+      for (const operationId of cutShort) calls.delete(operationId)
+      cutShort.clear()
+    }
   }
   return [...calls].map(([operationId, child]) => ({ operationId, child }))
 }
@@ -190,10 +255,17 @@ async function carryReview(desk: Desk, childSession: string, decision: string): 
   if (last?.terminal !== 'completed') throw new Error(`${childSession}: not finished (${last?.terminal}); run this again`)
   console.log(`child-done ${childSession}`)
   if (stop === 'after-child') await new Promise(() => undefined) // the example's crash: process 2 is killed here
+  await tellSupervisor(desk, childSession)
+}
 
-  // 2. The supervisor: the run whose delegate call started the child. Still its session's last run, it
-  //    has not been told: once every child it waits for has finished, its successor (sealed) or
-  //    continuation (a crash before the seal) is told what each of those delegate calls came to.
+/**
+ * The supervisor of the completed child run `childSession`: the run whose delegate call started the
+ * child. Still its session's last run, it has not been told: once every child it waits for has
+ * finished, its successor (sealed) or continuation (a crash or a shutdown before the seal) is told what
+ * each of those delegate calls came to.
+ */
+async function tellSupervisor(desk: Desk, childSession: string): Promise<void> {
+  const { log, engine } = desk
   // The call the child's first run was started for (undefined: not a child run).
   const parent = (await log.runs(childSession))[0]?.parent
   if (parent === undefined) return
@@ -219,12 +291,15 @@ async function carryReview(desk: Desk, childSession: string, decision: string): 
       const answered = answerOf(await log.invocationEvents(done.invocationId)) ?? null
       told.push(`delegate (operation ${operationId}), which waited for the ${child.sessionId} run, came to: ${JSON.stringify({ status: 'completed', answer: answered })}`)
     }
+    // Never an empty content (refused): a run that waits for no child is not told anything.
+    const content = told.length === 0 ? {} : { content: told.join('\n') }
     if (source.pause !== undefined) {
-      run = { ...desk.editor, invocation: successorOf(source.pause.intent, source.boundary.invocation), work: { kind: 'handoff', source: source.boundary, pause: source.pause, content: told.join('\n') } }
+      run = { ...desk.editor, invocation: successorOf(source.pause.intent, source.boundary.invocation), work: { kind: 'handoff', source: source.boundary, pause: source.pause, ...content } }
     } else {
-      // Not sealed: a crash before the delegate call settled (its outcome unknown) or before the seal.
+      // Not sealed: a crash before the delegate call settled (its outcome unknown) or before the seal,
+      // or a shutdown that cut the child short (the call returned `cancelled`).
       const again = { sessionId, turnId: supervisor.turnId, runId: `run-${randomUUID()}`, invocationId: `inv-${randomUUID()}` }
-      run = { ...desk.editor, invocation: again, work: { kind: 'continuation', source: source.boundary, allowPriorUnknown: true, content: told.join('\n') } }
+      run = { ...desk.editor, invocation: again, work: { kind: 'continuation', source: source.boundary, allowPriorUnknown: true, ...content } }
     }
   } else if (source.pause === undefined) {
     // Told already, by a run a crash cut short: continued from its end without a message.
@@ -237,11 +312,42 @@ async function carryReview(desk: Desk, childSession: string, decision: string): 
   console.log(`${sessionId}: ${run.work.kind} ${run.invocation.runId} ${outcome.status}: ${answerOf(await log.invocationEvents(run.invocation.invocationId))}`)
 }
 
+/**
+ * At every start-up, after `recoverInvocations`: the children a shutdown cut short before their seal,
+ * as their supervisor's `delegate` call waited (the call returned `cancelled`, the supervisor ended
+ * `cancelled` too). Each is continued, its review requests withdrawn first (its refused hold withdrew
+ * them already, unless the process exited first) and the model told, so that it submits again and the
+ * new run is sealed; the supervisor then waits for that review, which carries both on. A child session
+ * is reached through its supervisor, never on its own.
+ */
+async function continueCutShort(desk: Desk): Promise<void> {
+  const { log, engine } = desk
+  for (const session of await log.pendingSessions({ unanswered: true })) {
+    const stopped = session.unanswered
+    if (stopped === undefined || (await log.runs(session.sessionId))[0]?.parent !== undefined) continue
+    for (const { child } of await childrenWaitedFor(log, stopped.invocationId)) {
+      const last = (await log.runs(child.sessionId)).at(-1)
+      if (last?.terminal !== 'cancelled') continue // paused, completed, or a crash's (carryReview's): the review carries it on
+      const source = await log.runSource(child.sessionId, last.runId)
+      const parent = (await log.runs(child.sessionId))[0]?.parent
+      if (source === undefined || parent === undefined) throw new Error(`no run ${last.runId} in ${child.sessionId}`)
+      const titles = withdrawRequests(desk.dir, last.invocationId)
+      // No request (the shutdown came before it was recorded): the tool's "not sent" result says it all.
+      const content = titles.length === 0 ? {} : { content: `The review request for "${titles.join('", "')}" was interrupted before a reviewer answered it and is withdrawn: submit it again to send it for review.` }
+      const again = { sessionId: child.sessionId, turnId: last.turnId, runId: `run-${randomUUID()}`, invocationId: `inv-${randomUUID()}` }
+      const outcome = await engine.run({ ...desk.writer, invocation: again, parent, work: { kind: 'continuation', source: source.boundary, ...content } })
+      console.log(`${child.sessionId}: continuation ${again.runId} ${outcome.status}${titles.length === 0 ? '' : `, told: ${titles.length} request(s) withdrawn`}`)
+      if (outcome.status === 'completed') await tellSupervisor(desk, child.sessionId)
+    }
+  }
+}
+
 if (role === 'work' && dir) {
-  // Process 1: the editor's turn, until both runs are sealed.
+  // Process 1: the editor's turn, until both runs are sealed (or a shutdown cuts both short).
+  process.once('SIGTERM', () => shutdown.abort('shutdown'))
   const server = await scriptedModelServer(model, { callIdPrefix: 'work' })
   const desk = await openDesk(dir, server.baseUrl)
-  const outcome = await desk.engine.run({ ...desk.editor, invocation: editorRun, work: { kind: 'message', content: 'Get the v2 release note written and reviewed' } })
+  const outcome = await desk.engine.run({ ...desk.editor, invocation: editorRun, work: { kind: 'message', content: 'Get the v2 release note written and reviewed' } }, { signal: shutdown.signal })
   await desk.engine.drain()
   console.log(`process 1: the editor ended ${outcome.status}; model requests: ${server.requests.length}`)
   await desk.log.close()
@@ -251,16 +357,17 @@ if (role === 'work' && dir) {
   const server = await scriptedModelServer(model, { callIdPrefix: `review-${process.pid}` })
   const desk = await openDesk(dir, server.baseUrl)
   await recoverInvocations(desk.log) // at start-up, as always: a crash may have left runs open
-  const [childSession, title] = readFileSync(join(dir, 'reviews.txt'), 'utf8').trim().split('\n')[0]?.split(/ (.*)/) ?? []
-  if (childSession === undefined || title === undefined) throw new Error('no review was asked for')
-  if (!existsSync(join(dir, `used ${title}`))) writeFileSync(join(dir, `approved ${title}`), 'carol@acme')
-  await carryReview(desk, childSession, `carol@acme approved "${title}"`)
+  await continueCutShort(desk) // and a shutdown, runs cut short
+  const request = requestsIn(dir).find((r) => r.withdrawn === undefined)
+  if (request === undefined) throw new Error('no review was asked for')
+  if (!existsSync(join(dir, `used ${request.title}`))) writeFileSync(join(dir, `approved ${request.title}`), 'carol@acme')
+  await carryReview(desk, request.session, `carol@acme approved "${request.title}"`)
   await desk.log.close()
   await server.close()
 } else {
   const work = await mkdtemp(join(tmpdir(), 'factstate-supervisor-'))
   const self = fileURLToPath(import.meta.url)
-  const node = (...args: string[]) => spawn(process.execPath, [...process.execArgv, self, ...args, work], { stdio: ['ignore', 'pipe', 'inherit'] })
+  const node = (role: string, dir = work, stop?: string) => spawn(process.execPath, [...process.execArgv, self, role, dir, ...(stop === undefined ? [] : [stop])], { stdio: ['ignore', 'pipe', 'inherit'] })
   const lines = async (child: ReturnType<typeof node>, until?: (line: string) => boolean) => {
     for await (const line of createInterface({ input: child.stdout })) {
       console.log(`  ${line}`)
@@ -268,8 +375,8 @@ if (role === 'work' && dir) {
     }
   }
   const exited = (child: ReturnType<typeof node>) => new Promise<number | null>((resolve) => (child.exitCode !== null ? resolve(child.exitCode) : child.once('exit', resolve)))
-  const pending = async () => {
-    const log = await EventLog.open(join(work, 'log'))
+  const pending = async (dir = work) => {
+    const log = await EventLog.open(join(dir, 'log'))
     try {
       const sessions = await log.pendingSessions({ unanswered: true })
       return sessions.map((s) => `${s.sessionId}: ${[...s.paused.map((t) => `paused ${t.runId}`), ...s.unknown.map((op) => `unknown ${op.name}`), ...(s.unanswered ? [`unanswered ${s.unanswered.runId}`] : [])].join(', ')}`)
@@ -281,6 +388,16 @@ if (role === 'work' && dir) {
   const check = (condition: boolean, what: string) => {
     console.log(`${condition ? '✔' : '✘'} ${what}`)
     ok &&= condition
+  }
+  /** The tools each run of the two sessions dispatched, in order. */
+  const callsIn = async (log: EventLog) => {
+    const calls: string[] = []
+    for (const session of [editorRun.sessionId, childRunOf(`${editorRun.invocationId}/step-1/0`, 'writer').sessionId]) {
+      for (const run of await log.runs(session)) {
+        for (const { event } of await log.invocationEvents(run.invocationId)) if (event.fact.type === 'tool.dispatched') calls.push(event.fact.name)
+      }
+    }
+    return calls
   }
   try {
     console.log('process 1')
@@ -318,16 +435,50 @@ if (role === 'work' && dir) {
       const opened = successor === undefined ? undefined : (await log.invocationEvents(successor.invocationId))[0]?.event.fact
       const told = opened?.type === 'invocation.opened' && opened.input.kind === 'handoff' ? opened.input.content : undefined
       check(told?.includes('Published \\"v2 release note\\"') === true, `the editor's successor was told: ${told}`)
-      const calls: string[] = []
-      for (const session of [editorRun.sessionId, childRunOf(`${editorRun.invocationId}/step-1/0`, 'writer').sessionId]) {
-        for (const run of await log.runs(session)) {
-          for (const { event } of await log.invocationEvents(run.invocationId)) if (event.fact.type === 'tool.dispatched') calls.push(event.fact.name)
-        }
-      }
+      const calls = await callsIn(log)
       check(calls.join() === 'delegate,submit_for_review,publish', `each tool ran once, across three processes: ${calls.join(', ')}`)
       console.log(`verify: ${(await log.verify()).events} facts ok`)
     } finally {
       await log.close()
+    }
+
+    // A shutdown (SIGTERM) cuts both runs short before the writer's seal: after the writer's request
+    // was recorded (its hold refused, the request withdrawn), or before (the tool sends nothing).
+    for (const stop of ['shutdown-after-request', 'shutdown-before-request']) {
+      const dir = await mkdtemp(join(tmpdir(), 'factstate-supervisor-'))
+      try {
+        console.log(`process 1 (${stop})`)
+        const cut = node('work', dir, stop)
+        await lines(cut)
+        check((await exited(cut)) === 0, `${stop}: process 1 exited`)
+        const stopped = await pending(dir)
+        console.log(`pending: ${stopped.join('; ')}`)
+        const open = requestsIn(dir).filter((r) => r.withdrawn === undefined)
+        check(open.length === 0, `${stop}: no review request is left open with no turn waiting for it`)
+        console.log('process 2 (at start-up, the writer is continued and submits again; the reviewer approves)')
+        const resume = node('review', dir)
+        await lines(resume)
+        check((await exited(resume)) === 0, `${stop}: process 2 exited`)
+        const published = readFileSync(join(dir, 'published.txt'), 'utf8').trim().split('\n')
+        const left = await pending(dir)
+        check(published.length === 1 && left.length === 0, `${stop}: the note was published ${published.length} time(s); nothing pending${left.length === 0 ? '' : `: ${left.join('; ')}`}`)
+        const log = await EventLog.open(join(dir, 'log'))
+        try {
+          const runs = await log.runs(editorRun.sessionId)
+          const opened = runs[1] === undefined ? undefined : (await log.invocationEvents(runs[1].invocationId))[0]?.event.fact
+          const told = opened?.type === 'invocation.opened' && opened.input.kind === 'continuation' ? opened.input.content : undefined
+          check(
+            runs.map((r) => `${r.kind} ${r.terminal}`).join(', ') === 'message cancelled, continuation completed' && told?.includes('Published \\"v2 release note\\"') === true,
+            `${stop}: the editor, cut short, was continued and told: ${told}`,
+          )
+          const calls = await callsIn(log)
+          check(calls.join() === 'delegate,submit_for_review,submit_for_review,publish', `${stop}: the writer submitted again, the editor never delegated again: ${calls.join(', ')}`)
+        } finally {
+          await log.close()
+        }
+      } finally {
+        await rm(dir, { recursive: true, force: true })
+      }
     }
   } finally {
     await rm(work, { recursive: true, force: true })

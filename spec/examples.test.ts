@@ -40,7 +40,7 @@ const examples: [file: string, mustSay: RegExp][] = [
   ['examples/tool-approval.ts', /#8 rejected \{"order":"C-3","amount":9000\} denied: over 1,000 needs a manager[\s\S]*completed: 2 refunds issued/],
   ['examples/stuck-tool-and-backup.ts', /run 1: failed outcome_unknown: tool export_report \(operation invocation-1\/step-1\/0\) did not finish within 200 ms \(its timeoutMs\)[\s\S]*pending: reports has 1 tool outcome\(s\) to acknowledge: export_report invocation-1\/step-1\/0\nrun 2: completed; nothing pending\nbackup: 9 events, the same digest as the log\nrun 3: completed; summaries sent: 1\nrestored: a backup taken at seq 9; run 3 is not in it \(high-water 9\)\nrun 4: refused: RUN_RECONCILIATION_REQUIRED, restored at seq 9\nrun 4 \(acknowledged\): completed; summaries sent: 1/],
   ['examples/delegation.ts', /delegate editor-1\/step-1\/0: child editor-1\.step-1\.0\.writer, outcome_unknown\n  save_draft \(operation editor-1\.step-1\.0\.writer\/step-1\/0\): the draft was saved; do not save it again; the writer, continued: completed\nsupervisor, told: completed: [^\n]+\nthe draft was saved 1 time\(s\)/],
-  ['examples/supervisor-waits-for-child.ts', /pending: editor-1\.step-1\.0\.writer: paused editor-1\.step-1\.0\.writer; editor-desk: paused run-1\n[\s\S]*pending: editor-desk: paused run-1\n[\s\S]*✔ the note was published 1 time\(s\)\n✔ nothing pending\n[\s\S]*✔ the editor's model was asked 1 time\(s\) before the seal[\s\S]*✔ each tool ran once, across three processes: delegate, submit_for_review, publish\n/],
+  ['examples/supervisor-waits-for-child.ts', /pending: editor-1\.step-1\.0\.writer: paused editor-1\.step-1\.0\.writer; editor-desk: paused run-1\n[\s\S]*pending: editor-desk: paused run-1\n[\s\S]*✔ the note was published 1 time\(s\)\n✔ nothing pending\n[\s\S]*✔ the editor's model was asked 1 time\(s\) before the seal[\s\S]*✔ each tool ran once, across three processes: delegate, submit_for_review, publish\n[\s\S]*✔ shutdown-after-request: no review request is left open with no turn waiting for it\n[\s\S]*✔ shutdown-after-request: the note was published 1 time\(s\); nothing pending\n✔ shutdown-after-request: the editor, cut short, was continued and told: [^\n]*\n✔ shutdown-after-request: the writer submitted again, the editor never delegated again: delegate, submit_for_review, submit_for_review, publish\n[\s\S]*✔ shutdown-before-request: the note was published 1 time\(s\); nothing pending\n[\s\S]*✔ shutdown-before-request: the writer submitted again, the editor never delegated again: delegate, submit_for_review, submit_for_review, publish\n/],
   ['examples/streaming-answer.ts', /\[step-2\] Tomorrow in Oslo[\s\S]*completed: 6 pieces for 2 answers; 2 of 2 add up to the recorded text/],
 ]
 
@@ -221,6 +221,10 @@ test('the README recipe "A child run that waits for a person" shows examples/sup
   // The helper as it is in the file; the tool as it is there, one level of indentation less.
   const helper = block.slice(0, block.indexOf('\n// The writer'))
   assert.ok(helper.startsWith('/**') && file.includes(helper), 'sealAtNextSafePoint')
+  // The writer's tool, quoted in comments: each line as it is in the file.
+  const quoted = [...block.matchAll(/^\/\/ {3}(.*)$/gm)].map((match) => match[1] ?? '')
+  assert.is(quoted.length, 4, 'the writer tool lines')
+  for (const line of quoted) assert.ok(file.includes(`        ${line}\n`), line)
   const tool = block.slice(block.indexOf('const delegate'))
   const inFile = file.slice(file.indexOf('  const delegate'), file.indexOf('  const editor ='))
   assert.is(tool.trimEnd(), inFile.split('\n').map((line) => line.slice(2)).join('\n').trimEnd(), 'the delegate tool')

@@ -11,6 +11,10 @@
  * "note: call Bob", "what are my notes?", "tell me a story".
  *
  *   npx tsx examples/chat-repl.ts [log-dir]     (default ./.factstate/chat-repl)
+ *
+ * For a test that stops it at a given point for certain, CHAT_REPL_HOLD names a file: while it
+ * exists, a story stops after its first words (the connection stays open) and `save_note`, its note
+ * saved, does not return; without it, the story takes about two seconds and `save_note` 300 ms.
  */
 import { randomUUID } from 'node:crypto'
 import { appendFileSync, existsSync, readFileSync } from 'node:fs'
@@ -24,6 +28,8 @@ const notesFile = `${dir.replace(/[\\/]+$/, '')}-notes.jsonl` // the notes "serv
 
 const print = (line: string) => process.stdout.write(`${line}\n`)
 type Note = { operationId: string; text: string }
+const holdFile = process.env.CHAT_REPL_HOLD
+const holding = () => holdFile !== undefined && existsSync(holdFile)
 const notes = (): Note[] => (existsSync(notesFile) ? readFileSync(notesFile, 'utf8').split('\n').filter(Boolean).map((line) => JSON.parse(line) as Note) : [])
 
 const orders: Record<string, string> = { 'A-1': 'shipped on Monday', 'B-2': 'waiting for stock' }
@@ -49,7 +55,9 @@ const tools: ToolDefinition[] = [
       const { text } = input as { text: string }
       if (!notes().some((note) => note.operationId === operationId)) appendFileSync(notesFile, `${JSON.stringify({ operationId, text })}\n`)
       print(`  · save_note "${text}"`)
-      await new Promise((resolve) => setTimeout(resolve, 300)) // the service's answer takes a moment: a kill now leaves the call uncertain
+      // The service's answer takes a moment: a kill now leaves the call uncertain.
+      do await new Promise((resolve) => setTimeout(resolve, holding() ? 20 : 300))
+      while (holding())
       return { saved: true }
     },
   },
@@ -73,6 +81,7 @@ const model = await scriptedModelServer((request) => {
   if (/: the note was saved/.test(text)) return answer.text('Your note is saved.') // told after a crash, as the chat checked it
   if (/: the note was not saved/.test(text)) return answer.text('Your note was not saved: please say it again.')
   if (/my notes/i.test(text)) return answer.text(`Your notes: ${notes().map((n) => n.text).join('; ') || 'none'}.`)
+  if (/story/i.test(text) && holding()) return answer.stall({ text: 'Once upon a time' })
   if (/story/i.test(text)) return answer.text('Once upon a time a log kept every fact, and nothing was lost. The end.', { pieces: 40, pieceDelayMs: 50 })
   return answer.text(`You said: "${text}".`)
 })

@@ -3,7 +3,7 @@
  * and must exit 0 (each example checks its own outcome and exits 1 when it is wrong).
  */
 import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process'
-import { readFile } from 'node:fs/promises'
+import { readFile, rm, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
@@ -52,9 +52,14 @@ for (const [file, mustSay] of examples) {
   })
 }
 
-/** examples/chat-repl.ts as a person at a terminal drives it: lines on its stdin, signals for Ctrl-C, SIGTERM and kill -9. */
-function chat(cwd: string) {
-  const child: ChildProcessWithoutNullStreams = spawn(process.execPath, ['--import', import.meta.resolve('tsx'), join(REPO_ROOT, 'examples/chat-repl.ts')], { cwd })
+/**
+ * examples/chat-repl.ts as a person at a terminal drives it: lines on its stdin, signals for Ctrl-C,
+ * SIGTERM and kill -9. `hold` is its CHAT_REPL_HOLD file: while it exists, a story stops after its
+ * first words and save_note does not return, so a signal sent then comes before the answer or the
+ * call has ended, however slow the machine.
+ */
+function chat(cwd: string, hold: string) {
+  const child: ChildProcessWithoutNullStreams = spawn(process.execPath, ['--import', import.meta.resolve('tsx'), join(REPO_ROOT, 'examples/chat-repl.ts')], { cwd, env: { ...process.env, CHAT_REPL_HOLD: hold } })
   let stdout = ''
   let output = ''
   const waiting: { pattern: RegExp; count: number; resolve: () => void }[] = []
@@ -86,15 +91,24 @@ function chat(cwd: string) {
 }
 
 test('examples/chat-repl.ts: each message continues the last run, Ctrl-C stops an answer, and a turn cut short by SIGTERM or kill -9 is finished on the next launch (a note saved as it was killed, checked by its operationId, not saved again)', () =>
-  withTimeout(
-    withTempDir(async (dir) => {
-      // Launch 1: a read-only lookup, a note saved, an answer stopped by Ctrl-C, then SIGTERM mid-answer.
-      const first = chat(dir)
-      try {
+  withTempDir(async (dir) => {
+    const holdFile = join(dir, 'hold')
+    const hold = async (on: boolean) => (on ? writeFile(holdFile, '') : rm(holdFile, { force: true }))
+    const launched: ReturnType<typeof chat>[] = []
+    const launch = () => {
+      const started = chat(dir, holdFile)
+      launched.push(started)
+      return started
+    }
+    try {
+      await withTimeout(async () => {
+        // Launch 1: a read-only lookup, a note saved, an answer stopped by Ctrl-C, then SIGTERM mid-answer.
+        const first = launch()
         first.say('where is order A-1?')
         await first.until(/assistant: Order A-1 is shipped on Monday\.\n/)
         first.say('note: call Bob')
         await first.until(/assistant: Saved your note\.\n/)
+        await hold(true)
         first.say('tell me a story')
         await first.until(/assistant: Once/)
         first.child.kill('SIGINT')
@@ -104,88 +118,81 @@ test('examples/chat-repl.ts: each message continues the last run, Ctrl-C stops a
         first.child.kill('SIGTERM')
         assert.equal(await first.exited, { code: 0, signal: null }, first.output())
         assert.match(first.output(), /\(stopped: shutdown; /)
-      } finally {
-        first.child.kill('SIGKILL')
-      }
-      // Launch 2: finishes the turn the shutdown cut short, without asking for it again; then killed mid-answer.
-      const second = chat(dir)
-      try {
+        // Launch 2: finishes the turn the shutdown cut short, without asking for it again; then killed mid-answer.
+        await hold(false)
+        const second = launch()
         await second.until(/^\(finishing the turn the last run left: cancelled shutdown\)\nassistant: Once upon a time a log kept every fact, and nothing was lost\. The end\.\n/m)
         second.say('what are my notes?')
         await second.until(/assistant: Your notes: call Bob\.\n/)
+        await hold(true)
         second.say('tell me a story')
         await second.until(/assistant: Once/, 2)
         second.child.kill('SIGKILL')
         assert.equal(await second.exited, { code: null, signal: 'SIGKILL' })
-      } finally {
-        second.child.kill('SIGKILL')
-      }
-      // Launch 3: recovery closes the killed run (host_interrupted), the chat finishes it, then answers and quits at end of input.
-      const third = chat(dir)
-      try {
+        // Launch 3: recovery closes the killed run (host_interrupted), the chat finishes it, then answers and quits at end of input.
+        await hold(false)
+        const third = launch()
         await third.until(/^\(finishing the turn the last run left: failed host_interrupted\)\nassistant: Once upon a time[^\n]*The end\.\n/m)
         third.say('where is order B-2?')
         await third.until(/assistant: Order B-2 is waiting for stock\.\n/)
         // Killed once save_note has saved its note, before its call settled: the call is uncertain.
+        await hold(true)
         third.say('note: buy milk')
-        await third.until(/  · save_note "buy milk"\n/)
+        await third.until(/ {2}· save_note "buy milk"\n/)
         third.child.kill('SIGKILL')
         assert.equal(await third.exited, { code: null, signal: 'SIGKILL' })
-      } finally {
-        third.child.kill('SIGKILL')
-      }
-      // Launch 4: recovery closes that run outcome_unknown; the chat checks the notes by the call's operationId and tells the model.
-      const fourth = chat(dir)
-      try {
+        // Launch 4: recovery closes that run outcome_unknown; the chat checks the notes by the call's operationId and tells the model.
+        await hold(false)
+        const fourth = launch()
         await fourth.until(/^\(finishing the turn the last run left: failed outcome_unknown, checked\)\nassistant: Your note is saved\.\n/m)
         fourth.say('what are my notes?')
         await fourth.until(/assistant: Your notes: call Bob; buy milk\.\n/)
         fourth.child.stdin.end()
         assert.equal(await fourth.exited, { code: 0, signal: null }, fourth.output())
-      } finally {
-        fourth.child.kill('SIGKILL')
-      }
 
-      const notes = (await readFile(join(dir, '.factstate/chat-repl-notes.jsonl'), 'utf8')).trim().split('\n').map((line) => JSON.parse(line) as { operationId: string; text: string })
-      const log = await EventLog.open(join(dir, '.factstate/chat-repl'))
-      try {
-        const runs = await log.runs('chat')
-        const said: string[] = []
-        for (const run of runs) {
-          const opened = (await log.invocationEvents(run.invocationId))[0]?.event.fact
-          const content = opened?.type === 'invocation.opened' && 'content' in opened.input ? opened.input.content : undefined
-          const outcome = run.outcome?.status === 'failed' ? `failed ${run.outcome.class}` : run.outcome?.status === 'cancelled' ? `cancelled ${run.outcome.source}` : run.outcome?.status
-          said.push(`${run.kind} ${content ?? '(no message)'}: ${outcome}`)
+        const notes = (await readFile(join(dir, '.factstate/chat-repl-notes.jsonl'), 'utf8')).trim().split('\n').map((line) => JSON.parse(line) as { operationId: string; text: string })
+        const log = await EventLog.open(join(dir, '.factstate/chat-repl'))
+        try {
+          const runs = await log.runs('chat')
+          const said: string[] = []
+          for (const run of runs) {
+            const opened = (await log.invocationEvents(run.invocationId))[0]?.event.fact
+            const content = opened?.type === 'invocation.opened' && 'content' in opened.input ? opened.input.content : undefined
+            const outcome = run.outcome?.status === 'failed' ? `failed ${run.outcome.class}` : run.outcome?.status === 'cancelled' ? `cancelled ${run.outcome.source}` : run.outcome?.status
+            said.push(`${run.kind} ${content ?? '(no message)'}: ${outcome}`)
+          }
+          assert.equal(said, [
+            'message where is order A-1?: completed',
+            'continuation note: call Bob: completed',
+            'continuation tell me a story: cancelled user-stop',
+            'continuation tell me a story: cancelled shutdown',
+            'continuation (no message): completed', // the turn SIGTERM cut short, finished
+            'continuation what are my notes?: completed',
+            'continuation tell me a story: failed host_interrupted',
+            'continuation (no message): completed', // the turn kill -9 cut short, finished
+            'continuation where is order B-2?: completed',
+            'continuation note: buy milk: failed outcome_unknown',
+            `continuation save_note (operation ${runs[9]?.invocationId}/step-1/0): the note was saved; do not save it again: completed`,
+            'continuation what are my notes?: completed',
+          ])
+          // Each run continues the one before it: one conversation, in order.
+          assert.equal(runs.slice(1).map((run) => run.sourceRunId), runs.slice(0, -1).map((run) => run.runId))
+          // Each note was saved once, under the operationId of the call that saved it, and never again.
+          assert.equal(notes, [
+            { operationId: `${runs[1]?.invocationId}/step-1/0`, text: 'call Bob' },
+            { operationId: `${runs[9]?.invocationId}/step-1/0`, text: 'buy milk' },
+          ])
+          assert.equal(await log.pendingSessions({ unanswered: true }), [], 'nothing left pending')
+        } finally {
+          await log.close()
         }
-        assert.equal(said, [
-          'message where is order A-1?: completed',
-          'continuation note: call Bob: completed',
-          'continuation tell me a story: cancelled user-stop',
-          'continuation tell me a story: cancelled shutdown',
-          'continuation (no message): completed', // the turn SIGTERM cut short, finished
-          'continuation what are my notes?: completed',
-          'continuation tell me a story: failed host_interrupted',
-          'continuation (no message): completed', // the turn kill -9 cut short, finished
-          'continuation where is order B-2?: completed',
-          'continuation note: buy milk: failed outcome_unknown',
-          `continuation save_note (operation ${runs[9]?.invocationId}/step-1/0): the note was saved; do not save it again: completed`,
-          'continuation what are my notes?: completed',
-        ])
-        // Each run continues the one before it: one conversation, in order.
-        assert.equal(runs.slice(1).map((run) => run.sourceRunId), runs.slice(0, -1).map((run) => run.runId))
-        // Each note was saved once, under the operationId of the call that saved it, and never again.
-        assert.equal(notes, [
-          { operationId: `${runs[1]?.invocationId}/step-1/0`, text: 'call Bob' },
-          { operationId: `${runs[9]?.invocationId}/step-1/0`, text: 'buy milk' },
-        ])
-        assert.equal(await log.pendingSessions({ unanswered: true }), [], 'nothing left pending')
-      } finally {
-        await log.close()
-      }
-    }),
-    90_000,
-    'chat-repl',
-  ))
+      }, 90_000, 'chat-repl')
+    } finally {
+      // Also when it timed out: no chat is left running, and the directory is removed once they have exited.
+      for (const { child } of launched) child.kill('SIGKILL')
+      await Promise.all(launched.map(({ exited }) => exited))
+    }
+  }))
 
 test('the README Quick start is examples/quick-start.ts, and it runs twice in one directory', () =>
   withTimeout(

@@ -438,6 +438,19 @@ test('log shows a child run as the child of the call that started it, on its ope
         `inv-sup.step-1.0.writer: 1 tool outcome(s) to acknowledge: echo op1 {"value":42}${mark}`,
         `inv-sup.step-1.0.writer: unanswered turn turn-writer: run run-writer (inv-writer) ended failed outcome_unknown at seq 13${mark}`,
       ])
+      // Once the supervisor has run since (told that the child's turn was given up, say), nothing waits for that turn.
+      const later = await EventLog.open(location)
+      try {
+        await later.appendAll(completeInvocation('sup-2', 'desk'))
+      } finally {
+        await later.close()
+      }
+      const left = await cli(['pending', location, '--unanswered', '--session', 'inv-sup.step-1.0.writer'])
+      assert.is(left.code, 0, left.stderr)
+      assert.is(
+        left.stdout.trim().split('\n')[1],
+        'inv-sup.step-1.0.writer: unanswered turn turn-writer: run run-writer (inv-writer) ended failed outcome_unknown at seq 13; a child run of inv-sup/step-1/0 (session desk), whose supervisor has run since (run run-sup-2): nothing waits for this turn',
+      )
     }),
     60_000,
   ))

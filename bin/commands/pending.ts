@@ -17,7 +17,9 @@ session that has not run since the backup was taken (what it did after that is n
 its tools' effects since then; its next run passes allowRestored; past 20 such sessions with nothing
 else pending, a line per backup point says how many, and --restored lists each). Each line of a
 child run's session says which call started it: settle it through that supervisor's recovery (a
-child's paused turn: once its successor has finished, its answer goes to that supervisor).
+child's paused turn: once its successor has finished, its answer goes to that supervisor; a child's
+unanswered turn whose supervisor has run since the run that started it, a turn given up say: nothing
+waits for it).
 Sessions with nothing pending are left
 out; "nothing pending" is printed when none is. Reads a snapshot of the log, as log and verify do.
 --session ID lists that session alone, read from its own records (not every session's): its lines,
@@ -129,7 +131,12 @@ export async function pendingCommand(args: string[], io: CommandIo): Promise<num
         const listed = effects.slice(0, EFFECTS_LISTED).map((effect) => `${effect.name} ${effect.status}`)
         if (effects.length > EFFECTS_LISTED) listed.push(`${effects.length - EFFECTS_LISTED} more (--json lists them)`)
         const did = effects.length === 0 ? '' : `; its run already did: ${listed.join(', ')}; finish the turn (a continuation without content) rather than resend its message`
-        io.stdout(escapeControls(`${sessionId}: unanswered turn ${unanswered.turnId}: run ${unanswered.runId} (${unanswered.invocationId}) ended ${ended} at seq ${unanswered.lastSeq}${did}${child}`))
+        // A supervisor (on this log) that has run since the run that started the child no longer waits
+        // for it (a child's turn given up, its supervisor told so): nothing to settle through it.
+        const since = parent === undefined ? undefined : (await log.runs(parent.invocation.sessionId)).at(-1)
+        const goneOn = parent !== undefined && since !== undefined && since.runId !== parent.invocation.runId
+        const left = goneOn ? `; a child run of ${parent.operationId} (session ${parent.invocation.sessionId}), whose supervisor has run since (run ${since.runId}): nothing waits for this turn` : child
+        io.stdout(escapeControls(`${sessionId}: unanswered turn ${unanswered.turnId}: run ${unanswered.runId} (${unanswered.invocationId}) ended ${ended} at seq ${unanswered.lastSeq}${did}${left}`))
       }
     }
     if (collapse) {

@@ -324,8 +324,28 @@ function unversionedHint(baseUrl: string): string | undefined {
     return undefined
   }
   if (path !== '/') return undefined
-  const base = baseUrl.replace(/\/+$/, '')
-  return ` (requests go to ${base}/chat/completions: most OpenAI-compatible servers serve them under /v1, so try the baseUrl ${base}/v1)`
+  return unversionedHintFor(baseUrl.replace(/\/+$/, ''))
+}
+
+const UNVERSIONED_HEAD = ' (requests go to '
+const unversionedHintFor = (base: string) => `${UNVERSIONED_HEAD}${base}/chat/completions: most OpenAI-compatible servers serve them under /v1, so try the baseUrl ${base}/v1)`
+
+/** How the message of an error answer begins: the provider's own words (quoted, redacted) follow. */
+const answeredHead = (status: number) => `the provider answered HTTP ${status}: `
+
+/**
+ * The provider's own words in the message the client composed for an error answer with `status`
+ * (see `#classify`): `message` less its head and, for a 404, the hint about /v1 it added; `undefined`
+ * when the client did not compose `message` so (a stall after the status, a redirect, another failure).
+ */
+export function providerWordsOf(message: string, status: number): string | undefined {
+  const head = answeredHead(status)
+  if (!message.startsWith(head)) return undefined
+  const words = message.slice(head.length)
+  const at = words.lastIndexOf(UNVERSIONED_HEAD)
+  if (status !== 404 || at === -1) return words
+  const base = words.slice(at + UNVERSIONED_HEAD.length).split('/chat/completions: ')[0] ?? ''
+  return words.slice(at) === unversionedHintFor(base) ? words.slice(0, at) : words
 }
 
 /**
@@ -688,7 +708,7 @@ export class OpenAIChatClient implements ModelClient {
       const hint = status === 404 && this.#unversioned !== undefined ? this.#unversioned : ''
       // OpenAI answers an account out of credit 429 too, as a rate limit: no wait cures it.
       const exhausted = status === 429 && [error.code, error.type].some((tag) => typeof tag === 'string' && EXHAUSTED_QUOTA.test(tag))
-      return interrupted(retryableStatus(status) && !exhausted ? 'retryable_failure' : 'failed', this.#redact(`the provider answered HTTP ${status}: ${detail}${hint}`), exhausted ? { provider } : extra)
+      return interrupted(retryableStatus(status) && !exhausted ? 'retryable_failure' : 'failed', this.#redact(`${answeredHead(status)}${detail}${hint}`), exhausted ? { provider } : extra)
     }
     return interrupted('failed', this.#redact(`the request failed: ${describe(error)}`))
   }

@@ -93,6 +93,33 @@ async function runAll(dir: string, script: Script, inputs: (baseUrl: string) => 
   }
 }
 
+/** The messages of a run's model.interrupted facts. */
+const interruptions = (events: readonly StoredEvent[]) => events.flatMap(({ event }) => (event.fact.type === 'model.interrupted' ? [event.fact.message] : []))
+
+test('a refused request replays with the recorded message, however often it is re-recorded: the script carries the provider\'s own words', () =>
+  withTimeout(
+    () =>
+      withTempDir(async (dir) => {
+        const script: Script = [answer.status(429), answer.status(503), answer.status(404, { body: { error: { message: 'no such model' } } }), answer.text('done')]
+        const generations: (string | undefined)[][] = []
+        let next = script
+        for (const generation of [0, 1, 2]) {
+          let run: StoredEvent[] = []
+          // A 404 is not retried: the run fails there, and `done` is never asked for.
+          await runAll(join(dir, `generation-${generation}`), next, (baseUrl) => [input(baseUrl, `g${generation}`, join(dir, `g${generation}`), [])], async (log) => {
+            run = await recordedRun(log, `invocation-g${generation}`)
+          })
+          generations.push(interruptions(run))
+          next = scriptOf(run)
+        }
+        assert.equal(generations[0], ['the provider answered HTTP 429: scripted status 429', 'the provider answered HTTP 503: scripted status 503', 'the provider answered HTTP 404: no such model'])
+        assert.equal(generations[1], generations[0])
+        assert.equal(generations[2], generations[0])
+      }),
+    30_000,
+    'replayed refusals',
+  ))
+
 for (const stream of [false, true]) {
   // Streamed (SSE) too: the reasoning, the calls' pieces and the usage chunk.
   const providerOptions: JsonObject = stream ? { stream: true, stream_options: { include_usage: true } } : {}
@@ -108,7 +135,8 @@ for (const stream of [false, true]) {
           assert.equal(recorded.map(({ event }) => event.fact.type).filter((type) => type === 'model.requested').length, 4)
           const script = scriptOf(recorded)
           assert.equal(script.map((a) => a.kind), ['toolCalls', 'status', 'toolCalls', 'text'])
-          assert.equal(script[1], answer.status(503, { body: { error: { message: (recorded.find(({ event }) => event.fact.type === 'model.interrupted')?.event.fact as { message: string }).message, type: 'server_error' } } }))
+          // The provider's own words, not the message the client composed of them.
+          assert.equal(script[1], answer.status(503, { body: { error: { message: 'scripted status 503', type: 'server_error' } } }))
 
           const replayTool = lookupOrder({ 'A-17': 'shipped', 'B-2': 'lost' })
           let replayed: StoredEvent[] = []
@@ -125,6 +153,8 @@ for (const stream of [false, true]) {
           assert.is(answers(replayed)[1]?.reasoning, 'A-17 is done; now B-2.')
           assert.is(answers(replayed)[0]?.usage?.cachedInputTokens, 100)
           assert.is(answers(replayed)[2]?.usage?.reasoningTokens, 4)
+          assert.equal(interruptions(replayed), interruptions(recorded))
+          assert.equal(interruptions(recorded), ['the provider answered HTTP 503: scripted status 503'])
         }),
       30_000,
       'replay',

@@ -5,6 +5,7 @@
  * (`compareRuns`), leaving out what differs between two runs of the same input by design (ids,
  * times, the provider's ids for its answers).
  */
+import { providerWordsOf } from '../actors/openai-chat-client.js'
 import { FactstateError } from '../errors.js'
 import type { ExecutionSettings, Fact, FactType, RuntimeEvent, StoredEvent } from '../facts/types.js'
 import { shown } from '../options.js'
@@ -71,10 +72,11 @@ function scriptedUsage(fact: Extract<Fact, { type: 'model.completed' }>): Script
 
 /** The error object of a refusal as OpenAI sends it, from what the fact kept of it. */
 function errorBody(fact: Extract<Fact, { type: 'model.interrupted' }>): { error: Record<string, string> } {
-  const { code, type, param } = fact.provider ?? {}
+  const { code, type, param, status } = fact.provider ?? {}
   return {
     error: {
-      message: fact.message ?? `replayed ${fact.status}`,
+      // The provider's own words: the replay's client composes its message from them as the recording's did.
+      message: fact.message === undefined ? `replayed ${fact.status}` : status === undefined ? fact.message : (providerWordsOf(fact.message, status) ?? fact.message),
       ...(type === undefined ? {} : { type }),
       ...(code === undefined ? {} : { code }),
       ...(param === undefined ? {} : { param }),

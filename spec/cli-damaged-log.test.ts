@@ -3,7 +3,8 @@
  * print what is left, after a warning, and exit 1, as `verify` does for it, so that a script notices; with
  * `--allow-damaged` the user accepts that and they exit 0.
  */
-import { stat } from 'node:fs/promises'
+import { cp, open, readFile, readdir, rm, stat } from 'node:fs/promises'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
@@ -14,7 +15,7 @@ import { verifyCommand } from '../bin/commands/verify.js'
 import { type CommandIo, EXIT } from '../bin/io.js'
 import { EventLog } from '../index.js'
 import { collector } from './support/cli-io.js'
-import { EventMaker, completeInvocation, facts, invocationOf, logLosingItsLastBatch, refusal, withLog } from './support/log-fixtures.js'
+import { EventMaker, completeInvocation, facts, invocationOf, logLosingItsLastBatch, refusal, startChild, withLog } from './support/log-fixtures.js'
 import { withTempDir, withTimeout } from './support/temp.js'
 
 /** The facts of a run left open in session-open: what the damaged log keeps. */
@@ -102,6 +103,81 @@ test('an undamaged log: log, pending and script exit 0, with or without --allow-
       }
     }),
     30_000,
+  ))
+
+/** Runs `reader` with --allow-damaged; returns what it printed, after checking it exited 0 and warned. */
+async function readAllowed(reader: (args: string[], io: CommandIo) => Promise<number>, args: string[], name: string): Promise<string[]> {
+  const accepted = collector()
+  assert.is(await reader([...args, '--allow-damaged'], accepted.io), EXIT.ok, `${name}: ${accepted.err.join('\n')}`)
+  assert.match(accepted.err[0] ?? '', /^warning: the log is damaged, and what follows may lack facts it held: /, name)
+  const refused = collector()
+  assert.is(await reader(args, refused.io), EXIT.failed, `${name} without --allow-damaged`)
+  assert.equal(refused.out, accepted.out, `${name}: the same is printed without --allow-damaged`)
+  return accepted.out
+}
+
+test('a killed log whose write-ahead log lost facts its head anchor counted: --allow-damaged prints what is left, before and after an open in place marked it; deleting FACTSTATE-DAMAGED and FACTSTATE-HEAD lets it open short', () =>
+  withTimeout(
+    withTempDir(async (dir) => {
+      const live = join(dir, 'live')
+      const child = startChild('child-hold-log.ts', [live])
+      try {
+        await child.waitForLine((line) => line === 'ready')
+        for (const [n, name] of ['a', 'b', 'c', 'd', 'e', 'f'].entries()) {
+          child.send(`append ${name}`)
+          await child.waitForLine((line) => line === `ack ${n + 1}`)
+        }
+        // No clean close will record the head: the running log refreshes its anchor about a second after a commit.
+        const anchored = async () => Number((await readFile(join(live, 'FACTSTATE-HEAD'), 'utf8').catch(() => '')).split(' ')[2] ?? 0)
+        for (let waited = 0; (await anchored()) < 6 && waited < 20_000; waited += 50) await sleep(50)
+        assert.is(await anchored(), 6, 'the head of the running log was recorded')
+      } finally {
+        await child.stop('SIGKILL')
+      }
+      const damaged = join(dir, 'damaged')
+      await cp(live, damaged, { recursive: true })
+      const wal = (await readdir(damaged)).filter((name) => name.endsWith('.log'))
+      assert.is(wal.length, 1, 'one write-ahead log')
+      const file = await open(join(damaged, wal[0] as string), 'r+')
+      try {
+        assert.ok((await file.stat()).size > 1500, 'the write-ahead log holds byte 1500')
+        const byte = Buffer.alloc(1)
+        await file.read(byte, 0, 1, 1500)
+        byte[0] = (byte[0] as number) ^ 0xff
+        await file.write(byte, 0, 1, 1500)
+      } finally {
+        await file.close()
+      }
+
+      const read = async (state: string) => {
+        const printed = await readAllowed(logCommand, [damaged], `${state}: log`)
+        assert.ok(printed.length > 0 && printed.length < 6, `${state}: log prints what is left (${printed.length} facts)`)
+        assert.is((await readAllowed(logCommand, [damaged, '--json'], `${state}: log --json`)).length, printed.length)
+        await readAllowed(pendingCommand, [damaged], `${state}: pending`)
+        assert.ok((await readAllowed(scriptCommand, [damaged, '--invocation', 'inv-a'], `${state}: script`)).length > 0)
+        return printed
+      }
+      const left = await read('before an open in place')
+      // An open in place never goes on without acknowledged facts: it refuses, and marks the log damaged.
+      assert.is((await refusal(EventLog.open(damaged))).code, 'LOG_CORRUPT')
+      assert.ok(await stat(join(damaged, 'FACTSTATE-DAMAGED')).then(() => true, () => false), 'marked damaged')
+      assert.equal(await read('marked damaged'), left)
+      // The marker gone, the head anchor still counts the facts lost: the refusal says what else to delete.
+      await rm(join(damaged, 'FACTSTATE-DAMAGED'))
+      const short = await refusal(EventLog.open(damaged))
+      assert.is(short.code, 'LOG_CORRUPT')
+      assert.match(short.message, /^LOG_CORRUPT: the log held 6 events when its head was last recorded, now \d+; restore the directory from a backup .*or delete FACTSTATE-HEAD /, short.message)
+      assert.equal(await read('marker deleted'), left)
+      await rm(join(damaged, 'FACTSTATE-HEAD'))
+      const log = await EventLog.open(damaged)
+      try {
+        assert.is((await log.verify()).events, left.length, 'it opens with what the readers printed')
+      } finally {
+        await log.close()
+      }
+    }),
+    90_000,
+    'killed log, damaged write-ahead log',
   ))
 
 test.run()

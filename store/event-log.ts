@@ -666,7 +666,7 @@ async function markDamaged(location: string, why: string): Promise<void> {
 }
 
 const damagedLog = (why: string, file: string) =>
-  new FactstateError('LOG_CORRUPT', `${why}; restore the directory from a backup (keep the damaged one as evidence), or delete ${DAMAGED_FILE} to go on without them`, {
+  new FactstateError('LOG_CORRUPT', `${why}; restore the directory from a backup (keep the damaged one as evidence), or delete ${DAMAGED_FILE} to go on without them (and ${ANCHOR_FILE} too if the next open says the log held more events when its head was last recorded)`, {
     details: { file },
   })
 
@@ -1567,7 +1567,8 @@ export class EventLog {
     // a record cut short at its end: what it reports dropped is damaged in the log itself).
     try {
       const lost = marked === undefined ? await walLoss(copy) : undefined
-      snapshot.#damage = marked ?? (lost === undefined ? undefined : damagedLog(lost.why.replace('as it opened the log', "as it opened the snapshot's copy"), lost.file))
+      // What LevelDB or the marker says of the loss first; else the head anchor's count of it.
+      snapshot.#damage = marked ?? (lost === undefined ? snapshot.#damage : damagedLog(lost.why.replace('as it opened the log', "as it opened the snapshot's copy"), lost.file))
     } catch (error) {
       await snapshot.close().catch(() => undefined)
       throw error
@@ -2038,9 +2039,18 @@ export class EventLog {
     if (!match) throw new FactstateError('LOG_CORRUPT', 'the head anchor of the last clean close is unreadable')
     const anchored = Number(match[1])
     if (anchored > head.highWater) {
-      throw new FactstateError('LOG_CORRUPT', `the log held ${anchored} events when its head was last recorded, now ${head.highWater}`, {
-        details: { seq: head.highWater + 1 },
-      })
+      const lost = new FactstateError(
+        'LOG_CORRUPT',
+        `the log held ${anchored} events when its head was last recorded, now ${head.highWater}; restore the directory from a backup (keep the damaged one as evidence), or delete ${ANCHOR_FILE} (and ${DAMAGED_FILE}, if there) to go on without them`,
+        {
+          details: { seq: head.highWater + 1 },
+        },
+      )
+      // A snapshot reads what is left, as it does of a copy whose write-ahead log lost facts: its
+      // verify() refuses it (see `openSnapshot`). An open in place never goes on short of them.
+      if (this.#snapshotOf === undefined) throw lost
+      this.#damage = lost
+      return
     }
     if (anchored === 0) return
     if (anchored === head.highWater && Buffer.from(head.chain).toString('hex') === match[2]) this.#anchoredAt = anchored

@@ -153,7 +153,12 @@ test('a killed log whose write-ahead log lost facts its head anchor counted: --a
         const printed = await readAllowed(logCommand, [damaged], `${state}: log`)
         assert.ok(printed.length > 0 && printed.length < 6, `${state}: log prints what is left (${printed.length} facts)`)
         assert.is((await readAllowed(logCommand, [damaged, '--json'], `${state}: log --json`)).length, printed.length)
-        await readAllowed(pendingCommand, [damaged], `${state}: pending`)
+        // No process holds the log, and recover refuses a damaged one: a backup is what brings its runs back.
+        const pending = await readAllowed(pendingCommand, [damaged], `${state}: pending`)
+        assert.ok(pending.length > 0, `${state}: pending lists the open runs left`)
+        for (const line of pending) {
+          assert.match(line, /; no process has the log open: .*; the log is damaged, which factstate recover refuses: restore the directory from a backup$/, `${state}: ${line}`)
+        }
         assert.ok((await readAllowed(scriptCommand, [damaged, '--invocation', 'inv-a'], `${state}: script`)).length > 0)
         return printed
       }

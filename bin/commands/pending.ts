@@ -51,10 +51,11 @@ async function parentOf(log: EventLog, sessionId: string): Promise<ParentCall | 
  * The calls of tools with effects (not `readOnly`) an open run dispatched and never settled, each
  * with the input it was dispatched with: `; 1 tool call in flight when it stopped: save_note
  * inv-1/step-1/0 {"text":"hi"}; after recover it is an outcome to acknowledge` when no process has
- * the log open (`stopped`), else (it cannot be told) `; 1 tool call dispatched and not settled: …`.
+ * the log open (`stopped`; the last clause only where recover can close the run, the log not
+ * `recoverable` when damaged), else (it cannot be told) `; 1 tool call dispatched and not settled: …`.
  * Empty when there are none, or the run's record or facts cannot be read (`verify` names them).
  */
-async function inFlight(log: EventLog, invocationId: string, stopped: boolean): Promise<string> {
+async function inFlight(log: EventLog, invocationId: string, stopped: boolean, recoverable: boolean): Promise<string> {
   const internals = logInternals(log)
   const record = await internals.invocationRecord(invocationId).catch(() => undefined)
   const calls = (record?.uncertain ?? []).filter((op) => op.readOnly !== true)
@@ -67,7 +68,7 @@ async function inFlight(log: EventLog, invocationId: string, stopped: boolean): 
   const count = calls.length === 1 ? '1 tool call' : `${calls.length} tool calls`
   if (!stopped) return `; ${count} dispatched and not settled: ${listed.join(', ')}`
   const then = calls.length === 1 ? 'it is an outcome' : 'each is an outcome'
-  return `; ${count} in flight when it stopped: ${listed.join(', ')}; after recover ${then} to acknowledge`
+  return `; ${count} in flight when it stopped: ${listed.join(', ')}${recoverable ? `; after recover ${then} to acknowledge` : ''}`
 }
 
 /** How many sessions that only have not run since the backup are listed one by one (without --restored). */
@@ -91,7 +92,10 @@ export async function pendingCommand(args: string[], io: CommandIo): Promise<num
     const held = sessions.some((session) => session.active.length > 0) ? await logHeldOpen(log.snapshotOf ?? '') : undefined
     // The log cannot tell a crash from a close that did not wait for a tool that ignored its signal
     // (both leave the run open, and a clean close's head anchor is also written while a log runs).
-    const why = held === false ? '; no process has the log open: a crash, or a close that did not wait for it, left it; factstate recover closes it' : ''
+    // On a damaged log recover is refused (LOG_CORRUPT): a backup is what brings the run back.
+    const damaged = logInternals(log).damage() !== undefined
+    const then = damaged ? 'the log is damaged, which factstate recover refuses: restore the directory from a backup' : 'factstate recover closes it'
+    const why = held === false ? `; no process has the log open: a crash, or a close that did not wait for it, left it; ${then}` : ''
     // In a big log put back from a backup, nearly every session has not run since it: past
     // RESTORED_LISTED of them with nothing else pending, one line says how many (--restored lists each).
     const restoredOnly = sessions.filter((session) => session.restored !== undefined && session.active.length === 0 && session.paused.length === 0 && session.unknown.length === 0 && session.unanswered === undefined)
@@ -110,7 +114,7 @@ export async function pendingCommand(args: string[], io: CommandIo): Promise<num
       const pausedChild = parent === undefined ? '' : `; a child run of ${parent.operationId} (session ${parent.invocation.sessionId}): once its successor has finished, tell its supervisor the answer`
       for (const run of active) {
         // Unless a process holding the log may be running them: the calls of tools with effects dispatched and not settled, whose effects may have happened.
-        const flying = held === true ? '' : await inFlight(log, run.invocationId, held === false)
+        const flying = held === true ? '' : await inFlight(log, run.invocationId, held === false, !damaged)
         io.stdout(escapeControls(`${sessionId}: open run ${run.runId} (${run.invocationId}, turn ${run.turnId})${why}${flying}${child}`))
       }
       for (const turn of paused) {

@@ -341,11 +341,22 @@ test('pending lists what recovery and the sessions wait for; verify, recover and
     // The run with a tool call in flight says so, with its input: after recover it is an outcome to acknowledge.
     const flying = '; 1 tool call in flight when it stopped: echo op1 {"value":42}; after recover it is an outcome to acknowledge'
     assert.equal(before.stdout.trim().split('\n'), [`session-cut: open run run-cut (inv-cut, turn turn-cut)${crashed}`, `session-tool: open run run-tool (inv-tool, turn turn-tool)${crashed}${flying}`])
+    // --json says as much of each open run: no process holds the log, and the calls in flight with their inputs.
+    type Active = { sessionId: string; active: { runId: string; logHeldOpen: boolean | null; unsettled?: { name: string; operationId: string; input?: unknown }[] }[] }[]
+    const activeOf = (text: string) => (JSON.parse(text) as Active).map((session) => [session.sessionId, session.active.map(({ runId, logHeldOpen, unsettled }) => ({ runId, logHeldOpen, unsettled }))])
+    assert.equal(activeOf((await cli(['pending', location, '--json'])).stdout), [
+      ['session-cut', [{ runId: 'run-cut', logHeldOpen: false, unsettled: [] }]],
+      ['session-tool', [{ runId: 'run-tool', logHeldOpen: false, unsettled: [{ name: 'echo', operationId: 'op1', input: { value: 42 } }] }]],
+    ])
     // Held by a process: the same runs may be running there, and nothing says they were left.
     const holder = await EventLog.open(location)
     try {
       const held = await cli(['pending', location])
       assert.equal(held.stdout.trim().split('\n'), ['session-cut: open run run-cut (inv-cut, turn turn-cut)', 'session-tool: open run run-tool (inv-tool, turn turn-tool)'])
+      assert.equal(activeOf((await cli(['pending', location, '--json'])).stdout), [
+        ['session-cut', [{ runId: 'run-cut', logHeldOpen: true, unsettled: undefined }]],
+        ['session-tool', [{ runId: 'run-tool', logHeldOpen: true, unsettled: undefined }]],
+      ])
     } finally {
       await holder.close()
     }

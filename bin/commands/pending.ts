@@ -29,7 +29,9 @@ cancelled shutdown, a crash's host_interrupted once recovered): its turn got no 
 continuation from that run's end without a message finishes it. When that run already called tools
 with effects that settled, the line names them ("its run already did: save_note succeeded"): finish
 the turn rather than ask for the message again, which would call them again.
---json prints the sessions as one JSON array (log.pendingSessions()).
+--json prints the sessions as one JSON array (log.pendingSessions()); each open run also has
+logHeldOpen (true, false, or null: cannot be told) and, unless a process holds the log, unsettled:
+its calls of tools with effects dispatched and not settled, with their inputs.
 A damaged log (one whose snapshot lost facts) is listed as far as it can be read, after a warning,
 and exits 1, as verify does for it, unless --allow-damaged accepts that (exit 0).
 Exit codes: 0 listed, 2 usage, 1 the log is damaged, 1/4 the log refused.`
@@ -47,24 +49,39 @@ async function parentOf(log: EventLog, sessionId: string): Promise<ParentCall | 
   return (await log.runs(sessionId))[0]?.parent
 }
 
+/** A call of a tool with effects an open run dispatched and never settled, with the input it was dispatched with where that can be read. */
+interface UnsettledCall {
+  name: string
+  operationId: string
+  input?: unknown
+}
+
 /**
  * The calls of tools with effects (not `readOnly`) an open run dispatched and never settled, each
- * with the input it was dispatched with: `; 1 tool call in flight when it stopped: save_note
- * inv-1/step-1/0 {"text":"hi"}; after recover it is an outcome to acknowledge` when no process has
- * the log open (`stopped`; the last clause only where recover can close the run, the log not
- * `recoverable` when damaged), else (it cannot be told) `; 1 tool call dispatched and not settled: …`.
- * Empty when there are none, or the run's record or facts cannot be read (`verify` names them).
+ * with the input it was dispatched with. Empty when there are none, or the run's record cannot be
+ * read (`verify` names it); a call whose dispatch cannot be read has no `input`.
  */
-async function inFlight(log: EventLog, invocationId: string, stopped: boolean, recoverable: boolean): Promise<string> {
+async function unsettledCalls(log: EventLog, invocationId: string): Promise<UnsettledCall[]> {
   const internals = logInternals(log)
   const record = await internals.invocationRecord(invocationId).catch(() => undefined)
   const calls = (record?.uncertain ?? []).filter((op) => op.readOnly !== true)
-  if (calls.length === 0) return ''
+  if (calls.length === 0) return []
   const inputs = await dispatchedInputs(calls, (id) => internals.invocationEvents(id)).catch(() => new Map<string, unknown>())
-  const listed = calls.map((op) => {
+  return calls.map((op) => {
     const key = dispatchedKey(op.invocationId, op.operationId)
-    return `${op.name} ${op.operationId}${inputs.has(key) ? ` ${shortJson(inputs.get(key))}` : ''}`
+    return { name: op.name, operationId: op.operationId, ...(inputs.has(key) ? { input: inputs.get(key) } : {}) }
   })
+}
+
+/**
+ * What an open run's line says of its unsettled calls: `; 1 tool call in flight when it stopped:
+ * save_note inv-1/step-1/0 {"text":"hi"}; after recover it is an outcome to acknowledge` when no
+ * process has the log open (`stopped`; the last clause only where recover can close the run, the log
+ * not `recoverable` when damaged), else (it cannot be told) `; 1 tool call dispatched and not settled: …`.
+ */
+function inFlight(calls: UnsettledCall[], stopped: boolean, recoverable: boolean): string {
+  if (calls.length === 0) return ''
+  const listed = calls.map((call) => `${call.name} ${call.operationId}${'input' in call ? ` ${shortJson(call.input)}` : ''}`)
   const count = calls.length === 1 ? '1 tool call' : `${calls.length} tool calls`
   if (!stopped) return `; ${count} dispatched and not settled: ${listed.join(', ')}`
   const then = calls.length === 1 ? 'it is an outcome' : 'each is an outcome'
@@ -83,13 +100,21 @@ const shortJson = (value: unknown): string => clipJson(JSON.stringify(value) ?? 
 export async function pendingCommand(args: string[], io: CommandIo): Promise<number> {
   return onLogDirectory(args, io, pendingHelp, true, async (log, { json, flags, ids }) => {
     const sessions = await log.pendingSessions({ unanswered: flags.has('unanswered'), sessionId: ids.get('session') })
-    if (json) {
-      // Fact text (ids, tool names, inputs) in JSON strings: C1 and bidirectional controls escaped, as `log --json` does.
-      io.stdout(escapeControls(JSON.stringify(sessions)))
-      return
-    }
     // Whether the open runs may be running: only while a process has the log open.
     const held = sessions.some((session) => session.active.length > 0) ? await logHeldOpen(log.snapshotOf ?? '') : undefined
+    if (json) {
+      // An open run as its line tells it: whether a process holds the log (null: it cannot be told), and,
+      // unless one does, the calls of tools with effects it dispatched and did not settle.
+      const told = []
+      for (const session of sessions) {
+        const active = []
+        for (const run of session.active) active.push({ ...run, logHeldOpen: held ?? null, ...(held === true ? {} : { unsettled: await unsettledCalls(log, run.invocationId) }) })
+        told.push({ ...session, active })
+      }
+      // Fact text (ids, tool names, inputs) in JSON strings: C1 and bidirectional controls escaped, as `log --json` does.
+      io.stdout(escapeControls(JSON.stringify(told)))
+      return
+    }
     // The log cannot tell a crash from a close that did not wait for a tool that ignored its signal
     // (both leave the run open, and a clean close's head anchor is also written while a log runs).
     // On a damaged log recover is refused (LOG_CORRUPT): a backup is what brings the run back.
@@ -114,7 +139,7 @@ export async function pendingCommand(args: string[], io: CommandIo): Promise<num
       const pausedChild = parent === undefined ? '' : `; a child run of ${parent.operationId} (session ${parent.invocation.sessionId}): once its successor has finished, tell its supervisor the answer`
       for (const run of active) {
         // Unless a process holding the log may be running them: the calls of tools with effects dispatched and not settled, whose effects may have happened.
-        const flying = held === true ? '' : await inFlight(log, run.invocationId, held === false, !damaged)
+        const flying = held === true ? '' : inFlight(await unsettledCalls(log, run.invocationId), held === false, !damaged)
         io.stdout(escapeControls(`${sessionId}: open run ${run.runId} (${run.invocationId}, turn ${run.turnId})${why}${flying}${child}`))
       }
       for (const turn of paused) {

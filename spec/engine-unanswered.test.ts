@@ -142,7 +142,7 @@ test(
       const listed = collector()
       assert.is(await pendingCommand([h.logPath, '--unanswered'], listed.io), 0)
       assert.equal(listed.out, [
-        `N: unanswered turn turn-n: run run-n (invocation-n) ended failed host_interrupted at seq ${String(session?.unanswered?.lastSeq)}; its run already did: save_note succeeded, flaky failed; finish the turn (a continuation without content) rather than resend its message`,
+        `N: unanswered turn turn-n: run run-n (invocation-n) ended failed host_interrupted at seq ${String(session?.unanswered?.lastSeq)}; its run's tools with effects already settled: save_note succeeded, flaky failed; finish the turn (a continuation without content) rather than resend its message`,
       ])
       const json = collector()
       assert.is(await pendingCommand([h.logPath, '--unanswered', '--json'], json.io), 0)

@@ -27,7 +27,7 @@ or "nothing pending" when it has nothing pending (or the log never saw it).
 --unanswered also lists each session whose last run ended cancelled or failed (a shutdown's
 cancelled shutdown, a crash's host_interrupted once recovered): its turn got no answer, and a
 continuation from that run's end without a message finishes it. When that run already called tools
-with effects that settled, the line names them ("its run already did: save_note succeeded"): finish
+with effects that settled, the line names them ("its run's tools with effects already settled: save_note succeeded"): finish
 the turn rather than ask for the message again, which would call them again.
 --json prints the sessions as one JSON array (log.pendingSessions()); each open run also has
 logHeldOpen (true, false, or null: cannot be told) and, unless a process holds the log, unsettled:
@@ -159,7 +159,7 @@ export async function pendingCommand(args: string[], io: CommandIo): Promise<num
         const effects = unanswered.effects ?? []
         const listed = effects.slice(0, EFFECTS_LISTED).map((effect) => `${effect.name} ${effect.status}`)
         if (effects.length > EFFECTS_LISTED) listed.push(`${effects.length - EFFECTS_LISTED} more (--json lists them)`)
-        const did = effects.length === 0 ? '' : `; its run already did: ${listed.join(', ')}; finish the turn (a continuation without content) rather than resend its message`
+        const did = effects.length === 0 ? '' : `; its run's tools with effects already settled: ${listed.join(', ')}; finish the turn (a continuation without content) rather than resend its message`
         // A supervisor (on this log) that has run since the run that started the child no longer waits
         // for it (a child's turn given up, its supervisor told so): nothing to settle through it.
         const since = parent === undefined ? undefined : (await log.runs(parent.invocation.sessionId)).at(-1)

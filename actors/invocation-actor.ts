@@ -419,6 +419,8 @@ export class InvocationActor {
   #stopped: FactstateError | undefined
   /** The reservation whose hold the run is in, while it waits for the holder's decision. */
   #holding: Reservation | undefined
+  /** Why a cancel sealed no `sealOnCancel` hold (see `#sealOnCancel`): what its `ready()` is refused with says it. */
+  #unsealed: string | undefined
   /** Facts get the default id and the system clock from here on (see `#run`'s failure path). */
   #fallback = false
   private readonly setup: Omit<ActorSetup, 'snapshot'>
@@ -496,7 +498,7 @@ export class InvocationActor {
    * At the safe point a cancel reached: takes the hold of a pending `sealOnCancel` reservation and
    * seals it in one append (`hold.entered`, `invocation.ended{handoff_paused}`), ending the run
    * (throws `Ended`). Returns, nothing written, when no hold can be taken here (the final answer given,
-   * the budget spent) or the log refuses its successor; the run then ends cancelled.
+   * the budget spent: kept in `#unsealed`) or the log refuses its successor; the run then ends cancelled.
    */
   async #sealOnCancel(): Promise<void> {
     const reservation = this.gate.pending()
@@ -504,7 +506,16 @@ export class InvocationActor {
     const { context } = this.#snapshot
     // Cut short by the cancel or in its back-off, the last request is the successor's first, as in a back-off's hold (see `#pauseFor`).
     const retrying = this.#own.at(-1)?.fact.type === 'model.interrupted'
-    if (stateOf(this.#snapshot) !== 'safePoint' || context.answered || (context.stepsUsed >= this.setup.budget && !retrying)) return
+    const { budget } = this.setup
+    this.#unsealed =
+      stateOf(this.#snapshot) !== 'safePoint'
+        ? 'the cancel reached no safe point'
+        : context.answered
+          ? 'the run had given its final answer'
+          : context.stepsUsed >= budget && !retrying
+            ? `${budget === 1 ? 'its one model step is spent' : `all ${budget} model steps are spent`}, none left for a successor`
+            : undefined
+    if (this.#unsealed !== undefined) return
     const pause = this.#pauseFor(reservation, retrying)
     reservation.seal()
     try {
@@ -628,7 +639,8 @@ export class InvocationActor {
     } catch (error) {
       if (error instanceof Ended) {
         const { outcome } = error
-        this.gate.close(unavailable(`invocation ${this.setup.invocation.invocationId} has ended (${outcome.status === 'failed' ? `failed: ${outcome.class}` : outcome.status})`))
+        const unsealed = outcome.status === 'cancelled' && this.#unsealed !== undefined ? ` with no hold sealed on the cancel: ${this.#unsealed}` : ''
+        this.gate.close(unavailable(`invocation ${this.setup.invocation.invocationId} has ended (${outcome.status === 'failed' ? `failed: ${outcome.class}` : outcome.status})${unsealed}`))
         return error.outcome
       }
       this.gate.close(unavailable(`invocation ${this.setup.invocation.invocationId} stopped: ${(error as Error).message}`))

@@ -173,7 +173,9 @@ test(
     // Its one step spent by the answer whose tool reserved: no step is left for a successor.
     const spent = await shutDownWhileToolRuns(h, 'spent', { sealOnCancel: true }, (tools) => ({ ...h.input('spent', { tools }), maxSteps: 1 }))
     assert.equal(await spent.running.wait(), { status: 'cancelled', source: 'shutdown' })
-    await rejectsWithCode(() => spent.reservation.ready(), 'HANDOFF_UNAVAILABLE', 'spent: ready()')
+    const refused = await rejectsWithCode(() => spent.reservation.ready(), 'HANDOFF_UNAVAILABLE', 'spent: ready()')
+    // It says why no seal was possible, not only that the run ended.
+    assert.is(refused.message, 'HANDOFF_UNAVAILABLE: invocation invocation-spent has ended (cancelled) with no hold sealed on the cancel: its one model step is spent, none left for a successor')
     assert.equal(await typesOf(h.log, 'invocation-spent'), ['invocation.opened', 'model.requested', 'model.completed', 'tool.dispatched', 'tool.settled', 'invocation.ended'])
 
     // The claim is used already (a seal admitted its successor): the log refuses the seal, nothing of it is written.

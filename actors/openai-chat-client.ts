@@ -169,12 +169,17 @@ const failedGeneration = () => new ReportedError('the provider ended its answer 
  */
 const RETRYABLE_REPORTED_ERROR = /overload|rate.?limit|server.?error|\bapi_error\b|unavailable|timeout|capacity|busy/i
 
+/** Where a 200 answer reported an error, as its message says. */
+type ReportedWhere = 'in its stream' | 'in its answer'
+/** How the message of an error reported in a 200 answer begins: the provider's own words (quoted, redacted) follow. */
+const reportedHead = (where: ReportedWhere) => `the provider reported an error ${where}: `
+
 /**
  * An error reported in a 200 answer: a stream event or a JSON body with an `error` member (OpenAI,
  * OpenRouter), or an `event: error` (others). Retryable when its code is an HTTP status a retry may cure (408, 429,
  * 5xx) or its type or code says overload, rate limit or server error.
  */
-function reportedError(secrets: Secrets, event: string | null, item: unknown, where = 'in its stream'): ReportedError | undefined {
+function reportedError(secrets: Secrets, event: string | null, item: unknown, where: ReportedWhere = 'in its stream'): ReportedError | undefined {
   const body = typeof item === 'object' && item !== null ? (item as { error?: unknown; message?: unknown }) : undefined
   const error = body?.error ?? (event === 'error' ? (body ?? item) : undefined)
   if (!error) return undefined
@@ -183,7 +188,7 @@ function reportedError(secrets: Secrets, event: string | null, item: unknown, wh
   const status = Number(details.code ?? details.status)
   const retryable =
     status === 408 || status === 429 || (status >= 500 && status < 600) || RETRYABLE_REPORTED_ERROR.test(`${String(details.type ?? '')} ${String(details.code ?? '')}`)
-  return new ReportedError(`the provider reported an error ${where}: ${quote(message, secrets)}`, retryable, refusalOf(undefined, details, secrets))
+  return new ReportedError(`${reportedHead(where)}${quote(message, secrets)}`, retryable, refusalOf(undefined, details, secrets))
 }
 
 /**
@@ -335,10 +340,16 @@ const answeredHead = (status: number) => `the provider answered HTTP ${status}: 
 
 /**
  * The provider's own words in the message the client composed for an error answer with `status`
- * (see `#classify`): `message` less its head and, for a 404, the hint about /v1 it added; `undefined`
+ * (see `#classify`), or for an error reported in a 200 answer (no `status`, see `reportedError`):
+ * `message` less its head and, for a 404, the hint about /v1 it added; `undefined`
  * when the client did not compose `message` so (a stall after the status, a redirect, another failure).
  */
-export function providerWordsOf(message: string, status: number): string | undefined {
+export function providerWordsOf(message: string, status: number | undefined): string | undefined {
+  if (status === undefined) {
+    // An error reported in an answer begun as a success (HTTP 200): see `reportedError`.
+    const reported = (['in its stream', 'in its answer'] as const).map(reportedHead).find((head) => message.startsWith(head))
+    return reported === undefined ? undefined : message.slice(reported.length)
+  }
   const head = answeredHead(status)
   if (!message.startsWith(head)) return undefined
   const words = message.slice(head.length)

@@ -12,6 +12,7 @@ import { pathToFileURL } from 'node:url'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { Engine, EventLog, ModelExecutor, childRunFor, type Invocation, type JsonObject, type RunInput, type StoredEvent, type ToolDefinition } from '../index.js'
+import { providerWordsOf } from '../actors/openai-chat-client.js'
 import { answer, compareRuns, recordedRun, scriptedModelServer, scriptOf, type Script, type ScriptedAnswer } from '../testing/index.js'
 import { rejectsWithCode } from './support/codes.js'
 import { REPO_ROOT } from './support/log-fixtures.js'
@@ -100,7 +101,14 @@ test('a refused request replays with the recorded message, however often it is r
   withTimeout(
     () =>
       withTempDir(async (dir) => {
-        const script: Script = [answer.status(429), answer.status(503), answer.status(404, { body: { error: { message: 'no such model' } } }), answer.text('done')]
+        const script: Script = [
+          // An error reported in an answer begun as a success (HTTP 200), retried as its type says.
+          answer.malformed({ body: JSON.stringify({ error: { message: 'overloaded', type: 'server_error' } }) }),
+          answer.status(429),
+          answer.status(503),
+          answer.status(404, { body: { error: { message: 'no such model' } } }),
+          answer.text('done'),
+        ]
         const generations: (string | undefined)[][] = []
         let next = script
         for (const generation of [0, 1, 2]) {
@@ -112,9 +120,13 @@ test('a refused request replays with the recorded message, however often it is r
           generations.push(interruptions(run))
           next = scriptOf(run)
         }
-        assert.equal(generations[0], ['the provider answered HTTP 429: scripted status 429', 'the provider answered HTTP 503: scripted status 503', 'the provider answered HTTP 404: no such model'])
+        assert.equal(generations[0], ['the provider reported an error in its answer: overloaded', 'the provider answered HTTP 429: scripted status 429', 'the provider answered HTTP 503: scripted status 503', 'the provider answered HTTP 404: no such model'])
         assert.equal(generations[1], generations[0])
         assert.equal(generations[2], generations[0])
+        // A 404 from a baseUrl without a path also carries the client's hint about /v1: not the provider's words either.
+        const hinted = 'the provider answered HTTP 404: no such route (requests go to http://127.0.0.1:9/chat/completions: most OpenAI-compatible servers serve them under /v1, so try the baseUrl http://127.0.0.1:9/v1)'
+        assert.is(providerWordsOf(hinted, 404), 'no such route')
+        assert.is(providerWordsOf('the provider answered HTTP 503 and then sent nothing for 50ms (idleTimeoutMs)', 503), undefined, 'a message the client composed otherwise is kept whole')
       }),
     30_000,
     'replayed refusals',

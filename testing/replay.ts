@@ -76,7 +76,7 @@ function errorBody(fact: Extract<Fact, { type: 'model.interrupted' }>): { error:
   return {
     error: {
       // The provider's own words: the replay's client composes its message from them as the recording's did.
-      message: fact.message === undefined ? `replayed ${fact.status}` : status === undefined ? fact.message : (providerWordsOf(fact.message, status) ?? fact.message),
+      message: fact.message === undefined ? `replayed ${fact.status}` : (providerWordsOf(fact.message, status) ?? fact.message),
       ...(type === undefined ? {} : { type }),
       ...(code === undefined ? {} : { code }),
       ...(param === undefined ? {} : { param }),

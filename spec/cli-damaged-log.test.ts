@@ -116,6 +116,23 @@ async function readAllowed(reader: (args: string[], io: CommandIo) => Promise<nu
   return accepted.out
 }
 
+test('pending on a damaged log: an open run with a call in flight is not sent to recover, which refuses the log, but to a backup', () =>
+  withTimeout(
+    withTempDir(async (dir) => {
+      const location = join(dir, 'log')
+      const tool = new EventMaker(invocationOf('tool'))
+      const kept = tool.many([facts.opened(), facts.requested('s1'), facts.completed('s1', [{ callId: 'call-op1', name: 'echo', arguments: '{}' }]), facts.dispatched('op1')])
+      await logLosingItsLastBatch(location, kept, completeInvocation('lost'))
+      const listed = collector()
+      assert.is(await pendingCommand([location, '--allow-damaged'], listed.io), EXIT.ok, listed.err.join('\n'))
+      assert.equal(listed.out, [
+        'session-tool: open run run-tool (inv-tool, turn turn-tool); no process has the log open: a crash, or a close that did not wait for it, left it; the log is damaged, which factstate recover refuses: restore the directory from a backup; 1 tool call in flight when it stopped: echo op1 {"value":42}',
+      ])
+      assert.is((await refusal(EventLog.open(location))).code, 'LOG_CORRUPT', 'recover would be refused as the open is')
+    }),
+    20_000,
+  ))
+
 test('a killed log whose write-ahead log lost facts its head anchor counted: --allow-damaged prints what is left, before and after an open in place marked it; deleting FACTSTATE-DAMAGED and FACTSTATE-HEAD lets it open short', () =>
   withTimeout(
     withTempDir(async (dir) => {

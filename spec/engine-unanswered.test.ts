@@ -8,7 +8,7 @@
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { pendingCommand } from '../bin/commands/pending.js'
-import { Engine, EventLog, ModelExecutor, recoverInvocations, type RunInput } from '../index.js'
+import { Engine, EventLog, ModelExecutor, intentFor, recoverInvocations, successorOf, type HandoffPause, type RunInput, type RunningInvocation } from '../index.js'
 import { answer } from '../testing/scripted-model-server.js'
 import { collector } from './support/cli-io.js'
 import { rejectsWithCode } from './support/codes.js'
@@ -165,6 +165,40 @@ test(
       assert.equal(await log.pendingSessions({ unanswered: true }), [], 'the turn is answered')
     },
   ),
+)
+
+test(
+  "a handoff successor cut short lists the calls with effects its turn made before the seal: a resent message would make them again",
+  engineTest([answer.toolCalls([{ name: 'save_note', arguments: { value: 1 } }]), answer.hang()], { ms: 30_000 }, async (h) => {
+    let started: RunningInvocation | undefined
+    let committed: Promise<HandoffPause> | undefined
+    const saveNote = countingTool('save_note', async (_input, context) => {
+      committed = started?.handoff().reserve(intentFor(context.invocation, 'review')).ready().then((held) => held.commit())
+      return 'saved'
+    })
+    const input = h.input('n', { session: 'N', tools: [saveNote], content: 'save a note' })
+    started = await h.start(input)
+    assert.is((await started.wait()).status, 'handoff_paused')
+    assert.ok(committed, 'the tool reserved a hold')
+    await committed
+    const found = await h.log.runSource('N', 'run-n')
+    if (found?.pause === undefined) return assert.unreachable('sealed')
+    // The successor's request is in flight when a shutdown cancels it.
+    const shutdown = new AbortController()
+    const successor: RunInput = { ...h.input('successor', { session: 'N', tools: [saveNote] }), invocation: successorOf(found.pause.intent, input.invocation), work: { kind: 'handoff', source: found.boundary, pause: found.pause } }
+    const running = await h.start(successor, { signal: shutdown.signal })
+    await h.server.seen(1)
+    shutdown.abort('shutdown')
+    assert.equal(await running.wait(), { status: 'cancelled', source: 'shutdown' })
+
+    const [session] = await h.log.pendingSessions({ unanswered: true })
+    assert.equal([session?.unanswered?.runId, session?.unanswered?.kind, session?.unanswered?.outcome], ['run-n.review', 'handoff', { status: 'cancelled', source: 'shutdown' }])
+    assert.equal(session?.unanswered?.effects, [{ operationId: 'invocation-n/step-1/0', name: 'save_note', status: 'succeeded' }], "the turn's call before the seal")
+    assert.is(saveNote.calls.length, 1)
+    const listed = collector()
+    assert.is(await pendingCommand([h.logPath, '--unanswered'], listed.io), 0)
+    assert.match(listed.out.join('\n'), /save_note succeeded/)
+  }),
 )
 
 test.run()

@@ -145,8 +145,9 @@ export interface PendingSession {
    * `failed` (a shutdown's `cancelled{shutdown}`, a crash's `host_interrupted` once recovered, a
    * provider that kept failing, `max_steps`): its turn got no answer. A continuation from its boundary
    * (`runSource(sessionId, runId).boundary`) without `content` finishes it; a cancel the user asked for
-   * is listed too (tell them apart by `outcome`). Its `effects`: the calls of tools with effects that
-   * run already made and saw settle, which a resent message would make again under new operation ids.
+   * is listed too (tell them apart by `outcome`). Its `effects`: the turn's calls of tools with effects
+   * that settled (a handoff successor's turn's before the seal too), which a resent message would make
+   * again under new operation ids.
    */
   unanswered?: UnansweredRun
 }
@@ -154,9 +155,9 @@ export interface PendingSession {
 /** A session's last run that ended `cancelled` or `failed`, as `pendingSessions({ unanswered: true })` lists it. */
 export interface UnansweredRun extends RunSummary {
   /**
-   * The calls of tools not declared `readOnly` that the run dispatched and saw settle (`succeeded`,
+   * The turn's calls of tools not declared `readOnly` that were dispatched and settled (`succeeded`,
    * or `failed`: a tool that threw may have done part of its effect), in dispatch order, read from
-   * its facts: when there are any, finish the turn with a continuation from its boundary without
+   * the facts of the run and, for a handoff successor, of the runs it succeeds in the same turn: when there are any, finish the turn with a continuation from its boundary without
    * `content` (the model gets their recorded results) rather than ask the user to send the message
    * again. Calls left uncertain are in `unknown`. Absent only when the run's facts cannot be read
    * (`verify` names it).
@@ -2965,12 +2966,19 @@ export class EventLog {
     try {
       // In a backup, or asked for unanswered turns: each session's last run (one pass over the run index);
       // in a backup those that have not run since its point wait for an acknowledgement.
+      // Asked for unanswered turns, every run too: a successor's turn began in the runs it follows.
       const lastRuns = new Map<string, RunSummary>()
+      const allRuns = new Map<string, Map<string, RunSummary>>()
       if (backup || unanswered) {
         for await (const key of this.#db.keys(runRange)) {
           const [sessionId, runId] = key.slice(keys.runLow.length).split('!') as [string, string]
           const run = this.#runSummary(sessionId, runId, key)
           if (run.openedSeq > (lastRuns.get(sessionId)?.openedSeq ?? 0)) lastRuns.set(sessionId, run)
+          if (unanswered) {
+            const runs = allRuns.get(sessionId) ?? new Map<string, RunSummary>()
+            runs.set(runId, run)
+            allRuns.set(sessionId, runs)
+          }
         }
       }
       for await (const [key, value] of this.#db.iterator(sessionRange)) {
@@ -3012,27 +3020,43 @@ export class EventLog {
           return inputs.has(key) ? { ...op, input: inputs.get(key) } : op
         })
       }
-      // Each unanswered run with the calls with effects it already made: what a resent message would make again.
+      // Each unanswered run with the calls with effects its turn already made: what a resent message
+      // would make again. A handoff successor's turn began in the runs it succeeds (same turn, followed
+      // back through `sourceRunId`): their calls count too, oldest first.
       for (const session of found) {
-        if (session.unanswered === undefined) continue
-        // A run that called no tool (its record has no operation id) has none, and its facts are not read.
-        let record: InvocationRecord | undefined
-        try {
-          record = this.#state.invocationNow(session.unanswered.invocationId)
-        } catch (error) {
-          // A record that cannot be read: its facts are read instead.
-          if (!isFactstateError(error, 'LOG_CORRUPT')) throw error
+        const cut = session.unanswered
+        if (cut === undefined) continue
+        const turn: string[] = [cut.invocationId]
+        const runs = allRuns.get(session.sessionId)
+        for (let run: RunSummary | undefined = cut; run?.kind === 'handoff' && run.sourceRunId !== undefined; ) {
+          run = runs?.get(run.sourceRunId)
+          if (run === undefined || run.turnId !== cut.turnId || turn.includes(run.invocationId)) break
+          turn.unshift(run.invocationId)
         }
-        if (record?.operations.size === 0) {
-          session.unanswered.effects = []
-          continue
+        const effects: SettledEffect[] = []
+        let readable = true
+        for (const invocationId of turn) {
+          // An invocation that called no tool (its record has no operation id) has none, and its facts are not read.
+          let record: InvocationRecord | undefined
+          try {
+            record = this.#state.invocationNow(invocationId)
+          } catch (error) {
+            // A record that cannot be read: its facts are read instead.
+            if (!isFactstateError(error, 'LOG_CORRUPT')) throw error
+          }
+          if (record?.operations.size === 0) continue
+          // A fact that cannot be read costs its run the list, not the session (verify names it).
+          const events = await this.#invocationEvents(invocationId).catch((error: unknown) => {
+            if (isFactstateError(error, 'LOG_CORRUPT')) return undefined
+            throw error
+          })
+          if (events === undefined) {
+            readable = false
+            break
+          }
+          effects.push(...settledEffects(events))
         }
-        // A fact that cannot be read costs its run the list, not the session (verify names it).
-        const events = await this.#invocationEvents(session.unanswered.invocationId).catch((error: unknown) => {
-          if (isFactstateError(error, 'LOG_CORRUPT')) return undefined
-          throw error
-        })
-        if (events !== undefined) session.unanswered.effects = settledEffects(events)
+        if (readable) cut.effects = effects
       }
     } catch (error) {
       throw this.#readFailure(error)

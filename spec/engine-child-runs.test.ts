@@ -11,6 +11,8 @@ import * as assert from 'uvu/assert'
 import { EventLog, type RunInput, type StoredEvent, type ToolContext, type ToolDefinition, answerOf, childRunFor, childRunOf, usageOf } from '../index.js'
 import { ID_PATTERN } from '../facts/schema.js'
 import { answer } from '../testing/scripted-model-server.js'
+import { pendingCommand } from '../bin/commands/pending.js'
+import { collector } from './support/cli-io.js'
 import { rejectsWithCode } from './support/codes.js'
 import { factsOf, engineTest, refusedWithoutWriting, runInput, sealAtFirstSafePoint, successorInput } from './support/engine-fixtures.js'
 import { EventMaker, REPO_ROOT, completeInvocation, facts, invocationOf, withDb } from './support/log-fixtures.js'
@@ -282,6 +284,12 @@ test(
     } finally {
       await log.close()
     }
+    // factstate pending says the same: the damaged run's line without its parent, not exit 1 and nothing.
+    const listed = collector()
+    assert.is(await pendingCommand([path, '--unanswered'], listed.io), 0, listed.err.join('\n'))
+    assert.equal(listed.out.map((line) => line.split(':')[0]), ['session-damaged', 'session-kept'])
+    assert.not.match(listed.out[0] ?? '', /child run of/)
+    assert.match(listed.out[1] ?? '', /a child run of sup-1\/step-1\/0/)
   }),
 )
 

@@ -1,3 +1,4 @@
+import { isFactstateError } from '../../errors.js'
 import type { ParentCall } from '../../facts/types.js'
 import { type EventLog, logInternals } from '../../store/event-log.js'
 import { dispatchedInputs, dispatchedKey } from '../../store/dispatched-inputs.js'
@@ -46,7 +47,20 @@ Exit codes: 0 listed, 2 usage, 1 the log is damaged, 1/4 the log refused.`
  */
 /** The call that started the session's first run, when that run is a child run (its `invocation.opened` has a `parent`). */
 async function parentOf(log: EventLog, sessionId: string): Promise<ParentCall | undefined> {
-  return (await log.runs(sessionId))[0]?.parent
+  return (await tolerantRuns(log, sessionId))[0]?.parent
+}
+
+/**
+ * The session's runs, or none when a run's first fact cannot be read (`LOG_CORRUPT`, which `verify`
+ * names): as `pendingSessions` does, a damaged fact costs its line what it would tell, not the command.
+ */
+async function tolerantRuns(log: EventLog, sessionId: string): ReturnType<EventLog['runs']> {
+  try {
+    return await log.runs(sessionId)
+  } catch (error) {
+    if (isFactstateError(error, 'LOG_CORRUPT')) return []
+    throw error
+  }
 }
 
 /** A call of a tool with effects an open run dispatched and never settled, with the input it was dispatched with where that can be read. */
@@ -133,7 +147,7 @@ export async function pendingCommand(args: string[], io: CommandIo): Promise<num
         io.stdout(escapeControls(`${sessionId}: has not run since the backup taken at ${when} (seq ${restored.highWater}): check its tools' effects since then; its next run passes allowRestored`))
       }
       // A child run's session is settled through its supervisor's recovery, not on its own: its lines say whose child it is.
-      const parent = active.length > 0 || paused.length > 0 || unknown.length > 0 || unanswered?.outcome !== undefined ? await parentOf(log, sessionId) : undefined
+      const parent = active.length > 0 || paused.length > 0 || unknown.length > 0 || unanswered?.outcome !== undefined ? (unanswered?.parent ?? (await parentOf(log, sessionId))) : undefined
       const child = parent === undefined ? '' : `; a child run of ${parent.operationId} (session ${parent.invocation.sessionId}): settle it through its supervisor's recovery`
       // A child sealed for a reviewer: its successor alone leaves the supervisor that waits for it without the answer.
       const pausedChild = parent === undefined ? '' : `; a child run of ${parent.operationId} (session ${parent.invocation.sessionId}): once its successor has finished, tell its supervisor the answer`
@@ -162,7 +176,7 @@ export async function pendingCommand(args: string[], io: CommandIo): Promise<num
         const did = effects.length === 0 ? '' : `; its run's tools with effects already settled: ${listed.join(', ')}; finish the turn (a continuation without content) rather than resend its message`
         // A supervisor (on this log) that has run since the run that started the child no longer waits
         // for it (a child's turn given up, its supervisor told so): nothing to settle through it.
-        const since = parent === undefined ? undefined : (await log.runs(parent.invocation.sessionId)).at(-1)
+        const since = parent === undefined ? undefined : (await tolerantRuns(log, parent.invocation.sessionId)).at(-1)
         const goneOn = parent !== undefined && since !== undefined && since.runId !== parent.invocation.runId
         const left = goneOn ? `; a child run of ${parent.operationId} (session ${parent.invocation.sessionId}), whose supervisor has run since (run ${since.runId}): nothing waits for this turn` : child
         io.stdout(escapeControls(`${sessionId}: unanswered turn ${unanswered.turnId}: run ${unanswered.runId} (${unanswered.invocationId}) ended ${ended} at seq ${unanswered.lastSeq}${did}${left}`))

@@ -481,6 +481,10 @@ export class InvocationActor {
   stop(error: FactstateError): void {
     this.#stopped ??= error
     this.#work?.abort(error)
+    // A sealOnCancel reservation the abort left waiting for a safe point (see `#signal`): a stopped
+    // run reaches none, and its signal aborts no more, so it is refused here.
+    const pending = this.gate.pending()
+    if (pending?.sealOnCancel) pending.abandon(this.#noMoreHolds())
     this.#holding?.decision.reject(error)
   }
 

@@ -100,6 +100,40 @@ test(
 )
 
 test(
+  'sealOnCancel: a log that closes while the reserving tool ignores its signal settles ready() (HANDOFF_UNAVAILABLE): the pending reservation no longer waits for a safe point that will not come',
+  engineTest([answer.toolCalls([{ name: 'prepare', arguments: { value: 1 } }])], { ms: 10_000 }, async (h) => {
+    let running: RunningInvocation | undefined
+    let reservation: HandoffReservation | undefined
+    let reserved: () => void = () => undefined
+    const toolReserved = new Promise<void>((resolve) => (reserved = resolve))
+    let letGo: (value: string) => void = () => undefined
+    const stuck = new Promise<string>((resolve) => (letGo = resolve))
+    const tool = countingTool('prepare', async () => {
+      reservation = (running as RunningInvocation).handoff().reserve(intentOf('stuck-next', 'run-stuck'), { sealOnCancel: true })
+      reserved()
+      // Ignores its signal: the cancel never reaches a safe point.
+      return stuck
+    })
+    const shutdown = new AbortController()
+    // Not the harness's start: the log closes under this run, so its live state is not the folded one.
+    running = await h.engine.start(h.input('stuck', { tools: [tool] }), { signal: shutdown.signal })
+    try {
+      await toolReserved
+      shutdown.abort('shutdown')
+      await h.log.close()
+      const error = await rejectsWithCode(() => (reservation as HandoffReservation).ready(), 'HANDOFF_UNAVAILABLE', 'ready() once the log closed')
+      assert.match(error.message, /stopped/)
+    } finally {
+      letGo('too late')
+    }
+    // Once the tool returns, the run finds the log closed.
+    await rejectsWithCode(() => (running as RunningInvocation).wait(), 'LOG_CLOSED', 'the run the log closed under')
+    h.log = await EventLog.open(h.logPath)
+    assert.is(await recoverInvocations(h.log), 1, 'the run the log closed under, ended by recovery')
+  }),
+)
+
+test(
   'without sealOnCancel, a shutdown while the reserving tool runs refuses the hold (HANDOFF_UNAVAILABLE) and the run ends cancelled{shutdown}',
   engineTest([answer.toolCalls([{ name: 'prepare', arguments: { value: 1 } }]), answer.toolCalls([{ name: 'prepare', arguments: { value: 1 } }])], { ms: 10_000 }, async (h) => {
     for (const [name, options] of [

@@ -11,7 +11,7 @@ import type { StoredEvent } from '../facts/types.js'
 import { ClassicLevel } from 'classic-level'
 import { EventLog } from '../store/event-log.js'
 import { recoverInvocations } from '../store/recovery.js'
-import { logHeldOpen } from '../store/writer-presence.js'
+import { lockHolder, logHeldOpen } from '../store/writer-presence.js'
 import { EventMaker, type Child, boundedTest, facts, invocationOf, refusal, startChild } from './support/log-fixtures.js'
 
 const ALL = Number.MAX_SAFE_INTEGER
@@ -386,5 +386,21 @@ test(
     }),
   ),
 )
+
+test('a lock line of /proc/locks names its holder: a pid, none when it lists 0 or -1 (an open file description lock, held all the same); a waiter holds nothing', () => {
+  const locks = [
+    '1: POSIX  ADVISORY  WRITE 2400 fe:00:2154529 0 EOF',
+    '2: OFDLCK ADVISORY  WRITE -1 fe:00:3000001 0 EOF',
+    '3: POSIX  ADVISORY  WRITE 0 00:2a:3000002 0 EOF',
+    '4: POSIX  ADVISORY  WRITE 2500 fe:00:3000003 0 EOF',
+    '4: -> POSIX  ADVISORY  WRITE 2600 fe:00:3000004 0 EOF',
+    '',
+  ].join('\n')
+  assert.equal(lockHolder(locks, 2154529n), { pid: 2400 })
+  assert.equal(lockHolder(locks, 3000001n), {}, 'an OFD lock is held')
+  assert.equal(lockHolder(locks, 3000002n), {}, 'a holder outside the pid namespace')
+  assert.equal(lockHolder(locks, 3000004n), false, 'a waiter')
+  assert.equal(lockHolder(locks, 42n), false)
+})
 
 test.run()

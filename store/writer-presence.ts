@@ -8,8 +8,11 @@
 import { readFile, stat } from 'node:fs/promises'
 import { join } from 'node:path'
 
-/** `1: POSIX  ADVISORY  WRITE 2400 fe:00:2154529 0 EOF` (2400 the holder's pid); a waiter's line has `->` after the number. */
-const LOCK_LINE = /^\d+:\s+(?!->)\S+\s+\S+\s+\S+\s+(\d+)\s+[0-9a-f]+:[0-9a-f]+:(\d+)\s/
+/**
+ * `1: POSIX  ADVISORY  WRITE 2400 fe:00:2154529 0 EOF` (2400 the holder's pid; an open file
+ * description lock, `OFDLCK`, lists -1); a waiter's line has `->` after the number.
+ */
+const LOCK_LINE = /^\d+:\s+(?!->)\S+\s+\S+\s+\S+\s+(-?\d+)\s+[0-9a-f]+:[0-9a-f]+:(\d+)\s/
 
 /**
  * True while some process holds the LOCK of the log at `directory` (this one included), false when
@@ -26,7 +29,7 @@ export async function logHeldOpen(directory: string): Promise<boolean | undefine
 /**
  * Who holds the LOCK of the log at `directory`, as {@link logHeldOpen} tells it: `{ pid }` while a
  * process does (`pid` absent when /proc/locks lists it as 0, a process outside this one's pid
- * namespace), false when none does, undefined where that cannot be told.
+ * namespace, or -1, an open file description lock), false when none does, undefined where that cannot be told.
  */
 export async function logHolder(directory: string): Promise<{ pid?: number } | false | undefined> {
   let inode: bigint
@@ -41,6 +44,15 @@ export async function logHolder(directory: string): Promise<{ pid?: number } | f
   } catch {
     return undefined
   }
+  return lockHolder(locks, inode)
+}
+
+/**
+ * Who holds a lock on the file with this inode, read from the text of /proc/locks: `{ pid }`, `{}`
+ * when the line lists no pid of this namespace (0, or -1 for an open file description lock: held all
+ * the same), false when no line holds one.
+ */
+export function lockHolder(locks: string, inode: bigint): { pid?: number } | false {
   for (const line of locks.split('\n')) {
     const found = LOCK_LINE.exec(line)
     if (found === null || BigInt(found[2] as string) !== inode) continue

@@ -2966,19 +2966,12 @@ export class EventLog {
     try {
       // In a backup, or asked for unanswered turns: each session's last run (one pass over the run index);
       // in a backup those that have not run since its point wait for an acknowledgement.
-      // Asked for unanswered turns, every run too: a successor's turn began in the runs it follows.
       const lastRuns = new Map<string, RunSummary>()
-      const allRuns = new Map<string, Map<string, RunSummary>>()
       if (backup || unanswered) {
         for await (const key of this.#db.keys(runRange)) {
           const [sessionId, runId] = key.slice(keys.runLow.length).split('!') as [string, string]
           const run = this.#runSummary(sessionId, runId, key)
           if (run.openedSeq > (lastRuns.get(sessionId)?.openedSeq ?? 0)) lastRuns.set(sessionId, run)
-          if (unanswered) {
-            const runs = allRuns.get(sessionId) ?? new Map<string, RunSummary>()
-            runs.set(runId, run)
-            allRuns.set(sessionId, runs)
-          }
         }
       }
       for await (const [key, value] of this.#db.iterator(sessionRange)) {
@@ -3027,7 +3020,8 @@ export class EventLog {
         const cut = session.unanswered
         if (cut === undefined) continue
         const turn: string[] = [cut.invocationId]
-        const runs = allRuns.get(session.sessionId)
+        // The session's runs are read only for a successor (one pass over its own run index).
+        const runs = cut.kind === 'handoff' ? new Map((await this.#runList(session.sessionId)).map((run) => [run.runId, run])) : undefined
         for (let run: RunSummary | undefined = cut; run?.kind === 'handoff' && run.sourceRunId !== undefined; ) {
           run = runs?.get(run.sourceRunId)
           if (run === undefined || run.turnId !== cut.turnId || turn.includes(run.invocationId)) break

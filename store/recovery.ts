@@ -40,11 +40,14 @@ export interface RecoverOptions {
   onClosed?: ((closed: RecoveredInvocation) => void | Promise<void>) | undefined
 }
 
+/** What the `model.interrupted` of a model request a crash cut short says (`closingFacts`). */
+export const HOST_STOPPED = 'the host stopped while the model request was in flight'
+
 /** The facts that close an invocation a crash left open (DESIGN §7). No settlement is invented. */
 export function closingFacts(record: InvocationRecord): Fact[] {
   const facts: Fact[] = []
   for (const stepId of record.openSteps) {
-    facts.push({ type: 'model.interrupted', stepId, status: 'failed', message: 'the host stopped while the model request was in flight' })
+    facts.push({ type: 'model.interrupted', stepId, status: 'failed', message: HOST_STOPPED })
   }
   if (record.uncertain.length > 0) {
     const names = record.uncertain.map((op) => `${op.name} (${op.operationId})`).join(', ')

@@ -10,11 +10,9 @@ import { FactstateError } from '../errors.js'
 import type { ExecutionSettings, Fact, FactType, RuntimeEvent, StoredEvent } from '../facts/types.js'
 import { shown } from '../options.js'
 import { EventLog } from '../store/event-log.js'
+import { HOST_STOPPED } from '../store/recovery.js'
 import { factShape } from './paths.js'
 import { answer, type ScriptedAnswer, type ScriptedUsage } from './scripted-model-server.js'
-
-/** What recovery writes of a model request the host stopped during (store/recovery.ts): a crash, which a script cannot answer. */
-const HOST_STOPPED = 'the host stopped while the model request was in flight'
 
 const invalid = (call: string, message: string, field: string) => new FactstateError('TESTING_INVALID_OPTIONS', `${call}: ${message}`, { details: { field } })
 
@@ -97,6 +95,7 @@ function failureAnswer(fact: Extract<Fact, { type: 'model.interrupted' }>, ended
       if (status !== undefined) return answer.status(status, { body: errorBody(fact) })
       // An error the provider reported in an answer it had begun as a success (HTTP 200).
       if (fact.provider !== undefined) return answer.malformed({ body: JSON.stringify(errorBody(fact)) })
+      // What recovery writes of a model request the host stopped during: a crash, which a script cannot answer.
       if (fact.status === 'failed' && fact.message === HOST_STOPPED) return answer.hang()
       if (fact.status === 'failed' && endedClass === 'model_malformed') return answer.malformed()
       // A connection that failed (reset, refused): retried, and `failed` once the retries are spent.

@@ -377,9 +377,12 @@ test('bad input is refused with TESTING_INVALID_OPTIONS naming the field, and th
   ),
 )
 
-/** Runs `file` with `node --test` (tsx for TypeScript) from the repository; resolves with its exit code and output. */
+/**
+ * Runs `file` with `node --test` (tsx for TypeScript) from the repository, in TAP (from Node 23 the
+ * default reporter is spec, piped or not); resolves with its exit code and output.
+ */
 async function nodeTest(file: string, env: Record<string, string>): Promise<{ code: number | null; output: string }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', '--test', file], { cwd: REPO_ROOT, env: { ...process.env, ...env, NO_COLOR: '1' }, stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawn(process.execPath, ['--import', 'tsx', '--test', '--test-reporter=tap', file], { cwd: REPO_ROOT, env: { ...process.env, ...env, NO_COLOR: '1' }, stdio: ['ignore', 'pipe', 'pipe'] })
   let output = ''
   child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()))
   child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()))

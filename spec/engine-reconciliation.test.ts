@@ -11,21 +11,13 @@ import * as assert from 'uvu/assert'
 import { EventLog, type UncertainOperation, recoverInvocations } from '../index.js'
 import { answer } from '../testing/scripted-model-server.js'
 import { countingTool, engineTest, factsOf, lastFactOf, messagesOf, only, recoveringAfterSessionRead, refusedWithoutWriting } from './support/engine-fixtures.js'
-import { EventMaker, facts, invocationOf, startChild } from './support/log-fixtures.js'
+import { EventMaker, facts, invocationOf, killChildAt } from './support/log-fixtures.js'
 import { rejectsWithCode } from './support/codes.js'
 
 let operationId = ''
 
 async function crashWhileToolRuns(logPath: string): Promise<void> {
-  const child = startChild('child-engine-tool.ts', [logPath])
-  try {
-    const line = await child.waitForLine((l) => l.startsWith('executing '), 20_000)
-    operationId = line.slice('executing '.length)
-  } finally {
-    await child.stop('SIGKILL')
-  }
-  const status = await child.exited
-  assert.is(status.signal, 'SIGKILL', `the child was killed, not finished (${child.stderr()})`)
+  operationId = await killChildAt('child-engine-tool.ts', [logPath], 'executing ')
   // Recovery happens on the reopened log, before any engine runs on it.
   const log = await EventLog.open(logPath)
   try {

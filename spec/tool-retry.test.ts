@@ -14,7 +14,7 @@ import { callTool } from '../testing/call-tool.js'
 import { answer } from '../testing/scripted-model-server.js'
 import { rejectsWithCode } from './support/codes.js'
 import { engineTest, factsOf, messagesOf, only, refusedWithoutWriting } from './support/engine-fixtures.js'
-import { startChild } from './support/log-fixtures.js'
+import { killChildAt } from './support/log-fixtures.js'
 
 /** One attempt as the tool saw it. */
 interface Seen {
@@ -562,15 +562,7 @@ let crashedOperation = ''
 
 /** A child runs an engine whose tool's first attempt throws, and is killed during the minute's backoff; recovery then runs on the reopened log. */
 async function crashDuringBackoff(logPath: string): Promise<void> {
-  const child = startChild('child-engine-tool.ts', [logPath, 'retry'])
-  try {
-    const line = await child.waitForLine((l) => l.startsWith('backing off '), 20_000)
-    crashedOperation = line.slice('backing off '.length)
-  } finally {
-    await child.stop('SIGKILL')
-  }
-  const status = await child.exited
-  assert.is(status.signal, 'SIGKILL', `the child was killed, not finished (${child.stderr()})`)
+  crashedOperation = await killChildAt('child-engine-tool.ts', [logPath, 'retry'], 'backing off ')
   const log = await EventLog.open(logPath)
   try {
     const before = await log.prefix(100, 1 << 20)

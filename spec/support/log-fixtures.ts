@@ -10,6 +10,7 @@ import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
 import { ClassicLevel } from 'classic-level'
+import * as assert from 'uvu/assert'
 import { FactstateError } from '../../errors.js'
 import { assertDetailsFit } from './error-details.js'
 import type { Fact, Invocation, InvocationOutcome, ModelUsage, RuntimeEvent, ToolCall } from '../../facts/types.js'
@@ -254,6 +255,23 @@ export function startChild(script: string, args: string[]): Child {
       await exited
     },
   }
+}
+
+/**
+ * Starts `spec/support/<script>` with `args`, waits for its first stdout line starting with `marker`,
+ * kills it there with SIGKILL (asserting it was killed, not finished) and returns the rest of that line.
+ */
+export async function killChildAt(script: string, args: string[], marker: string): Promise<string> {
+  const child = startChild(script, args)
+  let rest: string
+  try {
+    rest = (await child.waitForLine((l) => l.startsWith(marker), 20_000)).slice(marker.length)
+  } finally {
+    await child.stop('SIGKILL')
+  }
+  const status = await child.exited
+  assert.is(status.signal, 'SIGKILL', `the child was killed, not finished (${child.stderr()})`)
+  return rest
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 import { isDeepStrictEqual } from 'node:util'
 import { FactstateError, messageWithoutCode } from '../errors.js'
-import { readOptions, shown } from '../options.js'
+import { meantName, readOptions, shown } from '../options.js'
 import type { ExecutionSettings, Invocation, InvocationInput, InvocationOutcome, RuntimeEvent, ToolCatalogSummary, UncertainOperation } from '../facts/types.js'
 import { ID_PATTERN, eventIdSchema } from '../facts/schema.js'
 import { type InvocationSnapshot, type InvocationState, applyFact, initialInvocationSnapshot, stateOf } from '../machines/invocation.js'
@@ -140,7 +140,10 @@ function startOptions(options: unknown): StartOptions {
     throw refuse('options', 'start options must be an object ({ signal?, onModelText?, onToolCallText?, onApproval? })')
   }
   for (const key of Object.keys(options)) {
-    if (!START_OPTIONS.includes(key)) throw refuse(`options.${key}`, `start options have no ${JSON.stringify(key)} (only ${START_OPTIONS.join(', ')})`)
+    if (!START_OPTIONS.includes(key)) {
+      const meant = meantName(key, START_OPTIONS)
+      throw refuse(`options.${key}`, `start options have no ${JSON.stringify(key)}${meant === undefined ? '' : `: did you mean ${meant}?`} (only ${START_OPTIONS.join(', ')})`)
+    }
   }
   const { signal, onModelText, onToolCallText, onApproval } = options as { signal?: unknown; onModelText?: unknown; onToolCallText?: unknown; onApproval?: unknown }
   for (const [name, receiver] of [

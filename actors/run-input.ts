@@ -1,7 +1,7 @@
 import { isAbsolute } from 'node:path'
 import { z } from 'zod'
 import { FactstateError } from '../errors.js'
-import { editDistance, meantName } from '../options.js'
+import { editDistance, meantName, normalizedName } from '../options.js'
 import { describeIssues, handoffPauseSchema, issueFields, id, invocationSchema, jsonValue, parentCallSchema, requestFingerprintSchema, runBoundarySchema } from '../facts/schema.js'
 import type { HandoffPause, Invocation, JsonObject, ParentCall, RunBoundary } from '../facts/types.js'
 import { parentProblem, storageProblemAt } from '../store/encoding.js'
@@ -197,6 +197,7 @@ const RETRY_MEMBER_HINTS: Readonly<Record<string, string>> = {
   maxattempts: 'retries counts the retries after the first attempt (maxAttempts - 1)',
   maximumattempts: 'retries counts the retries after the first attempt (maximumAttempts - 1)',
   maxretries: 'did you mean retries?',
+  retry: 'did you mean retries?',
   initialdelayms: 'did you mean backoffMs?',
   initialintervalms: 'did you mean backoffMs?',
   delayms: 'did you mean backoffMs?',
@@ -216,7 +217,9 @@ const retryPolicy = z
     if (value === null || typeof value !== 'object') return
     for (const key of Object.keys(value)) {
       if (RETRY_MEMBERS.includes(key)) continue
-      const hint = RETRY_MEMBER_HINTS[key.toLowerCase().replace(/[^a-z0-9]/g, '')]
+      // Another library's word told what it is here; else a misspelling of a member (`backoffMS`, `retryon`) named.
+      const meant = meantName(key, RETRY_MEMBERS)
+      const hint = RETRY_MEMBER_HINTS[normalizedName(key)] ?? (meant === undefined ? undefined : `did you mean ${meant}?`)
       context.addIssue({ code: 'custom', path: [key], message: `${key} is not a member of a retry policy (it takes retries, backoffMs, maxBackoffMs and retryOn)${hint === undefined ? '' : `: ${hint}`}` })
     }
   })
@@ -422,6 +425,26 @@ export const RUN_INPUT_KEYS: readonly string[] = Object.keys(runInputSchema.shap
 const PROVIDER_KEYS: readonly string[] = Object.keys(runInputSchema.shape.provider.shape)
 const PROVIDER_MEMBERS: readonly string[] = PROVIDER_KEYS.filter((key) => key !== 'kind')
 
+/**
+ * The members the object at `path` of a run input may have (every variant's, for `work`), from the
+ * schema itself; none for a path that is not of an object the schema describes member by member.
+ */
+function membersAt(path: readonly PropertyKey[]): string[] {
+  let schemas: z.ZodType[] = [runInputSchema]
+  for (const segment of [...path, undefined]) {
+    const objects: z.ZodObject[] = []
+    const open = [...schemas]
+    for (let schema = open.pop(); schema !== undefined; schema = open.pop()) {
+      if (schema instanceof z.ZodObject) objects.push(schema)
+      else if (schema instanceof z.ZodOptional) open.push(schema.unwrap() as z.ZodType)
+      else if (schema instanceof z.ZodUnion) open.push(...(schema.options as z.ZodType[]))
+    }
+    if (segment === undefined) return [...new Set(objects.flatMap((object) => Object.keys(object.shape)))]
+    schemas = objects.flatMap((object) => (typeof segment === 'string' && Object.hasOwn(object.shape, segment) ? [object.shape[segment] as z.ZodType] : []))
+  }
+  return []
+}
+
 /** ` (providerOptions belongs beside provider, not in it)`, for unknown keys that are members one level up or down. */
 function misplacedHint(error: z.ZodError): string {
   const hints: string[] = []
@@ -432,8 +455,8 @@ function misplacedHint(error: z.ZodError): string {
       if (at === 'provider' && RUN_INPUT_MEMBERS.includes(key)) hints.push(`${key} belongs beside provider, at the top of the run input, not in it`)
       else if (at === '' && PROVIDER_MEMBERS.includes(key)) hints.push(`${key} belongs in provider`)
       else {
-        // Another spelling of a member of its level (the OpenAI SDK's baseURL, api_key): named.
-        const meant = at === 'provider' ? meantName(key, PROVIDER_KEYS) : at === '' ? meantName(key, RUN_INPUT_KEYS) : undefined
+        // Another spelling of a member of its level (the OpenAI SDK's baseURL, api_key, work's allowpriorunknown): named.
+        const meant = meantName(key, membersAt(issue.path))
         if (meant !== undefined) hints.push(`${at === '' ? '' : `${at}.`}${key}: did you mean ${meant}?`)
       }
     }

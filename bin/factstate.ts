@@ -5,6 +5,7 @@
  */
 import { readFile } from 'node:fs/promises'
 import { type CommandIo, EXIT, removeCopiesOnSignals, signalToEndBy } from './io.js'
+import { meantName } from '../options.js'
 
 const help = `usage: factstate <command> [options]
 
@@ -36,6 +37,12 @@ const commands: Record<string, () => Promise<Command>> = {
   recover: async () => (await import('./commands/recover.js')).recoverCommand,
   pending: async () => (await import('./commands/pending.js')).pendingCommand,
   script: async () => (await import('./commands/script.js')).scriptCommand,
+}
+
+/** `: did you mean verify?` for a command that misspells one (`verfy`, `Pending`), else nothing. */
+function meantCommand(name: string): string {
+  const meant = meantName(name, Object.keys(commands))
+  return meant === undefined ? '' : `: did you mean ${meant}?`
 }
 
 // A reader that stops early (`| head -1`) closes the pipe: the next write fails with EPIPE. That
@@ -84,7 +91,7 @@ async function main(argv: string[]): Promise<number> {
     const about = rest[0] === undefined ? undefined : commands[rest[0]]
     if (about) return (await about())(['--help'], io)
     if (rest[0] !== undefined) {
-      io.stderr(`error: unknown command ${rest[0]}`)
+      io.stderr(`error: unknown command ${rest[0]}${meantCommand(rest[0])}`)
       io.stderr(help)
       return EXIT.usage
     }
@@ -93,7 +100,7 @@ async function main(argv: string[]): Promise<number> {
   }
   const load = commands[name]
   if (!load) {
-    io.stderr(`error: unknown command ${name}`)
+    io.stderr(`error: unknown command ${name}${meantCommand(name)}`)
     io.stderr(help)
     return EXIT.usage
   }

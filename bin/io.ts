@@ -12,6 +12,7 @@ import { escapeControls } from '../store/fact-summary.js'
 import { FactstateError, type FactstateErrorCode } from '../errors.js'
 import { EventLog, logInternals } from '../store/event-log.js'
 import { logHeldOpen } from '../store/writer-presence.js'
+import { meantName } from '../options.js'
 
 /** Where a command writes. Tests pass collectors; the CLI passes the process streams. */
 export interface CommandIo {
@@ -92,12 +93,14 @@ export function synopsis(io: CommandIo, help: string): number {
 }
 
 /** What `parseArgs` refused, in the CLI's words (its own message for an unknown option runs on about `--`). */
-function parseProblem(error: unknown): string {
+function parseProblem(error: unknown, options: readonly string[]): string {
   const { code, message } = error as { code?: unknown; message?: unknown }
   const text = typeof message === 'string' ? message : String(error)
   if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') {
     const option = /^Unknown option '([^']*)'/.exec(text)?.[1]
-    if (option !== undefined) return `unknown option ${option}`
+    // A misspelt long option (`--sesion`) is told the one it resembles, as the library's options are.
+    const meant = option?.startsWith('--') ? meantName(option.slice(2), options) : undefined
+    if (option !== undefined) return `unknown option ${option}${meant === undefined ? '' : `: did you mean --${meant}?`}`
   }
   if (code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE') {
     // Node's words span three lines and suggest `--last=-XYZ`, which the option then refuses anyway.
@@ -118,7 +121,7 @@ export function parseCommand<T extends ParseArgsConfig>(io: CommandIo, help: str
   try {
     parsed = parseArgs(config)
   } catch (error) {
-    return usage(io, parseProblem(error), help)
+    return usage(io, parseProblem(error, Object.keys(config.options ?? {})), help)
   }
   if ((parsed.values as { help?: boolean }).help) {
     io.stdout(help)

@@ -31,6 +31,12 @@ test(
       const error = await refusedWithoutWriting(h.log, () => h.engine.start(h.input('free'), options as StartOptions), 'RUN_INVALID_INPUT', what)
       if (fields) assert.equal(error.details?.fields, fields, what)
     }
+    // A misspelt option is told the one meant (as the library's other options are), and one like none is not.
+    const misspelt = await refusedWithoutWriting(h.log, () => h.engine.start(h.input('free'), { onAproval: () => ({ approved: true }) } as StartOptions), 'RUN_INVALID_INPUT', 'onAproval')
+    assert.equal(misspelt.details?.fields, ['options.onAproval'])
+    assert.match(misspelt.message, 'start options have no "onAproval": did you mean onApproval? (only signal, onModelText, onToolCallText, onApproval)')
+    const far = await refusedWithoutWriting(h.log, () => h.engine.start(h.input('free'), { deadline: 5 } as StartOptions), 'RUN_INVALID_INPUT', 'deadline')
+    assert.not.match(far.message, 'did you mean')
     // Nothing was marked live or opened: the same run is admitted and completes.
     assert.equal(await h.run(h.input('free')), { status: 'completed' })
   }),

@@ -10,6 +10,7 @@ import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { validateRunInput } from '../actors/run-input.js'
 import { EventLog, ModelExecutor, recoverInvocations } from '../index.js'
+import { invocationPaths } from '../testing/index.js'
 import { boundedTest, refusal } from './support/log-fixtures.js'
 
 test(
@@ -71,6 +72,40 @@ test("a run input's provider member in another spelling (the OpenAI SDK's baseUR
   assert.match((await refusal(() => validateRunInput(input({ baseUrl: 'http://127.0.0.1:1/v1', api_key: 'k' })))).message, '(provider.api_key: did you mean apiKey?)')
   const top = { ...input({ baseUrl: 'http://127.0.0.1:1/v1' }), maxsteps: 3 }
   assert.match((await refusal(() => validateRunInput(top))).message, '(maxsteps: did you mean maxSteps?)')
+})
+
+test("a run input's member in another spelling at any level (configuration, work, invocation, a tool's retry) is told the member meant", async () => {
+  const input = (changes: Record<string, unknown>) => ({
+    invocation: { sessionId: 's', turnId: 't', runId: 'r', invocationId: 'i' },
+    provider: { kind: 'openai-chat', baseUrl: 'http://127.0.0.1:1/v1', model: 'm' },
+    configuration: { cwd: '/srv' },
+    tools: [],
+    work: { kind: 'message', content: 'hi' },
+    ...changes,
+  })
+  const cases: [Record<string, unknown>, string, string][] = [
+    [{ configuration: { cwd: '/srv', workspace_identity: 'w' } }, 'configuration.workspace_identity', '(configuration.workspace_identity: did you mean workspaceIdentity?)'],
+    [{ work: { kind: 'message', content: 'hi', allowpriorunknown: true } }, 'work.allowpriorunknown', '(work.allowpriorunknown: did you mean allowPriorUnknown?)'],
+    [{ invocation: { sessionId: 's', turnId: 't', runId: 'r', invocationId: 'i', runID: 'r' } }, 'invocation.runID', '(invocation.runID: did you mean runId?)'],
+    [{ tools: [{ name: 'a', execute: () => 1, retry: { retries: 1, backoffMS: 5 } }] }, 'tools.0.retry.backoffMS', 'backoffMS is not a member of a retry policy (it takes retries, backoffMs, maxBackoffMs and retryOn): did you mean backoffMs?'],
+    [{ tools: [{ name: 'a', execute: () => 1, retry: { retries: 1, retryon: () => true } }] }, 'tools.0.retry.retryon', 'retryon is not a member of a retry policy (it takes retries, backoffMs, maxBackoffMs and retryOn): did you mean retryOn?'],
+    [{ tools: [{ name: 'a', execute: () => 1, retry: { retries: 1, maxBackofMs: 5 } }] }, 'tools.0.retry.maxBackofMs', 'did you mean maxBackoffMs?'],
+  ]
+  for (const [changes, field, meant] of cases) {
+    const error = await refusal(() => validateRunInput(input(changes)))
+    assert.is(error.code, 'RUN_INVALID_INPUT', field)
+    assert.ok((error.details?.fields as string[]).includes(field), `${field}: ${JSON.stringify(error.details)}`)
+    assert.match(error.message, meant, field)
+  }
+  const far = await refusal(() => validateRunInput(input({ tools: [{ name: 'a', execute: () => 1, retry: { retries: 1, jitter: true } }] })))
+  assert.not.match(far.message, 'did you mean', 'a name like no member gets no guess')
+})
+
+test('invocationPaths names the option a misspelt one was meant to be, with details.field as given', async () => {
+  const error = await refusal(() => invocationPaths({ maxStep: 2 } as never))
+  assert.equal([error.code, error.details], ['TESTING_INVALID_OPTIONS', { field: 'maxStep' }])
+  assert.match(error.message, 'invocationPaths: unknown option maxStep: did you mean maxSteps? (it takes maxSteps, maxRuns, strategy, crashes, include, maxPaths)')
+  assert.not.match((await refusal(() => invocationPaths({ depth: 2 } as never))).message, 'did you mean')
 })
 
 test.run()

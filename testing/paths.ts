@@ -10,6 +10,7 @@ import { type InvocationSnapshot, type InvocationState, initialInvocationSnapsho
 import { invocationTransitions, stepTransitions } from './machine-coverage.js'
 import { type PathContext, type PathEvent, type PathModelInput, type PathState, MACHINE_STATE_OF, PATH_EVENTS, pathModel } from './path-model.js'
 import { FactstateError } from '../errors.js'
+import { meantName } from '../options.js'
 
 export type { AnswerKind, PathEvent, PathState, RefusalCode } from './path-model.js'
 
@@ -460,7 +461,10 @@ export function invocationPaths(options: InvocationPathOptions = {}): Invocation
   for (const key of Object.keys(options)) {
     // A typo (`maxStep`) would otherwise give the default paths without a word.
     if (!PATH_OPTIONS.has(key)) {
-      throw new FactstateError('TESTING_INVALID_OPTIONS', `invocationPaths: unknown option ${key} (it takes ${[...PATH_OPTIONS].join(', ')})`, { details: { field: key } })
+      const meant = meantName(key, [...PATH_OPTIONS])
+      throw new FactstateError('TESTING_INVALID_OPTIONS', `invocationPaths: unknown option ${key}${meant === undefined ? '' : `: did you mean ${meant}?`} (it takes ${[...PATH_OPTIONS].join(', ')})`, {
+        details: { field: key },
+      })
     }
   }
   if (options.crashes !== undefined && typeof options.crashes !== 'boolean') {

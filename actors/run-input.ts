@@ -188,6 +188,21 @@ function misnamedToolMember(key: string): string | undefined {
   return undefined
 }
 
+/** Another name of `timeoutMs` (normalized): refused even beside `timeoutMs`, which would leave one of two limits unapplied. */
+const TIMEOUT_ALIASES: ReadonlySet<string> = new Set(['timeout', 'timeoutms'])
+
+/**
+ * The member of a retry policy that `key`, given at a tool's top level, names (`retries`,
+ * `backoffMs`, `RetryOn`, another library's `maxRetries`), else undefined.
+ */
+function misplacedRetryMember(key: string): string | undefined {
+  if ((TOOL_MEMBERS as readonly string[]).includes(key)) return undefined
+  const normalized = normalizedName(key)
+  const member = RETRY_MEMBERS.find((name) => normalizedName(name) === normalized)
+  // Of other libraries' words only `maxRetries`: `delayMs` and the like may well be a tool's own.
+  return member ?? (normalized === 'maxretries' ? 'retries' : undefined)
+}
+
 const wholeMs = (name: string, most: number) =>
   z.number().refine((value) => Number.isSafeInteger(value) && value >= 0 && value <= most, `${name} must be a whole number of milliseconds from 0 to ${most.toLocaleString('en-US')}`)
 
@@ -289,6 +304,18 @@ const tool = z.looseObject({
   execute: z.custom<ToolDefinition['execute']>((value) => typeof value === 'function', 'execute must be a function'),
 }).superRefine((value, context) => {
   for (const key of Object.keys(value)) {
+    // A member of the retry policy given beside it (`retries: 3`, `backoffMs`, `maxRetries`): pointed into `retry`
+    // even when the tool has one, where it would otherwise be the tool's own and retry nothing as meant.
+    const misplaced = misplacedRetryMember(key)
+    if (misplaced !== undefined) {
+      context.addIssue({ code: 'custom', path: [key], message: `${key} is not a member of a tool: did you mean retry.${misplaced}? (retry takes { retries, backoffMs?, maxBackoffMs?, retryOn? })` })
+      continue
+    }
+    // `timeout` (or `timeout_ms`) beside `timeoutMs` too: two time limits where one applies.
+    if (TIMEOUT_ALIASES.has(normalizedName(key)) && key !== 'timeoutMs') {
+      context.addIssue({ code: 'custom', path: [key], message: `${key} is not a member of a tool: did you mean timeoutMs?` })
+      continue
+    }
     const meant = misnamedToolMember(key)
     // Beside the member it resembles, it is the tool's own (an `executor` beside `execute`).
     if (meant !== undefined && !Object.hasOwn(value, meant)) context.addIssue({ code: 'custom', path: [key], message: `${key} is not a member of a tool: did you mean ${meant}?` })

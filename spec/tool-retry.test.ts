@@ -474,7 +474,28 @@ test(
     }
     const misnamed = { ...plannedTool(undefined, []), retries: 3 } as ToolDefinition
     const error = await refusedWithoutWriting(h.log, () => h.start(h.input('bad', { tools: [misnamed] })), 'RUN_INVALID_INPUT', 'retries on the tool')
-    assert.match(error.message, /retries is not a member of a tool: did you mean retry\?/)
+    assert.match(error.message, /retries is not a member of a tool: did you mean retry\.retries\?/)
+    // A policy member beside a retry (which would otherwise be taken for the tool's own, and apply nowhere), and
+    // a second time limit beside timeoutMs: refused, pointed where they go; callTool refuses them alike.
+    const beside: [string, Record<string, unknown>, string][] = [
+      ['retries beside retry', { retry: { retries: 1 }, retries: 3 }, 'retries is not a member of a tool: did you mean retry.retries? (retry takes { retries, backoffMs?, maxBackoffMs?, retryOn? })'],
+      ['backoffMs beside retry', { retry: { retries: 1 }, backoffMs: 5 }, 'backoffMs is not a member of a tool: did you mean retry.backoffMs?'],
+      ['maxRetries without retry', { maxRetries: 2 }, 'maxRetries is not a member of a tool: did you mean retry.retries?'],
+      ['retryOn beside retry', { retry: { retries: 1 }, retryOn: () => true }, 'retryOn is not a member of a tool: did you mean retry.retryOn?'],
+      ['timeout beside timeoutMs', { timeoutMs: 1_000, timeout: 5 }, 'timeout is not a member of a tool: did you mean timeoutMs?'],
+      ['timeout_ms beside timeoutMs', { timeoutMs: 1_000, timeout_ms: 5 }, 'timeout_ms is not a member of a tool: did you mean timeoutMs?'],
+    ]
+    for (const [what, members, message] of beside) {
+      const tool = { ...plannedTool(undefined, []), ...members } as ToolDefinition
+      const field = Object.keys(members).at(-1) as string
+      const refused = await refusedWithoutWriting(h.log, () => h.start(h.input('bad', { tools: [tool] })), 'RUN_INVALID_INPUT', what)
+      assert.equal(refused.details?.fields, [`tools.0.${field}`], what)
+      assert.match(refused.message, message, what)
+      assert.is((await rejectsWithCode(() => callTool(tool, {}), 'TESTING_INVALID_OPTIONS', `callTool, ${what}`)).details?.field, `tool.${field}`, `callTool, ${what}`)
+    }
+    // A member of the tool's own that only resembles one beside it stays the tool's (an `executor` beside `execute`).
+    const own = { ...plannedTool(undefined, [{ ok: true }]), retry: { retries: 1 }, delayMs: 5, executor: 'mine' } as ToolDefinition
+    assert.equal(await callTool(own, {}), { status: 'succeeded', output: { ok: true } })
   }),
 )
 

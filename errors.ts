@@ -164,9 +164,10 @@ export interface FactstateErrorDetails {
   MACHINE_REJECTED: { state?: string | null; type?: string | null; index?: number | null }
   /**
    * `reason`: why `ToolContext.addSecret` refused its value: `not_a_string`, `too_short` (under 8
-   * characters once trimmed) or `too_many` (the run has 64 such secrets already).
+   * characters once trimmed), `too_long` (over 4,096 characters) or `too_many` (the run has 64 such
+   * secrets already).
    */
-  TOOL_SECRET_INVALID: { reason: 'not_a_string' | 'too_short' | 'too_many' }
+  TOOL_SECRET_INVALID: { reason: 'not_a_string' | 'too_short' | 'too_long' | 'too_many' }
   /** `field`: the option. */
   ENGINE_INVALID_OPTIONS: { field: string }
   /** `field`: the option; `value`: the value given (for `host`, `port`, `maxEvents`, `maxBytes`, and a port in use). */

@@ -53,20 +53,30 @@ export const DECLARED_SECRET = 'engine secret '
 const TOOL_SECRET = `${DECLARED_SECRET}added by a tool `
 /** The most secrets a run's tools may add (as many as an engine takes: `EngineOptions.secrets`). */
 export const MAX_TOOL_SECRETS = 64
+/**
+ * The longest secret an engine (`EngineOptions.secrets`) or a run's tools (`ToolContext.addSecret`)
+ * may declare, in characters: a bearer token or a JWT fits (a request's headers are commonly limited
+ * to 8 KiB in all), while looking for a secret's pieces and encoded forms costs time in proportion to
+ * its length for every text a run records (64 tokens of 2 KB took 3.4 s to add, one of 64 KB 1 s).
+ */
+export const MAX_SECRET_LENGTH = 4096
 
 /**
  * `secrets` with `secret`, which a tool got while it ran, added as a declared secret (see
  * {@link DECLARED_SECRET}): removed from data whole, and from failure messages in every form and by
  * its pieces. The same secrets when it was added already. `TOOL_SECRET_INVALID` for what is not a
- * string of 8 characters or more once trimmed (as `EngineOptions.secrets` takes), or past
- * {@link MAX_TOOL_SECRETS}; the message never quotes the value.
+ * string of 8 characters or more once trimmed and at most {@link MAX_SECRET_LENGTH} (as
+ * `EngineOptions.secrets` takes), or past {@link MAX_TOOL_SECRETS}; the message never quotes the value.
  */
 export function withToolSecret(secrets: Secrets, secret: unknown): Secrets {
-  const refused = (reason: 'not_a_string' | 'too_short' | 'too_many', why: string) =>
+  const refused = (reason: 'not_a_string' | 'too_short' | 'too_long' | 'too_many', why: string) =>
     new FactstateError('TOOL_SECRET_INVALID', `context.addSecret ${why}; the value is not shown`, { details: { reason } })
   if (typeof secret !== 'string') throw refused('not_a_string', `takes a string, not ${secret === null ? 'null' : secret === undefined ? 'undefined' : `a ${typeof secret}`}`)
   // A shorter one would be removed from everyday text (a year, a word) wherever it appears.
   if (secret.trim().length < SECRET_PIECE) throw refused('too_short', `takes a secret of ${SECRET_PIECE} characters or more (spaces around it not counted)`)
+  if (secret.length > MAX_SECRET_LENGTH) {
+    throw refused('too_long', `takes a secret of at most ${MAX_SECRET_LENGTH.toLocaleString('en-US')} characters, not ${secret.length.toLocaleString('en-US')} (each is looked for, in every form, in all the run records)`)
+  }
   const from = secrets.from ?? {}
   const headers = { ...from.headers }
   const added = Object.keys(headers).filter((name) => name.startsWith(TOOL_SECRET))

@@ -243,7 +243,7 @@ test(
       const probing: ToolDefinition = {
         name: 'probing',
         execute: (_input, context) => {
-          for (const value of [null, 12345678, '       7', 'again-the-same', 'again-the-same']) {
+          for (const value of [null, 12345678, '       7', `jwt-${'a'.repeat(4_093)}`, 'again-the-same', 'again-the-same', `jwt-${'b'.repeat(4_092)}`]) {
             try {
               context.addSecret(value as string)
               refusals.push('added')
@@ -259,9 +259,21 @@ test(
         ['TOOL_SECRET_INVALID', { reason: 'not_a_string' }],
         ['TOOL_SECRET_INVALID', { reason: 'not_a_string' }],
         ['TOOL_SECRET_INVALID', { reason: 'too_short' }],
+        ['TOOL_SECRET_INVALID', { reason: 'too_long' }],
+        'added',
         'added',
         'added',
       ])
+      const long: ToolDefinition = { name: 'long', execute: (_input, context) => context.addSecret(`jwt-${'c'.repeat(5_000)}`) }
+      assert.equal(await callTool(long, {}), {
+        status: 'failed',
+        message: 'FactstateError: TOOL_SECRET_INVALID: context.addSecret takes a secret of at most 4,096 characters, not 5,004 (each is looked for, in every form, in all the run records); the value is not shown',
+      })
+      // The engine's own secrets (here callTool's option, which takes the same) have the same bound.
+      const declared = await rejectsWithCode(() => callTool(long, {}, { secrets: [`key-${'d'.repeat(4_093)}`] }), 'TESTING_INVALID_OPTIONS', 'a declared secret past the bound')
+      assert.equal(declared.details, { field: 'secrets' })
+      assert.match(declared.message, 'strings of 8 to 4,096 characters: item 0 is longer (4,097 characters)')
+      assert.not.match(declared.message, 'dddddddd', 'the secret is not shown')
     },
   ),
 )

@@ -237,7 +237,14 @@ export async function runToolCall(
       const message = result.message === result.uncertain ? result.message : messageWithin(result.message, limits.maxToolResultBytes)
       return { ...result, message, ...(attempt === 1 ? {} : { attempts: attempt }) }
     }
-    if (thrown === undefined || attempt > policy.retries || gate.aborted || !retryWanted(policy, thrown.error, attempt)) return failed()
+    if (thrown === undefined || attempt > policy.retries || gate.aborted) return failed()
+    const decided = retryWanted(policy, thrown.error, attempt)
+    if (decided.threw !== undefined) {
+      // Told, redacted and cut as an abort's reason is: a bug in retryOn is not a decision to stop.
+      const why = messageWithin(redactMessage(failureText(decided.threw.error, redactMessage)), SHOWN_IN_OUTCOME, SHOWN_LIMIT)
+      return failed(` (no retry was made: its retryOn threw: ${why})`)
+    }
+    if (!decided.wanted) return failed()
     const stopped = await backedOff(gate, retryBackoff(policy, attempt))
     if (stopped !== undefined) {
       const reason = messageWithin(redactMessage(messageOf(stopped.reason)), SHOWN_IN_OUTCOME, SHOWN_LIMIT)

@@ -40,18 +40,20 @@ export function retryBackoff(policy: RetryPolicy, attempt: number): number {
 
 /**
  * Whether `policy.retryOn` asks for a retry of attempt `attempt`, which threw `error`: only `true`
- * does, and a throw does not. Nor does a promise (an `async` retryOn): the decision is made at once,
- * and the promise is given a handler, so that its rejection cannot end the process as unhandled.
+ * does. A throw does not, and is returned (`threw`) so that the call's failure can say so: a bug in
+ * retryOn would otherwise look like a decision not to retry. Nor does a promise (an `async` retryOn):
+ * the decision is made at once, and the promise is given a handler, so that its rejection cannot end
+ * the process as unhandled.
  */
-export function retryWanted(policy: RetryPolicy, error: unknown, attempt: number): boolean {
-  if (policy.retryOn === undefined) return true
+export function retryWanted(policy: RetryPolicy, error: unknown, attempt: number): { wanted: boolean; threw?: { error: unknown } } {
+  if (policy.retryOn === undefined) return { wanted: true }
   try {
     const wanted: unknown = policy.retryOn(error, attempt)
     if (wanted !== null && (typeof wanted === 'object' || typeof wanted === 'function') && typeof (wanted as { then?: unknown }).then === 'function') {
       Promise.resolve(wanted).catch(() => undefined)
     }
-    return wanted === true
-  } catch {
-    return false
+    return { wanted: wanted === true }
+  } catch (thrown) {
+    return { wanted: false, threw: { error: thrown } }
   }
 }

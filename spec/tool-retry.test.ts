@@ -87,7 +87,7 @@ class Declined extends Error {
 }
 
 test(
-  'retryOn decides with the error and the attempt: false (or anything but true, or a throw) stops at once, with the failure of the attempt it declined',
+  'retryOn decides with the error and the attempt: false (or anything but true, or a throw) stops at once, with the failure of the attempt it declined (and, for a throw, that retryOn threw and what)',
   engineTest([answer.toolCalls(['stop', 'later', 'odd', 'throws'].map((id) => ({ id, name: id, arguments: {} }))), answer.text('done')], {}, async (h) => {
     const asked: [string, number][] = []
     const retryOn = (verdict: (error: unknown, attempt: number) => unknown) => (error: unknown, attempt: number) => {
@@ -133,9 +133,26 @@ test(
         { status: 'failed', message: 'Declined: card declined' },
         { status: 'failed', message: 'after 2 attempts: Declined: card declined' },
         { status: 'failed', message: 'odd' },
-        { status: 'failed', message: 'first' },
+        // A retryOn that threw is said to have: a bug in it is not taken for a decision not to retry.
+        { status: 'failed', message: 'after 1 attempt: first (no retry was made: its retryOn threw: retryOn bug)' },
       ],
     )
+    // callTool tells it alike, with the thrown error's class.
+    const broken = plannedTool(
+      {
+        retries: 2,
+        ...FAST,
+        retryOn: () => {
+          throw new TypeError("Cannot read properties of undefined (reading 'status')")
+        },
+      },
+      [new Error('ECONNRESET')],
+    )
+    assert.equal(await callTool(broken, {}), {
+      status: 'failed',
+      message: "after 1 attempt: ECONNRESET (no retry was made: its retryOn threw: TypeError: Cannot read properties of undefined (reading 'status'))",
+    })
+    assert.is(broken.seen.length, 1, 'no retry was made')
   }),
 )
 

@@ -229,8 +229,8 @@ const toolNames = (names: readonly string[]): string => {
   return `${names.length === 1 ? 'tool' : 'tools'} ${shown}${names.length > SHOWN_TOOLS ? ` and ${names.length - SHOWN_TOOLS} more` : ''}`
 }
 
-/** What changed between a seal's catalog and a successor's, tool by tool, for the refusal's message. */
-function catalogChangeText(changes: CatalogChanges, sealed: ToolCatalogSummary, given: ToolCatalogSummary): string {
+/** What changed between a seal's catalog and a successor's, tool by tool, for the refusal's message (and `compareRuns`'). */
+export function catalogChangeText(changes: CatalogChanges, sealed: ToolCatalogSummary, given: ToolCatalogSummary): string {
   const parts: string[] = []
   if (changes.added.length > 0) parts.push(`${toolNames(changes.added)} added`)
   if (changes.removed.length > 0) parts.push(`${toolNames(changes.removed)} removed`)

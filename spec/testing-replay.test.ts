@@ -205,7 +205,17 @@ test('a replay whose tool answers otherwise: compareRuns names the first fact th
         const catalog = compareRuns(recorded, renamed)
         assert.is(catalog?.index, 0)
         assert.is(catalog?.type, 'invocation.opened')
-        assert.match(catalog?.field ?? '', /^execution\.tools\./)
+        assert.is(catalog?.field, 'execution.tools.catalogDigest')
+        // The digest alone names no tool: the message names the tools that differ, by each one's own digest.
+        assert.match(catalog?.message ?? '', / in the replay \(tool "findOrder" added, tool "lookupOrder" removed\)$/)
+        // A tool whose description changed (the same name): named as changed.
+        let described: StoredEvent[] = []
+        await runAll(join(dir, 'described'), scriptOf(recorded), (baseUrl) => [input(baseUrl, 'described', dir, [{ ...lookupOrder({}), description: 'where an order is' }])], async (log) => {
+          described = await recordedRun(log, 'invocation-described')
+        })
+        const changed = compareRuns(recorded, described)
+        assert.is(changed?.field, 'execution.tools.catalogDigest')
+        assert.match(changed?.message ?? '', / in the replay \(tool "lookupOrder" changed \(description or input schema\)\)$/)
 
         // A replay cut short: the recording goes on.
         const short = compareRuns(recorded, replayed.slice(0, 3))

@@ -5,9 +5,11 @@
  * (`compareRuns`), leaving out what differs between two runs of the same input by design (ids,
  * times, the provider's ids for its answers).
  */
+import { catalogChangeText } from '../actors/engine.js'
 import { providerWordsOf } from '../actors/openai-chat-client.js'
+import { catalogChanges } from '../actors/tool-catalog.js'
 import { FactstateError } from '../errors.js'
-import type { ExecutionSettings, Fact, FactType, RuntimeEvent, StoredEvent } from '../facts/types.js'
+import type { ExecutionSettings, Fact, FactType, RuntimeEvent, StoredEvent, ToolCatalogSummary } from '../facts/types.js'
 import { shown } from '../options.js'
 import { EventLog } from '../store/event-log.js'
 import { HOST_STOPPED } from '../store/recovery.js'
@@ -412,6 +414,24 @@ function firstDifference(a: unknown, b: unknown, path: string): { path: string; 
   return { path, a, b }
 }
 
+/**
+ * For a difference in the tool catalog of a run's settings (`execution.tools.catalogDigest`, whose
+ * digest alone names no tool), which tools the replay added, removed or changed, by each tool's own
+ * digest: ` (tool "lookupOrder" changed (description or input schema))`. Nothing where that cannot be
+ * known: settings recorded before per-tool digests, or catalogs that differ by no tool and no order.
+ */
+function catalogNote(field: string, recorded: Fact, replayed: Fact): string {
+  if (!field.startsWith('execution.tools.') || recorded.type !== 'invocation.opened' || replayed.type !== 'invocation.opened') return ''
+  const before: ToolCatalogSummary = recorded.execution.tools
+  const after: ToolCatalogSummary = replayed.execution.tools
+  if (after.digests === undefined) return ''
+  const changes = catalogChanges(before, { ...after, digests: after.digests })
+  if (changes === undefined) return ''
+  const sameOrder = before.names.length === after.names.length && before.names.every((name, index) => after.names[index] === name)
+  if (changes.added.length + changes.removed.length + changes.changed.length === 0 && sameOrder) return ''
+  return ` (${catalogChangeText(changes, before, after)})`
+}
+
 /** A value as a difference's message shows it: JSON, cut past 200 characters. */
 function showValue(value: unknown): string {
   if (value === undefined) return 'absent'
@@ -437,7 +457,8 @@ function showValue(value: unknown): string {
  * one settled) are compared in call order, as such calls settle in any order: how the replay
  * interleaved them is not compared there. A step the recording ran one call at a time is compared as
  * it was interleaved, so a replay that runs its calls side by side (a higher `toolConcurrency`) is
- * named where a dispatch comes before the settlement recorded. Pass both lists as read (`recordedRun`, `log.invocationEvents`); what is not a list of
+ * named where a dispatch comes before the settlement recorded. A difference in the tool catalog names
+ * the tools added, removed or changed (by each tool's digest), where both runs recorded them. Pass both lists as read (`recordedRun`, `log.invocationEvents`); what is not a list of
  * events is `TESTING_INVALID_OPTIONS` (`details.field`: `recorded`, `replayed`).
  *
  * @example
@@ -478,7 +499,7 @@ export function compareRuns(recorded: readonly (StoredEvent | RuntimeEvent)[], r
         field,
         recorded: found.a,
         replayed: found.b,
-        message: `${head}: ${field} is ${showValue(found.a)} in the recording, ${showValue(found.b)} in the replay${field === 'fact.type' ? ` (${factShape(b.fact)}${where(b)})` : ''}`,
+        message: `${head}: ${field} is ${showValue(found.a)} in the recording, ${showValue(found.b)} in the replay${field === 'fact.type' ? ` (${factShape(b.fact)}${where(b)})` : ''}${catalogNote(field, a.fact, b.fact)}`,
       }
     }
   }

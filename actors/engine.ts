@@ -341,25 +341,48 @@ export function engineSecrets(given: unknown, invalid: (field: string, what: str
 
 /**
  * Where `tool` (at `path`, `tools.<index>` in a run's input) shows the model one of the engine's
- * secrets (`engineSecrets`' headers) whole: its `description` or its `inputSchema` (a member's name
- * or any text in it), as it is, trimmed or JSON-escaped, as data is redacted. What the model is shown
- * of a tool is the application's own code, sent as it is (not redacted, or the tool would change
- * meaning), and a model may repeat it anywhere. The message names the tool and the field, never the
- * secret. `callTool` applies the same check.
+ * secrets (`engineSecrets`' headers) whole, or the run's provider credential (`provider`: its
+ * `apiKey` or a credential header's value, when it looks like a key, as `recordedCredential` finds
+ * it): its `description` or its `inputSchema` (a member's name or any text in it), as it is, trimmed
+ * or JSON-escaped, as data is redacted. What the model is shown of a tool is the application's own
+ * code, sent as it is (not redacted, or the tool would change meaning), and a model may repeat it
+ * anywhere. The message names the tool and the field, never the secret. `callTool` applies the same
+ * check (it has no provider).
  */
-export function toolSecretProblem(tool: ToolDefinition, path: string, declared: Record<string, string>): { message: string; fields: string[] } | undefined {
-  if (Object.keys(declared).length === 0) return undefined
-  const secrets = secretsOf({ headers: declared }).inData
-  for (const field of ['description', 'inputSchema'] as const) {
-    const value = tool[field]
-    if (value !== undefined && redactDeep(value, secrets) !== value) {
-      return {
-        message: `${path}.${field}: the ${field} of tool ${tool.name} holds one of the engine's secrets, which the model would be sent as it is: keep the secret out of the tool's definition (the tool can read it when it runs)`,
-        fields: [`${path}.${field}`],
+export function toolSecretProblem(
+  tool: ToolDefinition,
+  path: string,
+  declared: Record<string, string>,
+  provider?: ProviderCredentials,
+): { message: string; fields: string[] } | undefined {
+  const credential = provider === undefined ? undefined : providerCredential(provider)
+  const checks: [ReturnType<typeof providerCredential>, string][] = []
+  if (Object.keys(declared).length > 0) checks.push([secretsOf({ headers: declared }).inData, "one of the engine's secrets"])
+  if (credential !== undefined && credential.whole.length > 0) checks.push([credential, "the provider's credential (its apiKey or a credential header's value)"])
+  for (const [secrets, what] of checks) {
+    for (const field of ['description', 'inputSchema'] as const) {
+      const value = tool[field]
+      if (value !== undefined && redactDeep(value, secrets) !== value) {
+        return {
+          message: `${path}.${field}: the ${field} of tool ${tool.name} holds ${what}, which the model would be sent as it is: keep the secret out of the tool's definition (the tool can read it when it runs)`,
+          fields: [`${path}.${field}`],
+        }
       }
     }
   }
   return undefined
+}
+
+/** A provider's credentials, as a run input gives them. */
+interface ProviderCredentials {
+  apiKey?: string | undefined
+  headers?: Readonly<Record<string, string>> | undefined
+}
+
+/** What of a provider's credentials data is checked for (its `apiKey`, the values of headers that carry one by name), when they look like keys. */
+function providerCredential(provider: ProviderCredentials): ReturnType<typeof secretsOf>['inData'] {
+  const headers: Record<string, string> = Object.fromEntries(Object.entries(provider.headers ?? {}).filter(([name]) => SECRET_HEADER.test(name)))
+  return secretsOf({ ...(provider.apiKey === undefined ? {} : { apiKey: provider.apiKey }), headers }).inData
 }
 
 /** The run's own copy of a tool's schema; one that is not plain data (a proxy, a class instance's private state) is named. */
@@ -622,7 +645,7 @@ export class Engine {
     recordedCredential(run, this.#secrets)
     // What the model is shown of each tool, as admitted (the names were checked just above).
     for (const [index, tool] of run.tools.entries()) {
-      const problem = toolSecretProblem(tool, `tools.${index}`, this.#secrets)
+      const problem = toolSecretProblem(tool, `tools.${index}`, this.#secrets, run.provider)
       if (problem !== undefined) throw new FactstateError('RUN_INVALID_INPUT', problem.message, { details: { fields: problem.fields } })
     }
     run.providerOptions ??= {}

@@ -885,6 +885,29 @@ test(
         assert.not.ok((refused?.message ?? '').includes(toolKey.slice(8, 24)), `${name}: the refusal does not quote it`)
         assert.is(log.head().highWater, 0, `${name}: nothing written`)
       }
+      // The provider's own key (its apiKey, or a credential header's value) likewise, with no engine secrets at all.
+      const plainEngine = new Engine({ log, model: new ModelExecutor({ retries: 0 }) })
+      const headerKey = `hk_${randomBytes(16).toString('hex')}`
+      for (const [name, given, tool, field] of [
+        ['the apiKey in the description', run(server.baseUrl, 'keyed', { tools: [plain, pay({ description: `Charges with ${API_KEY}` })] }), 'pay', 'tools.1.description'],
+        ['the apiKey in the schema', run(server.baseUrl, 'keyed', { tools: [pay({ inputSchema: { type: 'object', properties: { key: { const: API_KEY } } } })] }), 'pay', 'tools.0.inputSchema'],
+        [
+          "an x-api-key header's value in the description",
+          { ...run(server.baseUrl, 'keyed', { tools: [pay({ description: `uses ${headerKey}` })] }), provider: { ...provider(server.baseUrl), headers: { 'x-api-key': headerKey } } },
+          'pay',
+          'tools.0.description',
+        ],
+      ] as const) {
+        const refused = await plainEngine.start(given).then(
+          () => undefined,
+          (error: FactstateError) => error,
+        )
+        assert.is(refused?.code, 'RUN_INVALID_INPUT', name)
+        assert.equal(refused?.details?.fields, [field], name)
+        assert.match(refused?.message ?? '', new RegExp(`^RUN_INVALID_INPUT: ${field.replaceAll('.', '\\.')}: .* of tool ${tool} holds the provider's credential \\(its apiKey or a credential header's value\\)`), name)
+        assert.not.ok([API_KEY, headerKey].some((key) => (refused?.message ?? '').includes(key.slice(4, 20))), `${name}: the refusal does not quote it`)
+        assert.is(log.head().highWater, 0, `${name}: nothing written`)
+      }
       assert.is(server.requests.length, 0, 'no tool list was sent')
       // A description with everyday text is sent: only a declared secret, whole, is refused.
       assert.equal(await engine.run(run(server.baseUrl, 'ordinary', { tools: [plain, pay({ description: 'charges with a pk_live key' })] })), { status: 'completed' })

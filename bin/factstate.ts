@@ -88,7 +88,7 @@ async function main(argv: string[]): Promise<number> {
     return EXIT.ok
   }
   if (name === '--help' || name === '-h' || name === 'help') {
-    const about = rest[0] === undefined ? undefined : commands[rest[0]]
+    const about = rest[0] === undefined || !Object.hasOwn(commands, rest[0]) ? undefined : commands[rest[0]]
     if (about) return (await about())(['--help'], io)
     if (rest[0] !== undefined) {
       io.stderr(`error: unknown command ${rest[0]}${meantCommand(rest[0])}`)
@@ -98,7 +98,8 @@ async function main(argv: string[]): Promise<number> {
     io.stdout(help)
     return EXIT.ok
   }
-  const load = commands[name]
+  // Own members only: `toString` or `__proto__` is no command.
+  const load = Object.hasOwn(commands, name) ? commands[name] : undefined
   if (!load) {
     io.stderr(`error: unknown command ${name}${meantCommand(name)}`)
     io.stderr(help)

@@ -990,6 +990,14 @@ test('usage errors exit 2 and say what is wrong', () =>
       const unknown = await cli(['frobnicate'])
       assert.is(unknown.code, 2)
       assert.match(unknown.stderr, /^error: unknown command frobnicate$/m, 'a name like no command gets no guess')
+      // An object's inherited member is no command (it used to crash with a TypeError).
+      for (const inherited of ['toString', 'constructor', '__proto__']) {
+        const named = await cli([inherited])
+        assert.is(named.code, 2, `${inherited}: ${named.stderr}`)
+        assert.match(named.stderr, new RegExp(`^error: unknown command ${inherited}`, 'm'))
+        const helped = await cli(['help', inherited])
+        assert.is(helped.code, 2, `help ${inherited}: ${helped.stderr}`)
+      }
       const misspelt = await cli(['verfy', 'somewhere'])
       assert.is(misspelt.code, 2)
       assert.match(misspelt.stderr, /^error: unknown command verfy: did you mean verify\?$/m)

@@ -615,15 +615,20 @@ test(
 )
 
 test(
-  'a reset connection is a retryable failure, before the answer and mid-stream',
-  withServer([answer.reset(), answer.reset({ stream: true })], async (server) => {
+  'a reset connection is a retryable failure, before the answer and mid-stream, also after some text',
+  withServer([answer.reset(), answer.reset({ stream: true }), answer.reset({ stream: true, text: 'half an ans' })], async (server) => {
     const client = new OpenAIChatClient(provider(server))
     const a = interrupted(await client.complete(requestFor(bodyOf())))
     const b = interrupted(await client.complete(requestFor(bodyOf())))
+    const streamed: string[] = []
+    const c = interrupted(await client.complete({ ...requestFor(bodyOf()), onText: (text) => streamed.push(text) }))
     assert.is(a.status, 'retryable_failure')
     assert.not.ok(a.malformed)
     assert.is(b.status, 'retryable_failure')
     assert.not.ok(b.malformed)
+    assert.is(c.status, 'retryable_failure')
+    assert.not.ok(c.malformed)
+    assert.is(streamed.join(''), 'half an ans', 'the text came before the connection went')
   }),
 )
 
@@ -1011,6 +1016,8 @@ test("the answer builders refuse an option they do not take, or one of the wrong
     ['answer.cutStream({ body: "x" })', () => answer.cutStream({ body: 'x' } as never), 'body'],
     ['answer.stall({ stream: true })', () => answer.stall({ stream: true } as never), 'stream'],
     ['answer.reset({ retryAfter: 1 })', () => answer.reset({ retryAfter: 1 } as never), 'retryAfter'],
+    ['answer.reset({ stream: false, text: "x" })', () => answer.reset({ stream: false, text: 'x' }), 'text'],
+    ['answer.reset({ stream: true, text: 1 })', () => answer.reset({ stream: true, text: 1 } as never), 'text'],
     ['answer.hang({ hold: true })', () => answer.hang({ hold: true } as never), 'hold'],
     ['answer.text("x", null)', () => answer.text('x', null as never), 'options'],
   ]

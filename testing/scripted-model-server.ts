@@ -99,7 +99,7 @@ export type ScriptedAnswer =
   | { kind: 'malformed'; body: string; hold?: boolean | undefined }
   | { kind: 'cutStream'; text: string; hold?: boolean | undefined }
   | { kind: 'stall'; text: string; hold?: boolean | undefined }
-  | { kind: 'reset'; hold?: boolean | undefined; stream?: boolean | undefined }
+  | { kind: 'reset'; hold?: boolean | undefined; stream?: boolean | undefined; text?: string | undefined }
   | { kind: 'hang' }
 
 /**
@@ -172,9 +172,17 @@ export const answer = {
     const read = answerOptions<{ text?: string; hold?: boolean }>('stall', options, ['text', 'hold'])
     return { kind: 'stall', text: read.text ?? 'partial', ...(read.hold === undefined ? {} : { hold: read.hold }) }
   },
-  /** Destroys the connection without an answer; with `stream: true`, after the SSE headers and a first chunk. */
-  reset(options: AnswerOptions = {}): ScriptedAnswer {
-    return { ...answerOptions<AnswerOptions>('reset', options, ['hold', 'stream']), kind: 'reset' }
+  /**
+   * Destroys the connection without an answer; streamed (`stream: true`, or as the server or the
+   * request asks), after the SSE headers and a first chunk, and with `text` a chunk of that text: an
+   * answer cut off mid-stream, which a client retries. `text` with `stream: false` is refused.
+   */
+  reset(options: AnswerOptions & { text?: string | undefined } = {}): ScriptedAnswer {
+    const read = answerOptions<AnswerOptions & { text?: string }>('reset', options, ['hold', 'stream', 'text'])
+    if (read.text !== undefined && read.stream === false) {
+      throw new FactstateError('TESTING_INVALID_OPTIONS', 'answer.reset: text is sent only in a stream, and stream is false', { details: { field: 'text' } })
+    }
+    return { ...read, kind: 'reset' }
   },
   /** Never answers; the connection is destroyed when the server closes. It takes no options (`hold` would change nothing). */
   hang(options?: Record<string, never>): ScriptedAnswer {
@@ -584,7 +592,10 @@ export async function scriptedModelServer(script: Script, options: ScriptedModel
             model: modelOf(recorded),
             choices: [{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }],
           })
-          // Let the first chunk reach the client before the connection goes.
+          if (scripted.text !== undefined && scripted.text.length > 0) {
+            send({ id: `chatcmpl-${recorded.index}`, object: 'chat.completion.chunk', created: CREATED, model: modelOf(recorded), choices: [{ index: 0, delta: { content: scripted.text }, finish_reason: null }] })
+          }
+          // Let the first chunks reach the client before the connection goes.
           setTimeout(() => destroy(res), 20)
         } else {
           destroy(res)

@@ -869,9 +869,10 @@ export class InvocationActor {
     const bodyText = JSON.stringify(body)
     const requestDigest = contentDigest(bodyText)
     for (let attempt = 1; ; attempt += 1) {
-      await this.#record({ type: 'model.requested', stepId, model: execution.model, requestDigest })
-      const live = this.#liveText(stepId, attempt)
-      const calls = this.#liveCalls(stepId, attempt)
+      // Durable before the request is sent: every piece of the attempt can name it.
+      const requestSeq = await this.#record({ type: 'model.requested', stepId, model: execution.model, requestDigest })
+      const live = this.#liveText(stepId, attempt, requestSeq)
+      const calls = this.#liveCalls(stepId, attempt, requestSeq)
       const response = await executor.attempt(client, {
         bodyText,
         origin: { invocation: this.setup.invocation, stepId, attempt, requestDigest },
@@ -919,19 +920,21 @@ export class InvocationActor {
   }
 
   /** Where the tool calls of one attempt go as they arrive, when the run's caller asked for them. */
-  #liveCalls(stepId: string, attempt: number): LiveToolCalls | undefined {
+  #liveCalls(stepId: string, attempt: number, requestSeq: number): LiveToolCalls | undefined {
     const receiver = this.setup.onToolCallText
     if (receiver === undefined) return undefined
     const { invocationId } = this.setup.invocation
-    return new LiveToolCalls(this.setup.secrets.inData, ({ callId, name }, text) => receiver({ invocationId, stepId, attempt, callId, name, arguments: text }))
+    return new LiveToolCalls(this.setup.secrets.inData, ({ callId, name }, text, { index, offset }) =>
+      receiver({ invocationId, stepId, attempt, requestSeq, index, offset, callId, name, arguments: text }),
+    )
   }
 
   /** Where the text of one attempt goes as it arrives, when the run's caller asked for it. */
-  #liveText(stepId: string, attempt: number): LiveText | undefined {
+  #liveText(stepId: string, attempt: number, requestSeq: number): LiveText | undefined {
     const receiver = this.setup.onModelText
     if (receiver === undefined) return undefined
     const { invocationId } = this.setup.invocation
-    return new LiveText(this.setup.secrets.inData, (text) => receiver({ invocationId, stepId, attempt, text }))
+    return new LiveText(this.setup.secrets.inData, (text, { index, offset }) => receiver({ invocationId, stepId, attempt, requestSeq, index, offset, text }))
   }
 
   /**

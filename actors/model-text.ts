@@ -17,8 +17,27 @@ export interface ModelTextPiece {
   invocationId: string
   /** The step, as its `model.requested` and `model.completed` facts name it (`step-1`, …). */
   stepId: string
-  /** 1 for a step's first request; a retry after a failure counts up, and its text starts over. */
+  /**
+   * 1 for a step's first request; a retry after a failure counts up, and its text starts over.
+   * Attempt N is the step's Nth `model.requested` fact (each retry records one more, with the same
+   * `stepId`); `requestSeq` names that fact.
+   */
   attempt: number
+  /**
+   * The log seq of this attempt's `model.requested` fact. That fact is appended (as durable as the
+   * log's durability makes a fact) before the request is sent, so before any piece of the attempt
+   * is passed on: a reader of the log can always find it. `requestSeq` and `index` together name
+   * the piece, uniquely and in order (an SSE id `${requestSeq}.${index}`, say).
+   */
+  requestSeq: number
+  /**
+   * The piece's place among the text pieces of its attempt, from 0, counting only pieces passed on
+   * (text held back comes later in a piece of its own, with the next index): no number is skipped,
+   * so a receiver can tell a piece it missed.
+   */
+  index: number
+  /** How many characters of the attempt's text were passed on before this piece: the pieces before it, their `text` joined, is that long. */
+  offset: number
   /**
    * The piece. The pieces of an attempt that completes add up to the text its `model.completed`
    * records, when the client streamed the text it answers with (the built-in client does).
@@ -32,8 +51,18 @@ export interface ModelToolCallPiece {
   invocationId: string
   /** The step, as its facts name it (`step-1`, …). */
   stepId: string
-  /** 1 for a step's first request; a retry counts up, and its calls start over. */
+  /** 1 for a step's first request; a retry counts up, and its calls start over. Attempt N is the step's Nth `model.requested` fact. */
   attempt: number
+  /** The log seq of this attempt's `model.requested` fact, appended before any piece of the attempt is passed on (see `ModelTextPiece.requestSeq`). */
+  requestSeq: number
+  /**
+   * The piece's place among the tool-call pieces of its attempt (all its calls together, each call's
+   * first `''` piece included), from 0, with no number skipped. Text pieces are counted apart: an
+   * id for both kinds needs the kind in it too.
+   */
+  index: number
+  /** How many characters of this call's arguments text were passed on before this piece (0 for its first piece, and for its second). */
+  offset: number
   /** The call's id, as `model.completed` and the call's `tool.*` facts name it. */
   callId: string
   /** The tool it calls. */
@@ -44,6 +73,14 @@ export interface ModelToolCallPiece {
    * records, when the client streamed them as it answers them (the built-in client does).
    */
   arguments: string
+}
+
+/** Where a piece of text goes once it may be passed on: its place in the attempt's text. */
+export interface PieceAt {
+  /** Its place among the pieces passed on, from 0. */
+  index: number
+  /** The characters passed on before it. */
+  offset: number
 }
 
 const isHighSurrogate = (code: number) => code >= 0xd800 && code <= 0xdbff
@@ -107,11 +144,13 @@ export class LiveText {
   readonly #filters: CredentialFilter[]
   /** What was passed on, the pieces joined. */
   #passed = ''
+  /** How many pieces were passed on. */
+  #pieces = 0
   #done = false
 
   constructor(
     secrets: Secrets,
-    private readonly pass: (text: string) => unknown,
+    private readonly pass: (text: string, at: PieceAt) => unknown,
   ) {
     this.#filters = secrets.whole.map((secret) => new CredentialFilter(secret))
   }
@@ -160,8 +199,11 @@ export class LiveText {
 
   #send(text: string): void {
     if (text.length === 0) return
+    // Counted as it is passed on, whatever the receiver does with it: the next piece follows on.
+    const at = { index: this.#pieces, offset: this.#passed.length }
     this.#passed += text
-    deliver(() => this.pass(text))
+    this.#pieces += 1
+    deliver(() => this.pass(text, at))
   }
 }
 
@@ -192,11 +234,13 @@ interface LiveCall {
  */
 export class LiveToolCalls {
   readonly #calls: LiveCall[] = []
+  /** How many pieces were passed on, of all the calls. */
+  #pieces = 0
   #done = false
 
   constructor(
     private secrets: Secrets,
-    private readonly pass: (call: { callId: string; name: string }, text: string) => unknown,
+    private readonly pass: (call: { callId: string; name: string }, text: string, at: PieceAt) => unknown,
   ) {}
 
   /** Looks for `secrets` too from the next piece on, in every call (see `LiveText.addSecrets`). */
@@ -249,9 +293,11 @@ export class LiveToolCalls {
   #begin(call: LiveCall, callId: string, name: string): LiveText {
     // What the run records of them is redacted the same way.
     const shown = { callId: redact(callId, this.secrets), name: redact(name, this.secrets) }
-    const live = new LiveText(this.secrets, (text) => this.pass(shown, text))
+    // One count over the calls: a piece's index is its place among all the attempt's call pieces.
+    const live = new LiveText(this.secrets, (text, { offset }) => this.pass(shown, text, { index: this.#pieces++, offset }))
     call.live = live
-    deliver(() => this.pass(shown, ''))
+    const at = { index: this.#pieces++, offset: 0 }
+    deliver(() => this.pass(shown, '', at))
     return live
   }
 }

@@ -45,14 +45,18 @@ const running = await engine.start(
 const outcome = await running.wait()
 process.stdout.write('\n')
 
-// What the log recorded, answer by answer, against the pieces passed on for it.
+// What the log recorded, answer by answer, against the pieces passed on for it. Each piece names
+// the seq of its attempt's model.requested (`requestSeq`; a retry records another) and its place
+// in that attempt (`index`, from 0, no gap): an SSE id `${requestSeq}.${index}` for a page.
 let matching = 0
 let answers = 0
-for await (const { event } of log.events()) {
+let requested = 0
+for await (const { seq, event } of log.events()) {
+  if (event.fact.type === 'model.requested') requested = seq
   if (event.fact.type !== 'model.completed' || event.fact.output.text === undefined) continue
-  const { stepId } = event.fact
   answers += 1
-  if (pieces.filter((piece) => piece.stepId === stepId).map((piece) => piece.text).join('') === event.fact.output.text) matching += 1
+  const own = pieces.filter((piece) => piece.requestSeq === requested)
+  if (own.every((piece, index) => piece.index === index) && own.map((piece) => piece.text).join('') === event.fact.output.text) matching += 1
 }
 console.log(`${outcome.status}: ${pieces.length} pieces for ${answers} answers; ${matching} of ${answers} add up to the recorded text`)
 

@@ -11,7 +11,7 @@ import { LiveText } from '../actors/model-text.js'
 import { redact, secretsOf } from '../actors/redaction.js'
 import { wellFormed } from '../store/encoding.js'
 import { answer } from '../testing/scripted-model-server.js'
-import { countingTool, engineTest, factsOf, only, refusedWithoutWriting, typesOf } from './support/engine-fixtures.js'
+import { countingTool, engineTest, factsOf, only, refusedWithoutWriting, storedEvents, typesOf } from './support/engine-fixtures.js'
 
 const joined = (pieces: readonly ModelTextPiece[], stepId: string, attempt = 1) =>
   pieces
@@ -20,6 +20,26 @@ const joined = (pieces: readonly ModelTextPiece[], stepId: string, attempt = 1) 
     .join('')
 
 const FINAL = 'the echo said forty-two, which answers the question'
+
+/** The seqs of an invocation's `model.requested` facts, step by step, in the order they were recorded (attempt 1, 2, …). */
+async function requestSeqs(log: import('../index.js').EventLog, invocationId: string): Promise<[string, number][]> {
+  return (await storedEvents(log))
+    .filter(({ event }) => event.invocation.invocationId === invocationId && event.fact.type === 'model.requested')
+    .map(({ seq, event }) => [(event.fact as { stepId: string }).stepId, seq])
+}
+
+/** Checks that `pieces` (of one attempt) are numbered 0, 1, … with no gap and that each offset is the length of the text before it; returns their text. */
+function contiguous(pieces: readonly { index: number; offset: number; text: string }[], what: string): string {
+  let text = ''
+  pieces.forEach((piece, position) => {
+    assert.is(piece.index, position, `${what}: piece ${position}'s index`)
+    assert.is(piece.offset, text.length, `${what}: piece ${position}'s offset`)
+    text += piece.text
+  })
+  return text
+}
+
+const DRAFT = 'a first draft, cut off'
 const DIGITS = '0123456789'.repeat(4)
 
 for (const stream of [true, false]) {
@@ -220,7 +240,11 @@ test('LiveText: however the text is cut, the pieces are well-formed, hold no cre
       const text = parts.map((part) => (part === 'KEY' ? apiKey : part === 'KEYPART' ? apiKey.slice(0, 9) : part === 'KEYTAIL' ? apiKey.slice(5) : part)).join('')
       const positions = [...new Set(cuts.map((cut) => Math.min(cut, text.length)))].sort((a, b) => a - b)
       const pieces: string[] = []
-      const live = new LiveText(secrets, (piece) => pieces.push(piece))
+      const places: { index: number; offset: number; text: string }[] = []
+      const live = new LiveText(secrets, (piece, at) => {
+        pieces.push(piece)
+        places.push({ ...at, text: piece })
+      })
       let from = 0
       for (const at of [...positions, text.length]) {
         live.push(text.slice(from, at))
@@ -229,6 +253,8 @@ test('LiveText: however the text is cut, the pieces are well-formed, hold no cre
       const recorded = redact(wellFormed(text), secrets)
       live.finish(recorded)
       assert.is(pieces.join(''), recorded)
+      // Held back or not, each piece is numbered as it is passed on: no gap, offsets adding up.
+      assert.is(contiguous(places, 'LiveText'), recorded)
       for (const piece of pieces) {
         assert.is(wellFormed(piece), piece, 'no lone surrogate in a piece')
         assert.not.ok(piece.includes(apiKey), 'no key in a piece')
@@ -285,5 +311,60 @@ test('LiveText: after close() or finish() nothing more is passed on', () => {
   live.finish('one two')
   assert.equal(pieces, ['one '])
 })
+
+test(
+  "each piece names its attempt's model.requested (durable before it) by seq, first attempt and a retry after a stream cut mid-answer, and is numbered with no gap",
+  engineTest([answer.reset({ stream: true, text: DRAFT }), answer.text(FINAL, { pieces: 7 })], { stream: true }, async (h) => {
+    const pieces: ModelTextPiece[] = []
+    const durableWhenPassed: boolean[] = []
+    const outcome = await h.run(h.input('seqs'), {
+      onModelText: (piece) => {
+        pieces.push(piece)
+        durableWhenPassed.push(h.log.head().highWater >= piece.requestSeq)
+      },
+    })
+    assert.equal(outcome, { status: 'completed' })
+    const requested = await requestSeqs(h.log, 'invocation-seqs')
+    assert.is(requested.length, 2, 'a retry records a second model.requested')
+    assert.equal(
+      requested.map(([stepId]) => stepId),
+      ['step-1', 'step-1'],
+      'with the same stepId',
+    )
+    assert.equal(await typesOf(h.log, 'invocation-seqs'), ['invocation.opened', 'model.requested', 'model.interrupted', 'model.requested', 'model.completed', 'invocation.ended'])
+    assert.ok(durableWhenPassed.every(Boolean), 'the fact a piece names was in the log when the piece came')
+    for (const [attempt, [, seq]] of requested.entries()) {
+      const own = pieces.filter((piece) => piece.attempt === attempt + 1)
+      assert.ok(own.length > 0, `attempt ${attempt + 1} passed text on`)
+      assert.ok(
+        own.every((piece) => piece.requestSeq === seq && piece.stepId === 'step-1'),
+        `attempt ${attempt + 1}'s pieces name seq ${seq}: ${JSON.stringify(own.map((piece) => piece.requestSeq))}`,
+      )
+      assert.is(contiguous(own, `attempt ${attempt + 1}`), attempt === 0 ? DRAFT : FINAL)
+    }
+    const [completed] = only(await factsOf(h.log, 'invocation-seqs'), 'model.completed')
+    assert.is(completed?.output.text, FINAL)
+    assert.is(pieces.filter((piece) => piece.attempt === 2).length, 7, 'the answer came in the seven pieces it was sent in')
+    // requestSeq and index: a unique id for each piece, ordered as the pieces came.
+    const ids = pieces.map((piece) => `${piece.requestSeq}.${piece.index}`)
+    assert.is(new Set(ids).size, pieces.length)
+    assert.equal(ids, [...ids].sort((a, b) => Number(a.split('.')[0]) - Number(b.split('.')[0]) || Number(a.split('.')[1]) - Number(b.split('.')[1])))
+  }),
+)
+
+test(
+  'text held back while it could become the provider key is counted when it is passed on: indexes with no gap, offsets adding up to the recorded text',
+  engineTest([answer.text('key sk-live-0123456789abcdefXYZ then sk-live-0123 and sk-li, sk-live-0123456789abcdefXYZ', { pieces: 40 })], { stream: true }, async (h) => {
+    const pieces: ModelTextPiece[] = []
+    const input = { ...h.input('held'), provider: { kind: 'openai-chat' as const, baseUrl: h.server.baseUrl, model: 'scripted', apiKey: 'sk-live-0123456789abcdefXYZ' } }
+    assert.equal(await h.run(input, { onModelText: (piece) => pieces.push(piece) }), { status: 'completed' })
+    const [completed] = only(await factsOf(h.log, 'invocation-held'), 'model.completed')
+    assert.is(completed?.output.text, 'key [redacted] then sk-live-0123 and sk-li, [redacted]')
+    assert.ok(pieces.length < 40, `held-back text came in fewer pieces than were sent (${pieces.length})`)
+    assert.is(contiguous(pieces, 'the answer'), completed?.output.text)
+    const [[, seq] = ['', 0]] = await requestSeqs(h.log, 'invocation-held')
+    assert.ok(pieces.every((piece) => piece.requestSeq === seq))
+  }),
+)
 
 test.run()

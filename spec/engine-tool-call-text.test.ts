@@ -10,7 +10,7 @@ import type { ModelClient, ModelResponse, ModelToolCallPiece, ToolCallPiece } fr
 import { LiveToolCalls } from '../actors/model-text.js'
 import { secretsOf } from '../actors/redaction.js'
 import { answer } from '../testing/scripted-model-server.js'
-import { countingTool, engineTest, factsOf, only, refusedWithoutWriting } from './support/engine-fixtures.js'
+import { countingTool, engineTest, factsOf, only, refusedWithoutWriting, storedEvents } from './support/engine-fixtures.js'
 
 /** Each call's pieces of one step and attempt: [callId, name, the arguments joined, how many pieces]. */
 const calls = (pieces: readonly ModelToolCallPiece[], stepId: string, attempt = 1) => {
@@ -135,6 +135,64 @@ test(
       assert.is(completed?.output.toolCalls[0]?.arguments, '{"value":1}')
     })
   })(),
+)
+
+test(
+  "each call piece names its attempt's model.requested (durable before it) by seq, also a retry's; indexes run over the attempt's call pieces with no gap, and offsets add up per call, held-back key and all",
+  engineTest(
+    [
+      answer.reset({ stream: true }),
+      answer.toolCalls(
+        [
+          { id: 'call-a', name: 'echo', arguments: { value: 42, note: 'sk-live-0123 is not the key, sk-live-0123456789abcdefXYZ is' } },
+          { id: 'call-b', name: 'lookup', arguments: { key: 'weather/berlin' } },
+        ],
+        { text: 'checking', pieces: 12 },
+      ),
+      answer.text('done'),
+    ],
+    { stream: true },
+    async (h) => {
+      const pieces: ModelToolCallPiece[] = []
+      let allDurable = true
+      const base = h.input('seqs', { tools: [countingTool('echo'), countingTool('lookup')] })
+      const input = { ...base, provider: { ...base.provider, apiKey: 'sk-live-0123456789abcdefXYZ' }, toolConcurrency: 2 }
+      const outcome = await h.run(input, {
+        onToolCallText: (piece) => {
+          pieces.push(piece)
+          allDurable &&= h.log.head().highWater >= piece.requestSeq
+        },
+      })
+      assert.equal(outcome, { status: 'completed' })
+      const requested = (await storedEvents(h.log))
+        .filter(({ event }) => event.invocation.invocationId === 'invocation-seqs' && event.fact.type === 'model.requested')
+        .map(({ seq, event }) => [(event.fact as { stepId: string }).stepId, seq] as const)
+      assert.equal(requested.map(([stepId]) => stepId), ['step-1', 'step-1', 'step-2'], 'the reset step was retried under the same stepId')
+      const retrySeq = requested[1]?.[1]
+      assert.ok(allDurable, 'the fact a piece names was in the log when the piece came')
+      assert.ok(pieces.length > 4)
+      assert.ok(
+        pieces.every((piece) => piece.stepId === 'step-1' && piece.attempt === 2 && piece.requestSeq === retrySeq),
+        `every piece is of the retry, the second model.requested (seq ${retrySeq}): ${JSON.stringify(pieces.map((piece) => [piece.attempt, piece.requestSeq]))}`,
+      )
+      assert.equal(
+        pieces.map((piece) => piece.index),
+        pieces.map((_, at) => at),
+        'numbered over all the calls, with no gap',
+      )
+      const [completed] = only(await factsOf(h.log, 'invocation-seqs'), 'model.completed')
+      const recorded = completed?.output.toolCalls ?? []
+      assert.is(recorded[0]?.arguments, '{"value":42,"note":"sk-live-0123 is not the key, [redacted] is"}')
+      for (const call of recorded) {
+        let text = ''
+        for (const piece of pieces.filter((candidate) => candidate.callId === call.callId)) {
+          assert.is(piece.offset, text.length, `${call.callId}: offset of ${JSON.stringify(piece.arguments)}`)
+          text += piece.arguments
+        }
+        assert.is(text, call.arguments, `${call.callId}: the pieces add up to the recorded arguments`)
+      }
+    },
+  ),
 )
 
 test(

@@ -12,7 +12,7 @@ import { type HandoffGate, successorOf } from './handoff.js'
 import { InvocationActor, defaultEventId } from './invocation-actor.js'
 import type { ModelClient } from './model-client.js'
 import type { Approver } from './approval.js'
-import type { ModelTextPiece, ModelToolCallPiece } from './model-text.js'
+import type { LiveModelText, ModelTextPiece, ModelToolCallPiece } from './model-text.js'
 import { ModelExecutor } from './model-executor.js'
 import { DECLARED_SECRET, MAX_SECRET_LENGTH, redactDeep, redactedMessage, secretsOf } from './redaction.js'
 import { DEFAULT_MAX_STEPS, RUN_INPUT_KEYS, type RunInput, toolCallLimits, validateRunInput } from './run-input.js'
@@ -181,6 +181,14 @@ export interface RunningInvocation {
   invocation: Invocation
   /** The gate for handoff holds on this invocation. */
   handoff(): HandoffGate
+  /**
+   * The text of the model answer being written now, as passed on to `onModelText` so far (its
+   * pieces joined, redacted as they were): `{ requestSeq, stepId, attempt, text, pieces }`, for a page
+   * that reconnects mid-answer. From when the attempt's `model.requested` is durable until its
+   * answer is in or it failed; `undefined` between attempts, after the run, and for a run started
+   * without `onModelText`.
+   */
+  liveText(): LiveModelText | undefined
   /**
    * Resolves with the outcome once `invocation.ended` is durable (each call gets its own copy).
    * Rejects with `LOG_CLOSED` when the log closes under the run, and with the log's error when it
@@ -849,6 +857,9 @@ export class Engine {
       invocation: structuredClone(invocation),
       handoff() {
         return actor.gate
+      },
+      liveText() {
+        return actor.liveText()
       },
       wait() {
         // Each caller gets its own copy: one that changes its outcome changes no other's.

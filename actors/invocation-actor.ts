@@ -15,7 +15,7 @@ import { Gate, type HoldDecision, type Reservation } from './handoff.js'
 import type { ChatRequestBody, ModelClient, ProviderConfig, ToolCallPiece } from './model-client.js'
 import type { ModelExecutor } from './model-executor.js'
 import { type ApprovalRequest, type Approver, type NeedsApproval, decide, needsApprovalFor } from './approval.js'
-import { LiveText, LiveToolCalls, type ModelTextPiece, type ModelToolCallPiece } from './model-text.js'
+import { type LiveModelText, LiveText, LiveToolCalls, type ModelTextPiece, type ModelToolCallPiece } from './model-text.js'
 import { type Secrets, redact, redactAnswer, redactDeep, redactFailure, secretsOf, withToolSecret } from './redaction.js'
 import { functionTools, type ToolDefinition } from './tool-catalog.js'
 import { argumentsOf } from './tool-arguments.js'
@@ -430,6 +430,8 @@ export class InvocationActor {
   #unsealed: string | undefined
   /** Facts get the default id and the system clock from here on (see `#run`'s failure path). */
   #fallback = false
+  /** The text of the attempt in flight as passed on so far, while the run's caller takes it (see `liveText()`). */
+  #live: { requestSeq: number; stepId: string; attempt: number; text: LiveText } | undefined
   private readonly setup: Omit<ActorSetup, 'snapshot'>
 
   constructor({ snapshot, ...setup }: ActorSetup) {
@@ -648,6 +650,8 @@ export class InvocationActor {
         else await this.#step()
       }
     } catch (error) {
+      // An attempt cut short by a failure has no text in flight any more.
+      this.#live = undefined
       if (error instanceof Ended) {
         const { outcome } = error
         const unsealed = outcome.status === 'cancelled' && this.#unsealed !== undefined ? ` with no hold sealed on the cancel: ${this.#unsealed}` : ''
@@ -873,6 +877,7 @@ export class InvocationActor {
       const requestSeq = await this.#record({ type: 'model.requested', stepId, model: execution.model, requestDigest })
       const live = this.#liveText(stepId, attempt, requestSeq)
       const calls = this.#liveCalls(stepId, attempt, requestSeq)
+      this.#live = live === undefined ? undefined : { requestSeq, stepId, attempt, text: live }
       const response = await executor.attempt(client, {
         bodyText,
         origin: { invocation: this.setup.invocation, stepId, attempt, requestDigest },
@@ -893,11 +898,15 @@ export class InvocationActor {
         const output = { ...rest, ...(responseId === undefined ? {} : { responseId }), ...(requestId === undefined ? {} : { requestId }) }
         live?.finish(output.text ?? '')
         calls?.finish(output.toolCalls)
+        // Its text is the fact's from here on: the fact is appended next.
+        this.#live = undefined
         await this.#record({ type: 'model.completed', stepId, output })
         break
       }
       live?.close()
       calls?.close()
+      // A retry starts over; the run may end here.
+      this.#live = undefined
       const retry = response.status === 'retryable_failure' && attempt <= executor.retries && !this.#signal.aborted
       const status = response.status === 'retryable_failure' && !retry ? 'failed' : response.status
       // The message is the provider's or the client's own words: as a fact can hold them, without the provider's secrets.
@@ -935,6 +944,19 @@ export class InvocationActor {
     if (receiver === undefined) return undefined
     const { invocationId } = this.setup.invocation
     return new LiveText(this.setup.secrets.inData, (text, { index, offset }) => receiver({ invocationId, stepId, attempt, requestSeq, index, offset, text }))
+  }
+
+  /**
+   * The text of the attempt in flight as passed on to `onModelText` so far (see
+   * `RunningInvocation.liveText`): from when its `model.requested` is durable until its answer is
+   * in (its `model.completed` comes next) or it failed (its `model.interrupted` comes next).
+   * `undefined` between attempts, and for a run started without `onModelText`.
+   */
+  liveText(): LiveModelText | undefined {
+    const live = this.#live
+    if (live === undefined) return undefined
+    const { text, pieces } = live.text.passed
+    return { requestSeq: live.requestSeq, stepId: live.stepId, attempt: live.attempt, text, pieces }
   }
 
   /**

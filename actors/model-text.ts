@@ -75,6 +75,24 @@ export interface ModelToolCallPiece {
   arguments: string
 }
 
+/**
+ * The text of the attempt in flight, as passed on so far (`RunningInvocation.liveText()`): the
+ * text pieces of the attempt joined, as they were passed on (so without the provider's
+ * credentials, and without what is still held back).
+ */
+export interface LiveModelText {
+  /** The log seq of the attempt's `model.requested` fact (as its pieces' `requestSeq`). */
+  requestSeq: number
+  /** The step (`step-1`, …). */
+  stepId: string
+  /** The attempt (1, then a retry's 2, …). */
+  attempt: number
+  /** The pieces passed on so far, joined. */
+  text: string
+  /** How many pieces were passed on: the next piece's `index`. */
+  pieces: number
+}
+
 /** Where a piece of text goes once it may be passed on: its place in the attempt's text. */
 export interface PieceAt {
   /** Its place among the pieces passed on, from 0. */
@@ -195,6 +213,11 @@ export class LiveText {
   /** Ends an attempt that did not complete: nothing more is passed on. */
   close(): void {
     this.#done = true
+  }
+
+  /** What was passed on so far, the pieces joined, and how many pieces that was. */
+  get passed(): { text: string; pieces: number } {
+    return { text: this.#passed, pieces: this.#pieces }
   }
 
   #send(text: string): void {

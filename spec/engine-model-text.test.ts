@@ -255,6 +255,7 @@ test('LiveText: however the text is cut, the pieces are well-formed, hold no cre
       assert.is(pieces.join(''), recorded)
       // Held back or not, each piece is numbered as it is passed on: no gap, offsets adding up.
       assert.is(contiguous(places, 'LiveText'), recorded)
+      assert.equal(live.passed, { text: recorded, pieces: pieces.length })
       for (const piece of pieces) {
         assert.is(wellFormed(piece), piece, 'no lone surrogate in a piece')
         assert.not.ok(piece.includes(apiKey), 'no key in a piece')
@@ -364,6 +365,58 @@ test(
     assert.is(contiguous(pieces, 'the answer'), completed?.output.text)
     const [[, seq] = ['', 0]] = await requestSeqs(h.log, 'invocation-held')
     assert.ok(pieces.every((piece) => piece.requestSeq === seq))
+  }),
+)
+
+test(
+  "liveText() is the text passed on so far of the attempt in flight, as a slow stream comes, a retry's starting over; undefined once the answer is recorded",
+  engineTest([answer.reset({ stream: true, text: DRAFT }), answer.text(FINAL, { pieces: 6, pieceDelayMs: 15 })], { stream: true }, async (h) => {
+    const pieces: ModelTextPiece[] = []
+    const seen: unknown[] = []
+    const running = await h.start(h.input('so-far'), {
+      onModelText: (piece) => {
+        pieces.push(piece)
+        seen.push(h.engine.running('invocation-so-far')?.liveText())
+      },
+    })
+    assert.is(running.liveText(), undefined, 'no attempt in flight before the first request')
+    assert.equal(await running.wait(), { status: 'completed' })
+    assert.is(running.liveText(), undefined, 'nothing in flight once the run has ended')
+    const [[, first] = ['', 0], [, retry] = ['', 0]] = await requestSeqs(h.log, 'invocation-so-far')
+    assert.equal(
+      pieces.map((piece) => piece.attempt),
+      [1, 2, 2, 2, 2, 2, 2],
+      'the draft in one piece, then the retry in six',
+    )
+    const expected = pieces.map((piece, at) => {
+      const before = pieces.slice(0, at + 1).filter((other) => other.attempt === piece.attempt)
+      return { requestSeq: piece.attempt === 1 ? first : retry, stepId: 'step-1', attempt: piece.attempt, text: before.map((other) => other.text).join(''), pieces: before.length }
+    })
+    assert.equal(seen, expected)
+    assert.is((seen.at(-1) as { text: string }).text, FINAL)
+  }),
+)
+
+test(
+  'liveText() of a stream that stalls mid-answer is its text so far, for a page that comes back, and is gone once the attempt is cancelled; without onModelText there is none',
+  engineTest([answer.stall({ text: 'half of an answer' }), answer.stall({ text: 'another half' })], { stream: true }, async (h) => {
+    const controller = new AbortController()
+    let first!: () => void
+    const arrived = new Promise<void>((resolve) => (first = resolve))
+    const running = await h.start(h.input('stalled'), { signal: controller.signal, onModelText: () => first() })
+    await arrived
+    const [[, seq] = ['', 0]] = await requestSeqs(h.log, 'invocation-stalled')
+    assert.equal(running.liveText(), { requestSeq: seq, stepId: 'step-1', attempt: 1, text: 'half of an answer', pieces: 1 })
+    controller.abort()
+    assert.is((await running.wait()).status, 'cancelled')
+    assert.is(running.liveText(), undefined)
+
+    const silent = new AbortController()
+    const quiet = await h.start(h.input('quiet'), { signal: silent.signal })
+    await h.server.seen(1)
+    assert.is(quiet.liveText(), undefined, 'a run started without onModelText keeps no text')
+    silent.abort()
+    assert.is((await quiet.wait()).status, 'cancelled')
   }),
 )
 

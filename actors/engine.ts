@@ -9,6 +9,7 @@ import { type AppendView, type EventLog, type LogInternals, logInternals } from 
 import type { BackupPoint } from '../store/backup-point.js'
 import { dispatchedInputs, dispatchedKey } from '../store/dispatched-inputs.js'
 import { type HandoffGate, successorOf } from './handoff.js'
+import { onAbort } from './abort-listeners.js'
 import { InvocationActor, defaultEventId } from './invocation-actor.js'
 import type { ModelClient } from './model-client.js'
 import type { Approver } from './approval.js'
@@ -199,6 +200,18 @@ export interface RunningInvocation {
   state(): InvocationState
   /** The full machine snapshot now: a copy (its context is the caller's to change). */
   snapshot(): InvocationSnapshot
+  /**
+   * Cancels the run as aborting its `signal` would (`StartOptions.signal`): a model request in flight
+   * is aborted, a running tool's `context.signal` aborts with the reason and is waited for, an
+   * approver's `request.signal` aborts, and the run ends `cancelled`, its `source` the reason when
+   * that is a non-empty string (recorded well-formed and redacted, as a signal's is), else `'cancel'`.
+   * Every handle of the run cancels it, `engine.running(id)`'s too, and so does the caller's own
+   * signal alongside: the first of them decides the source. Again, or once the run has ended, it does
+   * nothing. It returns nothing: `wait()` gives the outcome (which may not be `cancelled`: a tool with
+   * effects that throws on the abort ends the run `failed{outcome_unknown}`). `RUN_INVALID_INPUT` for a
+   * reason that is not a string.
+   */
+  cancel(reason?: string): void
 }
 
 const ignore = (): void => undefined
@@ -517,7 +530,7 @@ export class Engine {
   readonly #toolTimeoutMs: number | undefined
   /** The engine's `secrets`, as headers a run's secrets are built from (see `DECLARED_SECRET`). */
   readonly #secrets: Record<string, string>
-  readonly #running = new Map<string, { actor: InvocationActor; invocation: Invocation }>()
+  readonly #running = new Map<string, { actor: InvocationActor; invocation: Invocation; cancel: AbortController }>()
   /** Calls of `start` not yet admitted or refused (each settles then). */
   readonly #admitting = new Set<Promise<void>>()
   /** The same, by the invocation id each asks for (see `start`). */
@@ -816,6 +829,12 @@ export class Engine {
       if (marked) this.#log.live.delete(invocation.invocationId)
       throw error
     }
+    // The actor's signal: aborted by the caller's (forwarded while the run runs: one listener on a
+    // signal many runs share, see abort-listeners.ts) or by `cancel()` on a handle, whichever is first.
+    // A given-up successor's stays aborted, whatever the caller's object says later.
+    const cancel = new AbortController()
+    if (givingUp) cancel.abort(signal?.reason)
+    const unforward = givingUp || signal === undefined ? noop : onAbort(signal, () => cancel.abort(signal.reason))
     const actor = new InvocationActor({
       log: this.#log,
       invocation,
@@ -829,8 +848,7 @@ export class Engine {
       client,
       executor: this.#model,
       secrets: Object.keys(this.#secrets).length === 0 ? secretsOf(run.provider) : secretsOf({ apiKey: run.provider.apiKey, headers: { ...run.provider.headers, ...this.#secrets } }),
-      // A given-up successor's actor gets a signal that stays aborted, whatever the caller's object says later.
-      signal: givingUp ? AbortSignal.abort(signal?.reason) : signal,
+      signal: cancel.signal,
       onModelText,
       onToolCallText,
       onApproval,
@@ -839,21 +857,34 @@ export class Engine {
       maxToolResultBytes: this.#maxToolResultBytes,
       toolTimeoutMs: this.#toolTimeoutMs,
     })
-    return this.#track(actor, invocation)
+    return this.#track(actor, invocation, cancel, unforward)
   }
 
   /** Registers a started actor and makes its handle (apart from `start`, so the handle does not keep the input alive). */
-  #track(actor: InvocationActor, invocation: Invocation): RunningInvocation {
+  #track(actor: InvocationActor, invocation: Invocation, cancel: AbortController, unforward: () => void): RunningInvocation {
     const { invocationId } = invocation
-    this.#running.set(invocationId, { actor, invocation })
-    void actor.done.finally(() => this.#running.delete(invocationId)).catch(ignore)
-    return this.#handle(actor, invocation)
+    const entry = { actor, invocation, cancel }
+    this.#running.set(invocationId, entry)
+    void actor.done
+      .finally(() => {
+        unforward()
+        this.#running.delete(invocationId)
+      })
+      .catch(ignore)
+    return this.#handle(entry)
   }
 
   /** A handle of a running actor: `start` gives one, `running` another. */
-  #handle(actor: InvocationActor, invocation: Invocation): RunningInvocation {
+  #handle({ actor, invocation, cancel }: { actor: InvocationActor; invocation: Invocation; cancel: AbortController }): RunningInvocation {
     const done = actor.done
     return {
+      cancel(reason?: string) {
+        if (reason !== undefined && typeof reason !== 'string') {
+          throw new FactstateError('RUN_INVALID_INPUT', `cancel: reason must be a string, not ${shown(reason)}`, { details: { field: 'reason', fields: ['reason'] } })
+        }
+        // Once aborted (by a cancel or the caller's signal), or ended, the first reason stays: aborting again does nothing.
+        cancel.abort(reason === undefined || reason === '' ? 'cancel' : reason)
+      },
       invocation: structuredClone(invocation),
       handoff() {
         return actor.gate
@@ -925,7 +956,7 @@ export class Engine {
       })
     }
     const running = this.#running.get(invocationId)
-    return running === undefined ? undefined : this.#handle(running.actor, running.invocation)
+    return running === undefined ? undefined : this.#handle(running)
   }
 
   /** Starts a run and waits for its outcome. */

@@ -83,13 +83,15 @@ export interface FactstateErrorDetails {
    * `field`: the option refused (of `EventLog.open`, `openSnapshot`, `pendingSessions`, `events()`,
    * `recoverInvocations`; as given, for one the call does not take: `waitms`; `options` for options
    * that are not an object), or the id argument of a read (`runs`, `runSource`, `invocationEvents`,
-   * `pendingSessions`) that is not an id.
+   * `pendingSessions`) that is not an id. `highWater`: with `field: 'from'`, the log's high-water when
+   * `events()` was given a `from` past its end (more than `highWater + 1`).
    */
   LOG_INVALID_ARGUMENT:
     | {
         notALog?: true
         destination?: 'exists' | 'no_parent' | 'inside_log'
         field?: string
+        highWater?: number
       }
     | undefined
   LOG_IO: undefined

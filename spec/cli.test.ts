@@ -140,6 +140,10 @@ test('demo passes every step, then log, verify and recover read its log', () =>
       assert.equal(seqsOf(lastOfType.stdout), dispatched.slice(-2))
       const range = await cli(['log', location, '--from', '5', '--to', '7'])
       assert.equal(seqsOf(range.stdout), [5, 6, 7])
+      // A --from past the log's end prints nothing, as before events() refused such a from: the CLI reads up to the end.
+      const beyond = await cli(['log', location, '--from', '999999'])
+      assert.is(beyond.code, 0, beyond.stderr)
+      assert.not.match(beyond.stdout, /^#/m)
       // --invocation reads through the invocation's index: the same lines as filtering every fact.
       const every = await cli(['log', location, '--json'])
       const indexed = await cli(['log', location, '--json', '--invocation', 'inv-crash-run-1', '--from', '2'])

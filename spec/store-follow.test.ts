@@ -502,4 +502,34 @@ follow(
   }),
 )
 
+follow(
+  "a from past the log's end (a client's seq from another log) is refused at the call, follow or not, with the high-water; from the high-water + 1 a follower waits for the next fact",
+  boundedTest(10_000, async (root) => {
+    const log = await EventLog.open(join(root, 'log'))
+    try {
+      // An empty log (a directory reset under a client that still has seq 500).
+      for (const options of [{ from: 500, follow: true }, { from: 2, follow: true }, { from: 500 }, { from: 2, to: 9 }, { from: 500, follow: true, sessionId: 'session-a' }]) {
+        const error = await refusal(() => log.events(options))
+        assert.is(error.code, 'LOG_INVALID_ARGUMENT', JSON.stringify(options))
+        assert.equal(error.details, { field: 'from', highWater: 0 }, JSON.stringify(options))
+        assert.match(error.message, `from ${options.from} is past the end of the log, whose high-water is 0`)
+      }
+      assert.is(logInternals(log).followerCount(), 0, 'a refused follower is not registered')
+      await log.appendAll(completeInvocation('first'))
+      const { highWater } = log.head()
+      assert.equal((await refusal(() => log.events({ from: highWater + 2, follow: true }))).details, { field: 'from', highWater })
+      // The high-water + 1 is the next fact: read plainly, nothing; followed, the fact once it lands.
+      const plain: StoredEvent[] = []
+      for await (const stored of log.events({ from: highWater + 1 })) plain.push(stored)
+      assert.equal(plain, [])
+      const reader = log.events({ from: highWater + 1, follow: true })
+      const [next] = await Promise.all([reader.next(), log.appendAll(completeInvocation('second'))])
+      assert.is(next.value?.seq, highWater + 1)
+      await reader.return(undefined)
+    } finally {
+      await log.close()
+    }
+  }),
+)
+
 follow.run()

@@ -3385,7 +3385,10 @@ export class EventLog {
    * `follow: true` it goes on past the high-water: each event as it becomes durable, up to `to`
    * (default: until the log closes, or a `break`). A follower more than 16,384 events (or 16 MiB of
    * them) behind reads them back from the log. Leave a reader part-way with `break` or `return()` to
-   * free its LevelDB iterator at once.
+   * free its LevelDB iterator at once. A `from` past the log's end (more than its high-water + 1: a
+   * seq this log never reached, such as a client's from another log) is refused, follow or not,
+   * `LOG_INVALID_ARGUMENT` with `details: { field: 'from', highWater }`; `highWater + 1` is the next
+   * fact, where a follower waits for it.
    *
    * @example
    * ```ts
@@ -3410,13 +3413,24 @@ export class EventLog {
     this.#assertOpen()
     // Each read once; a misspelt bound (`fromSeq`) is refused, not read as no bound.
     const { from = 1, to = Number.MAX_SAFE_INTEGER, follow, sessionId } = readOptions(options, ['from', 'to', 'follow', 'sessionId'], { call: 'events()', code: 'LOG_INVALID_ARGUMENT', details: fieldDetails })
-    // `to` itself, not what is left of it past the high-water: the same bounds are valid or not whatever the log holds.
+    // `to` itself, not what is left of it past the high-water: valid or not whatever the log holds (`from` past the log's end is refused below).
     if (!Number.isSafeInteger(from) || (from as number) < 1 || !Number.isSafeInteger(to) || (to as number) < 0) {
       const field = !Number.isSafeInteger(from) || (from as number) < 1 ? 'from' : 'to'
       throw new FactstateError('LOG_INVALID_ARGUMENT', 'events() takes integer bounds: from at least 1, to at least 0', { details: { field } })
     }
     if (follow !== undefined && typeof follow !== 'boolean') {
       throw new FactstateError('LOG_INVALID_ARGUMENT', 'events() takes follow as a boolean', { details: { field: 'follow' } })
+    }
+    // Past the next fact: a seq this log has not reached, most likely another log's (a client's
+    // Last-Event-ID from before its directory was reset or put back from a backup). A follower would
+    // wait in silence until the log got there, and then yield facts the seq never named.
+    const { highWater } = this.#state.head
+    if ((from as number) > highWater + 1) {
+      throw new FactstateError(
+        'LOG_INVALID_ARGUMENT',
+        `events(): from ${from as number} is past the end of the log, whose high-water is ${highWater}: a seq from another log (one reset or put back from a backup)? ${highWater === 0 ? 'Read from 1 (the first fact)' : `Read from 1, or from at most ${highWater + 1} (the next fact)`}`,
+        { details: { field: 'from', highWater } },
+      )
     }
     if (sessionId !== undefined && !idSchema.safeParse(sessionId).success) {
       throw new FactstateError('LOG_INVALID_ARGUMENT', 'events() takes sessionId as a session id: 1–128 characters from [A-Za-z0-9._:-]', { details: { field: 'sessionId' } })
@@ -3437,7 +3451,7 @@ export class EventLog {
       generator = this.#follow(from as number, to as number, follower, reader)
       stoppingFirst(generator, follower, reader.unfollow)
     } else {
-      generator = this.#eventsBetween(from as number, Math.min(to as number, this.#state.head.highWater), reader, session)
+      generator = this.#eventsBetween(from as number, Math.min(to as number, highWater), reader, session)
     }
     // Unregistered as the reader ends (the reader is its own token): an ended reader has nothing left to free.
     droppedReaders.register(generator, reader, reader)

@@ -327,6 +327,7 @@ export async function changeMark(source: string): Promise<string> {
  * with another log's put in the directory's place.
  */
 export async function idAt(log: EventLog, seq: number): Promise<string | undefined> {
+  if (seq > log.head().highWater) return undefined
   for await (const { event } of log.events({ from: seq, to: seq })) return event.id
   return undefined
 }

@@ -159,7 +159,8 @@ export async function logCommand(args: string[], io: CommandIo, options: { signa
     let source: AsyncIterable<StoredEvent> | StoredEvent[] =
       values.invocation !== undefined
         ? (await logInternals(log).invocationEvents(values.invocation, to)).filter((stored) => stored.seq >= from)
-        : log.events({ from, to, ...(values.session === undefined ? {} : { sessionId: values.session }) })
+        : // A --from past the end reads nothing (and, following, waits for the log to get there): events() refuses a from past the next fact.
+          log.events({ from: Math.min(from, to + 1), to, ...(values.session === undefined ? {} : { sessionId: values.session }) })
     if (bounds.last !== undefined && filtered) {
       const kept: StoredEvent[] = []
       for await (const stored of source) {

@@ -1039,7 +1039,7 @@ export class Engine {
     // A log has one writer: an open invocation no actor of this process runs was left open by a process that stopped.
     const activeWhy = (active: { runId: string; invocationId: string }) =>
       this.#log.live.has(active.invocationId)
-        ? `has an active run (${active.runId}): wait for it to end, or cancel it through its signal`
+        ? `has an active run (${active.runId}): wait for it to end, or cancel it (engine.running(${JSON.stringify(active.invocationId)})?.cancel(), or its signal)`
         : `has a run left open by a process that stopped (${active.runId}): recoverInvocations(log) closes it`
     // A successor's run is checked by its claim and seal (a second successor is HANDOFF_CLAIMED).
     if (work.kind !== 'handoff') {

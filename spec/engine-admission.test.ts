@@ -146,6 +146,7 @@ test(
     const busy = await refusedWithoutWriting(h.log, () => h.engine.start(h.input('second', { session: 'shared' })), 'RUN_BUSY', 'a second message')
     const active = { sessionId: 'shared', reason: 'active', runId: first.invocation.runId, invocationId: first.invocation.invocationId }
     assert.equal(busy.details, active, 'details name the run in the way')
+    assert.match(busy.message, `wait for it to end, or cancel it (engine.running("${first.invocation.invocationId}")?.cancel(), or its signal)`)
     const running = (await h.log.runSource('shared', 'run-first'))?.boundary
     assert.ok(running)
     const continuation = h.input('continued', { session: 'shared' })

@@ -453,27 +453,52 @@ const PROVIDER_KEYS: readonly string[] = Object.keys(runInputSchema.shape.provid
 const PROVIDER_MEMBERS: readonly string[] = PROVIDER_KEYS.filter((key) => key !== 'kind')
 
 /**
- * The members the object at `path` of a run input may have (every variant's, for `work`), from the
- * schema itself; none for a path that is not of an object the schema describes member by member.
+ * The members the object at `path` of a run input (`input`) may have, from the schema itself: of a
+ * discriminated union (`work`), the variant the input's own discriminator (`kind`) picks, else every
+ * variant's; none for a path that is not of an object the schema describes member by member.
+ * `others`: the members only other variants than the one picked have (a message's `work` given
+ * `onlyIfLatest`, a continuation's).
  */
-function membersAt(path: readonly PropertyKey[]): string[] {
+function membersAt(path: readonly PropertyKey[], input: unknown): { members: string[]; others: string[]; kind?: string } {
   let schemas: z.ZodType[] = [runInputSchema]
+  let value: unknown = input
+  let others: z.ZodObject[] = []
+  let kind: string | undefined
   for (const segment of [...path, undefined]) {
     const objects: z.ZodObject[] = []
+    others = []
+    kind = undefined
     const open = [...schemas]
     for (let schema = open.pop(); schema !== undefined; schema = open.pop()) {
       if (schema instanceof z.ZodObject) objects.push(schema)
       else if (schema instanceof z.ZodOptional) open.push(schema.unwrap() as z.ZodType)
-      else if (schema instanceof z.ZodUnion) open.push(...(schema.options as z.ZodType[]))
+      else if (schema instanceof z.ZodDiscriminatedUnion) {
+        // The variant the value names (`kind: 'message'`): a member of another is no spelling of one of its own.
+        const options = schema.options as z.ZodType[]
+        const discriminator = (schema.def as { discriminator: string }).discriminator
+        const given = typeof value === 'object' && value !== null ? (value as Record<string, unknown>)[discriminator] : undefined
+        const picked = options.filter((option) => {
+          const tag = option instanceof z.ZodObject ? option.shape[discriminator] : undefined
+          return tag instanceof z.ZodLiteral && tag.values.has(given as never)
+        })
+        open.push(...(picked.length === 0 ? options : picked))
+        if (picked.length > 0) kind = String(given)
+        if (picked.length > 0) others.push(...options.filter((option): option is z.ZodObject => option instanceof z.ZodObject && !picked.includes(option)))
+      } else if (schema instanceof z.ZodUnion) open.push(...(schema.options as z.ZodType[]))
     }
-    if (segment === undefined) return [...new Set(objects.flatMap((object) => Object.keys(object.shape)))]
+    if (segment === undefined) {
+      const members = [...new Set(objects.flatMap((object) => Object.keys(object.shape)))]
+      const elsewhere = [...new Set(others.flatMap((object) => Object.keys(object.shape)))].filter((name) => !members.includes(name))
+      return { members, others: elsewhere, ...(kind === undefined ? {} : { kind }) }
+    }
     schemas = objects.flatMap((object) => (typeof segment === 'string' && Object.hasOwn(object.shape, segment) ? [object.shape[segment] as z.ZodType] : []))
+    value = typeof value === 'object' && value !== null && typeof segment === 'string' ? (value as Record<string, unknown>)[segment] : undefined
   }
-  return []
+  return { members: [], others: [] }
 }
 
 /** ` (providerOptions belongs beside provider, not in it)`, for unknown keys that are members one level up or down. */
-function misplacedHint(error: z.ZodError): string {
+function misplacedHint(error: z.ZodError, input: unknown): string {
   const hints: string[] = []
   for (const issue of error.issues) {
     if (issue.code !== 'unrecognized_keys') continue
@@ -483,8 +508,12 @@ function misplacedHint(error: z.ZodError): string {
       else if (at === '' && PROVIDER_MEMBERS.includes(key)) hints.push(`${key} belongs in provider`)
       else {
         // Another spelling of a member of its level (the OpenAI SDK's baseURL, api_key, work's allowpriorunknown): named.
-        const meant = meantName(key, membersAt(issue.path))
+        const { members, others, kind } = membersAt(issue.path, input)
+        const meant = meantName(key, members)
+        const elsewhere = meant === undefined ? (others.includes(key) ? key : meantName(key, others)) : undefined
         if (meant !== undefined) hints.push(`${at === '' ? '' : `${at}.`}${key}: did you mean ${meant}?`)
+        // A member of another variant (a continuation's `onlyIfLatest` in a message's work): said so, not offered.
+        else if (elsewhere !== undefined && kind !== undefined) hints.push(`${at}.${key}: ${elsewhere} is taken by another kind of ${at}, not by kind ${JSON.stringify(kind)}`)
       }
     }
   }
@@ -506,7 +535,7 @@ export function validateRunInput(input: unknown): RunInput {
   }
   const parsed = runInputSchema.safeParse(input)
   if (!parsed.success) {
-    throw new FactstateError('RUN_INVALID_INPUT', describeIssues(parsed.error) + misplacedHint(parsed.error), {
+    throw new FactstateError('RUN_INVALID_INPUT', describeIssues(parsed.error) + misplacedHint(parsed.error, input), {
       details: { fields: issueFields(parsed.error) },
     })
   }

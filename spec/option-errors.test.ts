@@ -101,6 +101,28 @@ test("a run input's member in another spelling at any level (configuration, work
   assert.not.match(far.message, 'did you mean', 'a name like no member gets no guess')
 })
 
+test("a work member in another spelling is told the member of its own kind meant, and one of another kind is said to be that kind's, not offered", async () => {
+  const input = (work: Record<string, unknown>) => ({
+    invocation: { sessionId: 's', turnId: 't', runId: 'r', invocationId: 'i' },
+    provider: { kind: 'openai-chat', baseUrl: 'http://127.0.0.1:1/v1', model: 'm' },
+    configuration: { cwd: '/srv' },
+    tools: [],
+    work,
+  })
+  // A message's work has no onlyIfLatest (a continuation's has): "did you mean onlyIfLatest?" would be refused again as given.
+  for (const key of ['onlyiflatest', 'onlyIfLatest']) {
+    const error = await refusal(() => validateRunInput(input({ kind: 'message', content: 'hi', [key]: true })))
+    assert.equal(error.details?.fields, [`work.${key}`])
+    assert.not.match(error.message, 'did you mean', key)
+    assert.match(error.message, `(work.${key}: onlyIfLatest is taken by another kind of work, not by kind "message")`, key)
+  }
+  const source = { invocation: { sessionId: 's', turnId: 't0', runId: 'r0', invocationId: 'i0' }, seq: 3 }
+  const continuation = await refusal(() => validateRunInput(input({ kind: 'continuation', source, onlyiflatest: true })))
+  assert.match(continuation.message, '(work.onlyiflatest: did you mean onlyIfLatest?)', 'a continuation takes it')
+  const unknownKind = await refusal(() => validateRunInput(input({ kind: 'mesage', content: 'hi', allowpriorunknown: true })))
+  assert.is(unknownKind.code, 'RUN_INVALID_INPUT')
+})
+
 test('invocationPaths names the option a misspelt one was meant to be, with details.field as given', async () => {
   const error = await refusal(() => invocationPaths({ maxStep: 2 } as never))
   assert.equal([error.code, error.details], ['TESTING_INVALID_OPTIONS', { field: 'maxStep' }])

@@ -242,7 +242,8 @@ export async function runToolCall(
     if (decided.threw !== undefined) {
       // Told, redacted and cut as an abort's reason is: a bug in retryOn is not a decision to stop.
       const why = messageWithin(redactMessage(failureText(decided.threw.error, redactMessage)), SHOWN_IN_OUTCOME, SHOWN_LIMIT)
-      return failed(` (no retry was made: its retryOn threw: ${why})`)
+      // After a retry was made, what it stopped is the next one.
+      return failed(` (no ${attempt === 1 ? '' : 'further '}retry was made: its retryOn threw: ${why})`)
     }
     if (!decided.wanted) return failed()
     const stopped = await backedOff(gate, retryBackoff(policy, attempt))

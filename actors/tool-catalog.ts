@@ -112,7 +112,7 @@ export interface ToolRetry {
   /**
    * Whether to retry after attempt `attempt` (1-based) threw `error`: only `true` retries (default:
    * every failure is retried). Called synchronously; one that throws retries nothing, and the call's
-   * failure says so ("after 1 attempt: … (no retry was made: its retryOn threw: …)"); an `async` one
+   * failure says so ("after 1 attempt: … (no retry was made: its retryOn threw: …)", "no further retry" after a retry); an `async` one
    * retries nothing either: the promise it returns is not awaited (a rejection of it is caught and dropped).
    */
   retryOn?: ((error: unknown, attempt: number) => boolean) | undefined

@@ -153,6 +153,20 @@ test(
       message: "after 1 attempt: ECONNRESET (no retry was made: its retryOn threw: TypeError: Cannot read properties of undefined (reading 'status'))",
     })
     assert.is(broken.seen.length, 1, 'no retry was made')
+    // After a retry was made, one that throws stopped the next: "no retry was made" would deny the one made.
+    const later = plannedTool(
+      {
+        retries: 3,
+        ...FAST,
+        retryOn: (_error, attempt) => {
+          if (attempt === 1) return true
+          throw new Error('retryOn bug')
+        },
+      },
+      [new Error('ECONNRESET'), new Error('ETIMEDOUT')],
+    )
+    assert.equal(await callTool(later, {}), { status: 'failed', message: 'after 2 attempts: ETIMEDOUT (no further retry was made: its retryOn threw: retryOn bug)' })
+    assert.is(later.seen.length, 2)
   }),
 )
 

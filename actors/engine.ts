@@ -15,7 +15,7 @@ import type { ModelClient } from './model-client.js'
 import type { Approver } from './approval.js'
 import type { LiveModelText, ModelTextPiece, ModelToolCallPiece } from './model-text.js'
 import { ModelExecutor } from './model-executor.js'
-import { DECLARED_SECRET, MAX_SECRET_LENGTH, redactDeep, redactedMessage, secretsOf } from './redaction.js'
+import { DECLARED_SECRET, MAX_SECRET_LENGTH, type Secrets, redactDeep, redactedMessage, secretsOf } from './redaction.js'
 import { DEFAULT_MAX_STEPS, RUN_INPUT_KEYS, type RunInput, toolCallLimits, validateRunInput } from './run-input.js'
 import { type CatalogChanges, type ToolDefinition, catalogChanges, catalogOf, legacyCatalogDigest, shownText } from './tool-catalog.js'
 import { type InputCheck, inputCheckOf, inputChecks } from './tool-input.js'
@@ -307,10 +307,7 @@ const SECRET_HEADER = /^(proxy-)?authorization$|cookie|(^|[-_])(api[-_]?key|secr
  * that takes it in the body) would be written to the log. Nothing is written.
  */
 function recordedCredential(run: RunInput, engineSecrets: Record<string, string>): void {
-  // Only headers that carry a credential by name: an Idempotency-Key (or a request id) is no secret,
-  // and may well be the run's own fingerprint.
-  const headers = { ...Object.fromEntries(Object.entries(run.provider.headers ?? {}).filter(([name]) => SECRET_HEADER.test(name))), ...engineSecrets }
-  const secrets = secretsOf({ ...run.provider, headers }).inData
+  const secrets = admissionSecrets(run.provider, engineSecrets)
   if (secrets.whole.length === 0) return
   const { work } = run
   const recorded: [string, unknown][] = [
@@ -376,19 +373,21 @@ export function toolSecretProblem(
   declared: Record<string, string>,
   provider?: ProviderCredentials,
 ): { message: string; fields: string[] } | undefined {
-  const credential = provider === undefined ? undefined : providerCredential(provider)
-  const checks: [ReturnType<typeof providerCredential>, string][] = []
-  if (Object.keys(declared).length > 0) checks.push([secretsOf({ headers: declared }).inData, "one of the engine's secrets"])
-  if (credential !== undefined && credential.whole.length > 0) checks.push([credential, "the provider's credential (its apiKey or a credential header's value)"])
-  for (const [secrets, what] of checks) {
-    for (const field of ['description', 'inputSchema'] as const) {
-      const value = tool[field]
-      if (value !== undefined && redactDeep(value, secrets) !== value) {
-        return {
-          message: `${path}.${field}: the ${field} of tool ${tool.name} holds ${what}, which the model would be sent as it is: keep the secret out of the tool's definition (the tool can read it when it runs)`,
-          fields: [`${path}.${field}`],
-        }
-      }
+  if (provider === undefined && Object.keys(declared).length === 0) return undefined
+  // Both at once, as the recorded settings were looked through: the same secrets, built once for the
+  // provider's runs. Apart (one set each), a run start built five, more than are kept, and so rebuilt
+  // them all, the engine's secrets three times over, at every start.
+  const secrets = admissionSecrets(provider, declared)
+  if (secrets.whole.length === 0) return undefined
+  for (const field of ['description', 'inputSchema'] as const) {
+    const value = tool[field]
+    if (value === undefined || redactDeep(value, secrets) === value) continue
+    // Which of them it is, for the message: told apart only for a refusal.
+    const engines = Object.keys(declared).length > 0 && redactDeep(value, secretsOf({ headers: declared }).inData) !== value
+    const what = engines ? "one of the engine's secrets" : "the provider's credential (its apiKey or a credential header's value)"
+    return {
+      message: `${path}.${field}: the ${field} of tool ${tool.name} holds ${what}, which the model would be sent as it is: keep the secret out of the tool's definition (the tool can read it when it runs)`,
+      fields: [`${path}.${field}`],
     }
   }
   return undefined
@@ -400,10 +399,16 @@ interface ProviderCredentials {
   headers?: Readonly<Record<string, string>> | undefined
 }
 
-/** What of a provider's credentials data is checked for (its `apiKey`, the values of headers that carry one by name), when they look like keys. */
-function providerCredential(provider: ProviderCredentials): ReturnType<typeof secretsOf>['inData'] {
-  const headers: Record<string, string> = Object.fromEntries(Object.entries(provider.headers ?? {}).filter(([name]) => SECRET_HEADER.test(name)))
-  return secretsOf({ ...(provider.apiKey === undefined ? {} : { apiKey: provider.apiKey }), headers }).inData
+/**
+ * What a run's recorded settings and its tools' definitions are looked through for, whole: the
+ * provider's credential (its `apiKey`, the values of headers that carry one by name, when they look
+ * like keys) and the engine's own secrets (`engineSecrets`' headers), whatever they look like.
+ */
+function admissionSecrets(provider: ProviderCredentials | undefined, engineSecrets: Record<string, string>): Secrets {
+  // Only headers that carry a credential by name: an Idempotency-Key (or a request id) is no secret,
+  // and may well be the run's own fingerprint.
+  const headers = { ...Object.fromEntries(Object.entries(provider?.headers ?? {}).filter(([name]) => SECRET_HEADER.test(name))), ...engineSecrets }
+  return secretsOf({ ...(provider?.apiKey === undefined ? {} : { apiKey: provider.apiKey }), headers }).inData
 }
 
 /** The run's own copy of a tool's schema; one that is not plain data (a proxy, a class instance's private state) is named. */

@@ -920,6 +920,31 @@ test(
 )
 
 test(
+  "secrets: looking a run's tools through for the provider's credential and the engine's secrets at its start rebuilds none of the secrets the provider's runs use, run after run",
+  bounded(30_000, async (dir) => {
+    const toolKey = `pk_live_${randomBytes(16).toString('hex')}`
+    const server = await scriptedModelServer([answer.text('one'), answer.text('two')])
+    const log = await EventLog.open(join(dir, 'log'))
+    try {
+      const engine = new Engine({ log, model: new ModelExecutor({ retries: 0 }), secrets: [toolKey] })
+      const pay = { name: 'pay', description: 'charges a card', inputSchema: { type: 'object' }, execute: async () => 'paid' }
+      assert.equal(await engine.run(run(server.baseUrl, 'cache-1', { tools: [pay] })), { status: 'completed' })
+      // What a run of this provider redacts with (its headers and the engine's secrets), and what its client does.
+      const runs = { apiKey: API_KEY, headers: { ...HEADERS, [`${DECLARED_SECRET}0`]: toolKey } }
+      const built = [secretsOf(runs), secretsOf(provider(server.baseUrl))]
+      assert.equal(await engine.run(run(server.baseUrl, 'cache-2', { tools: [pay] })), { status: 'completed' })
+      // Built once and kept: a start that built more sets than are kept rebuilt them all (the engine's secrets, in
+      // every form and by their pieces, several times over) at every run.
+      assert.ok(secretsOf(runs) === built[0], "the runs' secrets were not built again")
+      assert.ok(secretsOf(provider(server.baseUrl)) === built[1], "the client's were not built again")
+    } finally {
+      await log.close()
+      await server.close()
+    }
+  }),
+)
+
+test(
   "secrets: a token a tool adds with context.addSecret reaches no fact, no file and no request: its call's result and failure (after it was added, on a retry's later attempt), a later call's, the rest of the run; invalid ones are TOOL_SECRET_INVALID",
   bounded(30_000, async (dir) => {
     const random = randomBytes(16).toString('hex')

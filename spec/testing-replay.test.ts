@@ -691,4 +691,23 @@ test('factstate script prints the script of a recorded run as JSON, redacted as 
   ),
 )
 
+test('compareRuns given hand-made events whose tool catalog is malformed tells the difference, without naming tools, rather than throwing', () => {
+  const invocation = { sessionId: 's', turnId: 't', runId: 'r', invocationId: 'i' }
+  const opened = (tools: unknown) => ({ id: 'i/1', recordedAt: 1, invocation, fact: { type: 'invocation.opened', input: { kind: 'message', content: 'hi' }, execution: { model: 'm', tools } } })
+  const recorded = { catalogDigest: 'a', names: ['lookupOrder'], digests: ['d1'] }
+  for (const replayed of [
+    { catalogDigest: 'b', names: ['lookupOrder'], digests: null },
+    { catalogDigest: 'b', names: 'lookupOrder', digests: ['d2'] },
+    { catalogDigest: 'b', names: ['lookupOrder'], digests: [7] },
+  ]) {
+    const difference = compareRuns([opened(recorded)] as never, [opened(replayed)] as never)
+    assert.is(difference?.type, 'invocation.opened', JSON.stringify(replayed))
+    assert.match(difference?.field ?? '', /^execution\.tools\./)
+    assert.not.match(difference?.message ?? '', /tool "/)
+  }
+  // Well-formed, the tools are named.
+  const named = compareRuns([opened(recorded)] as never, [opened({ catalogDigest: 'b', names: ['lookupOrder'], digests: ['d2'] })] as never)
+  assert.match(named?.message ?? '', /\(tool "lookupOrder" changed \(description or input schema\)\)$/)
+})
+
 test.run()

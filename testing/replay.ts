@@ -424,7 +424,9 @@ function catalogNote(field: string, recorded: Fact, replayed: Fact): string {
   if (!field.startsWith('execution.tools.') || recorded.type !== 'invocation.opened' || replayed.type !== 'invocation.opened') return ''
   const before: ToolCatalogSummary = recorded.execution.tools
   const after: ToolCatalogSummary = replayed.execution.tools
-  if (after.digests === undefined) return ''
+  // Events given by hand (a fixture, an edited export) may hold anything there: the difference is told without the note.
+  const names = (value: unknown): value is string[] => Array.isArray(value) && value.every((item) => typeof item === 'string')
+  if (!names(before.names) || !names(after.names) || !names(after.digests) || (before.digests !== undefined && !names(before.digests))) return ''
   const changes = catalogChanges(before, { ...after, digests: after.digests })
   if (changes === undefined) return ''
   const sameOrder = before.names.length === after.names.length && before.names.every((name, index) => after.names[index] === name)

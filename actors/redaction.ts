@@ -55,8 +55,9 @@ const TOOL_SECRET = `${DECLARED_SECRET}added by a tool `
 export const MAX_TOOL_SECRETS = 64
 /**
  * The longest secret an engine (`EngineOptions.secrets`) or a run's tools (`ToolContext.addSecret`)
- * may declare, in characters: a bearer token or a JWT fits (a request's headers are commonly limited
- * to 8 KiB in all), while looking for a secret's pieces and encoded forms costs time in proportion to
+ * may declare, in characters, as given (spaces around it counted: it is looked for as given too):
+ * most bearer tokens and JWTs fit (a request's headers are commonly limited to 8 KiB in all; a
+ * token with many claims may not), while looking for a secret's pieces and encoded forms costs time in proportion to
  * its length for every text a run records (64 tokens of 2 KB took 3.4 s to add, one of 64 KB 1 s).
  */
 export const MAX_SECRET_LENGTH = 4096

@@ -166,8 +166,8 @@ export interface FactstateErrorDetails {
   MACHINE_REJECTED: { state?: string | null; type?: string | null; index?: number | null }
   /**
    * `reason`: why `ToolContext.addSecret` refused its value: `not_a_string`, `too_short` (under 8
-   * characters once trimmed), `too_long` (over 4,096 characters) or `too_many` (the run has 64 such
-   * secrets already).
+   * characters once trimmed), `too_long` (over 16,384 characters) or `too_many` (the run has 64 such
+   * secrets already, or 65,536 characters of them with this one).
    */
   TOOL_SECRET_INVALID: { reason: 'not_a_string' | 'too_short' | 'too_long' | 'too_many' }
   /** `field`: the option. */

@@ -15,7 +15,7 @@ import type { ModelClient } from './model-client.js'
 import type { Approver } from './approval.js'
 import type { LiveModelText, ModelTextPiece, ModelToolCallPiece } from './model-text.js'
 import { ModelExecutor } from './model-executor.js'
-import { DECLARED_SECRET, MAX_SECRET_LENGTH, type Secrets, redactDeep, redactedMessage, secretsOf } from './redaction.js'
+import { DECLARED_SECRET, MAX_SECRET_LENGTH, MAX_SECRETS_TOTAL, type Secrets, redactDeep, redactedMessage, secretsOf } from './redaction.js'
 import { DEFAULT_MAX_STEPS, RUN_INPUT_KEYS, type RunInput, toolCallLimits, validateRunInput } from './run-input.js'
 import { type CatalogChanges, type ToolDefinition, catalogChanges, catalogOf, legacyCatalogDigest, shownText } from './tool-catalog.js'
 import { type InputCheck, inputCheckOf, inputChecks } from './tool-input.js'
@@ -64,8 +64,8 @@ export interface EngineOptions {
    * settings (message, instructions, ids, provider options) hold one whole is refused
    * (`RUN_INVALID_INPUT`), as for the provider's key, and so is one whose tools would show it to the
    * model in a `description` or `inputSchema` (`details.fields`: `tools.<index>.description`, the
-   * message naming the tool, never the secret). Strings of 8 to 4,096 characters, at most 64; in
-   * memory only.
+   * message naming the tool, never the secret). Strings of 8 to 16,384 characters, at most 64 and 65,536
+   * characters together; in memory only.
    */
   secrets?: readonly string[] | undefined
 }
@@ -343,9 +343,10 @@ function invocationIdOf(input: unknown): string | undefined {
 /** The engine's `secrets` option as headers of a run's secrets (a copy: later changes to the caller's array reach no run). `callTool` takes the same. */
 export function engineSecrets(given: unknown, invalid: (field: string, what: string) => FactstateError): Record<string, string> {
   if (given === undefined) return {}
-  const what = `an array of at most ${MAX_ENGINE_SECRETS} strings of 8 to ${MAX_SECRET_LENGTH.toLocaleString('en-US')} characters`
+  const what = `an array of at most ${MAX_ENGINE_SECRETS} strings of 8 to ${MAX_SECRET_LENGTH.toLocaleString('en-US')} characters, ${MAX_SECRETS_TOTAL.toLocaleString('en-US')} together`
   if (!Array.isArray(given) || given.length > MAX_ENGINE_SECRETS) throw invalid('secrets', what)
   const headers: Record<string, string> = {}
+  let total = 0
   for (let index = 0; index < given.length; index += 1) {
     const secret: unknown = given[index]
     // Not shown: it is a secret. A shorter one would be removed from everyday text (a year, a word) wherever it appears.
@@ -353,7 +354,9 @@ export function engineSecrets(given: unknown, invalid: (field: string, what: str
     // Each is looked for, in every form and by its pieces, in what every run records: the cost grows with its length.
     if (secret.length > MAX_SECRET_LENGTH) throw invalid('secrets', `${what}: item ${index} is longer (${secret.length.toLocaleString('en-US')} characters)`)
     headers[`${DECLARED_SECRET}${index}`] = secret
+    total += secret.length
   }
+  if (total > MAX_SECRETS_TOTAL) throw invalid('secrets', `${what}: they hold ${total.toLocaleString('en-US')} characters together`)
   return headers
 }
 

@@ -56,18 +56,24 @@ export const MAX_TOOL_SECRETS = 64
 /**
  * The longest secret an engine (`EngineOptions.secrets`) or a run's tools (`ToolContext.addSecret`)
  * may declare, in characters, as given (spaces around it counted: it is looked for as given too):
- * most bearer tokens and JWTs fit (a request's headers are commonly limited to 8 KiB in all; a
- * token with many claims may not), while looking for a secret's pieces and encoded forms costs time in proportion to
- * its length for every text a run records (64 tokens of 2 KB took 3.4 s to add, one of 64 KB 1 s).
+ * bearer tokens and JWTs with many claims, a 4096-bit RSA key with its certificate (~5.2 KB) fit.
  */
-export const MAX_SECRET_LENGTH = 4096
+export const MAX_SECRET_LENGTH = 16_384
+/**
+ * The most characters the engine's secrets may hold together, and the most a run's tools may add
+ * together: looking for a secret's pieces and encoded forms costs time in proportion to its length
+ * for every text a run records (64 tokens of 4 KB took 9 to 14 s to add, 64 of 2 KB 3 to 4.5 s), so
+ * the bound is on the sum, not on each.
+ */
+export const MAX_SECRETS_TOTAL = 65_536
 
 /**
  * `secrets` with `secret`, which a tool got while it ran, added as a declared secret (see
  * {@link DECLARED_SECRET}): removed from data whole, and from failure messages in every form and by
  * its pieces. The same secrets when it was added already. `TOOL_SECRET_INVALID` for what is not a
  * string of 8 characters or more once trimmed and at most {@link MAX_SECRET_LENGTH} (as
- * `EngineOptions.secrets` takes), or past {@link MAX_TOOL_SECRETS}; the message never quotes the value.
+ * `EngineOptions.secrets` takes), or past {@link MAX_TOOL_SECRETS} or {@link MAX_SECRETS_TOTAL} characters
+ * together; the message never quotes the value.
  */
 export function withToolSecret(secrets: Secrets, secret: unknown): Secrets {
   const refused = (reason: 'not_a_string' | 'too_short' | 'too_long' | 'too_many', why: string) =>
@@ -83,6 +89,10 @@ export function withToolSecret(secrets: Secrets, secret: unknown): Secrets {
   const added = Object.keys(headers).filter((name) => name.startsWith(TOOL_SECRET))
   if (added.some((name) => headers[name] === secret)) return secrets
   if (added.length >= MAX_TOOL_SECRETS) throw refused('too_many', `was given more than ${MAX_TOOL_SECRETS} secrets in one run`)
+  const total = added.reduce((sum, name) => sum + (headers[name] as string).length, secret.length)
+  if (total > MAX_SECRETS_TOTAL) {
+    throw refused('too_many', `was given secrets of more than ${MAX_SECRETS_TOTAL.toLocaleString('en-US')} characters together in one run (${total.toLocaleString('en-US')} with this one)`)
+  }
   headers[`${TOOL_SECRET}${added.length}`] = secret
   // Built from the new secret alone and laid over the run's (as `buildSecrets` would build them all with
   // it, as a declared secret): rebuilding every secret at each addition costs the run's secrets times

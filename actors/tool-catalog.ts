@@ -151,7 +151,7 @@ export interface ToolContext {
    * for the same value is free. For the rest of this run only (another run, a continuation's or a
    * child's, has its tools add it again), and in memory only. `TOOL_SECRET_INVALID` (thrown here, the
    * value never quoted) for what is not a string of 8 characters or more once trimmed, one longer
-   * than 4,096 characters, or past 64 in one run.
+   * than 16,384 characters, or past 64 or 65,536 characters together in one run.
    */
   addSecret: (secret: string) => void
 }

@@ -243,7 +243,7 @@ test(
       const probing: ToolDefinition = {
         name: 'probing',
         execute: (_input, context) => {
-          for (const value of [null, 12345678, '       7', `jwt-${'a'.repeat(4_093)}`, 'again-the-same', 'again-the-same', `jwt-${'b'.repeat(4_092)}`]) {
+          for (const value of [null, 12345678, '       7', `jwt-${'a'.repeat(16_381)}`, 'again-the-same', 'again-the-same', `jwt-${'b'.repeat(16_380)}`]) {
             try {
               context.addSecret(value as string)
               refusals.push('added')
@@ -264,16 +264,44 @@ test(
         'added',
         'added',
       ])
-      const long: ToolDefinition = { name: 'long', execute: (_input, context) => context.addSecret(`jwt-${'c'.repeat(5_000)}`) }
+      const long: ToolDefinition = { name: 'long', execute: (_input, context) => context.addSecret(`jwt-${'c'.repeat(17_000)}`) }
       assert.equal(await callTool(long, {}), {
         status: 'failed',
-        message: 'FactstateError: TOOL_SECRET_INVALID: context.addSecret takes a secret of at most 4,096 characters, not 5,004 (each is looked for, in every form, in all the run records); the value is not shown',
+        message: 'FactstateError: TOOL_SECRET_INVALID: context.addSecret takes a secret of at most 16,384 characters, not 17,004 (each is looked for, in every form, in all the run records); the value is not shown',
       })
-      // The engine's own secrets (here callTool's option, which takes the same) have the same bound.
-      const declared = await rejectsWithCode(() => callTool(long, {}, { secrets: [`key-${'d'.repeat(4_093)}`] }), 'TESTING_INVALID_OPTIONS', 'a declared secret past the bound')
+      // A token with many claims (5 KB) fits; the bound is on what a run's tools add together.
+      const together: string[] = []
+      const hoarding: ToolDefinition = {
+        name: 'hoarding',
+        execute: (_input, context) => {
+          for (let index = 0; index < 5; index += 1) {
+            try {
+              context.addSecret(`jwt-${index}-${String.fromCharCode(97 + index).repeat(15_000)}`)
+              together.push('added')
+            } catch (error) {
+              together.push(`${(error as { code?: string }).code} ${JSON.stringify((error as { details?: unknown }).details)} ${(error as Error).message}`)
+            }
+          }
+          context.addSecret(`jwt-${'e'.repeat(5_600)}`)
+          return 'done'
+        },
+      }
+      assert.equal(await callTool(hoarding, {}), {
+        status: 'failed',
+        message: 'FactstateError: TOOL_SECRET_INVALID: context.addSecret was given secrets of more than 65,536 characters together in one run (65,628 with this one); the value is not shown',
+      })
+      assert.equal(together.slice(0, 4), ['added', 'added', 'added', 'added'])
+      assert.match(together[4] ?? '', /^TOOL_SECRET_INVALID \{"reason":"too_many"\} TOOL_SECRET_INVALID: context\.addSecret was given secrets of more than 65,536 characters together in one run \(75,030 with this one\)/)
+      // The engine's own secrets (here callTool's option, which takes the same) have the same bounds.
+      const declared = await rejectsWithCode(() => callTool(long, {}, { secrets: [`key-${'d'.repeat(16_381)}`] }), 'TESTING_INVALID_OPTIONS', 'a declared secret past the bound')
       assert.equal(declared.details, { field: 'secrets' })
-      assert.match(declared.message, 'strings of 8 to 4,096 characters: item 0 is longer (4,097 characters)')
+      assert.match(declared.message, 'strings of 8 to 16,384 characters, 65,536 together: item 0 is longer (16,385 characters)')
       assert.not.match(declared.message, 'dddddddd', 'the secret is not shown')
+      const many16 = Array.from({ length: 5 }, (_, index) => `key-${index}-${'f'.repeat(15_000)}`)
+      const summed = await rejectsWithCode(() => callTool(long, {}, { secrets: many16 }), 'TESTING_INVALID_OPTIONS', 'declared secrets past the bound together')
+      assert.equal(summed.details, { field: 'secrets' })
+      assert.match(summed.message, 'they hold 75,030 characters together')
+      assert.equal((await callTool({ name: 'plain', execute: () => 'ok' }, {}, { secrets: many16.slice(0, 4) })).status, 'succeeded', 'four of 15 KB fit')
     },
   ),
 )

@@ -823,8 +823,8 @@ test(
       assert.throws(() => new Engine({ log, secrets: ['abcd1234'.slice(0, 7)] }), (error: FactstateError) => error.code === 'ENGINE_INVALID_OPTIONS' && error.details?.field === 'secrets' && !error.message.includes('abcd123'))
       assert.throws(() => new Engine({ log, secrets: toolKey as unknown as string[] }), (error: FactstateError) => error.code === 'ENGINE_INVALID_OPTIONS' && !holdsKey(error.message))
       assert.throws(
-        () => new Engine({ log, secrets: [`${toolKey}${'k'.repeat(4_097 - toolKey.length)}`] }),
-        (error: FactstateError) => error.code === 'ENGINE_INVALID_OPTIONS' && error.details?.field === 'secrets' && error.message.includes('item 0 is longer (4,097 characters)') && !holdsKey(error.message),
+        () => new Engine({ log, secrets: [`${toolKey}${'k'.repeat(16_385 - toolKey.length)}`] }),
+        (error: FactstateError) => error.code === 'ENGINE_INVALID_OPTIONS' && error.details?.field === 'secrets' && error.message.includes('item 0 is longer (16,385 characters)') && !holdsKey(error.message),
       )
       const secrets = [toolKey]
       const engine = new Engine({ log, model: new ModelExecutor({ retries: 0 }), secrets })

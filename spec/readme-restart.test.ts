@@ -2,10 +2,11 @@
  * The README's start-up loop ("Cancelling a run": recover, then continue what a crash cut short, from
  * `pendingSessions({ unanswered: true })`), run as it is written in real processes: a worker is
  * killed with SIGKILL while one run's model request is in flight, another's tool with effects runs,
- * and a third's user has pressed stop (recorded in the application's store, the run not yet ended);
- * a restart runs the loop and is killed right after its recovery, before any continuation; the next
- * restart runs it again and continues each cut-short run once, the stopped one not at all; a third
- * start continues nothing.
+ * a third's user has pressed stop (recorded in the application's store, the run not yet ended), and a
+ * supervisor's delegate call waits for its child run; a restart runs the loop and is killed right
+ * after its recovery, before any continuation; the next restart runs it twice at once (a start-up run
+ * twice in one process) and continues each cut-short run once, the stopped one and the child not at
+ * all; a third start continues nothing.
  */
 import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process'
 import { readFile, writeFile } from 'node:fs/promises'
@@ -28,6 +29,9 @@ async function startUpLoop(): Promise<string> {
   return blocks[0] as string
 }
 
+/** The session of the supervisor's child run: childRunFor's ids for its delegate call. */
+const CHILD = 'supervisor-i1.step-1.0.writer'
+
 /**
  * The child's module: the application around the README's block (its `declare`d functions defined,
  * `factstate` the repository's). `ROLE`: `worker` starts three runs and waits to be killed;
@@ -43,9 +47,10 @@ function childModule(block: string): string {
   return `${imports}
 import { appendFileSync, existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { Engine as AppEngine, EventLog as AppLog, ModelExecutor as AppExecutor } from '${index}'
+import { Engine as AppEngine, EventLog as AppLog, ModelExecutor as AppExecutor, childRunFor as appChildRunFor } from '${index}'
 
 const ROLE = process.env.ROLE as string
+const SESSIONS = ['uncertain', 'interrupted', 'stopped', 'supervisor', ${JSON.stringify(CHILD)}]
 const DIR = process.env.DIR as string
 const URLS = JSON.parse(process.env.URLS as string) as Record<string, string>
 const log = await AppLog.open(join(DIR, 'log'))
@@ -61,17 +66,32 @@ const saveNote = {
     return new Promise(() => undefined) // the worker dies before the note's outcome is recorded
   },
 }
+const delegate = {
+  name: 'delegate',
+  description: 'Hands a task to a writer agent',
+  inputSchema: { type: 'object', properties: { task: { type: 'string' } } },
+  async execute(_input: unknown, context: Parameters<typeof appChildRunFor>[0]) {
+    const ids = appChildRunFor(context, 'writer')
+    const child = await engine.start({ ...settingsFor(ids.invocation.sessionId), ...ids, work: { kind: 'message', content: 'Write it' } }, { signal: context.signal })
+    process.stdout.write('child-started\\n')
+    return (await child.wait()).status
+  },
+}
+let checks = 0
 function settingsFor(sessionId: string) {
   if (ROLE === 'dies-after-recovery') {
     process.kill(process.pid, 'SIGKILL')
     for (;;);
   }
-  return { provider: { kind: 'openai-chat' as const, baseUrl: URLS[sessionId] as string, model: 'stand-in' }, configuration: { cwd: '/srv/notes' }, tools: [saveNote] }
+  return { provider: { kind: 'openai-chat' as const, baseUrl: URLS[sessionId] as string, model: 'stand-in' }, configuration: { cwd: '/srv/notes' }, tools: [saveNote, delegate] }
 }
 async function effectFound(_op: unknown): Promise<string | undefined> {
   return 'the note was saved; do not save it again'
 }
 async function stopRequested(sessionId: string): Promise<boolean> {
+  // Two passes at once: each check a while after the one before, so both passes list every session
+  // before either continues it, and one pass's continuation has started before the other's check ends.
+  if (ROLE === 'overlap') await new Promise((resolve) => setTimeout(resolve, 150 * checks++))
   return existsSync(join(DIR, 'stops.txt')) && readFileSync(join(DIR, 'stops.txt'), 'utf8').split('\\n').includes(sessionId)
 }
 async function decisionFor(_intent: unknown): Promise<string | undefined> {
@@ -80,7 +100,7 @@ async function decisionFor(_intent: unknown): Promise<string | undefined> {
 void decisionFor
 
 if (ROLE === 'worker') {
-  for (const sessionId of ['uncertain', 'interrupted', 'stopped']) {
+  for (const sessionId of ['uncertain', 'interrupted', 'stopped', 'supervisor']) {
     const ids = { sessionId, turnId: sessionId + '-t1', runId: sessionId + '-r1', invocationId: sessionId + '-i1' }
     await engine.start({ ...settingsFor(sessionId), invocation: ids, work: { kind: 'message', content: 'Save a note' } })
   }
@@ -90,10 +110,13 @@ if (ROLE === 'worker') {
   setInterval(() => undefined, 60_000) // alive until killed
 }
 if (ROLE !== 'worker') {
+  const startUp = async () => {
 ${body}
+  }
+  await (ROLE === 'overlap' ? Promise.all([startUp(), startUp()]) : startUp())
   await engine.drain()
   const runs: Record<string, unknown[]> = {}
-  for (const sessionId of ['uncertain', 'interrupted', 'stopped']) {
+  for (const sessionId of SESSIONS) {
     runs[sessionId] = (await log.runs(sessionId)).map((run) => ({ kind: run.kind, sourceRunId: run.sourceRunId, outcome: run.outcome }))
   }
   process.stdout.write(JSON.stringify(runs) + '\\n')
@@ -120,13 +143,15 @@ async function linesSaying(lines: AsyncIterator<string>, wanted: readonly string
   }
 }
 
-test('the README start-up loop continues each run a crash cut short once, after a restart that died between recovery and continuation, and skips the stopped one', () =>
+test('the README start-up loop continues each run a crash cut short once, after a restart that died between recovery and continuation and with two passes at once, and skips the stopped one and the child run', () =>
   withTimeout(
     withTempDir(async (dir) => {
       const servers: Record<string, ScriptedModelServer> = {
         uncertain: await scriptedModelServer([answer.toolCalls([{ name: 'save_note', arguments: { text: 'milk' } }]), answer.text('Saved: milk.')]),
         interrupted: await scriptedModelServer([answer.hang(), answer.text('Done.')]),
         stopped: await scriptedModelServer([answer.hang()]),
+        supervisor: await scriptedModelServer([answer.toolCalls([{ name: 'delegate', arguments: { task: 'a poem' } }]), answer.text('The writer may have written it.')]),
+        [CHILD]: await scriptedModelServer([answer.hang(), answer.text('A poem.')]),
       }
       const running: ChildProcessWithoutNullStreams[] = []
       try {
@@ -141,8 +166,8 @@ test('the README start-up loop continues each run a crash cut short once, after 
 
         // 1. The worker: killed while save_note runs, one request hangs, and a stop is recorded.
         const worker = start('worker')
-        await linesSaying(worker.lines, ['tool-started', 'started'], worker.exited.then(({ stderr }) => stderr))
-        await Promise.all([servers.interrupted?.seen(0), servers.stopped?.seen(0)])
+        await linesSaying(worker.lines, ['tool-started', 'child-started', 'started'], worker.exited.then(({ stderr }) => stderr))
+        await Promise.all([servers.interrupted?.seen(0), servers.stopped?.seen(0), servers[CHILD]?.seen(0)])
         worker.process.kill('SIGKILL')
         assert.is((await worker.exited).signal, 'SIGKILL')
 
@@ -162,8 +187,9 @@ test('the README start-up loop continues each run a crash cut short once, after 
           await log.close()
         }
 
-        // 3. The next restart continues both cut-short runs, once each; the stopped one stays as it is.
-        const restart = start('restart')
+        // 3. The next restart, its loop run twice at once, continues the cut-short runs once each; the
+        // stopped one and the child (its supervisor's recovery settles it) stay as they are.
+        const restart = start('overlap')
         const { value: printed } = await restart.lines.next()
         const ended = await restart.exited
         assert.is(ended.code, 0, ended.stderr)
@@ -178,6 +204,11 @@ test('the README start-up loop continues each run a crash cut short once, after 
           ['continuation', 'interrupted-r1', 'completed', undefined],
         ])
         assert.equal(shape(runs.stopped), [['message', undefined, 'failed', 'host_interrupted']])
+        assert.equal(shape(runs.supervisor), [
+          ['message', undefined, 'failed', 'outcome_unknown'],
+          ['continuation', 'supervisor-r1', 'completed', undefined],
+        ])
+        assert.equal(shape(runs[CHILD]), [['message', undefined, 'failed', 'host_interrupted']])
         // The uncertain call was acknowledged with what the check found, and the tool never ran again.
         assert.match(servers.uncertain?.requests[1]?.bodyText ?? '', 'the note was saved; do not save it again')
         assert.is((await readFile(join(dir, 'notes.txt'), 'utf8')).trim().split('\n').length, 1)
@@ -189,8 +220,8 @@ test('the README start-up loop continues each run a crash cut short once, after 
         assert.equal(JSON.parse(printedAgain as string), runs)
         assert.equal(
           Object.values(servers).map((server) => server.requests.length),
-          [2, 2, 1],
-          'one request of each continuation, none of the stopped session after the crash',
+          [2, 2, 1, 2, 1],
+          'one request of each continuation, none of the stopped session or the child after the crash',
         )
       } finally {
         for (const proc of running) if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL')

@@ -532,4 +532,34 @@ follow(
   }),
 )
 
+follow(
+  "on a snapshot, a from past its end that the live log has reached is refused as the snapshot's end, not guessed to be another log's: the message says to take a later snapshot",
+  boundedTest(10_000, async (root) => {
+    const path = join(root, 'log')
+    const log = await EventLog.open(path)
+    try {
+      await log.appendAll(completeInvocation('first'))
+      const snapshot = await EventLog.openSnapshot(path, { directory: root })
+      try {
+        await log.appendAll(completeInvocation('second'))
+        const taken = snapshot.head().highWater
+        const live = log.head().highWater
+        assert.ok(live > taken + 1)
+        const error = await refusal(() => snapshot.events({ from: live }))
+        assert.is(error.code, 'LOG_INVALID_ARGUMENT')
+        assert.equal(error.details, { field: 'from', highWater: taken })
+        assert.match(error.message, `past the end of this snapshot of the log at ${path}, whose high-water is ${taken}: a seq the log reached after the snapshot was taken (take a later one)`)
+        // The live log reads it.
+        const read: number[] = []
+        for await (const stored of log.events({ from: live })) read.push(stored.seq)
+        assert.equal(read, [live])
+      } finally {
+        await snapshot.close()
+      }
+    } finally {
+      await log.close()
+    }
+  }),
+)
+
 follow.run()

@@ -3388,11 +3388,12 @@ export class EventLog {
    * free its LevelDB iterator at once. A `from` past the log's end (more than its high-water + 1: a
    * seq this log never reached, such as a client's from another log) is refused, follow or not,
    * `LOG_INVALID_ARGUMENT` with `details: { field: 'from', highWater }`; `highWater + 1` is the next
-   * fact, where a follower waits for it.
+   * fact, where a follower waits for it. A snapshot's end is the log's when it was taken: there, a seq
+   * the log reached since is refused too (take a later snapshot).
    *
    * @example
    * ```ts
-   * for await (const { seq, event } of log.events({ from: 100 })) console.log(seq, event.fact.type)
+   * for await (const { seq, event } of log.events({ from: Math.max(1, log.head().highWater - 99) })) console.log(seq, event.fact.type)
    * for await (const { event } of log.events({ from: log.head().highWater + 1, follow: true })) show(event)
    * ```
    */
@@ -3424,11 +3425,16 @@ export class EventLog {
     // Past the next fact: a seq this log has not reached, most likely another log's (a client's
     // Last-Event-ID from before its directory was reset or put back from a backup). A follower would
     // wait in silence until the log got there, and then yield facts the seq never named.
+    // A snapshot's end is the log's when it was taken: a seq past it may be the live log's, read later.
     const { highWater } = this.#state.head
     if ((from as number) > highWater + 1) {
+      const which =
+        this.#snapshotOf === undefined
+          ? `the log, whose high-water is ${highWater}: a seq from another log (one reset or put back from a backup)?`
+          : `this snapshot of the log at ${this.#snapshotOf}, whose high-water is ${highWater}: a seq the log reached after the snapshot was taken (take a later one), or one from another log (one reset or put back from a backup)?`
       throw new FactstateError(
         'LOG_INVALID_ARGUMENT',
-        `events(): from ${from as number} is past the end of the log, whose high-water is ${highWater}: a seq from another log (one reset or put back from a backup)? ${highWater === 0 ? 'Read from 1 (the first fact)' : `Read from 1, or from at most ${highWater + 1} (the next fact)`}`,
+        `events(): from ${from as number} is past the end of ${which} ${highWater === 0 ? 'Read from 1 (the first fact)' : `Read from 1, or from at most ${highWater + 1} (the next fact)`}`,
         { details: { field: 'from', highWater } },
       )
     }

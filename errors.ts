@@ -58,6 +58,9 @@ export type FactstateErrorCode =
  * if (isFactstateError(error, 'RUN_BUSY')) console.log(error.details.reason, error.details.runId)
  * ```
  */
+/** Why a `LOG_IO` happened (its `details.reason`): see {@link FactstateErrorDetails}. */
+export type LogIoReason = 'no_space' | 'permission' | 'read_only' | 'too_many_files' | 'directory_gone' | 'changing' | 'other'
+
 export interface FactstateErrorDetails {
   /**
    * `holder`: whether a handle of this process has the log open (`this-process`) or another process
@@ -94,7 +97,18 @@ export interface FactstateErrorDetails {
         highWater?: number
       }
     | undefined
-  LOG_IO: undefined
+  /**
+   * `reason`: why the file system refused (`no_space`: the disk or a quota is full; `permission`: the
+   * process may not read or write there; `read_only`: a read-only file system; `too_many_files`: the
+   * process's (or system's) limit of open files, `ulimit -n`; `directory_gone`: the log's directory, or
+   * a file or directory it needs, is no longer there (removed, moved or replaced while the log was
+   * open); `changing`: a snapshot or backup could not get a consistent copy of a log that kept
+   * changing (try again); `other`: anything else, a failing disk included). `path`: the file or
+   * directory the failure names, where it names one. `spaceNeeded` (with `no_space`, in bytes): the
+   * size of the log's write-ahead log, which its next open writes out as a table, so about the free
+   * space that open needs. Every `LOG_IO` factstate gives has details; one made by an application may not.
+   */
+  LOG_IO: { reason: LogIoReason; path?: string; spaceNeeded?: number } | undefined
   LOG_FORMAT_UNSUPPORTED: { format: number; supported: number }
   LOG_READ_ONLY: undefined
   /**

@@ -2,7 +2,7 @@
  * factstate: durable LLM-agent invocations as XState actors over an embedded LevelDB fact log.
  * See README.md for the concepts and the guarantees.
  */
-export { FactstateError, isFactstateError, type FactstateErrorCode, type FactstateErrorDetails, type FactstateErrorOf, type FactstateErrorConstructor, type FactstateErrorOptions } from './errors.js'
+export { FactstateError, isFactstateError, type FactstateErrorCode, type FactstateErrorDetails, type FactstateErrorOf, type FactstateErrorConstructor, type FactstateErrorOptions, type LogIoReason } from './errors.js'
 export * from './facts/types.js'
 export { EventLog, type EventLogOptions, type SnapshotOptions, type Durability, type LogPrefix, type PendingOptions, type PendingSession, type RunSource, type RunSummary, type SettledEffect, type UnansweredRun } from './store/event-log.js'
 export type { InvocationProjection } from './store/projection.js'

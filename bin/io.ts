@@ -12,6 +12,7 @@ import { escapeControls } from '../store/fact-summary.js'
 import { FactstateError, type FactstateErrorCode } from '../errors.js'
 import { EventLog, logInternals } from '../store/event-log.js'
 import { logHeldOpen } from '../store/writer-presence.js'
+import { logIo, shownBytes } from '../store/io-reason.js'
 import { meantName } from '../options.js'
 
 /** Where a command writes. Tests pass collectors; the CLI passes the process streams. */
@@ -50,6 +51,32 @@ const remedies: Partial<Record<FactstateErrorCode, string>> = {
   INSPECTOR_INVALID_OPTIONS: 'choose another --port (or leave it out for a free one)',
 }
 
+/**
+ * The remedy of a `LOG_IO` of the log itself, by its `details.reason`: what to look at differs (the
+ * disk, the owner, the mount, the descriptor limit), and a full disk's says how much to free.
+ */
+function logIoRemedy(details: { reason?: unknown; path?: unknown; spaceNeeded?: unknown } | undefined): string | undefined {
+  const at = typeof details?.path === 'string' ? ` (${details.path})` : ''
+  switch (details?.reason) {
+    case 'no_space': {
+      const needed = typeof details.spaceNeeded === 'number' ? `at least ${shownBytes(details.spaceNeeded)}, the size of its write-ahead log (the directory's *.log files)` : 'at least the size of its write-ahead log (the *.log files in the log directory)'
+      return `the disk is full${at}: free space on the log's file system, ${needed}, since the next open writes that log out as a table, then run the command again (nothing acknowledged is lost, and an open that fails for want of space changes nothing)`
+    }
+    case 'permission':
+      return `this process may not read or write there${at}: run the command as the user that owns the log directory, or give that user its files back (chown -R); a log's files must all be writable by the one user that opens it`
+    case 'read_only':
+      return `the file system is mounted read-only${at}: remount it read-write, or copy the log to a writable disk and open it there; log, verify, pending and inspect still read it (through a snapshot made elsewhere)`
+    case 'too_many_files':
+      return 'the process reached its limit of open files: raise it (ulimit -n, LimitNOFILE in a systemd unit), or keep fewer logs open at once (each holds about five files)'
+    case 'directory_gone':
+      return `the log's directory, or a file in it, is no longer there${at}: it was removed or moved while the log was in use; find it (a moved directory holds every fact written before), put it back, and open it again`
+    case 'changing':
+      return 'the log kept changing while it was copied: run the command again'
+    default:
+      return undefined
+  }
+}
+
 /** Remedies where the command read a snapshot of a log another process has open (or failed to take one). */
 const snapshotRemedies: Partial<Record<FactstateErrorCode, string>> = {
   LOG_IO: 'no snapshot of the log could be taken: it is made in a directory beside the log (or, where none can be made there, in the temporary directory, TMPDIR; or where FACTSTATE_SNAPSHOT_DIR says), which must be writable, with room for a copy of the log (its table files are linked on the log\u2019s file system, copied on another); if the log kept changing while it was copied, run the command again',
@@ -66,7 +93,8 @@ export function reportError(error: unknown, io: CommandIo, snapshot = false, own
     // `error: CODE: message`, as every other error line begins (`error:`), for a script that looks for it.
     // A message may quote fact text (a refused fact's): escaped for the terminal.
     io.stderr(`error: ${escapeControls(error.message)}`)
-    const remedy = own[error.code] ?? (snapshot ? snapshotRemedies[error.code] : undefined) ?? remedies[error.code]
+    const byReason = error.code === 'LOG_IO' && !snapshot ? logIoRemedy(error.details) : undefined
+    const remedy = own[error.code] ?? (snapshot ? snapshotRemedies[error.code] : undefined) ?? byReason ?? remedies[error.code]
     if (remedy) io.stderr(`remedy: ${remedy}`)
     return error.code === 'LOG_WRITER_BUSY' ? EXIT.busy : error.code === 'LOG_CORRUPT' ? EXIT.failed : EXIT.refused
   }
@@ -245,12 +273,12 @@ export async function openLogToRead(directory: string, io: CommandIo, options: {
       const cannotCopy = !(error instanceof FactstateError) || error.code === 'LOG_IO'
       if (cannotCopy && index < places.length - 1) continue
       const where = process.env.FACTSTATE_SNAPSHOT_DIR ? `in ${process.env.FACTSTATE_SNAPSHOT_DIR} (FACTSTATE_SNAPSHOT_DIR)` : `beside it or in ${tmpdir()}`
-      const failure = error instanceof FactstateError ? error : new FactstateError('LOG_IO', `no snapshot of the log can be made ${where}: ${(error as Error).message}`, { cause: error })
+      const failure = error instanceof FactstateError ? error : logIo(`no snapshot of the log can be made ${where}: ${(error as Error).message}`, error)
       snapshotErrors.add(failure)
       throw failure
     }
   }
-  if (snapshot === undefined || copies === undefined) throw new FactstateError('LOG_IO', 'no snapshot of the log could be made')
+  if (snapshot === undefined || copies === undefined) throw logIo('no snapshot of the log could be made', undefined)
   copyDirectoryOf.set(snapshot, copies)
   // What is left is shown, as a snapshot reads it, but not as a whole log: verify refuses it.
   const damage = logInternals(snapshot).damage()

@@ -6,7 +6,7 @@
  */
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import { EventLog, FactstateError, type FactstateErrorCode, type FactstateErrorOf, isFactstateError } from '../index.js'
+import { EventLog, FactstateError, type FactstateErrorCode, type FactstateErrorOf, type LogIoReason, isFactstateError } from '../index.js'
 import { assertDetailsFit } from './support/error-details.js'
 import { refusal } from './support/log-fixtures.js'
 import { withTempDir, withTimeout } from './support/temp.js'
@@ -20,7 +20,7 @@ test('construction is checked against the code: its details, required ones, one 
     new FactstateError('LOG_CONFLICT', 'taken', { details: { sek: 7 } }),
     // @ts-expect-error RUN_BUSY always has details
     new FactstateError('RUN_BUSY', 'busy'),
-    // @ts-expect-error LOG_IO has none
+    // @ts-expect-error LOG_IO's details are a reason and a path, not LOG_CORRUPT's file
     new FactstateError('LOG_IO', 'disk', { details: { file: 'x' } }),
     // @ts-expect-error a code that could be either of two could carry the other's details
     new FactstateError(Math.random() > 2 ? 'LOG_REJECTED_FACT' : 'HANDOFF_MISMATCH', 'reserved', { details: { eventId: 'e' } }),
@@ -91,8 +91,10 @@ test('FactstateErrorOf a union of codes is the union of those errors: switch (er
         assert.not.ok(error.details.reason === 'active')
         return error.details.fields.join(',')
       case 'LOG_IO': {
-        const none: undefined = error.details
-        return String(none)
+        // @ts-expect-error a reason is one of the listed few
+        const wrong: 'disk_full' | undefined = error.details?.reason
+        const reason: LogIoReason | undefined = error.details?.reason
+        return String(wrong === undefined ? reason : wrong)
       }
       default: {
         const rest: never = error

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os'
 import { isDeepStrictEqual } from 'node:util'
 import { basename, dirname, join, resolve, sep } from 'node:path'
 import { type ChainedBatch, ClassicLevel } from 'classic-level'
-import { FactstateError, isFactstateError, messageWithoutCode } from '../errors.js'
+import { FactstateError, type FactstateErrorOf, isFactstateError, messageWithoutCode } from '../errors.js'
 import { readOptions, shown } from '../options.js'
 import { id as idSchema, runBoundarySchema } from '../facts/schema.js'
 import type { HandoffIntent, HandoffPause, InvocationInput, InvocationOutcome, ParentCall, RunBoundary, RuntimeEvent, StoredEvent, TerminalStatus, UncertainOperation } from '../facts/types.js'
@@ -27,6 +27,7 @@ import {
   storedInvocationRecord,
 } from './projection.js'
 import { SNAPSHOT_PREFIX, copySnapshot, sweepSoon } from './snapshot.js'
+import { logIo } from './io-reason.js'
 import { type BackupPoint, damagedPoint, decodeBackupPoints, encodeBackupPoints } from './backup-point.js'
 import { type SettledEffect, dispatchedInputs, dispatchedKey, settledEffects } from './dispatched-inputs.js'
 
@@ -1056,7 +1057,7 @@ async function syncDirectory(directory: string, files = true): Promise<void> {
       await handle.close()
     }
   } catch (error) {
-    throw new FactstateError('LOG_IO', `the copy in ${directory} cannot be synced to the disk: ${(error as Error).message}`, { cause: error })
+    throw logIo(`the copy in ${directory} cannot be synced to the disk: ${(error as Error).message}`, error, { path: directory })
   }
 }
 
@@ -1143,7 +1144,7 @@ async function checkCopySource(location: string, purpose: string): Promise<void>
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code
     if (code === 'ENOENT' || code === 'ENOTDIR') throw new FactstateError('LOG_INVALID_ARGUMENT', `there is no log at ${location} to ${purpose}`, { cause: error })
-    throw new FactstateError('LOG_IO', `the log at ${location} cannot be read: ${(error as Error).message}`, { cause: error })
+    throw logIo(`the log at ${location} cannot be read: ${(error as Error).message}`, error, { path: location })
   }
   await checkCurrent(location, await readdir(location).catch(() => []))
 }
@@ -1183,6 +1184,15 @@ async function checkCurrent(location: string, entries: string[]): Promise<void> 
 const CURRENT_TEXT = /^(MANIFEST-\d+)\n$/
 
 /**
+ * A backup's destination that cannot be made (`mkdtemp` beside it, or a look at it, refused):
+ * `LOG_IO` naming the destination and its parent, the place to fix, not LevelDB.
+ */
+function destinationRefused(destination: string, error: unknown): FactstateError {
+  const parent = dirname(resolve(destination))
+  return logIo(`the backup's destination ${destination} cannot be made in ${parent}: ${(error as Error).message}`, error, { path: parent })
+}
+
+/**
  * Another process's `LOG_WRITER_BUSY` with that process's pid, where /proc/locks lists it (Linux):
  * in its message and `details.pid`, to find the process that holds the log. Any other error as it is.
  */
@@ -1194,7 +1204,8 @@ async function withHolder(error: FactstateError, location: string): Promise<Fact
   return new FactstateError('LOG_WRITER_BUSY', message, { cause: error.cause, details: { ...error.details, pid: holder.pid } })
 }
 
-function levelError(error: unknown): FactstateError {
+/** `location`: the log's directory, where a full disk's `LOG_IO` reads how much its next open needs. */
+function levelError(error: unknown, location?: string): FactstateError {
   const code = (error as { code?: string }).code
   const causeCode = ((error as { cause?: { code?: string } }).cause ?? {}).code
   // The cause is LevelDB's own error (its open wraps it in LEVEL_DATABASE_NOT_OPEN): `cause.code` says what it found.
@@ -1217,7 +1228,7 @@ function levelError(error: unknown): FactstateError {
       details: { file: short },
     })
   }
-  return new FactstateError('LOG_IO', `LevelDB failed: ${causeMessages(error)}`, { cause: error })
+  return logIo(`LevelDB failed: ${causeMessages(error)}`, error, location === undefined ? {} : { location })
 }
 
 /**
@@ -1545,7 +1556,7 @@ export class EventLog {
     try {
       copy = await mkdtemp(join(directory, SNAPSHOT_PREFIX))
     } catch (error) {
-      throw new FactstateError('LOG_IO', `no directory for a snapshot can be made in ${directory}: ${(error as Error).message}`, { cause: error })
+      throw logIo(`no directory for a snapshot can be made in ${directory}: ${(error as Error).message}`, error, { path: directory })
     }
     // Read before the copy: a marker written after it would be of damage the copy does not have.
     // Its refusal is always a LOG_CORRUPT (a marker that cannot be read included).
@@ -1629,7 +1640,7 @@ export class EventLog {
       if (isFactstateError(error)) throw error
       const code = (error as NodeJS.ErrnoException).code
       if (code === 'ENOTDIR') throw new FactstateError('LOG_INVALID_ARGUMENT', `the backup's destination ${destination} has no parent directory: make it first`, { cause: error, details: { destination: 'no_parent' } })
-      if (code !== 'ENOENT') throw new FactstateError('LOG_IO', `the backup's destination ${destination} cannot be made: ${(error as Error).message}`, { cause: error })
+      if (code !== 'ENOENT') throw destinationRefused(destination, error)
     }
     // Made beside the destination and renamed to it only once complete, verified and synced: a
     // process killed part-way (Ctrl-C, a cron job's timeout, a power cut) leaves no directory at
@@ -1640,7 +1651,7 @@ export class EventLog {
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code
       if (code === 'ENOENT' || code === 'ENOTDIR') throw new FactstateError('LOG_INVALID_ARGUMENT', `the backup's destination ${destination} has no parent directory: make it first`, { cause: error, details: { destination: 'no_parent' } })
-      throw new FactstateError('LOG_IO', `the backup's destination ${destination} cannot be made: ${(error as Error).message}`, { cause: error })
+      throw destinationRefused(destination, error)
     }
     try {
       await copySnapshot(location, work)
@@ -1672,7 +1683,7 @@ export class EventLog {
       } catch (error) {
         const code = (error as NodeJS.ErrnoException).code
         if (code === 'ENOTEMPTY' || code === 'EEXIST' || code === 'ENOTDIR' || code === 'EISDIR') throw notNew(error)
-        throw new FactstateError('LOG_IO', `the backup cannot be moved to ${destination}: ${(error as Error).message}`, { cause: error })
+        throw logIo(`the backup cannot be moved to ${destination}: ${(error as Error).message}`, error, { path: destination })
       }
       await syncDirectory(dirname(resolve(destination)), false)
       return result
@@ -1701,7 +1712,7 @@ export class EventLog {
       await db.open()
     } catch (error) {
       claim.release(false)
-      throw await withHolder(levelError(error), claim.path)
+      throw await withHolder(levelError(error, claim.path), claim.path)
     }
     const log = new EventLog(db, durability, claim, snapshotOf)
     // Read at once, and the marker written before anything else: LevelDB has already deleted the
@@ -1717,7 +1728,7 @@ export class EventLog {
       await db.close().catch(() => undefined)
       await log.#directory?.handle?.close().catch(() => undefined)
       claim.release(false)
-      throw error instanceof FactstateError ? error : levelError(error)
+      throw error instanceof FactstateError ? error : levelError(error, claim.path)
     }
     return log
   }
@@ -2034,7 +2045,7 @@ export class EventLog {
       text = await readFile(join(this.#location, ANCHOR_FILE), 'utf8')
     } catch (error) {
       if ((error as { code?: string }).code === 'ENOENT') return
-      throw new FactstateError('LOG_IO', `the head anchor cannot be read: ${(error as Error).message}`, { cause: error })
+      throw logIo(`the head anchor cannot be read: ${(error as Error).message}`, error, { path: join(this.#location, ANCHOR_FILE) })
     }
     const match = ANCHOR_PATTERN.exec(text)
     if (!match) throw new FactstateError('LOG_CORRUPT', 'the head anchor of the last clean close is unreadable')
@@ -2121,7 +2132,10 @@ export class EventLog {
     }
     if (now !== undefined && now.dev === opened.dev && now.ino === opened.ino) return undefined
     const what = now === undefined ? 'was removed (or moved away)' : 'is now another directory'
-    return new FactstateError('LOG_IO', `the log's directory ${this.#location} ${what} while the log was open: what was written since is in no directory of that name, so it was not acknowledged; the log refuses everything but close() from here on`)
+    return logIo(`the log's directory ${this.#location} ${what} while the log was open: what was written since is in no directory of that name, so it was not acknowledged; the log refuses everything but close() from here on`, undefined, {
+      reason: 'directory_gone',
+      path: this.#location,
+    })
   }
 
   /**
@@ -2471,7 +2485,7 @@ export class EventLog {
           const moved = this.#directoryMoved()
           if (moved !== undefined) throw moved
         } catch (error) {
-          this.#failed = error instanceof FactstateError ? error : levelError(error)
+          this.#failed = error instanceof FactstateError ? error : levelError(error, this.#location)
           for (const entry of accepted) entry.reject(this.#failed)
           // Nothing more becomes durable: followers waiting for the next event end with the failure.
           for (const follower of this.#followers) follower.wake()
@@ -2646,7 +2660,7 @@ export class EventLog {
       }
       group.put = events.length
     } catch (error) {
-      this.#failed = levelError(error)
+      this.#failed = levelError(error, this.#location)
       for (const follower of this.#followers) follower.wake()
     }
   }
@@ -2666,7 +2680,7 @@ export class EventLog {
     }
     if (error instanceof FactstateError || typeof code !== 'string' || !code.startsWith('LEVEL_')) return error
     if (this.#closed) return new FactstateError('LOG_CLOSED', 'the log was closed while it was being read', { cause: error })
-    return levelError(error)
+    return levelError(error, this.#location)
   }
 
   /** Runs a read, its LevelDB errors reported as `#readFailure` words them. */
@@ -3640,6 +3654,18 @@ export class EventLog {
   }
 
   /**
+   * The error this log failed with, `LOG_IO` (a full disk, its directory removed: see the README's
+   * LOG_IO; `LOG_CORRUPT` where LevelDB found its own files damaged as it wrote), or `undefined`
+   * while it has not failed. A failed log makes nothing durable any more and refuses
+   * every call but `close()` with that error; this reads it without a call to catch, for a health
+   * check. It stays readable after `close()` (undefined for a log that closed without failing), and
+   * never throws.
+   */
+  failure(): FactstateErrorOf<'LOG_IO' | 'LOG_CORRUPT'> | undefined {
+    return this.#failed as FactstateErrorOf<'LOG_IO' | 'LOG_CORRUPT'> | undefined
+  }
+
+  /**
    * Waits for pending appends, then closes. Later calls fail with `LOG_CLOSED`. Closing twice is
    * harmless. `LOG_IO` when the log's head could not be recorded for the next open to check it
    * against (the anchor, or under `os` durability the sync before it): the log is closed all the
@@ -3700,10 +3726,10 @@ export class EventLog {
           (await this.#db.put(keys.head, encodeRecord(this.#state.head), { sync: true }).then(
             () => true,
             (error: unknown) => {
-              unrecorded = new FactstateError(
-                'LOG_IO',
+              unrecorded = logIo(
                 `the log was closed, but its facts could not be synced to the disk (${causeMessages(error)}), so its head (${this.#state.head.highWater} facts) was not recorded: under 'os' durability, facts appended since the last sync may not survive a power loss, and the next open checks the log against the head recorded before (if any), so it cannot tell that such facts were lost`,
-                { cause: error },
+                error,
+                { location: this.#location },
               )
               return false
             },
@@ -3714,10 +3740,10 @@ export class EventLog {
       await this.#db.close()
       const failed = synced ? await this.#writeAnchor() : undefined
       if (failed !== undefined) {
-        unrecorded = new FactstateError(
-          'LOG_IO',
+        unrecorded = logIo(
           `the log was closed, but its head (${this.#state.head.highWater} facts) could not be recorded in ${ANCHOR_FILE} (${causeMessages(failed)}): every acknowledged fact is stored, but the next open checks the log against the head recorded before (if any), so it cannot tell that facts after that one were lost from LevelDB's write-ahead log`,
-          { cause: failed },
+          failed,
+          { path: join(this.#location, ANCHOR_FILE) },
         )
       }
       if (this.#snapshotOf === undefined) await this.#saveIds()

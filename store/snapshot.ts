@@ -29,6 +29,7 @@ import { FactstateError } from '../errors.js'
 import type { EventLog } from './event-log.js'
 import { heldInThisProcess } from './writer-lock.js'
 import { logHeldOpen } from './writer-presence.js'
+import { logIo } from './io-reason.js'
 
 /** Files a copy never needs: LevelDB's lock and its own text logs, factstate's id filter (read-only logs never append), files written aside (factstate's, LevelDB's). */
 const SKIPPED = /^(?:LOCK|LOG|LOG\.old|FACTSTATE-IDS)$|\.(?:tmp|dbtmp)$/
@@ -291,14 +292,14 @@ export async function copySnapshot(source: string, target: string, onCopied?: Co
       // write-ahead log deleted) means the directory changed: the copy is taken again.
       if (!(error instanceof Moved) && (error as NodeJS.ErrnoException).code !== 'ENOENT') {
         if (error instanceof FactstateError) throw error
-        throw new FactstateError('LOG_IO', `the log at ${source} cannot be copied: ${(error as Error).message}`, { cause: error })
+        throw logIo(`the log at ${source} cannot be copied: ${(error as Error).message}`, error, { path: source })
       }
       for (const name of await readdir(target)) if (!kept.has(name)) await rm(join(target, name), { recursive: true, force: true })
       // Give a flush or compaction under way time to end before the next copy.
       await new Promise((resolve) => setTimeout(resolve, Math.min(5 * attempt, 50)))
     }
   }
-  throw new FactstateError('LOG_IO', `the log at ${source} kept changing while it was copied (${SNAPSHOT_ATTEMPTS} copies): LevelDB flushed or compacted during each; try again`)
+  throw logIo(`the log at ${source} kept changing while it was copied (${SNAPSHOT_ATTEMPTS} copies): LevelDB flushed or compacted during each; try again`, undefined, { reason: 'changing', path: source })
 }
 
 /**

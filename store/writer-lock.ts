@@ -6,6 +6,7 @@
 import { mkdir, realpath, stat } from 'node:fs/promises'
 import { dirname } from 'node:path'
 import { FactstateError, type FactstateErrorOf, isFactstateError, messageWithoutCode } from '../errors.js'
+import { logIo } from './io-reason.js'
 
 /** The directories this process holds, each with whether its log is closing (so a refusal can say to await that close). */
 const held = new Map<string, { closing: boolean }>()
@@ -54,7 +55,7 @@ export async function claimDirectory(location: string): Promise<DirectoryClaim> 
     if (code === 'EEXIST' || code === 'ENOTDIR') {
       throw new FactstateError('LOG_INVALID_ARGUMENT', `the log location ${location} is not a directory (a file is in the way)`, { cause: error })
     }
-    throw new FactstateError('LOG_IO', `the log directory ${location} cannot be created: ${(error as Error).message}`, { cause: error })
+    throw logIo(`the log directory ${location} cannot be created: ${(error as Error).message}`, error, { path: location })
   }
   const holder = held.get(path)
   if (holder?.closing) {

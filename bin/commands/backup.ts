@@ -1,3 +1,4 @@
+import { dirname, resolve } from 'node:path'
 import { EventLog } from '../../store/event-log.js'
 import { isFactstateError } from '../../errors.js'
 import { type CommandIo, EXIT, isLogDirectory, parseCommand, reportError, synopsis, usage } from '../io.js'
@@ -22,6 +23,13 @@ const backupRemedies = {
   LOG_INVALID_ARGUMENT: 'check the command line: the log directory, then a backup directory that does not exist yet, in one that does, outside the log\u2019s own directory',
   LOG_CORRUPT: 'the log is damaged and no backup was kept (its own files were not touched: it was read through a copy); restore the directory from an earlier backup, and keep the damaged one as evidence',
 } as const
+
+/** A backup's destination that cannot be made in `parent`: what to fix there, by the reason. */
+function destinationRemedy(parent: string, reason: string | undefined): string {
+  const why =
+    reason === 'permission' ? 'this user may not write there' : reason === 'read_only' ? 'its file system is mounted read-only' : reason === 'no_space' ? 'its disk is full' : 'it cannot be written'
+  return `the backup directory cannot be made in ${parent} (${why}): give a backup directory in a place this user can write, or fix that one; the log itself was not touched`
+}
 
 /**
  * `factstate backup <dir> <dest>`.
@@ -49,7 +57,10 @@ export async function backupCommand(args: string[], io: CommandIo): Promise<numb
     io.stdout(parsed.values.json ? JSON.stringify({ events, digest, takenAt, destination }) : `backed up ${events} events to ${destination}, digest ${digest}`)
     return EXIT.ok
   } catch (error) {
-    const code = reportError(error, io, false, backupRemedies)
+    // A destination that cannot be made is the destination's fault, not the log's or LevelDB's.
+    const parent = dirname(resolve(destination))
+    const atDestination = isFactstateError(error, 'LOG_IO') && error.details?.path === parent
+    const code = reportError(error, io, false, atDestination ? { ...backupRemedies, LOG_IO: destinationRemedy(parent, error.details?.reason) } : backupRemedies)
     // A destination that can never take a backup (there already, no parent, inside the log) is the
     // command line's fault: printed as every usage error is, with the synopsis.
     return isFactstateError(error, 'LOG_INVALID_ARGUMENT') && error.details?.destination !== undefined ? synopsis(io, backupHelp) : code

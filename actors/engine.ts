@@ -967,6 +967,16 @@ export class Engine {
     return running === undefined ? undefined : this.#handle(running)
   }
 
+  /**
+   * The invocation ids of the runs this engine is running now: admitted and not ended, held ones
+   * (waiting for their holder's decision) included, as `drain()` waits for them; a `start()` still
+   * being admitted is not one yet. A copy, in the order they were admitted: for a shutdown that
+   * gave up waiting for `drain()` to say what it left running (a crash's recovery closes those runs).
+   */
+  inFlight(): string[] {
+    return [...this.#running.keys()]
+  }
+
   /** Starts a run and waits for its outcome. */
   async run(input: RunInput, options: StartOptions = {}): Promise<InvocationOutcome> {
     return (await this.start(input, options)).wait()

@@ -30,6 +30,9 @@ test(
     async (h) => {
       const input = (name: string, content: string): RunInput => h.input(name, { session: name.toUpperCase(), content })
       assert.equal(await h.run(input('a', 'answer me')), { status: 'completed' })
+      const answered = collector()
+      assert.is(await pendingCommand([h.logPath], answered.io), 0)
+      assert.equal([answered.out, answered.err.filter((line) => line.startsWith('hint:'))], [['nothing pending'], []], 'every turn answered: no hint')
       assert.equal((await h.run(input('f', 'refuse me'))).status, 'failed')
       // A shutdown: one signal for every run, aborted as the README's SIGTERM recipe does.
       const shutdown = new AbortController()
@@ -73,7 +76,9 @@ test(
       ])
       const plain = collector()
       assert.is(await pendingCommand([h.logPath], plain.io), 0)
-      assert.equal(plain.out, ['nothing pending'])
+      assert.equal(plain.out, ['nothing pending'], 'stdout as a script reads it')
+      // After a shutdown that cancelled runs, "nothing pending" alone hid the turns it cut short.
+      assert.equal(plain.err.filter((line) => line.startsWith('hint:')), ['hint: 3 turns ended unanswered (cancelled or failed): factstate pending --unanswered lists them'])
 
       // A restart finishes the cut-short turns: a continuation from the run's end, without a message.
       const engine = new Engine({ log, model: new ModelExecutor({ timeoutMs: 5_000, backoffMs: 1, maxBackoffMs: 20 }) })

@@ -279,6 +279,12 @@ export interface LogInternals {
   /** Trims the latest-run map at `limit` entries instead of `CACHE_LIMIT`: lets tests evict. */
   setLatestRunLimit(limit: number): void
   openInvocations(): InvocationRecord[]
+  /**
+   * How many sessions' last run ended `cancelled` or `failed` (what `pendingSessions({ unanswered: true })`
+   * adds), from one pass over the run index and nothing else; `undefined` when the index holds more
+   * than `limit` runs (the pass is then not made to the end).
+   */
+  unansweredCount(limit: number): Promise<number | undefined>
   /** The sweep of abandoned snapshot copies the writer's open started in the background: what it removed. */
   swept(): Promise<string[]>
   /** Invocations driven by a live actor of this process; recovery leaves them alone. */
@@ -1448,6 +1454,7 @@ export class EventLog {
         this.#assertOpen()
         return [...this.#state.invocations.values()].filter((r) => r.terminal === null)
       },
+      unansweredCount: (limit) => this.#unansweredCount(limit),
       live: new Set(),
       onClose: new Set(),
       subscribe(listener) {
@@ -2947,6 +2954,27 @@ export class EventLog {
       events,
       projectInvocation: (invocationId: string) => projectInvocation(own, invocationId),
     }
+  }
+
+  /** See `LogInternals.unansweredCount`. */
+  async #unansweredCount(limit: number): Promise<number | undefined> {
+    this.#assertOpen()
+    const last = new Map<string, RunSummary>()
+    let runs = 0
+    try {
+      for await (const key of this.#db.keys({ gte: keys.runLow, lt: keys.runHigh })) {
+        runs += 1
+        if (runs > limit) return undefined
+        const [sessionId, runId] = key.slice(keys.runLow.length).split('!') as [string, string]
+        const run = this.#runSummary(sessionId, runId, key)
+        if (run.openedSeq > (last.get(sessionId)?.openedSeq ?? 0)) last.set(sessionId, run)
+      }
+    } catch (error) {
+      throw this.#readFailure(error)
+    }
+    let count = 0
+    for (const run of last.values()) if (run.outcome?.status === 'cancelled' || run.outcome?.status === 'failed') count += 1
+    return count
   }
 
   /**

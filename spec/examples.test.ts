@@ -41,6 +41,7 @@ const examples: [file: string, mustSay: RegExp][] = [
   ['examples/stuck-tool-and-backup.ts', /run 1: failed outcome_unknown: tool export_report \(operation invocation-1\/step-1\/0\) did not finish within 200 ms \(its timeoutMs\)[\s\S]*pending: reports has 1 tool outcome\(s\) to acknowledge: export_report invocation-1\/step-1\/0\nrun 2: completed; nothing pending\nbackup: 9 events, the same digest as the log\nrun 3: completed; summaries sent: 1\nrestored: a backup taken at seq 9; run 3 is not in it \(high-water 9\)\nrun 4: refused: RUN_RECONCILIATION_REQUIRED, restored at seq 9\nrun 4 \(acknowledged\): completed; summaries sent: 1/],
   ['examples/delegation.ts', /delegate editor-1\/step-1\/0: child editor-1\.step-1\.0\.writer, outcome_unknown\n  save_draft \(operation editor-1\.step-1\.0\.writer\/step-1\/0\): the draft was saved; do not save it again; the writer, continued: completed\nsupervisor, told: completed: [^\n]+\nthe draft was saved 1 time\(s\)/],
   ['examples/supervisor-waits-for-child.ts', /pending: editor-1\.step-1\.0\.writer: paused editor-1\.step-1\.0\.writer; editor-desk: paused run-1\n[\s\S]*pending: editor-desk: paused run-1\n[\s\S]*✔ the note was published 1 time\(s\)\n✔ nothing pending\n[\s\S]*✔ the editor's model was asked 1 time\(s\) before the seal[\s\S]*✔ each tool ran once, across three processes: delegate, submit_for_review, publish\n[\s\S]*✔ shutdown-after-request: no review request is left open with no turn waiting for it\n[\s\S]*✔ shutdown-after-request: the note was published 1 time\(s\); nothing pending\n✔ shutdown-after-request: the editor, cut short, was continued and told: [^\n]*\n✔ shutdown-after-request: the writer submitted again, the editor never delegated again: delegate, submit_for_review, submit_for_review, publish\n[\s\S]*✔ shutdown-before-request: the note was published 1 time\(s\); nothing pending\n[\s\S]*✔ shutdown-before-request: the writer submitted again, the editor never delegated again: delegate, submit_for_review, submit_for_review, publish\n/],
+  ['examples/monitoring.ts', /runs started 2; ended \{"completed":1,"cancelled":1\}; tool calls timed 1; model requests timed 3\n[\s\S]*after the directory was removed: LOG_IO; health \{"ok":false,"failure":"LOG_IO directory_gone","runsInFlight":0,"highWater":\d+\}\n✔ unhealthy: LOG_IO directory_gone\n✔ the follower ended with the failure/],
   ['examples/streaming-answer.ts', /\[step-2\] Tomorrow in Oslo[\s\S]*completed: 6 pieces for 2 answers; 2 of 2 add up to the recorded text/],
 ]
 
@@ -219,6 +220,17 @@ test('the README Quick start is examples/quick-start.ts, and it runs twice in on
     }),
     60_000,
   ))
+
+test('the README\u2019s Monitoring recipe is the part of examples/monitoring.ts between its markers, as it is there', async () => {
+  const readme = await readFile(join(REPO_ROOT, 'README.md'), 'utf8')
+  const section = readme.slice(readme.indexOf('**Monitoring.**'), readme.indexOf('### Writing a model client'))
+  const block = /```ts\n([\s\S]*?)```/.exec(section)?.[1]
+  const file = await readFile(join(REPO_ROOT, 'examples/monitoring.ts'), 'utf8')
+  const start = "// --- the README's recipe\n"
+  const recipe = file.slice(file.indexOf(start) + start.length, file.indexOf("// --- end of the README's recipe"))
+  assert.ok(recipe.includes('log.failure()') && recipe.includes('engine.inFlight()'), 'the markers are in the file')
+  assert.is(block, recipe)
+})
 
 test('the README recipe "A child run that waits for a person" shows examples/supervisor-waits-for-child.ts as it is', async () => {
   const readme = await readFile(join(REPO_ROOT, 'README.md'), 'utf8')

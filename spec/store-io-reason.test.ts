@@ -54,11 +54,11 @@ test('the reason is read from LevelDB\u2019s own messages (the system\u2019s wor
 })
 
 /** Links LevelDB's next files (`NNNNNN.log`, `.ldb`) in `dir` to /dev/full: each write to one fails "No space left on device". The links made. */
-async function fillDisk(dir: string): Promise<string[]> {
+async function fillDisk(dir: string, exts = ['log', 'ldb']): Promise<string[]> {
   const made: string[] = []
   const present = new Set(await readdir(dir))
   for (let n = 1; n < 40; n += 1) {
-    for (const ext of ['log', 'ldb']) {
+    for (const ext of exts) {
       const name = `${String(n).padStart(6, '0')}.${ext}`
       if (present.has(name)) continue
       await symlink('/dev/full', join(dir, name))
@@ -133,6 +133,8 @@ test(
     // Still full: the CLI's open is refused, and its remedy says how much to free. (The write-ahead
     // logs linked to /dev/full go first: LevelDB would replay one, and /dev/full reads zeros forever.)
     await freeDisk(links.filter((link) => link.endsWith('.log')))
+    // LevelDB deleted the table it could not write: linked again, as a disk still full would be.
+    links.push(...(await fillDisk(dir, ['ldb'])))
     const { io, err } = collector()
     const opened = await recoverCommand([dir], io)
     assert.is(opened, 4, err.join('\n'))

@@ -7,7 +7,7 @@
  * directory without write permission, for a test not run as root), the limit of open files a child
  * under `ulimit -n`, a removed directory a removed directory.
  */
-import { spawn } from 'node:child_process'
+import { spawn, spawnSync } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { chmod, lstat, mkdir, readdir, realpath, rm, symlink, unlink } from 'node:fs/promises'
 import { join } from 'node:path'
@@ -217,6 +217,12 @@ test(
   'a log the process may not write: LOG_IO permission naming LevelDB\u2019s file, and a remedy about the owner; a backup destination it may not write: named as the destination, the log untouched',
   boundedTest(60_000, async (root) => {
     const asRoot = process.getuid?.() === 0
+    // As root the child runs as nobody, who must be able to read this checkout (and tsx's loader) to
+    // start it: a checkout under a directory only its owner may enter (root's home) cannot, and then
+    // only the mapping of the system's texts (the tests above) covers a permission.
+    if (asRoot && spawnSync(process.execPath, ['--import', 'tsx', '-e', ''], { cwd: REPO_ROOT, uid: 65534, gid: 65534, stdio: 'ignore' }).status !== 0) {
+      return console.log('  (skipped: the user nobody cannot read this checkout)')
+    }
     // The user nobody must reach the directories (a temporary directory is the owner's only).
     await chmod(root, 0o755)
     const dir = join(root, 'log')

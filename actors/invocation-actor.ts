@@ -8,7 +8,7 @@ import type { ApprovalRecord, ExecutionSettings, Fact, HandoffIntent, HandoffPau
 import { providerRefusalOf, requestIdOf, responseIdOf } from '../facts/schema.js'
 import { type InvocationSnapshot, applyFact, stateOf } from '../machines/invocation.js'
 import { contentDigest } from '../store/digest.js'
-import { canonical, messageOf, storageProblemAt, wellFormed } from '../store/encoding.js'
+import { canonical, cutText, messageOf, storageProblemAt, wellFormed } from '../store/encoding.js'
 import { type LogInternals, type Precondition, successorBlockedError } from '../store/event-log.js'
 import { onAbort } from './abort-listeners.js'
 import { Gate, type HoldDecision, type Reservation } from './handoff.js'
@@ -142,6 +142,12 @@ function isTimeout(reason: unknown): boolean {
     return false
   }
 }
+
+/**
+ * The longest cancel reason recorded as `invocation.ended{cancelled}`'s `source`, as an approver's
+ * `by` and `reason` are cut: the fact holds it, and every reader of the run reads it.
+ */
+const CANCEL_REASON_TEXT = 2_000
 
 /** How much of a tool's failure message, and of its signal's reason, an `outcome_unknown` message quotes. */
 const SHOWN_IN_OUTCOME = 1_000
@@ -625,7 +631,9 @@ export class InvocationActor {
   #cancelled(): Promise<never> {
     const reason = this.setup.signal?.reason
     // Recorded well-formed, as model text is: a reason cut in the middle of an emoji is still a cancel.
-    const source = typeof reason === 'string' && reason.length > 0 ? redact(wellFormed(reason), this.setup.secrets.inData) : isTimeout(reason) ? 'timeout' : 'signal'
+    // Redacted before it is cut (a cut could leave part of a secret), and cut without splitting a pair.
+    const source =
+      typeof reason === 'string' && reason.length > 0 ? cutText(redact(wellFormed(reason), this.setup.secrets.inData), CANCEL_REASON_TEXT) : isTimeout(reason) ? 'timeout' : 'signal'
     return this.#end({ status: 'cancelled', source })
   }
 

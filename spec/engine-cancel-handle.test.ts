@@ -169,4 +169,25 @@ test(
   }),
 )
 
+test(
+  "a long reason is cut to 2,000 characters, after redaction, whether given to cancel(reason) or to the caller's signal.abort(reason)",
+  engineTest([answer.text('late', { hold: true }), answer.text('late too', { hold: true })], { engine: { secrets: ['tok-ABCDEFGH-12345'] } }, async (h) => {
+    // A secret across the cut: cut first, its first characters would be kept.
+    const reason = `${'y'.repeat(1_995)}tok-ABCDEFGH-12345${'y'.repeat(3_000_000)}`
+    const expected = `${`${'y'.repeat(1_995)}[redacted]`.slice(0, 2_000)}…`
+    const byHandle = await h.start(h.input('long-cancel'))
+    await h.server.seen(0)
+    byHandle.cancel(reason)
+    assert.equal(await byHandle.wait(), { status: 'cancelled', source: expected })
+    assert.equal((await factsOf(h.log, 'invocation-long-cancel')).at(-1), ended(expected))
+
+    const controller = new AbortController()
+    const bySignal = await h.start(h.input('long-signal'), { signal: controller.signal })
+    await h.server.seen(1)
+    controller.abort(reason)
+    assert.equal(await bySignal.wait(), { status: 'cancelled', source: expected })
+    assert.equal((await factsOf(h.log, 'invocation-long-signal')).at(-1), ended(expected))
+  }),
+)
+
 test.run()

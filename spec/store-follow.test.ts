@@ -503,7 +503,7 @@ follow(
 )
 
 follow(
-  "a from past the log's end (a client's seq from another log) is refused at the call, follow or not, with the high-water; from the high-water + 1 a follower waits for the next fact",
+  "a from past the log's end (a client's seq from another log) is refused at the call, follow or not, with the high-water, unless a to below it makes the range empty; from the high-water + 1 a follower waits for the next fact",
   boundedTest(10_000, async (root) => {
     const log = await EventLog.open(join(root, 'log'))
     try {
@@ -518,6 +518,14 @@ follow(
       await log.appendAll(completeInvocation('first'))
       const { highWater } = log.head()
       assert.equal((await refusal(() => log.events({ from: highWater + 2, follow: true }))).details, { field: 'from', highWater })
+      assert.equal((await refusal(() => log.events({ from: highWater + 2, to: highWater + 2 }))).details, { field: 'from', highWater }, 'a range of one seq past the end')
+      // A to below from reads nothing, past the end as within the log: an empty range is not refused, followed or not.
+      for (const options of [{ from: highWater + 2, to: 2 }, { from: highWater + 2, to: 0, follow: true }, { from: 500, to: highWater, sessionId: 'session-a' }, { from: 3, to: 2 }]) {
+        const read: StoredEvent[] = []
+        for await (const stored of log.events(options)) read.push(stored)
+        assert.equal(read, [], JSON.stringify(options))
+      }
+      assert.is(logInternals(log).followerCount(), 0, 'an empty followed range leaves no follower')
       // The high-water + 1 is the next fact: read plainly, nothing; followed, the fact once it lands.
       const plain: StoredEvent[] = []
       for await (const stored of log.events({ from: highWater + 1 })) plain.push(stored)

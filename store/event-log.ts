@@ -3429,7 +3429,8 @@ export class EventLog {
    * them) behind reads them back from the log. Leave a reader part-way with `break` or `return()` to
    * free its LevelDB iterator at once. A `from` past the log's end (more than its high-water + 1: a
    * seq this log never reached, such as a client's from another log) is refused, follow or not,
-   * `LOG_INVALID_ARGUMENT` with `details: { field: 'from', highWater }`; `highWater + 1` is the next
+   * `LOG_INVALID_ARGUMENT` with `details: { field: 'from', highWater }`, unless a `to` below it makes
+   * the range empty (that reads nothing, as it does within the log); `highWater + 1` is the next
    * fact, where a follower waits for it. A snapshot's end is the log's when it was taken: there, a seq
    * the log reached since is refused too (take a later snapshot).
    *
@@ -3468,8 +3469,9 @@ export class EventLog {
     // Last-Event-ID from before its directory was reset or put back from a backup). A follower would
     // wait in silence until the log got there, and then yield facts the seq never named.
     // A snapshot's end is the log's when it was taken: a seq past it may be the live log's, read later.
+    // A `to` below `from` reads nothing, wherever `from` is (nothing waited for, nothing yielded): not refused.
     const { highWater } = this.#state.head
-    if ((from as number) > highWater + 1) {
+    if ((from as number) > highWater + 1 && (from as number) <= (to as number)) {
       const which =
         this.#snapshotOf === undefined
           ? `the log, whose high-water is ${highWater}: a seq from another log (one reset or put back from a backup)?`

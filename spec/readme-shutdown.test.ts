@@ -1,0 +1,135 @@
+/**
+ * The README's shutdown recipe, the part that finishes at the next start the turns a shutdown cut
+ * short ("Cancelling a run": the block after the SIGTERM handler, continuing the runs that ended
+ * `cancelled{shutdown}`), run as it is written: two runs are cancelled by a shutdown and one by the
+ * user, then the next start runs the block twice at once (a start-up run twice in one process), both
+ * passes having listed the sessions before either continues one. Each shutdown's turn is finished
+ * once, the stop is left as it is, and neither pass throws.
+ */
+import { randomUUID } from 'node:crypto'
+import { readFile, writeFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import { pathToFileURL } from 'node:url'
+import { test } from 'uvu'
+import * as assert from 'uvu/assert'
+import { Engine, EventLog, ModelExecutor, type RunInput } from '../index.js'
+import { type ScriptedModelServer, answer, scriptedModelServer } from '../testing/scripted-model-server.js'
+import { REPO_ROOT } from './support/log-fixtures.js'
+import { withTempDir, withTimeout } from './support/temp.js'
+
+/** The README block that continues the runs a shutdown cancelled: in "Cancelling a run", the one that skips all but `'shutdown'`. */
+async function shutdownLoop(): Promise<string> {
+  const readme = await readFile(join(REPO_ROOT, 'README.md'), 'utf8')
+  const section = readme.slice(readme.indexOf('## Cancelling a run'), readme.indexOf('## API'))
+  const blocks = [...section.matchAll(/```ts\n([\s\S]*?)```/g)].map(([, code]) => code as string).filter((code) => code.includes("unanswered.outcome.source !== 'shutdown'"))
+  assert.is(blocks.length, 1, "one loop that continues the shutdown's runs in the README")
+  return blocks[0] as string
+}
+
+/** The block as a module's function of the names it uses (its imports at the module's top, `factstate` the repository's). */
+function loopModule(block: string): string {
+  const index = pathToFileURL(join(REPO_ROOT, 'index.ts')).href
+  const lines = block.replaceAll("from 'factstate'", `from '${index}'`).split('\n')
+  const imports = lines.filter((line) => line.startsWith('import ')).join('\n')
+  const body = lines.filter((line) => !line.startsWith('import ')).join('\n')
+  return `${imports}
+export async function startUp(log, engine, settingsFor, newRun) {
+${body}
+}
+`
+}
+
+type StartUp = (log: unknown, engine: Engine, settingsFor: (sessionId: string) => Omit<RunInput, 'invocation' | 'work'>, newRun: (sessionId: string) => RunInput['invocation']) => Promise<void>
+
+test("the README's loop after a shutdown finishes each cancelled{shutdown} turn once, with two passes at once, and leaves a user's stop", () =>
+  withTimeout(
+    withTempDir(async (dir) => {
+      const servers: Record<string, ScriptedModelServer> = {
+        a: await scriptedModelServer([answer.hang(), answer.text('Done, A.')]),
+        b: await scriptedModelServer([answer.hang(), answer.text('Done, B.')]),
+        stopped: await scriptedModelServer([answer.hang()]),
+      }
+      try {
+        const file = join(dir, 'loop.mts') // an ES module wherever the temporary directory is
+        await writeFile(file, loopModule(await shutdownLoop()))
+        const { startUp } = (await import(pathToFileURL(file).href)) as { startUp: StartUp }
+        const settingsFor = (sessionId: string) => ({
+          provider: { kind: 'openai-chat' as const, baseUrl: servers[sessionId]?.baseUrl as string, model: 'stand-in' },
+          configuration: { cwd: '/srv/chat' },
+          tools: [],
+        })
+        const newRun = (sessionId: string) => {
+          const id = randomUUID()
+          return { sessionId, turnId: `turn-${id}`, runId: `run-${id}`, invocationId: `inv-${id}` }
+        }
+
+        // The first process: a shutdown cancels two runs mid-request; the user stopped a third.
+        const first = await EventLog.open(join(dir, 'log'))
+        try {
+          const engine = new Engine({ log: first, model: new ModelExecutor({ retries: 0 }) })
+          const shutdown = new AbortController()
+          const stop = new AbortController()
+          const runs = await Promise.all(
+            Object.keys(servers).map((sessionId) =>
+              engine.start({ ...settingsFor(sessionId), invocation: newRun(sessionId), work: { kind: 'message', content: 'Hello' } }, { signal: sessionId === 'stopped' ? stop.signal : shutdown.signal }),
+            ),
+          )
+          await Promise.all(Object.values(servers).map((server) => server.seen(0)))
+          stop.abort('user-stop')
+          shutdown.abort('shutdown')
+          assert.equal(await Promise.all(runs.map((run) => run.wait())), [
+            { status: 'cancelled', source: 'shutdown' },
+            { status: 'cancelled', source: 'shutdown' },
+            { status: 'cancelled', source: 'user-stop' },
+          ])
+          await engine.drain()
+        } finally {
+          await first.close()
+        }
+
+        // The next start runs the loop twice at once; each pass lists the sessions before either continues one.
+        const log = await EventLog.open(join(dir, 'log'))
+        try {
+          const engine = new Engine({ log, model: new ModelExecutor({ retries: 0 }) })
+          let listed = 0
+          let bothListed: (() => void) | undefined
+          const barrier = new Promise<void>((resolve) => (bothListed = resolve))
+          const seenByLoop = {
+            pendingSessions: async (options: { unanswered?: boolean }) => {
+              const sessions = await log.pendingSessions(options)
+              if (++listed === 2) bothListed?.()
+              await barrier
+              return sessions
+            },
+            runSource: (sessionId: string, runId: string) => log.runSource(sessionId, runId),
+          }
+          await Promise.all([startUp(seenByLoop, engine, settingsFor, newRun), startUp(seenByLoop, engine, settingsFor, newRun)])
+          await engine.drain()
+          const shape = async (sessionId: string) => (await log.runs(sessionId)).map((run) => [run.kind, run.outcome])
+          assert.equal(await shape('a'), [
+            ['message', { status: 'cancelled', source: 'shutdown' }],
+            ['continuation', { status: 'completed' }],
+          ])
+          assert.equal(await shape('b'), [
+            ['message', { status: 'cancelled', source: 'shutdown' }],
+            ['continuation', { status: 'completed' }],
+          ])
+          assert.equal(await shape('stopped'), [['message', { status: 'cancelled', source: 'user-stop' }]])
+          assert.equal(
+            Object.values(servers).map((server) => server.requests.length),
+            [2, 2, 1],
+            'one request of each continuation, none of the stopped session',
+          )
+          assert.equal((await log.pendingSessions({ unanswered: true })).map((session) => session.sessionId), ['stopped'], 'only the stop is left unanswered')
+        } finally {
+          await log.close()
+        }
+      } finally {
+        await Promise.all(Object.values(servers).map((server) => server.close()))
+      }
+    }),
+    60_000,
+    "the README's loop after a shutdown",
+  ))
+
+test.run()

@@ -8,6 +8,7 @@
  *   node --import tsx bench/profile.ts fsync [rounds=60]
  *   node --import tsx bench/profile.ts puts [rounds=30]
  *   node --import tsx bench/profile.ts recover [unrelated=1000000] [rounds=8]
+ *   node --import tsx bench/profile.ts floor [appenders=16,64,256] [rounds=5]
  *
  * Each prints its throughput and the process CPU time (all threads) per fact or step; `append` also
  * prints the main thread's busy time per fact (event-loop utilization), the part that caps a group,
@@ -38,6 +39,21 @@
  * batch's size on the same filesystem, untimed apart: the first sync after an open also commits
  * the filesystem's journal of what LevelDB's open did (its write-ahead log written out as a table,
  * files deleted), and this shows how much of `recoverGrowth` that is.
+ * `floor` measures the floor of any group commit with a promise per fact (bench/floor.ts) and the
+ * cost curve from it up to `EventLog`. For each number of appenders, round after round, it appends
+ * fresh lanes of the workload's facts (6,400 at 16 appenders, 25,600 at 64, 51,200 at 256) through
+ * `EventLog` untimed to capture the records it writes, then times, each in a fresh directory and in
+ * an order rotated (and reversed every other round) from round to round: `raw` (the captured records
+ * replayed in synced batches of one fact per appender, as `bench/group-commit.ts` replays them),
+ * `raw/2` (the same in batches of half the appenders: the ceiling of two alternating groups),
+ * `floor/1` (the floor grouping the whole backlog into each sync), the floor and its levels `floor`,
+ * `+validate`, `+encode`, `+chain`, `+keys`, `+staging` (each adds one of `EventLog`'s pieces to
+ * the ones before), and `EventLog` itself. An untimed round at 64 appenders compiles every variant
+ * first and checks the captured event records against the packed events. It prints, per variant,
+ * the medians over the rounds (and min–max) of facts/s, the ratio to the same round's `raw`, per
+ * fact the main thread's busy time (event-loop utilization, which counts time it waited for a core),
+ * its own CPU time and its time runnable but waiting for a core (on Linux, from its schedstat), all
+ * threads' CPU time, and facts per sync.
  */
 import { Packr, RESERVE_START_SPACE } from 'msgpackr'
 import { closeSync, fdatasyncSync, openSync, readdirSync, readFileSync, unlinkSync, writeSync } from 'node:fs'
@@ -49,12 +65,13 @@ import { ModelExecutor } from '../actors/model-executor.js'
 import { compileSchema, parseRuntimeEvent } from '../facts/compiled-schema.js'
 import { runtimeEventSchema } from '../facts/schema.js'
 import type { RuntimeEvent } from '../facts/types.js'
-import { validateEvent } from '../store/encoding.js'
+import { encodeValidatedEvent, validateEvent } from '../store/encoding.js'
 import { EventLog, logInternals } from '../store/event-log.js'
 import { keys, seqPart } from '../store/keys.js'
 import { packPlain } from '../store/msgpack-plain.js'
 import { recoverInvocations } from '../store/recovery.js'
 import { packValidatedEvent } from '../store/shaped-writer.js'
+import { type FloorItem, FloorLog, LEVELS, type Level, type Op, appendFloorLanes, floorItems } from './floor.js'
 import { OPEN_INVOCATIONS, buildGrowthLog, leaveOpen, settleLog } from './growth-logs.js'
 import { chainedBatchPrototype, median, now, withTempDir } from './support.js'
 import { STEPS, appendLanes, appenderLanes, invocationEvents, invocationFacts, invocationFor, runInput, scriptedClient } from './workload.js'
@@ -400,6 +417,197 @@ async function recover(unrelated: number, rounds: number): Promise<void> {
   })
 }
 
+/** One timed pass of a `floor` variant. */
+interface FloorSample {
+  facts: number
+  ms: number
+  mainUs: number
+  cpuUs: number
+  /** The main thread's own CPU time and its time runnable but waiting for a core (Linux's schedstat; 0 elsewhere), µs. */
+  mainCpuUs: number
+  mainWaitUs: number
+  syncs: number
+}
+
+/** The main thread's CPU time and run-queue wait so far, ns (`/proc/self/task/<pid>/schedstat`); zeros off Linux. */
+function mainSchedstat(): [number, number] {
+  try {
+    const [cpu, wait] = readFileSync(`/proc/self/task/${process.pid}/schedstat`, 'utf8').split(' ').map(Number)
+    return [cpu ?? 0, wait ?? 0]
+  } catch {
+    return [0, 0]
+  }
+}
+
+/** Facts per run of the `floor` workload at each number of appenders (about a second of `EventLog` each). */
+const FLOOR_FACTS: Record<number, number> = { 16: 6_400, 64: 25_600, 256: 51_200 }
+
+async function floor(plan: readonly number[], rounds: number): Promise<void> {
+  const proto = chainedBatchPrototype()
+  const { _put: put, _del: del, _write: write } = proto
+  let batches = 0
+  let captured: Op[] | undefined
+  let batchEnds: number[] = []
+  proto._write = function (options) {
+    batches += 1
+    if (captured !== undefined) batchEnds.push(captured.length)
+    return write.call(this, options)
+  }
+  const capture = async (lanes: RuntimeEvent[][]) => {
+    const ops: Op[] = []
+    batchEnds = []
+    await withTempDir(async (dir) => {
+      const log = await EventLog.open(dir)
+      proto._put = function (key, value) {
+        ops.push({ type: 'put', key, value })
+        return put.call(this, key, value)
+      }
+      proto._del = function (key) {
+        ops.push({ type: 'del', key })
+        return del.call(this, key)
+      }
+      captured = ops
+      try {
+        await appendLanes(log, lanes)
+      } finally {
+        captured = undefined
+        proto._put = put
+        proto._del = del
+        await log.close()
+      }
+    })
+    return { ops, batchEnds }
+  }
+  const timed = async (facts: number, body: () => Promise<void>): Promise<FloorSample> => {
+    const loop = performance.eventLoopUtilization()
+    const cpu = process.cpuUsage()
+    const before = batches
+    const [mainCpu, mainWait] = mainSchedstat()
+    const start = now()
+    await body()
+    const ms = now() - start
+    const used = process.cpuUsage(cpu)
+    const [mainCpuAfter, mainWaitAfter] = mainSchedstat()
+    return {
+      facts,
+      ms,
+      mainUs: performance.eventLoopUtilization(loop).active * 1000,
+      cpuUs: used.user + used.system,
+      mainCpuUs: (mainCpuAfter - mainCpu) / 1000,
+      mainWaitUs: (mainWaitAfter - mainWait) / 1000,
+      syncs: batches - before,
+    }
+  }
+  type Variant = 'raw' | 'raw/2' | 'floor/1' | Level | 'EventLog'
+  const variants: Variant[] = ['raw', 'raw/2', 'floor/1', ...LEVELS, 'EventLog']
+  type Prepared = { lanes: RuntimeEvent[][]; items: { lanes: FloorItem[][]; head: Uint8Array }; raw: Op[][]; halves: Op[][]; facts: number }
+  const run = (variant: Variant, { lanes, items, raw: whole, halves, facts }: Prepared): Promise<FloorSample> =>
+    withTempDir(async (dir) => {
+      if (variant === 'raw' || variant === 'raw/2') {
+        const raw = variant === 'raw' ? whole : halves
+        const db = new ClassicLevel<string, Uint8Array>(dir, { keyEncoding: 'utf8', valueEncoding: 'view' })
+        await db.open()
+        try {
+          return await timed(facts, async () => {
+            for (const ops of raw) {
+              const batch = db.batch()
+              for (const op of ops) {
+                if (op.type === 'put') batch.put(op.key, op.value)
+                else batch.del(op.key)
+              }
+              await batch.write({ sync: true })
+            }
+          })
+        } finally {
+          await db.close()
+        }
+      }
+      if (variant === 'EventLog') {
+        const log = await EventLog.open(dir)
+        try {
+          return await timed(facts, () => appendLanes(log, lanes))
+        } finally {
+          await log.close()
+        }
+      }
+      const log = await FloorLog.open(dir, variant === 'floor/1' ? 'floor' : variant, items.head, variant === 'floor/1' ? 'whole' : 'eventlog')
+      try {
+        return await timed(facts, () => appendFloorLanes(log, items.lanes))
+      } finally {
+        await log.close()
+      }
+    })
+  /** The captured operations in batches of one fact per appender, as bench/group-commit.ts replays them. */
+  const rawBatches = (ops: readonly Op[], perBatch: number): Op[][] => {
+    const out: Op[][] = []
+    let current: Op[] = []
+    let count = 0
+    for (const op of ops) {
+      if (op.type === 'put' && op.key.startsWith(keys.eventLow)) {
+        if (count === perBatch) {
+          out.push(current)
+          current = []
+          count = 0
+        }
+        count += 1
+      }
+      current.push(op)
+    }
+    if (current.length > 0) out.push(current)
+    return out
+  }
+  const prepare = async (appenders: number, facts: number, tag: string): Promise<Prepared> => {
+    const lanes = appenderLanes(appenders, facts, tag)
+    const { ops, batchEnds: ends } = await capture(lanes)
+    const items = floorItems(lanes, ops, ends)
+    const total = lanes.reduce((sum, lane) => sum + lane.length, 0)
+    return { lanes, items, raw: rawBatches(ops, appenders), halves: rawBatches(ops, Math.max(1, Math.floor(appenders / 2))), facts: total }
+  }
+  // Untimed: every variant's code compiled before the first timed run, and the captured records
+  // checked: the levels that pack the event must put the bytes the floor puts as captured.
+  {
+    const warm = await prepare(64, 6_400, 'fw')
+    for (const item of warm.items.lanes.flat()) {
+      if (Buffer.compare(encodeValidatedEvent(validateEvent(item.event)), item.value) !== 0) throw new Error(`event ${item.event.id}: captured bytes differ from the packed ones`)
+    }
+    for (const variant of variants) await run(variant, warm)
+  }
+  for (const appenders of plan) {
+    const samples = new Map<Variant, FloorSample[]>(variants.map((variant) => [variant, []]))
+    const ratios = new Map<Variant, number[]>(variants.map((variant) => [variant, []]))
+    for (let round = 0; round < rounds; round += 1) {
+      const prepared = await prepare(appenders, FLOOR_FACTS[appenders] ?? appenders * 200, `f${appenders}x${round}`)
+      // Each round in another order (rotated, and reversed every other round), so no variant always runs first or after the same one.
+      const shift = round % variants.length
+      let order = [...variants.slice(shift), ...variants.slice(0, shift)]
+      if (round % 2 === 1) order = order.reverse()
+      const got = new Map<Variant, FloorSample>()
+      for (const variant of order) got.set(variant, await run(variant, prepared))
+      const rawRate = (got.get('raw') as FloorSample).facts / (got.get('raw') as FloorSample).ms
+      for (const [variant, sample] of got) {
+        samples.get(variant)?.push(sample)
+        ratios.get(variant)?.push(sample.facts / sample.ms / rawRate)
+      }
+    }
+    const lines = variants.map((variant) => {
+      const list = samples.get(variant) as FloorSample[]
+      const ratio = ratios.get(variant) as number[]
+      const per = (pick: (sample: FloorSample) => number) => median(list.map(pick))
+      const spread = (values: number[]) => `${Math.min(...values).toFixed(2)}–${Math.max(...values).toFixed(2)}`
+      return (
+        `  ${variant.padEnd(9)} ${Math.round(per((s) => s.facts / (s.ms / 1000)))
+          .toString()
+          .padStart(7)} facts/s, ratio to raw ${median(ratio).toFixed(2)} (${spread(ratio)}), ` +
+        `main thread busy ${per((s) => s.mainUs / s.facts).toFixed(2)} µs (${spread(list.map((s) => s.mainUs / s.facts))}), ` +
+        `on a core ${per((s) => s.mainCpuUs / s.facts).toFixed(2)} µs (${spread(list.map((s) => s.mainCpuUs / s.facts))}), ` +
+        `waiting for one ${per((s) => s.mainWaitUs / s.facts).toFixed(2)} µs, ` +
+        `all threads ${per((s) => s.cpuUs / s.facts).toFixed(2)} µs (${spread(list.map((s) => s.cpuUs / s.facts))}) per fact, ${per((s) => s.facts / s.syncs).toFixed(1)} facts per sync`
+      )
+    })
+    process.stdout.write(`${appenders} appenders, ${rounds} rounds (medians, min–max):\n${lines.join('\n')}\n`)
+  }
+}
+
 if (workload === 'append') await append(Number(first ?? 256), Number(second ?? 51_200), third === 'os' ? 'os' : 'sync', fourth === 'warm')
 else if (workload === 'engine') await engine(Number(first ?? 64), Number(second ?? 3))
 else if (workload === 'encode') encode(Number(first ?? 40))
@@ -407,4 +615,5 @@ else if (workload === 'validate') validate(Number(first ?? 40))
 else if (workload === 'fsync') await fsync(Number(first ?? 60))
 else if (workload === 'puts') await puts(Number(first ?? 30))
 else if (workload === 'recover') await recover(Number(first ?? 1_000_000), Number(second ?? 8))
-else throw new Error('usage: bench/profile.ts append|engine|encode|validate|fsync|puts|recover [...]')
+else if (workload === 'floor') await floor((first ?? '16,64,256').split(',').map(Number), Number(second ?? 5))
+else throw new Error('usage: bench/profile.ts append|engine|encode|validate|fsync|puts|recover|floor [...]')

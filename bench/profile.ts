@@ -42,18 +42,19 @@
  * `floor` measures the floor of any group commit with a promise per fact (bench/floor.ts) and the
  * cost curve from it up to `EventLog`. For each number of appenders, round after round, it appends
  * fresh lanes of the workload's facts (6,400 at 16 appenders, 25,600 at 64, 51,200 at 256) through
- * `EventLog` untimed to capture the records it writes, then times, each in a fresh directory and in
- * an order rotated (and reversed every other round) from round to round: `raw` (the captured records
- * replayed in synced batches of one fact per appender, as `bench/group-commit.ts` replays them),
- * `raw/2` (the same in batches of half the appenders: the ceiling of two alternating groups),
- * `floor/1` (the floor grouping the whole backlog into each sync), the floor and its levels `floor`,
- * `+validate`, `+encode`, `+chain`, `+keys`, `+staging` (each adds one of `EventLog`'s pieces to
- * the ones before), and `EventLog` itself. An untimed round at 64 appenders compiles every variant
- * first and checks the captured event records against the packed events. It prints, per variant,
- * the medians over the rounds (and min–max) of facts/s, the ratio to the same round's `raw`, per
- * fact the main thread's busy time (event-loop utilization, which counts time it waited for a core),
- * its own CPU time and its time runnable but waiting for a core (on Linux, from its schedstat), all
- * threads' CPU time, and facts per sync.
+ * `EventLog` untimed to capture the records it writes, then times each variant in a fresh directory,
+ * in an order rotated (and reversed every other round) from round to round, each variant between two
+ * runs of `raw` (the captured records replayed in synced batches of one fact per appender, as
+ * `bench/group-commit.ts` replays them): `raw/2` (the same in batches of half the appenders: the
+ * ceiling of two alternating groups), `floor/1` (the floor putting the whole backlog into each sync),
+ * the floor and its levels `floor`, `+validate`, `+encode`, `+chain`, `+keys`, `+staging` (each adds
+ * one of `EventLog`'s pieces to the ones before), and `EventLog` itself. An untimed round at 64
+ * appenders first compiles every variant and checks the captured event records against the packed
+ * events. It prints, per variant, the medians over the rounds (and min–max) of facts/s, the ratio to
+ * the geometric mean of the two `raw` runs around it (for `raw`, each run's over the one before: the
+ * drift of the machine's load), and per fact the main thread's busy time (event-loop utilization,
+ * which counts time it waited for a core), its own CPU time and its time runnable but waiting for a
+ * core (on Linux, from its schedstat), all threads' CPU time, and facts per sync.
  */
 import { Packr, RESERVE_START_SPACE } from 'msgpackr'
 import { closeSync, fdatasyncSync, openSync, readdirSync, readFileSync, unlinkSync, writeSync } from 'node:fs'
@@ -577,16 +578,25 @@ async function floor(plan: readonly number[], rounds: number): Promise<void> {
     const ratios = new Map<Variant, number[]>(variants.map((variant) => [variant, []]))
     for (let round = 0; round < rounds; round += 1) {
       const prepared = await prepare(appenders, FLOOR_FACTS[appenders] ?? appenders * 200, `f${appenders}x${round}`)
-      // Each round in another order (rotated, and reversed every other round), so no variant always runs first or after the same one.
-      const shift = round % variants.length
-      let order = [...variants.slice(shift), ...variants.slice(0, shift)]
+      // Each round in another order (rotated, and reversed every other round), so no variant always
+      // runs first or after the same one, with a run of `raw` before and after each: a variant's ratio
+      // is to the geometric mean of its two neighbours (other processes' load drifts within seconds),
+      // and `raw`'s own is each run's over the one before it, which shows that drift.
+      const others = variants.filter((variant) => variant !== 'raw')
+      const shift = round % others.length
+      let order = [...others.slice(shift), ...others.slice(0, shift)]
       if (round % 2 === 1) order = order.reverse()
-      const got = new Map<Variant, FloorSample>()
-      for (const variant of order) got.set(variant, await run(variant, prepared))
-      const rawRate = (got.get('raw') as FloorSample).facts / (got.get('raw') as FloorSample).ms
-      for (const [variant, sample] of got) {
+      const rate = (sample: FloorSample) => sample.facts / sample.ms
+      let previous = await run('raw', prepared)
+      samples.get('raw')?.push(previous)
+      for (const variant of order) {
+        const sample = await run(variant, prepared)
+        const next = await run('raw', prepared)
         samples.get(variant)?.push(sample)
-        ratios.get(variant)?.push(sample.facts / sample.ms / rawRate)
+        samples.get('raw')?.push(next)
+        ratios.get(variant)?.push(rate(sample) / Math.sqrt(rate(previous) * rate(next)))
+        ratios.get('raw')?.push(rate(next) / rate(previous))
+        previous = next
       }
     }
     const lines = variants.map((variant) => {

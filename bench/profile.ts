@@ -48,7 +48,8 @@
  * `bench/group-commit.ts` replays them): `raw/2` (the same in batches of half the appenders: the
  * ceiling of two alternating groups), `floor/1` (the floor putting the whole backlog into each sync),
  * the floor and its levels `floor`, `+validate`, `+encode`, `+chain`, `+keys`, `+staging` (each adds
- * one of `EventLog`'s pieces to the ones before), and `EventLog` itself. An untimed round at 64
+ * one of `EventLog`'s pieces to the ones before), `+staging/1` (the last level grouping as `floor/1`
+ * does) and `EventLog` itself. An untimed round at 64
  * appenders first compiles every variant and checks the captured event records against the packed
  * events. It prints, per variant, the medians over the rounds (and min–max) of facts/s, the ratio to
  * the geometric mean of the two `raw` runs around it (for `raw`, each run's over the one before: the
@@ -499,8 +500,8 @@ async function floor(plan: readonly number[], rounds: number): Promise<void> {
       syncs: batches - before,
     }
   }
-  type Variant = 'raw' | 'raw/2' | 'floor/1' | Level | 'EventLog'
-  const variants: Variant[] = ['raw', 'raw/2', 'floor/1', ...LEVELS, 'EventLog']
+  type Variant = 'raw' | 'raw/2' | 'floor/1' | Level | '+staging/1' | 'EventLog'
+  const variants: Variant[] = ['raw', 'raw/2', 'floor/1', ...LEVELS, '+staging/1', 'EventLog']
   type Prepared = { lanes: RuntimeEvent[][]; items: { lanes: FloorItem[][]; head: Uint8Array }; raw: Op[][]; halves: Op[][]; facts: number }
   const run = (variant: Variant, { lanes, items, raw: whole, halves, facts }: Prepared): Promise<FloorSample> =>
     withTempDir(async (dir) => {
@@ -531,7 +532,8 @@ async function floor(plan: readonly number[], rounds: number): Promise<void> {
           await log.close()
         }
       }
-      const log = await FloorLog.open(dir, variant === 'floor/1' ? 'floor' : variant, items.head, variant === 'floor/1' ? 'whole' : 'eventlog')
+      const oneGroup = variant.endsWith('/1')
+      const log = await FloorLog.open(dir, oneGroup ? (variant.slice(0, -2) as Level) : (variant as Level), items.head, oneGroup ? 'whole' : 'eventlog')
       try {
         return await timed(facts, () => appendFloorLanes(log, items.lanes))
       } finally {

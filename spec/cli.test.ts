@@ -18,6 +18,7 @@ import { closeLog, openLogToRead } from '../bin/io.js'
 import { collector } from './support/cli-io.js'
 import { completeInvocation, EventMaker, facts, invocationOf } from './support/log-fixtures.js'
 import { withTempDir, withTimeout } from './support/temp.js'
+import { ensureBuilt } from './support/built.js'
 
 /** Bounds a test's body: uvu has no timeout of its own. */
 const bounded30 = <T>(body: Promise<T>): Promise<T> => withTimeout(body, 30_000)
@@ -34,13 +35,19 @@ const cliEnv = (() => {
 })()
 
 /**
- * Runs the CLI from its sources (through tsx), or with `env` from the build (`npm test` builds
- * first), which needs no temporary directory of its own: tsx keeps a cache in it.
+ * The CLI as a user runs it: the built `factstate` (dist/bin/factstate.js, rebuilt first by
+ * `ensureBuilt` when a source is newer), with plain Node. A process started through tsx spends most
+ * of a second loading it, and this file starts about a hundred.
  */
-function cli(args: string[], env?: NodeJS.ProcessEnv): Promise<{ code: number | null; stdout: string; stderr: string }> {
+const BUILT_CLI = ['dist/bin/factstate.js']
+/** The CLI from its sources through tsx, as `npm run demo` and `npm run inspect` run it. */
+const SOURCE_CLI = ['--import', 'tsx', 'bin/factstate.ts']
+ensureBuilt()
+
+/** Runs the CLI (the build unless `from` says the sources) with `env` added to its environment. */
+function cli(args: string[], env?: NodeJS.ProcessEnv, from: readonly string[] = BUILT_CLI): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const command = env === undefined ? ['--import', 'tsx', 'bin/factstate.ts'] : ['dist/bin/factstate.js']
-    const child = spawn(process.execPath, [...command, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...cliEnv, ...env } })
+    const child = spawn(process.execPath, [...from, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...cliEnv, ...env } })
     let stdout = ''
     let stderr = ''
     child.stdout.on('data', (chunk) => (stdout += chunk))
@@ -85,7 +92,9 @@ test('demo passes every step, then log, verify and recover read its log', () =>
   withTimeout(
     withTempDir(async (dir) => {
       const demoDir = join(dir, 'demo')
-      const demo = await cli(['demo', '--dir', demoDir])
+      // From the sources: the demo then runs its phases through tsx too (its other branch, from the
+      // build, is the signal test's below).
+      const demo = await cli(['demo', '--dir', demoDir], undefined, SOURCE_CLI)
       assert.is(demo.code, 0, demo.stdout + demo.stderr)
       assert.match(demo.stdout, /demo passed: every step behaved as described/)
       assert.not.match(demo.stdout, /✘/)
@@ -97,13 +106,13 @@ test('demo passes every step, then log, verify and recover read its log', () =>
       assert.ok(Number(events) > 20)
 
       // A backup is the same log, verified, and a log of its own.
-      const backup = await cli(['backup', location, join(dir, 'backup')], {})
+      const backup = await cli(['backup', location, join(dir, 'backup')])
       assert.is(backup.code, 0, backup.stderr)
       assert.is(backup.stdout.trim(), `backed up ${events} events to ${join(dir, 'backup')}, digest ${digest}`)
-      const backupVerify = await cli(['verify', join(dir, 'backup')], {})
+      const backupVerify = await cli(['verify', join(dir, 'backup')])
       assert.is(backupVerify.stdout.trim().split('\n')[0], `ok: ${events} events, digest ${digest}`)
       assert.match(backupVerify.stdout, new RegExp(`^a backup taken at \\S+, at seq ${events} \\(digest ${digest}\\)`, 'm'))
-      const again = await cli(['backup', location, join(dir, 'backup')], {})
+      const again = await cli(['backup', location, join(dir, 'backup')])
       assert.is(again.code, 2, 'a destination that exists is a usage error')
       assert.match(again.stderr, /^error: LOG_INVALID_ARGUMENT: the backup's destination .* already exists/m)
 
@@ -168,7 +177,7 @@ test('demo passes every step, then log, verify and recover read its log', () =>
       assert.is(missing.code, 2)
       assert.match(missing.stderr, /^error: --session needs a value$/m)
 
-      const recover = await cli(['recover', location], {})
+      const recover = await cli(['recover', location])
       assert.is(recover.code, 0)
       assert.match(recover.stdout, new RegExp(`^closed 0 invocation\\(s\\); log high-water ${events}, digest ${digest}$`, 'm'))
 
@@ -709,7 +718,7 @@ test('log stops quietly, exit 0 and its log closed, when its reader goes away (|
     const total = log.head().highWater
     await log.close()
     const { code, firstLine, stderr } = await new Promise<{ code: number | null; firstLine: string; stderr: string }>((resolve, reject) => {
-      const child = spawn(process.execPath, ['--import', 'tsx', 'bin/factstate.ts', 'log', location], { stdio: ['ignore', 'pipe', 'pipe'], env: cliEnv })
+      const child = spawn(process.execPath, [...BUILT_CLI, 'log', location], { stdio: ['ignore', 'pipe', 'pipe'], env: cliEnv })
       let firstLine = ''
       let stderr = ''
       child.stdout.once('data', (chunk: Buffer) => {
@@ -785,7 +794,7 @@ const isAlive = (pid: number): boolean => {
 test('a signal sent to the demo alone ends the phase process it runs too, and the demo ends by that signal', () =>
   withTempDir((dir) =>
     withTimeout(async () => {
-      const demo = spawn(process.execPath, ['dist/bin/factstate.js', 'demo', '--dir', join(dir, 'demo')], { stdio: ['ignore', 'pipe', 'pipe'], env: cliEnv })
+      const demo = spawn(process.execPath, [...BUILT_CLI, 'demo', '--dir', join(dir, 'demo')], { stdio: ['ignore', 'pipe', 'pipe'], env: cliEnv })
       let stdout = ''
       let stderr = ''
       demo.stderr.on('data', (chunk) => (stderr += chunk))
@@ -938,9 +947,9 @@ test('log (--runs, --json) and recover escape control characters a directly appe
       }
       const raw = /[\u001b\u0007\u0080-\u009f\u202e]/
       // From the build (`npm test` builds first): no compile per command.
-      const runs = await cli(['log', location, '--session', 'session-hostile', '--runs'], {})
-      const runsJson = await cli(['log', location, '--session', 'session-hostile', '--runs', '--json'], {})
-      const json = await cli(['log', location, '--json'], {})
+      const runs = await cli(['log', location, '--session', 'session-hostile', '--runs'])
+      const runsJson = await cli(['log', location, '--session', 'session-hostile', '--runs', '--json'])
+      const json = await cli(['log', location, '--json'])
       const recover = await cli(['recover', location])
       for (const [what, result] of [['--runs', runs], ['--runs --json', runsJson], ['--json', json], ['recover', recover]] as const) {
         assert.is(result.code, 0, `${what}: ${result.stderr}`)
@@ -1104,7 +1113,7 @@ test('log: a time past what a Date holds is printed as its number; --from after 
     for (const args of [['verify', location], ['help', 'log']]) {
       const deviceFull = openSync('/dev/full', 'w')
       const full = await new Promise<{ code: number | null; stderr: string }>((resolve, reject) => {
-        const child = spawn(process.execPath, ['--import', 'tsx', 'bin/factstate.ts', ...args], { stdio: ['ignore', deviceFull, 'pipe'], env: cliEnv })
+        const child = spawn(process.execPath, [...BUILT_CLI, ...args], { stdio: ['ignore', deviceFull, 'pipe'], env: cliEnv })
         let stderr = ''
         child.stderr?.on('data', (chunk) => (stderr += chunk))
         child.on('error', reject)

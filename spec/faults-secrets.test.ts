@@ -32,6 +32,7 @@ import { ALL, CWD, effectTool, intentFor, sequenceOf } from './support/faults-en
 import { everyFile } from './support/faults-files.js'
 import { ROOT, killGroup, runScript } from './support/faults-process.js'
 import { bounded } from './support/temp.js'
+import { ensureBuilt } from './support/built.js'
 import { DECLARED_SECRET, type Secrets, redact, redactAnswer, redactDeep, secretsOf, withToolSecret } from '../actors/redaction.js'
 
 /** An engine on `log` whose custom model client answers with `complete`, never retried. */
@@ -253,9 +254,10 @@ test(
       await log.close()
       await assertNoLeakIn(path, 'after a reopen')
 
-      // The CLI's log output, human and JSON.
+      // The CLI's log output, human and JSON: the built CLI, as a user runs it (rebuilt first when a source is newer).
+      ensureBuilt()
       for (const args of [['log', path, '--json'], ['log', path]]) {
-        const result = await runScript(join('bin', 'factstate.ts'), args, 30_000)
+        const result = await runScript(join('dist', 'bin', 'factstate.js'), args, 30_000)
         assert.is(result.code, 0, `factstate ${args.join(' ')}: ${result.stderr}`)
         assert.equal(leaks(result.stdout + result.stderr), [], `factstate ${args[0]} ${args.slice(2).join(' ')}`)
         if (args.includes('--json')) assert.is(result.stdout.trim().split('\n').length, events.length, 'one JSON line a fact')

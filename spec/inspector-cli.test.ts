@@ -16,6 +16,7 @@ import type { FactsLanded, Overview, VerifyReport } from '../inspector/protocol.
 import { completeInvocation, startChild } from './support/log-fixtures.js'
 import { collector, printed } from './support/cli-io.js'
 import { bounded, withTimeout, withTmpdir } from './support/temp.js'
+import { ensureBuilt } from './support/built.js'
 
 /** The URL `inspect` prints once it serves (bounded by `ms`). */
 async function urlPrinted(out: readonly string[], ms: number): Promise<string> {
@@ -256,7 +257,9 @@ test(
       assert.ok(log.head().highWater >= 100_000)
       const copies = join(dir, 'tmp')
       await mkdir(copies)
-      const child = spawn(process.execPath, ['--import', 'tsx', 'bin/factstate.ts', 'inspect', path], {
+      // The built CLI, as a user runs it (rebuilt first when a source is newer): plain Node, no tsx to load.
+      ensureBuilt()
+      const child = spawn(process.execPath, ['dist/bin/factstate.js', 'inspect', path], {
         stdio: ['ignore', 'pipe', 'pipe'],
         env: { ...process.env, TMPDIR: copies, FORCE_COLOR: undefined, NO_COLOR: undefined },
       })

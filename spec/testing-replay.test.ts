@@ -17,6 +17,7 @@ import { answer, compareRuns, recordedRun, scriptedModelServer, scriptOf, type S
 import { rejectsWithCode } from './support/codes.js'
 import { REPO_ROOT } from './support/log-fixtures.js'
 import { withTempDir, withTimeout } from './support/temp.js'
+import { ensureBuilt } from './support/built.js'
 
 /** An order lookup whose answer for each order the test chooses. */
 function lookupOrder(statuses: Record<string, string>): ToolDefinition & { calls: string[] } {
@@ -636,12 +637,16 @@ test("a handoff's successor replays with the run it succeeded: the seal and the 
   ),
 )
 
-/** Runs the CLI from its sources; resolves with its exit code and output. */
+/**
+ * Runs the CLI as a user runs it, built (rebuilt first by `ensureBuilt` when a source is newer), with
+ * plain Node rather than through tsx; resolves with its exit code and output.
+ */
 async function cli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  ensureBuilt()
   const env = { ...process.env }
   delete env.FORCE_COLOR
   delete env.NO_COLOR
-  const child = spawn(process.execPath, ['--import', 'tsx', 'bin/factstate.ts', ...args], { cwd: REPO_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawn(process.execPath, ['dist/bin/factstate.js', ...args], { cwd: REPO_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] })
   let stdout = ''
   let stderr = ''
   child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()))

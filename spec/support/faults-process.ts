@@ -15,10 +15,14 @@ export interface ScriptResult {
   stderr: string
 }
 
-/** Runs `node --import tsx <script> ...args` from the repository root; past `ms` its whole process group is killed and the promise rejects. */
+/**
+ * Runs `node --import tsx <script> ...args` (plain `node <script>` for a JavaScript file, such as the
+ * built CLI) from the repository root; past `ms` its whole process group is killed and the promise rejects.
+ */
 export function runScript(script: string, args: string[], ms: number, env: NodeJS.ProcessEnv = process.env): Promise<ScriptResult> {
   return new Promise<ScriptResult>((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', script, ...args], {
+    const loader = /\.[mc]?ts$/.test(script) ? ['--import', 'tsx'] : []
+    const child = spawn(process.execPath, [...loader, script, ...args], {
       cwd: ROOT,
       env,
       stdio: ['ignore', 'pipe', 'pipe'],

@@ -17,6 +17,7 @@ import type { Fact, Invocation, InvocationOutcome, ModelUsage, RuntimeEvent, Too
 import { EventLog } from '../../store/event-log.js'
 import { ChildLines } from '../../testing/child-lines.js'
 import { bounded } from './temp.js'
+import { childArguments } from './compiled-children.js'
 
 export const ZERO_DIGEST = `sha256:${'0'.repeat(64)}`
 export const CATALOG_DIGEST = `sha256:${'a'.repeat(64)}`
@@ -211,9 +212,9 @@ export interface Child {
   stop(signal?: NodeJS.Signals): Promise<void>
 }
 
-/** Starts `node --import tsx spec/support/<script> ...args` with piped stdio. */
+/** Starts `spec/support/<script> ...args` (a child-*.ts compiled, see compiled-children.ts) with piped stdio. */
 export function startChild(script: string, args: string[]): Child {
-  const child = spawn(process.execPath, ['--import', 'tsx', join('spec', 'support', script), ...args], {
+  const child = spawn(process.execPath, [...childArguments(script), ...args], {
     cwd: REPO_ROOT,
     stdio: ['pipe', 'pipe', 'pipe'],
   })

@@ -4,6 +4,7 @@
  */
 import { spawn } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
+import { childArguments } from './compiled-children.js'
 
 /** The repository root: scripts run with it as their working directory. */
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url))
@@ -16,13 +17,12 @@ export interface ScriptResult {
 }
 
 /**
- * Runs `node --import tsx <script> ...args` (plain `node <script>` for a JavaScript file, such as the
- * built CLI) from the repository root; past `ms` its whole process group is killed and the promise rejects.
+ * Runs `script ...args` from the repository root (see `commandFor`: TypeScript through tsx, a child
+ * of spec/support compiled, JavaScript such as the built CLI with plain Node); past `ms` its whole process group is killed and the promise rejects.
  */
 export function runScript(script: string, args: string[], ms: number, env: NodeJS.ProcessEnv = process.env): Promise<ScriptResult> {
   return new Promise<ScriptResult>((resolve, reject) => {
-    const loader = /\.[mc]?ts$/.test(script) ? ['--import', 'tsx'] : []
-    const child = spawn(process.execPath, [...loader, script, ...args], {
+    const child = spawn(process.execPath, [...commandFor(script), ...args], {
       cwd: ROOT,
       env,
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -51,6 +51,13 @@ export function runScript(script: string, args: string[], ms: number, env: NodeJ
       else resolve({ code, signal, stdout, stderr })
     })
   })
+}
+
+/** How `script` runs: a child of spec/support compiled (compiled-children.ts), other TypeScript through tsx, JavaScript as it is. */
+function commandFor(script: string): string[] {
+  const inSupport = /^spec[\\/]support[\\/](child-[\w-]+\.ts)$/.exec(script)
+  if (inSupport) return childArguments(inSupport[1] as string)
+  return /\.[mc]?ts$/.test(script) ? ['--import', 'tsx', script] : [script]
 }
 
 /** Kills a process group started with `detached: true` (the script and every child it started). */

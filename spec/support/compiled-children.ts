@@ -17,13 +17,18 @@ import { fileURLToPath } from 'node:url'
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
 const supportDir = join(root, 'spec', 'support')
 const CHILD = /^child-[\w-]+\.ts$/
+/**
+ * The system's temporary directory as this module is loaded, before any test points TMPDIR at a
+ * directory of its own whose contents it checks (withTmpdir).
+ */
+const TEMPORARY = tmpdir()
 
 let compiled: string | undefined
 
 /** Compiles every spec/support/child-*.ts (once per process); the directory holding the output. */
 function compileChildren(): string {
   if (compiled !== undefined) return compiled
-  const dir = mkdtempSync(join(tmpdir(), 'factstate-children-'))
+  const dir = mkdtempSync(join(TEMPORARY, 'factstate-children-'))
   process.once('exit', () => rmSync(dir, { recursive: true, force: true }))
   // The compiled files are ES modules that import the project's dependencies by name.
   writeFileSync(join(dir, 'package.json'), '{ "type": "module" }\n')

@@ -9,7 +9,6 @@ import { type AppendView, type EventLog, type LogInternals, logInternals } from 
 import type { BackupPoint } from '../store/backup-point.js'
 import { dispatchedInputs, dispatchedKey } from '../store/dispatched-inputs.js'
 import { type HandoffGate, successorOf } from './handoff.js'
-import { onAbort } from './abort-listeners.js'
 import { InvocationActor, defaultEventId } from './invocation-actor.js'
 import type { ModelClient } from './model-client.js'
 import type { Approver } from './approval.js'
@@ -538,7 +537,7 @@ export class Engine {
   readonly #toolTimeoutMs: number | undefined
   /** The engine's `secrets`, as headers a run's secrets are built from (see `DECLARED_SECRET`). */
   readonly #secrets: Record<string, string>
-  readonly #running = new Map<string, { actor: InvocationActor; invocation: Invocation; cancel: AbortController }>()
+  readonly #running = new Map<string, { actor: InvocationActor; invocation: Invocation }>()
   /** Calls of `start` not yet admitted or refused (each settles then). */
   readonly #admitting = new Set<Promise<void>>()
   /** The same, by the invocation id each asks for (see `start`). */
@@ -837,12 +836,6 @@ export class Engine {
       if (marked) this.#log.live.delete(invocation.invocationId)
       throw error
     }
-    // The actor's signal: aborted by the caller's (forwarded while the run runs: one listener on a
-    // signal many runs share, see abort-listeners.ts) or by `cancel()` on a handle, whichever is first.
-    // A given-up successor's stays aborted, whatever the caller's object says later.
-    const cancel = new AbortController()
-    if (givingUp) cancel.abort(signal?.reason)
-    const unforward = givingUp || signal === undefined ? noop : onAbort(signal, () => cancel.abort(signal.reason))
     const actor = new InvocationActor({
       log: this.#log,
       invocation,
@@ -856,7 +849,8 @@ export class Engine {
       client,
       executor: this.#model,
       secrets: Object.keys(this.#secrets).length === 0 ? secretsOf(run.provider) : secretsOf({ apiKey: run.provider.apiKey, headers: { ...run.provider.headers, ...this.#secrets } }),
-      signal: cancel.signal,
+      // A given-up successor's actor gets a signal that stays aborted, whatever the caller's object says later.
+      signal: givingUp ? AbortSignal.abort(signal?.reason) : signal,
       onModelText,
       onToolCallText,
       onApproval,
@@ -865,33 +859,29 @@ export class Engine {
       maxToolResultBytes: this.#maxToolResultBytes,
       toolTimeoutMs: this.#toolTimeoutMs,
     })
-    return this.#track(actor, invocation, cancel, unforward)
+    return this.#track(actor, invocation)
   }
 
   /** Registers a started actor and makes its handle (apart from `start`, so the handle does not keep the input alive). */
-  #track(actor: InvocationActor, invocation: Invocation, cancel: AbortController, unforward: () => void): RunningInvocation {
+  #track(actor: InvocationActor, invocation: Invocation): RunningInvocation {
     const { invocationId } = invocation
-    const entry = { actor, invocation, cancel }
+    const entry = { actor, invocation }
     this.#running.set(invocationId, entry)
-    void actor.done
-      .finally(() => {
-        unforward()
-        this.#running.delete(invocationId)
-      })
-      .catch(ignore)
+    void actor.done.finally(() => this.#running.delete(invocationId)).catch(ignore)
     return this.#handle(entry)
   }
 
   /** A handle of a running actor: `start` gives one, `running` another. */
-  #handle({ actor, invocation, cancel }: { actor: InvocationActor; invocation: Invocation; cancel: AbortController }): RunningInvocation {
+  #handle({ actor, invocation }: { actor: InvocationActor; invocation: Invocation }): RunningInvocation {
     const done = actor.done
     return {
       cancel(reason?: string) {
         if (reason !== undefined && typeof reason !== 'string') {
           throw new FactstateError('RUN_INVALID_INPUT', `cancel: reason must be a string, not ${shown(reason)}`, { details: { field: 'reason', fields: ['reason'] } })
         }
-        // Once aborted (by a cancel or the caller's signal), or ended, the first reason stays: aborting again does nothing.
-        cancel.abort(reason === undefined || reason === '' ? 'cancel' : reason)
+        // Once aborted (by a cancel or the caller's signal), or ended, the first reason stays: cancelling again does nothing.
+        // The actor's own (not an AbortController per run: a held run keeps none, see InvocationActor.cancel).
+        actor.cancel(reason === undefined || reason === '' ? 'cancel' : reason)
       },
       invocation: structuredClone(invocation),
       handoff() {

@@ -148,6 +148,8 @@ function isTimeout(reason: unknown): boolean {
  * `by` and `reason` are cut: the fact holds it, and every reader of the run reads it.
  */
 const CANCEL_REASON_TEXT = 2_000
+/** What a held run's wait for its holder's decision is rejected with by `cancel()`: read as the caller's abort. */
+const CANCEL_WAKE = Symbol('cancelled by a handle')
 
 /** How much of a tool's failure message, and of its signal's reason, an `outcome_unknown` message quotes. */
 const SHOWN_IN_OUTCOME = 1_000
@@ -431,6 +433,8 @@ export class InvocationActor {
   #unforward: (() => void) | undefined
   /** Set when the log closed under the run: nothing more can be recorded, so the run stops with it. */
   #stopped: FactstateError | undefined
+  /** Set by `cancel()` (a handle's), when it came before the caller's signal aborted: the reason it gave. */
+  #cancel: { reason: string } | undefined
   /** The reservation whose hold the run is in, while it waits for the holder's decision. */
   #holding: Reservation | undefined
   /** Why a cancel sealed no `sealOnCancel` hold (see `#sealOnCancel`): what its `ready()` is refused with says it. */
@@ -474,6 +478,7 @@ export class InvocationActor {
       )
       const caller = this.setup.signal
       if (this.#stopped) work.abort(this.#stopped)
+      else if (this.#cancel) work.abort(this.#cancel.reason)
       else if (caller?.aborted) work.abort(caller.reason)
       else if (caller) {
         this.#unforward = onAbort(caller, () => work.abort(caller.reason))
@@ -488,9 +493,25 @@ export class InvocationActor {
     return unavailable(this.#stopped ? `invocation ${invocationId} stopped: ${this.#stopped.message}` : `invocation ${invocationId} is being cancelled`)
   }
 
-  /** Cancelled by the caller, or stopped by the log closing. */
+  /** Cancelled by the caller (its signal, or a handle's `cancel()`), or stopped by the log closing. */
   get #aborted(): boolean {
-    return this.#stopped !== undefined || this.setup.signal?.aborted === true
+    return this.#stopped !== undefined || this.#cancel !== undefined || this.setup.signal?.aborted === true
+  }
+
+  /**
+   * Cancels the run as its caller's signal aborting with `reason` would (a handle's `cancel()`): the
+   * first of the two decides the source, and once the run is cancelled or stopped it does nothing.
+   * The actor's own signal (`#signal`) aborts with it, and a hold waiting for its holder's decision
+   * is woken as the caller's abort wakes it. Nothing is made for it before it is called: a run held
+   * at once keeps no controller, as without a caller's signal.
+   */
+  cancel(reason: string): void {
+    if (this.#aborted) return
+    this.#cancel = { reason }
+    // Made now if no request, tool or back-off made it yet: its abort refuses holds (see `#signal`).
+    if (this.#work === undefined) void this.#signal
+    else this.#work.abort(reason)
+    this.#holding?.decision.reject(CANCEL_WAKE)
   }
 
   /** Stops the run where it waits (called by the log as it closes): nothing more can be recorded. */
@@ -629,7 +650,7 @@ export class InvocationActor {
   }
 
   #cancelled(): Promise<never> {
-    const reason = this.setup.signal?.reason
+    const reason = this.#cancel !== undefined ? this.#cancel.reason : this.setup.signal?.reason
     // Recorded well-formed, as model text is: a reason cut in the middle of an emoji is still a cancel.
     // Redacted before it is cut (a cut could leave part of a secret), and cut without splitting a pair.
     const source =
@@ -755,11 +776,20 @@ export class InvocationActor {
       this.#holding = reservation
       try {
         if (this.#stopped) throw this.#stopped
-        // Without a caller's signal only the log closing can end the wait (it rejects the decision): no listener to keep.
-        decision = this.setup.signal === undefined ? await reservation.decision.promise : await this.#decisionOrAbort(reservation, this.setup.signal)
+        // Without a caller's signal only the log closing or a handle's `cancel()` can end the wait
+        // (each rejects the decision): no listener to keep.
+        decision =
+          this.#cancel !== undefined
+            ? 'aborted'
+            : this.setup.signal === undefined
+              ? await reservation.decision.promise
+              : await this.#decisionOrAbort(reservation, this.setup.signal)
       } catch (error) {
-        reservation.abandon(new FactstateError('HANDOFF_NOT_HELD', `hold ${handoffId} ended: the log was closed`))
-        throw error
+        if (error !== CANCEL_WAKE) {
+          reservation.abandon(new FactstateError('HANDOFF_NOT_HELD', `hold ${handoffId} ended: the log was closed`))
+          throw error
+        }
+        decision = 'aborted'
       } finally {
         this.#holding = undefined
       }

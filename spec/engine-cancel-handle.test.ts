@@ -9,7 +9,8 @@ import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { FactstateError } from '../index.js'
 import { answer } from '../testing/scripted-model-server.js'
-import { countingTool, engineTest, factsOf, only } from './support/engine-fixtures.js'
+import { rejectsWithCode } from './support/codes.js'
+import { countingTool, engineTest, factsOf, intentOf, lastFactOf, only, typesOf } from './support/engine-fixtures.js'
 
 const ended = (source: string) => ({ type: 'invocation.ended', outcome: { status: 'cancelled', source } })
 
@@ -187,6 +188,33 @@ test(
     controller.abort(reason)
     assert.equal(await bySignal.wait(), { status: 'cancelled', source: expected })
     assert.equal((await factsOf(h.log, 'invocation-long-signal')).at(-1), ended(expected))
+  }),
+)
+
+
+test(
+  'cancel on a held run with no signal of its caller: the hold waiting for its decision is woken, a plain hold ends cancelled, a sealOnCancel one is sealed; a hold taken later is refused',
+  engineTest([answer.text('done')], { ms: 10_000 }, async (h) => {
+    // Plain: the wait for the holder ends, the run ends cancelled, the hold is no longer held.
+    const plain = await h.start(h.input('plain'))
+    const held = await plain.handoff().reserve(intentOf('plain-next', 'run-plain')).ready()
+    assert.is(plain.state(), 'held')
+    plain.cancel('closing the shop')
+    assert.equal(await plain.wait(), { status: 'cancelled', source: 'closing the shop' })
+    await rejectsWithCode(() => held.release(), 'HANDOFF_NOT_HELD', 'release() of a hold whose run was cancelled')
+    await rejectsWithCode(() => plain.handoff().reserve(intentOf('plain-again', 'run-plain')).ready(), 'HANDOFF_UNAVAILABLE', 'a hold after the cancel')
+    assert.equal(await typesOf(h.log, 'invocation-plain'), ['invocation.opened', 'hold.entered', 'invocation.ended'])
+    assert.equal(await lastFactOf(h.log, 'invocation-plain'), ended('closing the shop'))
+
+    // sealOnCancel: the same cancel seals the hold, as a signal's abort does.
+    const sealing = await h.start(h.input('sealing'))
+    const kept = await sealing.handoff().reserve(intentOf('sealing-next', 'run-sealing'), { sealOnCancel: true }).ready()
+    sealing.cancel('shutdown')
+    const pause = kept.preview()
+    assert.equal(await sealing.wait(), { status: 'handoff_paused', pause })
+    assert.equal(await kept.commit(), pause, 'commit() afterwards resolves with the sealed pause')
+    assert.equal(await lastFactOf(h.log, 'invocation-sealing'), { type: 'invocation.ended', outcome: { status: 'handoff_paused', pause } })
+    assert.equal(h.server.requests.length, 0, 'no model request: both were held before their first')
   }),
 )
 

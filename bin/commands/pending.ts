@@ -212,7 +212,14 @@ export async function pendingCommand(args: string[], io: CommandIo): Promise<num
       // A shutdown's cancelled runs leave nothing pending, but their turns got no answer: said on
       // stderr (stdout stays "nothing pending" for a script), when the run index is small enough to count them.
       if (!flags.has('unanswered') && !ids.has('session')) {
-        const unanswered = await logInternals(log).unansweredCount(UNANSWERED_COUNTED)
+        // A hint, not the answer: a run record that cannot be read (a damaged log, which the lines
+        // above did not need) costs it the count, never the exit code ('nothing pending' stands).
+        const unanswered = await logInternals(log)
+          .unansweredCount(UNANSWERED_COUNTED)
+          .catch((error: unknown) => {
+            if (isFactstateError(error, 'LOG_CORRUPT')) return undefined
+            throw error
+          })
         if (unanswered === undefined) io.stderr('hint: turns that ended cancelled or failed (a shutdown, a crash) are not pending; factstate pending --unanswered lists them')
         else if (unanswered > 0) io.stderr(`hint: ${unanswered === 1 ? '1 turn' : `${unanswered.toLocaleString('en-US')} turns`} ended unanswered (cancelled or failed): factstate pending --unanswered lists ${unanswered === 1 ? 'it' : 'them'}`)
       }

@@ -3,11 +3,13 @@
  * the system's words LevelDB's message ends with, so an alert can be routed without parsing the
  * message; a full disk says how much to free; the CLI's remedy fits the reason; `log.failure()`
  * tells a health check that the log failed. Each failure is a real one: a full disk is LevelDB
- * writing into /dev/full (its next files linked there), a permission is another user's open (or a
+ * writing into /dev/full (its next files linked there), or a backup's copy filling a small tmpfs
+ * (where one can be mounted), a permission is another user's open (or a
  * directory without write permission, for a test not run as root), the limit of open files a child
  * under `ulimit -n`, a removed directory a removed directory.
  */
 import { spawn, spawnSync } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
 import { existsSync } from 'node:fs'
 import { chmod, lstat, mkdir, readdir, realpath, rm, symlink, unlink } from 'node:fs/promises'
 import { join } from 'node:path'
@@ -15,6 +17,7 @@ import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { EventLog, type FactstateError } from '../index.js'
 import { recoverCommand } from '../bin/commands/recover.js'
+import { backupCommand } from '../bin/commands/backup.js'
 import { ioCause, shownBytes } from '../store/io-reason.js'
 import { collector } from './support/cli-io.js'
 import { EventMaker, REPO_ROOT, boundedTest, completeInvocation, facts, invocationOf, refusal } from './support/log-fixtures.js'
@@ -290,6 +293,38 @@ test(
       assert.is(log.failure(), refused)
     } finally {
       await log.close()
+    }
+  }),
+)
+
+test(
+  'a backup to a full disk: LOG_IO no_space naming the destination\u2019s parent, the remedy about the destination, not the log\u2019s write-ahead log (a tmpfs, where one can be mounted)',
+  boundedTest(60_000, async (root) => {
+    const disk = join(root, 'disk')
+    await mkdir(disk)
+    const dir = join(root, 'log')
+    const log = await EventLog.open(dir)
+    for (let i = 0; i < 40; i += 1) {
+      const noise = randomBytes(6_000).toString('base64')
+      await log.appendAll(new EventMaker(invocationOf(`r${i}`)).many([facts.opened(noise), facts.ended({ status: 'cancelled', source: 'shutdown' })]))
+    }
+    await log.close()
+    // Smaller than the log: the copy fills it.
+    if (spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=64k', 'tmpfs', disk], { stdio: 'ignore' }).status !== 0) {
+      return console.log('  (skipped: no tmpfs can be mounted here)')
+    }
+    try {
+      const destination = join(disk, 'nightly')
+      const refused = await refusal(EventLog.backup(dir, destination))
+      assert.is(refused.code, 'LOG_IO', refused.message)
+      assert.equal(refused.details, { reason: 'no_space', path: disk }, refused.message)
+      assert.match(refused.message, /^LOG_IO: the backup's destination .*nightly cannot be written in .*disk: /)
+      const { io, err } = collector()
+      assert.is(await backupCommand([dir, destination], io), 4)
+      assert.match(err.find((line) => line.startsWith('remedy: ')) ?? '', /^remedy: the backup directory cannot be made in .*disk \(its disk is full\)/)
+      assert.equal(await readdir(disk), [], 'nothing left on the full disk')
+    } finally {
+      spawnSync('umount', [disk], { stdio: 'ignore' })
     }
   }),
 )

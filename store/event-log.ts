@@ -1190,12 +1190,12 @@ async function checkCurrent(location: string, entries: string[]): Promise<void> 
 const CURRENT_TEXT = /^(MANIFEST-\d+)\n$/
 
 /**
- * A backup's destination that cannot be made (`mkdtemp` beside it, or a look at it, refused):
+ * A backup's destination that cannot be made (`mkdtemp` beside it, or a look at it, refused) or written (`what`: its disk full, say):
  * `LOG_IO` naming the destination and its parent, the place to fix, not LevelDB.
  */
-function destinationRefused(destination: string, error: unknown): FactstateError {
+function destinationRefused(destination: string, error: unknown, what: 'made' | 'written' = 'made'): FactstateError {
   const parent = dirname(resolve(destination))
-  return logIo(`the backup's destination ${destination} cannot be made in ${parent}: ${(error as Error).message}`, error, { path: parent })
+  return logIo(`the backup's destination ${destination} cannot be ${what} in ${parent}: ${causeMessages(error)}`, error, { path: parent })
 }
 
 /**
@@ -1696,6 +1696,12 @@ export class EventLog {
       return result
     } catch (error) {
       await rm(work, { recursive: true, force: true }).catch(() => undefined)
+      // The copy's own directory could not be written (its disk full, say): the destination's fault,
+      // named as the destination's parent, as one that cannot be made is, not as the log's.
+      if (isFactstateError(error, 'LOG_IO')) {
+        const at = error.details?.path
+        if (at !== undefined && (at === work || at.startsWith(`${work}${sep}`))) throw destinationRefused(destination, error.cause ?? error, 'written')
+      }
       throw error
     }
   }

@@ -29,7 +29,7 @@ import { FactstateError } from '../errors.js'
 import type { EventLog } from './event-log.js'
 import { heldInThisProcess } from './writer-lock.js'
 import { logHeldOpen } from './writer-presence.js'
-import { logIo } from './io-reason.js'
+import { ioCause, logIo } from './io-reason.js'
 
 /** Files a copy never needs: LevelDB's lock and its own text logs, factstate's id filter (read-only logs never append), files written aside (factstate's, LevelDB's). */
 const SKIPPED = /^(?:LOCK|LOG|LOG\.old|FACTSTATE-IDS)$|\.(?:tmp|dbtmp)$/
@@ -292,7 +292,10 @@ export async function copySnapshot(source: string, target: string, onCopied?: Co
       // write-ahead log deleted) means the directory changed: the copy is taken again.
       if (!(error instanceof Moved) && (error as NodeJS.ErrnoException).code !== 'ENOENT') {
         if (error instanceof FactstateError) throw error
-        throw logIo(`the log at ${source} cannot be copied: ${(error as Error).message}`, error, { path: source })
+        // A full or read-only disk is the copy's (a file call names the file it wrote as `dest`): the
+        // place to free or fix is where the copy goes, not the log, which was only read.
+        const writing = typeof (error as { dest?: unknown }).dest === 'string' && ['no_space', 'read_only'].includes(ioCause(error).reason)
+        throw logIo(`the log at ${source} cannot be copied${writing ? ` to ${target}` : ''}: ${(error as Error).message}`, error, { path: writing ? target : source })
       }
       for (const name of await readdir(target)) if (!kept.has(name)) await rm(join(target, name), { recursive: true, force: true })
       // Give a flush or compaction under way time to end before the next copy.

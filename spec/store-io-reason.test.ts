@@ -11,14 +11,14 @@
 import { spawn, spawnSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { existsSync } from 'node:fs'
-import { chmod, lstat, mkdir, readdir, realpath, rm, symlink, unlink } from 'node:fs/promises'
+import { chmod, lstat, mkdir, readdir, realpath, rm, symlink, unlink, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { EventLog, type FactstateError } from '../index.js'
 import { recoverCommand } from '../bin/commands/recover.js'
 import { backupCommand } from '../bin/commands/backup.js'
-import { ioCause, shownBytes } from '../store/io-reason.js'
+import { ioCause, shownBytes, writeAheadBytes } from '../store/io-reason.js'
 import { collector } from './support/cli-io.js'
 import { EventMaker, REPO_ROOT, boundedTest, completeInvocation, facts, invocationOf, refusal } from './support/log-fixtures.js'
 
@@ -55,6 +55,17 @@ test('the reason is read from LevelDB\u2019s own messages (the system\u2019s wor
   )
   assert.equal(ioCause(undefined), { reason: 'other' })
 })
+
+test(
+  'spaceNeeded counts the write-ahead logs still there: one gone since the directory was read (a compaction ending) costs nothing but its own size',
+  boundedTest(10_000, async (root) => {
+    await writeFile(join(root, '000003.log'), Buffer.alloc(5000))
+    // Listed, but gone before its size is read: as a name whose file is gone.
+    await symlink(join(root, 'deleted'), join(root, '000004.log'))
+    assert.is(writeAheadBytes(root), 5000)
+    assert.is(writeAheadBytes(join(root, 'none')), undefined, 'a directory that cannot be read')
+  }),
+)
 
 /** Links LevelDB's next files (`NNNNNN.log`, `.ldb`) in `dir` to /dev/full: each write to one fails "No space left on device". The links made. */
 async function fillDisk(dir: string, exts = ['log', 'ldb']): Promise<string[]> {

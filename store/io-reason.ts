@@ -54,13 +54,16 @@ export function ioCause(error: unknown): { reason: LogIoReason; path?: string } 
  * Undefined when the directory cannot be read.
  */
 export function writeAheadBytes(location: string): number | undefined {
+  let names: string[]
   try {
-    let bytes = 0
-    for (const name of readdirSync(location)) if (/^\d+\.log$/.test(name)) bytes += statSync(join(location, name)).size
-    return bytes
+    names = readdirSync(location)
   } catch {
     return undefined
   }
+  let bytes = 0
+  // One deleted since the directory was read (a compaction ending) counts nothing, not the whole figure.
+  for (const name of names) if (/^\d+\.log$/.test(name)) bytes += statSync(join(location, name), { throwIfNoEntry: false })?.size ?? 0
+  return bytes
 }
 
 /** "3.1 MB", "228 KB", "512 bytes": for a person freeing space. */

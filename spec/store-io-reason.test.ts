@@ -231,10 +231,13 @@ test(
   'a log the process may not write: LOG_IO permission naming LevelDB\u2019s file, and a remedy about the owner; a backup destination it may not write: named as the destination, the log untouched',
   boundedTest(60_000, async (root) => {
     const asRoot = process.getuid?.() === 0
-    // As root the child runs as nobody, who must be able to read this checkout (and tsx's loader) to
-    // start it: a checkout under a directory only its owner may enter (root's home) cannot, and then
-    // only the mapping of the system's texts (the tests above) covers a permission.
-    if (asRoot && spawnSync(process.execPath, ['--import', 'tsx', '-e', ''], { cwd: REPO_ROOT, uid: 65534, gid: 65534, stdio: 'ignore' }).status !== 0) {
+    // As root the child runs as nobody, who must be able to read this checkout (tsx's loader and every
+    // module the child loads) to start it: a checkout under a directory only its owner may enter (root's
+    // home), or one whose files only their owner may read (a clone made under umask 077), cannot, and
+    // then only the mapping of the system's texts (the tests above) covers a permission. The probe is the
+    // child itself, loading all it needs: tsx alone loading is not enough.
+    const probe = ['--import', 'tsx', join('spec', 'support', 'child-io-reason.ts'), 'probe']
+    if (asRoot && spawnSync(process.execPath, probe, { cwd: REPO_ROOT, uid: 65534, gid: 65534, stdio: 'ignore' }).status !== 0) {
       return console.log('  (skipped: the user nobody cannot read this checkout)')
     }
     // The user nobody must reach the directories (a temporary directory is the owner's only).

@@ -2,7 +2,8 @@
  * Child process: makes one I/O failure the test cannot make in its own process (as another user,
  * under a lowered limit of open files) and prints what factstate said of it, as one JSON line:
  * `{ code, reason, path, message }`. `open <dir>`: opens the log there; `backup <log> <dest>`:
- * backs it up; `emfile <dir>`: opens the log once every file descriptor but two is taken.
+ * backs it up; `emfile <dir>`: opens the log once every file descriptor but two is taken; `probe`:
+ * loads what the others need and exits 0 (whether a user can run this child at all).
  */
 import { closeSync, openSync } from 'node:fs'
 import { EventLog } from '../../store/event-log.js'
@@ -11,7 +12,9 @@ import { backupCommand } from '../../bin/commands/backup.js'
 import { recoverCommand } from '../../bin/commands/recover.js'
 
 const [mode, first, second] = process.argv.slice(2)
-if (!mode || !first) throw new Error('usage: child-io-reason.ts open|backup|emfile <dir> [<dest>]')
+// Every module this child needs has been loaded by now: a user who could run it gets exit 0.
+if (mode === 'probe') process.exit(0)
+if (!mode || !first) throw new Error('usage: child-io-reason.ts probe|open|backup|emfile <dir> [<dest>]')
 
 async function attempt(): Promise<void> {
   if (mode === 'backup') {

@@ -312,7 +312,7 @@ test(
 )
 
 test(
-  'a backup to a full disk: LOG_IO no_space naming the destination\u2019s parent, the remedy about the destination, not the log\u2019s write-ahead log (a tmpfs, where one can be mounted)',
+  'a backup (or a snapshot) to a full disk: LOG_IO no_space naming the destination\u2019s parent (the snapshot\u2019s directory), the remedy about the destination, not the log\u2019s write-ahead log (a tmpfs, where one can be mounted)',
   boundedTest(60_000, async (root) => {
     const disk = join(root, 'disk')
     await mkdir(disk)
@@ -337,6 +337,12 @@ test(
       assert.is(await backupCommand([dir, destination], io), 4)
       assert.match(err.find((line) => line.startsWith('remedy: ')) ?? '', /^remedy: the backup directory cannot be made in .*disk \(its disk is full\)/)
       assert.equal(await readdir(disk), [], 'nothing left on the full disk')
+      // A snapshot made there: named as the place it was made in, not as the log.
+      const snapshot = await refusal(EventLog.openSnapshot(dir, { directory: disk }))
+      assert.is(snapshot.code, 'LOG_IO', snapshot.message)
+      assert.equal(snapshot.details, { reason: 'no_space', path: disk }, snapshot.message)
+      assert.match(snapshot.message, /^LOG_IO: no snapshot can be written in .*disk: ENOSPC/)
+      assert.equal(await readdir(disk), [], 'nor of the snapshot')
     } finally {
       spawnSync('umount', [disk], { stdio: 'ignore' })
     }

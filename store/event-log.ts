@@ -1198,6 +1198,12 @@ function destinationRefused(destination: string, error: unknown, what: 'made' | 
   return logIo(`the backup's destination ${destination} cannot be ${what} in ${parent}: ${causeMessages(error)}`, error, { path: parent })
 }
 
+/** A `LOG_IO` of the copy a snapshot or backup was writing in `copy` (its `details.path` there), not of the log it read. */
+function inCopy(error: unknown, copy: string): error is FactstateErrorOf<'LOG_IO'> {
+  const at = isFactstateError(error, 'LOG_IO') ? error.details?.path : undefined
+  return at !== undefined && (at === copy || at.startsWith(`${copy}${sep}`))
+}
+
 /**
  * Another process's `LOG_WRITER_BUSY` with that process's pid, where /proc/locks lists it (Linux):
  * in its message and `details.pid`, to find the process that holds the log. Any other error as it is.
@@ -1578,6 +1584,9 @@ export class EventLog {
       snapshot = await EventLog.#openAt(copy, 'os', resolve(location))
     } catch (error) {
       await rm(copy, { recursive: true, force: true }).catch(() => undefined)
+      // The copy could not be written (its disk full, say): named as the place it was made in, as one
+      // that cannot be made there is (the copy is gone), not as the log, which was only read.
+      if (inCopy(error, copy)) throw logIo(`no snapshot can be written in ${directory}: ${causeMessages(error.cause ?? error)}`, error.cause ?? error, { path: directory })
       throw error
     }
     // A snapshot still reads a damaged log, for whoever looks into it, but its verify() does not
@@ -1698,10 +1707,7 @@ export class EventLog {
       await rm(work, { recursive: true, force: true }).catch(() => undefined)
       // The copy's own directory could not be written (its disk full, say): the destination's fault,
       // named as the destination's parent, as one that cannot be made is, not as the log's.
-      if (isFactstateError(error, 'LOG_IO')) {
-        const at = error.details?.path
-        if (at !== undefined && (at === work || at.startsWith(`${work}${sep}`))) throw destinationRefused(destination, error.cause ?? error, 'written')
-      }
+      if (inCopy(error, work)) throw destinationRefused(destination, error.cause ?? error, 'written')
       throw error
     }
   }

@@ -211,11 +211,11 @@ test('the packed tarball installs and works: every subpath, the inspector page, 
     withTempDir(async (dir) => {
       const { tarball, files } = await pack(dir)
       const paths = files.map((file) => file.path)
-      for (const needed of ['package.json', 'README.md', 'LICENSE', 'dist/index.js', 'dist/index.d.ts', 'dist/testing/index.js', 'dist/inspector/index.js', 'dist/inspector/page/app.js', 'dist/bin/factstate.js', 'examples/quick-start.ts', 'examples/resume-after-crash.ts', 'docs/performance.md', 'docs/inspector.png']) {
+      for (const needed of ['package.json', 'README.md', 'CHANGELOG.md', 'LICENSE', 'dist/index.js', 'dist/index.d.ts', 'dist/testing/index.js', 'dist/inspector/index.js', 'dist/inspector/page/app.js', 'dist/bin/factstate.js', 'examples/quick-start.ts', 'examples/resume-after-crash.ts', 'docs/performance.md', 'docs/inspector.png']) {
         assert.ok(paths.includes(needed), `the tarball holds ${needed}`)
       }
       // The examples and docs the README names ship too, as documentation (the examples as TypeScript, run with tsx).
-      const stray = paths.filter((path) => !/^(dist\/|README\.md$|LICENSE$|package\.json$|examples\/[a-z-]+\.ts$|docs\/[a-z-]+\.(md|png)$)/.test(path) || (/\.ts$/.test(path) && !/\.d\.ts$/.test(path) && !path.startsWith('examples/')))
+      const stray = paths.filter((path) => !/^(dist\/|README\.md$|CHANGELOG\.md$|LICENSE$|package\.json$|examples\/[a-z-]+\.ts$|docs\/[a-z-]+\.(md|png)$)/.test(path) || (/\.ts$/.test(path) && !/\.d\.ts$/.test(path) && !path.startsWith('examples/')))
       assert.equal(stray, [], 'nothing but the build, the README, the examples and docs, the license and the manifest (no sources, tests or benchmarks)')
       const { dependencies, devDependencies } = JSON.parse(await readFile(join(REPO_ROOT, 'package.json'), 'utf8')) as Record<string, Record<string, string>>
       const devOnly = new Set(Object.keys(devDependencies ?? {}).filter((name) => !(name in (dependencies ?? {}))))

@@ -89,9 +89,10 @@ export function toolLimitProblem(field: 'maxToolResultBytes' | 'toolTimeoutMs', 
 /** Options of {@link Engine.start} and {@link Engine.run}. */
 export interface StartOptions {
   /**
-   * Aborting cancels the run: a model request in flight is aborted (`model.interrupted{cancelled}`), a
-   * running tool gets the signal and is waited for, and the run ends `cancelled`, its `source` the
-   * abort reason when that is a non-empty string, `'timeout'` for a `TimeoutError` (what
+   * Aborting cancels the run, as a handle's `cancel(reason)` does: a model request in flight is aborted
+   * (`model.interrupted{cancelled}`), a running tool gets the signal and is waited for, and the run ends
+   * `cancelled`, its `source` the abort reason when that is a non-empty string (recorded well-formed,
+   * redacted and cut to 2,000 characters), `'timeout'` for a `TimeoutError` (what
    * `AbortSignal.timeout(ms)` aborts with), else `'signal'`. Already aborted, the run ends
    * before any model request; a handoff successor admitted so gives its paused turn up and is not
    * held to the seal's execution settings (it records the seal's).
@@ -203,7 +204,8 @@ export interface RunningInvocation {
    * Cancels the run as aborting its `signal` would (`StartOptions.signal`): a model request in flight
    * is aborted, a running tool's `context.signal` aborts with the reason and is waited for, an
    * approver's `request.signal` aborts, and the run ends `cancelled`, its `source` the reason when
-   * that is a non-empty string (recorded well-formed and redacted, as a signal's is), else `'cancel'`.
+   * that is a non-empty string (recorded well-formed, redacted and cut to 2,000 characters, as a
+   * signal's is), else `'cancel'`.
    * Every handle of the run cancels it, `engine.running(id)`'s too, and so does the caller's own
    * signal alongside: the first of them decides the source. Again, or once the run has ended, it does
    * nothing. It returns nothing: `wait()` gives the outcome (which may not be `cancelled`: a tool with

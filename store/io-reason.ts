@@ -66,7 +66,7 @@ export function writeAheadBytes(location: string): number | undefined {
   return bytes
 }
 
-/** "3.1 MB", "228 KB", "512 bytes": for a person freeing space. */
+/** "3.1 MiB", "228 KiB", "512 bytes": for a person freeing space. */
 export function shownBytes(bytes: number): string {
   if (bytes >= 1024 * 1024) return `${(bytes / (1024 * 1024)).toFixed(1)} MiB`
   if (bytes >= 1024) return `${Math.ceil(bytes / 1024)} KiB`

@@ -22,8 +22,8 @@ child's paused turn: once its successor has finished, its answer goes to that su
 unanswered turn whose supervisor has run since the run that started it, a turn given up say: nothing
 waits for it).
 Sessions with nothing pending are left
-out; "nothing pending" is printed when none is (and, on stderr, how many turns ended unanswered, when
-any did: see --unanswered). Reads a snapshot of the log, as log and verify do.
+out; "nothing pending" is printed when none is (and, without --unanswered, --session or --json, on
+stderr how many turns ended unanswered, when any did: see --unanswered). Reads a snapshot of the log, as log and verify do.
 --session ID lists that session alone, read from its own records (not every session's): its lines,
 or "nothing pending" when it has nothing pending (or the log never saw it).
 --unanswered also lists each session whose last run ended cancelled or failed (a shutdown's

@@ -4,21 +4,19 @@
  * resumes after its seq; an id whose digest is another log's, a seq past the end, or an id that is
  * not one (no colon, a seq that is not a whole number, none at all) starts the page over from 1.
  */
-import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { EventLog } from '../index.js'
-import { REPO_ROOT, boundedTest, completeInvocation } from './support/log-fixtures.js'
+import { boundedTest, completeInvocation } from './support/log-fixtures.js'
+import { readmeBlock } from './support/readme.js'
 
 /** The README block that reads `last-event-id`, as a function of the request and the log giving `from`. */
 async function checkOfLastEventId(): Promise<(request: { headers: Record<string, string | undefined> }, log: EventLog) => Promise<number>> {
-  const readme = await readFile(join(REPO_ROOT, 'README.md'), 'utf8')
-  const blocks = [...readme.matchAll(/```ts\n([\s\S]*?)```/g)].map(([, code]) => code as string).filter((code) => code.includes("headers['last-event-id']"))
-  assert.is(blocks.length, 1, 'one block checks Last-Event-ID')
+  const block = await readmeBlock("headers['last-event-id']", 'one block checks Last-Event-ID')
   const AsyncFunction = (async () => undefined).constructor as new (...args: string[]) => (...values: unknown[]) => Promise<number>
   // The block has no types: it runs as JavaScript.
-  const run = new AsyncFunction('request', 'log', `${blocks[0] as string}\nreturn from`)
+  const run = new AsyncFunction('request', 'log', `${block}\nreturn from`)
   return (request, log) => run(request, log)
 }
 

@@ -12,22 +12,15 @@ import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process'
 import { readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
-import { pathToFileURL } from 'node:url'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { EventLog } from '../index.js'
 import { type ScriptedModelServer, answer, scriptedModelServer } from '../testing/scripted-model-server.js'
-import { REPO_ROOT } from './support/log-fixtures.js'
+import { readmeBlock, repoModuleParts } from './support/readme.js'
 import { withTempDir, withTimeout } from './support/temp.js'
 
 /** The README block that recovers and continues: in "Cancelling a run", the one that calls recoverInvocations. */
-async function startUpLoop(): Promise<string> {
-  const readme = await readFile(join(REPO_ROOT, 'README.md'), 'utf8')
-  const section = readme.slice(readme.indexOf('## Cancelling a run'), readme.indexOf('## API'))
-  const blocks = [...section.matchAll(/```ts\n([\s\S]*?)```/g)].map(([, code]) => code as string).filter((code) => code.includes('await recoverInvocations(log'))
-  assert.is(blocks.length, 1, 'one start-up loop in the README')
-  return blocks[0] as string
-}
+const startUpLoop = (): Promise<string> => readmeBlock('await recoverInvocations(log', 'one start-up loop in the README', { from: '## Cancelling a run', until: '## API' })
 
 /** The session of the supervisor's child run: childRunFor's ids for its delegate call. */
 const CHILD = 'supervisor-i1.step-1.0.writer'
@@ -39,11 +32,9 @@ const CHILD = 'supervisor-i1.step-1.0.writer'
  * `restart` runs the block, waits for what it started and prints the log's runs.
  */
 function childModule(block: string): string {
-  const index = pathToFileURL(join(REPO_ROOT, 'index.ts')).href
-  const lines = block.replaceAll("from 'factstate'", `from '${index}'`).split('\n')
   // Its imports go first (a module's imports are at its top level); its declared functions are the application's, below.
-  const imports = lines.filter((line) => line.startsWith('import ')).join('\n')
-  const body = lines.filter((line) => !line.startsWith('import ') && !line.startsWith('declare function ')).join('\n')
+  const { index, imports, lines } = repoModuleParts(block)
+  const body = lines.filter((line) => !line.startsWith('declare function ')).join('\n')
   return `${imports}
 import { appendFileSync, existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'

@@ -7,31 +7,24 @@
  * once, the stop is left as it is, and neither pass throws.
  */
 import { randomUUID } from 'node:crypto'
-import { readFile, writeFile } from 'node:fs/promises'
+import { writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { Engine, EventLog, ModelExecutor, type RunInput } from '../index.js'
 import { type ScriptedModelServer, answer, scriptedModelServer } from '../testing/scripted-model-server.js'
-import { REPO_ROOT } from './support/log-fixtures.js'
+import { readmeBlock, repoModuleParts } from './support/readme.js'
 import { withTempDir, withTimeout } from './support/temp.js'
 
 /** The README block that continues the runs a shutdown cancelled: in "Cancelling a run", the one that skips all but `'shutdown'`. */
-async function shutdownLoop(): Promise<string> {
-  const readme = await readFile(join(REPO_ROOT, 'README.md'), 'utf8')
-  const section = readme.slice(readme.indexOf('## Cancelling a run'), readme.indexOf('## API'))
-  const blocks = [...section.matchAll(/```ts\n([\s\S]*?)```/g)].map(([, code]) => code as string).filter((code) => code.includes("unanswered.outcome.source !== 'shutdown'"))
-  assert.is(blocks.length, 1, "one loop that continues the shutdown's runs in the README")
-  return blocks[0] as string
-}
+const shutdownLoop = (): Promise<string> =>
+  readmeBlock("unanswered.outcome.source !== 'shutdown'", "one loop that continues the shutdown's runs in the README", { from: '## Cancelling a run', until: '## API' })
 
 /** The block as a module's function of the names it uses (its imports at the module's top, `factstate` the repository's). */
 function loopModule(block: string): string {
-  const index = pathToFileURL(join(REPO_ROOT, 'index.ts')).href
-  const lines = block.replaceAll("from 'factstate'", `from '${index}'`).split('\n')
-  const imports = lines.filter((line) => line.startsWith('import ')).join('\n')
-  const body = lines.filter((line) => !line.startsWith('import ')).join('\n')
+  const { imports, lines } = repoModuleParts(block)
+  const body = lines.join('\n')
   return `${imports}
 export async function startUp(log, engine, settingsFor, newRun) {
 ${body}

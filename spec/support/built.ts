@@ -42,18 +42,22 @@ export function staleBuildFiles(): string[] {
     .map((source) => relative(root, source))
 }
 
+/** Builds the package (`tsc -p tsconfig.build.json`, what `npm run build` runs); returns what tsc said, for an error. */
+export function buildPackage(): string {
+  const tsc = join(dirname(createRequire(import.meta.url).resolve('typescript/package.json')), 'bin', 'tsc')
+  const result = spawnSync(process.execPath, [tsc, '-p', 'tsconfig.build.json'], { cwd: root, encoding: 'utf8', timeout: 120_000 })
+  return `tsc exited ${result.status}\n${result.stdout}${result.stderr}`
+}
+
 let ensured = false
 
 /** Builds the package if any compiled file is missing or stale; throws when one still is afterwards. */
 export function ensureBuilt(): void {
   if (ensured) return
   if (staleBuildFiles().length > 0) {
-    const tsc = join(dirname(createRequire(import.meta.url).resolve('typescript/package.json')), 'bin', 'tsc')
-    const result = spawnSync(process.execPath, [tsc, '-p', 'tsconfig.build.json'], { cwd: root, encoding: 'utf8', timeout: 120_000 })
+    const said = buildPackage()
     const stale = staleBuildFiles()
-    if (stale.length > 0) {
-      throw new Error(`the package is not built (${stale.slice(0, 5).join(', ')}${stale.length > 5 ? ', …' : ''}): tsc exited ${result.status}\n${result.stdout}${result.stderr}`)
-    }
+    if (stale.length > 0) throw new Error(`the package is not built (${stale.slice(0, 5).join(', ')}${stale.length > 5 ? ', …' : ''}): ${said}`)
   }
   ensured = true
 }

@@ -5,11 +5,10 @@
  * a compiled page file is missing or older than its source. A clean CI checkout is built by
  * `npm ci` (the `prepare` script) already, so this only costs time after page edits.
  */
-import { spawnSync } from 'node:child_process'
 import { existsSync, readdirSync, statSync } from 'node:fs'
-import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { buildPackage } from './built.js'
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
 const sourceDir = join(root, 'inspector', 'page')
@@ -35,12 +34,9 @@ let ensured = false
 export function ensurePageBuilt(): void {
   if (ensured) return
   if (stalePageFiles().length > 0) {
-    const tsc = join(dirname(createRequire(import.meta.url).resolve('typescript/package.json')), 'bin', 'tsc')
-    const result = spawnSync(process.execPath, [tsc, '-p', 'tsconfig.build.json'], { cwd: root, encoding: 'utf8', timeout: 120_000 })
+    const said = buildPackage()
     const stale = stalePageFiles()
-    if (stale.length > 0) {
-      throw new Error(`the inspector page is not built (${stale.join(', ')}): tsc exited ${result.status}\n${result.stdout}${result.stderr}`)
-    }
+    if (stale.length > 0) throw new Error(`the inspector page is not built (${stale.join(', ')}): ${said}`)
   }
   ensured = true
 }

@@ -87,7 +87,7 @@ export interface FactstateErrorDetails {
    * `recoverInvocations`; as given, for one the call does not take: `waitms`; `options` for options
    * that are not an object), or the id argument of a read (`runs`, `runSource`, `invocationEvents`,
    * `pendingSessions`) that is not an id. `highWater`: with `field: 'from'`, the log's high-water when
-   * `events()` was given a `from` past its end (more than `highWater + 1`).
+   * `events()` was given a `from` past its end (more than `highWater + 1`, with no `to` below it).
    */
   LOG_INVALID_ARGUMENT:
     | {

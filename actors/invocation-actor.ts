@@ -425,8 +425,9 @@ export class InvocationActor {
   #transcript: TranscriptBuilder | undefined
   /**
    * The signal a model request, a tool (`context.signal`) and a back-off get: aborted when the
-   * caller's signal aborts (with its reason) or when the log closes under the run. Made at its first
-   * use: a run held before any request (thousands may be) keeps none.
+   * caller's signal aborts (with its reason), when a handle's `cancel()` comes first (with its), or
+   * when the log closes under the run. Made at its first use: a run held before any request
+   * (thousands may be) keeps none.
    */
   #work: AbortController | undefined
   /** Stops forwarding the caller's abort (see abort-listeners.ts). */

@@ -84,29 +84,41 @@ export function shown(value: unknown): string {
 
 /**
  * The one of `names` that `key` misspells, if it looks like one: another case or separator
- * (`waitms`, `base_url`, `baseURL`), or one or two letters off a name of 6 or more; else undefined.
+ * (`waitms`, `base_url`, `baseURL`); one edit (a letter added, dropped or changed, or two neighbours
+ * swapped) off exactly one name, however short (`fromm`, `form`, `jsno`); or one or two letters off
+ * a name of 6 or more; else undefined.
  */
 export function meantName<K extends string>(key: string, names: readonly K[]): K | undefined {
   if ((names as readonly string[]).includes(key)) return undefined
   const normalized = normalizedName(key)
   const same = names.find((name) => normalizedName(name) === normalized)
   if (same !== undefined) return same
+  // A short name leaves little to go by, so one edit off it is a guess only when no other name is one edit off too.
+  const oneOff = names.filter((name) => editDistance(normalized, normalizedName(name), 1) <= 1)
+  if (oneOff.length === 1) return oneOff[0]
   return names.find((name) => name.length >= 6 && editDistance(normalized, normalizedName(name), 2) <= 2)
 }
 
 /** A name in lower case without separators: `base_url`, `baseURL` and `baseUrl` are one. */
 export const normalizedName = (name: string): string => name.toLowerCase().replace(/[^a-z0-9]/g, '')
 
-/** The edit distance between `a` and `b`, or `limit + 1` once it is known to be more than `limit`. */
+/**
+ * The edit distance between `a` and `b`, counting two neighbouring letters swapped (`jsno`, `json`)
+ * as one edit, or `limit + 1` once it is known to be more than `limit`.
+ */
 export function editDistance(a: string, b: string, limit: number): number {
   if (Math.abs(a.length - b.length) > limit) return limit + 1
+  let before: number[] = []
   let previous = Array.from({ length: b.length + 1 }, (_, j) => j)
   for (let i = 1; i <= a.length; i += 1) {
     const current = [i]
     for (let j = 1; j <= b.length; j += 1) {
-      current[j] = Math.min((previous[j] as number) + 1, (current[j - 1] as number) + 1, (previous[j - 1] as number) + (a[i - 1] === b[j - 1] ? 0 : 1))
+      let cost = Math.min((previous[j] as number) + 1, (current[j - 1] as number) + 1, (previous[j - 1] as number) + (a[i - 1] === b[j - 1] ? 0 : 1))
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) cost = Math.min(cost, (before[j - 2] as number) + 1)
+      current[j] = cost
     }
+    before = previous
     previous = current
   }
-  return previous[b.length] as number
+  return Math.min(previous[b.length] as number, limit + 1)
 }

@@ -1,7 +1,7 @@
 import { isAbsolute } from 'node:path'
 import { z } from 'zod'
 import { FactstateError } from '../errors.js'
-import { editDistance, meantName, normalizedName } from '../options.js'
+import { meantName, normalizedName } from '../options.js'
 import { describeIssues, handoffPauseSchema, issueFields, id, invocationSchema, jsonValue, parentCallSchema, requestFingerprintSchema, runBoundarySchema } from '../facts/schema.js'
 import type { HandoffPause, Invocation, JsonObject, ParentCall, RunBoundary } from '../facts/types.js'
 import { parentProblem, storageProblemAt } from '../store/encoding.js'
@@ -181,11 +181,7 @@ function misnamedToolMember(key: string): string | undefined {
   const normalized = key.toLowerCase().replace(/[^a-z0-9]/g, '')
   const alias = TOOL_MEMBER_ALIASES[normalized]
   if (alias !== undefined) return alias
-  for (const member of TOOL_MEMBERS) {
-    const known = member.toLowerCase()
-    if (normalized === known || (known.length >= 6 && editDistance(normalized, known, 2) <= 2)) return member
-  }
-  return undefined
+  return meantName(key, TOOL_MEMBERS)
 }
 
 /** Another name of `timeoutMs` (normalized): refused even beside `timeoutMs`, which would leave one of two limits unapplied. */

@@ -641,6 +641,15 @@ test('pending --session ID lists that session alone; one with nothing pending pr
     const misspelt = await cli(['pending', location, '--sesion=session-cut'])
     assert.is(misspelt.code, 2)
     assert.match(misspelt.stderr, /^error: unknown option --sesion: did you mean --session\?$/m)
+    // A short name one letter off (added, dropped, changed or swapped) is told too.
+    for (const [given, meant] of [['fromm', 'from'], ['form', 'from'], ['jsno', 'json'], ['lst', 'last']] as const) {
+      const short = await cli(['log', location, `--${given}`, '3'])
+      assert.is(short.code, 2, given)
+      assert.match(short.stderr, new RegExp(`^error: unknown option --${given}: did you mean --${meant}\\?$`, 'm'), given)
+    }
+    const far = await cli(['log', location, '--frobnicate'])
+    assert.is(far.code, 2)
+    assert.match(far.stderr, /^error: unknown option --frobnicate$/m, 'a name like none gets no guess')
     const help = await cli(['pending', '--help'])
     assert.match(help.stdout, /^--session ID lists that session alone/m)
   })))

@@ -39,6 +39,13 @@ test(
       assert.equal((await refusal(async () => log.events({ from: 0 }))).details, { field: 'from' })
       assert.equal((await refusal(async () => log.events({ follow: 'yes' } as never))).details, { field: 'follow' })
       assert.equal((await refusal(async () => log.events({ session: 'a' } as never))).details, { field: 'session' })
+      // A short name one edit off (a letter added, changed, or two swapped) is told as surely as a long one.
+      for (const [given, meant] of [['fromm', 'from'], ['form', 'from'], ['fom', 'from'], ['ot', 'to'], ['folow', 'follow']] as const) {
+        const short = await refusal(async () => log.events({ [given]: 1 } as never))
+        assert.equal(short.details, { field: given }, given)
+        assert.match(short.message, `there is no option "${given}": did you mean ${meant}?`, given)
+      }
+      assert.not.match((await refusal(async () => log.events({ frobnicate: 1 } as never))).message, 'did you mean', 'a name like none of the options gets no guess')
       const recovery = await refusal(recoverInvocations(log, { onclosed: () => undefined } as never))
       assert.equal(recovery.details, { field: 'onclosed' })
       assert.match(recovery.message, 'did you mean onClosed?')

@@ -23,7 +23,7 @@ unanswered turn whose supervisor has run since the run that started it, a turn g
 waits for it).
 Sessions with nothing pending are left
 out; "nothing pending" is printed when none is (and, without --unanswered, --session or --json, on
-stderr how many turns ended unanswered, when any did: see --unanswered). Reads a snapshot of the log, as log and verify do.
+stderr how many turns ended unanswered, whenever any did, below other lines too: see --unanswered). Reads a snapshot of the log, as log and verify do.
 --session ID lists that session alone, read from its own records (not every session's): its lines,
 or "nothing pending" when it has nothing pending (or the log never saw it).
 --unanswered also lists each session whose last run ended cancelled or failed (a shutdown's
@@ -207,22 +207,23 @@ export async function pendingCommand(args: string[], io: CommandIo): Promise<num
         io.stdout(`${count} not run since the backup taken at ${when} (seq ${highWater}): check their tools' effects since then; each one's next run passes allowRestored (--restored lists them)`)
       }
     }
-    if (sessions.length === 0) {
-      io.stdout('nothing pending')
-      // A shutdown's cancelled runs leave nothing pending, but their turns got no answer: said on
-      // stderr (stdout stays "nothing pending" for a script), when the run index is small enough to count them.
-      if (!flags.has('unanswered') && !ids.has('session')) {
-        // A hint, not the answer: a run record that cannot be read (a damaged log, which the lines
-        // above did not need) costs it the count, never the exit code ('nothing pending' stands).
-        const unanswered = await logInternals(log)
-          .unansweredCount(UNANSWERED_COUNTED)
-          .catch((error: unknown) => {
-            if (isFactstateError(error, 'LOG_CORRUPT')) return undefined
-            throw error
-          })
-        if (unanswered === undefined) io.stderr('hint: turns that ended cancelled or failed (a shutdown, a crash) are not pending; factstate pending --unanswered lists them')
-        else if (unanswered > 0) io.stderr(`hint: ${unanswered === 1 ? '1 turn' : `${unanswered.toLocaleString('en-US')} turns`} ended unanswered (cancelled or failed): factstate pending --unanswered lists ${unanswered === 1 ? 'it' : 'them'}`)
-      }
+    if (sessions.length === 0) io.stdout('nothing pending')
+    // A shutdown's cancelled runs leave nothing pending, but their turns got no answer: said on
+    // stderr (stdout stays as a script reads it), below whatever else is pending too (a shutdown that
+    // left a run open cut other turns short), when the run index is small enough to count them.
+    if (!flags.has('unanswered') && !ids.has('session')) {
+      // A hint, not the answer: a run record that cannot be read (a damaged log, which the lines
+      // above did not need) costs it the count, never the exit code (what was listed stands).
+      const unanswered = await logInternals(log)
+        .unansweredCount(UNANSWERED_COUNTED)
+        .catch((error: unknown) => {
+          if (isFactstateError(error, 'LOG_CORRUPT')) return undefined
+          throw error
+        })
+      // Without a count, the reminder only where there is nothing else to read: it may be about no turn at all.
+      if (unanswered === undefined) {
+        if (sessions.length === 0) io.stderr('hint: turns that ended cancelled or failed (a shutdown, a crash) are not pending; factstate pending --unanswered lists them')
+      } else if (unanswered > 0) io.stderr(`hint: ${unanswered === 1 ? '1 turn' : `${unanswered.toLocaleString('en-US')} turns`} ended unanswered (cancelled or failed): factstate pending --unanswered lists ${unanswered === 1 ? 'it' : 'them'}`)
     }
   }, ['unanswered', 'restored', ALLOW_DAMAGED], ['session'])
 }

@@ -27,7 +27,8 @@ export interface ModelTextPiece {
    * The log seq of this attempt's `model.requested` fact. That fact is appended (as durable as the
    * log's durability makes a fact) before the request is sent, so before any piece of the attempt
    * is passed on: a reader of the log can always find it. `requestSeq` and `index` together name
-   * the piece, uniquely and in order (an SSE id `${requestSeq}.${index}`, say).
+   * the piece, uniquely and in order (an SSE id `${requestSeq}:${digest}.${index}` with the log's
+   * digest at `requestSeq`, as the README's "Pieces and SSE ids" gives it).
    */
   requestSeq: number
   /**

@@ -2,7 +2,9 @@
  * The README's check of an SSE client's `Last-Event-ID` ("Watching a run"), run as it is written
  * against a real log: the id the page was sent (`${seq}:${digest}`, the digest itself `sha256:…`)
  * resumes after its seq; an id whose digest is another log's, a seq past the end, or an id that is
- * not one (no colon, a seq that is not a whole number, none at all) starts the page over from 1.
+ * not one (no colon, a seq that is not a whole number, none at all) starts the page over from 1. A
+ * piece's id (`${requestSeq}:${digest}.${index}`, the same scheme) resumes the facts after its
+ * requestSeq and names that attempt, whose text the page is sent again, when the digest checks.
  */
 import { join } from 'node:path'
 import { test } from 'uvu'
@@ -11,12 +13,18 @@ import { EventLog } from '../index.js'
 import { boundedTest, completeInvocation } from './support/log-fixtures.js'
 import { readmeBlock } from './support/readme.js'
 
-/** The README block that reads `last-event-id`, as a function of the request and the log giving `from`. */
-async function checkOfLastEventId(): Promise<(request: { headers: Record<string, string | undefined> }, log: EventLog) => Promise<number>> {
+/** What the README block gives: the seq to read from, and for a piece's id the attempt being written (its requestSeq). */
+interface Resumed {
+  from: number
+  writing: number | undefined
+}
+
+/** The README block that reads `last-event-id`, as a function of the request and the log giving `from` and `writing`. */
+async function checkOfLastEventId(): Promise<(request: { headers: Record<string, string | undefined> }, log: EventLog) => Promise<Resumed>> {
   const block = await readmeBlock("headers['last-event-id']", 'one block checks Last-Event-ID')
-  const AsyncFunction = (async () => undefined).constructor as new (...args: string[]) => (...values: unknown[]) => Promise<number>
+  const AsyncFunction = (async () => undefined).constructor as new (...args: string[]) => (...values: unknown[]) => Promise<Resumed>
   // The block has no types: it runs as JavaScript.
-  const run = new AsyncFunction('request', 'log', `${block}\nreturn from`)
+  const run = new AsyncFunction('request', 'log', `${block}\nreturn { from, writing }`)
   return (request, log) => run(request, log)
 }
 
@@ -30,11 +38,43 @@ test(
       const { highWater } = log.head()
       const seq = highWater - 1
       const digest = await log.digestAt(seq)
-      const from = (id: string | undefined) => check({ headers: id === undefined ? {} : { 'last-event-id': id } }, log)
+      const from = async (id: string | undefined) => (await check({ headers: id === undefined ? {} : { 'last-event-id': id } }, log)).from
       assert.is(await from(`${seq}:${digest}`), seq + 1, 'the id the page was sent')
       assert.is(await from(`${highWater}:${log.head().digest}`), highWater + 1, 'the last fact')
       for (const id of [undefined, '', `${seq}:sha256:${'0'.repeat(64)}`, `${highWater + 5}:${digest}`, `${seq}`, `1.5:${digest}`, `-1:${digest}`, `x:${digest}`, `:${digest}`]) {
         assert.is(await from(id), 1, String(id))
+      }
+      assert.is((await check({ headers: { 'last-event-id': `${seq}:${digest}` } }, log)).writing, undefined, "a fact's id is no piece's")
+    } finally {
+      await log.close()
+    }
+  }),
+)
+
+test(
+  "the README's Last-Event-ID check takes a piece's id (`${requestSeq}:${digest}.${index}`): the facts after its requestSeq, and the attempt to send the text of, when the digest at requestSeq is the log's; else the page starts over",
+  boundedTest(10_000, async (root) => {
+    const check = await checkOfLastEventId()
+    const log = await EventLog.open(join(root, 'log'))
+    try {
+      await log.appendAll(completeInvocation('first'))
+      const { highWater } = log.head()
+      const requestSeq = highWater - 2
+      const digest = await log.digestAt(requestSeq)
+      assert.ok(digest.startsWith('sha256:') && !digest.includes('.'), 'a digest holds no dot')
+      const resumed = (id: string) => check({ headers: { 'last-event-id': id } }, log)
+      // A page that got piece 3 of the attempt whose model.requested is at requestSeq.
+      assert.equal(await resumed(`${requestSeq}:${digest}.3`), { from: requestSeq + 1, writing: requestSeq }, 'a text piece')
+      assert.equal(await resumed(`${requestSeq}:${digest}.0`), { from: requestSeq + 1, writing: requestSeq }, 'the first piece')
+      assert.equal(await resumed(`${requestSeq}:${digest}.c.2`), { from: requestSeq + 1, writing: requestSeq }, "a tool call's piece")
+      const over = { from: 1, writing: undefined }
+      assert.equal(await resumed(`${requestSeq}:sha256:${'0'.repeat(64)}.3`), over, "a digest that is not the log's at requestSeq")
+      assert.equal(await resumed(`${requestSeq}:${await log.digestAt(requestSeq - 1)}.3`), over, 'the digest of the fact before')
+      assert.equal(await resumed(`${highWater + 1}:${digest}.3`), over, 'a requestSeq past the end')
+      assert.equal(await resumed(`${highWater + 1}:${log.head().digest}.0`), over, 'a requestSeq past the end, with the last digest')
+      // The old scheme (`${requestSeq}.${index}`, no digest), and pieces with an index that is none.
+      for (const id of [`${requestSeq}.3`, `${requestSeq}:${digest}.`, `${requestSeq}:${digest}.x`, `${requestSeq}:${digest}.3.4`, `${requestSeq}:${digest}.c.`, `${requestSeq}:${digest}.-1`]) {
+        assert.equal(await resumed(id), over, id)
       }
     } finally {
       await log.close()

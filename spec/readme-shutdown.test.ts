@@ -4,7 +4,8 @@
  * `cancelled{shutdown}`), run as it is written: two runs are cancelled by a shutdown and one by the
  * user, then the next start runs the block twice at once (a start-up run twice in one process), both
  * passes having listed the sessions before either continues one. Each shutdown's turn is finished
- * once, the stop is left as it is, and neither pass throws.
+ * once, the stop is left as it is, a child run the shutdown cancelled is left to its supervisor, and
+ * neither pass throws.
  */
 import { randomUUID } from 'node:crypto'
 import { writeFile } from 'node:fs/promises'
@@ -41,6 +42,7 @@ test("the README's loop after a shutdown finishes each cancelled{shutdown} turn 
         a: await scriptedModelServer([answer.hang(), answer.text('Done, A.')]),
         b: await scriptedModelServer([answer.hang(), answer.text('Done, B.')]),
         stopped: await scriptedModelServer([answer.hang()]),
+        child: await scriptedModelServer([answer.hang()]),
       }
       try {
         const file = join(dir, 'loop.mts') // an ES module wherever the temporary directory is
@@ -64,7 +66,16 @@ test("the README's loop after a shutdown finishes each cancelled{shutdown} turn 
           const stop = new AbortController()
           const runs = await Promise.all(
             Object.keys(servers).map((sessionId) =>
-              engine.start({ ...settingsFor(sessionId), invocation: newRun(sessionId), work: { kind: 'message', content: 'Hello' } }, { signal: sessionId === 'stopped' ? stop.signal : shutdown.signal }),
+              engine.start(
+                {
+                  ...settingsFor(sessionId),
+                  invocation: newRun(sessionId),
+                  work: { kind: 'message', content: 'Hello' },
+                  // A child run, as a supervisor's delegate call starts it (Agents that call agents).
+                  ...(sessionId === 'child' ? { parent: { invocation: { sessionId: 'supervisor', turnId: 't1', runId: 'r1', invocationId: 'i1' }, operationId: 'i1/step-1/0' } } : {}),
+                },
+                { signal: sessionId === 'stopped' ? stop.signal : shutdown.signal },
+              ),
             ),
           )
           await Promise.all(Object.values(servers).map((server) => server.seen(0)))
@@ -74,6 +85,7 @@ test("the README's loop after a shutdown finishes each cancelled{shutdown} turn 
             { status: 'cancelled', source: 'shutdown' },
             { status: 'cancelled', source: 'shutdown' },
             { status: 'cancelled', source: 'user-stop' },
+            { status: 'cancelled', source: 'shutdown' },
           ])
           await engine.drain()
         } finally {
@@ -95,6 +107,7 @@ test("the README's loop after a shutdown finishes each cancelled{shutdown} turn 
               return sessions
             },
             runSource: (sessionId: string, runId: string) => log.runSource(sessionId, runId),
+            runs: (sessionId: string) => log.runs(sessionId),
           }
           await Promise.all([startUp(seenByLoop, engine, settingsFor, newRun), startUp(seenByLoop, engine, settingsFor, newRun)])
           await engine.drain()
@@ -108,12 +121,13 @@ test("the README's loop after a shutdown finishes each cancelled{shutdown} turn 
             ['continuation', { status: 'completed' }],
           ])
           assert.equal(await shape('stopped'), [['message', { status: 'cancelled', source: 'user-stop' }]])
+          assert.equal(await shape('child'), [['message', { status: 'cancelled', source: 'shutdown' }]], 'the child is left to its supervisor')
           assert.equal(
             Object.values(servers).map((server) => server.requests.length),
-            [2, 2, 1],
-            'one request of each continuation, none of the stopped session',
+            [2, 2, 1, 1],
+            'one request of each continuation, none of the stopped session nor of the child',
           )
-          assert.equal((await log.pendingSessions({ unanswered: true })).map((session) => session.sessionId), ['stopped'], 'only the stop is left unanswered')
+          assert.equal((await log.pendingSessions({ unanswered: true })).map((session) => session.sessionId), ['child', 'stopped'], 'only the stop and the child are left unanswered')
         } finally {
           await log.close()
         }

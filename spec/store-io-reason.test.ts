@@ -349,4 +349,12 @@ test(
   }),
 )
 
+
+test('sizes in remedies are shown in bytes, KiB (rounded up), MiB or GiB', () => {
+  assert.equal(
+    [100, 1_024, 2_049, 1.5 * 1024 * 1024, 3 * 1024 * 1024 * 1024].map(shownBytes),
+    ['100 bytes', '1 KiB', '3 KiB', '1.5 MiB', '3.0 GiB'],
+  )
+})
+
 test.run()

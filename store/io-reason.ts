@@ -68,6 +68,7 @@ export function writeAheadBytes(location: string): number | undefined {
 
 /** "3.1 MiB", "228 KiB", "512 bytes": for a person freeing space. */
 export function shownBytes(bytes: number): string {
+  if (bytes >= 1024 * 1024 * 1024) return `${(bytes / (1024 * 1024 * 1024)).toFixed(1)} GiB`
   if (bytes >= 1024 * 1024) return `${(bytes / (1024 * 1024)).toFixed(1)} MiB`
   if (bytes >= 1024) return `${Math.ceil(bytes / 1024)} KiB`
   return `${bytes} bytes`

@@ -32,7 +32,9 @@ import { chainedIdRecord, checkFactRules, encodeRecord, encodeValidatedEvent, va
 import { IdFilter } from '../store/id-filter.js'
 import { keys, seqPart } from '../store/keys.js'
 
-export type Op = { type: 'put'; key: string; value: Uint8Array } | { type: 'del'; key: string }
+import type { Op } from './support.js'
+
+export type { Op }
 
 /** One fact as the appenders hand it to a `FloorLog`: the event and the records `EventLog` wrote for it. */
 export interface FloorItem {

@@ -26,7 +26,7 @@ import type { RuntimeEvent } from '../facts/types.js'
 import { EventLog } from '../store/event-log.js'
 import { canonical, encodeEvent } from '../store/encoding.js'
 import { keys } from '../store/keys.js'
-import { chainedBatchPrototype, emit, measureWrites, median, now, parseArgs, progress, withTempDir } from './support.js'
+import { type Op, chainedBatchPrototype, emit, measureWrites, median, now, parseArgs, progress, sameRecordBatches, withTempDir } from './support.js'
 import { appendLanes, appenderLanes } from './workload.js'
 
 export interface GroupCommitFigures {
@@ -66,7 +66,6 @@ export interface GroupCommitFigures {
   cpuCeiling: number
 }
 
-type Op = { type: 'put'; key: string; value: Uint8Array } | { type: 'del'; key: string }
 
 /**
  * Records every operation of every chained batch written while `capture` is set (the log's own
@@ -92,8 +91,6 @@ let batchesWritten = 0
     return write.call(this, options)
   }
 }
-
-const EVENT_KEY = keys.eventLow
 
 interface RunResult {
   facts: number
@@ -175,25 +172,6 @@ async function rawRun(batches: Op[][], facts: number): Promise<RunResult> {
   })
 }
 
-/** The captured operations cut into batches of `perBatch` facts (a batch ends before the next fact's event record). */
-function sameRecordBatches(ops: Op[], perBatch: number): Op[][] {
-  const batches: Op[][] = []
-  let current: Op[] = []
-  let facts = 0
-  for (const op of ops) {
-    if (op.type === 'put' && op.key.startsWith(EVENT_KEY)) {
-      if (facts === perBatch) {
-        batches.push(current)
-        current = []
-        facts = 0
-      }
-      facts += 1
-    }
-    current.push(op)
-  }
-  if (current.length > 0) batches.push(current)
-  return batches
-}
 
 /** Only the event records: round `r` holds the `r`-th fact of every appender. */
 function factOnlyBatches(lanes: RuntimeEvent[][]): Op[][] {

@@ -75,7 +75,7 @@ import { recoverInvocations } from '../store/recovery.js'
 import { packValidatedEvent } from '../store/shaped-writer.js'
 import { type FloorItem, FloorLog, LEVELS, type Level, type Op, appendFloorLanes, floorItems } from './floor.js'
 import { OPEN_INVOCATIONS, buildGrowthLog, leaveOpen, settleLog } from './growth-logs.js'
-import { chainedBatchPrototype, median, now, withTempDir } from './support.js'
+import { chainedBatchPrototype, median, now, sameRecordBatches, withTempDir } from './support.js'
 import { STEPS, appendLanes, appenderLanes, invocationEvents, invocationFacts, invocationFor, runInput, scriptedClient } from './workload.js'
 
 const [workload = 'append', first, second, third, fourth] = process.argv.slice(2)
@@ -540,31 +540,12 @@ async function floor(plan: readonly number[], rounds: number): Promise<void> {
         await log.close()
       }
     })
-  /** The captured operations in batches of one fact per appender, as bench/group-commit.ts replays them. */
-  const rawBatches = (ops: readonly Op[], perBatch: number): Op[][] => {
-    const out: Op[][] = []
-    let current: Op[] = []
-    let count = 0
-    for (const op of ops) {
-      if (op.type === 'put' && op.key.startsWith(keys.eventLow)) {
-        if (count === perBatch) {
-          out.push(current)
-          current = []
-          count = 0
-        }
-        count += 1
-      }
-      current.push(op)
-    }
-    if (current.length > 0) out.push(current)
-    return out
-  }
   const prepare = async (appenders: number, facts: number, tag: string): Promise<Prepared> => {
     const lanes = appenderLanes(appenders, facts, tag)
     const { ops, batchEnds: ends } = await capture(lanes)
     const items = floorItems(lanes, ops, ends)
     const total = lanes.reduce((sum, lane) => sum + lane.length, 0)
-    return { lanes, items, raw: rawBatches(ops, appenders), halves: rawBatches(ops, Math.max(1, Math.floor(appenders / 2))), facts: total }
+    return { lanes, items, raw: sameRecordBatches(ops, appenders), halves: sameRecordBatches(ops, Math.max(1, Math.floor(appenders / 2))), facts: total }
   }
   // Untimed: every variant's code compiled before the first timed run, and the captured records
   // checked: the levels that pack the event must put the bytes the floor puts as captured.

@@ -8,6 +8,7 @@ import { createRequire } from 'node:module'
 import { mkdtemp, readFile, readdir, rm, stat } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { keys } from '../store/keys.js'
 
 /** The median of `values` (the mean of the two middle values for an even count). */
 export function median(values: readonly number[]): number {
@@ -125,4 +126,27 @@ export function runChild<T>(file: string, args: readonly string[], options: { no
       resolve(JSON.parse(line.slice(RESULT_PREFIX.length)) as T)
     })
   })
+}
+
+/** A record put into (or deleted from) a LevelDB batch, as the benchmarks capture the log's and replay them raw. */
+export type Op = { type: 'put'; key: string; value: Uint8Array } | { type: 'del'; key: string }
+
+/** Captured operations cut into batches of `perBatch` facts (a batch ends before the next fact's event record). */
+export function sameRecordBatches(ops: readonly Op[], perBatch: number): Op[][] {
+  const batches: Op[][] = []
+  let current: Op[] = []
+  let facts = 0
+  for (const op of ops) {
+    if (op.type === 'put' && op.key.startsWith(keys.eventLow)) {
+      if (facts === perBatch) {
+        batches.push(current)
+        current = []
+        facts = 0
+      }
+      facts += 1
+    }
+    current.push(op)
+  }
+  if (current.length > 0) batches.push(current)
+  return batches
 }

@@ -88,6 +88,8 @@ export interface FactstateErrorDetails {
    * that are not an object), or the id argument of a read (`runs`, `runSource`, `invocationEvents`,
    * `pendingSessions`) that is not an id. `highWater`: with `field: 'from'`, the log's high-water when
    * `events()` was given a `from` past its end (more than `highWater + 1`, with no `to` below it).
+   * `snapshotOf`: beside that `highWater`, when the log read is a snapshot: the path of the log it
+   * copies, which may have reached the seq since (a snapshot of it taken now tells).
    */
   LOG_INVALID_ARGUMENT:
     | {
@@ -95,6 +97,7 @@ export interface FactstateErrorDetails {
         destination?: 'exists' | 'no_parent' | 'inside_log'
         field?: string
         highWater?: number
+        snapshotOf?: string
       }
     | undefined
   /**

@@ -10,7 +10,7 @@ import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { EventLog } from '../index.js'
-import { boundedTest, completeInvocation } from './support/log-fixtures.js'
+import { boundedTest, completeInvocation, refusal } from './support/log-fixtures.js'
 import { readmeBlock } from './support/readme.js'
 
 /** What the README block gives: the seq to read from, and for a piece's id the attempt being written (its requestSeq). */
@@ -78,6 +78,74 @@ test(
       }
     } finally {
       await log.close()
+    }
+  }),
+)
+
+/** The README block for a server that reads snapshots: the log to run the check on, given the snapshot at hand and the Last-Event-ID. */
+async function logToCheck(): Promise<(latest: EventLog, lastId: string) => Promise<EventLog>> {
+  const block = await readmeBlock('latest.snapshotOf', 'one block checks Last-Event-ID against a later snapshot')
+  const AsyncFunction = (async () => undefined).constructor as new (...args: string[]) => (...values: unknown[]) => Promise<EventLog>
+  const run = new AsyncFunction('latest', 'lastId', 'EventLog', `${block}\nreturn log`)
+  return (latest, lastId) => run(latest, lastId, EventLog)
+}
+
+test(
+  "served from a snapshot, the README's check resumes a page that holds facts past the snapshot's end the log reached since (on a later snapshot), and starts over one whose seq the log never reached or whose digest is not the log's",
+  boundedTest(20_000, async (root) => {
+    const check = await checkOfLastEventId()
+    const checkedOn = await logToCheck()
+    const path = join(root, 'log')
+    const live = await EventLog.open(path)
+    const opened: EventLog[] = []
+    try {
+      await live.appendAll(completeInvocation('first'))
+      const latest = await EventLog.openSnapshot(path, { directory: root })
+      opened.push(latest)
+      const taken = latest.head().highWater
+      // The page was sent facts the log made durable after `latest` was taken (a later snapshot, another worker).
+      await live.appendAll(completeInvocation('second'))
+      const seq = live.head().highWater - 1
+      assert.ok(seq > taken + 1, 'the page is past the snapshot at hand')
+      const digest = await live.digestAt(seq)
+      const resumed = async (id: string) => {
+        const log = await checkedOn(latest, id)
+        if (log !== latest) opened.push(log)
+        return { log, ...(await check({ headers: { 'last-event-id': id } }, log)) }
+      }
+
+      // The check alone, on the snapshot at hand, takes the seq for another log's.
+      assert.equal(await check({ headers: { 'last-event-id': `${seq}:${digest}` } }, latest), { from: 1, writing: undefined }, 'the snapshot at hand alone starts the page over')
+      assert.equal((await refusal(() => latest.events({ from: seq + 1 }))).details, { field: 'from', highWater: taken, snapshotOf: path })
+
+      const fact = await resumed(`${seq}:${digest}`)
+      assert.equal({ from: fact.from, writing: fact.writing }, { from: seq + 1, writing: undefined }, 'resumed after the seq, on a later snapshot')
+      assert.is(fact.log.snapshotOf, path)
+      assert.ok(fact.log.head().highWater >= seq, 'the later snapshot holds the seq')
+      const read: number[] = []
+      for await (const stored of fact.log.events({ from: fact.from })) read.push(stored.seq)
+      assert.equal(read, [seq + 1], 'the later snapshot reads on from there')
+      const piece = await resumed(`${seq}:${digest}.c.2`)
+      assert.equal({ from: piece.from, writing: piece.writing }, { from: seq + 1, writing: seq }, "a piece's id past the snapshot at hand")
+
+      // Past the log's end too, or another log's digest: the later snapshot settles it, the page starts over.
+      const { highWater } = live.head()
+      for (const id of [`${highWater + 5}:${live.head().digest}`, `${seq}:sha256:${'0'.repeat(64)}`, `${highWater + 1}:${digest}.3`]) {
+        const over = await resumed(id)
+        assert.equal({ from: over.from, writing: over.writing }, { from: 1, writing: undefined }, id)
+        assert.is.not(over.log, latest, `${id}: checked on a later snapshot`)
+      }
+
+      // A seq the snapshot at hand holds (or no id) is checked there: no snapshot is taken.
+      const within = await latest.digestAt(taken)
+      const here = await resumed(`${taken}:${within}`)
+      assert.ok(here.log === latest && here.from === taken + 1, 'a seq within the snapshot at hand')
+      for (const id of ['', 'x:y']) assert.ok((await resumed(id)).log === latest, JSON.stringify(id))
+      // The log itself (the writer's process) is never replaced by a snapshot.
+      assert.ok((await checkedOn(live, `${highWater + 5}:${digest}`)) === live, 'the log itself is checked as it is')
+    } finally {
+      for (const log of opened) await log.close()
+      await live.close()
     }
   }),
 )

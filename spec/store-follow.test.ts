@@ -541,7 +541,7 @@ follow(
 )
 
 follow(
-  "on a snapshot, a from past its end that the live log has reached is refused as the snapshot's end, not guessed to be another log's: the message says to take a later snapshot",
+  "on a snapshot, a from past its end that the live log has reached is refused as the snapshot's end, not guessed to be another log's: details.snapshotOf names the log, and its message says to take a later snapshot, which reads the seq",
   boundedTest(10_000, async (root) => {
     const path = join(root, 'log')
     const log = await EventLog.open(path)
@@ -555,12 +555,23 @@ follow(
         assert.ok(live > taken + 1)
         const error = await refusal(() => snapshot.events({ from: live }))
         assert.is(error.code, 'LOG_INVALID_ARGUMENT')
-        assert.equal(error.details, { field: 'from', highWater: taken })
+        assert.equal(error.details, { field: 'from', highWater: taken, snapshotOf: path }, "the snapshot's end, told from the log's by the log's path")
         assert.match(error.message, `past the end of this snapshot of the log at ${path}, whose high-water is ${taken}: a seq the log reached after the snapshot was taken (take a later one)`)
         // The live log reads it.
         const read: number[] = []
         for await (const stored of log.events({ from: live })) read.push(stored.seq)
         assert.equal(read, [live])
+        // A snapshot taken now reaches it; past the live log's end it refuses as the log would, naming the log too.
+        const later = await EventLog.openSnapshot(path, { directory: root })
+        try {
+          const seen: number[] = []
+          for await (const stored of later.events({ from: live })) seen.push(stored.seq)
+          assert.equal(seen, [live], 'a later snapshot reads the seq')
+          assert.equal((await refusal(() => later.events({ from: live + 2 }))).details, { field: 'from', highWater: live, snapshotOf: path })
+        } finally {
+          await later.close()
+        }
+        assert.equal((await refusal(() => log.events({ from: live + 2 }))).details, { field: 'from', highWater: live }, 'the log itself names no snapshotOf')
       } finally {
         await snapshot.close()
       }

@@ -3444,7 +3444,9 @@ export class EventLog {
    * `LOG_INVALID_ARGUMENT` with `details: { field: 'from', highWater }`, unless a `to` below it makes
    * the range empty (that reads nothing, as it does within the log); `highWater + 1` is the next
    * fact, where a follower waits for it. A snapshot's end is the log's when it was taken: there, a seq
-   * the log reached since is refused too (take a later snapshot).
+   * the log reached since is refused too, with `details.snapshotOf` (the log's path) beside
+   * `highWater`: a snapshot of it taken later holds every fact that was durable then, so it tells
+   * whether the log has the seq.
    *
    * @example
    * ```ts
@@ -3491,7 +3493,8 @@ export class EventLog {
       throw new FactstateError(
         'LOG_INVALID_ARGUMENT',
         `events(): from ${from as number} is past the end of ${which} ${highWater === 0 ? 'Read from 1 (the first fact)' : `Read from 1, or from at most ${highWater + 1} (the next fact)`}`,
-        { details: { field: 'from', highWater } },
+        // On a snapshot, `snapshotOf` tells its end from the log's: the log there may hold the seq (a later snapshot tells).
+        { details: this.#snapshotOf === undefined ? { field: 'from', highWater } : { field: 'from', highWater, snapshotOf: this.#snapshotOf } },
       )
     }
     if (sessionId !== undefined && !idSchema.safeParse(sessionId).success) {

@@ -354,6 +354,28 @@ test(
 )
 
 test(
+  'a run that did not ask for a stream, cut off by answer.reset({ text }): the text reaches onModelText as its attempt\'s partial answer, and the retry starts over',
+  engineTest([answer.reset({ text: DRAFT }), answer.text(FINAL)], {}, async (h) => {
+    const pieces: ModelTextPiece[] = []
+    const outcome = await h.run(h.input('unstreamed'), { onModelText: (piece) => pieces.push(piece) })
+    assert.equal(outcome, { status: 'completed' })
+    assert.ok(h.server.requests.every((request) => request.body.stream === undefined), 'no request asked for a stream')
+    assert.equal(await typesOf(h.log, 'invocation-unstreamed'), ['invocation.opened', 'model.requested', 'model.interrupted', 'model.requested', 'model.completed', 'invocation.ended'])
+    const [[, first] = ['', 0], [, retry] = ['', 0]] = await requestSeqs(h.log, 'invocation-unstreamed')
+    assert.equal(
+      pieces.map(({ requestSeq, attempt, index, offset, text }) => ({ requestSeq, attempt, index, offset, text })),
+      [
+        { requestSeq: first, attempt: 1, index: 0, offset: 0, text: DRAFT },
+        { requestSeq: retry, attempt: 2, index: 0, offset: 0, text: FINAL },
+      ],
+      'the draft before the reset, then the answer whole (plain JSON)',
+    )
+    const [interrupted] = only(await factsOf(h.log, 'invocation-unstreamed'), 'model.interrupted')
+    assert.is(interrupted?.status, 'retryable_failure')
+  }),
+)
+
+test(
   'text held back while it could become the provider key is counted when it is passed on: indexes with no gap, offsets adding up to the recorded text',
   engineTest([answer.text('key sk-live-0123456789abcdefXYZ then sk-live-0123 and sk-li, sk-live-0123456789abcdefXYZ', { pieces: 40 })], { stream: true }, async (h) => {
     const pieces: ModelTextPiece[] = []

@@ -632,6 +632,33 @@ test(
   }),
 )
 
+for (const stream of [undefined, false, true]) {
+  test(
+    `answer.reset({ text }) sends its text in a stream whatever the request asks (a server ${stream === undefined ? 'without a stream option' : `with stream: ${stream}`}), then resets: retryable, the text passed on; one written out with stream: false is answered 400 scripted_answer_invalid`,
+    withServer(
+      [answer.reset({ text: 'half an ans' }), answer.reset({ text: 'half an ans' }), answer.reset({ text: '' }), { kind: 'reset', stream: false, text: 'x' }],
+      async (server) => {
+        const client = new OpenAIChatClient(provider(server))
+        const attempt = async (body: ChatRequestBody) => {
+          const streamed: string[] = []
+          const response = interrupted(await client.complete({ ...requestFor(body), onText: (text) => streamed.push(text) }))
+          return { status: response.status, malformed: response.malformed ?? false, text: streamed.join('') }
+        }
+        const cut = { status: 'retryable_failure', malformed: false, text: 'half an ans' }
+        assert.equal(await attempt(bodyOf()), cut, 'a request that did not ask for a stream')
+        assert.equal(await attempt(bodyOf({ stream: true })), cut, 'a request that asked for one')
+        assert.equal(await attempt(bodyOf()), { ...cut, text: '' }, 'empty text: a stream cut after its first chunk')
+        const refused = interrupted(await client.complete(requestFor(bodyOf())))
+        assert.is(refused.status, 'failed', 'not retried')
+        assert.is(refused.provider?.status, 400)
+        assert.is(refused.provider?.code, 'scripted_answer_invalid')
+        assert.match(refused.message, 'sent only in a stream, and stream: false')
+      },
+      stream === undefined ? {} : { stream },
+    ),
+  )
+}
+
 test('connection refused is a retryable failure', () =>
   withTimeout(async () => {
     const server = await scriptedModelServer([])

@@ -174,8 +174,16 @@ export const answer = {
   },
   /**
    * Destroys the connection without an answer; streamed (`stream: true`, or as the server or the
-   * request asks), after the SSE headers and a first chunk, and with `text` a chunk of that text: an
-   * answer cut off mid-stream, which a client retries. `text` with `stream: false` is refused.
+   * request asks), after the SSE headers and a first chunk. With `text` always streamed, as
+   * `cutStream` and `stall` are, whatever the request or the server asks, and the text sent as a
+   * chunk before the connection goes: an answer cut off mid-stream, which a client retries (a plain
+   * JSON request gets the stream too, which the built-in client reads). `text` with `stream: false`
+   * is refused.
+   *
+   * @example
+   * ```ts
+   * const server = await scriptedModelServer([answer.reset({ text: 'a first dra' }), answer.text('a first draft')])
+   * ```
    */
   reset(options: AnswerOptions & { text?: string | undefined } = {}): ScriptedAnswer {
     const read = answerOptions<AnswerOptions & { text?: string }>('reset', options, ['hold', 'stream', 'text'])
@@ -583,7 +591,14 @@ export async function scriptedModelServer(script: Script, options: ScriptedModel
         return // sockets are destroyed on close
       }
       case 'reset':
-        if (wantsStream(scripted.stream, recorded)) {
+        // A built answer cannot have both (answer.reset refuses them); one written out can, and its text is not dropped unsaid.
+        if (scripted.text !== undefined && scripted.stream === false) {
+          writeJson(res, 400, { error: { message: `scripted model server: the reset answering request ${recorded.index} has text, which is sent only in a stream, and stream: false`, type: 'invalid_request_error', param: null, code: 'scripted_answer_invalid' } })
+          return
+        }
+        // Text is a chunk of a stream whatever the request asked, as cutStream's and stall's are: the
+        // answer cut off mid-stream it scripts; dropped for a request that did not stream, it tested nothing.
+        if (scripted.text !== undefined || wantsStream(scripted.stream, recorded)) {
           const send = startSse(res)
           send({
             id: `chatcmpl-${recorded.index}`,

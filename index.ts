@@ -21,7 +21,7 @@ export {
 } from './machines/invocation.js'
 export { Engine, type EngineOptions, type StartOptions, type RunningInvocation } from './actors/engine.js'
 export { ModelExecutor, type ModelExecutorOptions } from './actors/model-executor.js'
-export type { LiveModelText, ModelTextPiece, ModelToolCallPiece } from './actors/model-text.js'
+export type { LiveModelText, LiveModelToolCall, LiveModelToolCalls, ModelTextPiece, ModelToolCallPiece } from './actors/model-text.js'
 export { OpenAIChatClient, retryAfterMsOf } from './actors/openai-chat-client.js'
 export type { ModelClient, ModelRequest, ModelRequestOrigin, ModelResponse, ProviderConfig, ChatMessage, ChatRequestBody, ToolCallPiece } from './actors/model-client.js'
 export { intentFor, successorOf, type HandoffGate, type HandoffReservation, type HeldInvocation, type IntentOptions, type ReserveOptions } from './actors/handoff.js'

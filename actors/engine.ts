@@ -12,7 +12,7 @@ import { type HandoffGate, successorOf } from './handoff.js'
 import { InvocationActor, defaultEventId } from './invocation-actor.js'
 import type { ModelClient } from './model-client.js'
 import type { Approver } from './approval.js'
-import type { LiveModelText, ModelTextPiece, ModelToolCallPiece } from './model-text.js'
+import type { LiveModelText, LiveModelToolCalls, ModelTextPiece, ModelToolCallPiece } from './model-text.js'
 import { ModelExecutor } from './model-executor.js'
 import { DECLARED_SECRET, MAX_SECRET_LENGTH, MAX_SECRETS_TOTAL, type Secrets, redactDeep, redactedMessage, secretsOf } from './redaction.js'
 import { DEFAULT_MAX_STEPS, RUN_INPUT_KEYS, type RunInput, toolCallLimits, validateRunInput } from './run-input.js'
@@ -190,6 +190,20 @@ export interface RunningInvocation {
    * without `onModelText`.
    */
   liveText(): LiveModelText | undefined
+  /**
+   * The tool calls of the model answer being written now, as passed on to `onToolCallText` so far:
+   * `{ requestSeq, stepId, attempt, calls, pieces }`, each call begun (in the order they began) with
+   * its `callId`, `name` and the `arguments` text passed on so far, and `pieces` the next piece's
+   * `index`: for a page that reconnects while a call is being written. Over the same span as
+   * `liveText()`; `undefined` for a run started without `onToolCallText`.
+   *
+   * @example
+   * ```ts
+   * const so = running.liveToolCalls()
+   * for (const call of so?.calls ?? []) ui.showCall(call.callId, call.name, call.arguments)
+   * ```
+   */
+  liveToolCalls(): LiveModelToolCalls | undefined
   /**
    * Resolves with the outcome once `invocation.ended` is durable (each call gets its own copy).
    * Rejects with `LOG_CLOSED` when the log closes under the run, and with the log's error when it
@@ -891,6 +905,9 @@ export class Engine {
       },
       liveText() {
         return actor.liveText()
+      },
+      liveToolCalls() {
+        return actor.liveToolCalls()
       },
       wait() {
         // Each caller gets its own copy: one that changes its outcome changes no other's.

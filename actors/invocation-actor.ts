@@ -15,7 +15,7 @@ import { Gate, type HoldDecision, type Reservation } from './handoff.js'
 import type { ChatRequestBody, ModelClient, ProviderConfig, ToolCallPiece } from './model-client.js'
 import type { ModelExecutor } from './model-executor.js'
 import { type ApprovalRequest, type Approver, type NeedsApproval, decide, needsApprovalFor } from './approval.js'
-import { type LiveModelText, LiveText, LiveToolCalls, type ModelTextPiece, type ModelToolCallPiece } from './model-text.js'
+import { type LiveModelText, type LiveModelToolCalls, LiveText, LiveToolCalls, type ModelTextPiece, type ModelToolCallPiece } from './model-text.js'
 import { type Secrets, redact, redactAnswer, redactDeep, redactFailure, secretsOf, withToolSecret } from './redaction.js'
 import { functionTools, type ToolDefinition } from './tool-catalog.js'
 import { argumentsOf } from './tool-arguments.js'
@@ -442,8 +442,12 @@ export class InvocationActor {
   #unsealed: string | undefined
   /** Facts get the default id and the system clock from here on (see `#run`'s failure path). */
   #fallback = false
-  /** The text of the attempt in flight as passed on so far, while the run's caller takes it (see `liveText()`). */
-  #live: { requestSeq: number; stepId: string; attempt: number; text: LiveText } | undefined
+  /**
+   * The text and tool calls of the attempt in flight as passed on so far, while the run's caller
+   * takes either (see `liveText()`, `liveToolCalls()`). One field for both: a held run has none, and
+   * a field more costs each held run its slot.
+   */
+  #live: { requestSeq: number; stepId: string; attempt: number; text: LiveText | undefined; calls: LiveToolCalls | undefined } | undefined
   private readonly setup: Omit<ActorSetup, 'snapshot'>
 
   constructor({ snapshot, ...setup }: ActorSetup) {
@@ -917,7 +921,7 @@ export class InvocationActor {
       const requestSeq = await this.#record({ type: 'model.requested', stepId, model: execution.model, requestDigest })
       const live = this.#liveText(stepId, attempt, requestSeq)
       const calls = this.#liveCalls(stepId, attempt, requestSeq)
-      this.#live = live === undefined ? undefined : { requestSeq, stepId, attempt, text: live }
+      this.#live = live === undefined && calls === undefined ? undefined : { requestSeq, stepId, attempt, text: live, calls }
       const response = await executor.attempt(client, {
         bodyText,
         origin: { invocation: this.setup.invocation, stepId, attempt, requestDigest },
@@ -994,9 +998,21 @@ export class InvocationActor {
    */
   liveText(): LiveModelText | undefined {
     const live = this.#live
-    if (live === undefined) return undefined
+    if (live?.text === undefined) return undefined
     const { text, pieces } = live.text.passed
     return { requestSeq: live.requestSeq, stepId: live.stepId, attempt: live.attempt, text, pieces }
+  }
+
+  /**
+   * The tool calls of the attempt in flight as passed on to `onToolCallText` so far (see
+   * `RunningInvocation.liveToolCalls`), over the same span as `liveText()`; `undefined` for a run
+   * started without `onToolCallText`.
+   */
+  liveToolCalls(): LiveModelToolCalls | undefined {
+    const live = this.#live
+    if (live?.calls === undefined) return undefined
+    const { calls, pieces } = live.calls.passed
+    return { requestSeq: live.requestSeq, stepId: live.stepId, attempt: live.attempt, calls, pieces }
   }
 
   /**

@@ -94,6 +94,34 @@ export interface LiveModelText {
   pieces: number
 }
 
+/** One tool call of the attempt in flight, as passed on so far (an item of `LiveModelToolCalls.calls`). */
+export interface LiveModelToolCall {
+  /** The call's id, as its pieces' `callId`. */
+  callId: string
+  /** The tool it calls. */
+  name: string
+  /** Its arguments passed on so far, its pieces joined (without what is still held back). */
+  arguments: string
+}
+
+/**
+ * The tool calls of the attempt in flight, as passed on so far (`RunningInvocation.liveToolCalls()`):
+ * each call begun (its `''` piece passed on), in the order they began, with its pieces joined, as
+ * they were passed on.
+ */
+export interface LiveModelToolCalls {
+  /** The log seq of the attempt's `model.requested` fact (as its pieces' `requestSeq`). */
+  requestSeq: number
+  /** The step (`step-1`, …). */
+  stepId: string
+  /** The attempt (1, then a retry's 2, …). */
+  attempt: number
+  /** The calls begun so far, in the order they began (none before the first call's `''` piece). */
+  calls: LiveModelToolCall[]
+  /** How many tool-call pieces were passed on, of all the calls: the next piece's `index`. */
+  pieces: number
+}
+
 /** Where a piece of text goes once it may be passed on: its place in the attempt's text. */
 export interface PieceAt {
   /** Its place among the pieces passed on, from 0. */
@@ -249,6 +277,8 @@ interface LiveCall {
   name?: string
   held: string
   live?: LiveText
+  /** Its id and name as passed on (redacted), once it has begun. */
+  shown?: { callId: string; name: string }
 }
 
 /**
@@ -258,6 +288,8 @@ interface LiveCall {
  */
 export class LiveToolCalls {
   readonly #calls: LiveCall[] = []
+  /** The calls begun (their `''` piece passed on), in the order they began. */
+  readonly #begun: LiveCall[] = []
   /** How many pieces were passed on, of all the calls. */
   #pieces = 0
   #done = false
@@ -314,9 +346,21 @@ export class LiveToolCalls {
     for (const call of this.#calls) call.live?.close()
   }
 
+  /**
+   * What was passed on so far: the calls begun, in the order they began (a call begins once its id
+   * and name are known, which may be after a call that came later), and how many pieces that was.
+   */
+  get passed(): { calls: LiveModelToolCall[]; pieces: number } {
+    const calls: LiveModelToolCall[] = []
+    for (const call of this.#begun) calls.push({ ...(call.shown as { callId: string; name: string }), arguments: (call.live as LiveText).passed.text })
+    return { calls, pieces: this.#pieces }
+  }
+
   #begin(call: LiveCall, callId: string, name: string): LiveText {
     // What the run records of them is redacted the same way.
     const shown = { callId: redact(callId, this.secrets), name: redact(name, this.secrets) }
+    call.shown = shown
+    this.#begun.push(call)
     // One count over the calls: a piece's index is its place among all the attempt's call pieces.
     const live = new LiveText(this.secrets, (text, { offset }) => this.pass(shown, text, { index: this.#pieces++, offset }))
     call.live = live

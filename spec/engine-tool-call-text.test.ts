@@ -236,4 +236,103 @@ test('LiveToolCalls: a new id at an index in use starts another call; a call str
   ])
 })
 
+test(
+  "liveToolCalls() is the calls passed on so far of the attempt in flight, as the pieces come (a retry's starting over), held-back key text not in it; undefined once the answer is recorded, and after the run",
+  engineTest(
+    [
+      answer.reset({ stream: true }),
+      answer.toolCalls(
+        [
+          { id: 'call-a', name: 'echo', arguments: { value: 42, note: 'sk-live-0123 is not the key, sk-live-0123456789abcdefXYZ is' } },
+          { id: 'call-b', name: 'lookup', arguments: { key: 'weather/berlin' } },
+        ],
+        { pieces: 9, pieceDelayMs: 5 },
+      ),
+      answer.text('done'),
+    ],
+    { stream: true },
+    async (h) => {
+      const pieces: ModelToolCallPiece[] = []
+      const seen: unknown[] = []
+      const base = h.input('calls-so-far', { tools: [countingTool('echo'), countingTool('lookup')] })
+      const input = { ...base, provider: { ...base.provider, apiKey: 'sk-live-0123456789abcdefXYZ' }, toolConcurrency: 2 }
+      const running = await h.start(input, {
+        onToolCallText: (piece) => {
+          pieces.push(piece)
+          seen.push(h.engine.running('invocation-calls-so-far')?.liveToolCalls())
+        },
+      })
+      assert.is(running.liveToolCalls(), undefined, 'no attempt in flight before the first request')
+      assert.equal(await running.wait(), { status: 'completed' })
+      assert.is(running.liveToolCalls(), undefined, 'nothing in flight once the run has ended')
+      assert.is(running.liveText(), undefined, 'no text kept for a run started without onModelText')
+      assert.ok(pieces.length > 6, `the calls came in pieces (${pieces.length})`)
+      // What liveToolCalls() gave at each piece: the calls begun so far, each with its pieces joined.
+      const expected = pieces.map((piece, at) => {
+        const calls: { callId: string; name: string; arguments: string }[] = []
+        for (const before of pieces.slice(0, at + 1)) {
+          const call = calls.find((candidate) => candidate.callId === before.callId)
+          if (call === undefined) calls.push({ callId: before.callId, name: before.name, arguments: before.arguments })
+          else call.arguments += before.arguments
+        }
+        return { requestSeq: piece.requestSeq, stepId: 'step-1', attempt: 2, calls, pieces: at + 1 }
+      })
+      assert.equal(seen, expected)
+      const [completed] = only(await factsOf(h.log, 'invocation-calls-so-far'), 'model.completed')
+      const last = seen.at(-1) as { calls: { callId: string; name: string; arguments: string }[] }
+      assert.equal(
+        last.calls,
+        (completed?.output.toolCalls ?? []).map(({ callId, name, arguments: text }) => ({ callId, name, arguments: text })),
+        'the last piece leaves the calls as recorded (the key [redacted])',
+      )
+      assert.ok(
+        seen.every((so) => !JSON.stringify(so).includes('sk-live-0123456789')),
+        'no key, nor the part of one held back',
+      )
+    },
+  ),
+)
+
+test(
+  'liveToolCalls() of a request still waiting for its answer is its attempt with no call yet, and is gone once the attempt is cancelled; without onToolCallText there is none, onModelText or not',
+  engineTest([answer.hang(), answer.hang()], { stream: true }, async (h) => {
+    const controller = new AbortController()
+    const running = await h.start(h.input('waiting'), { signal: controller.signal, onToolCallText: () => undefined })
+    await h.server.seen(0)
+    const [requested] = (await storedEvents(h.log)).filter(({ event }) => event.invocation.invocationId === 'invocation-waiting' && event.fact.type === 'model.requested')
+    assert.equal(running.liveToolCalls(), { requestSeq: requested?.seq, stepId: 'step-1', attempt: 1, calls: [], pieces: 0 })
+    assert.is(running.liveText(), undefined, 'no text kept without onModelText')
+    controller.abort()
+    assert.is((await running.wait()).status, 'cancelled')
+    assert.is(running.liveToolCalls(), undefined)
+
+    const other = new AbortController()
+    const textOnly = await h.start(h.input('text-only'), { signal: other.signal, onModelText: () => undefined })
+    await h.server.seen(1)
+    assert.is(textOnly.liveToolCalls(), undefined, 'a run started without onToolCallText keeps no calls')
+    assert.equal(textOnly.liveText()?.pieces, 0, 'its text is kept as before')
+    other.abort()
+    assert.is((await textOnly.wait()).status, 'cancelled')
+  }),
+)
+
+test('LiveToolCalls.passed: the calls begun, in the order they began (a call named late after one named before it), their pieces joined, and how many pieces', () => {
+  const live = new LiveToolCalls(secretsOf({ kind: 'openai-chat', baseUrl: 'http://127.0.0.1:1/v1', model: 'm', apiKey: 'sk-live-0123456789abcdefXYZ' }).inData, () => undefined)
+  assert.equal(live.passed, { calls: [], pieces: 0 }, 'nothing before the first piece')
+  live.push({ index: 0, arguments: '{"a":' })
+  assert.equal(live.passed, { calls: [], pieces: 0 }, 'a call without its id and name is not begun')
+  live.push({ index: 1, callId: 'c-b', name: 'two', arguments: '{"k":"sk-li' })
+  live.push({ index: 0, callId: 'c-a', name: 'one' })
+  assert.equal(live.passed, {
+    calls: [
+      { callId: 'c-b', name: 'two', arguments: '{"k":"' },
+      { callId: 'c-a', name: 'one', arguments: '{"a":' },
+    ],
+    pieces: 4,
+  }, 'what could become the key is held back')
+  live.push({ index: 1, arguments: 've-0123456789abcdefXYZ"}' })
+  assert.equal(live.passed.calls[0], { callId: 'c-b', name: 'two', arguments: '{"k":"[redacted]"}' })
+  assert.is(live.passed.pieces, 5)
+})
+
 test.run()

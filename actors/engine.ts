@@ -8,7 +8,7 @@ import { canonical, isAbortSignal, messageOf, storageProblemAt } from '../store/
 import { type AppendView, type EventLog, type LogInternals, logInternals } from '../store/event-log.js'
 import type { BackupPoint } from '../store/backup-point.js'
 import { dispatchedInputs, dispatchedKey } from '../store/dispatched-inputs.js'
-import { type HandoffGate, successorOf } from './handoff.js'
+import { Gate, type HandoffGate, successorOf } from './handoff.js'
 import { InvocationActor, defaultEventId } from './invocation-actor.js'
 import type { ModelClient } from './model-client.js'
 import type { Approver } from './approval.js'
@@ -520,6 +520,34 @@ interface AdmittedTool {
 
 const admittedTools = new WeakMap<ToolDefinition, AdmittedTool>()
 
+/** A run this engine is running: its actor, and its ids. */
+interface TrackedRun {
+  actor: InvocationActor
+  invocation: Invocation
+}
+
+/**
+ * A run being admitted (see `Engine.running`): what its handles hold until a start of its id is
+ * admitted (`run`) or every one is refused.
+ */
+interface Opening {
+  /** The ids of the first start of it (a copy). */
+  invocation: Invocation
+  /** How many starts of its invocation id are being admitted (a start retried at once makes two). */
+  starts: number
+  /** Their signals: one aborted before a handle's cancel decides the source. */
+  signals: AbortSignal[]
+  /** The first cancel a handle asked for, and the signals that had aborted before it. */
+  cancel: { reason: string; after: AbortSignal[] } | undefined
+  /** The gate its handles give, which its actor takes over. */
+  gate: Gate
+  run: TrackedRun | undefined
+  /** Resolves with the run once admitted; rejects with the last refusal when none of its starts is. */
+  settled: Promise<TrackedRun>
+  admitted: (run: TrackedRun) => void
+  refused: (error: unknown) => void
+}
+
 /** The log each engine drives (see `engineLog`). */
 const enginesLog = new WeakMap<Engine, EventLog>()
 
@@ -553,7 +581,9 @@ export class Engine {
   readonly #toolTimeoutMs: number | undefined
   /** The engine's `secrets`, as headers a run's secrets are built from (see `DECLARED_SECRET`). */
   readonly #secrets: Record<string, string>
-  readonly #running = new Map<string, { actor: InvocationActor; invocation: Invocation }>()
+  readonly #running = new Map<string, TrackedRun>()
+  /** The runs being admitted, by invocation id, from the end of `start()`'s checks of its input to the admission or refusal. */
+  readonly #openings = new Map<string, Opening>()
   /** Calls of `start` not yet admitted or refused (each settles then). */
   readonly #admitting = new Set<Promise<void>>()
   /** The same, by the invocation id each asks for (see `start`). */
@@ -693,6 +723,19 @@ export class Engine {
       if (problem !== undefined) throw new FactstateError('RUN_INVALID_INPUT', problem.message, { details: { fields: problem.fields } })
     }
     run.providerOptions ??= {}
+    // From here on `running(id)` gives a handle of the run (before any await: once `start()` has returned).
+    const opening = this.#opening(run.invocation, signal)
+    try {
+      return await this.#admitRun(run, admitted, { signal, onModelText, onToolCallText, onApproval }, opening)
+    } catch (error) {
+      if (opening !== undefined) this.#notOpened(opening, error)
+      throw error
+    }
+  }
+
+  /** The admission of a run whose input has been read and checked, and the start of its actor. */
+  async #admitRun(run: RunInput, admitted: AdmittedTool[], options: StartOptions, opening: Opening | undefined): Promise<RunningInvocation> {
+    const { signal, onModelText, onToolCallText, onApproval } = options
     const { invocation, work } = run
     const catalog = catalogOf(run.tools, admitted.map((entry) => entry.shown))
     const settings: ExecutionSettings = canonical({
@@ -874,54 +917,145 @@ export class Engine {
       eventId: this.#eventId,
       maxToolResultBytes: this.#maxToolResultBytes,
       toolTimeoutMs: this.#toolTimeoutMs,
+      // A cancel asked for through `running(id)` while the run was being admitted, unless its signal had aborted first.
+      cancel: opening?.cancel !== undefined && !(signal !== undefined && opening.cancel.after.includes(signal)) ? opening.cancel.reason : undefined,
+      gate: opening?.gate,
     })
-    return this.#track(actor, invocation)
+    return this.#track(actor, invocation, opening)
   }
 
   /** Registers a started actor and makes its handle (apart from `start`, so the handle does not keep the input alive). */
-  #track(actor: InvocationActor, invocation: Invocation): RunningInvocation {
+  #track(actor: InvocationActor, invocation: Invocation, opening: Opening | undefined): RunningInvocation {
     const { invocationId } = invocation
-    const entry = { actor, invocation }
+    const entry: TrackedRun = { actor, invocation }
     this.#running.set(invocationId, entry)
+    // In the same turn as the actor was made: a cancel from a handle given during the admission reached it above, a later one reaches the actor.
+    if (opening !== undefined) {
+      opening.run = entry
+      opening.admitted(entry)
+      if (this.#openings.get(invocationId) === opening) this.#openings.delete(invocationId)
+    }
     void actor.done.finally(() => this.#running.delete(invocationId)).catch(ignore)
     return this.#handle(entry)
   }
 
-  /** A handle of a running actor: `start` gives one, `running` another. */
-  #handle({ actor, invocation }: { actor: InvocationActor; invocation: Invocation }): RunningInvocation {
-    const done = actor.done
-    return {
+  /**
+   * Registers a start of `invocation` being admitted (see `running`), or joins the one of the same
+   * id this engine is admitting already (a start retried at once: one of them at most is admitted).
+   * None for the ids of a run this engine is running: the start will be refused as `exists`.
+   */
+  #opening(invocation: Invocation, signal: AbortSignal | undefined): Opening | undefined {
+    const { invocationId } = invocation
+    if (this.#running.has(invocationId)) return undefined
+    const known = this.#openings.get(invocationId)
+    if (known !== undefined) {
+      known.starts += 1
+      if (signal !== undefined) known.signals.push(signal)
+      return known
+    }
+    let admitted: (run: TrackedRun) => void = noop
+    let refused: (error: unknown) => void = noop
+    const settled = new Promise<TrackedRun>((resolve, reject) => {
+      admitted = resolve
+      refused = reject
+    })
+    // Nobody may ever wait for it: a refused start rejects its own promise.
+    settled.catch(ignore)
+    const opening: Opening = {
+      invocation: structuredClone(invocation),
+      starts: 1,
+      signals: signal === undefined ? [] : [signal],
+      cancel: undefined,
+      run: undefined,
+      settled,
+      admitted,
+      refused,
+      // A hold reserved while the run is being admitted is taken at its first safe point, unless it is cancelled first.
+      gate: new Gate(structuredClone(invocation), () =>
+        opening.cancel !== undefined ? new FactstateError('HANDOFF_UNAVAILABLE', `invocation ${invocationId} is being cancelled`) : undefined,
+      ),
+    }
+    this.#openings.set(invocationId, opening)
+    return opening
+  }
+
+  /** A start of `opening` refused (or failed): the last one of its id to settle without a run says so to the handles given meanwhile. */
+  #notOpened(opening: Opening, error: unknown): void {
+    opening.starts -= 1
+    if (opening.run !== undefined || opening.starts > 0) return
+    const { invocationId } = opening.invocation
+    if (this.#openings.get(invocationId) === opening) this.#openings.delete(invocationId)
+    opening.gate.close(new FactstateError('HANDOFF_UNAVAILABLE', `invocation ${invocationId} was not admitted: ${messageOf(error)}`))
+    opening.refused(error)
+  }
+
+  /**
+   * A handle of a running actor (`start` gives one, `running` another), or of a run being admitted
+   * (`running` during `start`): that one becomes the run's once admitted, and till then cancels it as
+   * it opens, waits for it, and says it is `opening`; if no start of its id is admitted, `wait()`
+   * rejects with the refusal and nothing was written.
+   */
+  #handle(of: TrackedRun | Opening): RunningInvocation {
+    const current = (): TrackedRun | undefined => ('actor' in of ? of : of.run)
+    const settled = 'actor' in of ? undefined : of.settled
+    const handle: RunningInvocation = {
       cancel(reason?: string) {
         if (reason !== undefined && typeof reason !== 'string') {
           throw new FactstateError('RUN_INVALID_INPUT', `cancel: reason must be a string, not ${shown(reason)}`, { details: { field: 'reason', fields: ['reason'] } })
         }
+        const why = reason === undefined || reason === '' ? 'cancel' : reason
+        const run = current()
+        // Not admitted yet: the first reason is kept for the actor, with the signals that had aborted before it (which come first).
+        if (run === undefined) {
+          const opening = of as Opening
+          opening.cancel ??= { reason: why, after: opening.signals.filter((signal) => signal.aborted) }
+          return
+        }
         // Once aborted (by a cancel or the caller's signal), or ended, the first reason stays: cancelling again does nothing.
         // The actor's own (not an AbortController per run: a held run keeps none, see InvocationActor.cancel).
-        actor.cancel(reason === undefined || reason === '' ? 'cancel' : reason)
+        run.actor.cancel(why)
       },
-      invocation: structuredClone(invocation),
+      invocation: structuredClone(of.invocation),
       handoff() {
-        return actor.gate
+        return current()?.actor.gate ?? (of as Opening).gate
       },
       liveText() {
-        return actor.liveText()
+        return current()?.actor.liveText()
       },
       liveToolCalls() {
         return actor.liveToolCalls()
       },
       wait() {
         // Each caller gets its own copy: one that changes its outcome changes no other's.
+        const done = current()?.actor.done ?? (settled as Promise<TrackedRun>).then((run) => run.actor.done)
         return done.then((outcome) => structuredClone(outcome))
       },
       state() {
-        return stateOf(actor.snapshot)
+        const run = current()
+        return run === undefined ? 'opening' : stateOf(run.actor.snapshot)
       },
       snapshot() {
         // A copy: the actor's own snapshot decides the run (its step count, its pending calls).
-        const current = actor.snapshot
-        return { ...current, context: structuredClone(current.context), tags: new Set(current.tags) }
+        const now = current()?.actor.snapshot ?? initialInvocationSnapshot()
+        return { ...now, context: structuredClone(now.context), tags: new Set(now.tags) }
       },
     }
+    if (!('actor' in of)) {
+      // The admitted run's ids once it is admitted: a start of the same invocation id made at once may be another turn's.
+      let copy = handle.invocation
+      let admitted = false
+      Object.defineProperty(handle, 'invocation', {
+        enumerable: true,
+        get: () => {
+          if (!admitted && of.run !== undefined) {
+            copy = structuredClone(of.run.invocation)
+            admitted = true
+          }
+          return copy
+        },
+      })
+    }
+    return handle
   }
 
   /** The id of a run's first fact: an `eventId` option that throws refuses the run before anything is written. */
@@ -960,11 +1094,17 @@ export class Engine {
   }
 
   /**
-   * The handle of a run this engine is running (admitted and not ended: its actor still drives it),
-   * or `undefined`: never started here, ended, or run by another engine or process (`log.runs`
-   * says how that went). For a caller that lost the handle `start` gave, such as a request retried
-   * after its reply was lost, refused with `RUN_INVALID_INPUT{reason: 'exists'}`. Each call gives a
-   * handle of its own; they share the run. `RUN_INVALID_INPUT` for what is not an id.
+   * The handle of a run this engine is running or admitting, or `undefined`: never started here,
+   * ended, or run by another engine or process (`log.runs` says how that went). Running: admitted
+   * and not ended, its actor still drives it. Admitting: from the moment `start()` returns (its input
+   * checked) until it resolves or rejects; such a handle's `cancel()` ends the run `cancelled` as soon
+   * as it is opened, with the facts a cancel right after `start()` resolved gives (`invocation.opened`,
+   * then `invocation.ended{cancelled}`, no model request), `state()` is `'opening'` until then, and if
+   * the start is refused (`RUN_BUSY`, …) nothing was written, the cancel did nothing and `wait()`
+   * rejects with the refusal. For a stop button pressed as the run starts, and for a caller that lost
+   * the handle `start` gave, such as a request retried after its reply was lost, refused with
+   * `RUN_INVALID_INPUT{reason: 'exists'}`. Each call gives a handle of its own; they share the run.
+   * `RUN_INVALID_INPUT` for what is not an id.
    */
   running(invocationId: string): RunningInvocation | undefined {
     if (typeof invocationId !== 'string' || !ID_PATTERN.test(invocationId)) {
@@ -972,18 +1112,19 @@ export class Engine {
         details: { field: 'invocationId', fields: ['invocationId'] },
       })
     }
-    const running = this.#running.get(invocationId)
+    const running = this.#running.get(invocationId) ?? this.#openings.get(invocationId)
     return running === undefined ? undefined : this.#handle(running)
   }
 
   /**
-   * The invocation ids of the runs this engine is running now: admitted and not ended, held ones
-   * (waiting for their holder's decision) included, as `drain()` waits for them; a `start()` still
-   * being admitted is not one yet. A copy, in the order they were admitted: for a shutdown that
-   * gave up waiting for `drain()` to say what it left running (a crash's recovery closes those runs).
+   * The invocation ids `running(id)` gives a handle for now: the runs this engine is running
+   * (admitted and not ended, held ones waiting for their holder's decision included), in the order
+   * they were admitted, then the runs its `start()` calls are admitting, in the order they were
+   * called; as `drain()` waits for them. A copy: for a shutdown that gave up waiting for `drain()`
+   * to say what it left running (a crash's recovery closes those runs).
    */
   inFlight(): string[] {
-    return [...this.#running.keys()]
+    return [...this.#running.keys(), ...this.#openings.keys()]
   }
 
   /** Starts a run and waits for its outcome. */

@@ -278,11 +278,20 @@ export class Gate implements HandoffGate {
   current: Reservation | undefined
   closed: FactstateError | undefined
 
+  /** Why the run takes no more holds though it has not ended yet (it is being cancelled), if it does not. */
+  #refusal: () => FactstateError | undefined
+
   constructor(
     private readonly invocation: Invocation,
-    /** Why the run takes no more holds though it has not ended yet (it is being cancelled), if it does not. */
-    private readonly refusal: () => FactstateError | undefined = () => undefined,
-  ) {}
+    refusal: () => FactstateError | undefined = () => undefined,
+  ) {
+    this.#refusal = refusal
+  }
+
+  /** Says from now on why the run takes no more holds: its actor takes over a gate made while the run was being admitted. */
+  refuseWith(refusal: () => FactstateError | undefined): void {
+    this.#refusal = refusal
+  }
 
   reserve(given: HandoffIntent, options?: ReserveOptions): HandoffReservation {
     let parsed: ReturnType<typeof reserveIntentSchema.safeParse>
@@ -311,7 +320,7 @@ export class Gate implements HandoffGate {
     if (sealOnCancel !== undefined && typeof sealOnCancel !== 'boolean') {
       throw new FactstateError('HANDOFF_MISMATCH', `reserve: options.sealOnCancel must be a boolean, not ${typeof sealOnCancel}`, { details: { field: 'options', fields: ['options'] } })
     }
-    const refused = this.closed ?? this.refusal()
+    const refused = this.closed ?? this.#refusal()
     if (refused) throw refused
     if (this.current && this.current.state !== 'done' && this.current.state !== 'cancelled') {
       throw new FactstateError('HANDOFF_BUSY', `hold ${this.current.intent.handoffId} is still ${this.current.state}`)

@@ -43,6 +43,13 @@ export interface ActorSetup {
   /** The provider's secrets: removed from everything a fact takes from outside (see actors/redaction.ts). */
   secrets: Secrets
   signal: AbortSignal | undefined
+  /**
+   * A cancel a handle asked for while the run was being admitted, before its signal aborted (see
+   * `Engine.running`): the run is cancelled with it as it starts, as by `cancel(reason)` at once.
+   */
+  cancel?: string | undefined
+  /** The gate the run's handles gave out while it was being admitted (a hold reserved then is taken at its first safe point). */
+  gate?: Gate | undefined
   now: () => number
   eventId: (invocation: Invocation, ordinal: number) => string
   /** The most a tool's recorded outcome may hold, in UTF-8 bytes (see `EngineOptions.maxToolResultBytes`). */
@@ -448,15 +455,18 @@ export class InvocationActor {
    * a field more costs each held run its slot.
    */
   #live: { requestSeq: number; stepId: string; attempt: number; text: LiveText | undefined; calls: LiveToolCalls | undefined } | undefined
-  private readonly setup: Omit<ActorSetup, 'snapshot'>
+  private readonly setup: Omit<ActorSetup, 'snapshot' | 'gate' | 'cancel'>
 
-  constructor({ snapshot, ...setup }: ActorSetup) {
-    // The first snapshot is not kept in `setup`: the actor holds only the current one.
+  constructor({ snapshot, gate, cancel, ...setup }: ActorSetup) {
+    // The first snapshot is not kept in `setup`: the actor holds only the current one (nor are the gate and cancel, used here once).
     this.setup = setup
     // Refused from the abort on, also before the run's first request (when the abort is not yet forwarded).
-    this.gate = new Gate(setup.invocation, () => (this.#aborted ? this.#noMoreHolds() : undefined))
+    const refusal = () => (this.#aborted ? this.#noMoreHolds() : undefined)
+    this.gate = gate ?? new Gate(setup.invocation, refusal)
+    this.gate.refuseWith(refusal)
     this.#snapshot = snapshot
     this.#own = [setup.opened]
+    if (cancel !== undefined) this.cancel(cancel, true)
     this.done = new Promise<InvocationOutcome>((resolve, reject) => {
       // Let the caller of `start` take a reservation before the first safe point is checked.
       setImmediate(() => this.#run().then(resolve, reject))
@@ -510,8 +520,9 @@ export class InvocationActor {
    * is woken as the caller's abort wakes it. Nothing is made for it before it is called: a run held
    * at once keeps no controller, as without a caller's signal.
    */
-  cancel(reason: string): void {
-    if (this.#aborted) return
+  cancel(reason: string, first = false): void {
+    // `first`: asked for while the run was being admitted, before its signal aborted (which then came second).
+    if (this.#stopped !== undefined || this.#cancel !== undefined || (!first && this.setup.signal?.aborted === true)) return
     this.#cancel = { reason }
     // Made now if no request, tool or back-off made it yet: its abort refuses holds (see `#signal`).
     if (this.#work === undefined) void this.#signal

@@ -7,10 +7,10 @@
 import { getEventListeners } from 'node:events'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import { FactstateError } from '../index.js'
+import { FactstateError, type Invocation } from '../index.js'
 import { answer } from '../testing/scripted-model-server.js'
 import { rejectsWithCode } from './support/codes.js'
-import { countingTool, engineTest, factsOf, intentOf, lastFactOf, only, typesOf } from './support/engine-fixtures.js'
+import { countingTool, engineTest, factsOf, intentOf, lastFactOf, markOf, only, typesOf } from './support/engine-fixtures.js'
 
 const ended = (source: string) => ({ type: 'invocation.ended', outcome: { status: 'cancelled', source } })
 
@@ -215,6 +215,135 @@ test(
     assert.equal(await kept.commit(), pause, 'commit() afterwards resolves with the sealed pause')
     assert.equal(await lastFactOf(h.log, 'invocation-sealing'), { type: 'invocation.ended', outcome: { status: 'handoff_paused', pause } })
     assert.equal(h.server.requests.length, 0, 'no model request: both were held before their first')
+  }),
+)
+
+test(
+  "a stop pressed while start() is admitting the run: engine.running(id) gives a handle from when start() returns, and its cancel ends the run cancelled as it opens, with the facts of a cancel right after start() resolved",
+  engineTest([answer.text('never asked')], {}, async (h) => {
+    const starting = h.start(h.input('admitting'))
+    // The web app's stop button, in the same turn as the start request: nothing is admitted yet.
+    const found = h.engine.running('invocation-admitting')
+    assert.ok(found, 'a handle while the run is being admitted')
+    assert.is(found.state(), 'opening')
+    assert.is(found.liveText(), undefined)
+    assert.equal(found.invocation, h.input('admitting').invocation)
+    found.cancel('user-stop')
+    found.cancel('a second stop')
+    const running = await starting
+    assert.equal(await running.wait(), { status: 'cancelled', source: 'user-stop' })
+    assert.equal(await found.wait(), { status: 'cancelled', source: 'user-stop' }, 'the handle given during the admission is the run\'s')
+    assert.is(found.state(), 'ended')
+
+    // The same stop once start() has resolved: the same facts.
+    const after = await h.start(h.input('admitted'))
+    after.cancel('user-stop')
+    assert.equal(await after.wait(), { status: 'cancelled', source: 'user-stop' })
+    const admitting = await factsOf(h.log, 'invocation-admitting')
+    assert.equal(await typesOf(h.log, 'invocation-admitting'), ['invocation.opened', 'invocation.ended'])
+    assert.equal(admitting.at(-1), ended('user-stop'))
+    const { content: _a, ...openedA } = (admitting[0] as { input: { content: string } }).input
+    const { content: _b, ...openedB } = ((await factsOf(h.log, 'invocation-admitted'))[0] as { input: { content: string } }).input
+    assert.equal(openedA, openedB)
+    assert.equal((await factsOf(h.log, 'invocation-admitted')).slice(1), admitting.slice(1), 'the same facts after invocation.opened')
+    assert.is(h.server.requests.length, 0, 'no model request')
+    assert.is(h.engine.running('invocation-admitting'), undefined, 'ended')
+    assert.equal(await h.log.pendingSessions(), [], 'nothing left open')
+  }),
+)
+
+/** An engine whose `eventId` calls `hook` as a run's first fact is made: inside the admission, after every read of the log, before the append. */
+function admissionHook(): { eventId: (invocation: Invocation, ordinal: number) => string; set: (hook: ((invocation: Invocation) => void) | undefined) => void } {
+  let current: ((invocation: Invocation) => void) | undefined
+  return {
+    eventId: (invocation, ordinal) => {
+      if (ordinal === 1) current?.(invocation)
+      return `${invocation.invocationId}/${ordinal}`
+    },
+    set: (hook) => {
+      current = hook
+    },
+  }
+}
+
+const inAdmission = admissionHook()
+
+test(
+  "a cancel issued deep in a continuation's admission (its source read from the log, its first fact being made): the continuation ends cancelled as it opens; inFlight() lists it meanwhile; the caller's signal aborted after the cancel does not change the source",
+  engineTest([answer.text('first'), answer.text('second')], { engine: { eventId: inAdmission.eventId } }, async (h) => {
+    const first = await h.run(h.input('first', { session: 'chat' }))
+    assert.equal(first, { status: 'completed' })
+    const source = (await h.log.runSource('chat', 'run-first'))?.boundary
+    assert.ok(source)
+    const seen: unknown[] = []
+    const signal = new AbortController()
+    inAdmission.set((invocation) => {
+      if (invocation.invocationId !== 'invocation-next') return
+      const handle = h.engine.running(invocation.invocationId)
+      seen.push(handle?.state(), h.engine.inFlight())
+      handle?.cancel('user-stop')
+      signal.abort('shutdown')
+    })
+    try {
+      const next = await h.start({ ...h.input('next', { session: 'chat' }), work: { kind: 'continuation', source, content: 'go on', onlyIfLatest: true } }, { signal: signal.signal })
+      assert.equal(await next.wait(), { status: 'cancelled', source: 'user-stop' })
+    } finally {
+      inAdmission.set(undefined)
+    }
+    assert.equal(seen, ['opening', ['invocation-next']])
+    assert.equal(await typesOf(h.log, 'invocation-next'), ['invocation.opened', 'invocation.ended'])
+    assert.equal(await lastFactOf(h.log, 'invocation-next'), ended('user-stop'))
+    assert.is(h.server.requests.length, 1, 'the continuation asked the model nothing')
+    assert.equal(h.engine.inFlight(), [])
+  }),
+)
+
+test(
+  "a cancel during an admission that is refused: nothing is written, the handle's wait() rejects with the refusal, a hold reserved through it is refused, and the running run is untouched; the signal aborted before a handle's cancel gives the source",
+  engineTest([answer.text('late', { hold: true })], {}, async (h) => {
+    const active = await h.start(h.input('active', { session: 'shared' }))
+    await h.server.seen(0)
+    const mark = await markOf(h.log)
+    const starting = h.engine.start(h.input('refused', { session: 'shared' }))
+    const found = h.engine.running('invocation-refused')
+    assert.ok(found)
+    assert.equal(h.engine.inFlight(), ['invocation-active', 'invocation-refused'], 'the run being admitted after the running one')
+    const hold = found.handoff().reserve(intentOf('refused-next', 'run-refused')).ready()
+    const waited = found.wait()
+    found.cancel('user-stop')
+    await rejectsWithCode(() => starting, 'RUN_BUSY', 'the start')
+    await rejectsWithCode(() => waited, 'RUN_BUSY', "the admitting handle's wait()")
+    await rejectsWithCode(() => hold, 'HANDOFF_UNAVAILABLE', 'a hold reserved while it was being admitted')
+    assert.equal(await markOf(h.log), mark, 'nothing written')
+    assert.is(h.engine.running('invocation-refused'), undefined)
+    assert.equal(h.engine.inFlight(), ['invocation-active'])
+    assert.is(active.state(), 'awaitingModel', 'the running run is not cancelled')
+
+    // A signal aborted before the handle's cancel, both during the admission: the signal came first.
+    const stop = new AbortController()
+    const second = h.start(h.input('signal-first'), { signal: stop.signal })
+    stop.abort('shutdown')
+    h.engine.running('invocation-signal-first')?.cancel('user-stop')
+    assert.equal(await (await second).wait(), { status: 'cancelled', source: 'shutdown' })
+
+    h.server.release(0)
+    assert.equal(await active.wait(), { status: 'completed' })
+  }),
+)
+
+test(
+  'a hold reserved through a handle given while the run is admitted is taken at its first safe point, as one reserved right after start() resolved',
+  engineTest([answer.text('done')], {}, async (h) => {
+    const starting = h.start(h.input('reserved'))
+    const found = h.engine.running('invocation-reserved')
+    assert.ok(found)
+    const hold = await found.handoff().reserve(intentOf('reserved-next', 'run-reserved')).ready()
+    const running = await starting
+    assert.is(running.state(), 'held')
+    assert.is(found.state(), 'held')
+    await hold.release()
+    assert.equal(await running.wait(), { status: 'completed' })
+    assert.equal(await typesOf(h.log, 'invocation-reserved'), ['invocation.opened', 'hold.entered', 'hold.released', 'model.requested', 'model.completed', 'invocation.ended'])
   }),
 )
 

@@ -43,4 +43,32 @@ test(
   ),
 )
 
+test(
+  'inFlight() lists the runs being admitted too, after the running ones, in the order their start() was called: each one running(id) gives a handle for; a refused start leaves it',
+  engineTest([answer.text('late', { hold: true }), answer.text('one'), answer.text('two')], {}, async (h) => {
+    const running = await h.start(h.input('running', { session: 'shared' }))
+    await h.server.seen(0)
+    const one = h.start(h.input('one'))
+    const busy = h.engine.start(h.input('busy', { session: 'shared' }))
+    const two = h.start(h.input('two'))
+    const listed = h.engine.inFlight()
+    assert.equal(listed, ['invocation-running', 'invocation-one', 'invocation-busy', 'invocation-two'])
+    assert.ok(
+      listed.every((id) => h.engine.running(id) !== undefined),
+      'running(id) gives a handle for each',
+    )
+    await busy.then(
+      () => assert.unreachable('a second run of the shared session is refused'),
+      (error: { code?: string }) => assert.is(error.code, 'RUN_BUSY'),
+    )
+    await Promise.all([one, two])
+    assert.equal(h.engine.inFlight().filter((id) => id !== 'invocation-one' && id !== 'invocation-two'), ['invocation-running'], 'the refused start is gone')
+    assert.equal(await (await one).wait(), { status: 'completed' })
+    assert.equal(await (await two).wait(), { status: 'completed' })
+    h.server.release(0)
+    assert.equal(await running.wait(), { status: 'completed' })
+    assert.equal(h.engine.inFlight(), [])
+  }),
+)
+
 test.run()

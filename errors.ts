@@ -42,8 +42,9 @@ export type FactstateErrorCode =
   | 'HANDOFF_UNAVAILABLE'
   // the machine
   | 'MACHINE_REJECTED'
-  // a tool's own calls into its context
+  // a tool's own calls into its context, and a model client's into its request
   | 'TOOL_SECRET_INVALID'
+  | 'MODEL_SECRET_INVALID'
   // options of the engine, its model executor and the inspector
   | 'ENGINE_INVALID_OPTIONS'
   | 'INSPECTOR_INVALID_OPTIONS'
@@ -187,6 +188,12 @@ export interface FactstateErrorDetails {
    * secrets already, or 65,536 characters of them with this one).
    */
   TOOL_SECRET_INVALID: { reason: 'not_a_string' | 'too_short' | 'too_long' | 'too_many' }
+  /**
+   * `reason`: why `ModelRequest.addSecret` refused its value, with the bounds `TOOL_SECRET_INVALID`
+   * has: `too_long` (over 16,384 characters) or `too_many` (the run's model client has added 64
+   * secrets already, or 65,536 characters of them with this one).
+   */
+  MODEL_SECRET_INVALID: { reason: 'too_long' | 'too_many' }
   /** `field`: the option. */
   ENGINE_INVALID_OPTIONS: { field: string }
   /** `field`: the option; `value`: the value given (for `host`, `port`, `maxEvents`, `maxBytes`, and a port in use). */

@@ -16,7 +16,7 @@ import type { ChatRequestBody, ModelClient, ProviderConfig, ToolCallPiece } from
 import type { ModelExecutor } from './model-executor.js'
 import { type ApprovalRequest, type Approver, type NeedsApproval, decide, needsApprovalFor } from './approval.js'
 import { type LiveModelText, type LiveModelToolCalls, LiveText, LiveToolCalls, type ModelTextPiece, type ModelToolCallPiece } from './model-text.js'
-import { type Secrets, redact, redactAnswer, redactDeep, redactFailure, secretsOf, withToolSecret } from './redaction.js'
+import { type Secrets, redact, redactAnswer, redactDeep, redactFailure, secretsOf, withClientSecret, withToolSecret } from './redaction.js'
 import { functionTools, type ToolDefinition } from './tool-catalog.js'
 import { argumentsOf } from './tool-arguments.js'
 import { failureText, failureWithin } from './tool-failure.js'
@@ -64,9 +64,6 @@ export interface ActorSetup {
   /** Decides on calls of tools that need approval (see `StartOptions.onApproval`). */
   onApproval?: Approver | undefined
 }
-
-/** The names a model client's own secrets are kept under among the provider's headers (see `#addSecret`). */
-const CLIENT_SECRET = 'client secret '
 
 /** The event id of an invocation's `ordinal`-th fact unless the engine is given its own `eventId`. */
 export const defaultEventId = (invocation: Invocation, ordinal: number): string => `${invocation.invocationId}/${ordinal}`
@@ -906,15 +903,10 @@ export class InvocationActor {
    * held run a property store (~0.15 KiB, `npm run bench -- --only held`).
    */
   #addSecret(secret: unknown, live: LiveText | undefined, calls: LiveToolCalls | undefined): void {
-    if (typeof secret !== 'string') return
-    const from = this.setup.secrets.from ?? {}
-    const headers = { ...from.headers }
-    const added = Object.keys(headers).filter((name) => name.startsWith(CLIENT_SECRET))
-    if (added.some((name) => headers[name] === secret)) return
-    // As a credential header: removed whole and by its pieces from messages, and from data when it looks
-    // like a key. Named as no header of the provider's can be (admission refuses a name with a space).
-    headers[`${CLIENT_SECRET}${added.length}`] = secret
-    this.setup.secrets = secretsOf({ apiKey: from.apiKey, headers })
+    // Bounded as declared secrets are (`MODEL_SECRET_INVALID` to the client): each costs every later record its forms and pieces.
+    const secrets = withClientSecret(this.setup.secrets, secret)
+    if (secrets === this.setup.secrets) return
+    this.setup.secrets = secrets
     // The attempt's live text too, from its next piece on.
     live?.addSecrets(this.setup.secrets.inData)
     calls?.addSecrets(this.setup.secrets.inData)

@@ -98,6 +98,9 @@ export interface ModelRequest {
    * everything the run records, as the API key is (in every form it travels in, and its pieces of
    * 8 characters or more from failure messages). Call it before answering with anything that may
    * quote it; again on each attempt is cheap. The engine sets it; absent when a client is called directly.
+   * Bounded as the engine's `secrets` are: it throws `MODEL_SECRET_INVALID` (`details.reason`
+   * `too_long`, `too_many`; the value never quoted) for a secret over 16,384 characters, a 65th one
+   * in the run, or one past 65,536 characters together, and adds nothing.
    */
   addSecret?: ((secret: string) => void) | undefined
 }

@@ -67,6 +67,52 @@ export const MAX_SECRET_LENGTH = 16_384
  */
 export const MAX_SECRETS_TOTAL = 65_536
 
+/** The most secrets a run's model client may add (`ModelRequest.addSecret`): as many as its tools may. */
+export const MAX_CLIENT_SECRETS = MAX_TOOL_SECRETS
+
+/** The header names a run's model client's secrets (`ModelRequest.addSecret`) go under, numbered in the order they were added. */
+const CLIENT_SECRET = 'client secret '
+
+/**
+ * `secrets` with `secret`, which the run's model client holds besides its provider's key and headers
+ * (`ModelRequest.addSecret`), added as a credential header is: removed from failure messages in every
+ * form and by its pieces, from data whole when it looks like a key. The same secrets when it was
+ * added already, or for what is not a string (as before: clients call it on every attempt). Bounded
+ * as declared secrets are: longer than {@link MAX_SECRET_LENGTH} characters (`too_long`), or past
+ * {@link MAX_CLIENT_SECRETS} secrets or {@link MAX_SECRETS_TOTAL} characters together in the run
+ * (`too_many`): `MODEL_SECRET_INVALID`, thrown to the client, never quoting the value (a secret of
+ * 256 KB took 3.1 s and 430 MB to add). Built from the new secret alone and laid over the run's, as
+ * {@link withToolSecret} does: rebuilding them all at each addition made 64 secrets of 1 KB cost 12 s.
+ */
+export function withClientSecret(secrets: Secrets, secret: unknown): Secrets {
+  if (typeof secret !== 'string') return secrets
+  const from = secrets.from ?? {}
+  const headers = { ...from.headers }
+  const added = Object.keys(headers).filter((name) => name.startsWith(CLIENT_SECRET))
+  if (added.some((name) => headers[name] === secret)) return secrets
+  const refused = (reason: 'too_long' | 'too_many', why: string) =>
+    new FactstateError('MODEL_SECRET_INVALID', `request.addSecret ${why}; the value is not shown`, { details: { reason } })
+  if (secret.length > MAX_SECRET_LENGTH) {
+    throw refused('too_long', `takes a secret of at most ${MAX_SECRET_LENGTH.toLocaleString('en-US')} characters, not ${secret.length.toLocaleString('en-US')} (each is looked for, in every form, in all the run records)`)
+  }
+  if (added.length >= MAX_CLIENT_SECRETS) throw refused('too_many', `was given more than ${MAX_CLIENT_SECRETS} secrets in one run`)
+  const total = added.reduce((sum, name) => sum + (headers[name] as string).length, secret.length)
+  if (total > MAX_SECRETS_TOTAL) {
+    throw refused('too_many', `was given secrets of more than ${MAX_SECRETS_TOTAL.toLocaleString('en-US')} characters together in one run (${total.toLocaleString('en-US')} with this one)`)
+  }
+  // Named as no header of the provider's can be (admission refuses a name with a space); a credential by its name.
+  const name = `${CLIENT_SECRET}${added.length}`
+  headers[name] = secret
+  const { whole, pieced, data } = formsFrom({ headers: { [name]: secret } })
+  const inData = layered(secrets.inData, [...data], [])
+  const all = layered(secrets, [...whole], [...pieced]) as { inData?: Secrets; inToolFailures?: Secrets; from?: SecretSource }
+  all.inData = inData
+  // A tool's failure message loses what data loses, and the declared secrets it lost before.
+  if (secrets.inToolFailures !== undefined) all.inToolFailures = layered(secrets.inToolFailures, [...data], [])
+  all.from = { apiKey: from.apiKey, headers }
+  return all as Secrets
+}
+
 /**
  * `secrets` with `secret`, which a tool got while it ran, added as a declared secret (see
  * {@link DECLARED_SECRET}): removed from data whole, and from failure messages in every form and by
@@ -235,6 +281,21 @@ export function secretsOf(provider: SecretSource | ProviderConfig): Secrets {
 }
 
 function buildSecrets(provider: SecretSource): Secrets {
+  const { whole, pieced, data, declared } = formsFrom(provider)
+  const secrets = secretsFrom(whole, pieced, secretsFrom(data, new Set(), undefined), provider)
+  if (declared.size > 0) {
+    const inToolFailures = secretsFrom(new Set([...data, ...declared]), declared, undefined)
+    ;(secrets as { inToolFailures?: Secrets }).inToolFailures = inToolFailures
+  }
+  return secrets
+}
+
+/**
+ * What a provider's credentials are looked for as: `whole`, every form removed whole; `pieced`, the
+ * forms removed by their pieces too; `data`, what is removed from data (as is and JSON-escaped);
+ * `declared`, the forms of declared secrets (see {@link DECLARED_SECRET}).
+ */
+function formsFrom(provider: SecretSource): { whole: Set<string>; pieced: Set<string>; data: Set<string>; declared: Set<string> } {
   const whole = new Set<string>()
   const pieced = new Set<string>()
   /** What data is redacted of: credentials that look like keys, as they are and JSON-escaped. */
@@ -301,12 +362,7 @@ function buildSecrets(provider: SecretSource): Secrets {
   }
   // In data, also as JSON writes them (a key with a quote or a backslash in a tool result's text).
   for (const secret of [...data]) data.add(JSON.stringify(secret).slice(1, -1))
-  const secrets = secretsFrom(whole, pieced, secretsFrom(data, new Set(), undefined), provider)
-  if (declared.size > 0) {
-    const inToolFailures = secretsFrom(new Set([...data, ...declared]), declared, undefined)
-    ;(secrets as { inToolFailures?: Secrets }).inToolFailures = inToolFailures
-  }
-  return secrets
+  return { whole, pieced, data, declared }
 }
 
 /** `message` with every secret (and every piece of one that is looked for piece by piece) replaced by `[redacted]`. */

@@ -370,6 +370,71 @@ test(
 )
 
 test(
+  'addSecret is bounded as declared secrets are: over 16,384 characters, past 64 secrets or 65,536 characters together in a run, MODEL_SECRET_INVALID (the value not shown), nothing added; a client that lets it through fails its attempt, the secret in no fact',
+  (() => {
+    // Distinct secrets: one of the limit's length, one over it, small ones by their number.
+    const big = (index: number) => `${String(index).padStart(4, '0')}${'Zq81xYkWm3Tr7Pp0'.repeat(1_024)}`.slice(0, 16_384)
+    const tooLong = `${'Lv2Nn5Bb'.repeat(2_048)}X`
+    const small = (index: number) => `tok-${String(index).padStart(4, '0')}-Qw7Zq81xYk`
+    const refusals: { run: string; code: unknown; reason: unknown; message: string }[] = []
+    const client: ModelClient = {
+      async complete(request) {
+        const run = request.origin?.invocation.invocationId ?? ''
+        const add = (secret: string) => {
+          try {
+            request.addSecret?.(secret)
+          } catch (error) {
+            const { code, details, message } = error as { code?: unknown; details?: { reason?: unknown }; message: string }
+            refusals.push({ run, code, reason: details?.reason, message })
+          }
+        }
+        if (run === 'invocation-long') {
+          add(tooLong)
+          for (let index = 0; index < 4; index += 1) add(big(index))
+          add(small(0))
+          return { kind: 'completed', output: { text: `echo ${big(3)} and ${tooLong.slice(0, 40)}`, toolCalls: [], finishReason: 'stop' } }
+        }
+        if (run === 'invocation-many') {
+          for (let index = 0; index < 65; index += 1) add(small(index))
+          // Added before: no more, and not refused.
+          add(small(0))
+          return { kind: 'completed', output: { text: `echo ${small(63)}`, toolCalls: [], finishReason: 'stop' } }
+        }
+        // A client that does not catch the refusal: its attempt fails, and the message quotes no part of the secret.
+        request.addSecret?.(tooLong)
+        return { kind: 'completed', output: { text: 'never', toolCalls: [], finishReason: 'stop' } }
+      },
+    }
+    return engineTest([], { model: { createClient: () => client, retries: 0 }, ms: 30_000 }, async (h) => {
+      assert.equal(await h.run(h.input('long')), { status: 'completed' })
+      assert.equal(await h.run(h.input('many')), { status: 'completed' })
+      const uncaught = await h.run(h.input('uncaught'))
+      assert.equal(uncaught.status === 'failed' ? uncaught.class : uncaught.status, 'model_failed')
+      assert.equal(
+        refusals.map(({ run, code, reason }) => [run, code, reason]),
+        [
+          ['invocation-long', 'MODEL_SECRET_INVALID', 'too_long'],
+          ['invocation-long', 'MODEL_SECRET_INVALID', 'too_many'],
+          ['invocation-many', 'MODEL_SECRET_INVALID', 'too_many'],
+        ],
+      )
+      assert.equal(refusals.map(({ message }) => message), [
+        'MODEL_SECRET_INVALID: request.addSecret takes a secret of at most 16,384 characters, not 16,385 (each is looked for, in every form, in all the run records); the value is not shown',
+        'MODEL_SECRET_INVALID: request.addSecret was given secrets of more than 65,536 characters together in one run (65,555 with this one); the value is not shown',
+        'MODEL_SECRET_INVALID: request.addSecret was given more than 64 secrets in one run; the value is not shown',
+      ])
+      // What was added is redacted; what was refused was not added.
+      assert.equal(only(await factsOf(h.log, 'invocation-long'), 'model.completed').map((fact) => fact.output.text), [`echo [redacted] and ${tooLong.slice(0, 40)}`])
+      assert.equal(only(await factsOf(h.log, 'invocation-many'), 'model.completed').map((fact) => fact.output.text), ['echo [redacted]'])
+      const interrupted = only(await factsOf(h.log, 'invocation-uncaught'), 'model.interrupted')
+      assert.equal(interrupted.map((fact) => fact.status), ['failed'])
+      assert.match(interrupted[0]?.message ?? '', /^the model client failed: .*MODEL_SECRET_INVALID: request\.addSecret takes a secret of at most 16,384 characters/)
+      assert.not.ok(JSON.stringify(await factsOf(h.log, 'invocation-uncaught')).includes(tooLong.slice(0, 16)), 'no part of the refused secret in the failure recorded')
+    })
+  })(),
+)
+
+test(
   "a client is told which request each attempt is: the invocation, the step, the attempt and the digest its model.requested fact records",
   engineTest(
     [answer.status(429, { retryAfterMs: 1 }), answer.toolCalls([{ id: 'call-o', name: 'echo', arguments: { value: 7 } }]), answer.text('done')],

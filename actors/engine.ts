@@ -971,7 +971,9 @@ export class Engine {
       admitted,
       refused,
       // A hold reserved while the run is being admitted is taken at its first safe point, unless it is cancelled first.
-      gate: new Gate(structuredClone(invocation), () =>
+      // The run's own ids (its actor's, unless a start of the same invocation id made at once is admitted instead):
+      // no copy more for each held run to keep.
+      gate: new Gate(invocation, () =>
         opening.cancel !== undefined ? new FactstateError('HANDOFF_UNAVAILABLE', `invocation ${invocationId} is being cancelled`) : undefined,
       ),
     }

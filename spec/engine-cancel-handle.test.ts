@@ -347,4 +347,22 @@ test(
   }),
 )
 
+test(
+  "the README's stop of a session (engine.inFlight(), then each handle's invocation.sessionId) cancels the session's run while start() is still admitting it, and no other session's",
+  engineTest([answer.text('other')], {}, async (h) => {
+    const stopSession = (sessionId: string) => {
+      for (const id of h.engine.inFlight()) {
+        const run = h.engine.running(id)
+        if (run?.invocation.sessionId === sessionId) run.cancel('user-stop')
+      }
+    }
+    const other = h.start(h.input('other', { session: 'session-b' }))
+    const mine = h.start(h.input('mine', { session: 'session-a' }))
+    stopSession('session-a')
+    assert.equal(await (await mine).wait(), { status: 'cancelled', source: 'user-stop' })
+    assert.equal(await (await other).wait(), { status: 'completed' })
+    assert.equal(await typesOf(h.log, 'invocation-mine'), ['invocation.opened', 'invocation.ended'])
+  }),
+)
+
 test.run()

@@ -1025,7 +1025,7 @@ export class Engine {
         return current()?.actor.liveText()
       },
       liveToolCalls() {
-        return actor.liveToolCalls()
+        return current()?.actor.liveToolCalls()
       },
       wait() {
         // Each caller gets its own copy: one that changes its outcome changes no other's.

@@ -227,6 +227,7 @@ test(
     assert.ok(found, 'a handle while the run is being admitted')
     assert.is(found.state(), 'opening')
     assert.is(found.liveText(), undefined)
+    assert.is(found.liveToolCalls(), undefined)
     assert.equal(found.invocation, h.input('admitting').invocation)
     found.cancel('user-stop')
     found.cancel('a second stop')

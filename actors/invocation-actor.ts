@@ -18,7 +18,7 @@ import { type ApprovalRequest, type Approver, type NeedsApproval, decide, needsA
 import { type LiveModelText, type LiveModelToolCalls, LiveText, LiveToolCalls, type ModelTextPiece, type ModelToolCallPiece } from './model-text.js'
 import { type Secrets, redact, redactAnswer, redactDeep, redactFailure, secretsOf, withClientSecret, withToolSecret } from './redaction.js'
 import { functionTools, type ToolDefinition } from './tool-catalog.js'
-import { argumentsOf } from './tool-arguments.js'
+import { argumentsOf, unusableMessage } from './tool-arguments.js'
 import { failureText, failureWithin } from './tool-failure.js'
 import { inputChecks } from './tool-input.js'
 import { retryBackoff, retryPolicyOf, retryWanted } from './tool-retry.js'
@@ -1173,7 +1173,9 @@ export class InvocationActor {
     if (this.#stopped) throw this.#stopped
     const rejection = this.#aborted ? 'cancelled' : !tool ? 'unknown_tool' : !parsed ? 'invalid_input' : undefined
     if (rejection || !tool) {
-      await record({ type: 'tool.rejected', operationId, callId: call.callId, name: call.name, input, reason: rejection ?? 'unknown_tool' })
+      // Why the arguments could not be taken, as a schema refusal says what is wrong: in the log, not only in the next request.
+      const message = rejection === 'invalid_input' && !parsed ? unusableMessage(taken, (text) => redact(text, this.setup.secrets)) : undefined
+      await record({ type: 'tool.rejected', operationId, callId: call.callId, name: call.name, input, reason: rejection ?? 'unknown_tool', ...(message === undefined ? {} : { message }) })
       return
     }
     // Checked against the tool's schema before anyone is asked to approve it: a call that cannot run is not run.

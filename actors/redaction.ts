@@ -443,6 +443,11 @@ export function redactAnswer(output: ModelOutput, secrets: Secrets): ModelOutput
 
 const JSON_STRING = /"(?:[^"\\]|\\.)*"/g
 
+/** A tool call's arguments (JSON text) as `redactAnswer` leaves them: what a run keeps of them. */
+export function redactArguments(text: string, secrets: Secrets): string {
+  return secrets.whole.length === 0 ? text : redactJsonText(text, secrets)
+}
+
 function redactJsonText(text: string, secrets: Secrets): string {
   const literals = text.replace(JSON_STRING, (literal) => {
     let value: unknown

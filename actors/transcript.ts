@@ -8,7 +8,7 @@ import { cutText as cut, messageOf } from '../store/encoding.js'
  */
 import type { Fact, RuntimeEvent, StoredEvent, ToolOutcome, UncertainOperation } from '../facts/types.js'
 import type { ChatMessage } from './model-client.js'
-import { argumentsOf } from './tool-arguments.js'
+import { argumentsOf, isUnusableArguments } from './tool-arguments.js'
 
 /** A call as the note names it: with the input it was dispatched with, where the fact records it. */
 const namedCall = (op: UncertainOperation) => `${op.name}${op.input === undefined ? '' : ` with ${JSON.stringify(op.input)}`} (operation ${op.operationId})`
@@ -207,7 +207,9 @@ function rejectionText(fact: Extract<Fact, { type: 'tool.rejected' }>): string {
     case 'unknown_tool':
       return `error: there is no tool named "${fact.name}"; it was not run`
     case 'invalid_input': {
-      if (fact.message !== undefined) return `error: the arguments for "${fact.name}" do not match its input schema: ${clause(fact.message)}; it was not run`
+      // Arguments kept as text are told their reason found again from that text, as before their fact
+      // recorded it (in words that are the same on every Node): the request stays byte for byte the same.
+      if (fact.message !== undefined && !isUnusableArguments(fact)) return `error: the arguments for "${fact.name}" do not match its input schema: ${clause(fact.message)}; it was not run`
       // Text the next request does not replay as sent (see `replayedArguments`) is quoted here instead.
       const sent = typeof fact.input === 'string' && replayedArguments(fact.input) !== fact.input ? fact.input : undefined
       const quoted = sent === undefined ? '' : `. The arguments sent were: ${cut(sent, SENT_QUOTED)}`

@@ -9,6 +9,7 @@
  */
 import { open as openFile } from 'node:fs/promises'
 import { ClassicLevel } from 'classic-level'
+import { isUnusableArguments } from '../actors/tool-arguments.js'
 import { isFactstateError } from '../errors.js'
 import type { InvocationOutcome, RuntimeEvent } from '../facts/types.js'
 import { EMPTY_CHAIN, chainStep, logDigest } from '../store/digest.js'
@@ -290,12 +291,14 @@ export class Audit {
         return
       case 'tool.rejected':
         // The workload's calls with arguments the schema refuses (`-z`) are told what is wrong; those
-        // with arguments that are not JSON (`-y`) cannot be.
-        if (fact.callId.endsWith('-z') && fact.reason === 'invalid_input' && fact.message === undefined) {
+        // with arguments that are not JSON (`-y`, `{"key": `) are told where the text ends.
+        if (fact.callId.endsWith('-z') && isUnusableArguments(fact)) {
           this.#violation(`${label}: call ${fact.callId}, whose arguments its schema refuses, rejected without saying what is wrong`)
         }
-        if (fact.callId.endsWith('-y') && fact.message !== undefined) this.#violation(`${label}: call ${fact.callId}, whose arguments are not JSON, rejected with a message`)
-        this.#count(`tool rejected ${fact.reason}${fact.reason === 'invalid_input' && fact.message !== undefined ? ' (schema)' : ''}`)
+        if (fact.callId.endsWith('-y') && fact.reason === 'invalid_input' && fact.message !== 'the arguments are not valid JSON (at position 8: the text ends where a value was expected)') {
+          this.#violation(`${label}: call ${fact.callId}, whose arguments are not JSON, rejected without saying where they stop being JSON`)
+        }
+        this.#count(`tool rejected ${fact.reason}${fact.reason === 'invalid_input' && !isUnusableArguments(fact) ? ' (schema)' : ''}`)
         return
       case 'hold.entered':
         return

@@ -406,7 +406,11 @@ export type Fact =
       reason: ToolRejectReason
       /** The approver's decision: present exactly when `reason` is `denied` (an append refuses anything else, `LOG_INVALID_EVENT`). */
       approval?: ApprovalRecord | undefined
-      /** What is wrong with the input, when it does not match the tool's `inputSchema` (only with `invalid_input`). */
+      /**
+       * Only with `invalid_input`: what is wrong with the input, when it does not match the tool's
+       * `inputSchema`; or, for arguments kept as the text the model sent, why they could not be taken
+       * (`the arguments are not valid JSON (at position 16: …)`; none in facts 0.6.0 and earlier wrote).
+       */
       message?: string | undefined
     }
   | {

@@ -226,4 +226,31 @@ test('a refusal whose message or reason ends with a full stop is told as one cla
   ])
 })
 
+test('arguments kept as text are told what JSON.parse says of them whether their fact records a message (0.7.0) or not (0.6.0); a schema refusal of an input that is a string is told its message', () => {
+  const text = '{"orderId": "A-1'
+  let parsed = ''
+  try {
+    JSON.parse(text)
+  } catch (error) {
+    parsed = (error as Error).message
+  }
+  const calls: Fact[] = [
+    facts.opened(),
+    facts.requested('step-1'),
+    answer('step-1', [
+      ['call-t', 'lookup'],
+      ['call-s', 'lookup'],
+    ]),
+  ]
+  const unparsed = { type: 'tool.rejected', operationId: 'op-t', callId: 'call-t', name: 'lookup', input: text, reason: 'invalid_input' } as const
+  // The model sent `"not JSON at all"`: it parses, to a string its schema refuses as a whole.
+  const refused: Fact = { type: 'tool.rejected', operationId: 'op-s', callId: 'call-s', name: 'lookup', input: 'not JSON at all', reason: 'invalid_input', message: 'the input: Instance type "string" is invalid. Expected "object".' }
+  const recorded = toolMessages([...calls, { ...unparsed, message: 'the arguments are not valid JSON (at position 16: the text ends inside the string begun at position 12)' }, refused])
+  assert.equal(toolMessages([...calls, unparsed, refused]), recorded)
+  assert.equal(recorded, [
+    `call-t: error: the arguments for "lookup" are not valid JSON (${parsed}); it was not run. The arguments sent were: ${text}`,
+    'call-s: error: the arguments for "lookup" do not match its input schema: the input: Instance type "string" is invalid. Expected "object"; it was not run',
+  ])
+})
+
 test.run()

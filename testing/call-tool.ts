@@ -1,8 +1,8 @@
 import { admittedCall, DEFAULT_MAX_TOOL_RESULT_BYTES, engineSecrets, toolLimitProblem, toolSecretProblem } from '../actors/engine.js'
 import { ABANDONED, notWaitedFor, runToolCall, thrownAfterAbort } from '../actors/invocation-actor.js'
-import { redact, redactDeep, secretsOf, withToolSecret } from '../actors/redaction.js'
+import { redact, redactArguments, redactDeep, secretsOf, withToolSecret } from '../actors/redaction.js'
 import { toolProblem } from '../actors/run-input.js'
-import { argumentsOf } from '../actors/tool-arguments.js'
+import { argumentsOf, unusableMessage } from '../actors/tool-arguments.js'
 import type { ToolDefinition } from '../actors/tool-catalog.js'
 import { FactstateError, messageWithoutCode } from '../errors.js'
 import { describeIssues, invocationSchema } from '../facts/schema.js'
@@ -120,7 +120,11 @@ export async function callTool(tool: ToolDefinition, args: unknown, options: Cal
   }
   if (text === undefined) throw invalid('the arguments must be a JSON text or a value JSON can encode', 'args')
   const taken = argumentsOf(text)
-  if (!('input' in taken)) return { status: 'rejected', reason: 'invalid_input', message: `the arguments ${taken.unusable}` }
+  if (!('input' in taken)) {
+    // The message a run records: from the arguments as a run keeps them (their string literals redacted of the secrets), redacted again as a message.
+    const kept = argumentsOf(redactArguments(text, secrets.inData))
+    return { status: 'rejected', reason: 'invalid_input', message: unusableMessage('input' in kept ? taken : kept, (reason) => redact(reason, secrets)) }
+  }
   const wrong = check?.(taken.input)
   if (wrong !== undefined) return { status: 'rejected', reason: 'invalid_input', message: wrong }
   if ((signal as AbortSignal).aborted) return { status: 'rejected', reason: 'cancelled' }

@@ -7,6 +7,7 @@
  */
 import { catalogChangeText } from '../actors/engine.js'
 import { providerWordsOf } from '../actors/openai-chat-client.js'
+import { isUnusableArguments } from '../actors/tool-arguments.js'
 import { catalogChanges } from '../actors/tool-catalog.js'
 import { FactstateError } from '../errors.js'
 import type { ExecutionSettings, Fact, FactType, RuntimeEvent, StoredEvent, ToolCatalogSummary } from '../facts/types.js'
@@ -288,9 +289,16 @@ function compared(fact: Fact): Record<string, unknown> {
       const { requestId: _, ...provider } = fact.provider ?? {}
       return { type: fact.type, stepId: fact.stepId, status: fact.status, provider: fact.provider === undefined ? undefined : provider }
     }
+    case 'tool.rejected':
+      // Not the message of arguments kept as text: it follows from that text, which is compared, and a
+      // recording made by 0.6.0 or earlier has none.
+      if (isUnusableArguments(fact)) {
+        const { message: _, ...rest } = fact
+        return rest
+      }
+      return { ...fact }
     case 'tool.dispatched':
     case 'tool.settled':
-    case 'tool.rejected':
       // Its operation id is compared by its run's label, step and index, as every string naming an operation of a run of the list (`withoutIds`).
       return { ...fact }
     case 'hold.entered':

@@ -1134,4 +1134,29 @@ test('log: a time past what a Date holds is printed as its number; --from after 
     }
   })))
 
+test("log prints a child run's id once, where its session, turn, run and invocation are that one id, in facts and in --runs", () =>
+  bounded30(
+    withTempDir(async (dir) => {
+      const location = join(dir, 'log')
+      const log = await EventLog.open(location)
+      const id = `inv-sup.step-1.0.${'w'.repeat(100)}`
+      const child = { sessionId: id, turnId: id, runId: id, invocationId: id }
+      try {
+        await log.appendAll(completeInvocation('sup', 'desk'))
+        await log.append(new EventMaker(child).next(facts.opened('draft it')))
+      } finally {
+        await log.close()
+      }
+      const lines = await cli(['log', location, '--type', 'invocation.opened'])
+      assert.is(lines.code, 0, lines.stderr)
+      const [parentLine, childLine] = lines.stdout.trim().split('\n')
+      assert.match(parentLine ?? '', / {2}desk\/turn-sup\/run-sup\/inv-sup {2}invocation\.opened/, 'distinct ids are all printed')
+      assert.is((childLine ?? '').split(id).length - 1, 1, 'the one id, once')
+      assert.match(childLine ?? '', new RegExp(`^#\\s+\\d+ {2}\\S+ {2}${id.replaceAll('.', '\\.')} {2}invocation\\.opened`))
+      const runs = await cli(['log', location, '--session', id, '--runs'])
+      assert.is(runs.code, 0, runs.stderr)
+      assert.is(runs.stdout.split(id).length - 1, 1, 'once in --runs too')
+      assert.match(runs.stdout, new RegExp(`^${id.replaceAll('.', '\\.')} {2}message {2}open`))
+    })))
+
 test.run()

@@ -24,7 +24,7 @@ summary on stderr says so); --run, --type, --from and --to alone read the whole 
 N facts that match the filters (up to --to if given): --session S --run R --last 5 is that run's
 last five facts, however many facts other runs wrote after them.
 --runs prints the session's runs instead, one line each in the order they opened: run, turn,
-invocation, how it began (from which run; a child run: the call that started it, "child of
+invocation (one id, said once, when the three are one: a child run's), how it began (from which run; a child run: the call that started it, "child of
 OPERATION (session S)"), how it ended (or open), its first and last seq, and the
 tokens its answers reported, summed ("at least", with how many answers reported none, when not
 all did, or when requests were interrupted; --json: usage, with answers, unreported,
@@ -357,7 +357,9 @@ export function formatRun(run: RunSummary, usage?: UsageTotals): string {
   // The class is any text a direct append wrote: escaped as a fact's summary is.
   const tokens = usage === undefined ? '' : `  ${usageTotalsText(usage)}`
   const child = parent === undefined ? '' : `  child of ${parent.operationId} (session ${parent.invocation.sessionId})`
-  return escapeControls(`${run.runId}  ${run.turnId}  ${run.invocationId}  ${began}${child}  ${ended}  #${run.openedSeq}–#${run.lastSeq}${tokens}`)
+  // A child run's run, turn and invocation share one id (`childRunFor`): said once.
+  const ids = run.runId === run.turnId && run.runId === run.invocationId ? run.runId : `${run.runId}  ${run.turnId}  ${run.invocationId}`
+  return escapeControls(`${ids}  ${began}${child}  ${ended}  #${run.openedSeq}–#${run.lastSeq}${tokens}`)
 }
 
 /** One human-readable line for a stored event. */
@@ -365,6 +367,8 @@ export function formatEvent({ seq, event }: StoredEvent): string {
   // The schema allows any safe integer; past the year 275760 a Date has no ISO form, so the number is shown.
   const date = new Date(event.recordedAt)
   const at = Number.isNaN(date.getTime()) ? `@${event.recordedAt}` : date.toISOString()
-  const who = `${event.invocation.sessionId}/${event.invocation.turnId}/${event.invocation.runId}/${event.invocation.invocationId}`
+  const { sessionId, turnId, runId, invocationId } = event.invocation
+  // A child run's four ids are one (`childRunFor`: up to 128 characters each): said once.
+  const who = sessionId === turnId && sessionId === runId && sessionId === invocationId ? sessionId : `${sessionId}/${turnId}/${runId}/${invocationId}`
   return `#${String(seq).padStart(6)}  ${at}  ${who}  ${event.fact.type.padEnd(18)} ${summarizeFact(event.fact)}`
 }

@@ -145,8 +145,16 @@ export interface FactstateErrorDetails {
    * run since (what it did after that point is not in the log).
    */
   RUN_RECONCILIATION_REQUIRED: { unknown: UncertainOperation[]; restored?: BackupPoint }
-  /** From the log's own check of an appended continuation: the event and what differs. */
-  RUN_SOURCE_MISMATCH: { eventId: string; field: string } | undefined
+  /**
+   * The run the boundary names (`sessionId`, `runId`: for a run it continued, that run) and which of
+   * the boundary's members the log does not hold (`field`): `invocation` (no run of the log has that
+   * run, invocation and turn; from a direct append, also a source in another session), `highWater`
+   * (not a fact of the run, or not the end of it) or `digest` (the stored facts do not reproduce it).
+   * `lastSeq`: the seq of the run's last fact in the log, and `ended`: whether it has ended, where the
+   * run is known (never the digest the log would accept). `eventId`: the event a direct append refused.
+   * The way out: read the boundary again, `log.runSource(sessionId, runId)`.
+   */
+  RUN_SOURCE_MISMATCH: { sessionId: string; runId: string; field: 'invocation' | 'highWater' | 'digest'; lastSeq?: number; ended?: boolean; eventId?: string }
   /**
    * A continuation with `onlyIfLatest` whose source is not the session's last run opened:
    * `sourceRunId` the run it named, `latestRunId` and `latestInvocationId` the run to continue instead.

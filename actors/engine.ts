@@ -5,7 +5,7 @@ import type { ExecutionSettings, Invocation, InvocationInput, InvocationOutcome,
 import { ID_PATTERN, eventIdSchema } from '../facts/schema.js'
 import { type InvocationSnapshot, type InvocationState, applyFact, initialInvocationSnapshot, stateOf } from '../machines/invocation.js'
 import { canonical, isAbortSignal, messageOf, storageProblemAt } from '../store/encoding.js'
-import { type AppendView, type EventLog, type LogInternals, logInternals } from '../store/event-log.js'
+import { type AppendView, type EventLog, type LogInternals, logInternals, sourceRemedy } from '../store/event-log.js'
 import type { BackupPoint } from '../store/backup-point.js'
 import { dispatchedInputs, dispatchedKey } from '../store/dispatched-inputs.js'
 import { Gate, type HandoffGate, successorOf } from './handoff.js'
@@ -1301,10 +1301,10 @@ export class Engine {
       }
       // A boundary taken while the source ran would replay half a step: only its end is a source.
       if (source.lastSeq !== work.source.highWater) {
-        throw new FactstateError(
-          'RUN_SOURCE_MISMATCH',
-          `the boundary at ${work.source.highWater} is not the end of run ${work.source.invocation.runId}, which ended at ${source.lastSeq}; ask runSource again`,
-        )
+        const { sessionId, runId } = work.source.invocation
+        throw new FactstateError('RUN_SOURCE_MISMATCH', `the boundary at ${work.source.highWater} is not the end of run ${runId}, which ended at ${source.lastSeq}; ${sourceRemedy(sessionId, runId, 'highWater')}`, {
+          details: { sessionId, runId, field: 'highWater', lastSeq: source.lastSeq, ended: true },
+        })
       }
     }
     // Again here, atomically: #priorUnknown let a busy session through to be refused as busy, and the

@@ -260,7 +260,9 @@ test(
     assert.ok(stale && end && stale.highWater < end.highWater, 'the boundary was taken mid-run')
     const continuation = h.input('continued', { session: 'shared', tools: [countingTool('echo')] })
     continuation.work = { kind: 'continuation', source: stale }
-    await refusedWithoutWriting(h.log, () => h.engine.start(continuation), 'RUN_SOURCE_MISMATCH', 'a mid-run boundary')
+    const refused = await refusedWithoutWriting(h.log, () => h.engine.start(continuation), 'RUN_SOURCE_MISMATCH', 'a mid-run boundary')
+    assert.equal(refused.details, { sessionId: 'shared', runId: 'run-source', field: 'highWater', lastSeq: end.highWater, ended: true })
+    assert.match(refused.message, /read the run's boundary again with log\.runSource\("shared", "run-source"\)/)
     continuation.work = { kind: 'continuation', source: end }
     assert.equal(await h.run(continuation), { status: 'completed' })
     const messages = h.server.requests.at(-1)?.body.messages as { role: string }[]
@@ -313,18 +315,26 @@ test(
     const source = (await h.log.runSource('shared', 'run-source'))?.boundary
     assert.ok(source)
     const last = source.digest.at(-1) === '0' ? '1' : '0'
+    // Which member of the boundary is at fault, where the run ends (never the digest the log would take), and what to read again.
+    const atEnd = { sessionId: 'shared', runId: 'run-source', lastSeq: source.highWater, ended: true }
+    const readAgain = /; read the run's boundary again with log\.runSource\("shared", "run-source"\)/
+    const listRuns = /; list the session's runs with log\.runs\("shared"\)/
     const forgeries = [
-      { what: 'a forged digest', boundary: { ...source, digest: `${source.digest.slice(0, -1)}${last}` } },
-      { what: 'an earlier high-water', boundary: { ...source, highWater: source.highWater - 1 } },
-      { what: 'a later high-water', boundary: { ...source, highWater: source.highWater + 1 } },
-      { what: 'a run the log never saw', boundary: { ...source, invocation: { ...source.invocation, runId: 'run-ghost' } } },
-      { what: 'another invocation of the run', boundary: { ...source, invocation: { ...source.invocation, invocationId: 'invocation-ghost' } } },
-      { what: 'the run moved to another turn', boundary: { ...source, invocation: { ...source.invocation, turnId: 'turn-elsewhere' } } },
+      { what: 'a forged digest', boundary: { ...source, digest: `${source.digest.slice(0, -1)}${last}` }, details: { ...atEnd, field: 'digest' }, remedy: readAgain },
+      { what: 'an earlier high-water', boundary: { ...source, highWater: source.highWater - 1 }, details: { ...atEnd, field: 'highWater' }, remedy: readAgain },
+      { what: 'a later high-water', boundary: { ...source, highWater: source.highWater + 1 }, details: { ...atEnd, field: 'highWater' }, remedy: readAgain },
+      { what: 'a run the log never saw', boundary: { ...source, invocation: { ...source.invocation, runId: 'run-ghost' } }, details: { sessionId: 'shared', runId: 'run-ghost', field: 'invocation' }, remedy: listRuns },
+      { what: 'another invocation of the run', boundary: { ...source, invocation: { ...source.invocation, invocationId: 'invocation-ghost' } }, details: { sessionId: 'shared', runId: 'run-source', field: 'invocation' }, remedy: listRuns },
+      { what: 'the run moved to another turn', boundary: { ...source, invocation: { ...source.invocation, turnId: 'turn-elsewhere' } }, details: { sessionId: 'shared', runId: 'run-source', field: 'invocation' }, remedy: listRuns },
     ]
-    for (const { what, boundary } of forgeries) {
+    for (const { what, boundary, details, remedy } of forgeries) {
       const continuation = h.input('continued', { session: 'shared' })
       continuation.work = { kind: 'continuation', source: boundary }
-      await refusedWithoutWriting(h.log, () => h.engine.start(continuation), 'RUN_SOURCE_MISMATCH', what)
+      const refused = await refusedWithoutWriting(h.log, () => h.engine.start(continuation), 'RUN_SOURCE_MISMATCH', what)
+      assert.equal(refused.details, details, what)
+      assert.match(refused.message, remedy, what)
+      const read = await h.log.lineageEvents(boundary).then(() => undefined, (error: Error & { details?: unknown }) => error.details)
+      assert.equal(read, details, `${what}: lineageEvents says the same`)
     }
     const continuation = h.input('continued', { session: 'shared' })
     continuation.work = { kind: 'continuation', source }

@@ -537,10 +537,23 @@ rules(
         ['a continuation from inside its source', open(invocationOf('c4', 'session-source'), { kind: 'continuation', source: { ...done, highWater: done.highWater - 1 } }), 'RUN_SOURCE_MISMATCH', 'source'],
         ['a continuation whose digest the facts do not reproduce', open(invocationOf('c5', 'session-source'), { kind: 'continuation', source: { ...done, digest: sealed.digest } }), 'RUN_SOURCE_MISMATCH', 'source'],
       ]
+      const details: Record<string, unknown> = {}
       for (const [what, event, code] of cases) {
         const refused = await refusal(log.append(event))
         assert.is(refused.code, code, `${what}: ${refused.message}`)
+        if (code === 'RUN_SOURCE_MISMATCH') {
+          details[what] = refused.details
+          assert.match(refused.message, /log\.runs?(Source)?\("session-(source|elsewhere|running)"/, `${what}: the way out`)
+        }
       }
+      // Which member of the boundary the log does not hold, and where the run ends (never the digest it would take).
+      assert.equal(details, {
+        'a continuation of a run that does not exist': { sessionId: 'session-source', runId: 'nope', field: 'invocation' },
+        'a continuation of a run of another session': { sessionId: 'session-elsewhere', runId: 'run-elsewhere', field: 'invocation', eventId: 'inv-c2/1' },
+        'a continuation of a run still running': { sessionId: 'session-running', runId: 'run-running', field: 'digest', lastSeq: midRun.highWater, ended: false },
+        'a continuation from inside its source': { sessionId: 'session-source', runId: 'run-done', field: 'highWater', lastSeq: done.highWater, ended: true },
+        'a continuation whose digest the facts do not reproduce': { sessionId: 'session-source', runId: 'run-done', field: 'digest', lastSeq: done.highWater, ended: true },
+      })
       assert.equal(await digestOf(log), before, 'nothing written')
       // The real ones are admitted, in the order they are appended even when not awaited one by one
       // (the first waits for its source to be verified; what follows waits behind it).

@@ -498,12 +498,15 @@ const boundaryKey = ({ invocation, highWater, digest }: RunBoundary): string =>
  */
 function checkSource(local: Staging, event: RuntimeEvent, input: Extract<InvocationInput, { kind: 'continuation' | 'handoff' }>): void {
   const handoff = input.kind === 'handoff'
-  const refuse = (message: string, field: string) =>
-    handoff
-      ? new FactstateError('HANDOFF_MISMATCH', message, { details: { eventId: event.id, field } })
-      : new FactstateError('RUN_SOURCE_MISMATCH', message, { details: { eventId: event.id, field } })
   const { invocation } = event
   const source = input.source.invocation
+  // A continuation's refusal names the boundary's member at fault (`invocation` or `highWater`) and the way out.
+  const refuse = (message: string, field: string, mismatch: { field: 'invocation' | 'highWater'; lastSeq?: number; ended?: boolean } = { field: 'invocation' }) =>
+    handoff
+      ? new FactstateError('HANDOFF_MISMATCH', message, { details: { eventId: event.id, field } })
+      : new FactstateError('RUN_SOURCE_MISMATCH', `${message}; ${sourceRemedy(source.sessionId, source.runId, mismatch.field)}`, {
+          details: { sessionId: source.sessionId, runId: source.runId, ...mismatch, eventId: event.id },
+        })
   if (source.sessionId !== invocation.sessionId) throw refuse(`the source run ${source.runId} belongs to session ${source.sessionId}, not ${invocation.sessionId}`, 'source')
   const run = local.runNow(source.sessionId, source.runId)
   const record = run === undefined ? undefined : local.invocationNow(run.invocationId)
@@ -511,7 +514,11 @@ function checkSource(local: Staging, event: RuntimeEvent, input: Extract<Invocat
     throw refuse(`run ${source.sessionId}/${source.runId} with invocation ${source.invocationId} in turn ${source.turnId} is not in the log`, 'source')
   }
   if (record.terminal === null || record.lastSeq !== input.source.highWater) {
-    throw refuse(`the boundary at ${input.source.highWater} is not the end of run ${source.runId}${record.terminal === null ? ', which has not ended' : `, which ended at ${record.lastSeq}`}`, 'source')
+    throw refuse(`the boundary at ${input.source.highWater} is not the end of run ${source.runId}${record.terminal === null ? ', which has not ended' : `, which ended at ${record.lastSeq}`}`, 'source', {
+      field: 'highWater',
+      lastSeq: record.lastSeq,
+      ended: record.terminal !== null,
+    })
   }
   if (!handoff) return
   if (record.outcome?.status !== 'handoff_paused') throw refuse(`invocation ${source.invocationId} was not sealed by a handoff`, 'source')
@@ -520,6 +527,16 @@ function checkSource(local: Staging, event: RuntimeEvent, input: Extract<Invocat
   if (invocation.turnId !== source.turnId || invocation.runId !== intent.successorRunId || invocation.invocationId !== intent.successorInvocationId) {
     throw refuse(`the successor must be run ${intent.successorRunId}, invocation ${intent.successorInvocationId}, in turn ${source.turnId}: the seal names it`, 'invocation')
   }
+}
+
+/**
+ * What to do about a continuation's source that does not match the log (`RUN_SOURCE_MISMATCH`): read
+ * the run's boundary again, or, for a boundary that names no run of the log, the session's runs.
+ */
+export function sourceRemedy(sessionId: string, runId: string, field: 'invocation' | 'highWater' | 'digest'): string {
+  return field === 'invocation'
+    ? `list the session's runs with log.runs(${JSON.stringify(sessionId)}) and take the boundary of one from log.runSource`
+    : `read the run's boundary again with log.runSource(${JSON.stringify(sessionId)}, ${JSON.stringify(runId)}) (once the run has ended)`
 }
 
 /** The engine-facing surface of `log`. */
@@ -2798,7 +2815,9 @@ export class EventLog {
       const run = this.#state.runNow(sessionId, runId)
       // The whole invocation, turn included: a boundary moved to another turn names no run of the log.
       if (run === undefined || run.invocationId !== invocationId || this.#state.invocationNow(invocationId)?.invocation.turnId !== current.invocation.turnId) {
-        throw new FactstateError('RUN_SOURCE_MISMATCH', `run ${sessionId}/${runId} with invocation ${invocationId} in turn ${current.invocation.turnId} is not in the log`)
+        throw new FactstateError('RUN_SOURCE_MISMATCH', `run ${sessionId}/${runId} with invocation ${invocationId} in turn ${current.invocation.turnId} is not in the log; ${sourceRemedy(sessionId, runId, 'invocation')}`, {
+          details: { sessionId, runId, field: 'invocation' },
+        })
       }
       if (seen.has(runId)) throw new FactstateError('LOG_CORRUPT', `the sources of run ${sessionId}/${boundary.invocation.runId} go round through ${runId}`)
       seen.add(runId)
@@ -2874,7 +2893,15 @@ export class EventLog {
     for (const { seq, bytes } of stored) chain = chainStep(chain, seq, bytes)
     const last = stored.at(-1)
     if (!last || last.seq !== boundary.highWater || runDigest(sessionId, runId, boundary.highWater, chain) !== boundary.digest) {
-      throw new FactstateError('RUN_SOURCE_MISMATCH', `the boundary of run ${sessionId}/${runId} does not match the log`)
+      // What the log has of the run is shown (where it ends), never the digest it would accept.
+      const record = this.#state.invocationNow(invocationId)
+      const ended = record !== undefined && record.terminal !== null
+      // A high-water and its digest go together: one that is no fact of the run, or not the end of an ended run, is the one at fault.
+      const field = !last || last.seq !== boundary.highWater || (ended && record.lastSeq !== boundary.highWater) ? 'highWater' : 'digest'
+      const where = record === undefined ? '' : ended ? `, which ended at ${record.lastSeq}` : `, whose last fact so far is ${record.lastSeq}`
+      throw new FactstateError('RUN_SOURCE_MISMATCH', `the boundary of run ${sessionId}/${runId} does not match the log (its ${field} at ${boundary.highWater}${where}); ${sourceRemedy(sessionId, runId, field)}`, {
+        details: { sessionId, runId, field, ...(record === undefined ? {} : { lastSeq: record.lastSeq, ended }) },
+      })
     }
     this.#verified(boundary)
     let size = 0

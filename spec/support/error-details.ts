@@ -42,7 +42,14 @@ const schemas: { [C in FactstateErrorCode]: z.ZodType<FactstateErrorDetails[C]> 
     unknown: z.array(uncertain),
     restored: z.strictObject({ highWater: z.number().int().min(0), digest: z.string().regex(/^sha256:[0-9a-f]{64}$/), takenAt: z.number().int().min(0) }).optional(),
   }),
-  RUN_SOURCE_MISMATCH: z.strictObject({ eventId: text, field: text }).optional(),
+  RUN_SOURCE_MISMATCH: z.strictObject({
+    sessionId: text,
+    runId: text,
+    field: z.enum(['invocation', 'highWater', 'digest']),
+    lastSeq: z.number().int().min(1).optional(),
+    ended: z.boolean().optional(),
+    eventId: text.optional(),
+  }),
   RUN_SOURCE_STALE: z.strictObject({ sessionId: text, sourceRunId: text, latestRunId: text, latestInvocationId: text }),
   HANDOFF_MISMATCH: z.strictObject({
     field: text,

@@ -1,6 +1,7 @@
 import { isDeepStrictEqual } from 'node:util'
 import { FactstateError, messageWithoutCode } from '../errors.js'
 import { meantName, readOptions, shown } from '../options.js'
+import { foreignStartOptionHint } from './foreign-names.js'
 import type { ExecutionSettings, Invocation, InvocationInput, InvocationOutcome, RuntimeEvent, ToolCatalogSummary, UncertainOperation } from '../facts/types.js'
 import { ID_PATTERN, eventIdSchema } from '../facts/schema.js'
 import { type InvocationSnapshot, type InvocationState, applyFact, initialInvocationSnapshot, stateOf } from '../machines/invocation.js'
@@ -143,7 +144,9 @@ function startOptions(options: unknown): StartOptions {
   for (const key of Object.keys(options)) {
     if (!START_OPTIONS.includes(key)) {
       const meant = meantName(key, START_OPTIONS)
-      throw refuse(`options.${key}`, `start options have no ${JSON.stringify(key)}${meant === undefined ? '' : `: did you mean ${meant}?`} (only ${START_OPTIONS.join(', ')})`)
+      // Another library's word (LangGraph's callbacks, recursionLimit): where the setting is here.
+      const hint = meant === undefined ? foreignStartOptionHint(key) : `did you mean ${meant}?`
+      throw refuse(`options.${key}`, `start options have no ${JSON.stringify(key)}${hint === undefined ? '' : `: ${hint}`} (only ${START_OPTIONS.join(', ')})`)
     }
   }
   const { signal, onModelText, onToolCallText, onApproval } = options as { signal?: unknown; onModelText?: unknown; onToolCallText?: unknown; onApproval?: unknown }

@@ -2,7 +2,8 @@ import { isAbsolute } from 'node:path'
 import { z } from 'zod'
 import { FactstateError } from '../errors.js'
 import { meantName, normalizedName } from '../options.js'
-import { describeIssues, handoffPauseSchema, issueFields, id, invocationSchema, jsonValue, parentCallSchema, requestFingerprintSchema, runBoundarySchema } from '../facts/schema.js'
+import { foreignRunInputHint } from './foreign-names.js'
+import { describeIssues, handoffPauseSchema, ID_MAPPING, ID_RULE, issueFields, id, invocationSchema, jsonValue, parentCallSchema, requestFingerprintSchema, runBoundarySchema } from '../facts/schema.js'
 import type { HandoffPause, Invocation, JsonObject, ParentCall, RunBoundary } from '../facts/types.js'
 import { parentProblem, storageProblemAt } from '../store/encoding.js'
 import type { ProviderConfig } from './model-client.js'
@@ -447,6 +448,7 @@ const RUN_INPUT_MEMBERS: readonly string[] = Object.keys(runInputSchema.shape).f
 export const RUN_INPUT_KEYS: readonly string[] = Object.keys(runInputSchema.shape)
 const PROVIDER_KEYS: readonly string[] = Object.keys(runInputSchema.shape.provider.shape)
 const PROVIDER_MEMBERS: readonly string[] = PROVIDER_KEYS.filter((key) => key !== 'kind')
+const INVOCATION_MEMBERS: readonly string[] = Object.keys(runInputSchema.shape.invocation.shape)
 
 /**
  * The members the object at `path` of a run input (`input`) may have, from the schema itself: of a
@@ -500,8 +502,12 @@ function misplacedHint(error: z.ZodError, input: unknown): string {
     if (issue.code !== 'unrecognized_keys') continue
     const at = issue.path.join('.')
     for (const key of issue.keys) {
+      const foreign = at === '' ? foreignRunInputHint(key) : undefined
       if (at === 'provider' && RUN_INPUT_MEMBERS.includes(key)) hints.push(`${key} belongs beside provider, at the top of the run input, not in it`)
       else if (at === '' && PROVIDER_MEMBERS.includes(key)) hints.push(`${key} belongs in provider`)
+      else if (at === '' && INVOCATION_MEMBERS.includes(key)) hints.push(`${key} belongs in invocation`)
+      // Another library's word (LangGraph's recursionLimit, the AI SDK's system): where the setting is here.
+      else if (foreign !== undefined) hints.push(`${key}: ${foreign}`)
       else {
         // Another spelling of a member of its level (the OpenAI SDK's baseURL, api_key, work's allowpriorunknown): named.
         const { members, others, kind } = membersAt(issue.path, input)
@@ -531,7 +537,9 @@ export function validateRunInput(input: unknown): RunInput {
   }
   const parsed = runInputSchema.safeParse(input)
   if (!parsed.success) {
-    throw new FactstateError('RUN_INVALID_INPUT', describeIssues(parsed.error) + misplacedHint(parsed.error, input), {
+    // An id refused for its characters or length (a thread id 'alice@example.com'): how to make one of it, said once.
+    const mapping = parsed.error.issues.some((issue) => issue.message === ID_RULE) ? ` (${ID_MAPPING})` : ''
+    throw new FactstateError('RUN_INVALID_INPUT', describeIssues(parsed.error) + misplacedHint(parsed.error, input) + mapping, {
       details: { fields: issueFields(parsed.error) },
     })
   }

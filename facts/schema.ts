@@ -3,7 +3,15 @@ import type { Fact, HandoffIntent, HandoffPause, Invocation, JsonValue, Provider
 
 /** Ids are non-empty strings of at most 128 characters from `[A-Za-z0-9._:-]`. */
 export const ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/
-export const id = z.string().regex(ID_PATTERN, 'an id is 1–128 characters from [A-Za-z0-9._:-]')
+/** What an id is, as refusals say it. */
+export const ID_RULE = 'an id is 1–128 characters from [A-Za-z0-9._:-]'
+/**
+ * How an id made elsewhere (a thread id that is an email address or a path) becomes one: said once
+ * by a refusal of such an id, which never shows the id itself whole.
+ */
+export const ID_MAPPING =
+  "an id made elsewhere (an email address, a path, a longer id) maps to one: its SHA-256 digest in base64url (createHash('sha256').update(id).digest('base64url'), 43 characters), or a table of your own from one to the other"
+export const id = z.string().regex(ID_PATTERN, ID_RULE)
 const text = z.string()
 const digest = z.string().regex(/^sha256:[0-9a-f]{64}$/, 'a digest is "sha256:" and 64 lowercase hex digits')
 const count = z.number().int().nonnegative()

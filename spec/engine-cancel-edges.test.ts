@@ -35,6 +35,19 @@ test(
     const misspelt = await refusedWithoutWriting(h.log, () => h.engine.start(h.input('free'), { onAproval: () => ({ approved: true }) } as StartOptions), 'RUN_INVALID_INPUT', 'onAproval')
     assert.equal(misspelt.details?.fields, ['options.onAproval'])
     assert.match(misspelt.message, 'start options have no "onAproval": did you mean onApproval? (only signal, onModelText, onToolCallText, onApproval)')
+    // Another library's option (LangGraph's invoke config, the AI SDK's callbacks) is told where the setting is here.
+    for (const [key, where] of [
+      ['callbacks', 'log.events({ follow: true })'],
+      ['onStepFinish', 'onModelText and onToolCallText'],
+      ['recursionLimit', "the run input's maxSteps"],
+      ['configurable', 'invocation.sessionId'],
+      ['abortSignal', 'did you mean signal?'],
+    ] as const) {
+      const foreign = await refusedWithoutWriting(h.log, () => h.engine.start(h.input('free'), { [key]: () => undefined } as StartOptions), 'RUN_INVALID_INPUT', key)
+      assert.equal(foreign.details?.fields, [`options.${key}`])
+      assert.match(foreign.message, `start options have no ${JSON.stringify(key)}: `, key)
+      assert.match(foreign.message, where, key)
+    }
     const far = await refusedWithoutWriting(h.log, () => h.engine.start(h.input('free'), { deadline: 5 } as StartOptions), 'RUN_INVALID_INPUT', 'deadline')
     assert.not.match(far.message, 'did you mean')
     // Nothing was marked live or opened: the same run is admitted and completes.

@@ -2,6 +2,7 @@
  * A run input member given one level off (`providerOptions` inside `provider`, `model` beside it) is
  * refused, as every unknown member is, and the message says where it belongs.
  */
+import { createHash } from 'node:crypto'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { validateRunInput } from '../actors/run-input.js'
@@ -63,6 +64,50 @@ test('an unknown member that is no member at either level gets no hint', () => {
   const error = refusal(input)
   assert.is(error.code, 'RUN_INVALID_INPUT')
   assert.not.match(error.message, 'belongs')
+})
+
+test("another library's name for a member is told where the setting is here: LangGraph's, the OpenAI Agents SDK's, the AI SDK's", () => {
+  const cases: [string, unknown, string][] = [
+    ['systemPrompt', 'be brief', 'systemPrompt: instructions is the system prompt'],
+    ['system', 'be brief', 'system: instructions is the system prompt'],
+    ['prompt', 'be brief', "prompt: instructions is the system prompt (sent first in every request of the run); the user's message is work.content"],
+    ['recursionLimit', 25, 'recursionLimit: maxSteps bounds the model requests of a run'],
+    ['maxTurns', 10, 'maxTurns: maxSteps bounds the model requests of a run'],
+    ['max_iterations', 10, 'max_iterations: maxSteps bounds'],
+    ['thread_id', 'chat-7', 'thread_id: a conversation (a thread) is invocation.sessionId'],
+    ['messages', [{ role: 'user', content: 'hi' }], "messages: the user's message is work.content"],
+    ['callbacks', [], 'callbacks: a run\'s progress is its facts: log.events({ follow: true })'],
+    ['maxTokens', 100, 'maxTokens: mainOutputLimit is the most tokens an answer may take'],
+    ['temperature', 0, 'temperature: the request body\'s own settings go in providerOptions'],
+    ['sessionId', 'chat-7', 'sessionId belongs in invocation'],
+  ]
+  for (const [key, value, hint] of cases) {
+    const input = valid()
+    input[key] = value
+    const error = refusal(input)
+    assert.is(error.code, 'RUN_INVALID_INPUT', key)
+    assert.match(error.message, hint, key)
+  }
+  // Only at the top of the run input: inside provider, a member of its own name is only unknown.
+  const nested = valid()
+  ;(nested.provider as Record<string, unknown>).system = 'x'
+  assert.not.match(refusal(nested).message, 'instructions is the system prompt')
+})
+
+test('an id that is no id (a thread id that is an email address or a path) is told, once, how to make one of it, without the id shown', () => {
+  const input = valid()
+  const long = `user/${'x'.repeat(300)}`
+  input.invocation = { sessionId: 'alice@example.com', turnId: long, runId: 'r', invocationId: 'i' }
+  const error = refusal(input)
+  assert.equal(error.details, { fields: ['invocation.sessionId', 'invocation.turnId'] })
+  assert.is(error.message.split("SHA-256 digest in base64url (createHash('sha256').update(id).digest('base64url'), 43 characters), or a table of your own").length, 2, error.message)
+  assert.not.match(error.message, 'x'.repeat(20), 'the long id is not shown')
+  const mapped = valid()
+  mapped.invocation = { sessionId: createHash('sha256').update('alice@example.com').digest('base64url'), turnId: 't', runId: 'r', invocationId: 'i' }
+  assert.is(validateRunInput(mapped).invocation.sessionId.length, 43, 'what it says makes an id')
+  const other = valid()
+  other.maxSteps = 0
+  assert.not.match(refusal(other).message, 'base64url', 'only a refused id is told it')
 })
 
 test.run()

@@ -3,6 +3,7 @@
  * `store/projection.ts`, recovery, tamper and corruption detection, and group commit under 256
  * concurrent appenders.
  */
+import { createHash } from 'node:crypto'
 import { existsSync, readdirSync } from 'node:fs'
 import { cp, mkdir, readFile, rm, symlink } from 'node:fs/promises'
 import { createRequire } from 'node:module'
@@ -150,7 +151,12 @@ lock(
           refused.message.startsWith(`LOG_INVALID_ARGUMENT: ${call}: ${field} must be an id, 1–128 characters from [A-Za-z0-9._:-], not ${value}`),
           refused.message,
         )
+        // How to make an id of a thread id from elsewhere (an email address, a path), never the id whole.
+        assert.match(refused.message, "its SHA-256 digest in base64url (createHash('sha256').update(id).digest('base64url'), 43 characters)", call)
+        assert.not.match(refused.message, 'y'.repeat(61), call)
       }
+      // What it says makes an id the log takes.
+      assert.equal(await log.runs(createHash('sha256').update('alice@example.com').digest('base64url')), [])
     })
   }),
 )

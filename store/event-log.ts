@@ -6,6 +6,7 @@ import { basename, dirname, join, resolve, sep } from 'node:path'
 import { type ChainedBatch, ClassicLevel } from 'classic-level'
 import { FactstateError, type FactstateErrorOf, isFactstateError, messageWithoutCode } from '../errors.js'
 import { readOptions, shown } from '../options.js'
+import { type SessionListing, type SessionsOptions, readSessionsOptions } from './session-listing.js'
 import { ID_MAPPING, id as idSchema, runBoundarySchema } from '../facts/schema.js'
 import type { HandoffIntent, HandoffPause, InvocationInput, InvocationOutcome, ParentCall, RunBoundary, RuntimeEvent, StoredEvent, TerminalStatus, UncertainOperation } from '../facts/types.js'
 import { EMPTY_CHAIN, CHAIN_BYTES, chainStep, logDigest, runChainStart, runDigest } from './digest.js'
@@ -3215,6 +3216,43 @@ export class EventLog {
     const found = await this.#runList(sessionId)
     await this.#addParents(found)
     return found
+  }
+
+  /**
+   * The sessions of the log, in id order, a page at a time: at most `limit` (default 100, at most
+   * 1,000) whose id begins with `prefix`, after the id `after` (the last of the page before), each
+   * with its last run opened (what `log.runs(sessionId)` ends with). Reads the session index, and
+   * each listed session's run index and records (as `log.runs` does, never the facts but its last
+   * run's first). A log without sessions lists none; bad options are `LOG_INVALID_ARGUMENT` naming
+   * the option (`details.field`).
+   *
+   * @example
+   * ```ts
+   * for (let page = await log.sessions({ prefix: 'user-42.' }); page.length > 0; page = await log.sessions({ prefix: 'user-42.', after: page.at(-1)?.sessionId })) {
+   *   for (const { sessionId, latestRun } of page) console.log(sessionId, latestRun.terminal ?? 'open')
+   * }
+   * ```
+   */
+  async sessions(options: SessionsOptions = {}): Promise<SessionListing[]> {
+    this.#assertOpen()
+    const { prefix, after, limit } = readSessionsOptions(options)
+    // Ids hold only [A-Za-z0-9._:-]: '~' sorts after every one of them.
+    const from = after !== undefined && after >= prefix ? { gt: keys.session(after) } : { gte: keys.session(prefix) }
+    const ids: string[] = []
+    await this.#reading(async () => {
+      for await (const key of this.#db.keys({ ...from, lt: keys.session(`${prefix}~`), limit })) ids.push(key.slice(keys.sessionLow.length))
+    })
+    const listed: SessionListing[] = []
+    for (const sessionId of ids) {
+      const latestRun = await this.#reading(async () => {
+        const latest = await this.#state.latestRun(sessionId)
+        if (latest === undefined) throw new FactstateError('LOG_CORRUPT', `session ${sessionId} has a record but no run`, { details: { key: keys.session(sessionId) } })
+        return this.#runSummary(sessionId, latest.runId, keys.run(sessionId, latest.runId))
+      })
+      listed.push({ sessionId, latestRun })
+    }
+    await this.#addParents(listed.map((session) => session.latestRun))
+    return listed
   }
 
   /**

@@ -1,0 +1,120 @@
+/**
+ * `log.sessions()`: the sessions of a log, in id order, a page at a time, each with its last run
+ * opened (LangGraph's threads.search, here). Real logs on disk; a snapshot lists what the log does.
+ */
+import { join } from 'node:path'
+import { test } from 'uvu'
+import * as assert from 'uvu/assert'
+import { EventLog, type Fact, type SessionListing } from '../index.js'
+import { EventMaker, boundedTest, completeInvocation, facts, invocationOf, refusal, withLog } from './support/log-fixtures.js'
+
+/** Ids and how each listed session's last run stands, for comparing listings. */
+const shortly = (listed: SessionListing[]) => listed.map(({ sessionId, latestRun }) => [sessionId, latestRun.runId, latestRun.terminal])
+
+test(
+  'sessions lists every session in id order with its last run opened (not the last in id order), filtered by prefix, a page at a time',
+  boundedTest(20_000, async (dir) => {
+    const location = join(dir, 'log')
+    await withLog(location, async (log) => {
+      assert.equal(await log.sessions(), [], 'an empty log has none')
+      // Session alpha: run-z opened first and ended, run-a opened after it and is still open.
+      await log.appendAll(completeInvocation('z', 'alpha'))
+      await log.appendAll(new EventMaker(invocationOf('a', 'alpha')).many([facts.opened(), facts.requested('s1')]))
+      await log.appendAll(completeInvocation('ab', 'alpha.b'))
+      await log.appendAll(completeInvocation('alphabet', 'alphabet'))
+      await log.appendAll(new EventMaker(invocationOf('beta', 'beta')).many([facts.opened(), facts.ended({ status: 'failed', class: 'model_failed', message: 'HTTP 500' })]))
+      await log.appendAll(completeInvocation('g', 'gamma'))
+      const all = await log.sessions()
+      assert.equal(shortly(all), [
+        ['alpha', 'run-a', null],
+        ['alpha.b', 'run-ab', 'completed'],
+        ['alphabet', 'run-alphabet', 'completed'],
+        ['beta', 'run-beta', 'failed'],
+        ['gamma', 'run-g', 'completed'],
+      ])
+      for (const { sessionId, latestRun } of all) assert.equal(latestRun, (await log.runs(sessionId)).at(-1), `${sessionId}: the last of log.runs`)
+      assert.equal(all[3]?.latestRun.outcome, { status: 'failed', class: 'model_failed', message: 'HTTP 500' })
+      assert.equal((await log.sessions({ prefix: 'alpha' })).map((session) => session.sessionId), ['alpha', 'alpha.b', 'alphabet'])
+      assert.equal((await log.sessions({ prefix: 'alpha.' })).map((session) => session.sessionId), ['alpha.b'])
+      assert.equal(await log.sessions({ prefix: 'delta' }), [])
+      // Pages of two, each after the last id of the one before: every session once, in order.
+      const paged: string[] = []
+      for (let page = await log.sessions({ limit: 2 }); page.length > 0; page = await log.sessions({ limit: 2, after: page.at(-1)?.sessionId })) {
+        assert.ok(page.length <= 2)
+        paged.push(...page.map((session) => session.sessionId))
+      }
+      assert.equal(paged, all.map((session) => session.sessionId))
+      assert.equal((await log.sessions({ prefix: 'alpha', after: 'alpha.b' })).map((session) => session.sessionId), ['alphabet'], 'after, within a prefix')
+      assert.equal((await log.sessions({ prefix: 'beta', after: 'a' })).map((session) => session.sessionId), ['beta'], 'after, before the prefix')
+      assert.equal(await log.sessions({ prefix: 'alpha', after: 'b' }), [], 'after, past the prefix')
+      assert.equal((await log.sessions({ after: 'alpha.b', limit: 1 })).map((session) => session.sessionId), ['alphabet'], 'after a session that is listed: not it again')
+      // What the caller changes is its own copy.
+      const [first] = await log.sessions({ limit: 1 })
+      if (first) first.latestRun.runId = 'changed'
+      assert.is((await log.sessions({ limit: 1 }))[0]?.latestRun.runId, 'run-a')
+    })
+    // A reopened log, and a snapshot of it, list the same.
+    await withLog(location, async (log) => {
+      const listed = await log.sessions()
+      assert.is(listed.length, 5)
+      assert.is(listed[0]?.latestRun.runId, 'run-a', 'read from the run index after a reopen')
+      const snapshot = await EventLog.openSnapshot(location, { directory: dir })
+      try {
+        assert.equal(await snapshot.sessions({ limit: 1_000 }), listed)
+      } finally {
+        await snapshot.close()
+      }
+    })
+  }),
+)
+
+test(
+  "sessions gives a child run's last run its parent, as log.runs does",
+  boundedTest(15_000, (dir) =>
+    withLog(dir, async (log) => {
+      const supervisor = invocationOf('sup', 'desk')
+      await log.appendAll(completeInvocation('sup', 'desk'))
+      const opened = facts.opened('draft it') as Extract<Fact, { type: 'invocation.opened' }>
+      if (opened.input.kind === 'message') opened.input.parent = { invocation: supervisor, operationId: 'inv-sup/step-1/0' }
+      await log.append(new EventMaker(invocationOf('writer', 'inv-sup.step-1.0.writer')).next(opened))
+      const [desk, child] = await log.sessions()
+      assert.is(desk?.latestRun.parent, undefined)
+      assert.equal(child?.latestRun.parent, { invocation: supervisor, operationId: 'inv-sup/step-1/0' })
+    }),
+  ),
+)
+
+test(
+  'sessions refuses options it cannot use, LOG_INVALID_ARGUMENT naming the option, a misspelt one told the one meant; a closed log is LOG_CLOSED',
+  boundedTest(15_000, async (dir) => {
+    const location = join(dir, 'log')
+    await withLog(location, async (log) => {
+      await log.appendAll(completeInvocation('a', 'alpha'))
+      const cases: [string, unknown, string][] = [
+        ['options that are no object', 'alpha', 'options'],
+        ['an unknown option', { cursor: 'alpha' }, 'cursor'],
+        ['a misspelt option', { limt: 5 }, 'limt'],
+        ['a prefix with a character no id has', { prefix: 'user@' }, 'prefix'],
+        ['a prefix longer than an id', { prefix: 'x'.repeat(129) }, 'prefix'],
+        ['a prefix that is no string', { prefix: 7 }, 'prefix'],
+        ['an empty after', { after: '' }, 'after'],
+        ['an after that is no id', { after: 'a/b' }, 'after'],
+        ['a limit of 0', { limit: 0 }, 'limit'],
+        ['a limit past 1,000', { limit: 1_001 }, 'limit'],
+        ['a limit that is no whole number', { limit: 1.5 }, 'limit'],
+        ['a limit that is a string', { limit: '5' }, 'limit'],
+      ]
+      for (const [what, options, field] of cases) {
+        const refused = await refusal(log.sessions(options as never))
+        assert.equal([refused.code, refused.details], ['LOG_INVALID_ARGUMENT', { field }], what)
+      }
+      assert.match((await refusal(log.sessions({ limt: 5 } as never))).message, 'did you mean limit?')
+      assert.equal((await log.sessions({ prefix: '', limit: 1_000 })).map((session) => session.sessionId), ['alpha'], 'an empty prefix and the largest limit')
+    })
+    const closed = await EventLog.open(location)
+    await closed.close()
+    assert.is((await refusal(closed.sessions())).code, 'LOG_CLOSED')
+  }),
+)
+
+test.run()

@@ -1,0 +1,53 @@
+/**
+ * The options of `EventLog.sessions`, read and checked: a listing of a log's sessions, a page at a
+ * time, in id order (what LangGraph calls searching threads).
+ */
+import { FactstateError } from '../errors.js'
+import { ID_PATTERN } from '../facts/schema.js'
+import { readOptions, shown } from '../options.js'
+import type { RunSummary } from './event-log.js'
+
+/** Options of {@link EventLog.sessions}. */
+export interface SessionsOptions {
+  /** Only the sessions whose id begins with this: 0–128 characters from `[A-Za-z0-9._:-]`; default `''`, every session. */
+  prefix?: string | undefined
+  /** Only the sessions whose id sorts after this id: the last `sessionId` of the page before. */
+  after?: string | undefined
+  /** At most this many sessions, a whole number 1–1,000; default 100. */
+  limit?: number | undefined
+}
+
+/** A session as {@link EventLog.sessions} lists it. */
+export interface SessionListing {
+  sessionId: string
+  /**
+   * Its last run opened, as the last of `log.runs(sessionId)` (running, ended, or left open by a
+   * crash: `terminal` and `outcome` say which): the run a next message continues.
+   */
+  latestRun: RunSummary
+}
+
+/** The most sessions one call lists. */
+export const SESSIONS_LIMIT = 1_000
+/** How many sessions a call lists when it is not told. */
+export const SESSIONS_DEFAULT_LIMIT = 100
+
+const PREFIX = /^[A-Za-z0-9._:-]{0,128}$/
+
+/** `sessions`' options, checked: `LOG_INVALID_ARGUMENT` naming the option (`details.field`). */
+export function readSessionsOptions(options: unknown): { prefix: string; after: string | undefined; limit: number } {
+  const { prefix = '', after, limit = SESSIONS_DEFAULT_LIMIT } = readOptions(options, ['prefix', 'after', 'limit'], {
+    call: 'sessions',
+    code: 'LOG_INVALID_ARGUMENT',
+    details: (field) => ({ field }),
+  })
+  const refuse = (field: string, message: string) => new FactstateError('LOG_INVALID_ARGUMENT', `sessions: ${message}`, { details: { field } })
+  if (typeof prefix !== 'string' || !PREFIX.test(prefix)) throw refuse('prefix', `prefix must be the start of an id, 0–128 characters from [A-Za-z0-9._:-], not ${shown(prefix)}`)
+  if (after !== undefined && (typeof after !== 'string' || !ID_PATTERN.test(after))) {
+    throw refuse('after', `after must be a session id (the last of the page before), 1–128 characters from [A-Za-z0-9._:-], not ${shown(after)}`)
+  }
+  if (typeof limit !== 'number' || !Number.isSafeInteger(limit) || limit < 1 || limit > SESSIONS_LIMIT) {
+    throw refuse('limit', `limit must be a whole number from 1 to ${SESSIONS_LIMIT.toLocaleString('en-US')}, not ${shown(limit)}`)
+  }
+  return { prefix, after: after as string | undefined, limit }
+}

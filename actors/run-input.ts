@@ -144,6 +144,18 @@ export interface RunInput {
   work: RunWork
 }
 
+/**
+ * A run input's settings: everything but which run it is (`invocation`) and what it is asked to do
+ * (`work`). What an application keeps once and spreads into each run of a session.
+ *
+ * @example
+ * ```ts
+ * const settings: RunSettings = { provider, configuration: { cwd: '/srv/app' }, instructions: 'Be brief.', tools }
+ * await engine.start({ ...settings, invocation: { sessionId, turnId, runId, invocationId }, work: { kind: 'message', content } })
+ * ```
+ */
+export type RunSettings = Omit<RunInput, 'invocation' | 'work'>
+
 export const DEFAULT_MAX_STEPS = 8
 export const MAX_STEPS_LIMIT = 256
 export const MAX_TOOL_CONCURRENCY = 64

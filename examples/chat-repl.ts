@@ -19,7 +19,7 @@
 import { randomUUID } from 'node:crypto'
 import { appendFileSync, existsSync, readFileSync } from 'node:fs'
 import { type Interface, createInterface } from 'node:readline'
-import { Engine, EventLog, type RunInput, type ToolDefinition, type UncertainOperation, isFactstateError, recoverInvocations } from 'factstate'
+import { Engine, EventLog, type RunInput, type RunSettings, type ToolDefinition, type UncertainOperation, isFactstateError, recoverInvocations } from 'factstate'
 import { answer, scriptedModelServer } from 'factstate/testing'
 
 const dir = process.argv[2] ?? './.factstate/chat-repl'
@@ -95,7 +95,7 @@ try {
   process.exit(1)
 }
 const engine = new Engine({ log })
-const settings: Omit<RunInput, 'invocation' | 'work'> = {
+const settings: RunSettings = {
   provider: { kind: 'openai-chat', baseUrl: model.baseUrl, model: 'stand-in', apiKey: process.env.OPENAI_API_KEY },
   providerOptions: { stream: true }, // the answer comes in pieces, shown as they come
   configuration: { cwd: process.cwd() },

@@ -32,6 +32,7 @@ import {
   type HandoffReservation,
   type Invocation,
   type RunInput,
+  type RunSettings,
   type ToolDefinition,
   answerOf,
   childRunFor,
@@ -73,8 +74,8 @@ interface Desk {
   dir: string
   log: EventLog
   engine: Engine
-  editor: Omit<RunInput, 'invocation' | 'work'>
-  writer: Omit<RunInput, 'invocation' | 'work'>
+  editor: RunSettings
+  writer: RunSettings
 }
 
 /** `onSealError`: a seal that failed (the run then goes on: the gate in `publish` still holds). */

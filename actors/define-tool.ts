@@ -1,0 +1,55 @@
+/**
+ * `defineTool`: a tool whose `execute` is given its input typed, parsed by a function of yours (a zod
+ * schema's `parse`, say), as a plain `ToolDefinition` that a run's `tools` takes beside any other.
+ *
+ * Why not a generic `ToolDefinition<Input>`: `execute` is a property, so under `strictFunctionTypes`
+ * a `ToolDefinition<{ order: string }>` is no `ToolDefinition<unknown>` (its `execute` cannot take
+ * every input), and a list of tools of several inputs would not type-check; as a method it would, but
+ * then nothing would check that the input is what `execute` claims. Here the parse does: the type
+ * is what it returns.
+ */
+import type { ToolContext, ToolDefinition } from './tool-catalog.js'
+
+/** What {@link defineTool} takes: a tool, its input parsed by `parseInput` for `execute` (and a `needsApproval` predicate). */
+export interface TypedToolDefinition<Input> extends Omit<ToolDefinition, 'execute' | 'needsApproval'> {
+  /**
+   * Makes the typed input of the model's arguments (parsed JSON, checked against `inputSchema` first
+   * unless `validateInput` is `false`), or throws: `Refund.parse` of a zod schema `Refund`. A throw
+   * is the call's failure, as `execute`'s is (the call settles `failed` and the model is told), and
+   * `execute` is not run.
+   */
+  parseInput: (input: unknown) => Input
+  /** As `ToolDefinition.needsApproval`, its predicate given the parsed input (a parse that throws asks). */
+  needsApproval?: boolean | ((input: Input) => boolean | Promise<boolean>) | undefined
+  /** As `ToolDefinition.execute`, given the parsed input. */
+  execute: (input: Input, context: ToolContext) => unknown
+}
+
+/**
+ * A `ToolDefinition` whose `execute` gets its input as `parseInput` makes it: the tool as given,
+ * without `parseInput`, its `execute` (and a `needsApproval` predicate) running the parse first.
+ * Each member is read once, here.
+ *
+ * @example
+ * ```ts
+ * const Refund = z.object({ order: z.string(), cents: z.number().int().positive() })
+ * const refund = defineTool({
+ *   name: 'refund',
+ *   inputSchema: z.toJSONSchema(Refund),
+ *   parseInput: Refund.parse,
+ *   needsApproval: (input) => input.cents > 10_000,
+ *   execute: (input, { operationId }) => payments.refund(input.order, input.cents, { idempotencyKey: operationId }),
+ * })
+ * await engine.start({ ...settings, tools: [refund, lookupOrder], invocation, work })
+ * ```
+ */
+export function defineTool<Input>(definition: TypedToolDefinition<Input>): ToolDefinition {
+  const { parseInput, execute, needsApproval, ...tool } = definition
+  if (typeof parseInput !== 'function') throw new TypeError('defineTool: parseInput must be a function of the input (a zod schema\'s parse, say)')
+  if (typeof execute !== 'function') throw new TypeError('defineTool: execute must be a function of the parsed input and the context')
+  return {
+    ...tool,
+    ...(needsApproval === undefined ? {} : { needsApproval: typeof needsApproval === 'function' ? (input: unknown) => needsApproval(parseInput(input)) : needsApproval }),
+    execute: (input, context) => execute(parseInput(input), context),
+  }
+}

@@ -1159,4 +1159,48 @@ test("log prints a child run's id once, where its session, turn, run and invocat
       assert.match(runs.stdout, new RegExp(`^${id.replaceAll('.', '\\.')} {2}message {2}open`))
     })))
 
+test('log --sessions lists the sessions in id order with their last run, --prefix only those that begin with it; --json as log.sessions gives them; usage errors', () =>
+  bounded30(
+    withTempDir(async (dir) => {
+      const location = join(dir, 'log')
+      const log = await EventLog.open(location)
+      try {
+        await log.appendAll(completeInvocation('z', 'alpha'))
+        await log.appendAll(new EventMaker(invocationOf('a', 'alpha')).many([facts.opened(), facts.requested('s1')]))
+        await log.appendAll(completeInvocation('ab', 'alpha.b'))
+        await log.appendAll(completeInvocation('b', 'beta'))
+      } finally {
+        await log.close()
+      }
+      const all = await cli(['log', location, '--sessions'])
+      assert.is(all.code, 0, all.stderr)
+      assert.equal(all.stdout.trim().split('\n').map((line) => line.replace(/ {2}#\d+–#\d+$/, '')), [
+        'alpha  run-a  turn-a  inv-a  message  open',
+        'alpha.b  run-ab  turn-ab  inv-ab  message  completed',
+        'beta  run-b  turn-b  inv-b  message  completed',
+      ])
+      assert.match(all.stderr, /^3 session\(s\); log high-water \d+/)
+      const some = await cli(['log', location, '--sessions', '--prefix', 'alpha.'])
+      assert.equal([some.code, some.stdout.trim().split('\n').map((line) => line.split('  ')[0])], [0, ['alpha.b']])
+      assert.match(some.stderr, /^1 session\(s\) beginning with alpha\.;/)
+      const json = await cli(['log', location, '--sessions', '--json'])
+      const reopened = await EventLog.open(location)
+      try {
+        assert.equal(json.stdout.trim().split('\n').map((line) => JSON.parse(line) as unknown), await reopened.sessions())
+      } finally {
+        await reopened.close()
+      }
+      for (const [args, message] of [
+        [['--sessions', '--runs'], /--sessions lists sessions and --runs the runs of one/],
+        [['--sessions', '--session', 'alpha'], /--sessions does not combine with --session/],
+        [['--sessions', '--follow'], /--sessions does not combine with --follow/],
+        [['--prefix', 'alpha'], /--prefix is for --sessions/],
+        [['--sessions', '--prefix', 'a b'], /--prefix takes the start of an id/],
+      ] as const) {
+        const refused = await cli(['log', location, ...args])
+        assert.is(refused.code, 2, args.join(' '))
+        assert.match(refused.stderr, message, args.join(' '))
+      }
+    })))
+
 test.run()

@@ -11,6 +11,7 @@ import { ALLOW_DAMAGED, type CommandIo, EXIT, closeLog, endBySignal, exitAfterRe
 export const logHelp = `usage: factstate log <log-directory> [--session ID] [--run ID] [--invocation ID] [--type TYPE] [--from SEQ] [--to SEQ] [--last N] [--allow-damaged] [--json]
        factstate log <log-directory> [filters] [--last N] --follow [--refresh S] [--json]
        factstate log <log-directory> --session ID --runs [--allow-damaged] [--json]
+       factstate log <log-directory> --sessions [--prefix P] [--allow-damaged] [--json]
 
 Prints the facts of a log in seq order, one line each (or one JSON object per line with --json:
 the fact's seq, the event, and digest, the log's digest through that fact, which verify prints once
@@ -29,6 +30,9 @@ OPERATION (session S)"), how it ended (or open), its first and last seq, and the
 tokens its answers reported, summed ("at least", with how many answers reported none, when not
 all did, or when requests were interrupted; --json: usage, with answers, unreported,
 interrupted and the sums).
+--sessions prints the log's sessions instead, in id order (only those whose id begins with P,
+with --prefix), one line each: the session, then its last run as --runs prints a run, without
+tokens (--json: { sessionId, latestRun }, as log.sessions() gives them).
 The log is read as a snapshot (a copy taken now, beside the log, removed at the end), so the
 application can open it meanwhile; when another process has it open, the snapshot holds every fact
 durable by then (said on stderr), and facts appended after it are not printed.
@@ -67,6 +71,8 @@ export async function logCommand(args: string[], io: CommandIo, options: { signa
       last: { type: 'string' },
       json: { type: 'boolean', default: false },
       runs: { type: 'boolean', default: false },
+      sessions: { type: 'boolean', default: false },
+      prefix: { type: 'string' },
       follow: { type: 'boolean', short: 'f', default: false },
       [ALLOW_DAMAGED]: { type: 'boolean', default: false },
       refresh: { type: 'string' },
@@ -92,6 +98,14 @@ export async function logCommand(args: string[], io: CommandIo, options: { signa
     bounds[name] = value
   }
   if (bounds.last !== undefined && bounds.from !== undefined) return usage(io, '--last and --from do not combine', logHelp)
+  if (values.sessions) {
+    if (values.runs) return usage(io, '--sessions lists sessions and --runs the runs of one: give one of them', logHelp)
+    const other = (['session', 'run', 'invocation', 'type', 'from', 'to', 'last'] as const).find((name) => values[name] !== undefined) ?? (values.follow ? 'follow' : undefined)
+    if (other !== undefined) return usage(io, `--sessions does not combine with --${other}`, logHelp)
+    if (values.prefix !== undefined && !/^[A-Za-z0-9._:-]{0,128}$/.test(values.prefix)) {
+      return usage(io, `--prefix takes the start of an id (0–128 characters from [A-Za-z0-9._:-]), not ${values.prefix.slice(0, 60)}`, logHelp)
+    }
+  } else if (values.prefix !== undefined) return usage(io, '--prefix is for --sessions', logHelp)
   if (values.runs) {
     if (values.session === undefined) return usage(io, '--runs lists the runs of one session: give --session', logHelp)
     const other = (['run', 'invocation', 'type', 'from', 'to', 'last'] as const).find((name) => values[name] !== undefined)
@@ -135,6 +149,20 @@ export async function logCommand(args: string[], io: CommandIo, options: { signa
   try {
     log = await openLogToRead(directory, io, { snapshot: values.follow })
     if (log === undefined) return usage(io, `no factstate log at ${directory} (it holds another program's LevelDB database)`, logHelp)
+    if (values.sessions) {
+      let listed = 0
+      const prefix = values.prefix ?? ''
+      // A page at a time: a log of many sessions is printed in bounded memory.
+      for (let page = await log.sessions({ prefix, limit: 1_000 }); page.length > 0; page = await log.sessions({ prefix, after: page.at(-1)?.sessionId, limit: 1_000 })) {
+        for (const session of page) {
+          if (io.stdoutClosed?.()) return EXIT.ok
+          io.stdout(values.json ? escapeControls(JSON.stringify(session)) : escapeControls(`${session.sessionId}  ${formatRun(session.latestRun)}`))
+        }
+        listed += page.length
+      }
+      if (!values.json) io.stderr(`${listed.toLocaleString('en-US')} session(s)${prefix === '' ? '' : ` beginning with ${prefix}`}; log high-water ${log.head().highWater}`)
+      return exitAfterReading(log, io, values[ALLOW_DAMAGED])
+    }
     if (values.runs) {
       const runs = await log.runs(values.session as string)
       for (const run of runs) {

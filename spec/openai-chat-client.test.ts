@@ -1047,6 +1047,13 @@ test("the answer builders refuse an option they do not take, or one of the wrong
     ['answer.reset({ stream: true, text: 1 })', () => answer.reset({ stream: true, text: 1 } as never), 'text'],
     ['answer.hang({ hold: true })', () => answer.hang({ hold: true } as never), 'hold'],
     ['answer.text("x", null)', () => answer.text('x', null as never), 'options'],
+    // Their arguments too, as a script's answers are checked.
+    ['answer.text(7)', () => answer.text(7 as never), 'text'],
+    ['answer.toolCalls([{ name: "x", args: {} }])', () => answer.toolCalls([{ name: 'x', args: {} } as never]), 'calls[0].args'],
+    ['answer.toolCalls([{ arguments: {} }])', () => answer.toolCalls([{ arguments: {} } as never]), 'calls[0].name'],
+    ['answer.toolCalls({ name: "x" })', () => answer.toolCalls({ name: 'x', arguments: {} } as never), 'calls'],
+    ['answer.status(42)', () => answer.status(42), 'status'],
+    ['answer.text("x", { usage: { prompt_tokens: 1, completion_tokens: 2, prompt_tokens_detail: {} } })', () => answer.text('x', { usage: { prompt_tokens: 1, completion_tokens: 2, prompt_tokens_detail: {} } as never }), 'usage.prompt_tokens_detail'],
   ]
   for (const [what, build, field] of refusals) {
     let refused: { code?: string; details?: { field?: string }; message?: string } | undefined
@@ -1062,6 +1069,104 @@ test("the answer builders refuse an option they do not take, or one of the wrong
   assert.equal(answer.text('x', { hold: true, stream: false, finishReason: 'length' }), { kind: 'text', text: 'x', hold: true, stream: false, finishReason: 'length' })
   assert.equal(answer.hang(), { kind: 'hang' })
 })
+
+/** The refusal `run` rejects with, as `[code, details.field]`, or `['accepted']`. */
+async function refusalOf(run: () => Promise<unknown>): Promise<unknown[]> {
+  try {
+    await run()
+    return ['accepted']
+  } catch (error) {
+    const refused = error as { code?: string; details?: { field?: string }; message?: string }
+    return [refused.code, refused.details?.field]
+  }
+}
+
+test("an array script (as `factstate script` writes one, JSON) is checked when the server starts: an answer it could not serve is refused naming it, as the builders refuse one", () =>
+  withTimeout(async () => {
+    // Each served, the client would be answered 500 and retry, and the retry get the next answer: the script shifted.
+    const refusals: [string, string, string][] = [
+      ['[{ "kind": "toolcalls", "calls": [{ "name": "refund", "arguments": {} }] }, { "kind": "text", "text": "Refunded." }]', 'script[0].kind', 'did you mean "toolCalls"?'],
+      ['[{ "kind": "txt", "text": "hi" }]', 'script[0].kind', 'did you mean "text"?'],
+      ['[{ "text": "hi" }]', 'script[0].kind', 'is missing'],
+      ['[{ "kind": "text" }]', 'script[0].text', 'is missing'],
+      ['[{ "kind": "text", "text": 7 }]', 'script[0].text', 'must be a string'],
+      ['[{ "kind": "text", "text": "a", "finish_reason": "length" }]', 'script[0].finish_reason', 'did you mean finishReason?'],
+      ['[{ "kind": "text", "text": "a", "hold": "yes" }]', 'script[0].hold', 'must be true or false'],
+      ['[{ "kind": "text", "text": "a", "usage": { "prompt_tokens": 1 } }]', 'script[0].usage.completion_tokens', 'is missing'],
+      ['[{ "kind": "text", "text": "ok" }, { "kind": "toolCalls", "calls": [{ "name": "x", "args": {} }] }]', 'script[1].calls[0].args', 'did you mean arguments?'],
+      ['[{ "kind": "toolCalls", "calls": [{ "name": "x" }] }]', 'script[0].calls[0].arguments', 'is missing'],
+      ['[{ "kind": "toolCalls", "tool_calls": [] }]', 'script[0].tool_calls', 'did you mean calls?'],
+      ['[{ "kind": "status" }]', 'script[0].status', 'is missing'],
+      ['[{ "kind": "status", "status": "503" }]', 'script[0].status', 'must be an HTTP status'],
+      ['[{ "kind": "malformed" }]', 'script[0].body', 'is missing'],
+      ['[{ "kind": "reset", "stream": false, "text": "x" }]', 'script[0].text', 'only in a stream'],
+      ['[{ "kind": "hang", "hold": true }]', 'script[0].hold', 'has no member "hold"'],
+      ['[null]', 'script[0]', 'must be an answer'],
+      ['[{ "kind": "text", "text": "ok" }, "done"]', 'script[1]', 'must be an answer'],
+    ]
+    for (const [text, field, words] of refusals) {
+      let message = ''
+      const refused = await refusalOf(() =>
+        scriptedModelServer(JSON.parse(text) as ScriptedAnswer[]).catch((error: unknown) => {
+          message = (error as Error).message
+          throw error
+        }),
+      )
+      assert.equal(refused, ['TESTING_INVALID_OPTIONS', field], text)
+      assert.ok(message.includes(words), `${text}: ${message}`)
+    }
+    // A hole in an array (what a stray comma makes) is no answer either.
+    assert.equal(await refusalOf(() => scriptedModelServer([answer.text('ok'), , answer.text('done')] as ScriptedAnswer[])), ['TESTING_INVALID_OPTIONS', 'script[1]'])
+
+    // What the builders make, with every option they take, is served, and so is it read back from JSON.
+    const everything: ScriptedAnswer[] = [
+      answer.text('a', { hold: false, stream: true, pieces: 2, pieceDelayMs: 0, finishReason: 'length', reasoning: 'r', usage: { prompt_tokens: 1, completion_tokens: 2, prompt_tokens_details: { cached_tokens: 1 }, completion_tokens_details: { reasoning_tokens: 1 } } }),
+      answer.text('', { usage: null }),
+      answer.toolCalls([{ name: 'x', arguments: { a: 1 }, id: 'call_x' }, { name: 'y', arguments: 'not json' }], { text: 't', hold: false, stream: false, pieces: 1, pieceDelayMs: 1, finishReason: 'stop', reasoning: 'r', usage: { prompt_tokens: 12.5, completion_tokens: -1 } }),
+      answer.toolCalls([]),
+      answer.status(429, { retryAfter: 2, retryAfterMs: 1500, body: { error: { message: 'slow down' } }, hold: false }),
+      answer.status(500, { body: 'plain text' }),
+      answer.malformed(),
+      answer.malformed({ body: '{}', hold: false }),
+      answer.cutStream({ text: 'par', hold: false }),
+      answer.stall({ text: 'par', hold: false }),
+      answer.reset(),
+      answer.reset({ stream: true, text: 'half', hold: false }),
+      answer.reset({ stream: false }),
+      answer.hang(),
+    ]
+    for (const script of [everything, JSON.parse(JSON.stringify(everything)) as ScriptedAnswer[]]) {
+      const server = await scriptedModelServer(script)
+      await server.close()
+    }
+  }, TEST_MS),
+)
+
+test(
+  'an answer the script cannot serve, chosen by a function (or put in an array since the server started), is answered 400 naming what is wrong, which is not retried',
+  withServer(
+    (_request, index) => (index === 0 ? ({ kind: 'txt', text: 'hi' } as never) : answer.text('the next answer')),
+    async (server) => {
+      const failed = interrupted(await new OpenAIChatClient(provider(server)).complete(requestFor(bodyOf())))
+      assert.equal([failed.status, failed.provider?.status, failed.provider?.code], ['failed', 400, 'invalid_scripted_answer'])
+      assert.match(failed.message ?? '', /the answer the script gave request 1 \(index 0\) cannot be served: script\(request, 0\)\.kind is "txt": did you mean "text"\?/)
+      assert.is(server.requests.length, 1, 'not retried')
+
+      const script: ScriptedAnswer[] = [answer.text('ok'), answer.text('ok')]
+      const changing = await scriptedModelServer(script)
+      try {
+        script[1] = { kind: 'text' } as never
+        const client = new OpenAIChatClient(provider(changing))
+        assert.is((await client.complete(requestFor(bodyOf()))).kind, 'completed')
+        const second = interrupted(await client.complete(requestFor(bodyOf())))
+        assert.equal([second.status, second.provider?.code], ['failed', 'invalid_scripted_answer'])
+        assert.match(second.message ?? '', /script\[1\]\.text is missing/)
+      } finally {
+        await changing.close()
+      }
+    },
+  ),
+)
 
 test('a scripted server keeps no request but in `requests`: one emptied lets them go; seen(n) still answers for one that arrived', () =>
   withTimeout(async () => {

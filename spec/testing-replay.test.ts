@@ -79,9 +79,10 @@ const PRODUCTION: Script = [
 /** A run's input, or what makes it from the log the runs before it wrote (a continuation's source). */
 type Next = RunInput | ((log: EventLog) => Promise<RunInput>)
 
-/** Runs `inputs` one after the other on a fresh log at `dir` against a server answering `script`; returns the server's request bodies. */
+/** Runs `inputs` one after the other on a fresh log at `dir` against a server answering `script` (an array read back from its JSON); returns the server's request bodies. */
 async function runAll(dir: string, script: Script, inputs: (baseUrl: string) => Next[], read: (log: EventLog) => Promise<void>, modelExecutor = executor()): Promise<string[]> {
-  const model = await scriptedModelServer(script)
+  // Read back from JSON, as `factstate script` hands a script over: every answer scriptOf makes of a real run passes the server's check so.
+  const model = await scriptedModelServer(Array.isArray(script) ? (JSON.parse(JSON.stringify(script)) as ScriptedAnswer[]) : script)
   const log = await EventLog.open(join(dir, 'log'))
   try {
     const engine = new Engine({ log, model: modelExecutor })

@@ -8,8 +8,8 @@
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
 import type { ChatRequestBody } from '../actors/model-client.js'
-import { FactstateError } from '../errors.js'
-import { readOptions, shown } from '../options.js'
+import { FactstateError, messageWithoutCode } from '../errors.js'
+import { meantName, normalizedName, readOptions, shown } from '../options.js'
 
 /** One request as the server received it. */
 export interface RecordedRequest {
@@ -115,62 +115,212 @@ export type StatusOptions = { retryAfter?: number | undefined; retryAfterMs?: nu
 
 /**
  * The options of `answer.<builder>`, read once: a key the builder does not take (`retryAfterSeconds`
- * for `retryAfter`) is refused, as is a `hold` or `stream` that is not a boolean or a retry delay
- * that is not a number of at least 0; otherwise the answer would quietly be another one.
+ * for `retryAfter`) is refused; their values are checked with the answer they build (`checkedAnswer`).
  */
 function answerOptions<T extends object>(builder: string, options: unknown, known: readonly (keyof T & string)[]): T {
-  const call = `answer.${builder}`
-  const read = readOptions(options, known, { call, code: 'TESTING_INVALID_OPTIONS', details: (field) => ({ field }) }) as Record<string, unknown>
-  const refuse = (field: string, what: string) => new FactstateError('TESTING_INVALID_OPTIONS', `${call}: ${field} must be ${what}, not ${shown(read[field])}`, { details: { field } })
-  for (const field of ['hold', 'stream']) if (read[field] !== undefined && typeof read[field] !== 'boolean') throw refuse(field, 'true or false')
-  for (const field of ['retryAfter', 'retryAfterMs']) {
-    const value = read[field]
-    if (value !== undefined && (typeof value !== 'number' || !Number.isFinite(value) || value < 0)) throw refuse(field, 'a number of at least 0')
+  return readOptions(options, known, { call: `answer.${builder}`, code: 'TESTING_INVALID_OPTIONS', details: (field) => ({ field }) }) as T
+}
+
+/** A refusal of a scripted answer: `field` names the member from where the answer was given (`script[0].kind`, `calls[0].name`). */
+function answerRefusal(call: string, field: string, message: string): FactstateError {
+  return new FactstateError('TESTING_INVALID_OPTIONS', `${call}: ${message}`, { details: { field } })
+}
+
+/** Checks one member's value and returns what to keep of it (a copy of an object); throws `answerRefusal` naming `field`. */
+type MemberCheck = (value: unknown, field: string, call: string) => unknown
+
+interface Member {
+  required?: true
+  check: MemberCheck
+}
+
+/** A member whose value `ok` accepts as it is; else refused as not `what`. */
+function plain(what: string, ok: (value: unknown) => boolean): MemberCheck {
+  return (value, field, call) => {
+    if (!ok(value)) throw answerRefusal(call, field, `${field} must be ${what}, not ${shown(value)}`)
+    return value
   }
-  for (const field of ['text', 'finishReason', 'reasoning']) if (read[field] !== undefined && typeof read[field] !== 'string') throw refuse(field, 'a string')
-  const count = read.pieces
-  if (count !== undefined && (typeof count !== 'number' || !Number.isInteger(count) || count < 1 || count > 10_000)) throw refuse('pieces', 'a whole number from 1 to 10,000')
-  const delay = read.pieceDelayMs
-  if (delay !== undefined && (typeof delay !== 'number' || !Number.isFinite(delay) || delay < 0 || delay > 60_000)) throw refuse('pieceDelayMs', 'a number of ms from 0 to 60,000')
-  const usage = read.usage as Record<string, unknown> | null | undefined
-  // Numbers only: odd ones (12.5, -1) are sent as given, for tests of what a client makes of them.
-  if (usage !== undefined && usage !== null && (typeof usage !== 'object' || typeof usage.prompt_tokens !== 'number' || typeof usage.completion_tokens !== 'number')) {
-    throw refuse('usage', '{ prompt_tokens, completion_tokens } (numbers) or null')
-  }
-  return read as T
+}
+
+const isNumber = (value: unknown): value is number => typeof value === 'number'
+const BOOLEAN: Member = { check: plain('true or false', (value) => typeof value === 'boolean') }
+const STRING: Member = { check: plain('a string', (value) => typeof value === 'string') }
+const REQUIRED_STRING: Member = { required: true, check: STRING.check }
+const DELAY: Member = { check: plain('a number of at least 0', (value) => isNumber(value) && Number.isFinite(value) && value >= 0) }
+const PACING: Record<string, Member> = {
+  pieces: { check: plain('a whole number from 1 to 10,000', (value) => isNumber(value) && Number.isInteger(value) && value >= 1 && value <= 10_000) },
+  pieceDelayMs: { check: plain('a number of ms from 0 to 60,000', (value) => isNumber(value) && Number.isFinite(value) && value >= 0 && value <= 60_000) },
 }
 
 /**
- * Small constructors for {@link ScriptedAnswer}s. Each refuses an option it does not take with
- * `TESTING_INVALID_OPTIONS` (`details.field` names it).
+ * Hints for members named as another API names them, which no spelling check finds: a tool call's
+ * `args` (Anthropic's `input`, OpenAI's `function.arguments`), an answer's `content` or `tool_calls`.
+ */
+const MEMBER_HINTS: Record<string, string> = { args: 'arguments', input: 'arguments', parameters: 'arguments', params: 'arguments', content: 'text', message: 'text', toolcalls: 'calls' }
+
+/** `value` if it is an object (not an array), else refused as not `what`. */
+function objectOf(value: unknown, field: string, call: string, what: string): object {
+  let array = false
+  try {
+    // A revoked proxy throws even here.
+    array = Array.isArray(value)
+  } catch (error) {
+    throw answerRefusal(call, field, `${field || 'the answer'} could not be read: ${shown(error)}`)
+  }
+  if (typeof value !== 'object' || value === null || array) throw answerRefusal(call, field, `${field || 'the answer'} must be ${what}, not ${shown(value)}`)
+  return value
+}
+
+/**
+ * The members of `value` that `members` lists, each checked and read once, into a plain copy that
+ * begins with `given` (members read already): `value` not an object, a member it lacks or one not
+ * listed (with a did-you-mean where one fits) is refused. `field` names `value` (`script[0]`; empty
+ * for a builder's own answer), `what` what it must be.
+ */
+function readMembers(value: unknown, members: Record<string, Member>, field: string, call: string, what: string, given: Record<string, unknown> = {}): Record<string, unknown> {
+  const at = (key: string) => (field === '' ? key : `${field}.${key}`)
+  const object = objectOf(value, field, call, what)
+  const names = [...Object.keys(given), ...Object.keys(members)]
+  const listed = `{ ${[...Object.keys(given), ...Object.entries(members).map(([key, member]) => (member.required ? key : `${key}?`))].join(', ')} }`
+  const copy: Record<string, unknown> = { ...given }
+  let key = ''
+  try {
+    for (key of Object.keys(object)) {
+      if (names.includes(key)) continue
+      const meant = meantName(key, names) ?? MEMBER_HINTS[normalizedName(key)]
+      throw answerRefusal(call, at(key), `${field === '' ? 'the answer' : field} has no member ${JSON.stringify(key)}${meant === undefined ? '' : `: did you mean ${meant}?`} (${what} is ${listed})`)
+    }
+    for (const [name, member] of Object.entries(members)) {
+      key = name
+      const value = (object as Record<string, unknown>)[name]
+      if (value === undefined) {
+        if (member.required) throw answerRefusal(call, at(name), `${at(name)} is missing (${what} is ${listed})`)
+        continue
+      }
+      copy[name] = member.check(value, at(name), call)
+    }
+  } catch (error) {
+    if (error instanceof FactstateError) throw error
+    // A getter that throws, a proxy that refuses to be read.
+    const where = key === '' ? field : at(key)
+    throw answerRefusal(call, where, `${where || 'the answer'} could not be read: ${shown(error)}`)
+  }
+  return copy
+}
+
+const USAGE_MEMBERS: Record<string, Member> = {
+  // Numbers only: odd ones (12.5, -1) are sent as given, for tests of what a client makes of them.
+  prompt_tokens: { required: true, check: plain('a number', isNumber) },
+  completion_tokens: { required: true, check: plain('a number', isNumber) },
+  prompt_tokens_details: { check: (value, field, call) => readMembers(value, { cached_tokens: { required: true, check: plain('a number', isNumber) } }, field, call, 'prompt_tokens_details') },
+  completion_tokens_details: {
+    check: (value, field, call) => readMembers(value, { reasoning_tokens: { required: true, check: plain('a number', isNumber) } }, field, call, 'completion_tokens_details'),
+  },
+}
+const USAGE: Member = { check: (value, field, call) => (value === null ? null : readMembers(value, USAGE_MEMBERS, field, call, 'usage (null for none)')) }
+
+const CALL_MEMBERS: Record<string, Member> = {
+  name: REQUIRED_STRING,
+  // Anything: an object is JSON-encoded, a string sent raw.
+  arguments: { required: true, check: (value) => value },
+  id: STRING,
+}
+const CALLS: Member = {
+  required: true,
+  check: (value, field, call) => {
+    if (!Array.isArray(value)) throw answerRefusal(call, field, `${field} must be an array of tool calls ({ name, arguments, id? }), not ${shown(value)}`)
+    return Array.from(value, (one: unknown, i) => readMembers(one, CALL_MEMBERS, `${field}[${i}]`, call, 'a tool call'))
+  },
+}
+const ANSWER_TEXT: Record<string, Member> = { finishReason: STRING, reasoning: STRING, usage: USAGE, hold: BOOLEAN, stream: BOOLEAN, ...PACING }
+
+/** The members of each kind of answer, `kind` aside: what `answer`'s builders make of their arguments. */
+const ANSWER_MEMBERS: { [K in ScriptedAnswer['kind']]: Record<string, Member> } = {
+  text: { text: REQUIRED_STRING, ...ANSWER_TEXT },
+  toolCalls: { calls: CALLS, text: STRING, ...ANSWER_TEXT },
+  status: {
+    // Node's own bounds: writeHead throws outside them.
+    status: { required: true, check: plain('an HTTP status (a whole number from 100 to 999)', (value) => isNumber(value) && Number.isInteger(value) && value >= 100 && value <= 999) },
+    retryAfter: DELAY,
+    retryAfterMs: DELAY,
+    // Anything: a string is sent raw, anything else as JSON.
+    body: { check: (value) => value },
+    hold: BOOLEAN,
+  },
+  malformed: { body: REQUIRED_STRING, hold: BOOLEAN },
+  cutStream: { text: REQUIRED_STRING, hold: BOOLEAN },
+  stall: { text: REQUIRED_STRING, hold: BOOLEAN },
+  reset: { hold: BOOLEAN, stream: BOOLEAN, text: STRING },
+  hang: {},
+}
+const KINDS = Object.keys(ANSWER_MEMBERS) as ScriptedAnswer['kind'][]
+
+/**
+ * `value` checked as a {@link ScriptedAnswer} and copied, each member read once: an unknown `kind`
+ * (`toolcalls`, `txt`), a member its kind lacks or of the wrong type, or one its kind has not
+ * (`args` for `arguments`) is refused with `TESTING_INVALID_OPTIONS`, `details.field` naming it from
+ * `field` (`script[0].kind`): served, it would be another answer than the one meant, or none.
+ */
+function checkedAnswer(value: unknown, field: string, call: string): ScriptedAnswer {
+  const at = (key: string) => (field === '' ? key : `${field}.${key}`)
+  const object = objectOf(value, field, call, 'an answer ({ kind, … }, as answer.text(…) and the other builders make one)')
+  let kind: unknown
+  try {
+    kind = (object as { kind?: unknown }).kind
+  } catch (error) {
+    throw answerRefusal(call, at('kind'), `${at('kind')} could not be read: ${shown(error)}`)
+  }
+  if (typeof kind !== 'string' || !(KINDS as string[]).includes(kind)) {
+    const meant = typeof kind === 'string' ? meantName(kind, KINDS) : undefined
+    const kinds = KINDS.map((one) => JSON.stringify(one)).join(', ')
+    const wrong = kind === undefined ? 'is missing' : `is ${shown(kind)}${meant === undefined ? '' : `: did you mean ${JSON.stringify(meant)}?`}`
+    throw answerRefusal(call, at('kind'), `${at('kind')} ${wrong} (the kinds are ${kinds})`)
+  }
+  const copy = readMembers(object, ANSWER_MEMBERS[kind as ScriptedAnswer['kind']], field, call, `a ${JSON.stringify(kind)} answer`, { kind })
+  if (kind === 'reset' && copy.text !== undefined && copy.stream === false) {
+    throw answerRefusal(call, at('text'), `${at('text')}: a reset answer's text is sent only in a stream, and stream is false`)
+  }
+  return copy as ScriptedAnswer
+}
+
+/** What a builder made, as it made it, once it is checked as a script's answers are (its arguments named by `details.field`: `calls[0].name`). */
+function built(builder: string, made: ScriptedAnswer): ScriptedAnswer {
+  checkedAnswer(made, '', `answer.${builder}`)
+  return made
+}
+
+/**
+ * Small constructors for {@link ScriptedAnswer}s. Each refuses an option it does not take, or an
+ * argument or option of the wrong type, with `TESTING_INVALID_OPTIONS` (`details.field` names it:
+ * `hold`, `calls[0].arguments`), as `scriptedModelServer` refuses such an answer in its script.
  */
 export const answer = {
   /** A plain text answer, `finish_reason: "stop"`. */
   text(text: string, options: TextOptions = {}): ScriptedAnswer {
-    return { ...answerOptions<TextOptions>('text', options, ['hold', 'stream', 'pieces', 'pieceDelayMs', 'finishReason', 'usage', 'reasoning']), kind: 'text', text }
+    return built('text', { ...answerOptions<TextOptions>('text', options, ['hold', 'stream', 'pieces', 'pieceDelayMs', 'finishReason', 'usage', 'reasoning']), kind: 'text', text })
   },
   /** An answer asking for tool calls, `finish_reason: "tool_calls"`. */
   toolCalls(calls: ScriptedToolCall[], options: ToolCallsOptions = {}): ScriptedAnswer {
-    return { ...answerOptions<ToolCallsOptions>('toolCalls', options, ['hold', 'stream', 'pieces', 'pieceDelayMs', 'text', 'finishReason', 'usage', 'reasoning']), kind: 'toolCalls', calls }
+    return built('toolCalls', { ...answerOptions<ToolCallsOptions>('toolCalls', options, ['hold', 'stream', 'pieces', 'pieceDelayMs', 'text', 'finishReason', 'usage', 'reasoning']), kind: 'toolCalls', calls })
   },
   /** An HTTP error status, e.g. `answer.status(429, { retryAfter: 2 })`. */
   status(status: number, options: StatusOptions = {}): ScriptedAnswer {
-    return { ...answerOptions<StatusOptions>('status', options, ['retryAfter', 'retryAfterMs', 'body', 'hold']), kind: 'status', status }
+    return built('status', { ...answerOptions<StatusOptions>('status', options, ['retryAfter', 'retryAfterMs', 'body', 'hold']), kind: 'status', status })
   },
   /** HTTP 200 with a body that is not a chat completion (default: not JSON at all). */
   malformed(options: { body?: string | undefined; hold?: boolean | undefined } = {}): ScriptedAnswer {
     const read = answerOptions<{ body?: string; hold?: boolean }>('malformed', options, ['body', 'hold'])
-    return { kind: 'malformed', body: read.body ?? 'this is not json {', ...(read.hold === undefined ? {} : { hold: read.hold }) }
+    return built('malformed', { kind: 'malformed', body: read.body ?? 'this is not json {', ...(read.hold === undefined ? {} : { hold: read.hold }) })
   },
   /** An SSE stream that sends some text, then ends in the middle of an event (no finish, no `[DONE]`). */
   cutStream(options: { text?: string | undefined; hold?: boolean | undefined } = {}): ScriptedAnswer {
     const read = answerOptions<{ text?: string; hold?: boolean }>('cutStream', options, ['text', 'hold'])
-    return { kind: 'cutStream', text: read.text ?? 'partial', ...(read.hold === undefined ? {} : { hold: read.hold }) }
+    return built('cutStream', { kind: 'cutStream', text: read.text ?? 'partial', ...(read.hold === undefined ? {} : { hold: read.hold }) })
   },
   /** An SSE stream that sends some text, then nothing more: the connection stays open until the server closes (an `idleTimeoutMs` notices it). */
   stall(options: { text?: string | undefined; hold?: boolean | undefined } = {}): ScriptedAnswer {
     const read = answerOptions<{ text?: string; hold?: boolean }>('stall', options, ['text', 'hold'])
-    return { kind: 'stall', text: read.text ?? 'partial', ...(read.hold === undefined ? {} : { hold: read.hold }) }
+    return built('stall', { kind: 'stall', text: read.text ?? 'partial', ...(read.hold === undefined ? {} : { hold: read.hold }) })
   },
   /**
    * Destroys the connection without an answer; streamed (`stream: true`, or as the server or the
@@ -186,16 +336,12 @@ export const answer = {
    * ```
    */
   reset(options: AnswerOptions & { text?: string | undefined } = {}): ScriptedAnswer {
-    const read = answerOptions<AnswerOptions & { text?: string }>('reset', options, ['hold', 'stream', 'text'])
-    if (read.text !== undefined && read.stream === false) {
-      throw new FactstateError('TESTING_INVALID_OPTIONS', 'answer.reset: text is sent only in a stream, and stream is false', { details: { field: 'text' } })
-    }
-    return { ...read, kind: 'reset' }
+    return built('reset', { ...answerOptions<AnswerOptions & { text?: string }>('reset', options, ['hold', 'stream', 'text']), kind: 'reset' })
   },
   /** Never answers; the connection is destroyed when the server closes. It takes no options (`hold` would change nothing). */
   hang(options?: Record<string, never>): ScriptedAnswer {
     answerOptions<Record<string, never>>('hang', options, [])
-    return { kind: 'hang' }
+    return built('hang', { kind: 'hang' })
   },
 }
 
@@ -235,7 +381,10 @@ export interface ScriptedModelServer {
 /**
  * The answers in order (a request beyond them is answered 400 with the error code
  * `unscripted_request`, which is not retried, and listed in `unscripted`), or a function choosing
- * each request's answer.
+ * each request's answer. An array's answers are checked when the server starts (an unknown `kind`,
+ * a member missing, mistyped or unknown is `TESTING_INVALID_OPTIONS`, `details.field` naming it:
+ * `script[0].kind`); a function's as each is served (one that fails is answered 400
+ * `invalid_scripted_answer`, naming what is wrong, which is not retried).
  */
 export type Script =
   | ScriptedAnswer[]
@@ -261,6 +410,10 @@ function deferred<T>(): Deferred<T> {
 const UNSCRIPTED_STATUS = 400
 /** The error `code` of the answer to a request past an array script (see UNSCRIPTED_STATUS). */
 const UNSCRIPTED_CODE = 'unscripted_request'
+/** What a request is answered when its scripted answer cannot be served: a client error too, which no retry cures. */
+const INVALID_STATUS = 400
+/** The error `code` of that answer. */
+const INVALID_CODE = 'invalid_scripted_answer'
 
 const DEFAULT_USAGE: ScriptedUsage = { prompt_tokens: 10, completion_tokens: 5 }
 const CREATED = 1_700_000_000
@@ -286,7 +439,9 @@ function requestNumberError(method: string, n: unknown): FactstateError {
 /**
  * Starts a scripted OpenAI-compatible chat-completions server on 127.0.0.1.
  *
- * @param script the answers in order, or a function choosing the answer for each request
+ * @param script the answers in order, or a function choosing the answer for each request; an array
+ *   is checked at once, answer by answer, as the `answer` builders check theirs (plain JSON, such as
+ *   `factstate script` prints, passes when it is what a builder makes), a function's answers as served
  * @param options `stream: true` serves every answer as SSE unless the answer says otherwise;
  *   `callIdPrefix` (default `call`) begins the ids of the tool calls it makes, `<prefix>_<request>_<index>`:
  *   give each server its own when several answer one session (a successor in another process);
@@ -316,6 +471,9 @@ export async function scriptedModelServer(script: Script, options: ScriptedModel
   if (typeof options !== 'object' || options === null) {
     throw new FactstateError('TESTING_INVALID_OPTIONS', 'scriptedModelServer: options must be an object', { details: { field: 'options' } })
   }
+  // Checked now, every answer: one that could not be served would be answered 500 and retried, and the
+  // retry served the next answer, so a misspelt kind would shift the script and a test pass without it.
+  if (Array.isArray(script)) for (let i = 0; i < script.length; i += 1) checkedAnswer(script[i], `script[${i}]`, 'scriptedModelServer')
   // Read once; a misspelt option (`strem: true`) is refused, not left at its default.
   const {
     stream: given,
@@ -361,19 +519,35 @@ export async function scriptedModelServer(script: Script, options: ScriptedModel
     return d
   }
 
+  /**
+   * The answer chosen for request `n`, checked as the answers of an array script are when the server
+   * starts (an array changed since is checked again): one it cannot serve is answered 400
+   * `invalid_scripted_answer`, which no client retries, naming what is wrong; a 500 would be retried,
+   * and an array's next answer served to the retry.
+   */
+  function served(chosen: unknown, n: number): ScriptedAnswer {
+    try {
+      return checkedAnswer(chosen, typeof script === 'function' ? `script(request, ${n})` : `script[${n}]`, `scripted model server: the answer the script gave request ${n + 1} (index ${n}) cannot be served`)
+    } catch (error) {
+      if (!(error instanceof FactstateError)) throw error
+      return { kind: 'status', status: INVALID_STATUS, body: { error: { message: messageWithoutCode(error), type: 'invalid_request_error', param: null, code: INVALID_CODE } } }
+    }
+  }
+
   async function choose(recorded: RecordedRequest): Promise<ScriptedAnswer> {
     const n = recorded.index
     if (typeof script === 'function') {
+      let chosen: unknown
       try {
-        return await script(recorded, n)
+        chosen = await script(recorded, n)
       } catch (error) {
         return answer.status(500, {
           body: { error: { message: `scripted model server: script threw for request ${n}: ${String(error)}`, type: 'server_error' } },
         })
       }
+      return served(chosen, n)
     }
-    const scripted = script[n]
-    if (scripted) return scripted
+    if (n < script.length) return served(script[n], n)
     unscripted.push(n)
     // A status no client retries (a 500 would be retried with back-off, and end as an opaque server
     // error): the test's script is short, which no retry cures, and the message says so.

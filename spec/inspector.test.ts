@@ -227,6 +227,21 @@ async function atViewport(page: Page, width: number, height: number, body: () =>
   }
 }
 
+/**
+ * The badges (`.pill`, `.badge`, a run's `.flag`, the list's `.count`) whose right edge passes the
+ * right edge of their panel (a `.panel`, the sidebar, the top bar), described; those not shown left out.
+ */
+function badgesPastTheirPanel(page: Page): Promise<string[]> {
+  return page.$$eval('.pill, .badge, .flag, .count', (nodes) =>
+    nodes.flatMap((node) => {
+      const panel = node.closest('.panel, .sidebar, .topbar')
+      if (panel === null || node.getClientRects().length === 0) return []
+      const [right, edge] = [node.getBoundingClientRect().right, panel.getBoundingClientRect().right]
+      return right > edge + 0.5 ? [`${node.className} "${node.textContent}" to ${Math.round(right)}, its panel to ${Math.round(edge)}`] : []
+    }),
+  )
+}
+
 pageTest('on a phone (390 px) the run list stacks above the detail: nothing scrolls sideways and every header item shows', async (page) => {
   await atViewport(page, 390, 844, async () => {
     await selectRun(page, SCENARIO.first.invocationId)
@@ -640,6 +655,21 @@ offline('text from the log shows its reordering and hidden characters escaped; a
         await page.waitForSelector('li.entry[data-type="tool.dispatched"] [data-flag="uncertain"]', WAIT)
         assert.is(await page.textContent('li.entry[data-type="tool.dispatched"] [data-flag]'), '⚠ never settled — a crash left it; recovery will record its outcome unknown')
         assert.is(await page.textContent('section.session[data-session="zeta-old-session"] [data-flag="open-crashed"]'), '⚠ open: left by a crash')
+        // That flag is the longest: with the chart beside the facts (1500 px) it wraps within the timeline, as every badge keeps within its panel.
+        for (const [width, height] of [[1500, 960], [1280, 800], [390, 844]] as const) {
+          await atViewport(page, width, height, async () => {
+            if (width === 1500) {
+              const [chart, timeline] = [await page.$eval('.chart-panel', (node) => node.getBoundingClientRect().right), await page.$eval('.timeline-panel', (node) => node.getBoundingClientRect().left)]
+              assert.ok(chart < timeline, `at 1500 px the chart (to ${chart}) is beside the facts (from ${timeline})`)
+            }
+            assert.equal(await badgesPastTheirPanel(page), [], `at ${width} px no badge runs past its panel`)
+          })
+        }
+        assert.is(await page.getAttribute('li.entry[data-type="tool.dispatched"] [data-flag]', 'title'), '⚠ never settled — a crash left it; recovery will record its outcome unknown')
+        // The count is cut in the list's one-line header: its whole text is its title.
+        const counted = await page.$eval('#session-count', (node) => ({ text: node.textContent, title: node.getAttribute('title'), cut: node.scrollWidth > node.clientWidth }))
+        assert.ok(counted.cut, 'the count is cut')
+        assert.is(counted.title, counted.text)
         assert.equal(watched.errors, [], 'no script error')
       } finally {
         await inspector?.close()

@@ -139,7 +139,7 @@ button { font: inherit; color: inherit; }
 .s-open { --s: var(--running); --s-bg: var(--running-bg); }
 .s-handed-off { --s: var(--fam-tool); --s-bg: #ddf4f1; }
 .status-dot[class*="s-"] { background: var(--s); }
-.pill { display: inline-flex; align-items: center; padding: 1px 8px; border-radius: 999px; font-size: 11px; font-weight: 600; background: var(--s-bg, #eaedf0); color: var(--s, var(--muted)); white-space: nowrap; }
+.pill { display: inline-flex; align-items: center; max-width: 100%; padding: 1px 8px; border-radius: 999px; font-size: 11px; font-weight: 600; background: var(--s-bg, #eaedf0); color: var(--s, var(--muted)); white-space: nowrap; }
 .pill-warn { background: var(--warn-bg); color: var(--warn); }
 .pill-info { background: var(--running-bg); color: var(--running); }
 .s-running.status-dot { animation: pulse 1.6s ease-in-out infinite; }
@@ -227,7 +227,9 @@ button { font: inherit; color: inherit; }
 .entry-bad .entry-row { border-left-color: var(--failed); }
 .after { grid-area: after; font-family: var(--mono); font-size: 11px; color: var(--muted); white-space: nowrap; }
 .after .arrow { color: var(--faint); margin-right: 4px; }
-.entry-flags { display: flex; gap: 6px; padding: 0 16px 5px 60px; }
+/* A flag too long for the panel (a call a crash left unsettled) wraps within it rather than running past its edge. */
+.entry-flags { display: flex; flex-wrap: wrap; gap: 4px 6px; min-width: 0; padding: 0 16px 5px 60px; }
+.entry-flags .pill, .session-flags .pill { white-space: normal; overflow-wrap: anywhere; border-radius: 10px; }
 .payloads { display: flex; flex-wrap: wrap; align-items: baseline; gap: 2px 16px; padding: 0 16px 7px 60px; margin-top: -1px; }
 .payload { font-size: 11.5px; }
 .payload[open] { flex-basis: 100%; }

@@ -56,8 +56,8 @@ function row(
     const by = fact.type === 'tool.dispatched' && flag.kind === 'uncertain' ? acknowledged.get(fact.operationId) : undefined
     flags.push(
       by === undefined
-        ? el('span', { class: flag.warn ? 'pill pill-warn' : 'pill pill-info', data: { flag: flag.kind } }, flag.label)
-        : el('span', { class: 'pill pill-info', data: { flag: 'acknowledged' } }, `never settled — outcome unknown, acknowledged by ${by}`),
+        ? el('span', { class: flag.warn ? 'pill pill-warn' : 'pill pill-info', title: flag.label, data: { flag: flag.kind } }, flag.label)
+        : el('span', { class: 'pill pill-info', title: `never settled — outcome unknown, acknowledged by ${by} (allowPriorUnknown)`, data: { flag: 'acknowledged' } }, `never settled — outcome unknown, acknowledged by ${by}`),
     )
   }
   if (fact.type === 'tool.rejected') flags.push(el('span', { class: 'pill s-cancelled' }, 'never dispatched'))

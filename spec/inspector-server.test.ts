@@ -5,7 +5,7 @@
  */
 import { request } from 'node:http'
 import { connect, createServer } from 'node:net'
-import { mkdir, readdir, rm } from 'node:fs/promises'
+import { mkdir, readFile, readdir, rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
@@ -19,7 +19,7 @@ import { logInternals } from '../store/event-log.js'
 import { logHeldOpen } from '../store/writer-presence.js'
 import { rejectsWithCode } from './support/codes.js'
 import { SCENARIO, writeScenarioLog } from './support/inspector-fixtures.js'
-import { EventMaker, completeInvocation, facts, invocationOf, refusal, startChild } from './support/log-fixtures.js'
+import { EventMaker, REPO_ROOT, completeInvocation, facts, invocationOf, refusal, startChild } from './support/log-fixtures.js'
 import { ensurePageBuilt } from './support/inspector-build.js'
 import { bounded } from './support/temp.js'
 
@@ -1159,6 +1159,27 @@ test(
       await inspector.close()
     }
     await log.close()
+  }),
+)
+
+test(
+  "the README's row for /api/invocation names the members the server answers with, and those of a timeline entry",
+  bounded(10_000, async (dir) => {
+    const log = await EventLog.open(join(dir, 'log'))
+    const inspector = await serveInspector({ log })
+    try {
+      await log.appendAll(new EventMaker(invocationOf('r0', 's0')).many(oneStep()))
+      const { body } = await getJson<InvocationDetail>(`${inspector.url}api/invocation?id=inv-r0`)
+      const readme = await readFile(join(REPO_ROOT, 'README.md'), 'utf8')
+      const row = readme.split('\n').find((line) => line.startsWith('| `/api/invocation?id=ID`')) ?? ''
+      const named = new Set([...row.matchAll(/`([^`]+)`/g)].flatMap(([, code]) => (code as string).match(/[A-Za-z]\w*/g) ?? []))
+      const members = [...Object.keys(body), ...Object.keys(body.entries[0] ?? {})]
+      assert.ok(members.includes('entries') && members.includes('stateAfter'), members.join(', '))
+      assert.equal(members.filter((member) => !named.has(member)), [], 'every member is named in the row')
+    } finally {
+      await inspector.close()
+      await log.close()
+    }
   }),
 )
 

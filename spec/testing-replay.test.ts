@@ -11,11 +11,12 @@ import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import { Engine, EventLog, ModelExecutor, childRunFor, type Invocation, type JsonObject, type RunInput, type StoredEvent, type ToolDefinition } from '../index.js'
+import { Engine, EventLog, ModelExecutor, childRunFor, recoverInvocations, type Invocation, type JsonObject, type RunInput, type StoredEvent, type ToolDefinition } from '../index.js'
 import { providerWordsOf } from '../actors/openai-chat-client.js'
 import { answer, compareRuns, recordedRun, scriptedModelServer, scriptOf, type Script, type ScriptedAnswer } from '../testing/index.js'
 import { rejectsWithCode } from './support/codes.js'
-import { REPO_ROOT } from './support/log-fixtures.js'
+import { REPO_ROOT, killChildAt } from './support/log-fixtures.js'
+import { DEPLOY } from './support/replay-crash-tool.js'
 import { withTempDir, withTimeout } from './support/temp.js'
 import { ensureBuilt } from './support/built.js'
 
@@ -715,5 +716,57 @@ test('compareRuns given hand-made events whose tool catalog is malformed tells t
   const named = compareRuns([opened(recorded)] as never, [opened({ catalogDigest: 'b', names: ['lookupOrder'], digests: ['d2'] })] as never)
   assert.match(named?.message ?? '', /\(tool "lookupOrder" changed \(description or input schema\)\)$/)
 })
+
+/**
+ * Runs `invocation-<name>` in a child process answering `script` (through its JSON, as `factstate
+ * script` hands it over) until its tool runs, kills it there, and recovers the log as the next open of
+ * it by the application would; returns the run's facts.
+ */
+async function crashedWhileToolRuns(dir: string, name: string, script: ScriptedAnswer[]): Promise<StoredEvent[]> {
+  const file = join(dir, `${name}.json`)
+  await writeFile(file, JSON.stringify(script))
+  await killChildAt('child-replay-crash.ts', [join(dir, name), name, file], 'executing ')
+  const log = await EventLog.open(join(dir, name))
+  try {
+    assert.is(await recoverInvocations(log), 1, 'recovery closed the run the kill left open')
+    return await recordedRun(log, `invocation-${name}`)
+  } finally {
+    await log.close()
+  }
+}
+
+test("a run a crash cut short while its tool ran: replayed with the tool run for real it agrees up to the crash, where compareRuns names the recovery's end against the tool's settlement; replayed in a process killed while the tool runs, then recovered, it agrees to the end", () =>
+  withTimeout(
+    () =>
+      withTempDir(async (dir) => {
+        const recorded = await crashedWhileToolRuns(dir, 'production', [answer.toolCalls([{ name: 'deploy', arguments: { target: 'production' } }])])
+        const ended = recorded.at(-1)?.event.fact
+        assert.equal(ended?.type === 'invocation.ended' && ended.outcome.status === 'failed' ? ended.outcome.class : ended, 'outcome_unknown')
+        const script = scriptOf(recorded)
+        assert.equal(script.map((scripted) => scripted.kind), ['toolCalls'], 'the model answers only: the crash is no answer')
+
+        // The tool run for real settles; the replay then asks the model for an answer the recording never got.
+        const model = await scriptedModelServer(script)
+        const log = await EventLog.open(join(dir, 'replay-real'))
+        try {
+          const deploy: ToolDefinition = { ...DEPLOY, inputSchema: structuredClone(DEPLOY.inputSchema) as JsonObject, execute: async () => ({ deployed: true }) }
+          const replay = ids('replay-real')
+          await new Engine({ log, model: executor() }).run({ invocation: replay, provider: { kind: 'openai-chat', baseUrl: model.baseUrl, model: 'scripted' }, configuration: { cwd: dir }, tools: [deploy], work: { kind: 'message', content: 'deploy it' } })
+          assert.equal(model.unscripted, [1])
+          const difference = compareRuns(recorded, await recordedRun(log, replay.invocationId))
+          assert.equal([difference?.index, difference?.field, difference?.recorded, difference?.replayed], [4, 'fact.type', 'invocation.ended', 'tool.settled'], difference?.message)
+        } finally {
+          await log.close()
+          await model.close()
+        }
+
+        // Killed as the recording's host was, and recovered alike: the same facts, the recovery's end included.
+        const replayed = await crashedWhileToolRuns(dir, 'replay-crash', script)
+        assert.is(compareRuns(recorded, replayed), undefined)
+      }),
+    120_000,
+    'crash mid-tool replay',
+  ),
+)
 
 test.run()

@@ -1,0 +1,32 @@
+/**
+ * Child process for the replay of a run a crash cut short while its tool ran: opens the log in
+ * `argv[2]`, serves the JSON script in the file `argv[4]` (`factstate script`'s output, say) and
+ * starts the run `argv[3]` (`invocation-<name>`, in `session-<name>`) with one tool, `deploy`, that
+ * never returns. Prints `executing <operationId>` once the tool has started (its dispatch is durable
+ * by then); the parent kills it with SIGKILL and recovers the log, as the recorded run's host was.
+ */
+import { readFile } from 'node:fs/promises'
+import { Engine, EventLog, ModelExecutor } from '../../index.js'
+import { type ScriptedAnswer, scriptedModelServer } from '../../testing/scripted-model-server.js'
+import { DEPLOY } from './replay-crash-tool.js'
+
+const [dir, name, scriptFile] = process.argv.slice(2)
+if (!dir || !name || !scriptFile) throw new Error('usage: child-replay-crash.ts <dir> <name> <script.json>')
+
+const log = await EventLog.open(dir)
+const server = await scriptedModelServer(JSON.parse(await readFile(scriptFile, 'utf8')) as ScriptedAnswer[])
+await new Engine({ log, model: new ModelExecutor({ timeoutMs: 10_000 }) }).start({
+  invocation: { sessionId: `session-${name}`, turnId: `turn-${name}`, runId: `run-${name}`, invocationId: `invocation-${name}` },
+  provider: { kind: 'openai-chat', baseUrl: server.baseUrl, model: 'scripted' },
+  configuration: { cwd: '/workspace/project' },
+  tools: [
+    {
+      ...DEPLOY,
+      execute: (_input, { operationId }) => {
+        process.stdout.write(`executing ${operationId}\n`)
+        return new Promise<never>(() => undefined)
+      },
+    },
+  ],
+  work: { kind: 'message', content: 'deploy it' },
+})

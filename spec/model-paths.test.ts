@@ -624,4 +624,22 @@ test('the testing kit exports every type its signatures use, and runPath takes a
   assert.equal([options.tools === tools, text.pieces, status.retryAfter, calls.text, bounds?.maxSteps], [true, 2, 1, 'x', 1])
 })
 
+test("a path's id is its position in the list, which other options fill with other paths; its description is unique in a list and names the same events under any options", () => {
+  const lists = [invocationPaths(), invocationPaths({ maxSteps: 1 }), invocationPaths({ crashes: false }), invocationPaths({ strategy: 'states' })]
+  const byId = (paths: InvocationPath[], id: string) => paths.find((path) => path.id === id)?.description
+  // As the README says: path-016 is another path with maxSteps: 1.
+  assert.is(byId(lists[0] as InvocationPath[], 'path-016'), 'start · reserve(before) · commit · refused(HANDOFF_MISMATCH)')
+  assert.is(byId(lists[1] as InvocationPath[], 'path-016'), 'start · request · answer(known) · outcome(succeeds)')
+  const events = (path: InvocationPath) => JSON.stringify(path.steps.map((step) => step.event))
+  const seen = new Map<string, string>()
+  for (const paths of lists) {
+    assert.is(new Set(paths.map((path) => path.description)).size, paths.length, 'no two paths of a list share a description')
+    for (const path of paths) {
+      const before = seen.get(path.description)
+      if (before !== undefined) assert.is(events(path), before, path.description)
+      seen.set(path.description, events(path))
+    }
+  }
+})
+
 test.run()

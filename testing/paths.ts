@@ -68,7 +68,13 @@ export interface PathStep {
 
 /** A generated path. */
 export interface InvocationPath {
-  /** `path-001`, ... in generation order (stable for the same options). */
+  /**
+   * `path-001`, ... : the path's position in the list generated (stable for the same options and
+   * version), not a name for what it does: other options (`maxSteps`, `crashes`, `strategy`,
+   * `include`, `maxPaths`) number other paths so (`path-016` of `invocationPaths()` is not that of
+   * `invocationPaths({ maxSteps: 1 })`). To pick, skip or report a path across runs, match its
+   * `description`, unique in a list and naming the same events under any options.
+   */
   id: string
   /** The events, e.g. `start · request · answer(known) · outcome(succeeds) · answer(text)`. */
   description: string

@@ -187,7 +187,8 @@ function readMembers(value: unknown, members: Record<string, Member>, field: str
   try {
     for (key of Object.keys(object)) {
       if (names.includes(key)) continue
-      const meant = meantName(key, names) ?? MEMBER_HINTS[normalizedName(key)]
+      const hint = MEMBER_HINTS[normalizedName(key)]
+      const meant = meantName(key, names) ?? (hint !== undefined && names.includes(hint) ? hint : undefined)
       throw answerRefusal(call, at(key), `${field === '' ? 'the answer' : field} has no member ${JSON.stringify(key)}${meant === undefined ? '' : `: did you mean ${meant}?`} (${what} is ${listed})`)
     }
     for (const [name, member] of Object.entries(members)) {

@@ -302,7 +302,21 @@ export function packPlain(value: unknown, reserve = 0): Buffer | undefined {
 
 /** `packPlain` with another writer for the top value (a `shapeWriter`, say). */
 export function packWith(write: ValueWriter, value: unknown, reserve = 0): Buffer | undefined {
-  if (busy) return undefined
+  return pack(write, value, reserve) ? target.subarray(start, position) : undefined
+}
+
+/**
+ * `packWith`'s bytes as a plain Uint8Array over the same region: made in a fraction of the time a
+ * Buffer's `subarray` takes (Node 20 builds a Buffer view through its species constructor), which
+ * counts on a path that packs every appended fact.
+ */
+export function packViewWith(write: ValueWriter, value: unknown, reserve = 0): Uint8Array | undefined {
+  return pack(write, value, reserve) ? new Uint8Array(target.buffer, target.byteOffset + start, position - start) : undefined
+}
+
+/** Packs `value` from `start` to `position` of `target`; false where `packPlain` declines it. */
+function pack(write: ValueWriter, value: unknown, reserve: number): boolean {
+  if (busy) return false
   if (target.length - position < 1024 + reserve) {
     target = Buffer.allocUnsafe(CHUNK)
     view = new DataView(target.buffer, target.byteOffset, target.byteLength)
@@ -316,10 +330,10 @@ export function packWith(write: ValueWriter, value: unknown, reserve = 0): Buffe
     write(value)
   } catch (error) {
     position = start
-    if (error === unsupported || error instanceof RangeError) return undefined
+    if (error === unsupported || error instanceof RangeError) return false
     throw error
   } finally {
     busy = false
   }
-  return target.subarray(start, position)
+  return true
 }

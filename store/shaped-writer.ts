@@ -13,7 +13,7 @@
 import type { Schema } from '../facts/compiled-schema.js'
 import { runtimeEventSchema } from '../facts/schema.js'
 import type { RuntimeEvent } from '../facts/types.js'
-import { arrayWriter, constantWriter, packWith, shapeWriter, type ValueWriter, writePlain, writePlainNumber, writePlainString } from './msgpack-plain.js'
+import { arrayWriter, constantWriter, packViewWith, shapeWriter, type ValueWriter, writePlain, writePlainNumber, writePlainString } from './msgpack-plain.js'
 
 function compileWriter(schema: Schema, compiled: Map<Schema, ValueWriter>): ValueWriter {
   const known = compiled.get(schema)
@@ -84,6 +84,6 @@ const writeRuntimeEvent = compileWriter(runtimeEventSchema as unknown as Schema,
  * Packs an event `validateEvent` returned behind `reserve` bytes, as `packPlain` would; `undefined`
  * where `packPlain` would decline it too.
  */
-export function packValidatedEvent(event: RuntimeEvent, reserve: number): Buffer | undefined {
-  return packWith(writeRuntimeEvent, event, reserve)
+export function packValidatedEvent(event: RuntimeEvent, reserve: number): Uint8Array | undefined {
+  return packViewWith(writeRuntimeEvent, event, reserve)
 }

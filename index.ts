@@ -4,7 +4,7 @@
  */
 export { FactstateError, isFactstateError, type FactstateErrorCode, type FactstateErrorDetails, type FactstateErrorOf, type FactstateErrorConstructor, type FactstateErrorOptions, type LogIoReason } from './errors.js'
 export * from './facts/types.js'
-export { EventLog, type EventLogOptions, type SnapshotOptions, type Durability, type LogPrefix, type PendingOptions, type PendingSession, type RunSource, type RunSummary, type SettledEffect, type UnansweredRun } from './store/event-log.js'
+export { EventLog, type EventLogOptions, type SnapshotOptions, type Durability, type LogPrefix, type PendingOptions, type PendingSession, type RunSource, type RunSummary, type ChildRunSummary, type SettledEffect, type UnansweredRun } from './store/event-log.js'
 export type { SessionListing, SessionsOptions } from './store/session-listing.js'
 export type { InvocationProjection } from './store/projection.js'
 export type { BackupPoint } from './store/backup-point.js'

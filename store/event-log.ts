@@ -114,6 +114,16 @@ export interface RunSummary {
 }
 
 /**
+ * A run a tool call started, as {@link EventLog.childRuns} lists it: a {@link RunSummary} with its
+ * session, since a child may run in any session (one of `childRunFor`'s ids, or a specialist's own
+ * long-lived session continued for each task).
+ */
+export interface ChildRunSummary extends RunSummary {
+  /** The child's session. */
+  sessionId: string
+}
+
+/**
  * A session with something pending, as {@link EventLog.pendingSessions} reports it: what admission
  * knows of it (its index record, as durable now).
  */
@@ -1347,6 +1357,15 @@ export class EventLog {
   readonly #ranSinceBackup = new Set<string>()
   /** The parent call (null: none) each run's `invocation.opened` records, by invocation id, as `runs` read it: an opened fact never changes. */
   readonly #parents = new Map<string, ParentCall | null>()
+  /**
+   * The runs whose `invocation.opened` records a `parent`, by the parent's operation id: built by one
+   * pass over the invocation records the first time `childRuns` is called, then kept up by this log's
+   * own appends (see `#childIndex`).
+   */
+  #children: Map<string, ChildEntry[]> | undefined
+  #childrenBuild: Promise<Map<string, ChildEntry[]>> | undefined
+  /** The child runs committed while `#childrenBuild` reads the log, added to what it found when it is done. */
+  #childrenSince: ChildEntry[] | undefined
   readonly #listeners = new Set<(events: StoredEvent[]) => void>()
   readonly #followers = new Set<Follower>()
   #pending: PendingEntry[] = []
@@ -2535,6 +2554,7 @@ export class EventLog {
         }
         this.#state.absorb(staging)
         this.#formatMarked = true
+        if (this.#children !== undefined || this.#childrenSince !== undefined) this.#noteChildren(staging.events)
         this.#reservationsMarked = true
         this.#scheduleAnchor()
       }
@@ -3287,6 +3307,125 @@ export class EventLog {
     }
   }
 
+  /**
+   * The runs the tool call `operationId` started: those whose `invocation.opened` records it as their
+   * `parent` (`{ invocation, operationId }`, as `childRunFor` gives it, or as a tool that runs a
+   * specialist in a session of its own records it), in whatever session, and the runs that carried on
+   * their turns after them (a handoff successor, which keeps its turn's parent, or a continuation in
+   * the same session and turn started without one), in the order they opened, each with its
+   * `sessionId` and as `runs` lists it (`parent` on those that record it). Empty when the call
+   * started no run in this log: it never started one, or started it on another log. What a recovery
+   * of an uncertain call that runs another agent needs, whatever ids the child was given (see
+   * "Agents that call agents" in the README). The first call on an open log reads every invocation
+   * record and each opened fact that may record a parent, once (about a second for 100,000 runs);
+   * later ones read only the children's sessions' run records. `LOG_INVALID_ARGUMENT` for an
+   * operation id that is not a non-empty string of at most 512 characters.
+   *
+   * @example
+   * ```ts
+   * for (const op of (await log.pendingSessions({ sessionId: 'desk' }))[0]?.unknown ?? []) {
+   *   const last = (await log.childRuns(op.operationId)).at(-1) // undefined: the call started no child
+   * }
+   * ```
+   */
+  async childRuns(operationId: string): Promise<ChildRunSummary[]> {
+    this.#assertOpen()
+    if (typeof operationId !== 'string' || operationId.length === 0 || operationId.length > 512) {
+      throw new FactstateError('LOG_INVALID_ARGUMENT', `childRuns: operationId must be a tool call's operation id (a non-empty string of at most 512 characters), not ${shown(operationId)}`, {
+        details: { field: 'operationId' },
+      })
+    }
+    const named = (await this.#childIndex()).get(operationId) ?? []
+    if (named.length === 0) return []
+    const found: ChildRunSummary[] = []
+    const seen = new Set<string>()
+    for (const sessionId of new Set(named.map((child) => child.sessionId))) {
+      const own = named.filter((child) => child.sessionId === sessionId)
+      const turns = new Set(own.map((child) => child.turnId))
+      const from = Math.min(...own.map((child) => child.openedSeq))
+      const ownIds = new Set(own.map((child) => child.invocationId))
+      const runs = (await this.#runList(sessionId)).filter((run) => ownIds.has(run.invocationId) || (run.openedSeq > from && turns.has(run.turnId)))
+      await this.#addParents(runs)
+      for (const run of runs) {
+        // A run of the turn that records a parent of its own is that call's child, not this one's.
+        if (!ownIds.has(run.invocationId) && run.parent !== undefined) continue
+        if (seen.has(run.invocationId)) continue
+        seen.add(run.invocationId)
+        found.push({ sessionId, ...run })
+      }
+    }
+    return found.sort((a, b) => a.openedSeq - b.openedSeq)
+  }
+
+  /**
+   * The child runs by their parent's operation id. Built once per open log from the invocation records
+   * (their `inputKind` and `openedSeq`) and the opened facts of those that are no handoff successor and
+   * whose bytes hold the member name `parent` (the rest cannot record one): no index record is written
+   * for it, so a log stays as readable by earlier versions as it was. The runs this log commits meanwhile
+   * are kept aside and added when the pass is done; after it, each commit adds its own.
+   */
+  async #childIndex(): Promise<Map<string, ChildEntry[]>> {
+    if (this.#children !== undefined) return this.#children
+    this.#childrenBuild ??= (async () => {
+      this.#childrenSince = []
+      try {
+        const found = new Map<string, ChildEntry[]>()
+        const add = (child: ChildEntry) => {
+          const list = found.get(child.operationId)
+          if (list === undefined) found.set(child.operationId, [child])
+          else if (!list.some((known) => known.invocationId === child.invocationId)) list.push(child)
+        }
+        let candidates: InvocationRecord[] = []
+        const readCandidates = async () => {
+          const batch = candidates
+          candidates = []
+          const values = await this.#reading(() => this.#db.getMany(batch.map((record) => keys.event(record.openedSeq))))
+          batch.forEach((record, index) => {
+            const bytes = values[index]
+            if (bytes === undefined) throw new FactstateError('LOG_CORRUPT', `event ${record.openedSeq} is missing`, { details: { seq: record.openedSeq } })
+            if (!holdsParentName(bytes)) return
+            const child = childEntryOf(decodeEvent(bytes, record.openedSeq), record.openedSeq)
+            if (child !== undefined) add(child)
+          })
+        }
+        try {
+          for await (const [key, value] of this.#db.iterator({ gte: keys.invocationLow, lt: keys.invocationHigh })) {
+            const record = indexRecord<InvocationRecord>(value, `invocation ${key.slice(2)}`, 'invocation')
+            if (record.inputKind === 'handoff' || typeof record.openedSeq !== 'number') continue
+            candidates.push(record)
+            if (candidates.length >= SCAN_BATCH) await readCandidates()
+          }
+        } catch (error) {
+          throw this.#readFailure(error)
+        }
+        if (candidates.length > 0) await readCandidates()
+        // Synchronously with taking it over: no commit falls between the two.
+        for (const child of this.#childrenSince) add(child)
+        for (const list of found.values()) list.sort((a, b) => a.openedSeq - b.openedSeq)
+        this.#children = found
+        return found
+      } finally {
+        this.#childrenSince = undefined
+        this.#childrenBuild = undefined
+      }
+    })()
+    return this.#childrenBuild
+  }
+
+  /** Adds the child runs of committed `events` to the child index, or to what its build takes over. */
+  #noteChildren(events: readonly StagedEvent[]): void {
+    for (const { seq, event } of events) {
+      const child = childEntryOf(event, seq)
+      if (child === undefined) continue
+      if (this.#childrenSince !== undefined) this.#childrenSince.push(child)
+      else if (this.#children !== undefined) {
+        const list = this.#children.get(child.operationId)
+        if (list === undefined) this.#children.set(child.operationId, [child])
+        else list.push(child)
+      }
+    }
+  }
+
   /** The runs of `sessionId` as `runs` lists them, without `parent` (read from the index records alone). */
   async #runList(sessionId: string): Promise<RunSummary[]> {
     const prefix = keys.run(sessionId, '')
@@ -3880,3 +4019,24 @@ function notAnId(call: string, field: 'sessionId' | 'runId' | 'invocationId', va
   const mapping = typeof value === 'string' ? ` (${ID_MAPPING})` : ''
   return new FactstateError('LOG_INVALID_ARGUMENT', `${call}: ${field} must be an id, 1–128 characters from [A-Za-z0-9._:-], not ${shown(value)}${mapping}`, { details: { field } })
 }
+
+/** A run whose `invocation.opened` records a parent, as the child index keeps it. */
+interface ChildEntry {
+  operationId: string
+  sessionId: string
+  turnId: string
+  invocationId: string
+  openedSeq: number
+}
+
+/** The child index entry of `event`, when it is an `invocation.opened` that records a parent. */
+function childEntryOf(event: RuntimeEvent, seq: number): ChildEntry | undefined {
+  const { fact, invocation } = event
+  if (fact.type !== 'invocation.opened' || fact.input.kind === 'handoff' || fact.input.parent === undefined) return undefined
+  return { operationId: fact.input.parent.operationId, sessionId: invocation.sessionId, turnId: invocation.turnId, invocationId: invocation.invocationId, openedSeq: seq }
+}
+
+/** The member name `parent` as msgpack writes it (a fixstr of 6): a stored fact without these bytes records no parent. */
+const PARENT_NAME = Buffer.from([0xa6, ...Buffer.from('parent', 'latin1')])
+
+const holdsParentName = (bytes: Uint8Array): boolean => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).indexOf(PARENT_NAME) !== -1

@@ -1,0 +1,118 @@
+/**
+ * A specialist with a session of its own: a `delegate` tool that runs the writer as a continuation of
+ * one long-lived session (`writer-of-desk`), recording `parent: childRunFor(context, 'writer').parent`
+ * but ids of its own. `childRunOf` cannot find such a child; `log.childRuns(operationId)` finds the
+ * runs a call started whatever their session, and the README's recovery built on it never repeats the
+ * writer's effect after a real process is killed with SIGKILL inside the writer's tool.
+ */
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { test } from 'uvu'
+import * as assert from 'uvu/assert'
+import { EventLog, type StoredEvent, answerOf, childRunOf, recoverInvocations, usageOf } from '../index.js'
+import { answer } from '../testing/scripted-model-server.js'
+import { rejectsWithCode } from './support/codes.js'
+import { CWD, countingTool, engineTest, factsOf } from './support/engine-fixtures.js'
+import { startChild } from './support/log-fixtures.js'
+
+let drafts = ''
+let savedOperation = ''
+
+async function crashInTheWritersSecondSave(logPath: string): Promise<void> {
+  drafts = join(logPath, '..', 'drafts.txt')
+  const child = startChild('child-specialist-session.ts', [logPath, drafts])
+  try {
+    const line = await child.waitForLine((l) => l.startsWith('saved '), 20_000)
+    savedOperation = line.slice('saved '.length)
+  } finally {
+    await child.stop('SIGKILL')
+  }
+  const status = await child.exited
+  assert.is(status.signal, 'SIGKILL', `the child was killed, not finished (${child.stderr()})`)
+}
+
+const savedDrafts = () => readFileSync(drafts, 'utf8').split('\n').filter(Boolean)
+
+/** The README's familyFacts: every run of `sessionId` and, through `log.childRuns` of its delegate calls, the runs each call started (and theirs). */
+async function familyFacts(log: EventLog, sessionId: string): Promise<StoredEvent[]> {
+  const found: StoredEvent[] = []
+  const add = async (invocationId: string): Promise<void> => {
+    const own = await log.invocationEvents(invocationId) // this run's facts alone, never its lineage's
+    found.push(...own)
+    for (const { event } of own) {
+      if (event.fact.type !== 'tool.dispatched' || event.fact.name !== 'delegate') continue
+      for (const child of await log.childRuns(event.fact.operationId)) await add(child.invocationId)
+    }
+  }
+  for (const run of await log.runs(sessionId)) await add(run.invocationId)
+  return found
+}
+
+test(
+  "killed in the writer's tool, a specialist with its own session is found by log.childRuns, settled first, and its supervisor told: each draft is saved once",
+  engineTest([answer.text('Saved the changelog.'), answer.text('The writer saved the changelog.')], { ms: 40_000, before: crashInTheWritersSecondSave }, async (h) => {
+    const { log } = h
+    assert.is(savedDrafts().length, 2, 'the first task saved once, the second was saving when the process was killed')
+    assert.is(savedDrafts()[1], savedOperation)
+    // 1. Recover: the supervisor's second run and the writer's second run were open.
+    assert.is(await recoverInvocations(log), 2)
+    // 2. The supervisor's uncertain delegate call.
+    const [op] = (await log.pendingSessions({ sessionId: 'desk' }))[0]?.unknown ?? []
+    assert.ok(op)
+    assert.is(op.operationId, 'i2/step-1/0')
+    // The ids childRunOf makes name no run: the writer ran under ids of its own.
+    assert.equal(await log.runs(childRunOf(op.operationId, 'writer').sessionId), [], 'childRunOf finds nothing')
+    const runs = await log.childRuns(op.operationId)
+    assert.equal(
+      runs.map((run) => [run.sessionId, run.kind, run.terminal, run.outcome?.status === 'failed' ? run.outcome.class : undefined, run.parent?.operationId]),
+      [['writer-of-desk', 'continuation', 'failed', 'outcome_unknown', op.operationId]],
+      'the call started one run, in the writer’s session',
+    )
+    const earlier = await log.childRuns('i1/step-1/0')
+    assert.equal(earlier.map((run) => [run.sessionId, run.kind, run.terminal]), [['writer-of-desk', 'message', 'completed']], "the first turn's call started the writer's first run, and only it")
+    assert.equal(await log.childRuns('i2/step-1/1'), [], 'a call that started nothing')
+    // 3. The child did not finish: its own uncertain save is checked by operation id, then it is continued with its parent.
+    const last = runs.at(-1)
+    assert.ok(last?.parent)
+    const [save] = (await log.pendingSessions({ sessionId: last.sessionId }))[0]?.unknown ?? []
+    assert.ok(save)
+    assert.is(save.operationId, savedOperation)
+    const childSource = (await log.runSource(last.sessionId, last.runId))?.boundary
+    assert.ok(childSource)
+    const saveDraft = countingTool('save_draft')
+    const base = { provider: { kind: 'openai-chat' as const, baseUrl: h.server.baseUrl, model: 'scripted' }, configuration: { cwd: CWD }, maxSteps: 2 }
+    const again = { sessionId: last.sessionId, turnId: last.turnId, runId: 'r-after-crash', invocationId: 'i-after-crash' }
+    const content = `save_draft (operation ${save.operationId}): ${savedDrafts().includes(save.operationId) ? 'the draft was saved; do not save it again' : 'not saved'}`
+    const childOutcome = await h.run({ ...base, invocation: again, parent: last.parent, tools: [saveDraft], work: { kind: 'continuation', source: childSource, allowPriorUnknown: true, content } })
+    assert.is(childOutcome.status, 'completed')
+    const answered = answerOf(await log.invocationEvents(again.invocationId))
+    assert.is(answered, 'Saved the changelog.')
+    // 4. The supervisor, told what its call did: it does not delegate again.
+    const supervisorSource = (await log.runSource('desk', 'run-2'))?.boundary
+    assert.ok(supervisorSource)
+    const delegate = countingTool('delegate')
+    const told = `delegate (operation ${op.operationId}) ran: the writer answered: ${answered}; do not delegate it again`
+    assert.is((await h.run({ ...base, invocation: { sessionId: 'desk', turnId: 'turn-2', runId: 'run-3', invocationId: 'i3' }, tools: [delegate], work: { kind: 'continuation', source: supervisorSource, allowPriorUnknown: true, content: told } })).status, 'completed')
+    assert.is(delegate.calls.length, 0)
+    assert.is(saveDraft.calls.length, 0)
+    assert.is(savedDrafts().length, 2, 'each task saved its draft once')
+    assert.equal(await log.pendingSessions(), [], 'nothing pending')
+    // The continuation, opened by this log since the first lookup, is the call's too.
+    assert.equal((await log.childRuns(op.operationId)).map((run) => [run.runId, run.terminal]), [[last.runId, 'failed'], ['r-after-crash', 'completed']])
+    // The family: three supervisor runs and three writer runs, each counted once.
+    const family = await familyFacts(log, 'desk')
+    const ids = new Set(family.map(({ event }) => event.invocation.invocationId))
+    assert.is(ids.size, 6)
+    assert.is(family.length, new Set(family.map(({ seq }) => seq)).size, 'no fact counted twice')
+    assert.is(usageOf(family).answers, (await Promise.all([...ids].map(async (id) => (await factsOf(log, id)).filter((f) => f.type === 'model.completed').length))).reduce((a, b) => a + b, 0))
+    // A log opened again finds the same runs by reading its records.
+    await log.close()
+    h.log = await EventLog.open(h.logPath)
+    assert.equal((await h.log.childRuns(op.operationId)).map((run) => run.runId), [last.runId, 'r-after-crash'])
+    assert.equal((await h.log.childRuns('i1/step-1/0')).map((run) => run.kind), ['message'])
+    await rejectsWithCode(() => h.log.childRuns('' as string), 'LOG_INVALID_ARGUMENT', 'an empty operation id')
+    await rejectsWithCode(() => h.log.childRuns(7 as never), 'LOG_INVALID_ARGUMENT', 'an operation id that is not a string')
+  }),
+)
+
+test.run()

@@ -9,11 +9,13 @@ import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import { EventLog, type StoredEvent, answerOf, childRunOf, recoverInvocations, usageOf } from '../index.js'
+import { EventLog, type ChildRunSummary, type StoredEvent, answerOf, childRunOf, recoverInvocations, usageOf } from '../index.js'
 import { answer } from '../testing/scripted-model-server.js'
+import { decodeRecord, encodeRecord } from '../store/encoding.js'
 import { rejectsWithCode } from './support/codes.js'
 import { CWD, countingTool, engineTest, factsOf } from './support/engine-fixtures.js'
-import { startChild } from './support/log-fixtures.js'
+import { EventMaker, boundedTest, facts, invocationOf, refusal, startChild, withDb, withLog } from './support/log-fixtures.js'
+import type { Fact, ParentCall, RunBoundary } from '../facts/types.js'
 
 let drafts = ''
 let savedOperation = ''
@@ -112,6 +114,79 @@ test(
     assert.equal((await h.log.childRuns('i1/step-1/0')).map((run) => run.kind), ['message'])
     await rejectsWithCode(() => h.log.childRuns('' as string), 'LOG_INVALID_ARGUMENT', 'an empty operation id')
     await rejectsWithCode(() => h.log.childRuns(7 as never), 'LOG_INVALID_ARGUMENT', 'an operation id that is not a string')
+  }),
+)
+
+/** A message or a continuation of `source` that records `parent` (none when undefined). */
+function opened(content: string, parent?: ParentCall, source?: RunBoundary): Fact {
+  const fact = facts.opened(content)
+  if (fact.type !== 'invocation.opened' || fact.input.kind === 'handoff') throw new Error('not a message')
+  const input = source === undefined ? fact.input : { kind: 'continuation' as const, source, content }
+  return { ...fact, input: { ...input, ...(parent === undefined ? {} : { parent }) } }
+}
+
+const cancelled: Fact = facts.ended({ status: 'cancelled', source: 'signal' })
+const listed = (runs: ChildRunSummary[]) => runs.map((run) => `${run.sessionId}/${run.runId}${run.parent ? ` <- ${run.parent.operationId}` : ''}`)
+
+test(
+  "childRuns: a call's runs in a shared session and the continuations of their turns, not another call's; found again in run records an earlier version wrote, which a writer completes; verify checks what they name",
+  boundedTest(20_000, async (dir) => {
+    const path = join(dir, 'log')
+    const supervisor = invocationOf('sup', 'desk')
+    const callA = { invocation: supervisor, operationId: 'inv-sup/step-1/0' }
+    const callB = { invocation: supervisor, operationId: 'inv-sup/step-1/1' }
+    const writer = (turn: string, run: string) => new EventMaker({ sessionId: 'writer-of-desk', turnId: turn, runId: run, invocationId: `i-${run}` })
+    const expectedA = ['writer-of-desk/r1 <- inv-sup/step-1/0', 'writer-of-desk/r1b', 'own-session/r3 <- inv-sup/step-1/0']
+    const expectedB = ['writer-of-desk/r2 <- inv-sup/step-1/1']
+    await withLog(path, async (log) => {
+      await log.appendAll(writer('t1', 'r1').many([opened('draft it', callA), cancelled]))
+      // Carried on in the same turn without a parent (as a review's decision continues a child): call A's.
+      const r1 = (await log.runSource('writer-of-desk', 'r1'))?.boundary
+      await log.appendAll(writer('t1', 'r1b').many([opened('go on', undefined, r1), cancelled]))
+      // The next task, in the same session: call B's alone.
+      const r1b = (await log.runSource('writer-of-desk', 'r1b'))?.boundary
+      assert.equal(listed(await log.childRuns(callA.operationId)), expectedA.slice(0, 2), 'before the next task')
+      await log.appendAll(writer('t2', 'r2').many([opened('the changelog', callB, r1b), cancelled]))
+      // A second child of call A in a session of its own.
+      await log.appendAll(new EventMaker({ sessionId: 'own-session', turnId: 't3', runId: 'r3', invocationId: 'i-r3' }).many([opened('review it', callA), cancelled]))
+      assert.equal(listed(await log.childRuns(callA.operationId)), expectedA, 'kept up by the commits since the first lookup')
+      assert.equal(listed(await log.childRuns(callB.operationId)), expectedB)
+      assert.equal(await log.childRuns('inv-sup/step-1/2'), [])
+    })
+    // As an earlier version wrote them: run records without parentOperationId.
+    const stripped = await withDb(path, async (db) => {
+      let count = 0
+      for await (const [key, value] of db.iterator({ gte: 'r!', lt: 'r"' })) {
+        const { parentOperationId, ...rest } = decodeRecord<Record<string, unknown>>(value, key)
+        assert.ok(parentOperationId !== undefined, `${key} names its parent call (or null)`)
+        await db.put(key, encodeRecord(rest))
+        count += 1
+      }
+      return count
+    })
+    assert.is(stripped, 4)
+    await withLog(path, async (log) => {
+      assert.equal(listed(await log.childRuns(callA.operationId)), expectedA, 'read from the opened facts')
+      assert.equal(listed(await log.childRuns(callB.operationId)), expectedB)
+      await log.verify()
+    })
+    const completed = await withDb(path, async (db) => {
+      const found: Record<string, unknown> = {}
+      for await (const [key, value] of db.iterator({ gte: 'r!', lt: 'r"' })) found[key] = decodeRecord<{ parentOperationId?: unknown }>(value, key).parentOperationId
+      return found
+    })
+    assert.equal(completed, { 'r!own-session!r3': callA.operationId, 'r!writer-of-desk!r1': callA.operationId, 'r!writer-of-desk!r1b': null, 'r!writer-of-desk!r2': callB.operationId }, 'the writer completed the records')
+    await withLog(path, async (log) => {
+      assert.equal(listed(await log.childRuns(callA.operationId)), expectedA, 'from the completed records')
+      await log.verify()
+    })
+    // A record naming another call than its opened fact is damage.
+    await withDb(path, async (db) => db.put('r!writer-of-desk!r2', encodeRecord({ invocationId: 'i-r2', source: decodeRecord<{ source: unknown }>((await db.get('r!writer-of-desk!r2')) as Uint8Array, 'r2').source, parentOperationId: callA.operationId })))
+    await withLog(path, async (log) => {
+      const damage = await refusal(log.verify())
+      assert.is(damage.code, 'LOG_CORRUPT')
+      assert.equal([damage.details?.index, damage.details?.key], ['run', 'r!writer-of-desk!r2'])
+    })
   }),
 )
 

@@ -2637,6 +2637,7 @@ export class EventLog {
       run = {
         invocationId: invocation.invocationId,
         ...(source ? { source: { runId: source.invocation.runId, highWater: source.highWater, digest: source.digest } } : {}),
+        parentOperationId: input.kind === 'handoff' ? null : (input.parent?.operationId ?? null),
       }
     }
     // A seal reserves its claim and its successor's invocation id (below), and is refused when its
@@ -3316,8 +3317,9 @@ export class EventLog {
    * `sessionId` and as `runs` lists it (`parent` on those that record it). Empty when the call
    * started no run in this log: it never started one, or started it on another log. What a recovery
    * of an uncertain call that runs another agent needs, whatever ids the child was given (see
-   * "Agents that call agents" in the README). The first call on an open log reads every invocation
-   * record and each opened fact that may record a parent, once (about a second for 100,000 runs);
+   * "Agents that call agents" in the README). The first call on an open log reads every run record
+   * once (100,000 runs in about as long as `pendingSessions` takes over them), and the opened fact of
+   * each run an earlier version recorded, which a writer then completes (see `#completeRunRecords`);
    * later ones read only the children's sessions' run records. `LOG_INVALID_ARGUMENT` for an
    * operation id that is not a non-empty string of at most 512 characters.
    *
@@ -3340,11 +3342,12 @@ export class EventLog {
     const found: ChildRunSummary[] = []
     const seen = new Set<string>()
     for (const sessionId of new Set(named.map((child) => child.sessionId))) {
-      const own = named.filter((child) => child.sessionId === sessionId)
-      const turns = new Set(own.map((child) => child.turnId))
-      const from = Math.min(...own.map((child) => child.openedSeq))
-      const ownIds = new Set(own.map((child) => child.invocationId))
-      const runs = (await this.#runList(sessionId)).filter((run) => ownIds.has(run.invocationId) || (run.openedSeq > from && turns.has(run.turnId)))
+      const ownIds = new Set(named.filter((child) => child.sessionId === sessionId).map((child) => child.invocationId))
+      const all = await this.#runList(sessionId)
+      const own = all.filter((run) => ownIds.has(run.invocationId))
+      const turns = new Set(own.map((run) => run.turnId))
+      const from = Math.min(...own.map((run) => run.openedSeq))
+      const runs = all.filter((run) => ownIds.has(run.invocationId) || (run.openedSeq > from && turns.has(run.turnId)))
       await this.#addParents(runs)
       for (const run of runs) {
         // A run of the turn that records a parent of its own is that call's child, not this one's.
@@ -3358,11 +3361,12 @@ export class EventLog {
   }
 
   /**
-   * The child runs by their parent's operation id. Built once per open log from the invocation records
-   * (their `inputKind` and `openedSeq`) and the opened facts of those that are no handoff successor and
-   * whose bytes hold the member name `parent` (the rest cannot record one): no index record is written
-   * for it, so a log stays as readable by earlier versions as it was. The runs this log commits meanwhile
-   * are kept aside and added when the pass is done; after it, each commit adds its own.
+   * The child runs by their parent's operation id. Built once per open log from the run records, which
+   * name the call that started each run (`parentOperationId`) since 0.7.0; for a record an earlier
+   * version wrote, from its run's opened fact, read only when the run is no handoff successor and the
+   * fact's bytes hold the member name `parent` (the rest cannot record one); a writer then adds the
+   * member to those records (see `#completeRunRecords`). The runs this log commits
+   * meanwhile are kept aside and added when the pass is done; after it, each commit adds its own.
    */
   async #childIndex(): Promise<Map<string, ChildEntry[]>> {
     if (this.#children !== undefined) return this.#children
@@ -3375,33 +3379,48 @@ export class EventLog {
           if (list === undefined) found.set(child.operationId, [child])
           else if (!list.some((known) => known.invocationId === child.invocationId)) list.push(child)
         }
-        let candidates: InvocationRecord[] = []
-        const readCandidates = async () => {
-          const batch = candidates
-          candidates = []
-          const values = await this.#reading(() => this.#db.getMany(batch.map((record) => keys.event(record.openedSeq))))
-          batch.forEach((record, index) => {
-            const bytes = values[index]
-            if (bytes === undefined) throw new FactstateError('LOG_CORRUPT', `event ${record.openedSeq} is missing`, { details: { seq: record.openedSeq } })
-            if (!holdsParentName(bytes)) return
-            const child = childEntryOf(decodeEvent(bytes, record.openedSeq), record.openedSeq)
-            if (child !== undefined) add(child)
-          })
-        }
+        const sessionPart = keys.runLow.length
+        const named: { key: string; operationId: string; invocationId: string }[] = []
+        const older: { key: string; invocationId: string; record: RunRecord }[] = []
+        const iterator = this.#db.iterator({ gte: keys.runLow, lt: keys.runHigh })
         try {
-          for await (const [key, value] of this.#db.iterator({ gte: keys.invocationLow, lt: keys.invocationHigh })) {
-            const record = indexRecord<InvocationRecord>(value, `invocation ${key.slice(2)}`, 'invocation')
-            if (record.inputKind === 'handoff' || typeof record.openedSeq !== 'number') continue
-            candidates.push(record)
-            if (candidates.length >= SCAN_BATCH) await readCandidates()
+          for (;;) {
+            const entries = await iterator.nextv(SCAN_BATCH)
+            if (entries.length === 0) break
+            for (const [key, value] of entries) {
+              const run = indexRecord<RunRecord>(value, `run ${key.slice(sessionPart)}`, 'run')
+              if (typeof run.parentOperationId === 'string') named.push({ key, operationId: run.parentOperationId, invocationId: run.invocationId })
+              else if (run.parentOperationId === undefined) older.push({ key, invocationId: run.invocationId, record: run })
+            }
           }
         } catch (error) {
           throw this.#readFailure(error)
+        } finally {
+          await iterator.close().catch(() => undefined)
         }
-        if (candidates.length > 0) await readCandidates()
+        for (const run of named) add({ operationId: run.operationId, sessionId: splitRunKey(run.key)[0], invocationId: run.invocationId })
+        // What the older records lack, for a writer to add (below): each run's parent call or null.
+        const completed: [string, RunRecord][] = []
+        for (let from = 0; from < older.length; from += SCAN_BATCH) {
+          const part = older.slice(from, from + SCAN_BATCH)
+          const records = await this.#invocationRecords(part.map((run) => run.invocationId))
+          const read = records.map((record, index) => ({ record, run: part[index] as (typeof older)[number] })).filter(({ record }) => record.inputKind !== 'handoff')
+          const values = await this.#reading(() => this.#db.getMany(read.map(({ record }) => keys.event(record.openedSeq))))
+          const parents = new Map<string, string>()
+          read.forEach(({ record }, index) => {
+            const bytes = values[index]
+            if (bytes === undefined) throw new FactstateError('LOG_CORRUPT', `event ${record.openedSeq} is missing`, { details: { seq: record.openedSeq } })
+            if (!holdsParentName(bytes)) return
+            const child = childEntryOf(decodeEvent(bytes, record.openedSeq))
+            if (child === undefined) return
+            add(child)
+            parents.set(child.invocationId, child.operationId)
+          })
+          for (const run of part) completed.push([run.key, { ...run.record, parentOperationId: parents.get(run.invocationId) ?? null }])
+        }
+        if (completed.length > 0) await this.#completeRunRecords(completed)
         // Synchronously with taking it over: no commit falls between the two.
         for (const child of this.#childrenSince) add(child)
-        for (const list of found.values()) list.sort((a, b) => a.openedSeq - b.openedSeq)
         this.#children = found
         return found
       } finally {
@@ -3412,10 +3431,39 @@ export class EventLog {
     return this.#childrenBuild
   }
 
+  /**
+   * Gives run records an earlier version wrote their `parentOperationId`, so that the next open's
+   * `childRuns` reads no opened fact for them: a member the versions before 0.7.0 ignore (they read
+   * and compare only `invocationId` and `source`), so the log stays theirs to read and write. Only by
+   * the log's writer; a snapshot reads the facts at each open. A run record is never written again
+   * once its run opened, so nothing else writes these keys. Not synced, and a write that fails is
+   * left: the next open reads those facts again.
+   */
+  async #completeRunRecords(completed: [string, RunRecord][]): Promise<void> {
+    if (this.#snapshotOf !== undefined || this.#failed || this.#closed) return
+    try {
+      const batch = this.#db.batch()
+      for (const [key, run] of completed) batch.put(key, encodeRecord(run))
+      await batch.write()
+    } catch {
+      // Only a shortcut for the next open.
+    }
+  }
+
+  /** The stored invocation records of `ids`, in one read (`LOG_CORRUPT` for one that is missing). */
+  async #invocationRecords(ids: string[]): Promise<InvocationRecord[]> {
+    const values = await this.#reading(() => this.#db.getMany(ids.map((id) => keys.invocation(id))))
+    return ids.map((id, index) => {
+      const value = values[index]
+      if (value === undefined) throw new FactstateError('LOG_CORRUPT', `invocation ${id} has a run record but no invocation record`, { details: { key: keys.invocation(id) } })
+      return indexRecord<InvocationRecord>(value, `invocation ${id}`, 'invocation')
+    })
+  }
+
   /** Adds the child runs of committed `events` to the child index, or to what its build takes over. */
   #noteChildren(events: readonly StagedEvent[]): void {
-    for (const { seq, event } of events) {
-      const child = childEntryOf(event, seq)
+    for (const { event } of events) {
+      const child = childEntryOf(event)
       if (child === undefined) continue
       if (this.#childrenSince !== undefined) this.#childrenSince.push(child)
       else if (this.#children !== undefined) {
@@ -4024,19 +4072,24 @@ function notAnId(call: string, field: 'sessionId' | 'runId' | 'invocationId', va
 interface ChildEntry {
   operationId: string
   sessionId: string
-  turnId: string
   invocationId: string
-  openedSeq: number
 }
 
 /** The child index entry of `event`, when it is an `invocation.opened` that records a parent. */
-function childEntryOf(event: RuntimeEvent, seq: number): ChildEntry | undefined {
+function childEntryOf(event: RuntimeEvent): ChildEntry | undefined {
   const { fact, invocation } = event
   if (fact.type !== 'invocation.opened' || fact.input.kind === 'handoff' || fact.input.parent === undefined) return undefined
-  return { operationId: fact.input.parent.operationId, sessionId: invocation.sessionId, turnId: invocation.turnId, invocationId: invocation.invocationId, openedSeq: seq }
+  return { operationId: fact.input.parent.operationId, sessionId: invocation.sessionId, invocationId: invocation.invocationId }
 }
 
 /** The member name `parent` as msgpack writes it (a fixstr of 6): a stored fact without these bytes records no parent. */
 const PARENT_NAME = Buffer.from([0xa6, ...Buffer.from('parent', 'latin1')])
 
 const holdsParentName = (bytes: Uint8Array): boolean => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).indexOf(PARENT_NAME) !== -1
+
+/** The session and run ids of a run record's key, `r!<sessionId>!<runId>` (ids hold no `!`). */
+function splitRunKey(key: string): [string, string] {
+  const rest = key.slice(keys.runLow.length)
+  const at = rest.indexOf('!')
+  return [rest.slice(0, at), rest.slice(at + 1)]
+}

@@ -10,7 +10,8 @@
  * - `n!` (invocation records): an ended invocation's record equals its facts replayed; an open
  *   one's equals its facts replayed up to the record's `lastSeq` (records are written when an
  *   invocation opens and ends; earlier versions wrote one after every fact), one per invocation.
- * - `r!` (runs): one per opened invocation, naming it and the boundary it continued from.
+ * - `r!` (runs): one per opened invocation, naming it and the boundary it continued from, and (in a
+ *   record written since 0.7.0) the operation id of the call that started it, or null.
  * - `c!` (claims): one per successor, naming it.
  * - `s!` (sessions): each equals its facts replayed, one per session.
  * - `p!` / `q!` (a seal's claim and successor): each names a seal of that claim or successor, and
@@ -27,7 +28,8 @@
  *
  * Members that records written by earlier versions lack (`pendingCalls` and `answered` of an
  * invocation record, compared only while it is open; `lastSeq` and `chain` that old run records
- * carry, never compared) do not count as damage.
+ * carry, never compared; `parentOperationId` of a run record, compared only where present) do not count
+as damage.
  */
 import { isDeepStrictEqual } from 'node:util'
 import { FactstateError, messageWithoutCode } from '../errors.js'
@@ -235,6 +237,11 @@ export class IndexAudit {
         const found = value === undefined ? undefined : decoded(value, 'run', runKey, seq)
         if (!isObject(found) || !isDeepStrictEqual(plain({ invocationId: found.invocationId, source: found.source }), plain(run))) {
           throw damaged('run', runKey, `the record of run ${invocation.sessionId}/${invocation.runId} does not match its opening fact (event ${seq})`, seq)
+        }
+        // Absent from a record written before 0.7.0; where present, the call its opening fact records.
+        const parentOperationId = input.kind === 'handoff' ? null : (input.parent?.operationId ?? null)
+        if ('parentOperationId' in found && found.parentOperationId !== parentOperationId) {
+          throw damaged('run', runKey, `the record of run ${invocation.sessionId}/${invocation.runId} names another parent call than its opening fact (event ${seq})`, seq)
         }
       })
       if (input.kind === 'handoff') {

@@ -129,13 +129,20 @@ export interface SessionRecord {
 }
 
 /**
- * The per-run index record: its invocation and the boundary it continued from, written once when
- * the run opens. (Records written by earlier versions also hold a `lastSeq` and a `chain`, now ignored:
+ * The per-run index record: its invocation, the boundary it continued from and the call that started
+ * it, written once when the run opens. (Records written by earlier versions also hold a `lastSeq` and a `chain`, now ignored:
  * the run's last fact is its invocation's, and its chain is computed from its facts when asked.)
  */
 export interface RunRecord {
   invocationId: string
   source?: { runId: string; highWater: number; digest: string }
+  /**
+   * The operation id of the tool call that started the run as a child run (its `invocation.opened`'s
+   * `input.parent.operationId`), null when it records none, so that `childRuns` finds a call's runs
+   * from the run records alone. Absent from records written before 0.7.0 (their opened fact says),
+   * and ignored by the versions before it, which compare and read only the members above.
+   */
+  parentOperationId?: string | null
 }
 
 export const emptySession = (): SessionRecord => ({ active: [], paused: [], unknown: [] })

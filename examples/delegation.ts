@@ -2,7 +2,7 @@
  * Agents that call agents: a supervisor delegates a task to a writer agent through a `delegate` tool
  * that runs the writer as a child run of its call (`childRunFor`). A worker process is killed with
  * SIGKILL while the writer saves its draft. The next process recovers the log, finds the child run of
- * the supervisor's uncertain call by its operation id (`childRunOf`), settles the child first (it was
+ * the supervisor's uncertain call by its operation id (`log.childRuns`), settles the child first (it was
  * cut short too: its save is checked by its operation id), then tells the supervisor what the writer
  * answered instead of letting it delegate again. The draft is saved once.
  *
@@ -16,7 +16,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
-import { Engine, EventLog, type Invocation, type ParentCall, type RunBoundary, type ToolDefinition, answerOf, childRunFor, childRunOf, recoverInvocations } from 'factstate'
+import { Engine, EventLog, type Invocation, type ParentCall, type RunBoundary, type ToolDefinition, answerOf, childRunFor, recoverInvocations } from 'factstate'
 import { answer, scriptedModelServer } from 'factstate/testing'
 
 const [role, dir] = process.argv.slice(2)
@@ -85,25 +85,25 @@ if (role === 'worker' && dir) {
     const told: string[] = []
     for (const op of pending[0]?.unknown ?? []) {
       if (op.name !== 'delegate') continue
-      // 2. The child of the uncertain call, from its operation id and the specialist it was called with.
-      const child = childRunOf(op.operationId, (op.input as { specialist: string }).specialist)
-      const runs = await log.runs(child.sessionId)
+      // 2. The runs the uncertain call started, found by the parent their opened facts record (whatever ids
+      //    the tool gave them: here childRunFor's).
+      const runs = await log.childRuns(op.operationId)
       const last = runs.at(-1)
-      console.log(`delegate ${op.operationId}: child ${child.sessionId}, ${last === undefined ? 'never started' : (last.outcome?.status === 'failed' ? last.outcome.class : last.terminal)}`)
+      console.log(`delegate ${op.operationId}: child ${last?.sessionId ?? '(none)'}, ${last === undefined ? 'never started' : (last.outcome?.status === 'failed' ? last.outcome.class : last.terminal)}`)
       if (last === undefined) {
-        told.push(`delegate (operation ${op.operationId}) never started the ${child.sessionId} run: nothing was done`)
+        told.push(`delegate (operation ${op.operationId}) never started a run: nothing was done`)
         continue
       }
       let answered = last.terminal === 'completed' ? answerOf(await log.invocationEvents(last.invocationId)) : undefined
       if (last.terminal !== 'completed') {
         // 3. The child did not finish: check its own uncertain calls, then continue it (as a child of the same call).
-        const unknown = (await log.pendingSessions({ sessionId: child.sessionId }))[0]?.unknown ?? []
+        const unknown = (await log.pendingSessions({ sessionId: last.sessionId }))[0]?.unknown ?? []
         const found = unknown.map((save) => `${save.name} (operation ${save.operationId}): ${readFileSync(drafts, 'utf8').includes(save.operationId) ? 'the draft was saved; do not save it again' : 'not saved'}`)
         // The call its first run was started for (a successor's run records none: its turn keeps its first run's).
         const parent = runs[0]?.parent
-        const source = (await log.runSource(child.sessionId, last.runId))?.boundary as RunBoundary
-        // New ids in the child's session: step 2 finds whichever run is last.
-        const again = { ...child, runId: `run-${randomUUID()}`, invocationId: `inv-${randomUUID()}` }
+        const source = (await log.runSource(last.sessionId, last.runId))?.boundary as RunBoundary
+        // New run and invocation ids in the child's session and turn, with its parent: step 2 finds whichever run is last.
+        const again = { sessionId: last.sessionId, turnId: last.turnId, runId: `run-${randomUUID()}`, invocationId: `inv-${randomUUID()}` }
         const outcome = await engine.run({
           invocation: again,
           ...(parent === undefined ? {} : { parent: parent satisfies ParentCall }),
@@ -115,7 +115,7 @@ if (role === 'worker' && dir) {
         answered = answerOf(await log.invocationEvents(again.invocationId))
         console.log(`  ${found.join('; ')}; the writer, continued: ${outcome.status}`)
       }
-      told.push(`delegate (operation ${op.operationId}) ran: the ${child.sessionId} run answered: ${answered ?? '(no answer)'}. Do not delegate it again.`)
+      told.push(`delegate (operation ${op.operationId}) ran: the ${last.sessionId} run answered: ${answered ?? '(no answer)'}. Do not delegate it again.`)
     }
     // 4. Tell the supervisor what its call did, instead of letting it delegate again under a new operation id.
     const supervisorLast = (await log.runs(supervisorRun.sessionId)).at(-1)

@@ -462,6 +462,8 @@ test('log shows a child run as the child of the call that started it, on its ope
         `inv-sup.step-1.0.writer: 1 tool outcome(s) to acknowledge: echo op1 {"value":42}${mark}`,
         `inv-sup.step-1.0.writer: unanswered turn turn-writer: run run-writer (inv-writer) ended failed outcome_unknown at seq 13${mark}`,
       ])
+      const waited = await cli(['pending', location])
+      assert.equal(waited.stderr.trim().split('\n').filter((line) => line.startsWith('hint:')), ['hint: 1 turn ended unanswered (cancelled or failed): factstate pending --unanswered lists it'], 'its supervisor waits for it')
       // Once the supervisor has run since (told that the child's turn was given up, say), nothing waits for that turn.
       const later = await EventLog.open(location)
       try {
@@ -475,6 +477,8 @@ test('log shows a child run as the child of the call that started it, on its ope
         left.stdout.trim().split('\n')[1],
         'inv-sup.step-1.0.writer: unanswered turn turn-writer: run run-writer (inv-writer) ended failed outcome_unknown at seq 13; a child run of inv-sup/step-1/0 (session desk), whose supervisor has run since (run run-sup-2): nothing waits for this turn',
       )
+      const gone = await cli(['pending', location])
+      assert.equal(gone.stderr.trim().split('\n').filter((line) => line.startsWith('hint:')), [], 'a child turn nothing waits for is not counted')
     }),
     60_000,
   ))
@@ -1202,5 +1206,57 @@ test('log --sessions lists the sessions in id order with their last run, --prefi
         assert.match(refused.stderr, message, args.join(' '))
       }
     })))
+
+test("pending --unanswered: a turn with settled effects cancelled by a shutdown is to be finished; one cancelled otherwise may be a user's stop, and its line says both; a child's whose supervisor has run since says only that nothing waits for it, and the hint does not count it", () =>
+  bounded30(
+    withTempDir(async (dir) => {
+      const location = join(dir, 'log')
+      const supervisor = invocationOf('sup', 'desk')
+      const withEffect = (name: string, session: string, source: string, parent?: { invocation: typeof supervisor; operationId: string }): ReturnType<EventMaker['many']> => {
+        const opened = facts.opened(`task ${name}`) as Extract<Fact, { type: 'invocation.opened' }>
+        if (parent !== undefined && opened.input.kind === 'message') opened.input.parent = parent
+        return new EventMaker(invocationOf(name, session)).many([
+          opened,
+          facts.requested('s1'),
+          facts.completed('s1', [{ callId: 'call-op1', name: 'echo', arguments: '{}' }]),
+          facts.dispatched('op1'),
+          facts.settled('op1'),
+          facts.ended({ status: 'cancelled', source }),
+        ])
+      }
+      const log = await EventLog.open(location)
+      try {
+        await log.appendAll(completeInvocation('sup', 'desk'))
+        await log.appendAll(withEffect('shut', 'S', 'shutdown'))
+        await log.appendAll(withEffect('stop', 'U', 'user-stop'))
+        await log.appendAll(withEffect('writer', 'writer-of-desk', 'signal', { invocation: supervisor, operationId: 'inv-sup/step-1/0' }))
+      } finally {
+        await log.close()
+      }
+      const finish = 'finish the turn \\(a continuation without content\\) rather than resend its message'
+      const lines = async () => {
+        const listed = await cli(['pending', location, '--unanswered'])
+        assert.is(listed.code, 0, listed.stderr)
+        return listed.stdout.trim().split('\n')
+      }
+      const hint = async () => (await cli(['pending', location])).stderr.trim().split('\n').filter((line) => line.startsWith('hint:'))
+      const [shut, stop, writer] = await lines()
+      assert.match(shut ?? '', new RegExp(`^S: unanswered turn turn-shut: .* ended cancelled shutdown at seq \\d+; its run's tools with effects already settled: echo succeeded; ${finish}$`))
+      assert.match(stop ?? '', new RegExp(`^U: unanswered turn turn-stop: .* ended cancelled user-stop at seq \\d+; its run's tools with effects already settled: echo succeeded; a cancel \\(user-stop\\), not a shutdown's: if the user stopped it, leave it \\(their next message continues the session, with these calls' results in its transcript\\); if not, ${finish}$`))
+      assert.match(writer ?? '', /; a child run of inv-sup\/step-1\/0 \(session desk\): settle it through its supervisor's recovery$/)
+      assert.equal(await hint(), ['hint: 3 turns ended unanswered (cancelled or failed): factstate pending --unanswered lists them'])
+      // The supervisor has run since (told the writer's turn was given up, say): nothing waits for it.
+      const later = await EventLog.open(location)
+      try {
+        await later.appendAll(completeInvocation('sup-2', 'desk'))
+      } finally {
+        await later.close()
+      }
+      const after = await lines()
+      assert.is(after.length, 3)
+      assert.match(after[2] ?? '', /^writer-of-desk: unanswered turn turn-writer: .* ended cancelled signal at seq \d+; its run's tools with effects already settled: echo succeeded; a child run of inv-sup\/step-1\/0 \(session desk\), whose supervisor has run since \(run run-sup-2\): nothing waits for this turn$/)
+      assert.equal(await hint(), ['hint: 2 turns ended unanswered (cancelled or failed): factstate pending --unanswered lists them'])
+    }),
+  ))
 
 test.run()

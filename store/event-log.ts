@@ -292,8 +292,9 @@ export interface LogInternals {
   openInvocations(): InvocationRecord[]
   /**
    * How many sessions' last run ended `cancelled` or `failed` (what `pendingSessions({ unanswered: true })`
-   * adds), from one pass over the run index and nothing else; `undefined` when the index holds more
-   * than `limit` runs (the pass is then not made to the end).
+   * adds) but for child runs whose supervisor has run since the run that started them, from one pass
+   * over the run index and the opened facts of those runs and their sessions' first; `undefined` when
+   * the index holds more than `limit` runs (the pass is then not made to the end).
    */
   unansweredCount(limit: number): Promise<number | undefined>
   /** The sweep of abandoned snapshot copies the writer's open started in the background: what it removed. */
@@ -3022,6 +3023,7 @@ export class EventLog {
   async #unansweredCount(limit: number): Promise<number | undefined> {
     this.#assertOpen()
     const last = new Map<string, RunSummary>()
+    const first = new Map<string, RunSummary>()
     let runs = 0
     try {
       for await (const key of this.#db.keys({ gte: keys.runLow, lt: keys.runHigh })) {
@@ -3030,12 +3032,26 @@ export class EventLog {
         const [sessionId, runId] = key.slice(keys.runLow.length).split('!') as [string, string]
         const run = this.#runSummary(sessionId, runId, key)
         if (run.openedSeq > (last.get(sessionId)?.openedSeq ?? 0)) last.set(sessionId, run)
+        if (run.openedSeq < (first.get(sessionId)?.openedSeq ?? Number.POSITIVE_INFINITY)) first.set(sessionId, run)
       }
     } catch (error) {
       throw this.#readFailure(error)
     }
+    const ended = [...last].filter(([, run]) => run.outcome?.status === 'cancelled' || run.outcome?.status === 'failed')
+    // A child's turn whose supervisor (on this log) has run since the run that started it is waited for
+    // by no one (`factstate pending --unanswered` says so): not counted, or its hint would never go.
+    // The child is the run's own parent's, else its session's first run's (a successor records none).
+    await this.#addParents(ended.flatMap(([sessionId, run]) => {
+      const opening = first.get(sessionId)
+      return opening === undefined || opening === run ? [run] : [run, opening]
+    }))
     let count = 0
-    for (const run of last.values()) if (run.outcome?.status === 'cancelled' || run.outcome?.status === 'failed') count += 1
+    for (const [sessionId, run] of ended) {
+      const parent = run.parent ?? first.get(sessionId)?.parent
+      const supervisor = parent === undefined ? undefined : last.get(parent.invocation.sessionId)
+      if (parent !== undefined && supervisor !== undefined && supervisor.runId !== parent.invocation.runId) continue
+      count += 1
+    }
     return count
   }
 

@@ -1,5 +1,5 @@
 import { isFactstateError } from '../../errors.js'
-import type { ParentCall } from '../../facts/types.js'
+import type { InvocationOutcome, ParentCall } from '../../facts/types.js'
 import { type EventLog, logInternals } from '../../store/event-log.js'
 import { dispatchedInputs, dispatchedKey } from '../../store/dispatched-inputs.js'
 import { clipJson, escapeControls } from '../../store/fact-summary.js'
@@ -30,7 +30,10 @@ or "nothing pending" when it has nothing pending (or the log never saw it).
 cancelled shutdown, a crash's host_interrupted once recovered): its turn got no answer, and a
 continuation from that run's end without a message finishes it. When that run already called tools
 with effects that settled, the line names them ("its run's tools with effects already settled: save_note succeeded"): finish
-the turn rather than ask for the message again, which would call them again.
+the turn rather than ask for the message again, which would call them again; a turn cancelled
+otherwise than by a shutdown (its reason not 'shutdown') may be a user's stop, which is left to the
+user's next message, and its line says both. A child's turn whose supervisor has run since is
+neither finished nor counted in the hint: nothing waits for it.
 --json prints the sessions as one JSON array (log.pendingSessions()); each open run also has
 logHeldOpen (true, false, or null: cannot be told) and, unless a process holds the log, unsettled:
 its calls of tools with effects dispatched and not settled, with their inputs.
@@ -113,6 +116,18 @@ const RESTORED_LISTED = 20
  */
 const UNANSWERED_COUNTED = 10_000
 
+/**
+ * What an unanswered line advises for a turn whose tools with effects already settled. A shutdown's
+ * cancel (the reason `shutdown`, as the README's shutdown passes it) or a failure: finish the turn.
+ * Any other cancel may be a user's stop (its reason is the application's: `user-stop` in the README,
+ * `signal` or `cancel` without one), which the log cannot tell from another cancel: both cases are said.
+ */
+function finishAdvice(outcome: InvocationOutcome): string {
+  const finish = 'finish the turn (a continuation without content) rather than resend its message'
+  if (outcome.status !== 'cancelled' || outcome.source === 'shutdown') return `; ${finish}`
+  return `; a cancel (${outcome.source}), not a shutdown's: if the user stopped it, leave it (their next message continues the session, with these calls' results in its transcript); if not, ${finish}`
+}
+
 /** How many of an unanswered run's settled calls with effects its line names (--json has them all). */
 const EFFECTS_LISTED = 5
 
@@ -181,13 +196,13 @@ export async function pendingCommand(args: string[], io: CommandIo): Promise<num
         const effects = unanswered.effects ?? []
         const listed = effects.slice(0, EFFECTS_LISTED).map((effect) => `${effect.name} ${effect.status}`)
         if (effects.length > EFFECTS_LISTED) listed.push(`${effects.length - EFFECTS_LISTED} more (--json lists them)`)
-        const did = effects.length === 0 ? '' : `; its run's tools with effects already settled: ${listed.join(', ')}; finish the turn (a continuation without content) rather than resend its message`
         // A supervisor (on this log) that has run since the run that started the child no longer waits
-        // for it (a child's turn given up, its supervisor told so): nothing to settle through it.
+        // for it (a child's turn given up, its supervisor told so): nothing to settle through it, nor to finish.
         const since = parent === undefined ? undefined : (await tolerantRuns(log, parent.invocation.sessionId)).at(-1)
         const goneOn = parent !== undefined && since !== undefined && since.runId !== parent.invocation.runId
         const left = goneOn ? `; a child run of ${parent.operationId} (session ${parent.invocation.sessionId}), whose supervisor has run since (run ${since.runId}): nothing waits for this turn` : child
-        io.stdout(escapeControls(`${sessionId}: unanswered turn ${unanswered.turnId}: run ${unanswered.runId} (${unanswered.invocationId}) ended ${ended} at seq ${unanswered.lastSeq}${did}${left}`))
+        const settled = effects.length === 0 ? '' : `; its run's tools with effects already settled: ${listed.join(', ')}`
+        io.stdout(escapeControls(`${sessionId}: unanswered turn ${unanswered.turnId}: run ${unanswered.runId} (${unanswered.invocationId}) ended ${ended} at seq ${unanswered.lastSeq}${settled}${effects.length === 0 || goneOn ? '' : finishAdvice(outcome)}${left}`))
       }
     }
     if (collapse) {

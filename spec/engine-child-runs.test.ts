@@ -157,18 +157,18 @@ test(
   }),
 )
 
-/** The facts of every run of `sessionId` and, through its delegate calls, of every run of their children (and theirs). */
+/** The facts of every run of `sessionId` and, through its delegate calls, of every run they started (and theirs). */
 async function familyFacts(log: EventLog, sessionId: string): Promise<StoredEvent[]> {
   const found: StoredEvent[] = []
-  for (const run of await log.runs(sessionId)) {
-    const own = await log.invocationEvents(run.invocationId) // this run's facts alone, never its lineage's
+  const add = async (invocationId: string): Promise<void> => {
+    const own = await log.invocationEvents(invocationId) // this run's facts alone, never its lineage's
     found.push(...own)
     for (const { event } of own) {
       if (event.fact.type !== 'tool.dispatched' || event.fact.name !== 'delegate') continue
-      const child = childRunOf(event.fact.operationId, (event.fact.input as { specialist: string }).specialist)
-      found.push(...(await familyFacts(log, child.sessionId)))
+      for (const child of await log.childRuns(event.fact.operationId)) await add(child.invocationId)
     }
   }
+  for (const run of await log.runs(sessionId)) await add(run.invocationId)
   return found
 }
 

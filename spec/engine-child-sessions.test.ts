@@ -12,6 +12,8 @@ import * as assert from 'uvu/assert'
 import { EventLog, type ChildRunSummary, type StoredEvent, answerOf, childRunOf, recoverInvocations, usageOf } from '../index.js'
 import { answer } from '../testing/scripted-model-server.js'
 import { decodeRecord, encodeRecord } from '../store/encoding.js'
+import { pendingCommand } from '../bin/commands/pending.js'
+import { collector } from './support/cli-io.js'
 import { rejectsWithCode } from './support/codes.js'
 import { CWD, countingTool, engineTest, factsOf } from './support/engine-fixtures.js'
 import { EventMaker, boundedTest, facts, invocationOf, refusal, startChild, withDb, withLog } from './support/log-fixtures.js'
@@ -69,6 +71,13 @@ test(
       runs.map((run) => [run.sessionId, run.kind, run.terminal, run.outcome?.status === 'failed' ? run.outcome.class : undefined, run.parent?.operationId]),
       [['writer-of-desk', 'continuation', 'failed', 'outcome_unknown', op.operationId]],
       'the call started one run, in the writer’s session',
+    )
+    // factstate pending names the call that left the writer's outcome, the second task's, not the first's.
+    const listed = collector()
+    assert.is(await pendingCommand([h.logPath], listed.io), 0)
+    assert.equal(
+      listed.out.filter((line) => line.startsWith('writer-of-desk:')),
+      [`writer-of-desk: 1 tool outcome(s) to acknowledge: save_draft ${savedOperation} {"title":"Changelog"}; a child run of i2/step-1/0 (session desk): settle it through its supervisor's recovery`],
     )
     const earlier = await log.childRuns('i1/step-1/0')
     assert.equal(earlier.map((run) => [run.sessionId, run.kind, run.terminal]), [['writer-of-desk', 'message', 'completed']], "the first turn's call started the writer's first run, and only it")

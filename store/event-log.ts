@@ -3327,9 +3327,9 @@ export class EventLog {
   /**
    * The runs the tool call `operationId` started: those whose `invocation.opened` records it as their
    * `parent` (`{ invocation, operationId }`, as `childRunFor` gives it, or as a tool that runs a
-   * specialist in a session of its own records it), in whatever session, and the runs that carried on
-   * their turns after them (a handoff successor, which keeps its turn's parent, or a continuation in
-   * the same session and turn started without one), in the order they opened, each with its
+   * specialist in a session of its own records it), in whatever session, and the runs after them in
+   * their session that record no call (a handoff successor, which keeps its turn's parent, or a
+   * continuation started without one), up to one that records another call, in the order they opened, each with its
    * `sessionId` and as `runs` lists it (`parent` on those that record it). Empty when the call
    * started no run in this log: it never started one, or started it on another log. What a recovery
    * of an uncertain call that runs another agent needs, whatever ids the child was given (see
@@ -3359,16 +3359,14 @@ export class EventLog {
     const seen = new Set<string>()
     for (const sessionId of new Set(named.map((child) => child.sessionId))) {
       const ownIds = new Set(named.filter((child) => child.sessionId === sessionId).map((child) => child.invocationId))
-      const all = await this.#runList(sessionId)
-      const own = all.filter((run) => ownIds.has(run.invocationId))
-      const turns = new Set(own.map((run) => run.turnId))
-      const from = Math.min(...own.map((run) => run.openedSeq))
-      const runs = all.filter((run) => ownIds.has(run.invocationId) || (run.openedSeq > from && turns.has(run.turnId)))
+      const runs = await this.#runList(sessionId)
       await this.#addParents(runs)
+      // From a run that records this call to the next that records another: what records none carries on.
+      let carried = false
       for (const run of runs) {
-        // A run of the turn that records a parent of its own is that call's child, not this one's.
-        if (!ownIds.has(run.invocationId) && run.parent !== undefined) continue
-        if (seen.has(run.invocationId)) continue
+        if (ownIds.has(run.invocationId)) carried = true
+        else if (run.parent !== undefined) carried = false
+        if (!carried || seen.has(run.invocationId)) continue
         seen.add(run.invocationId)
         found.push({ sessionId, ...run })
       }

@@ -49,9 +49,13 @@ Exit codes: 0 listed, 2 usage, 1 the log is damaged, 1/4 the log refused.`
  * npx factstate pending .factstate/app   # "session-7: paused turn turn-3 (sealed 2026-12-06T09:12:44.120Z): run run-3 waits for its successor run-4"
  * ```
  */
-/** The call that started the session's first run, when that run is a child run (its `invocation.opened` has a `parent`). */
+/**
+ * The call that started the session's latest child run (the last run whose `invocation.opened` has a
+ * `parent`): its first run's in a child's own session, the latest task's in a specialist's session
+ * that each task continues with the call that gave it.
+ */
 async function parentOf(log: EventLog, sessionId: string): Promise<ParentCall | undefined> {
-  return (await tolerantRuns(log, sessionId))[0]?.parent
+  return (await tolerantRuns(log, sessionId)).findLast((run) => run.parent !== undefined)?.parent
 }
 
 /**

@@ -1360,8 +1360,8 @@ export class EventLog {
   readonly #parents = new Map<string, ParentCall | null>()
   /**
    * The runs whose `invocation.opened` records a `parent`, by the parent's operation id: built by one
-   * pass over the invocation records the first time `childRuns` is called, then kept up by this log's
-   * own appends (see `#childIndex`).
+   * pass over the run records the first time `childRuns` is called, then kept up by this log's own
+   * appends (see `#childIndex`).
    */
   #children: Map<string, ChildEntry[]> | undefined
   #childrenBuild: Promise<Map<string, ChildEntry[]>> | undefined

@@ -634,9 +634,10 @@ test(
 
 for (const stream of [undefined, false, true]) {
   test(
-    `answer.reset({ text }) sends its text in a stream whatever the request asks (a server ${stream === undefined ? 'without a stream option' : `with stream: ${stream}`}), then resets: retryable, the text passed on; one written out with stream: false is answered 400 scripted_answer_invalid`,
+    `answer.reset({ text }) sends its text in a stream whatever the request asks (a server ${stream === undefined ? 'without a stream option' : `with stream: ${stream}`}), then resets: retryable, the text passed on; one written out with stream: false, chosen by a function, is answered 400 invalid_scripted_answer`,
     withServer(
-      [answer.reset({ text: 'half an ans' }), answer.reset({ text: 'half an ans' }), answer.reset({ text: '' }), { kind: 'reset', stream: false, text: 'x' }],
+      // A function, since an array with that last answer is refused when the server starts (scriptedModelServer's check).
+      (_request, index) => [answer.reset({ text: 'half an ans' }), answer.reset({ text: 'half an ans' }), answer.reset({ text: '' }), { kind: 'reset', stream: false, text: 'x' } as const][index] ?? answer.hang(),
       async (server) => {
         const client = new OpenAIChatClient(provider(server))
         const attempt = async (body: ChatRequestBody) => {
@@ -651,8 +652,8 @@ for (const stream of [undefined, false, true]) {
         const refused = interrupted(await client.complete(requestFor(bodyOf())))
         assert.is(refused.status, 'failed', 'not retried')
         assert.is(refused.provider?.status, 400)
-        assert.is(refused.provider?.code, 'scripted_answer_invalid')
-        assert.match(refused.message, 'sent only in a stream, and stream: false')
+        assert.is(refused.provider?.code, 'invalid_scripted_answer')
+        assert.match(refused.message, 'script(request, 3).text: a reset answer\'s text is sent only in a stream, and stream is false')
       },
       stream === undefined ? {} : { stream },
     ),

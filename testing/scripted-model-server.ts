@@ -766,11 +766,7 @@ export async function scriptedModelServer(script: Script, options: ScriptedModel
         return // sockets are destroyed on close
       }
       case 'reset':
-        // A built answer cannot have both (answer.reset refuses them); one written out can, and its text is not dropped unsaid.
-        if (scripted.text !== undefined && scripted.stream === false) {
-          writeJson(res, 400, { error: { message: `scripted model server: the reset answering request ${recorded.index} has text, which is sent only in a stream, and stream: false`, type: 'invalid_request_error', param: null, code: 'scripted_answer_invalid' } })
-          return
-        }
+        // Never text with stream: false: checkedAnswer refuses that (answered 400 invalid_scripted_answer, see `served`).
         // Text is a chunk of a stream whatever the request asked, as cutStream's and stall's are: the
         // answer cut off mid-stream it scripts; dropped for a request that did not stream, it tested nothing.
         if (scripted.text !== undefined || wantsStream(scripted.stream, recorded)) {

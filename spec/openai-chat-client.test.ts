@@ -1169,6 +1169,40 @@ test(
   ),
 )
 
+test('arguments or a body JSON cannot encode (a BigInt, a cycle, a function) are refused as a script is checked, not served as a 500 that is retried into the next answer', () =>
+  withTimeout(async () => {
+    const cycle: Record<string, unknown> = {}
+    cycle.self = cycle
+    const refusals: [string, () => unknown, string][] = [
+      ['answer.toolCalls([{ name: "x", arguments: { n: 1n } }])', () => answer.toolCalls([{ name: 'x', arguments: { n: 1n } }]), 'calls[0].arguments'],
+      ['answer.toolCalls([{ name: "x", arguments: cycle }])', () => answer.toolCalls([{ name: 'x', arguments: cycle }]), 'calls[0].arguments'],
+      ['answer.toolCalls([{ name: "x", arguments: () => 1 }])', () => answer.toolCalls([{ name: 'x', arguments: () => 1 }]), 'calls[0].arguments'],
+      ['answer.status(500, { body: { n: 1n } })', () => answer.status(500, { body: { n: 1n } }), 'body'],
+    ]
+    for (const [what, build, field] of refusals) {
+      let refused: { code?: string; details?: { field?: string } } | undefined
+      try {
+        build()
+      } catch (error) {
+        refused = error as typeof refused
+      }
+      assert.equal([refused?.code, refused?.details?.field], ['TESTING_INVALID_OPTIONS', field], what)
+    }
+    assert.equal(await refusalOf(() => scriptedModelServer([{ kind: 'toolCalls', calls: [{ name: 'x', arguments: { n: 1n } }] }])), ['TESTING_INVALID_OPTIONS', 'script[0].calls[0].arguments'])
+    // null arguments are still sent as {}, as before.
+    assert.equal(answer.toolCalls([{ name: 'x', arguments: null }]).kind, 'toolCalls')
+
+    const server = await scriptedModelServer((_request, index) => (index === 0 ? { kind: 'toolCalls', calls: [{ name: 'refund', arguments: { cents: 10n } }] } : answer.text('Refunded.')))
+    try {
+      const failed = interrupted(await new OpenAIChatClient(provider(server)).complete(requestFor(bodyOf())))
+      assert.equal([failed.status, failed.provider?.status, failed.provider?.code], ['failed', 400, 'invalid_scripted_answer'])
+      assert.is(server.requests.length, 1, 'not retried into the next answer')
+    } finally {
+      await server.close()
+    }
+  }, TEST_MS),
+)
+
 test('a scripted server keeps no request but in `requests`: one emptied lets them go; seen(n) still answers for one that arrived', () =>
   withTimeout(async () => {
     const server = await scriptedModelServer(() => answer.text('ok'))

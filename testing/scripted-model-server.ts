@@ -220,10 +220,29 @@ const USAGE_MEMBERS: Record<string, Member> = {
 }
 const USAGE: Member = { check: (value, field, call) => (value === null ? null : readMembers(value, USAGE_MEMBERS, field, call, 'usage (null for none)')) }
 
+/**
+ * A value sent as JSON unless it is a string, as `what`: one `JSON.stringify` throws on (a BigInt, a
+ * cycle) or makes nothing of (a function, a symbol) is refused, since served it would be a 500 that
+ * is retried, and the retry would take an array's next answer.
+ */
+function jsonOrString(what: string, encode: (value: unknown) => unknown = (value) => value): MemberCheck {
+  return (value, field, call) => {
+    if (typeof value === 'string') return value
+    let text: unknown
+    try {
+      text = JSON.stringify(encode(value))
+    } catch (error) {
+      throw answerRefusal(call, field, `${field} must be ${what}, and JSON.stringify threw: ${shown(error)}`)
+    }
+    if (typeof text !== 'string') throw answerRefusal(call, field, `${field} must be ${what}, not ${shown(value)}`)
+    return value
+  }
+}
+
 const CALL_MEMBERS: Record<string, Member> = {
   name: REQUIRED_STRING,
-  // Anything: an object is JSON-encoded, a string sent raw.
-  arguments: { required: true, check: (value) => value },
+  // A string is sent raw, anything else JSON-encoded (null as {}, as encodeArguments does).
+  arguments: { required: true, check: jsonOrString('a string (sent raw) or a value JSON can encode', (value) => value ?? {}) },
   id: STRING,
 }
 const CALLS: Member = {
@@ -244,8 +263,8 @@ const ANSWER_MEMBERS: { [K in ScriptedAnswer['kind']]: Record<string, Member> } 
     status: { required: true, check: plain('an HTTP status (a whole number from 100 to 999)', (value) => isNumber(value) && Number.isInteger(value) && value >= 100 && value <= 999) },
     retryAfter: DELAY,
     retryAfterMs: DELAY,
-    // Anything: a string is sent raw, anything else as JSON.
-    body: { check: (value) => value },
+    // A string is sent raw, anything else as JSON.
+    body: { check: jsonOrString('a string (sent raw) or a value JSON can encode') },
     hold: BOOLEAN,
   },
   malformed: { body: REQUIRED_STRING, hold: BOOLEAN },

@@ -6,11 +6,14 @@
  * piece's id (`${requestSeq}:${digest}.${index}`, the same scheme) resumes the facts after its
  * requestSeq and names that attempt, whose text the page is sent again, when the digest checks.
  */
-import { join } from 'node:path'
+import { execFile } from 'node:child_process'
+import { writeFile } from 'node:fs/promises'
+import { join, relative, sep } from 'node:path'
+import { promisify } from 'node:util'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { EventLog } from '../index.js'
-import { boundedTest, completeInvocation, refusal } from './support/log-fixtures.js'
+import { REPO_ROOT, boundedTest, completeInvocation, refusal } from './support/log-fixtures.js'
 import { readmeBlock } from './support/readme.js'
 
 /** What the README block gives: the seq to read from, and for a piece's id the attempt being written (its requestSeq). */
@@ -147,6 +150,38 @@ test(
       for (const log of opened) await log.close()
       await live.close()
     }
+  }),
+)
+
+test(
+  "the README's Last-Event-ID blocks type-check under strict nodenext as a server would hold them: `request` Node's IncomingMessage (what Express's req extends), `log` an EventLog, `latest` a snapshot",
+  boundedTest(120_000, async (root) => {
+    // The repository's sources, as a package's types: a path relative to the file, as nodenext wants it.
+    const index = relative(root, join(REPO_ROOT, 'index.js')).split(sep).join('/')
+    const check = await readmeBlock("headers['last-event-id']", 'one block checks Last-Event-ID')
+    const snapshot = await readmeBlock('latest.snapshotOf', 'one block checks Last-Event-ID against a later snapshot')
+    const server = [
+      "import type { IncomingMessage } from 'node:http'",
+      `import { EventLog, type RunningInvocation } from '${index}'`,
+      'export async function resume(request: IncomingMessage, log: EventLog, running: RunningInvocation) {',
+      check,
+      '  return { from, writing, text: running.liveText()?.text, calls: running.liveToolCalls()?.calls }',
+      '}',
+      'export async function logToCheck(latest: EventLog, lastId: string) {',
+      snapshot,
+      '  return log',
+      '}',
+    ].join('\n')
+    await writeFile(join(root, 'server.ts'), server)
+    // The library's lib (its sources are checked too, where a package's declarations would be).
+    const compilerOptions = { target: 'es2022', lib: ['es2023', 'dom'], module: 'nodenext', moduleResolution: 'nodenext', strict: true, noEmit: true, types: ['node'], typeRoots: [join(REPO_ROOT, 'node_modules', '@types')], skipLibCheck: true }
+    await writeFile(join(root, 'tsconfig.json'), JSON.stringify({ compilerOptions, files: ['server.ts'] }))
+    const tsc = join(REPO_ROOT, 'node_modules', 'typescript', 'bin', 'tsc')
+    const checked = await promisify(execFile)(process.execPath, [tsc, '-p', 'tsconfig.json'], { cwd: root }).then(
+      () => '',
+      (error: { stdout?: string; stderr?: string }) => `${error.stdout ?? ''}${error.stderr ?? ''}` || 'tsc failed',
+    )
+    assert.is(checked, '', 'the blocks type-check')
   }),
 )
 

@@ -117,4 +117,24 @@ test(
   }),
 )
 
+test(
+  "a child run is a session of its own (childRunFor's ids): listed beside the conversations, its latestRun.parent naming the call that started it, so a list of conversations leaves those with a parent out",
+  boundedTest(20_000, async (dir) => {
+    await withLog(join(dir, 'log'), async (log) => {
+      const supervisor = invocationOf('sup', 'user-42.desk')
+      await log.appendAll(completeInvocation('sup', 'user-42.desk'))
+      const opened = facts.opened('draft it') as Extract<Fact, { type: 'invocation.opened' }>
+      if (opened.input.kind === 'message') opened.input.parent = { invocation: supervisor, operationId: 'inv-sup/step-1/0' }
+      await log.append(new EventMaker(invocationOf('writer', 'inv-sup.step-1.0.writer')).next(opened))
+      const listed = await log.sessions()
+      assert.equal(listed.map(({ sessionId, latestRun }) => [sessionId, latestRun.parent?.operationId]), [
+        ['inv-sup.step-1.0.writer', 'inv-sup/step-1/0'],
+        ['user-42.desk', undefined],
+      ])
+      assert.equal(listed.filter(({ latestRun }) => latestRun.parent === undefined).map(({ sessionId }) => sessionId), ['user-42.desk'], 'the conversations')
+      assert.equal((await log.sessions({ prefix: 'user-42.' })).map(({ sessionId }) => sessionId), ['user-42.desk'], "a prefix of the app's own leaves the child out too")
+    })
+  }),
+)
+
 test.run()

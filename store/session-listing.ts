@@ -17,7 +17,10 @@ export interface SessionsOptions {
   limit?: number | undefined
 }
 
-/** A session as {@link EventLog.sessions} lists it. */
+/**
+ * A session as {@link EventLog.sessions} lists it. A child run (`childRunFor`) is a session of its
+ * own, listed too: its `latestRun.parent` names the call that started it.
+ */
 export interface SessionListing {
   sessionId: string
   /**

@@ -536,7 +536,7 @@ interface TrackedRun {
 interface Opening {
   /** The ids of the first start of it (a copy). */
   invocation: Invocation
-  /** How many starts of its invocation id are being admitted (a start retried at once makes two). */
+  /** How many starts of its ids are being admitted (a start retried at once makes two). */
   starts: number
   /** Their signals: one aborted before a handle's cancel decides the source. */
   signals: AbortSignal[]
@@ -944,14 +944,17 @@ export class Engine {
 
   /**
    * Registers a start of `invocation` being admitted (see `running`), or joins the one of the same
-   * id this engine is admitting already (a start retried at once: one of them at most is admitted).
-   * None for the ids of a run this engine is running: the start will be refused as `exists`.
+   * ids this engine is admitting already (a start retried at once: one of them at most is admitted).
+   * None for the ids of a run this engine is running (the start will be refused as `exists`), nor for
+   * a start of the invocation id under other ids (another session's run, say): the handles given
+   * show the first start's ids, and a stop of its session must not cancel another session's run.
    */
   #opening(invocation: Invocation, signal: AbortSignal | undefined): Opening | undefined {
     const { invocationId } = invocation
     if (this.#running.has(invocationId)) return undefined
     const known = this.#openings.get(invocationId)
     if (known !== undefined) {
+      if (!sameInvocation(known.invocation, invocation)) return undefined
       known.starts += 1
       if (signal !== undefined) known.signals.push(signal)
       return known
@@ -1045,21 +1048,6 @@ export class Engine {
         return { ...now, context: structuredClone(now.context), tags: new Set(now.tags) }
       },
     }
-    if (!('actor' in of)) {
-      // The admitted run's ids once it is admitted: a start of the same invocation id made at once may be another turn's.
-      let copy = handle.invocation
-      let admitted = false
-      Object.defineProperty(handle, 'invocation', {
-        enumerable: true,
-        get: () => {
-          if (!admitted && of.run !== undefined) {
-            copy = structuredClone(of.run.invocation)
-            admitted = true
-          }
-          return copy
-        },
-      })
-    }
     return handle
   }
 
@@ -1129,7 +1117,8 @@ export class Engine {
    * to say what it left running (a crash's recovery closes those runs).
    */
   inFlight(): string[] {
-    return [...this.#running.keys(), ...this.#openings.keys()]
+    // Once: a start of an id under other ids can be admitted while the first start of it is still being refused.
+    return [...new Set([...this.#running.keys(), ...this.#openings.keys()])]
   }
 
   /** Starts a run and waits for its outcome. */

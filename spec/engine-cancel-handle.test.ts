@@ -366,4 +366,31 @@ test(
   }),
 )
 
+test(
+  "two starts of one invocation id with other ids (another session's), at once: the README's stop of the first's session does not cancel the second's run, which the admission of the second starts",
+  engineTest([answer.text('late', { hold: true }), answer.text('other session')], {}, async (h) => {
+    const stopSession = (sessionId: string) => {
+      for (const id of h.engine.inFlight()) {
+        const run = h.engine.running(id)
+        if (run?.invocation.sessionId === sessionId) run.cancel('user-stop')
+      }
+    }
+    // Session 'busy' runs: a start of it is refused RUN_BUSY.
+    const active = await h.start(h.input('active', { session: 'busy' }))
+    await h.server.seen(0)
+    const refused = h.engine.start({ ...h.input('clash', { session: 'busy' }) })
+    const other = { ...h.input('clash', { session: 'free' }), invocation: { sessionId: 'free', turnId: 'turn-free', runId: 'run-free', invocationId: 'invocation-clash' } }
+    const admitted = h.start(other)
+    // Stop session 'busy': its start is the one refused; the run of session 'free' goes on.
+    stopSession('busy')
+    await rejectsWithCode(() => refused, 'RUN_BUSY', "session busy's start")
+    const running = await admitted
+    assert.equal(running.invocation.sessionId, 'free')
+    assert.equal(await running.wait(), { status: 'completed' }, "session free's run is not cancelled by a stop of session busy")
+    assert.equal(await active.wait(), { status: 'cancelled', source: 'user-stop' }, "session busy's running run is stopped")
+    assert.equal(await typesOf(h.log, 'invocation-clash'), ['invocation.opened', 'model.requested', 'model.completed', 'invocation.ended'])
+    assert.equal(h.engine.inFlight(), [])
+  }),
+)
+
 test.run()

@@ -550,6 +550,8 @@ rules(
         if (code === 'RUN_SOURCE_MISMATCH') {
           details[what] = refused.details
           assert.match(refused.message, /log\.runs?(Source)?\("session-(source|elsewhere|running)"/, `${what}: the way out`)
+          // A source of another session: the way out is a run of the continuation's own session.
+          if (what === 'a continuation of a run of another session') assert.match(refused.message, /log\.runs\("session-source"\)/, `${what}: its own session's runs`)
         }
       }
       // Which member of the boundary the log does not hold, and where the run ends (never the digest it would take).

@@ -513,13 +513,16 @@ function checkSource(local: Staging, event: RuntimeEvent, input: Extract<Invocat
   const { invocation } = event
   const source = input.source.invocation
   // A continuation's refusal names the boundary's member at fault (`invocation` or `highWater`) and the way out.
-  const refuse = (message: string, field: string, mismatch: { field: 'invocation' | 'highWater'; lastSeq?: number; ended?: boolean } = { field: 'invocation' }) =>
+  // `remedyIn`: the session whose runs the way out lists (a source of another session: the continuation's own).
+  const refuse = (message: string, field: string, mismatch: { field: 'invocation' | 'highWater'; lastSeq?: number; ended?: boolean } = { field: 'invocation' }, remedyIn = source.sessionId) =>
     handoff
       ? new FactstateError('HANDOFF_MISMATCH', message, { details: { eventId: event.id, field } })
-      : new FactstateError('RUN_SOURCE_MISMATCH', `${message}; ${sourceRemedy(source.sessionId, source.runId, mismatch.field)}`, {
+      : new FactstateError('RUN_SOURCE_MISMATCH', `${message}; ${sourceRemedy(remedyIn, source.runId, mismatch.field)}`, {
           details: { sessionId: source.sessionId, runId: source.runId, ...mismatch, eventId: event.id },
         })
-  if (source.sessionId !== invocation.sessionId) throw refuse(`the source run ${source.runId} belongs to session ${source.sessionId}, not ${invocation.sessionId}`, 'source')
+  if (source.sessionId !== invocation.sessionId) {
+    throw refuse(`the source run ${source.runId} belongs to session ${source.sessionId}, not ${invocation.sessionId}`, 'source', { field: 'invocation' }, invocation.sessionId)
+  }
   const run = local.runNow(source.sessionId, source.runId)
   const record = run === undefined ? undefined : local.invocationNow(run.invocationId)
   if (run === undefined || record === undefined || run.invocationId !== source.invocationId || record.invocation.turnId !== source.turnId) {

@@ -538,8 +538,12 @@ interface Opening {
   invocation: Invocation
   /** How many starts of its ids are being admitted (a start retried at once makes two). */
   starts: number
-  /** Their signals: one aborted before a handle's cancel decides the source. */
-  signals: AbortSignal[]
+  /**
+   * Their signals, one a start (`undefined` for a start without one), removed as a start is refused:
+   * one aborted before a handle's cancel decides the source, and while every one has aborted, the run
+   * takes no hold (as its actor then takes none).
+   */
+  signals: (AbortSignal | undefined)[]
   /** The first cancel a handle asked for, and the signals that had aborted before it. */
   cancel: { reason: string; after: AbortSignal[] } | undefined
   /** The gate its handles give, which its actor takes over. */
@@ -731,7 +735,7 @@ export class Engine {
     try {
       return await this.#admitRun(run, admitted, { signal, onModelText, onToolCallText, onApproval }, opening)
     } catch (error) {
-      if (opening !== undefined) this.#notOpened(opening, error)
+      if (opening !== undefined) this.#notOpened(opening, error, signal)
       throw error
     }
   }
@@ -956,7 +960,7 @@ export class Engine {
     if (known !== undefined) {
       if (!sameInvocation(known.invocation, invocation)) return undefined
       known.starts += 1
-      if (signal !== undefined) known.signals.push(signal)
+      known.signals.push(signal)
       return known
     }
     let admitted: (run: TrackedRun) => void = noop
@@ -970,7 +974,7 @@ export class Engine {
     const opening: Opening = {
       invocation: structuredClone(invocation),
       starts: 1,
-      signals: signal === undefined ? [] : [signal],
+      signals: [signal],
       cancel: undefined,
       run: undefined,
       settled,
@@ -979,8 +983,11 @@ export class Engine {
       // A hold reserved while the run is being admitted is taken at its first safe point, unless it is cancelled first.
       // The run's own ids (its actor's, unless a start of the same invocation id made at once is admitted instead):
       // no copy more for each held run to keep.
+      // Refused once it is cancelled, or once the signal of every start of it has aborted (any one admitted is cancelled).
       gate: new Gate(invocation, () =>
-        opening.cancel !== undefined ? new FactstateError('HANDOFF_UNAVAILABLE', `invocation ${invocationId} is being cancelled`) : undefined,
+        opening.cancel !== undefined || opening.signals.every((given) => given?.aborted === true)
+          ? new FactstateError('HANDOFF_UNAVAILABLE', `invocation ${invocationId} is being cancelled`)
+          : undefined,
       ),
     }
     this.#openings.set(invocationId, opening)
@@ -988,8 +995,10 @@ export class Engine {
   }
 
   /** A start of `opening` refused (or failed): the last one of its id to settle without a run says so to the handles given meanwhile. */
-  #notOpened(opening: Opening, error: unknown): void {
+  #notOpened(opening: Opening, error: unknown, signal: AbortSignal | undefined): void {
     opening.starts -= 1
+    const at = opening.signals.indexOf(signal)
+    if (at !== -1) opening.signals.splice(at, 1)
     if (opening.run !== undefined || opening.starts > 0) return
     const { invocationId } = opening.invocation
     if (this.#openings.get(invocationId) === opening) this.#openings.delete(invocationId)
@@ -1016,7 +1025,7 @@ export class Engine {
         // Not admitted yet: the first reason is kept for the actor, with the signals that had aborted before it (which come first).
         if (run === undefined) {
           const opening = of as Opening
-          opening.cancel ??= { reason: why, after: opening.signals.filter((signal) => signal.aborted) }
+          opening.cancel ??= { reason: why, after: opening.signals.filter((signal): signal is AbortSignal => signal?.aborted === true) }
           return
         }
         // Once aborted (by a cancel or the caller's signal), or ended, the first reason stays: cancelling again does nothing.

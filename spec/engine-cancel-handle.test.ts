@@ -7,7 +7,7 @@
 import { getEventListeners } from 'node:events'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import { FactstateError, type Invocation } from '../index.js'
+import { FactstateError, type HandoffGate, type Invocation } from '../index.js'
 import { answer } from '../testing/scripted-model-server.js'
 import { rejectsWithCode } from './support/codes.js'
 import { countingTool, engineTest, factsOf, intentOf, lastFactOf, markOf, only, typesOf } from './support/engine-fixtures.js'
@@ -390,6 +390,36 @@ test(
     assert.equal(await active.wait(), { status: 'cancelled', source: 'user-stop' }, "session busy's running run is stopped")
     assert.equal(await typesOf(h.log, 'invocation-clash'), ['invocation.opened', 'model.requested', 'model.completed', 'invocation.ended'])
     assert.equal(h.engine.inFlight(), [])
+  }),
+)
+
+test(
+  "a hold reserved through a handle got during the admission after the start's signal aborted is refused, as one reserved right after start() resolved: a sealOnCancel hold does not seal the run, which ends cancelled",
+  engineTest([answer.text('never asked')], {}, async (h) => {
+    const reserveAfterAbort = (running: { handoff(): HandoffGate }, name: string) => {
+      try {
+        running.handoff().reserve(intentOf(`${name}-next`, `run-${name}`), { sealOnCancel: true })
+        return 'reserved'
+      } catch (error) {
+        return (error as FactstateError).code
+      }
+    }
+    const stop = new AbortController()
+    const starting = h.start(h.input('admitting'), { signal: stop.signal })
+    stop.abort('shutdown')
+    const found = h.engine.running('invocation-admitting')
+    assert.ok(found)
+    assert.is(reserveAfterAbort(found, 'admitting'), 'HANDOFF_UNAVAILABLE', 'during the admission')
+    assert.equal(await (await starting).wait(), { status: 'cancelled', source: 'shutdown' })
+    assert.equal(await typesOf(h.log, 'invocation-admitting'), ['invocation.opened', 'invocation.ended'])
+
+    // The same once start() has resolved.
+    const later = new AbortController()
+    const admitted = await h.start(h.input('admitted'), { signal: later.signal })
+    later.abort('shutdown')
+    assert.is(reserveAfterAbort(admitted, 'admitted'), 'HANDOFF_UNAVAILABLE', 'after start() resolved')
+    assert.equal(await admitted.wait(), { status: 'cancelled', source: 'shutdown' })
+    assert.equal(await typesOf(h.log, 'invocation-admitted'), ['invocation.opened', 'invocation.ended'])
   }),
 )
 

@@ -29,11 +29,15 @@ export interface CallLink {
   operationId: string
   /** The other end: the child run (from a parent), or the calling run (from a child). */
   invocation: Invocation
-  /** False while the index holds no invocation with that id (a parent in another log, or dropped from the index). */
+  /**
+   * False when no invocation with that id was found: a parent in another log (in `/api/overview`'s
+   * summaries, which are not looked up in the log, also a parent dropped from the index).
+   */
   exists: boolean
   /**
-   * On a parent, a child whose session the index dropped (past `maxIndexed`): still in the log, and
-   * `exists`, since the inspector reads it from there when asked for it.
+   * The other end's session was dropped from the index (past `maxIndexed`): a child of a parent, or
+   * the parent of a child, still in the log, and `exists`, since the inspector reads it from there
+   * when asked for it.
    */
   dropped?: true
 }

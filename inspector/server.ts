@@ -101,8 +101,6 @@ export interface InspectorServer {
 
 const HOST = '127.0.0.1'
 const SESSION_LIMIT = 300
-/** The most child sessions looked up per tool call of a parent read from the log (a call starts one child, or a few). */
-const CHILDREN_LOOKED_UP = 64
 
 /** The longest `match` of `/api/overview` looked for (ids are rarely longer; more is cut). */
 const MAX_MATCH = 256
@@ -401,24 +399,36 @@ export async function serveInspector(given: InspectorOptions): Promise<Inspector
 
   /**
    * The child runs of a parent read from the log (its session dropped from the index, which is what
-   * lists children): its facts do not name them, but their ids begin with each call's operation id
-   * (`childRunOf`), so the session index is looked up by that, and a run counts when its opening
-   * names this call as its parent. A child whose ids were cut to fit (past 128 characters) is missed.
+   * lists children): its facts do not name them, so each of its calls' runs are looked up by the
+   * `parent` their `invocation.opened` records (`log.childRuns`, whatever their ids and session: a
+   * specialist's own session too), and a run counts when it records this call of this run. The log
+   * builds what `childRuns` looks up once per open log (a pass over its run records), so this costs
+   * a first request one pass, and each later one only the children's sessions.
    */
   const childrenFromLog = async (at: EventLog, parentId: string, events: readonly StoredEvent[]): Promise<CallLink[]> => {
     const links: CallLink[] = []
     for (const { event } of events) {
       if (event.fact.type !== 'tool.dispatched') continue
       const { operationId } = event.fact
-      for (const sessionId of await logInternals(at).sessionsStartingWith(`${operationId.replaceAll('/', '.')}.`, CHILDREN_LOOKED_UP)) {
-        for (const run of await at.runs(sessionId)) {
-          if (run.parent?.operationId !== operationId || run.parent.invocation.invocationId !== parentId) continue
-          const invocation = { sessionId, turnId: run.turnId, runId: run.runId, invocationId: run.invocationId }
-          links.push({ operationId, invocation, exists: true, ...(catalog.has(run.invocationId) ? {} : { dropped: true as const }) })
-        }
+      for (const run of await at.childRuns(operationId)) {
+        if (run.parent?.operationId !== operationId || run.parent.invocation.invocationId !== parentId) continue
+        const invocation = { sessionId: run.sessionId, turnId: run.turnId, runId: run.runId, invocationId: run.invocationId }
+        links.push({ operationId, invocation, exists: true, ...(catalog.has(run.invocationId) ? {} : { dropped: true as const }) })
       }
     }
     return links
+  }
+
+  /**
+   * A child's link to its parent call's run, as the whole log has it: `exists` when the index holds
+   * that run, or, past a trim, the log does (then `dropped`, read from the log when opened). A
+   * summary made of one session's facts (a child read from the log) knows no other session's runs.
+   */
+  const parentInLog = async (at: EventLog, parent: CallLink): Promise<CallLink> => {
+    const { operationId, invocation } = parent
+    if (catalog.has(invocation.invocationId)) return { operationId, invocation, exists: true }
+    if (!catalog.trimmed || (await logInternals(at).invocationRecord(invocation.invocationId)) === undefined) return { operationId, invocation, exists: false }
+    return { operationId, invocation, exists: true, dropped: true }
   }
 
   const overview = async (at: EventLog, match: string): Promise<Overview> => {
@@ -516,6 +526,7 @@ export async function serveInspector(given: InspectorOptions): Promise<Inspector
         indexed ?? (sessionId === undefined || !catalog.trimmed ? undefined : Catalog.ofSession(await sessionEvents(at, sessionId)).summary(id, internals.live, openAs))
       if (summary === undefined || events.length === 0) return sendError(res, 404, 'NOT_FOUND', 'the log has no such invocation', head)
       if (indexed === undefined) summary.children = await childrenFromLog(at, id, events)
+      if (summary.parent !== null) summary.parent = await parentInLog(at, summary.parent)
       return sendJson(res, 200, timelineOf(summary, events), head)
     }
     return sendError(res, 404, 'NOT_FOUND', 'no such resource', head)

@@ -1,12 +1,13 @@
 /**
  * The inspector links a child run and the tool call that started it, both ways: the child's summary
  * names its parent call, and the parent's lists the children its calls started (read from the
- * children's opened facts as the index takes them in). Real LevelDB log, real HTTP on 127.0.0.1.
+ * children's opened facts as the index takes them in, or with `log.childRuns` for a parent read from
+ * the log), whatever the child's ids and session. Real LevelDB log, real HTTP on 127.0.0.1.
  */
 import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import { EventLog, type Fact, type RuntimeEvent } from '../index.js'
+import { EventLog, type Fact, type RunInput, type RuntimeEvent, type ToolDefinition, childRunFor } from '../index.js'
 import { Catalog } from '../inspector/catalog.js'
 import { serveInspector } from '../inspector/index.js'
 import type { InvocationDetail, Overview } from '../inspector/protocol.js'
@@ -14,6 +15,8 @@ import { EventMaker, completeInvocation, facts, invocationOf } from './support/l
 import { chromium } from 'playwright-core'
 import { ensurePageBuilt } from './support/inspector-build.js'
 import { bounded } from './support/temp.js'
+import { engineTest } from './support/engine-fixtures.js'
+import { answer } from '../testing/scripted-model-server.js'
 
 const supervisor = invocationOf('sup', 'desk')
 const operationId = 'inv-sup/step-1/0'
@@ -183,6 +186,113 @@ test(
       await log.close()
     }
   }),
+)
+
+test(
+  "a specialist kept in a session of its own (ids not childRunOf's) is linked by the parent its runs record: each call's row and the supervisor's header name its writer run, the writer's header its call, indexed or dropped from the index",
+  engineTest(
+    [
+      answer.toolCalls([{ id: 'call-d1', name: 'delegate', arguments: { task: 'draft the release note' } }]),
+      answer.text('Drafted the release note.'),
+      answer.text('The writer drafted it.'),
+      answer.toolCalls([{ id: 'call-d2', name: 'delegate', arguments: { task: 'draft the changelog' } }]),
+      answer.text('Drafted the changelog.'),
+      answer.text('The writer drafted that too.'),
+    ],
+    { ms: 120_000 },
+    async (h) => {
+      ensurePageBuilt()
+      const { log } = h
+      const writer = { ...h.input('writer'), tools: [] }
+      let tasks = 0
+      // As spec/support/child-specialist-session.ts: childRunFor's parent, ids of the tool's own.
+      const delegate: ToolDefinition = {
+        name: 'delegate',
+        description: 'hands a task to the writer, which keeps one session',
+        inputSchema: { type: 'object', properties: { task: { type: 'string' } }, required: ['task'] },
+        async execute(args, context) {
+          const { parent } = childRunFor(context, 'writer')
+          tasks += 1
+          const last = (await log.runs('writer-of-desk')).at(-1)
+          const source = last && (await log.runSource('writer-of-desk', last.runId))?.boundary
+          const invocation = { sessionId: 'writer-of-desk', turnId: `w-turn-${tasks}`, runId: `w-run-${tasks}`, invocationId: `w-inv-${tasks}` }
+          const content = (args as { task: string }).task
+          const work: RunInput['work'] = source ? { kind: 'continuation', source, content } : { kind: 'message', content }
+          return (await h.start({ ...writer, invocation, parent, work }, { signal: context.signal })).wait()
+        },
+      }
+      const supervisor = h.input('sup', { session: 'desk', tools: [delegate] })
+      assert.is((await h.run(supervisor)).status, 'completed')
+      const first = (await log.runSource('desk', 'run-sup'))?.boundary
+      assert.ok(first)
+      const second = { ...supervisor, invocation: { sessionId: 'desk', turnId: 'turn-sup-2', runId: 'run-sup-2', invocationId: 'invocation-sup-2' }, work: { kind: 'continuation' as const, source: first, content: 'now the changelog' } }
+      assert.is((await h.run(second)).status, 'completed')
+      const call1 = 'invocation-sup/step-1/0'
+      const call2 = 'invocation-sup-2/step-1/0'
+      const writerRun = (n: number) => ({ sessionId: 'writer-of-desk', turnId: `w-turn-${n}`, runId: `w-run-${n}`, invocationId: `w-inv-${n}` })
+      const links = (detail: InvocationDetail) => detail.summary.children.map((child) => [child.operationId, child.invocation.invocationId, child.exists, child.dropped ?? false])
+      const browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'], timeout: 30_000 })
+      try {
+        // 1. Every run indexed.
+        let inspector = await serveInspector({ log })
+        try {
+          const sup2 = (await (await fetch(`${inspector.url}api/invocation?id=invocation-sup-2`)).json()) as InvocationDetail
+          assert.equal(links(sup2), [[call2, 'w-inv-2', true, false]])
+          const child = (await (await fetch(`${inspector.url}api/invocation?id=w-inv-2`)).json()) as InvocationDetail
+          assert.equal(child.summary.parent, { operationId: call2, invocation: second.invocation, exists: true })
+          const page = await browser.newPage()
+          page.setDefaultTimeout(10_000)
+          const errors: string[] = []
+          page.on('pageerror', (error) => errors.push(error.message))
+          await page.goto(`${inspector.url}#invocation=invocation-sup-2`)
+          await page.waitForSelector('h1[data-invocation-title="invocation-sup-2"]')
+          const rowLink = await page.waitForSelector(`li.entry[data-type="tool.dispatched"] [data-child="w-inv-2"] button[data-link="child"][data-operation="${call2}"]`)
+          assert.match((await rowLink.textContent()) ?? '', /^→ writer-of-desk\/w-run-2$/)
+          assert.is(await page.locator('button[data-link="child"][data-target="w-inv-1"]').count(), 0, "the first call's writer run is not this run's")
+          await rowLink.click()
+          await page.waitForSelector('h1[data-invocation-title="w-inv-2"]')
+          const parentLink = await page.waitForSelector(`div.note[data-parent="${call2}"] button[data-link="parent"][data-target="invocation-sup-2"]`)
+          assert.is(await parentLink.isEnabled(), true)
+          assert.equal(errors, [])
+          await page.close()
+        } finally {
+          await inspector.close()
+        }
+        // 2. Both sessions dropped from the index (20 runs kept, 150 later sessions): the supervisor's
+        // runs are read from the log and find their writer runs by the parent those record; the
+        // writer's run, read from the log too, links its parent, which opens from the log.
+        for (let n = 0; n < 150; n += 1) await log.appendAll(completeInvocation(`later-${n}`))
+        inspector = await serveInspector({ log, maxIndexed: 20 })
+        try {
+          const overview = (await (await fetch(`${inspector.url}api/overview`)).json()) as Overview
+          assert.not.ok(overview.sessions.some((session) => session.sessionId === 'desk' || session.sessionId === 'writer-of-desk'), 'neither session is in the index')
+          const sup1 = (await (await fetch(`${inspector.url}api/invocation?id=invocation-sup`)).json()) as InvocationDetail
+          assert.equal(links(sup1), [[call1, 'w-inv-1', true, true]])
+          const sup2 = (await (await fetch(`${inspector.url}api/invocation?id=invocation-sup-2`)).json()) as InvocationDetail
+          assert.equal(sup2.summary.children, [{ operationId: call2, invocation: writerRun(2), exists: true, dropped: true }])
+          const child = (await (await fetch(`${inspector.url}api/invocation?id=w-inv-2`)).json()) as InvocationDetail
+          assert.equal(child.summary.parent, { operationId: call2, invocation: second.invocation, exists: true, dropped: true })
+          const page = await browser.newPage()
+          page.setDefaultTimeout(10_000)
+          const errors: string[] = []
+          page.on('pageerror', (error) => errors.push(error.message))
+          await page.goto(`${inspector.url}#invocation=invocation-sup-2`)
+          await page.waitForSelector('h1[data-invocation-title="invocation-sup-2"]')
+          await page.click(`li.entry[data-type="tool.dispatched"] [data-child="w-inv-2"] button[data-link="child"][data-indexed="false"]`)
+          await page.waitForSelector('h1[data-invocation-title="w-inv-2"]')
+          const parentLink = await page.waitForSelector(`div.note[data-parent="${call2}"] button[data-link="parent"][data-indexed="false"]`)
+          assert.is(await parentLink.isEnabled(), true)
+          await parentLink.click()
+          await page.waitForSelector('h1[data-invocation-title="invocation-sup-2"]')
+          assert.equal(errors, [])
+        } finally {
+          await inspector.close()
+        }
+      } finally {
+        await browser.close()
+      }
+    },
+  ),
 )
 
 test.run()

@@ -23,8 +23,8 @@ function linkButton(link: RunLink, role: string, options: InvocationOptions): HT
 }
 
 /**
- * A button to the other end of a tool call that started a child run: the parent run, or a child. A
- * child the index dropped still opens (read from the log), and says it is not in the index.
+ * A button to the other end of a tool call that started a child run: the parent run, or a child. One
+ * the index dropped still opens (read from the log), and says it is not in the index.
  */
 export function callButton(link: CallLink, role: 'parent' | 'child', onNavigate: (invocationId: string) => void): HTMLButtonElement {
   const target = link.invocation.invocationId

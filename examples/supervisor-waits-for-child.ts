@@ -29,6 +29,7 @@ import { fileURLToPath } from 'node:url'
 import {
   Engine,
   EventLog,
+  type ChildRunSummary,
   type HandoffReservation,
   type Invocation,
   type RunInput,
@@ -36,7 +37,6 @@ import {
   type ToolDefinition,
   answerOf,
   childRunFor,
-  childRunOf,
   intentFor,
   isFactstateError,
   recoverInvocations,
@@ -201,14 +201,15 @@ async function openDesk(dir: string, baseUrl: string): Promise<Desk> {
  * The children a supervisor's run waits for: those of its delegate calls that returned
  * `handoff_paused`, or never settled (a crash), or returned a child cut short as the run itself was
  * cancelled (`cancelled` or `failed`, and no answer of the model after it: a shutdown), each with its
- * call's operation id.
+ * call's operation id and the runs the call started (`log.childRuns`, found by the `parent` they
+ * record, whatever their ids: the first records the call; empty when the child never started).
  */
-async function childrenWaitedFor(log: EventLog, invocationId: string): Promise<{ operationId: string; child: Invocation }[]> {
-  const calls = new Map<string, Invocation>()
+async function childrenWaitedFor(log: EventLog, invocationId: string): Promise<{ operationId: string; runs: ChildRunSummary[] }[]> {
+  const calls = new Set<string>()
   const cutShort = new Set<string>()
   for (const { event } of await log.invocationEvents(invocationId)) {
     const { fact } = event
-    if (fact.type === 'tool.dispatched' && fact.name === 'delegate') calls.set(fact.operationId, childRunOf(fact.operationId, (fact.input as { specialist: string }).specialist))
+    if (fact.type === 'tool.dispatched' && fact.name === 'delegate') calls.add(fact.operationId)
     if (fact.type === 'tool.settled' && calls.has(fact.operationId)) {
       const status = fact.outcome.status === 'succeeded' ? (fact.outcome.output as { status?: unknown } | null)?.status : undefined
       if (status === 'cancelled' || status === 'failed') cutShort.add(fact.operationId)
@@ -220,7 +221,9 @@ async function childrenWaitedFor(log: EventLog, invocationId: string): Promise<{
       cutShort.clear()
     }
   }
-  return [...calls].map(([operationId, child]) => ({ operationId, child }))
+  const waited: { operationId: string; runs: ChildRunSummary[] }[] = []
+  for (const operationId of calls) waited.push({ operationId, runs: await log.childRuns(operationId) })
+  return waited
 }
 
 /**
@@ -283,14 +286,14 @@ async function tellSupervisor(desk: Desk, childSession: string): Promise<void> {
   let run: RunInput
   if (supervisor.runId === runId) {
     const told: string[] = []
-    for (const { operationId, child } of await childrenWaitedFor(log, invocationId)) {
-      const done = (await log.runs(child.sessionId)).at(-1)
+    for (const { operationId, runs } of await childrenWaitedFor(log, invocationId)) {
+      const done = runs.at(-1)
       if (done?.terminal !== 'completed') {
-        console.log(`${sessionId}: waits for ${child.sessionId} too (${done?.terminal ?? 'never started'})`)
+        console.log(`${sessionId}: waits for ${done?.sessionId ?? `the child of ${operationId}`} too (${done?.terminal ?? 'never started'})`)
         return // that child's review carries the supervisor on
       }
       const answered = answerOf(await log.invocationEvents(done.invocationId)) ?? null
-      told.push(`delegate (operation ${operationId}), which waited for the ${child.sessionId} run, came to: ${JSON.stringify({ status: 'completed', answer: answered })}`)
+      told.push(`delegate (operation ${operationId}), which waited for the ${done.sessionId} run, came to: ${JSON.stringify({ status: 'completed', answer: answered })}`)
     }
     // Never an empty content (refused): a run that waits for no child is not told anything.
     const content = told.length === 0 ? {} : { content: told.join('\n') }
@@ -326,19 +329,19 @@ async function continueCutShort(desk: Desk): Promise<void> {
   for (const session of await log.pendingSessions({ unanswered: true })) {
     const stopped = session.unanswered
     if (stopped === undefined || (await log.runs(session.sessionId))[0]?.parent !== undefined) continue
-    for (const { child } of await childrenWaitedFor(log, stopped.invocationId)) {
-      const last = (await log.runs(child.sessionId)).at(-1)
+    for (const { runs } of await childrenWaitedFor(log, stopped.invocationId)) {
+      const last = runs.at(-1)
       if (last?.terminal !== 'cancelled') continue // paused, completed, or a crash's (carryReview's): the review carries it on
-      const source = await log.runSource(child.sessionId, last.runId)
-      const parent = (await log.runs(child.sessionId))[0]?.parent
-      if (source === undefined || parent === undefined) throw new Error(`no run ${last.runId} in ${child.sessionId}`)
+      const source = await log.runSource(last.sessionId, last.runId)
+      const parent = runs[0]?.parent // the call's, recorded by the first run it started
+      if (source === undefined || parent === undefined) throw new Error(`no run ${last.runId} in ${last.sessionId}`)
       const titles = withdrawRequests(desk.dir, last.invocationId)
       // No request (the shutdown came before it was recorded): the tool's "not sent" result says it all.
       const content = titles.length === 0 ? {} : { content: `The review request for "${titles.join('", "')}" was interrupted before a reviewer answered it and is withdrawn: submit it again to send it for review.` }
-      const again = { sessionId: child.sessionId, turnId: last.turnId, runId: `run-${randomUUID()}`, invocationId: `inv-${randomUUID()}` }
+      const again = { sessionId: last.sessionId, turnId: last.turnId, runId: `run-${randomUUID()}`, invocationId: `inv-${randomUUID()}` }
       const outcome = await engine.run({ ...desk.writer, invocation: again, parent, work: { kind: 'continuation', source: source.boundary, ...content } })
-      console.log(`${child.sessionId}: continuation ${again.runId} ${outcome.status}${titles.length === 0 ? '' : `, told: ${titles.length} request(s) withdrawn`}`)
-      if (outcome.status === 'completed') await tellSupervisor(desk, child.sessionId)
+      console.log(`${last.sessionId}: continuation ${again.runId} ${outcome.status}${titles.length === 0 ? '' : `, told: ${titles.length} request(s) withdrawn`}`)
+      if (outcome.status === 'completed') await tellSupervisor(desk, last.sessionId)
     }
   }
 }
@@ -393,7 +396,8 @@ if (role === 'work' && dir) {
   /** The tools each run of the two sessions dispatched, in order. */
   const callsIn = async (log: EventLog) => {
     const calls: string[] = []
-    for (const session of [editorRun.sessionId, childRunOf(`${editorRun.invocationId}/step-1/0`, 'writer').sessionId]) {
+    const writers = (await log.childRuns(`${editorRun.invocationId}/step-1/0`)).map((run) => run.sessionId)
+    for (const session of [editorRun.sessionId, ...new Set(writers)]) {
       for (const run of await log.runs(session)) {
         for (const { event } of await log.invocationEvents(run.invocationId)) if (event.fact.type === 'tool.dispatched') calls.push(event.fact.name)
       }

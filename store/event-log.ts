@@ -274,12 +274,6 @@ export interface LogInternals {
    */
   restoredSince(sessionId: string): Promise<BackupPoint | undefined>
   /**
-   * At most `limit` session ids that begin with `prefix`, in order, from the session index: the child
-   * runs of a tool call (`childRunOf`: `<operation id, its slashes as dots>.<name>`) when only the
-   * operation id is known.
-   */
-  sessionsStartingWith(prefix: string, limit: number): Promise<string[]>
-  /**
    * The last run opened in `sessionId` as far as it is durable, read from the run index when the
    * log does not hold it in memory (and then remembered): see `LatestRun`. The admission reads it
    * before its group commit so that the check there (`AppendView.latestRun`) need not.
@@ -1476,17 +1470,6 @@ export class EventLog {
       scanEvents: (upTo, chunk) => this.#scanEvents(upTo, chunk),
       lineage: (boundary) => this.#lineage(boundary),
       restoredSince: (sessionId) => this.#restoredSince(sessionId),
-      sessionsStartingWith: async (prefix, limit) => {
-        this.#assertOpen()
-        const found: string[] = []
-        try {
-          // Ids hold only [A-Za-z0-9._:-]: '~' sorts after every one of them.
-          for await (const key of this.#db.keys({ gte: keys.session(prefix), lt: keys.session(`${prefix}~`), limit })) found.push(key.slice(keys.sessionLow.length))
-        } catch (error) {
-          throw this.#readFailure(error)
-        }
-        return found
-      },
       latestRun: (sessionId) => {
         this.#assertOpen()
         return this.#reading(() => this.#state.latestRun(sessionId))

@@ -87,10 +87,16 @@ export interface FactstateErrorDetails {
    * `field`: the option refused (of `EventLog.open`, `openSnapshot`, `pendingSessions`, `events()`,
    * `recoverInvocations`; as given, for one the call does not take: `waitms`; `options` for options
    * that are not an object), or the id argument of a read (`runs`, `runSource`, `invocationEvents`,
-   * `pendingSessions`) that is not an id. `highWater`: with `field: 'from'`, the log's high-water when
-   * `events()` was given a `from` past its end (more than `highWater + 1`, with no `to` below it).
+   * `pendingSessions`) that is not an id; `follow` for `events({ follow: true })` on a snapshot.
+   * `highWater`: with `field: 'from'`, the log's high-water when `events()` was given a `from` past its
+   * end (more than `highWater + 1`, with no `to` below it); with `field: 'seq'`, the high-water that
+   * `digestAt` was given a seq past (or a seq that is no whole number from 0).
    * `snapshotOf`: beside that `highWater`, when the log read is a snapshot: the path of the log it
    * copies, which may have reached the seq since (a snapshot of it taken now tells).
+   * `reason: 'no_log'`, with `path` (the location as given): there is no log there (no directory, an
+   * empty one, a file, or a directory of other files), from `openSnapshot`, `backup` and
+   * `open(location, { create: false })`: a reader started before the application that makes the log
+   * waits and tries again on this, and on nothing else.
    */
   LOG_INVALID_ARGUMENT:
     | {
@@ -99,6 +105,8 @@ export interface FactstateErrorDetails {
         field?: string
         highWater?: number
         snapshotOf?: string
+        reason?: 'no_log'
+        path?: string
       }
     | undefined
   /**

@@ -4,11 +4,15 @@
  * could be either of two, does not type-check (the `@ts-expect-error` lines below fail `npm run
  * typecheck` if it ever does), and `isFactstateError(error, code)` types them.
  */
+import { existsSync } from 'node:fs'
+import { mkdir, readdir, writeFile } from 'node:fs/promises'
+import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { EventLog, FactstateError, type FactstateErrorCode, type FactstateErrorOf, type LogIoReason, isFactstateError } from '../index.js'
 import { assertDetailsFit } from './support/error-details.js'
-import { refusal } from './support/log-fixtures.js'
+import { completeInvocation, refusal, withLog } from './support/log-fixtures.js'
+import { rejectsWithCode } from './support/codes.js'
 import { withTempDir, withTimeout } from './support/temp.js'
 
 test('construction is checked against the code: its details, required ones, one code at a time', () => {
@@ -129,5 +133,50 @@ test('a subclass names its code; isFactstateError takes a code that may be undef
   assert.not.ok(isFactstateError(error, 'LOG_CORRUPT'))
   assert.ok(isFactstateError(error, 'LOG_IO') && error instanceof DiskFull && error.message === 'LOG_IO: the disk is full')
 })
+
+test("'there is no log' carries { reason: 'no_log', path } (an exporter started first waits on it); digestAt past the end names the seq and the high-water; a snapshot's follow names follow", () =>
+  withTimeout(
+    withTempDir(async (dir) => {
+      const missing = join(dir, 'not-yet')
+      await mkdir(join(dir, 'empty'))
+      await writeFile(join(dir, 'a-file'), 'x')
+      const noLogs = [
+        ['openSnapshot of a missing directory', () => EventLog.openSnapshot(missing), missing],
+        ['openSnapshot of an empty directory', () => EventLog.openSnapshot(join(dir, 'empty')), join(dir, 'empty')],
+        ['openSnapshot of a file', () => EventLog.openSnapshot(join(dir, 'a-file')), join(dir, 'a-file')],
+        ['open with create: false', () => EventLog.open(missing, { create: false }), missing],
+        ['backup of a missing log', () => EventLog.backup(missing, join(dir, 'backup')), missing],
+      ] as const
+      for (const [what, call, path] of noLogs) {
+        const error = await rejectsWithCode(call, 'LOG_INVALID_ARGUMENT', what)
+        assert.equal(error.details, { reason: 'no_log', path }, what)
+        assert.ok(isFactstateError(error, 'LOG_INVALID_ARGUMENT') && error.details?.reason === 'no_log', what)
+      }
+      assert.equal(await readdir(join(dir, 'empty')), [], 'nothing was made')
+      assert.not.ok(existsSync(missing) || existsSync(join(dir, 'backup')), 'nothing was made')
+      // A bad argument has no reason: only a missing log is waited for.
+      const bad = await rejectsWithCode(() => EventLog.openSnapshot(join(dir, 'empty'), { directory: '' }), 'LOG_INVALID_ARGUMENT', 'a bad directory')
+      assert.equal(bad.details, { field: 'directory' })
+
+      const path = join(dir, 'log')
+      await withLog(path, async (log) => {
+        for (const event of completeInvocation('a')) await log.append(event)
+        const { highWater } = log.head()
+        for (const seq of [highWater + 1, -1, 1.5]) {
+          const error = await rejectsWithCode(() => log.digestAt(seq), 'LOG_INVALID_ARGUMENT', `digestAt(${seq})`)
+          assert.equal(error.details, { field: 'seq', highWater }, `digestAt(${seq})`)
+        }
+      })
+      const snapshot = await EventLog.openSnapshot(path)
+      try {
+        const error = await rejectsWithCode(async () => snapshot.events({ follow: true }), 'LOG_INVALID_ARGUMENT', "a snapshot's follow")
+        assert.equal(error.details, { field: 'follow' })
+      } finally {
+        await snapshot.close()
+      }
+    }),
+    20_000,
+  ),
+)
 
 test.run()

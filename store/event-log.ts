@@ -1175,7 +1175,8 @@ async function checkCopySource(location: string, purpose: string): Promise<void>
     await stat(join(location, 'CURRENT'))
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code
-    if (code === 'ENOENT' || code === 'ENOTDIR') throw new FactstateError('LOG_INVALID_ARGUMENT', `there is no log at ${location} to ${purpose}`, { cause: error })
+    // `no_log`: a program started before the application that makes the log (an exporter) tells it from a bad argument, and waits.
+    if (code === 'ENOENT' || code === 'ENOTDIR') throw new FactstateError('LOG_INVALID_ARGUMENT', `there is no log at ${location} to ${purpose}`, { cause: error, details: { reason: 'no_log', path: location } })
     throw logIo(`the log at ${location} cannot be read: ${(error as Error).message}`, error, { path: location })
   }
   await checkCurrent(location, await readdir(location).catch(() => []))
@@ -3557,7 +3558,7 @@ export class EventLog {
     this.#assertOpen()
     const { highWater, chain } = this.#state.head
     if (typeof seq !== 'number' || !Number.isSafeInteger(seq) || seq < 0 || seq > highWater) {
-      throw new FactstateError('LOG_INVALID_ARGUMENT', `digestAt takes a seq from 0 to the high-water (${highWater}), not ${shown(seq)}`)
+      throw new FactstateError('LOG_INVALID_ARGUMENT', `digestAt takes a seq from 0 to the high-water (${highWater}), not ${shown(seq)}`, { details: { field: 'seq', highWater } })
     }
     if (seq === highWater) return logDigest(highWater, chain)
     if (seq === 0) return logDigest(0, EMPTY_CHAIN)
@@ -3756,7 +3757,9 @@ export class EventLog {
     const session = sessionId as string | undefined
     // A follower of a snapshot would wait for facts that never come.
     if (follow === true && this.#snapshotOf !== undefined) {
-      throw new FactstateError('LOG_INVALID_ARGUMENT', `a snapshot gets no new facts, so it cannot be followed: follow the log itself in the process that has it open, or take another snapshot of ${this.#snapshotOf} later`)
+      throw new FactstateError('LOG_INVALID_ARGUMENT', `a snapshot gets no new facts, so it cannot be followed: follow the log itself in the process that has it open, or take another snapshot of ${this.#snapshotOf} later`, {
+        details: { field: 'follow' },
+      })
     }
     // No closure is made here (see `unfollowing`): the resources must not lead back to the generator.
     const reader: ReaderResources = {}

@@ -21,7 +21,7 @@ const schemas: { [C in FactstateErrorCode]: z.ZodType<FactstateErrorDetails[C]> 
   LOG_CORRUPT: z.strictObject({ seq: z.number().int().optional(), index: text.optional(), key: text.optional(), file: text.optional() }).optional(),
   LOG_CLOSED: z.strictObject({ seq: z.number().int() }).optional(),
   LOG_PREFIX_TOO_LARGE: z.undefined(),
-  LOG_INVALID_ARGUMENT: z.union([z.strictObject({ notALog: z.literal(true) }), z.strictObject({ destination: z.enum(['exists', 'no_parent', 'inside_log']) }), z.strictObject({ field: text }), z.strictObject({ field: z.literal('from'), highWater: z.number().int().min(0), snapshotOf: text.optional() })]).optional(),
+  LOG_INVALID_ARGUMENT: z.union([z.strictObject({ notALog: z.literal(true) }), z.strictObject({ destination: z.enum(['exists', 'no_parent', 'inside_log']) }), z.strictObject({ field: text }), z.strictObject({ field: z.literal('from'), highWater: z.number().int().min(0), snapshotOf: text.optional() }), z.strictObject({ field: z.literal('seq'), highWater: z.number().int().min(0) }), z.strictObject({ reason: z.literal('no_log'), path: text })]).optional(),
   LOG_IO: z.strictObject({ reason: z.enum(['no_space', 'permission', 'read_only', 'too_many_files', 'directory_gone', 'changing', 'other']), path: text.optional(), spaceNeeded: z.number().int().positive().optional() }).optional(),
   LOG_FORMAT_UNSUPPORTED: z.strictObject({ format: z.number(), supported: z.number() }),
   LOG_READ_ONLY: z.undefined(),

@@ -124,13 +124,13 @@ test(
 )
 
 test(
-  'following with --from on a log still short of it prints nothing before --from, then each fact from it as it lands',
+  'following with --from at the next fact prints each fact from it as it lands',
   bounded(40_000, async (dir) => {
     const lines = collector()
     // The follow asks whether stdout is closed at each look, the first one after the first read: then it follows.
     let looks = 0
     const io = { ...lines.io, stdoutClosed: () => (looks += 1) < 0 }
-    const { path, stop, running } = await followed(dir, ['--from', '3', '--follow', '--refresh', '0.1', '--json'], io)
+    const { path, stop, running } = await followed(dir, ['--from', '2', '--follow', '--refresh', '0.1', '--json'], io)
     const { out } = lines
     let log: EventLog
     try {
@@ -144,11 +144,27 @@ test(
         await log.close()
       }
       await printed(out, (line) => line.includes('inv-d'), 'the last fact')
-      assert.equal(out.map((line) => (JSON.parse(line) as { seq: number }).seq), [3, 4], 'from seq 3 on, each once')
+      assert.equal(out.map((line) => (JSON.parse(line) as { seq: number }).seq), [2, 3, 4], 'from seq 2 on, each once')
     } finally {
       stop.abort()
     }
     assert.is(await running, 0)
+  }),
+)
+
+test(
+  'following with --from past the log\'s end (a checkpoint kept from before the log was put back from a backup) is refused at once with 4, naming the high-water, not waited on in silence',
+  bounded(20_000, async (dir) => {
+    // The log holds seq 1; an exporter resumes from its sink's seq 5 + 1.
+    const { path, out, err, stop, running } = await followed(dir, ['--from', '6', '--follow', '--refresh', '0.1', '--json'])
+    try {
+      assert.is(await withTimeout(running, 15_000, 'the follow to be refused'), 4)
+    } finally {
+      stop.abort()
+    }
+    assert.equal(out, [], 'nothing printed')
+    assert.match(err.join('\n'), /^error: --from 6 is past the end of the log at .*, whose high-water is 1 \(its next fact is 2\): .*Give --from 2 or less/)
+    assert.equal((await readdir(dir)).filter((name) => name.startsWith('.factstate-cli-')), [], 'no copy left')
   }),
 )
 

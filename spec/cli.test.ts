@@ -149,10 +149,18 @@ test('demo passes every step, then log, verify and recover read its log', () =>
       assert.equal(seqsOf(lastOfType.stdout), dispatched.slice(-2))
       const range = await cli(['log', location, '--from', '5', '--to', '7'])
       assert.equal(seqsOf(range.stdout), [5, 6, 7])
-      // A --from past the log's end prints nothing, as before events() refused such a from: the CLI reads up to the end.
-      const beyond = await cli(['log', location, '--from', '999999'])
-      assert.is(beyond.code, 0, beyond.stderr)
-      assert.not.match(beyond.stdout, /^#/m)
+      // A --from past the log's end (a seq it never reached) is refused, as events() refuses it, with 4 and the
+      // high-water, whatever --to (one below --from is a usage error); the next fact's seq reads nothing, with 0.
+      for (const args of [['--from', '999999'], ['--from', '999999', '--to', '1000000'], ['--json', '--from', String(Number(events) + 2)]]) {
+        const beyond = await cli(['log', location, ...args])
+        assert.is(beyond.code, 4, `${args.join(' ')}: ${beyond.stderr}`)
+        assert.is(beyond.stdout, '', args.join(' '))
+        assert.match(beyond.stderr, new RegExp(`^error: --from ${args.at(-1) === '1000000' ? 999999 : args.at(-1)} is past the end of the log at .*, whose high-water is ${events} \\(its next fact is ${Number(events) + 1}\\)`), args.join(' '))
+      }
+      const next = await cli(['log', location, '--from', String(Number(events) + 1)])
+      assert.is(next.code, 0, next.stderr)
+      assert.is(next.stdout, '')
+      assert.match(next.stderr, new RegExp(`^0 fact\\(s\\) shown; log high-water ${events}`))
       // --invocation reads through the invocation's index: the same lines as filtering every fact.
       const every = await cli(['log', location, '--json'])
       const indexed = await cli(['log', location, '--json', '--invocation', 'inv-crash-run-1', '--from', '2'])

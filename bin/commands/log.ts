@@ -16,7 +16,8 @@ export const logHelp = `usage: factstate log <log-directory> [--session ID] [--r
 Prints the facts of a log in seq order, one line each (or one JSON object per line with --json:
 the fact's seq, the event, and digest, the log's digest through that fact, which verify prints once
 the log ends there: a program that exports the lines keeps the last seq and digest it wrote, and a
-log that later has another digest at that seq is not the log it read).
+log that later has another digest at that seq is not the log it read). A --from past the log's end
+(more than its high-water + 1, a seq it never reached) is refused, exit 4, following or not.
 Filters combine. TYPE is a fact type such as tool.dispatched; a trailing * matches a family (tool.*),
 as a family's name alone does (tool: invocation, model, tool, hold).
 --run matches that run id in every session (run ids are a session's own): give --session too.
@@ -42,7 +43,7 @@ snapshot when they changed. A log not there yet is waited for (as tail -F does).
 A damaged log (one whose snapshot lost facts) is printed as far as it can be read, after a warning,
 and exits 1, as verify does for it, unless --allow-damaged accepts that (exit 0); a follow ends as
 it always does (Ctrl-C, exit 0, after the warning), and so takes no --allow-damaged.
-Exit codes: 0 printed, 2 usage, 1 the log is damaged, 1/4 the log refused.`
+Exit codes: 0 printed, 2 usage, 1 the log is damaged, 1/4 the log refused, 4 a --from past its end.`
 
 /** The families of fact types, the part of each type before its dot (invocation, model, tool, hold), in FACT_TYPES order. */
 const FACT_FAMILIES = [...new Set(FACT_TYPES.map((type) => type.slice(0, type.indexOf('.'))))]
@@ -177,6 +178,20 @@ export async function logCommand(args: string[], io: CommandIo, options: { signa
     }
     let shown = 0
     const { highWater } = log.head()
+    // Past the next fact: a seq this log never reached (a checkpoint kept from another log, or from
+    // before this one was put back from a backup). Refused as events() refuses it: clamped, a follow
+    // would wait in silence, then print another history's facts from there, skipping the seqs between.
+    if (bounds.from !== undefined && bounds.from > highWater + 1) {
+      io.stderr(
+        escapeControls(
+          `error: --from ${bounds.from} is past the end of the log at ${directory}, whose high-water is ${highWater} (its next fact is ${highWater + 1}): ` +
+            `a seq this log never reached, such as one kept from another log or from before this one was put back from a backup or replaced. ` +
+            `Give --from ${highWater + 1} or less; to resume an export, first check that the log has the digest kept for the last seq exported ` +
+            `(factstate log ${directory} --from SEQ --to SEQ --json), and export again from 1 if not`,
+        ),
+      )
+      return EXIT.refused
+    }
     const to = Math.min(bounds.to ?? highWater, highWater)
     const filtered = values.session !== undefined || values.run !== undefined || values.invocation !== undefined || type !== undefined
     // --last N counts back from the end shown (the log's, or --to's): without filters, the last N
@@ -187,7 +202,7 @@ export async function logCommand(args: string[], io: CommandIo, options: { signa
     let source: AsyncIterable<StoredEvent> | StoredEvent[] =
       values.invocation !== undefined
         ? (await logInternals(log).invocationEvents(values.invocation, to)).filter((stored) => stored.seq >= from)
-        : // A --from past the end reads nothing (and, following, waits for the log to get there): events() refuses a from past the next fact.
+        : // A --from at the next fact reads nothing (following, it waits for it); one past it was refused above.
           log.events({ from: Math.min(from, to + 1), to, ...(values.session === undefined ? {} : { sessionId: values.session }) })
     if (bounds.last !== undefined && filtered) {
       const kept: StoredEvent[] = []

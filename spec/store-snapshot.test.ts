@@ -568,4 +568,43 @@ test(
   }),
 )
 
+test(
+  "EventLog.changeMark: the same while the writer (holding the log open) appends nothing, another after each append under either durability, so a follower takes a snapshot only when it may hold new facts; no log there is no_log",
+  boundedTest(20_000, async (dir) => {
+    for (const durability of ['sync', 'os'] as const) {
+      const path = join(dir, durability)
+      const log = await EventLog.open(path, { durability })
+      try {
+        let mark = await EventLog.changeMark(path)
+        assert.is(await EventLog.changeMark(path), mark, `${durability}: nothing appended, the same`)
+        const maker = new EventMaker(invocationOf(durability))
+        for (const fact of [facts.opened(), facts.requested('step-1')]) {
+          await log.append(maker.next(fact))
+          const after = await EventLog.changeMark(path)
+          assert.is.not(after, mark, `${durability}: an append changes it`)
+          mark = after
+          // The snapshot taken after the mark holds the fact: the one a follower reads then.
+          const snapshot = await EventLog.openSnapshot(path, { directory: dir })
+          try {
+            assert.is(snapshot.head().highWater, log.head().highWater)
+          } finally {
+            await snapshot.close()
+          }
+          assert.is(await EventLog.changeMark(path), mark, `${durability}: a snapshot changes nothing`)
+        }
+        // Looked at without a lock: the writer keeps appending.
+        await log.append(maker.next(facts.completed('step-1')))
+      } finally {
+        await log.close()
+      }
+    }
+    const missing = join(dir, 'not-yet')
+    const refused = await refusal(EventLog.changeMark(missing))
+    assert.equal([refused.code, refused.details], ['LOG_INVALID_ARGUMENT', { reason: 'no_log', path: missing }])
+    await mkdir(join(dir, 'empty'))
+    assert.equal((await refusal(EventLog.changeMark(join(dir, 'empty')))).details, { reason: 'no_log', path: join(dir, 'empty') })
+    assert.equal(await readdir(join(dir, 'empty')), [], 'nothing made')
+  }),
+)
+
 test.run()

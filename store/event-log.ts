@@ -27,7 +27,7 @@ import {
   projectInvocation,
   storedInvocationRecord,
 } from './projection.js'
-import { SNAPSHOT_PREFIX, copySnapshot, sweepSoon } from './snapshot.js'
+import { SNAPSHOT_PREFIX, changeMark, copySnapshot, sweepSoon } from './snapshot.js'
 import { logIo } from './io-reason.js'
 import { type BackupPoint, damagedPoint, decodeBackupPoints, encodeBackupPoints } from './backup-point.js'
 import { type SettledEffect, dispatchedInputs, dispatchedKey, settledEffects } from './dispatched-inputs.js'
@@ -1627,6 +1627,36 @@ export class EventLog {
       throw error
     }
     return snapshot
+  }
+
+  /**
+   * A cheap look at whether the log in `location` may have changed, for a program that follows a log
+   * another process writes by taking snapshots: an opaque text, the same as long as the log's files
+   * are (the names, sizes and times of its write-ahead logs, its manifest and `CURRENT`, which every
+   * append, flush and compaction changes), read with a directory listing and a few `stat`s, without
+   * opening LevelDB, locking or writing anything. A mark unchanged since the one taken before the
+   * last snapshot means that snapshot holds every fact there is; a changed one means there may be
+   * new facts (a compaction, or an open and close, changes it too). Take the mark before the
+   * snapshot, so that facts appended while it is taken are seen at the next look. A location with
+   * no log there is `LOG_INVALID_ARGUMENT` with `details: { reason: 'no_log', path }`; one that
+   * cannot be read `LOG_IO`.
+   *
+   * @example
+   * ```ts
+   * const mark = await EventLog.changeMark('./.factstate/app')
+   * if (mark !== lastMark) { lastMark = mark; await readNewFacts() }   // a snapshot, only then
+   * ```
+   */
+  static async changeMark(location: string): Promise<string> {
+    checkLocation(location)
+    try {
+      await stat(join(location, 'CURRENT'))
+      return await changeMark(location)
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code
+      if (code === 'ENOENT' || code === 'ENOTDIR') throw new FactstateError('LOG_INVALID_ARGUMENT', `there is no log at ${location} to look at`, { cause: error, details: { reason: 'no_log', path: location } })
+      throw logIo(`the log at ${location} cannot be looked at: ${(error as Error).message}`, error, { path: location })
+    }
   }
 
   /**

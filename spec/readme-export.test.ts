@@ -10,7 +10,10 @@ import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
+import { z } from 'zod'
 import { EventLog } from '../index.js'
+import { factSchema } from '../facts/schema.js'
+import { FACT_TYPES } from '../facts/types.js'
 import { REPO_ROOT, boundedTest, completeInvocation } from './support/log-fixtures.js'
 
 const SECTION = { from: '### Exporting the facts to another system', until: '### Running a log in production' }
@@ -130,5 +133,38 @@ async function withOpen(path: string, body: (log: EventLog) => Promise<void>): P
     await log.close()
   }
 }
+
+test("the section's table of facts names every fact type of the schema, each with every field it has (and, for a field that is a union by kind or status, every variant with its fields), and no type the schema lacks", async () => {
+  const readme = await readFile(join(REPO_ROOT, 'README.md'), 'utf8')
+  const text = readme.slice(readme.indexOf(SECTION.from), readme.indexOf(SECTION.until))
+  const rows = new Map<string, string>()
+  for (const [, type, rest] of text.matchAll(/^\| `([a-z]+\.[a-z]+)` \|(.*)\|$/gm)) rows.set(type as string, rest as string)
+  const names = (row: string, name: string) => new RegExp(`\`[^\`]*\\b${name}\\b[^\`]*\``).test(row)
+  const missing: string[] = []
+  const types: string[] = []
+  for (const option of factSchema.options) {
+    const { type, ...fields } = option.shape
+    const name = type.value
+    types.push(name)
+    const row = rows.get(name)
+    if (row === undefined) {
+      missing.push(`${name}: no row`)
+      continue
+    }
+    for (const [field, schema] of Object.entries(fields)) {
+      if (!names(row, field)) missing.push(`${name}: ${field}`)
+      if (!(schema instanceof z.ZodDiscriminatedUnion)) continue
+      for (const variant of schema.options as unknown as z.ZodObject[]) {
+        for (const [member, value] of Object.entries(variant.shape)) {
+          const tag = value instanceof z.ZodLiteral ? String(value.value) : member
+          if (!names(row, tag)) missing.push(`${name}: ${field} ${tag}`)
+        }
+      }
+    }
+  }
+  assert.equal(missing, [], 'named in the table')
+  assert.equal([...rows.keys()].filter((type) => !types.includes(type)), [], 'rows of types the schema lacks')
+  assert.equal(types, [...FACT_TYPES], 'the schema has every fact type')
+})
 
 test.run()

@@ -112,9 +112,10 @@ export interface StartOptions {
    * Receives the tool calls of the run's model answers live, as the provider streams them, before
    * the answer is recorded: for showing a call being written (the arguments of a tool that writes a
    * file, say). Each call begins with a piece whose `arguments` is `''`, once its id and name are
-   * known; its next pieces add up to its arguments as `model.completed` records them. A call the
-   * provider did not stream comes whole when the answer is recorded. As for `onModelText`: not facts,
-   * a retry starts over, what a receiver throws is ignored, keep it quick.
+   * known and its arguments have begun (so a name streamed in parts is whole; each piece carries the
+   * name as known then); its next pieces add up to its arguments as `model.completed` records them.
+   * A call the provider did not stream comes whole when the answer is recorded. As for
+   * `onModelText`: not facts, a retry starts over, what a receiver throws is ignored, keep it quick.
    */
   onToolCallText?: ((piece: ModelToolCallPiece) => void) | undefined
   /**

@@ -87,9 +87,11 @@ export interface ModelRequest {
   /**
    * Call it with each piece of a tool call as it arrives, if the provider streams calls (optional,
    * like `onText`: the engine then passes each recorded call on whole). `index` tells the calls of
-   * the answer apart as the provider numbers them; `callId` and `name` come with the piece that
-   * first has them, `arguments` with each piece of the arguments text. A new `callId` at an index
-   * in use starts another call. Calls after the client has answered are ignored.
+   * the answer apart as the provider numbers them; `callId` comes with the piece that first has it,
+   * `name` with the piece that first has it and with any piece that changes it (a name the provider
+   * streams in parts comes joined so far: a piece's `name` replaces the one before), `arguments`
+   * with each piece of the arguments text. A new `callId` at an index in use starts another call.
+   * Calls after the client has answered are ignored.
    */
   onToolCall?: ((piece: ToolCallPiece) => void) | undefined
   /**
@@ -111,7 +113,12 @@ export interface ToolCallPiece {
   index: number
   /** The call's id, with the piece that first has it. */
   callId?: string | undefined
-  /** The tool's name, with the piece that first has it. */
+  /**
+   * The tool's name as known so far, with the piece that first has it and with any piece that
+   * changes it: it replaces the name of the pieces before. A provider that streams the name in parts
+   * (`web_`, then `search`) is passed on joined so far (`web_`, then `web_search`); the built-in
+   * client does so.
+   */
   name?: string | undefined
   /** The next piece of the arguments' JSON text. */
   arguments?: string | undefined

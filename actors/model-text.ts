@@ -66,7 +66,13 @@ export interface ModelToolCallPiece {
   offset: number
   /** The call's id, as `model.completed` and the call's `tool.*` facts name it. */
   callId: string
-  /** The tool it calls. */
+  /**
+   * The tool it calls, as known when the piece was passed on. A call begins once its id and name
+   * are known and its arguments have begun, so a name the provider streams in parts before the
+   * arguments (`web_`, `search`) is whole from the first piece; a part that comes after the
+   * arguments began makes the later pieces carry the name grown (the latest piece's is the one to
+   * show). `model.completed` records the name.
+   */
   name: string
   /**
    * A piece of its arguments text. Each call's first piece is `''` (the call begins, its name
@@ -98,7 +104,7 @@ export interface LiveModelText {
 export interface LiveModelToolCall {
   /** The call's id, as its pieces' `callId`. */
   callId: string
-  /** The tool it calls. */
+  /** The tool it calls, as its latest piece's `name`. */
   name: string
   /** Its arguments passed on so far, its pieces joined (without what is still held back). */
   arguments: string
@@ -270,21 +276,27 @@ function deliver(call: () => unknown): void {
   }
 }
 
-/** One tool call being streamed: its arguments held until its id and name are known, then passed on live. */
+/**
+ * One tool call being streamed: its arguments held until its id and name are known and its arguments
+ * have begun, then passed on live.
+ */
 interface LiveCall {
   index: number
   callId?: string
+  /** Its name so far: a piece's name replaces it (a client passes a name streamed in parts joined so far). */
   name?: string
   held: string
   live?: LiveText
-  /** Its id and name as passed on (redacted), once it has begun. */
+  /** Its id and name as its last piece carried them (redacted), once it has begun, and the name they were made from. */
   shown?: { callId: string; name: string }
+  shownFrom?: string
 }
 
 /**
  * The tool calls of one attempt, passed on as they arrive and completed from the recorded answer:
  * each through a `LiveText` of its own (well-formed, without the provider's credentials), begun with
- * an empty piece once its id and name are known.
+ * an empty piece once its id and name are known and its arguments have begun (a provider that
+ * streams a name in parts sends them before the arguments, so the call begins under its whole name).
  */
 export class LiveToolCalls {
   readonly #calls: LiveCall[] = []
@@ -319,23 +331,34 @@ export class LiveToolCalls {
       this.#calls.push(call)
     }
     call.callId ??= piece.callId
-    call.name ??= piece.name
+    // The name so far: a name streamed in parts comes joined so far, each time longer.
+    if (piece.name !== undefined) call.name = piece.name
     if (call.live !== undefined) {
       if (piece.arguments !== undefined) call.live.push(piece.arguments)
       return
     }
     if (piece.arguments !== undefined) call.held += piece.arguments
-    if (call.callId !== undefined && call.name !== undefined) this.#begin(call, call.callId, call.name).push(call.held)
+    // Begun once its arguments have begun too: until then its name may still grow.
+    if (call.callId !== undefined && call.name !== undefined && call.held !== '') this.#begin(call).push(call.held)
   }
 
-  /** The attempt's calls as recorded: each one not begun is begun, and each gets the rest of its arguments (see `LiveText.finish`). */
+  /**
+   * The attempt's calls as recorded: each one not begun is begun, and each gets the rest of its
+   * arguments (see `LiveText.finish`) under its recorded name. A call begun under an id is the
+   * recorded call with that id, whatever name its pieces carried.
+   */
   finish(recorded: readonly ToolCall[]): void {
     if (this.#done) return
     this.#done = true
-    for (const call of recorded) {
-      const streamed = this.#calls.find((candidate) => candidate.callId === call.callId && candidate.name === call.name && candidate.live !== undefined)
-      const live = streamed?.live ?? this.#begin({ index: -1, held: '' }, call.callId, call.name)
-      live.finish(call.arguments)
+    const finished = new Set<LiveCall>()
+    for (const { callId, name, arguments: text } of recorded) {
+      // The first call streamed under its id not finished yet, begun or not (two calls of one id, as
+      // some local servers send, go in their order); none: a call the client did not stream.
+      const streamed = this.#calls.find((candidate) => candidate.callId === callId && !finished.has(candidate))
+      const call = streamed ?? { index: -1, held: '', callId }
+      finished.add(call)
+      call.name = name
+      ;(call.live ?? this.#begin(call)).finish(text)
     }
     for (const call of this.#calls) call.live?.close()
   }
@@ -356,16 +379,27 @@ export class LiveToolCalls {
     return { calls, pieces: this.#pieces }
   }
 
-  #begin(call: LiveCall, callId: string, name: string): LiveText {
-    // What the run records of them is redacted the same way.
-    const shown = { callId: redact(callId, this.secrets), name: redact(name, this.secrets) }
-    call.shown = shown
+  /** Begins a call whose id and name are known: its `''` piece is passed on. */
+  #begin(call: LiveCall): LiveText {
     this.#begun.push(call)
     // One count over the calls: a piece's index is its place among all the attempt's call pieces.
-    const live = new LiveText(this.secrets, (text, { offset }) => this.pass(shown, text, { index: this.#pieces++, offset }))
+    // Each piece carries the call's id and its name as known when it is passed on.
+    const live = new LiveText(this.secrets, (text, { offset }) => this.pass(this.#shown(call), text, { index: this.#pieces++, offset }))
     call.live = live
+    const shown = this.#shown(call)
     const at = { index: this.#pieces++, offset: 0 }
     deliver(() => this.pass(shown, '', at))
     return live
+  }
+
+  /** The call's id and name as a piece passed on now carries them (kept for `passed`). */
+  #shown(call: LiveCall): { callId: string; name: string } {
+    const name = call.name as string
+    if (call.shown === undefined || call.shownFrom !== name) {
+      // What the run records of them is redacted the same way.
+      call.shown = { callId: redact(call.callId as string, this.secrets), name: redact(name, this.secrets) }
+      call.shownFrom = name
+    }
+    return call.shown
   }
 }

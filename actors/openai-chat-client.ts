@@ -133,6 +133,19 @@ function isWholeJson(text: string): boolean {
 }
 
 /**
+ * The name a streamed call is recorded with, from the name parts read so far (`name` the last one,
+ * `joined` all of them, `split` whether two of them differed), and what its `onToolCall` pieces
+ * carry. Parts that differ are a name streamed in pieces, as arguments are (`web_`, `search`): the
+ * parts joined, unless only the last part names a tool of the run (a server sending the name so far
+ * in each part). Parts that are all the same are a server repeating the name: that name, unless only
+ * the parts joined name a tool of the run.
+ */
+function streamedName(call: { name: string; joined: string; split: boolean }, catalog: ReadonlySet<string | undefined>): string {
+  if (call.split) return catalog.has(call.joined) || !catalog.has(call.name) ? call.joined : call.name
+  return catalog.has(call.joined) && !catalog.has(call.name) ? call.joined : call.name
+}
+
+/**
  * Why the client stopped an attempt itself: the caller's signal, `timeoutMs`, or `idleTimeoutMs`
  * before the answer started (`silent`) or between two of its parts (`stalled`).
  */
@@ -560,12 +573,12 @@ export class OpenAIChatClient implements ModelClient {
     // Every chunk repeats the answer's id: the first non-empty string is taken (and kept only if a fact can hold it).
     let responseId: string | undefined
     // Merged as OpenAI's own stream helper does: by `index`; a delta's name replaces the name (some
-    // servers repeat it in every delta), unless the names of the call's deltas joined name a tool of
-    // the run and either differ (a name split, as arguments are: `web_`, `search`, even where the last
-    // piece names another tool) or the last alone names none; its arguments are
-    // appended; a new id at an index in use starts another call (some servers put parallel calls all
-    // at index 0), and a part naming the id of a call begun before goes to it. A part without an
-    // index continues the call the part before went to, unless it names a new id, sits beside another
+    // servers repeat it in every delta), unless the names of the call's deltas differ (a name split,
+    // as arguments are: `web_`, `search`, even where the last piece names another tool; joined unless
+    // only the last names a tool of the run) or only they joined name one (see `streamedName`); its
+    // arguments are appended; a new id at an index in use starts another call (some servers put
+    // parallel calls all at index 0), and a part naming the id of a call begun before goes to it. A
+    // part without an index continues the call the part before went to, unless it names a new id, sits beside another
     // part of its delta, or names another tool, or the same tool once the last call's arguments are
     // whole: it then starts the next one.
     // `again`: begun by a part naming the tool of the call before again once that call's arguments were
@@ -573,6 +586,8 @@ export class OpenAIChatClient implements ModelClient {
     const calls: { index: number; id: string; name: string; joined: string; split: boolean; again: boolean; arguments: string }[] = []
     // The call the part before went to: the one a part without an index continues.
     let current: (typeof calls)[number] | undefined
+    // The run's tools: which of a call's names (its parts joined, or its last) is recorded (see `streamedName`).
+    const catalog = new Set((body.tools ?? []).map((tool) => tool.function?.name))
     try {
       // The SDK's SSE parser, read here rather than through its `Stream`, which reads on past
       // `[DONE]` until the body ends: an answer is complete at `[DONE]`, whatever the connection does next.
@@ -638,7 +653,8 @@ export class OpenAIChatClient implements ModelClient {
             onToolCall?.({
               index,
               ...(part.id ? { callId: part.id } : {}),
-              ...(part.function?.name ? { name: part.function.name } : {}),
+              // The name so far, as it would be recorded now (a name in parts, joined): not the part's piece of it.
+              ...(part.function?.name ? { name: streamedName(call, catalog) } : {}),
               ...(part.function?.arguments ? { arguments: part.function.arguments } : {}),
             })
           }
@@ -657,13 +673,11 @@ export class OpenAIChatClient implements ModelClient {
     // `[DONE]` ends the answer whole; one that named no finish reason gets the one a plain JSON answer gets.
     if (finishReason === undefined && !done) throw new MalformedAnswer('the provider stream ended without a finish_reason or [DONE]')
     if (finishReason === 'error') throw failedGeneration()
-    const catalog = new Set((body.tools ?? []).map((tool) => tool.function?.name))
     const toolCalls: ToolCall[] = []
     const made = calls.filter((call) => !(call.again && call.arguments === '' && call.id === ''))
     for (const [position, call] of made.sort((a, b) => a.index - b.index).entries()) {
       if (!call.name) throw new MalformedAnswer(`the provider streamed tool call ${position} without a name`)
-      const name = catalog.has(call.joined) && (call.split || !catalog.has(call.name)) ? call.joined : call.name
-      toolCalls.push({ callId: callIdOf(call.id), name, arguments: call.arguments })
+      toolCalls.push({ callId: callIdOf(call.id), name: streamedName(call, catalog), arguments: call.arguments })
     }
     return outputOf(text.length > 0 ? text : refusal, toolCalls, finishReason ?? (toolCalls.length > 0 ? 'tool_calls' : 'stop'), usage, reasoning || reasoningOther, responseId)
   }

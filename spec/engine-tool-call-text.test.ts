@@ -1,6 +1,6 @@
 /**
  * A model answer's tool calls passed on live (`start(input, { onToolCallText })`): each call begun
- * once its id and name are known, its arguments piece by piece as the provider streams them (whole
+ * once its id and name are known and its arguments have begun, its arguments piece by piece as the provider streams them (whole
  * for a plain JSON answer), per step and attempt, never past the attempt, without the provider's
  * credentials, and always adding up to the arguments the answer records.
  */
@@ -333,6 +333,33 @@ test('LiveToolCalls.passed: the calls begun, in the order they began (a call nam
   live.push({ index: 1, arguments: 've-0123456789abcdefXYZ"}' })
   assert.equal(live.passed.calls[0], { callId: 'c-b', name: 'two', arguments: '{"k":"[redacted]"}' })
   assert.is(live.passed.pieces, 5)
+})
+
+test("LiveToolCalls: a call begins once its arguments begin, under the name its pieces last gave (a name in parts comes joined so far), and later pieces carry a name that grew; each recorded call completes the first one streamed under its id, so one id twice (or a name that differs from the pieces') begins no other call", () => {
+  const passed: [string, string, string][] = []
+  const live = new LiveToolCalls(secretsOf({ kind: 'openai-chat', baseUrl: 'http://127.0.0.1:1/v1', model: 'm' }).inData, ({ callId, name }, text) => passed.push([callId, name, text]))
+  live.push({ index: 0, callId: 'c1', name: 'web_' })
+  live.push({ index: 0, name: 'web_search' })
+  assert.equal(live.passed, { calls: [], pieces: 0 }, 'not begun while its name may still grow')
+  live.push({ index: 0, arguments: '{"q":' })
+  live.push({ index: 0, name: 'web_search_x', arguments: '1}' })
+  assert.equal(live.passed.calls, [{ callId: 'c1', name: 'web_search_x', arguments: '{"q":1}' }], 'the name as its last piece carried it')
+  live.push({ index: 1, callId: 'c2', name: 'echo' })
+  live.push({ index: 2, callId: 'c2', name: 'echo', arguments: '{}' })
+  live.finish([
+    { callId: 'c1', name: 'web_search_y', arguments: '{"q":1}' },
+    { callId: 'c2', name: 'echo', arguments: '' },
+    { callId: 'c2', name: 'echo', arguments: '{}' },
+  ])
+  assert.equal(passed, [
+    ['c1', 'web_search', ''],
+    ['c1', 'web_search', '{"q":'],
+    ['c1', 'web_search_x', '1}'],
+    ['c2', 'echo', ''],
+    ['c2', 'echo', '{}'],
+    ['c2', 'echo', ''],
+  ])
+  assert.equal(live.passed.calls.map(({ callId, name }) => [callId, name]), [['c1', 'web_search_x'], ['c2', 'echo'], ['c2', 'echo']], 'three calls, one per index')
 })
 
 test.run()

@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import { Engine, EventLog, type InvocationOutcome, ModelExecutor, type StartOptions } from '../index.js'
+import { Engine, EventLog, type InvocationOutcome, type LiveModelToolCalls, ModelExecutor, type ModelToolCallPiece } from '../index.js'
 import { effectTool, messageRun, sequenceOf } from './support/faults-engine.js'
 import { bounded } from './support/temp.js'
 
@@ -102,7 +102,11 @@ const text = (content: string) => json(completion({ content }, 'stop'))
  * One message run against `responders`: its outcome, its facts in brief, the requests the server saw
  * and the inputs its tools ran with (`tools`: their names, echo tools all; `echo` alone by default).
  */
-async function runAgainst(dir: string, responders: Responder[], options: { stream?: boolean; tools?: string[]; providerOptions?: Record<string, unknown>; onToolCallText?: StartOptions['onToolCallText'] } = {}) {
+async function runAgainst(
+  dir: string,
+  responders: Responder[],
+  options: { stream?: boolean; tools?: string[]; providerOptions?: Record<string, unknown>; onToolCallText?: (piece: ModelToolCallPiece, live: LiveModelToolCalls | undefined) => void } = {},
+) {
   const server = await quirkServer(responders)
   const log = await EventLog.open(join(dir, 'log'))
   try {
@@ -120,7 +124,8 @@ async function runAgainst(dir: string, responders: Responder[], options: { strea
     const providerOptions = { ...(options.stream ? { stream: true } : {}), ...options.providerOptions }
     const outcome: InvocationOutcome = await engine.run(
       messageRun(server.baseUrl, 'quirk', tools, Object.keys(providerOptions).length > 0 ? { providerOptions } : {}),
-      options.onToolCallText ? { onToolCallText: options.onToolCallText } : {},
+      // Each piece with what `liveToolCalls()` gives once it was passed on.
+      options.onToolCallText ? { onToolCallText: (piece) => options.onToolCallText?.(piece, engine.running('invocation-quirk')?.liveToolCalls()) } : {},
     )
     const events = await log.invocationEvents('invocation-quirk')
     return { outcome, facts: sequenceOf(events, 'invocation-quirk'), requests: server.requests, inputs, events }
@@ -343,6 +348,7 @@ test(
   'a streamed tool name split across parts of one index (some servers stream it in pieces, as arguments are) is joined when that names a tool of the run and the last part does not; a name repeated whole in every part is that name',
   bounded(10_000, async (dir) => {
     const part = (fields: Record<string, unknown>) => chunk({ tool_calls: [{ index: 0, ...fields }] })
+    const watched = watchCalls()
     const run = await runAgainst(
       dir,
       [
@@ -359,7 +365,7 @@ test(
         ]),
         text('done'),
       ],
-      { stream: true, tools: ['get_weather', 'weather'] },
+      { stream: true, tools: ['get_weather', 'weather'], onToolCallText: watched.onToolCallText },
     )
     assert.equal(run.outcome, { status: 'completed' })
     assert.equal(calledWith(run), [
@@ -367,6 +373,17 @@ test(
       ['call_whole', 'get_weather', '{"value":2}'],
     ])
     assert.equal(run.inputs, [{ value: 1 }, { value: 2 }])
+    // Parts of the name beside the arguments: the call begins with its arguments, under the name so
+    // far, and a later piece carries the name grown; one call per index, its last piece the recorded name.
+    assert.equal(watched.pieces, [
+      ['call_split', 'get_wea', ''],
+      ['call_split', 'get_wea', '{"value":'],
+      ['call_split', 'get_weather', '1}'],
+      ['call_whole', 'get_weather', ''],
+      ['call_whole', 'get_weather', '{"value":'],
+      ['call_whole', 'get_weather', '2}'],
+    ])
+    assert.equal(watched.live.map((so) => so?.calls), watched.expectedLive())
   }),
 )
 
@@ -396,6 +413,136 @@ test(
       ['call_split', 'web_search', '{"value":1}'],
       ['call_whole', 'search', '{"value":2}'],
     ])
+  }),
+)
+
+/** What onToolCallText was passed ([callId, name, arguments] each) and what liveToolCalls() gave once each piece was. */
+function watchCalls() {
+  const pieces: [string, string, string][] = []
+  /** Each piece's request (`requestSeq`): liveToolCalls() starts over with each. */
+  const requests: number[] = []
+  const live: (LiveModelToolCalls | undefined)[] = []
+  const onToolCallText = (piece: ModelToolCallPiece, so: LiveModelToolCalls | undefined) => {
+    pieces.push([piece.callId, piece.name, piece.arguments])
+    requests.push(piece.requestSeq)
+    live.push(so)
+  }
+  /** liveToolCalls() as the pieces of its request passed on so far make it, at each piece: each call under the name of its latest piece. */
+  const expectedLive = () =>
+    pieces.map((_, at) => {
+      const calls: { callId: string; name: string; arguments: string }[] = []
+      for (const [callId, name, text] of pieces.slice(0, at + 1).filter((__, before) => requests[before] === requests[at])) {
+        const call = calls.find((candidate) => candidate.callId === callId)
+        if (call === undefined) calls.push({ callId, name, arguments: text })
+        else Object.assign(call, { name, arguments: call.arguments + text })
+      }
+      return calls
+    })
+  return { pieces, live, onToolCallText, expectedLive }
+}
+
+test(
+  'a tool name streamed in parts before its arguments (web_, search; ec, ho): onToolCallText and liveToolCalls() show one call per index, begun under its whole name; model.completed records each name joined, its arguments whole',
+  bounded(10_000, async (dir) => {
+    const part = (index: number, fields: Record<string, unknown>) => chunk({ tool_calls: [{ index, ...fields }] })
+    const watched = watchCalls()
+    const run = await runAgainst(
+      dir,
+      [
+        sse([
+          part(0, { id: 'call_split', type: 'function', function: { name: 'web_', arguments: '' } }),
+          part(0, { function: { name: 'search' } }),
+          part(0, { function: { arguments: '{"value":' } }),
+          part(0, { function: { arguments: '1}' } }),
+          part(1, { id: 'call_two', type: 'function', function: { name: 'ec' } }),
+          part(1, { function: { name: 'ho', arguments: '' } }),
+          part(1, { function: { arguments: '{"value":2}' } }),
+          chunk({}, 'tool_calls'),
+        ]),
+        text('done'),
+      ],
+      { stream: true, tools: ['web_search', 'search', 'echo'], onToolCallText: watched.onToolCallText },
+    )
+    assert.equal(run.outcome, { status: 'completed' })
+    assert.equal(calledWith(run), [
+      ['call_split', 'web_search', '{"value":1}'],
+      ['call_two', 'echo', '{"value":2}'],
+    ])
+    assert.equal(run.inputs, [{ value: 1 }, { value: 2 }])
+    assert.equal(watched.pieces, [
+      ['call_split', 'web_search', ''],
+      ['call_split', 'web_search', '{"value":'],
+      ['call_split', 'web_search', '1}'],
+      ['call_two', 'echo', ''],
+      ['call_two', 'echo', '{"value":2}'],
+    ])
+    assert.equal(watched.live.map((so) => so?.calls), watched.expectedLive(), 'liveToolCalls() at each piece: the calls as the pieces so far show them')
+  }),
+)
+
+test(
+  'a tool name streamed in parts that names no tool of the run (web_ + lookup, neither a tool) is recorded joined, as the pieces show it, not as its last part',
+  bounded(10_000, async (dir) => {
+    const part = (fields: Record<string, unknown>) => chunk({ tool_calls: [{ index: 0, ...fields }] })
+    const watched = watchCalls()
+    const run = await runAgainst(
+      dir,
+      [
+        sse([
+          part({ id: 'call_unknown', type: 'function', function: { name: 'web_', arguments: '' } }),
+          part({ function: { name: 'lookup' } }),
+          part({ function: { arguments: '{"value":1}' } }),
+          chunk({}, 'tool_calls'),
+        ]),
+        text('done'),
+      ],
+      { stream: true, tools: ['echo', 'lookup2'], onToolCallText: watched.onToolCallText },
+    )
+    assert.equal(run.outcome, { status: 'completed' })
+    assert.equal(calledWith(run), [['call_unknown', 'web_lookup', '{"value":1}']])
+    assert.equal(run.inputs, [], 'no tool of that name ran')
+    assert.equal(watched.pieces, [
+      ['call_unknown', 'web_lookup', ''],
+      ['call_unknown', 'web_lookup', '{"value":1}'],
+    ])
+    const told = run.requests[1]?.messages.find((m) => m.role === 'tool')
+    assert.match(String(told?.content), /web_lookup/, 'the model is told of the name it sent')
+  }),
+)
+
+test(
+  "a streamed call's id arriving in a later part than its first arguments (a name split too, at index 1): one call per index, begun once its id is known with the arguments so far; model.completed records each id, name and arguments whole",
+  bounded(10_000, async (dir) => {
+    const part = (index: number, fields: Record<string, unknown>) => chunk({ tool_calls: [{ index, ...fields }] })
+    const watched = watchCalls()
+    const run = await runAgainst(
+      dir,
+      [
+        sse([
+          part(0, { type: 'function', function: { name: 'echo', arguments: '{"val' } }),
+          part(0, { id: 'call_late', function: { arguments: 'ue":1}' } }),
+          part(1, { type: 'function', function: { name: 'ec' } }),
+          part(1, { function: { name: 'ho', arguments: '{"value":' } }),
+          part(1, { id: 'call_later', function: { arguments: '2}' } }),
+          chunk({}, 'tool_calls'),
+        ]),
+        text('done'),
+      ],
+      { stream: true, tools: ['echo'], onToolCallText: watched.onToolCallText },
+    )
+    assert.equal(run.outcome, { status: 'completed' })
+    assert.equal(calledWith(run), [
+      ['call_late', 'echo', '{"value":1}'],
+      ['call_later', 'echo', '{"value":2}'],
+    ])
+    assert.equal(run.inputs, [{ value: 1 }, { value: 2 }])
+    assert.equal(watched.pieces, [
+      ['call_late', 'echo', ''],
+      ['call_late', 'echo', '{"value":1}'],
+      ['call_later', 'echo', ''],
+      ['call_later', 'echo', '{"value":2}'],
+    ])
+    assert.equal(watched.live.map((so) => so?.calls), watched.expectedLive())
   }),
 )
 

@@ -44,6 +44,7 @@ export type FactstateErrorCode =
   | 'MACHINE_REJECTED'
   // a tool's own calls into its context, and a model client's into its request
   | 'TOOL_SECRET_INVALID'
+  | 'TOOL_PROGRESS_INVALID'
   | 'MODEL_SECRET_INVALID'
   // options of the engine, its model executor and the inspector
   | 'ENGINE_INVALID_OPTIONS'
@@ -204,6 +205,12 @@ export interface FactstateErrorDetails {
    * secrets already, or 65,536 characters of them with this one).
    */
   TOOL_SECRET_INVALID: { reason: 'not_a_string' | 'too_short' | 'too_long' | 'too_many' }
+  /**
+   * `reason`: why `ToolContext.progress` refused its value: `not_json` (JSON cannot encode it: a
+   * function, a symbol, a cycle, a `toJSON` that throws), `too_large` (its JSON text is over 65,536
+   * UTF-8 bytes) or `too_deep` (nested deeper than 64 levels, as no fact may be).
+   */
+  TOOL_PROGRESS_INVALID: { reason: 'not_json' | 'too_large' | 'too_deep' }
   /**
    * `reason`: why `ModelRequest.addSecret` refused its value, with the bounds `TOOL_SECRET_INVALID`
    * has: `too_long` (over 16,384 characters) or `too_many` (the run's model client has added 64

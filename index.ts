@@ -23,6 +23,7 @@ export {
 export { Engine, type EngineOptions, type StartOptions, type RunningInvocation } from './actors/engine.js'
 export { ModelExecutor, type ModelExecutorOptions } from './actors/model-executor.js'
 export type { LiveModelText, LiveModelToolCall, LiveModelToolCalls, ModelTextPiece, ModelToolCallPiece } from './actors/model-text.js'
+export type { ToolProgressUpdate } from './actors/tool-progress.js'
 export { OpenAIChatClient, retryAfterMsOf } from './actors/openai-chat-client.js'
 export type { ModelClient, ModelRequest, ModelRequestOrigin, ModelResponse, ProviderConfig, ChatMessage, ChatRequestBody, ToolCallPiece } from './actors/model-client.js'
 export { intentFor, successorOf, type HandoffGate, type HandoffReservation, type HeldInvocation, type IntentOptions, type ReserveOptions } from './actors/handoff.js'

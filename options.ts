@@ -85,8 +85,9 @@ export function shown(value: unknown): string {
 /**
  * The one of `names` that `key` misspells, if it looks like one: another case or separator
  * (`waitms`, `base_url`, `baseURL`); one edit (a letter added, dropped or changed, or two neighbours
- * swapped) off exactly one name, however short (`fromm`, `form`, `jsno`); or one or two letters off
- * a name of 6 or more; else undefined.
+ * swapped) off exactly one name, however short (`fromm`, `form`, `jsno`); one or two letters off
+ * a name of 6 or more; or, for exactly one name, that name with one of its words after the first left
+ * out or one more added (`onProgress`, `onToolProgressUpdate` for `onToolProgress`); else undefined.
  */
 export function meantName<K extends string>(key: string, names: readonly K[]): K | undefined {
   if ((names as readonly string[]).includes(key)) return undefined
@@ -96,7 +97,30 @@ export function meantName<K extends string>(key: string, names: readonly K[]): K
   // A short name leaves little to go by, so one edit off it is a guess only when no other name is one edit off too.
   const oneOff = names.filter((name) => editDistance(normalized, normalizedName(name), 1) <= 1)
   if (oneOff.length === 1) return oneOff[0]
-  return names.find((name) => name.length >= 6 && editDistance(normalized, normalizedName(name), 2) <= 2)
+  const close = names.find((name) => name.length >= 6 && editDistance(normalized, normalizedName(name), 2) <= 2)
+  if (close !== undefined) return close
+  const worded = names.filter((name) => oneWordApart(key, name))
+  return worded.length === 1 ? worded[0] : undefined
+}
+
+/** A name's words: split at a capital after a lower-case letter or digit, and at `_`, `-` and spaces, in lower case. */
+const wordsOf = (name: string): string[] =>
+  name
+    .split(/[_\-\s]+|(?<=[a-z0-9])(?=[A-Z])/)
+    .filter((word) => word !== '')
+    .map((word) => word.toLowerCase())
+
+/**
+ * Whether one of `a` and `b` is the other with one word left out, not its first (`onProgress` and
+ * `onToolProgress`), the shorter keeping two words or more: a word left out is a guess at the name,
+ * not a letter missed.
+ */
+function oneWordApart(a: string, b: string): boolean {
+  const [shorter, longer] = wordsOf(a).length < wordsOf(b).length ? [a, b] : [b, a]
+  const words = wordsOf(longer)
+  if (words.length < 3 || words.length !== wordsOf(shorter).length + 1) return false
+  const target = normalizedName(shorter)
+  return words.some((_, index) => index > 0 && words.filter((__, other) => other !== index).join('') === target)
 }
 
 /** A name in lower case without separators: `base_url`, `baseURL` and `baseUrl` are one. */

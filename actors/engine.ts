@@ -19,6 +19,7 @@ import { DECLARED_SECRET, MAX_SECRET_LENGTH, MAX_SECRETS_TOTAL, type Secrets, re
 import { DEFAULT_MAX_STEPS, RUN_INPUT_KEYS, type RunInput, toolCallLimits, validateRunInput } from './run-input.js'
 import { type CatalogChanges, type ToolDefinition, catalogChanges, catalogOf, legacyCatalogDigest, shownText } from './tool-catalog.js'
 import { type InputCheck, inputCheckOf, inputChecks } from './tool-input.js'
+import { ToolProgressBoard, type ToolProgressUpdate } from './tool-progress.js'
 
 const noop = (): void => undefined
 
@@ -119,6 +120,18 @@ export interface StartOptions {
    */
   onToolCallText?: ((piece: ModelToolCallPiece) => void) | undefined
   /**
+   * Receives what the run's tools report while they run (`context.progress(value)`): a deploy's
+   * stage, a crawl's count, each update as the tool makes it, with the call's ids (`operationId`,
+   * `callId`, `name`, `stepId`), its `attempt`, the seq of its `tool.dispatched` (`dispatchedSeq`),
+   * the update's `index` among the call's (from 0, no gap) and the `value`, made JSON, copied and
+   * redacted of the run's secrets as the call's recorded result is. Live only: updates are never facts
+   * (a crash, another process, a page that reconnects gets none but the latest of each call running
+   * now, `running.liveToolProgress()`); the call's `tool.settled` is what counts. Called synchronously
+   * from the tool's `progress` (keep it quick: the tool waits); what it throws, or an async one rejects
+   * with, is ignored, and fails neither the tool nor the run. Without it, a run keeps nothing for progress.
+   */
+  onToolProgress?: ((update: ToolProgressUpdate) => void) | undefined
+  /**
    * Decides on each call of a tool that `needsApproval`, before it is dispatched (required when a
    * tool of the run may need approval). It may take as long as it needs: the call waits, the run is
    * at no safe point meanwhile (so it must not wait for a hold of its own run). A cancel aborts
@@ -140,7 +153,7 @@ function startOptions(options: unknown): StartOptions {
   if (options === undefined) return {}
   const refuse = (field: string, message: string) => new FactstateError('RUN_INVALID_INPUT', message, { details: { fields: [field] } })
   if (typeof options !== 'object' || options === null || Array.isArray(options)) {
-    throw refuse('options', 'start options must be an object ({ signal?, onModelText?, onToolCallText?, onApproval? })')
+    throw refuse('options', 'start options must be an object ({ signal?, onModelText?, onToolCallText?, onToolProgress?, onApproval? })')
   }
   for (const key of Object.keys(options)) {
     if (!START_OPTIONS.includes(key)) {
@@ -150,28 +163,39 @@ function startOptions(options: unknown): StartOptions {
       throw refuse(`options.${key}`, `start options have no ${JSON.stringify(key)}${hint === undefined ? '' : `: ${hint}`} (only ${START_OPTIONS.join(', ')})`)
     }
   }
-  const { signal, onModelText, onToolCallText, onApproval } = options as { signal?: unknown; onModelText?: unknown; onToolCallText?: unknown; onApproval?: unknown }
+  const { signal, onModelText, onToolCallText, onToolProgress, onApproval } = options as {
+    signal?: unknown
+    onModelText?: unknown
+    onToolCallText?: unknown
+    onToolProgress?: unknown
+    onApproval?: unknown
+  }
   for (const [name, receiver] of [
     ['onModelText', onModelText],
     ['onToolCallText', onToolCallText],
   ] as const) {
     if (receiver !== undefined && typeof receiver !== 'function') throw refuse(`options.${name}`, `options.${name} must be a function ((piece) => void)`)
   }
+  if (onToolProgress !== undefined && typeof onToolProgress !== 'function') {
+    throw refuse('options.onToolProgress', 'options.onToolProgress must be a function ((update) => void)')
+  }
   if (onApproval !== undefined && typeof onApproval !== 'function') {
     throw refuse('options.onApproval', 'options.onApproval must be a function ((request) => decision)')
   }
   const receiver = onModelText as StartOptions['onModelText']
   const callReceiver = onToolCallText as StartOptions['onToolCallText']
+  const progressReceiver = onToolProgress as StartOptions['onToolProgress']
   const approver = onApproval as StartOptions['onApproval']
   return {
     signal: startSignal(signal, refuse),
     ...(receiver === undefined ? {} : { onModelText: receiver }),
     ...(callReceiver === undefined ? {} : { onToolCallText: callReceiver }),
+    ...(progressReceiver === undefined ? {} : { onToolProgress: progressReceiver }),
     ...(approver === undefined ? {} : { onApproval: approver }),
   }
 }
 
-const START_OPTIONS: readonly string[] = ['signal', 'onModelText', 'onToolCallText', 'onApproval']
+const START_OPTIONS: readonly string[] = ['signal', 'onModelText', 'onToolCallText', 'onToolProgress', 'onApproval']
 
 /** `options.signal`: undefined or something that can be listened to as an AbortSignal. */
 function startSignal(signal: unknown, refuse: (field: string, message: string) => FactstateError): AbortSignal | undefined {
@@ -208,6 +232,19 @@ export interface RunningInvocation {
    * ```
    */
   liveToolCalls(): LiveModelToolCalls | undefined
+  /**
+   * The latest update of each of the run's tool calls running now that has reported progress
+   * (`context.progress`), as passed on to `onToolProgress` (copies, in the order the calls were
+   * dispatched): for a page that reconnects while a deploy runs. A call's entry goes once it has
+   * settled (its `tool.settled` is what counts then); `[]` while no running call has reported (so
+   * after the run too), `undefined` for a run started without `onToolProgress`.
+   *
+   * @example
+   * ```ts
+   * for (const update of running.liveToolProgress() ?? []) ui.showProgress(update.callId, update.value)
+   * ```
+   */
+  liveToolProgress(): ToolProgressUpdate[] | undefined
   /**
    * Resolves with the outcome once `invocation.ended` is durable (each call gets its own copy).
    * Rejects with `LOG_CLOSED` when the log closes under the run, and with the log's error when it
@@ -684,10 +721,11 @@ export class Engine {
     let signal: AbortSignal | undefined
     let onModelText: StartOptions['onModelText']
     let onToolCallText: StartOptions['onToolCallText']
+    let onToolProgress: StartOptions['onToolProgress']
     let onApproval: StartOptions['onApproval']
     try {
       // Read once, before anything is written: a signal that cannot be listened to would strand the run.
-      ;({ signal, onModelText, onToolCallText, onApproval } = startOptions(options))
+      ;({ signal, onModelText, onToolCallText, onToolProgress, onApproval } = startOptions(options))
       // Checked as given (its members, plain data all through: a class instance is refused before a copy
       // would make it a plain object), then copied, each member read once more, and the copy checked
       // again: that is what runs, so a getter that gives the check one value and the copy another (a
@@ -734,7 +772,7 @@ export class Engine {
     // From here on `running(id)` gives a handle of the run (before any await: once `start()` has returned).
     const opening = this.#opening(run.invocation, signal)
     try {
-      return await this.#admitRun(run, admitted, { signal, onModelText, onToolCallText, onApproval }, opening)
+      return await this.#admitRun(run, admitted, { signal, onModelText, onToolCallText, onToolProgress, onApproval }, opening)
     } catch (error) {
       if (opening !== undefined) this.#notOpened(opening, error, signal)
       throw error
@@ -743,7 +781,7 @@ export class Engine {
 
   /** The admission of a run whose input has been read and checked, and the start of its actor. */
   async #admitRun(run: RunInput, admitted: AdmittedTool[], options: StartOptions, opening: Opening | undefined): Promise<RunningInvocation> {
-    const { signal, onModelText, onToolCallText, onApproval } = options
+    const { signal, onModelText, onToolCallText, onToolProgress, onApproval } = options
     const { invocation, work } = run
     const catalog = catalogOf(run.tools, admitted.map((entry) => entry.shown))
     const settings: ExecutionSettings = canonical({
@@ -921,6 +959,8 @@ export class Engine {
       onModelText,
       onToolCallText,
       onApproval,
+      // Made only for a run whose caller listens: a run without it (a held one, say) holds nothing more.
+      ...(onToolProgress === undefined ? {} : { toolProgress: new ToolProgressBoard(onToolProgress) }),
       now: this.#now,
       eventId: this.#eventId,
       maxToolResultBytes: this.#maxToolResultBytes,
@@ -1042,6 +1082,9 @@ export class Engine {
       },
       liveToolCalls() {
         return current()?.actor.liveToolCalls()
+      },
+      liveToolProgress() {
+        return current()?.actor.liveToolProgress()
       },
       wait() {
         // Each caller gets its own copy: one that changes its outcome changes no other's.

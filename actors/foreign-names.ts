@@ -12,7 +12,8 @@ const TO_MAX_STEPS = 'maxSteps bounds the model requests of a run (1–256, defa
 const TO_SESSION = 'a conversation (a thread) is invocation.sessionId; each run has its own invocation.runId and invocation.invocationId'
 const TO_CONTENT = "the user's message is work.content (one message a run: a continuation replays the earlier ones from the log)"
 const TO_STREAMING =
-  "a run's progress is its facts: log.events({ follow: true }) gives each as it lands, and start's options onModelText and onToolCallText the answer and a tool call's arguments as they stream"
+  "a run's progress is its facts: log.events({ follow: true }) gives each as it lands, and start's options onModelText and onToolCallText the answer and a tool call's arguments as they stream, onToolProgress what a running tool reports"
+const TO_TOOL_PROGRESS = "a running tool reports with context.progress(value), which start's onToolProgress receives (live, never a fact)"
 const TO_SIGNAL = 'a run is cancelled through engine.start(input, { signal }), or running.cancel()'
 
 /** Run-input members of other libraries (normalized: `system_prompt`, `systemPrompt` are one), with where the setting is here. */
@@ -56,6 +57,10 @@ const START_OPTION_NAMES: Readonly<Record<string, string>> = {
   onevent: TO_STREAMING,
   streammode: TO_STREAMING,
   abortsignal: 'did you mean signal?',
+  // Temporal's activity heartbeats, an SDK's progress callback.
+  progress: TO_TOOL_PROGRESS,
+  heartbeat: TO_TOOL_PROGRESS,
+  onheartbeat: TO_TOOL_PROGRESS,
   configurable: `the run input's invocation names the run: ${TO_SESSION}`,
   threadid: `the run input's invocation names the run: ${TO_SESSION}`,
   recursionlimit: `the run input's maxSteps: ${TO_MAX_STEPS}`,

@@ -17,10 +17,11 @@ import type { ModelExecutor } from './model-executor.js'
 import { type ApprovalRequest, type Approver, type NeedsApproval, decide, needsApprovalFor } from './approval.js'
 import { type LiveModelText, type LiveModelToolCalls, LiveText, LiveToolCalls, type ModelTextPiece, type ModelToolCallPiece } from './model-text.js'
 import { type Secrets, redact, redactAnswer, redactDeep, redactFailure, secretsOf, withClientSecret, withToolSecret } from './redaction.js'
-import { functionTools, type ToolDefinition } from './tool-catalog.js'
+import { functionTools, type ToolContext, type ToolDefinition } from './tool-catalog.js'
 import { argumentsOf, unusableMessage } from './tool-arguments.js'
 import { failureText, failureWithin } from './tool-failure.js'
 import { inputChecks } from './tool-input.js'
+import { type ToolProgressBoard, type ToolProgressUpdate, progressText } from './tool-progress.js'
 import { retryBackoff, retryPolicyOf, retryWanted } from './tool-retry.js'
 import { TranscriptBuilder } from './transcript.js'
 
@@ -63,6 +64,8 @@ export interface ActorSetup {
   onToolCallText?: ((piece: ModelToolCallPiece) => void) | undefined
   /** Decides on calls of tools that need approval (see `StartOptions.onApproval`). */
   onApproval?: Approver | undefined
+  /** Passes on the progress tools report (see `StartOptions.onToolProgress`): only for a run started with it. */
+  toolProgress?: ToolProgressBoard | undefined
 }
 
 /** The event id of an invocation's `ordinal`-th fact unless the engine is given its own `eventId`. */
@@ -201,6 +204,14 @@ export type ToolResult = { ok: true; value: unknown } | { ok: false; message: st
 /** One attempt's result, and what it threw when it threw before it settled (the only failure a retry may follow). */
 type AttemptResult = { result: ToolResult | typeof ABANDONED; thrown?: { error: unknown } }
 
+/** What {@link runToolCall} gives each attempt's context, besides the signal and the attempt. */
+export interface ToolCallContext {
+  operationId: string
+  invocation: Invocation
+  addSecret: (secret: unknown) => void
+  progress?: ((text: string, attempt: number) => void) | undefined
+}
+
 /**
  * Runs one dispatched call of `tool` as the engine does, after its dispatch is durable: a copy of
  * `input`, a context with the call's ids, the tool's `timeoutMs` (else `toolTimeoutMs`) applied
@@ -224,12 +235,16 @@ type AttemptResult = { result: ToolResult | typeof ABANDONED; thrown?: { error: 
  * `call.addSecret` is the context's `addSecret` (it throws `TOOL_SECRET_INVALID` to the tool): from
  * then on, `redactMessage` (called as each text is redacted, never read ahead) and whatever redacts
  * the result must remove the value too, on every later attempt as well.
+ *
+ * `call.progress`, when there is one, gets each value the context's `progress` was given, as its
+ * checked JSON text ({@link progressText}), and the attempt: never once the attempt's signal has
+ * aborted or the attempt has settled. Without it the value is still checked, and dropped.
  */
 export async function runToolCall(
   tool: ToolDefinition,
   input: unknown,
   gate: AbortSignal,
-  call: { operationId: string; invocation: Invocation; addSecret: (secret: unknown) => void },
+  call: ToolCallContext,
   limits: { toolTimeoutMs?: number | undefined; maxToolResultBytes: number },
   redactMessage: (text: string) => string = (text) => text,
 ): Promise<ToolResult | typeof ABANDONED> {
@@ -287,16 +302,31 @@ async function runAttempt(
   tool: ToolDefinition,
   input: unknown,
   gate: AbortSignal,
-  call: { operationId: string; invocation: Invocation; attempt: number; addSecret: (secret: unknown) => void },
+  call: ToolCallContext & { attempt: number },
   limits: { toolTimeoutMs?: number | undefined; maxToolResultBytes: number },
   redactMessage: (text: string) => string,
 ): Promise<AttemptResult> {
   const timeoutMs = tool.timeoutMs ?? limits.toolTimeoutMs
   let given: AbortSignal | undefined
+  // Until the attempt has settled: a timer or a stream the tool left behind reports nothing after it.
+  let settled = false
   try {
     const run = (signal: AbortSignal) => {
       given = signal
-      const context = { signal, operationId: call.operationId, attempt: call.attempt, invocation: { ...call.invocation }, addSecret: (secret: string) => call.addSecret(secret) }
+      const { attempt, progress } = call
+      const context: ToolContext = {
+        signal,
+        operationId: call.operationId,
+        attempt,
+        invocation: { ...call.invocation },
+        addSecret: (secret: string) => call.addSecret(secret),
+        progress: (value: unknown) => {
+          // A cancelled call, or one past its time, is winding down: what it reports then is dropped, not refused.
+          if (settled || signal.aborted) return
+          const text = progressText(value)
+          progress?.(text, attempt)
+        },
+      }
       return toolResult(tool.execute(structuredClone(input), context), { limit: limits.maxToolResultBytes, readOnly: tool.readOnly === true })
     }
     if (timeoutMs === undefined) return { result: await run(gate) }
@@ -316,6 +346,8 @@ async function runAttempt(
       return { result: { ok: false, message: error === given.reason ? reason : message, uncertain: reason } }
     }
     return { result: { ok: false, message }, thrown: { error } }
+  } finally {
+    settled = true
   }
 }
 
@@ -1007,6 +1039,14 @@ export class InvocationActor {
   }
 
   /**
+   * The latest progress of each call running now that has reported some (see
+   * `RunningInvocation.liveToolProgress`); `undefined` for a run started without `onToolProgress`.
+   */
+  liveToolProgress(): ToolProgressUpdate[] | undefined {
+    return this.setup.toolProgress?.live()
+  }
+
+  /**
    * The tool calls of the attempt in flight as passed on to `onToolCallText` so far (see
    * `RunningInvocation.liveToolCalls`), over the same span as `liveText()`; `undefined` for a run
    * started without `onToolCallText`.
@@ -1204,7 +1244,7 @@ export class InvocationActor {
       approval = decision.record
     }
     // At most once: the dispatch is durable before the effect starts.
-    await record({
+    const dispatchedSeq = await record({
       type: 'tool.dispatched',
       operationId,
       callId: call.callId,
@@ -1234,7 +1274,15 @@ export class InvocationActor {
     const addSecret = (secret: unknown) => {
       this.setup.secrets = withToolSecret(this.setup.secrets, secret)
     }
-    const result = await runToolCall(tool, input, gate, { operationId, invocation: this.setup.invocation, addSecret }, this.setup, (text) => redact(text, failureSecrets()))
+    // Only for a run whose caller listens: a run without `onToolProgress` keeps nothing for it.
+    const board = this.setup.toolProgress?.open({ invocationId: this.setup.invocation.invocationId, stepId, operationId, callId: call.callId, name: call.name, dispatchedSeq })
+    const progress = board === undefined ? undefined : (text: string, attempt: number) => board.report(text, attempt, this.setup.secrets.inData)
+    let result: Awaited<ReturnType<typeof runToolCall>>
+    try {
+      result = await runToolCall(tool, input, gate, { operationId, invocation: this.setup.invocation, addSecret, progress }, this.setup, (text) => redact(text, failureSecrets()))
+    } finally {
+      board?.end()
+    }
     if (result === ABANDONED) {
       // Left dispatched, never settled, as a crash leaves it: uncertain, for the session to reconcile.
       throw new ToolUncertain(

@@ -266,7 +266,7 @@ export class LiveText {
 }
 
 /** Calls a receiver. Its failure is its own: the run goes on, and what it records is unchanged. */
-function deliver(call: () => unknown): void {
+export function deliver(call: () => unknown): void {
   try {
     const returned = call()
     // An async receiver's rejection is its own too, not the process's.

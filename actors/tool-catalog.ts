@@ -154,6 +154,30 @@ export interface ToolContext {
    * than 16,384 characters, or past 64 or 65,536 characters together in one run.
    */
   addSecret: (secret: string) => void
+  /**
+   * Reports how the call is getting on (a deploy's stage, a crawl's page count), for a page to show
+   * while the tool runs: passed on at once to the run's `StartOptions.onToolProgress`, and kept as the
+   * call's latest in `RunningInvocation.liveToolProgress()` until it settles. Live only, never a fact:
+   * nothing is written, and a crash, a reconnecting page (past `liveToolProgress()`) or another process
+   * gets none of it. The value is made JSON as a result is (a Date as its text, a BigInt as decimal
+   * text, `undefined` as `null`), copied (changing it afterwards changes nothing passed on) and
+   * redacted of the run's secrets as the call's recorded result is. `TOOL_PROGRESS_INVALID` (thrown
+   * here, nothing passed on) for a value JSON cannot encode, one over 65,536 bytes of JSON, or one
+   * nested deeper than 64 levels: checked whether or not the run has a receiver. From when
+   * `signal` has aborted (a cancel, the log's close, the time limit) and once the attempt has
+   * settled, it does nothing. Cheap without a receiver (the value is encoded to be checked).
+   *
+   * @example
+   * ```ts
+   * execute: async ({ pages }, context) => {
+   *   for (const [done, page] of pages.entries()) {
+   *     await crawl(page, context.signal)
+   *     context.progress({ done: done + 1, total: pages.length })
+   *   }
+   * }
+   * ```
+   */
+  progress: (value: unknown) => void
 }
 
 /** JSON with object keys sorted, so that equal values have one text. */

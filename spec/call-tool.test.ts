@@ -19,8 +19,8 @@ const REFUND_SCHEMA = {
 }
 
 /** The tools of the comparison, each keeping the contexts it was called with. */
-function tools(): { tools: ToolDefinition[]; contexts: Omit<ToolContext, 'signal' | 'addSecret'>[] } {
-  const contexts: Omit<ToolContext, 'signal' | 'addSecret'>[] = []
+function tools(): { tools: ToolDefinition[]; contexts: Omit<ToolContext, 'signal' | 'addSecret' | 'progress'>[] } {
+  const contexts: Omit<ToolContext, 'signal' | 'addSecret' | 'progress'>[] = []
   const seen = (context: ToolContext) => contexts.push({ operationId: context.operationId, attempt: context.attempt, invocation: context.invocation })
   return {
     contexts,

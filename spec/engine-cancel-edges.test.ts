@@ -25,6 +25,7 @@ test(
       ['a signal that is a string', { signal: 'stop' }, ['options.signal']],
       ['a signal that is a plain object', { signal: {} }, ['options.signal']],
       ['an unknown option (a typo of signal)', { signall: new AbortController().signal }, ['options.signall']],
+      ['a progress receiver that is no function', { onToolProgress: 'ui' }, ['options.onToolProgress']],
       ['a signal getter that throws', throwing, undefined],
     ]
     for (const [what, options, fields] of cases) {
@@ -34,7 +35,12 @@ test(
     // A misspelt option is told the one meant (as the library's other options are), and one like none is not.
     const misspelt = await refusedWithoutWriting(h.log, () => h.engine.start(h.input('free'), { onAproval: () => ({ approved: true }) } as StartOptions), 'RUN_INVALID_INPUT', 'onAproval')
     assert.equal(misspelt.details?.fields, ['options.onAproval'])
-    assert.match(misspelt.message, 'start options have no "onAproval": did you mean onApproval? (only signal, onModelText, onToolCallText, onApproval)')
+    assert.match(misspelt.message, 'start options have no "onAproval": did you mean onApproval? (only signal, onModelText, onToolCallText, onToolProgress, onApproval)')
+    // A word left out of the name (an SDK's onProgress) is a guess at it too.
+    for (const key of ['onProgress', 'on_progress', 'onToolProgressUpdate']) {
+      const worded = await refusedWithoutWriting(h.log, () => h.engine.start(h.input('free'), { [key]: () => undefined } as StartOptions), 'RUN_INVALID_INPUT', key)
+      assert.match(worded.message, `start options have no ${JSON.stringify(key)}: did you mean onToolProgress?`, key)
+    }
     // Another library's option (LangGraph's invoke config, the AI SDK's callbacks) is told where the setting is here.
     for (const [key, where] of [
       ['callbacks', 'log.events({ follow: true })'],
@@ -42,6 +48,8 @@ test(
       ['recursionLimit', "the run input's maxSteps"],
       ['configurable', 'invocation.sessionId'],
       ['abortSignal', 'did you mean signal?'],
+      ['heartbeat', 'context.progress(value), which start\'s onToolProgress receives'],
+      ['progress', 'context.progress(value)'],
     ] as const) {
       const foreign = await refusedWithoutWriting(h.log, () => h.engine.start(h.input('free'), { [key]: () => undefined } as StartOptions), 'RUN_INVALID_INPUT', key)
       assert.equal(foreign.details?.fields, [`options.${key}`])

@@ -20,7 +20,7 @@ import { keys } from '../store/keys.js'
 import { bounded } from './support/temp.js'
 
 const supervisor = { sessionId: 'support', turnId: 'turn-1', runId: 'run-1', invocationId: 'sup-1' }
-const contextOf = (operationId: string, invocation = supervisor): ToolContext => ({ signal: new AbortController().signal, operationId, attempt: 1, invocation, addSecret: () => undefined })
+const contextOf = (operationId: string, invocation = supervisor): ToolContext => ({ signal: new AbortController().signal, operationId, attempt: 1, invocation, addSecret: () => undefined, progress: () => undefined })
 
 test('childRunFor names the child by the call: the same call, the same ids, which childRunOf makes from the operation id alone', async () => {
   const child = childRunFor(contextOf('sup-1/step-1/0'), 'writer')

@@ -41,7 +41,7 @@ function hasUndefined(value: unknown): boolean {
 }
 
 /** How deep a fact's JSON may nest; deeper (or cyclic) values are refused before schema parsing recurses. */
-const MAX_DEPTH = 64
+export const MAX_DEPTH = 64
 /** The most members an object may have: msgpack as the log writes it (map16, as msgpackr does) holds no more. */
 export const MAX_OBJECT_MEMBERS = 0xffff
 const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/

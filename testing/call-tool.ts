@@ -4,6 +4,8 @@ import { redact, redactArguments, redactDeep, secretsOf, withToolSecret } from '
 import { toolProblem } from '../actors/run-input.js'
 import { argumentsOf, unusableMessage } from '../actors/tool-arguments.js'
 import type { ToolDefinition } from '../actors/tool-catalog.js'
+import { deliver } from '../actors/model-text.js'
+import { progressValue, type ToolProgressUpdate } from '../actors/tool-progress.js'
 import { FactstateError, messageWithoutCode } from '../errors.js'
 import { describeIssues, invocationSchema } from '../facts/schema.js'
 import type { Invocation } from '../facts/types.js'
@@ -23,7 +25,18 @@ export interface CallToolOptions {
   maxToolResultBytes?: number | undefined
   /** The engine's `secrets` (your tools' own keys): removed from the outcome as a run removes them from its facts. */
   secrets?: readonly string[] | undefined
+  /**
+   * Receives what the tool reports with `context.progress(value)`, as a run's
+   * `StartOptions.onToolProgress` would (made JSON, copied, redacted of the `secrets` option's values and
+   * of what the tool added), with the call's `operationId`, `name`, `attempt` and the update's `index`
+   * (from 0, over all attempts). As there, what it throws is ignored: collect the updates and assert
+   * after the call. Without it, a value `progress` refuses still throws `TOOL_PROGRESS_INVALID` to the tool.
+   */
+  onToolProgress?: ((update: CallToolProgress) => void) | undefined
 }
+
+/** What {@link CallToolOptions.onToolProgress} gets: a run's `ToolProgressUpdate` without the ids a call outside a run has none of. */
+export type CallToolProgress = Pick<ToolProgressUpdate, 'operationId' | 'name' | 'attempt' | 'index' | 'value'>
 
 /** What the engine would record of one call (see {@link callTool}). */
 export type ToolCallOutcome =
@@ -48,7 +61,7 @@ export type ToolCallOutcome =
    */
   | { status: 'unknown'; message: string }
 
-const OPTIONS = ['invocation', 'operationId', 'signal', 'toolTimeoutMs', 'maxToolResultBytes', 'secrets'] as const
+const OPTIONS = ['invocation', 'operationId', 'signal', 'toolTimeoutMs', 'maxToolResultBytes', 'secrets', 'onToolProgress'] as const
 const DEFAULT_INVOCATION: Invocation = Object.freeze({ sessionId: 'session-1', turnId: 'turn-1', runId: 'run-1', invocationId: 'invocation-1' })
 
 const invalid = (message: string, field: string) => new FactstateError('TESTING_INVALID_OPTIONS', `callTool: ${message}`, { details: { field } })
@@ -61,7 +74,7 @@ const invalid = (message: string, field: string) => new FactstateError('TESTING_
  * for each attempt, retried as its `retry` asks (as a run retries it: the same `operationId`), and its
  * result becomes what the engine would record: plain JSON (a Date as its text, a BigInt as decimal
  * text), a failure for a result over `maxToolResultBytes` or not JSON. Approval is not asked: the call
- * runs as an approved one. A tool or options the engine would refuse are `TESTING_INVALID_OPTIONS`
+ * runs as an approved one; what it reports with `context.progress` goes to `onToolProgress`. A tool or options the engine would refuse are `TESTING_INVALID_OPTIONS`
  * (`details.field`), before the tool is called.
  */
 export async function callTool(tool: ToolDefinition, args: unknown, options: CallToolOptions = {}): Promise<ToolCallOutcome> {
@@ -112,6 +125,16 @@ export async function callTool(tool: ToolDefinition, args: unknown, options: Cal
   const addSecret = (secret: unknown) => {
     secrets = withToolSecret(secrets, secret)
   }
+  const receiver = given.onToolProgress
+  if (receiver !== undefined && typeof receiver !== 'function') throw invalid('onToolProgress must be a function ((update) => void)', 'onToolProgress')
+  let updates = 0
+  const progress =
+    receiver === undefined
+      ? undefined
+      : (text: string, attempt: number) => {
+          const update: CallToolProgress = { operationId, name: called.name, attempt, index: updates++, value: progressValue(text, secrets.inData) }
+          deliver(() => (receiver as (update: CallToolProgress) => unknown)(update))
+        }
   let text: string | undefined
   try {
     text = typeof args === 'string' ? args : JSON.stringify(args)
@@ -129,7 +152,7 @@ export async function callTool(tool: ToolDefinition, args: unknown, options: Cal
   if (wrong !== undefined) return { status: 'rejected', reason: 'invalid_input', message: wrong }
   if ((signal as AbortSignal).aborted) return { status: 'rejected', reason: 'cancelled' }
   const limits = { toolTimeoutMs: toolTimeoutMs as number | undefined, maxToolResultBytes: maxToolResultBytes as number }
-  const result = await runToolCall(called, taken.input, signal as AbortSignal, { operationId, invocation, addSecret }, limits, (message) => redact(message, failureSecrets()))
+  const result = await runToolCall(called, taken.input, signal as AbortSignal, { operationId, invocation, addSecret, progress }, limits, (message) => redact(message, failureSecrets()))
   if (result === ABANDONED) {
     const timeoutMs = (called.timeoutMs ?? limits.toolTimeoutMs) as number
     return {

@@ -26,5 +26,5 @@ export { PathCheckError, type PathCheck, type PathChecks } from './path-check.js
 export { runPathChild, type PathChildOptions } from './path-child.js'
 export { invocationTransitions, transitionsOf, type MachineTransition } from './machine-coverage.js'
 export { ExecutionLedger, type LedgerEntry } from './ledger.js'
-export { callTool, type CallToolOptions, type ToolCallOutcome } from './call-tool.js'
+export { callTool, type CallToolOptions, type CallToolProgress, type ToolCallOutcome } from './call-tool.js'
 export { scriptOf, recordedRun, compareRuns, type RunDifference } from './replay.js'

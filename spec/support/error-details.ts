@@ -67,6 +67,7 @@ const schemas: { [C in FactstateErrorCode]: z.ZodType<FactstateErrorDetails[C]> 
   HANDOFF_UNAVAILABLE: z.undefined(),
   MACHINE_REJECTED: z.strictObject({ state: text.nullable().optional(), type: text.nullable().optional(), index: z.number().int().nullable().optional() }),
   TOOL_SECRET_INVALID: z.strictObject({ reason: z.enum(['not_a_string', 'too_short', 'too_long', 'too_many']) }),
+  TOOL_PROGRESS_INVALID: z.strictObject({ reason: z.enum(['not_json', 'too_large', 'too_deep']) }),
   MODEL_SECRET_INVALID: z.strictObject({ reason: z.enum(['too_long', 'too_many']) }),
   ENGINE_INVALID_OPTIONS: z.strictObject({ field: text }),
   INSPECTOR_INVALID_OPTIONS: z.strictObject({ field: text, value: z.unknown().optional() }),

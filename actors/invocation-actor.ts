@@ -320,7 +320,7 @@ async function runAttempt(
         attempt,
         invocation: { ...call.invocation },
         addSecret: (secret: string) => call.addSecret(secret),
-        progress: (value: unknown) => {
+        progress: (value?: unknown) => {
           // A cancelled call, or one past its time, is winding down: what it reports then is dropped, not refused.
           if (settled || signal.aborted) return
           const text = progressText(value)

@@ -160,7 +160,7 @@ export interface ToolContext {
    * call's latest in `RunningInvocation.liveToolProgress()` until it settles. Live only, never a fact:
    * nothing is written, and a crash, a reconnecting page (past `liveToolProgress()`) or another process
    * gets none of it. The value is made JSON as a result is (a Date as its text, a BigInt as decimal
-   * text, `undefined` as `null`), copied (changing it afterwards changes nothing passed on) and
+   * text; none, or `undefined`, as `null`: a sign of life), copied (changing it afterwards changes nothing passed on) and
    * redacted of the run's secrets as the call's recorded result is. `TOOL_PROGRESS_INVALID` (thrown
    * here, nothing passed on) for a value JSON cannot encode, one over 65,536 bytes of JSON, or one
    * nested deeper than 64 levels: checked whether or not the run has a receiver. From when
@@ -177,7 +177,7 @@ export interface ToolContext {
    * }
    * ```
    */
-  progress: (value: unknown) => void
+  progress: (value?: unknown) => void
 }
 
 /** JSON with object keys sorted, so that equal values have one text. */

@@ -6,7 +6,7 @@
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import type { Fact, Invocation, ToolContext, ToolDefinition } from '../index.js'
-import { answer, callTool, type ToolCallOutcome } from '../testing/index.js'
+import { answer, type CallToolProgress, callTool, type ToolCallOutcome } from '../testing/index.js'
 import { engineTest, factsOf } from './support/engine-fixtures.js'
 import { rejectsWithCode } from './support/codes.js'
 import { withTimeout } from './support/temp.js'
@@ -420,6 +420,67 @@ test('callTool refuses a tool or options the engine would refuse, with TESTING_I
     }
     assert.is(called, 0, 'the tool was never called')
   }, 10_000),
+)
+
+test(
+  "callTool passes what the tool reports with context.progress to onToolProgress as a run would: made JSON, copied, redacted of the secrets option's values and of what the tool added, numbered over a retry's attempts; a value a run refuses is TOOL_PROGRESS_INVALID to the tool, with or without the option; a report after the call settled is dropped",
+  () =>
+    withTimeout(async () => {
+      const KEY = 'crawler-key-0123456789'
+      const LEASE = 'lease-token-ABCDEFGH77'
+      let late: () => void = () => undefined
+      const lateDone = new Promise<void>((resolve) => {
+        late = resolve
+      })
+      const crawl: ToolDefinition = {
+        name: 'crawl',
+        retry: { retries: 1, backoffMs: 1 },
+        execute: (_input, context) => {
+          const value = { page: context.attempt, url: `https://example.test/?key=${KEY}`, at: new Date(0) }
+          context.progress(value)
+          value.page = 99
+          if (context.attempt === 1) throw new Error('the site timed out')
+          context.addSecret(LEASE)
+          context.progress({ lease: LEASE })
+          setImmediate(() => {
+            context.progress('after it settled')
+            late()
+          })
+          return 'crawled'
+        },
+      }
+      const updates: CallToolProgress[] = []
+      const outcome = await callTool(crawl, {}, { secrets: [KEY], onToolProgress: (update) => updates.push(update) })
+      await lateDone
+      assert.equal(outcome, { status: 'succeeded', output: 'crawled' })
+      assert.equal(updates, [
+        { operationId: 'invocation-1/step-1/0', name: 'crawl', attempt: 1, index: 0, value: { page: 1, url: 'https://example.test/?key=[redacted]', at: '1970-01-01T00:00:00.000Z' } },
+        { operationId: 'invocation-1/step-1/0', name: 'crawl', attempt: 2, index: 1, value: { page: 2, url: 'https://example.test/?key=[redacted]', at: '1970-01-01T00:00:00.000Z' } },
+        { operationId: 'invocation-1/step-1/0', name: 'crawl', attempt: 2, index: 2, value: { lease: '[redacted]' } },
+      ])
+      const loud: ToolDefinition = { name: 'loud', execute: (_input, context) => context.progress({ rows: 'r'.repeat(70_000) }) }
+      const refused = {
+        status: 'failed',
+        message: 'FactstateError: TOOL_PROGRESS_INVALID: context.progress takes at most 65,536 bytes of JSON, not 70,011: pass a summary (counts, a stage), not the data; nothing was passed on',
+      }
+      const heard: CallToolProgress[] = []
+      assert.equal(await callTool(loud, {}, { onToolProgress: (update) => heard.push(update) }), refused)
+      assert.equal(await callTool(loud, {}), refused, 'refused without a receiver too')
+      assert.equal(heard, [])
+      // A receiver that throws changes nothing, as in a run.
+      const quiet: ToolDefinition = { name: 'quiet', execute: (_input, context) => (context.progress('one'), context.progress('two'), 'ok') }
+      const seen: number[] = []
+      const throwing = (update: CallToolProgress) => {
+        seen.push(update.index)
+        throw new Error('the test page went away')
+      }
+      assert.equal(await callTool(quiet, {}, { onToolProgress: throwing }), { status: 'succeeded', output: 'ok' })
+      assert.equal(seen, [0, 1])
+      const notAFunction = await rejectsWithCode(() => callTool(quiet, {}, { onToolProgress: 'log' as never }), 'TESTING_INVALID_OPTIONS', 'a receiver that is no function')
+      assert.equal(notAFunction.details, { field: 'onToolProgress' })
+      const misnamed = await rejectsWithCode(() => callTool(quiet, {}, { onProgress: () => undefined } as never), 'TESTING_INVALID_OPTIONS', 'an SDK\'s name for it')
+      assert.match(misnamed.message, 'there is no option "onProgress": did you mean onToolProgress?')
+    }, 10_000),
 )
 
 test.run()

@@ -1181,6 +1181,15 @@ test('log --sessions lists the sessions in id order with their last run, --prefi
         await log.appendAll(new EventMaker(invocationOf('a', 'alpha')).many([facts.opened(), facts.requested('s1')]))
         await log.appendAll(completeInvocation('ab', 'alpha.b'))
         await log.appendAll(completeInvocation('b', 'beta'))
+        // A child run under childRunFor's ids: its session, turn, run and invocation are one id.
+        const kid = { sessionId: 'gamma.kid', turnId: 'gamma.kid', runId: 'gamma.kid', invocationId: 'gamma.kid' }
+        const parent = { invocation: invocationOf('b', 'beta'), operationId: 'inv-b/step-1/0' }
+        await log.appendAll(
+          completeInvocation('kid', 'gamma.kid').map((event) => {
+            const fact = event.fact.type === 'invocation.opened' && event.fact.input.kind === 'message' ? { ...event.fact, input: { ...event.fact.input, parent } } : event.fact
+            return { ...event, invocation: kid, fact }
+          }),
+        )
       } finally {
         await log.close()
       }
@@ -1190,8 +1199,10 @@ test('log --sessions lists the sessions in id order with their last run, --prefi
         'alpha  run-a  turn-a  inv-a  message  open',
         'alpha.b  run-ab  turn-ab  inv-ab  message  completed',
         'beta  run-b  turn-b  inv-b  message  completed',
+        // Its one id said once, as log prints a child run's facts.
+        'gamma.kid  message  child of inv-b/step-1/0 (session beta)  completed',
       ])
-      assert.match(all.stderr, /^3 session\(s\); log high-water \d+/)
+      assert.match(all.stderr, /^4 session\(s\); log high-water \d+/)
       const some = await cli(['log', location, '--sessions', '--prefix', 'alpha.'])
       assert.equal([some.code, some.stdout.trim().split('\n').map((line) => line.split('  ')[0])], [0, ['alpha.b']])
       assert.match(some.stderr, /^1 session\(s\) beginning with alpha\.;/)
@@ -1215,7 +1226,7 @@ test('log --sessions lists the sessions in id order with their last run, --prefi
       }
     })))
 
-test("pending --unanswered: a turn with settled effects cancelled by a shutdown is to be finished; one cancelled otherwise may be a user's stop, and its line says both; a child's whose supervisor has run since says only that nothing waits for it, and the hint does not count it", () =>
+test("pending --unanswered: a turn with settled effects cancelled by a shutdown is to be finished; one cancelled otherwise may be a user's stop, and its line says both (a cancel without a reason in words); a child's says only to settle it through its supervisor, and one whose supervisor has run since says only that nothing waits for it, and the hint does not count it", () =>
   bounded30(
     withTempDir(async (dir) => {
       const location = join(dir, 'log')
@@ -1237,6 +1248,7 @@ test("pending --unanswered: a turn with settled effects cancelled by a shutdown 
         await log.appendAll(completeInvocation('sup', 'desk'))
         await log.appendAll(withEffect('shut', 'S', 'shutdown'))
         await log.appendAll(withEffect('stop', 'U', 'user-stop'))
+        await log.appendAll(withEffect('plain', 'C', 'cancel'))
         await log.appendAll(withEffect('writer', 'writer-of-desk', 'signal', { invocation: supervisor, operationId: 'inv-sup/step-1/0' }))
       } finally {
         await log.close()
@@ -1248,11 +1260,14 @@ test("pending --unanswered: a turn with settled effects cancelled by a shutdown 
         return listed.stdout.trim().split('\n')
       }
       const hint = async () => (await cli(['pending', location])).stderr.trim().split('\n').filter((line) => line.startsWith('hint:'))
-      const [shut, stop, writer] = await lines()
+      const [plain, shut, stop, writer] = await lines()
+      // A handle's cancel() without a reason: the engine's default 'cancel', said in words.
+      assert.match(plain ?? '', new RegExp(`^C: unanswered turn turn-plain: .* ended cancelled cancel at seq \\d+; its run's tools with effects already settled: echo succeeded; a cancel without a reason, not a shutdown's: if the user stopped it, leave it \\(.*\\); if not, ${finish}$`))
       assert.match(shut ?? '', new RegExp(`^S: unanswered turn turn-shut: .* ended cancelled shutdown at seq \\d+; its run's tools with effects already settled: echo succeeded; ${finish}$`))
       assert.match(stop ?? '', new RegExp(`^U: unanswered turn turn-stop: .* ended cancelled user-stop at seq \\d+; its run's tools with effects already settled: echo succeeded; a cancel \\(user-stop\\), not a shutdown's: if the user stopped it, leave it \\(their next message continues the session, with these calls' results in its transcript\\); if not, ${finish}$`))
-      assert.match(writer ?? '', /; a child run of inv-sup\/step-1\/0 \(session desk\): settle it through its supervisor's recovery$/)
-      assert.equal(await hint(), ['hint: 3 turns ended unanswered (cancelled or failed): factstate pending --unanswered lists them'])
+      // A child's turn (its supervisor not run since): only the child's advice, never to leave it or finish it alone.
+      assert.match(writer ?? '', /^writer-of-desk: unanswered turn turn-writer: .* ended cancelled signal at seq \d+; its run's tools with effects already settled: echo succeeded; a child run of inv-sup\/step-1\/0 \(session desk\): settle it through its supervisor's recovery$/)
+      assert.equal(await hint(), ['hint: 4 turns ended unanswered (cancelled or failed): factstate pending --unanswered lists them'])
       // The supervisor has run since (told the writer's turn was given up, say): nothing waits for it.
       const later = await EventLog.open(location)
       try {
@@ -1261,9 +1276,9 @@ test("pending --unanswered: a turn with settled effects cancelled by a shutdown 
         await later.close()
       }
       const after = await lines()
-      assert.is(after.length, 3)
-      assert.match(after[2] ?? '', /^writer-of-desk: unanswered turn turn-writer: .* ended cancelled signal at seq \d+; its run's tools with effects already settled: echo succeeded; a child run of inv-sup\/step-1\/0 \(session desk\), whose supervisor has run since \(run run-sup-2\): nothing waits for this turn$/)
-      assert.equal(await hint(), ['hint: 2 turns ended unanswered (cancelled or failed): factstate pending --unanswered lists them'])
+      assert.is(after.length, 4)
+      assert.match(after[3] ?? '', /^writer-of-desk: unanswered turn turn-writer: .* ended cancelled signal at seq \d+; its run's tools with effects already settled: echo succeeded; a child run of inv-sup\/step-1\/0 \(session desk\), whose supervisor has run since \(run run-sup-2\): nothing waits for this turn$/)
+      assert.equal(await hint(), ['hint: 3 turns ended unanswered (cancelled or failed): factstate pending --unanswered lists them'])
     }),
   ))
 

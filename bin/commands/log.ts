@@ -33,7 +33,7 @@ all did, or when requests were interrupted; --json: usage, with answers, unrepor
 interrupted and the sums).
 --sessions prints the log's sessions instead, in id order (only those whose id begins with P,
 with --prefix), one line each: the session, then its last run as --runs prints a run, without
-tokens (--json: { sessionId, latestRun }, as log.sessions() gives them).
+tokens (a child run's session, whose id is its run's one id, said once) (--json: { sessionId, latestRun }, as log.sessions() gives them).
 The log is read as a snapshot (a copy taken now, beside the log, removed at the end), so the
 application can open it meanwhile; when another process has it open, the snapshot holds every fact
 durable by then (said on stderr), and facts appended after it are not printed.
@@ -157,7 +157,10 @@ export async function logCommand(args: string[], io: CommandIo, options: { signa
       for (let page = await log.sessions({ prefix, limit: 1_000 }); page.length > 0; page = await log.sessions({ prefix, after: page.at(-1)?.sessionId, limit: 1_000 })) {
         for (const session of page) {
           if (io.stdoutClosed?.()) return EXIT.ok
-          io.stdout(values.json ? escapeControls(JSON.stringify(session)) : escapeControls(`${session.sessionId}  ${formatRun(session.latestRun)}`))
+          // A child run's session is its run's one id (`childRunFor`), which formatRun says: said once.
+          const { latestRun } = session
+          const oneId = session.sessionId === latestRun.runId && latestRun.runId === latestRun.turnId && latestRun.runId === latestRun.invocationId
+          io.stdout(values.json ? escapeControls(JSON.stringify(session)) : escapeControls(oneId ? formatRun(latestRun) : `${session.sessionId}  ${formatRun(latestRun)}`))
         }
         listed += page.length
       }

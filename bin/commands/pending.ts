@@ -129,7 +129,17 @@ const UNANSWERED_COUNTED = 10_000
 function finishAdvice(outcome: InvocationOutcome): string {
   const finish = 'finish the turn (a continuation without content) rather than resend its message'
   if (outcome.status !== 'cancelled' || outcome.source === 'shutdown') return `; ${finish}`
-  return `; a cancel (${outcome.source}), not a shutdown's: if the user stopped it, leave it (their next message continues the session, with these calls' results in its transcript); if not, ${finish}`
+  return `; ${cancelNamed(outcome.source)}, not a shutdown's: if the user stopped it, leave it (their next message continues the session, with these calls' results in its transcript); if not, ${finish}`
+}
+
+/**
+ * A cancel as an unanswered line names it: the engine's defaults in words (`cancel`: a handle's
+ * `cancel()` without a reason; `signal`: a start's signal aborted without one), any other reason quoted.
+ */
+function cancelNamed(source: string): string {
+  if (source === 'cancel') return 'a cancel without a reason'
+  if (source === 'signal') return 'a cancel by its signal, without a reason'
+  return `a cancel (${source})`
 }
 
 /** How many of an unanswered run's settled calls with effects its line names (--json has them all). */
@@ -206,7 +216,10 @@ export async function pendingCommand(args: string[], io: CommandIo): Promise<num
         const goneOn = parent !== undefined && since !== undefined && since.runId !== parent.invocation.runId
         const left = goneOn ? `; a child run of ${parent.operationId} (session ${parent.invocation.sessionId}), whose supervisor has run since (run ${since.runId}): nothing waits for this turn` : child
         const settled = effects.length === 0 ? '' : `; its run's tools with effects already settled: ${listed.join(', ')}`
-        io.stdout(escapeControls(`${sessionId}: unanswered turn ${unanswered.turnId}: run ${unanswered.runId} (${unanswered.invocationId}) ended ${ended} at seq ${unanswered.lastSeq}${settled}${effects.length === 0 || goneOn ? '' : finishAdvice(outcome)}${left}`))
+        // A child's turn is never finished or left on its own (continued alone it would have no parent
+        // and answer no one): its line gives only the child's advice.
+        const advice = effects.length === 0 || parent !== undefined ? '' : finishAdvice(outcome)
+        io.stdout(escapeControls(`${sessionId}: unanswered turn ${unanswered.turnId}: run ${unanswered.runId} (${unanswered.invocationId}) ended ${ended} at seq ${unanswered.lastSeq}${settled}${advice}${left}`))
       }
     }
     if (collapse) {

@@ -147,11 +147,14 @@ test(
       assert.ok(source)
       const opened = events.find((event) => event.invocation.runId === 'r5' && event.fact.type === 'invocation.opened') as RuntimeEvent
       const conflicting = copy.append({ ...(events[0] as RuntimeEvent), fact: (events[1] as RuntimeEvent).fact })
+      const openedFact = opened.fact as Extract<RuntimeEvent['fact'], { type: 'invocation.opened' }>
+      const forgedSource = { ...source.boundary, highWater: source.boundary.highWater + 1 }
+      // Forged whole: its execution's replayBase is its source, as the engine records them.
       const forged = copy.append({
         ...opened,
         id: 'copy-forged-opened',
         invocation: { ...turn(7) },
-        fact: { ...(opened.fact as Extract<RuntimeEvent['fact'], { type: 'invocation.opened' }>), input: { kind: 'continuation', source: { ...source.boundary, highWater: source.boundary.highWater + 1 } } },
+        fact: { ...openedFact, input: { kind: 'continuation', source: forgedSource }, execution: { ...openedFact.execution, replayBase: forgedSource } },
       })
       assert.is((await refusal(conflicting)).code, 'LOG_CONFLICT')
       assert.is((await refusal(forged)).code, 'RUN_SOURCE_MISMATCH')

@@ -539,6 +539,12 @@ rules(
         ],
         ['a continuation of a run that does not exist', open(invocationOf('c1', 'session-source'), { kind: 'continuation', source: { ...done, invocation: { ...done.invocation, runId: 'nope' } } }), 'RUN_SOURCE_MISMATCH', 'source'],
         ['a continuation of a run of another session', open(invocationOf('c2', 'session-source'), { kind: 'continuation', source: elsewhere }), 'RUN_SOURCE_MISMATCH', 'source'],
+        [
+          'a continuation of a run of a session the log never saw',
+          open(invocationOf('c7', 'session-source'), { kind: 'continuation', source: { ...done, invocation: { ...done.invocation, sessionId: 'session-other' } } }),
+          'RUN_SOURCE_MISMATCH',
+          'source',
+        ],
         ['a continuation of a run still running', open(invocationOf('c3', 'session-running'), { kind: 'continuation', source: midRun }), 'RUN_SOURCE_MISMATCH', 'source'],
         ['a continuation from inside its source', open(invocationOf('c4', 'session-source'), { kind: 'continuation', source: { ...done, highWater: done.highWater - 1 } }), 'RUN_SOURCE_MISMATCH', 'source'],
         ['a continuation whose digest the facts do not reproduce', open(invocationOf('c5', 'session-source'), { kind: 'continuation', source: { ...done, digest: sealed.digest } }), 'RUN_SOURCE_MISMATCH', 'source'],
@@ -550,18 +556,32 @@ rules(
         if (code === 'RUN_SOURCE_MISMATCH') {
           details[what] = refused.details
           assert.match(refused.message, /log\.runs?(Source)?\("session-(source|elsewhere|running)"/, `${what}: the way out`)
-          // A source of another session: the way out is a run of the continuation's own session.
-          if (what === 'a continuation of a run of another session') assert.match(refused.message, /log\.runs\("session-source"\)/, `${what}: its own session's runs`)
+          // A source of another session (one the log holds or not): the way out is a run of the continuation's own session.
+          if (what.includes('session')) assert.match(refused.message, /log\.runs\("session-source"\)/, `${what}: its own session's runs`)
         }
       }
       // Which member of the boundary the log does not hold, and where the run ends (never the digest it would take).
+      // Every refusal of an appended event names it (`eventId`), whichever check made it.
       assert.equal(details, {
-        'a continuation of a run that does not exist': { sessionId: 'session-source', runId: 'nope', field: 'invocation' },
+        'a continuation of a run that does not exist': { sessionId: 'session-source', runId: 'nope', field: 'invocation', eventId: 'inv-c1/1' },
         'a continuation of a run of another session': { sessionId: 'session-elsewhere', runId: 'run-elsewhere', field: 'invocation', eventId: 'inv-c2/1' },
-        'a continuation of a run still running': { sessionId: 'session-running', runId: 'run-running', field: 'digest', lastSeq: midRun.highWater, ended: false },
-        'a continuation from inside its source': { sessionId: 'session-source', runId: 'run-done', field: 'highWater', lastSeq: done.highWater, ended: true },
-        'a continuation whose digest the facts do not reproduce': { sessionId: 'session-source', runId: 'run-done', field: 'digest', lastSeq: done.highWater, ended: true },
+        'a continuation of a run of a session the log never saw': { sessionId: 'session-other', runId: 'run-done', field: 'invocation', eventId: 'inv-c7/1' },
+        'a continuation of a run still running': { sessionId: 'session-running', runId: 'run-running', field: 'digest', lastSeq: midRun.highWater, ended: false, eventId: 'inv-c3/1' },
+        'a continuation from inside its source': { sessionId: 'session-source', runId: 'run-done', field: 'highWater', lastSeq: done.highWater, ended: true, eventId: 'inv-c4/1' },
+        'a continuation whose digest the facts do not reproduce': { sessionId: 'session-source', runId: 'run-done', field: 'digest', lastSeq: done.highWater, ended: true, eventId: 'inv-c5/1' },
       })
+      // A continuation whose execution.replayBase is not its source (the engine records the two alike), and a message run with one.
+      const replayed = (input: Extract<Fact, { type: 'invocation.opened' }>['input'], replayBase: RunBoundary, id: string) =>
+        refusal(log.append(new EventMaker(invocationOf(id, 'session-source')).next({ ...opened, input, execution: { ...opened.execution, replayBase } })))
+      for (const refused of [await replayed({ kind: 'continuation', source: done }, elsewhere, 'c8'), await replayed({ kind: 'message', content: 'hi' }, done, 'c9')]) {
+        assert.is(refused.code, 'LOG_INVALID_EVENT', refused.message)
+        assert.equal(refused.details, { fields: ['fact.execution.replayBase'] })
+      }
+      // The digest's refusal says what it compared, in words.
+      assert.match(
+        (await refusal(log.append(open(invocationOf('c10', 'session-source'), { kind: 'continuation', source: { ...done, digest: sealed.digest } })))).message,
+        new RegExp(`\\(its digest is not that of the run's facts through seq ${done.highWater}, where the run ended\\)`),
+      )
       assert.equal(await digestOf(log), before, 'nothing written')
       // The real ones are admitted, in the order they are appended even when not awaited one by one
       // (the first waits for its source to be verified; what follows waits behind it).

@@ -1,3 +1,4 @@
+import { isDeepStrictEqual } from 'node:util'
 import { Packr, RESERVE_START_SPACE } from 'msgpackr'
 import { FactstateError } from '../errors.js'
 import { parseRuntimeEvent } from '../facts/compiled-schema.js'
@@ -277,7 +278,8 @@ function validate(event: unknown): RuntimeEvent {
  * `validateEvent` (stored facts are read as written, so a log written before a rule stays readable):
  * a `tool.rejected` is `denied` exactly when it records the approver's decision (`approval`); an
  * `invocation.opened`'s `requestFingerprint` is 1–256 characters, as the engine's run input is; its
- * `parent`, when present, names one of its invocation's operations and another invocation; a
+ * `parent`, when present, names one of its invocation's operations and another invocation; its
+ * `execution.replayBase`, when present, is a continuation's `input.source`; a
  * tool catalog's `digests`, when present, has one digest per name.
  */
 export function checkFactRules(event: RuntimeEvent): void {
@@ -293,6 +295,19 @@ export function checkFactRules(event: RuntimeEvent): void {
     }
     if (fact.input.kind !== 'handoff' && fact.input.parent !== undefined) checkParent(fact.input.parent, event.invocation)
     checkCatalog(fact.execution, 'fact.execution')
+    // The boundary a run's transcript is replayed from is its source, which a continuation's input
+    // names: the engine records the two alike, and a message run has none. (A successor's execution
+    // is its seal's, whose replayBase is the sealed run's own source.)
+    const { replayBase } = fact.execution
+    if (replayBase !== undefined && fact.input.kind !== 'handoff' && (fact.input.kind === 'message' || !isDeepStrictEqual(replayBase, fact.input.source))) {
+      throw new FactstateError(
+        'LOG_INVALID_EVENT',
+        fact.input.kind === 'message'
+          ? 'the event does not fit the fact schema: a run opened with a message replays no source (fact.execution.replayBase is only a continuation\'s)'
+          : "the event does not fit the fact schema: fact.execution.replayBase is the continuation's source, and differs from fact.input.source",
+        { details: { fields: ['fact.execution.replayBase'] } },
+      )
+    }
     if (fact.input.kind === 'handoff') checkCatalog(fact.input.pause.execution, 'fact.input.pause.execution')
   }
   if (fact.type === 'invocation.ended' && fact.outcome.status === 'handoff_paused') checkCatalog(fact.outcome.pause.execution, 'fact.outcome.pause.execution')

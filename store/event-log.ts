@@ -2338,7 +2338,8 @@ export class EventLog {
   /** `owned`: `events` is an array made for this call, so the validated copies may replace its items. */
   #enqueue(events: RuntimeEvent[], precondition: Precondition | undefined, single: boolean, owned = false): Promise<number | number[]> {
     let validated: RuntimeEvent[]
-    let sources: RunBoundary[] | undefined
+    // Each source to verify with the id of the event that names it (a refusal names that event).
+    let sources: { boundary: RunBoundary; eventId: string }[] | undefined
     try {
       this.#assertOpen()
       if (this.#snapshotOf !== undefined) {
@@ -2349,8 +2350,11 @@ export class EventLog {
         const event = validateEvent(events[index])
         checkFactRules(event)
         validated[index] = event
-        if (event.fact.type === 'invocation.opened' && event.fact.input.kind !== 'message' && !this.#verifiedSources.has(boundaryKey(event.fact.input.source))) {
-          ;(sources ??= []).push(event.fact.input.source)
+        // A source in another session is not looked for: the integrity rules refuse it as staged
+        // (`checkSource`), pointing at the continuation's own session, whose runs hold the way out.
+        const input = event.fact.type === 'invocation.opened' ? event.fact.input : undefined
+        if (input !== undefined && input.kind !== 'message' && input.source.invocation.sessionId === event.invocation.sessionId && !this.#verifiedSources.has(boundaryKey(input.source))) {
+          ;(sources ??= []).push({ boundary: input.source, eventId: event.id })
         }
       }
     } catch (error) {
@@ -2393,17 +2397,27 @@ export class EventLog {
    * before it and are not durable yet (a pipelined `append(ended)`, `append(opened)`) is verified
    * again once every earlier append is durable or refused, as if the calls had been awaited in turn.
    */
-  async #verifySources(sources: RunBoundary[]): Promise<void> {
+  async #verifySources(sources: { boundary: RunBoundary; eventId: string }[]): Promise<void> {
     const ahead = this.#queued
     // Read before the check: the check reads a snapshot taken as it starts, so appends that settle
     // while it reads are not in it, and it must then be made again.
     const settled = this.#settledThrough
+    // A refusal names the appended event whose source it is, as the integrity rules' refusals do.
+    const verify = () =>
+      Promise.all(
+        sources.map(({ boundary, eventId }) =>
+          this.#lineage(boundary, true).catch((error: unknown) => {
+            if (!isFactstateError(error, 'RUN_SOURCE_MISMATCH') || error.details === undefined) throw error
+            throw new FactstateError('RUN_SOURCE_MISMATCH', messageWithoutCode(error), { cause: error.cause, details: { ...error.details, eventId } })
+          }),
+        ),
+      )
     try {
-      await Promise.all(sources.map((boundary) => this.#lineage(boundary, true)))
+      await verify()
     } catch (error) {
       if (!(error instanceof FactstateError && error.code === 'RUN_SOURCE_MISMATCH') || ahead <= settled) throw error
       await this.#settled(ahead)
-      await Promise.all(sources.map((boundary) => this.#lineage(boundary, true)))
+      await verify()
     }
   }
 
@@ -2939,8 +2953,13 @@ export class EventLog {
       const ended = record !== undefined && record.terminal !== null
       // A high-water and its digest go together: one that is no fact of the run, or not the end of an ended run, is the one at fault.
       const field = !last || last.seq !== boundary.highWater || (ended && record.lastSeq !== boundary.highWater) ? 'highWater' : 'digest'
-      const where = record === undefined ? '' : ended ? `, which ended at ${record.lastSeq}` : `, whose last fact so far is ${record.lastSeq}`
-      throw new FactstateError('RUN_SOURCE_MISMATCH', `the boundary of run ${sessionId}/${runId} does not match the log (its ${field} at ${boundary.highWater}${where}); ${sourceRemedy(sessionId, runId, field)}`, {
+      const at =
+        field === 'digest'
+          ? `its digest is not that of the run's facts through seq ${boundary.highWater}`
+          : `its highWater ${boundary.highWater} is ${last?.seq === boundary.highWater ? "not the run's end" : 'no fact of the run'}`
+      const where =
+        record === undefined ? '' : !ended ? `; the run has not ended, its last fact so far is seq ${record.lastSeq}` : record.lastSeq === boundary.highWater ? ', where the run ended' : `; the run ended at seq ${record.lastSeq}`
+      throw new FactstateError('RUN_SOURCE_MISMATCH', `the boundary of run ${sessionId}/${runId} does not match the log (${at}${where}); ${sourceRemedy(sessionId, runId, field)}`, {
         details: { sessionId, runId, field, ...(record === undefined ? {} : { lastSeq: record.lastSeq, ended }) },
       })
     }

@@ -213,10 +213,11 @@ export interface FactstateErrorDetails {
   TOOL_PROGRESS_INVALID: { reason: 'not_json' | 'too_large' | 'too_deep' }
   /**
    * `reason`: why `ModelRequest.addSecret` refused its value, with the bounds `TOOL_SECRET_INVALID`
-   * has: `too_long` (over 16,384 characters) or `too_many` (the run's model client has added 64
-   * secrets already, or 65,536 characters of them with this one).
+   * has: `not_a_string`, `too_short` (under 8 characters once trimmed), `too_long` (over 16,384
+   * characters) or `too_many` (the run's model client has added 64 secrets already, or 65,536
+   * characters of them with this one).
    */
-  MODEL_SECRET_INVALID: { reason: 'too_long' | 'too_many' }
+  MODEL_SECRET_INVALID: { reason: 'not_a_string' | 'too_short' | 'too_long' | 'too_many' }
   /** `field`: the option. */
   ENGINE_INVALID_OPTIONS: { field: string }
   /** `field`: the option; `value`: the value given (for `host`, `port`, `maxEvents`, `maxBytes`, and a port in use). */

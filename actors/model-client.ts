@@ -101,8 +101,9 @@ export interface ModelRequest {
    * 8 characters or more from failure messages). Call it before answering with anything that may
    * quote it; again on each attempt is cheap. The engine sets it; absent when a client is called directly.
    * Bounded as the engine's `secrets` are: it throws `MODEL_SECRET_INVALID` (`details.reason`
-   * `too_long`, `too_many`; the value never quoted) for a secret over 16,384 characters, a 65th one
-   * in the run, or one past 65,536 characters together, and adds nothing.
+   * `not_a_string`, `too_short`, `too_long`, `too_many`; the value never quoted) for what is not a
+   * string, a secret under 8 characters once trimmed or over 16,384, a 65th one in the run, or one
+   * past 65,536 characters together, and adds nothing.
    */
   addSecret?: ((secret: string) => void) | undefined
 }

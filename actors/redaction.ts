@@ -77,21 +77,26 @@ const CLIENT_SECRET = 'client secret '
  * `secrets` with `secret`, which the run's model client holds besides its provider's key and headers
  * (`ModelRequest.addSecret`), added as a credential header is: removed from failure messages in every
  * form and by its pieces, from data whole when it looks like a key. The same secrets when it was
- * added already, or for what is not a string (as before: clients call it on every attempt). Bounded
- * as declared secrets are: longer than {@link MAX_SECRET_LENGTH} characters (`too_long`), or past
+ * added already (clients call it on every attempt). Bounded as declared secrets are: not a string
+ * (`not_a_string`), shorter than 8 characters once trimmed (`too_short`), longer than
+ * {@link MAX_SECRET_LENGTH} characters (`too_long`), or past
  * {@link MAX_CLIENT_SECRETS} secrets or {@link MAX_SECRETS_TOTAL} characters together in the run
  * (`too_many`): `MODEL_SECRET_INVALID`, thrown to the client, never quoting the value (a secret of
  * 256 KB took 3.1 s and 430 MB to add). Built from the new secret alone and laid over the run's, as
  * {@link withToolSecret} does: rebuilding them all at each addition made 64 secrets of 1 KB cost 12 s.
  */
 export function withClientSecret(secrets: Secrets, secret: unknown): Secrets {
-  if (typeof secret !== 'string') return secrets
+  const refused = (reason: 'not_a_string' | 'too_short' | 'too_long' | 'too_many', why: string) =>
+    new FactstateError('MODEL_SECRET_INVALID', `request.addSecret ${why}; the value is not shown`, { details: { reason } })
+  // Refused, not ignored: a client whose token is not a string (a Buffer, undefined before its
+  // exchange) would otherwise believe it redacted.
+  if (typeof secret !== 'string') throw refused('not_a_string', `takes a string, not ${secret === null ? 'null' : secret === undefined ? 'undefined' : `a ${typeof secret}`}`)
+  // A shorter one would be removed from everyday text (inside words: "the [redacted]r refused") wherever it appears.
+  if (secret.trim().length < SECRET_PIECE) throw refused('too_short', `takes a secret of ${SECRET_PIECE} characters or more (spaces around it not counted)`)
   const from = secrets.from ?? {}
   const headers = { ...from.headers }
   const added = Object.keys(headers).filter((name) => name.startsWith(CLIENT_SECRET))
   if (added.some((name) => headers[name] === secret)) return secrets
-  const refused = (reason: 'too_long' | 'too_many', why: string) =>
-    new FactstateError('MODEL_SECRET_INVALID', `request.addSecret ${why}; the value is not shown`, { details: { reason } })
   if (secret.length > MAX_SECRET_LENGTH) {
     throw refused('too_long', `takes a secret of at most ${MAX_SECRET_LENGTH.toLocaleString('en-US')} characters, not ${secret.length.toLocaleString('en-US')} (each is looked for, in every form, in all the run records)`)
   }

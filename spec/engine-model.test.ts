@@ -370,7 +370,7 @@ test(
 )
 
 test(
-  'addSecret is bounded as declared secrets are: over 16,384 characters, past 64 secrets or 65,536 characters together in a run, MODEL_SECRET_INVALID (the value not shown), nothing added; a client that lets it through fails its attempt, the secret in no fact',
+  'addSecret is bounded as declared secrets and context.addSecret are: not a string, under 8 characters once trimmed, over 16,384 characters, past 64 secrets or 65,536 characters together in a run, MODEL_SECRET_INVALID (the value not shown), nothing added; a client that lets it through fails its attempt, the secret in no fact',
   (() => {
     // Distinct secrets: one of the limit's length, one over it, small ones by their number.
     const big = (index: number) => `${String(index).padStart(4, '0')}${'Zq81xYkWm3Tr7Pp0'.repeat(1_024)}`.slice(0, 16_384)
@@ -380,9 +380,9 @@ test(
     const client: ModelClient = {
       async complete(request) {
         const run = request.origin?.invocation.invocationId ?? ''
-        const add = (secret: string) => {
+        const add = (secret: unknown) => {
           try {
-            request.addSecret?.(secret)
+            request.addSecret?.(secret as string)
           } catch (error) {
             const { code, details, message } = error as { code?: unknown; details?: { reason?: unknown }; message: string }
             refusals.push({ run, code, reason: details?.reason, message })
@@ -393,6 +393,15 @@ test(
           for (let index = 0; index < 4; index += 1) add(big(index))
           add(small(0))
           return { kind: 'completed', output: { text: `echo ${big(3)} and ${tooLong.slice(0, 40)}`, toolCalls: [], finishReason: 'stop' } }
+        }
+        if (run === 'invocation-short') {
+          // Under 8 characters once trimmed (it would be redacted inside words), and what is not a string.
+          add('Sec4')
+          add('Sec4567')
+          add('  Sec4567  ')
+          add(42)
+          add(undefined)
+          return { kind: 'completed', output: { text: 'the Sec4567r refused Sec4', toolCalls: [], finishReason: 'stop' } }
         }
         if (run === 'invocation-many') {
           for (let index = 0; index < 65; index += 1) add(small(index))
@@ -408,6 +417,7 @@ test(
     return engineTest([], { model: { createClient: () => client, retries: 0 }, ms: 30_000 }, async (h) => {
       assert.equal(await h.run(h.input('long')), { status: 'completed' })
       assert.equal(await h.run(h.input('many')), { status: 'completed' })
+      assert.equal(await h.run(h.input('short')), { status: 'completed' })
       const uncaught = await h.run(h.input('uncaught'))
       assert.equal(uncaught.status === 'failed' ? uncaught.class : uncaught.status, 'model_failed')
       assert.equal(
@@ -416,13 +426,23 @@ test(
           ['invocation-long', 'MODEL_SECRET_INVALID', 'too_long'],
           ['invocation-long', 'MODEL_SECRET_INVALID', 'too_many'],
           ['invocation-many', 'MODEL_SECRET_INVALID', 'too_many'],
+          ['invocation-short', 'MODEL_SECRET_INVALID', 'too_short'],
+          ['invocation-short', 'MODEL_SECRET_INVALID', 'too_short'],
+          ['invocation-short', 'MODEL_SECRET_INVALID', 'too_short'],
+          ['invocation-short', 'MODEL_SECRET_INVALID', 'not_a_string'],
+          ['invocation-short', 'MODEL_SECRET_INVALID', 'not_a_string'],
         ],
       )
       assert.equal(refusals.map(({ message }) => message), [
         'MODEL_SECRET_INVALID: request.addSecret takes a secret of at most 16,384 characters, not 16,385 (each is looked for, in every form, in all the run records); the value is not shown',
         'MODEL_SECRET_INVALID: request.addSecret was given secrets of more than 65,536 characters together in one run (65,555 with this one); the value is not shown',
         'MODEL_SECRET_INVALID: request.addSecret was given more than 64 secrets in one run; the value is not shown',
+        ...Array.from({ length: 3 }, () => 'MODEL_SECRET_INVALID: request.addSecret takes a secret of 8 characters or more (spaces around it not counted); the value is not shown'),
+        'MODEL_SECRET_INVALID: request.addSecret takes a string, not a number; the value is not shown',
+        'MODEL_SECRET_INVALID: request.addSecret takes a string, not undefined; the value is not shown',
       ])
+      // A short one refused is not redacted inside words.
+      assert.equal(only(await factsOf(h.log, 'invocation-short'), 'model.completed').map((fact) => fact.output.text), ['the Sec4567r refused Sec4'])
       // What was added is redacted; what was refused was not added.
       assert.equal(only(await factsOf(h.log, 'invocation-long'), 'model.completed').map((fact) => fact.output.text), [`echo [redacted] and ${tooLong.slice(0, 40)}`])
       assert.equal(only(await factsOf(h.log, 'invocation-many'), 'model.completed').map((fact) => fact.output.text), ['echo [redacted]'])

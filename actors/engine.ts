@@ -158,8 +158,13 @@ function startOptions(options: unknown): StartOptions {
   for (const key of Object.keys(options)) {
     if (!START_OPTIONS.includes(key)) {
       const meant = meantName(key, START_OPTIONS)
-      // Another library's word (LangGraph's callbacks, recursionLimit): where the setting is here.
-      const hint = meant === undefined ? foreignStartOptionHint(key) : `did you mean ${meant}?`
+      // A run input's member (maxSteps, instructions) given here, or another library's word (LangGraph's
+      // callbacks, recursionLimit): where the setting is here.
+      const hint = RUN_INPUT_KEYS.includes(key)
+        ? `${key} belongs in the run input (engine.start(input, options)'s first argument), not in its options`
+        : meant === undefined
+          ? foreignStartOptionHint(key)
+          : `did you mean ${meant}?`
       throw refuse(`options.${key}`, `start options have no ${JSON.stringify(key)}${hint === undefined ? '' : `: ${hint}`} (only ${START_OPTIONS.join(', ')})`)
     }
   }

@@ -50,6 +50,10 @@ test(
       ['abortSignal', 'did you mean signal?'],
       ['heartbeat', 'context.progress(value), which start\'s onToolProgress receives'],
       ['progress', 'context.progress(value)'],
+      // A run input's own member given among the options: told it belongs in the run input.
+      ['maxSteps', "maxSteps belongs in the run input (engine.start(input, options)'s first argument), not in its options"],
+      ['instructions', 'instructions belongs in the run input'],
+      ['providerOptions', 'providerOptions belongs in the run input'],
     ] as const) {
       const foreign = await refusedWithoutWriting(h.log, () => h.engine.start(h.input('free'), { [key]: () => undefined } as StartOptions), 'RUN_INVALID_INPUT', key)
       assert.equal(foreign.details?.fields, [`options.${key}`])

@@ -109,6 +109,10 @@ test(
         assert.equal([refused.code, refused.details], ['LOG_INVALID_ARGUMENT', { field }], what)
       }
       assert.match((await refusal(log.sessions({ limt: 5 } as never))).message, 'did you mean limit?')
+      // A thread id made elsewhere is told how to make an id of it, as log.runs tells it.
+      const mapping = "its SHA-256 digest in base64url (createHash('sha256').update(id).digest('base64url'), 43 characters)"
+      assert.match((await refusal(log.sessions({ after: 'alice@example.com' }))).message, mapping)
+      assert.match((await refusal(log.runs('alice@example.com'))).message, mapping)
       assert.equal((await log.sessions({ prefix: '', limit: 1_000 })).map((session) => session.sessionId), ['alpha'], 'an empty prefix and the largest limit')
     })
     const closed = await EventLog.open(location)

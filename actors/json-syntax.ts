@@ -93,7 +93,8 @@ export function jsonSyntaxFault(text: string): string | undefined {
   /** `true`, `false` or `null` from `at`; `at` after it, or the fault. */
   const literal = (word: string): string | undefined => {
     for (let index = 0; index < word.length; index += 1, at += 1) {
-      if (text[at] !== word[index]) return unexpected(`the rest of ${word}`)
+      // The one letter that was due, and of which word: `"o" where the "u" of null was expected`.
+      if (text[at] !== word[index]) return unexpected(`the "${word[index]}" of ${word}`)
     }
     return undefined
   }

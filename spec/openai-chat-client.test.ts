@@ -1065,6 +1065,8 @@ test("the answer builders refuse an option they do not take, or one of the wrong
     }
     assert.equal([refused?.code, refused?.details?.field], ['TESTING_INVALID_OPTIONS', field], `${what}: ${refused?.message ?? 'accepted'}`)
   }
+  // A status is what Node's server can send, said apart from what a fact records of a provider's.
+  assert.throws(() => answer.status(42), (error: Error) => error.message.includes("a whole number from 100 to 999, what Node's server sends; a fact records a provider's status from 100 to 599"))
   // What they take is kept, and an option given as undefined is none.
   assert.equal(answer.status(429, { retryAfter: 2, hold: undefined }), { kind: 'status', status: 429, retryAfter: 2 })
   assert.equal(answer.text('x', { hold: true, stream: false, finishReason: 'length' }), { kind: 'text', text: 'x', hold: true, stream: false, finishReason: 'length' })
@@ -1086,8 +1088,8 @@ test("an array script (as `factstate script` writes one, JSON) is checked when t
   withTimeout(async () => {
     // Each served, the client would be answered 500 and retry, and the retry get the next answer: the script shifted.
     const refusals: [string, string, string][] = [
-      ['[{ "kind": "toolcalls", "calls": [{ "name": "refund", "arguments": {} }] }, { "kind": "text", "text": "Refunded." }]', 'script[0].kind', 'did you mean "toolCalls"?'],
-      ['[{ "kind": "txt", "text": "hi" }]', 'script[0].kind', 'did you mean "text"?'],
+      ['[{ "kind": "toolcalls", "calls": [{ "name": "refund", "arguments": {} }] }, { "kind": "text", "text": "Refunded." }]', 'script[0].kind', 'did you mean toolCalls?'],
+      ['[{ "kind": "txt", "text": "hi" }]', 'script[0].kind', 'did you mean text?'],
       ['[{ "text": "hi" }]', 'script[0].kind', 'is missing'],
       ['[{ "kind": "text" }]', 'script[0].text', 'is missing'],
       ['[{ "kind": "text", "text": 7 }]', 'script[0].text', 'must be a string'],
@@ -1150,7 +1152,7 @@ test(
     async (server) => {
       const failed = interrupted(await new OpenAIChatClient(provider(server)).complete(requestFor(bodyOf())))
       assert.equal([failed.status, failed.provider?.status, failed.provider?.code], ['failed', 400, 'invalid_scripted_answer'])
-      assert.match(failed.message ?? '', /the answer the script gave request 1 \(index 0\) cannot be served: script\(request, 0\)\.kind is "txt": did you mean "text"\?/)
+      assert.match(failed.message ?? '', /the answer the script gave request 1 \(index 0\) cannot be served: script\(request, 0\)\.kind is "txt": did you mean text\?/)
       assert.is(server.requests.length, 1, 'not retried')
 
       const script: ScriptedAnswer[] = [answer.text('ok'), answer.text('ok')]

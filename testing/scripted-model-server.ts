@@ -259,8 +259,9 @@ const ANSWER_MEMBERS: { [K in ScriptedAnswer['kind']]: Record<string, Member> } 
   text: { text: REQUIRED_STRING, ...ANSWER_TEXT },
   toolCalls: { calls: CALLS, text: STRING, ...ANSWER_TEXT },
   status: {
-    // Node's own bounds: writeHead throws outside them.
-    status: { required: true, check: plain('an HTTP status (a whole number from 100 to 999)', (value) => isNumber(value) && Number.isInteger(value) && value >= 100 && value <= 999) },
+    // Node's own bounds: writeHead throws outside them. Wider than a fact's provider status (100–599):
+    // a status past 599 is sendable, to test a client with one (the built-in one records no status for it).
+    status: { required: true, check: plain("an HTTP status (a whole number from 100 to 999, what Node's server sends; a fact records a provider's status from 100 to 599)", (value) => isNumber(value) && Number.isInteger(value) && value >= 100 && value <= 999) },
     retryAfter: DELAY,
     retryAfterMs: DELAY,
     // A string is sent raw, anything else as JSON.
@@ -293,7 +294,7 @@ function checkedAnswer(value: unknown, field: string, call: string): ScriptedAns
   if (typeof kind !== 'string' || !(KINDS as string[]).includes(kind)) {
     const meant = typeof kind === 'string' ? meantName(kind, KINDS) : undefined
     const kinds = KINDS.map((one) => JSON.stringify(one)).join(', ')
-    const wrong = kind === undefined ? 'is missing' : `is ${shown(kind)}${meant === undefined ? '' : `: did you mean ${JSON.stringify(meant)}?`}`
+    const wrong = kind === undefined ? 'is missing' : `is ${shown(kind)}${meant === undefined ? '' : `: did you mean ${meant}?`}`
     throw answerRefusal(call, at('kind'), `${at('kind')} ${wrong} (the kinds are ${kinds})`)
   }
   const copy = readMembers(object, ANSWER_MEMBERS[kind as ScriptedAnswer['kind']], field, call, `a ${JSON.stringify(kind)} answer`, { kind })

@@ -775,7 +775,7 @@ export class Engine {
     }
     run.providerOptions ??= {}
     // From here on `running(id)` gives a handle of the run (before any await: once `start()` has returned).
-    const opening = this.#opening(run.invocation, signal)
+    const opening = this.#opening(run.invocation, signal, run.provider)
     try {
       return await this.#admitRun(run, admitted, { signal, onModelText, onToolCallText, onToolProgress, onApproval }, opening)
     } catch (error) {
@@ -999,7 +999,7 @@ export class Engine {
    * a start of the invocation id under other ids (another session's run, say): the handles given
    * show the first start's ids, and a stop of its session must not cancel another session's run.
    */
-  #opening(invocation: Invocation, signal: AbortSignal | undefined): Opening | undefined {
+  #opening(invocation: Invocation, signal: AbortSignal | undefined, provider: ProviderCredentials): Opening | undefined {
     const { invocationId } = invocation
     if (this.#running.has(invocationId)) return undefined
     const known = this.#openings.get(invocationId)
@@ -1009,6 +1009,7 @@ export class Engine {
       known.signals.push(signal)
       return known
     }
+    const declared = this.#secrets
     let admitted: (run: TrackedRun) => void = noop
     let refused: (error: unknown) => void = noop
     const settled = new Promise<TrackedRun>((resolve, reject) => {
@@ -1030,10 +1031,14 @@ export class Engine {
       // The run's own ids (its actor's, unless a start of the same invocation id made at once is admitted instead):
       // no copy more for each held run to keep.
       // Refused once it is cancelled, or once the signal of every start of it has aborted (any one admitted is cancelled).
-      gate: new Gate(invocation, () =>
-        opening.cancel !== undefined || opening.signals.every((given) => given?.aborted === true)
-          ? new FactstateError('HANDOFF_UNAVAILABLE', `invocation ${invocationId} is being cancelled`)
-          : undefined,
+      // An intent's members are looked through for the secrets this start's ids were (its actor's own once admitted).
+      gate: new Gate(
+        invocation,
+        () =>
+          opening.cancel !== undefined || opening.signals.every((given) => given?.aborted === true)
+            ? new FactstateError('HANDOFF_UNAVAILABLE', `invocation ${invocationId} is being cancelled`)
+            : undefined,
+        () => admissionSecrets(provider, declared),
       ),
     }
     this.#openings.set(invocationId, opening)

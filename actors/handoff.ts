@@ -10,12 +10,15 @@ import { messageOf } from '../store/encoding.js'
 import { readOptions } from '../options.js'
 import { ID_PATTERN, describeIssues, handoffIntentSchema, invocationSchema, issueFields } from '../facts/schema.js'
 import type { HandoffIntent, HandoffPause, Invocation } from '../facts/types.js'
+import { type Secrets, redact } from './redaction.js'
 
 /** Takes holds on one running invocation; one reservation at a time. */
 export interface HandoffGate {
   /**
    * Reserves a hold for the next safe point. Throws at once: `HANDOFF_MISMATCH` for an invalid intent
-   * (`details.fields`), `HANDOFF_BUSY` while another reservation is pending or held,
+   * (`details.fields`), or one a member of which is the run's provider credential or one of the engine's
+   * secrets (the message names the members, never the value; the intent would be written to the log
+   * as given), `HANDOFF_BUSY` while another reservation is pending or held,
    * `HANDOFF_UNAVAILABLE` once the run has ended or its signal has aborted; `HANDOFF_MISMATCH`
    * (`details.field: 'options'`) for options that are not {@link ReserveOptions}.
    */
@@ -273,6 +276,9 @@ const reserveIntentSchema = handoffIntentSchema.extend({
   successorInvocationId: handoffIntentSchema.shape.successorInvocationId.refine((id) => id !== reservingFor?.invocationId, REUSED),
 })
 
+/** The members of an intent, each written to the log as given. */
+const INTENT_MEMBERS = ['handoffId', 'hostEpoch', 'rootRunId', 'successorRunId', 'successorInvocationId', 'claimId'] as const satisfies readonly (keyof HandoffIntent)[]
+
 /** The gate of one running invocation. */
 export class Gate implements HandoffGate {
   current: Reservation | undefined
@@ -280,17 +286,28 @@ export class Gate implements HandoffGate {
 
   /** Why the run takes no more holds though it has not ended yet (it is being cancelled), if it does not. */
   #refusal: () => FactstateError | undefined
+  /**
+   * What no member of an intent may be, whole (as a run's recorded ids at its start): the run's
+   * provider credential and the engine's secrets, as data loses them (`Secrets.inData`).
+   */
+  #secrets: () => Secrets | undefined
 
   constructor(
     private readonly invocation: Invocation,
     refusal: () => FactstateError | undefined = () => undefined,
+    secrets: () => Secrets | undefined = () => undefined,
   ) {
     this.#refusal = refusal
+    this.#secrets = secrets
   }
 
-  /** Says from now on why the run takes no more holds: its actor takes over a gate made while the run was being admitted. */
-  refuseWith(refusal: () => FactstateError | undefined): void {
+  /**
+   * Says from now on why the run takes no more holds, and what its intents may not hold: its actor
+   * takes over a gate made while the run was being admitted.
+   */
+  refuseWith(refusal: () => FactstateError | undefined, secrets: () => Secrets | undefined): void {
     this.#refusal = refusal
+    this.#secrets = secrets
   }
 
   reserve(given: HandoffIntent, options?: ReserveOptions): HandoffReservation {
@@ -316,6 +333,17 @@ export class Gate implements HandoffGate {
     // The checked copy is what is kept: the caller's object is read once (a getter, an inherited or
     // hidden member, a proxy cannot make the hold differ from what was checked).
     const intent = parsed.data as HandoffIntent
+    // Every member is written as given (`invocation.ended{handoff_paused}`'s pause, the successor's
+    // ids): one that is a secret is refused as a run's ids are at its start. Not quoted.
+    const secrets = this.#secrets()
+    const secret = secrets === undefined || secrets.whole.length === 0 ? [] : INTENT_MEMBERS.filter((field) => redact(intent[field], secrets) !== intent[field])
+    if (secret.length > 0) {
+      throw new FactstateError(
+        'HANDOFF_MISMATCH',
+        `the handoff intent's ${secret.join(', ')} ${secret.length === 1 ? 'holds' : 'hold'} the provider's credential (its apiKey or a credential header's value) or one of the engine's secrets: the intent would be written to the log as given, and the log is kept free of them`,
+        { details: { field: secret[0] as string, fields: secret } },
+      )
+    }
     const { sealOnCancel } = readOptions(options, ['sealOnCancel'], { call: 'reserve', code: 'HANDOFF_MISMATCH', details: () => ({ field: 'options', fields: ['options'] }) })
     if (sealOnCancel !== undefined && typeof sealOnCancel !== 'boolean') {
       throw new FactstateError('HANDOFF_MISMATCH', `reserve: options.sealOnCancel must be a boolean, not ${typeof sealOnCancel}`, { details: { field: 'options', fields: ['options'] } })

@@ -491,8 +491,10 @@ export class InvocationActor {
     this.setup = setup
     // Refused from the abort on, also before the run's first request (when the abort is not yet forwarded).
     const refusal = () => (this.#aborted ? this.#noMoreHolds() : undefined)
-    this.gate = gate ?? new Gate(setup.invocation, refusal)
-    this.gate.refuseWith(refusal)
+    // An intent's members may not be the run's secrets, those a tool or the client added included.
+    const secrets = () => this.setup.secrets.inData
+    this.gate = gate ?? new Gate(setup.invocation, refusal, secrets)
+    this.gate.refuseWith(refusal, secrets)
     this.#snapshot = snapshot
     this.#own = [setup.opened]
     if (cancel !== undefined) this.cancel(cancel, true)

@@ -23,7 +23,9 @@ import {
   type ProviderConfig,
   type RunInput,
   type StoredEvent,
+  type HandoffIntent,
   type ToolContext,
+  intentFor as libraryIntentFor,
   recoverInvocations,
   successorOf,
 } from '../index.js'
@@ -1049,6 +1051,89 @@ test(
       await server.close()
     }
     for (const file of await everyFile(join(dir, 'log'))) assert.not.ok(holdsToken(file.bytes), file.path)
+  }),
+)
+
+test(
+  "secrets: a handoff intent a member of which is the provider's apiKey or one of the engine's secrets is refused at reserve() (HANDOFF_MISMATCH naming the members, never the value), before and after the run's admission, with intentFor's options too; nothing of it reaches the log's files",
+  bounded(30_000, async (dir) => {
+    const declared = `pk_live_${randomBytes(16).toString('hex')}`
+    const server = await scriptedModelServer([answer.text('done'), answer.text('done')])
+    const path = join(dir, 'log')
+    const log = await EventLog.open(path)
+    /** Any 8 characters in a row of either secret's random part. */
+    const holdsSecret = (bytes: Buffer | string): boolean => {
+      const haystack = typeof bytes === 'string' ? bytes : bytes.toString('latin1')
+      return [API_KEY, declared].some((secret) => piecesOf(secret.slice(secret.lastIndexOf('-') + 1).slice(-32), 8).some((piece) => haystack.includes(piece)))
+    }
+    const attempt = (reserve: () => { cancel(): void } | undefined): FactstateError | undefined => {
+      try {
+        // Taken (without the check): given up at once, so that the run goes on.
+        reserve()?.cancel()
+        return undefined
+      } catch (error) {
+        return error as FactstateError
+      }
+    }
+    try {
+      const engine = new Engine({ log, model: new ModelExecutor({ retries: 0 }), secrets: [declared] })
+      const running = await engine.start(run(server.baseUrl, 'intent'))
+      const valid: HandoffIntent = libraryIntentFor(running.invocation, 'review')
+      // As the review found it: the key as the handoff id, the declared secret as the host epoch, reserved and sealed.
+      let sealed: unknown
+      const first = attempt(() => {
+        const reservation = running.handoff().reserve({ ...valid, handoffId: API_KEY, hostEpoch: declared })
+        sealed = reservation.ready().then((held) => held.commit())
+        return undefined
+      })
+      if (sealed !== undefined) await sealed
+      const refusals: [string, FactstateError | undefined][] = [['handoffId and hostEpoch', first]]
+      if (first !== undefined) {
+        for (const field of ['handoffId', 'hostEpoch', 'rootRunId', 'successorRunId', 'successorInvocationId', 'claimId'] as const) {
+          for (const [which, secret] of [
+            ['the apiKey', API_KEY],
+            ['a declared secret', declared],
+          ] as const) {
+            refusals.push([`${field} as ${which}`, attempt(() => running.handoff().reserve({ ...valid, [field]: secret }))])
+          }
+        }
+        refusals.push(['intentFor with a declared secret as its hostEpoch', attempt(() => running.handoff().reserve(libraryIntentFor(running.invocation, 'review', { hostEpoch: declared })))])
+        // The run goes on: a hold of a valid intent is taken and released, and the run completes.
+        const held = await running.handoff().reserve(valid).ready()
+        await held.release()
+      }
+      const outcome = await running.wait()
+      // A run being admitted (its handle from running(id) before start() resolves) refuses alike.
+      const starting = engine.start(run(server.baseUrl, 'opening'))
+      const opening = engine.running('invocation-opening')
+      assert.is(opening?.state(), 'opening')
+      refusals.push(['claimId as the apiKey, while admitted', attempt(() => opening?.handoff().reserve({ ...libraryIntentFor(opening.invocation, 'early'), claimId: API_KEY }))])
+      assert.equal(await (await starting).wait(), { status: 'completed' })
+      await engine.drain()
+      const { events } = await log.prefix(ALL.events, ALL.bytes)
+      await log.close()
+      // The log's files as they are on disk (its .log file first of all): no piece of either secret.
+      const files = await everyFile(path)
+      assert.ok(files.some((file) => file.path.endsWith('.log')), 'the write-ahead log is read')
+      for (const file of files) assert.not.ok(holdsSecret(file.bytes), `${file.path} holds a secret`)
+      assert.equal(outcome, { status: 'completed' })
+      for (const [name, refused] of refusals) {
+        assert.is(refused?.code, 'HANDOFF_MISMATCH', name)
+        assert.not.ok(holdsSecret(`${refused?.message} ${JSON.stringify(refused?.details)}`), `${name}: the refusal does not quote it`)
+        assert.match(refused?.message ?? '', /holds? the provider's credential \(its apiKey or a credential header's value\) or one of the engine's secrets/, name)
+      }
+      assert.equal(refusals[0]?.[1]?.details, { field: 'handoffId', fields: ['handoffId', 'hostEpoch'] })
+      assert.equal(refusals[1]?.[1]?.details, { field: 'handoffId', fields: ['handoffId'] })
+      assert.equal(refusals.at(-1)?.[1]?.details, { field: 'claimId', fields: ['claimId'] })
+      assert.equal(
+        events.map((stored) => stored.event.fact.type).filter((type) => type.startsWith('hold.')),
+        ['hold.entered', 'hold.released'],
+        'only the valid hold was taken',
+      )
+    } finally {
+      await log.close()
+      await server.close()
+    }
   }),
 )
 

@@ -83,6 +83,24 @@ export function shown(value: unknown): string {
 }
 
 /**
+ * What kind of value `value` is (`a string of 12 characters`, `a number`, `an Error`, `an object`),
+ * never what it holds, without ever throwing: for a refused value that may carry a secret (an
+ * error's message, a token given where an id was due), which a message must not quote.
+ */
+export function kindOf(value: unknown): string {
+  if (typeof value === 'string') return `a string of ${value.length.toLocaleString('en-US')} characters`
+  if (value === null || value === undefined) return String(value)
+  // A number, a bigint, a boolean, a symbol, a function.
+  if (typeof value !== 'object') return `a ${typeof value}`
+  try {
+    // `instanceof` and `Array.isArray` read the value: a revoked proxy throws in both.
+    return value instanceof Error ? 'an Error' : Array.isArray(value) ? 'an array' : 'an object'
+  } catch {
+    return 'an object that cannot be read'
+  }
+}
+
+/**
  * The one of `names` that `key` misspells, if it looks like one: another case or separator
  * (`waitms`, `base_url`, `baseURL`); one edit (a letter added, dropped or changed, or two neighbours
  * swapped) off exactly one name, however short (`fromm`, `form`, `jsno`); one or two letters off

@@ -1,6 +1,6 @@
 import { isDeepStrictEqual } from 'node:util'
-import { FactstateError, messageWithoutCode } from '../errors.js'
-import { meantName, readOptions, shown } from '../options.js'
+import { FactstateError, type FactstateErrorCode, messageWithoutCode } from '../errors.js'
+import { kindOf, meantName, readOptions, shown } from '../options.js'
 import { foreignStartOptionHint } from './foreign-names.js'
 import type { ExecutionSettings, Invocation, InvocationInput, InvocationOutcome, RuntimeEvent, ToolCatalogSummary, UncertainOperation } from '../facts/types.js'
 import { ID_PATTERN, eventIdSchema } from '../facts/schema.js'
@@ -15,7 +15,7 @@ import type { ModelClient } from './model-client.js'
 import type { Approver } from './approval.js'
 import type { LiveModelText, LiveModelToolCalls, ModelTextPiece, ModelToolCallPiece } from './model-text.js'
 import { ModelExecutor } from './model-executor.js'
-import { DECLARED_SECRET, MAX_SECRET_LENGTH, MAX_SECRETS_TOTAL, type Secrets, redactDeep, redactedMessage, secretsOf } from './redaction.js'
+import { DECLARED_SECRET, MAX_SECRET_LENGTH, MAX_SECRETS_TOTAL, type Secrets, redact, redactDeep, redactedMessage, secretsOf } from './redaction.js'
 import { DEFAULT_MAX_STEPS, RUN_INPUT_KEYS, type RunInput, toolCallLimits, validateRunInput } from './run-input.js'
 import { type CatalogChanges, type ToolDefinition, catalogChanges, catalogOf, legacyCatalogDigest, shownText } from './tool-catalog.js'
 import { type InputCheck, inputCheckOf, inputChecks } from './tool-input.js'
@@ -391,6 +391,46 @@ function recordedCredential(run: RunInput, engineSecrets: Record<string, string>
   }
 }
 
+/**
+ * What a refusal of `input` is redacted of: the engine's secrets and the credentials the input's
+ * provider gives (its `apiKey`, the values of headers that carry one by name, of 8 characters or
+ * more). Read without throwing, strings only: the input was refused.
+ */
+function refusalSecrets(input: unknown, declared: Record<string, string>): Secrets {
+  let apiKey: unknown
+  let headers: [string, string][] = []
+  try {
+    const provider: unknown = (input as { provider?: unknown } | null | undefined)?.provider
+    if (provider !== null && typeof provider === 'object') {
+      const given = provider as { apiKey?: unknown; headers?: unknown }
+      apiKey = given.apiKey
+      const named = given.headers
+      if (named !== null && typeof named === 'object' && !Array.isArray(named)) {
+        headers = Object.entries(named).filter((entry): entry is [string, string] => typeof entry[1] === 'string' && SECRET_HEADER.test(entry[0]))
+      }
+    }
+  } catch {
+    // A getter that throws: what could be read of it is looked for.
+  }
+  // Each whole (as is, trimmed, JSON-escaped), as a declared secret is looked for in data: a refusal
+  // quotes what it refused whole, and a short placeholder key ("anything") by its pieces would cut words out of it.
+  const given = [...(typeof apiKey === 'string' ? [apiKey] : []), ...headers.map(([, value]) => value)].filter((secret) => secret.trim().length >= 8)
+  if (given.length === 0 && Object.keys(declared).length === 0) return secretsOf({})
+  return secretsOf({ headers: { ...Object.fromEntries(given.map((secret, index) => [`${DECLARED_SECRET}given ${index}`, secret])), ...declared } }).inData
+}
+
+/** `error` with `secrets` redacted from its message and details (its cause left out then: it may quote them too). */
+function withoutSecrets(error: FactstateError, secrets: Secrets): FactstateError {
+  if (secrets.whole.length === 0) return error
+  const message = messageWithoutCode(error)
+  const redacted = redact(message, secrets)
+  const details = error.details === undefined ? undefined : redactDeep(error.details, secrets)
+  if (redacted === message && details === error.details) return error
+  // The same code and details' shape, whichever code it is.
+  const Refusal = FactstateError as unknown as new (code: FactstateErrorCode, message: string, options?: { details?: Record<string, unknown> }) => FactstateError
+  return new Refusal(error.code, redacted, details === undefined ? undefined : { details: { ...details } })
+}
+
 /** The invocation id a run input asks for, read without throwing (the input is validated later). */
 function invocationIdOf(input: unknown): string | undefined {
   try {
@@ -455,6 +495,11 @@ export function toolSecretProblem(
     }
   }
   return undefined
+}
+
+/** A run's secrets: its provider's credentials and header values, and the engine's secrets (`engineSecrets`' headers). */
+function runSecrets(provider: RunInput['provider'], declared: Record<string, string>): Secrets {
+  return Object.keys(declared).length === 0 ? secretsOf(provider) : secretsOf({ apiKey: provider.apiKey, headers: { ...provider.headers, ...declared } })
 }
 
 /** A provider's credentials, as a run input gives them. */
@@ -763,8 +808,10 @@ export class Engine {
       }
     } catch (error) {
       // A getter or a proxy trap of the caller's that throws: the input cannot be read, and nothing is written.
-      if (error instanceof FactstateError) throw error
-      throw new FactstateError('RUN_INVALID_INPUT', `the run input cannot be read: ${messageOf(error)}`, { cause: error, details: { fields: [] } })
+      const refusal = error instanceof FactstateError ? error : new FactstateError('RUN_INVALID_INPUT', `the run input cannot be read: ${messageOf(error)}`, { cause: error, details: { fields: [] } })
+      // Without the secrets the engine knows of: a refusal quotes what it refused (an unknown member's
+      // name, a header's), and ends up in the application's logs.
+      throw withoutSecrets(refusal, refusalSecrets(input, this.#secrets))
     }
     const run: RunInput = { ...copy, tools: admitted.map((entry) => entry.tool) }
     recordedCredential(run, this.#secrets)
@@ -958,7 +1005,7 @@ export class Engine {
       toolConcurrency: run.toolConcurrency ?? 1,
       client,
       executor: this.#model,
-      secrets: Object.keys(this.#secrets).length === 0 ? secretsOf(run.provider) : secretsOf({ apiKey: run.provider.apiKey, headers: { ...run.provider.headers, ...this.#secrets } }),
+      secrets: runSecrets(run.provider, this.#secrets),
       // A given-up successor's actor gets a signal that stays aborted, whatever the caller's object says later.
       signal: givingUp ? AbortSignal.abort(signal?.reason) : signal,
       onModelText,
@@ -999,7 +1046,7 @@ export class Engine {
    * a start of the invocation id under other ids (another session's run, say): the handles given
    * show the first start's ids, and a stop of its session must not cancel another session's run.
    */
-  #opening(invocation: Invocation, signal: AbortSignal | undefined, provider: ProviderCredentials): Opening | undefined {
+  #opening(invocation: Invocation, signal: AbortSignal | undefined, provider: RunInput['provider']): Opening | undefined {
     const { invocationId } = invocation
     if (this.#running.has(invocationId)) return undefined
     const known = this.#openings.get(invocationId)
@@ -1038,7 +1085,7 @@ export class Engine {
           opening.cancel !== undefined || opening.signals.every((given) => given?.aborted === true)
             ? new FactstateError('HANDOFF_UNAVAILABLE', `invocation ${invocationId} is being cancelled`)
             : undefined,
-        () => admissionSecrets(provider, declared),
+        () => runSecrets(provider, declared),
       ),
     }
     this.#openings.set(invocationId, opening)
@@ -1069,7 +1116,10 @@ export class Engine {
     const handle: RunningInvocation = {
       cancel(reason?: string) {
         if (reason !== undefined && typeof reason !== 'string') {
-          throw new FactstateError('RUN_INVALID_INPUT', `cancel: reason must be a string, not ${shown(reason)}`, { details: { field: 'reason', fields: ['reason'] } })
+          // Its kind, not its text: an error's message may quote a secret, and the refusal ends up in the application's logs.
+          throw new FactstateError('RUN_INVALID_INPUT', `cancel: reason must be a string, not ${kindOf(reason)} (pass error.message, say; the value is not shown)`, {
+            details: { field: 'reason', fields: ['reason'] },
+          })
         }
         const why = reason === undefined || reason === '' ? 'cancel' : reason
         const run = current()
@@ -1164,7 +1214,9 @@ export class Engine {
    */
   running(invocationId: string): RunningInvocation | undefined {
     if (typeof invocationId !== 'string' || !ID_PATTERN.test(invocationId)) {
-      throw new FactstateError('RUN_INVALID_INPUT', `running: invocationId must be an id (1–128 of A–Z a–z 0–9 . _ : -), not ${shown(invocationId)}`, {
+      // Shown (an id taken from a request path, cut), but not a secret of the engine's in it (a token given for an id).
+      const given = typeof invocationId === 'string' ? shown(redact(invocationId, secretsOf({ headers: this.#secrets }).inData)) : kindOf(invocationId)
+      throw new FactstateError('RUN_INVALID_INPUT', `running: invocationId must be an id (1–128 of A–Z a–z 0–9 . _ : -), not ${given}`, {
         details: { field: 'invocationId', fields: ['invocationId'] },
       })
     }

@@ -10,7 +10,7 @@ import { messageOf } from '../store/encoding.js'
 import { readOptions } from '../options.js'
 import { ID_PATTERN, describeIssues, handoffIntentSchema, invocationSchema, issueFields } from '../facts/schema.js'
 import type { HandoffIntent, HandoffPause, Invocation } from '../facts/types.js'
-import { type Secrets, redact } from './redaction.js'
+import { type Secrets, redact, redactDeep } from './redaction.js'
 
 /** Takes holds on one running invocation; one reservation at a time. */
 export interface HandoffGate {
@@ -287,8 +287,8 @@ export class Gate implements HandoffGate {
   /** Why the run takes no more holds though it has not ended yet (it is being cancelled), if it does not. */
   #refusal: () => FactstateError | undefined
   /**
-   * What no member of an intent may be, whole (as a run's recorded ids at its start): the run's
-   * provider credential and the engine's secrets, as data loses them (`Secrets.inData`).
+   * The run's secrets. No member of an intent may be one, whole, as data loses them (`Secrets.inData`:
+   * as a run's recorded ids at its start); a refusal's message loses them as a failure message does.
    */
   #secrets: () => Secrets | undefined
 
@@ -324,18 +324,21 @@ export class Gate implements HandoffGate {
       reservingFor = outer
     }
     if (!parsed.success) {
-      const fields = issueFields(parsed.error)
+      // An unknown member is named (zod quotes it): not one that is a secret.
+      const secrets = this.#secrets()
+      const fields = secrets === undefined ? issueFields(parsed.error) : redactDeep(issueFields(parsed.error), secrets)
       if (parsed.error.issues.every((issue) => issue.message === REUSED)) {
         throw new FactstateError('HANDOFF_MISMATCH', 'the successor must have its own run and invocation ids', { details: { field: fields[0] ?? 'successorRunId', fields } })
       }
-      throw new FactstateError('HANDOFF_MISMATCH', `the handoff intent is not valid: ${describeIssues(parsed.error)}`, { details: { field: 'intent', fields } })
+      const issues = describeIssues(parsed.error)
+      throw new FactstateError('HANDOFF_MISMATCH', `the handoff intent is not valid: ${secrets === undefined ? issues : redact(issues, secrets)}`, { details: { field: 'intent', fields } })
     }
     // The checked copy is what is kept: the caller's object is read once (a getter, an inherited or
     // hidden member, a proxy cannot make the hold differ from what was checked).
     const intent = parsed.data as HandoffIntent
     // Every member is written as given (`invocation.ended{handoff_paused}`'s pause, the successor's
     // ids): one that is a secret is refused as a run's ids are at its start. Not quoted.
-    const secrets = this.#secrets()
+    const secrets = this.#secrets()?.inData
     const secret = secrets === undefined || secrets.whole.length === 0 ? [] : INTENT_MEMBERS.filter((field) => redact(intent[field], secrets) !== intent[field])
     if (secret.length > 0) {
       throw new FactstateError(

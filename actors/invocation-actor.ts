@@ -492,7 +492,7 @@ export class InvocationActor {
     // Refused from the abort on, also before the run's first request (when the abort is not yet forwarded).
     const refusal = () => (this.#aborted ? this.#noMoreHolds() : undefined)
     // An intent's members may not be the run's secrets, those a tool or the client added included.
-    const secrets = () => this.setup.secrets.inData
+    const secrets = () => this.setup.secrets
     this.gate = gate ?? new Gate(setup.invocation, refusal, secrets)
     this.gate.refuseWith(refusal, secrets)
     this.#snapshot = snapshot

@@ -1137,6 +1137,70 @@ test(
   }),
 )
 
+test(
+  "secrets: errors thrown to the caller quote none of the engine's secrets nor the input's apiKey: a cancel reason that is an Error, an unknown member named by a secret at start() (top level, nested), a tool or header name that quotes one, running() of a secret, reserve() with an unknown member named by one",
+  bounded(30_000, async (dir) => {
+    const declared = `PayS3cret-${randomBytes(16).toString('hex')}`
+    const server = await scriptedModelServer([answer.text('late', { hold: true })])
+    const log = await EventLog.open(join(dir, 'log'))
+    /** What an application's log would show of a thrown error: its message, stack, details and causes. */
+    const logged = (error: unknown): string => {
+      const parts: string[] = []
+      for (let at: unknown = error, depth = 0; at !== undefined && depth < 5; at = (at as { cause?: unknown }).cause, depth += 1) {
+        parts.push(String((at as Error).stack ?? at), JSON.stringify((at as FactstateError).details ?? null))
+      }
+      return parts.join('\n')
+    }
+    const quotes = (text: string) => [declared, API_KEY].some((secret) => piecesOf(secret.slice(-32), 8).some((piece) => text.includes(piece)))
+    const thrown = async (act: () => unknown): Promise<FactstateError | undefined> => {
+      try {
+        await act()
+        return undefined
+      } catch (error) {
+        return error as FactstateError
+      }
+    }
+    try {
+      const engine = new Engine({ log, model: new ModelExecutor({ retries: 0 }), secrets: [declared] })
+      const given = run(server.baseUrl, 'refused')
+      const refusals: [string, FactstateError | undefined, string][] = []
+      for (const [name, input] of [
+        ['a top-level member named by a declared secret', { ...given, [declared]: true }],
+        ['a top-level member named by the apiKey', { ...given, [API_KEY]: true }],
+        ['a member of configuration named by a declared secret', { ...given, configuration: { ...given.configuration, [declared]: 'x' } }],
+        ['a member of work named by the apiKey', { ...given, work: { kind: 'message', content: 'hi', [API_KEY]: 1 } }],
+        ['a tool named by a declared secret and a character no tool name has', { ...given, tools: [{ ...effectTool(), name: `${declared}!` }] }],
+        ['a header name that is no header name', { ...given, provider: { ...provider(server.baseUrl), headers: { [`${declared} x`]: 'v' } } }],
+      ] as const) {
+        const refused = await thrown(() => engine.start(input as unknown as RunInput))
+        refusals.push([name, refused, 'RUN_INVALID_INPUT'])
+      }
+      assert.match(refusals[0]?.[1]?.message ?? '', /^RUN_INVALID_INPUT: \(root\): Unrecognized key: "\[redacted\]"/)
+      assert.equal(refusals[0]?.[1]?.details, { fields: ['[redacted]'] })
+      assert.is(log.head().highWater, 0, 'nothing written')
+
+      const running = await engine.start(run(server.baseUrl, 'cancelled'))
+      await server.seen(0)
+      refusals.push(['running() given a declared secret with a character no id has', await thrown(() => engine.running(`${declared}!`)), 'RUN_INVALID_INPUT'])
+      refusals.push(['reserve() with a member named by a declared secret', await thrown(() => running.handoff().reserve({ ...intentFor('x', 'run-cancelled'), [declared]: 'x' } as HandoffIntent)), 'HANDOFF_MISMATCH'])
+      const byError = await thrown(() => running.cancel(new Error(`vault refused ${declared}`) as unknown as string))
+      refusals.push(['cancel() given an Error', byError, 'RUN_INVALID_INPUT'])
+      assert.is(byError?.message, 'RUN_INVALID_INPUT: cancel: reason must be a string, not an Error (pass error.message, say; the value is not shown)')
+      assert.is(running.state(), 'awaitingModel', 'a refused cancel cancels nothing')
+      running.cancel('stop')
+      assert.equal(await running.wait(), { status: 'cancelled', source: 'stop' })
+
+      for (const [name, refused, code] of refusals) {
+        assert.is(refused?.code, code, name)
+        assert.not.ok(quotes(logged(refused)), `${name}: ${refused?.message}`)
+      }
+    } finally {
+      await log.close()
+      await server.close()
+    }
+  }),
+)
+
 test('secrets: the leak detector finds a canary written to the log (it can fail)', () => {
   assert.ok(leaks(JSON.stringify({ output: `tool said ${API_KEY.slice(3, 20)}` })).length > 0)
   assert.ok(leaks(Buffer.from(HEADERS['x-canary-two'] as string).toString('base64')).length > 0)

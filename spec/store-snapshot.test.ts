@@ -493,6 +493,30 @@ test(
 )
 
 test(
+  "a process that exits without its snapshot's close (process.exit(), an uncaught exception) removes the copy as it exits",
+  boundedTest(60_000, async (root) => {
+    const dir = join(root, 'app')
+    const log = await EventLog.open(dir)
+    await log.appendAll(completeInvocation('a'))
+    await log.close()
+    for (const ending of ['exit', 'throw']) {
+      const copies = join(root, `copies-${ending}`)
+      await mkdir(copies)
+      const child = startChild('child-snapshot.ts', [dir, copies, ending])
+      try {
+        const copy = (await child.waitForLine((line) => line.startsWith('ready '), 30_000)).slice('ready '.length)
+        const status = await child.exited
+        assert.is(status.code, ending === 'exit' ? 0 : 1, `${ending}: ${child.stderr()}`)
+        assert.ok(copy.startsWith(copies), copy)
+        assert.equal(await readdir(copies), [], `${ending}: no copy is left`)
+      } finally {
+        await child.stop('SIGKILL')
+      }
+    }
+  }),
+)
+
+test(
   "the writer's open removes the copies of snapshots whose processes were killed before their close (in the temporary directory and the CLI's beside the log), and leaves those a live process holds or has only just opened",
   boundedTest(60_000, async (root) => {
     const logs = join(root, 'logs')

@@ -27,7 +27,7 @@ import {
   projectInvocation,
   storedInvocationRecord,
 } from './projection.js'
-import { SNAPSHOT_PREFIX, changeMark, copySnapshot, sweepSoon } from './snapshot.js'
+import { SNAPSHOT_PREFIX, changeMark, copySnapshot, forgetCopy, keepCopy, sweepSoon } from './snapshot.js'
 import { logIo } from './io-reason.js'
 import { type BackupPoint, damagedPoint, decodeBackupPoints, encodeBackupPoints } from './backup-point.js'
 import { type SettledEffect, dispatchedInputs, dispatchedKey, settledEffects } from './dispatched-inputs.js'
@@ -1593,6 +1593,8 @@ export class EventLog {
     let copy: string
     try {
       copy = await mkdtemp(join(directory, SNAPSHOT_PREFIX))
+      // Removed as the process exits, if it exits before the snapshot's close (see `keepCopy`).
+      keepCopy(copy)
     } catch (error) {
       throw logIo(`no directory for a snapshot can be made in ${directory}: ${(error as Error).message}`, error, { path: directory })
     }
@@ -1609,6 +1611,7 @@ export class EventLog {
       snapshot = await EventLog.#openAt(copy, 'os', resolve(location))
     } catch (error) {
       await rm(copy, { recursive: true, force: true }).catch(() => undefined)
+      forgetCopy(copy)
       // The copy could not be written (its disk full, say): named as the place it was made in, as one
       // that cannot be made there is (the copy is gone), not as the log, which was only read.
       if (inCopy(error, copy)) throw logIo(`no snapshot can be written in ${directory}: ${causeMessages(error.cause ?? error)}`, error.cause ?? error, { path: directory })
@@ -4100,7 +4103,10 @@ export class EventLog {
     } finally {
       await this.#directory?.handle?.close().catch(() => undefined)
       // The copy is this log's own: nothing else has it open, and nobody is told its path.
-      if (this.#snapshotOf !== undefined) await rm(this.#location, { recursive: true, force: true }).catch(() => undefined)
+      if (this.#snapshotOf !== undefined) {
+        await rm(this.#location, { recursive: true, force: true }).catch(() => undefined)
+        forgetCopy(this.#location)
+      }
       this.#claim.release()
     }
     if (unrecorded !== undefined) {

@@ -21,9 +21,10 @@
  * next file number and creates them with truncation, which through a link would empty the writer's
  * own file. The manifest is read here for that list (`liveTables`).
  */
+import { rmSync } from 'node:fs'
 import { copyFile, link, lstat, readdir, readFile, realpath, rm, rmdir, stat } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
-import { dirname, join } from 'node:path'
+import { dirname, join, resolve } from 'node:path'
 import { ClassicLevel } from 'classic-level'
 import { FactstateError } from '../errors.js'
 import type { EventLog } from './event-log.js'
@@ -338,6 +339,41 @@ export async function idAt(log: EventLog, seq: number): Promise<string | undefin
 
 /** What `openSnapshot` names its copy (`mkdtemp`'s prefix). */
 export const SNAPSHOT_PREFIX = 'factstate-snapshot-'
+/** The copies of this process's snapshots not closed yet (and being made): removed as the process exits. */
+const openCopies = new Set<string>()
+let exitListener = false
+
+/**
+ * Registers the copy a snapshot is made in (`mkdtemp` just made it), to be removed as the process
+ * exits without the snapshot's `close()`: `process.exit()`, an uncaught exception, the event loop
+ * ending. A process killed by a signal it does not handle (`kill -9`, SIGTERM, Ctrl-C's SIGINT)
+ * runs no code as it ends: the writer's next open sweeps those (`sweepSoon`). One listener for
+ * every copy; removed synchronously, as an `exit` listener must, each apart: one that cannot be
+ * removed (Windows keeps a file open there undeletable) is left to the sweep.
+ */
+export function keepCopy(copy: string): void {
+  // Absolute: the process may change its directory before it exits.
+  openCopies.add(resolve(copy))
+  if (exitListener) return
+  exitListener = true
+  process.on('exit', () => {
+    for (const held of openCopies) {
+      try {
+        // The copy is this process's own (see `EventLog.close`): nothing else has it open, and the process reads it no more.
+        rmSync(held, { recursive: true, force: true })
+      } catch {
+        // Left for the writer's next open.
+      }
+    }
+    openCopies.clear()
+  })
+}
+
+/** The copy is removed (the snapshot closed, or never opened): the exit has nothing to do for it. */
+export function forgetCopy(copy: string): void {
+  openCopies.delete(resolve(copy))
+}
+
 /** What the CLI names the directory it makes a copy in: beside the log (hidden), or in the temporary directory. */
 const CLI_PREFIXES = ['.factstate-cli-', 'factstate-cli-']
 /**

@@ -1270,6 +1270,7 @@ export class InvocationActor {
     const timeoutMs = tool.timeoutMs ?? this.setup.toolTimeoutMs
     // `gate`: the run's signal, or beside other calls one that also aborts when one of them fails.
     // A failure message loses declared secrets by their pieces too (`Secrets.inToolFailures`); data only credentials, whole.
+    // Its NUL characters go first, as from the provider's (`redactFailure`): a UTF-16 text a tool quotes would hide a secret.
     const failureSecrets = () => this.setup.secrets.inToolFailures ?? this.setup.secrets.inData
     // A secret the tool adds (`context.addSecret`) is the run's from then on: this call's settlement, whichever
     // attempt it records, and whatever the run records after it, are redacted of it too.
@@ -1281,7 +1282,7 @@ export class InvocationActor {
     const progress = board === undefined ? undefined : (text: string, attempt: number) => board.report(text, attempt, this.setup.secrets.inData)
     let result: Awaited<ReturnType<typeof runToolCall>>
     try {
-      result = await runToolCall(tool, input, gate, { operationId, invocation: this.setup.invocation, addSecret, progress }, this.setup, (text) => redact(text, failureSecrets()))
+      result = await runToolCall(tool, input, gate, { operationId, invocation: this.setup.invocation, addSecret, progress }, this.setup, (text) => redactFailure(text, failureSecrets()))
     } finally {
       board?.end()
     }
@@ -1298,7 +1299,7 @@ export class InvocationActor {
     // A tool that calls the same provider can pass on what it echoed: the provider's secrets are removed here too.
     const outcome: Extract<Fact, { type: 'tool.settled' }>['outcome'] = result.ok
       ? { status: 'succeeded', output: redactDeep(result.value, this.setup.secrets.inData) }
-      : { status: 'failed', message: redact(result.message, failureSecrets()) }
+      : { status: 'failed', message: redactFailure(result.message, failureSecrets()) }
     await record({ type: 'tool.settled', operationId, outcome })
   }
 

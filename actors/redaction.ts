@@ -14,6 +14,12 @@
  * Finding the pieces costs time in proportion to the message, not to the message times the secret:
  * every 8-character window of every form is hashed once, and the message is scanned with a rolling
  * hash of the same width.
+ *
+ * Everywhere, a text is also read once with its JSON escapes (any mix of `\uXXXX` and the
+ * two-character ones, as PHP and Python write JSON) and its percent-encoded bytes read (see
+ * `redactEscaped`), and an array of byte values, a Buffer or a typed array as Latin-1, UTF-8 and
+ * UTF-16LE text (see `redactBytes`): msgpack stores a small integer in one byte, so an array of them
+ * is the text itself in the log's files.
  */
 import type { ModelOutput } from '../facts/types.js'
 import type { ProviderConfig } from './model-client.js'
@@ -373,9 +379,222 @@ function formsFrom(provider: SecretSource): { whole: Set<string>; pieced: Set<st
 /** `message` with every secret (and every piece of one that is looked for piece by piece) replaced by `[redacted]`. */
 export function redact(message: string, secrets: Secrets): string {
   if (secrets.whole.length === 0) return message
-  let out = message
+  // Escapes read first: a piece of an encoded form redacted first (`%2F%C3%A4…` of the URL-encoded one in a
+  // text percent-encoded byte by byte) would leave the rest of the secret to be read in no form.
+  let out = redactEscaped(message, secrets)
   for (const secret of secrets.whole) if (out.includes(secret)) out = out.split(secret).join(REDACTED)
   return secrets.pieces === undefined ? out : secrets.pieces.redact(out)
+}
+
+/**
+ * `text` redacted of what it holds of `secrets` once its escapes are read (see {@link unescaped}): a
+ * secret written with JSON escapes for some or all of its characters (`\/`, `\u002F`, `\u00e4` as
+ * PHP's json_encode and Python's json.dumps write them) or percent-encoded byte by byte (`%73%6b…`,
+ * upper or lower hex, also where `encodeURIComponent` would have left a character as it is). What
+ * is found is removed from `text` as written (its escapes with it); the rest stays as written.
+ * Linear in the text (one pass to read the escapes), then as {@link redact} is on the text read.
+ */
+function redactEscaped(text: string, secrets: Secrets): string {
+  const relevant = charactersOf(secrets.whole)
+  // Nothing to read unless a `\u`, a `%` or a two-character escape of a secret's character is there: JSON text
+  // in a string has a `\"` every few characters, which no secret holds.
+  const short = SHORT_ESCAPED.some((code) => relevant.has(code))
+  if (!text.includes('\\u') && !text.includes('%') && !(short && text.includes('\\'))) return text
+  const read = unescaped(text, relevant)
+  if (read === undefined) return text
+  const found: number[] = []
+  for (const secret of secrets.whole) {
+    for (let at = read.text.indexOf(secret); at !== -1; at = read.text.indexOf(secret, at + secret.length)) found.push(at, at + secret.length)
+  }
+  if (secrets.pieces !== undefined) found.push(...secrets.pieces.spans(read.text))
+  // Only what was written with an escape: the rest is redacted as it is written, as before (see `redact`).
+  const spans: number[] = []
+  for (let index = 0; index < found.length; index += 2) {
+    const from = found[index] as number
+    const to = found[index + 1] as number
+    if (read.at(to) - read.at(from) !== to - from) spans.push(from, to)
+  }
+  if (spans.length === 0) return text
+  // In order of their starts, overlapping ones joined, each as the part of `text` it was read from.
+  const order = Array.from({ length: spans.length / 2 }, (_, index) => index).sort((a, b) => (spans[2 * a] as number) - (spans[2 * b] as number))
+  let out = ''
+  let copied = 0
+  let end = -1
+  let start = -1
+  const flush = () => {
+    if (start === -1) return
+    out += text.slice(copied, read.at(start)) + REDACTED
+    copied = read.at(end)
+  }
+  for (const index of order) {
+    const from = spans[2 * index] as number
+    const to = spans[2 * index + 1] as number
+    if (start !== -1 && from < end) {
+      if (to > end) end = to
+      continue
+    }
+    flush()
+    start = from
+    end = to
+  }
+  flush()
+  return out + text.slice(copied)
+}
+
+/** The characters (UTF-16 code units) of some secrets' forms, by their list (built once for each). */
+const characters = new WeakMap<readonly string[], Set<number>>()
+function charactersOf(forms: readonly string[]): ReadonlySet<number> {
+  let found = characters.get(forms)
+  if (found === undefined) {
+    found = new Set()
+    for (const form of forms) for (let index = 0; index < form.length; index += 1) found.add(form.charCodeAt(index))
+    characters.set(forms, found)
+  }
+  return found
+}
+
+const hexDigit = (code: number): number => (code >= 48 && code <= 57 ? code - 48 : (code | 32) >= 97 && (code | 32) <= 102 ? (code | 32) - 87 : -1)
+
+/**
+ * `text` with its JSON escapes (`\uXXXX` in either case, and the two-character ones) and its
+ * percent-encoded UTF-8 (`%XX` in either case, a multi-byte character's bytes together) read, one
+ * level, left to right (`\\u0041` is a backslash and "u0041"), and `at`, where a character read
+ * starts in `text` (its length for the end); `undefined` when it holds none. Only escapes of
+ * `relevant` characters (those of the secrets looked for) are read: JSON text within JSON has an
+ * escape every few characters (`\"`, `\n`), and reading them all took ~0.5 s for 5 MB. Linear: the text is
+ * looked at from one backslash or percent sign to the next, and each escape is noted.
+ */
+function unescaped(text: string, relevant: ReadonlySet<number>): { text: string; at: (index: number) => number } | undefined {
+  /** Each escape: where its characters start in what is read, how many, and where it starts in `text`, how long. */
+  let escapes = new Int32Array(64)
+  let noted = 0
+  let out = ''
+  let read = 0
+  let copied = 0
+  let slash = text.indexOf('\\')
+  let percent = text.indexOf('%')
+  while (slash !== -1 || percent !== -1) {
+    const index = slash === -1 ? percent : percent === -1 ? slash : Math.min(slash, percent)
+    const found = escapeAt(text, index)
+    const next = found === -1 ? index + 1 : index + escapedLength
+    // One that stands for no character of a secret is left as written (it cannot be part of one), and skipped whole.
+    const decoded = found !== -1 && relevant.has(found) ? (escapedText ?? String.fromCharCode(found)) : undefined
+    if (decoded !== undefined) {
+      read += index - copied
+      out += index > copied ? text.slice(copied, index) + decoded : decoded
+      if (noted + 4 > escapes.length) {
+        const grown = new Int32Array(escapes.length * 2)
+        grown.set(escapes)
+        escapes = grown
+      }
+      escapes[noted] = read
+      escapes[noted + 1] = decoded.length
+      escapes[noted + 2] = index
+      escapes[noted + 3] = escapedLength
+      noted += 4
+      read += decoded.length
+      copied = next
+    }
+    if (slash !== -1 && slash < next) slash = text.indexOf('\\', next)
+    if (percent !== -1 && percent < next) percent = text.indexOf('%', next)
+  }
+  if (noted === 0) return undefined
+  out += text.slice(copied)
+  const at = (index: number): number => {
+    // The last escape whose characters start at or before `index`.
+    let low = 0
+    let high = noted / 4 - 1
+    let found = -1
+    while (low <= high) {
+      const middle = (low + high) >> 1
+      if ((escapes[4 * middle] as number) <= index) {
+        found = middle
+        low = middle + 1
+      } else high = middle - 1
+    }
+    if (found === -1) return index
+    const from = escapes[4 * found] as number
+    const count = escapes[4 * found + 1] as number
+    const origin = escapes[4 * found + 2] as number
+    const unit = escapes[4 * found + 3] as number
+    return index < from + count ? origin : origin + unit + (index - from - count)
+  }
+  return { text: out, at }
+}
+
+/** The length of the escape {@link escapeAt} read last, and what it read when that is more than one code unit. */
+let escapedLength = 0
+let escapedText: string | undefined
+
+/** What the two-character JSON escapes stand for. */
+const SHORT_ESCAPED = [34, 47, 92, 8, 12, 10, 13, 9]
+
+/** The code unit a JSON escape's second character stands for (`\n`: 10), or -1. */
+function shortEscape(code: number): number {
+  switch (code) {
+    case 34:
+    case 47:
+    case 92:
+      return code
+    case 98:
+      return 8
+    case 102:
+      return 12
+    case 110:
+      return 10
+    case 114:
+      return 13
+    case 116:
+      return 9
+    default:
+      return -1
+  }
+}
+
+/**
+ * The escape at `index` of `text` (a backslash or a percent sign) read: its first code unit, or -1
+ * for none; its length in `escapedLength`, and what it read in `escapedText` when that is two code
+ * units (a percent-encoded character beyond the BMP).
+ */
+function escapeAt(text: string, index: number): number {
+  escapedText = undefined
+  if (text.charCodeAt(index) === 92) {
+    const next = text.charCodeAt(index + 1)
+    if (next !== 117) {
+      escapedLength = 2
+      return shortEscape(next)
+    }
+    escapedLength = 6
+    const a = hexDigit(text.charCodeAt(index + 2))
+    const b = hexDigit(text.charCodeAt(index + 3))
+    const c = hexDigit(text.charCodeAt(index + 4))
+    const d = hexDigit(text.charCodeAt(index + 5))
+    return a < 0 || b < 0 || c < 0 || d < 0 ? -1 : ((a * 16 + b) * 16 + c) * 16 + d
+  }
+  const lead = percentByte(text, index)
+  const count = lead < 0 ? 0 : lead < 0x80 ? 1 : lead >= 0xc2 && lead <= 0xdf ? 2 : lead >= 0xe0 && lead <= 0xef ? 3 : lead >= 0xf0 && lead <= 0xf4 ? 4 : 0
+  escapedLength = 3 * count
+  if (count === 0) return -1
+  if (count === 1) return lead
+  const bytes = [lead]
+  for (let more = 1; more < count; more += 1) {
+    const next = percentByte(text, index + 3 * more)
+    if (next < 0x80 || next > 0xbf) return -1
+    bytes.push(next)
+  }
+  const decoded = Buffer.from(bytes).toString('utf8')
+  // An overlong or surrogate encoding reads as U+FFFD: left as written.
+  if (decoded.includes('\ufffd')) return -1
+  if (decoded.length > 1) escapedText = decoded
+  return decoded.charCodeAt(0)
+}
+
+/** The byte `%XX` at `index` of `text` stands for (either case of hex), or -1. */
+function percentByte(text: string, index: number): number {
+  if (text.charCodeAt(index) !== 37) return -1
+  const high = hexDigit(text.charCodeAt(index + 1))
+  const low = hexDigit(text.charCodeAt(index + 2))
+  return high < 0 || low < 0 ? -1 : high * 16 + low
 }
 
 /**
@@ -394,13 +613,22 @@ export function redactedMessage(error: unknown, provider: ProviderConfig): strin
 
 /**
  * `value` with every string in it (at any depth of arrays and plain objects, keys included)
- * redacted; the same value when nothing changed.
+ * redacted, and every array of byte values (integers from 0 to 255, as long as the shortest form or
+ * longer), Buffer and typed array redacted as bytes (see `redactBytes`: an array of numbers, a
+ * Buffer, stays one); the same value when nothing changed. Linear in the value.
  */
 export function redactDeep<T>(value: T, secrets: Secrets): T {
   if (secrets.whole.length === 0) return value
+  // The shortest form looked for (they are sorted longest first): a shorter array of bytes cannot hold one.
+  const shortest = (secrets.whole.at(-1) as string).length
   const walk = (item: unknown): unknown => {
     if (typeof item === 'string') return redact(item, secrets)
     if (Array.isArray(item)) {
+      const bytes = item.length >= shortest ? bytesOf(item) : undefined
+      if (bytes !== undefined) {
+        const redacted = redactBytes(bytes, secrets)
+        return redacted === undefined ? item : [...redacted]
+      }
       let changed = false
       const out = item.map((element) => {
         const next = walk(element)
@@ -430,9 +658,45 @@ export function redactDeep<T>(value: T, secrets: Secrets): T {
       }
       return out
     }
+    if (ArrayBuffer.isView(item) && item.byteLength >= shortest) {
+      // A Buffer or typed array given as it is (msgpack would store its bytes as they are): the same kind back.
+      const redacted = redactBytes(Buffer.from(item.buffer, item.byteOffset, item.byteLength), secrets)
+      if (redacted === undefined) return item
+      if (Buffer.isBuffer(item)) return Buffer.from(redacted)
+      if (item instanceof Uint8ClampedArray) return new Uint8ClampedArray(redacted)
+      if (item instanceof Int8Array) return new Int8Array(redacted.buffer.slice(redacted.byteOffset, redacted.byteOffset + redacted.byteLength))
+      // Wider elements than a byte: the redacted bytes, as bytes.
+      return new Uint8Array(redacted)
+    }
     return item
   }
   return walk(value) as T
+}
+
+/** `items` as bytes when every one is an integer from 0 to 255 (a Buffer's or a Uint8Array's JSON), else `undefined`. */
+function bytesOf(items: readonly unknown[]): Buffer | undefined {
+  for (const item of items) if (typeof item !== 'number' || !Number.isInteger(item) || item < 0 || item > 255) return undefined
+  return Buffer.from(items as number[])
+}
+
+/**
+ * `bytes` redacted of `secrets` as text (see {@link redact}): read as Latin-1 (a byte a character,
+ * so an ASCII secret is found as it is), then, when a byte is 0x80 or more, as UTF-8, then, when
+ * their count is even and one is 0, as UTF-16LE; what is found is replaced by `[redacted]` in that
+ * encoding (a UTF-8 reading that replaced an invalid sequence keeps U+FFFD's bytes in its place).
+ * `undefined` when none holds a secret. msgpack stores a small integer in one byte, so an array of
+ * them in a fact is the text itself in the log's files.
+ */
+function redactBytes(bytes: Buffer, secrets: Secrets): Buffer | undefined {
+  let current = bytes
+  for (const encoding of ['latin1', 'utf8', 'utf16le'] as const) {
+    if (encoding === 'utf8' && !current.some((byte) => byte >= 0x80)) continue
+    if (encoding === 'utf16le' && (current.length % 2 !== 0 || !current.includes(0))) continue
+    const text = current.toString(encoding)
+    const redacted = redact(text, secrets)
+    if (redacted !== text) current = Buffer.from(redacted, encoding)
+  }
+  return current === bytes ? undefined : current
 }
 
 /**
@@ -464,9 +728,24 @@ function redactJsonText(text: string, secrets: Secrets): string {
     const redacted = redact(value as string, secrets)
     return redacted === value ? literal : JSON.stringify(redacted)
   })
+  // An array of small integers (a Buffer's or a Uint8Array's JSON: `[115,107,…]`) read as bytes: a fact
+  // stores the parsed input, where each is one byte of the log's files (see `redactBytes`).
+  const shortest = (secrets.whole.at(-1) as string).length
+  const arrays = literals.replace(BYTE_ARRAY, (array) => {
+    const bytes = array.slice(1, -1).split(',').map((item) => Number(item.trim()))
+    if (bytes.length < shortest) return array
+    const redacted = redactBytes(Buffer.from(bytes), secrets)
+    return redacted === undefined ? array : `[${redacted.join(',')}]`
+  })
   // A secret outside the string literals (spanning the JSON's own syntax, or in text that is not JSON) goes as text.
-  return redact(literals, secrets)
+  return redact(arrays, secrets)
 }
+
+/**
+ * A JSON array of 4 or more integers from 0 to 255 written as plain decimals (`[115, 107, …]`); one
+ * whose integers are written otherwise (`1.15e2`, `115.0`) is not read as bytes.
+ */
+const BYTE_ARRAY = /\[\s*(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(?:\s*,\s*(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3,}\s*\]/g
 
 const HASH_BASE = 257
 const HASH_MOD = 2_147_483_647
@@ -520,9 +799,22 @@ class PieceIndex {
   }
 
   redact(text: string): string {
-    const width = SECRET_PIECE
-    if ((this.#windows.size === 0 && this.#base === undefined) || text.length < width) return text
+    const spans = this.spans(text)
+    if (spans.length === 0) return text
     let out = ''
+    let copied = 0
+    for (let index = 0; index < spans.length; index += 2) {
+      out += text.slice(copied, spans[index]) + REDACTED
+      copied = spans[index + 1] as number
+    }
+    return out + text.slice(copied)
+  }
+
+  /** Where `redact` would redact `text`: [from, to, from, to, …], in order, none overlapping. */
+  spans(text: string): number[] {
+    const width = SECRET_PIECE
+    const spans: number[] = []
+    if ((this.#windows.size === 0 && this.#base === undefined) || text.length < width) return spans
     let copied = 0
     let at = 0
     let hash = windowHash(text, 0)
@@ -533,7 +825,7 @@ class PieceIndex {
         let to = at + longest
         if (from > copied && isLowSurrogate(text.charCodeAt(from)) && isHighSurrogate(text.charCodeAt(from - 1))) from -= 1
         if (to < text.length && isHighSurrogate(text.charCodeAt(to - 1)) && isLowSurrogate(text.charCodeAt(to))) to += 1
-        out += text.slice(copied, from) + REDACTED
+        spans.push(from, to)
         at = to
         copied = to
         if (at + width <= text.length) hash = windowHash(text, at)
@@ -545,7 +837,7 @@ class PieceIndex {
       }
       at += 1
     }
-    return copied === 0 ? text : out + text.slice(copied)
+    return spans
   }
 
   /** The longest run of `text` from `at` that occurs in a form (0 when no window matches). */

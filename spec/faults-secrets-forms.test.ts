@@ -1,0 +1,176 @@
+/**
+ * Secrets in the forms data and failure messages carry them beyond the plain text: bytes (a Buffer a
+ * tool returns, an array of byte values in a tool call's arguments, which msgpack writes a byte each:
+ * the text itself in the log's files), JSON escapes of any character (PHP's `\/`, Python's `\u00e4`,
+ * every character as `\uXXXX`), percent-encoding of every byte, and UTF-16LE text a tool throws. The
+ * raw files of the log directory (its `.log` write-ahead file, where a short run's facts are) are read
+ * for the secrets and for the exact spellings that were sent.
+ */
+import { randomBytes } from 'node:crypto'
+import { join } from 'node:path'
+import { test } from 'uvu'
+import * as assert from 'uvu/assert'
+import { Engine, EventLog, ModelExecutor, type RunInput, type ToolDefinition } from '../index.js'
+import { answer, scriptedModelServer } from '../testing/scripted-model-server.js'
+import { callTool } from '../testing/index.js'
+import { ALL, CWD } from './support/faults-engine.js'
+import { everyFile } from './support/faults-files.js'
+import { bounded } from './support/temp.js'
+import { DECLARED_SECRET, redact, redactDeep, redactFailure, secretsOf } from '../actors/redaction.js'
+
+const API_KEY = `sk-forms-${randomBytes(16).toString('hex')}`
+/** A tool's key, declared to the engine: a slash (PHP escapes it) and a non-ASCII letter (Python escapes it). */
+const SECRET = `pk_live/ä${randomBytes(16).toString('hex')}`
+
+/** Every character as `\uXXXX`, hex in `upper` case or not. */
+const escapedEvery = (text: string, upper: boolean) => [...text].map((c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`).map((e) => (upper ? e.toUpperCase().replace('\\U', '\\u') : e)).join('')
+/** Every UTF-8 byte as `%XX`, hex in `upper` case or not. */
+const percentEvery = (text: string, upper: boolean) => [...Buffer.from(text)].map((b) => `%${upper ? b.toString(16).toUpperCase().padStart(2, '0') : b.toString(16).padStart(2, '0')}`).join('')
+/** As PHP's json_encode writes it (`\/`, `\u00e4`), and as Python's json.dumps (`\u00e4`). */
+const php = JSON.stringify(SECRET).slice(1, -1).replaceAll('/', '\\/').replace('ä', '\\u00e4')
+const python = JSON.stringify(SECRET).slice(1, -1).replace('ä', '\\u00e4')
+/** Some characters escaped, in both cases of hex, the rest as they are. */
+const mixed = SECRET.replace('p', '\\u0070').replace('/', '\\u002F').replace('ä', '\\u00E4')
+const utf16 = Buffer.from(SECRET, 'utf16le').toString('latin1')
+
+/** The random parts' runs of 8 characters, and each exact spelling that was sent: any in the bytes is a leak. */
+const NEEDLES = [
+  ...[API_KEY.slice(9), SECRET.slice(9)].flatMap((random) => Array.from({ length: random.length - 7 }, (_, at) => random.slice(at, at + 8))),
+  escapedEvery(API_KEY, true),
+  escapedEvery(API_KEY, false),
+  percentEvery(API_KEY, true),
+  percentEvery(API_KEY, false),
+  percentEvery(SECRET, false),
+  escapedEvery(SECRET, false),
+  mixed,
+]
+const leaks = (bytes: Buffer | string) => {
+  const buffer = typeof bytes === 'string' ? Buffer.from(bytes) : bytes
+  return NEEDLES.filter((needle) => buffer.includes(Buffer.from(needle, 'utf8')) || buffer.includes(Buffer.from(needle, 'utf16le')))
+}
+
+/** Every file of the log directory is free of them, and its `.log` write-ahead file holds the run's facts. */
+async function assertNoLeakInFiles(directory: string, runId: string): Promise<void> {
+  const files = await everyFile(directory)
+  const logs = files.filter((file) => file.path.endsWith('.log') && file.bytes.includes(Buffer.from(runId)))
+  assert.ok(logs.length > 0, 'the facts are in a .log file, which is read raw')
+  for (const file of files) assert.equal(leaks(file.bytes), [], file.path)
+}
+
+function run(baseUrl: string, name: string, tools: ToolDefinition[]): RunInput {
+  return {
+    invocation: { sessionId: `session-${name}`, turnId: `turn-${name}`, runId: `run-${name}`, invocationId: `invocation-${name}` },
+    provider: { kind: 'openai-chat', baseUrl, model: 'scripted', apiKey: API_KEY },
+    providerOptions: { temperature: 0 },
+    configuration: { cwd: CWD, workspaceIdentity: 'workspace-1' },
+    mainOutputLimit: 100,
+    maxSteps: 4,
+    tools,
+    work: { kind: 'message', content: `question ${name}` },
+  }
+}
+
+test(
+  "secrets: as bytes (a tool's Buffer, byte values in a call's arguments), JSON-escaped any way, percent-encoded byte by byte and in UTF-16 reach no file of the log directory",
+  bounded(30_000, async (dir) => {
+    const server = await scriptedModelServer([
+      answer.toolCalls([
+        { id: 'call-blob', name: 'blob', arguments: {} },
+        { id: 'call-escaped', name: 'escaped', arguments: {} },
+        { id: 'call-thrower', name: 'thrower', arguments: {} },
+        // The model passes the key on as byte values: the arguments are recorded, parsed.
+        { id: 'call-bytes', name: 'bytes', arguments: { bytes: [...Buffer.from(API_KEY)], small: [1, 2, 3, 4, 5, 6, 7, 8, 9] } },
+      ]),
+      // A proxy echoes the key with every character escaped.
+      answer.text(`done: "${escapedEvery(API_KEY, true)}" and "${escapedEvery(API_KEY, false)}"`),
+      // A 401 quoting the key percent-encoded byte by byte, in upper and lower case.
+      answer.status(401, { body: { error: { message: `Incorrect API key provided: ${percentEvery(API_KEY, true)} (${percentEvery(API_KEY, false)})`, type: 'invalid_request_error' } } }),
+    ])
+    const log = await EventLog.open(join(dir, 'log'))
+    try {
+      const tools: ToolDefinition[] = [
+        { name: 'blob', readOnly: true, execute: async () => Buffer.from(`password=${SECRET}`) },
+        { name: 'escaped', readOnly: true, execute: async () => `{"php":"${php}","python":"${python}","mixed":"${mixed}","every":"${escapedEvery(SECRET, false)}"}` },
+        {
+          name: 'thrower',
+          readOnly: true,
+          execute: async () => {
+            throw new Error(`vault said ${percentEvery(SECRET, false)}; body ${utf16}`)
+          },
+        },
+        { name: 'bytes', readOnly: true, execute: async (input: unknown) => `got ${JSON.stringify(input).length}` },
+      ]
+      const engine = new Engine({ log, model: new ModelExecutor({ retries: 0 }), secrets: [SECRET] })
+      assert.equal(await engine.run(run(server.baseUrl, 'forms', tools)), { status: 'completed' })
+      assert.equal((await engine.run(run(server.baseUrl, 'refused', []))).status, 'failed')
+      assert.is(server.requests.length, 3)
+      const facts = (await log.prefix(ALL.events, ALL.bytes)).events.map((stored) => stored.event.fact)
+      const settled = facts.flatMap((fact) => (fact.type === 'tool.settled' ? [fact.outcome] : []))
+      assert.equal(settled[0], { status: 'succeeded', output: { type: 'Buffer', data: [...Buffer.from('password=[redacted]')] } })
+      assert.equal(settled[1], { status: 'succeeded', output: '{"php":"[redacted]","python":"[redacted]","mixed":"[redacted]","every":"[redacted]"}' })
+      // The NULs of the UTF-16 text go first, as from a provider's failure message.
+      assert.equal(settled[2], { status: 'failed', message: 'vault said [redacted]; body [redacted]' })
+      const dispatched = facts.flatMap((fact) => (fact.type === 'tool.dispatched' ? [fact.input] : []))
+      assert.equal(dispatched[3], { bytes: [...Buffer.from('[redacted]')], small: [1, 2, 3, 4, 5, 6, 7, 8, 9] }, 'the byte values lose the key; other numbers stay')
+      const texts = facts.flatMap((fact) => (fact.type === 'model.completed' ? [fact.output.text] : []))
+      assert.ok(texts.includes('done: "[redacted]" and "[redacted]"'), JSON.stringify(texts))
+      const failed = facts.flatMap((fact) => (fact.type === 'model.interrupted' ? [fact.message ?? ''] : []))
+      assert.ok(failed.length === 1 && failed[0]?.includes('provided: [redacted] ([redacted])'), JSON.stringify(failed))
+      assert.equal(leaks(JSON.stringify(facts)), [], 'facts')
+    } finally {
+      await log.close()
+      await server.close()
+    }
+    await assertNoLeakInFiles(join(dir, 'log'), 'run-forms')
+  }),
+)
+
+test('secrets: callTool redacts byte values, escapes and UTF-16 in what a tool returns and throws', async () => {
+  const returned = await callTool({ name: 'blob', readOnly: true, execute: async () => ({ blob: Buffer.from(`k=${SECRET}`), text: python }) }, {}, { secrets: [SECRET] })
+  assert.equal(returned, { status: 'succeeded', output: { blob: { type: 'Buffer', data: [...Buffer.from('k=[redacted]')] }, text: '[redacted]' } })
+  const thrown = await callTool(
+    {
+      name: 'thrower',
+      readOnly: true,
+      execute: async () => {
+        throw new Error(`a ${utf16} b ${percentEvery(SECRET, true)}`)
+      },
+    },
+    {},
+    { secrets: [SECRET] },
+  )
+  assert.equal(thrown, { status: 'failed', message: 'a [redacted] b [redacted]' })
+})
+
+test('secrets: byte values are read as Latin-1, UTF-8 and UTF-16LE, given back as the same kind, and left alone when they hold none', () => {
+  const declared = secretsOf({ headers: { [`${DECLARED_SECRET}0`]: SECRET } }).inData
+  const key = secretsOf({ apiKey: API_KEY }).inData
+  assert.equal(redactDeep([...Buffer.from(`x${API_KEY}y`)], key), [...Buffer.from('x[redacted]y')], 'Latin-1')
+  assert.equal(redactDeep({ d: [...Buffer.from(`ä${SECRET}`)] }, declared), { d: [...Buffer.from('ä[redacted]')] }, 'UTF-8')
+  assert.equal(redactDeep([...Buffer.from(`ab${API_KEY}`, 'utf16le')], key), [...Buffer.from('ab[redacted]', 'utf16le')], 'UTF-16LE')
+  const buffer = redactDeep(Buffer.from(`k=${API_KEY}`), key)
+  assert.ok(Buffer.isBuffer(buffer) && buffer.toString() === 'k=[redacted]', 'a Buffer stays a Buffer')
+  const bytes = redactDeep(new Uint8Array(Buffer.from(API_KEY)), key)
+  assert.ok(bytes instanceof Uint8Array && Buffer.from(bytes).toString() === '[redacted]', 'a Uint8Array stays one')
+  // Unchanged: the same value, also for numbers that are no bytes or a secret's bytes not in a row.
+  const plain = { n: [...Buffer.from('just some ordinary text')], big: [300, ...Buffer.from(API_KEY)], floats: [...Buffer.from(API_KEY)].map((b) => b + 0.5) }
+  assert.ok(redactDeep(plain, key) === plain)
+  const long = Array.from({ length: 1 << 20 }, (_, index) => index % 256)
+  assert.ok(redactDeep(long, key) === long, 'a MiB of bytes without a secret is left as it is')
+})
+
+test('secrets: JSON escapes of any character and percent-encoding are read, one level, and only what holds a secret changes', () => {
+  const key = secretsOf({ apiKey: API_KEY })
+  const escapedSlash = (text: string) => text.replaceAll('-', '\\u002d')
+  assert.is(redact(`a ${escapedSlash(API_KEY)} b \\n \\u00e4 %20`, key.inData), 'a [redacted] b \\n \\u00e4 %20')
+  assert.is(redact(`"${escapedEvery(API_KEY, true).slice(0, -6)}\\n"`, key.inData), `"${escapedEvery(API_KEY, true).slice(0, -6)}\\n"`, 'a key cut short is no key in data')
+  // An escaped backslash is a backslash: what follows is text, not an escape.
+  assert.is(redact(`\\\\${escapedEvery(API_KEY, false).slice(2)}`, key.inData), `\\\\${escapedEvery(API_KEY, false).slice(2)}`)
+  // In failure messages the key's pieces go too, also once read: a masked echo, percent-encoded.
+  assert.is(redactFailure(`key ${percentEvery(API_KEY.slice(0, 12), false)}****`, key), 'key [redacted]****')
+  // Long text with many escapes and no secret: read in one pass.
+  const long = '\\u0041%41'.repeat(200_000)
+  assert.is(redact(long, key), long)
+})
+
+test.run()

@@ -145,6 +145,15 @@ function oneWordApart(a: string, b: string): boolean {
 export const normalizedName = (name: string): string => name.toLowerCase().replace(/[^a-z0-9]/g, '')
 
 /**
+ * What `names` (keyed by {@link normalizedName}) says of `key`, another library's word for a setting
+ * (`recursionLimit`, `max_retries`), or undefined. Own keys only: `constructor` is no hint.
+ */
+export function namedHint(names: Readonly<Record<string, string>>, key: string): string | undefined {
+  const normalized = normalizedName(key)
+  return Object.hasOwn(names, normalized) ? names[normalized] : undefined
+}
+
+/**
  * The edit distance between `a` and `b`, counting two neighbouring letters swapped (`jsno`, `json`)
  * as one edit, or `limit + 1` once it is known to be more than `limit`.
  */

@@ -5,7 +5,7 @@
  * setting lives here and, where the two differ in meaning, how; a name with no counterpart here
  * is left out rather than pointed somewhere near.
  */
-import { normalizedName } from '../options.js'
+import { namedHint } from '../options.js'
 
 const TO_INSTRUCTIONS = 'instructions is the system prompt (sent first in every request of the run)'
 const TO_MAX_STEPS = 'maxSteps bounds the model requests of a run (1–256, default 8; past them it ends failed{max_steps})'
@@ -68,13 +68,7 @@ const START_OPTION_NAMES: Readonly<Record<string, string>> = {
 }
 
 /** Where what another library calls `key` in a run input's top level is here, or undefined. */
-export function foreignRunInputHint(key: string): string | undefined {
-  const normalized = normalizedName(key)
-  return Object.hasOwn(RUN_INPUT_NAMES, normalized) ? RUN_INPUT_NAMES[normalized] : undefined
-}
+export const foreignRunInputHint = (key: string): string | undefined => namedHint(RUN_INPUT_NAMES, key)
 
 /** Where what another library calls `key` among `start`'s options is here, or undefined. */
-export function foreignStartOptionHint(key: string): string | undefined {
-  const normalized = normalizedName(key)
-  return Object.hasOwn(START_OPTION_NAMES, normalized) ? START_OPTION_NAMES[normalized] : undefined
-}
+export const foreignStartOptionHint = (key: string): string | undefined => namedHint(START_OPTION_NAMES, key)

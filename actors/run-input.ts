@@ -1,7 +1,7 @@
 import { isAbsolute } from 'node:path'
 import { z } from 'zod'
 import { FactstateError } from '../errors.js'
-import { meantName, normalizedName } from '../options.js'
+import { meantName, namedHint, normalizedName } from '../options.js'
 import { foreignRunInputHint } from './foreign-names.js'
 import { describeIssues, handoffPauseSchema, ID_MAPPING, ID_RULE, issueFields, id, invocationSchema, jsonValue, parentCallSchema, requestFingerprintSchema, runBoundarySchema } from '../facts/schema.js'
 import type { HandoffPause, Invocation, JsonObject, ParentCall, RunBoundary } from '../facts/types.js'
@@ -243,7 +243,7 @@ const retryPolicy = z
       if (RETRY_MEMBERS.includes(key)) continue
       // Another library's word told what it is here; else a misspelling of a member (`backoffMS`, `retryon`) named.
       const meant = meantName(key, RETRY_MEMBERS)
-      const hint = RETRY_MEMBER_HINTS[normalizedName(key)] ?? (meant === undefined ? undefined : `did you mean ${meant}?`)
+      const hint = namedHint(RETRY_MEMBER_HINTS, key) ?? (meant === undefined ? undefined : `did you mean ${meant}?`)
       context.addIssue({ code: 'custom', path: [key], message: `${key} is not a member of a retry policy (it takes retries, backoffMs, maxBackoffMs and retryOn)${hint === undefined ? '' : `: ${hint}`}` })
     }
   })

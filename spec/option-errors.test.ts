@@ -106,6 +106,10 @@ test("a run input's member in another spelling at any level (configuration, work
   }
   const far = await refusal(() => validateRunInput(input({ tools: [{ name: 'a', execute: () => 1, retry: { retries: 1, jitter: true } }] })))
   assert.not.match(far.message, 'did you mean', 'a name like no member gets no guess')
+  // A name that is a member of every object (`constructor`) is no other library's word: no hint, not Object's source.
+  const inherited = await refusal(() => validateRunInput(input({ tools: [{ name: 'a', execute: () => 1, retry: { retries: 1, constructor: 2 } }] })))
+  assert.match(inherited.message, 'constructor is not a member of a retry policy (it takes retries, backoffMs, maxBackoffMs and retryOn)')
+  assert.not.match(inherited.message, 'function', 'the hint table is looked up by its own keys only')
 })
 
 test("a work member in another spelling is told the member of its own kind meant, and one of another kind is said to be that kind's, not offered", async () => {

@@ -9,7 +9,7 @@ import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Serv
 import type { Socket } from 'node:net'
 import type { ChatRequestBody } from '../actors/model-client.js'
 import { FactstateError, messageWithoutCode } from '../errors.js'
-import { meantName, normalizedName, readOptions, shown } from '../options.js'
+import { meantName, namedHint, readOptions, shown } from '../options.js'
 
 /** One request as the server received it. */
 export interface RecordedRequest {
@@ -187,7 +187,7 @@ function readMembers(value: unknown, members: Record<string, Member>, field: str
   try {
     for (key of Object.keys(object)) {
       if (names.includes(key)) continue
-      const hint = MEMBER_HINTS[normalizedName(key)]
+      const hint = namedHint(MEMBER_HINTS, key)
       const meant = meantName(key, names) ?? (hint !== undefined && names.includes(hint) ? hint : undefined)
       throw answerRefusal(call, at(key), `${field === '' ? 'the answer' : field} has no member ${JSON.stringify(key)}${meant === undefined ? '' : `: did you mean ${meant}?`} (${what} is ${listed})`)
     }

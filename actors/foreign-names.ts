@@ -15,6 +15,16 @@ const TO_STREAMING =
   "a run's progress is its facts: log.events({ follow: true }) gives each as it lands, and start's options onModelText and onToolCallText the answer and a tool call's arguments as they stream, onToolProgress what a running tool reports"
 const TO_TOOL_PROGRESS = "a running tool reports with context.progress(value), which start's onToolProgress receives (live, never a fact)"
 const TO_SIGNAL = 'a run is cancelled through engine.start(input, { signal }), or running.cancel()'
+const TO_OUTPUT_LIMIT = 'mainOutputLimit is the most tokens an answer may take (sent as max_tokens)'
+
+/** Progress callbacks, named alike in a run input and among `start`'s options. */
+const STREAMING_NAMES: Readonly<Record<string, string>> = {
+  callbacks: TO_STREAMING,
+  onstepfinish: TO_STREAMING,
+  onfinish: `${TO_STREAMING}; running.wait() gives how the run ended`,
+  onchunk: TO_STREAMING,
+  streammode: TO_STREAMING,
+}
 
 /** Run-input members of other libraries (normalized: `system_prompt`, `systemPrompt` are one), with where the setting is here. */
 const RUN_INPUT_NAMES: Readonly<Record<string, string>> = {
@@ -34,28 +44,20 @@ const RUN_INPUT_NAMES: Readonly<Record<string, string>> = {
   configurable: TO_SESSION,
   messages: TO_CONTENT,
   input: TO_CONTENT,
-  callbacks: TO_STREAMING,
-  onstepfinish: TO_STREAMING,
-  onfinish: `${TO_STREAMING}; running.wait() gives how the run ended`,
-  onchunk: TO_STREAMING,
-  streammode: TO_STREAMING,
+  ...STREAMING_NAMES,
   signal: TO_SIGNAL,
   abortsignal: TO_SIGNAL,
-  maxtokens: 'mainOutputLimit is the most tokens an answer may take (sent as max_tokens)',
-  maxoutputtokens: 'mainOutputLimit is the most tokens an answer may take (sent as max_tokens)',
-  maxcompletiontokens: 'mainOutputLimit is the most tokens an answer may take (sent as max_tokens)',
+  maxtokens: TO_OUTPUT_LIMIT,
+  maxoutputtokens: TO_OUTPUT_LIMIT,
+  maxcompletiontokens: TO_OUTPUT_LIMIT,
   temperature: 'the request body\'s own settings go in providerOptions ({ temperature: 0 })',
   topp: "the request body's own settings go in providerOptions ({ top_p: 0.9 })",
 }
 
 /** `start`'s options in other libraries' words (LangGraph's invoke config, the AI SDK's callbacks), with where the setting is here. */
 const START_OPTION_NAMES: Readonly<Record<string, string>> = {
-  callbacks: TO_STREAMING,
-  onstepfinish: TO_STREAMING,
-  onfinish: `${TO_STREAMING}; running.wait() gives how the run ended`,
-  onchunk: TO_STREAMING,
+  ...STREAMING_NAMES,
   onevent: TO_STREAMING,
-  streammode: TO_STREAMING,
   abortsignal: 'did you mean signal?',
   // Temporal's activity heartbeats, an SDK's progress callback.
   progress: TO_TOOL_PROGRESS,

@@ -29,8 +29,6 @@ export const keys = {
   byInvocationLow: (invocationId: string) => `v!${invocationId}!`,
   byInvocationHigh: (invocationId: string) => `v!${invocationId}!~`,
   invocation: (invocationId: string) => `n!${invocationId}`,
-  invocationLow: 'n!',
-  invocationHigh: 'n"',
   run: (sessionId: string, runId: string) => `r!${sessionId}!${runId}`,
   /** The range of one session's run keys (ids hold no '!' or '"': exactly those from `r!<session>!` to `r!<session>"`). */
   runsOf: (sessionId: string) => ({ gte: `r!${sessionId}!`, lt: `r!${sessionId}"` }),

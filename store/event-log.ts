@@ -3068,7 +3068,7 @@ export class EventLog {
       for await (const key of this.#db.keys({ gte: keys.runLow, lt: keys.runHigh })) {
         runs += 1
         if (runs > limit) return undefined
-        const [sessionId, runId] = key.slice(keys.runLow.length).split('!') as [string, string]
+        const [sessionId, runId] = splitRunKey(key)
         const run = this.#runSummary(sessionId, runId, key)
         if (run.openedSeq > (last.get(sessionId)?.openedSeq ?? 0)) last.set(sessionId, run)
         if (run.openedSeq < (first.get(sessionId)?.openedSeq ?? Number.POSITIVE_INFINITY)) first.set(sessionId, run)
@@ -3128,7 +3128,7 @@ export class EventLog {
       const lastRuns = new Map<string, RunSummary>()
       if (backup || unanswered) {
         for await (const key of this.#db.keys(runRange)) {
-          const [sessionId, runId] = key.slice(keys.runLow.length).split('!') as [string, string]
+          const [sessionId, runId] = splitRunKey(key)
           const run = this.#runSummary(sessionId, runId, key)
           if (run.openedSeq > (lastRuns.get(sessionId)?.openedSeq ?? 0)) lastRuns.set(sessionId, run)
         }

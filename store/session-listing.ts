@@ -35,7 +35,8 @@ export const SESSIONS_LIMIT = 1_000
 /** How many sessions a call lists when it is not told. */
 export const SESSIONS_DEFAULT_LIMIT = 100
 
-const PREFIX = /^[A-Za-z0-9._:-]{0,128}$/
+/** What `prefix` may be: the start of an id (none, or the whole of one). */
+export const SESSION_PREFIX = /^[A-Za-z0-9._:-]{0,128}$/
 
 /** `sessions`' options, checked: `LOG_INVALID_ARGUMENT` naming the option (`details.field`). */
 export function readSessionsOptions(options: unknown): { prefix: string; after: string | undefined; limit: number } {
@@ -45,7 +46,7 @@ export function readSessionsOptions(options: unknown): { prefix: string; after: 
     details: (field) => ({ field }),
   })
   const refuse = (field: string, message: string) => new FactstateError('LOG_INVALID_ARGUMENT', `sessions: ${message}`, { details: { field } })
-  if (typeof prefix !== 'string' || !PREFIX.test(prefix)) throw refuse('prefix', `prefix must be the start of an id, 0–128 characters from [A-Za-z0-9._:-], not ${shown(prefix)}`)
+  if (typeof prefix !== 'string' || !SESSION_PREFIX.test(prefix)) throw refuse('prefix', `prefix must be the start of an id, 0–128 characters from [A-Za-z0-9._:-], not ${shown(prefix)}`)
   if (after !== undefined && (typeof after !== 'string' || !ID_PATTERN.test(after))) {
     // A string that is no id (a thread id that is an email address) is told how to make one of it, as log.runs is.
     const mapping = typeof after === 'string' ? ` (${ID_MAPPING})` : ''

@@ -5,6 +5,7 @@ import { EventLog, LOG_DIRECTORY_ENTRY, type RunSummary, logInternals } from '..
 import { escapeControls, summarizeFact, usageTotalsText } from '../../store/fact-summary.js'
 import { type UsageTotals, usageOf } from '../../actors/transcript.js'
 import { FactstateError, messageWithoutCode } from '../../errors.js'
+import { SESSION_PREFIX } from '../../store/session-listing.js'
 import { changeMark } from '../../store/snapshot.js'
 import { ALLOW_DAMAGED, type CommandIo, EXIT, closeLog, endBySignal, exitAfterReading, isLogDirectory, openLogToRead, parseCommand, reportReadError, snapshotDirectoryOf, untilStopped, usage } from '../io.js'
 
@@ -103,7 +104,7 @@ export async function logCommand(args: string[], io: CommandIo, options: { signa
     if (values.runs) return usage(io, '--sessions lists sessions and --runs the runs of one: give one of them', logHelp)
     const other = (['session', 'run', 'invocation', 'type', 'from', 'to', 'last'] as const).find((name) => values[name] !== undefined) ?? (values.follow ? 'follow' : undefined)
     if (other !== undefined) return usage(io, `--sessions does not combine with --${other}`, logHelp)
-    if (values.prefix !== undefined && !/^[A-Za-z0-9._:-]{0,128}$/.test(values.prefix)) {
+    if (values.prefix !== undefined && !SESSION_PREFIX.test(values.prefix)) {
       return usage(io, `--prefix takes the start of an id (0–128 characters from [A-Za-z0-9._:-]), not ${values.prefix.slice(0, 60)}`, logHelp)
     }
   } else if (values.prefix !== undefined) return usage(io, '--prefix is for --sessions', logHelp)

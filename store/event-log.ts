@@ -1174,12 +1174,20 @@ async function checkCopySource(location: string, purpose: string): Promise<void>
   try {
     await stat(join(location, 'CURRENT'))
   } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code
-    // `no_log`: a program started before the application that makes the log (an exporter) tells it from a bad argument, and waits.
-    if (code === 'ENOENT' || code === 'ENOTDIR') throw new FactstateError('LOG_INVALID_ARGUMENT', `there is no log at ${location} to ${purpose}`, { cause: error, details: { reason: 'no_log', path: location } })
-    throw logIo(`the log at ${location} cannot be read: ${(error as Error).message}`, error, { path: location })
+    throw noLogAt(location, purpose, error)
   }
   await checkCurrent(location, await readdir(location).catch(() => []))
+}
+
+/**
+ * What a failed look at the log in `location` (to `purpose`) is: `LOG_INVALID_ARGUMENT` with
+ * `details: { reason: 'no_log', path }` where nothing is there, else `LOG_IO`.
+ */
+function noLogAt(location: string, purpose: string, error: unknown): FactstateError {
+  const code = (error as NodeJS.ErrnoException).code
+  // `no_log`: a program started before the application that makes the log (an exporter) tells it from a bad argument, and waits.
+  if (code === 'ENOENT' || code === 'ENOTDIR') return new FactstateError('LOG_INVALID_ARGUMENT', `there is no log at ${location} to ${purpose}`, { cause: error, details: { reason: 'no_log', path: location } })
+  return logIo(`the log at ${location} cannot be read: ${(error as Error).message}`, error, { path: location })
 }
 
 /**
@@ -1656,9 +1664,7 @@ export class EventLog {
       await stat(join(location, 'CURRENT'))
       return await changeMark(location)
     } catch (error) {
-      const code = (error as NodeJS.ErrnoException).code
-      if (code === 'ENOENT' || code === 'ENOTDIR') throw new FactstateError('LOG_INVALID_ARGUMENT', `there is no log at ${location} to look at`, { cause: error, details: { reason: 'no_log', path: location } })
-      throw logIo(`the log at ${location} cannot be looked at: ${(error as Error).message}`, error, { path: location })
+      throw noLogAt(location, 'look at', error)
     }
   }
 

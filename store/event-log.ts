@@ -24,6 +24,7 @@ import {
   applyToSession,
   emptySession,
   invocationRecordOf,
+  parentOperationIdOf,
   projectInvocation,
   storedInvocationRecord,
 } from './projection.js'
@@ -2678,7 +2679,7 @@ export class EventLog {
       run = {
         invocationId: invocation.invocationId,
         ...(source ? { source: { runId: source.invocation.runId, highWater: source.highWater, digest: source.digest } } : {}),
-        parentOperationId: input.kind === 'handoff' ? null : (input.parent?.operationId ?? null),
+        parentOperationId: parentOperationIdOf(input),
       }
     }
     // A seal reserves its claim and its successor's invocation id (below), and is refused when its
@@ -4142,8 +4143,8 @@ interface ChildEntry {
 /** The child index entry of `event`, when it is an `invocation.opened` that records a parent. */
 function childEntryOf(event: RuntimeEvent): ChildEntry | undefined {
   const { fact, invocation } = event
-  if (fact.type !== 'invocation.opened' || fact.input.kind === 'handoff' || fact.input.parent === undefined) return undefined
-  return { operationId: fact.input.parent.operationId, sessionId: invocation.sessionId, invocationId: invocation.invocationId }
+  const operationId = fact.type === 'invocation.opened' ? parentOperationIdOf(fact.input) : null
+  return operationId === null ? undefined : { operationId, sessionId: invocation.sessionId, invocationId: invocation.invocationId }
 }
 
 /** The member name `parent` as msgpack writes it (a fixstr of 6): a stored fact without these bytes records no parent. */

@@ -44,6 +44,7 @@ import {
   applyToInvocation,
   applyToSession,
   emptySession,
+  parentOperationIdOf,
   storedInvocationRecord,
 } from './projection.js'
 
@@ -239,8 +240,7 @@ export class IndexAudit {
           throw damaged('run', runKey, `the record of run ${invocation.sessionId}/${invocation.runId} does not match its opening fact (event ${seq})`, seq)
         }
         // Absent from a record written before 0.7.0; where present, the call its opening fact records.
-        const parentOperationId = input.kind === 'handoff' ? null : (input.parent?.operationId ?? null)
-        if ('parentOperationId' in found && found.parentOperationId !== parentOperationId) {
+        if ('parentOperationId' in found && found.parentOperationId !== parentOperationIdOf(input)) {
           throw damaged('run', runKey, `the record of run ${invocation.sessionId}/${invocation.runId} names another parent call than its opening fact (event ${seq})`, seq)
         }
       })

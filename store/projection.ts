@@ -145,6 +145,12 @@ export interface RunRecord {
   parentOperationId?: string | null
 }
 
+/**
+ * The operation id of the call a run's opening `input` records as its parent, or null: a handoff
+ * successor records none of its own (it keeps its turn's). What a run record's `parentOperationId` holds.
+ */
+export const parentOperationIdOf = (input: InvocationInput): string | null => (input.kind === 'handoff' ? null : (input.parent?.operationId ?? null))
+
 export const emptySession = (): SessionRecord => ({ active: [], paused: [], unknown: [] })
 
 const sameInvocation = (a: Invocation, b: Invocation) =>

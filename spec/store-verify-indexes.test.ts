@@ -152,6 +152,8 @@ const cases: [string, (db: Db, mixed: Mixed) => Promise<void>, string, string, (
   ['a record of an invocation that has no facts', (db) => db.put(keys.invocation('inv-ghost'), encodeRecord({ terminal: null })), 'invocation', 'n!', () => undefined],
   ['a run record naming another invocation', (db) => rewrite(db, keys.run('session-done', 'run-done'), (r) => ({ ...r, invocationId: 'inv-lost' })), 'run', keys.run('session-done', 'run-done'), () => 1],
   ['a successor’s run record without its source', (db) => rewrite(db, keys.run('session-source', 'run-next'), (r) => ({ invocationId: r.invocationId })), 'run', keys.run('session-source', 'run-next'), (m) => m.openedAt.next],
+  // A member 0.7.0 writes (null: the run records no parent call), compared where present.
+  ['a run record naming a parent call its opening fact does not', (db) => rewrite(db, keys.run('session-done', 'run-done'), (r) => ({ ...r, parentOperationId: 'op-ghost' })), 'run', keys.run('session-done', 'run-done'), () => 1],
   ['a run record with no run', (db) => db.put(keys.run('session-ghost', 'run-ghost'), encodeRecord({ invocationId: 'inv-ghost' })), 'run', 'r!', () => undefined],
   ['a used claim naming another successor', (db) => db.put(keys.claim('claim-h1'), encodeRecord('inv-other')), 'claim', keys.claim('claim-h1'), (m) => m.openedAt.next],
   ['a used claim deleted', (db) => db.del(keys.claim('claim-h1')), 'claim', keys.claim('claim-h1'), (m) => m.openedAt.next],

@@ -3434,11 +3434,7 @@ export class EventLog {
       this.#childrenSince = []
       try {
         const found = new Map<string, ChildEntry[]>()
-        const add = (child: ChildEntry) => {
-          const list = found.get(child.operationId)
-          if (list === undefined) found.set(child.operationId, [child])
-          else if (!list.some((known) => known.invocationId === child.invocationId)) list.push(child)
-        }
+        const add = (child: ChildEntry) => addChild(found, child)
         const sessionPart = keys.runLow.length
         const named: { key: string; operationId: string; invocationId: string }[] = []
         const older: { key: string; invocationId: string; record: RunRecord }[] = []
@@ -3526,11 +3522,7 @@ export class EventLog {
       const child = childEntryOf(event)
       if (child === undefined) continue
       if (this.#childrenSince !== undefined) this.#childrenSince.push(child)
-      else if (this.#children !== undefined) {
-        const list = this.#children.get(child.operationId)
-        if (list === undefined) this.#children.set(child.operationId, [child])
-        else list.push(child)
-      }
+      else if (this.#children !== undefined) addChild(this.#children, child)
     }
   }
 
@@ -4138,6 +4130,13 @@ interface ChildEntry {
   operationId: string
   sessionId: string
   invocationId: string
+}
+
+/** Adds `child` to the child index `index`, once (a run committed while the index was built may be read by the build too). */
+function addChild(index: Map<string, ChildEntry[]>, child: ChildEntry): void {
+  const list = index.get(child.operationId)
+  if (list === undefined) index.set(child.operationId, [child])
+  else if (!list.some((known) => known.invocationId === child.invocationId)) list.push(child)
 }
 
 /** The child index entry of `event`, when it is an `invocation.opened` that records a parent. */

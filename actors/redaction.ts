@@ -74,7 +74,7 @@ export const MAX_SECRET_LENGTH = 16_384
 export const MAX_SECRETS_TOTAL = 65_536
 
 /** The most secrets a run's model client may add (`ModelRequest.addSecret`): as many as its tools may. */
-export const MAX_CLIENT_SECRETS = MAX_TOOL_SECRETS
+const MAX_CLIENT_SECRETS = MAX_TOOL_SECRETS
 
 /** The header names a run's model client's secrets (`ModelRequest.addSecret`) go under, numbered in the order they were added. */
 const CLIENT_SECRET = 'client secret '
@@ -92,36 +92,56 @@ const CLIENT_SECRET = 'client secret '
  * {@link withToolSecret} does: rebuilding them all at each addition made 64 secrets of 1 KB cost 12 s.
  */
 export function withClientSecret(secrets: Secrets, secret: unknown): Secrets {
-  const refused = (reason: 'not_a_string' | 'too_short' | 'too_long' | 'too_many', why: string) =>
-    new FactstateError('MODEL_SECRET_INVALID', `request.addSecret ${why}; the value is not shown`, { details: { reason } })
-  // Refused, not ignored: a client whose token is not a string (a Buffer, undefined before its
-  // exchange) would otherwise believe it redacted.
-  if (typeof secret !== 'string') throw refused('not_a_string', `takes a string, not ${secret === null ? 'null' : secret === undefined ? 'undefined' : `a ${typeof secret}`}`)
-  // A shorter one would be removed from everyday text (inside words: "the [redacted]r refused") wherever it appears.
-  if (secret.trim().length < SECRET_PIECE) throw refused('too_short', `takes a secret of ${SECRET_PIECE} characters or more (spaces around it not counted)`)
-  const from = secrets.from ?? {}
-  const headers = { ...from.headers }
-  const added = Object.keys(headers).filter((name) => name.startsWith(CLIENT_SECRET))
-  if (added.some((name) => headers[name] === secret)) return secrets
-  if (secret.length > MAX_SECRET_LENGTH) {
-    throw refused('too_long', `takes a secret of at most ${MAX_SECRET_LENGTH.toLocaleString('en-US')} characters, not ${secret.length.toLocaleString('en-US')} (each is looked for, in every form, in all the run records)`)
-  }
-  if (added.length >= MAX_CLIENT_SECRETS) throw refused('too_many', `was given more than ${MAX_CLIENT_SECRETS} secrets in one run`)
-  const total = added.reduce((sum, name) => sum + (headers[name] as string).length, secret.length)
-  if (total > MAX_SECRETS_TOTAL) {
-    throw refused('too_many', `was given secrets of more than ${MAX_SECRETS_TOTAL.toLocaleString('en-US')} characters together in one run (${total.toLocaleString('en-US')} with this one)`)
-  }
+  const refused = (reason: SecretRefusal, why: string) => new FactstateError('MODEL_SECRET_INVALID', `request.addSecret ${why}; the value is not shown`, { details: { reason } })
   // Named as no header of the provider's can be (admission refuses a name with a space); a credential by its name.
-  const name = `${CLIENT_SECRET}${added.length}`
-  headers[name] = secret
-  const { whole, pieced, data } = formsFrom({ headers: { [name]: secret } })
+  const added = headersWith(secrets, secret, CLIENT_SECRET, MAX_CLIENT_SECRETS, refused)
+  if (added === undefined) return secrets
+  const { headers, name, secret: text } = added
+  const { whole, pieced, data } = formsFrom({ headers: { [name]: text } })
   const inData = layered(secrets.inData, [...data], [])
   const all = layered(secrets, [...whole], [...pieced]) as { inData?: Secrets; inToolFailures?: Secrets; from?: SecretSource }
   all.inData = inData
   // A tool's failure message loses what data loses, and the declared secrets it lost before.
   if (secrets.inToolFailures !== undefined) all.inToolFailures = layered(secrets.inToolFailures, [...data], [])
-  all.from = { apiKey: from.apiKey, headers }
+  all.from = { apiKey: secrets.from?.apiKey, headers }
   return all as Secrets
+}
+
+/** Why a secret a run adds (`context.addSecret`, `ModelRequest.addSecret`) is refused. */
+type SecretRefusal = 'not_a_string' | 'too_short' | 'too_long' | 'too_many'
+
+/**
+ * The run's secret headers with `secret` added, under `name` (`prefix` and its number among those
+ * added so far), or undefined when it was added already. Refused (`refused`, its message never
+ * quoting the value) when it is not a string (`not_a_string`: a client or tool whose token is a
+ * Buffer, or undefined before its exchange, would otherwise believe it redacted), shorter than
+ * 8 characters once trimmed (`too_short`: it would be removed from everyday text, inside words,
+ * wherever it appears), longer than {@link MAX_SECRET_LENGTH} characters (`too_long`), or past `most`
+ * secrets or {@link MAX_SECRETS_TOTAL} characters added together (`too_many`).
+ */
+function headersWith(
+  secrets: Secrets,
+  secret: unknown,
+  prefix: string,
+  most: number,
+  refused: (reason: SecretRefusal, why: string) => FactstateError,
+): { headers: Record<string, string>; name: string; secret: string } | undefined {
+  if (typeof secret !== 'string') throw refused('not_a_string', `takes a string, not ${secret === null ? 'null' : secret === undefined ? 'undefined' : `a ${typeof secret}`}`)
+  if (secret.trim().length < SECRET_PIECE) throw refused('too_short', `takes a secret of ${SECRET_PIECE} characters or more (spaces around it not counted)`)
+  if (secret.length > MAX_SECRET_LENGTH) {
+    throw refused('too_long', `takes a secret of at most ${MAX_SECRET_LENGTH.toLocaleString('en-US')} characters, not ${secret.length.toLocaleString('en-US')} (each is looked for, in every form, in all the run records)`)
+  }
+  const headers = { ...secrets.from?.headers }
+  const added = Object.keys(headers).filter((name) => name.startsWith(prefix))
+  if (added.some((name) => headers[name] === secret)) return undefined
+  if (added.length >= most) throw refused('too_many', `was given more than ${most} secrets in one run`)
+  const total = added.reduce((sum, name) => sum + (headers[name] as string).length, secret.length)
+  if (total > MAX_SECRETS_TOTAL) {
+    throw refused('too_many', `was given secrets of more than ${MAX_SECRETS_TOTAL.toLocaleString('en-US')} characters together in one run (${total.toLocaleString('en-US')} with this one)`)
+  }
+  const name = `${prefix}${added.length}`
+  headers[name] = secret
+  return { headers, name, secret }
 }
 
 /**
@@ -133,30 +153,16 @@ export function withClientSecret(secrets: Secrets, secret: unknown): Secrets {
  * together; the message never quotes the value.
  */
 export function withToolSecret(secrets: Secrets, secret: unknown): Secrets {
-  const refused = (reason: 'not_a_string' | 'too_short' | 'too_long' | 'too_many', why: string) =>
-    new FactstateError('TOOL_SECRET_INVALID', `context.addSecret ${why}; the value is not shown`, { details: { reason } })
-  if (typeof secret !== 'string') throw refused('not_a_string', `takes a string, not ${secret === null ? 'null' : secret === undefined ? 'undefined' : `a ${typeof secret}`}`)
-  // A shorter one would be removed from everyday text (a year, a word) wherever it appears.
-  if (secret.trim().length < SECRET_PIECE) throw refused('too_short', `takes a secret of ${SECRET_PIECE} characters or more (spaces around it not counted)`)
-  if (secret.length > MAX_SECRET_LENGTH) {
-    throw refused('too_long', `takes a secret of at most ${MAX_SECRET_LENGTH.toLocaleString('en-US')} characters, not ${secret.length.toLocaleString('en-US')} (each is looked for, in every form, in all the run records)`)
-  }
-  const from = secrets.from ?? {}
-  const headers = { ...from.headers }
-  const added = Object.keys(headers).filter((name) => name.startsWith(TOOL_SECRET))
-  if (added.some((name) => headers[name] === secret)) return secrets
-  if (added.length >= MAX_TOOL_SECRETS) throw refused('too_many', `was given more than ${MAX_TOOL_SECRETS} secrets in one run`)
-  const total = added.reduce((sum, name) => sum + (headers[name] as string).length, secret.length)
-  if (total > MAX_SECRETS_TOTAL) {
-    throw refused('too_many', `was given secrets of more than ${MAX_SECRETS_TOTAL.toLocaleString('en-US')} characters together in one run (${total.toLocaleString('en-US')} with this one)`)
-  }
-  headers[`${TOOL_SECRET}${added.length}`] = secret
+  const refused = (reason: SecretRefusal, why: string) => new FactstateError('TOOL_SECRET_INVALID', `context.addSecret ${why}; the value is not shown`, { details: { reason } })
+  const added = headersWith(secrets, secret, TOOL_SECRET, MAX_TOOL_SECRETS, refused)
+  if (added === undefined) return secrets
+  const { headers, secret: text } = added
   // Built from the new secret alone and laid over the run's (as `buildSecrets` would build them all with
   // it, as a declared secret): rebuilding every secret at each addition costs the run's secrets times
   // the additions (64 tokens of 1.2 KB took 90 s and 1.2 GB so).
   const forms = new Set<string>()
   const data = new Set<string>()
-  for (const value of new Set([secret, secret.trim()])) {
+  for (const value of new Set([text, text.trim()])) {
     for (const form of formsOf(value)) forms.add(form)
     data.add(value)
     data.add(JSON.stringify(value).slice(1, -1))
@@ -166,7 +172,7 @@ export function withToolSecret(secrets: Secrets, secret: unknown): Secrets {
   const all = layered(secrets, [...forms], [...forms]) as { inData?: Secrets; inToolFailures?: Secrets; from?: SecretSource }
   all.inData = inData
   all.inToolFailures = inToolFailures
-  all.from = { apiKey: from.apiKey, headers }
+  all.from = { apiKey: secrets.from?.apiKey, headers }
   return all as Secrets
 }
 

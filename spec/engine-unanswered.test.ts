@@ -13,6 +13,10 @@ import { answer } from '../testing/scripted-model-server.js'
 import { collector } from './support/cli-io.js'
 import { rejectsWithCode } from './support/codes.js'
 import { countingTool, engineTest, messagesOf } from './support/engine-fixtures.js'
+import { EventMaker, boundedTest, completeInvocation, facts, invocationOf, withDb } from './support/log-fixtures.js'
+import { decodeRecord, encodeRecord } from '../store/encoding.js'
+import { keys } from '../store/keys.js'
+import type { Fact } from '../facts/types.js'
 
 let answerAll = false
 
@@ -203,6 +207,49 @@ test(
     const listed = collector()
     assert.is(await pendingCommand([h.logPath, '--unanswered'], listed.io), 0)
     assert.match(listed.out.join('\n'), /save_note succeeded/)
+  }),
+)
+
+test(
+  "a specialist's session whose last run records no call is tied to the latest call it records, by the hint's count as by its line: its supervisor still waits for that task",
+  boundedTest(20_000, async (dir) => {
+    const location = `${dir}/log`
+    const log = await EventLog.open(location)
+    try {
+      // The supervisor's first run called the writer (op-1), its second run again (op-2): the writer's
+      // session continues for each task, and its last run (a continuation without parent) was cancelled.
+      const task = (name: string, parent: { run: string; operationId: string } | undefined, cancelled = false) => {
+        const opened = facts.opened(`task ${name}`) as Extract<Fact, { type: 'invocation.opened' }>
+        if (parent !== undefined && opened.input.kind === 'message') opened.input.parent = { invocation: invocationOf(parent.run, 'desk'), operationId: parent.operationId }
+        const answered = cancelled ? [facts.ended({ status: 'cancelled', source: 'shutdown' })] : [facts.requested('s1'), facts.completed('s1', [], 'drafted'), facts.ended()]
+        return new EventMaker(invocationOf(name, 'writer')).many([opened, ...answered])
+      }
+      await log.appendAll(completeInvocation('sup-1', 'desk'))
+      await log.appendAll(task('w1', { run: 'sup-1', operationId: 'inv-sup-1/s1/0' }))
+      await log.appendAll(completeInvocation('sup-2', 'desk'))
+      await log.appendAll(task('w2', { run: 'sup-2', operationId: 'inv-sup-2/s1/0' }))
+      await log.appendAll(task('w3', undefined, true))
+    } finally {
+      await log.close()
+    }
+    const listed = collector()
+    assert.is(await pendingCommand([location, '--unanswered'], listed.io), 0)
+    assert.equal(listed.out, ['writer: unanswered turn turn-w3: run run-w3 (inv-w3) ended cancelled shutdown at seq 26; a child run of inv-sup-2/s1/0 (session desk): settle it through its supervisor\'s recovery'])
+    const hint = async () => {
+      const plain = collector()
+      assert.is(await pendingCommand([location], plain.io), 0)
+      return plain.err.filter((line) => line.startsWith('hint:'))
+    }
+    assert.equal(await hint(), ['hint: 1 turn ended unanswered (cancelled or failed): factstate pending --unanswered lists it'], 'counted, as its line is not told nothing waits for it')
+    // Run records as 0.6.0 wrote them (no parentOperationId): the opening facts say, and the count is the same.
+    await withDb(location, async (db) => {
+      for (const run of ['w1', 'w2', 'w3']) {
+        const key = keys.run('writer', `run-${run}`)
+        const { parentOperationId: _, ...older } = decodeRecord<Record<string, unknown>>((await db.get(key)) as Uint8Array, key)
+        await db.put(key, encodeRecord(older))
+      }
+    })
+    assert.equal(await hint(), ['hint: 1 turn ended unanswered (cancelled or failed): factstate pending --unanswered lists it'], 'counted from records without the member too')
   }),
 )
 

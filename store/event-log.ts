@@ -287,8 +287,9 @@ export interface LogInternals {
   openInvocations(): InvocationRecord[]
   /**
    * How many sessions' last run ended `cancelled` or `failed` (what `pendingSessions({ unanswered: true })`
-   * adds) but for child runs whose supervisor has run since the run that started them, from one pass
-   * over the run index and the opened facts of those runs and their sessions' first; `undefined` when
+   * adds) but for child runs whose supervisor has run since the run that started them (the call the
+   * run records, else the latest its session records, as `factstate pending` names it), from one pass
+   * over the run index and the opened facts of those runs and of the runs back to that call; `undefined` when
    * the index holds more than `limit` runs (the pass is then not made to the end).
    */
   unansweredCount(limit: number): Promise<number | undefined>
@@ -3069,7 +3070,8 @@ export class EventLog {
   async #unansweredCount(limit: number): Promise<number | undefined> {
     this.#assertOpen()
     const last = new Map<string, RunSummary>()
-    const first = new Map<string, RunSummary>()
+    /** Each session's runs, with the call its run record names (undefined: a record from before 0.7.0, which does not say). */
+    const bySession = new Map<string, { run: RunSummary; parentOperationId: string | null | undefined }[]>()
     let runs = 0
     try {
       for await (const key of this.#db.keys({ gte: keys.runLow, lt: keys.runHigh })) {
@@ -3078,7 +3080,9 @@ export class EventLog {
         const [sessionId, runId] = splitRunKey(key)
         const run = this.#runSummary(sessionId, runId, key)
         if (run.openedSeq > (last.get(sessionId)?.openedSeq ?? 0)) last.set(sessionId, run)
-        if (run.openedSeq < (first.get(sessionId)?.openedSeq ?? Number.POSITIVE_INFINITY)) first.set(sessionId, run)
+        const list = bySession.get(sessionId) ?? []
+        list.push({ run, parentOperationId: this.#state.runNow(sessionId, runId)?.parentOperationId })
+        bySession.set(sessionId, list)
       }
     } catch (error) {
       throw this.#readFailure(error)
@@ -3086,14 +3090,25 @@ export class EventLog {
     const ended = [...last].filter(([, run]) => run.outcome?.status === 'cancelled' || run.outcome?.status === 'failed')
     // A child's turn whose supervisor (on this log) has run since the run that started it is waited for
     // by no one (`factstate pending --unanswered` says so): not counted, or its hint would never go.
-    // The child is the run's own parent's, else its session's first run's (a successor records none).
-    await this.#addParents(ended.flatMap(([sessionId, run]) => {
-      const opening = first.get(sessionId)
-      return opening === undefined || opening === run ? [run] : [run, opening]
-    }))
+    // The child is the run's own parent's, else the session's latest run's that records one, as that
+    // command names it (a successor records none; a specialist's session records each task's call).
+    // Read back from the last run to the first whose record names a call; a record from before 0.7.0
+    // does not say, so its opening fact is read, unless it is a successor's.
+    const candidates = new Map<string, RunSummary[]>()
+    for (const [sessionId] of ended) {
+      const kept: RunSummary[] = []
+      for (const { run, parentOperationId } of (bySession.get(sessionId) ?? []).sort((a, b) => b.run.openedSeq - a.run.openedSeq)) {
+        // A successor records none (its record says null since 0.7.0).
+        if (parentOperationId === null || run.kind === 'handoff') continue
+        kept.push(run)
+        if (typeof parentOperationId === 'string') break
+      }
+      candidates.set(sessionId, kept)
+    }
+    await this.#addParents([...candidates.values()].flat())
     let count = 0
     for (const [sessionId, run] of ended) {
-      const parent = run.parent ?? first.get(sessionId)?.parent
+      const parent = run.parent ?? candidates.get(sessionId)?.find((candidate) => candidate.parent !== undefined)?.parent
       const supervisor = parent === undefined ? undefined : last.get(parent.invocation.sessionId)
       if (parent !== undefined && supervisor !== undefined && supervisor.runId !== parent.invocation.runId) continue
       count += 1

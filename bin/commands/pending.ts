@@ -1,6 +1,6 @@
 import { isFactstateError } from '../../errors.js'
 import type { InvocationOutcome, ParentCall } from '../../facts/types.js'
-import { type EventLog, logInternals } from '../../store/event-log.js'
+import { type EventLog, type RunSummary, logInternals } from '../../store/event-log.js'
 import { dispatchedInputs, dispatchedKey } from '../../store/dispatched-inputs.js'
 import { clipJson, escapeControls } from '../../store/fact-summary.js'
 import { logHeldOpen } from '../../store/writer-presence.js'
@@ -177,6 +177,13 @@ export async function pendingCommand(args: string[], io: CommandIo): Promise<num
     const restoredOnly = sessions.filter((session) => session.restored !== undefined && session.active.length === 0 && session.paused.length === 0 && session.unknown.length === 0 && session.unanswered === undefined)
     const collapse = !flags.has('restored') && !ids.has('session') && restoredOnly.length > RESTORED_LISTED
     const collapsed = new Set(collapse ? restoredOnly.map((session) => session.sessionId) : [])
+    // Each supervisor's last run, read once however many of its children's turns ask.
+    const lastRuns = new Map<string, Promise<RunSummary | undefined>>()
+    const lastRunOf = (supervisor: string) => {
+      let last = lastRuns.get(supervisor)
+      if (last === undefined) lastRuns.set(supervisor, (last = tolerantRuns(log, supervisor).then((runs) => runs.at(-1))))
+      return last
+    }
     for (const { sessionId, active, paused, unknown, restored, unanswered } of sessions) {
       if (collapsed.has(sessionId)) continue
       if (restored !== undefined) {
@@ -212,7 +219,7 @@ export async function pendingCommand(args: string[], io: CommandIo): Promise<num
         if (effects.length > EFFECTS_LISTED) listed.push(`${effects.length - EFFECTS_LISTED} more (--json lists them)`)
         // A supervisor (on this log) that has run since the run that started the child no longer waits
         // for it (a child's turn given up, its supervisor told so): nothing to settle through it, nor to finish.
-        const since = parent === undefined ? undefined : (await tolerantRuns(log, parent.invocation.sessionId)).at(-1)
+        const since = parent === undefined ? undefined : await lastRunOf(parent.invocation.sessionId)
         const goneOn = parent !== undefined && since !== undefined && since.runId !== parent.invocation.runId
         const left = goneOn ? `; a child run of ${parent.operationId} (session ${parent.invocation.sessionId}), whose supervisor has run since (run ${since.runId}): nothing waits for this turn` : child
         const settled = effects.length === 0 ? '' : `; its run's tools with effects already settled: ${listed.join(', ')}`

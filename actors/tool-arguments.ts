@@ -25,18 +25,22 @@ export const UNUSABLE_ARGUMENTS = 'the arguments '
  * The input in `text` (none at all is `{}`), or why there is none usable: what JSON.parse said of
  * it (such as a call cut off by the answer's token limit), or what in it no fact can store exactly,
  * and where. The input sits two levels down in the fact that records it. `unusable` is what the
- * model is told (JSON.parse's words, which are the running V8's); `recorded` is the same reason in
+ * model is told (JSON.parse's words, which are the running V8's); `recorded` makes the same reason in
  * words that are the same on every Node (for a text that is not JSON, where it stops being JSON),
- * for the fact's `message`.
+ * for the fact's `message`: only when a fact is recorded (a transcript that finds the reason again
+ * from the text does not scan it twice).
  */
-export function argumentsOf(text: string): { input: unknown } | { unusable: string; recorded: string } {
+export function argumentsOf(text: string): { input: unknown } | { unusable: string; recorded: () => string } {
   if (text.trim() === '') return { input: {} }
   let input: unknown
   try {
     input = JSON.parse(text)
   } catch (error) {
-    const fault = jsonSyntaxFault(text)
-    return { unusable: `are not valid JSON (${messageOf(error)})`, recorded: `are not valid JSON${fault === undefined ? '' : ` (${fault})`}` }
+    const recorded = () => {
+      const fault = jsonSyntaxFault(text)
+      return `are not valid JSON${fault === undefined ? '' : ` (${fault})`}`
+    }
+    return { unusable: `are not valid JSON (${messageOf(error)})`, recorded }
   }
   const problem = storageProblemAt(input, 2)
   if (problem !== undefined) {
@@ -52,7 +56,7 @@ export function argumentsOf(text: string): { input: unknown } | { unusable: stri
 }
 
 /** A reason in the library's own words: told and recorded alike. */
-const unusable = (reason: string) => ({ unusable: reason, recorded: reason })
+const unusable = (reason: string) => ({ unusable: reason, recorded: () => reason })
 
 /**
  * The `message` of the `tool.rejected{invalid_input}` for arguments `argumentsOf` could not take:
@@ -60,8 +64,8 @@ const unusable = (reason: string) => ({ unusable: reason, recorded: reason })
  * position 12)`. What follows `the arguments ` goes through `redact` (a fact's text never holds a
  * secret), then is cut at 1,000 characters and made well-formed, as a schema refusal's message is.
  */
-export function unusableMessage(taken: { recorded: string }, redact: (text: string) => string): string {
-  const message = `${UNUSABLE_ARGUMENTS}${redact(taken.recorded)}`
+export function unusableMessage(taken: { recorded: () => string }, redact: (text: string) => string): string {
+  const message = `${UNUSABLE_ARGUMENTS}${redact(taken.recorded())}`
   return wellFormed(message.length > MESSAGE_LIMIT ? `${message.slice(0, MESSAGE_LIMIT)}…` : message)
 }
 

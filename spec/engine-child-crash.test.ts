@@ -13,7 +13,7 @@ import { EventLog, type UncertainOperation, answerOf, childRunOf, recoverInvocat
 import { answer } from '../testing/scripted-model-server.js'
 import { rejectsWithCode } from './support/codes.js'
 import { CWD, countingTool, engineTest, factsOf, messagesOf } from './support/engine-fixtures.js'
-import { startChild } from './support/log-fixtures.js'
+import { killChildAt } from './support/log-fixtures.js'
 
 let drafts = ''
 let savedOperation = ''
@@ -21,15 +21,7 @@ const supervisor = { sessionId: 'support', turnId: 'turn-1', runId: 'run-1', inv
 
 async function crashWhileTheWriterSaves(logPath: string): Promise<void> {
   drafts = join(logPath, '..', 'drafts.txt')
-  const child = startChild('child-delegation.ts', [logPath, drafts])
-  try {
-    const line = await child.waitForLine((l) => l.startsWith('saved '), 20_000)
-    savedOperation = line.slice('saved '.length)
-  } finally {
-    await child.stop('SIGKILL')
-  }
-  const status = await child.exited
-  assert.is(status.signal, 'SIGKILL', `the child was killed, not finished (${child.stderr()})`)
+  savedOperation = await killChildAt('child-delegation.ts', [logPath, drafts], 'saved ')
 }
 
 const savedDrafts = () => readFileSync(drafts, 'utf8').split('\n').filter(Boolean)

@@ -16,7 +16,7 @@ import { pendingCommand } from '../bin/commands/pending.js'
 import { collector } from './support/cli-io.js'
 import { rejectsWithCode } from './support/codes.js'
 import { CWD, countingTool, engineTest, factsOf } from './support/engine-fixtures.js'
-import { EventMaker, boundedTest, facts, invocationOf, refusal, startChild, withDb, withLog } from './support/log-fixtures.js'
+import { EventMaker, boundedTest, facts, invocationOf, refusal, killChildAt, withDb, withLog } from './support/log-fixtures.js'
 import type { Fact, ParentCall, RunBoundary } from '../facts/types.js'
 
 let drafts = ''
@@ -24,15 +24,7 @@ let savedOperation = ''
 
 async function crashInTheWritersSecondSave(logPath: string): Promise<void> {
   drafts = join(logPath, '..', 'drafts.txt')
-  const child = startChild('child-specialist-session.ts', [logPath, drafts])
-  try {
-    const line = await child.waitForLine((l) => l.startsWith('saved '), 20_000)
-    savedOperation = line.slice('saved '.length)
-  } finally {
-    await child.stop('SIGKILL')
-  }
-  const status = await child.exited
-  assert.is(status.signal, 'SIGKILL', `the child was killed, not finished (${child.stderr()})`)
+  savedOperation = await killChildAt('child-specialist-session.ts', [logPath, drafts], 'saved ')
 }
 
 const savedDrafts = () => readFileSync(drafts, 'utf8').split('\n').filter(Boolean)

@@ -5,10 +5,9 @@
  */
 import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import { EventLog, type RunInput, type StoredEvent, type ToolContext, type ToolDefinition, answerOf, childRunFor, childRunOf, usageOf } from '../index.js'
+import { EventLog, type RunInput, type ToolContext, type ToolDefinition, answerOf, childRunFor, childRunOf, usageOf } from '../index.js'
 import { ID_PATTERN } from '../facts/schema.js'
 import { answer } from '../testing/scripted-model-server.js'
 import { pendingCommand } from '../bin/commands/pending.js'
@@ -18,6 +17,7 @@ import { factsOf, engineTest, refusedWithoutWriting, runInput, sealAtFirstSafePo
 import { EventMaker, REPO_ROOT, completeInvocation, facts, invocationOf, withDb } from './support/log-fixtures.js'
 import { keys } from '../store/keys.js'
 import { bounded } from './support/temp.js'
+import { familyFacts } from './support/family-facts.js'
 
 const supervisor = { sessionId: 'support', turnId: 'turn-1', runId: 'run-1', invocationId: 'sup-1' }
 const contextOf = (operationId: string, invocation = supervisor): ToolContext => ({ signal: new AbortController().signal, operationId, attempt: 1, invocation, addSecret: () => undefined, progress: () => undefined })
@@ -156,21 +156,6 @@ test(
     assert.equal(settled.outcome.status === 'succeeded' && settled.outcome.output, { status: 'cancelled' })
   }),
 )
-
-/** The facts of every run of `sessionId` and, through its delegate calls, of every run they started (and theirs). */
-async function familyFacts(log: EventLog, sessionId: string): Promise<StoredEvent[]> {
-  const found: StoredEvent[] = []
-  const add = async (invocationId: string): Promise<void> => {
-    const own = await log.invocationEvents(invocationId) // this run's facts alone, never its lineage's
-    found.push(...own)
-    for (const { event } of own) {
-      if (event.fact.type !== 'tool.dispatched' || event.fact.name !== 'delegate') continue
-      for (const child of await log.childRuns(event.fact.operationId)) await add(child.invocationId)
-    }
-  }
-  for (const run of await log.runs(sessionId)) await add(run.invocationId)
-  return found
-}
 
 const tokens = (prompt: number, completion: number) => ({ usage: { prompt_tokens: prompt, completion_tokens: completion } })
 
@@ -347,13 +332,13 @@ test(
   }),
 )
 
-test('the README\'s family usage recipe is the familyFacts this file runs, as it is', async () => {
+test('the README\'s family usage recipe is the familyFacts this file runs (spec/support/family-facts.ts), as it is', async () => {
   const readme = await readFile(join(REPO_ROOT, 'README.md'), 'utf8')
   const section = readme.slice(readme.indexOf("**A supervisor's children, and what they all spent.**"), readme.indexOf('**What a handoff cannot do.**'))
   const block = /```ts\n([\s\S]*?)```/.exec(section)?.[1] ?? ''
-  const file = await readFile(fileURLToPath(import.meta.url), 'utf8')
-  const helper = file.slice(file.indexOf('/** The facts of every run'), file.indexOf('\n}\n', file.indexOf('async function familyFacts')) + 2)
-  assert.ok(helper.length > 100 && block.includes(helper), 'the README shows familyFacts as this file has it')
+  const file = await readFile(join(REPO_ROOT, 'spec', 'support', 'family-facts.ts'), 'utf8')
+  const helper = file.slice(file.indexOf('/** The facts of every run'), file.indexOf('\n}\n', file.indexOf('function familyFacts')) + 2).replace('export async function', 'async function')
+  assert.ok(helper.length > 100 && block.includes(helper), 'the README shows familyFacts as spec/support/family-facts.ts has it')
 })
 
 test.run()

@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import { EventLog, type ChildRunSummary, type StoredEvent, answerOf, childRunOf, recoverInvocations, usageOf } from '../index.js'
+import { EventLog, type ChildRunSummary, answerOf, childRunOf, recoverInvocations, usageOf } from '../index.js'
 import { answer } from '../testing/scripted-model-server.js'
 import { decodeRecord, encodeRecord } from '../store/encoding.js'
 import { pendingCommand } from '../bin/commands/pending.js'
@@ -18,6 +18,7 @@ import { rejectsWithCode } from './support/codes.js'
 import { CWD, countingTool, engineTest, factsOf } from './support/engine-fixtures.js'
 import { EventMaker, boundedTest, facts, invocationOf, refusal, killChildAt, withDb, withLog } from './support/log-fixtures.js'
 import type { Fact, ParentCall, RunBoundary } from '../facts/types.js'
+import { familyFacts } from './support/family-facts.js'
 
 let drafts = ''
 let savedOperation = ''
@@ -28,21 +29,6 @@ async function crashInTheWritersSecondSave(logPath: string): Promise<void> {
 }
 
 const savedDrafts = () => readFileSync(drafts, 'utf8').split('\n').filter(Boolean)
-
-/** The README's familyFacts: every run of `sessionId` and, through `log.childRuns` of its delegate calls, the runs each call started (and theirs). */
-async function familyFacts(log: EventLog, sessionId: string): Promise<StoredEvent[]> {
-  const found: StoredEvent[] = []
-  const add = async (invocationId: string): Promise<void> => {
-    const own = await log.invocationEvents(invocationId) // this run's facts alone, never its lineage's
-    found.push(...own)
-    for (const { event } of own) {
-      if (event.fact.type !== 'tool.dispatched' || event.fact.name !== 'delegate') continue
-      for (const child of await log.childRuns(event.fact.operationId)) await add(child.invocationId)
-    }
-  }
-  for (const run of await log.runs(sessionId)) await add(run.invocationId)
-  return found
-}
 
 test(
   "killed in the writer's tool, a specialist with its own session is found by log.childRuns, settled first, and its supervisor told: each draft is saved once",

@@ -21,7 +21,7 @@ import { functionTools, type ToolContext, type ToolDefinition } from './tool-cat
 import { argumentsOf, unusableMessage } from './tool-arguments.js'
 import { failureText, failureWithin } from './tool-failure.js'
 import { inputChecks } from './tool-input.js'
-import { type ToolProgressBoard, type ToolProgressUpdate, progressText } from './tool-progress.js'
+import { type ToolProgressBoard, type ToolProgressUpdate, bigIntAsText, progressText } from './tool-progress.js'
 import { retryBackoff, retryPolicyOf, retryWanted } from './tool-retry.js'
 import { TranscriptBuilder } from './transcript.js'
 
@@ -181,9 +181,6 @@ export const notWaitedFor = (timeoutMs: number, whose?: string): string =>
 /** How a call of a `readOnly` tool the engine stopped waiting for is recorded and told: see {@link notWaitedFor}. */
 export const notWaitedForReadOnly = (timeoutMs: number, whose: string): string =>
   `the tool ${notWaitedFor(timeoutMs, whose)}, and was not waited for: what it returns later is not recorded`
-
-/** JSON's own failure for a BigInt, avoided: database clients return ids as BigInt, and JSON text has no such type. */
-const bigIntAsText = (_key: string, value: unknown): unknown => (typeof value === 'bigint' ? value.toString() : value)
 
 /** Members of every object and items of every array in `value`, to tell whether a copy merged two keys. */
 function memberCount(value: unknown): number {

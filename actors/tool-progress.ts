@@ -37,7 +37,11 @@ export interface ToolProgressUpdate {
   value: JsonValue
 }
 
-const bigIntAsText = (_key: string, value: unknown): unknown => (typeof value === 'bigint' ? value.toString() : value)
+/**
+ * A `JSON.stringify` replacer that writes a BigInt as its decimal text, as a tool's result and its
+ * progress are made JSON: database clients return ids as BigInt, and JSON has no such type.
+ */
+export const bigIntAsText = (_key: string, value: unknown): unknown => (typeof value === 'bigint' ? value.toString() : value)
 
 const refused = (reason: 'not_json' | 'too_large' | 'too_deep', why: string) =>
   new FactstateError('TOOL_PROGRESS_INVALID', `context.progress ${why}; nothing was passed on`, { details: { reason } })

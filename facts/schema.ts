@@ -11,6 +11,8 @@ export const ID_RULE = 'an id is 1–128 characters from [A-Za-z0-9._:-]'
  */
 export const ID_MAPPING =
   "an id made elsewhere (an email address, a path, a longer id) maps to one: its SHA-256 digest in base64url (createHash('sha256').update(id).digest('base64url'), 43 characters), or a table of your own from one to the other"
+/** What a refusal of `value` as an id adds: {@link ID_MAPPING} for a string (a thread id made elsewhere), nothing for what is no string. */
+export const idMappingFor = (value: unknown): string => (typeof value === 'string' ? ` (${ID_MAPPING})` : '')
 export const id = z.string().regex(ID_PATTERN, ID_RULE)
 const text = z.string()
 const digest = z.string().regex(/^sha256:[0-9a-f]{64}$/, 'a digest is "sha256:" and 64 lowercase hex digits')

@@ -7,7 +7,7 @@ import { type ChainedBatch, ClassicLevel } from 'classic-level'
 import { FactstateError, type FactstateErrorOf, isFactstateError, messageWithoutCode } from '../errors.js'
 import { readOptions, shown } from '../options.js'
 import { type SessionListing, type SessionsOptions, readSessionsOptions } from './session-listing.js'
-import { ID_MAPPING, id as idSchema, runBoundarySchema } from '../facts/schema.js'
+import { id as idSchema, idMappingFor, runBoundarySchema } from '../facts/schema.js'
 import type { HandoffIntent, HandoffPause, InvocationInput, InvocationOutcome, ParentCall, RunBoundary, RuntimeEvent, StoredEvent, TerminalStatus, UncertainOperation } from '../facts/types.js'
 import { EMPTY_CHAIN, CHAIN_BYTES, chainStep, logDigest, runChainStart, runDigest } from './digest.js'
 import { chainedIdRecord, decodeEvent, decodeRecord, encodeRecord, encodeValidatedEvent, checkFactRules, indexRecord, isAbortSignal, messageOf, peekInvocationId, validateEvent } from './encoding.js'
@@ -4136,8 +4136,7 @@ const fieldDetails = (field: string): { field: string } => ({ field })
 /** A read's id argument that is not an id: `LOG_INVALID_ARGUMENT` saying the rule, with `details.field`. */
 function notAnId(call: string, field: 'sessionId' | 'runId' | 'invocationId', value: unknown): FactstateError {
   // A string that is no id (a thread id that is an email address) is told how to make one of it.
-  const mapping = typeof value === 'string' ? ` (${ID_MAPPING})` : ''
-  return new FactstateError('LOG_INVALID_ARGUMENT', `${call}: ${field} must be an id, 1–128 characters from [A-Za-z0-9._:-], not ${shown(value)}${mapping}`, { details: { field } })
+  return new FactstateError('LOG_INVALID_ARGUMENT', `${call}: ${field} must be an id, 1–128 characters from [A-Za-z0-9._:-], not ${shown(value)}${idMappingFor(value)}`, { details: { field } })
 }
 
 /** A run whose `invocation.opened` records a parent, as the child index keeps it. */

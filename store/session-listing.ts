@@ -3,7 +3,7 @@
  * time, in id order (what LangGraph calls searching threads).
  */
 import { FactstateError } from '../errors.js'
-import { ID_MAPPING, ID_PATTERN } from '../facts/schema.js'
+import { ID_PATTERN, idMappingFor } from '../facts/schema.js'
 import { readOptions, shown } from '../options.js'
 import type { RunSummary } from './event-log.js'
 
@@ -49,8 +49,7 @@ export function readSessionsOptions(options: unknown): { prefix: string; after: 
   if (typeof prefix !== 'string' || !SESSION_PREFIX.test(prefix)) throw refuse('prefix', `prefix must be the start of an id, 0–128 characters from [A-Za-z0-9._:-], not ${shown(prefix)}`)
   if (after !== undefined && (typeof after !== 'string' || !ID_PATTERN.test(after))) {
     // A string that is no id (a thread id that is an email address) is told how to make one of it, as log.runs is.
-    const mapping = typeof after === 'string' ? ` (${ID_MAPPING})` : ''
-    throw refuse('after', `after must be a session id (the last of the page before), 1–128 characters from [A-Za-z0-9._:-], not ${shown(after)}${mapping}`)
+    throw refuse('after', `after must be a session id (the last of the page before), 1–128 characters from [A-Za-z0-9._:-], not ${shown(after)}${idMappingFor(after)}`)
   }
   if (typeof limit !== 'number' || !Number.isSafeInteger(limit) || limit < 1 || limit > SESSIONS_LIMIT) {
     throw refuse('limit', `limit must be a whole number from 1 to ${SESSIONS_LIMIT.toLocaleString('en-US')}, not ${shown(limit)}`)

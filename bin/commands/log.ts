@@ -160,8 +160,7 @@ export async function logCommand(args: string[], io: CommandIo, options: { signa
           if (io.stdoutClosed?.()) return EXIT.ok
           // A child run's session is its run's one id (`childRunFor`), which formatRun says: said once.
           const { latestRun } = session
-          const oneId = session.sessionId === latestRun.runId && latestRun.runId === latestRun.turnId && latestRun.runId === latestRun.invocationId
-          io.stdout(values.json ? escapeControls(JSON.stringify(session)) : escapeControls(oneId ? formatRun(latestRun) : `${session.sessionId}  ${formatRun(latestRun)}`))
+          io.stdout(values.json ? escapeControls(JSON.stringify(session)) : escapeControls(oneId(session.sessionId, latestRun.runId, latestRun.turnId, latestRun.invocationId) ? formatRun(latestRun) : `${session.sessionId}  ${formatRun(latestRun)}`))
         }
         listed += page.length
       }
@@ -405,9 +404,12 @@ export function formatRun(run: RunSummary, usage?: UsageTotals): string {
   const tokens = usage === undefined ? '' : `  ${usageTotalsText(usage)}`
   const child = parent === undefined ? '' : `  child of ${parent.operationId} (session ${parent.invocation.sessionId})`
   // A child run's run, turn and invocation share one id (`childRunFor`): said once.
-  const ids = run.runId === run.turnId && run.runId === run.invocationId ? run.runId : `${run.runId}  ${run.turnId}  ${run.invocationId}`
+  const ids = oneId(run.runId, run.turnId, run.invocationId) ? run.runId : `${run.runId}  ${run.turnId}  ${run.invocationId}`
   return escapeControls(`${ids}  ${began}${child}  ${ended}  #${run.openedSeq}–#${run.lastSeq}${tokens}`)
 }
+
+/** Whether `ids` are one id: a child run's session, turn, run and invocation (`childRunFor`), printed once. */
+const oneId = (...ids: string[]): boolean => ids.every((id) => id === ids[0])
 
 /** One human-readable line for a stored event. */
 export function formatEvent({ seq, event }: StoredEvent): string {
@@ -416,6 +418,6 @@ export function formatEvent({ seq, event }: StoredEvent): string {
   const at = Number.isNaN(date.getTime()) ? `@${event.recordedAt}` : date.toISOString()
   const { sessionId, turnId, runId, invocationId } = event.invocation
   // A child run's four ids are one (`childRunFor`: up to 128 characters each): said once.
-  const who = sessionId === turnId && sessionId === runId && sessionId === invocationId ? sessionId : `${sessionId}/${turnId}/${runId}/${invocationId}`
+  const who = oneId(sessionId, turnId, runId, invocationId) ? sessionId : `${sessionId}/${turnId}/${runId}/${invocationId}`
   return `#${String(seq).padStart(6)}  ${at}  ${who}  ${event.fact.type.padEnd(18)} ${summarizeFact(event.fact)}`
 }

@@ -221,13 +221,15 @@ test(
 test(
   "a stop pressed while start() is admitting the run: engine.running(id) gives a handle from when start() returns, and its cancel ends the run cancelled as it opens, with the facts of a cancel right after start() resolved",
   engineTest([answer.text('never asked')], {}, async (h) => {
-    const starting = h.start(h.input('admitting'))
+    // With every live receiver: what the handle's live views say before the run opens is its own, not a run without them.
+    const starting = h.start(h.input('admitting'), { onModelText: () => undefined, onToolCallText: () => undefined, onToolProgress: () => undefined })
     // The web app's stop button, in the same turn as the start request: nothing is admitted yet.
     const found = h.engine.running('invocation-admitting')
     assert.ok(found, 'a handle while the run is being admitted')
     assert.is(found.state(), 'opening')
     assert.is(found.liveText(), undefined)
     assert.is(found.liveToolCalls(), undefined)
+    assert.is(found.liveToolProgress(), undefined)
     assert.equal(found.invocation, h.input('admitting').invocation)
     found.cancel('user-stop')
     found.cancel('a second stop')

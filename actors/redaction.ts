@@ -25,6 +25,7 @@ import type { ModelOutput } from '../facts/types.js'
 import type { ProviderConfig } from './model-client.js'
 import { FactstateError } from '../errors.js'
 import { messageOf } from '../store/encoding.js'
+import { kindOf } from '../options.js'
 
 /** The shortest piece of a secret that is redacted on its own. */
 const SECRET_PIECE = 8
@@ -126,7 +127,8 @@ function headersWith(
   most: number,
   refused: (reason: SecretRefusal, why: string) => FactstateError,
 ): { headers: Record<string, string>; name: string; secret: string } | undefined {
-  if (typeof secret !== 'string') throw refused('not_a_string', `takes a string, not ${secret === null ? 'null' : secret === undefined ? 'undefined' : `a ${typeof secret}`}`)
+  // Its kind, never what it holds (a Buffer of the token would be quoted otherwise): `an object`, not `a object`.
+  if (typeof secret !== 'string') throw refused('not_a_string', `takes a string, not ${kindOf(secret)}`)
   if (secret.trim().length < SECRET_PIECE) throw refused('too_short', `takes a secret of ${SECRET_PIECE} characters or more (spaces around it not counted)`)
   if (secret.length > MAX_SECRET_LENGTH) {
     throw refused('too_long', `takes a secret of at most ${MAX_SECRET_LENGTH.toLocaleString('en-US')} characters, not ${secret.length.toLocaleString('en-US')} (each is looked for, in every form, in all the run records)`)

@@ -234,6 +234,9 @@ test(
           return 'not reached'
         },
       }
+      // A token passed as a Buffer is named by its kind, in words: not quoted, not 'a object'.
+      const buffer: ToolDefinition = { name: 'buffer', execute: (_input, context) => context.addSecret(Buffer.from('lease-as-bytes') as unknown as string) }
+      assert.equal(await callTool(buffer, {}), { status: 'failed', message: 'FactstateError: TOOL_SECRET_INVALID: context.addSecret takes a string, not an object; the value is not shown' })
       const tooMany = await callTool(many, {})
       assert.equal(tooMany, { status: 'failed', message: 'FactstateError: TOOL_SECRET_INVALID: context.addSecret was given more than 64 secrets in one run; the value is not shown' })
       const probing: ToolDefinition = {

@@ -1079,14 +1079,13 @@ export class Engine {
       // no copy more for each held run to keep.
       // Refused once it is cancelled, or once the signal of every start of it has aborted (any one admitted is cancelled).
       // An intent's members are looked through for the secrets this start's ids were (its actor's own once admitted).
-      gate: new Gate(
-        invocation,
-        () =>
+      gate: new Gate(invocation, {
+        holdRefusal: () =>
           opening.cancel !== undefined || opening.signals.every((given) => given?.aborted === true)
             ? new FactstateError('HANDOFF_UNAVAILABLE', `invocation ${invocationId} is being cancelled`)
             : undefined,
-        () => runSecrets(provider, declared),
-      ),
+        holdSecrets: () => runSecrets(provider, declared),
+      }),
     }
     this.#openings.set(invocationId, opening)
     return opening

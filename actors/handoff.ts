@@ -279,35 +279,40 @@ const reserveIntentSchema = handoffIntentSchema.extend({
 /** The members of an intent, each written to the log as given. */
 const INTENT_MEMBERS = ['handoffId', 'hostEpoch', 'rootRunId', 'successorRunId', 'successorInvocationId', 'claimId'] as const satisfies readonly (keyof HandoffIntent)[]
 
+/** What a gate asks of the one answering for its run (see `Gate`). */
+export interface GateOwner {
+  /** Why the run takes no more holds though it has not ended yet, if it does not. */
+  holdRefusal(): FactstateError | undefined
+  /** The run's secrets, if it has any yet. */
+  holdSecrets(): Secrets | undefined
+}
+
+const NO_OWNER: GateOwner = { holdRefusal: () => undefined, holdSecrets: () => undefined }
+
 /** The gate of one running invocation. */
 export class Gate implements HandoffGate {
   current: Reservation | undefined
   closed: FactstateError | undefined
 
-  /** Why the run takes no more holds though it has not ended yet (it is being cancelled), if it does not. */
-  #refusal: () => FactstateError | undefined
   /**
-   * The run's secrets. No member of an intent may be one, whole, as data loses them (`Secrets.inData`:
-   * as a run's recorded ids at its start); a refusal's message loses them as a failure message does.
+   * Who answers for the run (its actor; the engine while the run is being admitted): why the run
+   * takes no more holds though it has not ended yet (it is being cancelled), and the run's secrets,
+   * none of which an intent's member may be, whole, as data loses them (`Secrets.inData`: as a run's
+   * recorded ids at its start); a refusal's message loses them as a failure message does. An object
+   * with methods, not two closures: a held run's actor is its own owner and keeps nothing more.
    */
-  #secrets: () => Secrets | undefined
+  #owner: GateOwner
 
   constructor(
     private readonly invocation: Invocation,
-    refusal: () => FactstateError | undefined = () => undefined,
-    secrets: () => Secrets | undefined = () => undefined,
+    owner: GateOwner = NO_OWNER,
   ) {
-    this.#refusal = refusal
-    this.#secrets = secrets
+    this.#owner = owner
   }
 
-  /**
-   * Says from now on why the run takes no more holds, and what its intents may not hold: its actor
-   * takes over a gate made while the run was being admitted.
-   */
-  refuseWith(refusal: () => FactstateError | undefined, secrets: () => Secrets | undefined): void {
-    this.#refusal = refusal
-    this.#secrets = secrets
+  /** Says from now on who answers for the run: its actor takes over a gate made while the run was being admitted. */
+  refuseWith(owner: GateOwner): void {
+    this.#owner = owner
   }
 
   reserve(given: HandoffIntent, options?: ReserveOptions): HandoffReservation {
@@ -325,7 +330,7 @@ export class Gate implements HandoffGate {
     }
     if (!parsed.success) {
       // An unknown member is named (zod quotes it): not one that is a secret.
-      const secrets = this.#secrets()
+      const secrets = this.#owner.holdSecrets()
       const fields = secrets === undefined ? issueFields(parsed.error) : redactDeep(issueFields(parsed.error), secrets)
       if (parsed.error.issues.every((issue) => issue.message === REUSED)) {
         throw new FactstateError('HANDOFF_MISMATCH', 'the successor must have its own run and invocation ids', { details: { field: fields[0] ?? 'successorRunId', fields } })
@@ -338,7 +343,7 @@ export class Gate implements HandoffGate {
     const intent = parsed.data as HandoffIntent
     // Every member is written as given (`invocation.ended{handoff_paused}`'s pause, the successor's
     // ids): one that is a secret is refused as a run's ids are at its start. Not quoted.
-    const secrets = this.#secrets()?.inData
+    const secrets = this.#owner.holdSecrets()?.inData
     const secret = secrets === undefined || secrets.whole.length === 0 ? [] : INTENT_MEMBERS.filter((field) => redact(intent[field], secrets) !== intent[field])
     if (secret.length > 0) {
       throw new FactstateError(
@@ -351,7 +356,7 @@ export class Gate implements HandoffGate {
     if (sealOnCancel !== undefined && typeof sealOnCancel !== 'boolean') {
       throw new FactstateError('HANDOFF_MISMATCH', `reserve: options.sealOnCancel must be a boolean, not ${typeof sealOnCancel}`, { details: { field: 'options', fields: ['options'] } })
     }
-    const refused = this.closed ?? this.#refusal()
+    const refused = this.closed ?? this.#owner.holdRefusal()
     if (refused) throw refused
     if (this.current && this.current.state !== 'done' && this.current.state !== 'cancelled') {
       throw new FactstateError('HANDOFF_BUSY', `hold ${this.current.intent.handoffId} is still ${this.current.state}`)

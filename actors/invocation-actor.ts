@@ -11,7 +11,7 @@ import { contentDigest } from '../store/digest.js'
 import { canonical, cutText, messageOf, storageProblemAt, wellFormed } from '../store/encoding.js'
 import { type LogInternals, type Precondition, successorBlockedError } from '../store/event-log.js'
 import { onAbort } from './abort-listeners.js'
-import { Gate, type HoldDecision, type Reservation } from './handoff.js'
+import { Gate, type GateOwner, type HoldDecision, type Reservation } from './handoff.js'
 import type { ChatRequestBody, ModelClient, ProviderConfig, ToolCallPiece } from './model-client.js'
 import type { ModelExecutor } from './model-executor.js'
 import { type ApprovalRequest, type Approver, type NeedsApproval, decide, needsApprovalFor } from './approval.js'
@@ -448,7 +448,7 @@ function messageWithin(message: string, limit: number, whose = "the engine's lim
   return `${bytes.subarray(0, end).toString()}… (cut: the message is ${bytesShown(bytes.length)}, over ${whose.replace('{limit}', bytesShown(limit))})`
 }
 
-export class InvocationActor {
+export class InvocationActor implements GateOwner {
   readonly gate: Gate
   readonly done: Promise<InvocationOutcome>
   #snapshot: InvocationSnapshot
@@ -486,12 +486,9 @@ export class InvocationActor {
   constructor({ snapshot, gate, cancel, ...setup }: ActorSetup) {
     // The first snapshot is not kept in `setup`: the actor holds only the current one (nor are the gate and cancel, used here once).
     this.setup = setup
-    // Refused from the abort on, also before the run's first request (when the abort is not yet forwarded).
-    const refusal = () => (this.#aborted ? this.#noMoreHolds() : undefined)
-    // An intent's members may not be the run's secrets, those a tool or the client added included.
-    const secrets = () => this.setup.secrets
-    this.gate = gate ?? new Gate(setup.invocation, refusal, secrets)
-    this.gate.refuseWith(refusal, secrets)
+    // The actor answers for its run's gate (holdRefusal, holdSecrets): no closure more per run.
+    this.gate = gate ?? new Gate(setup.invocation, this)
+    this.gate.refuseWith(this)
     this.#snapshot = snapshot
     this.#own = [setup.opened]
     if (cancel !== undefined) this.cancel(cancel, true)
@@ -539,6 +536,16 @@ export class InvocationActor {
   /** Cancelled by the caller (its signal, or a handle's `cancel()`), or stopped by the log closing. */
   get #aborted(): boolean {
     return this.#stopped !== undefined || this.#cancel !== undefined || this.setup.signal?.aborted === true
+  }
+
+  /** For its gate (`GateOwner`): refused from the abort on, also before the run's first request (when the abort is not yet forwarded). */
+  holdRefusal(): FactstateError | undefined {
+    return this.#aborted ? this.#noMoreHolds() : undefined
+  }
+
+  /** For its gate (`GateOwner`): an intent's members may not be the run's secrets, those a tool or the client added included. */
+  holdSecrets(): Secrets {
+    return this.setup.secrets
   }
 
   /**

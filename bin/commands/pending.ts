@@ -42,14 +42,6 @@ and exits 1, as verify does for it, unless --allow-damaged accepts that (exit 0)
 Exit codes: 0 listed, 2 usage, 1 the log is damaged, 1/4 the log refused.`
 
 /**
- * `factstate pending <dir>`.
- *
- * @example
- * ```sh
- * npx factstate pending .factstate/app   # "session-7: paused turn turn-3 (sealed 2026-12-06T09:12:44.120Z): run run-3 waits for its successor run-4"
- * ```
- */
-/**
  * The call that started the session's latest child run (the last run whose `invocation.opened` has a
  * `parent`): its first run's in a child's own session, the latest task's in a specialist's session
  * that each task continues with the call that gave it.
@@ -148,6 +140,14 @@ const EFFECTS_LISTED = 5
 /** A value as JSON, cut at 120 characters (never inside an escape). */
 const shortJson = (value: unknown): string => clipJson(JSON.stringify(value) ?? String(value), 120)
 
+/**
+ * `factstate pending <dir>`.
+ *
+ * @example
+ * ```sh
+ * npx factstate pending .factstate/app   # "session-7: paused turn turn-3 (sealed 2026-12-06T09:12:44.120Z): run run-3 waits for its successor run-4"
+ * ```
+ */
 export async function pendingCommand(args: string[], io: CommandIo): Promise<number> {
   return onLogDirectory(args, io, pendingHelp, true, async (log, { json, flags, ids }) => {
     const sessions = await log.pendingSessions({ unanswered: flags.has('unanswered'), sessionId: ids.get('session') })

@@ -360,7 +360,7 @@ function unfollowing(followers: Set<Follower>, follower: Follower): () => void {
  * queues them behind a `next()` it has not settled, and one waiting for the next event would keep
  * the reader (and a consumer that left, say an SSE client gone) until an event came.
  */
-function stoppingFirst(generator: AsyncGenerator<StoredEvent>, follower: Follower, unfollow: () => void): void {
+function stoppingFirst(generator: AsyncGenerator<StoredEvent, void, undefined>, follower: Follower, unfollow: () => void): void {
   const { return: finish, throw: raise } = generator
   generator.return = (value) => {
     follower.stop()
@@ -1106,7 +1106,7 @@ function prefetch<T>(iterator: { nextv(size: number): Promise<T[]> }): Promise<T
  * A LevelDB iterator read in batches (`nextv`): a whole pass costs one promise per batch, not one
  * per item, and the next batch is read while the caller works on this one.
  */
-async function* batchesOf<T>(iterator: { nextv(size: number): Promise<T[]>; close(): Promise<void> }): AsyncGenerator<T[]> {
+async function* batchesOf<T>(iterator: { nextv(size: number): Promise<T[]>; close(): Promise<void> }): AsyncGenerator<T[], void, undefined> {
   let next: Promise<T[]> | undefined
   try {
     next = prefetch(iterator)
@@ -2983,7 +2983,7 @@ export class EventLog {
     return { events, bytes: size }
   }
 
-  async *#scanEvents(upTo: number, chunk: number): AsyncGenerator<{ events: StoredEvent[]; bytes: number }> {
+  async *#scanEvents(upTo: number, chunk: number): AsyncGenerator<{ events: StoredEvent[]; bytes: number }, void, undefined> {
     this.#assertOpen()
     if (!Number.isSafeInteger(upTo) || upTo < 0 || !Number.isSafeInteger(chunk) || chunk < 1) {
       throw new FactstateError('LOG_INVALID_ARGUMENT', 'scanEvents takes a non-negative seq and a positive chunk size')
@@ -2995,7 +2995,7 @@ export class EventLog {
    * The stored events `from`..`last` (both within the log), decoded, `chunk` at a time with their
    * stored bytes counted. A missing or misplaced event is `LOG_CORRUPT` naming its seq.
    */
-  async *#scan(from: number, last: number, chunk: number, reader?: ReaderResources): AsyncGenerator<{ events: StoredEvent[]; bytes: number }> {
+  async *#scan(from: number, last: number, chunk: number, reader?: ReaderResources): AsyncGenerator<{ events: StoredEvent[]; bytes: number }, void, undefined> {
     if (last < from) return
     let expected = from
     let events: StoredEvent[] = []
@@ -3785,7 +3785,7 @@ export class EventLog {
       /** Only this session's events (their seqs are still the log's); a follower decodes no other. */
       sessionId?: string | undefined
     } = {},
-  ): AsyncGenerator<StoredEvent> {
+  ): AsyncGenerator<StoredEvent, void, undefined> {
     // Checked and bounded at the call, not at the first `next()`: appends made before the reader
     // starts are not read, and bad bounds are refused where they are given.
     this.#assertOpen()
@@ -3829,7 +3829,7 @@ export class EventLog {
     }
     // No closure is made here (see `unfollowing`): the resources must not lead back to the generator.
     const reader: ReaderResources = {}
-    let generator: AsyncGenerator<StoredEvent>
+    let generator: AsyncGenerator<StoredEvent, void, undefined>
     if (follow === true) {
       // Taken now: an event made durable from here on reaches the follower, whenever it starts reading.
       const follower = new Follower(session)
@@ -3845,7 +3845,7 @@ export class EventLog {
     return generator
   }
 
-  async *#eventsBetween(from: number, to: number, reader: ReaderResources, sessionId: string | undefined): AsyncGenerator<StoredEvent> {
+  async *#eventsBetween(from: number, to: number, reader: ReaderResources, sessionId: string | undefined): AsyncGenerator<StoredEvent, void, undefined> {
     try {
       if (sessionId !== undefined) {
         yield* this.#sessionEventsBetween(from, to, sessionId)
@@ -3864,7 +3864,7 @@ export class EventLog {
    * own, `EVENTS_CHUNK` facts at a time, and only runs whose spans overlap (appended side by side) are
    * read together and put in seq order.
    */
-  async *#sessionEventsBetween(from: number, to: number, sessionId: string): AsyncGenerator<StoredEvent> {
+  async *#sessionEventsBetween(from: number, to: number, sessionId: string): AsyncGenerator<StoredEvent, void, undefined> {
     const spans = (await this.#runList(sessionId))
       .filter((run) => run.lastSeq >= from && run.openedSeq <= to)
       .sort((a, b) => a.openedSeq - b.openedSeq)
@@ -3896,7 +3896,7 @@ export class EventLog {
    * bytes, as a read from the log would be). A follower that fell behind by more than
    * `FOLLOW_BUFFER` events, or `FOLLOW_BUFFER_BYTES` of them, reads them from the log instead.
    */
-  async *#follow(from: number, to: number, follower: Follower, reader: ReaderResources): AsyncGenerator<StoredEvent> {
+  async *#follow(from: number, to: number, follower: Follower, reader: ReaderResources): AsyncGenerator<StoredEvent, void, undefined> {
     let next = from
     try {
       while (next <= to) {

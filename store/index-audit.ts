@@ -68,7 +68,7 @@ const HEAD_KEYS: ReadonlySet<string> = new Set([keys.head, keys.format, keys.res
 const space = (prefix: string): { gte: string; lt: string } => ({ gte: prefix, lt: `${prefix.slice(0, -1)}"` })
 
 /** One entry at a time, for the small key spaces. */
-async function* entriesOf(reader: AuditReader, range: { gte: string; lt: string }): AsyncGenerator<[string, Uint8Array]> {
+async function* entriesOf(reader: AuditReader, range: { gte: string; lt: string }): AsyncGenerator<[string, Uint8Array], void, undefined> {
   for await (const batch of reader.entries(range)) yield* batch
 }
 

@@ -52,6 +52,9 @@ export type FactstateErrorCode =
   // the testing kit (`factstate/testing`)
   | 'TESTING_INVALID_OPTIONS'
 
+/** Why a `LOG_IO` happened (its `details.reason`): see {@link FactstateErrorDetails}. */
+export type LogIoReason = 'no_space' | 'permission' | 'read_only' | 'too_many_files' | 'directory_gone' | 'changing' | 'other'
+
 /**
  * What `details` holds, code by code (`undefined` where a refusal has nothing structured to add).
  * Narrow an error with {@link isFactstateError} to read them typed:
@@ -60,9 +63,6 @@ export type FactstateErrorCode =
  * if (isFactstateError(error, 'RUN_BUSY')) console.log(error.details.reason, error.details.runId)
  * ```
  */
-/** Why a `LOG_IO` happened (its `details.reason`): see {@link FactstateErrorDetails}. */
-export type LogIoReason = 'no_space' | 'permission' | 'read_only' | 'too_many_files' | 'directory_gone' | 'changing' | 'other'
-
 export interface FactstateErrorDetails {
   /**
    * `holder`: whether a handle of this process has the log open (`this-process`) or another process
@@ -261,28 +261,31 @@ export type FactstateErrorOf<C extends FactstateErrorCode> = C extends Factstate
 
 /**
  * An error with a stable {@link FactstateErrorCode}; the underlying error, if any, is `cause`.
- * `details` are a plain record until the code is known: {@link isFactstateError} types them.
+ * `C` is its code as far as known: `new FactstateError('RUN_BUSY', …)` is a `FactstateError<'RUN_BUSY'>`,
+ * one caught is a `FactstateError` (any code). `details` are a plain record until the code is
+ * known: {@link isFactstateError} types them (as {@link FactstateErrorOf}).
  */
-export interface FactstateError extends Error {
-  readonly code: FactstateErrorCode
+export interface FactstateError<C extends FactstateErrorCode = FactstateErrorCode> extends Error {
+  readonly code: C
   /** Extra structured detail (for example the failing `seq` or the offending field paths): see {@link FactstateErrorDetails}. */
   readonly details: Readonly<Record<string, unknown>> | undefined
 }
 
 /**
- * Makes a {@link FactstateError}; its `details` must be what {@link FactstateErrorDetails} gives for
- * its code. A subclass names its code: `class MyError extends FactstateError<'LOG_IO'> {}`.
+ * Makes a {@link FactstateError} of code `C`; its `details` must be what {@link FactstateErrorDetails}
+ * gives for that code. A subclass names its code, which its instances' `code` then is:
+ * `class DiskFull extends FactstateError<'LOG_IO'> {}` makes errors whose `code` is `'LOG_IO'`.
  */
 export interface FactstateErrorConstructor {
-  new <C extends FactstateErrorCode>(code: C, message: string, ...options: FactstateErrorOptions<C>): FactstateError
+  new <C extends FactstateErrorCode>(code: C, message: string, ...options: FactstateErrorOptions<C>): FactstateError<C>
   readonly prototype: FactstateError
 }
 
-export const FactstateError: FactstateErrorConstructor = class FactstateError extends Error {
-  readonly code: FactstateErrorCode
+export const FactstateError: FactstateErrorConstructor = class FactstateError<C extends FactstateErrorCode> extends Error {
+  readonly code: C
   readonly details: Readonly<Record<string, unknown>> | undefined
 
-  constructor(code: FactstateErrorCode, message: string, options?: { cause?: unknown; details?: Record<string, unknown> | undefined }) {
+  constructor(code: C, message: string, options?: { cause?: unknown; details?: Record<string, unknown> | undefined }) {
     super(`${code}: ${message}`, options?.cause === undefined ? undefined : { cause: options.cause })
     this.name = 'FactstateError'
     this.code = code
@@ -290,12 +293,15 @@ export const FactstateError: FactstateErrorConstructor = class FactstateError ex
   }
 }
 
-/** True when `error` is a {@link FactstateError}. */
-export function isFactstateError(error: unknown): error is FactstateError
+/**
+ * True when `error` is a {@link FactstateError}, narrowed to {@link FactstateErrorOf}`<FactstateErrorCode>`:
+ * `switch (error.code)` then types `details` in each case.
+ */
+export function isFactstateError(error: unknown): error is FactstateErrorOf<FactstateErrorCode>
 /** True when `error` is a {@link FactstateError} with code `code`; its `details` are then typed. */
 export function isFactstateError<C extends FactstateErrorCode>(error: unknown, code: C): error is FactstateErrorOf<C>
 /** True when `error` is a {@link FactstateError}, with code `code` when one is given. */
-export function isFactstateError(error: unknown, code?: FactstateErrorCode): error is FactstateError
+export function isFactstateError(error: unknown, code?: FactstateErrorCode): error is FactstateErrorOf<FactstateErrorCode>
 export function isFactstateError(error: unknown, code?: FactstateErrorCode): boolean {
   return error instanceof FactstateError && (code === undefined || error.code === code)
 }

@@ -369,7 +369,8 @@ export async function serveInspector(given: InspectorOptions): Promise<Inspector
         const result = await at.verify()
         report = { status: 'ok', highWater: result.events, events: result.events, digest: result.digest, code: null, seq: null, message: null, checkedAt: Date.now() }
       } catch (error) {
-        const seq = isFactstateError(error) && typeof error.details?.seq === 'number' ? error.details.seq : null
+        const details: Readonly<Record<string, unknown>> | undefined = isFactstateError(error) ? error.details : undefined
+        const seq = typeof details?.seq === 'number' ? details.seq : null
         report = {
           status: isFactstateError(error, 'LOG_CORRUPT') ? 'corrupt' : 'error',
           highWater,

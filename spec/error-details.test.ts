@@ -56,7 +56,7 @@ test('construction is checked against the code: its details, required ones, one 
   )
 })
 
-test('isFactstateError(error, code) narrows the code and types the details; without a code, details stay a record', () =>
+test('isFactstateError(error, code) narrows the code and types the details; without a code, to every refusal, each code with its details', () =>
   withTimeout(
     withTempDir(async (dir) => {
       const log = await EventLog.open(dir)
@@ -72,7 +72,14 @@ test('isFactstateError(error, code) narrows the code and types the details; with
         // @ts-expect-error no `seq` in LOG_INVALID_ARGUMENT's details
         assert.is(error.details?.seq, undefined)
         const any: unknown = error
-        if (isFactstateError(any)) assert.is(any.details?.seq, undefined, 'a plain record while the code is not known')
+        if (isFactstateError(any)) {
+          // Without a code: every refusal, each code with its details, so a switch on the code types them.
+          const typed: FactstateErrorOf<FactstateErrorCode> = any
+          // @ts-expect-error `seq` is in some codes' details, not all: the code tells which
+          void any.details?.seq
+          const field: string | undefined = typed.code === 'LOG_INVALID_ARGUMENT' ? typed.details?.field : 'another code'
+          assert.is(field, undefined, 'LOG_INVALID_ARGUMENT, its details without a field')
+        }
         const conflict = new FactstateError('LOG_CONFLICT', 'taken', { details: { seq: 3 } }) as unknown
         if (!isFactstateError(conflict, 'LOG_CONFLICT')) throw new Error('expected LOG_CONFLICT')
         assert.is('seq' in conflict.details ? conflict.details.seq : undefined, 3)
@@ -127,7 +134,14 @@ test('a subclass names its code; isFactstateError takes a code that may be undef
       super('LOG_IO', 'the disk is full')
     }
   }
-  const error: unknown = new DiskFull()
+  // The code a construction names is the error's code, a subclass's included.
+  const made = new DiskFull()
+  const ioCode: 'LOG_IO' = made.code
+  const busyCode: 'RUN_BUSY' = new FactstateError('RUN_BUSY', 'busy', { details: { sessionId: 's', reason: 'active', runId: 'r', invocationId: 'i' } }).code
+  // @ts-expect-error a LOG_IO error's code is no other
+  const wrong: 'LOG_CORRUPT' = made.code
+  assert.equal([ioCode, busyCode, wrong], ['LOG_IO', 'RUN_BUSY', 'LOG_IO'])
+  const error: unknown = made
   const maybe = (Math.random() > 2 ? 'LOG_CORRUPT' : undefined) as 'LOG_CORRUPT' | undefined
   assert.ok(isFactstateError(error, maybe))
   assert.not.ok(isFactstateError(error, 'LOG_CORRUPT'))

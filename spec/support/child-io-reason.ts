@@ -45,5 +45,6 @@ try {
   if (mode === 'backup') await backupCommand([first, second as string], io)
   else if (mode === 'open') await recoverCommand([first], io)
   const remedy = lines.find((line) => line.startsWith('remedy: '))
-  process.stdout.write(`${JSON.stringify({ code: error.code, reason: error.details?.reason, path: error.details?.path, message: error.message, remedy })}\n`)
+  const details: Readonly<Record<string, unknown>> | undefined = error.details
+  process.stdout.write(`${JSON.stringify({ code: error.code, reason: details?.reason, path: details?.path, message: error.message, remedy })}\n`)
 }

@@ -75,7 +75,7 @@ export interface ToolCatalogSummary {
    * Sealed and compared with the rest. Absent in settings recorded by a release before 2026-12-06,
    * whose seals are compared by `catalogDigest` and `names` alone.
    */
-  digests?: string[]
+  digests?: string[] | undefined
 }
 
 /** The execution settings a successor must match exactly. No secrets. */
@@ -85,15 +85,15 @@ export interface ExecutionSettings {
   /** The run's `providerOptions`, merged into every request body (`{}` when none were given). Sealed, compared as JSON whatever the keys' order. */
   providerOptions: JsonObject
   /** The run's `mainOutputLimit`, sent as `max_tokens`; absent when none was given. Sealed. */
-  mainOutputLimit?: number
+  mainOutputLimit?: number | undefined
   /** `configuration.cwd`: an absolute path, compared exactly (`/srv/` is not `/srv`). Sealed. */
   cwd: string
   /** The tool catalog's digest, names and each tool's digest. Sealed by its digests (the catalog's and, when recorded, each tool's). */
   tools: ToolCatalogSummary
   /** The run's system prompt, when it has one: sent first in every request, as a system message. Sealed. */
-  instructions?: string
+  instructions?: string | undefined
   /** Present exactly when the paused run was a continuation: the boundary it continued from. */
-  replayBase?: RunBoundary
+  replayBase?: RunBoundary | undefined
 }
 
 /** What a committed hold seals: the intent, the steps left, the settings to match. */
@@ -111,7 +111,7 @@ export interface InvocationConfiguration {
   /** The run's working directory, an absolute path. Also in the execution settings, where a seal compares it. */
   cwd: string
   /** Your name for the workspace, 1–256 characters: recorded, not compared by a seal. */
-  workspaceIdentity?: string
+  workspaceIdentity?: string | undefined
 }
 
 /** What started an invocation. */
@@ -121,24 +121,24 @@ export type InvocationInput =
       /** The user's message. */
       content: string
       /** The run input's `requestFingerprint`, 1–256 characters of your own, when it had one. */
-      requestFingerprint?: string
+      requestFingerprint?: string | undefined
       /** Operations of earlier runs in this session whose outcome is unknown, acknowledged by `allowPriorUnknown`. */
-      priorUnknown?: UncertainOperation[]
+      priorUnknown?: UncertainOperation[] | undefined
       /** The tool call that started this run, when an agent's tool started it as a child run (the run input's `parent`). */
-      parent?: ParentCall
+      parent?: ParentCall | undefined
     }
   | {
       kind: 'continuation'
       /** The boundary of the ended run it continues. */
       source: RunBoundary
       /** The user's next message, after the replayed lineage (a continuation without one finishes what its source left). */
-      content?: string
+      content?: string | undefined
       /** The run input's `requestFingerprint`, when it had one. */
-      requestFingerprint?: string
+      requestFingerprint?: string | undefined
       /** Operations of earlier runs in this session whose outcome is unknown, acknowledged by `allowPriorUnknown`. */
-      priorUnknown?: UncertainOperation[]
+      priorUnknown?: UncertainOperation[] | undefined
       /** The tool call that started this run, when an agent's tool started it as a child run (the run input's `parent`). */
-      parent?: ParentCall
+      parent?: ParentCall | undefined
     }
   | {
       kind: 'handoff'
@@ -151,9 +151,9 @@ export type InvocationInput =
        * a reviewer's decision), after the replayed sealed transcript; absent in successors given none and
        * in those recorded before it was.
        */
-      content?: string
+      content?: string | undefined
       /** The run input's `requestFingerprint`, when it had one; absent in successors recorded before it was. */
-      requestFingerprint?: string
+      requestFingerprint?: string | undefined
     }
 
 /**
@@ -311,7 +311,14 @@ export interface ApprovalRecord {
   reason?: string | undefined
 }
 
-/** Why a failed invocation failed. */
+/**
+ * Why a failed invocation failed. The engine and recovery write only the named classes, but the type
+ * is open (any other string fits) because a log may hold others, and this is also the type of what is
+ * read: an `invocation.ended` fact takes any non-empty class (an application's own `log.append` may
+ * record a class of its own, and a later release may add one, which this release still reads). So a
+ * misspelt class compiles, and a `switch (outcome.class)` needs a `default` for the classes it does
+ * not name; compare with the names listed here.
+ */
 export type FailureClass =
   | 'host_interrupted'
   | 'outcome_unknown'
@@ -337,7 +344,7 @@ export type InvocationOutcome =
       /** Why it failed (`max_steps`, `model_failed`, `outcome_unknown`, …). */
       class: FailureClass
       /** What went wrong, in words (the provider's reason, the tools left uncertain), when known. */
-      message?: string
+      message?: string | undefined
       /**
        * With class `model_failed`: what the provider said of the last attempt's refusal (its
        * `model.interrupted` fact's `provider`), when it said any of it. Branch on it, not on the
@@ -373,7 +380,7 @@ export type Fact =
       stepId: string
       status: ModelInterruptStatus
       /** What went wrong, in words (redacted of the provider's secrets). */
-      message?: string
+      message?: string | undefined
       /**
        * What the provider said of the refusal (its HTTP status, the error's code, type and param),
        * when it said any of it; absent in facts recorded before it was.
@@ -425,6 +432,7 @@ export type Fact =
     }
   | { type: 'invocation.ended'; outcome: InvocationOutcome }
 
+/** The type of a fact (`'invocation.opened'`, `'tool.settled'`, …): its `type` member, one of {@link FACT_TYPES}. */
 export type FactType = Fact['type']
 
 /** The fact of a given type. */

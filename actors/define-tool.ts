@@ -14,12 +14,13 @@ import type { ToolContext, ToolDefinition } from './tool-catalog.js'
 export interface TypedToolDefinition<Input> extends Omit<ToolDefinition, 'execute' | 'needsApproval'> {
   /**
    * Makes the typed input of the model's arguments (parsed JSON, checked against `inputSchema` first
-   * unless `validateInput` is `false`), or throws: `Refund.parse` of a zod schema `Refund`. A throw
-   * is the call's failure, as `execute`'s is (the call settles `failed` and the model is told), and
-   * `execute` is not run.
+   * unless `validateInput` is `false`), or throws: `Refund.parse` of a zod schema `Refund`. It may
+   * return a promise (`Refund.parseAsync`, for a schema with async refinements): it is awaited, and
+   * `Input` is what it resolves to. A throw or a rejection is the call's failure, as `execute`'s is
+   * (the call settles `failed` and the model is told), and `execute` is not run.
    */
-  parseInput: (input: unknown) => Input
-  /** As `ToolDefinition.needsApproval`, its predicate given the parsed input (a parse that throws asks). */
+  parseInput: (input: unknown) => Input | PromiseLike<Input>
+  /** As `ToolDefinition.needsApproval`, its predicate given the parsed input (a parse that throws or rejects asks). */
   needsApproval?: boolean | ((input: Input) => boolean | Promise<boolean>) | undefined
   /** As `ToolDefinition.execute`, given the parsed input. */
   execute: (input: Input, context: ToolContext) => unknown
@@ -27,8 +28,14 @@ export interface TypedToolDefinition<Input> extends Omit<ToolDefinition, 'execut
 
 /**
  * A `ToolDefinition` whose `execute` gets its input as `parseInput` makes it: the tool as given,
- * without `parseInput`, its `execute` (and a `needsApproval` predicate) running the parse first.
- * Each member is read once, here.
+ * without `parseInput`, its `execute` (and a `needsApproval` predicate) running the parse first
+ * (and awaiting it, when it returns a promise). Each member is read once, here.
+ *
+ * `Input` is inferred from `parseInput`, which TypeScript reads before the members that use it only
+ * when it comes first or is no inline function with an untyped parameter: `parseInput: Refund.parse`
+ * may come anywhere, but an inline `parseInput: (raw) => Refund.parse(raw)` written after `execute`
+ * or `needsApproval` leaves their input `unknown` (TS18046). Give `parseInput` first, or annotate
+ * its parameter: `(raw: unknown) => Refund.parse(raw)`.
  *
  * @example
  * ```ts
@@ -47,9 +54,20 @@ export function defineTool<Input>(definition: TypedToolDefinition<Input>): ToolD
   const { parseInput, execute, needsApproval, ...tool } = definition
   if (typeof parseInput !== 'function') throw new TypeError('defineTool: parseInput must be a function of the input (a zod schema\'s parse, say)')
   if (typeof execute !== 'function') throw new TypeError('defineTool: execute must be a function of the parsed input and the context')
+  // A parse that returns a promise is awaited, so that its rejection fails the call before `execute`
+  // runs; a synchronous one is used as it is (no microtask added).
+  const parsed = <R>(input: unknown, then: (value: Input) => R | Promise<R>): R | Promise<R> => {
+    const value = parseInput(input)
+    return isThenable(value) ? Promise.resolve(value).then(then) : then(value)
+  }
   return {
     ...tool,
-    ...(needsApproval === undefined ? {} : { needsApproval: typeof needsApproval === 'function' ? (input: unknown) => needsApproval(parseInput(input)) : needsApproval }),
-    execute: (input, context) => execute(parseInput(input), context),
+    ...(needsApproval === undefined ? {} : { needsApproval: typeof needsApproval === 'function' ? (input: unknown) => parsed(input, needsApproval) : needsApproval }),
+    execute: (input, context) => parsed(input, (value) => execute(value, context)),
   }
+}
+
+/** Whether `value` is a promise or another thenable (what `await` would wait for). */
+function isThenable<T>(value: T | PromiseLike<T>): value is PromiseLike<T> {
+  return (typeof value === 'object' || typeof value === 'function') && value !== null && typeof (value as { then?: unknown }).then === 'function'
 }

@@ -65,6 +65,63 @@ test(
   ),
 )
 
+test(
+  'defineTool with an async parseInput (a schema\'s parseAsync): awaited before execute and the needsApproval predicate; a rejection fails the call, execute not run, and asks for approval',
+  engineTest(
+    [
+      answer.toolCalls([
+        { id: 'call-good', name: 'refund', arguments: { order: 'C-7', cents: 25_000 } },
+        { id: 'call-bad', name: 'refund', arguments: { order: 'order 9', cents: 100 } },
+      ]),
+      answer.text('one refunded'),
+    ],
+    {},
+    async (h) => {
+      const executed: unknown[] = []
+      const asked: unknown[] = []
+      const refund = defineTool({
+        name: 'refund',
+        inputSchema: { type: 'object', properties: { order: { type: 'string' }, cents: { type: 'integer' }, note: { type: 'string' } }, required: ['order', 'cents'] },
+        parseInput: Refund.parseAsync,
+        needsApproval: (input) => input.cents > 10_000,
+        execute: (input) => {
+          // The resolved type, not a promise of it.
+          const parsed: RefundInput = input
+          // @ts-expect-error amount is no member of the parsed input
+          void input.amount
+          executed.push(parsed)
+          return { refunded: input.cents }
+        },
+      })
+      const onApproval = (request: ApprovalRequest) => {
+        asked.push(request.input)
+        return { approved: true, by: 'test' }
+      }
+      assert.equal(await h.run(h.input('async-parse', { tools: [refund] }), { onApproval }), { status: 'completed' })
+      assert.equal(executed, [{ order: 'C-7', cents: 25_000, note: 'none' }], 'execute got the resolved parse (zod\'s default filled in), and only for the call whose parse resolved')
+      assert.equal(asked, [{ order: 'C-7', cents: 25_000 }, { order: 'order 9', cents: 100 }], 'the predicate of the resolved input asks, and so does a parse that rejects')
+      const settled = only(await factsOf(h.log, 'invocation-async-parse'), 'tool.settled').map((fact) => fact.outcome)
+      assert.equal(settled.map((outcome) => outcome.status), ['succeeded', 'failed'])
+      assert.equal(settled[0], { status: 'succeeded', output: { refunded: 25_000 } })
+      const told = messagesOf(h.server.requests[1]?.body).filter((m) => m.role === 'tool').map((m) => m.content ?? '')
+      assert.match(told[1] ?? '', /^error: ZodError: [\s\S]*"path": \[\s*"order"/, 'the model is told what the rejected parse said')
+    },
+  ),
+)
+
+test('defineTool infers Input from parseInput: a schema\'s parse or parseAsync anywhere, an inline parse first or with its parameter typed', () => {
+  const Order = z.object({ order: z.string() })
+  const tools = [
+    defineTool({ name: 'a', execute: (input) => input.order, parseInput: Order.parse }),
+    defineTool({ name: 'b', execute: (input) => input.order, parseInput: Order.parseAsync }),
+    defineTool({ name: 'c', parseInput: (raw) => Order.parseAsync(raw), execute: (input) => input.order }),
+    defineTool({ name: 'd', needsApproval: (input) => input.order === 'x', parseInput: (raw: unknown) => Order.parse(raw), execute: (input) => input.order }),
+    // @ts-expect-error the parse gives { order: string }, not a number
+    defineTool({ name: 'e', parseInput: Order.parseAsync, execute: (input: { order: number }) => input.order }),
+  ]
+  assert.equal(tools.map((tool) => tool.name), ['a', 'b', 'c', 'd', 'e'])
+})
+
 test('defineTool refuses what is no function as parseInput or execute; RunSettings is a run input without invocation and work', () => {
   assert.throws(() => defineTool({ name: 'x', parseInput: undefined as never, execute: () => 1 }), /parseInput must be a function/)
   assert.throws(() => defineTool({ name: 'x', parseInput: (input) => input, execute: 'run' as never }), /execute must be a function/)

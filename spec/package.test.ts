@@ -162,7 +162,8 @@ export async function main(): Promise<number> {
  * xstate's own declarations do not compile under that flag (statelyai/xstate#4613).
  */
 const consumerStrictTs = `
-import { Engine, EventLog, ModelExecutor, isFactstateError, type ModelClient, type RunInput, type ToolDefinition } from 'factstate'
+import { Engine, EventLog, FactstateError, ModelExecutor, defineTool, isFactstateError, type FactstateErrorCode, type FactstateErrorOf, type Invocation, type ModelClient, type RunInput, type RuntimeEvent, type ToolDefinition } from 'factstate'
+import { z } from 'zod'
 import { answer, invocationPaths, type RunPathOptions } from 'factstate/testing'
 import { serveInspector } from 'factstate/inspector'
 
@@ -204,6 +205,71 @@ export async function main(dir: string): Promise<string> {
   const busy: 'RUN_BUSY' | undefined = isFactstateError(error, 'RUN_BUSY') ? error.code : undefined
   return busy ?? \`\${outcome.status} \${paths.length} \${Object.keys(options).length} \${answers.length}\`
 }
+
+// An append's optional members take undefined, as the log does (the same bytes as one left out).
+export async function end(log: EventLog, invocation: Invocation, reason: string | undefined, fingerprint: string | undefined): Promise<number[]> {
+  const opened: RuntimeEvent = {
+    id: \`\${invocation.invocationId}/1\`, recordedAt: 1, invocation,
+    fact: {
+      type: 'invocation.opened',
+      input: { kind: 'message', content: 'x', requestFingerprint: fingerprint, priorUnknown: undefined, parent: undefined },
+      configuration: { cwd: '/srv', workspaceIdentity: unset('w') },
+      execution: { model: 'm', providerOptions: {}, cwd: '/srv', tools: { catalogDigest: 'd', names: [], digests: undefined }, mainOutputLimit: unset(1), instructions: unset('i'), replayBase: undefined },
+    },
+  }
+  return log.appendAll([opened, { id: \`\${invocation.invocationId}/2\`, recordedAt: 2, invocation, fact: { type: 'invocation.ended', outcome: { status: 'failed', class: 'engine_error', message: reason } } }])
+}
+
+// A finished step of events() has no value (void, not any); return() takes none.
+export async function first(log: EventLog): Promise<number> {
+  const reader = log.events({ from: 1 })
+  const step = await reader.next()
+  // @ts-expect-error a finished step's value is void
+  if (step.done) return step.value.seq
+  // @ts-expect-error return() takes no value
+  await reader.return('anything')
+  return step.value.seq
+}
+
+// Guarded without a code: every refusal, each code with its details, for a typed switch.
+export function remedy(error: unknown): string {
+  if (!isFactstateError(error)) return 'not ours'
+  const typed: FactstateErrorOf<FactstateErrorCode> = error
+  switch (typed.code) {
+    case 'RUN_BUSY': return typed.details.runId
+    default: return typed.code
+  }
+}
+
+// A construction's code, and a subclass's, is the code it names.
+export class DiskFull extends FactstateError<'LOG_IO'> {}
+export const codes: ['RUN_BUSY', 'LOG_IO'] = [
+  new FactstateError('RUN_BUSY', 'busy', { details: { sessionId: 's', reason: 'active', runId: 'r', invocationId: 'i' } }).code,
+  new DiskFull('LOG_IO', 'disk', { details: { reason: 'no_space' } }).code,
+]
+
+// An async parse: the input is what it resolves to.
+const Order = z.object({ order: z.string() })
+export const typed = defineTool({ name: 'typed', execute: (input) => input.order.length, parseInput: Order.parseAsync })
+export const annotated = defineTool({ name: 'annotated', execute: (input) => input.order.length, parseInput: (raw: unknown) => Order.parse(raw) })
+`
+
+/**
+ * A consumer whose tsconfig names no \`types\` and no DOM (TypeScript 6's default), with
+ * \`skipLibCheck\`: the declarations' reference to Node's types still types \`AbortSignal\`, \`Headers\`
+ * and \`Buffer\` in them (each \`@ts-expect-error\` below is an error only then; as \`any\` they compile).
+ */
+const consumerNoTypesTs = `
+import { retryAfterMsOf, type StartOptions, type ToolContext } from 'factstate'
+import type { ScriptedModelServer } from 'factstate/testing'
+// @ts-expect-error a signal is an AbortSignal
+export const start: StartOptions = { signal: { bogus: true } }
+// @ts-expect-error an AbortSignal has no such member
+export const member = (context: ToolContext) => context.signal.notAMember
+export const aborted = (context: ToolContext): boolean => context.signal.aborted
+// @ts-expect-error a fetch Headers, not a plain object
+export const retryAfter = (): number | undefined => retryAfterMsOf({ 'retry-after': '1' })
+export const seen = (server: ScriptedModelServer): number => server.requests.length
 `
 
 test('the packed tarball installs and works: every subpath, the inspector page, the CLI, and the type declarations', () =>
@@ -317,6 +383,31 @@ test('the packed tarball installs and works: every subpath, the inspector page, 
         (error: { stdout?: string; stderr?: string }) => `${error.stdout ?? ''}${error.stderr ?? ''}` || 'tsc failed',
       )
       assert.is(strict, '', 'a consumer under exactOptionalPropertyTypes may pass undefined to every optional input')
+
+      // The entry declarations name Node's types themselves, so a consumer that loads none still gets them.
+      for (const entry of ['dist/index.d.ts', 'dist/testing/index.d.ts', 'dist/inspector/index.d.ts']) {
+        const text = await readFile(join(app, 'node_modules', 'factstate', entry), 'utf8')
+        assert.ok(text.startsWith('/// <reference types="node" preserve="true" />\n'), `${entry} begins with a reference to Node's types`)
+      }
+      await writeFile(join(app, 'no-types.ts'), consumerNoTypesTs)
+      await writeFile(
+        join(app, 'tsconfig.no-types.json'),
+        JSON.stringify({
+          compilerOptions: { target: 'es2022', module: 'nodenext', moduleResolution: 'nodenext', lib: ['es2022'], types: [], strict: true, noEmit: true, skipLibCheck: true },
+          files: ['no-types.ts'],
+        }),
+      )
+      const noTypes = await run(process.execPath, [tsc, '-p', 'tsconfig.no-types.json'], { cwd: app }).then(
+        () => '',
+        (error: { stdout?: string; stderr?: string }) => `${error.stdout ?? ''}${error.stderr ?? ''}` || 'tsc failed',
+      )
+      assert.is(noTypes, '', 'without "types": ["node"], the declarations still type AbortSignal and Headers (not any)')
+      // \`moduleResolution: node\` (node10, TypeScript 5) reads no \`exports\`: \`typesVersions\` maps the subpaths to their declarations.
+      const { typesVersions } = JSON.parse(await readFile(join(app, 'node_modules', 'factstate', 'package.json'), 'utf8')) as { typesVersions: Record<string, Record<string, string[]>> }
+      assert.equal(Object.keys(typesVersions['*'] ?? {}).sort(), ['inspector', 'testing'])
+      for (const [subpath, [target = ''] = []] of Object.entries(typesVersions['*'] ?? {})) {
+        assert.ok(paths.includes(target.replace(/^\.\//, '')), `typesVersions maps ${subpath} to ${target}, which the tarball holds`)
+      }
     }),
     120_000,
   ))

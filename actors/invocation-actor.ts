@@ -1214,7 +1214,10 @@ export class InvocationActor implements GateOwner {
     // Arguments that do not parse, or parse to something a fact cannot hold exactly, are invalid input, kept as text.
     const taken = argumentsOf(call.arguments)
     const parsed = 'input' in taken
-    const input = parsed ? taken.input : call.arguments
+    // Redacted as parsed too: its text lost the secrets as text, and byte values written otherwise
+    // (`115.0`, `1.15e2`) or beside other numbers (`[1000, 115, …]`) parse to small integers, which a
+    // fact stores a byte each (see `redactDeep`). What the tool is given, what is checked and approved.
+    const input = parsed ? redactDeep(taken.input, this.setup.secrets.inData) : call.arguments
     const tool = this.setup.tools.find((candidate) => candidate.name === call.name)
     if (this.#stopped) throw this.#stopped
     const rejection = this.#aborted ? 'cancelled' : !tool ? 'unknown_tool' : !parsed ? 'invalid_input' : undefined

@@ -17,9 +17,10 @@
  *
  * Everywhere, a text is also read once with its JSON escapes (any mix of `\uXXXX` and the
  * two-character ones, as PHP and Python write JSON) and its percent-encoded bytes read (see
- * `redactEscaped`), and an array of byte values, a Buffer or a typed array as Latin-1, UTF-8 and
- * UTF-16LE text (see `redactBytes`): msgpack stores a small integer in one byte, so an array of them
- * is the text itself in the log's files.
+ * `redactEscaped`), every run of integers in an array as UTF-16 code units and, where they are
+ * bytes, as Latin-1, UTF-8 and UTF-16LE text (see `redactRun`), and a Buffer or a typed array as
+ * bytes (see `redactBytes`): msgpack stores a small integer in one byte, so a run of them is the
+ * text itself in the log's files, whatever else the array holds.
  */
 import type { ModelOutput } from '../facts/types.js'
 import type { ProviderConfig } from './model-client.js'
@@ -621,29 +622,42 @@ export function redactedMessage(error: unknown, provider: ProviderConfig): strin
 
 /**
  * `value` with every string in it (at any depth of arrays and plain objects, keys included)
- * redacted, and every array of byte values (integers from 0 to 255, as long as the shortest form or
- * longer), Buffer and typed array redacted as bytes (see `redactBytes`: an array of numbers, a
- * Buffer, stays one); the same value when nothing changed. Linear in the value.
+ * redacted, every run of integers in an array read as text (see `redactRun`), and every Buffer and
+ * typed array redacted as bytes (see `redactBytes`: a Buffer stays one); the same value when nothing
+ * changed. Linear in the value.
  */
 export function redactDeep<T>(value: T, secrets: Secrets): T {
   if (secrets.whole.length === 0) return value
-  // The shortest form looked for (they are sorted longest first): a shorter array of bytes cannot hold one.
-  const shortest = (secrets.whole.at(-1) as string).length
+  const shortest = shortestOf(secrets)
   const walk = (item: unknown): unknown => {
     if (typeof item === 'string') return redact(item, secrets)
     if (Array.isArray(item)) {
-      const bytes = item.length >= shortest ? bytesOf(item) : undefined
-      if (bytes !== undefined) {
-        const redacted = redactBytes(bytes, secrets)
-        return redacted === undefined ? item : [...redacted]
-      }
-      let changed = false
-      const out = item.map((element) => {
+      // Copied only once something in it changed: up to there as it was, from there as redacted.
+      let out: unknown[] | undefined
+      /** Where the run of integers from 0 to 65,535 being read began (-1: none); other elements are walked. */
+      let from = -1
+      const length = item.length
+      for (let index = 0; index <= length; index += 1) {
+        // Not read past its end (V8 makes such a read slow).
+        const element: unknown = index < length ? item[index] : undefined
+        if (index < length && typeof element === 'number' && element >= 0 && element <= 0xffff && Number.isInteger(element)) {
+          if (from === -1) from = index
+          continue
+        }
+        if (from !== -1) {
+          const run = index - from >= shortest ? redactRun(item as number[], from, index, secrets, shortest) : undefined
+          if (run !== undefined) {
+            out ??= item.slice(0, from)
+            for (const unit of run) out.push(unit)
+          } else if (out !== undefined) for (let at = from; at < index; at += 1) out.push(item[at])
+          from = -1
+        }
+        if (index === length) break
         const next = walk(element)
-        if (next !== element) changed = true
-        return next
-      })
-      return changed ? out : item
+        if (next !== element) out ??= item.slice(0, index)
+        if (out !== undefined) out.push(next)
+      }
+      return out ?? item
     }
     const prototype = item !== null && typeof item === 'object' ? Object.getPrototypeOf(item) : undefined
     if (prototype === Object.prototype || prototype === null) {
@@ -681,28 +695,91 @@ export function redactDeep<T>(value: T, secrets: Secrets): T {
   return walk(value) as T
 }
 
-/** `items` as bytes when every one is an integer from 0 to 255 (a Buffer's or a Uint8Array's JSON), else `undefined`. */
-function bytesOf(items: readonly unknown[]): Buffer | undefined {
-  for (const item of items) if (typeof item !== 'number' || !Number.isInteger(item) || item < 0 || item > 255) return undefined
-  return Buffer.from(items as number[])
+/**
+ * The fewest characters a secret looked for can be found in: its shortest form (they are sorted
+ * longest first), or a piece of one. A shorter run of numbers, or a shorter Buffer, cannot hold one.
+ */
+const shortestOf = (secrets: Secrets): number => Math.min((secrets.whole.at(-1) as string).length, secrets.pieces === undefined ? Infinity : SECRET_PIECE)
+
+/** Code units read into text at a time (`String.fromCharCode` takes them as arguments). */
+const UNITS_AT_ONCE = 8_192
+
+/**
+ * The elements `from` to `to` of `items` (integers from 0 to 65,535, a run of them at least as
+ * long as the shortest secret looked for), redacted of `secrets`, or `undefined` when they hold
+ * none. Read as UTF-16 code units (what `charCodeAt` gives; a run of bytes so reads as Latin-1), a
+ * secret found replaced by the code units of `[redacted]`; then each run of bytes in what that left
+ * (integers from 0 to 255) read as UTF-8 and UTF-16LE (see `redactBytes`), a secret found replaced
+ * by the bytes of `[redacted]` in that encoding. msgpack stores an integer below 128 in one byte,
+ * so a run of them is the text itself in the log's files, whatever surrounds it in the array: a
+ * number above 255, a null, a string (`[256, 115, 107, …]`, the code units of "🔑 sk-…").
+ */
+function redactRun(items: readonly number[], from: number, to: number, secrets: Secrets, shortest: number): number[] | undefined {
+  let wide = false
+  for (let index = from; index < to; index += 1) {
+    if ((items[index] as number) > 0xff) {
+      wide = true
+      break
+    }
+  }
+  if (!wide) {
+    // Bytes only: their code units are their Latin-1 reading, which `redactBytes` makes natively.
+    const bytes = redactBytes(bytesFrom(items, from, to), secrets)
+    return bytes === undefined ? undefined : [...bytes]
+  }
+  let text = ''
+  for (let at = from; at < to; at += UNITS_AT_ONCE) text += String.fromCharCode(...items.slice(at, Math.min(at + UNITS_AT_ONCE, to)))
+  const read = redact(text, secrets)
+  let changed = read !== text
+  const units = changed ? Array.from({ length: read.length }, (_, index) => read.charCodeAt(index)) : items.slice(from, to)
+  // The runs of bytes among them, each at least as long as a secret: read as Latin-1 above, as UTF-8 and UTF-16LE here.
+  const out: number[] = []
+  let start = 0
+  for (let index = 0; index <= units.length; index += 1) {
+    if (index < units.length && (units[index] as number) <= 0xff) continue
+    if (index > start) {
+      const bytes = index - start >= shortest ? redactBytes(bytesFrom(units, start, index), secrets, false) : undefined
+      if (bytes !== undefined) changed = true
+      if (bytes !== undefined) for (const byte of bytes) out.push(byte)
+      else for (let at = start; at < index; at += 1) out.push(units[at] as number)
+    }
+    if (index < units.length) out.push(units[index] as number)
+    start = index + 1
+  }
+  return changed ? out : undefined
+}
+
+/** The elements `from` to `to` of `items` (integers from 0 to 255) as a Buffer. */
+function bytesFrom(items: readonly number[], from: number, to: number): Buffer {
+  const bytes = Buffer.allocUnsafe(to - from)
+  for (let index = from; index < to; index += 1) bytes[index - from] = items[index] as number
+  return bytes
 }
 
 /**
  * `bytes` redacted of `secrets` as text (see {@link redact}): read as Latin-1 (a byte a character,
- * so an ASCII secret is found as it is), then, when a byte is 0x80 or more, as UTF-8, then, when
- * their count is even and one is 0, as UTF-16LE; what is found is replaced by `[redacted]` in that
- * encoding (a UTF-8 reading that replaced an invalid sequence keeps U+FFFD's bytes in its place).
- * `undefined` when none holds a secret. msgpack stores a small integer in one byte, so an array of
- * them in a fact is the text itself in the log's files.
+ * so an ASCII secret is found as it is; not when `latin1` is false, for bytes read so already), then,
+ * when a byte is 0x80 or more, as UTF-8, then, when one is 0, as UTF-16LE from the first byte and
+ * from the second (a byte before the text, and an odd one after it, left as they are); what is
+ * found is replaced by `[redacted]` in that encoding (a UTF-8 reading that replaced an invalid
+ * sequence keeps U+FFFD's bytes in its place). `undefined` when none holds a secret. msgpack stores
+ * a small integer in one byte, so an array of them in a fact is the text itself in the log's files.
  */
-function redactBytes(bytes: Buffer, secrets: Secrets): Buffer | undefined {
+function redactBytes(bytes: Buffer, secrets: Secrets, latin1 = true): Buffer | undefined {
   let current = bytes
-  for (const encoding of ['latin1', 'utf8', 'utf16le'] as const) {
+  for (const encoding of ['latin1', 'utf8'] as const) {
+    if (encoding === 'latin1' && !latin1) continue
     if (encoding === 'utf8' && !current.some((byte) => byte >= 0x80)) continue
-    if (encoding === 'utf16le' && (current.length % 2 !== 0 || !current.includes(0))) continue
     const text = current.toString(encoding)
     const redacted = redact(text, secrets)
     if (redacted !== text) current = Buffer.from(redacted, encoding)
+  }
+  for (const offset of [0, 1]) {
+    if (!current.includes(0)) break
+    const end = offset + ((current.length - offset) & ~1)
+    const text = current.toString('utf16le', offset, end)
+    const redacted = redact(text, secrets)
+    if (redacted !== text) current = Buffer.concat([current.subarray(0, offset), Buffer.from(redacted, 'utf16le'), current.subarray(end)])
   }
   return current === bytes ? undefined : current
 }
@@ -736,8 +813,9 @@ function redactJsonText(text: string, secrets: Secrets): string {
     const redacted = redact(value as string, secrets)
     return redacted === value ? literal : JSON.stringify(redacted)
   })
-  // An array of small integers (a Buffer's or a Uint8Array's JSON: `[115,107,…]`) read as bytes: a fact
-  // stores the parsed input, where each is one byte of the log's files (see `redactBytes`).
+  // An array of small integers (a Buffer's or a Uint8Array's JSON: `[115,107,…]`) read as bytes, so the text
+  // still parses to the input a fact records: that input is redacted as data once parsed too (`redactDeep`,
+  // which finds what this does not: `115.0`, `1.15e2`, a run beside other elements).
   const shortest = (secrets.whole.at(-1) as string).length
   const arrays = literals.replace(BYTE_ARRAY, (array) => {
     const bytes = array.slice(1, -1).split(',').map((item) => Number(item.trim()))

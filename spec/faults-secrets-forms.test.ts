@@ -1,7 +1,8 @@
 /**
  * Secrets in the forms data and failure messages carry them beyond the plain text: bytes (a Buffer a
  * tool returns, an array of byte values in a tool call's arguments, which msgpack writes a byte each:
- * the text itself in the log's files), JSON escapes of any character (PHP's `\/`, Python's `\u00e4`,
+ * the text itself in the log's files; a run of them beside other elements, or written `115.0`; UTF-16
+ * code units), JSON escapes of any character (PHP's `\/`, Python's `\u00e4`,
  * every character as `\uXXXX`), percent-encoding of every byte, and UTF-16LE text a tool throws. The
  * raw files of the log directory (its `.log` write-ahead file, where a short run's facts are) are read
  * for the secrets and for the exact spellings that were sent.
@@ -125,6 +126,80 @@ test(
   }),
 )
 
+test(
+  "secrets: byte values beside other elements, a text's UTF-16 code units, byte values a model writes otherwise (115.0, 1.15e2, beside 1000) and a progress value are read as text and reach no file of the log directory; such providerOptions are refused",
+  bounded(30_000, async (dir) => {
+    const keyBytes = [...Buffer.from(API_KEY)]
+    const secretBytes = [...Buffer.from(SECRET)]
+    const redacted = [...Buffer.from('[redacted]')]
+    const codes = (text: string) => Array.from({ length: text.length }, (_, index) => text.charCodeAt(index))
+    const server = await scriptedModelServer([
+      answer.toolCalls([
+        { id: 'call-mixed', name: 'mixed', arguments: {} },
+        { id: 'call-progress', name: 'progress', arguments: {} },
+        // The model passes the key on as byte values written otherwise: the arguments are recorded, parsed.
+        { id: 'call-floats', name: 'take', arguments: `{"v":[${keyBytes.map((byte) => `${byte}.0`).join(',')}]}` },
+        { id: 'call-exponents', name: 'take', arguments: `{"v":[${keyBytes.map((byte) => `${byte / 100}e2`).join(',')}]}` },
+        { id: 'call-beside', name: 'take', arguments: `{"v":[1000,${keyBytes.join(',')}]}` },
+      ]),
+      answer.text('done'),
+    ])
+    const log = await EventLog.open(join(dir, 'log'))
+    const received: unknown[] = []
+    try {
+      const tools: ToolDefinition[] = [
+        {
+          name: 'mixed',
+          readOnly: true,
+          execute: async () => ({
+            big: [256, ...keyBytes],
+            tail: [...secretBytes, null],
+            text: [...keyBytes, 'x'],
+            half: [...keyBytes, 0.5],
+            negative: [-1, ...secretBytes],
+            units: codes(`🔑 ${SECRET}`),
+          }),
+        },
+        {
+          name: 'progress',
+          readOnly: true,
+          execute: async (_input, context) => {
+            context.progress({ raw: [999, ...keyBytes] })
+            return 'reported'
+          },
+        },
+        { name: 'take', readOnly: true, execute: async () => 'taken' },
+      ]
+      const engine = new Engine({ log, model: new ModelExecutor({ retries: 0 }), secrets: [SECRET] })
+      const running = await engine.start(run(server.baseUrl, 'runs', tools), { onToolProgress: (update) => received.push(update.value) })
+      assert.equal(await running.wait(), { status: 'completed' })
+      // Byte values of a secret beside other options are refused as all-byte ones are: nothing is written.
+      for (const [name, seed] of [['seed-secret', [...secretBytes, -1]], ['seed-key', [256, ...keyBytes]]] as const) {
+        const refused = await engine.run({ ...run(server.baseUrl, name, []), providerOptions: { temperature: 0, seed_bytes: seed } }).then(
+          () => undefined,
+          (error: unknown) => error as { code?: string; details?: unknown },
+        )
+        assert.equal([refused?.code, refused?.details], ['RUN_INVALID_INPUT', { fields: ['providerOptions'] }], name)
+      }
+      const facts = (await log.prefix(ALL.events, ALL.bytes)).events.map((stored) => stored.event.fact)
+      assert.not.ok(facts.some((fact) => fact.type === 'invocation.opened' && JSON.stringify(fact).includes('seed_bytes')), 'no refused run was opened')
+      const settled = facts.flatMap((fact) => (fact.type === 'tool.settled' ? [fact.outcome] : []))
+      assert.equal(settled[0], {
+        status: 'succeeded',
+        output: { big: [256, ...redacted], tail: [...redacted, null], text: [...redacted, 'x'], half: [...redacted, 0.5], negative: [-1, ...redacted], units: codes('🔑 [redacted]') },
+      })
+      const dispatched = facts.flatMap((fact) => (fact.type === 'tool.dispatched' ? [fact.input] : []))
+      assert.equal(dispatched.slice(2), [{ v: redacted }, { v: redacted }, { v: [1000, ...redacted] }], 'the parsed input loses the key, however its numbers were written')
+      assert.equal(received, [{ raw: [999, ...redacted] }], 'a progress value is read as data is')
+      assert.equal(leaks(JSON.stringify(facts)), [], 'facts')
+    } finally {
+      await log.close()
+      await server.close()
+    }
+    await assertNoLeakInFiles(join(dir, 'log'), 'run-runs')
+  }),
+)
+
 test('secrets: callTool redacts byte values, escapes and UTF-16 in what a tool returns and throws', async () => {
   const returned = await callTool({ name: 'blob', readOnly: true, execute: async () => ({ blob: Buffer.from(`k=${SECRET}`), text: python }) }, {}, { secrets: [SECRET] })
   assert.equal(returned, { status: 'succeeded', output: { blob: { type: 'Buffer', data: [...Buffer.from('k=[redacted]')] }, text: '[redacted]' } })
@@ -153,10 +228,31 @@ test('secrets: byte values are read as Latin-1, UTF-8 and UTF-16LE, given back a
   const bytes = redactDeep(new Uint8Array(Buffer.from(API_KEY)), key)
   assert.ok(bytes instanceof Uint8Array && Buffer.from(bytes).toString() === '[redacted]', 'a Uint8Array stays one')
   // Unchanged: the same value, also for numbers that are no bytes or a secret's bytes not in a row.
-  const plain = { n: [...Buffer.from('just some ordinary text')], big: [300, ...Buffer.from(API_KEY)], floats: [...Buffer.from(API_KEY)].map((b) => b + 0.5) }
+  const plain = { n: [...Buffer.from('just some ordinary text')], floats: [...Buffer.from(API_KEY)].map((b) => b + 0.5), apart: [...Buffer.from(API_KEY)].flatMap((b) => [b, -1]) }
   assert.ok(redactDeep(plain, key) === plain)
   const long = Array.from({ length: 1 << 20 }, (_, index) => index % 256)
   assert.ok(redactDeep(long, key) === long, 'a MiB of bytes without a secret is left as it is')
+  const units = Array.from({ length: 1 << 17 }, (_, index) => (index * 7919) % 65_536)
+  assert.ok(redactDeep(units, key) === units, 'code units without a secret are left as they are')
+})
+
+test('secrets: a run of byte values or UTF-16 code units inside an array loses the secret it spells, whatever else the array holds', () => {
+  const declared = secretsOf({ headers: { [`${DECLARED_SECRET}0`]: SECRET } }).inData
+  const key = secretsOf({ apiKey: API_KEY }).inData
+  const bytes = [...Buffer.from(API_KEY)]
+  const redacted = [...Buffer.from('[redacted]')]
+  // One element that is no byte anywhere: the run is read, the other elements kept as they are.
+  assert.equal(redactDeep([256, ...bytes], key), [256, ...redacted], 'a code unit past Latin-1 before it')
+  assert.equal(redactDeep([...bytes, null], key), [...redacted, null])
+  assert.equal(redactDeep([...bytes, 'x', 0.5], key), [...redacted, 'x', 0.5])
+  assert.equal(redactDeep([-1, ...bytes, 1e9, ...bytes], key), [-1, ...redacted, 1e9, ...redacted], 'each run')
+  assert.equal(redactDeep({ d: [1000, ...Buffer.from(`ä${SECRET}`), 70_000] }, declared), { d: [1000, ...Buffer.from('ä[redacted]'), 70_000] }, 'UTF-8 in a run')
+  assert.equal(redactDeep([-1, 7, ...Buffer.from(`ab${API_KEY}`, 'utf16le'), -1], key), [-1, 7, ...Buffer.from('ab[redacted]', 'utf16le'), -1], 'UTF-16LE from the second byte of a run')
+  // The code units of a text (what charCodeAt gives), one past Latin-1 before the key: read as the text.
+  const text = `🔑 ${API_KEY} ok`
+  const codes = (value: string) => Array.from({ length: value.length }, (_, index) => value.charCodeAt(index))
+  assert.equal(redactDeep({ units: codes(text) }, key), { units: codes('🔑 [redacted] ok') })
+  assert.equal(redactDeep(codes(`Ω${SECRET}`), declared), codes('Ω[redacted]'), "a declared secret's non-ASCII letter as its code unit")
 })
 
 test('secrets: JSON escapes of any character and percent-encoding are read, one level, and only what holds a secret changes', () => {

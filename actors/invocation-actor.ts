@@ -320,7 +320,7 @@ async function runAttempt(
         progress: (value?: unknown) => {
           // A cancelled call, or one past its time, is winding down: what it reports then is dropped, not refused.
           if (settled || signal.aborted) return
-          const text = progressText(value)
+          const text = progressText(value, redactMessage)
           progress?.(text, attempt)
         },
       }

@@ -6,6 +6,7 @@
 import { FactstateError } from '../errors.js'
 import type { JsonValue } from '../facts/types.js'
 import { MAX_DEPTH, messageOf, wellFormed } from '../store/encoding.js'
+import { kindOf } from '../options.js'
 import { deliver } from './model-text.js'
 import { type Secrets, redactDeep } from './redaction.js'
 
@@ -50,16 +51,19 @@ const refused = (reason: 'not_json' | 'too_large' | 'too_deep', why: string) =>
  * The JSON text of a progress value, as a tool's result is made JSON (a Date as its text, a BigInt
  * as its decimal text, an undefined member dropped, `undefined` itself as `null`), or
  * `TOOL_PROGRESS_INVALID`: not JSON, over {@link MAX_TOOL_PROGRESS_BYTES}, or nested deeper than a
- * fact may be. Checked whether or not anyone listens, so a tool behaves the same with a page attached.
+ * fact may be (what JSON.stringify threw quoted through `redactMessage`, as a tool's failure is).
+ * Checked whether or not anyone listens, so a tool behaves the same with a page attached.
  */
-export function progressText(value: unknown): string {
+export function progressText(value: unknown, redactMessage: (text: string) => string = (text) => text): string {
   let text: string | undefined
   try {
     text = JSON.stringify(value ?? null, bigIntAsText)
   } catch (error) {
-    throw refused('not_json', `takes a value JSON can encode, and this one cannot be (${messageOf(error)})`)
+    // What a getter or a toJSON threw may quote a secret: the tool's error is often logged by the application.
+    throw refused('not_json', `takes a value JSON can encode, and this one cannot be (${redactMessage(messageOf(error))})`)
   }
-  if (text === undefined) throw refused('not_json', `takes a value JSON can encode, not a ${typeof value}`)
+  // Its kind, never what it holds: `an object` whose toJSON gives undefined, `a function`, `a symbol`.
+  if (text === undefined) throw refused('not_json', `takes a value JSON can encode, not ${kindOf(value)}`)
   // Counted only when it could be over: a character takes 1 to 3 bytes.
   if (text.length * 3 > MAX_TOOL_PROGRESS_BYTES) {
     const bytes = Buffer.byteLength(text)

@@ -145,6 +145,7 @@ test(
       answer.text('done'),
     ])
     const log = await EventLog.open(join(dir, 'log'))
+    const thrown: string[] = []
     const received: unknown[] = []
     try {
       const tools: ToolDefinition[] = [
@@ -165,6 +166,13 @@ test(
           readOnly: true,
           execute: async (_input, context) => {
             context.progress({ raw: [999, ...keyBytes] })
+            for (const value of [{ toJSON: () => undefined }, { get vault() { throw new Error(`vault said ${SECRET}`) } }]) {
+              try {
+                context.progress(value)
+              } catch (error) {
+                thrown.push((error as Error).message)
+              }
+            }
             return 'reported'
           },
         },
@@ -191,6 +199,10 @@ test(
       const dispatched = facts.flatMap((fact) => (fact.type === 'tool.dispatched' ? [fact.input] : []))
       assert.equal(dispatched.slice(2), [{ v: redacted }, { v: redacted }, { v: [1000, ...redacted] }], 'the parsed input loses the key, however its numbers were written')
       assert.equal(received, [{ raw: [999, ...redacted] }], 'a progress value is read as data is')
+      assert.equal(thrown.length, 2)
+      assert.match(thrown[0] as string, /JSON can encode, not an object;/)
+      assert.match(thrown[1] as string, /\(vault said \[redacted\]\)/)
+      assert.not.ok(thrown[1]?.includes(SECRET), 'the error thrown to the tool quotes no secret')
       assert.equal(leaks(JSON.stringify(facts)), [], 'facts')
     } finally {
       await log.close()

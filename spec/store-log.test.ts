@@ -15,7 +15,7 @@ import { suite } from 'uvu'
 import * as assert from 'uvu/assert'
 import type { FactstateError } from '../errors.js'
 import type { Fact, Invocation, RunBoundary, RuntimeEvent, StoredEvent } from '../facts/types.js'
-import { EMPTY_CHAIN, chainStep } from '../store/digest.js'
+import { EMPTY_CHAIN, chainStep, logDigest } from '../store/digest.js'
 import { canonical, decodeRecord, encodeEvent, encodeRecord } from '../store/encoding.js'
 import { EventLog, logInternals } from '../store/event-log.js'
 import { applyFact, foldFacts } from '../machines/invocation.js'
@@ -1382,6 +1382,40 @@ encoding(
       Object.defineProperty(input, 'content', { value: 'a\ud800b', enumerable: false })
       assert.is((await refusal(log.append(event))).code, 'LOG_INVALID_EVENT')
       assert.is((await log.verify()).events, 0)
+    }),
+  ),
+)
+
+// An event is validated and packed in one walk as `append` is called: what the caller changes in it
+// afterwards, before the append is durable, reaches neither the stored bytes nor the listeners.
+encoding(
+  "changing an event right after append or appendAll returns changes nothing stored, digested or heard",
+  boundedTest(15_000, (dir) =>
+    withLog(dir, async (log) => {
+      const a = new EventMaker(invocationOf('a'))
+      const events = [a.next(facts.opened()), ...a.many([facts.requested('s1'), facts.completed('s1', [call('op1')]), facts.dispatched('op1', { amount: 5, to: ['x'] })])]
+      const originals = structuredClone(events)
+      const heard: RuntimeEvent[] = []
+      const unsubscribe = logInternals(log).subscribe((stored) => heard.push(...stored.map((each) => structuredClone(each.event))))
+      const first = log.append(events[0] as RuntimeEvent)
+      ;((events[0] as RuntimeEvent).fact as { model?: string }).model = 'changed'
+      ;(events[0] as { recordedAt: number }).recordedAt += 1
+      const rest = log.appendAll(events.slice(1))
+      const args = ((events[3] as RuntimeEvent).fact as { input: { amount: number; to: string[] } }).input
+      args.amount = 6
+      args.to.push('y')
+      ;((events[1] as RuntimeEvent).fact as { stepId: string }).stepId = 's9'
+      events.length = 1
+      const [seq, seqs] = await Promise.all([first, rest])
+      assert.equal([seq, ...seqs], [1, 2, 3, 4])
+      unsubscribe()
+      const stored = (await log.prefix(ALL, ALL)).events
+      assert.equal(stored.map((each) => each.event), originals.map((event) => canonical(event)))
+      assert.equal(heard, originals.map((event) => canonical(event)))
+      // The digest chains the bytes of the events as they were when appended.
+      let chain = EMPTY_CHAIN
+      originals.forEach((event, index) => (chain = chainStep(chain, index + 1, encodeEvent(canonical(event)))))
+      assert.is((await log.verify()).digest, logDigest(originals.length, chain))
     }),
   ),
 )

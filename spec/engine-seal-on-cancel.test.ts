@@ -292,7 +292,11 @@ function shutDownChild(mode: 'seal' | 'plain', printed: string[]) {
     try {
       await child.waitForLine((line) => line === 'reserved', 20_000)
       child.process.kill('SIGTERM')
-      const exited = await Promise.race([child.exited, new Promise<undefined>((resolve) => setTimeout(resolve, 20_000))])
+      // The bound's timer is cleared once the child exits: left pending, it kept the test process alive 20 s after the last test.
+      let giveUp: () => void = () => undefined
+      const bound = setTimeout(() => giveUp(), 20_000)
+      const exited = await Promise.race([child.exited, new Promise<undefined>((resolve) => (giveUp = () => resolve(undefined)))])
+      clearTimeout(bound)
       assert.equal(exited, { code: 0, signal: null }, `the child shut down cleanly (${child.stderr()})`)
     } finally {
       await child.stop('SIGKILL')

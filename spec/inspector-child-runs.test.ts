@@ -12,7 +12,7 @@ import { Catalog } from '../inspector/catalog.js'
 import { serveInspector } from '../inspector/index.js'
 import type { InvocationDetail, Overview } from '../inspector/protocol.js'
 import { EventMaker, completeInvocation, facts, invocationOf } from './support/log-fixtures.js'
-import { chromium } from 'playwright-core'
+import { type Browser, chromium } from 'playwright-core'
 import { ensurePageBuilt } from './support/inspector-build.js'
 import { bounded } from './support/temp.js'
 import { engineTest } from './support/engine-fixtures.js'
@@ -27,6 +27,18 @@ function childOf(name: string, parent = supervisor): RuntimeEvent {
   if (opened.input.kind === 'message') opened.input.parent = { invocation: parent, operationId: `${parent.invocationId}/step-1/0` }
   return new EventMaker(invocationOf(name, `${parent.invocationId}.step-1.0.${name}`)).next(opened)
 }
+
+/**
+ * One Chromium for the file, launched by the first page test and closed after the last: each test
+ * opens a context of its own (its own pages, cookies and storage) and closes it, where each launched
+ * and closed a browser of its own (a second or more of each test's time, for nothing it checks).
+ */
+let launched: Promise<Browser> | undefined
+const sharedBrowser = () =>
+  (launched ??= chromium.launch({ executablePath: '/usr/bin/chromium', args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'], timeout: 30_000 }))
+test.after(async () => {
+  if (launched !== undefined) await (await launched.catch(() => undefined))?.close()
+})
 
 test('the index links a child to its parent call and the parent to its children, including a parent in another log (named, not linked)', () => {
   const catalog = new Catalog()
@@ -87,9 +99,9 @@ test(
     await log.appendAll(completeInvocation('sup', 'desk'))
     await log.append(childOf('writer'))
     const inspector = await serveInspector({ log })
-    const browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'], timeout: 30_000 })
+    const browsing = await (await sharedBrowser()).newContext()
     try {
-      const page = await browser.newPage()
+      const page = await browsing.newPage()
       page.setDefaultTimeout(10_000)
       const errors: string[] = []
       page.on('pageerror', (error) => errors.push(error.message))
@@ -112,7 +124,7 @@ test(
       await page.waitForSelector('h1[data-invocation-title="inv-writer"]')
       assert.equal(errors, [])
     } finally {
-      await browser.close()
+      await browsing.close()
       await inspector.close()
       await log.close()
     }
@@ -145,9 +157,9 @@ test(
     criticMaker.next(critic.fact)
     await log.appendAll([critic, ...criticMaker.many([facts.requested('s1'), facts.completed('s1', [], 'fine'), facts.ended()])])
     await log.appendAll(new EventMaker(boss).many([facts.settled(bossOp), facts.requested('s2'), facts.completed('s2', [], 'ok'), facts.ended()]).map((event, n) => ({ ...event, id: `inv-boss/late-${n}` })))
-    for (let n = 0; n < 150; n += 1) await log.appendAll(completeInvocation(`later-${n}`))
+    await log.appendAll(Array.from({ length: 150 }, (_, n) => completeInvocation(`later-${n}`)).flat())
     const inspector = await serveInspector({ log, maxIndexed: 20 })
-    const browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'], timeout: 30_000 })
+    const browsing = await (await sharedBrowser()).newContext()
     try {
       const overview = (await (await fetch(`${inspector.url}api/overview`)).json()) as Overview
       assert.not.ok(overview.sessions.some((session) => session.sessionId === opened.invocation.sessionId), 'the child is not in the index')
@@ -157,7 +169,7 @@ test(
       const fromLog = (await (await fetch(`${inspector.url}api/invocation?id=inv-boss`)).json()) as InvocationDetail
       assert.equal(fromLog.summary.children, [{ operationId: bossOp, invocation: critic.invocation, exists: true, dropped: true }])
 
-      const page = await browser.newPage()
+      const page = await browsing.newPage()
       page.setDefaultTimeout(10_000)
       const errors: string[] = []
       page.on('pageerror', (error) => errors.push(error.message))
@@ -181,7 +193,7 @@ test(
       await page.waitForSelector('h1[data-invocation-title="inv-critic"]')
       assert.equal(errors, [])
     } finally {
-      await browser.close()
+      await browsing.close()
       await inspector.close()
       await log.close()
     }
@@ -231,7 +243,7 @@ test(
       const call2 = 'invocation-sup-2/step-1/0'
       const writerRun = (n: number) => ({ sessionId: 'writer-of-desk', turnId: `w-turn-${n}`, runId: `w-run-${n}`, invocationId: `w-inv-${n}` })
       const links = (detail: InvocationDetail) => detail.summary.children.map((child) => [child.operationId, child.invocation.invocationId, child.exists, child.dropped ?? false])
-      const browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'], timeout: 30_000 })
+      const browsing = await (await sharedBrowser()).newContext()
       try {
         // 1. Every run indexed.
         let inspector = await serveInspector({ log })
@@ -240,7 +252,7 @@ test(
           assert.equal(links(sup2), [[call2, 'w-inv-2', true, false]])
           const child = (await (await fetch(`${inspector.url}api/invocation?id=w-inv-2`)).json()) as InvocationDetail
           assert.equal(child.summary.parent, { operationId: call2, invocation: second.invocation, exists: true })
-          const page = await browser.newPage()
+          const page = await browsing.newPage()
           page.setDefaultTimeout(10_000)
           const errors: string[] = []
           page.on('pageerror', (error) => errors.push(error.message))
@@ -261,7 +273,7 @@ test(
         // 2. Both sessions dropped from the index (20 runs kept, 150 later sessions): the supervisor's
         // runs are read from the log and find their writer runs by the parent those record; the
         // writer's run, read from the log too, links its parent, which opens from the log.
-        for (let n = 0; n < 150; n += 1) await log.appendAll(completeInvocation(`later-${n}`))
+        await log.appendAll(Array.from({ length: 150 }, (_, n) => completeInvocation(`later-${n}`)).flat())
         inspector = await serveInspector({ log, maxIndexed: 20 })
         try {
           const overview = (await (await fetch(`${inspector.url}api/overview`)).json()) as Overview
@@ -272,7 +284,7 @@ test(
           assert.equal(sup2.summary.children, [{ operationId: call2, invocation: writerRun(2), exists: true, dropped: true }])
           const child = (await (await fetch(`${inspector.url}api/invocation?id=w-inv-2`)).json()) as InvocationDetail
           assert.equal(child.summary.parent, { operationId: call2, invocation: second.invocation, exists: true, dropped: true })
-          const page = await browser.newPage()
+          const page = await browsing.newPage()
           page.setDefaultTimeout(10_000)
           const errors: string[] = []
           page.on('pageerror', (error) => errors.push(error.message))
@@ -289,7 +301,7 @@ test(
           await inspector.close()
         }
       } finally {
-        await browser.close()
+        await browsing.close()
       }
     },
   ),

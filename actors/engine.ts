@@ -15,7 +15,7 @@ import type { ModelClient } from './model-client.js'
 import type { Approver } from './approval.js'
 import type { LiveModelText, LiveModelToolCalls, ModelTextPiece, ModelToolCallPiece } from './model-text.js'
 import { ModelExecutor } from './model-executor.js'
-import { DECLARED_SECRET, MAX_SECRET_LENGTH, MAX_SECRETS_TOTAL, type Secrets, redact, redactDeep, redactedMessage, secretsOf } from './redaction.js'
+import { DECLARED_SECRET, MAX_SECRET_LENGTH, MAX_SECRETS_TOTAL, type Secrets, holdsSecretBytes, redact, redactDeep, redactedMessage, secretsOf } from './redaction.js'
 import { DEFAULT_MAX_STEPS, RUN_INPUT_KEYS, type RunInput, toolCallLimits, validateRunInput } from './run-input.js'
 import { type CatalogChanges, type ToolDefinition, catalogChanges, catalogOf, legacyCatalogDigest, shownText } from './tool-catalog.js'
 import { type InputCheck, inputCheckOf, inputChecks } from './tool-input.js'
@@ -383,7 +383,8 @@ function recordedCredential(run: RunInput, engineSecrets: Record<string, string>
     ['tools', run.tools.map((tool) => tool.name)],
   ]
   for (const [field, value] of recorded) {
-    if (value !== undefined && redactDeep(value, secrets) !== value) {
+    // As the log would write it too: msgpack's own bytes beside the value's can spell what redacting it does not read.
+    if (value !== undefined && (redactDeep(value, secrets) !== value || holdsSecretBytes(value, secrets))) {
       throw new FactstateError('RUN_INVALID_INPUT', `${field} holds the provider's credential (its apiKey or a credential header's value) or one of the engine's secrets: it would be written to the log as given, and the log is kept free of them; pass it as provider.apiKey, provider.headers or the engine's secrets only`, {
         details: { fields: [field] },
       })

@@ -16,7 +16,7 @@ import type { ChatRequestBody, ModelClient, ProviderConfig, ToolCallPiece } from
 import type { ModelExecutor } from './model-executor.js'
 import { type ApprovalRequest, type Approver, type NeedsApproval, decide, needsApprovalFor } from './approval.js'
 import { type LiveModelText, type LiveModelToolCalls, LiveText, LiveToolCalls, type ModelTextPiece, type ModelToolCallPiece } from './model-text.js'
-import { type Secrets, redact, redactAnswer, redactDeep, redactFailure, secretsOf, withClientSecret, withToolSecret } from './redaction.js'
+import { REDACTED, type Secrets, guardedData, holdsSecretBytes, redact, redactAnswer, redactDeep, redactFailure, secretsOf, withClientSecret, withToolSecret } from './redaction.js'
 import { functionTools, type ToolContext, type ToolDefinition } from './tool-catalog.js'
 import { argumentsOf, unusableMessage } from './tool-arguments.js'
 import { failureText, failureWithin } from './tool-failure.js'
@@ -639,6 +639,25 @@ export class InvocationActor implements GateOwner {
   }
 
   /**
+   * `fact`, or, when the data it holds (a tool's output, a call's input) still spells one of the run's
+   * secrets in the bytes the log would write (see `holdsSecretBytes`: what redacting the data did not
+   * read, msgpack's own bytes beside the data's), the fact with that data as `[redacted]`.
+   */
+  #guarded(fact: Fact): Fact {
+    const secrets = this.setup.secrets.inData
+    switch (fact.type) {
+      case 'tool.settled':
+        if (!holdsSecretBytes(fact, secrets)) return fact
+        return { ...fact, outcome: fact.outcome.status === 'succeeded' ? { status: 'succeeded', output: REDACTED } : { ...fact.outcome, message: REDACTED } }
+      case 'tool.dispatched':
+      case 'tool.rejected':
+        return holdsSecretBytes(fact, secrets) ? { ...fact, input: REDACTED } : fact
+      default:
+        return fact
+    }
+  }
+
+  /**
    * Appends `facts` in one call (one group commit, all or nothing), each checked against the machine
    * after the ones before it. Not to be called again before it returns: the facts' ordinals and
    * snapshots are taken from the actor's as they stand when it starts.
@@ -647,7 +666,8 @@ export class InvocationActor implements GateOwner {
     const events: RuntimeEvent[] = []
     const snapshots: InvocationSnapshot[] = []
     let snapshot = this.#snapshot
-    for (const fact of facts) {
+    for (const given of facts) {
+      const fact = this.#guarded(given)
       snapshot = applyFact(snapshot, fact)
       const ordinal = this.#ordinal + events.length + 1
       events.push(
@@ -1216,8 +1236,9 @@ export class InvocationActor implements GateOwner {
     const parsed = 'input' in taken
     // Redacted as parsed too: its text lost the secrets as text, and byte values written otherwise
     // (`115.0`, `1.15e2`) or beside other numbers (`[1000, 115, …]`) parse to small integers, which a
-    // fact stores a byte each (see `redactDeep`). What the tool is given, what is checked and approved.
-    const input = parsed ? redactDeep(taken.input, this.setup.secrets.inData) : call.arguments
+    // fact stores a byte each (see `redactDeep`). What the tool is given, what is checked and approved:
+    // `[redacted]` when its bytes as the log writes them still spell a secret (`guardedData`).
+    const input = parsed ? guardedData(redactDeep(taken.input, this.setup.secrets.inData), this.setup.secrets.inData) : call.arguments
     const tool = this.setup.tools.find((candidate) => candidate.name === call.name)
     if (this.#stopped) throw this.#stopped
     const rejection = this.#aborted ? 'cancelled' : !tool ? 'unknown_tool' : !parsed ? 'invalid_input' : undefined

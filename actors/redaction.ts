@@ -20,12 +20,15 @@
  * `redactEscaped`), every run of integers in an array as UTF-16 code units and, where they are
  * bytes, as Latin-1, UTF-8 and UTF-16LE text (see `redactRun`), and a Buffer or a typed array as
  * bytes (see `redactBytes`): msgpack stores a small integer in one byte, so a run of them is the
- * text itself in the log's files, whatever else the array holds.
+ * text itself in the log's files, whatever else the array holds. A string in an array is read with
+ * the integers below 128 after it, a key with an integer value below 128 (see `joined`): msgpack
+ * writes their bytes one after the other. Last, data a fact records is searched for the secrets'
+ * bytes as the log writes it (see {@link holdsSecretBytes}), which msgpack's own bytes can complete.
  */
 import type { ModelOutput } from '../facts/types.js'
 import type { ProviderConfig } from './model-client.js'
 import { FactstateError } from '../errors.js'
-import { messageOf } from '../store/encoding.js'
+import { messageOf, packedValue } from '../store/encoding.js'
 import { kindOf } from '../options.js'
 
 /** The shortest piece of a secret that is redacted on its own. */
@@ -632,11 +635,15 @@ export function redactDeep<T>(value: T, secrets: Secrets): T {
   const walk = (item: unknown): unknown => {
     if (typeof item === 'string') return redact(item, secrets)
     if (Array.isArray(item)) {
-      // Copied only once something in it changed: up to there as it was, from there as redacted.
-      let out: unknown[] | undefined
+      const length = item.length
+      /** The runs of integers from 0 to 65,535 at least `shortest` long: [from, to, from, to, …]. */
+      const runs: number[] = []
+      /** Elements walked that changed, by index (a string followed by integers that ended a secret holds them now). */
+      let changed: Map<number, unknown> | undefined
+      /** Integers read into the string before them (see `joined`): [from, to, …], left out of the copy. */
+      let absorbed: number[] | undefined
       /** Where the run of integers from 0 to 65,535 being read began (-1: none); other elements are walked. */
       let from = -1
-      const length = item.length
       for (let index = 0; index <= length; index += 1) {
         // Not read past its end (V8 makes such a read slow).
         const element: unknown = index < length ? item[index] : undefined
@@ -645,27 +652,66 @@ export function redactDeep<T>(value: T, secrets: Secrets): T {
           continue
         }
         if (from !== -1) {
-          const run = index - from >= shortest ? redactRun(item as number[], from, index, secrets, shortest) : undefined
-          if (run !== undefined) {
-            out ??= item.slice(0, from)
-            for (const unit of run) out.push(unit)
-          } else if (out !== undefined) for (let at = from; at < index; at += 1) out.push(item[at])
+          if (index - from >= shortest) runs.push(from, index)
           from = -1
         }
         if (index === length) break
-        const next = walk(element)
-        if (next !== element) out ??= item.slice(0, index)
-        if (out !== undefined) out.push(next)
+        let next = walk(element)
+        if (typeof next === 'string' && index + 1 < length && isByteInteger(item[index + 1])) {
+          // msgpack writes a string's bytes and then an integer below 128 as its one byte: read together.
+          const read = joined(next, item, index + 1, secrets)
+          if (read !== undefined) {
+            next = read.text
+            ;(absorbed ??= []).push(index + 1, index + 1 + read.count)
+            changed ??= new Map()
+            changed.set(index, next)
+            index += read.count
+            continue
+          }
+        }
+        if (next !== element) (changed ??= new Map()).set(index, next)
       }
-      return out ?? item
+      const redactedRuns = runs.length === 0 ? undefined : redactRuns(item as number[], runs, secrets, shortest)
+      if (changed === undefined && redactedRuns === undefined) return item
+      // Copied only when something in it changed: runs as redacted, elements as walked, the rest as it was.
+      const out: unknown[] = []
+      let run = 0
+      let skip = 0
+      for (let index = 0; index < length; index += 1) {
+        if (absorbed !== undefined && skip < absorbed.length && index === absorbed[skip]) {
+          index = (absorbed[skip + 1] as number) - 1
+          skip += 2
+          continue
+        }
+        if (run < runs.length && index === runs[run]) {
+          const units = redactedRuns?.get(run / 2)
+          if (units !== undefined) {
+            for (const unit of units) out.push(unit)
+            index = (runs[run + 1] as number) - 1
+            run += 2
+            continue
+          }
+          run += 2
+        }
+        out.push(changed?.has(index) ? changed.get(index) : item[index])
+      }
+      return out
     }
     const prototype = item !== null && typeof item === 'object' ? Object.getPrototypeOf(item) : undefined
     if (prototype === Object.prototype || prototype === null) {
       let changed = false
       const entries: [string, unknown][] = []
       for (const [key, element] of Object.entries(item as object)) {
-        const name = redact(key, secrets)
-        const next = walk(element)
+        let name = redact(key, secrets)
+        let next = walk(element)
+        if (isByteInteger(element)) {
+          // msgpack writes a key's bytes and then an integer value below 128 as its one byte: read together.
+          const read = joined(name, [element], 0, secrets)
+          if (read !== undefined) {
+            name = read.text
+            next = REDACTED
+          }
+        }
         if (name !== key || next !== element) changed = true
         entries.push([name, next])
       }
@@ -701,6 +747,253 @@ export function redactDeep<T>(value: T, secrets: Secrets): T {
  */
 const shortestOf = (secrets: Secrets): number => Math.min((secrets.whole.at(-1) as string).length, secrets.pieces === undefined ? Infinity : SECRET_PIECE)
 
+/** An integer msgpack writes as one byte, the byte itself (0 to 127; not -0, which it writes as a float). */
+const isByteInteger = (value: unknown): value is number =>
+  typeof value === 'number' && value >= 0 && value <= 0x7f && Number.isInteger(value) && !Object.is(value, -0)
+
+/**
+ * `text` (a string already redacted) read together with the integers from 0 to 127 from `at` of
+ * `items` (as many as could end a secret begun in it: fewer than its longest form's length), as
+ * msgpack writes them, the string's bytes followed at once by the integers' (`["sk-proj-ab", 99,
+ * 100, …]`, `{ "sk-proj-abc…": 100 }`): `undefined` when that holds no secret, else the string with
+ * those integers as its last characters, redacted, and how many integers it took.
+ */
+function joined(text: string, items: readonly unknown[], at: number, secrets: Secrets): { text: string; count: number } | undefined {
+  const most = (secrets.whole[0] as string).length - 1
+  let count = 0
+  while (count < most && at + count < items.length && isByteInteger(items[at + count])) count += 1
+  if (count === 0) return undefined
+  if (secrets.pieces === undefined) {
+    // A secret ends in the integers only at a character one ends with: most integers end none.
+    const ends = endingsOf(secrets.whole)
+    let ending = false
+    for (let index = at; index < at + count && !ending; index += 1) ending = ends.has(items[index] as number)
+    if (!ending) return undefined
+  }
+  // Only the end of the string can begin a secret that the integers end.
+  const kept = Math.max(0, text.length - most)
+  const read = text.slice(kept) + String.fromCharCode(...(items.slice(at, at + count) as number[]))
+  // As written only: escapes in it are not the secret's bytes in the log's files (the string alone was read with them).
+  // And only a secret that begins in the string and ends in the integers: one in the integers alone is theirs to lose.
+  const across = text.length - kept
+  const spans = secrets.pieces === undefined ? [] : secrets.pieces.spans(read)
+  let pieced = false
+  for (let index = 0; index < spans.length; index += 2) if ((spans[index] as number) < across && (spans[index + 1] as number) > across) pieced = true
+  if (!pieced && !holdsForm(read, secrets.whole, across)) return undefined
+  const redacted = redact(read, secrets)
+  return redacted === read ? undefined : { text: text.slice(0, kept) + redacted, count }
+}
+
+/**
+ * The forms of some secrets by the hash of their first characters (as many as the shortest has), by
+ * their list (see `holdsForm`). The hash is taken modulo 2^32 (Math.imul), which rolls as any
+ * polynomial hash does, and a table of its top 16 bits says at once whether a window can be a form's.
+ */
+interface FormIndex {
+  width: number
+  /** FORM_HASH_BASE ** (width - 1) modulo 2^32: the weight of a window's first character. */
+  lead: number
+  forms: Map<number, string[]>
+  present: Uint8Array
+}
+const FORM_HASH_BASE = 0x01000193
+const formIndexes = new WeakMap<readonly string[], FormIndex>()
+function formIndexOf(forms: readonly string[]): FormIndex {
+  let index = formIndexes.get(forms)
+  if (index === undefined) {
+    const width = (forms.at(-1) as string).length
+    let lead = 1
+    for (let at = 1; at < width; at += 1) lead = Math.imul(lead, FORM_HASH_BASE)
+    index = { width, lead, forms: new Map(), present: new Uint8Array(0x10000) }
+    for (const form of forms) {
+      const hash = hashOf(form, width)
+      index.present[hash >>> 16] = 1
+      const found = index.forms.get(hash)
+      if (found === undefined) index.forms.set(hash, [form])
+      else found.push(form)
+    }
+    formIndexes.set(forms, index)
+  }
+  return index
+}
+
+function hashOf(text: string, width: number): number {
+  let hash = 0
+  for (let index = 0; index < width; index += 1) hash = (Math.imul(hash, FORM_HASH_BASE) + text.charCodeAt(index)) | 0
+  return hash
+}
+
+/**
+ * Whether one of `forms` (sorted longest first) occurs in `text`: one pass with a rolling hash,
+ * whatever their number. With `across`, only where one begins before that index and ends after it.
+ */
+function holdsForm(text: string, forms: readonly string[], across?: number): boolean {
+  const { width, lead, forms: byHash, present } = formIndexOf(forms)
+  const length = text.length
+  if (length < width) return false
+  let hash = hashOf(text, width)
+  for (let at = 0; ; at += 1) {
+    if (across !== undefined && at >= across) return false
+    if (present[hash >>> 16] === 1) {
+      const candidates = byHash.get(hash)
+      if (candidates !== undefined) for (const form of candidates) if (text.startsWith(form, at) && (across === undefined || at + form.length > across)) return true
+    }
+    if (at + width >= length) return false
+    hash = (Math.imul(hash - Math.imul(text.charCodeAt(at), lead), FORM_HASH_BASE) + text.charCodeAt(at + width)) | 0
+  }
+}
+
+/**
+ * Whether `redact(text, secrets)` could change `text` (true whenever it would; now and then when it
+ * would not, which only costs a closer look): its secrets' forms looked for in one pass each, in the
+ * text as written and as its escapes read, where `redact` looks for each form in turn.
+ */
+function holdsSecret(text: string, secrets: Secrets): boolean {
+  if (secrets.whole.length === 0) return false
+  if (holdsForm(text, secrets.whole)) return true
+  if (secrets.pieces !== undefined && secrets.pieces.spans(text).length > 0) return true
+  const relevant = charactersOf(secrets.whole)
+  const short = SHORT_ESCAPED.some((code) => relevant.has(code))
+  if (!text.includes('\\u') && !text.includes('%') && !(short && text.includes('\\'))) return false
+  const read = unescaped(text, relevant)
+  if (read === undefined) return false
+  return holdsForm(read.text, secrets.whole) || (secrets.pieces !== undefined && secrets.pieces.spans(read.text).length > 0)
+}
+
+/** The last characters (code units) of some secrets' forms, by their list. */
+const endings = new WeakMap<readonly string[], Set<number>>()
+function endingsOf(forms: readonly string[]): ReadonlySet<number> {
+  let found = endings.get(forms)
+  if (found === undefined) {
+    found = new Set(forms.map((form) => form.charCodeAt(form.length - 1)))
+    endings.set(forms, found)
+  }
+  return found
+}
+
+/** How many runs are read one by one once the runs together were found to hold a secret (see `redactRuns`). */
+const RUNS_ONE_BY_ONE = 32
+
+/**
+ * The runs of `items` (`runs`: [from, to, …], each as `redactRun` takes it) redacted, by their
+ * number among `runs` (only those that changed), or `undefined` when none held a secret. Read
+ * together first (see `runsHold`: every reading `redactRun` makes of them, each in one text, the
+ * runs apart by a character no secret holds), and one by one only among those that hold one, found
+ * by halving: an array of a million short runs is read in a few passes, not a million, whatever the
+ * number of secrets. The same result as reading each run alone.
+ */
+function redactRuns(
+  items: readonly number[],
+  runs: readonly number[],
+  secrets: Secrets,
+  shortest: number,
+  one: (from: number, to: number) => Iterable<number> | undefined = (from, to) => redactRun(items, from, to, secrets, shortest),
+  codeUnits = true,
+): Map<number, Iterable<number>> | undefined {
+  let found: Map<number, Iterable<number>> | undefined
+  const visit = (first: number, end: number): void => {
+    if (end - first > 1 && !runsHold(items, runs, first, end, secrets, shortest, codeUnits)) return
+    if (end - first > RUNS_ONE_BY_ONE) {
+      const middle = (first + end) >> 1
+      visit(first, middle)
+      visit(middle, end)
+      return
+    }
+    for (let run = first; run < end; run += 1) {
+      const units = one(runs[2 * run] as number, runs[2 * run + 1] as number)
+      if (units !== undefined) (found ??= new Map()).set(run, units)
+    }
+  }
+  visit(0, runs.length / 2)
+  return found
+}
+
+/** The character between runs read together: one no secret holds (U+FFFF, a noncharacter, unless one does). */
+function separatorFor(secrets: Secrets): number | undefined {
+  const held = charactersOf(secrets.whole)
+  for (const candidate of [0xffff, 0xfffe, 0xfdd0, 0xfdd1]) if (!held.has(candidate)) return candidate
+  return undefined
+}
+
+/**
+ * Whether `redactRun` would find a secret in any of the runs `first` to `end` of `runs`: their code
+ * units read as one text, and their runs of bytes (integers up to 255, at least `shortest` long) as
+ * one UTF-8 text (those with a byte of 0x80 or more) and as UTF-16LE from their first and from
+ * their second byte (those with a 0), the runs apart by a character (byte 0xFF in UTF-8, which
+ * reads as U+FFFD) no secret holds, so that nothing is found across two runs. True (read them one
+ * by one) when every such character is in a secret.
+ */
+function runsHold(items: readonly number[], runs: readonly number[], first: number, end: number, secrets: Secrets, shortest: number, codeUnits: boolean): boolean {
+  const separator = separatorFor(secrets)
+  if (separator === undefined || charactersOf(secrets.whole).has(0xfffd)) return true
+  let total = 0
+  for (let run = first; run < end; run += 1) total += (runs[2 * run + 1] as number) - (runs[2 * run] as number) + 1
+  const units = new Uint16Array(total)
+  /** The runs of bytes: [from, to, has a byte of 0x80 or more (1/0), has a 0 (1/0), …]. */
+  const stretches: number[] = []
+  let length = 0
+  let high = 0
+  let zero = 0
+  let bytes8 = 0
+  let bytes16 = 0
+  for (let run = first; run < end; run += 1) {
+    const to = runs[2 * run + 1] as number
+    let stretch = runs[2 * run] as number
+    let hasHigh = 0
+    let hasZero = 0
+    for (let index = runs[2 * run] as number; index <= to; index += 1) {
+      const unit = index < to ? (items[index] as number) : 0x10000
+      if (index < to) units[length++] = unit
+      if (unit <= 0xff) {
+        if (unit >= 0x80) hasHigh = 1
+        else if (unit === 0) hasZero = 1
+        continue
+      }
+      if (index - stretch >= shortest && (hasHigh === 1 || hasZero === 1)) {
+        stretches.push(stretch, index, hasHigh, hasZero)
+        high += hasHigh
+        zero += hasZero
+        if (hasHigh === 1) bytes8 += index - stretch + 1
+        if (hasZero === 1) bytes16 += index - stretch + 2
+      }
+      stretch = index + 1
+      hasHigh = 0
+      hasZero = 0
+    }
+    units[length++] = separator
+  }
+  if (codeUnits) {
+    const text = Buffer.from(units.buffer, 0, 2 * length).toString('utf16le')
+    if (holdsSecret(text, secrets)) return true
+  }
+  if (high > 0) {
+    const bytes = Buffer.allocUnsafe(bytes8)
+    let at = 0
+    for (let index = 0; index < stretches.length; index += 4) {
+      if (stretches[index + 2] !== 1) continue
+      for (let unit = stretches[index] as number; unit < (stretches[index + 1] as number); unit += 1) bytes[at++] = items[unit] as number
+      bytes[at++] = 0xff
+    }
+    if (holdsSecret(bytes.toString('utf8', 0, at), secrets)) return true
+  }
+  if (zero > 0) {
+    for (const offset of [0, 1]) {
+      const bytes = Buffer.allocUnsafe(2 * bytes16 + 4)
+      let at = 0
+      for (let index = 0; index < stretches.length; index += 4) {
+        if (stretches[index + 3] !== 1) continue
+        const from = (stretches[index] as number) + offset
+        const to = from + (((stretches[index + 1] as number) - from) & ~1)
+        for (let unit = from; unit < to; unit += 1) bytes[at++] = items[unit] as number
+        bytes[at++] = separator & 0xff
+        bytes[at++] = separator >> 8
+      }
+      if (holdsSecret(bytes.toString('utf16le', 0, at), secrets)) return true
+    }
+  }
+  return false
+}
+
 /** Code units read into text at a time (`String.fromCharCode` takes them as arguments). */
 const UNITS_AT_ONCE = 8_192
 
@@ -732,21 +1025,27 @@ function redactRun(items: readonly number[], from: number, to: number, secrets: 
   const read = redact(text, secrets)
   let changed = read !== text
   const units = changed ? Array.from({ length: read.length }, (_, index) => read.charCodeAt(index)) : items.slice(from, to)
-  // The runs of bytes among them, each at least as long as a secret: read as Latin-1 above, as UTF-8 and UTF-16LE here.
-  const out: number[] = []
+  // The runs of bytes among them, each at least as long as a secret: read as Latin-1 above, as UTF-8 and
+  // UTF-16LE here, together first (see `redactRuns`): a million short ones between wider units are not a million reads.
+  const stretches: number[] = []
   let start = 0
   for (let index = 0; index <= units.length; index += 1) {
     if (index < units.length && (units[index] as number) <= 0xff) continue
-    if (index > start) {
-      const bytes = index - start >= shortest ? redactBytes(bytesFrom(units, start, index), secrets, false) : undefined
-      if (bytes !== undefined) changed = true
-      if (bytes !== undefined) for (const byte of bytes) out.push(byte)
-      else for (let at = start; at < index; at += 1) out.push(units[at] as number)
-    }
-    if (index < units.length) out.push(units[index] as number)
+    if (index - start >= shortest) stretches.push(start, index)
     start = index + 1
   }
-  return changed ? out : undefined
+  const found = stretches.length === 0 ? undefined : redactRuns(units, stretches, secrets, shortest, (from, to) => redactBytes(bytesFrom(units, from, to), secrets, false), false)
+  if (found === undefined) return changed ? units : undefined
+  const out: number[] = []
+  let copied = 0
+  for (const [stretch, bytes] of found) {
+    const from = stretches[2 * stretch] as number
+    for (let at = copied; at < from; at += 1) out.push(units[at] as number)
+    for (const byte of bytes) out.push(byte)
+    copied = stretches[2 * stretch + 1] as number
+  }
+  for (let at = copied; at < units.length; at += 1) out.push(units[at] as number)
+  return out
 }
 
 /** The elements `from` to `to` of `items` (integers from 0 to 255) as a Buffer. */
@@ -782,6 +1081,93 @@ function redactBytes(bytes: Buffer, secrets: Secrets, latin1 = true): Buffer | u
     if (redacted !== text) current = Buffer.concat([current.subarray(0, offset), Buffer.from(redacted, 'utf16le'), current.subarray(end)])
   }
   return current === bytes ? undefined : current
+}
+
+/**
+ * Some secrets' bytes, ready to be looked for at once in a fact's bytes: every 4 bytes of each, as a
+ * 32-bit integer (with where it is in which), and a table of those integers' folded halves that says
+ * at once whether 4 bytes can be a secret's. Only every `step`th position of the fact's bytes is
+ * looked at: each occurrence of the shortest holds 4 bytes that begin at one.
+ */
+interface ByteIndex {
+  needles: Buffer[]
+  step: number
+  at: Map<number, number[]>
+  present: Uint8Array
+}
+const byteIndexes = new WeakMap<readonly string[], ByteIndex>()
+const fold = (word: number) => ((word >>> 16) ^ word) & 0xffff
+const wordAt = (bytes: Uint8Array, at: number) => ((bytes[at] as number) | ((bytes[at + 1] as number) << 8) | ((bytes[at + 2] as number) << 16) | ((bytes[at + 3] as number) << 24)) | 0
+
+/** Each secret's bytes as a fact's could hold them: UTF-8, Latin-1 (where it differs), UTF-16LE; by the list of forms. */
+function byteIndexOf(forms: readonly string[]): ByteIndex {
+  let index = byteIndexes.get(forms)
+  if (index === undefined) {
+    const all = new Map<string, Buffer>()
+    for (const form of forms) {
+      for (const encoding of ['utf8', 'latin1', 'utf16le'] as const) {
+        // A character past U+00FF has no Latin-1 byte: what Buffer writes for it is no reading of the secret.
+        if (encoding === 'latin1' && [...form].some((character) => (character.codePointAt(0) as number) > 0xff)) continue
+        const bytes = Buffer.from(form, encoding)
+        all.set(bytes.toString('latin1'), bytes)
+      }
+    }
+    const needles = [...all.values()]
+    const shortest = Math.min(...needles.map((needle) => needle.length))
+    index = { needles, step: shortest - 3, at: new Map(), present: new Uint8Array(0x10000) }
+    needles.forEach((needle, which) => {
+      for (let offset = 0; offset + 4 <= needle.length; offset += 1) {
+        const word = wordAt(needle, offset)
+        ;(index as ByteIndex).present[fold(word)] = 1
+        const found = (index as ByteIndex).at.get(word)
+        if (found === undefined) (index as ByteIndex).at.set(word, [which, offset])
+        else found.push(which, offset)
+      }
+    })
+    byteIndexes.set(forms, index)
+  }
+  return index
+}
+
+/**
+ * Whether `value`, packed as the log writes it (see `packedValue`), holds one of `secrets` (their
+ * forms, as UTF-8, Latin-1 and UTF-16LE bytes): what the redaction of data does not read can still
+ * spell one in the log's files, msgpack's own bytes with the value's (`true` is the byte 0xC3, a
+ * string of 4 bytes begins with 0xA4: "ä" in UTF-8). One pass over every few bytes, whatever the
+ * number of secrets (see `ByteIndex`).
+ */
+export function holdsSecretBytes(value: unknown, secrets: Secrets): boolean {
+  if (secrets.whole.length === 0) return false
+  let packed: Uint8Array
+  try {
+    packed = packedValue(value)
+  } catch {
+    // Not something a fact can hold (a BigInt, a symbol): refused where it is checked, never written.
+    return false
+  }
+  const bytes = Buffer.from(packed.buffer, packed.byteOffset, packed.byteLength)
+  const { needles, step, at, present } = byteIndexOf(secrets.whole)
+  if (step < 1) return needles.some((needle) => bytes.includes(needle))
+  for (let position = step - 1; position + 4 <= bytes.length; position += step) {
+    const word = wordAt(bytes, position)
+    if (present[fold(word)] !== 1) continue
+    const candidates = at.get(word)
+    if (candidates === undefined) continue
+    for (let index = 0; index < candidates.length; index += 2) {
+      const needle = needles[candidates[index] as number] as Buffer
+      const start = position - (candidates[index + 1] as number)
+      if (start >= 0 && start + needle.length <= bytes.length && bytes.compare(needle, 0, needle.length, start, start + needle.length) === 0) return true
+    }
+  }
+  return false
+}
+
+/**
+ * `value` (data already redacted: `redactDeep`) as a fact may record it: `[redacted]` in its place
+ * when its bytes as the log writes them still hold one of `secrets` (see {@link holdsSecretBytes}).
+ */
+export function guardedData<T>(value: T, secrets: Secrets): T | typeof REDACTED {
+  return holdsSecretBytes(value, secrets) ? REDACTED : value
 }
 
 /**

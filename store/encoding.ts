@@ -360,6 +360,11 @@ function checkCatalog(execution: ExecutionSettings, at: string): void {
   }
 }
 
+/** `value` as the log writes it inside an event (msgpack, as `encodeEvent` packs it). */
+export function packedValue(value: unknown): Uint8Array {
+  return packPlain(value) ?? packr.pack(value)
+}
+
 /** Encodes a validated event: one version byte, then msgpack. */
 export function encodeEvent(event: RuntimeEvent): Uint8Array {
   // Room for the version byte is left in front of the body: no second buffer, no copy. What comes

@@ -1,0 +1,162 @@
+/**
+ * Secrets that msgpack's bytes would spell across the elements of data: a string followed at once by
+ * the byte of an integer below 128 (`["sk-forms-ab", 99, 100, …]`, `{ "sk-forms-…c": 100 }`), and
+ * msgpack's own header bytes beside the data's (`true` is 0xC3, a string of 4 bytes begins with 0xA4:
+ * "ä" in UTF-8). The raw files of the log directory are read for the secrets' bytes.
+ */
+import { randomBytes } from 'node:crypto'
+import { join } from 'node:path'
+import { test } from 'uvu'
+import * as assert from 'uvu/assert'
+import { Engine, EventLog, ModelExecutor, type RunInput, type ToolDefinition } from '../index.js'
+import { answer, scriptedModelServer } from '../testing/scripted-model-server.js'
+import { callTool } from '../testing/index.js'
+import { ALL, CWD } from './support/faults-engine.js'
+import { everyFile } from './support/faults-files.js'
+import { bounded } from './support/temp.js'
+import { packedValue } from '../store/encoding.js'
+
+const API_KEY = `sk-forms-${randomBytes(16).toString('hex')}`
+/** A tool's key, declared to the engine, with a non-ASCII letter: "ä" is 0xC3 0xA4 in UTF-8. */
+const SECRET = `pk_live/ä${randomBytes(16).toString('hex')}`
+const bytes = (text: string) => [...Buffer.from(text)]
+const SECRETS = [API_KEY, SECRET]
+
+/** A string and the integers after it: msgpack writes the string's bytes, then each integer's byte. */
+const stringThenRun = (secret: string) => [secret.slice(0, 12), ...bytes(secret.slice(12))]
+/** A key and its integer value: the key's bytes, then the value's byte. */
+const keyThenValue = (secret: string) => ({ [secret.slice(0, -1)]: secret.charCodeAt(secret.length - 1) })
+/** `true` (0xC3) and the header of a string of 4 bytes (0xA4) spell the "ä" of SECRET between its other bytes. */
+const headers = () => [...bytes(SECRET.slice(0, 8)), true, SECRET.slice(9, 13), ...bytes(SECRET.slice(13))]
+
+/** Which secrets `bytes` holds, as UTF-8. */
+const held = (buffer: Uint8Array) => SECRETS.filter((secret) => Buffer.from(buffer).includes(Buffer.from(secret)))
+
+function run(baseUrl: string, name: string, tools: ToolDefinition[]): RunInput {
+  return {
+    invocation: { sessionId: `session-${name}`, turnId: `turn-${name}`, runId: `run-${name}`, invocationId: `invocation-${name}` },
+    provider: { kind: 'openai-chat', baseUrl, model: 'scripted', apiKey: API_KEY },
+    providerOptions: { temperature: 0 },
+    configuration: { cwd: CWD, workspaceIdentity: 'workspace-1' },
+    mainOutputLimit: 100,
+    maxSteps: 4,
+    tools,
+    work: { kind: 'message', content: `question ${name}` },
+  }
+}
+
+async function assertNoSecretInFiles(directory: string, runId: string): Promise<void> {
+  const files = await everyFile(directory)
+  assert.ok(files.some((file) => file.path.endsWith('.log') && file.bytes.includes(Buffer.from(runId))), 'the facts are in a .log file, which is read raw')
+  for (const file of files) assert.equal(held(file.bytes), [], file.path)
+}
+
+test('the shapes are what they claim: packed, each spells its secret', () => {
+  assert.equal(held(packedValue(stringThenRun(API_KEY))), [API_KEY])
+  assert.equal(held(packedValue(keyThenValue(SECRET))), [SECRET])
+  assert.equal(held(packedValue(headers())), [SECRET])
+})
+
+test(
+  'secrets: a string followed by the integers that end a secret, and a key followed by the integer that ends one, lose it in a tool result, a tool call input and providerOptions',
+  bounded(30_000, async (dir) => {
+    const server = await scriptedModelServer([
+      answer.toolCalls([
+        { id: 'call-ret', name: 'ret', arguments: {} },
+        { id: 'call-run', name: 'take', arguments: `{"v":${JSON.stringify(stringThenRun(API_KEY))}}` },
+        { id: 'call-key', name: 'take', arguments: JSON.stringify(keyThenValue(API_KEY)) },
+      ]),
+      answer.text('done'),
+    ])
+    const log = await EventLog.open(join(dir, 'log'))
+    const got: unknown[] = []
+    try {
+      const tools: ToolDefinition[] = [
+        { name: 'ret', readOnly: true, execute: async () => ({ a: [7, ...stringThenRun(SECRET), 'x'], k: keyThenValue(SECRET) }) },
+        {
+          name: 'take',
+          readOnly: true,
+          execute: async (input: unknown) => {
+            got.push(input)
+            return 'taken'
+          },
+        },
+      ]
+      const engine = new Engine({ log, model: new ModelExecutor({ retries: 0 }), secrets: [SECRET] })
+      assert.equal(await engine.run(run(server.baseUrl, 'shapes', tools)), { status: 'completed' })
+      for (const [name, options] of [
+        ['po-run', { seed: stringThenRun(API_KEY) }],
+        ['po-key', keyThenValue(SECRET)],
+      ] as const) {
+        const refused = await engine.run({ ...run(server.baseUrl, name, []), providerOptions: options }).then(
+          () => undefined,
+          (error: unknown) => error as { code?: string; details?: unknown },
+        )
+        assert.equal([refused?.code, refused?.details], ['RUN_INVALID_INPUT', { fields: ['providerOptions'] }], name)
+      }
+      const facts = (await log.prefix(ALL.events, ALL.bytes)).events.map((stored) => stored.event.fact)
+      assert.is(facts.filter((fact) => fact.type === 'invocation.opened').length, 1, 'no refused run was opened')
+      const settled = facts.flatMap((fact) => (fact.type === 'tool.settled' ? [fact.outcome] : []))
+      // The string takes the integers that ended the secret, and is redacted; a key's value goes with it.
+      assert.equal(settled[0], { status: 'succeeded', output: { a: [7, '[redacted]', 'x'], k: { '[redacted]': '[redacted]' } } })
+      const dispatched = facts.flatMap((fact) => (fact.type === 'tool.dispatched' ? [fact.input] : []))
+      assert.equal(dispatched.slice(1), [{ v: ['[redacted]'] }, { '[redacted]': '[redacted]' }])
+      assert.equal(got, dispatched.slice(1), 'the tool was given what was recorded')
+    } finally {
+      await log.close()
+      await server.close()
+    }
+    await assertNoSecretInFiles(join(dir, 'log'), 'run-shapes')
+  }),
+)
+
+test(
+  "secrets: data whose bytes spell a secret only with msgpack's own (true is 0xC3, a 4-byte string's header 0xA4) is recorded as [redacted] whole, and refused in providerOptions",
+  bounded(30_000, async (dir) => {
+    const server = await scriptedModelServer([
+      answer.toolCalls([
+        { id: 'call-ret', name: 'ret', arguments: {} },
+        { id: 'call-take', name: 'take', arguments: JSON.stringify({ v: headers() }) },
+      ]),
+      answer.text('done'),
+    ])
+    const log = await EventLog.open(join(dir, 'log'))
+    const got: unknown[] = []
+    try {
+      const tools: ToolDefinition[] = [
+        { name: 'ret', readOnly: true, execute: async () => ({ v: headers() }) },
+        {
+          name: 'take',
+          readOnly: true,
+          execute: async (input: unknown) => {
+            got.push(input)
+            return 'taken'
+          },
+        },
+      ]
+      const engine = new Engine({ log, model: new ModelExecutor({ retries: 0 }), secrets: [SECRET] })
+      assert.equal(await engine.run(run(server.baseUrl, 'headers', tools)), { status: 'completed' })
+      const refused = await engine.run({ ...run(server.baseUrl, 'po-headers', []), providerOptions: { v: headers() } }).then(
+        () => undefined,
+        (error: unknown) => error as { code?: string; details?: unknown },
+      )
+      assert.equal([refused?.code, refused?.details], ['RUN_INVALID_INPUT', { fields: ['providerOptions'] }])
+      const facts = (await log.prefix(ALL.events, ALL.bytes)).events.map((stored) => stored.event.fact)
+      assert.is(facts.filter((fact) => fact.type === 'invocation.opened').length, 1, 'no refused run was opened')
+      const settled = facts.flatMap((fact) => (fact.type === 'tool.settled' ? [fact.outcome] : []))
+      assert.equal(settled[0], { status: 'succeeded', output: '[redacted]' })
+      const dispatched = facts.flatMap((fact) => (fact.type === 'tool.dispatched' ? [fact.input] : []))
+      assert.equal(dispatched[1], '[redacted]')
+      assert.equal(got, ['[redacted]'], 'the tool was given what was recorded')
+    } finally {
+      await log.close()
+      await server.close()
+    }
+    await assertNoSecretInFiles(join(dir, 'log'), 'run-headers')
+    // callTool records what the engine would.
+    const called = await callTool({ name: 'ret', execute: async () => ({ v: headers() }) }, {}, { secrets: [SECRET] })
+    assert.equal(called, { status: 'succeeded', output: '[redacted]' })
+  }),
+)
+
+test.run()

@@ -756,7 +756,8 @@ const isByteInteger = (value: unknown): value is number =>
  * `items` (as many as could end a secret begun in it: fewer than its longest form's length), as
  * msgpack writes them, the string's bytes followed at once by the integers' (`["sk-proj-ab", 99,
  * 100, …]`, `{ "sk-proj-abc…": 100 }`): `undefined` when that holds no secret, else the string with
- * those integers as its last characters, redacted, and how many integers it took.
+ * the integers up to the end of the last secret begun in it as its last characters, redacted, and
+ * how many integers it took.
  */
 function joined(text: string, items: readonly unknown[], at: number, secrets: Secrets): { text: string; count: number } | undefined {
   const most = (secrets.whole[0] as string).length - 1
@@ -780,8 +781,14 @@ function joined(text: string, items: readonly unknown[], at: number, secrets: Se
   let pieced = false
   for (let index = 0; index < spans.length; index += 2) if ((spans[index] as number) < across && (spans[index + 1] as number) > across) pieced = true
   if (!pieced && !holdsForm(read, secrets.whole, across)) return undefined
-  const redacted = redact(read, secrets)
-  return redacted === read ? undefined : { text: text.slice(0, kept) + redacted, count }
+  // Only the integers up to the end of the last secret that crosses into them: those after it stay
+  // numbers, and in their run (a secret they begin is read there, not left half in the string).
+  let end = across
+  for (let index = 0; index < spans.length; index += 2) if ((spans[index] as number) < across && (spans[index + 1] as number) > across) end = Math.max(end, spans[index + 1] as number)
+  for (const form of secrets.whole) for (let at = Math.max(0, across - form.length + 1); at < across; at += 1) if (read.startsWith(form, at)) end = Math.max(end, at + form.length)
+  const taken = read.slice(0, end)
+  const redacted = redact(taken, secrets)
+  return redacted === taken ? undefined : { text: text.slice(0, kept) + redacted, count: end - across }
 }
 
 /**

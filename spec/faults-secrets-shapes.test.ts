@@ -15,6 +15,7 @@ import { ALL, CWD } from './support/faults-engine.js'
 import { everyFile } from './support/faults-files.js'
 import { bounded } from './support/temp.js'
 import { packedValue } from '../store/encoding.js'
+import { holdsSecretBytes, redactDeep, secretsOf } from '../actors/redaction.js'
 
 const API_KEY = `sk-forms-${randomBytes(16).toString('hex')}`
 /** A tool's key, declared to the engine, with a non-ASCII letter: "ä" is 0xC3 0xA4 in UTF-8. */
@@ -55,6 +56,18 @@ test('the shapes are what they claim: packed, each spells its secret', () => {
   assert.equal(held(packedValue(stringThenRun(API_KEY))), [API_KEY])
   assert.equal(held(packedValue(keyThenValue(SECRET))), [SECRET])
   assert.equal(held(packedValue(headers())), [SECRET])
+})
+
+test('a string takes only the integers that end the secret begun in it: those after it stay numbers, and a secret they spell is read in their run', () => {
+  const key = secretsOf({ apiKey: API_KEY }).inData
+  // Integers past the secret's end were taken into the string: 7 and 8 became characters, and a second
+  // secret's first bytes ended the string while its rest stayed a run too short to be read (caught only
+  // by the final byte check, which recorded the whole value as [redacted]).
+  assert.equal(redactDeep([...stringThenRun(API_KEY), 7, 8], key), ['[redacted]', 7, 8])
+  const twice = redactDeep([...stringThenRun(API_KEY), ...bytes(API_KEY)], key)
+  assert.equal(twice, ['[redacted]', ...bytes('[redacted]')])
+  assert.equal(held(packedValue(twice)), [])
+  assert.is(holdsSecretBytes(twice, key), false)
 })
 
 test(

@@ -54,7 +54,7 @@ const refused = (reason: 'not_json' | 'too_large' | 'too_deep', why: string) =>
  * fact may be (what JSON.stringify threw quoted through `redactMessage`, as a tool's failure is).
  * Checked whether or not anyone listens, so a tool behaves the same with a page attached.
  */
-export function progressText(value: unknown, redactMessage: (text: string) => string = (text) => text): string {
+export function progressText(value: unknown, redactMessage: (text: string) => string): string {
   let text: string | undefined
   try {
     text = JSON.stringify(value ?? null, bigIntAsText)

@@ -486,4 +486,29 @@ test(
     }, 10_000),
 )
 
+test("callTool quotes what a progress value's getter threw redacted of the secrets, as a run does", () =>
+  withTimeout(async () => {
+    const secret = 'pk_live_progress_0123456789abcdef'
+    const thrown: string[] = []
+    const outcome = await callTool(
+      {
+        name: 'vault',
+        readOnly: true,
+        execute: async (_input, context) => {
+          try {
+            context.progress({ get vault() { throw new Error(`vault said ${secret}`) } })
+          } catch (error) {
+            thrown.push((error as Error).message)
+          }
+          return 'ok'
+        },
+      },
+      {},
+      { secrets: [secret] },
+    )
+    assert.equal(outcome, { status: 'succeeded', output: 'ok' })
+    assert.equal(thrown, ['TOOL_PROGRESS_INVALID: context.progress takes a value JSON can encode, and this one cannot be (vault said [redacted]); nothing was passed on'])
+  }, 10_000),
+)
+
 test.run()

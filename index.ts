@@ -1,6 +1,6 @@
 /// <reference types="node" preserve="true" />
 // Kept in the emitted declarations (`preserve`: TypeScript drops a reference without it), so that a
-// consumer whose tsconfig names no `types` still gets Node's AbortSignal, Headers and Buffer there, not `any`.
+// consumer whose tsconfig names no `types` still gets Node's AbortSignal and Headers there, not `any`.
 /**
  * factstate: durable LLM-agent invocations as XState actors over an embedded LevelDB fact log.
  * See README.md for the concepts and the guarantees.

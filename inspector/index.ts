@@ -1,6 +1,6 @@
 /// <reference types="node" preserve="true" />
 // Kept in the emitted declarations (`preserve`: TypeScript drops a reference without it), so that a
-// consumer whose tsconfig names no `types` still gets Node's AbortSignal, Headers and Buffer there, not `any`.
+// consumer whose tsconfig names no `types` still gets Node's AbortSignal and Headers there, not `any`.
 /**
  * `factstate/inspector`: a local, offline, read-only visualizer for a factstate log. It draws the
  * invocation machine as a statechart, lists sessions → turns → runs → invocations, and replays

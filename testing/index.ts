@@ -1,6 +1,6 @@
 /// <reference types="node" preserve="true" />
 // Kept in the emitted declarations (`preserve`: TypeScript drops a reference without it), so that a
-// consumer whose tsconfig names no `types` still gets Node's AbortSignal, Headers and Buffer there, not `any`.
+// consumer whose tsconfig names no `types` still gets Node's AbortSignal, Headers and node:http there, not `any`.
 /**
  * `factstate/testing`: test your tools and hold policies the way factstate tests itself. A
  * scripted OpenAI-compatible model server, test paths generated from the invocation machine, and

@@ -65,7 +65,9 @@ function exampleRun(file: string) {
       else running -= 1
     }
     for (const [name] of examples) {
-      const ran = turn().then(() => withTimeout(run(name), 60_000, name)).finally(done)
+      // A bound against a hang, not a timing check: two at a time on a loaded two-core machine, the
+      // longest (supervisor-waits-for-child, ~14 s of CPU) took 26 s where it took 20-26 alone.
+      const ran = turn().then(() => withTimeout(run(name), 120_000, name)).finally(done)
       // Settled into a value: a run that fails before its test awaits it is not an unhandled rejection.
       runs.set(name, ran.then((result) => ({ ran: result }), (error: unknown) => ({ error })))
     }

@@ -22,9 +22,15 @@ import { appenderLanes, appendLanes } from './workload.js'
 
 const [otherCheckout, roundsArg, factsArg, appendersArg] = process.argv.slice(2)
 if (otherCheckout === undefined) throw new Error('usage: bench/append-ab.ts <other checkout> [rounds=24] [facts=25600] [appenders=256]')
-const rounds = Number(roundsArg ?? 24)
-const facts = Number(factsArg ?? 25_600)
-const appenders = Number(appendersArg ?? 256)
+/** A whole-number argument of at least 1, or the usage error naming it. */
+function count(name: string, given: string | undefined, fallback: number): number {
+  const value = given === undefined ? fallback : Number(given)
+  if (!Number.isInteger(value) || value < 1) throw new Error(`bench/append-ab.ts: ${name} must be a whole number of at least 1, not ${given}`)
+  return value
+}
+const rounds = count('rounds', roundsArg, 24)
+const facts = count('facts', factsArg, 25_600)
+const appenders = count('appenders', appendersArg, 256)
 const other = ((await import(pathToFileURL(join(resolve(otherCheckout), 'store', 'event-log.ts')).href)) as { EventLog: typeof EventLog }).EventLog
 
 /** The main thread's CPU time so far, ns (`/proc/self/task/<pid>/schedstat`); 0 off Linux. */

@@ -53,7 +53,9 @@ export interface ToolDefinition {
    * that has not settled 1 s later is not waited for: the run ends `failed{outcome_unknown}` with the
    * call left uncertain, as a crash leaves it (the session needs reconciliation before its next
    * message), unless the tool is `readOnly`: its call then settles `failed` ("… and was not waited
-   * for"), the model is told, and the run goes on. Bounds a cancel's and `drain()`'s wait for the tool too.
+   * for"), the model is told, and the run goes on. A tool with effects left so ends the whole run: with
+   * `toolConcurrency`, the calls beside it are told to stop first (their signals abort, whatever their
+   * own limits) and settle as they answer. Bounds a cancel's and `drain()`'s wait for the tool too.
    * Not part of the catalog digest.
    */
   timeoutMs?: number | undefined

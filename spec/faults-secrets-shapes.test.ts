@@ -52,6 +52,21 @@ async function assertNoSecretInFiles(directory: string, runId: string): Promise<
   for (const file of files) assert.equal(held(file.bytes), [], file.path)
 }
 
+/** Two read-only tools: `ret` returns what `returned` makes, `take` keeps the input it is given in `got`. */
+function retAndTake(returned: () => unknown, got: unknown[]): ToolDefinition[] {
+  return [
+    { name: 'ret', readOnly: true, execute: async () => returned() },
+    {
+      name: 'take',
+      readOnly: true,
+      execute: async (input: unknown) => {
+        got.push(input)
+        return 'taken'
+      },
+    },
+  ]
+}
+
 test('the shapes are what they claim: packed, each spells its secret', () => {
   assert.equal(held(packedValue(stringThenRun(API_KEY))), [API_KEY])
   assert.equal(held(packedValue(keyThenValue(SECRET))), [SECRET])
@@ -84,17 +99,7 @@ test(
     const log = await EventLog.open(join(dir, 'log'))
     const got: unknown[] = []
     try {
-      const tools: ToolDefinition[] = [
-        { name: 'ret', readOnly: true, execute: async () => ({ a: [7, ...stringThenRun(SECRET), 'x'], k: keyThenValue(SECRET) }) },
-        {
-          name: 'take',
-          readOnly: true,
-          execute: async (input: unknown) => {
-            got.push(input)
-            return 'taken'
-          },
-        },
-      ]
+      const tools = retAndTake(() => ({ a: [7, ...stringThenRun(SECRET), 'x'], k: keyThenValue(SECRET) }), got)
       const engine = new Engine({ log, model: new ModelExecutor({ retries: 0 }), secrets: [SECRET] })
       assert.equal(await engine.run(run(server.baseUrl, 'shapes', tools)), { status: 'completed' })
       for (const [name, options] of [
@@ -136,17 +141,7 @@ test(
     const log = await EventLog.open(join(dir, 'log'))
     const got: unknown[] = []
     try {
-      const tools: ToolDefinition[] = [
-        { name: 'ret', readOnly: true, execute: async () => ({ v: headers() }) },
-        {
-          name: 'take',
-          readOnly: true,
-          execute: async (input: unknown) => {
-            got.push(input)
-            return 'taken'
-          },
-        },
-      ]
+      const tools = retAndTake(() => ({ v: headers() }), got)
       const engine = new Engine({ log, model: new ModelExecutor({ retries: 0 }), secrets: [SECRET] })
       assert.equal(await engine.run(run(server.baseUrl, 'headers', tools)), { status: 'completed' })
       const refused = await engine.run({ ...run(server.baseUrl, 'po-headers', []), providerOptions: { v: headers() } }).then(

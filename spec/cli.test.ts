@@ -730,6 +730,52 @@ test('log prints one line per fact: text a model or a tool wrote cannot break a 
     assert.match(lines[4] as string, /gone\\u000d\\u001b\[2K/)
   })))
 
+test("log names the tool on each tool.settled line (its fact has only the operation id): from the dispatch read before it, or, past --from, --last or a filter that left it out, from its invocation's facts; --json is the facts as written", () =>
+  bounded30(withTempDir(async (dir) => {
+    const location = join(dir, 'log')
+    const log = await EventLog.open(location)
+    // Five calls in parallel, settling out of order, beside another run's call.
+    const tools = ['lookup', 'charge', 'email', 'refund', 'audit']
+    const op = (index: number) => `inv-par/step-1/${index}`
+    const par = new EventMaker(invocationOf('par'))
+    const other = new EventMaker(invocationOf('other'))
+    await log.appendAll([
+      ...par.many([
+        facts.opened(),
+        facts.requested('step-1'),
+        facts.completed('step-1', tools.map((name, index) => ({ callId: `call-${index}`, name, arguments: '{}' }))),
+        ...tools.map((name, index): Fact => ({ type: 'tool.dispatched', operationId: op(index), callId: `call-${index}`, name, input: {} })),
+      ]),
+      ...other.many([facts.opened(), facts.requested('s1'), facts.completed('s1', [{ callId: 'call-inv-other/s1/0', name: 'echo', arguments: '{}' }]), facts.dispatched('inv-other/s1/0')]),
+      ...par.many([facts.settled(op(3)), facts.failed(op(0)), facts.settled(op(4)), facts.settled(op(1)), facts.settled(op(2))]),
+      ...other.many([facts.settled('inv-other/s1/0')]),
+    ])
+    await log.close()
+    const settledLines = (stdout: string) => stdout.split('\n').filter((line) => line.includes('tool.settled')).map((line) => line.replace(/^.*tool\.settled +/, ''))
+    const named = [`refund ${op(3)} succeeded "ok"`, `lookup ${op(0)} failed: the tool threw`, `audit ${op(4)} succeeded "ok"`, `charge ${op(1)} succeeded "ok"`, `email ${op(2)} succeeded "ok"`, 'echo inv-other/s1/0 succeeded "ok"']
+    const whole = await cli(['log', location])
+    assert.is(whole.code, 0, whole.stderr)
+    assert.equal(settledLines(whole.stdout), named)
+    // The dispatches are before --from (seq 13 is the first settle), or filtered out: read through the invocations' indexes.
+    const cases: [string[], string[]][] = [
+      [['--from', '13'], named],
+      [['--type', 'tool.settled'], named],
+      [['--last', '3', '--type', 'tool.settled'], named.slice(-3)],
+      [['--last', '2'], named.slice(-2)],
+      [['--invocation', 'inv-par', '--from', '13'], named.slice(0, 5)],
+    ]
+    for (const [args, expected] of cases) {
+      const result = await cli(['log', location, ...args])
+      assert.is(result.code, 0, result.stderr)
+      assert.equal(settledLines(result.stdout), expected, args.join(' '))
+    }
+    // --json: each line the fact as written, nothing added.
+    const json = await cli(['log', location, '--type', 'tool.settled', '--json'])
+    assert.equal(json.stdout.trimEnd().split('\n').map((line) => JSON.parse(line).fact), [
+      facts.settled(op(3)), facts.failed(op(0)), facts.settled(op(4)), facts.settled(op(1)), facts.settled(op(2)), facts.settled('inv-other/s1/0'),
+    ])
+  })))
+
 test('log stops quietly, exit 0 and its log closed, when its reader goes away (| head -1)', () =>
   bounded30(withTempDir(async (dir) => {
     const location = join(dir, 'log')

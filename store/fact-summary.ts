@@ -55,13 +55,14 @@ export { usageText, usageTotalsText } from '../inspector/page/format.js'
 /**
  * The key fields of a fact in one short line (for the CLI, logs and the inspector's timeline).
  * Control characters are escaped (`\u000a`): text a model or a tool wrote can neither break the
- * line nor drive a terminal.
+ * line nor drive a terminal. `toolName` names the tool of a `tool.settled`, whose fact has only
+ * the operation id (the name is its `tool.dispatched`'s): `charge i-1/step-1/2 succeeded …`.
  */
-export function summarizeFact(fact: Fact): string {
-  return escapeControls(describe(fact))
+export function summarizeFact(fact: Fact, toolName?: string): string {
+  return escapeControls(describe(fact, toolName))
 }
 
-function describe(fact: Fact): string {
+function describe(fact: Fact, toolName: string | undefined): string {
   switch (fact.type) {
     case 'invocation.opened': {
       const { instructions } = fact.execution
@@ -91,7 +92,7 @@ function describe(fact: Fact): string {
     case 'tool.dispatched':
       return `${fact.name}${fact.readOnly ? ' (read-only)' : ''} ${fact.operationId} input=${json(fact.input)}${fact.approval ? ` approved${fact.approval.by ? ` by ${json(fact.approval.by)}` : ''}` : ''}`
     case 'tool.settled':
-      return `${fact.operationId} ${fact.outcome.status}${fact.outcome.status === 'succeeded' ? ` ${json(fact.outcome.output)}` : `: ${clip(fact.outcome.message)}`}`
+      return `${toolName === undefined ? '' : `${toolName} `}${fact.operationId} ${fact.outcome.status}${fact.outcome.status === 'succeeded' ? ` ${json(fact.outcome.output)}` : `: ${clip(fact.outcome.message)}`}`
     case 'tool.rejected':
       return `${fact.name} ${fact.operationId} ${fact.reason}${fact.approval?.by ? ` by ${json(fact.approval.by)}` : ''}${fact.approval?.reason ? `: ${clip(fact.approval.reason)}` : ''}${fact.message ? `: ${clip(fact.message)}` : ''}`
     case 'hold.entered':

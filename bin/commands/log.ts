@@ -1,5 +1,5 @@
 import { mkdir, readdir } from 'node:fs/promises'
-import { FACT_TYPES, type FactType, type StoredEvent } from '../../facts/types.js'
+import { FACT_TYPES, type Fact, type FactType, type StoredEvent } from '../../facts/types.js'
 import { ID_PATTERN } from '../../facts/schema.js'
 import { EventLog, LOG_DIRECTORY_ENTRY, type RunSummary, logInternals } from '../../store/event-log.js'
 import { escapeControls, summarizeFact, usageTotalsText } from '../../store/fact-summary.js'
@@ -17,7 +17,9 @@ export const logHelp = `usage: factstate log <log-directory> [--session ID] [--r
 Prints the facts of a log in seq order, one line each (or one JSON object per line with --json:
 the fact's seq, the event, and digest, the log's digest through that fact, which verify prints once
 the log ends there: a program that exports the lines keeps the last seq and digest it wrote, and a
-log that later has another digest at that seq is not the log it read). A --from past the log's end
+log that later has another digest at that seq is not the log it read). A tool.settled line names
+its call's tool, as its tool.dispatched line does (the fact has only the operation id; the name is
+read through the invocation's index when the dispatch was not read). A --from past the log's end
 (more than its high-water + 1, a seq it never reached) is refused, exit 4, following or not.
 Filters combine. TYPE is a fact type such as tool.dispatched; a trailing * matches a family (tool.*),
 as a family's name alone does (tool: invocation, model, tool, hold).
@@ -220,11 +222,17 @@ export async function logCommand(args: string[], io: CommandIo, options: { signa
       from = source[0]?.seq ?? to + 1
     }
     let digestsMissing = false
-    const print = (stored: StoredEvent, reader: EventLog) => {
+    // The tools of the tool.settled lines (--json has each fact whole, and no line to name it on).
+    const toolNames = values.json ? undefined : settledToolNames()
+    const print = async (stored: StoredEvent, reader: EventLog) => {
+      const { fact } = stored.event
       // Facts that land before --from (a log still short of it) are not shown while following either.
-      if (stored.seq < from || !matches(stored)) return
+      if (stored.seq < from || !matches(stored)) {
+        toolNames?.pass(fact)
+        return
+      }
       shown += 1
-      if (!values.json) return io.stdout(formatEvent(stored))
+      if (toolNames !== undefined) return io.stdout(formatEvent(stored, await toolNames.of(fact, reader)))
       let digest: string | null
       try {
         digest = logInternals(reader).digestOf(stored.seq, stored.event.id)
@@ -240,7 +248,7 @@ export async function logCommand(args: string[], io: CommandIo, options: { signa
     }
     for await (const stored of source) {
       if (io.stdoutClosed?.()) return EXIT.ok
-      print(stored, log)
+      await print(stored, log)
     }
     if (values.follow) return await follow(directory, log, to, refreshMs, io, print, options.signal)
     if (!values.json) {
@@ -336,7 +344,7 @@ async function follow(
   shownUpTo: number,
   refreshMs: number,
   io: CommandIo,
-  print: (stored: StoredEvent, reader: EventLog) => void,
+  print: (stored: StoredEvent, reader: EventLog) => Promise<void>,
   signal: AbortSignal | undefined,
 ): Promise<number> {
   const looks = everyLook(refreshMs, io, signal)
@@ -381,7 +389,7 @@ async function follow(
         }
         for await (const stored of next.events({ from: shownUpTo + 1, to: highWater })) {
           if (looks.stopped()) return EXIT.ok
-          print(stored, next)
+          await print(stored, next)
           shownUpTo = stored.seq
         }
         if (shownUpTo > 0) lastDigest = await next.digestAt(shownUpTo)
@@ -411,13 +419,57 @@ export function formatRun(run: RunSummary, usage?: UsageTotals): string {
 /** Whether `ids` are one id: a child run's session, turn, run and invocation (`childRunFor`), printed once. */
 const oneId = (...ids: string[]): boolean => ids.every((id) => id === ids[0])
 
-/** One human-readable line for a stored event. */
-export function formatEvent({ seq, event }: StoredEvent): string {
+/**
+ * The names of the tools of the `tool.settled` lines `log` prints, whose facts have only the
+ * operation id: each `tool.dispatched` read is kept until its operation's settle is read (printed or
+ * `pass`ed by the filters), so what is kept is what is in flight at the place read. A settle whose
+ * dispatch was not read (it came before --from, or before the facts --last kept) has its
+ * operation's invocation read once, through its index; a settle whose dispatch is not there even
+ * so (a log written by direct appends), or whose invocation cannot be read (a damaged log), is
+ * printed without a name.
+ */
+function settledToolNames(): { pass: (fact: Fact) => void; of: (fact: Fact, reader: EventLog) => Promise<string | undefined> } {
+  const names = new Map<string, string>()
+  const looked = new Set<string>()
+  const pass = (fact: Fact) => {
+    if (fact.type === 'tool.dispatched') names.set(fact.operationId, fact.name)
+    else if (fact.type === 'tool.settled') names.delete(fact.operationId)
+  }
+  return {
+    pass,
+    async of(fact, reader) {
+      if (fact.type !== 'tool.settled') {
+        pass(fact)
+        return undefined
+      }
+      const { operationId } = fact
+      // An operation id is its invocation's id, the step's, and the call's index: `inv-1/step-2/0`.
+      const invocationId = operationId.includes('/') ? operationId.slice(0, operationId.indexOf('/')) : ''
+      if (!names.has(operationId) && ID_PATTERN.test(invocationId) && !looked.has(invocationId)) {
+        looked.add(invocationId)
+        try {
+          for (const stored of await logInternals(reader).invocationEvents(invocationId)) {
+            const earlier = stored.event.fact
+            if (earlier.type === 'tool.dispatched' && !names.has(earlier.operationId)) names.set(earlier.operationId, earlier.name)
+          }
+        } catch (error) {
+          if (!(error instanceof FactstateError)) throw error
+        }
+      }
+      const name = names.get(operationId)
+      names.delete(operationId)
+      return name
+    },
+  }
+}
+
+/** One human-readable line for a stored event; `toolName` names a `tool.settled`'s tool (`summarizeFact`). */
+export function formatEvent({ seq, event }: StoredEvent, toolName?: string): string {
   // The schema allows any safe integer; past the year 275760 a Date has no ISO form, so the number is shown.
   const date = new Date(event.recordedAt)
   const at = Number.isNaN(date.getTime()) ? `@${event.recordedAt}` : date.toISOString()
   const { sessionId, turnId, runId, invocationId } = event.invocation
   // A child run's four ids are one (`childRunFor`: up to 128 characters each): said once.
   const who = oneId(sessionId, turnId, runId, invocationId) ? sessionId : `${sessionId}/${turnId}/${runId}/${invocationId}`
-  return `#${String(seq).padStart(6)}  ${at}  ${who}  ${event.fact.type.padEnd(18)} ${summarizeFact(event.fact)}`
+  return `#${String(seq).padStart(6)}  ${at}  ${who}  ${event.fact.type.padEnd(18)} ${summarizeFact(event.fact, toolName)}`
 }

@@ -194,14 +194,23 @@ export async function printTransitions(log: EventLog, say: (line: string) => voi
     const events = await internals.invocationEvents(invocationId)
     states.set(invocationId, foldFacts(events.map((stored) => stored.event.fact)))
   }
+  // The tool of each call in flight, for its tool.settled line (the fact has only the operation id).
+  const toolNames = new Map<string, string>()
   return internals.subscribe((events: StoredEvent[]) => {
     for (const { seq, event } of events) {
+      const { fact } = event
+      let toolName: string | undefined
+      if (fact.type === 'tool.dispatched') toolNames.set(fact.operationId, fact.name)
+      else if (fact.type === 'tool.settled') {
+        toolName = toolNames.get(fact.operationId)
+        toolNames.delete(fact.operationId)
+      }
       const id = event.invocation.invocationId
       const before = states.get(id) ?? initialInvocationSnapshot()
       const after = applyFact(before, event.fact)
       states.set(id, after)
       const move = `${stateOf(before)} → ${stateOf(after)}`
-      say(`  #${String(seq).padStart(3)} ${id.padEnd(22)} ${event.fact.type.padEnd(18)} ${move.padEnd(28)} ${summarizeFact(event.fact)}`)
+      say(`  #${String(seq).padStart(3)} ${id.padEnd(22)} ${event.fact.type.padEnd(18)} ${move.padEnd(28)} ${summarizeFact(fact, toolName)}`)
     }
   })
 }

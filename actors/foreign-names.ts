@@ -74,3 +74,23 @@ export const foreignRunInputHint = (key: string): string | undefined => namedHin
 
 /** Where what another library calls `key` among `start`'s options is here, or undefined. */
 export const foreignStartOptionHint = (key: string): string | undefined => namedHint(START_OPTION_NAMES, key)
+
+// Other libraries' words for a tool that asks a person before it runs (the Vercel AI SDK's `needsApproval`
+// is this one; `requireApproval`-like spellings are TOOL_MEMBER_ALIASES' in run-input.ts). Only names that
+// cannot mean anything but "ask first": a tool's own member is left alone, and an MCP tool's
+// `annotations: { destructiveHint }` describes the tool without asking for anything.
+const TO_NEEDS_APPROVAL =
+  "did you mean needsApproval? (true, or a function of the call's input: start's onApproval is asked before each call, and a call it denies is not run)"
+
+/** Tool members of other libraries (normalized), with where the setting is here. */
+const TOOL_MEMBER_NAMES: Readonly<Record<string, string>> = {
+  approval: TO_NEEDS_APPROVAL,
+  requiresconfirmation: TO_NEEDS_APPROVAL,
+  requireconfirmation: TO_NEEDS_APPROVAL,
+  needsconfirmation: TO_NEEDS_APPROVAL,
+  confirm: TO_NEEDS_APPROVAL,
+  humanintheloop: TO_NEEDS_APPROVAL,
+}
+
+/** Where what another library calls `key` among a tool's members is here, or undefined. */
+export const foreignToolMemberHint = (key: string): string | undefined => namedHint(TOOL_MEMBER_NAMES, key)

@@ -2,7 +2,7 @@ import { isAbsolute } from 'node:path'
 import { z } from 'zod'
 import { FactstateError } from '../errors.js'
 import { meantName, namedHint, normalizedName } from '../options.js'
-import { foreignRunInputHint } from './foreign-names.js'
+import { foreignRunInputHint, foreignToolMemberHint } from './foreign-names.js'
 import { describeIssues, handoffPauseSchema, ID_MAPPING, ID_RULE, issueFields, id, invocationSchema, jsonValue, parentCallSchema, requestFingerprintSchema, runBoundarySchema } from '../facts/schema.js'
 import type { HandoffPause, Invocation, JsonObject, ParentCall, RunBoundary } from '../facts/types.js'
 import { parentProblem, storageProblemAt } from '../store/encoding.js'
@@ -323,6 +323,12 @@ const tool = z.looseObject({
     // `timeout` (or `timeout_ms`) beside `timeoutMs` too: two time limits where one applies.
     if (TIMEOUT_ALIASES.has(normalizedName(key)) && key !== 'timeoutMs') {
       context.addIssue({ code: 'custom', path: [key], message: `${key} is not a member of a tool: did you mean timeoutMs?` })
+      continue
+    }
+    // Another library's word for asking a person first (`approval: 'always'`, `confirm: true`): admitted, the tool would run unasked.
+    const foreign = foreignToolMemberHint(key)
+    if (foreign !== undefined && !Object.hasOwn(value, 'needsApproval')) {
+      context.addIssue({ code: 'custom', path: [key], message: `${key} is not a member of a tool: ${foreign}` })
       continue
     }
     const meant = misnamedToolMember(key)

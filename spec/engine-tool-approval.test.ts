@@ -391,8 +391,25 @@ test(
       assert.match(error.message, `${member} is not a member of a tool: did you mean ${meant}?`)
       assert.equal(tool.calls, [], `${member}: never run`)
     }
+    // Other libraries' words for asking a person first: refused, pointed to needsApproval (admitted, the tool would run unasked).
+    for (const [member, value] of [
+      ['approval', 'always'],
+      ['confirm', true],
+      ['requiresConfirmation', true],
+      ['require_confirmation', true],
+      ['needsConfirmation', true],
+      ['humanInTheLoop', true],
+    ] as const) {
+      const tool = { ...countingTool('refund'), [member]: value }
+      const error = await refusedWithoutWriting(h.log, () => h.start(h.input(`foreign-${member}`, { tools: [tool] }), { onApproval: approve }), 'RUN_INVALID_INPUT', member)
+      assert.equal(error.details, { fields: [`tools.0.${member}`] }, member)
+      assert.match(error.message, `${member} is not a member of a tool: did you mean needsApproval? (true, or a function of the call's input: start's onApproval is asked before each call`)
+      assert.equal(tool.calls, [], `${member}: never run`)
+    }
     // Its own state and helpers, and a look-alike beside the member it resembles, are the tool's own.
-    const tool = { ...countingTool('refund'), needsApproval: true, runs: 0, executor: 'pool-1', parameters: { legacy: true } }
+    // An MCP tool's annotations describe it (destructiveHint) and ask for nothing: left alone. Beside
+    // needsApproval, another library's word for it is the tool's own too (needsApproval decides).
+    const tool = { ...countingTool('refund'), needsApproval: true, runs: 0, executor: 'pool-1', parameters: { legacy: true }, annotations: { destructiveHint: true }, confirm: 'twice' }
     const asked: string[] = []
     const outcome = await h.run(h.input('own-members', { tools: [tool] }), {
       onApproval: (request) => {

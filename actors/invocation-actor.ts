@@ -16,7 +16,7 @@ import type { ChatRequestBody, ModelClient, ToolCallPiece } from './model-client
 import type { ModelExecutor } from './model-executor.js'
 import { type ApprovalRequest, type Approver, type NeedsApproval, decide, needsApprovalFor } from './approval.js'
 import { type LiveModelText, type LiveModelToolCalls, LiveText, LiveToolCalls, type ModelTextPiece, type ModelToolCallPiece } from './model-text.js'
-import { REDACTED, type Secrets, guardedData, holdsSecretBytes, redact, redactAnswer, redactDeep, redactFailure, withClientSecret, withToolSecret } from './redaction.js'
+import { REDACTED, type Secrets, holdsSecretBytes, redact, redactAnswer, redactData, redactDeep, redactFailure, withClientSecret, withToolSecret } from './redaction.js'
 import { functionTools, type ToolContext, type ToolDefinition } from './tool-catalog.js'
 import { argumentsOf, unusableMessage } from './tool-arguments.js'
 import { failureText, failureWithin } from './tool-failure.js'
@@ -1237,8 +1237,8 @@ export class InvocationActor implements GateOwner {
     // Redacted as parsed too: its text lost the secrets as text, and byte values written otherwise
     // (`115.0`, `1.15e2`) or beside other numbers (`[1000, 115, …]`) parse to small integers, which a
     // fact stores a byte each (see `redactDeep`). What the tool is given, what is checked and approved:
-    // `[redacted]` when its bytes as the log writes them still spell a secret (`guardedData`).
-    const input = parsed ? guardedData(redactDeep(taken.input, this.setup.secrets.inData), this.setup.secrets.inData) : call.arguments
+    // `[redacted]` when its bytes as the log writes them still spell a secret (`redactData`).
+    const input = parsed ? redactData(taken.input, this.setup.secrets.inData) : call.arguments
     const tool = this.setup.tools.find((candidate) => candidate.name === call.name)
     if (this.#stopped) throw this.#stopped
     const rejection = this.#aborted ? 'cancelled' : !tool ? 'unknown_tool' : !parsed ? 'invalid_input' : undefined

@@ -1170,11 +1170,13 @@ export function holdsSecretBytes(value: unknown, secrets: Secrets): boolean {
 }
 
 /**
- * `value` (data already redacted: `redactDeep`) as a fact may record it: `[redacted]` in its place
- * when its bytes as the log writes them still hold one of `secrets` (see {@link holdsSecretBytes}).
+ * Data (a tool's result, a call's parsed input) as a fact may record it: `redactDeep` of it, or
+ * `[redacted]` in its place when its bytes as the log writes them still hold one of `secrets` (see
+ * {@link holdsSecretBytes}: msgpack's own bytes beside the data's, which redacting it does not read).
  */
-export function guardedData<T>(value: T, secrets: Secrets): T | typeof REDACTED {
-  return holdsSecretBytes(value, secrets) ? REDACTED : value
+export function redactData(value: unknown, secrets: Secrets): unknown {
+  const redacted = redactDeep(value, secrets)
+  return holdsSecretBytes(redacted, secrets) ? REDACTED : redacted
 }
 
 /**

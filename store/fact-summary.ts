@@ -53,6 +53,36 @@ function refusalCode(provider: ProviderRefusal | undefined): string {
 export { usageText, usageTotalsText } from '../inspector/page/format.js'
 
 /**
+ * The tools of the calls in flight, for the `tool.settled` lines `summarizeFact` names (a settle's
+ * fact has only its operation id; the name is its `tool.dispatched`'s). Given each fact in seq
+ * order, `note` keeps a dispatch's name until its operation settles, and gives the settle that name.
+ */
+export class SettledToolNames {
+  readonly #names = new Map<string, string>()
+
+  /** The tool of `fact` when it is a `tool.settled` whose dispatch was noted (or learnt), else undefined. */
+  note(fact: Fact): string | undefined {
+    if (fact.type === 'tool.dispatched') this.#names.set(fact.operationId, fact.name)
+    else if (fact.type === 'tool.settled') {
+      const name = this.#names.get(fact.operationId)
+      this.#names.delete(fact.operationId)
+      return name
+    }
+    return undefined
+  }
+
+  /** Whether the tool of `operationId` is known. */
+  knows(operationId: string): boolean {
+    return this.#names.has(operationId)
+  }
+
+  /** Learns the tool of a dispatch read out of order (one before where the reading began). */
+  learn(operationId: string, name: string): void {
+    if (!this.#names.has(operationId)) this.#names.set(operationId, name)
+  }
+}
+
+/**
  * The key fields of a fact in one short line (for the CLI, logs and the inspector's timeline).
  * Control characters are escaped (`\u000a`): text a model or a tool wrote can neither break the
  * line nor drive a terminal. `toolName` names the tool of a `tool.settled`, whose fact has only

@@ -1,6 +1,6 @@
 import { admittedCall, DEFAULT_MAX_TOOL_RESULT_BYTES, engineSecrets, toolLimitProblem, toolSecretProblem } from '../actors/engine.js'
 import { ABANDONED, notWaitedFor, runToolCall, thrownAfterAbort } from '../actors/invocation-actor.js'
-import { guardedData, redact, redactArguments, redactDeep, redactFailure, secretsOf, withToolSecret } from '../actors/redaction.js'
+import { redact, redactArguments, redactData, redactFailure, secretsOf, withToolSecret } from '../actors/redaction.js'
 import { toolProblem } from '../actors/run-input.js'
 import { argumentsOf, unusableMessage } from '../actors/tool-arguments.js'
 import type { ToolDefinition } from '../actors/tool-catalog.js'
@@ -161,7 +161,7 @@ export async function callTool(tool: ToolDefinition, args: unknown, options: Cal
     }
   }
   if (!result.ok && result.uncertain !== undefined) return { status: 'unknown', message: thrownAfterAbort(called.name, result.message, result.uncertain, result.attempts) }
-  return result.ok ? { status: 'succeeded', output: guardedData(redactDeep(result.value, secrets.inData), secrets.inData) } : { status: 'failed', message: redactFailure(result.message, failureSecrets()) }
+  return result.ok ? { status: 'succeeded', output: redactData(result.value, secrets.inData) } : { status: 'failed', message: redactFailure(result.message, failureSecrets()) }
 }
 
 function invocationOf(given: unknown): Invocation {

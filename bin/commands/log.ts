@@ -2,7 +2,7 @@ import { mkdir, readdir } from 'node:fs/promises'
 import { FACT_TYPES, type Fact, type FactType, type StoredEvent } from '../../facts/types.js'
 import { ID_PATTERN } from '../../facts/schema.js'
 import { EventLog, LOG_DIRECTORY_ENTRY, type RunSummary, logInternals } from '../../store/event-log.js'
-import { escapeControls, summarizeFact, usageTotalsText } from '../../store/fact-summary.js'
+import { SettledToolNames, escapeControls, summarizeFact, usageTotalsText } from '../../store/fact-summary.js'
 import { type UsageTotals, usageOf } from '../../actors/transcript.js'
 import { FactstateError, messageWithoutCode } from '../../errors.js'
 import { SESSION_PREFIX } from '../../store/session-listing.js'
@@ -429,36 +429,27 @@ const oneId = (...ids: string[]): boolean => ids.every((id) => id === ids[0])
  * printed without a name.
  */
 function settledToolNames(): { pass: (fact: Fact) => void; of: (fact: Fact, reader: EventLog) => Promise<string | undefined> } {
-  const names = new Map<string, string>()
+  const names = new SettledToolNames()
   const looked = new Set<string>()
-  const pass = (fact: Fact) => {
-    if (fact.type === 'tool.dispatched') names.set(fact.operationId, fact.name)
-    else if (fact.type === 'tool.settled') names.delete(fact.operationId)
-  }
   return {
-    pass,
+    pass: (fact) => void names.note(fact),
     async of(fact, reader) {
-      if (fact.type !== 'tool.settled') {
-        pass(fact)
-        return undefined
-      }
+      if (fact.type !== 'tool.settled') return names.note(fact)
       const { operationId } = fact
       // An operation id is its invocation's id, the step's, and the call's index: `inv-1/step-2/0`.
       const invocationId = operationId.includes('/') ? operationId.slice(0, operationId.indexOf('/')) : ''
-      if (!names.has(operationId) && ID_PATTERN.test(invocationId) && !looked.has(invocationId)) {
+      if (!names.knows(operationId) && ID_PATTERN.test(invocationId) && !looked.has(invocationId)) {
         looked.add(invocationId)
         try {
           for (const stored of await logInternals(reader).invocationEvents(invocationId)) {
             const earlier = stored.event.fact
-            if (earlier.type === 'tool.dispatched' && !names.has(earlier.operationId)) names.set(earlier.operationId, earlier.name)
+            if (earlier.type === 'tool.dispatched') names.learn(earlier.operationId, earlier.name)
           }
         } catch (error) {
           if (!(error instanceof FactstateError)) throw error
         }
       }
-      const name = names.get(operationId)
-      names.delete(operationId)
-      return name
+      return names.note(fact)
     },
   }
 }

@@ -11,7 +11,7 @@ import type { ToolDefinition } from '../../actors/tool-catalog.js'
 import type { HandoffIntent, Invocation, StoredEvent } from '../../facts/types.js'
 import { type InvocationSnapshot, applyFact, foldFacts, initialInvocationSnapshot, stateOf } from '../../machines/invocation.js'
 import { type EventLog, logInternals } from '../../store/event-log.js'
-import { summarizeFact } from '../../store/fact-summary.js'
+import { SettledToolNames, summarizeFact } from '../../store/fact-summary.js'
 import { type ScriptedAnswer, type ScriptedModelServer, scriptedModelServer } from '../../testing/scripted-model-server.js'
 
 export const SESSION = 'demo'
@@ -195,16 +195,11 @@ export async function printTransitions(log: EventLog, say: (line: string) => voi
     states.set(invocationId, foldFacts(events.map((stored) => stored.event.fact)))
   }
   // The tool of each call in flight, for its tool.settled line (the fact has only the operation id).
-  const toolNames = new Map<string, string>()
+  const toolNames = new SettledToolNames()
   return internals.subscribe((events: StoredEvent[]) => {
     for (const { seq, event } of events) {
       const { fact } = event
-      let toolName: string | undefined
-      if (fact.type === 'tool.dispatched') toolNames.set(fact.operationId, fact.name)
-      else if (fact.type === 'tool.settled') {
-        toolName = toolNames.get(fact.operationId)
-        toolNames.delete(fact.operationId)
-      }
+      const toolName = toolNames.note(fact)
       const id = event.invocation.invocationId
       const before = states.get(id) ?? initialInvocationSnapshot()
       const after = applyFact(before, event.fact)

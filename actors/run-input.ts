@@ -283,6 +283,9 @@ const toolTimeoutMs = z
 /** What a run reads of a tool as it runs its calls, checked again on the run's copy (see {@link toolCallLimits}). */
 const callLimits = z.object({ timeoutMs: toolTimeoutMs.optional(), retry: retryPolicy.optional() })
 
+/** The key the AI SDK (`ai`, `@ai-sdk/provider-utils`) marks its schema wrappers with. */
+const AI_SDK_SCHEMA = Symbol.for('vercel.ai.schema')
+
 // A tool may carry members of its own (its state, helpers), but one that looks like a misnamed member
 // it lacks is refused: ignored, `needsApprovl: true` would run the tool unapproved, and a schema given as
 // `parameters` would leave its calls unchecked.
@@ -292,6 +295,15 @@ const tool = z.looseObject({
   inputSchema: z
     .unknown()
     .superRefine((value, context) => {
+      // The AI SDK's schema wrapper (`jsonSchema()`, `zodSchema()`, `asSchema()`, and so an AI SDK tool's
+      // `inputSchema` from its MCP client) would fail as its `_type`, `validate` and symbol key, none of which says what to do.
+      if (value !== null && typeof value === 'object' && Object.hasOwn(value, AI_SDK_SCHEMA)) {
+        context.addIssue({
+          code: 'custom',
+          message: 'inputSchema takes a JSON Schema object, not an AI SDK schema (jsonSchema(), zodSchema()): pass the JSON Schema it wraps (await asSchema(schema).jsonSchema)',
+        })
+        return
+      }
       // A validation library's schema (zod, valibot, ArkType: Standard Schema) is an object too, and would fail as "expected record".
       // Not a JSON Schema that carries the member hidden (zod's z.toJSONSchema output has it, not enumerable, on a plain object).
       if (value === null || typeof value !== 'object' || !('~standard' in value)) return

@@ -43,6 +43,11 @@ import { facts as logFacts } from './support/log-fixtures.js'
 import { bounded } from './support/temp.js'
 import { assertDetailsFit } from './support/error-details.js'
 
+/** A schema as the AI SDK's `jsonSchema(schema)` makes it (`@ai-sdk/provider-utils`), without the dependency. */
+function aiSdkSchema(schema: object): object {
+  return { [Symbol.for('vercel.ai.schema')]: true, _type: undefined, get jsonSchema() { return schema }, validate: undefined }
+}
+
 /** A deep, loosely typed copy to break on purpose. */
 type Loose = Record<string, any>
 
@@ -193,6 +198,8 @@ const cases: Case[] = [
   // A misspelt member is refused, not ignored: ignored, `needsApprovl` would run the tool unapproved.
   { area: 'tools', name: 'a misspelt needsApproval', code: 'RUN_INVALID_INPUT', fields: ['tools.0.needsApprovl'], act: start((i) => (i.tools[0].needsApprovl = true)) },
   { area: 'tools', name: 'a zod schema as inputSchema', code: 'RUN_INVALID_INPUT', fields: ['tools.0.inputSchema'], message: /inputSchema takes a JSON Schema object, not a zod schema: convert it first \(z\.toJSONSchema\(schema\) in zod 4\)/, act: start((i) => (i.tools[0].inputSchema = z.object({ to: z.string() }))) },
+  // What the AI SDK's jsonSchema() makes (and its MCP client's tools carry): its symbol key, _type, validate and a jsonSchema getter.
+  { area: 'tools', name: "an AI SDK schema wrapper as inputSchema", code: 'RUN_INVALID_INPUT', fields: ['tools.0.inputSchema'], message: /not an AI SDK schema \(jsonSchema\(\), zodSchema\(\)\): pass the JSON Schema it wraps \(await asSchema\(schema\)\.jsonSchema\)/, act: start((i) => (i.tools[0].inputSchema = aiSdkSchema({ type: 'object', properties: { to: { type: 'string' } } }))) },
   { area: 'tools', name: 'readOnly in lower case', code: 'RUN_INVALID_INPUT', fields: ['tools.0.readonly'], act: start((i) => (i.tools[0].readonly = true)) },
   { area: 'tools', name: 'a schema given as input_schema', code: 'RUN_INVALID_INPUT', fields: ['tools.0.input_schema'], act: start((i) => {
       delete i.tools[0].inputSchema

@@ -403,6 +403,12 @@ async function toolResult(returned: unknown, of: ResultOf): Promise<ToolResult> 
  */
 function jsonOutput(output: unknown, of: ResultOf): ToolResult {
   const { limit } = of
+  // JSON writes an iterator or an async iterable as `{}`: recorded so, an `async function*` execute (the
+  // AI SDK's streaming tools) would settle `succeeded` with `{}` and its body never run.
+  const iterable = unreadIterable(output)
+  if (iterable !== undefined) {
+    return { ok: false, message: `the tool returned ${iterable}, which was not read (JSON would record it as {}): iterate it in execute and return what it gives (its parts can go to context.progress)` }
+  }
   let text: string
   try {
     text = JSON.stringify(output ?? null, bigIntAsText) ?? 'null'
@@ -431,6 +437,24 @@ function jsonOutput(output: unknown, of: ResultOf): ToolResult {
     }
   }
   return problem ? unrecorded(`a fact cannot hold it exactly: ${problem}`, of) : { ok: true, value }
+}
+
+/**
+ * What `output` is when it is an iterator (a generator) or an async iterable (an async generator, a
+ * stream) that JSON would write as `{}` without reading it; `undefined` for anything else, an array or
+ * a value with its own `toJSON` included. A member that cannot be read is left to `JSON.stringify`.
+ */
+function unreadIterable(output: unknown): string | undefined {
+  if (output === null || typeof output !== 'object' || Array.isArray(output)) return undefined
+  try {
+    const value = output as { toJSON?: unknown; next?: unknown; [Symbol.asyncIterator]?: unknown; [Symbol.iterator]?: unknown }
+    if (typeof value.toJSON === 'function') return undefined
+    if (typeof value[Symbol.asyncIterator] === 'function') return 'an async iterable (an async function*, a stream)'
+    if (typeof value.next === 'function' && typeof value[Symbol.iterator] === 'function') return 'an iterator (a function*)'
+  } catch {
+    // A getter or a proxy trap that throws: JSON.stringify meets it too, and says so.
+  }
+  return undefined
 }
 
 /**

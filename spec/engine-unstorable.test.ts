@@ -8,6 +8,7 @@ import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
+import type { ToolDefinition } from '../index.js'
 import { callTool } from '../testing/call-tool.js'
 import { answer } from '../testing/scripted-model-server.js'
 import { countingTool, engineTest, factsOf, only } from './support/engine-fixtures.js'
@@ -46,6 +47,31 @@ test(
     const [settled] = only(await factsOf(h.log, 'invocation-output'), 'tool.settled')
     assert.is(settled?.outcome.status, 'failed')
   }),
+)
+
+test(
+  'a tool that returns an async iterable or an iterator (an AI SDK streaming tool, a function*) settles failed saying so, not succeeded with {}; an array and a value with toJSON are recorded',
+  engineTest(
+    [answer.toolCalls([{ id: 'call-a', name: 'stream', arguments: {} }, { id: 'call-g', name: 'gen', arguments: {} }, { id: 'call-l', name: 'list', arguments: {} }, { id: 'call-j', name: 'own', arguments: {} }]), answer.text('done')],
+    {},
+    async (h) => {
+      let bodies = 0
+      // Returned as it is (the AI SDK's `async *execute`), and a generator as a promise's value.
+      const stream: ToolDefinition = { name: 'stream', execute: () => (async function* () { bodies += 1; yield { part: 1 } })() }
+      const gen = countingTool('gen', async () => (function* () { bodies += 1; yield 1 })())
+      const list = countingTool('list', async () => [1, 2])
+      const own = countingTool('own', async () => ({ toJSON: () => ({ kept: true }), async *[Symbol.asyncIterator]() { yield 1 } }))
+      assert.equal(await h.run(h.input('iterables', { tools: [stream, gen, list, own] })), { status: 'completed' })
+      assert.is(bodies, 0)
+      const settled = only(await factsOf(h.log, 'invocation-iterables'), 'tool.settled').map((fact) => fact.outcome)
+      assert.equal(settled.map((outcome) => outcome.status), ['failed', 'failed', 'succeeded', 'succeeded'])
+      assert.match(settled[0]?.status === 'failed' ? settled[0].message : '', /^the tool returned an async iterable \(an async function\*, a stream\), which was not read/)
+      assert.match(settled[1]?.status === 'failed' ? settled[1].message : '', /^the tool returned an iterator \(a function\*\), which was not read/)
+      assert.equal(settled[2]?.status === 'succeeded' ? settled[2].output : undefined, [1, 2])
+      assert.equal(settled[3]?.status === 'succeeded' ? settled[3].output : undefined, { kept: true })
+      assert.equal(await callTool({ name: 'gen', execute: async function* () { yield 1 } }, {}), { status: 'failed', message: 'the tool returned an async iterable (an async function*, a stream), which was not read (JSON would record it as {}): iterate it in execute and return what it gives (its parts can go to context.progress)' })
+    },
+  ),
 )
 
 test(

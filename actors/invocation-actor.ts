@@ -11,6 +11,7 @@ import { contentDigest } from '../store/digest.js'
 import { canonical, cutText, messageOf, storageProblemAt, wellFormed } from '../store/encoding.js'
 import { type LogInternals, type Precondition, successorBlockedError } from '../store/event-log.js'
 import { onAbort } from './abort-listeners.js'
+import { OUTCOME_UNKNOWN_NAME, isOutcomeUnknown } from './outcome-unknown.js'
 import { Gate, type GateOwner, type HoldDecision, type Reservation } from './handoff.js'
 import type { ChatRequestBody, ModelClient, ToolCallPiece } from './model-client.js'
 import type { ModelExecutor } from './model-executor.js'
@@ -174,6 +175,18 @@ export function thrownAfterAbort(tool: string, message: string, reason: string, 
   return `tool ${tool} failed ${when} (${reason})${same ? '' : `: ${messageWithin(message, SHOWN_IN_OUTCOME, SHOWN_LIMIT)}`}; its effect may or may not have happened`
 }
 
+/**
+ * How a call left uncertain is told (the run's `outcome_unknown` message, `callTool`'s `unknown`):
+ * `tool` is its name (and operation id). One whose tool threw an {@link OutcomeUnknownError} is told
+ * in the tool's words; one that threw once its signal had aborted, as {@link thrownAfterAbort} says.
+ */
+export function uncertainMessage(tool: string, result: { message: string; uncertain: string; attempts?: number | undefined; declared?: boolean | undefined }): string {
+  if (result.declared !== true) return thrownAfterAbort(tool, result.message, result.uncertain, result.attempts)
+  const attempts = result.attempts ?? 1
+  const when = attempts === 1 ? 'reported its outcome unknown' : `failed after ${attemptsShown(attempts)}, the last reporting its outcome unknown`
+  return `tool ${tool} ${when}: ${messageWithin(result.message, SHOWN_IN_OUTCOME, SHOWN_LIMIT)}; its effect may or may not have happened`
+}
+
 /** How a call the engine stopped waiting for is told: past `timeoutMs` (`whose`, when given) and the grace after its signal aborted. */
 export const notWaitedFor = (timeoutMs: number, whose?: string): string =>
   `did not finish within ${timeoutMs.toLocaleString('en-US')} ms${whose === undefined ? '' : ` (${whose})`}, nor within ${TOOL_TIMEOUT_GRACE_MS.toLocaleString('en-US')} ms of its signal aborting`
@@ -193,10 +206,11 @@ function memberCount(value: unknown): number {
 
 /**
  * A call's result as its settlement records it. `uncertain`: the tool threw once its signal had
- * aborted (the abort's reason, redacted), on attempt `attempts` when that was not the first: see
- * {@link runToolCall} and {@link thrownAfterAbort}.
+ * aborted (the abort's reason, redacted), or threw an {@link OutcomeUnknownError} (`declared`, its
+ * message), on attempt `attempts` when that was not the first: see {@link runToolCall} and
+ * {@link uncertainMessage}.
  */
-export type ToolResult = { ok: true; value: unknown } | { ok: false; message: string; uncertain?: string; attempts?: number }
+export type ToolResult = { ok: true; value: unknown } | { ok: false; message: string; uncertain?: string; attempts?: number; declared?: boolean }
 
 /** One attempt's result, and what it threw when it threw before it settled (the only failure a retry may follow). */
 type AttemptResult = { result: ToolResult | typeof ABANDONED; thrown?: { error: unknown } }
@@ -336,6 +350,12 @@ async function runAttempt(
     // Each part redacted before it is cut, and the whole redacted before its cut: a secret across a cut would otherwise be kept in part.
     // Cut at maxToolResultBytes by runToolCall, once it is told with what goes with it.
     const message = failureWithin(redactMessage(failureText(error, redactMessage)))
+    // The tool says it cannot tell whether its effect happened: uncertain, as a crash leaves a call, never
+    // a failure the model would make again. A read-only tool has no effect to be unsure of: its failure.
+    if (tool.readOnly !== true && isOutcomeUnknown(error)) {
+      const said = message.startsWith(`${OUTCOME_UNKNOWN_NAME}: `) ? message.slice(OUTCOME_UNKNOWN_NAME.length + 2) : message
+      return { result: { ok: false, message: said, uncertain: said, declared: true } }
+    }
     // Read as the rejection arrives: the signal the tool was given had aborted by then.
     if (given?.aborted === true && tool.readOnly !== true) {
       const reason = messageWithin(redactMessage(messageOf(given.reason)), SHOWN_IN_OUTCOME, SHOWN_LIMIT)
@@ -1346,7 +1366,7 @@ export class InvocationActor implements GateOwner {
     }
     if (!result.ok && result.uncertain !== undefined) {
       // Left dispatched, never settled, as a crash leaves it: see runToolCall.
-      throw new ToolUncertain(thrownAfterAbort(`${call.name} (operation ${operationId})`, result.message, result.uncertain, result.attempts))
+      throw new ToolUncertain(uncertainMessage(`${call.name} (operation ${operationId})`, { ...result, uncertain: result.uncertain }))
     }
     // A tool that calls the same provider can pass on what it echoed: the provider's secrets are removed here too.
     const outcome: Extract<Fact, { type: 'tool.settled' }>['outcome'] = result.ok

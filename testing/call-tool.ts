@@ -1,5 +1,5 @@
 import { admittedCall, DEFAULT_MAX_TOOL_RESULT_BYTES, engineSecrets, toolLimitProblem, toolSecretProblem } from '../actors/engine.js'
-import { ABANDONED, notWaitedFor, runToolCall, thrownAfterAbort } from '../actors/invocation-actor.js'
+import { ABANDONED, notWaitedFor, runToolCall, uncertainMessage } from '../actors/invocation-actor.js'
 import { redact, redactArguments, redactData, redactFailure, secretsOf, withToolSecret } from '../actors/redaction.js'
 import { toolProblem } from '../actors/run-input.js'
 import { argumentsOf, unusableMessage } from '../actors/tool-arguments.js'
@@ -54,10 +54,10 @@ export type ToolCallOutcome =
    */
   | { status: 'abandoned'; message: string }
   /**
-   * A tool with effects (not `readOnly`) threw once its signal had aborted (its time limit, or the
-   * `signal` option): the abort may have cut short an effect that happened, so a run leaves the call
-   * dispatched, an unknown outcome for its session to reconcile. A tool that knows what happened
-   * returns it instead.
+   * A tool with effects (not `readOnly`) threw an `OutcomeUnknownError` (it cannot tell whether its
+   * effect happened), or threw once its signal had aborted (its time limit, or the `signal` option):
+   * the abort may have cut short an effect that happened. A run leaves such a call dispatched, an
+   * unknown outcome for its session to reconcile. A tool that knows what happened returns it instead.
    */
   | { status: 'unknown'; message: string }
 
@@ -160,7 +160,7 @@ export async function callTool(tool: ToolDefinition, args: unknown, options: Cal
       message: `tool ${called.name} ${notWaitedFor(timeoutMs)}`,
     }
   }
-  if (!result.ok && result.uncertain !== undefined) return { status: 'unknown', message: thrownAfterAbort(called.name, result.message, result.uncertain, result.attempts) }
+  if (!result.ok && result.uncertain !== undefined) return { status: 'unknown', message: uncertainMessage(called.name, { ...result, uncertain: result.uncertain }) }
   return result.ok ? { status: 'succeeded', output: redactData(result.value, secrets.inData) } : { status: 'failed', message: redactFailure(result.message, failureSecrets()) }
 }
 

@@ -129,7 +129,7 @@ audit(
 )
 
 /** Each case: what is done to the stored records, and the key space and key `verify()` must name. */
-const cases: [string, (db: Db, mixed: Mixed) => Promise<void>, string, string, (mixed: Mixed) => number | undefined][] = [
+const cases: [string, (db: Db, mixed: Mixed) => Promise<void>, string, string | ((mixed: Mixed) => string), (mixed: Mixed) => number | undefined][] = [
   ['a fact missing from its invocation’s index', (db, mixed) => db.del(keys.byInvocation('inv-done', mixed.endedAt.done as number)), 'byInvocation', 'v!', () => undefined],
   ['an extra entry in an invocation’s index', (db) => db.put(keys.byInvocation('inv-done', 9999), new Uint8Array(0)), 'byInvocation', 'v!', () => undefined],
   [
@@ -161,6 +161,24 @@ const cases: [string, (db: Db, mixed: Mixed) => Promise<void>, string, string, (
   ['a session record that forgot a pending seal', (db) => rewrite(db, keys.session('session-waiting'), (r) => ({ ...r, paused: [] })), 'session', keys.session('session-waiting'), () => undefined],
   ['a session record deleted', (db) => db.del(keys.session('session-done')), 'session', keys.session('session-done'), () => undefined],
   ['a session record with no invocation', (db) => db.put(keys.session('session-ghost'), encodeRecord({ active: [], paused: [], unknown: [] })), 'session', keys.session('session-ghost'), () => undefined],
+  // The recency index (`a!`): one entry a session, at its latest run's opened seq, naming it.
+  ['a session’s recency entry deleted', (db, m) => db.del(keys.recent(m.openedAt.lost as number)), 'recent', (m) => keys.recent(m.openedAt.lost as number), (m) => m.openedAt.lost],
+  [
+    'a recency entry left at a session’s earlier run (its successor opened since)',
+    async (db, m) => {
+      await db.del(keys.recent(m.openedAt.next as number))
+      await db.put(keys.recent(m.openedAt.source as number), encodeRecord('session-source'))
+    },
+    'recent',
+    (m) => keys.recent(m.openedAt.source as number),
+    () => undefined,
+  ],
+  ['a second recency entry of a session', (db, m) => db.put(keys.recent((m.openedAt.lost as number) + 1), encodeRecord('session-lost')), 'recent', (m) => keys.recent((m.openedAt.lost as number) + 1), () => undefined],
+  ['a recency entry naming a session with no run', (db) => db.put(keys.recent(9_999), encodeRecord('session-ghost')), 'recent', keys.recent(9_999), () => undefined],
+  ['a recency entry that is no session id', (db, m) => db.put(keys.recent(m.openedAt.done as number), encodeRecord(7)), 'recent', (m) => keys.recent(m.openedAt.done as number), () => undefined],
+  ['a key in the recency index that names no seq', (db) => db.put('a!x', encodeRecord('session-done')), 'recent', 'a!x', () => undefined],
+  ['a session record without its latest run’s seq', (db) => rewrite(db, keys.session('session-done'), ({ latestOpenedSeq: _, ...r }) => r), 'session', keys.session('session-done'), () => undefined],
+  ['a session record with another latest run’s seq', (db, m) => rewrite(db, keys.session('session-source'), (r) => ({ ...r, latestOpenedSeq: m.openedAt.source })), 'session', keys.session('session-source'), () => undefined],
   ['a pending seal’s claim reservation deleted', (db) => db.del(keys.sealedClaim('claim-h2')), 'reservation', keys.sealedClaim('claim-h2'), () => undefined],
   ['a pending seal’s successor reserved for another seal', (db) => db.put(keys.sealedSuccessor('inv-later'), encodeRecord('inv-done')), 'reservation', keys.sealedSuccessor('inv-later'), () => undefined],
   ['a reservation no seal made', (db) => db.put(keys.sealedClaim('claim-ghost'), encodeRecord('inv-done')), 'reservation', keys.sealedClaim('claim-ghost'), () => undefined],
@@ -186,8 +204,9 @@ const cases: [string, (db: Db, mixed: Mixed) => Promise<void>, string, string, (
   // The log opens with both: a format below its own is an older log's (rewritten by the next batch), and the reservations marker's value is not read.
   ['an index format marker no version writes', (db) => db.put(keys.format, encodeRecord(0)), 'marker', keys.format, () => undefined],
   ['a reservations marker that does not hold 1', (db) => db.put(keys.reservationsIndexed, encodeRecord('yes')), 'marker', keys.reservationsIndexed, () => undefined],
+  ['a recency marker that does not hold 1', (db) => db.put(keys.recencyIndexed, encodeRecord('yes')), 'marker', keys.recencyIndexed, () => undefined],
   ['a key in the head space that the log never writes', (db) => db.put('h!extra', encodeRecord(1)), 'unknown', 'h!extra', () => undefined],
-  ['a key before every key space', (db) => db.put('a!x', new Uint8Array(0)), 'unknown', 'a!x', () => undefined],
+  ['a key before every key space', (db) => db.put('0!x', new Uint8Array(0)), 'unknown', '0!x', () => undefined],
   // Not read as open invocation "x" (the open index's range is `o!` alone), nor as an event.
   ['a key between two key spaces', (db) => db.put('o#x', new Uint8Array(0)), 'unknown', 'o#x', () => undefined],
   ['a key just past the events', (db) => db.put('e#1', new Uint8Array(0)), 'unknown', 'e#1', () => undefined],
@@ -203,7 +222,7 @@ for (const [name, damage, index, key, seqOf] of cases) {
       const error = await verifyRefusal(dir)
       assert.is(error.code, 'LOG_CORRUPT', error.message)
       const seq = seqOf(mixed)
-      assert.equal(error.details, { index, key, ...(seq === undefined ? {} : { seq }) }, error.message)
+      assert.equal(error.details, { index, key: typeof key === 'string' ? key : key(mixed), ...(seq === undefined ? {} : { seq }) }, error.message)
       // The facts are untouched: the log still opens at the same head.
       await withLog(join(dir, 'log'), async (log) => {
         assert.equal(log.head(), { highWater: mixed.events, digest: mixed.digest })

@@ -447,7 +447,12 @@ export const recordShapes = {
     Array.isArray(value.openSteps) &&
     Array.isArray(value.uncertain) &&
     Array.isArray(value.operations),
-  session: (value: unknown): boolean => isObject(value) && Array.isArray(value.active) && Array.isArray(value.paused) && Array.isArray(value.unknown),
+  session: (value: unknown): boolean =>
+    isObject(value) &&
+    Array.isArray(value.active) &&
+    Array.isArray(value.paused) &&
+    Array.isArray(value.unknown) &&
+    (value.latestOpenedSeq === undefined || (typeof value.latestOpenedSeq === 'number' && Number.isSafeInteger(value.latestOpenedSeq) && value.latestOpenedSeq >= 1)),
   run: (value: unknown): boolean => isObject(value) && typeof value.invocationId === 'string',
   name: (value: unknown): boolean => typeof value === 'string',
   id: (value: unknown): boolean => Array.isArray(value) && typeof value[0] === 'number' && value[1] instanceof Uint8Array,

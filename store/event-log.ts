@@ -13,7 +13,7 @@ import { EMPTY_CHAIN, CHAIN_BYTES, chainStep, logDigest, runChainStart, runDiges
 import { chainedIdRecord, decodeEvent, decodeRecord, encodeRecord, encodeValidatedEvent, checkFactRules, indexRecord, isAbortSignal, messageOf, peekInvocationId, validateEvent } from './encoding.js'
 import { IdFilter, parseIdFilter, serializeIdFilter } from './id-filter.js'
 import { IndexAudit } from './index-audit.js'
-import { keys, seqOfEventKey, seqPart } from './keys.js'
+import { keys, seqOfEventKey, seqOfRecentKey, seqPart } from './keys.js'
 import {
   type InvocationProjection,
   type InvocationRecord,
@@ -612,6 +612,8 @@ const TAIL_KEYS_CHECKED = 65_536
 /** The last facts whose chain is recomputed on every open. */
 const TAIL_CHAIN_CHECKED = 1_024
 const MAX_GROUP = 2_048
+/** The largest seq a key holds in order (`seqPart`'s 13 hex digits). */
+const MAX_KEYED_SEQ = 2 ** 52 - 1
 /** Events `events()` reads from the store per trip to the thread pool. */
 const EVENTS_CHUNK = 256
 /** The same for `prefix`, which checks its byte budget once per chunk. */
@@ -634,7 +636,7 @@ const CATCH_UP_SCANNED = TAIL_KEYS_CHECKED
  */
 const ANCHOR_FILE = 'FACTSTATE-HEAD'
 /** The first key of a database that is factstate's: one of its key spaces (store/keys.ts). */
-const FACTSTATE_KEY = /^[hseivnrcpqo]!/
+const FACTSTATE_KEY = /^[hseivnrcpqoa]!/
 /**
  * Under `sync` durability the anchor is also refreshed while the log is written, at most this long
  * after a group commit: after a crash (no clean close) an open then still knows a recent head, and
@@ -730,11 +732,15 @@ const SCAN_BATCH = 1_000
  * carry members the releases before it cannot read (every run's `execution.tools.digests`, the
  * provider's request id, a successor's content): a release that reads up to 2 then refuses the log
  * as newer (`LOG_FORMAT_UNSUPPORTED`) instead of taking its first such fact for damage; 4 for the
- * same reason, since a child run's `invocation.opened` may carry its `parent` (0.3.0). The index
- * records are those of 2. A log marked with a higher number was written by a newer factstate and is
- * refused rather than misread; an unmarked or lower-marked one is older, and is marked by its next write.
+ * same reason, since a child run's `invocation.opened` may carry its `parent` (0.3.0); 5 since the
+ * sessions are indexed by their latest run (`keys.recent`, and a session record's `latestOpenedSeq`,
+ * 0.9.0), which the releases before it would not keep up to date: a log this version opened is marked
+ * 5 at once (see `#indexRecency`), so that they refuse it. The other index records are those of 2. A
+ * log marked with a higher number was written by a newer factstate and is refused rather than misread;
+ * an unmarked or lower-marked one is older, and is marked by its next write (by its open, when it
+ * lacks the recency index).
  */
-const INDEX_FORMAT = 4
+const INDEX_FORMAT = 5
 /** The id filter is sized for twice the log's events, at least this many (2 MiB)… */
 const ID_FILTER_MIN = 1 << 20
 /** …and at most this many (32 MiB); a log with more events reads the id index for every append. */
@@ -784,6 +790,8 @@ class Staging {
   readonly persisted = new Set<string>()
   /** The last run opened here in each session (see `LatestRun`): never written to the index. */
   readonly latestRuns = new Map<string, LatestRun>()
+  /** The recency index's changes (`keys.recent`): the session id of an entry put, null for one deleted. */
+  readonly recent = new Map<string, string | null>()
   head: Head
 
   constructor(
@@ -886,6 +894,7 @@ class Staging {
     for (const [k, v] of this.ids) target.ids.set(k, v)
     for (const id of this.persisted) target.persisted.add(id)
     for (const [k, v] of this.latestRuns) target.latestRuns.set(k, v)
+    for (const [k, v] of this.recent) target.recent.set(k, v)
     for (const event of this.events) target.events.push(event)
     target.head = this.head
   }
@@ -1401,6 +1410,8 @@ export class EventLog {
   #formatMarked = false
   /** The log carries `keys.reservationsIndexed` (else the next batch writes it). */
   #reservationsMarked = false
+  /** The log carries `keys.recencyIndexed` (else the next batch writes it: a log with facts gets it on open). */
+  #recencyMarked = false
   #idsMinimum = ID_FILTER_MIN
   /**
    * The directory opened (device and inode): the files written beside LevelDB's go only into it,
@@ -1982,6 +1993,8 @@ export class EventLog {
     if (point !== undefined) this.#backupPoints = decodeBackupPoints(point, head.highWater)
     this.#state.head = head
     await this.#loadIds(head)
+    this.#recencyMarked = (await this.#db.get(keys.recencyIndexed)) !== undefined
+    if (!this.#recencyMarked && head.highWater > 0) await this.#indexRecency()
     const open: string[] = []
     for await (const key of this.#db.keys({ gte: keys.openLow, lt: keys.openHigh })) open.push(key.slice(2))
     await this.#catchUp(open)
@@ -2039,6 +2052,51 @@ export class EventLog {
     batch.put(keys.reservationsIndexed, encodeRecord(1))
     await batch.write({ sync: this.#durability === 'sync' })
     this.#reservationsMarked = true
+  }
+
+  /**
+   * A log written before sessions were indexed by their latest run (index format 4 and earlier, up to
+   * 0.8.0): each session gets its `keys.recent` entry and its record's `latestOpenedSeq`, from one pass
+   * over the invocation records (each knows its session and the seq it opened at), in one batch with
+   * the marker and the index format, so that the releases before this one, which would not keep the
+   * index, refuse the log from now on. A snapshot builds it in its own copy. A record that cannot be
+   * read is passed over: `verify()` names it (and the entry it then lacks).
+   */
+  async #indexRecency(): Promise<void> {
+    const latest = new Map<string, number>()
+    for await (const value of this.#db.values({ gte: keys.invocation(''), lt: 'n"' })) {
+      let record: StoredInvocationRecord
+      try {
+        record = indexRecord<StoredInvocationRecord>(value, 'invocation', 'invocation')
+      } catch {
+        continue
+      }
+      const { sessionId } = record.invocation
+      if (typeof record.openedSeq === 'number' && record.openedSeq > (latest.get(sessionId) ?? 0)) latest.set(sessionId, record.openedSeq)
+    }
+    const batch = this.#db.batch()
+    // None in a log of an earlier version; whatever is there is replaced.
+    for await (const key of this.#db.keys({ gte: keys.recentLow, lt: keys.recentHigh })) batch.del(key)
+    for await (const [key, value] of this.#db.iterator({ gte: keys.sessionLow, lt: keys.sessionHigh })) {
+      const sessionId = key.slice(keys.sessionLow.length)
+      const seq = latest.get(sessionId)
+      if (seq === undefined) continue
+      let session: SessionRecord
+      try {
+        session = indexRecord<SessionRecord>(value, `session ${sessionId}`, 'session')
+      } catch {
+        continue
+      }
+      batch.put(key, encodeRecord({ ...session, latestOpenedSeq: seq }))
+      batch.put(keys.recent(seq), encodeRecord(sessionId))
+    }
+    batch.put(keys.recencyIndexed, encodeRecord(1))
+    batch.put(keys.format, encodeRecord(INDEX_FORMAT))
+    await batch.write({ sync: this.#durability === 'sync' })
+    this.#recencyMarked = true
+    this.#formatMarked = true
+    // Records read before the batch lack the seq: read them again.
+    this.#state.sessions.clear()
   }
 
   /**
@@ -2599,6 +2657,7 @@ export class EventLog {
         this.#formatMarked = true
         if (this.#children !== undefined || this.#childrenSince !== undefined) this.#noteChildren(staging.events)
         this.#reservationsMarked = true
+        this.#recencyMarked = true
         this.#scheduleAnchor()
       }
       for (const entry of accepted) entry.resolve(entry.result as number & number[])
@@ -2692,7 +2751,8 @@ export class EventLog {
       if (blocked) throw successorBlockedError(blocked, event.id)
     }
     const boundary = event.fact.type === 'invocation.opened' || event.fact.type === 'invocation.ended'
-    const session = boundary ? applyToSession(local.sessionNow(invocation.sessionId), record, event) : undefined
+    const sessionBefore = boundary ? local.sessionNow(invocation.sessionId) : undefined
+    const session = sessionBefore === undefined ? undefined : applyToSession(sessionBefore, record, event)
     // Every check and read is done: from here on nothing throws, so a refused event leaves `local` untouched.
     const seq = local.head.highWater + 1
     const idRecord = chainedIdRecord(local.head.chain, seq, bytes)
@@ -2705,6 +2765,10 @@ export class EventLog {
     if (run !== undefined) {
       local.runs.set(keys.run(invocation.sessionId, invocation.runId), run)
       local.latestRuns.set(invocation.sessionId, { runId: invocation.runId, invocationId: invocation.invocationId })
+      // The session moves to the front of the recency index: its entry at its previous run's seq goes.
+      const previous = sessionBefore?.latestOpenedSeq
+      if (previous !== undefined) local.recent.set(keys.recent(previous), null)
+      local.recent.set(keys.recent(seq), invocation.sessionId)
     }
     if (claim !== undefined) local.claims.set(claim, invocation.invocationId)
     if (sealed !== undefined) {
@@ -2735,9 +2799,14 @@ export class EventLog {
     for (const [id, record] of staging.sessions) batch.put(keys.session(id), encodeRecord(record))
     for (const [id, user] of staging.claims) batch.put(keys.claim(id), encodeRecord(user))
     for (const [key, sealer] of staging.reserved) batch.put(key, encodeRecord(sealer))
+    for (const [key, sessionId] of staging.recent) {
+      if (sessionId === null) batch.del(key)
+      else batch.put(key, encodeRecord(sessionId))
+    }
     batch.put(keys.head, encodeRecord(staging.head))
     if (!this.#formatMarked) batch.put(keys.format, encodeRecord(INDEX_FORMAT))
     if (!this.#reservationsMarked) batch.put(keys.reservationsIndexed, encodeRecord(1))
+    if (!this.#recencyMarked) batch.put(keys.recencyIndexed, encodeRecord(1))
     await batch.write({ sync: this.#durability === 'sync' })
   }
 
@@ -3318,23 +3387,38 @@ export class EventLog {
   }
 
   /**
-   * The sessions of the log, in id order, a page at a time: at most `limit` (default 100, at most
-   * 1,000) whose id begins with `prefix`, after the id `after` (the last of the page before), each
-   * with its last run opened (what `log.runs(sessionId)` ends with). Reads the session index, and
-   * each listed session's run index and records (as `log.runs` does, never the facts but its last
-   * run's first). A log without sessions lists none; bad options are `LOG_INVALID_ARGUMENT` naming
-   * the option (`details.field`).
+   * The sessions of the log, a page at a time: at most `limit` (default 100, at most 1,000) whose id
+   * begins with `prefix`, each with its last run opened (what `log.runs(sessionId)` ends with).
+   *
+   * In id order (`order: 'id'`, the default), after the id `after` (the last of the page before):
+   * reads the session index, and each listed session's run index and records (as `log.runs` does,
+   * never the facts but its last run's first).
+   *
+   * Most recently active first (`order: 'recent'`), by the seq its latest run opened at
+   * (`latestRun.openedSeq`: a new message, a continuation and a handoff successor each open a run and
+   * move their session to the front), before the seq `before` (the last `latestRun.openedSeq` of the
+   * page before): walks the recency index from its newest entry (one a session, written in the same
+   * batch as the run's `invocation.opened`) and reads each listed session's latest run's first fact
+   * and records. With a `prefix`, the walk passes over the sessions without it: its cost grows with
+   * the sessions it skips (a prefix of few sessions among many reads much of the index).
+   *
+   * A log without sessions lists none; bad options are `LOG_INVALID_ARGUMENT` naming the option
+   * (`details.field`): `before` in id order and `after` in recent order too.
    *
    * @example
    * ```ts
    * for (let page = await log.sessions({ prefix: 'user-42.' }); page.length > 0; page = await log.sessions({ prefix: 'user-42.', after: page.at(-1)?.sessionId })) {
    *   for (const { sessionId, latestRun } of page) console.log(sessionId, latestRun.terminal ?? 'open')
    * }
+   * // The 20 conversations most recently active, then the 20 before them:
+   * const recent = await log.sessions({ order: 'recent', limit: 20 })
+   * const older = await log.sessions({ order: 'recent', limit: 20, before: recent.at(-1)?.latestRun.openedSeq })
    * ```
    */
   async sessions(options: SessionsOptions = {}): Promise<SessionListing[]> {
     this.#assertOpen()
-    const { prefix, after, limit } = readSessionsOptions(options)
+    const { order, prefix, after, before, limit } = readSessionsOptions(options)
+    if (order === 'recent') return this.#recentSessions(prefix, before, limit)
     // Ids hold only [A-Za-z0-9._:-]: '~' sorts after every one of them.
     const from = after !== undefined && after >= prefix ? { gt: keys.session(after) } : { gte: keys.session(prefix) }
     const ids: string[] = []
@@ -3350,6 +3434,43 @@ export class EventLog {
       })
       listed.push({ sessionId, latestRun })
     }
+    await this.#addParents(listed.map((session) => session.latestRun))
+    return listed
+  }
+
+  /**
+   * `sessions({ order: 'recent' })`: the recency index walked from `before` (exclusive) back, one
+   * iterator (one snapshot of the index, so a session that moves to the front meanwhile is listed
+   * once, where it was), then each entry's run from its opening fact (which names the run).
+   */
+  async #recentSessions(prefix: string, before: number | undefined, limit: number): Promise<SessionListing[]> {
+    // A seq past what a key can hold (2^52) bounds nothing.
+    const lt = before === undefined || before > MAX_KEYED_SEQ ? keys.recentHigh : keys.recent(before)
+    const entries: { seq: number; sessionId: string; key: string }[] = []
+    await this.#reading(async () => {
+      for await (const [key, value] of this.#db.iterator({ gte: keys.recentLow, lt, reverse: true, ...(prefix === '' ? { limit } : {}) })) {
+        const sessionId = indexRecord<string>(value, `recent ${key}`, 'name')
+        if (!sessionId.startsWith(prefix)) continue
+        const seq = seqOfRecentKey(key)
+        if (Number.isNaN(seq)) throw new FactstateError('LOG_CORRUPT', `the recency index holds a key that names no seq: ${JSON.stringify(key)}`, { details: { key } })
+        entries.push({ seq, sessionId, key })
+        if (entries.length === limit) break
+      }
+    })
+    if (entries.length === 0) return []
+    const values = await this.#reading(() => this.#db.getMany(entries.map(({ seq }) => keys.event(seq))))
+    const listed: SessionListing[] = []
+    await this.#reading(async () => {
+      entries.forEach(({ seq, sessionId, key }, index) => {
+        const bytes = values[index]
+        if (bytes === undefined) throw new FactstateError('LOG_CORRUPT', `event ${seq} is missing`, { details: { seq } })
+        const { fact, invocation } = decodeEvent(bytes, seq)
+        if (fact.type !== 'invocation.opened' || invocation.sessionId !== sessionId) {
+          throw new FactstateError('LOG_CORRUPT', `the recency index entry of session ${sessionId} names event ${seq}, which opens no run of it`, { details: { key } })
+        }
+        listed.push({ sessionId, latestRun: this.#runSummary(sessionId, invocation.runId, keys.run(sessionId, invocation.runId)) })
+      })
+    })
     await this.#addParents(listed.map((session) => session.latestRun))
     return listed
   }

@@ -14,6 +14,8 @@
  *   record written since 0.7.0) the operation id of the call that started it, or null.
  * - `c!` (claims): one per successor, naming it.
  * - `s!` (sessions): each equals its facts replayed, one per session.
+ * - `a!` (sessions by their latest run): one per session, at the seq of its latest run's
+ *   `invocation.opened` (its record's `latestOpenedSeq`), naming it; no other.
  * - `p!` / `q!` (a seal's claim and successor): each names a seal of that claim or successor, and
  *   every seal still pending has both (logs older than these records got them for the seals
  *   pending when they were first opened by a version that writes them, so an older, used seal has
@@ -21,7 +23,7 @@
  * - `i!` (event ids): each fact's record is checked with the fact (by `verify` itself); here, that
  *   there are no more of them than facts.
  *
- * - `h!format`, `h!reservations` (the format markers): where present, each holds what some version
+ * - `h!format`, `h!reservations`, `h!recent` (the format markers): where present, each holds what some version
  *   wrote (a format up to this one's; 1). `h!backup` (a backup's point) is checked by `verify`
  *   itself: its digest is the log's at its high-water.
  * - every other key: none lies outside the key spaces above (and `h!head`, `e!`).
@@ -35,7 +37,7 @@ import { isDeepStrictEqual } from 'node:util'
 import { FactstateError, messageWithoutCode } from '../errors.js'
 import type { RuntimeEvent } from '../facts/types.js'
 import { decodeRecord, isObject, recordShapes } from './encoding.js'
-import { keys } from './keys.js'
+import { keys, seqOfRecentKey } from './keys.js'
 import {
   type InvocationRecord,
   type RunRecord,
@@ -57,12 +59,12 @@ export interface AuditReader {
 }
 
 /** The key spaces, as `details.index` names them. */
-export type AuditedIndex = 'id' | 'byInvocation' | 'open' | 'invocation' | 'run' | 'claim' | 'session' | 'reservation' | 'marker' | 'unknown'
+export type AuditedIndex = 'id' | 'byInvocation' | 'open' | 'invocation' | 'run' | 'claim' | 'session' | 'recent' | 'reservation' | 'marker' | 'unknown'
 
 /** The first two characters of every key the log writes, in key order (store/keys.ts). */
-const KEY_SPACES = ['c!', 'e!', 'h!', 'i!', 'n!', 'o!', 'p!', 'q!', 'r!', 's!', 'v!'] as const
+const KEY_SPACES = ['a!', 'c!', 'e!', 'h!', 'i!', 'n!', 'o!', 'p!', 'q!', 'r!', 's!', 'v!'] as const
 /** The keys of the `h!` space. */
-const HEAD_KEYS: ReadonlySet<string> = new Set([keys.head, keys.format, keys.reservationsIndexed, keys.backup])
+const HEAD_KEYS: ReadonlySet<string> = new Set([keys.head, keys.format, keys.reservationsIndexed, keys.recencyIndexed, keys.backup])
 
 /** Every key of a `x!` key space. */
 const space = (prefix: string): { gte: string; lt: string } => ({ gte: prefix, lt: `${prefix.slice(0, -1)}"` })
@@ -315,6 +317,7 @@ export class IndexAudit {
     for (const id of this.#sessions.keys()) {
       if (!stored.has(id)) throw damaged('session', keys.session(id), `session ${id} has opened invocations but no record`)
     }
+    await this.#recent()
     await this.#reservations('p!', this.#sealedClaims, 'claim')
     await this.#reservations('q!', this.#sealedSuccessors, 'successor')
     for (const session of this.#sessions.values()) {
@@ -338,12 +341,36 @@ export class IndexAudit {
   }
 
   /**
+   * The recency index: each entry at the seq its session's latest run opened at, naming that session;
+   * each session has one (the session records, checked before, hold the same seq).
+   */
+  async #recent(): Promise<void> {
+    const indexed = new Set<string>()
+    for await (const [key, value] of entriesOf(this.#reader, space(keys.recentLow))) {
+      const seq = seqOfRecentKey(key)
+      if (Number.isNaN(seq)) throw damaged('recent', key, `the recency index holds a key that names no seq: ${JSON.stringify(key)}`)
+      const id = decoded(value, 'recent', key)
+      const latest = typeof id === 'string' ? this.#sessions.get(id)?.latestOpenedSeq : undefined
+      if (typeof id !== 'string' || latest === undefined) throw damaged('recent', key, `the recency index entry ${key} names no session of the log`)
+      if (latest !== seq || indexed.has(id)) {
+        throw damaged('recent', key, `the recency index entry ${key} of session ${id} is not at its latest run, which opened at event ${latest}`)
+      }
+      indexed.add(id)
+    }
+    for (const [id, session] of this.#sessions) {
+      if (indexed.has(id)) continue
+      const seq = session.latestOpenedSeq as number
+      throw damaged('recent', keys.recent(seq), `session ${id} has no entry in the recency index at its latest run (event ${seq})`, seq)
+    }
+  }
+
+  /**
    * The format markers hold what some version wrote: `h!format` a format up to this one's, and
-   * `h!reservations` 1. Either may be missing: a log an earlier version wrote gets them with its
-   * next batch (and its reservations when it is opened).
+   * `h!reservations` and `h!recent` 1. Any may be missing: a log an earlier version wrote gets them
+   * with its next batch (its reservations, its recency index and its format when it is opened).
    */
   async #checkMarkers(): Promise<void> {
-    const [format, reservations] = await this.#reader.getMany([keys.format, keys.reservationsIndexed])
+    const [format, reservations, recency] = await this.#reader.getMany([keys.format, keys.reservationsIndexed, keys.recencyIndexed])
     if (format !== undefined) {
       const found = decoded(format, 'marker', keys.format)
       if (typeof found !== 'number' || !Number.isSafeInteger(found) || found < 1 || found > this.#format) {
@@ -353,9 +380,12 @@ export class IndexAudit {
     if (reservations !== undefined && decoded(reservations, 'marker', keys.reservationsIndexed) !== 1) {
       throw damaged('marker', keys.reservationsIndexed, 'the reservations marker does not hold 1')
     }
+    if (recency !== undefined && decoded(recency, 'marker', keys.recencyIndexed) !== 1) {
+      throw damaged('marker', keys.recencyIndexed, 'the recency marker does not hold 1')
+    }
   }
 
-  /** No key lies outside the log's key spaces, nor in `h!` but for its four keys. */
+  /** No key lies outside the log's key spaces, nor in `h!` but for its five keys. */
   async #strayKeys(): Promise<void> {
     const stray = (key: string) => damaged('unknown', key, `key ${JSON.stringify(key)} belongs to no key space of the log`)
     for await (const batch of this.#reader.keys(space('h!'))) {

@@ -12,6 +12,8 @@ export const keys = {
   format: 'h!format',
   /** Present once every pending seal has its `sealedClaim` and `sealedSuccessor` records (logs of earlier versions get them on open). */
   reservationsIndexed: 'h!reservations',
+  /** Present once every session has its `recent` entry and its record its `latestOpenedSeq` (logs of earlier versions get them on open). */
+  recencyIndexed: 'h!recent',
   /** In a copy made by `EventLog.backup`: the point of the log it was taken at (store/backup-point.ts). */
   backup: 'h!backup',
   sessionLow: 's!',
@@ -41,15 +43,29 @@ export const keys = {
   sealedClaim: (claimId: string) => `p!${claimId}`,
   /** A successor invocation id named by a sealed pause, with the paused invocation's id: only that seal's successor may open under it. */
   sealedSuccessor: (invocationId: string) => `q!${invocationId}`,
+  /**
+   * The sessions by their latest run: one entry a session, at the seq of its latest run's
+   * `invocation.opened`, holding the session id (`log.sessions({ order: 'recent' })` walks it backwards).
+   */
+  recent: (seq: number) => `a!${seqPart(seq)}`,
+  recentLow: 'a!',
+  recentHigh: 'a"',
   open: (invocationId: string) => `o!${invocationId}`,
   openLow: 'o!',
   openHigh: 'o"',
 }
 
 const EVENT_KEY = /^e!([0-9a-f]{13})$/
+const RECENT_KEY = /^a!([0-9a-f]{13})$/
 
 /** The seq of an event key; NaN for a key in the event space that no event has (`e!3x`, say). */
 export const seqOfEventKey = (key: string): number => {
   const digits = EVENT_KEY.exec(key)?.[1]
+  return digits === undefined ? Number.NaN : Number.parseInt(digits, 16)
+}
+
+/** The seq of a `recent` key; NaN for a key in that space that no entry has. */
+export const seqOfRecentKey = (key: string): number => {
+  const digits = RECENT_KEY.exec(key)?.[1]
   return digits === undefined ? Number.NaN : Number.parseInt(digits, 16)
 }

@@ -126,6 +126,11 @@ export interface SessionRecord {
   paused: { turnId: string; runId: string; invocationId: string; intent: HandoffIntent }[]
   /** Operations of ended invocations whose outcome is unknown and not yet acknowledged. */
   unknown: UncertainOperation[]
+  /**
+   * The seq of the `invocation.opened` of the session's latest run: where its entry in the `recent`
+   * index is (since index format 5; a log of an earlier version gets it on open).
+   */
+  latestOpenedSeq?: number
 }
 
 /**
@@ -298,6 +303,7 @@ export function applyToSession(session: SessionRecord, record: InvocationRecord,
     const next: SessionRecord = {
       ...session,
       active: [...session.active, { invocationId: invocation.invocationId, turnId: invocation.turnId, runId: invocation.runId }],
+      latestOpenedSeq: record.openedSeq,
     }
     if (fact.input.kind === 'handoff') {
       const source = fact.input.source.invocation.invocationId

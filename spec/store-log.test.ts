@@ -1516,14 +1516,14 @@ format(
       marked = decodeRecord<number>((await db.get(keys.format)) as Uint8Array, 'format')
       await db.put(keys.format, encodeRecord(marked + 1))
     })
-    assert.is(marked, 4)
+    assert.is(marked, 5)
     for (let attempt = 0; attempt < 2; attempt += 1) {
       const refused = await refusal(EventLog.open(dir))
       assert.is(refused.code, 'LOG_FORMAT_UNSUPPORTED', `attempt ${attempt}: refused again, the lock released`)
-      assert.equal(refused.details, { format: 5, supported: 4 })
+      assert.equal(refused.details, { format: 6, supported: 5 })
     }
     await withDb(dir, async (db) => {
-      assert.is(decodeRecord<number>((await db.get(keys.format)) as Uint8Array, 'format'), 5, 'the refusal wrote nothing')
+      assert.is(decodeRecord<number>((await db.get(keys.format)) as Uint8Array, 'format'), 6, 'the refusal wrote nothing')
       await db.put(keys.format, encodeRecord('two'))
     })
     assert.is((await refusal(EventLog.open(dir))).code, 'LOG_CORRUPT', 'an unreadable format record')
@@ -1533,7 +1533,7 @@ format(
       await log.append(a.next(facts.requested('s1')))
     })
     await withDb(dir, async (db) => {
-      assert.is(decodeRecord<number>((await db.get(keys.format)) as Uint8Array, 'format'), 4, 'and is marked by its next batch')
+      assert.is(decodeRecord<number>((await db.get(keys.format)) as Uint8Array, 'format'), 5, 'and is marked by its next batch')
       // As the release before this one marked its logs: opened, read, and marked 4 by the next write.
       await db.put(keys.format, encodeRecord(3))
     })
@@ -1542,7 +1542,7 @@ format(
       await log.append(a.next(facts.completed('s1')))
     })
     await withDb(dir, async (db) => {
-      assert.is(decodeRecord<number>((await db.get(keys.format)) as Uint8Array, 'format'), 4, 'a log marked 3 is marked 4 by its next write: the release before refuses it as newer')
+      assert.is(decodeRecord<number>((await db.get(keys.format)) as Uint8Array, 'format'), 5, 'a log marked 3 is marked 5 by its next write: the releases before refuse it as newer')
     })
   }),
 )

@@ -13,7 +13,8 @@ commands:
   demo [--dir D]       run the whole promise end to end (no network, no API key)
   inspect <log-dir>    open the statechart visualizer on a log (127.0.0.1 only; --port N, --refresh S, --token)
   log <log-dir>        print facts (--session, --run, --invocation, --type, --from, --to, --last, --json),
-                       then those that land (--follow), a session's runs (--runs), or the sessions (--sessions)
+                       then those that land (--follow), a session's runs (--runs), or the sessions (--sessions,
+                       most recently active first with --recent)
   verify <log-dir>     re-read every fact, check the digest chain and every index record
   backup <log-dir> <backup-dir>
                        copy the log, verified, while the application runs

@@ -1272,6 +1272,47 @@ test('log --sessions lists the sessions in id order with their last run, --prefi
       }
     })))
 
+test('log --sessions --recent lists the sessions most recently active first (a continuation moves its session to the top), --prefix only those that begin with it, --json as log.sessions({ order: \'recent\' }) gives them; --recent alone is a usage error', () =>
+  bounded30(
+    withTempDir(async (dir) => {
+      const location = join(dir, 'log')
+      const log = await EventLog.open(location)
+      try {
+        await log.appendAll(completeInvocation('a1', 'alpha'))
+        await log.appendAll(completeInvocation('b1', 'beta'))
+        await log.appendAll(completeInvocation('ab', 'alpha.b'))
+        // beta continued: its session moves to the top.
+        const source = (await log.runSource('beta', 'run-b1'))?.boundary
+        assert.ok(source)
+        const opened = facts.opened('again') as Extract<Fact, { type: 'invocation.opened' }>
+        await log.appendAll(new EventMaker(invocationOf('b2', 'beta')).many([{ ...opened, input: { kind: 'continuation', source, content: 'again' } }, facts.requested('s1')]))
+      } finally {
+        await log.close()
+      }
+      const recent = await cli(['log', location, '--sessions', '--recent'])
+      assert.is(recent.code, 0, recent.stderr)
+      assert.equal(recent.stdout.trim().split('\n').map((line) => line.replace(/ {2}#\d+–#\d+$/, '')), [
+        'beta  run-b2  turn-b2  inv-b2  continuation of run-b1  open',
+        'alpha.b  run-ab  turn-ab  inv-ab  message  completed',
+        'alpha  run-a1  turn-a1  inv-a1  message  completed',
+      ])
+      assert.match(recent.stderr, /^3 session\(s\), most recently active first; log high-water \d+/)
+      const some = await cli(['log', location, '--sessions', '--recent', '--prefix', 'alpha'])
+      assert.equal([some.code, some.stdout.trim().split('\n').map((line) => line.split('  ')[0])], [0, ['alpha.b', 'alpha']])
+      assert.match(some.stderr, /^2 session\(s\) beginning with alpha, most recently active first;/)
+      const json = await cli(['log', location, '--sessions', '--recent', '--json'])
+      assert.is(json.code, 0, json.stderr)
+      const reopened = await EventLog.open(location)
+      try {
+        assert.equal(json.stdout.trim().split('\n').map((line) => JSON.parse(line) as unknown), await reopened.sessions({ order: 'recent' }))
+      } finally {
+        await reopened.close()
+      }
+      const refused = await cli(['log', location, '--recent'])
+      assert.is(refused.code, 2)
+      assert.match(refused.stderr, /--recent is for --sessions/)
+    })))
+
 test("pending --unanswered: a turn with settled effects cancelled by a shutdown is to be finished; one cancelled otherwise may be a user's stop, and its line says both (a cancel without a reason in words); a child's says only to settle it through its supervisor, and one whose supervisor has run since says only that nothing waits for it, and the hint does not count it", () =>
   bounded30(
     withTempDir(async (dir) => {

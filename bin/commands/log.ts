@@ -5,14 +5,14 @@ import { EventLog, LOG_DIRECTORY_ENTRY, type RunSummary, logInternals } from '..
 import { SettledToolNames, escapeControls, summarizeFact, usageTotalsText } from '../../store/fact-summary.js'
 import { type UsageTotals, usageOf } from '../../actors/transcript.js'
 import { FactstateError, messageWithoutCode } from '../../errors.js'
-import { SESSION_PREFIX } from '../../store/session-listing.js'
+import { SESSION_PREFIX, type SessionListing } from '../../store/session-listing.js'
 import { changeMark } from '../../store/snapshot.js'
 import { ALLOW_DAMAGED, type CommandIo, EXIT, closeLog, endBySignal, exitAfterReading, isLogDirectory, openLogToRead, parseCommand, reportReadError, snapshotDirectoryOf, untilStopped, usage } from '../io.js'
 
 export const logHelp = `usage: factstate log <log-directory> [--session ID] [--run ID] [--invocation ID] [--type TYPE] [--from SEQ] [--to SEQ] [--last N] [--allow-damaged] [--json]
        factstate log <log-directory> [filters] [--last N] --follow [--refresh S] [--json]
        factstate log <log-directory> --session ID --runs [--allow-damaged] [--json]
-       factstate log <log-directory> --sessions [--prefix P] [--allow-damaged] [--json]
+       factstate log <log-directory> --sessions [--recent] [--prefix P] [--allow-damaged] [--json]
 
 Prints the facts of a log in seq order, one line each (or one JSON object per line with --json:
 the fact's seq, the event, and digest, the log's digest through that fact, which verify prints once
@@ -37,6 +37,9 @@ interrupted and the sums).
 --sessions prints the log's sessions instead, in id order (only those whose id begins with P,
 with --prefix), one line each: the session, then its last run as --runs prints a run, without
 tokens (a child run's session, whose id is its run's one id, said once) (--json: { sessionId, latestRun }, as log.sessions() gives them).
+--recent lists them most recently active first instead: by the seq their last run opened at (a new
+message, a continuation or a handoff successor moves its session to the top), as
+log.sessions({ order: 'recent' }) gives them.
 The log is read as a snapshot (a copy taken now, beside the log, removed at the end), so the
 application can open it meanwhile; when another process has it open, the snapshot holds every fact
 durable by then (said on stderr), and facts appended after it are not printed.
@@ -76,6 +79,7 @@ export async function logCommand(args: string[], io: CommandIo, options: { signa
       json: { type: 'boolean', default: false },
       runs: { type: 'boolean', default: false },
       sessions: { type: 'boolean', default: false },
+      recent: { type: 'boolean', default: false },
       prefix: { type: 'string' },
       follow: { type: 'boolean', short: 'f', default: false },
       [ALLOW_DAMAGED]: { type: 'boolean', default: false },
@@ -110,6 +114,7 @@ export async function logCommand(args: string[], io: CommandIo, options: { signa
       return usage(io, `--prefix takes the start of an id (0–128 characters from [A-Za-z0-9._:-]), not ${values.prefix.slice(0, 60)}`, logHelp)
     }
   } else if (values.prefix !== undefined) return usage(io, '--prefix is for --sessions', logHelp)
+  else if (values.recent) return usage(io, '--recent is for --sessions (factstate log <log-directory> --sessions --recent)', logHelp)
   if (values.runs) {
     if (values.session === undefined) return usage(io, '--runs lists the runs of one session: give --session', logHelp)
     const other = (['run', 'invocation', 'type', 'from', 'to', 'last'] as const).find((name) => values[name] !== undefined)
@@ -156,8 +161,14 @@ export async function logCommand(args: string[], io: CommandIo, options: { signa
     if (values.sessions) {
       let listed = 0
       const prefix = values.prefix ?? ''
-      // A page at a time: a log of many sessions is printed in bounded memory.
-      for (let page = await log.sessions({ prefix, limit: 1_000 }); page.length > 0; page = await log.sessions({ prefix, after: page.at(-1)?.sessionId, limit: 1_000 })) {
+      const reading = log
+      // A page at a time: a log of many sessions is printed in bounded memory. Most recent first, each
+      // page is of the sessions whose last run opened before the last one printed.
+      const pageAfter = (last: SessionListing | undefined) =>
+        values.recent
+          ? reading.sessions({ order: 'recent', prefix, limit: 1_000, ...(last === undefined ? {} : { before: last.latestRun.openedSeq }) })
+          : reading.sessions({ prefix, limit: 1_000, ...(last === undefined ? {} : { after: last.sessionId }) })
+      for (let page = await pageAfter(undefined); page.length > 0; page = await pageAfter(page.at(-1))) {
         for (const session of page) {
           if (io.stdoutClosed?.()) return EXIT.ok
           // A child run's session is its run's one id (`childRunFor`), which formatRun says: said once.
@@ -166,7 +177,7 @@ export async function logCommand(args: string[], io: CommandIo, options: { signa
         }
         listed += page.length
       }
-      if (!values.json) io.stderr(`${listed.toLocaleString('en-US')} session(s)${prefix === '' ? '' : ` beginning with ${prefix}`}; log high-water ${log.head().highWater}`)
+      if (!values.json) io.stderr(`${listed.toLocaleString('en-US')} session(s)${prefix === '' ? '' : ` beginning with ${prefix}`}${values.recent ? ', most recently active first' : ''}; log high-water ${log.head().highWater}`)
       return exitAfterReading(log, io, values[ALLOW_DAMAGED])
     }
     if (values.runs) {

@@ -37,7 +37,7 @@ function pauseFor(name: string, successor: string) {
   return {
     intent: { handoffId: `h-${name}`, hostEpoch: 'epoch', rootRunId: `run-${name}`, successorRunId: `run-${successor}`, successorInvocationId: `inv-${successor}`, claimId: `claim-${name}` },
     remainingSteps: 1,
-    execution: { model: 'test-model', providerOptions: {}, cwd: '/work', tools: { catalogDigest: `sha256:${'a'.repeat(64)}`, names: ['echo'] } },
+    execution: { model: 'test-model', providerOptions: {}, cwd: '/srv/app', tools: { catalogDigest: `sha256:${'a'.repeat(64)}`, names: ['echo'] } },
   }
 }
 

@@ -389,13 +389,64 @@ function formsFrom(provider: SecretSource): { whole: Set<string>; pieced: Set<st
 }
 
 /** `message` with every secret (and every piece of one that is looked for piece by piece) replaced by `[redacted]`. */
-export function redact(message: string, secrets: Secrets): string {
+export function redact(message: string, secrets: Secrets, nuls = true): string {
   if (secrets.whole.length === 0) return message
   // Escapes read first: a piece of an encoded form redacted first (`%2F%C3%A4…` of the URL-encoded one in a
   // text percent-encoded byte by byte) would leave the rest of the secret to be read in no form.
   let out = redactEscaped(message, secrets)
+  // Not for bytes read as text (`redactBytes`, `redactRun`): they are read as UTF-16 there, and keep that encoding.
+  if (nuls && out.includes('\0')) out = redactNuls(out, secrets)
   for (const secret of secrets.whole) if (out.includes(secret)) out = out.split(secret).join(REDACTED)
   return secrets.pieces === undefined ? out : secrets.pieces.redact(out)
+}
+
+/**
+ * `text` (holding a NUL) redacted of what it holds of `secrets` once its NULs are left out: a text
+ * with a NUL beside every character (`"s\0k\0-\0…"`, UTF-16 read a byte a character, as a proxy's
+ * body or a model's answer can carry it) is written by msgpack as UTF-8, which for ASCII is the
+ * secret's UTF-16LE bytes (`"\0s\0k…"` its UTF-16BE ones) in the log's files, and no form of it as
+ * text. What is found (only where a NUL is inside it: the rest is found as written) is replaced
+ * with its NULs by `[redacted]`; the text is otherwise kept as it is. Failure messages lose their
+ * NULs before (`redactFailure`); this is for data, where a NUL is kept.
+ */
+function redactNuls(text: string, secrets: Secrets): string {
+  /** Where each character of the text read without NULs is in `text`. */
+  const at = new Int32Array(text.length + 1)
+  let read = ''
+  let count = 0
+  let copied = 0
+  for (let index = text.indexOf('\0'); index !== -1; index = text.indexOf('\0', index + 1)) {
+    for (let from = copied; from < index; from += 1) at[count++] = from
+    read += text.slice(copied, index)
+    copied = index + 1
+  }
+  for (let from = copied; from < text.length; from += 1) at[count++] = from
+  read += text.slice(copied)
+  const found: number[] = []
+  for (const secret of secrets.whole) {
+    for (let start = read.indexOf(secret); start !== -1; start = read.indexOf(secret, start + secret.length)) found.push(start, start + secret.length)
+  }
+  if (secrets.pieces !== undefined) found.push(...secrets.pieces.spans(read))
+  /** [from, to) in `text`, of those with a NUL inside, in order, overlapping ones joined. */
+  const spans: [number, number][] = []
+  for (let index = 0; index < found.length; index += 2) {
+    const from = at[found[index] as number] as number
+    const to = (at[(found[index + 1] as number) - 1] as number) + 1
+    if (to - from !== (found[index + 1] as number) - (found[index] as number)) spans.push([from, to])
+  }
+  if (spans.length === 0) return text
+  spans.sort((a, b) => a[0] - b[0])
+  let out = ''
+  let end = 0
+  for (const [from, to] of spans) {
+    if (from < end) {
+      if (to > end) end = to
+      continue
+    }
+    out += text.slice(end, from) + REDACTED
+    end = to
+  }
+  return out + text.slice(end)
 }
 
 /**
@@ -1029,7 +1080,7 @@ function redactRun(items: readonly number[], from: number, to: number, secrets: 
   }
   let text = ''
   for (let at = from; at < to; at += UNITS_AT_ONCE) text += String.fromCharCode(...items.slice(at, Math.min(at + UNITS_AT_ONCE, to)))
-  const read = redact(text, secrets)
+  const read = redact(text, secrets, false)
   let changed = read !== text
   const units = changed ? Array.from({ length: read.length }, (_, index) => read.charCodeAt(index)) : items.slice(from, to)
   // The runs of bytes among them, each at least as long as a secret: read as Latin-1 above, as UTF-8 and
@@ -1077,14 +1128,14 @@ function redactBytes(bytes: Buffer, secrets: Secrets, latin1 = true): Buffer | u
     if (encoding === 'latin1' && !latin1) continue
     if (encoding === 'utf8' && !current.some((byte) => byte >= 0x80)) continue
     const text = current.toString(encoding)
-    const redacted = redact(text, secrets)
+    const redacted = redact(text, secrets, false)
     if (redacted !== text) current = Buffer.from(redacted, encoding)
   }
   for (const offset of [0, 1]) {
     if (!current.includes(0)) break
     const end = offset + ((current.length - offset) & ~1)
     const text = current.toString('utf16le', offset, end)
-    const redacted = redact(text, secrets)
+    const redacted = redact(text, secrets, false)
     if (redacted !== text) current = Buffer.concat([current.subarray(0, offset), Buffer.from(redacted, 'utf16le'), current.subarray(end)])
   }
   return current === bytes ? undefined : current
@@ -1106,16 +1157,16 @@ const byteIndexes = new WeakMap<readonly string[], ByteIndex>()
 const fold = (word: number) => ((word >>> 16) ^ word) & 0xffff
 const wordAt = (bytes: Uint8Array, at: number) => ((bytes[at] as number) | ((bytes[at + 1] as number) << 8) | ((bytes[at + 2] as number) << 16) | ((bytes[at + 3] as number) << 24)) | 0
 
-/** Each secret's bytes as a fact's could hold them: UTF-8, Latin-1 (where it differs), UTF-16LE; by the list of forms. */
+/** Each secret's bytes as a fact's could hold them: UTF-8, Latin-1 (where it differs), UTF-16LE and UTF-16BE; by the list of forms. */
 function byteIndexOf(forms: readonly string[]): ByteIndex {
   let index = byteIndexes.get(forms)
   if (index === undefined) {
     const all = new Map<string, Buffer>()
     for (const form of forms) {
-      for (const encoding of ['utf8', 'latin1', 'utf16le'] as const) {
+      for (const encoding of ['utf8', 'latin1', 'utf16le', 'utf16be'] as const) {
         // A character past U+00FF has no Latin-1 byte: what Buffer writes for it is no reading of the secret.
         if (encoding === 'latin1' && [...form].some((character) => (character.codePointAt(0) as number) > 0xff)) continue
-        const bytes = Buffer.from(form, encoding)
+        const bytes = encoding === 'utf16be' ? Buffer.from(form, 'utf16le').swap16() : Buffer.from(form, encoding)
         all.set(bytes.toString('latin1'), bytes)
       }
     }

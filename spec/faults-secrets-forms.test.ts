@@ -281,4 +281,81 @@ test('secrets: JSON escapes of any character and percent-encoding are read, one 
   assert.is(redact(long, key), long)
 })
 
+/** An ASCII token, declared to the engine: as text with a NUL beside each character, its UTF-8 bytes are its UTF-16 ones. */
+const TOKEN = `tok_${randomBytes(16).toString('hex')}`
+/** A secret of digits (an account number), below 2^53: a number holding it is stored exactly. */
+const DIGITS = `4${[...randomBytes(15)].map((byte) => byte % 10).join('')}`
+/** `text` with a NUL after each character (UTF-16LE read a byte a character), or before it (UTF-16BE). */
+const nulAfter = (text: string) => Buffer.from(text, 'utf16le').toString('latin1')
+const nulBefore = (text: string) => Buffer.from(text, 'utf16le').swap16().toString('latin1')
+/** Each secret's UTF-8, Latin-1, UTF-16LE and UTF-16BE bytes, and DIGITS as msgpack writes the number (a float64, big-endian): which `bytes` holds. */
+function spelled(bytes: Buffer): string[] {
+  const number = Buffer.alloc(8)
+  number.writeDoubleBE(Number(DIGITS))
+  const needles: [string, Buffer][] = [['DIGITS as a number', number]]
+  for (const [name, secret] of [['API_KEY', API_KEY], ['TOKEN', TOKEN], ['DIGITS', DIGITS]] as const) {
+    needles.push([`${name} utf8`, Buffer.from(secret)], [`${name} latin1`, Buffer.from(secret, 'latin1')], [`${name} utf16le`, Buffer.from(secret, 'utf16le')], [`${name} utf16be`, Buffer.from(secret, 'utf16le').swap16()])
+  }
+  return needles.filter(([, needle]) => bytes.includes(needle)).map(([name]) => name)
+}
+async function assertNothingSpelled(directory: string, runId: string): Promise<void> {
+  const files = await everyFile(directory)
+  assert.ok(files.some((file) => file.path.endsWith('.log') && file.bytes.includes(Buffer.from(runId))), 'the facts are in a .log file, which is read raw')
+  for (const file of files) assert.equal(spelled(file.bytes), [], file.path)
+}
+
+test(
+  "secrets: a text with a NUL beside every character (UTF-16LE or BE read a byte a character) in a model's answer, its reasoning, a call's tool name, an approver's words and a cancel reason reaches no file of the log directory",
+  bounded(30_000, async (dir) => {
+    const server = await scriptedModelServer((request) => {
+      if (request.body.messages.some((message) => message.content === 'question hanging')) return answer.hang()
+      return request.body.messages.some((message) => message.role === 'tool')
+        ? answer.text(`done ${nulBefore(TOKEN)}`)
+        : answer.toolCalls(
+            [
+              { id: 'call-name', name: nulAfter(TOKEN), arguments: {} },
+              { id: 'call-guarded', name: 'guarded', arguments: { a: 1 } },
+            ],
+            { text: `sure ${nulAfter(API_KEY)}`, reasoning: `${nulBefore(TOKEN)}\0 and ${nulBefore(API_KEY)}` },
+          )
+    })
+    const log = await EventLog.open(join(dir, 'log'))
+    try {
+      const tools: ToolDefinition[] = [{ name: 'guarded', readOnly: true, needsApproval: true, execute: async () => 'ran' }]
+      const engine = new Engine({ log, model: new ModelExecutor({ retries: 0 }), secrets: [TOKEN] })
+      const outcome = await engine.run(run(server.baseUrl, 'nuls', tools), { onApproval: async () => ({ approved: false, by: nulAfter(TOKEN), reason: `no: ${nulBefore(API_KEY)}` }) })
+      assert.equal(outcome, { status: 'completed' })
+      const stop = new AbortController()
+      const hanging = await engine.start(run(server.baseUrl, 'hanging', []), { signal: stop.signal })
+      await server.seen(server.requests.length)
+      stop.abort(`stopped ${nulAfter(TOKEN)}`)
+      assert.equal(await hanging.wait(), { status: 'cancelled', source: 'stopped [redacted]\0' })
+      const facts = (await log.prefix(ALL.events, ALL.bytes)).events.map((stored) => stored.event.fact)
+      const answers = facts.flatMap((fact) => (fact.type === 'model.completed' ? [fact.output] : []))
+      assert.is(answers[0]?.text, 'sure [redacted]\0')
+      assert.is(answers[0]?.reasoning, '\0[redacted]\0 and \0[redacted]')
+      assert.is(answers[0]?.toolCalls[0]?.name, '[redacted]\0')
+      assert.is(answers[1]?.text, 'done \0[redacted]')
+      const rejected = facts.flatMap((fact) => (fact.type === 'tool.rejected' ? [fact] : []))
+      assert.equal(rejected.map((fact) => [fact.name, fact.reason, fact.input]), [['[redacted]\0', 'unknown_tool', {}], ['guarded', 'denied', { a: 1 }]], 'only the words that held it changed')
+      assert.equal(rejected[1]?.approval, { by: '[redacted]\0', reason: 'no: \0[redacted]' })
+      const ended = facts.flatMap((fact) => (fact.type === 'invocation.ended' ? [fact.outcome] : []))
+      assert.equal(ended.at(-1), { status: 'cancelled', source: 'stopped [redacted]\0' })
+      assert.equal(spelled(Buffer.from(JSON.stringify(facts))), [], 'facts')
+    } finally {
+      await log.close()
+      await server.close()
+    }
+    await assertNothingSpelled(join(dir, 'log'), 'run-nuls')
+  }),
+)
+
+test('secrets: UTF-16BE bytes of a secret (a NUL before each character) in what a tool returns are not recorded', async () => {
+  // Read as UTF-16LE from their second byte, the last character's NUL is missing: the bytes as the log writes them are searched for the UTF-16BE form too.
+  for (const returned of [Buffer.from(nulBefore(TOKEN), 'latin1'), { units: [...Buffer.from(nulBefore(TOKEN), 'latin1')] }]) {
+    const called = await callTool({ name: 'blob', readOnly: true, execute: async () => returned }, {}, { secrets: [TOKEN] })
+    assert.equal(called, { status: 'succeeded', output: '[redacted]' })
+  }
+})
+
 test.run()

@@ -683,8 +683,12 @@ export function redactedMessage(error: unknown, provider: ProviderConfig): strin
 export function redactDeep<T>(value: T, secrets: Secrets): T {
   if (secrets.whole.length === 0) return value
   const shortest = shortestOf(secrets)
+  const numeric = numericOf(secrets.whole)
   const walk = (item: unknown): unknown => {
     if (typeof item === 'string') return redact(item, secrets)
+    // A number whose decimal text holds a secret of digits (an account number, a PIN): a fact stores it as a
+    // number, which `factstate log` prints as those digits. Only looked at when a secret is such text.
+    if (typeof item === 'number') return numeric.length > 0 && holdsNumber(item, numeric) ? REDACTED : item
     if (Array.isArray(item)) {
       const length = item.length
       /** The runs of integers from 0 to 65,535 at least `shortest` long: [from, to, from, to, …]. */
@@ -790,6 +794,23 @@ export function redactDeep<T>(value: T, secrets: Secrets): T {
     return item
   }
   return walk(value) as T
+}
+
+/** Forms that a number's decimal text can hold (digits, a sign, a point, an exponent), by the list of forms. */
+const numerics = new WeakMap<readonly string[], readonly string[]>()
+function numericOf(forms: readonly string[]): readonly string[] {
+  let found = numerics.get(forms)
+  if (found === undefined) {
+    found = forms.filter((form) => /^[-+0-9.eE]+$/.test(form) && /[0-9]/.test(form))
+    numerics.set(forms, found)
+  }
+  return found
+}
+
+/** Whether `value`'s decimal text (as JSON writes it) holds one of `numeric` (see `numericOf`). */
+const holdsNumber = (value: number, numeric: readonly string[]): boolean => {
+  const text = String(value)
+  return numeric.some((form) => text.includes(form))
 }
 
 /**
@@ -1238,10 +1259,16 @@ export function redactData(value: unknown, secrets: Secrets): unknown {
 export function redactAnswer(output: ModelOutput, secrets: Secrets): ModelOutput {
   if (secrets.whole.length === 0) return output
   const toolCalls = output.toolCalls.map((call) => ({ ...redactDeep({ ...call, arguments: '' }, secrets), arguments: redactJsonText(call.arguments, secrets) }))
-  return { ...redactDeep({ ...output, toolCalls: [] }, secrets), toolCalls }
+  const answer: ModelOutput = { ...redactDeep({ ...output, toolCalls: [] }, secrets), toolCalls }
+  const numeric = numericOf(secrets.whole)
+  if (output.usage === undefined || numeric.length === 0) return answer
+  // Counts, not text: one that holds a secret of digits is left out (a fact's usage holds numbers only), in its place.
+  return { ...answer, usage: Object.fromEntries(Object.entries(output.usage).filter(([, count]) => typeof count !== 'number' || !holdsNumber(count, numeric))) }
 }
 
 const JSON_STRING = /"(?:[^"\\]|\\.)*"/g
+/** A JSON string literal (left as it is), or a number literal outside one. */
+const JSON_STRING_OR_NUMBER = /"(?:[^"\\]|\\.)*"|-?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?/g
 
 /** A tool call's arguments (JSON text) as `redactAnswer` leaves them: what a run keeps of them. */
 export function redactArguments(text: string, secrets: Secrets): string {
@@ -1259,11 +1286,18 @@ function redactJsonText(text: string, secrets: Secrets): string {
     const redacted = redact(value as string, secrets)
     return redacted === value ? literal : JSON.stringify(redacted)
   })
+  // A number that holds a secret of digits, as written or as read (`4.111111111111111e15` is 4111111111111111),
+  // becomes the string "[redacted]": removed as text below, it would leave arguments that no longer parse.
+  const numeric = numericOf(secrets.whole)
+  const numbers =
+    numeric.length === 0
+      ? literals
+      : literals.replace(JSON_STRING_OR_NUMBER, (token) => (token.startsWith('"') || (!numeric.some((form) => token.includes(form)) && !holdsNumber(Number(token), numeric)) ? token : JSON.stringify(REDACTED)))
   // An array of small integers (a Buffer's or a Uint8Array's JSON: `[115,107,…]`) read as bytes, so the text
   // still parses to the input a fact records: that input is redacted as data once parsed too (`redactDeep`,
   // which finds what this does not: `115.0`, `1.15e2`, a run beside other elements).
   const shortest = (secrets.whole.at(-1) as string).length
-  const arrays = literals.replace(BYTE_ARRAY, (array) => {
+  const arrays = numbers.replace(BYTE_ARRAY, (array) => {
     const bytes = array.slice(1, -1).split(',').map((item) => Number(item.trim()))
     if (bytes.length < shortest) return array
     const redacted = redactBytes(Buffer.from(bytes), secrets)

@@ -358,4 +358,61 @@ test('secrets: UTF-16BE bytes of a secret (a NUL before each character) in what 
   }
 })
 
+test(
+  'secrets: a secret of digits written as a number (in a call\'s arguments as written or in another notation, a tool\'s result, a token count) becomes the string "[redacted]": the arguments still parse, other numbers stay',
+  bounded(30_000, async (dir) => {
+    const server = await scriptedModelServer([
+      answer.toolCalls(
+        [
+          { id: 'call-plain', name: 'take', arguments: `{"card":${DIGITS},"amount":12.5}` },
+          { id: 'call-exponent', name: 'take', arguments: `{"card":${DIGITS[0]}.${DIGITS.slice(1)}e15}` },
+          { id: 'call-negative', name: 'take', arguments: `{"card":-${DIGITS}0}` },
+          { id: 'call-ret', name: 'ret', arguments: {} },
+        ],
+        { usage: { prompt_tokens: Number(DIGITS), completion_tokens: 5 } },
+      ),
+      answer.text('done'),
+    ])
+    const log = await EventLog.open(join(dir, 'log'))
+    const got: unknown[] = []
+    try {
+      const tools: ToolDefinition[] = [
+        {
+          name: 'take',
+          readOnly: true,
+          execute: async (input: unknown) => {
+            got.push(input)
+            return 'taken'
+          },
+        },
+        { name: 'ret', readOnly: true, execute: async () => ({ account: Number(DIGITS), negative: -Number(DIGITS), big: BigInt(DIGITS) * 10n, other: [42, 1e9, 0.5] }) },
+      ]
+      const engine = new Engine({ log, model: new ModelExecutor({ retries: 0 }), secrets: [TOKEN, DIGITS] })
+      assert.equal(await engine.run(run(server.baseUrl, 'digits', tools)), { status: 'completed' })
+      // A number holding it in the recorded settings is refused, as text holding it is: nothing is written.
+      const refused = await engine.run({ ...run(server.baseUrl, 'po-digits', []), providerOptions: { seed: Number(DIGITS) } }).then(
+        () => undefined,
+        (error: unknown) => error as { code?: string; details?: unknown },
+      )
+      assert.equal([refused?.code, refused?.details], ['RUN_INVALID_INPUT', { fields: ['providerOptions'] }])
+      const facts = (await log.prefix(ALL.events, ALL.bytes)).events.map((stored) => stored.event.fact)
+      assert.is(facts.filter((fact) => fact.type === 'invocation.opened').length, 1, 'no refused run was opened')
+      const calls = facts.flatMap((fact) => (fact.type === 'model.completed' ? fact.output.toolCalls.map((call) => call.arguments) : []))
+      assert.equal(calls.slice(0, 3), ['{"card":"[redacted]","amount":12.5}', '{"card":"[redacted]"}', '{"card":"[redacted]"}'], 'recorded as the answer, still JSON')
+      const dispatched = facts.flatMap((fact) => (fact.type === 'tool.dispatched' ? [fact.input] : []))
+      assert.equal(dispatched.slice(0, 3), [{ card: '[redacted]', amount: 12.5 }, { card: '[redacted]' }, { card: '[redacted]' }])
+      assert.equal(got, dispatched.slice(0, 3), 'the tool was given what was recorded')
+      const settled = facts.flatMap((fact) => (fact.type === 'tool.settled' ? [fact.outcome] : []))
+      assert.equal(settled[3], { status: 'succeeded', output: { account: '[redacted]', negative: '[redacted]', big: '[redacted]0', other: [42, 1e9, 0.5] } })
+      const usage = facts.flatMap((fact) => (fact.type === 'model.completed' ? [fact.output.usage] : []))
+      assert.equal(usage[0], { outputTokens: 5 }, 'a count holding it is left out')
+      assert.equal(spelled(Buffer.from(JSON.stringify(facts))), [], 'facts')
+    } finally {
+      await log.close()
+      await server.close()
+    }
+    await assertNothingSpelled(join(dir, 'log'), 'run-digits')
+  }),
+)
+
 test.run()

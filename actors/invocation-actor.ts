@@ -395,6 +395,32 @@ const bytesShown = (bytes: number): string => `${bytes.toLocaleString('en-US')} 
  * could not be recorded, not a failure of the tool, which has run: awaiting it would read `then` and
  * pass the getter's error off as the tool's.
  */
+/**
+ * `fact`, or, when its bytes as the log writes them still spell one of `secrets` (see `holdsSecretBytes`:
+ * msgpack's own bytes between members complete what no member holds alone), `fact` with as few of
+ * `steps` (each replaces one member by `[redacted]`) as leave it spelling none: applied one after
+ * another until it spells none, then each left out again where it spells none without it. Packs the
+ * fact once when it spells none (the rest only when it does), and not at all for a run without secrets.
+ */
+function guardedBy<F extends Fact>(fact: F, secrets: Secrets, steps: readonly ((given: F) => F)[]): F {
+  if (!holdsSecretBytes(fact, secrets)) return fact
+  const applied: number[] = []
+  let guarded = fact
+  for (const [index, step] of steps.entries()) {
+    guarded = step(guarded)
+    applied.push(index)
+    if (!holdsSecretBytes(guarded, secrets)) break
+  }
+  // Every member replaced and it still does: what is left is the engine's own (ids, types), recorded as it is.
+  if (holdsSecretBytes(guarded, secrets)) return guarded
+  let needed = applied
+  for (const index of applied) {
+    const without = needed.filter((other) => other !== index)
+    if (!holdsSecretBytes(without.reduce((given, other) => (steps[other] as (given: F) => F)(given), fact), secrets)) needed = without
+  }
+  return needed.reduce((given, other) => (steps[other] as (given: F) => F)(given), fact)
+}
+
 async function toolResult(returned: unknown, of: ResultOf): Promise<ToolResult> {
   if (returned === null || (typeof returned !== 'object' && typeof returned !== 'function')) return jsonOutput(returned, of)
   let native: boolean
@@ -685,7 +711,10 @@ export class InvocationActor implements GateOwner {
   /**
    * `fact`, or, when the data it holds (a tool's output, a call's input) still spells one of the run's
    * secrets in the bytes the log would write (see `holdsSecretBytes`: what redacting the data did not
-   * read, msgpack's own bytes beside the data's), the fact with that data as `[redacted]`.
+   * read, msgpack's own bytes beside the data's), the fact with that data as `[redacted]`; likewise
+   * the words beside a call's input (an approver's, a rejection's message, an unknown tool's name) and
+   * a model's answer, whose members each lost the secrets they hold, but not what msgpack's bytes
+   * between them complete (see `guardedBy`).
    */
   #guarded(fact: Fact): Fact {
     const secrets = this.setup.secrets.inData
@@ -695,7 +724,29 @@ export class InvocationActor implements GateOwner {
         return { ...fact, outcome: fact.outcome.status === 'succeeded' ? { status: 'succeeded', output: REDACTED } : { ...fact.outcome, message: REDACTED } }
       case 'tool.dispatched':
       case 'tool.rejected':
-        return holdsSecretBytes(fact, secrets) ? { ...fact, input: REDACTED } : fact
+        // The input, the approver's words, the rejection's message and an unknown tool's name: what of them spells a secret beside the others.
+        return guardedBy(fact, secrets, [
+          (given) => ({ ...given, input: REDACTED }),
+          ...(['by', 'reason'] as const).map((key) => (given: typeof fact) => (given.approval?.[key] === undefined ? given : { ...given, approval: { ...given.approval, [key]: REDACTED } })),
+          (given) => (given.type === 'tool.rejected' && given.message !== undefined ? { ...given, message: REDACTED } : given),
+          (given) => (given.type === 'tool.rejected' && given.reason === 'unknown_tool' ? { ...given, name: REDACTED } : given),
+        ])
+      case 'model.completed': {
+        // The model's words, each on its own: what an answer's members and msgpack's bytes between them spell.
+        type Output = typeof fact.output
+        const output = (change: (output: Output) => Output) => (given: typeof fact) => ({ ...given, output: change(given.output) })
+        const call = (index: number, key: 'arguments' | 'name' | 'callId') =>
+          output((given) => ({ ...given, toolCalls: given.toolCalls.map((one, at) => (at === index ? { ...one, [key]: key === 'callId' ? `${REDACTED} ${index + 1}` : REDACTED } : one)) }))
+        const calls = fact.output.toolCalls.map((_, index) => index)
+        return guardedBy(fact, secrets, [
+          output((given) => (given.text ? { ...given, text: REDACTED } : given)),
+          output((given) => (given.reasoning ? { ...given, reasoning: REDACTED } : given)),
+          ...calls.map((index) => call(index, 'arguments')),
+          output((given) => ({ ...given, finishReason: REDACTED })),
+          output(({ responseId: _, requestId: __, ...given }) => given),
+          ...calls.flatMap((index) => [call(index, 'name'), call(index, 'callId')]),
+        ])
+      }
       default:
         return fact
     }

@@ -167,4 +167,63 @@ test(
   }),
 )
 
+test(
+  "secrets: a model's answer and an approver's words that spell a secret only with msgpack's bytes between members (a member's name and its header, in Latin-1) lose the words that do, one after another",
+  bounded(30_000, async (dir) => {
+    // Each ends with a member's name and the byte before it (0xA0 + its length: "©" for a name of 9 characters),
+    // so the words before that member complete it on disk: contrived secrets, the way msgpack's bytes can.
+    const random = () => randomBytes(12).toString('hex')
+    const [text, args, finish, by] = [random(), random(), random(), random()]
+    const crossing = [`${text}\u00a9toolCalls`, `${args}\u00acfinishReason`, `${finish}\u00a5usage`, `${by}\u00a6reason`]
+    const latin1 = (bytes: Uint8Array) => crossing.filter((secret) => Buffer.from(bytes).includes(Buffer.from(secret, 'latin1')))
+    const server = await scriptedModelServer([
+      answer.toolCalls(
+        [
+          { id: 'call-guarded', name: 'guarded', arguments: { a: 1 } },
+          { id: 'call-args', name: 'take', arguments: `x ${args}` },
+        ],
+        { text: `said ${text}` },
+      ),
+      answer.text('done', { finishReason: `stop ${finish}` }),
+    ])
+    const log = await EventLog.open(join(dir, 'log'))
+    try {
+      const tools: ToolDefinition[] = [
+        { name: 'guarded', readOnly: true, needsApproval: true, execute: async () => 'ran' },
+        { name: 'take', readOnly: true, execute: async () => 'taken' },
+      ]
+      const engine = new Engine({ log, model: new ModelExecutor({ retries: 0 }), secrets: crossing })
+      const outcome = await engine.run(run(server.baseUrl, 'crossing', tools), { onApproval: async () => ({ approved: false, by, reason: 'no' }) })
+      assert.equal(outcome, { status: 'completed' })
+      const facts = (await log.prefix(ALL.events, ALL.bytes)).events.map((stored) => stored.event.fact)
+      const answers = facts.flatMap((fact) => (fact.type === 'model.completed' ? [fact.output] : []))
+      // Only the members that end a secret: the text and the second call's arguments; the first call's are kept.
+      assert.equal(answers[0]?.text, '[redacted]')
+      assert.equal(
+        answers[0]?.toolCalls.map((call) => [call.callId, call.name, call.arguments]),
+        [
+          ['call-guarded', 'guarded', '{"a":1}'],
+          ['call-args', 'take', '[redacted]'],
+        ],
+      )
+      assert.equal([answers[1]?.text, answers[1]?.finishReason], ['done', '[redacted]'])
+      const rejected = facts.flatMap((fact) => (fact.type === 'tool.rejected' ? [fact] : []))
+      assert.equal(
+        rejected.map((fact) => [fact.name, fact.reason, fact.input, fact.approval]),
+        [
+          ['guarded', 'denied', { a: 1 }, { by: '[redacted]', reason: 'no' }],
+          ['take', 'invalid_input', '[redacted]', undefined],
+        ],
+      )
+      for (const fact of facts) assert.equal(latin1(packedValue(fact)), [], fact.type)
+    } finally {
+      await log.close()
+      await server.close()
+    }
+    const files = await everyFile(join(dir, 'log'))
+    assert.ok(files.some((file) => file.path.endsWith('.log') && file.bytes.includes(Buffer.from('run-crossing'))), 'the facts are in a .log file, which is read raw')
+    for (const file of files) assert.equal(latin1(file.bytes), [], file.path)
+  }),
+)
+
 test.run()

@@ -807,8 +807,10 @@ function numericOf(forms: readonly string[]): readonly string[] {
   return found
 }
 
-/** Whether `value`'s decimal text (as JSON writes it) holds one of `numeric` (see `numericOf`). */
+/** Whether `value`'s decimal text (as JSON writes it) holds one of `numeric` (see `numericOf`; sorted longest first). */
 const holdsNumber = (value: number, numeric: readonly string[]): boolean => {
+  // An integer whose text, its sign included, is shorter than the shortest form cannot: most counts and ids, not written out.
+  if (Number.isInteger(value) && Math.abs(value) < 10 ** ((numeric.at(-1) as string).length - 2)) return false
   const text = String(value)
   return numeric.some((form) => text.includes(form))
 }

@@ -15,7 +15,7 @@ import type { ModelClient } from './model-client.js'
 import type { Approver } from './approval.js'
 import type { LiveModelText, LiveModelToolCalls, ModelTextPiece, ModelToolCallPiece } from './model-text.js'
 import { ModelExecutor } from './model-executor.js'
-import { DECLARED_SECRET, MAX_SECRET_LENGTH, MAX_SECRETS_TOTAL, type Secrets, holdsSecretBytes, redact, redactDeep, redactedMessage, secretsOf } from './redaction.js'
+import { DECLARED_SECRET, MAX_SECRET_LENGTH, MAX_SECRETS_TOTAL, type Secrets, holdsSecretBytes, redact, redactDeep, redactedMessage, secretsOf, withPassedOn } from './redaction.js'
 import { DEFAULT_MAX_STEPS, RUN_INPUT_KEYS, type RunInput, toolCallLimits, validateRunInput } from './run-input.js'
 import { type CatalogChanges, type ToolDefinition, catalogChanges, catalogOf, legacyCatalogDigest, shownText } from './tool-catalog.js'
 import { type InputCheck, inputCheckOf, inputChecks } from './tool-input.js'
@@ -385,7 +385,7 @@ function recordedCredential(run: RunInput, engineSecrets: Record<string, string>
   for (const [field, value] of recorded) {
     // As the log would write it too: msgpack's own bytes beside the value's can spell what redacting it does not read.
     if (value !== undefined && (redactDeep(value, secrets) !== value || holdsSecretBytes(value, secrets))) {
-      throw new FactstateError('RUN_INVALID_INPUT', `${field} holds the provider's credential (its apiKey or a credential header's value) or one of the engine's secrets: it would be written to the log as given, and the log is kept free of them; pass it as provider.apiKey, provider.headers or the engine's secrets only`, {
+      throw new FactstateError('RUN_INVALID_INPUT', `${field} holds the provider's credential (its apiKey or a credential header's value) or one of the engine's secrets (for a child run, or one its parent run's tools added): it would be written to the log as given, and the log is kept free of them; pass it as provider.apiKey, provider.headers or the engine's secrets only`, {
         details: { fields: [field] },
       })
     }
@@ -815,17 +815,21 @@ export class Engine {
       throw withoutSecrets(refusal, refusalSecrets(input, this.#secrets))
     }
     const run: RunInput = { ...copy, tools: admitted.map((entry) => entry.tool) }
-    recordedCredential(run, this.#secrets)
+    // A child run (its `parent` a run of this engine, still running) holds the secrets that run's tools added
+    // too: the tool that starts it may pass one on in its message, and its model may echo one.
+    const parent = run.parent === undefined ? undefined : this.#running.get(run.parent.invocation.invocationId)
+    const declared = parent === undefined ? this.#secrets : withPassedOn(this.#secrets, parent.actor.passedOnSecrets)
+    recordedCredential(run, declared)
     // What the model is shown of each tool, as admitted (the names were checked just above).
     for (const [index, tool] of run.tools.entries()) {
-      const problem = toolSecretProblem(tool, `tools.${index}`, this.#secrets, run.provider)
+      const problem = toolSecretProblem(tool, `tools.${index}`, declared, run.provider)
       if (problem !== undefined) throw new FactstateError('RUN_INVALID_INPUT', problem.message, { details: { fields: problem.fields } })
     }
     run.providerOptions ??= {}
     // From here on `running(id)` gives a handle of the run (before any await: once `start()` has returned).
     const opening = this.#opening(run.invocation, signal, run.provider)
     try {
-      return await this.#admitRun(run, admitted, { signal, onModelText, onToolCallText, onToolProgress, onApproval }, opening)
+      return await this.#admitRun(run, admitted, { signal, onModelText, onToolCallText, onToolProgress, onApproval }, opening, declared)
     } catch (error) {
       if (opening !== undefined) this.#notOpened(opening, error, signal)
       throw error
@@ -833,7 +837,7 @@ export class Engine {
   }
 
   /** The admission of a run whose input has been read and checked, and the start of its actor. */
-  async #admitRun(run: RunInput, admitted: AdmittedTool[], options: StartOptions, opening: Opening | undefined): Promise<RunningInvocation> {
+  async #admitRun(run: RunInput, admitted: AdmittedTool[], options: StartOptions, opening: Opening | undefined, declared: Record<string, string>): Promise<RunningInvocation> {
     const { signal, onModelText, onToolCallText, onToolProgress, onApproval } = options
     const { invocation, work } = run
     const catalog = catalogOf(run.tools, admitted.map((entry) => entry.shown))
@@ -1006,7 +1010,7 @@ export class Engine {
       toolConcurrency: run.toolConcurrency ?? 1,
       client,
       executor: this.#model,
-      secrets: runSecrets(run.provider, this.#secrets),
+      secrets: runSecrets(run.provider, declared),
       // A given-up successor's actor gets a signal that stays aborted, whatever the caller's object says later.
       signal: givingUp ? AbortSignal.abort(signal?.reason) : signal,
       onModelText,

@@ -17,7 +17,7 @@ import type { ChatRequestBody, ModelClient, ToolCallPiece } from './model-client
 import type { ModelExecutor } from './model-executor.js'
 import { type ApprovalRequest, type Approver, type NeedsApproval, decide, needsApprovalFor } from './approval.js'
 import { type LiveModelText, type LiveModelToolCalls, LiveText, LiveToolCalls, type ModelTextPiece, type ModelToolCallPiece } from './model-text.js'
-import { REDACTED, type Secrets, holdsSecretBytes, redact, redactAnswer, redactData, redactDeep, redactFailure, withClientSecret, withToolSecret } from './redaction.js'
+import { REDACTED, type Secrets, holdsSecretBytes, passedOn, redact, redactAnswer, redactData, redactDeep, redactFailure, withClientSecret, withToolSecret } from './redaction.js'
 import { functionTools, type ToolContext, type ToolDefinition } from './tool-catalog.js'
 import { argumentsOf, unusableMessage } from './tool-arguments.js'
 import { failureText, failureWithin } from './tool-failure.js'
@@ -696,6 +696,11 @@ export class InvocationActor implements GateOwner {
     }
     reservation.sealed(pause)
     throw new Ended({ status: 'handoff_paused', pause })
+  }
+
+  /** The secrets its tools added and it holds from its parent run: a child run one of its tools starts holds them too (see `passedOn`). */
+  get passedOnSecrets(): string[] {
+    return passedOn(this.setup.secrets)
   }
 
   /** The machine state as the actor has it (equal to folding its facts from the log). */

@@ -62,6 +62,24 @@ export const DECLARED_SECRET = 'engine secret '
  * {@link DECLARED_SECRET}), numbered in the order they were added.
  */
 const TOOL_SECRET = `${DECLARED_SECRET}added by a tool `
+/** The header names the secrets a child run holds from the run whose tool started it go under (see {@link passedOn}). */
+const PARENT_SECRET = `${DECLARED_SECRET}of the parent run `
+
+/**
+ * The secrets a run's tools added (`ToolContext.addSecret`), and those it holds from its own parent
+ * run: what a child run one of its tools starts holds too (see {@link withPassedOn}). A tool that got
+ * a token at run time may pass it on in the child's message, which the child records.
+ */
+export function passedOn(secrets: Secrets): string[] {
+  return Object.entries(secrets.from?.headers ?? {}).flatMap(([name, value]) => (name.startsWith(TOOL_SECRET) || name.startsWith(PARENT_SECRET) ? [value] : []))
+}
+
+/** `declared` (an engine's secrets, as `DECLARED_SECRET` headers) with `inherited` (see {@link passedOn}) as declared secrets too. */
+export function withPassedOn(declared: Record<string, string>, inherited: readonly string[]): Record<string, string> {
+  if (inherited.length === 0) return declared
+  return { ...declared, ...Object.fromEntries(inherited.map((secret, index) => [`${PARENT_SECRET}${index}`, secret])) }
+}
+
 /** The most secrets a run's tools may add (as many as an engine takes: `EngineOptions.secrets`). */
 export const MAX_TOOL_SECRETS = 64
 /**

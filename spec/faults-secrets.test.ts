@@ -25,6 +25,7 @@ import {
   type StoredEvent,
   type HandoffIntent,
   type ToolContext,
+  childRunFor,
   intentFor as libraryIntentFor,
   recoverInvocations,
   successorOf,
@@ -1205,5 +1206,58 @@ test('secrets: the leak detector finds a canary written to the log (it can fail)
   assert.ok(leaks(JSON.stringify({ output: `tool said ${API_KEY.slice(3, 20)}` })).length > 0)
   assert.ok(leaks(Buffer.from(HEADERS['x-canary-two'] as string).toString('base64')).length > 0)
 })
+
+test(
+  "secrets: a child run holds the secrets its parent run's tools added: one passed on in a child's or a grandchild's message is refused, one the child's model echoes is redacted, and none reaches a file",
+  bounded(30_000, async (dir) => {
+    const token = `oauth-access-${randomBytes(16).toString('hex')}`
+    const server = await scriptedModelServer((request) => {
+      const first = request.body.messages.find((message) => message.role === 'user')?.content
+      const answered = request.body.messages.some((message) => message.role === 'tool')
+      if (first === 'question parent') return answered ? answer.text('done') : answer.toolCalls([{ id: 'call-delegate', name: 'delegate', arguments: {} }])
+      // The child: calls a tool that starts a grandchild, then echoes the token (a model that guessed it, a proxy).
+      return answered ? answer.text(`the token is ${token}`) : answer.toolCalls([{ id: 'call-nested', name: 'nested', arguments: {} }])
+    })
+    const log = await EventLog.open(join(dir, 'log'))
+    const refusals: unknown[] = []
+    const refusalOf = (error: unknown) => {
+      const { code, details } = error as FactstateError
+      return { code, details, quotes: (error as Error).message.includes(token) }
+    }
+    try {
+      const engine: Engine = new Engine({ log, model: new ModelExecutor({ retries: 0 }) })
+      const child = (context: ToolContext, name: string, content: string, tools: RunInput['tools']) =>
+        engine.run({ ...run(server.baseUrl, name, { tools }), ...childRunFor(context, name), work: { kind: 'message', content } })
+      const nested = {
+        name: 'nested',
+        readOnly: true,
+        async execute(_input: unknown, context: ToolContext) {
+          await child(context, 'grandchild', `use ${token}`, []).catch((error: unknown) => refusals.push(refusalOf(error)))
+          return 'tried'
+        },
+      }
+      const delegate = {
+        name: 'delegate',
+        async execute(_input: unknown, context: ToolContext) {
+          context.addSecret(token)
+          await child(context, 'leaky', `use ${token}`, []).catch((error: unknown) => refusals.push(refusalOf(error)))
+          return child(context, 'echo', 'child echo', [nested])
+        },
+      }
+      assert.equal(await engine.run(run(server.baseUrl, 'parent', { tools: [delegate] })), { status: 'completed' })
+      const refused = { code: 'RUN_INVALID_INPUT', details: { fields: ['work.content'] }, quotes: false }
+      assert.equal(refusals, [refused, refused], "the child's and the grandchild's message")
+      const events = (await log.prefix(ALL.events, ALL.bytes)).events
+      assert.equal(new Set(events.filter((stored) => stored.event.fact.type === 'invocation.opened').map((stored) => stored.event.invocation.invocationId)).size, 2, 'the parent and the echoing child only')
+      const texts = events.flatMap(({ event }) => (event.fact.type === 'model.completed' && event.fact.output.text ? [event.fact.output.text] : []))
+      assert.ok(texts.includes('the token is [redacted]'), JSON.stringify(texts))
+      assert.not.ok(JSON.stringify(events).includes(token), 'facts')
+    } finally {
+      await log.close()
+      await server.close()
+    }
+    for (const file of await everyFile(join(dir, 'log'))) assert.not.ok(file.bytes.includes(Buffer.from(token)), file.path)
+  }),
+)
 
 test.run()

@@ -958,6 +958,15 @@ export class Engine {
       invocation,
       fact: { type: 'invocation.opened', input: opened, configuration, execution },
     })
+    // Its settings were looked through one by one (`recordedCredential`); as the log writes them together,
+    // msgpack's bytes between two of them (a member's name after its header byte) can complete a secret neither holds.
+    if (holdsSecretBytes(event.fact, admissionSecrets(run.provider, declared))) {
+      throw new FactstateError(
+        'RUN_INVALID_INPUT',
+        "the run's recorded settings spell the provider's credential or one of the engine's secrets together, in the bytes the log would write them in (msgpack's own bytes between two of them complete it): change the message, instructions or other settings",
+        { details: { fields: [] } },
+      )
+    }
     // Before anything is written: a client that cannot be made refuses the run, it does not strand it.
     let client: ModelClient
     try {

@@ -226,4 +226,31 @@ test(
   }),
 )
 
+test(
+  "secrets: a run whose recorded settings spell a secret only together (the message, then the next member's header byte and name) is refused before anything is written",
+  bounded(30_000, async (dir) => {
+    const random = randomBytes(12).toString('hex')
+    // The message is followed by the requestFingerprint member: its name's header byte is 0xB2 ("²" in Latin-1).
+    const secret = `${random}\u00b2requestFingerprint`
+    const server = await scriptedModelServer([answer.text('done')])
+    const log = await EventLog.open(join(dir, 'log'))
+    try {
+      const engine = new Engine({ log, model: new ModelExecutor({ retries: 0 }), secrets: [secret] })
+      const input = { ...run(server.baseUrl, 'together', []), work: { kind: 'message' as const, content: `say ${random}` }, requestFingerprint: 'fp-1' }
+      const refused = await engine.run(input).then(
+        () => undefined,
+        (error: unknown) => error as { code?: string; details?: unknown },
+      )
+      assert.equal([refused?.code, refused?.details], ['RUN_INVALID_INPUT', { fields: [] }])
+      assert.equal(await engine.run({ ...input, requestFingerprint: undefined }), { status: 'completed' }, 'apart, they spell nothing')
+      const opened = (await log.prefix(ALL.events, ALL.bytes)).events.filter((stored) => stored.event.fact.type === 'invocation.opened')
+      assert.is(opened.length, 1, 'the refused run was not opened')
+    } finally {
+      await log.close()
+      await server.close()
+    }
+    for (const file of await everyFile(join(dir, 'log'))) assert.not.ok(file.bytes.includes(Buffer.from(secret, 'latin1')), file.path)
+  }),
+)
+
 test.run()

@@ -752,6 +752,13 @@ export class InvocationActor implements GateOwner {
           ...calls.flatMap((index) => [call(index, 'name'), call(index, 'callId')]),
         ])
       }
+      case 'invocation.ended': {
+        // A cancel reason, an outcome's message: each lost the secrets it holds, not what the bytes before it complete.
+        const { outcome } = fact
+        if (outcome.status === 'cancelled') return guardedBy(fact, secrets, [(given) => ({ ...given, outcome: { status: 'cancelled', source: REDACTED } })])
+        if (outcome.status === 'failed' && outcome.message !== undefined) return guardedBy(fact, secrets, [(given) => ({ ...given, outcome: { ...outcome, message: REDACTED } })])
+        return fact
+      }
       default:
         return fact
     }
@@ -794,7 +801,9 @@ export class InvocationActor implements GateOwner {
 
   async #end(outcome: InvocationOutcome): Promise<never> {
     await this.#record({ type: 'invocation.ended', outcome })
-    throw new Ended(outcome)
+    // As recorded (see `#guarded`): what `wait()` gives is what the log holds.
+    const recorded = this.#own.at(-1)?.fact
+    throw new Ended(recorded?.type === 'invocation.ended' ? recorded.outcome : outcome)
   }
 
   /**

@@ -253,4 +253,29 @@ test(
   }),
 )
 
+test(
+  "secrets: a cancel reason that spells a secret only with the bytes before it (the outcome's status, the source member's name and header) is recorded as [redacted], and wait() gives what was recorded",
+  bounded(30_000, async (dir) => {
+    const reason = randomBytes(12).toString('hex')
+    // "cancelled", the source member's header byte (0xA6: "¦") and name, the reason's header (0xB8, 24 bytes: "¸"), the reason.
+    const secret = `cancelled\u00a6source\u00b8${reason}`
+    const server = await scriptedModelServer([answer.hang()])
+    const log = await EventLog.open(join(dir, 'log'))
+    try {
+      const engine = new Engine({ log, model: new ModelExecutor({ retries: 0 }), secrets: [secret] })
+      const stop = new AbortController()
+      const running = await engine.start(run(server.baseUrl, 'cancel-crossing', []), { signal: stop.signal })
+      await server.seen(0)
+      stop.abort(reason)
+      assert.equal(await running.wait(), { status: 'cancelled', source: '[redacted]' })
+      const ended = (await log.prefix(ALL.events, ALL.bytes)).events.flatMap((stored) => (stored.event.fact.type === 'invocation.ended' ? [stored.event.fact] : []))
+      assert.equal(ended.map((fact) => fact.outcome), [{ status: 'cancelled', source: '[redacted]' }])
+    } finally {
+      await log.close()
+      await server.close()
+    }
+    for (const file of await everyFile(join(dir, 'log'))) assert.not.ok(file.bytes.includes(Buffer.from(secret, 'latin1')), file.path)
+  }),
+)
+
 test.run()

@@ -389,13 +389,6 @@ const unrecorded = (why: string, { readOnly }: ResultOf, tooLarge = false): Tool
 const bytesShown = (bytes: number): string => `${bytes.toLocaleString('en-US')} byte${bytes === 1 ? '' : 's'}`
 
 /**
- * What a tool's `execute` returned, settled and made plain JSON ({@link jsonOutput}) of at most
- * `limit` UTF-8 bytes; a rejection is the tool's failure and throws. Returned without a promise, a
- * value whose `then` cannot even be read (a getter that throws, a revoked proxy) is a result that
- * could not be recorded, not a failure of the tool, which has run: awaiting it would read `then` and
- * pass the getter's error off as the tool's.
- */
-/**
  * `fact`, or, when its bytes as the log writes them still spell one of `secrets` (see `holdsSecretBytes`:
  * msgpack's own bytes between members complete what no member holds alone), `fact` with as few of
  * `steps` (each replaces one member by `[redacted]`) as leave it spelling none: applied one after
@@ -421,6 +414,13 @@ function guardedBy<F extends Fact>(fact: F, secrets: Secrets, steps: readonly ((
   return needed.reduce((given, other) => (steps[other] as (given: F) => F)(given), fact)
 }
 
+/**
+ * What a tool's `execute` returned, settled and made plain JSON ({@link jsonOutput}) of at most
+ * `limit` UTF-8 bytes; a rejection is the tool's failure and throws. Returned without a promise, a
+ * value whose `then` cannot even be read (a getter that throws, a revoked proxy) is a result that
+ * could not be recorded, not a failure of the tool, which has run: awaiting it would read `then` and
+ * pass the getter's error off as the tool's.
+ */
 async function toolResult(returned: unknown, of: ResultOf): Promise<ToolResult> {
   if (returned === null || (typeof returned !== 'object' && typeof returned !== 'function')) return jsonOutput(returned, of)
   let native: boolean

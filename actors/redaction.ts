@@ -20,7 +20,9 @@
  * `redactEscaped`), every run of integers in an array as UTF-16 code units and, where they are
  * bytes, as Latin-1, UTF-8 and UTF-16LE text (see `redactRun`), and a Buffer or a typed array as
  * bytes (see `redactBytes`): msgpack stores a small integer in one byte, so a run of them is the
- * text itself in the log's files, whatever else the array holds. A string in an array is read with
+ * text itself in the log's files, whatever else the array holds. A text holding a NUL is read
+ * without its NULs too (see `redactNuls`: UTF-16 read a byte a character), and a number in data
+ * whose decimal text holds a secret of digits becomes `[redacted]` (see `numericOf`). A string in an array is read with
  * the integers below 128 after it, a key with an integer value below 128 (see `joined`): msgpack
  * writes their bytes one after the other. Last, data a fact records is searched for the secrets'
  * bytes as the log writes it (see {@link holdsSecretBytes}), which msgpack's own bytes can complete.

@@ -51,6 +51,9 @@ export type FactstateErrorCode =
   | 'INSPECTOR_INVALID_OPTIONS'
   // the testing kit (`factstate/testing`)
   | 'TESTING_INVALID_OPTIONS'
+  // the tools of an MCP server (`factstate/mcp`)
+  | 'MCP_INVALID_OPTIONS'
+  | 'MCP_INVALID_TOOLS'
 
 /** Why a `LOG_IO` happened (its `details.reason`): see {@link FactstateErrorDetails}. */
 export type LogIoReason = 'no_space' | 'permission' | 'read_only' | 'too_many_files' | 'directory_gone' | 'changing' | 'other'
@@ -224,6 +227,16 @@ export interface FactstateErrorDetails {
   INSPECTOR_INVALID_OPTIONS: { field: string; value?: unknown }
   /** `field`: the option. */
   TESTING_INVALID_OPTIONS: { field: string }
+  /** `field`: the option of `toolsFromMcp` (`client` for a client without `listTools` and `callTool`; `rename.<MCP name>` for one rename). */
+  MCP_INVALID_OPTIONS: { field: string }
+  /**
+   * Why the tools an MCP server lists cannot be made factstate tools as the options ask: `collision`
+   * (two map to one name, `name`; or the server lists one name twice), `name` (an empty name),
+   * `schema` (an input schema a run would refuse), `not_listed` (`include` or `rename` names a tool
+   * the server does not list) or `listing` (what `listTools` answered is not a listing). `tools`: the
+   * MCP names concerned (empty when the listing names none); `name`: the factstate name they map to.
+   */
+  MCP_INVALID_TOOLS: { reason: 'collision' | 'name' | 'schema' | 'not_listed' | 'listing'; tools: string[]; name?: string }
 }
 
 /** Whether `T` is a union of more than one type. */

@@ -1,0 +1,480 @@
+/**
+ * The tools an MCP server lists, as factstate tools: `toolsFromMcp(client, options?)`. No runtime
+ * dependency: the client is typed by the part of `@modelcontextprotocol/sdk`'s `Client` it uses
+ * (`listTools`, `callTool`), so any 1.x client (stdio, Streamable HTTP, SSE) fits, as does anything
+ * shaped so.
+ */
+import { createHash } from 'node:crypto'
+import { FactstateError, type FactstateErrorDetails } from '../errors.js'
+import { kindOf, readOptions, shown } from '../options.js'
+import { messageOf } from '../store/encoding.js'
+import type { NeedsApproval } from '../actors/approval.js'
+import { OutcomeUnknownError } from '../actors/outcome-unknown.js'
+import { toolProblem } from '../actors/run-input.js'
+import type { ToolContext, ToolDefinition } from '../actors/tool-catalog.js'
+import { inputCheckOf } from '../actors/tool-input.js'
+
+/** The annotations an MCP server may give a tool (hints: the server's word, not a guarantee). */
+export interface McpToolAnnotations {
+  title?: string | undefined
+  readOnlyHint?: boolean | undefined
+  destructiveHint?: boolean | undefined
+  idempotentHint?: boolean | undefined
+  openWorldHint?: boolean | undefined
+}
+
+/** A tool as an MCP server lists it (`tools/list`), the members factstate reads. */
+export interface McpTool {
+  name: string
+  title?: string | undefined
+  description?: string | undefined
+  /** A JSON Schema object (MCP requires `type: "object"`). */
+  inputSchema?: object | undefined
+  annotations?: McpToolAnnotations | undefined
+}
+
+/** A page of `tools/list`. */
+export interface McpListToolsResult {
+  tools: McpTool[]
+  nextCursor?: string | undefined
+}
+
+/** The request options of the MCP SDK's client that factstate passes. */
+export interface McpRequestOptions {
+  signal?: AbortSignal | undefined
+  /** The client's own limit on waiting for the answer, in milliseconds (the SDK's default: 60,000). */
+  timeout?: number | undefined
+  onprogress?: ((progress: { progress: number; total?: number | undefined; message?: string | undefined }) => void) | undefined
+}
+
+/** What `callTool` is given. */
+export interface McpCallToolParams {
+  name: string
+  arguments?: Record<string, unknown> | undefined
+  _meta?: Record<string, unknown> | undefined
+}
+
+/** What `callTool` answers (`content` blocks, `structuredContent`, `isError`; `toolResult` of the 2024-10-07 protocol). */
+export interface McpCallToolResult {
+  content?: unknown
+  structuredContent?: unknown
+  isError?: unknown
+  toolResult?: unknown
+}
+
+/**
+ * The part of the MCP TypeScript SDK's `Client` (`@modelcontextprotocol/sdk/client/index.js`, 1.x)
+ * that {@link toolsFromMcp} uses: a connected `Client` is one.
+ */
+export interface McpClient {
+  listTools(params?: { cursor?: string | undefined }, options?: McpRequestOptions): Promise<McpListToolsResult>
+  callTool(params: McpCallToolParams, resultSchema?: undefined, options?: McpRequestOptions): Promise<McpCallToolResult>
+}
+
+/** Options of {@link toolsFromMcp}. */
+export interface McpToolsOptions {
+  /**
+   * Put before every mapped name (not before a `rename`'s): 1–32 characters from `[A-Za-z0-9_-]`,
+   * such as `github_`, so that the tools of two servers cannot take one name.
+   */
+  prefix?: string | undefined
+  /**
+   * The name to give an MCP tool, by its MCP name: the whole name (no `prefix` is put before it),
+   * 1–64 characters from `[A-Za-z0-9_-]`. Each key must be a tool the server lists.
+   */
+  rename?: Readonly<Record<string, string>> | undefined
+  /** Which of the listed tools to make: their MCP names (each must be listed), or a predicate of each. Default: all. */
+  include?: readonly string[] | ((tool: McpTool) => boolean) | undefined
+  /**
+   * Make a tool whose `annotations.readOnlyHint` is `true` `readOnly` (its calls then need no
+   * reconciliation after a crash, and may be made again). Default `false`: a hint is the server's
+   * word; give `true` only for a server you trust.
+   */
+  trustReadOnlyHint?: boolean | undefined
+  /** Each tool's `needsApproval`: `true` for all, or a function of the MCP tool (its `annotations`) giving one (`undefined`: none). */
+  needsApproval?: boolean | ((tool: McpTool) => NeedsApproval | undefined) | undefined
+  /** Each tool's `timeoutMs` (1 to 2,147,483,647). */
+  timeoutMs?: number | undefined
+  /**
+   * The MCP client's own limit on each request (`tools/list` and `tools/call`), in milliseconds.
+   * Default: `timeoutMs` + 5,000 when `timeoutMs` is given, so that factstate's limit is the one
+   * that fires, else the SDK's own (60,000).
+   */
+  requestTimeoutMs?: number | undefined
+  /** Keep the base64 `data` of image and audio blocks and the `blob` of embedded resources in results (default `false`: their size in bytes instead). */
+  keepBinaryData?: boolean | undefined
+  /** Aborts the listing. */
+  signal?: AbortSignal | undefined
+}
+
+/** The JSON-RPC codes of the SDK's `McpError` for a request that went out and got no answer. */
+const CONNECTION_CLOSED = -32000
+const REQUEST_TIMEOUT = -32001
+
+/** How the SDK 1.x words a result it refused after the server answered (a tool's `outputSchema` not met). */
+const OUTPUT_REFUSED = [/Structured content does not match the tool's output schema/, /has an output schema but did not return structured content/, /Failed to validate structured content/]
+
+const NAME = /^[A-Za-z0-9_-]{1,64}$/
+const PREFIX = /^[A-Za-z0-9_-]{1,32}$/
+const MAX_NAME = 64
+const MAX_PAGES = 1_000
+const MAX_MS = 2_147_483_647
+/** What the request limit exceeds `timeoutMs` by, by default: factstate waits 1 s past it for the tool, then gives up. */
+const REQUEST_MARGIN_MS = 5_000
+
+const OPTIONS = ['prefix', 'rename', 'include', 'trustReadOnlyHint', 'needsApproval', 'timeoutMs', 'requestTimeoutMs', 'keepBinaryData', 'signal'] as const
+
+const invalidOptions = (message: string, field: string, cause?: unknown) =>
+  new FactstateError('MCP_INVALID_OPTIONS', `toolsFromMcp: ${message}`, { details: { field }, ...(cause === undefined ? {} : { cause }) })
+const invalidTools = (message: string, details: FactstateErrorDetails['MCP_INVALID_TOOLS'], cause?: unknown) =>
+  new FactstateError('MCP_INVALID_TOOLS', `toolsFromMcp: ${message}`, { details, ...(cause === undefined ? {} : { cause }) })
+
+/**
+ * The name factstate gives the MCP tool `name`: each character outside `[A-Za-z0-9_-]` (a `.`, a
+ * `/`, a space, a letter outside ASCII) becomes `_`, after `prefix`; a name longer than 64 characters
+ * is cut to 55 and ends with `_` and 8 hex digits of the SHA-256 of the whole. It depends on the
+ * name and the prefix only (not on the other tools, nor their order), so a server's tools get the
+ * same names on every start: names are sealed in a handoff's catalog.
+ */
+export function mcpToolName(name: string, prefix = ''): string {
+  const mapped = `${prefix}${[...name].map((char) => (/^[A-Za-z0-9_-]$/.test(char) ? char : '_')).join('')}`
+  if (mapped.length <= MAX_NAME) return mapped
+  const digest = createHash('sha256').update(`${prefix}${name}`).digest('hex').slice(0, 8)
+  return `${mapped.slice(0, MAX_NAME - 9)}_${digest}`
+}
+
+/**
+ * The tools `client` lists (every page of `tools/list`), as factstate tools, in the order listed:
+ * `name` mapped ({@link mcpToolName}, `prefix`, `rename`), `description` and `inputSchema` as listed,
+ * `readOnly` from `annotations.readOnlyHint` only with `trustReadOnlyHint`, `needsApproval` and
+ * `timeoutMs` from the options. Each call is `client.callTool({ name, arguments, _meta: {
+ * idempotencyKey: operationId } }, undefined, { signal, timeout, onprogress })`: a result with
+ * `isError` is the call's failure (its text); else its `structuredContent`, or its content (the text
+ * of text blocks alone, joined by newlines; with other blocks, the list of blocks, binary data as
+ * its size unless `keepBinaryData`). For a tool that is not `readOnly`, a rejection that means the
+ * request went out and no answer came (`MCP error -32000: Connection closed`, `-32001: Request timed
+ * out`) or that the client refused the answer the server gave (its `outputSchema` not met) is
+ * thrown as an `OutcomeUnknownError`: the call is left uncertain for reconciliation, not told to the
+ * model as a failure it would make again.
+ *
+ * `MCP_INVALID_OPTIONS` (`details.field`) for options it cannot use, or a client without
+ * `listTools` and `callTool`; `MCP_INVALID_TOOLS` (`details.reason`, `details.tools`: the MCP
+ * names) when the tools listed cannot be made factstate tools as the options ask: two that map to
+ * one name (`collision`), a name that is empty (`name`), an input schema a run would refuse
+ * (`schema`), a tool `include` or `rename` names that is not listed (`not_listed`), or a listing
+ * that is not one (`listing`). A rejection of `listTools` itself is passed on as it is.
+ */
+export async function toolsFromMcp(client: McpClient, options?: McpToolsOptions): Promise<ToolDefinition[]> {
+  const given = readOptions(options, OPTIONS, { call: 'toolsFromMcp', code: 'MCP_INVALID_OPTIONS', details: (field) => ({ field }) })
+  const settings = settingsOf(given)
+  let listTools: unknown
+  let callTool: unknown
+  try {
+    listTools = client.listTools
+    callTool = client.callTool
+  } catch (error) {
+    throw invalidOptions(`the client cannot be read: ${messageOf(error)}`, 'client', error)
+  }
+  if (typeof listTools !== 'function' || typeof callTool !== 'function') {
+    throw invalidOptions(`client must be an MCP client with listTools and callTool (the MCP SDK's Client, connected), not ${shown(client)}`, 'client')
+  }
+  const listed = await listAll(client, settings)
+
+  const byName = new Map<string, McpTool>()
+  for (const tool of listed) {
+    if (byName.has(tool.name)) throw invalidTools(`the server lists two tools named ${JSON.stringify(tool.name)}`, { reason: 'collision', tools: [tool.name, tool.name], name: tool.name })
+    byName.set(tool.name, tool)
+  }
+  for (const name of Object.keys(settings.rename)) {
+    if (!byName.has(name)) throw invalidTools(`rename names ${JSON.stringify(name)}, which the server does not list (it lists ${listedNames(listed)})`, { reason: 'not_listed', tools: [name] })
+  }
+  let chosen: McpTool[]
+  const include = settings.include
+  if (include === undefined) chosen = listed
+  else if (typeof include === 'function') {
+    chosen = listed.filter((tool) => {
+      let kept: unknown
+      try {
+        kept = include(tool)
+      } catch (error) {
+        throw invalidOptions(`include threw for ${JSON.stringify(tool.name)}: ${messageOf(error)}`, 'include', error)
+      }
+      if (typeof kept !== 'boolean') throw invalidOptions(`include must return a boolean, not ${kindOf(kept)} (for ${JSON.stringify(tool.name)})`, 'include')
+      return kept
+    })
+  } else {
+    const missing = include.filter((name) => !byName.has(name))
+    if (missing.length > 0) throw invalidTools(`include names ${missing.map((name) => JSON.stringify(name)).join(', ')}, which the server does not list (it lists ${listedNames(listed)})`, { reason: 'not_listed', tools: missing })
+    const wanted = new Set(include)
+    chosen = listed.filter((tool) => wanted.has(tool.name))
+  }
+
+  const taken = new Map<string, string>()
+  const tools: ToolDefinition[] = []
+  for (const mcp of chosen) {
+    if (mcp.name === '') throw invalidTools('the server lists a tool with an empty name: leave it out with include', { reason: 'name', tools: [''] })
+    const renamed = Object.hasOwn(settings.rename, mcp.name) ? settings.rename[mcp.name] : undefined
+    const name = renamed ?? mcpToolName(mcp.name, settings.prefix)
+    const before = taken.get(name)
+    if (before !== undefined) {
+      throw invalidTools(`the MCP tools ${JSON.stringify(before)} and ${JSON.stringify(mcp.name)} both map to ${JSON.stringify(name)}: give one another name with rename (rename: { ${JSON.stringify(mcp.name)}: '…' }), or leave one out with include`, {
+        reason: 'collision',
+        tools: [before, mcp.name],
+        name,
+      })
+    }
+    taken.set(name, mcp.name)
+    tools.push(toolOf(client, mcp, name, settings))
+  }
+  return tools
+}
+
+interface Settings {
+  prefix: string
+  rename: Readonly<Record<string, string>>
+  include: readonly string[] | ((tool: McpTool) => boolean) | undefined
+  trustReadOnlyHint: boolean
+  needsApproval: boolean | ((tool: McpTool) => NeedsApproval | undefined) | undefined
+  timeoutMs: number | undefined
+  requestTimeoutMs: number | undefined
+  keepBinaryData: boolean
+  signal: AbortSignal | undefined
+}
+
+const isMs = (value: unknown): value is number => typeof value === 'number' && Number.isSafeInteger(value) && value >= 1 && value <= MAX_MS
+
+function settingsOf(given: { [K in (typeof OPTIONS)[number]]?: unknown }): Settings {
+  const { prefix = '', rename = {}, include, trustReadOnlyHint = false, needsApproval, timeoutMs, requestTimeoutMs, keepBinaryData = false, signal } = given
+  if (typeof prefix !== 'string' || (prefix !== '' && !PREFIX.test(prefix))) throw invalidOptions(`prefix must be 1–32 characters from [A-Za-z0-9_-], not ${shown(prefix)}`, 'prefix')
+  if (rename === null || typeof rename !== 'object' || Array.isArray(rename)) throw invalidOptions(`rename must be an object of MCP names to names, not ${kindOf(rename)}`, 'rename')
+  const renames: Record<string, string> = {}
+  const targets = new Map<string, string>()
+  for (const [from, to] of Object.entries(rename)) {
+    if (typeof to !== 'string' || !NAME.test(to)) throw invalidOptions(`rename.${from} must be a tool name, 1–64 characters from [A-Za-z0-9_-], not ${shown(to)}`, `rename.${from}`)
+    const other = targets.get(to)
+    if (other !== undefined) throw invalidOptions(`rename gives ${JSON.stringify(other)} and ${JSON.stringify(from)} one name, ${JSON.stringify(to)}`, `rename.${from}`)
+    targets.set(to, from)
+    renames[from] = to
+  }
+  let included: Settings['include']
+  if (include === undefined || typeof include === 'function') included = include as Settings['include']
+  else if (Array.isArray(include) && include.every((name) => typeof name === 'string')) included = [...(include as string[])]
+  else throw invalidOptions(`include must be a list of MCP tool names or a function of an MCP tool, not ${kindOf(include)}`, 'include')
+  if (typeof trustReadOnlyHint !== 'boolean') throw invalidOptions(`trustReadOnlyHint must be a boolean, not ${kindOf(trustReadOnlyHint)}`, 'trustReadOnlyHint')
+  if (needsApproval !== undefined && typeof needsApproval !== 'boolean' && typeof needsApproval !== 'function') {
+    throw invalidOptions(`needsApproval must be a boolean or a function of an MCP tool, not ${kindOf(needsApproval)}`, 'needsApproval')
+  }
+  if (timeoutMs !== undefined && !isMs(timeoutMs)) throw invalidOptions(`timeoutMs must be a whole number of milliseconds from 1 to 2,147,483,647, not ${shown(timeoutMs)}`, 'timeoutMs')
+  if (requestTimeoutMs !== undefined && !isMs(requestTimeoutMs)) throw invalidOptions(`requestTimeoutMs must be a whole number of milliseconds from 1 to 2,147,483,647, not ${shown(requestTimeoutMs)}`, 'requestTimeoutMs')
+  if (typeof keepBinaryData !== 'boolean') throw invalidOptions(`keepBinaryData must be a boolean, not ${kindOf(keepBinaryData)}`, 'keepBinaryData')
+  if (signal !== undefined && !(signal instanceof AbortSignal)) throw invalidOptions(`signal must be an AbortSignal, not ${kindOf(signal)}`, 'signal')
+  return {
+    prefix,
+    rename: renames,
+    include: included,
+    trustReadOnlyHint,
+    needsApproval: needsApproval as Settings['needsApproval'],
+    timeoutMs,
+    requestTimeoutMs: requestTimeoutMs ?? (timeoutMs === undefined ? undefined : Math.min(timeoutMs + REQUEST_MARGIN_MS, MAX_MS)),
+    keepBinaryData,
+    signal: signal as AbortSignal | undefined,
+  }
+}
+
+const listedNames = (tools: readonly McpTool[]): string => (tools.length === 0 ? 'none' : tools.map((tool) => JSON.stringify(tool.name)).join(', '))
+
+/** Every page of `tools/list`, each tool checked to be one. */
+async function listAll(client: McpClient, settings: Settings): Promise<McpTool[]> {
+  const tools: McpTool[] = []
+  const cursors = new Set<string>()
+  let cursor: string | undefined
+  for (let page = 0; ; page += 1) {
+    if (page === MAX_PAGES) throw invalidTools(`the server's listing went on past ${MAX_PAGES} pages`, { reason: 'listing', tools: [] })
+    const requestOptions: McpRequestOptions = {
+      ...(settings.signal === undefined ? {} : { signal: settings.signal }),
+      ...(settings.requestTimeoutMs === undefined ? {} : { timeout: settings.requestTimeoutMs }),
+    }
+    const result: unknown = await client.listTools(cursor === undefined ? undefined : { cursor }, requestOptions)
+    const listedTools = result !== null && typeof result === 'object' ? (result as { tools?: unknown }).tools : undefined
+    if (!Array.isArray(listedTools)) throw invalidTools(`listTools answered ${kindOf(result)} without a list of tools`, { reason: 'listing', tools: [] })
+    for (const [index, tool] of listedTools.entries()) tools.push(mcpToolOf(tool, index))
+    const next: unknown = (result as { nextCursor?: unknown }).nextCursor
+    if (next === undefined || next === null || next === '') return tools
+    if (typeof next !== 'string') throw invalidTools(`listTools answered a nextCursor that is ${kindOf(next)}, not a string`, { reason: 'listing', tools: [] })
+    if (cursors.has(next)) throw invalidTools(`the server gave the cursor ${JSON.stringify(next)} twice: its listing would never end`, { reason: 'listing', tools: [] })
+    cursors.add(next)
+    cursor = next
+  }
+}
+
+/** A listed tool, read once into a copy of what factstate uses. */
+function mcpToolOf(value: unknown, index: number): McpTool {
+  const where = `the listed tool at ${index}`
+  if (value === null || typeof value !== 'object') throw invalidTools(`${where} is ${kindOf(value)}, not a tool`, { reason: 'listing', tools: [] })
+  const { name, title, description, inputSchema, annotations } = value as Record<string, unknown>
+  if (typeof name !== 'string') throw invalidTools(`${where} has a name that is ${kindOf(name)}, not a string`, { reason: 'listing', tools: [] })
+  if (description !== undefined && description !== null && typeof description !== 'string') throw invalidTools(`the tool ${JSON.stringify(name)} has a description that is ${kindOf(description)}`, { reason: 'listing', tools: [name] })
+  if (inputSchema !== undefined && (inputSchema === null || typeof inputSchema !== 'object' || Array.isArray(inputSchema))) {
+    throw invalidTools(`the tool ${JSON.stringify(name)} has an inputSchema that is ${kindOf(inputSchema)}, not a JSON Schema object`, { reason: 'schema', tools: [name] })
+  }
+  const hints: McpToolAnnotations = {}
+  if (annotations !== null && typeof annotations === 'object') {
+    for (const key of ['readOnlyHint', 'destructiveHint', 'idempotentHint', 'openWorldHint'] as const) {
+      const hint = (annotations as Record<string, unknown>)[key]
+      if (typeof hint === 'boolean') hints[key] = hint
+    }
+    const hinted = (annotations as Record<string, unknown>).title
+    if (typeof hinted === 'string') hints.title = hinted
+  }
+  let schema: object | undefined
+  try {
+    schema = inputSchema === undefined ? undefined : (structuredClone(inputSchema) as object)
+  } catch (error) {
+    throw invalidTools(`the tool ${JSON.stringify(name)} has an inputSchema that cannot be copied: ${messageOf(error)}`, { reason: 'schema', tools: [name] }, error)
+  }
+  return {
+    name,
+    ...(typeof title === 'string' ? { title } : {}),
+    ...(typeof description === 'string' ? { description } : {}),
+    ...(schema === undefined ? {} : { inputSchema: schema }),
+    ...(annotations !== null && typeof annotations === 'object' ? { annotations: hints } : {}),
+  }
+}
+
+/** The factstate tool of `mcp` named `name`, checked as a run would check it. */
+function toolOf(client: McpClient, mcp: McpTool, name: string, settings: Settings): ToolDefinition {
+  const readOnly = settings.trustReadOnlyHint && mcp.annotations?.readOnlyHint === true
+  let approval: NeedsApproval | undefined
+  const needsApproval = settings.needsApproval
+  if (typeof needsApproval === 'function') {
+    let decided: unknown
+    try {
+      decided = needsApproval(mcp)
+    } catch (error) {
+      throw invalidOptions(`needsApproval threw for ${JSON.stringify(mcp.name)}: ${messageOf(error)}`, 'needsApproval', error)
+    }
+    if (decided !== undefined && typeof decided !== 'boolean' && typeof decided !== 'function') {
+      throw invalidOptions(`needsApproval must give a boolean, a function of the input or undefined, not ${kindOf(decided)} (for ${JSON.stringify(mcp.name)})`, 'needsApproval')
+    }
+    approval = decided as NeedsApproval | undefined
+  } else approval = needsApproval
+  const mcpName = mcp.name
+  const tool: ToolDefinition = {
+    name,
+    ...(mcp.description === undefined ? {} : { description: mcp.description }),
+    ...(mcp.inputSchema === undefined ? {} : { inputSchema: mcp.inputSchema }),
+    ...(readOnly ? { readOnly: true } : {}),
+    ...(approval === undefined ? {} : { needsApproval: approval }),
+    ...(settings.timeoutMs === undefined ? {} : { timeoutMs: settings.timeoutMs }),
+    execute: (input, context) => call(client, mcpName, readOnly, settings, input, context),
+  }
+  const problem = toolProblem(tool, 'tool')
+  if (problem !== undefined) {
+    throw invalidTools(`the tool ${JSON.stringify(mcpName)} (as ${name}) would be refused by a run: ${problem.message}`, { reason: problem.fields.some((field) => field.startsWith('tool.inputSchema')) ? 'schema' : 'name', tools: [mcpName], name })
+  }
+  if (tool.inputSchema !== undefined) {
+    try {
+      inputCheckOf(tool.inputSchema)
+    } catch (error) {
+      throw invalidTools(`the tool ${JSON.stringify(mcpName)} has an input schema a run would refuse: ${messageOf(error)}; leave it out with include`, { reason: 'schema', tools: [mcpName], name }, error)
+    }
+  }
+  return tool
+}
+
+async function call(client: McpClient, name: string, readOnly: boolean, settings: Settings, input: unknown, context: ToolContext): Promise<unknown> {
+  const { signal, operationId } = context
+  let result: McpCallToolResult
+  try {
+    result = await client.callTool({ name, arguments: input as Record<string, unknown>, _meta: { idempotencyKey: operationId } }, undefined, {
+      signal,
+      ...(settings.requestTimeoutMs === undefined ? {} : { timeout: settings.requestTimeoutMs }),
+      onprogress: (progress) => {
+        try {
+          context.progress(progress)
+        } catch {
+          // A report too large or not JSON is dropped: progress is live only, the call goes on.
+        }
+      },
+    })
+  } catch (error) {
+    throw thrownFor(error, name, readOnly, signal)
+  }
+  return resultOf(result, name, settings.keepBinaryData)
+}
+
+/** What a rejection of `callTool` is thrown as. */
+function thrownFor(error: unknown, name: string, readOnly: boolean, signal: AbortSignal): unknown {
+  // Factstate's own abort (a cancel, the time limit): it knows what a throw then means.
+  if (readOnly || signal.aborted) return error
+  const code = codeOf(error)
+  if (code === CONNECTION_CLOSED) {
+    return new OutcomeUnknownError(`the MCP connection closed during the call of ${name}, after the request was sent`, { cause: error })
+  }
+  if (code === REQUEST_TIMEOUT) {
+    return new OutcomeUnknownError(`the MCP client stopped waiting for the call of ${name} (its request timeout) while the server may still be running it`, { cause: error })
+  }
+  if (typeof code === 'number' && OUTPUT_REFUSED.some((pattern) => pattern.test(messageOf(error)))) {
+    return new OutcomeUnknownError(`the MCP server answered the call of ${name} without an error, but the client refused its result`, { cause: error })
+  }
+  return error
+}
+
+function codeOf(error: unknown): unknown {
+  if (error === null || typeof error !== 'object') return undefined
+  try {
+    return (error as { code?: unknown }).code
+  } catch {
+    return undefined
+  }
+}
+
+/** What a call's answer is recorded as. */
+function resultOf(result: unknown, name: string, keepBinaryData: boolean): unknown {
+  if (result === null || typeof result !== 'object') throw new Error(`the MCP server answered the call of ${name} with ${kindOf(result)}, not a tool result`)
+  const { content, structuredContent, isError, toolResult } = result as McpCallToolResult
+  const blocks = Array.isArray(content) ? content : []
+  if (isError === true) {
+    const text = textOf(blocks)
+    throw new Error(text === '' ? `the MCP tool ${name} reported an error and said nothing more` : text)
+  }
+  if (structuredContent !== undefined && structuredContent !== null) return structuredContent
+  if (!Array.isArray(content) && toolResult !== undefined) return toolResult
+  if (blocks.every((block) => isTextBlock(block))) return textOf(blocks)
+  return blocks.map((block) => blockOf(block, keepBinaryData))
+}
+
+const isTextBlock = (block: unknown): block is { type: 'text'; text: string } =>
+  block !== null && typeof block === 'object' && (block as { type?: unknown }).type === 'text' && typeof (block as { text?: unknown }).text === 'string'
+
+const textOf = (blocks: readonly unknown[]): string =>
+  blocks
+    .filter(isTextBlock)
+    .map((block) => block.text)
+    .join('\n')
+
+/** The bytes base64 text decodes to. */
+function base64Bytes(data: string): number {
+  const trimmed = data.replace(/\s/g, '')
+  const padding = trimmed.endsWith('==') ? 2 : trimmed.endsWith('=') ? 1 : 0
+  return Math.max(0, Math.floor((trimmed.length * 3) / 4) - padding)
+}
+
+/** A content block as a result holds it: text as it is, binary data as its size unless kept. */
+function blockOf(block: unknown, keepBinaryData: boolean): unknown {
+  if (block === null || typeof block !== 'object') return block
+  const { type } = block as { type?: unknown }
+  if (isTextBlock(block)) return { type: 'text', text: block.text }
+  if ((type === 'image' || type === 'audio') && typeof (block as { data?: unknown }).data === 'string') {
+    const { data, mimeType } = block as { data: string; mimeType?: unknown }
+    return keepBinaryData ? { type, mimeType, data } : { type, mimeType, bytes: base64Bytes(data) }
+  }
+  if (type === 'resource') {
+    const resource = (block as { resource?: unknown }).resource
+    if (resource !== null && typeof resource === 'object' && typeof (resource as { blob?: unknown }).blob === 'string' && !keepBinaryData) {
+      const { blob, ...rest } = resource as { blob: string } & Record<string, unknown>
+      return { type, resource: { ...rest, bytes: base64Bytes(blob) } }
+    }
+  }
+  return block
+}

@@ -1,0 +1,304 @@
+/**
+ * `toolsFromMcp` (`factstate/mcp`) against a real MCP server: spec/fixtures/mcp-server.ts, run with
+ * tsx as a child process over stdio and reached through the MCP SDK's own `Client`, its tools run
+ * by a real engine against the scripted model server. Names are mapped the same way on every start
+ * and collisions refused; results, `isError` and structured content are recorded as the README
+ * says; a server that dies during a call with effects, and a result the client refuses after the
+ * server acted, leave the call uncertain (outcome_unknown) with its effect made once.
+ */
+import { readFile, writeFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
+import { test } from 'uvu'
+import * as assert from 'uvu/assert'
+import { catalogOf, type ToolDefinition } from '../index.js'
+import { mcpToolName, toolsFromMcp, type McpClient, type McpTool } from '../mcp/index.js'
+import { answer } from '../testing/scripted-model-server.js'
+import { engineTest, factsOf, only, refusedWithoutWriting } from './support/engine-fixtures.js'
+import { rejectsWithCode } from './support/codes.js'
+import { REPO_ROOT } from './support/log-fixtures.js'
+import { withTempDir, withTimeout } from './support/temp.js'
+
+const FIXTURE = join(REPO_ROOT, 'spec', 'fixtures', 'mcp-server.ts')
+
+interface Served {
+  client: Client
+  /** The server's ledger: one line `<idempotencyKey>\t<what>` per effect. */
+  ledger: () => Promise<string[]>
+  pid: () => number | null
+}
+
+/** A connected client of a fresh fixture server (a child process), closed and the child killed after `body`. */
+async function withMcpServer<T>(dir: string, body: (served: Served) => Promise<T>, extra = ''): Promise<T> {
+  const file = join(dir, `ledger-${Math.random().toString(36).slice(2)}.txt`)
+  await writeFile(file, '')
+  const transport = new StdioClientTransport({
+    command: process.execPath,
+    args: ['--import', 'tsx', FIXTURE],
+    cwd: REPO_ROOT,
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', MCP_FIXTURE_FILE: file, MCP_FIXTURE_EXTRA: extra },
+    stderr: 'pipe',
+  })
+  const client = new Client({ name: 'factstate-test', version: '1.0.0' })
+  try {
+    await client.connect(transport)
+    return await body({
+      client,
+      ledger: async () => (await readFile(file, 'utf8')).split('\n').filter((line) => line !== ''),
+      pid: () => transport.pid,
+    })
+  } finally {
+    const pid = transport.pid
+    await client.close().catch(() => undefined)
+    if (pid !== null) {
+      try {
+        process.kill(pid, 'SIGKILL')
+      } catch {
+        // Already gone (closed, or killed itself).
+      }
+    }
+  }
+}
+
+const NAMES = ['lookup', 'append_line', 'files_read', 'fail', 'stats', 'picture', 'crash', 'crash_read', 'slow', 'checked']
+
+test('mcpToolName maps what factstate refuses to _, cuts a long name with a digest of the whole, and depends on the name and prefix alone', () => {
+  assert.is(mcpToolName('files.read'), 'files_read')
+  assert.is(mcpToolName('repo/issues list'), 'repo_issues_list')
+  assert.is(mcpToolName('café', 'x_'), 'x_caf_')
+  assert.is(mcpToolName('send-mail_2'), 'send-mail_2')
+  const long = mcpToolName(`${'a'.repeat(70)}.b`)
+  assert.is(long.length, 64)
+  assert.match(long, /^a{55}_[0-9a-f]{8}$/)
+  assert.is(mcpToolName(`${'a'.repeat(70)}.b`), long, 'the same name on every call')
+  assert.is.not(mcpToolName(`${'a'.repeat(70)}.c`), long, 'two long names that share their first 55 characters differ')
+})
+
+test('every page is listed; names mapped, descriptions and schemas as listed; readOnly only when trusted; needsApproval and timeoutMs from the options', () =>
+  withTimeout(
+    withTempDir((dir) =>
+      withMcpServer(dir, async ({ client }) => {
+        const listed = await client.listTools()
+        assert.is(listed.nextCursor, '3', 'the server pages its listing')
+        const tools = await toolsFromMcp(client)
+        assert.equal(tools.map((tool) => tool.name), NAMES, 'all four pages, in the order listed, files.read as files_read')
+        const lookup = tools[0] as ToolDefinition
+        assert.equal(lookup.inputSchema, { $schema: 'http://json-schema.org/draft-07/schema#', type: 'object', properties: { key: { type: 'string' } }, required: ['key'], additionalProperties: false })
+        assert.is(lookup.description, 'Looks a key up')
+        assert.equal(tools.map((tool) => [tool.readOnly, tool.needsApproval, tool.timeoutMs]).filter((member) => member.some((value) => value !== undefined)), [], 'a hint is not trusted by default')
+        assert.ok(catalogOf(tools).catalogDigest.startsWith('sha256:'), 'a run takes them')
+
+        const trusted = await toolsFromMcp(client, {
+          trustReadOnlyHint: true,
+          needsApproval: (tool: McpTool) => (tool.annotations?.destructiveHint === true ? true : undefined),
+          timeoutMs: 2_000,
+          prefix: 'fx_',
+          rename: { 'files.read': 'read_file' },
+        })
+        assert.equal(
+          trusted.map((tool) => [tool.name, tool.readOnly ?? false, tool.needsApproval ?? false, tool.timeoutMs]),
+          [
+            ['fx_lookup', true, false, 2_000],
+            ['fx_append_line', false, true, 2_000],
+            ['read_file', true, false, 2_000],
+            ['fx_fail', false, false, 2_000],
+            ['fx_stats', true, false, 2_000],
+            ['fx_picture', true, false, 2_000],
+            ['fx_crash', false, true, 2_000],
+            ['fx_crash_read', true, false, 2_000],
+            ['fx_slow', false, false, 2_000],
+            ['fx_checked', false, false, 2_000],
+          ],
+        )
+        assert.equal((await toolsFromMcp(client, { include: ['stats', 'files.read'] })).map((tool) => tool.name), ['files_read', 'stats'], 'in the order listed')
+        assert.equal((await toolsFromMcp(client, { include: (tool) => tool.annotations?.readOnlyHint === true })).map((tool) => tool.name), ['lookup', 'files_read', 'stats', 'picture', 'crash_read'])
+        // Two servers side by side: a prefix each.
+        const both = [...(await toolsFromMcp(client, { prefix: 'one_' })), ...(await toolsFromMcp(client, { prefix: 'two_' }))]
+        assert.is(catalogOf(both).names.length, 20)
+        assert.equal(catalogOf(await toolsFromMcp(client)), catalogOf(tools), 'the same catalog on every listing: names, descriptions and schemas are sealed')
+      }),
+    ),
+    20_000,
+  ),
+)
+
+test('options it cannot use are MCP_INVALID_OPTIONS naming the option; a client that is not one too', () =>
+  withTimeout(
+    withTempDir((dir) =>
+      withMcpServer(dir, async ({ client }) => {
+        const cases: [unknown, string][] = [
+          [{ prefix: 'a.b' }, 'prefix'],
+          [{ prefix: 'x'.repeat(33) }, 'prefix'],
+          [{ rename: { lookup: 'look up' } }, 'rename.lookup'],
+          [{ rename: { lookup: 'same', stats: 'same' } }, 'rename.stats'],
+          [{ include: 'lookup' }, 'include'],
+          [{ include: () => 'yes' }, 'include'],
+          [{ trustReadOnlyHint: 'yes' }, 'trustReadOnlyHint'],
+          [{ needsApproval: 'always' }, 'needsApproval'],
+          [{ needsApproval: () => 'always' }, 'needsApproval'],
+          [{ timeoutMs: 0 }, 'timeoutMs'],
+          [{ requestTimeoutMs: 1.5 }, 'requestTimeoutMs'],
+          [{ keepBinaryData: 1 }, 'keepBinaryData'],
+          [{ timeout: 1_000 }, 'timeout'],
+          [{ trustReadOnlyHints: true }, 'trustReadOnlyHints'],
+        ]
+        for (const [options, field] of cases) {
+          const error = await rejectsWithCode(() => toolsFromMcp(client, options as never), 'MCP_INVALID_OPTIONS', JSON.stringify(options))
+          assert.is(error.details?.field, field, error.message)
+        }
+        const misspelt = await rejectsWithCode(() => toolsFromMcp(client, { trustReadOnlyHints: true } as never), 'MCP_INVALID_OPTIONS')
+        assert.match(misspelt.message, /did you mean trustReadOnlyHint\?/)
+        const notClient = await rejectsWithCode(() => toolsFromMcp({ tools: [] } as unknown as McpClient), 'MCP_INVALID_OPTIONS')
+        assert.is(notClient.details?.field, 'client')
+      }),
+    ),
+    20_000,
+  ),
+)
+
+test('two MCP tools that map to one name are MCP_INVALID_TOOLS (collision) naming both, until rename parts them; include and rename must name listed tools; a schema a run refuses is named', () =>
+  withTimeout(
+    withTempDir((dir) =>
+      withMcpServer(
+        dir,
+        async ({ client }) => {
+          const collision = await rejectsWithCode(() => toolsFromMcp(client), 'MCP_INVALID_TOOLS')
+          assert.equal(collision.details, { reason: 'collision', tools: ['a.b', 'a_b'], name: 'a_b' })
+          assert.match(collision.message, /rename/)
+          const renamed = await rejectsWithCode(() => toolsFromMcp(client, { rename: { 'a.b': 'lookup' } }), 'MCP_INVALID_TOOLS', 'a rename onto a mapped name')
+          assert.equal(renamed.details, { reason: 'collision', tools: ['lookup', 'a.b'], name: 'lookup' })
+          const broken = await rejectsWithCode(() => toolsFromMcp(client, { rename: { 'a.b': 'a_dot_b' } }), 'MCP_INVALID_TOOLS', 'the broken schema')
+          assert.equal(broken.details, { reason: 'schema', tools: ['broken'], name: 'broken' })
+          const tools = await toolsFromMcp(client, { rename: { 'a.b': 'a_dot_b' }, include: (tool) => tool.name !== 'broken' })
+          assert.equal(tools.map((tool) => tool.name).slice(-2), ['a_dot_b', 'a_b'])
+          const missing = await rejectsWithCode(() => toolsFromMcp(client, { include: ['lookup', 'serach'] }), 'MCP_INVALID_TOOLS')
+          assert.equal(missing.details, { reason: 'not_listed', tools: ['serach'] })
+          const unlisted = await rejectsWithCode(() => toolsFromMcp(client, { rename: { nothing: 'x' }, include: ['lookup'] }), 'MCP_INVALID_TOOLS')
+          assert.equal(unlisted.details, { reason: 'not_listed', tools: ['nothing'] })
+        },
+        'collide,bad-schema',
+      ).then(() =>
+        withMcpServer(
+          dir,
+          async ({ client }) => {
+            const looping = await rejectsWithCode(() => toolsFromMcp(client), 'MCP_INVALID_TOOLS', 'a cursor given twice')
+            assert.equal(looping.details, { reason: 'listing', tools: [] })
+            assert.match(looping.message, /the cursor "3" twice/)
+          },
+          'loop',
+        ),
+      ),
+    ),
+    20_000,
+  ),
+)
+
+test(
+  'through a real engine: read-only, dotted, structured and mixed results recorded; isError is the call failure in its words; an effect is made once with the operationId as its idempotency key',
+  engineTest(
+    [
+      answer.toolCalls([
+        { id: 'c1', name: 'lookup', arguments: { key: 'k' } },
+        { id: 'c2', name: 'files_read', arguments: { path: 'a.txt' } },
+        { id: 'c3', name: 'append_line', arguments: { line: 'paid 10' } },
+        { id: 'c4', name: 'stats', arguments: {} },
+        { id: 'c5', name: 'picture', arguments: {} },
+        { id: 'c6', name: 'fail', arguments: {} },
+        { id: 'c7', name: 'lookup', arguments: { key: 'k', extra: 1 } },
+      ]),
+      answer.text('done'),
+    ],
+    { ms: 20_000 },
+    async (h) =>
+      withMcpServer(h.dir, async ({ client, ledger }) => {
+        const tools = await toolsFromMcp(client, { trustReadOnlyHint: true })
+        const outcome = await h.run(h.input('mcp', { tools }))
+        assert.equal(outcome, { status: 'completed' })
+        const facts = await factsOf(h.log, 'invocation-mcp')
+        const settled = new Map(only(facts, 'tool.settled').map((fact) => [fact.operationId, fact.outcome]))
+        const op = (index: number) => `invocation-mcp/step-1/${index}`
+        assert.equal(settled.get(op(0)), { status: 'succeeded', output: 'value of k' })
+        assert.equal(settled.get(op(1)), { status: 'succeeded', output: 'contents of a.txt' })
+        assert.equal(settled.get(op(2)), { status: 'succeeded', output: 'appended' })
+        assert.equal(settled.get(op(3)), { status: 'succeeded', output: { count: 3, items: ['a', 'b', 'c'] } }, 'structuredContent, not its text')
+        assert.equal(settled.get(op(4)), { status: 'succeeded', output: [{ type: 'text', text: 'a red dot' }, { type: 'image', mimeType: 'image/png', bytes: 300 }] }, 'the image as its size')
+        assert.equal(settled.get(op(5)), { status: 'failed', message: 'no such account' })
+        assert.equal(only(facts, 'tool.rejected').map((fact) => [fact.operationId, fact.reason]), [[op(6), 'invalid_input']], 'the listed draft-07 schema checks calls (additionalProperties: false)')
+        assert.equal(await ledger(), [`${op(2)}\tpaid 10`], 'one effect, keyed by its operationId')
+        assert.equal(only(facts, 'tool.dispatched').map((fact) => [fact.name, fact.readOnly ?? false]), [
+          ['lookup', true],
+          ['files_read', true],
+          ['append_line', false],
+          ['stats', true],
+          ['picture', true],
+          ['fail', false],
+        ])
+      }),
+  ),
+)
+
+test(
+  'a server that dies during a call with effects leaves the call uncertain (outcome_unknown, never settled, the session to reconcile), its effect made once; from a read-only tool the death is a failure and the run goes on',
+  engineTest(
+    [answer.toolCalls([{ id: 'c1', name: 'crash', arguments: { line: 'transfer 100' } }]), answer.toolCalls([{ id: 'c2', name: 'crash_read', arguments: {} }]), answer.text('read failed')],
+    { ms: 20_000 },
+    async (h) => {
+      await withMcpServer(h.dir, async ({ client, ledger }) => {
+        const tools = await toolsFromMcp(client, { trustReadOnlyHint: true })
+        const outcome = await h.run(h.input('crash', { tools }))
+        assert.equal(outcome, {
+          status: 'failed',
+          class: 'outcome_unknown',
+          message:
+            'tool crash (operation invocation-crash/step-1/0) reported its outcome unknown: the MCP connection closed during the call of crash, after the request was sent; cause: McpError: MCP error -32000: Connection closed; its effect may or may not have happened',
+        })
+        const facts = await factsOf(h.log, 'invocation-crash')
+        assert.equal(only(facts, 'tool.settled'), [], 'not settled: not told to the model as a failure')
+        assert.equal((await h.log.prefix(100, 1 << 20)).projectInvocation('invocation-crash').uncertainOperations, ['invocation-crash/step-1/0'])
+        assert.is(h.server.requests.length, 1, 'the model was not asked again')
+        assert.equal(await ledger(), ['invocation-crash/step-1/0\ttransfer 100'], 'the effect, once')
+        await refusedWithoutWriting(h.log, () => h.start(h.input('after', { tools, session: 'session-crash' })), 'RUN_RECONCILIATION_REQUIRED', 'the next message')
+      })
+      await withMcpServer(h.dir, async ({ client }) => {
+        const tools = await toolsFromMcp(client, { trustReadOnlyHint: true })
+        const outcome = await h.run(h.input('read', { tools }))
+        assert.equal(outcome, { status: 'completed' })
+        const settled = only(await factsOf(h.log, 'invocation-read'), 'tool.settled')
+        assert.equal(settled.map((fact) => fact.outcome), [{ status: 'failed', message: 'McpError: MCP error -32000: Connection closed' }])
+      })
+    },
+  ),
+)
+
+test(
+  'a result the client refuses after the server acted (its outputSchema not met) leaves the call uncertain, the effect made once',
+  engineTest([answer.toolCalls([{ id: 'c1', name: 'checked', arguments: { line: 'shipped' } }]), answer.text('unreachable')], { ms: 20_000 }, async (h) =>
+    withMcpServer(h.dir, async ({ client, ledger }) => {
+      const outcome = await h.run(h.input('checked', { tools: await toolsFromMcp(client) }))
+      assert.is(outcome.status === 'failed' && outcome.class, 'outcome_unknown')
+      assert.match((outcome as { message: string }).message, /answered the call of checked without an error, but the client refused its result; cause: McpError: MCP error -32602: Structured content does not match the tool's output schema/)
+      assert.equal(await ledger(), ['invocation-checked/step-1/0\tshipped'])
+    }),
+  ),
+)
+
+test(
+  "timeoutMs is factstate's limit, not the client's: the call is cancelled at the server, left uncertain, its progress passed on",
+  engineTest([answer.toolCalls([{ id: 'c1', name: 'slow', arguments: { line: 'deploy' } }]), answer.text('unreachable')], { ms: 20_000 }, async (h) =>
+    withMcpServer(h.dir, async ({ client, ledger }) => {
+      const progress: unknown[] = []
+      const tools = await toolsFromMcp(client, { timeoutMs: 500, include: ['slow'] })
+      const outcome = await h.run(h.input('slow', { tools }), { onToolProgress: (update) => progress.push(update.value) })
+      assert.is(outcome.status === 'failed' && outcome.class, 'outcome_unknown')
+      assert.match((outcome as { message: string }).message, /within 500 ms \(its timeoutMs\)/)
+      assert.equal(progress, [{ progress: 1, total: 2, message: 'started' }])
+      // The server hears the cancel (notifications/cancelled) once factstate's signal aborts.
+      const deadline = Date.now() + 5_000
+      while ((await ledger()).length < 2 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 25))
+      assert.equal(await ledger(), ['invocation-slow/step-1/0\tdeploy', 'invocation-slow/step-1/0\tcancelled'])
+    }),
+  ),
+)
+
+test.run()

@@ -53,6 +53,7 @@ const consumerJs = `
 import { Engine, EventLog, recoverInvocations, successorOf } from 'factstate'
 import { answer, scriptedModelServer, invocationPaths } from 'factstate/testing'
 import { serveInspector } from 'factstate/inspector'
+import { toolsFromMcp } from 'factstate/mcp'
 
 const server = await scriptedModelServer([
   answer.toolCalls([{ name: 'add', arguments: { a: 2, b: 3 } }]),
@@ -75,7 +76,14 @@ const scripts = [...html.matchAll(/src="([^"]+)"/g)].map((m) => m[1])
 const statuses = await Promise.all(scripts.map(async (src) => (await fetch(new URL(src, inspector.url))).status))
 await inspector.close()
 const paths = invocationPaths({ maxSteps: 1, maxRuns: 1 })
+// An MCP client is typed by its shape: the package needs no MCP SDK.
+const mcpTools = await toolsFromMcp({
+  listTools: async () => ({ tools: [{ name: 'files.read', inputSchema: { type: 'object' } }] }),
+  callTool: async () => ({ content: [{ type: 'text', text: 'read' }] }),
+})
+const mcpResult = await mcpTools[0].execute({}, { operationId: 'op', signal: new AbortController().signal, progress: () => {} })
 console.log(JSON.stringify({
+  mcp: [mcpTools.map((tool) => tool.name), mcpResult],
   outcome,
   ran,
   scripts: scripts.length,
@@ -122,6 +130,10 @@ const consumerTs = `
 import { Engine, EventLog, FactstateError, recoverInvocations, type HandoffPause, type RunInput, type ToolDefinition } from 'factstate'
 import { answer, scriptedModelServer, type ScriptedModelServer } from 'factstate/testing'
 import { serveInspector, type InvocationDetail, type Overview } from 'factstate/inspector'
+import { toolsFromMcp, type McpClient } from 'factstate/mcp'
+
+// The tools of an MCP server, typed; an approval decided by the server's hints.
+export const fromMcp = (client: McpClient): Promise<ToolDefinition[]> => toolsFromMcp(client, { prefix: 'x_', needsApproval: (tool) => tool.annotations?.destructiveHint === true })
 
 // The inspector's JSON API is typed for scripts that read it.
 export const listed = (overview: Overview): string[] => overview.sessions.map((session) => session.sessionId)
@@ -277,7 +289,7 @@ test('the packed tarball installs and works: every subpath, the inspector page, 
     withTempDir(async (dir) => {
       const { tarball, files } = await pack(dir)
       const paths = files.map((file) => file.path)
-      for (const needed of ['package.json', 'README.md', 'CHANGELOG.md', 'LICENSE', 'dist/index.js', 'dist/index.d.ts', 'dist/testing/index.js', 'dist/inspector/index.js', 'dist/inspector/page/app.js', 'dist/bin/factstate.js', 'examples/quick-start.ts', 'examples/resume-after-crash.ts', 'docs/performance.md', 'docs/inspector.png']) {
+      for (const needed of ['package.json', 'README.md', 'CHANGELOG.md', 'LICENSE', 'dist/index.js', 'dist/index.d.ts', 'dist/testing/index.js', 'dist/inspector/index.js', 'dist/mcp/index.js', 'dist/inspector/page/app.js', 'dist/bin/factstate.js', 'examples/quick-start.ts', 'examples/resume-after-crash.ts', 'docs/performance.md', 'docs/inspector.png']) {
         assert.ok(paths.includes(needed), `the tarball holds ${needed}`)
       }
       // The examples and docs the README names ship too, as documentation (the examples as TypeScript, run with tsx).
@@ -317,6 +329,7 @@ test('the packed tarball installs and works: every subpath, the inspector page, 
       assert.ok((result.statuses as number[]).every((status) => status === 200), `the page's scripts are served: ${JSON.stringify(result.statuses)}`)
       assert.ok((result.paths as number) > 0, 'path generation (xstate/graph) works from the package')
       assert.is(result.successor, 'i2')
+      assert.equal(result.mcp, [['files_read'], 'read'], 'factstate/mcp maps and calls an MCP tool')
 
       const bin = join(app, 'node_modules', 'factstate', 'dist', 'bin', 'factstate.js')
       assert.match(await readFile(bin, 'utf8'), /^#!\/usr\/bin\/env node\n/, 'the bin starts with a shebang')
@@ -324,8 +337,8 @@ test('the packed tarball installs and works: every subpath, the inspector page, 
       // CommonJS: Node 20.19 and later load ES modules with require() (the \`default\` export conditions).
       const [major = 0, minor = 0] = process.versions.node.split('.').map(Number)
       if (major > 20 || (major === 20 && minor >= 19)) {
-        const required = await run(process.execPath, ['-e', "const f = require('factstate'); console.log([typeof f.Engine, typeof require('factstate/testing').invocationPaths, typeof require('factstate/inspector').serveInspector].join(' '))"], { cwd: app })
-        assert.is(required.stdout.trim(), 'function function function', 'require() of every subpath')
+        const required = await run(process.execPath, ['-e', "const f = require('factstate'); console.log([typeof f.Engine, typeof require('factstate/testing').invocationPaths, typeof require('factstate/inspector').serveInspector, typeof require('factstate/mcp').toolsFromMcp].join(' '))"], { cwd: app })
+        assert.is(required.stdout.trim(), 'function function function function', 'require() of every subpath')
       }
       const verify = await run(process.execPath, [bin, 'verify', 'log'], { cwd: app })
       assert.match(verify.stdout, new RegExp(`^ok: ${String(result.highWater)} events, digest sha256:[0-9a-f]{64}$`, 'm'))
@@ -385,7 +398,7 @@ test('the packed tarball installs and works: every subpath, the inspector page, 
       assert.is(strict, '', 'a consumer under exactOptionalPropertyTypes may pass undefined to every optional input')
 
       // The entry declarations name Node's types themselves, so a consumer that loads none still gets them.
-      for (const entry of ['dist/index.d.ts', 'dist/testing/index.d.ts', 'dist/inspector/index.d.ts']) {
+      for (const entry of ['dist/index.d.ts', 'dist/testing/index.d.ts', 'dist/inspector/index.d.ts', 'dist/mcp/index.d.ts']) {
         const text = await readFile(join(app, 'node_modules', 'factstate', entry), 'utf8')
         assert.ok(text.startsWith('/// <reference types="node" preserve="true" />\n'), `${entry} begins with a reference to Node's types`)
       }
@@ -404,7 +417,7 @@ test('the packed tarball installs and works: every subpath, the inspector page, 
       assert.is(noTypes, '', 'without "types": ["node"], the declarations still type AbortSignal and Headers (not any)')
       // \`moduleResolution: node\` (node10, TypeScript 5) reads no \`exports\`: \`typesVersions\` maps the subpaths to their declarations.
       const { typesVersions } = JSON.parse(await readFile(join(app, 'node_modules', 'factstate', 'package.json'), 'utf8')) as { typesVersions: Record<string, Record<string, string[]>> }
-      assert.equal(Object.keys(typesVersions['*'] ?? {}).sort(), ['inspector', 'testing'])
+      assert.equal(Object.keys(typesVersions['*'] ?? {}).sort(), ['inspector', 'mcp', 'testing'])
       for (const [subpath, [target = ''] = []] of Object.entries(typesVersions['*'] ?? {})) {
         assert.ok(paths.includes(target.replace(/^\.\//, '')), `typesVersions maps ${subpath} to ${target}, which the tarball holds`)
       }

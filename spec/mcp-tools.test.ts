@@ -301,4 +301,23 @@ test(
   ),
 )
 
+test(
+  "the client's own request timeout (requestTimeoutMs, no timeoutMs) after the request went out leaves a call with effects uncertain, not failed",
+  engineTest([answer.toolCalls([{ id: 'c1', name: 'slow', arguments: { line: 'deploy' } }]), answer.text('unreachable')], { ms: 20_000 }, async (h) =>
+    withMcpServer(h.dir, async ({ client, ledger }) => {
+      const tools = await toolsFromMcp(client, { requestTimeoutMs: 400, include: ['slow'] })
+      const outcome = await h.run(h.input('client-timeout', { tools }))
+      assert.equal(outcome, {
+        status: 'failed',
+        class: 'outcome_unknown',
+        message:
+          'tool slow (operation invocation-client-timeout/step-1/0) reported its outcome unknown: the MCP client stopped waiting for the call of slow (its request timeout) while the server may still be running it; cause: McpError: MCP error -32001: Request timed out; its effect may or may not have happened',
+      })
+      assert.equal(only(await factsOf(h.log, 'invocation-client-timeout'), 'tool.settled'), [])
+      assert.is(h.server.requests.length, 1, 'the model was not asked again')
+      assert.equal((await ledger())[0], 'invocation-client-timeout/step-1/0\tdeploy')
+    }),
+  ),
+)
+
 test.run()

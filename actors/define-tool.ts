@@ -9,6 +9,7 @@
  * is what it returns.
  */
 import type { ToolContext, ToolDefinition } from './tool-catalog.js'
+import { type OutcomeUnknownError, isOutcomeUnknown } from './outcome-unknown.js'
 
 /** What {@link defineTool} takes: a tool, its input parsed by `parseInput` for `execute` (and a `needsApproval` predicate). */
 export interface TypedToolDefinition<Input> extends Omit<ToolDefinition, 'execute' | 'needsApproval'> {
@@ -17,7 +18,8 @@ export interface TypedToolDefinition<Input> extends Omit<ToolDefinition, 'execut
    * unless `validateInput` is `false`), or throws: `Refund.parse` of a zod schema `Refund`. It may
    * return a promise (`Refund.parseAsync`, for a schema with async refinements): it is awaited, and
    * `Input` is what it resolves to. A throw or a rejection is the call's failure, as `execute`'s is
-   * (the call settles `failed` and the model is told), and `execute` is not run.
+   * (the call settles `failed` and the model is told), and `execute` is not run: an
+   * {@link OutcomeUnknownError} too, since nothing ran whose outcome could be unknown.
    */
   parseInput: (input: unknown) => Input | PromiseLike<Input>
   /** As `ToolDefinition.needsApproval`, its predicate given the parsed input (a parse that throws or rejects asks). */
@@ -57,13 +59,36 @@ export function defineTool<Input>(definition: TypedToolDefinition<Input>): ToolD
   // A parse that returns a promise is awaited, so that its rejection fails the call before `execute`
   // runs; a synchronous one is used as it is (no microtask added).
   const parsed = <R>(input: unknown, then: (value: Input) => R | Promise<R>): R | Promise<R> => {
-    const value = parseInput(input)
-    return isThenable(value) ? Promise.resolve(value).then(then) : then(value)
+    let value: Input | PromiseLike<Input>
+    try {
+      value = parseInput(input)
+    } catch (error) {
+      throw parseFailure(error)
+    }
+    return isThenable(value) ? Promise.resolve(value).then(then, (error: unknown) => Promise.reject(parseFailure(error))) : then(value)
   }
   return {
     ...tool,
     ...(needsApproval === undefined ? {} : { needsApproval: typeof needsApproval === 'function' ? (input: unknown) => parsed(input, needsApproval) : needsApproval }),
     execute: (input, context) => parsed(input, (value) => execute(value, context)),
+  }
+}
+
+/**
+ * What a throw of `parseInput` is passed on as: itself, but an {@link OutcomeUnknownError} as a
+ * plain error of the same name, message and cause. `execute` was not run, so nothing can be
+ * uncertain: the call fails (the model told), as the parse's other failures do, and the session is
+ * not held for a reconciliation of an effect that never happened.
+ */
+function parseFailure(error: unknown): unknown {
+  if (!isOutcomeUnknown(error)) return error
+  try {
+    const { name, message, cause } = error as Error
+    const plain = new Error(String(message), cause === undefined ? undefined : { cause })
+    plain.name = String(name)
+    return plain
+  } catch {
+    return new Error('parseInput threw an OutcomeUnknownError that cannot be read')
   }
 }
 

@@ -7,7 +7,7 @@
  */
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import { OutcomeUnknownError, type ToolDefinition } from '../index.js'
+import { OutcomeUnknownError, type ToolDefinition, defineTool } from '../index.js'
 import { callTool } from '../testing/call-tool.js'
 import { answer } from '../testing/scripted-model-server.js'
 import { countingTool, engineTest, factsOf, messagesOf, only, refusedWithoutWriting } from './support/engine-fixtures.js'
@@ -118,6 +118,46 @@ test(
     named.name = 'OutcomeUnknownError'
     assert.equal(await callTool(transfer(() => named), {}), { status: 'failed', message: 'OutcomeUnknownError: not ours' })
   }),
+)
+
+test(
+  "an OutcomeUnknownError from defineTool's parseInput (sync or async) is the call's failure: execute never ran, so nothing is uncertain and the run goes on",
+  engineTest(
+    [answer.toolCalls([{ id: 'call-1', name: 'parsed', arguments: { value: 1 } }, { id: 'call-2', name: 'awaited', arguments: { value: 2 } }]), answer.text('could not look the customer up')],
+    {},
+    async (h) => {
+      let executed = 0
+      const lookupFailed = () => new OutcomeUnknownError('the customer lookup got no answer', { cause: new Error('socket hang up') })
+      const parsed = defineTool({
+        name: 'parsed',
+        parseInput: (raw: unknown): { value: number } => {
+          if (raw !== null) throw lookupFailed()
+          return { value: 0 }
+        },
+        execute: () => (executed += 1),
+      })
+      const awaited = defineTool({
+        name: 'awaited',
+        parseInput: async (raw: unknown): Promise<{ value: number }> => {
+          if (raw !== null) throw lookupFailed()
+          return { value: 0 }
+        },
+        execute: () => (executed += 1),
+      })
+      assert.equal(await h.run(h.input('parse', { tools: [parsed, awaited], session: 'session-parse' })), { status: 'completed' })
+      assert.is(executed, 0)
+      const said = 'OutcomeUnknownError: the customer lookup got no answer; cause: socket hang up'
+      const settled = only(await factsOf(h.log, 'invocation-parse'), 'tool.settled').map((fact) => fact.outcome)
+      assert.equal(settled, [
+        { status: 'failed', message: said },
+        { status: 'failed', message: said },
+      ])
+      const prefix = await h.log.prefix(100, 1 << 20)
+      assert.equal(prefix.projectInvocation('invocation-parse').uncertainOperations, [], 'no call left uncertain')
+      assert.equal(await callTool(parsed, { value: 1 }), { status: 'failed', message: said })
+      assert.equal(await callTool(awaited, { value: 1 }), { status: 'failed', message: said })
+    },
+  ),
 )
 
 test('callTool says unknown in the same words', async () => {

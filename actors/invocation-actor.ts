@@ -437,7 +437,20 @@ async function toolResult(returned: unknown, of: ResultOf): Promise<ToolResult> 
   } catch (error) {
     return unrecorded(`its then member cannot be read (${messageOf(error)})`, of)
   }
-  return jsonOutput(typeof then === 'function' ? await (returned as PromiseLike<unknown>) : returned, of)
+  if (typeof then === 'function') return jsonOutput(await (returned as PromiseLike<unknown>), of)
+  // What execute itself is, when it is a generator function (`async *execute`, the AI SDK's streaming
+  // tools; `*execute`): its body has not run at all.
+  return jsonOutput(returned, of, isGenerator(returned))
+}
+
+/** Whether `value` is a generator object (of a `function*` or an `async function*`). */
+function isGenerator(value: unknown): boolean {
+  try {
+    const tag = Object.prototype.toString.call(value)
+    return tag === '[object Generator]' || tag === '[object AsyncGenerator]'
+  } catch {
+    return false
+  }
 }
 
 /**
@@ -447,18 +460,21 @@ async function toolResult(returned: unknown, of: ResultOf): Promise<ToolResult> 
  * no fact can hold it, or its JSON text is over `limit` UTF-8 bytes. The tool has run either way:
  * the explanation tells the model so, for it not to call the tool again.
  */
-function jsonOutput(output: unknown, of: ResultOf): ToolResult {
+function jsonOutput(output: unknown, of: ResultOf, unrun = false): ToolResult {
   const { limit } = of
   // JSON writes an iterator or an async iterable as `{}`: recorded so, an `async function*` execute (the
-  // AI SDK's streaming tools) would settle `succeeded` with `{}` and its body never run.
+  // AI SDK's streaming tools) would settle `succeeded` with `{}` and its body never run. That one has done
+  // nothing, and fails; any other (a stream, a generator a promise gave) came of an execute that ran,
+  // whose effects are told to have happened, as for every result that cannot be recorded.
   const iterable = unreadIterable(output)
-  if (iterable !== undefined) {
+  if (iterable !== undefined && unrun) {
     return { ok: false, message: `the tool returned ${iterable}, which was not read (JSON would record it as {}): iterate it in execute and return what it gives (its parts can go to context.progress)` }
   }
   let text: string
   try {
-    text = JSON.stringify(output ?? null, bigIntAsText) ?? 'null'
+    text = JSON.stringify(output ?? null, outputReplacer) ?? 'null'
   } catch (error) {
+    if (error instanceof UnreadValue) return unrecorded(error.message, of)
     return unrecorded(`it is not JSON (${messageOf(error)})`, of)
   }
   // Counted only when it could be over: a character takes 1 to 3 bytes.
@@ -483,6 +499,24 @@ function jsonOutput(output: unknown, of: ResultOf): ToolResult {
     }
   }
   return problem ? unrecorded(`a fact cannot hold it exactly: ${problem}`, of) : { ok: true, value }
+}
+
+/** Thrown by {@link outputReplacer}: a value JSON would write as `{}` though it holds more (its message says what to return instead). */
+class UnreadValue extends Error {}
+
+/**
+ * The replacer a tool's output is made JSON with: a BigInt as its text; an iterator or an async
+ * iterable (without a `toJSON` of its own), anywhere in the output, throws {@link UnreadValue}: JSON
+ * would write it as `{}` unread, and the call settle `succeeded` with what it held lost.
+ */
+function outputReplacer(this: unknown, key: string, value: unknown): unknown {
+  if (value === null || typeof value !== 'object') return bigIntAsText(key, value)
+  const is = key === '' ? 'it is' : `its member ${JSON.stringify(key.length > 60 ? `${key.slice(0, 60)}…` : key)} is`
+  const iterable = unreadIterable(value)
+  if (iterable !== undefined) {
+    throw new UnreadValue(`${is} ${iterable}, not read (JSON would record it as {}): iterate it in execute and return what it gives (its parts can go to context.progress)`)
+  }
+  return value
 }
 
 /**

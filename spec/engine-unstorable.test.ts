@@ -66,10 +66,54 @@ test(
       const settled = only(await factsOf(h.log, 'invocation-iterables'), 'tool.settled').map((fact) => fact.outcome)
       assert.equal(settled.map((outcome) => outcome.status), ['failed', 'failed', 'succeeded', 'succeeded'])
       assert.match(settled[0]?.status === 'failed' ? settled[0].message : '', /^the tool returned an async iterable \(an async function\*, a stream\), which was not read/)
-      assert.match(settled[1]?.status === 'failed' ? settled[1].message : '', /^the tool returned an iterator \(a function\*\), which was not read/)
+      // A generator a promise gave came of an execute that ran (what it did before has happened): told so, as for any result not recorded.
+      assert.match(settled[1]?.status === 'failed' ? settled[1].message : '', /^the tool ran, but its result could not be recorded: it is an iterator \(a function\*\), not read .*; the call's effect has happened, so do not call the tool again to redo it$/)
       assert.equal(settled[2]?.status === 'succeeded' ? settled[2].output : undefined, [1, 2])
       assert.equal(settled[3]?.status === 'succeeded' ? settled[3].output : undefined, { kept: true })
       assert.equal(await callTool({ name: 'gen', execute: async function* () { yield 1 } }, {}), { status: 'failed', message: 'the tool returned an async iterable (an async function*, a stream), which was not read (JSON would record it as {}): iterate it in execute and return what it gives (its parts can go to context.progress)' })
+    },
+  ),
+)
+
+test(
+  'a tool with effects whose execute ran and returned a stream (anywhere in its output) is told its effect happened, never a plain failure the model makes again; only an execute that is itself a generator (its body never ran) fails plainly',
+  engineTest(
+    [
+      answer.toolCalls([
+        { id: 'call-s', name: 'post', arguments: {} },
+        { id: 'call-n', name: 'nested', arguments: {} },
+        { id: 'call-g', name: 'streaming', arguments: {} },
+      ]),
+      answer.text('done'),
+    ],
+    {},
+    async (h) => {
+      let effects = 0
+      // A POST whose answer is streamed: the request was made, its body returned unread.
+      const post = countingTool('post', async () => {
+        effects += 1
+        return new Response('{"id":1}').body
+      })
+      const nested = countingTool('nested', async () => {
+        effects += 1
+        return { sent: true, receipts: [1, 2].values() }
+      })
+      const streaming: ToolDefinition = { name: 'streaming', execute: async function* () { effects += 1; yield 1 } }
+      assert.equal(await h.run(h.input('unread', { tools: [post, nested, streaming] })), { status: 'completed' })
+      assert.is(effects, 2, 'post and nested ran; the generator never did')
+      const messages = only(await factsOf(h.log, 'invocation-unread'), 'tool.settled').map((fact) => (fact.outcome.status === 'failed' ? fact.outcome.message : fact.outcome.status))
+      const happened = "; the call's effect has happened, so do not call the tool again to redo it"
+      const iterate = 'iterate it in execute and return what it gives (its parts can go to context.progress)'
+      assert.equal(messages, [
+        `the tool ran, but its result could not be recorded: it is an async iterable (an async function*, a stream), not read (JSON would record it as {}): ${iterate}${happened}`,
+        `the tool ran, but its result could not be recorded: its member "receipts" is an iterator (a function*), not read (JSON would record it as {}): ${iterate}${happened}`,
+        `the tool returned an async iterable (an async function*, a stream), which was not read (JSON would record it as {}): ${iterate}`,
+      ])
+      // A readOnly tool has no effect to tell of.
+      assert.equal(await callTool({ name: 'lookup', readOnly: true, execute: async () => new Response('x').body }, {}), {
+        status: 'failed',
+        message: `the tool ran, but its result could not be recorded: it is an async iterable (an async function*, a stream), not read (JSON would record it as {}): ${iterate}`,
+      })
     },
   ),
 )

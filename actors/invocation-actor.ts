@@ -505,13 +505,19 @@ function jsonOutput(output: unknown, of: ResultOf, unrun = false): ToolResult {
 class UnreadValue extends Error {}
 
 /**
- * The replacer a tool's output is made JSON with: a BigInt as its text; an iterator or an async
- * iterable (without a `toJSON` of its own), anywhere in the output, throws {@link UnreadValue}: JSON
- * would write it as `{}` unread, and the call settle `succeeded` with what it held lost.
+ * The replacer a tool's output is made JSON with: a BigInt as its text; a Map, a Set, a `Response`,
+ * an iterator or an async iterable (none with a `toJSON` of its own), anywhere in the output, throws
+ * {@link UnreadValue}: JSON would write each as `{}`, and the call settle `succeeded` with what it
+ * held lost.
  */
 function outputReplacer(this: unknown, key: string, value: unknown): unknown {
   if (value === null || typeof value !== 'object') return bigIntAsText(key, value)
   const is = key === '' ? 'it is' : `its member ${JSON.stringify(key.length > 60 ? `${key.slice(0, 60)}…` : key)} is`
+  if (value instanceof Map) throw new UnreadValue(`${is} a Map, which JSON would record as {}: return Object.fromEntries(map) or [...map] instead`)
+  if (value instanceof Set) throw new UnreadValue(`${is} a Set, which JSON would record as {}: return [...set] instead`)
+  if (typeof Response === 'function' && value instanceof Response) {
+    throw new UnreadValue(`${is} a Response, its body not read (JSON would record it as {}): return await response.json() (or .text()) instead`)
+  }
   const iterable = unreadIterable(value)
   if (iterable !== undefined) {
     throw new UnreadValue(`${is} ${iterable}, not read (JSON would record it as {}): iterate it in execute and return what it gives (its parts can go to context.progress)`)

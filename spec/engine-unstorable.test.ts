@@ -119,6 +119,42 @@ test(
 )
 
 test(
+  'a result that is or holds a Map, a Set or a Response (JSON would write each as {}, what it held lost) is a result that could not be recorded, saying what to return; a Buffer and a typed array are JSON\'s as before',
+  engineTest(
+    [answer.toolCalls([{ id: 'call-r', name: 'fetched', arguments: {} }, { id: 'call-m', name: 'indexed', arguments: {} }, { id: 'call-n', name: 'nested', arguments: {} }]), answer.text('done')],
+    {},
+    async (h) => {
+      const fetched = countingTool('fetched', async () => new Response('{"id":2}'))
+      const indexed = countingTool('indexed', async () => new Map([['order-1', 'refunded']]))
+      const nested = countingTool('nested', async () => ({ sent: true, tags: new Set(['a']) }))
+      assert.equal(await h.run(h.input('lost', { tools: [fetched, indexed, nested] })), { status: 'completed' })
+      const messages = only(await factsOf(h.log, 'invocation-lost'), 'tool.settled').map((fact) => (fact.outcome.status === 'failed' ? fact.outcome.message : fact.outcome.status))
+      const happened = "; the call's effect has happened, so do not call the tool again to redo it"
+      assert.equal(messages, [
+        `the tool ran, but its result could not be recorded: it is a Response, its body not read (JSON would record it as {}): return await response.json() (or .text()) instead${happened}`,
+        `the tool ran, but its result could not be recorded: it is a Map, which JSON would record as {}: return Object.fromEntries(map) or [...map] instead${happened}`,
+        `the tool ran, but its result could not be recorded: its member "tags" is a Set, which JSON would record as {}: return [...set] instead${happened}`,
+      ])
+      assert.equal(await callTool({ name: 'lookup', readOnly: true, execute: async () => new Set([1]) }, {}), {
+        status: 'failed',
+        message: 'the tool ran, but its result could not be recorded: it is a Set, which JSON would record as {}: return [...set] instead',
+      })
+      // One with its own toJSON is recorded as that makes it.
+      class Index extends Map<string, number> {
+        toJSON() {
+          return Object.fromEntries(this)
+        }
+      }
+      assert.equal(await callTool({ name: 'own', execute: async () => new Index([['a', 1]]) }, {}), { status: 'succeeded', output: { a: 1 } })
+      assert.equal(await callTool({ name: 'bytes', execute: async () => ({ buffer: Buffer.from('hi'), typed: new Uint8Array([1]) }) }, {}), {
+        status: 'succeeded',
+        output: { buffer: { type: 'Buffer', data: [104, 105] }, typed: { 0: 1 } },
+      })
+    },
+  ),
+)
+
+test(
   'a tool output cut mid-character (a lone surrogate, in a value or a key) is recorded with U+FFFD, as model text is; two keys that would merge settle failed',
   engineTest(
     [answer.toolCalls([{ id: 'call-t', name: 'read', arguments: {} }, { id: 'call-m', name: 'merge', arguments: {} }]), answer.text('done')],

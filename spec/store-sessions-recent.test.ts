@@ -356,6 +356,59 @@ test(
   }),
 )
 
+test(
+  'a build on open cut short (entries written, no marker) is done again from scratch by the next open: stale and stray entries deleted, every session at its latest run',
+  boundedTest(30_000, async (dir) => {
+    const location = join(dir, 'log')
+    const expected = await withLog(location, async (log) => {
+      await interleaved(log)
+      return shortly(await log.sessions({ order: 'recent' }))
+    })
+    const indexed = await storedIndex(location)
+    await asWrittenBy080(location)
+    // What a build killed between its batches leaves: some entries (one at a session's earlier run, one
+    // naming a session at a seq that opens none of its runs) and some session records with their seq.
+    await withDb(location, async (db) => {
+      const batch = db.batch()
+      batch.put(keys.recent(1), encodeRecord('alpha'))
+      batch.put(keys.recent(2), encodeRecord('nobody'))
+      await batch.write()
+    })
+    await withLog(location, async (log) => {
+      assert.equal(shortly(await log.sessions({ order: 'recent' })), expected)
+      assert.is((await log.verify()).events, log.head().highWater)
+    })
+    assert.equal(await storedIndex(location), indexed)
+    assert.is(await formatOf(location), 5)
+  }),
+)
+
+test(
+  'a build on open over more sessions than one of its batches holds (10,000) indexes every one of them',
+  boundedTest(120_000, async (dir) => {
+    const location = join(dir, 'log')
+    const count = 10_050
+    await withLog(location, async (log) => {
+      for (let from = 0; from < count; from += 1_000) {
+        const events: RuntimeEvent[] = []
+        for (let index = from; index < Math.min(count, from + 1_000); index += 1) events.push(...shortRun(`m${index}`, `many-${index}`))
+        await log.appendAll(events)
+      }
+    })
+    await asWrittenBy080(location)
+    await withLog(location, async (log) => {
+      const listed = await allPages(log, 1_000)
+      assert.is(listed.length, count)
+      // Each session's one run opened after the one before: newest first is the reverse of the order written.
+      assert.equal(listed[0]?.sessionId, `many-${count - 1}`)
+      assert.equal(listed.at(-1)?.sessionId, 'many-0')
+      assert.is(new Set(listed.map((session) => session.sessionId)).size, count)
+    })
+    assert.is((await storedIndex(location)).length, count)
+    assert.is(await formatOf(location), 5)
+  }),
+)
+
 const legacy = fileURLToPath(new URL('./fixtures/legacy/', import.meta.url))
 
 test(

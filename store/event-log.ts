@@ -614,6 +614,8 @@ const TAIL_CHAIN_CHECKED = 1_024
 const MAX_GROUP = 2_048
 /** The largest seq a key holds in order (`seqPart`'s 13 hex digits). */
 const MAX_KEYED_SEQ = 2 ** 52 - 1
+/** Sessions a batch of the recency index's build on open holds (see `#indexRecency`). */
+const RECENCY_BUILD_CHUNK = 10_000
 /** Events `events()` reads from the store per trip to the thread pool. */
 const EVENTS_CHUNK = 256
 /** The same for `prefix`, which checks its byte budget once per chunk. */
@@ -2057,10 +2059,14 @@ export class EventLog {
   /**
    * A log written before sessions were indexed by their latest run (index format 4 and earlier, up to
    * 0.8.0): each session gets its `keys.recent` entry and its record's `latestOpenedSeq`, from one pass
-   * over the invocation records (each knows its session and the seq it opened at), in one batch with
-   * the marker and the index format, so that the releases before this one, which would not keep the
-   * index, refuse the log from now on. A snapshot builds it in its own copy. A record that cannot be
-   * read is passed over: `verify()` names it (and the entry it then lacks).
+   * over the invocation records (each knows its session and the seq it opened at), written in batches
+   * of `RECENCY_BUILD_CHUNK` sessions (a log of a million sessions would otherwise hold one batch of
+   * ~0.6 GB), then the marker and the index format in a last synced batch, so that the releases
+   * before this one, which would not keep the index, refuse the log from then on. Until that last
+   * batch the log has no marker: an open after a crash midway (or a release before this one, which
+   * reads format 4) finds none, and the next open of this one builds the index again from scratch,
+   * the entries written meanwhile deleted first. A snapshot builds it in its own copy. A record that
+   * cannot be read is passed over: `verify()` names it (and the entry it then lacks).
    */
   async #indexRecency(): Promise<void> {
     const latest = new Map<string, number>()
@@ -2074,9 +2080,22 @@ export class EventLog {
       const { sessionId } = record.invocation
       if (typeof record.openedSeq === 'number' && record.openedSeq > (latest.get(sessionId) ?? 0)) latest.set(sessionId, record.openedSeq)
     }
-    const batch = this.#db.batch()
-    // None in a log of an earlier version; whatever is there is replaced.
-    for await (const key of this.#db.keys({ gte: keys.recentLow, lt: keys.recentHigh })) batch.del(key)
+    let batch = this.#db.batch()
+    let pending = 0
+    const flushed = async (added: number) => {
+      pending += added
+      if (pending < RECENCY_BUILD_CHUNK) return
+      await batch.write()
+      batch = this.#db.batch()
+      pending = 0
+    }
+    // None in a log of an earlier version; what an interrupted build left is deleted, before any entry is
+    // put (an entry put below may have the key of one deleted here).
+    for await (const key of this.#db.keys({ gte: keys.recentLow, lt: keys.recentHigh })) {
+      batch.del(key)
+      await flushed(1)
+    }
+    await flushed(RECENCY_BUILD_CHUNK)
     for await (const [key, value] of this.#db.iterator({ gte: keys.sessionLow, lt: keys.sessionHigh })) {
       const sessionId = key.slice(keys.sessionLow.length)
       const seq = latest.get(sessionId)
@@ -2089,7 +2108,9 @@ export class EventLog {
       }
       batch.put(key, encodeRecord({ ...session, latestOpenedSeq: seq }))
       batch.put(keys.recent(seq), encodeRecord(sessionId))
+      await flushed(1)
     }
+    // Synced: LevelDB's write-ahead log is one file, so the batches before it are on disk with it.
     batch.put(keys.recencyIndexed, encodeRecord(1))
     batch.put(keys.format, encodeRecord(INDEX_FORMAT))
     await batch.write({ sync: this.#durability === 'sync' })

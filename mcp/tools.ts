@@ -107,9 +107,19 @@ export interface McpToolsOptions {
   signal?: AbortSignal | undefined
 }
 
-/** The JSON-RPC codes of the SDK's `McpError` for a request that went out and got no answer. */
+/**
+ * The JSON-RPC codes of the SDK's `McpError` for a request that went out and got no answer, with the
+ * words the SDK gives them. A server may answer with these codes too (-32000 to -32099 are for any
+ * server error: "quota exceeded"), and then it did answer: only these words (after the `MCP error
+ * <code>: ` the client puts before them, once, or again for each proxy that relays them) mean no answer came.
+ */
 const CONNECTION_CLOSED = -32000
 const REQUEST_TIMEOUT = -32001
+const NO_ANSWER: Readonly<Record<number, readonly string[]>> = {
+  [CONNECTION_CLOSED]: ['Connection closed'],
+  [REQUEST_TIMEOUT]: ['Request timed out', 'Maximum total timeout exceeded'],
+}
+const MCP_ERROR_PREFIX = /^MCP error -?[0-9]+: /
 
 /** How the SDK 1.x words a result it refused after the server answered (a tool's `outputSchema` not met). */
 const OUTPUT_REFUSED = [/Structured content does not match the tool's output schema/, /has an output schema but did not return structured content/, /Failed to validate structured content/]
@@ -153,7 +163,8 @@ export function mcpToolName(name: string, prefix = ''): string {
  * of text blocks alone, joined by newlines; with other blocks, the list of blocks, binary data as
  * its size unless `keepBinaryData`). For a tool that is not `readOnly`, a rejection that means the
  * request went out and no answer came (`MCP error -32000: Connection closed`, `-32001: Request timed
- * out`) or that the client refused the answer the server gave (its `outputSchema` not met) is
+ * out`, in the SDK's words, or relayed so by a proxy; a server's own error under those codes is its
+ * answer, a failure) or that the client refused the answer the server gave (its `outputSchema` not met) is
  * thrown as an `OutcomeUnknownError`: the call is left uncertain for reconciliation, not told to the
  * model as a failure it would make again.
  *
@@ -408,16 +419,41 @@ function thrownFor(error: unknown, name: string, readOnly: boolean, signal: Abor
   // Factstate's own abort (a cancel, the time limit): it knows what a throw then means.
   if (readOnly || signal.aborted) return error
   const code = codeOf(error)
-  if (code === CONNECTION_CLOSED) {
-    return new OutcomeUnknownError(`the MCP connection closed during the call of ${name}, after the request was sent`, { cause: error })
-  }
-  if (code === REQUEST_TIMEOUT) {
-    return new OutcomeUnknownError(`the MCP client stopped waiting for the call of ${name} (its request timeout) while the server may still be running it`, { cause: error })
+  const said = typeof code === 'number' ? noAnswer(error, code) : undefined
+  if (said !== undefined) {
+    const relayed = said.relayed ? ' (relayed by the server: a proxy that lost its own connection or stopped waiting)' : ''
+    return code === CONNECTION_CLOSED
+      ? new OutcomeUnknownError(`the MCP connection closed during the call of ${name}, after the request was sent${relayed}`, { cause: error })
+      : new OutcomeUnknownError(`the MCP client stopped waiting for the call of ${name} (its request timeout) while the server may still be running it${relayed}`, { cause: error })
   }
   if (typeof code === 'number' && OUTPUT_REFUSED.some((pattern) => pattern.test(messageOf(error)))) {
     return new OutcomeUnknownError(`the MCP server answered the call of ${name} without an error, but the client refused its result`, { cause: error })
   }
   return error
+}
+
+/**
+ * Whether `error` (an `McpError` of `code`) says no answer came: the SDK's own words for a closed
+ * connection or a timeout (`relayed`: as a server passed them on, from beyond it). A server's own
+ * error under the same code (its answer) is not.
+ */
+function noAnswer(error: unknown, code: number): { relayed: boolean } | undefined {
+  const words = NO_ANSWER[code]
+  if (words === undefined) return undefined
+  let message: unknown
+  try {
+    message = (error as { message?: unknown }).message
+  } catch {
+    return undefined
+  }
+  if (typeof message !== 'string') return undefined
+  let rest = message
+  let prefixes = 0
+  while (MCP_ERROR_PREFIX.test(rest)) {
+    rest = rest.replace(MCP_ERROR_PREFIX, '')
+    prefixes += 1
+  }
+  return prefixes > 0 && words.includes(rest) ? { relayed: prefixes > 1 } : undefined
 }
 
 function codeOf(error: unknown): unknown {

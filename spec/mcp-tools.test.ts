@@ -320,4 +320,44 @@ test(
   ),
 )
 
+test(
+  "a JSON-RPC error the server answered with is the call's failure, -32000 included; only the client's own (or a relayed) closed connection or timeout leaves it uncertain; a call the client never sent (not connected) fails",
+  engineTest(
+    [
+      answer.toolCalls([
+        { id: 'c1', name: 'quota', arguments: { line: 'charge 5' } },
+        { id: 'c2', name: 'relayed_timeout', arguments: { line: 'charge 6' } },
+      ]),
+      answer.toolCalls([{ id: 'c3', name: 'append_line', arguments: { line: 'never sent' } }]),
+      answer.text('not connected'),
+    ],
+    { ms: 20_000 },
+    async (h) => {
+      await withMcpServer(
+        h.dir,
+        async ({ client, ledger }) => {
+          const tools = await toolsFromMcp(client, { include: ['quota', 'relayed_timeout', 'append_line'] })
+          const outcome = await h.run(h.input('server-errors', { tools }))
+          const facts = await factsOf(h.log, 'invocation-server-errors')
+          assert.equal(
+            only(facts, 'tool.settled').map((fact) => [fact.operationId, fact.outcome]),
+            [['invocation-server-errors/step-1/0', { status: 'failed', message: 'McpError: MCP error -32000: MCP error -32000: quota exceeded, try again tomorrow' }]],
+            'the server answered: a failure the model is told',
+          )
+          assert.is(outcome.status === 'failed' && outcome.class, 'outcome_unknown', 'a timeout a proxy relays is uncertain')
+          assert.match((outcome as { message: string }).message, /^tool relayed_timeout \(operation invocation-server-errors\/step-1\/1\) reported its outcome unknown: /)
+          assert.equal(await ledger(), ['invocation-server-errors/step-1/1\tcharge 6'])
+          // Closed by the application: the SDK refuses the call before anything is sent (Error: Not connected).
+          await client.close()
+          const closed = await h.run(h.input('not-connected', { tools }))
+          assert.equal(closed, { status: 'completed' })
+          assert.equal(only(await factsOf(h.log, 'invocation-not-connected'), 'tool.settled').map((fact) => fact.outcome), [{ status: 'failed', message: 'Not connected' }])
+          assert.equal(await ledger(), ['invocation-server-errors/step-1/1\tcharge 6'], 'nothing more done')
+        },
+        'errors',
+      )
+    },
+  ),
+)
+
 test.run()

@@ -9,6 +9,7 @@ import { FactstateError, type FactstateErrorDetails } from '../errors.js'
 import { kindOf, readOptions, shown } from '../options.js'
 import { messageOf } from '../store/encoding.js'
 import type { NeedsApproval } from '../actors/approval.js'
+import { onAbort } from '../actors/abort-listeners.js'
 import { OutcomeUnknownError } from '../actors/outcome-unknown.js'
 import { toolProblem } from '../actors/run-input.js'
 import type { ToolContext, ToolDefinition } from '../actors/tool-catalog.js'
@@ -395,10 +396,16 @@ function toolOf(client: McpClient, mcp: McpTool, name: string, settings: Setting
 
 async function call(client: McpClient, name: string, readOnly: boolean, settings: Settings, input: unknown, context: ToolContext): Promise<unknown> {
   const { signal, operationId } = context
+  // The SDK adds a listener to the signal it is given and never removes it: given the run's own signal
+  // (a tool without timeoutMs gets it), one would be left per call (a warning past 10), and a later cancel
+  // of the run would send notifications/cancelled for every request already answered. A signal of the
+  // call's own, linked to the given one only until the call settles.
+  const controller = new AbortController()
+  const unlink = onAbort(signal, () => controller.abort(signal.reason))
   let result: McpCallToolResult
   try {
     result = await client.callTool({ name, arguments: input as Record<string, unknown>, _meta: { idempotencyKey: operationId } }, undefined, {
-      signal,
+      signal: controller.signal,
       ...(settings.requestTimeoutMs === undefined ? {} : { timeout: settings.requestTimeoutMs }),
       onprogress: (progress) => {
         try {
@@ -410,6 +417,8 @@ async function call(client: McpClient, name: string, readOnly: boolean, settings
     })
   } catch (error) {
     throw thrownFor(error, name, readOnly, signal)
+  } finally {
+    unlink()
   }
   return resultOf(result, name, settings.keepBinaryData)
 }

@@ -7,6 +7,7 @@
  * server acted, leave the call uncertain (outcome_unknown) with its effect made once.
  */
 import { readFile, writeFile } from 'node:fs/promises'
+import { getEventListeners } from 'node:events'
 import { join } from 'node:path'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
@@ -357,6 +358,40 @@ test(
         'errors',
       )
     },
+  ),
+)
+
+test(
+  "a call leaves nothing on the signal it was given once it settled: the SDK's abort listener (never removed) would pile up on a run's signal, one per call, and a later cancel would send notifications/cancelled for every answered request",
+  engineTest(
+    [answer.toolCalls(Array.from({ length: 12 }, (_, index) => ({ id: `c${index}`, name: 'lookup', arguments: { key: `k${index}` } }))), answer.text('done')],
+    { ms: 20_000 },
+    async (h) =>
+      withMcpServer(h.dir, async ({ client }) => {
+        const signals = new Set<AbortSignal>()
+        const warnings: string[] = []
+        const onWarning = (warning: Error) => warnings.push(warning.name)
+        process.on('warning', onWarning)
+        try {
+          // No timeoutMs: each call is given the run's own signal.
+          const tools = (await toolsFromMcp(client, { include: ['lookup'] })).map((tool) => ({
+            ...tool,
+            execute: (input: unknown, context: Parameters<ToolDefinition['execute']>[1]) => {
+              signals.add(context.signal)
+              return tool.execute(input, context)
+            },
+          }))
+          const outcome = await h.run(h.input('listeners', { tools }))
+          assert.equal(outcome, { status: 'completed' })
+          assert.is(only(await factsOf(h.log, 'invocation-listeners'), 'tool.settled').length, 12)
+          const left = [...signals].reduce((count, signal) => count + getEventListeners(signal, 'abort').length, 0)
+          assert.ok(left <= signals.size, `${left} abort listeners left on ${signals.size} signal(s) after 12 calls settled`)
+          await new Promise((resolve) => setImmediate(resolve))
+          assert.not.ok(warnings.includes('MaxListenersExceededWarning'))
+        } finally {
+          process.off('warning', onWarning)
+        }
+      }),
   ),
 )
 

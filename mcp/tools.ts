@@ -302,11 +302,20 @@ async function listAll(client: McpClient, settings: Settings): Promise<McpTool[]
   let cursor: string | undefined
   for (let page = 0; ; page += 1) {
     if (page === MAX_PAGES) throw invalidTools(`the server's listing went on past ${MAX_PAGES} pages`, { reason: 'listing', tools: [] })
+    // A signal of the page's own, as for a call (see `call`): the SDK's listener is never removed from the one it is given.
+    const given = settings.signal
+    const controller = given === undefined ? undefined : new AbortController()
+    const unlink = given === undefined ? undefined : onAbort(given, () => controller?.abort(given.reason))
     const requestOptions: McpRequestOptions = {
-      ...(settings.signal === undefined ? {} : { signal: settings.signal }),
+      ...(controller === undefined ? {} : { signal: controller.signal }),
       ...(settings.requestTimeoutMs === undefined ? {} : { timeout: settings.requestTimeoutMs }),
     }
-    const result: unknown = await client.listTools(cursor === undefined ? undefined : { cursor }, requestOptions)
+    let result: unknown
+    try {
+      result = await client.listTools(cursor === undefined ? undefined : { cursor }, requestOptions)
+    } finally {
+      unlink?.()
+    }
     const listedTools = result !== null && typeof result === 'object' ? (result as { tools?: unknown }).tools : undefined
     if (!Array.isArray(listedTools)) throw invalidTools(`listTools answered ${kindOf(result)} without a list of tools`, { reason: 'listing', tools: [] })
     for (const [index, tool] of listedTools.entries()) tools.push(mcpToolOf(tool, index))

@@ -395,4 +395,23 @@ test(
   ),
 )
 
+test('the listing leaves no listener on the signal it was given, one page after another', () =>
+  withTimeout(
+    withTempDir((dir) =>
+      withMcpServer(dir, async ({ client }) => {
+        const controller = new AbortController()
+        const tools = await toolsFromMcp(client, { signal: controller.signal })
+        assert.equal(tools.map((tool) => tool.name), NAMES, 'every page (four)')
+        assert.is(getEventListeners(controller.signal, 'abort').length, 0)
+        controller.abort()
+        const refused = await toolsFromMcp(client, { signal: controller.signal }).then(
+          () => undefined,
+          (error: unknown) => error,
+        )
+        assert.is((refused as Error | undefined)?.name, 'AbortError', 'an aborted signal still stops the listing')
+      }),
+    ),
+    20_000,
+  ))
+
 test.run()

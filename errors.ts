@@ -232,11 +232,11 @@ export interface FactstateErrorDetails {
   /**
    * Why the tools an MCP server lists cannot be made factstate tools as the options ask: `collision`
    * (two map to one name, `name`; or the server lists one name twice), `name` (an empty name),
-   * `schema` (an input schema a run would refuse), `not_listed` (`include` or `rename` names a tool
+   * `description` (a description a fact cannot hold: a lone surrogate), `schema` (an input schema a run would refuse), `not_listed` (`include` or `rename` names a tool
    * the server does not list) or `listing` (what `listTools` answered is not a listing). `tools`: the
    * MCP names concerned (empty when the listing names none); `name`: the factstate name they map to.
    */
-  MCP_INVALID_TOOLS: { reason: 'collision' | 'name' | 'schema' | 'not_listed' | 'listing'; tools: string[]; name?: string }
+  MCP_INVALID_TOOLS: { reason: 'collision' | 'name' | 'description' | 'schema' | 'not_listed' | 'listing'; tools: string[]; name?: string }
 }
 
 /** Whether `T` is a union of more than one type. */

@@ -172,7 +172,7 @@ export function mcpToolName(name: string, prefix = ''): string {
  * `MCP_INVALID_OPTIONS` (`details.field`) for options it cannot use, or a client without
  * `listTools` and `callTool`; `MCP_INVALID_TOOLS` (`details.reason`, `details.tools`: the MCP
  * names) when the tools listed cannot be made factstate tools as the options ask: two that map to
- * one name (`collision`), a name that is empty (`name`), an input schema a run would refuse
+ * one name (`collision`), a name that is empty (`name`), a description a fact cannot hold (`description`), an input schema a run would refuse
  * (`schema`), a tool `include` or `rename` names that is not listed (`not_listed`), or a listing
  * that is not one (`listing`). A rejection of `listTools` itself is passed on as it is.
  */
@@ -391,7 +391,10 @@ function toolOf(client: McpClient, mcp: McpTool, name: string, settings: Setting
   }
   const problem = toolProblem(tool, 'tool')
   if (problem !== undefined) {
-    throw invalidTools(`the tool ${JSON.stringify(mcpName)} (as ${name}) would be refused by a run: ${problem.message}`, { reason: problem.fields.some((field) => field.startsWith('tool.inputSchema')) ? 'schema' : 'name', tools: [mcpName], name })
+    // A member a fact cannot hold is named in the message only (its field is the tool's).
+    const about = (member: string) => problem.fields.some((field) => field.startsWith(member)) || problem.message.startsWith(member)
+    const reason = about('tool.inputSchema') ? 'schema' : about('tool.description') ? 'description' : 'name'
+    throw invalidTools(`the tool ${JSON.stringify(mcpName)} (as ${name}) would be refused by a run: ${problem.message}`, { reason, tools: [mcpName], name })
   }
   if (tool.inputSchema !== undefined) {
     try {

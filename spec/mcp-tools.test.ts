@@ -414,4 +414,22 @@ test('the listing leaves no listener on the signal it was given, one page after 
     20_000,
   ))
 
+test('a listed description a fact cannot hold is MCP_INVALID_TOOLS with reason description, one in the input schema reason schema (not name)', () =>
+  withTimeout(
+    withTempDir((dir) =>
+      withMcpServer(
+        dir,
+        async ({ client }) => {
+          const described = await rejectsWithCode(() => toolsFromMcp(client, { include: ['garbled'] }), 'MCP_INVALID_TOOLS')
+          assert.equal(described.details, { reason: 'description', tools: ['garbled'], name: 'garbled' })
+          assert.match(described.message, /tool\.description: a string with a lone surrogate/)
+          const schema = await rejectsWithCode(() => toolsFromMcp(client, { include: ['garbled_schema'] }), 'MCP_INVALID_TOOLS')
+          assert.equal(schema.details, { reason: 'schema', tools: ['garbled_schema'], name: 'garbled_schema' })
+        },
+        'bad-description',
+      ),
+    ),
+    20_000,
+  ))
+
 test.run()

@@ -73,7 +73,7 @@ const schemas: { [C in FactstateErrorCode]: z.ZodType<FactstateErrorDetails[C]> 
   INSPECTOR_INVALID_OPTIONS: z.strictObject({ field: text, value: z.unknown().optional() }),
   TESTING_INVALID_OPTIONS: z.strictObject({ field: text }),
   MCP_INVALID_OPTIONS: z.strictObject({ field: text }),
-  MCP_INVALID_TOOLS: z.strictObject({ reason: z.enum(['collision', 'name', 'schema', 'not_listed', 'listing']), tools: z.array(text), name: text.optional() }),
+  MCP_INVALID_TOOLS: z.strictObject({ reason: z.enum(['collision', 'name', 'description', 'schema', 'not_listed', 'listing']), tools: z.array(text), name: text.optional() }),
 }
 
 /** Asserts that `error`'s details have the shape its code declares. */

@@ -165,7 +165,7 @@ export function mcpToolName(name: string, prefix = ''): string {
  * its size unless `keepBinaryData`). For a tool that is not `readOnly`, a rejection that means the
  * request went out and no answer came (`MCP error -32000: Connection closed`, `-32001: Request timed
  * out`, in the SDK's words, or relayed so by a proxy; a server's own error under those codes is its
- * answer, a failure) or that the client refused the answer the server gave (its `outputSchema` not met) is
+ * answer, a failure; over HTTP, a connection that dropped once made, `fetch failed`) or that the client refused the answer the server gave (its `outputSchema` not met) is
  * thrown as an `OutcomeUnknownError`: the call is left uncertain for reconciliation, not told to the
  * model as a failure it would make again.
  *
@@ -447,6 +447,12 @@ function thrownFor(error: unknown, name: string, readOnly: boolean, signal: Abor
       ? new OutcomeUnknownError(`the MCP connection closed during the call of ${name}, after the request was sent${relayed}`, { cause: error })
       : new OutcomeUnknownError(`the MCP client stopped waiting for the call of ${name} (its request timeout) while the server may still be running it${relayed}`, { cause: error })
   }
+  // Over HTTP (the SDK's Streamable HTTP and SSE transports): the connection dropped once it was made,
+  // the request body sent, before the answer came (fetch's `fetch failed` or `terminated`, its cause a
+  // socket error): the server may have run the call. One never made (refused, no such host) sent nothing.
+  if (droppedAfterSending(error)) {
+    return new OutcomeUnknownError(`the HTTP connection to the MCP server dropped during the call of ${name}, after the request was sent`, { cause: error })
+  }
   if (typeof code === 'number' && OUTPUT_REFUSED.some((pattern) => pattern.test(messageOf(error)))) {
     return new OutcomeUnknownError(`the MCP server answered the call of ${name} without an error, but the client refused its result`, { cause: error })
   }
@@ -475,6 +481,23 @@ function noAnswer(error: unknown, code: number): { relayed: boolean } | undefine
     prefixes += 1
   }
   return prefixes > 0 && words.includes(rest) ? { relayed: prefixes > 1 } : undefined
+}
+
+/** The causes of a failed fetch that mean no connection was made, so no request was sent. */
+const NOT_CONNECTED = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ENETUNREACH', 'EHOSTUNREACH', 'EADDRNOTAVAIL', 'UND_ERR_CONNECT_TIMEOUT'])
+
+/** Whether `error` is fetch's for a connection that dropped once made (see `thrownFor`). */
+function droppedAfterSending(error: unknown): boolean {
+  try {
+    if (!(error instanceof TypeError) || (error.message !== 'fetch failed' && error.message !== 'terminated')) return false
+    const codes: unknown[] = []
+    for (let cause: unknown = error.cause, depth = 0; cause !== null && typeof cause === 'object' && depth < 4; cause = (cause as { cause?: unknown }).cause, depth += 1) {
+      codes.push((cause as { code?: unknown }).code)
+    }
+    return codes.some((code) => typeof code === 'string') && !codes.some((code) => typeof code === 'string' && NOT_CONNECTED.has(code))
+  } catch {
+    return false
+  }
 }
 
 function codeOf(error: unknown): unknown {

@@ -8,9 +8,15 @@
  */
 import { readFile, writeFile } from 'node:fs/promises'
 import { getEventListeners } from 'node:events'
+import { createServer as createHttpServer } from 'node:http'
+import type { AddressInfo, Socket } from 'node:net'
 import { join } from 'node:path'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
+import { Server } from '@modelcontextprotocol/sdk/server/index.js'
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js'
+import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { catalogOf, type ToolDefinition } from '../index.js'
@@ -431,5 +437,56 @@ test('a listed description a fact cannot hold is MCP_INVALID_TOOLS with reason d
     ),
     20_000,
   ))
+
+test(
+  'over Streamable HTTP: a connection that drops after the server acted, before its answer, leaves the call uncertain, the effect made once; a call whose connection is refused (nothing sent) fails',
+  engineTest(
+    [answer.toolCalls([{ id: 'c1', name: 'pay', arguments: {} }]), answer.toolCalls([{ id: 'c2', name: 'pay', arguments: {} }]), answer.text('server down')],
+    { ms: 20_000 },
+    async (h) => {
+      const effects: string[] = []
+      const sockets = new Set<Socket>()
+      const httpServer = createHttpServer((request, response) => {
+        const server = new Server({ name: 'http-fixture', version: '1.0.0' }, { capabilities: { tools: {} } })
+        server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: [{ name: 'pay', inputSchema: { type: 'object' } }] }))
+        server.setRequestHandler(CallToolRequestSchema, (call) => {
+          effects.push(String(call.params._meta?.idempotencyKey))
+          // The effect made, the connection drops before the answer is written (JSON response mode).
+          for (const socket of sockets) socket.destroy()
+          return { content: [{ type: 'text', text: 'paid' }] }
+        })
+        const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true })
+        void server.connect(transport).then(() => transport.handleRequest(request, response))
+      })
+      httpServer.on('connection', (socket) => {
+        sockets.add(socket)
+        socket.on('close', () => sockets.delete(socket))
+      })
+      await new Promise<void>((resolve) => httpServer.listen(0, '127.0.0.1', resolve))
+      const client = new Client({ name: 'factstate-test', version: '1.0.0' })
+      try {
+        await client.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${(httpServer.address() as AddressInfo).port}/mcp`)))
+        const tools = await toolsFromMcp(client)
+        const outcome = await h.run(h.input('http-drop', { tools }))
+        assert.is(outcome.status === 'failed' && outcome.class, 'outcome_unknown')
+        assert.match((outcome as { message: string }).message, /the HTTP connection to the MCP server dropped during the call of pay, after the request was sent; cause: TypeError: fetch failed/)
+        assert.equal(only(await factsOf(h.log, 'invocation-http-drop'), 'tool.settled'), [], 'not told to the model as a failure it would make again')
+        assert.equal(effects, ['invocation-http-drop/step-1/0'])
+        // The server gone: the connection is refused, nothing is sent, and the call fails.
+        await new Promise<void>((resolve) => httpServer.close(() => resolve()))
+        const refused = await h.run(h.input('http-refused', { tools }))
+        assert.equal(refused, { status: 'completed' })
+        const settled = only(await factsOf(h.log, 'invocation-http-refused'), 'tool.settled')
+        assert.is(settled.length, 1)
+        assert.is(settled[0]?.outcome.status, 'failed')
+        assert.equal(effects, ['invocation-http-drop/step-1/0'])
+      } finally {
+        await client.close().catch(() => undefined)
+        for (const socket of sockets) socket.destroy()
+        if (httpServer.listening) await new Promise<void>((resolve) => httpServer.close(() => resolve()))
+      }
+    },
+  ),
+)
 
 test.run()

@@ -960,7 +960,8 @@ test(
         overview = (await getJson<Overview>(`${inspector.url}api/overview`)).body
         if (overview.highWater === after.highWater) break
       }
-      assert.is(overview?.highWater, after.highWater, 'refreshed after its directory went')
+      // Said with what the overview reports of the refresh (a stop's reason), should it ever not come.
+      assert.is(overview?.highWater, after.highWater, `refreshed after its directory went (refresh: ${JSON.stringify(overview?.refresh)}; copies: ${JSON.stringify(await readdir(copies).catch((error: Error) => error.message))})`)
     } finally {
       await inspector?.close()
       await snapshot?.close()

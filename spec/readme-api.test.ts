@@ -32,6 +32,19 @@ for (const [entry, exports] of [
   })
 }
 
+test("the README's toolsFromMcp examples name each tool as mcpToolName does with their prefix", () => {
+  // `prefix: 'files_', // read → files_read`: what a user reads as the name the model will call.
+  const examples = [...readme.matchAll(/prefix: '([^']*)',\s*\/\/ ([^\s,]+) → ([^\s,]+)(?:, ([^\s,]+) → ([^\s,]+))?/g)]
+  assert.ok(examples.length >= 1, 'the README shows a prefix with the names it gives')
+  for (const [, prefix, ...pairs] of examples) {
+    for (let i = 0; i + 1 < pairs.length; i += 2) {
+      const [name, mapped] = [pairs[i], pairs[i + 1]]
+      if (name === undefined || mapped === undefined) continue
+      assert.is(mcp.mcpToolName(name, prefix), mapped, `prefix ${prefix}: ${name} → ${mapped}, as the README says`)
+    }
+  }
+})
+
 test('every error code has its own section in the README, and every such section is a code', async () => {
   const text = await readFile(join(REPO_ROOT, 'errors.ts'), 'utf8')
   const from = text.indexOf('export type FactstateErrorCode')

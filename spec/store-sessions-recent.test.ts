@@ -196,6 +196,27 @@ test(
 )
 
 test(
+  'paging while sessions become active: a session listed already is not listed twice, one not reached yet is left out of the pages after (it moved above them), and a fresh first page lists both first',
+  boundedTest(15_000, (dir) =>
+    withLog(join(dir, 'log'), async (log) => {
+      for (const name of ['s0', 's1', 's2', 's3', 's4']) await log.appendAll(completeInvocation(`${name}-1`, name))
+      const first = await log.sessions({ order: 'recent', limit: 2 })
+      assert.equal(first.map((listed) => listed.sessionId), ['s4', 's3'])
+      // New turns while the user scrolls: s3 (on the page shown) and s1 (on a page not read yet).
+      await log.appendAll(continuation('s3-2', await boundaryOf(log, 's3', 'run-s3-1')))
+      await log.appendAll(continuation('s1-2', await boundaryOf(log, 's1', 'run-s1-1')))
+      const rest: string[] = []
+      for (let page = first; page.length > 0; ) {
+        page = await log.sessions({ order: 'recent', limit: 2, before: page.at(-1)?.latestRun.openedSeq })
+        rest.push(...page.map((listed) => listed.sessionId))
+      }
+      assert.equal(rest, ['s2', 's0'], 'the pages after the first list neither s3 again nor s1')
+      assert.equal((await log.sessions({ order: 'recent', limit: 2 })).map((listed) => listed.sessionId), ['s1', 's3'], 'a fresh first page lists both')
+    }),
+  ),
+)
+
+test(
   'a child run started with parent is listed with it, as log.runs gives it',
   boundedTest(15_000, (dir) =>
     withLog(dir, async (log) => {

@@ -3422,6 +3422,9 @@ export class EventLog {
    * batch as the run's `invocation.opened`) and reads each listed session's latest run's first fact
    * and records. With a `prefix`, the walk passes over the sessions without it: its cost grows with
    * the sessions it skips (a prefix of few sessions among many reads much of the index).
+   * A session that becomes active while you page moves above the pages still to come: they do not
+   * list it (one shown already is not listed twice, one not reached yet not at all); a fresh first
+   * page does.
    *
    * A log without sessions lists none; bad options are `LOG_INVALID_ARGUMENT` naming the option
    * (`details.field`): `before` in id order and `after` in recent order too.

@@ -395,8 +395,10 @@ const bytesShown = (bytes: number): string => `${bytes.toLocaleString('en-US')} 
  * another until it spells none, then each left out again where it spells none without it. Packs the
  * fact once when it spells none (the rest only when it does), and not at all for a run without secrets.
  */
-function guardedBy<F extends Fact>(fact: F, secrets: Secrets, steps: readonly ((given: F) => F)[]): F {
+function guardedBy<F extends Fact>(fact: F, secrets: Secrets, stepsOf: () => readonly ((given: F) => F)[]): F {
   if (!holdsSecretBytes(fact, secrets)) return fact
+  // Made only now: nearly every fact spells no secret, and a step or model answer would build them for nothing.
+  const steps = stepsOf()
   const applied: number[] = []
   let guarded = fact
   for (const [index, step] of steps.entries()) {
@@ -770,7 +772,7 @@ export class InvocationActor implements GateOwner {
       case 'tool.dispatched':
       case 'tool.rejected':
         // The input, the approver's words, the rejection's message and an unknown tool's name: what of them spells a secret beside the others.
-        return guardedBy(fact, secrets, [
+        return guardedBy(fact, secrets, () => [
           (given) => ({ ...given, input: REDACTED }),
           ...(['by', 'reason'] as const).map((key) => (given: typeof fact) => (given.approval?.[key] === undefined ? given : { ...given, approval: { ...given.approval, [key]: REDACTED } })),
           (given) => (given.type === 'tool.rejected' && given.message !== undefined ? { ...given, message: REDACTED } : given),
@@ -779,24 +781,26 @@ export class InvocationActor implements GateOwner {
       case 'model.completed': {
         // The model's words, each on its own: what an answer's members and msgpack's bytes between them spell.
         type Output = typeof fact.output
-        const output = (change: (output: Output) => Output) => (given: typeof fact) => ({ ...given, output: change(given.output) })
-        const call = (index: number, key: 'arguments' | 'name' | 'callId') =>
-          output((given) => ({ ...given, toolCalls: given.toolCalls.map((one, at) => (at === index ? { ...one, [key]: key === 'callId' ? `${REDACTED} ${index + 1}` : REDACTED } : one)) }))
-        const calls = fact.output.toolCalls.map((_, index) => index)
-        return guardedBy(fact, secrets, [
-          output((given) => (given.text ? { ...given, text: REDACTED } : given)),
-          output((given) => (given.reasoning ? { ...given, reasoning: REDACTED } : given)),
-          ...calls.map((index) => call(index, 'arguments')),
-          output((given) => ({ ...given, finishReason: REDACTED })),
-          output(({ responseId: _, requestId: __, ...given }) => given),
-          ...calls.flatMap((index) => [call(index, 'name'), call(index, 'callId')]),
-        ])
+        return guardedBy(fact, secrets, () => {
+          const output = (change: (output: Output) => Output) => (given: typeof fact) => ({ ...given, output: change(given.output) })
+          const call = (index: number, key: 'arguments' | 'name' | 'callId') =>
+            output((given) => ({ ...given, toolCalls: given.toolCalls.map((one, at) => (at === index ? { ...one, [key]: key === 'callId' ? `${REDACTED} ${index + 1}` : REDACTED } : one)) }))
+          const calls = fact.output.toolCalls.map((_, index) => index)
+          return [
+            output((given) => (given.text ? { ...given, text: REDACTED } : given)),
+            output((given) => (given.reasoning ? { ...given, reasoning: REDACTED } : given)),
+            ...calls.map((index) => call(index, 'arguments')),
+            output((given) => ({ ...given, finishReason: REDACTED })),
+            output(({ responseId: _, requestId: __, ...given }) => given),
+            ...calls.flatMap((index) => [call(index, 'name'), call(index, 'callId')]),
+          ]
+        })
       }
       case 'invocation.ended': {
         // A cancel reason, an outcome's message: each lost the secrets it holds, not what the bytes before it complete.
         const { outcome } = fact
-        if (outcome.status === 'cancelled') return guardedBy(fact, secrets, [(given) => ({ ...given, outcome: { status: 'cancelled', source: REDACTED } })])
-        if (outcome.status === 'failed' && outcome.message !== undefined) return guardedBy(fact, secrets, [(given) => ({ ...given, outcome: { ...outcome, message: REDACTED } })])
+        if (outcome.status === 'cancelled') return guardedBy(fact, secrets, () => [(given) => ({ ...given, outcome: { status: 'cancelled', source: REDACTED } })])
+        if (outcome.status === 'failed' && outcome.message !== undefined) return guardedBy(fact, secrets, () => [(given) => ({ ...given, outcome: { ...outcome, message: REDACTED } })])
         return fact
       }
       default:

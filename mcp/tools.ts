@@ -7,7 +7,7 @@
 import { createHash } from 'node:crypto'
 import { FactstateError, type FactstateErrorDetails } from '../errors.js'
 import { kindOf, readOptions, shown } from '../options.js'
-import { messageOf } from '../store/encoding.js'
+import { isAbortSignal, messageOf } from '../store/encoding.js'
 import type { NeedsApproval } from '../actors/approval.js'
 import { onAbort } from '../actors/abort-listeners.js'
 import { OutcomeUnknownError } from '../actors/outcome-unknown.js'
@@ -148,7 +148,8 @@ const invalidTools = (message: string, details: FactstateErrorDetails['MCP_INVAL
  * same names on every start: names are sealed in a handoff's catalog.
  */
 export function mcpToolName(name: string, prefix = ''): string {
-  const mapped = `${prefix}${[...name].map((char) => (/^[A-Za-z0-9_-]$/.test(char) ? char : '_')).join('')}`
+  // `u`: a code point outside the BMP (or a lone surrogate) is one `_`, not two.
+  const mapped = `${prefix}${name.replace(/[^A-Za-z0-9_-]/gu, '_')}`
   if (mapped.length <= MAX_NAME) return mapped
   const digest = createHash('sha256').update(`${prefix}${name}`).digest('hex').slice(0, 8)
   return `${mapped.slice(0, MAX_NAME - 9)}_${digest}`
@@ -279,7 +280,7 @@ function settingsOf(given: { [K in (typeof OPTIONS)[number]]?: unknown }): Setti
   if (timeoutMs !== undefined && !isMs(timeoutMs)) throw invalidOptions(`timeoutMs must be a whole number of milliseconds from 1 to 2,147,483,647, not ${shown(timeoutMs)}`, 'timeoutMs')
   if (requestTimeoutMs !== undefined && !isMs(requestTimeoutMs)) throw invalidOptions(`requestTimeoutMs must be a whole number of milliseconds from 1 to 2,147,483,647, not ${shown(requestTimeoutMs)}`, 'requestTimeoutMs')
   if (typeof keepBinaryData !== 'boolean') throw invalidOptions(`keepBinaryData must be a boolean, not ${kindOf(keepBinaryData)}`, 'keepBinaryData')
-  if (signal !== undefined && !(signal instanceof AbortSignal)) throw invalidOptions(`signal must be an AbortSignal, not ${kindOf(signal)}`, 'signal')
+  if (signal !== undefined && !isAbortSignal(signal)) throw invalidOptions(`signal must be an AbortSignal, not ${kindOf(signal)}`, 'signal')
   return {
     prefix,
     rename: renames,
@@ -295,6 +296,12 @@ function settingsOf(given: { [K in (typeof OPTIONS)[number]]?: unknown }): Setti
 
 const listedNames = (tools: readonly McpTool[]): string => (tools.length === 0 ? 'none' : tools.map((tool) => JSON.stringify(tool.name)).join(', '))
 
+/** A signal of its own that aborts with `signal` (with its reason) until `unlink()`. */
+function linkedSignal(signal: AbortSignal): { signal: AbortSignal; unlink: () => void } {
+  const controller = new AbortController()
+  return { signal: controller.signal, unlink: onAbort(signal, () => controller.abort(signal.reason)) }
+}
+
 /** Every page of `tools/list`, each tool checked to be one. */
 async function listAll(client: McpClient, settings: Settings): Promise<McpTool[]> {
   const tools: McpTool[] = []
@@ -303,18 +310,16 @@ async function listAll(client: McpClient, settings: Settings): Promise<McpTool[]
   for (let page = 0; ; page += 1) {
     if (page === MAX_PAGES) throw invalidTools(`the server's listing went on past ${MAX_PAGES} pages`, { reason: 'listing', tools: [] })
     // A signal of the page's own, as for a call (see `call`): the SDK's listener is never removed from the one it is given.
-    const given = settings.signal
-    const controller = given === undefined ? undefined : new AbortController()
-    const unlink = given === undefined ? undefined : onAbort(given, () => controller?.abort(given.reason))
+    const own = settings.signal === undefined ? undefined : linkedSignal(settings.signal)
     const requestOptions: McpRequestOptions = {
-      ...(controller === undefined ? {} : { signal: controller.signal }),
+      ...(own === undefined ? {} : { signal: own.signal }),
       ...(settings.requestTimeoutMs === undefined ? {} : { timeout: settings.requestTimeoutMs }),
     }
     let result: unknown
     try {
       result = await client.listTools(cursor === undefined ? undefined : { cursor }, requestOptions)
     } finally {
-      unlink?.()
+      own?.unlink()
     }
     const listedTools = result !== null && typeof result === 'object' ? (result as { tools?: unknown }).tools : undefined
     if (!Array.isArray(listedTools)) throw invalidTools(`listTools answered ${kindOf(result)} without a list of tools`, { reason: 'listing', tools: [] })
@@ -412,12 +417,11 @@ async function call(client: McpClient, name: string, readOnly: boolean, settings
   // (a tool without timeoutMs gets it), one would be left per call (a warning past 10), and a later cancel
   // of the run would send notifications/cancelled for every request already answered. A signal of the
   // call's own, linked to the given one only until the call settles.
-  const controller = new AbortController()
-  const unlink = onAbort(signal, () => controller.abort(signal.reason))
+  const own = linkedSignal(signal)
   let result: McpCallToolResult
   try {
     result = await client.callTool({ name, arguments: input as Record<string, unknown>, _meta: { idempotencyKey: operationId } }, undefined, {
-      signal: controller.signal,
+      signal: own.signal,
       ...(settings.requestTimeoutMs === undefined ? {} : { timeout: settings.requestTimeoutMs }),
       onprogress: (progress) => {
         try {
@@ -430,7 +434,7 @@ async function call(client: McpClient, name: string, readOnly: boolean, settings
   } catch (error) {
     throw thrownFor(error, name, readOnly, signal)
   } finally {
-    unlink()
+    own.unlink()
   }
   return resultOf(result, name, settings.keepBinaryData)
 }

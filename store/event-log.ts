@@ -2089,13 +2089,12 @@ export class EventLog {
       batch = this.#db.batch()
       pending = 0
     }
-    // None in a log of an earlier version; what an interrupted build left is deleted, before any entry is
-    // put (an entry put below may have the key of one deleted here).
+    // None in a log of an earlier version; what an interrupted build left is deleted, each before any entry
+    // is put with its key (LevelDB applies a batch's operations, and batches, in order).
     for await (const key of this.#db.keys({ gte: keys.recentLow, lt: keys.recentHigh })) {
       batch.del(key)
       await flushed(1)
     }
-    await flushed(RECENCY_BUILD_CHUNK)
     for await (const [key, value] of this.#db.iterator({ gte: keys.sessionLow, lt: keys.sessionHigh })) {
       const sessionId = key.slice(keys.sessionLow.length)
       const seq = latest.get(sessionId)

@@ -352,7 +352,7 @@ export class IndexAudit {
       const id = decoded(value, 'recent', key)
       const latest = typeof id === 'string' ? this.#sessions.get(id)?.latestOpenedSeq : undefined
       if (typeof id !== 'string' || latest === undefined) throw damaged('recent', key, `the recency index entry ${key} names no session of the log`)
-      if (latest !== seq || indexed.has(id)) {
+      if (latest !== seq) {
         throw damaged('recent', key, `the recency index entry ${key} of session ${id} is not at its latest run, which opened at event ${latest}`)
       }
       indexed.add(id)

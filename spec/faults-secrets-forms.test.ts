@@ -51,11 +51,11 @@ const leaks = (bytes: Buffer | string) => {
 }
 
 /** Every file of the log directory is free of them, and its `.log` write-ahead file holds the run's facts. */
-async function assertNoLeakInFiles(directory: string, runId: string): Promise<void> {
+async function assertNoLeakInFiles(directory: string, runId: string, found: (bytes: Buffer) => string[] = leaks): Promise<void> {
   const files = await everyFile(directory)
   const logs = files.filter((file) => file.path.endsWith('.log') && file.bytes.includes(Buffer.from(runId)))
   assert.ok(logs.length > 0, 'the facts are in a .log file, which is read raw')
-  for (const file of files) assert.equal(leaks(file.bytes), [], file.path)
+  for (const file of files) assert.equal(found(file.bytes), [], file.path)
 }
 
 function run(baseUrl: string, name: string, tools: ToolDefinition[]): RunInput {
@@ -298,11 +298,6 @@ function spelled(bytes: Buffer): string[] {
   }
   return needles.filter(([, needle]) => bytes.includes(needle)).map(([name]) => name)
 }
-async function assertNothingSpelled(directory: string, runId: string): Promise<void> {
-  const files = await everyFile(directory)
-  assert.ok(files.some((file) => file.path.endsWith('.log') && file.bytes.includes(Buffer.from(runId))), 'the facts are in a .log file, which is read raw')
-  for (const file of files) assert.equal(spelled(file.bytes), [], file.path)
-}
 
 test(
   "secrets: a text with a NUL beside every character (UTF-16LE or BE read a byte a character) in a model's answer, its reasoning, a call's tool name, an approver's words and a cancel reason reaches no file of the log directory",
@@ -346,7 +341,7 @@ test(
       await log.close()
       await server.close()
     }
-    await assertNothingSpelled(join(dir, 'log'), 'run-nuls')
+    await assertNoLeakInFiles(join(dir, 'log'), 'run-nuls', spelled)
   }),
 )
 
@@ -411,7 +406,7 @@ test(
       await log.close()
       await server.close()
     }
-    await assertNothingSpelled(join(dir, 'log'), 'run-digits')
+    await assertNoLeakInFiles(join(dir, 'log'), 'run-digits', spelled)
   }),
 )
 

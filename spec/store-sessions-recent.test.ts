@@ -334,17 +334,26 @@ async function formatOf(location: string): Promise<number | undefined> {
   })
 }
 
+/**
+ * The shared log of the upgrade tests, as 0.8.0 would have left it (no recency index, format 4): its
+ * location, what a log of this version lists most recent first, and the index it stores.
+ */
+async function writtenBy080(dir: string): Promise<{ location: string; expected: [string, string, number][]; indexed: [string, string][] }> {
+  const location = join(dir, 'log')
+  const expected = await withLog(location, async (log) => {
+    await interleaved(log)
+    return shortly(await log.sessions({ order: 'recent' }))
+  })
+  const indexed = await storedIndex(location)
+  await asWrittenBy080(location)
+  return { location, expected, indexed }
+}
+
 test(
   'a log 0.8.0 wrote (index format 4) gets the index on open, marked format 5 at once (0.8.0 then refuses it), and lists and keeps it as a new log does; a snapshot of one builds it in its copy',
   boundedTest(30_000, async (dir) => {
-    const location = join(dir, 'log')
-    const expected = await withLog(location, async (log) => {
-      await interleaved(log)
-      return shortly(await log.sessions({ order: 'recent' }))
-    })
-    const indexed = await storedIndex(location)
+    const { location, expected, indexed } = await writtenBy080(dir)
     assert.is(indexed.length, 5)
-    await asWrittenBy080(location)
     assert.equal(await storedIndex(location), [], 'no index left')
     // A snapshot of it lists the same, from the index it builds in its copy; the log is left as it was.
     const snapshot = await EventLog.openSnapshot(location, { directory: dir })
@@ -380,13 +389,7 @@ test(
 test(
   'a build on open cut short (entries written, no marker) is done again from scratch by the next open: stale and stray entries deleted, every session at its latest run',
   boundedTest(30_000, async (dir) => {
-    const location = join(dir, 'log')
-    const expected = await withLog(location, async (log) => {
-      await interleaved(log)
-      return shortly(await log.sessions({ order: 'recent' }))
-    })
-    const indexed = await storedIndex(location)
-    await asWrittenBy080(location)
+    const { location, expected, indexed } = await writtenBy080(dir)
     // What a build killed between its batches leaves: some entries (one at a session's earlier run, one
     // naming a session at a seq that opens none of its runs) and some session records with their seq.
     await withDb(location, async (db) => {

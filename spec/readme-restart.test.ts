@@ -1,5 +1,5 @@
 /**
- * The README's start-up loop ("Cancelling a run": recover, then continue what a crash cut short, from
+ * The README's start-up loop ("After a crash": recover, then continue what a crash cut short, from
  * `pendingSessions({ unanswered: true })`), run as it is written in real processes: a worker is
  * killed with SIGKILL while one run's model request is in flight, another's tool with effects runs,
  * a third's user has pressed stop (recorded in the application's store, the run not yet ended), and a
@@ -19,8 +19,8 @@ import { type ScriptedModelServer, answer, scriptedModelServer } from '../testin
 import { readmeBlock, repoModuleParts } from './support/readme.js'
 import { withTempDir, withTimeout } from './support/temp.js'
 
-/** The README block that recovers and continues: in "Cancelling a run", the one that calls recoverInvocations. */
-const startUpLoop = (): Promise<string> => readmeBlock('await recoverInvocations(log', 'one start-up loop in the README', { from: '## Cancelling a run', until: '## API' })
+/** The README block that recovers and continues: in "After a crash", the one that calls recoverInvocations. */
+const startUpLoop = (): Promise<string> => readmeBlock('await recoverInvocations(log', 'one start-up loop in the README', { from: '## After a crash', until: '## Concepts' })
 
 /** The session of the supervisor's child run: childRunFor's ids for its delegate call. */
 const CHILD = 'supervisor-i1.step-1.0.writer'

@@ -441,8 +441,11 @@ async function call(client: McpClient, name: string, readOnly: boolean, settings
 
 /** What a rejection of `callTool` is thrown as. */
 function thrownFor(error: unknown, name: string, readOnly: boolean, signal: AbortSignal): unknown {
-  // Factstate's own abort (a cancel, the time limit): it knows what a throw then means.
-  if (readOnly || signal.aborted) return error
+  // Factstate's own abort (a cancel, the time limit): it knows what a throw then means. The SDK wraps a
+  // reason that is not an McpError in one (`MCP error -32001: TimeoutError: the tool did not finish…`):
+  // the reason itself is thrown, so that what it says is told once.
+  if (signal.aborted) return wrapsReason(error, signal.reason) ? signal.reason : error
+  if (readOnly) return error
   const code = codeOf(error)
   const said = typeof code === 'number' ? noAnswer(error, code) : undefined
   if (said !== undefined) {
@@ -461,6 +464,29 @@ function thrownFor(error: unknown, name: string, readOnly: boolean, signal: Abor
     return new OutcomeUnknownError(`the MCP server answered the call of ${name} without an error, but the client refused its result`, { cause: error })
   }
   return error
+}
+
+/** Whether `error` is the SDK's `McpError` wrapping of the abort `reason` (`cancel(reason)` in its `Protocol.request`). */
+function wrapsReason(error: unknown, reason: unknown): boolean {
+  if (error === reason || codeOf(error) !== REQUEST_TIMEOUT) return false
+  let said: string
+  try {
+    said = String(reason)
+  } catch {
+    return false
+  }
+  return messageText(error) === `MCP error ${REQUEST_TIMEOUT}: ${said}`
+}
+
+/** The `message` of `error` as it is, when it has one that is a string and can be read. */
+function messageText(error: unknown): string | undefined {
+  if (error === null || typeof error !== 'object') return undefined
+  try {
+    const message = (error as { message?: unknown }).message
+    return typeof message === 'string' ? message : undefined
+  } catch {
+    return undefined
+  }
 }
 
 /**

@@ -45,6 +45,8 @@ export interface McpRequestOptions {
   signal?: AbortSignal | undefined
   /** The client's own limit on waiting for the answer, in milliseconds (the SDK's default: 60,000). */
   timeout?: number | undefined
+  /** Restart `timeout` on each progress notification of the request (the SDK's default: `false`). */
+  resetTimeoutOnProgress?: boolean | undefined
   onprogress?: ((progress: { progress: number; total?: number | undefined; message?: string | undefined }) => void) | undefined
 }
 
@@ -99,7 +101,8 @@ export interface McpToolsOptions {
   /**
    * The MCP client's own limit on each request (`tools/list` and `tools/call`), in milliseconds.
    * Default: `timeoutMs` + 5,000 when `timeoutMs` is given, so that factstate's limit is the one
-   * that fires, else the SDK's own (60,000).
+   * that fires, else the SDK's own (60,000). Each progress notification of a call starts it again
+   * (`resetTimeoutOnProgress`): the tool's `timeoutMs`, or the engine's `toolTimeoutMs`, bounds the whole call.
    */
   requestTimeoutMs?: number | undefined
   /** Keep the base64 `data` of image and audio blocks and the `blob` of embedded resources in results (default `false`: their size in bytes instead). */
@@ -160,7 +163,7 @@ export function mcpToolName(name: string, prefix = ''): string {
  * `name` mapped ({@link mcpToolName}, `prefix`, `rename`), `description` and `inputSchema` as listed,
  * `readOnly` from `annotations.readOnlyHint` only with `trustReadOnlyHint`, `needsApproval` and
  * `timeoutMs` from the options. Each call is `client.callTool({ name, arguments, _meta: {
- * idempotencyKey: operationId } }, undefined, { signal, timeout, onprogress })`: a result with
+ * idempotencyKey: operationId } }, undefined, { signal, timeout, resetTimeoutOnProgress: true, onprogress })`: a result with
  * `isError` is the call's failure (its text); else its `structuredContent`, or its content (the text
  * of text blocks alone, joined by newlines; with other blocks, the list of blocks, binary data as
  * its size unless `keepBinaryData`). For a tool that is not `readOnly`, a rejection that means the
@@ -423,6 +426,9 @@ async function call(client: McpClient, name: string, readOnly: boolean, settings
     result = await client.callTool({ name, arguments: input as Record<string, unknown>, _meta: { idempotencyKey: operationId } }, undefined, {
       signal: own.signal,
       ...(settings.requestTimeoutMs === undefined ? {} : { timeout: settings.requestTimeoutMs }),
+      // A server that reports progress is still at work: the client's limit is on silence, and the tool's
+      // timeoutMs (the engine's signal, which cancels the request) bounds the whole call.
+      resetTimeoutOnProgress: true,
       onprogress: (progress) => {
         try {
           context.progress(progress)

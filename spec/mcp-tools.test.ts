@@ -493,4 +493,44 @@ test(
   ),
 )
 
+test(
+  "a server that reports progress keeps the client's request timeout (requestTimeoutMs) from firing; the tool's timeoutMs still bounds the whole call, told once",
+  engineTest(
+    [
+      answer.toolCalls([{ id: 'c1', name: 'progressing', arguments: { line: 'migrate', ms: 2_500 } }]),
+      answer.text('migrated'),
+      answer.toolCalls([{ id: 'c2', name: 'progressing', arguments: { line: 'forever', ms: 60_000 } }]),
+      answer.text('unreachable'),
+    ],
+    { ms: 30_000 },
+    async (h) =>
+      withMcpServer(
+        h.dir,
+        async ({ client, ledger }) => {
+          // Reports every 100 ms for 2.5 s: past a request timeout of 1 s, which the progress restarts each time.
+          const progress: unknown[] = []
+          const outcome = await h.run(h.input('progressing', { tools: await toolsFromMcp(client, { requestTimeoutMs: 1_000, include: ['progressing'] }) }), {
+            onToolProgress: (update) => progress.push(update.value),
+          })
+          assert.equal(outcome, { status: 'completed' })
+          assert.equal(only(await factsOf(h.log, 'invocation-progressing'), 'tool.settled').map((fact) => fact.outcome), [{ status: 'succeeded', output: 'done' }])
+          assert.ok(progress.length >= 2, `${progress.length} progress report(s)`)
+          assert.equal(await ledger(), ['invocation-progressing/step-1/0\tmigrate'])
+
+          // Reports for a minute: the tool's timeoutMs (its request timeout 5 s past it, reset by the progress) ends it, at the server too.
+          const bounded = await h.run(h.input('bounded', { tools: await toolsFromMcp(client, { timeoutMs: 1_500, include: ['progressing'] }) }))
+          assert.equal(bounded, {
+            status: 'failed',
+            class: 'outcome_unknown',
+            message: 'tool progressing (operation invocation-bounded/step-1/0) failed after its signal aborted (the tool did not finish within 1,500 ms (its timeoutMs)); its effect may or may not have happened',
+          })
+          const deadline = Date.now() + 5_000
+          while ((await ledger()).length < 3 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 25))
+          assert.equal((await ledger()).slice(1), ['invocation-bounded/step-1/0\tforever', 'invocation-bounded/step-1/0\tcancelled'])
+        },
+        'progress',
+      ),
+  ),
+)
+
 test.run()

@@ -163,7 +163,8 @@ export function mcpToolName(name: string, prefix = ''): string {
  * `name` mapped ({@link mcpToolName}, `prefix`, `rename`), `description` and `inputSchema` as listed,
  * `readOnly` from `annotations.readOnlyHint` only with `trustReadOnlyHint`, `needsApproval` and
  * `timeoutMs` from the options. Each call is `client.callTool({ name, arguments, _meta: {
- * idempotencyKey: operationId } }, undefined, { signal, timeout, resetTimeoutOnProgress: true, onprogress })`: a result with
+ * idempotencyKey: operationId } }, undefined, { signal, timeout, resetTimeoutOnProgress: true, onprogress })`
+ * (a signal already aborted is thrown, its reason, before the client is asked): a result with
  * `isError` is the call's failure (its text); else its `structuredContent`, or its content (the text
  * of text blocks alone, joined by newlines; with other blocks, the list of blocks, binary data as
  * its size unless `keepBinaryData`). For a tool that is not `readOnly`, a rejection that means the
@@ -416,6 +417,9 @@ function toolOf(client: McpClient, mcp: McpTool, name: string, settings: Setting
 
 async function call(client: McpClient, name: string, readOnly: boolean, settings: Settings, input: unknown, context: ToolContext): Promise<unknown> {
   const { signal, operationId } = context
+  // Aborted before anything is sent (a cancel, the time limit): its reason, as the SDK's client throws
+  // it, and before any client is asked (one shaped as McpClient might send the request all the same).
+  signal.throwIfAborted()
   // The SDK adds a listener to the signal it is given and never removes it: given the run's own signal
   // (a tool without timeoutMs gets it), one would be left per call (a warning past 10), and a later cancel
   // of the run would send notifications/cancelled for every request already answered. A signal of the

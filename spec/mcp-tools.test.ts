@@ -533,4 +533,47 @@ test(
   ),
 )
 
+test(
+  'a signal aborted before the call: its reason is thrown and nothing is sent, even by a client that would not check the signal itself',
+  () =>
+    withTimeout(
+      withTempDir((dir) =>
+        withMcpServer(dir, async ({ client, ledger }) => {
+          // Shaped as McpClient, passing every request on to the SDK's client, without the signal.
+          const careless: McpClient = {
+            listTools: (params, options) => client.listTools(params, options),
+            callTool: (params, _schema, options) => client.callTool(params, undefined, { ...options, signal: undefined }),
+          }
+          for (const [which, given] of [
+            ['the SDK client', client],
+            ['a client that ignores the signal', careless],
+          ] as const) {
+            const [tool] = await toolsFromMcp(given, { include: ['append_line'] })
+            const controller = new AbortController()
+            const reason = new Error('the user stopped the run')
+            controller.abort(reason)
+            const context: Parameters<ToolDefinition['execute']>[1] = {
+              signal: controller.signal,
+              operationId: `inv/step-1/${which}`,
+              attempt: 1,
+              invocation: { sessionId: 's', turnId: 't', runId: 'r', invocationId: 'inv' },
+              addSecret: () => undefined,
+              progress: () => undefined,
+            }
+            const thrown = await Promise.resolve()
+              .then(() => (tool as ToolDefinition).execute({ line: 'never sent' }, context))
+              .then(
+                (value: unknown) => ({ value }),
+                (error: unknown) => ({ error }),
+              )
+            assert.equal(thrown, { error: reason }, which)
+            assert.ok('error' in thrown && thrown.error === reason, `${which}: the reason itself, not an OutcomeUnknownError`)
+            assert.equal(await ledger(), [], `${which}: nothing sent`)
+          }
+        }),
+      ),
+      20_000,
+    ),
+)
+
 test.run()

@@ -119,14 +119,25 @@ export interface McpToolsOptions {
  */
 const CONNECTION_CLOSED = -32000
 const REQUEST_TIMEOUT = -32001
-const NO_ANSWER: Readonly<Record<number, readonly string[]>> = {
-  [CONNECTION_CLOSED]: ['Connection closed'],
-  [REQUEST_TIMEOUT]: ['Request timed out', 'Maximum total timeout exceeded'],
+const NO_ANSWER: Readonly<Record<number, readonly RegExp[]>> = {
+  [CONNECTION_CLOSED]: [/^Connection closed$/],
+  [REQUEST_TIMEOUT]: [/^Request timed out$/, /^Maximum total timeout exceeded$/],
 }
 const MCP_ERROR_PREFIX = /^MCP error -?[0-9]+: /
 
-/** How the SDK 1.x words a result it refused after the server answered (a tool's `outputSchema` not met). */
-const OUTPUT_REFUSED = [/Structured content does not match the tool's output schema/, /has an output schema but did not return structured content/, /Failed to validate structured content/]
+/**
+ * How the SDK 1.x refuses a result after the server answered (a tool's `outputSchema` not met): an
+ * `McpError` of its own, `InvalidParams` (-32602) or `InvalidRequest` (-32600), in these words. The
+ * code alone cannot tell it from a server's answer under the same code (a server refusing the
+ * arguments answers -32602, having done nothing), and the SDK marks its own in no other way: the code
+ * and the words must both match (after the `MCP error <code>: ` put before them, once or again per proxy).
+ */
+const INVALID_REQUEST = -32600
+const INVALID_PARAMS = -32602
+const OUTPUT_REFUSED: Readonly<Record<number, readonly RegExp[]>> = {
+  [INVALID_PARAMS]: [/^Structured content does not match the tool's output schema/, /^Failed to validate structured content/],
+  [INVALID_REQUEST]: [/^Tool .+ has an output schema but did not return structured content$/],
+}
 
 const NAME = /^[A-Za-z0-9_-]{1,64}$/
 const PREFIX = /^[A-Za-z0-9_-]{1,32}$/
@@ -470,7 +481,7 @@ function thrownFor(error: unknown, name: string, readOnly: boolean, signal: Abor
   if (droppedAfterSending(error)) {
     return new OutcomeUnknownError(`the HTTP connection to the MCP server dropped during the call of ${name}, after the request was sent`, { cause: error })
   }
-  if (typeof code === 'number' && OUTPUT_REFUSED.some((pattern) => pattern.test(messageOf(error)))) {
+  if (typeof code === 'number' && wordsOf(error, OUTPUT_REFUSED[code]) !== undefined) {
     return new OutcomeUnknownError(`the MCP server answered the call of ${name} without an error, but the client refused its result`, { cause: error })
   }
   return error
@@ -505,22 +516,23 @@ function messageText(error: unknown): string | undefined {
  * error under the same code (its answer) is not.
  */
 function noAnswer(error: unknown, code: number): { relayed: boolean } | undefined {
-  const words = NO_ANSWER[code]
-  if (words === undefined) return undefined
-  let message: unknown
-  try {
-    message = (error as { message?: unknown }).message
-  } catch {
-    return undefined
-  }
-  if (typeof message !== 'string') return undefined
+  return wordsOf(error, NO_ANSWER[code])
+}
+
+/**
+ * Whether the message of `error` (an `McpError`) is one of `words` after the `MCP error <code>: ` the
+ * client puts before it (`relayed`: put more than once, as a proxy server passed it on).
+ */
+function wordsOf(error: unknown, words: readonly RegExp[] | undefined): { relayed: boolean } | undefined {
+  const message = words === undefined ? undefined : messageText(error)
+  if (words === undefined || message === undefined) return undefined
   let rest = message
   let prefixes = 0
   while (MCP_ERROR_PREFIX.test(rest)) {
     rest = rest.replace(MCP_ERROR_PREFIX, '')
     prefixes += 1
   }
-  return prefixes > 0 && words.includes(rest) ? { relayed: prefixes > 1 } : undefined
+  return prefixes > 0 && words.some((pattern) => pattern.test(rest)) ? { relayed: prefixes > 1 } : undefined
 }
 
 /** The causes of a failed fetch that mean no connection was made, so no request was sent. */

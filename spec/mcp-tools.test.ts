@@ -576,4 +576,22 @@ test(
     ),
 )
 
+test(
+  "a server's own error in the words the SDK's client gives its refusal of a result, but not under the SDK's code (-32603, not -32602), is the call's failure: the server answered, having done nothing",
+  engineTest([answer.toolCalls([{ id: 'c1', name: 'internal_refusal', arguments: { line: 'ship' } }]), answer.text('failed')], { ms: 20_000 }, async (h) =>
+    withMcpServer(
+      h.dir,
+      async ({ client, ledger }) => {
+        const outcome = await h.run(h.input('internal', { tools: await toolsFromMcp(client, { include: ['internal_refusal'] }) }))
+        assert.equal(outcome, { status: 'completed' })
+        assert.equal(only(await factsOf(h.log, 'invocation-internal'), 'tool.settled').map((fact) => fact.outcome), [
+          { status: 'failed', message: "McpError: MCP error -32603: Structured content does not match the tool's output schema: data/n must be number" },
+        ])
+        assert.equal(await ledger(), [])
+      },
+      'internal',
+    ),
+  ),
+)
+
 test.run()

@@ -138,6 +138,10 @@ const OUTPUT_REFUSED: Readonly<Record<number, readonly RegExp[]>> = {
   [INVALID_PARAMS]: [/^Structured content does not match the tool's output schema/, /^Failed to validate structured content/],
   [INVALID_REQUEST]: [/^Tool .+ has an output schema but did not return structured content$/],
 }
+/** The HTTP statuses of a gateway that had the request and may have passed it on (not 503: one that refused it). */
+const GATEWAY_STATUSES: ReadonlySet<number> = new Set([502, 504])
+/** How the SDK's Streamable HTTP transport words a status that is not 2xx to the POST of a request (its `StreamableHTTPError`). */
+const HTTP_POST_FAILED = 'Streamable HTTP error: Error POSTing to endpoint'
 
 const NAME = /^[A-Za-z0-9_-]{1,64}$/
 const PREFIX = /^[A-Za-z0-9_-]{1,32}$/
@@ -181,7 +185,8 @@ export function mcpToolName(name: string, prefix = ''): string {
  * its size unless `keepBinaryData`). For a tool that is not `readOnly`, a rejection that means the
  * request went out and no answer came (`MCP error -32000: Connection closed`, `-32001: Request timed
  * out`, in the SDK's words, or relayed so by a proxy; a server's own error under those codes is its
- * answer, a failure; over HTTP, a connection that dropped once made, `fetch failed`) or that the client refused the answer the server gave (its `outputSchema` not met) is
+ * answer, a failure; over HTTP, a connection that dropped once made, `fetch failed`; over Streamable HTTP, a
+ * gateway's 502 or 504 to the request's POST) or that the client refused the answer the server gave (its `outputSchema` not met) is
  * thrown as an `OutcomeUnknownError`: the call is left uncertain for reconciliation, not told to the
  * model as a failure it would make again.
  *
@@ -481,6 +486,11 @@ function thrownFor(error: unknown, name: string, readOnly: boolean, signal: Abor
   if (droppedAfterSending(error)) {
     return new OutcomeUnknownError(`the HTTP connection to the MCP server dropped during the call of ${name}, after the request was sent`, { cause: error })
   }
+  // A gateway before the server (over Streamable HTTP) that had the request and answered 502 or 504:
+  // it may have passed the request on, and the server acted. A 503, a 4xx, refused it: a failure.
+  if (typeof code === 'number' && GATEWAY_STATUSES.has(code) && messageStartsWith(error, HTTP_POST_FAILED)) {
+    return new OutcomeUnknownError(`the MCP server's HTTP gateway answered ${code} to the call of ${name}, after the request was sent: the server behind it may have run the call`, { cause: error })
+  }
   if (typeof code === 'number' && wordsOf(error, OUTPUT_REFUSED[code]) !== undefined) {
     return new OutcomeUnknownError(`the MCP server answered the call of ${name} without an error, but the client refused its result`, { cause: error })
   }
@@ -498,6 +508,8 @@ function wrapsReason(error: unknown, reason: unknown): boolean {
   }
   return messageText(error) === `MCP error ${REQUEST_TIMEOUT}: ${said}`
 }
+
+const messageStartsWith = (error: unknown, words: string): boolean => messageText(error)?.startsWith(words) === true
 
 /** The `message` of `error` as it is, when it has one that is a string and can be read. */
 function messageText(error: unknown): string | undefined {

@@ -594,4 +594,105 @@ test(
   ),
 )
 
+test(
+  'over Streamable HTTP behind a gateway: a 502 or 504 to the POST of a call (the gateway had the request and passed it on) leaves a call with effects uncertain; a 503 (not passed on) and any status for a read-only tool are failures',
+  engineTest(
+    [
+      answer.toolCalls([{ id: 'c1', name: 'pay', arguments: {} }]),
+      answer.toolCalls([{ id: 'c2', name: 'pay', arguments: {} }]),
+      answer.toolCalls([{ id: 'c3', name: 'pay', arguments: {} }]),
+      answer.text('unavailable'),
+      answer.toolCalls([{ id: 'c4', name: 'read', arguments: {} }]),
+      answer.text('read failed'),
+    ],
+    { ms: 20_000 },
+    async (h) => {
+      const effects: string[] = []
+      const upstream = createHttpServer((request, response) => {
+        const server = new Server({ name: 'http-fixture', version: '1.0.0' }, { capabilities: { tools: {} } })
+        server.setRequestHandler(ListToolsRequestSchema, () => ({
+          tools: [
+            { name: 'pay', inputSchema: { type: 'object' } },
+            { name: 'read', inputSchema: { type: 'object' }, annotations: { readOnlyHint: true } },
+          ],
+        }))
+        server.setRequestHandler(CallToolRequestSchema, (call) => {
+          effects.push(`${call.params.name} ${String(call.params._meta?.idempotencyKey)}`)
+          return { content: [{ type: 'text', text: 'done' }] }
+        })
+        const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true })
+        void server.connect(transport).then(() => transport.handleRequest(request, response))
+      })
+      // The gateway: passes each request on and relays the answer, but answers the next status of `statuses`
+      // to a tools/call instead (502 and 504 once the server behind it answered, 503 without passing it on).
+      const statuses: number[] = [502, 504, 503, 502]
+      let upstreamUrl = ''
+      const gateway = createHttpServer((request, response) => {
+        const chunks: Buffer[] = []
+        request.on('data', (chunk: Buffer) => chunks.push(chunk))
+        request.on('end', () => {
+          void (async () => {
+            const body = Buffer.concat(chunks)
+            const headers = new Headers()
+            for (const [key, value] of Object.entries(request.headers)) {
+              if (typeof value === 'string' && !['host', 'connection', 'content-length'].includes(key)) headers.set(key, value)
+            }
+            const isCall = request.method === 'POST' && (JSON.parse(body.toString('utf8') || '{}') as { method?: unknown }).method === 'tools/call'
+            const status = isCall ? statuses.shift() : undefined
+            if (status === 503) {
+              response.writeHead(503, { 'content-type': 'text/plain' }).end('Service Unavailable')
+              return
+            }
+            const answered = await fetch(upstreamUrl, { method: request.method ?? 'GET', headers, ...(request.method === 'POST' ? { body } : {}) })
+            const text = await answered.text()
+            if (status !== undefined) {
+              response.writeHead(status, { 'content-type': 'text/plain' }).end(status === 502 ? 'Bad Gateway' : 'Gateway Timeout')
+              return
+            }
+            const relayed: Record<string, string> = {}
+            for (const key of ['content-type', 'mcp-session-id']) {
+              const value = answered.headers.get(key)
+              if (value !== null) relayed[key] = value
+            }
+            response.writeHead(answered.status, relayed).end(text)
+          })().catch(() => response.destroy())
+        })
+      })
+      const listen = (server: typeof upstream) => new Promise<number>((resolve) => server.listen(0, '127.0.0.1', () => resolve((server.address() as AddressInfo).port)))
+      const client = new Client({ name: 'factstate-test', version: '1.0.0' })
+      try {
+        upstreamUrl = `http://127.0.0.1:${await listen(upstream)}/mcp`
+        await client.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${await listen(gateway)}/mcp`)))
+        const tools = await toolsFromMcp(client, { trustReadOnlyHint: true })
+        for (const [run, status] of [
+          ['gw-502', 502],
+          ['gw-504', 504],
+        ] as const) {
+          const outcome = await h.run(h.input(run, { tools }))
+          assert.equal(outcome, {
+            status: 'failed',
+            class: 'outcome_unknown',
+            message: `tool pay (operation invocation-${run}/step-1/0) reported its outcome unknown: the MCP server's HTTP gateway answered ${status} to the call of pay, after the request was sent: the server behind it may have run the call; cause: Streamable HTTP error: Error POSTing to endpoint: ${status === 502 ? 'Bad Gateway' : 'Gateway Timeout'}; its effect may or may not have happened`,
+          })
+          assert.equal(only(await factsOf(h.log, `invocation-${run}`), 'tool.settled'), [], run)
+        }
+        const unavailable = await h.run(h.input('gw-503', { tools }))
+        assert.equal(unavailable, { status: 'completed' })
+        assert.equal(only(await factsOf(h.log, 'invocation-gw-503'), 'tool.settled').map((fact) => fact.outcome), [{ status: 'failed', message: 'Streamable HTTP error: Error POSTing to endpoint: Service Unavailable' }])
+        const read = await h.run(h.input('gw-read', { tools }))
+        assert.equal(read, { status: 'completed' })
+        assert.equal(only(await factsOf(h.log, 'invocation-gw-read'), 'tool.settled').map((fact) => fact.outcome), [{ status: 'failed', message: 'Streamable HTTP error: Error POSTing to endpoint: Bad Gateway' }])
+        assert.equal(effects, ['pay invocation-gw-502/step-1/0', 'pay invocation-gw-504/step-1/0', 'read invocation-gw-read/step-1/0'], 'the server acted behind each 502 and 504, not behind the 503')
+        assert.equal(statuses, [])
+      } finally {
+        await client.close().catch(() => undefined)
+        for (const server of [gateway, upstream]) {
+          server.closeAllConnections()
+          if (server.listening) await new Promise<void>((resolve) => server.close(() => resolve()))
+        }
+      }
+    },
+  ),
+)
+
 test.run()

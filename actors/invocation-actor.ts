@@ -503,34 +503,42 @@ function jsonOutput(output: unknown, of: ResultOf, unrun = false): ToolResult {
   return problem ? unrecorded(`a fact cannot hold it exactly: ${problem}`, of) : { ok: true, value }
 }
 
-/** Thrown by {@link outputReplacer}: a value JSON would write as `{}` though it holds more (its message says what to return instead). */
+/** Thrown by {@link outputReplacer}: a value JSON would write as `{}` though it holds more, or as a number for each byte (its message says what to return instead). */
 class UnreadValue extends Error {}
 
 /**
- * The replacer a tool's output is made JSON with: a BigInt as its text; a Map, a Set, a `Response`,
- * an iterator or an async iterable (none with a `toJSON` of its own), anywhere in the output, throws
- * {@link UnreadValue}: JSON would write each as `{}`, and the call settle `succeeded` with what it
- * held lost.
+ * The replacer a tool's output is made JSON with: a BigInt as its text; an `Error` as its `name` and
+ * `message` with its own members ({@link errorAsJson}). A Map, a Set, a `Response`, an iterator or
+ * an async iterable, binary data, a WeakMap, a WeakSet, a WeakRef, a Promise or an object that JSON
+ * would write as `{}` though it is no plain object ({@link unreadObject}), none with a `toJSON` of
+ * its own, anywhere in the output, throws {@link UnreadValue}: JSON would write each as `{}` (binary
+ * data as a number for each byte), and the call settle `succeeded` with what it held lost.
  */
 function outputReplacer(this: unknown, key: string, value: unknown): unknown {
   if (value === null || typeof value !== 'object') return bigIntAsText(key, value)
-  const is = key === '' ? 'it is' : `its member ${JSON.stringify(key.length > 60 ? `${key.slice(0, 60)}…` : key)} is`
-  if (value instanceof Map) throw new UnreadValue(`${is} a Map, which JSON would record as {}: return Object.fromEntries(map) or [...map] instead`)
-  if (value instanceof Set) throw new UnreadValue(`${is} a Set, which JSON would record as {}: return [...set] instead`)
+  if (Array.isArray(value)) return value
+  if (value instanceof Map) throw new UnreadValue(`${placeOf(key)} a Map, which JSON would record as {}: return Object.fromEntries(map) or [...map] instead`)
+  if (value instanceof Set) throw new UnreadValue(`${placeOf(key)} a Set, which JSON would record as {}: return [...set] instead`)
   if (typeof Response === 'function' && value instanceof Response) {
-    throw new UnreadValue(`${is} a Response, its body not read (JSON would record it as {}): return await response.json() (or .text()) instead`)
+    throw new UnreadValue(`${placeOf(key)} a Response, its body not read (JSON would record it as {}): return await response.json() (or .text()) instead`)
   }
   const iterable = unreadIterable(value)
   if (iterable !== undefined) {
-    throw new UnreadValue(`${is} ${iterable}, not read (JSON would record it as {}): iterate it in execute and return what it gives (its parts can go to context.progress)`)
+    throw new UnreadValue(`${placeOf(key)} ${iterable}, not read (JSON would record it as {}): iterate it in execute and return what it gives (its parts can go to context.progress)`)
   }
-  return value
+  const unread = unreadObject(this, key, value)
+  if (unread !== undefined) throw new UnreadValue(`${placeOf(key)} ${unread}`)
+  return value instanceof Error ? errorAsJson(value) : value
 }
 
+/** Where in a tool's output the value at `key` is, as a refusal names it. */
+const placeOf = (key: string): string => (key === '' ? 'it is' : `its member ${JSON.stringify(key.length > 60 ? `${key.slice(0, 60)}…` : key)} is`)
+
 /**
- * What `output` is when it is an iterator (a generator) or an async iterable (an async generator, a
- * stream) that JSON would write as `{}` without reading it; `undefined` for anything else, an array or
- * a value with its own `toJSON` included. A member that cannot be read is left to `JSON.stringify`.
+ * What `output` is when it is an iterator (a generator, or any object with a `next` method and
+ * nothing else JSON writes) or an async iterable (an async generator, a stream) that JSON would write
+ * as `{}` without reading it; `undefined` for anything else, an array or a value with its own `toJSON`
+ * included. A member that cannot be read is left to `JSON.stringify`.
  */
 function unreadIterable(output: unknown): string | undefined {
   if (output === null || typeof output !== 'object' || Array.isArray(output)) return undefined
@@ -538,11 +546,94 @@ function unreadIterable(output: unknown): string | undefined {
     const value = output as { toJSON?: unknown; next?: unknown; [Symbol.asyncIterator]?: unknown; [Symbol.iterator]?: unknown }
     if (typeof value.toJSON === 'function') return undefined
     if (typeof value[Symbol.asyncIterator] === 'function') return 'an async iterable (an async function*, a stream)'
-    if (typeof value.next === 'function' && typeof value[Symbol.iterator] === 'function') return 'an iterator (a function*)'
+    if (typeof value.next === 'function') {
+      if (typeof value[Symbol.iterator] === 'function') return 'an iterator (a function*)'
+      if (nothingWritten(value)) return 'an iterator (an object with a next method)'
+    }
   } catch {
     // A getter or a proxy trap that throws: JSON.stringify meets it too, and says so.
   }
   return undefined
+}
+
+/** Whether JSON writes none of `value`'s own members (each a function, a symbol or undefined). */
+function nothingWritten(value: object): boolean {
+  for (const name in value) {
+    if (!Object.hasOwn(value, name)) continue
+    const member = (value as Record<string, unknown>)[name]
+    if (member !== undefined && typeof member !== 'function' && typeof member !== 'symbol') return false
+  }
+  return true
+}
+
+/** The bytes' types of typed arrays: told to return base64 text; the others' elements are numbers, told to return an array. */
+const BYTE_ARRAYS = new Set(['Uint8Array', 'Uint8ClampedArray'])
+
+/**
+ * What `value` (a member `key` of `holder`, no array; after its own `toJSON`, if any) is, and what to
+ * return instead, when JSON would write it as `{}` (or binary data as a number for each byte) though
+ * it holds more: binary data (a `Buffer`, whose `toJSON` is Node's own, a typed array, a `DataView`,
+ * an `ArrayBuffer`), a WeakMap, a WeakSet, a WeakRef, a Promise, or an object of a class with no
+ * members of its own (its data in getters or private fields: JSON writes only own members).
+ * `undefined` for a plain object, an `Error` ({@link errorAsJson}) and an object with members.
+ */
+function unreadObject(holder: unknown, key: string, value: object): string | undefined {
+  const prototype: unknown = Object.getPrototypeOf(value)
+  if (prototype === null || Object.getPrototypeOf(prototype) === null) {
+    // A plain object, or what a Buffer's toJSON made of it ({ type, data }): the Buffer is still the holder's
+    // member, read without calling a getter (JSON.stringify called it once already).
+    if (!Object.hasOwn(value, 'data') || !Object.hasOwn(value, 'type')) return undefined
+    const own = Object.getOwnPropertyDescriptor(holder, key)
+    if (own !== undefined && 'value' in own && own.value !== value && Buffer.isBuffer(own.value) && (own.value as { toJSON?: unknown }).toJSON === Buffer.prototype.toJSON) {
+      return `a Buffer, which JSON would record as {"type":"Buffer","data":[…]}, a number for each byte: return buffer.toString('base64') instead`
+    }
+    return undefined
+  }
+  if (ArrayBuffer.isView(value)) {
+    if (value instanceof DataView) {
+      return "a DataView, which JSON would record as {}: return its bytes as base64 text instead (Buffer.from(view.buffer, view.byteOffset, view.byteLength).toString('base64'))"
+    }
+    const type = Object.prototype.toString.call(value).slice(8, -1)
+    return BYTE_ARRAYS.has(type)
+      ? `a ${type}, which JSON would record as an object of its bytes by index: return Buffer.from(bytes).toString('base64') instead`
+      : `${withArticle(type)}, which JSON would record as an object of its elements by index: return Array.from(array) instead`
+  }
+  if (value instanceof ArrayBuffer) return "an ArrayBuffer, which JSON would record as {}: return Buffer.from(arrayBuffer).toString('base64') instead"
+  if (typeof SharedArrayBuffer === 'function' && value instanceof SharedArrayBuffer) {
+    return "a SharedArrayBuffer, which JSON would record as {}: return Buffer.from(buffer).toString('base64') instead"
+  }
+  if (value instanceof WeakMap || value instanceof WeakSet) {
+    return `a ${value instanceof WeakMap ? 'WeakMap' : 'WeakSet'}, which JSON would record as {} (its entries cannot be listed): return what it holds as a plain object or an array instead`
+  }
+  if (value instanceof WeakRef) return 'a WeakRef, which JSON would record as {}: return ref.deref() instead'
+  if (value instanceof Promise) return 'a Promise, which JSON would record as {}: await it in execute and return what it gives instead'
+  if (value instanceof Error) return undefined
+  for (const name in value) if (Object.hasOwn(value, name)) return undefined
+  const kind = withArticle(classOf(prototype as object))
+  const what = typeof (value as { [Symbol.iterator]?: unknown })[Symbol.iterator] === 'function' ? '[...value] (or a plain object of what it holds)' : 'a plain object of what it holds'
+  return `${kind} with no members of its own, which JSON would record as {} (it writes neither getters nor private fields): return ${what} instead`
+}
+
+/** The name of the class whose `prototype` this is (cut at 60 characters), `object` when it has none that can be read. */
+function classOf(prototype: object): string {
+  try {
+    const name: unknown = (prototype as { constructor?: { name?: unknown } }).constructor?.name
+    if (typeof name === 'string' && name !== '') return `${name.length > 60 ? `${name.slice(0, 60)}…` : name} object`
+  } catch {
+    // A getter that throws: the class stays unnamed.
+  }
+  return 'object of a class'
+}
+
+const withArticle = (noun: string): string => `${/^[aeio]/i.test(noun) ? 'an' : 'a'} ${noun}`
+
+/**
+ * An `Error` in a tool's output as JSON writes what it holds: its `name` and `message` (JSON
+ * would write neither, nor its stack, which names the machine's paths), then its own members (a
+ * Node error's `code`) as JSON writes them. Throw an error to fail the call instead.
+ */
+function errorAsJson(error: Error): Record<string, unknown> {
+  return { name: error.name, message: error.message, ...(error as object) }
 }
 
 /**

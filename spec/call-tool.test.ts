@@ -49,6 +49,21 @@ function tools(): { tools: ToolDefinition[]; contexts: Omit<ToolContext, 'signal
           return { rows: 'x'.repeat(2_000) }
         },
       },
+      {
+        name: 'charge',
+        execute: (_input, context) => {
+          seen(context)
+          // An error returned as data (not thrown): JSON would write it as its own members only.
+          return { charged: false, error: Object.assign(new TypeError('card declined'), { code: 'E_DECLINED' }) }
+        },
+      },
+      {
+        name: 'upload',
+        execute: (_input, context) => {
+          seen(context)
+          return { stored: true, receipt: Buffer.from('r-1') }
+        },
+      },
     ],
   }
 }
@@ -60,6 +75,8 @@ const CALLS: { name: string; arguments: string }[] = [
   { name: 'refund', arguments: '{"order": "C-7", ' },
   { name: 'ticket', arguments: '{}' },
   { name: 'export', arguments: '' },
+  { name: 'charge', arguments: '{}' },
+  { name: 'upload', arguments: '{}' },
 ]
 
 /** What the log recorded of one call, as a `ToolCallOutcome`. */
@@ -76,7 +93,7 @@ function recorded(facts: Fact[], operationId: string): ToolCallOutcome | undefin
 }
 
 test(
-  'callTool gives what the engine records for the same calls: the output as stored, the schema refusal, the arguments that are not JSON, the failure, the result over the limit',
+  'callTool gives what the engine records for the same calls: the output as stored, the schema refusal, the arguments that are not JSON, the failure, the result over the limit, an Error returned as data, a Buffer refused',
   engineTest(
     [answer.toolCalls(CALLS), answer.text('done')],
     { engine: { maxToolResultBytes: 1_000 } },
@@ -104,11 +121,16 @@ test(
       // Arguments that are not JSON: the log says where they stop being JSON, in words that are the same on every Node.
       assert.is((recorded(facts, 'invocation-compare/step-1/2') as { message: string }).message, 'the arguments are not valid JSON (at position 17: the text ends where a property name in double quotes was expected)')
       assert.match((recorded(facts, 'invocation-compare/step-1/4') as { message: string }).message, /over the engine's limit of 1,000 bytes/)
+      assert.equal(recorded(facts, 'invocation-compare/step-1/5'), { status: 'succeeded', output: { charged: false, error: { name: 'TypeError', message: 'card declined', code: 'E_DECLINED' } } }, 'an Error returned as data: its name and message, not {}')
+      assert.equal(recorded(facts, 'invocation-compare/step-1/6'), {
+        status: 'failed',
+        message: `the tool ran, but its result could not be recorded: its member "receipt" is a Buffer, which JSON would record as {"type":"Buffer","data":[…]}, a number for each byte: return buffer.toString('base64') instead; the call's effect has happened, so do not call the tool again to redo it`,
+      })
       // The tools were called with the same contexts on both sides: the refused calls on neither.
       assert.equal(unitSide.contexts, engineSide.contexts)
       assert.equal(
         engineSide.contexts.map((context) => context.operationId),
-        ['invocation-compare/step-1/0', 'invocation-compare/step-1/3', 'invocation-compare/step-1/4'],
+        ['invocation-compare/step-1/0', 'invocation-compare/step-1/3', 'invocation-compare/step-1/4', 'invocation-compare/step-1/5', 'invocation-compare/step-1/6'],
       )
     },
   ),

@@ -119,7 +119,7 @@ test(
 )
 
 test(
-  'a result that is or holds a Map, a Set or a Response (JSON would write each as {}, what it held lost) is a result that could not be recorded, saying what to return; a Buffer and a typed array are JSON\'s as before',
+  'a result that is or holds a Map, a Set or a Response (JSON would write each as {}, what it held lost) is a result that could not be recorded, saying what to return',
   engineTest(
     [answer.toolCalls([{ id: 'call-r', name: 'fetched', arguments: {} }, { id: 'call-m', name: 'indexed', arguments: {} }, { id: 'call-n', name: 'nested', arguments: {} }]), answer.text('done')],
     {},
@@ -146,12 +146,64 @@ test(
         }
       }
       assert.equal(await callTool({ name: 'own', execute: async () => new Index([['a', 1]]) }, {}), { status: 'succeeded', output: { a: 1 } })
-      assert.equal(await callTool({ name: 'bytes', execute: async () => ({ buffer: Buffer.from('hi'), typed: new Uint8Array([1]) }) }, {}), {
-        status: 'succeeded',
-        output: { buffer: { type: 'Buffer', data: [104, 105] }, typed: { 0: 1 } },
-      })
     },
   ),
+)
+
+/** A class whose data JSON does not write: a private field read through a getter on its prototype. */
+class Balance {
+  readonly #cents: number
+  constructor(cents: number) {
+    this.#cents = cents
+  }
+  get cents() {
+    return this.#cents
+  }
+}
+
+const HAPPENED = "; the call's effect has happened, so do not call the tool again to redo it"
+const BASE64 = "return Buffer.from(bytes).toString('base64') instead"
+/** What each tool returns, anywhere in its result, and what is recorded: the message of a result that could not be recorded (`failed`), or the output. */
+const LEFT_OVER: [string, () => unknown, { failed: string } | { output: unknown }][] = [
+  ['buffer', () => Buffer.from('hi'), { failed: `it is a Buffer, which JSON would record as {"type":"Buffer","data":[…]}, a number for each byte: return buffer.toString('base64') instead` }],
+  ['buffers', () => ({ pages: [Buffer.from('p1')] }), { failed: `its member "0" is a Buffer, which JSON would record as {"type":"Buffer","data":[…]}, a number for each byte: return buffer.toString('base64') instead` }],
+  ['bytes', () => new Uint8Array([1, 2]), { failed: `it is a Uint8Array, which JSON would record as an object of its bytes by index: ${BASE64}` }],
+  ['floats', () => ({ embedding: new Float32Array([0.5]) }), { failed: 'its member "embedding" is a Float32Array, which JSON would record as an object of its elements by index: return Array.from(array) instead' }],
+  ['arrayBuffer', () => ({ body: new Uint8Array([1]).buffer }), { failed: `its member "body" is an ArrayBuffer, which JSON would record as {}: return Buffer.from(arrayBuffer).toString('base64') instead` }],
+  ['view', () => new DataView(new ArrayBuffer(2)), { failed: "it is a DataView, which JSON would record as {}: return its bytes as base64 text instead (Buffer.from(view.buffer, view.byteOffset, view.byteLength).toString('base64'))" }],
+  ['weakMap', () => ({ cache: new WeakMap() }), { failed: 'its member "cache" is a WeakMap, which JSON would record as {} (its entries cannot be listed): return what it holds as a plain object or an array instead' }],
+  ['weakSet', () => new WeakSet(), { failed: 'it is a WeakSet, which JSON would record as {} (its entries cannot be listed): return what it holds as a plain object or an array instead' }],
+  ['promise', () => ({ sent: true, receipt: Promise.resolve('r-1') }), { failed: 'its member "receipt" is a Promise, which JSON would record as {}: await it in execute and return what it gives instead' }],
+  ['getters', () => new Balance(1250), { failed: 'it is a Balance object with no members of its own, which JSON would record as {} (it writes neither getters nor private fields): return a plain object of what it holds instead' }],
+  ['iteratorLike', () => ({ rows: { next: () => ({ done: true, value: undefined }) } }), {
+    failed: 'its member "rows" is an iterator (an object with a next method), not read (JSON would record it as {}): iterate it in execute and return what it gives (its parts can go to context.progress)',
+  }],
+  // An Error returned (not thrown) is recorded as its name, message and own members, not as {}.
+  ['error', () => new Error('card declined'), { output: { name: 'Error', message: 'card declined' } }],
+  ['nestedError', () => ({ charged: false, error: Object.assign(new RangeError('over the limit'), { code: 'E_LIMIT' }) }), { output: { charged: false, error: { name: 'RangeError', message: 'over the limit', code: 'E_LIMIT' } } }],
+  // Recorded as before: plain objects, empty or shaped like a Buffer's JSON, and an object with data beside a next method.
+  ['plain', () => ({ empty: {}, bare: Object.create(null), shaped: { type: 'Buffer', data: [1] }, page: { next: () => 2, items: [1] } }), { output: { empty: {}, bare: {}, shaped: { type: 'Buffer', data: [1] }, page: { items: [1] } } }],
+]
+
+test(
+  'a result that is or holds binary data, a WeakMap, a WeakSet, a Promise, an object of a class with no members of its own or an object with only a next method is a result that could not be recorded, saying what to return, not {} or a number for each byte; an Error is recorded as its name and message; callTool says the same',
+  engineTest([answer.toolCalls(LEFT_OVER.map(([name], index) => ({ id: `call-${index}`, name, arguments: {} }))), answer.text('done')], {}, async (h) => {
+    const tools = LEFT_OVER.map(([name, make]) => countingTool(name, async () => make()))
+    assert.equal(await h.run(h.input('left', { tools })), { status: 'completed' })
+    assert.equal(tools.map((tool) => tool.calls.length), LEFT_OVER.map(() => 1))
+    const settled = only(await factsOf(h.log, 'invocation-left'), 'tool.settled')
+    for (const [index, [name, make, expected]] of LEFT_OVER.entries()) {
+      const outcome = settled.find((fact) => fact.operationId === `invocation-left/step-1/${index}`)?.outcome
+      const wanted = 'failed' in expected ? { status: 'failed', message: `the tool ran, but its result could not be recorded: ${expected.failed}${HAPPENED}` } : { status: 'succeeded', output: expected.output }
+      assert.equal(outcome, wanted, name)
+      assert.equal(await callTool({ name, execute: async () => make() }, {}), wanted, `callTool: ${name}`)
+    }
+    // A readOnly tool is not told of an effect.
+    assert.equal(await callTool({ name: 'read', readOnly: true, execute: async () => new Uint8Array([1]) }, {}), {
+      status: 'failed',
+      message: `the tool ran, but its result could not be recorded: it is a Uint8Array, which JSON would record as an object of its bytes by index: ${BASE64}`,
+    })
+  }),
 )
 
 test(

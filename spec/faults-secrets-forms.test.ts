@@ -72,7 +72,7 @@ function run(baseUrl: string, name: string, tools: ToolDefinition[]): RunInput {
 }
 
 test(
-  "secrets: as bytes (a tool's Buffer, byte values in a call's arguments), JSON-escaped any way, percent-encoded byte by byte and in UTF-16 reach no file of the log directory",
+  "secrets: as bytes (byte values in a tool's result and in a call's arguments), JSON-escaped any way, percent-encoded byte by byte and in UTF-16 reach no file of the log directory",
   bounded(30_000, async (dir) => {
     const server = await scriptedModelServer([
       answer.toolCalls([
@@ -90,7 +90,7 @@ test(
     const log = await EventLog.open(join(dir, 'log'))
     try {
       const tools: ToolDefinition[] = [
-        { name: 'blob', readOnly: true, execute: async () => Buffer.from(`password=${SECRET}`) },
+        { name: 'blob', readOnly: true, execute: async () => ({ bytes: [...Buffer.from(`password=${SECRET}`)] }) },
         { name: 'escaped', readOnly: true, execute: async () => `{"php":"${php}","python":"${python}","mixed":"${mixed}","every":"${escapedEvery(SECRET, false)}"}` },
         {
           name: 'thrower',
@@ -107,7 +107,7 @@ test(
       assert.is(server.requests.length, 3)
       const facts = (await log.prefix(ALL.events, ALL.bytes)).events.map((stored) => stored.event.fact)
       const settled = facts.flatMap((fact) => (fact.type === 'tool.settled' ? [fact.outcome] : []))
-      assert.equal(settled[0], { status: 'succeeded', output: { type: 'Buffer', data: [...Buffer.from('password=[redacted]')] } })
+      assert.equal(settled[0], { status: 'succeeded', output: { bytes: [...Buffer.from('password=[redacted]')] } })
       assert.equal(settled[1], { status: 'succeeded', output: '{"php":"[redacted]","python":"[redacted]","mixed":"[redacted]","every":"[redacted]"}' })
       // The NULs of the UTF-16 text go first, as from a provider's failure message.
       assert.equal(settled[2], { status: 'failed', message: 'vault said [redacted]; body [redacted]' })
@@ -213,8 +213,8 @@ test(
 )
 
 test('secrets: callTool redacts byte values, escapes and UTF-16 in what a tool returns and throws', async () => {
-  const returned = await callTool({ name: 'blob', readOnly: true, execute: async () => ({ blob: Buffer.from(`k=${SECRET}`), text: python }) }, {}, { secrets: [SECRET] })
-  assert.equal(returned, { status: 'succeeded', output: { blob: { type: 'Buffer', data: [...Buffer.from('k=[redacted]')] }, text: '[redacted]' } })
+  const returned = await callTool({ name: 'blob', readOnly: true, execute: async () => ({ blob: [...Buffer.from(`k=${SECRET}`)], text: python }) }, {}, { secrets: [SECRET] })
+  assert.equal(returned, { status: 'succeeded', output: { blob: [...Buffer.from('k=[redacted]')], text: '[redacted]' } })
   const thrown = await callTool(
     {
       name: 'thrower',
@@ -347,7 +347,7 @@ test(
 
 test('secrets: UTF-16BE bytes of a secret (a NUL before each character) in what a tool returns are not recorded', async () => {
   // Read as UTF-16LE from their second byte, the last character's NUL is missing: the bytes as the log writes them are searched for the UTF-16BE form too.
-  for (const returned of [Buffer.from(nulBefore(TOKEN), 'latin1'), { units: [...Buffer.from(nulBefore(TOKEN), 'latin1')] }]) {
+  for (const returned of [[...Buffer.from(nulBefore(TOKEN), 'latin1')], { units: [...Buffer.from(nulBefore(TOKEN), 'latin1')] }]) {
     const called = await callTool({ name: 'blob', readOnly: true, execute: async () => returned }, {}, { secrets: [TOKEN] })
     assert.equal(called, { status: 'succeeded', output: '[redacted]' })
   }

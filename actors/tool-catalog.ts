@@ -72,7 +72,12 @@ export interface ToolDefinition {
    * Runs the call. `input` is the model's arguments as parsed JSON, checked against `inputSchema`
    * when there is one. It is still typed `unknown`, and `execute` is a property (not a method) so that
    * TypeScript refuses an `execute` that claims a narrower type: narrow it yourself (with zod, say).
-   * It returns the result or a promise of it; a rejection (or a throw) is the tool's failure.
+   * It returns the result or a promise of it; a rejection (or a throw) is the tool's failure. The
+   * result is recorded as JSON makes it (an `Error` returned as its name, message and own members);
+   * one that is or holds what JSON would write as `{}` though it holds more (a Map, a Set, a
+   * Response, a Promise, a class instance whose data is in getters) or as a number for each byte (a
+   * Buffer, a typed array) is a result that could not be recorded, its message saying what to
+   * return instead: return binary data as base64 text.
    */
   execute: (input: unknown, context: ToolContext) => unknown
 }

@@ -54,6 +54,8 @@ export type FactstateErrorCode =
   // the tools of an MCP server (`factstate/mcp`)
   | 'MCP_INVALID_OPTIONS'
   | 'MCP_INVALID_TOOLS'
+  // the Anthropic model client (`factstate/anthropic`)
+  | 'ANTHROPIC_INVALID_OPTIONS'
 
 /** Why a `LOG_IO` happened (its `details.reason`): see {@link FactstateErrorDetails}. */
 export type LogIoReason = 'no_space' | 'permission' | 'read_only' | 'too_many_files' | 'directory_gone' | 'changing' | 'other'
@@ -237,6 +239,8 @@ export interface FactstateErrorDetails {
    * MCP names concerned (empty when the listing names none); `name`: the factstate name they map to.
    */
   MCP_INVALID_TOOLS: { reason: 'collision' | 'name' | 'description' | 'schema' | 'not_listed' | 'listing'; tools: string[]; name?: string }
+  /** `field`: the option of `anthropicClient` (`sdk` for a client without `messages.create`; `secrets.<index>` for one secret). */
+  ANTHROPIC_INVALID_OPTIONS: { field: string }
 }
 
 /** Whether `T` is a union of more than one type. */

@@ -1,0 +1,544 @@
+/**
+ * A `ModelClient` for Anthropic's Messages API: `anthropicClient(sdk, options?)`. No runtime
+ * dependency: `sdk` is typed by the part of `@anthropic-ai/sdk`'s client it uses (`messages.create`,
+ * `apiKey`, `authToken`), so an `Anthropic` instance is one, as is anything shaped so.
+ *
+ * The engine builds each request in OpenAI's chat shape (`ChatRequestBody`); this translates it to a
+ * Messages request, sends it once (`maxRetries: 0`: the engine retries, recording each attempt),
+ * reads the answer (a `Message`, or its SSE events with `stream: true`), and classifies what went
+ * wrong by the error's fields (`status`, `headers`, `error.type`), never by its class.
+ */
+import { FactstateError } from '../errors.js'
+import { kindOf, readOptions } from '../options.js'
+import type { ChatMessage, ChatRequestBody, ModelClient, ModelRequest, ModelResponse } from '../actors/model-client.js'
+import { retryAfterMsOf } from '../actors/openai-chat-client.js'
+import type { ModelOutput, ModelUsage, ProviderRefusal, ToolCall } from '../facts/types.js'
+
+/** A block of a Messages request's turn, as this client sends them. */
+export type AnthropicContentBlock =
+  | { type: 'text'; text: string }
+  | { type: 'tool_use'; id: string; name: string; input: Record<string, unknown> }
+  | { type: 'tool_result'; tool_use_id: string; content?: string }
+
+/** A turn of a Messages request. */
+export interface AnthropicMessageParam {
+  role: 'user' | 'assistant'
+  content: AnthropicContentBlock[]
+}
+
+/** A tool of a Messages request. */
+export interface AnthropicTool {
+  name: string
+  description?: string
+  input_schema: { type: 'object'; [key: string]: unknown }
+}
+
+/**
+ * The Messages request this client sends: the members it sets, and the run's `providerOptions`
+ * beside them (`temperature`, `top_k`, `stop_sequences`, `metadata`, `tool_choice`, …).
+ */
+export interface AnthropicCreateParams {
+  model: string
+  max_tokens: number
+  messages: AnthropicMessageParam[]
+  system?: string
+  tools?: AnthropicTool[]
+  stream?: boolean
+  [key: string]: unknown
+}
+
+/** The request options of the SDK that this client passes on every call. */
+export interface AnthropicRequestOptions {
+  signal?: AbortSignal | undefined
+  /** The SDK's own limit, in milliseconds: the attempt's `timeoutMs`. */
+  timeout?: number | undefined
+  /** Always 0: the engine retries, each attempt a fact. */
+  maxRetries?: number | undefined
+}
+
+/** What the SDK's `APIPromise.withResponse()` resolves to: the parsed answer (a `Message`, or an async iterable of stream events) and the HTTP response. */
+export interface AnthropicResponseWithId {
+  data: unknown
+  response: { headers: Headers }
+  request_id?: string | null | undefined
+}
+
+/**
+ * The part of `@anthropic-ai/sdk`'s `Anthropic` client that {@link anthropicClient} uses: an
+ * `Anthropic` instance is one. `apiKey` and `authToken` are read (when strings) to register them as
+ * the run's secrets, so that an error answer quoting them is redacted before it is recorded.
+ */
+export interface AnthropicSdk {
+  readonly apiKey?: string | null | undefined
+  readonly authToken?: string | null | undefined
+  messages: {
+    create(params: AnthropicCreateParams, options?: AnthropicRequestOptions): { withResponse(): Promise<AnthropicResponseWithId> }
+  }
+}
+
+/** Options of {@link anthropicClient}. */
+export interface AnthropicClientOptions {
+  /**
+   * `max_tokens` for a run without a `mainOutputLimit` (the API requires one): a whole number from 1.
+   * Not sealed: set the run's `mainOutputLimit` instead, which is recorded, sealed, and wins.
+   * Without either, an attempt fails (`model_failed`) before anything is sent.
+   */
+  maxTokens?: number | undefined
+  /**
+   * Secrets the client's requests carry besides what `sdk.apiKey` and `sdk.authToken` hold (a
+   * proxy's token in the SDK's `defaultHeaders`, say), each 8–16,384 characters: registered with
+   * `request.addSecret` on every attempt, so an answer that quotes one is redacted before it is recorded.
+   */
+  secrets?: readonly string[] | undefined
+}
+
+const OPTIONS = ['maxTokens', 'secrets'] as const
+const MAX_SECRET = 16_384
+
+const invalidOptions = (message: string, field: string) => new FactstateError('ANTHROPIC_INVALID_OPTIONS', `anthropicClient: ${message}`, { details: { field } })
+
+/**
+ * A `ModelClient` that sends each request to Anthropic's Messages API through `sdk`, an
+ * `@anthropic-ai/sdk` client (`new Anthropic({ apiKey })`):
+ * `new ModelExecutor({ createClient: () => anthropicClient(new Anthropic({ apiKey })) })`.
+ *
+ * `ANTHROPIC_INVALID_OPTIONS` (`details.field`) for an `sdk` without `messages.create`, or options it
+ * cannot use.
+ */
+export function anthropicClient(sdk: AnthropicSdk, options?: AnthropicClientOptions): ModelClient {
+  const given = readOptions(options, OPTIONS, { call: 'anthropicClient', code: 'ANTHROPIC_INVALID_OPTIONS', details: (field) => ({ field }) })
+  let create: unknown
+  try {
+    create = sdk.messages.create
+  } catch {
+    throw invalidOptions(`sdk must be an @anthropic-ai/sdk client (new Anthropic({ apiKey })) with messages.create, not ${kindOf(sdk)}`, 'sdk')
+  }
+  if (typeof create !== 'function') throw invalidOptions(`sdk must be an @anthropic-ai/sdk client (new Anthropic({ apiKey })) with messages.create, not ${kindOf(sdk)}`, 'sdk')
+  const maxTokens = given.maxTokens
+  if (maxTokens !== undefined && (typeof maxTokens !== 'number' || !Number.isSafeInteger(maxTokens) || maxTokens < 1)) {
+    throw invalidOptions(`maxTokens must be a whole number from 1, not ${kindOf(maxTokens)}`, 'maxTokens')
+  }
+  const secrets: string[] = []
+  if (given.secrets !== undefined) {
+    if (!Array.isArray(given.secrets)) throw invalidOptions(`secrets must be a list of strings, not ${kindOf(given.secrets)}`, 'secrets')
+    for (const [index, secret] of (given.secrets as unknown[]).entries()) {
+      if (typeof secret !== 'string' || secret.trim().length < 8 || secret.length > MAX_SECRET) {
+        throw invalidOptions(`secrets[${index}] must be a string of 8 to ${MAX_SECRET.toLocaleString('en-US')} characters (once trimmed), not ${kindOf(secret)}`, `secrets.${index}`)
+      }
+      secrets.push(secret)
+    }
+  }
+  return new AnthropicModelClient(sdk, maxTokens as number | undefined, secrets)
+}
+
+type Ending = 'cancelled' | 'timeout' | 'idle'
+
+class AnthropicModelClient implements ModelClient {
+  readonly #sdk: AnthropicSdk
+  readonly #maxTokens: number | undefined
+  readonly #secrets: readonly string[]
+
+  constructor(sdk: AnthropicSdk, maxTokens: number | undefined, secrets: readonly string[]) {
+    this.#sdk = sdk
+    this.#maxTokens = maxTokens
+    this.#secrets = secrets
+  }
+
+  async complete(request: ModelRequest): Promise<ModelResponse> {
+    // The SDK holds the key, not the run's provider config: registered first, so that nothing this
+    // attempt answers (a 401 quoting the key, say) is recorded with it.
+    for (const secret of [...this.#secrets, readSecret(this.#sdk, 'apiKey'), readSecret(this.#sdk, 'authToken')]) {
+      if (secret !== undefined && secret.trim().length >= 8 && secret.length <= MAX_SECRET) request.addSecret?.(secret)
+    }
+    const translated = toMessagesRequest(request.body, this.#maxTokens)
+    if (typeof translated === 'string') return { kind: 'interrupted', status: 'failed', message: translated }
+    if (request.signal.aborted) return { kind: 'interrupted', status: 'cancelled', message: 'the run was cancelled before the request was sent' }
+
+    // One signal for all that may end the attempt, and why it did: the SDK's stream ends quietly
+    // (no throw) when its signal aborts, so the reason must be kept here.
+    const controller = new AbortController()
+    let ending: Ending | undefined
+    const end = (why: Ending) => {
+      ending ??= why
+      controller.abort()
+    }
+    const onCancel = () => end('cancelled')
+    request.signal.addEventListener('abort', onCancel, { once: true })
+    const whole = setTimeout(() => end('timeout'), request.timeoutMs)
+    let idle: ReturnType<typeof setTimeout> | undefined
+    const touch = () => {
+      if (request.idleTimeoutMs === undefined) return
+      clearTimeout(idle)
+      idle = setTimeout(() => end('idle'), request.idleTimeoutMs)
+    }
+    touch()
+    let requestId: string | undefined
+    try {
+      const sent = this.#sdk.messages.create(translated, { signal: controller.signal, timeout: request.timeoutMs, maxRetries: 0 })
+      const { data, response, request_id } = await sent.withResponse()
+      requestId = idOf(request_id) ?? idOf(headerOf(response?.headers, 'request-id'))
+      touch()
+      const answer = translated.stream === true ? await readStream(data, request, touch, requestId) : fromMessage(data, requestId)
+      if (ending !== undefined || request.signal.aborted) return interruption(undefined, ending, request, requestId)
+      return answer
+    } catch (error) {
+      return interruption(error, ending, request, requestId)
+    } finally {
+      clearTimeout(whole)
+      clearTimeout(idle)
+      request.signal.removeEventListener('abort', onCancel)
+      // Whatever is still open of the exchange (a stream left on an unreadable event) is closed.
+      controller.abort()
+    }
+  }
+}
+
+function readSecret(sdk: AnthropicSdk, member: 'apiKey' | 'authToken'): string | undefined {
+  try {
+    const value: unknown = sdk[member]
+    return typeof value === 'string' ? value : undefined
+  } catch {
+    return undefined
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The request: OpenAI's chat shape in, a Messages request out.
+
+/** What `tool_use.input` holds for a call whose recorded arguments are not a JSON object (a call the engine rejected as unparseable). */
+export const RAW_ARGUMENTS_KEY = 'raw_arguments'
+
+/**
+ * The Messages request for `body`, or why there is none (a message for a `failed` answer). The
+ * system prompt apart (the system messages' text, joined by a blank line), tool results as
+ * `tool_result` blocks of a user turn, turns of one role merged, the catalog as `{ name,
+ * description, input_schema }`, `max_tokens` from the body (the run's `mainOutputLimit`) else
+ * `maxTokens`, the run's `providerOptions` at the top level.
+ */
+export function toMessagesRequest(body: ChatRequestBody, maxTokens: number | undefined): AnthropicCreateParams | string {
+  const { model, messages, tools, max_tokens: limit, ...providerOptions } = body
+  const max = limit ?? maxTokens
+  if (max === undefined) {
+    return "Anthropic requires max_tokens: set the run's mainOutputLimit (recorded and sealed), or anthropicClient's maxTokens option"
+  }
+  if (thinkingEnabled(providerOptions.thinking) && tools !== undefined && tools.length > 0) {
+    return (
+      'extended thinking with tools is not supported by factstate/anthropic: the API requires the signed thinking blocks of a tool-use turn sent back whole, ' +
+      'and factstate records an answer\'s reasoning as text only; run without providerOptions.thinking, or without tools'
+    )
+  }
+  const system: string[] = []
+  const turns: AnthropicMessageParam[] = []
+  const push = (role: 'user' | 'assistant', blocks: AnthropicContentBlock[]) => {
+    if (blocks.length === 0) return
+    const last = turns.at(-1)
+    // Two messages of one role may follow each other (a continuation's message after an unanswered
+    // one, the tool results of one step one message each): the API takes one turn per role.
+    if (last !== undefined && last.role === role) last.content.push(...blocks)
+    else turns.push({ role, content: blocks })
+  }
+  for (const message of messages) {
+    switch (message.role) {
+      case 'system':
+        if (message.content.trim() !== '') system.push(message.content)
+        break
+      case 'user':
+        push('user', textBlocks(message.content))
+        break
+      case 'assistant':
+        push('assistant', assistantBlocks(message))
+        break
+      case 'tool':
+        // Tool results follow the assistant turn of their calls, so they lead their user turn, as the API requires.
+        push('user', [message.content === '' ? { type: 'tool_result', tool_use_id: message.tool_call_id } : { type: 'tool_result', tool_use_id: message.tool_call_id, content: message.content }])
+        break
+    }
+  }
+  const params: AnthropicCreateParams = { ...providerOptions, model, max_tokens: max, messages: turns }
+  if (system.length > 0) params.system = system.join('\n\n')
+  if (tools !== undefined && tools.length > 0) params.tools = tools.map(toTool)
+  return params
+}
+
+function thinkingEnabled(thinking: unknown): boolean {
+  if (thinking === undefined || thinking === null) return false
+  return !(typeof thinking === 'object' && (thinking as { type?: unknown }).type === 'disabled')
+}
+
+function textBlocks(text: string | null): AnthropicContentBlock[] {
+  // The API refuses empty text blocks.
+  return text !== null && text.trim() !== '' ? [{ type: 'text', text }] : []
+}
+
+function assistantBlocks(message: Extract<ChatMessage, { role: 'assistant' }>): AnthropicContentBlock[] {
+  // `reasoning_content` is not sent: it is thinking's text, which the API takes back only as the signed block.
+  const blocks = textBlocks(message.content)
+  for (const call of message.tool_calls ?? []) blocks.push({ type: 'tool_use', id: call.id, name: call.function.name, input: toolInput(call.function.arguments) })
+  return blocks
+}
+
+/**
+ * A call's arguments as `tool_use.input`, which must be an object. A call the engine rejected is
+ * replayed with the model's raw arguments, which need not be JSON, or an object: those go as
+ * `{ raw_arguments: "<the text>" }`, and the call's tool result (the engine's rejection) says what was wrong.
+ */
+function toolInput(raw: string): Record<string, unknown> {
+  if (raw.trim() === '') return {}
+  try {
+    const parsed: unknown = JSON.parse(raw)
+    if (typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed)) return parsed as Record<string, unknown>
+  } catch {
+    // Not JSON: sent as text.
+  }
+  return { [RAW_ARGUMENTS_KEY]: raw }
+}
+
+function toTool(tool: NonNullable<ChatRequestBody['tools']>[number]): AnthropicTool {
+  const { parameters } = tool.function
+  // A schema without `type` takes an object here (the engine's default for a tool without one is `{ type: 'object' }`); one of another type is sent as it is, for the API to refuse.
+  const input_schema = { type: 'object', ...parameters } as AnthropicTool['input_schema']
+  const result: AnthropicTool = { name: tool.function.name, input_schema }
+  if (tool.function.description !== undefined) result.description = tool.function.description
+  return result
+}
+
+// ---------------------------------------------------------------------------------------------
+// The answer: a Message (or its stream of events) in, a ModelResponse out.
+
+/** Anthropic's stop reasons in OpenAI's words, which the engine reads (`length`, `content_filter`). */
+function finishReasonOf(stop: unknown, calls: number): string {
+  switch (stop) {
+    case 'end_turn':
+    case 'stop_sequence':
+      return 'stop'
+    case 'tool_use':
+      return 'tool_calls'
+    case 'max_tokens':
+    case 'model_context_window_exceeded':
+      return 'length'
+    case 'refusal':
+      return 'content_filter'
+    default:
+      // pause_turn, and whatever comes next: recorded as the API said it.
+      if (typeof stop === 'string' && stop !== '') return stop
+      return calls > 0 ? 'tool_calls' : 'stop'
+  }
+}
+
+const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value)
+const count = (value: unknown): number | undefined => (typeof value === 'number' && Number.isSafeInteger(value) && value >= 0 ? value : undefined)
+
+/**
+ * factstate counts cached tokens within `inputTokens` (as OpenAI's `prompt_tokens`); Anthropic's
+ * `input_tokens` are the uncached ones only, beside cache writes and cache reads: their sum.
+ */
+function usageOf(usage: Record<string, unknown>): ModelUsage | undefined {
+  const out: ModelUsage = {}
+  const fresh = count(usage.input_tokens)
+  const read = count(usage.cache_read_input_tokens)
+  const written = count(usage.cache_creation_input_tokens)
+  if (fresh !== undefined) out.inputTokens = fresh + (read ?? 0) + (written ?? 0)
+  if (read !== undefined) out.cachedInputTokens = read
+  const output = count(usage.output_tokens)
+  if (output !== undefined) out.outputTokens = output
+  return Object.keys(out).length > 0 ? out : undefined
+}
+
+function malformed(message: string, requestId: string | undefined): ModelResponse {
+  return { kind: 'interrupted', status: 'failed', message, malformed: true, ...(requestId === undefined ? {} : { provider: { requestId } }) }
+}
+
+function outputOf(parts: { text: string; reasoning: string; calls: ToolCall[]; stop: unknown; usage: Record<string, unknown>; id: unknown; requestId: string | undefined }): ModelResponse {
+  const output: ModelOutput = { toolCalls: parts.calls, finishReason: finishReasonOf(parts.stop, parts.calls.length) }
+  if (parts.text !== '') output.text = parts.text
+  if (parts.reasoning !== '') output.reasoning = parts.reasoning
+  const usage = usageOf(parts.usage)
+  if (usage !== undefined) output.usage = usage
+  const id = idOf(parts.id)
+  if (id !== undefined) output.responseId = id
+  if (parts.requestId !== undefined) output.requestId = parts.requestId
+  return { kind: 'completed', output }
+}
+
+function fromMessage(message: unknown, requestId: string | undefined): ModelResponse {
+  if (!isRecord(message) || message.type !== 'message' || !Array.isArray(message.content)) return malformed('the provider answered something that is not a Message', requestId)
+  let text = ''
+  let reasoning = ''
+  const calls: ToolCall[] = []
+  for (const block of message.content as unknown[]) {
+    if (!isRecord(block)) return malformed('the provider answered a Message with a content block that is not an object', requestId)
+    if (block.type === 'text' && typeof block.text === 'string') text += block.text
+    else if (block.type === 'thinking' && typeof block.thinking === 'string') reasoning += block.thinking
+    else if (block.type === 'tool_use') {
+      if (typeof block.id !== 'string' || typeof block.name !== 'string') return malformed('the provider answered a tool_use block without an id or a name', requestId)
+      calls.push({ callId: block.id, name: block.name, arguments: JSON.stringify(block.input ?? {}) })
+    }
+    // redacted_thinking (no text to keep), server tools' blocks and blocks of types to come: not part of a factstate answer.
+  }
+  return outputOf({ text, reasoning, calls, stop: message.stop_reason, usage: isRecord(message.usage) ? message.usage : {}, id: message.id, requestId })
+}
+
+async function readStream(data: unknown, request: ModelRequest, touch: () => void, requestId: string | undefined): Promise<ModelResponse> {
+  if (!isRecord(data) || typeof (data as { [Symbol.asyncIterator]?: unknown })[Symbol.asyncIterator] !== 'function') {
+    return malformed('the provider answered a request for a stream with something that is not one', requestId)
+  }
+  let id: unknown
+  let text = ''
+  let reasoning = ''
+  const usage: Record<string, unknown> = {}
+  let stop: unknown
+  let started = false
+  let stopped = false
+  // Content block index → the call it is, numbered from 0 among the answer's calls (factstate's index).
+  const calls = new Map<number, { index: number; callId: string; name: string; arguments: string }>()
+  for await (const event of data as unknown as AsyncIterable<unknown>) {
+    touch()
+    if (!isRecord(event)) return malformed('the provider streamed an event that is not an object', requestId)
+    switch (event.type) {
+      case 'message_start': {
+        started = true
+        const message = isRecord(event.message) ? event.message : {}
+        id = message.id
+        if (isRecord(message.usage)) Object.assign(usage, message.usage)
+        break
+      }
+      case 'content_block_start': {
+        const block = isRecord(event.content_block) ? event.content_block : {}
+        const at = typeof event.index === 'number' ? event.index : -1
+        if (block.type === 'text' && typeof block.text === 'string' && block.text !== '') {
+          text += block.text
+          request.onText?.(block.text)
+        } else if (block.type === 'thinking' && typeof block.thinking === 'string') {
+          reasoning += block.thinking
+        } else if (block.type === 'tool_use') {
+          if (typeof block.id !== 'string' || typeof block.name !== 'string') return malformed('the provider streamed a tool_use block without an id or a name', requestId)
+          const call = { index: calls.size, callId: block.id, name: block.name, arguments: '' }
+          calls.set(at, call)
+          request.onToolCall?.({ index: call.index, callId: call.callId, name: call.name })
+        }
+        break
+      }
+      case 'content_block_delta': {
+        const delta = isRecord(event.delta) ? event.delta : {}
+        if (delta.type === 'text_delta' && typeof delta.text === 'string') {
+          text += delta.text
+          request.onText?.(delta.text)
+        } else if (delta.type === 'thinking_delta' && typeof delta.thinking === 'string') {
+          reasoning += delta.thinking
+        } else if (delta.type === 'input_json_delta' && typeof delta.partial_json === 'string' && delta.partial_json !== '') {
+          const call = calls.get(typeof event.index === 'number' ? event.index : -1)
+          if (call === undefined) return malformed('the provider streamed tool input for a block that is no tool_use', requestId)
+          call.arguments += delta.partial_json
+          request.onToolCall?.({ index: call.index, arguments: delta.partial_json })
+        }
+        break
+      }
+      case 'content_block_stop': {
+        // A call to a tool that takes no input streams no JSON at all: its input is `{}`.
+        const call = calls.get(typeof event.index === 'number' ? event.index : -1)
+        if (call !== undefined && call.arguments === '') {
+          call.arguments = '{}'
+          request.onToolCall?.({ index: call.index, arguments: '{}' })
+        }
+        break
+      }
+      case 'message_delta': {
+        const delta = isRecord(event.delta) ? event.delta : {}
+        if (delta.stop_reason !== undefined && delta.stop_reason !== null) stop = delta.stop_reason
+        // Its counts are cumulative: they replace message_start's.
+        if (isRecord(event.usage)) for (const [key, value] of Object.entries(event.usage)) if (value !== null && value !== undefined) usage[key] = value
+        break
+      }
+      case 'message_stop':
+        stopped = true
+        break
+      // ping, and event types to come: nothing to read.
+    }
+  }
+  // A stream that ended without saying how the answer ended was cut (README's "malformed"),
+  // unless it named its stop reason before: the answer is then whole, and kept.
+  if (!started || (!stopped && stop === undefined)) {
+    // Unless it ended because the attempt did (a cancel, a timeout): the caller tells.
+    return malformed('the stream ended before the answer did (no message_stop)', requestId)
+  }
+  for (const call of calls.values()) if (call.arguments === '') call.arguments = '{}'
+  const toolCalls = [...calls.values()].sort((a, b) => a.index - b.index).map(({ callId, name, arguments: args }) => ({ callId, name, arguments: args }))
+  return outputOf({ text, reasoning, calls: toolCalls, stop, usage, id, requestId })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Failures: classified by what the error holds, never thrown.
+
+/** Anthropic's error types that a later attempt may not meet (an error inside a stream has no HTTP status to tell). */
+const RETRYABLE_TYPES = new Set(['overloaded_error', 'rate_limit_error', 'api_error', 'timeout_error'])
+
+function idOf(value: unknown): string | undefined {
+  return typeof value === 'string' && value !== '' ? value : undefined
+}
+
+function headerOf(headers: unknown, name: string): string | undefined {
+  try {
+    if (typeof headers !== 'object' || headers === null) return undefined
+    const get = (headers as { get?: unknown }).get
+    if (typeof get !== 'function') return undefined
+    const value: unknown = get.call(headers, name)
+    return typeof value === 'string' ? value : undefined
+  } catch {
+    return undefined
+  }
+}
+
+function interruption(error: unknown, ending: Ending | undefined, request: ModelRequest, requestId: string | undefined): ModelResponse {
+  if (ending === 'cancelled' || (ending === undefined && request.signal.aborted)) return { kind: 'interrupted', status: 'cancelled', message: 'the run was cancelled' }
+  if (ending === 'timeout') return { kind: 'interrupted', status: 'timed_out', message: `no whole answer within ${request.timeoutMs}ms (timeoutMs)` }
+  if (ending === 'idle') return { kind: 'interrupted', status: 'timed_out', message: `the answer stalled: nothing arrived for ${String(request.idleTimeoutMs)}ms (idleTimeoutMs)` }
+  const fields = isRecord(error) || error instanceof Error ? (error as unknown as Record<string, unknown>) : {}
+  const name = typeof fields.name === 'string' ? fields.name : ''
+  const words = error instanceof Error ? error.message : String(error)
+  if (name === 'APIConnectionTimeoutError') return { kind: 'interrupted', status: 'timed_out', message: `no answer within ${request.timeoutMs}ms (timeoutMs)` }
+  const status = typeof fields.status === 'number' ? fields.status : undefined
+  const body = isRecord(fields.error) ? fields.error : undefined
+  const detail = body !== undefined && isRecord(body.error) ? body.error : undefined
+  const type = idOf(detail?.type) ?? idOf(fields.type)
+  const said = idOf(detail?.message) ?? words
+  const provider: ProviderRefusal = {}
+  if (status !== undefined) provider.status = status
+  if (type !== undefined) provider.type = type
+  const code = idOf(fields.errorCode)
+  if (code !== undefined) provider.code = code
+  const id = idOf(fields.requestID) ?? idOf(headerOf(fields.headers, 'request-id')) ?? requestId
+  if (id !== undefined) provider.requestId = id
+  const withProvider = Object.keys(provider).length > 0 ? { provider } : {}
+  if (status !== undefined) {
+    const message = `the provider answered HTTP ${status}: ${said}`
+    if (status === 408 || status === 429 || status >= 500) {
+      const headers = typeof (fields.headers as { get?: unknown } | undefined)?.get === 'function' ? (fields.headers as Headers) : undefined
+      return { kind: 'interrupted', status: 'retryable_failure', message, retryAfterMs: retryAfterMsOf(headers), ...withProvider }
+    }
+    return { kind: 'interrupted', status: 'failed', message, ...withProvider }
+  }
+  if (type !== undefined && detail !== undefined) {
+    // An `event: error` inside a stream that began as HTTP 200.
+    const message = `the provider reported an error in the stream: ${type}: ${said}`
+    return { kind: 'interrupted', status: RETRYABLE_TYPES.has(type) ? 'retryable_failure' : 'failed', message, ...withProvider }
+  }
+  if (name === 'APIConnectionError' || name === 'APIUserAbortError' || cutByNetwork(error)) {
+    // Refused, reset, or cut mid-answer (undici's `TypeError: terminated`).
+    return { kind: 'interrupted', status: 'retryable_failure', message: `the connection to the provider failed: ${causeOf(error)}`, ...withProvider }
+  }
+  if (error instanceof SyntaxError) return malformed(`the provider's answer could not be read: ${words}`, requestId)
+  // The SDK's own refusals (a request it will not send, credentials it cannot resolve): retrying sends the same.
+  return { kind: 'interrupted', status: 'failed', message: `the Anthropic SDK failed: ${words}`, ...withProvider }
+}
+
+function cutByNetwork(error: unknown): boolean {
+  if (!(error instanceof Error)) return false
+  const code = (error.cause as { code?: unknown } | undefined)?.code
+  return (error.name === 'TypeError' && error.message === 'terminated') || (typeof code === 'string' && /^(ECONNRESET|ECONNREFUSED|EPIPE|UND_ERR_SOCKET)$/.test(code))
+}
+
+function causeOf(error: unknown): string {
+  if (!(error instanceof Error)) return String(error)
+  const cause = error.cause
+  return cause instanceof Error && cause.message !== '' ? `${error.message} (${cause.message})` : error.message
+}

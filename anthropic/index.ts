@@ -1,0 +1,28 @@
+/// <reference types="node" preserve="true" />
+// Kept in the emitted declarations (`preserve`: TypeScript drops a reference without it), so that a
+// consumer whose tsconfig names no `types` still gets Node's AbortSignal and Headers there, not `any`.
+/**
+ * `factstate/anthropic`: a `ModelClient` for Anthropic's Messages API. Depends on no Anthropic
+ * package: give it a client of `@anthropic-ai/sdk` (`new Anthropic({ apiKey })`).
+ *
+ * @example
+ * ```ts
+ * import Anthropic from '@anthropic-ai/sdk'
+ * const model = new ModelExecutor({ createClient: () => anthropicClient(new Anthropic({ apiKey })) })
+ * const engine = new Engine({ log, model })
+ * await engine.run({ ...settings, mainOutputLimit: 4096, invocation, work })
+ * ```
+ */
+export {
+  anthropicClient,
+  toMessagesRequest,
+  RAW_ARGUMENTS_KEY,
+  type AnthropicSdk,
+  type AnthropicClientOptions,
+  type AnthropicCreateParams,
+  type AnthropicRequestOptions,
+  type AnthropicResponseWithId,
+  type AnthropicMessageParam,
+  type AnthropicContentBlock,
+  type AnthropicTool,
+} from './client.js'

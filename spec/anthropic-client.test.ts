@@ -1,0 +1,485 @@
+/**
+ * `anthropicClient` (`factstate/anthropic`) through the real `@anthropic-ai/sdk` client against a
+ * fake of Anthropic's Messages API on 127.0.0.1 (spec/fixtures/anthropic-server.ts: JSON and SSE
+ * answers, `request-id` headers, Anthropic's error bodies, and the API's checks of a request), driving
+ * real engine runs over real LevelDB logs: what is recorded of a streamed tool run (facts, usage,
+ * ids, live pieces), how each failure is classified (429 with retry-after, 529, overloaded inside a
+ * stream, 400, 401, a cancel, a stall, answers that cannot be read, max_tokens, a refusal), that the
+ * API key the SDK holds reaches no file of the log, and that the SDK sends one HTTP request per attempt.
+ */
+import { join } from 'node:path'
+import Anthropic from '@anthropic-ai/sdk'
+import { test } from 'uvu'
+import * as assert from 'uvu/assert'
+import { Engine, EventLog, ModelExecutor, type ModelExecutorOptions, type ModelRequest, type ModelTextPiece, type ModelToolCallPiece, type RunInput, type ToolDefinition, answerOf, usageOf } from '../index.js'
+import { RAW_ARGUMENTS_KEY, anthropicClient, toMessagesRequest, type AnthropicClientOptions } from '../anthropic/index.js'
+import { fakeAnthropic, type FakeAnthropic, type Step } from './fixtures/anthropic-server.js'
+import { rejectsWithCode } from './support/codes.js'
+import { factsOf, only } from './support/engine-fixtures.js'
+import { everyFile } from './support/faults-files.js'
+import { withTempDir, withTimeout } from './support/temp.js'
+
+const KEY = 'sk-ant-api03-specKEYspecKEYspecKEY0123456789abcdef'
+
+interface World {
+  fake: FakeAnthropic
+  log: EventLog
+  engine: Engine
+  sdk: Anthropic
+  dir: string
+}
+
+/** A fake server with `script`, a fresh log and an engine whose model client is anthropicClient over a real SDK client; all closed after `body`. */
+function world(
+  script: Step[],
+  body: (w: World) => Promise<void>,
+  setup: { executor?: Omit<ModelExecutorOptions, 'createClient'>; key?: string; sdkRetries?: number; client?: AnthropicClientOptions } = {},
+): () => Promise<void> {
+  return () =>
+    withTimeout(
+      withTempDir(async (dir) => {
+        const fake = await fakeAnthropic({ apiKey: KEY, script })
+        const log = await EventLog.open(join(dir, 'log'))
+        const sdk = new Anthropic({ apiKey: setup.key ?? KEY, baseURL: fake.baseURL, logLevel: 'off', ...(setup.sdkRetries === undefined ? {} : { maxRetries: setup.sdkRetries }) })
+        const model = new ModelExecutor({ backoffMs: 10, maxBackoffMs: 50, ...setup.executor, createClient: () => anthropicClient(sdk, setup.client) })
+        const engine = new Engine({ log, model })
+        try {
+          await body({ fake, log, engine, sdk, dir })
+        } finally {
+          await engine.drain().catch(() => undefined)
+          await log.close().catch(() => undefined)
+          await fake.close()
+        }
+      }),
+      20_000,
+    )
+}
+
+let counter = 0
+function input(w: World, over: Partial<RunInput> = {}): RunInput {
+  const id = `a${++counter}`
+  return {
+    invocation: { sessionId: `session-${id}`, turnId: `turn-${id}`, runId: `run-${id}`, invocationId: `invocation-${id}` },
+    provider: { kind: 'openai-chat', baseUrl: w.fake.baseURL, model: 'claude-sonnet-4-5' },
+    configuration: { cwd: '/workspace' },
+    instructions: 'You are a weather assistant.',
+    mainOutputLimit: 1000,
+    tools: [],
+    work: { kind: 'message', content: 'What is the weather in Paris?' },
+    ...over,
+  }
+}
+
+function weatherTool(calls: unknown[]): ToolDefinition {
+  return {
+    name: 'get_weather',
+    description: 'The weather in a city',
+    inputSchema: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'], additionalProperties: false },
+    execute: async (args) => {
+      calls.push(args)
+      return { sky: 'sunny' }
+    },
+  }
+}
+
+/** A request as the engine gives one, for calling the client directly. */
+function directRequest(signal: AbortSignal, over: Partial<ModelRequest> = {}): ModelRequest {
+  const body = { model: 'claude-sonnet-4-5', messages: [{ role: 'user' as const, content: 'hi' }], max_tokens: 100, stream: true }
+  return { body, bodyText: JSON.stringify(body), signal, timeoutMs: 10_000, ...over }
+}
+
+type Blocks = { role: string; content: Record<string, unknown>[] }[]
+
+test(
+  'a streamed run with a tool: the calls run, text and call pieces stream, usage and ids are recorded, the request is a Messages request',
+  world(
+    [
+      { kind: 'tools', text: 'Let me check.', calls: [{ name: 'get_weather', input: { city: 'Paris' } }] },
+      { kind: 'text', text: 'It is sunny in Paris today.', chunks: 4 },
+    ],
+    async (w) => {
+      const calls: unknown[] = []
+      const text: ModelTextPiece[] = []
+      const pieces: ModelToolCallPiece[] = []
+      const run = input(w, { tools: [weatherTool(calls)], providerOptions: { stream: true, temperature: 0 } })
+      const running = await w.engine.start(run, { onModelText: (piece) => void text.push(piece), onToolCallText: (piece) => void pieces.push(piece) })
+      assert.equal(await running.wait(), { status: 'completed' })
+      assert.equal(calls, [{ city: 'Paris' }])
+      const events = await w.log.invocationEvents(run.invocation.invocationId)
+      assert.is(answerOf(events), 'It is sunny in Paris today.')
+      const facts = await factsOf(w.log, run.invocation.invocationId)
+      const completed = only(facts, 'model.completed').map((fact) => fact.output)
+      assert.is(completed.length, 2)
+      const [first, second] = completed
+      assert.is(first?.finishReason, 'tool_calls')
+      assert.is(first?.text, 'Let me check.')
+      assert.is(first?.toolCalls[0]?.name, 'get_weather')
+      assert.equal(JSON.parse(first?.toolCalls[0]?.arguments ?? ''), { city: 'Paris' })
+      assert.is(second?.finishReason, 'stop')
+      // Ids: the message's id, and the request-id header the server answered each request with.
+      assert.match(first?.responseId ?? '', /^msg_/)
+      assert.is(first?.requestId, w.fake.received[0]?.requestId)
+      assert.is(second?.requestId, w.fake.received[1]?.requestId)
+      // Usage: input tokens count the cache reads (100, as the fake reports them) with the fresh ones.
+      const fresh = JSON.stringify(w.fake.received[1]?.body.messages).length >> 2
+      assert.equal(second?.usage, { inputTokens: fresh + 100, cachedInputTokens: 100, outputTokens: 8 })
+      const totals = usageOf(events)
+      assert.is(totals.answers, 2)
+      assert.is(totals.unreported, 0)
+      // Live pieces: the second answer's text in more than one piece, the call's arguments as streamed.
+      const step2 = text.filter((piece) => piece.stepId === 'step-2')
+      assert.ok(step2.length >= 2, `streamed in ${step2.length} pieces`)
+      assert.is(step2.map((piece) => piece.text).join(''), 'It is sunny in Paris today.')
+      assert.is(pieces[0]?.name, 'get_weather')
+      assert.is(pieces.map((piece) => piece.arguments).join(''), first?.toolCalls[0]?.arguments)
+      // One HTTP request per answer; the second as the API takes it.
+      assert.is(w.fake.received.length, 2)
+      const sent = w.fake.received[1]
+      assert.is(sent?.headers.authorization, `Bearer ${KEY}`)
+      assert.is(sent?.headers['x-stainless-retry-count'], '0')
+      assert.is(sent?.body.system, 'You are a weather assistant.')
+      assert.is(sent?.body.max_tokens, 1000)
+      assert.is(sent?.body.temperature, 0)
+      assert.is(sent?.body.stream, true)
+      const messages = sent?.body.messages as Blocks
+      assert.equal(
+        messages.map((m) => [m.role, m.content.map((b) => b.type).join(',')]),
+        [
+          ['user', 'text'],
+          ['assistant', 'text,tool_use'],
+          ['user', 'tool_result'],
+        ],
+      )
+      assert.is(messages[2]?.content[0]?.tool_use_id, first?.toolCalls[0]?.callId)
+      assert.equal((sent?.body.tools as unknown[])[0], { name: 'get_weather', description: 'The weather in a city', input_schema: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'], additionalProperties: false } })
+    },
+  ),
+)
+
+test(
+  'a plain JSON run: two calls answered in one user turn (tool_result blocks first), a failed tool told as its result',
+  world(
+    [{ kind: 'tools', calls: [{ name: 'get_weather', input: { city: 'Oslo' } }, { name: 'broken', input: {} }] }, { kind: 'text', text: 'Oslo is sunny.' }],
+    async (w) => {
+      const broken: ToolDefinition = {
+        name: 'broken',
+        execute: async () => {
+          throw new Error('the broken tool broke')
+        },
+      }
+      assert.equal(await w.engine.run(input(w, { tools: [weatherTool([]), broken] })), { status: 'completed' })
+      const messages = w.fake.received[1]?.body.messages as Blocks
+      assert.equal(messages.map((m) => m.role), ['user', 'assistant', 'user'])
+      assert.equal(messages[2]?.content.map((b) => b.type), ['tool_result', 'tool_result'])
+      assert.match(String(messages[2]?.content[1]?.content), /broke/)
+      assert.is(w.fake.received[1]?.body.stream, undefined)
+    },
+  ),
+)
+
+test(
+  "429 (with retry-after), 529 and an overloaded_error inside a stream are retryable_failure facts with the provider's words, then the answer",
+  world(
+    [
+      { kind: 'error', status: 429, type: 'rate_limit_error', message: 'Number of request tokens has exceeded your per-minute rate limit', retryAfter: '0' },
+      { kind: 'error', status: 529, type: 'overloaded_error', message: 'Overloaded' },
+      { kind: 'stream-error', type: 'overloaded_error', message: 'Overloaded' },
+      { kind: 'text', text: 'Sunny.' },
+    ],
+    async (w) => {
+      const run = input(w, { providerOptions: { stream: true } })
+      assert.equal(await w.engine.run(run), { status: 'completed' })
+      const interrupted = only(await factsOf(w.log, run.invocation.invocationId), 'model.interrupted')
+      assert.equal(
+        interrupted.map((fact) => fact.status),
+        ['retryable_failure', 'retryable_failure', 'retryable_failure'],
+      )
+      assert.equal(interrupted[0]?.provider, { status: 429, type: 'rate_limit_error', requestId: w.fake.received[0]?.requestId })
+      assert.match(interrupted[0]?.message ?? '', /^the provider answered HTTP 429: Number of request tokens/)
+      assert.equal(interrupted[1]?.provider, { status: 529, type: 'overloaded_error', requestId: w.fake.received[1]?.requestId })
+      // Inside a stream begun as HTTP 200: no status, the error's type.
+      assert.equal(interrupted[2]?.provider, { type: 'overloaded_error', requestId: w.fake.received[2]?.requestId })
+      assert.is(interrupted[2]?.message, 'the provider reported an error in the stream: overloaded_error: Overloaded')
+      // One HTTP request per attempt, each the same bytes.
+      assert.is(w.fake.received.length, 4)
+      assert.is(new Set(w.fake.received.map((r) => JSON.stringify(r.body))).size, 1)
+    },
+  ),
+)
+
+test(
+  "a 429's retry-after is the wait asked of the engine (retryAfterMs), in seconds as Anthropic sends it",
+  world([{ kind: 'error', status: 429, type: 'rate_limit_error', message: 'slow down', retryAfter: '7' }], async (w) => {
+    const response = await anthropicClient(w.sdk).complete(directRequest(new AbortController().signal))
+    assert.is(response.kind === 'interrupted' && response.status, 'retryable_failure')
+    assert.is(response.kind === 'interrupted' && response.retryAfterMs, 7_000)
+  }),
+)
+
+test(
+  'the SDK sends one HTTP request per attempt, whatever maxRetries the injected client has: a 529 with no engine retries is one request',
+  world(
+    [
+      { kind: 'error', status: 529, type: 'overloaded_error', message: 'Overloaded' },
+      { kind: 'error', status: 529, type: 'overloaded_error', message: 'Overloaded' },
+      { kind: 'text', text: 'too late' },
+    ],
+    async (w) => {
+      const outcome = await w.engine.run(input(w))
+      assert.is(outcome.status === 'failed' && outcome.class, 'model_failed')
+      assert.is(w.fake.received.length, 1, 'the SDK retried on its own')
+    },
+    { executor: { retries: 0 }, sdkRetries: 2 },
+  ),
+)
+
+test(
+  "400 and 401 fail the run at once (not retried), with the provider's status, type and request id recorded",
+  world(
+    [{ kind: 'error', status: 400, type: 'invalid_request_error', message: 'prompt is too long: 250000 tokens > 200000 maximum' }],
+    async (w) => {
+      const outcome = await w.engine.run(input(w))
+      assert.is(outcome.status, 'failed')
+      if (outcome.status !== 'failed') return
+      assert.is(outcome.class, 'model_failed')
+      assert.is(outcome.message, 'the provider answered HTTP 400: prompt is too long: 250000 tokens > 200000 maximum')
+      assert.equal(outcome.provider, { status: 400, type: 'invalid_request_error', requestId: w.fake.received[0]?.requestId })
+      assert.is(w.fake.received.length, 1)
+    },
+  ),
+)
+
+const WRONG = 'sk-ant-api03-WRONGwrongWRONGwrong0123456789abcdef'
+
+test(
+  'a 401 that quotes the key the SDK holds: failed with the provider recorded, and the key is in no file of the log',
+  world(
+    [],
+    async (w) => {
+      const run = input(w)
+      const outcome = await w.engine.run(run)
+      assert.is(outcome.status, 'failed')
+      if (outcome.status !== 'failed') return
+      assert.equal(outcome.provider, { status: 401, type: 'authentication_error', requestId: w.fake.received[0]?.requestId })
+      assert.is(outcome.message, 'the provider answered HTTP 401: invalid x-api-key: [redacted]')
+      assert.is(w.fake.received.length, 1)
+      await w.log.close()
+      const files = await everyFile(join(w.dir, 'log'))
+      assert.ok(files.some((file) => file.path.endsWith('.log') && file.bytes.includes(run.invocation.runId)), 'the facts are in a .log file, read raw')
+      for (const file of files) {
+        assert.not.ok(file.bytes.includes(WRONG), `${file.path} holds the key`)
+        assert.not.ok(file.bytes.includes('WRONGwrongWRONG'), `${file.path} holds a piece of the key`)
+      }
+    },
+    { key: WRONG },
+  ),
+)
+
+test(
+  'a streamed answer that quotes the key: redacted from the recorded answer and the live pieces, in no file of the log',
+  world([{ kind: 'text', text: `Your key is ${KEY}, nothing more.`, chunks: 9 }], async (w) => {
+    const run = input(w, { providerOptions: { stream: true } })
+    const pieces: string[] = []
+    const running = await w.engine.start(run, { onModelText: (piece) => void pieces.push(piece.text) })
+    assert.equal(await running.wait(), { status: 'completed' })
+    assert.is(answerOf(await w.log.invocationEvents(run.invocation.invocationId)), 'Your key is [redacted], nothing more.')
+    assert.not.ok(pieces.join('').includes(KEY))
+    await w.log.close()
+    for (const file of await everyFile(join(w.dir, 'log'))) assert.not.ok(file.bytes.includes(KEY.slice(14, 40)), `${file.path} holds the key`)
+  }),
+)
+
+test(
+  'a cancel while the answer streams: the attempt is cancelled (the SDK ends its stream quietly on abort), the run ends cancelled',
+  world([{ kind: 'hang', text: 'Let me think' }, { kind: 'hang', text: 'Let me think' }], async (w) => {
+    const run = input(w, { providerOptions: { stream: true } })
+    let cancelled = false
+    const running = await w.engine.start(run, {
+      onModelText: () => {
+        if (cancelled) return
+        cancelled = true
+        void running.cancel('the user pressed stop')
+      },
+    })
+    const outcome = await running.wait()
+    assert.is(outcome.status, 'cancelled')
+    // The client's own answer, called directly: cancelled, not a cut stream (malformed).
+    const controller = new AbortController()
+    const answered = anthropicClient(w.sdk).complete(directRequest(controller.signal, { onText: () => controller.abort() }))
+    const response = await answered
+    assert.equal(response, { kind: 'interrupted', status: 'cancelled', message: 'the run was cancelled' })
+  }),
+)
+
+test(
+  'a stream that stalls past idleTimeoutMs ends model_timeout ("the answer stalled"), long before timeoutMs',
+  world(
+    [{ kind: 'hang' }],
+    async (w) => {
+      const outcome = await w.engine.run(input(w, { providerOptions: { stream: true } }))
+      assert.is(outcome.status === 'failed' && outcome.class, 'model_timeout')
+      assert.is(outcome.status === 'failed' && outcome.message, 'the answer stalled: nothing arrived for 300ms (idleTimeoutMs)')
+    },
+    { executor: { idleTimeoutMs: 300, timeoutMs: 60_000 } },
+  ),
+)
+
+test(
+  'answers that cannot be read are model_malformed, not retried: JSON that is no Message, an event that is not JSON, a stream that ends mid-answer',
+  world([{ kind: 'garbage' }, { kind: 'bad-event' }, { kind: 'cut' }], async (w) => {
+    const plain = await w.engine.run(input(w))
+    assert.is(plain.status === 'failed' && plain.class, 'model_malformed')
+    assert.is(plain.status === 'failed' && plain.message, 'the provider answered something that is not a Message')
+    const badEvent = await w.engine.run(input(w, { providerOptions: { stream: true } }))
+    assert.is(badEvent.status === 'failed' && badEvent.class, 'model_malformed')
+    const cut = await w.engine.run(input(w, { providerOptions: { stream: true } }))
+    assert.is(cut.status === 'failed' && cut.class, 'model_malformed')
+    assert.is(cut.status === 'failed' && cut.message, 'the stream ended before the answer did (no message_stop)')
+    assert.is(w.fake.received.length, 3)
+  }),
+)
+
+test(
+  'stop reasons: max_tokens is finishReason length (model_truncated without text), refusal is content_filter (model_filtered)',
+  world(
+    [
+      { kind: 'text', text: 'It is sunn', stop: 'max_tokens' },
+      { kind: 'text', text: '', stop: 'max_tokens' },
+      { kind: 'text', text: '', stop: 'refusal' },
+    ],
+    async (w) => {
+      const run = input(w, { mainOutputLimit: 5, providerOptions: { stream: true } })
+      assert.equal(await w.engine.run(run), { status: 'completed' })
+      const [done] = only(await factsOf(w.log, run.invocation.invocationId), 'model.completed')
+      assert.is(done?.output.finishReason, 'length')
+      assert.is(done?.output.text, 'It is sunn')
+      const truncated = await w.engine.run(input(w, { mainOutputLimit: 5 }))
+      assert.is(truncated.status === 'failed' && truncated.class, 'model_truncated')
+      const filtered = await w.engine.run(input(w))
+      assert.is(filtered.status === 'failed' && filtered.class, 'model_filtered')
+      assert.is(w.fake.received[0]?.body.max_tokens, 5)
+    },
+  ),
+)
+
+test(
+  "max_tokens: the run's mainOutputLimit, else the client's maxTokens; with neither, the attempt fails before anything is sent",
+  world([{ kind: 'text', text: 'One.' }], async (w) => {
+    const none = await w.engine.run(input(w, { mainOutputLimit: undefined }))
+    assert.is(none.status === 'failed' && none.class, 'model_failed')
+    assert.match(none.status === 'failed' ? (none.message ?? '') : '', /^Anthropic requires max_tokens: set the run's mainOutputLimit/)
+    assert.is(w.fake.received.length, 0)
+    const response = await anthropicClient(w.sdk, { maxTokens: 321 }).complete(directRequest(new AbortController().signal, { body: { model: 'claude-sonnet-4-5', messages: [{ role: 'user', content: 'hi' }] } }))
+    assert.is(response.kind, 'completed')
+    assert.is(w.fake.received[0]?.body.max_tokens, 321)
+  }),
+)
+
+test(
+  'extended thinking: its text is recorded as reasoning; with tools the run fails at the first request, before anything is sent',
+  world([{ kind: 'text', text: 'Sunny.', thinking: 'Paris in spring: likely sunny.' }], async (w) => {
+    for (const stream of [true, false]) {
+      const refused = await w.engine.run(input(w, { tools: [weatherTool([])], providerOptions: { stream, thinking: { type: 'enabled', budget_tokens: 500 } } }))
+      assert.is(refused.status === 'failed' && refused.class, 'model_failed')
+      assert.match(refused.status === 'failed' ? (refused.message ?? '') : '', /^extended thinking with tools is not supported by factstate\/anthropic/)
+    }
+    assert.is(w.fake.received.length, 0)
+    const run = input(w, { providerOptions: { stream: true, thinking: { type: 'enabled', budget_tokens: 500 } } })
+    assert.equal(await w.engine.run(run), { status: 'completed' })
+    const [done] = only(await factsOf(w.log, run.invocation.invocationId), 'model.completed')
+    assert.is(done?.output.reasoning, 'Paris in spring: likely sunny.')
+    assert.is(done?.output.text, 'Sunny.')
+    assert.equal(w.fake.received[0]?.body.thinking, { type: 'enabled', budget_tokens: 500 })
+  }),
+)
+
+test('the translation: system messages apart, turns of one role merged, a rejected call replayed with its raw arguments as an object', () => {
+  const params = toMessagesRequest(
+    {
+      model: 'claude',
+      max_tokens: 10,
+      top_k: 5,
+      messages: [
+        { role: 'system', content: 'Be brief.' },
+        { role: 'user', content: 'first' },
+        { role: 'user', content: 'second' },
+        { role: 'assistant', content: '', tool_calls: [
+          { id: 'toolu_1', type: 'function', function: { name: 'f', arguments: '{"city": "Par' } },
+          { id: 'toolu_2', type: 'function', function: { name: 'f', arguments: '[1, 2]' } },
+          { id: 'toolu_3', type: 'function', function: { name: 'f', arguments: '' } },
+        ] },
+        { role: 'tool', tool_call_id: 'toolu_1', content: 'the arguments are not JSON' },
+        { role: 'tool', tool_call_id: 'toolu_2', content: 'not an object' },
+        { role: 'tool', tool_call_id: 'toolu_3', content: '' },
+        { role: 'user', content: 'and then?' },
+      ],
+      tools: [{ type: 'function', function: { name: 'f', parameters: { properties: {} } } }],
+    },
+    undefined,
+  )
+  assert.ok(typeof params !== 'string')
+  if (typeof params === 'string') return
+  assert.is(params.system, 'Be brief.')
+  assert.is(params.top_k, 5)
+  assert.equal(params.tools, [{ name: 'f', input_schema: { type: 'object', properties: {} } }])
+  assert.equal(params.messages, [
+    { role: 'user', content: [{ type: 'text', text: 'first' }, { type: 'text', text: 'second' }] },
+    { role: 'assistant', content: [
+      { type: 'tool_use', id: 'toolu_1', name: 'f', input: { [RAW_ARGUMENTS_KEY]: '{"city": "Par' } },
+      { type: 'tool_use', id: 'toolu_2', name: 'f', input: { [RAW_ARGUMENTS_KEY]: '[1, 2]' } },
+      { type: 'tool_use', id: 'toolu_3', name: 'f', input: {} },
+    ] },
+    { role: 'user', content: [
+      { type: 'tool_result', tool_use_id: 'toolu_1', content: 'the arguments are not JSON' },
+      { type: 'tool_result', tool_use_id: 'toolu_2', content: 'not an object' },
+      { type: 'tool_result', tool_use_id: 'toolu_3' },
+      { type: 'text', text: 'and then?' },
+    ] },
+  ])
+})
+
+test(
+  'a call the engine rejects (its input fails the schema) is replayed and answered in a request the API takes',
+  world(
+    [{ kind: 'tools', calls: [{ name: 'get_weather', input: { town: 'Paris' } }] }, { kind: 'tools', calls: [{ name: 'get_weather', input: { city: 'Paris' } }] }, { kind: 'text', text: 'Sunny.' }],
+    async (w) => {
+      const calls: unknown[] = []
+      assert.equal(await w.engine.run(input(w, { tools: [weatherTool(calls)], providerOptions: { stream: true } })), { status: 'completed' })
+      assert.equal(calls, [{ city: 'Paris' }])
+      const messages = w.fake.received[1]?.body.messages as Blocks
+      assert.equal(messages[1]?.content[0]?.input, { town: 'Paris' })
+      assert.is(messages[2]?.content[0]?.type, 'tool_result')
+      assert.is(w.fake.received.length, 3)
+    },
+  ),
+)
+
+test('options it cannot use are ANTHROPIC_INVALID_OPTIONS naming the option; an sdk without messages.create too', async () => {
+  const sdk = new Anthropic({ apiKey: KEY, baseURL: 'http://127.0.0.1:9' })
+  for (const [options, field] of [
+    [{ maxTokens: 0 }, 'maxTokens'],
+    [{ maxTokens: 1.5 }, 'maxTokens'],
+    [{ secrets: 'one-secret-value' }, 'secrets'],
+    [{ secrets: ['short'] }, 'secrets.0'],
+    [{ maxTokenz: 10 }, 'maxTokenz'],
+  ] as const) {
+    const error = await rejectsWithCode(async () => anthropicClient(sdk, options as AnthropicClientOptions), 'ANTHROPIC_INVALID_OPTIONS', JSON.stringify(options))
+    assert.is(error.details?.field, field)
+  }
+  const notSdk = await rejectsWithCode(async () => anthropicClient({} as Anthropic), 'ANTHROPIC_INVALID_OPTIONS')
+  assert.is(notSdk.details?.field, 'sdk')
+})
+
+test(
+  "a secret given as an option is registered with the run: a 401 that quotes it is recorded redacted",
+  world(
+    [{ kind: 'error', status: 401, type: 'authentication_error', message: 'the proxy token proxy-token-0123456789abcdef is not valid' }],
+    async (w) => {
+      const outcome = await w.engine.run(input(w))
+      assert.is(outcome.status === 'failed' && outcome.message, 'the provider answered HTTP 401: the proxy token [redacted] is not valid')
+    },
+    { client: { secrets: ['proxy-token-0123456789abcdef'] } },
+  ),
+)
+
+test.run()

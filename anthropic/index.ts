@@ -7,7 +7,7 @@
  *
  * @example
  * ```ts
- * import Anthropic from '@anthropic-ai/sdk'
+ * // Anthropic: the default export of the @anthropic-ai/sdk package, installed beside factstate.
  * const model = new ModelExecutor({ createClient: () => anthropicClient(new Anthropic({ apiKey })) })
  * const engine = new Engine({ log, model })
  * await engine.run({ ...settings, mainOutputLimit: 4096, invocation, work })

@@ -290,6 +290,25 @@ test(
 )
 
 test(
+  "the key in the run's own input: with the key given as provider.apiKey too, the run is refused before its first fact, and the key is in no file of the log",
+  world([{ kind: 'text', text: 'Noted.' }], async (w) => {
+    const run = input(w, { work: { kind: 'message', content: `my key is ${KEY}, keep it` } })
+    run.provider = { ...run.provider, apiKey: KEY }
+    const refused = await rejectsWithCode(() => w.engine.run(run), 'RUN_INVALID_INPUT')
+    assert.equal(refused.details?.fields, ['work.content'])
+    assert.is(w.fake.received.length, 0)
+    // The key given that way is still not what is sent: the SDK sends its own credentials.
+    const answered = await w.engine.run({ ...run, work: { kind: 'message', content: 'hello' } })
+    assert.equal(answered, { status: 'completed' })
+    assert.is(w.fake.received[0]?.headers.authorization, `Bearer ${KEY}`)
+    await w.log.close()
+    const files = await everyFile(join(w.dir, 'log'))
+    assert.ok(files.some((file) => file.path.endsWith('.log') && file.bytes.includes(run.invocation.runId)), 'the facts are in a .log file, read raw')
+    for (const file of files) assert.not.ok(file.bytes.includes(KEY.slice(14, 40)), `${file.path} holds the key`)
+  }),
+)
+
+test(
   'a cancel while the answer streams: the attempt is cancelled (the SDK ends its stream quietly on abort), the run ends cancelled',
   world([{ kind: 'hang', text: 'Let me think' }, { kind: 'hang', text: 'Let me think' }], async (w) => {
     const run = input(w, { providerOptions: { stream: true } })

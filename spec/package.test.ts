@@ -54,6 +54,7 @@ import { Engine, EventLog, recoverInvocations, successorOf } from 'factstate'
 import { answer, scriptedModelServer, invocationPaths } from 'factstate/testing'
 import { serveInspector } from 'factstate/inspector'
 import { toolsFromMcp } from 'factstate/mcp'
+import { anthropicClient } from 'factstate/anthropic'
 
 const server = await scriptedModelServer([
   answer.toolCalls([{ name: 'add', arguments: { a: 2, b: 3 } }]),
@@ -82,7 +83,21 @@ const mcpTools = await toolsFromMcp({
   callTool: async () => ({ content: [{ type: 'text', text: 'read' }] }),
 })
 const mcpResult = await mcpTools[0].execute({}, { operationId: 'op', signal: new AbortController().signal, progress: () => {} })
+// An Anthropic SDK client is typed by its shape too: the package needs no @anthropic-ai/sdk.
+const sent = []
+const claude = anthropicClient({
+  apiKey: 'sk-ant-consumer-0123456789',
+  messages: {
+    create: (params, options) => {
+      sent.push([params, options.maxRetries])
+      const message = { type: 'message', id: 'msg_1', content: [{ type: 'text', text: 'hello' }], stop_reason: 'end_turn', usage: { input_tokens: 3, output_tokens: 1 } }
+      return { withResponse: async () => ({ data: message, response: { headers: new Headers({ 'request-id': 'req_1' }) }, request_id: 'req_1' }) }
+    },
+  },
+})
+const claudeAnswer = await claude.complete({ body: { model: 'claude', messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'hi' }], max_tokens: 10 }, bodyText: '', signal: new AbortController().signal, timeoutMs: 1000 })
 console.log(JSON.stringify({
+  anthropic: [claudeAnswer, sent],
   mcp: [mcpTools.map((tool) => tool.name), mcpResult],
   outcome,
   ran,
@@ -131,6 +146,13 @@ import { Engine, EventLog, FactstateError, recoverInvocations, type HandoffPause
 import { answer, scriptedModelServer, type ScriptedModelServer } from 'factstate/testing'
 import { serveInspector, type InvocationDetail, type Overview } from 'factstate/inspector'
 import { toolsFromMcp, type McpClient } from 'factstate/mcp'
+import { anthropicClient, type AnthropicSdk } from 'factstate/anthropic'
+import type { ModelClient } from 'factstate'
+
+// A model client for Anthropic's Messages API over an SDK client typed by its shape.
+export const claude = (sdk: AnthropicSdk): ModelClient => anthropicClient(sdk, { maxTokens: 1024 })
+// @ts-expect-error maxTokens is a number
+export const wrong = (sdk: AnthropicSdk): ModelClient => anthropicClient(sdk, { maxTokens: '1024' })
 
 // The tools of an MCP server, typed; an approval decided by the server's hints.
 export const fromMcp = (client: McpClient): Promise<ToolDefinition[]> => toolsFromMcp(client, { prefix: 'x_', needsApproval: (tool) => tool.annotations?.destructiveHint === true })
@@ -289,7 +311,7 @@ test('the packed tarball installs and works: every subpath, the inspector page, 
     withTempDir(async (dir) => {
       const { tarball, files } = await pack(dir)
       const paths = files.map((file) => file.path)
-      for (const needed of ['package.json', 'README.md', 'CHANGELOG.md', 'LICENSE', 'dist/index.js', 'dist/index.d.ts', 'dist/testing/index.js', 'dist/inspector/index.js', 'dist/mcp/index.js', 'dist/inspector/page/app.js', 'dist/bin/factstate.js', 'examples/quick-start.ts', 'examples/resume-after-crash.ts', 'docs/performance.md', 'docs/inspector.png']) {
+      for (const needed of ['package.json', 'README.md', 'CHANGELOG.md', 'LICENSE', 'dist/index.js', 'dist/index.d.ts', 'dist/testing/index.js', 'dist/inspector/index.js', 'dist/mcp/index.js', 'dist/anthropic/index.js', 'dist/inspector/page/app.js', 'dist/bin/factstate.js', 'examples/quick-start.ts', 'examples/resume-after-crash.ts', 'docs/performance.md', 'docs/inspector.png']) {
         assert.ok(paths.includes(needed), `the tarball holds ${needed}`)
       }
       // The examples and docs the README names ship too, as documentation (the examples as TypeScript, run with tsx).
@@ -330,6 +352,14 @@ test('the packed tarball installs and works: every subpath, the inspector page, 
       assert.ok((result.paths as number) > 0, 'path generation (xstate/graph) works from the package')
       assert.is(result.successor, 'i2')
       assert.equal(result.mcp, [['files_read'], 'read'], 'factstate/mcp maps and calls an MCP tool')
+      assert.equal(
+        result.anthropic,
+        [
+          { kind: 'completed', output: { toolCalls: [], finishReason: 'stop', text: 'hello', usage: { inputTokens: 3, outputTokens: 1 }, responseId: 'msg_1', requestId: 'req_1' } },
+          [[{ model: 'claude', max_tokens: 10, messages: [{ role: 'user', content: [{ type: 'text', text: 'hi' }] }], system: 'Be brief.' }, 0]],
+        ],
+        'factstate/anthropic translates a request and reads a Message',
+      )
 
       const bin = join(app, 'node_modules', 'factstate', 'dist', 'bin', 'factstate.js')
       assert.match(await readFile(bin, 'utf8'), /^#!\/usr\/bin\/env node\n/, 'the bin starts with a shebang')
@@ -337,8 +367,8 @@ test('the packed tarball installs and works: every subpath, the inspector page, 
       // CommonJS: Node 20.19 and later load ES modules with require() (the \`default\` export conditions).
       const [major = 0, minor = 0] = process.versions.node.split('.').map(Number)
       if (major > 20 || (major === 20 && minor >= 19)) {
-        const required = await run(process.execPath, ['-e', "const f = require('factstate'); console.log([typeof f.Engine, typeof require('factstate/testing').invocationPaths, typeof require('factstate/inspector').serveInspector, typeof require('factstate/mcp').toolsFromMcp].join(' '))"], { cwd: app })
-        assert.is(required.stdout.trim(), 'function function function function', 'require() of every subpath')
+        const required = await run(process.execPath, ['-e', "const f = require('factstate'); console.log([typeof f.Engine, typeof require('factstate/testing').invocationPaths, typeof require('factstate/inspector').serveInspector, typeof require('factstate/mcp').toolsFromMcp, typeof require('factstate/anthropic').anthropicClient].join(' '))"], { cwd: app })
+        assert.is(required.stdout.trim(), 'function function function function function', 'require() of every subpath')
       }
       const verify = await run(process.execPath, [bin, 'verify', 'log'], { cwd: app })
       assert.match(verify.stdout, new RegExp(`^ok: ${String(result.highWater)} events, digest sha256:[0-9a-f]{64}$`, 'm'))
@@ -398,7 +428,7 @@ test('the packed tarball installs and works: every subpath, the inspector page, 
       assert.is(strict, '', 'a consumer under exactOptionalPropertyTypes may pass undefined to every optional input')
 
       // The entry declarations name Node's types themselves, so a consumer that loads none still gets them.
-      for (const entry of ['dist/index.d.ts', 'dist/testing/index.d.ts', 'dist/inspector/index.d.ts', 'dist/mcp/index.d.ts']) {
+      for (const entry of ['dist/index.d.ts', 'dist/testing/index.d.ts', 'dist/inspector/index.d.ts', 'dist/mcp/index.d.ts', 'dist/anthropic/index.d.ts']) {
         const text = await readFile(join(app, 'node_modules', 'factstate', entry), 'utf8')
         assert.ok(text.startsWith('/// <reference types="node" preserve="true" />\n'), `${entry} begins with a reference to Node's types`)
       }
@@ -417,7 +447,7 @@ test('the packed tarball installs and works: every subpath, the inspector page, 
       assert.is(noTypes, '', 'without "types": ["node"], the declarations still type AbortSignal and Headers (not any)')
       // \`moduleResolution: node\` (node10, TypeScript 5) reads no \`exports\`: \`typesVersions\` maps the subpaths to their declarations.
       const { typesVersions } = JSON.parse(await readFile(join(app, 'node_modules', 'factstate', 'package.json'), 'utf8')) as { typesVersions: Record<string, Record<string, string[]>> }
-      assert.equal(Object.keys(typesVersions['*'] ?? {}).sort(), ['inspector', 'mcp', 'testing'])
+      assert.equal(Object.keys(typesVersions['*'] ?? {}).sort(), ['anthropic', 'inspector', 'mcp', 'testing'])
       for (const [subpath, [target = ''] = []] of Object.entries(typesVersions['*'] ?? {})) {
         assert.ok(paths.includes(target.replace(/^\.\//, '')), `typesVersions maps ${subpath} to ${target}, which the tarball holds`)
       }

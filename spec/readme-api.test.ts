@@ -9,6 +9,7 @@ import * as assert from 'uvu/assert'
 import * as main from '../index.js'
 import * as inspector from '../inspector/index.js'
 import * as mcp from '../mcp/index.js'
+import * as anthropic from '../anthropic/index.js'
 import * as testing from '../testing/index.js'
 import { REPO_ROOT } from './support/log-fixtures.js'
 
@@ -25,6 +26,7 @@ for (const [entry, exports] of [
   ['factstate/testing', testing],
   ['factstate/inspector', inspector],
   ['factstate/mcp', mcp],
+  ['factstate/anthropic', anthropic],
 ] as const) {
   test(`every value ${entry} exports is named in the README`, () => {
     const missing = Object.keys(exports).filter((name) => !named.has(name))

@@ -523,7 +523,8 @@ function interruption(error: unknown, ending: Ending | undefined, request: Model
     return { kind: 'interrupted', status: RETRYABLE_TYPES.has(type) ? 'retryable_failure' : 'failed', message, ...withProvider }
   }
   if (name === 'APIConnectionError' || name === 'APIUserAbortError' || cutByNetwork(error)) {
-    // Refused, reset, or cut mid-answer (undici's `TypeError: terminated`).
+    // Refused, reset, or cut mid-answer: the SDK's 1.x line wraps a cut stream as APIConnectionError,
+    // its 0.x line passed undici's `TypeError: terminated` on as it was.
     return { kind: 'interrupted', status: 'retryable_failure', message: `the connection to the provider failed: ${causeOf(error)}`, ...withProvider }
   }
   if (error instanceof SyntaxError) return malformed(`the provider's answer could not be read: ${words}`, requestId)

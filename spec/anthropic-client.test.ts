@@ -217,6 +217,21 @@ test(
 )
 
 test(
+  'a connection refused, and a stream whose connection breaks mid-answer, are retryable_failure',
+  world([{ kind: 'reset' }], async (w) => {
+    const cut = await anthropicClient(w.sdk).complete(directRequest(new AbortController().signal))
+    assert.is(cut.kind === 'interrupted' && cut.status, 'retryable_failure')
+    assert.match(cut.kind === 'interrupted' ? cut.message : '', /^the connection to the provider failed: /)
+    assert.is(w.fake.received.length, 1)
+    const port = Number(new URL(w.fake.baseURL).port)
+    await w.fake.close()
+    const refused = await anthropicClient(new Anthropic({ apiKey: KEY, baseURL: `http://127.0.0.1:${port}`, logLevel: 'off' })).complete(directRequest(new AbortController().signal))
+    assert.is(refused.kind === 'interrupted' && refused.status, 'retryable_failure')
+    assert.match(refused.kind === 'interrupted' ? refused.message : '', /^the connection to the provider failed: .*ECONNREFUSED/)
+  }),
+)
+
+test(
   'the SDK sends one HTTP request per attempt, whatever maxRetries the injected client has: a 529 with no engine retries is one request',
   world(
     [

@@ -200,6 +200,7 @@ import { Engine, EventLog, FactstateError, ModelExecutor, defineTool, isFactstat
 import { z } from 'zod'
 import { answer, invocationPaths, type RunPathOptions } from 'factstate/testing'
 import { serveInspector } from 'factstate/inspector'
+import { anthropicClient, type AnthropicSdk } from 'factstate/anthropic'
 
 const unset = <T>(_value: T): T | undefined => undefined
 
@@ -239,6 +240,9 @@ export async function main(dir: string): Promise<string> {
   const busy: 'RUN_BUSY' | undefined = isFactstateError(error, 'RUN_BUSY') ? error.code : undefined
   return busy ?? \`\${outcome.status} \${paths.length} \${Object.keys(options).length} \${answers.length}\`
 }
+
+// The Anthropic client's options take undefined too.
+export const claude = (sdk: AnthropicSdk): ModelClient => anthropicClient(sdk, { maxTokens: unset(1), secrets: unset(['a-secret-value']) })
 
 // An append's optional members take undefined, as the log does (the same bytes as one left out).
 export async function end(log: EventLog, invocation: Invocation, reason: string | undefined, fingerprint: string | undefined): Promise<number[]> {

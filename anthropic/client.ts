@@ -179,8 +179,10 @@ class AnthropicModelClient implements ModelClient {
       requestId = idOf(request_id) ?? idOf(headerOf(response?.headers, 'request-id'))
       touch()
       const answer = translated.stream === true ? await readStream(data, request, touch, requestId) : fromMessage(data, requestId)
-      if (ending !== undefined || request.signal.aborted) return interruption(undefined, ending, request, requestId)
-      return answer
+      // A stream that named its stop reason is a whole answer, kept even if the attempt ended after
+      // it (a stall before message_stop); one cut short by the attempt's end is that end, not malformed.
+      if (answer.kind === 'completed' || (ending === undefined && !request.signal.aborted)) return answer
+      return interruption(undefined, ending, request, requestId)
     } catch (error) {
       return interruption(error, ending, request, requestId)
     } finally {
@@ -455,10 +457,10 @@ async function readStream(data: unknown, request: ModelRequest, touch: () => voi
       // ping, and event types to come: nothing to read.
     }
   }
-  // A stream that ended without saying how the answer ended was cut (README's "malformed"),
-  // unless it named its stop reason before: the answer is then whole, and kept.
+  // A stream that ended without saying how the answer ended was cut (README's "malformed"; unless
+  // it ended because the attempt did, which the caller tells), but one that named its stop reason
+  // before is a whole answer, kept.
   if (!started || (!stopped && stop === undefined)) {
-    // Unless it ended because the attempt did (a cancel, a timeout): the caller tells.
     return malformed('the stream ended before the answer did (no message_stop)', requestId)
   }
   for (const call of calls.values()) if (call.arguments === '') call.arguments = '{}'

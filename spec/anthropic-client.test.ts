@@ -359,6 +359,19 @@ test(
 )
 
 test(
+  'a stream that stalls after its stop reason (no message_stop) is a whole answer, kept',
+  world(
+    [{ kind: 'stall-after-stop', text: 'All done.' }],
+    async (w) => {
+      const run = input(w, { providerOptions: { stream: true } })
+      assert.equal(await w.engine.run(run), { status: 'completed' })
+      assert.is(answerOf(await w.log.invocationEvents(run.invocation.invocationId)), 'All done.')
+    },
+    { executor: { idleTimeoutMs: 300, timeoutMs: 60_000 } },
+  ),
+)
+
+test(
   'answers that cannot be read are model_malformed, not retried: JSON that is no Message, an event that is not JSON, a stream that ends mid-answer',
   world([{ kind: 'garbage' }, { kind: 'bad-event' }, { kind: 'cut' }], async (w) => {
     const plain = await w.engine.run(input(w))

@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import type { Fact, HandoffIntent, HandoffPause, Invocation, JsonValue, ProviderRefusal, RunBoundary, RuntimeEvent } from './types.js'
+import type { Fact, HandoffIntent, HandoffPause, Invocation, JsonObject, JsonValue, ProviderRefusal, RunBoundary, RuntimeEvent } from './types.js'
 
 /** Ids are non-empty strings of at most 128 characters from `[A-Za-z0-9._:-]`. */
 export const ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/
@@ -170,7 +170,8 @@ export function providerRefusalOf(value: unknown, clean: (text: string) => strin
   return Object.keys(out).length > 0 ? out : undefined
 }
 
-const toolCall = z.strictObject({ callId: text, name: text, arguments: text })
+// `extraContent` last and optional: a call written without it keeps its bytes.
+const toolCall = z.strictObject({ callId: text, name: text, arguments: text, extraContent: jsonObject.optional() })
 export const modelOutputSchema = z.strictObject({
   text: text.optional(),
   toolCalls: z.array(toolCall),
@@ -182,7 +183,114 @@ export const modelOutputSchema = z.strictObject({
   reasoning: text.optional(),
   responseId: responseId.optional(),
   requestId: requestId.optional(),
+  // Bounded by `providerStateProblem` (checked on append, as a fingerprint's length is: see store/encoding.ts).
+  reasoningDetails: z.array(jsonObject).optional(),
 })
+
+/** The most entries `ModelOutput.reasoningDetails` holds. */
+export const MAX_REASONING_DETAILS = 256
+/** The most JSON text (`JSON.stringify`, in UTF-16 units) `ModelOutput.reasoningDetails` holds, all entries together: 1 MiB. */
+export const MAX_REASONING_DETAILS_SIZE = 1_048_576
+/** The most JSON text (`JSON.stringify`, in UTF-16 units) one tool call's `extraContent` holds: 256 KiB. */
+export const MAX_EXTRA_CONTENT_SIZE = 262_144
+/** How deep an entry of `reasoningDetails` or an `extraContent` may nest (the object itself is level 1). */
+export const MAX_PROVIDER_STATE_DEPTH = 32
+
+/**
+ * A copy of `value` when it is plain JSON (null, a boolean, a finite number, a string, an array
+ * or a plain object of them, no member `undefined`, no own `__proto__`, nested at most `depthLeft`
+ * levels), else `undefined`. A getter that throws (a custom client's) makes it `undefined` too.
+ */
+function plainJsonCopy(value: unknown, depthLeft: number): JsonValue | undefined {
+  if (value === null || typeof value === 'boolean' || typeof value === 'string') return value
+  if (typeof value === 'number') return Number.isFinite(value) ? value : undefined
+  if (typeof value !== 'object' || depthLeft <= 0) return undefined
+  try {
+    if (Array.isArray(value)) {
+      if (Object.getPrototypeOf(value) !== Array.prototype) return undefined
+      const copy: JsonValue[] = []
+      for (let index = 0; index < value.length; index += 1) {
+        const item = plainJsonCopy(value[index], depthLeft - 1)
+        if (item === undefined) return undefined
+        copy.push(item)
+      }
+      return copy
+    }
+    const prototype = Object.getPrototypeOf(value)
+    if ((prototype !== Object.prototype && prototype !== null) || Object.hasOwn(value, '__proto__') || Object.getOwnPropertySymbols(value).length > 0) return undefined
+    const copy: Record<string, JsonValue> = {}
+    for (const key of Object.keys(value)) {
+      const member = plainJsonCopy((value as Record<string, unknown>)[key], depthLeft - 1)
+      if (member === undefined) return undefined
+      copy[key] = member
+    }
+    return copy
+  } catch {
+    return undefined
+  }
+}
+
+/** A copy of `value` when it is a plain JSON object a fact can hold as provider state (see {@link plainJsonCopy}). */
+function jsonObjectCopy(value: unknown): JsonObject | undefined {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return undefined
+  return plainJsonCopy(value, MAX_PROVIDER_STATE_DEPTH) as JsonObject | undefined
+}
+
+/**
+ * What a fact can hold of `value` as `ModelOutput.reasoningDetails`: a copy of its entries that are
+ * plain JSON objects (others dropped, one by one), when 1–256 are left and their JSON text is at
+ * most 1 MiB together; else none (the whole member dropped: a part of a provider's signed state is
+ * of no use to it). Never throws.
+ */
+export function reasoningDetailsOf(value: unknown): JsonObject[] | undefined {
+  if (!Array.isArray(value)) return undefined
+  const entries: JsonObject[] = []
+  try {
+    for (const entry of value as unknown[]) {
+      const copy = jsonObjectCopy(entry)
+      if (copy !== undefined) entries.push(copy)
+    }
+  } catch {
+    return undefined
+  }
+  return providerStateProblem(entries, undefined) === undefined ? entries : undefined
+}
+
+/** What a fact can hold of `value` as a tool call's `extraContent`: a copy of a plain JSON object with a member, of at most 256 KiB of JSON text; else none. Never throws. */
+export function extraContentOf(value: unknown): JsonObject | undefined {
+  const copy = jsonObjectCopy(value)
+  return copy !== undefined && providerStateProblem(undefined, copy) === undefined ? copy : undefined
+}
+
+/**
+ * What is wrong with `reasoningDetails` or `extraContent` (as the schema reads them) for the bounds
+ * above, in words, or `undefined` when they fit: an empty array or object is none (left out, not
+ * recorded), more than 256 entries, more JSON text than their limit, nesting past 32 levels.
+ */
+export function providerStateProblem(reasoningDetails: readonly JsonObject[] | undefined, extraContent: JsonObject | undefined): string | undefined {
+  if (reasoningDetails !== undefined) {
+    if (reasoningDetails.length === 0) return 'reasoningDetails is empty (leave it out instead)'
+    if (reasoningDetails.length > MAX_REASONING_DETAILS) return `reasoningDetails holds ${reasoningDetails.length} entries, more than ${MAX_REASONING_DETAILS}`
+    const size = JSON.stringify(reasoningDetails).length
+    if (size > MAX_REASONING_DETAILS_SIZE) return `reasoningDetails is ${size} characters of JSON, more than ${MAX_REASONING_DETAILS_SIZE}`
+    if (reasoningDetails.some((entry) => depthOf(entry) > MAX_PROVIDER_STATE_DEPTH)) return `an entry of reasoningDetails nests deeper than ${MAX_PROVIDER_STATE_DEPTH} levels`
+  }
+  if (extraContent !== undefined) {
+    if (Object.keys(extraContent).length === 0) return 'extraContent is empty (leave it out instead)'
+    const size = JSON.stringify(extraContent).length
+    if (size > MAX_EXTRA_CONTENT_SIZE) return `extraContent is ${size} characters of JSON, more than ${MAX_EXTRA_CONTENT_SIZE}`
+    if (depthOf(extraContent) > MAX_PROVIDER_STATE_DEPTH) return `extraContent nests deeper than ${MAX_PROVIDER_STATE_DEPTH} levels`
+  }
+  return undefined
+}
+
+/** How many levels of arrays and objects `value` nests (a string is 0, `{}` 1). */
+function depthOf(value: unknown): number {
+  if (value === null || typeof value !== 'object') return 0
+  let deepest = 0
+  for (const member of Object.values(value)) deepest = Math.max(deepest, depthOf(member))
+  return deepest + 1
+}
 
 const toolOutcome = z.discriminatedUnion('status', [
   z.strictObject({ status: z.literal('succeeded'), output: jsonValue }),

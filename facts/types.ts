@@ -194,6 +194,14 @@ export interface ToolCall {
   name: string
   /** The arguments as the raw JSON text the model sent (redacted of the provider's secrets), not parsed. */
   arguments: string
+  /**
+   * Opaque state the provider returned with the call and requires back with it (Gemini's
+   * `extra_content: { google: { thought_signature } }` on its OpenAI-compatible endpoint): recorded as
+   * given (redacted of the provider's secrets) and sent back as the call's `extra_content` in every
+   * later request. A plain JSON object with a member, at most 256 KiB of JSON text and 32 levels deep
+   * (else dropped, not the answer); absent when the provider returned none, and in answers recorded before it was.
+   */
+  extraContent?: JsonObject | undefined
 }
 
 /** Token usage as reported by the provider. */
@@ -246,6 +254,16 @@ export interface ModelOutput {
    * answers recorded before it was. Never sent back to the model.
    */
   requestId?: string | undefined
+  /**
+   * Opaque reasoning state the provider returned with the answer and requires back with it
+   * (OpenRouter's `reasoning_details`: `reasoning.text` entries with their `signature`,
+   * `reasoning.encrypted`, `reasoning.summary`; a custom client's signed thinking blocks): entries
+   * recorded as given (redacted of the provider's secrets) and sent back as the assistant message's
+   * `reasoning_details` in every later request. 1–256 plain JSON objects, at most 1 MiB of JSON text
+   * together and 32 levels deep each (else the whole member is dropped, not the answer); absent when
+   * the provider returned none, and in answers recorded before it was.
+   */
+  reasoningDetails?: JsonObject[] | undefined
 }
 
 /**

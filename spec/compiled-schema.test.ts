@@ -180,8 +180,15 @@ const factArbitraries = {
     type: fc.constant('model.completed'),
     stepId,
     output: object(
-      { toolCalls: fc.array(object({ callId: text, name: text, arguments: text }), { maxLength: 3 }), finishReason: text },
-      { text, usage: object({}, { inputTokens: count, outputTokens: count, cachedInputTokens: count, reasoningTokens: count }), reasoning: text, responseId: boundedText(256), requestId: boundedText(256) },
+      { toolCalls: fc.array(object({ callId: text, name: text, arguments: text }, { extraContent: jsonObject }), { maxLength: 3 }), finishReason: text },
+      {
+        text,
+        usage: object({}, { inputTokens: count, outputTokens: count, cachedInputTokens: count, reasoningTokens: count }),
+        reasoning: text,
+        responseId: boundedText(256),
+        requestId: boundedText(256),
+        reasoningDetails: fc.array(jsonObject, { maxLength: 3 }),
+      },
     ),
   }),
   'model.interrupted': object(
@@ -332,6 +339,35 @@ test("a model.completed, a model.interrupted and a failed outcome written before
       assert.is(parseRuntimeEvent(make({ requestId: bad }), MAX_DEPTH), undefined, JSON.stringify(bad))
       assert.not.ok(slowPath(make({ requestId: bad })).ok, JSON.stringify(bad))
     }
+  }
+})
+
+test("a model.completed written before the provider's state was recorded keeps its bytes; one with reasoningDetails and a call's extraContent takes the fast path and decodes as written", () => {
+  const eventOf = (output: Record<string, unknown>) => ({ id: 'e-old', recordedAt: 1_700_000_000_000, invocation: { sessionId: 's', turnId: 't', runId: 'r', invocationId: 'i' }, fact: { type: 'model.completed', stepId: 'step-1', output } })
+  const before = { text: 'done', toolCalls: [{ callId: 'call_1', name: 'echo', arguments: '{"value":1}' }], finishReason: 'tool_calls', usage: { inputTokens: 10, outputTokens: 5 }, reasoning: 'think' }
+  // Its bytes as the release before wrote them (the same fact as the first test's above).
+  const written =
+    'Ad4ABKJpZKVlLW9sZKpyZWNvcmRlZEF0y0J4vP5WgAAAqmludm9jYXRpb27eAASpc2Vzc2lvbklkoXOmdHVybklkoXSlcnVuSWShcqxpbnZvY2F0aW9uSWShaaRmYWN03gADpHR5cGWvbW9kZWwuY29tcGxldGVkpnN0ZXBJZKZzdGVwLTGmb3V0cHV03gAFpHRleHSkZG9uZal0b29sQ2FsbHOR3gADpmNhbGxJZKZjYWxsXzGkbmFtZaRlY2hvqWFyZ3VtZW50c6t7InZhbHVlIjoxfaxmaW5pc2hSZWFzb26qdG9vbF9jYWxsc6V1c2FnZd4AAqtpbnB1dFRva2Vucwqsb3V0cHV0VG9rZW5zBalyZWFzb25pbmeldGhpbms='
+  assert.is(Buffer.from(encodeValidatedEvent(validateEvent(eventOf(before)))).toString('base64'), written)
+  const after = {
+    ...before,
+    toolCalls: [{ ...before.toolCalls[0], extraContent: { google: { thought_signature: 'CiQBVKhc7nX0' } } }, { callId: 'call_2', name: 'echo', arguments: '{}' }],
+    reasoningDetails: [
+      { type: 'reasoning.text', text: 'Let me look.', signature: 'EqoBCkYIBx', format: 'anthropic-claude-v1', index: 0 },
+      { type: 'reasoning.encrypted', data: 'gAAAAABo', index: 1 },
+    ],
+  }
+  const event = eventOf(after)
+  const fast = parseRuntimeEvent(event, MAX_DEPTH)
+  const slow = slowPath(event)
+  assert.ok(fast !== undefined && slow.ok)
+  sameEvent(fast, slow.value)
+  assert.is(Buffer.from(encodeValidatedEvent(fast)).toString('base64'), Buffer.from(encodeEvent(fast)).toString('base64'))
+  assert.equal(decodeEvent(encodeValidatedEvent(fast), 1), event)
+  // What the schema refuses of them (an entry that is not an object, a call's state that is not one) the fast path leaves to the slow one.
+  for (const bad of [{ reasoningDetails: ['text'] }, { reasoningDetails: {} }, { toolCalls: [{ ...before.toolCalls[0], extraContent: ['x'] }] }, { toolCalls: [{ ...before.toolCalls[0], extraContent: 'sig' }] }]) {
+    assert.is(parseRuntimeEvent(eventOf({ ...before, ...bad }), MAX_DEPTH), undefined, JSON.stringify(bad))
+    assert.not.ok(slowPath(eventOf({ ...before, ...bad })).ok, JSON.stringify(bad))
   }
 })
 

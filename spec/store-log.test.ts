@@ -1514,16 +1514,17 @@ format(
     let marked: number | undefined
     await withDb(dir, async (db) => {
       marked = decodeRecord<number>((await db.get(keys.format)) as Uint8Array, 'format')
-      await db.put(keys.format, encodeRecord(marked + 1))
+      // 6 is this version's own (a log holding the provider's state): one past it is a newer factstate's.
+      await db.put(keys.format, encodeRecord(marked + 2))
     })
     assert.is(marked, 5)
     for (let attempt = 0; attempt < 2; attempt += 1) {
       const refused = await refusal(EventLog.open(dir))
       assert.is(refused.code, 'LOG_FORMAT_UNSUPPORTED', `attempt ${attempt}: refused again, the lock released`)
-      assert.equal(refused.details, { format: 6, supported: 5 })
+      assert.equal(refused.details, { format: 7, supported: 6 })
     }
     await withDb(dir, async (db) => {
-      assert.is(decodeRecord<number>((await db.get(keys.format)) as Uint8Array, 'format'), 6, 'the refusal wrote nothing')
+      assert.is(decodeRecord<number>((await db.get(keys.format)) as Uint8Array, 'format'), 7, 'the refusal wrote nothing')
       await db.put(keys.format, encodeRecord('two'))
     })
     assert.is((await refusal(EventLog.open(dir))).code, 'LOG_CORRUPT', 'an unreadable format record')
@@ -1544,6 +1545,54 @@ format(
     await withDb(dir, async (db) => {
       assert.is(decodeRecord<number>((await db.get(keys.format)) as Uint8Array, 'format'), 5, 'a log marked 3 is marked 5 by its next write: the releases before refuse it as newer')
     })
+  }),
+)
+
+format(
+  "a log is marked 6 by the batch of its first model.completed that carries the provider's state, not before: 0.9.x (which reads up to 5) refuses it then, and reads a log without one",
+  boundedTest(20_000, async (dir) => {
+    const formatOf = () => withDb(dir, async (db) => decodeRecord<number>((await db.get(keys.format)) as Uint8Array, 'format'))
+    const a = new EventMaker(invocationOf('a'))
+    const call = { callId: 'call-op-1', name: 'missing', arguments: '{}' }
+    await withLog(dir, async (log) => {
+      await log.append(a.next(facts.opened()))
+      await log.append(a.next(facts.requested('s1')))
+    })
+    assert.is(await formatOf(), 5, 'a log without such a fact stays readable by 0.9.x')
+    await withLog(dir, async (log) => {
+      // Bounds are checked on append: an empty array is none, and nothing of the refused fact is written.
+      const refused = await refusal(log.append(a.next({ type: 'model.completed', stepId: 's1', output: { toolCalls: [call], finishReason: 'tool_calls', reasoningDetails: [] } })))
+      assert.is(refused.code, 'LOG_INVALID_EVENT')
+      assert.equal(refused.details, { fields: ['fact.output.reasoningDetails'] })
+      const tooLarge = { ...call, extraContent: { google: { thought_signature: 's'.repeat(262_144) } } }
+      const large = await refusal(log.append(a.next({ type: 'model.completed', stepId: 's1', output: { toolCalls: [tooLarge], finishReason: 'tool_calls' } })))
+      assert.equal(large.details, { fields: ['fact.output.toolCalls.0.extraContent'] })
+    })
+    assert.is(await formatOf(), 5, 'a refused append marks nothing')
+    await withLog(dir, async (log) => {
+      const signed = { ...call, extraContent: { google: { thought_signature: 'CiQBVKhc7nX0' } } }
+      await log.append(a.next({ type: 'model.completed', stepId: 's1', output: { toolCalls: [signed], finishReason: 'tool_calls' } }))
+      assert.equal((await log.invocationEvents(a.invocation.invocationId)).at(-1)?.event.fact, { type: 'model.completed', stepId: 's1', output: { toolCalls: [signed], finishReason: 'tool_calls' } })
+    })
+    assert.is(await formatOf(), 6, 'marked 6 in the batch that wrote it')
+    // A reader that takes up to 5 (0.9.x) meets 6 as a newer factstate's log: as this one meets 7.
+    await withDb(dir, (db) => db.put(keys.format, encodeRecord(7)))
+    const refused = await refusal(EventLog.open(dir))
+    assert.is(refused.code, 'LOG_FORMAT_UNSUPPORTED')
+    await withDb(dir, (db) => db.put(keys.format, encodeRecord(6)))
+    await withLog(dir, async (log) => {
+      assert.is((await log.verify()).events, 3)
+      await log.append(a.next(facts.rejected('op-1')))
+    })
+    assert.is(await formatOf(), 6, 'never marked down')
+    const b = new EventMaker(invocationOf('b'))
+    const other = join(dir, 'reasoning')
+    await mkdir(other)
+    await withLog(other, async (log) => {
+      await log.appendAll([b.next(facts.opened()), b.next(facts.requested('s1'))])
+      await log.append(b.next({ type: 'model.completed', stepId: 's1', output: { text: 'done', toolCalls: [], finishReason: 'stop', reasoningDetails: [{ type: 'reasoning.encrypted', data: 'gAAAAABo' }] } }))
+    })
+    assert.is(await withDb(other, async (db) => decodeRecord<number>((await db.get(keys.format)) as Uint8Array, 'format')), 6, 'reasoningDetails marks it too')
   }),
 )
 

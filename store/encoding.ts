@@ -2,7 +2,7 @@ import { isDeepStrictEqual } from 'node:util'
 import { Packr, RESERVE_START_SPACE } from 'msgpackr'
 import { FactstateError } from '../errors.js'
 import { parseRuntimeEvent } from '../facts/compiled-schema.js'
-import { describeIssues, issueFields, requestFingerprintSchema, runtimeEventSchema } from '../facts/schema.js'
+import { describeIssues, issueFields, providerStateProblem, requestFingerprintSchema, runtimeEventSchema } from '../facts/schema.js'
 import type { ExecutionSettings, Invocation, ParentCall, RuntimeEvent } from '../facts/types.js'
 import { CHAIN_BYTES, chainStep, chainStepInto } from './digest.js'
 import { packPlain } from './msgpack-plain.js'
@@ -273,6 +273,11 @@ function validate(event: unknown): RuntimeEvent {
   return hasUndefined(data) ? canonical(data) : data
 }
 
+/** Refuses a `model.completed` whose provider state (`field`) is out of bounds (`problem`). */
+function providerStateRule(problem: string | undefined, field: string): void {
+  if (problem !== undefined) throw new FactstateError('LOG_INVALID_EVENT', `the event does not fit the fact schema: ${field}: ${problem}`, { details: { fields: [field] } })
+}
+
 /**
  * The rules between a fact's fields that its schema does not state, checked for every append after
  * `validateEvent` (stored facts are read as written, so a log written before a rule stays readable):
@@ -280,10 +285,20 @@ function validate(event: unknown): RuntimeEvent {
  * `invocation.opened`'s `requestFingerprint` is 1–256 characters, as the engine's run input is; its
  * `parent`, when present, names one of its invocation's operations and another invocation; its
  * `execution.replayBase`, when present, is a continuation's `input.source`; a
- * tool catalog's `digests`, when present, has one digest per name.
+ * tool catalog's `digests`, when present, has one digest per name; a `model.completed`'s
+ * `reasoningDetails` and each call's `extraContent`, when present, are within their bounds (see
+ * `providerStateProblem`: 1–256 entries, 1 MiB of JSON; a non-empty object of 256 KiB at most).
  */
 export function checkFactRules(event: RuntimeEvent): void {
   const { fact } = event
+  if (fact.type === 'model.completed') {
+    const { output } = fact
+    if (output.reasoningDetails !== undefined) providerStateRule(providerStateProblem(output.reasoningDetails, undefined), 'fact.output.reasoningDetails')
+    for (const [index, call] of output.toolCalls.entries()) {
+      if (call.extraContent !== undefined) providerStateRule(providerStateProblem(undefined, call.extraContent), `fact.output.toolCalls.${index}.extraContent`)
+    }
+    return
+  }
   if (fact.type === 'invocation.opened') {
     const fingerprint = fact.input.requestFingerprint
     if (fingerprint !== undefined && !requestFingerprintSchema.safeParse(fingerprint).success) {

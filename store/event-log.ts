@@ -737,12 +737,31 @@ const SCAN_BATCH = 1_000
  * same reason, since a child run's `invocation.opened` may carry its `parent` (0.3.0); 5 since the
  * sessions are indexed by their latest run (`keys.recent`, and a session record's `latestOpenedSeq`,
  * 0.9.0), which the releases before it would not keep up to date: a log this version opened is marked
- * 5 at once (see `#indexRecency`), so that they refuse it. The other index records are those of 2. A
- * log marked with a higher number was written by a newer factstate and is refused rather than misread;
- * an unmarked or lower-marked one is older, and is marked by its next write (by its open, when it
- * lacks the recency index).
+ * 5 at once (see `#indexRecency`), so that they refuse it; 6 since a `model.completed` may carry the
+ * provider's opaque state (`output.reasoningDetails`, a call's `extraContent`, 0.10.0), which the
+ * releases before it refuse as damage: a log is marked 6 only by the batch that writes the first such
+ * fact (see `carriesFormat6`), so a log that never holds one stays 5 and readable by 0.9.x. The other
+ * index records are those of 2. A log marked with a higher number was written by a newer factstate and
+ * is refused rather than misread; an unmarked or lower-marked one is older, and is marked by its next
+ * write (by its open, when it lacks the recency index).
  */
-const INDEX_FORMAT = 5
+const INDEX_FORMAT = 6
+/** The format every batch marks a log with at least (see `INDEX_FORMAT`): what 0.9.x reads. */
+const BASE_FORMAT = 5
+
+/**
+ * Whether one of `events` is a `model.completed` carrying a member of format 6 (`reasoningDetails`,
+ * a call's `extraContent`): one comparison for every other fact.
+ */
+function carriesFormat6(events: readonly StagedEvent[]): boolean {
+  for (const { event } of events) {
+    const { fact } = event
+    if (fact.type !== 'model.completed') continue
+    if (fact.output.reasoningDetails !== undefined) return true
+    for (const call of fact.output.toolCalls) if (call.extraContent !== undefined) return true
+  }
+  return false
+}
 /** The id filter is sized for twice the log's events, at least this many (2 MiB)… */
 const ID_FILTER_MIN = 1 << 20
 /** …and at most this many (32 MiB); a log with more events reads the id index for every append. */
@@ -794,6 +813,8 @@ class Staging {
   readonly latestRuns = new Map<string, LatestRun>()
   /** The recency index's changes (`keys.recent`): the session id of an entry put, null for one deleted. */
   readonly recent = new Map<string, string | null>()
+  /** The format this staging's batch needs the log marked with (set as the batch is written, see `#write`). */
+  format = BASE_FORMAT
   head: Head
 
   constructor(
@@ -1408,8 +1429,8 @@ export class EventLog {
   /** Events appended since open, until the id filter's build starts. */
   #appended = 0
   #idsBuilds = 0
-  /** The log carries `INDEX_FORMAT` (else the next batch writes it). */
-  #formatMarked = false
+  /** The format the log is marked with (0: none); a batch marks it `BASE_FORMAT`, or 6 (see `carriesFormat6`), when it is lower. */
+  #format = 0
   /** The log carries `keys.reservationsIndexed` (else the next batch writes it). */
   #reservationsMarked = false
   /** The log carries `keys.recencyIndexed` (else the next batch writes it: a log with facts gets it on open). */
@@ -1936,7 +1957,7 @@ export class EventLog {
           details: { format: found, supported: INDEX_FORMAT },
         })
       }
-      this.#formatMarked = found === INDEX_FORMAT
+      this.#format = found
     }
     const stored = await this.#db.get(keys.head)
     if (stored === undefined && format === undefined) await this.#refuseForeign()
@@ -2111,10 +2132,11 @@ export class EventLog {
     }
     // Synced: LevelDB's write-ahead log is one file, so the batches before it are on disk with it.
     batch.put(keys.recencyIndexed, encodeRecord(1))
-    batch.put(keys.format, encodeRecord(INDEX_FORMAT))
+    const format = Math.max(this.#format, BASE_FORMAT)
+    batch.put(keys.format, encodeRecord(format))
     await batch.write({ sync: this.#durability === 'sync' })
     this.#recencyMarked = true
-    this.#formatMarked = true
+    this.#format = format
     // Records read before the batch lack the seq: read them again.
     this.#state.sessions.clear()
   }
@@ -2674,7 +2696,7 @@ export class EventLog {
           this.#wakeUp()
         }
         this.#state.absorb(staging)
-        this.#formatMarked = true
+        this.#format = Math.max(this.#format, staging.format)
         if (this.#children !== undefined || this.#childrenSince !== undefined) this.#noteChildren(staging.events)
         this.#reservationsMarked = true
         this.#recencyMarked = true
@@ -2824,7 +2846,9 @@ export class EventLog {
       else batch.put(key, encodeRecord(sessionId))
     }
     batch.put(keys.head, encodeRecord(staging.head))
-    if (!this.#formatMarked) batch.put(keys.format, encodeRecord(INDEX_FORMAT))
+    // Marked up in the batch of the first fact that needs it, not before: a log without one stays readable by 0.9.x.
+    staging.format = this.#format >= INDEX_FORMAT || !carriesFormat6(staging.events) ? BASE_FORMAT : INDEX_FORMAT
+    if (this.#format < staging.format) batch.put(keys.format, encodeRecord(staging.format))
     if (!this.#reservationsMarked) batch.put(keys.reservationsIndexed, encodeRecord(1))
     if (!this.#recencyMarked) batch.put(keys.recencyIndexed, encodeRecord(1))
     await batch.write({ sync: this.#durability === 'sync' })

@@ -4,8 +4,8 @@
  * safe points for handoff holds, and appends each fact, durable before the next act.
  */
 import { FactstateError } from '../errors.js'
-import type { ApprovalRecord, ExecutionSettings, Fact, HandoffIntent, HandoffPause, Invocation, InvocationOutcome, RuntimeEvent, ToolCall } from '../facts/types.js'
-import { providerRefusalOf, requestIdOf, responseIdOf } from '../facts/schema.js'
+import type { ApprovalRecord, ExecutionSettings, Fact, HandoffIntent, HandoffPause, Invocation, InvocationOutcome, ModelOutput, RuntimeEvent, ToolCall } from '../facts/types.js'
+import { extraContentOf, providerRefusalOf, reasoningDetailsOf, requestIdOf, responseIdOf } from '../facts/schema.js'
 import { type InvocationSnapshot, applyFact, stateOf } from '../machines/invocation.js'
 import { contentDigest } from '../store/digest.js'
 import { canonical, cutText, messageOf, storageProblemAt, wellFormed } from '../store/encoding.js'
@@ -387,6 +387,33 @@ const unrecorded = (why: string, { readOnly }: ResultOf, tooLarge = false): Tool
 })
 
 const bytesShown = (bytes: number): string => `${bytes.toLocaleString('en-US')} byte${bytes === 1 ? '' : 's'}`
+
+/** `call` without its `extraContent`. */
+function withoutExtraContent({ extraContent: _, ...call }: ToolCall): ToolCall {
+  return call
+}
+
+/**
+ * `output` with its provider state (`reasoningDetails`, each call's `extraContent`) as a fact can hold
+ * it once redacted: redaction can make it longer than its bounds, and it is then left out, not the answer.
+ */
+function boundedState(output: ModelOutput): ModelOutput {
+  let result = output
+  if (output.reasoningDetails !== undefined) {
+    const { reasoningDetails, ...rest } = output
+    const kept = reasoningDetailsOf(reasoningDetails)
+    result = kept === undefined ? rest : { ...rest, reasoningDetails: kept }
+  }
+  if (!output.toolCalls.some((call) => call.extraContent !== undefined)) return result
+  return {
+    ...result,
+    toolCalls: result.toolCalls.map((call) => {
+      if (call.extraContent === undefined) return call
+      const kept = extraContentOf(call.extraContent)
+      return kept === undefined ? withoutExtraContent(call) : { ...call, extraContent: kept }
+    }),
+  }
+}
 
 /**
  * `fact`, or, when its bytes as the log writes them still spell one of `secrets` (see `holdsSecretBytes`:
@@ -880,6 +907,9 @@ export class InvocationActor implements GateOwner {
           return [
             output((given) => (given.text ? { ...given, text: REDACTED } : given)),
             output((given) => (given.reasoning ? { ...given, reasoning: REDACTED } : given)),
+            // Opaque state (a signature, encrypted reasoning) cannot be `[redacted]` in part and still be of use: left out whole.
+            output(({ reasoningDetails: _, ...given }) => given),
+            ...calls.map((index) => output((given) => ({ ...given, toolCalls: given.toolCalls.map((one, at) => (at === index ? withoutExtraContent(one) : one)) }))),
             ...calls.map((index) => call(index, 'arguments')),
             output((given) => ({ ...given, finishReason: REDACTED })),
             output(({ responseId: _, requestId: __, ...given }) => given),
@@ -1237,7 +1267,7 @@ export class InvocationActor implements GateOwner {
       })
       if (response.kind === 'completed') {
         // What the tools get and the next request replays is what is recorded: an echoed secret is gone from all three.
-        const answered = redactAnswer(wellFormed(response.output), this.setup.secrets.inData)
+        const answered = boundedState(redactAnswer(wellFormed(response.output), this.setup.secrets.inData))
         // The response id is never sent back nor given to a tool: redacted as a failure message is
         // (encoded forms, masked pieces), not only of whole keys as text is; one that no longer fits is dropped.
         const responseId = response.output.responseId === undefined ? undefined : responseIdOf(redactFailure(wellFormed(response.output.responseId), this.setup.secrets))

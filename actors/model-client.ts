@@ -4,7 +4,7 @@
  * it and answers with a {@link ModelResponse}. A client never throws for provider trouble: it
  * classifies it, so the engine can record it as a `model.interrupted` fact.
  */
-import type { Invocation, ModelOutput, ProviderRefusal } from '../facts/types.js'
+import type { Invocation, JsonObject, ModelOutput, ProviderRefusal } from '../facts/types.js'
 
 /** One chat message in the OpenAI chat-completions shape. */
 export type ChatMessage =
@@ -13,9 +13,17 @@ export type ChatMessage =
   | {
       role: 'assistant'
       content: string | null
-      tool_calls?: { id: string; type: 'function'; function: { name: string; arguments: string } }[]
+      tool_calls?: {
+        id: string
+        type: 'function'
+        function: { name: string; arguments: string }
+        /** The call's `ToolCall.extraContent` as recorded (Gemini's `thought_signature`); absent when none was. */
+        extra_content?: JsonObject
+      }[]
       /** The reasoning the provider returned with an answer that made tool calls (`ModelOutput.reasoning`), sent back as it requires. */
       reasoning_content?: string
+      /** The answer's `ModelOutput.reasoningDetails` as recorded (OpenRouter's `reasoning_details`), with any answer; absent when none were. */
+      reasoning_details?: JsonObject[]
     }
   | { role: 'tool'; tool_call_id: string; content: string }
 

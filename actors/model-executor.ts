@@ -1,7 +1,7 @@
 import { z } from 'zod'
 import { FactstateError } from '../errors.js'
 import { readOptions, shown } from '../options.js'
-import { describeIssues, modelOutputSchema, providerRefusalOf, requestIdOf, responseIdOf } from '../facts/schema.js'
+import { describeIssues, extraContentOf, modelOutputSchema, providerRefusalOf, reasoningDetailsOf, requestIdOf, responseIdOf } from '../facts/schema.js'
 import { messageOf } from '../store/encoding.js'
 import type { ChatRequestBody, ModelClient, ModelRequest, ModelResponse, ProviderConfig, ToolCallPiece } from './model-client.js'
 import { OpenAIChatClient } from './openai-chat-client.js'
@@ -253,8 +253,9 @@ const tokenCount = (value: unknown): number | undefined => (Number.isSafeInteger
  * reads a provider's answer: members the output type does not have (a call's `index`, a count under
  * another name than `ModelUsage`'s, a stop sequence) are left out, token counts that are not
  * non-negative whole numbers are dropped, so is a `responseId` or a `requestId` that is not a
- * string of 1–256 characters, and `text: null` is no text. An answer already paid for is not lost to them; what is
- * left is checked strictly.
+ * string of 1–256 characters, and `text: null` is no text; so is provider state a fact cannot hold
+ * (`reasoningDetails` and a call's `extraContent` past their bounds or not plain JSON, see
+ * `reasoningDetailsOf`). An answer already paid for is not lost to them; what is left is checked strictly.
  */
 function recordedOutput(output: unknown): unknown {
   if (output === null || typeof output !== 'object') return output
@@ -262,11 +263,14 @@ function recordedOutput(output: unknown): unknown {
   const usage = optionalMember(output, 'usage')
   const responseId = optionalMember(output, 'responseId')
   const requestId = optionalMember(output, 'requestId')
+  const reasoningDetails = reasoningDetailsOf(optionalMember(output, 'reasoningDetails'))
   const calls = Array.isArray(toolCalls)
     ? toolCalls.map((call: unknown) => {
         if (call === null || typeof call !== 'object') return call
         const { callId, name, arguments: args } = call as Record<string, unknown>
-        return { callId, name, arguments: args }
+        // Sent back, never read: one the fact cannot hold is dropped, not the answer.
+        const extraContent = extraContentOf(optionalMember(call, 'extraContent'))
+        return { callId, name, arguments: args, ...(extraContent === undefined ? {} : { extraContent }) }
       })
     : toolCalls
   let tokens: Record<string, number> | undefined
@@ -287,6 +291,7 @@ function recordedOutput(output: unknown): unknown {
     // Only ever read, by people matching the fact with the provider's records: one the fact cannot hold is dropped.
     ...(responseIdOf(responseId) === undefined ? {} : { responseId }),
     ...(requestIdOf(requestId) === undefined ? {} : { requestId }),
+    ...(reasoningDetails === undefined ? {} : { reasoningDetails }),
   }
 }
 

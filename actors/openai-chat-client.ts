@@ -8,7 +8,7 @@ import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUse
 import { _iterSSEMessages } from 'openai/core/streaming'
 import { z } from 'zod'
 import { FactstateError } from '../errors.js'
-import { providerRefusalOf, requestIdOf, responseIdOf } from '../facts/schema.js'
+import { extraContentOf, providerRefusalOf, reasoningDetailsOf, requestIdOf, responseIdOf } from '../facts/schema.js'
 import type { ModelOutput, ModelUsage, ProviderRefusal, ToolCall } from '../facts/types.js'
 import type { ModelClient, ModelRequest, ModelResponse, ProviderConfig } from './model-client.js'
 import { type Secrets, redactFailure, secretsOf } from './redaction.js'
@@ -36,12 +36,19 @@ const ArgumentsSchema = z
 
 /**
  * OpenRouter's (and some proxies') name for `reasoning_content`: taken when it is text, dropped
- * otherwise (their `reasoning_details` arrays are not read at all).
+ * otherwise (their `reasoning_details` arrays are read apart, see `ProviderStateSchema`).
  */
 const ReasoningSchema = z
   .unknown()
   .optional()
   .transform((value) => (typeof value === 'string' ? value : undefined))
+
+/**
+ * Opaque state a provider wants back (OpenRouter's `reasoning_details`, Gemini's `extra_content` of a
+ * call): read as anything, kept only as `reasoningDetailsOf` and `extraContentOf` keep it (plain JSON
+ * within bounds); what does not fit is dropped, never the answer.
+ */
+const ProviderStateSchema = z.unknown().optional()
 
 /** A call's id; some local servers send a number, or none (see `callIdOf`). */
 const CallIdSchema = z
@@ -65,12 +72,14 @@ const CompletionSchema = z.object({
           refusal: z.string().nullish(),
           reasoning_content: z.string().nullish(),
           reasoning: ReasoningSchema,
+          reasoning_details: ProviderStateSchema,
           tool_calls: z
             .array(
               z.object({
                 id: CallIdSchema,
                 type: z.string().nullish(),
                 function: z.object({ name: z.string().min(1), arguments: ArgumentsSchema }),
+                extra_content: ProviderStateSchema,
               }),
             )
             .nullish(),
@@ -95,6 +104,7 @@ const ChunkSchema = z.object({
             refusal: z.string().nullish(),
             reasoning_content: z.string().nullish(),
             reasoning: ReasoningSchema,
+            reasoning_details: ProviderStateSchema,
             tool_calls: z
               .array(
                 z.object({
@@ -103,6 +113,7 @@ const ChunkSchema = z.object({
                   id: CallIdSchema,
                   type: z.string().nullish(),
                   function: z.object({ name: z.string().nullish(), arguments: ArgumentsSchema }).nullish(),
+                  extra_content: ProviderStateSchema,
                 }),
               )
               .nullish(),
@@ -282,8 +293,10 @@ function outputOf(
   usage: ModelUsage | undefined,
   reasoning: string | undefined,
   id: unknown,
+  details: unknown,
 ): ModelOutput {
   const responseId = responseIdOf(id)
+  const reasoningDetails = reasoningDetailsOf(details)
   return {
     ...(text !== undefined && text.length > 0 ? { text } : {}),
     toolCalls,
@@ -291,6 +304,68 @@ function outputOf(
     ...(usage ? { usage } : {}),
     ...(reasoning !== undefined && reasoning.length > 0 ? { reasoning } : {}),
     ...(responseId === undefined ? {} : { responseId }),
+    ...(reasoningDetails === undefined ? {} : { reasoningDetails }),
+  }
+}
+
+/** A call as recorded, with its `extra_content` when a fact can hold it (see `extraContentOf`). */
+function callOf(callId: string, name: string, args: string, extra: unknown): ToolCall {
+  const extraContent = extraContentOf(extra)
+  return { callId, name, arguments: args, ...(extraContent === undefined ? {} : { extraContent }) }
+}
+
+const isPlainObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value)
+
+/** A copy of `value`, its objects copied at every depth (as `mergeInto` takes them). */
+function mergedCopy(value: Record<string, unknown>): Record<string, unknown> {
+  const copy: Record<string, unknown> = {}
+  mergeInto(copy, value)
+  return copy
+}
+
+/** `part` merged into `into`: objects member by member (at any depth), anything else replaced. `__proto__` is never taken. */
+function mergeInto(into: Record<string, unknown>, part: Record<string, unknown>): void {
+  for (const [key, value] of Object.entries(part)) {
+    if (key === '__proto__') continue
+    const held = into[key]
+    if (isPlainObject(held) && isPlainObject(value)) mergeInto(held, value)
+    else into[key] = isPlainObject(value) ? mergedCopy(value) : value
+  }
+}
+
+/** The string members of a streamed `reasoning_details` entry that its parts carry in pieces. */
+const DETAIL_PIECES: ReadonlySet<string> = new Set(['text', 'summary', 'data'])
+
+/**
+ * OpenRouter's streamed `reasoning_details`, put together: parts carrying the same `index` are one
+ * entry (their `text`, `summary` and `data` pieces joined; other members kept, the last non-empty
+ * one of each: a `signature` comes with the last part), parts without one are entries of their own.
+ * What is not an object is dropped.
+ */
+class StreamedDetails {
+  readonly entries: Record<string, unknown>[] = []
+  readonly #byIndex = new Map<number, Record<string, unknown>>()
+
+  add(parts: unknown): void {
+    if (!Array.isArray(parts)) return
+    for (const part of parts) {
+      if (!isPlainObject(part)) continue
+      const index = part.index
+      const entry = Number.isSafeInteger(index) ? this.#byIndex.get(index as number) : undefined
+      if (entry === undefined) {
+        const fresh = mergedCopy(part)
+        if (Number.isSafeInteger(index)) this.#byIndex.set(index as number, fresh)
+        this.entries.push(fresh)
+        continue
+      }
+      for (const [key, value] of Object.entries(part)) {
+        if (key === '__proto__' || key === 'index') continue
+        const held = entry[key]
+        if (DETAIL_PIECES.has(key) && typeof value === 'string' && typeof held === 'string') entry[key] = held + value
+        else if (value !== null && value !== '' && value !== undefined) entry[key] = isPlainObject(value) ? mergedCopy(value) : value
+        else if (!(key in entry)) entry[key] = value
+      }
+    }
   }
 }
 
@@ -549,15 +624,19 @@ export class OpenAIChatClient implements ModelClient {
     const { choices } = parsed.data
     const choice = choices.find((candidate) => (candidate.index ?? 0) === 0) ?? choices[0]
     if (!choice) throw new MalformedAnswer('the provider answered without choices')
-    const toolCalls: ToolCall[] = (choice.message.tool_calls ?? []).map((call) => ({
-      callId: callIdOf(call.id),
-      name: call.function.name,
-      arguments: call.function.arguments,
-    }))
+    const toolCalls: ToolCall[] = (choice.message.tool_calls ?? []).map((call) => callOf(callIdOf(call.id), call.function.name, call.function.arguments, call.extra_content))
     const finishReason = choice.finish_reason ?? (toolCalls.length > 0 ? 'tool_calls' : 'stop')
     if (finishReason === 'error') throw failedGeneration()
     // A refusal (content null, `refusal` set) is the model's answer: recorded as its text, so the log shows it.
-    return outputOf(choice.message.content ?? choice.message.refusal ?? undefined, toolCalls, finishReason, usageOf(parsed.data.usage), choice.message.reasoning_content || choice.message.reasoning, parsed.data.id)
+    return outputOf(
+      choice.message.content ?? choice.message.refusal ?? undefined,
+      toolCalls,
+      finishReason,
+      usageOf(parsed.data.usage),
+      choice.message.reasoning_content || choice.message.reasoning,
+      parsed.data.id,
+      choice.message.reasoning_details,
+    )
   }
 
   /** `whole`: the stop that aborted the read (a stall, the time limit) leaves an answer that named its finish reason whole. */
@@ -566,6 +645,7 @@ export class OpenAIChatClient implements ModelClient {
     let reasoning = ''
     // OpenRouter's `reasoning`, kept apart: taken only from an answer without `reasoning_content`, never joined to it.
     let reasoningOther = ''
+    const details = new StreamedDetails()
     let done = false
     let refusal = ''
     let finishReason: string | undefined
@@ -583,7 +663,8 @@ export class OpenAIChatClient implements ModelClient {
     // whole: it then starts the next one.
     // `again`: begun by a part naming the tool of the call before again once that call's arguments were
     // whole; left without arguments (or an id) to the end, it was that server repeating the name, no call.
-    const calls: { index: number; id: string; name: string; joined: string; split: boolean; again: boolean; arguments: string }[] = []
+    // `extra`: the call's `extra_content` objects merged (see `mergeInto`).
+    const calls: { index: number; id: string; name: string; joined: string; split: boolean; again: boolean; arguments: string; extra?: Record<string, unknown> }[] = []
     // The call the part before went to: the one a part without an index continues.
     let current: (typeof calls)[number] | undefined
     // The run's tools: which of a call's names (its parts joined, or its last) is recorded (see `streamedName`).
@@ -619,6 +700,7 @@ export class OpenAIChatClient implements ModelClient {
           if (delta?.refusal) refusal += delta.refusal
           if (delta?.reasoning_content) reasoning += delta.reasoning_content
           if (delta?.reasoning) reasoningOther += delta.reasoning
+          if (delta?.reasoning_details) details.add(delta.reasoning_details)
           for (const [position, part] of (delta?.tool_calls ?? []).entries()) {
             const last = current
             // A part naming the id of a call begun before goes to that call (some servers interleave
@@ -649,6 +731,7 @@ export class OpenAIChatClient implements ModelClient {
               call.joined += part.function.name
             }
             if (part.function?.arguments) call.arguments += part.function.arguments
+            if (isPlainObject(part.extra_content)) mergeInto((call.extra ??= {}), part.extra_content)
             current = call
             onToolCall?.({
               index,
@@ -677,9 +760,9 @@ export class OpenAIChatClient implements ModelClient {
     const made = calls.filter((call) => !(call.again && call.arguments === '' && call.id === ''))
     for (const [position, call] of made.sort((a, b) => a.index - b.index).entries()) {
       if (!call.name) throw new MalformedAnswer(`the provider streamed tool call ${position} without a name`)
-      toolCalls.push({ callId: callIdOf(call.id), name: streamedName(call, catalog), arguments: call.arguments })
+      toolCalls.push(callOf(callIdOf(call.id), streamedName(call, catalog), call.arguments, call.extra))
     }
-    return outputOf(text.length > 0 ? text : refusal, toolCalls, finishReason ?? (toolCalls.length > 0 ? 'tool_calls' : 'stop'), usage, reasoning || reasoningOther, responseId)
+    return outputOf(text.length > 0 ? text : refusal, toolCalls, finishReason ?? (toolCalls.length > 0 ? 'tool_calls' : 'stop'), usage, reasoning || reasoningOther, responseId, details.entries)
   }
 
   #stopped(stop: StopReason, { timeoutMs, idleTimeoutMs }: Pick<ModelRequest, 'timeoutMs' | 'idleTimeoutMs'>): ModelResponse {

@@ -72,14 +72,25 @@ export class TranscriptBuilder {
           // A final answer that is empty or blank (a filtered one, whose run ended `model_filtered`, is one) says nothing,
           // and a continuation must not end its request with it: some providers refuse empty assistant content, others
           // continue it as a prefix. The same test as the actor's for a filtered answer (`text.trim() === ''`).
-          if (fact.output.text?.trim()) this.#messages.push({ role: 'assistant', content: fact.output.text })
+          // Opaque provider state goes back only when recorded: a request of a run without it keeps its bytes.
+          if (fact.output.text?.trim()) {
+            this.#messages.push({ role: 'assistant', content: fact.output.text, ...(fact.output.reasoningDetails ? { reasoning_details: fact.output.reasoningDetails } : {}) })
+          }
         } else {
           this.#messages.push({
             role: 'assistant',
             content: fact.output.text ?? null,
-            tool_calls: calls.map((call) => ({ id: call.callId, type: 'function', function: { name: call.name, arguments: replayedArguments(call.arguments) } })),
+            tool_calls: calls.map((call) => ({
+              id: call.callId,
+              type: 'function',
+              function: { name: call.name, arguments: replayedArguments(call.arguments) },
+              // Gemini answers 400 to a replayed call without its thought signature.
+              ...(call.extraContent ? { extra_content: call.extraContent } : {}),
+            })),
             // DeepSeek's thinking mode answers 400 to a tool round whose reasoning is not sent back; only what a provider returned is.
             ...(fact.output.reasoning ? { reasoning_content: fact.output.reasoning } : {}),
+            // OpenRouter's reasoning models (Anthropic's, Gemini's) want their reasoning_details back with the calls.
+            ...(fact.output.reasoningDetails ? { reasoning_details: fact.output.reasoningDetails } : {}),
           })
           this.#unanswered = calls.map((call) => ({ callId: call.callId }))
         }

@@ -11,7 +11,7 @@ import { randomBytes } from 'node:crypto'
 import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import { Engine, EventLog, ModelExecutor, type RunInput, type ToolDefinition } from '../index.js'
+import { Engine, EventLog, type JsonObject, type ModelOutput, ModelExecutor, type ModelRequest, type RunInput, type ToolDefinition } from '../index.js'
 import { answer, scriptedModelServer } from '../testing/scripted-model-server.js'
 import { callTool } from '../testing/index.js'
 import { ALL, CWD } from './support/faults-engine.js'
@@ -288,6 +288,66 @@ const DIGITS = `4${[...randomBytes(15)].map((byte) => byte % 10).join('')}`
 /** `text` with a NUL after each character (UTF-16LE read a byte a character), or before it (UTF-16BE). */
 const nulAfter = (text: string) => Buffer.from(text, 'utf16le').toString('latin1')
 const nulBefore = (text: string) => Buffer.from(text, 'utf16le').swap16().toString('latin1')
+test(
+  "secrets: a provider's opaque state (reasoningDetails, a call's extraContent) loses the key in any form; state whose bytes as the log writes them spell a secret across members is left out whole; none reaches a file of the log directory or the next request",
+  bounded(30_000, async (dir) => {
+    // SECRET in Latin-1 is "pk_live/", the byte 0xE4 (msgpack's -28) and its hex digits: an array of a string, -28 and
+    // the digits' codes (each a byte) spells it in the log's bytes, though no member holds it (see holdsSecretBytes).
+    const spelledAcross = ['pk_live/', -28, ...[...SECRET.slice(9)].map((character) => character.charCodeAt(0))]
+    const answers: ModelOutput[] = [
+      {
+        text: 'checking',
+        toolCalls: [
+          { callId: 'call-a', name: 'echo', arguments: '{}', extraContent: { google: { thought_signature: `sig ${percentEvery(API_KEY, true)}` } } },
+          { callId: 'call-b', name: 'echo', arguments: '{}', extraContent: { google: { parts: spelledAcross } } },
+        ],
+        finishReason: 'tool_calls',
+        reasoningDetails: [
+          { type: 'reasoning.text', text: `the key is ${escapedEvery(API_KEY, false)}`, signature: `sig-${API_KEY}` },
+          { type: 'reasoning.encrypted', data: [...Buffer.from(API_KEY)] },
+        ],
+      },
+      { text: 'done', toolCalls: [], finishReason: 'stop', reasoningDetails: [{ type: 'reasoning.encrypted', data: spelledAcross }] as JsonObject[] },
+    ]
+    const bodies: string[] = []
+    const log = await EventLog.open(join(dir, 'log'))
+    try {
+      const model = new ModelExecutor({
+        retries: 0,
+        createClient: () => ({
+          complete: async (request: ModelRequest) => {
+            bodies.push(request.bodyText)
+            return { kind: 'completed', output: answers.shift() as ModelOutput }
+          },
+        }),
+      })
+      const tools: ToolDefinition[] = [{ name: 'echo', readOnly: true, execute: async () => 'ok' }]
+      const engine = new Engine({ log, model, secrets: [SECRET] })
+      assert.equal(await engine.run(run('http://127.0.0.1:9/v1', 'state', tools)), { status: 'completed' })
+      const facts = (await log.prefix(ALL.events, ALL.bytes)).events.map((stored) => stored.event.fact)
+      const outputs = facts.flatMap((fact) => (fact.type === 'model.completed' ? [fact.output] : []))
+      assert.equal(outputs[0]?.reasoningDetails, [
+        { type: 'reasoning.text', text: 'the key is [redacted]', signature: 'sig-[redacted]' },
+        { type: 'reasoning.encrypted', data: [...Buffer.from('[redacted]')] },
+      ])
+      assert.equal(
+        outputs[0]?.toolCalls.map((call) => call.extraContent ?? null),
+        [{ google: { thought_signature: 'sig [redacted]' } }, null],
+        "the call whose state spells the secret across members loses it whole; the other call's is kept",
+      )
+      assert.is(outputs[0]?.text, 'checking', 'the words beside it are kept')
+      assert.is(outputs[1]?.text, 'done')
+      assert.not.ok('reasoningDetails' in (outputs[1] ?? {}), 'left out whole, the answer kept')
+      assert.equal(leaks(JSON.stringify(facts)), [], 'facts')
+      assert.equal(leaks(bodies[1] ?? ''), [], 'the next request')
+      assert.ok(bodies[1]?.includes('"thought_signature":"sig [redacted]"'), 'the state is sent back as recorded')
+    } finally {
+      await log.close()
+    }
+    await assertNoLeakInFiles(join(dir, 'log'), 'run-state')
+  }),
+)
+
 /** Each secret's UTF-8, Latin-1, UTF-16LE and UTF-16BE bytes, and DIGITS as msgpack writes the number (a float64, big-endian): which `bytes` holds. */
 function spelled(bytes: Buffer): string[] {
   const number = Buffer.alloc(8)

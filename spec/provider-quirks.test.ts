@@ -626,7 +626,7 @@ for (const stream of [false, true]) {
 
 for (const stream of [false, true]) {
   test(
-    `${stream ? 'streamed' : 'plain JSON'}: OpenRouter's \`reasoning\` (beside its \`reasoning_details\`, which are ignored) is recorded and sent back as reasoning_content is; with both, reasoning_content is taken, never the two joined`,
+    `${stream ? 'streamed' : 'plain JSON'}: OpenRouter's \`reasoning\` (beside its \`reasoning_details\`, recorded apart: spec/provider-state.test.ts) is recorded and sent back as reasoning_content is; with both, reasoning_content is taken, never the two joined`,
     bounded(10_000, async (dir) => {
       const thought = 'Echo 42 first.'
       const details = [{ type: 'reasoning.text', text: thought, format: 'unknown', index: 0 }]

@@ -62,18 +62,21 @@ function input(
 /** Quick retries, so a recorded 503 and its retry replay in no time; a timeout no answer on a loaded machine reaches (no case here is one). */
 const executor = () => new ModelExecutor({ timeoutMs: 30_000, backoffMs: 1, maxBackoffMs: 5 })
 
-/** The production run: two lookups, a call to a tool the catalog lacks, a 503 retried, reasoning and cache counts. */
+/** The production run: two lookups, a call to a tool the catalog lacks, a 503 retried, reasoning and cache counts, the provider's opaque state (a call's thought signature, reasoning_details). */
 const PRODUCTION: Script = [
   answer.toolCalls(
     [
       // A provider's own call ids, which the replay must send back as recorded.
-      { name: 'lookupOrder', arguments: { orderId: 'A-17' }, id: 'call_Xq17' },
+      { name: 'lookupOrder', arguments: { orderId: 'A-17' }, id: 'call_Xq17', extraContent: { google: { thought_signature: 'CiQBVKhc7nX0' } } },
       { name: 'cancelOrder', arguments: { orderId: 'A-17' }, id: 'call_Zc17' },
     ],
     { text: 'Looking.', usage: { prompt_tokens: 120, completion_tokens: 30, prompt_tokens_details: { cached_tokens: 100 } } },
   ),
   answer.status(503),
-  answer.toolCalls([{ name: 'lookupOrder', arguments: '{"orderId": "B-2"}' }], { reasoning: 'A-17 is done; now B-2.' }),
+  answer.toolCalls([{ name: 'lookupOrder', arguments: '{"orderId": "B-2"}' }], {
+    reasoning: 'A-17 is done; now B-2.',
+    reasoningDetails: [{ type: 'reasoning.text', text: 'A-17 is done; now B-2.', signature: 'EqoBCkgIARAB', index: 0 }],
+  }),
   answer.text('A-17 has shipped; B-2 is lost.', { usage: { prompt_tokens: 300, completion_tokens: 12, completion_tokens_details: { reasoning_tokens: 4 } } }),
 ]
 
@@ -168,6 +171,8 @@ for (const stream of [false, true]) {
           assert.is(answers(replayed)[1]?.reasoning, 'A-17 is done; now B-2.')
           assert.is(answers(replayed)[0]?.usage?.cachedInputTokens, 100)
           assert.is(answers(replayed)[2]?.usage?.reasoningTokens, 4)
+          assert.equal(answers(replayed)[0]?.toolCalls[0]?.extraContent, { google: { thought_signature: 'CiQBVKhc7nX0' } })
+          assert.equal(answers(replayed)[1]?.reasoningDetails, [{ type: 'reasoning.text', text: 'A-17 is done; now B-2.', signature: 'EqoBCkgIARAB', index: 0 }])
           assert.equal(interruptions(replayed), interruptions(recorded))
           assert.equal(interruptions(recorded), ['the provider answered HTTP 503: scripted status 503'])
         }),

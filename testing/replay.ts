@@ -115,7 +115,8 @@ function failureAnswer(fact: Extract<Fact, { type: 'model.interrupted' }>, ended
  * The scripted server's script that answers a replay of `events` as their model answered: one answer
  * for each `model.requested`, in order, for every run in `events` (pass `recordedRun`'s facts, or
  * `log.invocationEvents`' of one run). An answer is served as recorded: its text, its tool calls with
- * their ids and raw arguments, its finish reason, its reasoning and its usage (none where none was
+ * their ids, raw arguments and provider state (`extraContent`), its finish reason, its reasoning (and
+ * `reasoningDetails`) and its usage (none where none was
  * recorded). An attempt that got no answer is scripted to fail alike: an HTTP status with the error's
  * code, type and param as recorded; a connection reset for a connection failure; a malformed body for
  * a malformed answer; no answer at all (`answer.hang()`) for a timeout, a cancel or a crash, which
@@ -149,13 +150,13 @@ export function scriptOf(events: readonly (StoredEvent | RuntimeEvent)[]): Scrip
       open.add(id)
     } else if (fact.type === 'model.completed') {
       open.delete(id)
-      const { text, toolCalls, finishReason, reasoning } = fact.output
-      const options = { finishReason, usage: scriptedUsage(fact), ...(reasoning === undefined ? {} : { reasoning }) }
+      const { text, toolCalls, finishReason, reasoning, reasoningDetails } = fact.output
+      const options = { finishReason, usage: scriptedUsage(fact), ...(reasoning === undefined ? {} : { reasoning }), ...(reasoningDetails === undefined ? {} : { reasoningDetails }) }
       script.push(
         toolCalls.length === 0
           ? answer.text(text ?? '', options)
           : answer.toolCalls(
-              toolCalls.map((call) => ({ name: call.name, arguments: call.arguments, id: call.callId })),
+              toolCalls.map((call) => ({ name: call.name, arguments: call.arguments, id: call.callId, ...(call.extraContent === undefined ? {} : { extraContent: call.extraContent }) })),
               { ...options, ...(text === undefined ? {} : { text }) },
             ),
       )

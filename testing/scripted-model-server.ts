@@ -9,6 +9,7 @@ import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Serv
 import type { Socket } from 'node:net'
 import type { ChatRequestBody } from '../actors/model-client.js'
 import { FactstateError, messageWithoutCode } from '../errors.js'
+import type { JsonValue } from '../facts/types.js'
 import { meantName, namedHint, readOptions, shown } from '../options.js'
 
 /** One request as the server received it. */
@@ -72,11 +73,14 @@ export interface ScriptedToolCall {
   arguments: unknown
   /** Overrides the deterministic id `call_<requestIndex>_<i>`. */
   id?: string | undefined
+  /** Sent as the call's `extra_content` (Gemini's `{ google: { thought_signature } }`: the fact's `extraContent`), in a stream with the call's first part. */
+  extraContent?: JsonValue | undefined
 }
 
 /** What the server does with one request. Build these with {@link answer}. */
 export type ScriptedAnswer =
-  | ({ kind: 'text'; text: string; finishReason?: string | undefined; usage?: ScriptedUsage | null | undefined; reasoning?: string | undefined } & AnswerOptions & PacingOptions)
+  | ({ kind: 'text'; text: string; finishReason?: string | undefined; usage?: ScriptedUsage | null | undefined; reasoning?: string | undefined; reasoningDetails?: JsonValue | undefined } & AnswerOptions &
+      PacingOptions)
   | ({
       kind: 'toolCalls'
       calls: ScriptedToolCall[]
@@ -84,6 +88,7 @@ export type ScriptedAnswer =
       finishReason?: string | undefined
       usage?: ScriptedUsage | null | undefined
       reasoning?: string | undefined
+      reasoningDetails?: JsonValue | undefined
     } & AnswerOptions & PacingOptions)
   | {
       kind: 'status'
@@ -104,12 +109,15 @@ export type ScriptedAnswer =
 
 /**
  * The options of `answer.text`. `reasoning` is sent beside the answer as `reasoning_content`, as
- * DeepSeek's thinking mode and vLLM's reasoning parsers send it (`ModelOutput.reasoning`).
+ * DeepSeek's thinking mode and vLLM's reasoning parsers send it (`ModelOutput.reasoning`);
+ * `reasoningDetails` as the message's `reasoning_details`, as OpenRouter sends them
+ * (`ModelOutput.reasoningDetails`; in a stream, whole in one part).
  */
-export type TextOptions = AnswerOptions & PacingOptions & { finishReason?: string | undefined; usage?: ScriptedUsage | null | undefined; reasoning?: string | undefined }
+export type TextOptions = AnswerOptions &
+  PacingOptions & { finishReason?: string | undefined; usage?: ScriptedUsage | null | undefined; reasoning?: string | undefined; reasoningDetails?: JsonValue | undefined }
 /** The options of `answer.toolCalls`. */
 export type ToolCallsOptions = AnswerOptions &
-  PacingOptions & { text?: string | undefined; finishReason?: string | undefined; usage?: ScriptedUsage | null | undefined; reasoning?: string | undefined }
+  PacingOptions & { text?: string | undefined; finishReason?: string | undefined; usage?: ScriptedUsage | null | undefined; reasoning?: string | undefined; reasoningDetails?: JsonValue | undefined }
 /** The options of `answer.status`. */
 export type StatusOptions = { retryAfter?: number | undefined; retryAfterMs?: number | undefined; body?: unknown; hold?: boolean | undefined }
 
@@ -244,6 +252,7 @@ const CALL_MEMBERS: Record<string, Member> = {
   // A string is sent raw, anything else JSON-encoded (null as {}, as encodeArguments does).
   arguments: { required: true, check: jsonOrString('a string (sent raw) or a value JSON can encode', (value) => value ?? {}) },
   id: STRING,
+  extraContent: { check: jsonOrString('a value JSON can encode (a string is sent as a JSON string)') },
 }
 const CALLS: Member = {
   required: true,
@@ -252,7 +261,15 @@ const CALLS: Member = {
     return Array.from(value, (one: unknown, i) => readMembers(one, CALL_MEMBERS, `${field}[${i}]`, call, 'a tool call'))
   },
 }
-const ANSWER_TEXT: Record<string, Member> = { finishReason: STRING, reasoning: STRING, usage: USAGE, hold: BOOLEAN, stream: BOOLEAN, ...PACING }
+const ANSWER_TEXT: Record<string, Member> = {
+  finishReason: STRING,
+  reasoning: STRING,
+  reasoningDetails: { check: jsonOrString('a value JSON can encode (a string is sent as a JSON string)') },
+  usage: USAGE,
+  hold: BOOLEAN,
+  stream: BOOLEAN,
+  ...PACING,
+}
 
 /** The members of each kind of answer, `kind` aside: what `answer`'s builders make of their arguments. */
 const ANSWER_MEMBERS: { [K in ScriptedAnswer['kind']]: Record<string, Member> } = {
@@ -318,11 +335,15 @@ function built(builder: string, made: ScriptedAnswer): ScriptedAnswer {
 export const answer = {
   /** A plain text answer, `finish_reason: "stop"`. */
   text(text: string, options: TextOptions = {}): ScriptedAnswer {
-    return built('text', { ...answerOptions<TextOptions>('text', options, ['hold', 'stream', 'pieces', 'pieceDelayMs', 'finishReason', 'usage', 'reasoning']), kind: 'text', text })
+    return built('text', { ...answerOptions<TextOptions>('text', options, ['hold', 'stream', 'pieces', 'pieceDelayMs', 'finishReason', 'usage', 'reasoning', 'reasoningDetails']), kind: 'text', text })
   },
   /** An answer asking for tool calls, `finish_reason: "tool_calls"`. */
   toolCalls(calls: ScriptedToolCall[], options: ToolCallsOptions = {}): ScriptedAnswer {
-    return built('toolCalls', { ...answerOptions<ToolCallsOptions>('toolCalls', options, ['hold', 'stream', 'pieces', 'pieceDelayMs', 'text', 'finishReason', 'usage', 'reasoning']), kind: 'toolCalls', calls })
+    return built('toolCalls', {
+      ...answerOptions<ToolCallsOptions>('toolCalls', options, ['hold', 'stream', 'pieces', 'pieceDelayMs', 'text', 'finishReason', 'usage', 'reasoning', 'reasoningDetails']),
+      kind: 'toolCalls',
+      calls,
+    })
   },
   /** An HTTP error status, e.g. `answer.status(429, { retryAfter: 2 })`. */
   status(status: number, options: StatusOptions = {}): ScriptedAnswer {
@@ -631,6 +652,7 @@ export async function scriptedModelServer(script: Script, options: ScriptedModel
     stream: boolean,
     pacing: PacingOptions,
     reasoning: string | undefined,
+    reasoningDetails: JsonValue | undefined,
   ): Promise<void> {
     const n = recorded.index
     const id = `chatcmpl-${n}`
@@ -639,6 +661,7 @@ export async function scriptedModelServer(script: Script, options: ScriptedModel
       id: call.id ?? `${callIdPrefix}_${n}_${i}`,
       type: 'function' as const,
       function: { name: call.name, arguments: encodeArguments(call.arguments) },
+      ...(call.extraContent === undefined ? {} : { extra_content: call.extraContent }),
     }))
     if (!stream) {
       writeJson(res, 200, {
@@ -653,6 +676,7 @@ export async function scriptedModelServer(script: Script, options: ScriptedModel
               role: 'assistant',
               content: text ?? null,
               ...(reasoning === undefined ? {} : { reasoning_content: reasoning }),
+              ...(reasoningDetails === undefined ? {} : { reasoning_details: reasoningDetails }),
               ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}),
             },
             finish_reason: finishReason,
@@ -676,11 +700,13 @@ export async function scriptedModelServer(script: Script, options: ScriptedModel
     if (reasoning !== undefined && reasoning.length > 0) {
       for (const piece of pieces(reasoning, parts)) send(chunk({ reasoning_content: piece }))
     }
+    if (reasoningDetails !== undefined) send(chunk({ reasoning_details: reasoningDetails }))
     if (text !== undefined && text.length > 0) {
       for (const piece of pieces(text, parts)) send(chunk({ content: piece }))
     }
     toolCalls.forEach((call, i) => {
-      send(chunk({ tool_calls: [{ index: i, id: call.id, type: 'function', function: { name: call.function.name, arguments: '' } }] }))
+      const extra = call.extra_content === undefined ? {} : { extra_content: call.extra_content }
+      send(chunk({ tool_calls: [{ index: i, id: call.id, type: 'function', function: { name: call.function.name, arguments: '' }, ...extra }] }))
       for (const piece of pieces(call.function.arguments, parts)) {
         if (piece.length > 0) send(chunk({ tool_calls: [{ index: i, function: { arguments: piece } }] }))
       }
@@ -736,6 +762,7 @@ export async function scriptedModelServer(script: Script, options: ScriptedModel
           wantsStream(scripted.stream, recorded),
           scripted,
           scripted.reasoning,
+          scripted.reasoningDetails,
         )
         return
       case 'toolCalls':
@@ -749,6 +776,7 @@ export async function scriptedModelServer(script: Script, options: ScriptedModel
           wantsStream(scripted.stream, recorded),
           scripted,
           scripted.reasoning,
+          scripted.reasoningDetails,
         )
         return
       case 'status': {

@@ -12,10 +12,12 @@ import { FactstateError } from '../errors.js'
 import { kindOf, readOptions } from '../options.js'
 import type { ChatMessage, ChatRequestBody, ModelClient, ModelRequest, ModelResponse } from '../actors/model-client.js'
 import { retryAfterMsOf } from '../actors/openai-chat-client.js'
-import type { ModelOutput, ModelUsage, ProviderRefusal, ToolCall } from '../facts/types.js'
+import type { JsonObject, ModelOutput, ModelUsage, ProviderRefusal, ToolCall } from '../facts/types.js'
 
 /** A block of a Messages request's turn, as this client sends them. */
 export type AnthropicContentBlock =
+  | { type: 'thinking'; thinking: string; signature: string }
+  | { type: 'redacted_thinking'; data: string }
   | { type: 'text'; text: string }
   | { type: 'tool_use'; id: string; name: string; input: Record<string, unknown> }
   | { type: 'tool_result'; tool_use_id: string; content?: string }
@@ -223,12 +225,6 @@ export function toMessagesRequest(body: ChatRequestBody, maxTokens: number | und
   if (max === undefined) {
     return "Anthropic requires max_tokens: set the run's mainOutputLimit (recorded and sealed), or anthropicClient's maxTokens option"
   }
-  if (thinkingEnabled(providerOptions.thinking) && tools !== undefined && tools.length > 0) {
-    return (
-      'extended thinking with tools is not supported by factstate/anthropic: the API requires the signed thinking blocks of a tool-use turn sent back whole, ' +
-      'and factstate records an answer\'s reasoning as text only; run without providerOptions.thinking, or without tools'
-    )
-  }
   const system: string[] = []
   const turns: AnthropicMessageParam[] = []
   const push = (role: 'user' | 'assistant', blocks: AnthropicContentBlock[]) => {
@@ -262,19 +258,39 @@ export function toMessagesRequest(body: ChatRequestBody, maxTokens: number | und
   return params
 }
 
-function thinkingEnabled(thinking: unknown): boolean {
-  if (thinking === undefined || thinking === null) return false
-  return !(typeof thinking === 'object' && (thinking as { type?: unknown }).type === 'disabled')
-}
-
 function textBlocks(text: string | null): AnthropicContentBlock[] {
   // The API refuses empty text blocks.
   return text !== null && text.trim() !== '' ? [{ type: 'text', text }] : []
 }
 
+/** The `format` OpenRouter gives Anthropic's thinking in `reasoning_details`, and this client gives it in `reasoningDetails`. */
+const ANTHROPIC_REASONING_FORMAT = 'anthropic-claude-v1'
+
+/**
+ * The thinking blocks an answer's recorded `reasoningDetails` stand for, in their order: a
+ * `reasoning.text` entry with a string `text` and `signature` is a `thinking` block, a
+ * `reasoning.encrypted` entry with a string `data` a `redacted_thinking` block, when its `format`
+ * is Anthropic's or it has none. Other entries (another provider's, a summary, one without its
+ * signature) are not Anthropic's to take back: left out.
+ */
+function thinkingBlocks(details: readonly JsonObject[] | undefined): AnthropicContentBlock[] {
+  const blocks: AnthropicContentBlock[] = []
+  for (const entry of details ?? []) {
+    if (entry.format !== undefined && entry.format !== ANTHROPIC_REASONING_FORMAT) continue
+    if (entry.type === 'reasoning.text' && typeof entry.text === 'string' && typeof entry.signature === 'string') {
+      blocks.push({ type: 'thinking', thinking: entry.text, signature: entry.signature })
+    } else if (entry.type === 'reasoning.encrypted' && typeof entry.data === 'string') {
+      blocks.push({ type: 'redacted_thinking', data: entry.data })
+    }
+  }
+  return blocks
+}
+
 function assistantBlocks(message: Extract<ChatMessage, { role: 'assistant' }>): AnthropicContentBlock[] {
-  // `reasoning_content` is not sent: it is thinking's text, which the API takes back only as the signed block.
-  const blocks = textBlocks(message.content)
+  // The answer's thinking goes back as the signed blocks it came in, first, unchanged: the API
+  // requires them in a tool-use turn (and checks their signatures). `reasoning_content`, the same
+  // thinking as text, is not sent: the API takes thinking back only as those blocks.
+  const blocks = [...thinkingBlocks(message.reasoning_details), ...textBlocks(message.content)]
   for (const call of message.tool_calls ?? []) blocks.push({ type: 'tool_use', id: call.id, name: call.function.name, input: toolInput(call.function.arguments) })
   return blocks
 }
@@ -350,10 +366,23 @@ function malformed(message: string, requestId: string | undefined): ModelRespons
   return { kind: 'interrupted', status: 'failed', message, malformed: true, ...(requestId === undefined ? {} : { provider: { requestId } }) }
 }
 
-function outputOf(parts: { text: string; reasoning: string; calls: ToolCall[]; stop: unknown; usage: Record<string, unknown>; id: unknown; requestId: string | undefined }): ModelResponse {
+/** A thinking block of an answer as it is recorded in `reasoningDetails`, OpenRouter's shape for it. */
+function thinkingEntry(thinking: string, signature: unknown): JsonObject {
+  return typeof signature === 'string'
+    ? { type: 'reasoning.text', text: thinking, signature, format: ANTHROPIC_REASONING_FORMAT }
+    : { type: 'reasoning.text', text: thinking, format: ANTHROPIC_REASONING_FORMAT }
+}
+
+function redactedEntry(data: string): JsonObject {
+  return { type: 'reasoning.encrypted', data, format: ANTHROPIC_REASONING_FORMAT }
+}
+
+function outputOf(parts: { text: string; reasoning: string; details: JsonObject[]; calls: ToolCall[]; stop: unknown; usage: Record<string, unknown>; id: unknown; requestId: string | undefined }): ModelResponse {
   const output: ModelOutput = { toolCalls: parts.calls, finishReason: finishReasonOf(parts.stop, parts.calls.length) }
   if (parts.text !== '') output.text = parts.text
   if (parts.reasoning !== '') output.reasoning = parts.reasoning
+  // The thinking blocks themselves, signed, in their order: sent back first in the turn (the API requires them with its tool calls).
+  if (parts.details.length > 0) output.reasoningDetails = parts.details
   const usage = usageOf(parts.usage)
   if (usage !== undefined) output.usage = usage
   const id = idOf(parts.id)
@@ -366,18 +395,22 @@ function fromMessage(message: unknown, requestId: string | undefined): ModelResp
   if (!isRecord(message) || message.type !== 'message' || !Array.isArray(message.content)) return malformed('the provider answered something that is not a Message', requestId)
   let text = ''
   let reasoning = ''
+  const details: JsonObject[] = []
   const calls: ToolCall[] = []
   for (const block of message.content as unknown[]) {
     if (!isRecord(block)) return malformed('the provider answered a Message with a content block that is not an object', requestId)
     if (block.type === 'text' && typeof block.text === 'string') text += block.text
-    else if (block.type === 'thinking' && typeof block.thinking === 'string') reasoning += block.thinking
+    else if (block.type === 'thinking' && typeof block.thinking === 'string') {
+      reasoning += block.thinking
+      details.push(thinkingEntry(block.thinking, block.signature))
+    } else if (block.type === 'redacted_thinking' && typeof block.data === 'string') details.push(redactedEntry(block.data))
     else if (block.type === 'tool_use') {
       if (typeof block.id !== 'string' || typeof block.name !== 'string') return malformed('the provider answered a tool_use block without an id or a name', requestId)
       calls.push({ callId: block.id, name: block.name, arguments: JSON.stringify(block.input ?? {}) })
     }
-    // redacted_thinking (no text to keep), server tools' blocks and blocks of types to come: not part of a factstate answer.
+    // Server tools' blocks and blocks of types to come: not part of a factstate answer.
   }
-  return outputOf({ text, reasoning, calls, stop: message.stop_reason, usage: isRecord(message.usage) ? message.usage : {}, id: message.id, requestId })
+  return outputOf({ text, reasoning, details, calls, stop: message.stop_reason, usage: isRecord(message.usage) ? message.usage : {}, id: message.id, requestId })
 }
 
 async function readStream(data: unknown, request: ModelRequest, touch: () => void, requestId: string | undefined): Promise<ModelResponse> {
@@ -393,6 +426,8 @@ async function readStream(data: unknown, request: ModelRequest, touch: () => voi
   let stopped = false
   // Content block index → the call it is, numbered from 0 among the answer's calls (factstate's index).
   const calls = new Map<number, { index: number; callId: string; name: string; arguments: string }>()
+  // Content block index → a thinking block (its text and signature, both in deltas) or a redacted one (whole at its start).
+  const thoughts = new Map<number, { thinking: string; signature?: string } | { data: string }>()
   for await (const event of data as unknown as AsyncIterable<unknown>) {
     touch()
     if (!isRecord(event)) return malformed('the provider streamed an event that is not an object', requestId)
@@ -412,6 +447,9 @@ async function readStream(data: unknown, request: ModelRequest, touch: () => voi
           request.onText?.(block.text)
         } else if (block.type === 'thinking' && typeof block.thinking === 'string') {
           reasoning += block.thinking
+          thoughts.set(at, typeof block.signature === 'string' && block.signature !== '' ? { thinking: block.thinking, signature: block.signature } : { thinking: block.thinking })
+        } else if (block.type === 'redacted_thinking' && typeof block.data === 'string') {
+          thoughts.set(at, { data: block.data })
         } else if (block.type === 'tool_use') {
           if (typeof block.id !== 'string' || typeof block.name !== 'string') return malformed('the provider streamed a tool_use block without an id or a name', requestId)
           const call = { index: calls.size, callId: block.id, name: block.name, arguments: '' }
@@ -427,6 +465,14 @@ async function readStream(data: unknown, request: ModelRequest, touch: () => voi
           request.onText?.(delta.text)
         } else if (delta.type === 'thinking_delta' && typeof delta.thinking === 'string') {
           reasoning += delta.thinking
+          const thought = thoughts.get(typeof event.index === 'number' ? event.index : -1)
+          if (thought === undefined || 'data' in thought) return malformed('the provider streamed thinking for a block that is no thinking block', requestId)
+          thought.thinking += delta.thinking
+        } else if (delta.type === 'signature_delta' && typeof delta.signature === 'string') {
+          const thought = thoughts.get(typeof event.index === 'number' ? event.index : -1)
+          if (thought === undefined || 'data' in thought) return malformed('the provider streamed a signature for a block that is no thinking block', requestId)
+          // Sent whole, once, before the block's end; pieces, were there ever more than one, would be joined.
+          thought.signature = (thought.signature ?? '') + delta.signature
         } else if (delta.type === 'input_json_delta' && typeof delta.partial_json === 'string' && delta.partial_json !== '') {
           const call = calls.get(typeof event.index === 'number' ? event.index : -1)
           if (call === undefined) return malformed('the provider streamed tool input for a block that is no tool_use', requestId)
@@ -465,7 +511,8 @@ async function readStream(data: unknown, request: ModelRequest, touch: () => voi
   }
   for (const call of calls.values()) if (call.arguments === '') call.arguments = '{}'
   const toolCalls = [...calls.values()].sort((a, b) => a.index - b.index).map(({ callId, name, arguments: args }) => ({ callId, name, arguments: args }))
-  return outputOf({ text, reasoning, calls: toolCalls, stop, usage, id, requestId })
+  const details = [...thoughts.entries()].sort(([a], [b]) => a - b).map(([, thought]) => ('data' in thought ? redactedEntry(thought.data) : thinkingEntry(thought.thinking, thought.signature)))
+  return outputOf({ text, reasoning, details, calls: toolCalls, stop, usage, id, requestId })
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -422,23 +422,158 @@ test(
   }),
 )
 
+const THINKING = { type: 'enabled', budget_tokens: 1024 }
+const THOUGHT = 'The user wants the weather in Paris: call get_weather with city Paris.'
+/** An opaque redacted_thinking payload, as the API sends one: base64 of encrypted bytes. */
+const REDACTED = 'EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIwxtE3rAFBa8cr3qpPkNRj2YfWXGmKDxH4mPnZ5sQ7vB5URj+Q=='
+const FORMAT = 'anthropic-claude-v1'
+
+for (const stream of [false, true]) {
+  test(
+    `extended thinking with tools (${stream ? 'streamed' : 'plain JSON'}): the run completes; the thinking and redacted_thinking blocks are recorded as reasoningDetails and sent back first in their turn, the signature byte for byte`,
+    world(
+      [
+        { kind: 'tools', thinking: THOUGHT, redacted: REDACTED, text: 'Let me check.', calls: [{ name: 'get_weather', input: { city: 'Paris' } }] },
+        { kind: 'text', thinking: 'Sunny, says the tool.', text: 'It is sunny in Paris.' },
+      ],
+      async (w) => {
+        const calls: unknown[] = []
+        const run = input(w, { tools: [weatherTool(calls)], providerOptions: { stream, thinking: THINKING } })
+        assert.equal(await w.engine.run(run), { status: 'completed' })
+        assert.equal(calls, [{ city: 'Paris' }])
+        assert.is(answerOf(await w.log.invocationEvents(run.invocation.invocationId)), 'It is sunny in Paris.')
+        const [first, second] = only(await factsOf(w.log, run.invocation.invocationId), 'model.completed').map((fact) => fact.output)
+        const [thought, redacted, last] = w.fake.thoughts
+        const signature = String(thought?.signature)
+        // Recorded in block order, as OpenRouter carries Anthropic's thinking; reasoning is the thinking's text.
+        assert.equal(first?.reasoningDetails, [
+          { type: 'reasoning.text', text: THOUGHT, signature, format: FORMAT },
+          { type: 'reasoning.encrypted', data: REDACTED, format: FORMAT },
+        ])
+        assert.is(redacted?.data, REDACTED)
+        assert.is(first?.reasoning, THOUGHT)
+        assert.equal(second?.reasoningDetails, [{ type: 'reasoning.text', text: 'Sunny, says the tool.', signature: String(last?.signature), format: FORMAT }])
+        assert.is(second?.reasoning, 'Sunny, says the tool.')
+        // The tool round's turn as the API requires it: its thinking blocks first, unchanged, then its text and call.
+        assert.is(w.fake.received.length, 2)
+        const turn = (w.fake.received[1]?.body.messages as Blocks)[1]
+        assert.equal(turn?.content, [
+          { type: 'thinking', thinking: THOUGHT, signature },
+          { type: 'redacted_thinking', data: REDACTED },
+          { type: 'text', text: 'Let me check.' },
+          { type: 'tool_use', id: first?.toolCalls[0]?.callId, name: 'get_weather', input: { city: 'Paris' } },
+        ])
+        assert.ok(signature.length > 80)
+        assert.ok(w.fake.received[1]?.raw.includes(`"signature":${JSON.stringify(signature)}`), 'the signature is sent as it came, byte for byte')
+        assert.equal(w.fake.received[1]?.body.thinking, THINKING)
+      },
+    ),
+  )
+}
+
 test(
-  'extended thinking: its text is recorded as reasoning; with tools the run fails at the first request, before anything is sent',
-  world([{ kind: 'text', text: 'Sunny.', thinking: 'Paris in spring: likely sunny.' }], async (w) => {
-    for (const stream of [true, false]) {
-      const refused = await w.engine.run(input(w, { tools: [weatherTool([])], providerOptions: { stream, thinking: { type: 'enabled', budget_tokens: 500 } } }))
-      assert.is(refused.status === 'failed' && refused.class, 'model_failed')
-      assert.match(refused.status === 'failed' ? (refused.message ?? '') : '', /^extended thinking with tools is not supported by factstate\/anthropic/)
-    }
-    assert.is(w.fake.received.length, 0)
-    const run = input(w, { providerOptions: { stream: true, thinking: { type: 'enabled', budget_tokens: 500 } } })
-    assert.equal(await w.engine.run(run), { status: 'completed' })
-    const [done] = only(await factsOf(w.log, run.invocation.invocationId), 'model.completed')
-    assert.is(done?.output.reasoning, 'Paris in spring: likely sunny.')
-    assert.is(done?.output.text, 'Sunny.')
-    assert.equal(w.fake.received[0]?.body.thinking, { type: 'enabled', budget_tokens: 500 })
-  }),
+  'a continuation of a thinking tool run sends every answer\'s thinking blocks back with its turn, and the API takes them (their signatures check)',
+  world(
+    [
+      { kind: 'tools', thinking: THOUGHT, calls: [{ name: 'get_weather', input: { city: 'Paris' } }] },
+      { kind: 'tools', redacted: REDACTED, calls: [{ name: 'get_weather', input: { city: 'Lyon' } }] },
+      { kind: 'text', thinking: 'Both sunny.', text: 'Sunny in both.' },
+      { kind: 'text', thinking: 'Nothing new to check.', text: 'Still sunny.' },
+    ],
+    async (w) => {
+      const run = input(w, { tools: [weatherTool([])], providerOptions: { stream: true, thinking: THINKING } })
+      assert.equal(await w.engine.run(run), { status: 'completed' })
+      const source = (await w.log.runSource(run.invocation.sessionId, run.invocation.runId))?.boundary
+      assert.ok(source)
+      if (source === undefined) return
+      const next = input(w, { tools: [weatherTool([])], providerOptions: { thinking: THINKING } })
+      const continued = await w.engine.run({ ...next, invocation: { ...next.invocation, sessionId: run.invocation.sessionId }, work: { kind: 'continuation', source, content: 'And tomorrow?' } })
+      assert.equal(continued, { status: 'completed' })
+      assert.is(w.fake.received.length, 4)
+      const [thought, redacted, final] = w.fake.thoughts
+      const turns = w.fake.received[3]?.body.messages as Blocks
+      assert.equal(turns.map((m) => [m.role, m.content.map((b) => b.type).join(',')]), [
+        ['user', 'text'],
+        ['assistant', 'thinking,tool_use'],
+        ['user', 'tool_result'],
+        ['assistant', 'redacted_thinking,tool_use'],
+        ['user', 'tool_result'],
+        ['assistant', 'thinking,text'],
+        ['user', 'text'],
+      ])
+      assert.equal(turns[1]?.content[0], { type: 'thinking', thinking: THOUGHT, signature: thought?.signature })
+      assert.equal(turns[3]?.content[0], { type: 'redacted_thinking', data: redacted?.data })
+      assert.equal(turns[5]?.content[0], { type: 'thinking', thinking: 'Both sunny.', signature: final?.signature })
+    },
+  ),
 )
+
+test(
+  "extended thinking without tools: the thinking's text is reasoning, the signed block reasoningDetails; a tool round recorded without its thinking blocks is sent as recorded, and the API's 400 recorded as it is",
+  world(
+    [
+      { kind: 'text', text: 'Sunny.', thinking: 'Paris in spring: likely sunny.' },
+      // An answer to a request with thinking that carries none (as a log holds one whose reasoningDetails were left out).
+      { kind: 'tools', calls: [{ name: 'get_weather', input: { city: 'Paris' } }] },
+    ],
+    async (w) => {
+      const run = input(w, { providerOptions: { stream: true, thinking: THINKING } })
+      assert.equal(await w.engine.run(run), { status: 'completed' })
+      const [done] = only(await factsOf(w.log, run.invocation.invocationId), 'model.completed')
+      assert.is(done?.output.reasoning, 'Paris in spring: likely sunny.')
+      assert.equal(done?.output.reasoningDetails, [{ type: 'reasoning.text', text: 'Paris in spring: likely sunny.', signature: String(w.fake.thoughts[0]?.signature), format: FORMAT }])
+      assert.is(done?.output.text, 'Sunny.')
+      assert.equal(w.fake.received[0]?.body.thinking, THINKING)
+      const bare = await w.engine.run(input(w, { tools: [weatherTool([])], providerOptions: { thinking: THINKING } }))
+      assert.is(bare.status === 'failed' && bare.class, 'model_failed')
+      assert.match(bare.status === 'failed' ? (bare.message ?? '') : '', /^the provider answered HTTP 400: messages\.1\.content\.0\.type: Expected `thinking` or `redacted_thinking`, but found `tool_use`/)
+      assert.equal(bare.status === 'failed' && bare.provider, { status: 400, type: 'invalid_request_error', requestId: w.fake.received[2]?.requestId })
+      assert.is(w.fake.received.length, 3)
+    },
+  ),
+)
+
+test("the translation of reasoning_details: Anthropic's entries (by format, or by shape without one) become thinking blocks first in their turn, in order; other providers' and incomplete entries are left out", () => {
+  const params = toMessagesRequest(
+    {
+      model: 'claude',
+      max_tokens: 10,
+      messages: [
+        { role: 'user', content: 'hi' },
+        {
+          role: 'assistant',
+          content: 'Calling.',
+          reasoning_content: 'not sent: the thinking as text',
+          reasoning_details: [
+            { type: 'reasoning.encrypted', data: 'openai-encrypted', format: 'openai-responses-v1' },
+            { type: 'reasoning.text', text: 'first', signature: 'c2lnLTE=', format: FORMAT },
+            { type: 'reasoning.text', text: 'gemini', signature: 'c2lnLWc=', format: 'google-gemini-v1' },
+            { type: 'reasoning.summary', summary: 'a summary', format: FORMAT },
+            { type: 'reasoning.text', text: 'unsigned', format: FORMAT },
+            { type: 'reasoning.encrypted', data: 'cmVkYWN0ZWQ=', format: FORMAT, index: 4 },
+            { type: 'reasoning.text', text: 'no format', signature: 'c2lnLTI=' },
+            { type: 'reasoning.encrypted', data: 'unknown-format', format: 'unknown' },
+          ],
+          tool_calls: [{ id: 'toolu_1', type: 'function', function: { name: 'f', arguments: '{}' } }],
+        },
+        { role: 'tool', tool_call_id: 'toolu_1', content: 'done' },
+        { role: 'assistant', content: 'Done.', reasoning_details: [{ type: 'reasoning.encrypted', data: 'gemini-only', format: 'google-gemini-v1' }] },
+        { role: 'user', content: 'thanks' },
+      ],
+    },
+    undefined,
+  )
+  assert.ok(typeof params !== 'string')
+  if (typeof params === 'string') return
+  assert.equal(params.messages[1]?.content, [
+    { type: 'thinking', thinking: 'first', signature: 'c2lnLTE=' },
+    { type: 'redacted_thinking', data: 'cmVkYWN0ZWQ=' },
+    { type: 'thinking', thinking: 'no format', signature: 'c2lnLTI=' },
+    { type: 'text', text: 'Calling.' },
+    { type: 'tool_use', id: 'toolu_1', name: 'f', input: {} },
+  ])
+  assert.equal(params.messages[3]?.content, [{ type: 'text', text: 'Done.' }])
+})
 
 test('the translation: system messages apart, turns of one role merged, a rejected call replayed with its raw arguments as an object', () => {
   const params = toMessagesRequest(

@@ -4,8 +4,10 @@
  * answers, `request-id` headers, Anthropic's error bodies, and the API's checks of a request), driving
  * real engine runs over real LevelDB logs: what is recorded of a streamed tool run (facts, usage,
  * ids, live pieces), how each failure is classified (429 with retry-after, 529, overloaded inside a
- * stream, 400, 401, a cancel, a stall, answers that cannot be read, max_tokens, a refusal), that the
- * API key the SDK holds reaches no file of the log, and that the SDK sends one HTTP request per attempt.
+ * stream, 400, 401, a cancel, a stall, answers that cannot be read, max_tokens, a refusal), that
+ * extended thinking works with tools (the signed thinking and redacted_thinking blocks recorded as
+ * reasoningDetails and sent back as the fake, like the API, requires), that the API key the SDK holds
+ * reaches no file of the log, and that the SDK sends one HTTP request per attempt.
  */
 import { join } from 'node:path'
 import Anthropic from '@anthropic-ai/sdk'

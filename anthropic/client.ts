@@ -96,6 +96,9 @@ export interface AnthropicClientOptions {
 
 const OPTIONS = ['maxTokens', 'secrets'] as const
 const MAX_SECRET = 16_384
+/** Node's longest timer: a longer one (a `timeoutMs` meant as "no limit") fires at once. */
+const MAX_TIMER_MS = 2_147_483_647
+const timerMs = (ms: number): number => Math.min(Math.ceil(ms), MAX_TIMER_MS)
 
 const invalidOptions = (message: string, field: string) => new FactstateError('ANTHROPIC_INVALID_OPTIONS', `anthropicClient: ${message}`, { details: { field } })
 
@@ -166,17 +169,17 @@ class AnthropicModelClient implements ModelClient {
     }
     const onCancel = () => end('cancelled')
     request.signal.addEventListener('abort', onCancel, { once: true })
-    const whole = setTimeout(() => end('timeout'), request.timeoutMs)
+    const whole = setTimeout(() => end('timeout'), timerMs(request.timeoutMs))
     let idle: ReturnType<typeof setTimeout> | undefined
     const touch = () => {
       if (request.idleTimeoutMs === undefined) return
       clearTimeout(idle)
-      idle = setTimeout(() => end('idle'), request.idleTimeoutMs)
+      idle = setTimeout(() => end('idle'), timerMs(request.idleTimeoutMs))
     }
     touch()
     let requestId: string | undefined
     try {
-      const sent = this.#sdk.messages.create(translated, { signal: controller.signal, timeout: request.timeoutMs, maxRetries: 0 })
+      const sent = this.#sdk.messages.create(translated, { signal: controller.signal, timeout: timerMs(request.timeoutMs), maxRetries: 0 })
       const { data, response, request_id } = await sent.withResponse()
       requestId = idOf(request_id) ?? idOf(headerOf(response?.headers, 'request-id'))
       touch()

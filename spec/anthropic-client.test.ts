@@ -412,6 +412,22 @@ test(
 )
 
 test(
+  'a timeoutMs or idleTimeoutMs past the longest timer Node keeps (about 24.8 days, "no limit") is held to it, not fired at once',
+  world(
+    [{ kind: 'text', text: 'Sunny.' }, { kind: 'text', text: 'Sunny.' }],
+    async (w) => {
+      for (const stream of [true, false]) {
+        const run = input(w, { providerOptions: { stream } })
+        assert.equal(await w.engine.run(run), { status: 'completed' })
+        assert.is(answerOf(await w.log.invocationEvents(run.invocation.invocationId)), 'Sunny.')
+      }
+      assert.is(w.fake.received.length, 2)
+    },
+    { executor: { timeoutMs: 3_000_000_000, idleTimeoutMs: 2_500_000_000 } },
+  ),
+)
+
+test(
   "max_tokens: the run's mainOutputLimit, else the client's maxTokens; with neither, the attempt fails before anything is sent",
   world([{ kind: 'text', text: 'One.' }], async (w) => {
     const none = await w.engine.run(input(w, { mainOutputLimit: undefined }))

@@ -636,9 +636,24 @@ function unreadObject(holder: unknown, key: string, value: object): string | und
   if (value instanceof Promise) return 'a Promise, which JSON would record as {}: await it in execute and return what it gives instead'
   if (value instanceof Error) return undefined
   for (const name in value) if (Object.hasOwn(value, name)) return undefined
+  // A boxed number, string or boolean (`new Number(3)`), of any realm: JSON writes its primitive.
+  if (isBoxedPrimitive(value)) return undefined
   const kind = withArticle(classOf(prototype as object))
   const what = typeof (value as { [Symbol.iterator]?: unknown })[Symbol.iterator] === 'function' ? '[...value] (or a plain object of what it holds)' : 'a plain object of what it holds'
   return `${kind} with no members of its own, which JSON would record as {} (it writes neither getters nor private fields): return ${what} instead`
+}
+
+/** Whether `value` holds a number, a string or a boolean (`new Number(3)`), which JSON writes as that primitive. */
+function isBoxedPrimitive(value: object): boolean {
+  for (const valueOf of [Number.prototype.valueOf, String.prototype.valueOf, Boolean.prototype.valueOf] as ((this: unknown) => unknown)[]) {
+    try {
+      valueOf.call(value)
+      return true
+    } catch {
+      // Not of this kind.
+    }
+  }
+  return false
 }
 
 /** The name of the class whose `prototype` this is (cut at 60 characters), `object` when it has none that can be read. */

@@ -183,6 +183,8 @@ const LEFT_OVER: [string, () => unknown, { failed: string } | { output: unknown 
   ['nestedError', () => ({ charged: false, error: Object.assign(new RangeError('over the limit'), { code: 'E_LIMIT' }) }), { output: { charged: false, error: { name: 'RangeError', message: 'over the limit', code: 'E_LIMIT' } } }],
   // Recorded as before: plain objects, empty or shaped like a Buffer's JSON, and an object with data beside a next method.
   ['plain', () => ({ empty: {}, bare: Object.create(null), shaped: { type: 'Buffer', data: [1] }, page: { next: () => 2, items: [1] } }), { output: { empty: {}, bare: {}, shaped: { type: 'Buffer', data: [1] }, page: { items: [1] } } }],
+  // A boxed primitive is written by JSON as the primitive (an empty String object has no members of its own).
+  ['boxed', () => ({ count: Object(3), empty: Object(''), flag: Object(false) }), { output: { count: 3, empty: '', flag: false } }],
 ]
 
 test(

@@ -431,80 +431,86 @@ async function readStream(data: unknown, request: ModelRequest, touch: () => voi
   const calls = new Map<number, { index: number; callId: string; name: string; arguments: string }>()
   // Content block index → a thinking block (its text and signature, both in deltas) or a redacted one (whole at its start).
   const thoughts = new Map<number, { thinking: string; signature?: string } | { data: string }>()
-  for await (const event of data as unknown as AsyncIterable<unknown>) {
-    touch()
-    if (!isRecord(event)) return malformed('the provider streamed an event that is not an object', requestId)
-    switch (event.type) {
-      case 'message_start': {
-        started = true
-        const message = isRecord(event.message) ? event.message : {}
-        id = message.id
-        if (isRecord(message.usage)) Object.assign(usage, message.usage)
-        break
-      }
-      case 'content_block_start': {
-        const block = isRecord(event.content_block) ? event.content_block : {}
-        const at = typeof event.index === 'number' ? event.index : -1
-        if (block.type === 'text' && typeof block.text === 'string' && block.text !== '') {
-          text += block.text
-          request.onText?.(block.text)
-        } else if (block.type === 'thinking' && typeof block.thinking === 'string') {
-          reasoning += block.thinking
-          thoughts.set(at, typeof block.signature === 'string' && block.signature !== '' ? { thinking: block.thinking, signature: block.signature } : { thinking: block.thinking })
-        } else if (block.type === 'redacted_thinking' && typeof block.data === 'string') {
-          thoughts.set(at, { data: block.data })
-        } else if (block.type === 'tool_use') {
-          if (typeof block.id !== 'string' || typeof block.name !== 'string') return malformed('the provider streamed a tool_use block without an id or a name', requestId)
-          const call = { index: calls.size, callId: block.id, name: block.name, arguments: '' }
-          calls.set(at, call)
-          request.onToolCall?.({ index: call.index, callId: call.callId, name: call.name })
+  try {
+    for await (const event of data as unknown as AsyncIterable<unknown>) {
+      touch()
+      if (!isRecord(event)) return malformed('the provider streamed an event that is not an object', requestId)
+      switch (event.type) {
+        case 'message_start': {
+          started = true
+          const message = isRecord(event.message) ? event.message : {}
+          id = message.id
+          if (isRecord(message.usage)) Object.assign(usage, message.usage)
+          break
         }
-        break
-      }
-      case 'content_block_delta': {
-        const delta = isRecord(event.delta) ? event.delta : {}
-        if (delta.type === 'text_delta' && typeof delta.text === 'string') {
-          text += delta.text
-          request.onText?.(delta.text)
-        } else if (delta.type === 'thinking_delta' && typeof delta.thinking === 'string') {
-          reasoning += delta.thinking
-          const thought = thoughts.get(typeof event.index === 'number' ? event.index : -1)
-          if (thought === undefined || 'data' in thought) return malformed('the provider streamed thinking for a block that is no thinking block', requestId)
-          thought.thinking += delta.thinking
-        } else if (delta.type === 'signature_delta' && typeof delta.signature === 'string') {
-          const thought = thoughts.get(typeof event.index === 'number' ? event.index : -1)
-          if (thought === undefined || 'data' in thought) return malformed('the provider streamed a signature for a block that is no thinking block', requestId)
-          // Sent whole, once, before the block's end; pieces, were there ever more than one, would be joined.
-          thought.signature = (thought.signature ?? '') + delta.signature
-        } else if (delta.type === 'input_json_delta' && typeof delta.partial_json === 'string' && delta.partial_json !== '') {
+        case 'content_block_start': {
+          const block = isRecord(event.content_block) ? event.content_block : {}
+          const at = typeof event.index === 'number' ? event.index : -1
+          if (block.type === 'text' && typeof block.text === 'string' && block.text !== '') {
+            text += block.text
+            request.onText?.(block.text)
+          } else if (block.type === 'thinking' && typeof block.thinking === 'string') {
+            reasoning += block.thinking
+            thoughts.set(at, typeof block.signature === 'string' && block.signature !== '' ? { thinking: block.thinking, signature: block.signature } : { thinking: block.thinking })
+          } else if (block.type === 'redacted_thinking' && typeof block.data === 'string') {
+            thoughts.set(at, { data: block.data })
+          } else if (block.type === 'tool_use') {
+            if (typeof block.id !== 'string' || typeof block.name !== 'string') return malformed('the provider streamed a tool_use block without an id or a name', requestId)
+            const call = { index: calls.size, callId: block.id, name: block.name, arguments: '' }
+            calls.set(at, call)
+            request.onToolCall?.({ index: call.index, callId: call.callId, name: call.name })
+          }
+          break
+        }
+        case 'content_block_delta': {
+          const delta = isRecord(event.delta) ? event.delta : {}
+          if (delta.type === 'text_delta' && typeof delta.text === 'string') {
+            text += delta.text
+            request.onText?.(delta.text)
+          } else if (delta.type === 'thinking_delta' && typeof delta.thinking === 'string') {
+            reasoning += delta.thinking
+            const thought = thoughts.get(typeof event.index === 'number' ? event.index : -1)
+            if (thought === undefined || 'data' in thought) return malformed('the provider streamed thinking for a block that is no thinking block', requestId)
+            thought.thinking += delta.thinking
+          } else if (delta.type === 'signature_delta' && typeof delta.signature === 'string') {
+            const thought = thoughts.get(typeof event.index === 'number' ? event.index : -1)
+            if (thought === undefined || 'data' in thought) return malformed('the provider streamed a signature for a block that is no thinking block', requestId)
+            // Sent whole, once, before the block's end; pieces, were there ever more than one, would be joined.
+            thought.signature = (thought.signature ?? '') + delta.signature
+          } else if (delta.type === 'input_json_delta' && typeof delta.partial_json === 'string' && delta.partial_json !== '') {
+            const call = calls.get(typeof event.index === 'number' ? event.index : -1)
+            if (call === undefined) return malformed('the provider streamed tool input for a block that is no tool_use', requestId)
+            call.arguments += delta.partial_json
+            request.onToolCall?.({ index: call.index, arguments: delta.partial_json })
+          }
+          break
+        }
+        case 'content_block_stop': {
+          // A call to a tool that takes no input streams no JSON at all: its input is `{}`.
           const call = calls.get(typeof event.index === 'number' ? event.index : -1)
-          if (call === undefined) return malformed('the provider streamed tool input for a block that is no tool_use', requestId)
-          call.arguments += delta.partial_json
-          request.onToolCall?.({ index: call.index, arguments: delta.partial_json })
+          if (call !== undefined && call.arguments === '') {
+            call.arguments = '{}'
+            request.onToolCall?.({ index: call.index, arguments: '{}' })
+          }
+          break
         }
-        break
-      }
-      case 'content_block_stop': {
-        // A call to a tool that takes no input streams no JSON at all: its input is `{}`.
-        const call = calls.get(typeof event.index === 'number' ? event.index : -1)
-        if (call !== undefined && call.arguments === '') {
-          call.arguments = '{}'
-          request.onToolCall?.({ index: call.index, arguments: '{}' })
+        case 'message_delta': {
+          const delta = isRecord(event.delta) ? event.delta : {}
+          if (delta.stop_reason !== undefined && delta.stop_reason !== null) stop = delta.stop_reason
+          // Its counts are cumulative: they replace message_start's.
+          if (isRecord(event.usage)) for (const [key, value] of Object.entries(event.usage)) if (value !== null && value !== undefined) usage[key] = value
+          break
         }
-        break
+        case 'message_stop':
+          stopped = true
+          break
+        // ping, and event types to come: nothing to read.
       }
-      case 'message_delta': {
-        const delta = isRecord(event.delta) ? event.delta : {}
-        if (delta.stop_reason !== undefined && delta.stop_reason !== null) stop = delta.stop_reason
-        // Its counts are cumulative: they replace message_start's.
-        if (isRecord(event.usage)) for (const [key, value] of Object.entries(event.usage)) if (value !== null && value !== undefined) usage[key] = value
-        break
-      }
-      case 'message_stop':
-        stopped = true
-        break
-      // ping, and event types to come: nothing to read.
     }
+  } catch (error) {
+    // The connection broke after the stop reason (message_delta comes after every content block): the
+    // answer is whole, kept as one that stalled there is. An error the provider reported is not a break.
+    if (!started || stop === undefined || reportedByProvider(error)) throw error
   }
   // A stream that ended without saying how the answer ended was cut (README's "malformed"; unless
   // it ended because the attempt did, which the caller tells), but one that named its stop reason
@@ -582,6 +588,13 @@ function interruption(error: unknown, ending: Ending | undefined, request: Model
   if (error instanceof SyntaxError) return malformed(`the provider's answer could not be read: ${words}`, requestId)
   // The SDK's own refusals (a request it will not send, credentials it cannot resolve): retrying sends the same.
   return { kind: 'interrupted', status: 'failed', message: `the Anthropic SDK failed: ${words}`, ...withProvider }
+}
+
+/** Whether `error` is an answer of the provider's (an HTTP status, or an `event: error` of the stream: the SDK's `APIError`), not a broken connection. */
+function reportedByProvider(error: unknown): boolean {
+  if (error === null || typeof error !== 'object') return false
+  const fields = error as { status?: unknown; error?: unknown }
+  return typeof fields.status === 'number' || isRecord(fields.error)
 }
 
 function cutByNetwork(error: unknown): boolean {

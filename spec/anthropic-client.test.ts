@@ -374,6 +374,16 @@ test(
 )
 
 test(
+  'a stream whose connection breaks after its stop reason (no message_stop) is a whole answer, kept, not retried',
+  world([{ kind: 'reset-after-stop', text: 'All done.' }, { kind: 'text', text: 'Sent again.' }], async (w) => {
+    const run = input(w, { providerOptions: { stream: true } })
+    assert.equal(await w.engine.run(run), { status: 'completed' })
+    assert.is(answerOf(await w.log.invocationEvents(run.invocation.invocationId)), 'All done.')
+    assert.is(w.fake.received.length, 1)
+  }),
+)
+
+test(
   'answers that cannot be read are model_malformed, not retried: JSON that is no Message, an event that is not JSON, a stream that ends mid-answer',
   world([{ kind: 'garbage' }, { kind: 'bad-event' }, { kind: 'cut' }], async (w) => {
     const plain = await w.engine.run(input(w))

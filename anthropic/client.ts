@@ -431,6 +431,8 @@ async function readStream(data: unknown, request: ModelRequest, touch: () => voi
   const calls = new Map<number, { index: number; callId: string; name: string; arguments: string }>()
   // Content block index → a thinking block (its text and signature, both in deltas) or a redacted one (whole at its start).
   const thoughts = new Map<number, { thinking: string; signature?: string } | { data: string }>()
+  // Content block indexes of the blocks not part of a factstate answer that stream input too (a server tool's `server_tool_use`, an `mcp_tool_use`).
+  const others = new Set<number>()
   try {
     for await (const event of data as unknown as AsyncIterable<unknown>) {
       touch()
@@ -459,6 +461,8 @@ async function readStream(data: unknown, request: ModelRequest, touch: () => voi
             const call = { index: calls.size, callId: block.id, name: block.name, arguments: '' }
             calls.set(at, call)
             request.onToolCall?.({ index: call.index, callId: call.callId, name: call.name })
+          } else {
+            others.add(at)
           }
           break
         }
@@ -478,8 +482,12 @@ async function readStream(data: unknown, request: ModelRequest, touch: () => voi
             // Sent whole, once, before the block's end; pieces, were there ever more than one, would be joined.
             thought.signature = (thought.signature ?? '') + delta.signature
           } else if (delta.type === 'input_json_delta' && typeof delta.partial_json === 'string' && delta.partial_json !== '') {
-            const call = calls.get(typeof event.index === 'number' ? event.index : -1)
-            if (call === undefined) return malformed('the provider streamed tool input for a block that is no tool_use', requestId)
+            const at = typeof event.index === 'number' ? event.index : -1
+            const call = calls.get(at)
+            if (call === undefined) {
+              if (others.has(at)) break
+              return malformed('the provider streamed tool input for a block that was not started', requestId)
+            }
             call.arguments += delta.partial_json
             request.onToolCall?.({ index: call.index, arguments: delta.partial_json })
           }

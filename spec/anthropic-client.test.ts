@@ -384,6 +384,17 @@ test(
 )
 
 test(
+  "a server tool's block (server_tool_use, whose input streams as input_json_delta) is left out of the answer, not read as malformed",
+  world([{ kind: 'server-tool', text: 'Sunny, says the web.' }], async (w) => {
+    const run = input(w, { providerOptions: { stream: true } })
+    assert.equal(await w.engine.run(run), { status: 'completed' })
+    const [done] = only(await factsOf(w.log, run.invocation.invocationId), 'model.completed')
+    assert.equal(done?.output.toolCalls, [])
+    assert.is(done?.output.text, 'Sunny, says the web.')
+  }),
+)
+
+test(
   'answers that cannot be read are model_malformed, not retried: JSON that is no Message, an event that is not JSON, a stream that ends mid-answer',
   world([{ kind: 'garbage' }, { kind: 'bad-event' }, { kind: 'cut' }], async (w) => {
     const plain = await w.engine.run(input(w))

@@ -3,6 +3,7 @@
  * before it is appended); the actor acts: it sends model requests, dispatches tools, parks at
  * safe points for handoff holds, and appends each fact, durable before the next act.
  */
+import { isNativeError } from 'node:util/types'
 import { FactstateError } from '../errors.js'
 import type { ApprovalRecord, ExecutionSettings, Fact, HandoffIntent, HandoffPause, Invocation, InvocationOutcome, ModelOutput, RuntimeEvent, ToolCall } from '../facts/types.js'
 import { extraContentOf, providerRefusalOf, reasoningDetailsOf, requestIdOf, responseIdOf } from '../facts/schema.js'
@@ -555,8 +556,11 @@ function outputReplacer(this: unknown, key: string, value: unknown): unknown {
   }
   const unread = unreadObject(this, key, value)
   if (unread !== undefined) throw new UnreadValue(`${placeOf(key)} ${unread}`)
-  return value instanceof Error ? errorAsJson(value) : value
+  return isErrorObject(value) ? errorAsJson(value) : value
 }
+
+/** Whether `value` is an `Error`: of this realm, or made by another's (`node:vm`, a test runner's context), which `instanceof` does not see. */
+const isErrorObject = (value: object): value is Error => value instanceof Error || isNativeError(value)
 
 /** Where in a tool's output the value at `key` is, as a refusal names it. */
 const placeOf = (key: string): string => (key === '' ? 'it is' : `its member ${JSON.stringify(key.length > 60 ? `${key.slice(0, 60)}…` : key)} is`)
@@ -634,7 +638,7 @@ function unreadObject(holder: unknown, key: string, value: object): string | und
   }
   if (value instanceof WeakRef) return 'a WeakRef, which JSON would record as {}: return ref.deref() instead'
   if (value instanceof Promise) return 'a Promise, which JSON would record as {}: await it in execute and return what it gives instead'
-  if (value instanceof Error) return undefined
+  if (isErrorObject(value)) return undefined
   for (const name in value) if (Object.hasOwn(value, name)) return undefined
   // A boxed number, string or boolean (`new Number(3)`), of any realm: JSON writes its primitive.
   if (isBoxedPrimitive(value)) return undefined

@@ -3,6 +3,7 @@
  * `__proto__` key from JSON.parse) never make a run fail half-way: arguments become invalid input
  * (never executed), outputs settle as failed, text is recorded well-formed; the run completes.
  */
+import { runInNewContext } from 'node:vm'
 import { spawnSync } from 'node:child_process'
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
@@ -180,6 +181,7 @@ const LEFT_OVER: [string, () => unknown, { failed: string } | { output: unknown 
   }],
   // An Error returned (not thrown) is recorded as its name, message and own members, not as {}.
   ['error', () => new Error('card declined'), { output: { name: 'Error', message: 'card declined' } }],
+  ['otherRealmError', () => ({ error: runInNewContext("Object.assign(new TypeError('no route'), { code: 'E_ROUTE' })") }), { output: { error: { name: 'TypeError', message: 'no route', code: 'E_ROUTE' } } }],
   ['nestedError', () => ({ charged: false, error: Object.assign(new RangeError('over the limit'), { code: 'E_LIMIT' }) }), { output: { charged: false, error: { name: 'RangeError', message: 'over the limit', code: 'E_LIMIT' } } }],
   // Recorded as before: plain objects, empty or shaped like a Buffer's JSON, and an object with data beside a next method.
   ['plain', () => ({ empty: {}, bare: Object.create(null), shaped: { type: 'Buffer', data: [1] }, page: { next: () => 2, items: [1] } }), { output: { empty: {}, bare: {}, shaped: { type: 'Buffer', data: [1] }, page: { items: [1] } } }],

@@ -195,6 +195,8 @@ export const MAX_REASONING_DETAILS_SIZE = 1_048_576
 export const MAX_EXTRA_CONTENT_SIZE = 262_144
 /** How deep an entry of `reasoningDetails` or an `extraContent` may nest (the object itself is level 1). */
 export const MAX_PROVIDER_STATE_DEPTH = 32
+/** The most members one object in `reasoningDetails` or an `extraContent` may have: msgpack as the log writes it (map16) holds no more (`MAX_OBJECT_MEMBERS`, store/encoding.ts). */
+export const MAX_PROVIDER_STATE_MEMBERS = 0xffff
 
 /**
  * A copy of `value` when it is plain JSON (null, a boolean, a finite number, a string, an array
@@ -265,7 +267,8 @@ export function extraContentOf(value: unknown): JsonObject | undefined {
 /**
  * What is wrong with `reasoningDetails` or `extraContent` (as the schema reads them) for the bounds
  * above, in words, or `undefined` when they fit: an empty array or object is none (left out, not
- * recorded), more than 256 entries, more JSON text than their limit, nesting past 32 levels.
+ * recorded), more than 256 entries, more JSON text than their limit, nesting past 32 levels, an
+ * object of more members than the log can store (65,535: within 1 MiB of JSON an entry can have more).
  */
 export function providerStateProblem(reasoningDetails: readonly JsonObject[] | undefined, extraContent: JsonObject | undefined): string | undefined {
   if (reasoningDetails !== undefined) {
@@ -274,14 +277,24 @@ export function providerStateProblem(reasoningDetails: readonly JsonObject[] | u
     const size = JSON.stringify(reasoningDetails).length
     if (size > MAX_REASONING_DETAILS_SIZE) return `reasoningDetails is ${size} characters of JSON, more than ${MAX_REASONING_DETAILS_SIZE}`
     if (reasoningDetails.some((entry) => depthOf(entry) > MAX_PROVIDER_STATE_DEPTH)) return `an entry of reasoningDetails nests deeper than ${MAX_PROVIDER_STATE_DEPTH} levels`
+    if (reasoningDetails.some((entry) => widestOf(entry) > MAX_PROVIDER_STATE_MEMBERS)) return `an entry of reasoningDetails holds an object of more than ${MAX_PROVIDER_STATE_MEMBERS} members`
   }
   if (extraContent !== undefined) {
     if (Object.keys(extraContent).length === 0) return 'extraContent is empty (leave it out instead)'
     const size = JSON.stringify(extraContent).length
     if (size > MAX_EXTRA_CONTENT_SIZE) return `extraContent is ${size} characters of JSON, more than ${MAX_EXTRA_CONTENT_SIZE}`
     if (depthOf(extraContent) > MAX_PROVIDER_STATE_DEPTH) return `extraContent nests deeper than ${MAX_PROVIDER_STATE_DEPTH} levels`
+    if (widestOf(extraContent) > MAX_PROVIDER_STATE_MEMBERS) return `extraContent holds an object of more than ${MAX_PROVIDER_STATE_MEMBERS} members`
   }
   return undefined
+}
+
+/** The most members an object in `value` has (arrays' items are not members: msgpack holds any number of them). */
+function widestOf(value: unknown): number {
+  if (value === null || typeof value !== 'object') return 0
+  let widest = Array.isArray(value) ? 0 : Object.keys(value).length
+  for (const member of Object.values(value)) widest = Math.max(widest, widestOf(member))
+  return widest
 }
 
 /** How many levels of arrays and objects `value` nests (a string is 0, `{}` 1). */

@@ -380,4 +380,34 @@ test(
   }),
 )
 
+test(
+  'an entry of reasoningDetails holding an object of more members than the log stores (65,535) within 1 MiB of JSON is past the bounds: the member is dropped, the answer kept (the append was refused, LOG_INVALID_EVENT, and the run threw)',
+  bounded(20_000, async (dir) => {
+    const wide: Record<string, number> = {}
+    for (let member = 0; member < 65_536; member += 1) wide[`k${member}`] = 0
+    const entries: JsonObject[] = [{ type: 'reasoning.encrypted', data: 'gAAAA' }, { type: 'reasoning.text', text: 'wide', extra: wide }]
+    assert.ok(JSON.stringify(entries).length < 1_048_576, 'within the size bound')
+    const call = { id: 'call_w', type: 'function', function: { name: 'echo', arguments: '{"value":1}' } }
+    // The built-in client's plain JSON answer, then a custom client's.
+    const server = await stateServer([json(completion({ content: null, reasoning_details: entries, tool_calls: [call] })), text('done')])
+    const log = await EventLog.open(join(dir, 'log'))
+    try {
+      const engine = new Engine({ log, model: new ModelExecutor({ timeoutMs: 3_000, retries: 0 }) })
+      assert.equal(await engine.run(messageRun(server.baseUrl, 'wide', [effectTool()])), { status: 'completed' })
+      const outputs = await outputsOf(log, 'invocation-wide')
+      assert.equal(outputs[0]?.toolCalls.map((one) => one.callId), ['call_w'], 'the answer is recorded')
+      assert.not.ok('reasoningDetails' in (outputs[0] ?? {}), 'past the bounds: none recorded')
+      const answers: ModelOutput[] = [{ text: 'done', toolCalls: [], finishReason: 'stop', reasoningDetails: entries }]
+      const custom = new ModelExecutor({ retries: 0, createClient: () => ({ complete: async () => ({ kind: 'completed', output: answers.shift() as ModelOutput }) }) })
+      assert.equal(await new Engine({ log, model: custom }).run(messageRun('http://127.0.0.1:9/v1', 'wide-custom', [effectTool()])), { status: 'completed' })
+      const [output] = await outputsOf(log, 'invocation-wide-custom')
+      assert.is(output?.text, 'done')
+      assert.not.ok('reasoningDetails' in (output ?? {}), 'past the bounds: none recorded')
+    } finally {
+      await log.close()
+      await server.close()
+    }
+  }),
+)
+
 test.run()

@@ -339,7 +339,8 @@ const DETAIL_PIECES: ReadonlySet<string> = new Set(['text', 'summary', 'data'])
 /**
  * OpenRouter's streamed `reasoning_details`, put together: parts carrying the same `index` are one
  * entry (their `text`, `summary` and `data` pieces joined; other members kept, the last non-empty
- * one of each: a `signature` comes with the last part), parts without one are entries of their own.
+ * one of each: a `signature` comes with the last part), unless a part names another `type` than the
+ * entry's (it starts the next entry); parts without one are entries of their own.
  * What is not an object is dropped.
  */
 class StreamedDetails {
@@ -351,7 +352,10 @@ class StreamedDetails {
     for (const part of parts) {
       if (!isPlainObject(part)) continue
       const index = part.index
-      const entry = Number.isSafeInteger(index) ? this.#byIndex.get(index as number) : undefined
+      const held = Number.isSafeInteger(index) ? this.#byIndex.get(index as number) : undefined
+      // A part naming another type than the entry of its index is another entry (a `reasoning.encrypted`
+      // after a `reasoning.text` at the same index): its pieces are not that entry's, and the index goes on with it.
+      const entry = held !== undefined && typeof part.type === 'string' && part.type !== '' && typeof held.type === 'string' && held.type !== part.type ? undefined : held
       if (entry === undefined) {
         const fresh = mergedCopy(part)
         if (Number.isSafeInteger(index)) this.#byIndex.set(index as number, fresh)

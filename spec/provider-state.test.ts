@@ -410,4 +410,36 @@ test(
   }),
 )
 
+test(
+  "streamed: a reasoning_details part carrying an entry's index but another type is another entry, not a piece of that one (merged, it held one type's members under the other's)",
+  bounded(10_000, async (dir) => {
+    const call = { index: 0, id: 'call_t', type: 'function', function: { name: 'echo', arguments: '{"value":1}' } }
+    const server = await stateServer([
+      sse([
+        chunk({ reasoning_details: [{ type: 'reasoning.text', text: 'Echo ', format: 'google-gemini-v1', index: 0 }] }),
+        chunk({ reasoning_details: [{ type: 'reasoning.text', text: 'one.', index: 0 }] }),
+        chunk({ reasoning_details: [{ type: 'reasoning.encrypted', data: 'CiQBVKhc', format: 'google-gemini-v1', index: 0 }] }),
+        chunk({ reasoning_details: [{ type: 'reasoning.encrypted', data: '7nX0', index: 0 }] }),
+        chunk({ content: null, tool_calls: [call] }),
+        chunk({}, 'tool_calls'),
+      ]),
+      text('done'),
+    ])
+    const log = await EventLog.open(join(dir, 'log'))
+    try {
+      const engine = new Engine({ log, model: new ModelExecutor({ timeoutMs: 3_000, retries: 0 }) })
+      assert.equal(await engine.run(messageRun(server.baseUrl, 'types', [effectTool()], { providerOptions: { stream: true } })), { status: 'completed' })
+      const expected = [
+        { type: 'reasoning.text', text: 'Echo one.', format: 'google-gemini-v1', index: 0 },
+        { type: 'reasoning.encrypted', data: 'CiQBVKhc7nX0', format: 'google-gemini-v1', index: 0 },
+      ]
+      assert.equal((await outputsOf(log, 'invocation-types'))[0]?.reasoningDetails, expected)
+      assert.equal(assistants(server.requests[1])[0]?.reasoning_details, expected)
+    } finally {
+      await log.close()
+      await server.close()
+    }
+  }),
+)
+
 test.run()

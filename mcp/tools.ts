@@ -101,8 +101,9 @@ export interface McpToolsOptions {
   /**
    * The MCP client's own limit on each request (`tools/list` and `tools/call`), in milliseconds.
    * Default: `timeoutMs` + 5,000 when `timeoutMs` is given, so that factstate's limit is the one
-   * that fires, else the SDK's own (60,000). Each progress notification of a call starts it again
-   * (`resetTimeoutOnProgress`): the tool's `timeoutMs`, or the engine's `toolTimeoutMs`, bounds the whole call.
+   * that fires, else the SDK's own (60,000). With `timeoutMs`, each progress notification of a call
+   * starts it again (`resetTimeoutOnProgress`), and `timeoutMs` bounds the whole call; without, it is
+   * the whole call's limit, progress or not (nothing else might bound it).
    */
   requestTimeoutMs?: number | undefined
   /** Keep the base64 `data` of image and audio blocks and the `blob` of embedded resources in results (default `false`: their size in bytes instead). */
@@ -178,7 +179,7 @@ export function mcpToolName(name: string, prefix = ''): string {
  * `name` mapped ({@link mcpToolName}, `prefix`, `rename`), `description` and `inputSchema` as listed,
  * `readOnly` from `annotations.readOnlyHint` only with `trustReadOnlyHint`, `needsApproval` and
  * `timeoutMs` from the options. Each call is `client.callTool({ name, arguments, _meta: {
- * idempotencyKey: operationId } }, undefined, { signal, timeout, resetTimeoutOnProgress: true, onprogress })`
+ * idempotencyKey: operationId } }, undefined, { signal, timeout, resetTimeoutOnProgress, onprogress })` (`resetTimeoutOnProgress` when `timeoutMs` is given)`
  * (a signal already aborted is thrown, its reason, before the client is asked): a result with
  * `isError` is the call's failure (its text); else its `structuredContent`, or its content (the text
  * of text blocks alone, joined by newlines; with other blocks, the list of blocks, binary data as
@@ -446,9 +447,11 @@ async function call(client: McpClient, name: string, readOnly: boolean, settings
     result = await client.callTool({ name, arguments: input as Record<string, unknown>, _meta: { idempotencyKey: operationId } }, undefined, {
       signal: own.signal,
       ...(settings.requestTimeoutMs === undefined ? {} : { timeout: settings.requestTimeoutMs }),
-      // A server that reports progress is still at work: the client's limit is on silence, and the tool's
-      // timeoutMs (the engine's signal, which cancels the request) bounds the whole call.
-      resetTimeoutOnProgress: true,
+      // A server that reports progress is still at work: with a timeoutMs (the engine's signal, which
+      // cancels the request, bounds the whole call) the client's limit is on silence only. Without one
+      // nothing else may bound the call (toolsFromMcp cannot see the engine's toolTimeoutMs), so it
+      // stays the call's limit, progress or not.
+      resetTimeoutOnProgress: settings.timeoutMs !== undefined,
       onprogress: (progress) => {
         try {
           context.progress(progress)

@@ -494,12 +494,14 @@ test(
 )
 
 test(
-  "a server that reports progress keeps the client's request timeout (requestTimeoutMs) from firing; the tool's timeoutMs still bounds the whole call, told once",
+  "with timeoutMs, a server that reports progress keeps the client's request timeout (requestTimeoutMs) from firing, and timeoutMs bounds the whole call, told once; without, the request timeout stays the call's limit",
   engineTest(
     [
       answer.toolCalls([{ id: 'c1', name: 'progressing', arguments: { line: 'migrate', ms: 2_500 } }]),
       answer.text('migrated'),
       answer.toolCalls([{ id: 'c2', name: 'progressing', arguments: { line: 'forever', ms: 60_000 } }]),
+      // (the run above ends at its tool: the next answer is the next run's)
+      answer.toolCalls([{ id: 'c3', name: 'progressing', arguments: { line: 'unbounded', ms: 2_500 } }]),
       answer.text('unreachable'),
     ],
     { ms: 30_000 },
@@ -507,9 +509,10 @@ test(
       withMcpServer(
         h.dir,
         async ({ client, ledger }) => {
-          // Reports every 100 ms for 2.5 s: past a request timeout of 1 s, which the progress restarts each time.
+          // Reports every 100 ms for 2.5 s: past a request timeout of 1 s, which the progress restarts each
+          // time, since the tool's timeoutMs bounds the whole call.
           const progress: unknown[] = []
-          const outcome = await h.run(h.input('progressing', { tools: await toolsFromMcp(client, { requestTimeoutMs: 1_000, include: ['progressing'] }) }), {
+          const outcome = await h.run(h.input('progressing', { tools: await toolsFromMcp(client, { timeoutMs: 10_000, requestTimeoutMs: 1_000, include: ['progressing'] }) }), {
             onToolProgress: (update) => progress.push(update.value),
           })
           assert.equal(outcome, { status: 'completed' })
@@ -527,6 +530,15 @@ test(
           const deadline = Date.now() + 5_000
           while ((await ledger()).length < 3 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 25))
           assert.equal((await ledger()).slice(1), ['invocation-bounded/step-1/0\tforever', 'invocation-bounded/step-1/0\tcancelled'])
+
+          // Without timeoutMs nothing else bounds the call: the request timeout stays its limit, progress or not.
+          const unbounded = await h.run(h.input('unbounded', { tools: await toolsFromMcp(client, { requestTimeoutMs: 1_000, include: ['progressing'] }) }))
+          assert.is(unbounded.status, 'failed')
+          assert.is(unbounded.status === 'failed' && unbounded.class, 'outcome_unknown')
+          assert.match(unbounded.status === 'failed' ? (unbounded.message ?? '') : '', /Request timed out/)
+          const until = Date.now() + 5_000
+          while ((await ledger()).length < 5 && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 25))
+          assert.equal((await ledger()).slice(3), ['invocation-unbounded/step-1/0\tunbounded', 'invocation-unbounded/step-1/0\tcancelled'])
         },
         'progress',
       ),

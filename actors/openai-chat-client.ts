@@ -343,22 +343,38 @@ const DETAIL_PIECES: ReadonlySet<string> = new Set(['text', 'summary', 'data'])
  * entry's (it starts the next entry); parts without one are entries of their own.
  * What is not an object is dropped.
  */
+/** The entry types whose parts without an index continue the entry before them (see `StreamedDetails`). */
+const CONTINUED_TYPES: ReadonlySet<string> = new Set(['reasoning.text'])
+
 class StreamedDetails {
   readonly entries: Record<string, unknown>[] = []
   readonly #byIndex = new Map<number, Record<string, unknown>>()
+  /** The last entry, when a part without an index made it: the next such part of its text type continues it. */
+  #unindexed: Record<string, unknown> | undefined
 
   add(parts: unknown): void {
     if (!Array.isArray(parts)) return
     for (const part of parts) {
       if (!isPlainObject(part)) continue
       const index = part.index
-      const held = Number.isSafeInteger(index) ? this.#byIndex.get(index as number) : undefined
+      const indexed = Number.isSafeInteger(index)
+      // Parts without an index (as other readers of OpenRouter's stream take them): a `reasoning.text`
+      // part goes on with the text entry the part before it began, until that entry has its signature;
+      // each would otherwise be an entry of its own, past 256 of them all dropped. Other types' parts
+      // without an index (summaries, encrypted blobs) stay entries of their own.
+      const last = this.#unindexed
+      const continued =
+        !indexed && last !== undefined && this.entries.at(-1) === last && typeof part.type === 'string' && part.type === last.type && CONTINUED_TYPES.has(part.type) && last.signature === undefined
+          ? last
+          : undefined
+      const held = indexed ? this.#byIndex.get(index as number) : continued
       // A part naming another type than the entry of its index is another entry (a `reasoning.encrypted`
       // after a `reasoning.text` at the same index): its pieces are not that entry's, and the index goes on with it.
       const entry = held !== undefined && typeof part.type === 'string' && part.type !== '' && typeof held.type === 'string' && held.type !== part.type ? undefined : held
       if (entry === undefined) {
         const fresh = mergedCopy(part)
-        if (Number.isSafeInteger(index)) this.#byIndex.set(index as number, fresh)
+        if (indexed) this.#byIndex.set(index as number, fresh)
+        this.#unindexed = indexed ? undefined : fresh
         this.entries.push(fresh)
         continue
       }

@@ -442,4 +442,42 @@ test(
   }),
 )
 
+test(
+  'streamed: reasoning_details parts without an index continue the text entry before them until its signature, so a thought streamed in many pieces stays one entry (each piece an entry, past 256 pieces the whole state was dropped)',
+  bounded(10_000, async (dir) => {
+    const call = { index: 0, id: 'call_u', type: 'function', function: { name: 'echo', arguments: '{"value":1}' } }
+    const pieces = Array.from({ length: 300 }, (_, i) => chunk({ reasoning_details: [{ type: 'reasoning.text', text: `${i} ` }] }))
+    const server = await stateServer([
+      sse([
+        chunk({ reasoning_details: [{ type: 'reasoning.text', text: 'First: ', format: 'anthropic-claude-v1' }] }),
+        ...pieces,
+        chunk({ reasoning_details: [{ type: 'reasoning.text', text: '', signature: 'sig-1' }] }),
+        chunk({ reasoning_details: [{ type: 'reasoning.text', text: 'Second.' }] }),
+        chunk({ reasoning_details: [{ type: 'reasoning.text', signature: 'sig-2' }] }),
+        chunk({ reasoning_details: [{ type: 'reasoning.encrypted', data: 'AAA' }] }),
+        chunk({ reasoning_details: [{ type: 'reasoning.encrypted', data: 'BBB' }] }),
+        chunk({ content: null, tool_calls: [call] }),
+        chunk({}, 'tool_calls'),
+      ]),
+      text('done'),
+    ])
+    const log = await EventLog.open(join(dir, 'log'))
+    try {
+      const engine = new Engine({ log, model: new ModelExecutor({ timeoutMs: 3_000, retries: 0 }) })
+      assert.equal(await engine.run(messageRun(server.baseUrl, 'unindexed', [effectTool()], { providerOptions: { stream: true } })), { status: 'completed' })
+      const expected = [
+        { type: 'reasoning.text', text: `First: ${Array.from({ length: 300 }, (_, i) => `${i} `).join('')}`, format: 'anthropic-claude-v1', signature: 'sig-1' },
+        { type: 'reasoning.text', text: 'Second.', signature: 'sig-2' },
+        { type: 'reasoning.encrypted', data: 'AAA' },
+        { type: 'reasoning.encrypted', data: 'BBB' },
+      ]
+      assert.equal((await outputsOf(log, 'invocation-unindexed'))[0]?.reasoningDetails, expected)
+      assert.equal(assistants(server.requests[1])[0]?.reasoning_details, expected)
+    } finally {
+      await log.close()
+      await server.close()
+    }
+  }),
+)
+
 test.run()

@@ -557,7 +557,7 @@ function headerOf(headers: unknown, name: string): string | undefined {
 function interruption(error: unknown, ending: Ending | undefined, request: ModelRequest, requestId: string | undefined): ModelResponse {
   if (ending === 'cancelled' || (ending === undefined && request.signal.aborted)) return { kind: 'interrupted', status: 'cancelled', message: 'the run was cancelled' }
   if (ending === 'timeout') return { kind: 'interrupted', status: 'timed_out', message: `no whole answer within ${request.timeoutMs}ms (timeoutMs)` }
-  if (ending === 'idle') return { kind: 'interrupted', status: 'timed_out', message: `the answer stalled: nothing arrived for ${String(request.idleTimeoutMs)}ms (idleTimeoutMs)` }
+  if (ending === 'idle') return { kind: 'interrupted', status: 'timed_out', message: `the answer stalled: no content arrived for ${String(request.idleTimeoutMs)}ms (idleTimeoutMs; the SDK does not pass the stream's pings on)` }
   const fields = isRecord(error) || error instanceof Error ? (error as unknown as Record<string, unknown>) : {}
   const name = typeof fields.name === 'string' ? fields.name : ''
   const words = error instanceof Error ? error.message : String(error)

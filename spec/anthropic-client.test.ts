@@ -354,7 +354,7 @@ test(
     async (w) => {
       const outcome = await w.engine.run(input(w, { providerOptions: { stream: true } }))
       assert.is(outcome.status === 'failed' && outcome.class, 'model_timeout')
-      assert.is(outcome.status === 'failed' && outcome.message, 'the answer stalled: nothing arrived for 300ms (idleTimeoutMs)')
+      assert.is(outcome.status === 'failed' && outcome.message, 'the answer stalled: no content arrived for 300ms (idleTimeoutMs; the SDK does not pass the stream\'s pings on)')
     },
     { executor: { idleTimeoutMs: 300, timeoutMs: 60_000 } },
   ),

@@ -15,7 +15,7 @@ import type { ModelClient } from './model-client.js'
 import type { Approver } from './approval.js'
 import type { LiveModelText, LiveModelToolCalls, ModelTextPiece, ModelToolCallPiece } from './model-text.js'
 import { ModelExecutor } from './model-executor.js'
-import { DECLARED_SECRET, MAX_SECRET_LENGTH, MAX_SECRETS_TOTAL, type Secrets, holdsSecretBytes, redact, redactDeep, redactedMessage, secretsOf, withPassedOn } from './redaction.js'
+import { DECLARED_SECRET, MAX_SECRET_LENGTH, MAX_SECRETS_TOTAL, type Secrets, clientSecretsOf, holdsSecretBytes, redact, redactDeep, redactedMessage, secretsOf, withClientSecret, withPassedOn } from './redaction.js'
 import { DEFAULT_MAX_STEPS, RUN_INPUT_KEYS, type RunInput, toolCallLimits, validateRunInput } from './run-input.js'
 import { type CatalogChanges, type ToolDefinition, catalogChanges, catalogOf, legacyCatalogDigest, shownText } from './tool-catalog.js'
 import { type InputCheck, inputCheckOf, inputChecks } from './tool-input.js'
@@ -368,7 +368,26 @@ const SECRET_HEADER = /^(proxy-)?authorization$|cookie|(^|[-_])(api[-_]?key|secr
  * that takes it in the body) would be written to the log. Nothing is written.
  */
 function recordedCredential(run: RunInput, engineSecrets: Record<string, string>): void {
-  const secrets = admissionSecrets(run.provider, engineSecrets)
+  recordedSecret(
+    run,
+    admissionSecrets(run.provider, engineSecrets),
+    "the provider's credential (its apiKey or a credential header's value) or one of the engine's secrets (for a child run, or one its parent run's tools added)",
+    "pass it as provider.apiKey, provider.headers or the engine's secrets only",
+  )
+}
+
+/**
+ * Refuses a run whose recorded settings carry one of the secrets its model client declares
+ * (`ModelClient.secrets`, read when the client is made): the client holds the credential (an SDK
+ * client made with its key), so a key pasted into the message would be written to the log as given.
+ * Looked for as `recordedCredential` looks for the provider's. Nothing is written.
+ */
+function clientCredential(run: RunInput, client: Record<string, string>): void {
+  recordedSecret(run, admissionSecrets(undefined, {}, client), "one of the model client's secrets (ModelClient.secrets)", 'keep it out of the run input: the client holds it')
+}
+
+/** `recordedCredential`'s check of `run`'s recorded settings for `secrets`, which its message calls `what`. */
+function recordedSecret(run: RunInput, secrets: Secrets, what: string, remedy: string): void {
   if (secrets.whole.length === 0) return
   const { work } = run
   const recorded: [string, unknown][] = [
@@ -385,7 +404,7 @@ function recordedCredential(run: RunInput, engineSecrets: Record<string, string>
   for (const [field, value] of recorded) {
     // As the log would write it too: msgpack's own bytes beside the value's can spell what redacting it does not read.
     if (value !== undefined && (redactDeep(value, secrets) !== value || holdsSecretBytes(value, secrets))) {
-      throw new FactstateError('RUN_INVALID_INPUT', `${field} holds the provider's credential (its apiKey or a credential header's value) or one of the engine's secrets (for a child run, or one its parent run's tools added): it would be written to the log as given, and the log is kept free of them; pass it as provider.apiKey, provider.headers or the engine's secrets only`, {
+      throw new FactstateError('RUN_INVALID_INPUT', `${field} holds ${what}: it would be written to the log as given, and the log is kept free of them; ${remedy}`, {
         details: { fields: [field] },
       })
     }
@@ -477,19 +496,21 @@ export function toolSecretProblem(
   path: string,
   declared: Record<string, string>,
   provider?: ProviderCredentials,
+  client: Record<string, string> = {},
 ): { message: string; fields: string[] } | undefined {
-  if (provider === undefined && Object.keys(declared).length === 0) return undefined
+  if (provider === undefined && Object.keys(declared).length === 0 && Object.keys(client).length === 0) return undefined
   // Both at once, as the recorded settings were looked through: the same secrets, built once for the
   // provider's runs. Apart (one set each), a run start built five, more than are kept, and so rebuilt
   // them all, the engine's secrets three times over, at every start.
-  const secrets = admissionSecrets(provider, declared)
+  const secrets = admissionSecrets(provider, declared, client)
   if (secrets.whole.length === 0) return undefined
   for (const field of ['description', 'inputSchema'] as const) {
     const value = tool[field]
     if (value === undefined || redactDeep(value, secrets) === value) continue
     // Which of them it is, for the message: told apart only for a refusal.
     const engines = Object.keys(declared).length > 0 && redactDeep(value, secretsOf({ headers: declared }).inData) !== value
-    const what = engines ? "one of the engine's secrets" : "the provider's credential (its apiKey or a credential header's value)"
+    const clients = !engines && Object.keys(client).length > 0 && redactDeep(value, admissionSecrets(undefined, {}, client)) !== value
+    const what = engines ? "one of the engine's secrets" : clients ? "one of the model client's secrets (ModelClient.secrets)" : "the provider's credential (its apiKey or a credential header's value)"
     return {
       message: `${path}.${field}: the ${field} of tool ${tool.name} holds ${what}, which the model would be sent as it is: keep the secret out of the tool's definition (the tool can read it when it runs)`,
       fields: [`${path}.${field}`],
@@ -503,6 +524,37 @@ function runSecrets(provider: RunInput['provider'], declared: Record<string, str
   return Object.keys(declared).length === 0 ? secretsOf(provider) : secretsOf({ apiKey: provider.apiKey, headers: { ...provider.headers, ...declared } })
 }
 
+/**
+ * `secrets` with those `client` declares it holds (`ModelClient.secrets`), read once, as
+ * `ModelRequest.addSecret` adds them (the same bounds, counted with what it adds later). A client whose
+ * `secrets` cannot be read, is not an array, or holds one that is refused refuses the run
+ * (`RUN_INVALID_INPUT`, `details.fields` `['provider']`; for a refused secret the cause is the
+ * `MODEL_SECRET_INVALID` with its `details.reason`): its run would record what the client holds. The
+ * value is never shown.
+ */
+function withDeclaredSecrets(client: ModelClient, secrets: Secrets, provider: RunInput['provider']): Secrets {
+  const refused = (why: string, cause?: unknown) => new FactstateError('RUN_INVALID_INPUT', `provider: the model client's secrets ${why}`, { ...(cause === undefined ? {} : { cause }), details: { fields: ['provider'] } })
+  let given: unknown
+  let declared: unknown[]
+  try {
+    given = (client as { secrets?: unknown }).secrets
+    if (given === undefined) return secrets
+    // A copy, read once (a proxy's items too): what is checked is what is redacted.
+    declared = Array.isArray(given) ? Array.from(given as unknown[]) : []
+  } catch (error) {
+    throw refused(`could not be read: ${redactedMessage(error, provider)}`)
+  }
+  if (!Array.isArray(given)) throw refused(`must be an array of strings (ModelClient.secrets), not ${kindOf(given)}`)
+  for (const [index, secret] of declared.entries()) {
+    try {
+      secrets = withClientSecret(secrets, secret, 'ModelClient.secrets')
+    } catch (error) {
+      throw refused(`are refused (item ${index}): ${error instanceof FactstateError ? messageWithoutCode(error) : messageOf(error)}`, error)
+    }
+  }
+  return secrets
+}
+
 /** A provider's credentials, as a run input gives them. */
 interface ProviderCredentials {
   apiKey?: string | undefined
@@ -512,12 +564,13 @@ interface ProviderCredentials {
 /**
  * What a run's recorded settings and its tools' definitions are looked through for, whole: the
  * provider's credential (its `apiKey`, the values of headers that carry one by name, when they look
- * like keys) and the engine's own secrets (`engineSecrets`' headers), whatever they look like.
+ * like keys), the model client's (`client`: its `ModelClient.secrets`, as `clientSecretsOf` names
+ * them, when they look like keys) and the engine's own secrets (`engineSecrets`' headers), whatever they look like.
  */
-function admissionSecrets(provider: ProviderCredentials | undefined, engineSecrets: Record<string, string>): Secrets {
+function admissionSecrets(provider: ProviderCredentials | undefined, engineSecrets: Record<string, string>, client: Record<string, string> = {}): Secrets {
   // Only headers that carry a credential by name: an Idempotency-Key (or a request id) is no secret,
-  // and may well be the run's own fingerprint.
-  const headers = { ...Object.fromEntries(Object.entries(provider?.headers ?? {}).filter(([name]) => SECRET_HEADER.test(name))), ...engineSecrets }
+  // and may well be the run's own fingerprint. The client's are credentials by their names.
+  const headers = { ...Object.fromEntries(Object.entries(provider?.headers ?? {}).filter(([name]) => SECRET_HEADER.test(name))), ...client, ...engineSecrets }
   return secretsOf({ ...(provider?.apiKey === undefined ? {} : { apiKey: provider.apiKey }), headers }).inData
 }
 
@@ -958,15 +1011,6 @@ export class Engine {
       invocation,
       fact: { type: 'invocation.opened', input: opened, configuration, execution },
     })
-    // Its settings were looked through one by one (`recordedCredential`); as the log writes them together,
-    // msgpack's bytes between two of them (a member's name after its header byte) can complete a secret neither holds.
-    if (holdsSecretBytes(event.fact, admissionSecrets(run.provider, declared))) {
-      throw new FactstateError(
-        'RUN_INVALID_INPUT',
-        "the run's recorded settings spell the provider's credential or one of the engine's secrets together, in the bytes the log would write them in (msgpack's own bytes between two of them complete it): change the message, instructions or other settings",
-        { details: { fields: [] } },
-      )
-    }
     // Before anything is written: a client that cannot be made refuses the run, it does not strand it.
     let client: ModelClient
     try {
@@ -988,6 +1032,26 @@ export class Engine {
       throw new FactstateError('RUN_INVALID_INPUT', `provider: the model client could not be created: createClient returned ${made}, not a ModelClient`, {
         details: { fields: ['provider'] },
       })
+    }
+    // The secrets the client holds itself (an SDK client made with its key), read once: looked for in the
+    // run's settings as the provider's credential was (`recordedCredential`), and removed from all it records.
+    const secrets = withDeclaredSecrets(client, runSecrets(run.provider, declared), run.provider)
+    const clientSecrets = clientSecretsOf(secrets)
+    if (Object.keys(clientSecrets).length > 0) {
+      clientCredential(run, clientSecrets)
+      for (const [index, tool] of run.tools.entries()) {
+        const problem = toolSecretProblem(tool, `tools.${index}`, {}, undefined, clientSecrets)
+        if (problem !== undefined) throw new FactstateError('RUN_INVALID_INPUT', problem.message, { details: { fields: problem.fields } })
+      }
+    }
+    // Its settings were looked through one by one (`recordedCredential`); as the log writes them together,
+    // msgpack's bytes between two of them (a member's name after its header byte) can complete a secret neither holds.
+    if (holdsSecretBytes(event.fact, admissionSecrets(run.provider, declared, clientSecrets))) {
+      throw new FactstateError(
+        'RUN_INVALID_INPUT',
+        "the run's recorded settings spell the provider's credential, the model client's or one of the engine's secrets together, in the bytes the log would write them in (msgpack's own bytes between two of them complete it): change the message, instructions or other settings",
+        { details: { fields: [] } },
+      )
     }
     const snapshot = applyFact(initialInvocationSnapshot(), event.fact)
     // The session's latest run is checked in the admission, atomically; read here first, outside the
@@ -1019,7 +1083,7 @@ export class Engine {
       toolConcurrency: run.toolConcurrency ?? 1,
       client,
       executor: this.#model,
-      secrets: runSecrets(run.provider, declared),
+      secrets,
       // A given-up successor's actor gets a signal that stays aborted, whatever the caller's object says later.
       signal: givingUp ? AbortSignal.abort(signal?.reason) : signal,
       onModelText,

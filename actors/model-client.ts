@@ -166,6 +166,21 @@ export type ModelResponse =
 export interface ModelClient {
   /** Sends one attempt and answers how it ended; trouble with the provider is an `interrupted` answer, not a throw. */
   complete(request: ModelRequest): Promise<ModelResponse>
+  /**
+   * The secrets the client holds itself, besides the run's `provider.apiKey` and `provider.headers`
+   * (the API key of an SDK client it wraps, a proxy's token): read once, when the engine makes the
+   * client for a run (before the run's first fact is written). They are then the run's secrets as its
+   * provider's credential is: a run whose recorded settings hold one (a key pasted into the message,
+   * the instructions, a tool's description) is refused with `RUN_INVALID_INPUT` (the value never
+   * quoted) and nothing is written, and they are removed from everything the run records, from its
+   * first fact on. Bounded as `ModelRequest.addSecret` is (each a string of 8 characters or more once
+   * trimmed and at most 16,384; 64 and 65,536 characters together, with those it adds later): a
+   * client whose `secrets` cannot be read, is not an array, or holds one that does not fit refuses the
+   * run (`RUN_INVALID_INPUT`, `details.fields` `['provider']`; for one that does not fit, the error's
+   * `cause` is the `MODEL_SECRET_INVALID` that says why). A secret the client gets later (a token it
+   * exchanges its key for) it registers with `ModelRequest.addSecret`.
+   */
+  readonly secrets?: readonly string[] | undefined
 }
 
 /** Provider settings of a run. Secrets (`apiKey`, `headers`) stay in memory only. */

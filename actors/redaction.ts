@@ -106,7 +106,7 @@ const CLIENT_SECRET = 'client secret '
 
 /**
  * `secrets` with `secret`, which the run's model client holds besides its provider's key and headers
- * (`ModelRequest.addSecret`), added as a credential header is: removed from failure messages in every
+ * (`ModelClient.secrets` at admission, `ModelRequest.addSecret` after), added as a credential header is: removed from failure messages in every
  * form and by its pieces, from data whole when it looks like a key. The same secrets when it was
  * added already (clients call it on every attempt). Bounded as declared secrets are: not a string
  * (`not_a_string`), shorter than 8 characters once trimmed (`too_short`), longer than
@@ -115,9 +115,10 @@ const CLIENT_SECRET = 'client secret '
  * (`too_many`): `MODEL_SECRET_INVALID`, thrown to the client, never quoting the value (a secret of
  * 256 KB took 3.1 s and 430 MB to add). Built from the new secret alone and laid over the run's, as
  * {@link withToolSecret} does: rebuilding them all at each addition made 64 secrets of 1 KB cost 12 s.
+ * `by` names what gave it, in the refusal's message.
  */
-export function withClientSecret(secrets: Secrets, secret: unknown): Secrets {
-  const refused = (reason: SecretRefusal, why: string) => new FactstateError('MODEL_SECRET_INVALID', `request.addSecret ${why}; the value is not shown`, { details: { reason } })
+export function withClientSecret(secrets: Secrets, secret: unknown, by = 'request.addSecret'): Secrets {
+  const refused = (reason: SecretRefusal, why: string) => new FactstateError('MODEL_SECRET_INVALID', `${by} ${why}; the value is not shown`, { details: { reason } })
   // Named as no header of the provider's can be (admission refuses a name with a space); a credential by its name.
   const added = headersWith(secrets, secret, CLIENT_SECRET, MAX_CLIENT_SECRETS, refused)
   if (added === undefined) return secrets
@@ -130,6 +131,15 @@ export function withClientSecret(secrets: Secrets, secret: unknown): Secrets {
   if (secrets.inToolFailures !== undefined) all.inToolFailures = layered(secrets.inToolFailures, [...data], [])
   all.from = { apiKey: secrets.from?.apiKey, headers }
   return all as Secrets
+}
+
+/**
+ * The secrets a run's model client holds (`ModelClient.secrets`, or added with `ModelRequest.addSecret`),
+ * under the header names they have among the run's secrets (see {@link withClientSecret}): what the
+ * run's recorded settings are looked through for at admission, as its provider's credential is.
+ */
+export function clientSecretsOf(secrets: Secrets): Record<string, string> {
+  return Object.fromEntries(Object.entries(secrets.from?.headers ?? {}).filter(([name]) => name.startsWith(CLIENT_SECRET)))
 }
 
 /** Why a secret a run adds (`context.addSecret`, `ModelRequest.addSecret`) is refused. */

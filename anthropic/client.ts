@@ -67,8 +67,10 @@ export interface AnthropicResponseWithId {
 
 /**
  * The part of `@anthropic-ai/sdk`'s `Anthropic` client that {@link anthropicClient} uses: an
- * `Anthropic` instance is one. `apiKey` and `authToken` are read (when strings) to register them as
- * the run's secrets, so that an error answer quoting them is redacted before it is recorded.
+ * `Anthropic` instance is one. `apiKey` and `authToken` are read (when strings of 8 characters or
+ * more) as the client's `secrets` when the engine makes it for a run, and again on each attempt (with
+ * `request.addSecret`): a run whose input holds one is refused before anything is written, and an
+ * answer quoting one is redacted before it is recorded.
  */
 export interface AnthropicSdk {
   readonly apiKey?: string | null | undefined
@@ -88,8 +90,9 @@ export interface AnthropicClientOptions {
   maxTokens?: number | undefined
   /**
    * Secrets the client's requests carry besides what `sdk.apiKey` and `sdk.authToken` hold (a
-   * proxy's token in the SDK's `defaultHeaders`, say), each 8–16,384 characters: registered with
-   * `request.addSecret` on every attempt, so an answer that quotes one is redacted before it is recorded.
+   * proxy's token in the SDK's `defaultHeaders`, say), each 8–16,384 characters: the client's
+   * `secrets` with those, so a run whose input holds one is refused before anything is written, and an
+   * answer that quotes one is redacted before it is recorded.
    */
   secrets?: readonly string[] | undefined
 }
@@ -149,12 +152,23 @@ class AnthropicModelClient implements ModelClient {
     this.#secrets = secrets
   }
 
+  /**
+   * The SDK's `apiKey` and `authToken` as it holds them now, and the `secrets` option: the SDK holds
+   * the key, not the run's provider config. Read by the engine when it makes the client for a run, so
+   * the run is covered from its first fact (a key pasted into the message is refused). A key or token
+   * that is no string, or shorter than 8 characters (a placeholder), is left out; a getter that throws too.
+   */
+  get secrets(): readonly string[] {
+    const held = [readSecret(this.#sdk, 'apiKey'), readSecret(this.#sdk, 'authToken')].filter(
+      (secret): secret is string => secret !== undefined && secret.trim().length >= 8 && secret.length <= MAX_SECRET,
+    )
+    return [...new Set([...this.#secrets, ...held])]
+  }
+
   async complete(request: ModelRequest): Promise<ModelResponse> {
-    // The SDK holds the key, not the run's provider config: registered first, so that nothing this
-    // attempt answers (a 401 quoting the key, say) is recorded with it.
-    for (const secret of [...this.#secrets, readSecret(this.#sdk, 'apiKey'), readSecret(this.#sdk, 'authToken')]) {
-      if (secret !== undefined && secret.trim().length >= 8 && secret.length <= MAX_SECRET) request.addSecret?.(secret)
-    }
+    // Again on each attempt (already registered ones cost nothing): an SDK whose key or token was
+    // set after the run began (a refreshed token) is covered before this attempt answers (a 401 quoting it, say).
+    for (const secret of this.secrets) request.addSecret?.(secret)
     const translated = toMessagesRequest(request.body, this.#maxTokens)
     if (typeof translated === 'string') return { kind: 'interrupted', status: 'failed', message: translated }
     if (request.signal.aborted) return { kind: 'interrupted', status: 'cancelled', message: 'the run was cancelled before the request was sent' }

@@ -326,6 +326,46 @@ test(
 )
 
 test(
+  "the key the SDK holds covers the run from its first fact (anthropicClient's secrets): a key pasted into the message or the instructions is refused with nothing written and nothing sent, without provider.apiKey; no file of the log holds it",
+  world([{ kind: 'text', text: 'Noted.' }], async (w) => {
+    const client = anthropicClient(w.sdk, { secrets: ['proxy-token-0123456789abcdef'] })
+    assert.equal(client.secrets, ['proxy-token-0123456789abcdef', KEY], "the option's secrets and the SDK's key")
+    for (const [field, over] of [
+      ['work.content', { work: { kind: 'message', content: `my key is ${KEY}, keep it` } }],
+      ['instructions', { instructions: `Authenticate with ${KEY}.` }],
+    ] as const) {
+      const run = input(w, over)
+      const before = w.log.head()
+      const refused = await rejectsWithCode(() => w.engine.run(run), 'RUN_INVALID_INPUT', field)
+      assert.equal(refused.details?.fields, [field])
+      assert.not.ok(refused.message.includes(KEY.slice(14, 40)), 'the refusal quotes no piece of the key')
+      assert.equal(w.log.head(), before, `${field}: nothing written`)
+    }
+    assert.is(w.fake.received.length, 0)
+    const answered = await w.engine.run(input(w))
+    assert.equal(answered, { status: 'completed' })
+    await w.log.close()
+    const files = await everyFile(join(w.dir, 'log'))
+    assert.ok(files.some((file) => file.path.endsWith('.log') && file.bytes.includes('claude-sonnet-4-5')), 'the facts are in a .log file, read raw')
+    for (const file of files) assert.not.ok(file.bytes.includes(KEY.slice(14, 40)), `${file.path} holds the key`)
+  }),
+)
+
+test(
+  "an SDK key too short to be a secret (a placeholder) is left out of the client's secrets: a run whose message holds it is admitted (this fake refuses the key)",
+  world(
+    [{ kind: 'text', text: 'Hello.' }],
+    async (w) => {
+      assert.equal(anthropicClient(w.sdk).secrets, [])
+      const outcome = await w.engine.run(input(w, { work: { kind: 'message', content: 'the word is none' } }))
+      assert.equal(outcome.status === 'failed' ? [outcome.class, outcome.provider?.status] : outcome, ['model_failed', 401])
+      assert.is(w.fake.received.length, 1, 'admitted and sent')
+    },
+    { key: 'none' },
+  ),
+)
+
+test(
   'a cancel while the answer streams: the attempt is cancelled (the SDK ends its stream quietly on abort), the run ends cancelled',
   world([{ kind: 'hang', text: 'Let me think' }, { kind: 'hang', text: 'Let me think' }], async (w) => {
     const run = input(w, { providerOptions: { stream: true } })

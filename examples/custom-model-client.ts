@@ -82,10 +82,11 @@ try {
   const outcome = await engine.run({
     invocation: { sessionId: 's', turnId: 't', runId: 'r', invocationId: 'i' },
     // The provider config still names a model (recorded and sealed into pauses) and a base URL (neither:
-    // a successor may use another). Give your provider's credentials here too, as apiKey or headers,
-    // even if your client reads them from elsewhere: they are then redacted from all the run records,
-    // its first fact included (a key the client alone holds it registers with request.addSecret,
-    // which covers what is recorded from the first attempt on).
+    // a successor may use another). Give your provider's credentials here, as apiKey or headers, or,
+    // if your client holds them itself, declare them as the client's `secrets`: either way they are
+    // redacted from all the run records, its first fact included, and a run input that holds one is
+    // refused (a token the client gets later it registers with request.addSecret, which covers what
+    // is recorded from that attempt on).
     provider: { kind: 'openai-chat', baseUrl: url, model: 'generate-v1' },
     configuration: { cwd: process.cwd() },
     tools: [{ name: 'clock', description: 'The time', async execute() { return '12:00' } }],

@@ -555,6 +555,17 @@ function withDeclaredSecrets(client: ModelClient, secrets: Secrets, provider: Ru
   return secrets
 }
 
+/** What `start` made of a run before its admission: the secrets it declares and its model client, with the secrets that holds. */
+interface MadeRun {
+  /** The engine's secrets, with those a child run holds from its parent run (`withPassedOn`). */
+  declared: Record<string, string>
+  client: ModelClient
+  /** The run's secrets: its provider's, the engine's (`declared`) and the client's (`ModelClient.secrets`). */
+  secrets: Secrets
+  /** The client's declared secrets, as `clientSecretsOf` names them. */
+  clientSecrets: Record<string, string>
+}
+
 /** A provider's credentials, as a run input gives them. */
 interface ProviderCredentials {
   apiKey?: string | undefined
@@ -878,20 +889,61 @@ export class Engine {
       const problem = toolSecretProblem(tool, `tools.${index}`, declared, run.provider)
       if (problem !== undefined) throw new FactstateError('RUN_INVALID_INPUT', problem.message, { details: { fields: problem.fields } })
     }
+    // Made here, before anything is written and before the log is read, so that the secrets the client
+    // holds itself (`ModelClient.secrets`: an SDK client made with its key) are looked for in the input
+    // as the provider's credential was just above, and no later refusal quotes one.
+    const client = this.#clientFor(run)
+    const secrets = withDeclaredSecrets(client, runSecrets(run.provider, declared), run.provider)
+    const clientSecrets = clientSecretsOf(secrets)
+    if (Object.keys(clientSecrets).length > 0) {
+      clientCredential(run, clientSecrets)
+      for (const [index, tool] of run.tools.entries()) {
+        const problem = toolSecretProblem(tool, `tools.${index}`, {}, undefined, clientSecrets)
+        if (problem !== undefined) throw new FactstateError('RUN_INVALID_INPUT', problem.message, { details: { fields: problem.fields } })
+      }
+    }
     run.providerOptions ??= {}
     // From here on `running(id)` gives a handle of the run (before any await: once `start()` has returned).
     const opening = this.#opening(run.invocation, signal, run.provider)
     try {
-      return await this.#admitRun(run, admitted, { signal, onModelText, onToolCallText, onToolProgress, onApproval }, opening, declared)
+      return await this.#admitRun(run, admitted, { signal, onModelText, onToolCallText, onToolProgress, onApproval }, opening, { declared, client, secrets, clientSecrets })
     } catch (error) {
       if (opening !== undefined) this.#notOpened(opening, error, signal)
       throw error
     }
   }
 
+  /** The run's model client, made by the executor; one that cannot be made (or is none) refuses the run, with nothing written. */
+  #clientFor(run: RunInput): ModelClient {
+    // Before anything is written: a client that cannot be made refuses the run, it does not strand it.
+    let client: ModelClient
+    try {
+      client = this.#model.clientFor(run.provider)
+    } catch (error) {
+      throw new FactstateError('RUN_INVALID_INPUT', `provider: the model client could not be created: ${redactedMessage(error, run.provider)}`, {
+        details: { fields: ['provider'] },
+      })
+    }
+    // Nor does a `createClient` that returns what is not a client (null, a promise of one): every request would fail.
+    let complete: unknown
+    try {
+      complete = (client as { complete?: unknown } | null | undefined)?.complete
+    } catch (error) {
+      throw new FactstateError('RUN_INVALID_INPUT', `provider: the model client could not be read: ${redactedMessage(error, run.provider)}`, { details: { fields: ['provider'] } })
+    }
+    if (typeof complete !== 'function') {
+      const made = client === null ? 'null' : client instanceof Promise ? 'a promise (createClient must return the client itself)' : typeof client === 'object' ? 'an object without a complete() method' : typeof client
+      throw new FactstateError('RUN_INVALID_INPUT', `provider: the model client could not be created: createClient returned ${made}, not a ModelClient`, {
+        details: { fields: ['provider'] },
+      })
+    }
+    return client
+  }
+
   /** The admission of a run whose input has been read and checked, and the start of its actor. */
-  async #admitRun(run: RunInput, admitted: AdmittedTool[], options: StartOptions, opening: Opening | undefined, declared: Record<string, string>): Promise<RunningInvocation> {
+  async #admitRun(run: RunInput, admitted: AdmittedTool[], options: StartOptions, opening: Opening | undefined, made: MadeRun): Promise<RunningInvocation> {
     const { signal, onModelText, onToolCallText, onToolProgress, onApproval } = options
+    const { declared, client, secrets, clientSecrets } = made
     const { invocation, work } = run
     const catalog = catalogOf(run.tools, admitted.map((entry) => entry.shown))
     const settings: ExecutionSettings = canonical({
@@ -1011,39 +1063,6 @@ export class Engine {
       invocation,
       fact: { type: 'invocation.opened', input: opened, configuration, execution },
     })
-    // Before anything is written: a client that cannot be made refuses the run, it does not strand it.
-    let client: ModelClient
-    try {
-      client = this.#model.clientFor(run.provider)
-    } catch (error) {
-      throw new FactstateError('RUN_INVALID_INPUT', `provider: the model client could not be created: ${redactedMessage(error, run.provider)}`, {
-        details: { fields: ['provider'] },
-      })
-    }
-    // Nor does a `createClient` that returns what is not a client (null, a promise of one): every request would fail.
-    let complete: unknown
-    try {
-      complete = (client as { complete?: unknown } | null | undefined)?.complete
-    } catch (error) {
-      throw new FactstateError('RUN_INVALID_INPUT', `provider: the model client could not be read: ${redactedMessage(error, run.provider)}`, { details: { fields: ['provider'] } })
-    }
-    if (typeof complete !== 'function') {
-      const made = client === null ? 'null' : client instanceof Promise ? 'a promise (createClient must return the client itself)' : typeof client === 'object' ? 'an object without a complete() method' : typeof client
-      throw new FactstateError('RUN_INVALID_INPUT', `provider: the model client could not be created: createClient returned ${made}, not a ModelClient`, {
-        details: { fields: ['provider'] },
-      })
-    }
-    // The secrets the client holds itself (an SDK client made with its key), read once: looked for in the
-    // run's settings as the provider's credential was (`recordedCredential`), and removed from all it records.
-    const secrets = withDeclaredSecrets(client, runSecrets(run.provider, declared), run.provider)
-    const clientSecrets = clientSecretsOf(secrets)
-    if (Object.keys(clientSecrets).length > 0) {
-      clientCredential(run, clientSecrets)
-      for (const [index, tool] of run.tools.entries()) {
-        const problem = toolSecretProblem(tool, `tools.${index}`, {}, undefined, clientSecrets)
-        if (problem !== undefined) throw new FactstateError('RUN_INVALID_INPUT', problem.message, { details: { fields: problem.fields } })
-      }
-    }
     // Its settings were looked through one by one (`recordedCredential`); as the log writes them together,
     // msgpack's bytes between two of them (a member's name after its header byte) can complete a secret neither holds.
     if (holdsSecretBytes(event.fact, admissionSecrets(run.provider, declared, clientSecrets))) {

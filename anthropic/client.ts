@@ -91,8 +91,8 @@ export interface AnthropicClientOptions {
   /**
    * Secrets the client's requests carry besides what `sdk.apiKey` and `sdk.authToken` hold (a
    * proxy's token in the SDK's `defaultHeaders`, say), each 8–16,384 characters: the client's
-   * `secrets` with those, so a run whose input holds one is refused before anything is written, and an
-   * answer that quotes one is redacted before it is recorded.
+   * `secrets` with those (`ModelClient.secrets`: a run whose input holds one that looks like a key is
+   * refused before anything is written, and an answer that quotes one is redacted before it is recorded).
    */
   secrets?: readonly string[] | undefined
 }
@@ -226,7 +226,7 @@ function readSecret(sdk: AnthropicSdk, member: 'apiKey' | 'authToken'): string |
 // ---------------------------------------------------------------------------------------------
 // The request: OpenAI's chat shape in, a Messages request out.
 
-/** What `tool_use.input` holds for a call whose recorded arguments are not a JSON object (a call the engine rejected as unparseable). */
+/** What `tool_use.input` holds for arguments that are not a JSON object: never from a run (the engine replays a call it rejected with `{}`), only in a body of your own. */
 export const RAW_ARGUMENTS_KEY = 'raw_arguments'
 
 /**
@@ -313,9 +313,9 @@ function assistantBlocks(message: Extract<ChatMessage, { role: 'assistant' }>): 
 }
 
 /**
- * A call's arguments as `tool_use.input`, which must be an object. A call the engine rejected is
- * replayed with the model's raw arguments, which need not be JSON, or an object: those go as
- * `{ raw_arguments: "<the text>" }`, and the call's tool result (the engine's rejection) says what was wrong.
+ * A call's arguments as `tool_use.input`, which must be an object. The engine replays a call it
+ * rejected (arguments that were no JSON object) with `{}`, its tool result quoting what was sent; a
+ * body of your own may hold arguments that are no JSON object: those go as `{ raw_arguments: "<the text>" }`.
  */
 function toolInput(raw: string): Record<string, unknown> {
   if (raw.trim() === '') return {}

@@ -654,7 +654,7 @@ test("the translation of reasoning_details: Anthropic's entries (by format, or b
   assert.equal(params.messages[3]?.content, [{ type: 'text', text: 'Done.' }])
 })
 
-test('the translation: system messages apart, turns of one role merged, a rejected call replayed with its raw arguments as an object', () => {
+test('the translation: system messages apart, turns of one role merged, arguments that are no JSON object sent as { raw_arguments } (a body of your own: a run replays a rejected call\'s as {})', () => {
   const params = toMessagesRequest(
     {
       model: 'claude',

@@ -464,4 +464,69 @@ audit(
   }),
 )
 
+/** The provider's opaque state a `model.completed` may carry (0.10.0), each of the two kinds, and the facts that end its invocation. */
+const providerState: [string, Fact, Fact[]][] = [
+  [
+    'output.reasoningDetails',
+    { type: 'model.completed', stepId: 's1', output: { text: 'done', toolCalls: [], finishReason: 'stop', reasoningDetails: [{ type: 'reasoning.encrypted', data: 'gAAAAABo' }] } },
+    [facts.ended()],
+  ],
+  [
+    "a tool call's extraContent",
+    { type: 'model.completed', stepId: 's1', output: { toolCalls: [{ ...call('op1'), extraContent: { google: { thought_signature: 'CiQBVKhc7nX0' } } }], finishReason: 'tool_calls' } },
+    [facts.dispatched('op1'), facts.settled('op1'), facts.requested('s2'), facts.completed('s2', [], 'done'), facts.ended()],
+  ],
+]
+
+for (const [kind, stateful, rest] of providerState) {
+  audit(
+    `a log holding a model.completed with ${kind} but marked below format 6, or not marked, is LOG_CORRUPT naming the format marker and the first such fact; marked 6 it verifies, and a format-5 log without one does`,
+    boundedTest(20_000, async (dir) => {
+      const path = join(dir, 'log')
+      const formatOf = () => withDb(path, async (db) => decodeRecord<number>((await db.get(keys.format)) as Uint8Array, 'format'))
+      await withLog(path, (log) => log.appendAll(completeInvocation('plain')))
+      assert.is(await formatOf(), 5, 'a log without provider state is marked 5')
+      await withLog(path, async (log) => assert.is((await log.verify()).events, 8, 'and verifies'))
+      // The first fact with state at seq 11, another one later: the finding names the first.
+      await withLog(path, async (log) => {
+        for (const name of ['first', 'second']) {
+          const make = new EventMaker(invocationOf(name))
+          await log.appendAll(make.many([facts.opened(), facts.requested('s1'), stateful, ...rest]))
+        }
+      })
+      assert.is(await formatOf(), 6, 'the batch of the first such fact marked it 6')
+      const verified = await withLog(path, (log) => log.verify())
+      const events = 8 + 2 * (3 + rest.length)
+      assert.is(verified.events, events, 'a log marked 6 verifies')
+      for (const [how, damage] of [
+        ['marked 5', (db: Db) => db.put(keys.format, encodeRecord(5))],
+        ['marked 1', (db: Db) => db.put(keys.format, encodeRecord(1))],
+        ['not marked', (db: Db) => db.del(keys.format)],
+      ] as const) {
+        await withDb(path, damage)
+        const error = await withLog(path, async (log) => {
+          // Opening it is no finding (an older log's marker is rewritten by its next batch): verify is.
+          assert.equal(log.head(), { highWater: events, digest: verified.digest }, how)
+          return refusal(log.verify())
+        })
+        assert.is(error.code, 'LOG_CORRUPT', `${how}: ${error.message}`)
+        assert.equal(error.details, { index: 'marker', key: keys.format, seq: 11 }, `${how}: ${error.message}`)
+        assert.match(error.message, /event 11 carries the provider's opaque state, which needs index format 6/)
+        // A backup's check of its copy and a snapshot's verify() are the same check.
+        const backup = await refusal(EventLog.backup(path, join(dir, 'backup')))
+        assert.equal([backup.code, backup.details], ['LOG_CORRUPT', { index: 'marker', key: keys.format, seq: 11 }], `backup, ${how}: ${backup.message}`)
+        const snapshot = await EventLog.openSnapshot(path, { directory: dir })
+        try {
+          const refused = await refusal(snapshot.verify())
+          assert.equal([refused.code, refused.details], ['LOG_CORRUPT', { index: 'marker', key: keys.format, seq: 11 }], `snapshot, ${how}: ${refused.message}`)
+        } finally {
+          await snapshot.close()
+        }
+      }
+      await withDb(path, (db) => db.put(keys.format, encodeRecord(6)))
+      await withLog(path, async (log) => assert.equal(await log.verify(), verified, 'marked 6 again, it verifies'))
+    }),
+  )
+}
+
 audit.run()

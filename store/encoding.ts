@@ -3,10 +3,24 @@ import { Packr, RESERVE_START_SPACE } from 'msgpackr'
 import { FactstateError } from '../errors.js'
 import { parseRuntimeEvent } from '../facts/compiled-schema.js'
 import { describeIssues, issueFields, providerStateProblem, requestFingerprintSchema, runtimeEventSchema } from '../facts/schema.js'
-import type { ExecutionSettings, Invocation, ParentCall, RuntimeEvent } from '../facts/types.js'
+import type { ExecutionSettings, Fact, Invocation, ParentCall, RuntimeEvent } from '../facts/types.js'
 import { CHAIN_BYTES, chainStep, chainStepInto } from './digest.js'
 import { packPlain } from './msgpack-plain.js'
 import { packValidatedEvent } from './shaped-writer.js'
+
+/**
+ * The index format a log must be marked with (at least) once it holds a fact that `carriesProviderState`:
+ * the releases that read up to 5 (0.9.x) refuse such a fact as damage (see `INDEX_FORMAT` in event-log.ts).
+ */
+export const PROVIDER_STATE_FORMAT = 6
+
+/** Whether `fact` is a `model.completed` carrying the provider's opaque state (`output.reasoningDetails`, a call's `extraContent`). */
+export function carriesProviderState(fact: Fact): boolean {
+  if (fact.type !== 'model.completed') return false
+  if (fact.output.reasoningDetails !== undefined) return true
+  for (const call of fact.output.toolCalls) if (call.extraContent !== undefined) return true
+  return false
+}
 
 /** The version byte in front of every stored event. A record with another first byte is corrupt. */
 export const EVENT_FORMAT_VERSION = 1

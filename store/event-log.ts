@@ -10,7 +10,7 @@ import { type SessionListing, type SessionsOptions, readSessionsOptions } from '
 import { id as idSchema, idMappingFor, runBoundarySchema } from '../facts/schema.js'
 import type { HandoffIntent, HandoffPause, InvocationInput, InvocationOutcome, ParentCall, RunBoundary, RuntimeEvent, StoredEvent, TerminalStatus, UncertainOperation } from '../facts/types.js'
 import { EMPTY_CHAIN, CHAIN_BYTES, chainStep, logDigest, runChainStart, runDigest } from './digest.js'
-import { chainedIdRecord, decodeEvent, decodeRecord, encodeRecord, encodeValidatedEvent, checkFactRules, indexRecord, isAbortSignal, messageOf, peekInvocationId, validateEvent } from './encoding.js'
+import { carriesProviderState, chainedIdRecord, decodeEvent, decodeRecord, encodeRecord, encodeValidatedEvent, checkFactRules, indexRecord, isAbortSignal, messageOf, peekInvocationId, validateEvent } from './encoding.js'
 import { IdFilter, parseIdFilter, serializeIdFilter } from './id-filter.js'
 import { IndexAudit } from './index-audit.js'
 import { keys, seqOfEventKey, seqOfRecentKey, seqPart } from './keys.js'
@@ -740,7 +740,8 @@ const SCAN_BATCH = 1_000
  * 5 at once (see `#indexRecency`), so that they refuse it; 6 since a `model.completed` may carry the
  * provider's opaque state (`output.reasoningDetails`, a call's `extraContent`, 0.10.0), which the
  * releases before it refuse as damage: a log is marked 6 only by the batch that writes the first such
- * fact (see `carriesFormat6`), so a log that never holds one stays 5 and readable by 0.9.x. The other
+ * fact (see `carriesFormat6`), so a log that never holds one stays 5 and readable by 0.9.x (`verify()` finds one
+ * that holds one and is marked lower damaged: 0.9.x would open it). The other
  * index records are those of 2. A log marked with a higher number was written by a newer factstate and
  * is refused rather than misread; an unmarked or lower-marked one is older, and is marked by its next
  * write (by its open, when it lacks the recency index).
@@ -754,12 +755,7 @@ const BASE_FORMAT = 5
  * a call's `extraContent`): one comparison for every other fact.
  */
 function carriesFormat6(events: readonly StagedEvent[]): boolean {
-  for (const { event } of events) {
-    const { fact } = event
-    if (fact.type !== 'model.completed') continue
-    if (fact.output.reasoningDetails !== undefined) return true
-    for (const call of fact.output.toolCalls) if (call.extraContent !== undefined) return true
-  }
+  for (const { event } of events) if (carriesProviderState(event.fact)) return true
   return false
 }
 /** The id filter is sized for twice the log's events, at least this many (2 MiB)… */

@@ -24,8 +24,11 @@
  *   there are no more of them than facts.
  *
  * - `h!format`, `h!reservations`, `h!recent` (the format markers): where present, each holds what some version
- *   wrote (a format up to this one's; 1). `h!backup` (a backup's point) is checked by `verify`
- *   itself: its digest is the log's at its high-water.
+ *   wrote (a format up to this one's; 1). A log holding a fact that carries the provider's opaque state
+ *   (`carriesProviderState`) must be marked at least `PROVIDER_STATE_FORMAT`, as the batch that wrote
+ *   the first one marked it: a lower or missing marker would let 0.9.x open the log and take that fact
+ *   for damage (reported with `details.seq` the first such fact). `h!backup` (a backup's point) is
+ *   checked by `verify` itself: its digest is the log's at its high-water.
  * - every other key: none lies outside the key spaces above (and `h!head`, `e!`).
  *
  * Members that records written by earlier versions lack (`pendingCalls` and `answered` of an
@@ -36,7 +39,7 @@ as damage.
 import { isDeepStrictEqual } from 'node:util'
 import { FactstateError, messageWithoutCode } from '../errors.js'
 import type { RuntimeEvent } from '../facts/types.js'
-import { decodeRecord, isObject, recordShapes } from './encoding.js'
+import { PROVIDER_STATE_FORMAT, carriesProviderState, decodeRecord, isObject, recordShapes } from './encoding.js'
 import { keys, seqOfRecentKey } from './keys.js'
 import {
   type InvocationRecord,
@@ -174,6 +177,8 @@ export class IndexAudit {
   readonly #byInvocation = new KeySum()
   #invocations = 0
   #successors = 0
+  /** The seq of the first fact that carries the provider's opaque state (`carriesProviderState`), if any. */
+  #providerStateAt: number | undefined
 
   /** The index format this version writes (`INDEX_FORMAT`). */
   readonly #format: number
@@ -227,6 +232,7 @@ export class IndexAudit {
       if (!sameInvocationRecord(stored, record)) throw damaged('invocation', keys.invocation(invocationId), `the record of open invocation ${invocationId} does not match its facts up to ${seq}`, seq)
       this.#storedOpen.delete(invocationId)
     }
+    if (fact.type === 'model.completed' && this.#providerStateAt === undefined && carriesProviderState(fact)) this.#providerStateAt = seq
     if (fact.type === 'invocation.opened') {
       this.#invocations += 1
       const { input } = fact
@@ -367,15 +373,28 @@ export class IndexAudit {
   /**
    * The format markers hold what some version wrote: `h!format` a format up to this one's, and
    * `h!reservations` and `h!recent` 1. Any may be missing: a log an earlier version wrote gets them
-   * with its next batch (its reservations, its recency index and its format when it is opened).
+   * with its next batch (its reservations, its recency index and its format when it is opened). But a
+   * log holding the provider's opaque state was marked `PROVIDER_STATE_FORMAT` by the batch that wrote
+   * it: marked lower, or not at all, 0.9.x would open it and take that fact for damage.
    */
   async #checkMarkers(): Promise<void> {
     const [format, reservations, recency] = await this.#reader.getMany([keys.format, keys.reservationsIndexed, keys.recencyIndexed])
+    let marked: number | undefined
     if (format !== undefined) {
       const found = decoded(format, 'marker', keys.format)
       if (typeof found !== 'number' || !Number.isSafeInteger(found) || found < 1 || found > this.#format) {
         throw damaged('marker', keys.format, `the index format marker holds ${typeof found === 'number' ? found : typeof found}, not a format from 1 to ${this.#format}`)
       }
+      marked = found
+    }
+    const stateAt = this.#providerStateAt
+    if (stateAt !== undefined && (marked === undefined || marked < PROVIDER_STATE_FORMAT)) {
+      throw damaged(
+        'marker',
+        keys.format,
+        `event ${stateAt} carries the provider's opaque state, which needs index format ${PROVIDER_STATE_FORMAT}, but the log is ${marked === undefined ? 'not marked with a format' : `marked ${marked}`}: 0.9.x would open it and take that fact for damage`,
+        stateAt,
+      )
     }
     if (reservations !== undefined && decoded(reservations, 'marker', keys.reservationsIndexed) !== 1) {
       throw damaged('marker', keys.reservationsIndexed, 'the reservations marker does not hold 1')

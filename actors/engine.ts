@@ -110,6 +110,16 @@ export interface StartOptions {
    */
   onModelText?: ((piece: ModelTextPiece) => void) | undefined
   /**
+   * Receives the reasoning (thinking) text of the run's model answers live, piece by piece as the
+   * provider streams it, before the answer is recorded: for showing a model's thinking as it goes.
+   * Pieces are `ModelTextPiece`s as `onModelText`'s, their `index` and `offset` counted among the
+   * attempt's reasoning pieces; those of an attempt that completes add up to the `reasoning` its
+   * `model.completed` records (reasoning the provider did not stream comes whole then). Redacted of
+   * the provider's credentials as the answer's text is. As for `onModelText`: not facts, a retry
+   * starts over, what a receiver throws is ignored, keep it quick.
+   */
+  onModelReasoning?: ((piece: ModelTextPiece) => void) | undefined
+  /**
    * Receives the tool calls of the run's model answers live, as the provider streams them, before
    * the answer is recorded: for showing a call being written (the arguments of a tool that writes a
    * file, say). Each call begins with a piece whose `arguments` is `''`, once its id and name are
@@ -153,7 +163,7 @@ function startOptions(options: unknown): StartOptions {
   if (options === undefined) return {}
   const refuse = (field: string, message: string) => new FactstateError('RUN_INVALID_INPUT', message, { details: { fields: [field] } })
   if (typeof options !== 'object' || options === null || Array.isArray(options)) {
-    throw refuse('options', 'start options must be an object ({ signal?, onModelText?, onToolCallText?, onToolProgress?, onApproval? })')
+    throw refuse('options', 'start options must be an object ({ signal?, onModelText?, onModelReasoning?, onToolCallText?, onToolProgress?, onApproval? })')
   }
   for (const key of Object.keys(options)) {
     if (!START_OPTIONS.includes(key)) {
@@ -168,15 +178,17 @@ function startOptions(options: unknown): StartOptions {
       throw refuse(`options.${key}`, `start options have no ${JSON.stringify(key)}${hint === undefined ? '' : `: ${hint}`} (only ${START_OPTIONS.join(', ')})`)
     }
   }
-  const { signal, onModelText, onToolCallText, onToolProgress, onApproval } = options as {
+  const { signal, onModelText, onModelReasoning, onToolCallText, onToolProgress, onApproval } = options as {
     signal?: unknown
     onModelText?: unknown
+    onModelReasoning?: unknown
     onToolCallText?: unknown
     onToolProgress?: unknown
     onApproval?: unknown
   }
   for (const [name, receiver] of [
     ['onModelText', onModelText],
+    ['onModelReasoning', onModelReasoning],
     ['onToolCallText', onToolCallText],
   ] as const) {
     if (receiver !== undefined && typeof receiver !== 'function') throw refuse(`options.${name}`, `options.${name} must be a function ((piece) => void)`)
@@ -188,19 +200,21 @@ function startOptions(options: unknown): StartOptions {
     throw refuse('options.onApproval', 'options.onApproval must be a function ((request) => decision)')
   }
   const receiver = onModelText as StartOptions['onModelText']
+  const reasoningReceiver = onModelReasoning as StartOptions['onModelReasoning']
   const callReceiver = onToolCallText as StartOptions['onToolCallText']
   const progressReceiver = onToolProgress as StartOptions['onToolProgress']
   const approver = onApproval as StartOptions['onApproval']
   return {
     signal: startSignal(signal, refuse),
     ...(receiver === undefined ? {} : { onModelText: receiver }),
+    ...(reasoningReceiver === undefined ? {} : { onModelReasoning: reasoningReceiver }),
     ...(callReceiver === undefined ? {} : { onToolCallText: callReceiver }),
     ...(progressReceiver === undefined ? {} : { onToolProgress: progressReceiver }),
     ...(approver === undefined ? {} : { onApproval: approver }),
   }
 }
 
-const START_OPTIONS: readonly string[] = ['signal', 'onModelText', 'onToolCallText', 'onToolProgress', 'onApproval']
+const START_OPTIONS: readonly string[] = ['signal', 'onModelText', 'onModelReasoning', 'onToolCallText', 'onToolProgress', 'onApproval']
 
 /** `options.signal`: undefined or something that can be listened to as an AbortSignal. */
 function startSignal(signal: unknown, refuse: (field: string, message: string) => FactstateError): AbortSignal | undefined {
@@ -835,12 +849,13 @@ export class Engine {
     let admitted: ReturnType<typeof admittedTool>[]
     let signal: AbortSignal | undefined
     let onModelText: StartOptions['onModelText']
+    let onModelReasoning: StartOptions['onModelReasoning']
     let onToolCallText: StartOptions['onToolCallText']
     let onToolProgress: StartOptions['onToolProgress']
     let onApproval: StartOptions['onApproval']
     try {
       // Read once, before anything is written: a signal that cannot be listened to would strand the run.
-      ;({ signal, onModelText, onToolCallText, onToolProgress, onApproval } = startOptions(options))
+      ;({ signal, onModelText, onModelReasoning, onToolCallText, onToolProgress, onApproval } = startOptions(options))
       // Checked as given (its members, plain data all through: a class instance is refused before a copy
       // would make it a plain object), then copied, each member read once more, and the copy checked
       // again: that is what runs, so a getter that gives the check one value and the copy another (a
@@ -906,7 +921,7 @@ export class Engine {
     // From here on `running(id)` gives a handle of the run (before any await: once `start()` has returned).
     const opening = this.#opening(run.invocation, signal, run.provider)
     try {
-      return await this.#admitRun(run, admitted, { signal, onModelText, onToolCallText, onToolProgress, onApproval }, opening, { declared, client, secrets, clientSecrets })
+      return await this.#admitRun(run, admitted, { signal, onModelText, onModelReasoning, onToolCallText, onToolProgress, onApproval }, opening, { declared, client, secrets, clientSecrets })
     } catch (error) {
       if (opening !== undefined) this.#notOpened(opening, error, signal)
       throw error
@@ -942,7 +957,7 @@ export class Engine {
 
   /** The admission of a run whose input has been read and checked, and the start of its actor. */
   async #admitRun(run: RunInput, admitted: AdmittedTool[], options: StartOptions, opening: Opening | undefined, made: MadeRun): Promise<RunningInvocation> {
-    const { signal, onModelText, onToolCallText, onToolProgress, onApproval } = options
+    const { signal, onModelText, onModelReasoning, onToolCallText, onToolProgress, onApproval } = options
     const { declared, client, secrets, clientSecrets } = made
     const { invocation, work } = run
     const catalog = catalogOf(run.tools, admitted.map((entry) => entry.shown))
@@ -1106,6 +1121,7 @@ export class Engine {
       // A given-up successor's actor gets a signal that stays aborted, whatever the caller's object says later.
       signal: givingUp ? AbortSignal.abort(signal?.reason) : signal,
       onModelText,
+      onModelReasoning,
       onToolCallText,
       onApproval,
       // Made only for a run whose caller listens: a run without it (a held one, say) holds nothing more.

@@ -12,7 +12,7 @@ const TO_MAX_STEPS = 'maxSteps bounds the model requests of a run (1–256, defa
 const TO_SESSION = 'a conversation (a thread) is invocation.sessionId; each run has its own invocation.runId and invocation.invocationId'
 const TO_CONTENT = "the user's message is work.content (one message a run: a continuation replays the earlier ones from the log)"
 const TO_STREAMING =
-  "a run's progress is its facts: log.events({ follow: true }) gives each as it lands, and start's options onModelText and onToolCallText the answer and a tool call's arguments as they stream, onToolProgress what a running tool reports"
+  "a run's progress is its facts: log.events({ follow: true }) gives each as it lands, and start's options onModelText and onToolCallText the answer and a tool call's arguments as they stream (onModelReasoning its reasoning), onToolProgress what a running tool reports"
 const TO_TOOL_PROGRESS = "a running tool reports with context.progress(value), which start's onToolProgress receives (live, never a fact)"
 const TO_SIGNAL = 'a run is cancelled through engine.start(input, { signal }), or running.cancel()'
 const TO_OUTPUT_LIMIT = 'mainOutputLimit is the most tokens an answer may take (sent as max_tokens)'

@@ -62,6 +62,8 @@ export interface ActorSetup {
   onFact?: (event: RuntimeEvent, snapshot: InvocationSnapshot) => void
   /** Receives the text of model answers live (see `StartOptions.onModelText`). */
   onModelText?: ((piece: ModelTextPiece) => void) | undefined
+  /** Receives the reasoning text of model answers live (see `StartOptions.onModelReasoning`). */
+  onModelReasoning?: ((piece: ModelTextPiece) => void) | undefined
   /** Receives the tool calls of model answers live (see `StartOptions.onToolCallText`). */
   onToolCallText?: ((piece: ModelToolCallPiece) => void) | undefined
   /** Decides on calls of tools that need approval (see `StartOptions.onApproval`). */
@@ -1253,7 +1255,7 @@ export class InvocationActor implements GateOwner {
    * Kept in the run's secrets themselves (`Secrets.from`), not on the actor: a field more costs each
    * held run a property store (~0.15 KiB, `npm run bench -- --only held`).
    */
-  #addSecret(secret: unknown, live: LiveText | undefined, calls: LiveToolCalls | undefined): void {
+  #addSecret(secret: unknown, live: LiveText | undefined, calls: LiveToolCalls | undefined, reasoning: LiveText | undefined): void {
     // Bounded as declared secrets are (`MODEL_SECRET_INVALID` to the client): each costs every later record its forms and pieces.
     const secrets = withClientSecret(this.setup.secrets, secret)
     if (secrets === this.setup.secrets) return
@@ -1261,6 +1263,7 @@ export class InvocationActor implements GateOwner {
     // The attempt's live text too, from its next piece on.
     live?.addSecrets(this.setup.secrets.inData)
     calls?.addSecrets(this.setup.secrets.inData)
+    reasoning?.addSecrets(this.setup.secrets.inData)
   }
 
   /** One step: the model request (with retries), then every tool call it returned. */
@@ -1274,6 +1277,8 @@ export class InvocationActor implements GateOwner {
       // Durable before the request is sent: every piece of the attempt can name it.
       const requestSeq = await this.#record({ type: 'model.requested', stepId, model: execution.model, requestDigest })
       const live = this.#liveText(stepId, attempt, requestSeq)
+      // Not kept in `#live`: `liveText()` gives the answer's text only.
+      const reasoning = this.#liveReasoning(stepId, attempt, requestSeq)
       const calls = this.#liveCalls(stepId, attempt, requestSeq)
       this.#live = live === undefined && calls === undefined ? undefined : { requestSeq, stepId, attempt, text: live, calls }
       const response = await executor.attempt(client, {
@@ -1281,8 +1286,9 @@ export class InvocationActor implements GateOwner {
         origin: { invocation: this.setup.invocation, stepId, attempt, requestDigest },
         signal: this.#signal,
         ...(live === undefined ? {} : { onText: (text: string) => live.push(text) }),
+        ...(reasoning === undefined ? {} : { onReasoning: (text: string) => reasoning.push(text) }),
         ...(calls === undefined ? {} : { onToolCall: (piece: ToolCallPiece) => calls.push(piece) }),
-        addSecret: (secret: string) => this.#addSecret(secret, live, calls),
+        addSecret: (secret: string) => this.#addSecret(secret, live, calls, reasoning),
       })
       if (response.kind === 'completed') {
         // What the tools get and the next request replays is what is recorded: an echoed secret is gone from all three.
@@ -1294,6 +1300,7 @@ export class InvocationActor implements GateOwner {
         const requestId = response.output.requestId === undefined ? undefined : requestIdOf(response.output.requestId, (text) => redactFailure(text, this.setup.secrets))
         const { responseId: _, requestId: __, ...rest } = answered
         const output = { ...rest, ...(responseId === undefined ? {} : { responseId }), ...(requestId === undefined ? {} : { requestId }) }
+        reasoning?.finish(output.reasoning ?? '')
         live?.finish(output.text ?? '')
         calls?.finish(output.toolCalls)
         // Its text is the fact's from here on: the fact is appended next.
@@ -1302,6 +1309,7 @@ export class InvocationActor implements GateOwner {
         break
       }
       live?.close()
+      reasoning?.close()
       calls?.close()
       // A retry starts over; the run may end here.
       this.#live = undefined
@@ -1339,6 +1347,14 @@ export class InvocationActor implements GateOwner {
   /** Where the text of one attempt goes as it arrives, when the run's caller asked for it. */
   #liveText(stepId: string, attempt: number, requestSeq: number): LiveText | undefined {
     const receiver = this.setup.onModelText
+    if (receiver === undefined) return undefined
+    const { invocationId } = this.setup.invocation
+    return new LiveText(this.setup.secrets.inData, (text, { index, offset }) => receiver({ invocationId, stepId, attempt, requestSeq, index, offset, text }))
+  }
+
+  /** Where the reasoning text of one attempt goes as it arrives, when the run's caller asked for it. */
+  #liveReasoning(stepId: string, attempt: number, requestSeq: number): LiveText | undefined {
+    const receiver = this.setup.onModelReasoning
     if (receiver === undefined) return undefined
     const { invocationId } = this.setup.invocation
     return new LiveText(this.setup.secrets.inData, (text, { index, offset }) => receiver({ invocationId, stepId, attempt, requestSeq, index, offset, text }))

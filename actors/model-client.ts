@@ -93,6 +93,13 @@ export interface ModelRequest {
    */
   onText?: ((text: string) => void) | undefined
   /**
+   * Call it with each piece of the answer's reasoning (thinking) text as it arrives, if the provider
+   * streams it (optional, like `onText`: the engine then passes the recorded `reasoning` on whole).
+   * Pieces are the reasoning text only, in order; what the run records is still the `reasoning` of
+   * the `output` the client answers with. Calls after the client has answered are ignored.
+   */
+  onReasoning?: ((text: string) => void) | undefined
+  /**
    * Call it with each piece of a tool call as it arrives, if the provider streams calls (optional,
    * like `onText`: the engine then passes each recorded call on whole). `index` tells the calls of
    * the answer apart as the provider numbers them; `callId` comes with the piece that first has it,

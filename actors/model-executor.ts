@@ -109,22 +109,25 @@ export class ModelExecutor {
    * its own: parsed from `bodyText` when first read (the OpenAI client never reads it), so a client
    * that changes it in place cannot reach the run's transcript, tools or options, nor a retry.
    */
-  async attempt(client: ModelClient, request: Pick<ModelRequest, 'bodyText' | 'signal' | 'onText' | 'onToolCall' | 'origin' | 'addSecret'>): Promise<ModelResponse> {
-    const { bodyText, signal, onText, onToolCall, origin, addSecret } = request
+  async attempt(client: ModelClient, request: Pick<ModelRequest, 'bodyText' | 'signal' | 'onText' | 'onReasoning' | 'onToolCall' | 'origin' | 'addSecret'>): Promise<ModelResponse> {
+    const { bodyText, signal, onText, onReasoning, onToolCall, origin, addSecret } = request
     if (signal.aborted) return CANCELLED
     let body: ChatRequestBody | undefined
     // Pieces of text reach `onText` while the attempt lasts, never after it (a client that ignores
     // its signal may go on reading), and neither a piece that is not text nor a failing `onText`
     // reaches the client's reading.
-    let live = onText !== undefined || onToolCall !== undefined
-    const piece = (text: string) => {
+    let live = onText !== undefined || onReasoning !== undefined || onToolCall !== undefined
+    const pieceFor = (receiver: ((text: string) => void) | undefined) => (text: string) => {
       if (!live || typeof text !== 'string' || text.length === 0) return
       try {
-        onText?.(text)
+        receiver?.(text)
       } catch {
         // The receiver's failure is its own.
       }
     }
+    // The same for the pieces of the answer's reasoning.
+    const piece = pieceFor(onText)
+    const reasoningPiece = pieceFor(onReasoning)
     // The same for the pieces of tool calls, of which only the members of their shape go on.
     const callPiece = (given: ToolCallPiece) => {
       if (!live || typeof given !== 'object' || given === null) return
@@ -160,6 +163,7 @@ export class ModelExecutor {
           timeoutMs: this.timeoutMs,
           ...(this.idleTimeoutMs === undefined ? {} : { idleTimeoutMs: this.idleTimeoutMs }),
           ...(onText === undefined ? {} : { onText: piece }),
+          ...(onReasoning === undefined ? {} : { onReasoning: reasoningPiece }),
           ...(onToolCall === undefined ? {} : { onToolCall: callPiece }),
           ...(addSecret === undefined ? {} : { addSecret }),
         })

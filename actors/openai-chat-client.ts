@@ -660,7 +660,7 @@ export class OpenAIChatClient implements ModelClient {
   }
 
   /** `whole`: the stop that aborted the read (a stall, the time limit) leaves an answer that named its finish reason whole. */
-  async #readStream(response: Response, controller: AbortController, { body, onText, onToolCall }: Pick<ModelRequest, 'body' | 'onText' | 'onToolCall'>, whole: () => boolean): Promise<ModelOutput> {
+  async #readStream(response: Response, controller: AbortController, { body, onText, onReasoning, onToolCall }: Pick<ModelRequest, 'body' | 'onText' | 'onReasoning' | 'onToolCall'>, whole: () => boolean): Promise<ModelOutput> {
     let text = ''
     let reasoning = ''
     // OpenRouter's `reasoning`, kept apart: taken only from an answer without `reasoning_content`, never joined to it.
@@ -718,8 +718,16 @@ export class OpenAIChatClient implements ModelClient {
             onText?.(delta.content)
           }
           if (delta?.refusal) refusal += delta.refusal
-          if (delta?.reasoning_content) reasoning += delta.reasoning_content
-          if (delta?.reasoning) reasoningOther += delta.reasoning
+          if (delta?.reasoning_content) {
+            reasoning += delta.reasoning_content
+            onReasoning?.(delta.reasoning_content)
+          }
+          if (delta?.reasoning) {
+            reasoningOther += delta.reasoning
+            // Passed on as long as the answer has no `reasoning_content` (which is what is recorded
+            // then): a server that sends both names passes its reasoning on once.
+            if (reasoning === '') onReasoning?.(delta.reasoning)
+          }
           if (delta?.reasoning_details) details.add(delta.reasoning_details)
           for (const [position, part] of (delta?.tool_calls ?? []).entries()) {
             const last = current

@@ -467,6 +467,7 @@ async function readStream(data: unknown, request: ModelRequest, touch: () => voi
             request.onText?.(block.text)
           } else if (block.type === 'thinking' && typeof block.thinking === 'string') {
             reasoning += block.thinking
+            if (block.thinking !== '') request.onReasoning?.(block.thinking)
             thoughts.set(at, typeof block.signature === 'string' && block.signature !== '' ? { thinking: block.thinking, signature: block.signature } : { thinking: block.thinking })
           } else if (block.type === 'redacted_thinking' && typeof block.data === 'string') {
             thoughts.set(at, { data: block.data })
@@ -490,6 +491,7 @@ async function readStream(data: unknown, request: ModelRequest, touch: () => voi
             const thought = thoughts.get(typeof event.index === 'number' ? event.index : -1)
             if (thought === undefined || 'data' in thought) return malformed('the provider streamed thinking for a block that is no thinking block', requestId)
             thought.thinking += delta.thinking
+            request.onReasoning?.(delta.thinking)
           } else if (delta.type === 'signature_delta' && typeof delta.signature === 'string') {
             const thought = thoughts.get(typeof event.index === 'number' ? event.index : -1)
             if (thought === undefined || 'data' in thought) return malformed('the provider streamed a signature for a block that is no thinking block', requestId)

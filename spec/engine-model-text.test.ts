@@ -224,6 +224,105 @@ test(
   }),
 )
 
+const THOUGHT = 'The user asks for the answer; forty-two it is.'
+
+for (const stream of [true, false]) {
+  test(
+    `${stream ? 'a streamed' : 'a plain JSON'} answer's reasoning reaches onModelReasoning ${stream ? 'piece by piece, in order, before its text' : 'as one piece'}; onModelText gets the text only, and the recorded reasoning is the pieces joined`,
+    engineTest([answer.text(FINAL, { reasoning: THOUGHT })], { stream }, async (h) => {
+      const order: string[] = []
+      const reasoning: ModelTextPiece[] = []
+      const text: ModelTextPiece[] = []
+      const outcome = await h.run(h.input('think'), {
+        onModelReasoning: (piece) => {
+          reasoning.push(piece)
+          order.push('reasoning')
+        },
+        onModelText: (piece) => {
+          text.push(piece)
+          order.push('text')
+        },
+      })
+      assert.equal(outcome, { status: 'completed' })
+      const [completed] = only(await factsOf(h.log, 'invocation-think'), 'model.completed')
+      assert.is(completed?.output.reasoning, THOUGHT)
+      assert.is(completed?.output.text, FINAL)
+      // The scripted server streams the reasoning in three chunks, then the text in three.
+      assert.is(reasoning.length, stream ? 3 : 1)
+      assert.is(contiguous(reasoning, 'reasoning'), THOUGHT)
+      assert.is(contiguous(text, 'text'), FINAL)
+      if (stream) assert.equal(order, ['reasoning', 'reasoning', 'reasoning', 'text', 'text', 'text'])
+      const [[, requestSeq] = ['', -1]] = await requestSeqs(h.log, 'invocation-think')
+      assert.ok(reasoning.every((piece) => piece.invocationId === 'invocation-think' && piece.stepId === 'step-1' && piece.attempt === 1 && piece.requestSeq === requestSeq))
+    }),
+  )
+}
+
+test(
+  'an API key the provider echoes in its reasoning, split across two streamed chunks, never reaches onModelReasoning whole: the pieces add up to the redacted reasoning',
+  // 48 characters in two chunks of 24: the key (characters 11 to 38) is cut in its middle.
+  engineTest([answer.text('done', { reasoning: 'The key is sk-live-0123456789abcdefXYZ; hide it.', pieces: 2 })], { stream: true }, async (h) => {
+    const pieces: string[] = []
+    const input = { ...h.input('think-key'), provider: { kind: 'openai-chat' as const, baseUrl: h.server.baseUrl, model: 'scripted', apiKey: 'sk-live-0123456789abcdefXYZ' } }
+    assert.equal(await h.run(input, { onModelReasoning: (piece) => pieces.push(piece.text) }), { status: 'completed' })
+    const [completed] = only(await factsOf(h.log, 'invocation-think-key'), 'model.completed')
+    assert.is(completed?.output.reasoning, 'The key is [redacted]; hide it.')
+    assert.is(pieces.join(''), completed?.output.reasoning)
+    assert.ok(pieces.length >= 2, `the reasoning came in pieces (${pieces.length})`)
+    for (const piece of pieces) assert.not.ok(piece.includes('0123456789abcdef'), `no piece holds the key: ${JSON.stringify(piece)}`)
+  }),
+)
+
+test(
+  'an onModelReasoning that throws, or rejects, changes nothing: the run records what a run without it records',
+  engineTest([answer.text(FINAL, { reasoning: THOUGHT }), answer.text(FINAL, { reasoning: THOUGHT }), answer.text(FINAL, { reasoning: THOUGHT })], { stream: true }, async (h) => {
+    let calls = 0
+    assert.equal(await h.run(h.input('plain')), { status: 'completed' })
+    assert.equal(
+      await h.run(h.input('throws'), {
+        onModelReasoning: () => {
+          calls += 1
+          throw new Error('the receiver failed')
+        },
+      }),
+      { status: 'completed' },
+    )
+    assert.equal(
+      await h.run(h.input('rejects'), {
+        onModelReasoning: async () => {
+          calls += 1
+          throw new Error('the async receiver failed')
+        },
+      }),
+      { status: 'completed' },
+    )
+    assert.is(calls, 6, 'each receiver got the three pieces')
+    const outputs = async (id: string) => only(await factsOf(h.log, `invocation-${id}`), 'model.completed').map((fact) => ({ ...fact.output, responseId: undefined, requestId: undefined }))
+    const plain = await outputs('plain')
+    assert.is(plain[0]?.reasoning, THOUGHT)
+    assert.equal(await outputs('throws'), plain)
+    assert.equal(await outputs('rejects'), plain)
+    assert.equal(await typesOf(h.log, 'invocation-throws'), await typesOf(h.log, 'invocation-plain'))
+    assert.equal(await typesOf(h.log, 'invocation-rejects'), await typesOf(h.log, 'invocation-plain'))
+  }),
+)
+
+test(
+  'onModelReasoning that is not a function is refused with RUN_INVALID_INPUT, and nothing is written',
+  engineTest([answer.text('unused')], {}, async (h) => {
+    const error = await refusedWithoutWriting(
+      h.log,
+      () => h.engine.start(h.input('bad'), { onModelReasoning: 'print' as unknown as () => void }),
+      'RUN_INVALID_INPUT',
+      'a string receiver',
+    )
+    assert.equal(error.details, { fields: ['options.onModelReasoning'] })
+    // Refused as a receiver that is not one, not as an option the engine does not know.
+    assert.match(error.message, 'options.onModelReasoning must be a function')
+    assert.is(h.server.requests.length, 0)
+  }),
+)
+
 test('LiveText: however the text is cut, the pieces are well-formed, hold no credential whole, and add up to the recorded text', () => {
   const keyChar = fc.constantFrom(...'abcXYZ0189-_'.split(''))
   // Random keys, and keys that overlap themselves (`a1a1…`, `ab0ab0…a`), where a match can start inside another.

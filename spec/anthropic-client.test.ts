@@ -612,6 +612,28 @@ test(
   ),
 )
 
+test(
+  "streamed thinking reaches onModelReasoning as its thinking_delta pieces, in order, before the text; onModelText gets the text only, a redacted_thinking block's data neither, and the recorded reasoning is the pieces joined",
+  world([{ kind: 'text', thinking: 'Paris in spring: likely sunny.', redacted: REDACTED, text: 'Sunny in Paris.', chunks: 3 }], async (w) => {
+    const run = input(w, { providerOptions: { stream: true, thinking: THINKING } })
+    const order: [string, string][] = []
+    const running = await w.engine.start(run, {
+      onModelReasoning: (piece) => void order.push(['reasoning', piece.text]),
+      onModelText: (piece) => void order.push(['text', piece.text]),
+    })
+    assert.equal(await running.wait(), { status: 'completed' })
+    const [done] = only(await factsOf(w.log, run.invocation.invocationId), 'model.completed')
+    assert.is(done?.output.reasoning, 'Paris in spring: likely sunny.')
+    assert.is(done?.output.text, 'Sunny in Paris.')
+    const reasoning = order.filter(([kind]) => kind === 'reasoning').map(([, text]) => text)
+    // The fake streams a thinking block in two thinking_delta pieces, as the API streams it in several.
+    assert.equal(reasoning, ['Paris in spring', ': likely sunny.'])
+    assert.is(order.filter(([kind]) => kind === 'text').map(([, text]) => text).join(''), 'Sunny in Paris.')
+    assert.equal(order.slice(0, 2).map(([kind]) => kind), ['reasoning', 'reasoning'], 'the thinking comes first')
+    assert.not.ok(order.some(([, text]) => text.includes(REDACTED.slice(0, 20))), "the redacted_thinking block's data is passed on to neither")
+  }),
+)
+
 test("the translation of reasoning_details: Anthropic's entries (by format, or by shape without one) become thinking blocks first in their turn, in order; other providers' and incomplete entries are left out", () => {
   const params = toMessagesRequest(
     {

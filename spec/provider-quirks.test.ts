@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import { Engine, EventLog, type InvocationOutcome, type LiveModelToolCalls, ModelExecutor, type ModelToolCallPiece } from '../index.js'
+import { Engine, EventLog, type InvocationOutcome, type LiveModelToolCalls, ModelExecutor, type ModelTextPiece, type ModelToolCallPiece, type StartOptions } from '../index.js'
 import { effectTool, messageRun, sequenceOf } from './support/faults-engine.js'
 import { bounded } from './support/temp.js'
 
@@ -105,7 +105,13 @@ const text = (content: string) => json(completion({ content }, 'stop'))
 async function runAgainst(
   dir: string,
   responders: Responder[],
-  options: { stream?: boolean; tools?: string[]; providerOptions?: Record<string, unknown>; onToolCallText?: (piece: ModelToolCallPiece, live: LiveModelToolCalls | undefined) => void } = {},
+  options: {
+    stream?: boolean
+    tools?: string[]
+    providerOptions?: Record<string, unknown>
+    onToolCallText?: (piece: ModelToolCallPiece, live: LiveModelToolCalls | undefined) => void
+    onModelReasoning?: (piece: ModelTextPiece) => void
+  } = {},
 ) {
   const server = await quirkServer(responders)
   const log = await EventLog.open(join(dir, 'log'))
@@ -122,11 +128,12 @@ async function runAgainst(
     })
     const engine = new Engine({ log, model: new ModelExecutor({ timeoutMs: 3_000, retries: 1, backoffMs: 5 }) })
     const providerOptions = { ...(options.stream ? { stream: true } : {}), ...options.providerOptions }
-    const outcome: InvocationOutcome = await engine.run(
-      messageRun(server.baseUrl, 'quirk', tools, Object.keys(providerOptions).length > 0 ? { providerOptions } : {}),
+    const startOptions: StartOptions = {
       // Each piece with what `liveToolCalls()` gives once it was passed on.
-      options.onToolCallText ? { onToolCallText: (piece) => options.onToolCallText?.(piece, engine.running('invocation-quirk')?.liveToolCalls()) } : {},
-    )
+      ...(options.onToolCallText ? { onToolCallText: (piece: ModelToolCallPiece) => options.onToolCallText?.(piece, engine.running('invocation-quirk')?.liveToolCalls()) } : {}),
+      ...(options.onModelReasoning ? { onModelReasoning: options.onModelReasoning } : {}),
+    }
+    const outcome: InvocationOutcome = await engine.run(messageRun(server.baseUrl, 'quirk', tools, Object.keys(providerOptions).length > 0 ? { providerOptions } : {}), startOptions)
     const events = await log.invocationEvents('invocation-quirk')
     return { outcome, facts: sequenceOf(events, 'invocation-quirk'), requests: server.requests, inputs, events }
   } finally {
@@ -626,7 +633,7 @@ for (const stream of [false, true]) {
 
 for (const stream of [false, true]) {
   test(
-    `${stream ? 'streamed' : 'plain JSON'}: OpenRouter's \`reasoning\` (beside its \`reasoning_details\`, recorded apart: spec/provider-state.test.ts) is recorded and sent back as reasoning_content is; with both, reasoning_content is taken, never the two joined`,
+    `${stream ? 'streamed' : 'plain JSON'}: OpenRouter's \`reasoning\` (beside its \`reasoning_details\`, recorded apart: spec/provider-state.test.ts) is recorded, sent back and passed on live (onModelReasoning) as reasoning_content is; with both, reasoning_content is taken, never the two joined`,
     bounded(10_000, async (dir) => {
       const thought = 'Echo 42 first.'
       const details = [{ type: 'reasoning.text', text: thought, format: 'unknown', index: 0 }]
@@ -637,10 +644,25 @@ for (const stream of [false, true]) {
       const both: Responder = stream
         ? sse([chunk({ role: 'assistant', reasoning_content: 'From reasoning_content.', reasoning: 'From reasoning.' }), chunk({ content: 'done' }), chunk({}, 'stop')])
         : json(completion({ content: 'done', reasoning_content: 'From reasoning_content.', reasoning: 'From reasoning.' }, 'stop'))
-      const run = await runAgainst(dir, [toolRound, both], { stream })
+      const live: ModelTextPiece[] = []
+      const run = await runAgainst(dir, [toolRound, both], { stream, onModelReasoning: (piece) => live.push(piece) })
       assert.equal(run.outcome, { status: 'completed' })
       const recorded = run.events.flatMap((e) => (e.event.fact.type === 'model.completed' ? [e.event.fact.output.reasoning] : []))
       assert.equal(recorded, [thought, 'From reasoning_content.'])
+      // Streamed: `reasoning` in its pieces, and with both names in one delta only reasoning_content, once.
+      assert.equal(
+        live.map((piece) => [piece.stepId, piece.text]),
+        stream
+          ? [
+              ['step-1', thought.slice(0, 5)],
+              ['step-1', thought.slice(5)],
+              ['step-2', 'From reasoning_content.'],
+            ]
+          : [
+              ['step-1', thought],
+              ['step-2', 'From reasoning_content.'],
+            ],
+      )
       assert.equal(run.requests[1]?.messages.filter((m) => m.role === 'assistant').map((m) => m.reasoning_content), [thought])
     }),
   )

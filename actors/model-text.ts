@@ -11,7 +11,11 @@ import { wellFormed } from '../store/encoding.js'
 import type { ToolCallPiece } from './model-client.js'
 import { REDACTED, type Secrets, redact } from './redaction.js'
 
-/** One piece of a model answer's text, passed on before the answer is recorded. */
+/**
+ * One piece of a model answer's text, passed on before the answer is recorded; also one piece of its
+ * reasoning (`StartOptions.onModelReasoning`), where `index`, `offset` and `text` are the
+ * reasoning's, numbered apart from the text's, and the pieces add up to the recorded `reasoning`.
+ */
 export interface ModelTextPiece {
   /** The invocation whose model request this is. */
   invocationId: string

@@ -35,7 +35,9 @@ test(
     // A misspelt option is told the one meant (as the library's other options are), and one like none is not.
     const misspelt = await refusedWithoutWriting(h.log, () => h.engine.start(h.input('free'), { onAproval: () => ({ approved: true }) } as StartOptions), 'RUN_INVALID_INPUT', 'onAproval')
     assert.equal(misspelt.details?.fields, ['options.onAproval'])
-    assert.match(misspelt.message, 'start options have no "onAproval": did you mean onApproval? (only signal, onModelText, onToolCallText, onToolProgress, onApproval)')
+    assert.match(misspelt.message, 'start options have no "onAproval": did you mean onApproval? (only signal, onModelText, onModelReasoning, onToolCallText, onToolProgress, onApproval)')
+    const reasoning = await refusedWithoutWriting(h.log, () => h.engine.start(h.input('free'), { onReasoning: () => undefined } as StartOptions), 'RUN_INVALID_INPUT', 'onReasoning')
+    assert.match(reasoning.message, 'start options have no "onReasoning": did you mean onModelReasoning?')
     // A word left out of the name (an SDK's onProgress) is a guess at it too.
     for (const key of ['onProgress', 'on_progress', 'onToolProgressUpdate']) {
       const worded = await refusedWithoutWriting(h.log, () => h.engine.start(h.input('free'), { [key]: () => undefined } as StartOptions), 'RUN_INVALID_INPUT', key)

@@ -1121,11 +1121,11 @@ export class Engine {
       // A given-up successor's actor gets a signal that stays aborted, whatever the caller's object says later.
       signal: givingUp ? AbortSignal.abort(signal?.reason) : signal,
       onModelText,
-      onModelReasoning,
       onToolCallText,
       onApproval,
       // Made only for a run whose caller listens: a run without it (a held one, say) holds nothing more.
       ...(onToolProgress === undefined ? {} : { toolProgress: new ToolProgressBoard(onToolProgress) }),
+      ...(onModelReasoning === undefined ? {} : { onModelReasoning }),
       now: this.#now,
       eventId: this.#eventId,
       maxToolResultBytes: this.#maxToolResultBytes,

@@ -4,99 +4,38 @@
  * engine on a real log: what is recorded, what the next request sends, and that a harmless quirk
  * does not fail the run.
  */
-import { createServer, type ServerResponse } from 'node:http'
-import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { Engine, EventLog, type InvocationOutcome, type LiveModelToolCalls, ModelExecutor, type ModelTextPiece, type ModelToolCallPiece, type StartOptions } from '../index.js'
+import { type Refusal, type Responder, chatCompletionsServer, chunk, completion, json, sse, text } from './support/chat-completions-server.js'
 import { effectTool, messageRun, sequenceOf } from './support/faults-engine.js'
 import { bounded } from './support/temp.js'
 
-type Responder = (res: ServerResponse) => void
-
-interface Message {
-  role: string
-  content?: string | null
-  reasoning_content?: string
-  tool_call_id?: string
-  tool_calls?: { id: string; function: { name: string; arguments: string } }[]
-}
+/**
+ * Like Ollama's /v1 (openai/openai.go, FromCompletionToolCall): 400 "invalid tool call arguments"
+ * to a request whose history holds a call whose arguments are not a JSON object.
+ */
+const ollamaArguments: Refusal = (body) =>
+  body.messages.some((m) =>
+    (m.tool_calls ?? []).some((call) => {
+      try {
+        const value: unknown = JSON.parse(call.function.arguments)
+        return value === null || typeof value !== 'object' || Array.isArray(value)
+      } catch {
+        return true
+      }
+    }),
+  )
+    ? json({ error: { message: 'invalid tool call arguments' } }, 400)
+    : undefined
 
 /**
- * A server answering each request with the next responder (500 once they run out). Like Ollama's
- * /v1 (openai/openai.go, FromCompletionToolCall), it refuses with 400 "invalid tool call arguments"
- * a request whose history holds a call whose arguments are not a JSON object; `refuse` may answer
- * a request in place of the next responder (a provider's own rule).
+ * A server answering each request with the next responder (500 once they run out), refusing as
+ * Ollama does a replayed call whose arguments are not a JSON object (`ollamaArguments`); `refuse`
+ * may answer a request in place of the next responder (a provider's own rule).
  */
-async function quirkServer(responders: Responder[], refuse: (body: { messages: Message[] }) => Responder | undefined = () => undefined) {
-  const requests: { messages: Message[] }[] = []
-  /** Each request's body as sent. */
-  const raw: string[] = []
-  const server = createServer((req, res) => {
-    let text = ''
-    req.setEncoding('utf8')
-    req.on('data', (piece: string) => (text += piece))
-    req.on('end', () => {
-      const body = JSON.parse(text) as { messages: Message[] }
-      requests.push(body)
-      raw.push(text)
-      const refused = body.messages.some((m) =>
-        (m.tool_calls ?? []).some((call) => {
-          try {
-            const value: unknown = JSON.parse(call.function.arguments)
-            return value === null || typeof value !== 'object' || Array.isArray(value)
-          } catch {
-            return true
-          }
-        }),
-      )
-      if (refused) return json({ error: { message: 'invalid tool call arguments' } }, 400)(res)
-      const own = refuse(body)
-      if (own) return own(res)
-      const next = responders.shift()
-      if (next) return next(res)
-      res.writeHead(500).end('the script ran out')
-    })
-  })
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  return {
-    baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`,
-    requests,
-    raw,
-    close: () => {
-      server.closeAllConnections()
-      return new Promise<void>((resolve) => server.close(() => resolve()))
-    },
-  }
-}
-
-const json =
-  (body: unknown, status = 200): Responder =>
-  (res) => {
-    res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body))
-  }
-
-/** A streamed answer: each event as one `data:` line, then `[DONE]`. */
-const sse =
-  (events: unknown[]): Responder =>
-  (res) => {
-    res.writeHead(200, { 'content-type': 'text/event-stream' })
-    for (const event of events) res.write(`data: ${JSON.stringify(event)}\n\n`)
-    res.end('data: [DONE]\n\n')
-  }
-
-const completion = (message: Record<string, unknown>, finishReason: string | null = 'tool_calls') => ({
-  id: 'chatcmpl-1',
-  object: 'chat.completion',
-  choices: [{ index: 0, message: { role: 'assistant', ...message }, finish_reason: finishReason }],
-})
-const chunk = (delta: Record<string, unknown>, finishReason: string | null = null) => ({
-  id: 'chatcmpl-1',
-  object: 'chat.completion.chunk',
-  choices: [{ index: 0, delta, finish_reason: finishReason }],
-})
-const text = (content: string) => json(completion({ content }, 'stop'))
+const quirkServer = (responders: Responder[], refuse: Refusal = () => undefined) => chatCompletionsServer(responders, (body) => ollamaArguments(body) ?? refuse(body))
 
 /**
  * One message run against `responders`: its outcome, its facts in brief, the requests the server saw

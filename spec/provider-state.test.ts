@@ -6,86 +6,20 @@
  * as the providers do; the engine runs on a real log. Recorded, redacted, sent back exactly as
  * recorded, after a crash too, and only when recorded: a run without it sends the bytes it always did.
  */
-import { createServer, type ServerResponse } from 'node:http'
-import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { Engine, EventLog, type JsonObject, type ModelOutput, ModelExecutor, type ModelRequest, type ToolDefinition, recoverInvocations } from '../index.js'
+import { type ChatRequest, type Responder, chatCompletionsServer, chunk, completion, json, sse, text } from './support/chat-completions-server.js'
 import { effectTool, messageRun } from './support/faults-engine.js'
 import { filesContaining } from './support/log-fixtures.js'
 import { bounded } from './support/temp.js'
-
-type Responder = (res: ServerResponse) => void
-
-interface ReplayedCall {
-  id: string
-  function: { name: string; arguments: string }
-  extra_content?: unknown
-}
-interface Message {
-  role: string
-  content?: string | null
-  tool_calls?: ReplayedCall[]
-  reasoning_details?: unknown
-}
-
-/** A server answering each request with the next responder, unless `refuse` answers it (a provider's own rule). */
-async function stateServer(responders: Responder[], refuse: (body: { messages: Message[] }) => Responder | undefined = () => undefined) {
-  const requests: { messages: Message[] }[] = []
-  const raw: string[] = []
-  const server = createServer((req, res) => {
-    let text = ''
-    req.setEncoding('utf8')
-    req.on('data', (piece: string) => (text += piece))
-    req.on('end', () => {
-      const body = JSON.parse(text) as { messages: Message[] }
-      requests.push(body)
-      raw.push(text)
-      const own = refuse(body)
-      if (own) return own(res)
-      const next = responders.shift()
-      if (next) return next(res)
-      res.writeHead(500).end('the script ran out')
-    })
-  })
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  return {
-    baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`,
-    requests,
-    raw,
-    close: () => {
-      server.closeAllConnections()
-      return new Promise<void>((resolve) => server.close(() => resolve()))
-    },
-  }
-}
-
-const json =
-  (body: unknown, status = 200): Responder =>
-  (res) => {
-    res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body))
-  }
-const sse =
-  (events: unknown[]): Responder =>
-  (res) => {
-    res.writeHead(200, { 'content-type': 'text/event-stream' })
-    for (const event of events) res.write(`data: ${JSON.stringify(event)}\n\n`)
-    res.end('data: [DONE]\n\n')
-  }
-const completion = (message: Record<string, unknown>, finishReason = 'tool_calls') => ({
-  id: 'chatcmpl-1',
-  object: 'chat.completion',
-  choices: [{ index: 0, message: { role: 'assistant', ...message }, finish_reason: finishReason }],
-})
-const chunk = (delta: Record<string, unknown>, finishReason: string | null = null) => ({ id: 'chatcmpl-1', object: 'chat.completion.chunk', choices: [{ index: 0, delta, finish_reason: finishReason }] })
-const text = (content: string) => json(completion({ content }, 'stop'))
 
 /** The model.completed outputs of `invocationId`, in order. */
 const outputsOf = async (log: EventLog, invocationId: string): Promise<ModelOutput[]> =>
   (await log.invocationEvents(invocationId)).flatMap((stored) => (stored.event.fact.type === 'model.completed' ? [stored.event.fact.output] : []))
 /** The assistant messages of a request. */
-const assistants = (body: { messages: Message[] } | undefined) => (body?.messages ?? []).filter((message) => message.role === 'assistant')
+const assistants = (body: ChatRequest | undefined) => (body?.messages ?? []).filter((message) => message.role === 'assistant')
 
 const SIGNATURE = 'CiQBVKhc7nX0xQ2mZ3rLzNf1ybqgYd9oHk1uL0w5s8uT6cQmCj8BVKhc7u'
 /** Google's words for a replayed call without its signature (its OpenAI-compatible endpoint, Gemini 3). */
@@ -102,7 +36,7 @@ const GEMINI_REFUSAL = [
 /** As Gemini does: a request replaying a call it signed without that exact signature is refused. */
 const geminiRule =
   (signed: Map<string, unknown>) =>
-  (body: { messages: Message[] }): Responder | undefined =>
+  (body: ChatRequest): Responder | undefined =>
     assistants(body).some((message) => (message.tool_calls ?? []).some((call) => signed.has(call.id) && JSON.stringify(call.extra_content) !== JSON.stringify(signed.get(call.id))))
       ? json(GEMINI_REFUSAL, 400)
       : undefined
@@ -122,7 +56,7 @@ for (const stream of [false, true]) {
             chunk({}, 'tool_calls'),
           ])
         : json(completion({ content: null, tool_calls: [{ ...first, extra_content: extra }, second] }))
-      const server = await stateServer([toolRound, text('echoed')], geminiRule(new Map([['call_g1', extra]])))
+      const server = await chatCompletionsServer([toolRound, text('echoed')], geminiRule(new Map([['call_g1', extra]])))
       const log = await EventLog.open(join(dir, 'log'))
       try {
         const engine = new Engine({ log, model: new ModelExecutor({ timeoutMs: 3_000, retries: 0 }) })
@@ -148,7 +82,7 @@ for (const stream of [false, true]) {
 test(
   'streamed: extra_content objects of a call streamed in several parts are merged, member by member',
   bounded(10_000, async (dir) => {
-    const server = await stateServer([
+    const server = await chatCompletionsServer([
       sse([
         chunk({ tool_calls: [{ index: 0, id: 'call_m', type: 'function', function: { name: 'echo', arguments: '{"value"' }, extra_content: { google: { thought_signature: SIGNATURE } } }] }),
         chunk({ tool_calls: [{ index: 0, function: { arguments: ':1}' }, extra_content: { google: { cache: 'c-1' }, other: [1, 2] } }] }),
@@ -176,7 +110,7 @@ const DETAILS = [
   { type: 'reasoning.encrypted', data: 'gAAAAABoR3x9-ENCRYPTED', format: 'anthropic-claude-v1', index: 1 },
 ]
 /** As OpenRouter (for Anthropic's reasoning models) does: a tool round sent back without its reasoning_details is refused. */
-const openRouterRule = (expected: unknown) => (body: { messages: Message[] }) =>
+const openRouterRule = (expected: unknown) => (body: ChatRequest) =>
   assistants(body).some((message) => (message.tool_calls ?? []).length > 0 && JSON.stringify(message.reasoning_details) !== JSON.stringify(expected))
     ? json({ error: { code: 400, message: 'Provider returned error: messages.1.content.0.type: Expected `thinking` or `redacted_thinking`, but found `tool_use`. When `thinking` is enabled, a final `assistant` message must start with a thinking block', metadata: { provider_name: 'Anthropic' } } }, 400)
     : undefined
@@ -207,7 +141,7 @@ for (const stream of [false, true]) {
             { type: 'reasoning.encrypted', data: 'gAAAAABoR3x9-ENCRYPTED', format: 'anthropic-claude-v1', index: 1 },
           ]
         : DETAILS
-      const server = await stateServer([toolRound, final, text('still 42')], openRouterRule(expected))
+      const server = await chatCompletionsServer([toolRound, final, text('still 42')], openRouterRule(expected))
       const log = await EventLog.open(join(dir, 'log'))
       try {
         const engine = new Engine({ log, model: new ModelExecutor({ timeoutMs: 3_000, retries: 0 }) })
@@ -237,7 +171,7 @@ test(
   bounded(20_000, async (dir) => {
     const extra = { google: { thought_signature: SIGNATURE } }
     const call = { id: 'call_c', type: 'function', function: { name: 'slow', arguments: '{}' }, extra_content: extra }
-    const server = await stateServer([json(completion({ content: null, reasoning_details: DETAILS, tool_calls: [call] })), text('resumed')], (body) => geminiRule(new Map([['call_c', extra]]))(body) ?? openRouterRule(DETAILS)(body))
+    const server = await chatCompletionsServer([json(completion({ content: null, reasoning_details: DETAILS, tool_calls: [call] })), text('resumed')], (body) => geminiRule(new Map([['call_c', extra]]))(body) ?? openRouterRule(DETAILS)(body))
     const path = join(dir, 'log')
     let log = await EventLog.open(path)
     try {
@@ -282,7 +216,7 @@ test(
   bounded(10_000, async (dir) => {
     const call = { index: 0, id: 'call_plain', type: 'function', function: { name: 'echo', arguments: '{"value":42}' } }
     // Empty or malformed state is none: it adds no member either.
-    const server = await stateServer([json(completion({ content: 'let me echo', reasoning_details: [], tool_calls: [{ ...call, extra_content: null }] })), text('echoed 42')])
+    const server = await chatCompletionsServer([json(completion({ content: 'let me echo', reasoning_details: [], tool_calls: [{ ...call, extra_content: null }] })), text('echoed 42')])
     const log = await EventLog.open(join(dir, 'log'))
     try {
       const engine = new Engine({ log, model: new ModelExecutor({ timeoutMs: 3_000, retries: 0 }) })
@@ -304,7 +238,7 @@ test(
     const key = 'sk-state-1234567890abcdefXYZ0987'
     const details = [{ type: 'reasoning.text', text: `The key is ${key}.`, signature: `sig-${key}`, index: 0 }, { [`k-${key}`]: 1, type: 'reasoning.encrypted', data: 'gAAAA' }]
     const call = { id: 'call_k', type: 'function', function: { name: 'echo', arguments: '{"value":1}' }, extra_content: { google: { thought_signature: key } } }
-    const server = await stateServer([json(completion({ content: null, reasoning_details: details, tool_calls: [call] })), text('done')])
+    const server = await chatCompletionsServer([json(completion({ content: null, reasoning_details: details, tool_calls: [call] })), text('done')])
     const log = await EventLog.open(join(dir, 'log'))
     try {
       const run = messageRun(server.baseUrl, 'secret', [effectTool()])
@@ -389,7 +323,7 @@ test(
     assert.ok(JSON.stringify(entries).length < 1_048_576, 'within the size bound')
     const call = { id: 'call_w', type: 'function', function: { name: 'echo', arguments: '{"value":1}' } }
     // The built-in client's plain JSON answer, then a custom client's.
-    const server = await stateServer([json(completion({ content: null, reasoning_details: entries, tool_calls: [call] })), text('done')])
+    const server = await chatCompletionsServer([json(completion({ content: null, reasoning_details: entries, tool_calls: [call] })), text('done')])
     const log = await EventLog.open(join(dir, 'log'))
     try {
       const engine = new Engine({ log, model: new ModelExecutor({ timeoutMs: 3_000, retries: 0 }) })
@@ -414,7 +348,7 @@ test(
   "streamed: a reasoning_details part carrying an entry's index but another type is another entry, not a piece of that one (merged, it held one type's members under the other's)",
   bounded(10_000, async (dir) => {
     const call = { index: 0, id: 'call_t', type: 'function', function: { name: 'echo', arguments: '{"value":1}' } }
-    const server = await stateServer([
+    const server = await chatCompletionsServer([
       sse([
         chunk({ reasoning_details: [{ type: 'reasoning.text', text: 'Echo ', format: 'google-gemini-v1', index: 0 }] }),
         chunk({ reasoning_details: [{ type: 'reasoning.text', text: 'one.', index: 0 }] }),
@@ -447,7 +381,7 @@ test(
   bounded(10_000, async (dir) => {
     const call = { index: 0, id: 'call_u', type: 'function', function: { name: 'echo', arguments: '{"value":1}' } }
     const pieces = Array.from({ length: 300 }, (_, i) => chunk({ reasoning_details: [{ type: 'reasoning.text', text: `${i} ` }] }))
-    const server = await stateServer([
+    const server = await chatCompletionsServer([
       sse([
         chunk({ reasoning_details: [{ type: 'reasoning.text', text: 'First: ', format: 'anthropic-claude-v1' }] }),
         ...pieces,

@@ -21,6 +21,23 @@ const outputsOf = async (log: EventLog, invocationId: string): Promise<ModelOutp
 /** The assistant messages of a request. */
 const assistants = (body: ChatRequest | undefined) => (body?.messages ?? []).filter((message) => message.role === 'assistant')
 
+/** Limits of the model executor the runs use: a refusal fails the run at once, not retried. */
+const EXECUTOR = { timeoutMs: 3_000, retries: 0 }
+
+/** Runs `body` with an engine (EXECUTOR) on a fresh log in `dir`, then closes the log and `server`. */
+async function withEngine(dir: string, server: { close(): Promise<void> }, body: (engine: Engine, log: EventLog) => Promise<void>): Promise<void> {
+  try {
+    const log = await EventLog.open(join(dir, 'log'))
+    try {
+      await body(new Engine({ log, model: new ModelExecutor(EXECUTOR) }), log)
+    } finally {
+      await log.close()
+    }
+  } finally {
+    await server.close()
+  }
+}
+
 const SIGNATURE = 'CiQBVKhc7nX0xQ2mZ3rLzNf1ybqgYd9oHk1uL0w5s8uT6cQmCj8BVKhc7u'
 /** Google's words for a replayed call without its signature (its OpenAI-compatible endpoint, Gemini 3). */
 const GEMINI_REFUSAL = [
@@ -57,9 +74,7 @@ for (const stream of [false, true]) {
           ])
         : json(completion({ content: null, tool_calls: [{ ...first, extra_content: extra }, second] }))
       const server = await chatCompletionsServer([toolRound, text('echoed')], geminiRule(new Map([['call_g1', extra]])))
-      const log = await EventLog.open(join(dir, 'log'))
-      try {
-        const engine = new Engine({ log, model: new ModelExecutor({ timeoutMs: 3_000, retries: 0 }) })
+      await withEngine(dir, server, async (engine, log) => {
         const outcome = await engine.run(messageRun(server.baseUrl, 'gemini', [effectTool()], stream ? { providerOptions: { stream: true } } : {}))
         assert.equal(outcome, { status: 'completed' })
         const outputs = await outputsOf(log, 'invocation-gemini')
@@ -71,10 +86,7 @@ for (const stream of [false, true]) {
         assert.equal(calls?.map((call) => call.extra_content ?? null), [extra, null])
         assert.not.ok('extra_content' in (calls?.[1] ?? {}), 'no member at all for a call that had none')
         assert.ok(server.raw[1]?.includes(`"extra_content":${JSON.stringify(extra)}`), 'sent as recorded, byte for byte')
-      } finally {
-        await log.close()
-        await server.close()
-      }
+      })
     }),
   )
 }
@@ -90,17 +102,12 @@ test(
       ]),
       text('done'),
     ])
-    const log = await EventLog.open(join(dir, 'log'))
-    try {
-      const engine = new Engine({ log, model: new ModelExecutor({ timeoutMs: 3_000, retries: 0 }) })
+    await withEngine(dir, server, async (engine, log) => {
       assert.equal(await engine.run(messageRun(server.baseUrl, 'merge', [effectTool()], { providerOptions: { stream: true } })), { status: 'completed' })
       const merged = { google: { thought_signature: SIGNATURE, cache: 'c-1' }, other: [1, 2] }
       assert.equal((await outputsOf(log, 'invocation-merge'))[0]?.toolCalls[0]?.extraContent, merged)
       assert.equal(assistants(server.requests[1])[0]?.tool_calls?.[0]?.extra_content, merged)
-    } finally {
-      await log.close()
-      await server.close()
-    }
+    })
   }),
 )
 
@@ -142,9 +149,7 @@ for (const stream of [false, true]) {
           ]
         : DETAILS
       const server = await chatCompletionsServer([toolRound, final, text('still 42')], openRouterRule(expected))
-      const log = await EventLog.open(join(dir, 'log'))
-      try {
-        const engine = new Engine({ log, model: new ModelExecutor({ timeoutMs: 3_000, retries: 0 }) })
+      await withEngine(dir, server, async (engine, log) => {
         const options = stream ? { providerOptions: { stream: true } } : {}
         assert.equal(await engine.run(messageRun(server.baseUrl, 'router', [effectTool()], options)), { status: 'completed' })
         const outputs = await outputsOf(log, 'invocation-router')
@@ -158,10 +163,7 @@ for (const stream of [false, true]) {
         const continued = await engine.run({ ...next, invocation: { ...next.invocation, sessionId: 'session-router' }, work: { kind: 'continuation', source, content: 'and now?' } })
         assert.equal(continued, { status: 'completed' })
         assert.equal(assistants(server.requests[2]).map((message) => message.reasoning_details), [expected, summary])
-      } finally {
-        await log.close()
-        await server.close()
-      }
+      })
     }),
   )
 }
@@ -185,7 +187,7 @@ test(
             signal.addEventListener('abort', () => reject(signal.reason), { once: true })
           }),
       }
-      const engine = new Engine({ log, model: new ModelExecutor({ timeoutMs: 3_000, retries: 0 }) })
+      const engine = new Engine({ log, model: new ModelExecutor(EXECUTOR) })
       const handle = await engine.start(messageRun(server.baseUrl, 'cut', [slow]))
       await running
       await log.close()
@@ -199,7 +201,7 @@ test(
       const source = (await log.runSource('session-cut', 'run-cut'))?.boundary
       assert.ok(source)
       const next = messageRun(server.baseUrl, 'cut-on', [slow])
-      const again = new Engine({ log, model: new ModelExecutor({ timeoutMs: 3_000, retries: 0 }) })
+      const again = new Engine({ log, model: new ModelExecutor(EXECUTOR) })
       const outcome = await again.run({ ...next, invocation: { ...next.invocation, sessionId: 'session-cut' }, work: { kind: 'continuation', source, content: 'the slow call did not happen; go on', allowPriorUnknown: true } })
       assert.equal(outcome, { status: 'completed' })
       const replayed = assistants(server.requests[1])[0]
@@ -217,18 +219,13 @@ test(
     const call = { index: 0, id: 'call_plain', type: 'function', function: { name: 'echo', arguments: '{"value":42}' } }
     // Empty or malformed state is none: it adds no member either.
     const server = await chatCompletionsServer([json(completion({ content: 'let me echo', reasoning_details: [], tool_calls: [{ ...call, extra_content: null }] })), text('echoed 42')])
-    const log = await EventLog.open(join(dir, 'log'))
-    try {
-      const engine = new Engine({ log, model: new ModelExecutor({ timeoutMs: 3_000, retries: 0 }) })
+    await withEngine(dir, server, async (engine, log) => {
       assert.equal(await engine.run(messageRun(server.baseUrl, 'plain', [effectTool()], { providerOptions: { temperature: 0 } })), { status: 'completed' })
       assert.not.ok(server.raw.some((body) => /reasoning_details|extra_content/.test(body)), server.raw[1])
       const digests = (await log.invocationEvents('invocation-plain')).flatMap((stored) => (stored.event.fact.type === 'model.requested' ? [stored.event.fact.requestDigest] : []))
       // As 0.9.0 computed them for this run (its request bodies are these bytes).
       assert.equal(digests, ['sha256:b4e5e5073866f3cda75c298c8d32efdfd9c6d85cdcfd54fc75041c13f679db65', 'sha256:65646a708a5cfa1e4a431319500ec1f7e406e744c0cc1127cd6149cdf79da2d5'])
-    } finally {
-      await log.close()
-      await server.close()
-    }
+    })
   }),
 )
 
@@ -239,10 +236,9 @@ test(
     const details = [{ type: 'reasoning.text', text: `The key is ${key}.`, signature: `sig-${key}`, index: 0 }, { [`k-${key}`]: 1, type: 'reasoning.encrypted', data: 'gAAAA' }]
     const call = { id: 'call_k', type: 'function', function: { name: 'echo', arguments: '{"value":1}' }, extra_content: { google: { thought_signature: key } } }
     const server = await chatCompletionsServer([json(completion({ content: null, reasoning_details: details, tool_calls: [call] })), text('done')])
-    const log = await EventLog.open(join(dir, 'log'))
-    try {
+    await withEngine(dir, server, async (engine, log) => {
       const run = messageRun(server.baseUrl, 'secret', [effectTool()])
-      const outcome = await new Engine({ log, model: new ModelExecutor({ timeoutMs: 3_000, retries: 0 }) }).run({ ...run, provider: { ...run.provider, apiKey: key } })
+      const outcome = await engine.run({ ...run, provider: { ...run.provider, apiKey: key } })
       assert.equal(outcome, { status: 'completed' })
       const output = (await outputsOf(log, 'invocation-secret'))[0]
       assert.equal(output?.reasoningDetails, [
@@ -252,10 +248,7 @@ test(
       assert.equal(output?.toolCalls[0]?.extraContent, { google: { thought_signature: '[redacted]' } })
       assert.not.ok(server.raw[1]?.includes(key), 'nor is it sent back')
       assert.ok(server.raw[1]?.includes('"thought_signature":"[redacted]"'), 'what is sent back is what was recorded')
-    } finally {
-      await log.close()
-      await server.close()
-    }
+    })
     for (const piece of [key, key.slice(3, 19), key.slice(12)]) assert.equal(await filesContaining(join(dir, 'log'), piece), [], piece)
   }),
 )
@@ -324,9 +317,7 @@ test(
     const call = { id: 'call_w', type: 'function', function: { name: 'echo', arguments: '{"value":1}' } }
     // The built-in client's plain JSON answer, then a custom client's.
     const server = await chatCompletionsServer([json(completion({ content: null, reasoning_details: entries, tool_calls: [call] })), text('done')])
-    const log = await EventLog.open(join(dir, 'log'))
-    try {
-      const engine = new Engine({ log, model: new ModelExecutor({ timeoutMs: 3_000, retries: 0 }) })
+    await withEngine(dir, server, async (engine, log) => {
       assert.equal(await engine.run(messageRun(server.baseUrl, 'wide', [effectTool()])), { status: 'completed' })
       const outputs = await outputsOf(log, 'invocation-wide')
       assert.equal(outputs[0]?.toolCalls.map((one) => one.callId), ['call_w'], 'the answer is recorded')
@@ -337,10 +328,7 @@ test(
       const [output] = await outputsOf(log, 'invocation-wide-custom')
       assert.is(output?.text, 'done')
       assert.not.ok('reasoningDetails' in (output ?? {}), 'past the bounds: none recorded')
-    } finally {
-      await log.close()
-      await server.close()
-    }
+    })
   }),
 )
 
@@ -359,9 +347,7 @@ test(
       ]),
       text('done'),
     ])
-    const log = await EventLog.open(join(dir, 'log'))
-    try {
-      const engine = new Engine({ log, model: new ModelExecutor({ timeoutMs: 3_000, retries: 0 }) })
+    await withEngine(dir, server, async (engine, log) => {
       assert.equal(await engine.run(messageRun(server.baseUrl, 'types', [effectTool()], { providerOptions: { stream: true } })), { status: 'completed' })
       const expected = [
         { type: 'reasoning.text', text: 'Echo one.', format: 'google-gemini-v1', index: 0 },
@@ -369,10 +355,7 @@ test(
       ]
       assert.equal((await outputsOf(log, 'invocation-types'))[0]?.reasoningDetails, expected)
       assert.equal(assistants(server.requests[1])[0]?.reasoning_details, expected)
-    } finally {
-      await log.close()
-      await server.close()
-    }
+    })
   }),
 )
 
@@ -395,9 +378,7 @@ test(
       ]),
       text('done'),
     ])
-    const log = await EventLog.open(join(dir, 'log'))
-    try {
-      const engine = new Engine({ log, model: new ModelExecutor({ timeoutMs: 3_000, retries: 0 }) })
+    await withEngine(dir, server, async (engine, log) => {
       assert.equal(await engine.run(messageRun(server.baseUrl, 'unindexed', [effectTool()], { providerOptions: { stream: true } })), { status: 'completed' })
       const expected = [
         { type: 'reasoning.text', text: `First: ${Array.from({ length: 300 }, (_, i) => `${i} `).join('')}`, format: 'anthropic-claude-v1', signature: 'sig-1' },
@@ -407,10 +388,7 @@ test(
       ]
       assert.equal((await outputsOf(log, 'invocation-unindexed'))[0]?.reasoningDetails, expected)
       assert.equal(assistants(server.requests[1])[0]?.reasoning_details, expected)
-    } finally {
-      await log.close()
-      await server.close()
-    }
+    })
   }),
 )
 

@@ -26,6 +26,7 @@ import { inputChecks } from './tool-input.js'
 import { type ToolProgressBoard, type ToolProgressUpdate, bigIntAsText, progressText } from './tool-progress.js'
 import { retryBackoff, retryPolicyOf, retryWanted } from './tool-retry.js'
 import { TranscriptBuilder } from './transcript.js'
+import { MAX_TIMER_MS } from './timer-limit.js'
 
 /** Everything an actor needs, prepared and admitted by the engine. */
 export interface ActorSetup {
@@ -87,9 +88,6 @@ const unavailable = (why: string) => new FactstateError('HANDOFF_UNAVAILABLE', w
 /** The log's refusal of a hold whose successor could never be admitted (see `#successorFree`). */
 const successorTaken = (error: unknown): error is FactstateError =>
   error instanceof FactstateError && (error.code === 'HANDOFF_CLAIMED' || error.code === 'HANDOFF_MISMATCH')
-
-/** The longest delay `setTimeout` honours. */
-const MAX_TIMER_MS = 2_147_483_647
 
 class Ended {
   constructor(readonly outcome: InvocationOutcome) {}

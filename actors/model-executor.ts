@@ -5,6 +5,7 @@ import { describeIssues, extraContentOf, modelOutputSchema, providerRefusalOf, r
 import { messageOf } from '../store/encoding.js'
 import type { ChatRequestBody, ModelClient, ModelRequest, ModelResponse, ProviderConfig, ToolCallPiece } from './model-client.js'
 import { OpenAIChatClient } from './openai-chat-client.js'
+import { MAX_TIMER_MS } from './timer-limit.js'
 
 /** Options of {@link ModelExecutor}. */
 export interface ModelExecutorOptions {
@@ -219,9 +220,6 @@ const CANCELLED: ModelResponse = Object.freeze({ kind: 'interrupted', status: 'c
 
 /** How long past `timeoutMs` the executor waits for a client that does not time out by itself. */
 const TIMEOUT_GRACE_MS = 1_000
-/** The longest delay `setTimeout` honours. */
-const MAX_TIMER_MS = 2_147_483_647
-
 // What is recorded is checked strictly (the output becomes a fact); members only read (a retry's
 // wait, which the back-off clamps) or not read at all are let through.
 const modelResponseSchema = z.discriminatedUnion('kind', [

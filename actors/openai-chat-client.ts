@@ -8,15 +8,16 @@ import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUse
 import { _iterSSEMessages } from 'openai/core/streaming'
 import { z } from 'zod'
 import { FactstateError } from '../errors.js'
+import { isObject } from '../store/encoding.js'
 import { extraContentOf, providerRefusalOf, reasoningDetailsOf, requestIdOf, responseIdOf } from '../facts/schema.js'
 import type { ModelOutput, ModelUsage, ProviderRefusal, ToolCall } from '../facts/types.js'
 import type { ModelClient, ModelRequest, ModelResponse, ProviderConfig } from './model-client.js'
 import { type Secrets, redactFailure, secretsOf } from './redaction.js'
+import { timerMs } from './timer-limit.js'
 
 /** Given to the SDK, which insists on a key, when the provider has none; never sent (see the constructor). */
 const PLACEHOLDER_API_KEY = 'not-set'
 /** The largest delay `setTimeout` accepts. */
-const MAX_TIMER_MS = 2_147_483_647
 /** How much provider text a message may quote. */
 const QUOTE_LIMIT = 300
 
@@ -240,7 +241,6 @@ function errorDetailsOf(errorBody: string | undefined, sdkError: unknown): unkno
   } catch {
     return undefined
   }
-  const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value)
   if (!isObject(parsed)) return undefined
   return isObject(parsed.error) ? parsed.error : parsed
 }
@@ -314,7 +314,6 @@ function callOf(callId: string, name: string, args: string, extra: unknown): Too
   return { callId, name, arguments: args, ...(extraContent === undefined ? {} : { extraContent }) }
 }
 
-const isPlainObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value)
 
 /** A copy of `value`, its objects copied at every depth (as `mergeInto` takes them). */
 function mergedCopy(value: Record<string, unknown>): Record<string, unknown> {
@@ -328,8 +327,8 @@ function mergeInto(into: Record<string, unknown>, part: Record<string, unknown>)
   for (const [key, value] of Object.entries(part)) {
     if (key === '__proto__') continue
     const held = into[key]
-    if (isPlainObject(held) && isPlainObject(value)) mergeInto(held, value)
-    else into[key] = isPlainObject(value) ? mergedCopy(value) : value
+    if (isObject(held) && isObject(value)) mergeInto(held, value)
+    else into[key] = isObject(value) ? mergedCopy(value) : value
   }
 }
 
@@ -355,7 +354,7 @@ class StreamedDetails {
   add(parts: unknown): void {
     if (!Array.isArray(parts)) return
     for (const part of parts) {
-      if (!isPlainObject(part)) continue
+      if (!isObject(part)) continue
       const index = part.index
       const indexed = Number.isSafeInteger(index)
       // Parts without an index (as other readers of OpenRouter's stream take them): a `reasoning.text`
@@ -382,7 +381,7 @@ class StreamedDetails {
         if (key === '__proto__' || key === 'index') continue
         const held = entry[key]
         if (DETAIL_PIECES.has(key) && typeof value === 'string' && typeof held === 'string') entry[key] = held + value
-        else if (value !== null && value !== '' && value !== undefined) entry[key] = isPlainObject(value) ? mergedCopy(value) : value
+        else if (value !== null && value !== '' && value !== undefined) entry[key] = isObject(value) ? mergedCopy(value) : value
         else if (!(key in entry)) entry[key] = value
       }
     }
@@ -573,12 +572,12 @@ export class OpenAIChatClient implements ModelClient {
     }
     const onAbort = () => halt('cancel')
     callerSignal.addEventListener('abort', onAbort, { once: true })
-    const timeoutMs = Math.min(Math.ceil(request.timeoutMs), MAX_TIMER_MS)
+    const timeoutMs = timerMs(request.timeoutMs)
     const timer = setTimeout(() => halt('timeout'), timeoutMs)
     // The idle limit runs from the request to the headers, then from each part of the body to the
     // next: an error answer's body too, which the SDK reads before this method sees the response.
     const hooks: AttemptHooks = { progress: () => idle?.refresh() }
-    const idle = idleTimeoutMs === undefined ? undefined : setTimeout(() => halt(hooks.status === undefined ? 'silent' : 'stalled'), Math.min(Math.ceil(idleTimeoutMs), MAX_TIMER_MS))
+    const idle = idleTimeoutMs === undefined ? undefined : setTimeout(() => halt(hooks.status === undefined ? 'silent' : 'stalled'), timerMs(idleTimeoutMs))
     const stopped = new Promise<never>((_, reject) => {
       controller.signal.addEventListener('abort', () => reject(new BodyReadFailure('aborted')), { once: true })
     })
@@ -759,7 +758,7 @@ export class OpenAIChatClient implements ModelClient {
               call.joined += part.function.name
             }
             if (part.function?.arguments) call.arguments += part.function.arguments
-            if (isPlainObject(part.extra_content)) mergeInto((call.extra ??= {}), part.extra_content)
+            if (isObject(part.extra_content)) mergeInto((call.extra ??= {}), part.extra_content)
             current = call
             onToolCall?.({
               index,

@@ -12,6 +12,8 @@ import { FactstateError } from '../errors.js'
 import { kindOf, readOptions } from '../options.js'
 import type { ChatMessage, ChatRequestBody, ModelClient, ModelRequest, ModelResponse } from '../actors/model-client.js'
 import { retryAfterMsOf } from '../actors/openai-chat-client.js'
+import { timerMs } from '../actors/timer-limit.js'
+import { isObject as isRecord } from '../store/encoding.js'
 import type { JsonObject, ModelOutput, ModelUsage, ProviderRefusal, ToolCall } from '../facts/types.js'
 
 /** A block of a Messages request's turn, as this client sends them. */
@@ -99,10 +101,6 @@ export interface AnthropicClientOptions {
 
 const OPTIONS = ['maxTokens', 'secrets'] as const
 const MAX_SECRET = 16_384
-/** Node's longest timer: a longer one (a `timeoutMs` meant as "no limit") fires at once. */
-const MAX_TIMER_MS = 2_147_483_647
-const timerMs = (ms: number): number => Math.min(Math.ceil(ms), MAX_TIMER_MS)
-
 const invalidOptions = (message: string, field: string) => new FactstateError('ANTHROPIC_INVALID_OPTIONS', `anthropicClient: ${message}`, { details: { field } })
 
 /**
@@ -360,7 +358,6 @@ function finishReasonOf(stop: unknown, calls: number): string {
   }
 }
 
-const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value)
 const count = (value: unknown): number | undefined => (typeof value === 'number' && Number.isSafeInteger(value) && value >= 0 ? value : undefined)
 
 /**

@@ -79,6 +79,19 @@ function sameEvent(actual: RuntimeEvent, expected: RuntimeEvent): void {
   assert.ok(Buffer.from(encodeValidatedEvent(expected)).equals(bytes), 'the shaped writer wrote other bytes for the zod path')
 }
 
+/**
+ * The fast path (`parseRuntimeEvent`) accepts `event` as the zod path does, to the same data and bytes
+ * (`sameEvent`), the shaped writer writes what `encodeEvent` writes, and the bytes decode to `event`.
+ */
+function fastPathAgrees(event: unknown, label?: string): void {
+  const fast = parseRuntimeEvent(event, MAX_DEPTH)
+  const slow = slowPath(event)
+  assert.ok(fast !== undefined && slow.ok, label)
+  sameEvent(fast, slow.value)
+  assert.is(Buffer.from(encodeValidatedEvent(fast)).toString('base64'), Buffer.from(encodeEvent(fast)).toString('base64'))
+  assert.equal(decodeEvent(encodeValidatedEvent(fast), 1), event)
+}
+
 // ---------------------------------------------------------------------------------------------
 // Valid events of every fact type: shuffled key order, optional members absent, present or
 // present-but-undefined, strings with astral characters, nested JSON.
@@ -266,12 +279,7 @@ test('a model.completed written before usage details and responseId were recorde
   assert.is(Buffer.from(encodeEvent(old)).toString('base64'), written)
   assert.equal(decodeEvent(Buffer.from(written, 'base64'), 1), completed(before))
   const after = { ...before, usage: { ...before.usage, cachedInputTokens: 8, reasoningTokens: 3 }, responseId: 'chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT' }
-  const event = completed(after)
-  const fast = parseRuntimeEvent(event, MAX_DEPTH)
-  const slow = slowPath(event)
-  assert.ok(fast !== undefined && slow.ok)
-  sameEvent(fast, slow.value)
-  assert.equal(decodeEvent(encodeValidatedEvent(fast), 1), event)
+  fastPathAgrees(completed(after))
 })
 
 test("a model.interrupted and a failed outcome written before the provider's refusal was recorded keep their bytes; ones with it take the fast path and decode as written", () => {
@@ -290,13 +298,7 @@ test("a model.interrupted and a failed outcome written before the provider's ref
     assert.is(Buffer.from(encodeValidatedEvent(old)).toString('base64'), written[index])
     assert.is(Buffer.from(encodeEvent(old)).toString('base64'), written[index])
     assert.equal(decodeEvent(Buffer.from(written[index]!, 'base64'), 1), make({}))
-    const event = make({ provider })
-    const fast = parseRuntimeEvent(event, MAX_DEPTH)
-    const slow = slowPath(event)
-    assert.ok(fast !== undefined && slow.ok)
-    sameEvent(fast, slow.value)
-    assert.is(Buffer.from(encodeValidatedEvent(fast)).toString('base64'), Buffer.from(encodeEvent(fast)).toString('base64'))
-    assert.equal(decodeEvent(encodeValidatedEvent(fast), 1), event)
+    fastPathAgrees(make({ provider }))
     // What the schema refuses of it (a status that is no HTTP status, a code over 128 characters, a member it does not have) the fast path leaves to the slow one.
     for (const bad of [{ status: 600 }, { code: 'c'.repeat(129) }, { code: '' }, { code: 400 }, { retryable: true }]) {
       assert.is(parseRuntimeEvent(make({ provider: bad }), MAX_DEPTH), undefined, JSON.stringify(bad))
@@ -326,13 +328,7 @@ test("a model.completed, a model.interrupted and a failed outcome written before
     assert.equal(decodeEvent(Buffer.from(written[index]!, 'base64'), 1), make({}))
     // 256 characters is the most a fact holds (astral ones counted as one, as the schema counts).
     for (const requestId of ['req_b4b1b7a1c8d34b6f9ad6d2b1f0d3c9e2', '😀'.repeat(256)]) {
-      const event = make({ requestId })
-      const fast = parseRuntimeEvent(event, MAX_DEPTH)
-      const slow = slowPath(event)
-      assert.ok(fast !== undefined && slow.ok, requestId)
-      sameEvent(fast, slow.value)
-      assert.is(Buffer.from(encodeValidatedEvent(fast)).toString('base64'), Buffer.from(encodeEvent(fast)).toString('base64'))
-      assert.equal(decodeEvent(encodeValidatedEvent(fast), 1), event)
+      fastPathAgrees(make({ requestId }), requestId)
     }
     // What the schema refuses of it (empty, over 256 characters, not a string) the fast path leaves to the slow one.
     for (const bad of ['', 'r'.repeat(257), 42, null]) {
@@ -357,13 +353,7 @@ test("a model.completed written before the provider's state was recorded keeps i
       { type: 'reasoning.encrypted', data: 'gAAAAABo', index: 1 },
     ],
   }
-  const event = eventOf(after)
-  const fast = parseRuntimeEvent(event, MAX_DEPTH)
-  const slow = slowPath(event)
-  assert.ok(fast !== undefined && slow.ok)
-  sameEvent(fast, slow.value)
-  assert.is(Buffer.from(encodeValidatedEvent(fast)).toString('base64'), Buffer.from(encodeEvent(fast)).toString('base64'))
-  assert.equal(decodeEvent(encodeValidatedEvent(fast), 1), event)
+  fastPathAgrees(eventOf(after))
   // What the schema refuses of them (an entry that is not an object, a call's state that is not one) the fast path leaves to the slow one.
   for (const bad of [{ reasoningDetails: ['text'] }, { reasoningDetails: {} }, { toolCalls: [{ ...before.toolCalls[0], extraContent: ['x'] }] }, { toolCalls: [{ ...before.toolCalls[0], extraContent: 'sig' }] }]) {
     assert.is(parseRuntimeEvent(eventOf({ ...before, ...bad }), MAX_DEPTH), undefined, JSON.stringify(bad))

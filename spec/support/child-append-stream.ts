@@ -1,7 +1,8 @@
 /**
  * Child process for the crash tests: opens the log in `argv[2]`, parks a few invocations in
  * known states, prints `parked`, then runs `argv[3]` (default 32) concurrent appenders forever.
- * Each appender drives invocations through a full lifecycle, one awaited append at a time, and
+ * Each appender drives invocations through a full lifecycle, one awaited append at a time (opening
+ * the next before ending the current, so one is always open), and
  * prints `ack <seq> <eventId>` for every acknowledged (durable) append. The parent kills it
  * with SIGKILL at an arbitrary moment.
  *
@@ -51,14 +52,26 @@ function lifecycle(n: number): Fact[] {
   return list
 }
 
+// Each worker opens its next invocation before it ends the current one, so at every instant after
+// its first acknowledgement the log holds an open invocation of every worker: a kill at any moment
+// leaves streaming invocations open (the workers run in lockstep, so ending one invocation before
+// opening the next let a kill land where none was open).
 async function appender(worker: number): Promise<never> {
+  const makerOf = (n: number) => new EventMaker(invocationOf(`w${worker}-${n}`, `session-w${worker % 8}`))
+  const write = async (make: EventMaker, fact: Fact) => {
+    const event = make.next(fact)
+    const seq = await log.append(event)
+    process.stdout.write(`ack ${seq} ${event.id}\n`)
+  }
+  let make = makerOf(0)
+  await write(make, lifecycle(0)[0] as Fact)
   for (let n = 0; ; n += 1) {
-    const make = new EventMaker(invocationOf(`w${worker}-${n}`, `session-w${worker % 8}`))
-    for (const fact of lifecycle(n)) {
-      const event = make.next(fact)
-      const seq = await log.append(event)
-      process.stdout.write(`ack ${seq} ${event.id}\n`)
-    }
+    const list = lifecycle(n)
+    for (const fact of list.slice(1, -1)) await write(make, fact)
+    const next = makerOf(n + 1)
+    await write(next, lifecycle(n + 1)[0] as Fact)
+    await write(make, list.at(-1) as Fact)
+    make = next
   }
 }
 

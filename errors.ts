@@ -56,6 +56,8 @@ export type FactstateErrorCode =
   | 'MCP_INVALID_TOOLS'
   // the Anthropic model client (`factstate/anthropic`)
   | 'ANTHROPIC_INVALID_OPTIONS'
+  // spans and metrics from a log (`factstate/opentelemetry`)
+  | 'OPENTELEMETRY_INVALID_OPTIONS'
 
 /** Why a `LOG_IO` happened (its `details.reason`): see {@link FactstateErrorDetails}. */
 export type LogIoReason = 'no_space' | 'permission' | 'read_only' | 'too_many_files' | 'directory_gone' | 'changing' | 'other'
@@ -241,6 +243,8 @@ export interface FactstateErrorDetails {
   MCP_INVALID_TOOLS: { reason: 'collision' | 'name' | 'description' | 'schema' | 'not_listed' | 'listing'; tools: string[]; name?: string }
   /** `field`: the option of `anthropicClient` (`sdk` for a client without `messages.create`; `secrets.<index>` for one secret). */
   ANTHROPIC_INVALID_OPTIONS: { field: string }
+  /** `field`: the option of `telemetryFromLog` (`log` for a log that is not an `EventLog`). */
+  OPENTELEMETRY_INVALID_OPTIONS: { field: string }
 }
 
 /** Whether `T` is a union of more than one type. */

@@ -75,6 +75,7 @@ const schemas: { [C in FactstateErrorCode]: z.ZodType<FactstateErrorDetails[C]> 
   MCP_INVALID_OPTIONS: z.strictObject({ field: text }),
   MCP_INVALID_TOOLS: z.strictObject({ reason: z.enum(['collision', 'name', 'description', 'schema', 'not_listed', 'listing']), tools: z.array(text), name: text.optional() }),
   ANTHROPIC_INVALID_OPTIONS: z.strictObject({ field: text }),
+  OPENTELEMETRY_INVALID_OPTIONS: z.strictObject({ field: text }),
 }
 
 /** Asserts that `error`'s details have the shape its code declares. */

@@ -1,0 +1,371 @@
+/**
+ * Spans and metrics read from a log's facts by a follower (`log.events({ follow: true })`): what the
+ * log records is what is traced, at the times the facts record, whichever process ran the work.
+ */
+import { type Attributes, type Context, type Counter, type Histogram, type HrTime, type Meter, ROOT_CONTEXT, type Span, SpanKind, SpanStatusCode, type Tracer, trace } from '@opentelemetry/api'
+import { FactstateError } from '../errors.js'
+import type { FactOf, StoredEvent } from '../facts/types.js'
+import { kindOf, readOptions } from '../options.js'
+import type { EventLog } from '../store/event-log.js'
+
+/** What {@link telemetryFromLog} takes. */
+export interface LogTelemetryOptions {
+  /** Where the spans go: a tracer of your OpenTelemetry SDK (`trace.getTracer('factstate')`). */
+  tracer?: Tracer | undefined
+  /** Where the metrics go: a meter of your OpenTelemetry SDK (`metrics.getMeter('factstate')`). */
+  meter?: Meter | undefined
+  /** The first seq to read, from 1 (default: the log's next fact, `log.head().highWater + 1`). */
+  from?: number | undefined
+}
+
+/** A running follower of {@link telemetryFromLog}. */
+export interface LogTelemetry {
+  /**
+   * Settles when the follower ends: resolves once the log closed (after every fact written before the
+   * close) or `stop()` was called; rejects with the reader's error: the log's failure (`LOG_IO`) once
+   * every durable fact was read, or `LOG_CLOSED` when the log closed while the follower was reading it
+   * back (more than 16,384 facts behind). Marked handled: a service that never awaits it is not ended
+   * by an unhandled rejection (watch `log.failure()` for its health).
+   */
+  readonly done: Promise<void>
+  /** Ends the follower at once (spans still open end as described at `telemetryFromLog`); resolves when it has ended, whatever `done` settled with. */
+  stop(): Promise<void>
+  /** The seq of the last fact the follower has read (its `from` less 1 before it read any). */
+  highWater(): number
+}
+
+const OPTIONS = ['tracer', 'meter', 'from'] as const
+const invalidOptions = (message: string, field: string) => new FactstateError('OPENTELEMETRY_INVALID_OPTIONS', `telemetryFromLog: ${message}`, { details: { field } })
+
+/** The buckets the GenAI semantic conventions advise for `gen_ai.client.operation.duration`, in seconds. */
+const DURATION_BUCKETS = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92]
+/** The buckets the GenAI semantic conventions advise for `gen_ai.client.token.usage`. */
+const TOKEN_BUCKETS = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864]
+
+/** A recordedAt (milliseconds since the epoch) as OpenTelemetry's time, exactly (a number would be guessed at: epoch or `performance.now()`). */
+function hrTime(ms: number): HrTime {
+  const seconds = Math.floor(ms / 1000)
+  return [seconds, Math.round((ms - seconds * 1000) * 1e6)]
+}
+
+/** A model attempt or a tool call under way: its span (none when the run's opening was not read) and first fact's time. */
+interface Begun {
+  span: Span | undefined
+  at: number
+  attributes: Attributes
+}
+
+/** A run the follower is following: its span and what it has under way. */
+interface Followed {
+  span: Span | undefined
+  context: Context
+  model: Map<string, Begun>
+  tools: Map<string, Begun>
+}
+
+interface Instruments {
+  runsStarted: Counter
+  runsEnded: Counter
+  duration: Histogram
+  tokens: Histogram
+}
+
+function instrumentsOf(meter: Meter): Instruments {
+  return {
+    runsStarted: meter.createCounter('factstate.runs.started', { description: 'Runs opened (invocation.opened facts)', unit: '{run}' }),
+    runsEnded: meter.createCounter('factstate.runs.ended', { description: 'Runs ended (invocation.ended facts), by outcome', unit: '{run}' }),
+    duration: meter.createHistogram('gen_ai.client.operation.duration', {
+      description: 'GenAI operation duration: a model attempt (chat) or a tool call (execute_tool), from the facts',
+      unit: 's',
+      advice: { explicitBucketBoundaries: DURATION_BUCKETS },
+    }),
+    tokens: meter.createHistogram('gen_ai.client.token.usage', { description: 'Tokens used by a model answer, as the provider reported them', unit: '{token}', advice: { explicitBucketBoundaries: TOKEN_BUCKETS } }),
+  }
+}
+
+/** `error.type` and status of a run's outcome; the class of a failure, `cancelled` for a cancel. */
+function outcomeAttributes(outcome: FactOf<'invocation.ended'>['outcome']): Attributes {
+  switch (outcome.status) {
+    case 'failed':
+      return { 'factstate.outcome.status': 'failed', 'factstate.outcome.class': outcome.class, 'error.type': outcome.class }
+    case 'cancelled':
+      return { 'factstate.outcome.status': 'cancelled', 'error.type': 'cancelled' }
+    default:
+      return { 'factstate.outcome.status': outcome.status }
+  }
+}
+
+/**
+ * Follows `log` from `from` (default: its next fact) and turns its facts into OpenTelemetry spans on
+ * `tracer` and metrics on `meter` (either or both; your SDK's: this configures none). Nothing of the
+ * runs' contents (messages, tool inputs and outputs, answers, failure messages) is put in an attribute.
+ *
+ * Spans: one per run, `invoke_agent`, from its `invocation.opened` to its `invocation.ended`; under
+ * it one per model attempt, `chat <model>` (`model.requested` to `model.completed` or
+ * `model.interrupted`) and one per tool call, `execute_tool <name>` (`tool.dispatched` to
+ * `tool.settled`; a `tool.rejected` call is a span of no duration), each started and ended at its
+ * facts' `recordedAt`. A child run's span is under the tool call that started it while that call's
+ * span is open. What a run leaves unfinished when it ends (a call whose outcome is unknown) ends
+ * with it. Holds are events of the run's span. A run whose `invocation.opened` is before `from` has
+ * no span (nor its model attempts and tool calls); its facts still feed the metrics. When the
+ * follower ends, the spans still open end at the `recordedAt` of the last fact it read, with
+ * `factstate.unfinished`.
+ *
+ * `OPENTELEMETRY_INVALID_OPTIONS` (`details.field`) for options it cannot use; a `from` past the
+ * log's next fact is `LOG_INVALID_ARGUMENT`, as `log.events` refuses it.
+ */
+export function telemetryFromLog(log: EventLog, options: LogTelemetryOptions): LogTelemetry {
+  const given = readOptions(options, OPTIONS, { call: 'telemetryFromLog', code: 'OPENTELEMETRY_INVALID_OPTIONS', details: (field) => ({ field }) })
+  if (typeof (log as { events?: unknown } | null | undefined)?.events !== 'function' || typeof (log as { head?: unknown }).head !== 'function') {
+    throw invalidOptions(`log must be an EventLog (EventLog.open), not ${kindOf(log)}`, 'log')
+  }
+  const { tracer, meter, from } = given
+  if (tracer !== undefined && typeof (tracer as { startSpan?: unknown }).startSpan !== 'function') {
+    throw invalidOptions(`tracer must be an OpenTelemetry Tracer (trace.getTracer(name)), not ${kindOf(tracer)}`, 'tracer')
+  }
+  if (meter !== undefined && (typeof (meter as { createCounter?: unknown }).createCounter !== 'function' || typeof (meter as { createHistogram?: unknown }).createHistogram !== 'function')) {
+    throw invalidOptions(`meter must be an OpenTelemetry Meter (metrics.getMeter(name)), not ${kindOf(meter)}`, 'meter')
+  }
+  if (tracer === undefined && meter === undefined) throw invalidOptions('give a tracer, a meter or both: with neither there is nothing to record', 'tracer')
+  if (from !== undefined && (typeof from !== 'number' || !Number.isSafeInteger(from) || from < 1)) {
+    throw invalidOptions(`from must be a seq, a whole number from 1, not ${kindOf(from)}`, 'from')
+  }
+  const start = (from as number | undefined) ?? log.head().highWater + 1
+  // Taken now: every fact made durable from here on is read, whenever the loop below starts.
+  const reader = log.events({ from: start, follow: true })
+  const recorder = new Recorder(tracer as Tracer | undefined, meter === undefined ? undefined : instrumentsOf(meter as Meter))
+  let read = start - 1
+  const done = (async () => {
+    try {
+      for await (const stored of reader) {
+        read = stored.seq
+        recorder.record(stored)
+      }
+    } finally {
+      recorder.endAll()
+    }
+  })()
+  done.catch(() => undefined)
+  return {
+    done,
+    async stop() {
+      await reader.return()
+      await done.catch(() => undefined)
+    },
+    highWater: () => read,
+  }
+}
+
+/** Turns facts into spans and measurements, holding only the runs under way. */
+class Recorder {
+  readonly #tracer: Tracer | undefined
+  readonly #instruments: Instruments | undefined
+  readonly #runs = new Map<string, Followed>()
+  /** Tool calls under way whose spans a child run may be put under, by operation id. */
+  readonly #callContexts = new Map<string, Context>()
+  #lastAt = 0
+
+  constructor(tracer: Tracer | undefined, instruments: Instruments | undefined) {
+    this.#tracer = tracer
+    this.#instruments = instruments
+  }
+
+  record({ seq, event }: StoredEvent): void {
+    const { fact, recordedAt, invocation } = event
+    this.#lastAt = recordedAt
+    const key = invocation.invocationId
+    if (fact.type === 'invocation.opened') {
+      this.#opened(key, fact, event.invocation, seq, recordedAt)
+      return
+    }
+    let run = this.#runs.get(key)
+    if (run === undefined) {
+      // Opened before `from`: followed without a span, so that its metrics are still taken.
+      run = { span: undefined, context: ROOT_CONTEXT, model: new Map(), tools: new Map() }
+      this.#runs.set(key, run)
+    }
+    const base: Attributes = { 'gen_ai.conversation.id': invocation.sessionId, 'factstate.invocation.id': key }
+    switch (fact.type) {
+      case 'model.requested': {
+        const attributes: Attributes = { 'gen_ai.operation.name': 'chat', 'gen_ai.request.model': fact.model }
+        const span = run.span && this.#tracer?.startSpan(`chat ${fact.model}`, { kind: SpanKind.CLIENT, startTime: hrTime(recordedAt), attributes: { ...attributes, ...base, 'factstate.step.id': fact.stepId, 'factstate.seq': seq } }, run.context)
+        run.model.set(fact.stepId, { span, at: recordedAt, attributes })
+        return
+      }
+      case 'model.completed': {
+        const begun = run.model.get(fact.stepId)
+        if (begun === undefined) return
+        run.model.delete(fact.stepId)
+        const { output } = fact
+        const usage = output.usage
+        begun.span?.setAttributes({
+          'gen_ai.response.finish_reasons': [output.finishReason],
+          ...(output.responseId === undefined ? {} : { 'gen_ai.response.id': output.responseId }),
+          ...(usage?.inputTokens === undefined ? {} : { 'gen_ai.usage.input_tokens': usage.inputTokens }),
+          ...(usage?.outputTokens === undefined ? {} : { 'gen_ai.usage.output_tokens': usage.outputTokens }),
+          'factstate.tool_calls': output.toolCalls.length,
+        })
+        begun.span?.end(hrTime(recordedAt))
+        this.#instruments?.duration.record((recordedAt - begun.at) / 1000, begun.attributes)
+        if (usage?.inputTokens !== undefined) this.#instruments?.tokens.record(usage.inputTokens, { ...begun.attributes, 'gen_ai.token.type': 'input' })
+        if (usage?.outputTokens !== undefined) this.#instruments?.tokens.record(usage.outputTokens, { ...begun.attributes, 'gen_ai.token.type': 'output' })
+        return
+      }
+      case 'model.interrupted': {
+        const begun = run.model.get(fact.stepId)
+        if (begun === undefined) return
+        run.model.delete(fact.stepId)
+        const failure: Attributes = { 'error.type': fact.status, ...(fact.provider?.code === undefined ? {} : { 'factstate.provider.code': fact.provider.code }), ...(fact.provider?.status === undefined ? {} : { 'http.response.status_code': fact.provider.status }) }
+        begun.span?.setAttributes({ ...failure, 'factstate.model.interrupted': fact.status })
+        begun.span?.setStatus({ code: SpanStatusCode.ERROR, message: `model attempt ${fact.status}` })
+        begun.span?.end(hrTime(recordedAt))
+        this.#instruments?.duration.record((recordedAt - begun.at) / 1000, { ...begun.attributes, 'error.type': fact.status })
+        return
+      }
+      case 'tool.dispatched': {
+        const attributes: Attributes = { 'gen_ai.operation.name': 'execute_tool', 'gen_ai.tool.name': fact.name }
+        const span =
+          run.span &&
+          this.#tracer?.startSpan(
+            `execute_tool ${fact.name}`,
+            {
+              kind: SpanKind.INTERNAL,
+              startTime: hrTime(recordedAt),
+              attributes: {
+                ...attributes,
+                ...base,
+                'gen_ai.tool.call.id': fact.callId,
+                'factstate.operation.id': fact.operationId,
+                'factstate.seq': seq,
+                ...(fact.readOnly ? { 'factstate.tool.read_only': true } : {}),
+                ...(fact.approval === undefined ? {} : { 'factstate.tool.approved': true }),
+              },
+            },
+            run.context,
+          )
+        run.tools.set(fact.operationId, { span, at: recordedAt, attributes })
+        if (span) this.#callContexts.set(fact.operationId, trace.setSpan(run.context, span))
+        return
+      }
+      case 'tool.settled': {
+        const begun = run.tools.get(fact.operationId)
+        if (begun === undefined) return
+        this.#endTool(run, fact.operationId, begun, fact.outcome.status, recordedAt)
+        return
+      }
+      case 'tool.rejected': {
+        const span =
+          run.span &&
+          this.#tracer?.startSpan(
+            `execute_tool ${fact.name}`,
+            {
+              kind: SpanKind.INTERNAL,
+              startTime: hrTime(recordedAt),
+              attributes: {
+                'gen_ai.operation.name': 'execute_tool',
+                'gen_ai.tool.name': fact.name,
+                ...base,
+                'gen_ai.tool.call.id': fact.callId,
+                'factstate.operation.id': fact.operationId,
+                'factstate.seq': seq,
+                'factstate.tool.outcome': 'rejected',
+                'factstate.tool.reject_reason': fact.reason,
+                'error.type': fact.reason,
+              },
+            },
+            run.context,
+          )
+        span?.setStatus({ code: SpanStatusCode.ERROR, message: `tool call rejected: ${fact.reason}` })
+        span?.end(hrTime(recordedAt))
+        return
+      }
+      case 'hold.entered':
+      case 'hold.released':
+        run.span?.addEvent(`factstate.${fact.type}`, { 'factstate.handoff.id': fact.handoffId, 'factstate.seq': seq }, hrTime(recordedAt))
+        return
+      case 'invocation.ended':
+        this.#ended(key, run, fact, seq, recordedAt)
+        return
+      default: {
+        const never: never = fact
+        void never
+      }
+    }
+  }
+
+  #opened(key: string, fact: FactOf<'invocation.opened'>, invocation: StoredEvent['event']['invocation'], seq: number, recordedAt: number): void {
+    this.#instruments?.runsStarted.add(1, { 'factstate.input.kind': fact.input.kind })
+    const parentCall = fact.input.kind === 'handoff' ? undefined : fact.input.parent
+    const parent = (parentCall && this.#callContexts.get(parentCall.operationId)) ?? ROOT_CONTEXT
+    const span = this.#tracer?.startSpan(
+      'invoke_agent',
+      {
+        kind: SpanKind.INTERNAL,
+        startTime: hrTime(recordedAt),
+        attributes: {
+          'gen_ai.operation.name': 'invoke_agent',
+          'gen_ai.conversation.id': invocation.sessionId,
+          'gen_ai.request.model': fact.execution.model,
+          'factstate.invocation.id': key,
+          'factstate.turn.id': invocation.turnId,
+          'factstate.run.id': invocation.runId,
+          'factstate.input.kind': fact.input.kind,
+          'factstate.seq': seq,
+          ...(fact.input.kind === 'message' ? {} : { 'factstate.source.invocation.id': fact.input.source.invocation.invocationId }),
+          ...(parentCall === undefined ? {} : { 'factstate.parent.invocation.id': parentCall.invocation.invocationId, 'factstate.parent.operation.id': parentCall.operationId }),
+        },
+      },
+      parent,
+    )
+    // A run's id is never reused; a second opening (an application's own append) replaces the first's bookkeeping.
+    this.#endRun(this.#runs.get(key), recordedAt)
+    this.#runs.set(key, { span, context: span ? trace.setSpan(ROOT_CONTEXT, span) : ROOT_CONTEXT, model: new Map(), tools: new Map() })
+  }
+
+  #ended(key: string, run: Followed, fact: FactOf<'invocation.ended'>, seq: number, recordedAt: number): void {
+    const outcome = outcomeAttributes(fact.outcome)
+    this.#instruments?.runsEnded.add(1, outcome)
+    this.#runs.delete(key)
+    // What the run left under way ends with it: a call past its timeoutMs never settles.
+    for (const [operationId, begun] of run.tools) this.#endTool(run, operationId, begun, 'unknown', recordedAt)
+    for (const begun of run.model.values()) {
+      begun.span?.setAttributes({ 'factstate.unfinished': true })
+      begun.span?.end(hrTime(recordedAt))
+    }
+    if (run.span === undefined) return
+    run.span.setAttributes({ ...outcome, 'factstate.ended.seq': seq })
+    if (fact.outcome.status === 'failed' || fact.outcome.status === 'cancelled') {
+      run.span.setStatus({ code: SpanStatusCode.ERROR, message: fact.outcome.status === 'failed' ? `failed: ${fact.outcome.class}` : 'cancelled' })
+    }
+    run.span.end(hrTime(recordedAt))
+  }
+
+  #endTool(run: Followed, operationId: string, begun: Begun, status: string, recordedAt: number): void {
+    run.tools.delete(operationId)
+    this.#callContexts.delete(operationId)
+    const failed = status !== 'succeeded'
+    begun.span?.setAttributes({ 'factstate.tool.outcome': status, ...(failed ? { 'error.type': status === 'failed' ? 'tool_failed' : 'outcome_unknown' } : {}) })
+    if (failed) begun.span?.setStatus({ code: SpanStatusCode.ERROR, message: status === 'failed' ? 'the tool failed' : 'outcome unknown: the call never settled' })
+    begun.span?.end(hrTime(recordedAt))
+    // A call that never settled has no duration to measure.
+    if (status !== 'unknown') this.#instruments?.duration.record((recordedAt - begun.at) / 1000, { ...begun.attributes, ...(failed ? { 'error.type': 'tool_failed' } : {}) })
+  }
+
+  #endRun(run: Followed | undefined, at: number): void {
+    if (run === undefined) return
+    for (const begun of [...run.model.values(), ...run.tools.values()]) {
+      begun.span?.setAttributes({ 'factstate.unfinished': true })
+      begun.span?.end(hrTime(at))
+    }
+    for (const operationId of run.tools.keys()) this.#callContexts.delete(operationId)
+    run.span?.setAttributes({ 'factstate.unfinished': true })
+    run.span?.end(hrTime(at))
+  }
+
+  /** The follower ended: what is still open ends at the last fact read, marked unfinished. */
+  endAll(): void {
+    for (const run of this.#runs.values()) this.#endRun(run, this.#lastAt)
+    this.#runs.clear()
+    this.#callContexts.clear()
+  }
+}

@@ -1,0 +1,435 @@
+/**
+ * `factstate/opentelemetry` against the real OpenTelemetry SDK (an in-memory span exporter, a metric
+ * reader): a real engine on a real LevelDB log in a temporary directory runs against the scripted
+ * model server, and the follower's spans and metrics are checked against the log's facts: names,
+ * parents, times equal to the facts' `recordedAt`, attributes, statuses, and nothing of the runs'
+ * contents or the provider's key.
+ */
+import { type HrTime, SpanKind, SpanStatusCode } from '@opentelemetry/api'
+import { type CollectionResult, type DataPoint, type Histogram, MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics'
+import { BasicTracerProvider, InMemorySpanExporter, type ReadableSpan, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base'
+import { rm } from 'node:fs/promises'
+import { join } from 'node:path'
+import { test } from 'uvu'
+import * as assert from 'uvu/assert'
+import { Engine, EventLog, ModelExecutor, type RunInput, type StoredEvent, type ToolDefinition, childRunFor, isFactstateError } from '../index.js'
+import { type LogTelemetry, telemetryFromLog } from '../opentelemetry/index.js'
+import { answer, type RecordedRequest, type ScriptedAnswer, type ScriptedModelServer, scriptedModelServer } from '../testing/scripted-model-server.js'
+import { rejectsWithCode } from './support/codes.js'
+import { storedEvents } from './support/engine-fixtures.js'
+import { withTempDir, withTimeout } from './support/temp.js'
+
+const API_KEY = 'sk-test-OTELSECRET1234567890abcdef'
+/** Marks every piece of a run's contents: none may reach a span or a metric. */
+const CONTENT = 'PRIVATE-CONTENT'
+
+class TestReader extends MetricReader {
+  protected override async onShutdown(): Promise<void> {}
+  protected override async onForceFlush(): Promise<void> {}
+}
+
+/** A tracer and a meter of the real SDK, and what they exported. */
+function otel() {
+  const exporter = new InMemorySpanExporter()
+  const tracerProvider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] })
+  const reader = new TestReader()
+  const meterProvider = new MeterProvider({ readers: [reader] })
+  return {
+    tracer: tracerProvider.getTracer('factstate-test'),
+    meter: meterProvider.getMeter('factstate-test'),
+    spans: () => exporter.getFinishedSpans(),
+    metrics: async () => (await reader.collect()).resourceMetrics,
+    async shutdown() {
+      await tracerProvider.shutdown()
+      await meterProvider.shutdown()
+    },
+  }
+}
+
+/** The data points of metric `name`, each as its attributes (as JSON, keys sorted) and its value. */
+function pointsOf(collected: CollectionResult['resourceMetrics'], name: string): { attributes: Record<string, unknown>; value: unknown }[] {
+  const metric = collected.scopeMetrics.flatMap((scope) => scope.metrics).find((m) => m.descriptor.name === name)
+  return (metric?.dataPoints ?? []).map((point: DataPoint<unknown>) => ({ attributes: { ...point.attributes }, value: point.value }))
+}
+
+/** A histogram's points as `[attributes, count, sum]`, sorted. */
+function histogram(collected: CollectionResult['resourceMetrics'], name: string): [Record<string, unknown>, number, number][] {
+  return pointsOf(collected, name)
+    .map(({ attributes, value }) => [attributes, (value as Histogram).count, (value as Histogram).sum] as [Record<string, unknown>, number, number])
+    .sort((a, b) => JSON.stringify(a[0]).localeCompare(JSON.stringify(b[0])))
+}
+
+const time = (ms: number): HrTime => [Math.floor(ms / 1000), (ms % 1000) * 1e6]
+
+/** An engine on a fresh log, its clock a counter a second apart (so every fact has its own time), and a scripted server. */
+async function withEngine(script: (request: RecordedRequest) => ScriptedAnswer, body: (h: { log: EventLog; engine: Engine; server: ScriptedModelServer; dir: string }) => Promise<void>) {
+  await withTimeout(
+    withTempDir(async (dir) => {
+      const server = await scriptedModelServer(script)
+      let clock = 1_800_000_000_000
+      const log = await EventLog.open(join(dir, 'log'))
+      try {
+        const engine = new Engine({ log, now: () => (clock += 1000), model: new ModelExecutor({ timeoutMs: 5_000, retries: 0 }) })
+        await withTimeout(body({ log, engine, server, dir }), 20_000, 'the body')
+      } finally {
+        await server.close()
+        await log.close()
+      }
+    }),
+    30_000,
+  )
+}
+
+const input = (server: ScriptedModelServer, name: string, tools: ToolDefinition[], content = `${CONTENT} question ${name}`): RunInput => ({
+  invocation: { sessionId: `session-${name}`, turnId: `turn-${name}`, runId: `run-${name}`, invocationId: `invocation-${name}` },
+  provider: { kind: 'openai-chat', baseUrl: server.baseUrl, model: 'scripted', apiKey: API_KEY },
+  configuration: { cwd: '/srv/app' },
+  tools,
+  work: { kind: 'message', content },
+})
+
+const lastContent = (request: RecordedRequest) => {
+  const messages = request.body.messages as { role: string; content?: unknown }[]
+  return { first: String(messages.find((m) => m.role === 'user')?.content), last: messages.at(-1)?.role }
+}
+
+/** Waits (bounded by its test) until the follower has read the log's head. */
+async function caughtUp(telemetry: LogTelemetry, log: EventLog): Promise<void> {
+  while (telemetry.highWater() < log.head().highWater) await new Promise((resolve) => setTimeout(resolve, 5))
+}
+
+const byId = (spans: ReadableSpan[]) => new Map(spans.map((span) => [span.spanContext().spanId, span]))
+
+test('spans from the facts: a run, its model attempts and tool calls (one failed, one a child run), at the facts times, parented; a failed run; metrics; no contents', () =>
+  withEngine(
+    (request) => {
+      const { first, last } = lastContent(request)
+      if (first.includes('child task')) return answer.text(`${CONTENT} the child's answer`, { usage: { prompt_tokens: 7, completion_tokens: 3 } })
+      if (first.includes('doomed')) return answer.status(400)
+      if (last === 'tool') return answer.text(`${CONTENT} the answer`, { usage: { prompt_tokens: 20, completion_tokens: 8 } })
+      return answer.toolCalls(
+        [
+          { id: 'call-lookup', name: 'lookup', arguments: { q: `${CONTENT} lookup` } },
+          { id: 'call-explode', name: 'explode', arguments: { q: `${CONTENT} explode` } },
+          { id: 'call-delegate', name: 'delegate', arguments: { task: `${CONTENT} child task` } },
+        ],
+        { usage: { prompt_tokens: 10, completion_tokens: 5 } },
+      )
+    },
+    async ({ log, engine, server }) => {
+      const sdk = otel()
+      const telemetry = telemetryFromLog(log, { tracer: sdk.tracer, meter: sdk.meter })
+      const tools: ToolDefinition[] = [
+        { name: 'lookup', readOnly: true, execute: async () => ({ found: `${CONTENT} output` }) },
+        {
+          name: 'explode',
+          execute: async () => {
+            throw new Error(`${CONTENT} failure message`)
+          },
+        },
+        {
+          name: 'delegate',
+          async execute(args, context) {
+            const child = await engine.start({ ...input(server, 'child', []), ...childRunFor(context, 'writer'), work: { kind: 'message', content: `${CONTENT} child task` } })
+            return (await child.wait()).status
+          },
+        },
+      ]
+      assert.equal(await engine.run(input(server, 'main', tools)), { status: 'completed' })
+      const doomed = await engine.run(input(server, 'doomed', [], `${CONTENT} doomed`))
+      assert.is(doomed.status === 'failed' && doomed.class, 'model_failed')
+      const facts = await storedEvents(log)
+      // The follower ends once it has read every fact written before the close.
+      await log.close()
+      await telemetry.done
+      assert.is(telemetry.highWater(), facts.length)
+
+      const spans = sdk.spans()
+      const ids = byId(spans)
+      const parentOf = (span: ReadableSpan) => ids.get(span.parentSpanContext?.spanId ?? '')
+      const factAt = (invocationId: string, type: string, key?: (stored: StoredEvent) => boolean) => {
+        const found = facts.find((stored) => stored.event.invocation.invocationId === invocationId && stored.event.fact.type === type && (key === undefined || key(stored)))
+        assert.ok(found, `${invocationId} has a ${type} fact`)
+        return found
+      }
+      const runs = spans.filter((span) => span.name === 'invoke_agent')
+      // The child's ids are childRunFor's: the call's operation id and the specialist's name.
+      const childId = 'invocation-main.step-1.2.writer'
+      assert.equal(runs.map((span) => span.attributes['factstate.invocation.id']).sort(), ['invocation-doomed', 'invocation-main', childId])
+      const run = (id: string) => runs.find((span) => span.attributes['factstate.invocation.id'] === id) as ReadableSpan
+      const main = run('invocation-main')
+      const child = run(childId)
+      const failed = run('invocation-doomed')
+
+      // The run's span: from its opened fact to its ended fact, a root.
+      assert.equal(main.startTime, time(factAt('invocation-main', 'invocation.opened').event.recordedAt))
+      assert.equal(main.endTime, time(factAt('invocation-main', 'invocation.ended').event.recordedAt))
+      assert.is(main.parentSpanContext, undefined)
+      assert.is(main.status.code, SpanStatusCode.UNSET)
+      assert.equal(
+        { ...main.attributes },
+        {
+          'gen_ai.operation.name': 'invoke_agent',
+          'gen_ai.conversation.id': 'session-main',
+          'gen_ai.request.model': 'scripted',
+          'factstate.invocation.id': 'invocation-main',
+          'factstate.turn.id': 'turn-main',
+          'factstate.run.id': 'run-main',
+          'factstate.input.kind': 'message',
+          'factstate.seq': factAt('invocation-main', 'invocation.opened').seq,
+          'factstate.outcome.status': 'completed',
+          'factstate.ended.seq': factAt('invocation-main', 'invocation.ended').seq,
+        },
+      )
+
+      // Its model attempts and tool calls are its children.
+      const children = spans.filter((span) => parentOf(span) === main)
+      assert.equal(children.map((span) => span.name).sort(), ['chat scripted', 'chat scripted', 'execute_tool delegate', 'execute_tool explode', 'execute_tool lookup'])
+      const chats = children.filter((span) => span.name === 'chat scripted').sort((a, b) => Number(a.attributes['factstate.seq']) - Number(b.attributes['factstate.seq']))
+      const [firstChat, secondChat] = chats as [ReadableSpan, ReadableSpan]
+      const requested = factAt('invocation-main', 'model.requested')
+      const completed = factAt('invocation-main', 'model.completed')
+      assert.equal(firstChat.startTime, time(requested.event.recordedAt))
+      assert.equal(firstChat.endTime, time(completed.event.recordedAt))
+      assert.is(firstChat.kind, SpanKind.CLIENT)
+      assert.equal(
+        { ...firstChat.attributes },
+        {
+          'gen_ai.operation.name': 'chat',
+          'gen_ai.request.model': 'scripted',
+          'gen_ai.conversation.id': 'session-main',
+          'factstate.invocation.id': 'invocation-main',
+          'factstate.step.id': 'step-1',
+          'factstate.seq': requested.seq,
+          'gen_ai.response.finish_reasons': ['tool_calls'],
+          'gen_ai.response.id': (completed.event.fact as { output: { responseId: string } }).output.responseId,
+          'gen_ai.usage.input_tokens': 10,
+          'gen_ai.usage.output_tokens': 5,
+          'factstate.tool_calls': 3,
+        },
+      )
+      assert.is(secondChat.attributes['gen_ai.usage.input_tokens'], 20)
+
+      const tool = (name: string) => children.find((span) => span.name === `execute_tool ${name}`) as ReadableSpan
+      const operation = (name: string) => (stored: StoredEvent) => (stored.event.fact as { name?: string; operationId?: string }).name === name
+      const lookupDispatched = factAt('invocation-main', 'tool.dispatched', operation('lookup'))
+      const lookupOperation = (lookupDispatched.event.fact as { operationId: string }).operationId
+      const lookupSettled = factAt('invocation-main', 'tool.settled', (stored) => (stored.event.fact as { operationId: string }).operationId === lookupOperation)
+      assert.equal(tool('lookup').startTime, time(lookupDispatched.event.recordedAt))
+      assert.equal(tool('lookup').endTime, time(lookupSettled.event.recordedAt))
+      assert.is(tool('lookup').status.code, SpanStatusCode.UNSET)
+      assert.equal(
+        { ...tool('lookup').attributes },
+        {
+          'gen_ai.operation.name': 'execute_tool',
+          'gen_ai.tool.name': 'lookup',
+          'gen_ai.conversation.id': 'session-main',
+          'factstate.invocation.id': 'invocation-main',
+          'gen_ai.tool.call.id': 'call-lookup',
+          'factstate.operation.id': lookupOperation,
+          'factstate.seq': lookupDispatched.seq,
+          'factstate.tool.read_only': true,
+          'factstate.tool.outcome': 'succeeded',
+        },
+      )
+      // The failed tool: an error, its message not recorded.
+      assert.is(tool('explode').status.code, SpanStatusCode.ERROR)
+      assert.is(tool('explode').attributes['factstate.tool.outcome'], 'failed')
+      assert.is(tool('explode').attributes['error.type'], 'tool_failed')
+
+      // The child run is under the call that started it, its model attempt under it.
+      assert.is(parentOf(child), tool('delegate'))
+      assert.is(child.attributes['factstate.parent.operation.id'], tool('delegate').attributes['factstate.operation.id'])
+      assert.equal(spans.filter((span) => parentOf(span) === child).map((span) => span.name), ['chat scripted'])
+      assert.equal(new Set([main, child, ...children].map((span) => span.spanContext().traceId)).size, 1, 'one trace')
+
+      // The failed run: an error with its class; its one attempt an error with the interruption's status.
+      assert.is(failed.status.code, SpanStatusCode.ERROR)
+      assert.is(failed.status.message, 'failed: model_failed')
+      assert.is(failed.attributes['factstate.outcome.class'], 'model_failed')
+      assert.is(failed.attributes['error.type'], 'model_failed')
+      const [failedChat, ...more] = spans.filter((span) => parentOf(span) === failed)
+      assert.is(more.length, 0)
+      assert.is(failedChat?.status.code, SpanStatusCode.ERROR)
+      assert.equal([failedChat?.attributes['error.type'], failedChat?.attributes['http.response.status_code']], ['failed', 400])
+      assert.equal(failedChat?.endTime, time(factAt('invocation-doomed', 'model.interrupted').event.recordedAt))
+
+      // Metrics from the same facts.
+      const collected = await sdk.metrics()
+      assert.equal(pointsOf(collected, 'factstate.runs.started'), [{ attributes: { 'factstate.input.kind': 'message' }, value: 3 }])
+      assert.equal(
+        pointsOf(collected, 'factstate.runs.ended').sort((a, b) => JSON.stringify(a).localeCompare(JSON.stringify(b))),
+        [
+          { attributes: { 'factstate.outcome.status': 'completed' }, value: 2 },
+          { attributes: { 'factstate.outcome.status': 'failed', 'factstate.outcome.class': 'model_failed', 'error.type': 'model_failed' }, value: 1 },
+        ],
+      )
+      // Each attempt's and call's duration in seconds: whole seconds, by the engine's clock.
+      const durations = histogram(collected, 'gen_ai.client.operation.duration')
+      assert.equal(
+        durations.map(([attributes, count]) => [attributes, count]),
+        [
+          [{ 'gen_ai.operation.name': 'chat', 'gen_ai.request.model': 'scripted', 'error.type': 'failed' }, 1],
+          [{ 'gen_ai.operation.name': 'chat', 'gen_ai.request.model': 'scripted' }, 3],
+          [{ 'gen_ai.operation.name': 'execute_tool', 'gen_ai.tool.name': 'delegate' }, 1],
+          [{ 'gen_ai.operation.name': 'execute_tool', 'gen_ai.tool.name': 'explode', 'error.type': 'tool_failed' }, 1],
+          [{ 'gen_ai.operation.name': 'execute_tool', 'gen_ai.tool.name': 'lookup' }, 1],
+        ],
+      )
+      const lookupSeconds = (lookupSettled.event.recordedAt - lookupDispatched.event.recordedAt) / 1000
+      assert.is(durations[4]?.[2], lookupSeconds)
+      assert.equal(
+        histogram(collected, 'gen_ai.client.token.usage').map(([attributes, count, sum]) => [attributes['gen_ai.token.type'], count, sum]),
+        [
+          ['input', 3, 10 + 20 + 7],
+          ['output', 3, 5 + 8 + 3],
+        ],
+      )
+
+      // Nothing of the contents (messages, tool inputs, outputs, failure messages, answers), nor the key.
+      const exported = JSON.stringify([spans.map((span) => [span.name, span.attributes, span.events, span.status]), collected.scopeMetrics])
+      assert.ok(exported.includes('invocation-main'), 'the spans were read')
+      assert.not.ok(exported.includes(CONTENT), 'no contents in the spans or metrics')
+      assert.not.ok(exported.includes(API_KEY), 'no key')
+      await sdk.shutdown()
+    },
+  ))
+
+test('a call whose outcome is unknown ends with its run: outcome unknown, at the ended fact; the run an error with its class', () =>
+  withEngine(
+    (request) => (lastContent(request).last === 'tool' ? answer.text('done') : answer.toolCalls([{ name: 'stuck', arguments: {} }])),
+    async ({ log, engine, server }) => {
+      const sdk = otel()
+      const telemetry = telemetryFromLog(log, { tracer: sdk.tracer })
+      const outcome = await engine.run(input(server, 'stuck', [{ name: 'stuck', timeoutMs: 50, execute: () => new Promise(() => undefined) }]))
+      assert.is(outcome.status === 'failed' && outcome.class, 'outcome_unknown')
+      const facts = await storedEvents(log)
+      await log.close()
+      await telemetry.done
+      const spans = sdk.spans()
+      const run = spans.find((span) => span.name === 'invoke_agent') as ReadableSpan
+      const call = spans.find((span) => span.name === 'execute_tool stuck') as ReadableSpan
+      const ended = facts.find((stored) => stored.event.fact.type === 'invocation.ended') as StoredEvent
+      assert.is(call.parentSpanContext?.spanId, run.spanContext().spanId)
+      assert.equal([call.status.code, call.attributes['factstate.tool.outcome'], call.attributes['error.type']], [SpanStatusCode.ERROR, 'unknown', 'outcome_unknown'])
+      assert.equal(call.endTime, time(ended.event.recordedAt))
+      assert.equal([run.status.code, run.status.message, run.attributes['factstate.outcome.class']], [SpanStatusCode.ERROR, 'failed: outcome_unknown', 'outcome_unknown'])
+      await sdk.shutdown()
+    },
+  ))
+
+test('a follower started mid-log: a run opened before it has no spans but its end is counted; the runs after it are traced', () =>
+  withEngine(
+    (request) => answer.text('answer', { hold: lastContent(request).first.includes('early') }),
+    async ({ log, engine, server }) => {
+      const sdk = otel()
+      const early = await engine.start(input(server, 'early', [], 'early'))
+      await server.seen(0)
+      const from = log.head().highWater + 1
+      const telemetry = telemetryFromLog(log, { tracer: sdk.tracer, meter: sdk.meter })
+      assert.is(telemetry.highWater(), from - 1)
+      server.release(0)
+      assert.equal(await early.wait(), { status: 'completed' })
+      assert.equal(await engine.run(input(server, 'late', [], 'late')), { status: 'completed' })
+      await log.close()
+      await telemetry.done
+      const spans = sdk.spans()
+      assert.equal(spans.map((span) => [span.name, span.attributes['factstate.invocation.id']]).sort(), [
+        ['chat scripted', 'invocation-late'],
+        ['invoke_agent', 'invocation-late'],
+      ])
+      const collected = await sdk.metrics()
+      assert.equal(pointsOf(collected, 'factstate.runs.started').map((point) => point.value), [1])
+      assert.equal(pointsOf(collected, 'factstate.runs.ended').map((point) => point.value), [2], "the early run's end is counted")
+      // The early run's attempt began before the follower: not timed.
+      assert.equal(histogram(collected, 'gen_ai.client.operation.duration').map(([, count]) => count), [1])
+      await sdk.shutdown()
+    },
+  ))
+
+test('stop() ends the follower at once: an open run ends unfinished at the last fact read, and nothing after is recorded', () =>
+  withEngine(
+    (request) => answer.text('answer', { hold: lastContent(request).first.includes('held') }),
+    async ({ log, engine, server }) => {
+      const sdk = otel()
+      const telemetry = telemetryFromLog(log, { tracer: sdk.tracer })
+      const running = await engine.start(input(server, 'held', [], 'held'))
+      await server.seen(0)
+      await caughtUp(telemetry, log)
+      const requested = (await storedEvents(log)).at(-1) as StoredEvent
+      assert.is(requested.event.fact.type, 'model.requested')
+      await telemetry.stop()
+      await telemetry.done
+      const stopped = sdk.spans().map((span) => [span.name, span.attributes['factstate.unfinished'], span.endTime])
+      assert.equal(stopped, [
+        ['chat scripted', true, time(requested.event.recordedAt)],
+        ['invoke_agent', true, time(requested.event.recordedAt)],
+      ])
+      server.release(0)
+      assert.equal(await running.wait(), { status: 'completed' })
+      assert.equal(await engine.run(input(server, 'after', [])), { status: 'completed' })
+      assert.is(telemetry.highWater(), requested.seq, 'nothing read after the stop')
+      assert.is(sdk.spans().length, 2)
+      await sdk.shutdown()
+    },
+  ))
+
+test("a log that fails ends the follower with the failure once it read every durable fact", () =>
+  withEngine(
+    () => answer.text('answer'),
+    async ({ log, engine, server, dir }) => {
+      const sdk = otel()
+      const telemetry = telemetryFromLog(log, { meter: sdk.meter })
+      assert.equal(await engine.run(input(server, 'one', [])), { status: 'completed' })
+      await rm(join(dir, 'log'), { recursive: true })
+      await engine.run(input(server, 'two', [])).catch(() => undefined)
+      const error = await telemetry.done.then(
+        () => undefined,
+        (failure: unknown) => failure,
+      )
+      assert.ok(isFactstateError(error, 'LOG_IO'), `the follower ended with ${String(error)}`)
+      const collected = await sdk.metrics()
+      assert.equal(pointsOf(collected, 'factstate.runs.ended').map((point) => point.value), [1])
+      await telemetry.stop()
+      await sdk.shutdown()
+    },
+  ))
+
+test('options it cannot use are OPENTELEMETRY_INVALID_OPTIONS naming the option; a from past the log is LOG_INVALID_ARGUMENT', () =>
+  withTimeout(
+    withTempDir(async (dir) => {
+      const sdk = otel()
+      const log = await EventLog.open(join(dir, 'log'))
+      try {
+        const cases: [unknown, unknown, string][] = [
+          [log, {}, 'tracer'],
+          [log, undefined, 'tracer'],
+          [log, null, 'options'],
+          [log, { tracer: {} }, 'tracer'],
+          [log, { meter: { createCounter: () => undefined } }, 'meter'],
+          [log, { tracer: sdk.tracer, from: 0 }, 'from'],
+          [log, { tracer: sdk.tracer, from: 1.5 }, 'from'],
+          [log, { tracer: sdk.tracer, from: '1' }, 'from'],
+          [log, { tracer: sdk.tracer, tracers: sdk.tracer }, 'tracers'],
+          [{}, { tracer: sdk.tracer }, 'log'],
+          [null, { tracer: sdk.tracer }, 'log'],
+        ]
+        for (const [index, [target, options, field]] of cases.entries()) {
+          const error = await rejectsWithCode(async () => telemetryFromLog(target as EventLog, options as never), 'OPENTELEMETRY_INVALID_OPTIONS', `case ${index}`)
+          assert.is(error.details?.field, field, `case ${index}`)
+        }
+        const past = await rejectsWithCode(async () => telemetryFromLog(log, { tracer: sdk.tracer, from: 5 }), 'LOG_INVALID_ARGUMENT')
+        assert.is(past.details?.field, 'from')
+        // The next fact is a valid start, as for log.events.
+        const telemetry = telemetryFromLog(log, { tracer: sdk.tracer, from: 1 })
+        await telemetry.stop()
+        await telemetry.done
+      } finally {
+        await log.close()
+        await sdk.shutdown()
+      }
+    }),
+    10_000,
+  ))
+
+test.run()

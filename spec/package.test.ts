@@ -38,9 +38,10 @@ async function consumerProject(dir: string, tarball: string): Promise<string> {
   await mkdir(modules, { recursive: true })
   await run('tar', ['-xzf', tarball, '-C', dir])
   await run('mv', [join(dir, 'package'), join(modules, 'factstate')])
-  const manifest = JSON.parse(await readFile(join(REPO_ROOT, 'package.json'), 'utf8')) as { dependencies: Record<string, string> }
-  // Node types for the TypeScript consumer, as a user's project would have them.
-  for (const name of [...Object.keys(manifest.dependencies), '@types/node']) {
+  const manifest = JSON.parse(await readFile(join(REPO_ROOT, 'package.json'), 'utf8')) as { dependencies: Record<string, string>; peerDependencies: Record<string, string> }
+  // The optional peers (Node types for the TypeScript consumer, the OpenTelemetry API for
+  // factstate/opentelemetry) and an OpenTelemetry SDK, as a user's project would have them.
+  for (const name of [...Object.keys(manifest.dependencies), ...Object.keys(manifest.peerDependencies), '@opentelemetry/sdk-trace-base']) {
     const parent = join(modules, name, '..')
     await mkdir(parent, { recursive: true })
     await symlink(join(REPO_ROOT, 'node_modules', name), join(modules, name))
@@ -55,6 +56,8 @@ import { answer, scriptedModelServer, invocationPaths } from 'factstate/testing'
 import { serveInspector } from 'factstate/inspector'
 import { toolsFromMcp } from 'factstate/mcp'
 import { anthropicClient } from 'factstate/anthropic'
+import { telemetryFromLog } from 'factstate/opentelemetry'
+import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base'
 
 const server = await scriptedModelServer([
   answer.toolCalls([{ name: 'add', arguments: { a: 2, b: 3 } }]),
@@ -63,6 +66,9 @@ const server = await scriptedModelServer([
 const log = await EventLog.open('./log')
 await recoverInvocations(log)
 const engine = new Engine({ log })
+// Spans from the log's facts, on a tracer of the application's own SDK.
+const spanExporter = new InMemorySpanExporter()
+const telemetry = telemetryFromLog(log, { tracer: new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(spanExporter)] }).getTracer('consumer'), from: 1 })
 let ran = 0
 const outcome = await engine.run({
   invocation: { sessionId: 's', turnId: 't', runId: 'r', invocationId: 'i' },
@@ -96,6 +102,10 @@ const claude = anthropicClient({
   },
 })
 const claudeAnswer = await claude.complete({ body: { model: 'claude', messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'hi' }], max_tokens: 10 }, bodyText: '', signal: new AbortController().signal, timeoutMs: 1000 })
+const highWater = log.head().highWater
+// The follower ends once it has read every fact written before the close.
+await log.close()
+await telemetry.done
 console.log(JSON.stringify({
   anthropic: [claudeAnswer, sent],
   mcp: [mcpTools.map((tool) => tool.name), mcpResult],
@@ -105,9 +115,9 @@ console.log(JSON.stringify({
   statuses,
   paths: paths.length,
   successor: successorOf({ handoffId: 'h', hostEpoch: 'e', rootRunId: 'r', successorRunId: 'r2', successorInvocationId: 'i2', claimId: 'c' }, { sessionId: 's', turnId: 't', runId: 'r', invocationId: 'i' }).invocationId,
-  highWater: log.head().highWater,
+  highWater,
+  spans: spanExporter.getFinishedSpans().map((span) => span.name).sort(),
 }))
-await log.close()
 await server.close()
 `
 
@@ -147,7 +157,14 @@ import { answer, scriptedModelServer, type ScriptedModelServer } from 'factstate
 import { serveInspector, type InvocationDetail, type Overview } from 'factstate/inspector'
 import { toolsFromMcp, type McpClient } from 'factstate/mcp'
 import { anthropicClient, type AnthropicSdk } from 'factstate/anthropic'
+import { telemetryFromLog, type LogTelemetry } from 'factstate/opentelemetry'
+import { trace } from '@opentelemetry/api'
 import type { ModelClient } from 'factstate'
+
+// Spans from a log, on the application's tracer; the handle is typed.
+export const traced = (log: EventLog): LogTelemetry => telemetryFromLog(log, { tracer: trace.getTracer('app') })
+// @ts-expect-error from is a seq
+export const wrongFrom = (log: EventLog): LogTelemetry => telemetryFromLog(log, { tracer: trace.getTracer('app'), from: '1' })
 
 // A model client for Anthropic's Messages API over an SDK client typed by its shape.
 export const claude = (sdk: AnthropicSdk): ModelClient => anthropicClient(sdk, { maxTokens: 1024 })
@@ -315,14 +332,15 @@ test('the packed tarball installs and works: every subpath, the inspector page, 
     withTempDir(async (dir) => {
       const { tarball, files } = await pack(dir)
       const paths = files.map((file) => file.path)
-      for (const needed of ['package.json', 'README.md', 'CHANGELOG.md', 'LICENSE', 'dist/index.js', 'dist/index.d.ts', 'dist/testing/index.js', 'dist/inspector/index.js', 'dist/mcp/index.js', 'dist/anthropic/index.js', 'dist/inspector/page/app.js', 'dist/bin/factstate.js', 'examples/quick-start.ts', 'examples/resume-after-crash.ts', 'docs/performance.md', 'docs/inspector.png']) {
+      for (const needed of ['package.json', 'README.md', 'CHANGELOG.md', 'LICENSE', 'dist/index.js', 'dist/index.d.ts', 'dist/testing/index.js', 'dist/inspector/index.js', 'dist/mcp/index.js', 'dist/anthropic/index.js', 'dist/opentelemetry/index.js', 'dist/inspector/page/app.js', 'dist/bin/factstate.js', 'examples/quick-start.ts', 'examples/resume-after-crash.ts', 'docs/performance.md', 'docs/inspector.png']) {
         assert.ok(paths.includes(needed), `the tarball holds ${needed}`)
       }
       // The examples and docs the README names ship too, as documentation (the examples as TypeScript, run with tsx).
       const stray = paths.filter((path) => !/^(dist\/|README\.md$|CHANGELOG\.md$|LICENSE$|package\.json$|examples\/[a-z-]+\.ts$|docs\/[a-z-]+\.(md|png)$)/.test(path) || (/\.ts$/.test(path) && !/\.d\.ts$/.test(path) && !path.startsWith('examples/')))
       assert.equal(stray, [], 'nothing but the build, the README, the examples and docs, the license and the manifest (no sources, tests or benchmarks)')
-      const { dependencies, devDependencies } = JSON.parse(await readFile(join(REPO_ROOT, 'package.json'), 'utf8')) as Record<string, Record<string, string>>
-      const devOnly = new Set(Object.keys(devDependencies ?? {}).filter((name) => !(name in (dependencies ?? {}))))
+      const { dependencies, devDependencies, peerDependencies } = JSON.parse(await readFile(join(REPO_ROOT, 'package.json'), 'utf8')) as Record<string, Record<string, string>>
+      // A peer dependency (@opentelemetry/api, imported by factstate/opentelemetry alone) is the user's to install.
+      const devOnly = new Set(Object.keys(devDependencies ?? {}).filter((name) => !(name in (dependencies ?? {})) && !(name in (peerDependencies ?? {}))))
       for (const path of paths.filter((path) => path.endsWith('.js'))) {
         const text = await readFile(join(REPO_ROOT, path), 'utf8')
         // Static, side-effect, re-export and dynamic imports, subpaths included (\`uvu/assert\`).
@@ -364,6 +382,7 @@ test('the packed tarball installs and works: every subpath, the inspector page, 
         ],
         'factstate/anthropic translates a request and reads a Message',
       )
+      assert.equal(result.spans, ['chat m', 'chat m', 'execute_tool add', 'invoke_agent'], 'factstate/opentelemetry traces the run from its facts')
 
       const bin = join(app, 'node_modules', 'factstate', 'dist', 'bin', 'factstate.js')
       assert.match(await readFile(bin, 'utf8'), /^#!\/usr\/bin\/env node\n/, 'the bin starts with a shebang')
@@ -371,8 +390,8 @@ test('the packed tarball installs and works: every subpath, the inspector page, 
       // CommonJS: Node 20.19 and later load ES modules with require() (the \`default\` export conditions).
       const [major = 0, minor = 0] = process.versions.node.split('.').map(Number)
       if (major > 20 || (major === 20 && minor >= 19)) {
-        const required = await run(process.execPath, ['-e', "const f = require('factstate'); console.log([typeof f.Engine, typeof require('factstate/testing').invocationPaths, typeof require('factstate/inspector').serveInspector, typeof require('factstate/mcp').toolsFromMcp, typeof require('factstate/anthropic').anthropicClient].join(' '))"], { cwd: app })
-        assert.is(required.stdout.trim(), 'function function function function function', 'require() of every subpath')
+        const required = await run(process.execPath, ['-e', "const f = require('factstate'); console.log([typeof f.Engine, typeof require('factstate/testing').invocationPaths, typeof require('factstate/inspector').serveInspector, typeof require('factstate/mcp').toolsFromMcp, typeof require('factstate/anthropic').anthropicClient, typeof require('factstate/opentelemetry').telemetryFromLog].join(' '))"], { cwd: app })
+        assert.is(required.stdout.trim(), 'function function function function function function', 'require() of every subpath')
       }
       const verify = await run(process.execPath, [bin, 'verify', 'log'], { cwd: app })
       assert.match(verify.stdout, new RegExp(`^ok: ${String(result.highWater)} events, digest sha256:[0-9a-f]{64}$`, 'm'))
@@ -432,7 +451,7 @@ test('the packed tarball installs and works: every subpath, the inspector page, 
       assert.is(strict, '', 'a consumer under exactOptionalPropertyTypes may pass undefined to every optional input')
 
       // The entry declarations name Node's types themselves, so a consumer that loads none still gets them.
-      for (const entry of ['dist/index.d.ts', 'dist/testing/index.d.ts', 'dist/inspector/index.d.ts', 'dist/mcp/index.d.ts', 'dist/anthropic/index.d.ts']) {
+      for (const entry of ['dist/index.d.ts', 'dist/testing/index.d.ts', 'dist/inspector/index.d.ts', 'dist/mcp/index.d.ts', 'dist/anthropic/index.d.ts', 'dist/opentelemetry/index.d.ts']) {
         const text = await readFile(join(app, 'node_modules', 'factstate', entry), 'utf8')
         assert.ok(text.startsWith('/// <reference types="node" preserve="true" />\n'), `${entry} begins with a reference to Node's types`)
       }
@@ -451,7 +470,7 @@ test('the packed tarball installs and works: every subpath, the inspector page, 
       assert.is(noTypes, '', 'without "types": ["node"], the declarations still type AbortSignal and Headers (not any)')
       // \`moduleResolution: node\` (node10, TypeScript 5) reads no \`exports\`: \`typesVersions\` maps the subpaths to their declarations.
       const { typesVersions } = JSON.parse(await readFile(join(app, 'node_modules', 'factstate', 'package.json'), 'utf8')) as { typesVersions: Record<string, Record<string, string[]>> }
-      assert.equal(Object.keys(typesVersions['*'] ?? {}).sort(), ['anthropic', 'inspector', 'mcp', 'testing'])
+      assert.equal(Object.keys(typesVersions['*'] ?? {}).sort(), ['anthropic', 'inspector', 'mcp', 'opentelemetry', 'testing'])
       for (const [subpath, [target = ''] = []] of Object.entries(typesVersions['*'] ?? {})) {
         assert.ok(paths.includes(target.replace(/^\.\//, '')), `typesVersions maps ${subpath} to ${target}, which the tarball holds`)
       }

@@ -10,6 +10,7 @@ import * as main from '../index.js'
 import * as inspector from '../inspector/index.js'
 import * as mcp from '../mcp/index.js'
 import * as anthropic from '../anthropic/index.js'
+import * as opentelemetry from '../opentelemetry/index.js'
 import * as testing from '../testing/index.js'
 import { REPO_ROOT } from './support/log-fixtures.js'
 
@@ -27,6 +28,7 @@ for (const [entry, exports] of [
   ['factstate/inspector', inspector],
   ['factstate/mcp', mcp],
   ['factstate/anthropic', anthropic],
+  ['factstate/opentelemetry', opentelemetry],
 ] as const) {
   test(`every value ${entry} exports is named in the README`, () => {
     const missing = Object.keys(exports).filter((name) => !named.has(name))

@@ -418,6 +418,8 @@ test('options it cannot use are OPENTELEMETRY_INVALID_OPTIONS naming the option;
           const error = await rejectsWithCode(async () => telemetryFromLog(target as EventLog, options as never), 'OPENTELEMETRY_INVALID_OPTIONS', `case ${index}`)
           assert.is(error.details?.field, field, `case ${index}`)
         }
+        const misspelt = await rejectsWithCode(async () => telemetryFromLog(log, { tracers: sdk.tracer } as never), 'OPENTELEMETRY_INVALID_OPTIONS')
+        assert.match(misspelt.message, 'did you mean tracer?')
         const past = await rejectsWithCode(async () => telemetryFromLog(log, { tracer: sdk.tracer, from: 5 }), 'LOG_INVALID_ARGUMENT')
         assert.is(past.details?.field, 'from')
         // The next fact is a valid start, as for log.events.

@@ -139,10 +139,19 @@ const OUTPUT_REFUSED: Readonly<Record<number, readonly RegExp[]>> = {
   [INVALID_PARAMS]: [/^Structured content does not match the tool's output schema/, /^Failed to validate structured content/],
   [INVALID_REQUEST]: [/^Tool .+ has an output schema but did not return structured content$/],
 }
-/** The HTTP statuses of a gateway that had the request and may have passed it on (not 503: one that refused it). */
-const GATEWAY_STATUSES: ReadonlySet<number> = new Set([502, 504])
-/** How the SDK's Streamable HTTP transport words a status that is not 2xx to the POST of a request (its `StreamableHTTPError`). */
+/**
+ * The HTTP statuses to the POST of a request after which the server may have acted: a gateway's that
+ * had the request and may have passed it on (502, 504), and a 500, an unexpected condition met while
+ * the request was handled (an MCP server answers a failed call in JSON-RPC, not so), perhaps after its
+ * effect. Not a 503 (refused: not passed on) nor a 4xx (the request refused).
+ */
+const UNCERTAIN_STATUSES: ReadonlySet<number> = new Set([500, 502, 504])
+/** How the SDK's Streamable HTTP transport words a status that is not 2xx to the POST of a request (its `StreamableHTTPError`, the status its `code`). */
 const HTTP_POST_FAILED = 'Streamable HTTP error: Error POSTing to endpoint'
+/** How the SDK's SSE transport words one (a plain `Error`, the status in its words only). */
+const SSE_POST_FAILED = /^Error POSTing to endpoint \(HTTP ([0-9]{3})\): /
+/** The SDK's SSE server's own 500 to a message it did not pass on (its stream to the client not open): nothing done. */
+const SSE_NOT_DISPATCHED = /^Error POSTing to endpoint \(HTTP 500\): SSE connection not established$/
 
 const NAME = /^[A-Za-z0-9_-]{1,64}$/
 const PREFIX = /^[A-Za-z0-9_-]{1,32}$/
@@ -186,8 +195,9 @@ export function mcpToolName(name: string, prefix = ''): string {
  * its size unless `keepBinaryData`). For a tool that is not `readOnly`, a rejection that means the
  * request went out and no answer came (`MCP error -32000: Connection closed`, `-32001: Request timed
  * out`, in the SDK's words, or relayed so by a proxy; a server's own error under those codes is its
- * answer, a failure; over HTTP, a connection that dropped once made, `fetch failed`; over Streamable HTTP, a
- * gateway's 502 or 504 to the request's POST) or that the client refused the answer the server gave (its `outputSchema` not met) is
+ * answer, a failure; over HTTP, a connection that dropped once made, `fetch failed`; over Streamable
+ * HTTP or SSE, a 500, 502 or 504 to the request's POST: a gateway's that may have passed it on, a
+ * server's that failed while handling it) or that the client refused the answer the server gave (its `outputSchema` not met) is
  * thrown as an `OutcomeUnknownError`: the call is left uncertain for reconciliation, not told to the
  * model as a failure it would make again.
  *
@@ -489,10 +499,14 @@ function thrownFor(error: unknown, name: string, readOnly: boolean, signal: Abor
   if (droppedAfterSending(error)) {
     return new OutcomeUnknownError(`the HTTP connection to the MCP server dropped during the call of ${name}, after the request was sent`, { cause: error })
   }
-  // A gateway before the server (over Streamable HTTP) that had the request and answered 502 or 504:
-  // it may have passed the request on, and the server acted. A 503, a 4xx, refused it: a failure.
-  if (typeof code === 'number' && GATEWAY_STATUSES.has(code) && messageStartsWith(error, HTTP_POST_FAILED)) {
-    return new OutcomeUnknownError(`the MCP server's HTTP gateway answered ${code} to the call of ${name}, after the request was sent: the server behind it may have run the call`, { cause: error })
+  // A status to the request's POST (over Streamable HTTP or SSE) after which the server may have acted: a
+  // gateway's 502 or 504 (it had the request and may have passed it on), a 500 (the server, or a gateway,
+  // failed while handling it). A 503, a 4xx, refused it: a failure.
+  const status = postStatus(error)
+  if (status !== undefined && UNCERTAIN_STATUSES.has(status)) {
+    return status === 500
+      ? new OutcomeUnknownError(`the MCP server (or an HTTP gateway before it) answered 500 to the call of ${name}, after the request was sent: it may have run the call before it failed`, { cause: error })
+      : new OutcomeUnknownError(`the MCP server's HTTP gateway answered ${status} to the call of ${name}, after the request was sent: the server behind it may have run the call`, { cause: error })
   }
   if (typeof code === 'number' && wordsOf(error, OUTPUT_REFUSED[code]) !== undefined) {
     return new OutcomeUnknownError(`the MCP server answered the call of ${name} without an error, but the client refused its result`, { cause: error })
@@ -513,6 +527,21 @@ function wrapsReason(error: unknown, reason: unknown): boolean {
 }
 
 const messageStartsWith = (error: unknown, words: string): boolean => messageText(error)?.startsWith(words) === true
+
+/**
+ * The HTTP status the SDK's HTTP transports rejected the POST of a request with (not 2xx): the
+ * Streamable HTTP transport's `StreamableHTTPError` (its `code`), the SSE transport's `Error` (its
+ * words); `undefined` for any other rejection, and for the SDK's SSE server's own 500 to a message it
+ * never passed on.
+ */
+function postStatus(error: unknown): number | undefined {
+  const code = codeOf(error)
+  if (typeof code === 'number') return messageStartsWith(error, HTTP_POST_FAILED) ? code : undefined
+  if (code !== undefined) return undefined
+  const message = messageText(error)
+  const status = message === undefined ? undefined : SSE_POST_FAILED.exec(message)?.[1]
+  return status === undefined || SSE_NOT_DISPATCHED.test(message ?? '') ? undefined : Number(status)
+}
 
 /** The `message` of `error` as it is, when it has one that is a string and can be read. */
 function messageText(error: unknown): string | undefined {

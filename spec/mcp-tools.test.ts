@@ -8,13 +8,15 @@
  */
 import { readFile, writeFile } from 'node:fs/promises'
 import { getEventListeners } from 'node:events'
-import { createServer as createHttpServer } from 'node:http'
+import { createServer as createHttpServer, request as httpRequest } from 'node:http'
 import type { AddressInfo, Socket } from 'node:net'
 import { join } from 'node:path'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
+import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { Server } from '@modelcontextprotocol/sdk/server/index.js'
+import { SSEServerTransport } from '@modelcontextprotocol/sdk/server/sse.js'
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js'
 import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js'
 import { test } from 'uvu'
@@ -67,6 +69,9 @@ async function withMcpServer<T>(dir: string, body: (served: Served) => Promise<T
     }
   }
 }
+
+/** The words a gateway of the tests below answers each status with. */
+const STATUS_TEXT: Readonly<Record<number, string>> = { 500: 'Internal Server Error', 502: 'Bad Gateway', 503: 'Service Unavailable', 504: 'Gateway Timeout' }
 
 const NAMES = ['lookup', 'append_line', 'files_read', 'fail', 'stats', 'picture', 'crash', 'crash_read', 'slow', 'checked']
 
@@ -607,11 +612,12 @@ test(
 )
 
 test(
-  'over Streamable HTTP behind a gateway: a 502 or 504 to the POST of a call (the gateway had the request and passed it on) leaves a call with effects uncertain; a 503 (not passed on) and any status for a read-only tool are failures',
+  'over Streamable HTTP behind a gateway: a 502 or 504 to the POST of a call (the gateway had the request and passed it on), or a 500 (the server acted, then failed), leaves a call with effects uncertain; a 503 (not passed on) and any status for a read-only tool are failures',
   engineTest(
     [
       answer.toolCalls([{ id: 'c1', name: 'pay', arguments: {} }]),
       answer.toolCalls([{ id: 'c2', name: 'pay', arguments: {} }]),
+      answer.toolCalls([{ id: 'c5', name: 'pay', arguments: {} }]),
       answer.toolCalls([{ id: 'c3', name: 'pay', arguments: {} }]),
       answer.text('unavailable'),
       answer.toolCalls([{ id: 'c4', name: 'read', arguments: {} }]),
@@ -636,8 +642,8 @@ test(
         void server.connect(transport).then(() => transport.handleRequest(request, response))
       })
       // The gateway: passes each request on and relays the answer, but answers the next status of `statuses`
-      // to a tools/call instead (502 and 504 once the server behind it answered, 503 without passing it on).
-      const statuses: number[] = [502, 504, 503, 502]
+      // to a tools/call instead (502, 504 and 500 once the server behind it answered, 503 without passing it on).
+      const statuses: number[] = [502, 504, 500, 503, 502]
       let upstreamUrl = ''
       const gateway = createHttpServer((request, response) => {
         const chunks: Buffer[] = []
@@ -658,7 +664,7 @@ test(
             const answered = await fetch(upstreamUrl, { method: request.method ?? 'GET', headers, ...(request.method === 'POST' ? { body } : {}) })
             const text = await answered.text()
             if (status !== undefined) {
-              response.writeHead(status, { 'content-type': 'text/plain' }).end(status === 502 ? 'Bad Gateway' : 'Gateway Timeout')
+              response.writeHead(status, { 'content-type': 'text/plain' }).end(STATUS_TEXT[status] ?? String(status))
               return
             }
             const relayed: Record<string, string> = {}
@@ -684,19 +690,172 @@ test(
           assert.equal(outcome, {
             status: 'failed',
             class: 'outcome_unknown',
-            message: `tool pay (operation invocation-${run}/step-1/0) reported its outcome unknown: the MCP server's HTTP gateway answered ${status} to the call of pay, after the request was sent: the server behind it may have run the call; cause: Streamable HTTP error: Error POSTing to endpoint: ${status === 502 ? 'Bad Gateway' : 'Gateway Timeout'}; its effect may or may not have happened`,
+            message: `tool pay (operation invocation-${run}/step-1/0) reported its outcome unknown: the MCP server's HTTP gateway answered ${status} to the call of pay, after the request was sent: the server behind it may have run the call; cause: Streamable HTTP error: Error POSTing to endpoint: ${STATUS_TEXT[status]}; its effect may or may not have happened`,
           })
           assert.equal(only(await factsOf(h.log, `invocation-${run}`), 'tool.settled'), [], run)
         }
+        const internal = await h.run(h.input('gw-500', { tools }))
+        assert.equal(internal, {
+          status: 'failed',
+          class: 'outcome_unknown',
+          message:
+            'tool pay (operation invocation-gw-500/step-1/0) reported its outcome unknown: the MCP server (or an HTTP gateway before it) answered 500 to the call of pay, after the request was sent: it may have run the call before it failed; cause: Streamable HTTP error: Error POSTing to endpoint: Internal Server Error; its effect may or may not have happened',
+        })
+        assert.equal(only(await factsOf(h.log, 'invocation-gw-500'), 'tool.settled'), [], 'not told to the model as a failure it would make again')
         const unavailable = await h.run(h.input('gw-503', { tools }))
         assert.equal(unavailable, { status: 'completed' })
         assert.equal(only(await factsOf(h.log, 'invocation-gw-503'), 'tool.settled').map((fact) => fact.outcome), [{ status: 'failed', message: 'Streamable HTTP error: Error POSTing to endpoint: Service Unavailable' }])
         const read = await h.run(h.input('gw-read', { tools }))
         assert.equal(read, { status: 'completed' })
         assert.equal(only(await factsOf(h.log, 'invocation-gw-read'), 'tool.settled').map((fact) => fact.outcome), [{ status: 'failed', message: 'Streamable HTTP error: Error POSTing to endpoint: Bad Gateway' }])
-        assert.equal(effects, ['pay invocation-gw-502/step-1/0', 'pay invocation-gw-504/step-1/0', 'read invocation-gw-read/step-1/0'], 'the server acted behind each 502 and 504, not behind the 503')
+        assert.equal(effects, ['pay invocation-gw-502/step-1/0', 'pay invocation-gw-504/step-1/0', 'pay invocation-gw-500/step-1/0', 'read invocation-gw-read/step-1/0'], 'the server acted behind each 502, 504 and 500, not behind the 503')
         assert.equal(statuses, [])
       } finally {
+        await client.close().catch(() => undefined)
+        for (const server of [gateway, upstream]) {
+          server.closeAllConnections()
+          if (server.listening) await new Promise<void>((resolve) => server.close(() => resolve()))
+        }
+      }
+    },
+  ),
+)
+
+test(
+  "over SSE behind a gateway, as over Streamable HTTP: a 502, 504 or 500 to the POST of a call with effects leaves it uncertain; a 503, the SDK server's own 500 to a message it never passed on, and any status for a read-only tool are failures",
+  engineTest(
+    [
+      answer.toolCalls([{ id: 'c1', name: 'pay', arguments: {} }]),
+      answer.toolCalls([{ id: 'c2', name: 'pay', arguments: {} }]),
+      answer.toolCalls([{ id: 'c3', name: 'pay', arguments: {} }]),
+      answer.toolCalls([{ id: 'c4', name: 'pay', arguments: {} }]),
+      answer.text('unavailable'),
+      answer.toolCalls([{ id: 'c5', name: 'pay', arguments: {} }]),
+      answer.text('not passed on'),
+      answer.toolCalls([{ id: 'c6', name: 'read', arguments: {} }]),
+      answer.text('read failed'),
+    ],
+    { ms: 20_000 },
+    async (h) => {
+      const effects: string[] = []
+      // The server's answers to calls are held until the test ends: the client has settled each call on its POST's status by then.
+      const held: (() => void)[] = []
+      const acted: (() => void)[] = []
+      const transports = new Map<string, SSEServerTransport>()
+      const upstream = createHttpServer((request, response) => {
+        const url = new URL(request.url ?? '/', 'http://127.0.0.1')
+        if (request.method === 'GET' && url.pathname === '/sse') {
+          const transport = new SSEServerTransport('/messages', response)
+          transports.set(transport.sessionId, transport)
+          const server = new Server({ name: 'sse-fixture', version: '1.0.0' }, { capabilities: { tools: {} } })
+          server.setRequestHandler(ListToolsRequestSchema, () => ({
+            tools: [
+              { name: 'pay', inputSchema: { type: 'object' } },
+              { name: 'read', inputSchema: { type: 'object' }, annotations: { readOnlyHint: true } },
+            ],
+          }))
+          server.setRequestHandler(CallToolRequestSchema, async (call) => {
+            effects.push(`${call.params.name} ${String(call.params._meta?.idempotencyKey)}`)
+            acted.shift()?.()
+            await new Promise<void>((resolve) => held.push(resolve))
+            return { content: [{ type: 'text', text: 'done' }] }
+          })
+          void server.connect(transport)
+          return
+        }
+        const transport = transports.get(url.searchParams.get('sessionId') ?? '')
+        if (request.method === 'POST' && url.pathname === '/messages' && transport !== undefined) void transport.handlePostMessage(request, response)
+        else response.writeHead(404).end()
+      })
+      // The gateway: relays the event stream and each POST, but answers a tools/call the next status of
+      // `statuses` instead (once the server behind it has acted on it for 502, 504 and 500; without passing
+      // it on for 503, and for the 500 in the SDK server's words for a message it did not pass on).
+      const statuses: (number | 'not dispatched')[] = [502, 504, 500, 503, 'not dispatched', 502]
+      let upstreamPort = 0
+      const gateway = createHttpServer((request, response) => {
+        const relay = (body?: Buffer) =>
+          new Promise<void>((resolve, reject) => {
+            const headers = { ...request.headers, host: `127.0.0.1:${upstreamPort}` }
+            const out = httpRequest({ host: '127.0.0.1', port: upstreamPort, method: request.method, path: request.url, headers }, (answered) => {
+              if (body === undefined) {
+                response.writeHead(answered.statusCode ?? 502, answered.headers)
+                answered.pipe(response)
+              } else answered.resume()
+              answered.on('end', resolve)
+            })
+            out.on('error', reject)
+            out.end(body)
+          })
+        if (request.method === 'GET') {
+          void relay().catch(() => response.destroy())
+          return
+        }
+        const chunks: Buffer[] = []
+        request.on('data', (chunk: Buffer) => chunks.push(chunk))
+        request.on('end', () => {
+          void (async () => {
+            const body = Buffer.concat(chunks)
+            const isCall = (JSON.parse(body.toString('utf8') || '{}') as { method?: unknown }).method === 'tools/call'
+            const status = isCall ? statuses.shift() : undefined
+            if (status === undefined) {
+              await new Promise<void>((resolve, reject) => {
+                const headers = { ...request.headers, host: `127.0.0.1:${upstreamPort}` }
+                const out = httpRequest({ host: '127.0.0.1', port: upstreamPort, method: 'POST', path: request.url, headers }, (answered) => {
+                  response.writeHead(answered.statusCode ?? 502, answered.headers)
+                  answered.pipe(response)
+                  answered.on('end', resolve)
+                })
+                out.on('error', reject)
+                out.end(body)
+              })
+              return
+            }
+            if (status === 503) {
+              response.writeHead(503, { 'content-type': 'text/plain' }).end(STATUS_TEXT[503])
+              return
+            }
+            if (status === 'not dispatched') {
+              response.writeHead(500).end('SSE connection not established')
+              return
+            }
+            const done = new Promise<void>((resolve) => acted.push(resolve))
+            await relay(body)
+            await done
+            response.writeHead(status, { 'content-type': 'text/plain' }).end(STATUS_TEXT[status])
+          })().catch(() => response.destroy())
+        })
+      })
+      const listen = (server: typeof upstream) => new Promise<number>((resolve) => server.listen(0, '127.0.0.1', () => resolve((server.address() as AddressInfo).port)))
+      const client = new Client({ name: 'factstate-test', version: '1.0.0' })
+      try {
+        upstreamPort = await listen(upstream)
+        await client.connect(new SSEClientTransport(new URL(`http://127.0.0.1:${await listen(gateway)}/sse`)))
+        const tools = await toolsFromMcp(client, { trustReadOnlyHint: true })
+        for (const [run, status, said] of [
+          ['sse-502', 502, "the MCP server's HTTP gateway answered 502 to the call of pay, after the request was sent: the server behind it may have run the call"],
+          ['sse-504', 504, "the MCP server's HTTP gateway answered 504 to the call of pay, after the request was sent: the server behind it may have run the call"],
+          ['sse-500', 500, 'the MCP server (or an HTTP gateway before it) answered 500 to the call of pay, after the request was sent: it may have run the call before it failed'],
+        ] as const) {
+          const outcome = await h.run(h.input(run, { tools }))
+          assert.equal(outcome, {
+            status: 'failed',
+            class: 'outcome_unknown',
+            message: `tool pay (operation invocation-${run}/step-1/0) reported its outcome unknown: ${said}; cause: Error POSTing to endpoint (HTTP ${status}): ${STATUS_TEXT[status]}; its effect may or may not have happened`,
+          })
+          assert.equal(only(await factsOf(h.log, `invocation-${run}`), 'tool.settled'), [], run)
+        }
+        for (const [run, message] of [
+          ['sse-503', 'Error POSTing to endpoint (HTTP 503): Service Unavailable'],
+          ['sse-undispatched', 'Error POSTing to endpoint (HTTP 500): SSE connection not established'],
+          ['sse-read', 'Error POSTing to endpoint (HTTP 502): Bad Gateway'],
+        ] as const) {
+          assert.equal(await h.run(h.input(run, { tools })), { status: 'completed' }, run)
+          assert.equal(only(await factsOf(h.log, `invocation-${run}`), 'tool.settled').map((fact) => fact.outcome), [{ status: 'failed', message }], run)
+        }
+        assert.equal(effects, ['pay invocation-sse-502/step-1/0', 'pay invocation-sse-504/step-1/0', 'pay invocation-sse-500/step-1/0', 'read invocation-sse-read/step-1/0'], 'the server acted behind each 502, 504 and 500, not behind the 503 nor the undispatched 500')
+        assert.equal(statuses, [])
+      } finally {
+        for (const release of held.splice(0)) release()
         await client.close().catch(() => undefined)
         for (const server of [gateway, upstream]) {
           server.closeAllConnections()

@@ -106,6 +106,20 @@ export interface McpToolsOptions {
    * the whole call's limit, progress or not (nothing else might bound it).
    */
   requestTimeoutMs?: number | undefined
+  /**
+   * Your word that the server does not act on a call of a tool with effects once it was sent
+   * `notifications/cancelled` (it undoes, or never commits, what a cancelled call began): `true` for
+   * every tool, or a function of the listed tool giving a boolean. Default `false`: a call cancelled
+   * (the run's cancel, the tool's time limit) is left uncertain, as any tool's that throws once its
+   * signal aborted, and the session needs reconciliation. With it, such a call returns
+   * `{ done: false, reason }` (what a tool returns once its signal aborted is recorded), so a cancelled
+   * run ends `cancelled` and needs none, and one past its `timeoutMs` goes on, the model told the call
+   * was not done; the client's own request timeout (which cancels the request too) is the call's
+   * failure. MCP's cancel is a notification nobody answers, and the SDK drops an answer that comes after
+   * it: a call the server had finished as the cancel was sent is recorded as not done all the same.
+   * Give it only for a server that makes that so (its effects committed by a later call of yours, say).
+   */
+  cancelMeansNotDone?: boolean | ((tool: McpTool) => boolean) | undefined
   /** Keep the base64 `data` of image and audio blocks and the `blob` of embedded resources in results (default `false`: their size in bytes instead). */
   keepBinaryData?: boolean | undefined
   /** Aborts the listing. */
@@ -125,6 +139,8 @@ const NO_ANSWER: Readonly<Record<number, readonly RegExp[]>> = {
   [REQUEST_TIMEOUT]: [/^Request timed out$/, /^Maximum total timeout exceeded$/],
 }
 const MCP_ERROR_PREFIX = /^MCP error -?[0-9]+: /
+/** The SDK's words for its own request timeout, on which it sends the server `notifications/cancelled`. */
+const CANCELLED_ON_TIMEOUT: readonly RegExp[] = [/^Request timed out$/]
 
 /**
  * How the SDK 1.x refuses a result after the server answered (a tool's `outputSchema` not met): an
@@ -161,7 +177,7 @@ const MAX_MS = 2_147_483_647
 /** What the request limit exceeds `timeoutMs` by, by default: factstate waits 1 s past it for the tool, then gives up. */
 const REQUEST_MARGIN_MS = 5_000
 
-const OPTIONS = ['prefix', 'rename', 'include', 'trustReadOnlyHint', 'needsApproval', 'timeoutMs', 'requestTimeoutMs', 'keepBinaryData', 'signal'] as const
+const OPTIONS = ['prefix', 'rename', 'include', 'trustReadOnlyHint', 'needsApproval', 'timeoutMs', 'requestTimeoutMs', 'cancelMeansNotDone', 'keepBinaryData', 'signal'] as const
 
 const invalidOptions = (message: string, field: string, cause?: unknown) =>
   new FactstateError('MCP_INVALID_OPTIONS', `toolsFromMcp: ${message}`, { details: { field }, ...(cause === undefined ? {} : { cause }) })
@@ -199,7 +215,9 @@ export function mcpToolName(name: string, prefix = ''): string {
  * HTTP or SSE, a 500, 502 or 504 to the request's POST: a gateway's that may have passed it on, a
  * server's that failed while handling it) or that the client refused the answer the server gave (its `outputSchema` not met) is
  * thrown as an `OutcomeUnknownError`: the call is left uncertain for reconciliation, not told to the
- * model as a failure it would make again.
+ * model as a failure it would make again. With `cancelMeansNotDone` for the tool, a call the SDK
+ * cancelled at the server (`notifications/cancelled`) on the tool's signal returns `{ done: false,
+ * reason }`, and one it cancelled on its own request timeout is the call's failure.
  *
  * `MCP_INVALID_OPTIONS` (`details.field`) for options it cannot use, or a client without
  * `listTools` and `callTool`; `MCP_INVALID_TOOLS` (`details.reason`, `details.tools`: the MCP
@@ -281,6 +299,7 @@ interface Settings {
   needsApproval: boolean | ((tool: McpTool) => NeedsApproval | undefined) | undefined
   timeoutMs: number | undefined
   requestTimeoutMs: number | undefined
+  cancelMeansNotDone: boolean | ((tool: McpTool) => boolean)
   keepBinaryData: boolean
   signal: AbortSignal | undefined
 }
@@ -288,7 +307,7 @@ interface Settings {
 const isMs = (value: unknown): value is number => typeof value === 'number' && Number.isSafeInteger(value) && value >= 1 && value <= MAX_MS
 
 function settingsOf(given: { [K in (typeof OPTIONS)[number]]?: unknown }): Settings {
-  const { prefix = '', rename = {}, include, trustReadOnlyHint = false, needsApproval, timeoutMs, requestTimeoutMs, keepBinaryData = false, signal } = given
+  const { prefix = '', rename = {}, include, trustReadOnlyHint = false, needsApproval, timeoutMs, requestTimeoutMs, cancelMeansNotDone = false, keepBinaryData = false, signal } = given
   if (typeof prefix !== 'string' || (prefix !== '' && !PREFIX.test(prefix))) throw invalidOptions(`prefix must be 1–32 characters from [A-Za-z0-9_-], not ${shown(prefix)}`, 'prefix')
   if (rename === null || typeof rename !== 'object' || Array.isArray(rename)) throw invalidOptions(`rename must be an object of MCP names to names, not ${kindOf(rename)}`, 'rename')
   const renames: Record<string, string> = {}
@@ -310,6 +329,9 @@ function settingsOf(given: { [K in (typeof OPTIONS)[number]]?: unknown }): Setti
   }
   if (timeoutMs !== undefined && !isMs(timeoutMs)) throw invalidOptions(`timeoutMs must be a whole number of milliseconds from 1 to 2,147,483,647, not ${shown(timeoutMs)}`, 'timeoutMs')
   if (requestTimeoutMs !== undefined && !isMs(requestTimeoutMs)) throw invalidOptions(`requestTimeoutMs must be a whole number of milliseconds from 1 to 2,147,483,647, not ${shown(requestTimeoutMs)}`, 'requestTimeoutMs')
+  if (typeof cancelMeansNotDone !== 'boolean' && typeof cancelMeansNotDone !== 'function') {
+    throw invalidOptions(`cancelMeansNotDone must be a boolean or a function of an MCP tool, not ${kindOf(cancelMeansNotDone)}`, 'cancelMeansNotDone')
+  }
   if (typeof keepBinaryData !== 'boolean') throw invalidOptions(`keepBinaryData must be a boolean, not ${kindOf(keepBinaryData)}`, 'keepBinaryData')
   if (signal !== undefined && !isAbortSignal(signal)) throw invalidOptions(`signal must be an AbortSignal, not ${kindOf(signal)}`, 'signal')
   return {
@@ -320,6 +342,7 @@ function settingsOf(given: { [K in (typeof OPTIONS)[number]]?: unknown }): Setti
     needsApproval: needsApproval as Settings['needsApproval'],
     timeoutMs,
     requestTimeoutMs: requestTimeoutMs ?? (timeoutMs === undefined ? undefined : Math.min(timeoutMs + REQUEST_MARGIN_MS, MAX_MS)),
+    cancelMeansNotDone: cancelMeansNotDone as Settings['cancelMeansNotDone'],
     keepBinaryData,
     signal: signal as AbortSignal | undefined,
   }
@@ -415,6 +438,17 @@ function toolOf(client: McpClient, mcp: McpTool, name: string, settings: Setting
     }
     approval = decided as NeedsApproval | undefined
   } else approval = needsApproval
+  let notDone: unknown = settings.cancelMeansNotDone
+  if (typeof notDone === 'function') {
+    try {
+      notDone = (notDone as (tool: McpTool) => unknown)(mcp)
+    } catch (error) {
+      throw invalidOptions(`cancelMeansNotDone threw for ${JSON.stringify(mcp.name)}: ${messageOf(error)}`, 'cancelMeansNotDone', error)
+    }
+    if (typeof notDone !== 'boolean') throw invalidOptions(`cancelMeansNotDone must return a boolean, not ${kindOf(notDone)} (for ${JSON.stringify(mcp.name)})`, 'cancelMeansNotDone')
+  }
+  // A read-only tool's throw is its failure already: nothing to be unsure of.
+  const cancelMeansNotDone = notDone === true && !readOnly
   const mcpName = mcp.name
   const tool: ToolDefinition = {
     name,
@@ -423,7 +457,7 @@ function toolOf(client: McpClient, mcp: McpTool, name: string, settings: Setting
     ...(readOnly ? { readOnly: true } : {}),
     ...(approval === undefined ? {} : { needsApproval: approval }),
     ...(settings.timeoutMs === undefined ? {} : { timeoutMs: settings.timeoutMs }),
-    execute: (input, context) => call(client, mcpName, readOnly, settings, input, context),
+    execute: (input, context) => call(client, mcpName, { readOnly, cancelMeansNotDone }, settings, input, context),
   }
   const problem = toolProblem(tool, 'tool')
   if (problem !== undefined) {
@@ -442,10 +476,17 @@ function toolOf(client: McpClient, mcp: McpTool, name: string, settings: Setting
   return tool
 }
 
-async function call(client: McpClient, name: string, readOnly: boolean, settings: Settings, input: unknown, context: ToolContext): Promise<unknown> {
+/** What a call of one tool is, besides its name: `readOnly`, and `cancelMeansNotDone` as decided for it. */
+interface CallKind {
+  readOnly: boolean
+  cancelMeansNotDone: boolean
+}
+
+async function call(client: McpClient, name: string, kind: CallKind, settings: Settings, input: unknown, context: ToolContext): Promise<unknown> {
   const { signal, operationId } = context
   // Aborted before anything is sent (a cancel, the time limit): its reason, as the SDK's client throws
   // it, and before any client is asked (one shaped as McpClient might send the request all the same).
+  if (signal.aborted && kind.cancelMeansNotDone) return notDone(`it was not sent: its signal had aborted (${reasonText(signal.reason)})`)
   signal.throwIfAborted()
   // The SDK adds a listener to the signal it is given and never removes it: given the run's own signal
   // (a tool without timeoutMs gets it), one would be left per call (a warning past 10), and a later cancel
@@ -471,7 +512,14 @@ async function call(client: McpClient, name: string, readOnly: boolean, settings
       },
     })
   } catch (error) {
-    throw thrownFor(error, name, readOnly, signal)
+    if (kind.cancelMeansNotDone) {
+      const cancelled = cancelledCall(error, name, signal)
+      if (cancelled !== undefined) {
+        if ('failure' in cancelled) throw cancelled.failure
+        return cancelled.value
+      }
+    }
+    throw thrownFor(error, name, kind.readOnly, signal)
   } finally {
     own.unlink()
   }
@@ -512,6 +560,37 @@ function thrownFor(error: unknown, name: string, readOnly: boolean, signal: Abor
     return new OutcomeUnknownError(`the MCP server answered the call of ${name} without an error, but the client refused its result`, { cause: error })
   }
   return error
+}
+
+/** What a call `cancelMeansNotDone` declares not done returns: `reason` says why. */
+const notDone = (reason: string): { done: false; reason: string } => ({ done: false, reason: `the call was not done: ${reason}` })
+
+function reasonText(reason: unknown): string {
+  try {
+    return messageOf(reason)
+  } catch {
+    return 'its reason cannot be read'
+  }
+}
+
+/**
+ * With `cancelMeansNotDone`, what a rejection of `callTool` that the SDK's cancel of the request made
+ * is (it sent the server `notifications/cancelled`): on the tool's signal (a cancel, the time limit),
+ * a value to return, since what a tool returns once its signal aborted is recorded and a throw leaves
+ * it uncertain; on the client's own request timeout, a failure to throw. `undefined` for any other.
+ */
+function cancelledCall(error: unknown, name: string, signal: AbortSignal): { value: unknown } | { failure: Error } | undefined {
+  if (signal.aborted) {
+    if (error !== signal.reason && !wrapsReason(error, signal.reason)) return undefined
+    return { value: notDone(`it was cancelled (${reasonText(signal.reason)}), and the MCP server does not act on a cancelled call (cancelMeansNotDone)`) }
+  }
+  // The SDK's timer cancels the request (not its 'Maximum total timeout exceeded', which sends nothing);
+  // relayed, it is a proxy's timeout beyond the server, which may not have cancelled its own request.
+  const said = codeOf(error) === REQUEST_TIMEOUT ? wordsOf(error, CANCELLED_ON_TIMEOUT) : undefined
+  if (said === undefined || said.relayed) return undefined
+  return {
+    failure: new Error(`the MCP client stopped waiting for the call of ${name} (its request timeout) and cancelled it, and the MCP server does not act on a cancelled call (cancelMeansNotDone): it was not done`, { cause: error }),
+  }
 }
 
 /** Whether `error` is the SDK's `McpError` wrapping of the abort `reason` (`cancel(reason)` in its `Protocol.request`). */

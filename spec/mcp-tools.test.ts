@@ -152,6 +152,8 @@ test('options it cannot use are MCP_INVALID_OPTIONS naming the option; a client 
           [{ timeoutMs: 0 }, 'timeoutMs'],
           [{ requestTimeoutMs: 1.5 }, 'requestTimeoutMs'],
           [{ keepBinaryData: 1 }, 'keepBinaryData'],
+          [{ cancelMeansNotDone: 'yes' }, 'cancelMeansNotDone'],
+          [{ cancelMeansNotDone: () => 'yes' }, 'cancelMeansNotDone'],
           [{ timeout: 1_000 }, 'timeout'],
           [{ trustReadOnlyHints: true }, 'trustReadOnlyHints'],
         ]
@@ -863,6 +865,89 @@ test(
         }
       }
     },
+  ),
+)
+
+test(
+  "cancelMeansNotDone: a call the SDK cancelled at the server is recorded as not done: a cancelled run ends cancelled, its session needing no reconciliation; past timeoutMs the run goes on; the client's own request timeout is a failure; a tool it is false for stays uncertain",
+  engineTest(
+    [
+      answer.toolCalls([{ id: 'c1', name: 'slow', arguments: { line: 'deploy' } }]),
+      // (cancelled during its tool: the next answer is the next run's, in the same session)
+      answer.text('next message answered'),
+      answer.toolCalls([{ id: 'c2', name: 'slow', arguments: { line: 'migrate' } }]),
+      answer.text('not migrated'),
+      answer.toolCalls([{ id: 'c3', name: 'slow', arguments: { line: 'backup' } }]),
+      answer.text('backup failed'),
+      answer.toolCalls([{ id: 'c4', name: 'slow', arguments: { line: 'restore' } }]),
+    ],
+    { ms: 30_000 },
+    async (h) =>
+      withMcpServer(h.dir, async ({ client, ledger }) => {
+        // The fixture's ledger has each call as received and its cancel as heard: a server this option fits undoes, or never commits, on the cancel.
+        const heard = async (lines: number) => {
+          const deadline = Date.now() + 5_000
+          while ((await ledger()).length < lines && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 25))
+          return ledger()
+        }
+        const tools = await toolsFromMcp(client, { cancelMeansNotDone: true, include: ['slow'] })
+        const running = await h.start(h.input('cancel', { tools }), {
+          onToolProgress: () => running.cancel('user-stop'),
+        })
+        assert.equal(await running.wait(), { status: 'cancelled', source: 'user-stop' })
+        const facts = await factsOf(h.log, 'invocation-cancel')
+        assert.equal(only(facts, 'tool.settled').map((fact) => fact.outcome), [
+          { status: 'succeeded', output: { done: false, reason: 'the call was not done: it was cancelled (user-stop), and the MCP server does not act on a cancelled call (cancelMeansNotDone)' } },
+        ])
+        assert.equal((await h.log.prefix(100, 1 << 20)).projectInvocation('invocation-cancel').uncertainOperations, [])
+        assert.equal(await heard(2), ['invocation-cancel/step-1/0\tdeploy', 'invocation-cancel/step-1/0\tcancelled'], 'the server was sent notifications/cancelled')
+        assert.equal(await h.run(h.input('after-cancel', { tools, session: 'session-cancel' })), { status: 'completed' }, 'the next message needs no reconciliation')
+
+        // Past the tool's timeoutMs: the model is told the call was not done, and the run goes on.
+        const timed = await h.run(h.input('timed', { tools: await toolsFromMcp(client, { cancelMeansNotDone: true, timeoutMs: 500, include: ['slow'] }) }))
+        assert.equal(timed, { status: 'completed' })
+        assert.equal(only(await factsOf(h.log, 'invocation-timed'), 'tool.settled').map((fact) => fact.outcome), [
+          {
+            status: 'succeeded',
+            output: { done: false, reason: 'the call was not done: it was cancelled (the tool did not finish within 500 ms (its timeoutMs)), and the MCP server does not act on a cancelled call (cancelMeansNotDone)' },
+          },
+        ])
+        assert.equal((await heard(4)).slice(2), ['invocation-timed/step-1/0\tmigrate', 'invocation-timed/step-1/0\tcancelled'])
+
+        // The client's own request timeout cancels the request too: the call's failure, the model told.
+        const stopped = await h.run(h.input('request-timeout', { tools: await toolsFromMcp(client, { cancelMeansNotDone: (tool) => tool.name === 'slow', requestTimeoutMs: 400, include: ['slow'] }) }))
+        assert.equal(stopped, { status: 'completed' })
+        assert.equal(only(await factsOf(h.log, 'invocation-request-timeout'), 'tool.settled').map((fact) => fact.outcome), [
+          {
+            status: 'failed',
+            message:
+              'the MCP client stopped waiting for the call of slow (its request timeout) and cancelled it, and the MCP server does not act on a cancelled call (cancelMeansNotDone): it was not done; cause: McpError: MCP error -32001: Request timed out',
+          },
+        ])
+        assert.equal((await heard(6)).slice(4), ['invocation-request-timeout/step-1/0\tbackup', 'invocation-request-timeout/step-1/0\tcancelled'])
+
+        // A tool the function says false for: a cancel leaves its call uncertain, as without the option.
+        const others = await toolsFromMcp(client, { cancelMeansNotDone: (tool) => tool.name !== 'slow', include: ['slow'] })
+        const uncertain = await h.start(h.input('uncertain', { tools: others }), { onToolProgress: () => uncertain.cancel('user-stop') })
+        const outcome = await uncertain.wait()
+        assert.is(outcome.status === 'failed' && outcome.class, 'outcome_unknown')
+        assert.equal(only(await factsOf(h.log, 'invocation-uncertain'), 'tool.settled'), [])
+
+        // A signal aborted before the call: nothing is sent, and the call was not done.
+        const before = (await heard(8)).length
+        const controller = new AbortController()
+        controller.abort('user-stop')
+        const context: Parameters<ToolDefinition['execute']>[1] = {
+          signal: controller.signal,
+          operationId: 'inv/step-1/0',
+          attempt: 1,
+          invocation: { sessionId: 's', turnId: 't', runId: 'r', invocationId: 'inv' },
+          addSecret: () => undefined,
+          progress: () => undefined,
+        }
+        assert.equal(await (tools[0] as ToolDefinition).execute({ line: 'never sent' }, context), { done: false, reason: 'the call was not done: it was not sent: its signal had aborted (user-stop)' })
+        assert.is((await ledger()).length, before, 'nothing sent')
+      }),
   ),
 )
 

@@ -775,11 +775,12 @@ test(
       const statuses: (number | 'not dispatched')[] = [502, 504, 500, 503, 'not dispatched', 502]
       let upstreamPort = 0
       const gateway = createHttpServer((request, response) => {
-        const relay = (body?: Buffer) =>
+        // Passes the request (its `body` read already, for a POST) on, and its answer back when `answer`.
+        const relay = (body: Buffer | undefined, answer: boolean) =>
           new Promise<void>((resolve, reject) => {
             const headers = { ...request.headers, host: `127.0.0.1:${upstreamPort}` }
             const out = httpRequest({ host: '127.0.0.1', port: upstreamPort, method: request.method, path: request.url, headers }, (answered) => {
-              if (body === undefined) {
+              if (answer) {
                 response.writeHead(answered.statusCode ?? 502, answered.headers)
                 answered.pipe(response)
               } else answered.resume()
@@ -789,7 +790,7 @@ test(
             out.end(body)
           })
         if (request.method === 'GET') {
-          void relay().catch(() => response.destroy())
+          void relay(undefined, true).catch(() => response.destroy())
           return
         }
         const chunks: Buffer[] = []
@@ -800,16 +801,7 @@ test(
             const isCall = (JSON.parse(body.toString('utf8') || '{}') as { method?: unknown }).method === 'tools/call'
             const status = isCall ? statuses.shift() : undefined
             if (status === undefined) {
-              await new Promise<void>((resolve, reject) => {
-                const headers = { ...request.headers, host: `127.0.0.1:${upstreamPort}` }
-                const out = httpRequest({ host: '127.0.0.1', port: upstreamPort, method: 'POST', path: request.url, headers }, (answered) => {
-                  response.writeHead(answered.statusCode ?? 502, answered.headers)
-                  answered.pipe(response)
-                  answered.on('end', resolve)
-                })
-                out.on('error', reject)
-                out.end(body)
-              })
+              await relay(body, true)
               return
             }
             if (status === 503) {
@@ -821,7 +813,7 @@ test(
               return
             }
             const done = new Promise<void>((resolve) => acted.push(resolve))
-            await relay(body)
+            await relay(body, false)
             await done
             response.writeHead(status, { 'content-type': 'text/plain' }).end(STATUS_TEXT[status])
           })().catch(() => response.destroy())

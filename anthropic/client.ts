@@ -78,8 +78,18 @@ export interface AnthropicSdk {
   readonly apiKey?: string | null | undefined
   readonly authToken?: string | null | undefined
   messages: {
-    create(params: AnthropicCreateParams, options?: AnthropicRequestOptions): { withResponse(): Promise<AnthropicResponseWithId> }
+    create(params: AnthropicCreateParams, options?: AnthropicRequestOptions): AnthropicApiPromise
   }
+}
+
+/**
+ * What `messages.create` returns (the SDK's `APIPromise`): `withResponse()` for the answer, and
+ * `asResponse()`, when it has one, for the response's headers as soon as they arrive, so that an
+ * answer whose body then fails (not JSON, cut, stalled) is recorded with its `request-id`.
+ */
+export interface AnthropicApiPromise {
+  withResponse(): Promise<AnthropicResponseWithId>
+  asResponse?(): Promise<{ headers: Headers }>
 }
 
 /** Options of {@link anthropicClient}. */
@@ -190,10 +200,16 @@ class AnthropicModelClient implements ModelClient {
     }
     touch()
     let requestId: string | undefined
+    // The response's headers, once they arrived: the SDK's answer comes only with the whole body read.
+    let headersArrived: Promise<void> | undefined
     try {
       const sent = this.#sdk.messages.create(translated, { signal: controller.signal, timeout: timerMs(request.timeoutMs), maxRetries: 0 })
-      const { data, response, request_id } = await sent.withResponse()
-      requestId = idOf(request_id) ?? idOf(headerOf(response?.headers, 'request-id'))
+      // withResponse() first: it starts the parse that asResponse() then leaves alone (the SDK ends a
+      // traced call's span early for a response taken before its parse began).
+      const whole = sent.withResponse()
+      headersArrived = headersOf(sent, (id) => (requestId ??= id))
+      const { data, response, request_id } = await whole
+      requestId = idOf(request_id) ?? idOf(headerOf(response?.headers, 'request-id')) ?? requestId
       touch()
       const answer = translated.stream === true ? await readStream(data, request, touch, requestId) : fromMessage(data, requestId)
       // A stream that named its stop reason is a whole answer, kept even if the attempt ended after
@@ -201,6 +217,8 @@ class AnthropicModelClient implements ModelClient {
       if (answer.kind === 'completed' || (ending === undefined && !request.signal.aborted)) return answer
       return interruption(undefined, ending, request, requestId)
     } catch (error) {
+      // A body that failed after its headers (not JSON, cut, stalled): its request-id, as a stream's.
+      await settledSoon(headersArrived)
       return interruption(error, ending, request, requestId)
     } finally {
       clearTimeout(whole)
@@ -210,6 +228,42 @@ class AnthropicModelClient implements ModelClient {
       controller.abort()
     }
   }
+}
+
+/**
+ * Calls `found` with the `request-id` of `sent`'s response as soon as its headers arrive (through
+ * the SDK's `asResponse()`, which returns the response without reading its body); nothing for an
+ * SDK-shaped client without it, or a request that got no answer.
+ */
+function headersOf(sent: AnthropicApiPromise, found: (requestId: string) => void): Promise<void> | undefined {
+  let asResponse: unknown
+  try {
+    asResponse = sent.asResponse
+  } catch {
+    return undefined
+  }
+  if (typeof asResponse !== 'function') return undefined
+  return Promise.resolve()
+    .then(() => (asResponse as () => Promise<{ headers: Headers }>).call(sent))
+    .then(
+      (response) => {
+        const id = idOf(headerOf(response?.headers, 'request-id'))
+        if (id !== undefined) found(id)
+      },
+      () => undefined,
+    )
+}
+
+/**
+ * Waits for `pending` when it is about to settle: the SDK's response promise has settled by the time
+ * its parse fails, so what `headersOf` chains on it runs within the same turn. One that would wait
+ * longer (an SDK-shaped client whose `asResponse()` never settles) is not waited for.
+ */
+async function settledSoon(pending: Promise<void> | undefined): Promise<void> {
+  if (pending === undefined) return
+  let timer: ReturnType<typeof setImmediate> | undefined
+  await Promise.race([pending, new Promise<void>((resolve) => (timer = setImmediate(resolve)))])
+  if (timer !== undefined) clearImmediate(timer)
 }
 
 function readSecret(sdk: AnthropicSdk, member: 'apiKey' | 'authToken'): string | undefined {
@@ -567,7 +621,18 @@ function headerOf(headers: unknown, name: string): string | undefined {
   }
 }
 
+/**
+ * How the attempt went wrong, with the `request-id` of its response when one came (in `provider`),
+ * whatever went wrong after the headers: a timeout, a cancel, a body that could not be read, as the
+ * built-in client records `x-request-id`.
+ */
 function interruption(error: unknown, ending: Ending | undefined, request: ModelRequest, requestId: string | undefined): ModelResponse {
+  const response = classified(error, ending, request, requestId)
+  if (response.kind !== 'interrupted' || requestId === undefined || response.provider?.requestId !== undefined) return response
+  return { ...response, provider: { ...response.provider, requestId } }
+}
+
+function classified(error: unknown, ending: Ending | undefined, request: ModelRequest, requestId: string | undefined): ModelResponse {
   if (ending === 'cancelled' || (ending === undefined && request.signal.aborted)) return { kind: 'interrupted', status: 'cancelled', message: 'the run was cancelled' }
   if (ending === 'timeout') return { kind: 'interrupted', status: 'timed_out', message: `no whole answer within ${request.timeoutMs}ms (timeoutMs)` }
   if (ending === 'idle') return { kind: 'interrupted', status: 'timed_out', message: `the answer stalled: no content arrived for ${String(request.idleTimeoutMs)}ms (idleTimeoutMs; the SDK does not pass the stream's pings on)` }

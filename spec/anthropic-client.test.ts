@@ -383,7 +383,8 @@ test(
     const controller = new AbortController()
     const answered = anthropicClient(w.sdk).complete(directRequest(controller.signal, { onText: () => controller.abort() }))
     const response = await answered
-    assert.equal(response, { kind: 'interrupted', status: 'cancelled', message: 'the run was cancelled' })
+    // With the request-id of the stream it cut, as any failure after the headers.
+    assert.equal(response, { kind: 'interrupted', status: 'cancelled', message: 'the run was cancelled', provider: { requestId: w.fake.received.at(-1)?.requestId } })
   }),
 )
 
@@ -447,6 +448,31 @@ test(
     assert.is(cut.status === 'failed' && cut.message, 'the stream ended before the answer did (no message_stop)')
     assert.is(w.fake.received.length, 3)
   }),
+)
+
+test(
+  "a failure after the response's headers is recorded with its request-id, plain as streamed: a plain body that is not JSON, one that stalls, a stream that stalls",
+  world(
+    [{ kind: 'bad-json' }, { kind: 'slow-json' }, { kind: 'hang' }],
+    async (w) => {
+      // Plain, through the engine: the body is not JSON (model_malformed), its request-id in the attempt's fact.
+      const run = input(w)
+      const plain = await w.engine.run(run)
+      assert.is(plain.status === 'failed' && plain.class, 'model_malformed')
+      const [fact] = only(await factsOf(w.log, run.invocation.invocationId), 'model.interrupted')
+      assert.equal(fact?.provider, { requestId: w.fake.received[0]?.requestId })
+      // Plain, a body that stalls past idleTimeoutMs; streamed, a stream that stalls: timed_out, each with its request-id.
+      const plainBody = { model: 'claude-sonnet-4-5', messages: [{ role: 'user' as const, content: 'hi' }], max_tokens: 100 }
+      const stalled = await anthropicClient(w.sdk).complete(directRequest(new AbortController().signal, { body: plainBody, bodyText: JSON.stringify(plainBody), idleTimeoutMs: 200 }))
+      assert.is(stalled.kind === 'interrupted' && stalled.status, 'timed_out')
+      assert.equal(stalled.kind === 'interrupted' && stalled.provider, { requestId: w.fake.received[1]?.requestId })
+      const streamed = await anthropicClient(w.sdk).complete(directRequest(new AbortController().signal, { idleTimeoutMs: 200 }))
+      assert.is(streamed.kind === 'interrupted' && streamed.status, 'timed_out')
+      assert.equal(streamed.kind === 'interrupted' && streamed.provider, { requestId: w.fake.received[2]?.requestId })
+      assert.is(w.fake.received.length, 3)
+    },
+    { executor: { retries: 0 } },
+  ),
 )
 
 test(

@@ -192,7 +192,7 @@ const failedGeneration = () => new ReportedError('the provider ended its answer 
  * server errors). `api_error` is OpenAI's and Anthropic's type for a failure on their side, and what
  * Ollama reports when its model runner fails mid-answer.
  */
-const RETRYABLE_REPORTED_ERROR = /overload|rate.?limit|server.?error|\bapi_error\b|unavailable|timeout|capacity|busy/i
+export const RETRYABLE_REPORTED_ERROR = /overload|rate.?limit|server.?error|\bapi_error\b|unavailable|timeout|capacity|busy/i
 
 /** Where a 200 answer reported an error, as its message says. */
 type ReportedWhere = 'in its stream' | 'in its answer'

@@ -11,7 +11,7 @@
 import { FactstateError } from '../errors.js'
 import { kindOf, readOptions } from '../options.js'
 import type { ChatMessage, ChatRequestBody, ModelClient, ModelRequest, ModelResponse } from '../actors/model-client.js'
-import { retryAfterMsOf } from '../actors/openai-chat-client.js'
+import { RETRYABLE_REPORTED_ERROR, retryAfterMsOf } from '../actors/openai-chat-client.js'
 import { timerMs } from '../actors/timer-limit.js'
 import { isObject as isRecord } from '../store/encoding.js'
 import type { JsonObject, ModelOutput, ModelUsage, ProviderRefusal, ToolCall } from '../facts/types.js'
@@ -662,9 +662,20 @@ function classified(error: unknown, ending: Ending | undefined, request: ModelRe
     return { kind: 'interrupted', status: 'failed', message, ...withProvider }
   }
   if (type !== undefined && detail !== undefined) {
-    // An `event: error` inside a stream that began as HTTP 200.
+    // An `event: error` inside a stream that began as HTTP 200: retried when its type says overload,
+    // rate limit, a server error or a timeout (Anthropic's, or words the built-in client reads so).
     const message = `the provider reported an error in the stream: ${type}: ${said}`
-    return { kind: 'interrupted', status: RETRYABLE_TYPES.has(type) ? 'retryable_failure' : 'failed', message, ...withProvider }
+    const retryable = RETRYABLE_TYPES.has(type) || RETRYABLE_REPORTED_ERROR.test(type)
+    return { kind: 'interrupted', status: retryable ? 'retryable_failure' : 'failed', message, ...withProvider }
+  }
+  if (name === 'APIError' && status === undefined && 'error' in fields) {
+    // An `event: error` whose data is not Anthropic's error (not JSON: a proxy's words, or JSON
+    // without `error.type`). The request was taken (the stream began as HTTP 200) and an error
+    // reported after that is the provider's trouble, not the request's; that nothing says which
+    // makes it no answer to record: retried, within the engine's retries.
+    const data = typeof fields.error === 'string' ? fields.error : safeJson(fields.error)
+    const message = `the provider reported an error in the stream that could not be read: ${data.length > MAX_QUOTED ? `${data.slice(0, MAX_QUOTED)}…` : data}`
+    return { kind: 'interrupted', status: 'retryable_failure', message, ...withProvider }
   }
   if (name === 'APIConnectionError' || name === 'APIUserAbortError' || cutByNetwork(error)) {
     // Refused, reset, or cut mid-answer: the SDK's 1.x line wraps a cut stream as APIConnectionError,
@@ -676,11 +687,23 @@ function classified(error: unknown, ending: Ending | undefined, request: ModelRe
   return { kind: 'interrupted', status: 'failed', message: `the Anthropic SDK failed: ${words}`, ...withProvider }
 }
 
+/** How much of an unreadable error event's data its failure message quotes. */
+const MAX_QUOTED = 512
+
+function safeJson(value: unknown): string {
+  try {
+    return JSON.stringify(value) ?? String(value)
+  } catch {
+    return String(value)
+  }
+}
+
 /** Whether `error` is an answer of the provider's (an HTTP status, or an `event: error` of the stream: the SDK's `APIError`), not a broken connection. */
 function reportedByProvider(error: unknown): boolean {
   if (error === null || typeof error !== 'object') return false
-  const fields = error as { status?: unknown; error?: unknown }
-  return typeof fields.status === 'number' || isRecord(fields.error)
+  const fields = error as { status?: unknown; error?: unknown; name?: unknown }
+  // An `event: error` whose data is not JSON is the SDK's plain APIError, its `error` that text.
+  return typeof fields.status === 'number' || isRecord(fields.error) || (fields.name === 'APIError' && 'error' in fields)
 }
 
 function cutByNetwork(error: unknown): boolean {

@@ -210,6 +210,31 @@ test(
 )
 
 test(
+  "an error event the client cannot read (data that is not JSON, a proxy's words) or whose type says a server error is retryable_failure, then the answer; one of a request's type still fails",
+  world(
+    [
+      { kind: 'stream-error-text', data: 'upstream connect error or disconnect/reset before headers. reset reason: overflow' },
+      { kind: 'stream-error', type: 'internal_server_error', message: 'Internal server error' },
+      { kind: 'text', text: 'Sunny.' },
+      { kind: 'stream-error', type: 'invalid_request_error', message: 'messages: too many images' },
+    ],
+    async (w) => {
+      const run = input(w, { providerOptions: { stream: true } })
+      assert.equal(await w.engine.run(run), { status: 'completed' })
+      const interrupted = only(await factsOf(w.log, run.invocation.invocationId), 'model.interrupted')
+      assert.equal(interrupted.map((fact) => fact.status), ['retryable_failure', 'retryable_failure'])
+      assert.is(interrupted[0]?.message, 'the provider reported an error in the stream that could not be read: upstream connect error or disconnect/reset before headers. reset reason: overflow')
+      assert.equal(interrupted[0]?.provider, { requestId: w.fake.received[0]?.requestId })
+      assert.equal(interrupted[1]?.provider, { type: 'internal_server_error', requestId: w.fake.received[1]?.requestId })
+      assert.is(answerOf(await w.log.invocationEvents(run.invocation.invocationId)), 'Sunny.')
+      const refused = await w.engine.run(input(w, { providerOptions: { stream: true } }))
+      assert.equal(refused.status === 'failed' && [refused.class, refused.message], ['model_failed', 'the provider reported an error in the stream: invalid_request_error: messages: too many images'])
+      assert.is(w.fake.received.length, 4)
+    },
+  ),
+)
+
+test(
   "a 429's retry-after is the wait asked of the engine (retryAfterMs), in seconds as Anthropic sends it",
   world([{ kind: 'error', status: 429, type: 'rate_limit_error', message: 'slow down', retryAfter: '7' }], async (w) => {
     const response = await anthropicClient(w.sdk).complete(directRequest(new AbortController().signal))

@@ -77,6 +77,8 @@ export interface AnthropicResponseWithId {
 export interface AnthropicSdk {
   readonly apiKey?: string | null | undefined
   readonly authToken?: string | null | undefined
+  /** Where the SDK sends its requests (`/v1/messages` under it): checked against the run's `provider.baseUrl` when the `provider` option is given. */
+  readonly baseURL?: string | undefined
   messages: {
     create(params: AnthropicCreateParams, options?: AnthropicRequestOptions): AnthropicApiPromise
   }
@@ -107,9 +109,19 @@ export interface AnthropicClientOptions {
    * refused before anything is written, and an answer that quotes one is redacted before it is recorded).
    */
   secrets?: readonly string[] | undefined
+  /**
+   * The run's provider, as `createClient(provider)` gets it:
+   * `createClient: (provider) => anthropicClient(anthropic, { provider })`. Its `baseUrl` must be
+   * where the SDK client sends its requests, its `baseURL` (or that and `/v1`; trailing slashes
+   * aside): the SDK's `baseURL` decides, and a run that names another endpoint is refused
+   * (`ANTHROPIC_INVALID_OPTIONS`, `details.field` `provider.baseUrl`; the engine refuses the run
+   * with `RUN_INVALID_INPUT` before anything is written) rather than sent elsewhere than it says.
+   * An `sdk` without a `baseURL` string cannot be checked: refused too. Without this option nothing is checked.
+   */
+  provider?: { readonly baseUrl: string } | undefined
 }
 
-const OPTIONS = ['maxTokens', 'secrets'] as const
+const OPTIONS = ['maxTokens', 'secrets', 'provider'] as const
 const MAX_SECRET = 16_384
 const invalidOptions = (message: string, field: string) => new FactstateError('ANTHROPIC_INVALID_OPTIONS', `anthropicClient: ${message}`, { details: { field } })
 
@@ -144,7 +156,50 @@ export function anthropicClient(sdk: AnthropicSdk, options?: AnthropicClientOpti
       secrets.push(secret)
     }
   }
+  if (given.provider !== undefined) checkBaseUrl(sdk, given.provider)
   return new AnthropicModelClient(sdk, maxTokens as number | undefined, secrets)
+}
+
+/** An http(s) URL as a request's place is told: its origin and path, trailing slashes off (no credentials, query or fragment). */
+function placeOf(url: string): string | undefined {
+  try {
+    const parsed = new URL(url)
+    if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') return undefined
+    return `${parsed.origin}${parsed.pathname.replace(/\/+$/, '')}`
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * Refuses a run whose `provider.baseUrl` is not where `sdk` sends its requests: the SDK's `baseURL`
+ * decides, and a request sent elsewhere than the run names would be a silent surprise (a test's
+ * local server named in the run, the SDK's default sending to Anthropic with a real key).
+ */
+function checkBaseUrl(sdk: AnthropicSdk, provider: unknown): void {
+  let baseUrl: unknown
+  try {
+    baseUrl = isRecord(provider) ? provider.baseUrl : undefined
+  } catch {
+    baseUrl = undefined
+  }
+  if (typeof baseUrl !== 'string') throw invalidOptions(`provider must be the run's provider ({ baseUrl, … }, as createClient(provider) gets it), not ${kindOf(provider)}`, 'provider')
+  let held: unknown
+  try {
+    held = sdk.baseURL
+  } catch {
+    held = undefined
+  }
+  const sdkPlace = typeof held === 'string' ? placeOf(held) : undefined
+  if (sdkPlace === undefined) {
+    throw invalidOptions("the sdk has no baseURL to check the run's provider.baseUrl against (an @anthropic-ai/sdk client has one): leave the provider option out, or give the sdk a baseURL", 'provider.baseUrl')
+  }
+  const runPlace = placeOf(baseUrl)
+  if (runPlace === sdkPlace || runPlace === `${sdkPlace}/v1`) return
+  throw invalidOptions(
+    `the run's provider.baseUrl ${runPlace ?? JSON.stringify(baseUrl)} is not where the SDK client sends its requests (its baseURL ${sdkPlace}, which decides): give the run that baseUrl, or the SDK client that baseURL`,
+    'provider.baseUrl',
+  )
 }
 
 type Ending = 'cancelled' | 'timeout' | 'idle'

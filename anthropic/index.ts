@@ -8,7 +8,9 @@
  * @example
  * ```ts
  * // Anthropic: the default export of the @anthropic-ai/sdk package, installed beside factstate.
- * const model = new ModelExecutor({ createClient: () => anthropicClient(new Anthropic({ apiKey })) })
+ * const anthropic = new Anthropic({ apiKey })
+ * // With the run's provider, its baseUrl is checked against the SDK's baseURL, where requests go.
+ * const model = new ModelExecutor({ createClient: (provider) => anthropicClient(anthropic, { provider }) })
  * const engine = new Engine({ log, model })
  * await engine.run({ ...settings, mainOutputLimit: 4096, invocation, work })
  * ```
@@ -22,6 +24,7 @@ export {
   type AnthropicCreateParams,
   type AnthropicRequestOptions,
   type AnthropicResponseWithId,
+  type AnthropicApiPromise,
   type AnthropicMessageParam,
   type AnthropicContentBlock,
   type AnthropicTool,

@@ -35,7 +35,7 @@ interface World {
 function world(
   script: Step[],
   body: (w: World) => Promise<void>,
-  setup: { executor?: Omit<ModelExecutorOptions, 'createClient'>; key?: string; sdkRetries?: number; client?: AnthropicClientOptions } = {},
+  setup: { executor?: Omit<ModelExecutorOptions, 'createClient'>; key?: string; sdkRetries?: number; client?: AnthropicClientOptions; withProvider?: boolean } = {},
 ): () => Promise<void> {
   return () =>
     withTimeout(
@@ -43,7 +43,7 @@ function world(
         const fake = await fakeAnthropic({ apiKey: KEY, script })
         const log = await EventLog.open(join(dir, 'log'))
         const sdk = new Anthropic({ apiKey: setup.key ?? KEY, baseURL: fake.baseURL, logLevel: 'off', ...(setup.sdkRetries === undefined ? {} : { maxRetries: setup.sdkRetries }) })
-        const model = new ModelExecutor({ backoffMs: 10, maxBackoffMs: 50, ...setup.executor, createClient: () => anthropicClient(sdk, setup.client) })
+        const model = new ModelExecutor({ backoffMs: 10, maxBackoffMs: 50, ...setup.executor, createClient: (provider) => anthropicClient(sdk, setup.withProvider ? { ...setup.client, provider } : setup.client) })
         const engine = new Engine({ log, model })
         try {
           await body({ fake, log, engine, sdk, dir })
@@ -803,6 +803,39 @@ test('options it cannot use are ANTHROPIC_INVALID_OPTIONS naming the option; an 
   const notSdk = await rejectsWithCode(async () => anthropicClient({} as Anthropic), 'ANTHROPIC_INVALID_OPTIONS')
   assert.is(notSdk.details?.field, 'sdk')
 })
+
+test(
+  "with the provider option, a run whose provider.baseUrl is not the SDK's baseURL is refused before anything is written or sent (RUN_INVALID_INPUT); the SDK's baseURL, or it and /v1, runs",
+  world(
+    [{ kind: 'text', text: 'Sunny.' }, { kind: 'text', text: 'Still sunny.' }],
+    async (w) => {
+      const before = w.log.head()
+      const elsewhere = input(w)
+      elsewhere.provider = { ...elsewhere.provider, baseUrl: 'https://api.anthropic.com' }
+      const refused = await rejectsWithCode(() => w.engine.run(elsewhere), 'RUN_INVALID_INPUT')
+      assert.equal(refused.details?.fields, ['provider'])
+      assert.is(
+        refused.message,
+        `RUN_INVALID_INPUT: provider: the model client could not be created: ANTHROPIC_INVALID_OPTIONS: anthropicClient: the run's provider.baseUrl https://api.anthropic.com is not where the SDK client sends its requests (its baseURL ${w.fake.baseURL}, which decides): give the run that baseUrl, or the SDK client that baseURL`,
+      )
+      assert.equal(w.log.head(), before, 'nothing written')
+      assert.is(w.fake.received.length, 0, 'nothing sent')
+      assert.equal(await w.engine.run(input(w)), { status: 'completed' })
+      const versioned = input(w)
+      versioned.provider = { ...versioned.provider, baseUrl: `${w.fake.baseURL}/v1/` }
+      assert.equal(await w.engine.run(versioned), { status: 'completed' })
+      assert.is(w.fake.received.length, 2)
+      // Called directly: a provider that is none, and an sdk with no baseURL to check against.
+      const notProvider = await rejectsWithCode(async () => anthropicClient(w.sdk, { provider: 'https://api.anthropic.com' } as unknown as AnthropicClientOptions), 'ANTHROPIC_INVALID_OPTIONS')
+      assert.is(notProvider.details?.field, 'provider')
+      const shaped = { messages: { create: w.sdk.messages.create.bind(w.sdk.messages) } } as unknown as Anthropic
+      const unchecked = await rejectsWithCode(async () => anthropicClient(shaped, { provider: { baseUrl: w.fake.baseURL } }), 'ANTHROPIC_INVALID_OPTIONS')
+      assert.is(unchecked.details?.field, 'provider.baseUrl')
+      anthropicClient(shaped)
+    },
+    { withProvider: true },
+  ),
+)
 
 test(
   "a secret given as an option is registered with the run: a 401 that quotes it is recorded redacted",

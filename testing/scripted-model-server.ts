@@ -1,5 +1,6 @@
 /**
- * A real HTTP server that speaks the OpenAI chat-completions protocol from a script, for tests.
+ * A real HTTP server that speaks the OpenAI chat-completions protocol from a script, for tests, and
+ * Anthropic's Messages protocol from the same script (POST /v1/messages: see scripted-messages.ts).
  * It listens on 127.0.0.1 (a free port), records every request byte for byte, and answers each
  * one with the next {@link ScriptedAnswer}: text, tool calls, an HTTP error, a broken body, a
  * stream cut mid-event, a reset connection or silence. Answers can be held back until the test
@@ -11,18 +12,23 @@ import type { ChatRequestBody } from '../actors/model-client.js'
 import { FactstateError, messageWithoutCode } from '../errors.js'
 import type { JsonValue } from '../facts/types.js'
 import { meantName, namedHint, readOptions, shown } from '../options.js'
+import { anthropicErrorBody, serveMessagesAnswer } from './scripted-messages.js'
 
 /** One request as the server received it. */
 export interface RecordedRequest {
-  /** 0-based position among the chat-completions requests this server received. */
+  /** 0-based position among the requests this server answered from its script (chat completions and Messages alike). */
   index: number
   /** The HTTP method (`POST`). */
   method: string
-  /** The request path, e.g. `/v1/chat/completions`. */
+  /** The request path: `/v1/chat/completions`, or `/v1/messages`. */
   path: string
+  /** Which protocol the request spoke, and was answered in: OpenAI's chat completions, or Anthropic's Messages. */
+  api: 'chat-completions' | 'messages'
   /**
    * The body parsed as JSON. A body that was not a JSON object is recorded as
-   * `{ model: '', messages: [] }`; `bodyText` always has the exact text.
+   * `{ model: '', messages: [] }`; `bodyText` always has the exact text. A Messages request's body
+   * is Anthropic's (`system` apart, `messages` of content blocks, `max_tokens`), typed here as a
+   * chat request's: read it as `AnthropicCreateParams` (from `factstate/anthropic`).
    */
   body: RecordedBody
   /** The exact body text received. */
@@ -396,14 +402,19 @@ export interface ScriptedModelServerOptions {
   stream?: boolean | undefined
   /** Begins the ids of the tool calls it makes (default `call`): 1–64 letters, digits, `_` or `-`. */
   callIdPrefix?: string | undefined
-  /** An `x-request-id` header with every answer: `true` for `req_<request>`, or a function choosing each; none by default. */
+  /** A request id header with every answer (`x-request-id`; `request-id` for a Messages request): `true` for `req_<request>`, or a function choosing each; none by default. */
   requestIds?: boolean | RequestIds | undefined
 }
 
 /** A running scripted server. */
 export interface ScriptedModelServer {
-  /** `http://127.0.0.1:PORT/v1` */
+  /** `http://127.0.0.1:PORT/v1`: the run's `provider.baseUrl` (chat completions are served under it). */
   baseUrl: string
+  /**
+   * `http://127.0.0.1:PORT`: what Anthropic's SDK takes as its `baseURL` (it requests `/v1/messages`
+   * under it): `anthropicClient(new Anthropic({ apiKey, baseURL: server.origin }))`.
+   */
+  origin: string
   /** Every chat-completions request received, in arrival order. */
   requests: RecordedRequest[]
   /** Indexes of requests that arrived after the script ran out (each was answered 400, `unscripted_request`, which no client retries). */
@@ -479,7 +490,9 @@ function requestNumberError(method: string, n: unknown): FactstateError {
 }
 
 /**
- * Starts a scripted OpenAI-compatible chat-completions server on 127.0.0.1.
+ * Starts a scripted OpenAI-compatible chat-completions server on 127.0.0.1, which answers
+ * Anthropic's Messages requests (`POST /v1/messages`, from `new Anthropic({ baseURL: server.origin })`)
+ * from the same script, each as the request asks (JSON, or the API's SSE events).
  *
  * @param script the answers in order, or a function choosing the answer for each request; an array
  *   is checked at once, answer by answer, as the `answer` builders check theirs (plain JSON, such as
@@ -487,7 +500,8 @@ function requestNumberError(method: string, n: unknown): FactstateError {
  * @param options `stream: true` serves every answer as SSE unless the answer says otherwise;
  *   `callIdPrefix` (default `call`) begins the ids of the tool calls it makes, `<prefix>_<request>_<index>`:
  *   give each server its own when several answer one session (a successor in another process);
- *   `requestIds` sends an `x-request-id` header with every answer, as OpenAI does: `true` sends
+ *   `requestIds` sends an `x-request-id` header with every answer, as OpenAI does (`request-id`
+ *   to a Messages request, as Anthropic does): `true` sends
  *   `req_<request>` (`req_0`, `req_1`, …), a function `(request, index) => id` chooses each (one that
  *   throws or returns no non-empty string has that request answered 500 naming why); none by default
  *
@@ -567,13 +581,20 @@ export async function scriptedModelServer(script: Script, options: ScriptedModel
    * `invalid_scripted_answer`, which no client retries, naming what is wrong; a 500 would be retried,
    * and an array's next answer served to the retry.
    */
-  function served(chosen: unknown, n: number): ScriptedAnswer {
+  function served(chosen: unknown, recorded: RecordedRequest): ScriptedAnswer {
+    const n = recorded.index
     try {
       return checkedAnswer(chosen, typeof script === 'function' ? `script(request, ${n})` : `script[${n}]`, `scripted model server: the answer the script gave request ${n + 1} (index ${n}) cannot be served`)
     } catch (error) {
       if (!(error instanceof FactstateError)) throw error
-      return { kind: 'status', status: INVALID_STATUS, body: { error: { message: messageWithoutCode(error), type: 'invalid_request_error', param: null, code: INVALID_CODE } } }
+      return { kind: 'status', status: INVALID_STATUS, body: errorBody(recorded, INVALID_STATUS, messageWithoutCode(error), INVALID_CODE) }
     }
+  }
+
+  /** An error answer's body in the request's protocol: OpenAI's `{ error: { message, type, param, code } }`, Anthropic's `{ type: 'error', error: { type, message, details: { error_code } } }`. */
+  function errorBody(recorded: RecordedRequest, status: number, message: string, code?: string): Record<string, unknown> {
+    if (recorded.api === 'messages') return anthropicErrorBody(status, message, code)
+    return { error: { message, type: status >= 500 ? 'server_error' : 'invalid_request_error', ...(code === undefined ? {} : { param: null, code }) } }
   }
 
   async function choose(recorded: RecordedRequest): Promise<ScriptedAnswer> {
@@ -583,26 +604,17 @@ export async function scriptedModelServer(script: Script, options: ScriptedModel
       try {
         chosen = await script(recorded, n)
       } catch (error) {
-        return answer.status(500, {
-          body: { error: { message: `scripted model server: script threw for request ${n}: ${String(error)}`, type: 'server_error' } },
-        })
+        return answer.status(500, { body: errorBody(recorded, 500, `scripted model server: script threw for request ${n}: ${String(error)}`) })
       }
-      return served(chosen, n)
+      return served(chosen, recorded)
     }
-    if (n < script.length) return served(script[n], n)
+    if (n < script.length) return served(script[n], recorded)
     unscripted.push(n)
     // A status no client retries (a 500 would be retried with back-off, and end as an opaque server
     // error): the test's script is short, which no retry cures, and the message says so.
     const answers = `${script.length} ${script.length === 1 ? 'answer' : 'answers'}`
     return answer.status(UNSCRIPTED_STATUS, {
-      body: {
-        error: {
-          message: `scripted model server: the script has ${answers} and this was request ${n + 1} (index ${n}, listed in server.unscripted): script an answer for it`,
-          type: 'invalid_request_error',
-          param: null,
-          code: UNSCRIPTED_CODE,
-        },
-      },
+      body: errorBody(recorded, UNSCRIPTED_STATUS, `scripted model server: the script has ${answers} and this was request ${n + 1} (index ${n}, listed in server.unscripted): script an answer for it`, UNSCRIPTED_CODE),
     })
   }
 
@@ -750,6 +762,10 @@ export async function scriptedModelServer(script: Script, options: ScriptedModel
       holds.delete(recorded.index)
       if (closed) return
     }
+    if (recorded.api === 'messages') {
+      await serveMessagesAnswer(res, recorded, scripted, { callIdPrefix, closed: () => closed, destroy })
+      return
+    }
     switch (scripted.kind) {
       case 'text':
         await serveCompletion(
@@ -847,8 +863,9 @@ export async function scriptedModelServer(script: Script, options: ScriptedModel
     for await (const chunk of req) chunks.push(chunk as Buffer)
     const bodyText = Buffer.concat(chunks).toString('utf8')
     const path = (req.url ?? '/').split('?')[0] ?? '/'
-    if (req.method !== 'POST' || path !== '/v1/chat/completions') {
-      writeJson(res, 404, { error: { message: `scripted model server: no route ${req.method} ${path}`, type: 'not_found' } })
+    const api = path === '/v1/chat/completions' ? 'chat-completions' : path === '/v1/messages' ? 'messages' : undefined
+    if (req.method !== 'POST' || api === undefined) {
+      writeJson(res, 404, { error: { message: `scripted model server: no route ${req.method} ${path} (it serves POST /v1/chat/completions and POST /v1/messages)`, type: 'not_found' } })
       return
     }
     let body: RecordedBody = { model: '', messages: [] }
@@ -858,7 +875,7 @@ export async function scriptedModelServer(script: Script, options: ScriptedModel
     } catch {
       // Recorded as an empty request; the raw text is in bodyText.
     }
-    const recorded: RecordedRequest = { index: requests.length, method: req.method, path, body, bodyText, headers: req.headers }
+    const recorded: RecordedRequest = { index: requests.length, method: req.method, path, api, body, bodyText, headers: req.headers }
     requests.push(recorded)
     // Handed to whoever waits for it, and not kept here: a test that empties `requests` lets it go.
     seenWaiters.get(recorded.index)?.resolve(recorded)
@@ -872,11 +889,11 @@ export async function scriptedModelServer(script: Script, options: ScriptedModel
       }
       if (typeof id !== 'string' || id === '') {
         const why = id instanceof Error ? id.message : `returned ${shown(id)}`
-        writeJson(res, 500, { error: { message: `scripted model server: requestIds ${why} for request ${recorded.index}`, type: 'server_error' } })
+        writeJson(res, 500, errorBody(recorded, 500, `scripted model server: requestIds ${why} for request ${recorded.index}`))
         return
       }
-      // Sent with whatever answer this request gets (writeHead keeps it).
-      res.setHeader('x-request-id', id)
+      // Sent with whatever answer this request gets (writeHead keeps it): OpenAI's header name, or Anthropic's.
+      res.setHeader(api === 'messages' ? 'request-id' : 'x-request-id', id)
     }
     const scripted = await choose(recorded)
     if (closed) return
@@ -913,11 +930,13 @@ export async function scriptedModelServer(script: Script, options: ScriptedModel
   server.unref()
   const address = server.address()
   if (address === null || typeof address === 'string') throw new Error('scripted model server: no TCP address')
-  const baseUrl = `http://127.0.0.1:${address.port}/v1`
+  const origin = `http://127.0.0.1:${address.port}`
+  const baseUrl = `${origin}/v1`
 
   let closing: Promise<void> | undefined
   return {
     baseUrl,
+    origin,
     requests,
     unscripted,
     seen(n) {

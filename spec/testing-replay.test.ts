@@ -772,4 +772,47 @@ test("a run a crash cut short while its tool ran: replayed with the tool run for
   ),
 )
 
+test("recorded reasoningDetails are streamed in pieces, as OpenRouter streams them (an entry's text, summary or data over several chunks, its signature with the last), and the built-in client puts each entry back as recorded", () =>
+  withTimeout(
+    withTempDir(async (dir) => {
+      const details: JsonObject[] = [
+        { type: 'reasoning.text', text: 'First, look up A-17 and then B-2.', signature: 'EqoBCkgIARAB', format: 'openai-responses-v1', index: 0 },
+        { type: 'reasoning.encrypted', data: 'gAAAAABo0pQrKq3v1bU9', format: 'openai-responses-v1', index: 1 },
+        { type: 'reasoning.text', text: 'The user wants both orders.', signature: 'c2lnbmVkIHRoaW5raW5n', format: 'anthropic-claude-v1' },
+        { type: 'reasoning.summary', summary: 'Looked up two orders.' },
+      ]
+      const server = await scriptedModelServer([answer.text('Both shipped.', { reasoningDetails: details, pieces: 3 })], { stream: true })
+      const log = await EventLog.open(join(dir, 'log'))
+      try {
+        // The SSE as sent: the details over several chunks, none of them whole but the unindexed summary.
+        const response = await fetch(`${server.baseUrl}/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'm', messages: [], stream: true }) })
+        const chunks = (await response.text())
+          .split('\n\n')
+          .map((frame) => frame.replace(/^data: /, ''))
+          .filter((data) => data.startsWith('{'))
+          .map((data) => JSON.parse(data) as { choices: { delta: { reasoning_details?: JsonObject[] } }[] })
+          .flatMap((chunk) => (chunk.choices[0]?.delta.reasoning_details === undefined ? [] : [chunk.choices[0].delta.reasoning_details]))
+        assert.is(chunks.length, 10, 'three pieces of each of the first three entries, and the summary whole')
+        assert.equal(chunks[0], [{ type: 'reasoning.text', format: 'openai-responses-v1', index: 0, text: 'First, look' }])
+        assert.equal(chunks[2], [{ type: 'reasoning.text', index: 0, text: 'd then B-2.', signature: 'EqoBCkgIARAB' }])
+        assert.equal(chunks[9], [{ type: 'reasoning.summary', summary: 'Looked up two orders.' }])
+        // Through the engine's client: recorded as given.
+        const again = await scriptedModelServer([answer.text('Both shipped.', { reasoningDetails: details, pieces: 3 })], { stream: true })
+        try {
+          assert.equal(await new Engine({ log }).run(input(again.baseUrl, 'pieces', dir, [], undefined, { stream: true })), { status: 'completed' })
+          const [completed] = (await recordedRun(log, 'invocation-pieces')).flatMap(({ event }) => (event.fact.type === 'model.completed' ? [event.fact.output] : []))
+          assert.equal(completed?.reasoningDetails, details)
+        } finally {
+          await again.close()
+        }
+      } finally {
+        await log.close()
+        await server.close()
+      }
+    }),
+    20_000,
+    'reasoning details in pieces',
+  ),
+)
+
 test.run()

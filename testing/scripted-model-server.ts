@@ -117,7 +117,7 @@ export type ScriptedAnswer =
  * The options of `answer.text`. `reasoning` is sent beside the answer as `reasoning_content`, as
  * DeepSeek's thinking mode and vLLM's reasoning parsers send it (`ModelOutput.reasoning`);
  * `reasoningDetails` as the message's `reasoning_details`, as OpenRouter sends them
- * (`ModelOutput.reasoningDetails`; in a stream, whole in one part).
+ * (`ModelOutput.reasoningDetails`; in a stream in pieces, as OpenRouter streams them: see `detailParts`).
  */
 export type TextOptions = AnswerOptions &
   PacingOptions & { finishReason?: string | undefined; usage?: ScriptedUsage | null | undefined; reasoning?: string | undefined; reasoningDetails?: JsonValue | undefined }
@@ -480,6 +480,48 @@ function pieces(text: string, parts: number): string[] {
   return out
 }
 
+/** The members of a `reasoning_details` entry that OpenRouter streams in pieces (the client joins them). */
+const DETAIL_PIECES = ['text', 'summary', 'data'] as const
+
+/**
+ * `reasoning_details` as OpenRouter streams them, one chunk's worth per item: each entry's `text`,
+ * `summary` or `data` in up to `parts` pieces, a part each, carrying the entry's `index` (the first
+ * part the entry's other members, the last its `signature`), so that a client joining the parts gets
+ * each entry back as given. An entry without an `index` is split only when it is a signed
+ * `reasoning.text` (its parts go on until the signature ends it); others, and anything that is not a
+ * list of objects, go whole in one chunk.
+ */
+function detailParts(details: JsonValue, parts: number): JsonValue[] {
+  if (!Array.isArray(details)) return [details]
+  const out: JsonValue[] = []
+  let whole: JsonValue[] = []
+  const flush = () => {
+    if (whole.length > 0) out.push(whole)
+    whole = []
+  }
+  for (const entry of details) {
+    const object = typeof entry === 'object' && entry !== null && !Array.isArray(entry) ? entry : undefined
+    const key = object === undefined ? undefined : DETAIL_PIECES.find((name) => typeof object[name] === 'string' && (object[name] as string).length > 1)
+    const indexed = object !== undefined && Number.isSafeInteger(object.index)
+    const splittable = object !== undefined && key !== undefined && (indexed || (object.type === 'reasoning.text' && key === 'text' && typeof object.signature === 'string'))
+    if (!splittable || object === undefined || key === undefined) {
+      whole.push(entry)
+      continue
+    }
+    flush()
+    const { [key]: text, signature, ...rest } = object
+    const split = pieces(text as string, parts)
+    split.forEach((piece, i) => {
+      const part: Record<string, JsonValue> = i === 0 ? { ...rest } : { ...(rest.type === undefined ? {} : { type: rest.type }), ...(indexed ? { index: rest.index as JsonValue } : {}) }
+      part[key] = piece
+      if (i === split.length - 1 && signature !== undefined) part.signature = signature
+      out.push([part])
+    })
+  }
+  flush()
+  return out
+}
+
 function encodeArguments(args: unknown): string {
   return typeof args === 'string' ? args : JSON.stringify(args ?? {})
 }
@@ -712,7 +754,7 @@ export async function scriptedModelServer(script: Script, options: ScriptedModel
     if (reasoning !== undefined && reasoning.length > 0) {
       for (const piece of pieces(reasoning, parts)) send(chunk({ reasoning_content: piece }))
     }
-    if (reasoningDetails !== undefined) send(chunk({ reasoning_details: reasoningDetails }))
+    if (reasoningDetails !== undefined) for (const part of detailParts(reasoningDetails, parts)) send(chunk({ reasoning_details: part }))
     if (text !== undefined && text.length > 0) {
       for (const piece of pieces(text, parts)) send(chunk({ content: piece }))
     }

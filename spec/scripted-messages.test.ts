@@ -166,7 +166,7 @@ test(
 )
 
 test(
-  'a streamed run recorded through the Messages route (a 503 retried, a tool, thinking) replays from its facts (scriptOf) through it to the same facts (compareRuns) and the same requests, its signed thinking sent back as recorded',
+  'a streamed run recorded through the Messages route (an error event in the stream and a 503 retried, a tool, thinking) replays from its facts (scriptOf) through it to the same facts (compareRuns) and the same requests, its signed thinking sent back as recorded',
   () =>
     withTimeout(
       withTempDir(async (dir) => {
@@ -180,19 +180,29 @@ test(
           return { server, engine: new Engine({ log, model: new ModelExecutor({ timeoutMs: 10_000, backoffMs: 1, maxBackoffMs: 5, createClient: (provider) => anthropicClient(sdk, { provider }) }) }) }
         }
         try {
-          const recording = await engineOver(recordLog, [answer.status(503), ...TOOL_RUN])
+          // An error event inside the stream (a JSON error body served malformed, as scriptOf scripts one), then a 503, then the run.
+          const overloaded = answer.malformed({ body: JSON.stringify({ type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } }) })
+          const recording = await engineOver(recordLog, [overloaded, answer.status(503), ...TOOL_RUN])
           const run = runInput(recording.server, [weather([])], { thinking: THINKING, stream: true }, 'replayed')
           assert.equal(await recording.engine.run(run), { status: 'completed' })
           const recorded = await recordedRun(recordLog, run.invocation.invocationId)
+          const interrupted = recorded.flatMap(({ event }) => (event.fact.type === 'model.interrupted' ? [[event.fact.status, event.fact.message]] : []))
+          assert.equal(interrupted, [
+            ['retryable_failure', 'the provider reported an error in the stream: overloaded_error: Overloaded'],
+            ['retryable_failure', 'the provider answered HTTP 503: scripted status 503'],
+          ])
           const replaying = await engineOver(replayLog, scriptOf(recorded))
           assert.equal(await replaying.engine.run({ ...run, provider: { ...run.provider, baseUrl: replaying.server.baseUrl } }), { status: 'completed' })
-          assert.is(compareRuns(recorded, await recordedRun(replayLog, run.invocation.invocationId)), undefined)
+          const replayed = await recordedRun(replayLog, run.invocation.invocationId)
+          assert.is(compareRuns(recorded, replayed), undefined)
+          // compareRuns leaves a failure's words out: the provider's words came back as recorded.
+          assert.equal(replayed.flatMap(({ event }) => (event.fact.type === 'model.interrupted' ? [[event.fact.status, event.fact.message]] : [])), interrupted)
           // The same requests, byte for byte: the thinking block went back with the signature recorded.
           assert.equal(
             replaying.server.requests.map((request) => request.bodyText),
             recording.server.requests.map((request) => request.bodyText),
           )
-          assert.ok(replaying.server.requests[2]?.bodyText.includes('"type":"thinking"'))
+          assert.ok(replaying.server.requests[3]?.bodyText.includes('"type":"thinking"'))
         } finally {
           for (const server of servers) await server.close()
           await recordLog.close()

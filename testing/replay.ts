@@ -77,12 +77,22 @@ function errorBody(fact: Extract<Fact, { type: 'model.interrupted' }>): { error:
   return {
     error: {
       // The provider's own words: the replay's client composes its message from them as the recording's did.
-      message: fact.message === undefined ? `replayed ${fact.status}` : (providerWordsOf(fact.message, status) ?? fact.message),
+      message: fact.message === undefined ? `replayed ${fact.status}` : (providerWordsOf(fact.message, status) ?? anthropicWordsOf(fact.message, status, type) ?? fact.message),
       ...(type === undefined ? {} : { type }),
       ...(code === undefined ? {} : { code }),
       ...(param === undefined ? {} : { param }),
     },
   }
+}
+
+/**
+ * The provider's own words in the message `factstate/anthropic` composed for an error event inside a
+ * stream (`the provider reported an error in the stream: <type>: <words>`), or `undefined`.
+ */
+function anthropicWordsOf(message: string, status: number | undefined, type: string | undefined): string | undefined {
+  if (status !== undefined || type === undefined) return undefined
+  const head = `the provider reported an error in the stream: ${type}: `
+  return message.startsWith(head) ? message.slice(head.length) : undefined
 }
 
 /** The answer that makes a replay record what `fact` recorded of an attempt that got no answer. */

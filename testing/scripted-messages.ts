@@ -146,7 +146,7 @@ function startSse(res: ServerResponse): (data: { type: string; [key: string]: un
   return (data) => void res.write(frameOf(data))
 }
 
-const frameOf = (data: { type: string }) => `event: ${data.type}\ndata: ${JSON.stringify(data)}\n\n`
+const frameOf = (data: { type: string; [key: string]: unknown }) => `event: ${data.type}\ndata: ${JSON.stringify(data)}\n\n`
 
 /** The start of a streamed Message: message_start (its usage as the API sends it there, one output token) and a ping. */
 function openingOf(recorded: RecordedRequest, usage: Record<string, number> | undefined): { type: string; [key: string]: unknown }[] {
@@ -230,6 +230,16 @@ async function serveMessage(
   res.end()
 }
 
+/** The `error` object of a body that is a JSON object with one, else nothing. */
+function reportedErrorOf(body: string): Record<string, unknown> | undefined {
+  try {
+    const parsed: unknown = JSON.parse(body)
+    return isObject(parsed) && isObject(parsed.error) ? parsed.error : undefined
+  } catch {
+    return undefined
+  }
+}
+
 /** Serves `scripted` to a Messages request (its `hold` already waited for). */
 export async function serveMessagesAnswer(res: ServerResponse, recorded: RecordedRequest, scripted: ScriptedAnswer, serving: MessagesServing): Promise<void> {
   switch (scripted.kind) {
@@ -255,10 +265,20 @@ export async function serveMessagesAnswer(res: ServerResponse, recorded: Recorde
       }
       return
     }
-    case 'malformed':
+    case 'malformed': {
+      // A JSON error (`{ error: { type, message } }`, what `scriptOf` scripts for an error the
+      // provider reported inside an answer begun as HTTP 200), to a streamed request: the stream's
+      // `event: error`, as the API reports an error after its 200.
+      const reported = requestStreams(recorded) ? reportedErrorOf(scripted.body) : undefined
+      if (reported !== undefined) {
+        res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' })
+        res.end(frameOf({ type: 'error', error: reported }))
+        return
+      }
       res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(scripted.body) })
       res.end(scripted.body)
       return
+    }
     case 'cutStream': {
       const send = startSse(res)
       for (const event of [...openingOf(recorded, usageOf(DEFAULT_USAGE)), ...partialText(scripted.text)]) send(event)

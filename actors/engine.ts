@@ -15,7 +15,7 @@ import type { ModelClient } from './model-client.js'
 import type { Approver } from './approval.js'
 import type { LiveModelText, LiveModelToolCalls, ModelTextPiece, ModelToolCallPiece } from './model-text.js'
 import { ModelExecutor } from './model-executor.js'
-import { DECLARED_SECRET, MAX_SECRET_LENGTH, MAX_SECRETS_TOTAL, type Secrets, clientSecretsOf, holdsSecretBytes, redact, redactDeep, redactedMessage, secretsOf, withClientSecret, withPassedOn } from './redaction.js'
+import { DECLARED_SECRET, MAX_SECRET_LENGTH, MAX_SECRETS_TOTAL, type Secrets, clientSecretsOf, dataSecretsOf, dataSecretsWith, holdsSecretBytes, redact, redactDeep, redactedMessage, secretsOf, withDeclaredClientSecret, withPassedOn } from './redaction.js'
 import { DEFAULT_MAX_STEPS, RUN_INPUT_KEYS, type RunInput, toolCallLimits, validateRunInput } from './run-input.js'
 import { type CatalogChanges, type ToolDefinition, catalogChanges, catalogOf, legacyCatalogDigest, shownText } from './tool-catalog.js'
 import { type InputCheck, inputCheckOf, inputChecks } from './tool-input.js'
@@ -381,11 +381,11 @@ const SECRET_HEADER = /^(proxy-)?authorization$|cookie|(^|[-_])(api[-_]?key|secr
  * recorded as given, so a key pasted into one of them (`providerOptions: { api_key }` for a provider
  * that takes it in the body) would be written to the log. Nothing is written.
  */
-function recordedCredential(run: RunInput, engineSecrets: Record<string, string>): void {
+function recordedCredential(run: RunInput, admission: Secrets): void {
   recordedSecret(
     run,
-    admissionSecrets(run.provider, engineSecrets),
-    "the provider's credential (its apiKey or a credential header's value) or one of the engine's secrets (for a child run, or one its parent run's tools added)",
+    admission,
+    "the provider's credential (its apiKey or a credential header's value) or one of the engine's secrets (for a child run, also one its parent run holds: its tools', its model client's, its provider's key)",
     "pass it as provider.apiKey, provider.headers or the engine's secrets only",
   )
 }
@@ -394,10 +394,11 @@ function recordedCredential(run: RunInput, engineSecrets: Record<string, string>
  * Refuses a run whose recorded settings carry one of the secrets its model client declares
  * (`ModelClient.secrets`, read when the client is made): the client holds the credential (an SDK
  * client made with its key), so a key pasted into the message would be written to the log as given.
- * Looked for as `recordedCredential` looks for the provider's. Nothing is written.
+ * `held` is the run's admission secrets with the client's (`admissionSecrets`), which `recordedCredential`
+ * found none of but the client's in: what it finds now is the client's. Nothing is written.
  */
-function clientCredential(run: RunInput, client: Record<string, string>): void {
-  recordedSecret(run, admissionSecrets(undefined, {}, client), "one of the model client's secrets (ModelClient.secrets)", 'keep it out of the run input: the client holds it')
+function clientCredential(run: RunInput, held: Secrets): void {
+  recordedSecret(run, held, "one of the model client's secrets (ModelClient.secrets)", 'keep it out of the run input: the client holds it')
 }
 
 /** `recordedCredential`'s check of `run`'s recorded settings for `secrets`, which its message calls `what`. */
@@ -450,7 +451,7 @@ function refusalSecrets(input: unknown, declared: Record<string, string>): Secre
   // quotes what it refused whole, and a short placeholder key ("anything") by its pieces would cut words out of it.
   const given = [...(typeof apiKey === 'string' ? [apiKey] : []), ...headers.map(([, value]) => value)].filter((secret) => secret.trim().length >= 8)
   if (given.length === 0 && Object.keys(declared).length === 0) return secretsOf({})
-  return secretsOf({ headers: { ...Object.fromEntries(given.map((secret, index) => [`${DECLARED_SECRET}given ${index}`, secret])), ...declared } }).inData
+  return dataSecretsOf({ headers: { ...Object.fromEntries(given.map((secret, index) => [`${DECLARED_SECRET}given ${index}`, secret])), ...declared } })
 }
 
 /** `error` with `secrets` redacted from its message and details (its cause left out then: it may quote them too). */
@@ -511,18 +512,19 @@ export function toolSecretProblem(
   declared: Record<string, string>,
   provider?: ProviderCredentials,
   client: Record<string, string> = {},
+  /** `admissionSecrets(provider, declared, client)`, when the caller built it already (once for all of a run's tools). */
+  built?: Secrets,
 ): { message: string; fields: string[] } | undefined {
   if (provider === undefined && Object.keys(declared).length === 0 && Object.keys(client).length === 0) return undefined
-  // Both at once, as the recorded settings were looked through: the same secrets, built once for the
-  // provider's runs. Apart (one set each), a run start built five, more than are kept, and so rebuilt
-  // them all, the engine's secrets three times over, at every start.
-  const secrets = admissionSecrets(provider, declared, client)
+  // All at once, as the recorded settings were looked through: the same secrets, built once for the
+  // run's start. Which of them a definition holds is told apart only for a refusal.
+  const secrets = built ?? admissionSecrets(provider, declared, client)
   if (secrets.whole.length === 0) return undefined
   for (const field of ['description', 'inputSchema'] as const) {
     const value = tool[field]
     if (value === undefined || redactDeep(value, secrets) === value) continue
     // Which of them it is, for the message: told apart only for a refusal.
-    const engines = Object.keys(declared).length > 0 && redactDeep(value, secretsOf({ headers: declared }).inData) !== value
+    const engines = Object.keys(declared).length > 0 && redactDeep(value, dataSecretsOf({ headers: declared })) !== value
     const clients = !engines && Object.keys(client).length > 0 && redactDeep(value, admissionSecrets(undefined, {}, client)) !== value
     const what = engines ? "one of the engine's secrets" : clients ? "one of the model client's secrets (ModelClient.secrets)" : "the provider's credential (its apiKey or a credential header's value)"
     return {
@@ -546,7 +548,7 @@ function runSecrets(provider: RunInput['provider'], declared: Record<string, str
  * `MODEL_SECRET_INVALID` with its `details.reason`): its run would record what the client holds. The
  * value is never shown.
  */
-function withDeclaredSecrets(client: ModelClient, secrets: Secrets, provider: RunInput['provider']): Secrets {
+function withClientSecrets(client: ModelClient, secrets: Secrets, provider: RunInput['provider']): Secrets {
   const refused = (why: string, cause?: unknown) => new FactstateError('RUN_INVALID_INPUT', `provider: the model client's secrets ${why}`, { ...(cause === undefined ? {} : { cause }), details: { fields: ['provider'] } })
   let given: unknown
   let declared: unknown[]
@@ -561,7 +563,7 @@ function withDeclaredSecrets(client: ModelClient, secrets: Secrets, provider: Ru
   if (!Array.isArray(given)) throw refused(`must be an array of strings (ModelClient.secrets), not ${kindOf(given)}`)
   for (const [index, secret] of declared.entries()) {
     try {
-      secrets = withClientSecret(secrets, secret, 'ModelClient.secrets')
+      secrets = withDeclaredClientSecret(secrets, secret)
     } catch (error) {
       throw refused(`are refused (item ${index}): ${error instanceof FactstateError ? messageWithoutCode(error) : messageOf(error)}`, error)
     }
@@ -569,15 +571,13 @@ function withDeclaredSecrets(client: ModelClient, secrets: Secrets, provider: Ru
   return secrets
 }
 
-/** What `start` made of a run before its admission: the secrets it declares and its model client, with the secrets that holds. */
+/** What `start` made of a run before its admission: its model client, with the secrets that holds. */
 interface MadeRun {
-  /** The engine's secrets, with those a child run holds from its parent run (`withPassedOn`). */
-  declared: Record<string, string>
   client: ModelClient
   /** The run's secrets: its provider's, the engine's (`declared`) and the client's (`ModelClient.secrets`). */
   secrets: Secrets
-  /** The client's declared secrets, as `clientSecretsOf` names them. */
-  clientSecrets: Record<string, string>
+  /** What the run's recorded settings were looked through for: `admissionSecrets(provider, declared, client's)`, built once. */
+  held: Secrets
 }
 
 /** A provider's credentials, as a run input gives them. */
@@ -590,13 +590,14 @@ interface ProviderCredentials {
  * What a run's recorded settings and its tools' definitions are looked through for, whole: the
  * provider's credential (its `apiKey`, the values of headers that carry one by name, when they look
  * like keys), the model client's (`client`: its `ModelClient.secrets`, as `clientSecretsOf` names
- * them, when they look like keys) and the engine's own secrets (`engineSecrets`' headers), whatever they look like.
+ * them, whatever they look like) and the engine's own secrets (`engineSecrets`' headers, with those a
+ * child run holds from its parent run), whatever they look like. Data's secrets only (see `dataSecretsOf`).
  */
 function admissionSecrets(provider: ProviderCredentials | undefined, engineSecrets: Record<string, string>, client: Record<string, string> = {}): Secrets {
   // Only headers that carry a credential by name: an Idempotency-Key (or a request id) is no secret,
-  // and may well be the run's own fingerprint. The client's are credentials by their names.
+  // and may well be the run's own fingerprint. The client's are declared secrets by their names.
   const headers = { ...Object.fromEntries(Object.entries(provider?.headers ?? {}).filter(([name]) => SECRET_HEADER.test(name))), ...client, ...engineSecrets }
-  return secretsOf({ ...(provider?.apiKey === undefined ? {} : { apiKey: provider.apiKey }), headers }).inData
+  return dataSecretsOf({ ...(provider?.apiKey === undefined ? {} : { apiKey: provider.apiKey }), headers })
 }
 
 /** The run's own copy of a tool's schema; one that is not plain data (a proxy, a class instance's private state) is named. */
@@ -898,22 +899,27 @@ export class Engine {
     // too: the tool that starts it may pass one on in its message, and its model may echo one.
     const parent = run.parent === undefined ? undefined : this.#running.get(run.parent.invocation.invocationId)
     const declared = parent === undefined ? this.#secrets : withPassedOn(this.#secrets, parent.actor.passedOnSecrets)
-    recordedCredential(run, declared)
+    // Built once for this start: the recorded settings, each tool's definition and the opened fact's bytes are looked through with it.
+    const admission = admissionSecrets(run.provider, declared)
+    recordedCredential(run, admission)
     // What the model is shown of each tool, as admitted (the names were checked just above).
     for (const [index, tool] of run.tools.entries()) {
-      const problem = toolSecretProblem(tool, `tools.${index}`, declared, run.provider)
+      const problem = toolSecretProblem(tool, `tools.${index}`, declared, run.provider, {}, admission)
       if (problem !== undefined) throw new FactstateError('RUN_INVALID_INPUT', problem.message, { details: { fields: problem.fields } })
     }
     // Made here, before anything is written and before the log is read, so that the secrets the client
     // holds itself (`ModelClient.secrets`: an SDK client made with its key) are looked for in the input
     // as the provider's credential was just above, and no later refusal quotes one.
     const client = this.#clientFor(run)
-    const secrets = withDeclaredSecrets(client, runSecrets(run.provider, declared), run.provider)
+    const secrets = withClientSecrets(client, runSecrets(run.provider, declared), run.provider)
     const clientSecrets = clientSecretsOf(secrets)
+    let held = admission
     if (Object.keys(clientSecrets).length > 0) {
-      clientCredential(run, clientSecrets)
+      // The provider's and the engine's were refused above: what these find more is the client's.
+      held = dataSecretsWith(admission, Object.values(clientSecrets))
+      clientCredential(run, held)
       for (const [index, tool] of run.tools.entries()) {
-        const problem = toolSecretProblem(tool, `tools.${index}`, {}, undefined, clientSecrets)
+        const problem = toolSecretProblem(tool, `tools.${index}`, {}, undefined, clientSecrets, held)
         if (problem !== undefined) throw new FactstateError('RUN_INVALID_INPUT', problem.message, { details: { fields: problem.fields } })
       }
     }
@@ -921,7 +927,7 @@ export class Engine {
     // From here on `running(id)` gives a handle of the run (before any await: once `start()` has returned).
     const opening = this.#opening(run.invocation, signal, run.provider)
     try {
-      return await this.#admitRun(run, admitted, { signal, onModelText, onModelReasoning, onToolCallText, onToolProgress, onApproval }, opening, { declared, client, secrets, clientSecrets })
+      return await this.#admitRun(run, admitted, { signal, onModelText, onModelReasoning, onToolCallText, onToolProgress, onApproval }, opening, { client, secrets, held })
     } catch (error) {
       if (opening !== undefined) this.#notOpened(opening, error, signal)
       throw error
@@ -958,7 +964,7 @@ export class Engine {
   /** The admission of a run whose input has been read and checked, and the start of its actor. */
   async #admitRun(run: RunInput, admitted: AdmittedTool[], options: StartOptions, opening: Opening | undefined, made: MadeRun): Promise<RunningInvocation> {
     const { signal, onModelText, onModelReasoning, onToolCallText, onToolProgress, onApproval } = options
-    const { declared, client, secrets, clientSecrets } = made
+    const { client, secrets, held } = made
     const { invocation, work } = run
     const catalog = catalogOf(run.tools, admitted.map((entry) => entry.shown))
     const settings: ExecutionSettings = canonical({
@@ -1080,7 +1086,7 @@ export class Engine {
     })
     // Its settings were looked through one by one (`recordedCredential`); as the log writes them together,
     // msgpack's bytes between two of them (a member's name after its header byte) can complete a secret neither holds.
-    if (holdsSecretBytes(event.fact, admissionSecrets(run.provider, declared, clientSecrets))) {
+    if (holdsSecretBytes(event.fact, held)) {
       throw new FactstateError(
         'RUN_INVALID_INPUT',
         "the run's recorded settings spell the provider's credential, the model client's or one of the engine's secrets together, in the bytes the log would write them in (msgpack's own bytes between two of them complete it): change the message, instructions or other settings",

@@ -176,12 +176,13 @@ export interface ModelClient {
   /**
    * The secrets the client holds itself, besides the run's `provider.apiKey` and `provider.headers`
    * (the API key of an SDK client it wraps, a proxy's token): read once, when the engine makes the
-   * client for a run (before the run's first fact is written). They are then the run's secrets as its
-   * provider's credential is: a run whose recorded settings hold one that looks like a key (16
-   * characters or more, with a letter and a digit: a key pasted into the message, the instructions, a
-   * tool's description) is refused with `RUN_INVALID_INPUT` (the value never quoted) and nothing is
+   * client for a run (before the run's first fact is written). They are then the run's secrets as the
+   * engine's own `secrets` are, whatever they look like (the client said they are secrets): a run
+   * whose recorded settings hold one (a key pasted into the message, the instructions, a tool's
+   * description) is refused with `RUN_INVALID_INPUT` (the value never quoted) and nothing is
    * written, and from its first fact on they are removed from the failure messages the run records
-   * (in every form and by their pieces) and, those that look like a key, from its data. Bounded as `ModelRequest.addSecret` is (each a string of 8 characters or more once
+   * (in every form and by their pieces) and from its data (whole). A child run one of the run's tools
+   * starts on the same engine holds them too, whatever client it runs on. Bounded as `ModelRequest.addSecret` is (each a string of 8 characters or more once
    * trimmed and at most 16,384; 64 and 65,536 characters together, with those it adds later): a
    * client whose `secrets` cannot be read, is not an array, or holds one that does not fit refuses the
    * run (`RUN_INVALID_INPUT`, `details.fields` `['provider']`; for one that does not fit, the error's

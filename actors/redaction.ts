@@ -68,18 +68,37 @@ const TOOL_SECRET = `${DECLARED_SECRET}added by a tool `
 const PARENT_SECRET = `${DECLARED_SECRET}of the parent run `
 
 /**
- * The secrets a run's tools added (`ToolContext.addSecret`), and those it holds from its own parent
- * run: what a child run one of its tools starts holds too (see {@link withPassedOn}). A tool that got
- * a token at run time may pass it on in the child's message, which the child records.
+ * The header names the secrets a run's model client declares it holds (`ModelClient.secrets`) go
+ * under: declared secrets (see {@link DECLARED_SECRET}), looked for whatever they look like, as the
+ * engine's own are. Counted with those the client adds (`CLIENT_SECRET`, see {@link withClientSecret}).
+ */
+const CLIENT_DECLARED = `${DECLARED_SECRET}of the model client `
+
+/**
+ * What a child run one of a run's tools starts holds too (see {@link withPassedOn}): the secrets the
+ * run's tools added (`ToolContext.addSecret`), its model client's (`ModelClient.secrets` and
+ * `ModelRequest.addSecret`), its provider's credentials that look like keys (`provider.apiKey`, a
+ * credential header's value), and those it holds from its own parent run. A tool that got a token at
+ * run time, or read the supervisor's key, may pass it on in the child's message, which the child
+ * records; and a child run may use another client, which knows nothing of them. Each once.
  */
 export function passedOn(secrets: Secrets): string[] {
-  return Object.entries(secrets.from?.headers ?? {}).flatMap(([name, value]) => (name.startsWith(TOOL_SECRET) || name.startsWith(PARENT_SECRET) ? [value] : []))
+  const headers = Object.entries(secrets.from?.headers ?? {})
+  const held = headers.flatMap(([name, value]) =>
+    name.startsWith(TOOL_SECRET) || name.startsWith(PARENT_SECRET) || name.startsWith(CLIENT_DECLARED) || name.startsWith(CLIENT_SECRET) ? [value] : [],
+  )
+  // The provider's own, as data loses them: a placeholder key ("lm-studio") is no secret to pass on.
+  const provider = { apiKey: secrets.from?.apiKey, headers: Object.fromEntries(headers.filter(([name]) => !name.startsWith(DECLARED_SECRET) && !name.startsWith(CLIENT_SECRET))) }
+  const keys = provider.apiKey === undefined && Object.keys(provider.headers).length === 0 ? [] : [...formsFrom(provider, false).keys]
+  return [...new Set([...held, ...keys])]
 }
 
-/** `declared` (an engine's secrets, as `DECLARED_SECRET` headers) with `inherited` (see {@link passedOn}) as declared secrets too. */
+/** `declared` (an engine's secrets, as `DECLARED_SECRET` headers) with `inherited` (see {@link passedOn}) as declared secrets too, those it holds already left out. */
 export function withPassedOn(declared: Record<string, string>, inherited: readonly string[]): Record<string, string> {
-  if (inherited.length === 0) return declared
-  return { ...declared, ...Object.fromEntries(inherited.map((secret, index) => [`${PARENT_SECRET}${index}`, secret])) }
+  const known = new Set(Object.values(declared))
+  const added = inherited.filter((secret) => !known.has(secret))
+  if (added.length === 0) return declared
+  return { ...declared, ...Object.fromEntries(added.map((secret, index) => [`${PARENT_SECRET}${index}`, secret])) }
 }
 
 /** The most secrets a run's tools may add (as many as an engine takes: `EngineOptions.secrets`). */
@@ -120,7 +139,7 @@ const CLIENT_SECRET = 'client secret '
 export function withClientSecret(secrets: Secrets, secret: unknown, by = 'request.addSecret'): Secrets {
   const refused = (reason: SecretRefusal, why: string) => new FactstateError('MODEL_SECRET_INVALID', `${by} ${why}; the value is not shown`, { details: { reason } })
   // Named as no header of the provider's can be (admission refuses a name with a space); a credential by its name.
-  const added = headersWith(secrets, secret, CLIENT_SECRET, MAX_CLIENT_SECRETS, refused)
+  const added = headersWith(secrets, secret, CLIENT_SECRET, MAX_CLIENT_SECRETS, refused, CLIENT_SECRETS)
   if (added === undefined) return secrets
   const { headers, name, secret: text } = added
   const { whole, pieced, data } = formsFrom({ headers: { [name]: text } })
@@ -134,12 +153,32 @@ export function withClientSecret(secrets: Secrets, secret: unknown, by = 'reques
 }
 
 /**
+ * `secrets` with `secret`, which the run's model client declares it holds (`ModelClient.secrets`,
+ * read when the client is made), added as a declared secret (see {@link DECLARED_SECRET}), as the
+ * engine's own are: removed from data whole whatever it looks like (as it is, trimmed or
+ * JSON-escaped), and from failure messages, a tool's included, in every form and by its pieces. The
+ * client said it is a secret: one that does not look like a key (`correct-horse-battery-staple`) is
+ * its credential all the same. Bounded, and counted with what the client adds later, as
+ * {@link withClientSecret} is (`MODEL_SECRET_INVALID`, `by` naming what gave it).
+ */
+export function withDeclaredClientSecret(secrets: Secrets, secret: unknown, by = 'ModelClient.secrets'): Secrets {
+  const refused = (reason: SecretRefusal, why: string) => new FactstateError('MODEL_SECRET_INVALID', `${by} ${why}; the value is not shown`, { details: { reason } })
+  const added = headersWith(secrets, secret, CLIENT_DECLARED, MAX_CLIENT_SECRETS, refused, CLIENT_SECRETS)
+  if (added === undefined) return secrets
+  return withDeclared(secrets, added.headers, added.secret)
+}
+
+/** The header names of a run's model client's secrets, declared (`ModelClient.secrets`) and added (`ModelRequest.addSecret`): counted together. */
+const CLIENT_SECRETS = [CLIENT_DECLARED, CLIENT_SECRET] as const
+
+/**
  * The secrets a run's model client holds (`ModelClient.secrets`, or added with `ModelRequest.addSecret`),
- * under the header names they have among the run's secrets (see {@link withClientSecret}): what the
- * run's recorded settings are looked through for at admission, as its provider's credential is.
+ * under the header names they have among the run's secrets (see {@link withClientSecret} and
+ * {@link withDeclaredClientSecret}): what the run's recorded settings are looked through for at
+ * admission, as its provider's credential is (the declared ones whatever they look like).
  */
 export function clientSecretsOf(secrets: Secrets): Record<string, string> {
-  return Object.fromEntries(Object.entries(secrets.from?.headers ?? {}).filter(([name]) => name.startsWith(CLIENT_SECRET)))
+  return Object.fromEntries(Object.entries(secrets.from?.headers ?? {}).filter(([name]) => CLIENT_SECRETS.some((prefix) => name.startsWith(prefix))))
 }
 
 /** Why a secret a run adds (`context.addSecret`, `ModelRequest.addSecret`) is refused. */
@@ -160,6 +199,8 @@ function headersWith(
   prefix: string,
   most: number,
   refused: (reason: SecretRefusal, why: string) => FactstateError,
+  /** The header names counted together with `prefix`'s (a client's declared and added secrets). */
+  counted: readonly string[] = [prefix],
 ): { headers: Record<string, string>; name: string; secret: string } | undefined {
   // Its kind, never what it holds (a Buffer of the token would be quoted otherwise): `an object`, not `a object`.
   if (typeof secret !== 'string') throw refused('not_a_string', `takes a string, not ${kindOf(secret)}`)
@@ -168,7 +209,7 @@ function headersWith(
     throw refused('too_long', `takes a secret of at most ${MAX_SECRET_LENGTH.toLocaleString('en-US')} characters, not ${secret.length.toLocaleString('en-US')} (each is looked for, in every form, in all the run records)`)
   }
   const headers = { ...secrets.from?.headers }
-  const added = Object.keys(headers).filter((name) => name.startsWith(prefix))
+  const added = Object.keys(headers).filter((name) => counted.some((group) => name.startsWith(group)))
   if (added.some((name) => headers[name] === secret)) return undefined
   if (added.length >= most) throw refused('too_many', `was given more than ${most} secrets in one run`)
   const total = added.reduce((sum, name) => sum + (headers[name] as string).length, secret.length)
@@ -192,7 +233,11 @@ export function withToolSecret(secrets: Secrets, secret: unknown): Secrets {
   const refused = (reason: SecretRefusal, why: string) => new FactstateError('TOOL_SECRET_INVALID', `context.addSecret ${why}; the value is not shown`, { details: { reason } })
   const added = headersWith(secrets, secret, TOOL_SECRET, MAX_TOOL_SECRETS, refused)
   if (added === undefined) return secrets
-  const { headers, secret: text } = added
+  return withDeclared(secrets, added.headers, added.secret)
+}
+
+/** `secrets` with `text` added as a declared secret (see {@link withToolSecret}), `headers` the run's secret headers with it. */
+function withDeclared(secrets: Secrets, headers: Record<string, string>, text: string): Secrets {
   // Built from the new secret alone and laid over the run's (as `buildSecrets` would build them all with
   // it, as a declared secret): rebuilding every secret at each addition costs the run's secrets times
   // the additions (64 tokens of 1.2 KB took 90 s and 1.2 GB so).
@@ -333,6 +378,59 @@ export function secretsOf(provider: SecretSource | ProviderConfig): Secrets {
   return secrets
 }
 
+/**
+ * What data loses of `source`'s secrets (its `Secrets.inData`: credentials that look like keys and
+ * declared secrets whatever they look like, as they are, trimmed and JSON-escaped, whole), built
+ * without the forms and pieces failure messages are looked through for, which data never is. A run's
+ * start looks its recorded settings and tools through with these: building them whole (every
+ * 8-character window of every encoded form indexed) cost what building the run's own secrets does,
+ * for each set, at every start whose credentials were not among the few built lately.
+ */
+export function dataSecretsOf(source: SecretSource): Secrets {
+  if (source.apiKey === undefined && source.headers === undefined) return NO_SECRETS
+  // Kept as `secretsOf` keeps what it builds: what looks a text through (its byte and form indexes)
+  // is made once for one list of secrets, so the starts of runs with the same credentials share it.
+  const key = JSON.stringify([source.apiKey ?? null, Object.entries(source.headers ?? {})])
+  const found = dataBuilt.get(key)
+  if (found !== undefined) {
+    dataBuilt.delete(key)
+    dataBuilt.set(key, found)
+    return found
+  }
+  const secrets = secretsFrom(formsFrom(source, false).data, new Set(), undefined)
+  if (dataBuilt.size >= BUILT_KEPT) dataBuilt.delete(dataBuilt.keys().next().value as string)
+  dataBuilt.set(key, secrets)
+  return secrets
+}
+
+/** What {@link dataSecretsOf} built lately, by what it was built from (in memory only). */
+const dataBuilt = new Map<string, Secrets>()
+
+/**
+ * `secrets` (data's, see {@link dataSecretsOf}) with `more` added as declared secrets are, as they
+ * are, trimmed and JSON-escaped, whole. The last one made over `secrets` is kept with it, for the
+ * next start of a run with the same secrets.
+ */
+export function dataSecretsWith(secrets: Secrets, more: readonly string[]): Secrets {
+  const key = JSON.stringify(more)
+  const kept = dataAdded.get(secrets)
+  if (kept?.key === key) return kept.secrets
+  const data = new Set<string>()
+  for (const secret of more) {
+    for (const value of new Set([secret, secret.trim()])) {
+      if (value.length < SHORTEST_SECRET) continue
+      data.add(value)
+      data.add(JSON.stringify(value).slice(1, -1))
+    }
+  }
+  const added = data.size === 0 ? secrets : layered(secrets.inData, [...data], [])
+  dataAdded.set(secrets, { key, secrets: added })
+  return added
+}
+
+/** The last {@link dataSecretsWith} of each set of secrets. */
+const dataAdded = new WeakMap<Secrets, { key: string; secrets: Secrets }>()
+
 function buildSecrets(provider: SecretSource): Secrets {
   const { whole, pieced, data, declared } = formsFrom(provider)
   const secrets = secretsFrom(whole, pieced, secretsFrom(data, new Set(), undefined), provider)
@@ -348,7 +446,7 @@ function buildSecrets(provider: SecretSource): Secrets {
  * forms removed by their pieces too; `data`, what is removed from data (as is and JSON-escaped);
  * `declared`, the forms of declared secrets (see {@link DECLARED_SECRET}).
  */
-function formsFrom(provider: SecretSource): { whole: Set<string>; pieced: Set<string>; data: Set<string>; declared: Set<string> } {
+function formsFrom(provider: SecretSource, encoded = true): { whole: Set<string>; pieced: Set<string>; data: Set<string>; declared: Set<string>; keys: Set<string> } {
   const whole = new Set<string>()
   const pieced = new Set<string>()
   /** What data is redacted of: credentials that look like keys, as they are and JSON-escaped. */
@@ -364,7 +462,7 @@ function formsFrom(provider: SecretSource): { whole: Set<string>; pieced: Set<st
     // Sent trimmed (fetch trims header values), so echoed trimmed: a key read from a file with its newline.
     for (const secret of new Set([given, given.trim()])) {
       if (secret.length < SHORTEST_SECRET) continue
-      for (const form of formsOf(secret)) {
+      for (const form of encoded ? formsOf(secret) : []) {
         whole.add(form)
         if (pieces) pieced.add(form)
       }
@@ -377,7 +475,7 @@ function formsFrom(provider: SecretSource): { whole: Set<string>; pieced: Set<st
     if (name.startsWith(DECLARED_SECRET)) {
       for (const secret of new Set([value, value.trim()])) {
         if (secret.length < SHORTEST_SECRET) continue
-        for (const form of formsOf(secret)) {
+        for (const form of encoded ? formsOf(secret) : []) {
           whole.add(form)
           pieced.add(form)
           declared.add(form)
@@ -413,9 +511,11 @@ function formsFrom(provider: SecretSource): { whole: Set<string>; pieced: Set<st
       if (colon !== -1) add(decoded.slice(colon + 1), true)
     }
   }
+  /** The credentials themselves, as given (and trimmed), before their JSON-escaped forms join `data`. */
+  const keys = new Set(data)
   // In data, also as JSON writes them (a key with a quote or a backslash in a tool result's text).
   for (const secret of [...data]) data.add(JSON.stringify(secret).slice(1, -1))
-  return { whole, pieced, data, declared }
+  return { whole, pieced, data, declared, keys }
 }
 
 /** `message` with every secret (and every piece of one that is looked for piece by piece) replaced by `[redacted]`. */

@@ -190,4 +190,128 @@ test(
   }),
 )
 
+test(
+  "secrets: a child run holds its ancestors' client and provider secrets though it runs on another client: one passed on in a child's or a grandchild's message is refused, an echo in a child's tool result or answer is redacted, and no file holds any",
+  bounded(30_000, async (dir) => {
+    // The supervisor's client holds KEY itself and declares it and a secret that looks like no key; its
+    // provider gives PROVIDER_KEY. The children run on a plain client, with a provider key of their own.
+    const phrase = 'correct horse battery staple'
+    const providerKey = `sk-supervisor-${randomBytes(20).toString('hex')}`
+    const childKey = `sk-child-${randomBytes(20).toString('hex')}`
+    const server = await scriptedModelServer((request) => {
+      const first = request.body.messages.find((message) => message.role === 'user')?.content
+      const answered = request.body.messages.some((message) => message.role === 'tool')
+      if (first === 'question parent') return answered ? answer.text('done') : answer.toolCalls([{ id: 'call-delegate', name: 'delegate', arguments: {} }])
+      // The child: a tool that starts a grandchild and echoes the supervisor's secrets, then an answer that echoes them too.
+      return answered ? answer.text(`keys: ${KEY} ${providerKey} ${phrase}`) : answer.toolCalls([{ id: 'call-nested', name: 'nested', arguments: {} }])
+    })
+    const log = await EventLog.open(join(dir, 'log'))
+    const refusals: unknown[] = []
+    const refusalOf = (error: unknown) => {
+      const { code, details, message } = error as FactstateError
+      return { code, details, quotes: [KEY, providerKey, phrase].some((secret) => message.includes(secret)) }
+    }
+    const holding = holdingClient(KEY, [KEY, phrase])
+    try {
+      const engine: Engine = new Engine({
+        log,
+        model: new ModelExecutor({ retries: 0, createClient: (provider) => (provider.model === 'supervisor' ? holding(provider) : new OpenAIChatClient(provider)) }),
+      })
+      const childInput = (context: ToolContext, name: string, content: string, tools: ToolDefinition[]): RunInput => ({
+        ...input(server.baseUrl, name, { tools }),
+        provider: { kind: 'openai-chat', baseUrl: server.baseUrl, model: 'specialist', apiKey: childKey },
+        ...childRunFor(context, name),
+        work: { kind: 'message', content },
+      })
+      const nested: ToolDefinition = {
+        name: 'nested',
+        readOnly: true,
+        async execute(_input: unknown, context: ToolContext) {
+          await engine.run(childInput(context, 'grandchild', `use ${KEY}`, [])).catch((error: unknown) => refusals.push(refusalOf(error)))
+          return `echo: ${KEY} ${providerKey} ${phrase}`
+        },
+      }
+      const delegate: ToolDefinition = {
+        name: 'delegate',
+        async execute(_input: unknown, context: ToolContext) {
+          for (const [name, secret] of [['client-key', KEY], ['provider-key', providerKey], ['phrase', phrase]] as const) {
+            await engine.run(childInput(context, name, `use ${secret}`, [])).catch((error: unknown) => refusals.push(refusalOf(error)))
+          }
+          return engine.run(childInput(context, 'echo', 'child echo', [nested]))
+        },
+      }
+      const parent = input(server.baseUrl, 'parent', { tools: [delegate], provider: { kind: 'openai-chat', baseUrl: server.baseUrl, model: 'supervisor', apiKey: providerKey } })
+      assert.equal(await engine.run(parent), { status: 'completed' })
+      const refused = { code: 'RUN_INVALID_INPUT', details: { fields: ['work.content'] }, quotes: false }
+      assert.equal(refusals, [refused, refused, refused, refused], "the children's messages (the client's key, the provider's key, the phrase) and the grandchild's")
+      const events = (await log.prefix(ALL.events, ALL.bytes)).events.map((stored) => stored.event)
+      const opened = events.filter(({ fact }) => fact.type === 'invocation.opened').map((event) => event.invocation.invocationId)
+      assert.equal(opened.length, 2, `the parent and the echoing child only: ${opened.join(', ')}`)
+      const results = events.flatMap(({ fact }) => (fact.type === 'tool.settled' && fact.outcome.status === 'succeeded' && typeof fact.outcome.output === 'string' ? [fact.outcome.output] : []))
+      assert.ok(results.includes('echo: [redacted] [redacted] [redacted]'), JSON.stringify(results))
+      const texts = events.flatMap(({ fact }) => (fact.type === 'model.completed' && fact.output.text !== undefined ? [fact.output.text] : []))
+      assert.ok(texts.includes('keys: [redacted] [redacted] [redacted]'), JSON.stringify(texts))
+      const text = JSON.stringify(events)
+      for (const secret of [KEY, providerKey, phrase]) assert.not.ok(text.includes(secret), 'facts')
+    } finally {
+      await log.close()
+      await server.close()
+    }
+    for (const file of await everyFile(join(dir, 'log'))) {
+      for (const secret of [KEY, providerKey, phrase]) assert.not.ok(file.bytes.includes(Buffer.from(secret)), `${file.path} holds a secret of the supervisor's`)
+    }
+  }),
+)
+
+test(
+  "secrets: a client's declared secrets are matched whatever they look like (8 characters or more, as the engine's secrets): a phrase in the message is refused, its echo in a tool result, an answer and a tool's failure is redacted, and no file holds it",
+  bounded(30_000, async (dir) => {
+    const phrase = 'correct-horse-battery-staple-longer'
+    const word = 'tr0ub4dor'
+    const server = await scriptedModelServer((request) => {
+      const answered = request.body.messages.some((message) => message.role === 'tool')
+      return answered ? answer.text(`you said ${phrase} and ${word}`) : answer.toolCalls([{ id: 'call-echo', name: 'echo', arguments: {} }, { id: 'call-fail', name: 'fail', arguments: {} }])
+    })
+    const log = await EventLog.open(join(dir, 'log'))
+    try {
+      const engine = new Engine({ log, model: new ModelExecutor({ retries: 0, createClient: holdingClient(KEY, [phrase, ` ${word} `]) }) })
+      const echo: ToolDefinition = { name: 'echo', readOnly: true, execute: async () => ({ said: phrase, word }) }
+      const fail: ToolDefinition = {
+        name: 'fail',
+        readOnly: true,
+        execute: async () => {
+          throw new Error(`denied for ${phrase.slice(0, 12)}****`)
+        },
+      }
+      for (const [what, given, field] of [
+        ['the phrase', input(server.baseUrl, 'phrase', { work: { kind: 'message', content: `my passphrase is ${phrase}` } }), 'work.content'],
+        ['the word, trimmed', input(server.baseUrl, 'word', { instructions: `Say ${word}.` }), 'instructions'],
+        ['a tool description', input(server.baseUrl, 'described', { tools: [{ ...echo, description: `knows ${phrase}` }] }), 'tools.0.description'],
+      ] as const) {
+        const before = log.head()
+        const refused = await rejectsWithCode(() => engine.start(given), 'RUN_INVALID_INPUT', what)
+        assert.equal(refused.details, { fields: [field] }, what)
+        assert.match(refused.message, /the model client's secrets \(ModelClient\.secrets\)/, what)
+        assert.not.ok(refused.message.includes(phrase) || refused.message.includes(word), `${what}: not quoted`)
+        assert.equal(log.head(), before, `${what}: nothing written`)
+      }
+      assert.equal(await engine.run(input(server.baseUrl, 'echoed', { tools: [echo, fail] })), { status: 'completed' })
+      const events = (await log.prefix(ALL.events, ALL.bytes)).events.map((stored) => stored.event)
+      const settled = events.flatMap(({ fact }) => (fact.type === 'tool.settled' ? [fact.outcome] : []))
+      assert.equal(
+        settled.map((outcome) => (outcome.status === 'succeeded' ? outcome.output : outcome.status === 'failed' ? outcome.message : outcome.status)),
+        [{ said: '[redacted]', word: '[redacted]' }, 'denied for [redacted]****'],
+        'the result whole, the failure by its pieces',
+      )
+      const texts = events.flatMap(({ fact }) => (fact.type === 'model.completed' && fact.output.text !== undefined ? [fact.output.text] : []))
+      assert.equal(texts, ['you said [redacted] and [redacted]'], 'the answer, as recorded')
+    } finally {
+      await log.close()
+      await server.close()
+    }
+    assert.equal(await filesHolding(join(dir, 'log'), `xxxxxxx${phrase}`), [], 'no file of the log holds the phrase')
+    for (const file of await everyFile(join(dir, 'log'))) assert.not.ok(file.bytes.includes(Buffer.from(word)), `${file.path} holds the word`)
+  }),
+)
+
 test.run()

@@ -907,6 +907,8 @@ export class Engine {
       const problem = toolSecretProblem(tool, `tools.${index}`, declared, run.provider, {}, admission)
       if (problem !== undefined) throw new FactstateError('RUN_INVALID_INPUT', problem.message, { details: { fields: problem.fields } })
     }
+    // A closed log refuses the run at its first read: refused here, before a client is made for it.
+    this.#log.assertOpen()
     // Made here, before anything is written and before the log is read, so that the secrets the client
     // holds itself (`ModelClient.secrets`: an SDK client made with its key) are looked for in the input
     // as the provider's credential was just above, and no later refusal quotes one.

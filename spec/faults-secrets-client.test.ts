@@ -314,4 +314,45 @@ test(
   }),
 )
 
+test(
+  'secrets: a start on a closed log is refused (LOG_CLOSED) before a model client is made; a start refused later (its ids in use) has had one made, which is never used',
+  bounded(30_000, async (dir) => {
+    const server = await scriptedModelServer([answer.text('fine')])
+    const log = await EventLog.open(join(dir, 'log'))
+    let made = 0
+    let completed = 0
+    try {
+      const inner = holdingClient(KEY, [KEY])
+      const engine = new Engine({
+        log,
+        model: new ModelExecutor({
+          retries: 0,
+          createClient: (provider) => {
+            made += 1
+            const client = inner(provider)
+            return {
+              secrets: client.secrets,
+              complete: (request) => {
+                completed += 1
+                return client.complete(request)
+              },
+            }
+          },
+        }),
+      })
+      assert.equal(await engine.run(input(server.baseUrl, 'once')), { status: 'completed' })
+      assert.equal([made, completed], [1, 1])
+      const refused = await rejectsWithCode(() => engine.start(input(server.baseUrl, 'once')), 'RUN_INVALID_INPUT', 'ids in use')
+      assert.is((refused.details as { reason?: string }).reason, 'exists')
+      assert.equal([made, completed], [2, 1], 'refused after its client was made (its secrets are looked for first), which answered nothing')
+      await log.close()
+      await rejectsWithCode(() => engine.start(input(server.baseUrl, 'closed')), 'LOG_CLOSED', 'a closed log')
+      assert.equal([made, completed], [2, 1], 'no client made for a start on a closed log')
+    } finally {
+      await log.close()
+      await server.close()
+    }
+  }),
+)
+
 test.run()

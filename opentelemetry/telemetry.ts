@@ -2,8 +2,8 @@
  * Spans and metrics read from a log's facts by a follower (`log.events({ follow: true })`): what the
  * log records is what is traced, at the times the facts record, whichever process ran the work.
  */
-import { type Attributes, type Context, type Counter, type Histogram, type HrTime, type Meter, ROOT_CONTEXT, type Span, SpanKind, SpanStatusCode, type Tracer, trace } from '@opentelemetry/api'
-import { FactstateError } from '../errors.js'
+import { type Attributes, type Context, type Counter, diag, type Histogram, type HrTime, type Meter, ROOT_CONTEXT, type Span, SpanKind, type SpanOptions, type SpanStatus, SpanStatusCode, type Tracer, trace } from '@opentelemetry/api'
+import { FactstateError, isFactstateError } from '../errors.js'
 import type { FactOf, StoredEvent } from '../facts/types.js'
 import { kindOf, readOptions } from '../options.js'
 import type { EventLog } from '../store/event-log.js'
@@ -103,16 +103,19 @@ function outcomeAttributes(outcome: FactOf<'invocation.ended'>['outcome']): Attr
  * Spans: one per run, `invoke_agent`, from its `invocation.opened` to its `invocation.ended`; under
  * it one per model attempt, `chat <model>` (`model.requested` to `model.completed` or
  * `model.interrupted`) and one per tool call, `execute_tool <name>` (`tool.dispatched` to
- * `tool.settled`; a `tool.rejected` call is a span of no duration), each started and ended at its
+ * `tool.settled`; a `tool.rejected` call is a span of no duration, `execute_tool` alone for a tool the
+ * catalog does not have, whose name is the model's own words), each started and ended at its
  * facts' `recordedAt`. A child run's span is under the tool call that started it while that call's
  * span is open. What a run leaves unfinished when it ends (a call whose outcome is unknown) ends
  * with it. Holds are events of the run's span. A run whose `invocation.opened` is before `from` has
  * no span (nor its model attempts and tool calls); its facts still feed the metrics. When the
  * follower ends, the spans still open end at the `recordedAt` of the last fact it read, with
- * `factstate.unfinished`.
+ * `factstate.unfinished`. An exception of the tracer or the meter (a span processor's, a sampler's)
+ * is reported to OpenTelemetry's `diag.error` and the follower goes on.
  *
- * `OPENTELEMETRY_INVALID_OPTIONS` (`details.field`) for options it cannot use; a `from` past the
- * log's next fact is `LOG_INVALID_ARGUMENT`, as `log.events` refuses it.
+ * `OPENTELEMETRY_INVALID_OPTIONS` (`details.field`) for options it cannot use and for a snapshot
+ * (`details.field` `log`: it gets no new facts); a `from` past the log's next fact is
+ * `LOG_INVALID_ARGUMENT`, as `log.events` refuses it.
  */
 export function telemetryFromLog(log: EventLog, options: LogTelemetryOptions): LogTelemetry {
   const given = readOptions(options, OPTIONS, { call: 'telemetryFromLog', code: 'OPENTELEMETRY_INVALID_OPTIONS', details: (field) => ({ field }) })
@@ -120,10 +123,11 @@ export function telemetryFromLog(log: EventLog, options: LogTelemetryOptions): L
     throw invalidOptions(`log must be an EventLog (EventLog.open), not ${kindOf(log)}`, 'log')
   }
   const { tracer, meter, from } = given
-  if (tracer !== undefined && typeof (tracer as { startSpan?: unknown }).startSpan !== 'function') {
+  // `null` is no tracer or meter given: refused with the rest, not a TypeError.
+  if (tracer !== undefined && typeof (tracer as { startSpan?: unknown } | null)?.startSpan !== 'function') {
     throw invalidOptions(`tracer must be an OpenTelemetry Tracer (trace.getTracer(name)), not ${kindOf(tracer)}`, 'tracer')
   }
-  if (meter !== undefined && (typeof (meter as { createCounter?: unknown }).createCounter !== 'function' || typeof (meter as { createHistogram?: unknown }).createHistogram !== 'function')) {
+  if (meter !== undefined && (typeof (meter as { createCounter?: unknown } | null)?.createCounter !== 'function' || typeof (meter as { createHistogram?: unknown }).createHistogram !== 'function')) {
     throw invalidOptions(`meter must be an OpenTelemetry Meter (metrics.getMeter(name)), not ${kindOf(meter)}`, 'meter')
   }
   if (tracer === undefined && meter === undefined) throw invalidOptions('give a tracer, a meter or both: with neither there is nothing to record', 'tracer')
@@ -131,9 +135,10 @@ export function telemetryFromLog(log: EventLog, options: LogTelemetryOptions): L
     throw invalidOptions(`from must be a seq, a whole number from 1, not ${kindOf(from)}`, 'from')
   }
   const start = (from as number | undefined) ?? log.head().highWater + 1
-  // Taken now: every fact made durable from here on is read, whenever the loop below starts.
-  const reader = log.events({ from: start, follow: true })
+  // Made before the reader: a meter that throws here leaves no follower registered on the log.
   const recorder = new Recorder(tracer as Tracer | undefined, meter === undefined ? undefined : instrumentsOf(meter as Meter))
+  // Taken now: every fact made durable from here on is read, whenever the loop below starts.
+  const reader = followed(log, start)
   let read = start - 1
   const done = (async () => {
     try {
@@ -156,6 +161,43 @@ export function telemetryFromLog(log: EventLog, options: LogTelemetryOptions): L
   }
 }
 
+/** `log.events({ from, follow: true })`; a snapshot's refusal told as this call's, naming the log (a snapshot gets no new facts). */
+function followed(log: EventLog, from: number): AsyncGenerator<StoredEvent, void, undefined> {
+  try {
+    return log.events({ from, follow: true })
+  } catch (error) {
+    if (isFactstateError(error, 'LOG_INVALID_ARGUMENT') && error.details?.field === 'follow') {
+      throw new FactstateError(
+        'OPENTELEMETRY_INVALID_OPTIONS',
+        'telemetryFromLog: log is a snapshot (EventLog.openSnapshot), which gets no new facts: follow the log itself, in the process that has it open',
+        { details: { field: 'log' }, cause: error },
+      )
+    }
+    throw error
+  }
+}
+
+/** Where an exception of the caller's tracer or meter (a span processor's, a sampler's) goes: OpenTelemetry's own error channel, as its SDK reports its own. */
+function report(what: string, error: unknown): void {
+  try {
+    diag.error(`factstate/opentelemetry: the tracer or meter threw ${what}; the follower goes on`, error)
+  } catch {
+    // A logger that throws too: nothing left to tell it with.
+  }
+}
+
+/** Ends `span` (setting its attributes and status first) at `at`; what the tracer throws is reported, so the spans ended after it still end. */
+function finish(span: Span | undefined, at: number, attributes?: Attributes, status?: SpanStatus): void {
+  if (span === undefined) return
+  try {
+    if (attributes !== undefined) span.setAttributes(attributes)
+    if (status !== undefined) span.setStatus(status)
+    span.end(hrTime(at))
+  } catch (error) {
+    report('as a span ended', error)
+  }
+}
+
 /** Turns facts into spans and measurements, holding only the runs under way. */
 class Recorder {
   readonly #tracer: Tracer | undefined
@@ -170,7 +212,20 @@ class Recorder {
     this.#instruments = instruments
   }
 
-  record({ seq, event }: StoredEvent): void {
+  /**
+   * Records one fact. What the tracer or meter throws (a span processor of the service's, a sampler)
+   * is reported to OpenTelemetry's `diag` and the follower goes on: the bookkeeping of each fact is
+   * done before the calls that may throw, and each span ends on its own.
+   */
+  record(stored: StoredEvent): void {
+    try {
+      this.#record(stored)
+    } catch (error) {
+      report(`at the fact of seq ${stored.seq} (${stored.event.fact.type})`, error)
+    }
+  }
+
+  #record({ seq, event }: StoredEvent): void {
     const { fact, recordedAt, invocation } = event
     this.#lastAt = recordedAt
     const key = invocation.invocationId
@@ -188,7 +243,7 @@ class Recorder {
     switch (fact.type) {
       case 'model.requested': {
         const attributes: Attributes = { 'gen_ai.operation.name': 'chat', 'gen_ai.request.model': fact.model }
-        const span = run.span && this.#tracer?.startSpan(`chat ${fact.model}`, { kind: SpanKind.CLIENT, startTime: hrTime(recordedAt), attributes: { ...attributes, ...base, 'factstate.step.id': fact.stepId, 'factstate.seq': seq } }, run.context)
+        const span = run.span && this.#start(`chat ${fact.model}`, { kind: SpanKind.CLIENT, startTime: hrTime(recordedAt), attributes: { ...attributes, ...base, 'factstate.step.id': fact.stepId, 'factstate.seq': seq } }, run.context)
         run.model.set(fact.stepId, { span, at: recordedAt, attributes })
         return
       }
@@ -198,14 +253,13 @@ class Recorder {
         run.model.delete(fact.stepId)
         const { output } = fact
         const usage = output.usage
-        begun.span?.setAttributes({
+        finish(begun.span, recordedAt, {
           'gen_ai.response.finish_reasons': [output.finishReason],
           ...(output.responseId === undefined ? {} : { 'gen_ai.response.id': output.responseId }),
           ...(usage?.inputTokens === undefined ? {} : { 'gen_ai.usage.input_tokens': usage.inputTokens }),
           ...(usage?.outputTokens === undefined ? {} : { 'gen_ai.usage.output_tokens': usage.outputTokens }),
           'factstate.tool_calls': output.toolCalls.length,
         })
-        begun.span?.end(hrTime(recordedAt))
         this.#instruments?.duration.record((recordedAt - begun.at) / 1000, begun.attributes)
         if (usage?.inputTokens !== undefined) this.#instruments?.tokens.record(usage.inputTokens, { ...begun.attributes, 'gen_ai.token.type': 'input' })
         if (usage?.outputTokens !== undefined) this.#instruments?.tokens.record(usage.outputTokens, { ...begun.attributes, 'gen_ai.token.type': 'output' })
@@ -216,9 +270,7 @@ class Recorder {
         if (begun === undefined) return
         run.model.delete(fact.stepId)
         const failure: Attributes = { 'error.type': fact.status, ...(fact.provider?.code === undefined ? {} : { 'factstate.provider.code': fact.provider.code }), ...(fact.provider?.status === undefined ? {} : { 'http.response.status_code': fact.provider.status }) }
-        begun.span?.setAttributes({ ...failure, 'factstate.model.interrupted': fact.status })
-        begun.span?.setStatus({ code: SpanStatusCode.ERROR, message: `model attempt ${fact.status}` })
-        begun.span?.end(hrTime(recordedAt))
+        finish(begun.span, recordedAt, { ...failure, 'factstate.model.interrupted': fact.status }, { code: SpanStatusCode.ERROR, message: `model attempt ${fact.status}` })
         this.#instruments?.duration.record((recordedAt - begun.at) / 1000, { ...begun.attributes, 'error.type': fact.status })
         return
       }
@@ -226,7 +278,7 @@ class Recorder {
         const attributes: Attributes = { 'gen_ai.operation.name': 'execute_tool', 'gen_ai.tool.name': fact.name }
         const span =
           run.span &&
-          this.#tracer?.startSpan(
+          this.#start(
             `execute_tool ${fact.name}`,
             {
               kind: SpanKind.INTERNAL,
@@ -254,16 +306,18 @@ class Recorder {
         return
       }
       case 'tool.rejected': {
+        // The name of a tool the catalog does not have is the model's own words (any text): kept out, as its answers are.
+        const known = fact.reason !== 'unknown_tool'
         const span =
           run.span &&
-          this.#tracer?.startSpan(
-            `execute_tool ${fact.name}`,
+          this.#start(
+            known ? `execute_tool ${fact.name}` : 'execute_tool',
             {
               kind: SpanKind.INTERNAL,
               startTime: hrTime(recordedAt),
               attributes: {
                 'gen_ai.operation.name': 'execute_tool',
-                'gen_ai.tool.name': fact.name,
+                ...(known ? { 'gen_ai.tool.name': fact.name } : {}),
                 ...base,
                 'gen_ai.tool.call.id': fact.callId,
                 'factstate.operation.id': fact.operationId,
@@ -275,8 +329,7 @@ class Recorder {
             },
             run.context,
           )
-        span?.setStatus({ code: SpanStatusCode.ERROR, message: `tool call rejected: ${fact.reason}` })
-        span?.end(hrTime(recordedAt))
+        finish(span, recordedAt, undefined, { code: SpanStatusCode.ERROR, message: `tool call rejected: ${fact.reason}` })
         return
       }
       case 'hold.entered':
@@ -293,11 +346,22 @@ class Recorder {
     }
   }
 
+  /** A span of the tracer's, or none (reported) when the tracer throws: the fact's bookkeeping goes on without it. */
+  #start(name: string, options: SpanOptions, context: Context): Span | undefined {
+    if (this.#tracer === undefined) return undefined
+    try {
+      return this.#tracer.startSpan(name, options, context)
+    } catch (error) {
+      report('as a span started', error)
+      return undefined
+    }
+  }
+
   #opened(key: string, fact: FactOf<'invocation.opened'>, invocation: StoredEvent['event']['invocation'], seq: number, recordedAt: number): void {
     this.#instruments?.runsStarted.add(1, { 'factstate.input.kind': fact.input.kind })
     const parentCall = fact.input.kind === 'handoff' ? undefined : fact.input.parent
     const parent = (parentCall && this.#callContexts.get(parentCall.operationId)) ?? ROOT_CONTEXT
-    const span = this.#tracer?.startSpan(
+    const span = this.#start(
       'invoke_agent',
       {
         kind: SpanKind.INTERNAL,
@@ -324,42 +388,39 @@ class Recorder {
 
   #ended(key: string, run: Followed, fact: FactOf<'invocation.ended'>, seq: number, recordedAt: number): void {
     const outcome = outcomeAttributes(fact.outcome)
-    this.#instruments?.runsEnded.add(1, outcome)
     this.#runs.delete(key)
     // What the run left under way ends with it: a call past its timeoutMs never settles.
     for (const [operationId, begun] of run.tools) this.#endTool(run, operationId, begun, 'unknown', recordedAt)
-    for (const begun of run.model.values()) {
-      begun.span?.setAttributes({ 'factstate.unfinished': true })
-      begun.span?.end(hrTime(recordedAt))
-    }
-    if (run.span === undefined) return
-    run.span.setAttributes({ ...outcome, 'factstate.ended.seq': seq })
-    if (fact.outcome.status === 'failed' || fact.outcome.status === 'cancelled') {
-      run.span.setStatus({ code: SpanStatusCode.ERROR, message: fact.outcome.status === 'failed' ? `failed: ${fact.outcome.class}` : 'cancelled' })
-    }
-    run.span.end(hrTime(recordedAt))
+    for (const begun of run.model.values()) finish(begun.span, recordedAt, { 'factstate.unfinished': true })
+    const failed = fact.outcome.status === 'failed' || fact.outcome.status === 'cancelled'
+    finish(
+      run.span,
+      recordedAt,
+      { ...outcome, 'factstate.ended.seq': seq },
+      failed ? { code: SpanStatusCode.ERROR, message: fact.outcome.status === 'failed' ? `failed: ${fact.outcome.class}` : 'cancelled' } : undefined,
+    )
+    this.#instruments?.runsEnded.add(1, outcome)
   }
 
   #endTool(run: Followed, operationId: string, begun: Begun, status: string, recordedAt: number): void {
     run.tools.delete(operationId)
     this.#callContexts.delete(operationId)
     const failed = status !== 'succeeded'
-    begun.span?.setAttributes({ 'factstate.tool.outcome': status, ...(failed ? { 'error.type': status === 'failed' ? 'tool_failed' : 'outcome_unknown' } : {}) })
-    if (failed) begun.span?.setStatus({ code: SpanStatusCode.ERROR, message: status === 'failed' ? 'the tool failed' : 'outcome unknown: the call never settled' })
-    begun.span?.end(hrTime(recordedAt))
+    finish(
+      begun.span,
+      recordedAt,
+      { 'factstate.tool.outcome': status, ...(failed ? { 'error.type': status === 'failed' ? 'tool_failed' : 'outcome_unknown' } : {}) },
+      failed ? { code: SpanStatusCode.ERROR, message: status === 'failed' ? 'the tool failed' : 'outcome unknown: the call never settled' } : undefined,
+    )
     // A call that never settled has no duration to measure.
     if (status !== 'unknown') this.#instruments?.duration.record((recordedAt - begun.at) / 1000, { ...begun.attributes, ...(failed ? { 'error.type': 'tool_failed' } : {}) })
   }
 
   #endRun(run: Followed | undefined, at: number): void {
     if (run === undefined) return
-    for (const begun of [...run.model.values(), ...run.tools.values()]) {
-      begun.span?.setAttributes({ 'factstate.unfinished': true })
-      begun.span?.end(hrTime(at))
-    }
     for (const operationId of run.tools.keys()) this.#callContexts.delete(operationId)
-    run.span?.setAttributes({ 'factstate.unfinished': true })
-    run.span?.end(hrTime(at))
+    for (const begun of [...run.model.values(), ...run.tools.values()]) finish(begun.span, at, { 'factstate.unfinished': true })
+    finish(run.span, at, { 'factstate.unfinished': true })
   }
 
   /** The follower ended: what is still open ends at the last fact read, marked unfinished. */

@@ -5,9 +5,9 @@
  * parents, times equal to the facts' `recordedAt`, attributes, statuses, and nothing of the runs'
  * contents or the provider's key.
  */
-import { type HrTime, SpanKind, SpanStatusCode } from '@opentelemetry/api'
+import { type DiagLogger, DiagLogLevel, diag, type HrTime, type Meter, SpanKind, SpanStatusCode } from '@opentelemetry/api'
 import { type CollectionResult, type DataPoint, type Histogram, MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics'
-import { BasicTracerProvider, InMemorySpanExporter, type ReadableSpan, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base'
+import { BasicTracerProvider, InMemorySpanExporter, type ReadableSpan, SimpleSpanProcessor, type SpanProcessor } from '@opentelemetry/sdk-trace-base'
 import { rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import { test } from 'uvu'
@@ -15,6 +15,7 @@ import * as assert from 'uvu/assert'
 import { Engine, EventLog, ModelExecutor, type RunInput, type StoredEvent, type ToolDefinition, childRunFor, isFactstateError } from '../index.js'
 import { type LogTelemetry, telemetryFromLog } from '../opentelemetry/index.js'
 import { answer, type RecordedRequest, type ScriptedAnswer, type ScriptedModelServer, scriptedModelServer } from '../testing/scripted-model-server.js'
+import { logInternals } from '../store/event-log.js'
 import { rejectsWithCode } from './support/codes.js'
 import { storedEvents } from './support/engine-fixtures.js'
 import { withTempDir, withTimeout } from './support/temp.js'
@@ -29,9 +30,9 @@ class TestReader extends MetricReader {
 }
 
 /** A tracer and a meter of the real SDK, and what they exported. */
-function otel() {
+function otel(more: SpanProcessor[] = []) {
   const exporter = new InMemorySpanExporter()
-  const tracerProvider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] })
+  const tracerProvider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter), ...more] })
   const reader = new TestReader()
   const meterProvider = new MeterProvider({ readers: [reader] })
   return {
@@ -407,6 +408,9 @@ test('options it cannot use are OPENTELEMETRY_INVALID_OPTIONS naming the option;
           [log, null, 'options'],
           [log, { tracer: {} }, 'tracer'],
           [log, { meter: { createCounter: () => undefined } }, 'meter'],
+          [log, { tracer: null }, 'tracer'],
+          [log, { meter: null }, 'meter'],
+          [log, { tracer: sdk.tracer, meter: null }, 'meter'],
           [log, { tracer: sdk.tracer, from: 0 }, 'from'],
           [log, { tracer: sdk.tracer, from: 1.5 }, 'from'],
           [log, { tracer: sdk.tracer, from: '1' }, 'from'],
@@ -427,6 +431,113 @@ test('options it cannot use are OPENTELEMETRY_INVALID_OPTIONS naming the option;
         await telemetry.stop()
         await telemetry.done
       } finally {
+        await log.close()
+        await sdk.shutdown()
+      }
+    }),
+    10_000,
+  ))
+
+/** A span processor of the service's own (an enricher, a filter) that throws as a model attempt's span starts and as each span ends, after the exporter's processor took it. */
+class ThrowingProcessor implements SpanProcessor {
+  ends = 0
+  onStart(span: { name: string }): void {
+    if (span.name.startsWith('chat')) throw new Error('the processor broke at the start')
+  }
+  onEnd(): void {
+    this.ends += 1
+    throw new Error('the processor broke')
+  }
+  async forceFlush(): Promise<void> {}
+  async shutdown(): Promise<void> {}
+}
+
+test("a tracer that throws does not end the follower: the error goes to OpenTelemetry's diag, every fact is still read, every span still ended", () =>
+  withEngine(
+    (request) => (lastContent(request).last === 'tool' ? answer.text('done') : answer.toolCalls([{ name: 'lookup', arguments: {} }])),
+    async ({ log, engine, server }) => {
+      const throwing = new ThrowingProcessor()
+      const sdk = otel([throwing])
+      const reported: unknown[] = []
+      const logger: DiagLogger = { error: (...args) => void reported.push(args), warn: () => undefined, info: () => undefined, debug: () => undefined, verbose: () => undefined }
+      diag.setLogger(logger, { logLevel: DiagLogLevel.ERROR, suppressOverrideMessage: true })
+      try {
+        const telemetry = telemetryFromLog(log, { tracer: sdk.tracer, meter: sdk.meter })
+        const lookup: ToolDefinition = { name: 'lookup', execute: async () => 'found' }
+        assert.equal(await engine.run(input(server, 'one', [lookup])), { status: 'completed' })
+        assert.equal(await engine.run(input(server, 'two', [lookup])), { status: 'completed' })
+        const facts = await storedEvents(log)
+        await log.close()
+        await telemetry.done
+        assert.is(telemetry.highWater(), facts.length, 'every fact read')
+        // Two runs, each two model attempts and one call: the attempts' spans never started (the tracer threw
+        // as they did); every other span ended (and exported) despite the throws.
+        assert.equal(sdk.spans().map((span) => span.name).sort(), ['execute_tool lookup', 'execute_tool lookup', 'invoke_agent', 'invoke_agent'])
+        assert.is(throwing.ends, 4)
+        assert.ok(reported.length >= 1, 'the errors were reported to diag')
+        assert.ok(String(JSON.stringify(reported.map((args) => String((args as unknown[])[0])))).includes('factstate'), 'the report names its source')
+        const collected = await sdk.metrics()
+        assert.equal(pointsOf(collected, 'factstate.runs.ended').map((point) => point.value), [2], 'the metrics still taken')
+        assert.equal(
+          histogram(collected, 'gen_ai.client.operation.duration').map(([attributes, count]) => [attributes['gen_ai.operation.name'], count]),
+          [
+            ['chat', 4],
+            ['execute_tool', 2],
+          ],
+          "the attempts whose spans did not start are timed",
+        )
+      } finally {
+        diag.disable()
+        await sdk.shutdown()
+      }
+    },
+  ))
+
+test("a call to a tool the catalog does not have: the model's name for it (the model's own words) is in no span name or attribute", () =>
+  withEngine(
+    (request) => (lastContent(request).last === 'tool' ? answer.text('done') : answer.toolCalls([{ id: 'call-made-up', name: `${CONTENT}_tool`, arguments: {} }])),
+    async ({ log, engine, server }) => {
+      const sdk = otel()
+      const telemetry = telemetryFromLog(log, { tracer: sdk.tracer })
+      assert.equal(await engine.run(input(server, 'unknown', [{ name: 'lookup', execute: async () => 'found' }])), { status: 'completed' })
+      const facts = await storedEvents(log)
+      assert.ok(JSON.stringify(facts).includes(`${CONTENT}_tool`), "the log has the model's name for it")
+      await log.close()
+      await telemetry.done
+      const rejected = sdk.spans().find((span) => span.attributes['factstate.tool.outcome'] === 'rejected') as ReadableSpan
+      assert.ok(rejected, 'the rejected call has its span')
+      assert.is(rejected.name, 'execute_tool')
+      assert.is(rejected.attributes['gen_ai.tool.name'], undefined)
+      assert.equal([rejected.attributes['factstate.tool.reject_reason'], rejected.attributes['error.type'], rejected.status.code], ['unknown_tool', 'unknown_tool', SpanStatusCode.ERROR])
+      const exported = JSON.stringify(sdk.spans().map((span) => [span.name, span.attributes, span.events, span.status]))
+      assert.not.ok(exported.includes(CONTENT), 'no contents in the spans')
+      await sdk.shutdown()
+    },
+  ))
+
+test('a snapshot cannot be followed: OPENTELEMETRY_INVALID_OPTIONS naming the log; a meter that throws as its instruments are made leaves no follower', () =>
+  withTimeout(
+    withTempDir(async (dir) => {
+      const sdk = otel()
+      const log = await EventLog.open(join(dir, 'log'))
+      const snapshot = await EventLog.openSnapshot(join(dir, 'log'), { directory: dir })
+      try {
+        const error = await rejectsWithCode(async () => telemetryFromLog(snapshot, { tracer: sdk.tracer }), 'OPENTELEMETRY_INVALID_OPTIONS')
+        assert.is(error.details?.field, 'log')
+        assert.match(error.message, 'snapshot')
+        assert.is(logInternals(snapshot).followerCount(), 0)
+        const broken = {
+          createCounter() {
+            throw new Error('no counters here')
+          },
+          createHistogram() {
+            throw new Error('no histograms here')
+          },
+        } as unknown as Meter
+        assert.throws(() => telemetryFromLog(log, { meter: broken }), /no counters here/)
+        assert.is(logInternals(log).followerCount(), 0, 'no follower is left registered')
+      } finally {
+        await snapshot.close()
         await log.close()
         await sdk.shutdown()
       }

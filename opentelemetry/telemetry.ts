@@ -258,6 +258,9 @@ class Recorder {
           ...(output.responseId === undefined ? {} : { 'gen_ai.response.id': output.responseId }),
           ...(usage?.inputTokens === undefined ? {} : { 'gen_ai.usage.input_tokens': usage.inputTokens }),
           ...(usage?.outputTokens === undefined ? {} : { 'gen_ai.usage.output_tokens': usage.outputTokens }),
+          // Parts of the two above, as the conventions count them.
+          ...(usage?.cachedInputTokens === undefined ? {} : { 'gen_ai.usage.cache_read.input_tokens': usage.cachedInputTokens }),
+          ...(usage?.reasoningTokens === undefined ? {} : { 'gen_ai.usage.reasoning.output_tokens': usage.reasoningTokens }),
           'factstate.tool_calls': output.toolCalls.length,
         })
         this.#instruments?.duration.record((recordedAt - begun.at) / 1000, begun.attributes)

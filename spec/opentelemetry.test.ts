@@ -114,7 +114,7 @@ test('spans from the facts: a run, its model attempts and tool calls (one failed
           { id: 'call-explode', name: 'explode', arguments: { q: `${CONTENT} explode` } },
           { id: 'call-delegate', name: 'delegate', arguments: { task: `${CONTENT} child task` } },
         ],
-        { usage: { prompt_tokens: 10, completion_tokens: 5 } },
+        { usage: { prompt_tokens: 10, completion_tokens: 5, prompt_tokens_details: { cached_tokens: 4 }, completion_tokens_details: { reasoning_tokens: 2 } } },
       )
     },
     async ({ log, engine, server }) => {
@@ -206,10 +206,14 @@ test('spans from the facts: a run, its model attempts and tool calls (one failed
           'gen_ai.response.id': (completed.event.fact as { output: { responseId: string } }).output.responseId,
           'gen_ai.usage.input_tokens': 10,
           'gen_ai.usage.output_tokens': 5,
+          'gen_ai.usage.cache_read.input_tokens': 4,
+          'gen_ai.usage.reasoning.output_tokens': 2,
           'factstate.tool_calls': 3,
         },
       )
       assert.is(secondChat.attributes['gen_ai.usage.input_tokens'], 20)
+      // Not reported, not recorded.
+      assert.equal([secondChat.attributes['gen_ai.usage.cache_read.input_tokens'], secondChat.attributes['gen_ai.usage.reasoning.output_tokens']], [undefined, undefined])
 
       const tool = (name: string) => children.find((span) => span.name === `execute_tool ${name}`) as ReadableSpan
       const operation = (name: string) => (stored: StoredEvent) => (stored.event.fact as { name?: string; operationId?: string }).name === name

@@ -192,6 +192,10 @@ function finish(span: Span | undefined, at: number, attributes?: Attributes, sta
   try {
     if (attributes !== undefined) span.setAttributes(attributes)
     if (status !== undefined) span.setStatus(status)
+  } catch (error) {
+    report('as a span was given its outcome', error)
+  }
+  try {
     span.end(hrTime(at))
   } catch (error) {
     report('as a span ended', error)
@@ -361,7 +365,6 @@ class Recorder {
   }
 
   #opened(key: string, fact: FactOf<'invocation.opened'>, invocation: StoredEvent['event']['invocation'], seq: number, recordedAt: number): void {
-    this.#instruments?.runsStarted.add(1, { 'factstate.input.kind': fact.input.kind })
     const parentCall = fact.input.kind === 'handoff' ? undefined : fact.input.parent
     const parent = (parentCall && this.#callContexts.get(parentCall.operationId)) ?? ROOT_CONTEXT
     const span = this.#start(
@@ -387,6 +390,8 @@ class Recorder {
     // A run's id is never reused; a second opening (an application's own append) replaces the first's bookkeeping.
     this.#endRun(this.#runs.get(key), recordedAt)
     this.#runs.set(key, { span, context: span ? trace.setSpan(ROOT_CONTEXT, span) : ROOT_CONTEXT, model: new Map(), tools: new Map() })
+    // Last: a meter that throws leaves the run followed all the same.
+    this.#instruments?.runsStarted.add(1, { 'factstate.input.kind': fact.input.kind })
   }
 
   #ended(key: string, run: Followed, fact: FactOf<'invocation.ended'>, seq: number, recordedAt: number): void {

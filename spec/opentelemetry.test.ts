@@ -497,6 +497,41 @@ test("a tracer that throws does not end the follower: the error goes to OpenTele
     },
   ))
 
+test('a meter whose counters throw: the runs are still traced, their spans parented, the histograms still taken', () =>
+  withEngine(
+    () => answer.text('done'),
+    async ({ log, engine, server }) => {
+      const sdk = otel()
+      // A meter of the service's own making, over the SDK's, whose counters throw as they count.
+      const meter = Object.assign(Object.create(sdk.meter) as Meter, {
+        createCounter: () => ({
+          add() {
+            throw new Error('the counter broke')
+          },
+        }),
+        createHistogram: sdk.meter.createHistogram.bind(sdk.meter),
+      })
+      diag.setLogger({ error: () => undefined, warn: () => undefined, info: () => undefined, debug: () => undefined, verbose: () => undefined }, { logLevel: DiagLogLevel.ERROR, suppressOverrideMessage: true })
+      try {
+        const telemetry = telemetryFromLog(log, { tracer: sdk.tracer, meter })
+        assert.equal(await engine.run(input(server, 'counted', [])), { status: 'completed' })
+        await log.close()
+        await telemetry.done
+        const spans = sdk.spans()
+        const run = spans.find((span) => span.name === 'invoke_agent')
+        assert.ok(run, "the run's span")
+        assert.equal(
+          spans.filter((span) => span.parentSpanContext?.spanId === run.spanContext().spanId).map((span) => span.name),
+          ['chat scripted'],
+        )
+        assert.equal(histogram(await sdk.metrics(), 'gen_ai.client.operation.duration').map(([, count]) => count), [1])
+      } finally {
+        diag.disable()
+        await sdk.shutdown()
+      }
+    },
+  ))
+
 test("a call to a tool the catalog does not have: the model's name for it (the model's own words) is in no span name or attribute", () =>
   withEngine(
     (request) => (lastContent(request).last === 'tool' ? answer.text('done') : answer.toolCalls([{ id: 'call-made-up', name: `${CONTENT}_tool`, arguments: {} }])),

@@ -201,8 +201,7 @@ const reportedHead = (where: ReportedWhere) => `the provider reported an error $
 
 /**
  * An error reported in a 200 answer: a stream event or a JSON body with an `error` member (OpenAI,
- * OpenRouter), or an `event: error` (others). Retryable when its code is an HTTP status a retry may cure (408, 429,
- * 5xx) or its type or code says overload, rate limit or server error.
+ * OpenRouter), or an `event: error` (others). Retryable as `retryableReported` reads it.
  */
 function reportedError(secrets: Secrets, event: string | null, item: unknown, where: ReportedWhere = 'in its stream'): ReportedError | undefined {
   const body = typeof item === 'object' && item !== null ? (item as { error?: unknown; message?: unknown }) : undefined
@@ -210,10 +209,32 @@ function reportedError(secrets: Secrets, event: string | null, item: unknown, wh
   if (!error) return undefined
   const details = typeof error === 'object' ? (error as { message?: unknown; code?: unknown; type?: unknown; status?: unknown }) : { message: error }
   const message = typeof details.message === 'string' ? details.message : typeof body?.message === 'string' ? body.message : JSON.stringify(error)
-  const status = Number(details.code ?? details.status)
-  const retryable =
-    status === 408 || status === 429 || (status >= 500 && status < 600) || RETRYABLE_REPORTED_ERROR.test(`${String(details.type ?? '')} ${String(details.code ?? '')}`)
-  return new ReportedError(`${reportedHead(where)}${quote(message, secrets)}`, retryable, refusalOf(undefined, details, secrets))
+  return new ReportedError(`${reportedHead(where)}${quote(message, secrets)}`, retryableReported(details), refusalOf(undefined, details, secrets))
+}
+
+/**
+ * Whether a retry may cure an error reported in a 200 answer: its code or status is an HTTP status a
+ * retry may cure (408, 429, 5xx), its type or code says overload, rate limit or server error
+ * (`RETRYABLE_REPORTED_ERROR`), or it names no kind at all (no code, type or status: `{ message }`
+ * alone, an `error` that is a string, a proxy's words). The answer had begun as a success, so the
+ * request was taken, and an error after that which does not say it was the request's is the
+ * provider's (or a proxy's) trouble. One naming another kind (`invalid_request_error`, a 400) is not.
+ */
+function retryableReported(details: { code?: unknown; type?: unknown; status?: unknown }): boolean {
+  const statuses = [details.code, details.status].filter((value) => typeof value === 'number' || (typeof value === 'string' && /^\s*\d+\s*$/.test(value))).map(Number)
+  const kinds = [details.type, details.code].filter((value): value is string => typeof value === 'string' && value.trim() !== '' && !/^\s*\d+\s*$/.test(value))
+  if (statuses.some((status) => status === 408 || status === 429 || (status >= 500 && status < 600))) return true
+  if (kinds.some((kind) => RETRYABLE_REPORTED_ERROR.test(kind))) return true
+  return statuses.length === 0 && kinds.length === 0
+}
+
+/**
+ * An `event: error` whose data is not JSON (a proxy's `upstream connect error …`, or no data):
+ * retryable, as an error that names no kind is (see `retryableReported`), its data quoted.
+ */
+function unreadableError(secrets: Secrets, data: string): ReportedError {
+  const words = quote(data, secrets)
+  return new ReportedError(`the provider reported an error in its stream that could not be read: ${words === '' ? '(no data)' : words}`, true)
 }
 
 /**
@@ -476,7 +497,9 @@ export function providerWordsOf(message: string, status: number | undefined): st
  * - The SDK never retries (`maxRetries: 0`): retrying is the engine's decision, made from the
  *   returned `retryable_failure` and its `retryAfterMs`.
  * - It never throws for provider trouble: HTTP 408/429/5xx and lost connections are
- *   `retryable_failure`, other 4xx `failed`, an answer that cannot be understood `failed` with
+ *   `retryable_failure`, other 4xx `failed`; an error reported inside an answer begun as HTTP 200
+ *   (in its stream or its JSON body) is `retryable_failure` unless it names a request's error (see
+ *   `retryableReported`); an answer that cannot be understood is `failed` with
  *   `malformed: true`, the `timeoutMs` deadline (which also covers reading the body) `timed_out`,
  *   and so is `idleTimeoutMs` when set (no headers yet, or no byte of the body, for that long), and
  *   the caller's signal `cancelled`. Returned messages never contain the API key or the
@@ -700,6 +723,8 @@ export class OpenAIChatClient implements ModelClient {
         try {
           item = JSON.parse(sse.data)
         } catch {
+          // An error event the client cannot read is still the provider's error, not an answer cut short.
+          if (sse.event === 'error') throw unreadableError(this.#secrets, sse.data)
           throw new MalformedAnswer('the provider streamed an event that is not JSON (the stream was cut mid-event?)')
         }
         const reported = reportedError(this.#secrets, sse.event, item)

@@ -97,6 +97,14 @@ const cases: Case[] = [
     effects: 0,
   },
   {
+    name: 'an error in a 200 answer that names no kind (no code, type or status) on every attempt after a tool ran: retried within the retries, then failed model_failed; the effect never repeats',
+    script: [echoCall, ...[1, 2, 3].map(() => answer.malformed({ body: JSON.stringify({ error: { message: 'the generation failed upstream' } }) }))],
+    facts: ['invocation.opened', 'model.requested', 'model.completed', 'tool.dispatched', 'tool.settled:succeeded', ...RETRIES_EXHAUSTED],
+    outcome: { status: 'failed', class: 'model_failed' },
+    requests: 4,
+    effects: 1,
+  },
+  {
     name: 'a body that is not JSON: terminal, failed model_malformed, never retried',
     script: [answer.malformed(), answer.text('never sent')],
     facts: ['invocation.opened', 'model.requested', 'model.interrupted:failed', 'invocation.ended:failed/model_malformed'],

@@ -585,6 +585,69 @@ test(
 )
 
 test(
+  "an error in a started stream that names no kind is retryable_failure: an `event: error` whose data is not JSON (a proxy's words, or none), `{ message }` alone, an `error` that is a string; one naming a request error (its type, a 4xx code) still fails, and a data event that is not JSON is still malformed",
+  withRawServer(
+    (_req, res, request) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' })
+      const events = [
+        'event: error\ndata: upstream connect error or disconnect/reset before headers. reset reason: connection termination\n\n',
+        'event: error\ndata:\n\n',
+        `event: error\ndata: ${JSON.stringify({ message: 'upstream went away' })}\n\n`,
+        sse({ error: 'the model runner stopped' }),
+        sse({ error: { message: 'no route to a model', type: null, code: null } }),
+        sse({ error: { message: 'bad tool schema', type: 'invalid_request_error' } }),
+        `event: error\ndata: ${JSON.stringify({ error: { message: 'prompt too long', code: 400 } })}\n\n`,
+        'data: upstream connect error\n\n',
+        'event: error\ndata: the proxy refused key sk-proxy-test-0123456789abcdef\n\n',
+      ]
+      res.end(sse(delta({ content: 'partial' })) + events[request])
+    },
+    async (baseUrl) => {
+      const client = new OpenAIChatClient(provider({ baseUrl }, { apiKey: 'sk-proxy-test-0123456789abcdef' }))
+      const outcomes: [string, string, boolean][] = []
+      for (let n = 0; n < 9; n += 1) {
+        const r = interrupted(await client.complete(requestFor(bodyOf({ stream: true }))))
+        outcomes.push([r.status, r.message, r.malformed ?? false])
+      }
+      assert.equal(outcomes, [
+        ['retryable_failure', 'the provider reported an error in its stream that could not be read: upstream connect error or disconnect/reset before headers. reset reason: connection termination', false],
+        ['retryable_failure', 'the provider reported an error in its stream that could not be read: (no data)', false],
+        ['retryable_failure', 'the provider reported an error in its stream: upstream went away', false],
+        ['retryable_failure', 'the provider reported an error in its stream: the model runner stopped', false],
+        ['retryable_failure', 'the provider reported an error in its stream: no route to a model', false],
+        ['failed', 'the provider reported an error in its stream: bad tool schema', false],
+        ['failed', 'the provider reported an error in its stream: prompt too long', false],
+        ['failed', 'the provider streamed an event that is not JSON (the stream was cut mid-event?)', true],
+        ['retryable_failure', 'the provider reported an error in its stream that could not be read: the proxy refused key [redacted]', false],
+      ])
+    },
+  ),
+)
+
+test(
+  'an error in a 200 JSON answer that names no kind is retryable_failure too; one naming a request error fails',
+  withRawServer(
+    (_req, res, request) => {
+      const bodies = [{ error: { message: 'generation failed upstream' } }, { error: { message: 'invalid model', code: 400 } }]
+      res.writeHead(200, { 'content-type': 'application/json' })
+      res.end(JSON.stringify(bodies[request]))
+    },
+    async (baseUrl) => {
+      const client = new OpenAIChatClient(provider({ baseUrl }))
+      const outcomes: [string, string][] = []
+      for (let n = 0; n < 2; n += 1) {
+        const r = interrupted(await client.complete(requestFor(bodyOf())))
+        outcomes.push([r.status, r.message])
+      }
+      assert.equal(outcomes, [
+        ['retryable_failure', 'the provider reported an error in its answer: generation failed upstream'],
+        ['failed', 'the provider reported an error in its answer: invalid model'],
+      ])
+    },
+  ),
+)
+
+test(
   "a provider's reason is kept when its error body is not OpenAI's shape ({ message }, { detail }, plain text), and an error in a 200 answer is one",
   withRawServer(
     (_req, res, request) => {

@@ -506,6 +506,64 @@ for (const stream of [false, true]) {
   )
 }
 
+/** OpenRouter's mid-stream error, as its documentation gives it: `error` beside a choice that ends with finish_reason "error". */
+const openRouterError = (error: Record<string, unknown>) => ({
+  id: 'gen-1',
+  object: 'chat.completion.chunk',
+  created: 1_700_000_000,
+  model: 'openai/gpt-4o',
+  provider: 'OpenAI',
+  error,
+  choices: [{ index: 0, delta: { content: '' }, finish_reason: 'error' }],
+})
+
+test(
+  "OpenRouter's mid-stream error (`error` beside finish_reason \"error\", after some text) is retried whether its code is server_error, a 502 or none, and fails at once when its code is a request's (400); the cut text is never the answer",
+  bounded(15_000, async (dir) => {
+    const begun = chunk({ role: 'assistant', content: 'The answer is' })
+    const interruptedOf = (run: Awaited<ReturnType<typeof runAgainst>>) =>
+      run.events.flatMap((e) => (e.event.fact.type === 'model.interrupted' ? [[e.event.fact.status, e.event.fact.message, e.event.fact.provider ?? null]] : []))
+    const cases: [string, Record<string, unknown>, unknown[]][] = [
+      ['documented', { code: 'server_error', message: 'Provider disconnected unexpectedly' }, ['retryable_failure', 'the provider reported an error in its stream: Provider disconnected unexpectedly', { code: 'server_error' }]],
+      ['numeric', { code: 502, message: 'Provider returned error' }, ['retryable_failure', 'the provider reported an error in its stream: Provider returned error', { code: '502' }]],
+      ['no code', { message: 'Provider disconnected unexpectedly' }, ['retryable_failure', 'the provider reported an error in its stream: Provider disconnected unexpectedly', null]],
+    ]
+    for (const [name, error, expected] of cases) {
+      const run = await runAgainst(join(dir, name.replace(' ', '-')), [sse([begun, openRouterError(error)]), text('The answer is 42.')], { stream: true })
+      assert.equal(run.outcome, { status: 'completed' }, name)
+      assert.equal(run.facts, ['invocation.opened', 'model.requested', 'model.interrupted:retryable_failure', ...ANSWERED], name)
+      assert.equal(interruptedOf(run), [expected], name)
+      assert.is(run.requests.length, 2, name)
+    }
+    const refused = await runAgainst(join(dir, 'request'), [sse([begun, openRouterError({ code: 400, message: 'context too long for this provider' })]), text('never sent')], { stream: true })
+    assert.equal(refused.facts, ['invocation.opened', 'model.requested', 'model.interrupted:failed', 'invocation.ended:failed/model_failed'])
+    assert.equal(interruptedOf(refused), [['failed', 'the provider reported an error in its stream: context too long for this provider', { code: '400' }]])
+    assert.is(refused.requests.length, 1, 'not retried')
+  }),
+)
+
+test(
+  "an `event: error` whose data is not JSON (a proxy's `upstream connect error …`) after some text is retried, not failed as malformed; a data event that is not JSON still fails model_malformed at once",
+  bounded(10_000, async (dir) => {
+    const cut =
+      (last: string): Responder =>
+      (res) => {
+        res.writeHead(200, { 'content-type': 'text/event-stream' })
+        res.write(`data: ${JSON.stringify(chunk({ role: 'assistant', content: 'The answer is' }))}\n\n`)
+        res.end(last)
+      }
+    const proxy = 'upstream connect error or disconnect/reset before headers. reset reason: connection termination'
+    const run = await runAgainst(join(dir, 'event'), [cut(`event: error\ndata: ${proxy}\n\n`), text('The answer is 42.')], { stream: true })
+    assert.equal(run.outcome, { status: 'completed' })
+    assert.equal(run.facts, ['invocation.opened', 'model.requested', 'model.interrupted:retryable_failure', ...ANSWERED])
+    const interrupted = run.events.map((e) => e.event.fact).find((fact) => fact.type === 'model.interrupted')
+    assert.is(interrupted?.type === 'model.interrupted' && interrupted.message, `the provider reported an error in its stream that could not be read: ${proxy}`)
+    const garbled = await runAgainst(join(dir, 'data'), [cut(`data: ${proxy}\n\n`), text('never sent')], { stream: true })
+    assert.equal(garbled.facts, ['invocation.opened', 'model.requested', 'model.interrupted:failed', 'invocation.ended:failed/model_malformed'])
+    assert.is(garbled.requests.length, 1, 'not retried')
+  }),
+)
+
 test(
   "HTTP 429 insufficient_quota (OpenAI: the account is out of credit) fails at once; a 429 that is a rate limit is retried",
   bounded(10_000, async (dir) => {

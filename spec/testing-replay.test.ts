@@ -13,7 +13,7 @@ import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { Engine, EventLog, ModelExecutor, childRunFor, recoverInvocations, type Invocation, type JsonObject, type RunInput, type StoredEvent, type ToolDefinition } from '../index.js'
 import { providerWordsOf } from '../actors/openai-chat-client.js'
-import { answer, compareRuns, recordedRun, scriptedModelServer, scriptOf, type Script, type ScriptedAnswer } from '../testing/index.js'
+import { answer, compareRuns, recordedRun, scriptedModelServer, scriptOf, type Script, type ScriptedAnswer, type ScriptedModelServerOptions } from '../testing/index.js'
 import { rejectsWithCode } from './support/codes.js'
 import { REPO_ROOT, killChildAt } from './support/log-fixtures.js'
 import { DEPLOY } from './support/replay-crash-tool.js'
@@ -84,9 +84,16 @@ const PRODUCTION: Script = [
 type Next = RunInput | ((log: EventLog) => Promise<RunInput>)
 
 /** Runs `inputs` one after the other on a fresh log at `dir` against a server answering `script` (an array read back from its JSON); returns the server's request bodies. */
-async function runAll(dir: string, script: Script, inputs: (baseUrl: string) => Next[], read: (log: EventLog) => Promise<void>, modelExecutor = executor()): Promise<string[]> {
+async function runAll(
+  dir: string,
+  script: Script,
+  inputs: (baseUrl: string) => Next[],
+  read: (log: EventLog) => Promise<void>,
+  modelExecutor = executor(),
+  serverOptions: ScriptedModelServerOptions = {},
+): Promise<string[]> {
   // Read back from JSON, as `factstate script` hands a script over: every answer scriptOf makes of a real run passes the server's check so.
-  const model = await scriptedModelServer(Array.isArray(script) ? (JSON.parse(JSON.stringify(script)) as ScriptedAnswer[]) : script)
+  const model = await scriptedModelServer(Array.isArray(script) ? (JSON.parse(JSON.stringify(script)) as ScriptedAnswer[]) : script, serverOptions)
   const log = await EventLog.open(join(dir, 'log'))
   try {
     const engine = new Engine({ log, model: modelExecutor })
@@ -490,6 +497,34 @@ test('attempts that got no answer replay alike: a reset retried, one past the re
       }),
     180_000,
     'failure replay',
+  ),
+)
+
+test('attempts that failed after the headers came replay alike when recorded with request ids, as a real provider sends them (replayed without): a cut stream, a plain body reset, a stall', () =>
+  withTimeout(
+    () =>
+      withTempDir(async (dir) => {
+        const quick = () => new ModelExecutor({ timeoutMs: 30_000, idleTimeoutMs: 300, retries: 1, backoffMs: 1, maxBackoffMs: 5 })
+        const cases: [string, ScriptedAnswer[], RunInput['providerOptions'], string][] = [
+          ['cut stream', [answer.cutStream({ text: 'Half' })], { stream: true }, 'failed model_malformed'],
+          ['plain reset after its headers', [answer.reset({ text: 'A-17 has' }), answer.text('ok')], {}, 'completed'],
+          ['stall', [answer.stall({ text: 'A-17 has' })], { stream: true }, 'failed model_timeout'],
+        ]
+        for (const [name, production, providerOptions, ending] of cases) {
+          const read = (into: StoredEvent[], id: string) => async (log: EventLog) => void into.push(...(await recordedRun(log, id)))
+          const run = (baseUrl: string, label: string) => [input(baseUrl, label, '/srv/prod', [lookupOrder({})], undefined, providerOptions)]
+          const recorded: StoredEvent[] = []
+          await runAll(join(dir, name, 'production'), production, (baseUrl) => run(baseUrl, 'production'), read(recorded, 'invocation-production'), quick(), { requestIds: true })
+          const ended = recorded.at(-1)?.event.fact
+          assert.is(ended?.type === 'invocation.ended' ? `${ended.outcome.status}${ended.outcome.status === 'failed' ? ` ${ended.outcome.class}` : ''}` : undefined, ending, name)
+          assert.ok(recorded.some(({ event }) => event.fact.type === 'model.interrupted' && event.fact.provider?.requestId === 'req_0'), `${name}: its request id recorded`)
+          const replayed: StoredEvent[] = []
+          await runAll(join(dir, name, 'replay'), scriptOf(recorded), (baseUrl) => run(baseUrl, 'replay'), read(replayed, 'invocation-replay'), quick())
+          assert.is(compareRuns(recorded, replayed)?.message, undefined, name)
+        }
+      }),
+    60_000,
+    'failure replay with request ids',
   ),
 )
 

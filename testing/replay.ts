@@ -10,7 +10,7 @@ import { providerWordsOf } from '../actors/openai-chat-client.js'
 import { isUnusableArguments } from '../actors/tool-arguments.js'
 import { catalogChanges } from '../actors/tool-catalog.js'
 import { FactstateError } from '../errors.js'
-import type { ExecutionSettings, Fact, FactType, RuntimeEvent, StoredEvent, ToolCatalogSummary } from '../facts/types.js'
+import type { ExecutionSettings, Fact, FactType, ProviderRefusal, RuntimeEvent, StoredEvent, ToolCatalogSummary } from '../facts/types.js'
 import { shown } from '../options.js'
 import { EventLog } from '../store/event-log.js'
 import { HOST_STOPPED } from '../store/recovery.js'
@@ -95,6 +95,19 @@ function anthropicWordsOf(message: string, status: number | undefined, type: str
   return message.startsWith(head) ? message.slice(head.length) : undefined
 }
 
+/** What of a failure's `provider` a replay must record alike: all but the request id, and nothing when that was all it held. */
+function comparedProvider(provider: ProviderRefusal | undefined): Omit<ProviderRefusal, 'requestId'> | undefined {
+  if (provider === undefined) return undefined
+  const { requestId: _, ...rest } = provider
+  return Object.keys(rest).length === 0 ? undefined : rest
+}
+
+/** Whether `fact` records an error the provider reported inside an answer begun as HTTP 200 (no status). */
+function reportedInAnswer(fact: Extract<Fact, { type: 'model.interrupted' }>): boolean {
+  if (fact.provider === undefined) return false
+  return comparedProvider(fact.provider) !== undefined || fact.status === 'failed'
+}
+
 /** The answer that makes a replay record what `fact` recorded of an attempt that got no answer. */
 function failureAnswer(fact: Extract<Fact, { type: 'model.interrupted' }>, endedClass: string | undefined): ScriptedAnswer {
   switch (fact.status) {
@@ -106,11 +119,14 @@ function failureAnswer(fact: Extract<Fact, { type: 'model.interrupted' }>, ended
     case 'failed': {
       const status = fact.provider?.status
       if (status !== undefined) return answer.status(status, { body: errorBody(fact) })
-      // An error the provider reported in an answer it had begun as a success (HTTP 200).
-      if (fact.provider !== undefined) return answer.malformed({ body: JSON.stringify(errorBody(fact)) })
       // What recovery writes of a model request the host stopped during: a crash, which a script cannot answer.
       if (fact.status === 'failed' && fact.message === HOST_STOPPED) return answer.hang()
+      // Before the provider's fields: a body that could not be read keeps the request id of its headers.
       if (fact.status === 'failed' && endedClass === 'model_malformed') return answer.malformed()
+      // An error the provider reported in an answer it had begun as a success (HTTP 200): its type, code
+      // or param, or (one not retried) its words alone. A request id alone is no report: the connection
+      // failed after the headers came.
+      if (reportedInAnswer(fact)) return answer.malformed({ body: JSON.stringify(errorBody(fact)) })
       // A connection that failed (reset, refused): retried, and `failed` once the retries are spent.
       return answer.reset()
     }
@@ -128,8 +144,8 @@ function failureAnswer(fact: Extract<Fact, { type: 'model.interrupted' }>, ended
  * their ids, raw arguments and provider state (`extraContent`), its finish reason, its reasoning (and
  * `reasoningDetails`) and its usage (none where none was
  * recorded). An attempt that got no answer is scripted to fail alike: an HTTP status with the error's
- * code, type and param as recorded; a connection reset for a connection failure; a malformed body for
- * a malformed answer; no answer at all (`answer.hang()`) for a timeout, a cancel or a crash, which
+ * code, type and param as recorded; a connection reset for a connection failure (headers or none); a
+ * malformed body for a malformed answer (whatever request id it had); no answer at all (`answer.hang()`) for a timeout, a cancel or a crash, which
  * the replay's own executor timeout, signal or kill must bring about. The provider's ids
  * (`responseId`, `requestId`) are not replayed.
  *
@@ -296,9 +312,9 @@ function compared(fact: Fact): Record<string, unknown> {
       return { type: fact.type, stepId: fact.stepId, output: { text: text ?? '', ...output } }
     }
     case 'model.interrupted': {
-      // Not its message (the client's words, timings) nor the provider's id for the request.
-      const { requestId: _, ...provider } = fact.provider ?? {}
-      return { type: fact.type, stepId: fact.stepId, status: fact.status, provider: fact.provider === undefined ? undefined : provider }
+      // Not its message (the client's words, timings) nor the provider's id for the request (a provider
+      // that held nothing else is none: the replay's answer may come without an id, or with no headers).
+      return { type: fact.type, stepId: fact.stepId, status: fact.status, provider: comparedProvider(fact.provider) }
     }
     case 'tool.rejected':
       // Not the message of arguments kept as text: it follows from that text, which is compared, and a
@@ -322,10 +338,9 @@ function compared(fact: Fact): Record<string, unknown> {
         case 'handoff_paused':
           return { type: fact.type, outcome: { status: outcome.status, remainingSteps: outcome.pause.remainingSteps, execution: comparedExecution(outcome.pause.execution) } }
         case 'failed': {
-          const { requestId: _, ...provider } = outcome.provider ?? {}
           // A model failure's message is the provider's or the client's words; any other's is the engine's, and compared.
           const message = outcome.class.startsWith('model_') ? undefined : outcome.message
-          return { type: fact.type, outcome: { status: outcome.status, class: outcome.class, message, provider: outcome.provider === undefined ? undefined : provider } }
+          return { type: fact.type, outcome: { status: outcome.status, class: outcome.class, message, provider: comparedProvider(outcome.provider) } }
         }
         default:
           return { type: fact.type, outcome }
@@ -473,8 +488,9 @@ function showValue(value: unknown): string {
  * is compared as it is), the run's `cwd`
  * and workspace, a continuation's source boundary, a handoff's ids, the request digests (the request
  * is made of what is compared), the provider's ids for its answers (`responseId`, `requestId`) and the
- * words of a model failure (its status, class and the provider's code, type and param are compared).
- * The tool facts of a step whose calls the recording ran side by side (one dispatched before an earlier
+ * words of a model failure (its status, class and the provider's code, type and param are compared; a
+ * `provider` that held only a `requestId` is compared as none, since the replay's answer may come
+ * without one, or with no headers at all). The tool facts of a step whose calls the recording ran side by side (one dispatched before an earlier
  * one settled) are compared in call order, as such calls settle in any order: how the replay
  * interleaved them is not compared there. A step the recording ran one call at a time is compared as
  * it was interleaved, so a replay that runs its calls side by side (a higher `toolConcurrency`) is

@@ -213,4 +213,107 @@ test(
     ),
 )
 
+test(
+  "attempts that got no answer replay alike through the Messages route, recorded with request ids as a real provider sends them: a cut stream, a plain body reset after its headers, a stall timed out, a 400 and an error event each with Anthropic's error code (details.error_code)",
+  () =>
+    withTimeout(
+      withTempDir(async (dir) => {
+        const body = (type: string, message: string, code: string) => ({ type: 'error', error: { type, message, details: { error_code: code } } })
+        const cases: [string, Script, RunInput['providerOptions'], string][] = [
+          ['cut stream', [answer.cutStream({ text: 'Half' })], { stream: true }, 'failed model_malformed'],
+          ['plain reset after its headers', [answer.reset({ text: 'It is sun' }), answer.text('Sunny.')], {}, 'completed'],
+          ['stall', [answer.stall({ text: 'It is' })], { stream: true }, 'failed model_timeout'],
+          ['400 with a code', [answer.status(400, { body: body('invalid_request_error', 'prompt is too long: 210000 tokens > 200000 maximum', 'prompt_too_long') })], { stream: true }, 'failed model_failed'],
+          ['error event with a code', [answer.malformed({ body: JSON.stringify(body('invalid_request_error', 'Output blocked', 'output_blocked')) })], { stream: true }, 'failed model_failed'],
+        ]
+        for (const [name, script, providerOptions, ending] of cases) {
+          const runOn = async (label: string, served: Script, requestIds: boolean) => {
+            const server = await scriptedModelServer(served, { requestIds })
+            const log = await EventLog.open(join(dir, `${name} ${label}`))
+            const sdk = new Anthropic({ apiKey: KEY, baseURL: server.origin, logLevel: 'off' })
+            const model = new ModelExecutor({ timeoutMs: 10_000, idleTimeoutMs: 300, backoffMs: 1, maxBackoffMs: 5, createClient: (provider) => anthropicClient(sdk, { provider }) })
+            const engine = new Engine({ log, model })
+            try {
+              const run = runInput(server, [], providerOptions, 'replay-failures')
+              const outcome = await engine.run(run)
+              assert.is(outcome.status === 'failed' ? `failed ${outcome.class}` : outcome.status, ending, `${name} ${label}`)
+              assert.equal(server.unscripted, [], `${name} ${label}: every request scripted`)
+              return await recordedRun(log, run.invocation.invocationId)
+            } finally {
+              await engine.drain().catch(() => undefined)
+              await log.close()
+              await server.close()
+            }
+          }
+          // Recorded with request ids, as Anthropic sends one with every answer; replayed without (scriptOf does not replay them).
+          const recorded = await runOn('recorded', script, true)
+          assert.ok(
+            recorded.some(({ event }) => event.fact.type === 'model.interrupted' && event.fact.provider?.requestId === 'req_0'),
+            `${name}: the failure recorded its request id`,
+          )
+          const replayed = await runOn('replayed', scriptOf(recorded), false)
+          assert.is(compareRuns(recorded, replayed)?.message, undefined, name)
+        }
+      }),
+      60_000,
+    ),
+)
+
+test(
+  "a call's arguments in a plain Message: an empty text is the input {} (as streamed, and as the chat route's), and a text that is not JSON, which no Message can carry, is refused naming the call (streamed, it goes as it is)",
+  withServer(
+    [
+      answer.toolCalls([{ name: 'get_weather', arguments: '' }]),
+      answer.text('Done.'),
+      answer.toolCalls([{ name: 'get_weather', arguments: '{"city": "Par' }]),
+      answer.toolCalls([{ name: 'get_weather', arguments: '{"city": "Par' }]),
+      answer.text('Done.'),
+    ],
+    async ({ server, log, engine }) => {
+      const calls: unknown[] = []
+      const tool = { ...weather(calls), inputSchema: { type: 'object', properties: { city: { type: 'string' } } } }
+      const plain = runInput(server, [tool])
+      assert.equal(await engine.run(plain), { status: 'completed' })
+      assert.equal(calls, [{}])
+      const [first] = only(await factsOf(log, plain.invocation.invocationId), 'model.completed')
+      assert.is(first?.output.toolCalls[0]?.arguments, '{}')
+      const refused = await engine.run(runInput(server, [tool]))
+      assert.is(refused.status === 'failed' && refused.class, 'model_failed')
+      assert.equal(refused.status === 'failed' && refused.provider, { status: 400, type: 'invalid_request_error', code: 'invalid_scripted_answer' })
+      assert.match(refused.status === 'failed' ? (refused.message ?? '') : '', /calls\[0\]\.arguments is not JSON/)
+      const streamed = runInput(server, [tool], { stream: true })
+      assert.equal(await engine.run(streamed), { status: 'completed' })
+      const rejected = only(await factsOf(log, streamed.invocation.invocationId), 'tool.rejected')
+      assert.equal(rejected.map((fact) => [fact.reason, fact.input]), [['invalid_input', '{"city": "Par']])
+    },
+  ),
+)
+
+test(
+  "an Anthropic SDK given server.baseUrl, not server.origin, asks for /v1/v1/messages: the 404 says which baseURL it takes",
+  () =>
+    withTimeout(
+      withTempDir(async (dir) => {
+        const server = await scriptedModelServer([answer.text('Unused.')])
+        const log = await EventLog.open(join(dir, 'log'))
+        const sdk = new Anthropic({ apiKey: KEY, baseURL: server.baseUrl, logLevel: 'off' })
+        const engine = new Engine({ log, model: new ModelExecutor({ timeoutMs: 10_000, createClient: (provider) => anthropicClient(sdk, { provider }) }) })
+        try {
+          const outcome = await engine.run(runInput(server, []))
+          assert.is(outcome.status === 'failed' && outcome.class, 'model_failed')
+          assert.is(
+            outcome.status === 'failed' && outcome.message,
+            `the provider answered HTTP 404: scripted model server: no route POST /v1/v1/messages (it serves POST /v1/chat/completions and POST /v1/messages; an Anthropic SDK's baseURL is server.origin (${server.origin}), not server.baseUrl)`,
+          )
+          assert.is(server.requests.length, 0)
+        } finally {
+          await engine.drain().catch(() => undefined)
+          await log.close()
+          await server.close()
+        }
+      }),
+      20_000,
+    ),
+)
+
 test.run()

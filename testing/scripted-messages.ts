@@ -111,14 +111,27 @@ function thinkingBlocks(n: number, reasoning: string | undefined, details: JsonV
   return blocks
 }
 
-/** A call's arguments as `tool_use.input`: an object as it is; a string parsed when it is JSON, else sent as the string (what a client then makes of input that is no object is its own). */
+/** Why a call's arguments cannot be a Message's `tool_use.input`: a text that is not JSON (a stream's `input_json_delta` carries any text, a Message only JSON). */
+const NOT_JSON = Symbol('not JSON')
+
+/** A call's arguments as `tool_use.input`: an object as it is; an empty text `{}` (as a call streamed without input); another text parsed, or {@link NOT_JSON}. */
 function inputOf(args: unknown): unknown {
   if (typeof args !== 'string') return args ?? {}
+  if (args.trim() === '') return {}
   try {
     return JSON.parse(args) as unknown
   } catch {
-    return args
+    return NOT_JSON
   }
+}
+
+/**
+ * An error object as this route sends it: a `code` given in OpenAI's place (`error.code`: what
+ * `scriptOf` scripts of a recorded code, and what a script written for the chat route gives) also
+ * as `details.error_code`, where Anthropic's SDK reads it (`errorCode`), unless `details` is given.
+ */
+function anthropicError(error: Record<string, unknown>): Record<string, unknown> {
+  return typeof error.code === 'string' && error.details === undefined ? { ...error, details: { error_code: error.code } } : error
 }
 
 /** Splits `text` into up to `parts` non-empty pieces (none for an empty text). */
@@ -174,11 +187,20 @@ async function serveMessage(
   const content: Record<string, unknown>[] = thinkingBlocks(n, parts.reasoning, parts.reasoningDetails)
   if (parts.text !== undefined && parts.text !== '') content.push({ type: 'text', text: parts.text })
   const raw = new Map<Record<string, unknown>, string>()
-  parts.calls.forEach((call, i) => {
-    const block = { type: 'tool_use', id: call.id ?? `${serving.callIdPrefix}_${n}_${i}`, name: call.name, input: inputOf(call.arguments) }
+  for (const [i, call] of parts.calls.entries()) {
+    const input = inputOf(call.arguments)
+    if (input === NOT_JSON && !streamed) {
+      // A Message's tool_use.input is JSON: served otherwise, the client would record other arguments than scripted.
+      const message =
+        `scripted model server: the answer to request ${n + 1} (index ${n}) cannot be served as a Message: calls[${i}].arguments is not JSON (${JSON.stringify(call.arguments).slice(0, 200)}), ` +
+        'and a Message\'s tool_use.input is a JSON object: script the arguments as an object, or have the request ask for a stream (stream: true), whose input_json_delta carries any text'
+      writeJson(res, 400, anthropicErrorBody(400, message, 'invalid_scripted_answer'))
+      return
+    }
+    const block = { type: 'tool_use', id: call.id ?? `${serving.callIdPrefix}_${n}_${i}`, name: call.name, input }
     raw.set(block, typeof call.arguments === 'string' ? call.arguments : JSON.stringify(call.arguments ?? {}))
     content.push(block)
-  })
+  }
   const usage = parts.usage === null ? undefined : usageOf(parts.usage)
   if (!streamed) {
     writeJson(res, 200, {
@@ -256,7 +278,8 @@ export async function serveMessagesAnswer(res: ServerResponse, recorded: Recorde
       const headers: Record<string, string> = {}
       if (scripted.retryAfter !== undefined) headers['retry-after'] = String(scripted.retryAfter)
       if (scripted.retryAfterMs !== undefined) headers['retry-after-ms'] = String(scripted.retryAfterMs)
-      const body = scripted.body ?? anthropicErrorBody(scripted.status, `scripted status ${scripted.status}`)
+      const given = scripted.body ?? anthropicErrorBody(scripted.status, `scripted status ${scripted.status}`)
+      const body = isObject(given) && isObject(given.error) ? { ...given, error: anthropicError(given.error) } : given
       if (typeof body === 'string') {
         res.writeHead(scripted.status, { 'content-type': 'text/plain', 'content-length': Buffer.byteLength(body), ...headers })
         res.end(body)
@@ -272,7 +295,7 @@ export async function serveMessagesAnswer(res: ServerResponse, recorded: Recorde
       const reported = requestStreams(recorded) ? reportedErrorOf(scripted.body) : undefined
       if (reported !== undefined) {
         res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' })
-        res.end(frameOf({ type: 'error', error: reported }))
+        res.end(frameOf({ type: 'error', error: anthropicError(reported) }))
         return
       }
       res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(scripted.body) })

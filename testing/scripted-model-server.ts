@@ -907,7 +907,9 @@ export async function scriptedModelServer(script: Script, options: ScriptedModel
     const path = (req.url ?? '/').split('?')[0] ?? '/'
     const api = path === '/v1/chat/completions' ? 'chat-completions' : path === '/v1/messages' ? 'messages' : undefined
     if (req.method !== 'POST' || api === undefined) {
-      writeJson(res, 404, { error: { message: `scripted model server: no route ${req.method} ${path} (it serves POST /v1/chat/completions and POST /v1/messages)`, type: 'not_found' } })
+      // An Anthropic SDK given server.baseUrl (…/v1) asks for /v1/v1/messages: its baseURL is server.origin.
+      const hint = path.endsWith('/v1/messages') ? `; an Anthropic SDK's baseURL is server.origin (${origin}), not server.baseUrl` : ''
+      writeJson(res, 404, { error: { message: `scripted model server: no route ${req.method} ${path} (it serves POST /v1/chat/completions and POST /v1/messages${hint})`, type: 'not_found' } })
       return
     }
     let body: RecordedBody = { model: '', messages: [] }

@@ -103,7 +103,7 @@ export type ScriptedAnswer =
       retryAfter?: number | undefined
       /** Sent as `retry-after-ms`. */
       retryAfterMs?: number | undefined
-      /** The body: a string is sent raw, anything else as JSON. Default: an OpenAI-style error object. */
+      /** The body: a string is sent raw, anything else as JSON (to a Messages request, an `error.code` also as `error.details.error_code`). Default: an OpenAI-style error object, Anthropic's to a Messages request. */
       body?: unknown
       hold?: boolean | undefined
     }
@@ -415,7 +415,7 @@ export interface ScriptedModelServer {
    * under it): `anthropicClient(new Anthropic({ apiKey, baseURL: server.origin }))`.
    */
   origin: string
-  /** Every chat-completions request received, in arrival order. */
+  /** Every request received on a route (chat completions and Messages), in arrival order. */
   requests: RecordedRequest[]
   /** Indexes of requests that arrived after the script ran out (each was answered 400, `unscripted_request`, which no client retries). */
   unscripted: number[]

@@ -8,8 +8,8 @@
  * @example
  * ```ts
  * import { metrics, trace } from '@opentelemetry/api'
- * const telemetry = telemetryFromLog(log, { tracer: trace.getTracer('factstate'), meter: metrics.getMeter('factstate') })
+ * const telemetry = telemetryFromLog(log, { tracer: trace.getTracer('factstate'), meter: metrics.getMeter('factstate'), providerName: 'openai' })
  * // at shutdown, before log.close(): await telemetry.stop()
  * ```
  */
-export { telemetryFromLog, type LogTelemetry, type LogTelemetryOptions } from './telemetry.js'
+export { telemetryFromLog, type LogTelemetry, type LogTelemetryOptions, type TelemetryRun } from './telemetry.js'

@@ -4,18 +4,48 @@
  */
 import { type Attributes, type Context, type Counter, diag, type Histogram, type HrTime, type Meter, ROOT_CONTEXT, type Span, SpanKind, type SpanOptions, type SpanStatus, SpanStatusCode, type Tracer, trace } from '@opentelemetry/api'
 import { FactstateError, isFactstateError } from '../errors.js'
-import type { FactOf, StoredEvent } from '../facts/types.js'
+import type { ExecutionSettings, FactOf, Invocation, StoredEvent } from '../facts/types.js'
 import { kindOf, readOptions } from '../options.js'
 import type { EventLog } from '../store/event-log.js'
 
-/** What {@link telemetryFromLog} takes. */
-export interface LogTelemetryOptions {
-  /** Where the spans go: a tracer of your OpenTelemetry SDK (`trace.getTracer('factstate')`). */
-  tracer?: Tracer | undefined
-  /** Where the metrics go: a meter of your OpenTelemetry SDK (`metrics.getMeter('factstate')`). */
-  meter?: Meter | undefined
+/** What {@link telemetryFromLog} takes besides its tracer and meter. */
+interface TelemetryOptionsBase {
   /** The first seq to read, from 1 (default: the log's next fact, `log.head().highWater + 1`). */
   from?: number | undefined
+  /**
+   * `gen_ai.provider.name` of the runs' `invoke_agent` and `chat` spans and of their model
+   * measurements: the facts do not record the provider (a run's `baseUrl` is not recorded), so it is
+   * yours to say. A name, 1–64 characters from `[A-Za-z0-9._-]` (the conventions' well-known values:
+   * `openai`, `anthropic`, `gcp.gemini`, `aws.bedrock`, `azure.ai.openai`, `deepseek`, `groq`,
+   * `mistral_ai`, `x_ai`, …), or a function of the run that answers one (or `undefined`: none), called
+   * once per run. Absent: no `gen_ai.provider.name`.
+   */
+  providerName?: string | ((run: TelemetryRun) => string | undefined) | undefined
+}
+
+/** What {@link telemetryFromLog} takes: a tracer, a meter, or both. */
+export type LogTelemetryOptions = TelemetryOptionsBase &
+  (
+    | {
+        /** Where the spans go: a tracer of your OpenTelemetry SDK (`trace.getTracer('factstate')`). */
+        tracer: Tracer
+        /** Where the metrics go: a meter of your OpenTelemetry SDK (`metrics.getMeter('factstate')`). */
+        meter?: Meter | undefined
+      }
+    | {
+        /** Where the spans go: a tracer of your OpenTelemetry SDK (`trace.getTracer('factstate')`). */
+        tracer?: Tracer | undefined
+        /** Where the metrics go: a meter of your OpenTelemetry SDK (`metrics.getMeter('factstate')`). */
+        meter: Meter
+      }
+  )
+
+/** The run a `providerName` function is asked about. */
+export interface TelemetryRun {
+  /** The run's ids. */
+  invocation: Invocation
+  /** The model it asks for (its execution settings' `model`; a run opened before `from`: its first model attempt's). */
+  model: string
 }
 
 /** A running follower of {@link telemetryFromLog}. */
@@ -34,8 +64,38 @@ export interface LogTelemetry {
   highWater(): number
 }
 
-const OPTIONS = ['tracer', 'meter', 'from'] as const
+const OPTIONS = ['tracer', 'meter', 'from', 'providerName'] as const
 const invalidOptions = (message: string, field: string) => new FactstateError('OPENTELEMETRY_INVALID_OPTIONS', `telemetryFromLog: ${message}`, { details: { field } })
+
+/** A `gen_ai.provider.name`: a name, never a URL (no `:`, `/` or `@`: neither a credential nor a path can be in one). */
+const PROVIDER_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/
+/** The GenAI conventions' well-known `gen_ai.provider.name` of API hosts that serve that provider alone: the hint for a `providerName` given as a URL. */
+const PROVIDER_OF_HOST: ReadonlyMap<string, string> = new Map([
+  ['api.openai.com', 'openai'],
+  ['api.anthropic.com', 'anthropic'],
+  ['generativelanguage.googleapis.com', 'gcp.gemini'],
+  ['api.deepseek.com', 'deepseek'],
+  ['api.groq.com', 'groq'],
+  ['api.mistral.ai', 'mistral_ai'],
+  ['api.x.ai', 'x_ai'],
+  ['api.perplexity.ai', 'perplexity'],
+])
+
+/** Why `value` is no `gen_ai.provider.name`, never quoting it (a URL may carry a key); `undefined` when it is one. */
+function notAProviderName(value: unknown): string | undefined {
+  if (typeof value === 'string' && PROVIDER_NAME.test(value)) return undefined
+  if (typeof value === 'string' && /^https?:\/\//i.test(value)) {
+    let host: string | undefined
+    try {
+      host = new URL(value).hostname.toLowerCase()
+    } catch {
+      host = undefined
+    }
+    const known = host === undefined ? undefined : PROVIDER_OF_HOST.get(host)
+    return `a name, not a URL (a URL's path or credentials never go in an attribute)${known === undefined ? '' : `: the conventions' name for ${host} is '${known}'`}`
+  }
+  return `a name, 1–64 characters from [A-Za-z0-9._-] starting with a letter or digit ('openai', 'anthropic', 'gcp.gemini'), not ${kindOf(value)}`
+}
 
 /** The buckets the GenAI semantic conventions advise for `gen_ai.client.operation.duration`, in seconds. */
 const DURATION_BUCKETS = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92]
@@ -61,6 +121,44 @@ interface Followed {
   context: Context
   model: Map<string, Begun>
   tools: Map<string, Begun>
+  /** Its `gen_ai.provider.name` once asked (`null`: not asked yet, as for a run opened before `from` until its first model attempt). */
+  provider: string | undefined | null
+  /** The request attributes of its recorded settings (none for a run opened before `from`). */
+  request: Attributes
+}
+
+/** The `providerName` option, checked: a name, a function of the run, or none. */
+type ProviderNameOption = LogTelemetryOptions['providerName']
+
+/** The sampling settings a run's `providerOptions` may hold (sent at the top level of every request body), by their GenAI attribute: numbers only. */
+const REQUEST_NUMBERS: readonly (readonly [string, string])[] = [
+  ['temperature', 'gen_ai.request.temperature'],
+  ['top_p', 'gen_ai.request.top_p'],
+  ['top_k', 'gen_ai.request.top_k'],
+  ['frequency_penalty', 'gen_ai.request.frequency_penalty'],
+  ['presence_penalty', 'gen_ai.request.presence_penalty'],
+]
+
+/**
+ * The request attributes a run's recorded settings hold for certain: `mainOutputLimit` (sent as
+ * `max_tokens`) and, of its `providerOptions`, the sampling numbers, `seed` and `n` (a choice count
+ * other than 1). Nothing else of the options, which may carry any text.
+ */
+function requestAttributes(execution: ExecutionSettings): Attributes {
+  const attributes: Attributes = {}
+  if (typeof execution.mainOutputLimit === 'number') attributes['gen_ai.request.max_tokens'] = execution.mainOutputLimit
+  const options: unknown = execution.providerOptions
+  if (typeof options !== 'object' || options === null) return attributes
+  const own = (key: string): unknown => (Object.hasOwn(options, key) ? (options as Record<string, unknown>)[key] : undefined)
+  for (const [key, name] of REQUEST_NUMBERS) {
+    const value = own(key)
+    if (typeof value === 'number' && Number.isFinite(value)) attributes[name] = value
+  }
+  const seed = own('seed')
+  if (typeof seed === 'number' && Number.isSafeInteger(seed)) attributes['gen_ai.request.seed'] = seed
+  const choices = own('n')
+  if (typeof choices === 'number' && Number.isSafeInteger(choices) && choices !== 1) attributes['gen_ai.request.choice.count'] = choices
+  return attributes
 }
 
 interface Instruments {
@@ -107,13 +205,18 @@ function outcomeAttributes(outcome: FactOf<'invocation.ended'>['outcome']): Attr
  * catalog does not have, whose name is the model's own words), each started and ended at its
  * facts' `recordedAt`. A child run's span is under the tool call that started it while that call's
  * span is open. What a run leaves unfinished when it ends (a call whose outcome is unknown) ends
- * with it. Holds are events of the run's span. A run whose `invocation.opened` is before `from` has
+ * with it. Holds are events of the run's span. The run's and its attempts' spans carry
+ * `gen_ai.provider.name` when `providerName` gives one (the facts do not record the provider), and
+ * what the run's recorded settings say of its requests: `gen_ai.request.max_tokens` (its
+ * `mainOutputLimit`) and the sampling numbers of its `providerOptions` (`temperature`, `top_p`,
+ * `top_k`, `frequency_penalty`, `presence_penalty`, `seed`, `n`). A run whose `invocation.opened` is before `from` has
  * no span (nor its model attempts and tool calls); its facts still feed the metrics. When the
  * follower ends, the spans still open end at the `recordedAt` of the last fact it read, with
  * `factstate.unfinished`. An exception of the tracer or the meter (a span processor's, a sampler's)
  * is reported to OpenTelemetry's `diag.error` and the follower goes on.
  *
- * `OPENTELEMETRY_INVALID_OPTIONS` (`details.field`) for options it cannot use and for a snapshot
+ * `OPENTELEMETRY_INVALID_OPTIONS` (`details.field`) for options it cannot use (a `providerName` that
+ * is no name: a URL is refused, unquoted) and for a snapshot
  * (`details.field` `log`: it gets no new facts); a `from` past the log's next fact is
  * `LOG_INVALID_ARGUMENT`, as `log.events` refuses it.
  */
@@ -122,7 +225,7 @@ export function telemetryFromLog(log: EventLog, options: LogTelemetryOptions): L
   if (typeof (log as { events?: unknown } | null | undefined)?.events !== 'function' || typeof (log as { head?: unknown }).head !== 'function') {
     throw invalidOptions(`log must be an EventLog (EventLog.open), not ${kindOf(log)}`, 'log')
   }
-  const { tracer, meter, from } = given
+  const { tracer, meter, from, providerName } = given
   // `null` is no tracer or meter given: refused with the rest, not a TypeError.
   if (tracer !== undefined && typeof (tracer as { startSpan?: unknown } | null)?.startSpan !== 'function') {
     throw invalidOptions(`tracer must be an OpenTelemetry Tracer (trace.getTracer(name)), not ${kindOf(tracer)}`, 'tracer')
@@ -131,12 +234,16 @@ export function telemetryFromLog(log: EventLog, options: LogTelemetryOptions): L
     throw invalidOptions(`meter must be an OpenTelemetry Meter (metrics.getMeter(name)), not ${kindOf(meter)}`, 'meter')
   }
   if (tracer === undefined && meter === undefined) throw invalidOptions('give a tracer, a meter or both: with neither there is nothing to record', 'tracer')
+  if (providerName !== undefined && typeof providerName !== 'function') {
+    const wrong = notAProviderName(providerName)
+    if (wrong !== undefined) throw invalidOptions(`providerName must be ${wrong}, or a function of the run that answers one`, 'providerName')
+  }
   if (from !== undefined && (typeof from !== 'number' || !Number.isSafeInteger(from) || from < 1)) {
     throw invalidOptions(`from must be a seq, a whole number from 1, not ${kindOf(from)}`, 'from')
   }
   const start = (from as number | undefined) ?? log.head().highWater + 1
   // Made before the reader: a meter that throws here leaves no follower registered on the log.
-  const recorder = new Recorder(tracer as Tracer | undefined, meter === undefined ? undefined : instrumentsOf(meter as Meter))
+  const recorder = new Recorder(tracer as Tracer | undefined, meter === undefined ? undefined : instrumentsOf(meter as Meter), providerName as ProviderNameOption)
   // Taken now: every fact made durable from here on is read, whenever the loop below starts.
   const reader = followed(log, start)
   let read = start - 1
@@ -179,8 +286,13 @@ function followed(log: EventLog, from: number): AsyncGenerator<StoredEvent, void
 
 /** Where an exception of the caller's tracer or meter (a span processor's, a sampler's) goes: OpenTelemetry's own error channel, as its SDK reports its own. */
 function report(what: string, error: unknown): void {
+  tell(`the tracer or meter threw ${what}; the follower goes on`, error)
+}
+
+/** Tells OpenTelemetry's `diag.error`; a logger that throws too is left alone. */
+function tell(message: string, ...more: unknown[]): void {
   try {
-    diag.error(`factstate/opentelemetry: the tracer or meter threw ${what}; the follower goes on`, error)
+    diag.error(`factstate/opentelemetry: ${message}`, ...more)
   } catch {
     // A logger that throws too: nothing left to tell it with.
   }
@@ -206,14 +318,45 @@ function finish(span: Span | undefined, at: number, attributes?: Attributes, sta
 class Recorder {
   readonly #tracer: Tracer | undefined
   readonly #instruments: Instruments | undefined
+  readonly #providerName: ProviderNameOption
   readonly #runs = new Map<string, Followed>()
   /** Tool calls under way whose spans a child run may be put under, by operation id. */
   readonly #callContexts = new Map<string, Context>()
   #lastAt = 0
 
-  constructor(tracer: Tracer | undefined, instruments: Instruments | undefined) {
+  constructor(tracer: Tracer | undefined, instruments: Instruments | undefined, providerName: ProviderNameOption) {
     this.#tracer = tracer
     this.#instruments = instruments
+    this.#providerName = providerName
+  }
+
+  /**
+   * The run's `gen_ai.provider.name`: the option's name, or what its function answers for the run.
+   * A function that throws or answers what is no name (a URL) is reported to `diag` and the run has
+   * none: the value is never quoted, nor put in an attribute.
+   */
+  #providerOf(invocation: Invocation, model: string): string | undefined {
+    const option = this.#providerName
+    if (typeof option !== 'function') return option
+    let answered: unknown
+    try {
+      answered = option({ invocation: { ...invocation }, model })
+    } catch (error) {
+      tell(`providerName threw for invocation ${invocation.invocationId}: its spans and measurements have no gen_ai.provider.name`, error)
+      return undefined
+    }
+    if (answered === undefined) return undefined
+    const wrong = notAProviderName(answered)
+    if (wrong === undefined) return answered as string
+    // Not quoted: a URL it answered may carry a key.
+    tell(`providerName answered for invocation ${invocation.invocationId} what is not ${wrong}: its spans and measurements have no gen_ai.provider.name`)
+    return undefined
+  }
+
+  /** `gen_ai.provider.name` of `run` as an attribute (asked once per run), or none. */
+  #provider(run: Followed, invocation: Invocation, model: string): Attributes {
+    if (run.provider === null) run.provider = this.#providerOf(invocation, model)
+    return run.provider === undefined ? {} : { 'gen_ai.provider.name': run.provider }
   }
 
   /**
@@ -240,14 +383,21 @@ class Recorder {
     let run = this.#runs.get(key)
     if (run === undefined) {
       // Opened before `from`: followed without a span, so that its metrics are still taken.
-      run = { span: undefined, context: ROOT_CONTEXT, model: new Map(), tools: new Map() }
+      run = { span: undefined, context: ROOT_CONTEXT, model: new Map(), tools: new Map(), provider: null, request: {} }
       this.#runs.set(key, run)
     }
     const base: Attributes = { 'gen_ai.conversation.id': invocation.sessionId, 'factstate.invocation.id': key }
     switch (fact.type) {
       case 'model.requested': {
-        const attributes: Attributes = { 'gen_ai.operation.name': 'chat', 'gen_ai.request.model': fact.model }
-        const span = run.span && this.#start(`chat ${fact.model}`, { kind: SpanKind.CLIENT, startTime: hrTime(recordedAt), attributes: { ...attributes, ...base, 'factstate.step.id': fact.stepId, 'factstate.seq': seq } }, run.context)
+        // The measurements' attributes: the conventions' for the client metrics, nothing per request.
+        const attributes: Attributes = { 'gen_ai.operation.name': 'chat', ...this.#provider(run, invocation, fact.model), 'gen_ai.request.model': fact.model }
+        const span =
+          run.span &&
+          this.#start(
+            `chat ${fact.model}`,
+            { kind: SpanKind.CLIENT, startTime: hrTime(recordedAt), attributes: { ...attributes, ...run.request, ...base, 'factstate.step.id': fact.stepId, 'factstate.seq': seq } },
+            run.context,
+          )
         run.model.set(fact.stepId, { span, at: recordedAt, attributes })
         return
       }
@@ -367,6 +517,9 @@ class Recorder {
   #opened(key: string, fact: FactOf<'invocation.opened'>, invocation: StoredEvent['event']['invocation'], seq: number, recordedAt: number): void {
     const parentCall = fact.input.kind === 'handoff' ? undefined : fact.input.parent
     const parent = (parentCall && this.#callContexts.get(parentCall.operationId)) ?? ROOT_CONTEXT
+    // Bookkeeping first: a providerName that throws is reported, and the run is traced without the name.
+    const followed: Followed = { span: undefined, context: ROOT_CONTEXT, model: new Map(), tools: new Map(), provider: null, request: requestAttributes(fact.execution) }
+    const provider = this.#provider(followed, invocation, fact.execution.model)
     const span = this.#start(
       'invoke_agent',
       {
@@ -374,8 +527,10 @@ class Recorder {
         startTime: hrTime(recordedAt),
         attributes: {
           'gen_ai.operation.name': 'invoke_agent',
+          ...provider,
           'gen_ai.conversation.id': invocation.sessionId,
           'gen_ai.request.model': fact.execution.model,
+          ...followed.request,
           'factstate.invocation.id': key,
           'factstate.turn.id': invocation.turnId,
           'factstate.run.id': invocation.runId,
@@ -389,7 +544,9 @@ class Recorder {
     )
     // A run's id is never reused; a second opening (an application's own append) replaces the first's bookkeeping.
     this.#endRun(this.#runs.get(key), recordedAt)
-    this.#runs.set(key, { span, context: span ? trace.setSpan(ROOT_CONTEXT, span) : ROOT_CONTEXT, model: new Map(), tools: new Map() })
+    followed.span = span
+    if (span) followed.context = trace.setSpan(ROOT_CONTEXT, span)
+    this.#runs.set(key, followed)
     // Last: a meter that throws leaves the run followed all the same.
     this.#instruments?.runsStarted.add(1, { 'factstate.input.kind': fact.input.kind })
   }

@@ -13,7 +13,7 @@ import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { Engine, EventLog, ModelExecutor, type RunInput, type StoredEvent, type ToolDefinition, childRunFor, isFactstateError } from '../index.js'
-import { type LogTelemetry, telemetryFromLog } from '../opentelemetry/index.js'
+import { type LogTelemetry, type TelemetryRun, telemetryFromLog } from '../opentelemetry/index.js'
 import { answer, type RecordedRequest, type ScriptedAnswer, type ScriptedModelServer, scriptedModelServer } from '../testing/scripted-model-server.js'
 import { logInternals } from '../store/event-log.js'
 import { rejectsWithCode } from './support/codes.js'
@@ -419,6 +419,11 @@ test('options it cannot use are OPENTELEMETRY_INVALID_OPTIONS naming the option;
           [log, { tracer: sdk.tracer, from: 1.5 }, 'from'],
           [log, { tracer: sdk.tracer, from: '1' }, 'from'],
           [log, { tracer: sdk.tracer, tracers: sdk.tracer }, 'tracers'],
+          [log, { tracer: sdk.tracer, providerName: '' }, 'providerName'],
+          [log, { tracer: sdk.tracer, providerName: 'open ai' }, 'providerName'],
+          [log, { tracer: sdk.tracer, providerName: 42 }, 'providerName'],
+          [log, { tracer: sdk.tracer, providerName: null }, 'providerName'],
+          [log, { tracer: sdk.tracer, providerName: 'a'.repeat(65) }, 'providerName'],
           [{}, { tracer: sdk.tracer }, 'log'],
           [null, { tracer: sdk.tracer }, 'log'],
         ]
@@ -426,6 +431,17 @@ test('options it cannot use are OPENTELEMETRY_INVALID_OPTIONS naming the option;
           const error = await rejectsWithCode(async () => telemetryFromLog(target as EventLog, options as never), 'OPENTELEMETRY_INVALID_OPTIONS', `case ${index}`)
           assert.is(error.details?.field, field, `case ${index}`)
         }
+        // A URL is no name: refused unquoted (it may carry a key), the conventions' name told for a host that serves one provider.
+        const url = await rejectsWithCode(async () => telemetryFromLog(log, { tracer: sdk.tracer, providerName: 'https://api.openai.com/v1' }), 'OPENTELEMETRY_INVALID_OPTIONS')
+        assert.equal([url.details?.field, url.message.includes("the conventions' name for api.openai.com is 'openai'"), url.message.includes('/v1')], ['providerName', true, false])
+        const keyed = await rejectsWithCode(async () => telemetryFromLog(log, { tracer: sdk.tracer, providerName: `https://user:${API_KEY}@proxy.example/v1` }), 'OPENTELEMETRY_INVALID_OPTIONS')
+        assert.equal([keyed.details?.field, keyed.message.includes(API_KEY), keyed.message.includes('proxy.example')], ['providerName', false, false])
+        // Neither a tracer nor a meter: the type refuses it, and the runtime too (for JavaScript callers).
+        // @ts-expect-error a tracer, a meter or both
+        const neither = () => telemetryFromLog(log, {})
+        // @ts-expect-error both given as undefined is neither
+        const unset = () => telemetryFromLog(log, { tracer: undefined, meter: undefined })
+        for (const call of [neither, unset]) assert.is((await rejectsWithCode(async () => call(), 'OPENTELEMETRY_INVALID_OPTIONS')).details?.field, 'tracer')
         const misspelt = await rejectsWithCode(async () => telemetryFromLog(log, { tracers: sdk.tracer } as never), 'OPENTELEMETRY_INVALID_OPTIONS')
         assert.match(misspelt.message, 'did you mean tracer?')
         const past = await rejectsWithCode(async () => telemetryFromLog(log, { tracer: sdk.tracer, from: 5 }), 'LOG_INVALID_ARGUMENT')
@@ -582,6 +598,106 @@ test('a snapshot cannot be followed: OPENTELEMETRY_INVALID_OPTIONS naming the lo
       }
     }),
     10_000,
+  ))
+
+test('gen_ai.provider.name from providerName (a name, or a function of the run, asked once per run) on the run and chat spans and the chat measurements; what the settings record of the request; a function that throws or answers a URL is reported, never quoted', () =>
+  withEngine(
+    () => answer.text('done', { usage: { prompt_tokens: 3, completion_tokens: 2 } }),
+    async ({ log, engine, server }) => {
+      const named = otel()
+      const asked = otel()
+      const reported: string[] = []
+      diag.setLogger({ error: (message) => void reported.push(message), warn: () => undefined, info: () => undefined, debug: () => undefined, verbose: () => undefined }, { logLevel: DiagLogLevel.ERROR, suppressOverrideMessage: true })
+      try {
+        const calls: TelemetryRun[] = []
+        const byName = telemetryFromLog(log, { tracer: named.tracer, meter: named.meter, providerName: 'openai' })
+        const bySession = telemetryFromLog(log, {
+          tracer: asked.tracer,
+          meter: asked.meter,
+          providerName: (run) => {
+            calls.push(run)
+            const session = run.invocation.sessionId
+            if (session === 'session-throws') throw new Error('no provider here')
+            if (session === 'session-url') return `https://user:${API_KEY}@api.anthropic.com/v1`
+            if (session === 'session-none') return undefined
+            return 'anthropic'
+          },
+        })
+        // Settings the request is made with, recorded in invocation.opened: the limit and sampling numbers; not the text of an option.
+        const settings = { mainOutputLimit: 256, providerOptions: { temperature: 0.2, top_p: 0.9, seed: 7, n: 1, user: `${CONTENT} user`, stop: [`${CONTENT} stop`] } }
+        assert.equal(await engine.run({ ...input(server, 'set', []), ...settings }), { status: 'completed' })
+        for (const name of ['throws', 'url', 'none']) assert.equal(await engine.run(input(server, name, [])), { status: 'completed' })
+        await log.close()
+        await Promise.all([byName.done, bySession.done])
+
+        const attributesOf = (spans: ReadableSpan[], name: string, id: string) => spans.find((span) => span.name === name && span.attributes['factstate.invocation.id'] === id)?.attributes ?? {}
+        const request = { 'gen_ai.request.max_tokens': 256, 'gen_ai.request.temperature': 0.2, 'gen_ai.request.top_p': 0.9, 'gen_ai.request.seed': 7 }
+        const pick = (attributes: Record<string, unknown>) =>
+          Object.fromEntries(Object.entries(attributes).filter(([key]) => key === 'gen_ai.provider.name' || key.startsWith('gen_ai.request.') && key !== 'gen_ai.request.model'))
+        for (const [sdk, provider] of [
+          [named, 'openai'],
+          [asked, 'anthropic'],
+        ] as const) {
+          const spans = sdk.spans()
+          for (const name of ['invoke_agent', 'chat scripted']) {
+            assert.equal(pick(attributesOf(spans, name, 'invocation-set')), { 'gen_ai.provider.name': provider, ...request }, `${name} of the run with settings`)
+          }
+          const collected = await sdk.metrics()
+          const chat = histogram(collected, 'gen_ai.client.operation.duration').filter(([attributes]) => attributes['gen_ai.provider.name'] === provider)
+          assert.ok(chat.length === 1 && chat[0]?.[0]['gen_ai.operation.name'] === 'chat', 'the chat durations carry the provider')
+          assert.ok(histogram(collected, 'gen_ai.client.token.usage').some(([attributes]) => attributes['gen_ai.provider.name'] === provider), 'the token usage carries the provider')
+        }
+        // A name given: every run has it. A function: the runs it names; none for one it threw for, answered a URL or undefined.
+        for (const name of ['throws', 'url', 'none']) {
+          assert.is(attributesOf(named.spans(), 'invoke_agent', `invocation-${name}`)['gen_ai.provider.name'], 'openai')
+          for (const span of ['invoke_agent', 'chat scripted']) assert.equal(pick(attributesOf(asked.spans(), span, `invocation-${name}`)), {}, `${span} of ${name}`)
+        }
+        assert.equal(
+          calls.map((run) => [run.invocation.invocationId, run.model]),
+          ['set', 'throws', 'url', 'none'].map((name) => [`invocation-${name}`, 'scripted']),
+          'asked once per run, with its ids and model',
+        )
+        assert.equal(reported.length, 2, 'the throw and the URL reported')
+        assert.ok(reported.every((message) => message.includes('providerName') && !message.includes(API_KEY) && !message.includes('/v1')), 'the answer is not quoted')
+        assert.ok(reported.some((message) => message.includes("the conventions' name for api.anthropic.com is 'anthropic'")), 'the name meant is told')
+        const exported = JSON.stringify([...named.spans(), ...asked.spans()].map((span) => [span.attributes, span.events]))
+        assert.not.ok(exported.includes(CONTENT), "no provider option's text")
+        assert.not.ok(exported.includes(API_KEY), 'no key')
+      } finally {
+        diag.disable()
+        await named.shutdown()
+        await asked.shutdown()
+      }
+    },
+  ))
+
+test('a follower started mid-log asks providerName for a run opened before it at its first model attempt, so its measurements carry the provider', () =>
+  withEngine(
+    (request) => {
+      const { last } = lastContent(request)
+      return last === 'tool' ? answer.text('done') : answer.toolCalls([{ name: 'lookup', arguments: {} }], { hold: true })
+    },
+    async ({ log, engine, server }) => {
+      const sdk = otel()
+      const running = await engine.start(input(server, 'early', [{ name: 'lookup', execute: async () => 'found' }]))
+      await server.seen(0)
+      const calls: TelemetryRun[] = []
+      const telemetry = telemetryFromLog(log, { meter: sdk.meter, providerName: (run) => (calls.push(run), 'groq') })
+      server.release(0)
+      assert.equal(await running.wait(), { status: 'completed' })
+      await log.close()
+      await telemetry.done
+      assert.equal(calls.map((run) => [run.invocation.invocationId, run.model]), [['invocation-early', 'scripted']])
+      // The attempt begun after the follower is timed, with the provider; the call too, without it.
+      assert.equal(
+        histogram(await sdk.metrics(), 'gen_ai.client.operation.duration').map(([attributes, count]) => [attributes, count]),
+        [
+          [{ 'gen_ai.operation.name': 'chat', 'gen_ai.provider.name': 'groq', 'gen_ai.request.model': 'scripted' }, 1],
+          [{ 'gen_ai.operation.name': 'execute_tool', 'gen_ai.tool.name': 'lookup' }, 1],
+        ],
+      )
+      await sdk.shutdown()
+    },
   ))
 
 test.run()

@@ -12,7 +12,7 @@ import { rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import { Engine, EventLog, ModelExecutor, type RunInput, type StoredEvent, type ToolDefinition, childRunFor, isFactstateError } from '../index.js'
+import { Engine, EventLog, ModelExecutor, type RunInput, type StoredEvent, type ToolDefinition, childRunFor, intentFor, isFactstateError } from '../index.js'
 import { type LogTelemetry, type TelemetryRun, telemetryFromLog } from '../opentelemetry/index.js'
 import { answer, type RecordedRequest, type ScriptedAnswer, type ScriptedModelServer, scriptedModelServer } from '../testing/scripted-model-server.js'
 import { logInternals } from '../store/event-log.js'
@@ -696,6 +696,46 @@ test('a follower started mid-log asks providerName for a run opened before it at
           [{ 'gen_ai.operation.name': 'execute_tool', 'gen_ai.tool.name': 'lookup' }, 1],
         ],
       )
+      await sdk.shutdown()
+    },
+  ))
+
+test("holds are events of the run's span, at their facts' times: one released (the run goes on), one sealed (the run ends handoff_paused, no error)", () =>
+  withEngine(
+    () => answer.text('done'),
+    async ({ log, engine, server }) => {
+      const sdk = otel()
+      const telemetry = telemetryFromLog(log, { tracer: sdk.tracer })
+      // Reserved right after start(): held at once, before the first model request.
+      const released = await engine.start(input(server, 'released', []))
+      const held = await released.handoff().reserve(intentFor(released.invocation, 'to-reviewer')).ready()
+      await held.release()
+      assert.equal(await released.wait(), { status: 'completed' })
+      const sealed = await engine.start(input(server, 'sealed', []))
+      const pause = await (await sealed.handoff().reserve(intentFor(sealed.invocation, 'to-successor')).ready()).commit()
+      assert.equal(await sealed.wait(), { status: 'handoff_paused', pause })
+      const facts = await storedEvents(log)
+      await log.close()
+      await telemetry.done
+
+      const holdFacts = (id: string) =>
+        facts
+          .filter((stored) => stored.event.invocation.invocationId === id && stored.event.fact.type.startsWith('hold.'))
+          .map((stored) => ({ name: `factstate.${stored.event.fact.type}`, attributes: { 'factstate.handoff.id': (stored.event.fact as { handoffId: string }).handoffId, 'factstate.seq': stored.seq }, time: time(stored.event.recordedAt) }))
+      const eventsOf = (id: string) => {
+        const span = sdk.spans().find((candidate) => candidate.name === 'invoke_agent' && candidate.attributes['factstate.invocation.id'] === id) as ReadableSpan
+        assert.ok(span, `the span of ${id}`)
+        return { span, events: span.events.map((event) => ({ name: event.name, attributes: { ...event.attributes }, time: event.time })) }
+      }
+      const first = eventsOf('invocation-released')
+      assert.equal(holdFacts('invocation-released').map((event) => event.name), ['factstate.hold.entered', 'factstate.hold.released'], 'the log holds the hold and its release')
+      assert.equal(first.events, holdFacts('invocation-released'))
+      assert.is(first.events[0]?.attributes['factstate.handoff.id'], 'to-reviewer')
+      assert.equal([first.span.status.code, first.span.attributes['factstate.outcome.status']], [SpanStatusCode.UNSET, 'completed'])
+      const second = eventsOf('invocation-sealed')
+      assert.equal(second.events, holdFacts('invocation-sealed'))
+      assert.equal(second.events.map((event) => [event.name, event.attributes['factstate.handoff.id']]), [['factstate.hold.entered', 'to-successor']], 'sealed: entered, never released')
+      assert.equal([second.span.status.code, second.span.attributes['factstate.outcome.status']], [SpanStatusCode.UNSET, 'handoff_paused'])
       await sdk.shutdown()
     },
   ))

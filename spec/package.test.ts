@@ -165,6 +165,10 @@ import type { ModelClient } from 'factstate'
 export const traced = (log: EventLog): LogTelemetry => telemetryFromLog(log, { tracer: trace.getTracer('app') })
 // @ts-expect-error from is a seq
 export const wrongFrom = (log: EventLog): LogTelemetry => telemetryFromLog(log, { tracer: trace.getTracer('app'), from: '1' })
+// @ts-expect-error a tracer, a meter or both: with neither there is nothing to record
+export const untraced = (log: EventLog): LogTelemetry => telemetryFromLog(log, {})
+// The provider by name, or by a function of the run (the facts do not record it).
+export const named = (log: EventLog): LogTelemetry => telemetryFromLog(log, { tracer: trace.getTracer('app'), providerName: (run) => (run.model.startsWith('claude') ? 'anthropic' : 'openai') })
 
 // A model client for Anthropic's Messages API over an SDK client typed by its shape.
 export const claude = (sdk: AnthropicSdk): ModelClient => anthropicClient(sdk, { maxTokens: 1024 })

@@ -3,8 +3,9 @@
  * The `factstate` command line: demo, inspect, log, verify, backup, recover, pending, script. Each command lives in
  * bin/commands/ and returns its exit code.
  */
+import { fstatSync } from 'node:fs'
 import { readFile } from 'node:fs/promises'
-import { type CommandIo, EXIT, removeCopiesOnSignals, signalToEndBy } from './io.js'
+import { type CommandIo, EXIT, removeCopiesOnExit, removeCopiesOnSignals, signalToEndBy } from './io.js'
 import { meantName } from '../options.js'
 
 const help = `usage: factstate <command> [options]
@@ -47,21 +48,44 @@ function meantCommand(name: string): string {
 }
 
 // A reader that stops early (`| head -1`) closes the pipe: the next write fails with EPIPE. That
-// is not an error of the command: stop writing, let the command close its log, and exit 0.
+// is not an error of the command: stop writing, let the command close its log (and remove its
+// snapshot's directory), and exit 0. So for stderr, which `2>&1 | head -1` sends to that reader too:
+// a note or a summary written after the reader went is dropped, and, that being the pipe stdout
+// writes to, the command stops as it would at its next line.
 // Any other failure to write (a full disk, `> /dev/full`) is said once on stderr, and the command
-// stops the same way, its log closed, with exit 4.
+// stops the same way, its log closed, with exit 4; on stderr (`2> /dev/full`) it cannot be said:
+// exit 4 alone says it.
 let stdoutClosed = false
+let stderrClosed = false
 let stdoutFailed: NodeJS.ErrnoException | undefined
+let stderrFailed: NodeJS.ErrnoException | undefined
 process.stdout.on('error', (error: NodeJS.ErrnoException) => {
   stdoutClosed = true
   if (error.code !== 'EPIPE') stdoutFailed ??= error
 })
+process.stderr.on('error', (error: NodeJS.ErrnoException) => {
+  stderrClosed = true
+  if (error.code !== 'EPIPE') stderrFailed ??= error
+  else if (sameFile(1, 2)) stdoutClosed = true
+})
+
+/** Whether descriptors `a` and `b` are the same file (`2>&1`: the one pipe). */
+function sameFile(a: number, b: number): boolean {
+  try {
+    const [first, second] = [fstatSync(a), fstatSync(b)]
+    return first.dev === second.dev && first.ino === second.ino
+  } catch {
+    return false
+  }
+}
 
 const io: CommandIo = {
   stdout: (line) => {
     if (!stdoutClosed) process.stdout.write(`${line}\n`)
   },
-  stderr: (line) => process.stderr.write(`${line}\n`),
+  stderr: (line) => {
+    if (!stderrClosed) process.stderr.write(`${line}\n`)
+  },
   stdoutClosed: () => stdoutClosed,
 }
 
@@ -109,15 +133,21 @@ async function main(argv: string[]): Promise<number> {
   return (await load())(rest, io)
 }
 
-// Ctrl-C while a command reads a snapshot of a busy log leaves no copy of it behind.
+// Ctrl-C while a command reads a snapshot of a busy log leaves no copy of it behind, and neither
+// does an exit the command did not get to close its log before (an uncaught exception).
 removeCopiesOnSignals()
+removeCopiesOnExit()
 
 main(process.argv.slice(2)).then(
   async (code) => {
     // A failed write is reported on a later tick: a command whose last write was its last step (help) waits for it.
     await new Promise<void>((resolve) => setImmediate(resolve))
     if (stdoutFailed) {
-      process.stderr.write(`error: the output could not be written (${stdoutFailed.code ?? stdoutFailed.message})\n`)
+      if (!stderrClosed) process.stderr.write(`error: the output could not be written (${stdoutFailed.code ?? stdoutFailed.message})\n`)
+      process.exitCode = EXIT.refused
+      return
+    }
+    if (stderrFailed) {
       process.exitCode = EXIT.refused
       return
     }
@@ -133,7 +163,7 @@ main(process.argv.slice(2)).then(
     }
   },
   (error: unknown) => {
-    process.stderr.write(`error: ${(error as Error)?.stack ?? String(error)}\n`)
+    if (!stderrClosed) process.stderr.write(`error: ${(error as Error)?.stack ?? String(error)}\n`)
     process.exitCode = EXIT.refused
   },
 )

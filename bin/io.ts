@@ -20,8 +20,9 @@ export interface CommandIo {
   stdout: (line: string) => void
   stderr: (line: string) => void
   /**
-   * Whether the reader of stdout went away (`factstate log … | head -1`): a command that prints
-   * many lines stops there, closes what it opened and exits 0, as `cat` does. Absent in tests.
+   * Whether the reader of stdout went away (`factstate log … | head -1`; or of stderr, where that
+   * is the same pipe: `2>&1 | head -1`): a command that prints many lines stops there, closes what
+   * it opened and exits 0. Absent in tests.
    */
   stdoutClosed?: () => boolean
 }
@@ -211,6 +212,26 @@ export function removeCopiesOnSignals(): void {
       process.kill(process.pid, signal)
     })
   }
+}
+
+/**
+ * Removes the snapshot directories this process made, as it exits without its command having
+ * closed the log that reads them (an uncaught exception, `process.exit()`): the snapshot's own copy
+ * inside is removed then too (`keepCopy`), and so is the directory holding it. Synchronous, as an
+ * `exit` listener must be; one that cannot be removed is left to the writer's next open, which
+ * sweeps it once it is empty and over a minute old. Installed by the CLI's entry point.
+ */
+export function removeCopiesOnExit(): void {
+  process.on('exit', () => {
+    for (const path of copyDirectories) {
+      try {
+        rmSync(path, { recursive: true, force: true })
+      } catch {
+        // Left for the sweep.
+      }
+    }
+    copyDirectories.clear()
+  })
 }
 
 /** The signal a command asked the process to end by, once it has returned (`endBySignal`). */

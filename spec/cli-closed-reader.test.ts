@@ -1,17 +1,20 @@
 /**
  * The CLI as a shell pipes it: a reader that stops early (`2>&1 | head -1`) takes stdout and stderr
- * with it, and every command then stops quietly (exit 0) and leaves no snapshot directory behind.
- * Each runs the built `factstate` in a child process, through real pipes (bash).
+ * with it, and every command then stops quietly (exit 0) and leaves no snapshot directory behind;
+ * the writer's next open sweeps an empty CLI directory one left anyway. Each runs the built
+ * `factstate` in a child process, through real pipes (bash).
  */
 import { spawn } from 'node:child_process'
 import { closeSync, openSync } from 'node:fs'
-import { mkdir, readdir } from 'node:fs/promises'
+import { mkdir, readdir, stat, utimes } from 'node:fs/promises'
 import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { EventLog } from '../index.js'
+import { logInternals } from '../store/event-log.js'
+import { forgetSweeps } from '../store/snapshot.js'
 import { completeInvocation, startChild } from './support/log-fixtures.js'
-import { bounded } from './support/temp.js'
+import { bounded, withTmpdir } from './support/temp.js'
 import { ensureBuilt } from './support/built.js'
 
 ensureBuilt()
@@ -150,5 +153,61 @@ test(
     }
   }),
 )
+
+test(
+  "the writer's open sweeps an empty CLI directory beside the log once it has not changed for a minute (a command killed before it removed it, or an older version's), and leaves a fresh one and a running command's",
+  bounded(60_000, async (dir) => {
+    const location = await writtenLog(dir)
+    const tmp = join(dir, 'tmp')
+    await mkdir(tmp)
+    const minutesAgo = new Date(Date.now() - 120_000)
+    const abandoned = [join(dir, '.factstate-cli-abandoned'), join(tmp, 'factstate-cli-abandoned')]
+    const fresh = join(dir, '.factstate-cli-fresh')
+    for (const path of [...abandoned, fresh]) await mkdir(path)
+    for (const path of abandoned) await utimes(path, minutesAgo, minutesAgo)
+    // A command that goes on reading: its directory, and its copy's LOCK, aged as the abandoned ones.
+    const follower = spawn(process.execPath, [BUILT_CLI, 'log', location, '--follow', '--refresh', '0.1'], { stdio: ['ignore', 'pipe', 'pipe'], env: cliEnv(tmp) })
+    try {
+      const printed = new Promise<void>((resolve, reject) => {
+        follower.stdout.once('data', () => resolve())
+        follower.stdout.resume()
+        follower.once('close', (code) => reject(new Error(`log --follow ended (${code})`)))
+      })
+      await printed
+      const running = (await readdir(dir)).filter((name) => name.startsWith('.factstate-cli-') && !['.factstate-cli-abandoned', '.factstate-cli-fresh'].includes(name))
+      assert.is(running.length, 1, running.join(', '))
+      const wrapper = join(dir, running[0] as string)
+      const [copy] = await readdir(wrapper)
+      await utimes(join(wrapper, copy as string, 'LOCK'), minutesAgo, minutesAgo)
+      await utimes(wrapper, minutesAgo, minutesAgo)
+      forgetSweeps()
+      await withTmpdir(tmp, async () => {
+        const log = await EventLog.open(location)
+        try {
+          await logInternals(log).swept()
+        } finally {
+          await log.close()
+        }
+      })
+      for (const path of abandoned) assert.not.ok(await exists(path), `${path} was swept`)
+      assert.ok(await exists(fresh), 'an empty directory made a moment ago is left: a command may be about to make its copy there')
+      assert.ok(await exists(join(wrapper, copy as string)), "the running command's directory and copy are left")
+      follower.kill('SIGINT')
+      await new Promise((resolve) => follower.once('close', resolve))
+      assert.equal((await leftIn(dir)).filter((name) => name !== '.factstate-cli-fresh'), [], 'the follower removed its own as it ended')
+    } finally {
+      follower.kill('SIGKILL')
+    }
+  }),
+)
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await stat(path)
+    return true
+  } catch {
+    return false
+  }
+}
 
 test.run()

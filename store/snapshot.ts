@@ -470,7 +470,7 @@ export function forgetSweeps(): void {
  * Removes the snapshot copies that processes killed before their `close()` left behind (`kill -9`,
  * a power loss): `factstate-snapshot-*` directories in the system's temporary directory, and in the
  * CLI's own directories there and beside the log at `logPath` (`.factstate-cli-*`, removed too once
- * empty). Only copies no process holds open are removed (see `abandoned`); a copy elsewhere (an
+ * empty: emptied by the sweep, or found empty and unchanged for over a minute, see `emptyLongSince`). Only copies no process holds open are removed (see `abandoned`); a copy elsewhere (an
  * `openSnapshot` `directory` of the application's choosing) is not looked for. Never fails: a copy
  * that cannot be removed (another user's, say) is left. Answers the copies it removed.
  */
@@ -495,8 +495,29 @@ export async function sweepAbandonedSnapshots(logPath: string, now = Date.now(),
   for (const wrapper of new Set(wrappers)) {
     let swept = false
     for (const copy of await directoriesIn(wrapper, [SNAPSHOT_PREFIX])) swept = (await sweep(copy)) || swept
-    // Only a directory this sweep emptied: an empty one may be a command's, about to make its copy there.
-    if (swept) await rmdir(wrapper).catch(() => undefined)
+    // `rmdir`, never a recursive removal: a directory a command made its copy in meanwhile is left.
+    if (swept || (await emptyLongSince(wrapper, now))) await rmdir(wrapper).catch(() => undefined)
   }
   return removed
+}
+
+/**
+ * Whether the CLI's directory `wrapper` is empty and has not changed for `STALE_AFTER_MS`: a
+ * command's that ended without removing it (killed between its copy's removal and its own, or
+ * before it made its copy there, or by a version that did not remove it as it exited). A live
+ * command's is empty only for a moment: it makes its copy there as soon as it made the directory,
+ * and removes the directory as soon as its copy is removed; a command that goes on reading (`log
+ * --follow`, `inspect`) keeps a copy open there throughout. A directory's modification time changes
+ * whenever an entry is made or removed in it, so one empty for over a minute is no live command's
+ * (but one stopped, SIGSTOP, in that moment: its copy then fails to be made there, and is made in
+ * the temporary directory instead).
+ */
+async function emptyLongSince(wrapper: string, now: number): Promise<boolean> {
+  try {
+    const { mtimeMs } = await lstat(wrapper)
+    if (now - mtimeMs < STALE_AFTER_MS) return false
+    return (await readdir(wrapper)).length === 0
+  } catch {
+    return false
+  }
 }

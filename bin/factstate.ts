@@ -16,7 +16,8 @@ commands:
   log <log-dir>        print facts (--session, --run, --invocation, --type, --from, --to, --last, --json),
                        then those that land (--follow), a session's runs (--runs), or the sessions (--sessions,
                        most recently active first with --recent)
-  verify <log-dir>     re-read every fact, check the digest chain and every index record
+  verify <log-dir>     re-read every fact, check the digest chain and every index record; say the log's
+                       index format (which versions open it)
   backup <log-dir> <backup-dir>
                        copy the log, verified, while the application runs
   recover <log-dir>    close invocations a crash left open

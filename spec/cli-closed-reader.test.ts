@@ -1,8 +1,8 @@
 /**
  * The CLI as a shell pipes it: a reader that stops early (`2>&1 | head -1`) takes stdout and stderr
  * with it, and every command then stops quietly (exit 0) and leaves no snapshot directory behind;
- * the writer's next open sweeps an empty CLI directory one left anyway. Each runs the built
- * `factstate` in a child process, through real pipes (bash).
+ * the writer's next open sweeps an empty CLI directory one left anyway; `verify` says the log's
+ * index format. Each runs the built `factstate` in a child process, through real pipes (bash).
  */
 import { spawn } from 'node:child_process'
 import { closeSync, openSync } from 'node:fs'
@@ -13,7 +13,7 @@ import * as assert from 'uvu/assert'
 import { EventLog } from '../index.js'
 import { logInternals } from '../store/event-log.js'
 import { forgetSweeps } from '../store/snapshot.js'
-import { completeInvocation, startChild } from './support/log-fixtures.js'
+import { EventMaker, completeInvocation, facts, invocationOf, startChild } from './support/log-fixtures.js'
 import { bounded, withTmpdir } from './support/temp.js'
 import { ensureBuilt } from './support/built.js'
 
@@ -131,7 +131,7 @@ test(
       await holder.waitForLine((line) => line === 'ready')
       for (const [args, lines] of [
         [['log', location], 14 * completeInvocation('x').length],
-        [['verify', location], 1],
+        [['verify', location], 2],
       ] as const) {
         const deviceFull = openSync('/dev/full', 'w')
         const run = await new Promise<{ code: number | null; stdout: string }>((resolve, reject) => {
@@ -198,6 +198,47 @@ test(
     } finally {
       follower.kill('SIGKILL')
     }
+  }),
+)
+
+test(
+  "verify says the log's index format (5 without a provider's opaque state, 6 with it), as log.indexFormat() gives it, in text and with --json",
+  bounded(60_000, async (dir) => {
+    const location = join(dir, 'log')
+    const env = cliEnv(dir)
+    const log = await EventLog.open(location)
+    const a = new EventMaker(invocationOf('a'))
+    try {
+      assert.is(log.indexFormat(), undefined, 'a new log is not marked yet')
+      await log.appendAll([a.next(facts.opened()), a.next(facts.requested('s1'))])
+      assert.is(log.indexFormat(), 5)
+    } finally {
+      await log.close()
+    }
+    const verified = async (format: number) => {
+      const text = await bash('"$@"', [process.execPath, BUILT_CLI, 'verify', location], env)
+      assert.is(text.code, 0, text.stderr)
+      assert.match(text.stdout, new RegExp(`^index format ${format}: factstate 0\\.${format === 6 ? 10 : 9}\\.0 and later open it`, 'm'))
+      assert.is(text.stdout.includes('0.9.x refuses it'), format === 6)
+      const json = await bash('"$@"', [process.execPath, BUILT_CLI, 'verify', location, '--json'], env)
+      assert.is(json.code, 0, json.stderr)
+      assert.is((JSON.parse(json.stdout) as { format: unknown }).format, format)
+    }
+    await verified(5)
+    const written = await EventLog.open(location)
+    try {
+      await written.append(a.next({ type: 'model.completed', stepId: 's1', output: { text: 'done', toolCalls: [], finishReason: 'stop', reasoningDetails: [{ type: 'reasoning.encrypted', data: 'gAAAAABo' }] } }))
+      assert.is(written.indexFormat(), 6, 'marked by the batch that wrote the state')
+      const snapshot = await EventLog.openSnapshot(location, { directory: dir })
+      try {
+        assert.is(snapshot.indexFormat(), 6, "a snapshot says its log's")
+      } finally {
+        await snapshot.close()
+      }
+    } finally {
+      await written.close()
+    }
+    await verified(6)
   }),
 )
 

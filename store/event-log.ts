@@ -1427,6 +1427,8 @@ export class EventLog {
   #idsBuilds = 0
   /** The format the log is marked with (0: none); a batch marks it `BASE_FORMAT`, or 6 (see `carriesFormat6`), when it is lower. */
   #format = 0
+  /** The format the log was marked with as it was opened (0: none), before the open marked it: what a snapshot's log is marked with. */
+  #formatFound = 0
   /** The log carries `keys.reservationsIndexed` (else the next batch writes it). */
   #reservationsMarked = false
   /** The log carries `keys.recencyIndexed` (else the next batch writes it: a log with facts gets it on open). */
@@ -1954,6 +1956,7 @@ export class EventLog {
         })
       }
       this.#format = found
+      this.#formatFound = found
     }
     const stored = await this.#db.get(keys.head)
     if (stored === undefined && format === undefined) await this.#refuseForeign()
@@ -4142,6 +4145,27 @@ export class EventLog {
     this.#assertOpen()
     const point = this.#backupPoints[this.#backupPoints.length - 1]
     return point === undefined ? undefined : { ...point }
+  }
+
+  /**
+   * The index format the log is marked with (see `INDEX_FORMAT`): what tells which versions open it.
+   * 6 once it holds a provider's opaque state (`output.reasoningDetails`, a call's `extraContent`:
+   * 0.10.0 and later open it, 0.9.x refuses it), 5 otherwise for a log 0.9.0 or later wrote to or
+   * opened (0.9.x opens it too), lower for a log no version since 0.9.0 opened; `undefined` for a log
+   * nothing was written to yet. For a snapshot (`openSnapshot`), the mark of the log it copies when
+   * the copy was taken (a copy of a log older than 0.9.0 is marked 5 as it is opened; the log is not).
+   *
+   * @example
+   * ```ts
+   * const snapshot = await EventLog.openSnapshot('./.factstate/app')
+   * if ((snapshot.indexFormat() ?? 0) > 5) console.log('0.9.x will refuse this log')
+   * await snapshot.close()
+   * ```
+   */
+  indexFormat(): number | undefined {
+    this.#assertOpen()
+    const format = this.#snapshotOf === undefined ? this.#format : this.#formatFound
+    return format === 0 ? undefined : format
   }
 
   /** A run's index record and its invocation's, for its key `key` in the run index; `LOG_CORRUPT` when either is missing. */

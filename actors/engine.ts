@@ -757,6 +757,12 @@ export class Engine {
   /** The engine's `secrets`, as headers a run's secrets are built from (see `DECLARED_SECRET`). */
   readonly #secrets: Record<string, string>
   readonly #running = new Map<string, TrackedRun>()
+  /**
+   * The parent run (its invocation id) of each child run this engine admitted while that parent ran,
+   * kept till the child ends other than paused, or the parent ends: a handoff successor of a child's
+   * turn (which may not give a `parent`: its turn's first run recorded it) holds its secrets too.
+   */
+  readonly #parentOf = new Map<string, string>()
   /** The runs being admitted, by invocation id, from the end of `start()`'s checks of its input to the admission or refusal. */
   readonly #openings = new Map<string, Opening>()
   /** Calls of `start` not yet admitted or refused (each settles then). */
@@ -890,15 +896,16 @@ export class Engine {
     } catch (error) {
       // A getter or a proxy trap of the caller's that throws: the input cannot be read, and nothing is written.
       const refusal = error instanceof FactstateError ? error : new FactstateError('RUN_INVALID_INPUT', `the run input cannot be read: ${messageOf(error)}`, { cause: error, details: { fields: [] } })
-      // Without the secrets the engine knows of: a refusal quotes what it refused (an unknown member's
-      // name, a header's), and ends up in the application's logs.
-      throw withoutSecrets(refusal, refusalSecrets(input, this.#secrets))
+      // Without the secrets the engine knows of (a child's, those it would hold from its parent run too): a
+      // refusal quotes what it refused (an unknown member's name, a header's), and ends up in the application's logs.
+      throw withoutSecrets(refusal, refusalSecrets(input, this.#declaredFor(this.#parentRunOf(input))))
     }
     const run: RunInput = { ...copy, tools: admitted.map((entry) => entry.tool) }
-    // A child run (its `parent` a run of this engine, still running) holds the secrets that run's tools added
-    // too: the tool that starts it may pass one on in its message, and its model may echo one.
-    const parent = run.parent === undefined ? undefined : this.#running.get(run.parent.invocation.invocationId)
-    const declared = parent === undefined ? this.#secrets : withPassedOn(this.#secrets, parent.actor.passedOnSecrets)
+    // A child run (its `parent` a run of this engine, still running; or a handoff successor of a child's turn)
+    // holds the secrets that run holds too: the tool that starts it may pass one on in its message, and
+    // its model may echo one.
+    const parent = this.#parentRunOf(run)
+    const declared = this.#declaredFor(parent)
     // Built once for this start: the recorded settings, each tool's definition and the opened fact's bytes are looked through with it.
     const admission = admissionSecrets(run.provider, declared)
     recordedCredential(run, admission)
@@ -927,13 +934,55 @@ export class Engine {
     }
     run.providerOptions ??= {}
     // From here on `running(id)` gives a handle of the run (before any await: once `start()` has returned).
-    const opening = this.#opening(run.invocation, signal, run.provider)
+    const opening = this.#opening(run.invocation, signal, secrets)
     try {
-      return await this.#admitRun(run, admitted, { signal, onModelText, onModelReasoning, onToolCallText, onToolProgress, onApproval }, opening, { client, secrets, held })
+      const started = await this.#admitRun(run, admitted, { signal, onModelText, onModelReasoning, onToolCallText, onToolProgress, onApproval }, opening, { client, secrets, held })
+      if (parent !== undefined) this.#childOf(run, parent)
+      return started
     } catch (error) {
       if (opening !== undefined) this.#notOpened(opening, error, signal)
       throw error
     }
+  }
+
+  /**
+   * The run of this engine, still running, a run whose input is `input` holds secrets from: its
+   * `parent`'s, or for a handoff successor the parent of its source's turn (see `#parentOf`). Read
+   * without throwing: `#start` asks it of an input it refused too.
+   */
+  #parentRunOf(input: unknown): TrackedRun | undefined {
+    try {
+      const given = input as { parent?: { invocation?: { invocationId?: unknown } }; work?: { kind?: unknown; source?: { invocation?: { invocationId?: unknown } } } } | null | undefined
+      let id = given?.parent?.invocation?.invocationId
+      if (id === undefined && given?.work?.kind === 'handoff') {
+        const source = given.work.source?.invocation?.invocationId
+        id = typeof source === 'string' ? this.#parentOf.get(source) : undefined
+      }
+      return typeof id === 'string' ? this.#running.get(id) : undefined
+    } catch {
+      return undefined
+    }
+  }
+
+  /** The engine's secrets, with those a run holds from `parent` (see `withPassedOn`). */
+  #declaredFor(parent: TrackedRun | undefined): Record<string, string> {
+    return parent === undefined ? this.#secrets : withPassedOn(this.#secrets, parent.actor.passedOnSecrets)
+  }
+
+  /** Remembers `run`'s parent run while both run (see `#parentOf`); for a successor, in its source's place. */
+  #childOf(run: RunInput, parent: TrackedRun): void {
+    const child = run.invocation.invocationId
+    const parentId = parent.invocation.invocationId
+    const tracked = this.#running.get(child)
+    if (tracked === undefined) return
+    if (run.work.kind === 'handoff') this.#parentOf.delete(run.work.source.invocation.invocationId)
+    this.#parentOf.set(child, parentId)
+    const forget = () => {
+      if (this.#parentOf.get(child) === parentId) this.#parentOf.delete(child)
+    }
+    // A child that ended paused waits for its successor (in this engine, while the parent runs); any other end has none.
+    void tracked.actor.done.then((outcome) => (outcome.status === 'handoff_paused' ? undefined : forget()), forget)
+    void parent.actor.done.then(forget, forget)
   }
 
   /** The run's model client, made by the executor; one that cannot be made (or is none) refuses the run, with nothing written. */
@@ -1167,7 +1216,7 @@ export class Engine {
    * a start of the invocation id under other ids (another session's run, say): the handles given
    * show the first start's ids, and a stop of its session must not cancel another session's run.
    */
-  #opening(invocation: Invocation, signal: AbortSignal | undefined, provider: RunInput['provider']): Opening | undefined {
+  #opening(invocation: Invocation, signal: AbortSignal | undefined, secrets: Secrets): Opening | undefined {
     const { invocationId } = invocation
     if (this.#running.has(invocationId)) return undefined
     const known = this.#openings.get(invocationId)
@@ -1177,7 +1226,6 @@ export class Engine {
       known.signals.push(signal)
       return known
     }
-    const declared = this.#secrets
     let admitted: (run: TrackedRun) => void = noop
     let refused: (error: unknown) => void = noop
     const settled = new Promise<TrackedRun>((resolve, reject) => {
@@ -1205,7 +1253,8 @@ export class Engine {
           opening.cancel !== undefined || opening.signals.every((given) => given?.aborted === true)
             ? new FactstateError('HANDOFF_UNAVAILABLE', `invocation ${invocationId} is being cancelled`)
             : undefined,
-        holdSecrets: () => runSecrets(provider, declared),
+        // The run's own: its model client's, and a child's from its parent, with the provider's and the engine's.
+        holdSecrets: () => secrets,
       }),
     }
     this.#openings.set(invocationId, opening)

@@ -15,7 +15,7 @@ import type { ModelClient } from './model-client.js'
 import type { Approver } from './approval.js'
 import type { LiveModelText, LiveModelToolCalls, ModelTextPiece, ModelToolCallPiece } from './model-text.js'
 import { ModelExecutor } from './model-executor.js'
-import { DECLARED_SECRET, MAX_SECRET_LENGTH, MAX_SECRETS_TOTAL, type Secrets, clientSecretsOf, dataSecretsOf, dataSecretsWith, holdsSecretBytes, redact, redactDeep, redactedMessage, secretsOf, withDeclaredClientSecret, withPassedOn } from './redaction.js'
+import { DECLARED_SECRET, MAX_SECRET_LENGTH, MAX_SECRETS_TOTAL, type Secrets, clientSecretsOf, dataSecretsOf, dataSecretsWith, holdsSecretBytes, redact, redactDeep, secretsOf, withDeclaredClientSecret, withPassedOn } from './redaction.js'
 import { DEFAULT_MAX_STEPS, RUN_INPUT_KEYS, type RunInput, toolCallLimits, validateRunInput } from './run-input.js'
 import { type CatalogChanges, type ToolDefinition, catalogChanges, catalogOf, legacyCatalogDigest, shownText } from './tool-catalog.js'
 import { type InputCheck, inputCheckOf, inputChecks } from './tool-input.js'
@@ -548,7 +548,7 @@ function runSecrets(provider: RunInput['provider'], declared: Record<string, str
  * `MODEL_SECRET_INVALID` with its `details.reason`): its run would record what the client holds. The
  * value is never shown.
  */
-function withClientSecrets(client: ModelClient, secrets: Secrets, provider: RunInput['provider']): Secrets {
+function withClientSecrets(client: ModelClient, secrets: Secrets): Secrets {
   const refused = (why: string, cause?: unknown) => new FactstateError('RUN_INVALID_INPUT', `provider: the model client's secrets ${why}`, { ...(cause === undefined ? {} : { cause }), details: { fields: ['provider'] } })
   let given: unknown
   let declared: unknown[]
@@ -558,7 +558,8 @@ function withClientSecrets(client: ModelClient, secrets: Secrets, provider: RunI
     // A copy, read once (a proxy's items too): what is checked is what is redacted.
     declared = Array.isArray(given) ? Array.from(given as unknown[]) : []
   } catch (error) {
-    throw refused(`could not be read: ${redactedMessage(error, provider)}`)
+    // Without the run's secrets (the engine's, a child's from its parent), as a model client's failure message loses them.
+    throw refused(`could not be read: ${redact(messageOf(error), secrets)}`)
   }
   if (!Array.isArray(given)) throw refused(`must be an array of strings (ModelClient.secrets), not ${kindOf(given)}`)
   for (const [index, secret] of declared.entries()) {
@@ -919,8 +920,9 @@ export class Engine {
     // Made here, before anything is written and before the log is read, so that the secrets the client
     // holds itself (`ModelClient.secrets`: an SDK client made with its key) are looked for in the input
     // as the provider's credential was just above, and no later refusal quotes one.
-    const client = this.#clientFor(run)
-    const secrets = withClientSecrets(client, runSecrets(run.provider, declared), run.provider)
+    const own = runSecrets(run.provider, declared)
+    const client = this.#clientFor(run, own)
+    const secrets = withClientSecrets(client, own)
     const clientSecrets = clientSecretsOf(secrets)
     let held = admission
     if (Object.keys(clientSecrets).length > 0) {
@@ -985,14 +987,18 @@ export class Engine {
     void parent.actor.done.then(forget, forget)
   }
 
-  /** The run's model client, made by the executor; one that cannot be made (or is none) refuses the run, with nothing written. */
-  #clientFor(run: RunInput): ModelClient {
+  /**
+   * The run's model client, made by the executor; one that cannot be made (or is none) refuses the run,
+   * with nothing written, its error's message without `secrets` (the run's: its provider's, the
+   * engine's, a child's from its parent), as a model client's failure message loses them.
+   */
+  #clientFor(run: RunInput, secrets: Secrets): ModelClient {
     // Before anything is written: a client that cannot be made refuses the run, it does not strand it.
     let client: ModelClient
     try {
       client = this.#model.clientFor(run.provider)
     } catch (error) {
-      throw new FactstateError('RUN_INVALID_INPUT', `provider: the model client could not be created: ${redactedMessage(error, run.provider)}`, {
+      throw new FactstateError('RUN_INVALID_INPUT', `provider: the model client could not be created: ${redact(messageOf(error), secrets)}`, {
         details: { fields: ['provider'] },
       })
     }
@@ -1001,7 +1007,7 @@ export class Engine {
     try {
       complete = (client as { complete?: unknown } | null | undefined)?.complete
     } catch (error) {
-      throw new FactstateError('RUN_INVALID_INPUT', `provider: the model client could not be read: ${redactedMessage(error, run.provider)}`, { details: { fields: ['provider'] } })
+      throw new FactstateError('RUN_INVALID_INPUT', `provider: the model client could not be read: ${redact(messageOf(error), secrets)}`, { details: { fields: ['provider'] } })
     }
     if (typeof complete !== 'function') {
       const made = client === null ? 'null' : client instanceof Promise ? 'a promise (createClient must return the client itself)' : typeof client === 'object' ? 'an object without a complete() method' : typeof client

@@ -4,7 +4,8 @@
  * a handoff successor of a child run's turn, started while the supervisor runs, holds the
  * supervisor's secrets as the child did; a child's start refused before its admission does not quote
  * them; a hold reserved while a run is being admitted is refused for them; and two runs admitted at
- * once on one engine with clients that declare different secrets each look for their own. Real
+ * once on one engine with clients that declare different secrets each look for their own; a model
+ * client that cannot be made refuses its run without quoting them. Real
  * LevelDB directories read raw, a real HTTP server on 127.0.0.1.
  */
 import { randomBytes } from 'node:crypto'
@@ -280,6 +281,69 @@ test(
       await server.close()
     }
     assert.equal(await filesHolding(path, [first, second]), [], "no file of the log holds either client's secret")
+  }),
+)
+
+test(
+  "secrets: a model client that cannot be made (createClient throws), cannot be read, or whose secrets cannot be read, with an error quoting one of the engine's secrets or a child's supervisor's client key: the refusal (RUN_INVALID_INPUT naming provider) quotes neither, and nothing is written",
+  bounded(30_000, async (dir) => {
+    const vault = `vault-token-${randomBytes(12).toString('hex')}`
+    const server = await scriptedModelServer((request) => {
+      const answered = request.body.messages.some((message) => message.role === 'tool')
+      return answered ? answer.text('done') : answer.toolCalls([{ id: 'call-delegate', name: 'delegate', arguments: {} }])
+    })
+    const path = join(dir, 'log')
+    const log = await EventLog.open(path)
+    const refusals: [string, string, unknown, boolean][] = []
+    const failing: Record<string, (provider: RunInput['provider']) => ModelClient> = {
+      made: () => {
+        throw new Error(`the client config is invalid: token ${vault}, upstream key ${KEY}`)
+      },
+      read: () =>
+        new Proxy({} as ModelClient, {
+          get() {
+            throw new Error(`the client could not be read: token ${vault}, upstream key ${KEY}`)
+          },
+        }),
+      secrets: () => ({
+        get secrets(): readonly string[] {
+          throw new Error(`the vault refused token ${vault}, upstream key ${KEY}`)
+        },
+        complete: async () => ({ kind: 'interrupted', status: 'failed', message: 'never' }),
+      }),
+    }
+    /** What the refusal of a start is told by `what`, and whether its message quotes one of `secrets`. */
+    const refusalOf = (what: string, secrets: readonly string[]) => (error: unknown) => {
+      const { code, details, message } = error as FactstateError
+      refusals.push([what, code, details, secrets.some((secret) => message.includes(secret))])
+    }
+    try {
+      const holding = holdingClient(KEY, [KEY])
+      const engine: Engine = new Engine({
+        log,
+        secrets: [vault],
+        model: new ModelExecutor({ retries: 0, createClient: (provider) => (provider.model === 'supervisor' ? holding(provider) : (failing[provider.model] as (given: RunInput['provider']) => ModelClient)(provider)) }),
+      })
+      // A run of the engine's own holds the engine's secret (its client's error quotes the supervisor's key, no secret of that run's);
+      // a child run holds its supervisor's client key too.
+      const on = (model: string, name: string): RunInput => input(server.baseUrl, name, { provider: { kind: 'openai-chat', baseUrl: server.baseUrl, model } })
+      for (const model of Object.keys(failing)) await engine.start(on(model, `top-${model}`)).then(() => refusals.push([model, 'admitted', undefined, false]), refusalOf(model, [vault]))
+      const delegate: ToolDefinition = {
+        name: 'delegate',
+        async execute(_input: unknown, context: ToolContext) {
+          for (const model of Object.keys(failing)) await engine.start({ ...on(model, `child-${model}`), ...childRunFor(context, model) }).then(() => refusals.push([`child ${model}`, 'admitted', undefined, false]), refusalOf(`child ${model}`, [vault, KEY]))
+          return 'tried'
+        },
+      }
+      assert.equal(await engine.run({ ...on('supervisor', 'supervisor'), tools: [delegate] }), { status: 'completed' })
+      const refused = (what: string): [string, string, unknown, boolean] => [what, 'RUN_INVALID_INPUT', { fields: ['provider'] }, false]
+      assert.equal(refusals, [refused('made'), refused('read'), refused('secrets'), refused('child made'), refused('child read'), refused('child secrets')])
+      const opened = (await log.prefix(ALL.events, ALL.bytes)).events.filter((stored) => stored.event.fact.type === 'invocation.opened')
+      assert.equal(opened.map((stored) => stored.event.invocation.invocationId), ['invocation-supervisor'], 'only the supervisor opened')
+    } finally {
+      await log.close()
+      await server.close()
+    }
   }),
 )
 

@@ -983,8 +983,8 @@ export class Engine {
       if (this.#parentOf.get(child) === parentId) this.#parentOf.delete(child)
     }
     // A child that ended paused waits for its successor (in this engine, while the parent runs); any other end has none.
-    void tracked.actor.done.then((outcome) => (outcome.status === 'handoff_paused' ? undefined : forget()), forget)
-    void parent.actor.done.then(forget, forget)
+    // Only a paused one waits for its parent's end: a supervisor's thousand children add nothing to it.
+    void tracked.actor.done.then((outcome) => (outcome.status === 'handoff_paused' ? void parent.actor.done.then(forget, forget) : forget()), forget)
   }
 
   /**

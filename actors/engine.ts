@@ -414,6 +414,8 @@ function recordedSecret(run: RunInput, secrets: Secrets, what: string, remedy: s
     ['requestFingerprint', run.requestFingerprint],
     ['parent', run.parent],
     ['work.content', work.content],
+    // Each tool's name by its index (the refusal cannot quote it), then all of them as the catalog records them together.
+    ...run.tools.map((tool, index): [string, unknown] => [`tools.${index}.name`, tool.name]),
     ['tools', run.tools.map((tool) => tool.name)],
   ]
   for (const [field, value] of recorded) {

@@ -355,4 +355,33 @@ test(
   }),
 )
 
+test(
+  "secrets: a tool whose name holds one of the client's declared secrets or the engine's (a slug that is no key, whatever it looks like) is refused naming tools.<i>.name, not the name; nothing written",
+  bounded(30_000, async (dir) => {
+    const server = await scriptedModelServer([answer.text('fine')])
+    const log = await EventLog.open(join(dir, 'log'))
+    try {
+      const slug = 'acme-prod-eu'
+      const vault = 'payments-vault'
+      const engine = new Engine({ log, secrets: [vault], model: new ModelExecutor({ retries: 0, createClient: holdingClient(KEY, [slug]) }) })
+      const tool = (name: string): ToolDefinition => ({ name, readOnly: true, execute: async () => 'ok' })
+      for (const [what, name, holds] of [
+        ["the client's", `${slug}_search`, /^RUN_INVALID_INPUT: tools\.1\.name holds one of the model client's secrets \(ModelClient\.secrets\)/],
+        ["the engine's", `lookup_${vault}`, /^RUN_INVALID_INPUT: tools\.1\.name holds the provider's credential \(its apiKey or a credential header's value\) or one of the engine's secrets/],
+      ] as const) {
+        const before = log.head()
+        const refused = await rejectsWithCode(() => engine.start(input(server.baseUrl, 'named', { tools: [tool('weather'), tool(name)] })), 'RUN_INVALID_INPUT', what)
+        assert.equal(refused.details, { fields: ['tools.1.name'] }, what)
+        assert.match(refused.message, holds, what)
+        assert.not.ok(refused.message.includes(name), `${what}: the name is not quoted`)
+        assert.equal(log.head(), before, `${what}: nothing written`)
+      }
+      assert.is(server.requests.length, 0, 'nothing was sent')
+    } finally {
+      await log.close()
+      await server.close()
+    }
+  }),
+)
+
 test.run()

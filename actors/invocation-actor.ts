@@ -330,6 +330,7 @@ async function runAttempt(
         signal,
         operationId: call.operationId,
         attempt,
+        timeoutMs,
         invocation: { ...call.invocation },
         addSecret: (secret: string) => call.addSecret(secret),
         progress: (value?: unknown) => {

@@ -142,6 +142,16 @@ export interface ToolContext {
   /** Which attempt of the call this is, from 1: above 1 only for a tool with `retry` (same `operationId` on every attempt). */
   attempt: number
   /**
+   * This attempt's time limit in milliseconds, counted from when `execute` was called: the tool's
+   * `timeoutMs`, else the engine's `toolTimeoutMs`, else `undefined` (no limit). Each attempt of a
+   * `retry` has the whole of it again. Past it `signal` aborts (a `TimeoutError`), and a tool not
+   * settled 1 s later is not waited for: give a request the tool makes its own limit a little past
+   * this one (as `toolsFromMcp` does), so that the engine's limit, which records the call as the
+   * tool's effects require, is the one that decides. The engine and `callTool` always set it;
+   * optional only so that a context made by hand (a unit test's) need not.
+   */
+  timeoutMs?: number | undefined
+  /**
    * The run the call belongs to (`sessionId`, `turnId`, `runId`, `invocationId`; the tool's own copy):
    * whose data a tool serves, or which running invocation to reserve a hold on (see "A reviewer who
    * may take days" in the README).

@@ -100,10 +100,12 @@ export interface McpToolsOptions {
   timeoutMs?: number | undefined
   /**
    * The MCP client's own limit on each request (`tools/list` and `tools/call`), in milliseconds.
-   * Default: `timeoutMs` + 5,000 when `timeoutMs` is given, so that factstate's limit is the one
-   * that fires, else the SDK's own (60,000). With `timeoutMs`, each progress notification of a call
-   * starts it again (`resetTimeoutOnProgress`), and `timeoutMs` bounds the whole call; without, it is
-   * the whole call's limit, progress or not (nothing else might bound it).
+   * Default: for a call, 5,000 past the call's time limit as the engine gives it (`context.timeoutMs`:
+   * the tool's `timeoutMs`, this option's or one set on the tool, else the engine's `toolTimeoutMs`),
+   * so that factstate's limit is the one that fires; for the listing, `timeoutMs` + 5,000; with no
+   * limit, the SDK's own (60,000). When the call has a limit, each progress notification starts the
+   * request's again (`resetTimeoutOnProgress`), and the limit bounds the whole call; without one, it
+   * is the whole call's limit, progress or not (nothing else bounds it).
    */
   requestTimeoutMs?: number | undefined
   /**
@@ -204,8 +206,9 @@ export function mcpToolName(name: string, prefix = ''): string {
  * `name` mapped ({@link mcpToolName}, `prefix`, `rename`), `description` and `inputSchema` as listed,
  * `readOnly` from `annotations.readOnlyHint` only with `trustReadOnlyHint`, `needsApproval` and
  * `timeoutMs` from the options. Each call is `client.callTool({ name, arguments, _meta: {
- * idempotencyKey: operationId } }, undefined, { signal, timeout, resetTimeoutOnProgress, onprogress })` (`resetTimeoutOnProgress` when `timeoutMs` is given)`
- * (a signal already aborted is thrown, its reason, before the client is asked): a result with
+ * idempotencyKey: operationId } }, undefined, { signal, timeout, resetTimeoutOnProgress, onprogress })` (`timeout` the `requestTimeoutMs` option,
+ * else 5,000 past the call's `context.timeoutMs`, the engine's limit for it; `resetTimeoutOnProgress`
+ * when the call has a limit) (a signal already aborted is thrown, its reason, before the client is asked): a result with
  * `isError` is the call's failure (its text); else its `structuredContent`, or its content (the text
  * of text blocks alone, joined by newlines; with other blocks, the list of blocks, binary data as
  * its size unless `keepBinaryData`). For a tool that is not `readOnly`, a rejection that means the
@@ -306,6 +309,25 @@ interface Settings {
 
 const isMs = (value: unknown): value is number => typeof value === 'number' && Number.isSafeInteger(value) && value >= 1 && value <= MAX_MS
 
+/** The request limit a call (or the listing) bounded by `limitMs` gets by default: a little past it, so that factstate's limit fires first. */
+const requestPast = (limitMs: number | undefined): number | undefined => (limitMs === undefined ? undefined : Math.min(limitMs + REQUEST_MARGIN_MS, MAX_MS))
+
+/**
+ * The time limit of the call `context` is given for: `context.timeoutMs` as the engine (or `callTool`)
+ * sets it, `undefined` there meaning none; for a context made by hand without the member, the
+ * `timeoutMs` option's.
+ */
+function callLimitOf(context: ToolContext, settings: Settings): number | undefined {
+  let given: unknown
+  try {
+    if (!('timeoutMs' in context)) return settings.timeoutMs
+    given = context.timeoutMs
+  } catch {
+    return settings.timeoutMs
+  }
+  return isMs(given) ? given : undefined
+}
+
 function settingsOf(given: { [K in (typeof OPTIONS)[number]]?: unknown }): Settings {
   const { prefix = '', rename = {}, include, trustReadOnlyHint = false, needsApproval, timeoutMs, requestTimeoutMs, cancelMeansNotDone = false, keepBinaryData = false, signal } = given
   if (typeof prefix !== 'string' || (prefix !== '' && !PREFIX.test(prefix))) throw invalidOptions(`prefix must be 1–32 characters from [A-Za-z0-9_-], not ${shown(prefix)}`, 'prefix')
@@ -341,7 +363,7 @@ function settingsOf(given: { [K in (typeof OPTIONS)[number]]?: unknown }): Setti
     trustReadOnlyHint,
     needsApproval: needsApproval as Settings['needsApproval'],
     timeoutMs,
-    requestTimeoutMs: requestTimeoutMs ?? (timeoutMs === undefined ? undefined : Math.min(timeoutMs + REQUEST_MARGIN_MS, MAX_MS)),
+    requestTimeoutMs,
     cancelMeansNotDone: cancelMeansNotDone as Settings['cancelMeansNotDone'],
     keepBinaryData,
     signal: signal as AbortSignal | undefined,
@@ -365,9 +387,10 @@ async function listAll(client: McpClient, settings: Settings): Promise<McpTool[]
     if (page === MAX_PAGES) throw invalidTools(`the server's listing went on past ${MAX_PAGES} pages`, { reason: 'listing', tools: [] })
     // A signal of the page's own, as for a call (see `call`): the SDK's listener is never removed from the one it is given.
     const own = settings.signal === undefined ? undefined : linkedSignal(settings.signal)
+    const timeout = settings.requestTimeoutMs ?? requestPast(settings.timeoutMs)
     const requestOptions: McpRequestOptions = {
       ...(own === undefined ? {} : { signal: own.signal }),
-      ...(settings.requestTimeoutMs === undefined ? {} : { timeout: settings.requestTimeoutMs }),
+      ...(timeout === undefined ? {} : { timeout }),
     }
     let result: unknown
     try {
@@ -493,16 +516,20 @@ async function call(client: McpClient, name: string, kind: CallKind, settings: S
   // of the run would send notifications/cancelled for every request already answered. A signal of the
   // call's own, linked to the given one only until the call settles.
   const own = linkedSignal(signal)
+  // The engine's limit for this attempt (the tool's timeoutMs, else the engine's toolTimeoutMs): the
+  // request's own is a little past it, so that the engine's limit, which records the call as its
+  // effects require, fires first, and the SDK's default (60 s) cannot end a call the engine waits for.
+  const limit = callLimitOf(context, settings)
+  const timeout = settings.requestTimeoutMs ?? requestPast(limit)
   let result: McpCallToolResult
   try {
     result = await client.callTool({ name, arguments: input as Record<string, unknown>, _meta: { idempotencyKey: operationId } }, undefined, {
       signal: own.signal,
-      ...(settings.requestTimeoutMs === undefined ? {} : { timeout: settings.requestTimeoutMs }),
-      // A server that reports progress is still at work: with a timeoutMs (the engine's signal, which
+      ...(timeout === undefined ? {} : { timeout }),
+      // A server that reports progress is still at work: with a limit (the engine's signal, which
       // cancels the request, bounds the whole call) the client's limit is on silence only. Without one
-      // nothing else may bound the call (toolsFromMcp cannot see the engine's toolTimeoutMs), so it
-      // stays the call's limit, progress or not.
-      resetTimeoutOnProgress: settings.timeoutMs !== undefined,
+      // nothing else bounds the call, so the client's stays the call's limit, progress or not.
+      resetTimeoutOnProgress: limit !== undefined,
       onprogress: (progress) => {
         try {
           context.progress(progress)

@@ -136,6 +136,53 @@ test(
   ),
 )
 
+/** Tools that return the limit their context gives each attempt (`null` for none); `retried` fails its first attempt. */
+const limitTools = (): ToolDefinition[] => {
+  const told = (context: ToolContext) => ({ attempt: context.attempt, timeoutMs: context.timeoutMs ?? null, given: 'timeoutMs' in context })
+  return [
+    { name: 'defaulted', execute: (_input, context) => told(context) },
+    { name: 'own', timeoutMs: 5_000, execute: (_input, context) => told(context) },
+    {
+      name: 'retried',
+      timeoutMs: 7_000,
+      retry: { retries: 1, backoffMs: 1 },
+      execute: (_input, context) => {
+        if (context.attempt === 1) throw new Error(`attempt 1 had ${String(context.timeoutMs)} ms`)
+        return told(context)
+      },
+    },
+  ]
+}
+
+test(
+  "callTool gives context.timeoutMs as a run does: the tool's timeoutMs, else the toolTimeoutMs option, else undefined; on every attempt",
+  engineTest(
+    [answer.toolCalls(['defaulted', 'own', 'retried'].map((name) => ({ name, arguments: {} }))), answer.text('done')],
+    { engine: { toolTimeoutMs: 30_000 } },
+    async ({ run, input, log }) => {
+      assert.equal(await run({ ...input('limits'), tools: limitTools() }), { status: 'completed' })
+      const facts = await factsOf(log, 'invocation-limits')
+      const invocation: Invocation = { sessionId: 'session-limits', turnId: 'turn-limits', runId: 'run-limits', invocationId: 'invocation-limits' }
+      for (const [index, tool] of limitTools().entries()) {
+        const operationId = `invocation-limits/step-1/${index}`
+        assert.equal(await callTool(tool, {}, { invocation, operationId, toolTimeoutMs: 30_000 }), recorded(facts, operationId), tool.name)
+      }
+      assert.equal(
+        facts.flatMap((fact) => (fact.type === 'tool.settled' && fact.outcome.status === 'succeeded' ? [fact.outcome.output] : [])),
+        [
+          { attempt: 1, timeoutMs: 30_000, given: true },
+          { attempt: 1, timeoutMs: 5_000, given: true },
+          { attempt: 2, timeoutMs: 7_000, given: true },
+        ],
+      )
+      // Without the toolTimeoutMs option: no limit, the member there and undefined, as in a run without the engine's.
+      const [defaulted, own] = limitTools() as [ToolDefinition, ToolDefinition]
+      assert.equal(await callTool(defaulted, {}), { status: 'succeeded', output: { attempt: 1, timeoutMs: null, given: true } })
+      assert.equal(await callTool(own, {}), { status: 'succeeded', output: { attempt: 1, timeoutMs: 5_000, given: true } })
+    },
+  ),
+)
+
 const TOOL_KEY = 'sk_live_tool_0123456789abcdef0123'
 /** A payment tool that throws its own key (whole, masked, in a cause) and a lookup that returns it. */
 const keyTools = (): ToolDefinition[] => [

@@ -237,6 +237,77 @@ test(
   }),
 )
 
+/** Tools that return the limit their context gives them (`null` for none), and note each attempt's; `retried` fails its first attempt. */
+function limitTools(): { tools: ToolDefinition[]; seen: [string, number, number | null, boolean][] } {
+  const seen: [string, number, number | null, boolean][] = []
+  const told = (name: string, context: ToolContext) => {
+    seen.push([name, context.attempt, context.timeoutMs ?? null, 'timeoutMs' in context])
+    return { timeoutMs: context.timeoutMs ?? null }
+  }
+  return {
+    seen,
+    tools: [
+      { name: 'defaulted', execute: (_input, context) => told('defaulted', context) },
+      { name: 'own', timeoutMs: 5_000, execute: (_input, context) => told('own', context) },
+      {
+        name: 'retried',
+        timeoutMs: 7_000,
+        retry: { retries: 1, backoffMs: 1 },
+        execute: (_input, context) => {
+          const result = told('retried', context)
+          if (context.attempt === 1) throw new Error('first attempt fails')
+          return result
+        },
+      },
+    ],
+  }
+}
+
+const LIMIT_CALLS = [
+  { id: 'call-d', name: 'defaulted', arguments: {} },
+  { id: 'call-o', name: 'own', arguments: {} },
+  { id: 'call-r', name: 'retried', arguments: {} },
+]
+
+test(
+  "context.timeoutMs is the attempt's limit: the tool's timeoutMs, else the engine's toolTimeoutMs; each attempt of a retry gets the whole of it",
+  engineTest([answer.toolCalls(LIMIT_CALLS), answer.text('done')], { engine: { toolTimeoutMs: 30_000 } }, async (h) => {
+    const { tools, seen } = limitTools()
+    assert.equal(await h.run(h.input('limits', { tools })), { status: 'completed' })
+    assert.equal(
+      only(await factsOf(h.log, 'invocation-limits'), 'tool.settled').map((fact) => fact.outcome),
+      [
+        { status: 'succeeded', output: { timeoutMs: 30_000 } },
+        { status: 'succeeded', output: { timeoutMs: 5_000 } },
+        { status: 'succeeded', output: { timeoutMs: 7_000 } },
+      ],
+    )
+    assert.equal(seen, [
+      ['defaulted', 1, 30_000, true],
+      ['own', 1, 5_000, true],
+      ['retried', 1, 7_000, true],
+      ['retried', 2, 7_000, true],
+    ])
+  }),
+)
+
+test(
+  'without a timeoutMs or the engine\'s toolTimeoutMs, context.timeoutMs is there and undefined: no limit',
+  engineTest([answer.toolCalls(LIMIT_CALLS), answer.text('done')], {}, async (h) => {
+    const { tools, seen } = limitTools()
+    assert.equal(await h.run(h.input('no-limit', { tools })), { status: 'completed' })
+    assert.equal(
+      only(await factsOf(h.log, 'invocation-no-limit'), 'tool.settled').map((fact) => fact.outcome),
+      [
+        { status: 'succeeded', output: { timeoutMs: null } },
+        { status: 'succeeded', output: { timeoutMs: 5_000 } },
+        { status: 'succeeded', output: { timeoutMs: 7_000 } },
+      ],
+    )
+    assert.equal(seen[0], ['defaulted', 1, null, true], 'the member is given, undefined')
+  }),
+)
+
 test('the largest timeoutMs still leaves the tool its second of grace after its signal aborts (Node caps a timer at 2^31-1 ms)', async () => {
   const largest = 2_147_483_647
   mock.timers.enable({ apis: ['setTimeout'] })

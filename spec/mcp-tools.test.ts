@@ -552,6 +552,77 @@ test(
   ),
 )
 
+/** `client`, passing every request on, keeping the `timeout` and `resetTimeoutOnProgress` each call was given. */
+function watched(client: Client): { client: McpClient; calls: [number | undefined, boolean | undefined][] } {
+  const calls: [number | undefined, boolean | undefined][] = []
+  return {
+    calls,
+    client: {
+      listTools: (params, options) => client.listTools(params, options),
+      callTool: (params, _schema, options) => {
+        calls.push([options?.timeout, options?.resetTimeoutOnProgress])
+        return client.callTool(params, undefined, options)
+      },
+    },
+  }
+}
+
+test(
+  "without timeoutMs, a call's request timeout follows the engine's limit (context.timeoutMs): 5 s past the engine's toolTimeoutMs or the tool's own timeoutMs, reset by progress; the engine's limit ends the call, cancelled at the server",
+  engineTest(
+    [answer.toolCalls([{ id: 'c1', name: 'slow', arguments: { line: 'deploy' } }]), answer.toolCalls([{ id: 'c2', name: 'slow', arguments: { line: 'migrate' } }])],
+    { ms: 20_000, engine: { toolTimeoutMs: 1_500 } },
+    async (h) =>
+      withMcpServer(h.dir, async ({ client, ledger }) => {
+        const seen = watched(client)
+        const tools = await toolsFromMcp(seen.client, { include: ['slow'] })
+        assert.is(tools[0]?.timeoutMs, undefined, 'the tool has no limit of its own')
+        const outcome = await h.run(h.input('engine-limit', { tools }))
+        assert.equal(outcome, {
+          status: 'failed',
+          class: 'outcome_unknown',
+          message: "tool slow (operation invocation-engine-limit/step-1/0) failed after its signal aborted (the tool did not finish within 1,500 ms (the engine's toolTimeoutMs)); its effect may or may not have happened",
+        })
+        assert.equal(seen.calls, [[6_500, true]], "the request's own limit is past the engine's, reset by progress: the engine's bounds the call")
+        const deadline = Date.now() + 5_000
+        while ((await ledger()).length < 2 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 25))
+        assert.equal(await ledger(), ['invocation-engine-limit/step-1/0\tdeploy', 'invocation-engine-limit/step-1/0\tcancelled'], 'the server hears the cancel at the engine\'s limit')
+
+        // A timeoutMs set on the tool it returned (not through the option) is the call's limit as the engine gives it.
+        const own = tools.map((tool) => ({ ...tool, timeoutMs: 800 }))
+        const owned = await h.run(h.input('own-limit', { tools: own }))
+        assert.equal(owned, {
+          status: 'failed',
+          class: 'outcome_unknown',
+          message: 'tool slow (operation invocation-own-limit/step-1/0) failed after its signal aborted (the tool did not finish within 800 ms (its timeoutMs)); its effect may or may not have happened',
+        })
+        assert.equal(seen.calls[1], [5_800, true])
+      }),
+  ),
+)
+
+test(
+  "with the engine's toolTimeoutMs (no timeoutMs option), a server that reports progress keeps a short requestTimeoutMs from firing: the engine's limit bounds the whole call",
+  engineTest(
+    [answer.toolCalls([{ id: 'c1', name: 'progressing', arguments: { line: 'migrate', ms: 2_000 } }]), answer.text('migrated')],
+    { ms: 30_000, engine: { toolTimeoutMs: 15_000 } },
+    async (h) =>
+      withMcpServer(
+        h.dir,
+        async ({ client, ledger }) => {
+          const seen = watched(client)
+          // Reports every 100 ms for 2 s: past a request timeout of 1 s, which each report restarts, as the engine's limit bounds the call.
+          const outcome = await h.run(h.input('progressing', { tools: await toolsFromMcp(seen.client, { requestTimeoutMs: 1_000, include: ['progressing'] }) }))
+          assert.equal(outcome, { status: 'completed' })
+          assert.equal(only(await factsOf(h.log, 'invocation-progressing'), 'tool.settled').map((fact) => fact.outcome), [{ status: 'succeeded', output: 'done' }])
+          assert.equal(seen.calls, [[1_000, true]], 'requestTimeoutMs as given, reset by progress')
+          assert.equal(await ledger(), ['invocation-progressing/step-1/0\tmigrate'])
+        },
+        'progress',
+      ),
+  ),
+)
+
 test(
   'a signal aborted before the call: its reason is thrown and nothing is sent, even by a client that would not check the signal itself',
   () =>

@@ -19,7 +19,7 @@ export interface CallToolOptions {
   operationId?: string | undefined
   /** Aborting it aborts the tool's `context.signal`, as a cancel or the log's close would. */
   signal?: AbortSignal | undefined
-  /** The engine's `toolTimeoutMs`: the limit of a tool without a `timeoutMs` of its own. */
+  /** The engine's `toolTimeoutMs`: the limit of a tool without a `timeoutMs` of its own (its `context.timeoutMs`). */
   toolTimeoutMs?: number | undefined
   /** The engine's `maxToolResultBytes` (default 4 MiB, as the engine's). */
   maxToolResultBytes?: number | undefined
@@ -70,8 +70,8 @@ const invalid = (message: string, field: string) => new FactstateError('TESTING_
  * Calls one tool as the engine calls it for a model's tool call, without a model or a log: the
  * arguments (a JSON text as a model sends them, or a value, JSON-encoded first) are parsed and checked
  * against the tool's input schema with the engine's own check, then `execute` runs with a context
- * (`signal`, `operationId`, `attempt`, `invocation`) under the tool's `timeoutMs` (else `toolTimeoutMs`)
- * for each attempt, retried as its `retry` asks (as a run retries it: the same `operationId`), and its
+ * (`signal`, `operationId`, `attempt`, `timeoutMs`, `invocation`) under the tool's `timeoutMs` (else
+ * `toolTimeoutMs`) for each attempt, which is its `context.timeoutMs`, retried as its `retry` asks (as a run retries it: the same `operationId`), and its
  * result becomes what the engine would record: plain JSON (a Date as its text, a BigInt as decimal
  * text), a failure for a result over `maxToolResultBytes` or not JSON. Approval is not asked: the call
  * runs as an approved one; what it reports with `context.progress` goes to `onToolProgress`. A tool or options the engine would refuse are `TESTING_INVALID_OPTIONS`

@@ -133,11 +133,15 @@ export interface FactstateErrorDetails {
   LOG_READ_ONLY: undefined
   /**
    * `fields`: the paths of the bad fields (empty when the input could not be read at all); `field`, from
-   * `childRunFor` and `childRunOf`, the argument refused (`context`, `operationId`, `name`).
+   * `childRunFor` and `childRunOf`, the argument refused (`context`, `operationId`, `name`), and for an
+   * input over the engine's `maxInputBytes` the largest part of it (`work.content`, say).
    */
   RUN_INVALID_INPUT: {
     fields: string[]
     field?: string
+    /** An input over the engine's `maxInputBytes`: its size in UTF-8 bytes as counted there, and that limit. Absent for every other refusal. */
+    bytes?: number
+    limit?: number
     /**
      * `exists`: the ids are already in the log (the same run started twice, as a request retried
      * after its reply was lost does, or ids another run took); `existing` holds the ids the log has

@@ -51,6 +51,17 @@ export interface EngineOptions {
    */
   maxToolResultBytes?: number | undefined
   /**
+   * The most a run's input may put in its `invocation.opened` fact, in UTF-8 bytes (default
+   * 4,194,304: 4 MiB, as `maxToolResultBytes`): its message (`work.content`, a continuation's or a
+   * handoff successor's too), `instructions`, the model's name and `requestFingerprint` as text,
+   * `providerOptions` and `configuration` as JSON text, together. A larger input is refused before
+   * anything is written (`RUN_INVALID_INPUT`, `details`: `field` and `fields` the largest of those
+   * parts, `bytes` the input's size so counted, `limit` this): every reader of the run (a
+   * continuation's replay, `factstate log`, `verify`) reads that fact whole. Child runs
+   * (`childRunFor`) are started with `start()` and held to it too. A whole number from 1 to 268,435,456.
+   */
+  maxInputBytes?: number | undefined
+  /**
    * The time limit of every tool call whose tool sets no `timeoutMs` of its own, in whole
    * milliseconds from 1 to 2,147,483,647 (default: none). See `ToolDefinition.timeoutMs`.
    */
@@ -77,15 +88,55 @@ const MAX_ENGINE_SECRETS = 64
 /** {@link EngineOptions.maxToolResultBytes} unless given. */
 export const DEFAULT_MAX_TOOL_RESULT_BYTES = 4 * 1024 * 1024
 const MAX_TOOL_RESULT_LIMIT = 256 * 1024 * 1024
+/** {@link EngineOptions.maxInputBytes} unless given: as a tool's result. */
+export const DEFAULT_MAX_INPUT_BYTES = DEFAULT_MAX_TOOL_RESULT_BYTES
 
 /**
- * What `maxToolResultBytes` or `toolTimeoutMs` must be, when `value` is not that (for the refusal's
+ * What `maxToolResultBytes`, `maxInputBytes` or `toolTimeoutMs` must be, when `value` is not that (for the refusal's
  * `<field> must be …`), else `undefined`: the engine's options, and `callTool`'s, which stand for them.
  */
-export function toolLimitProblem(field: 'maxToolResultBytes' | 'toolTimeoutMs', value: unknown): string | undefined {
-  const most = field === 'maxToolResultBytes' ? MAX_TOOL_RESULT_LIMIT : 2_147_483_647
+export function toolLimitProblem(field: 'maxToolResultBytes' | 'maxInputBytes' | 'toolTimeoutMs', value: unknown): string | undefined {
+  const bytes = field !== 'toolTimeoutMs'
+  const most = bytes ? MAX_TOOL_RESULT_LIMIT : 2_147_483_647
   if (value === undefined || (Number.isSafeInteger(value) && (value as number) >= 1 && (value as number) <= most)) return undefined
-  return `a whole number of ${field === 'maxToolResultBytes' ? 'bytes' : 'milliseconds'} from 1 to ${most.toLocaleString('en-US')}, not ${shown(value)}`
+  return `a whole number of ${bytes ? 'bytes' : 'milliseconds'} from 1 to ${most.toLocaleString('en-US')}, not ${shown(value)}`
+}
+
+/**
+ * The parts of a run input that its `invocation.opened` records, by field, with their size in UTF-8
+ * bytes (texts as they are, objects as JSON text): what `maxInputBytes` bounds. Read from a run input
+ * `validateRunInput` has passed (so each is of its type); a text's length is counted without a copy.
+ */
+function recordedInputSizes(run: RunInput): [field: string, bytes: number][] {
+  const text = (value: unknown) => (typeof value === 'string' ? Buffer.byteLength(value, 'utf8') : 0)
+  const json = (value: unknown) => (value === undefined ? 0 : Buffer.byteLength(JSON.stringify(value) ?? '', 'utf8'))
+  const work = run.work as { content?: unknown }
+  return [
+    ['work.content', text(work.content)],
+    ['instructions', text(run.instructions)],
+    ['providerOptions', json(run.providerOptions)],
+    ['configuration', json(run.configuration)],
+    ['provider.model', text(run.provider.model)],
+    ['requestFingerprint', text(run.requestFingerprint)],
+  ]
+}
+
+/** `RUN_INVALID_INPUT` for a run input whose recorded parts are over `limit` bytes together (see `EngineOptions.maxInputBytes`), else `undefined`. */
+export function inputSizeProblem(run: RunInput, limit: number): FactstateError | undefined {
+  const sizes = recordedInputSizes(run)
+  const bytes = sizes.reduce((sum, [, size]) => sum + size, 0)
+  if (bytes <= limit) return undefined
+  const parts = sizes.filter(([, size]) => size > 0).sort(([, a], [, b]) => b - a)
+  const [field] = parts[0] as [string, number]
+  const named = parts
+    .slice(0, 3)
+    .map(([name, size]) => `${name} ${size.toLocaleString('en-US')}`)
+    .join(', ')
+  return new FactstateError(
+    'RUN_INVALID_INPUT',
+    `${field}: the run's input is ${bytes.toLocaleString('en-US')} bytes as its invocation.opened would record it (${named}), over the engine's limit of ${limit.toLocaleString('en-US')} bytes (maxInputBytes): pass a large document by reference (a path or a URL a tool reads), or raise maxInputBytes`,
+    { details: { fields: [field], field, bytes, limit } },
+  )
 }
 
 /** Options of {@link Engine.start} and {@link Engine.run}. */
@@ -756,6 +807,7 @@ export class Engine {
   readonly #now: () => number
   readonly #eventId: (invocation: Invocation, ordinal: number) => string
   readonly #maxToolResultBytes: number
+  readonly #maxInputBytes: number
   readonly #toolTimeoutMs: number | undefined
   /** The engine's `secrets`, as headers a run's secrets are built from (see `DECLARED_SECRET`). */
   readonly #secrets: Record<string, string>
@@ -777,7 +829,7 @@ export class Engine {
     const invalid = (field: string, what: string) => new FactstateError('ENGINE_INVALID_OPTIONS', `Engine: ${field} must be ${what}`, { details: { field } })
     if (typeof options !== 'object' || options === null) throw invalid('options', 'an object')
     // Each read once; a misspelt option (`evntId`) is refused, not left at its default.
-    const given = readOptions(options, ['log', 'model', 'now', 'eventId', 'maxToolResultBytes', 'toolTimeoutMs', 'secrets'], {
+    const given = readOptions(options, ['log', 'model', 'now', 'eventId', 'maxToolResultBytes', 'maxInputBytes', 'toolTimeoutMs', 'secrets'], {
       call: 'Engine',
       code: 'ENGINE_INVALID_OPTIONS',
       details: (field) => ({ field }),
@@ -787,7 +839,7 @@ export class Engine {
     if (model !== undefined && (typeof model?.clientFor !== 'function' || typeof model.attempt !== 'function')) throw invalid('model', 'a ModelExecutor')
     if (given.now !== undefined && typeof given.now !== 'function') throw invalid('now', 'a function')
     if (given.eventId !== undefined && typeof given.eventId !== 'function') throw invalid('eventId', 'a function')
-    for (const field of ['maxToolResultBytes', 'toolTimeoutMs'] as const) {
+    for (const field of ['maxToolResultBytes', 'maxInputBytes', 'toolTimeoutMs'] as const) {
       const problem = toolLimitProblem(field, given[field])
       if (problem !== undefined) throw invalid(field, problem)
     }
@@ -812,6 +864,7 @@ export class Engine {
     this.#now = (given.now as EngineOptions['now']) ?? Date.now
     this.#eventId = (given.eventId as EngineOptions['eventId']) ?? defaultEventId
     this.#maxToolResultBytes = (given.maxToolResultBytes as number | undefined) ?? DEFAULT_MAX_TOOL_RESULT_BYTES
+    this.#maxInputBytes = (given.maxInputBytes as number | undefined) ?? DEFAULT_MAX_INPUT_BYTES
     this.#toolTimeoutMs = given.toolTimeoutMs as number | undefined
   }
 
@@ -871,7 +924,9 @@ export class Engine {
       // again: that is what runs, so a getter that gives the check one value and the copy another (a
       // relative cwd, provider options naming the model) is refused too. The tools are the caller's own
       // objects (their `execute`), admitted as copies below.
-      validateRunInput(input)
+      // Its size too, before the copy below: a message of hundreds of megabytes is refused before it is copied.
+      const oversized = inputSizeProblem(validateRunInput(input), this.#maxInputBytes)
+      if (oversized !== undefined) throw oversized
       const given: Record<string, unknown> = {}
       for (const key of RUN_INPUT_KEYS) {
         const value = (input as unknown as Record<string, unknown>)[key]
@@ -887,6 +942,9 @@ export class Engine {
         })
       }
       validated = validateRunInput({ ...plain, tools: given.tools })
+      // Measured again on the copy, which is what is recorded: a getter may have given the check above another value.
+      const copied = inputSizeProblem(validated, this.#maxInputBytes)
+      if (copied !== undefined) throw copied
       copy = { ...validated, tools: [] }
       admitted = validated.tools.map((tool, index) => admittedTool(tool, index))
       const gated = admitted.find(({ tool }) => tool.needsApproval !== undefined && tool.needsApproval !== false)

@@ -28,6 +28,8 @@ const schemas: { [C in FactstateErrorCode]: z.ZodType<FactstateErrorDetails[C]> 
   RUN_INVALID_INPUT: z.strictObject({
     fields: z.array(text),
     field: text.optional(),
+    bytes: z.number().int().positive().optional(),
+    limit: z.number().int().positive().optional(),
     reason: z.literal('exists').optional(),
     existing: z.strictObject({ sessionId: text, runId: text, invocationId: text, turnId: text.optional() }).optional(),
   }),

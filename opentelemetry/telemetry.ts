@@ -2,7 +2,7 @@
  * Spans and metrics read from a log's facts by a follower (`log.events({ follow: true })`): what the
  * log records is what is traced, at the times the facts record, whichever process ran the work.
  */
-import { type Attributes, type Context, type Counter, diag, type Histogram, type HrTime, type Meter, ROOT_CONTEXT, type Span, SpanKind, type SpanOptions, type SpanStatus, SpanStatusCode, type Tracer, trace } from '@opentelemetry/api'
+import { type Attributes, type Context, type Counter, createNoopMeter, diag, type Histogram, type HrTime, type Meter, ROOT_CONTEXT, type Span, SpanKind, type SpanOptions, type SpanStatus, SpanStatusCode, type Tracer, trace } from '@opentelemetry/api'
 import { FactstateError, isFactstateError } from '../errors.js'
 import type { ExecutionSettings, FactOf, Invocation, StoredEvent } from '../facts/types.js'
 import { kindOf, readOptions } from '../options.js'
@@ -241,6 +241,12 @@ export function telemetryFromLog(log: EventLog, options: LogTelemetryOptions): L
   if (from !== undefined && (typeof from !== 'number' || !Number.isSafeInteger(from) || from < 1)) {
     throw invalidOptions(`from must be a seq, a whole number from 1, not ${kindOf(from)}`, 'from')
   }
+  // The API's no-op meter (what `metrics.getMeter` gives before a meter provider is registered) records
+  // nothing, ever, and nothing else would say so. Compared by identity: it is one object, so a warning
+  // is never given for a meter that records.
+  if (meter !== undefined && meter === createNoopMeter()) {
+    warn("the meter is OpenTelemetry's no-op meter, which records nothing, ever: it was taken (metrics.getMeter) before a meter provider was registered, or none is; take it once your SDK has started")
+  }
   const start = (from as number | undefined) ?? log.head().highWater + 1
   // Made before the reader: a meter that throws here leaves no follower registered on the log.
   const recorder = new Recorder(tracer as Tracer | undefined, meter === undefined ? undefined : instrumentsOf(meter as Meter), providerName as ProviderNameOption)
@@ -287,6 +293,15 @@ function followed(log: EventLog, from: number): AsyncGenerator<StoredEvent, void
 /** Where an exception of the caller's tracer or meter (a span processor's, a sampler's) goes: OpenTelemetry's own error channel, as its SDK reports its own. */
 function report(what: string, error: unknown): void {
   tell(`the tracer or meter threw ${what}; the follower goes on`, error)
+}
+
+/** Tells OpenTelemetry's `diag.warn`; a logger that throws is left alone. */
+function warn(message: string): void {
+  try {
+    diag.warn(`factstate/opentelemetry: ${message}`)
+  } catch {
+    // A logger that throws: the follower starts all the same.
+  }
 }
 
 /** Tells OpenTelemetry's `diag.error`; a logger that throws too is left alone. */
@@ -459,7 +474,7 @@ class Recorder {
       case 'tool.settled': {
         const begun = run.tools.get(fact.operationId)
         if (begun === undefined) return
-        this.#endTool(run, fact.operationId, begun, fact.outcome.status, recordedAt)
+        this.#endTool(run, fact.operationId, begun, fact.outcome.status, recordedAt, 'outcome unknown: the call settled with its outcome unknown')
         return
       }
       case 'tool.rejected': {
@@ -554,8 +569,10 @@ class Recorder {
   #ended(key: string, run: Followed, fact: FactOf<'invocation.ended'>, seq: number, recordedAt: number): void {
     const outcome = outcomeAttributes(fact.outcome)
     this.#runs.delete(key)
-    // What the run left under way ends with it: a call past its timeoutMs never settles.
-    for (const [operationId, begun] of run.tools) this.#endTool(run, operationId, begun, 'unknown', recordedAt)
+    // What the run left under way ends with it: a call past its timeoutMs, or whose tool reported its
+    // outcome unknown (an OutcomeUnknownError), never settles; the run's end says which way it ended.
+    const how = fact.outcome.status === 'failed' ? `failed: ${fact.outcome.class}` : fact.outcome.status
+    for (const [operationId, begun] of run.tools) this.#endTool(run, operationId, begun, 'unknown', recordedAt, `outcome unknown: the call never settled, and its run ended ${how}`)
     for (const begun of run.model.values()) finish(begun.span, recordedAt, { 'factstate.unfinished': true })
     const failed = fact.outcome.status === 'failed' || fact.outcome.status === 'cancelled'
     finish(
@@ -567,7 +584,8 @@ class Recorder {
     this.#instruments?.runsEnded.add(1, outcome)
   }
 
-  #endTool(run: Followed, operationId: string, begun: Begun, status: string, recordedAt: number): void {
+  /** Ends a call's span: `unknown` says, as its status message, what the log records of an outcome unknown (a settle that says so, or none before the run ended). */
+  #endTool(run: Followed, operationId: string, begun: Begun, status: string, recordedAt: number, unknown: string): void {
     run.tools.delete(operationId)
     this.#callContexts.delete(operationId)
     const failed = status !== 'succeeded'
@@ -575,7 +593,7 @@ class Recorder {
       begun.span,
       recordedAt,
       { 'factstate.tool.outcome': status, ...(failed ? { 'error.type': status === 'failed' ? 'tool_failed' : 'outcome_unknown' } : {}) },
-      failed ? { code: SpanStatusCode.ERROR, message: status === 'failed' ? 'the tool failed' : 'outcome unknown: the call never settled' } : undefined,
+      failed ? { code: SpanStatusCode.ERROR, message: status === 'failed' ? 'the tool failed' : unknown } : undefined,
     )
     // A call that never settled has no duration to measure.
     if (status !== 'unknown') this.#instruments?.duration.record((recordedAt - begun.at) / 1000, { ...begun.attributes, ...(failed ? { 'error.type': 'tool_failed' } : {}) })

@@ -5,7 +5,7 @@
  * parents, times equal to the facts' `recordedAt`, attributes, statuses, and nothing of the runs'
  * contents or the provider's key.
  */
-import { type DiagLogger, DiagLogLevel, diag, type HrTime, type Meter, SpanKind, SpanStatusCode } from '@opentelemetry/api'
+import { type DiagLogger, DiagLogLevel, diag, type HrTime, type Meter, metrics, SpanKind, SpanStatusCode } from '@opentelemetry/api'
 import { type CollectionResult, type DataPoint, type Histogram, MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics'
 import { BasicTracerProvider, InMemorySpanExporter, type ReadableSpan, SimpleSpanProcessor, type SpanProcessor } from '@opentelemetry/sdk-trace-base'
 import { rm } from 'node:fs/promises'
@@ -18,6 +18,7 @@ import { answer, type RecordedRequest, type ScriptedAnswer, type ScriptedModelSe
 import { logInternals } from '../store/event-log.js'
 import { rejectsWithCode } from './support/codes.js'
 import { storedEvents } from './support/engine-fixtures.js'
+import { EventMaker, facts, invocationOf } from './support/log-fixtures.js'
 import { withTempDir, withTimeout } from './support/temp.js'
 
 const API_KEY = 'sk-test-OTELSECRET1234567890abcdef'
@@ -317,10 +318,83 @@ test('a call whose outcome is unknown ends with its run: outcome unknown, at the
       const ended = facts.find((stored) => stored.event.fact.type === 'invocation.ended') as StoredEvent
       assert.is(call.parentSpanContext?.spanId, run.spanContext().spanId)
       assert.equal([call.status.code, call.attributes['factstate.tool.outcome'], call.attributes['error.type']], [SpanStatusCode.ERROR, 'unknown', 'outcome_unknown'])
+      assert.is(call.status.message, 'outcome unknown: the call never settled, and its run ended failed: outcome_unknown')
       assert.equal(call.endTime, time(ended.event.recordedAt))
       assert.equal([run.status.code, run.status.message, run.attributes['factstate.outcome.class']], [SpanStatusCode.ERROR, 'failed: outcome_unknown', 'outcome_unknown'])
       await sdk.shutdown()
     },
+  ))
+
+test("an outcome unknown says what the log says: a call settled unknown (an application's own fact), one never settled before its run ended cancelled", () =>
+  withTimeout(
+    withTempDir(async (dir) => {
+      const log = await EventLog.open(join(dir, 'log'))
+      try {
+        const sdk = otel()
+        const telemetry = telemetryFromLog(log, { tracer: sdk.tracer })
+        const calls = ['op1', 'op2'].map((op) => ({ callId: `call-${op}`, name: 'echo', arguments: '{}' }))
+        const run = new EventMaker(invocationOf('unknowns'))
+        for (const event of run.many([
+          facts.opened(),
+          facts.requested('s1'),
+          facts.completed('s1', calls),
+          facts.dispatched('op1'),
+          facts.dispatched('op2'),
+          { type: 'tool.settled', operationId: 'op1', outcome: { status: 'unknown', message: `${CONTENT} lost` } },
+          facts.ended({ status: 'cancelled', source: 'signal' }),
+        ])) {
+          await log.append(event)
+        }
+        await log.close()
+        await telemetry.done
+        const call = (op: string) => sdk.spans().find((span) => span.attributes['factstate.operation.id'] === op) as ReadableSpan
+        assert.equal([call('op1').status, call('op1').attributes['factstate.tool.outcome']], [{ code: SpanStatusCode.ERROR, message: 'outcome unknown: the call settled with its outcome unknown' }, 'unknown'])
+        assert.equal([call('op2').status, call('op2').attributes['factstate.tool.outcome']], [{ code: SpanStatusCode.ERROR, message: 'outcome unknown: the call never settled, and its run ended cancelled' }, 'unknown'])
+        assert.not.ok(JSON.stringify(sdk.spans().map((span) => [span.attributes, span.status])).includes(CONTENT), "the settle's message is not in a span")
+        await sdk.shutdown()
+      } finally {
+        await log.close()
+      }
+    }),
+    30_000,
+    'the test',
+  ))
+
+test("a meter taken before a meter provider was registered (the API's no-op meter) is warned of on diag, once; a meter of a provider is not", () =>
+  withTimeout(
+    withTempDir(async (dir) => {
+      const log = await EventLog.open(join(dir, 'log'))
+      const warned: string[] = []
+      diag.setLogger({ error: () => undefined, warn: (message) => void warned.push(message), info: () => undefined, debug: () => undefined, verbose: () => undefined }, { logLevel: DiagLogLevel.WARN, suppressOverrideMessage: true })
+      const sdk = otel()
+      try {
+        const early = metrics.getMeter('factstate-early')
+        const noop = telemetryFromLog(log, { meter: early })
+        assert.equal(warned.length, 1, 'the no-op meter is warned of')
+        assert.match(warned[0] as string, /no-op meter, which records nothing/)
+        await log.append(new EventMaker(invocationOf('counted')).next(facts.opened()))
+        await caughtUp(noop, log)
+        assert.is(warned.length, 1, 'once, not per fact')
+        await noop.stop()
+        const provider = new MeterProvider()
+        metrics.setGlobalMeterProvider(provider)
+        try {
+          const late = telemetryFromLog(log, { meter: metrics.getMeter('factstate-late') })
+          const given = telemetryFromLog(log, { tracer: sdk.tracer, meter: sdk.meter })
+          await Promise.all([late.stop(), given.stop()])
+          assert.is(warned.length, 1, "a meter of a registered provider, or of the SDK's own, is not warned of")
+        } finally {
+          metrics.disable()
+          await provider.shutdown()
+        }
+      } finally {
+        diag.disable()
+        await sdk.shutdown()
+        await log.close()
+      }
+    }),
+    30_000,
+    'the test',
   ))
 
 test('a follower started mid-log: a run opened before it has no spans but its end is counted; the runs after it are traced', () =>

@@ -197,7 +197,7 @@ function checkBaseUrl(sdk: AnthropicSdk, provider: unknown): void {
   const runPlace = placeOf(baseUrl)
   if (runPlace === sdkPlace || runPlace === `${sdkPlace}/v1`) return
   throw invalidOptions(
-    `the run's provider.baseUrl ${runPlace ?? JSON.stringify(baseUrl)} is not where the SDK client sends its requests (its baseURL ${sdkPlace}, which decides): give the run that baseUrl, or the SDK client that baseURL`,
+    `the run's provider.baseUrl ${runPlace ?? JSON.stringify(baseUrl)} is not where the SDK client sends its requests (its baseURL ${sdkPlace}, which decides): give the run that baseUrl, or the SDK client that baseURL; a run served elsewhere (a child run on an OpenAI-compatible server, say) needs a createClient that picks the client by the run's provider: anthropicClient(sdk, { provider }) for the SDK's baseURL, new OpenAIChatClient(provider) for the rest`,
     'provider.baseUrl',
   )
 }

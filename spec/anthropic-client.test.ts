@@ -816,7 +816,7 @@ test(
       assert.equal(refused.details?.fields, ['provider'])
       assert.is(
         refused.message,
-        `RUN_INVALID_INPUT: provider: the model client could not be created: ANTHROPIC_INVALID_OPTIONS: anthropicClient: the run's provider.baseUrl https://api.anthropic.com is not where the SDK client sends its requests (its baseURL ${w.fake.baseURL}, which decides): give the run that baseUrl, or the SDK client that baseURL`,
+        `RUN_INVALID_INPUT: provider: the model client could not be created: ANTHROPIC_INVALID_OPTIONS: anthropicClient: the run's provider.baseUrl https://api.anthropic.com is not where the SDK client sends its requests (its baseURL ${w.fake.baseURL}, which decides): give the run that baseUrl, or the SDK client that baseURL; a run served elsewhere (a child run on an OpenAI-compatible server, say) needs a createClient that picks the client by the run's provider: anthropicClient(sdk, { provider }) for the SDK's baseURL, new OpenAIChatClient(provider) for the rest`,
       )
       assert.equal(w.log.head(), before, 'nothing written')
       assert.is(w.fake.received.length, 0, 'nothing sent')

@@ -213,7 +213,9 @@ function outcomeAttributes(outcome: FactOf<'invocation.ended'>['outcome']): Attr
  * no span (nor its model attempts and tool calls); its facts still feed the metrics. When the
  * follower ends, the spans still open end at the `recordedAt` of the last fact it read, with
  * `factstate.unfinished`. An exception of the tracer or the meter (a span processor's, a sampler's)
- * is reported to OpenTelemetry's `diag.error` and the follower goes on.
+ * is reported to OpenTelemetry's `diag.error` and the follower goes on. Given OpenTelemetry's no-op
+ * meter (`metrics.getMeter` before a meter provider was registered: it records nothing, ever), it
+ * says so once on `diag.warn`.
  *
  * `OPENTELEMETRY_INVALID_OPTIONS` (`details.field`) for options it cannot use (a `providerName` that
  * is no name: a URL is refused, unquoted) and for a snapshot

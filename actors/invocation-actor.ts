@@ -703,8 +703,9 @@ export class InvocationActor implements GateOwner {
   readonly done: Promise<InvocationOutcome>
   #snapshot: InvocationSnapshot
   #ordinal = 1
-  readonly #own: RuntimeEvent[]
-  /** Built at the first model request (a run held before it never needs one), then fed fact by fact. */
+  /** The run's own facts so far; let go when the run ends (see `#release`). */
+  #own: RuntimeEvent[]
+  /** Built at the first model request (a run held before it never needs one), then fed fact by fact; let go when the run ends. */
   #transcript: TranscriptBuilder | undefined
   /**
    * The signal a model request, a tool (`context.signal`) and a back-off get: aborted when the
@@ -1084,7 +1085,21 @@ export class InvocationActor implements GateOwner {
       log.onClose.delete(this)
       this.#unforward?.()
       log.live.delete(this.setup.invocation.invocationId)
+      this.#release()
     }
+  }
+
+  /**
+   * Lets go, once the run has ended (however it ended: paused, sealed and failed too), of what only a
+   * running run needs: its facts, the transcript built from them and the lineage before it, which
+   * hold every tool output and answer the run sent. A handle kept after the end (a page's map of
+   * runs to reconnect to) then keeps the outcome, the last snapshot, the closed gate and the run's
+   * secrets (its gate's `reserve` still refuses an intent that spells one), not the transcript.
+   */
+  #release(): void {
+    this.#transcript = undefined
+    this.#own = []
+    this.setup.lineage = []
   }
 
   /**

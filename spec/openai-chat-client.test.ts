@@ -1292,6 +1292,52 @@ test('a scripted server keeps no request but in `requests`: one emptied lets the
   }, 10_000),
 )
 
+test('emptying a scripted server\'s requests keeps their count: a function script\'s index, an array script\'s position and unscripted go on; seen(n) of one let go is refused', () =>
+  withTimeout(async () => {
+    const post = (server: ScriptedModelServer) =>
+      fetch(`${server.baseUrl}/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }) }).then(
+        async (response) => ({ status: response.status, body: (await response.json()) as { choices?: { message: { content: string } }[]; error?: { code?: string } } }),
+      )
+    const byIndex = await scriptedModelServer((_request, index) => answer.text(`answer ${index}`))
+    const byArray = await scriptedModelServer([answer.text('first'), answer.text('second'), answer.text('third')])
+    try {
+      const texts: string[] = []
+      for (let n = 0; n < 4; n += 1) {
+        texts.push((await post(byIndex)).body.choices?.[0]?.message.content ?? '')
+        if (n === 1) byIndex.requests.length = 0
+      }
+      assert.equal(texts, ['answer 0', 'answer 1', 'answer 2', 'answer 3'], 'the function is not given an index again')
+      assert.equal(
+        byIndex.requests.map((request) => request.index),
+        [2, 3],
+        'the requests kept are numbered as they arrived',
+      )
+      assert.is((await byIndex.seen(3)).index, 3)
+      try {
+        await byIndex.seen(0)
+        assert.unreachable('seen(0) resolved for a request let go')
+      } catch (error) {
+        assert.is((error as { code?: string }).code, 'TESTING_INVALID_OPTIONS')
+        assert.match((error as Error).message, 'no longer in server.requests')
+      }
+
+      const first = await post(byArray)
+      byArray.requests.length = 0
+      const [second, third, past] = [await post(byArray), await post(byArray), await post(byArray)]
+      assert.equal(
+        [first, second, third].map((reply) => reply.body.choices?.[0]?.message.content),
+        ['first', 'second', 'third'],
+        'the array is not served from its start again',
+      )
+      assert.equal([past.status, past.body.error?.code], [400, 'unscripted_request'])
+      assert.equal(byArray.unscripted, [3], 'the request past the script keeps its number')
+    } finally {
+      await byIndex.close()
+      await byArray.close()
+    }
+  }, TEST_MS),
+)
+
 test('a scripted server left open does not keep its process alive; a request in flight does, until it is answered', () =>
   withTimeout(async () => {
     const script = new URL('./support/unclosed-model-server.ts', import.meta.url).pathname

@@ -16,7 +16,11 @@ import { anthropicErrorBody, serveMessagesAnswer } from './scripted-messages.js'
 
 /** One request as the server received it. */
 export interface RecordedRequest {
-  /** 0-based position among the requests this server answered from its script (chat completions and Messages alike). */
+  /**
+   * 0-based position among the requests this server answered from its script (chat completions and
+   * Messages alike), counted since the server started: emptying `requests` does not restart it, so a
+   * script function that answers by index, and an array script's position, go on where they were.
+   */
   index: number
   /** The HTTP method (`POST`). */
   method: string
@@ -415,11 +419,18 @@ export interface ScriptedModelServer {
    * under it): `anthropicClient(new Anthropic({ apiKey, baseURL: server.origin }))`.
    */
   origin: string
-  /** Every request received on a route (chat completions and Messages), in arrival order. */
+  /**
+   * Every request received on a route (chat completions and Messages), in arrival order, and the
+   * only place the server keeps them: a long test may empty it (`requests.length = 0`) to let them
+   * go. Requests are counted apart from it (`RecordedRequest.index`): the next one keeps its number.
+   */
   requests: RecordedRequest[]
   /** Indexes of requests that arrived after the script ran out (each was answered 400, `unscripted_request`, which no client retries). */
   unscripted: number[]
-  /** Resolves when request `n` (0-based) has arrived. */
+  /**
+   * Resolves when request `n` (0-based) has arrived; rejects (`TESTING_INVALID_OPTIONS`) for one
+   * that arrived and is no longer in `requests` (it was emptied since).
+   */
   seen(n: number): Promise<RecordedRequest>
   /** Lets the held answer to request `n` go out (may be called before the request arrives). */
   release(n: number): void
@@ -593,6 +604,8 @@ export async function scriptedModelServer(script: Script, options: ScriptedModel
   const callIdPrefix = (prefix as string | undefined) ?? 'call'
   const stream = given as boolean | undefined
   const requests: RecordedRequest[] = []
+  /** Requests received so far: the next one's index, whatever the test did to `requests` meanwhile. */
+  let received = 0
   const unscripted: number[] = []
   /** Waiters for requests not arrived yet; none is kept for a request once it arrived (its record is in `requests`). */
   const seenWaiters = new Map<number, Deferred<RecordedRequest>>()
@@ -919,7 +932,8 @@ export async function scriptedModelServer(script: Script, options: ScriptedModel
     } catch {
       // Recorded as an empty request; the raw text is in bodyText.
     }
-    const recorded: RecordedRequest = { index: requests.length, method: req.method, path, api, body, bodyText, headers: req.headers }
+    const recorded: RecordedRequest = { index: received, method: req.method, path, api, body, bodyText, headers: req.headers }
+    received += 1
     requests.push(recorded)
     // Handed to whoever waits for it, and not kept here: a test that empties `requests` lets it go.
     seenWaiters.get(recorded.index)?.resolve(recorded)
@@ -986,9 +1000,15 @@ export async function scriptedModelServer(script: Script, options: ScriptedModel
     seen(n) {
       // A request number that can never come would wait forever.
       if (!Number.isSafeInteger(n) || n < 0) return Promise.reject(requestNumberError('seen', n))
-      const arrived = requests[n]
-      if (arrived !== undefined && arrived.index === n) return Promise.resolve(arrived)
-      return seenDeferred(n).promise
+      if (n >= received) return seenDeferred(n).promise
+      // Where it stands unless `requests` was emptied or cut since.
+      const arrived = requests[n]?.index === n ? requests[n] : requests.find((request) => request.index === n)
+      if (arrived !== undefined) return Promise.resolve(arrived)
+      return Promise.reject(
+        new FactstateError('TESTING_INVALID_OPTIONS', `scriptedModelServer: seen(${n}): request ${n} arrived and is no longer in server.requests (it was emptied since); wait for it before letting it go`, {
+          details: { field: 'n' },
+        }),
+      )
     },
     release(n) {
       if (!Number.isSafeInteger(n) || n < 0) throw requestNumberError('release', n)

@@ -12,6 +12,30 @@ import { EventMaker, boundedTest, completeInvocation, facts, invocationOf, refus
 const shortly = (listed: SessionListing[]) => listed.map(({ sessionId, latestRun }) => [sessionId, latestRun.runId, latestRun.terminal])
 
 test(
+  "a session's last run, as \"Long conversations\" reads it: sessions({ prefix: id, limit: 1 })'s latestRun when the entry is the session's, the last of log.runs",
+  boundedTest(20_000, async (dir) => {
+    await withLog(join(dir, 'log'), async (log) => {
+      // Three runs of chat, then sessions whose ids begin with its id, and notebook without note.
+      await log.appendAll(completeInvocation('c1', 'chat'))
+      await log.appendAll(completeInvocation('c2', 'chat'))
+      await log.appendAll(completeInvocation('x', 'chat-1'))
+      await log.appendAll(new EventMaker(invocationOf('c3', 'chat')).many([facts.opened(), facts.requested('s1')]))
+      await log.appendAll(completeInvocation('y', 'chat.2'))
+      await log.appendAll(completeInvocation('n', 'notebook'))
+      const lastRun = async (sessionId: string) => {
+        const [listed] = await log.sessions({ prefix: sessionId, limit: 1 })
+        return listed?.sessionId === sessionId ? listed.latestRun : undefined
+      }
+      for (const sessionId of ['chat', 'chat-1', 'chat.2', 'notebook', 'note', 'zzz']) {
+        assert.equal(await lastRun(sessionId), (await log.runs(sessionId)).at(-1), `${sessionId}: the last of log.runs`)
+      }
+      assert.is((await lastRun('chat'))?.runId, 'run-c3', 'the last opened, open still')
+      assert.is(await lastRun('note'), undefined, 'a session whose id begins another one has no run')
+    })
+  }),
+)
+
+test(
   'sessions lists every session in id order with its last run opened (not the last in id order), filtered by prefix, a page at a time',
   boundedTest(20_000, async (dir) => {
     const location = join(dir, 'log')

@@ -528,6 +528,35 @@ test('attempts that failed after the headers came replay alike when recorded wit
   ),
 )
 
+test("an error reported inside a 200 answer that names no kind but a request's status (not retried) replays alike, with or without request ids", () =>
+  withTimeout(
+    () =>
+      withTempDir(async (dir) => {
+        const quick = () => new ModelExecutor({ timeoutMs: 30_000, retries: 1, backoffMs: 1, maxBackoffMs: 5 })
+        // Its status says the request's fault: not retried, and nothing of it but the request id recorded in `provider`.
+        const production = [answer.malformed({ body: JSON.stringify({ error: { message: 'the prompt is too long', status: 400 } }) })]
+        for (const requestIds of [true, false]) {
+          const name = requestIds ? 'with-ids' : 'without-ids'
+          const read = (into: StoredEvent[], id: string) => async (log: EventLog) => void into.push(...(await recordedRun(log, id)))
+          const run = (baseUrl: string, label: string) => [input(baseUrl, label, '/srv/prod', [lookupOrder({})])]
+          const recorded: StoredEvent[] = []
+          await runAll(join(dir, name, 'production'), production, (baseUrl) => run(baseUrl, 'production'), read(recorded, 'invocation-production'), quick(), { requestIds })
+          const interrupted = recorded.flatMap(({ event }) => (event.fact.type === 'model.interrupted' ? [event.fact] : []))
+          assert.equal(
+            interrupted.map((fact) => [fact.status, fact.provider]),
+            [['failed', requestIds ? { requestId: 'req_0' } : undefined]],
+            `${name}: recorded failed, not retried`,
+          )
+          const replayed: StoredEvent[] = []
+          await runAll(join(dir, name, 'replay'), scriptOf(recorded), (baseUrl) => run(baseUrl, 'replay'), read(replayed, 'invocation-replay'), quick())
+          assert.is(compareRuns(recorded, replayed)?.message, undefined, name)
+        }
+      }),
+    60_000,
+    'reported error with a status replay',
+  ),
+)
+
 test('calls run side by side may settle in another order in the replay: compareRuns compares a step by call', () =>
   withTimeout(
     () =>

@@ -72,7 +72,7 @@ function scriptedUsage(fact: Extract<Fact, { type: 'model.completed' }>): Script
 }
 
 /** The error object of a refusal as OpenAI sends it, from what the fact kept of it. */
-function errorBody(fact: Extract<Fact, { type: 'model.interrupted' }>): { error: Record<string, string> } {
+function errorBody(fact: Extract<Fact, { type: 'model.interrupted' }>): { error: Record<string, string | number> } {
   const { code, type, param, status } = fact.provider ?? {}
   return {
     error: {
@@ -81,6 +81,9 @@ function errorBody(fact: Extract<Fact, { type: 'model.interrupted' }>): { error:
       ...(type === undefined ? {} : { type }),
       ...(code === undefined ? {} : { code }),
       ...(param === undefined ? {} : { param }),
+      // A reported error that failed at once though it named no kind (no type or code the fact kept): the
+      // built-in client retries one that names none, so it named a request's status, which it does not record.
+      ...(status === undefined && fact.status === 'failed' && type === undefined && code === undefined ? { status: 400 } : {}),
     },
   }
 }
@@ -102,10 +105,14 @@ function comparedProvider(provider: ProviderRefusal | undefined): Omit<ProviderR
   return Object.keys(rest).length === 0 ? undefined : rest
 }
 
-/** Whether `fact` records an error the provider reported inside an answer begun as HTTP 200 (no status). */
+/**
+ * Whether `fact` records an error the provider reported inside an answer begun as HTTP 200 (no status):
+ * a type, code or param kept, or, for one not retried, its `provider` or the built-in client's words
+ * for such an error (`the provider reported an error in its answer: …`) without them.
+ */
 function reportedInAnswer(fact: Extract<Fact, { type: 'model.interrupted' }>): boolean {
-  if (fact.provider === undefined) return false
-  return comparedProvider(fact.provider) !== undefined || fact.status === 'failed'
+  if (comparedProvider(fact.provider) !== undefined) return true
+  return fact.status === 'failed' && (fact.provider !== undefined || (fact.message !== undefined && providerWordsOf(fact.message, undefined) !== undefined))
 }
 
 /** The answer that makes a replay record what `fact` recorded of an attempt that got no answer. */

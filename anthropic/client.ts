@@ -657,9 +657,6 @@ async function readStream(data: unknown, request: ModelRequest, touch: () => voi
 // ---------------------------------------------------------------------------------------------
 // Failures: classified by what the error holds, never thrown.
 
-/** Anthropic's error types that a later attempt may not meet (an error inside a stream has no HTTP status to tell). */
-const RETRYABLE_TYPES = new Set(['overloaded_error', 'rate_limit_error', 'api_error', 'timeout_error'])
-
 function idOf(value: unknown): string | undefined {
   return typeof value === 'string' && value !== '' ? value : undefined
 }
@@ -717,10 +714,11 @@ function classified(error: unknown, ending: Ending | undefined, request: ModelRe
     return { kind: 'interrupted', status: 'failed', message, ...withProvider }
   }
   if (type !== undefined && detail !== undefined) {
-    // An `event: error` inside a stream that began as HTTP 200: retried when its type says overload,
-    // rate limit, a server error or a timeout (Anthropic's, or words the built-in client reads so).
+    // An `event: error` inside a stream that began as HTTP 200 (it has no HTTP status to tell): retried
+    // when its type says overload, rate limit, a server error or a timeout, as the built-in client reads
+    // a reported error's (Anthropic's overloaded_error, rate_limit_error, api_error and timeout_error among them).
     const message = `the provider reported an error in the stream: ${type}: ${said}`
-    const retryable = RETRYABLE_TYPES.has(type) || RETRYABLE_REPORTED_ERROR.test(type)
+    const retryable = RETRYABLE_REPORTED_ERROR.test(type)
     return { kind: 'interrupted', status: retryable ? 'retryable_failure' : 'failed', message, ...withProvider }
   }
   if (name === 'APIError' && status === undefined && 'error' in fields) {

@@ -245,9 +245,9 @@ export interface FactstateErrorDetails {
    * MCP names concerned (empty when the listing names none); `name`: the factstate name they map to.
    */
   MCP_INVALID_TOOLS: { reason: 'collision' | 'name' | 'description' | 'schema' | 'not_listed' | 'listing'; tools: string[]; name?: string }
-  /** `field`: the option of `anthropicClient` (`sdk` for a client without `messages.create`; `secrets.<index>` for one secret). */
+  /** `field`: the option of `anthropicClient` (`sdk` for a client without `messages.create`; `secrets.<index>` for one secret; `provider.baseUrl` for a run's that is not the SDK's `baseURL`). */
   ANTHROPIC_INVALID_OPTIONS: { field: string }
-  /** `field`: the option of `telemetryFromLog` (`log` for a log that is not an `EventLog`). */
+  /** `field`: the option of `telemetryFromLog` (`log` for a log that is not an `EventLog`, or is a snapshot; `tracer` when neither a tracer nor a meter is given). */
   OPENTELEMETRY_INVALID_OPTIONS: { field: string }
 }
 

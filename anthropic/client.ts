@@ -105,7 +105,7 @@ export interface AnthropicClientOptions {
   /**
    * Secrets the client's requests carry besides what `sdk.apiKey` and `sdk.authToken` hold (a
    * proxy's token in the SDK's `defaultHeaders`, say), each 8–16,384 characters: the client's
-   * `secrets` with those (`ModelClient.secrets`: a run whose input holds one that looks like a key is
+   * `secrets` with those (`ModelClient.secrets`: a run whose input holds one, whatever it looks like, is
    * refused before anything is written, and an answer that quotes one is redacted before it is recorded).
    */
   secrets?: readonly string[] | undefined

@@ -6,6 +6,7 @@ import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { EventLog, type Fact, type SessionListing } from '../index.js'
+import { logInternals } from '../store/event-log.js'
 import { EventMaker, boundedTest, completeInvocation, facts, invocationOf, refusal, withLog } from './support/log-fixtures.js'
 
 /** Ids and how each listed session's last run stands, for comparing listings. */
@@ -161,6 +162,73 @@ test(
       ])
       assert.equal(listed.filter(({ latestRun }) => latestRun.parent === undefined).map(({ sessionId }) => sessionId), ['user-42.desk'], 'the conversations')
       assert.equal((await log.sessions({ prefix: 'user-42.' })).map(({ sessionId }) => sessionId), ['user-42.desk'], "a prefix of the app's own leaves the child out too")
+    })
+  }),
+)
+
+test(
+  "id-order pages list what the recent order does, sorted by id, across page boundaries, with latest runs remembered, trimmed, changed after they were remembered, and read afresh; the listing fills no memory",
+  boundedTest(30_000, async (dir) => {
+    const location = join(dir, 'log')
+    const ids = Array.from({ length: 13 }, (_, index) => `s${String(index).padStart(2, '0')}`)
+    /** Every page of `limit` in id order, joined. */
+    const pages = async (log: EventLog, limit: number) => {
+      const all: SessionListing[] = []
+      for (let page = await log.sessions({ limit }); page.length > 0; page = await log.sessions({ limit, after: page.at(-1)?.sessionId })) all.push(...page)
+      return all
+    }
+    const byId = (listed: SessionListing[]) => [...listed].sort((a, b) => (a.sessionId < b.sessionId ? -1 : a.sessionId > b.sessionId ? 1 : 0))
+    const expectAgreement = async (log: EventLog, what: string) => {
+      const listed = await pages(log, 5)
+      assert.equal(listed.map(({ sessionId }) => sessionId), ids, `${what}: every session once, in id order`)
+      assert.equal(listed, byId(await log.sessions({ order: 'recent', limit: 1_000 })), `${what}: the recent order's, sorted by id`)
+      for (const { sessionId, latestRun } of listed) assert.equal(latestRun, (await log.runs(sessionId)).at(-1), `${what}: ${sessionId}'s last of log.runs`)
+      return listed
+    }
+    let listed: SessionListing[] = []
+    await withLog(location, async (log) => {
+      // Sessions added out of id order; every third gets a second run whose id sorts before its first.
+      for (const id of [...ids].reverse()) await log.appendAll(completeInvocation(`z-${id}`, id))
+      for (const id of ids.filter((_, index) => index % 3 === 0)) await log.appendAll(completeInvocation(`m-${id}`, id))
+      const internals = logInternals(log)
+      // Latest runs remembered (as an admission remembers them), then some changed, then the map trimmed.
+      for (const id of ids) await internals.latestRun(id)
+      for (const id of ['s01', 's05', 's06', 's12']) await log.appendAll(new EventMaker(invocationOf(`a-${id}`, id)).many([facts.opened(), facts.requested('s1')]))
+      await expectAgreement(log, 'remembered and changed')
+      internals.setLatestRunLimit(4)
+      // A session the log has not (remembered as having no run) is one entry too many.
+      await internals.latestRun('nobody')
+      for (const id of ids.slice(0, 6)) await internals.latestRun(id)
+      assert.ok(internals.latestRunCache().evictions > 0, 'the map was trimmed')
+      await log.appendAll(completeInvocation('b-s04', 's04'))
+      listed = await expectAgreement(log, 'trimmed')
+      assert.equal(
+        listed.map(({ sessionId, latestRun }) => [sessionId, latestRun.runId]).filter(([, runId]) => !runId?.startsWith('run-z-')),
+        [
+          ['s00', 'run-m-s00'],
+          ['s01', 'run-a-s01'],
+          ['s03', 'run-m-s03'],
+          ['s04', 'run-b-s04'],
+          ['s05', 'run-a-s05'],
+          ['s06', 'run-a-s06'],
+          ['s09', 'run-m-s09'],
+          ['s12', 'run-a-s12'],
+        ],
+        'the latest run opened, not the last by id',
+      )
+    })
+    // Reopened, nothing remembered: each page read from the session records; a listing of every session remembers none of them.
+    await withLog(location, async (log) => {
+      const internals = logInternals(log)
+      assert.equal(await expectAgreement(log, 'reopened'), listed)
+      assert.equal(await pages(log, 1_000), listed, 'one page of every session')
+      assert.is(internals.latestRunCache().sessions, 0, 'listing remembers no latest run')
+      const snapshot = await EventLog.openSnapshot(location, { directory: dir })
+      try {
+        assert.equal(await expectAgreement(snapshot, 'a snapshot'), listed)
+      } finally {
+        await snapshot.close()
+      }
     })
   }),
 )

@@ -3467,18 +3467,44 @@ export class EventLog {
     if (order === 'recent') return this.#recentSessions(prefix, before, limit)
     // Ids hold only [A-Za-z0-9._:-]: '~' sorts after every one of them.
     const from = after !== undefined && after >= prefix ? { gt: keys.session(after) } : { gte: keys.session(prefix) }
-    const ids: string[] = []
+    const page: { sessionId: string; record: Uint8Array }[] = []
     await this.#reading(async () => {
-      for await (const key of this.#db.keys({ ...from, lt: keys.session(`${prefix}~`), limit })) ids.push(key.slice(keys.sessionLow.length))
+      for await (const [key, record] of this.#db.iterator({ ...from, lt: keys.session(`${prefix}~`), limit })) page.push({ sessionId: key.slice(keys.sessionLow.length), record })
     })
-    const listed: SessionListing[] = []
-    for (const sessionId of ids) {
-      const latestRun = await this.#reading(async () => {
-        const latest = await this.#state.latestRun(sessionId)
-        if (latest === undefined) throw new FactstateError('LOG_CORRUPT', `session ${sessionId} has a record but no run`, { details: { key: keys.session(sessionId) } })
-        return this.#runSummary(sessionId, latest.runId, keys.run(sessionId, latest.runId))
+    // Each session's latest run: remembered, else from the opening fact its record's `latestOpenedSeq`
+    // names (as the recency index's entry does), the page's in one read. Not remembered: a pass over
+    // every session would push out the sessions the log is running.
+    const runIds = new Map<string, string>()
+    const unread: { sessionId: string; seq: number }[] = []
+    for (const { sessionId, record } of page) {
+      const known = this.#state.latestRuns.get(sessionId)
+      if (known) {
+        runIds.set(sessionId, known.runId)
+        continue
+      }
+      const seq = known === null ? undefined : indexRecord<SessionRecord>(record, `session ${sessionId}`, 'session').latestOpenedSeq
+      if (seq !== undefined) unread.push({ sessionId, seq })
+    }
+    if (unread.length > 0) {
+      const values = await this.#reading(() => this.#db.getMany(unread.map(({ seq }) => keys.event(seq))))
+      unread.forEach(({ sessionId, seq }, index) => {
+        const bytes = values[index]
+        if (bytes === undefined) throw new FactstateError('LOG_CORRUPT', `event ${seq} is missing`, { details: { seq } })
+        const { fact, invocation } = decodeEvent(bytes, seq)
+        if (fact.type !== 'invocation.opened' || invocation.sessionId !== sessionId) {
+          throw new FactstateError('LOG_CORRUPT', `the record of session ${sessionId} names event ${seq} as its latest run's opening, which opens no run of it`, {
+            details: { key: keys.session(sessionId) },
+          })
+        }
+        runIds.set(sessionId, invocation.runId)
       })
-      listed.push({ sessionId, latestRun })
+    }
+    const listed: SessionListing[] = []
+    for (const { sessionId } of page) {
+      // A record without the seq (none is, once the recency index is built) or a session without runs: the run index, read.
+      const runId = runIds.get(sessionId) ?? (await this.#reading(() => this.#state.latestRun(sessionId)))?.runId
+      if (runId === undefined) throw new FactstateError('LOG_CORRUPT', `session ${sessionId} has a record but no run`, { details: { key: keys.session(sessionId) } })
+      listed.push({ sessionId, latestRun: await this.#reading(async () => this.#runSummary(sessionId, runId, keys.run(sessionId, runId))) })
     }
     await this.#addParents(listed.map((session) => session.latestRun))
     return listed

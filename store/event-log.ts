@@ -3260,13 +3260,7 @@ export class EventLog {
       // In a backup, or asked for unanswered turns: each session's last run (one pass over the run index);
       // in a backup those that have not run since its point wait for an acknowledgement.
       const lastRuns = new Map<string, RunSummary>()
-      if (backup || unanswered) {
-        for await (const key of this.#db.keys(runRange)) {
-          const [sessionId, runId] = splitRunKey(key)
-          const run = this.#runSummary(sessionId, runId, key)
-          if (run.openedSeq > (lastRuns.get(sessionId)?.openedSeq ?? 0)) lastRuns.set(sessionId, run)
-        }
-      }
+      if (backup || unanswered) await this.#lastRunsIn(runRange, lastRuns)
       for await (const [key, value] of this.#db.iterator(sessionRange)) {
         const sessionId = key.slice(keys.sessionLow.length)
         const { active, paused, unknown } = indexRecord<SessionRecord>(value, `session ${sessionId}`, 'session')
@@ -3278,12 +3272,23 @@ export class EventLog {
         found.push(structuredClone({ sessionId, active, paused, unknown, ...(restored === undefined ? {} : { restored }), ...(cut === undefined ? {} : { unanswered: cut }) }))
       }
       // Each unanswered run with its parent, as `runs` gives it. A first fact that cannot be read costs
-      // its run the parent, not the list (verify names it): one by one, so it costs no other its own.
-      for (const session of found) {
-        if (session.unanswered === undefined) continue
-        await this.#addParents([session.unanswered]).catch((error: unknown) => {
-          if (!isFactstateError(error, 'LOG_CORRUPT')) throw error
-        })
+      // its run the parent, not the list (verify names it): a thousand in one read, and when one of them
+      // cannot be read, those one by one, so it costs no other its own.
+      const cuts = found.flatMap((session) => (session.unanswered === undefined ? [] : [session.unanswered]))
+      for (let from = 0; from < cuts.length; from += SCAN_BATCH) {
+        const part = cuts.slice(from, from + SCAN_BATCH)
+        const corrupt = await this.#addParents(part).then(
+          () => false,
+          (error: unknown) => {
+            if (!isFactstateError(error, 'LOG_CORRUPT')) throw error
+            return true
+          },
+        )
+        for (const cut of corrupt ? part : []) {
+          await this.#addParents([cut]).catch((error: unknown) => {
+            if (!isFactstateError(error, 'LOG_CORRUPT')) throw error
+          })
+        }
       }
       // Each paused turn with when it was sealed: its invocation's last fact (two point reads a turn, its facts not scanned).
       const sealedAt = await this.#sealTimes(found.flatMap((session) => session.paused.map((turn) => turn.invocationId)))
@@ -3434,8 +3439,9 @@ export class EventLog {
    * begins with `prefix`, each with its last run opened (what `log.runs(sessionId)` ends with).
    *
    * In id order (`order: 'id'`, the default), after the id `after` (the last of the page before):
-   * reads the session index, and each listed session's run index and records (as `log.runs` does,
-   * never the facts but its last run's first).
+   * reads the session index, whose records name the seq of each session's latest run's
+   * `invocation.opened`, then those facts in one read a page (the runs they name) and the runs'
+   * records (never other facts). A listing leaves the latest-run map as it was.
    *
    * Most recently active first (`order: 'recent'`), by the seq its latest run opened at
    * (`latestRun.openedSeq`: a new message, a continuation and a handoff successor each open a run and
@@ -3751,16 +3757,41 @@ export class EventLog {
   /** The summary of run `runId` of `sessionId`, whose index key is `key` (`LOG_CORRUPT` without its records). */
   #runSummary(sessionId: string, runId: string, key: string): RunSummary {
     const { run, record } = this.#runRecords(sessionId, runId, key)
-    return {
-      runId,
-      turnId: record.invocation.turnId,
-      invocationId: run.invocationId,
-      kind: record.inputKind,
-      ...(run.source === undefined ? {} : { sourceRunId: run.source.runId }),
-      openedSeq: record.openedSeq,
-      lastSeq: record.lastSeq,
-      terminal: record.terminal,
-      ...(record.outcome === undefined ? {} : { outcome: record.outcome }),
+    return runSummaryOf(runId, run, record)
+  }
+
+  /**
+   * The last run opened in each session of the run index's `range`, into `last`: the run records
+   * read with their keys, a batch at a time, and the invocation records not in memory in one read a
+   * batch (an open one always is, and its stored record is only refreshed when it ends); neither
+   * remembered, so one pass over every run pushes out nothing the log is running.
+   */
+  async #lastRunsIn(range: { gte: string; lt: string }, last: Map<string, RunSummary>): Promise<void> {
+    const iterator = this.#db.iterator(range)
+    try {
+      for (;;) {
+        const entries = await iterator.nextv(SCAN_BATCH)
+        if (entries.length === 0) break
+        const runs = entries.map(([key, value]) => {
+          const [sessionId, runId] = splitRunKey(key)
+          return { key, sessionId, runId, run: this.#state.runs.get(key) ?? indexRecord<RunRecord>(value, `run ${sessionId}/${runId}`, 'run') }
+        })
+        const unread = runs.filter(({ run }) => !this.#state.invocations.has(run.invocationId))
+        const values = unread.length === 0 ? [] : await this.#db.getMany(unread.map(({ run }) => keys.invocation(run.invocationId)))
+        const stored = new Map<string, Uint8Array | undefined>(unread.map(({ run }, index) => [run.invocationId, values[index]]))
+        for (const { key, sessionId, runId, run } of runs) {
+          const bytes = stored.get(run.invocationId)
+          const record =
+            this.#state.invocations.get(run.invocationId) ??
+            (bytes === undefined ? undefined : invocationRecordOf(indexRecord<StoredInvocationRecord>(bytes, `invocation ${run.invocationId}`, 'invocation')))
+          if (record === undefined) throw new FactstateError('LOG_CORRUPT', `run ${sessionId}/${runId} has no invocation record`, { details: { key } })
+          if (record.openedSeq > (last.get(sessionId)?.openedSeq ?? 0)) last.set(sessionId, runSummaryOf(runId, run, record))
+        }
+      }
+    } catch (error) {
+      throw this.#readFailure(error)
+    } finally {
+      await iterator.close().catch(() => undefined)
     }
   }
 
@@ -4378,6 +4409,21 @@ function childEntryOf(event: RuntimeEvent): ChildEntry | undefined {
 const PARENT_NAME = Buffer.from([0xa6, ...Buffer.from('parent', 'latin1')])
 
 const holdsParentName = (bytes: Uint8Array): boolean => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).indexOf(PARENT_NAME) !== -1
+
+/** A run as `log.runs` lists it (without `parent`), from its run record and its invocation's record. */
+function runSummaryOf(runId: string, run: RunRecord, record: InvocationRecord): RunSummary {
+  return {
+    runId,
+    turnId: record.invocation.turnId,
+    invocationId: run.invocationId,
+    kind: record.inputKind,
+    ...(run.source === undefined ? {} : { sourceRunId: run.source.runId }),
+    openedSeq: record.openedSeq,
+    lastSeq: record.lastSeq,
+    terminal: record.terminal,
+    ...(record.outcome === undefined ? {} : { outcome: record.outcome }),
+  }
+}
 
 /** The session and run ids of a run record's key, `r!<sessionId>!<runId>` (ids hold no `!`). */
 function splitRunKey(key: string): [string, string] {

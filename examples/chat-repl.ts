@@ -138,7 +138,7 @@ async function turn(work: RunInput['work']): Promise<void> {
 
 /** Where the session's last run ends, and how it ended (undefined: a new session). */
 async function lastRun() {
-  const last = (await log.runs(sessionId)).at(-1)
+  const last = await log.latestRun(sessionId)
   const source = last && (await log.runSource(sessionId, last.runId))?.boundary
   return last && source ? { run: last, source } : undefined
 }

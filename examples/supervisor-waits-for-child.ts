@@ -274,7 +274,7 @@ async function tellSupervisor(desk: Desk, childSession: string): Promise<void> {
   const parent = (await log.runs(childSession))[0]?.parent
   if (parent === undefined) return
   const { sessionId, runId, invocationId } = parent.invocation
-  const supervisor = (await log.runs(sessionId)).at(-1)
+  const supervisor = await log.latestRun(sessionId)
   if (supervisor === undefined) return
   if (supervisor.runId === runId && supervisor.terminal === 'completed') {
     console.log(`${sessionId}: answered without the child (its hold was not taken): nothing to tell it`)

@@ -13,9 +13,12 @@ import { EventMaker, boundedTest, completeInvocation, facts, invocationOf, refus
 const shortly = (listed: SessionListing[]) => listed.map(({ sessionId, latestRun }) => [sessionId, latestRun.runId, latestRun.terminal])
 
 test(
-  "a session's last run, as \"Long conversations\" reads it: sessions({ prefix: id, limit: 1 })'s latestRun when the entry is the session's, the last of log.runs",
+  "log.latestRun(sessionId): the last run opened, as the last of log.runs, also open, for sessions whose ids begin one another, after a reopen and on a snapshot; none for a session without runs; an id that is no id is LOG_INVALID_ARGUMENT",
   boundedTest(20_000, async (dir) => {
-    await withLog(join(dir, 'log'), async (log) => {
+    const location = join(dir, 'log')
+    const ids = ['chat', 'chat-1', 'chat.2', 'notebook', 'note', 'zzz']
+    await withLog(location, async (log) => {
+      assert.is(await log.latestRun('chat'), undefined, 'an empty log has none')
       // Three runs of chat, then sessions whose ids begin with its id, and notebook without note.
       await log.appendAll(completeInvocation('c1', 'chat'))
       await log.appendAll(completeInvocation('c2', 'chat'))
@@ -23,16 +26,28 @@ test(
       await log.appendAll(new EventMaker(invocationOf('c3', 'chat')).many([facts.opened(), facts.requested('s1')]))
       await log.appendAll(completeInvocation('y', 'chat.2'))
       await log.appendAll(completeInvocation('n', 'notebook'))
-      const lastRun = async (sessionId: string) => {
-        const [listed] = await log.sessions({ prefix: sessionId, limit: 1 })
-        return listed?.sessionId === sessionId ? listed.latestRun : undefined
+      for (const sessionId of ids) {
+        assert.equal(await log.latestRun(sessionId), (await log.runs(sessionId)).at(-1), `${sessionId}: the last of log.runs`)
       }
-      for (const sessionId of ['chat', 'chat-1', 'chat.2', 'notebook', 'note', 'zzz']) {
-        assert.equal(await lastRun(sessionId), (await log.runs(sessionId)).at(-1), `${sessionId}: the last of log.runs`)
+      assert.is((await log.latestRun('chat'))?.runId, 'run-c3', 'the last opened, open still')
+      assert.is((await log.latestRun('chat'))?.terminal, null)
+      assert.is(await log.latestRun('note'), undefined, 'a session whose id begins another one has no run')
+      for (const bad of ['', 'a b', 'x'.repeat(300)]) {
+        const refused = await refusal(log.latestRun(bad))
+        assert.equal([refused.code, refused.details?.field], ['LOG_INVALID_ARGUMENT', 'sessionId'], JSON.stringify(bad))
       }
-      assert.is((await lastRun('chat'))?.runId, 'run-c3', 'the last opened, open still')
-      assert.is(await lastRun('note'), undefined, 'a session whose id begins another one has no run')
     })
+    await withLog(location, async (log) => {
+      for (const sessionId of ids) assert.equal(await log.latestRun(sessionId), (await log.runs(sessionId)).at(-1), `${sessionId} after a reopen`)
+      await log.appendAll(completeInvocation('c4', 'chat'))
+      assert.is((await log.latestRun('chat'))?.runId, 'run-c4', 'a run opened since is the last')
+    })
+    const snapshot = await EventLog.openSnapshot(location, { directory: dir })
+    try {
+      for (const sessionId of ids) assert.equal(await snapshot.latestRun(sessionId), (await snapshot.runs(sessionId)).at(-1), `${sessionId} on a snapshot`)
+    } finally {
+      await snapshot.close()
+    }
   }),
 )
 

@@ -3435,6 +3435,29 @@ export class EventLog {
   }
 
   /**
+   * The last run opened in a session (running, ended, or left open by a crash: `terminal` and
+   * `outcome` say which), as `(await log.runs(sessionId)).at(-1)` is, or `undefined` for a session
+   * with no run: the run a conversation's next message continues. Reads the session's latest-run
+   * index and that one run's records, so it costs the same however long the session is, where
+   * `runs` reads every run of it. An id that is no id is `LOG_INVALID_ARGUMENT`.
+   *
+   * @example
+   * ```ts
+   * const last = await log.latestRun('chat-7')
+   * const source = last && (await log.runSource('chat-7', last.runId))?.boundary
+   * ```
+   */
+  async latestRun(sessionId: string): Promise<RunSummary | undefined> {
+    this.#assertOpen()
+    if (!idSchema.safeParse(sessionId).success) throw notAnId('latestRun', 'sessionId', sessionId)
+    const runId = (await this.#reading(() => this.#state.latestRun(sessionId)))?.runId
+    if (runId === undefined) return undefined
+    const latest = await this.#reading(async () => this.#runSummary(sessionId, runId, keys.run(sessionId, runId)))
+    await this.#addParents([latest])
+    return latest
+  }
+
+  /**
    * The sessions of the log, a page at a time: at most `limit` (default 100, at most 1,000) whose id
    * begins with `prefix`, each with its last run opened (what `log.runs(sessionId)` ends with).
    *

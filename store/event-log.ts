@@ -3795,18 +3795,19 @@ export class EventLog {
       for (;;) {
         const entries = await iterator.nextv(SCAN_BATCH)
         if (entries.length === 0) break
+        // The records in memory are taken now, before the read: memory may be trimmed while it is under way.
         const runs = entries.map(([key, value]) => {
           const [sessionId, runId] = splitRunKey(key)
-          return { key, sessionId, runId, run: this.#state.runs.get(key) ?? indexRecord<RunRecord>(value, `run ${sessionId}/${runId}`, 'run') }
+          const run = this.#state.runs.get(key) ?? indexRecord<RunRecord>(value, `run ${sessionId}/${runId}`, 'run')
+          return { key, sessionId, runId, run, known: this.#state.invocations.get(run.invocationId) }
         })
-        const unread = runs.filter(({ run }) => !this.#state.invocations.has(run.invocationId))
+        const unread = runs.filter(({ known }) => known === undefined)
         const values = unread.length === 0 ? [] : await this.#db.getMany(unread.map(({ run }) => keys.invocation(run.invocationId)))
         const stored = new Map<string, Uint8Array | undefined>(unread.map(({ run }, index) => [run.invocationId, values[index]]))
-        for (const { key, sessionId, runId, run } of runs) {
+        for (const { key, sessionId, runId, run, known } of runs) {
           const bytes = stored.get(run.invocationId)
           const record =
-            this.#state.invocations.get(run.invocationId) ??
-            (bytes === undefined ? undefined : invocationRecordOf(indexRecord<StoredInvocationRecord>(bytes, `invocation ${run.invocationId}`, 'invocation')))
+            known ?? (bytes === undefined ? undefined : invocationRecordOf(indexRecord<StoredInvocationRecord>(bytes, `invocation ${run.invocationId}`, 'invocation')))
           if (record === undefined) throw new FactstateError('LOG_CORRUPT', `run ${sessionId}/${runId} has no invocation record`, { details: { key } })
           if (record.openedSeq > (last.get(sessionId)?.openedSeq ?? 0)) last.set(sessionId, runSummaryOf(runId, run, record))
         }

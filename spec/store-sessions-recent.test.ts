@@ -485,4 +485,34 @@ test(
   }),
 )
 
+test(
+  "sessions in id order from the session records' seqs list what they listed from the run index: a damaged opening fact of a handoff successor (whose parent is never read) or a damaged session record costs nothing; one of a run whose parent is read is LOG_CORRUPT naming its seq, as before",
+  boundedTest(30_000, async (dir) => {
+    const location = join(dir, 'log')
+    const { listed, successorSeq, continuationSeq } = await withLog(location, async (log) => {
+      await interleaved(log)
+      // Facts after them, enough that an open's check of the log's tail (its last 1,024) reads none of theirs.
+      await log.appendAll(Array.from({ length: 600 }, (_, index) => shortRun(`z${index}`, 'zeta')).flat())
+      const delta = (await log.runs('delta')).at(-1)
+      const alpha = (await log.runs('alpha')).at(-1)
+      assert.equal([delta?.runId, delta?.kind, alpha?.runId, alpha?.kind], ['run-d2', 'handoff', 'run-a2', 'continuation'])
+      return { listed: await log.sessions(), successorSeq: delta?.openedSeq as number, continuationSeq: alpha?.openedSeq as number }
+    })
+    const damage = (key: string) => withDb(location, (db) => db.put(key, new Uint8Array([0xc1])))
+    // delta's latest run is the successor: its opening fact damaged, then beta's session record (gamma's run is open: an open reads its record).
+    await damage(keys.event(successorSeq))
+    await withLog(location, async (log) => assert.equal(await log.sessions(), listed, 'the successor listed from its records'))
+    await damage(keys.session('beta'))
+    await withLog(location, async (log) => {
+      assert.equal(await log.sessions(), listed, 'and beta from its run index')
+      assert.equal(await log.sessions({ limit: 2, after: 'beta' }), listed.slice(2, 4))
+    })
+    await damage(keys.event(continuationSeq))
+    await withLog(location, async (log) => {
+      const refused = await refusal(log.sessions())
+      assert.equal([refused.code, refused.details], ['LOG_CORRUPT', { seq: continuationSeq }], refused.message)
+    })
+  }),
+)
+
 test.run()

@@ -3511,26 +3511,23 @@ export class EventLog {
         runIds.set(sessionId, known.runId)
         continue
       }
-      const seq = known === null ? undefined : indexRecord<SessionRecord>(record, `session ${sessionId}`, 'session').latestOpenedSeq
+      const seq = known === null ? undefined : latestOpenedSeqOf(record, sessionId)
       if (seq !== undefined) unread.push({ sessionId, seq })
     }
     if (unread.length > 0) {
       const values = await this.#reading(() => this.#db.getMany(unread.map(({ seq }) => keys.event(seq))))
       unread.forEach(({ sessionId, seq }, index) => {
-        const bytes = values[index]
-        if (bytes === undefined) throw new FactstateError('LOG_CORRUPT', `event ${seq} is missing`, { details: { seq } })
-        const { fact, invocation } = decodeEvent(bytes, seq)
-        if (fact.type !== 'invocation.opened' || invocation.sessionId !== sessionId) {
-          throw new FactstateError('LOG_CORRUPT', `the record of session ${sessionId} names event ${seq} as its latest run's opening, which opens no run of it`, {
-            details: { key: keys.session(sessionId) },
-          })
-        }
-        runIds.set(sessionId, invocation.runId)
+        const runId = openedRunOf(values[index], seq, sessionId)
+        if (runId !== undefined) runIds.set(sessionId, runId)
       })
     }
     const listed: SessionListing[] = []
     for (const { sessionId } of page) {
-      // A record without the seq (none is, once the recency index is built) or a session without runs: the run index, read.
+      // A record without the seq (none is, once the recency index is built), one that cannot be read or
+      // names no opening of the session's that can be (verify names it), or a session without runs: the
+      // run index, read, as a listing read it before the records held the seq. A damaged opening fact
+      // then costs the page what it did: nothing for a handoff successor (whose parent is never read),
+      // `LOG_CORRUPT` naming its seq for another run (`#addParents` reads it).
       const runId = runIds.get(sessionId) ?? (await this.#reading(() => this.#state.latestRun(sessionId)))?.runId
       if (runId === undefined) throw new FactstateError('LOG_CORRUPT', `session ${sessionId} has a record but no run`, { details: { key: keys.session(sessionId) } })
       listed.push({ sessionId, latestRun: await this.#reading(async () => this.#runSummary(sessionId, runId, keys.run(sessionId, runId))) })
@@ -4433,6 +4430,28 @@ function childEntryOf(event: RuntimeEvent): ChildEntry | undefined {
 const PARENT_NAME = Buffer.from([0xa6, ...Buffer.from('parent', 'latin1')])
 
 const holdsParentName = (bytes: Uint8Array): boolean => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).indexOf(PARENT_NAME) !== -1
+
+/** The `latestOpenedSeq` of a session record as stored, `undefined` for a record without it or one that cannot be read. */
+function latestOpenedSeqOf(record: Uint8Array, sessionId: string): number | undefined {
+  try {
+    return indexRecord<SessionRecord>(record, `session ${sessionId}`, 'session').latestOpenedSeq
+  } catch (error) {
+    if (isFactstateError(error, 'LOG_CORRUPT')) return undefined
+    throw error
+  }
+}
+
+/** The run of `sessionId` whose `invocation.opened` is `bytes`, stored at `seq`; `undefined` when missing, damaged or no such fact. */
+function openedRunOf(bytes: Uint8Array | undefined, seq: number, sessionId: string): string | undefined {
+  if (bytes === undefined) return undefined
+  try {
+    const { fact, invocation } = decodeEvent(bytes, seq)
+    return fact.type === 'invocation.opened' && invocation.sessionId === sessionId ? invocation.runId : undefined
+  } catch (error) {
+    if (isFactstateError(error, 'LOG_CORRUPT')) return undefined
+    throw error
+  }
+}
 
 /** A run as `log.runs` lists it (without `parent`), from its run record and its invocation's record. */
 function runSummaryOf(runId: string, run: RunRecord, record: InvocationRecord): RunSummary {

@@ -3464,7 +3464,9 @@ export class EventLog {
    * In id order (`order: 'id'`, the default), after the id `after` (the last of the page before):
    * reads the session index, whose records name the seq of each session's latest run's
    * `invocation.opened`, then those facts in one read a page (the runs they name) and the runs'
-   * records (never other facts). A listing leaves the latest-run map as it was.
+   * records (never other facts); a session whose record or that fact cannot be read (`verify()` names
+   * the damage), or whose record lacks the seq, from its run index, as `log.runs` is. A listing leaves
+   * the latest-run map as it was but for those.
    *
    * Most recently active first (`order: 'recent'`), by the seq its latest run opened at
    * (`latestRun.openedSeq`: a new message, a continuation and a handoff successor each open a run and

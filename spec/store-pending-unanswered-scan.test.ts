@@ -9,8 +9,10 @@ import { join } from 'node:path'
 import { ClassicLevel } from 'classic-level'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
+import type { Fact } from '../index.js'
 import { CACHE_LIMIT, EventLog, logInternals } from '../store/event-log.js'
-import { EventMaker, boundedTest, facts, invocationOf } from './support/log-fixtures.js'
+import { keys } from '../store/keys.js'
+import { EventMaker, boundedTest, completeInvocation, facts, invocationOf, withDb, withLog } from './support/log-fixtures.js'
 
 type GetMany = (this: unknown, keys: string[], options: unknown) => Promise<unknown>
 
@@ -66,6 +68,48 @@ test(
       prototype._getMany = original
       await log.close()
     }
+  }),
+)
+
+test(
+  "pendingSessions({ unanswered: true }) over 1,001 unanswered child runs (a batch of 1,000 parents and one more): each with its parent, but the two whose first facts are damaged, one in each batch, which lose only their own",
+  boundedTest(60_000, async (dir) => {
+    const location = join(dir, 'log')
+    const count = 1_001
+    const name = (index: number) => `s-${String(index).padStart(4, '0')}`
+    const parent = { invocation: invocationOf('supervisor', 'desk'), operationId: 'inv-supervisor/s1/0' }
+    const seqs = await withLog(location, async (log) => {
+      const events = Array.from({ length: count }, (_, index) => {
+        const opened = facts.opened() as Extract<Fact, { type: 'invocation.opened' }>
+        return new EventMaker(invocationOf(name(index), name(index))).many([
+          { ...opened, input: { kind: 'message', content: 'hello', parent } },
+          facts.ended({ status: 'failed', class: 'engine_error', message: 'cut short' }),
+        ])
+      })
+      await log.appendAll(events.flat())
+      // Facts after them, so that an open's check of the log's tail (its last 1,024) reads none of theirs.
+      await log.appendAll(Array.from({ length: 600 }, (_, index) => completeInvocation(`z${index}`, 'zzz')).flat())
+      const listed = await log.pendingSessions({ unanswered: true })
+      assert.is(listed.length, count)
+      assert.ok(
+        listed.every((session) => session.unanswered?.parent?.operationId === 'inv-supervisor/s1/0'),
+        'every one with its parent',
+      )
+      return [0, count - 1].map((index) => listed[index]?.unanswered?.openedSeq as number)
+    })
+    await withDb(location, async (db) => {
+      for (const seq of seqs) await db.put(keys.event(seq), new Uint8Array([0xc1]))
+    })
+    await withLog(location, async (log) => {
+      const listed = await log.pendingSessions({ unanswered: true })
+      assert.equal(
+        listed.map((session) => session.sessionId),
+        Array.from({ length: count }, (_, index) => name(index)),
+      )
+      const without = listed.flatMap((session) => (session.unanswered?.parent === undefined ? [session.sessionId] : []))
+      assert.equal(without, [name(0), name(count - 1)], 'only the damaged ones lose their parent')
+      assert.equal(listed[1]?.unanswered?.parent, parent)
+    })
   }),
 )
 

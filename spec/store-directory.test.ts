@@ -232,7 +232,10 @@ directory(
     await writeFile(join(halfMade, 'LOCK'), '')
     await writeFile(join(halfMade, 'LOG'), 'leveldb info\n')
     await writeFile(join(halfMade, 'MANIFEST-000001'), '')
-    for (const path of [join(root, 'new'), join(root, 'empty'), halfMade]) {
+    // A fresh ext4 volume's mount point holds lost+found (a directory fsck owns): a volume for the log.
+    const volume = join(root, 'volume')
+    await mkdir(join(volume, 'lost+found'), { recursive: true })
+    for (const path of [join(root, 'new'), join(root, 'empty'), halfMade, volume]) {
       if (path.endsWith('empty')) await mkdir(path)
       const log = await EventLog.open(path)
       try {
@@ -242,7 +245,26 @@ directory(
         await log.close()
       }
     }
+    // A snapshot and a backup of the log on that volume copy its files only, not lost+found.
+    const snapshot = await EventLog.openSnapshot(volume, { directory: root })
+    try {
+      assert.is(snapshot.head().highWater, (await collectHighWater(volume)))
+    } finally {
+      await snapshot.close()
+    }
+    const copy = join(root, 'volume-backup')
+    await EventLog.backup(volume, copy)
+    assert.not.ok((await readdir(copy)).includes('lost+found'), 'the backup holds the log alone')
   }),
 )
+
+async function collectHighWater(path: string): Promise<number> {
+  const log = await EventLog.open(path)
+  try {
+    return log.head().highWater
+  } finally {
+    await log.close()
+  }
+}
 
 directory.run()

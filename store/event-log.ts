@@ -1171,8 +1171,12 @@ function checkLocation(location: unknown): void {
   }
 }
 
-/** The names LevelDB and factstate give the files of a log directory (a crash may leave any of them before `CURRENT`). */
-export const LOG_DIRECTORY_ENTRY = /^(?:LOCK|LOG|LOG\.old|CURRENT|MANIFEST-\d+|\d+\.(?:log|ldb|sst|dbtmp)|FACTSTATE-(?:HEAD|IDS)(?:\.tmp)?|lost)$/
+/**
+ * The names LevelDB and factstate give the files of a log directory (a crash may leave any of them
+ * before `CURRENT`), and `lost+found`, which a fresh ext4 volume holds at its mount point (a volume
+ * mounted for the log alone).
+ */
+export const LOG_DIRECTORY_ENTRY = /^(?:LOCK|LOG|LOG\.old|CURRENT|MANIFEST-\d+|\d+\.(?:log|ldb|sst|dbtmp)|FACTSTATE-(?:HEAD|IDS)(?:\.tmp)?|lost|lost\+found)$/
 
 /**
  * Refuses to make a log in a directory that holds other things (a log's directory is LevelDB's

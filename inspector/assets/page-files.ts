@@ -9,14 +9,24 @@ import { readFile } from 'node:fs/promises'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
-const inspectorDir = dirname(dirname(fileURLToPath(import.meta.url)))
+let pageDirectories: readonly string[] | undefined
 
-/** Where to look for `app.js`, in order. */
-const PAGE_DIRECTORIES: readonly string[] = [join(inspectorDir, 'page'), join(inspectorDir, '..', 'dist', 'inspector', 'page')]
+/**
+ * Where to look for `app.js`, in order; found when first asked, not as the module loads: a
+ * CommonJS bundle has no `import.meta.url` (esbuild leaves `import.meta` empty), and reading it at
+ * load threw as the bundle started. Such a bundle has no page scripts to find.
+ */
+function directories(): readonly string[] {
+  if (pageDirectories !== undefined) return pageDirectories
+  const url: unknown = import.meta.url
+  if (typeof url !== 'string') return (pageDirectories = [])
+  const inspectorDir = dirname(dirname(fileURLToPath(url)))
+  return (pageDirectories = [join(inspectorDir, 'page'), join(inspectorDir, '..', 'dist', 'inspector', 'page')])
+}
 
-/** The directory holding the compiled page, or `undefined` when the package was never built. */
+/** The directory holding the compiled page, or `undefined` when the package was never built (or is bundled). */
 export function pageDirectory(): string | undefined {
-  return PAGE_DIRECTORIES.find((dir) => existsSync(join(dir, 'app.js')))
+  return directories().find((dir) => existsSync(join(dir, 'app.js')))
 }
 
 const SCRIPT_NAME = /^[a-z][a-z0-9-]*\.js$/

@@ -147,10 +147,24 @@ function modelOf(recorded: RecordedRequest): string {
   return typeof model === 'string' && model !== '' ? model : 'scripted-model'
 }
 
-function writeJson(res: ServerResponse, status: number, value: unknown, headers: Record<string, string> = {}): void {
+/** Writes `value` as a JSON answer. */
+export function writeJson(res: ServerResponse, status: number, value: unknown, headers: Record<string, string> = {}): void {
   const text = JSON.stringify(value)
   res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers })
   res.end(text)
+}
+
+/** Writes a scripted status answer (both routes): its retry headers, a string body as text, any other as JSON. */
+export function writeScriptedStatus(res: ServerResponse, scripted: Extract<ScriptedAnswer, { kind: 'status' }>, body: unknown): void {
+  const headers: Record<string, string> = {}
+  if (scripted.retryAfter !== undefined) headers['retry-after'] = String(scripted.retryAfter)
+  if (scripted.retryAfterMs !== undefined) headers['retry-after-ms'] = String(scripted.retryAfterMs)
+  if (typeof body === 'string') {
+    res.writeHead(scripted.status, { 'content-type': 'text/plain', 'content-length': Buffer.byteLength(body), ...headers })
+    res.end(body)
+  } else {
+    writeJson(res, scripted.status, body, headers)
+  }
 }
 
 /** Starts an SSE answer; each call writes one event, its name the data's `type`. */
@@ -275,17 +289,8 @@ export async function serveMessagesAnswer(res: ServerResponse, recorded: Recorde
       return
     }
     case 'status': {
-      const headers: Record<string, string> = {}
-      if (scripted.retryAfter !== undefined) headers['retry-after'] = String(scripted.retryAfter)
-      if (scripted.retryAfterMs !== undefined) headers['retry-after-ms'] = String(scripted.retryAfterMs)
       const given = scripted.body ?? anthropicErrorBody(scripted.status, `scripted status ${scripted.status}`)
-      const body = isObject(given) && isObject(given.error) ? { ...given, error: anthropicError(given.error) } : given
-      if (typeof body === 'string') {
-        res.writeHead(scripted.status, { 'content-type': 'text/plain', 'content-length': Buffer.byteLength(body), ...headers })
-        res.end(body)
-      } else {
-        writeJson(res, scripted.status, body, headers)
-      }
+      writeScriptedStatus(res, scripted, isObject(given) && isObject(given.error) ? { ...given, error: anthropicError(given.error) } : given)
       return
     }
     case 'malformed': {

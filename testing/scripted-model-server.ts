@@ -12,7 +12,7 @@ import type { ChatRequestBody } from '../actors/model-client.js'
 import { FactstateError, messageWithoutCode } from '../errors.js'
 import type { JsonValue } from '../facts/types.js'
 import { meantName, namedHint, readOptions, shown } from '../options.js'
-import { anthropicErrorBody, serveMessagesAnswer } from './scripted-messages.js'
+import { anthropicErrorBody, serveMessagesAnswer, writeJson, writeScriptedStatus } from './scripted-messages.js'
 
 /** One request as the server received it. */
 export interface RecordedRequest {
@@ -696,12 +696,6 @@ export async function scriptedModelServer(script: Script, options: ScriptedModel
     return typeof model === 'string' ? model : 'scripted-model'
   }
 
-  function writeJson(res: ServerResponse, status: number, value: unknown, headers: Record<string, string> = {}): void {
-    const text = JSON.stringify(value)
-    res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers })
-    res.end(text)
-  }
-
   function startSse(res: ServerResponse): (value: unknown) => void {
     res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' })
     return (value) => {
@@ -850,20 +844,13 @@ export async function scriptedModelServer(script: Script, options: ScriptedModel
           scripted.reasoningDetails,
         )
         return
-      case 'status': {
-        const headers: Record<string, string> = {}
-        if (scripted.retryAfter !== undefined) headers['retry-after'] = String(scripted.retryAfter)
-        if (scripted.retryAfterMs !== undefined) headers['retry-after-ms'] = String(scripted.retryAfterMs)
-        const body =
-          scripted.body ?? { error: { message: `scripted status ${scripted.status}`, type: scripted.status >= 500 ? 'server_error' : 'invalid_request_error' } }
-        if (typeof body === 'string') {
-          res.writeHead(scripted.status, { 'content-type': 'text/plain', 'content-length': Buffer.byteLength(body), ...headers })
-          res.end(body)
-        } else {
-          writeJson(res, scripted.status, body, headers)
-        }
+      case 'status':
+        writeScriptedStatus(
+          res,
+          scripted,
+          scripted.body ?? { error: { message: `scripted status ${scripted.status}`, type: scripted.status >= 500 ? 'server_error' : 'invalid_request_error' } },
+        )
         return
-      }
       case 'malformed':
         res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(scripted.body) })
         res.end(scripted.body)

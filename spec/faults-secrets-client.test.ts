@@ -12,32 +12,12 @@ import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { Engine, EventLog, FactstateError, ModelExecutor, OpenAIChatClient, type ModelClient, type RunInput, type ToolContext, type ToolDefinition, childRunFor } from '../index.js'
 import { answer, scriptedModelServer } from '../testing/scripted-model-server.js'
-import { ALL, CWD } from './support/faults-engine.js'
+import { ALL, holdingClient, secretsRun } from './support/faults-engine.js'
 import { everyFile } from './support/faults-files.js'
 import { rejectsWithCode } from './support/codes.js'
 import { bounded } from './support/temp.js'
 
 const KEY = `sk-own-${randomBytes(20).toString('hex')}`
-
-/** A client that holds `key` itself (as an SDK client made with it does) and declares `secrets`; the run's provider gives none. */
-function holdingClient(key: string, secrets: unknown): (provider: RunInput['provider']) => ModelClient {
-  return (provider) => {
-    const inner = new OpenAIChatClient({ ...provider, apiKey: key })
-    return { secrets: secrets as readonly string[], complete: (request) => inner.complete(request) }
-  }
-}
-
-function input(baseUrl: string, name: string, extra: Partial<RunInput> = {}): RunInput {
-  return {
-    invocation: { sessionId: `session-${name}`, turnId: `turn-${name}`, runId: `run-${name}`, invocationId: `invocation-${name}` },
-    provider: { kind: 'openai-chat', baseUrl, model: 'scripted' },
-    configuration: { cwd: CWD },
-    mainOutputLimit: 100,
-    tools: [],
-    work: { kind: 'message', content: `question ${name}` },
-    ...extra,
-  }
-}
 
 /** The files of the log directory that hold `needle` (or a 24-character piece of it), read raw. */
 async function filesHolding(dir: string, needle: string): Promise<string[]> {
@@ -58,9 +38,9 @@ test(
       const engine = new Engine({ log, model: new ModelExecutor({ retries: 0, createClient: holdingClient(KEY, [KEY]) }) })
       const echo: ToolDefinition = { name: 'echo', readOnly: true, execute: async () => `the vault says ${KEY}` }
       for (const [what, given, field] of [
-        ['the message', input(server.baseUrl, 'pasted', { work: { kind: 'message', content: `here is my key: ${KEY}` } }), 'work.content'],
-        ['the instructions', input(server.baseUrl, 'instructed', { instructions: `Use ${KEY} when asked.` }), 'instructions'],
-        ['a tool description', input(server.baseUrl, 'described', { tools: [{ ...echo, description: `calls with ${KEY}` }] }), 'tools.0.description'],
+        ['the message', secretsRun(server.baseUrl, 'pasted', { work: { kind: 'message', content: `here is my key: ${KEY}` } }), 'work.content'],
+        ['the instructions', secretsRun(server.baseUrl, 'instructed', { instructions: `Use ${KEY} when asked.` }), 'instructions'],
+        ['a tool description', secretsRun(server.baseUrl, 'described', { tools: [{ ...echo, description: `calls with ${KEY}` }] }), 'tools.0.description'],
       ] as const) {
         const before = log.head()
         const refused = await rejectsWithCode(() => engine.start(given), 'RUN_INVALID_INPUT', what)
@@ -72,7 +52,7 @@ test(
       assert.is(server.requests.length, 0, 'nothing was sent')
 
       // A run that does not hold it runs; its tool's result and its model's answer echo the key.
-      assert.equal(await engine.run(input(server.baseUrl, 'echoed', { tools: [echo] })), { status: 'completed' })
+      assert.equal(await engine.run(secretsRun(server.baseUrl, 'echoed', { tools: [echo] })), { status: 'completed' })
       assert.is(server.requests[0]?.headers.authorization, `Bearer ${KEY}`, 'the client sent the key it holds')
       const events = (await log.prefix(ALL.events, ALL.bytes)).events.map((stored) => stored.event)
       const results = events.flatMap(({ fact }) => (fact.type === 'tool.settled' && fact.outcome.status === 'succeeded' ? [fact.outcome.output] : []))
@@ -103,14 +83,14 @@ test(
       const delegate: ToolDefinition = {
         name: 'delegate',
         async execute(_input: unknown, context: ToolContext) {
-          await engine.run({ ...input(server.baseUrl, 'child'), ...childRunFor(context, 'child'), work: { kind: 'message', content: `use ${KEY}` } }).catch((error: unknown) => {
+          await engine.run({ ...secretsRun(server.baseUrl, 'child'), ...childRunFor(context, 'child'), work: { kind: 'message', content: `use ${KEY}` } }).catch((error: unknown) => {
             const { code, details, message } = error as FactstateError
             refusals.push({ code, details, quotes: message.includes(KEY.slice(7, 31)) })
           })
           return 'tried'
         },
       }
-      assert.equal(await engine.run(input(server.baseUrl, 'parent', { tools: [delegate] })), { status: 'completed' })
+      assert.equal(await engine.run(secretsRun(server.baseUrl, 'parent', { tools: [delegate] })), { status: 'completed' })
       assert.equal(refusals, [{ code: 'RUN_INVALID_INPUT', details: { fields: ['work.content'] }, quotes: false }])
       const events = (await log.prefix(ALL.events, ALL.bytes)).events
       assert.equal(new Set(events.map((stored) => stored.event.invocation.invocationId)), new Set(['invocation-parent']), 'the child wrote nothing')
@@ -146,7 +126,7 @@ test(
         const client = what === 'a getter that throws' ? () => Object.assign(throwing, { complete: async () => ({ kind: 'interrupted' as const, status: 'failed' as const, message: 'never' }) }) : holdingClient(KEY, secrets)
         const engine = new Engine({ log, model: new ModelExecutor({ retries: 0, createClient: client as (provider: RunInput['provider']) => ModelClient }) })
         const before = log.head()
-        const refused = await rejectsWithCode(() => engine.start(input(server.baseUrl, 'refused')), 'RUN_INVALID_INPUT', what)
+        const refused = await rejectsWithCode(() => engine.start(secretsRun(server.baseUrl, 'refused')), 'RUN_INVALID_INPUT', what)
         assert.equal(refused.details, { fields: ['provider'] }, what)
         assert.match(refused.message, message, what)
         const cause = (refused as { cause?: unknown }).cause
@@ -181,7 +161,7 @@ test(
           },
         }),
       })
-      assert.equal(await engine.run(input(server.baseUrl, 'counted')), { status: 'completed' })
+      assert.equal(await engine.run(secretsRun(server.baseUrl, 'counted')), { status: 'completed' })
       assert.equal(added, ['MODEL_SECRET_INVALID', 'too_many'], 'one already declared adds nothing; one more is the 65th')
     } finally {
       await log.close()
@@ -218,7 +198,7 @@ test(
         model: new ModelExecutor({ retries: 0, createClient: (provider) => (provider.model === 'supervisor' ? holding(provider) : new OpenAIChatClient(provider)) }),
       })
       const childInput = (context: ToolContext, name: string, content: string, tools: ToolDefinition[]): RunInput => ({
-        ...input(server.baseUrl, name, { tools }),
+        ...secretsRun(server.baseUrl, name, { tools }),
         provider: { kind: 'openai-chat', baseUrl: server.baseUrl, model: 'specialist', apiKey: childKey },
         ...childRunFor(context, name),
         work: { kind: 'message', content },
@@ -240,7 +220,7 @@ test(
           return engine.run(childInput(context, 'echo', 'child echo', [nested]))
         },
       }
-      const parent = input(server.baseUrl, 'parent', { tools: [delegate], provider: { kind: 'openai-chat', baseUrl: server.baseUrl, model: 'supervisor', apiKey: providerKey } })
+      const parent = secretsRun(server.baseUrl, 'parent', { tools: [delegate], provider: { kind: 'openai-chat', baseUrl: server.baseUrl, model: 'supervisor', apiKey: providerKey } })
       assert.equal(await engine.run(parent), { status: 'completed' })
       const refused = { code: 'RUN_INVALID_INPUT', details: { fields: ['work.content'] }, quotes: false }
       assert.equal(refusals, [refused, refused, refused, refused], "the children's messages (the client's key, the provider's key, the phrase) and the grandchild's")
@@ -284,9 +264,9 @@ test(
         },
       }
       for (const [what, given, field] of [
-        ['the phrase', input(server.baseUrl, 'phrase', { work: { kind: 'message', content: `my passphrase is ${phrase}` } }), 'work.content'],
-        ['the word, trimmed', input(server.baseUrl, 'word', { instructions: `Say ${word}.` }), 'instructions'],
-        ['a tool description', input(server.baseUrl, 'described', { tools: [{ ...echo, description: `knows ${phrase}` }] }), 'tools.0.description'],
+        ['the phrase', secretsRun(server.baseUrl, 'phrase', { work: { kind: 'message', content: `my passphrase is ${phrase}` } }), 'work.content'],
+        ['the word, trimmed', secretsRun(server.baseUrl, 'word', { instructions: `Say ${word}.` }), 'instructions'],
+        ['a tool description', secretsRun(server.baseUrl, 'described', { tools: [{ ...echo, description: `knows ${phrase}` }] }), 'tools.0.description'],
       ] as const) {
         const before = log.head()
         const refused = await rejectsWithCode(() => engine.start(given), 'RUN_INVALID_INPUT', what)
@@ -295,7 +275,7 @@ test(
         assert.not.ok(refused.message.includes(phrase) || refused.message.includes(word), `${what}: not quoted`)
         assert.equal(log.head(), before, `${what}: nothing written`)
       }
-      assert.equal(await engine.run(input(server.baseUrl, 'echoed', { tools: [echo, fail] })), { status: 'completed' })
+      assert.equal(await engine.run(secretsRun(server.baseUrl, 'echoed', { tools: [echo, fail] })), { status: 'completed' })
       const events = (await log.prefix(ALL.events, ALL.bytes)).events.map((stored) => stored.event)
       const settled = events.flatMap(({ fact }) => (fact.type === 'tool.settled' ? [fact.outcome] : []))
       assert.equal(
@@ -340,13 +320,13 @@ test(
           },
         }),
       })
-      assert.equal(await engine.run(input(server.baseUrl, 'once')), { status: 'completed' })
+      assert.equal(await engine.run(secretsRun(server.baseUrl, 'once')), { status: 'completed' })
       assert.equal([made, completed], [1, 1])
-      const refused = await rejectsWithCode(() => engine.start(input(server.baseUrl, 'once')), 'RUN_INVALID_INPUT', 'ids in use')
+      const refused = await rejectsWithCode(() => engine.start(secretsRun(server.baseUrl, 'once')), 'RUN_INVALID_INPUT', 'ids in use')
       assert.is((refused.details as { reason?: string }).reason, 'exists')
       assert.equal([made, completed], [2, 1], 'refused after its client was made (its secrets are looked for first), which answered nothing')
       await log.close()
-      await rejectsWithCode(() => engine.start(input(server.baseUrl, 'closed')), 'LOG_CLOSED', 'a closed log')
+      await rejectsWithCode(() => engine.start(secretsRun(server.baseUrl, 'closed')), 'LOG_CLOSED', 'a closed log')
       assert.equal([made, completed], [2, 1], 'no client made for a start on a closed log')
     } finally {
       await log.close()
@@ -370,7 +350,7 @@ test(
         ["the engine's", `lookup_${vault}`, /^RUN_INVALID_INPUT: tools\.1\.name holds the provider's credential \(its apiKey or a credential header's value\) or one of the engine's secrets/],
       ] as const) {
         const before = log.head()
-        const refused = await rejectsWithCode(() => engine.start(input(server.baseUrl, 'named', { tools: [tool('weather'), tool(name)] })), 'RUN_INVALID_INPUT', what)
+        const refused = await rejectsWithCode(() => engine.start(secretsRun(server.baseUrl, 'named', { tools: [tool('weather'), tool(name)] })), 'RUN_INVALID_INPUT', what)
         assert.equal(refused.details, { fields: ['tools.1.name'] }, what)
         assert.match(refused.message, holds, what)
         assert.not.ok(refused.message.includes(name), `${what}: the name is not quoted`)

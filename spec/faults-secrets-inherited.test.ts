@@ -14,32 +14,12 @@ import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { Engine, EventLog, FactstateError, ModelExecutor, OpenAIChatClient, type ModelClient, type RunInput, type ToolContext, type ToolDefinition, childRunFor, intentFor, successorOf } from '../index.js'
 import { answer, scriptedModelServer } from '../testing/scripted-model-server.js'
-import { ALL, CWD } from './support/faults-engine.js'
+import { ALL, CWD, holdingClient, secretsRun } from './support/faults-engine.js'
 import { everyFile } from './support/faults-files.js'
 import { bounded } from './support/temp.js'
 
 /** A key the supervisor's client holds itself and declares (`ModelClient.secrets`); no run's provider gives it. */
 const KEY = `sk-own-${randomBytes(20).toString('hex')}`
-
-/** A client that holds `key` itself (as an SDK client made with it does) and declares `secrets`. */
-function holdingClient(key: string, secrets: readonly string[]): (provider: RunInput['provider']) => ModelClient {
-  return (provider) => {
-    const inner = new OpenAIChatClient({ ...provider, apiKey: key })
-    return { secrets, complete: (request) => inner.complete(request) }
-  }
-}
-
-function input(baseUrl: string, name: string, extra: Partial<RunInput> = {}): RunInput {
-  return {
-    invocation: { sessionId: `session-${name}`, turnId: `turn-${name}`, runId: `run-${name}`, invocationId: `invocation-${name}` },
-    provider: { kind: 'openai-chat', baseUrl, model: 'scripted' },
-    configuration: { cwd: CWD },
-    mainOutputLimit: 100,
-    tools: [],
-    work: { kind: 'message', content: `question ${name}` },
-    ...extra,
-  }
-}
 
 /** The files of the log directory `dir` whose raw bytes hold one of `secrets`. */
 async function filesHolding(dir: string, secrets: readonly string[]): Promise<string[]> {
@@ -75,7 +55,7 @@ test(
         name: 'delegate',
         async execute(_input: unknown, context: ToolContext) {
           const ids = childRunFor(context, 'specialist')
-          const child: RunInput = { ...input(server.baseUrl, 'specialist', { tools: [config] }), ...ids, provider: { kind: 'openai-chat', baseUrl: server.baseUrl, model: 'specialist' } }
+          const child: RunInput = { ...secretsRun(server.baseUrl, 'specialist', { tools: [config] }), ...ids, provider: { kind: 'openai-chat', baseUrl: server.baseUrl, model: 'specialist' } }
           // A reviewer takes the child's turn over before its first request, and gives it back: its successor
           // runs it, here; the successor's turn is taken over at once too, and its own successor runs it.
           const paused = async (given: RunInput) => {
@@ -103,7 +83,7 @@ test(
           return 'delegated'
         },
       }
-      const supervisor = input(server.baseUrl, 'supervisor', { tools: [delegate], provider: { kind: 'openai-chat', baseUrl: server.baseUrl, model: 'supervisor', apiKey: providerKey } })
+      const supervisor = secretsRun(server.baseUrl, 'supervisor', { tools: [delegate], provider: { kind: 'openai-chat', baseUrl: server.baseUrl, model: 'supervisor', apiKey: providerKey } })
       assert.equal(await engine.run(supervisor), { status: 'completed' })
       assert.equal(outcomes, ['handoff_paused', 'handoff_paused', 'completed'], "the child paused, its successor paused, the successor's successor completed")
       const refused = { code: 'RUN_INVALID_INPUT', details: { fields: ['work.content'] }, quotes: false }
@@ -142,7 +122,7 @@ test(
       const delegate: ToolDefinition = {
         name: 'delegate',
         async execute(_input: unknown, context: ToolContext) {
-          const child = { ...input(server.baseUrl, 'child'), ...childRunFor(context, 'child'), provider: { kind: 'openai-chat' as const, baseUrl: server.baseUrl, model: 'specialist' } }
+          const child = { ...secretsRun(server.baseUrl, 'child'), ...childRunFor(context, 'child'), provider: { kind: 'openai-chat' as const, baseUrl: server.baseUrl, model: 'specialist' } }
           const cases: [string, unknown][] = [
             ['an unknown member', { ...child, [KEY]: true }],
             ["a header's name", { ...child, provider: { ...child.provider, headers: { [`Bearer ${KEY}`]: 'x' } } }],
@@ -160,7 +140,7 @@ test(
           return 'tried'
         },
       }
-      assert.equal(await engine.run(input(server.baseUrl, 'supervisor', { tools: [delegate], provider: { kind: 'openai-chat', baseUrl: server.baseUrl, model: 'supervisor' } })), { status: 'completed' })
+      assert.equal(await engine.run(secretsRun(server.baseUrl, 'supervisor', { tools: [delegate], provider: { kind: 'openai-chat', baseUrl: server.baseUrl, model: 'supervisor' } })), { status: 'completed' })
       assert.equal(
         refusals,
         [
@@ -214,15 +194,15 @@ test(
       })
       const supervised = { kind: 'openai-chat' as const, baseUrl: server.baseUrl, model: 'supervisor' }
       // A run whose own client declares the key.
-      assert.equal(await reserveEarly(engine, input(server.baseUrl, 'own', { provider: supervised }), 'its own client'), { status: 'completed' })
+      assert.equal(await reserveEarly(engine, secretsRun(server.baseUrl, 'own', { provider: supervised }), 'its own client'), { status: 'completed' })
       // A child run on another client, whose supervisor's client declares it.
       const delegate: ToolDefinition = {
         name: 'delegate',
         async execute(_input: unknown, context: ToolContext) {
-          return reserveEarly(engine, { ...input(server.baseUrl, 'child'), ...childRunFor(context, 'child') }, "its supervisor's client")
+          return reserveEarly(engine, { ...secretsRun(server.baseUrl, 'child'), ...childRunFor(context, 'child') }, "its supervisor's client")
         },
       }
-      assert.equal(await engine.run(input(server.baseUrl, 'supervisor', { tools: [delegate], provider: supervised })), { status: 'completed' })
+      assert.equal(await engine.run(secretsRun(server.baseUrl, 'supervisor', { tools: [delegate], provider: supervised })), { status: 'completed' })
       const refused = { details: { field: 'hostEpoch', fields: ['hostEpoch'] }, quotes: false }
       assert.equal(refusals, [
         ['its own client', 'HANDOFF_MISMATCH', refused],
@@ -257,7 +237,7 @@ test(
       // One client per provider model, as an application with a client per tenant makes them; the same engine secrets and provider.
       const clients = { first: holdingClient(`sk-${first}`, [first]), second: holdingClient(`sk-${second}`, [second]) }
       const engine = new Engine({ log, model: new ModelExecutor({ retries: 0, createClient: (provider) => clients[provider.model as 'first' | 'second'](provider) }) })
-      const on = (model: 'first' | 'second', name: string, content: string) => input(server.baseUrl, name, { provider: { kind: 'openai-chat', baseUrl: server.baseUrl, model }, work: { kind: 'message', content } })
+      const on = (model: 'first' | 'second', name: string, content: string) => secretsRun(server.baseUrl, name, { provider: { kind: 'openai-chat', baseUrl: server.baseUrl, model }, work: { kind: 'message', content } })
       // Both starts at once, in both orders: each is looked through for its own client's secret.
       for (const [a, b] of [
         ['first', 'second'],
@@ -326,7 +306,7 @@ test(
       })
       // A run of the engine's own holds the engine's secret (its client's error quotes the supervisor's key, no secret of that run's);
       // a child run holds its supervisor's client key too.
-      const on = (model: string, name: string): RunInput => input(server.baseUrl, name, { provider: { kind: 'openai-chat', baseUrl: server.baseUrl, model } })
+      const on = (model: string, name: string): RunInput => secretsRun(server.baseUrl, name, { provider: { kind: 'openai-chat', baseUrl: server.baseUrl, model } })
       for (const model of Object.keys(failing)) await engine.start(on(model, `top-${model}`)).then(() => refusals.push([model, 'admitted', undefined, false]), refusalOf(model, [vault]))
       const delegate: ToolDefinition = {
         name: 'delegate',

@@ -3,7 +3,7 @@
  * server, a tool that counts its effects, and compact renderings of fact sequences so a test can
  * assert the exact sequence of an invocation in one line.
  */
-import type { Fact, HandoffIntent, RunInput, StoredEvent, ToolDefinition } from '../../index.js'
+import { OpenAIChatClient, type Fact, type HandoffIntent, type ModelClient, type RunInput, type StoredEvent, type ToolDefinition } from '../../index.js'
 
 /** The cwd of every fault run (never touched on disk). */
 export const CWD = '/workspace/faults'
@@ -38,6 +38,33 @@ export function messageRun(baseUrl: string, name: string, tools: ToolDefinition[
     tools,
     work: { kind: 'message', content: `question ${name}` },
     ...extra,
+  }
+}
+
+/**
+ * A message run for the secrets suites (ids derived from `name`): no tools and the default step
+ * budget unless `extra` gives them, a main output limit of 100.
+ */
+export function secretsRun(baseUrl: string, name: string, extra: Partial<RunInput> = {}): RunInput {
+  return {
+    invocation: { sessionId: `session-${name}`, turnId: `turn-${name}`, runId: `run-${name}`, invocationId: `invocation-${name}` },
+    provider: { kind: 'openai-chat', baseUrl, model: 'scripted' },
+    configuration: { cwd: CWD },
+    mainOutputLimit: 100,
+    tools: [],
+    work: { kind: 'message', content: `question ${name}` },
+    ...extra,
+  }
+}
+
+/**
+ * A client that holds `key` itself (as an SDK client made with it does) and declares `secrets` (any
+ * value, so a suite can declare one the engine must refuse); the run's provider gives no key.
+ */
+export function holdingClient(key: string, secrets: unknown): (provider: RunInput['provider']) => ModelClient {
+  return (provider) => {
+    const inner = new OpenAIChatClient({ ...provider, apiKey: key })
+    return { secrets: secrets as readonly string[], complete: (request) => inner.complete(request) }
   }
 }
 

@@ -364,17 +364,24 @@ const BUILT_KEPT = 4
 /** Every form of `provider`'s secrets to look for. */
 export function secretsOf(provider: SecretSource | ProviderConfig): Secrets {
   if (provider.apiKey === undefined && provider.headers === undefined) return NO_SECRETS
-  // In memory only, as the provider itself is.
-  const key = JSON.stringify([provider.apiKey ?? null, Object.entries(provider.headers ?? {})])
-  const found = built.get(key)
+  return keptIn(built, provider, () => buildSecrets(provider))
+}
+
+/**
+ * What `cache` keeps for `source`'s credentials (in memory only, as the provider itself is), built
+ * with `build` when it holds none; the `BUILT_KEPT` most recently used are kept.
+ */
+function keptIn(cache: Map<string, Secrets>, source: SecretSource, build: () => Secrets): Secrets {
+  const key = JSON.stringify([source.apiKey ?? null, Object.entries(source.headers ?? {})])
+  const found = cache.get(key)
   if (found !== undefined) {
-    built.delete(key)
-    built.set(key, found)
+    cache.delete(key)
+    cache.set(key, found)
     return found
   }
-  const secrets = buildSecrets(provider)
-  if (built.size >= BUILT_KEPT) built.delete(built.keys().next().value as string)
-  built.set(key, secrets)
+  const secrets = build()
+  if (cache.size >= BUILT_KEPT) cache.delete(cache.keys().next().value as string)
+  cache.set(key, secrets)
   return secrets
 }
 
@@ -390,17 +397,7 @@ export function dataSecretsOf(source: SecretSource): Secrets {
   if (source.apiKey === undefined && source.headers === undefined) return NO_SECRETS
   // Kept as `secretsOf` keeps what it builds: what looks a text through (its byte and form indexes)
   // is made once for one list of secrets, so the starts of runs with the same credentials share it.
-  const key = JSON.stringify([source.apiKey ?? null, Object.entries(source.headers ?? {})])
-  const found = dataBuilt.get(key)
-  if (found !== undefined) {
-    dataBuilt.delete(key)
-    dataBuilt.set(key, found)
-    return found
-  }
-  const secrets = secretsFrom(formsFrom(source, false).data, new Set(), undefined)
-  if (dataBuilt.size >= BUILT_KEPT) dataBuilt.delete(dataBuilt.keys().next().value as string)
-  dataBuilt.set(key, secrets)
-  return secrets
+  return keptIn(dataBuilt, source, () => secretsFrom(formsFrom(source, false).data, new Set(), undefined))
 }
 
 /** What {@link dataSecretsOf} built lately, by what it was built from (in memory only). */

@@ -16,6 +16,7 @@ import { forgetSweeps } from '../store/snapshot.js'
 import { EventMaker, completeInvocation, facts, invocationOf, startChild } from './support/log-fixtures.js'
 import { bounded, withTmpdir } from './support/temp.js'
 import { ensureBuilt } from './support/built.js'
+import { collected } from './support/faults-process.js'
 
 ensureBuilt()
 const BUILT_CLI = 'dist/bin/factstate.js'
@@ -30,15 +31,7 @@ function cliEnv(tmp: string): NodeJS.ProcessEnv {
 
 /** Runs `script` with bash (Node and the CLI's command line as its arguments); resolves with what it printed and its exit code. */
 function bash(script: string, args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn('bash', ['-c', script, 'bash', ...args], { stdio: ['ignore', 'pipe', 'pipe'], env })
-    let stdout = ''
-    let stderr = ''
-    child.stdout.on('data', (chunk) => (stdout += chunk))
-    child.stderr.on('data', (chunk) => (stderr += chunk))
-    child.on('error', reject)
-    child.on('close', (code) => resolve({ code, stdout, stderr }))
-  })
+  return collected('bash', ['-c', script, 'bash', ...args], { env })
 }
 
 /**

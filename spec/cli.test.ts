@@ -19,6 +19,7 @@ import { collector } from './support/cli-io.js'
 import { completeInvocation, EventMaker, facts, invocationOf } from './support/log-fixtures.js'
 import { withTempDir, withTimeout } from './support/temp.js'
 import { ensureBuilt } from './support/built.js'
+import { collected } from './support/faults-process.js'
 
 /** Bounds a test's body: uvu has no timeout of its own. */
 const bounded30 = <T>(body: Promise<T>): Promise<T> => withTimeout(body, 30_000)
@@ -46,15 +47,7 @@ ensureBuilt()
 
 /** Runs the CLI (the build unless `from` says the sources) with `env` added to its environment. */
 function cli(args: string[], env?: NodeJS.ProcessEnv, from: readonly string[] = BUILT_CLI): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [...from, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...cliEnv, ...env } })
-    let stdout = ''
-    let stderr = ''
-    child.stdout.on('data', (chunk) => (stdout += chunk))
-    child.stderr.on('data', (chunk) => (stderr += chunk))
-    child.on('error', reject)
-    child.on('close', (code) => resolve({ code, stdout, stderr }))
-  })
+  return collected(process.execPath, [...from, ...args], { env: { ...cliEnv, ...env } })
 }
 
 test('a reading command never locks the application out of its log: it reads a snapshot made beside the log, and removes it', () =>

@@ -2,7 +2,7 @@
  * Child processes for the fault suites: a script run to its end (the chaos harness, the CLI), in
  * its own process group so that a timeout kills it together with anything it started.
  */
-import { spawn } from 'node:child_process'
+import { spawn, type SpawnOptions } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { childArguments } from './compiled-children.js'
 
@@ -50,6 +50,19 @@ export function runScript(script: string, args: string[], ms: number, env: NodeJ
       if (timedOut) reject(new Error(`${script} did not finish within ${ms} ms; stderr: ${stderr}`))
       else resolve({ code, signal, stdout, stderr })
     })
+  })
+}
+
+/** Runs `command ...args` (stdin closed) to its end; resolves with its exit code and all it printed. Unbounded: the caller's test bounds it. */
+export function collected(command: string, args: readonly string[], options: SpawnOptions = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, { ...options, stdio: ['ignore', 'pipe', 'pipe'] })
+    let stdout = ''
+    let stderr = ''
+    child.stdout?.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk))
+    child.stderr?.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk))
+    child.on('error', reject)
+    child.on('close', (code) => resolve({ code, stdout, stderr }))
   })
 }
 

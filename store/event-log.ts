@@ -10,7 +10,7 @@ import { type SessionListing, type SessionsOptions, readSessionsOptions } from '
 import { id as idSchema, idMappingFor, runBoundarySchema } from '../facts/schema.js'
 import type { HandoffIntent, HandoffPause, InvocationInput, InvocationOutcome, ParentCall, RunBoundary, RuntimeEvent, StoredEvent, TerminalStatus, UncertainOperation } from '../facts/types.js'
 import { EMPTY_CHAIN, CHAIN_BYTES, chainStep, logDigest, runChainStart, runDigest } from './digest.js'
-import { carriesProviderState, chainedIdRecord, decodeEvent, decodeRecord, encodeRecord, encodeValidatedEvent, checkFactRules, indexRecord, isAbortSignal, messageOf, peekInvocationId, validateEvent } from './encoding.js'
+import { PROVIDER_STATE_FORMAT, carriesProviderState, chainedIdRecord, decodeEvent, decodeRecord, encodeRecord, encodeValidatedEvent, checkFactRules, indexRecord, isAbortSignal, messageOf, peekInvocationId, validateEvent } from './encoding.js'
 import { IdFilter, parseIdFilter, serializeIdFilter } from './id-filter.js'
 import { IndexAudit } from './index-audit.js'
 import { keys, seqOfEventKey, seqOfRecentKey, seqPart } from './keys.js'
@@ -2850,7 +2850,7 @@ export class EventLog {
     }
     batch.put(keys.head, encodeRecord(staging.head))
     // Marked up in the batch of the first fact that needs it, not before: a log without one stays readable by 0.9.x.
-    staging.format = this.#format >= INDEX_FORMAT || !carriesFormat6(staging.events) ? BASE_FORMAT : INDEX_FORMAT
+    staging.format = this.#format >= PROVIDER_STATE_FORMAT || !carriesFormat6(staging.events) ? BASE_FORMAT : PROVIDER_STATE_FORMAT
     if (this.#format < staging.format) batch.put(keys.format, encodeRecord(staging.format))
     if (!this.#reservationsMarked) batch.put(keys.reservationsIndexed, encodeRecord(1))
     if (!this.#recencyMarked) batch.put(keys.recencyIndexed, encodeRecord(1))

@@ -17,7 +17,6 @@ import { timerMs } from './timer-limit.js'
 
 /** Given to the SDK, which insists on a key, when the provider has none; never sent (see the constructor). */
 const PLACEHOLDER_API_KEY = 'not-set'
-/** The largest delay `setTimeout` accepts. */
 /** How much provider text a message may quote. */
 const QUOTE_LIMIT = 300
 
@@ -335,7 +334,6 @@ function callOf(callId: string, name: string, args: string, extra: unknown): Too
   return { callId, name, arguments: args, ...(extraContent === undefined ? {} : { extraContent }) }
 }
 
-
 /** A copy of `value`, its objects copied at every depth (as `mergeInto` takes them). */
 function mergedCopy(value: Record<string, unknown>): Record<string, unknown> {
   const copy: Record<string, unknown> = {}
@@ -356,16 +354,17 @@ function mergeInto(into: Record<string, unknown>, part: Record<string, unknown>)
 /** The string members of a streamed `reasoning_details` entry that its parts carry in pieces. */
 const DETAIL_PIECES: ReadonlySet<string> = new Set(['text', 'summary', 'data'])
 
+/** The entry types whose parts without an index continue the entry before them (see `StreamedDetails`). */
+const CONTINUED_TYPES: ReadonlySet<string> = new Set(['reasoning.text'])
+
 /**
  * OpenRouter's streamed `reasoning_details`, put together: parts carrying the same `index` are one
  * entry (their `text`, `summary` and `data` pieces joined; other members kept, the last non-empty
  * one of each: a `signature` comes with the last part), unless a part names another `type` than the
- * entry's (it starts the next entry); parts without one are entries of their own.
- * What is not an object is dropped.
+ * entry's (it starts the next entry); parts without one are entries of their own, but for a
+ * `reasoning.text` part right after one (`CONTINUED_TYPES`), which continues it until it has its
+ * signature. What is not an object is dropped.
  */
-/** The entry types whose parts without an index continue the entry before them (see `StreamedDetails`). */
-const CONTINUED_TYPES: ReadonlySet<string> = new Set(['reasoning.text'])
-
 class StreamedDetails {
   readonly entries: Record<string, unknown>[] = []
   readonly #byIndex = new Map<number, Record<string, unknown>>()

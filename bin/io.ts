@@ -198,14 +198,8 @@ export function removeCopiesOnSignals(): void {
   for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
     process.on(signal, function onSignal() {
       if (process.listeners(signal).some((listener) => listener !== onSignal)) return
-      for (const path of copyDirectories) {
-        try {
-          // A snapshot's own LevelDB may still write a file into it meanwhile: removal is retried.
-          rmSync(path, { recursive: true, force: true, maxRetries: 3 })
-        } catch {
-          // Left behind, in the temporary directory: the process ends all the same.
-        }
-      }
+      // A snapshot's own LevelDB may still write a file into one meanwhile: removal is retried.
+      removeCopyDirectoriesNow(3)
       // Ended by the signal itself, not by an exit code: a shell running this in a loop or a script
       // stops there too, as it does for any program Ctrl-C ends.
       process.off(signal, onSignal)
@@ -223,15 +217,24 @@ export function removeCopiesOnSignals(): void {
  */
 export function removeCopiesOnExit(): void {
   process.on('exit', () => {
-    for (const path of copyDirectories) {
-      try {
-        rmSync(path, { recursive: true, force: true })
-      } catch {
-        // Left for the sweep.
-      }
-    }
+    removeCopyDirectoriesNow(0)
     copyDirectories.clear()
   })
+}
+
+/**
+ * Removes the snapshot directories this process made, synchronously (as a signal's or the exit's
+ * listener must), each tried `maxRetries` more times; one that cannot be removed is left behind, for
+ * the writer's next open to sweep: the process ends all the same.
+ */
+function removeCopyDirectoriesNow(maxRetries: number): void {
+  for (const path of copyDirectories) {
+    try {
+      rmSync(path, { recursive: true, force: true, maxRetries })
+    } catch {
+      // Left for the sweep.
+    }
+  }
 }
 
 /** The signal a command asked the process to end by, once it has returned (`endBySignal`). */

@@ -1290,9 +1290,9 @@ export class InvocationActor implements GateOwner {
     for (let attempt = 1; ; attempt += 1) {
       // Durable before the request is sent: every piece of the attempt can name it.
       const requestSeq = await this.#record({ type: 'model.requested', stepId, model: execution.model, requestDigest })
-      const live = this.#liveText(stepId, attempt, requestSeq)
+      const live = this.#liveText(this.setup.onModelText, stepId, attempt, requestSeq)
       // Not kept in `#live`: `liveText()` gives the answer's text only.
-      const reasoning = this.#liveReasoning(stepId, attempt, requestSeq)
+      const reasoning = this.#liveText(this.setup.onModelReasoning, stepId, attempt, requestSeq)
       const calls = this.#liveCalls(stepId, attempt, requestSeq)
       this.#live = live === undefined && calls === undefined ? undefined : { requestSeq, stepId, attempt, text: live, calls }
       const response = await executor.attempt(client, {
@@ -1358,17 +1358,11 @@ export class InvocationActor implements GateOwner {
     )
   }
 
-  /** Where the text of one attempt goes as it arrives, when the run's caller asked for it. */
-  #liveText(stepId: string, attempt: number, requestSeq: number): LiveText | undefined {
-    const receiver = this.setup.onModelText
-    if (receiver === undefined) return undefined
-    const { invocationId } = this.setup.invocation
-    return new LiveText(this.setup.secrets.inData, (text, { index, offset }) => receiver({ invocationId, stepId, attempt, requestSeq, index, offset, text }))
-  }
-
-  /** Where the reasoning text of one attempt goes as it arrives, when the run's caller asked for it. */
-  #liveReasoning(stepId: string, attempt: number, requestSeq: number): LiveText | undefined {
-    const receiver = this.setup.onModelReasoning
+  /**
+   * Where the text (`onModelText`) or the reasoning text (`onModelReasoning`) of one attempt goes as it
+   * arrives, to `receiver`, when the run's caller gave one.
+   */
+  #liveText(receiver: ((piece: ModelTextPiece) => void) | undefined, stepId: string, attempt: number, requestSeq: number): LiveText | undefined {
     if (receiver === undefined) return undefined
     const { invocationId } = this.setup.invocation
     return new LiveText(this.setup.secrets.inData, (text, { index, offset }) => receiver({ invocationId, stepId, attempt, requestSeq, index, offset, text }))

@@ -126,8 +126,8 @@ export class ModelExecutor {
         // The receiver's failure is its own.
       }
     }
-    // The same for the pieces of the answer's reasoning.
     const piece = pieceFor(onText)
+    // The same for the pieces of the answer's reasoning.
     const reasoningPiece = pieceFor(onReasoning)
     // The same for the pieces of tool calls, of which only the members of their shape go on.
     const callPiece = (given: ToolCallPiece) => {

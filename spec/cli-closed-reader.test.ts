@@ -50,12 +50,15 @@ const AS_TYPED = `"$@" 2>&1 | head -1; echo "exit \${PIPESTATUS[0]}"`
 const leftIn = async (directory: string): Promise<string[]> => (await readdir(directory)).filter((name) => /^\.?factstate-(cli|snapshot)-/.test(name))
 
 /** A log at `dir`/log of 14 ended invocations (112 facts, `session-r0` … `session-r13`). */
-async function writtenLog(dir: string): Promise<string> {
+/** A log of 14 runs in `dir`, and beside it the directory the CLI is given as its TMPDIR. */
+async function writtenLog(dir: string): Promise<{ location: string; tmp: string }> {
   const location = join(dir, 'log')
   const log = await EventLog.open(location)
   await log.appendAll(Array.from({ length: 14 }, (_, i) => completeInvocation(`r${i}`)).flat())
   await log.close()
-  return location
+  const tmp = join(dir, 'tmp')
+  await mkdir(tmp)
+  return { location, tmp }
 }
 
 const readers = (location: string): string[][] => [
@@ -74,9 +77,7 @@ const readers = (location: string): string[][] => [
 test(
   'every command stops quietly when the reader of stdout and stderr (2>&1 | head -1) goes: exit 0, and no snapshot directory left beside the log or in TMPDIR, with a service holding the log and without',
   bounded(240_000, async (dir) => {
-    const location = await writtenLog(dir)
-    const tmp = join(dir, 'tmp')
-    await mkdir(tmp)
+    const { location, tmp } = await writtenLog(dir)
     const env = cliEnv(tmp)
     const check = async (args: string[], how: string, script: string) => {
       const run = await bash(script, [process.execPath, BUILT_CLI, ...args], env)
@@ -114,9 +115,7 @@ test(
 test(
   'stderr that fails otherwise (2>/dev/full): the command finishes, stdout whole, exits 4 (output that cannot be written), and leaves no snapshot directory',
   bounded(60_000, async (dir) => {
-    const location = await writtenLog(dir)
-    const tmp = join(dir, 'tmp')
-    await mkdir(tmp)
+    const { location, tmp } = await writtenLog(dir)
     const env = cliEnv(tmp)
     // Linux's /dev/full answers every write with ENOSPC. `log` writes its summary there; held, `verify` its note.
     const holder = startChild('child-hold-log.ts', [location])
@@ -150,9 +149,7 @@ test(
 test(
   "the writer's open sweeps an empty CLI directory beside the log once it has not changed for a minute (a command killed before it removed it, or an older version's), and leaves a fresh one and a running command's",
   bounded(60_000, async (dir) => {
-    const location = await writtenLog(dir)
-    const tmp = join(dir, 'tmp')
-    await mkdir(tmp)
+    const { location, tmp } = await writtenLog(dir)
     const minutesAgo = new Date(Date.now() - 120_000)
     const abandoned = [join(dir, '.factstate-cli-abandoned'), join(tmp, 'factstate-cli-abandoned')]
     const fresh = join(dir, '.factstate-cli-fresh')

@@ -12,6 +12,11 @@ const [dir, baseUrl] = process.argv.slice(2) as [string, string]
 const apiKey = process.env.FAULTS_API_KEY as string
 const headers = JSON.parse(process.env.FAULTS_HEADERS as string) as Record<string, string>
 
+// Nothing else keeps the event loop alive once the tool is waiting (the client's keep-alive
+// socket closes when the server drops it), so the process could end on its own before the
+// parent's SIGKILL (CI at 1d97012, Node 24: the exit signal was null). This interval holds it.
+setInterval(() => undefined, 1 << 30)
+
 const log = await EventLog.open(dir)
 const engine = new Engine({ log, model: new ModelExecutor({ timeoutMs: 10_000 }) })
 await engine.start({

@@ -625,6 +625,31 @@ function withClientSecrets(client: ModelClient, secrets: Secrets): Secrets {
   return secrets
 }
 
+/** What `start` made of its input before reading the log (see `Engine#prepare`). */
+interface PreparedRun {
+  /** The checked copy that runs, its tools the admitted copies. */
+  run: RunInput
+  admitted: AdmittedTool[]
+  /** The run of this engine it holds secrets from (see `Engine#parentRunOf`). */
+  parent: TrackedRun | undefined
+  /** The start options, each read once. */
+  read: StartOptions
+  made: MadeRun
+}
+
+/** A run's `invocation.opened` as its admission would append it, with what the actor is made with. */
+interface OpeningFact {
+  event: RuntimeEvent
+  /** The facts a continuation or successor replays. */
+  lineage: RuntimeEvent[]
+  execution: ExecutionSettings
+  budget: number
+  /** The backup point the session has not run since, unacknowledged (see `Engine#admit`). */
+  restored: BackupPoint | undefined
+  /** A successor admitted with its signal already aborted: it gives its turn up. */
+  givingUp: boolean
+}
+
 /** What `start` made of a run before its admission: its model client, with the secrets that holds. */
 interface MadeRun {
   client: ModelClient
@@ -904,6 +929,41 @@ export class Engine {
   }
 
   async #start(input: RunInput, options: StartOptions): Promise<RunningInvocation> {
+    // Synchronous up to `#opening`: `running(id)` gives a handle once `start()` has returned.
+    const prepared = this.#prepare(input, options)
+    const { run, admitted, parent, read, made } = prepared
+    // From here on `running(id)` gives a handle of the run (before any await: once `start()` has returned).
+    const opening = this.#opening(run.invocation, read.signal, made.secrets)
+    try {
+      const started = await this.#admitRun(run, admitted, read, opening, made)
+      if (parent !== undefined) this.#childOf(run, parent)
+      return started
+    } catch (error) {
+      if (opening !== undefined) this.#notOpened(opening, error, read.signal)
+      throw error
+    }
+  }
+
+  /**
+   * Whether `start(input, options)` would admit the run now: every check `start()` makes before it
+   * writes (the same code, the same refusal), the admission rules run in a group commit as the log
+   * stands there, and the opening fact staged under every integrity rule, then dropped. Writes nothing,
+   * starts nothing, registers no handle (`running(id)` stays `undefined`); it makes the run's model
+   * client (to look for its secrets) and asks `now` and `eventId` for the first fact, as `start()`
+   * does, and sends no request. A check that passed says nothing of a later `start()`: another start,
+   * a seal or a run ending in between can make it refuse.
+   */
+  async check(input: RunInput, options: StartOptions = {}): Promise<void> {
+    const { run, admitted, read, made } = this.#prepare(input, options)
+    const opening = await this.#openingFact(run, admitted, read.signal, made)
+    await this.#log.checkAppend([opening.event], (view) => this.#admit(run, opening.event, view, opening.restored))
+  }
+
+  /**
+   * What `start` reads and checks of its input before the log is read (synchronously): the run as it
+   * will run (a checked copy, its tools admitted), its parent run, its options and its model client.
+   */
+  #prepare(input: RunInput, options: StartOptions): PreparedRun {
     // The caller keeps its objects: later changes to them (its invocation ids, the pause it passed,
     // its provider options, its tools' schemas) must not alter a running invocation, nor what
     // admission compares after its first await. Everything but the tools is plain data.
@@ -995,16 +1055,7 @@ export class Engine {
       }
     }
     run.providerOptions ??= {}
-    // From here on `running(id)` gives a handle of the run (before any await: once `start()` has returned).
-    const opening = this.#opening(run.invocation, signal, secrets)
-    try {
-      const started = await this.#admitRun(run, admitted, { signal, onModelText, onModelReasoning, onToolCallText, onToolProgress, onApproval }, opening, { client, secrets, held })
-      if (parent !== undefined) this.#childOf(run, parent)
-      return started
-    } catch (error) {
-      if (opening !== undefined) this.#notOpened(opening, error, signal)
-      throw error
-    }
+    return { run, admitted, parent, read: { signal, onModelText, onModelReasoning, onToolCallText, onToolProgress, onApproval }, made: { client, secrets, held } }
   }
 
   /**
@@ -1081,7 +1132,63 @@ export class Engine {
   /** The admission of a run whose input has been read and checked, and the start of its actor. */
   async #admitRun(run: RunInput, admitted: AdmittedTool[], options: StartOptions, opening: Opening | undefined, made: MadeRun): Promise<RunningInvocation> {
     const { signal, onModelText, onModelReasoning, onToolCallText, onToolProgress, onApproval } = options
-    const { client, secrets, held } = made
+    const { client, secrets } = made
+    const { invocation } = run
+    const { event, lineage, execution, budget, restored, givingUp } = await this.#openingFact(run, admitted, signal, made)
+    const snapshot = applyFact(initialInvocationSnapshot(), event.fact)
+    // Marked live inside the admission, so a refused concurrent start of the same id never unmarks the admitted one.
+    let marked = false
+    try {
+      await this.#log.appendAll([event], async (view) => {
+        await this.#admit(run, event, view, restored)
+        if (!this.#log.live.has(invocation.invocationId)) {
+          this.#log.live.add(invocation.invocationId)
+          marked = true
+        }
+      })
+    } catch (error) {
+      if (marked) this.#log.live.delete(invocation.invocationId)
+      throw error
+    }
+    const actor = new InvocationActor({
+      log: this.#log,
+      invocation,
+      lineage,
+      opened: event,
+      snapshot,
+      execution,
+      budget,
+      tools: run.tools,
+      toolConcurrency: run.toolConcurrency ?? 1,
+      client,
+      executor: this.#model,
+      secrets,
+      // A given-up successor's actor gets a signal that stays aborted, whatever the caller's object says later.
+      signal: givingUp ? AbortSignal.abort(signal?.reason) : signal,
+      onModelText,
+      onToolCallText,
+      onApproval,
+      // Made only for a run whose caller listens: a run without it (a held one, say) holds nothing more.
+      ...(onToolProgress === undefined ? {} : { toolProgress: new ToolProgressBoard(onToolProgress) }),
+      ...(onModelReasoning === undefined ? {} : { onModelReasoning }),
+      now: this.#now,
+      eventId: this.#eventId,
+      maxToolResultBytes: this.#maxToolResultBytes,
+      toolTimeoutMs: this.#toolTimeoutMs,
+      // A cancel asked for through `running(id)` while the run was being admitted, unless its signal had aborted first.
+      cancel: opening?.cancel !== undefined && !(signal !== undefined && opening.cancel.after.includes(signal)) ? opening.cancel.reason : undefined,
+      gate: opening?.gate,
+    })
+    return this.#track(actor, invocation, opening)
+  }
+
+  /**
+   * The checks of a run's admission made before its group commit (a successor's seal, the ids
+   * already used, unknown outcomes, its source's lineage, the recorded settings' bytes) and the
+   * `invocation.opened` they lead to: what `start()` appends and `check()` only stages.
+   */
+  async #openingFact(run: RunInput, admitted: AdmittedTool[], signal: AbortSignal | undefined, made: MadeRun): Promise<OpeningFact> {
+    const { held } = made
     const { invocation, work } = run
     const catalog = catalogOf(run.tools, admitted.map((entry) => entry.shown))
     const settings: ExecutionSettings = canonical({
@@ -1210,54 +1317,10 @@ export class Engine {
         { details: { fields: [] } },
       )
     }
-    const snapshot = applyFact(initialInvocationSnapshot(), event.fact)
     // The session's latest run is checked in the admission, atomically; read here first, outside the
     // group commit, so that the check there finds it in memory (a log just opened reads the run index).
     if (work.kind === 'continuation' && work.onlyIfLatest === true) await this.#log.latestRun(invocation.sessionId)
-    // Marked live inside the admission, so a refused concurrent start of the same id never unmarks the admitted one.
-    let marked = false
-    try {
-      await this.#log.appendAll([event], async (view) => {
-        await this.#admit(run, event, view, restored)
-        if (!this.#log.live.has(invocation.invocationId)) {
-          this.#log.live.add(invocation.invocationId)
-          marked = true
-        }
-      })
-    } catch (error) {
-      if (marked) this.#log.live.delete(invocation.invocationId)
-      throw error
-    }
-    const actor = new InvocationActor({
-      log: this.#log,
-      invocation,
-      lineage,
-      opened: event,
-      snapshot,
-      execution,
-      budget,
-      tools: run.tools,
-      toolConcurrency: run.toolConcurrency ?? 1,
-      client,
-      executor: this.#model,
-      secrets,
-      // A given-up successor's actor gets a signal that stays aborted, whatever the caller's object says later.
-      signal: givingUp ? AbortSignal.abort(signal?.reason) : signal,
-      onModelText,
-      onToolCallText,
-      onApproval,
-      // Made only for a run whose caller listens: a run without it (a held one, say) holds nothing more.
-      ...(onToolProgress === undefined ? {} : { toolProgress: new ToolProgressBoard(onToolProgress) }),
-      ...(onModelReasoning === undefined ? {} : { onModelReasoning }),
-      now: this.#now,
-      eventId: this.#eventId,
-      maxToolResultBytes: this.#maxToolResultBytes,
-      toolTimeoutMs: this.#toolTimeoutMs,
-      // A cancel asked for through `running(id)` while the run was being admitted, unless its signal had aborted first.
-      cancel: opening?.cancel !== undefined && !(signal !== undefined && opening.cancel.after.includes(signal)) ? opening.cancel.reason : undefined,
-      gate: opening?.gate,
-    })
-    return this.#track(actor, invocation, opening)
+    return { event, lineage, execution, budget, restored, givingUp }
   }
 
   /** Registers a started actor and makes its handle (apart from `start`, so the handle does not keep the input alive). */

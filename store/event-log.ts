@@ -259,6 +259,13 @@ export interface LogInternals {
   /** On a snapshot of a damaged log (marked so, or its copy's write-ahead log lost facts), the `LOG_CORRUPT` its `verify()` refuses with. */
   damage(): FactstateError | undefined
   appendAll(events: RuntimeEvent[], precondition?: Precondition): Promise<number[]>
+  /**
+   * `appendAll` without the write: the events are validated, their sources verified, `precondition`
+   * run and the events staged (every integrity rule applied) in the next group commit, as the log
+   * stands there, then dropped. Resolves with the seqs they would have got, or rejects exactly as
+   * `appendAll` would have; nothing is written and the log's state is left as it was.
+   */
+  checkAppend(events: RuntimeEvent[], precondition?: Precondition): Promise<number[]>
   invocationRecord(invocationId: string): Promise<InvocationRecord | undefined>
   sessionRecord(sessionId: string): Promise<SessionRecord>
   invocationEvents(invocationId: string, upTo?: number): Promise<StoredEvent[]>
@@ -585,6 +592,8 @@ class PendingEntry {
     readonly single: boolean,
     /** Its place among the log's appends (1, 2, …): see `EventLog#settled`. */
     readonly ordinal: number,
+    /** Checked only (`checkAppend`): staged on a scratch staging, then dropped; resolved once staged. */
+    readonly dryRun = false,
   ) {}
 }
 
@@ -1492,6 +1501,7 @@ export class EventLog {
     const self = this
     internalsOf.set(this, {
       appendAll: (events, precondition) => this.#enqueue(events, precondition, false) as Promise<number[]>,
+      checkAppend: (events, precondition) => this.#enqueue(events, precondition, false, false, true) as Promise<number[]>,
       digestOf: (seq, eventId) => {
         this.#assertOpen()
         let stored: Uint8Array | undefined
@@ -2450,7 +2460,7 @@ export class EventLog {
   }
 
   /** `owned`: `events` is an array made for this call, so the validated copies may replace its items. */
-  #enqueue(events: RuntimeEvent[], precondition: Precondition | undefined, single: boolean, owned = false): Promise<number | number[]> {
+  #enqueue(events: RuntimeEvent[], precondition: Precondition | undefined, single: boolean, owned = false, dryRun = false): Promise<number | number[]> {
     let validated: RuntimeEvent[]
     // Each source to verify with the id of the event that names it (a refusal names that event).
     let sources: { boundary: RunBoundary; eventId: string }[] | undefined
@@ -2477,7 +2487,7 @@ export class EventLog {
     // A run opened from a source names its boundary by digest: one the log has not verified yet is
     // verified first (the engine's admission has, through `lineage`), so a direct append cannot
     // record a source whose digest the stored facts do not reproduce.
-    if (sources === undefined && this.#ordered === undefined) return this.#enqueueValidated(validated, precondition, single)
+    if (sources === undefined && this.#ordered === undefined) return this.#enqueueValidated(validated, precondition, single, dryRun)
     // Appends are staged in the order they were made: while one waits for its sources to be
     // verified, later ones wait behind it (a pipelined `append(opened)`, `append(requested)` stays in order).
     const checked = sources
@@ -2489,7 +2499,7 @@ export class EventLog {
           // Made before any close, it is written: a close waits for these (see `#shutdown`).
           if (this.#failed) throw this.#failed
           // Wrapped: `staged` settles once the append is queued, not once it is durable.
-          return { appended: this.#enqueueValidated(validated, precondition, single) }
+          return { appended: this.#enqueueValidated(validated, precondition, single, dryRun) }
         },
         (error: unknown) => {
           throw error instanceof FactstateError && error.code === 'RUN_SOURCE_MISMATCH' && validated.some((event) => event.fact.type === 'invocation.opened' && event.fact.input.kind === 'handoff')
@@ -2535,13 +2545,13 @@ export class EventLog {
     }
   }
 
-  #enqueueValidated(validated: RuntimeEvent[], precondition: Precondition | undefined, single: boolean): Promise<number | number[]> {
+  #enqueueValidated(validated: RuntimeEvent[], precondition: Precondition | undefined, single: boolean, dryRun = false): Promise<number | number[]> {
     // Started here, never while an entry is half staged: a new filter gets the ids of the stagings
-    // in flight, and a scratch staging's would be missed.
-    if (this.#idsBuild === undefined ? (this.#appended += validated.length) >= ID_FILTER_AFTER : this.#idsReady && this.#ids?.full) {
+    // in flight, and a scratch staging's would be missed. A dry run appends nothing.
+    if (this.#idsBuild === undefined ? (this.#appended += dryRun ? 0 : validated.length) >= ID_FILTER_AFTER : this.#idsReady && this.#ids?.full) {
       this.#idsBuild = this.#buildIds()
     }
-    const entry = new PendingEntry(validated, precondition, single, ++this.#queued)
+    const entry = new PendingEntry(validated, precondition, single, ++this.#queued, dryRun)
     const promise = new Promise<number | number[]>((resolve, reject) => {
       entry.resolve = resolve
       entry.reject = reject
@@ -2622,7 +2632,7 @@ export class EventLog {
     const batch = (this.#next ??= { staging: new Staging(this.#inFlight, this.#state), accepted: [], events: 0, writes: undefined, put: 0, last: 0 })
     batch.last = entry.ordinal
     const { precondition } = entry
-    if (precondition === undefined && entry.events.length === 1) {
+    if (precondition === undefined && entry.events.length === 1 && !entry.dryRun) {
       // One event stages completely or throws before it changes anything: no scratch staging needed.
       try {
         const seq = this.#stageEvent(batch.staging, entry.events[0] as RuntimeEvent)
@@ -2639,6 +2649,12 @@ export class EventLog {
     const local = new Staging(batch.staging, this.#state, true)
     const stage = () => {
       const seqs = entry.events.map((event) => this.#stageEvent(local, event))
+      // A dry run (`checkAppend`) stops here: every rule applied, the scratch staging dropped. Its
+      // ordinal still settles with the group's (`batch.last`), after every append staged before it.
+      if (entry.dryRun) {
+        entry.resolve((entry.single ? seqs[0] : seqs) as number & number[])
+        return
+      }
       local.mergeInto(batch.staging)
       entry.result = entry.single ? (seqs[0] as number) : seqs
       batch.accepted.push(entry)

@@ -30,7 +30,10 @@ function run(file: string, cwd = REPO_ROOT): Promise<{ code: number | null; outp
 
 const examples: [file: string, mustSay: RegExp][] = [
   ['examples/many-actors.ts', /100 of 100 sessions completed/],
-  ['examples/human-approval.ts', /✔ B: the successor's model was told, after the sealed transcript: carol@acme approved the refund of B-7 \(ticket 77\)\n[\s\S]*✔ C: asked before its preparation, the refund was refused and nothing issued before the review\n✔ C: approved, the successor issued it\n✔ every tool ran exactly once, each refund after its approval/],
+  [
+    'examples/human-approval.ts',
+    /✔ G: another session's call for A's order was refused: nothing issued, A's approval not taken\n[\s\S]*✔ B: the successor's model was told, after the sealed transcript: carol@acme approved the refund of B-7 \(ticket 77\)\n[\s\S]*✔ C: asked before its preparation, the refund was refused and nothing issued before the review\n✔ C: approved, the successor issued it\n[\s\S]*✔ D: approved after the deploy, the successor is refused by the check: HANDOFF_MISMATCH \(instructions\)\n✔ D: no approval recorded, nothing issued, no model request\n✔ D: the turn still waits \(pendingSessions lists it\)\n✔ D: with the sealed instructions, the successor issued it\n✔ every tool ran exactly once, each refund after its approval\n✔ the gate refused only what was not approved for its session/,
+  ],
   ['examples/cross-process-handoff.ts', /the tool ran 1 time\(s\) across both processes/],
   ['examples/continuation.ts', /charge_card ran 1 time\(s\) in total/],
   ['examples/conversation.ts', /run-2 \(completed\): the model was sent 4 messages \(system, user, assistant, user\) and said "Your name is Ada\."/],

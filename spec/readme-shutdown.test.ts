@@ -1,11 +1,11 @@
 /**
- * The README's shutdown recipe, the part that finishes at the next start the turns a shutdown cut
- * short ("Cancelling a run": the block after the SIGTERM handler, continuing the runs that ended
- * `cancelled{shutdown}`), run as it is written: two runs are cancelled by a shutdown and one by the
- * user, then the next start runs the block twice at once (a start-up run twice in one process), both
- * passes having listed the sessions before either continues one. Each shutdown's turn is finished
- * once, the stop is left as it is, a child run the shutdown cancelled is left to its supervisor, and
- * neither pass throws.
+ * The README's start-up loop ("After a crash") after a shutdown ("Cancelling a run": the SIGTERM
+ * recipe ends the runs it was answering `cancelled{shutdown}`, and the next start finishes them with
+ * that loop), run as it is written: two runs are cancelled by a shutdown and one by the user, then
+ * the next start runs the block twice at once (a start-up run twice in one process), both passes
+ * having listed the sessions before either continues one. Each shutdown's turn is finished once, the
+ * stop is left as it is, a child run the shutdown cancelled is left to its supervisor, and neither
+ * pass throws.
  */
 import { randomUUID } from 'node:crypto'
 import { writeFile } from 'node:fs/promises'
@@ -18,22 +18,30 @@ import { type ScriptedModelServer, answer, scriptedModelServer } from '../testin
 import { readmeBlock, repoModuleParts } from './support/readme.js'
 import { withTempDir, withTimeout } from './support/temp.js'
 
-/** The README block that continues the runs a shutdown cancelled: in "Cancelling a run", the one that skips all but `'shutdown'`. */
-const shutdownLoop = (): Promise<string> =>
-  readmeBlock("unanswered.outcome.source !== 'shutdown'", "one loop that continues the shutdown's runs in the README", { from: '## Cancelling a run', until: '## API' })
+/** The README's start-up loop, in "After a crash" (the one that calls recoverInvocations): it also finishes what a shutdown cancelled. */
+const startUpLoop = (): Promise<string> => readmeBlock('await recoverInvocations(log', 'one start-up loop in the README', { from: '## After a crash', until: '## Concepts' })
 
-/** The block as a module's function of the names it uses (its imports at the module's top, `factstate` the repository's). */
+/**
+ * The block as a module's function of the names it uses (its imports at the module's top, `factstate`
+ * the repository's; the functions it declares, the application's, are the function's parameters).
+ */
 function loopModule(block: string): string {
   const { imports, lines } = repoModuleParts(block)
-  const body = lines.join('\n')
+  const body = lines.filter((line) => !line.startsWith('declare function ')).join('\n')
   return `${imports}
-export async function startUp(log, engine, settingsFor, newRun) {
+export async function startUp(log, engine, settingsFor, effectFound, stopRequested) {
 ${body}
 }
 `
 }
 
-type StartUp = (log: unknown, engine: Engine, settingsFor: (sessionId: string) => Omit<RunInput, 'invocation' | 'work'>, newRun: (sessionId: string) => RunInput['invocation']) => Promise<void>
+type StartUp = (
+  log: EventLog,
+  engine: Engine,
+  settingsFor: (sessionId: string) => Omit<RunInput, 'invocation' | 'work'>,
+  effectFound: (op: unknown) => Promise<string | undefined>,
+  stopRequested: (sessionId: string) => Promise<boolean>,
+) => Promise<void>
 
 test("the README's loop after a shutdown finishes each cancelled{shutdown} turn once, with two passes at once, and leaves a user's stop", () =>
   withTimeout(
@@ -46,7 +54,7 @@ test("the README's loop after a shutdown finishes each cancelled{shutdown} turn 
       }
       try {
         const file = join(dir, 'loop.mts') // an ES module wherever the temporary directory is
-        await writeFile(file, loopModule(await shutdownLoop()))
+        await writeFile(file, loopModule(await startUpLoop()))
         const { startUp } = (await import(pathToFileURL(file).href)) as { startUp: StartUp }
         const settingsFor = (sessionId: string) => ({
           provider: { kind: 'openai-chat' as const, baseUrl: servers[sessionId]?.baseUrl as string, model: 'stand-in' },
@@ -96,20 +104,21 @@ test("the README's loop after a shutdown finishes each cancelled{shutdown} turn 
         const log = await EventLog.open(join(dir, 'log'))
         try {
           const engine = new Engine({ log, model: new ModelExecutor({ retries: 0 }) })
-          let listed = 0
+          // The application's records of the user's stops (none here: the stopped run ended cancelled{user-stop},
+          // which the loop leaves by its outcome). Each pass asks it after listing the sessions and before its
+          // first continuation: the first question of one pass waits for the other's, so both listed first.
+          let asked = 0
           let bothListed: (() => void) | undefined
           const barrier = new Promise<void>((resolve) => (bothListed = resolve))
-          const seenByLoop = {
-            pendingSessions: async (options: { unanswered?: boolean }) => {
-              const sessions = await log.pendingSessions(options)
-              if (++listed === 2) bothListed?.()
-              await barrier
-              return sessions
-            },
-            runSource: (sessionId: string, runId: string) => log.runSource(sessionId, runId),
-            runs: (sessionId: string) => log.runs(sessionId),
+          const checkedForStops: string[] = []
+          const stopRequested = async (sessionId: string) => {
+            checkedForStops.push(sessionId)
+            if (++asked === 2) bothListed?.()
+            await barrier
+            return false
           }
-          await Promise.all([startUp(seenByLoop, engine, settingsFor, newRun), startUp(seenByLoop, engine, settingsFor, newRun)])
+          const effectFound = async () => 'nothing was uncertain'
+          await Promise.all([startUp(log, engine, settingsFor, effectFound, stopRequested), startUp(log, engine, settingsFor, effectFound, stopRequested)])
           await engine.drain()
           const shape = async (sessionId: string) => (await log.runs(sessionId)).map((run) => [run.kind, run.outcome])
           assert.equal(await shape('a'), [
@@ -128,6 +137,7 @@ test("the README's loop after a shutdown finishes each cancelled{shutdown} turn 
             'one request of each continuation, none of the stopped session nor of the child',
           )
           assert.equal((await log.pendingSessions({ unanswered: true })).map((session) => session.sessionId), ['child', 'stopped'], 'only the stop and the child are left unanswered')
+          assert.not.ok(checkedForStops.includes('stopped'), "the user's stop is left by its outcome, before the application's records are asked")
         } finally {
           await log.close()
         }

@@ -52,7 +52,8 @@ try {
 
   // Later, in another process: the app knows the conversation as session "chat-7", and continues its last run.
   log = await EventLog.open(join(dir, 'log'))
-  const last = (await log.runs('chat-7')).at(-1)!
+  // Its last run, read from the session's latest-run index (log.runs would read every run of the session).
+  const last = (await log.latestRun('chat-7'))!
   const source = (await log.runSource('chat-7', last.runId))!.boundary
   // onlyIfLatest: refused (RUN_SOURCE_STALE) if another message's run opened since `last` was read, instead of branching past it.
   const reply = await say(log, 2, { kind: 'continuation', source, content: 'What is my name?', onlyIfLatest: true })

@@ -85,5 +85,13 @@ export function assertDetailsFit(error: { code: string; details?: unknown }, wha
   const schema = (schemas as Record<string, z.ZodType | undefined>)[error.code]
   assert.ok(schema, `${what}: ${error.code} is not a code`)
   const checked = schema.safeParse(error.details)
-  assert.ok(checked.success, `${what}: details of ${error.code} do not fit its declared shape: ${JSON.stringify(error.details)} (${checked.error?.message})`)
+  if (checked.success) return
+  // Rendered only for a misfit: a detail may hold what JSON cannot write (an inspector option's refused value, a BigInt).
+  let shown: string
+  try {
+    shown = JSON.stringify(error.details)
+  } catch {
+    shown = String(error.details)
+  }
+  assert.unreachable(`${what}: details of ${error.code} do not fit its declared shape: ${shown} (${checked.error.message})`)
 }

@@ -51,6 +51,8 @@ export function readOptions<K extends string>(options: unknown, known: readonly 
     // Inherited ones too (options made by a class with getters).
     for (key of known) {
       const value = key in options ? (options as Record<string, unknown>)[key] : undefined
+      // A revoked proxy throws at its first use, later checks' included: refused here, named.
+      if ((typeof value === 'object' && value !== null) || typeof value === 'function') Array.isArray(value)
       if (value !== undefined) copy[key as K] = value
     }
   } catch (error) {

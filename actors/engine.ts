@@ -679,6 +679,33 @@ function admissionSecrets(provider: ProviderCredentials | undefined, engineSecre
   return dataSecretsOf({ ...(provider?.apiKey === undefined ? {} : { apiKey: provider.apiKey }), headers })
 }
 
+/**
+ * The dotted path of the member of `value` that cannot be copied (a proxy, say), found by copying
+ * ever smaller parts of it; `undefined` where no part on its own fails, or a part cannot be read.
+ */
+function uncopiable(value: Record<string, unknown>): string | undefined {
+  const path: string[] = []
+  try {
+    let at: unknown = value
+    for (let depth = 0; depth < 64 && typeof at === 'object' && at !== null; depth += 1) {
+      const failing = Object.keys(at).find((key) => {
+        try {
+          structuredClone((at as Record<string, unknown>)[key])
+          return false
+        } catch {
+          return true
+        }
+      })
+      if (failing === undefined) break
+      path.push(failing)
+      at = (at as Record<string, unknown>)[failing]
+    }
+  } catch {
+    return undefined
+  }
+  return path.length === 0 ? undefined : path.join('.')
+}
+
 /** The run's own copy of a tool's schema; one that is not plain data (a proxy, a class instance's private state) is named. */
 function schemaCopy(schema: NonNullable<ToolDefinition['inputSchema']>, index: number): NonNullable<ToolDefinition['inputSchema']> {
   try {
@@ -996,9 +1023,10 @@ export class Engine {
       try {
         plain = structuredClone({ ...given, tools: [] })
       } catch (error) {
-        throw new FactstateError('RUN_INVALID_INPUT', `the run input must be plain data (objects, arrays, strings, numbers): it could not be copied: ${messageOf(error)}`, {
+        const field = uncopiable({ ...given, tools: [] })
+        throw new FactstateError('RUN_INVALID_INPUT', `${field === undefined ? '' : `${field}: `}the run input must be plain data (objects, arrays, strings, numbers): it could not be copied: ${messageOf(error)}`, {
           cause: error,
-          details: { fields: [] },
+          details: { fields: field === undefined ? [] : [field] },
         })
       }
       validated = validateRunInput({ ...plain, tools: given.tools })

@@ -8,7 +8,7 @@ import { hostname } from 'node:os'
 import { FactstateError, messageWithoutCode } from '../errors.js'
 import { messageOf } from '../store/encoding.js'
 import { readOptions } from '../options.js'
-import { ID_PATTERN, describeIssues, handoffIntentSchema, invocationSchema, issueFields } from '../facts/schema.js'
+import { ID_PATTERN, describeIssues, handoffIntentSchema, invocationSchema, issueFields, safeParseNow } from '../facts/schema.js'
 import type { HandoffIntent, HandoffPause, Invocation } from '../facts/types.js'
 import { type Secrets, redact, redactDeep } from './redaction.js'
 
@@ -87,8 +87,8 @@ export function successorOf(intent: HandoffIntent, source: Invocation): Invocati
       throw new FactstateError('HANDOFF_MISMATCH', `successorOf could not read its ${field}: ${messageOf(error)}`, { cause: error, details: { field, fields: [field] } })
     }
   }
-  const badIntent = read(() => handoffIntentSchema.safeParse(intent), 'intent')
-  const badSource = read(() => invocationSchema.safeParse(source), 'source')
+  const badIntent = read(() => safeParseNow(handoffIntentSchema, intent), 'intent')
+  const badSource = read(() => safeParseNow(invocationSchema, source), 'source')
   if (!badIntent.success || !badSource.success) {
     const fields = [
       ...(badIntent.success ? [] : issueFields(badIntent.error).map((field) => (field === '(root)' ? 'intent' : `intent.${field}`))),
@@ -321,7 +321,7 @@ export class Gate implements HandoffGate {
     const outer = reservingFor
     reservingFor = this.invocation
     try {
-      parsed = reserveIntentSchema.safeParse(given)
+      parsed = safeParseNow(reserveIntentSchema, given)
     } catch (error) {
       // A getter that throws, a proxy that refuses to be read: not an intent.
       throw new FactstateError('HANDOFF_MISMATCH', `the handoff intent could not be read: ${messageOf(error)}`, { cause: error, details: { field: 'intent', fields: ['intent'] } })

@@ -375,6 +375,17 @@ export const runtimeEventSchema = z.strictObject({
 }) satisfies z.ZodType<RuntimeEvent>
 
 /**
+ * `schema.safeParse(value)` with a failure's error built at once. zod builds it on its first read,
+ * describing each refused value, and describing one that cannot be read (a revoked Proxy) throws
+ * there: after the parse, outside the try a caller put around it. Here it throws inside.
+ */
+export function safeParseNow<S extends z.ZodType>(schema: S, value: unknown): ReturnType<S['safeParse']> {
+  const parsed = schema.safeParse(value) as ReturnType<S['safeParse']>
+  if (!parsed.success) void parsed.error
+  return parsed
+}
+
+/**
  * The dotted paths of the fields a parse refused (a refused unknown key is named itself; the value
  * as a whole is `(root)`), each once: what `details.fields` of an input refusal lists.
  */

@@ -159,7 +159,7 @@ function validated(options: InspectorOptions): Required<Pick<InspectorOptions, '
   // The page would report live mode for runs it never sees.
   if (options.engine !== undefined && engineLog(options.engine) !== options.log) throw invalid('options.engine must be the Engine driving options.log, not one of another log', 'engine')
   if (options.host !== undefined && options.host !== HOST) {
-    throw invalid(`the inspector only binds ${HOST}, not ${shown(options.host)}`, 'host', options.host)
+    throw invalid(`options.host must be ${HOST} (the inspector binds no other address), not ${shown(options.host)}`, 'host', options.host)
   }
   const port = options.port ?? 0
   if (!Number.isInteger(port) || port < 0 || port > 65_535) throw invalid('options.port must be an integer from 0 to 65535', 'port', port)

@@ -7,7 +7,7 @@ import type { ToolDefinition } from '../actors/tool-catalog.js'
 import { deliver } from '../actors/model-text.js'
 import { progressValue, type ToolProgressUpdate } from '../actors/tool-progress.js'
 import { FactstateError, messageWithoutCode } from '../errors.js'
-import { describeIssues, invocationSchema } from '../facts/schema.js'
+import { describeIssues, invocationSchema, safeParseNow } from '../facts/schema.js'
 import type { Invocation } from '../facts/types.js'
 import { readOptions } from '../options.js'
 
@@ -166,7 +166,13 @@ export async function callTool(tool: ToolDefinition, args: unknown, options: Cal
 
 function invocationOf(given: unknown): Invocation {
   if (given === undefined) return { ...DEFAULT_INVOCATION }
-  const parsed = invocationSchema.safeParse(given)
+  let parsed: ReturnType<typeof invocationSchema.safeParse>
+  try {
+    parsed = safeParseNow(invocationSchema, given)
+  } catch (error) {
+    // A getter or a proxy that refuses to be read: not an invocation.
+    throw invalid(`invocation cannot be read: ${error instanceof Error ? error.message : String(error)}`, 'invocation')
+  }
   if (!parsed.success) throw invalid(`invocation: ${describeIssues(parsed.error)}`, 'invocation')
   return parsed.data as Invocation
 }

@@ -576,7 +576,7 @@ export function validateRunInput(input: unknown): RunInput {
   const value = input as RunInput
   const { work } = value
   if (work.kind !== 'message' && work.source.invocation.sessionId !== value.invocation.sessionId) {
-    throw new FactstateError('RUN_INVALID_INPUT', 'work.source: the source run belongs to another session', {
+    throw new FactstateError('RUN_INVALID_INPUT', 'work.source.invocation.sessionId: the source run belongs to another session than invocation.sessionId', {
       details: { fields: ['work.source.invocation.sessionId'] },
     })
   }

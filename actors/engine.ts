@@ -680,6 +680,42 @@ function admissionSecrets(provider: ProviderCredentials | undefined, engineSecre
 }
 
 /**
+ * The dotted path of the first member of `value` that cannot be read (a getter that throws, a revoked
+ * proxy), looked for as a refusal is made; `undefined` where none throws again.
+ */
+function unreadable(value: unknown): string | undefined {
+  const path: string[] = []
+  const find = (at: unknown, depth: number): boolean => {
+    try {
+      // A revoked proxy throws at its first read of any kind.
+      if ((typeof at !== 'object' && typeof at !== 'function') || at === null || Array.isArray(at) === undefined) return false
+    } catch {
+      return true
+    }
+    if (depth >= 64 || typeof at === 'function') return false
+    let keys: string[]
+    try {
+      keys = Object.keys(at)
+    } catch {
+      return true
+    }
+    for (const key of keys) {
+      let member: unknown
+      path.push(key)
+      try {
+        member = (at as Record<string, unknown>)[key]
+      } catch {
+        return true
+      }
+      if (find(member, depth + 1)) return true
+      path.pop()
+    }
+    return false
+  }
+  return find(value, 0) && path.length > 0 ? path.join('.') : undefined
+}
+
+/**
  * The dotted path of the member of `value` that cannot be copied (a proxy, say), found by copying
  * ever smaller parts of it; `undefined` where no part on its own fails, or a part cannot be read.
  */
@@ -1044,7 +1080,11 @@ export class Engine {
       }
     } catch (error) {
       // A getter or a proxy trap of the caller's that throws: the input cannot be read, and nothing is written.
-      const refusal = error instanceof FactstateError ? error : new FactstateError('RUN_INVALID_INPUT', `the run input cannot be read: ${messageOf(error)}`, { cause: error, details: { fields: [] } })
+      const unread = error instanceof FactstateError ? undefined : unreadable(input)
+      const refusal =
+        error instanceof FactstateError
+          ? error
+          : new FactstateError('RUN_INVALID_INPUT', `${unread === undefined ? '' : `${unread}: `}the run input cannot be read: ${messageOf(error)}`, { cause: error, details: { fields: unread === undefined ? [] : [unread] } })
       // Without the secrets the engine knows of (a child's, those it would hold from its parent run too): a
       // refusal quotes what it refused (an unknown member's name, a header's), and ends up in the application's logs.
       throw withoutSecrets(refusal, refusalSecrets(input, this.#declaredFor(this.#parentRunOf(input))))

@@ -234,7 +234,9 @@ function assertNamesField(error: FactstateError, what: string): void {
   const details = error.details as { fields?: string[]; field?: string } | undefined
   const fields = [...(details?.fields ?? []), ...(details?.field === undefined ? [] : [details.field])]
   assert.ok(fields.length > 0, `${what}: the refusal names a field (${error.message})`)
-  const named = fields.some((field) => field === '(root)' || error.message.includes(field) || error.message.includes(field.split('.').at(-1) as string))
+  // As given, or as JSON quotes it (a quote or a control character escaped); the whole path or its last segment.
+  const names = (name: string) => error.message.includes(name) || error.message.includes(JSON.stringify(name).slice(1, -1))
+  const named = fields.some((field) => field === '(root)' || names(field) || names(field.split('.').at(-1) as string))
   assert.ok(named, `${what}: the message names one of ${JSON.stringify(fields)}: ${error.message}`)
 }
 
@@ -267,8 +269,7 @@ test(
             running = await engine.start(input as RunInput)
           } catch (error) {
             const refusal = assertRefusal(error, ['RUN_INVALID_INPUT'], what)
-            // A member that cannot be read at all (a revoked Proxy) is told so, without a field.
-            if (!refusal.message.includes('the run input cannot be read')) assertNamesField(refusal, what)
+            assertNamesField(refusal, what)
             assert.equal(log.head(), before, `${what}: nothing was written`)
             return
           }
@@ -653,6 +654,11 @@ test(
         const refusal = await refusedWith(call, code, what)
         assert.is((refusal.details as { field: string }).field, field, what)
       }
+      // A member that cannot be read is named too.
+      const unreadable = messageRun(server.baseUrl, 'unreadable', [effectTool()], { mainOutputLimit: revoked() as never })
+      const unread = await refusedWith(() => engine.start(unreadable), 'RUN_INVALID_INPUT', 'a revoked proxy as mainOutputLimit')
+      assert.equal(unread.details, { fields: ['mainOutputLimit'] })
+      assert.match(unread.message, /^RUN_INVALID_INPUT: mainOutputLimit: the run input cannot be read/)
       // A member that cannot be copied is named, not left for the caller to find.
       const proxied = messageRun(server.baseUrl, 'proxied', [effectTool()], { providerOptions: { budget: new Proxy({ limit: 5 }, {}) } })
       const copy = await refusedWith(() => engine.start(proxied), 'RUN_INVALID_INPUT', 'a proxy in providerOptions')

@@ -21,6 +21,14 @@ interface TelemetryOptionsBase {
    * once per run. Absent: no `gen_ai.provider.name`.
    */
   providerName?: string | ((run: TelemetryRun) => string | undefined) | undefined
+  /**
+   * Attributes of your own put on every span and every metric data point of this follower: what
+   * tells its log apart from the others feeding the same tracer and meter (`{ 'tenant.id': 'acme' }`).
+   * Each value a string, a finite number or a boolean, or an array of one of those kinds; keys not
+   * empty, and none of the library's own (`gen_ai.*`, `factstate.*`, `error.type`,
+   * `http.response.status_code`). Copied when the follower starts. Absent: none.
+   */
+  attributes?: Attributes | undefined
 }
 
 /** What {@link telemetryFromLog} takes: a tracer, a meter, or both. */
@@ -64,7 +72,7 @@ export interface LogTelemetry {
   highWater(): number
 }
 
-const OPTIONS = ['tracer', 'meter', 'from', 'providerName'] as const
+const OPTIONS = ['tracer', 'meter', 'from', 'providerName', 'attributes'] as const
 const invalidOptions = (message: string, field: string) => new FactstateError('OPENTELEMETRY_INVALID_OPTIONS', `telemetryFromLog: ${message}`, { details: { field } })
 
 /** A `gen_ai.provider.name`: a name, never a URL (no `:`, `/` or `@`: neither a credential nor a path can be in one). */
@@ -95,6 +103,42 @@ function notAProviderName(value: unknown): string | undefined {
     return `a name, not a URL (a URL's path or credentials never go in an attribute)${known === undefined ? '' : `: the conventions' name for ${host} is '${known}'`}`
   }
   return `a name, 1–64 characters from [A-Za-z0-9._-] starting with a letter or digit ('openai', 'anthropic', 'gcp.gemini'), not ${kindOf(value)}`
+}
+
+/** Keys the follower sets itself: an `attributes` key among them is refused rather than overridden or overriding. */
+const OWN_PREFIXES = ['gen_ai.', 'factstate.'] as const
+const OWN_KEYS: ReadonlySet<string> = new Set(['error.type', 'http.response.status_code'])
+
+/** A key as told in a refusal: quoted, at most 64 characters of it. */
+const shownKey = (key: string) => JSON.stringify(key.length > 64 ? `${key.slice(0, 64)}…` : key)
+
+/** What is wrong with one value of `attributes`, or `undefined` when it is an attribute value (a primitive, or an array of one kind of primitive). */
+function notAnAttributeValue(value: unknown): string | undefined {
+  const primitive = (item: unknown) => typeof item === 'string' || typeof item === 'boolean' || (typeof item === 'number' && Number.isFinite(item))
+  if (primitive(value)) return undefined
+  if (typeof value === 'number') return 'a number that is not finite'
+  if (!Array.isArray(value)) return kindOf(value)
+  const bad = value.findIndex((item) => !primitive(item))
+  if (bad !== -1) return `an array whose item ${bad} is ${typeof value[bad] === 'number' ? 'a number that is not finite' : kindOf(value[bad])}`
+  if (new Set(value.map((item) => typeof item)).size > 1) return 'an array of mixed kinds'
+  return undefined
+}
+
+/** The `attributes` option, checked and copied (arrays too: the caller's later changes are not seen); `{}` when absent. */
+function constantAttributes(given: unknown): Attributes {
+  if (given === undefined) return {}
+  if (typeof given !== 'object' || given === null || Array.isArray(given)) throw invalidOptions(`attributes must be an object of attribute values ({ 'tenant.id': 'acme' }), not ${kindOf(given)}`, 'attributes')
+  const copied: Attributes = {}
+  for (const [key, value] of Object.entries(given)) {
+    if (key === '') throw invalidOptions('attributes has an empty key', 'attributes')
+    if (OWN_KEYS.has(key) || OWN_PREFIXES.some((prefix) => key.startsWith(prefix))) {
+      throw invalidOptions(`attributes key ${shownKey(key)} is one the follower sets itself (gen_ai.*, factstate.*, error.type, http.response.status_code): choose a key of your own ('tenant.id')`, 'attributes')
+    }
+    const wrong = notAnAttributeValue(value)
+    if (wrong !== undefined) throw invalidOptions(`attributes key ${shownKey(key)} must be a string, a finite number, a boolean or an array of one of those kinds, not ${wrong}`, 'attributes')
+    copied[key] = Array.isArray(value) ? [...value] : (value as string | number | boolean)
+  }
+  return copied
 }
 
 /** The buckets the GenAI semantic conventions advise for `gen_ai.client.operation.duration`, in seconds. */
@@ -168,7 +212,16 @@ interface Instruments {
   tokens: Histogram
 }
 
-function instrumentsOf(meter: Meter): Instruments {
+/** The instruments, each measurement given the `attributes` option's too (the measurement's own after them: they cannot clash, see `constantAttributes`). */
+function instrumentsOf(meter: Meter, constant: Attributes): Instruments {
+  const made = madeInstruments(meter)
+  if (Object.keys(constant).length === 0) return made
+  const counter = (inner: Counter): Counter => ({ add: (value, attributes, context) => inner.add(value, { ...constant, ...attributes }, context) })
+  const histogram = (inner: Histogram): Histogram => ({ record: (value, attributes, context) => inner.record(value, { ...constant, ...attributes }, context) })
+  return { runsStarted: counter(made.runsStarted), runsEnded: counter(made.runsEnded), duration: histogram(made.duration), tokens: histogram(made.tokens) }
+}
+
+function madeInstruments(meter: Meter): Instruments {
   return {
     runsStarted: meter.createCounter('factstate.runs.started', { description: 'Runs opened (invocation.opened facts)', unit: '{run}' }),
     runsEnded: meter.createCounter('factstate.runs.ended', { description: 'Runs ended (invocation.ended facts), by outcome', unit: '{run}' }),
@@ -217,8 +270,12 @@ function outcomeAttributes(outcome: FactOf<'invocation.ended'>['outcome']): Attr
  * meter (`metrics.getMeter` before a meter provider was registered: it records nothing, ever), it
  * says so once on `diag.warn`.
  *
+ * `attributes`, constant attributes of yours (`{ 'tenant.id': 'acme' }`: what tells logs apart when
+ * many feed one tracer and meter), are put on every span it starts and every measurement.
+ *
  * `OPENTELEMETRY_INVALID_OPTIONS` (`details.field`) for options it cannot use (a `providerName` that
- * is no name: a URL is refused, unquoted) and for a snapshot
+ * is no name: a URL is refused, unquoted; `attributes` whose value is no attribute value or whose
+ * key is one of the follower's own) and for a snapshot
  * (`details.field` `log`: it gets no new facts); a `from` past the log's next fact is
  * `LOG_INVALID_ARGUMENT`, as `log.events` refuses it.
  */
@@ -227,7 +284,7 @@ export function telemetryFromLog(log: EventLog, options: LogTelemetryOptions): L
   if (typeof (log as { events?: unknown } | null | undefined)?.events !== 'function' || typeof (log as { head?: unknown }).head !== 'function') {
     throw invalidOptions(`log must be an EventLog (EventLog.open), not ${kindOf(log)}`, 'log')
   }
-  const { tracer, meter, from, providerName } = given
+  const { tracer, meter, from, providerName, attributes } = given
   // `null` is no tracer or meter given: refused with the rest, not a TypeError.
   if (tracer !== undefined && typeof (tracer as { startSpan?: unknown } | null)?.startSpan !== 'function') {
     throw invalidOptions(`tracer must be an OpenTelemetry Tracer (trace.getTracer(name)), not ${kindOf(tracer)}`, 'tracer')
@@ -240,6 +297,7 @@ export function telemetryFromLog(log: EventLog, options: LogTelemetryOptions): L
     const wrong = notAProviderName(providerName)
     if (wrong !== undefined) throw invalidOptions(`providerName must be ${wrong}, or a function of the run that answers one`, 'providerName')
   }
+  const constant = constantAttributes(attributes)
   if (from !== undefined && (typeof from !== 'number' || !Number.isSafeInteger(from) || from < 1)) {
     throw invalidOptions(`from must be a seq, a whole number from 1, not ${kindOf(from)}`, 'from')
   }
@@ -251,7 +309,7 @@ export function telemetryFromLog(log: EventLog, options: LogTelemetryOptions): L
   }
   const start = (from as number | undefined) ?? log.head().highWater + 1
   // Made before the reader: a meter that throws here leaves no follower registered on the log.
-  const recorder = new Recorder(tracer as Tracer | undefined, meter === undefined ? undefined : instrumentsOf(meter as Meter), providerName as ProviderNameOption)
+  const recorder = new Recorder(tracer as Tracer | undefined, meter === undefined ? undefined : instrumentsOf(meter as Meter, constant), providerName as ProviderNameOption, constant)
   // Taken now: every fact made durable from here on is read, whenever the loop below starts.
   const reader = followed(log, start)
   let read = start - 1
@@ -336,15 +394,18 @@ class Recorder {
   readonly #tracer: Tracer | undefined
   readonly #instruments: Instruments | undefined
   readonly #providerName: ProviderNameOption
+  /** The `attributes` option: put on every span as it starts. */
+  readonly #constant: Attributes
   readonly #runs = new Map<string, Followed>()
   /** Tool calls under way whose spans a child run may be put under, by operation id. */
   readonly #callContexts = new Map<string, Context>()
   #lastAt = 0
 
-  constructor(tracer: Tracer | undefined, instruments: Instruments | undefined, providerName: ProviderNameOption) {
+  constructor(tracer: Tracer | undefined, instruments: Instruments | undefined, providerName: ProviderNameOption, constant: Attributes) {
     this.#tracer = tracer
     this.#instruments = instruments
     this.#providerName = providerName
+    this.#constant = constant
   }
 
   /**
@@ -524,7 +585,7 @@ class Recorder {
   #start(name: string, options: SpanOptions, context: Context): Span | undefined {
     if (this.#tracer === undefined) return undefined
     try {
-      return this.#tracer.startSpan(name, options, context)
+      return this.#tracer.startSpan(name, { ...options, attributes: { ...this.#constant, ...options.attributes } }, context)
     } catch (error) {
       report('as a span started', error)
       return undefined

@@ -498,6 +498,22 @@ test('options it cannot use are OPENTELEMETRY_INVALID_OPTIONS naming the option;
           [log, { tracer: sdk.tracer, providerName: 42 }, 'providerName'],
           [log, { tracer: sdk.tracer, providerName: null }, 'providerName'],
           [log, { tracer: sdk.tracer, providerName: 'a'.repeat(65) }, 'providerName'],
+          [log, { tracer: sdk.tracer, attributes: 'tenant-a' }, 'attributes'],
+          [log, { tracer: sdk.tracer, attributes: null }, 'attributes'],
+          [log, { tracer: sdk.tracer, attributes: ['tenant-a'] }, 'attributes'],
+          [log, { tracer: sdk.tracer, attributes: { 'tenant.id': undefined } }, 'attributes'],
+          [log, { tracer: sdk.tracer, attributes: { 'tenant.id': null } }, 'attributes'],
+          [log, { tracer: sdk.tracer, attributes: { 'tenant.id': { id: 'a' } } }, 'attributes'],
+          [log, { meter: sdk.meter, attributes: { 'tenant.id': Number.NaN } }, 'attributes'],
+          [log, { meter: sdk.meter, attributes: { 'tenant.id': 10n } }, 'attributes'],
+          [log, { meter: sdk.meter, attributes: { 'tenant.tags': ['a', 1] } }, 'attributes'],
+          [log, { meter: sdk.meter, attributes: { 'tenant.tags': ['a', null] } }, 'attributes'],
+          [log, { meter: sdk.meter, attributes: { '': 'a' } }, 'attributes'],
+          // The follower's own keys: refused, neither overriding nor overridden.
+          [log, { meter: sdk.meter, attributes: { 'gen_ai.provider.name': 'openai' } }, 'attributes'],
+          [log, { meter: sdk.meter, attributes: { 'factstate.seq': 1 } }, 'attributes'],
+          [log, { meter: sdk.meter, attributes: { 'error.type': 'x' } }, 'attributes'],
+          [log, { tracer: sdk.tracer, attributes: { 'http.response.status_code': 200 } }, 'attributes'],
           [{}, { tracer: sdk.tracer }, 'log'],
           [null, { tracer: sdk.tracer }, 'log'],
         ]
@@ -518,6 +534,9 @@ test('options it cannot use are OPENTELEMETRY_INVALID_OPTIONS naming the option;
         for (const call of [neither, unset]) assert.is((await rejectsWithCode(async () => call(), 'OPENTELEMETRY_INVALID_OPTIONS')).details?.field, 'tracer')
         const misspelt = await rejectsWithCode(async () => telemetryFromLog(log, { tracers: sdk.tracer } as never), 'OPENTELEMETRY_INVALID_OPTIONS')
         assert.match(misspelt.message, 'did you mean tracer?')
+        const own = await rejectsWithCode(async () => telemetryFromLog(log, { meter: sdk.meter, attributes: { 'tenant.id': 'a', 'factstate.log': 'a' } }), 'OPENTELEMETRY_INVALID_OPTIONS')
+        assert.match(own.message, '"factstate.log" is one the follower sets itself')
+        assert.is(logInternals(log).followerCount(), 0, 'a refused follower is never registered')
         const past = await rejectsWithCode(async () => telemetryFromLog(log, { tracer: sdk.tracer, from: 5 }), 'LOG_INVALID_ARGUMENT')
         assert.is(past.details?.field, 'from')
         // The next fact is a valid start, as for log.events.
@@ -530,6 +549,83 @@ test('options it cannot use are OPENTELEMETRY_INVALID_OPTIONS naming the option;
       }
     }),
     10_000,
+  ))
+
+test('attributes tell logs apart: two logs feeding one tracer and one meter, every span and every data point carrying its own log\'s, copied when the follower started', () =>
+  withTimeout(
+    withTempDir(async (dir) => {
+      const server = await scriptedModelServer((request) =>
+        lastContent(request).last === 'tool' ? answer.text('done', { usage: { prompt_tokens: 3, completion_tokens: 2 } }) : answer.toolCalls([{ name: 'lookup', arguments: {} }], { usage: { prompt_tokens: 5, completion_tokens: 1 } }),
+      )
+      const sdk = otel()
+      const tenants = ['acme', 'globex'] as const
+      const opened: { log: EventLog; engine: Engine; telemetry: LogTelemetry }[] = []
+      try {
+        for (const tenant of tenants) {
+          const log = await EventLog.open(join(dir, tenant))
+          const given: { 'tenant.id': string; 'tenant.shard': number; 'tenant.tags': string[] } = { 'tenant.id': tenant, 'tenant.shard': tenant === 'acme' ? 1 : 2, 'tenant.tags': ['trial', tenant] }
+          const telemetry = telemetryFromLog(log, { tracer: sdk.tracer, meter: sdk.meter, attributes: given })
+          // Changed after the start: not seen.
+          given['tenant.id'] = 'changed'
+          given['tenant.tags'].push('changed')
+          opened.push({ log, engine: new Engine({ log, model: new ModelExecutor({ timeoutMs: 5_000, retries: 0 }) }), telemetry })
+        }
+        const tools: ToolDefinition[] = [{ name: 'lookup', execute: async () => 'found' }]
+        // The same ids in both logs: only the attributes tell the runs apart.
+        for (const { engine } of opened) {
+          assert.equal(await engine.run(input(server, 'same', tools)), { status: 'completed' })
+        }
+        assert.equal(await opened[1]?.engine.run(input(server, 'second', tools)), { status: 'completed' })
+        for (const { log, telemetry } of opened) {
+          await log.close()
+          await telemetry.done
+        }
+        const expected = (tenant: string) => ({ 'tenant.id': tenant, 'tenant.shard': tenant === 'acme' ? 1 : 2, 'tenant.tags': ['trial', tenant] })
+        const own = (attributes: Record<string, unknown>) => Object.fromEntries(Object.entries(attributes).filter(([key]) => key.startsWith('tenant.')))
+
+        const spans = sdk.spans()
+        assert.equal(spans.map((span) => span.name).sort(), [...Array(3).fill(['chat scripted', 'chat scripted', 'execute_tool lookup', 'invoke_agent'])].flat().sort())
+        for (const span of spans) assert.ok(tenants.some((tenant) => JSON.stringify(own(span.attributes)) === JSON.stringify(expected(tenant))), `${span.name} carries its log's attributes: ${JSON.stringify(own(span.attributes))}`)
+        // The library's own attributes are all still there.
+        const run = spans.find((span) => span.name === 'invoke_agent' && span.attributes['tenant.id'] === 'globex' && span.attributes['factstate.invocation.id'] === 'invocation-same') as ReadableSpan
+        assert.ok(run, "globex's run")
+        assert.equal([run.attributes['gen_ai.operation.name'], run.attributes['factstate.outcome.status'], run.attributes['factstate.seq']], ['invoke_agent', 'completed', 1])
+        const byTenant = (tenant: string) => spans.filter((span) => span.attributes['tenant.id'] === tenant).length
+        assert.equal(tenants.map(byTenant), [4, 8])
+
+        const collected = await sdk.metrics()
+        const byLog = (name: string) =>
+          pointsOf(collected, name)
+            .map(({ attributes, value }) => [own(attributes), typeof value === 'number' ? value : (value as Histogram).count] as const)
+            .sort((a, b) => JSON.stringify(a).localeCompare(JSON.stringify(b)))
+        assert.equal(byLog('factstate.runs.started'), [
+          [expected('acme'), 1],
+          [expected('globex'), 2],
+        ])
+        assert.equal(byLog('factstate.runs.ended'), [
+          [expected('acme'), 1],
+          [expected('globex'), 2],
+        ])
+        // Two points per log (chat, execute_tool); two per log (input, output tokens).
+        assert.equal(byLog('gen_ai.client.operation.duration'), [
+          [expected('acme'), 1],
+          [expected('acme'), 2],
+          [expected('globex'), 2],
+          [expected('globex'), 4],
+        ])
+        assert.equal(byLog('gen_ai.client.token.usage'), [
+          [expected('acme'), 2],
+          [expected('acme'), 2],
+          [expected('globex'), 4],
+          [expected('globex'), 4],
+        ])
+      } finally {
+        for (const { log } of opened) await log.close()
+        await server.close()
+        await sdk.shutdown()
+      }
+    }),
+    30_000,
   ))
 
 /** A span processor of the service's own (an enricher, a filter) that throws as a model attempt's span starts and as each span ends, after the exporter's processor took it. */

@@ -1,0 +1,172 @@
+/**
+ * The README's pool of logs ("Many logs in one process", under "Running a log in production"), run
+ * as it is written: a log per tenant in real LevelDB directories, real engines against the scripted
+ * model server. Past `max` the least recently used idle log is closed (its directory can be opened
+ * again), one with a held run is kept open until the hold is sealed, a tenant whose directory was
+ * removed is refused `no_log` and tried again once it exists, and a shutdown of 20 tenants with 40
+ * runs in flight leaves none running and every log closed, each run `cancelled{shutdown}`.
+ */
+import { existsSync } from 'node:fs'
+import { rm, writeFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import { pathToFileURL } from 'node:url'
+import { test } from 'uvu'
+import * as assert from 'uvu/assert'
+import { type Engine, EventLog, type RunInput, intentFor } from '../index.js'
+import { type ScriptedModelServer, answer, scriptedModelServer } from '../testing/scripted-model-server.js'
+import { rejectsWithCode } from './support/codes.js'
+import { readmeBlock, repoModuleParts } from './support/readme.js'
+import { withTempDir, withTimeout } from './support/temp.js'
+
+interface Pool {
+  use<T>(tenant: string, body: (engine: Engine, log: EventLog) => Promise<T>): Promise<T>
+  close(tenant: string): Promise<void>
+  shutdown(waitMs: number): Promise<string[]>
+}
+type PoolClass = new (root: string, max: number) => Pool
+
+/** The README block as a module exporting its class (its imports at the module's top, `factstate` the repository's). */
+async function poolClass(dir: string): Promise<PoolClass> {
+  const block = await readmeBlock('class LogPool', 'one pool of logs in the README', { from: '### Running a log in production', until: '### OpenTelemetry' })
+  const { imports, lines } = repoModuleParts(block)
+  const file = join(dir, 'pool.mts')
+  await writeFile(file, `${imports}\n${lines.join('\n')}\nexport { LogPool }\n`)
+  return ((await import(pathToFileURL(file).href)) as { LogPool: PoolClass }).LogPool
+}
+
+const input = (server: ScriptedModelServer, name: string): RunInput => ({
+  invocation: { sessionId: `session-${name}`, turnId: `turn-${name}`, runId: `run-${name}`, invocationId: `invocation-${name}` },
+  provider: { kind: 'openai-chat', baseUrl: server.baseUrl, model: 'scripted' },
+  configuration: { cwd: '/srv/app' },
+  tools: [],
+  work: { kind: 'message', content: `hello ${name}` },
+})
+
+/** The message `promise` rejects with (the test fails if it resolves). */
+async function messageOf(promise: Promise<unknown>): Promise<string> {
+  try {
+    await promise
+  } catch (error) {
+    return (error as Error).message
+  }
+  assert.unreachable('it should have been refused')
+  return ''
+}
+
+/** Makes a tenant's log, as a sign-up would, and closes it. */
+async function signUp(root: string, tenant: string): Promise<void> {
+  await (await EventLog.open(join(root, tenant))).close()
+}
+
+/** Whether the tenant's log is closed in this process: it opens (then it is closed again), rather than LOG_WRITER_BUSY. */
+async function isClosed(root: string, tenant: string): Promise<boolean> {
+  try {
+    await (await EventLog.open(join(root, tenant), { create: false })).close()
+    return true
+  } catch (error) {
+    if ((error as { code?: string }).code === 'LOG_WRITER_BUSY') return false
+    throw error
+  }
+}
+
+/** Which of `tenants` have their log closed, once that is `expected` (the pool closes a log after the use that made it one too many returned), or as it is after 5 s. */
+async function closedAs(root: string, tenants: string[], expected: boolean[]): Promise<boolean[]> {
+  const deadline = Date.now() + 5_000
+  for (;;) {
+    const closed = await Promise.all(tenants.map((tenant) => isClosed(root, tenant)))
+    if (JSON.stringify(closed) === JSON.stringify(expected) || Date.now() > deadline) return closed
+    await new Promise((resolve) => setTimeout(resolve, 10))
+  }
+}
+
+test("the README's pool closes the least recently used idle log past max, keeps one with a held run, refuses a removed tenant and tries it again once it exists", () =>
+  withTimeout(
+    withTempDir(async (root) => {
+      const server = await scriptedModelServer(() => answer.text('done'))
+      const LogPool = await poolClass(root)
+      const pool = new LogPool(root, 2)
+      try {
+        for (const tenant of ['a', 'b', 'c', 'held']) await signUp(root, tenant)
+        for (const tenant of ['a', 'b']) assert.equal(await pool.use(tenant, (engine) => engine.run(input(server, tenant))), { status: 'completed' })
+        assert.equal([await isClosed(root, 'a'), await isClosed(root, 'b')], [false, false], 'two open: none closed')
+        assert.equal(await pool.use('c', (engine) => engine.run(input(server, 'c'))), { status: 'completed' })
+        assert.equal(await closedAs(root, ['a', 'b', 'c'], [true, false, false]), [true, false, false], 'a, the least recently used, closed')
+        // a again: opened anew with its facts, and b is closed in its place.
+        assert.equal(await pool.use('a', async (_engine, log) => log.head().highWater), 4)
+        assert.equal(await closedAs(root, ['a', 'b', 'c'], [false, true, false]), [false, true, false])
+
+        // A held run keeps its log open, least recently used or not, until the hold is sealed.
+        const held = await pool.use('held', async (engine) => {
+          const run = await engine.start(input(server, 'held'))
+          return { run, hold: await run.handoff().reserve(intentFor(run.invocation, 'to-reviewer')).ready() }
+        })
+        await pool.use('b', async () => undefined)
+        await pool.use('c', async () => undefined)
+        // held, the least recently used, is passed over: a and b are closed in turn.
+        assert.equal(await closedAs(root, ['a', 'b', 'c', 'held'], [true, true, false, false]), [true, true, false, false], 'held kept open')
+        await held.hold.commit()
+        assert.is((await held.run.wait()).status, 'handoff_paused')
+        await pool.use('b', async () => undefined)
+        assert.equal(await closedAs(root, ['b', 'c', 'held'], [false, false, true]), [false, false, true], 'held closed once its run ended')
+
+        // A tenant deleted: closed, its directory removed; then no_log, nothing made; made again, it opens.
+        await pool.use('a', async () => undefined)
+        assert.not.ok(await isClosed(root, 'a'), 'a open again')
+        await pool.close('a')
+        assert.ok(await isClosed(root, 'a'), 'a closed by pool.close')
+        await rm(join(root, 'a'), { recursive: true, force: true })
+        const gone = await rejectsWithCode(() => pool.use('a', async () => undefined), 'LOG_INVALID_ARGUMENT')
+        assert.is(gone.details?.reason, 'no_log')
+        assert.is(existsSync(join(root, 'a')), false, 'nothing made')
+        await signUp(root, 'a')
+        assert.is(await pool.use('a', async (_engine, log) => log.head().highWater), 0)
+        assert.match(await messageOf(pool.use('../a', async () => undefined)), 'not a tenant id')
+      } finally {
+        assert.equal(await pool.shutdown(5_000), [])
+        await server.close()
+      }
+    }),
+    30_000,
+  ))
+
+test("the README's pool at shutdown: 20 tenants, 40 runs in flight, each ended cancelled{shutdown}, none left, every log closed", () =>
+  withTimeout(
+    withTempDir(async (root) => {
+      const server = await scriptedModelServer(() => answer.hang())
+      const LogPool = await poolClass(root)
+      const pool = new LogPool(root, 50)
+      const shutdown = new AbortController()
+      try {
+        const tenants = Array.from({ length: 20 }, (_, i) => `tenant-${i}`)
+        for (const tenant of tenants) await signUp(root, tenant)
+        const runs = await Promise.all(
+          tenants.flatMap((tenant) => [1, 2].map((n) => pool.use(tenant, (engine) => engine.start(input(server, `${tenant}-${n}`), { signal: shutdown.signal })))),
+        )
+        await server.seen(39)
+        shutdown.abort('shutdown')
+        assert.equal(await pool.shutdown(10_000), [], 'none left running')
+        assert.equal(
+          (await Promise.all(runs.map((run) => run.wait()))).map((outcome) => outcome.status),
+          runs.map(() => 'cancelled'),
+        )
+        assert.match(await messageOf(pool.use(tenants[0] as string, async () => undefined)), 'shutting down')
+        for (const tenant of tenants) {
+          const log = await EventLog.open(join(root, tenant), { create: false })
+          try {
+            const pending = await log.pendingSessions({ unanswered: true })
+            assert.equal(
+              pending.map((session) => [session.sessionId, session.unanswered?.outcome?.status, session.unanswered?.outcome?.status === 'cancelled' && session.unanswered.outcome.source]).sort(),
+              [1, 2].map((n) => [`session-${tenant}-${n}`, 'cancelled', 'shutdown']),
+            )
+          } finally {
+            await log.close()
+          }
+        }
+      } finally {
+        await server.close()
+      }
+    }),
+    60_000,
+  ))
+
+test.run()

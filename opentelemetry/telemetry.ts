@@ -28,7 +28,7 @@ interface TelemetryOptionsBase {
    * empty, and none of the library's own (`gen_ai.*`, `factstate.*`, `error.type`,
    * `http.response.status_code`). Copied when the follower starts. Absent: none.
    */
-  attributes?: Attributes | undefined
+  attributes?: Readonly<Record<string, string | number | boolean | readonly string[] | readonly number[] | readonly boolean[]>> | undefined
 }
 
 /** What {@link telemetryFromLog} takes: a tracer, a meter, or both. */

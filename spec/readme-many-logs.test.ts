@@ -3,7 +3,8 @@
  * as it is written: a log per tenant in real LevelDB directories, real engines against the scripted
  * model server. Past `max` the least recently used idle log is closed (its directory can be opened
  * again), one with a held run is kept open until the hold is sealed, a tenant whose directory was
- * removed is refused `no_log` and tried again once it exists, and a shutdown of 20 tenants with 40
+ * removed is refused `no_log` and tried again once it exists, a log a crash left with a run open is
+ * recovered as it is opened, and a shutdown of 20 tenants with 40
  * runs in flight leaves none running and every log closed, each run `cancelled{shutdown}`.
  */
 import { existsSync } from 'node:fs'
@@ -15,6 +16,7 @@ import * as assert from 'uvu/assert'
 import { type Engine, EventLog, type RunInput, intentFor } from '../index.js'
 import { type ScriptedModelServer, answer, scriptedModelServer } from '../testing/scripted-model-server.js'
 import { rejectsWithCode } from './support/codes.js'
+import { completeInvocation } from './support/log-fixtures.js'
 import { readmeBlock, repoModuleParts } from './support/readme.js'
 import { withTempDir, withTimeout } from './support/temp.js'
 
@@ -79,7 +81,7 @@ async function closedAs(root: string, tenants: string[], expected: boolean[]): P
   }
 }
 
-test("the README's pool closes the least recently used idle log past max, keeps one with a held run, refuses a removed tenant and tries it again once it exists", () =>
+test("the README's pool closes the least recently used idle log past max, keeps one with a held run, refuses a removed tenant and tries it again once it exists, recovers a log a crash left", () =>
   withTimeout(
     withTempDir(async (root) => {
       const server = await scriptedModelServer(() => answer.text('done'))
@@ -121,6 +123,16 @@ test("the README's pool closes the least recently used idle log past max, keeps 
         await signUp(root, 'a')
         assert.is(await pool.use('a', async (_engine, log) => log.head().highWater), 0)
         assert.match(await messageOf(pool.use('../a', async () => undefined)), 'not a tenant id')
+
+        // A log a crash left with a run open, its tool dispatched: the pool's open recovers it.
+        const crashed = await EventLog.open(join(root, 'crashed'))
+        for (const event of completeInvocation('x').slice(0, 4)) await crashed.append(event)
+        await crashed.close()
+        const pending = await pool.use('crashed', (_engine, log) => log.pendingSessions({ unanswered: true }))
+        assert.equal(
+          pending.map(({ sessionId, unanswered }) => [sessionId, unanswered?.outcome?.status, unanswered?.outcome?.status === 'failed' && unanswered.outcome.class]),
+          [['session-x', 'failed', 'outcome_unknown']],
+        )
       } finally {
         assert.equal(await pool.shutdown(5_000), [])
         await server.close()

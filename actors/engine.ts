@@ -23,6 +23,71 @@ import { ToolProgressBoard, type ToolProgressUpdate } from './tool-progress.js'
 
 const noop = (): void => undefined
 
+/**
+ * Where a session feed (actors/session-feed.ts) is handed what a session's runs pass on live, as their
+ * receivers get it: each a copy of its own, after the run's own receiver was handed its.
+ */
+export interface LiveTap {
+  text(piece: ModelTextPiece): void
+  call(piece: ModelToolCallPiece): void
+  progress(update: ToolProgressUpdate): void
+}
+
+/** What a run of the session has passed on so far, when a tap starts listening (see {@link EngineInternals.watch}). */
+export interface LiveSoFar {
+  text: LiveModelText | undefined
+  calls: LiveModelToolCalls | undefined
+  progress: ToolProgressUpdate[]
+  /**
+   * For the attempt in flight, of a run that passes on both its text and its calls: how many text
+   * pieces were passed on before each call piece (by the call piece's index). With it, the id of the
+   * last piece a page got tells which pieces of the other kind it has too.
+   */
+  order: { requestSeq: number; textBefore: number[] } | undefined
+}
+
+/**
+ * The order in which a run's text and call pieces of the attempt in flight were passed on (see
+ * `LiveSoFar.order`): one number per call piece, kept only for a run started with both receivers.
+ */
+class PieceOrder {
+  requestSeq = 0
+  text = 0
+  textBefore: number[] = []
+  #at(requestSeq: number): void {
+    if (requestSeq === this.requestSeq) return
+    this.requestSeq = requestSeq
+    this.text = 0
+    this.textBefore = []
+  }
+  passedText(piece: ModelTextPiece): void {
+    this.#at(piece.requestSeq)
+    this.text = piece.index + 1
+  }
+  passedCall(piece: ModelToolCallPiece): void {
+    this.#at(piece.requestSeq)
+    this.textBefore[piece.index] = this.text
+  }
+}
+
+/** What the engine gives a session feed: not public. */
+export interface EngineInternals {
+  /**
+   * Hands `tap` what the session's runs pass on from now on, and returns, taken in the same turn,
+   * what its runs running now have passed on so far: with the two, nothing is missed or repeated.
+   */
+  watch(sessionId: string, tap: LiveTap): { soFar: LiveSoFar[]; stop(): void }
+}
+
+const engineInternalsOf = new WeakMap<Engine, EngineInternals>()
+
+/** The internals of an Engine, or a TypeError for what is not one. */
+export function engineInternals(engine: Engine): EngineInternals {
+  const found = engineInternalsOf.get(engine)
+  if (found === undefined) throw new TypeError('not an Engine')
+  return found
+}
+
 /** A sealed or given execution setting as a refusal's message shows it: JSON, cut past 120 characters. */
 function shownSetting(value: unknown): string {
   const text = JSON.stringify(value ?? null) ?? 'null'
@@ -837,6 +902,8 @@ const admittedTools = new WeakMap<ToolDefinition, AdmittedTool>()
 interface TrackedRun {
   actor: InvocationActor
   invocation: Invocation
+  /** See `PieceOrder`: for a run started with both `onModelText` and `onToolCallText`. */
+  order?: PieceOrder
 }
 
 /**
@@ -912,6 +979,8 @@ export class Engine {
   readonly #admitting = new Set<Promise<void>>()
   /** The same, by the invocation id each asks for (see `start`). */
   readonly #startingIds = new Map<string, Set<Promise<void>>>()
+  /** The session feeds listening to each session's live pieces (see `EngineInternals.watch`). */
+  readonly #taps = new Map<string, Set<LiveTap>>()
 
   constructor(options: EngineOptions) {
     const invalid = (field: string, what: string) => new FactstateError('ENGINE_INVALID_OPTIONS', `Engine: ${field} must be ${what}`, { details: { field } })
@@ -954,6 +1023,50 @@ export class Engine {
     this.#maxToolResultBytes = (given.maxToolResultBytes as number | undefined) ?? DEFAULT_MAX_TOOL_RESULT_BYTES
     this.#maxInputBytes = (given.maxInputBytes as number | undefined) ?? DEFAULT_MAX_INPUT_BYTES
     this.#toolTimeoutMs = given.toolTimeoutMs as number | undefined
+    engineInternalsOf.set(this, { watch: (sessionId, tap) => this.#watch(sessionId, tap) })
+  }
+
+  /** See `EngineInternals.watch`: the runs of the session running now are few (one, and its held predecessors). */
+  #watch(sessionId: string, tap: LiveTap): { soFar: LiveSoFar[]; stop(): void } {
+    let taps = this.#taps.get(sessionId)
+    if (taps === undefined) {
+      taps = new Set()
+      this.#taps.set(sessionId, taps)
+    }
+    taps.add(tap)
+    const soFar: LiveSoFar[] = []
+    for (const { actor, invocation, order } of this.#running.values()) {
+      if (invocation.sessionId !== sessionId) continue
+      const calls = actor.liveToolCalls()
+      soFar.push({
+        text: actor.liveText(),
+        calls,
+        progress: actor.liveToolProgress() ?? [],
+        order: order === undefined || calls === undefined || order.requestSeq !== calls.requestSeq ? undefined : { requestSeq: order.requestSeq, textBefore: [...order.textBefore] },
+      })
+    }
+    const own = taps
+    return {
+      soFar,
+      stop: () => {
+        own.delete(tap)
+        if (own.size === 0 && this.#taps.get(sessionId) === own) this.#taps.delete(sessionId)
+      },
+    }
+  }
+
+  /**
+   * A run's receiver that also hands each piece to the session's feeds (their copy), or the
+   * receiver itself when it is not given: a run without it keeps nothing live of that kind.
+   */
+  #tapped<T extends object>(sessionId: string, receiver: ((value: T) => void) | undefined, kind: keyof LiveTap, copy: (value: T) => T, passed?: (value: T) => void): ((value: T) => void) | undefined {
+    if (receiver === undefined) return undefined
+    return (value) => {
+      passed?.(value)
+      const taps = this.#taps.get(sessionId)
+      if (taps !== undefined) for (const tap of taps) (tap[kind] as (value: T) => void)(copy(value))
+      return receiver(value)
+    }
   }
 
   /**
@@ -1218,6 +1331,8 @@ export class Engine {
       if (marked) this.#log.live.delete(invocation.invocationId)
       throw error
     }
+    // Which call pieces came before which text piece: kept only when both kinds are passed on.
+    const order = onModelText !== undefined && onToolCallText !== undefined ? new PieceOrder() : undefined
     const actor = new InvocationActor({
       log: this.#log,
       invocation,
@@ -1233,11 +1348,12 @@ export class Engine {
       secrets,
       // A given-up successor's actor gets a signal that stays aborted, whatever the caller's object says later.
       signal: givingUp ? AbortSignal.abort(signal?.reason) : signal,
-      onModelText,
-      onToolCallText,
+      // Also to the session's feeds (`sessionFeed`), for a run whose caller listens.
+      onModelText: this.#tapped(invocation.sessionId, onModelText, 'text', (piece) => ({ ...piece }), order === undefined ? undefined : (piece) => order.passedText(piece)),
+      onToolCallText: this.#tapped(invocation.sessionId, onToolCallText, 'call', (piece) => ({ ...piece }), order === undefined ? undefined : (piece) => order.passedCall(piece)),
       onApproval,
       // Made only for a run whose caller listens: a run without it (a held one, say) holds nothing more.
-      ...(onToolProgress === undefined ? {} : { toolProgress: new ToolProgressBoard(onToolProgress) }),
+      ...(onToolProgress === undefined ? {} : { toolProgress: new ToolProgressBoard(this.#tapped(invocation.sessionId, onToolProgress, 'progress', (update) => ({ ...update, value: structuredClone(update.value) })) as typeof onToolProgress) }),
       ...(onModelReasoning === undefined ? {} : { onModelReasoning }),
       now: this.#now,
       eventId: this.#eventId,
@@ -1247,7 +1363,7 @@ export class Engine {
       cancel: opening?.cancel !== undefined && !(signal !== undefined && opening.cancel.after.includes(signal)) ? opening.cancel.reason : undefined,
       gate: opening?.gate,
     })
-    return this.#track(actor, invocation, opening)
+    return this.#track(actor, invocation, opening, order)
   }
 
   /**
@@ -1392,9 +1508,9 @@ export class Engine {
   }
 
   /** Registers a started actor and makes its handle (apart from `start`, so the handle does not keep the input alive). */
-  #track(actor: InvocationActor, invocation: Invocation, opening: Opening | undefined): RunningInvocation {
+  #track(actor: InvocationActor, invocation: Invocation, opening: Opening | undefined, order?: PieceOrder): RunningInvocation {
     const { invocationId } = invocation
-    const entry: TrackedRun = { actor, invocation }
+    const entry: TrackedRun = order === undefined ? { actor, invocation } : { actor, invocation, order }
     this.#running.set(invocationId, entry)
     // In the same turn as the actor was made: a cancel from a handle given during the admission reached it above, a later one reaches the actor.
     if (opening !== undefined) {

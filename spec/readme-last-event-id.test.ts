@@ -24,7 +24,7 @@ interface Resumed {
 
 /** The README block that reads `last-event-id`, as a function of the request and the log giving `from` and `writing`. */
 async function checkOfLastEventId(): Promise<(request: { headers: Record<string, string | undefined> }, log: EventLog) => Promise<Resumed>> {
-  const block = await readmeBlock("headers['last-event-id']", 'one block checks Last-Event-ID')
+  const block = await readmeBlock("lastId.indexOf(':')", 'one block checks Last-Event-ID')
   const AsyncFunction = (async () => undefined).constructor as new (...args: string[]) => (...values: unknown[]) => Promise<Resumed>
   // The block has no types: it runs as JavaScript.
   const run = new AsyncFunction('request', 'log', `${block}\nreturn { from, writing }`)
@@ -154,15 +154,21 @@ test(
 )
 
 test(
-  "the README's Last-Event-ID blocks type-check under strict nodenext as a server would hold them: `request` Node's IncomingMessage (what Express's req extends), `log` an EventLog, `latest` a snapshot",
+  "the README's Last-Event-ID blocks and its sessionFeed server type-check under strict nodenext as a server would hold them: `request` Node's IncomingMessage (what Express's req extends), `log` an EventLog, `latest` a snapshot",
   boundedTest(120_000, async (root) => {
     // The repository's sources, as a package's types: a path relative to the file, as nodenext wants it.
     const index = relative(root, join(REPO_ROOT, 'index.js')).split(sep).join('/')
-    const check = await readmeBlock("headers['last-event-id']", 'one block checks Last-Event-ID')
+    const check = await readmeBlock("lastId.indexOf(':')", 'one block checks Last-Event-ID')
     const snapshot = await readmeBlock('latest.snapshotOf', 'one block checks Last-Event-ID against a later snapshot')
+    // The sessionFeed server of "Watching a run", with its imports at the top.
+    const feed = (await readmeBlock('response.write(toServerSentEvent(message))', 'one block serves sessionFeed')).replaceAll("from 'factstate'", `from '${index}'`).split('\n')
     const server = [
       "import type { IncomingMessage } from 'node:http'",
-      `import { EventLog, type RunningInvocation } from '${index}'`,
+      `import { EventLog, type RunningInvocation, type Engine } from '${index}'`,
+      ...feed.filter((line) => line.startsWith('import ')),
+      'export function serve(log: EventLog, engine: Engine) {',
+      '  return ' + feed.filter((line) => !line.startsWith('import ')).join('\n'),
+      '}',
       'export async function resume(request: IncomingMessage, log: EventLog, running: RunningInvocation) {',
       check,
       '  return { from, writing, text: running.liveText()?.text, calls: running.liveToolCalls()?.calls }',

@@ -48,7 +48,7 @@ process.stdout.write('\n')
 // What the log recorded, answer by answer, against the pieces passed on for it. Each piece names
 // the seq of its attempt's model.requested (`requestSeq`; a retry records another) and its place
 // in that attempt (`index`, from 0, no gap): with the log's digest at requestSeq, an SSE id
-// `${requestSeq}:${digest}.${index}` for a page (the README's "Pieces and SSE ids").
+// `${requestSeq}:${digest}.${index}` for a page, as `sessionFeed` gives it (examples/answer-over-sse.ts).
 let matching = 0
 let answers = 0
 let requested = 0

@@ -47,6 +47,7 @@ const examples: [file: string, mustSay: RegExp][] = [
   ['examples/monitoring.ts', /runs started 3; ended \{"completed":1,"failed outcome_unknown":1,"cancelled":1\}; tool calls timed 1; model requests timed 4\n[\s\S]*✔ nothing left timed once every run ended[\s\S]*after the directory was removed: LOG_IO; health \{"ok":false,"failure":"LOG_IO directory_gone","runsInFlight":0,"highWater":\d+\}\n✔ unhealthy: LOG_IO directory_gone\n✔ the follower ended with the failure/],
   ['examples/opentelemetry.ts', /invoke_agent \[customer-a\] [\d.]+ ms\n(  [^\n]+\n){4}invoke_agent \[customer-b\] [\d.]+ ms ERROR model_failed\n  chat stand-in \[customer-b\] [\d.]+ ms ERROR failed\nruns ended \{"completed":1,"model_failed":1\}; operations timed 5\n✔ a span per run\n✔ the failed refund is an error\n✔ runs ended by outcome\n✔ no span holds the runs' contents/],
   ['examples/streaming-answer.ts', /\[step-2\] Tomorrow in Oslo[\s\S]*completed: 6 pieces for 2 answers; 2 of 2 add up to the recorded text/],
+  ['examples/answer-over-sse.ts', /dropped mid-answer, the page showing "Tomorrow in Oslo[^\n]*\nback with its last id, it got: text-so-far, \d+ pieces, fact, fact\ncompleted: the page shows the recorded answer/],
 ]
 
 /**

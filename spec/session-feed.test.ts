@@ -8,7 +8,7 @@
  */
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import { EventLog, type ModelTextPiece, type ModelToolCallPiece, type SessionFeedMessage, type StoredEvent, type ToolDefinition, type ToolProgressUpdate, sessionFeed, toServerSentEvent } from '../index.js'
+import { EventLog, type ModelClient, type ModelResponse, type ModelTextPiece, type ModelToolCallPiece, type SessionFeedMessage, type StoredEvent, type ToolDefinition, type ToolProgressUpdate, sessionFeed, toServerSentEvent } from '../index.js'
 import { answer } from '../testing/scripted-model-server.js'
 import { type EngineHarness, engineTest } from './support/engine-fixtures.js'
 import { refusal } from './support/log-fixtures.js'
@@ -257,8 +257,9 @@ test(
 )
 
 test(
-  'a page that connects (or reconnects with a fact id) while an answer is written gets the text so far only after the model.requested it follows, then the pieces after it',
-  engineTest(SCRIPT, { stream: true, ms: 20_000 }, async (h) => {
+  'a page that connects (or reconnects with a fact id) while an answer is written gets the text so far only after the model.requested it follows, then the pieces after it; one back with a piece id after missing two gets the text so far, then the next',
+  // Slower: the first answer is still being written when the second page comes.
+  engineTest([answer.toolCalls([{ name: 'forecast', arguments: { city: 'Oslo' } }], { text: THOUGHT, pieces: 16, pieceDelayMs: 40 }), answer.text(ANSWER)], { stream: true, ms: 20_000 }, async (h) => {
     const input = h.input('late', { tools: [forecast] })
     const { sessionId } = input.invocation
     let pieces = 0
@@ -295,6 +296,7 @@ test(
       assert.ok((page.texts.get(requestSeq)?.next ?? 0) >= 4, 'then the next piece')
 
       // Gone after that piece while two more are passed on: back with the piece's id, it gets the text so far (one message, replacing), then the next piece.
+      if (lastEventId !== undefined) continue
       const at = pieces
       const twoMore = new Promise<void>((resolve) => {
         third = resolve
@@ -314,6 +316,74 @@ test(
     await running.wait()
   }),
 )
+
+for (const last of ['text', 'call'] as const) {
+  test(
+    `text and call pieces interleaved, the ${last} piece passed on last: a page back with the model.requested's id gets both so-fars, the one passed on last last, so that its id tells the page has the other's too (back again, it gets neither)`,
+    (() => {
+      let release: () => void = () => undefined
+      const held = new Promise<void>((resolve) => {
+        release = resolve
+      })
+      const client: ModelClient = {
+        async complete(request): Promise<ModelResponse> {
+          if (request.onText === undefined) return { kind: 'completed', output: { text: 'done', toolCalls: [], finishReason: 'stop' } }
+          const text = request.onText
+          const call = request.onToolCall as NonNullable<typeof request.onToolCall>
+          text('It is ')
+          call({ index: 0, callId: 'call-1', name: 'forecast', arguments: '{"city":' })
+          if (last === 'text') text('snowing ')
+          else call({ index: 0, arguments: '"Oslo"' })
+          await held
+          text('in Oslo.')
+          if (last === 'call') text('snowing ')
+          call({ index: 0, arguments: last === 'text' ? '"Oslo"}' : '}' })
+          const answerText = last === 'text' ? 'It is snowing in Oslo.' : 'It is in Oslo.snowing '
+          return { kind: 'completed', output: { text: answerText, toolCalls: [{ callId: 'call-1', name: 'forecast', arguments: '{"city":"Oslo"}' }], finishReason: 'tool_calls' } }
+        },
+      }
+      return engineTest([], { model: { createClient: () => client } }, async (h) => {
+        const input = h.input(`order-${last}`, { tools: [forecast] })
+        const { sessionId } = input.invocation
+        let passed = 0
+        let three: () => void = () => undefined
+        const threePassed = new Promise<void>((resolve) => {
+          three = resolve
+        })
+        const count = () => {
+          if (++passed === 4) three()
+        }
+        const running = await h.start(input, { onModelText: count, onToolCallText: count })
+        // It is ', the call's '' and first piece, and one more: four pieces passed on.
+        await threePassed
+        const requestSeq = running.liveText()?.requestSeq as number
+        const page = new Page(`back at ${last}`)
+        for await (const stored of h.log.events({ sessionId, to: requestSeq })) page.apply({ id: `${stored.seq}:${await h.log.digestAt(stored.seq)}`, event: 'fact', data: stored })
+        const first = sessionFeed(h.log, { sessionId, lastEventId: page.lastId, engine: h.engine })
+        for (let i = 0; i < 2; i += 1) page.apply((await first.next()).value as SessionFeedMessage)
+        await first.return?.()
+        assert.equal(
+          page.applied.slice(-2).map((line) => line.split(' ')[0]),
+          last === 'text' ? ['tool-calls-so-far', 'text-so-far'] : ['text-so-far', 'tool-calls-so-far'],
+        )
+        // Back again with that id: nothing of the attempt is sent again; the next piece is the next one passed on.
+        const again = sessionFeed(h.log, { sessionId, lastEventId: page.lastId, engine: h.engine })
+        const next = again.next()
+        release()
+        page.apply((await next).value as SessionFeedMessage)
+        assert.is(page.applied.at(-1)?.split(' ')[0], 'text', 'the next piece')
+        for await (const message of again) {
+          page.apply(message)
+          if (page.ended) break
+        }
+        const completed = (await h.log.invocationEvents(input.invocation.invocationId)).find(({ event }) => event.fact.type === 'model.completed')
+        assert.is(page.texts.get(requestSeq)?.text, completed?.event.fact.type === 'model.completed' ? completed.event.fact.output.text : undefined)
+        assert.equal([...(page.calls.get(requestSeq)?.calls ?? [])], [['call-1', ['forecast', '{"city":"Oslo"}']]])
+        await running.wait()
+      })
+    })(),
+  )
+}
 
 test(
   'an id the log does not bear out starts the page over with a reset (id "", which clears the last id), then the session from its first fact: another digest, a seq past the end, garbage; a piece id of an answer already recorded resumes after its model.requested',

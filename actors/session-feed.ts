@@ -322,6 +322,16 @@ class SessionFeed implements AsyncIterableIterator<SessionFeedMessage> {
     if (this.#closed) return
     if (after <= this.#through) this.#ready.push(item)
     else {
+      // A page that reads slower than the run writes: the pieces of an attempt (and the progress of
+      // a call) held for it are let go once a later attempt (call) begins, since that one's request
+      // (dispatch) is durable after the earlier one's end fact, which has the text (the outcome).
+      const piece = item.event !== 'tool-progress'
+      for (const [seq, items] of this.#held) {
+        if (seq >= after) continue
+        const kept = items.filter((held) => held.event === 'tool-progress' && !piece)
+        if (kept.length === 0) this.#held.delete(seq)
+        else this.#held.set(seq, kept)
+      }
       const items = this.#held.get(after)
       if (items === undefined) this.#held.set(after, [item])
       else items.push(item)

@@ -386,6 +386,28 @@ for (const last of ['text', 'call'] as const) {
 }
 
 test(
+  'a page that reads nothing while the run writes both its answers gets, when it reads, every fact once and the pieces of the attempt still held for it, those of the earlier attempt let go (its model.completed has the text)',
+  engineTest(SCRIPT, { stream: true, ms: 20_000 }, async (h) => {
+    const input = h.input('slow', { tools: [forecast] })
+    const { sessionId } = input.invocation
+    const page = new Page('slow')
+    const feed = sessionFeed(h.log, { sessionId, engine: h.engine })
+    const running = await h.start(input, { onModelText: () => undefined, onToolCallText: () => undefined, onToolProgress: () => undefined })
+    page.apply((await feed.next()).value as SessionFeedMessage)
+    assert.equal(await running.wait(), { status: 'completed' })
+    for await (const message of feed) {
+      page.apply(message)
+      if (page.ended) break
+    }
+    const facts: StoredEvent[] = []
+    for await (const stored of h.log.events({ sessionId })) facts.push(stored)
+    const requested = facts.filter(({ event }) => event.fact.type === 'model.requested').map(({ seq }) => seq)
+    assert.equal(page.held(), { facts: facts.map(({ seq }) => seq), texts: [[requested[1], ANSWER]], calls: [] }, 'the last attempt in pieces, the first from its fact')
+    assert.not.ok(page.applied.some((line) => line.startsWith('tool-progress')), "the call's progress let go too")
+  }),
+)
+
+test(
   'an id the log does not bear out starts the page over with a reset (id "", which clears the last id), then the session from its first fact: another digest, a seq past the end, garbage; a piece id of an answer already recorded resumes after its model.requested',
   engineTest(SCRIPT, { stream: true, ms: 20_000 }, async (h) => {
     const input = h.input('ids', { tools: [forecast] })

@@ -49,6 +49,8 @@ export type FactstateErrorCode =
   // options of the engine, its model executor and the inspector
   | 'ENGINE_INVALID_OPTIONS'
   | 'INSPECTOR_INVALID_OPTIONS'
+  // an engine that `close()` has closed
+  | 'ENGINE_CLOSED'
   // the testing kit (`factstate/testing`)
   | 'TESTING_INVALID_OPTIONS'
   // the tools of an MCP server (`factstate/mcp`)
@@ -231,6 +233,11 @@ export interface FactstateErrorDetails {
   MODEL_SECRET_INVALID: { reason: 'not_a_string' | 'too_short' | 'too_long' | 'too_many' }
   /** `field`: the option. */
   ENGINE_INVALID_OPTIONS: { field: string }
+  /**
+   * `call`: what was refused (`start`, which `run` calls, or `check`); `invocationId`: the run's, when
+   * the input names one that is an id.
+   */
+  ENGINE_CLOSED: { call: 'start' | 'check'; invocationId?: string }
   /** `field`: the option; `value`: the value given (for `host`, `port`, `maxEvents`, `maxBytes`, and a port in use). */
   INSPECTOR_INVALID_OPTIONS: { field: string; value?: unknown }
   /** `field`: the option. */

@@ -23,7 +23,7 @@ export {
   type InvocationSnapshot,
   type InvocationState,
 } from './machines/invocation.js'
-export { Engine, type EngineOptions, type StartOptions, type RunningInvocation } from './actors/engine.js'
+export { Engine, type EngineOptions, type EngineCloseOptions, type DrainOptions, type StartOptions, type RunningInvocation } from './actors/engine.js'
 export { sessionFeed, toServerSentEvent, type SessionFeedMessage, type SessionFeedOptions, type SessionFeedResetReason } from './actors/session-feed.js'
 export { ModelExecutor, type ModelExecutorOptions } from './actors/model-executor.js'
 export type { LiveModelText, LiveModelToolCall, LiveModelToolCalls, ModelTextPiece, ModelToolCallPiece } from './actors/model-text.js'

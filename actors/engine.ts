@@ -9,6 +9,7 @@ import { canonical, isAbortSignal, messageOf, storageProblemAt } from '../store/
 import { type AppendView, type EventLog, type LogInternals, logInternals, sourceRemedy } from '../store/event-log.js'
 import type { BackupPoint } from '../store/backup-point.js'
 import { dispatchedInputs, dispatchedKey } from '../store/dispatched-inputs.js'
+import { onAbort } from './abort-listeners.js'
 import { Gate, type HandoffGate, successorOf } from './handoff.js'
 import { InvocationActor, defaultEventId } from './invocation-actor.js'
 import type { ModelClient } from './model-client.js'
@@ -337,6 +338,55 @@ function startSignal(signal: unknown, refuse: (field: string, message: string) =
   if (signal === undefined) return undefined
   if (!isAbortSignal(signal)) throw refuse('options.signal', 'options.signal must be an AbortSignal (AbortController.signal)')
   return signal
+}
+
+/** Options of {@link Engine.close}. */
+export interface EngineCloseOptions {
+  /**
+   * Cancels every run the engine has in flight with this reason, as a handle's `cancel(reason)` does
+   * (each ends `cancelled{source: reason}` unless its own cancel came first, a tool with effects threw
+   * on the abort, or a `sealOnCancel` hold seals it), and the child runs admitted after it too. A
+   * non-empty string. Without it, the runs go on to their end.
+   */
+  cancel?: string | undefined
+  /** Stops waiting: the promise rejects with the signal's reason. The engine stays closed and its runs go on. */
+  signal?: AbortSignal | undefined
+}
+
+/** Options of {@link Engine.drain}. */
+export interface DrainOptions {
+  /** Stops waiting: the promise rejects with the signal's reason. Nothing is cancelled. */
+  signal?: AbortSignal | undefined
+}
+
+/** `promise`, or the signal's reason once `signal` aborts first (at once when it has already). */
+function untilAborted(promise: Promise<void>, signal: AbortSignal | undefined): Promise<void> {
+  if (signal === undefined) return promise
+  return new Promise<void>((resolve, reject) => {
+    const stop = onAbort(signal, () => reject(signal.reason))
+    promise.then(
+      () => {
+        stop()
+        resolve()
+      },
+      (error: unknown) => {
+        stop()
+        reject(error)
+      },
+    )
+  })
+}
+
+/** `close()`'s and `drain()`'s options, read once, or `ENGINE_INVALID_OPTIONS` naming the option. */
+function waitOptions(options: unknown, call: 'engine.close' | 'engine.drain'): EngineCloseOptions {
+  const known = call === 'engine.close' ? ['cancel', 'signal'] : ['signal']
+  const given = readOptions(options, known, { call, code: 'ENGINE_INVALID_OPTIONS', details: (field) => ({ field }) })
+  const invalid = (field: string, what: string) => new FactstateError('ENGINE_INVALID_OPTIONS', `${call}: ${field} must be ${what}`, { details: { field } })
+  const { cancel, signal } = given as { cancel?: unknown; signal?: unknown }
+  // Its kind, not its text, when it is not a string: an error's message may quote a secret.
+  if (cancel !== undefined && (typeof cancel !== 'string' || cancel === '')) throw invalid('cancel', `a non-empty string (the runs' cancel reason), not ${typeof cancel === 'string' ? "''" : kindOf(cancel)}`)
+  if (signal !== undefined && !isAbortSignal(signal)) throw invalid('signal', 'an AbortSignal (AbortController.signal, AbortSignal.timeout(ms))')
+  return { ...(cancel === undefined ? {} : { cancel: cancel as string }), ...(signal === undefined ? {} : { signal: signal as AbortSignal }) }
 }
 
 /** An admitted invocation, running as an actor. */
@@ -981,6 +1031,12 @@ export class Engine {
   readonly #startingIds = new Map<string, Set<Promise<void>>>()
   /** The session feeds listening to each session's live pieces (see `EngineInternals.watch`). */
   readonly #taps = new Map<string, Set<LiveTap>>()
+  /**
+   * Set by the first `close()`: from then on starts are refused (`ENGINE_CLOSED`) but a child run's
+   * (see `#closedRefusal`); `cancel` the first reason a close cancelled with (a child admitted later
+   * is cancelled with it), `done` resolves once every run has ended.
+   */
+  #closing: { cancel: string | undefined; done: Promise<void> } | undefined
 
   constructor(options: EngineOptions) {
     const invalid = (field: string, what: string) => new FactstateError('ENGINE_INVALID_OPTIONS', `Engine: ${field} must be ${what}`, { details: { field } })
@@ -1075,6 +1131,9 @@ export class Engine {
    * `RUN_SOURCE_STALE`, `HANDOFF_MISMATCH`, `HANDOFF_CLAIMED`.
    */
   start(input: RunInput, options: StartOptions = {}): Promise<RunningInvocation> {
+    // A closed engine refuses before it reads more of the input: nothing is tracked, nothing written.
+    const closed = this.#closedRefusal(input, 'start')
+    if (closed !== undefined) return Promise.reject(closed)
     // Counted from the call: `drain()` also waits for a run that is still being admitted.
     const id = invocationIdOf(input)
     // A copy: this start's own promise joins the set below, and must not be waited for.
@@ -1113,6 +1172,9 @@ export class Engine {
     try {
       const started = await this.#admitRun(run, admitted, read, opening, made)
       if (parent !== undefined) this.#childOf(run, parent)
+      // A child run admitted after a close that cancelled (or while it was being admitted): cancelled as it opens.
+      const cancel = this.#closing?.cancel
+      if (cancel !== undefined) started.cancel(cancel)
       return started
     } catch (error) {
       if (opening !== undefined) this.#notOpened(opening, error, read.signal)
@@ -1130,9 +1192,34 @@ export class Engine {
    * a seal or a run ending in between can make it refuse.
    */
   async check(input: RunInput, options: StartOptions = {}): Promise<void> {
+    const closed = this.#closedRefusal(input, 'check')
+    if (closed !== undefined) throw closed
     const { run, admitted, read, made } = this.#prepare(input, options)
     const opening = await this.#openingFact(run, admitted, read.signal, made)
-    await this.#log.checkAppend([opening.event], (view) => this.#admit(run, opening.event, view, opening.restored))
+    await this.#log.checkAppend([opening.event], async (view) => {
+      // As start()'s admission: a close made while the input was read refuses here.
+      const refused = this.#closedRefusal(run, 'check')
+      if (refused !== undefined) throw refused
+      await this.#admit(run, opening.event, view, opening.restored)
+    })
+  }
+
+  /**
+   * `ENGINE_CLOSED` once `close()` has been called, for any start but a child run's: one whose
+   * `parent` (or, for a handoff successor, its source's parent) is a run this engine is still running,
+   * started by that run's tool (a supervisor's `delegate`): it is that run's work, which the close
+   * lets end (and cancels with the run, when it cancels). `undefined` when the start may go on.
+   */
+  #closedRefusal(input: unknown, call: 'start' | 'check'): FactstateError | undefined {
+    if (this.#closing === undefined || this.#parentRunOf(input) !== undefined) return undefined
+    const id = invocationIdOf(input)
+    // The id when it is one, and not one of the engine's secrets (as `running` shows what it refuses).
+    const named = id !== undefined && ID_PATTERN.test(id) && redact(id, secretsOf({ headers: this.#secrets }).inData) === id ? id : undefined
+    return new FactstateError(
+      'ENGINE_CLOSED',
+      `engine.${call}: the engine is closed (engine.close() was called): it admits no new runs${named === undefined ? '' : `, not ${named}`}; start them on another Engine`,
+      { details: { call, ...(named === undefined ? {} : { invocationId: named }) } },
+    )
   }
 
   /**
@@ -1321,6 +1408,9 @@ export class Engine {
     let marked = false
     try {
       await this.#log.appendAll([event], async (view) => {
+        // In the group commit: a start called before close() but not yet written is refused, nothing written.
+        const closed = this.#closedRefusal(run, 'start')
+        if (closed !== undefined) throw closed
         await this.#admit(run, event, view, restored)
         if (!this.#log.live.has(invocation.invocationId)) {
           this.#log.live.add(invocation.invocationId)
@@ -1723,11 +1813,58 @@ export class Engine {
     return (await this.start(input, options)).wait()
   }
 
-  /** Waits until every invocation this engine runs (including ones started meanwhile, and ones still being admitted) has ended. */
-  async drain(): Promise<void> {
+  /**
+   * Waits until every invocation this engine runs (including ones started meanwhile, and ones still
+   * being admitted) has ended. A held run keeps it waiting until its hold is decided. `signal` stops
+   * the wait: the promise rejects with its reason, and nothing is cancelled. Options that are not
+   * `{ signal? }` are `ENGINE_INVALID_OPTIONS`.
+   */
+  drain(options?: DrainOptions): Promise<void> {
+    let signal: AbortSignal | undefined
+    try {
+      ;({ signal } = waitOptions(options, 'engine.drain'))
+    } catch (error) {
+      return Promise.reject(error)
+    }
+    return untilAborted(this.#drained(), signal)
+  }
+
+  async #drained(): Promise<void> {
     while (this.#running.size > 0 || this.#admitting.size > 0) {
       await Promise.allSettled([...this.#admitting, ...[...this.#running.values()].map(({ actor }) => actor.done)])
     }
+  }
+
+  /**
+   * Closes the engine to new runs: from this call on, `start()`, `run()` and `check()` are refused
+   * `ENGINE_CLOSED` with nothing written, a start called before it but not yet admitted included (one
+   * whose `invocation.opened` was already being written is admitted, and waited for). A child run
+   * (its `parent` a run this engine still runs, started by that run's tool) is still admitted: it is
+   * that run's work. Resolves once every run the engine has, admitted or being admitted, has ended,
+   * as `drain()` waits (held runs too: a hold waits for its holder's decision). `cancel: reason`
+   * cancels each of them as `running.cancel(reason)` does, and the children admitted later; a held
+   * run then ends `cancelled` (`release()`/`commit()` reject `HANDOFF_NOT_HELD`), or sealed
+   * (`handoff_paused`) when its reservation asked for `sealOnCancel`. `signal` stops the wait (the
+   * promise rejects with its reason); the engine stays closed. Again, or at once: the same close
+   * (without a signal, the same promise); a later `cancel` cancels the runs still in flight. It
+   * does not close the log: close it once this has resolved. Options that are not
+   * `{ cancel?, signal? }` are `ENGINE_INVALID_OPTIONS`, and close nothing.
+   */
+  close(options?: EngineCloseOptions): Promise<void> {
+    let read: EngineCloseOptions
+    try {
+      read = waitOptions(options, 'engine.close')
+    } catch (error) {
+      return Promise.reject(error)
+    }
+    this.#closing ??= { cancel: undefined, done: this.#drained() }
+    const closing = this.#closing
+    if (read.cancel !== undefined) {
+      closing.cancel ??= read.cancel
+      // Those admitted and those being admitted (their handles cancel them as they open); each keeps its first reason.
+      for (const entry of [...this.#running.values(), ...this.#openings.values()]) this.#handle(entry).cancel(read.cancel)
+    }
+    return untilAborted(closing.done, read.signal)
   }
 
   /**

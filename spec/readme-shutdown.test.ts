@@ -1,6 +1,6 @@
 /**
  * The README's start-up loop ("After a crash") after a shutdown ("Cancelling a run": the SIGTERM
- * recipe ends the runs it was answering `cancelled{shutdown}`, and the next start finishes them with
+ * recipe's `engine.close({ cancel: 'shutdown' })` ends the runs it was answering `cancelled{shutdown}`, and the next start finishes them with
  * that loop), run as it is written: two runs are cancelled by a shutdown and one by the user, then
  * the next start runs the block twice at once (a start-up run twice in one process), both passes
  * having listed the sessions before either continues one. Each shutdown's turn is finished once, the
@@ -70,7 +70,6 @@ test("the README's loop after a shutdown finishes each cancelled{shutdown} turn 
         const first = await EventLog.open(join(dir, 'log'))
         try {
           const engine = new Engine({ log: first, model: new ModelExecutor({ retries: 0 }) })
-          const shutdown = new AbortController()
           const stop = new AbortController()
           const runs = await Promise.all(
             Object.keys(servers).map((sessionId) =>
@@ -82,20 +81,22 @@ test("the README's loop after a shutdown finishes each cancelled{shutdown} turn 
                   // A child run, as a supervisor's delegate call starts it (Agents that call agents).
                   ...(sessionId === 'child' ? { parent: { invocation: { sessionId: 'supervisor', turnId: 't1', runId: 'r1', invocationId: 'i1' }, operationId: 'i1/step-1/0' } } : {}),
                 },
-                { signal: sessionId === 'stopped' ? stop.signal : shutdown.signal },
+                sessionId === 'stopped' ? { signal: stop.signal } : {},
               ),
             ),
           )
           await Promise.all(Object.values(servers).map((server) => server.seen(0)))
           stop.abort('user-stop')
-          shutdown.abort('shutdown')
+          // The README's SIGTERM recipe: the engine's close cancels every run in flight (the one the user stopped keeps its reason).
+          const closed = engine.close({ cancel: 'shutdown' })
           assert.equal(await Promise.all(runs.map((run) => run.wait())), [
             { status: 'cancelled', source: 'shutdown' },
             { status: 'cancelled', source: 'shutdown' },
             { status: 'cancelled', source: 'user-stop' },
             { status: 'cancelled', source: 'shutdown' },
           ])
-          await engine.drain()
+          await closed
+          assert.equal(engine.inFlight(), [])
         } finally {
           await first.close()
         }

@@ -72,6 +72,7 @@ const schemas: { [C in FactstateErrorCode]: z.ZodType<FactstateErrorDetails[C]> 
   TOOL_PROGRESS_INVALID: z.strictObject({ reason: z.enum(['not_json', 'too_large', 'too_deep']) }),
   MODEL_SECRET_INVALID: z.strictObject({ reason: z.enum(['too_long', 'too_many']) }),
   ENGINE_INVALID_OPTIONS: z.strictObject({ field: text }),
+  ENGINE_CLOSED: z.strictObject({ call: z.enum(['start', 'check']), invocationId: text.optional() }),
   INSPECTOR_INVALID_OPTIONS: z.strictObject({ field: text, value: z.unknown().optional() }),
   TESTING_INVALID_OPTIONS: z.strictObject({ field: text }),
   MCP_INVALID_OPTIONS: z.strictObject({ field: text }),

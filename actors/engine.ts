@@ -1128,7 +1128,7 @@ export class Engine {
   /**
    * Admits a run and starts its actor, or refuses without writing anything:
    * `RUN_INVALID_INPUT`, `RUN_BUSY`, `RUN_RECONCILIATION_REQUIRED`, `RUN_SOURCE_MISMATCH`,
-   * `RUN_SOURCE_STALE`, `HANDOFF_MISMATCH`, `HANDOFF_CLAIMED`.
+   * `RUN_SOURCE_STALE`, `HANDOFF_MISMATCH`, `HANDOFF_CLAIMED`; `ENGINE_CLOSED` once `close()` was called.
    */
   start(input: RunInput, options: StartOptions = {}): Promise<RunningInvocation> {
     // A closed engine refuses before it reads more of the input: nothing is tracked, nothing written.
@@ -1800,7 +1800,7 @@ export class Engine {
    * The invocation ids `running(id)` gives a handle for now: the runs this engine is running
    * (admitted and not ended, held ones waiting for their holder's decision included), in the order
    * they were admitted, then the runs its `start()` calls are admitting, in the order they were
-   * called; as `drain()` waits for them. A copy: for a shutdown that gave up waiting for `drain()`
+   * called; as `drain()` and `close()` wait for them. A copy: for a shutdown that gave up waiting for `close()`
    * to say what it left running (a crash's recovery closes those runs).
    */
   inFlight(): string[] {

@@ -31,7 +31,7 @@ test(
       listed.pop()
       assert.equal(h.engine.inFlight(), ['invocation-waiting', 'invocation-held'], 'a copy: changing it changes nothing')
 
-      // What the README's SIGTERM recipe does: abort, then drain (bounded); what is left is what inFlight() names.
+      // A shutdown by one signal, then drain (bounded); what is left is what inFlight() names (engine.close, the README's recipe now: spec/engine-close.test.ts).
       stop.abort('shutdown')
       assert.equal(await waiting.wait(), { status: 'cancelled', source: 'shutdown' })
       assert.ok(await stillPending(h.engine.drain(), 100), 'the held run keeps drain() waiting')

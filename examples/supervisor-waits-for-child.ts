@@ -16,11 +16,20 @@
  * process, at start-up, continues the writer told what was withdrawn; it submits again and is sealed,
  * and the review carries the writer, then the editor, told the writer's answer, on.
  *
+ * The approval is for the session whose turn asked (the writer's): the review checks the writer's
+ * successor against the log (`engine.check`), then records the approval, then starts it (and puts the
+ * approval back if the start is refused all the same). Last, in a log of its own: a review under a
+ * build that changed the writer's instructions is refused by the check, nothing recorded; under the
+ * sealed settings, the review is killed once the approval is recorded, before the successor starts;
+ * another desk's writer (a second child, in a session of its own) then asks to publish the same
+ * title and is refused, the approval not taken; the same resume, run again, publishes it once, for
+ * the writer that asked.
+ *
  *   npx tsx examples/supervisor-waits-for-child.ts
  */
 import { spawn } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
-import { appendFileSync, existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs'
+import { appendFileSync, existsSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -34,6 +43,7 @@ import {
   type Invocation,
   type RunInput,
   type RunSettings,
+  type RunningInvocation,
   type ToolDefinition,
   answerOf,
   childRunFor,
@@ -49,6 +59,8 @@ const [role, dir, stop] = process.argv.slice(2)
 const shutdown = new AbortController()
 const configuration = { cwd: '/srv/newsroom' }
 const editorRun: Invocation = { sessionId: 'editor-desk', turnId: 'turn-1', runId: 'run-1', invocationId: 'editor-1' }
+/** Another supervisor's session, whose writer (a second child) asks to publish a note of the same title. */
+const otherDesk: Invocation = { sessionId: 'other-desk', turnId: 'turn-1', runId: 'run-1', invocationId: 'other-1' }
 
 /**
  * The model, one server for both agents (told apart by the model they ask): the editor delegates, and
@@ -60,20 +72,25 @@ function model(request: RecordedRequest) {
   const last = messages.at(-1)
   if (request.body.model === 'editor') {
     if (last?.role === 'user' && String(last.content).includes('delegate')) return answer.text('The v2 release note is written, reviewed and published.')
-    return answer.toolCalls([{ name: 'delegate', arguments: { specialist: 'writer', task: 'Write the v2 release note' } }])
+    if (last?.role === 'tool' && String(last.content).includes('"status":"completed"')) return answer.text(`The writer answered: ${String(last.content)}`)
+    const publishOnly = String(messages.find((message) => message.role === 'user')?.content).startsWith('Publish')
+    return answer.toolCalls([{ name: 'delegate', arguments: { specialist: 'writer', task: publishOnly ? 'Publish the v2 release note' : 'Write the v2 release note' } }])
   }
   const said = String(last?.content)
+  // A writer told to publish (another desk's): it asks for the publication at once.
+  if (!messages.some((message) => message.role === 'tool') && said.startsWith('Publish')) return answer.toolCalls([{ name: 'publish', arguments: { title: 'v2 release note' } }])
   if (!messages.some((message) => message.role === 'tool') || said.includes('submit it again')) return answer.toolCalls([{ name: 'submit_for_review', arguments: { title: 'v2 release note' } }])
   if (last?.role === 'user' && said.includes('approved') && !said.includes('do not publish')) return answer.toolCalls([{ name: 'publish', arguments: { title: 'v2 release note' } }])
   if (said.includes('published')) return answer.text('Published "v2 release note" after carol@acme approved it.')
   return answer.text('The draft waits for its reviewer.')
 }
 
-/** What one process works with: its engine, its log, and the settings of both agents. */
+/** What one process works with: its engine, its log, the approvals, and the settings of both agents. */
 interface Desk {
   dir: string
   log: EventLog
   engine: Engine
+  approvals: Approvals
   editor: RunSettings
   writer: RunSettings
 }
@@ -131,9 +148,54 @@ function withdrawRequests(dir: string, invocationId: string): string[] {
   return requests.filter((r) => r.run === invocationId).map((r) => r.title)
 }
 
+/**
+ * What reviewers approved and is not published yet, a file each (a table of your application's in
+ * practice): `publish`'s only gate. Keyed by the session whose turn asked for the review (the
+ * writer's, a child session) and the title: another session's run that names the same title (a
+ * second child, another desk's writer) takes nothing.
+ */
+interface Approvals {
+  /** Whether `title` is approved for `session` and not yet published. */
+  has(session: string, title: string): boolean
+  /** Records an approval; false when it is recorded already, or was used (the same resume, run again). */
+  approve(session: string, title: string, by: string): boolean
+  /** Takes the approval as it checks it (a rename): one approval publishes once. */
+  take(session: string, title: string): boolean
+  /** Puts back an approval no run will consume: approved → not approved, unless it was taken. */
+  undo(session: string, title: string): void
+}
+
+function approvalsIn(dir: string): Approvals {
+  const file = (state: 'approved' | 'used', session: string, title: string) => join(dir, `${state} ${encodeURIComponent(JSON.stringify([session, title]))}`)
+  return {
+    has: (session, title) => existsSync(file('approved', session, title)),
+    approve(session, title, by) {
+      if (existsSync(file('used', session, title))) return false
+      try {
+        writeFileSync(file('approved', session, title), by, { flag: 'wx' })
+        return true
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code === 'EEXIST') return false
+        throw error
+      }
+    },
+    take(session, title) {
+      try {
+        renameSync(file('approved', session, title), file('used', session, title))
+        return true
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code === 'ENOENT') return false // not approved, or taken already
+        throw error
+      }
+    },
+    undo: (session, title) => rmSync(file('approved', session, title), { force: true }),
+  }
+}
+
 async function openDesk(dir: string, baseUrl: string): Promise<Desk> {
   const log = await EventLog.open(join(dir, 'log'))
   const engine = new Engine({ log })
+  const approvals = approvalsIn(dir)
   const reviews = join(dir, 'reviews.jsonl')
   const published = join(dir, 'published.txt')
   const writerTools: ToolDefinition[] = [
@@ -143,7 +205,7 @@ async function openDesk(dir: string, baseUrl: string): Promise<Desk> {
       inputSchema: { type: 'object', properties: { title: { type: 'string' } }, required: ['title'] },
       async execute(args, context) {
         const { title } = args as { title: string }
-        if (existsSync(join(dir, `approved ${title}`))) return { review: 'approved' }
+        if (approvals.has(context.invocation.sessionId, title)) return { review: 'approved' }
         if (stop === 'shutdown-before-request') shutdown.abort('shutdown') // the example's SIGTERM
         // Reserved before the request is recorded: a run already stopping (a shutdown) records none.
         const seal = sealAtNextSafePoint(engine, context.invocation, 'review')
@@ -163,12 +225,9 @@ async function openDesk(dir: string, baseUrl: string): Promise<Desk> {
       inputSchema: { type: 'object', properties: { title: { type: 'string' } }, required: ['title'] },
       async execute(args, context) {
         const { title } = args as { title: string }
-        // The gate: an approval is taken as it is checked (a rename), so one approval publishes once.
-        try {
-          renameSync(join(dir, `approved ${title}`), join(dir, `used ${title}`))
-        } catch {
-          throw new Error(`"${title}" needs a reviewer's approval: submit it for review`)
-        }
+        // The gate: an approval is taken as it is checked (a rename), so one approval publishes once;
+        // by session and title, so another session's run (a second writer) that names the title takes nothing.
+        if (!approvals.take(context.invocation.sessionId, title)) throw new Error(`"${title}" needs a reviewer's approval in this session: submit it for review`)
         appendFileSync(published, `${context.operationId} ${title}\n`)
         return { published: true }
       },
@@ -194,7 +253,7 @@ async function openDesk(dir: string, baseUrl: string): Promise<Desk> {
     },
   }
   const editor = { provider: { kind: 'openai-chat' as const, baseUrl, model: 'editor' }, configuration, tools: [delegate] }
-  return { dir, log, engine, editor, writer }
+  return { dir, log, engine, approvals, editor, writer }
 }
 
 /**
@@ -227,12 +286,14 @@ async function childrenWaitedFor(log: EventLog, invocationId: string): Promise<{
 }
 
 /**
- * The reviewer's decision for the child run `childSession`, carried through: the child's successor
- * (or whatever finishes it), then its supervisor's. Everything is read from the log, so a process
- * killed anywhere in it runs it again.
+ * The approval of `request` by `by`, carried through: the child's successor (or whatever finishes
+ * it), checked, the approval recorded, then started, then its supervisor's. Everything is read from
+ * the log, so a process killed anywhere in it runs it again.
  */
-async function carryReview(desk: Desk, childSession: string, decision: string): Promise<void> {
-  const { log, engine } = desk
+async function carryReview(desk: Desk, request: ReviewRequest, by: string): Promise<void> {
+  const { log, engine, approvals } = desk
+  const { session: childSession, title } = request
+  const decision = `${by} approved "${title}"`
   // 1. The child: sealed, its successor is told the decision; ended otherwise (a crash in its
   //    successor), it is continued from its end, its uncertain calls checked by operation id.
   let last = (await log.runs(childSession)).at(-1)
@@ -252,7 +313,25 @@ async function carryReview(desk: Desk, childSession: string, decision: string): 
       const again = { sessionId: childSession, turnId: last.turnId, runId: `run-${randomUUID()}`, invocationId: `inv-${randomUUID()}` }
       run = { ...desk.writer, invocation: again, work: { kind: 'continuation', source: source.boundary, ...(found.length > 0 ? { allowPriorUnknown: true } : {}), ...(told.length > 0 ? { content: told.join('\n') } : {}) } }
     }
-    const outcome = await engine.run(run)
+    // Asked before anything is recorded: a run the log would refuse now (HANDOFF_MISMATCH once a deploy
+    // changed a sealed setting, HANDOFF_CLAIMED once the turn was given up) throws here, and no approval
+    // is left that no run of the child's turn would consume.
+    await engine.check(run)
+    // For the child's session, whose turn asked: false when recorded already (this resume, run again).
+    const recorded = approvals.approve(childSession, title, by)
+    if (stop === 'after-approval') {
+      console.log(`approval-recorded ${childSession}`)
+      await new Promise(() => undefined) // the example's crash: killed here, before the successor starts
+    }
+    let running: RunningInvocation
+    try {
+      running = await engine.start(run)
+    } catch (error) {
+      // Refused all the same: the log changed between the check and the start (a race). Put it back.
+      if (recorded) approvals.undo(childSession, title)
+      throw error
+    }
+    const outcome = await running.wait()
     console.log(`${childSession}: ${run.work.kind} ${run.invocation.runId} ${outcome.status}: ${answerOf(await log.invocationEvents(run.invocation.invocationId))}`)
     last = (await log.runs(childSession)).at(-1)
   }
@@ -356,6 +435,14 @@ if (role === 'work' && dir) {
   console.log(`process 1: the editor ended ${outcome.status}; model requests: ${server.requests.length}`)
   await desk.log.close()
   await server.close()
+} else if (role === 'other' && dir) {
+  // Another desk, while editor-desk's approval stands: its writer asks to publish the same title.
+  const server = await scriptedModelServer(model, { callIdPrefix: 'other' })
+  const desk = await openDesk(dir, server.baseUrl)
+  const outcome = await desk.engine.run({ ...desk.editor, invocation: otherDesk, work: { kind: 'message', content: 'Publish the v2 release note' } })
+  console.log(`${otherDesk.sessionId}: ${outcome.status}: ${answerOf(await desk.log.invocationEvents(otherDesk.invocationId))}`)
+  await desk.log.close()
+  await server.close()
 } else if (role === 'review' && dir) {
   // Process 2 and 3, days later: the reviewer approves; the approval is recorded, then carried on.
   const server = await scriptedModelServer(model, { callIdPrefix: `review-${process.pid}` })
@@ -364,8 +451,15 @@ if (role === 'work' && dir) {
   await continueCutShort(desk) // and a shutdown, runs cut short
   const request = requestsIn(dir).find((r) => r.withdrawn === undefined)
   if (request === undefined) throw new Error('no review was asked for')
-  if (!existsSync(join(dir, `used ${request.title}`))) writeFileSync(join(dir, `approved ${request.title}`), 'carol@acme')
-  await carryReview(desk, request.session, `carol@acme approved "${request.title}"`)
+  // The example's deploy: this build changed the writer's instructions, which its seal records.
+  if (stop === 'deployed') desk.writer = { ...desk.writer, instructions: 'Write briefly.' }
+  try {
+    await carryReview(desk, request, 'carol@acme') // the approval is recorded there, once its run is checked
+  } catch (error) {
+    if (!isFactstateError(error, 'HANDOFF_MISMATCH')) throw error
+    // Nothing recorded: tell the reviewer the turn could not resume (run it with the sealed settings).
+    console.log(`review refused: HANDOFF_MISMATCH (${error.details.fields?.join()})`)
+  }
   await desk.log.close()
   await server.close()
 } else {
@@ -484,6 +578,49 @@ if (role === 'work' && dir) {
       } finally {
         await rm(dir, { recursive: true, force: true })
       }
+    }
+
+    // Another desk's writer (a second child, in a session of its own) asks to publish the same title
+    // while editor-desk's approval stands (process 2 killed after recording it, before the writer's
+    // successor started): an approval is for the session whose turn asked for it.
+    const dir = await mkdtemp(join(tmpdir(), 'factstate-supervisor-'))
+    try {
+      console.log('process 1 (another desk)')
+      const first = node('work', dir)
+      await lines(first)
+      check((await exited(first)) === 0, 'another desk: process 1 exited')
+      console.log('process 2 (a deploy changed the writer\'s instructions; the reviewer approves)')
+      const deployed = node('review', dir, 'deployed')
+      await lines(deployed)
+      const recorded = readdirSync(dir).filter((name) => name.startsWith('approved ') || name.startsWith('used '))
+      check(
+        (await exited(deployed)) === 0 && recorded.length === 0 && !existsSync(join(dir, 'published.txt')),
+        `another desk: after the deploy, the writer's successor was refused by the check: no approval recorded${recorded.length === 0 ? '' : `: ${recorded.join(', ')}`}, nothing published`,
+      )
+      console.log('process 3 (the build the seal names: the reviewer approves; killed once the approval is recorded)')
+      const second = node('review', dir, 'after-approval')
+      await lines(second, (line) => line.startsWith('approval-recorded'))
+      second.kill('SIGKILL')
+      await exited(second)
+      console.log('process 4 (another desk: its writer asks to publish "v2 release note")')
+      const other = node('other', dir)
+      await lines(other)
+      check((await exited(other)) === 0, 'another desk: process 4 exited')
+      const file = join(dir, 'published.txt')
+      const early = existsSync(file) ? readFileSync(file, 'utf8').trim().split('\n') : []
+      check(early.length === 0, `another desk: its writer's call was refused, nothing published${early.length === 0 ? '' : `: ${early.join('; ')}`}`)
+      console.log('process 5 (the same resume, again)')
+      const resume = node('review', dir)
+      await lines(resume)
+      check((await exited(resume)) === 0, 'another desk: process 5 exited')
+      const published = existsSync(file) ? readFileSync(file, 'utf8').trim().split('\n') : []
+      const left = await pending(dir)
+      check(
+        published.length === 1 && published[0]?.includes('.writer.review/') === true && left.length === 0,
+        `another desk: the note was published once, by editor-desk's writer's successor: ${published.join('; ')}; nothing pending${left.length === 0 ? '' : `: ${left.join('; ')}`}`,
+      )
+    } finally {
+      await rm(dir, { recursive: true, force: true })
     }
   } finally {
     await rm(work, { recursive: true, force: true })

@@ -76,9 +76,11 @@ export interface FactstateErrorDetails {
   /**
    * `holder`: whether a handle of this process has the log open (`this-process`) or another process
    * does (`another-process`); `closing`: that handle of this process is closing it (await its `close()`);
-   * `pid`: the other process's id, where it can be told (Linux lists the log's lock in /proc/locks).
+   * `pid`: the other process's id, where it can be told (Linux lists the log's lock in /proc/locks);
+   * `toolsRunning`: the handle of this process is closed, but that many tool calls its engines
+   * started still run, and the directory stays locked until they settle.
    */
-  LOG_WRITER_BUSY: { holder: 'this-process' | 'another-process'; closing: boolean; pid?: number }
+  LOG_WRITER_BUSY: { holder: 'this-process' | 'another-process'; closing: boolean; pid?: number; toolsRunning?: number }
   /** `fields`: the paths of the bad fields (`(root)` for the event as a whole); empty when the event could not be read at all. */
   LOG_INVALID_EVENT: { fields: string[] }
   /** `seq`: the seq that holds the id (or will); `eventId`: the id used twice in one call, with no seq. */

@@ -34,7 +34,7 @@ import { type BackupPoint, damagedPoint, decodeBackupPoints, encodeBackupPoints 
 import { type SettledEffect, dispatchedInputs, dispatchedKey, settledEffects } from './dispatched-inputs.js'
 
 export type { SettledEffect } from './dispatched-inputs.js'
-import { type DirectoryClaim, claimDirectory, whileWriterBusy } from './writer-lock.js'
+import { type DirectoryClaim, busyInThisProcess, claimDirectory, whileWriterBusy } from './writer-lock.js'
 import { logHeldOpen, logHolder } from './writer-presence.js'
 
 /** How an acknowledged append is made durable: `sync` (default) fsyncs each group commit; `os` leaves it to the OS. */
@@ -1843,7 +1843,12 @@ export class EventLog {
       await db.open()
     } catch (error) {
       claim.release(false)
-      throw await withHolder(levelError(error, claim.path), claim.path)
+      const refused = levelError(error, claim.path)
+      // LevelDB's own table of the locks this process holds: another thread opened the log between
+      // the claim's look at /proc/locks and this open (or there is no /proc/locks). Its refusal
+      // closed the LOCK file it opened, which dropped that thread's lock: see the README's LOG_WRITER_BUSY.
+      if (isFactstateError(refused, 'LOG_WRITER_BUSY') && /already held by process/.test(causeMessages(error))) throw busyInThisProcess(location, refused.cause)
+      throw await withHolder(refused, claim.path)
     }
     const log = new EventLog(db, durability, claim, snapshotOf)
     // Read at once, and the marker written before anything else: LevelDB has already deleted the

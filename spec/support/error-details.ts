@@ -13,7 +13,7 @@ const invocation = z.strictObject({ sessionId: text, turnId: text, runId: text, 
 const uncertain = z.strictObject({ invocationId: text, operationId: text, callId: text, name: text, input: z.unknown().optional() })
 
 const schemas: { [C in FactstateErrorCode]: z.ZodType<FactstateErrorDetails[C]> } = {
-  LOG_WRITER_BUSY: z.strictObject({ holder: z.enum(['this-process', 'another-process']), closing: z.boolean(), pid: z.number().int().positive().optional() }),
+  LOG_WRITER_BUSY: z.strictObject({ holder: z.enum(['this-process', 'another-process']), closing: z.boolean(), pid: z.number().int().positive().optional(), toolsRunning: z.number().int().positive().optional() }),
   LOG_INVALID_EVENT: fields,
   LOG_CONFLICT: z.union([z.strictObject({ seq: z.number().int() }), z.strictObject({ eventId: text })]),
   LOG_SEALED: z.strictObject({ invocationId: text, eventId: text }),

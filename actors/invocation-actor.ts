@@ -222,6 +222,8 @@ export interface ToolCallContext {
   invocation: Invocation
   addSecret: (secret: unknown) => void
   progress?: ((text: string, attempt: number) => void) | undefined
+  /** Taken as each attempt's `execute` starts; what it returns is called once that attempt's promise settles (see `LogInternals.lease`). */
+  lease?: (() => () => void) | undefined
 }
 
 /**
@@ -340,7 +342,17 @@ async function runAttempt(
           progress?.(text, attempt)
         },
       }
-      return toolResult(tool.execute(structuredClone(input), context), { limit: limits.maxToolResultBytes, readOnly: tool.readOnly === true })
+      // Held until the tool's own promise settles, however long after the engine stops waiting for it.
+      const release = call.lease?.()
+      let running: Promise<ToolResult>
+      try {
+        running = toolResult(tool.execute(structuredClone(input), context), { limit: limits.maxToolResultBytes, readOnly: tool.readOnly === true })
+      } catch (error) {
+        release?.()
+        throw error
+      }
+      if (release !== undefined) running.then(release, release)
+      return running
     }
     if (timeoutMs === undefined) return { result: await run(gate) }
     const whose = tool.timeoutMs === undefined ? "the engine's toolTimeoutMs" : 'its timeoutMs'
@@ -1627,7 +1639,7 @@ export class InvocationActor implements GateOwner {
     const progress = board === undefined ? undefined : (text: string, attempt: number) => board.report(text, attempt, this.setup.secrets.inData)
     let result: Awaited<ReturnType<typeof runToolCall>>
     try {
-      result = await runToolCall(tool, input, gate, { operationId, invocation: this.setup.invocation, addSecret, progress }, this.setup, (text) => redactFailure(text, failureSecrets()))
+      result = await runToolCall(tool, input, gate, { operationId, invocation: this.setup.invocation, addSecret, progress, lease: () => this.setup.log.lease() }, this.setup, (text) => redactFailure(text, failureSecrets()))
     } finally {
       board?.end()
     }

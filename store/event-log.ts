@@ -310,6 +310,12 @@ export interface LogInternals {
    */
   onClose: Set<{ stop(error: FactstateError): void }>
   subscribe(listener: (events: StoredEvent[]) => void): () => void
+  /**
+   * Taken by the engine for each tool call it starts, and released (the function it returns) once
+   * the tool's own promise settles, not when the engine stops waiting for it: while any is held,
+   * a `close()` leaves LevelDB open and the directory claimed (see `close`).
+   */
+  lease(): () => void
   /** Waits for the id filter's current build; true when appends now consult it. */
   idFilterReady(): Promise<boolean>
   /** How many records each of the index caches holds (each is trimmed past `CACHE_LIMIT`). */
@@ -334,6 +340,13 @@ export interface LogInternals {
 }
 
 const internalsOf = new WeakMap<EventLog, LogInternals>()
+
+/**
+ * How long `close()` waits for the tool calls its engines started to settle (their signals aborted
+ * as it began) before it resolves with the directory still locked for those that have not: the
+ * engine's own grace after a tool's signal aborts.
+ */
+const CLOSE_TOOL_GRACE_MS = 1_000
 
 /** What a reader of `events()` holds open: its LevelDB iterator, once it has started, and a follower's place among the log's. */
 interface ReaderResources {
@@ -1489,6 +1502,14 @@ export class EventLog {
   #settleWaiters: { through: number; resolve: () => void }[] = []
   #closed = false
   #closing: Promise<void> | undefined
+  /** Tool calls started through this log's engines whose promises have not settled (see `LogInternals.lease`). */
+  #tools = 0
+  /** Set by a close that found tools running: called once the last of them has settled. */
+  #toolsSettled: (() => void) | undefined
+  /** Closed with tools still running past the grace: LevelDB stays open until they settle. */
+  #lingering = false
+  /** LevelDB's close has begun: a lease taken now holds nothing. */
+  #storeClosing = false
   #failed: FactstateError | undefined
 
   private constructor(db: Db, durability: Durability, claim: DirectoryClaim, snapshotOf?: string) {
@@ -1544,6 +1565,7 @@ export class EventLog {
       unansweredCount: (limit) => this.#unansweredCount(limit),
       live: new Set(),
       onClose: new Set(),
+      lease: () => this.#lease(),
       subscribe(listener) {
         self.#listeners.add(listener)
         return () => self.#listeners.delete(listener)
@@ -4330,6 +4352,13 @@ export class EventLog {
    * harmless. `LOG_IO` when the log's head could not be recorded for the next open to check it
    * against (the anchor, or under `os` durability the sync before it): the log is closed all the
    * same and every acknowledged fact stays, but the next open checks less (a second call resolves).
+   *
+   * A tool call an engine started through this log that has not settled (one that ignores its abort
+   * signal) keeps the directory locked after `close()` resolves: LevelDB stays open (appends are
+   * refused all the same) until the tool's promise settles, so that no open, in this process or
+   * another, finds its run cut short while its effect may still happen. An open here meanwhile is
+   * `LOG_WRITER_BUSY` with `details.toolsRunning` (with `waitMs`, it waits). A tool that never
+   * settles keeps the directory locked until the process ends.
    */
   close(): Promise<void> {
     // Every call shares one shutdown: a second close resolves only once the directory is free, and
@@ -4356,6 +4385,20 @@ export class EventLog {
     return this.#closing
   }
 
+  /** See `LogInternals.lease`. */
+  #lease(): () => void {
+    if (this.#storeClosing) return noop
+    this.#tools += 1
+    let released = false
+    return () => {
+      if (released) return
+      released = true
+      this.#tools -= 1
+      if (this.#lingering) this.#claim.running(this.#tools)
+      if (this.#tools === 0) this.#toolsSettled?.()
+    }
+  }
+
   async #shutdown(): Promise<void> {
     this.#closed = true
     // Appends made before the close and waiting behind a source check are written too, as promised.
@@ -4370,6 +4413,33 @@ export class EventLog {
     this.#anchorTimer = undefined
     // A refresh under way finishes first: the two would write the same temporary file.
     await this.#anchoring
+    // A tool its engines started still runs (it ignored its abort signal): its effect may still
+    // happen. The directory stays locked, LevelDB open and the claim held, until it settles, so that no
+    // open (here, or in another process) finds its run cut short and records it outcome_unknown while
+    // it runs. A tool that heeds its signal (aborted as the close began) settles within the grace
+    // and the close then frees the directory as usual; past it the close resolves all the same:
+    // appends are refused already, and a tool that never settles must not hang the application's
+    // shutdown (the directory is then freed as the process ends).
+    if (this.#tools > 0) {
+      const settled = new Promise<void>((resolve) => {
+        this.#toolsSettled = resolve
+      })
+      let graceTimer: ReturnType<typeof setTimeout> | undefined
+      const inGrace = await Promise.race([settled.then(() => true), new Promise<false>((resolve) => (graceTimer = setTimeout(() => resolve(false), CLOSE_TOOL_GRACE_MS)))])
+      clearTimeout(graceTimer)
+      if (inGrace) return this.#closeStore()
+      this.#lingering = true
+      this.#claim.running(this.#tools)
+      // What this later close cannot record (the head) is told to nobody: the next open checks less, never wrongly.
+      void settled.then(() => this.#closeStore()).catch(() => undefined)
+      return
+    }
+    await this.#closeStore()
+  }
+
+  /** LevelDB's close, the head's anchor and the id filter, then the directory freed: the end of `#shutdown`. */
+  async #closeStore(): Promise<void> {
+    this.#storeClosing = true
     // Why the head was not recorded at this close, when it was not: reported once the log is closed.
     let unrecorded: FactstateError | undefined
     try {

@@ -4,7 +4,9 @@
  * program's LevelDB database; LevelDB's own failures on open say what LevelDB found.
  */
 import { lstat, mkdir, readdir, readFile, rename, rm, stat, symlink, writeFile } from 'node:fs/promises'
+import { execFile } from 'node:child_process'
 import { join } from 'node:path'
+import { fileURLToPath, pathToFileURL } from 'node:url'
 import { ClassicLevel } from 'classic-level'
 import { suite } from 'uvu'
 import * as assert from 'uvu/assert'
@@ -266,5 +268,66 @@ async function collectHighWater(path: string): Promise<number> {
     await log.close()
   }
 }
+
+/**
+ * In a child whose file descriptors are limited (`ulimit -n 256`): makes a new log in `base` with
+ * only `free` descriptors left (every other one taken by /dev/null), 0 up to 60, until one is made.
+ * For each: how the open ended, then (every descriptor given back) how `open(dir, { create: false })`
+ * ends, and what is left in the directory.
+ */
+function makeWithFewDescriptors(base: string): Promise<{ free: number; made: string; later: string; left: string[] | null }[]> {
+  const source = pathToFileURL(join(fileURLToPath(new URL('..', import.meta.url)), 'store', 'event-log.ts')).href
+  const code = `
+    import { closeSync, existsSync, openSync, readdirSync } from 'node:fs'
+    import { join } from 'node:path'
+    const { EventLog } = await import(${JSON.stringify(source)})
+    const base = ${JSON.stringify(base)}
+    // Everything an open loads, loaded before descriptors run short.
+    await (await EventLog.open(join(base, 'warm'))).close()
+    const results = []
+    for (let free = 0; free <= 60; free += 1) {
+      const dir = join(base, 'log-' + free)
+      const taken = []
+      try { for (;;) taken.push(openSync('/dev/null', 'r')) } catch {}
+      for (let i = 0; i < free; i += 1) closeSync(taken.pop())
+      let log, made
+      try { log = await EventLog.open(dir); made = 'made' } catch (error) { made = error.code + ':' + error.details?.reason }
+      for (const fd of taken) closeSync(fd)
+      await log?.close()
+      let later
+      try { await (await EventLog.open(dir, { create: false })).close(); later = 'opened' } catch (error) { later = error.code }
+      results.push({ free, made, later, left: existsSync(dir) ? readdirSync(dir).sort() : null })
+      if (made === 'made') break
+    }
+    console.log(JSON.stringify(results))`
+  return new Promise((resolve, reject) => {
+    const node = JSON.stringify(process.execPath)
+    execFile('sh', ['-c', `ulimit -n 256 && exec ${node} --import tsx --input-type=module -e "$0"`, code], { cwd: fileURLToPath(new URL('..', import.meta.url)), timeout: 60_000 }, (error, stdout, stderr) => {
+      if (error) reject(new Error(`${error.message}\n${stderr}`))
+      else resolve(JSON.parse(stdout.trim().split('\n').at(-1) as string))
+    })
+  })
+}
+
+directory(
+  'a new log whose making fails for want of file descriptors (LOG_IO too_many_files) leaves nothing a later open takes for a log: create: false is refused, the directory is gone',
+  boundedTest(90_000, async (root) => {
+    // What it removes is told by /proc/locks (see `unmake`): Linux only.
+    if (process.platform !== 'linux') return
+    const results = await makeWithFewDescriptors(root)
+    const failed = results.filter((result) => result.made !== 'made')
+    assert.ok(failed.length > 0, JSON.stringify(results))
+    assert.is(results.at(-1)?.made, 'made', 'with enough descriptors the log is made')
+    for (const result of failed) {
+      const what = `with ${result.free} descriptors free: ${JSON.stringify(result)}`
+      // Never LOG_CORRUPT: a marker of damage that could not be looked for is not damage.
+      assert.is(result.made, 'LOG_IO:too_many_files', what)
+      assert.is(result.later, 'LOG_INVALID_ARGUMENT', `create: false finds no log ${what}`)
+      // The directory is removed, or (LevelDB failed before its LOCK, having written its info log) holds no CURRENT.
+      assert.ok(result.left === null || !result.left.includes('CURRENT'), what)
+    }
+    assert.ok(failed.some((result) => result.left === null), `the directory it made is removed: ${JSON.stringify(results)}`)
+  }),
+)
 
 directory.run()

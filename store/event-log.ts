@@ -1,5 +1,5 @@
 import { statSync } from 'node:fs'
-import { type FileHandle, lstat, mkdtemp, open as openFile, readFile, readdir, realpath, rename, rm, stat } from 'node:fs/promises'
+import { type FileHandle, lstat, mkdtemp, open as openFile, readFile, readdir, realpath, rename, rm, rmdir, stat } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { isDeepStrictEqual } from 'node:util'
 import { basename, dirname, join, resolve, sep } from 'node:path'
@@ -740,6 +740,8 @@ async function refuseMarkedDamaged(location: string): Promise<void> {
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code
     if (code === 'ENOENT' || code === 'ENOTDIR') return
+    // No file descriptor left: whether there is a marker at all is not known, let alone damage.
+    if (code === 'EMFILE' || code === 'ENFILE') throw logIo(`the log at ${location} cannot be opened: ${(error as Error).message}`, error, { path: location })
     throw damagedLog(`${DAMAGED_FILE}, left by an open that found the write-ahead log damaged, cannot be read (${(error as Error).message})`, DAMAGED_FILE)
   }
   // Empty: the open that found the damage died while writing what it was.
@@ -1220,6 +1222,37 @@ async function checkOwnDirectory(location: string): Promise<void> {
   throw new FactstateError('LOG_INVALID_ARGUMENT', `${location} holds no log but other files (${shown}): a log needs a directory of its own, new or empty`)
 }
 
+/** What a directory may hold for an open to count as making a new log there: LevelDB's lock and info log, from an open that failed before it made one. */
+const FRESH_ENTRY = /^(?:LOCK|LOG|LOG\.old|lost\+found)$/
+
+/**
+ * Removes what an open that was making a new log in `claim`'s directory left when it failed (a full
+ * disk, no file descriptor left): LevelDB may have written `CURRENT` and a manifest by then, which a
+ * later `open(dir, { create: false })`, a snapshot or a backup would take for an empty log. `CURRENT`
+ * goes first (without it nothing opens the rest as a log), then LevelDB's other files, then the
+ * directory when the claim made it. Only once no process holds the directory's LOCK, as /proc/locks
+ * lists it (a process that opened the log meanwhile keeps its files); where that cannot be told (no
+ * /proc/locks) the files stay. Never fails: what cannot be removed stays.
+ */
+async function unmake(claim: DirectoryClaim): Promise<void> {
+  if ((await logHolder(claim.path).catch(() => undefined)) !== false) {
+    // No LOCK: LevelDB failed before it (it makes CURRENT only after): at most the directory to remove.
+    if (claim.made && !(await stat(join(claim.path, 'LOCK')).then(() => true, () => false))) await rmdir(claim.path).catch(() => undefined)
+    return
+  }
+  try {
+    const entries = await readdir(claim.path)
+    const made = entries.filter((name) => LOG_DIRECTORY_ENTRY.test(name) && !/^(?:lost|lost\+found)$/.test(name))
+    for (const name of ['CURRENT', ...made.filter((name) => name !== 'CURRENT')]) {
+      if (name === 'CURRENT' && !made.includes(name)) continue
+      await rm(join(claim.path, name), { force: true })
+    }
+    if (claim.made) await rmdir(claim.path)
+  } catch {
+    // Left as it is: without CURRENT it opens as no log; with it, as an empty one.
+  }
+}
+
 /**
  * Refuses to copy (`purpose`: "take a snapshot of", "back up") anything at `location` but a log:
  * `LOG_INVALID_ARGUMENT` where there is none (nothing is created there), `LOG_IO` where it cannot be
@@ -1682,6 +1715,12 @@ export class EventLog {
       () => undefined,
       (error: unknown) => error as FactstateError,
     )
+    // No file descriptor to read the marker with: no snapshot, rather than one said to be damaged.
+    if (isFactstateError(marked, 'LOG_IO')) {
+      await rm(copy, { recursive: true, force: true }).catch(() => undefined)
+      forgetCopy(copy)
+      throw marked
+    }
     let snapshot: EventLog
     try {
       await copySnapshot(location, copy)
@@ -1856,16 +1895,23 @@ export class EventLog {
       try {
         await refuseMarkedDamaged(claim.path)
       } catch (error) {
+        // A directory the claim made for nothing (no descriptor left to read the marker with) goes again.
+        if (claim.made) await rmdir(claim.path).catch(() => undefined)
         claim.release(false)
         throw error
       }
     }
+    // A log this open makes: one it fails to make is removed again (see `unmake`). Only where the
+    // directory holds nothing of a log yet (at most the lock and info log of an open that failed
+    // before it made one): a log that lost its CURRENT is damaged, and its files are evidence.
+    const fresh = inPlace && (await readdir(claim.path).then((names) => names.every((name) => FRESH_ENTRY.test(name)), () => false))
     const db: Db = new ClassicLevel<string, Uint8Array>(claim.path, { keyEncoding: 'utf8', valueEncoding: 'view' })
     try {
       await db.open()
     } catch (error) {
-      claim.release(false)
       const refused = levelError(error, claim.path)
+      if (fresh && !isFactstateError(refused, 'LOG_WRITER_BUSY')) await unmake(claim)
+      claim.release(false)
       // LevelDB's own table of the locks this process holds: another thread opened the log between
       // the claim's look at /proc/locks and this open (or there is no /proc/locks). Its refusal
       // closed the LOCK file it opened, which dropped that thread's lock: see the README's LOG_WRITER_BUSY.
@@ -1885,6 +1931,7 @@ export class EventLog {
     } catch (error) {
       await db.close().catch(() => undefined)
       await log.#directory?.handle?.close().catch(() => undefined)
+      if (fresh) await unmake(claim)
       claim.release(false)
       throw error instanceof FactstateError ? error : levelError(error, claim.path)
     }

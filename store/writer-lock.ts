@@ -119,6 +119,8 @@ export function busyInThisProcess(location: string, cause?: unknown): FactstateE
 export interface DirectoryClaim {
   /** The directory's real path. */
   path: string
+  /** The claim made the directory (it was missing). */
+  made: boolean
   /** Its log has begun to close: a second open is still refused until `release`, but told to await the close. */
   closing(): void
   /** How many tools the closed log's engines started still run (a refused open says so). */
@@ -215,6 +217,7 @@ export async function claimDirectory(location: string): Promise<DirectoryClaim> 
   }
   return {
     path,
+    made: before?.exists !== true,
     closing: () => {
       state.closing = true
     },

@@ -11,7 +11,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url'
 import { Worker } from 'node:worker_threads'
 import { suite } from 'uvu'
 import * as assert from 'uvu/assert'
-import { EventLog } from '../store/event-log.js'
+import { EventLog, logInternals } from '../store/event-log.js'
 import { EventMaker, boundedTest, completeInvocation, facts, invocationOf, refusal } from './support/log-fixtures.js'
 
 const root = fileURLToPath(new URL('..', import.meta.url))
@@ -104,6 +104,21 @@ realms(
       code: 'LOG_WRITER_BUSY',
       details: { holder: 'this-process', closing: false },
     })
+    // What only the shared registry knows (/proc/locks lists a lock, not why): the first copy's
+    // handle is closed, a tool its engine started still running.
+    const log = await EventLog.open(path)
+    const release = logInternals(log).lease()
+    await log.close()
+    // Refused with the second copy's own FactstateError class: its code and details are read as they are.
+    const busy = (await second.EventLog.open(path).then(
+      () => ({ code: 'opened', details: undefined }),
+      (error: { code: string; details: unknown }) => error,
+    )) as { code: string; details: unknown }
+    assert.equal([busy.code, busy.details], ['LOG_WRITER_BUSY', { holder: 'this-process', closing: true, toolsRunning: 1 }])
+    assert.equal(await openInChild(path), { code: 'LOG_WRITER_BUSY', details: { holder: 'another-process', closing: false, pid: process.pid } })
+    const waiting = second.EventLog.open(path, { waitMs: 20_000 })
+    release()
+    await (await waiting).close()
   }),
 )
 

@@ -44,8 +44,15 @@ function registry(): Registry {
   const found = global[REGISTRY] as Partial<Registry> | undefined
   if (found !== undefined && found !== null && found.held instanceof Map && found.listeners instanceof Set) return found as Registry
   const made: Registry = { version: 1, held: new Map(), listeners: new Set() }
+  // Something else under the key (not a registry this code can read): this copy keeps its own, and
+  // /proc/locks still guards the directories the others hold.
+  if (found !== undefined) return made
   // Not enumerable, not writable: a copy of factstate loaded later finds it and cannot replace it by mistake.
-  Object.defineProperty(globalThis, REGISTRY, { value: made, enumerable: false, writable: false, configurable: false })
+  try {
+    Object.defineProperty(globalThis, REGISTRY, { value: made, enumerable: false, writable: false, configurable: false })
+  } catch {
+    // A frozen global object: this copy keeps its own.
+  }
   return made
 }
 

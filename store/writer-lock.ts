@@ -115,9 +115,11 @@ export async function heldByLock(path: string, locks?: string): Promise<boolean 
 
 /** `LOG_WRITER_BUSY` for a log another thread (or copy of factstate) of this process has open. */
 export function busyInThisProcess(location: string, cause?: unknown): FactstateErrorOf<'LOG_WRITER_BUSY'> {
+  // With a cause, LevelDB itself refused: its refusal closed the LOCK file, which may have released the other handle's lock.
+  const lost = cause === undefined ? '' : "; LevelDB's refusal may have released that handle's lock on the directory (two opens at the same moment): close that handle and open the log again"
   return new FactstateError(
     'LOG_WRITER_BUSY',
-    `the log at ${location} is already open in this process (by another thread, a Worker, or another copy of factstate loaded in it): open each log once per process and share that handle, or close it first`,
+    `the log at ${location} is already open in this process (by another thread, a Worker, or another copy of factstate loaded in it): open each log once per process and share that handle, or close it first${lost}`,
     { ...(cause === undefined ? {} : { cause }), details: { holder: 'this-process', closing: false } },
   ) as FactstateErrorOf<'LOG_WRITER_BUSY'>
 }

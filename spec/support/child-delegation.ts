@@ -12,6 +12,12 @@ import { answer, scriptedModelServer } from '../../testing/scripted-model-server
 const [dir, drafts] = process.argv.slice(2)
 if (!dir || !drafts) throw new Error('usage: child-delegation.ts <log-dir> <drafts-file>')
 
+// Holds the process until the parent's SIGKILL. Nothing else keeps the event loop alive once the
+// tool (or approver) waits on a promise nothing settles: the scripted model server and its idle
+// connections are unref'd. Without it the process ended on its own (exit 0, signal null) 41-90 ms
+// after its `saved` line, a race with the kill the parent asserts (as faults-secrets-child had).
+setInterval(() => undefined, 1 << 30)
+
 const log = await EventLog.open(dir)
 const server = await scriptedModelServer([
   answer.toolCalls([{ id: 'call-delegate', name: 'delegate', arguments: { specialist: 'writer', task: 'draft the release note' } }]),

@@ -20,6 +20,12 @@ const targets = mode === 'side-by-side' ? ['production', 'staging', 'preview'] :
 const deployCalls = targets.map((target, index) => ({ id: index === 0 ? 'call-deploy' : `call-deploy-${target}`, name: 'deploy', arguments: { target } }))
 const calls = [...(mode === 'read-only' || mode === 'mixed' ? [{ id: 'call-search', name: 'search', arguments: { query: 'open incidents' } }] : []), ...deployCalls]
 
+// Holds the process until the parent's SIGKILL. Nothing else keeps the event loop alive once the
+// tool (or approver) waits on a promise nothing settles: the scripted model server and its idle
+// connections are unref'd. Without it the process ended on its own (exit 0, signal null) 20-90 ms
+// after its `executing/asking` line, a race with the kill the parent asserts (as faults-secrets-child had).
+setInterval(() => undefined, 1 << 30)
+
 const log = await EventLog.open(dir)
 const server = await scriptedModelServer([answer.toolCalls(calls)])
 const never = (_input: unknown, { operationId }: { operationId: string }) => {

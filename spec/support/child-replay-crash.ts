@@ -13,6 +13,12 @@ import { DEPLOY } from './replay-crash-tool.js'
 const [dir, name, scriptFile] = process.argv.slice(2)
 if (!dir || !name || !scriptFile) throw new Error('usage: child-replay-crash.ts <dir> <name> <script.json>')
 
+// Holds the process until the parent's SIGKILL. Nothing else keeps the event loop alive once the
+// tool (or approver) waits on a promise nothing settles: the scripted model server and its idle
+// connections are unref'd. Without it the process ended on its own (exit 0, signal null) 66-90 ms
+// after its `executing` line, a race with the kill the parent asserts (as faults-secrets-child had).
+setInterval(() => undefined, 1 << 30)
+
 const log = await EventLog.open(dir)
 const server = await scriptedModelServer(JSON.parse(await readFile(scriptFile, 'utf8')) as ScriptedAnswer[])
 await new Engine({ log, model: new ModelExecutor({ timeoutMs: 10_000 }) }).start({

@@ -324,6 +324,8 @@ async function runAttempt(
   let given: AbortSignal | undefined
   // Until the attempt has settled: a timer or a stream the tool left behind reports nothing after it.
   let settled = false
+  // The attempt's lease on the log (see `LogInternals.lease`).
+  let letGo: (() => void) | undefined
   try {
     const run = (signal: AbortSignal) => {
       given = signal
@@ -342,8 +344,10 @@ async function runAttempt(
           progress?.(text, attempt)
         },
       }
-      // Held until the tool's own promise settles, however long after the engine stops waiting for it.
+      // Held until the tool's own promise settles, or until the engine gives up on it (past its time
+      // limit): from then its run records the call as uncertain, so no later open can tell it otherwise.
       const release = call.lease?.()
+      letGo = release
       let running: Promise<ToolResult>
       try {
         running = toolResult(tool.execute(structuredClone(input), context), { limit: limits.maxToolResultBytes, readOnly: tool.readOnly === true })
@@ -357,6 +361,7 @@ async function runAttempt(
     if (timeoutMs === undefined) return { result: await run(gate) }
     const whose = tool.timeoutMs === undefined ? "the engine's toolTimeoutMs" : 'its timeoutMs'
     const result = await timedCall(gate, timeoutMs, whose, run)
+    if (result === ABANDONED) letGo?.()
     // A read-only tool has no effect to be uncertain about: not waited for, it failed, as a throw would.
     if (result === ABANDONED && tool.readOnly === true) return { result: { ok: false, message: notWaitedForReadOnly(timeoutMs, whose) } }
     return { result }

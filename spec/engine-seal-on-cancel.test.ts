@@ -128,7 +128,8 @@ test(
     }
     // Once the tool returns, the run finds the log closed.
     await rejectsWithCode(() => (running as RunningInvocation).wait(), 'LOG_CLOSED', 'the run the log closed under')
-    h.log = await EventLog.open(h.logPath)
+    // The directory stays locked until the tool, let go above, has settled (LOG_WRITER_BUSY, toolsRunning): waited for.
+    h.log = await EventLog.open(h.logPath, { waitMs: 5_000 })
     assert.is(await recoverInvocations(h.log), 1, 'the run the log closed under, ended by recovery')
   }),
 )

@@ -1207,11 +1207,11 @@ export class Engine {
   /**
    * `ENGINE_CLOSED` once `close()` has been called, for any start but a child run's: one whose
    * `parent` (or, for a handoff successor, its source's parent) is a run this engine is still running,
-   * started by that run's tool (a supervisor's `delegate`): it is that run's work, which the close
+   * started by that run's tool (a supervisor's `delegate`, see `#toolChild`): it is that run's work, which the close
    * lets end (and cancels with the run, when it cancels). `undefined` when the start may go on.
    */
   #closedRefusal(input: unknown, call: 'start' | 'check'): FactstateError | undefined {
-    if (this.#closing === undefined || this.#parentRunOf(input) !== undefined) return undefined
+    if (this.#closing === undefined || this.#toolChild(input)) return undefined
     const id = invocationIdOf(input)
     // The id when it is one, and not one of the engine's secrets (as `running` shows what it refuses).
     const named = id !== undefined && ID_PATTERN.test(id) && redact(id, secretsOf({ headers: this.#secrets }).inData) === id ? id : undefined
@@ -1342,6 +1342,26 @@ export class Engine {
       return typeof id === 'string' ? this.#running.get(id) : undefined
     } catch {
       return undefined
+    }
+  }
+
+  /**
+   * Whether `input` is a child run a tool of a run this engine still runs is starting: its `parent`
+   * names that run and an operation of it in flight (dispatched, not settled), as `childRunFor` gives
+   * a tool; or, for a handoff successor that names no parent, its source is such a child's turn (see
+   * `#parentRunOf`). A parent named by anything else (a request handler filing a run under a
+   * long-running one) makes no child of it: a closed engine refuses it.
+   */
+  #toolChild(input: unknown): boolean {
+    const parent = this.#parentRunOf(input)
+    if (parent === undefined) return false
+    try {
+      const given = (input as { parent?: { operationId?: unknown } } | null | undefined)?.parent
+      if (given === undefined) return true
+      const { operationId } = given
+      return typeof operationId === 'string' && parent.actor.snapshot.context.inflight.some((operation) => operation.operationId === operationId)
+    } catch {
+      return false
     }
   }
 

@@ -283,6 +283,31 @@ test(
 )
 
 test(
+  "after close(), a start naming a running run as its parent is refused ENGINE_CLOSED unless that parent operation is a tool call the run has in flight: a parent named by a request handler, not a tool, starts nothing",
+  engineTest([answer.text('held', { hold: true })], {}, async (h) => {
+    const running = await h.start(h.input('running'))
+    await h.server.seen(0)
+    const closing = h.engine.close()
+    const { invocation } = running
+    // The ids a tool of the run would pass on (childRunFor), but no tool of it runs: its model request does.
+    for (const operationId of [`${invocation.invocationId}/step-1/0`, `${invocation.invocationId}/step-9/0`]) {
+      const refused = await refusedWithoutWriting(
+        h.log,
+        () => h.engine.start({ ...h.input(`posing-${operationId.length}`), parent: { invocation: { ...invocation }, operationId } }),
+        'ENGINE_CLOSED',
+        `a child of ${operationId}`,
+      )
+      assert.equal(refused.details, { call: 'start', invocationId: `invocation-posing-${operationId.length}` })
+      await rejectsWithCode(() => h.engine.check({ ...h.input(`posing-${operationId.length}`), parent: { invocation: { ...invocation }, operationId } }), 'ENGINE_CLOSED', 'check too')
+    }
+    assert.equal(h.engine.inFlight(), ['invocation-running'])
+    h.server.release(0)
+    await closing
+    assert.equal(await running.wait(), { status: 'completed' })
+  }),
+)
+
+test(
   "the README's closeTenant, as written: a tenant's runs cancelled (a held one sealed by its sealOnCancel), its log closed, nothing left",
   engineTest(byContent, {}, async (h) => {
     const block = await readmeBlock('async function closeTenant', "one closeTenant in the README's Cancelling a run", { from: '## Cancelling a run', until: '## API' })

@@ -4408,8 +4408,9 @@ export class EventLog {
    * settles keeps the directory locked until the process ends.
    */
   close(): Promise<void> {
-    // Every call shares one shutdown: a second close resolves only once the directory is free, and
-    // leaves a failure to record the head to the call it was reported to.
+    // Every call shares one shutdown: a second close resolves only once the directory is free (or,
+    // with a tool still running past the grace, once the first did: see `#shutdown`), and leaves a
+    // failure to record the head to the call it was reported to.
     if (this.#closing !== undefined) {
       return this.#closing.catch((error: unknown) => {
         if (error !== this.#headUnrecorded) throw error

@@ -1242,6 +1242,12 @@ async function unmake(claim: DirectoryClaim): Promise<void> {
   }
   try {
     const entries = await readdir(claim.path)
+    // Facts in a table or a write-ahead log are not this open's making: another process made the log
+    // in the moment between this open's look at the directory and now. Left as they are.
+    if (entries.some((name) => /\.(?:ldb|sst)$/.test(name))) return
+    for (const name of entries.filter((name) => /^\d+\.log$/.test(name))) {
+      if ((await stat(join(claim.path, name))).size > 0) return
+    }
     const made = entries.filter((name) => LOG_DIRECTORY_ENTRY.test(name) && !/^(?:lost|lost\+found)$/.test(name))
     for (const name of ['CURRENT', ...made.filter((name) => name !== 'CURRENT')]) {
       if (name === 'CURRENT' && !made.includes(name)) continue

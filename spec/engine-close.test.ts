@@ -310,19 +310,19 @@ test(
 test(
   "the README's closeTenant, as written: a tenant's runs cancelled (a held one sealed by its sealOnCancel), its log closed, nothing left",
   engineTest(byContent, {}, async (h) => {
-    const block = await readmeBlock('async function closeTenant', "one closeTenant in the README's Cancelling a run", { from: '## Cancelling a run', until: '## API' })
+    const block = await readmeBlock('async function closeTenant', "one closeTenant in the README's pool of logs", { from: '### Running a log in production', until: '### OpenTelemetry' })
     const { imports, lines } = repoModuleParts(block)
-    // The function alone (its types stripped by tsx), without the SIGTERM handler after it.
-    const body = lines.join('\n')
+    // The pool's module as written (its types stripped by tsx), closeTenant exported.
     const file = join(h.dir, 'close-tenant.mts')
-    await writeFile(file, `${imports}\n${body.slice(0, body.indexOf('process.once('))}\nexport { closeTenant }\n`)
-    const { closeTenant } = (await import(pathToFileURL(file).href)) as { closeTenant: (tenant: { engine: Engine; log: EventLog }, reason: string, signal: AbortSignal) => Promise<string[]> }
+    await writeFile(file, `${imports}\n${lines.join('\n')}\nexport { closeTenant }\n`)
+    type CloseTenant = (tenant: { engine: Engine; log: EventLog }, options?: { cancel?: string; signal?: AbortSignal }) => Promise<string[]>
+    const { closeTenant } = (await import(pathToFileURL(file).href)) as { closeTenant: CloseTenant }
     const engine = new Engine({ log: h.log })
     const hanging = await engine.start(h.input('tenant-hanging', { content: 'hang' }))
     const held = await engine.start(h.input('tenant-held', { content: 'answer' }))
     const hold = await held.handoff().reserve(intentOf('tenant-review', held.invocation.runId), { sealOnCancel: true }).ready()
     await h.server.seen(0)
-    assert.equal(await closeTenant({ engine, log: h.log }, 'evicted', AbortSignal.timeout(5_000)), [], 'nothing left running')
+    assert.equal(await closeTenant({ engine, log: h.log }, { cancel: 'evicted', signal: AbortSignal.timeout(5_000) }), [], 'nothing left running')
     assert.equal(await hanging.wait(), { status: 'cancelled', source: 'evicted' })
     assert.equal(await held.wait(), { status: 'handoff_paused', pause: hold.preview() })
     await rejectsWithCode(async () => h.log.head(), 'LOG_CLOSED', 'the log is closed after the engine')

@@ -149,7 +149,7 @@ test(
 )
 
 test(
-  'drain() waits for a run still being admitted: the shutdown recipe (abort, drain, close) ends it cancelled{shutdown}, nothing left open',
+  'drain() waits for a run still being admitted: aborting its signal, then drain() and close(), ends it cancelled{shutdown}, nothing left open',
   engineTest([answer.text('never asked')], {}, async (h) => {
     const controller = new AbortController()
     // Not awaited: the run is still being admitted when the shutdown begins.

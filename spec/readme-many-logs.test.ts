@@ -1,11 +1,13 @@
 /**
  * The README's pool of logs ("Many logs in one process", under "Running a log in production"), run
  * as it is written: a log per tenant in real LevelDB directories, real engines against the scripted
- * model server. Past `max` the least recently used idle log is closed (its directory can be opened
+ * model server. Past `max` the least recently used idle log is closed, its engine first (a start on
+ * the engine a caller kept is refused ENGINE_CLOSED, nothing written; its directory can be opened
  * again), one with a held run is kept open until the hold is sealed, a tenant whose directory was
  * removed is refused `no_log` and tried again once it exists, a log a crash left with a run open is
- * recovered as it is opened, and a shutdown of 20 tenants with 40
- * runs in flight leaves none running and every log closed, each run `cancelled{shutdown}`.
+ * recovered as it is opened, a tenant closed with `cancel` has its run cancelled with that reason, and
+ * a shutdown of 20 tenants with 40 runs in flight leaves none running and every log closed, each run
+ * `cancelled{shutdown}`.
  */
 import { existsSync } from 'node:fs'
 import { rm, writeFile } from 'node:fs/promises'
@@ -22,8 +24,8 @@ import { withTempDir, withTimeout } from './support/temp.js'
 
 interface Pool {
   use<T>(tenant: string, body: (engine: Engine, log: EventLog) => Promise<T>): Promise<T>
-  close(tenant: string): Promise<void>
-  shutdown(waitMs: number): Promise<string[]>
+  close(tenant: string, options?: { cancel?: string; signal?: AbortSignal }): Promise<string[]>
+  shutdown(signal: AbortSignal): Promise<string[]>
 }
 type PoolClass = new (root: string, max: number) => Pool
 
@@ -90,10 +92,14 @@ test("the README's pool closes the least recently used idle log past max, keeps 
       try {
         for (const tenant of ['a', 'b', 'c', 'held']) await signUp(root, tenant)
         for (const tenant of ['a', 'b']) assert.equal(await pool.use(tenant, (engine) => engine.run(input(server, tenant))), { status: 'completed' })
+        const keptA = await pool.use('a', async (engine) => engine) // a caller that keeps the engine past its use
+        await pool.use('b', async () => undefined) // b the most recently used again
         assert.equal([await isClosed(root, 'a'), await isClosed(root, 'b')], [false, false], 'two open: none closed')
         assert.equal(await pool.use('c', (engine) => engine.run(input(server, 'c'))), { status: 'completed' })
         assert.equal(await closedAs(root, ['a', 'b', 'c'], [true, false, false]), [true, false, false], 'a, the least recently used, closed')
-        // a again: opened anew with its facts, and b is closed in its place.
+        // Its engine was closed before its log: a start on the kept engine is refused, nothing written.
+        await rejectsWithCode(() => keptA.start(input(server, 'a-late')), 'ENGINE_CLOSED', 'a start on an evicted engine')
+        // a again: opened anew with its facts (none for the refused start), and b is closed in its place.
         assert.equal(await pool.use('a', async (_engine, log) => log.head().highWater), 4)
         assert.equal(await closedAs(root, ['a', 'b', 'c'], [false, true, false]), [false, true, false])
 
@@ -114,7 +120,7 @@ test("the README's pool closes the least recently used idle log past max, keeps 
         // A tenant deleted: closed, its directory removed; then no_log, nothing made; made again, it opens.
         await pool.use('a', async () => undefined)
         assert.not.ok(await isClosed(root, 'a'), 'a open again')
-        await pool.close('a')
+        assert.equal(await pool.close('a'), [])
         assert.ok(await isClosed(root, 'a'), 'a closed by pool.close')
         await rm(join(root, 'a'), { recursive: true, force: true })
         const gone = await rejectsWithCode(() => pool.use('a', async () => undefined), 'LOG_INVALID_ARGUMENT')
@@ -134,7 +140,7 @@ test("the README's pool closes the least recently used idle log past max, keeps 
           [['session-x', 'failed', 'outcome_unknown']],
         )
       } finally {
-        assert.equal(await pool.shutdown(5_000), [])
+        assert.equal(await pool.shutdown(AbortSignal.timeout(5_000)), [])
         await server.close()
       }
     }),
@@ -147,16 +153,22 @@ test("the README's pool at shutdown: 20 tenants, 40 runs in flight, each ended c
       const server = await scriptedModelServer(() => answer.hang())
       const LogPool = await poolClass(root)
       const pool = new LogPool(root, 50)
-      const shutdown = new AbortController()
       try {
+        // One tenant closed with cancel (an eviction that does not wait): its run cancelled{evicted}, its log closed.
+        await signUp(root, 'evicted')
+        const evicted = await pool.use('evicted', (engine) => engine.start(input(server, 'evicted')))
+        await server.seen(0)
+        assert.equal(await pool.close('evicted', { cancel: 'evicted', signal: AbortSignal.timeout(10_000) }), [], 'none left running')
+        assert.equal(await evicted.wait(), { status: 'cancelled', source: 'evicted' })
+        assert.ok(await isClosed(root, 'evicted'), 'its log closed')
+
         const tenants = Array.from({ length: 20 }, (_, i) => `tenant-${i}`)
         for (const tenant of tenants) await signUp(root, tenant)
         const runs = await Promise.all(
-          tenants.flatMap((tenant) => [1, 2].map((n) => pool.use(tenant, (engine) => engine.start(input(server, `${tenant}-${n}`), { signal: shutdown.signal })))),
+          tenants.flatMap((tenant) => [1, 2].map((n) => pool.use(tenant, (engine) => engine.start(input(server, `${tenant}-${n}`))))),
         )
-        await server.seen(39)
-        shutdown.abort('shutdown')
-        assert.equal(await pool.shutdown(10_000), [], 'none left running')
+        await server.seen(40)
+        assert.equal(await pool.shutdown(AbortSignal.timeout(10_000)), [], 'none left running')
         assert.equal(
           (await Promise.all(runs.map((run) => run.wait()))).map((outcome) => outcome.status),
           runs.map(() => 'cancelled'),

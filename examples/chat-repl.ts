@@ -103,7 +103,7 @@ const settings: RunSettings = {
   tools,
 }
 
-/** The turn being answered, to stop it: Ctrl-C aborts it with 'user-stop', SIGTERM with 'shutdown'. */
+/** The turn being answered, to stop it: Ctrl-C aborts it with 'user-stop' (SIGTERM closes the engine instead). */
 let current: AbortController | undefined
 let quitting = false
 
@@ -154,7 +154,8 @@ const interrupt = () => {
 process.on('SIGINT', interrupt) // Ctrl-C sent as a signal (stdin not a terminal)
 process.once('SIGTERM', () => {
   quitting = true
-  current?.abort('shutdown') // the next launch finishes this turn
+  // From here no turn starts (ENGINE_CLOSED), and the one being answered ends cancelled{shutdown}: the next launch finishes it.
+  void engine.close({ cancel: 'shutdown' })
   lines?.close()
 })
 
@@ -186,7 +187,7 @@ if (!quitting) for await (const line of lines) {
   await turn(last ? { kind: 'continuation', source: last.source, content, onlyIfLatest: true } : { kind: 'message', content })
 }
 
-await engine.drain()
+await engine.close() // resolves at once: each turn was awaited (after SIGTERM, the one cut short has ended)
 await log.close()
 await model.close()
 process.exit(0) // after SIGTERM, stdin (still open) would keep the process

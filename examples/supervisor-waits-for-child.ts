@@ -55,8 +55,6 @@ import {
 import { type RecordedRequest, answer, scriptedModelServer } from 'factstate/testing'
 
 const [role, dir, stop] = process.argv.slice(2)
-/** Process 1's shutdown: aborted on SIGTERM, as in "Cancelling a run" (here also at a point `stop` names). */
-const shutdown = new AbortController()
 const configuration = { cwd: '/srv/newsroom' }
 const editorRun: Invocation = { sessionId: 'editor-desk', turnId: 'turn-1', runId: 'run-1', invocationId: 'editor-1' }
 /** Another supervisor's session, whose writer (a second child) asks to publish a note of the same title. */
@@ -206,14 +204,14 @@ async function openDesk(dir: string, baseUrl: string): Promise<Desk> {
       async execute(args, context) {
         const { title } = args as { title: string }
         if (approvals.has(context.invocation.sessionId, title)) return { review: 'approved' }
-        if (stop === 'shutdown-before-request') shutdown.abort('shutdown') // the example's SIGTERM
+        if (stop === 'shutdown-before-request') void engine.close({ cancel: 'shutdown' }) // the example's SIGTERM
         // Reserved before the request is recorded: a run already stopping (a shutdown) records none.
         const seal = sealAtNextSafePoint(engine, context.invocation, 'review')
         // Returned, not thrown: a tool with effects that throws once its run's signal aborted leaves its call uncertain.
         if (seal === undefined) return { review: 'not sent: the run is stopping; submit it again to send it for review' }
         // What the reviewer is shown, with the run that asked: good only while that run's turn waits for it.
         appendFileSync(reviews, `${JSON.stringify({ run: context.invocation.invocationId, session: context.invocation.sessionId, title })}\n`)
-        if (stop === 'shutdown-after-request') setImmediate(() => shutdown.abort('shutdown')) // the example's SIGTERM
+        if (stop === 'shutdown-after-request') setImmediate(() => void engine.close({ cancel: 'shutdown' })) // the example's SIGTERM
         // Sealed once held; a hold or a seal refused (a shutdown before the safe point): no turn waits, so withdraw.
         seal(() => withdrawRequests(dir, context.invocation.invocationId))
         return { review: 'sent to a reviewer: publish it once approved' }
@@ -427,11 +425,13 @@ async function continueCutShort(desk: Desk): Promise<void> {
 
 if (role === 'work' && dir) {
   // Process 1: the editor's turn, until both runs are sealed (or a shutdown cuts both short).
-  process.once('SIGTERM', () => shutdown.abort('shutdown'))
   const server = await scriptedModelServer(model, { callIdPrefix: 'work' })
   const desk = await openDesk(dir, server.baseUrl)
-  const outcome = await desk.engine.run({ ...desk.editor, invocation: editorRun, work: { kind: 'message', content: 'Get the v2 release note written and reviewed' } }, { signal: shutdown.signal })
-  await desk.engine.drain()
+  // The shutdown of "Cancelling a run" (here also at a point `stop` names): no run starts from then
+  // on, and both runs, the editor's and the writer its delegate started, end cancelled{shutdown}.
+  process.once('SIGTERM', () => void desk.engine.close({ cancel: 'shutdown' }))
+  const outcome = await desk.engine.run({ ...desk.editor, invocation: editorRun, work: { kind: 'message', content: 'Get the v2 release note written and reviewed' } })
+  await desk.engine.close() // the writer's run too has ended (sealed, or cut short with the editor's)
   console.log(`process 1: the editor ended ${outcome.status}; model requests: ${server.requests.length}`)
   await desk.log.close()
   await server.close()

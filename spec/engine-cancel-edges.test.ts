@@ -2,7 +2,7 @@
  * Cancellation at its edges (found by an adversarial trial): start options that cannot be used are
  * refused before anything is written; an abort reason a fact cannot hold still cancels; an abort
  * that lands while a dispatch is written does not start the tool; and one signal shared by many
- * runs (the README's shutdown recipe) carries one listener, not one per run.
+ * runs (a shutdown signal given to every start) carries one listener, not one per run.
  */
 import { getEventListeners } from 'node:events'
 import { test } from 'uvu'

@@ -1,9 +1,9 @@
 /**
- * `reserve(intent, { sealOnCancel: true })`: a graceful shutdown's cancel (`abort('shutdown')`) that
+ * `reserve(intent, { sealOnCancel: true })`: a graceful shutdown's cancel (a signal's `abort('shutdown')`) that
  * comes while the reservation waits for its safe point, or while its hold waits for a decision, seals
  * the hold rather than ending the run cancelled; a hold that cannot be taken there is given up as
  * without the option. Real LevelDB, the scripted model server, and a child process sent SIGTERM
- * running the README's reviewer recipe and shutdown handler.
+ * running the README's reviewer recipe and a shutdown handler that aborts its signal.
  */
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'

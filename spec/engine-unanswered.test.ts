@@ -38,7 +38,7 @@ test(
       assert.is(await pendingCommand([h.logPath], answered.io), 0)
       assert.equal([answered.out, answered.err.filter((line) => line.startsWith('hint:'))], [['nothing pending'], []], 'every turn answered: no hint')
       assert.equal((await h.run(input('f', 'refuse me'))).status, 'failed')
-      // A shutdown: one signal for every run, aborted as the README's SIGTERM recipe does.
+      // A shutdown: one signal for every run, aborted (what the README's SIGTERM recipe's engine.close({ cancel: 'shutdown' }) does to each run).
       const shutdown = new AbortController()
       const cancelled = await h.start(input('s', 'wait for me'), { signal: shutdown.signal })
       await h.server.seen(2)

@@ -1,10 +1,11 @@
 /**
  * Child process for the seal-on-cancel test: opens the log in `argv[2]`, starts a scripted model
  * server that asks for one call to `prepare`, and runs the fixtures' run `shutdown` with one
- * shutdown signal, as the README's "A reviewer who may take days" does: the tool reserves a hold
+ * shutdown signal. As in the README's "A reviewer who may take days", the tool reserves a hold
  * on its own run (with `sealOnCancel` when `argv[3]` is `seal`), seals it in a `.then` once held,
- * prints `reserved`, and runs until its signal aborts. SIGTERM is handled as the README's shutdown
- * recipe does (abort, drain, close, exit); it prints `decided <code or sealed>` and `outcome <JSON>`.
+ * prints `reserved`, and runs until its signal aborts. SIGTERM aborts the one signal its run was
+ * started with, then drains, closes and exits (the README's recipe, `engine.close({ cancel })`,
+ * cancels a run the same way, `running.cancel`); it prints `decided <code or sealed>` and `outcome <JSON>`.
  */
 import { Engine, EventLog, intentFor, isFactstateError, ModelExecutor } from '../../index.js'
 import { answer, scriptedModelServer } from '../../testing/scripted-model-server.js'

@@ -7,7 +7,8 @@
  * removed is refused `no_log` and tried again once it exists, a log a crash left with a run open is
  * recovered as it is opened, a tenant closed with `cancel` has its run cancelled with that reason, and
  * a shutdown of 20 tenants with 40 runs in flight leaves none running and every log closed, each run
- * `cancelled{shutdown}`.
+ * `cancelled{shutdown}`. A tenant closed while its tool ignores its signal stays locked
+ * (`LOG_WRITER_BUSY`, `toolsRunning`) until the tool settles, then opens with the run recovered.
  */
 import { existsSync } from 'node:fs'
 import { rm, writeFile } from 'node:fs/promises'
@@ -18,6 +19,7 @@ import * as assert from 'uvu/assert'
 import { type Engine, EventLog, type RunInput, intentFor } from '../index.js'
 import { type ScriptedModelServer, answer, scriptedModelServer } from '../testing/scripted-model-server.js'
 import { rejectsWithCode } from './support/codes.js'
+import { countingTool } from './support/engine-fixtures.js'
 import { completeInvocation } from './support/log-fixtures.js'
 import { readmeBlock, repoModuleParts } from './support/readme.js'
 import { withTempDir, withTimeout } from './support/temp.js'
@@ -191,6 +193,53 @@ test("the README's pool at shutdown: 20 tenants, 40 runs in flight, each ended c
       }
     }),
     60_000,
+  ))
+
+test("the README's pool: a tenant closed while its tool ignores its signal is LOG_WRITER_BUSY (toolsRunning) to its next use until the tool settles, then opens, the run recovered outcome_unknown", () =>
+  withTimeout(
+    withTempDir(async (root) => {
+      const server = await scriptedModelServer(() => answer.toolCalls([{ id: 'call-1', name: 'charge', arguments: {} }]))
+      const LogPool = await poolClass(root)
+      const pool = new LogPool(root, 10)
+      let started!: () => void
+      const running = new Promise<void>((resolve) => (started = resolve))
+      let finish!: (value: unknown) => void
+      // No timeoutMs, and it ignores its signal: the charge lands whenever the bank answers.
+      const charge = countingTool('charge', () => {
+        started()
+        return new Promise((resolve) => (finish = resolve))
+      })
+      try {
+        await signUp(root, 'pay')
+        const run = await pool.use('pay', (engine) => engine.start({ ...input(server, 'pay'), tools: [charge] }))
+        await running
+        // The close gives up waiting (the run waits for its tool): the run is left running, the log closed.
+        assert.equal(await pool.close('pay', { cancel: 'evicted', signal: AbortSignal.timeout(100) }), ['invocation-pay'])
+        const busy = await rejectsWithCode(() => pool.use('pay', async () => undefined), 'LOG_WRITER_BUSY', 'a use while the tool runs')
+        assert.equal(busy.details, { holder: 'this-process', closing: true, toolsRunning: 1 })
+        finish({ charged: true })
+        await run.wait().catch(() => undefined)
+        // Once it has settled the directory is freed (as LevelDB closes): the next use opens it and recovers the run.
+        const deadline = Date.now() + 5_000
+        let pending: Awaited<ReturnType<EventLog['pendingSessions']>> | undefined
+        while (pending === undefined) {
+          try {
+            pending = await pool.use('pay', (_engine, log) => log.pendingSessions())
+          } catch (error) {
+            if ((error as { code?: string }).code !== 'LOG_WRITER_BUSY' || Date.now() > deadline) throw error
+            await new Promise((resolve) => setTimeout(resolve, 10))
+          }
+        }
+        assert.equal(
+          pending.map(({ sessionId, unknown }) => [sessionId, unknown.map((op) => op.name)]),
+          [['session-pay', ['charge']]],
+        )
+      } finally {
+        assert.equal(await pool.shutdown(AbortSignal.timeout(5_000)), [])
+        await server.close()
+      }
+    }),
+    30_000,
   ))
 
 test.run()

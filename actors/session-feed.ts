@@ -33,7 +33,7 @@ export interface SessionFeedOptions {
 }
 
 /** Why a feed starts the page over (`reset` message's `data.reason`). */
-export type SessionFeedResetReason = 'not_an_id' | 'past_the_end' | 'not_this_log'
+export type SessionFeedResetReason = 'not_an_id' | 'past_the_end' | 'not_this_log' | 'not_this_session'
 
 /**
  * A message of {@link sessionFeed}: an SSE event's `id`, `event` and `data` (write it with
@@ -64,7 +64,13 @@ type Item =
   | { event: 'text-so-far'; live: LiveModelText }
   | { event: 'tool-call'; piece: ModelToolCallPiece }
   | { event: 'tool-calls-so-far'; live: LiveModelToolCalls }
-  | { event: 'tool-progress'; update: ToolProgressUpdate }
+  | ProgressItem
+
+/** A call's progress waiting for the page: while it waits, the call's next update replaces its `update`. */
+interface ProgressItem {
+  event: 'tool-progress'
+  update: ToolProgressUpdate
+}
 
 /** A page's last id, read: the fact's seq and the digest it names, and for a piece's id its kind and index. */
 interface PageId {
@@ -145,6 +151,8 @@ class SessionFeed implements AsyncIterableIterator<SessionFeedMessage> {
   readonly #held = new Map<number, Item[]>()
   /** The last seq the page has: a piece or an update of a later fact waits for it. */
   #through = 0
+  /** Each call's progress waiting in `#ready` or `#held` (by its operation id): a page that reads slowly is sent the latest. */
+  readonly #progress = new Map<string, ProgressItem>()
   /** The log's digest at the seqs pieces name. */
   readonly #digests = new Map<number, string>()
   #reader: AsyncGenerator<StoredEvent, void, undefined> | undefined
@@ -197,19 +205,29 @@ class SessionFeed implements AsyncIterableIterator<SessionFeedMessage> {
 
   async #start(): Promise<void> {
     const { log, id } = this
-    let from = 1
-    if (id === 'not_an_id') this.#ready.push({ event: 'reset', reason: 'not_an_id' })
-    else if (id !== undefined) {
-      if (id.seq > log.head().highWater) this.#ready.push({ event: 'reset', reason: 'past_the_end' })
-      else if ((await log.digestAt(id.seq)) !== id.digest) this.#ready.push({ event: 'reset', reason: 'not_this_log' })
-      else {
-        from = id.seq + 1
-        this.#digests.set(id.seq, id.digest)
-      }
-    }
     if (this.#closed) return
+    if (id === 'not_an_id' || id === undefined) return this.#listen(id)
+    if (id.seq > log.head().highWater) return this.#listen('past_the_end')
+    // Listened to at once, as if the log bore the id out (the run goes on meanwhile); started over in
+    // the same turn if it does not, before any message goes to the page.
+    this.#listen(id)
+    let reason: SessionFeedResetReason | undefined
+    if ((await log.digestAt(id.seq)) !== id.digest) reason = 'not_this_log'
+    // A page sent another session's facts before (a server that takes the session from a cookie, say) would miss this one's up to the seq.
+    else if (!(await this.#ofSession(id.seq))) reason = 'not_this_session'
+    if (reason === undefined || this.#closed) return
+    this.#stopListening()
+    this.#listen(reason)
+  }
+
+  /** The facts from the page's id (or, for a reset, from the first), what the session's runs have passed on so far, and every piece after it, in one turn. */
+  #listen(id: PageId | SessionFeedResetReason | undefined): void {
+    const resumed = typeof id === 'object' ? id : undefined
+    if (typeof id === 'string') this.#ready.push({ event: 'reset', reason: id })
+    const from = resumed === undefined ? 1 : resumed.seq + 1
+    if (resumed !== undefined) this.#digests.set(resumed.seq, resumed.digest)
     this.#through = from - 1
-    // In one turn: the facts from `from`, what the session's runs have passed on so far, and every piece after it.
+    const { log } = this
     const follow = log.snapshotOf === undefined
     this.#reader = log.events({ from, sessionId: this.sessionId, ...(follow ? { follow: true } : {}) })
     if (this.engine === undefined) return
@@ -220,7 +238,6 @@ class SessionFeed implements AsyncIterableIterator<SessionFeedMessage> {
     }
     const { soFar, stop } = engineInternals(this.engine).watch(this.sessionId, tap)
     this.#stopTap = stop
-    const resumed = from > 1 ? (id as PageId) : undefined
     for (const { text, calls, progress, order } of soFar) {
       // What the page has of the attempt: by its id, when that is a piece of it (then, by the order
       // they were passed on, also the pieces of the other kind before it); else none.
@@ -247,6 +264,24 @@ class SessionFeed implements AsyncIterableIterator<SessionFeedMessage> {
     }
   }
 
+  /** Undoes `#listen`, for a page whose id the log does not bear out: nothing of it has gone to the page. */
+  #stopListening(): void {
+    this.#stopTap?.()
+    this.#stopTap = undefined
+    this.#reader?.return(undefined).catch(() => undefined)
+    this.#reader = undefined
+    this.#ready.length = 0
+    this.#held.clear()
+    this.#progress.clear()
+    this.#digests.clear()
+  }
+
+  /** Whether the fact at `seq` (one the log holds) is of the session. */
+  async #ofSession(seq: number): Promise<boolean> {
+    for await (const _stored of this.log.events({ from: seq, to: seq, sessionId: this.sessionId })) return true
+    return false
+  }
+
   async #next(): Promise<IteratorResult<SessionFeedMessage, undefined>> {
     try {
       await this.#started
@@ -257,6 +292,7 @@ class SessionFeed implements AsyncIterableIterator<SessionFeedMessage> {
     for (;;) {
       if (this.#closed) return { value: undefined, done: true }
       const item = this.#ready.shift()
+      if (item?.event === 'tool-progress' && this.#progress.get(item.update.operationId) === item) this.#progress.delete(item.update.operationId)
       if (item !== undefined) return { value: await this.#message(item), done: false }
       if (this.#readerDone) {
         const failure = this.#failure
@@ -320,6 +356,16 @@ class SessionFeed implements AsyncIterableIterator<SessionFeedMessage> {
   /** A live piece or update: to the page once it has the fact `after` (at once if it has). */
   #add(item: Item, after: number): void {
     if (this.#closed) return
+    if (item.event === 'tool-progress') {
+      // A state, not a step: an update the page has not been sent yet is replaced by the call's next,
+      // so a page that reads slower than a tool reports holds one update per call, not all of them.
+      const waiting = this.#progress.get(item.update.operationId)
+      if (waiting !== undefined) {
+        waiting.update = item.update
+        return
+      }
+      this.#progress.set(item.update.operationId, item)
+    }
     if (after <= this.#through) this.#ready.push(item)
     else {
       // A page that reads slower than the run writes: the pieces of an attempt (and the progress of
@@ -329,6 +375,7 @@ class SessionFeed implements AsyncIterableIterator<SessionFeedMessage> {
       for (const [seq, items] of this.#held) {
         if (seq >= after) continue
         const kept = items.filter((held) => held.event === 'tool-progress' && !piece)
+        for (const held of items) if (held.event === 'tool-progress' && !kept.includes(held)) this.#progress.delete(held.update.operationId)
         if (kept.length === 0) this.#held.delete(seq)
         else this.#held.set(seq, kept)
       }
@@ -382,6 +429,7 @@ class SessionFeed implements AsyncIterableIterator<SessionFeedMessage> {
     this.#closed = true
     this.#ready.length = 0
     this.#held.clear()
+    this.#progress.clear()
     this.#stopTap?.()
     this.#stopTap = undefined
     this.#unlisten?.()

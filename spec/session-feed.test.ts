@@ -455,6 +455,96 @@ test(
 )
 
 test(
+  "an id of another session's fact (a fact id, or a piece id of its model.requested) starts the page over with a reset, not_this_session: resumed after it, the page would miss this session's facts before its seq",
+  engineTest([answer.text('one', { pieces: 2 }), answer.text('two', { pieces: 2 })], { stream: true, ms: 20_000 }, async (h) => {
+    // The first session's run, then the second's, in one log: the first's facts come before all of the second's, and after.
+    const first = h.input('first')
+    const second = h.input('second')
+    assert.equal(await h.run(first, { onModelText: () => undefined }), { status: 'completed' })
+    assert.equal(await h.run(second, { onModelText: () => undefined }), { status: 'completed' })
+    const factsOf = async (sessionId: string) => {
+      const facts: StoredEvent[] = []
+      for await (const stored of h.log.events({ sessionId })) facts.push(stored)
+      return Promise.all(facts.map(async (stored) => ({ stored, id: `${stored.seq}:${await h.log.digestAt(stored.seq)}` })))
+    }
+    const ofFirst = await factsOf(first.invocation.sessionId)
+    const ofSecond = await factsOf(second.invocation.sessionId)
+    const requested = ofFirst.find(({ stored }) => stored.event.fact.type === 'model.requested')?.id as string
+    const last = ofSecond.at(-1)?.id as string
+    const cases: [string, string, { id: string }[]][] = [
+      [second.invocation.sessionId, ofFirst.at(-1)?.id as string, ofSecond],
+      [second.invocation.sessionId, `${requested}.0`, ofSecond],
+      [first.invocation.sessionId, last, ofFirst],
+    ]
+    for (const [sessionId, lastEventId, facts] of cases) {
+      const messages = await withTimeout(untilFacts(sessionFeed(h.log, { sessionId, lastEventId, engine: h.engine }), facts.length), 5_000, lastEventId)
+      assert.equal(messages[0], { id: '', event: 'reset', data: { reason: 'not_this_session' } }, `${sessionId} from ${lastEventId}`)
+      assert.equal(
+        messages.slice(1).map((message) => message.id),
+        facts.map(({ id }) => id),
+        `${sessionId} from ${lastEventId}: then every fact of the session`,
+      )
+    }
+    // A snapshot checks it too.
+    const snapshot = await EventLog.openSnapshot(h.logPath)
+    try {
+      const messages: SessionFeedMessage[] = []
+      for await (const message of sessionFeed(snapshot, { sessionId: second.invocation.sessionId, lastEventId: ofFirst.at(-1)?.id })) messages.push(message)
+      assert.equal(messages[0], { id: '', event: 'reset', data: { reason: 'not_this_session' } })
+      assert.is(messages.length, ofSecond.length + 1)
+    } finally {
+      await snapshot.close()
+    }
+  }),
+)
+
+test(
+  "a page that reads nothing while a tool reports its progress 2,000 times is sent, when it reads, the latest update of the call, not all of them: a call's progress waiting for the page is replaced by its next",
+  engineTest([answer.toolCalls([{ name: 'chatty', arguments: {} }]), answer.text('done')], { stream: true, ms: 20_000 }, async (h) => {
+    const UPDATES = 2_000
+    // The tool begins to report once the page has read its tool.dispatched (and then reads nothing until the run has ended).
+    let go: () => void = () => undefined
+    const going = new Promise<void>((resolve) => {
+      go = resolve
+    })
+    const chatty: ToolDefinition = {
+      name: 'chatty',
+      description: 'Reports its progress often',
+      async execute(_input, context) {
+        await going
+        for (let done = 1; done <= UPDATES; done += 1) {
+          context.progress({ done, note: 'x'.repeat(1_000) })
+          if (done % 100 === 0) await new Promise((resolve) => setImmediate(resolve))
+        }
+        return 'ok'
+      },
+    }
+    const input = h.input('chatty', { tools: [chatty] })
+    const { sessionId } = input.invocation
+    const feed = sessionFeed(h.log, { sessionId, engine: h.engine })
+    let reported = 0
+    const running = await h.start(input, { onToolProgress: () => void (reported += 1) })
+    for (;;) {
+      const message = (await feed.next()).value as SessionFeedMessage
+      if (message.event === 'fact' && message.data.event.fact.type === 'tool.dispatched') break
+    }
+    go()
+    assert.equal(await running.wait(), { status: 'completed' })
+    assert.is(reported, UPDATES)
+    const progress: ToolProgressUpdate[] = []
+    for await (const message of feed) {
+      if (message.event === 'tool-progress') progress.push(message.data)
+      if (message.event === 'fact' && message.data.event.fact.type === 'invocation.ended') break
+    }
+    assert.equal(
+      progress.map((update) => [update.index, update.value]),
+      [[UPDATES - 1, { done: UPDATES, note: 'x'.repeat(1_000) }]],
+      'one update: the last',
+    )
+  }),
+)
+
+test(
   'a feed ends at once when the page goes: its signal aborts, or return() is called, while next() waits for the next fact on an idle log',
   engineTest(SCRIPT, { stream: true, ms: 20_000 }, async (h) => {
     const input = h.input('gone', { tools: [forecast] })

@@ -116,7 +116,10 @@ function refusal(message: string, field: string): FactstateError {
  * const abort = new AbortController()
  * response.on('close', () => abort.abort())
  * const feed = sessionFeed(log, { sessionId, lastEventId: request.headers['last-event-id'], engine, signal: abort.signal })
- * for await (const message of feed) response.write(toServerSentEvent(message))
+ * for await (const message of feed) {
+ *   // Waits for a page that reads slowly (`once` from node:events): the feed then reads on as it does.
+ *   if (!response.write(toServerSentEvent(message))) await once(response, 'drain', { signal: abort.signal }).catch(() => undefined)
+ * }
  * response.end()
  * ```
  */

@@ -7,6 +7,7 @@
  *
  *   npx tsx examples/answer-over-sse.ts
  */
+import { once } from 'node:events'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
@@ -37,7 +38,10 @@ const web = createServer((request, response) => {
   }
   response.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-store' })
   void (async () => {
-    for await (const message of feed) response.write(toServerSentEvent(message))
+    for await (const message of feed) {
+      // A page that reads slowly: the feed reads on once the socket has taken what was written.
+      if (!response.write(toServerSentEvent(message))) await once(response, 'drain', { signal: gone.signal }).catch(() => undefined)
+    }
     response.end()
   })()
 })

@@ -1859,8 +1859,8 @@ export class Engine {
    * Closes the engine to new runs: from this call on, `start()`, `run()` and `check()` are refused
    * `ENGINE_CLOSED` with nothing written, a start called before it but not yet admitted included (one
    * whose `invocation.opened` was already being written is admitted, and waited for). A child run
-   * (its `parent` a run this engine still runs, started by that run's tool) is still admitted: it is
-   * that run's work. Resolves once every run the engine has, admitted or being admitted, has ended,
+   * (its `parent` a run this engine still runs, its `parent.operationId` a tool call of that run in
+   * flight, as `childRunFor(context)` gives a tool) is still admitted: it is that run's work. Resolves once every run the engine has, admitted or being admitted, has ended,
    * as `drain()` waits (held runs too: a hold waits for its holder's decision). `cancel: reason`
    * cancels each of them as `running.cancel(reason)` does, and the children admitted later; a held
    * run then ends `cancelled` (`release()`/`commit()` reject `HANDOFF_NOT_HELD`), or sealed

@@ -100,7 +100,8 @@ function refusal(message: string, field: string): FactstateError {
  * One session's facts and, from an engine of this process, the live pieces of its runs, as one
  * ordered stream of messages whose ids let a page that reconnects resume where it was: nothing
  * missed, nothing repeated. Give it the page's `Last-Event-ID`: the feed checks it against the log
- * (a seq past the end, or another digest at it, starts the page over with a `reset` message), sends
+ * (a seq past the end, another digest at it, or a fact of another session there starts the page over
+ * with a `reset` message), sends
  * the facts after it, the text and tool calls so far of an answer being written (as one message
  * each, replacing the page's), then each fact and piece as it comes, a piece never before its
  * attempt's `model.requested` fact. On a log from `EventLog.open` it follows until `return()`
@@ -112,10 +113,11 @@ function refusal(message: string, field: string): FactstateError {
  * @example
  * ```ts
  * // GET /sessions/:id/events, in the process that runs the engine
- * response.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-store' })
  * const abort = new AbortController()
  * response.on('close', () => abort.abort())
+ * // Bad options throw here, before the headers are sent.
  * const feed = sessionFeed(log, { sessionId, lastEventId: request.headers['last-event-id'], engine, signal: abort.signal })
+ * response.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-store' })
  * for await (const message of feed) {
  *   // Waits for a page that reads slowly (`once` from node:events): the feed then reads on as it does.
  *   if (!response.write(toServerSentEvent(message))) await once(response, 'drain', { signal: abort.signal }).catch(() => undefined)

@@ -129,14 +129,20 @@ function constantAttributes(given: unknown): Attributes {
   if (given === undefined) return {}
   if (typeof given !== 'object' || given === null || Array.isArray(given)) throw invalidOptions(`attributes must be an object of attribute values ({ 'tenant.id': 'acme' }), not ${kindOf(given)}`, 'attributes')
   const copied: Attributes = {}
-  for (const [key, value] of Object.entries(given)) {
-    if (key === '') throw invalidOptions('attributes has an empty key', 'attributes')
-    if (OWN_KEYS.has(key) || OWN_PREFIXES.some((prefix) => key.startsWith(prefix))) {
-      throw invalidOptions(`attributes key ${shownKey(key)} is one the follower sets itself (gen_ai.*, factstate.*, error.type, http.response.status_code): choose a key of your own ('tenant.id')`, 'attributes')
+  try {
+    for (const [key, value] of Object.entries(given)) {
+      if (key === '') throw invalidOptions('attributes has an empty key', 'attributes')
+      if (OWN_KEYS.has(key) || OWN_PREFIXES.some((prefix) => key.startsWith(prefix))) {
+        throw invalidOptions(`attributes key ${shownKey(key)} is one the follower sets itself (gen_ai.*, factstate.*, error.type, http.response.status_code): choose a key of your own ('tenant.id')`, 'attributes')
+      }
+      const wrong = notAnAttributeValue(value)
+      if (wrong !== undefined) throw invalidOptions(`attributes key ${shownKey(key)} must be a string, a finite number, a boolean or an array of one of those kinds, not ${wrong}`, 'attributes')
+      copied[key] = Array.isArray(value) ? [...value] : (value as string | number | boolean)
     }
-    const wrong = notAnAttributeValue(value)
-    if (wrong !== undefined) throw invalidOptions(`attributes key ${shownKey(key)} must be a string, a finite number, a boolean or an array of one of those kinds, not ${wrong}`, 'attributes')
-    copied[key] = Array.isArray(value) ? [...value] : (value as string | number | boolean)
+  } catch (error) {
+    if (error instanceof FactstateError) throw error
+    // A getter that throws, a proxy that refuses to list or give its members: not attributes.
+    throw invalidOptions(`attributes could not be read: ${error instanceof Error ? error.message : String(error)}`, 'attributes')
   }
   return copied
 }

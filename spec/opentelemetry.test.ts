@@ -48,6 +48,13 @@ function otel(more: SpanProcessor[] = []) {
   }
 }
 
+/** An array proxy already revoked: any read of it throws. */
+function revokedArray(): unknown {
+  const { proxy, revoke } = Proxy.revocable<string[]>([], {})
+  revoke()
+  return proxy
+}
+
 /** The data points of metric `name`, each as its attributes (as JSON, keys sorted) and its value. */
 function pointsOf(collected: CollectionResult['resourceMetrics'], name: string): { attributes: Record<string, unknown>; value: unknown }[] {
   const metric = collected.scopeMetrics.flatMap((scope) => scope.metrics).find((m) => m.descriptor.name === name)
@@ -514,6 +521,10 @@ test('options it cannot use are OPENTELEMETRY_INVALID_OPTIONS naming the option;
           [log, { meter: sdk.meter, attributes: { 'factstate.seq': 1 } }, 'attributes'],
           [log, { meter: sdk.meter, attributes: { 'error.type': 'x' } }, 'attributes'],
           [log, { tracer: sdk.tracer, attributes: { 'http.response.status_code': 200 } }, 'attributes'],
+          // Attributes that cannot be read: a getter that throws, a proxy that refuses to list its keys, a revoked array in it.
+          [log, { tracer: sdk.tracer, attributes: { get 'tenant.id'() { throw new Error('no tenant') } } }, 'attributes'],
+          [log, { tracer: sdk.tracer, attributes: new Proxy({}, { ownKeys: () => { throw new Error('no keys') } }) }, 'attributes'],
+          [log, { tracer: sdk.tracer, attributes: { 'tenant.tags': revokedArray() } }, 'attributes'],
           [{}, { tracer: sdk.tracer }, 'log'],
           [null, { tracer: sdk.tracer }, 'log'],
         ]

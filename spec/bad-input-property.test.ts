@@ -444,7 +444,7 @@ const optionCalls: { name: string; code: string | string[]; keys: readonly strin
   { name: 'new Engine', code: 'ENGINE_INVALID_OPTIONS', keys: ['model', 'now', 'eventId', 'maxToolResultBytes', 'maxInputBytes', 'toolTimeoutMs', 'secrets', 'evntId'], call: ({ log }, options) => void new Engine({ log, ...options } as never) },
   { name: 'new ModelExecutor', code: 'ENGINE_INVALID_OPTIONS', keys: ['timeoutMs', 'idleTimeoutMs', 'retries', 'backoffMs', 'maxBackoffMs', 'createClient', 'timeout'], call: (_, options) => void new ModelExecutor(options as never) },
   { name: 'recoverInvocations', code: 'LOG_INVALID_ARGUMENT', keys: ['onClosed', 'onclosed', 'now'], call: async ({ log }, options) => void (await recoverInvocations(log, options as never)) },
-  { name: 'telemetryFromLog', code: 'OPENTELEMETRY_INVALID_OPTIONS', keys: ['tracer', 'meter', 'from', 'providerName', 'provider'], call: ({ log }, options) => telemetryFromLog(log, options as never) },
+  { name: 'telemetryFromLog', code: 'OPENTELEMETRY_INVALID_OPTIONS', keys: ['tracer', 'meter', 'from', 'providerName', 'attributes', 'provider'], call: ({ log }, options) => telemetryFromLog(log, options as never) },
   // maxEvents and maxBytes below the log's size refuse it (LOG_PREFIX_TOO_LARGE, README).
   { name: 'serveInspector', code: ['INSPECTOR_INVALID_OPTIONS', 'LOG_PREFIX_TOO_LARGE'], keys: ['port', 'host', 'maxEvents', 'maxBytes', 'maxIndexed', 'refresh', 'token', 'engine', 'prot'], call: ({ log }, options) => serveInspector({ log, port: 0, ...options } as never) },
 ]

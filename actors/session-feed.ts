@@ -8,6 +8,7 @@ import type { StoredEvent } from '../facts/types.js'
 import { readOptions, shown } from '../options.js'
 import { isAbortSignal } from '../store/encoding.js'
 import { type EventLog, logInternals } from '../store/event-log.js'
+import { onAbort } from './abort-listeners.js'
 import { Engine, type LiveTap, engineInternals, engineLog } from './engine.js'
 import type { LiveModelText, LiveModelToolCalls, ModelTextPiece, ModelToolCallPiece } from './model-text.js'
 import type { ToolProgressUpdate } from './tool-progress.js'
@@ -180,12 +181,10 @@ class SessionFeed implements AsyncIterableIterator<SessionFeedMessage> {
     signal: AbortSignal | undefined,
   ) {
     if (signal !== undefined) {
-      const stop = () => void this.return()
+      // Through the engine's one listener per signal: a server's feeds often share one (its
+      // shutdown's), and a listener each made Node warn of a leak past ten.
       if (signal.aborted) this.#closed = true
-      else {
-        signal.addEventListener('abort', stop, { once: true })
-        this.#unlisten = () => signal.removeEventListener('abort', stop)
-      }
+      else this.#unlisten = onAbort(signal, () => void this.return())
     }
     this.#started = this.#start()
     // Its failure is the first `next()`'s.

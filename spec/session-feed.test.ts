@@ -566,6 +566,23 @@ test(
       assert.equal(await withTimeout(waiting, 5_000, `the feed ended by ${how}`), { value: undefined, done: true }, how)
       assert.is((await feed.next()).done, true, 'and stays ended')
     }
+    // Many feeds sharing one signal (a server's shutdown): no listener each, so Node warns of no leak; all end with it.
+    const warnings: string[] = []
+    const onWarning = (warning: Error) => warnings.push(`${warning.name}: ${warning.message}`)
+    process.on('warning', onWarning)
+    try {
+      const shutdown = new AbortController()
+      const feeds = Array.from({ length: 12 }, () => sessionFeed(h.log, { sessionId, engine: h.engine, signal: shutdown.signal }))
+      const firsts = await Promise.all(feeds.map((feed) => feed.next()))
+      assert.ok(firsts.every((first) => first.done === false), 'each feed sends the session')
+      shutdown.abort()
+      assert.ok((await Promise.all(feeds.map((feed) => feed.next()))).every((next) => next.done === true), 'each feed ended with the shared signal')
+      // Node emits its warning on a later tick.
+      await new Promise((resolve) => setImmediate(resolve))
+      assert.equal(warnings.filter((warning) => warning.startsWith('MaxListenersExceededWarning')), [], 'no leak warning for one signal shared by many feeds')
+    } finally {
+      process.off('warning', onWarning)
+    }
     // `break` in a for-await, after the last fact: no reader is left following the log.
     for await (const message of sessionFeed(h.log, { sessionId })) if (message.event === 'fact' && message.data.event.fact.type === 'invocation.ended') break
     // A run of another session meanwhile changes nothing in this session's feed.

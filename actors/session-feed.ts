@@ -449,7 +449,9 @@ class SessionFeed implements AsyncIterableIterator<SessionFeedMessage> {
 /**
  * A message as Server-Sent Events wire text: `id: …` (none for a message without one; `id:` alone
  * for `''`, which clears the page's last id), `event: …`, and the data, JSON text unless it is a
- * string, one `data:` line for each of its lines, then the blank line that ends an event.
+ * string, one `data:` line for each of its lines, then the blank line that ends an event. What it
+ * cannot write (an `id` or `event` that is not a one-line string, `data` with no JSON text: a BigInt,
+ * a cycle) is `LOG_INVALID_ARGUMENT`, `details.field` naming it.
  *
  * @example
  * ```ts
@@ -458,13 +460,30 @@ class SessionFeed implements AsyncIterableIterator<SessionFeedMessage> {
  * ```
  */
 export function toServerSentEvent(message: { id?: string | undefined; event?: string | undefined; data: unknown }): string {
-  const { id, event, data } = message
-  const oneLine = (field: string, value: string) => {
+  const wrong = (field: string, why: string, cause?: unknown) =>
+    new FactstateError('LOG_INVALID_ARGUMENT', `toServerSentEvent: ${field} ${why}`, { ...(cause === undefined ? {} : { cause }), details: { field } })
+  if (typeof message !== 'object' || message === null) throw wrong('message', `must be an object ({ id?, event?, data }), not ${shown(message)}`)
+  let id: unknown
+  let event: unknown
+  let data: unknown
+  try {
+    ;({ id, event, data } = message)
+  } catch (error) {
+    throw wrong('message', `cannot be read: ${error instanceof Error ? error.message : String(error)}`, error)
+  }
+  const oneLine = (field: string, value: unknown) => {
+    if (typeof value !== 'string') throw wrong(field, `must be a string, not ${shown(value)}`)
     // A line break would end the field early (and a NUL in an id is ignored by the page): not a message of the feed's.
-    if (/[\r\n\0]/.test(value)) throw new FactstateError('LOG_INVALID_ARGUMENT', `toServerSentEvent: ${field} must be one line`, { details: { field } })
+    if (/[\r\n\0]/.test(value)) throw wrong(field, 'must be one line')
     return value === '' ? `${field}:\n` : `${field}: ${value}\n`
   }
-  const text = typeof data === 'string' ? data : (JSON.stringify(data) ?? 'null')
+  let text: string
+  try {
+    text = typeof data === 'string' ? data : (JSON.stringify(data) ?? 'null')
+  } catch (error) {
+    // A BigInt, a cycle, a toJSON that throws: no JSON text to send.
+    throw wrong('data', `cannot be written as JSON: ${error instanceof Error ? error.message : String(error)}`, error)
+  }
   let wire = ''
   if (id !== undefined) wire += oneLine('id', id)
   if (event !== undefined && event !== '') wire += oneLine('event', event)

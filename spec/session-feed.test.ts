@@ -633,6 +633,18 @@ test('toServerSentEvent writes the wire text: id (none, or empty to clear), even
   assert.is(toServerSentEvent({ data: 'one\ntwo\r\nthree\rfour' }), 'data: one\ndata: two\ndata: three\ndata: four\n\n')
   assert.is(toServerSentEvent({ event: 'text', data: '' }), 'event: text\ndata: \n\n')
   for (const id of ['a\nb', 'a\rb', 'a\0b']) assert.throws(() => toServerSentEvent({ id, data: 1 }), (error: { code?: string }) => error.code === 'LOG_INVALID_ARGUMENT')
+  // What is not a message: LOG_INVALID_ARGUMENT naming the field, not a TypeError.
+  const cycle: Record<string, unknown> = {}
+  cycle.self = cycle
+  const refusedAs = (message: unknown, field: string) =>
+    assert.throws(() => toServerSentEvent(message as never), (error: { code?: string; details?: { field?: string } }) => error.code === 'LOG_INVALID_ARGUMENT' && error.details?.field === field, field)
+  refusedAs(null, 'message')
+  refusedAs('data: x', 'message')
+  refusedAs({ get data() { throw new Error('gone') } }, 'message')
+  refusedAs({ id: 7, data: 1 }, 'id')
+  refusedAs({ event: ['fact'], data: 1 }, 'event')
+  refusedAs({ data: 10n }, 'data')
+  refusedAs({ data: cycle }, 'data')
 })
 
 test.run()

@@ -16,7 +16,8 @@ if (!dir || !drafts) throw new Error('usage: child-delegation.ts <log-dir> <draf
 // tool (or approver) waits on a promise nothing settles: the scripted model server and its idle
 // connections are unref'd. Without it the process ended on its own (exit 0, signal null) 41-90 ms
 // after its `saved` line, a race with the kill the parent asserts (as faults-secrets-child had).
-setInterval(() => undefined, 1 << 30)
+// Bounded: a child whose parent died without killing it ends by itself after ten minutes.
+setTimeout(() => process.exit(1), 600_000)
 
 const log = await EventLog.open(dir)
 const server = await scriptedModelServer([

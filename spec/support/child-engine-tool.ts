@@ -24,7 +24,8 @@ const calls = [...(mode === 'read-only' || mode === 'mixed' ? [{ id: 'call-searc
 // tool (or approver) waits on a promise nothing settles: the scripted model server and its idle
 // connections are unref'd. Without it the process ended on its own (exit 0, signal null) 20-90 ms
 // after its `executing/asking` line, a race with the kill the parent asserts (as faults-secrets-child had).
-setInterval(() => undefined, 1 << 30)
+// Bounded: a child whose parent died without killing it ends by itself after ten minutes.
+setTimeout(() => process.exit(1), 600_000)
 
 const log = await EventLog.open(dir)
 const server = await scriptedModelServer([answer.toolCalls(calls)])

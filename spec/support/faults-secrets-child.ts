@@ -15,7 +15,8 @@ const headers = JSON.parse(process.env.FAULTS_HEADERS as string) as Record<strin
 // Nothing else keeps the event loop alive once the tool is waiting (the client's keep-alive
 // socket closes when the server drops it), so the process could end on its own before the
 // parent's SIGKILL (CI at 1d97012, Node 24: the exit signal was null). This interval holds it.
-setInterval(() => undefined, 1 << 30)
+// Bounded: a child whose parent died without killing it ends by itself after ten minutes.
+setTimeout(() => process.exit(1), 600_000)
 
 const log = await EventLog.open(dir)
 const engine = new Engine({ log, model: new ModelExecutor({ timeoutMs: 10_000 }) })

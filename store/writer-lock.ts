@@ -204,8 +204,11 @@ export async function claimDirectory(location: string): Promise<DirectoryClaim> 
   const before = await realPathOf(location)
   if (before !== undefined) await refuseIfHeld(location, before.path)
   let path: string
+  // Whether this open made the directory: not when it was there already, even where its real path
+  // could not be read beforehand (no descriptor left, say).
+  let made = false
   try {
-    if (before?.exists !== true) await makeDirectory(location)
+    if (before?.exists !== true) made = await makeDirectory(location)
     path = await realpath(location)
   } catch (error) {
     throw wrong(error)
@@ -226,7 +229,7 @@ export async function claimDirectory(location: string): Promise<DirectoryClaim> 
   }
   return {
     path,
-    made: before?.exists !== true,
+    made,
     closing: () => {
       state.closing = true
     },
@@ -242,16 +245,17 @@ export async function claimDirectory(location: string): Promise<DirectoryClaim> 
  * `mkdir -p`, one level at a time. Node's own `mkdir(path, { recursive: true })` never returns where
  * the file system refuses a name under a directory that exists (`/proc/x`: each try says the name
  * is missing, so it makes the parent again, which exists, and tries once more, forever); here the
- * second refusal, once the parent stands, is the answer.
+ * second refusal, once the parent stands, is the answer. True when it made `path` itself.
  */
-export async function makeDirectory(path: string): Promise<void> {
+export async function makeDirectory(path: string): Promise<boolean> {
   try {
     await mkdir(path)
+    return true
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code
     if (code === 'EEXIST') {
       // A directory (or a link to one), made before or meanwhile: done. A file in the way: the caller says what that means.
-      if (await isDirectory(path)) return
+      if (await isDirectory(path)) return false
       throw error
     }
     const parent = dirname(path)
@@ -259,8 +263,9 @@ export async function makeDirectory(path: string): Promise<void> {
     await makeDirectory(parent)
     try {
       await mkdir(path)
+      return true
     } catch (again) {
-      if ((again as NodeJS.ErrnoException).code === 'EEXIST' && (await isDirectory(path))) return
+      if ((again as NodeJS.ErrnoException).code === 'EEXIST' && (await isDirectory(path))) return false
       throw again
     }
   }

@@ -118,7 +118,8 @@ function refusal(message: string, field: string): FactstateError {
  * response.on('close', () => abort.abort())
  * // Bad options throw here, before the headers are sent.
  * const feed = sessionFeed(log, { sessionId, lastEventId: request.headers['last-event-id'], engine, signal: abort.signal })
- * response.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-store' })
+ * response.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-store', 'x-accel-buffering': 'no' })
+ * response.write('retry: 1000\n\n') // the page's reconnect delay (a browser's own: about 3 s)
  * for await (const message of feed) {
  *   // Waits for a page that reads slowly (`once` from node:events): the feed then reads on as it does.
  *   if (!response.write(toServerSentEvent(message))) await once(response, 'drain', { signal: abort.signal }).catch(() => undefined)

@@ -7,16 +7,19 @@
  * slow network, one is sent an id the log does not bear out; each ends showing exactly the recorded
  * answers and call (the call done), no fact or piece twice, none skipped, and Chromium's reconnects
  * carry the ids the feed relies on: the last one the page got, none after a reload or a `reset`.
+ * The README's server block itself then runs as written: open at once for a session with no fact
+ * yet, a 400 for a bad session id (the EventSource gives up, the process lives on).
  */
 import { once } from 'node:events'
-import { type IncomingMessage, type ServerResponse, createServer } from 'node:http'
+import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { type Browser, type Page, chromium } from 'playwright-core'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import { type StoredEvent, type ToolDefinition, sessionFeed, toServerSentEvent } from '../index.js'
+import { type Engine, type EventLog, type StoredEvent, type ToolDefinition, sessionFeed, toServerSentEvent } from '../index.js'
 import { answer } from '../testing/scripted-model-server.js'
 import { engineTest } from './support/engine-fixtures.js'
+import { readmeBlock } from './support/readme.js'
 
 const ANSWER = 'Tomorrow in Oslo: light snow, -3 °C, with a clear evening.\nTake gloves, and a hat for the walk home.'
 const THOUGHT = 'Let me check the forecast for Oslo.'
@@ -65,7 +68,7 @@ function render(seq) {
 }
 const source = new EventSource('/events' + location.search)
 source.onopen = () => { state.opens += 1 }
-source.onerror = () => { state.errors += 1 }
+source.onerror = () => { state.errors += 1; state.readyState = source.readyState }
 const on = (name, apply) => source.addEventListener(name, (e) => { state.lastIds.push(name + ' ' + e.lastEventId); apply(JSON.parse(e.data)) })
 on('reset', () => {
   for (const key of ['texts', 'next', 'calls', 'callNext', 'progress', 'operations', 'settled']) state[key] = {}
@@ -132,7 +135,7 @@ on('tool-progress', (update) => {
 
 interface Shown {
   answers: { text: string; calls: { name: string; args: string; progress: string }[] }[]
-  state: { opens: number; errors: number; ended: boolean; facts: number[]; problems: string[]; lastIds: string[]; lastProgress: unknown }
+  state: { opens: number; errors: number; ended: boolean; facts: number[]; problems: string[]; lastIds: string[]; lastProgress: unknown; readyState?: number }
 }
 
 /** What the page shows (read from its DOM) and what it counted. */
@@ -142,8 +145,8 @@ async function shown(page: Page): Promise<Shown> {
       text: section.querySelector('.text')?.textContent ?? '',
       calls: [...section.querySelectorAll('li')].map((li) => ({ name: li.dataset.name ?? '', args: li.dataset.args ?? '', progress: li.dataset.progress ?? '' })),
     }))
-    const { opens, errors, ended, facts, problems, lastIds, lastProgress } = (window as unknown as { state: Shown['state'] }).state
-    return { answers, state: { opens, errors, ended, facts, problems, lastIds, lastProgress } }
+    const { opens, errors, ended, facts, problems, lastIds, lastProgress, readyState } = (window as unknown as { state: Shown['state'] }).state
+    return { answers, state: { opens, errors, ended, facts, problems, lastIds, lastProgress, readyState } }
   })
 }
 
@@ -263,6 +266,66 @@ test(
       const { state: resetState } = await shown(reset)
       assert.is(resetState.lastIds[0], 'reset ', 'the reset message leaves the page an empty last id')
       assert.equal(requests.get('reset'), [undefined, '999999:sha256:00', undefined], 'no Last-Event-ID after the reset')
+    } finally {
+      await browser?.close()
+      web.closeAllConnections()
+      await new Promise((resolve) => web.close(resolve))
+    }
+  }),
+)
+
+/** The README's server ("Watching a run") as it is written, with `log` and `engine`, serving the page at '/'. */
+async function readmeServer(log: EventLog, engine: Engine): Promise<Server> {
+  const block = await readmeBlock("response.write(toServerSentEvent(message))", "the README's SSE server", { from: '### Watching a run', until: '**Served from a snapshot.**' })
+  const body = block
+    .split('\n')
+    .filter((line) => !line.startsWith('import '))
+    .join('\n')
+    .replace(/^createServer\(/m, 'return createServer(')
+  // The block has no types: it runs as JavaScript.
+  const make = new Function('createServer', 'once', 'sessionFeed', 'toServerSentEvent', 'log', 'engine', body) as (...values: unknown[]) => Server
+  const feedServer = make(createServer, once, sessionFeed, toServerSentEvent, log, engine)
+  const handler = feedServer.listeners('request')[0] as (request: IncomingMessage, response: ServerResponse) => void
+  feedServer.removeAllListeners('request')
+  feedServer.on('request', (request: IncomingMessage, response: ServerResponse) => {
+    if (request.url?.startsWith('/?')) response.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end(PAGE)
+    else handler(request, response)
+  })
+  return feedServer
+}
+
+test(
+  "the README's server as written, in Chromium: a page on a session with no fact yet is open at once, a page with a bad session id is refused (400, the EventSource gives up) and the server lives on, a page shows the recorded answer",
+  engineTest(SCRIPT, { stream: true, ms: 25_000 }, async (h) => {
+    const input = h.input('readme', { tools: [forecast] })
+    const { sessionId } = input.invocation
+    const web = await readmeServer(h.log, h.engine)
+    await new Promise<void>((resolve) => web.listen(0, '127.0.0.1', resolve))
+    const origin = `http://127.0.0.1:${(web.address() as AddressInfo).port}`
+    let browser: Browser | undefined
+    try {
+      const launched = await chromium.launch({ executablePath: '/usr/bin/chromium', args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'], timeout: 30_000 })
+      browser = launched
+      const bad = await launched.newPage()
+      await bad.goto(`${origin}/?session=${encodeURIComponent('not a session id')}&tab=bad`)
+      // A 400: the EventSource fails for good (CLOSED), no reconnect; the handler's refusal was not left to reject.
+      await bad.waitForFunction(() => (window as unknown as { state: { errors: number } }).state.errors > 0)
+      assert.is((await shown(bad)).state.readyState, 2, 'CLOSED')
+      const page = await launched.newPage()
+      page.setDefaultTimeout(15_000)
+      await page.goto(`${origin}/?session=${sessionId}&tab=readme`)
+      // The session has no fact yet: the page is open (the headers came) before the run starts.
+      await page.waitForFunction(() => (window as unknown as { state: { opens: number } }).state.opens === 1)
+      const running = await h.start(input, { onModelText: () => undefined, onToolCallText: () => undefined, onToolProgress: () => undefined })
+      assert.equal(await running.wait(), { status: 'completed' })
+      await page.waitForFunction(() => (window as unknown as { state: { ended: boolean } }).state.ended)
+      const { answers, state } = await shown(page)
+      assert.equal(state.problems, [])
+      assert.equal(answers.map(({ text }) => text), [THOUGHT, ANSWER])
+      assert.equal(answers[0]?.calls.map(({ name, progress }) => [name, progress]), [['forecast', 'done']])
+      assert.is(state.lastProgress === undefined ? undefined : JSON.stringify(state.lastProgress), JSON.stringify({ done: 5, total: 5 }))
+      const refused = await shown(bad)
+      assert.equal([refused.state.opens, refused.state.errors, refused.state.readyState], [0, 1, 2], 'refused once, never reconnected')
     } finally {
       await browser?.close()
       web.closeAllConnections()

@@ -367,6 +367,43 @@ test(
   }),
 )
 
+/**
+ * A log and engine with one run ("blocked") whose first model request the server holds, so that
+ * its handle stays live while the properties work on it; `release()` lets the request answer.
+ * Released, drained and closed after `body`, whatever it did.
+ */
+async function withBlockedRun<T>(
+  dir: string,
+  body: (context: { log: EventLog; engine: Engine; baseUrl: string; blocked: RunningInvocation; before: ReturnType<EventLog['head']>; release: () => void }) => Promise<T>,
+): Promise<T> {
+  let heldIndex = -1
+  let sawHeld!: () => void
+  const heldSeen = new Promise<void>((resolve) => {
+    sawHeld = resolve
+  })
+  const server = await scriptedModelServer((_request: RecordedRequest, index: number) => {
+    if (heldIndex === -1) {
+      heldIndex = index
+      sawHeld()
+      return answer.text('done', { hold: true })
+    }
+    return answer.text('done')
+  })
+  const log = await EventLog.open(join(dir, 'log'))
+  const engine = new Engine({ log, model: new ModelExecutor({ timeoutMs: 20_000 }) })
+  const release = () => server.release(heldIndex)
+  try {
+    const blocked = await engine.start(messageRun(server.baseUrl, 'blocked', [effectTool()]))
+    await heldSeen
+    return await body({ log, engine, baseUrl: server.baseUrl, blocked, before: log.head(), release })
+  } finally {
+    release()
+    await engine.drain()
+    await log.close()
+    await server.close()
+  }
+}
+
 const intentPaths = ['handoffId', 'hostEpoch', 'rootRunId', 'successorRunId', 'successorInvocationId', 'claimId', 'extra'] as const
 
 test(
@@ -375,25 +412,7 @@ test(
     const unhandled: unknown[] = []
     const onUnhandled = (reason: unknown) => unhandled.push(reason)
     process.on('unhandledRejection', onUnhandled)
-    let heldIndex = -1
-    let sawHeld!: () => void
-    const heldSeen = new Promise<void>((resolve) => {
-      sawHeld = resolve
-    })
-    const server = await scriptedModelServer((_request: RecordedRequest, index: number) => {
-      if (heldIndex === -1) {
-        heldIndex = index
-        sawHeld()
-        return answer.text('done', { hold: true })
-      }
-      return answer.text('done')
-    })
-    const log = await EventLog.open(join(dir, 'log'))
-    const engine = new Engine({ log, model: new ModelExecutor({ timeoutMs: 20_000 }) })
-    try {
-      const blocked = await engine.start(messageRun(server.baseUrl, 'blocked', [effectTool()]))
-      await heldSeen
-      const before = log.head()
+    return withBlockedRun(dir, async ({ log, blocked, before, release }) => {
       let fresh = 0
       await fc.assert(
         fc.asyncProperty(fc.constantFrom(...intentPaths), odd, async (path, maker) => {
@@ -419,17 +438,11 @@ test(
         }),
         { numRuns: Number(process.env.FUZZ_RUNS ?? 150), seed: Number(process.env.FUZZ_SEED ?? 20261208), endOnFailure: true, includeErrorInReport: true },
       )
-      server.release(heldIndex)
+      release()
       assert.equal(await blocked.wait(), { status: 'completed' })
       await new Promise((resolve) => setImmediate(resolve))
       assert.equal(unhandled.map(describe), [], 'no promise was left rejected unhandled')
-    } finally {
-      process.off('unhandledRejection', onUnhandled)
-      server.release(heldIndex)
-      await engine.drain()
-      await log.close()
-      await server.close()
-    }
+    }).finally(() => process.off('unhandledRejection', onUnhandled))
   }),
 )
 
@@ -620,25 +633,7 @@ async function refusedWith(action: () => unknown, code: string, what: string): P
 test(
   'what the properties above found, as fixed cases: a revoked proxy or an uncopiable member is refused with its code, named',
   bounded(30_000, async (dir) => {
-    let heldIndex = -1
-    let sawHeld!: () => void
-    const heldSeen = new Promise<void>((resolve) => {
-      sawHeld = resolve
-    })
-    const server = await scriptedModelServer((_request: RecordedRequest, index: number) => {
-      if (heldIndex === -1) {
-        heldIndex = index
-        sawHeld()
-        return answer.text('done', { hold: true })
-      }
-      return answer.text('done')
-    })
-    const log = await EventLog.open(join(dir, 'log'))
-    const engine = new Engine({ log, model: new ModelExecutor({ timeoutMs: 20_000 }) })
-    try {
-      const blocked = await engine.start(messageRun(server.baseUrl, 'blocked', [effectTool()]))
-      await heldSeen
-      const before = log.head()
+    return withBlockedRun(dir, async ({ log, engine, baseUrl, blocked, before, release }) => {
       // zod builds a refused parse's error on its first read, after the try around the parse: a TypeError escaped.
       const reserve = await refusedWith(() => blocked.handoff().reserve({ ...intentFor('r', 'run-blocked'), hostEpoch: revoked() } as never), 'HANDOFF_MISMATCH', 'reserve')
       assert.equal(reserve.details, { field: 'intent', fields: ['intent'] })
@@ -655,22 +650,22 @@ test(
         assert.is((refusal.details as { field: string }).field, field, what)
       }
       // A member that cannot be read is named too.
-      const unreadable = messageRun(server.baseUrl, 'unreadable', [effectTool()], { mainOutputLimit: revoked() as never })
+      const unreadable = messageRun(baseUrl, 'unreadable', [effectTool()], { mainOutputLimit: revoked() as never })
       const unread = await refusedWith(() => engine.start(unreadable), 'RUN_INVALID_INPUT', 'a revoked proxy as mainOutputLimit')
       assert.equal(unread.details, { fields: ['mainOutputLimit'] })
       assert.match(unread.message, /^RUN_INVALID_INPUT: mainOutputLimit: the run input cannot be read/)
       // A member that cannot be copied is named, not left for the caller to find.
-      const proxied = messageRun(server.baseUrl, 'proxied', [effectTool()], { providerOptions: { budget: new Proxy({ limit: 5 }, {}) } })
+      const proxied = messageRun(baseUrl, 'proxied', [effectTool()], { providerOptions: { budget: new Proxy({ limit: 5 }, {}) } })
       const copy = await refusedWith(() => engine.start(proxied), 'RUN_INVALID_INPUT', 'a proxy in providerOptions')
       assert.equal(copy.details, { fields: ['providerOptions.budget'] })
       assert.match(copy.message, /^RUN_INVALID_INPUT: providerOptions\.budget: the run input must be plain data/)
       assert.equal(log.head(), before, 'nothing was written')
       // A continuation of another session's run names the source's session, not only work.source.
-      const first = messageRun(server.baseUrl, 'other-source', [effectTool()])
+      const first = messageRun(baseUrl, 'other-source', [effectTool()])
       assert.equal(await engine.run(first), { status: 'completed' })
       const source = (await log.runSource(first.invocation.sessionId, first.invocation.runId))?.boundary
       assert.ok(source)
-      const elsewhere = { ...messageRun(server.baseUrl, 'other-next', [effectTool()]), work: { kind: 'continuation' as const, source } }
+      const elsewhere = { ...messageRun(baseUrl, 'other-next', [effectTool()]), work: { kind: 'continuation' as const, source } }
       const written = log.head()
       const session = await refusedWith(() => engine.start(elsewhere), 'RUN_INVALID_INPUT', 'a source of another session')
       assert.equal(session.details, { fields: ['work.source.invocation.sessionId'] })
@@ -678,14 +673,9 @@ test(
       assert.equal(log.head(), written, 'nothing was written')
       // The host option's refusal names the option.
       assert.match((await refusedWith(() => serveInspector({ log, host: '0.0.0.0' as never }), 'INSPECTOR_INVALID_OPTIONS', 'host')).message, 'options.host must be 127.0.0.1')
-      server.release(heldIndex)
+      release()
       assert.equal(await blocked.wait(), { status: 'completed' })
-    } finally {
-      server.release(heldIndex)
-      await engine.drain()
-      await log.close()
-      await server.close()
-    }
+    })
   }),
 )
 

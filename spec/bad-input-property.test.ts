@@ -240,66 +240,78 @@ function assertNamesField(error: FactstateError, what: string): void {
   assert.ok(named, `${what}: the message names one of ${JSON.stringify(fields)}: ${error.message}`)
 }
 
+/**
+ * Runs `body` and fails if any promise was left rejected unhandled meanwhile (counted until a turn
+ * of the event loop after it, its closing included).
+ */
+async function withoutUnhandled(body: () => Promise<void>): Promise<void> {
+  const unhandled: unknown[] = []
+  const onUnhandled = (reason: unknown) => unhandled.push(reason)
+  process.on('unhandledRejection', onUnhandled)
+  try {
+    await body()
+    await new Promise((resolve) => setImmediate(resolve))
+    assert.equal(unhandled.map(describe), [], 'no promise was left rejected unhandled')
+  } finally {
+    process.off('unhandledRejection', onUnhandled)
+  }
+}
+
 test(
   'engine.start: a run input with one member replaced by a generated value is refused with RUN_INVALID_INPUT, nothing written, or run and read back as given',
-  bounded(60_000, async (dir) => {
-    const unhandled: unknown[] = []
-    const onUnhandled = (reason: unknown) => unhandled.push(reason)
-    process.on('unhandledRejection', onUnhandled)
-    const server = await scriptedModelServer((_request: RecordedRequest) => answer.text('done'))
-    const log = await EventLog.open(join(dir, 'log'))
-    const engine = new Engine({ log, model: new ModelExecutor({ timeoutMs: 10_000, retries: 0 }) })
-    let fresh = 0
-    try {
-      // The base every case mutates is admitted as it is.
-      const base = messageRun(server.baseUrl, 'base', [effectTool()], { providerOptions: { temperature: 0 } })
-      base.provider.headers = { 'x-a': '1' }
-      assert.equal(await engine.run(base), { status: 'completed' })
-      await fc.assert(
-        fc.asyncProperty(fc.constantFrom(...runPaths), odd, async (path, maker) => {
-          const value = maker.make()
-          fresh += 1
-          const input = messageRun(server.baseUrl, `gen-${fresh}`, [effectTool()], { providerOptions: { temperature: 0 } }) as Loose
-          input.provider.headers = { 'x-a': '1' }
-          setPath(input, path, value)
-          const what = `${path} = ${describe(value)}`
-          const before = log.head()
-          let running: RunningInvocation | undefined
-          try {
-            running = await engine.start(input as RunInput)
-          } catch (error) {
-            const refusal = assertRefusal(error, ['RUN_INVALID_INPUT'], what)
-            assertNamesField(refusal, what)
-            assert.equal(log.head(), before, `${what}: nothing was written`)
-            return
-          }
-          const outcome = await running.wait()
-          assert.ok(['completed', 'failed'].includes(outcome.status), `${what}: ${JSON.stringify(outcome)}`)
-          const events = (await log.prefix(ALL.events, ALL.bytes)).events.map((e) => e.event)
-          const opened = events.find((event) => event.invocation.invocationId === running.invocation.invocationId && event.fact.type === 'invocation.opened')
-          assert.ok(opened, `${what}: the run was opened`)
-          const fact = opened.fact as Loose
-          // A member given as plain JSON reads back as given.
-          if (path === 'providerOptions' && plainJson(value)) assert.ok(same(fact.execution.providerOptions, value), `${what}: providerOptions read back ${describe(fact.execution.providerOptions)}`)
-          if (path.startsWith('providerOptions.') && plainJson(value)) {
-            const key = path.split('.')[1] as string
-            assert.ok(same(fact.execution.providerOptions[key], value), `${what}: read back ${describe(fact.execution.providerOptions[key])}`)
-          }
-          if (path === 'work.content' && typeof value === 'string') assert.is(fact.input.content, value, `${what}: the message reads back as given`)
-        }),
-        { numRuns: Number(process.env.FUZZ_RUNS ?? 150), seed: Number(process.env.FUZZ_SEED ?? 20261208), endOnFailure: true, includeErrorInReport: true },
-      )
-      const verified = await log.verify()
-      assert.is(verified.digest, log.head().digest)
-      await new Promise((resolve) => setImmediate(resolve))
-      assert.equal(unhandled.map(describe), [], 'no promise was left rejected unhandled')
-    } finally {
-      process.off('unhandledRejection', onUnhandled)
-      await engine.drain()
-      await log.close()
-      await server.close()
-    }
-  }),
+  bounded(60_000, (dir) =>
+    withoutUnhandled(async () => {
+      const server = await scriptedModelServer((_request: RecordedRequest) => answer.text('done'))
+      const log = await EventLog.open(join(dir, 'log'))
+      const engine = new Engine({ log, model: new ModelExecutor({ timeoutMs: 10_000, retries: 0 }) })
+      let fresh = 0
+      try {
+        // The base every case mutates is admitted as it is.
+        const base = messageRun(server.baseUrl, 'base', [effectTool()], { providerOptions: { temperature: 0 } })
+        base.provider.headers = { 'x-a': '1' }
+        assert.equal(await engine.run(base), { status: 'completed' })
+        await fc.assert(
+          fc.asyncProperty(fc.constantFrom(...runPaths), odd, async (path, maker) => {
+            const value = maker.make()
+            fresh += 1
+            const input = messageRun(server.baseUrl, `gen-${fresh}`, [effectTool()], { providerOptions: { temperature: 0 } }) as Loose
+            input.provider.headers = { 'x-a': '1' }
+            setPath(input, path, value)
+            const what = `${path} = ${describe(value)}`
+            const before = log.head()
+            let running: RunningInvocation | undefined
+            try {
+              running = await engine.start(input as RunInput)
+            } catch (error) {
+              const refusal = assertRefusal(error, ['RUN_INVALID_INPUT'], what)
+              assertNamesField(refusal, what)
+              assert.equal(log.head(), before, `${what}: nothing was written`)
+              return
+            }
+            const outcome = await running.wait()
+            assert.ok(['completed', 'failed'].includes(outcome.status), `${what}: ${JSON.stringify(outcome)}`)
+            const events = (await log.prefix(ALL.events, ALL.bytes)).events.map((e) => e.event)
+            const opened = events.find((event) => event.invocation.invocationId === running.invocation.invocationId && event.fact.type === 'invocation.opened')
+            assert.ok(opened, `${what}: the run was opened`)
+            const fact = opened.fact as Loose
+            // A member given as plain JSON reads back as given.
+            if (path === 'providerOptions' && plainJson(value)) assert.ok(same(fact.execution.providerOptions, value), `${what}: providerOptions read back ${describe(fact.execution.providerOptions)}`)
+            if (path.startsWith('providerOptions.') && plainJson(value)) {
+              const key = path.split('.')[1] as string
+              assert.ok(same(fact.execution.providerOptions[key], value), `${what}: read back ${describe(fact.execution.providerOptions[key])}`)
+            }
+            if (path === 'work.content' && typeof value === 'string') assert.is(fact.input.content, value, `${what}: the message reads back as given`)
+          }),
+          { numRuns: Number(process.env.FUZZ_RUNS ?? 150), seed: Number(process.env.FUZZ_SEED ?? 20261208), endOnFailure: true, includeErrorInReport: true },
+        )
+        const verified = await log.verify()
+        assert.is(verified.digest, log.head().digest)
+      } finally {
+        await engine.drain()
+        await log.close()
+        await server.close()
+      }
+    })),
 )
 
 /** The log's query calls, each with a generated argument in one position. */
@@ -327,44 +339,39 @@ async function collect(events: AsyncIterable<unknown>): Promise<number> {
 
 test(
   "the log's queries given a generated argument answer or refuse with LOG_INVALID_ARGUMENT naming the argument; nothing is written",
-  bounded(60_000, async (dir) => {
-    const unhandled: unknown[] = []
-    const onUnhandled = (reason: unknown) => unhandled.push(reason)
-    process.on('unhandledRejection', onUnhandled)
-    const server = await scriptedModelServer(() => answer.text('done'))
-    const log = await EventLog.open(join(dir, 'log'))
-    const engine = new Engine({ log, model: new ModelExecutor({ timeoutMs: 10_000 }) })
-    try {
-      assert.equal(await engine.run(messageRun(server.baseUrl, 'done', [effectTool()])), { status: 'completed' })
-      const before = log.head()
-      await fc.assert(
-        fc.asyncProperty(fc.integer({ min: 0, max: queries.length - 1 }), odd, async (index, maker) => {
-          const value = maker.make()
-          const query = queries[index] as (typeof queries)[number]
-          const what = `${query.name} with ${describe(value)}`
-          try {
-            await query.call(log, value)
-          } catch (error) {
-            // A bound of 0 (or -0) is valid, and too small for this log.
-            const refusal = assertRefusal(error, query.name.startsWith('prefix') ? ['LOG_INVALID_ARGUMENT', 'LOG_PREFIX_TOO_LARGE'] : ['LOG_INVALID_ARGUMENT'], what)
-            const field = (refusal.details as { field?: string } | undefined)?.field
-            // Named as given, or quoted as JSON quotes it (a control character escaped).
-            if (field !== undefined) assert.ok(refusal.message.includes(field) || refusal.message.includes(JSON.stringify(field).slice(1, -1)), `${what}: the message names ${field}: ${refusal.message}`)
-          }
-          assert.equal(log.head(), before, `${what}: nothing was written`)
-        }),
-        { numRuns: Number(process.env.FUZZ_RUNS ?? 300), seed: Number(process.env.FUZZ_SEED ?? 20261208), endOnFailure: true, includeErrorInReport: true },
-      )
-      assert.is((await log.verify()).digest, before.digest)
-      await new Promise((resolve) => setImmediate(resolve))
-      assert.equal(unhandled.map(describe), [], 'no promise was left rejected unhandled')
-    } finally {
-      process.off('unhandledRejection', onUnhandled)
-      await engine.drain()
-      await log.close()
-      await server.close()
-    }
-  }),
+  bounded(60_000, (dir) =>
+    withoutUnhandled(async () => {
+      const server = await scriptedModelServer(() => answer.text('done'))
+      const log = await EventLog.open(join(dir, 'log'))
+      const engine = new Engine({ log, model: new ModelExecutor({ timeoutMs: 10_000 }) })
+      try {
+        assert.equal(await engine.run(messageRun(server.baseUrl, 'done', [effectTool()])), { status: 'completed' })
+        const before = log.head()
+        await fc.assert(
+          fc.asyncProperty(fc.integer({ min: 0, max: queries.length - 1 }), odd, async (index, maker) => {
+            const value = maker.make()
+            const query = queries[index] as (typeof queries)[number]
+            const what = `${query.name} with ${describe(value)}`
+            try {
+              await query.call(log, value)
+            } catch (error) {
+              // A bound of 0 (or -0) is valid, and too small for this log.
+              const refusal = assertRefusal(error, query.name.startsWith('prefix') ? ['LOG_INVALID_ARGUMENT', 'LOG_PREFIX_TOO_LARGE'] : ['LOG_INVALID_ARGUMENT'], what)
+              const field = (refusal.details as { field?: string } | undefined)?.field
+              // Named as given, or quoted as JSON quotes it (a control character escaped).
+              if (field !== undefined) assert.ok(refusal.message.includes(field) || refusal.message.includes(JSON.stringify(field).slice(1, -1)), `${what}: the message names ${field}: ${refusal.message}`)
+            }
+            assert.equal(log.head(), before, `${what}: nothing was written`)
+          }),
+          { numRuns: Number(process.env.FUZZ_RUNS ?? 300), seed: Number(process.env.FUZZ_SEED ?? 20261208), endOnFailure: true, includeErrorInReport: true },
+        )
+        assert.is((await log.verify()).digest, before.digest)
+      } finally {
+        await engine.drain()
+        await log.close()
+        await server.close()
+      }
+    })),
 )
 
 /**
@@ -408,42 +415,38 @@ const intentPaths = ['handoffId', 'hostEpoch', 'rootRunId', 'successorRunId', 's
 
 test(
   'handoff().reserve: an intent with one member replaced by a generated value is refused with HANDOFF_MISMATCH, nothing written, or taken and cancelled',
-  bounded(60_000, async (dir) => {
-    const unhandled: unknown[] = []
-    const onUnhandled = (reason: unknown) => unhandled.push(reason)
-    process.on('unhandledRejection', onUnhandled)
-    return withBlockedRun(dir, async ({ log, blocked, before, release }) => {
-      let fresh = 0
-      await fc.assert(
-        fc.asyncProperty(fc.constantFrom(...intentPaths), odd, async (path, maker) => {
-          const value = maker.make()
-          fresh += 1
-          const intent = intentFor(`gen-${fresh}`, 'run-blocked') as Loose
-          intent[path] = value
-          const what = `intent.${path} = ${describe(value)}`
-          try {
-            const reservation = blocked.handoff().reserve(intent as HandoffIntent)
-            const ready = reservation.ready()
-            reservation.cancel()
-            await ready.then(
-              () => assert.unreachable(`${what}: a cancelled reservation was held`),
-              (error: unknown) => assertRefusal(error, ['HANDOFF_CANCELLED'], what),
-            )
-          } catch (error) {
-            if (error instanceof assert.Assertion) throw error
-            const refusal = assertRefusal(error, ['HANDOFF_MISMATCH'], what)
-            assertNamesField(refusal, what)
-          }
-          assert.equal(log.head(), before, `${what}: nothing was written`)
-        }),
-        { numRuns: Number(process.env.FUZZ_RUNS ?? 150), seed: Number(process.env.FUZZ_SEED ?? 20261208), endOnFailure: true, includeErrorInReport: true },
-      )
-      release()
-      assert.equal(await blocked.wait(), { status: 'completed' })
-      await new Promise((resolve) => setImmediate(resolve))
-      assert.equal(unhandled.map(describe), [], 'no promise was left rejected unhandled')
-    }).finally(() => process.off('unhandledRejection', onUnhandled))
-  }),
+  bounded(60_000, (dir) =>
+    withoutUnhandled(async () => {
+      return withBlockedRun(dir, async ({ log, blocked, before, release }) => {
+        let fresh = 0
+        await fc.assert(
+          fc.asyncProperty(fc.constantFrom(...intentPaths), odd, async (path, maker) => {
+            const value = maker.make()
+            fresh += 1
+            const intent = intentFor(`gen-${fresh}`, 'run-blocked') as Loose
+            intent[path] = value
+            const what = `intent.${path} = ${describe(value)}`
+            try {
+              const reservation = blocked.handoff().reserve(intent as HandoffIntent)
+              const ready = reservation.ready()
+              reservation.cancel()
+              await ready.then(
+                () => assert.unreachable(`${what}: a cancelled reservation was held`),
+                (error: unknown) => assertRefusal(error, ['HANDOFF_CANCELLED'], what),
+              )
+            } catch (error) {
+              if (error instanceof assert.Assertion) throw error
+              const refusal = assertRefusal(error, ['HANDOFF_MISMATCH'], what)
+              assertNamesField(refusal, what)
+            }
+            assert.equal(log.head(), before, `${what}: nothing was written`)
+          }),
+          { numRuns: Number(process.env.FUZZ_RUNS ?? 150), seed: Number(process.env.FUZZ_SEED ?? 20261208), endOnFailure: true, includeErrorInReport: true },
+        )
+        release()
+        assert.equal(await blocked.wait(), { status: 'completed' })
+      })
+    })),
 )
 
 /** What an accepted call made, to be closed. */
@@ -470,53 +473,48 @@ async function listing(dir: string): Promise<string[]> {
 
 test(
   'options of the public calls given one generated value are refused with the call\'s code naming the option, nothing made or written, or accepted',
-  bounded(60_000, async (dir) => {
-    const unhandled: unknown[] = []
-    const onUnhandled = (reason: unknown) => unhandled.push(reason)
-    process.on('unhandledRejection', onUnhandled)
-    const server = await scriptedModelServer(() => answer.text('done'))
-    const log = await EventLog.open(join(dir, 'log'))
-    const engine = new Engine({ log, model: new ModelExecutor({ timeoutMs: 10_000 }) })
-    let fresh = 0
-    try {
-      assert.equal(await engine.run(messageRun(server.baseUrl, 'done', [effectTool()])), { status: 'completed' })
-      await fc.assert(
-        fc.asyncProperty(fc.integer({ min: 0, max: optionCalls.length - 1 }), fc.nat(), odd, async (index, keyIndex, maker) => {
-          const target = optionCalls[index] as (typeof optionCalls)[number]
-          const key = target.keys[keyIndex % target.keys.length] as string
-          const value = maker.make()
-          const what = `${target.name}({ ${key}: ${describe(value)} })`
-          fresh += 1
-          const place = join(dir, `fresh-${fresh}`)
-          const before = log.head()
-          const files = await listing(join(dir, 'log'))
-          let made: Made
-          try {
-            made = await target.call({ log, dir, fresh: place }, { [key]: value })
-          } catch (error) {
-            const refusal = assertRefusal(error, typeof target.code === 'string' ? [target.code] : target.code, what)
-            const field = (refusal.details as { field?: string } | undefined)?.field
-            // Named as given, as JSON quotes it, or (a member of an option) by its last segment.
-            const names = (name: string) => refusal.message.includes(name) || refusal.message.includes(JSON.stringify(name).slice(1, -1))
-            if (refusal.code !== 'LOG_IO' && refusal.code !== 'LOG_PREFIX_TOO_LARGE') assert.ok(field !== undefined && (names(field) || names(field.split('.').at(-1) as string)), `${what}: the message names ${field}: ${refusal.message}`)
-            assert.equal(await listing(place), [], `${what}: nothing was made`)
-          }
-          await made?.close?.()
-          await made?.stop?.()
-          assert.equal(log.head(), before, `${what}: nothing was written`)
-          assert.equal(await listing(join(dir, 'log')), files, `${what}: no file of the log was made or removed`)
-        }),
-        { numRuns: Number(process.env.FUZZ_RUNS ?? 150), seed: Number(process.env.FUZZ_SEED ?? 20261208), endOnFailure: true, includeErrorInReport: true },
-      )
-      await new Promise((resolve) => setImmediate(resolve))
-      assert.equal(unhandled.map(describe), [], 'no promise was left rejected unhandled')
-    } finally {
-      process.off('unhandledRejection', onUnhandled)
-      await engine.drain()
-      await log.close()
-      await server.close()
-    }
-  }),
+  bounded(60_000, (dir) =>
+    withoutUnhandled(async () => {
+      const server = await scriptedModelServer(() => answer.text('done'))
+      const log = await EventLog.open(join(dir, 'log'))
+      const engine = new Engine({ log, model: new ModelExecutor({ timeoutMs: 10_000 }) })
+      let fresh = 0
+      try {
+        assert.equal(await engine.run(messageRun(server.baseUrl, 'done', [effectTool()])), { status: 'completed' })
+        await fc.assert(
+          fc.asyncProperty(fc.integer({ min: 0, max: optionCalls.length - 1 }), fc.nat(), odd, async (index, keyIndex, maker) => {
+            const target = optionCalls[index] as (typeof optionCalls)[number]
+            const key = target.keys[keyIndex % target.keys.length] as string
+            const value = maker.make()
+            const what = `${target.name}({ ${key}: ${describe(value)} })`
+            fresh += 1
+            const place = join(dir, `fresh-${fresh}`)
+            const before = log.head()
+            const files = await listing(join(dir, 'log'))
+            let made: Made
+            try {
+              made = await target.call({ log, dir, fresh: place }, { [key]: value })
+            } catch (error) {
+              const refusal = assertRefusal(error, typeof target.code === 'string' ? [target.code] : target.code, what)
+              const field = (refusal.details as { field?: string } | undefined)?.field
+              // Named as given, as JSON quotes it, or (a member of an option) by its last segment.
+              const names = (name: string) => refusal.message.includes(name) || refusal.message.includes(JSON.stringify(name).slice(1, -1))
+              if (refusal.code !== 'LOG_IO' && refusal.code !== 'LOG_PREFIX_TOO_LARGE') assert.ok(field !== undefined && (names(field) || names(field.split('.').at(-1) as string)), `${what}: the message names ${field}: ${refusal.message}`)
+              assert.equal(await listing(place), [], `${what}: nothing was made`)
+            }
+            await made?.close?.()
+            await made?.stop?.()
+            assert.equal(log.head(), before, `${what}: nothing was written`)
+            assert.equal(await listing(join(dir, 'log')), files, `${what}: no file of the log was made or removed`)
+          }),
+          { numRuns: Number(process.env.FUZZ_RUNS ?? 150), seed: Number(process.env.FUZZ_SEED ?? 20261208), endOnFailure: true, includeErrorInReport: true },
+        )
+      } finally {
+        await engine.drain()
+        await log.close()
+        await server.close()
+      }
+    })),
 )
 
 /** The members of an appended `invocation.opened` event a generated value replaces (or adds). */
@@ -543,73 +541,68 @@ const eventPaths = [
 
 test(
   'log.append: an event with one member replaced by a generated value is refused with LOG_INVALID_EVENT naming it, nothing written, or stored and read back as given',
-  bounded(60_000, async (dir) => {
-    const unhandled: unknown[] = []
-    const onUnhandled = (reason: unknown) => unhandled.push(reason)
-    process.on('unhandledRejection', onUnhandled)
-    const log = await EventLog.open(join(dir, 'log'))
-    let fresh = 0
-    const opened = (): Loose => {
-      fresh += 1
-      return {
-        id: `direct-${fresh}/1`,
-        recordedAt: 1_700_000_000_000,
-        invocation: { sessionId: `session-${fresh}`, turnId: 'turn', runId: 'run', invocationId: `invocation-${fresh}` },
-        fact: {
-          type: 'invocation.opened',
-          input: { kind: 'message', content: 'direct' },
-          configuration: { cwd: '/workspace/faults' },
-          execution: { model: 'm', providerOptions: { temperature: 0 }, cwd: '/workspace/faults', tools: { catalogDigest: `sha256:${'a'.repeat(64)}`, names: [] } },
-        },
+  bounded(60_000, (dir) =>
+    withoutUnhandled(async () => {
+      const log = await EventLog.open(join(dir, 'log'))
+      let fresh = 0
+      const opened = (): Loose => {
+        fresh += 1
+        return {
+          id: `direct-${fresh}/1`,
+          recordedAt: 1_700_000_000_000,
+          invocation: { sessionId: `session-${fresh}`, turnId: 'turn', runId: 'run', invocationId: `invocation-${fresh}` },
+          fact: {
+            type: 'invocation.opened',
+            input: { kind: 'message', content: 'direct' },
+            configuration: { cwd: '/workspace/faults' },
+            execution: { model: 'm', providerOptions: { temperature: 0 }, cwd: '/workspace/faults', tools: { catalogDigest: `sha256:${'a'.repeat(64)}`, names: [] } },
+          },
+        }
       }
-    }
-    try {
-      // The base every case mutates is stored as it is.
-      assert.is(await log.append(opened() as never), 1)
-      await fc.assert(
-        fc.asyncProperty(fc.constantFrom(...eventPaths), odd, async (path, maker) => {
-          const value = maker.make()
-          const event = opened()
-          setPath(event, path, value)
-          const what = `event.${path} = ${describe(value)}`
-          const before = log.head()
-          let seq: number
-          try {
-            seq = await log.append(event as never)
-          } catch (error) {
-            const refusal = assertRefusal(error, ['LOG_INVALID_EVENT', 'LOG_REJECTED_FACT'], what)
-            if (refusal.code === 'LOG_INVALID_EVENT') {
-              const fields = (refusal.details as { fields: string[] }).fields
-              // An event that cannot be read at all names no field.
-              if (fields.length > 0) assertNamesField(refusal, what)
+      try {
+        // The base every case mutates is stored as it is.
+        assert.is(await log.append(opened() as never), 1)
+        await fc.assert(
+          fc.asyncProperty(fc.constantFrom(...eventPaths), odd, async (path, maker) => {
+            const value = maker.make()
+            const event = opened()
+            setPath(event, path, value)
+            const what = `event.${path} = ${describe(value)}`
+            const before = log.head()
+            let seq: number
+            try {
+              seq = await log.append(event as never)
+            } catch (error) {
+              const refusal = assertRefusal(error, ['LOG_INVALID_EVENT', 'LOG_REJECTED_FACT'], what)
+              if (refusal.code === 'LOG_INVALID_EVENT') {
+                const fields = (refusal.details as { fields: string[] }).fields
+                // An event that cannot be read at all names no field.
+                if (fields.length > 0) assertNamesField(refusal, what)
+              }
+              assert.equal(log.head(), before, `${what}: nothing was written`)
+              return
             }
-            assert.equal(log.head(), before, `${what}: nothing was written`)
-            return
-          }
-          assert.is(seq, before.highWater + 1, `${what}: stored as the next fact`)
-          let read: Loose | undefined
-          for await (const entry of log.events({ from: seq, to: seq })) read = entry.event as Loose
-          assert.ok(read, `${what}: read back`)
-          // Plain JSON data reads back as given (a -0 as 0, as JSON writes it).
-          const parts = path.split('.')
-          let given: unknown = event
-          let got: unknown = read
-          for (const part of parts) {
-            given = (given as Loose)?.[part]
-            got = (got as Loose)?.[part]
-          }
-          if (plainJson(given)) assert.ok(same(got, given), `${what}: read back ${describe(got)}`)
-        }),
-        { numRuns: Number(process.env.FUZZ_RUNS ?? 200), seed: Number(process.env.FUZZ_SEED ?? 20261208), endOnFailure: true, includeErrorInReport: true },
-      )
-      assert.is((await log.verify()).digest, log.head().digest)
-      await new Promise((resolve) => setImmediate(resolve))
-      assert.equal(unhandled.map(describe), [], 'no promise was left rejected unhandled')
-    } finally {
-      process.off('unhandledRejection', onUnhandled)
-      await log.close()
-    }
-  }),
+            assert.is(seq, before.highWater + 1, `${what}: stored as the next fact`)
+            let read: Loose | undefined
+            for await (const entry of log.events({ from: seq, to: seq })) read = entry.event as Loose
+            assert.ok(read, `${what}: read back`)
+            // Plain JSON data reads back as given (a -0 as 0, as JSON writes it).
+            const parts = path.split('.')
+            let given: unknown = event
+            let got: unknown = read
+            for (const part of parts) {
+              given = (given as Loose)?.[part]
+              got = (got as Loose)?.[part]
+            }
+            if (plainJson(given)) assert.ok(same(got, given), `${what}: read back ${describe(got)}`)
+          }),
+          { numRuns: Number(process.env.FUZZ_RUNS ?? 200), seed: Number(process.env.FUZZ_SEED ?? 20261208), endOnFailure: true, includeErrorInReport: true },
+        )
+        assert.is((await log.verify()).digest, log.head().digest)
+      } finally {
+        await log.close()
+      }
+    })),
 )
 
 /** A proxy revoked before it is handed over: every read of it throws. */
@@ -701,64 +694,59 @@ const continuationPaths = [
 
 test(
   'engine.start of a continuation, or with start options, with one member replaced by a generated value is refused with its documented code, nothing written, or run',
-  bounded(60_000, async (dir) => {
-    const unhandled: unknown[] = []
-    const onUnhandled = (reason: unknown) => unhandled.push(reason)
-    process.on('unhandledRejection', onUnhandled)
-    const server = await scriptedModelServer(() => answer.text('done'))
-    const log = await EventLog.open(join(dir, 'log'))
-    const engine = new Engine({ log, model: new ModelExecutor({ timeoutMs: 10_000, retries: 0 }) })
-    let fresh = 0
-    // Each case continues its own completed run: a run admitted before does not make the next one's source stale.
-    const continuation = async (): Promise<Loose> => {
-      fresh += 1
-      const first = messageRun(server.baseUrl, `source-${fresh}`, [effectTool()])
-      assert.equal(await engine.run(first), { status: 'completed' })
-      const source = (await log.runSource(first.invocation.sessionId, first.invocation.runId))?.boundary
-      assert.ok(source)
-      return {
-        ...messageRun(server.baseUrl, `next-${fresh}`, [effectTool()]),
-        invocation: { ...first.invocation, turnId: `turn-next-${fresh}`, runId: `run-next-${fresh}`, invocationId: `invocation-next-${fresh}` },
-        work: { kind: 'continuation', source: structuredClone(source) },
-        options: {},
+  bounded(60_000, (dir) =>
+    withoutUnhandled(async () => {
+      const server = await scriptedModelServer(() => answer.text('done'))
+      const log = await EventLog.open(join(dir, 'log'))
+      const engine = new Engine({ log, model: new ModelExecutor({ timeoutMs: 10_000, retries: 0 }) })
+      let fresh = 0
+      // Each case continues its own completed run: a run admitted before does not make the next one's source stale.
+      const continuation = async (): Promise<Loose> => {
+        fresh += 1
+        const first = messageRun(server.baseUrl, `source-${fresh}`, [effectTool()])
+        assert.equal(await engine.run(first), { status: 'completed' })
+        const source = (await log.runSource(first.invocation.sessionId, first.invocation.runId))?.boundary
+        assert.ok(source)
+        return {
+          ...messageRun(server.baseUrl, `next-${fresh}`, [effectTool()]),
+          invocation: { ...first.invocation, turnId: `turn-next-${fresh}`, runId: `run-next-${fresh}`, invocationId: `invocation-next-${fresh}` },
+          work: { kind: 'continuation', source: structuredClone(source) },
+          options: {},
+        }
       }
-    }
-    try {
-      // The base every case mutates is admitted as it is.
-      const { options: _, ...base } = await continuation()
-      assert.equal(await engine.run(base as RunInput), { status: 'completed' })
-      await fc.assert(
-        fc.asyncProperty(fc.constantFrom(...continuationPaths), odd, async (path, maker) => {
-          const input = await continuation()
-          const value = maker.make()
-          setPath(input, path, value)
-          const { options, ...runInput } = input
-          const what = `${path} = ${describe(value)}`
-          const before = log.head()
-          let running: RunningInvocation
-          try {
-            running = await engine.start(runInput as RunInput, options as never)
-          } catch (error) {
-            const refusal = assertRefusal(error, ['RUN_INVALID_INPUT', 'RUN_SOURCE_MISMATCH', 'RUN_SOURCE_STALE'], what)
-            if (refusal.code === 'RUN_INVALID_INPUT' && !refusal.message.includes('cannot be read')) assertNamesField(refusal, what)
-            assert.equal(log.head(), before, `${what}: nothing was written`)
-            return
-          }
-          const outcome = await running.wait()
-          assert.ok(['completed', 'failed'].includes(outcome.status), `${what}: ${JSON.stringify(outcome)}`)
-        }),
-        { numRuns: Number(process.env.FUZZ_RUNS ?? 60), seed: Number(process.env.FUZZ_SEED ?? 20261208), endOnFailure: true, includeErrorInReport: true },
-      )
-      assert.is((await log.verify()).digest, log.head().digest)
-      await new Promise((resolve) => setImmediate(resolve))
-      assert.equal(unhandled.map(describe), [], 'no promise was left rejected unhandled')
-    } finally {
-      process.off('unhandledRejection', onUnhandled)
-      await engine.drain()
-      await log.close()
-      await server.close()
-    }
-  }),
+      try {
+        // The base every case mutates is admitted as it is.
+        const { options: _, ...base } = await continuation()
+        assert.equal(await engine.run(base as RunInput), { status: 'completed' })
+        await fc.assert(
+          fc.asyncProperty(fc.constantFrom(...continuationPaths), odd, async (path, maker) => {
+            const input = await continuation()
+            const value = maker.make()
+            setPath(input, path, value)
+            const { options, ...runInput } = input
+            const what = `${path} = ${describe(value)}`
+            const before = log.head()
+            let running: RunningInvocation
+            try {
+              running = await engine.start(runInput as RunInput, options as never)
+            } catch (error) {
+              const refusal = assertRefusal(error, ['RUN_INVALID_INPUT', 'RUN_SOURCE_MISMATCH', 'RUN_SOURCE_STALE'], what)
+              if (refusal.code === 'RUN_INVALID_INPUT' && !refusal.message.includes('cannot be read')) assertNamesField(refusal, what)
+              assert.equal(log.head(), before, `${what}: nothing was written`)
+              return
+            }
+            const outcome = await running.wait()
+            assert.ok(['completed', 'failed'].includes(outcome.status), `${what}: ${JSON.stringify(outcome)}`)
+          }),
+          { numRuns: Number(process.env.FUZZ_RUNS ?? 60), seed: Number(process.env.FUZZ_SEED ?? 20261208), endOnFailure: true, includeErrorInReport: true },
+        )
+        assert.is((await log.verify()).digest, log.head().digest)
+      } finally {
+        await engine.drain()
+        await log.close()
+        await server.close()
+      }
+    })),
 )
 
 test.run()

@@ -12,7 +12,8 @@ import { Catalog } from '../inspector/catalog.js'
 import { serveInspector } from '../inspector/index.js'
 import type { InvocationDetail, Overview } from '../inspector/protocol.js'
 import { EventMaker, completeInvocation, facts, invocationOf } from './support/log-fixtures.js'
-import { type Browser, chromium } from 'playwright-core'
+import type { Browser } from 'playwright-core'
+import { launchChromium } from './support/chromium.js'
 import { ensurePageBuilt } from './support/inspector-build.js'
 import { bounded } from './support/temp.js'
 import { engineTest } from './support/engine-fixtures.js'
@@ -35,7 +36,7 @@ function childOf(name: string, parent = supervisor): RuntimeEvent {
  */
 let launched: Promise<Browser> | undefined
 const sharedBrowser = () =>
-  (launched ??= chromium.launch({ executablePath: '/usr/bin/chromium', args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'], timeout: 30_000 }))
+  (launched ??= launchChromium())
 test.after(async () => {
   if (launched !== undefined) await (await launched.catch(() => undefined))?.close()
 })

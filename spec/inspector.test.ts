@@ -10,7 +10,7 @@ import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { type Browser, type Page, chromium } from 'playwright-core'
+import type { Browser, Page } from 'playwright-core'
 import { suite } from 'uvu'
 import * as assert from 'uvu/assert'
 import { Engine, EventLog, type Fact, type InvocationOutcome, ModelExecutor, type RuntimeEvent, invocationMachine, recoverInvocations, usageOf } from '../index.js'
@@ -22,18 +22,11 @@ import { answer, scriptedModelServer } from '../testing/scripted-model-server.js
 import { ensurePageBuilt } from './support/inspector-build.js'
 import { SCENARIO, XSS_PAYLOAD, scenarioInput, writeScenarioLog } from './support/inspector-fixtures.js'
 import { EventMaker, completeInvocation, facts, invocationOf } from './support/log-fixtures.js'
+import { launchChromium } from './support/chromium.js'
 import { withTempDir, withTimeout } from './support/temp.js'
 
 const ARTIFACTS = fileURLToPath(new URL('./artifacts/', import.meta.url))
 const WAIT = { timeout: 10_000 }
-
-function launch(): Promise<Browser> {
-  return chromium.launch({
-    executablePath: '/usr/bin/chromium',
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    timeout: 30_000,
-  })
-}
 
 interface Watched {
   page: Page
@@ -129,7 +122,7 @@ offline.before(async (context) => {
         for (const event of crashed.many(list)) await context.log.append(event)
         await recoverInvocations(context.log)
         context.inspector = await serveInspector({ log: context.log })
-        context.browser = await launch()
+        context.browser = await launchChromium()
         context.watched = await watchedPage(context.browser)
       },
       45_000,

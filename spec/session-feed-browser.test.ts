@@ -13,11 +13,12 @@
 import { once } from 'node:events'
 import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import { type Browser, type Page, chromium } from 'playwright-core'
+import type { Browser, Page } from 'playwright-core'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { type Engine, type EventLog, type StoredEvent, type ToolDefinition, sessionFeed, toServerSentEvent } from '../index.js'
 import { answer } from '../testing/scripted-model-server.js'
+import { launchChromium } from './support/chromium.js'
 import { engineTest } from './support/engine-fixtures.js'
 import { readmeBlock } from './support/readme.js'
 
@@ -207,7 +208,7 @@ test(
     const origin = `http://127.0.0.1:${(web.address() as AddressInfo).port}`
     let browser: Browser | undefined
     try {
-      const launched = await chromium.launch({ executablePath: '/usr/bin/chromium', args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'], timeout: 30_000 })
+      const launched = await launchChromium()
       browser = launched
       const open = async (tab: string) => {
         const page = await launched.newPage()
@@ -304,7 +305,7 @@ test(
     const origin = `http://127.0.0.1:${(web.address() as AddressInfo).port}`
     let browser: Browser | undefined
     try {
-      const launched = await chromium.launch({ executablePath: '/usr/bin/chromium', args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'], timeout: 30_000 })
+      const launched = await launchChromium()
       browser = launched
       const bad = await launched.newPage()
       await bad.goto(`${origin}/?session=${encodeURIComponent('not a session id')}&tab=bad`)
